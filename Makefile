@@ -1,0 +1,24 @@
+# Both targets set up .venv on first use, then run.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.plax-installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP)
+	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest tests
+
+bench: $(STAMP)
+	$(PY) bench/bench_eager.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

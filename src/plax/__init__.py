@@ -1,0 +1,14 @@
+"""plax: composable transformations of numerical Python programs, on XLA."""
+from plax.core.config import config, enable_x64  # noqa: F401
+from plax.core import dtypes  # noqa: F401
+from plax.core.dtypes import float0  # noqa: F401
+from plax.core import errors  # noqa: F401
+from plax.runtime.array import Array  # noqa: F401
+from plax.runtime.xla import Device  # noqa: F401
+from plax.api import (  # noqa: F401
+    make_jaxpr, devices, local_devices, device_count, local_device_count, process_index,
+    process_count, default_backend, device_put, device_get, block_until_ready, live_arrays,
+    ShapeDtypeStruct,
+    typeof,
+)
+from plax import tree_util, tree, lax, numpy, sharding  # noqa: F401

@@ -1,0 +1,1 @@
+"""plax's core: dtypes, config, avals, primitives, traces and the jaxpr IR."""

@@ -1,0 +1,108 @@
+"""Abstract values: what a transformation knows about an array (shape, dtype, weak type)."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core import dtypes
+
+_SHORT_NAMES = {
+    "bool": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float16": "f16", "float32": "f32", "float64": "f64", "bfloat16": "bf16",
+    "complex64": "c64", "complex128": "c128", "int4": "i4", "uint4": "u4",
+    "float8_e4m3fn": "f8_e4m3fn", "float8_e4m3fnuz": "f8_e4m3fnuz", "float8_e5m2": "f8_e5m2",
+    "float8_e5m2fnuz": "f8_e5m2fnuz", "float8_e4m3b11fnuz": "f8_e4m3b11fnuz",
+}
+
+
+def short_dtype_name(dtype) -> str:
+    dt = np.dtype(dtype)
+    if dt == dtypes.float0:
+        return "float0"
+    return _SHORT_NAMES.get(dt.name, dt.name)
+
+
+class AbstractValue:
+    __slots__ = ()
+
+
+class ShapedArray(AbstractValue):
+    """An array known by its shape, dtype and weak type only."""
+
+    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+
+    def __init__(self, shape, dtype, weak_type: bool = False):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.weak_type = bool(weak_type)
+        self._hash = hash((self.shape, self.dtype, self.weak_type))
+
+    ndim = property(lambda self: len(self.shape))
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
+        return ShapedArray(self.shape if shape is None else shape,
+                           self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type)
+
+    def strip_weak_type(self) -> "ShapedArray":
+        return self.update(weak_type=False) if self.weak_type else self
+
+    def __eq__(self, other):
+        return (type(other) is ShapedArray and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        return self._hash
+
+    def str_short(self, short_dtypes: bool = True) -> str:
+        name = short_dtype_name(self.dtype) if short_dtypes else self.dtype.name
+        return f"{name}[{','.join(str(d) for d in self.shape)}]"
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.str_short(short_dtypes=False)}{weak})"
+
+
+_SCALAR_TYPES = (bool, int, float, complex)
+
+
+class WeakHostArray(np.ndarray):
+    """A host value that is weakly typed, like the Python scalar it came from.
+
+    Used when a Python scalar is converted to another array's dtype: it keeps
+    its weak type so that ``weak_f32 + 1.0`` stays weak.
+    """
+    weak_type = True
+
+
+def weak_host_value(value, dtype) -> np.ndarray:
+    return np.asarray(value, dtype=dtype).view(WeakHostArray)
+
+
+def abstractify(x) -> ShapedArray:
+    """The ShapedArray of a concrete value (Array, Tracer, NumPy value or Python scalar)."""
+    aval = getattr(x, "aval", None)
+    if isinstance(aval, ShapedArray):
+        return aval
+    t = type(x)
+    if t in _SCALAR_TYPES:
+        return ShapedArray((), dtypes.canonicalize_dtype(dtypes.python_scalar_dtypes[t]),
+                           weak_type=t is not bool)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype), t is WeakHostArray)
+    if hasattr(x, "__plax_array__"):
+        return abstractify(x.__plax_array__())
+    raise TypeError(f"Value {x!r} of type {t.__name__} is not a valid plax type: "
+                    "expected an array, a NumPy value or a Python scalar.")
+
+
+def is_valid_value(x) -> bool:
+    return (type(x) in _SCALAR_TYPES or isinstance(x, (np.ndarray, np.generic))
+            or isinstance(getattr(x, "aval", None), ShapedArray))

@@ -1,0 +1,138 @@
+"""Configuration flags.
+
+Each flag has a default, an environment variable ``PLAX_<NAME>`` that overrides
+the default at import, ``config.update("jax_<name>", value)`` to change it, and
+a context manager to change it for a block (thread-local).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _parse_bool(text: str, name: str) -> bool:
+    low = text.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ValueError(f"Environment variable for flag {name!r} must be a boolean "
+                     f"(1/0/true/false), got {text!r}.")
+
+
+class _Flag:
+    def __init__(self, name, default, kind, help, choices=None):
+        self.name = name
+        self.kind = kind
+        self.help = help
+        self.choices = choices
+        env = os.environ.get("PLAX_" + name.upper())
+        self.global_value = self._coerce(env, from_env=True) if env is not None else default
+
+    def _coerce(self, value, from_env=False):
+        if self.kind is bool:
+            return _parse_bool(value, self.name) if isinstance(value, str) else bool(value)
+        if self.kind is int:
+            return int(value)
+        if self.choices is not None and value is not None and value not in self.choices:
+            raise ValueError(f"Flag {self.name!r} must be one of {sorted(self.choices)}, "
+                             f"got {value!r}.")
+        return value
+
+
+class Config:
+    """Holds every flag. Read a flag as ``config.<name>`` or ``config.jax_<name>``."""
+
+    def __init__(self):
+        object.__setattr__(self, "_flags", {})
+        object.__setattr__(self, "_local", threading.local())
+        object.__setattr__(self, "_listeners", [])
+
+    def define(self, name, default, kind=bool, help="", choices=None):
+        self._flags[name] = _Flag(name, default, kind, help, choices)
+
+    def _flag(self, name: str) -> _Flag:
+        key = name[4:] if name.startswith("jax_") else name
+        try:
+            return self._flags[key]
+        except KeyError:
+            raise AttributeError(f"Unrecognized config option: {name}") from None
+
+    def _overrides(self) -> dict:
+        d = getattr(self._local, "overrides", None)
+        if d is None:
+            d = self._local.overrides = {}
+        return d
+
+    def read(self, name: str):
+        flag = self._flag(name)
+        over = self._overrides()
+        return over[flag.name] if flag.name in over else flag.global_value
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.read(name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Set flags with config.update(name, value).")
+
+    def update(self, name: str, value) -> None:
+        """Set a flag globally, e.g. ``config.update("jax_enable_x64", True)``."""
+        flag = self._flag(name)
+        flag.global_value = flag._coerce(value)
+        for fn in self._listeners:
+            fn(flag.name)
+
+    @contextlib.contextmanager
+    def override(self, name: str, value):
+        """Set a flag for the current thread inside a ``with`` block."""
+        flag = self._flag(name)
+        over = self._overrides()
+        missing = object()
+        old = over.get(flag.name, missing)
+        over[flag.name] = flag._coerce(value)
+        try:
+            yield
+        finally:
+            if old is missing:
+                del over[flag.name]
+            else:
+                over[flag.name] = old
+
+    def values(self) -> dict:
+        return {name: self.read(name) for name in self._flags}
+
+
+config = Config()
+config.define("enable_x64", False, help="Use 64-bit types by default.")
+config.define("debug_nans", False, help="Raise FloatingPointError when a computation makes a NaN.")
+config.define("debug_infs", False, help="Raise FloatingPointError when a computation makes an inf.")
+config.define("disable_jit", False, help="Run jitted functions op by op.")
+config.define("log_compiles", False, help="Log every XLA compilation.")
+config.define("check_tracer_leaks", False, help="Check for leaked tracers after each transformation.")
+config.define("numpy_rank_promotion", "allow", kind=str, choices={"allow", "warn", "raise"},
+              help="How plax.numpy treats implicit rank promotion.")
+config.define("default_matmul_precision", None, kind=str,
+              choices={None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32"},
+              help="Default precision of matmuls and convolutions.")
+config.define("platforms", None, kind=str, help="Comma-separated platforms to use, e.g. 'cpu'.")
+config.define("num_cpu_devices", 1, kind=int, help="Number of virtual CPU devices.")
+config.define("compilation_cache_dir", None, kind=str, help="Directory for a persistent compilation cache.")
+
+
+def enable_x64(new_val: bool = True):
+    """Context manager that turns 64-bit types on (or off) for a block."""
+    return config.override("enable_x64", new_val)
+
+
+def debug_nans(new_val: bool = True):
+    return config.override("debug_nans", new_val)
+
+
+def debug_infs(new_val: bool = True):
+    return config.override("debug_infs", new_val)

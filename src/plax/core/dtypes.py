@@ -1,0 +1,315 @@
+"""dtypes: canonicalisation, weak types and the type-promotion lattice.
+
+plax follows JAX's promotion rules: a lattice over dtypes plus three "weak"
+nodes (``int``, ``float``, ``complex``) that stand for Python scalars, so that
+``int8_array + 1`` stays int8 and ``float16_array * 2.0`` stays float16.
+With 64-bit types off (the default) every 64-bit dtype is narrowed to its
+32-bit sibling before it reaches XLA.
+"""
+from __future__ import annotations
+
+import functools
+
+import ml_dtypes
+import numpy as np
+
+from plax.core.config import config
+
+# --- the dtypes plax knows ----------------------------------------------------
+bfloat16 = ml_dtypes.bfloat16
+float8_e4m3fn = ml_dtypes.float8_e4m3fn
+float8_e4m3fnuz = ml_dtypes.float8_e4m3fnuz
+float8_e5m2 = ml_dtypes.float8_e5m2
+float8_e5m2fnuz = ml_dtypes.float8_e5m2fnuz
+float8_e4m3b11fnuz = ml_dtypes.float8_e4m3b11fnuz
+int4 = ml_dtypes.int4
+uint4 = ml_dtypes.uint4
+bool_ = np.bool_
+int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
+uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
+float16, float32, float64 = np.float16, np.float32, np.float64
+complex64, complex128 = np.complex64, np.complex128
+
+# float0 is the tangent type of integer and boolean values: it carries no data.
+float0 = np.dtype([("float0", np.void, 0)])
+
+_FLOAT8 = [np.dtype(t) for t in (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,
+                                  float8_e5m2fnuz, float8_e4m3b11fnuz)]
+_SMALL_INT = [np.dtype(int4), np.dtype(uint4)]
+_CUSTOM_FLOATS = set(_FLOAT8) | {np.dtype(bfloat16)}
+_CUSTOM_INTS = set(_SMALL_INT)
+
+_SIGNED = [np.dtype(t) for t in (int8, int16, int32, int64)]
+_UNSIGNED = [np.dtype(t) for t in (uint8, uint16, uint32, uint64)]
+_FLOATS = _FLOAT8 + [np.dtype(t) for t in (bfloat16, float16, float32, float64)]
+_COMPLEX = [np.dtype(complex64), np.dtype(complex128)]
+_BOOL = np.dtype(bool_)
+
+# Every dtype that can live in a plax Array.
+supported_dtypes = frozenset([_BOOL, *_SIGNED, *_UNSIGNED, *_SMALL_INT, *_FLOATS, *_COMPLEX])
+
+_NARROW = {np.dtype(int64): np.dtype(int32), np.dtype(uint64): np.dtype(uint32),
+           np.dtype(float64): np.dtype(float32), np.dtype(complex128): np.dtype(complex64)}
+
+
+def x64_enabled() -> bool:
+    return config.read("enable_x64")
+
+
+@functools.lru_cache(maxsize=None)
+def _canonicalize(dtype: np.dtype, x64: bool) -> np.dtype:
+    if x64:
+        return dtype
+    return _NARROW.get(dtype, dtype)
+
+
+def canonicalize_dtype(dtype) -> np.dtype:
+    """The dtype an array of ``dtype`` really has in plax (64-bit narrowed when x64 is off)."""
+    dt = np.dtype(dtype)
+    if dt not in supported_dtypes and dt != float0:
+        raise TypeError(f"dtype {dt} is not a valid plax array type. "
+                        "Only booleans, integers, floats and complex numbers are supported.")
+    return _canonicalize(dt, x64_enabled())
+
+
+# Python scalar types map to weak dtypes.
+_PY_SCALAR_DEFAULT = {bool: np.dtype(bool_), int: np.dtype(int64),
+                      float: np.dtype(float64), complex: np.dtype(complex128)}
+python_scalar_dtypes = _PY_SCALAR_DEFAULT
+
+
+def default_int_dtype() -> np.dtype:
+    return canonicalize_dtype(int64)
+
+
+def default_float_dtype() -> np.dtype:
+    return canonicalize_dtype(float64)
+
+
+def default_complex_dtype() -> np.dtype:
+    return canonicalize_dtype(complex128)
+
+
+# --- categories ---------------------------------------------------------------
+def issubdtype(a, b) -> bool:
+    """Like ``np.issubdtype`` but knowing that bfloat16/float8 are floats and int4 an integer."""
+    if a is None or b is None:
+        return False
+    a_dt = a if isinstance(a, np.dtype) else (np.dtype(a) if not _is_abstract(a) else None)
+    if a_dt is None:
+        return np.issubdtype(a, b)
+    if a_dt in _CUSTOM_FLOATS:
+        if _is_abstract(b):
+            return b in (np.floating, np.inexact, np.number, np.generic)
+        return a_dt == np.dtype(b)
+    if a_dt in _CUSTOM_INTS:
+        if _is_abstract(b):
+            kind = np.signedinteger if a_dt == np.dtype(int4) else np.unsignedinteger
+            return b in (kind, np.integer, np.number, np.generic)
+        return a_dt == np.dtype(b)
+    if not _is_abstract(b) and np.dtype(b) in (_CUSTOM_FLOATS | _CUSTOM_INTS):
+        return False
+    return np.issubdtype(a_dt, b)
+
+
+def _is_abstract(t) -> bool:
+    return isinstance(t, type) and issubclass(t, np.generic) and t in (
+        np.generic, np.number, np.integer, np.signedinteger, np.unsignedinteger,
+        np.inexact, np.floating, np.complexfloating, np.bool_, np.character, np.flexible)
+
+
+def is_float(dtype) -> bool:
+    return issubdtype(dtype, np.floating)
+
+
+def is_complex(dtype) -> bool:
+    return issubdtype(dtype, np.complexfloating)
+
+
+def is_inexact(dtype) -> bool:
+    return issubdtype(dtype, np.inexact)
+
+
+def is_integer(dtype) -> bool:
+    return issubdtype(dtype, np.integer)
+
+
+def is_unsigned(dtype) -> bool:
+    return issubdtype(dtype, np.unsignedinteger)
+
+
+def is_bool(dtype) -> bool:
+    return np.dtype(dtype) == _BOOL
+
+
+def finfo(dtype):
+    return ml_dtypes.finfo(dtype)
+
+
+def iinfo(dtype):
+    return ml_dtypes.iinfo(dtype)
+
+
+def itemsize_bits(dtype) -> int:
+    dt = np.dtype(dtype)
+    return 4 if dt in _CUSTOM_INTS else dt.itemsize * 8
+
+
+# --- the promotion lattice ----------------------------------------------------
+class _Weak:
+    """A lattice node for a Python scalar kind (weakly typed)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+WEAK_INT, WEAK_FLOAT, WEAK_COMPLEX = _Weak("int"), _Weak("float"), _Weak("complex")
+_WEAK_OF_KIND = {"i": WEAK_INT, "u": WEAK_INT, "f": WEAK_FLOAT, "c": WEAK_COMPLEX}
+_WEAK_DEFAULT = {WEAK_INT: np.dtype(int64), WEAK_FLOAT: np.dtype(float64),
+                 WEAK_COMPLEX: np.dtype(complex128)}
+
+
+def _lattice(x64: bool) -> dict:
+    d = np.dtype
+    b1 = _BOOL
+    i8, i16, i32, i64 = _SIGNED
+    u8, u16, u32, u64 = _UNSIGNED
+    bf16, f16, f32, f64 = d(bfloat16), d(float16), d(float32), d(float64)
+    c64, c128 = _COMPLEX
+    edges = {
+        b1: [WEAK_INT],
+        WEAK_INT: [u8, i8, *_SMALL_INT],
+        u8: [i16, u16], u16: [i32, u32], u32: [i64, u64], u64: [WEAK_FLOAT],
+        i8: [i16], i16: [i32], i32: [i64], i64: [WEAK_FLOAT],
+        WEAK_FLOAT: [*_FLOAT8, bf16, f16, WEAK_COMPLEX],
+        bf16: [f32], f16: [f32], f32: [f64, c64], f64: [c128],
+        WEAK_COMPLEX: [c64], c64: [c128], c128: [],
+        **{t: [] for t in _FLOAT8 + _SMALL_INT},
+    }
+    if not x64:
+        # Without x64 no promotion may create a 64-bit type from narrower inputs.
+        edges[u32] = [i32, u64]
+    return edges
+
+
+@functools.lru_cache(maxsize=2)
+def _upper_bounds(x64: bool) -> dict:
+    edges = _lattice(x64)
+    ub = {}
+
+    def visit(n):
+        if n not in ub:
+            s = {n}
+            for m in edges[n]:
+                s |= visit(m)
+            ub[n] = frozenset(s)
+        return ub[n]
+
+    for n in edges:
+        visit(n)
+    return ub
+
+
+class TypePromotionError(ValueError):
+    pass
+
+
+@functools.lru_cache(maxsize=4096)
+def _join(nodes: tuple, x64: bool):
+    ub = _upper_bounds(x64)
+    common = frozenset.intersection(*(ub[n] for n in nodes))
+    present = common & set(nodes)
+    lub = present or {c for c in common if common <= ub[c]}
+    if len(lub) == 1:
+        return next(iter(lub))
+    names = tuple(str(n) for n in nodes)
+    if any(n in _FLOAT8 for n in nodes):
+        why = "8-bit floats do not take part in implicit promotion"
+    elif any(n in _SMALL_INT for n in nodes):
+        why = "4-bit integers do not take part in implicit promotion"
+    else:
+        why = "the lattice has no common type for them"
+    raise TypePromotionError(
+        f"Input dtypes {names} have no available implicit dtype promotion path: {why}. "
+        "Cast the inputs explicitly, e.g. x.astype('float32').")
+
+
+def _node_of(x):
+    """The lattice node of a value or dtype, and whether it is weak."""
+    if x is None:
+        raise ValueError("None is not a valid value for result_type")
+    t = type(x)
+    if t in _PY_SCALAR_DEFAULT:
+        return (_BOOL, False) if t is bool else (_WEAK_OF_KIND[_PY_SCALAR_DEFAULT[t].kind], True)
+    if x in _PY_SCALAR_DEFAULT:  # the types int, float, complex, bool themselves
+        return (_BOOL, False) if x is bool else (_WEAK_OF_KIND[_PY_SCALAR_DEFAULT[x].kind], True)
+    aval = getattr(x, "aval", None)
+    if aval is not None and hasattr(aval, "weak_type"):
+        dt, weak = aval.dtype, aval.weak_type
+    elif hasattr(x, "dtype") and not isinstance(x, type):
+        dt, weak = np.dtype(x.dtype), bool(getattr(x, "weak_type", False))
+    else:
+        dt, weak = np.dtype(x), False
+    if dt == float0:
+        raise TypeError("float0 values cannot take part in type promotion.")
+    if weak and dt.kind in _WEAK_OF_KIND:
+        return _WEAK_OF_KIND[dt.kind], True
+    return dt, False
+
+
+def result_type(*args, return_weak_type_flag: bool = False):
+    """The dtype plax gives to an operation on ``args`` (values or dtypes).
+
+    Python scalars are weak: they adopt the dtype of the array they meet.
+    """
+    if not args:
+        raise ValueError("at least one array or dtype is required")
+    x64 = x64_enabled()
+    nodes = tuple(dict.fromkeys(_node_of(a)[0] for a in args))
+    node = nodes[0] if len(nodes) == 1 else _join(nodes, x64)
+    weak = isinstance(node, _Weak)
+    dtype = _canonicalize(_WEAK_DEFAULT[node] if weak else node, x64)
+    return (dtype, weak) if return_weak_type_flag else dtype
+
+
+def promote_types(a, b) -> np.dtype:
+    """The promoted dtype of two dtypes (no weak types)."""
+    x64 = x64_enabled()
+    na, nb = np.dtype(a), np.dtype(b)
+    node = na if na == nb else _join((na, nb), x64)
+    return node
+
+
+def dtype(x, canonicalize: bool = False) -> np.dtype:
+    """The dtype of a value, dtype or scalar type, as plax sees it."""
+    t = type(x)
+    if t in _PY_SCALAR_DEFAULT:
+        dt = _PY_SCALAR_DEFAULT[t]
+    elif x in _PY_SCALAR_DEFAULT:
+        dt = _PY_SCALAR_DEFAULT[x]
+    elif hasattr(x, "dtype") and not isinstance(x, type):
+        dt = np.dtype(x.dtype)
+    else:
+        dt = np.dtype(x)
+    return canonicalize_dtype(dt) if canonicalize else dt
+
+
+def is_weakly_typed(x) -> bool:
+    if type(x) in (int, float, complex):
+        return True
+    aval = getattr(x, "aval", None)
+    return bool(getattr(aval, "weak_type", False))
+
+
+def check_user_dtype(dt, name: str = "dtype") -> np.dtype:
+    """Validate a dtype a user passed, with a clear error if plax cannot hold it."""
+    try:
+        out = np.dtype(dt)
+    except TypeError as e:
+        raise TypeError(f"Invalid {name} argument: {dt!r} is not a dtype.") from e
+    if out not in supported_dtypes:
+        raise TypeError(f"{name} {out} is not a valid plax array type.")
+    return out

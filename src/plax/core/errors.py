@@ -1,0 +1,92 @@
+"""Errors a user meets when a traced value is used where a concrete one is needed.
+
+The class names and the opening phrase of each message match JAX's, so that
+searches for them find answers; the explanations are plax's own.
+"""
+from __future__ import annotations
+
+
+class JAXTypeError(TypeError):
+    pass
+
+
+def _origin(tracer) -> str:
+    info = getattr(tracer, "_debug_origin", None)
+    return info() if callable(info) else ""
+
+
+class ConcretizationTypeError(JAXTypeError):
+    """A traced value was used where Python needs a concrete value."""
+
+    def __init__(self, tracer, context: str = ""):
+        self.tracer = tracer
+        aval = getattr(tracer, "aval", None)
+        shown = aval.str_short() if hasattr(aval, "str_short") else repr(aval)
+        msg = (f"Abstract tracer value encountered where concrete value is expected: "
+               f"a traced {shown} value.\n")
+        if context:
+            msg += context + "\n"
+        origin = _origin(tracer)
+        if origin:
+            msg += origin + "\n"
+        msg += ("Values that depend on the arguments of a transformed function are only known "
+                "symbolically while it is traced. If the value is a shape or a flag, mark the "
+                "argument static (static_argnums/static_argnames), or compute it with NumPy "
+                "instead of plax.numpy.")
+        super().__init__(msg)
+
+
+class TracerBoolConversionError(ConcretizationTypeError):
+    """``bool(tracer)``, e.g. in an ``if`` or ``while`` on a traced value."""
+
+    def __init__(self, tracer):
+        super().__init__(tracer, "Attempted boolean conversion of traced array with shape "
+                         f"{getattr(tracer, 'shape', '?')}. Python control flow on a traced "
+                         "value cannot be traced: use plax.lax.cond / plax.numpy.where, or "
+                         "make the argument static.")
+
+
+class TracerIntegerConversionError(JAXTypeError):
+    """``int(tracer)`` or ``tracer.__index__()``, e.g. as a list index."""
+
+    def __init__(self, tracer):
+        aval = getattr(tracer, "aval", None)
+        shown = aval.str_short() if hasattr(aval, "str_short") else repr(aval)
+        origin = _origin(tracer)
+        super().__init__(
+            f"The __index__() method was called on traced array with shape "
+            f"{getattr(tracer, 'shape', '?')} ({shown}).\n"
+            + (origin + "\n" if origin else "")
+            + "A traced value cannot be used as a Python integer, for example to index a "
+              "Python list or as a size. Use plax.numpy indexing on an array instead, or "
+              "make the argument static.")
+
+
+class TracerArrayConversionError(JAXTypeError):
+    """``np.asarray(tracer)``: a traced value cannot become a NumPy array."""
+
+    def __init__(self, tracer):
+        aval = getattr(tracer, "aval", None)
+        shown = aval.str_short() if hasattr(aval, "str_short") else repr(aval)
+        origin = _origin(tracer)
+        super().__init__(
+            f"The numpy.ndarray conversion method __array__() was called on traced array "
+            f"with shape {getattr(tracer, 'shape', '?')} ({shown}).\n"
+            + (origin + "\n" if origin else "")
+            + "NumPy functions cannot run on traced values: use the plax.numpy function of "
+              "the same name instead.")
+
+
+class UnexpectedTracerError(Exception):
+    """A tracer escaped the transformation that made it and was used afterwards."""
+
+    def __init__(self, msg: str):
+        super().__init__(msg)
+
+
+class KeyReuseError(RuntimeError):
+    pass
+
+
+class JaxRuntimeError(RuntimeError):
+    """An error reported by XLA while compiling or running a program."""

@@ -1,0 +1,282 @@
+"""The jaxpr IR: variables, literals, equations, jaxprs; printing, checking, evaluation."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from plax.core.avals import ShapedArray
+from plax.core.primitive import abstract_eval
+
+
+class Var:
+    """A variable of a jaxpr; printed with a name chosen when the jaxpr is printed."""
+
+    __slots__ = ("aval", "count")
+    _counter = itertools.count()
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+        self.count = next(Var._counter)
+
+    def __repr__(self):
+        return f"Var({self.count}:{self.aval.str_short()})"
+
+
+class Literal:
+    """A scalar constant written inline in a jaxpr (``2.0:f32[]``)."""
+
+    __slots__ = ("val", "aval")
+
+    def __init__(self, val, aval: ShapedArray):
+        self.val = val
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Literal({self.val})"
+
+    def pretty(self) -> str:
+        v = self.val.item() if hasattr(self.val, "item") else self.val
+        return f"{v}:{self.aval.str_short()}"
+
+
+class JaxprEqn:
+    """``outvars = primitive[params] invars``."""
+
+    __slots__ = ("invars", "outvars", "primitive", "params")
+
+    def __init__(self, invars, outvars, primitive, params):
+        self.invars = list(invars)
+        self.outvars = list(outvars)
+        self.primitive = primitive
+        self.params = dict(params)
+
+    def replace(self, **kw) -> "JaxprEqn":
+        d = dict(invars=self.invars, outvars=self.outvars, primitive=self.primitive,
+                 params=self.params)
+        d.update(kw)
+        return JaxprEqn(**d)
+
+    def __repr__(self):
+        return _Printer().eqn(self, 0)
+
+
+class Jaxpr:
+    """A typed, first-order program: ``{ lambda constvars ; invars. let eqns in outvars }``."""
+
+    __slots__ = ("constvars", "invars", "outvars", "eqns")
+
+    def __init__(self, constvars, invars, outvars, eqns):
+        self.constvars = list(constvars)
+        self.invars = list(invars)
+        self.outvars = list(outvars)
+        self.eqns = list(eqns)
+
+    in_avals = property(lambda self: [v.aval for v in self.invars])
+    out_avals = property(lambda self: [v.aval for v in self.outvars])
+
+    def __str__(self):
+        return _Printer().jaxpr(self, 0)
+
+    __repr__ = __str__
+
+    def pretty_print(self) -> str:
+        return str(self)
+
+
+class ClosedJaxpr:
+    """A jaxpr together with the values of its constvars."""
+
+    __slots__ = ("jaxpr", "consts")
+
+    def __init__(self, jaxpr: Jaxpr, consts):
+        if len(consts) != len(jaxpr.constvars):
+            raise ValueError(f"ClosedJaxpr needs {len(jaxpr.constvars)} consts, got {len(consts)}")
+        self.jaxpr = jaxpr
+        self.consts = list(consts)
+
+    in_avals = property(lambda self: self.jaxpr.in_avals)
+    out_avals = property(lambda self: self.jaxpr.out_avals)
+    eqns = property(lambda self: self.jaxpr.eqns)
+
+    def __str__(self):
+        return str(self.jaxpr)
+
+    __repr__ = __str__
+
+    def pretty_print(self) -> str:
+        return str(self.jaxpr)
+
+
+# --- printing -----------------------------------------------------------------
+def _letters(n: int) -> str:
+    """0 -> a, 25 -> z, 26 -> ba: base 26 with the digits a..z."""
+    s = chr(ord("a") + n % 26)
+    while n >= 26:
+        n //= 26
+        s = chr(ord("a") + n % 26) + s
+    return s
+
+
+class _Printer:
+    def __init__(self):
+        self.names: dict = {}
+        self.used = None
+
+    def name(self, v) -> str:
+        if isinstance(v, Literal):
+            return v.pretty()
+        n = self.names.get(v)
+        if n is None:
+            n = self.names[v] = _letters(len(self.names))
+        return n
+
+    def out_binder(self, v) -> str:
+        if self.used is not None and v not in self.used:
+            return f"_:{v.aval.str_short()}"
+        return self.binder(v)
+
+    def binder(self, v) -> str:
+        return f"{self.name(v)}:{v.aval.str_short()}"
+
+    def jaxpr(self, jaxpr: Jaxpr, indent: int) -> str:
+        saved = self.names, self.used
+        self.names = {}
+        self.used = {v for e in jaxpr.eqns for v in e.invars if isinstance(v, Var)}
+        self.used.update(v for v in jaxpr.outvars if isinstance(v, Var))
+        head = ("{ lambda " + " ".join(self.binder(v) for v in jaxpr.constvars) + "; "
+                + " ".join(self.binder(v) for v in jaxpr.invars) + ". let")
+        body = [self.eqn(e, indent + 4) for e in jaxpr.eqns]
+        outs = " ".join(self.name(v) for v in jaxpr.outvars)
+        tail = " " * (indent + 2) + f"in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}"
+        self.names, self.used = saved
+        if not body:
+            return head + "  " + tail.lstrip()
+        if len(body) == 1 and "\n" not in body[0]:
+            flat = f"{head} {body[0].strip()} {tail.strip()}"
+            if len(flat) <= 80:
+                return flat
+        return "\n".join([head, *body, tail])
+
+    def param(self, value, indent: int) -> str:
+        if isinstance(value, ClosedJaxpr):
+            value = value.jaxpr
+        if isinstance(value, Jaxpr):
+            return self.jaxpr(value, indent)
+        if isinstance(value, np.dtype):
+            return value.name
+        if isinstance(value, type) and issubclass(value, np.generic):
+            return np.dtype(value).name
+        if isinstance(value, tuple) and any(isinstance(x, (Jaxpr, ClosedJaxpr)) for x in value):
+            return "(\n" + "\n".join(" " * (indent + 2) + self.param(x, indent + 2)
+                                     for x in value) + "\n" + " " * indent + ")"
+        return str(value)
+
+    def eqn(self, e: JaxprEqn, indent: int) -> str:
+        lhs = " ".join(self.out_binder(v) for v in e.outvars)
+        args = " ".join(self.name(v) for v in e.invars)
+        params = sorted(e.params.items())
+        nested = any(isinstance(v, (Jaxpr, ClosedJaxpr)) or
+                     (isinstance(v, tuple) and any(isinstance(x, (Jaxpr, ClosedJaxpr)) for x in v))
+                     for _, v in params)
+        pad = " " * indent
+        if not params:
+            rhs = e.primitive.name
+        elif nested:
+            inner = "\n".join(pad + "  " + f"{k}={self.param(v, indent + 2)}" for k, v in params)
+            rhs = f"{e.primitive.name}[\n{inner}\n{pad}]"
+        else:
+            rhs = e.primitive.name + "[" + " ".join(f"{k}={self.param(v, 0)}" for k, v in params) + "]"
+        return f"{pad}{lhs} = {rhs}" + (f" {args}" if args else "")
+
+
+# --- checking -----------------------------------------------------------------
+class JaxprTypeError(TypeError):
+    pass
+
+
+def _same_type(a: ShapedArray, b: ShapedArray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+def check_jaxpr(jaxpr: Jaxpr) -> None:
+    """Check that every variable is defined before use and every equation is well typed."""
+    defined = set()
+
+    def define(v, where):
+        if v in defined:
+            raise JaxprTypeError(f"Variable {v} defined twice ({where}).")
+        defined.add(v)
+
+    def read(v, where):
+        if isinstance(v, Literal):
+            return v.aval
+        if v not in defined:
+            raise JaxprTypeError(f"Variable {v} used before it is defined ({where}).")
+        return v.aval
+
+    for v in jaxpr.constvars:
+        define(v, "constvar")
+    for v in jaxpr.invars:
+        define(v, "invar")
+    for i, e in enumerate(jaxpr.eqns):
+        where = f"equation {i}: {e.primitive.name}"
+        in_avals = [read(v, where) for v in e.invars]
+        expected = abstract_eval(e.primitive, in_avals, e.params)
+        if len(expected) != len(e.outvars):
+            raise JaxprTypeError(f"{where} has {len(e.outvars)} outputs, its rule gives {len(expected)}.")
+        for v, t in zip(e.outvars, expected):
+            if not _same_type(v.aval, t):
+                raise JaxprTypeError(f"{where}: output typed {v.aval.str_short()} but the "
+                                     f"primitive produces {t.str_short()}.")
+            define(v, where)
+    for v in jaxpr.outvars:
+        read(v, "outvars")
+
+
+# --- evaluation and dead-code elimination ----------------------------------------
+def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
+    """Run ``jaxpr`` by binding each equation's primitive in the current trace."""
+    if len(args) != len(jaxpr.invars):
+        raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(args)}")
+    env = {}
+    for v, x in zip(jaxpr.constvars, consts):
+        env[v] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+
+    def read(v):
+        return v.val if isinstance(v, Literal) else env[v]
+
+    for e in jaxpr.eqns:
+        out = e.primitive.bind(*[read(v) for v in e.invars], **e.params)
+        if e.primitive.multiple_results:
+            for v, x in zip(e.outvars, out):
+                env[v] = x
+        else:
+            env[e.outvars[0]] = out
+    return [read(v) for v in jaxpr.outvars]
+
+
+def eval_closed_jaxpr(closed: ClosedJaxpr, *args):
+    return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+
+
+def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None):
+    """Drop equations whose results are never used.
+
+    Returns ``(new_jaxpr, used_inputs)``; unused inputs are kept in the new
+    jaxpr (callers prune them if they wish) and reported in ``used_inputs``.
+    """
+    outvars = jaxpr.outvars if used_outputs is None else [
+        v for v, u in zip(jaxpr.outvars, used_outputs) if u]
+    live = {v for v in outvars if isinstance(v, Var)}
+    kept = []
+    for e in reversed(jaxpr.eqns):
+        if any(v in live for v in e.outvars):
+            kept.append(e)
+            live.update(v for v in e.invars if isinstance(v, Var))
+    kept.reverse()
+    used_inputs = [v in live for v in jaxpr.invars]
+    constvars = [v for v in jaxpr.constvars if v in live]
+    return Jaxpr(constvars, jaxpr.invars, outvars, kept), used_inputs

@@ -1,0 +1,100 @@
+"""Staging: run a Python function on tracers and record a jaxpr.
+
+``trace_to_jaxpr`` is the one way a function becomes a jaxpr (jit,
+make_jaxpr and every higher-order primitive use it). Constants the function
+closes over are hoisted into constvars; Python and NumPy scalars become
+literals. Tracers of enclosing traces are hoisted too, so that the caller can
+pass them back in (closure conversion).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray, abstractify
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
+from plax.core.primitive import abstract_eval
+from plax.core.trace import Trace, Tracer, current_trace, set_current_trace
+
+
+class StagingTracer(Tracer):
+    __slots__ = ("_aval", "var")
+
+    def __init__(self, trace, aval: ShapedArray, var: Var):
+        self._trace = trace
+        self._aval = aval
+        self.var = var
+
+    @property
+    def aval(self):
+        return self._aval
+
+
+class StagingTrace(Trace):
+    """Records each primitive applied to its tracers as a jaxpr equation."""
+
+    def __init__(self, parent: Trace | None, description: str = ""):
+        super().__init__(parent, description)
+        self.eqns: list[JaxprEqn] = []
+        self.const_vars: dict[int, Var] = {}   # id(value) -> constvar
+        self.const_vals: list = []              # values, kept alive and in order
+        self.const_order: list[Var] = []
+        self.literals: dict[int, Literal] = {}
+
+    def new_arg(self, aval: ShapedArray) -> StagingTracer:
+        return StagingTracer(self, aval, Var(aval))
+
+    def lift(self, x):
+        """The jaxpr atom (Var or Literal) standing for ``x`` in this trace."""
+        if isinstance(x, StagingTracer) and x._trace is self:
+            return x.var
+        if isinstance(x, Tracer):
+            self.check_foreign_tracer(x)
+            return self._const(x, x.aval)
+        if type(x) in (int, float, complex, bool) or (isinstance(x, np.generic)):
+            return Literal(x, abstractify(x))
+        if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype in dtypes.supported_dtypes:
+            aval = abstractify(x)
+            return Literal(np.asarray(x, aval.dtype)[()], aval)
+        return self._const(x, abstractify(x))
+
+    def _const(self, x, aval) -> Var:
+        v = self.const_vars.get(id(x))
+        if v is None:
+            v = self.const_vars[id(x)] = Var(aval.strip_weak_type() if not aval.weak_type else aval)
+            self.const_vals.append(x)
+            self.const_order.append(v)
+        return v
+
+    def process_primitive(self, prim, args, params):
+        atoms = [self.lift(x) for x in args]
+        out_avals = abstract_eval(prim, [a.aval for a in atoms], params)
+        out_vars = [Var(a) for a in out_avals]
+        self.eqns.append(JaxprEqn(atoms, out_vars, prim, params))
+        outs = [StagingTracer(self, a, v) for a, v in zip(out_avals, out_vars)]
+        return outs if prim.multiple_results else outs[0]
+
+
+def trace_to_jaxpr(fun, in_avals, description: str = ""):
+    """Trace ``fun(*tracers) -> list of outputs`` into ``(Jaxpr, consts)``.
+
+    ``consts`` are the values of the jaxpr's constvars: concrete arrays, or
+    tracers of enclosing traces that the caller must pass back in.
+    """
+    trace = StagingTrace(current_trace(), description)
+    args = [trace.new_arg(a) for a in in_avals]
+    try:
+        with set_current_trace(trace):
+            outs = fun(*args)
+            out_atoms = [trace.lift(x) for x in outs]
+    finally:
+        trace.finish()
+    # Literals among the outputs become real outputs through constvars is not
+    # needed: a jaxpr may return a literal directly.
+    jaxpr = Jaxpr(trace.const_order, [t.var for t in args], out_atoms, trace.eqns)
+    return jaxpr, list(trace.const_vals)
+
+
+def trace_to_closed_jaxpr(fun, in_avals, description: str = "") -> ClosedJaxpr:
+    jaxpr, consts = trace_to_jaxpr(fun, in_avals, description)
+    return ClosedJaxpr(jaxpr, consts)

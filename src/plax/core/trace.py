@@ -1,0 +1,182 @@
+"""Traces, tracers and the current-trace context.
+
+``Primitive.bind`` asks ``current_trace()`` which trace interprets it. A
+transformation installs its own trace (``set_current_trace``) while it runs
+the user function; values that belong to other traces are lifted by the
+receiving trace (``Trace.lift``). Every trace has a unique identity, so
+tracers of two transformations of the same kind never mix.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+
+from plax.core import errors
+from plax.core.avals import ShapedArray, abstractify
+
+
+class Trace:
+    """Interprets primitives. Subclasses implement ``process_primitive``."""
+
+    _ids = itertools.count()
+
+    def __init__(self, parent: "Trace | None" = None, description: str = ""):
+        self.parent = parent
+        self.description = description
+        self.alive = True
+        self.id = next(Trace._ids)
+
+    def process_primitive(self, prim, args, params):
+        raise NotImplementedError
+
+    def finish(self):
+        """Mark the trace done; its tracers are leaked if they are ever used again."""
+        self.alive = False
+
+    def check_foreign_tracer(self, x: "Tracer"):
+        """Raise if ``x`` belongs to a trace that has finished (a leaked tracer)."""
+        if not x._trace.alive:
+            raise errors.UnexpectedTracerError(escaped_tracer_message(x))
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.description})"
+
+
+def escaped_tracer_message(tracer) -> str:
+    where = tracer._trace.description or "a transformation"
+    origin = tracer._debug_origin()
+    return ("Encountered an unexpected tracer. A function transformed by plax had a side "
+            f"effect: it let a traced value escape ({tracer.aval.str_short()}, created while "
+            f"tracing {where}). {origin} Return such values from the function instead of "
+            "storing them in outer scopes, globals or objects.")
+
+
+class Tracer:
+    """A value standing for an array while a trace runs.
+
+    Array methods and operators are attached by ``plax.numpy`` (as they are to
+    ``plax.Array``), so a tracer behaves like an array inside traced code.
+    """
+
+    __slots__ = ("_trace", "__weakref__")
+    __array_priority__ = 1000
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: self.aval.ndim)
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+
+    def to_concrete_value(self):
+        """A concrete value for this tracer if the trace knows one, else None."""
+        return None
+
+    def _debug_origin(self) -> str:
+        return f"The tracer was created while tracing {self._trace.description or 'a function'}."
+
+    def _concrete_or(self, error_cls):
+        val = self.to_concrete_value()
+        if val is None:
+            raise error_cls(self)
+        return val
+
+    def __bool__(self):
+        if self.ndim != 0 and self.size != 1:
+            raise ValueError("The truth value of an array with more than one element is "
+                             "ambiguous. Use a.any() or a.all().")
+        return bool(self._concrete_or(errors.TracerBoolConversionError))
+
+    def __int__(self):
+        return int(self._concrete_or(errors.TracerIntegerConversionError))
+
+    def __index__(self):
+        return int(self._concrete_or(errors.TracerIntegerConversionError))
+
+    def __float__(self):
+        return float(self._concrete_or(lambda t: errors.ConcretizationTypeError(
+            t, "The problem arose with the `float` function.")))
+
+    def __complex__(self):
+        return complex(self._concrete_or(lambda t: errors.ConcretizationTypeError(
+            t, "The problem arose with the `complex` function.")))
+
+    def __array__(self, dtype=None, copy=None):
+        raise errors.TracerArrayConversionError(self)
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __hash__(self):
+        raise TypeError(f"unhashable type: {type(self).__name__}; traced arrays cannot be "
+                        "dictionary keys or static arguments.")
+
+    def item(self):
+        return self._concrete_or(lambda t: errors.ConcretizationTypeError(
+            t, "The problem arose with the `item` method.")).item()
+
+    def tolist(self):
+        return self._concrete_or(lambda t: errors.ConcretizationTypeError(
+            t, "The problem arose with the `tolist` method.")).tolist()
+
+    def __repr__(self):
+        return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
+
+
+# --- the current trace --------------------------------------------------------
+class _Context(threading.local):
+    def __init__(self):
+        self.trace = None
+
+
+_ctx = _Context()
+
+
+def current_trace() -> Trace:
+    t = _ctx.trace
+    if t is None:
+        t = _ctx.trace = EvalTrace()
+    return t
+
+
+@contextlib.contextmanager
+def set_current_trace(trace: Trace):
+    prev = _ctx.trace
+    _ctx.trace = trace
+    try:
+        yield trace
+    finally:
+        _ctx.trace = prev
+
+
+class EvalTrace(Trace):
+    """Runs primitives on concrete values right away."""
+
+    def __init__(self):
+        super().__init__(None, "eager evaluation")
+
+    def process_primitive(self, prim, args, params):
+        for a in args:
+            if isinstance(a, Tracer):
+                if not a._trace.alive:
+                    raise errors.UnexpectedTracerError(escaped_tracer_message(a))
+                raise errors.UnexpectedTracerError(
+                    f"A tracer of {a._trace.description or 'a transformation'} reached eager "
+                    f"evaluation of {prim.name}: {escaped_tracer_message(a)}")
+        from plax.runtime.dispatch import apply_primitive
+        return apply_primitive(prim, args, params)
+
+
+def get_aval(x) -> ShapedArray:
+    return x.aval if isinstance(x, Tracer) else abstractify(x)

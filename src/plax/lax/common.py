@@ -1,0 +1,86 @@
+"""Helpers shared by the lax primitive families: dtype checks and operand preparation."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+
+# Named dtype categories a primitive may accept.
+_CATEGORIES = {
+    "float": (dtypes.is_float, "floating"),
+    "inexact": (dtypes.is_inexact, "floating, complexfloating"),
+    "complex": (dtypes.is_complex, "complexfloating"),
+    "int": (dtypes.is_integer, "integer"),
+    "signed": (lambda d: dtypes.is_integer(d) and not dtypes.is_unsigned(d), "signedinteger"),
+    "intbool": (lambda d: dtypes.is_integer(d) or dtypes.is_bool(d), "integer, bool"),
+    "numeric": (lambda d: not dtypes.is_bool(d), "integer, floating, complexfloating"),
+    "signed_numeric": (lambda d: not dtypes.is_bool(d) and not dtypes.is_unsigned(d),
+                       "signedinteger, floating, complexfloating"),
+    "real": (lambda d: not dtypes.is_complex(d), "bool, integer, floating"),
+    "real_numeric": (lambda d: not dtypes.is_complex(d) and not dtypes.is_bool(d),
+                     "integer, floating"),
+    "any": (lambda d: True, "any"),
+}
+
+
+def check_dtype(name: str, aval: ShapedArray, category: str, arg: str = "") -> None:
+    ok, desc = _CATEGORIES[category]
+    if not ok(aval.dtype):
+        where = f" for argument {arg}" if arg else ""
+        raise TypeError(f"{name} does not accept dtype {aval.dtype.name}{where}. "
+                        f"Accepted dtypes are subtypes of {desc}.")
+
+
+def check_same_shapes(name: str, *avals: ShapedArray) -> tuple:
+    """The result shape of an n-ary elementwise op.
+
+    As in JAX, lax only broadcasts rank-0 operands and size-1 dimensions of
+    operands of equal rank; anything else needs an explicit broadcast.
+    """
+    ranked = [a.shape for a in avals if a.shape != ()]
+    if not ranked:
+        return ()
+    ranks = {len(s) for s in ranked}
+    if len(ranks) != 1:
+        raise TypeError(f"{name}: arrays must have the same number of dimensions, got "
+                        f"{ {len(a.shape) for a in avals} }.")
+    out = []
+    for dims in zip(*ranked):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise TypeError(f"{name} got incompatible shapes for broadcasting: "
+                            f"{', '.join(str(a.shape) for a in avals)}.")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def check_same_dtypes(name: str, *avals: ShapedArray) -> np.dtype:
+    dts = [a.dtype for a in avals]
+    if any(d != dts[0] for d in dts):
+        raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
+                        f"{', '.join(d.name for d in dts)}. (Tip: plax.numpy.{name} is a similar "
+                        "function that does automatic type promotion on inputs).")
+    return dts[0]
+
+
+def weak_of(*avals: ShapedArray) -> bool:
+    return all(a.weak_type for a in avals)
+
+
+def canonical_axis(axis: int, ndim: int, name: str = "axis") -> int:
+    if not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"{name} {axis} is out of bounds for an array of rank {ndim}.")
+    return axis % ndim if ndim else 0
+
+
+def as_int_tuple(values, name: str) -> tuple:
+    try:
+        return tuple(int(operator_index(v)) for v in values)
+    except TypeError as e:
+        raise TypeError(f"{name} must be a sequence of integers, got {values!r}.") from e
+
+
+def operator_index(v):
+    import operator
+    return operator.index(v)

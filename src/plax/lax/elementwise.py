@@ -1,0 +1,503 @@
+"""Elementwise primitives: math, comparisons, bitwise ops, select, clamp, conversions.
+
+Each primitive is declared by one row (name, accepted dtypes, StableHLO op),
+which registers its abstract evaluation and lowering; the few with special
+typing or lowering get their rules written out below the tables.
+"""
+from __future__ import annotations
+
+import builtins
+import enum
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.lax.common import check_dtype, check_same_dtypes, check_same_shapes, weak_of
+from plax.lowering.stablehlo import lowering_rules
+
+_PUBLIC: dict = {}
+
+
+def _public(name: str, fn, doc: str):
+    fn.__name__ = name
+    fn.__qualname__ = name
+    fn.__doc__ = doc
+    _PUBLIC[name] = fn
+    return fn
+
+
+def _simple_lowering(op: str):
+    """Lower to one StableHLO op, first broadcasting rank-0 and size-1 operands."""
+    def rule(ctx, *args, **params):
+        out_shape = ctx.avals_out[0].shape
+        in_avals = ctx.avals_in
+        if any(a.shape != out_shape for a in in_avals):
+            args = [ctx.broadcast(x, a, a.update(shape=out_shape), range(a.ndim) if a.ndim else ())
+                    for x, a in zip(args, in_avals)]
+            in_avals = [a.update(shape=out_shape) for a in in_avals]
+        return ctx.op1(op, list(args), in_avals)
+    return rule
+
+
+# --- unary ops ----------------------------------------------------------------------
+def _unary(name: str, category: str, hlo_op: str | None, doc: str, public: str | None = None):
+    prim = Primitive(name)
+
+    def abstract(x, **params):
+        check_dtype(name, x, category)
+        return x
+
+    abstract_eval_rules[prim] = abstract
+    if hlo_op is not None:
+        lowering_rules[prim] = _simple_lowering(hlo_op)
+    _public(public or name, lambda x: prim.bind(x), doc)
+    return prim
+
+
+neg_p = _unary("neg", "numeric", "stablehlo.negate", "Elementwise negation: -x.")
+floor_p = _unary("floor", "float", "stablehlo.floor", "Elementwise floor.")
+ceil_p = _unary("ceil", "float", "stablehlo.ceil", "Elementwise ceiling.")
+exp_p = _unary("exp", "inexact", "stablehlo.exponential", "Elementwise e**x.")
+exp2_p = _unary("exp2", "inexact", None, "Elementwise 2**x.")
+log_p = _unary("log", "inexact", "stablehlo.log", "Elementwise natural logarithm.")
+expm1_p = _unary("expm1", "inexact", "stablehlo.exponential_minus_one", "Elementwise e**x - 1.")
+log1p_p = _unary("log1p", "inexact", "stablehlo.log_plus_one", "Elementwise log(1 + x).")
+tanh_p = _unary("tanh", "inexact", "stablehlo.tanh", "Elementwise hyperbolic tangent.")
+logistic_p = _unary("logistic", "inexact", "stablehlo.logistic", "Elementwise 1 / (1 + e**-x).")
+sin_p = _unary("sin", "inexact", "stablehlo.sine", "Elementwise sine.")
+cos_p = _unary("cos", "inexact", "stablehlo.cosine", "Elementwise cosine.")
+tan_p = _unary("tan", "inexact", "stablehlo.tan", "Elementwise tangent.")
+asin_p = _unary("asin", "inexact", "chlo.asin", "Elementwise arc sine.")
+acos_p = _unary("acos", "inexact", "chlo.acos", "Elementwise arc cosine.")
+atan_p = _unary("atan", "inexact", "chlo.atan", "Elementwise arc tangent.")
+sinh_p = _unary("sinh", "inexact", "chlo.sinh", "Elementwise hyperbolic sine.")
+cosh_p = _unary("cosh", "inexact", "chlo.cosh", "Elementwise hyperbolic cosine.")
+asinh_p = _unary("asinh", "inexact", "chlo.asinh", "Elementwise inverse hyperbolic sine.")
+acosh_p = _unary("acosh", "inexact", "chlo.acosh", "Elementwise inverse hyperbolic cosine.")
+atanh_p = _unary("atanh", "inexact", "chlo.atanh", "Elementwise inverse hyperbolic tangent.")
+sqrt_p = _unary("sqrt", "inexact", "stablehlo.sqrt", "Elementwise square root.")
+rsqrt_p = _unary("rsqrt", "inexact", "stablehlo.rsqrt", "Elementwise 1 / sqrt(x).")
+cbrt_p = _unary("cbrt", "float", "stablehlo.cbrt", "Elementwise cube root.")
+erf_p = _unary("erf", "float", "chlo.erf", "Elementwise error function.")
+erfc_p = _unary("erfc", "float", "chlo.erfc", "Elementwise complementary error function.")
+erf_inv_p = _unary("erf_inv", "float", "chlo.erf_inv", "Elementwise inverse error function.")
+lgamma_p = _unary("lgamma", "float", "chlo.lgamma", "Elementwise log of the absolute gamma function.")
+digamma_p = _unary("digamma", "float", "chlo.digamma", "Elementwise digamma function.")
+not_p = _unary("not", "intbool", "stablehlo.not", "Elementwise bitwise NOT (logical NOT for bool).",
+               public="bitwise_not")
+population_count_p = _unary("population_count", "int", "stablehlo.popcnt",
+                            "Elementwise count of set bits.")
+clz_p = _unary("clz", "int", "stablehlo.count_leading_zeros", "Elementwise count of leading zero bits.")
+sign_p = _unary("sign", "numeric", None, "Elementwise sign: -1, 0 or 1 (x/|x| for complex).")
+
+
+def _exp2_lowering(ctx, x):
+    aval = ctx.avals_in[0]
+    ln2 = ctx.broadcast(ctx.constant(np.log(2.0), ShapedArray((), aval.dtype)),
+                        ShapedArray((), aval.dtype), aval)
+    return ctx.op1("stablehlo.exponential", [ctx.op1("stablehlo.multiply", [x, ln2], [aval, aval])])
+
+
+lowering_rules[exp2_p] = _exp2_lowering
+
+
+def _sign_lowering(ctx, x):
+    aval = ctx.avals_in[0]
+    if dtypes.is_unsigned(aval.dtype):
+        zero = ctx.broadcast(ctx.constant(0, ShapedArray((), aval.dtype)),
+                             ShapedArray((), aval.dtype), aval)
+        nz = _compare(ctx, "NE", x, zero, aval)
+        return ctx.convert(nz, aval.update(dtype=np.bool_), aval)
+    return ctx.op1("stablehlo.sign", [x])
+
+
+lowering_rules[sign_p] = _sign_lowering
+
+
+class RoundingMethod(enum.IntEnum):
+    """How ``lax.round`` breaks ties."""
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+round_p = Primitive("round")
+
+
+def _round_abstract(x, *, rounding_method):
+    check_dtype("round", x, "float")
+    return x
+
+
+def _round_lowering(ctx, x, *, rounding_method):
+    op = ("stablehlo.round_nearest_even" if rounding_method == RoundingMethod.TO_NEAREST_EVEN
+          else "stablehlo.round_nearest_afz")
+    return ctx.op1(op, [x])
+
+
+abstract_eval_rules[round_p] = _round_abstract
+lowering_rules[round_p] = _round_lowering
+
+
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):
+    """Elementwise rounding to the nearest integer-valued float."""
+    return round_p.bind(x, rounding_method=RoundingMethod(rounding_method))
+
+
+# Unary ops whose result dtype differs from the input's.
+def _unary_to(name, category, out_dtype_of, hlo_op, doc, public=None):
+    prim = Primitive(name)
+
+    def abstract(x):
+        check_dtype(name, x, category)
+        return ShapedArray(x.shape, out_dtype_of(x.dtype), x.weak_type and out_dtype_of(x.dtype) != np.bool_)
+
+    abstract_eval_rules[prim] = abstract
+    lowering_rules[prim] = _simple_lowering(hlo_op)
+    _public(public or name, lambda x: prim.bind(x), doc)
+    return prim
+
+
+def _real_dtype(dt):
+    return np.dtype(np.float64) if dt == np.complex128 else (
+        np.dtype(np.float32) if dt == np.complex64 else dt)
+
+
+def _complex_dtype(dt):
+    return np.dtype(np.complex128) if dt == np.float64 else np.dtype(np.complex64)
+
+
+is_finite_p = _unary_to("is_finite", "float", lambda d: np.dtype(np.bool_), "stablehlo.is_finite",
+                        "Elementwise test for finite (not inf, not NaN) values.")
+abs_p = _unary_to("abs", "signed_numeric", _real_dtype, "stablehlo.abs",
+                  "Elementwise absolute value (magnitude for complex).")
+real_p = _unary_to("real", "complex", _real_dtype, "stablehlo.real", "Real part of a complex array.")
+imag_p = _unary_to("imag", "complex", _real_dtype, "stablehlo.imag", "Imaginary part of a complex array.")
+
+conj_p = Primitive("conj")
+
+
+def _conj_abstract(x, *, input_dtype):
+    check_dtype("conj", x, "numeric")
+    return x.update(dtype=x.dtype if dtypes.is_complex(x.dtype) else _complex_dtype(x.dtype))
+
+
+def _conj_lowering(ctx, x, *, input_dtype):
+    ain, aout = ctx.avals_in[0], ctx.avals_out[0]
+    if dtypes.is_complex(ain.dtype):
+        return ctx.op1("chlo.conj", [x])
+    real = ctx.convert(x, ain, ShapedArray(ain.shape, _real_dtype(aout.dtype)))
+    zero = ctx.broadcast(ctx.constant(0, ShapedArray((), _real_dtype(aout.dtype))),
+                         ShapedArray((), _real_dtype(aout.dtype)), ShapedArray(ain.shape, _real_dtype(aout.dtype)))
+    ravals = [ShapedArray(ain.shape, _real_dtype(aout.dtype))] * 2
+    return ctx.op1("stablehlo.complex", [real, zero], ravals)
+
+
+abstract_eval_rules[conj_p] = _conj_abstract
+lowering_rules[conj_p] = _conj_lowering
+
+
+def conj(x):
+    """Elementwise complex conjugate (a real input becomes complex)."""
+    from plax.core.trace import get_aval
+    return conj_p.bind(x, input_dtype=get_aval(x).dtype)
+
+
+integer_pow_p = Primitive("integer_pow")
+
+
+def _integer_pow_abstract(x, *, y):
+    check_dtype("integer_pow", x, "numeric")
+    if dtypes.is_integer(x.dtype) and y < 0:
+        raise TypeError(f"integer_pow with a negative exponent ({y}) needs an inexact dtype, "
+                        f"got {x.dtype.name}.")
+    return x
+
+
+def _integer_pow_lowering(ctx, x, *, y):
+    aval = ctx.avals_in[0]
+    if y == 0:
+        return ctx.broadcast(ctx.constant(1, ShapedArray((), aval.dtype)), ShapedArray((), aval.dtype), aval)
+    # Square-and-multiply on |y|, then invert for a negative exponent.
+    acc, base, n = None, x, builtins.abs(y)
+    while n:
+        if n & 1:
+            acc = base if acc is None else ctx.op1("stablehlo.multiply", [acc, base], [aval, aval])
+        n >>= 1
+        if n:
+            base = ctx.op1("stablehlo.multiply", [base, base], [aval, aval])
+    if y < 0:
+        one = ctx.broadcast(ctx.constant(1, ShapedArray((), aval.dtype)), ShapedArray((), aval.dtype), aval)
+        acc = ctx.op1("stablehlo.divide", [one, acc], [aval, aval])
+    return acc
+
+
+abstract_eval_rules[integer_pow_p] = _integer_pow_abstract
+lowering_rules[integer_pow_p] = _integer_pow_lowering
+
+
+def integer_pow(x, y: int):
+    """Elementwise x**y for a static Python integer y."""
+    return integer_pow_p.bind(x, y=int(y))
+
+
+def square(x):
+    """Elementwise x*x."""
+    return integer_pow_p.bind(x, y=2)
+
+
+# --- binary ops ---------------------------------------------------------------------
+def _binary(name: str, category: str, hlo_op: str | None, doc: str, public: str | None = None,
+            out_bool: bool = False):
+    prim = Primitive(name)
+
+    def abstract(x, y):
+        check_dtype(name, x, category)
+        check_dtype(name, y, category)
+        dt = check_same_dtypes(public or name, x, y)
+        shape = check_same_shapes(name, x, y)
+        if out_bool:
+            return ShapedArray(shape, np.bool_)
+        return ShapedArray(shape, dt, weak_of(x, y))
+
+    abstract_eval_rules[prim] = abstract
+    if hlo_op is not None:
+        lowering_rules[prim] = _simple_lowering(hlo_op)
+    _public(public or name, lambda x, y: prim.bind(x, y), doc)
+    return prim
+
+
+add_p = _binary("add", "numeric", "stablehlo.add", "Elementwise x + y.")
+sub_p = _binary("sub", "numeric", "stablehlo.subtract", "Elementwise x - y.")
+mul_p = _binary("mul", "numeric", "stablehlo.multiply", "Elementwise x * y.")
+div_p = _binary("div", "numeric", "stablehlo.divide",
+                "Elementwise x / y (rounds toward zero for integers).")
+rem_p = _binary("rem", "real_numeric", "stablehlo.remainder",
+                "Elementwise remainder with the sign of x (C's fmod).")
+pow_p = _binary("pow", "inexact", "stablehlo.power", "Elementwise x ** y.")
+max_p = _binary("max", "real", "stablehlo.maximum", "Elementwise maximum (NaN propagates).")
+min_p = _binary("min", "real", "stablehlo.minimum", "Elementwise minimum (NaN propagates).")
+atan2_p = _binary("atan2", "float", "stablehlo.atan2", "Elementwise arc tangent of x / y.")
+nextafter_p = _binary("nextafter", "float", "chlo.next_after",
+                      "The next representable float after x in the direction of y.")
+and_p = _binary("and", "intbool", "stablehlo.and", "Elementwise bitwise AND.", public="bitwise_and")
+or_p = _binary("or", "intbool", "stablehlo.or", "Elementwise bitwise OR.", public="bitwise_or")
+xor_p = _binary("xor", "intbool", "stablehlo.xor", "Elementwise bitwise XOR.", public="bitwise_xor")
+shift_left_p = _binary("shift_left", "int", "stablehlo.shift_left", "Elementwise x << y.")
+shift_right_arithmetic_p = _binary("shift_right_arithmetic", "int", "stablehlo.shift_right_arithmetic",
+                                   "Elementwise arithmetic (sign-filling) right shift.")
+shift_right_logical_p = _binary("shift_right_logical", "int", "stablehlo.shift_right_logical",
+                                "Elementwise logical (zero-filling) right shift.")
+
+complex_p = Primitive("complex")
+
+
+def _complex_abstract(x, y):
+    check_dtype("complex", x, "float")
+    check_same_dtypes("complex", x, y)
+    shape = check_same_shapes("complex", x, y)
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"complex requires float32 or float64 parts, got {x.dtype.name}.")
+    return ShapedArray(shape, _complex_dtype(x.dtype), weak_of(x, y))
+
+
+abstract_eval_rules[complex_p] = _complex_abstract
+lowering_rules[complex_p] = _simple_lowering("stablehlo.complex")
+_public("complex", lambda x, y: complex_p.bind(x, y),
+        "Build a complex array from real and imaginary parts.")
+
+
+def _compare_type(dtype) -> str:
+    if dtypes.is_inexact(dtype):
+        return "FLOAT"
+    if dtypes.is_unsigned(dtype) or dtypes.is_bool(dtype):
+        return "UNSIGNED"
+    return "SIGNED"
+
+
+def _compare(ctx, direction: str, x: str, y: str, aval: ShapedArray) -> str:
+    return ctx.op1("stablehlo.compare", [x, y], [aval, aval], ShapedArray(aval.shape, np.bool_),
+                   props=f"comparison_direction = #stablehlo<comparison_direction {direction}>, "
+                         f"compare_type = #stablehlo<comparison_type {_compare_type(aval.dtype)}>")
+
+
+def _comparison(name: str, direction: str, category: str, doc: str):
+    prim = _binary(name, category, None, doc, out_bool=True)
+    def lower(ctx, x, y):
+        shape = ctx.avals_out[0].shape
+        (ax, ay), full = ctx.avals_in, ctx.avals_in[0].update(shape=shape)
+        x = ctx.broadcast(x, ax, full, range(ax.ndim) if ax.ndim else ())
+        y = ctx.broadcast(y, ay, full, range(ay.ndim) if ay.ndim else ())
+        return _compare(ctx, direction, x, y, full)
+
+    lowering_rules[prim] = lower
+    return prim
+
+
+eq_p = _comparison("eq", "EQ", "any", "Elementwise x == y.")
+ne_p = _comparison("ne", "NE", "any", "Elementwise x != y.")
+lt_p = _comparison("lt", "LT", "real", "Elementwise x < y.")
+le_p = _comparison("le", "LE", "real", "Elementwise x <= y.")
+gt_p = _comparison("gt", "GT", "real", "Elementwise x > y.")
+ge_p = _comparison("ge", "GE", "real", "Elementwise x >= y.")
+
+
+# --- select and clamp ---------------------------------------------------------------------
+select_n_p = Primitive("select_n")
+
+
+def _select_n_abstract(which, *cases):
+    if not cases:
+        raise TypeError("select_n needs at least one case.")
+    if which.dtype != np.bool_ and which.dtype != np.int32:
+        raise TypeError(f"select_n's `which` must be bool or int32, got {which.dtype.name}.")
+    if which.dtype == np.bool_ and len(cases) > 2:
+        raise TypeError(f"select_n with a boolean `which` takes at most 2 cases, got {len(cases)}.")
+    check_same_dtypes("select_n", *cases)
+    shape = check_same_shapes("select_n", *cases)
+    if which.shape not in ((), shape):
+        raise TypeError(f"select_n's `which` must be a scalar or have the cases' shape {shape}, "
+                        f"got shape {which.shape}.")
+    return ShapedArray(shape, cases[0].dtype, weak_of(*cases))
+
+
+def _select_n_lowering(ctx, which, *cases):
+    waval, out = ctx.avals_in[0], ctx.avals_out[0]
+    if len(cases) == 1:
+        return cases[0]
+    wfull = waval.update(shape=out.shape)
+    which = ctx.broadcast(which, waval, wfull)
+
+    def pick(lo, hi):  # select among cases[lo:hi]
+        if hi - lo == 1:
+            return cases[lo]
+        mid = (lo + hi) // 2
+        if wfull.dtype == np.bool_:
+            pred = which
+        else:
+            bound = ctx.broadcast(ctx.constant(mid, ShapedArray((), np.int32)),
+                                  ShapedArray((), np.int32), wfull)
+            pred = _compare(ctx, "LT", which, bound, wfull)
+            return ctx.op1("stablehlo.select", [pred, pick(lo, mid), pick(mid, hi)],
+                           [wfull.update(dtype=np.bool_), out, out])
+        return ctx.op1("stablehlo.select", [pred, pick(mid, hi), pick(lo, mid)],
+                       [wfull.update(dtype=np.bool_), out, out])
+
+    return pick(0, len(cases))
+
+
+abstract_eval_rules[select_n_p] = _select_n_abstract
+lowering_rules[select_n_p] = _select_n_lowering
+
+
+def select_n(which, *cases):
+    """``cases[which]`` elementwise; ``which`` is bool (2 cases) or int32."""
+    return select_n_p.bind(which, *cases)
+
+
+def select(pred, on_true, on_false):
+    """``on_true`` where ``pred`` else ``on_false`` (note the order differs from select_n)."""
+    return select_n_p.bind(pred, on_false, on_true)
+
+
+clamp_p = Primitive("clamp")
+
+
+def _clamp_abstract(lo, x, hi):
+    check_dtype("clamp", x, "real")
+    check_same_dtypes("clamp", lo, x, hi)
+    for name, b in (("min", lo), ("max", hi)):
+        if b.shape not in ((), x.shape):
+            raise TypeError(f"clamp's {name} must be a scalar or have the operand's shape "
+                            f"{x.shape}, got shape {b.shape}.")
+    return x.update(weak_type=weak_of(lo, x, hi))
+
+
+abstract_eval_rules[clamp_p] = _clamp_abstract
+lowering_rules[clamp_p] = _simple_lowering("stablehlo.clamp")
+
+
+def clamp(min, x, max):
+    """Elementwise ``min(max(x, min), max)``; the bounds may be scalars."""
+    return clamp_p.bind(min, x, max)
+
+
+# --- conversions ------------------------------------------------------------------------
+convert_element_type_p = Primitive("convert_element_type")
+
+
+def _convert_abstract(x, *, new_dtype, weak_type, sharding=None):
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+def _convert_lowering(ctx, x, *, new_dtype, weak_type, sharding=None):
+    ain, aout = ctx.avals_in[0], ctx.avals_out[0]
+    if dtypes.is_complex(ain.dtype) and not dtypes.is_complex(aout.dtype):
+        real_aval = ain.update(dtype=_real_dtype(ain.dtype))
+        x = ctx.op1("stablehlo.real", [x], [ain], real_aval)
+        ain = real_aval
+    if aout.dtype == np.bool_ and ain.dtype != np.bool_:
+        zero = ctx.broadcast(ctx.constant(0, ShapedArray((), ain.dtype)), ShapedArray((), ain.dtype), ain)
+        return _compare(ctx, "NE", x, zero, ain)
+    if ain.dtype == aout.dtype:
+        return x
+    return ctx.op1("stablehlo.convert", [x], [ain], aout)
+
+
+abstract_eval_rules[convert_element_type_p] = _convert_abstract
+lowering_rules[convert_element_type_p] = _convert_lowering
+
+
+def convert_element_type(operand, new_dtype):
+    """Cast ``operand`` elementwise to ``new_dtype`` (as numpy's astype)."""
+    from plax.core.trace import get_aval
+    new_dtype = dtypes.canonicalize_dtype(dtypes.check_user_dtype(new_dtype, "new_dtype"))
+    aval = get_aval(operand)
+    if aval.dtype == new_dtype and not aval.weak_type and not isinstance(operand, (int, float, complex)):
+        return operand
+    return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=False, sharding=None)
+
+
+def _convert_weak(operand, new_dtype, weak_type: bool):
+    """Internal: a conversion that can keep the weak type (used by plax.numpy promotion)."""
+    return convert_element_type_p.bind(operand, new_dtype=np.dtype(new_dtype), weak_type=weak_type,
+                                       sharding=None)
+
+
+bitcast_convert_type_p = Primitive("bitcast_convert_type")
+
+
+def _bitcast_abstract(x, *, new_dtype):
+    old_bits, new_bits = dtypes.itemsize_bits(x.dtype), dtypes.itemsize_bits(new_dtype)
+    if x.dtype == np.bool_ or new_dtype == np.bool_:
+        if x.dtype != new_dtype:
+            raise TypeError("bitcast_convert_type does not convert to or from bool.")
+    if old_bits == new_bits:
+        return ShapedArray(x.shape, new_dtype)
+    if old_bits > new_bits:
+        if old_bits % new_bits:
+            raise TypeError(f"bitcast_convert_type cannot split {x.dtype.name} into {new_dtype.name}.")
+        return ShapedArray(x.shape + (old_bits // new_bits,), new_dtype)
+    ratio = new_bits // old_bits
+    if not x.shape or x.shape[-1] != ratio:
+        raise TypeError(f"bitcast_convert_type from {x.dtype.name} to {new_dtype.name} needs a "
+                        f"last dimension of size {ratio}, got shape {x.shape}.")
+    return ShapedArray(x.shape[:-1], new_dtype)
+
+
+abstract_eval_rules[bitcast_convert_type_p] = _bitcast_abstract
+lowering_rules[bitcast_convert_type_p] = lambda ctx, x, *, new_dtype: ctx.op1(
+    "stablehlo.bitcast_convert", [x])
+
+
+def bitcast_convert_type(operand, new_dtype):
+    """Reinterpret the bits of ``operand`` as ``new_dtype``."""
+    new_dtype = dtypes.canonicalize_dtype(dtypes.check_user_dtype(new_dtype, "new_dtype"))
+    return bitcast_convert_type_p.bind(operand, new_dtype=new_dtype)
+
+
+globals().update(_PUBLIC)
+__all__ = sorted(_PUBLIC) + ["round", "conj", "integer_pow", "square", "select_n", "select",
+                             "clamp", "convert_element_type", "bitcast_convert_type",
+                             "RoundingMethod"]

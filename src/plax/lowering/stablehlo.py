@@ -1,0 +1,216 @@
+"""Lowering: jaxpr -> StableHLO text.
+
+Each primitive registers a rule in ``lowering_rules`` next to its definition:
+
+    rule(ctx: RuleContext, *operands: str, **params) -> str | list[str]
+
+``operands`` are SSA value names; ``ctx.avals_in``/``ctx.avals_out`` give the
+types, and ``ctx.op(...)`` emits one operation. Ops are written in MLIR's
+generic form, which every op accepts, so rules stay uniform.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.jaxpr import Jaxpr, Literal
+
+lowering_rules: dict = {}
+
+_ELEMENT_TYPES = {
+    "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "ui8", "uint16": "ui16", "uint32": "ui32", "uint64": "ui64",
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+    "complex64": "complex<f32>", "complex128": "complex<f64>", "int4": "i4", "uint4": "ui4",
+    "float8_e4m3fn": "f8E4M3FN", "float8_e4m3fnuz": "f8E4M3FNUZ", "float8_e5m2": "f8E5M2",
+    "float8_e5m2fnuz": "f8E5M2FNUZ", "float8_e4m3b11fnuz": "f8E4M3B11FNUZ",
+}
+
+
+def element_type(dtype) -> str:
+    return _ELEMENT_TYPES[np.dtype(dtype).name]
+
+
+def tensor_type(aval: ShapedArray) -> str:
+    dims = "".join(f"{d}x" for d in aval.shape)
+    return f"tensor<{dims}{element_type(aval.dtype)}>"
+
+
+def i64_array(values) -> str:
+    """An ``array<i64: ...>`` attribute."""
+    values = list(values)
+    return "array<i64" + (": " + ", ".join(str(int(v)) for v in values) if values else "") + ">"
+
+
+def dense_elements(value, aval: ShapedArray) -> str:
+    """A ``dense<...> : tensor<...>`` attribute holding ``value`` exactly."""
+    arr = np.asarray(value, dtype=aval.dtype)
+    ttype = tensor_type(aval)
+    flat = arr.reshape(-1)
+    if flat.size == 0:
+        return f"dense<> : {ttype}"
+    if not _has_nan(flat) and (flat == flat[0]).all():
+        arr = flat = flat[:1]  # a splat: one element is enough
+    if aval.dtype == np.bool_ or aval.dtype in (np.dtype(dtypes.int4), np.dtype(dtypes.uint4)):
+        # Sub-byte and boolean types are written as numbers, not as raw bytes.
+        items = ["true" if v else "false" for v in flat] if aval.dtype == np.bool_ else \
+            [str(int(v)) for v in flat.astype(np.int8)]
+        if flat.size == 1:
+            return f"dense<{items[0]}> : {ttype}"
+        return f"dense<{_nest(items, arr.shape)}> : {ttype}"
+    data = np.ascontiguousarray(flat).astype(flat.dtype.newbyteorder("<")).tobytes()
+    return f'dense<"0x{data.hex().upper()}"> : {ttype}'
+
+
+def _has_nan(arr) -> bool:
+    return arr.dtype.kind in "fc" and bool(np.isnan(arr).any())
+
+
+def _nest(items: list, shape) -> str:
+    if len(shape) <= 1:
+        return "[" + ", ".join(items) + "]"
+    step = len(items) // shape[0] if shape[0] else 0
+    return "[" + ", ".join(_nest(items[i * step:(i + 1) * step], shape[1:])
+                           for i in range(shape[0])) + "]"
+
+
+class FunctionBuilder:
+    """Collects the body of one ``func.func``."""
+
+    def __init__(self, module: "ModuleBuilder"):
+        self.module = module
+        self.lines: list[str] = []
+        self.counter = 0
+
+    def fresh(self) -> str:
+        self.counter += 1
+        return f"%{self.counter - 1}"
+
+    def emit(self, op: str, operands, operand_types, result_types, props: str = "",
+             attrs: str = "", regions: str = "") -> list[str]:
+        results = [self.fresh() for _ in result_types]
+        lhs = (", ".join(results) + " = ") if results else ""
+        if len(results) > 1:
+            base = results[0]
+            lhs = f"{base}:{len(results)} = "
+            results = [f"{base}#{i}" for i in range(len(results))]
+        text = f'{lhs}"{op}"({", ".join(operands)})'
+        if props:
+            text += f" <{{{props}}}>"
+        if regions:
+            text += f" ({regions})"
+        if attrs:
+            text += f" {{{attrs}}}"
+        text += f" : ({', '.join(operand_types)}) -> "
+        text += (f"({', '.join(result_types)})" if len(result_types) != 1 else result_types[0])
+        self.lines.append(text)
+        return results
+
+
+class ModuleBuilder:
+    """Collects the functions of one module."""
+
+    def __init__(self, name: str = "plax_module"):
+        self.name = name
+        self.functions: list[str] = []
+
+    def text(self, attrs: str = "") -> str:
+        head = f"module @{self.name}" + (f" attributes {{{attrs}}}" if attrs else "")
+        return head + " {\n" + "\n".join(self.functions) + "\n}\n"
+
+
+class RuleContext:
+    """What a lowering rule sees: its types, and a way to emit ops."""
+
+    __slots__ = ("fn", "avals_in", "avals_out")
+
+    def __init__(self, fn: FunctionBuilder, avals_in, avals_out):
+        self.fn = fn
+        self.avals_in = avals_in
+        self.avals_out = avals_out
+
+    def op(self, name, operands, operand_avals=None, result_avals=None, props="", attrs="",
+           regions="") -> list[str]:
+        """Emit ``name`` on SSA ``operands``; types default to this equation's."""
+        in_avals = self.avals_in if operand_avals is None else operand_avals
+        out_avals = self.avals_out if result_avals is None else result_avals
+        return self.fn.emit(name, operands, [tensor_type(a) for a in in_avals],
+                            [tensor_type(a) for a in out_avals], props, attrs, regions)
+
+    def op1(self, name, operands, operand_avals=None, result_aval=None, **kw) -> str:
+        """Like ``op`` for an op with a single result."""
+        out = [self.avals_out[0] if result_aval is None else result_aval]
+        return self.op(name, operands, operand_avals, out, **kw)[0]
+
+    def constant(self, value, aval: ShapedArray) -> str:
+        return self.fn.emit("stablehlo.constant", [], [], [tensor_type(aval)],
+                            props=f"value = {dense_elements(value, aval)}")[0]
+
+    def convert(self, x: str, aval_in: ShapedArray, aval_out: ShapedArray) -> str:
+        if aval_in.dtype == aval_out.dtype:
+            return x
+        return self.op1("stablehlo.convert", [x], [aval_in], aval_out)
+
+    def broadcast(self, x: str, aval_in: ShapedArray, aval_out: ShapedArray, dims=()) -> str:
+        if aval_in.shape == aval_out.shape:
+            return x
+        return self.op1("stablehlo.broadcast_in_dim", [x], [aval_in], aval_out,
+                        props=f"broadcast_dimensions = {i64_array(dims)}")
+
+    def region(self, arg_avals, build) -> str:
+        """A region ``^bb0(args): body; stablehlo.return`` built by ``build(ctx, *args)``."""
+        sub = FunctionBuilder(self.fn.module)
+        sub.counter = self.fn.counter
+        args = [f"%arg_r{sub.counter}_{i}" for i in range(len(arg_avals))]
+        inner = RuleContext(sub, arg_avals, [])
+        outs, out_avals = build(inner, *args)
+        self.fn.counter = sub.counter
+        sig = ", ".join(f"{a}: {tensor_type(t)}" for a, t in zip(args, arg_avals))
+        ret = f'"stablehlo.return"({", ".join(outs)}) : ({", ".join(tensor_type(a) for a in out_avals)}) -> ()'
+        body = "\n".join("    " + line for line in sub.lines + [ret])
+        return "{\n  ^bb0(" + sig + "):\n" + body + "\n}"
+
+
+def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args) -> list[str]:
+    """Emit the equations of ``jaxpr`` into ``fn``; ``args`` name constvars then invars."""
+    env = dict(zip(list(jaxpr.constvars) + list(jaxpr.invars), args))
+
+    def read(v) -> str:
+        if isinstance(v, Literal):
+            return RuleContext(fn, [], []).constant(v.val, v.aval)
+        return env[v]
+
+    for eqn in jaxpr.eqns:
+        rule = lowering_rules.get(eqn.primitive)
+        if rule is None:
+            raise NotImplementedError(f"No lowering rule for primitive {eqn.primitive.name!r}")
+        ctx = RuleContext(fn, [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
+        outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
+        if isinstance(outs, str):
+            outs = [outs]
+        for v, o in zip(eqn.outvars, outs):
+            env[v] = o
+    return [read(v) for v in jaxpr.outvars]
+
+
+def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "plax_module",
+                          num_partitions: int = 1, num_replicas: int = 1,
+                          arg_attrs=None) -> str:
+    """A complete StableHLO module whose ``@main`` takes constvars then invars."""
+    module = ModuleBuilder(module_name)
+    fn = FunctionBuilder(module)
+    params = list(jaxpr.constvars) + list(jaxpr.invars)
+    arg_names = [f"%arg{i}" for i in range(len(params))]
+    outs = lower_jaxpr_body(fn, jaxpr, arg_names)
+    attrs = arg_attrs or [""] * len(params)
+    sig = ", ".join(f"{a}: {tensor_type(v.aval)}" + (f" {{{at}}}" if at else "")
+                    for a, v, at in zip(arg_names, params, attrs))
+    out_types = [tensor_type(v.aval) for v in jaxpr.outvars]
+    body = "\n".join("    " + line for line in fn.lines)
+    ret = f"    func.return {', '.join(outs)} : {', '.join(out_types)}" if outs else "    func.return"
+    module.functions.append(
+        f"  func.func public @{name}({sig}) -> ({', '.join(out_types)}) {{\n"
+        + (body + "\n" if body else "") + ret + "\n  }")
+    mattrs = f"mhlo.num_partitions = {num_partitions} : i32, mhlo.num_replicas = {num_replicas} : i32"
+    return module.text(mattrs)

@@ -1,0 +1,1 @@
+"""plax.numpy: the NumPy API on plax arrays, written on plax.lax."""

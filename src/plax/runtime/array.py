@@ -1,0 +1,212 @@
+"""plax.Array: an immutable array living on one or more devices."""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.runtime import xla
+
+# Every live Array by id, for live_arrays() (Arrays are unhashable, so no WeakSet).
+_live = weakref.WeakValueDictionary()
+
+
+class Shard:
+    """One device's piece of an Array."""
+
+    __slots__ = ("device", "index", "data", "replica_id")
+
+    def __init__(self, device, index, data, replica_id=0):
+        self.device, self.index, self.data, self.replica_id = device, index, data, replica_id
+
+    def __repr__(self):
+        return f"Shard(device={self.device!r}, index={self.index}, replica_id={self.replica_id})"
+
+
+class Array:
+    """An array on devices. Immutable: operations return new arrays.
+
+    Operators and NumPy-style methods are attached by ``plax.numpy``.
+    """
+
+    __slots__ = ("aval", "_buf", "_committed", "_npy", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, buf, aval: ShapedArray, committed: bool = False):
+        self._buf = buf
+        self.aval = aval
+        self._committed = committed
+        self._npy = None
+        _live[id(self)] = self
+
+    # --- metadata ---
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: self.aval.ndim)
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def sharding(self):
+        return self._buf._sharding
+
+    @property
+    def committed(self) -> bool:
+        return self._committed
+
+    def devices(self) -> set:
+        return set(self.sharding.device_set)
+
+    @property
+    def device(self):
+        devs = self.sharding._device_assignment
+        if len(devs) != 1:
+            raise ValueError("device is only defined for an array on a single device; "
+                             f"this one spans {len(devs)}. Use .devices() or .sharding.")
+        return devs[0]
+
+    @property
+    def addressable_shards(self) -> list:
+        self._check_alive()
+        bufs = xla.shards(self._buf)
+        index_map = self.sharding.devices_indices_map(self.shape)
+        out = []
+        for b in bufs:
+            dev = b._sharding._device_assignment[0] if hasattr(b._sharding, "_device_assignment") \
+                else next(iter(b._sharding.device_set))
+            aval = ShapedArray(self.sharding.shard_shape(self.shape), self.dtype, self.weak_type)
+            out.append(Shard(dev, index_map[dev], Array(b, aval, self._committed)))
+        return out
+
+    # --- host interop ---
+    def _value(self) -> np.ndarray:
+        """The data as a read-only host array, fetched once and cached."""
+        if self._npy is None:
+            self._check_alive()
+            bufs = xla.shards(self._buf)
+            if len(bufs) == 1:
+                val = xla.to_numpy(bufs[0])
+            else:
+                val = self._assemble_on_host(bufs)
+            val = val.reshape(self.shape) if val.shape != self.shape else val
+            val.flags.writeable = False
+            self._npy = val
+        return self._npy
+
+    def _assemble_on_host(self, bufs) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        for b in bufs:
+            xla.copy_to_host_async(b)
+        index_map = self.sharding.devices_indices_map(self.shape)
+        for b in bufs:
+            dev = next(iter(b._sharding.device_set))
+            out[index_map[dev]] = xla.to_numpy(b)
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        val = self._value()
+        if copy is False and dtype is not None and np.dtype(dtype) != val.dtype:
+            raise ValueError("Unable to avoid a copy while converting the dtype of a plax Array.")
+        if dtype is not None and np.dtype(dtype) != val.dtype:
+            return val.astype(dtype)
+        return val.copy() if copy else val
+
+    def item(self, *args):
+        return self._value().item(*args)
+
+    def tolist(self):
+        return self._value().tolist()
+
+    def __bool__(self):
+        return bool(self._value())
+
+    def __int__(self):
+        return int(self._value())
+
+    def __float__(self):
+        return float(self._value())
+
+    def __complex__(self):
+        return complex(self._value())
+
+    def __index__(self):
+        if not dtypes.is_integer(self.dtype):
+            raise TypeError(f"Only integer scalar arrays can be converted to a scalar index, "
+                            f"not an array of {self.dtype}.")
+        return int(self._value())
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __hash__(self):
+        raise TypeError("unhashable type: 'Array'. plax arrays are mutable-looking values; "
+                        "use a tuple or a NumPy array's bytes as a dictionary key.")
+
+    def __reduce__(self):
+        return (_rebuild, (np.asarray(self._value()), self.weak_type))
+
+    def __repr__(self):
+        if self.is_deleted():
+            return "Array(<deleted>)"
+        val = self._value()
+        body = np.array2string(val, separator=", ", prefix="Array(")
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"Array({body}, dtype={self.dtype.name}{weak})"
+
+    def __str__(self):
+        return str(self._value())
+
+    def __format__(self, spec):
+        if self.ndim == 0:
+            return format(self._value()[()], spec)
+        return format(str(self), spec)
+
+    # --- lifetime ---
+    def block_until_ready(self) -> "Array":
+        self._check_alive()
+        self._buf.block_until_ready()
+        return self
+
+    def is_ready(self) -> bool:
+        return self._buf.is_ready()
+
+    def delete(self) -> None:
+        self._buf.delete()
+        self._npy = None
+
+    def is_deleted(self) -> bool:
+        return self._buf.is_deleted()
+
+    def _check_alive(self):
+        if self._buf.is_deleted():
+            raise RuntimeError("Array has been deleted (it was donated to a computation or "
+                               "deleted with .delete()); it cannot be used again.")
+
+    def copy_to_host_async(self) -> None:
+        self._check_alive()
+        xla.copy_to_host_async(self._buf)
+
+    def __plax_array__(self):
+        return self
+
+
+def _rebuild(value, weak_type):
+    from plax.runtime.dispatch import array_from_host
+    return array_from_host(value, weak_type=weak_type)

@@ -1,0 +1,166 @@
+"""Eager execution: host data to Arrays, and one primitive at a time on Arrays.
+
+A primitive applied to concrete values is compiled once per (primitive,
+params, input types, device) into a one-equation executable and cached.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray, abstractify
+from plax.core.jaxpr import Jaxpr, JaxprEqn, Var
+from plax.core.primitive import abstract_eval, impl_rules
+from plax.lowering.stablehlo import lower_jaxpr_to_module
+from plax.runtime import xla
+from plax.runtime.array import Array
+from plax.sharding.single import SingleDeviceSharding
+
+_sharding_cache: dict = {}
+
+
+def sharding_for(device) -> SingleDeviceSharding:
+    s = _sharding_cache.get(device)
+    if s is None:
+        s = _sharding_cache[device] = SingleDeviceSharding(device)
+    return s
+
+
+def default_device():
+    from plax.core.config import config
+    return xla.get_backend().local_devices()[0]
+
+
+# --- host data -> Array -------------------------------------------------------------
+def canonical_host_value(x, dtype=None) -> tuple[np.ndarray, bool]:
+    """``x`` as a host array of plax's canonical dtype, and whether it is weakly typed."""
+    weak = type(x) in (int, float, complex)
+    if dtype is not None:
+        dt = dtypes.canonicalize_dtype(dtype)
+        weak = False
+    else:
+        dt = abstractify(x).dtype if not isinstance(x, (list, tuple)) else None
+    if type(x) is int and dt is not None and dtypes.is_integer(dt):
+        info = dtypes.iinfo(dt)
+        if not info.min <= x <= info.max:
+            raise OverflowError(f"Python int {x} too large to convert to {dt}.")
+    return np.asarray(x, dtype=dt), weak
+
+
+def array_from_host(x, dtype=None, weak_type=None, device=None, committed=False) -> Array:
+    """Copy host data ``x`` (NumPy value or Python scalar) to a new Array."""
+    host, weak = canonical_host_value(x, dtype)
+    if weak_type is not None:
+        weak = weak_type
+    if host.dtype not in dtypes.supported_dtypes:
+        raise TypeError(f"Arrays of dtype {host.dtype} are not supported by plax.")
+    device = device if device is not None else default_device()
+    aval = ShapedArray(host.shape, host.dtype, weak)
+    buf = xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled())
+    return Array(buf, aval, committed)
+
+
+def to_device(x: Array, device, committed=True) -> Array:
+    """``x`` on ``device`` (a copy when it lives elsewhere)."""
+    x._check_alive()
+    if x.sharding.device_set == {device}:
+        return x if x._committed == committed else Array(x._buf, x.aval, committed)
+    buf = xla.copy_to_devices(x._buf, [device], sharding_for(device))
+    return Array(buf, x.aval, committed)
+
+
+def device_of(x: Array):
+    return next(iter(x.sharding.device_set))
+
+
+def pick_device(args, what: str):
+    """The device a computation on ``args`` runs on: that of its committed inputs."""
+    chosen = None
+    for a in args:
+        if type(a) is Array and a._committed:
+            d = device_of(a)
+            if chosen is None:
+                chosen = d
+            elif d != chosen:
+                raise ValueError(
+                    f"Received incompatible devices for {what}: an argument is committed to "
+                    f"{chosen} and another to {d}. Move them to one device with "
+                    "plax.device_put first.")
+    if chosen is None:
+        for a in args:
+            if type(a) is Array:
+                return device_of(a), False
+        return default_device(), False
+    return chosen, True
+
+
+def to_buffer(x, aval: ShapedArray, device):
+    """The jaxlib buffer holding ``x`` on ``device`` with type ``aval``."""
+    if type(x) is Array:
+        x._check_alive()
+        if x.sharding.device_set != {device}:
+            return xla.copy_to_devices(x._buf, [device], sharding_for(device))
+        return x._buf
+    host = np.asarray(x, dtype=aval.dtype)
+    return xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled())
+
+
+# --- compiled programs ----------------------------------------------------------------
+class CompiledProgram:
+    """An XLA executable with the types it was built for and its result handlers."""
+
+    __slots__ = ("exe", "in_avals", "out_avals", "device", "handlers", "text")
+
+    def __init__(self, exe, in_avals, out_avals, device, text):
+        self.exe = exe
+        self.in_avals = tuple(in_avals)
+        self.out_avals = tuple(out_avals)
+        self.device = device
+        self.text = text
+        s = sharding_for(device)
+        self.handlers = [xla.result_handler(a, s) for a in out_avals]
+
+    def run(self, bufs, committed: bool) -> list[Array]:
+        outs = xla.execute(self.exe, bufs, self.handlers)
+        return [Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
+
+
+def compile_jaxpr(jaxpr: Jaxpr, device, name: str = "main") -> CompiledProgram:
+    text = lower_jaxpr_to_module(jaxpr, module_name=name)
+    exe = xla.compile(text, [device])
+    in_avals = [v.aval for v in list(jaxpr.constvars) + list(jaxpr.invars)]
+    return CompiledProgram(exe, in_avals, [v.aval for v in jaxpr.outvars], device, text)
+
+
+_prim_cache: dict = {}
+
+
+def _one_equation_jaxpr(prim, avals, params) -> Jaxpr:
+    invars = [Var(a) for a in avals]
+    outvars = [Var(a) for a in abstract_eval(prim, avals, params)]
+    return Jaxpr([], invars, outvars, [JaxprEqn(invars, outvars, prim, params)])
+
+
+def apply_primitive(prim, args, params):
+    """Run ``prim`` eagerly on concrete ``args``."""
+    impl = impl_rules.get(prim)
+    if impl is not None:
+        return impl(*args, **params)
+    avals = tuple(abstractify(a) for a in args)
+    device, committed = pick_device(args, f"primitive {prim.name}")
+    try:
+        key = (prim, tuple(params.items()), avals, device)
+        program = _prim_cache.get(key)
+    except TypeError:
+        key, program = None, None
+    if program is None:
+        jaxpr = _one_equation_jaxpr(prim, avals, params)
+        program = compile_jaxpr(jaxpr, device, name=f"jit_{prim.name}")
+        if key is not None:
+            _prim_cache[key] = program
+    outs = program.run([to_buffer(a, av, device) for a, av in zip(args, avals)], committed)
+    return outs if prim.multiple_results else outs[0]
+
+
+def clear_caches() -> None:
+    _prim_cache.clear()

@@ -1,0 +1,191 @@
+"""The only module that imports jaxlib: clients, devices, transfers, compile, execute.
+
+Everything else in plax talks to XLA through the functions here. jaxlib's
+underscored APIs move between releases, so each is used in one place, with a
+feature check where 0.10 and 0.11 differ.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # silence PJRT's start-up chatter
+
+import numpy as np  # noqa: E402
+
+import jaxlib  # noqa: E402
+import jaxlib.xla_client as xc  # noqa: E402
+from jaxlib import _jax  # noqa: E402
+
+from plax.core.config import config  # noqa: E402
+
+JAXLIB_VERSION = jaxlib.__version__
+Device = xc.Device
+XlaRuntimeError = xc.XlaRuntimeError
+SingleDeviceShardingBase = xc.SingleDeviceSharding
+HloSharding = xc.HloSharding
+
+# jaxlib's C++ array code asks for the x64 state; plax passes it explicitly on
+# every transfer, but a registered default keeps other entry points working.
+try:
+    _jax.jax_jit.set_enable_x64_state(_jax.config.Config(
+        "jax_enable_x64", False, include_in_jit_key=True, include_in_trace_context=True))
+except Exception:  # older/newer jaxlib without this hook: explicit flags suffice
+    pass
+
+
+# --- backends -----------------------------------------------------------------
+_lock = threading.Lock()
+_backends: dict = {}
+_default_platform: str | None = None
+
+
+def _make_cpu_client():
+    n = int(os.environ.get("PLAX_NUM_CPU_DEVICES", config.read("num_cpu_devices")))
+    if n < 1:
+        raise ValueError(f"PLAX_NUM_CPU_DEVICES must be at least 1, got {n}.")
+    return xc.make_cpu_client(asynchronous=True, num_devices=n)
+
+
+# platform name -> factory. A GPU entry (the CUDA PJRT plugin) is added here.
+_FACTORIES = {"cpu": _make_cpu_client}
+
+
+def _requested_platforms() -> list[str]:
+    text = os.environ.get("PLAX_PLATFORMS") or config.read("platforms") or ""
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    return names or list(_FACTORIES)
+
+
+def backends() -> dict:
+    """Initialise (once) and return ``{platform: client}`` for the requested platforms."""
+    global _default_platform
+    if _backends:
+        return _backends
+    with _lock:
+        if _backends:
+            return _backends
+        errors = []
+        for name in _requested_platforms():
+            factory = _FACTORIES.get(name)
+            if factory is None:
+                errors.append(f"unknown platform {name!r} (known: {sorted(_FACTORIES)})")
+                continue
+            try:
+                _backends[name] = factory()
+            except Exception as e:  # a platform that fails to start is reported below
+                errors.append(f"{name}: {e}")
+        if not _backends:
+            raise RuntimeError("Unable to initialize any backend: " + "; ".join(errors))
+        _default_platform = next(iter(_backends))
+    return _backends
+
+
+def get_backend(platform: str | None = None):
+    bs = backends()
+    if platform is None:
+        return bs[_default_platform]
+    key = platform.lower()
+    if key == "gpu":
+        key = "cuda"
+    if key not in bs:
+        raise RuntimeError(f"Backend {platform!r} is not available; available: {sorted(bs)}.")
+    return bs[key]
+
+
+def default_platform() -> str:
+    backends()
+    return _default_platform
+
+
+def clear_backends() -> None:
+    global _default_platform
+    with _lock:
+        _backends.clear()
+        _default_platform = None
+
+
+def process_index(platform=None) -> int:
+    return get_backend(platform).process_index()
+
+
+# --- transfers ------------------------------------------------------------------
+def put(host: np.ndarray, aval, sharding, devices, x64: bool):
+    """Copy host data onto ``devices`` (one piece per device) as one jaxlib array.
+
+    ``host`` must already have the canonical dtype of ``aval``: 64-bit data with
+    x64 off would otherwise be narrowed silently.
+    """
+    pieces = host if isinstance(host, list) else [host]
+    return xc.batched_device_put(aval, sharding, pieces, list(devices), True, True,
+                                 xc.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL, x64)
+
+
+def to_numpy(buf) -> np.ndarray:
+    """Read a single-device jaxlib array back to a fresh host array (every dtype)."""
+    arr, _ = buf._single_device_array_to_np_array_did_copy()
+    return arr
+
+
+def shards(buf) -> list:
+    """The single-device pieces of a jaxlib array."""
+    return list(buf._arrays)
+
+
+def copy_to_host_async(buf) -> None:
+    for s in buf._arrays:
+        s._copy_single_device_array_to_host_async()
+
+
+def copy_to_devices(buf, devices, sharding):
+    """A copy of ``buf`` laid out by ``sharding`` on ``devices``."""
+    return xc.batched_copy_array_to_devices_with_sharding(
+        [buf], [xc.DeviceList(tuple(devices))], [sharding],
+        [xc.ArrayCopySemantics.ALWAYS_COPY])[0]
+
+
+def block_until_ready(bufs) -> None:
+    xc.batched_block_until_ready(list(bufs))
+
+
+def assemble(aval, sharding, shard_bufs, committed: bool = True):
+    """One jaxlib array from per-device single-device arrays."""
+    return xc.ArrayImpl(aval, sharding, list(shard_bufs), committed, True)
+
+
+def hlo_sharding_replicated():
+    return xc.HloSharding.replicate()
+
+
+# --- compile and execute ----------------------------------------------------------
+def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
+            spmd: bool = False):
+    """Compile StableHLO ``text`` for ``devices``; returns a jaxlib LoadedExecutable."""
+    client = devices[0].client
+    co = xc.CompileOptions()
+    co.num_replicas = num_replicas
+    co.num_partitions = num_partitions
+    if spmd:
+        co.executable_build_options.use_spmd_partitioning = True
+    try:
+        return client.compile_and_load(text, xc.DeviceList(tuple(devices)), co)
+    except xc.XlaRuntimeError as e:
+        from plax.core.errors import JaxRuntimeError
+        raise JaxRuntimeError(f"XLA failed to compile the program: {e}\n--- module ---\n{text}") from e
+
+
+def result_handler(aval, sharding, committed: bool = True):
+    """A handler turning raw results into arrays (0.11 dropped ``_skip_checks``)."""
+    try:
+        return xc.array_result_handler(aval, sharding, committed, _skip_checks=True)
+    except TypeError:
+        return xc.array_result_handler(aval, sharding, committed)
+
+
+def execute(exe, args, handlers):
+    """Run ``exe`` on jaxlib arrays; returns jaxlib arrays built by ``handlers``."""
+    return exe.execute_sharded(args).consume_with_handlers(handlers)
+
+
+def optimized_hlo_text(exe) -> str:
+    return exe.hlo_modules()[0].to_string()

@@ -1,0 +1,85 @@
+"""The Sharding interface and SingleDeviceSharding (an array wholly on one device)."""
+from __future__ import annotations
+
+import abc
+
+from plax.runtime import xla
+
+
+class Sharding(abc.ABC):
+    """The layout of an array over devices.
+
+    Subclasses provide ``device_set``, ``_device_assignment`` (ordered devices),
+    ``devices_indices_map`` and ``shard_shape``.
+    """
+
+    @property
+    def addressable_devices(self) -> set:
+        pid = xla.process_index()
+        return {d for d in self.device_set if d.process_index == pid}
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return len(self.addressable_devices) == len(self.device_set)
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.device_set)
+
+    def addressable_devices_indices_map(self, global_shape):
+        addressable = self.addressable_devices
+        return {d: i for d, i in self.devices_indices_map(global_shape).items() if d in addressable}
+
+
+class SingleDeviceSharding(xla.SingleDeviceShardingBase):
+    """All of the array on one device.
+
+    jaxlib's C++ base class cannot take a second base, so the shared Sharding
+    methods are borrowed and the class is registered as a Sharding.
+    """
+
+    memory_kind = None
+    addressable_devices = Sharding.addressable_devices
+    is_fully_addressable = Sharding.is_fully_addressable
+    num_devices = Sharding.num_devices
+    addressable_devices_indices_map = Sharding.addressable_devices_indices_map
+
+    def __init__(self, device, *, memory_kind=None):
+        xla.SingleDeviceShardingBase.__init__(self, device)
+        self._the_device = device
+
+    def _to_xla_hlo_sharding(self, num_dimensions: int):
+        return xla.hlo_sharding_replicated()
+
+    @property
+    def device_set(self) -> set:
+        return {self._the_device}
+
+    @property
+    def _device_assignment(self) -> tuple:
+        return (self._the_device,)
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return True
+
+    def devices_indices_map(self, global_shape):
+        return {self._the_device: tuple(slice(None) for _ in global_shape)}
+
+    def shard_shape(self, global_shape) -> tuple:
+        return tuple(global_shape)
+
+    def with_memory_kind(self, kind):
+        return SingleDeviceSharding(self._the_device, memory_kind=kind)
+
+    def __eq__(self, other):
+        return isinstance(other, SingleDeviceSharding) and other._the_device == self._the_device
+
+    def __hash__(self):
+        return hash(("SingleDeviceSharding", self._the_device))
+
+    def __repr__(self):
+        return f"SingleDeviceSharding(device={self._the_device!r}, memory_kind={self.memory_kind})"
+
+
+Sharding.register(SingleDeviceSharding)
