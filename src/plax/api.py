@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
@@ -31,6 +32,28 @@ def _check_static_argnums(static_argnums, nargs: int, fname: str) -> tuple:
                              f"called with {nargs} positional arguments.")
         out.append(j)
     return tuple(sorted(set(out)))
+
+
+def flat_arg_names(fun, args, kwargs, static=()) -> list[str]:
+    """Readable names (``x``, ``params['w']``) of the leaves of the dynamic arguments."""
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var_pos = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    names = []
+    for i, a in enumerate(args):
+        if i in static:
+            continue
+        base = positional[i] if i < len(positional) else (
+            f"{var_pos}[{i - len(positional)}]" if var_pos else f"args[{i}]")
+        for path, _ in tree_util.tree_flatten_with_path(a)[0]:
+            names.append(base + tree_util.keystr(path))
+    for k in sorted(kwargs):
+        for path, _ in tree_util.tree_flatten_with_path(kwargs[k])[0]:
+            names.append(k + tree_util.keystr(path))
+    return names
 
 
 def _avals_of(leaves, where: str) -> list:
@@ -78,7 +101,9 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
             out_tree_box.append(out_tree)
             return out_leaves
 
-        jaxpr, consts = trace_to_jaxpr(flat_fun, avals, description=fname)
+        names = flat_arg_names(fun, args, kwargs, static)
+        jaxpr, consts = trace_to_jaxpr(flat_fun, avals, description=fname,
+                                       arg_names=names if len(names) == len(avals) else None)
         closed = ClosedJaxpr(jaxpr, consts)
         if return_shape:
             shapes = [ShapeDtypeStruct(v.aval.shape, v.aval.dtype, weak_type=v.aval.weak_type)

@@ -29,12 +29,23 @@ class StagingTracer(Tracer):
     def aval(self):
         return self._aval
 
+    def _debug_origin(self) -> str:
+        trace = self._trace
+        where = f"The error occurred while tracing the function {trace.description or '<unknown>'}."
+        names = trace.argument_names_for(self.var)
+        if names:
+            return (f"{where} The value depends on the argument{'s' if len(names) > 1 else ''} "
+                    f"{', '.join(names)}.")
+        return where + " The value does not depend on the function's arguments."
+
 
 class StagingTrace(Trace):
     """Records each primitive applied to its tracers as a jaxpr equation."""
 
-    def __init__(self, parent: Trace | None, description: str = ""):
+    def __init__(self, parent: Trace | None, description: str = "", arg_names=None):
         super().__init__(parent, description)
+        self.arg_names = arg_names
+        self.invars: list[Var] = []
         self.eqns: list[JaxprEqn] = []
         self.const_vars: dict[int, Var] = {}   # id(value) -> constvar
         self.const_vals: list = []              # values, kept alive and in order
@@ -42,7 +53,18 @@ class StagingTrace(Trace):
         self.literals: dict[int, Literal] = {}
 
     def new_arg(self, aval: ShapedArray) -> StagingTracer:
-        return StagingTracer(self, aval, Var(aval))
+        t = StagingTracer(self, aval, Var(aval))
+        self.invars.append(t.var)
+        return t
+
+    def argument_names_for(self, var: Var) -> list[str]:
+        """Names of the function arguments that ``var`` depends on (for error messages)."""
+        needed = {var}
+        for e in reversed(self.eqns):
+            if any(v in needed for v in e.outvars):
+                needed.update(v for v in e.invars if isinstance(v, Var))
+        names = self.arg_names or [f"argument {i}" for i in range(len(self.invars))]
+        return [n for v, n in zip(self.invars, names) if v in needed]
 
     def lift(self, x):
         """The jaxpr atom (Var or Literal) standing for ``x`` in this trace."""
@@ -75,13 +97,13 @@ class StagingTrace(Trace):
         return outs if prim.multiple_results else outs[0]
 
 
-def trace_to_jaxpr(fun, in_avals, description: str = ""):
+def trace_to_jaxpr(fun, in_avals, description: str = "", arg_names=None):
     """Trace ``fun(*tracers) -> list of outputs`` into ``(Jaxpr, consts)``.
 
     ``consts`` are the values of the jaxpr's constvars: concrete arrays, or
     tracers of enclosing traces that the caller must pass back in.
     """
-    trace = StagingTrace(current_trace(), description)
+    trace = StagingTrace(current_trace(), description, arg_names)
     args = [trace.new_arg(a) for a in in_avals]
     try:
         with set_current_trace(trace):
@@ -95,6 +117,6 @@ def trace_to_jaxpr(fun, in_avals, description: str = ""):
     return jaxpr, list(trace.const_vals)
 
 
-def trace_to_closed_jaxpr(fun, in_avals, description: str = "") -> ClosedJaxpr:
-    jaxpr, consts = trace_to_jaxpr(fun, in_avals, description)
+def trace_to_closed_jaxpr(fun, in_avals, description: str = "", arg_names=None) -> ClosedJaxpr:
+    jaxpr, consts = trace_to_jaxpr(fun, in_avals, description, arg_names)
     return ClosedJaxpr(jaxpr, consts)

@@ -1,0 +1,109 @@
+"""Operators and NumPy-style methods for plax.Array and for tracers.
+
+Both classes get the same methods, so code behaves alike inside and outside
+transformations. Each method forwards to the plax.numpy function of its name.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core.trace import Tracer
+from plax.runtime.array import Array
+
+
+def _jnp():
+    import plax.numpy as jnp
+    return jnp
+
+
+def _is_operand(x) -> bool:
+    return isinstance(x, (Array, Tracer, np.ndarray, np.generic, bool, int, float, complex)) or \
+        hasattr(x, "__plax_array__")
+
+
+def _binop(name: str, reverse: bool = False):
+    def method(self, other):
+        if not _is_operand(other):
+            return NotImplemented
+        fn = getattr(_jnp(), name)
+        return fn(other, self) if reverse else fn(self, other)
+    method.__name__ = f"__{'r' if reverse else ''}{name}__"
+    return method
+
+
+def _unop(name: str):
+    def method(self):
+        return getattr(_jnp(), name)(self)
+    return method
+
+
+def _forward(name: str):
+    def method(self, *args, **kwargs):
+        return getattr(_jnp(), name)(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = f"Same as plax.numpy.{name}(self, ...)."
+    return method
+
+
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+    "floordiv": "floor_divide", "mod": "remainder", "divmod": "divmod", "pow": "power",
+    "matmul": "matmul", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "left_shift", "rshift": "right_shift",
+}
+_COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+            "gt": "greater", "ge": "greater_equal"}
+_UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "invert"}
+_METHODS = ["reshape", "transpose", "ravel", "flatten", "squeeze", "swapaxes", "sum", "prod",
+            "mean", "var", "std", "max", "min", "argmax", "argmin", "all", "any", "cumsum",
+            "cumprod", "clip", "conj", "conjugate", "dot", "round", "sort", "argsort", "trace",
+            "diagonal", "repeat", "take", "nonzero", "ptp", "searchsorted", "compress"]
+
+
+def _astype(self, dtype, copy: bool = False, device=None):
+    """A copy of the array cast to ``dtype``."""
+    from plax import lax
+    return lax.convert_element_type(self, dtype)
+
+
+def _matrix_transpose(self):
+    from plax.lax.shapes import transpose
+    if self.ndim < 2:
+        raise ValueError(f"x.mT requires ndim >= 2, got ndim={self.ndim}")
+    perm = tuple(range(self.ndim - 2)) + (self.ndim - 1, self.ndim - 2)
+    return transpose(self, perm)
+
+
+def _getitem(self, idx):
+    return _jnp()._rewriting_take(self, idx)
+
+
+def _round_dunder(self, ndigits=None):
+    if ndigits is None:
+        return round(self.item()) if self.ndim == 0 and not isinstance(self, Tracer) else \
+            _jnp().round(self)
+    return _jnp().round(self, ndigits)
+
+
+def _install(cls) -> None:
+    for dunder, fn in _BINARY.items():
+        setattr(cls, f"__{dunder}__", _binop(fn))
+        setattr(cls, f"__r{dunder}__", _binop(fn, reverse=True))
+    for dunder, fn in _COMPARE.items():
+        setattr(cls, f"__{dunder}__", _binop(fn))
+    for dunder, fn in _UNARY.items():
+        setattr(cls, f"__{dunder}__", _unop(fn))
+    for name in _METHODS:
+        setattr(cls, name, _forward(name))
+    cls.astype = _astype
+    cls.T = property(lambda self: _jnp().transpose(self))
+    cls.mT = property(_matrix_transpose)
+    cls.real = property(lambda self: _jnp().real(self))
+    cls.imag = property(lambda self: _jnp().imag(self))
+    cls.__getitem__ = _getitem
+    cls.__round__ = _round_dunder
+    cls.copy = lambda self: _jnp().array(self, copy=True)
+
+
+_install(Array)
+_install(Tracer)

@@ -1,0 +1,614 @@
+"""Elementwise NumPy functions (ufuncs) on plax.lax."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax import lax
+from plax.core import dtypes
+from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, check_arraylike,
+                             convert, promote_args, promote_args_inexact, promote_args_numeric,
+                             promote_dtypes, promote_dtypes_inexact, promote_shapes, shape_of)
+from plax.core.trace import get_aval
+
+
+def _dtype(x):
+    return get_aval(x).dtype
+
+
+def _unary_inexact(lax_fn, name):
+    def fn(x, /):
+        check_arraylike(name, x)
+        (x,) = promote_dtypes_inexact(x)
+        return lax_fn(x)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name}, as numpy.{name} (integers are promoted to float)."
+    return fn
+
+
+def _binary(lax_fn, name, promote=promote_args):
+    def fn(x, y, /):
+        return lax_fn(*promote(name, x, y))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name}, as numpy.{name}."
+    return fn
+
+
+sin = _unary_inexact(lax.sin, "sin")
+cos = _unary_inexact(lax.cos, "cos")
+tan = _unary_inexact(lax.tan, "tan")
+arcsin = _unary_inexact(lax.asin, "arcsin")
+arccos = _unary_inexact(lax.acos, "arccos")
+arctan = _unary_inexact(lax.atan, "arctan")
+sinh = _unary_inexact(lax.sinh, "sinh")
+cosh = _unary_inexact(lax.cosh, "cosh")
+tanh = _unary_inexact(lax.tanh, "tanh")
+arcsinh = _unary_inexact(lax.asinh, "arcsinh")
+arccosh = _unary_inexact(lax.acosh, "arccosh")
+arctanh = _unary_inexact(lax.atanh, "arctanh")
+exp = _unary_inexact(lax.exp, "exp")
+exp2 = _unary_inexact(lax.exp2, "exp2")
+expm1 = _unary_inexact(lax.expm1, "expm1")
+log = _unary_inexact(lax.log, "log")
+log1p = _unary_inexact(lax.log1p, "log1p")
+sqrt = _unary_inexact(lax.sqrt, "sqrt")
+cbrt = _unary_inexact(lax.cbrt, "cbrt")
+asin, acos, atan, asinh, acosh, atanh = arcsin, arccos, arctan, arcsinh, arccosh, arctanh
+
+
+def log2(x, /):
+    """Elementwise base-2 logarithm."""
+    check_arraylike("log2", x)
+    (x,) = promote_dtypes_inexact(x)
+    return lax.div(lax.log(x), lax.log(convert(2, _dtype(x))))
+
+
+def log10(x, /):
+    """Elementwise base-10 logarithm."""
+    check_arraylike("log10", x)
+    (x,) = promote_dtypes_inexact(x)
+    return lax.div(lax.log(x), lax.log(convert(10, _dtype(x))))
+
+
+add = _binary(lax.add, "add")
+subtract = _binary(lax.sub, "subtract")
+maximum = _binary(lax.max, "maximum")
+minimum = _binary(lax.min, "minimum")
+arctan2 = _binary(lax.atan2, "arctan2", promote_args_inexact)
+atan2 = arctan2
+nextafter = _binary(lax.nextafter, "nextafter", promote_args_inexact)
+equal = _binary(lax.eq, "equal")
+not_equal = _binary(lax.ne, "not_equal")
+less = _binary(lax.lt, "less")
+less_equal = _binary(lax.le, "less_equal")
+greater = _binary(lax.gt, "greater")
+greater_equal = _binary(lax.ge, "greater_equal")
+
+
+def multiply(x, y, /):
+    """Elementwise product (logical AND for booleans)."""
+    x, y = promote_args("multiply", x, y)
+    return lax.bitwise_and(x, y) if _dtype(x) == np.bool_ else lax.mul(x, y)
+
+
+def _bitwise(lax_fn, name):
+    def fn(x, y, /):
+        x, y = promote_args(name, x, y)
+        if not (dtypes.is_integer(_dtype(x)) or dtypes.is_bool(_dtype(x))):
+            raise TypeError(f"{name} requires integer or boolean arguments, got {_dtype(x).name}.")
+        return lax_fn(x, y)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name}, as numpy.{name}."
+    return fn
+
+
+bitwise_and = _bitwise(lax.bitwise_and, "bitwise_and")
+bitwise_or = _bitwise(lax.bitwise_or, "bitwise_or")
+bitwise_xor = _bitwise(lax.bitwise_xor, "bitwise_xor")
+
+
+def bitwise_not(x, /):
+    """Elementwise bitwise NOT (logical NOT for booleans)."""
+    check_arraylike("bitwise_not", x)
+    x = as_operand(x)
+    if type(x) in (int, bool):
+        x = convert(x, dtypes.result_type(x), type(x) is int)
+    return lax.bitwise_not(x)
+
+
+invert = bitwise_invert = bitwise_not
+
+
+def _to_bool(x):
+    return convert(as_operand(x), np.bool_) if _dtype(as_operand(x)) != np.bool_ else as_operand(x)
+
+
+def logical_and(x, y, /):
+    """Elementwise truth-value AND."""
+    x, y = promote_args("logical_and", x, y)
+    return lax.bitwise_and(_to_bool(x), _to_bool(y))
+
+
+def logical_or(x, y, /):
+    """Elementwise truth-value OR."""
+    x, y = promote_args("logical_or", x, y)
+    return lax.bitwise_or(_to_bool(x), _to_bool(y))
+
+
+def logical_xor(x, y, /):
+    """Elementwise truth-value XOR."""
+    x, y = promote_args("logical_xor", x, y)
+    return lax.bitwise_xor(_to_bool(x), _to_bool(y))
+
+
+def logical_not(x, /):
+    """Elementwise truth-value NOT."""
+    check_arraylike("logical_not", x)
+    return lax.bitwise_not(_to_bool(x))
+
+
+def left_shift(x, y, /):
+    """Elementwise x << y."""
+    x, y = promote_args_numeric("left_shift", x, y)
+    return lax.shift_left(x, y)
+
+
+def right_shift(x, y, /):
+    """Elementwise x >> y (arithmetic for signed, logical for unsigned integers)."""
+    x, y = promote_args_numeric("right_shift", x, y)
+    if dtypes.is_unsigned(_dtype(x)):
+        return lax.shift_right_logical(x, y)
+    return lax.shift_right_arithmetic(x, y)
+
+
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+
+
+def true_divide(x, y, /):
+    """Elementwise x / y, always in an inexact dtype."""
+    x, y = promote_args_inexact("true_divide", x, y)
+    return lax.div(x, y)
+
+
+divide = true_divide
+
+
+def _zero_like(x):
+    return convert(0, _dtype(x), False)
+
+
+def floor_divide(x, y, /):
+    """Elementwise x // y, rounding toward minus infinity like NumPy."""
+    x, y = promote_args_numeric("floor_divide", x, y)
+    dt = _dtype(x)
+    if dtypes.is_unsigned(dt):
+        return lax.div(x, y)
+    if dtypes.is_integer(dt):
+        q = lax.div(x, y)
+        r = lax.rem(x, y)
+        fix = lax.bitwise_and(lax.ne(r, _zero_like(r)),
+                              lax.ne(lax.lt(x, _zero_like(x)), lax.lt(y, _zero_like(y))))
+        return lax.select(fix, lax.sub(q, convert(1, dt)), q)
+    if dtypes.is_complex(dt):
+        raise TypeError("floor_divide does not support complex numbers.")
+    return _float_divmod(x, y)[0]
+
+
+def _float_divmod(x, y):
+    """Floor quotient and remainder with NumPy's rounding (the quotient of (x - mod) / y)."""
+    dt = _dtype(x)
+    mod = lax.rem(x, y)
+    div = lax.div(lax.sub(x, mod), y)
+    fix = lax.bitwise_and(lax.ne(mod, _zero_like(mod)),
+                          lax.ne(lax.lt(y, _zero_like(y)), lax.lt(mod, _zero_like(mod))))
+    mod = lax.select(fix, lax.add(mod, y), mod)
+    div = lax.select(fix, lax.sub(div, convert(1, dt)), div)
+    floordiv = lax.floor(div)
+    floordiv = lax.select(lax.gt(lax.sub(div, floordiv), convert(0.5, dt)),
+                          lax.add(floordiv, convert(1, dt)), floordiv)
+    return floordiv, mod
+
+
+def remainder(x, y, /):
+    """Elementwise remainder with the sign of the divisor (NumPy's ``%``)."""
+    x, y = promote_args_numeric("remainder", x, y)
+    dt = _dtype(x)
+    if dtypes.is_complex(dt):
+        raise TypeError("remainder does not support complex numbers.")
+    r = lax.rem(x, y)
+    if dtypes.is_unsigned(dt):
+        return r
+    fix = lax.bitwise_and(lax.ne(r, _zero_like(r)),
+                          lax.ne(lax.lt(r, _zero_like(r)), lax.lt(y, _zero_like(y))))
+    return lax.select(fix, lax.add(r, y), r)
+
+
+mod = remainder
+
+
+def fmod(x, y, /):
+    """Elementwise remainder with the sign of the dividend (C's fmod)."""
+    x, y = promote_args_numeric("fmod", x, y)
+    return lax.rem(x, y)
+
+
+def divmod(x, y, /):
+    """``(floor_divide(x, y), remainder(x, y))``."""
+    return floor_divide(x, y), remainder(x, y)
+
+
+def power(x, y, /):
+    """Elementwise x ** y; integer powers of integers are computed exactly."""
+    check_arraylike("power", x, y)
+    if type(y) is int and not isinstance(x, (int, float, complex)):
+        x = as_operand(x)
+        xd = _dtype(x)
+        if dtypes.is_inexact(xd) or y >= 0:
+            if dtypes.is_bool(xd):
+                x = convert(x, dtypes.default_int_dtype())
+            return lax.integer_pow(x, y)
+    x, y = promote_args_numeric("power", x, y)
+    dt = _dtype(x)
+    if dtypes.is_inexact(dt):
+        return lax.pow(x, y)
+    return _integer_power(x, y)
+
+
+pow = power
+
+
+def _integer_power(x, y):
+    """x ** y for integer arrays of one shape, by square-and-multiply over the bits of y.
+
+    Negative exponents give 0, except for bases 1 and -1, as in JAX.
+    """
+    dt = _dtype(x)
+    zero, one = convert(0, dt), convert(1, dt)
+    ones = lax.add(lax.mul(x, zero), one)
+    negative = lax.lt(y, zero) if not dtypes.is_unsigned(dt) else None
+    e = y if negative is None else lax.select(negative, lax.mul(y, zero), y)
+    acc, base = ones, x
+    for _ in range(dtypes.itemsize_bits(dt)):
+        odd = lax.ne(lax.bitwise_and(e, one), zero)
+        acc = lax.select(odd, lax.mul(acc, base), acc)
+        base = lax.mul(base, base)
+        e = lax.shift_right_logical(e, one)
+    if negative is None:
+        return acc
+    y_odd = lax.ne(lax.bitwise_and(y, one), zero)
+    minus_one_pow = lax.select(y_odd, lax.neg(ones), ones)
+    neg_result = lax.select(lax.eq(x, one), ones,
+                            lax.select(lax.eq(x, lax.neg(one)), minus_one_pow, lax.mul(x, zero)))
+    return lax.select(negative, neg_result, acc)
+
+
+def float_power(x, y, /):
+    """Elementwise x ** y in the widest available float type."""
+    check_arraylike("float_power", x, y)
+    dt = dtypes.canonicalize_dtype(np.complex128 if any(
+        dtypes.is_complex(_dtype(as_operand(a))) for a in (x, y)) else np.float64)
+    x, y = promote_args("float_power", convert(as_operand(x), dt), convert(as_operand(y), dt))
+    return lax.pow(x, y)
+
+
+def negative(x, /):
+    """Elementwise -x."""
+    check_arraylike("negative", x)
+    (x,) = promote_args("negative", x)
+    if _dtype(x) == np.bool_:
+        raise TypeError("The numpy boolean negative, the `-` operator, is not supported, "
+                        "use the `~` operator or the logical_not function instead.")
+    return lax.neg(x)
+
+
+def positive(x, /):
+    """Elementwise +x (a copy of x)."""
+    check_arraylike("positive", x)
+    return as_operand(x) if not isinstance(x, (int, float, complex)) else as_operand(x)
+
+
+def absolute(x, /):
+    """Elementwise absolute value."""
+    check_arraylike("absolute", x)
+    (x,) = promote_args("absolute", x)
+    dt = _dtype(x)
+    if dtypes.is_unsigned(dt) or dtypes.is_bool(dt):
+        return x
+    return lax.abs(x)
+
+
+abs = absolute
+
+
+def fabs(x, /):
+    """Elementwise absolute value as a float."""
+    (x,) = promote_args_inexact("fabs", x)
+    if dtypes.is_complex(_dtype(x)):
+        raise TypeError("fabs does not support complex numbers.")
+    return lax.abs(x)
+
+
+def sign(x, /):
+    """Elementwise sign (-1, 0, 1)."""
+    check_arraylike("sign", x)
+    (x,) = promote_args("sign", x)
+    if _dtype(x) == np.bool_:
+        return x
+    return lax.sign(x)
+
+
+def floor(x, /):
+    """Elementwise floor (integers unchanged)."""
+    check_arraylike("floor", x)
+    (x,) = promote_args("floor", x)
+    return lax.floor(x) if dtypes.is_inexact(_dtype(x)) else x
+
+
+def ceil(x, /):
+    """Elementwise ceiling (integers unchanged)."""
+    check_arraylike("ceil", x)
+    (x,) = promote_args("ceil", x)
+    return lax.ceil(x) if dtypes.is_inexact(_dtype(x)) else x
+
+
+def trunc(x, /):
+    """Elementwise rounding toward zero."""
+    check_arraylike("trunc", x)
+    (x,) = promote_args("trunc", x)
+    if not dtypes.is_inexact(_dtype(x)):
+        return x
+    return lax.select(lax.lt(x, _zero_like(x)), lax.ceil(x), lax.floor(x))
+
+
+fix = trunc
+
+
+def round(a, decimals: int = 0, out=None):
+    """Round half to even to ``decimals`` places, as numpy.round."""
+    if out is not None:
+        raise ValueError("The 'out' argument to round is not supported: plax arrays are immutable.")
+    check_arraylike("round", a)
+    (a,) = promote_args("round", a)
+    dt = _dtype(a)
+    if not dtypes.is_inexact(dt):
+        if decimals >= 0:
+            return a
+        as_float = convert(a, dtypes.default_float_dtype())
+        return convert(_round_float(as_float, decimals, _dtype(as_float)), dt)
+    if dtypes.is_complex(dt):
+        return lax.complex(_round_float(lax.real(a), decimals, dt), _round_float(lax.imag(a), decimals, dt))
+    return _round_float(a, decimals, dt)
+
+
+def _round_float(x, decimals, dt):
+    if decimals == 0:
+        return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
+    real_dt = _dtype(x)
+    factor = convert(10.0 ** decimals, real_dt)
+    return lax.div(lax.round(lax.mul(x, factor), lax.RoundingMethod.TO_NEAREST_EVEN), factor)
+
+
+around = round
+
+
+def rint(x, /):
+    """Round to the nearest integer-valued float, half to even."""
+    check_arraylike("rint", x)
+    (x,) = promote_dtypes_inexact(x)
+    return round(x)
+
+
+def square(x, /):
+    """Elementwise x * x."""
+    check_arraylike("square", x)
+    (x,) = promote_args_numeric("square", x)
+    return lax.integer_pow(x, 2)
+
+
+def reciprocal(x, /):
+    """Elementwise 1 / x."""
+    check_arraylike("reciprocal", x)
+    (x,) = promote_args_inexact("reciprocal", x)
+    return lax.integer_pow(x, -1)
+
+
+def deg2rad(x, /):
+    """Degrees to radians."""
+    (x,) = promote_args_inexact("deg2rad", x)
+    return lax.mul(x, convert(np.pi / 180, _dtype(x)))
+
+
+def rad2deg(x, /):
+    """Radians to degrees."""
+    (x,) = promote_args_inexact("rad2deg", x)
+    return lax.mul(x, convert(180 / np.pi, _dtype(x)))
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+def hypot(x, y, /):
+    """Elementwise sqrt(x**2 + y**2), without needless overflow."""
+    x, y = promote_args_inexact("hypot", x, y)
+    x, y = lax.abs(x), lax.abs(y)
+    big, small = lax.max(x, y), lax.min(x, y)
+    safe = lax.select(lax.eq(big, _zero_like(big)), lax.add(_zero_like(big), convert(1, _dtype(big))), big)
+    ratio = lax.div(small, safe)
+    r = lax.mul(big, lax.sqrt(lax.add(convert(1, _dtype(big)), lax.mul(ratio, ratio))))
+    return lax.select(lax.eq(small, lax.abs(convert(np.inf, _dtype(big)))), small, r)
+
+
+def logaddexp(x, y, /):
+    """Elementwise log(exp(x) + exp(y)), computed stably."""
+    x, y = promote_args_inexact("logaddexp", x, y)
+    amax = lax.max(x, y)
+    delta = lax.sub(x, y)
+    stable = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
+    return lax.select(lax.ne(delta, delta), lax.add(x, y), stable)
+
+
+def logaddexp2(x, y, /):
+    """Elementwise log2(2**x + 2**y), computed stably."""
+    x, y = promote_args_inexact("logaddexp2", x, y)
+    ln2 = convert(np.log(2), _dtype(x))
+    return lax.div(logaddexp(lax.mul(x, ln2), lax.mul(y, ln2)), ln2)
+
+
+def isnan(x, /):
+    """Elementwise test for NaN."""
+    check_arraylike("isnan", x)
+    x = as_operand(x)
+    if not dtypes.is_inexact(_dtype(x)):
+        return lax.ne(x, x) if not isinstance(x, (int, float, complex, bool)) else np.bool_(False)
+    return lax.ne(x, x)
+
+
+def isinf(x, /):
+    """Elementwise test for positive or negative infinity."""
+    check_arraylike("isinf", x)
+    (x,) = promote_args("isinf", x)
+    dt = _dtype(x)
+    if dtypes.is_complex(dt):
+        return logical_or(isinf(lax.real(x)), isinf(lax.imag(x)))
+    if not dtypes.is_float(dt):
+        return lax.ne(x, x)
+    return lax.eq(lax.abs(x), convert(np.inf, dt))
+
+
+def isposinf(x, /):
+    """Elementwise test for +inf."""
+    (x,) = promote_args("isposinf", x)
+    if not dtypes.is_float(_dtype(x)):
+        return lax.ne(x, x)
+    return lax.eq(x, convert(np.inf, _dtype(x)))
+
+
+def isneginf(x, /):
+    """Elementwise test for -inf."""
+    (x,) = promote_args("isneginf", x)
+    if not dtypes.is_float(_dtype(x)):
+        return lax.ne(x, x)
+    return lax.eq(x, convert(-np.inf, _dtype(x)))
+
+
+def isfinite(x, /):
+    """Elementwise test for finite values."""
+    check_arraylike("isfinite", x)
+    (x,) = promote_args("isfinite", x)
+    dt = _dtype(x)
+    if dtypes.is_complex(dt):
+        return logical_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
+    if not dtypes.is_float(dt):
+        return lax.eq(x, x)
+    return lax.is_finite(x)
+
+
+def signbit(x, /):
+    """Elementwise test for a set sign bit (true for -0.0)."""
+    check_arraylike("signbit", x)
+    (x,) = promote_args("signbit", x)
+    dt = _dtype(x)
+    if dtypes.is_unsigned(dt) or dt == np.bool_:
+        return lax.ne(x, x)
+    if dtypes.is_integer(dt):
+        return lax.lt(x, _zero_like(x))
+    if dtypes.is_complex(dt):
+        raise TypeError("signbit does not support complex numbers.")
+    int_dt = {16: np.int16, 32: np.int32, 64: np.int64}[dtypes.itemsize_bits(dt)]
+    return lax.lt(lax.bitcast_convert_type(x, int_dt), convert(0, int_dt))
+
+
+def copysign(x, y, /):
+    """The magnitude of x with the sign of y."""
+    x, y = promote_args_inexact("copysign", x, y)
+    if dtypes.is_complex(_dtype(x)):
+        raise TypeError("copysign does not support complex numbers.")
+    return lax.select(signbit(y), lax.neg(lax.abs(x)), lax.abs(x))
+
+
+def fmax(x, y, /):
+    """Elementwise maximum that ignores NaNs."""
+    x, y = promote_args("fmax", x, y)
+    return lax.select(lax.ne(x, x), y, lax.select(lax.ne(y, y), x, lax.max(x, y)))
+
+
+def fmin(x, y, /):
+    """Elementwise minimum that ignores NaNs."""
+    x, y = promote_args("fmin", x, y)
+    return lax.select(lax.ne(x, x), y, lax.select(lax.ne(y, y), x, lax.min(x, y)))
+
+
+def real(x, /):
+    """The real part (real inputs are returned unchanged)."""
+    check_arraylike("real", x)
+    x = as_operand(x)
+    return lax.real(x) if dtypes.is_complex(_dtype(x)) else x
+
+
+def imag(x, /):
+    """The imaginary part (zeros for real inputs)."""
+    check_arraylike("imag", x)
+    x = as_operand(x)
+    return lax.imag(x) if dtypes.is_complex(_dtype(x)) else lax.mul(x, _zero_like(x)) \
+        if not isinstance(x, (int, float, bool)) else _zero_like(x)
+
+
+def conjugate(x, /):
+    """The complex conjugate (real inputs are returned unchanged)."""
+    check_arraylike("conjugate", x)
+    x = as_operand(x)
+    return lax.conj(x) if dtypes.is_complex(_dtype(x)) else x
+
+
+conj = conjugate
+
+
+def angle(z, deg: bool = False):
+    """The argument of complex numbers, in radians (or degrees)."""
+    (z,) = promote_dtypes_inexact(z)
+    if dtypes.is_complex(_dtype(z)):
+        re, im = lax.real(z), lax.imag(z)
+    else:
+        re, im = z, lax.mul(z, _zero_like(z))
+    out = lax.atan2(im, re)
+    return rad2deg(out) if deg else out
+
+
+def heaviside(x1, x2, /):
+    """0 where x1 < 0, x2 where x1 == 0, 1 where x1 > 0."""
+    x1, x2 = promote_args_inexact("heaviside", x1, x2)
+    zero = _zero_like(x1)
+    one = convert(1, _dtype(x1))
+    return lax.select(lax.lt(x1, zero), lax.add(lax.mul(x1, zero), zero),
+                      lax.select(lax.eq(x1, zero), lax.add(lax.mul(x1, zero), x2),
+                                 lax.add(lax.mul(x1, zero), one)))
+
+
+def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):
+    """Limit values to ``[min, max]`` (either bound may be None)."""
+    if arr is None:
+        arr = a
+    if min is None:
+        min = a_min
+    if max is None:
+        max = a_max
+    if arr is None:
+        raise TypeError("clip() needs an array argument.")
+    check_arraylike("clip", arr)
+    if min is not None:
+        arr = maximum(min, arr)
+    if max is not None:
+        arr = minimum(max, arr)
+    return as_operand(arr)
+
+
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    """``x`` where ``condition`` is true, else ``y`` (with broadcasting and promotion)."""
+    if x is None or y is None:
+        raise ValueError("plax.numpy.where needs three arguments (condition, x, y); the "
+                         "one-argument form (nonzero) requires `size=` and comes with nonzero.")
+    check_arraylike("where", condition, x, y)
+    x, y = promote_dtypes(x, y)
+    cond, x, y = promote_shapes("where", _to_bool(condition), x, y)
+    shape = broadcast_shapes(*(shape_of(v) for v in (cond, x, y)))
+    cond, x, y = (broadcast_to_shape(v, shape) for v in (cond, x, y))
+    return lax.select(cond, x, y)

@@ -1,0 +1,170 @@
+"""Argument checks, dtype promotion and shape broadcasting shared by plax.numpy."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import weak_host_value
+from plax.core.config import config
+from plax.core.trace import Tracer, get_aval
+from plax.runtime.array import Array
+
+_SCALARS = (bool, int, float, complex)
+
+
+def is_arraylike(x) -> bool:
+    return (type(x) in _SCALARS or isinstance(x, (Array, Tracer, np.ndarray, np.generic))
+            or hasattr(x, "__plax_array__"))
+
+
+def check_arraylike(name: str, *args) -> None:
+    for i, a in enumerate(args):
+        if not is_arraylike(a):
+            raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at "
+                            f"position {i}. Convert lists and tuples with plax.numpy.asarray first.")
+
+
+def as_operand(x):
+    """A value lax primitives accept: Arrays and tracers as they are, host data canonicalised."""
+    if isinstance(x, (Array, Tracer)) or type(x) in _SCALARS:
+        return x
+    if isinstance(x, (np.ndarray, np.generic)):
+        dt = dtypes.canonicalize_dtype(x.dtype)
+        return x if x.dtype == dt else np.asarray(x, dt)
+    if hasattr(x, "__plax_array__"):
+        return x.__plax_array__()
+    raise TypeError(f"Value of type {type(x).__name__} is not an array.")
+
+
+def convert(x, dtype, weak_type: bool = False):
+    """``x`` with ``dtype`` (and weak type), converting host values without tracing."""
+    from plax.lax.elementwise import _convert_weak
+    dtype = np.dtype(dtype)
+    if type(x) in _SCALARS or isinstance(x, (np.ndarray, np.generic)):
+        if type(x) is complex and not dtypes.is_complex(dtype):
+            x = x.real
+        return weak_host_value(x, dtype) if weak_type else np.asarray(x, dtype)
+    aval = get_aval(x)
+    if aval.dtype == dtype and aval.weak_type == weak_type:
+        return x
+    return _convert_weak(x, dtype, weak_type)
+
+
+def promote_dtypes(*args):
+    """Convert ``args`` to their common dtype (JAX's promotion rules, weak scalars)."""
+    args = [as_operand(a) for a in args]
+    if len(args) < 2:
+        return args
+    dtype, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    return [convert(a, dtype, weak) for a in args]
+
+
+def promote_dtypes_inexact(*args):
+    """Like promote_dtypes, then to the default float type if the result is not inexact."""
+    args = [as_operand(a) for a in args]
+    dtype, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    if not dtypes.is_inexact(dtype):
+        dtype, weak = dtypes.default_float_dtype(), weak
+    return [convert(a, dtype, weak) for a in args]
+
+
+def promote_dtypes_numeric(*args):
+    """Like promote_dtypes, then bool to the default int type."""
+    args = [as_operand(a) for a in args]
+    dtype, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    if dtypes.is_bool(dtype):
+        dtype = dtypes.default_int_dtype()
+    return [convert(a, dtype, weak) for a in args]
+
+
+def shape_of(x) -> tuple:
+    return () if type(x) in _SCALARS else tuple(np.shape(x)) if isinstance(x, (np.ndarray, np.generic)) \
+        else get_aval(x).shape
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """NumPy broadcasting of shapes, with plax's error message."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(nd):
+        sizes = {s[i - nd + len(s)] for s in shapes if i - nd + len(s) >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            raise ValueError(f"Incompatible shapes for broadcasting: shapes={[tuple(s) for s in shapes]}")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _check_rank_promotion(name, shapes):
+    mode = config.read("numpy_rank_promotion")
+    if mode == "allow" or len({len(s) for s in shapes if len(s)}) <= 1:
+        return
+    msg = (f"Following NumPy automatic rank promotion for {name} on shapes "
+           f"{' '.join(str(s) for s in shapes)}. Set the jax_numpy_rank_promotion config option "
+           "to 'allow' to disable this message.")
+    if mode == "raise":
+        raise ValueError("Operands could not be broadcast together with rank promotion disabled: "
+                         + msg)
+    warnings.warn(msg)
+
+
+def broadcast_to_shape(x, shape):
+    """``x`` broadcast to ``shape`` (NumPy rules); rank-0 values are left for lax to broadcast."""
+    from plax.lax.shapes import broadcast_in_dim
+    s = shape_of(x)
+    if s == tuple(shape):
+        return x
+    nd = len(shape)
+    if len(s) > nd or any(a not in (1, b) for a, b in zip(s, shape[nd - len(s):])):
+        raise ValueError(f"Incompatible shapes for broadcasting: {s} and requested shape {tuple(shape)}")
+    # size-1 dims that grow are dropped from the mapping by squeezing them first
+    return broadcast_in_dim(x, tuple(shape), tuple(range(nd - len(s), nd)))
+
+
+def promote_shapes(name: str, *args):
+    """Broadcast ``args`` to a common shape; rank-0 arguments stay rank 0."""
+    if len(args) < 2:
+        return list(args)
+    shapes = [shape_of(a) for a in args]
+    if all(s == shapes[0] for s in shapes):
+        return list(args)
+    _check_rank_promotion(name, shapes)
+    target = broadcast_shapes(*shapes)
+    return [a if s == () or s == target else broadcast_to_shape(a, target)
+            for a, s in zip(args, shapes)]
+
+
+def promote_args(name: str, *args):
+    """Check, promote dtypes and broadcast shapes: the standard ufunc preamble."""
+    check_arraylike(name, *args)
+    return promote_shapes(name, *promote_dtypes(*args))
+
+
+def promote_args_inexact(name: str, *args):
+    check_arraylike(name, *args)
+    return promote_shapes(name, *promote_dtypes_inexact(*args))
+
+
+def promote_args_numeric(name: str, *args):
+    check_arraylike(name, *args)
+    return promote_shapes(name, *promote_dtypes_numeric(*args))
+
+
+def canonicalize_axis(axis: int, ndim: int) -> int:
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim
+
+
+def canonicalize_axes(axis, ndim: int) -> tuple:
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    out = tuple(canonicalize_axis(a, ndim) for a in axis)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {tuple(axis)}")
+    return out
