@@ -15,7 +15,7 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 test: $(STAMP)
-	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest tests
+	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q tests
 
 bench: $(STAMP)
 	$(PY) bench/bench_eager.py

@@ -147,7 +147,7 @@ class _Printer:
         head = ("{ lambda " + " ".join(self.binder(v) for v in jaxpr.constvars) + "; "
                 + " ".join(self.binder(v) for v in jaxpr.invars) + ". let")
         body = [self.eqn(e, indent + 4) for e in jaxpr.eqns]
-        outs = " ".join(self.name(v) for v in jaxpr.outvars)
+        outs = ", ".join(self.name(v) for v in jaxpr.outvars)
         tail = " " * (indent + 2) + f"in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}"
         self.names, self.used = saved
         if not body:
