@@ -1,0 +1,95 @@
+"""Eager op time and host<->device transfer time, plax next to JAX when one is found.
+
+JAX is never required: it is used if `import jax` works here, or if the
+environment variable JAX_PYTHON names a Python interpreter that has it
+(e.g. a scratch venv outside the repo). Ratios are only meaningful within
+one run: the machines are noisy.
+
+    .venv/bin/python bench/bench_eager.py
+    JAX_PYTHON=/tmp/jaxref/bin/python .venv/bin/python bench/bench_eager.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+# The measurement runs the same code against either library: `lib` is plax or
+# jax, `jnp` its numpy module, `lax` its lax module.
+MEASURE = r'''
+import json, time, numpy as np
+def best_of(fn, n, repeats=5):
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t) / n)
+    return best * 1e6
+small = lib.device_put(np.ones(8, np.float32))
+big = lib.device_put(np.ones((1000, 1000), np.float32))
+host = np.ones((1024, 256), np.float32)  # 1 MiB
+res = {
+  "eager add f32[8] (us)": best_of(lambda: lax.add(small, small).block_until_ready(), 300),
+  "eager sin f32[8] (us)": best_of(lambda: lax.sin(small).block_until_ready(), 300),
+  "eager x*2+1 f32[8] via numpy ops (us)": best_of(lambda: (small * 2 + 1).block_until_ready(), 200),
+  "eager add f32[1000,1000] (us)": best_of(lambda: lax.add(big, big).block_until_ready(), 50),
+  "device_put 1 MiB (us)": best_of(lambda: lib.device_put(host).block_until_ready(), 100),
+  "device_get 1 MiB (us)": best_of(lambda: np.asarray(lax.add(big, 0.0)), 20),
+}
+print(json.dumps(res))
+'''
+
+
+def run_plax() -> dict:
+    import plax as lib
+    from plax import lax
+    import plax.numpy as jnp
+    scope = {"lib": lib, "lax": lax, "jnp": jnp}
+    out = {}
+    import io
+    import contextlib
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(MEASURE, scope)
+    out.update(json.loads(buf.getvalue()))
+    return out
+
+
+def run_jax() -> dict | None:
+    prelude = "import jax as lib\nfrom jax import lax\nimport jax.numpy as jnp\n"
+    try:
+        import jax  # noqa: F401
+        python = sys.executable
+    except ImportError:
+        python = os.environ.get("JAX_PYTHON")
+        if not python:
+            return None
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([python, "-c", prelude + MEASURE], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        print("JAX run failed:", proc.stderr[-500:], file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main():
+    mine = run_plax()
+    theirs = run_jax()
+    width = max(len(k) for k in mine)
+    header = f"{'benchmark':<{width}}  {'plax':>10}" + (f"  {'jax':>10}  {'plax/jax':>8}" if theirs else "")
+    print(header)
+    print("-" * len(header))
+    for k, v in mine.items():
+        line = f"{k:<{width}}  {v:>10.1f}"
+        if theirs and k in theirs:
+            line += f"  {theirs[k]:>10.1f}  {v / theirs[k]:>8.2f}"
+        print(line)
+    if theirs is None:
+        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""The plax showcase: arrays on XLA, NumPy-style maths, and programs as jaxprs."""
+import numpy as np
+
+import plax
+import plax.numpy as jnp
+from plax import lax
+
+
+def main():
+    print(f"plax on {plax.default_backend()} with {plax.device_count()} device(s): {plax.devices()}")
+
+    x = jnp.arange(5.0)
+    y = jnp.sin(x) * 2 + 1
+    print("x           =", x)
+    print("sin(x)*2+1  =", y)
+    print("NumPy check :", np.allclose(np.asarray(y), np.sin(np.arange(5.0)) * 2 + 1))
+
+    a = jnp.array([[1.0, 2.0], [3.0, 4.0]])
+    print("a @ a.T     =", (a @ a.T).tolist())
+    print("sum, max    =", float(a.sum()), float(a.max()))
+
+    print("promotion   : int32 + 1.5 ->", (jnp.array([1, 2]) + 1.5).dtype,
+          "| uint8 + int8 ->", (jnp.array([1], jnp.uint8) + jnp.array([1], jnp.int8)).dtype)
+
+    def loss(w, x):
+        return jnp.sum(jnp.tanh(x @ w) ** 2)
+
+    print("\nThe jaxpr of loss(w, x):")
+    print(plax.make_jaxpr(loss)(jnp.ones((3, 2)), jnp.ones((4, 3))))
+    print("\nloss =", float(loss(jnp.ones((3, 2)) * 0.1, jnp.ones((4, 3)))))
+    print("lax.sort    =", lax.sort(jnp.array([3.0, 1.0, 2.0])).tolist())
+
+
+if __name__ == "__main__":
+    main()
