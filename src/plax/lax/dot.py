@@ -1,0 +1,300 @@
+"""Tensor contractions: the ``dot_general`` primitive, ``dot``, ``batch_matmul`` and ``Precision``.
+
+``dot_general`` contracts chosen dimensions of two arrays, optionally batching
+over others. Its params are all hashable: ``dimension_numbers`` is a tuple of
+tuples of ints, ``precision`` is None or a pair of ``Precision`` members and
+``preferred_element_type`` is None or an ``np.dtype``.
+"""
+from __future__ import annotations
+
+import enum
+import operator
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.config import config
+from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.lax.common import weak_of
+from plax.lowering.stablehlo import lowering_rules
+
+__all__ = ["Precision", "dot_general", "dot", "batch_matmul", "dot_general_p",
+           "canonicalize_precision"]
+
+
+# --- precision ----------------------------------------------------------------------
+class Precision(enum.Enum):
+    """How much internal precision a contraction may trade for speed on accelerators.
+
+    Besides its members and their values, the constructor accepts the names
+    'default', 'high', 'highest' and the aliases 'fastest'/'bfloat16' (DEFAULT),
+    'bfloat16_3x'/'tensorfloat32' (HIGH) and 'float32' (HIGHEST); None means DEFAULT.
+    """
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value):
+        if value is None:
+            return cls.DEFAULT
+        if isinstance(value, str):
+            return _PRECISION_NAMES.get(value)
+        return None
+
+    def __repr__(self):
+        return f"Precision.{self.name}"
+
+    def __str__(self):
+        return self.name
+
+
+_PRECISION_NAMES = {
+    "default": Precision.DEFAULT, "fastest": Precision.DEFAULT, "bfloat16": Precision.DEFAULT,
+    "high": Precision.HIGH, "bfloat16_3x": Precision.HIGH, "tensorfloat32": Precision.HIGH,
+    "highest": Precision.HIGHEST, "float32": Precision.HIGHEST,
+}
+
+
+def _precision_error(precision) -> ValueError:
+    return ValueError(
+        "precision must be None, a lax.Precision, one of the strings "
+        f"{sorted(_PRECISION_NAMES)}, or a pair of lax.Precision values or such strings "
+        f"(one per operand); got {precision!r}.")
+
+
+def _one_precision(p, whole) -> Precision:
+    if isinstance(p, Precision):
+        return p
+    if isinstance(p, str) and p in _PRECISION_NAMES:
+        return _PRECISION_NAMES[p]
+    raise _precision_error(whole)
+
+
+def canonicalize_precision(precision):
+    """The hashable ``precision`` param: None or a ``(Precision, Precision)`` pair.
+
+    ``None`` falls back to the ``default_matmul_precision`` config option.
+    """
+    if precision is None:
+        default = config.read("default_matmul_precision")
+        if default is None:
+            return None
+        precision = default
+    if isinstance(precision, (Precision, str)):
+        p = _one_precision(precision, precision)
+        return (p, p)
+    if isinstance(precision, (tuple, list)) and len(precision) == 2:
+        return tuple(_one_precision(p, precision) for p in precision)
+    raise _precision_error(precision)
+
+
+# --- parameter canonicalisation -------------------------------------------------------
+def _dims_tuple(dims, what: str) -> tuple:
+    """One entry of dimension_numbers (a sequence of ints, or a single int) as a tuple."""
+    if isinstance(dims, (int, np.integer)):
+        return (int(dims),)
+    try:
+        return tuple(operator.index(d) for d in dims)
+    except TypeError:
+        raise TypeError(f"dot_general dimension_numbers: {what} must be a sequence of integers, "
+                        f"got {dims!r}.") from None
+
+
+def _canonical_dimension_numbers(dimension_numbers) -> tuple:
+    """``((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))`` as tuples of int tuples."""
+    try:
+        (lc, rc), (lb, rb) = dimension_numbers
+    except (TypeError, ValueError):
+        raise TypeError(
+            "dot_general dimension_numbers must have the form ((lhs_contracting_dims, "
+            "rhs_contracting_dims), (lhs_batch_dims, rhs_batch_dims)), got "
+            f"{dimension_numbers!r}.") from None
+    return ((_dims_tuple(lc, "lhs_contracting"), _dims_tuple(rc, "rhs_contracting")),
+            (_dims_tuple(lb, "lhs_batch"), _dims_tuple(rb, "rhs_batch")))
+
+
+def _canonical_preferred_element_type(dtype):
+    if dtype is None:
+        return None
+    return dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype, "preferred_element_type"))
+
+
+# --- dtype rules ---------------------------------------------------------------------
+def _dtype_rank(dt: np.dtype) -> tuple:
+    """Orders dtypes when the two operands differ: the larger one is the result's.
+
+    Kind first (bool < integer < floating < complex), then width; at equal width a
+    signed integer beats an unsigned one and the float with more exponent range wins.
+    """
+    if dtypes.is_bool(dt):
+        return (0, 1, 0)
+    if dtypes.is_integer(dt):
+        return (1, dtypes.itemsize_bits(dt), 0 if dtypes.is_unsigned(dt) else 1)
+    if dtypes.is_complex(dt):
+        return (3, dtypes.itemsize_bits(dt), 0)
+    return (2, dtypes.itemsize_bits(dt), int(dtypes.finfo(dt).maxexp))
+
+
+def _input_dtype(lhs_dtype: np.dtype, rhs_dtype: np.dtype) -> np.dtype:
+    """The dtype both operands are computed in (the lhs's on a tie)."""
+    if lhs_dtype == rhs_dtype:
+        return lhs_dtype
+    return max((lhs_dtype, rhs_dtype), key=_dtype_rank)
+
+
+def _value_bits(dt: np.dtype) -> int:
+    """Bits per real component: 1 for bool, half the width for complex."""
+    if dtypes.is_bool(dt):
+        return 1
+    bits = dtypes.itemsize_bits(dt)
+    return bits // 2 if dtypes.is_complex(dt) else bits
+
+
+def _result_dtype(input_dtype: np.dtype, preferred) -> np.dtype:
+    if preferred is None:
+        return input_dtype
+    # Non-float inputs cannot ask for a narrower result (it would silently wrap);
+    # float inputs may ask for anything, e.g. f32 x f32 -> bf16.
+    if not dtypes.is_float(input_dtype) and _value_bits(preferred) < _value_bits(input_dtype):
+        raise TypeError(
+            "dot_general: `preferred_element_type` must not be narrower than the original type, "
+            f"got preferred_element_type of {preferred.name} for result type of "
+            f"{input_dtype.name}. Pass a dtype at least as wide, or convert the result afterwards.")
+    return preferred
+
+
+# --- the primitive -------------------------------------------------------------------
+dot_general_p = Primitive("dot_general")
+
+
+def _check_side(side: str, aval: ShapedArray, batch: tuple, contract: tuple) -> None:
+    ndim = aval.ndim
+    if any(not 0 <= d < ndim for d in batch + contract):
+        raise TypeError(
+            f"dot_general requires {side} dimension numbers to be nonnegative and less than the "
+            f"number of axes of the {side} value, got {side}_batch of {batch} and "
+            f"{side}_contracting of {contract} for {side} of rank {ndim} (shape {aval.shape}).")
+    for kind, dims in (("batch", batch), ("contracting", contract)):
+        if len(set(dims)) != len(dims):
+            raise TypeError(f"dot_general requires {side} {kind} dimensions to be distinct, got "
+                            f"{side}_{kind} {dims}.")
+    if set(batch) & set(contract):
+        raise TypeError(f"dot_general requires {side} batch dimensions to be disjoint from "
+                        f"contracting dimensions, got {side}_batch {batch} and "
+                        f"{side}_contracting {contract}.")
+
+
+def _dot_general_shape(lhs: ShapedArray, rhs: ShapedArray, dimension_numbers) -> tuple:
+    (lc, rc), (lb, rb) = dimension_numbers
+    _check_side("lhs", lhs, lb, lc)
+    _check_side("rhs", rhs, rb, rc)
+    if len(lb) != len(rb):
+        raise TypeError("dot_general requires equal numbers of lhs_batch and rhs_batch "
+                        f"dimensions, got lhs_batch {lb} and rhs_batch {rb}.")
+    lb_shape = tuple(lhs.shape[d] for d in lb)
+    rb_shape = tuple(rhs.shape[d] for d in rb)
+    if lb_shape != rb_shape:
+        raise TypeError("dot_general requires lhs batch dimensions and rhs batch dimensions to "
+                        f"have the same shape, got {lb_shape} and {rb_shape} (lhs shape "
+                        f"{lhs.shape}, rhs shape {rhs.shape}).")
+    lc_shape = tuple(lhs.shape[d] for d in lc)
+    rc_shape = tuple(rhs.shape[d] for d in rc)
+    if lc_shape != rc_shape:
+        raise TypeError("dot_general requires contracting dimensions to have the same shape, "
+                        f"got {lc_shape} and {rc_shape} (lhs shape {lhs.shape} contracting "
+                        f"{lc}, rhs shape {rhs.shape} contracting {rc}).")
+    lhs_free = tuple(s for i, s in enumerate(lhs.shape) if i not in lb and i not in lc)
+    rhs_free = tuple(s for i, s in enumerate(rhs.shape) if i not in rb and i not in rc)
+    return lb_shape + lhs_free + rhs_free
+
+
+def _dot_general_abstract(lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
+                          out_sharding=None):
+    shape = _dot_general_shape(lhs, rhs, dimension_numbers)
+    out_dtype = _result_dtype(_input_dtype(lhs.dtype, rhs.dtype), preferred_element_type)
+    return ShapedArray(shape, out_dtype, weak_of(lhs, rhs))
+
+
+def _dims_attr(values) -> str:
+    return "[" + ", ".join(str(int(v)) for v in values) + "]"
+
+
+def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
+                          out_sharding=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    la, ra = ctx.avals_in
+    out = ctx.avals_out[0]
+    if la.dtype != ra.dtype:
+        # Mixed operands are both computed in the result dtype.
+        lhs = ctx.convert(lhs, la, la.update(dtype=out.dtype, weak_type=False))
+        rhs = ctx.convert(rhs, ra, ra.update(dtype=out.dtype, weak_type=False))
+        la, ra = la.update(dtype=out.dtype), ra.update(dtype=out.dtype)
+    dnums = (f"#stablehlo.dot<lhs_batching_dimensions = {_dims_attr(lb)}, "
+             f"rhs_batching_dimensions = {_dims_attr(rb)}, "
+             f"lhs_contracting_dimensions = {_dims_attr(lc)}, "
+             f"rhs_contracting_dimensions = {_dims_attr(rc)}>")
+    prec = precision or (Precision.DEFAULT, Precision.DEFAULT)
+    config_attr = ", ".join(f"#stablehlo<precision {p.name}>" for p in prec)
+    # A preferred_element_type is the dot's result type directly: XLA accepts e.g.
+    # i8 x i8 -> i32, bf16 x bf16 -> f32 (accumulating in f32) and f32 x f32 -> i32.
+    return ctx.op1("stablehlo.dot_general", [lhs, rhs], [la, ra], out,
+                   props=f"dot_dimension_numbers = {dnums}, precision_config = [{config_attr}]")
+
+
+abstract_eval_rules[dot_general_p] = _dot_general_abstract
+lowering_rules[dot_general_p] = _dot_general_lowering
+
+
+# --- public functions ----------------------------------------------------------------
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, *,
+                out_sharding=None):
+    """General contraction: ``dimension_numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))``.
+
+    The result's dimensions are the batch dimensions, then lhs's free ones, then rhs's.
+    """
+    if out_sharding is not None:
+        raise NotImplementedError(
+            "dot_general: out_sharding is not supported yet; pass out_sharding=None and "
+            "constrain the result's sharding afterwards.")
+    return dot_general_p.bind(
+        lhs, rhs, dimension_numbers=_canonical_dimension_numbers(dimension_numbers),
+        precision=canonicalize_precision(precision),
+        preferred_element_type=_canonical_preferred_element_type(preferred_element_type),
+        out_sharding=None)
+
+
+def _shape_of(x) -> tuple:
+    from plax.core.trace import get_aval
+    return get_aval(x).shape
+
+
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None,
+        out_sharding=None):
+    """Vector-vector, matrix-vector or matrix-matrix product (any contraction with dimension_numbers)."""
+    if dimension_numbers is None:
+        ls, rs = _shape_of(lhs), _shape_of(rhs)
+        if not (1 <= len(ls) <= 2 and 1 <= len(rs) <= 2 and ls[-1] == rs[0]):
+            raise ValueError(
+                "lax.dot: without dimension_numbers only un-batched vector-vector, "
+                "matrix-vector and matrix-matrix products whose inner sizes agree are "
+                f"supported; got lhs shape {ls} and rhs shape {rs}. Pass dimension_numbers "
+                "or use lax.dot_general.")
+        dimension_numbers = (((len(ls) - 1,), (0,)), ((), ()))
+    return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type,
+                       out_sharding=out_sharding)
+
+
+def batch_matmul(lhs, rhs, precision=None):
+    """Matrix product over the last two dimensions, batched over all leading ones."""
+    ls, rs = _shape_of(lhs), _shape_of(rhs)
+    if len(ls) < 2 or len(rs) < 2:
+        raise ValueError(f"Arguments to batch_matmul must be at least 2D, got {len(ls)}, "
+                         f"{len(rs)} (shapes {ls} and {rs}).")
+    if len(ls) != len(rs):
+        raise ValueError(f"Arguments to batch_matmul must have same ndim, got {len(ls)}, "
+                         f"{len(rs)} (shapes {ls} and {rs}).")
+    n = len(ls)
+    batch = tuple(range(n - 2))
+    return dot_general(lhs, rhs, (((n - 1,), (n - 2,)), (batch, batch)), precision)
