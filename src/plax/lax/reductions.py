@@ -1,0 +1,310 @@
+"""Reductions: reduce_{sum,prod,max,min,and,or,xor}, argmax/argmin and cumulative scans.
+
+Full reductions lower to ``stablehlo.reduce`` with an identity init value and a
+scalar combiner region; argmax/argmin reduce (value, index) pairs together; the
+cumulative ops lower to ``stablehlo.reduce_window`` with a window spanning the
+whole scanned axis, padded on one side so that output i sees inputs 0..i.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.lax.common import as_int_tuple, check_dtype
+from plax.lowering.stablehlo import i64_array, lowering_rules
+
+__all__ = ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or",
+           "reduce_xor", "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
+           "cumlogsumexp"]
+
+
+# --- scalar combiners, shared by reduce and reduce_window regions ---------------------
+def _compare_type(dtype) -> str:
+    if dtypes.is_inexact(dtype):
+        return "FLOAT"
+    if dtypes.is_unsigned(dtype) or dtypes.is_bool(dtype):
+        return "UNSIGNED"
+    return "SIGNED"
+
+
+def _cmp(ctx, direction: str, a: str, b: str, aval: ShapedArray) -> str:
+    return ctx.op1("stablehlo.compare", [a, b], [aval, aval], aval.update(dtype=np.bool_),
+                   props=f"comparison_direction = #stablehlo<comparison_direction {direction}>, "
+                         f"compare_type = #stablehlo<comparison_type {_compare_type(aval.dtype)}>")
+
+
+def _binop(op: str):
+    return lambda ctx, a, b, aval: ctx.op1(op, [a, b], [aval, aval], aval)
+
+
+def _select(ctx, pred: str, a: str, b: str, aval: ShapedArray) -> str:
+    return ctx.op1("stablehlo.select", [pred, a, b], [aval.update(dtype=np.bool_), aval, aval], aval)
+
+
+def _complex_extremum(direction: str):
+    """Max/min of complex numbers ordered lexicographically by (real, imag)."""
+    def combine(ctx, a, b, aval):
+        part = aval.update(dtype=np.float64 if aval.dtype == np.complex128 else np.float32)
+        ra, rb = (ctx.op1("stablehlo.real", [v], [aval], part) for v in (a, b))
+        ia, ib = (ctx.op1("stablehlo.imag", [v], [aval], part) for v in (a, b))
+        pred = aval.update(dtype=np.bool_)
+        take_a = _select(ctx, _cmp(ctx, "EQ", ra, rb, part), _cmp(ctx, direction, ia, ib, part),
+                         _cmp(ctx, direction, ra, rb, part), pred)
+        return _select(ctx, take_a, a, b, aval)
+    return combine
+
+
+def _extremum(op: str, bool_op: str, direction: str):
+    """max/min: NaN-propagating stablehlo op; and/or for bool; lexicographic for complex."""
+    complex_combine = _complex_extremum(direction)
+
+    def combine(ctx, a, b, aval):
+        if dtypes.is_bool(aval.dtype):
+            return _binop(bool_op)(ctx, a, b, aval)
+        if dtypes.is_complex(aval.dtype):
+            return complex_combine(ctx, a, b, aval)
+        return _binop(op)(ctx, a, b, aval)
+    return combine
+
+
+def _logaddexp(ctx, a, b, aval):
+    """log(exp(a) + exp(b)) computed as max + log1p(exp(min - max)).
+
+    When the max is infinite (or NaN) the difference is replaced by -inf so that
+    inf/inf and -inf/-inf pairs give inf and -inf rather than NaN.
+    """
+    hi = ctx.op1("stablehlo.maximum", [a, b], [aval, aval], aval)
+    lo = ctx.op1("stablehlo.minimum", [a, b], [aval, aval], aval)
+    finite = ctx.op1("stablehlo.is_finite", [hi], [aval], aval.update(dtype=np.bool_))
+    diff = _select(ctx, finite, ctx.op1("stablehlo.subtract", [lo, hi], [aval, aval], aval),
+                   ctx.constant(-np.inf, aval), aval)
+    tail = ctx.op1("stablehlo.log_plus_one", [ctx.op1("stablehlo.exponential", [diff], [aval], aval)],
+                   [aval], aval)
+    return ctx.op1("stablehlo.add", [hi, tail], [aval, aval], aval)
+
+
+# --- identity values ------------------------------------------------------------------
+def _lowest(dtype):
+    if dtypes.is_bool(dtype):
+        return False
+    if dtypes.is_integer(dtype):
+        return dtypes.iinfo(dtype).min
+    return complex(-np.inf, 0) if dtypes.is_complex(dtype) else -np.inf
+
+
+def _highest(dtype):
+    if dtypes.is_bool(dtype):
+        return True
+    if dtypes.is_integer(dtype):
+        return dtypes.iinfo(dtype).max
+    return complex(np.inf, 0) if dtypes.is_complex(dtype) else np.inf
+
+
+def _all_ones(dtype):
+    if dtypes.is_bool(dtype):
+        return True
+    return dtypes.iinfo(dtype).max if dtypes.is_unsigned(dtype) else -1
+
+
+def _region(ctx, aval, combine):
+    scalar = ShapedArray((), aval.dtype)
+    return ctx.region([scalar, scalar], lambda c, a, b: ([combine(c, a, b, scalar)], [scalar]))
+
+
+# --- reduce_* ---------------------------------------------------------------------------
+def _check_axes(name: str, aval: ShapedArray, axes: tuple) -> None:
+    bad = [a for a in axes if not 0 <= a < aval.ndim]
+    if bad:
+        raise ValueError(f"{name}: reduction axes {axes} contain out-of-bounds indices for an "
+                         f"operand of shape {aval.shape} (rank {aval.ndim}); lax reductions take "
+                         "non-negative axes below the rank.")
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{name}: duplicate value in reduction axes {axes}; list each axis once.")
+
+
+def _reduced_shape(shape: tuple, axes: tuple) -> tuple:
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _reduction(name: str, category: str, identity, combine, keeps_weak: bool, extra_params=None):
+    prim = Primitive(name)
+    extra_params = dict(extra_params or {})
+
+    def abstract(x, *, axes, **params):
+        if category == "intbool" and not (dtypes.is_integer(x.dtype) or dtypes.is_bool(x.dtype)):
+            raise TypeError(f"{name}: logical reductions need an operand of dtype bool or integer, "
+                            f"got {x.dtype.name}.")
+        check_dtype(name, x, category)
+        _check_axes(name, x, axes)
+        return ShapedArray(_reduced_shape(x.shape, axes), x.dtype, x.weak_type and keeps_weak)
+
+    def lower(ctx, x, *, axes, **params):
+        ain, aout = ctx.avals_in[0], ctx.avals_out[0]
+        if not axes:
+            return x
+        scalar = ShapedArray((), ain.dtype)
+        init = ctx.constant(identity(ain.dtype), scalar)
+        return ctx.op1("stablehlo.reduce", [x, init], [ain, scalar], aout,
+                       props=f"dimensions = {i64_array(sorted(axes))}",
+                       regions=_region(ctx, ain, combine))
+
+    abstract_eval_rules[prim] = abstract
+    lowering_rules[prim] = lower
+
+    def public(operand, axes):
+        return prim.bind(operand, axes=as_int_tuple(axes, "axes"), **extra_params)
+    public.__name__ = public.__qualname__ = name
+    return prim, public
+
+
+reduce_sum_p, reduce_sum = _reduction("reduce_sum", "numeric", lambda d: 0,
+                                      _binop("stablehlo.add"), True, {"out_sharding": None})
+reduce_sum.__doc__ = "Sum of ``operand`` over ``axes``."
+reduce_prod_p, reduce_prod = _reduction("reduce_prod", "numeric", lambda d: 1,
+                                        _binop("stablehlo.multiply"), True)
+reduce_prod.__doc__ = "Product of ``operand`` over ``axes``."
+reduce_max_p, reduce_max = _reduction("reduce_max", "any", _lowest,
+                                      _extremum("stablehlo.maximum", "stablehlo.or", "GT"), True)
+reduce_max.__doc__ = "Maximum of ``operand`` over ``axes`` (NaN propagates; -inf when empty)."
+reduce_min_p, reduce_min = _reduction("reduce_min", "any", _highest,
+                                      _extremum("stablehlo.minimum", "stablehlo.and", "LT"), True)
+reduce_min.__doc__ = "Minimum of ``operand`` over ``axes`` (NaN propagates; +inf when empty)."
+reduce_and_p, reduce_and = _reduction("reduce_and", "intbool", _all_ones,
+                                      _binop("stablehlo.and"), False)
+reduce_and.__doc__ = "Bitwise (logical for bool) AND of ``operand`` over ``axes``."
+reduce_or_p, reduce_or = _reduction("reduce_or", "intbool", lambda d: 0,
+                                    _binop("stablehlo.or"), False)
+reduce_or.__doc__ = "Bitwise (logical for bool) OR of ``operand`` over ``axes``."
+reduce_xor_p, reduce_xor = _reduction("reduce_xor", "intbool", lambda d: 0,
+                                      _binop("stablehlo.xor"), False)
+reduce_xor.__doc__ = "Bitwise (logical for bool) XOR of ``operand`` over ``axes``."
+
+
+# --- argmax / argmin --------------------------------------------------------------------
+def _arg_reduction(name: str, direction: str, identity):
+    prim = Primitive(name)
+
+    def abstract(x, *, axes, index_dtype):
+        check_dtype(name, x, "real")
+        if len(axes) != 1:
+            raise ValueError(f"{name} reduces exactly one axis, got axes={axes}.")
+        axis = axes[0]
+        if not 0 <= axis < x.ndim:
+            raise ValueError(f"{name}: invalid axis {axis} for an operand of shape {x.shape}; "
+                             f"the axis must be in [0, {x.ndim}).")
+        if x.shape[axis] == 0:
+            raise ValueError(f"{name} requires a non-empty reduced dimension, got operand shape "
+                             f"{x.shape} and axis={axis}.")
+        if not dtypes.is_integer(index_dtype):
+            raise TypeError(f"{name}: index_dtype must be an integer type, got {index_dtype.name}.")
+        return ShapedArray(_reduced_shape(x.shape, axes), index_dtype)
+
+    def combine(ctx, va, ia, vb, ib, vaval, iaval):
+        """Keep the pair that wins; ties (and two NaNs) go to the lower index."""
+        pred = vaval.update(dtype=np.bool_)
+        a_wins = _cmp(ctx, direction, va, vb, vaval)
+        tie = _cmp(ctx, "EQ", va, vb, vaval)
+        if dtypes.is_inexact(vaval.dtype):
+            a_nan, b_nan = _cmp(ctx, "NE", va, va, vaval), _cmp(ctx, "NE", vb, vb, vaval)
+            b_num = ctx.op1("stablehlo.not", [b_nan], [pred], pred)
+            a_wins = _binop("stablehlo.or")(ctx, a_wins, _binop("stablehlo.and")(ctx, a_nan, b_num, pred),
+                                            pred)
+            tie = _binop("stablehlo.or")(ctx, tie, _binop("stablehlo.and")(ctx, a_nan, b_nan, pred), pred)
+        a_first = _cmp(ctx, "LT", ia, ib, iaval)
+        take_a = _binop("stablehlo.or")(ctx, a_wins, _binop("stablehlo.and")(ctx, tie, a_first, pred),
+                                        pred)
+        return [_select(ctx, take_a, va, vb, vaval), _select(ctx, take_a, ia, ib, iaval)]
+
+    def lower(ctx, x, *, axes, index_dtype):
+        ain, aout = ctx.avals_in[0], ctx.avals_out[0]
+        iota_aval = ShapedArray(ain.shape, index_dtype)
+        iota = ctx.op1("stablehlo.iota", [], [], iota_aval, props=f"iota_dimension = {axes[0]} : i64")
+        vs, is_ = ShapedArray((), ain.dtype), ShapedArray((), index_dtype)
+        # Identity (the extreme value at index 0): whenever it ties, every element
+        # equals it, so index 0 is also the right answer.
+        inits = [ctx.constant(identity(ain.dtype), vs), ctx.constant(0, is_)]
+        body = ctx.region([vs, is_, vs, is_],
+                          lambda c, va, ia, vb, ib: (combine(c, va, ia, vb, ib, vs, is_), [vs, is_]))
+        outs = ctx.op("stablehlo.reduce", [x, iota] + inits, [ain, iota_aval, vs, is_],
+                      [aout.update(dtype=ain.dtype), aout],
+                      props=f"dimensions = {i64_array(axes)}", regions=body)
+        return outs[1]
+
+    abstract_eval_rules[prim] = abstract
+    lowering_rules[prim] = lower
+    return prim
+
+
+argmax_p = _arg_reduction("argmax", "GT", _lowest)
+argmin_p = _arg_reduction("argmin", "LT", _highest)
+
+
+def _index_dtype(index_dtype) -> np.dtype:
+    return dtypes.canonicalize_dtype(dtypes.check_user_dtype(index_dtype, "index_dtype"))
+
+
+def argmax(operand, axis, index_dtype):
+    """Index of the first maximum along ``axis`` (the first NaN, if any)."""
+    return argmax_p.bind(operand, axes=(operator.index(axis),), index_dtype=_index_dtype(index_dtype))
+
+
+def argmin(operand, axis, index_dtype):
+    """Index of the first minimum along ``axis`` (the first NaN, if any)."""
+    return argmin_p.bind(operand, axes=(operator.index(axis),), index_dtype=_index_dtype(index_dtype))
+
+
+# --- cumulative reductions ----------------------------------------------------------------
+def _cumulative(name: str, category: str, identity, combine, doc: str):
+    prim = Primitive(name)
+
+    def abstract(x, *, axis, reverse):
+        check_dtype(name, x, category)
+        if not 0 <= axis < x.ndim:
+            raise ValueError(f"{name}: axis {axis} is out of bounds for an operand of shape "
+                             f"{x.shape}; the axis must be in [0, {x.ndim}) (no negative axes).")
+        return x
+
+    def lower(ctx, x, *, axis, reverse):
+        aval = ctx.avals_in[0]
+        n = aval.shape[axis]
+        if aval.size == 0 or n == 1:
+            return x
+        window = [n if i == axis else 1 for i in range(aval.ndim)]
+        pads = [((0, n - 1) if reverse else (n - 1, 0)) if i == axis else (0, 0)
+                for i in range(aval.ndim)]
+        pad_text = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pads) + "]"
+        scalar = ShapedArray((), aval.dtype)
+        init = ctx.constant(identity(aval.dtype), scalar)
+        props = (f"window_dimensions = {i64_array(window)}, "
+                 f"window_strides = {i64_array([1] * aval.ndim)}, "
+                 f"padding = dense<{pad_text}> : tensor<{aval.ndim}x2xi64>")
+        return ctx.op1("stablehlo.reduce_window", [x, init], [aval, scalar], aval, props=props,
+                       regions=_region(ctx, aval, combine))
+
+    abstract_eval_rules[prim] = abstract
+    lowering_rules[prim] = lower
+
+    def public(operand, axis=0, reverse=False):
+        return prim.bind(operand, axis=operator.index(axis), reverse=bool(reverse))
+    public.__name__ = public.__qualname__ = name
+    public.__doc__ = doc
+    return prim, public
+
+
+cumsum_p, cumsum = _cumulative("cumsum", "numeric", lambda d: 0, _binop("stablehlo.add"),
+                               "Cumulative sum along ``axis`` (from the end when ``reverse``).")
+cumprod_p, cumprod = _cumulative("cumprod", "numeric", lambda d: 1, _binop("stablehlo.multiply"),
+                                 "Cumulative product along ``axis`` (from the end when ``reverse``).")
+cummax_p, cummax = _cumulative("cummax", "numeric", _lowest,
+                               _extremum("stablehlo.maximum", "stablehlo.or", "GT"),
+                               "Cumulative maximum along ``axis`` (from the end when ``reverse``).")
+cummin_p, cummin = _cumulative("cummin", "numeric", _highest,
+                               _extremum("stablehlo.minimum", "stablehlo.and", "LT"),
+                               "Cumulative minimum along ``axis`` (from the end when ``reverse``).")
+cumlogsumexp_p, cumlogsumexp = _cumulative(
+    "cumlogsumexp", "float", lambda d: -np.inf, _logaddexp,
+    "Cumulative log(sum(exp(x))) along ``axis`` (from the end when ``reverse``).")

@@ -1,0 +1,194 @@
+"""Sorting: the variadic ``sort`` primitive (sort, sort_key_val) and ``top_k``.
+
+Floats sort in a total order in which -0.0 equals 0.0 and every NaN equals every
+other NaN and sorts after +inf (so a stable sort keeps their input order).
+Complex numbers sort lexicographically by (real, imag) under the same rules.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.lax.common import check_dtype
+from plax.lowering.stablehlo import i64_array, lowering_rules
+
+__all__ = ["sort", "sort_key_val", "top_k"]
+
+
+def _canonical_axis(axis, ndim: int) -> int:
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for an array of dimension {ndim}; "
+                         f"pass an axis in [{-ndim}, {ndim}).")
+    return axis % ndim
+
+
+# --- the comparator ---------------------------------------------------------------------
+def _compare(ctx, direction: str, a: str, b: str, aval: ShapedArray, kind: str) -> str:
+    return ctx.op1("stablehlo.compare", [a, b], [aval, aval], aval.update(dtype=np.bool_),
+                   props=f"comparison_direction = #stablehlo<comparison_direction {direction}>, "
+                         f"compare_type = #stablehlo<comparison_type {kind}>")
+
+
+def _canonical_float(ctx, x: str, aval: ShapedArray) -> str:
+    """``x`` with -0.0 turned into 0.0 and every NaN into one quiet NaN."""
+    pred = aval.update(dtype=np.bool_)
+    zero, nan = ctx.constant(0, aval), ctx.constant(np.nan, aval)
+    x = ctx.op1("stablehlo.select", [_compare(ctx, "EQ", x, zero, aval, "FLOAT"), zero, x],
+                [pred, aval, aval], aval)
+    return ctx.op1("stablehlo.select", [_compare(ctx, "NE", x, x, aval, "FLOAT"), nan, x],
+                   [pred, aval, aval], aval)
+
+
+def _key_parts(ctx, x: str, aval: ShapedArray):
+    """The (value, aval, compare type) pieces a key is ordered by, most significant first."""
+    if dtypes.is_complex(aval.dtype):
+        part = aval.update(dtype=np.float64 if aval.dtype == np.complex128 else np.float32)
+        return [(_canonical_float(ctx, ctx.op1(op, [x], [aval], part), part), part, "TOTALORDER")
+                for op in ("stablehlo.real", "stablehlo.imag")]
+    if dtypes.is_inexact(aval.dtype):
+        return [(_canonical_float(ctx, x, aval), aval, "TOTALORDER")]
+    kind = "UNSIGNED" if dtypes.is_unsigned(aval.dtype) or dtypes.is_bool(aval.dtype) else "SIGNED"
+    return [(x, aval, kind)]
+
+
+def _less_than(ctx, lhs, rhs, avals) -> str:
+    """Lexicographic ``lhs < rhs`` over the key operands, as one i1 value."""
+    lparts = [p for x, a in zip(lhs, avals) for p in _key_parts(ctx, x, a)]
+    rparts = [p for x, a in zip(rhs, avals) for p in _key_parts(ctx, x, a)]
+    pred = ShapedArray((), np.bool_)
+    less = None
+    for (l, aval, kind), (r, _, _) in reversed(list(zip(lparts, rparts))):
+        lt = _compare(ctx, "LT", l, r, aval, kind)
+        if less is None:
+            less = lt
+            continue
+        eq = _compare(ctx, "EQ", l, r, aval, kind)
+        tail = ctx.op1("stablehlo.and", [eq, less], [pred, pred], pred)
+        less = ctx.op1("stablehlo.or", [lt, tail], [pred, pred], pred)
+    return less
+
+
+# --- sort -------------------------------------------------------------------------------
+sort_p = Primitive("sort", multiple_results=True)
+
+
+def _sort_abstract(*operands, dimension, is_stable, num_keys):
+    if not operands:
+        raise TypeError("sort requires at least one operand.")
+    shapes = [o.shape for o in operands]
+    if any(s != shapes[0] for s in shapes):
+        raise TypeError(f"Arguments to sort must have equal shapes, got: "
+                        f"{' '.join(str(s) for s in shapes)}.")
+    ndim = len(shapes[0])
+    if not 0 <= dimension < ndim:
+        raise ValueError(f"sort: dimension {dimension} is out of bounds for operands of shape "
+                         f"{shapes[0]}.")
+    if not 1 <= num_keys <= len(operands):
+        raise ValueError(f"sort: num_keys={num_keys} must be between 1 and the number of operands "
+                         f"({len(operands)}).")
+    return list(operands)
+
+
+def _sort_lowering(ctx, *operands, dimension, is_stable, num_keys):
+    avals = ctx.avals_in
+    scalars = [ShapedArray((), a.dtype) for a in avals]
+
+    def comparator(c, *args):
+        lhs, rhs = args[0::2][:num_keys], args[1::2][:num_keys]
+        return [_less_than(c, lhs, rhs, scalars[:num_keys])], [ShapedArray((), np.bool_)]
+
+    region = ctx.region([s for s in scalars for _ in (0, 1)], comparator)
+    props = f"dimension = {dimension} : i64, is_stable = {'true' if is_stable else 'false'}"
+    return ctx.op("stablehlo.sort", list(operands), props=props, regions=region)
+
+
+abstract_eval_rules[sort_p] = _sort_abstract
+lowering_rules[sort_p] = _sort_lowering
+
+
+def sort(operand, dimension=-1, is_stable=True, num_keys=1):
+    """Sort an array, or a sequence of same-shape arrays lexicographically by the first ``num_keys``."""
+    from plax.core.trace import get_aval
+    if isinstance(operand, (list, tuple)):
+        operands = tuple(operand)
+        if not operands:
+            raise TypeError("sort requires at least one operand.")
+    else:
+        operands = (operand,)
+        if num_keys != 1:
+            raise ValueError(f"num_keys={num_keys} must equal 1 for a single operand.")
+    dim = _canonical_axis(dimension, get_aval(operands[0]).ndim)
+    outs = sort_p.bind(*operands, dimension=dim, is_stable=bool(is_stable),
+                       num_keys=operator.index(num_keys))
+    return tuple(outs) if isinstance(operand, (list, tuple)) else outs[0]
+
+
+def sort_key_val(keys, values, dimension=-1, is_stable=True):
+    """Sort ``keys`` along ``dimension`` and permute ``values`` the same way."""
+    from plax.core.trace import get_aval
+    dim = _canonical_axis(dimension, get_aval(keys).ndim)
+    k, v = sort_p.bind(keys, values, dimension=dim, is_stable=bool(is_stable), num_keys=1)
+    return k, v
+
+
+# --- top_k ------------------------------------------------------------------------------
+top_k_p = Primitive("top_k", multiple_results=True)
+
+
+def _top_k_abstract(x, *, k, axis):
+    check_dtype("top_k", x, "real")
+    if not 0 <= axis < x.ndim:
+        raise ValueError(f"top_k: axis {axis} is out of bounds for an operand of shape {x.shape}.")
+    if k < 0:
+        raise ValueError(f"k argument to top_k must be nonnegative, got {k}.")
+    if k > x.shape[axis]:
+        raise ValueError(f"k argument to top_k must be no larger than size along axis; got k={k} "
+                         f"with shape={list(x.shape)} and axis={axis}.")
+    shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
+    # As in JAX, both results carry the operand's weak type.
+    return [ShapedArray(shape, x.dtype, x.weak_type), ShapedArray(shape, np.int32, x.weak_type)]
+
+
+def _transpose(ctx, x, aval, perm):
+    out = aval.update(shape=tuple(aval.shape[p] for p in perm))
+    return ctx.op1("stablehlo.transpose", [x], [aval], out, props=f"permutation = {i64_array(perm)}"), out
+
+
+def _top_k_lowering(ctx, x, *, k, axis):
+    ain = ctx.avals_in[0]
+    vals_out, idx_out = ctx.avals_out
+    if vals_out.size == 0:
+        return [ctx.constant(np.zeros(vals_out.shape, vals_out.dtype), vals_out),
+                ctx.constant(np.zeros(idx_out.shape, np.int32), idx_out)]
+    last = ain.ndim - 1
+    perm = list(range(ain.ndim))
+    perm[axis], perm[last] = last, axis  # a swap is its own inverse
+    if axis != last:
+        x, ain = _transpose(ctx, x, ain, perm)
+    shape = ain.shape[:-1] + (k,)
+    vals, idx = ShapedArray(shape, vals_out.dtype), ShapedArray(shape, np.int32)
+    vals_name, idx_name = ctx.op("chlo.top_k", [x], [ain], [vals, idx], props=f"k = {k} : i64")
+    if axis != last:
+        vals_name, _ = _transpose(ctx, vals_name, vals, perm)
+        idx_name, _ = _transpose(ctx, idx_name, idx, perm)
+    return [vals_name, idx_name]
+
+
+abstract_eval_rules[top_k_p] = _top_k_abstract
+lowering_rules[top_k_p] = _top_k_lowering
+
+
+def top_k(operand, k, *, axis=-1):
+    """The ``k`` largest entries along ``axis`` (descending) and their int32 indices."""
+    from plax.core.trace import get_aval
+    try:
+        k = operator.index(k)
+    except TypeError:
+        raise TypeError(f"k argument to top_k must be an integer, got {k!r}.") from None
+    axis = _canonical_axis(axis, get_aval(operand).ndim)
+    return list(top_k_p.bind(operand, k=k, axis=axis))
