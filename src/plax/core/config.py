@@ -14,14 +14,14 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-def _parse_bool(text: str, name: str) -> bool:
+def _parse_bool(text: str, name: str, from_env: bool) -> bool:
     low = text.strip().lower()
     if low in _TRUE:
         return True
     if low in _FALSE:
         return False
-    raise ValueError(f"Environment variable for flag {name!r} must be a boolean "
-                     f"(1/0/true/false), got {text!r}.")
+    where = f"Environment variable PLAX_{name.upper()}" if from_env else f"Flag {name!r}"
+    raise ValueError(f"{where} must be a boolean (1/0/true/false), got {text!r}.")
 
 
 class _Flag:
@@ -35,12 +35,15 @@ class _Flag:
 
     def _coerce(self, value, from_env=False):
         if self.kind is bool:
-            return _parse_bool(value, self.name) if isinstance(value, str) else bool(value)
+            if isinstance(value, str):
+                return _parse_bool(value, self.name, from_env)
+            return bool(value)
         if self.kind is int:
             return int(value)
         if self.choices is not None and value is not None and value not in self.choices:
-            raise ValueError(f"Flag {self.name!r} must be one of {sorted(self.choices)}, "
-                             f"got {value!r}.")
+            # key=str: the choices may mix None and strings, which do not compare.
+            allowed = ", ".join(repr(c) for c in sorted(self.choices, key=str))
+            raise ValueError(f"Flag {self.name!r} must be one of {allowed}, got {value!r}.")
         return value
 
 

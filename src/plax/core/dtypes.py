@@ -244,7 +244,7 @@ def _node_of(x):
     t = type(x)
     if t in _PY_SCALAR_DEFAULT:
         return (_BOOL, False) if t is bool else (_WEAK_OF_KIND[_PY_SCALAR_DEFAULT[t].kind], True)
-    if x in _PY_SCALAR_DEFAULT:  # the types int, float, complex, bool themselves
+    if isinstance(x, type) and x in _PY_SCALAR_DEFAULT:  # the types int, float, complex, bool
         return (_BOOL, False) if x is bool else (_WEAK_OF_KIND[_PY_SCALAR_DEFAULT[x].kind], True)
     aval = getattr(x, "aval", None)
     if aval is not None and hasattr(aval, "weak_type"):
@@ -254,7 +254,7 @@ def _node_of(x):
     else:
         dt, weak = np.dtype(x), False
     if dt == float0:
-        raise TypeError("float0 values cannot take part in type promotion.")
+        raise ValueError("float0 values cannot take part in type promotion.")
     if weak and dt.kind in _WEAK_OF_KIND:
         return _WEAK_OF_KIND[dt.kind], True
     return dt, False
@@ -268,19 +268,27 @@ def result_type(*args, return_weak_type_flag: bool = False):
     if not args:
         raise ValueError("at least one array or dtype is required")
     x64 = x64_enabled()
-    nodes = tuple(dict.fromkeys(_node_of(a)[0] for a in args))
+    # Inputs are narrowed before they meet (as in JAX): with x64 off, uint64 + int8
+    # is uint32 + int8 = int32, not the float that uint64 + int8 would give.
+    nodes = tuple(dict.fromkeys(_canonical_node(_node_of(a)[0], x64) for a in args))
     node = nodes[0] if len(nodes) == 1 else _join(nodes, x64)
     weak = isinstance(node, _Weak)
     dtype = _canonicalize(_WEAK_DEFAULT[node] if weak else node, x64)
     return (dtype, weak) if return_weak_type_flag else dtype
 
 
+def _canonical_node(node, x64: bool):
+    return node if isinstance(node, _Weak) else _canonicalize(node, x64)
+
+
 def promote_types(a, b) -> np.dtype:
-    """The promoted dtype of two dtypes (no weak types)."""
-    x64 = x64_enabled()
-    na, nb = np.dtype(a), np.dtype(b)
-    node = na if na == nb else _join((na, nb), x64)
-    return node
+    """The promoted dtype of two dtypes; the types int/float/complex count as weak.
+
+    Unlike ``result_type`` the result is not narrowed when x64 is off.
+    """
+    na, nb = _node_of(a)[0], _node_of(b)[0]
+    node = na if na == nb else _join((na, nb), x64_enabled())
+    return _WEAK_DEFAULT[node] if isinstance(node, _Weak) else node
 
 
 def dtype(x, canonicalize: bool = False) -> np.dtype:
@@ -288,7 +296,7 @@ def dtype(x, canonicalize: bool = False) -> np.dtype:
     t = type(x)
     if t in _PY_SCALAR_DEFAULT:
         dt = _PY_SCALAR_DEFAULT[t]
-    elif x in _PY_SCALAR_DEFAULT:
+    elif isinstance(x, type) and x in _PY_SCALAR_DEFAULT:
         dt = _PY_SCALAR_DEFAULT[x]
     elif hasattr(x, "dtype") and not isinstance(x, type):
         dt = np.dtype(x.dtype)

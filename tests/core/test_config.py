@@ -1,0 +1,292 @@
+"""Tests for plax.core.config: flags, global updates, thread-local overrides, env vars."""
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import plax
+from plax.core import dtypes
+from plax.core.config import Config, config, debug_infs, debug_nans, enable_x64
+
+_ALL_FLAGS = {
+    "enable_x64", "debug_nans", "debug_infs", "disable_jit", "log_compiles",
+    "check_tracer_leaks", "numpy_rank_promotion", "default_matmul_precision", "platforms",
+    "num_cpu_devices", "compilation_cache_dir",
+}
+
+
+@pytest.fixture(autouse=True)
+def _restore_config():
+    """Put every flag's global value back, whatever the test did."""
+    before = config.values()
+    yield
+    for name, value in before.items():
+        config.update(name, value)
+    assert config.values() == before
+
+
+# --- reading and updating ------------------------------------------------------
+def test_every_flag_is_readable_three_ways():
+    assert set(config.values()) == _ALL_FLAGS
+    for name in _ALL_FLAGS:
+        value = config.read(name)
+        assert config.read("jax_" + name) == value
+        assert getattr(config, name) == value
+        assert getattr(config, "jax_" + name) == value
+
+
+def test_plax_exports_the_config():
+    assert plax.config is config
+    assert plax.enable_x64 is enable_x64
+
+
+def test_update_enable_x64_and_back():
+    config.update("jax_enable_x64", True)
+    assert config.jax_enable_x64 is True and config.enable_x64 is True
+    assert config.read("jax_enable_x64") is True
+    assert dtypes.canonicalize_dtype(np.int64) == np.dtype(np.int64)
+    config.update("jax_enable_x64", False)
+    assert config.jax_enable_x64 is False and config.enable_x64 is False
+    assert dtypes.canonicalize_dtype(np.int64) == np.dtype(np.int32)
+    config.update("enable_x64", 1)  # the jax_ prefix is optional; values coerce to bool
+    assert config.jax_enable_x64 is True
+
+
+@pytest.mark.parametrize("text, want", [("1", True), ("true", True), ("On", True),
+                                        ("0", False), ("false", False), ("no", False)])
+def test_update_bool_flag_from_string(text, want):
+    config.update("jax_debug_nans", text)
+    assert config.jax_debug_nans is want
+
+
+def test_update_bool_flag_bad_string():
+    with pytest.raises(ValueError, match="Flag 'enable_x64' must be a boolean"):
+        config.update("jax_enable_x64", "maybe")
+    assert config.jax_enable_x64 is False
+
+
+def test_update_int_flag_coerces():
+    config.update("jax_num_cpu_devices", "4")
+    assert config.jax_num_cpu_devices == 4
+    with pytest.raises(ValueError):
+        config.update("jax_num_cpu_devices", "four")
+
+
+def test_unknown_option_raises_attribute_error():
+    with pytest.raises(AttributeError, match="Unrecognized config option: jax_foo"):
+        config.update("jax_foo", True)
+    with pytest.raises(AttributeError, match="Unrecognized config option: jax_foo"):
+        config.jax_foo
+    with pytest.raises(AttributeError, match="Unrecognized config option: bar"):
+        config.read("bar")
+    with pytest.raises(AttributeError, match="Unrecognized config option"):
+        with config.override("jax_nope", True):
+            pass
+    assert not hasattr(config, "jax_nope")
+    assert not hasattr(config, "_private")
+
+
+def test_flags_cannot_be_assigned():
+    with pytest.raises(AttributeError, match="config.update"):
+        config.jax_enable_x64 = True
+    assert config.jax_enable_x64 is False
+
+
+# --- choices -------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["allow", "warn", "raise"])
+def test_numpy_rank_promotion_choices(mode):
+    config.update("jax_numpy_rank_promotion", mode)
+    assert config.jax_numpy_rank_promotion == mode
+
+
+def test_numpy_rank_promotion_rejects_other_values():
+    with pytest.raises(ValueError, match="'allow', 'raise', 'warn', got 'sometimes'"):
+        config.update("jax_numpy_rank_promotion", "sometimes")
+    assert config.jax_numpy_rank_promotion == "allow"
+    with pytest.raises(ValueError, match="numpy_rank_promotion"):
+        with config.override("numpy_rank_promotion", "bogus"):
+            pass
+    assert config.jax_numpy_rank_promotion == "allow"
+
+
+def test_default_matmul_precision_choices_include_none():
+    config.update("jax_default_matmul_precision", "highest")
+    assert config.jax_default_matmul_precision == "highest"
+    config.update("jax_default_matmul_precision", None)
+    assert config.jax_default_matmul_precision is None
+    # The choices mix None and strings; the error must still list them.
+    with pytest.raises(ValueError, match="must be one of None, 'bfloat16'.*got 'fastest'"):
+        config.update("jax_default_matmul_precision", "fastest")
+
+
+# --- thread-local overrides ----------------------------------------------------
+def test_enable_x64_context_and_nesting():
+    assert not config.jax_enable_x64
+    with enable_x64():
+        assert config.jax_enable_x64 and dtypes.default_float_dtype() == np.dtype(np.float64)
+        with enable_x64(False):
+            assert not config.jax_enable_x64
+            with enable_x64(True):
+                assert config.jax_enable_x64
+            assert not config.jax_enable_x64
+        assert config.jax_enable_x64
+    assert not config.jax_enable_x64
+    assert dtypes.default_float_dtype() == np.dtype(np.float32)
+
+
+def test_override_is_undone_by_an_exception():
+    with pytest.raises(RuntimeError):
+        with enable_x64(True):
+            raise RuntimeError("boom")
+    assert config.jax_enable_x64 is False
+
+
+def test_override_beats_global_update_inside_the_block():
+    with enable_x64(False):
+        config.update("jax_enable_x64", True)
+        assert config.jax_enable_x64 is False
+    assert config.jax_enable_x64 is True
+
+
+def test_debug_contexts():
+    with debug_nans():
+        assert config.jax_debug_nans and not config.jax_debug_infs
+        with debug_infs():
+            assert config.jax_debug_infs
+        with debug_nans(False):
+            assert not config.jax_debug_nans
+    assert not config.jax_debug_nans and not config.jax_debug_infs
+
+
+def _read_in_thread(name):
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(config.read(name)))
+    t.start()
+    t.join()
+    return seen[0]
+
+
+def test_overrides_are_thread_local():
+    with enable_x64(True):
+        assert config.jax_enable_x64 is True
+        assert _read_in_thread("enable_x64") is False
+    config.update("jax_enable_x64", True)
+    assert _read_in_thread("enable_x64") is True
+
+
+def test_override_in_another_thread_is_not_seen_here():
+    entered, release = threading.Event(), threading.Event()
+
+    def worker():
+        with enable_x64(True):
+            entered.set()
+            release.wait(5)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        assert entered.wait(5)
+        assert config.jax_enable_x64 is False
+    finally:
+        release.set()
+        t.join()
+
+
+# --- environment variables at import -------------------------------------------
+_PROBE = ("import json, plax; from plax.core.config import config; "
+          "print(json.dumps({'values': config.values(), "
+          "'int64': str(plax.dtypes.canonicalize_dtype('int64'))}))")
+
+_ENV_CASES = {  # each case costs one plax import (~0.3 s), so only the essential ones
+    "defaults": {},
+    "x64_1": {"PLAX_ENABLE_X64": "1"},
+    "x64_bad": {"PLAX_ENABLE_X64": "maybe"},
+}
+
+
+@pytest.fixture(scope="module")
+def env_runs():
+    """Import plax in one subprocess per case (all at once), with only the case's PLAX_ vars."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAX_", "JAX_"))}
+    procs = {name: subprocess.Popen([sys.executable, "-c", _PROBE], env={**base, **extra},
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name, extra in _ENV_CASES.items()}
+    out = {}
+    for name, p in procs.items():
+        stdout, stderr = p.communicate(timeout=60)
+        out[name] = (p.returncode, stdout, stderr)
+    return out
+
+
+def _values(env_runs, name):
+    rc, stdout, stderr = env_runs[name]
+    assert rc == 0, stderr
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_defaults_without_env(env_runs):
+    got = _values(env_runs, "defaults")
+    assert got["values"] == {
+        "enable_x64": False, "debug_nans": False, "debug_infs": False, "disable_jit": False,
+        "log_compiles": False, "check_tracer_leaks": False, "numpy_rank_promotion": "allow",
+        "default_matmul_precision": None, "platforms": None, "num_cpu_devices": 1,
+        "compilation_cache_dir": None,
+    }
+    assert got["int64"] == "int32"
+
+
+def test_env_enable_x64_is_honoured_at_import(env_runs):
+    got = _values(env_runs, "x64_1")
+    assert got["values"]["enable_x64"] is True
+    assert got["int64"] == "int64"
+
+
+def test_env_bad_bool_raises_value_error_at_import(env_runs):
+    rc, _, stderr = env_runs["x64_bad"]
+    assert rc != 0
+    assert "ValueError: Environment variable PLAX_ENABLE_X64 must be a boolean" in stderr
+    assert "'maybe'" in stderr
+
+
+# The parsing of env values, checked in-process on a fresh Config (flags read
+# their PLAX_<NAME> variable when they are defined).
+def _fresh(monkeypatch, var, text, *define_args, **define_kwargs):
+    monkeypatch.setenv(var, text)
+    cfg = Config()
+    cfg.define(*define_args, **define_kwargs)
+    return cfg
+
+
+@pytest.mark.parametrize("text, want", [("1", True), ("True", True), ("yes", True), (" on ", True),
+                                        ("0", False), ("off", False), ("FALSE", False),
+                                        ("", False)])
+def test_env_bool_values(monkeypatch, text, want):
+    cfg = _fresh(monkeypatch, "PLAX_MY_FLAG", text, "my_flag", not want)
+    assert cfg.jax_my_flag is want
+
+
+@pytest.mark.parametrize("text", ["maybe", "2", "enabled"])
+def test_env_bad_bool_value(monkeypatch, text):
+    with pytest.raises(ValueError, match="Environment variable PLAX_MY_FLAG must be a boolean"):
+        _fresh(monkeypatch, "PLAX_MY_FLAG", text, "my_flag", False)
+
+
+def test_env_choice_and_int_values(monkeypatch):
+    choices = {"allow", "warn", "raise"}
+    cfg = _fresh(monkeypatch, "PLAX_MODE", "raise", "mode", "allow", kind=str, choices=choices)
+    assert cfg.jax_mode == "raise"
+    with pytest.raises(ValueError, match="Flag 'mode' must be one of 'allow', 'raise', 'warn'"):
+        _fresh(monkeypatch, "PLAX_MODE", "sometimes", "mode", "allow", kind=str, choices=choices)
+    cfg = _fresh(monkeypatch, "PLAX_COUNT", "8", "count", 1, kind=int)
+    assert cfg.jax_count == 8
+
+
+def test_env_unset_gives_default(monkeypatch):
+    monkeypatch.delenv("PLAX_MY_FLAG", raising=False)
+    cfg = Config()
+    cfg.define("my_flag", True)
+    assert cfg.jax_my_flag is True and cfg.values() == {"my_flag": True}
