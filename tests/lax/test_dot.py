@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 import plax
-import plax.lax.dot as L
+import importlib
+
+L = importlib.import_module("plax.lax.dot")  # plax.lax.dot is also the function
 from plax.core.config import config
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 

@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 import plax
-import plax.lax.sort as L
+import importlib
+
+L = importlib.import_module("plax.lax.sort")  # plax.lax.sort is also the function
 from plax.core.avals import ShapedArray
 from plax.core.primitive import abstract_eval
 

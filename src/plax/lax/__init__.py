@@ -1,3 +1,8 @@
 """plax.lax: the primitive operations, one module per family."""
 from plax.lax.elementwise import *  # noqa: F401,F403
 from plax.lax.elementwise import RoundingMethod  # noqa: F401
+from plax.lax.shapes import *  # noqa: F401,F403
+from plax.lax.reductions import *  # noqa: F401,F403
+from plax.lax.sort import *  # noqa: F401,F403
+from plax.lax.dot import *  # noqa: F401,F403
+from plax.lax.dot import Precision  # noqa: F401

@@ -454,7 +454,7 @@ def convert_element_type(operand, new_dtype):
     from plax.core.trace import get_aval
     new_dtype = dtypes.canonicalize_dtype(dtypes.check_user_dtype(new_dtype, "new_dtype"))
     aval = get_aval(operand)
-    if aval.dtype == new_dtype and not aval.weak_type and not isinstance(operand, (int, float, complex)):
+    if aval.dtype == new_dtype and not aval.weak_type and not isinstance(operand, (int, float, builtins.complex)):
         return operand
     return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=False, sharding=None)
 
