@@ -17,3 +17,4 @@ generic, number, integer, signedinteger, unsignedinteger = (
 inexact, floating, complexfloating = _np.inexact, _np.floating, _np.complexfloating
 dtype = _np.dtype
 bool = bool_
+from plax.numpy.indexing import _rewriting_take  # noqa: F401,E402

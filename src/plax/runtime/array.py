@@ -82,8 +82,7 @@ class Array:
         index_map = self.sharding.devices_indices_map(self.shape)
         out = []
         for b in bufs:
-            dev = b._sharding._device_assignment[0] if hasattr(b._sharding, "_device_assignment") \
-                else next(iter(b._sharding.device_set))
+            dev = xla.shard_device(b)
             aval = ShapedArray(self.sharding.shard_shape(self.shape), self.dtype, self.weak_type)
             out.append(Shard(dev, index_map[dev], Array(b, aval, self._committed)))
         return out
@@ -109,8 +108,7 @@ class Array:
             xla.copy_to_host_async(b)
         index_map = self.sharding.devices_indices_map(self.shape)
         for b in bufs:
-            dev = next(iter(b._sharding.device_set))
-            out[index_map[dev]] = xla.to_numpy(b)
+            out[index_map[xla.shard_device(b)]] = xla.to_numpy(b)
         return out
 
     def __array__(self, dtype=None, copy=None):

@@ -132,6 +132,11 @@ def shards(buf) -> list:
     return list(buf._arrays)
 
 
+def shard_device(shard_buf):
+    """The device holding a single-device jaxlib array."""
+    return shard_buf._sharding._internal_device_list[0]
+
+
 def copy_to_host_async(buf) -> None:
     for s in buf._arrays:
         s._copy_single_device_array_to_host_async()
@@ -165,6 +170,9 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
     co = xc.CompileOptions()
     co.num_replicas = num_replicas
     co.num_partitions = num_partitions
+    # Pin the logical->physical assignment; without it XLA runs on device 0.
+    ids = np.array([d.id for d in devices], dtype=np.int32).reshape(num_replicas, num_partitions)
+    co.device_assignment = xc.DeviceAssignment.create(ids)
     if spmd:
         co.executable_build_options.use_spmd_partitioning = True
     try:
