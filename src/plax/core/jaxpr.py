@@ -109,6 +109,10 @@ class ClosedJaxpr:
 
 
 # --- printing -----------------------------------------------------------------
+# Optional per-primitive hook: params -> the params to print (JAX hides some
+# defaults, e.g. broadcast_in_dim's shape). Registered next to the primitive.
+param_printers: dict = {}
+
 def _letters(n: int) -> str:
     """0 -> a, 25 -> z, 26 -> ba: base 26 with the digits a..z."""
     s = chr(ord("a") + n % 26)
@@ -175,7 +179,8 @@ class _Printer:
     def eqn(self, e: JaxprEqn, indent: int) -> str:
         lhs = " ".join(self.out_binder(v) for v in e.outvars)
         args = " ".join(self.name(v) for v in e.invars)
-        params = sorted(e.params.items())
+        shown = param_printers.get(e.primitive)
+        params = sorted((shown(e.params) if shown else e.params).items())
         nested = any(isinstance(v, (Jaxpr, ClosedJaxpr)) or
                      (isinstance(v, tuple) and any(isinstance(x, (Jaxpr, ClosedJaxpr)) for x in v))
                      for _, v in params)

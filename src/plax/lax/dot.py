@@ -15,6 +15,7 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.config import config
+from plax.core.jaxpr import param_printers
 from plax.core.primitive import Primitive, abstract_eval_rules
 from plax.lax.common import weak_of
 from plax.lowering.stablehlo import lowering_rules
@@ -245,6 +246,24 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision, prefer
 
 abstract_eval_rules[dot_general_p] = _dot_general_abstract
 lowering_rules[dot_general_p] = _dot_general_lowering
+
+
+class _Dims(tuple):
+    """Dimension numbers printed with lists, the way JAX shows them."""
+
+    def __str__(self):
+        return "(" + ", ".join(str(self.__class__(x)) if isinstance(x, tuple) and x and
+                               isinstance(x[0], tuple) else str(list(x)) for x in self) + ")"
+
+
+def _print_dot_general_params(p):
+    shown = {"dimension_numbers": _Dims(p["dimension_numbers"])}
+    shown.update({k: v for k, v in p.items()
+                  if k in ("precision", "preferred_element_type") and v is not None})
+    return shown
+
+
+param_printers[dot_general_p] = _print_dot_general_params
 
 
 # --- public functions ----------------------------------------------------------------

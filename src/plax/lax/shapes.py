@@ -10,6 +10,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
+from plax.core.jaxpr import param_printers
 from plax.core.primitive import Primitive, abstract_eval_rules
 from plax.core.trace import get_aval
 from plax.lax import elementwise as E
@@ -82,6 +83,9 @@ abstract_eval_rules[broadcast_in_dim_p] = _broadcast_in_dim_abstract
 lowering_rules[broadcast_in_dim_p] = lambda ctx, x, *, shape, broadcast_dimensions, sharding=None: \
     ctx.op1("stablehlo.broadcast_in_dim", [x],
             props=f"broadcast_dimensions = {i64_array(broadcast_dimensions)}")
+# As in JAX's jaxprs, the result type already shows the shape; hide it.
+param_printers[broadcast_in_dim_p] = lambda p: {
+    k: v for k, v in p.items() if k == "broadcast_dimensions" and v != ()}
 
 
 def broadcast_in_dim(operand, shape, broadcast_dimensions):
