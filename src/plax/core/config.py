@@ -51,6 +51,7 @@ class Config:
     """Holds every flag. Read a flag as ``config.<name>`` or ``config.jax_<name>``."""
 
     def __init__(self):
+        object.__setattr__(self, "_active_overrides", [0])  # any thread inside override()?
         object.__setattr__(self, "_flags", {})
         object.__setattr__(self, "_local", threading.local())
         object.__setattr__(self, "_listeners", [])
@@ -73,6 +74,8 @@ class Config:
 
     def read(self, name: str):
         flag = self._flag(name)
+        if not self._active_overrides[0]:  # the common case: no context manager active
+            return flag.global_value
         over = self._overrides()
         return over[flag.name] if flag.name in over else flag.global_value
 
@@ -99,9 +102,11 @@ class Config:
         missing = object()
         old = over.get(flag.name, missing)
         over[flag.name] = flag._coerce(value)
+        self._active_overrides[0] += 1
         try:
             yield
         finally:
+            self._active_overrides[0] -= 1
             if old is missing:
                 del over[flag.name]
             else:

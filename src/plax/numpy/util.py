@@ -57,6 +57,9 @@ def promote_dtypes(*args):
     args = [as_operand(a) for a in args]
     if len(args) < 2:
         return args
+    first = getattr(args[0], "aval", None)
+    if first is not None and all(getattr(a, "aval", None) == first for a in args[1:]):
+        return args  # already one type: nothing to promote
     dtype, weak = dtypes.result_type(*args, return_weak_type_flag=True)
     return [convert(a, dtype, weak) for a in args]
 
@@ -128,8 +131,9 @@ def promote_shapes(name: str, *args):
     if len(args) < 2:
         return list(args)
     shapes = [shape_of(a) for a in args]
-    if all(s == shapes[0] for s in shapes):
-        return list(args)
+    ranked = [s for s in shapes if s]
+    if all(s == ranked[0] for s in ranked):
+        return list(args)  # equal shapes, or scalars that lax broadcasts itself
     _check_rank_promotion(name, shapes)
     target = broadcast_shapes(*shapes)
     return [a if s == () or s == target else broadcast_to_shape(a, target)

@@ -94,6 +94,12 @@ def pick_device(args, what: str):
     return chosen, True
 
 
+# Device copies of host scalars (eager ``x * 2`` reuses the buffer for 2).
+# Buffers are immutable and eager calls never donate, so sharing them is safe.
+_scalar_buffers: dict = {}
+_SCALAR_CACHE_SIZE = 512
+
+
 def to_buffer(x, aval: ShapedArray, device):
     """The jaxlib buffer holding ``x`` on ``device`` with type ``aval``."""
     if type(x) is Array:
@@ -102,7 +108,16 @@ def to_buffer(x, aval: ShapedArray, device):
             return xla.copy_to_devices(x._buf, [device], sharding_for(device))
         return x._buf
     host = np.asarray(x, dtype=aval.dtype)
-    return xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled())
+    if host.ndim:
+        return xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled())
+    key = (host.tobytes(), aval, device)
+    buf = _scalar_buffers.get(key)
+    if buf is None:
+        if len(_scalar_buffers) >= _SCALAR_CACHE_SIZE:
+            _scalar_buffers.clear()
+        buf = _scalar_buffers[key] = xla.put(host, aval, sharding_for(device), [device],
+                                             dtypes.x64_enabled())
+    return buf
 
 
 # --- compiled programs ----------------------------------------------------------------
@@ -164,3 +179,4 @@ def apply_primitive(prim, args, params):
 
 def clear_caches() -> None:
     _prim_cache.clear()
+    _scalar_buffers.clear()
