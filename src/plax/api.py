@@ -11,7 +11,7 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray, abstractify
 from plax.core.jaxpr import ClosedJaxpr
 from plax.core.staging import trace_to_jaxpr
-from plax.core.trace import Tracer, get_aval
+from plax.core.trace import Tracer, extend_axis_env, get_aval
 from plax.runtime import dispatch, xla
 from plax.runtime.array import Array, _live
 
@@ -77,11 +77,11 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
     """A function returning the ClosedJaxpr of ``fun`` traced on the given arguments.
 
     Arguments may be arrays, scalars or anything with ``shape`` and ``dtype``
-    (such as ``ShapeDtypeStruct``). With ``return_shape=True`` the function
+    (such as ``ShapeDtypeStruct``). ``axis_env`` is a sequence of ``(name, size)``
+    pairs naming axes that collectives in ``fun`` may refer to. With ``return_shape=True`` the function
     also returns the output shapes as a pytree of ShapeDtypeStruct-like values.
     """
-    if axis_env:
-        raise NotImplementedError("make_jaxpr(axis_env=...) arrives with named axes (vmap/pmap).")
+    axis_pairs = tuple(tuple(p) for p in (axis_env or ()))
     fname = _fun_name(fun)
 
     @functools.wraps(fun)
@@ -102,8 +102,9 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
             return out_leaves
 
         names = flat_arg_names(fun, args, kwargs, static)
-        jaxpr, consts = trace_to_jaxpr(flat_fun, avals, description=fname,
-                                       arg_names=names if len(names) == len(avals) else None)
+        with extend_axis_env(axis_pairs):
+            jaxpr, consts = trace_to_jaxpr(flat_fun, avals, description=fname,
+                                           arg_names=names if len(names) == len(avals) else None)
         closed = ClosedJaxpr(jaxpr, consts)
         if return_shape:
             shapes = [ShapeDtypeStruct(v.aval.shape, v.aval.dtype, weak_type=v.aval.weak_type)

@@ -152,3 +152,13 @@ def test_closed_jaxpr_requires_matching_consts():
 def test_literal_pretty():
     assert Literal(2, ShapedArray((), np.int32)).pretty() == "2:i32[]"
     assert Literal(True, ShapedArray((), np.bool_)).pretty() == "True:bool[]"
+
+
+def test_make_jaxpr_axis_env_is_in_scope_while_tracing():
+    from plax.core.trace import axis_env
+    seen = []
+    plax.make_jaxpr(lambda x: seen.append(axis_env()) or x, axis_env=[("i", 4), ("j", 2)])(1.0)
+    assert seen == [(("i", 4), ("j", 2))]
+    assert axis_env() == ()
+    with pytest.raises(TypeError, match="axis_env entries must be"):
+        plax.make_jaxpr(lambda x: x, axis_env=[("i", "four")])(1.0)

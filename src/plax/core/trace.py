@@ -138,6 +138,9 @@ class Tracer:
 class _Context(threading.local):
     def __init__(self):
         self.trace = None
+        self.axis_env = ()  # ((name, size), ...) of the named axes in scope
+
+
 
 
 _ctx = _Context()
@@ -158,6 +161,27 @@ def set_current_trace(trace: Trace):
         yield trace
     finally:
         _ctx.trace = prev
+
+
+def axis_env() -> tuple:
+    """The named axes in scope, innermost last, as ``((name, size), ...)``."""
+    return _ctx.axis_env
+
+
+@contextlib.contextmanager
+def extend_axis_env(pairs):
+    """Bring named axes into scope (vmap/pmap do this; so does make_jaxpr(axis_env=...))."""
+    pairs = tuple(pairs)
+    for p in pairs:
+        if not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], int) and p[1] >= 0):
+            raise TypeError(f"axis_env entries must be (name, size) pairs with a non-negative "
+                            f"int size, got {p!r}.")
+    prev = _ctx.axis_env
+    _ctx.axis_env = prev + pairs
+    try:
+        yield
+    finally:
+        _ctx.axis_env = prev
 
 
 class EvalTrace(Trace):
