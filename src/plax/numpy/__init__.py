@@ -18,3 +18,4 @@ inexact, floating, complexfloating = _np.inexact, _np.floating, _np.complexfloat
 dtype = _np.dtype
 bool = bool_
 from plax.numpy.indexing import _rewriting_take  # noqa: F401,E402
+from plax.numpy.shape_ops import *  # noqa: F401,F403

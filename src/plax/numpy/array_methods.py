@@ -60,6 +60,23 @@ _METHODS = ["reshape", "transpose", "ravel", "flatten", "squeeze", "swapaxes", "
             "diagonal", "repeat", "take", "nonzero", "ptp", "searchsorted", "compress"]
 
 
+def _reshape(self, *args, order="C", **kwargs):
+    """Same as plax.numpy.reshape(self, shape); the shape may also be given as separate ints."""
+    if args:
+        kwargs["shape"] = args[0] if len(args) == 1 else args
+    return _jnp().reshape(self, order=order, **kwargs)
+
+
+def _transpose(self, *axes):
+    """Same as plax.numpy.transpose(self, axes); the axes may also be given as separate ints."""
+    return _jnp().transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+
+def _flatten(self, order="C"):
+    """A flattened copy of the array (same as plax.numpy.ravel)."""
+    return _jnp().ravel(self, order=order)
+
+
 def _astype(self, dtype, copy: bool = False, device=None):
     """A copy of the array cast to ``dtype``."""
     from plax import lax
@@ -96,6 +113,7 @@ def _install(cls) -> None:
     for name in _METHODS:
         setattr(cls, name, _forward(name))
     cls.astype = _astype
+    cls.reshape, cls.transpose, cls.flatten = _reshape, _transpose, _flatten
     cls.T = property(lambda self: _jnp().transpose(self))
     cls.mT = property(_matrix_transpose)
     cls.real = property(lambda self: _jnp().real(self))

@@ -1,4 +1,5 @@
-"""Array creation: array, asarray, zeros, ones, full, empty, *_like, arange, eye, identity."""
+"""Array creation: array, asarray, zeros, ones, full, empty, *_like, arange, eye, identity,
+linspace, logspace, geomspace, meshgrid, tri, tril, triu, copy."""
 from __future__ import annotations
 
 import operator
@@ -7,14 +8,22 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
+from plax.core.avals import WeakHostArray
 from plax.core.trace import Tracer, get_aval
-from plax.numpy.util import as_operand, convert
+from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
+                             check_arraylike, convert, shape_of)
 from plax.runtime.array import Array
 from plax.runtime.dispatch import array_from_host
 
+__all__ = [
+    "array", "asarray", "full", "zeros", "ones", "empty", "full_like", "zeros_like", "ones_like",
+    "empty_like", "arange", "eye", "identity", "copy", "linspace", "logspace", "geomspace",
+    "meshgrid", "tri", "tril", "triu",
+]
+
 
 def _canonical_shape(shape, name="shape") -> tuple:
-    if isinstance(shape, (int, np.integer)) or (hasattr(shape, "__index__") and not hasattr(shape, "__len__")):
+    if isinstance(shape, (int, np.integer)) or getattr(shape, "ndim", None) == 0 or (hasattr(shape, "__index__") and not hasattr(shape, "__len__")):
         shape = (shape,)
     try:
         out = tuple(operator.index(d) for d in shape)
@@ -61,8 +70,6 @@ def array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
     dt = None if dtype is None else dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
     if isinstance(object, (Array, Tracer)):
         out = object if dt is None else lax.convert_element_type(object, dt)
-        if get_aval(out).weak_type and dt is None:
-            out = convert(out, get_aval(out).dtype, False)
     elif _contains_traced(object):
         out = _stack_nested(object, dt)
         if dt is not None:
@@ -77,20 +84,29 @@ def array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
             if host.dtype == object.__class__ or host.dtype.kind == "O":
                 raise TypeError(f"plax.numpy.array cannot build an array from {object!r}.")
         host = np.asarray(object, dtype=dt)
-        if host.dtype.kind in "OUSV":
+        if host.dtype not in dtypes.supported_dtypes and host.dtype.kind not in "iufcb":
             raise TypeError(f"plax.numpy.array: objects of dtype {host.dtype} ({type(object).__name__}) "
                             "are not supported; pass numbers, booleans or arrays.")
         canon = dtypes.canonicalize_dtype(host.dtype)
-        if type(object) is int and dtypes.is_integer(canon):
-            info = dtypes.iinfo(canon)
-            if not info.min <= object <= info.max:
-                raise OverflowError(f"Python int {object} too large to convert to {canon}")
-        weak = dtype is None and type(object) in (int, float, complex)
+        if dt is None and dtypes.is_integer(canon) and host.size and (
+                type(object) is int or isinstance(object, (list, tuple))):
+            _check_int_range(host, canon)
+        weak = dtype is None and (type(object) in (int, float, complex)
+                                  or isinstance(object, WeakHostArray))
         out = array_from_host(host.astype(canon, copy=False), weak_type=weak)
     if ndmin > get_aval(out).ndim:
         from plax.lax.shapes import reshape
         out = reshape(out, (1,) * (ndmin - get_aval(out).ndim) + get_aval(out).shape)
     return out
+
+
+def _check_int_range(host: np.ndarray, dtype) -> None:
+    """Python ints must fit the (canonical) integer type they become, as in JAX."""
+    info = dtypes.iinfo(dtype)
+    lo, hi = int(host.min()), int(host.max())
+    for v in (lo, hi):
+        if not int(info.min) <= v <= int(info.max):
+            raise OverflowError(f"Python integer {v} out of bounds for {np.dtype(dtype).name}")
 
 
 def asarray(a, dtype=None, order=None, *, copy=None):
@@ -101,23 +117,30 @@ def asarray(a, dtype=None, order=None, *, copy=None):
 
 
 def full(shape, fill_value, dtype=None, *, device=None):
-    """An array of ``shape`` filled with ``fill_value``."""
-    from plax.lax.shapes import broadcast_in_dim
-    shape = _canonical_shape(shape)
-    fill = as_operand(fill_value) if not isinstance(fill_value, (list, tuple)) else array(fill_value)
+    """An array of ``shape`` filled with ``fill_value`` (broadcast to ``shape``)."""
     if dtype is None:
-        dt = dtypes.result_type(fill)
-        if type(fill_value) in (int, float, complex):
-            dt = dtypes.canonicalize_dtype(dtypes.python_scalar_dtypes[type(fill_value)])
+        return _full(shape, fill_value, None, False, device)
+    return _full(shape, fill_value, _user_dtype(dtype), False, device)
+
+
+def _full(shape, fill_value, dt, weak: bool, device):
+    """``full`` with a resolved dtype; ``dt`` None takes dtype and weak type from the value."""
+    shape = _canonical_shape(shape)
+    if isinstance(fill_value, (list, tuple)):
+        fill = array(fill_value)
     else:
-        dt = dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
-    fill = convert(fill, dt)
-    fshape = get_aval(fill).shape if not isinstance(fill, np.ndarray) else fill.shape
-    if fshape == shape:
-        return fill if not isinstance(fill, np.ndarray) else array(fill)
-    nd = len(shape)
-    out = broadcast_in_dim(fill, shape, tuple(range(nd - len(fshape), nd)))
-    return _place(out, device)
+        check_arraylike("full", fill_value)
+        fill = as_operand(fill_value)
+    if dt is None:
+        dt, weak = dtypes.result_type(fill, return_weak_type_flag=True)
+    fill = convert(fill, dt, weak)
+    if shape_of(fill) == shape:
+        return _place(asarray(fill), device)
+    return _place(broadcast_to_shape(fill, shape), device)
+
+
+def _user_dtype(dtype) -> np.dtype:
+    return dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
 
 
 def _place(x, device):
@@ -147,16 +170,20 @@ def empty(shape, dtype=None, *, device=None):
     return zeros(shape, dtype, device=device)
 
 
-def _like(a, dtype, shape):
+def _like(name, a, dtype, shape):
+    """Shape, dtype and weak type for a *_like function: those of ``a`` unless given."""
+    check_arraylike(name, a)
     aval = get_aval(as_operand(a))
-    return (aval.shape if shape is None else _canonical_shape(shape),
-            aval.dtype if dtype is None else dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype)))
+    shape = aval.shape if shape is None else _canonical_shape(shape)
+    if dtype is None:
+        return shape, aval.dtype, aval.weak_type
+    return shape, _user_dtype(dtype), False
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     """An array with the shape and dtype of ``a`` filled with ``fill_value``."""
-    shape, dt = _like(a, dtype, shape)
-    return full(shape, fill_value, dt, device=device)
+    shape, dt, weak = _like("full_like", a, dtype, shape)
+    return _full(shape, fill_value, dt, weak, device)
 
 
 def zeros_like(a, dtype=None, shape=None, *, device=None):
@@ -174,56 +201,232 @@ def empty_like(prototype, dtype=None, shape=None, *, device=None):
     return zeros_like(prototype, dtype, shape, device=device)
 
 
-def _concrete_scalar(x, name):
+def _concrete_scalar(x, name, fn="arange"):
+    """A host scalar for an argument that sets an array size (arrays must be concrete)."""
     if isinstance(x, Tracer):
         val = x.to_concrete_value()
         if val is None:
             from plax.core.errors import ConcretizationTypeError
-            raise ConcretizationTypeError(x, f"The problem arose with the `{name}` argument of arange: "
+            raise ConcretizationTypeError(x, f"The problem arose with the `{name}` argument of {fn}: "
                                              "it must be a concrete value, since it sets the array size.")
-        return val
+        return np.asarray(val)[()]
     if isinstance(x, Array):
-        return x.item()
+        return np.asarray(x)[()]
     return x
 
 
+def _arange_size(start, stop, step) -> int:
+    if all(isinstance(v, (int, np.integer)) for v in (start, stop, step)):
+        start, stop, step = int(start), int(stop), int(step)
+        return max(0, -((start - stop) // step))
+    return max(0, int(np.ceil((stop - start) / step)))
+
+
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
-    """Evenly spaced values in ``[start, stop)``; the bounds must be concrete."""
+    """Evenly spaced values ``start + i * step`` in ``[start, stop)``; the bounds must be concrete."""
     start = _concrete_scalar(start, "start")
     stop = None if stop is None else _concrete_scalar(stop, "stop")
     step = None if step is None else _concrete_scalar(step, "step")
-    if stop is None and step is None:
+    given = [v for v in (start, stop, step) if v is not None]
+    if any(np.iscomplexobj(v) for v in given):
+        raise ValueError("arange does not accept complex start/stop/step; build a real range and "
+                         "convert it instead.")
+    dt = dtypes.canonicalize_dtype(dtypes.result_type(*given)) if dtype is None else _user_dtype(dtype)
+    if dtypes.is_bool(dt):
+        raise TypeError("arange does not accept dtype bool; use an integer or floating dtype.")
+    if stop is None:
         start, stop = 0, start
-    if step is None:
-        step = 1
-    host = np.arange(start, stop, step)
-    if dtype is not None:
-        dt = dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
-    else:
-        dt = dtypes.canonicalize_dtype(host.dtype)
-    if start == 0 and step == 1 and not dtypes.is_complex(dt) and dt != np.bool_:
-        return _place(lax_iota(dt, host.size), device)
-    return _place(array(host.astype(dt)), device)
+    step = 1 if step is None else step
+    if step == 0:
+        raise ValueError("arange: step must not be zero.")
+    out = lax.iota(dt, _arange_size(start, stop, step))
+    if step != 1:
+        out = lax.mul(convert(step, dt), out)
+    if start != 0:
+        out = lax.add(convert(start, dt), out)
+    return _place(out, device)
 
 
-def lax_iota(dtype, size):
-    from plax.lax.shapes import iota
-    return iota(dtype, size)
-
-
-def eye(N, M=None, k: int = 0, dtype=None, *, device=None):
-    """A 2-D array with ones on the k-th diagonal."""
-    from plax.lax.shapes import broadcasted_iota
+def eye(N, M=None, k=0, dtype=None, *, device=None):
+    """A 2-D array with ones on the k-th diagonal (k may be a traced integer)."""
     M = N if M is None else M
     N, M = _canonical_shape((N, M))
-    k = operator.index(k)
-    dt = _default_dtype(dtype)
-    rows = broadcasted_iota(np.int32, (N, M), 0)
-    cols = broadcasted_iota(np.int32, (N, M), 1)
-    mask = lax.eq(lax.add(rows, np.int32(k)), cols)
-    return _place(lax.convert_element_type(mask, dt), device)
+    k = np.int32(operator.index(k)) if not isinstance(k, (Array, Tracer)) else \
+        lax.convert_element_type(k, np.int32)
+    rows = lax.broadcasted_iota(np.int32, (N, M), 0)
+    cols = lax.broadcasted_iota(np.int32, (N, M), 1)
+    mask = lax.eq(lax.add(rows, k), cols)
+    return _place(lax.convert_element_type(mask, _default_dtype(dtype)), device)
 
 
 def identity(n, dtype=None):
     """The n x n identity matrix."""
     return eye(n, dtype=dtype)
+
+
+def copy(a, order=None):
+    """A copy of ``a``."""
+    check_arraylike("copy", a)
+    return array(a, copy=True, order=order)
+
+
+# --- ranges -----------------------------------------------------------------------------
+def _inexact_of(*args) -> np.dtype:
+    dt = dtypes.result_type(*args)
+    return dt if dtypes.is_inexact(dt) else dtypes.default_float_dtype()
+
+
+def _cast_result(y, dtype):
+    """Values computed in floating point, cast to ``dtype`` (integers round down, as NumPy)."""
+    if dtypes.is_integer(dtype) and not dtypes.is_integer(get_aval(y).dtype):
+        y = lax.floor(y)
+    return lax.convert_element_type(y, dtype)
+
+
+def _bcast(x, shape, dims=None):
+    """``x`` broadcast to ``shape``; its axes map to ``dims`` (default: the trailing axes)."""
+    nd = len(shape_of(x))
+    if dims is None and shape_of(x) == tuple(shape):
+        return x
+    dims = tuple(range(len(shape) - nd, len(shape))) if dims is None else dims
+    return lax.broadcast_in_dim(x, tuple(shape), dims)
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
+    """``num`` evenly spaced values from ``start`` to ``stop``, stacked along ``axis``.
+
+    ``start`` and ``stop`` may be arrays; they broadcast together.
+    """
+    num = operator.index(_concrete_scalar(num, "num", "linspace"))
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    check_arraylike("linspace", start, stop)
+    start, stop = as_operand(start), as_operand(stop)
+    dt = _inexact_of(start, stop) if dtype is None else _user_dtype(dtype)
+    ct = dt if dtypes.is_inexact(dt) else _inexact_of(start, stop)
+    start, stop = convert(start, ct), convert(stop, ct)
+    bshape = broadcast_shapes(shape_of(start), shape_of(stop))
+    axis = canonicalize_axis(axis, len(bshape) + 1)
+    out_shape = bshape[:axis] + (num,) + bshape[axis:]
+    other = tuple(i for i in range(len(out_shape)) if i != axis)
+    div = num - 1 if endpoint else num
+    lo, hi = _bcast(start, bshape), _bcast(stop, bshape)
+    if num == 0:
+        out = lax.broadcast_in_dim(convert(0, ct), out_shape, ())
+    elif endpoint and num == 1:
+        out = lax.broadcast_in_dim(lo, out_shape, other)
+    else:
+        n = num - 1 if endpoint else num
+        shape_n = bshape[:axis] + (n,) + bshape[axis:]
+        t = lax.div(lax.broadcasted_iota(ct, shape_n, axis), convert(div, ct))
+        lo_n, hi_n = (lax.broadcast_in_dim(v, shape_n, other) if bshape else v for v in (lo, hi))
+        out = lax.add(lax.mul(lo_n, lax.sub(convert(1, ct), t)), lax.mul(hi_n, t))
+        if endpoint:
+            last = lax.broadcast_in_dim(hi, bshape[:axis] + (1,) + bshape[axis:], other)
+            out = lax.concatenate([out, last], axis)
+    out = _place(_cast_result(out, dt), device)
+    if not retstep:
+        return out
+    if div > 0:
+        step = lax.div(lax.sub(hi, lo), convert(div, ct))
+    else:
+        step = lax.broadcast_in_dim(convert(np.nan, ct), bshape, ())
+    return out, asarray(step)
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    """``base ** linspace(start, stop, num)``: values evenly spaced on a log scale."""
+    check_arraylike("logspace", start, stop, base)
+    start, stop, base = as_operand(start), as_operand(stop), as_operand(base)
+    dt = _inexact_of(start, stop) if dtype is None else _user_dtype(dtype)
+    ct = dt if dtypes.is_inexact(dt) else _inexact_of(start, stop)
+    exps = linspace(start, stop, num, endpoint, dtype=ct, axis=axis)
+    base = convert(base, ct)
+    if shape_of(base):
+        base = _bcast(lax.expand_dims(base, (canonicalize_axis(axis, len(shape_of(exps))),)),
+                      shape_of(exps))
+    return _cast_result(lax.pow(base, exps), dt)
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    """``num`` values from ``start`` to ``stop`` spaced evenly on a log scale (a geometric
+    progression); both must have the same sign."""
+    check_arraylike("geomspace", start, stop)
+    start, stop = as_operand(start), as_operand(stop)
+    dt = _inexact_of(start, stop) if dtype is None else _user_dtype(dtype)
+    ct = dt if dtypes.is_inexact(dt) else _inexact_of(start, stop)
+    start, stop = convert(start, ct), convert(stop, ct)
+    sign = lax.sign(start)
+    inv_ln10 = convert(1 / np.log(10), ct)
+    lo = lax.mul(lax.log(lax.div(start, sign)), inv_ln10)
+    hi = lax.mul(lax.log(lax.div(stop, sign)), inv_ln10)
+    out = logspace(lo, hi, num, endpoint, 10.0, ct, axis)
+    bshape = broadcast_shapes(shape_of(start), shape_of(stop))
+    if bshape:
+        ax = canonicalize_axis(axis, len(bshape) + 1)
+        sign = _bcast(lax.expand_dims(_bcast(sign, bshape), (ax,)), shape_of(out))
+    return _cast_result(lax.mul(sign, out), dt)
+
+
+def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy"):
+    """Coordinate arrays from 1-D coordinate vectors (``indexing`` 'xy' swaps the first two
+    output axes, as for plotting; 'ij' is matrix indexing)."""
+    check_arraylike("meshgrid", *xi)
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"Valid values for indexing are 'xy' and 'ij', got {indexing}")
+    xs = [asarray(x) for x in xi]
+    shapes = [shape_of(x) for x in xs]
+    if any(len(s) != 1 for s in shapes):
+        raise ValueError(f"Arguments to plax.numpy.meshgrid must be 1D, got shapes {shapes}")
+    sizes = [s[0] for s in shapes]
+    axes = list(range(len(xs)))
+    if indexing == "xy" and len(xs) >= 2:
+        axes[0], axes[1] = 1, 0
+    out_shape = [0] * len(xs)
+    for ax, n in zip(axes, sizes):
+        out_shape[ax] = n
+    outs = []
+    for x, ax in zip(xs, axes):
+        shape = [1] * len(xs) if sparse else list(out_shape)
+        shape[ax] = out_shape[ax]
+        outs.append(lax.broadcast_in_dim(x, tuple(shape), (ax,)))
+    return outs
+
+
+# --- triangles --------------------------------------------------------------------------
+def _tri_mask(n: int, m: int, k: int, lower: bool):
+    """Boolean (n, m) mask: j <= i + k for the lower triangle, j >= i + k for the upper."""
+    rows = lax.add(lax.broadcasted_iota(np.int32, (n, m), 0), np.int32(k))
+    cols = lax.broadcasted_iota(np.int32, (n, m), 1)
+    return lax.ge(rows, cols) if lower else lax.le(rows, cols)
+
+
+def tri(N, M=None, k: int = 0, dtype=None):
+    """An (N, M) array with ones at and below the k-th diagonal."""
+    M = N if M is None else M
+    N, M = _canonical_shape((N, M))
+    return lax.convert_element_type(_tri_mask(N, M, operator.index(k), True), _default_dtype(dtype))
+
+
+def _triangle(name: str, m, k, lower: bool):
+    check_arraylike(name, m)
+    m = asarray(m)
+    aval = get_aval(m)
+    if aval.ndim < 2:
+        raise ValueError(f"Argument to plax.numpy.{name} must be at least 2D, got shape "
+                         f"{aval.shape}.")
+    n, cols = aval.shape[-2:]
+    mask = _tri_mask(n, cols, operator.index(k), lower)
+    mask = lax.broadcast_in_dim(mask, aval.shape, (aval.ndim - 2, aval.ndim - 1))
+    zero = lax.broadcast_in_dim(convert(0, aval.dtype, aval.weak_type), aval.shape, ())
+    return lax.select(mask, m, zero)
+
+
+def tril(m, k: int = 0):
+    """``m`` with the elements above the k-th diagonal (of the last two axes) zeroed."""
+    return _triangle("tril", m, k, lower=True)
+
+
+def triu(m, k: int = 0):
+    """``m`` with the elements below the k-th diagonal (of the last two axes) zeroed."""
+    return _triangle("triu", m, k, lower=False)

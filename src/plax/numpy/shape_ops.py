@@ -1,0 +1,958 @@
+"""Shape manipulation: reshape, transpose, joining, splitting, tiling, flipping, padding."""
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+
+import numpy as np
+
+from plax import lax
+from plax.core import dtypes
+from plax.core.errors import ConcretizationTypeError
+from plax.core.trace import Tracer, get_aval
+from plax.numpy.creation import asarray
+from plax.numpy.util import (as_operand, broadcast_shapes as _broadcast_shapes, canonicalize_axes,
+                             canonicalize_axis, check_arraylike, convert)
+from plax.runtime.array import Array
+
+__all__ = [
+    "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis",
+    "rollaxis", "expand_dims", "squeeze", "concatenate", "concat", "stack", "unstack", "hstack",
+    "vstack", "dstack", "column_stack", "split", "array_split", "hsplit", "vsplit", "dsplit",
+    "tile", "repeat", "broadcast_to", "broadcast_arrays", "broadcast_shapes", "flip", "fliplr",
+    "flipud", "roll", "rot90", "pad", "atleast_1d", "atleast_2d", "atleast_3d", "ndim", "shape",
+    "size",
+]
+
+
+# --- helpers ----------------------------------------------------------------------------
+def _arr(name: str, a):
+    """``a`` as a plax array (or tracer), after checking that it is array-like."""
+    check_arraylike(name, a)
+    return asarray(a)
+
+
+def _shape(x) -> tuple:
+    return get_aval(x).shape
+
+
+def _concrete(x, name: str):
+    """A host value for an argument that must be static (concrete arrays are fetched)."""
+    if isinstance(x, Tracer):
+        val = x.to_concrete_value()
+        if val is None:
+            raise ConcretizationTypeError(
+                x, f"The problem arose with the `{name}` argument: it sets the shape of the "
+                   "result, so it must be a concrete (static) value.")
+        return np.asarray(val)
+    if isinstance(x, Array):
+        return np.asarray(x)
+    if isinstance(x, (list, tuple)) and any(isinstance(v, (Array, Tracer)) for v in x):
+        return [_concrete(v, name) for v in x]
+    return x
+
+
+def _int_tuple(values, name: str) -> tuple:
+    """Static integers given as one int or a sequence of ints."""
+    values = _concrete(values, name)
+    if isinstance(values, np.ndarray):
+        if values.ndim > 1:
+            raise TypeError(f"{name} must be an integer or a 1-D sequence of integers, got an "
+                            f"array of shape {values.shape}.")
+        values = values.tolist() if values.ndim else values.item()
+    if not isinstance(values, (list, tuple)):
+        values = (values,)
+    try:
+        return tuple(operator.index(v) for v in values)
+    except TypeError:
+        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{name}={tuple(values)!r}.") from None
+
+
+def _prod(values) -> int:
+    return int(math.prod(values))
+
+
+def _as_sequence(name: str, arrays) -> list:
+    """The arrays of a joining function's first argument (an array is split along axis 0)."""
+    if isinstance(arrays, (Array, Tracer, np.ndarray)):
+        arr = asarray(arrays)
+        if get_aval(arr).ndim == 0:
+            raise ValueError(f"{name} got a zero-dimensional array; pass a sequence of arrays.")
+        return unstack(arr)
+    arrays = list(arrays)
+    check_arraylike(name, *arrays)
+    return [as_operand(a) for a in arrays]
+
+
+def _promote_all(arrays, dtype):
+    """Convert ``arrays`` to their common dtype (or ``dtype``), keeping weak types as JAX does."""
+    if dtype is None:
+        dt, weak = dtypes.result_type(*arrays, return_weak_type_flag=True)
+    else:
+        dt, weak = dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype)), False
+    return [asarray(convert(a, dt, weak)) for a in arrays]
+
+
+# --- reshaping --------------------------------------------------------------------------
+def _resolve_shape(shape: tuple, old: tuple) -> tuple:
+    """``shape`` with a -1 entry replaced by the size that keeps the element count."""
+    size = _prod(old)
+    if shape.count(-1) > 1:
+        raise TypeError(f"can only specify one unknown axis size with a `-1` value, got {shape}")
+    if -1 in shape:
+        known = _prod(d for d in shape if d != -1)
+        if known <= 0 or size % known:
+            raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape "
+                            f"{shape} because the product of specified axis sizes ({known}) "
+                            f"does not evenly divide {size}")
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    if any(d < 0 for d in shape) or _prod(shape) != size:
+        raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape {shape} "
+                        f"(size {_prod(shape)})")
+    return shape
+
+
+def reshape(a, shape=None, order: str = "C", *, newshape=None, copy=None, out_sharding=None):
+    """``a`` with a new shape holding the same elements; one entry of ``shape`` may be -1.
+
+    ``newshape`` is NumPy's older name for ``shape``.
+    """
+    if newshape is not None:
+        if shape is not None:
+            raise TypeError("reshape got both `shape` and its older name `newshape`; pass only "
+                            "`shape`.")
+        shape = newshape
+    if shape is None:
+        raise TypeError("reshape() missing required argument: 'shape'")
+    a = _arr("reshape", a)
+    old = _shape(a)
+    shape = _resolve_shape(_int_tuple(shape, "shape"), old)
+    if order == "C":
+        return lax.reshape(a, shape)
+    if order == "F":  # Fortran order: reshape the reversed-axes view, then reverse back
+        rev_in = tuple(range(len(old)))[::-1]
+        out = lax.reshape(lax.transpose(a, rev_in), shape[::-1])
+        return lax.transpose(out, tuple(range(len(shape)))[::-1])
+    raise NotImplementedError(f"reshape order={order!r} is not implemented; use 'C' or 'F'.")
+
+
+def ravel(a, order: str = "C", *, out_sharding=None):
+    """``a`` flattened to one dimension."""
+    a = _arr("ravel", a)
+    if order not in ("C", "F"):
+        raise NotImplementedError(f"ravel order={order!r} is not implemented; use 'C' or 'F'.")
+    return reshape(a, (get_aval(a).size,), order=order)
+
+
+def transpose(a, axes=None):
+    """Permute the axes of ``a`` (reverse them when ``axes`` is None)."""
+    a = _arr("transpose", a)
+    ndim = get_aval(a).ndim
+    if axes is None:
+        perm = tuple(range(ndim))[::-1]
+    else:
+        perm = tuple(canonicalize_axis(ax, ndim) for ax in _int_tuple(axes, "axes"))
+    return lax.transpose(a, perm)
+
+
+def permute_dims(a, /, axes):
+    """Permute the axes of ``a`` (Array API name for transpose with explicit axes)."""
+    return transpose(a, axes)
+
+
+def matrix_transpose(x, /):
+    """Swap the last two axes of ``x``."""
+    x = _arr("matrix_transpose", x)
+    ndim = get_aval(x).ndim
+    if ndim < 2:
+        raise ValueError(f"x must be at least two-dimensional for matrix_transpose; got "
+                         f"ndim={ndim}")
+    return lax.transpose(x, tuple(range(ndim - 2)) + (ndim - 1, ndim - 2))
+
+
+def swapaxes(a, axis1: int, axis2: int):
+    """Interchange two axes of ``a``."""
+    a = _arr("swapaxes", a)
+    ndim = get_aval(a).ndim
+    i, j = canonicalize_axis(axis1, ndim), canonicalize_axis(axis2, ndim)
+    perm = list(range(ndim))
+    perm[i], perm[j] = perm[j], perm[i]
+    return lax.transpose(a, tuple(perm))
+
+
+def moveaxis(a, source, destination):
+    """Move the axes ``source`` to the positions ``destination``; the others keep their order."""
+    a = _arr("moveaxis", a)
+    ndim = get_aval(a).ndim
+    src, dst = _int_tuple(source, "source"), _int_tuple(destination, "destination")
+    if len(src) != len(dst):
+        raise ValueError(f"Inconsistent number of elements: {len(src)} vs {len(dst)}")
+    src = canonicalize_axes(src, ndim)
+    dst = canonicalize_axes(dst, ndim)
+    perm = [i for i in range(ndim) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        perm.insert(d, s)
+    return lax.transpose(a, tuple(perm))
+
+
+def rollaxis(a, axis: int, start: int = 0):
+    """Move ``axis`` so that it sits before position ``start`` (NumPy's older moveaxis)."""
+    a = _arr("rollaxis", a)
+    ndim = get_aval(a).ndim
+    axis = canonicalize_axis(axis, ndim)
+    if not -ndim <= start <= ndim:
+        raise ValueError(f"start={start} must satisfy {-ndim} <= start <= {ndim}")
+    start = start + ndim if start < 0 else start
+    if axis < start:
+        start -= 1
+    return moveaxis(a, axis, start)
+
+
+def expand_dims(a, axis):
+    """Insert size-1 axes at the positions ``axis`` of the result."""
+    a = _arr("expand_dims", a)
+    axes = _int_tuple(axis, "axis")
+    canon = canonicalize_axes(axes, get_aval(a).ndim + len(axes))
+    return lax.expand_dims(a, canon)
+
+
+def squeeze(a, axis=None):
+    """Remove size-1 axes (all of them, or those in ``axis``, which must have size 1)."""
+    a = _arr("squeeze", a)
+    shape = _shape(a)
+    if axis is None:
+        dims = tuple(i for i, d in enumerate(shape) if d == 1)
+    else:
+        dims = tuple(canonicalize_axis(ax, len(shape)) for ax in _int_tuple(axis, "axis"))
+        if len(set(dims)) != len(dims):
+            raise ValueError(f"squeeze: dimensions are not unique: {tuple(axis)}")
+    return lax.squeeze(a, dims)
+
+
+def atleast_1d(*arys):
+    """Each argument viewed with at least one dimension (a list when given several)."""
+    return _atleast("atleast_1d", arys, lambda s: (1,) if not s else s)
+
+
+def atleast_2d(*arys):
+    """Each argument viewed with at least two dimensions (1-D arrays become rows)."""
+    return _atleast("atleast_2d", arys, lambda s: (1,) * (2 - len(s)) + s if len(s) < 2 else s)
+
+
+def atleast_3d(*arys):
+    """Each argument viewed with at least three dimensions, as numpy.atleast_3d."""
+    def shape3(s):
+        return {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}.get(len(s), s)
+    return _atleast("atleast_3d", arys, shape3)
+
+
+def _atleast(name, arys, new_shape):
+    check_arraylike(name, *arys)
+    outs = []
+    for a in arys:
+        a = asarray(a)
+        outs.append(lax.reshape(a, new_shape(_shape(a))))
+    return outs[0] if len(outs) == 1 else outs
+
+
+# --- joining ----------------------------------------------------------------------------
+def concatenate(arrays, axis=0, dtype=None):
+    """Join arrays along an existing ``axis`` (flattening them first when ``axis`` is None)."""
+    if isinstance(arrays, (Array, Tracer, np.ndarray)):
+        arr = asarray(arrays) if dtype is None else asarray(arrays, dtype=dtype)
+        shape = _shape(arr)
+        if axis is None:
+            return ravel(arr)
+        if len(shape) < 2:
+            raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+        axis = canonicalize_axis(axis, len(shape) - 1)
+        # blocks along axis 0 become the major part of the joined axis
+        moved = moveaxis(arr, 0, axis)
+        new = shape[1:axis + 1] + (shape[0] * shape[axis + 1],) + shape[axis + 2:]
+        return lax.reshape(moved, new)
+    arrays = _as_sequence("concatenate", arrays)
+    if not arrays:
+        raise ValueError("Need at least one array to concatenate.")
+    if axis is None:
+        arrays = [ravel(asarray(a)) for a in arrays]
+        axis = 0
+    arrays = _promote_all(arrays, dtype)
+    ndim = get_aval(arrays[0]).ndim
+    if ndim == 0:
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    return lax.concatenate(arrays, canonicalize_axis(axis, ndim))
+
+
+def concat(arrays, /, *, axis=0):
+    """Join arrays along ``axis`` (Array API name for concatenate)."""
+    return concatenate(arrays, axis=axis)
+
+
+def stack(arrays, axis: int = 0, out=None, dtype=None):
+    """Join same-shape arrays along a new ``axis``."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to stack is not supported.")
+    if isinstance(arrays, (Array, Tracer, np.ndarray)):
+        arr = asarray(arrays) if dtype is None else asarray(arrays, dtype=dtype)
+        if get_aval(arr).ndim == 0:
+            raise ValueError("Zero-dimensional arrays cannot be stacked as a sequence.")
+        return moveaxis(arr, 0, canonicalize_axis(axis, get_aval(arr).ndim))
+    arrays = _as_sequence("stack", arrays)
+    if not arrays:
+        raise ValueError("Need at least one array to stack.")
+    shapes = [_shape(a) for a in arrays]
+    if len(set(shapes)) != 1:
+        raise ValueError("All input arrays must have the same shape. Got "
+                         f"{', '.join(str(s) for s in shapes)}.")
+    axis = canonicalize_axis(axis, len(shapes[0]) + 1)
+    arrays = _promote_all(arrays, dtype)
+    return lax.concatenate([lax.expand_dims(a, (axis,)) for a in arrays], axis)
+
+
+def unstack(x, /, *, axis: int = 0):
+    """The slices of ``x`` along ``axis``, as a tuple."""
+    x = _arr("unstack", x)
+    shape = _shape(x)
+    if not shape:
+        raise ValueError("Unstack requires arrays with rank > 0, however a scalar array was "
+                         "passed.")
+    axis = canonicalize_axis(axis, len(shape))
+    return tuple(lax.index_in_dim(x, i, axis, keepdims=False) for i in range(shape[axis]))
+
+
+def hstack(tup, dtype=None):
+    """Join arrays column-wise (along axis 1, or axis 0 for 1-D arrays)."""
+    arrs = [atleast_1d(a) for a in _as_sequence("hstack", tup)]
+    axis = 0 if arrs and get_aval(arrs[0]).ndim == 1 else 1
+    return concatenate(arrs, axis, dtype)
+
+
+def vstack(tup, dtype=None):
+    """Join arrays row-wise (along axis 0), 1-D arrays becoming rows."""
+    return concatenate([atleast_2d(a) for a in _as_sequence("vstack", tup)], 0, dtype)
+
+
+def dstack(tup, dtype=None):
+    """Join arrays depth-wise (along axis 2)."""
+    return concatenate([atleast_3d(a) for a in _as_sequence("dstack", tup)], 2, dtype)
+
+
+def column_stack(tup):
+    """Join 1-D arrays as columns (and 2-D arrays as they are) into a 2-D array."""
+    cols = []
+    for a in _as_sequence("column_stack", tup):
+        a = asarray(a)
+        cols.append(lax.reshape(a, (get_aval(a).size, 1)) if get_aval(a).ndim < 2 else a)
+    return concatenate(cols, 1)
+
+
+# --- splitting --------------------------------------------------------------------------
+def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
+    ary = _arr(name, ary)
+    shape = _shape(ary)
+    axis = canonicalize_axis(axis, len(shape))
+    size = shape[axis]
+    sections = _concrete(indices_or_sections, "indices_or_sections")
+    if isinstance(sections, np.ndarray) and sections.ndim == 0:
+        sections = sections.item()
+    if isinstance(sections, (int, np.integer)) and not isinstance(sections, bool):
+        n = int(sections)
+        if n <= 0:
+            raise ValueError(f"{name}: number of sections must be larger than 0, got {n}.")
+        if equal and size % n:
+            raise ValueError(f"array split does not result in an equal division: an axis of "
+                             f"size {size} cannot be split into {n} equal sections (use "
+                             "array_split for unequal sections).")
+        base, extra = divmod(size, n)
+        sizes = [base + 1] * extra + [base] * (n - extra)
+        bounds = np.cumsum([0] + sizes).tolist()
+        pieces = list(zip(bounds[:-1], bounds[1:]))
+    else:
+        idx = _int_tuple(sections, "indices_or_sections")
+        # NumPy semantics: each piece is ary[prev:idx] as a Python slice
+        pieces = []
+        for lo, hi in zip((0,) + idx, idx + (size,)):
+            lo, hi, _ = builtins.slice(lo, hi).indices(size)
+            pieces.append((lo, max(lo, hi)))
+    return [lax.slice_in_dim(ary, lo, hi, 1, axis) for lo, hi in pieces]
+
+
+def split(ary, indices_or_sections, axis: int = 0) -> list:
+    """Split ``ary`` into equal sections, or at the given indices, along ``axis``."""
+    return _split("split", ary, indices_or_sections, axis, equal=True)
+
+
+def array_split(ary, indices_or_sections, axis: int = 0) -> list:
+    """Like split, but an integer number of sections need not divide the axis evenly."""
+    return _split("array_split", ary, indices_or_sections, axis, equal=False)
+
+
+def hsplit(ary, indices_or_sections) -> list:
+    """Split along axis 1 (axis 0 for 1-D arrays)."""
+    a = _arr("hsplit", ary)
+    if get_aval(a).ndim == 0:
+        raise ValueError("hsplit only works on arrays of 1 or more dimensions")
+    return split(a, indices_or_sections, 1 if get_aval(a).ndim > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections) -> list:
+    """Split along axis 0."""
+    a = _arr("vsplit", ary)
+    if get_aval(a).ndim == 0:
+        raise ValueError("vsplit only works on arrays of 1 or more dimensions")
+    return split(a, indices_or_sections, 0)
+
+
+def dsplit(ary, indices_or_sections) -> list:
+    """Split along axis 2."""
+    a = _arr("dsplit", ary)
+    if get_aval(a).ndim < 3:
+        raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+    return split(a, indices_or_sections, 2)
+
+
+# --- tiling and repeating ---------------------------------------------------------------
+def tile(A, reps):
+    """``A`` repeated ``reps`` times along each axis (NumPy's rules for differing ranks)."""
+    A = _arr("tile", A)
+    reps = _int_tuple(reps, "reps")
+    if any(r < 0 for r in reps):
+        raise ValueError(f"tile: reps must be nonnegative, got {reps}.")
+    shape = _shape(A)
+    nd = max(len(reps), len(shape))
+    shape = (1,) * (nd - len(shape)) + shape
+    reps = (1,) * (nd - len(reps)) + reps
+    A = lax.reshape(A, shape)
+    # broadcast to (r0, s0, r1, s1, ...), then merge each (r, s) pair
+    pairs = tuple(v for r, s in zip(reps, shape) for v in (r, s))
+    out = lax.broadcast_in_dim(A, pairs, tuple(range(1, 2 * nd, 2)))
+    return lax.reshape(out, tuple(r * s for r, s in zip(reps, shape)))
+
+
+def _static_repeats(repeats):
+    """Repeats as a host int or 1-D int array, or None when they are traced."""
+    if isinstance(repeats, Tracer) and repeats.to_concrete_value() is None:
+        return None
+    r = np.asarray(_concrete(repeats, "repeats"))
+    if r.dtype.kind not in "iub":
+        raise TypeError(f"repeat: repeats must be integers, got dtype {r.dtype}.")
+    if r.ndim > 1:
+        raise ValueError(f"repeat: repeats must be a scalar or 1-D, got shape {r.shape}.")
+    if np.any(r < 0):
+        raise ValueError(f"repeat: repeats may not contain negative values, got {r.tolist()}.")
+    return int(r) if r.ndim == 0 else r.astype(np.int64)
+
+
+def repeat(a, repeats, axis=None, *, total_repeat_length=None, out_sharding=None):
+    """Repeat each element of ``a`` along ``axis`` (flattened when None) ``repeats`` times.
+
+    ``repeats`` is an int or one count per element; traced counts need
+    ``total_repeat_length``, the static length of the result. When the counts sum to
+    more than ``total_repeat_length`` the extra values are dropped; when to less, the
+    last element of the axis fills the rest.
+    """
+    a = _arr("repeat", a)
+    if axis is None or get_aval(a).ndim == 0:  # a scalar repeats as a 1-D array
+        if axis is not None:
+            canonicalize_axis(axis, 1)
+        a, axis = ravel(a), 0
+    shape = _shape(a)
+    axis = canonicalize_axis(axis, len(shape))
+    n = shape[axis]
+    total = None if total_repeat_length is None else operator.index(total_repeat_length)
+    if n == 0 and total:
+        raise ValueError(f"repeat: cannot fill total_repeat_length={total} from an empty axis.")
+    reps = _static_repeats(repeats)
+    if reps is None:
+        if total is None:
+            raise ConcretizationTypeError(
+                repeats, "The problem arose with the `repeats` argument of repeat: traced "
+                         "repeats need total_repeat_length, the static length of the result.")
+        return _repeat_traced(a, repeats, axis, total)
+    if isinstance(reps, np.ndarray):
+        if reps.shape[0] == 1:
+            reps = int(reps[0])
+        elif reps.shape[0] != n:
+            raise ValueError(f"repeat: repeats has {reps.shape[0]} entries but axis {axis} of "
+                             f"the array has size {n}.")
+    if isinstance(reps, int):
+        if total is None or total == reps * n:
+            return _repeat_int(a, reps, axis)
+        reps = np.full(n, reps, np.int64)
+    if total is not None:
+        reps = _fit_total(reps, total)
+    if reps.size == 0 or np.all(reps == reps[0]):
+        return _repeat_int(a, int(reps[0]) if reps.size else 0, axis)
+    return _repeat_by_sort(a, axis, reps, host_keys=True)
+
+
+def _repeat_int(a, r: int, axis: int):
+    shape = _shape(a)
+    wide = shape[:axis + 1] + (r,) + shape[axis + 1:]
+    dims = tuple(range(axis + 1)) + tuple(range(axis + 2, len(shape) + 1))
+    out = lax.broadcast_in_dim(a, wide, dims)
+    return lax.reshape(out, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+
+
+def _fit_total(reps: np.ndarray, total: int) -> np.ndarray:
+    """Counts that sum to ``total``: cut from the end, or give the surplus to the last element."""
+    kept = np.minimum(np.cumsum(reps), total)
+    out = np.diff(kept, prepend=0)
+    if reps.size:
+        out[-1] += total - kept[-1]
+    return out
+
+
+def _repeat_by_sort(a, axis: int, reps, host_keys: bool, width: int | None = None,
+                    total: int | None = None):
+    """Repeat element i of ``axis`` reps[i] times: widen every element to the largest count,
+    key the copies that are kept by their output position and the rest past the end, and
+    sort (stably) by those keys so the kept copies come first, in order.
+    """
+    shape = _shape(a)
+    n = shape[axis]
+    if host_keys:
+        width = int(reps.max())
+        total = int(reps.sum())
+        k = np.arange(width)
+        starts = np.cumsum(reps) - reps
+        keys = np.where(k[None, :] < reps[:, None], starts[:, None] + k[None, :], n * width)
+        keys = keys.reshape(-1).astype(np.int32)
+    else:
+        keys = _traced_keys(reps, n, width)
+    wide = _repeat_int(a, width, axis)
+    keys = lax.broadcast_in_dim(keys, _shape(wide), (axis,))
+    _, out = lax.sort_key_val(keys, wide, dimension=axis)
+    return lax.slice_in_dim(out, 0, total, 1, axis)
+
+
+def _traced_keys(reps, n: int, width: int):
+    """Sort keys for traced int32 counts ``reps`` of shape (n,)."""
+    starts = lax.sub(lax.cumsum(reps, 0), reps)
+    k = lax.broadcasted_iota(np.int32, (n, width), 1)
+    pos = lax.add(lax.broadcast_in_dim(starts, (n, width), (0,)), k)
+    kept = lax.lt(k, lax.broadcast_in_dim(reps, (n, width), (0,)))
+    keys = lax.select(kept, pos, lax.broadcast_in_dim(np.int32(n * width), (n, width), ()))
+    return lax.reshape(keys, (n * width,))
+
+
+def _repeat_traced(a, repeats, axis: int, total: int):
+    shape = _shape(a)
+    n = shape[axis]
+    if total == 0:
+        return _repeat_int(a, 0, axis)
+    reps = lax.convert_element_type(asarray(repeats), np.int32)
+    if get_aval(reps).size == 1:
+        reps = lax.broadcast_in_dim(lax.reshape(reps, ()), (n,), ())
+    if get_aval(reps).shape != (n,):
+        raise ValueError(f"repeat: repeats has shape {get_aval(reps).shape} but axis {axis} of "
+                         f"the array has size {n}.")
+    out = _repeat_by_sort(a, axis, reps, host_keys=False, width=total, total=total)
+    # positions past sum(repeats) hold the last element of the axis
+    count = lax.reduce_sum(reps, (0,))
+    out_shape = _shape(out)
+    last = lax.broadcast_in_dim(lax.slice_in_dim(a, n - 1, n, 1, axis), out_shape,
+                                tuple(range(len(shape))))
+    pos = lax.broadcasted_iota(np.int32, out_shape, axis)
+    return lax.select(lax.lt(pos, lax.broadcast_in_dim(count, out_shape, ())), out, last)
+
+
+# --- broadcasting -----------------------------------------------------------------------
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape that arrays of ``shapes`` broadcast to."""
+    shapes = [_int_tuple(s, "shape") for s in shapes]
+    return _broadcast_shapes(*shapes) if shapes else ()
+
+
+def broadcast_to(array, shape, *, out_sharding=None):
+    """``array`` broadcast to ``shape`` (NumPy rules)."""
+    a = _arr("broadcast_to", array)
+    shape = _int_tuple(shape, "shape")
+    old = _shape(a)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"broadcast_to: shape must be nonnegative, got {shape}.")
+    if len(shape) < len(old):
+        raise ValueError(f"Cannot broadcast to shape with fewer dimensions: arr_shape={old} "
+                         f"shape={shape}")
+    lead = len(shape) - len(old)
+    if any(s not in (1, t) for s, t in zip(old, shape[lead:])):
+        aval = get_aval(a)
+        raise ValueError(f"Incompatible shapes for broadcasting: cannot broadcast an array of "
+                         f"shape {old} ({aval.str_short()}) to the requested shape {shape}.")
+    return lax.broadcast_in_dim(a, shape, tuple(range(lead, len(shape))))
+
+
+def broadcast_arrays(*args) -> list:
+    """The arguments broadcast against each other."""
+    check_arraylike("broadcast_arrays", *args)
+    arrays = [asarray(a) for a in args]
+    target = _broadcast_shapes(*(_shape(a) for a in arrays)) if arrays else ()
+    return [broadcast_to(a, target) for a in arrays]
+
+
+# --- flipping and rolling ---------------------------------------------------------------
+def flip(m, axis=None):
+    """Reverse the order of elements along ``axis`` (all axes when None)."""
+    m = _arr("flip", m)
+    axes = canonicalize_axes(None if axis is None else _int_tuple(axis, "axis"), get_aval(m).ndim)
+    return lax.rev(m, axes) if axes else m
+
+
+def fliplr(m):
+    """Reverse the order of columns (axis 1)."""
+    return flip(m, 1)
+
+
+def flipud(m):
+    """Reverse the order of rows (axis 0)."""
+    return flip(m, 0)
+
+
+def _roll_static(a, shift: int, axis: int):
+    n = _shape(a)[axis]
+    if n == 0 or shift % n == 0:
+        return a
+    s = shift % n
+    tail = lax.slice_in_dim(a, n - s, n, 1, axis)
+    head = lax.slice_in_dim(a, 0, n - s, 1, axis)
+    return lax.concatenate([tail, head], axis)
+
+
+def _roll_dynamic(a, shift, axis: int):
+    n = _shape(a)[axis]
+    if n == 0:
+        return a
+    shift = lax.convert_element_type(shift, np.int32)
+    s = lax.rem(shift, np.int32(n))
+    s = lax.select(lax.lt(s, np.int32(0)), lax.add(s, np.int32(n)), s)
+    doubled = lax.concatenate([a, a], axis)
+    return lax.dynamic_slice_in_dim(doubled, lax.sub(np.int32(n), s), n, axis,
+                                    allow_negative_indices=False)
+
+
+def roll(a, shift, axis=None):
+    """Shift elements cyclically by ``shift`` along ``axis`` (the flattened array when None)."""
+    a = _arr("roll", a)
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), _shape(a))
+    ndim = get_aval(a).ndim
+    axes = _int_tuple(axis, "axis")
+    if isinstance(shift, Tracer) and shift.to_concrete_value() is None:
+        shifts = ([shift] if shift.ndim == 0 else list(unstack(shift)))
+        if len(shifts) == 1:
+            shifts = shifts * len(axes)
+        elif len(axes) == 1:
+            axes = axes * len(shifts)
+        if len(shifts) != len(axes):
+            raise ValueError(f"roll: {len(shifts)} shifts do not match {len(axes)} axes.")
+        for s, ax in zip(shifts, axes):
+            a = _roll_dynamic(a, s, canonicalize_axis(ax, ndim))
+        return a
+    shifts = np.asarray(_concrete(shift, "shift"))
+    if shifts.dtype.kind not in "iubf":
+        raise TypeError(f"roll: shift must be integers, got {shifts!r}.")
+    try:
+        shifts, axes_b = np.broadcast_arrays(shifts.astype(np.int64), np.asarray(axes))
+    except ValueError:
+        raise ValueError(f"roll: shift {shifts.tolist()} and axis {axes} must broadcast "
+                         "together.") from None
+    for s, ax in zip(shifts.reshape(-1).tolist(), axes_b.reshape(-1).tolist()):
+        a = _roll_static(a, s, canonicalize_axis(ax, ndim))
+    return a
+
+
+def rot90(m, k: int = 1, axes=(0, 1)):
+    """Rotate ``m`` by 90 degrees ``k`` times in the plane of ``axes`` (from the first toward
+    the second)."""
+    m = _arr("rot90", m)
+    ndim = get_aval(m).ndim
+    if ndim < 2:
+        raise ValueError(f"rot90 requires its first argument to have ndim at least two, but got "
+                         f"first argument of shape {_shape(m)}, which has ndim {ndim}")
+    axes = _int_tuple(axes, "axes")
+    if len(axes) != 2:
+        raise ValueError(f"rot90: len(axes) must be 2, got axes={axes}.")
+    ax0, ax1 = canonicalize_axis(axes[0], ndim), canonicalize_axis(axes[1], ndim)
+    if ax0 == ax1:
+        raise ValueError("Axes must be different")
+    k = operator.index(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return lax.rev(m, (ax0, ax1))
+    perm = list(range(ndim))
+    perm[ax0], perm[ax1] = perm[ax1], perm[ax0]
+    if k == 1:
+        return lax.transpose(lax.rev(m, (ax1,)), tuple(perm))
+    return lax.rev(lax.transpose(m, tuple(perm)), (ax1,))
+
+
+# --- padding ----------------------------------------------------------------------------
+_PAD_KWARGS = {
+    "constant": {"constant_values"}, "edge": set(), "wrap": set(), "empty": set(),
+    "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}, "linear_ramp": {"end_values"},
+    "maximum": {"stat_length"}, "minimum": {"stat_length"}, "mean": {"stat_length"},
+    "median": {"stat_length"},
+}
+
+
+def _pad_widths(pad_width, ndim: int) -> list:
+    w = np.asarray(_concrete(pad_width, "pad_width"))
+    if w.size == 0:
+        w = w.astype(np.int64)
+    if w.dtype.kind not in "iu":
+        raise TypeError(f"`pad_width` must be of integral type, got {pad_width!r}.")
+    if w.shape not in ((), (1,), (2,), (1, 2), (ndim, 2)):
+        raise ValueError(f"pad: pad_width with nd={ndim} has unsupported shape {w.shape}. Valid "
+                         f"shapes are ({ndim}, 2), (1, 2), (2,), (1,), or ().")
+    if np.any(w < 0):
+        raise ValueError(f"pad: index can't contain negative values, got pad_width="
+                         f"{w.tolist()}.")
+    return [tuple(int(v) for v in row) for row in np.broadcast_to(w, (ndim, 2))]
+
+
+def _per_axis_values(values, ndim: int, name: str) -> list:
+    """``values`` broadcast to one (before, after) pair per axis; each a scalar operand."""
+    if isinstance(values, (Array, Tracer)):
+        v = values
+        vshape = _shape(v)
+        if vshape == ():
+            return [(v, v)] * ndim
+        v = broadcast_to(v, (ndim, 2) if vshape != (ndim, 2) else vshape)
+        return [tuple(lax.reshape(lax.slice(v, (i, j), (i + 1, j + 1)), ())
+                      for j in (0, 1)) for i in range(ndim)]
+    host = np.asarray(values)
+    if host.dtype.kind not in "biufc":
+        raise TypeError(f"pad: {name} must be numbers, got {values!r}.")
+    try:
+        host = np.broadcast_to(host, (ndim, 2))
+    except ValueError:
+        raise ValueError(f"pad: {name} of shape {host.shape} does not broadcast to "
+                         f"({ndim}, 2), one (before, after) pair per axis.") from None
+    return [(host[i, 0], host[i, 1]) for i in range(ndim)]
+
+
+def _scalar_like(v, x):
+    """The scalar ``v`` converted to ``x``'s dtype, weak like ``x``."""
+    aval = get_aval(x)
+    if isinstance(v, (np.ndarray, np.generic)) and not isinstance(v, Array):
+        v = v.item()
+    return convert(as_operand(v), aval.dtype, aval.weak_type)
+
+
+def _edge_block(x, axis: int, at_end: bool, width: int):
+    n = _shape(x)[axis]
+    edge = lax.slice_in_dim(x, n - 1 if at_end else 0, n if at_end else 1, 1, axis)
+    shape = list(_shape(x))
+    shape[axis] = width
+    return lax.broadcast_in_dim(edge, tuple(shape), tuple(range(len(shape))))
+
+
+def _join(axis, lo_block, x, hi_block):
+    parts = [p for p in (lo_block, x, hi_block) if p is not None]
+    return lax.concatenate(parts, axis) if len(parts) > 1 else x
+
+
+def _pad_edge(x, axis, lo, hi):
+    return _join(axis, _edge_block(x, axis, False, lo) if lo else None, x,
+                 _edge_block(x, axis, True, hi) if hi else None)
+
+
+def _pad_wrap(x, axis, lo, hi):
+    n = _shape(x)[axis]
+    reps_lo, reps_hi = -(-lo // n), -(-hi // n)
+    big = lax.concatenate([x] * (reps_lo + 1 + reps_hi), axis) if reps_lo + reps_hi else x
+    start = reps_lo * n - lo
+    return lax.slice_in_dim(big, start, start + lo + n + hi, 1, axis)
+
+
+def _pad_reflect(x, axis, lo, hi, symmetric: bool, odd: bool):
+    """Mirror ``x`` about its edges ('symmetric' repeats the edge element, 'reflect' does not)."""
+    if _shape(x)[axis] == 1 and not symmetric:
+        return _pad_edge(x, axis, lo, hi)
+    off = 0 if symmetric else 1
+    left = _mirror_block(x, axis, lo, off, odd) if lo else None
+    right = lax.rev(_mirror_block(lax.rev(x, (axis,)), axis, hi, off, odd), (axis,)) if hi else None
+    return _join(axis, left, x, right)
+
+
+def _mirror_block(x, axis, width, off, odd):
+    """The ``width`` values that mirror ``x`` beyond its start. Each step mirrors all that is
+    built so far, which keeps every new edge on a mirror point of the periodic (or, for
+    'odd', point-symmetric) extension; that is NumPy's result for widths beyond the axis."""
+    grown = 0
+    while grown < width:
+        n = _shape(x)[axis]
+        k = min(width - grown, n - off)
+        chunk = lax.rev(lax.slice_in_dim(x, off, off + k, 1, axis), (axis,))
+        if odd:
+            chunk = _odd(chunk, lax.slice_in_dim(x, 0, 1, 1, axis))
+        x, grown = lax.concatenate([chunk, x], axis), grown + k
+    return lax.slice_in_dim(x, 0, width, 1, axis)
+
+
+def _odd(chunk, edge):
+    """2 * edge - chunk: the reflection through the edge value."""
+    edge = lax.broadcast_in_dim(edge, _shape(chunk), tuple(range(len(_shape(chunk)))))
+    return lax.sub(lax.add(edge, edge), chunk)
+
+
+def _to_float(x):
+    dt = get_aval(x).dtype
+    return x if dtypes.is_inexact(dt) else lax.convert_element_type(x, dtypes.default_float_dtype())
+
+
+def _from_float(y, dtype):
+    """``y`` cast back to ``dtype``, rounding half to even for integers as NumPy's pad does."""
+    if dtypes.is_inexact(dtype):
+        return lax.convert_element_type(y, dtype)
+    y = lax.round(y, lax.RoundingMethod.TO_NEAREST_EVEN)
+    return lax.convert_element_type(y, dtype)
+
+
+def _stat(x, axis: int, mode: str):
+    if mode == "maximum":
+        return lax.reduce_max(x, (axis,))
+    if mode == "minimum":
+        return lax.reduce_min(x, (axis,))
+    dt = get_aval(x).dtype
+    n = _shape(x)[axis]
+    if mode == "mean":
+        total = lax.reduce_sum(_to_float(x), (axis,))
+        return _from_float(lax.div(total, convert(n, get_aval(total).dtype)), dt)
+    s = lax.sort(x, axis)  # median
+    mid = lax.index_in_dim(s, (n - 1) // 2, axis, keepdims=False)
+    if n % 2:
+        return mid
+    mid2 = lax.index_in_dim(s, n // 2, axis, keepdims=False)
+    both = lax.add(_to_float(mid), _to_float(mid2))
+    return _from_float(lax.mul(both, convert(0.5, get_aval(both).dtype)), dt)
+
+
+def _pad_stat(x, axis, lo, hi, mode, stat_length):
+    n = _shape(x)[axis]
+    blocks = []
+    for width, at_end, length in ((lo, False, stat_length[0]), (hi, True, stat_length[1])):
+        if not width:
+            blocks.append(None)
+            continue
+        length = n if length is None else builtins.max(1, builtins.min(int(length), n))
+        region = lax.slice_in_dim(x, n - length if at_end else 0, n if at_end else length, 1,
+                                  axis)
+        value = lax.expand_dims(_stat(region, axis, mode), (axis,))
+        shape = list(_shape(x))
+        shape[axis] = width
+        blocks.append(lax.broadcast_in_dim(value, tuple(shape), tuple(range(len(shape)))))
+    return _join(axis, blocks[0], x, blocks[1])
+
+
+def _pad_ramp(x, axis, lo, hi, end_values):
+    dt = get_aval(x).dtype
+    ramps = []
+    for width, at_end, end in ((lo, False, end_values[0]), (hi, True, end_values[1])):
+        if not width:
+            ramps.append(None)
+            continue
+        edge = _to_float(_edge_block(x, axis, at_end, width))
+        fdt = get_aval(edge).dtype
+        end = convert(as_operand(end.item() if isinstance(end, np.generic) else end), fdt)
+        # end + i * step for i = 0 .. width-1: from the end value toward the edge (excluded)
+        i = lax.broadcasted_iota(fdt, _shape(edge), axis)
+        if at_end:
+            i = lax.rev(i, (axis,))
+        step = lax.div(lax.sub(edge, end), convert(width, fdt))
+        ramp = lax.add(lax.mul(i, step), end)
+        if not dtypes.is_inexact(dt):  # integer ramps round down, as NumPy's linspace
+            ramp = lax.floor(ramp)
+        ramps.append(lax.convert_element_type(ramp, dt))
+    return _join(axis, ramps[0], x, ramps[1])
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    """Pad ``array`` by ``pad_width`` (int, (before, after) or one pair per axis).
+
+    Modes as numpy.pad: 'constant' (``constant_values``), 'edge', 'reflect' and 'symmetric'
+    (``reflect_type`` 'even' or 'odd'), 'wrap', 'linear_ramp' (``end_values``), 'maximum',
+    'minimum', 'mean', 'median' (``stat_length``) and 'empty' (zeros here).
+    """
+    x = _arr("pad", array)
+    ndim = get_aval(x).ndim
+    widths = _pad_widths(pad_width, ndim)
+    if callable(mode):
+        raise NotImplementedError("pad with a callable mode is not supported; use one of "
+                                  f"{sorted(_PAD_KWARGS)}.")
+    if mode not in _PAD_KWARGS:
+        raise NotImplementedError(f"Unimplemented padding mode {mode!r} for pad; use one of "
+                                  f"{sorted(_PAD_KWARGS)}.")
+    extra = set(kwargs) - _PAD_KWARGS[mode]
+    if extra:
+        raise ValueError(f"unsupported keyword arguments for mode {mode!r}: {extra}")
+    if mode in ("constant", "empty"):
+        values = kwargs.get("constant_values", 0) if mode == "constant" else 0
+        return _pad_constant(x, widths, values)
+    reflect_type = kwargs.get("reflect_type", "even")
+    if reflect_type not in ("even", "odd"):
+        raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}.")
+    if mode in ("maximum", "minimum", "mean", "median"):
+        stat = kwargs.get("stat_length")
+        stats = [(None, None)] * ndim if stat is None else \
+            [tuple(int(v) for v in p) for p in _per_axis_values(stat, ndim, "stat_length")]
+    if mode == "linear_ramp":
+        ends = _per_axis_values(kwargs.get("end_values", 0), ndim, "end_values")
+    for axis, (lo, hi) in enumerate(widths):
+        if not lo and not hi:
+            continue
+        if _shape(x)[axis] == 0:
+            raise ValueError(f"Cannot apply {mode!r} padding to empty axis {axis}; only "
+                             "'constant' and 'empty' padding can extend an empty axis.")
+        if mode == "edge":
+            x = _pad_edge(x, axis, lo, hi)
+        elif mode == "wrap":
+            x = _pad_wrap(x, axis, lo, hi)
+        elif mode in ("reflect", "symmetric"):
+            x = _pad_reflect(x, axis, lo, hi, mode == "symmetric", reflect_type == "odd")
+        elif mode == "linear_ramp":
+            x = _pad_ramp(x, axis, lo, hi, ends[axis])
+        else:
+            x = _pad_stat(x, axis, lo, hi, mode, stats[axis])
+    return x
+
+
+def _pad_constant(x, widths, values):
+    ndim = len(widths)
+    if ndim == 0:
+        return x
+    if not isinstance(values, (Array, Tracer)) and np.ndim(values) == 0 or \
+            isinstance(values, (Array, Tracer)) and get_aval(values).ndim == 0:
+        return lax.pad(x, _scalar_like(values, x), [(lo, hi, 0) for lo, hi in widths])
+    pairs = _per_axis_values(values, ndim, "constant_values")
+    for axis, ((lo, hi), (v_lo, v_hi)) in enumerate(zip(widths, pairs)):
+        for width, v, at_end in ((lo, v_lo, False), (hi, v_hi, True)):
+            if width:
+                config = [(0, 0, 0)] * ndim
+                config[axis] = (0, width, 0) if at_end else (width, 0, 0)
+                x = lax.pad(x, _scalar_like(v, x), config)
+    return x
+
+
+# --- sizes ------------------------------------------------------------------------------
+def ndim(a) -> int:
+    """The number of dimensions of ``a``."""
+    return len(shape(a))
+
+
+def shape(a) -> tuple:
+    """The shape of ``a``."""
+    if isinstance(a, (Array, Tracer)):
+        return _shape(a)
+    return tuple(int(d) for d in np.shape(a))
+
+
+def size(a, axis=None) -> int:
+    """The number of elements of ``a`` (along ``axis`` if given)."""
+    s = shape(a)
+    if axis is None:
+        return _prod(s)
+    return _prod(s[ax] for ax in canonicalize_axes(axis, len(s)))
