@@ -55,12 +55,23 @@ def check_same_shapes(name: str, *avals: ShapedArray) -> tuple:
     return tuple(out)
 
 
+# The plax.numpy function that promotes its inputs, for lax functions named otherwise.
+_NUMPY_NAMES = {
+    "sub": "subtract", "mul": "multiply", "div": "divide", "rem": "fmod", "pow": "power",
+    "max": "maximum", "min": "minimum", "atan2": "arctan2", "eq": "equal", "ne": "not_equal",
+    "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal", "clamp": "clip",
+    "select_n": "where", "shift_left": "left_shift", "shift_right_arithmetic": "right_shift",
+    "shift_right_logical": "right_shift",
+}
+
+
 def check_same_dtypes(name: str, *avals: ShapedArray) -> np.dtype:
     dts = [a.dtype for a in avals]
     if any(d != dts[0] for d in dts):
         raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
-                        f"{', '.join(d.name for d in dts)}. (Tip: plax.numpy.{name} is a similar "
-                        "function that does automatic type promotion on inputs).")
+                        f"{', '.join(d.name for d in dts)}. (Tip: plax.numpy."
+                        f"{_NUMPY_NAMES.get(name, name)} is a similar function that does automatic "
+                        "type promotion on inputs).")
     return dts[0]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import operator
 
 import numpy as np
 
@@ -151,7 +152,7 @@ def _unary_to(name, category, out_dtype_of, hlo_op, doc, public=None):
 
     def abstract(x):
         check_dtype(name, x, category)
-        return ShapedArray(x.shape, out_dtype_of(x.dtype), x.weak_type and out_dtype_of(x.dtype) != np.bool_)
+        return ShapedArray(x.shape, out_dtype_of(x.dtype), x.weak_type)
 
     abstract_eval_rules[prim] = abstract
     lowering_rules[prim] = _simple_lowering(hlo_op)
@@ -179,7 +180,9 @@ conj_p = Primitive("conj")
 
 
 def _conj_abstract(x, *, input_dtype):
-    check_dtype("conj", x, "numeric")
+    if not (dtypes.is_complex(x.dtype) or x.dtype in (np.float32, np.float64)):
+        raise TypeError(f"conj does not accept dtype {x.dtype.name}. Accepted dtypes are "
+                        "float32, float64 and complexfloating.")
     return x.update(dtype=x.dtype if dtypes.is_complex(x.dtype) else _complex_dtype(x.dtype))
 
 
@@ -239,12 +242,17 @@ lowering_rules[integer_pow_p] = _integer_pow_lowering
 
 def integer_pow(x, y: int):
     """Elementwise x**y for a static Python integer y."""
-    return integer_pow_p.bind(x, y=int(y))
+    try:
+        y = operator.index(y)
+    except TypeError:
+        raise TypeError(f"integer_pow's exponent y must be a static Python int, got {y!r}. "
+                        "Use lax.pow for non-integer exponents.") from None
+    return integer_pow_p.bind(x, y=y)
 
 
-def square(x):
-    """Elementwise x*x."""
-    return integer_pow_p.bind(x, y=2)
+square_p = _unary("square", "numeric", None, "Elementwise x*x.")
+lowering_rules[square_p] = lambda ctx, x: ctx.op1("stablehlo.multiply", [x, x],
+                                                  [ctx.avals_in[0]] * 2)
 
 
 # --- binary ops ---------------------------------------------------------------------
@@ -258,7 +266,7 @@ def _binary(name: str, category: str, hlo_op: str | None, doc: str, public: str 
         dt = check_same_dtypes(public or name, x, y)
         shape = check_same_shapes(name, x, y)
         if out_bool:
-            return ShapedArray(shape, np.bool_)
+            return ShapedArray(shape, np.bool_, weak_of(x, y))
         return ShapedArray(shape, dt, weak_of(x, y))
 
     abstract_eval_rules[prim] = abstract
@@ -276,9 +284,11 @@ div_p = _binary("div", "numeric", "stablehlo.divide",
 rem_p = _binary("rem", "real_numeric", "stablehlo.remainder",
                 "Elementwise remainder with the sign of x (C's fmod).")
 pow_p = _binary("pow", "inexact", "stablehlo.power", "Elementwise x ** y.")
-max_p = _binary("max", "real", "stablehlo.maximum", "Elementwise maximum (NaN propagates).")
-min_p = _binary("min", "real", "stablehlo.minimum", "Elementwise minimum (NaN propagates).")
-atan2_p = _binary("atan2", "float", "stablehlo.atan2", "Elementwise arc tangent of x / y.")
+max_p = _binary("max", "any", "stablehlo.maximum",
+                "Elementwise maximum (NaN propagates; complex values compare lexicographically).")
+min_p = _binary("min", "any", "stablehlo.minimum",
+                "Elementwise minimum (NaN propagates; complex values compare lexicographically).")
+atan2_p = _binary("atan2", "inexact", "stablehlo.atan2", "Elementwise arc tangent of x / y.")
 nextafter_p = _binary("nextafter", "float", "chlo.next_after",
                       "The next representable float after x in the direction of y.")
 and_p = _binary("and", "intbool", "stablehlo.and", "Elementwise bitwise AND.", public="bitwise_and")
@@ -322,6 +332,33 @@ def _compare(ctx, direction: str, x: str, y: str, aval: ShapedArray) -> str:
                          f"compare_type = #stablehlo<comparison_type {_compare_type(aval.dtype)}>")
 
 
+def _minmax_lowering(hlo_op: str, direction: str):
+    """XLA's own complex maximum/minimum is not lexicographic: compare (real, imag) by hand."""
+    real_rule = _simple_lowering(hlo_op)
+
+    def rule(ctx, x, y):
+        out = ctx.avals_out[0]
+        if not dtypes.is_complex(out.dtype):
+            return real_rule(ctx, x, y)
+        (ax, ay), full = ctx.avals_in, out
+        x = ctx.broadcast(x, ax, full, range(ax.ndim) if ax.ndim else ())
+        y = ctx.broadcast(y, ay, full, range(ay.ndim) if ay.ndim else ())
+        part = full.update(dtype=_real_dtype(full.dtype))
+        rx, ry = (ctx.op1("stablehlo.real", [v], [full], part) for v in (x, y))
+        ix, iy = (ctx.op1("stablehlo.imag", [v], [full], part) for v in (x, y))
+        pred = full.update(dtype=np.bool_)
+        take_x = ctx.op1("stablehlo.select", [_compare(ctx, "EQ", rx, ry, part),
+                                              _compare(ctx, direction, ix, iy, part),
+                                              _compare(ctx, direction, rx, ry, part)],
+                         [pred, pred, pred], pred)
+        return ctx.op1("stablehlo.select", [take_x, x, y], [pred, full, full], full)
+    return rule
+
+
+lowering_rules[max_p] = _minmax_lowering("stablehlo.maximum", "GT")
+lowering_rules[min_p] = _minmax_lowering("stablehlo.minimum", "LT")
+
+
 def _comparison(name: str, direction: str, category: str, doc: str):
     prim = _binary(name, category, None, doc, out_bool=True)
     def lower(ctx, x, y):
@@ -349,13 +386,17 @@ select_n_p = Primitive("select_n")
 
 def _select_n_abstract(which, *cases):
     if not cases:
-        raise TypeError("select_n needs at least one case.")
+        raise ValueError("select_n needs at least one case.")
     if which.dtype != np.bool_ and which.dtype != np.int32:
         raise TypeError(f"select_n's `which` must be bool or int32, got {which.dtype.name}.")
     if which.dtype == np.bool_ and len(cases) > 2:
         raise TypeError(f"select_n with a boolean `which` takes at most 2 cases, got {len(cases)}.")
     check_same_dtypes("select_n", *cases)
-    shape = check_same_shapes("select_n", *cases)
+    shape = cases[0].shape
+    if any(c.shape != shape for c in cases):
+        # Unlike arithmetic, select does not broadcast its cases (as in JAX).
+        raise TypeError(f"select_n cases must have the same shapes, got "
+                        f"{[c.shape for c in cases]}. Broadcast them first (plax.numpy.where does).")
     if which.shape not in ((), shape):
         raise TypeError(f"select_n's `which` must be a scalar or have the cases' shape {shape}, "
                         f"got shape {which.shape}.")
@@ -405,7 +446,6 @@ clamp_p = Primitive("clamp")
 
 
 def _clamp_abstract(lo, x, hi):
-    check_dtype("clamp", x, "real")
     check_same_dtypes("clamp", lo, x, hi)
     for name, b in (("min", lo), ("max", hi)):
         if b.shape not in ((), x.shape):
@@ -454,8 +494,9 @@ def convert_element_type(operand, new_dtype):
     from plax.core.trace import get_aval
     new_dtype = dtypes.canonicalize_dtype(dtypes.check_user_dtype(new_dtype, "new_dtype"))
     aval = get_aval(operand)
-    if aval.dtype == new_dtype and not aval.weak_type and not isinstance(operand, (int, float, builtins.complex)):
-        return operand
+    host = (np.ndarray, np.generic, int, float, builtins.complex)
+    if aval.dtype == new_dtype and not aval.weak_type and not isinstance(operand, host):
+        return operand  # an Array or tracer that already has the dtype; host values become Arrays
     return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=False, sharding=None)
 
 
@@ -470,18 +511,20 @@ bitcast_convert_type_p = Primitive("bitcast_convert_type")
 
 def _bitcast_abstract(x, *, new_dtype):
     old_bits, new_bits = dtypes.itemsize_bits(x.dtype), dtypes.itemsize_bits(new_dtype)
-    if x.dtype == np.bool_ or new_dtype == np.bool_:
-        if x.dtype != new_dtype:
-            raise TypeError("bitcast_convert_type does not convert to or from bool.")
+    special = [d for d in (x.dtype, new_dtype) if d == np.bool_ or dtypes.is_complex(d)]
+    if special and x.dtype != new_dtype:
+        raise TypeError(f"bitcast_convert_type does not convert to or from {special[0].name} "
+                        f"(got {x.dtype.name} to {new_dtype.name}); bool and complex values can "
+                        "only be bitcast to their own dtype.")
     if old_bits == new_bits:
         return ShapedArray(x.shape, new_dtype)
     if old_bits > new_bits:
         if old_bits % new_bits:
-            raise TypeError(f"bitcast_convert_type cannot split {x.dtype.name} into {new_dtype.name}.")
+            raise ValueError(f"bitcast_convert_type cannot split {x.dtype.name} into {new_dtype.name}.")
         return ShapedArray(x.shape + (old_bits // new_bits,), new_dtype)
     ratio = new_bits // old_bits
     if not x.shape or x.shape[-1] != ratio:
-        raise TypeError(f"bitcast_convert_type from {x.dtype.name} to {new_dtype.name} needs a "
+        raise ValueError(f"bitcast_convert_type from {x.dtype.name} to {new_dtype.name} needs a "
                         f"last dimension of size {ratio}, got shape {x.shape}.")
     return ShapedArray(x.shape[:-1], new_dtype)
 
@@ -498,6 +541,6 @@ def bitcast_convert_type(operand, new_dtype):
 
 
 globals().update(_PUBLIC)
-__all__ = sorted(_PUBLIC) + ["round", "conj", "integer_pow", "square", "select_n", "select",
+__all__ = sorted(_PUBLIC) + ["round", "conj", "integer_pow", "select_n", "select",
                              "clamp", "convert_element_type", "bitcast_convert_type",
                              "RoundingMethod"]
