@@ -8,11 +8,41 @@ from plax.core import dtypes
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, check_arraylike,
                              convert, promote_args, promote_args_inexact, promote_args_numeric,
                              promote_dtypes, promote_dtypes_inexact, promote_shapes, shape_of)
-from plax.core.trace import get_aval
+from plax.core.trace import Tracer, get_aval
+from plax.runtime.array import Array
+from plax.runtime.dispatch import array_from_host
 
 
 def _dtype(x):
     return get_aval(x).dtype
+
+
+def _const(value, like):
+    """A weakly typed scalar of ``like``'s dtype: it never changes the result's weak type."""
+    return convert(value, _dtype(like), True)
+
+
+def _full_like(x, value):
+    """``value`` in ``x``'s shape, dtype and weak type."""
+    return broadcast_to_shape(convert(value, _dtype(x), get_aval(x).weak_type), shape_of(x))
+
+
+def _promote_full(promote, name, *args):
+    """``promote(name, *args)``, then every argument, scalars too, broadcast to the common shape.
+
+    Needed before lax.select, which (as in JAX) does not broadcast its cases.
+    """
+    args = promote(name, *args)
+    shape = broadcast_shapes(*(shape_of(a) for a in args))
+    return [broadcast_to_shape(a, shape) for a in args]
+
+
+def _as_array(x):
+    """``x`` as a plax Array; a Python scalar keeps its weak type."""
+    if isinstance(x, (Array, Tracer)):
+        return x
+    aval = get_aval(x)
+    return array_from_host(x, aval.dtype, aval.weak_type)
 
 
 def _unary_inexact(lax_fn, name):
@@ -69,7 +99,6 @@ def log10(x, /):
     return lax.div(lax.log(x), lax.log(convert(10, _dtype(x))))
 
 
-add = _binary(lax.add, "add")
 subtract = _binary(lax.sub, "subtract")
 maximum = _binary(lax.max, "maximum")
 minimum = _binary(lax.min, "minimum")
@@ -78,10 +107,31 @@ atan2 = arctan2
 nextafter = _binary(lax.nextafter, "nextafter", promote_args_inexact)
 equal = _binary(lax.eq, "equal")
 not_equal = _binary(lax.ne, "not_equal")
-less = _binary(lax.lt, "less")
-less_equal = _binary(lax.le, "less_equal")
-greater = _binary(lax.gt, "greater")
-greater_equal = _binary(lax.ge, "greater_equal")
+
+
+def add(x, y, /):
+    """Elementwise sum (logical OR for booleans)."""
+    x, y = promote_args("add", x, y)
+    return lax.bitwise_or(x, y) if _dtype(x) == np.bool_ else lax.add(x, y)
+
+
+def _ordering(lax_fn, strict_fn, name):
+    """An order comparison; complex numbers compare lexicographically (real part first)."""
+    def fn(x, y, /):
+        x, y = promote_args(name, x, y)
+        if not dtypes.is_complex(_dtype(x)):
+            return lax_fn(x, y)
+        rx, ry, ix, iy = lax.real(x), lax.real(y), lax.imag(x), lax.imag(y)
+        return lax.bitwise_or(strict_fn(rx, ry), lax.bitwise_and(lax.eq(rx, ry), lax_fn(ix, iy)))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name}, as numpy.{name} (complex values compare lexicographically)."
+    return fn
+
+
+less = _ordering(lax.lt, lax.lt, "less")
+less_equal = _ordering(lax.le, lax.lt, "less_equal")
+greater = _ordering(lax.gt, lax.gt, "greater")
+greater_equal = _ordering(lax.ge, lax.gt, "greater_equal")
 
 
 def multiply(x, y, /):
@@ -119,7 +169,13 @@ invert = bitwise_invert = bitwise_not
 
 
 def _to_bool(x):
-    return convert(as_operand(x), np.bool_) if _dtype(as_operand(x)) != np.bool_ else as_operand(x)
+    x = as_operand(x)
+    dt = _dtype(x)
+    if dt == np.bool_:
+        return x
+    if dtypes.is_complex(dt):  # a conversion would drop the imaginary part
+        return lax.ne(x, _const(0, x))
+    return convert(x, np.bool_)
 
 
 def logical_and(x, y, /):
@@ -173,7 +229,7 @@ divide = true_divide
 
 
 def _zero_like(x):
-    return convert(0, _dtype(x), False)
+    return _const(0, x)
 
 
 def floor_divide(x, y, /):
@@ -187,7 +243,7 @@ def floor_divide(x, y, /):
         r = lax.rem(x, y)
         fix = lax.bitwise_and(lax.ne(r, _zero_like(r)),
                               lax.ne(lax.lt(x, _zero_like(x)), lax.lt(y, _zero_like(y))))
-        return lax.select(fix, lax.sub(q, convert(1, dt)), q)
+        return lax.select(fix, lax.sub(q, _const(1, q)), q)
     if dtypes.is_complex(dt):
         raise TypeError("floor_divide does not support complex numbers.")
     return _float_divmod(x, y)[0]
@@ -195,16 +251,17 @@ def floor_divide(x, y, /):
 
 def _float_divmod(x, y):
     """Floor quotient and remainder with NumPy's rounding (the quotient of (x - mod) / y)."""
-    dt = _dtype(x)
     mod = lax.rem(x, y)
     div = lax.div(lax.sub(x, mod), y)
     fix = lax.bitwise_and(lax.ne(mod, _zero_like(mod)),
                           lax.ne(lax.lt(y, _zero_like(y)), lax.lt(mod, _zero_like(mod))))
     mod = lax.select(fix, lax.add(mod, y), mod)
-    div = lax.select(fix, lax.sub(div, convert(1, dt)), div)
+    div = lax.select(fix, lax.sub(div, _const(1, div)), div)
     floordiv = lax.floor(div)
-    floordiv = lax.select(lax.gt(lax.sub(div, floordiv), convert(0.5, dt)),
-                          lax.add(floordiv, convert(1, dt)), floordiv)
+    floordiv = lax.select(lax.gt(lax.sub(div, floordiv), _const(0.5, div)),
+                          lax.add(floordiv, _const(1, div)), floordiv)
+    # x // 0 is x / 0 (+-inf, or nan for 0 // 0) as in NumPy, not the nan of (x - nan) / 0.
+    floordiv = lax.select(lax.eq(y, _zero_like(y)), lax.div(x, y), floordiv)
     return floordiv, mod
 
 
@@ -240,17 +297,16 @@ def power(x, y, /):
     """Elementwise x ** y; integer powers of integers are computed exactly."""
     check_arraylike("power", x, y)
     if type(y) is int and not isinstance(x, (int, float, complex)):
+        # A static exponent: exact repeated multiplication (negative ones need an inexact x).
         x = as_operand(x)
-        xd = _dtype(x)
-        if dtypes.is_inexact(xd) or y >= 0:
-            if dtypes.is_bool(xd):
-                x = convert(x, dtypes.default_int_dtype())
-            return lax.integer_pow(x, y)
+        if dtypes.is_bool(_dtype(x)):
+            x = convert(x, dtypes.default_int_dtype())
+        return lax.integer_pow(x, y)
     x, y = promote_args_numeric("power", x, y)
     dt = _dtype(x)
     if dtypes.is_inexact(dt):
         return lax.pow(x, y)
-    return _integer_power(x, y)
+    return _integer_power(*_promote_full(promote_args, "power", x, y))
 
 
 pow = power
@@ -262,8 +318,8 @@ def _integer_power(x, y):
     Negative exponents give 0, except for bases 1 and -1, as in JAX.
     """
     dt = _dtype(x)
-    zero, one = convert(0, dt), convert(1, dt)
-    ones = lax.add(lax.mul(x, zero), one)
+    zero, one = _const(0, x), _const(1, x)
+    ones = _full_like(x, 1)
     negative = lax.lt(y, zero) if not dtypes.is_unsigned(dt) else None
     e = y if negative is None else lax.select(negative, lax.mul(y, zero), y)
     acc, base = ones, x
@@ -277,17 +333,13 @@ def _integer_power(x, y):
     y_odd = lax.ne(lax.bitwise_and(y, one), zero)
     minus_one_pow = lax.select(y_odd, lax.neg(ones), ones)
     neg_result = lax.select(lax.eq(x, one), ones,
-                            lax.select(lax.eq(x, lax.neg(one)), minus_one_pow, lax.mul(x, zero)))
+                            lax.select(lax.eq(x, lax.neg(one)), minus_one_pow, _full_like(x, 0)))
     return lax.select(negative, neg_result, acc)
 
 
 def float_power(x, y, /):
-    """Elementwise x ** y in the widest available float type."""
-    check_arraylike("float_power", x, y)
-    dt = dtypes.canonicalize_dtype(np.complex128 if any(
-        dtypes.is_complex(_dtype(as_operand(a))) for a in (x, y)) else np.float64)
-    x, y = promote_args("float_power", convert(as_operand(x), dt), convert(as_operand(y), dt))
-    return lax.pow(x, y)
+    """Elementwise x ** y in an inexact dtype (as JAX: not widened to float64)."""
+    return lax.pow(*promote_args_inexact("float_power", x, y))
 
 
 def negative(x, /):
@@ -303,7 +355,8 @@ def negative(x, /):
 def positive(x, /):
     """Elementwise +x (a copy of x)."""
     check_arraylike("positive", x)
-    return as_operand(x) if not isinstance(x, (int, float, complex)) else as_operand(x)
+    (x,) = promote_args("positive", x)
+    return _as_array(x)
 
 
 def absolute(x, /):
@@ -312,7 +365,7 @@ def absolute(x, /):
     (x,) = promote_args("absolute", x)
     dt = _dtype(x)
     if dtypes.is_unsigned(dt) or dtypes.is_bool(dt):
-        return x
+        return _as_array(x)
     return lax.abs(x)
 
 
@@ -331,8 +384,6 @@ def sign(x, /):
     """Elementwise sign (-1, 0, 1)."""
     check_arraylike("sign", x)
     (x,) = promote_args("sign", x)
-    if _dtype(x) == np.bool_:
-        return x
     return lax.sign(x)
 
 
@@ -340,14 +391,14 @@ def floor(x, /):
     """Elementwise floor (integers unchanged)."""
     check_arraylike("floor", x)
     (x,) = promote_args("floor", x)
-    return lax.floor(x) if dtypes.is_inexact(_dtype(x)) else x
+    return lax.floor(x) if dtypes.is_inexact(_dtype(x)) else _as_array(x)
 
 
 def ceil(x, /):
     """Elementwise ceiling (integers unchanged)."""
     check_arraylike("ceil", x)
     (x,) = promote_args("ceil", x)
-    return lax.ceil(x) if dtypes.is_inexact(_dtype(x)) else x
+    return lax.ceil(x) if dtypes.is_inexact(_dtype(x)) else _as_array(x)
 
 
 def trunc(x, /):
@@ -355,7 +406,7 @@ def trunc(x, /):
     check_arraylike("trunc", x)
     (x,) = promote_args("trunc", x)
     if not dtypes.is_inexact(_dtype(x)):
-        return x
+        return _as_array(x)
     return lax.select(lax.lt(x, _zero_like(x)), lax.ceil(x), lax.floor(x))
 
 
@@ -371,7 +422,7 @@ def round(a, decimals: int = 0, out=None):
     dt = _dtype(a)
     if not dtypes.is_inexact(dt):
         if decimals >= 0:
-            return a
+            return _as_array(a)
         as_float = convert(a, dtypes.default_float_dtype())
         return convert(_round_float(as_float, decimals, _dtype(as_float)), dt)
     if dtypes.is_complex(dt):
@@ -382,8 +433,7 @@ def round(a, decimals: int = 0, out=None):
 def _round_float(x, decimals, dt):
     if decimals == 0:
         return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
-    real_dt = _dtype(x)
-    factor = convert(10.0 ** decimals, real_dt)
+    factor = _const(10.0 ** decimals, x)
     return lax.div(lax.round(lax.mul(x, factor), lax.RoundingMethod.TO_NEAREST_EVEN), factor)
 
 
@@ -401,7 +451,7 @@ def square(x, /):
     """Elementwise x * x."""
     check_arraylike("square", x)
     (x,) = promote_args_numeric("square", x)
-    return lax.integer_pow(x, 2)
+    return lax.square(x)
 
 
 def reciprocal(x, /):
@@ -414,42 +464,54 @@ def reciprocal(x, /):
 def deg2rad(x, /):
     """Degrees to radians."""
     (x,) = promote_args_inexact("deg2rad", x)
-    return lax.mul(x, convert(np.pi / 180, _dtype(x)))
+    return lax.mul(x, _const(np.pi / 180, x))
 
 
 def rad2deg(x, /):
     """Radians to degrees."""
     (x,) = promote_args_inexact("rad2deg", x)
-    return lax.mul(x, convert(180 / np.pi, _dtype(x)))
+    return lax.mul(x, _const(180 / np.pi, x))
 
 
 radians, degrees = deg2rad, rad2deg
 
 
 def hypot(x, y, /):
-    """Elementwise sqrt(x**2 + y**2), without needless overflow."""
-    x, y = promote_args_inexact("hypot", x, y)
+    """Elementwise sqrt(x**2 + y**2), without needless overflow (inf if either is inf)."""
+    x, y = _promote_full(promote_args_inexact, "hypot", x, y)
+    if dtypes.is_complex(_dtype(x)):
+        raise ValueError("plax.numpy.hypot is not defined for complex inputs; pass abs(x) instead.")
     x, y = lax.abs(x), lax.abs(y)
     big, small = lax.max(x, y), lax.min(x, y)
-    safe = lax.select(lax.eq(big, _zero_like(big)), lax.add(_zero_like(big), convert(1, _dtype(big))), big)
+    safe = lax.select(lax.eq(big, _zero_like(big)), _full_like(big, 1), big)
     ratio = lax.div(small, safe)
-    r = lax.mul(big, lax.sqrt(lax.add(convert(1, _dtype(big)), lax.mul(ratio, ratio))))
-    return lax.select(lax.eq(small, lax.abs(convert(np.inf, _dtype(big)))), small, r)
+    r = lax.mul(big, lax.sqrt(lax.add(_const(1, big), lax.mul(ratio, ratio))))
+    inf = _const(np.inf, x)
+    return lax.select(lax.bitwise_or(lax.eq(x, inf), lax.eq(y, inf)), _full_like(x, np.inf), r)
 
 
 def logaddexp(x, y, /):
     """Elementwise log(exp(x) + exp(y)), computed stably."""
     x, y = promote_args_inexact("logaddexp", x, y)
+    if dtypes.is_complex(_dtype(x)):
+        return _complex_logaddexp(*_promote_full(promote_args, "logaddexp", x, y))
     amax = lax.max(x, y)
     delta = lax.sub(x, y)
     stable = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
     return lax.select(lax.ne(delta, delta), lax.add(x, y), stable)
 
 
+def _complex_logaddexp(x, y):
+    """a + log1p(exp(b - a)), with a the argument of larger real part."""
+    x_first = lax.ge(lax.real(x), lax.real(y))
+    a, b = lax.select(x_first, x, y), lax.select(x_first, y, x)
+    return lax.add(a, lax.log1p(lax.exp(lax.sub(b, a))))
+
+
 def logaddexp2(x, y, /):
     """Elementwise log2(2**x + 2**y), computed stably."""
     x, y = promote_args_inexact("logaddexp2", x, y)
-    ln2 = convert(np.log(2), _dtype(x))
+    ln2 = _const(np.log(2), x)
     return lax.div(logaddexp(lax.mul(x, ln2), lax.mul(y, ln2)), ln2)
 
 
@@ -457,8 +519,6 @@ def isnan(x, /):
     """Elementwise test for NaN."""
     check_arraylike("isnan", x)
     x = as_operand(x)
-    if not dtypes.is_inexact(_dtype(x)):
-        return lax.ne(x, x) if not isinstance(x, (int, float, complex, bool)) else np.bool_(False)
     return lax.ne(x, x)
 
 
@@ -471,23 +531,31 @@ def isinf(x, /):
         return logical_or(isinf(lax.real(x)), isinf(lax.imag(x)))
     if not dtypes.is_float(dt):
         return lax.ne(x, x)
-    return lax.eq(lax.abs(x), convert(np.inf, dt))
+    return lax.eq(lax.abs(x), _const(np.inf, x))
+
+
+def _check_not_complex(name, x):
+    if dtypes.is_complex(_dtype(x)):
+        raise ValueError(f"plax.numpy.{name} is not defined for complex inputs "
+                         f"(got {_dtype(x).name}); apply it to the real and imaginary parts.")
 
 
 def isposinf(x, /):
     """Elementwise test for +inf."""
     (x,) = promote_args("isposinf", x)
+    _check_not_complex("isposinf", x)
     if not dtypes.is_float(_dtype(x)):
         return lax.ne(x, x)
-    return lax.eq(x, convert(np.inf, _dtype(x)))
+    return lax.eq(x, _const(np.inf, x))
 
 
 def isneginf(x, /):
     """Elementwise test for -inf."""
     (x,) = promote_args("isneginf", x)
+    _check_not_complex("isneginf", x)
     if not dtypes.is_float(_dtype(x)):
         return lax.ne(x, x)
-    return lax.eq(x, convert(-np.inf, _dtype(x)))
+    return lax.eq(x, _const(-np.inf, x))
 
 
 def isfinite(x, /):
@@ -511,15 +579,14 @@ def signbit(x, /):
         return lax.ne(x, x)
     if dtypes.is_integer(dt):
         return lax.lt(x, _zero_like(x))
-    if dtypes.is_complex(dt):
-        raise TypeError("signbit does not support complex numbers.")
+    _check_not_complex("signbit", x)
     int_dt = {16: np.int16, 32: np.int32, 64: np.int64}[dtypes.itemsize_bits(dt)]
     return lax.lt(lax.bitcast_convert_type(x, int_dt), convert(0, int_dt))
 
 
 def copysign(x, y, /):
     """The magnitude of x with the sign of y."""
-    x, y = promote_args_inexact("copysign", x, y)
+    x, y = _promote_full(promote_args_inexact, "copysign", x, y)
     if dtypes.is_complex(_dtype(x)):
         raise TypeError("copysign does not support complex numbers.")
     return lax.select(signbit(y), lax.neg(lax.abs(x)), lax.abs(x))
@@ -527,13 +594,13 @@ def copysign(x, y, /):
 
 def fmax(x, y, /):
     """Elementwise maximum that ignores NaNs."""
-    x, y = promote_args("fmax", x, y)
+    x, y = _promote_full(promote_args, "fmax", x, y)
     return lax.select(lax.ne(x, x), y, lax.select(lax.ne(y, y), x, lax.max(x, y)))
 
 
 def fmin(x, y, /):
     """Elementwise minimum that ignores NaNs."""
-    x, y = promote_args("fmin", x, y)
+    x, y = _promote_full(promote_args, "fmin", x, y)
     return lax.select(lax.ne(x, x), y, lax.select(lax.ne(y, y), x, lax.min(x, y)))
 
 
@@ -541,22 +608,21 @@ def real(x, /):
     """The real part (real inputs are returned unchanged)."""
     check_arraylike("real", x)
     x = as_operand(x)
-    return lax.real(x) if dtypes.is_complex(_dtype(x)) else x
+    return lax.real(x) if dtypes.is_complex(_dtype(x)) else _as_array(x)
 
 
 def imag(x, /):
     """The imaginary part (zeros for real inputs)."""
     check_arraylike("imag", x)
     x = as_operand(x)
-    return lax.imag(x) if dtypes.is_complex(_dtype(x)) else lax.mul(x, _zero_like(x)) \
-        if not isinstance(x, (int, float, bool)) else _zero_like(x)
+    return lax.imag(x) if dtypes.is_complex(_dtype(x)) else _as_array(_full_like(x, 0))
 
 
 def conjugate(x, /):
     """The complex conjugate (real inputs are returned unchanged)."""
     check_arraylike("conjugate", x)
     x = as_operand(x)
-    return lax.conj(x) if dtypes.is_complex(_dtype(x)) else x
+    return lax.conj(x) if dtypes.is_complex(_dtype(x)) else _as_array(x)
 
 
 conj = conjugate
@@ -568,19 +634,18 @@ def angle(z, deg: bool = False):
     if dtypes.is_complex(_dtype(z)):
         re, im = lax.real(z), lax.imag(z)
     else:
-        re, im = z, lax.mul(z, _zero_like(z))
+        re, im = z, _full_like(z, 0)  # not z * 0, which is -0.0 (angle -pi) for negative z
     out = lax.atan2(im, re)
     return rad2deg(out) if deg else out
 
 
 def heaviside(x1, x2, /):
     """0 where x1 < 0, x2 where x1 == 0, 1 where x1 > 0."""
-    x1, x2 = promote_args_inexact("heaviside", x1, x2)
+    x1, x2 = _promote_full(promote_args_inexact, "heaviside", x1, x2)
     zero = _zero_like(x1)
-    one = convert(1, _dtype(x1))
-    return lax.select(lax.lt(x1, zero), lax.add(lax.mul(x1, zero), zero),
-                      lax.select(lax.eq(x1, zero), lax.add(lax.mul(x1, zero), x2),
-                                 lax.add(lax.mul(x1, zero), one)))
+    out = lax.select(lax.lt(x1, zero), _full_like(x1, 0),
+                     lax.select(lax.eq(x1, zero), x2, _full_like(x1, 1)))
+    return lax.select(lax.ne(x1, x1), x1, out)  # NaN stays NaN
 
 
 def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):

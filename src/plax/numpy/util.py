@@ -45,6 +45,8 @@ def convert(x, dtype, weak_type: bool = False):
     if type(x) in _SCALARS or isinstance(x, (np.ndarray, np.generic)):
         if type(x) is complex and not dtypes.is_complex(dtype):
             x = x.real
+        if type(x) is int and dtypes.is_integer(dtype):
+            x = np.asarray(x).astype(dtype)  # out-of-range ints wrap around, as in JAX
         return weak_host_value(x, dtype) if weak_type else np.asarray(x, dtype)
     aval = get_aval(x)
     if aval.dtype == dtype and aval.weak_type == weak_type:
