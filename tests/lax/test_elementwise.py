@@ -351,6 +351,18 @@ def test_float_special_values():
                 np.nextafter(x, m23(0, 0, 1, 1, -1, 0)), F32, rtol=0)
 
 
+def test_pow_with_an_integer_exponent():
+    x, n = m23(1.5, 2, 0, -2, 0.5, 3), m23(2, -1, -2, 3, 0, 1, dtype=I32)
+    with np.errstate(divide="ignore"):
+        check_close(lax.pow(x, n), np.power(wide(x), n), F32)
+    check_close(lax.pow(np.complex64([1j, 2]), np.int8([3, -1])), [-1j, 0.5], C64)
+    assert "c:f32[2,3] = pow a b" in str(plax.make_jaxpr(lax.pow)(x, n))
+    with pytest.raises(TypeError, match="pow does not accept dtype int32 for argument x"):
+        lax.pow(n, x)
+    with pytest.raises(TypeError, match="lax.pow requires arguments to have the same dtypes"):
+        lax.pow(x, x.astype(np.float16))
+
+
 # --- integer_pow and round ------------------------------------------------------------------
 @pytest.mark.parametrize("dtype,exponents", [(F32, [-3, -1, 0, 1, 2, 5]), (BF16, [-1, 3]),
                                              (C64, [-2, 3]), (I32, [0, 3])])

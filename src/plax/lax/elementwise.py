@@ -283,7 +283,28 @@ div_p = _binary("div", "numeric", "stablehlo.divide",
                 "Elementwise x / y (rounds toward zero for integers).")
 rem_p = _binary("rem", "real_numeric", "stablehlo.remainder",
                 "Elementwise remainder with the sign of x (C's fmod).")
-pow_p = _binary("pow", "inexact", "stablehlo.power", "Elementwise x ** y.")
+pow_p = _binary("pow", "inexact", "stablehlo.power", "Elementwise x ** y (y may be an integer array).")
+
+
+def _pow_abstract(x, y):
+    """As JAX: an inexact base, and an exponent of the base's dtype or of any integer dtype."""
+    check_dtype("pow", x, "inexact", "x")
+    if not dtypes.is_integer(y.dtype):
+        check_same_dtypes("pow", x, y)
+    return ShapedArray(check_same_shapes("pow", x, y), x.dtype, weak_of(x, y))
+
+
+def _pow_lowering(ctx, x, y):
+    (ax, ay), out = ctx.avals_in, ctx.avals_out[0]
+    y_aval = ay.update(dtype=ax.dtype)
+    y = ctx.convert(y, ay, y_aval)  # an integer exponent becomes the base's dtype
+    x = ctx.broadcast(x, ax, out, range(ax.ndim) if ax.ndim else ())
+    y = ctx.broadcast(y, y_aval, out, range(ay.ndim) if ay.ndim else ())
+    return ctx.op1("stablehlo.power", [x, y], [out, out])
+
+
+abstract_eval_rules[pow_p] = _pow_abstract
+lowering_rules[pow_p] = _pow_lowering
 max_p = _binary("max", "any", "stablehlo.maximum",
                 "Elementwise maximum (NaN propagates; complex values compare lexicographically).")
 min_p = _binary("min", "any", "stablehlo.minimum",
