@@ -95,3 +95,16 @@ def as_int_tuple(values, name: str) -> tuple:
 def operator_index(v):
     import operator
     return operator.index(v)
+
+
+def complex_extremum(ctx, direction: str, a: str, b: str, aval: ShapedArray) -> str:
+    """Lowering of max (GT) or min (LT) of complex values, ordered by (real, imag) as JAX does.
+
+    XLA's own complex maximum/minimum is not lexicographic.
+    """
+    part = aval.update(dtype=np.float64 if aval.dtype == np.complex128 else np.float32)
+    ra, rb = (ctx.op1("stablehlo.real", [v], [aval], part) for v in (a, b))
+    ia, ib = (ctx.op1("stablehlo.imag", [v], [aval], part) for v in (a, b))
+    take_a = ctx.select(ctx.compare("EQ", ra, rb, part), ctx.compare(direction, ia, ib, part),
+                        ctx.compare(direction, ra, rb, part), aval.update(dtype=np.bool_))
+    return ctx.select(take_a, a, b, aval)

@@ -14,8 +14,9 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
+from plax.core.jaxpr import param_printers
 from plax.core.primitive import Primitive, abstract_eval_rules
-from plax.lax.common import check_dtype, check_same_dtypes, check_same_shapes, weak_of
+from plax.lax.common import complex_extremum, check_dtype, check_same_dtypes, check_same_shapes, weak_of
 from plax.lowering.stablehlo import lowering_rules
 
 _PUBLIC: dict = {}
@@ -109,7 +110,7 @@ def _sign_lowering(ctx, x):
     if dtypes.is_unsigned(aval.dtype):
         zero = ctx.broadcast(ctx.constant(0, ShapedArray((), aval.dtype)),
                              ShapedArray((), aval.dtype), aval)
-        nz = _compare(ctx, "NE", x, zero, aval)
+        nz = ctx.compare("NE", x, zero, aval)
         return ctx.convert(nz, aval.update(dtype=np.bool_), aval)
     return ctx.op1("stablehlo.sign", [x])
 
@@ -339,20 +340,6 @@ _public("complex", lambda x, y: complex_p.bind(x, y),
         "Build a complex array from real and imaginary parts.")
 
 
-def _compare_type(dtype) -> str:
-    if dtypes.is_inexact(dtype):
-        return "FLOAT"
-    if dtypes.is_unsigned(dtype) or dtypes.is_bool(dtype):
-        return "UNSIGNED"
-    return "SIGNED"
-
-
-def _compare(ctx, direction: str, x: str, y: str, aval: ShapedArray) -> str:
-    return ctx.op1("stablehlo.compare", [x, y], [aval, aval], ShapedArray(aval.shape, np.bool_),
-                   props=f"comparison_direction = #stablehlo<comparison_direction {direction}>, "
-                         f"compare_type = #stablehlo<comparison_type {_compare_type(aval.dtype)}>")
-
-
 def _minmax_lowering(hlo_op: str, direction: str):
     """XLA's own complex maximum/minimum is not lexicographic: compare (real, imag) by hand."""
     real_rule = _simple_lowering(hlo_op)
@@ -364,15 +351,7 @@ def _minmax_lowering(hlo_op: str, direction: str):
         (ax, ay), full = ctx.avals_in, out
         x = ctx.broadcast(x, ax, full, range(ax.ndim) if ax.ndim else ())
         y = ctx.broadcast(y, ay, full, range(ay.ndim) if ay.ndim else ())
-        part = full.update(dtype=_real_dtype(full.dtype))
-        rx, ry = (ctx.op1("stablehlo.real", [v], [full], part) for v in (x, y))
-        ix, iy = (ctx.op1("stablehlo.imag", [v], [full], part) for v in (x, y))
-        pred = full.update(dtype=np.bool_)
-        take_x = ctx.op1("stablehlo.select", [_compare(ctx, "EQ", rx, ry, part),
-                                              _compare(ctx, direction, ix, iy, part),
-                                              _compare(ctx, direction, rx, ry, part)],
-                         [pred, pred, pred], pred)
-        return ctx.op1("stablehlo.select", [take_x, x, y], [pred, full, full], full)
+        return complex_extremum(ctx, direction, x, y, full)
     return rule
 
 
@@ -387,7 +366,7 @@ def _comparison(name: str, direction: str, category: str, doc: str):
         (ax, ay), full = ctx.avals_in, ctx.avals_in[0].update(shape=shape)
         x = ctx.broadcast(x, ax, full, range(ax.ndim) if ax.ndim else ())
         y = ctx.broadcast(y, ay, full, range(ay.ndim) if ay.ndim else ())
-        return _compare(ctx, direction, x, y, full)
+        return ctx.compare(direction, x, y, full)
 
     lowering_rules[prim] = lower
     return prim
@@ -440,7 +419,7 @@ def _select_n_lowering(ctx, which, *cases):
         else:
             bound = ctx.broadcast(ctx.constant(mid, ShapedArray((), np.int32)),
                                   ShapedArray((), np.int32), wfull)
-            pred = _compare(ctx, "LT", which, bound, wfull)
+            pred = ctx.compare("LT", which, bound, wfull)
             return ctx.op1("stablehlo.select", [pred, pick(lo, mid), pick(mid, hi)],
                            [wfull.update(dtype=np.bool_), out, out])
         return ctx.op1("stablehlo.select", [pred, pick(mid, hi), pick(lo, mid)],
@@ -500,7 +479,7 @@ def _convert_lowering(ctx, x, *, new_dtype, weak_type, sharding=None):
         ain = real_aval
     if aout.dtype == np.bool_ and ain.dtype != np.bool_:
         zero = ctx.broadcast(ctx.constant(0, ShapedArray((), ain.dtype)), ShapedArray((), ain.dtype), ain)
-        return _compare(ctx, "NE", x, zero, ain)
+        return ctx.compare("NE", x, zero, ain)
     if ain.dtype == aout.dtype:
         return x
     return ctx.op1("stablehlo.convert", [x], [ain], aout)
@@ -508,6 +487,8 @@ def _convert_lowering(ctx, x, *, new_dtype, weak_type, sharding=None):
 
 abstract_eval_rules[convert_element_type_p] = _convert_abstract
 lowering_rules[convert_element_type_p] = _convert_lowering
+param_printers[convert_element_type_p] = lambda p: {
+    k: v for k, v in p.items() if not (k == "sharding" and v is None)}
 
 
 def convert_element_type(operand, new_dtype):

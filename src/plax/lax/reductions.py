@@ -14,7 +14,7 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive, abstract_eval_rules
-from plax.lax.common import as_int_tuple, check_dtype
+from plax.lax.common import as_int_tuple, check_dtype, complex_extremum
 from plax.lowering.stablehlo import i64_array, lowering_rules
 
 __all__ = ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or",
@@ -23,39 +23,13 @@ __all__ = ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and"
 
 
 # --- scalar combiners, shared by reduce and reduce_window regions ---------------------
-def _compare_type(dtype) -> str:
-    if dtypes.is_inexact(dtype):
-        return "FLOAT"
-    if dtypes.is_unsigned(dtype) or dtypes.is_bool(dtype):
-        return "UNSIGNED"
-    return "SIGNED"
-
-
-def _cmp(ctx, direction: str, a: str, b: str, aval: ShapedArray) -> str:
-    return ctx.op1("stablehlo.compare", [a, b], [aval, aval], aval.update(dtype=np.bool_),
-                   props=f"comparison_direction = #stablehlo<comparison_direction {direction}>, "
-                         f"compare_type = #stablehlo<comparison_type {_compare_type(aval.dtype)}>")
-
-
 def _binop(op: str):
     return lambda ctx, a, b, aval: ctx.op1(op, [a, b], [aval, aval], aval)
 
 
-def _select(ctx, pred: str, a: str, b: str, aval: ShapedArray) -> str:
-    return ctx.op1("stablehlo.select", [pred, a, b], [aval.update(dtype=np.bool_), aval, aval], aval)
-
-
 def _complex_extremum(direction: str):
     """Max/min of complex numbers ordered lexicographically by (real, imag)."""
-    def combine(ctx, a, b, aval):
-        part = aval.update(dtype=np.float64 if aval.dtype == np.complex128 else np.float32)
-        ra, rb = (ctx.op1("stablehlo.real", [v], [aval], part) for v in (a, b))
-        ia, ib = (ctx.op1("stablehlo.imag", [v], [aval], part) for v in (a, b))
-        pred = aval.update(dtype=np.bool_)
-        take_a = _select(ctx, _cmp(ctx, "EQ", ra, rb, part), _cmp(ctx, direction, ia, ib, part),
-                         _cmp(ctx, direction, ra, rb, part), pred)
-        return _select(ctx, take_a, a, b, aval)
-    return combine
+    return lambda ctx, a, b, aval: complex_extremum(ctx, direction, a, b, aval)
 
 
 def _extremum(op: str, bool_op: str, direction: str):
@@ -80,7 +54,7 @@ def _logaddexp(ctx, a, b, aval):
     hi = ctx.op1("stablehlo.maximum", [a, b], [aval, aval], aval)
     lo = ctx.op1("stablehlo.minimum", [a, b], [aval, aval], aval)
     finite = ctx.op1("stablehlo.is_finite", [hi], [aval], aval.update(dtype=np.bool_))
-    diff = _select(ctx, finite, ctx.op1("stablehlo.subtract", [lo, hi], [aval, aval], aval),
+    diff = ctx.select(finite, ctx.op1("stablehlo.subtract", [lo, hi], [aval, aval], aval),
                    ctx.constant(-np.inf, aval), aval)
     tail = ctx.op1("stablehlo.log_plus_one", [ctx.op1("stablehlo.exponential", [diff], [aval], aval)],
                    [aval], aval)
@@ -206,18 +180,18 @@ def _arg_reduction(name: str, direction: str, identity):
     def combine(ctx, va, ia, vb, ib, vaval, iaval):
         """Keep the pair that wins; ties (and two NaNs) go to the lower index."""
         pred = vaval.update(dtype=np.bool_)
-        a_wins = _cmp(ctx, direction, va, vb, vaval)
-        tie = _cmp(ctx, "EQ", va, vb, vaval)
+        a_wins = ctx.compare(direction, va, vb, vaval)
+        tie = ctx.compare("EQ", va, vb, vaval)
         if dtypes.is_inexact(vaval.dtype):
-            a_nan, b_nan = _cmp(ctx, "NE", va, va, vaval), _cmp(ctx, "NE", vb, vb, vaval)
+            a_nan, b_nan = ctx.compare("NE", va, va, vaval), ctx.compare("NE", vb, vb, vaval)
             b_num = ctx.op1("stablehlo.not", [b_nan], [pred], pred)
             a_wins = _binop("stablehlo.or")(ctx, a_wins, _binop("stablehlo.and")(ctx, a_nan, b_num, pred),
                                             pred)
             tie = _binop("stablehlo.or")(ctx, tie, _binop("stablehlo.and")(ctx, a_nan, b_nan, pred), pred)
-        a_first = _cmp(ctx, "LT", ia, ib, iaval)
+        a_first = ctx.compare("LT", ia, ib, iaval)
         take_a = _binop("stablehlo.or")(ctx, a_wins, _binop("stablehlo.and")(ctx, tie, a_first, pred),
                                         pred)
-        return [_select(ctx, take_a, va, vb, vaval), _select(ctx, take_a, ia, ib, iaval)]
+        return [ctx.select(take_a, va, vb, vaval), ctx.select(take_a, ia, ib, iaval)]
 
     def lower(ctx, x, *, axes, index_dtype):
         ain, aout = ctx.avals_in[0], ctx.avals_out[0]

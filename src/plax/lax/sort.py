@@ -28,20 +28,11 @@ def _canonical_axis(axis, ndim: int) -> int:
 
 
 # --- the comparator ---------------------------------------------------------------------
-def _compare(ctx, direction: str, a: str, b: str, aval: ShapedArray, kind: str) -> str:
-    return ctx.op1("stablehlo.compare", [a, b], [aval, aval], aval.update(dtype=np.bool_),
-                   props=f"comparison_direction = #stablehlo<comparison_direction {direction}>, "
-                         f"compare_type = #stablehlo<comparison_type {kind}>")
-
-
 def _canonical_float(ctx, x: str, aval: ShapedArray) -> str:
     """``x`` with -0.0 turned into 0.0 and every NaN into one quiet NaN."""
-    pred = aval.update(dtype=np.bool_)
     zero, nan = ctx.constant(0, aval), ctx.constant(np.nan, aval)
-    x = ctx.op1("stablehlo.select", [_compare(ctx, "EQ", x, zero, aval, "FLOAT"), zero, x],
-                [pred, aval, aval], aval)
-    return ctx.op1("stablehlo.select", [_compare(ctx, "NE", x, x, aval, "FLOAT"), nan, x],
-                   [pred, aval, aval], aval)
+    x = ctx.select(ctx.compare("EQ", x, zero, aval), zero, x, aval)
+    return ctx.select(ctx.compare("NE", x, x, aval), nan, x, aval)
 
 
 def _key_parts(ctx, x: str, aval: ShapedArray):
@@ -63,11 +54,11 @@ def _less_than(ctx, lhs, rhs, avals) -> str:
     pred = ShapedArray((), np.bool_)
     less = None
     for (l, aval, kind), (r, _, _) in reversed(list(zip(lparts, rparts))):
-        lt = _compare(ctx, "LT", l, r, aval, kind)
+        lt = ctx.compare("LT", l, r, aval, kind)
         if less is None:
             less = lt
             continue
-        eq = _compare(ctx, "EQ", l, r, aval, kind)
+        eq = ctx.compare("EQ", l, r, aval, kind)
         tail = ctx.op1("stablehlo.and", [eq, less], [pred, pred], pred)
         less = ctx.op1("stablehlo.or", [lt, tail], [pred, pred], pred)
     return less

@@ -75,6 +75,15 @@ def _nest(items: list, shape) -> str:
                            for i in range(shape[0])) + "]"
 
 
+def compare_type(dtype) -> str:
+    """StableHLO's comparison_type for values of ``dtype``."""
+    if dtypes.is_inexact(dtype):
+        return "FLOAT"
+    if dtypes.is_unsigned(dtype) or dtypes.is_bool(dtype):
+        return "UNSIGNED"
+    return "SIGNED"
+
+
 class FunctionBuilder:
     """Collects the body of one ``func.func``."""
 
@@ -146,6 +155,17 @@ class RuleContext:
     def constant(self, value, aval: ShapedArray) -> str:
         return self.fn.emit("stablehlo.constant", [], [], [tensor_type(aval)],
                             props=f"value = {dense_elements(value, aval)}")[0]
+
+    def compare(self, direction: str, x: str, y: str, aval: ShapedArray, kind: str | None = None) -> str:
+        """``x <direction> y`` elementwise (EQ, NE, LT, LE, GT, GE) on operands of type ``aval``."""
+        return self.op1("stablehlo.compare", [x, y], [aval, aval], aval.update(dtype=np.bool_),
+                        props=f"comparison_direction = #stablehlo<comparison_direction {direction}>, "
+                              f"compare_type = #stablehlo<comparison_type {kind or compare_type(aval.dtype)}>")
+
+    def select(self, pred: str, on_true: str, on_false: str, aval: ShapedArray) -> str:
+        """``on_true`` where ``pred`` else ``on_false``; all of shape ``aval.shape``."""
+        return self.op1("stablehlo.select", [pred, on_true, on_false],
+                        [aval.update(dtype=np.bool_), aval, aval], aval)
 
     def convert(self, x: str, aval_in: ShapedArray, aval_out: ShapedArray) -> str:
         if aval_in.dtype == aval_out.dtype:

@@ -166,7 +166,8 @@ class Array:
         val = self._value()
         body = np.array2string(val, separator=", ", prefix="Array(")
         weak = ", weak_type=True" if self.weak_type else ""
-        return f"Array({body}, dtype={self.dtype.name}{weak})"
+        shape = f", shape={self.shape}" if self.size == 0 else ""  # [] alone hides the shape
+        return f"Array({body}{shape}, dtype={self.dtype.name}{weak})"
 
     def __str__(self):
         return str(self._value())
