@@ -108,16 +108,6 @@ class Tracer:
     def __array__(self, dtype=None, copy=None):
         raise errors.TracerArrayConversionError(self)
 
-    def __len__(self):
-        if self.ndim == 0:
-            raise TypeError("len() of unsized object")
-        return self.shape[0]
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iteration over a 0-d array")
-        return (self[i] for i in range(self.shape[0]))
-
     def __hash__(self):
         raise TypeError(f"unhashable type: {type(self).__name__}; traced arrays cannot be "
                         "dictionary keys or static arguments.")

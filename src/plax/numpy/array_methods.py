@@ -102,6 +102,18 @@ def _round_dunder(self, ndigits=None):
     return _jnp().round(self, ndigits)
 
 
+def _len(self):
+    if self.ndim == 0:
+        raise TypeError("len() of unsized object")
+    return self.shape[0]
+
+
+def _iter(self):
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d array")
+    return (self[i] for i in range(self.shape[0]))
+
+
 def _install(cls) -> None:
     for dunder, fn in _BINARY.items():
         setattr(cls, f"__{dunder}__", _binop(fn))
@@ -119,6 +131,8 @@ def _install(cls) -> None:
     cls.real = property(lambda self: _jnp().real(self))
     cls.imag = property(lambda self: _jnp().imag(self))
     cls.__getitem__ = _getitem
+    cls.__len__ = _len
+    cls.__iter__ = _iter
     cls.__round__ = _round_dunder
     cls.copy = lambda self: _jnp().array(self, copy=True)
 

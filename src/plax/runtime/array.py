@@ -143,16 +143,6 @@ class Array:
                             f"not an array of {self.dtype}.")
         return int(self._value())
 
-    def __len__(self):
-        if self.ndim == 0:
-            raise TypeError("len() of unsized object")
-        return self.shape[0]
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iteration over a 0-d array")
-        return (self[i] for i in range(self.shape[0]))
-
     def __hash__(self):
         raise TypeError("unhashable type: 'Array'. plax arrays are mutable-looking values; "
                         "use a tuple or a NumPy array's bytes as a dictionary key.")
