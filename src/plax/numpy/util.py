@@ -62,8 +62,36 @@ def promote_dtypes(*args):
     first = getattr(args[0], "aval", None)
     if first is not None and all(getattr(a, "aval", None) == first for a in args[1:]):
         return args  # already one type: nothing to promote
+    if len(args) == 2:
+        fast = _array_with_scalar(*args)
+        if fast is not None:
+            return fast
     dtype, weak = dtypes.result_type(*args, return_weak_type_flag=True)
     return [convert(a, dtype, weak) for a in args]
+
+
+# The Python scalar kinds an array's dtype kind absorbs without changing dtype.
+_ABSORBS = {"i": (int,), "u": (int,), "f": (int, float), "V": (int, float),
+            "c": (int, float, complex)}
+
+
+def _array_with_scalar(a, b):
+    """The promotion of ``array op python_scalar`` (either order) when the array's dtype
+    absorbs the scalar, which is the common case; None otherwise."""
+    ta, tb = type(a), type(b)
+    if tb in (int, float, complex) and ta not in _SCALARS:
+        arr, scalar, swap = a, b, False
+    elif ta in (int, float, complex) and tb not in _SCALARS:
+        arr, scalar, swap = b, a, True
+    else:
+        return None
+    aval = getattr(arr, "aval", None)
+    if aval is None or type(scalar) not in _ABSORBS.get(aval.dtype.kind, ()):
+        return None
+    if aval.dtype.kind == "V" and not dtypes.is_float(aval.dtype):
+        return None
+    converted = convert(scalar, aval.dtype, aval.weak_type)
+    return [converted, arr] if swap else [arr, converted]
 
 
 def promote_dtypes_inexact(*args):
