@@ -18,8 +18,10 @@ import collections
 import dataclasses
 import difflib
 import functools
-from collections.abc import Hashable
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
+
+from plax.tree_keys import (DictKey, FlattenedIndexKey, GetAttrKey, KeyEntry, KeyPath,
+                            SequenceKey, _simple_key_str, keystr)
 
 __all__ = [
     "DictKey",
@@ -61,74 +63,6 @@ __all__ = [
 ]
 
 _NoneType = type(None)
-
-
-# ---------------------------------------------------------------------------
-# Key path entries
-# ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class SequenceKey:
-    """Path entry for the ``idx``-th element of a tuple or list."""
-
-    idx: int
-
-    def __str__(self):
-        return f"[{self.idx!r}]"
-
-
-@dataclasses.dataclass(frozen=True)
-class DictKey:
-    """Path entry for the value stored under ``key`` in a mapping."""
-
-    key: Hashable
-
-    def __str__(self):
-        return f"[{self.key!r}]"
-
-
-@dataclasses.dataclass(frozen=True)
-class GetAttrKey:
-    """Path entry for attribute ``name`` (namedtuples, dataclasses)."""
-
-    name: str
-
-    def __str__(self):
-        return f".{self.name}"
-
-
-@dataclasses.dataclass(frozen=True)
-class FlattenedIndexKey:
-    """Path entry for the ``key``-th child of a node registered without keys."""
-
-    key: int
-
-    def __str__(self):
-        return f"[<flat index {self.key}>]"
-
-
-KeyEntry = Any
-KeyPath = tuple
-
-
-def _simple_key_str(entry) -> str:
-    if isinstance(entry, SequenceKey):
-        return str(entry.idx)
-    if isinstance(entry, DictKey):
-        return str(entry.key)
-    if isinstance(entry, GetAttrKey):
-        return entry.name
-    if isinstance(entry, FlattenedIndexKey):
-        return str(entry.key)
-    return str(entry)
-
-
-def keystr(keys, *, simple: bool = False, separator: str = "") -> str:
-    """Render a key path as a string, e.g. ``"['a'][1].x"`` (or ``"a/1/x"``
-    with ``simple=True, separator='/'``)."""
-    to_str = _simple_key_str if simple else str
-    return separator.join(to_str(k) for k in keys)
 
 
 # ---------------------------------------------------------------------------
