@@ -27,7 +27,6 @@ def sharding_for(device) -> SingleDeviceSharding:
 
 
 def default_device():
-    from plax.core.config import config
     return xla.get_backend().local_devices()[0]
 
 
