@@ -162,3 +162,21 @@ def test_make_jaxpr_axis_env_is_in_scope_while_tracing():
     assert axis_env() == ()
     with pytest.raises(TypeError, match="axis_env entries must be"):
         plax.make_jaxpr(lambda x: x, axis_env=[("i", "four")])(1.0)
+
+
+def test_sub_jaxprs_are_indented_inside_params():
+    from plax.core.primitive import Primitive
+    inner = plax.make_jaxpr(lambda y: lax.mul(lax.sin(y), 2.0))(1.0)
+    call_p = Primitive("my_call")
+    a, b = Var(ShapedArray((), np.float32)), Var(ShapedArray((), np.float32))
+    outer = Jaxpr([], [a], [b], [JaxprEqn([a], [b], call_p, {"name": "f", "jaxpr": inner})])
+    assert str(outer) == (
+        "{ lambda ; a:f32[]. let\n"
+        "    b:f32[] = my_call[\n"
+        "      jaxpr={ lambda ; a:f32[]. let\n"
+        "          b:f32[] = sin a\n"
+        "          c:f32[] = mul b 2.0:f32[]\n"
+        "        in (c,) }\n"
+        "      name=f\n"
+        "    ] a\n"
+        "  in (b,) }")

@@ -225,3 +225,12 @@ def test_python_int_overflow():
 def test_typeof():
     t = plax.typeof(jnp.array([1.0]))
     assert t.shape == (1,) and t.dtype == np.float32 and t.str_short() == "f32[1]"
+
+
+def test_transposes():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = jnp.array(a)
+    np.testing.assert_array_equal(np.asarray(x.T), a.T)
+    np.testing.assert_array_equal(np.asarray(x.mT), np.swapaxes(a, -1, -2))
+    with pytest.raises(ValueError, match="ndim >= 2"):
+        jnp.array([1.0]).mT
