@@ -41,19 +41,20 @@ class Literal:
 
 
 class JaxprEqn:
-    """``outvars = primitive[params] invars``."""
+    """``outvars = primitive[params] invars``, with where it came from (``source_info``)."""
 
-    __slots__ = ("invars", "outvars", "primitive", "params")
+    __slots__ = ("invars", "outvars", "primitive", "params", "source_info")
 
-    def __init__(self, invars, outvars, primitive, params):
+    def __init__(self, invars, outvars, primitive, params, source_info=None):
         self.invars = list(invars)
         self.outvars = list(outvars)
         self.primitive = primitive
         self.params = dict(params)
+        self.source_info = source_info
 
     def replace(self, **kw) -> "JaxprEqn":
         d = dict(invars=self.invars, outvars=self.outvars, primitive=self.primitive,
-                 params=self.params)
+                 params=self.params, source_info=self.source_info)
         d.update(kw)
         return JaxprEqn(**d)
 

@@ -14,7 +14,8 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray, abstractify
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 from plax.core.primitive import abstract_eval
-from plax.core.trace import Trace, Tracer, current_trace, set_current_trace
+from plax.core.source_info import current_source_info
+from plax.core.trace import Trace, Tracer, current_trace, name_stack, set_current_trace
 
 
 class StagingTracer(Tracer):
@@ -32,6 +33,10 @@ class StagingTracer(Tracer):
     def _debug_origin(self) -> str:
         trace = self._trace
         where = f"The error occurred while tracing the function {trace.description or '<unknown>'}."
+        made_by = trace.equation_making(self.var)
+        if made_by is not None and made_by.source_info and made_by.source_info.file:
+            where += (f" The value was created by {made_by.primitive.name} at "
+                      f"{made_by.source_info.location()}.")
         names = trace.argument_names_for(self.var)
         if names:
             return (f"{where} The value depends on the argument{'s' if len(names) > 1 else ''} "
@@ -56,6 +61,13 @@ class StagingTrace(Trace):
         t = StagingTracer(self, aval, Var(aval))
         self.invars.append(t.var)
         return t
+
+    def equation_making(self, var: Var):
+        """The equation whose output is ``var`` (None for an argument)."""
+        for e in reversed(self.eqns):
+            if var in e.outvars:
+                return e
+        return None
 
     def argument_names_for(self, var: Var) -> list[str]:
         """Names of the function arguments that ``var`` depends on (for error messages)."""
@@ -92,7 +104,8 @@ class StagingTrace(Trace):
         atoms = [self.lift(x) for x in args]
         out_avals = abstract_eval(prim, [a.aval for a in atoms], params)
         out_vars = [Var(a) for a in out_avals]
-        self.eqns.append(JaxprEqn(atoms, out_vars, prim, params))
+        info = current_source_info(name_stack())
+        self.eqns.append(JaxprEqn(atoms, out_vars, prim, params, info))
         outs = [StagingTracer(self, a, v) for a, v in zip(out_avals, out_vars)]
         return outs if prim.multiple_results else outs[0]
 

@@ -129,6 +129,7 @@ class _Context(threading.local):
     def __init__(self):
         self.trace = None
         self.axis_env = ()  # ((name, size), ...) of the named axes in scope
+        self.name_stack = ()  # named_scope / named_call / jit names, outermost first
 
 
 
@@ -172,6 +173,21 @@ def extend_axis_env(pairs):
         yield
     finally:
         _ctx.axis_env = prev
+
+
+def name_stack() -> tuple:
+    return _ctx.name_stack
+
+
+@contextlib.contextmanager
+def extend_name_stack(name: str):
+    """Push ``name`` on the name stack that staged equations record."""
+    prev = _ctx.name_stack
+    _ctx.name_stack = prev + (name,)
+    try:
+        yield
+    finally:
+        _ctx.name_stack = prev
 
 
 class EvalTrace(Trace):

@@ -91,6 +91,7 @@ class FunctionBuilder:
         self.module = module
         self.lines: list[str] = []
         self.counter = 0
+        self.loc = ""  # the location attached to ops being emitted, e.g. loc("f/sin")
 
     def fresh(self) -> str:
         self.counter += 1
@@ -113,6 +114,8 @@ class FunctionBuilder:
             text += f" {{{attrs}}}"
         text += f" : ({', '.join(operand_types)}) -> "
         text += (f"({', '.join(result_types)})" if len(result_types) != 1 else result_types[0])
+        if self.loc:
+            text += " " + self.loc
         self.lines.append(text)
         return results
 
@@ -202,6 +205,7 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args) -> list[str]:
         return env[v]
 
     for eqn in jaxpr.eqns:
+        fn.loc = location(eqn)
         rule = lowering_rules.get(eqn.primitive)
         if rule is None:
             raise NotImplementedError(f"No lowering rule for primitive {eqn.primitive.name!r}")
@@ -211,7 +215,23 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args) -> list[str]:
             outs = [outs]
         for v, o in zip(eqn.outvars, outs):
             env[v] = o
+    fn.loc = ""
     return [read(v) for v in jaxpr.outvars]
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def location(eqn) -> str:
+    """``loc("scope/prim"("file":line:0))``: the op's name-stack path and user source line."""
+    info = eqn.source_info
+    if info is None:
+        return f"loc({_quote(eqn.primitive.name)})"
+    name = _quote(info.scope(eqn.primitive.name))
+    if info.file is None:
+        return f"loc({name})"
+    return f"loc({name}({_quote(info.file)}:{info.line}:0))"
 
 
 def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "plax_module",

@@ -1,0 +1,40 @@
+"""Where an equation came from: the user's source line and the named-scope stack."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import NamedTuple
+
+_PLAX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class SourceInfo(NamedTuple):
+    name_stack: tuple      # enclosing named_scope / named_call / jit names, outermost first
+    file: str | None
+    line: int | None
+    function: str | None
+
+    def location(self) -> str:
+        """``file:line (function)`` of the user code, or '' when unknown."""
+        if self.file is None:
+            return ""
+        return f"{self.file}:{self.line} ({self.function})"
+
+    def scope(self, prim_name: str) -> str:
+        """The name-stack path of an equation, e.g. ``outer/inner/sin``."""
+        return "/".join((*self.name_stack, prim_name))
+
+
+def user_frame():
+    """The innermost frame outside plax's own source (the user's call site)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PLAX_DIR):
+        f = f.f_back
+    return f
+
+
+def current_source_info(name_stack: tuple) -> SourceInfo:
+    f = user_frame()
+    if f is None:
+        return SourceInfo(name_stack, None, None, None)
+    return SourceInfo(name_stack, f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
