@@ -8,7 +8,8 @@ from plax.runtime.xla import Device  # noqa: F401
 from plax.api import (  # noqa: F401
     make_jaxpr, devices, local_devices, device_count, local_device_count, process_index,
     process_count, default_backend, device_put, device_get, block_until_ready, live_arrays,
-    ShapeDtypeStruct,
+    ShapeDtypeStruct, jit, eval_shape, disable_jit, named_call, named_scope, clear_caches,
+    clear_backends, effects_barrier, ensure_compile_time_eval,
     typeof,
 )
-from plax import tree_util, tree, lax, numpy, sharding  # noqa: F401
+from plax import tree_util, tree, lax, numpy, sharding, stages  # noqa: F401

@@ -1,17 +1,22 @@
 """The user-facing entry points: transformations, staging helpers, devices and data."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import weakref
 
 import numpy as np
 
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, abstractify
-from plax.core.jaxpr import ClosedJaxpr
+from plax.core.config import config
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 from plax.core.staging import trace_to_jaxpr
-from plax.core.trace import Tracer, extend_axis_env, get_aval
+from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
+                             get_aval, set_current_trace)
+from plax.lax.pjit import pjit_p
 from plax.runtime import dispatch, xla
 from plax.runtime.array import Array, _live
 
@@ -249,3 +254,395 @@ class ShapeDtypeStruct:
         extra = (f", sharding={self.sharding}" if self.sharding is not None else "") + (
             ", weak_type=True" if self.weak_type else "")
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{extra})"
+
+
+# --- jit ------------------------------------------------------------------------------------
+class _Unspecified:
+    def __repr__(self):
+        return "UNSPECIFIED"
+
+
+UNSPECIFIED = _Unspecified()
+
+
+def _as_tuple(x) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, (int, str)):
+        return (x,)
+    return tuple(x)
+
+
+def _resolve_argnums_and_names(fun, argnums, argnames, what: str):
+    """Fill in whichever of argnums/argnames is missing from the signature, as JAX does."""
+    argnums, argnames = _as_tuple(argnums), _as_tuple(argnames)
+    for i in argnums:
+        if not isinstance(i, int):
+            raise TypeError(f"{what}_argnums must be integers, got {i!r}.")
+    for n in argnames:
+        if not isinstance(n, str):
+            raise TypeError(f"{what}_argnames must be strings, got {n!r}.")
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return argnums, argnames
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if argnums and not argnames:
+        argnames = tuple(positional[i].name for i in argnums
+                         if -len(positional) <= i < len(positional)
+                         and positional[i].kind == positional[i].POSITIONAL_OR_KEYWORD)
+    elif argnames and not argnums:
+        argnums = tuple(i for i, p in enumerate(positional)
+                        if p.name in argnames and p.kind == p.POSITIONAL_OR_KEYWORD)
+    has_varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    has_varkw = any(p.kind == p.VAR_KEYWORD for p in params)
+    if not has_varargs:
+        for i in argnums:
+            if not -len(positional) <= i < len(positional):
+                raise ValueError(f"jitted function has {what}_argnums={argnums} but only accepts "
+                                 f"{len(positional)} positional arguments.")
+    if not has_varkw:
+        for n in argnames:
+            if n not in {p.name for p in named}:
+                raise ValueError(f"jitted function has {what}_argnames={argnames} but {n!r} is "
+                                 "not a parameter of the function.")
+    return argnums, argnames
+
+
+class _JitEntry:
+    """One traced specialisation of a jitted function (one cache entry)."""
+
+    __slots__ = ("params", "consts", "in_tree", "out_tree", "in_avals", "user_jaxpr",
+                 "arg_names", "cacheable")
+
+    def arg_name(self, i: int) -> str:
+        return self.arg_names[i] if self.arg_names and i < len(self.arg_names) else f"leaf {i}"
+
+    def out_info(self):
+        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+                  for a in self.params["jaxpr"].out_avals]
+        return tree_util.tree_unflatten(self.out_tree, shapes)
+
+
+_jit_instances = weakref.WeakSet()  # for clear_caches()
+
+
+class JitWrapped:
+    """A function compiled with XLA on first call for each new argument signature."""
+
+    def __init__(self, fun, *, in_shardings, out_shardings, static_argnums, static_argnames,
+                 donate_argnums, donate_argnames, keep_unused, device, backend, inline,
+                 compiler_options):
+        if not callable(fun):
+            raise TypeError(f"Expected a callable value, got {fun!r}")
+        functools.update_wrapper(self, fun)
+        self._fun = fun
+        self._name = _fun_name(fun)
+        self._static_argnums, self._static_argnames = _resolve_argnums_and_names(
+            fun, static_argnums, static_argnames, "static")
+        self._donate_argnums, self._donate_argnames = _resolve_argnums_and_names(
+            fun, donate_argnums, donate_argnames, "donate")
+        overlap = set(self._static_argnums) & set(self._donate_argnums)
+        if overlap:
+            raise ValueError(f"static_argnums and donate_argnums cannot overlap: {sorted(overlap)}.")
+        self._keep_unused = bool(keep_unused)
+        self._inline = bool(inline)
+        self._device = _jit_device(device, backend, in_shardings, out_shardings)
+        self._cache: dict = {}
+        self._last_key = None
+        _jit_instances.add(self)
+
+    def __repr__(self):
+        return f"<PjitFunction of {self._fun!r}>"
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+    # --- arguments ---
+    def _split(self, args, kwargs):
+        """(static key, dynamic positional args, dynamic kwargs, donated flags per dynamic arg)."""
+        n = len(args)
+        static_nums = {i % n for i in self._static_argnums if -n <= i < n} if n else set()
+        static_vals = []
+        for i in sorted(static_nums):
+            static_vals.append(("pos", i, _hashable_static(args[i], f"argument {i}")))
+        for k in sorted(kwargs):
+            if k in self._static_argnames:
+                static_vals.append(("kw", k, _hashable_static(kwargs[k], f"argument {k!r}")))
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._static_argnames}
+        donate_nums = {i % n for i in self._donate_argnums if -n <= i < n} if n else set()
+        donated = [i in donate_nums for i in range(n) if i not in static_nums]
+        donated_kw = {k: k in self._donate_argnames for k in dyn_kwargs}
+        return tuple(static_vals), static_nums, dyn_args, dyn_kwargs, donated, donated_kw
+
+    def _dynamic_leaves(self, args, kwargs):
+        _, _, dyn_args, dyn_kwargs, _, _ = self._split(args, kwargs)
+        return tree_util.tree_flatten((dyn_args, dyn_kwargs))
+
+    def _entry(self, args, kwargs):
+        """The cache entry for these arguments (tracing on a miss) and the dynamic leaves."""
+        static_key, static_nums, dyn_args, dyn_kwargs, donated, donated_kw = self._split(args, kwargs)
+        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        avals = tuple(_jit_aval(x, self._name, i, lambda: flat_arg_names(
+            self._fun, args, kwargs, static_nums)) for i, x in enumerate(leaves))
+        key = (in_tree, avals, static_key, dtypes.x64_enabled())
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._trace(args, kwargs, static_nums, in_tree, avals, donated, donated_kw,
+                                dyn_args, dyn_kwargs)
+            self._explain_miss(key)
+            if entry.cacheable:
+                self._cache[key] = entry
+            self._last_key = key
+        return entry, leaves
+
+    def _explain_miss(self, key):
+        if not config.read("log_compiles"):
+            return
+        import logging
+        log = logging.getLogger("plax")
+        if self._last_key is None:
+            log.warning("Tracing %s for the first time.", self._name)
+            return
+        old = self._last_key
+        if old[0] != key[0]:
+            why = f"the argument pytree structure changed: {old[0]} -> {key[0]}"
+        elif old[1] != key[1]:
+            diffs = [f"leaf {i}: {a.str_short()}{'(weak)' if a.weak_type else ''} -> "
+                     f"{b.str_short()}{'(weak)' if b.weak_type else ''}"
+                     for i, (a, b) in enumerate(zip(old[1], key[1])) if a != b]
+            why = "argument types changed: " + "; ".join(diffs)
+        elif old[2] != key[2]:
+            why = f"static arguments changed: {old[2]} -> {key[2]}"
+        else:
+            why = "the jax_enable_x64 setting changed"
+        log.warning("Retracing %s because %s.", self._name, why)
+
+    def _trace(self, args, kwargs, static_nums, in_tree, avals, donated, donated_kw,
+               dyn_args, dyn_kwargs) -> _JitEntry:
+        out_tree_box = []
+        fun, name = self._fun, self._name
+
+        def flat_fun(*flat):
+            d_args, d_kwargs = tree_util.tree_unflatten(in_tree, list(flat))
+            it = iter(d_args)
+            full = [args[i] if i in static_nums else next(it) for i in range(len(args))]
+            kw = dict(kwargs)
+            kw.update(d_kwargs)
+            out = fun(*full, **kw)
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            for j, leaf in enumerate(out_leaves):
+                if not _is_array_like(leaf):
+                    raise TypeError(f"jitted function {name} returned a value of type "
+                                    f"{type(leaf).__name__} at output leaf {j}; outputs must be "
+                                    "arrays or scalars (or pytrees of them).")
+            out_tree_box.append(out_tree)
+            return out_leaves
+
+        names = flat_arg_names(fun, args, kwargs, static_nums)
+        names = names if len(names) == len(avals) else None
+        jaxpr, consts = trace_to_jaxpr(flat_fun, list(avals), description=name, arg_names=names)
+        entry = _JitEntry()
+        entry.user_jaxpr = ClosedJaxpr(jaxpr, consts)
+        # Constants become leading arguments, so the callee has no closed-over values.
+        callee = ClosedJaxpr(Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.outvars,
+                                   jaxpr.eqns), [])
+        leaf_donated = []
+        for arg, d in zip(dyn_args, donated):
+            leaf_donated += [d] * len(tree_util.tree_leaves(arg))
+        for k in sorted(dyn_kwargs):
+            leaf_donated += [donated_kw[k]] * len(tree_util.tree_leaves(dyn_kwargs[k]))
+        entry.params = dict(jaxpr=callee, name=name,
+                            donated_invars=(False,) * len(consts) + tuple(leaf_donated),
+                            keep_unused=self._keep_unused, inline=self._inline, device=self._device)
+        entry.consts = consts
+        entry.in_tree, entry.out_tree, entry.in_avals = in_tree, out_tree_box[0], avals
+        entry.arg_names = names
+        entry.cacheable = not any(isinstance(c, Tracer) for c in consts)
+        return entry
+
+    # --- calling ---
+    def __call__(self, *args, **kwargs):
+        if config.read("disable_jit"):
+            return self._fun(*args, **kwargs)
+        entry, leaves = self._entry(args, kwargs)
+        if self._inline and not isinstance(current_trace(), EvalTrace):
+            outs = eval_jaxpr(entry.params["jaxpr"].jaxpr, [], *entry.consts, *leaves)
+        else:
+            outs = pjit_p.bind(*entry.consts, *leaves, **entry.params)
+        return tree_util.tree_unflatten(entry.out_tree, outs)
+
+    def trace(self, *args, **kwargs):
+        """Trace for these arguments (arrays or ShapeDtypeStructs) -> ``stages.Traced``."""
+        from plax.stages import Traced
+        entry, _ = self._entry(args, kwargs)
+        return Traced(self, entry, args)
+
+    def lower(self, *args, **kwargs):
+        """Trace and lower for these arguments -> ``stages.Lowered`` (``.as_text()``, ``.compile()``)."""
+        return self.trace(*args, **kwargs).lower()
+
+    def eval_shape(self, *args, **kwargs):
+        """The output shapes and dtypes as a pytree of ShapeDtypeStruct, without running."""
+        entry, _ = self._entry(args, kwargs)
+        return entry.out_info()
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+
+def _hashable_static(value, where: str):
+    try:
+        hash(value)
+    except TypeError as e:
+        raise ValueError(
+            f"Non-hashable static arguments are not supported. An error occurred while trying to "
+            f"hash an object of type {type(value)}, {value!r}, passed as static {where}. The "
+            f"error was: {e}. Pass a hashable value (e.g. a tuple instead of a list).") from None
+    return value
+
+
+def _is_array_like(x) -> bool:
+    return isinstance(x, (Array, Tracer, np.ndarray, np.generic, bool, int, float, complex))
+
+
+def _jit_aval(x, fname: str, i: int, names):
+    if isinstance(x, Tracer):
+        return x.aval
+    try:
+        return _shape_dtype_aval(x)
+    except TypeError:
+        all_names = names()
+        where = all_names[i] if i < len(all_names) else f"leaf {i}"
+        raise TypeError(
+            f"Error interpreting argument to {fname} as an abstract array. The problematic value "
+            f"is of type {type(x)} and was passed to the function at path {where}. This "
+            "typically means that a jit-wrapped function was called with a non-array argument "
+            "that was not marked as static using the static_argnums or static_argnames "
+            "parameters of plax.jit.") from None
+
+
+def _jit_device(device, backend, in_shardings, out_shardings):
+    """The single device a jitted function is pinned to, from device/backend/shardings."""
+    chosen = None
+    if device is not None:
+        chosen = _resolve_device(device)
+    if backend is not None:
+        bdev = xla.get_backend(backend).local_devices()[0]
+        if chosen is not None and chosen.platform != bdev.platform:
+            raise ValueError(f"jit got device={chosen} and backend={backend!r}, which disagree.")
+        chosen = chosen or bdev
+    for what, shardings in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
+        if shardings is UNSPECIFIED or shardings is None:
+            continue
+        for s in tree_util.tree_leaves(shardings):
+            devs = getattr(s, "device_set", None)
+            if devs is None:
+                raise TypeError(f"jit {what} must be Sharding objects, got {type(s).__name__}.")
+            if len(devs) != 1:
+                raise NotImplementedError(
+                    f"jit {what} spanning {len(devs)} devices needs SPMD partitioning, which "
+                    "plax does not support yet; use single-device shardings.")
+            d = next(iter(devs))
+            if chosen is not None and d != chosen:
+                raise ValueError(f"jit {what} put data on {d} but the computation runs on "
+                                 f"{chosen}; a jitted function runs on one device.")
+            chosen = d
+    return chosen
+
+
+def jit(fun=None, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_argnums=None,
+        static_argnames=None, donate_argnums=None, donate_argnames=None, keep_unused=False,
+        device=None, backend=None, inline=False, compiler_options=None):
+    """Compile ``fun`` with XLA; usable as ``@jit``, ``@jit(static_argnums=...)`` or via partial."""
+    kwargs = dict(in_shardings=in_shardings, out_shardings=out_shardings,
+                  static_argnums=static_argnums, static_argnames=static_argnames,
+                  donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                  keep_unused=keep_unused, device=device, backend=backend, inline=inline,
+                  compiler_options=compiler_options)
+    if fun is None:
+        return lambda f: JitWrapped(f, **kwargs)
+    return JitWrapped(fun, **kwargs)
+
+
+# --- staging utilities ------------------------------------------------------------------------
+def eval_shape(fun, *args, **kwargs):
+    """The shapes and dtypes ``fun`` would return, as a pytree of ShapeDtypeStruct (no FLOPs)."""
+    leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+    avals = _avals_of(leaves, f"of {_fun_name(fun)}")
+    out_tree_box = []
+
+    def flat_fun(*flat):
+        a, k = tree_util.tree_unflatten(in_tree, list(flat))
+        out_leaves, out_tree = tree_util.tree_flatten(fun(*a, **k))
+        out_tree_box.append(out_tree)
+        return out_leaves
+
+    jaxpr, _ = trace_to_jaxpr(flat_fun, avals, description=_fun_name(fun))
+    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in jaxpr.out_avals]
+    return tree_util.tree_unflatten(out_tree_box[0], shapes)
+
+
+def disable_jit(disable: bool = True):
+    """Context manager under which jitted functions run op by op (``print`` shows values)."""
+    return config.override("disable_jit", disable)
+
+
+def named_scope(name: str):
+    """Context manager adding ``name`` to the name stack of staged ops (seen in lowered text)."""
+    if not isinstance(name, str):
+        raise TypeError(f"named_scope name argument must be a string, got {type(name).__name__}.")
+    return extend_name_stack(name)
+
+
+def named_call(fun, *, name: str | None = None):
+    """``fun`` with its staged ops grouped under ``name`` (default: the function's name)."""
+    scope = name or _fun_name(fun)
+    if not isinstance(scope, str):
+        raise TypeError(f"named_call name must be a string, got {type(scope).__name__}.")
+
+    @functools.wraps(fun)
+    def named(*args, **kwargs):
+        with extend_name_stack(scope):
+            return fun(*args, **kwargs)
+    return named
+
+
+def clear_caches() -> None:
+    """Drop every compilation and tracing cache (jitted functions retrace on next call)."""
+    dispatch.clear_caches()
+    for wrapped in list(_jit_instances):
+        wrapped.clear_cache()
+
+
+def clear_backends() -> None:
+    """Drop the XLA clients (and all caches); they are re-created on next use."""
+    clear_caches()
+    dispatch._sharding_cache.clear()
+    xla.clear_backends()
+
+
+def effects_barrier() -> None:
+    """Wait until every computation dispatched so far has finished."""
+    bufs = [a._buf for a in list(_live.values()) if not a.is_deleted()]
+    if bufs:
+        xla.block_until_ready(bufs)
+
+
+class _CompileTimeEvalTrace(EvalTrace):
+    """Evaluates ops on concrete values now, even inside a trace; traced inputs still stage."""
+
+    def process_primitive(self, prim, args, params):
+        for a in args:
+            if isinstance(a, Tracer) and a._trace.alive:
+                return a._trace.process_primitive(prim, args, params)
+        return super().process_primitive(prim, args, params)
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval():
+    """Run ops on concrete values eagerly inside a traced function (e.g. to build constants)."""
+    with set_current_trace(_CompileTimeEvalTrace()):
+        yield

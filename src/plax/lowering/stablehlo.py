@@ -126,6 +126,17 @@ class ModuleBuilder:
     def __init__(self, name: str = "plax_module"):
         self.name = name
         self.functions: list[str] = []
+        self.names: set = {"main"}
+
+    def unique_name(self, base: str) -> str:
+        """A function name not yet used in this module, derived from ``base``."""
+        clean = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "f"
+        name, i = clean, 0
+        while name in self.names:
+            i += 1
+            name = f"{clean}_{i}"
+        self.names.add(name)
+        return name
 
     def text(self, attrs: str = "") -> str:
         head = f"module @{self.name}" + (f" attributes {{{attrs}}}" if attrs else "")
@@ -234,11 +245,9 @@ def location(eqn) -> str:
     return f"loc({name}({_quote(info.file)}:{info.line}:0))"
 
 
-def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "plax_module",
-                          num_partitions: int = 1, num_replicas: int = 1,
-                          arg_attrs=None) -> str:
-    """A complete StableHLO module whose ``@main`` takes constvars then invars."""
-    module = ModuleBuilder(module_name)
+def define_function(module: ModuleBuilder, name: str, jaxpr: Jaxpr, public: bool = False,
+                    arg_attrs=None) -> None:
+    """Add ``func.func @name`` computing ``jaxpr`` (parameters: constvars, then invars)."""
     fn = FunctionBuilder(module)
     params = list(jaxpr.constvars) + list(jaxpr.invars)
     arg_names = [f"%arg{i}" for i in range(len(params))]
@@ -250,7 +259,15 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "
     body = "\n".join("    " + line for line in fn.lines)
     ret = f"    func.return {', '.join(outs)} : {', '.join(out_types)}" if outs else "    func.return"
     module.functions.append(
-        f"  func.func public @{name}({sig}) -> ({', '.join(out_types)}) {{\n"
+        f"  func.func {'public' if public else 'private'} @{name}({sig}) -> ({', '.join(out_types)}) {{\n"
         + (body + "\n" if body else "") + ret + "\n  }")
+
+
+def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "plax_module",
+                          num_partitions: int = 1, num_replicas: int = 1,
+                          arg_attrs=None) -> str:
+    """A complete StableHLO module whose public ``@main`` takes constvars then invars."""
+    module = ModuleBuilder("".join(c if c.isalnum() or c == "_" else "_" for c in module_name))
+    define_function(module, name, jaxpr, public=True, arg_attrs=arg_attrs)
     mattrs = f"mhlo.num_partitions = {num_partitions} : i32, mhlo.num_replicas = {num_replicas} : i32"
     return module.text(mattrs)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core import dtypes
+from plax.core.config import config
 from plax.core.avals import ShapedArray, abstractify
-from plax.core.jaxpr import Jaxpr, JaxprEqn, Var
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, dce_jaxpr
 from plax.core.primitive import abstract_eval, impl_rules
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import xla
@@ -149,6 +150,10 @@ def compile_jaxpr(jaxpr: Jaxpr, device, name: str = "main") -> CompiledProgram:
 _prim_cache: dict = {}
 
 
+def _debugging() -> bool:
+    return config.read("debug_nans") or config.read("debug_infs")
+
+
 def _one_equation_jaxpr(prim, avals, params) -> Jaxpr:
     invars = [Var(a) for a in avals]
     outvars = [Var(a) for a in abstract_eval(prim, avals, params)]
@@ -159,7 +164,10 @@ def apply_primitive(prim, args, params):
     """Run ``prim`` eagerly on concrete ``args``."""
     impl = impl_rules.get(prim)
     if impl is not None:
-        return impl(*args, **params)
+        out = impl(*args, **params)
+        if _debugging() and prim.name != "pjit":
+            check_primitive_outputs(prim, out)
+        return out
     avals = tuple(abstractify(a) for a in args)
     device, committed = pick_device(args, f"primitive {prim.name}")
     try:
@@ -173,9 +181,128 @@ def apply_primitive(prim, args, params):
         if key is not None:
             _prim_cache[key] = program
     outs = program.run([to_buffer(a, av, device) for a, av in zip(args, avals)], committed)
-    return outs if prim.multiple_results else outs[0]
+    out = outs if prim.multiple_results else outs[0]
+    if _debugging():
+        check_primitive_outputs(prim, out)
+    return out
 
 
 def clear_caches() -> None:
     _prim_cache.clear()
     _scalar_buffers.clear()
+    _jit_cache.clear()
+
+
+# --- jitted calls -----------------------------------------------------------------------
+class JitExecutable:
+    """A compiled jitted computation: which arguments it keeps, and how to run it."""
+
+    __slots__ = ("program", "kept", "donated", "name")
+
+    def __init__(self, program: CompiledProgram, kept: tuple, donated: tuple, name: str):
+        self.program = program
+        self.kept = kept          # indices of the arguments the executable takes
+        self.donated = donated    # per kept argument: is its buffer donated?
+        self.name = name
+
+    def check_args(self, args) -> None:
+        """Refuse arguments of the wrong type before XLA sees them (a mismatch can crash it)."""
+        avals = [abstractify(args[i]) for i in self.kept]
+        for pos, (got, want) in enumerate(zip(avals, self.program.in_avals)):
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise TypeError(
+                    f"Argument types differ from the types for which this computation was "
+                    f"compiled: argument {self.kept[pos]} of {self.name} is {got.str_short()}, "
+                    f"the executable expects {want.str_short()}.")
+
+    def run(self, args, committed: bool) -> list:
+        device = self.program.device
+        bufs = []
+        for i, donate in zip(self.kept, self.donated):
+            x = args[i]
+            if donate and type(x) is Array and x.sharding.device_set != {device}:
+                donate = False
+            bufs.append(to_buffer(x, self.program.in_avals[len(bufs)], device))
+        return self.program.run(bufs, committed)
+
+
+def lower_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool):
+    """StableHLO text of a jitted computation and the indices of the arguments it keeps."""
+    jaxpr = closed.jaxpr
+    if keep_unused:
+        kept = tuple(range(len(jaxpr.invars)))
+    else:
+        _, used = dce_jaxpr(jaxpr)
+        kept = tuple(i for i, u in enumerate(used) if u)
+        jaxpr = Jaxpr([], [jaxpr.invars[i] for i in kept], jaxpr.outvars, jaxpr.eqns)
+    donated = tuple(bool(donated_invars[i]) for i in kept)
+    attrs = ["jax.buffer_donor = true" if d else "" for d in donated]
+    text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{name}", arg_attrs=attrs)
+    return text, jaxpr, kept, donated
+
+
+def compile_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool,
+                   device) -> JitExecutable:
+    text, jaxpr, kept, donated = lower_jitted(closed, name, donated_invars, keep_unused)
+    return compile_lowered(text, jaxpr, kept, donated, device, name)
+
+
+def compile_lowered(text, jaxpr, kept, donated, device, name) -> JitExecutable:
+    if config.read("log_compiles"):
+        import logging
+        logging.getLogger("plax").warning("Compiling %s for %s with arguments (%s)", name, device,
+                                          ", ".join(v.aval.str_short() for v in jaxpr.invars))
+    exe = xla.compile(text, [device])
+    program = CompiledProgram(exe, [v.aval for v in jaxpr.invars],
+                              [v.aval for v in jaxpr.outvars], device, text)
+    return JitExecutable(program, kept, donated, name)
+
+
+_jit_cache: dict = {}
+
+
+def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device, args):
+    """Run a jitted jaxpr on concrete arguments (compiling it once per device)."""
+    chosen, committed = pick_device(args, f"jitted function {name}")
+    if device is not None:
+        if committed and chosen != device:
+            raise ValueError(f"Received incompatible devices for jitted computation {name}: "
+                             f"jit(device={device}) but an argument is committed to {chosen}.")
+        chosen, committed = device, True
+    key = (closed, chosen, donated_invars, keep_unused)
+    exe = _jit_cache.get(key)
+    if exe is None:
+        exe = _jit_cache[key] = compile_jitted(closed, name, donated_invars, keep_unused, chosen)
+    outs = exe.run(args, committed)
+    _check_debug_flags(closed, name, args, outs)
+    return outs
+
+
+def _check_debug_flags(closed, name, args, outs) -> None:
+    """With jax_debug_nans/infs, re-run op by op to name the primitive that made a NaN/inf."""
+    nans, infs = config.read("debug_nans"), config.read("debug_infs")
+    if not (nans or infs):
+        return
+    if not any(_bad_values(o, nans, infs) for o in outs):
+        return
+    from plax.core.jaxpr import eval_jaxpr
+    eval_jaxpr(closed.jaxpr, closed.consts, *args)  # raises at the offending primitive
+    raise FloatingPointError(f"invalid value encountered in the output of jitted function "
+                             f"{name}, but not when it ran op by op (XLA's fused arithmetic "
+                             "may differ).")
+
+
+def _bad_values(x, nans: bool, infs: bool) -> bool:
+    if not dtypes.is_inexact(x.dtype) or x.size == 0:
+        return False
+    v = np.asarray(x)
+    return bool((nans and np.isnan(v).any()) or (infs and np.isinf(v).any()))
+
+
+def check_primitive_outputs(prim, outs) -> None:
+    """Eager counterpart of the debug flags: raise naming the primitive that made a NaN/inf."""
+    nans, infs = config.read("debug_nans"), config.read("debug_infs")
+    for o in (outs if prim.multiple_results else [outs]):
+        if type(o) is Array and _bad_values(o, nans, infs):
+            kind = "nan" if nans and np.isnan(np.asarray(o)).any() else "inf"
+            raise FloatingPointError(f"invalid value ({kind}) encountered in {prim.name}")

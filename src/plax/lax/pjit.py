@@ -1,0 +1,47 @@
+"""pjit: a call of a staged jaxpr, the primitive behind nested ``jit``.
+
+A jitted function called inside another trace appears as one ``pjit``
+equation holding the callee's jaxpr, so that transformations have one
+place to act. Its rules: abstract evaluation from the jaxpr, eager
+execution as one compiled executable, and lowering as a private
+``func.func`` called from the parent module.
+"""
+from __future__ import annotations
+
+from plax.core.jaxpr import ClosedJaxpr, param_printers
+from plax.core.primitive import Primitive, abstract_eval_rules, impl_rules
+from plax.lowering.stablehlo import define_function, lowering_rules
+
+pjit_p = Primitive("pjit", multiple_results=True)
+
+
+def _pjit_abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline, device):
+    expected = jaxpr.in_avals
+    if len(avals) != len(expected) or any(
+            a.shape != e.shape or a.dtype != e.dtype for a, e in zip(avals, expected)):
+        got = ", ".join(a.str_short() for a in avals)
+        want = ", ".join(a.str_short() for a in expected)
+        raise TypeError(f"pjit {name} was traced for arguments ({want}) but called with ({got}).")
+    return jaxpr.out_avals
+
+
+def _pjit_impl(*args, jaxpr, name, donated_invars, keep_unused, inline, device):
+    from plax.runtime.dispatch import call_jitted
+    return call_jitted(jaxpr, name, donated_invars, keep_unused, device, args)
+
+
+def _pjit_lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline,
+                   device):
+    """A private function holding the callee, and a call to it."""
+    callee = ctx.fn.module.unique_name(name)
+    define_function(ctx.fn.module, callee, jaxpr.jaxpr)
+    return ctx.op("func.call", list(args), props=f"callee = @{callee}")
+
+
+abstract_eval_rules[pjit_p] = _pjit_abstract
+impl_rules[pjit_p] = _pjit_impl
+lowering_rules[pjit_p] = _pjit_lowering
+# As JAX shows it: the callee's name and jaxpr (plus donation when any).
+param_printers[pjit_p] = lambda p: {"name": p["name"], "jaxpr": p["jaxpr"],
+                                    **({"donated_invars": p["donated_invars"]}
+                                       if any(p["donated_invars"]) else {})}
