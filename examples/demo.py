@@ -30,6 +30,22 @@ def main():
     print("\nloss =", float(loss(jnp.ones((3, 2)) * 0.1, jnp.ones((4, 3)))))
     print("lax.sort    =", lax.sort(jnp.array([3.0, 1.0, 2.0])).tolist())
 
+    # jit: traced once per argument signature, compiled by XLA, then cached.
+    @plax.jit
+    def step(w, x):
+        with plax.named_scope("layer"):
+            h = jnp.tanh(x @ w)
+        return h.sum(axis=0)
+
+    w, xs = jnp.ones((3, 2)) * 0.5, jnp.arange(12.0).reshape(4, 3) / 10
+    print("\njit(step)(w, x) =", step(w, xs).tolist())
+    print("\nIts jaxpr:")
+    print(step.trace(w, xs).jaxpr)
+    print("\nThe StableHLO that XLA compiles:")
+    print(step.lower(w, xs).as_text())
+    print("A jitted call inside another trace is one pjit equation:")
+    print(plax.make_jaxpr(lambda x: step(w, x) * 2)(xs))
+
 
 if __name__ == "__main__":
     main()

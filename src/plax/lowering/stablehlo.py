@@ -256,7 +256,7 @@ def define_function(module: ModuleBuilder, name: str, jaxpr: Jaxpr, public: bool
     sig = ", ".join(f"{a}: {tensor_type(v.aval)}" + (f" {{{at}}}" if at else "")
                     for a, v, at in zip(arg_names, params, attrs))
     out_types = [tensor_type(v.aval) for v in jaxpr.outvars]
-    body = "\n".join("    " + line for line in fn.lines)
+    body = "\n".join("    " + line.replace("\n", "\n    ") for line in fn.lines)
     ret = f"    func.return {', '.join(outs)} : {', '.join(out_types)}" if outs else "    func.return"
     module.functions.append(
         f"  func.func {'public' if public else 'private'} @{name}({sig}) -> ({', '.join(out_types)}) {{\n"
