@@ -377,10 +377,6 @@ class JitWrapped:
         donated_kw = {k: k in self._donate_argnames for k in dyn_kwargs}
         return tuple(static_vals), static_nums, dyn_args, dyn_kwargs, donated, donated_kw
 
-    def _dynamic_leaves(self, args, kwargs):
-        _, _, dyn_args, dyn_kwargs, _, _ = self._split(args, kwargs)
-        return tree_util.tree_flatten((dyn_args, dyn_kwargs))
-
     def _entry(self, args, kwargs):
         """The cache entry for these arguments (tracing on a miss) and the dynamic leaves."""
         static_key, static_nums, dyn_args, dyn_kwargs, donated, donated_kw = self._split(args, kwargs)

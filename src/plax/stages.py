@@ -94,11 +94,15 @@ class Compiled:
         return tree_util.tree_unflatten(self._entry.out_tree, [s] * self._entry.out_tree.num_leaves)
 
     def __call__(self, *args, **kwargs):
-        leaves, in_tree = self._wrapped._dynamic_leaves(args, kwargs)
+        # As in JAX, a Compiled takes only the dynamic arguments: static ones are baked in.
+        leaves, in_tree = tree_util.tree_flatten((args, kwargs))
         if in_tree != self._entry.in_tree:
+            w = self._wrapped
+            hint = (" Static arguments are compiled in: pass only the others."
+                    if w._static_argnums or w._static_argnames else "")
             raise TypeError(f"Function compiled with input pytree does not match the input pytree "
                             f"it was called with: compiled for {self._entry.in_tree}, called "
-                            f"with {in_tree}.")
+                            f"with {in_tree}.{hint}")
         avals = [get_aval(x) for x in leaves]
         for i, (got, want) in enumerate(zip(avals, self._entry.in_avals)):
             if got.shape != want.shape or got.dtype != want.dtype:
