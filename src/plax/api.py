@@ -234,8 +234,11 @@ class ShapeDtypeStruct:
     __slots__ = ("shape", "dtype", "sharding", "weak_type")
 
     def __init__(self, shape, dtype, sharding=None, weak_type: bool = False):
+        if dtype is None:
+            raise ValueError("ShapeDtypeStruct: dtype must be specified.")
         self.shape = tuple(int(d) for d in shape)
-        self.dtype = dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
+        # Kept as given (float64 stays float64, as in JAX); tracing canonicalises it.
+        self.dtype = dtypes.check_user_dtype(dtype)
         self.sharding = sharding
         self.weak_type = bool(weak_type)
 
