@@ -263,12 +263,11 @@ _jit_cache: dict = {}
 
 def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device, args):
     """Run a jitted jaxpr on concrete arguments (compiling it once per device)."""
-    chosen, committed = pick_device(args, f"jitted function {name}")
     if device is not None:
-        if committed and chosen != device:
-            raise ValueError(f"Received incompatible devices for jitted computation {name}: "
-                             f"jit(device={device}) but an argument is committed to {chosen}.")
+        # As in JAX, a pinned computation copies arguments committed elsewhere to its device.
         chosen, committed = device, True
+    else:
+        chosen, committed = pick_device(args, f"jitted function {name}")
     key = (closed, chosen, donated_invars, keep_unused)
     exe = _jit_cache.get(key)
     if exe is None:
