@@ -242,16 +242,16 @@ def lower_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bo
 
 
 def compile_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool,
-                   device) -> JitExecutable:
+                   device, why: str = "") -> JitExecutable:
     text, jaxpr, kept, donated = lower_jitted(closed, name, donated_invars, keep_unused)
-    return compile_lowered(text, jaxpr, kept, donated, device, name)
+    return compile_lowered(text, jaxpr, kept, donated, device, name, why)
 
 
-def compile_lowered(text, jaxpr, kept, donated, device, name) -> JitExecutable:
+def compile_lowered(text, jaxpr, kept, donated, device, name, why: str = "") -> JitExecutable:
     if config.read("log_compiles"):
         import logging
-        logging.getLogger("plax").warning("Compiling %s for %s with arguments (%s)", name, device,
-                                          ", ".join(v.aval.str_short() for v in jaxpr.invars))
+        logging.getLogger("plax").warning("Compiling %s for %s with arguments (%s)%s", name, device,
+                                          ", ".join(v.aval.str_short() for v in jaxpr.invars), why)
     exe = xla.compile(text, [device])
     program = CompiledProgram(exe, [v.aval for v in jaxpr.invars],
                               [v.aval for v in jaxpr.outvars], device, text)
@@ -271,7 +271,13 @@ def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: boo
     key = (closed, chosen, donated_invars, keep_unused)
     exe = _jit_cache.get(key)
     if exe is None:
-        exe = _jit_cache[key] = compile_jitted(closed, name, donated_invars, keep_unused, chosen)
+        why = ""
+        if config.read("log_compiles"):
+            seen = [k[1] for k in _jit_cache if k[0] is closed]
+            if seen:
+                why = f" because it was compiled for {seen[-1]} before and now runs on {chosen}"
+        exe = _jit_cache[key] = compile_jitted(closed, name, donated_invars, keep_unused, chosen,
+                                               why)
     outs = exe.run(args, committed)
     _check_debug_flags(closed, name, args, outs)
     return outs
