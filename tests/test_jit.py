@@ -1,0 +1,472 @@
+"""plax.jit: decorator forms, static and donated arguments, the tracing cache, devices,
+nested jit as the pjit primitive, pytrees in and out, debug flags and tracer leaks."""
+import functools
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax import errors, lax
+from plax.core.config import config
+from plax.sharding import SingleDeviceSharding
+
+X = np.arange(3, dtype=np.float32)
+
+
+def counted(fun):
+    """``fun`` wrapped so that ``wrapper.n`` counts its Python calls (= traces under jit)."""
+    @functools.wraps(fun)
+    def wrapper(*args, **kwargs):
+        wrapper.n += 1
+        return fun(*args, **kwargs)
+    wrapper.n = 0
+    return wrapper
+
+
+# --- usage forms ---------------------------------------------------------------------------
+def test_decorator_forms():
+    @plax.jit
+    def a(x, y):
+        return x * 2 + y
+
+    @plax.jit(static_argnums=1)
+    def b(x, n):
+        return x * n
+
+    @functools.partial(plax.jit, static_argnames="n")
+    def c(x, n):
+        return x * n
+
+    out = a(X, 1.0)
+    assert isinstance(out, plax.Array) and out.dtype == np.float32
+    np.testing.assert_array_equal(out, X * 2 + 1)
+    np.testing.assert_array_equal(b(X, 3), X * 3)
+    np.testing.assert_array_equal(c(X, 4), X * 4)
+    np.testing.assert_array_equal(c(X, n=4), X * 4)
+
+
+def test_wrapper_keeps_name_doc_and_wrapped():
+    def f(x):
+        """Doubles x."""
+        return x * 2
+    g = plax.jit(f)
+    assert g.__wrapped__ is f
+    assert g.__name__ == "f" and g.__doc__ == "Doubles x."
+    assert "f" in repr(g)
+    with pytest.raises(TypeError, match="callable"):
+        plax.jit(3)
+
+
+def test_method_decorator():
+    class Scale:
+        def __init__(self, k):
+            self.k = k
+
+        def __hash__(self):
+            return hash(self.k)
+
+        def __eq__(self, other):
+            return isinstance(other, Scale) and self.k == other.k
+
+        @functools.partial(plax.jit, static_argnums=0)
+        def apply(self, x):
+            return x * self.k
+
+    np.testing.assert_array_equal(Scale(3).apply(X), X * 3)
+    np.testing.assert_array_equal(Scale(5).apply(X), X * 5)
+    assert isinstance(Scale.__dict__["apply"], plax.api.JitWrapped)
+    assert Scale.apply.__get__(None, Scale) is Scale.__dict__["apply"]
+
+
+# --- static arguments ------------------------------------------------------------------------
+def test_static_argnums_and_argnames_inferred_from_signature():
+    def f(x, n, *, scale=1):
+        return x * n * scale
+    g = plax.jit(f, static_argnums=1)
+    assert g._static_argnames == ("n",)
+    h = plax.jit(f, static_argnames=("n", "scale"))
+    assert h._static_argnums == (1,)
+    # Static passed by keyword (resolved from argnums) and positionally (resolved from argnames).
+    np.testing.assert_array_equal(g(X, n=3), X * 3)
+    np.testing.assert_array_equal(h(X, 3, scale=2), X * 6)
+
+
+def test_negative_static_argnums():
+    f = counted(lambda x, n: x * n)
+    g = plax.jit(f, static_argnums=-1)
+    np.testing.assert_array_equal(g(X, 3), X * 3)
+    np.testing.assert_array_equal(g(X, 4), X * 4)
+    assert f.n == 2  # the static value is part of the cache key
+
+
+def test_static_argnames_with_varargs_and_varkwargs():
+    def va(*args, **kwargs):
+        return args[0] * kwargs["s"]
+    np.testing.assert_array_equal(plax.jit(va, static_argnames="s")(X, s=2), X * 2)
+    np.testing.assert_array_equal(plax.jit(va, static_argnums=1)(X, 2, s=3.0), X * 3)
+
+
+def test_bad_static_specs():
+    with pytest.raises(ValueError, match="static_argnums"):
+        plax.jit(lambda x: x, static_argnums=3)
+    with pytest.raises(ValueError, match="'zz' is not a parameter"):
+        plax.jit(lambda x: x, static_argnames="zz")
+    with pytest.raises(ValueError, match="cannot overlap"):
+        plax.jit(lambda x, y: x, static_argnums=0, donate_argnums=0)
+
+
+def test_unhashable_static_argument():
+    g = plax.jit(lambda x, n: x, static_argnums=1)
+    with pytest.raises(ValueError, match="Non-hashable static arguments are not supported") as e:
+        g(X, [1, 2])
+    assert "list" in str(e.value)
+    h = plax.jit(lambda x, n: x, static_argnames="n")
+    with pytest.raises(ValueError, match="Non-hashable static arguments"):
+        h(X, n={"a": 1})
+
+
+def test_non_array_argument_that_is_not_static():
+    f = plax.jit(lambda x, opts: x)
+    with pytest.raises(TypeError, match="Error interpreting argument to .* as an abstract array") as e:
+        f(X, "fast")
+    msg = str(e.value)
+    assert "opts" in msg and "static_argnums" in msg
+    with pytest.raises(TypeError, match=r"path opts\['mode'\]"):
+        f(X, {"mode": "fast"})
+
+
+def test_kwargs_passed_by_name():
+    @plax.jit
+    def f(x, y, scale=1.0):
+        return x * scale + y
+    np.testing.assert_allclose(f(X, y=X), X * 2)
+    np.testing.assert_allclose(f(x=X, y=X, scale=3.0), X * 4)
+    np.testing.assert_allclose(f(X, X, scale=np.float32(0.5)), X * 1.5)
+
+
+# --- the tracing cache -------------------------------------------------------------------------
+def test_retrace_only_when_the_signature_changes():
+    f = counted(lambda x, y: x + y)
+    g = plax.jit(f)
+    g(X, 1.0)
+    g(X, 2.0)                          # same types (weak f32 scalar): cached
+    g(plax.device_put(X), 3.0)         # NumPy array and Array have the same type
+    assert f.n == 1
+    g(X[:2], 1.0)                      # new shape
+    assert f.n == 2
+    g(X.astype(np.int32), 1)           # new dtype
+    assert f.n == 3
+    g(X, np.float32(1.0))              # strong f32 instead of a weak Python float
+    assert f.n == 4
+    g(X, jnp.float32(5.0))             # still strong f32: cached
+    assert f.n == 4
+    g(X, 1)                            # weak int32
+    assert f.n == 5
+
+
+def test_retrace_on_pytree_structure_and_static_values():
+    f = counted(lambda t, n: t[0] * n)
+    g = plax.jit(f, static_argnums=1)
+    g((X, X), 2)
+    g((X, X), 2)
+    assert f.n == 1
+    g([X, X], 2)                       # list instead of tuple
+    assert f.n == 2
+    g((X, X, X), 2)                    # one more leaf
+    assert f.n == 3
+    np.testing.assert_array_equal(g((X, X), 3), X * 3)
+    assert f.n == 4
+    d = counted(lambda t: t["a"])
+    dj = plax.jit(d)
+    dj({"a": X})
+    dj({"a": X, "b": X})
+    assert d.n == 2
+
+
+def test_committed_device_change_recompiles_without_retracing(caplog):
+    devs = plax.devices()
+    f = counted(lambda x: x + 1)
+    g = plax.jit(f)
+    with config.override("log_compiles", True), caplog.at_level(logging.WARNING, logger="plax"):
+        r0 = g(plax.device_put(X, devs[0]))
+        r1 = g(plax.device_put(X, devs[1]))
+    assert f.n == 1
+    assert r0.devices() == {devs[0]} and r1.devices() == {devs[1]}
+    np.testing.assert_array_equal(r1, X + 1)
+    compiles = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling")]
+    assert len(compiles) == 2 and "cpu:1" in compiles[1] and "because" in compiles[1]
+
+
+def test_clear_caches_forces_retrace():
+    f = counted(lambda x: x * 2)
+    g = plax.jit(f)
+    g(X)
+    g(X)
+    assert f.n == 1
+    plax.clear_caches()
+    np.testing.assert_array_equal(g(X), X * 2)
+    assert f.n == 2
+    g.clear_cache()
+    g(X)
+    assert f.n == 3
+
+
+# --- donation ---------------------------------------------------------------------------------
+def test_donate_argnums_deletes_the_input():
+    d = plax.jit(lambda a, b: a + b, donate_argnums=0)
+    a, b = jnp.asarray(X), jnp.asarray(X)
+    out = d(a, b)
+    np.testing.assert_array_equal(out, X * 2)
+    assert a.is_deleted() and not b.is_deleted()
+    np.testing.assert_array_equal(b, X)
+    with pytest.raises(RuntimeError, match="deleted"):
+        lax.sin(a)
+    with pytest.raises(RuntimeError, match="deleted"):
+        d(a, b)
+    with pytest.raises(RuntimeError, match="deleted"):
+        np.asarray(a)
+
+
+def test_donate_argnames_and_lowering():
+    def f(a, b):
+        return a + b
+    d = plax.jit(f, donate_argnames="b")
+    assert d._donate_argnums == (1,)
+    a, b = jnp.asarray(X), jnp.asarray(X)
+    d(a, b=b)
+    assert not a.is_deleted() and b.is_deleted()
+    a, b = jnp.asarray(X), jnp.asarray(X)
+    d(a, b)
+    assert not a.is_deleted() and b.is_deleted()
+    text = d.lower(X, X).as_text()
+    main = next(l for l in text.splitlines() if "@main" in l)
+    assert main.count("jax.buffer_donor = true") == 1
+    assert main.index("%arg1") < main.index("jax.buffer_donor")
+    compiled = d.lower(X, X).compile()
+    assert compiled.memory_analysis().alias_size_in_bytes == X.nbytes  # XLA reuses the buffer
+
+
+def test_donation_not_applied_inside_a_trace():
+    d = plax.jit(lambda a, b: a + b, donate_argnums=0)
+    a = jnp.asarray(X)
+    np.testing.assert_array_equal(plax.jit(lambda a: d(a, a))(a), X * 2)
+    assert not a.is_deleted()
+    assert "donated_invars=(True, False)" in str(plax.make_jaxpr(d)(X, X))
+
+
+# --- keep_unused, device, backend, shardings ----------------------------------------------------
+def _main_signature(text):
+    return next(l for l in text.splitlines() if "@main" in l)
+
+
+def test_keep_unused():
+    def f(a, b, c):
+        return a * c
+    pruned = plax.jit(f)
+    sig = _main_signature(pruned.lower(X, X[:2], X).as_text())
+    assert sig.count("%arg") == 2 and "tensor<2xf32>" not in sig
+    np.testing.assert_array_equal(pruned(X, X[:2], X), X * X)
+    kept = plax.jit(f, keep_unused=True)
+    sig = _main_signature(kept.lower(X, X[:2], X).as_text())
+    assert sig.count("%arg") == 3 and "tensor<2xf32>" in sig
+    np.testing.assert_array_equal(kept(X, X[:2], X), X * X)
+
+
+def test_device_and_backend():
+    devs = plax.devices()
+    assert len(devs) == 8
+    out = plax.jit(lambda a: a + 1, device=devs[3])(X)
+    assert out.devices() == {devs[3]} and out.committed
+    np.testing.assert_array_equal(out, X + 1)
+    # A committed argument on another device is moved to the pinned device, as in JAX.
+    out = plax.jit(lambda a: a * 2, device=devs[5])(plax.device_put(X, devs[1]))
+    assert out.devices() == {devs[5]}
+    np.testing.assert_array_equal(out, X * 2)
+    out = plax.jit(lambda a: a + 1, backend="cpu")(X)
+    assert out.devices() == {devs[0]}
+    # Without pinning, uncommitted inputs run on the default device and stay uncommitted.
+    out = plax.jit(lambda a: a + 1)(X)
+    assert out.devices() == {devs[0]} and not out.committed
+
+
+def test_incompatible_committed_devices():
+    devs = plax.devices()
+    a0, a1 = plax.device_put(X, devs[0]), plax.device_put(X, devs[1])
+    with pytest.raises(ValueError, match="incompatible devices"):
+        plax.jit(lambda a, b: a + b)(a0, a1)
+
+
+def test_single_device_shardings():
+    devs = plax.devices()
+    s = SingleDeviceSharding(devs[2])
+    out = plax.jit(lambda a: a + 1, in_shardings=s, out_shardings=s)(X)
+    assert out.devices() == {devs[2]}
+    np.testing.assert_array_equal(out, X + 1)
+    out = plax.jit(lambda a, b: a + b, in_shardings=(s, s))(X, X)
+    assert out.devices() == {devs[2]}
+    out = plax.jit(lambda a: a + 1, out_shardings=SingleDeviceSharding(devs[4]))(X)
+    assert out.devices() == {devs[4]}
+
+
+def test_multi_device_shardings_raise():
+    devs = plax.devices()
+
+    class TwoDevices:  # stands in for a NamedSharding over a 2-device mesh
+        device_set = {devs[0], devs[1]}
+
+    with pytest.raises(NotImplementedError, match="spanning 2 devices"):
+        plax.jit(lambda a: a, in_shardings=TwoDevices())
+    with pytest.raises(TypeError, match="must be Sharding"):
+        plax.jit(lambda a: a, out_shardings="x")
+    with pytest.raises(ValueError, match="one device"):
+        plax.jit(lambda a: a, device=devs[1], in_shardings=SingleDeviceSharding(devs[2]))
+
+
+# --- nested jit: the pjit primitive ---------------------------------------------------------
+def test_nested_jit_prints_as_pjit():
+    @plax.jit
+    def f(a):
+        return jnp.sin(a) * 2
+    text = str(plax.make_jaxpr(lambda a: f(a) + 1)(X))
+    assert "pjit[" in text and "name=f" in text and "jaxpr={ lambda ; a:f32[3]. let" in text
+    assert "sin a" in text
+
+
+def test_inline_has_no_pjit_equation():
+    g = plax.jit(lambda a: jnp.sin(a) * 2, inline=True)
+    text = str(plax.make_jaxpr(lambda a: g(a) + 1)(X))
+    assert "pjit" not in text and "sin" in text
+    np.testing.assert_allclose(plax.jit(lambda a: g(a) + 1)(X), np.sin(X) * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(g(X), np.sin(X) * 2, rtol=1e-6)  # top-level call still compiles
+
+
+def test_nested_jit_lowers_as_private_function():
+    inner = plax.jit(lambda a: a * 2)
+
+    @plax.jit
+    def outer(a):
+        return inner(a) + inner(a + 1)
+    np.testing.assert_array_equal(outer(X), X * 2 + (X + 1) * 2)
+    text = outer.lower(X).as_text()
+    assert text.count("func.func private") == 2
+    assert text.count('"func.call"') == 2 and "callee = @" in text
+    assert "func.func public @main" in text
+
+
+def test_closures_over_arrays_and_outer_tracers():
+    c = jnp.asarray(X) + 10
+    g = plax.jit(lambda a: a * c)
+    np.testing.assert_array_equal(g(X), X * (X + 10))
+    text = str(plax.make_jaxpr(g)(X))
+    assert text.startswith("{ lambda a:f32[3]; b:f32[3]. let")  # c is a constant of the jaxpr
+    np.testing.assert_array_equal(plax.jit(plax.jit(lambda a: a + c))(X), X * 2 + 10)
+
+    def outer(a):
+        @plax.jit
+        def inner(y):
+            return y * a   # closes over the outer trace's tracer
+        return inner(2.0) + inner(3.0)
+    np.testing.assert_array_equal(plax.jit(outer)(X), X * 5)
+    np.testing.assert_array_equal(outer(X), X * 5)
+    text = str(plax.make_jaxpr(outer)(X))
+    assert text.count("pjit[") == 2 and "name=inner" in text
+
+
+def test_outputs_pytrees_none_and_python_scalars():
+    out = plax.jit(lambda a: (a, {"b": 1.0, "c": [a, 2]}))(X)
+    assert isinstance(out, tuple) and set(out[1]) == {"b", "c"}
+    np.testing.assert_array_equal(out[1]["c"][0], X)
+    b = out[1]["b"]
+    assert isinstance(b, plax.Array) and b.dtype == np.float32 and b.aval.weak_type and float(b) == 1.0
+    two = out[1]["c"][1]
+    assert two.dtype == np.int32 and two.aval.weak_type and int(two) == 2
+    assert plax.jit(lambda a: None)(X) is None
+    assert float(plax.jit(lambda: 3.0)()) == 3.0
+    with pytest.raises(TypeError, match="returned a value of type str"):
+        plax.jit(lambda a: "no")(X)
+
+
+def test_pytree_inputs():
+    @plax.jit
+    def f(params, x):
+        return params["w"] * x + params["b"][0]
+    out = f({"w": X, "b": (np.float32(1),)}, X)
+    np.testing.assert_array_equal(out, X * X + 1)
+
+
+# --- debug flags ------------------------------------------------------------------------------
+def test_debug_nans_names_the_primitive():
+    bad = plax.jit(lambda a: jnp.log(a - 1.0) * 2)
+    with config.override("debug_nans", True):
+        with pytest.raises(FloatingPointError, match="nan.*log"):
+            bad(X)
+        with pytest.raises(FloatingPointError, match="log"):
+            jnp.log(jnp.asarray(X) - 1.0)            # eager
+        with pytest.raises(FloatingPointError, match="div"):
+            plax.jit(lambda a: lax.div(a, a))(jnp.zeros(3))
+        np.testing.assert_allclose(bad(X + 2), np.log(X + 1) * 2, rtol=1e-6)  # no NaN: fine
+    assert np.isnan(np.asarray(bad(X))).any()       # flag off: NaNs pass silently
+
+
+def test_debug_infs_names_the_primitive():
+    with config.override("debug_infs", True):
+        with pytest.raises(FloatingPointError, match=r"inf.*div"):
+            plax.jit(lambda a: lax.div(1.0, a))(jnp.zeros(3))
+        with pytest.raises(FloatingPointError, match="div"):
+            lax.div(jnp.ones(3), jnp.zeros(3))
+
+
+def test_debug_nans_from_the_environment():
+    code = ("import plax, plax.numpy as jnp\n"
+            "try:\n"
+            "    plax.jit(lambda a: jnp.log(a))(jnp.asarray(-1.0))\n"
+            "except FloatingPointError as e:\n"
+            "    print('raised:', e)\n")
+    env = dict(os.environ, PLAX_DEBUG_NANS="1", PLAX_NUM_CPU_DEVICES="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert "raised:" in out.stdout and "log" in out.stdout, out.stderr
+
+
+def test_log_compiles_names_function_and_reason(caplog):
+    @plax.jit
+    def my_fun(a, n=1):
+        return a * n
+
+    with config.override("log_compiles", True), caplog.at_level(logging.WARNING, logger="plax"):
+        my_fun(X)
+        my_fun(X)
+        my_fun(X[:2])
+        my_fun(X, np.float32(2))
+    msgs = [r.getMessage() for r in caplog.records if r.name == "plax"]
+    assert all("my_fun" in m for m in msgs)
+    assert sum(m.startswith("Compiling") for m in msgs) == 3
+    retraces = [m for m in msgs if m.startswith("Retracing")]
+    assert len(retraces) == 2
+    assert "f32[3] -> f32[2]" in retraces[0]
+    assert "pytree structure changed" in retraces[1]
+    caplog.clear()
+    my_fun(X)  # flag off: silent
+    assert not [r for r in caplog.records if r.name == "plax"]
+
+
+# --- tracer leaks ----------------------------------------------------------------------------
+def test_leaked_tracer_from_jit():
+    leaked = []
+
+    @plax.jit
+    def f(a):
+        leaked.append(a * 2)
+        return a
+    f(X)
+    with pytest.raises(errors.UnexpectedTracerError) as e:
+        jnp.sin(leaked[0])
+    msg = str(e.value)
+    assert "created while tracing f" in msg and "test_jit.py" in msg and "mul" in msg
+    with pytest.raises(errors.UnexpectedTracerError):
+        plax.jit(lambda a: a + leaked[0])(X)
