@@ -205,3 +205,19 @@ def test_ensure_compile_time_eval():
     assert kinds[0] is plax.Array and kinds[1] is not plax.Array
     text = str(plax.make_jaxpr(f)(X))
     assert "sin" not in text and "mul" in text
+
+
+# --- compiler_options ----------------------------------------------------------------------------
+def test_compiler_options_reach_xla():
+    def f(a):
+        return jnp.sin(a) * 2 + 1
+    no_passes = {"xla_disable_all_hlo_passes": True}
+    assert "fusion" in plax.jit(f).lower(X).compile().as_text()
+    assert "fusion" not in plax.jit(f, compiler_options=no_passes).lower(X).compile().as_text()
+    assert "fusion" not in plax.jit(f).lower(X).compile(compiler_options=no_passes).as_text()
+    np.testing.assert_allclose(plax.jit(f, compiler_options=no_passes)(X), np.sin(X) * 2 + 1,
+                               rtol=1e-6)
+    with pytest.raises(plax.errors.JaxRuntimeError, match="No such compile option: 'bogus'"):
+        plax.jit(f, compiler_options={"bogus": 1})(X)
+    with pytest.raises(TypeError, match="compiler_options must be a dict"):
+        plax.jit(f, compiler_options=["bogus"])

@@ -352,6 +352,7 @@ class JitWrapped:
         self._keep_unused = bool(keep_unused)
         self._inline = bool(inline)
         self._device = _jit_device(device, backend, in_shardings, out_shardings)
+        self._compiler_options = dispatch.compiler_options_key(compiler_options)
         self._cache: dict = {}
         self._last_key = None
         _jit_instances.add(self)
@@ -455,7 +456,8 @@ class JitWrapped:
             leaf_donated += [donated_kw[k]] * len(tree_util.tree_leaves(dyn_kwargs[k]))
         entry.params = dict(jaxpr=callee, name=name,
                             donated_invars=(False,) * len(consts) + tuple(leaf_donated),
-                            keep_unused=self._keep_unused, inline=self._inline, device=self._device)
+                            keep_unused=self._keep_unused, inline=self._inline, device=self._device,
+                            compiler_options=self._compiler_options)
         entry.consts = consts
         entry.in_tree, entry.out_tree, entry.in_avals = in_tree, out_tree_box[0], avals
         entry.arg_names = names

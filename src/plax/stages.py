@@ -51,9 +51,13 @@ class Lowered:
         return self._text
 
     def compile(self, compiler_options=None) -> "Compiled":
-        device = self._entry.params["device"] or dispatch.default_device()
+        """Compile with XLA; ``compiler_options`` add to (and override) those given to jit."""
+        p = self._entry.params
+        options = dict(p["compiler_options"] or ())
+        options.update(compiler_options or {})
+        device = p["device"] or dispatch.default_device()
         exe = dispatch.compile_lowered(self._text, self._jaxpr, self._kept, self._donated, device,
-                                       self._entry.params["name"])
+                                       p["name"], options=dispatch.compiler_options_key(options))
         return Compiled(self._wrapped, self._entry, exe)
 
 

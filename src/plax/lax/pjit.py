@@ -15,7 +15,8 @@ from plax.lowering.stablehlo import define_function, lowering_rules
 pjit_p = Primitive("pjit", multiple_results=True)
 
 
-def _pjit_abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline, device):
+def _pjit_abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline, device,
+                   compiler_options):
     expected = jaxpr.in_avals
     if len(avals) != len(expected) or any(
             a.shape != e.shape or a.dtype != e.dtype for a, e in zip(avals, expected)):
@@ -25,13 +26,13 @@ def _pjit_abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused
     return jaxpr.out_avals
 
 
-def _pjit_impl(*args, jaxpr, name, donated_invars, keep_unused, inline, device):
+def _pjit_impl(*args, jaxpr, name, donated_invars, keep_unused, inline, device, compiler_options):
     from plax.runtime.dispatch import call_jitted
-    return call_jitted(jaxpr, name, donated_invars, keep_unused, device, args)
+    return call_jitted(jaxpr, name, donated_invars, keep_unused, device, args, compiler_options)
 
 
 def _pjit_lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline,
-                   device):
+                   device, compiler_options):
     """A private function holding the callee, and a call to it."""
     callee = ctx.fn.module.unique_name(name)
     define_function(ctx.fn.module, callee, jaxpr.jaxpr)

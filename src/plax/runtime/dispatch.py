@@ -241,18 +241,30 @@ def lower_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bo
     return text, jaxpr, kept, donated
 
 
+def compiler_options_key(options) -> tuple | None:
+    """XLA compiler options (a dict of flag name -> value) as a hashable, sorted tuple."""
+    if not options:
+        return None
+    if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
+        raise TypeError(f"compiler_options must be a dict from XLA option names to values, got "
+                        f"{options!r}.")
+    return tuple(sorted(options.items()))
+
+
 def compile_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool,
-                   device, why: str = "") -> JitExecutable:
+                   device, why: str = "", options=None) -> JitExecutable:
     text, jaxpr, kept, donated = lower_jitted(closed, name, donated_invars, keep_unused)
-    return compile_lowered(text, jaxpr, kept, donated, device, name, why)
+    return compile_lowered(text, jaxpr, kept, donated, device, name, why, options)
 
 
-def compile_lowered(text, jaxpr, kept, donated, device, name, why: str = "") -> JitExecutable:
+def compile_lowered(text, jaxpr, kept, donated, device, name, why: str = "",
+                    options=None) -> JitExecutable:
+    """Compile lowered text; ``options`` are XLA compiler options as (name, value) pairs."""
     if config.read("log_compiles"):
         import logging
         logging.getLogger("plax").warning("Compiling %s for %s with arguments (%s)%s", name, device,
                                           ", ".join(v.aval.str_short() for v in jaxpr.invars), why)
-    exe = xla.compile(text, [device])
+    exe = xla.compile(text, [device], options=options)
     program = CompiledProgram(exe, [v.aval for v in jaxpr.invars],
                               [v.aval for v in jaxpr.outvars], device, text)
     return JitExecutable(program, kept, donated, name)
@@ -261,14 +273,15 @@ def compile_lowered(text, jaxpr, kept, donated, device, name, why: str = "") -> 
 _jit_cache: dict = {}
 
 
-def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device, args):
+def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device, args,
+                options=None):
     """Run a jitted jaxpr on concrete arguments (compiling it once per device)."""
     if device is not None:
         # As in JAX, a pinned computation copies arguments committed elsewhere to its device.
         chosen, committed = device, True
     else:
         chosen, committed = pick_device(args, f"jitted function {name}")
-    key = (closed, chosen, donated_invars, keep_unused)
+    key = (closed, chosen, donated_invars, keep_unused, options)
     exe = _jit_cache.get(key)
     if exe is None:
         why = ""
@@ -277,7 +290,7 @@ def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: boo
             if seen:
                 why = f" because it was compiled for {seen[-1]} before and now runs on {chosen}"
         exe = _jit_cache[key] = compile_jitted(closed, name, donated_invars, keep_unused, chosen,
-                                               why)
+                                               why, options)
     outs = exe.run(args, committed)
     _check_debug_flags(closed, name, args, outs)
     return outs

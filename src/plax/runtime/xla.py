@@ -164,8 +164,11 @@ def hlo_sharding_replicated():
 
 # --- compile and execute ----------------------------------------------------------
 def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
-            spmd: bool = False):
-    """Compile StableHLO ``text`` for ``devices``; returns a jaxlib LoadedExecutable."""
+            spmd: bool = False, options=None):
+    """Compile StableHLO ``text`` for ``devices``; returns a jaxlib LoadedExecutable.
+
+    ``options`` are XLA compiler options as (name, value) pairs (jit's ``compiler_options``).
+    """
     client = devices[0].client
     co = xc.CompileOptions()
     co.num_replicas = num_replicas
@@ -175,6 +178,8 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
     co.device_assignment = xc.DeviceAssignment.create(ids)
     if spmd:
         co.executable_build_options.use_spmd_partitioning = True
+    if options:
+        co.env_option_overrides = list(options)
     try:
         return client.compile_and_load(text, xc.DeviceList(tuple(devices)), co)
     except xc.XlaRuntimeError as e:
