@@ -33,6 +33,14 @@ def user_frame():
     return f
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised by the caller point at user code."""
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_code.co_filename.startswith(_PLAX_DIR):
+        f, level = f.f_back, level + 1
+    return level
+
+
 def current_source_info(name_stack: tuple) -> SourceInfo:
     f = user_frame()
     if f is None:

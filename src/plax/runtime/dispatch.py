@@ -235,10 +235,36 @@ def lower_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bo
         _, used = dce_jaxpr(jaxpr)
         kept = tuple(i for i, u in enumerate(used) if u)
         jaxpr = Jaxpr([], [jaxpr.invars[i] for i in kept], jaxpr.outvars, jaxpr.eqns)
-    donated = tuple(bool(donated_invars[i]) for i in kept)
+    donated = _usable_donations(jaxpr, [bool(donated_invars[i]) for i in kept], name)
     attrs = ["jax.buffer_donor = true" if d else "" for d in donated]
     text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{name}", arg_attrs=attrs)
     return text, jaxpr, kept, donated
+
+
+def _usable_donations(jaxpr: Jaxpr, donated: list, name: str) -> tuple:
+    """Keep a donation only where an output of the same type can reuse the buffer (as JAX
+    does, warning about the rest, whose inputs then stay alive)."""
+    free: dict = {}
+    for v in jaxpr.outvars:
+        key = (v.aval.shape, v.aval.dtype)
+        free[key] = free.get(key, 0) + 1
+    usable, unusable = [], []
+    for v, d in zip(jaxpr.invars, donated):
+        key = (v.aval.shape, v.aval.dtype)
+        if d and free.get(key, 0):
+            free[key] -= 1
+        elif d:
+            unusable.append(v.aval.str_short())
+            d = False
+        usable.append(d)
+    if unusable:
+        import warnings
+        from plax.core.source_info import user_stacklevel
+        warnings.warn(f"Some donated buffers were not usable in {name}: {', '.join(unusable)}. "
+                      "Donation lets an output of the same shape and dtype reuse an input's "
+                      "memory; these inputs have no such output and are not deleted.",
+                      stacklevel=user_stacklevel())
+    return tuple(usable)
 
 
 def compiler_options_key(options) -> tuple | None:
