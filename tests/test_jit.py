@@ -251,6 +251,34 @@ def test_donate_argnames_and_lowering():
     assert compiled.memory_analysis().alias_size_in_bytes == X.nbytes  # XLA reuses the buffer
 
 
+def test_donated_pytree_and_compiled_call():
+    d = plax.jit(lambda p, b: (p["w"] * b, p["b"] + 1), donate_argnums=0)
+    p = {"w": jnp.asarray(X), "b": jnp.asarray(X)}
+    b = jnp.asarray(X)
+    out = d(p, b)
+    np.testing.assert_array_equal(out[0], X * X)
+    np.testing.assert_array_equal(out[1], X + 1)
+    assert p["w"].is_deleted() and p["b"].is_deleted() and not b.is_deleted()
+    compiled = d.lower({"w": X, "b": X}, X).compile()
+    p = {"w": jnp.asarray(X), "b": jnp.asarray(X)}
+    np.testing.assert_array_equal(compiled(p, b)[0], X * X)
+    assert p["w"].is_deleted() and p["b"].is_deleted() and not b.is_deleted()
+
+
+def test_unusable_donation_warns_and_keeps_the_input():
+    # One output can reuse only one of the two donated f32[3] buffers; an unused donated
+    # argument is pruned silently (as in JAX).
+    d = plax.jit(lambda a, b, c: a * b, donate_argnums=(0, 1, 2))
+    a, b, c = jnp.asarray(X), jnp.asarray(X), jnp.asarray(X)
+    with pytest.warns(UserWarning, match=r"donated buffers were not usable.*f32\[3\]") as rec:
+        np.testing.assert_array_equal(d(a, b, c), X * X)
+    assert rec[0].filename == __file__
+    assert a.is_deleted() and not b.is_deleted() and not c.is_deleted()
+    with pytest.warns(UserWarning, match="not usable"):
+        main = _main_signature(d.lower(X, X, X).as_text())
+    assert main.count("jax.buffer_donor") == 1 and main.count("%arg") == 2
+
+
 def test_donation_not_applied_inside_a_trace():
     d = plax.jit(lambda a, b: a + b, donate_argnums=0)
     a = jnp.asarray(X)
@@ -450,6 +478,13 @@ def test_log_compiles_names_function_and_reason(caplog):
     assert len(retraces) == 2
     assert "f32[3] -> f32[2]" in retraces[0]
     assert "pytree structure changed" in retraces[1]
+    static = plax.jit(lambda a, n: a * n, static_argnums=1)
+    caplog.clear()
+    with config.override("log_compiles", True), caplog.at_level(logging.WARNING, logger="plax"):
+        static(X, 2)
+        static(X, 3)
+    assert any("static arguments changed" in r.getMessage() and "<lambda>" in r.getMessage()
+               for r in caplog.records)
     caplog.clear()
     my_fun(X)  # flag off: silent
     assert not [r for r in caplog.records if r.name == "plax"]
@@ -461,12 +496,16 @@ def test_leaked_tracer_from_jit():
 
     @plax.jit
     def f(a):
-        leaked.append(a * 2)
+        leaked.append((a * 2, sys._getframe().f_lineno))
         return a
     f(X)
+    tracer, line = leaked[0]
     with pytest.raises(errors.UnexpectedTracerError) as e:
-        jnp.sin(leaked[0])
+        jnp.sin(tracer)
     msg = str(e.value)
-    assert "created while tracing f" in msg and "test_jit.py" in msg and "mul" in msg
+    assert "created while tracing f" in msg and "mul" in msg
+    assert f"test_jit.py:{line}" in msg
     with pytest.raises(errors.UnexpectedTracerError):
-        plax.jit(lambda a: a + leaked[0])(X)
+        plax.jit(lambda a: a + tracer)(X)
+    with pytest.raises(errors.UnexpectedTracerError):
+        f(tracer)

@@ -74,6 +74,11 @@ def test_locations_carry_named_scope_and_named_call():
     assert 'loc("body/my_scope/sin"' in text
     np.testing.assert_allclose(plax.jit(plax.named_call(body))(X), np.sin(X), rtol=1e-6)
 
+    @plax.named_scope("deco")          # a named_scope also decorates, as in JAX
+    def decorated(a):
+        return jnp.cos(a)
+    assert 'loc("deco/cos"' in plax.jit(decorated).lower(X).as_text()
+
 
 def test_named_scope_requires_a_string():
     with pytest.raises(TypeError, match="must be a string"):
