@@ -19,6 +19,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench_eager.py
+	$(PY) bench/bench_jit.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,145 @@
+"""jit dispatch time and trace/lower/compile time, plax next to JAX when one is found.
+
+JAX is never required: it is used if `import jax` works here, or if the
+environment variable JAX_PYTHON names a Python interpreter that has it
+(e.g. a scratch venv outside the repo). Ratios are only meaningful within
+one run: the machines are noisy.
+
+Targets (issue 3): dispatch at most 2x JAX's; trace+lower no slower than JAX's.
+
+    .venv/bin/python bench/bench_jit.py
+    JAX_PYTHON=/tmp/jaxref/bin/python .venv/bin/python bench/bench_jit.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+# The measurement runs the same code against either library: `lib` is plax or
+# jax, `jnp` its numpy module, `lax` its lax module.
+MEASURE = r'''
+import json, time, numpy as np
+
+def best_of(fn, n, repeats=5):
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t) / n)
+    return best * 1e6
+
+def best_single(make, run, repeats):
+    """Best time of run(make()) over fresh inputs; make() is not timed."""
+    best = float("inf")
+    for _ in range(repeats):
+        arg = make()
+        t = time.perf_counter()
+        run(arg)
+        best = min(best, time.perf_counter() - t)
+    return best * 1e6
+
+# --- dispatch: a jitted function on small arrays, compiled once, called many times
+small = lib.device_put(np.ones(8, np.float32))
+a, b, c = (lib.device_put(np.full(8, v, np.float32)) for v in (1.0, 2.0, 3.0))
+params = {"w": lib.device_put(np.full(8, 0.5, np.float32)),
+          "b": (lib.device_put(np.full(8, 0.25, np.float32)), 2.0)}
+
+@lib.jit
+def f1(x):
+    return x * 2 + 1
+
+@lib.jit
+def f4(a, b, c, p):
+    return a * p["w"] + b * p["b"][0] + c * p["b"][1]
+
+@lib.jit
+def identity(x):
+    return x
+
+# --- trace+lower: a 200-op elementwise chain, a fresh function each time (no caching)
+CHAIN_LEN = 200
+xs = lib.device_put(np.linspace(0, 1, 64, dtype=np.float32))
+
+def make_chain():
+    def chain(x):
+        y = x
+        for i in range(CHAIN_LEN):
+            k = i % 3
+            if k == 0:
+                y = lax.sin(y)
+            elif k == 1:
+                y = y * x
+            else:
+                y = y + 0.5
+        return y
+    return lib.jit(chain)
+
+res = {
+  "dispatch f(x)=x*2+1, f32[8] (us)": best_of(lambda: f1(small).block_until_ready(), 2000),
+  "dispatch identity, f32[8] (us)": best_of(lambda: identity(small).block_until_ready(), 2000),
+  "dispatch 3 arrays + pytree arg, f32[8] (us)":
+      best_of(lambda: f4(a, b, c, params).block_until_ready(), 2000),
+  "trace+lower 200-op chain, f32[64] (ms)":
+      best_single(make_chain, lambda g: g.lower(xs), 15) / 1e3,
+  "trace+lower+as_text 200-op chain (ms)":
+      best_single(make_chain, lambda g: g.lower(xs).as_text(), 15) / 1e3,
+  "compile 200-op chain (ms)":
+      best_single(lambda: make_chain().lower(xs), lambda low: low.compile(), 10) / 1e3,
+}
+print(json.dumps(res))
+'''
+
+
+def run_plax() -> dict:
+    import plax as lib
+    from plax import lax
+    import plax.numpy as jnp
+    scope = {"lib": lib, "lax": lax, "jnp": jnp}
+    import io
+    import contextlib
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(MEASURE, scope)
+    return json.loads(buf.getvalue())
+
+
+def run_jax() -> dict | None:
+    prelude = "import jax as lib\nfrom jax import lax\nimport jax.numpy as jnp\n"
+    try:
+        import jax  # noqa: F401
+        python = sys.executable
+    except ImportError:
+        python = os.environ.get("JAX_PYTHON")
+        if not python:
+            return None
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([python, "-c", prelude + MEASURE], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        print("JAX run failed:", proc.stderr[-500:], file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main():
+    mine = run_plax()
+    theirs = run_jax()
+    width = max(len(k) for k in mine)
+    header = f"{'benchmark':<{width}}  {'plax':>10}" + (f"  {'jax':>10}  {'plax/jax':>8}" if theirs else "")
+    print(header)
+    print("-" * len(header))
+    for k, v in mine.items():
+        line = f"{k:<{width}}  {v:>10.1f}"
+        if theirs and k in theirs:
+            line += f"  {theirs[k]:>10.1f}  {v / theirs[k]:>8.2f}"
+        print(line)
+    print("\nTargets: dispatch <= 2x JAX; trace+lower <= 1x JAX (compile is XLA's, for reference).")
+    if theirs is None:
+        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
+
+
+if __name__ == "__main__":
+    main()
