@@ -226,3 +226,18 @@ def test_compiler_options_reach_xla():
         plax.jit(f, compiler_options={"bogus": 1})(X)
     with pytest.raises(TypeError, match="compiler_options must be a dict"):
         plax.jit(f, compiler_options=["bogus"])
+
+
+def test_nested_jit_scopes_are_relative_to_each_call_site():
+    inner = plax.jit(lambda x: jnp.sin(x))
+
+    def outer(x):
+        with plax.named_scope("A"):
+            a = inner(x)
+        with plax.named_scope("B"):
+            b = inner(x)
+        return a + b
+
+    text = plax.jit(outer).lower(jnp.ones(2)).as_text()
+    assert 'loc("A/jit(<lambda>)/sin"' in text
+    assert 'loc("B/jit(<lambda>)/sin"' in text

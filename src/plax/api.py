@@ -15,7 +15,7 @@ from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
-                             get_aval, set_current_trace)
+                             fresh_name_stack, get_aval, set_current_trace)
 from plax.lax.pjit import pjit_p
 from plax.runtime import dispatch, xla
 from plax.runtime.array import Array, _live
@@ -443,7 +443,9 @@ class JitWrapped:
 
         names = flat_arg_names(fun, args, kwargs, static_nums)
         names = names if len(names) == len(avals) else None
-        jaxpr, consts = trace_to_jaxpr(flat_fun, list(avals), description=name, arg_names=names)
+        with fresh_name_stack():  # scopes inside are relative; call sites add their own
+            jaxpr, consts = trace_to_jaxpr(flat_fun, list(avals), description=name,
+                                           arg_names=names)
         entry = _JitEntry()
         entry.user_jaxpr = ClosedJaxpr(jaxpr, consts)
         # Constants become leading arguments, so the callee has no closed-over values.

@@ -190,6 +190,17 @@ def extend_name_stack(name: str):
         _ctx.name_stack = prev
 
 
+@contextlib.contextmanager
+def fresh_name_stack():
+    """An empty name stack, e.g. for a jitted body whose scopes are relative to the jit."""
+    prev = _ctx.name_stack
+    _ctx.name_stack = ()
+    try:
+        yield
+    finally:
+        _ctx.name_stack = prev
+
+
 class EvalTrace(Trace):
     """Runs primitives on concrete values right away."""
 

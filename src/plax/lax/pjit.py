@@ -35,7 +35,8 @@ def _pjit_lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_un
                    device, compiler_options):
     """A private function holding the callee, and a call to it."""
     callee = ctx.fn.module.unique_name(name)
-    define_function(ctx.fn.module, callee, jaxpr.jaxpr)
+    # The body's scopes are relative to the jit: prefix them with this call site's.
+    define_function(ctx.fn.module, callee, jaxpr.jaxpr, scope=ctx.fn.eqn_scope + (f"jit({name})",))
     return ctx.op("func.call", list(args), props=f"callee = @{callee}")
 
 

@@ -92,6 +92,8 @@ class FunctionBuilder:
         self.lines: list[str] = []
         self.counter = 0
         self.loc = ""  # the location attached to ops being emitted, e.g. loc("f/sin")
+        self.scope: tuple = ()  # name-stack prefix of this function's ops (a jit's call site)
+        self.eqn_scope: tuple = ()  # full name stack of the equation being lowered
 
     def fresh(self) -> str:
         self.counter += 1
@@ -216,7 +218,8 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args) -> list[str]:
         return env[v]
 
     for eqn in jaxpr.eqns:
-        fn.loc = location(eqn)
+        fn.eqn_scope = fn.scope + (eqn.source_info.name_stack if eqn.source_info else ())
+        fn.loc = location(eqn, fn.scope)
         rule = lowering_rules.get(eqn.primitive)
         if rule is None:
             raise NotImplementedError(f"No lowering rule for primitive {eqn.primitive.name!r}")
@@ -234,21 +237,25 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def location(eqn) -> str:
+def location(eqn, prefix: tuple = ()) -> str:
     """``loc("scope/prim"("file":line:0))``: the op's name-stack path and user source line."""
     info = eqn.source_info
     if info is None:
-        return f"loc({_quote(eqn.primitive.name)})"
-    name = _quote(info.scope(eqn.primitive.name))
+        return f"loc({_quote('/'.join((*prefix, eqn.primitive.name)))})"
+    name = _quote("/".join((*prefix, info.scope(eqn.primitive.name))))
     if info.file is None:
         return f"loc({name})"
     return f"loc({name}({_quote(info.file)}:{info.line}:0))"
 
 
 def define_function(module: ModuleBuilder, name: str, jaxpr: Jaxpr, public: bool = False,
-                    arg_attrs=None) -> None:
-    """Add ``func.func @name`` computing ``jaxpr`` (parameters: constvars, then invars)."""
+                    arg_attrs=None, scope: tuple = ()) -> None:
+    """Add ``func.func @name`` computing ``jaxpr`` (parameters: constvars, then invars).
+
+    ``scope`` prefixes the name-stack path of every op's location.
+    """
     fn = FunctionBuilder(module)
+    fn.scope = scope
     params = list(jaxpr.constvars) + list(jaxpr.invars)
     arg_names = [f"%arg{i}" for i in range(len(params))]
     outs = lower_jaxpr_body(fn, jaxpr, arg_names)
