@@ -79,14 +79,16 @@ def make_chain():
     return lib.jit(chain)
 
 res = {
-  "dispatch f(x)=x*2+1, f32[8] (us)": best_of(lambda: f1(small).block_until_ready(), 2000),
-  "dispatch identity, f32[8] (us)": best_of(lambda: identity(small).block_until_ready(), 2000),
+  "dispatch f(x)=x*2+1, f32[8] (us)":
+      best_of(lambda: f1(small).block_until_ready(), 1000, repeats=10),
+  "dispatch identity, f32[8] (us)":
+      best_of(lambda: identity(small).block_until_ready(), 1000, repeats=10),
   "dispatch 3 arrays + pytree arg, f32[8] (us)":
-      best_of(lambda: f4(a, b, c, params).block_until_ready(), 2000),
+      best_of(lambda: f4(a, b, c, params).block_until_ready(), 1000, repeats=10),
   "trace+lower 200-op chain, f32[64] (ms)":
-      best_single(make_chain, lambda g: g.lower(xs), 15) / 1e3,
+      best_single(make_chain, lambda g: g.lower(xs), 20) / 1e3,
   "trace+lower+as_text 200-op chain (ms)":
-      best_single(make_chain, lambda g: g.lower(xs).as_text(), 15) / 1e3,
+      best_single(make_chain, lambda g: g.lower(xs).as_text(), 20) / 1e3,
   "compile 200-op chain (ms)":
       best_single(lambda: make_chain().lower(xs), lambda low: low.compile(), 10) / 1e3,
 }
