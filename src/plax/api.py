@@ -18,7 +18,7 @@ from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, 
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.lax.pjit import pjit_p
 from plax.runtime import dispatch, xla
-from plax.runtime.array import Array, _live
+from plax.runtime.array import Array, all_arrays
 
 
 # --- staging -----------------------------------------------------------------------------
@@ -220,7 +220,7 @@ def block_until_ready(x):
 
 def live_arrays(platform=None) -> list:
     """Every Array that is alive (not deleted), optionally only on ``platform``."""
-    out = [a for a in list(_live.values()) if not a.is_deleted()]
+    out = [a for a in all_arrays() if not a.is_deleted()]
     if platform is not None:
         out = [a for a in out if next(iter(a.devices())).platform == platform]
     return out
@@ -355,6 +355,10 @@ class JitWrapped:
         self._compiler_options = dispatch.compiler_options_key(compiler_options)
         self._cache: dict = {}
         self._last_key = None
+        # Signature -> (executable, entry, committed) for the eager fast path, which applies
+        # when no argument is static (those need the general path's hashing and splitting).
+        self._fast: dict = {}
+        self._fast_ok = not (self._static_argnums or self._static_argnames)
         _jit_instances.add(self)
 
     def __repr__(self):
@@ -468,6 +472,9 @@ class JitWrapped:
 
     # --- calling ---
     def __call__(self, *args, **kwargs):
+        if self._fast_ok and not kwargs and config.plain_dispatch() \
+                and type(current_trace()) is EvalTrace:
+            return self._call_fast(args)
         if config.read("disable_jit"):
             return self._fun(*args, **kwargs)
         entry, leaves = self._entry(args, kwargs)
@@ -476,6 +483,35 @@ class JitWrapped:
         else:
             outs = pjit_p.bind(*entry.consts, *leaves, **entry.params)
         return tree_util.tree_unflatten(entry.out_tree, outs)
+
+    def _call_fast(self, args):
+        """Eager call with positional arguments: one dict lookup from arguments to the
+        executable. Same semantics as the general path, which fills this cache."""
+        if all(type(a) is Array for a in args):
+            leaves, in_tree = args, len(args)  # all leaves: the count fixes the structure
+        else:
+            leaves, in_tree = tree_util.tree_flatten(args)
+        sig = _fast_signature(leaves)
+        if sig is None:
+            entry, leaves = self._entry(args, {})
+            return tree_util.tree_unflatten(entry.out_tree, pjit_p.bind(*entry.consts, *leaves,
+                                                                         **entry.params))
+        key = (in_tree, sig, dtypes.x64_enabled())
+        hit = self._fast.get(key)
+        if hit is None:
+            entry, leaves = self._entry(args, {})
+            p = entry.params
+            full = list(entry.consts) + list(leaves)
+            exe, committed = dispatch.jitted_executable(
+                p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"], p["device"], full,
+                p["compiler_options"])
+            single = entry.out_tree.num_leaves == 1 and tree_util.treedef_is_leaf(entry.out_tree)
+            hit = (exe, entry, committed, single)
+            if entry.cacheable:
+                self._fast[key] = hit
+        exe, entry, committed, single = hit
+        outs = exe.run(list(entry.consts) + list(leaves) if entry.consts else leaves, committed)
+        return outs[0] if single else tree_util.tree_unflatten(entry.out_tree, outs)
 
     def trace(self, *args, **kwargs):
         """Trace for these arguments (arrays or ShapeDtypeStructs) -> ``stages.Traced``."""
@@ -494,6 +530,31 @@ class JitWrapped:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._fast.clear()
+
+
+_SCALAR_LEAF_TYPES = (int, float, bool, complex)
+
+
+def _fast_signature(leaves):
+    """A hashable description of argument leaves that fixes the executable to run: avals and
+    devices of Arrays, types of Python scalars, shapes and dtypes of NumPy arrays. None if
+    some leaf needs the general path (tracers, other types)."""
+    sig = []
+    for x in leaves:
+        t = type(x)
+        if t is Array:
+            dev = getattr(x._buf._sharding, "device_for_dispatch", None)
+            if dev is None:
+                return None
+            sig.append((x.aval, dev, x._committed))
+        elif t in _SCALAR_LEAF_TYPES:
+            sig.append(t)
+        elif t is np.ndarray:
+            sig.append((x.shape, x.dtype))
+        else:
+            return None
+    return tuple(sig)
 
 
 def _hashable_static(value, where: str):
@@ -629,7 +690,7 @@ def clear_backends() -> None:
 
 def effects_barrier() -> None:
     """Wait until every computation dispatched so far has finished."""
-    bufs = [a._buf for a in list(_live.values()) if not a.is_deleted()]
+    bufs = [a._buf for a in all_arrays() if not a.is_deleted()]
     if bufs:
         xla.block_until_ready(bufs)
 

@@ -53,16 +53,19 @@ class Config:
     def __init__(self):
         object.__setattr__(self, "_active_overrides", [0])  # any thread inside override()?
         object.__setattr__(self, "_flags", {})
+        object.__setattr__(self, "_by_any_name", {})  # "x" and "jax_x" -> flag
+        object.__setattr__(self, "_plain", [True])  # see plain_dispatch()
         object.__setattr__(self, "_local", threading.local())
         object.__setattr__(self, "_listeners", [])
 
     def define(self, name, default, kind=bool, help="", choices=None):
-        self._flags[name] = _Flag(name, default, kind, help, choices)
+        flag = _Flag(name, default, kind, help, choices)
+        self._flags[name] = flag
+        self._by_any_name[name] = self._by_any_name["jax_" + name] = flag
 
     def _flag(self, name: str) -> _Flag:
-        key = name[4:] if name.startswith("jax_") else name
         try:
-            return self._flags[key]
+            return self._by_any_name[name]
         except KeyError:
             raise AttributeError(f"Unrecognized config option: {name}") from None
 
@@ -87,10 +90,17 @@ class Config:
     def __setattr__(self, name, value):
         raise AttributeError("Set flags with config.update(name, value).")
 
+    def plain_dispatch(self) -> bool:
+        """True when no flag changes how a jitted call runs (no disable_jit, debug_nans,
+        debug_infs, and no override context active): one cheap check on the fast path."""
+        return self._plain[0] and not self._active_overrides[0]
+
     def update(self, name: str, value) -> None:
         """Set a flag globally, e.g. ``config.update("jax_enable_x64", True)``."""
         flag = self._flag(name)
         flag.global_value = flag._coerce(value)
+        self._plain[0] = not any(self._flags[n].global_value for n in _DISPATCH_FLAGS
+                                 if n in self._flags)
         for fn in self._listeners:
             fn(flag.name)
 
@@ -116,6 +126,7 @@ class Config:
         return {name: self.read(name) for name in self._flags}
 
 
+_DISPATCH_FLAGS = ("disable_jit", "debug_nans", "debug_infs")
 config = Config()
 config.define("enable_x64", False, help="Use 64-bit types by default.")
 config.define("debug_nans", False, help="Raise FloatingPointError when a computation makes a NaN.")
@@ -131,6 +142,7 @@ config.define("default_matmul_precision", None, kind=str,
 config.define("platforms", None, kind=str, help="Comma-separated platforms to use, e.g. 'cpu'.")
 config.define("num_cpu_devices", 1, kind=int, help="Number of virtual CPU devices.")
 config.define("compilation_cache_dir", None, kind=str, help="Directory for a persistent compilation cache.")
+config._plain[0] = not any(config._flags[n].global_value for n in _DISPATCH_FLAGS)
 
 
 def enable_x64(new_val: bool = True):

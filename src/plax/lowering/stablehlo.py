@@ -10,6 +10,8 @@ generic form, which every op accepts, so rules stay uniform.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from plax.core import dtypes
@@ -32,6 +34,7 @@ def element_type(dtype) -> str:
     return _ELEMENT_TYPES[np.dtype(dtype).name]
 
 
+@functools.lru_cache(maxsize=4096)
 def tensor_type(aval: ShapedArray) -> str:
     dims = "".join(f"{d}x" for d in aval.shape)
     return f"tensor<{dims}{element_type(aval.dtype)}>"

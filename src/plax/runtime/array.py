@@ -1,7 +1,7 @@
 """plax.Array: an immutable array living on one or more devices."""
 from __future__ import annotations
 
-import weakref
+import gc
 
 import numpy as np
 
@@ -9,8 +9,11 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.runtime import xla
 
-# Every live Array by id, for live_arrays() (Arrays are unhashable, so no WeakSet).
-_live = weakref.WeakValueDictionary()
+
+
+def all_arrays() -> list:
+    """Every Array object alive in this process (a scan: for rare calls like live_arrays)."""
+    return [o for o in gc.get_objects() if type(o) is Array]
 
 
 class Shard:
@@ -39,7 +42,6 @@ class Array:
         self.aval = aval
         self._committed = committed
         self._npy = None
-        _live[id(self)] = self
 
     # --- metadata ---
     shape = property(lambda self: self.aval.shape)

@@ -103,10 +103,13 @@ _SCALAR_CACHE_SIZE = 512
 def to_buffer(x, aval: ShapedArray, device):
     """The jaxlib buffer holding ``x`` on ``device`` with type ``aval``."""
     if type(x) is Array:
+        buf = x._buf
+        if getattr(buf._sharding, "device_for_dispatch", None) is device and not buf.is_deleted():
+            return buf  # the common case, checked cheaply
         x._check_alive()
         if x.sharding.device_set != {device}:
-            return xla.copy_to_devices(x._buf, [device], sharding_for(device))
-        return x._buf
+            return xla.copy_to_devices(buf, [device], sharding_for(device))
+        return buf
     host = np.asarray(x, dtype=aval.dtype)
     if host.ndim:
         return xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled())
@@ -217,12 +220,7 @@ class JitExecutable:
 
     def run(self, args, committed: bool) -> list:
         device = self.program.device
-        bufs = []
-        for i, donate in zip(self.kept, self.donated):
-            x = args[i]
-            if donate and type(x) is Array and x.sharding.device_set != {device}:
-                donate = False
-            bufs.append(to_buffer(x, self.program.in_avals[len(bufs)], device))
+        bufs = [to_buffer(args[i], aval, device) for i, aval in zip(self.kept, self.program.in_avals)]
         return self.program.run(bufs, committed)
 
 
@@ -299,9 +297,10 @@ def compile_lowered(text, jaxpr, kept, donated, device, name, why: str = "",
 _jit_cache: dict = {}
 
 
-def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device, args,
-                options=None):
-    """Run a jitted jaxpr on concrete arguments (compiling it once per device)."""
+def jitted_executable(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device,
+                      args, options=None):
+    """The executable for a jitted jaxpr on ``args`` (compiled once per device), and whether
+    its outputs are committed."""
     if device is not None:
         # As in JAX, a pinned computation copies arguments committed elsewhere to its device.
         chosen, committed = device, True
@@ -317,6 +316,14 @@ def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: boo
                 why = f" because it was compiled for {seen[-1]} before and now runs on {chosen}"
         exe = _jit_cache[key] = compile_jitted(closed, name, donated_invars, keep_unused, chosen,
                                                why, options)
+    return exe, committed
+
+
+def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device, args,
+                options=None):
+    """Run a jitted jaxpr on concrete arguments."""
+    exe, committed = jitted_executable(closed, name, donated_invars, keep_unused, device, args,
+                                       options)
     outs = exe.run(args, committed)
     _check_debug_flags(closed, name, args, outs)
     return outs

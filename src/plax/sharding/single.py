@@ -56,6 +56,11 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
         return {self._the_device}
 
     @property
+    def device_for_dispatch(self):
+        """The one device (read on the jit fast path without building a set)."""
+        return self._the_device
+
+    @property
     def _device_assignment(self) -> tuple:
         return (self._the_device,)
 
