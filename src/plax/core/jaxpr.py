@@ -181,7 +181,8 @@ class _Printer:
         lhs = " ".join(self.out_binder(v) for v in e.outvars)
         args = " ".join(self.name(v) for v in e.invars)
         shown = param_printers.get(e.primitive)
-        params = sorted((shown(e.params) if shown else e.params).items())
+        # A primitive's printer also fixes the order (pjit shows name first, as JAX does).
+        params = list(shown(e.params).items()) if shown else sorted(e.params.items())
         nested = any(isinstance(v, (Jaxpr, ClosedJaxpr)) or
                      (isinstance(v, tuple) and any(isinstance(x, (Jaxpr, ClosedJaxpr)) for x in v))
                      for _, v in params)

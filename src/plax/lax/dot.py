@@ -258,7 +258,7 @@ class _Dims(tuple):
 
 def _print_dot_general_params(p):
     shown = {"dimension_numbers": _Dims(p["dimension_numbers"])}
-    shown.update({k: v for k, v in p.items()
+    shown.update({k: v for k, v in sorted(p.items())
                   if k in ("precision", "preferred_element_type") and v is not None})
     return shown
 

@@ -488,7 +488,7 @@ def _convert_lowering(ctx, x, *, new_dtype, weak_type, sharding=None):
 abstract_eval_rules[convert_element_type_p] = _convert_abstract
 lowering_rules[convert_element_type_p] = _convert_lowering
 param_printers[convert_element_type_p] = lambda p: {
-    k: v for k, v in p.items() if not (k == "sharding" and v is None)}
+    k: v for k, v in sorted(p.items()) if not (k == "sharding" and v is None)}
 
 
 def convert_element_type(operand, new_dtype):
