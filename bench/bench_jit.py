@@ -12,10 +12,11 @@ Targets (issue 3): dispatch at most 2x JAX's; trace+lower no slower than JAX's.
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import report  # noqa: E402
 
 # The measurement runs the same code against either library: `lib` is plax or
 # jax, `jnp` its numpy module, `lax` its lax module.
@@ -96,51 +97,8 @@ print(json.dumps(res))
 '''
 
 
-def run_plax() -> dict:
-    import plax as lib
-    from plax import lax
-    import plax.numpy as jnp
-    scope = {"lib": lib, "lax": lax, "jnp": jnp}
-    import io
-    import contextlib
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        exec(MEASURE, scope)
-    return json.loads(buf.getvalue())
-
-
-def run_jax() -> dict | None:
-    prelude = "import jax as lib\nfrom jax import lax\nimport jax.numpy as jnp\n"
-    try:
-        import jax  # noqa: F401
-        python = sys.executable
-    except ImportError:
-        python = os.environ.get("JAX_PYTHON")
-        if not python:
-            return None
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.run([python, "-c", prelude + MEASURE], capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        print("JAX run failed:", proc.stderr[-500:], file=sys.stderr)
-        return None
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def main():
-    mine = run_plax()
-    theirs = run_jax()
-    width = max(len(k) for k in mine)
-    header = f"{'benchmark':<{width}}  {'plax':>10}" + (f"  {'jax':>10}  {'plax/jax':>8}" if theirs else "")
-    print(header)
-    print("-" * len(header))
-    for k, v in mine.items():
-        line = f"{k:<{width}}  {v:>10.1f}"
-        if theirs and k in theirs:
-            line += f"  {theirs[k]:>10.1f}  {v / theirs[k]:>8.2f}"
-        print(line)
-    print("\nTargets: dispatch <= 2x JAX; trace+lower <= 1x JAX (compile is XLA's, for reference).")
-    if theirs is None:
-        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
+    report(MEASURE, "Targets: dispatch <= 2x JAX; trace+lower <= 1x JAX (compile is XLA's, for reference).")
 
 
 if __name__ == "__main__":

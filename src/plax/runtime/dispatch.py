@@ -208,16 +208,6 @@ class JitExecutable:
         self.donated = donated    # per kept argument: is its buffer donated?
         self.name = name
 
-    def check_args(self, args) -> None:
-        """Refuse arguments of the wrong type before XLA sees them (a mismatch can crash it)."""
-        avals = [abstractify(args[i]) for i in self.kept]
-        for pos, (got, want) in enumerate(zip(avals, self.program.in_avals)):
-            if got.shape != want.shape or got.dtype != want.dtype:
-                raise TypeError(
-                    f"Argument types differ from the types for which this computation was "
-                    f"compiled: argument {self.kept[pos]} of {self.name} is {got.str_short()}, "
-                    f"the executable expects {want.str_short()}.")
-
     def run(self, args, committed: bool) -> list:
         device = self.program.device
         bufs = [to_buffer(args[i], aval, device) for i, aval in zip(self.kept, self.program.in_avals)]

@@ -1,0 +1,61 @@
+"""Runs one measurement script against plax here and against JAX when one is found.
+
+A benchmark is a string of Python that measures with the names `lib` (plax or
+jax), `jnp` and `lax`, and prints one JSON object of {name: value}. JAX is
+never required: it is used if `import jax` works, or if JAX_PYTHON names a
+Python interpreter that has it (a scratch venv outside the repo).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+
+
+def run_plax(measure: str) -> dict:
+    import plax as lib
+    import plax.numpy as jnp
+    from plax import lax
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(measure, {"lib": lib, "lax": lax, "jnp": jnp})
+    return json.loads(buf.getvalue().strip().splitlines()[-1])
+
+
+def run_jax(measure: str) -> dict | None:
+    prelude = "import jax as lib\nfrom jax import lax\nimport jax.numpy as jnp\n"
+    try:
+        import jax  # noqa: F401  (only to learn whether it is here)
+        python = sys.executable
+    except ImportError:
+        python = os.environ.get("JAX_PYTHON")
+        if not python:
+            return None
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([python, "-c", prelude + measure], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        print("JAX run failed:", proc.stderr[-500:], file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def report(measure: str, footer: str = "") -> None:
+    """Measure with both libraries and print a plax / jax / ratio table."""
+    mine = run_plax(measure)
+    theirs = run_jax(measure)
+    width = max(len(k) for k in mine)
+    header = f"{'benchmark':<{width}}  {'plax':>10}" + (f"  {'jax':>10}  {'plax/jax':>8}" if theirs else "")
+    print(header)
+    print("-" * len(header))
+    for k, v in mine.items():
+        line = f"{k:<{width}}  {v:>10.1f}"
+        if theirs and k in theirs:
+            line += f"  {theirs[k]:>10.1f}  {v / theirs[k]:>8.2f}"
+        print(line)
+    if footer:
+        print("\n" + footer)
+    if theirs is None:
+        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
