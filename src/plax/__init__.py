@@ -12,4 +12,5 @@ from plax.api import (  # noqa: F401
     clear_backends, effects_barrier, ensure_compile_time_eval,
     typeof,
 )
+from plax.api_autodiff import jvp, linearize, vjp, grad, value_and_grad  # noqa: F401
 from plax import tree_util, tree, lax, numpy, sharding, stages  # noqa: F401

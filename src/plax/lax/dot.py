@@ -317,3 +317,63 @@ def batch_matmul(lhs, rhs, precision=None):
     n = len(ls)
     batch = tuple(range(n - 2))
     return dot_general(lhs, rhs, (((n - 1,), (n - 2,)), (batch, batch)), precision)
+
+
+# --- differentiation rules --------------------------------------------------------------------
+from plax.core.trace import get_aval as _aval  # noqa: E402
+from plax.transforms.jvp import Zero, add_tangents, jvp_rules  # noqa: E402
+from plax.transforms.transpose import is_undefined, transpose_rules  # noqa: E402
+
+
+def _dot_general_jvp(primals, tangents, **params):
+    (x, y), (tx, ty) = primals, tangents
+    ans = dot_general_p.bind(x, y, **params)
+    out = Zero(_aval(ans))
+    if type(tx) is not Zero:
+        out = add_tangents(out, dot_general_p.bind(tx, y, **params))
+    if type(ty) is not Zero:
+        out = add_tangents(out, dot_general_p.bind(x, ty, **params))
+    return ans, out
+
+
+def _consecutive(*lengths):
+    start, out = 0, []
+    for n in lengths:
+        out.append(list(range(start, start + n)))
+        start += n
+    return out
+
+
+def _transpose_lhs(ct, x_aval, y, dimension_numbers, params, swap_ans=False):
+    """Cotangent of the lhs: contract ``ct`` with ``y`` over y's free dims, then permute."""
+    (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
+    y_ndim = _aval(y).ndim
+    x_kept = [i for i in range(x_aval.ndim) if i not in x_contract and i not in x_batch]
+    y_kept = [i for i in range(y_ndim) if i not in y_contract and i not in y_batch]
+    if swap_ans:
+        ans_batch, ans_y, _ = _consecutive(len(x_batch), len(y_kept), len(x_kept))
+    else:
+        ans_batch, _, ans_y = _consecutive(len(x_batch), len(x_kept), len(y_kept))
+    dims = ((tuple(ans_y), tuple(y_kept)), (tuple(ans_batch), tuple(y_batch)))
+    x_contract_by_y = [x_contract[i] for i in np.argsort(y_contract)]
+    out_axes = tuple(int(i) for i in np.argsort(list(x_batch) + x_kept + x_contract_by_y))
+    from plax.lax.shapes import transpose
+    from plax.lax.elementwise import convert_element_type
+    prod = dot_general_p.bind(ct, y, **{**params, "dimension_numbers": dims,
+                                        "preferred_element_type": None})
+    return convert_element_type(transpose(prod, out_axes), x_aval.dtype)
+
+
+def _dot_general_transpose(ct, x, y, *, dimension_numbers, **params):
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined(x) else None, Zero(y.aval) if is_undefined(y) else None]
+    if is_undefined(x) and not is_undefined(y):
+        return [_transpose_lhs(ct, x.aval, y, dimension_numbers, params), None]
+    if is_undefined(y) and not is_undefined(x):
+        (xc, yc), (xb, yb) = dimension_numbers
+        return [None, _transpose_lhs(ct, y.aval, x, ((yc, xc), (yb, xb)), params, swap_ans=True)]
+    raise ValueError("dot_general is bilinear: one operand must be known to transpose it.")
+
+
+jvp_rules[dot_general_p] = _dot_general_jvp
+transpose_rules[dot_general_p] = _dot_general_transpose

@@ -546,3 +546,239 @@ globals().update(_PUBLIC)
 __all__ = sorted(_PUBLIC) + ["round", "conj", "integer_pow", "select_n", "select",
                              "clamp", "convert_element_type", "bitcast_convert_type",
                              "RoundingMethod"]
+
+
+# --- differentiation rules --------------------------------------------------------------------
+# jvp rules give each argument's contribution to the output tangent; the linear ops also
+# have transpose rules for reverse mode. Constants are built in the operand's dtype.
+from plax.core.trace import get_aval as _aval  # noqa: E402
+from plax.transforms.jvp import (Zero, defjvp, deflinear, defzero, instantiate,  # noqa: E402
+                                 jvp_rules, tangent_aval)
+from plax.transforms.transpose import is_undefined, transpose_rules  # noqa: E402
+
+
+def _c(x, value):
+    """``value`` as a scalar of ``x``'s dtype."""
+    return np.asarray(value, _aval(x).dtype)
+
+
+def unbroadcast(ct, aval: ShapedArray):
+    """Sum ``ct`` down to ``aval``'s shape, undoing lax's implicit rank-0/size-1 broadcast."""
+    if type(ct) is Zero:
+        return Zero(aval)
+    shape = _aval(ct).shape
+    if shape == aval.shape:
+        return ct
+    from plax.lax.reductions import reduce_sum
+    from plax.lax.shapes import reshape
+    if aval.shape == ():
+        return reduce_sum(ct, tuple(range(len(shape))))
+    axes = tuple(i for i, (a, b) in enumerate(zip(aval.shape, shape)) if a == 1 and b != 1)
+    return reshape(reduce_sum(ct, axes), aval.shape)
+
+
+defjvp(sin_p, lambda g, ans, x: mul(g, cos(x)))
+defjvp(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
+defjvp(tan_p, lambda g, ans, x: mul(g, add(_c(x, 1), mul(ans, ans))))
+defjvp(asin_p, lambda g, ans, x: mul(g, rsqrt(sub(_c(x, 1), mul(x, x)))))
+defjvp(acos_p, lambda g, ans, x: neg(mul(g, rsqrt(sub(_c(x, 1), mul(x, x))))))
+defjvp(atan_p, lambda g, ans, x: div(g, add(_c(x, 1), mul(x, x))))
+defjvp(sinh_p, lambda g, ans, x: mul(g, cosh(x)))
+defjvp(cosh_p, lambda g, ans, x: mul(g, sinh(x)))
+defjvp(asinh_p, lambda g, ans, x: mul(g, rsqrt(add(mul(x, x), _c(x, 1)))))
+defjvp(acosh_p, lambda g, ans, x: mul(g, rsqrt(mul(sub(x, _c(x, 1)), add(x, _c(x, 1))))))
+defjvp(atanh_p, lambda g, ans, x: div(g, sub(_c(x, 1), mul(x, x))))
+defjvp(tanh_p, lambda g, ans, x: mul(g, sub(_c(x, 1), mul(ans, ans))))
+defjvp(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_c(x, 1), ans))))
+defjvp(exp_p, lambda g, ans, x: mul(g, ans))
+defjvp(exp2_p, lambda g, ans, x: mul(g, mul(ans, _c(x, np.log(2)))))
+defjvp(expm1_p, lambda g, ans, x: mul(g, add(ans, _c(x, 1))))
+defjvp(log_p, lambda g, ans, x: div(g, x))
+defjvp(log1p_p, lambda g, ans, x: div(g, add(x, _c(x, 1))))
+defjvp(sqrt_p, lambda g, ans, x: div(g, mul(_c(x, 2), ans)))
+defjvp(rsqrt_p, lambda g, ans, x: mul(g, mul(_c(x, -0.5), div(ans, x))))
+defjvp(cbrt_p, lambda g, ans, x: mul(g, div(ans, mul(_c(x, 3), x))))
+defjvp(erf_p, lambda g, ans, x: mul(g, mul(_c(x, 2 / np.sqrt(np.pi)), exp(neg(mul(x, x))))))
+defjvp(erfc_p, lambda g, ans, x: mul(g, mul(_c(x, -2 / np.sqrt(np.pi)), exp(neg(mul(x, x))))))
+defjvp(erf_inv_p, lambda g, ans, x: mul(g, mul(_c(x, np.sqrt(np.pi) / 2), exp(mul(ans, ans)))))
+defjvp(lgamma_p, lambda g, ans, x: mul(g, digamma(x)))
+defjvp(square_p, lambda g, ans, x: mul(g, mul(_c(x, 2), x)))
+defjvp(abs_p, lambda g, ans, x: mul(g, sign(x)) if not dtypes.is_complex(_aval(x).dtype)
+       else real(mul(conj(div(x, convert_element_type_p.bind(
+           ans, new_dtype=_aval(x).dtype, weak_type=False, sharding=None))), g)))
+defjvp(integer_pow_p, lambda g, ans, x, *, y: (
+    mul(g, _c(x, 0)) if y == 0 else mul(g, mul(_c(x, y), integer_pow(x, y - 1)))))
+defjvp(div_p, lambda g, ans, x, y: div(g, y),
+       lambda g, ans, x, y: mul(neg(g), div(ans, y)))
+defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
+defjvp(atan2_p, lambda g, ans, x, y: mul(g, div(y, add(mul(x, x), mul(y, y)))),
+       lambda g, ans, x, y: mul(g, div(neg(x), add(mul(x, x), mul(y, y)))))
+
+
+def _pow_dy(g, ans, x, y):
+    safe_log = select(eq(x, _c(x, 0)), mul(x, _c(x, 0)), log(select(eq(x, _c(x, 0)),
+                                                                      add(x, _c(x, 1)), x)))
+    return mul(g, mul(safe_log, ans))
+
+
+def _pow_dx(g, ans, x, y):
+    if not dtypes.is_inexact(_aval(y).dtype):
+        y = convert_element_type_p.bind(y, new_dtype=_aval(x).dtype, weak_type=False,
+                                        sharding=None)
+    return mul(g, mul(y, pow(x, sub(y, _c(y, 1)))))
+
+
+defjvp(pow_p, _pow_dx, _pow_dy)
+
+
+def _balanced_eq(x, z, y):
+    """1 where x alone attains z, 1/2 where x and y tie, 0 elsewhere (max/min gradients)."""
+    one, half, zero = _c(z, 1), _c(z, 0.5), _c(z, 0)
+    return select(eq(x, z), select(eq(y, z), half, one), zero)
+
+
+defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+       lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
+defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+       lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
+
+
+def _trunc(q):
+    return select(lt(q, _c(q, 0)), ceil(q), floor(q))
+
+
+defjvp(rem_p, lambda g, ans, x, y: g, lambda g, ans, x, y: mul(neg(g), _trunc(div(x, y))))
+defjvp(clamp_p,
+       lambda g, ans, lo, x, hi: select(gt(lo, x), g, mul(g, _c(g, 0))),
+       lambda g, ans, lo, x, hi: select(bitwise_and(gt(x, lo), lt(x, hi)), g, mul(g, _c(g, 0))),
+       lambda g, ans, lo, x, hi: select(lt(hi, x), g, mul(g, _c(g, 0))))
+
+for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p,
+           and_p, or_p, xor_p, not_p, shift_left_p, shift_right_arithmetic_p,
+           shift_right_logical_p, population_count_p, clz_p, nextafter_p):
+    defzero(_p)
+
+
+# The linear ones: tangent = the op on tangents; transposes send cotangents back.
+def _add_jvp(primals, tangents):
+    ans = add(*primals)
+    shape = _aval(ans).shape
+    from plax.transforms.jvp import add_tangents, broadcast_tangent
+    return ans, add_tangents(broadcast_tangent(tangents[0], shape),
+                             broadcast_tangent(tangents[1], shape))
+
+
+def _sub_jvp(primals, tangents):
+    ans = sub(*primals)
+    shape = _aval(ans).shape
+    from plax.transforms.jvp import add_tangents, broadcast_tangent
+    tx, ty = tangents
+    ty = ty if type(ty) is Zero else neg(ty)
+    return ans, add_tangents(broadcast_tangent(tx, shape), broadcast_tangent(ty, shape))
+
+
+def _neg_jvp(primals, tangents):
+    (t,) = tangents
+    return neg(primals[0]), t if type(t) is Zero else neg(t)
+
+
+jvp_rules[add_p] = _add_jvp
+jvp_rules[sub_p] = _sub_jvp
+jvp_rules[neg_p] = _neg_jvp
+
+
+def _ct_for(arg, ct):
+    return unbroadcast(ct, arg.aval) if is_undefined(arg) else None
+
+
+transpose_rules[add_p] = lambda ct, x, y: [_ct_for(x, ct), _ct_for(y, ct)]
+transpose_rules[sub_p] = lambda ct, x, y: [
+    _ct_for(x, ct), _ct_for(y, ct if type(ct) is Zero else neg(ct))]
+transpose_rules[neg_p] = lambda ct, x: [ct if type(ct) is Zero else neg(ct)]
+
+
+def _mul_transpose(ct, x, y):
+    if is_undefined(x) and is_undefined(y):
+        raise ValueError("mul is not linear in both arguments at once: one must be known.")
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined(x) else None, Zero(y.aval) if is_undefined(y) else None]
+    if is_undefined(x):
+        return [unbroadcast(mul(ct, y), x.aval), None]
+    return [None, unbroadcast(mul(x, ct), y.aval)]
+
+
+def _div_transpose(ct, x, y):
+    if is_undefined(y):
+        raise ValueError("div is linear in its numerator only.")
+    return [Zero(x.aval) if type(ct) is Zero else unbroadcast(div(ct, y), x.aval), None]
+
+
+transpose_rules[mul_p] = _mul_transpose
+transpose_rules[div_p] = _div_transpose
+
+
+def _select_n_jvp(primals, tangents):
+    which, *cases = primals
+    ans = select_n(which, *cases)
+    case_t = tangents[1:]
+    if all(type(t) is Zero for t in case_t):
+        return ans, Zero(tangent_aval(_aval(ans)))
+    return ans, select_n(which, *[instantiate(t) for t in case_t])
+
+
+def _select_n_transpose(ct, which, *cases):
+    if is_undefined(which):
+        raise ValueError("select_n's predicate cannot be linear.")
+    out = [None]
+    for i, c in enumerate(cases):
+        if not is_undefined(c):
+            out.append(None)
+        elif type(ct) is Zero:
+            out.append(Zero(c.aval))
+        else:
+            zeros = mul(ct, _c(ct, 0))
+            out.append(select_n(which, *[ct if j == i else zeros for j in range(len(cases))]))
+    return out
+
+
+jvp_rules[select_n_p] = _select_n_jvp
+transpose_rules[select_n_p] = _select_n_transpose
+
+
+def _convert_jvp(primals, tangents, *, new_dtype, weak_type, sharding=None):
+    (x,), (t,) = primals, tangents
+    ans = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type, sharding=sharding)
+    if type(t) is Zero or not dtypes.is_inexact(new_dtype) or not dtypes.is_inexact(_aval(x).dtype):
+        return ans, Zero(tangent_aval(_aval(ans)))
+    return ans, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type,
+                                            sharding=sharding)
+
+
+def _convert_transpose(ct, x, *, new_dtype, weak_type, sharding=None):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype, weak_type=x.aval.weak_type,
+                                        sharding=None)]
+
+
+jvp_rules[convert_element_type_p] = _convert_jvp
+transpose_rules[convert_element_type_p] = _convert_transpose
+
+for _p in (real_p, imag_p, complex_p, conj_p):
+    deflinear(_p)
+transpose_rules[real_p] = lambda ct, x: [
+    Zero(x.aval) if type(ct) is Zero else complex_p.bind(ct, mul(ct, _c(ct, 0)))]
+transpose_rules[imag_p] = lambda ct, x: [
+    Zero(x.aval) if type(ct) is Zero else complex_p.bind(mul(ct, _c(ct, 0)), neg(ct))]
+transpose_rules[complex_p] = lambda ct, x, y: [
+    _ct_for(x, real_p.bind(ct)) if type(ct) is not Zero else None,
+    _ct_for(y, neg(imag_p.bind(ct))) if type(ct) is not Zero else None]
+
+
+def _conj_transpose(ct, x, *, input_dtype):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [conj(ct) if dtypes.is_complex(input_dtype) else real_p.bind(ct)]
+
+
+transpose_rules[conj_p] = _conj_transpose

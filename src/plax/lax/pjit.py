@@ -47,3 +47,41 @@ lowering_rules[pjit_p] = _pjit_lowering
 param_printers[pjit_p] = lambda p: {"name": p["name"], "jaxpr": p["jaxpr"],
                                     **({"donated_invars": p["donated_invars"]}
                                        if any(p["donated_invars"]) else {})}
+
+
+# --- differentiation ------------------------------------------------------------------------
+def _pjit_jvp(primals, tangents, *, jaxpr, name, donated_invars, keep_unused, inline, device,
+              compiler_options):
+    """A jit of the jvp of the body: takes primals and (non-zero) tangents, returns both."""
+    from plax.core.jaxpr import Jaxpr, eval_jaxpr
+    from plax.core.staging import trace_to_jaxpr
+    from plax.core.trace import get_aval
+    from plax.transforms.jvp import Zero, instantiate, jvp_flat, tangent_aval
+    nonzero = [type(t) is not Zero for t in tangents]
+    n = len(primals)
+
+    def body(*args):
+        ps = list(args[:n])
+        it = iter(args[n:])
+        ts = [next(it) if nz else Zero(tangent_aval(get_aval(p))) for p, nz in zip(ps, nonzero)]
+        outs, out_t = jvp_flat(lambda *xs: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *xs), ps, ts)
+        return list(outs) + [instantiate(t) for t in out_t]
+
+    in_avals = [get_aval(p) for p in primals] + [get_aval(t) for t, nz in zip(tangents, nonzero) if nz]
+    body_jaxpr, consts = trace_to_jaxpr(body, in_avals, description=f"jvp({name})")
+    callee = ClosedJaxpr(Jaxpr([], list(body_jaxpr.constvars) + list(body_jaxpr.invars),
+                               body_jaxpr.outvars, body_jaxpr.eqns), [])
+    outs = pjit_p.bind(*consts, *primals, *[t for t, nz in zip(tangents, nonzero) if nz],
+                       jaxpr=callee, name=f"jvp({name})",
+                       donated_invars=(False,) * len(callee.jaxpr.invars), keep_unused=keep_unused,
+                       inline=inline, device=device, compiler_options=compiler_options)
+    m = len(jaxpr.out_avals)
+    return outs[:m], outs[m:]
+
+
+def _register_jvp():
+    from plax.transforms.jvp import jvp_rules
+    jvp_rules[pjit_p] = _pjit_jvp
+
+
+_register_jvp()

@@ -282,3 +282,77 @@ cummin_p, cummin = _cumulative("cummin", "numeric", _highest,
 cumlogsumexp_p, cumlogsumexp = _cumulative(
     "cumlogsumexp", "float", lambda d: -np.inf, _logaddexp,
     "Cumulative log(sum(exp(x))) along ``axis`` (from the end when ``reverse``).")
+
+
+# --- differentiation rules --------------------------------------------------------------------
+from plax.core.trace import get_aval  # noqa: E402
+from plax.lax import elementwise as _E  # noqa: E402
+from plax.transforms.jvp import Zero, deflinear, defzero, jvp_rules  # noqa: E402
+from plax.transforms.transpose import transpose_rules  # noqa: E402
+
+deflinear(reduce_sum_p)
+deflinear(cumsum_p)
+for _p in (argmax_p, argmin_p, reduce_and_p, reduce_or_p, reduce_xor_p):
+    defzero(_p)
+
+
+def _expand_back(ct, aval, axes):
+    """``ct`` (reduced over ``axes``) broadcast back to ``aval``'s shape."""
+    from plax.lax.shapes import broadcast_in_dim
+    kept = tuple(i for i in range(len(aval.shape)) if i not in axes)
+    return broadcast_in_dim(ct, aval.shape, kept)
+
+
+transpose_rules[reduce_sum_p] = lambda ct, x, *, axes, **p: [
+    Zero(x.aval) if type(ct) is Zero else _expand_back(ct, x.aval, axes)]
+transpose_rules[cumsum_p] = lambda ct, x, *, axis, reverse: [
+    Zero(x.aval) if type(ct) is Zero else cumsum(ct, axis=axis, reverse=not reverse)]
+
+
+def _chooser_jvp(prim):
+    """max/min reductions: the tangent averages over the positions attaining the extremum."""
+    def rule(primals, tangents, *, axes, **params):
+        (x,), (t,) = primals, tangents
+        ans = prim.bind(x, axes=axes, **params)
+        if type(t) is Zero:
+            return ans, Zero(get_aval(ans))
+        aval = get_aval(x)
+        hit = _E.convert_element_type(_E.eq(x, _expand_back(ans, aval, axes)), aval.dtype)
+        counts = reduce_sum(hit, axes)
+        return ans, _E.div(reduce_sum(_E.mul(t, hit), axes), counts)
+    jvp_rules[prim] = rule
+
+
+_chooser_jvp(reduce_max_p)
+_chooser_jvp(reduce_min_p)
+
+
+def _reduce_prod_jvp(primals, tangents, *, axes, **params):
+    (x,), (t,) = primals, tangents
+    ans = reduce_prod_p.bind(x, axes=axes, **params)
+    if type(t) is Zero:
+        return ans, Zero(get_aval(ans))
+    # d prod = sum_i t_i * prod_{j != i} x_j, computed without dividing by x.
+    aval = get_aval(x)
+    if not axes:
+        return ans, t
+    if any(aval.shape[i] == 0 for i in axes):
+        return ans, reduce_sum(t, axes)  # an empty product is constant: this is zeros
+    from plax.lax.shapes import transpose as _transpose, reshape as _reshape
+    kept = [i for i in range(aval.ndim) if i not in axes]
+    perm = tuple(kept + list(axes))
+    n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
+    lead = tuple(aval.shape[i] for i in kept)
+    xs = _reshape(_transpose(x, perm), lead + (n,))
+    ts = _reshape(_transpose(t, perm), lead + (n,))
+    before = cumprod(xs, axis=len(lead), reverse=False)
+    after = cumprod(xs, axis=len(lead), reverse=True)
+    one = np.ones(lead + (1,), aval.dtype)
+    from plax.lax.shapes import concatenate, slice_in_dim
+    excl_before = concatenate([one, slice_in_dim(before, 0, n - 1, axis=len(lead))], len(lead))
+    excl_after = concatenate([slice_in_dim(after, 1, n, axis=len(lead)), one], len(lead))
+    others = _E.mul(excl_before, excl_after)
+    return ans, reduce_sum(_E.mul(ts, others), (len(lead),))
+
+
+jvp_rules[reduce_prod_p] = _reduce_prod_jvp

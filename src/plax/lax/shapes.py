@@ -632,3 +632,135 @@ def broadcasted_iota(dtype, shape, dimension):
 def iota(dtype, size):
     """The vector [0, 1, ..., size - 1] of ``dtype``."""
     return broadcasted_iota(dtype, (int(size),), 0)
+
+
+# --- differentiation rules --------------------------------------------------------------------
+# Shape ops are linear: the tangent is the op applied to the tangent; transposes move the
+# cotangent back to the operand's layout.
+from plax.transforms.jvp import Zero, deflinear, defzero, instantiate, jvp_rules  # noqa: E402
+from plax.transforms.transpose import is_undefined, transpose_rules  # noqa: E402
+
+for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, rev_p, concatenate_p, pad_p,
+           slice_p):
+    deflinear(_p)
+defzero(iota_p)
+
+
+def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding=None):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    from plax.lax.reductions import reduce_sum
+    new_dims = tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)
+    grown = tuple(d for d, size in zip(broadcast_dimensions, x.aval.shape)
+                  if size == 1 and shape[d] != 1)
+    summed = reduce_sum(ct, tuple(sorted(new_dims + grown)))
+    return [reshape(summed, x.aval.shape)]
+
+
+transpose_rules[broadcast_in_dim_p] = _broadcast_in_dim_transpose
+transpose_rules[reshape_p] = lambda ct, x, *, new_sizes, dimensions, sharding=None: [
+    Zero(x.aval) if type(ct) is Zero else (
+        reshape(ct, x.aval.shape) if dimensions is None else
+        transpose(reshape(ct, tuple(x.aval.shape[d] for d in dimensions)),
+                  tuple(np.argsort(dimensions))))]
+transpose_rules[transpose_p] = lambda ct, x, *, permutation: [
+    Zero(x.aval) if type(ct) is Zero else transpose(ct, tuple(int(i) for i in np.argsort(permutation)))]
+transpose_rules[squeeze_p] = lambda ct, x, *, dimensions: [
+    Zero(x.aval) if type(ct) is Zero else reshape(ct, x.aval.shape)]
+transpose_rules[rev_p] = lambda ct, x, *, dimensions: [
+    Zero(x.aval) if type(ct) is Zero else rev(ct, dimensions)]
+
+
+def _concatenate_transpose(ct, *xs, dimension):
+    out, start = [], 0
+    for x in xs:
+        size = (x.aval if is_undefined(x) else get_aval(x)).shape[dimension]
+        if not is_undefined(x):
+            out.append(None)
+        elif type(ct) is Zero:
+            out.append(Zero(x.aval))
+        else:
+            out.append(slice_in_dim(ct, start, start + size, axis=dimension))
+        start += size
+    return out
+
+
+transpose_rules[concatenate_p] = _concatenate_transpose
+
+
+def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    strides = strides or (1,) * len(start_indices)
+    config = []
+    for size, start, n, s in zip(x.aval.shape, start_indices, get_aval(ct).shape, strides):
+        used = start + (n - 1) * s + 1 if n else start
+        config.append((start, size - used, s - 1 if n else 0))
+    return [pad(ct, np.zeros((), x.aval.dtype), tuple(config))]
+
+
+transpose_rules[slice_p] = _slice_transpose
+
+
+def _pad_transpose(ct, x, padding_value, *, padding_config):
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined(x) else None,
+                Zero(padding_value.aval) if is_undefined(padding_value) else None]
+    from plax.lax.reductions import reduce_sum
+    # Undo the padding with a negative pad, then keep every (interior+1)-th element.
+    unpadded = pad(ct, np.zeros((), get_aval(ct).dtype),
+                   tuple((-lo, -hi, 0) for lo, hi, _ in padding_config))
+    t_x = slice(unpadded, (0,) * len(padding_config), get_aval(unpadded).shape,
+                tuple(i + 1 for _, _, i in padding_config))
+    out = [t_x if is_undefined(x) else None]
+    if is_undefined(padding_value):
+        all_axes = tuple(range(len(padding_config)))
+        out.append(E.sub(reduce_sum(ct, all_axes), reduce_sum(t_x, all_axes)))
+    else:
+        out.append(None)
+    return out
+
+
+transpose_rules[pad_p] = _pad_transpose
+
+
+def _dynamic_slice_jvp(primals, tangents, *, slice_sizes):
+    x, *idx = primals
+    ans = dynamic_slice_p.bind(x, *idx, slice_sizes=slice_sizes)
+    t = tangents[0]
+    if type(t) is Zero:
+        return ans, Zero(get_aval(ans))
+    return ans, dynamic_slice_p.bind(t, *idx, slice_sizes=slice_sizes)
+
+
+def _dynamic_slice_transpose(ct, x, *idx, slice_sizes):
+    if type(ct) is Zero:
+        return [Zero(x.aval)] + [None] * len(idx)
+    zeros = broadcast_in_dim(np.zeros((), x.aval.dtype), x.aval.shape, ())
+    return [dynamic_update_slice_p.bind(zeros, ct, *idx)] + [None] * len(idx)
+
+
+def _dynamic_update_slice_jvp(primals, tangents):
+    x, upd, *idx = primals
+    ans = dynamic_update_slice_p.bind(x, upd, *idx)
+    tx, tu = tangents[0], tangents[1]
+    if type(tx) is Zero and type(tu) is Zero:
+        return ans, Zero(get_aval(ans))
+    return ans, dynamic_update_slice_p.bind(instantiate(tx), instantiate(tu), *idx)
+
+
+def _dynamic_update_slice_transpose(ct, x, upd, *idx):
+    upd_aval = upd.aval if is_undefined(upd) else get_aval(upd)
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined(x) else None,
+                Zero(upd_aval) if is_undefined(upd) else None] + [None] * len(idx)
+    zeros = broadcast_in_dim(np.zeros((), upd_aval.dtype), upd_aval.shape, ())
+    ct_x = dynamic_update_slice_p.bind(ct, zeros, *idx) if is_undefined(x) else None
+    ct_u = dynamic_slice_p.bind(ct, *idx, slice_sizes=upd_aval.shape) if is_undefined(upd) else None
+    return [ct_x, ct_u] + [None] * len(idx)
+
+
+jvp_rules[dynamic_slice_p] = _dynamic_slice_jvp
+transpose_rules[dynamic_slice_p] = _dynamic_slice_transpose
+jvp_rules[dynamic_update_slice_p] = _dynamic_update_slice_jvp
+transpose_rules[dynamic_update_slice_p] = _dynamic_update_slice_transpose

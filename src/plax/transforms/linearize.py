@@ -1,0 +1,73 @@
+"""Partial evaluation: run what is known now, stage what is not.
+
+Linearizing a function runs its JVP with known primals and unknown tangents
+under a ``PartialEvalTrace``: operations on known values execute in the
+parent trace (eagerly, or staged into an enclosing jit), operations touching
+unknown tangents are recorded into a linear jaxpr whose constants are the
+residuals (known values the tangent computation needs).
+"""
+from __future__ import annotations
+
+from plax.core import dtypes
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr
+from plax.core.staging import StagingTrace, StagingTracer
+from plax.core.trace import current_trace, get_aval, set_current_trace
+from plax.transforms.jvp import Zero, jvp_flat, tangent_aval, zeros_like_aval
+
+# Primitives that partial-evaluate specially (e.g. pjit inlines its body):
+# rule(trace, args, params) -> outputs.
+partial_eval_rules: dict = {}
+
+
+class PartialEvalTrace(StagingTrace):
+    """Stages only operations that depend on unknown inputs; the rest runs in the parent."""
+
+    def is_unknown(self, x) -> bool:
+        return isinstance(x, StagingTracer) and x._trace is self
+
+    def process_primitive(self, prim, args, params):
+        if not any(self.is_unknown(a) for a in args):
+            with set_current_trace(self.parent):
+                return prim.bind(*args, **params)
+        rule = partial_eval_rules.get(prim)
+        if rule is not None:
+            return rule(self, args, params)
+        return super().process_primitive(prim, args, params)
+
+
+def linearize_flat(fun, primals, description: str = ""):
+    """Linearize ``fun(*flat) -> list`` at ``primals``.
+
+    Returns ``(primal_outs, linear ClosedJaxpr, out_tangent_is_zero)``: the jaxpr maps
+    the tangents of the inexact (float or complex) inputs to output tangents; its consts
+    are the residuals. Integer and boolean inputs have zero tangents and no invar.
+    """
+    pe = PartialEvalTrace(current_trace(), description)
+    tangent_in = [pe.new_arg(get_aval(p)) if dtypes.is_inexact(get_aval(p).dtype)
+                  else Zero(tangent_aval(get_aval(p))) for p in primals]
+    try:
+        with set_current_trace(pe):
+            out_primals, out_tangents = jvp_flat(fun, primals, tangent_in, description)
+            zero_out = [type(t) is Zero for t in out_tangents]
+            out_atoms = [pe.lift(zeros_like_aval(t.aval) if type(t) is Zero else t)
+                         for t in out_tangents]
+    finally:
+        pe.finish()
+    invars = [t.var for t in tangent_in if type(t) is not Zero]
+    jaxpr = Jaxpr(pe.const_order, invars, out_atoms, pe.eqns)
+    return out_primals, ClosedJaxpr(jaxpr, list(pe.const_vals)), zero_out
+
+
+def _inline_pjit(trace, args, params):
+    """Partially evaluate a jit by evaluating its body in this trace (known parts run now)."""
+    from plax.core.jaxpr import eval_jaxpr
+    with set_current_trace(trace):
+        return eval_jaxpr(params["jaxpr"].jaxpr, params["jaxpr"].consts, *args)
+
+
+def _register():
+    from plax.lax.pjit import pjit_p
+    partial_eval_rules[pjit_p] = _inline_pjit
+
+
+_register()
