@@ -12,5 +12,6 @@ from plax.api import (  # noqa: F401
     clear_backends, effects_barrier, ensure_compile_time_eval,
     typeof,
 )
-from plax.api_autodiff import jvp, linearize, vjp, grad, value_and_grad  # noqa: F401
-from plax import tree_util, tree, lax, numpy, sharding, stages  # noqa: F401
+from plax.api_autodiff import (  # noqa: F401
+    jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose)
+from plax import tree_util, tree, lax, numpy, sharding, stages, test_util  # noqa: F401

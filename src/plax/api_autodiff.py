@@ -246,3 +246,179 @@ def grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
     return grad_f
 
 
+
+
+# --- Jacobians ------------------------------------------------------------------------------
+# Built from one jvp per input element (jacfwd) or one backward pass per output element
+# (jacrev); each is exact. The Jacobian pytree nests the input structure inside the output's.
+def _jac_inputs(args, nums, holomorphic, what):
+    dyn = tuple(args[i] for i in nums)
+    for leaf in tree_util.tree_leaves(dyn):
+        dt = get_aval(leaf).dtype
+        if holomorphic and not dtypes.is_complex(dt):
+            raise TypeError(f"{what} with holomorphic=True requires inputs with complex dtype, "
+                            f"but got {dt.name}.")
+        if not holomorphic and not dtypes.is_float(dt):
+            raise TypeError(f"{what} requires real-valued inputs (input dtype that is a sub-dtype "
+                            f"of np.floating), but got {dt.name}. For holomorphic "
+                            "differentiation, pass holomorphic=True. For differentiation of "
+                            "non-holomorphic functions involving complex inputs or integer "
+                            f"inputs, use plax.jvp directly.")
+    return dyn
+
+
+def _assemble(rows, out_leaves_avals, in_avals, by_output: bool):
+    """Jacobian blocks from per-element results.
+
+    ``rows[k]`` holds one result per output leaf (jacfwd: varying input element k) or per
+    input leaf (jacrev: varying output element k); blocks come out shaped out + in.
+    """
+    import plax.numpy as jnp
+    blocks = []
+    if not by_output:  # jacfwd: rows over all input elements, entries per output leaf
+        for o, oa in enumerate(out_leaves_avals):
+            per_in, start = [], 0
+            for ia in in_avals:
+                n = int(np.prod(ia.shape, dtype=np.int64))
+                col = [rows[k][o] for k in range(start, start + n)]
+                start += n
+                stacked = jnp.stack(col, axis=-1) if col else jnp.zeros(oa.shape + (0,), oa.dtype)
+                per_in.append(jnp.reshape(stacked, oa.shape + ia.shape))
+            blocks.append(per_in)
+    else:  # jacrev: rows over all output elements, entries per input leaf
+        start = 0
+        for oa in out_leaves_avals:
+            m = int(np.prod(oa.shape, dtype=np.int64))
+            per_in = []
+            for i, ia in enumerate(in_avals):
+                col = [rows[k][i] for k in range(start, start + m)]
+                stacked = jnp.stack(col, axis=0) if col else jnp.zeros((0,) + ia.shape, ia.dtype)
+                per_in.append(jnp.reshape(stacked, oa.shape + ia.shape))
+            start += m
+            blocks.append(per_in)
+    return blocks
+
+
+def _one_hots(avals):
+    """Basis vectors, one per element of the leaves described by ``avals``."""
+    for j, a in enumerate(avals):
+        n = int(np.prod(a.shape, dtype=np.int64))
+        for k in range(n):
+            leaves = [_zeros(b) for b in avals]
+            flat = leaves[j].reshape(-1)
+            flat[k] = 1
+            yield [np.asarray(x) for x in leaves]
+
+
+def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+    """The Jacobian of ``fun`` by forward mode (one JVP per input element)."""
+    @functools.wraps(fun)
+    def jacfun(*args, **kwargs):
+        nums = _check_argnums(argnums, len(args), _fun_name(fun))
+        dyn = _jac_inputs(args, nums, holomorphic, "jacfwd")
+        in_leaves, in_tree = tree_util.tree_flatten(dyn)
+        in_avals = [get_aval(x) for x in in_leaves]
+
+        def f_dyn(*d):
+            full = list(args)
+            for i, v in zip(nums, d):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        rows, out_tree, aux, ans = [], None, None, None
+        for basis in _one_hots(in_avals):
+            res = jvp(f_dyn, dyn, tuple(tree_util.tree_unflatten(in_tree, basis)), has_aux=has_aux)
+            ans, tan = res[0], res[1]
+            aux = res[2] if has_aux else None
+            t_leaves, out_tree = tree_util.tree_flatten(tan)
+            rows.append(t_leaves)
+        if out_tree is None:  # no input elements: evaluate once for the output structure
+            res = f_dyn(*dyn)
+            ans, aux = (res if has_aux else (res, None))
+            out_tree = tree_util.tree_structure(ans)
+        out_avals = [get_aval(x) for x in tree_util.tree_leaves(ans)]
+        blocks = _assemble(rows, out_avals, in_avals, by_output=False)
+        jac = _nest(blocks, out_tree, in_tree, isinstance(argnums, int))
+        return (jac, aux) if has_aux else jac
+
+    return jacfun
+
+
+def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+           allow_int: bool = False):
+    """The Jacobian of ``fun`` by reverse mode (one backward pass per output element)."""
+    @functools.wraps(fun)
+    def jacfun(*args, **kwargs):
+        nums = _check_argnums(argnums, len(args), _fun_name(fun))
+        dyn = _jac_inputs(args, nums, holomorphic, "jacrev") if not allow_int else \
+            tuple(args[i] for i in nums)
+        in_leaves, in_tree = tree_util.tree_flatten(dyn)
+        in_avals = [get_aval(x) for x in in_leaves]
+
+        def f_dyn(*d):
+            full = list(args)
+            for i, v in zip(nums, d):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        res = vjp(f_dyn, *dyn, has_aux=has_aux)
+        ans, f_vjp = res[0], res[1]
+        out_leaves, out_tree = tree_util.tree_flatten(ans)
+        out_avals = [get_aval(x) for x in out_leaves]
+        rows = []
+        for basis in _one_hots(out_avals):
+            cts = f_vjp(tree_util.tree_unflatten(out_tree, basis))
+            rows.append(tree_util.tree_leaves(cts))
+        blocks = _assemble(rows, out_avals, in_avals, by_output=True)
+        jac = _nest(blocks, out_tree, in_tree, isinstance(argnums, int))
+        return (jac, res[2]) if has_aux else jac
+
+    return jacfun
+
+
+def _nest(blocks, out_tree, in_tree, single_argnum: bool):
+    """Jacobian pytree: the output structure with, at each leaf, the input structure."""
+    per_out = []
+    for per_in in blocks:
+        inner = tree_util.tree_unflatten(in_tree, per_in)
+        per_out.append(inner[0] if single_argnum else inner)
+    return tree_util.tree_unflatten(out_tree, per_out)
+
+
+def hessian(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+    """The Hessian of scalar ``fun``: jacfwd of jacrev."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
+                  has_aux=has_aux, holomorphic=holomorphic)
+
+
+def linear_transpose(fun, *primals, reduce_axes=()):
+    """The transpose of linear ``fun`` (evaluated at ``primals``' types), as a function of
+    output cotangents returning input cotangents with the primals' dtypes."""
+    p_leaves, p_tree = tree_util.tree_flatten(primals)
+    for leaf in p_leaves:
+        if not dtypes.is_inexact(get_aval(leaf).dtype):
+            raise TypeError(f"linear_transpose only supports [float or complex] -> [float or "
+                            f"complex], and integer -> integer functions, but got "
+                            f"{get_aval(leaf).dtype.name} input.")
+    box = []
+    _, lin, _ = linearize_flat(_flat_fun(lambda *a: fun(*a), p_tree, False, box),
+                               [np.zeros(get_aval(x).shape, get_aval(x).dtype) for x in p_leaves],
+                               _fun_name(fun))
+    out_tree, _ = _unbox(box)
+    out_avals = [v.aval for v in lin.jaxpr.outvars]
+
+    def transposed(*cts):
+        ct = cts[0] if len(cts) == 1 else cts
+        ct_leaves, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"linear_transpose: cotangent tree structure {ct_tree} does not match "
+                            f"the function's output structure {out_tree}.")
+        for c, a in zip(ct_leaves, out_avals):
+            if get_aval(c).shape != a.shape or get_aval(c).dtype != a.dtype:
+                raise TypeError(f"linear_transpose: cotangent {get_aval(c).str_short()} does not "
+                                f"match the output type {a.str_short()}.")
+        res = backward_pass(lin.jaxpr, lin.consts, [True] * len(p_leaves), ct_leaves)
+        out = [instantiate(r) if type(r) is Zero else r for r in res]
+        return tree_util.tree_unflatten(p_tree, out)
+
+    return transposed

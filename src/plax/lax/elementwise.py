@@ -543,7 +543,7 @@ def bitcast_convert_type(operand, new_dtype):
 
 
 globals().update(_PUBLIC)
-__all__ = sorted(_PUBLIC) + ["round", "conj", "integer_pow", "select_n", "select",
+__all__ = sorted(_PUBLIC) + ["stop_gradient", "round", "conj", "integer_pow", "select_n", "select",
                              "clamp", "convert_element_type", "bitcast_convert_type",
                              "RoundingMethod"]
 
@@ -782,3 +782,21 @@ def _conj_transpose(ct, x, *, input_dtype):
 
 
 transpose_rules[conj_p] = _conj_transpose
+
+
+# --- stop_gradient ----------------------------------------------------------------------------
+stop_gradient_p = Primitive("stop_gradient")
+abstract_eval_rules[stop_gradient_p] = lambda x: x
+lowering_rules[stop_gradient_p] = lambda ctx, x: x
+defzero(stop_gradient_p)
+
+
+def stop_gradient(x):
+    """The identity on values, with a zero derivative (applies to every leaf of a pytree)."""
+    from plax import tree_util
+
+    def stop(leaf):
+        if dtypes.is_inexact(_aval(leaf).dtype):
+            return stop_gradient_p.bind(leaf)
+        return leaf
+    return tree_util.tree_map(stop, x)

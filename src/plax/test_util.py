@@ -1,0 +1,103 @@
+"""check_grads: compare plax's derivatives with finite differences (and jvp with vjp)."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax import tree_util
+from plax.core import dtypes
+from plax.core.trace import get_aval
+
+_DEFAULT_EPS = {np.dtype(np.float16): 1e-1, np.dtype(np.float32): 1e-2, np.dtype(np.float64): 1e-5}
+_DEFAULT_TOL = {np.dtype(np.float16): 1e-1, np.dtype(np.float32): 2e-2, np.dtype(np.float64): 1e-5}
+
+
+def _leaves(x):
+    return [np.asarray(v) for v in tree_util.tree_leaves(x)]
+
+
+def _dtype_of(args):
+    dts = [get_aval(x).dtype for x in tree_util.tree_leaves(args)]
+    widest = max(dts, key=lambda d: d.itemsize) if dts else np.dtype(np.float32)
+    return np.dtype(np.float64 if widest in (np.complex128,) else
+                    np.float32 if widest == np.complex64 else widest)
+
+
+def _rand_like(x, rng):
+    a = get_aval(x)
+    v = rng.standard_normal(a.shape)
+    if dtypes.is_complex(a.dtype):
+        v = v + 1j * rng.standard_normal(a.shape)
+    return np.asarray(v, a.dtype)
+
+
+def _add_scaled(xs, ts, s):
+    return tuple(tree_util.tree_map(lambda x, t: np.asarray(np.asarray(x) + s * np.asarray(t),
+                                                            get_aval(x).dtype), x, t)
+                 for x, t in zip(xs, ts))
+
+
+def _assert_close(a, b, atol, rtol, what):
+    for x, y in zip(_leaves(a), _leaves(b)):
+        np.testing.assert_allclose(x.astype(np.complex128), y.astype(np.complex128),
+                                   atol=atol, rtol=rtol, err_msg=what)
+
+
+def check_jvp(f, args, atol, rtol, eps, rng):
+    """jvp of f at args against a central finite difference along a random tangent."""
+    from plax.api_autodiff import jvp
+    tangents = tuple(tree_util.tree_map(lambda x: _rand_like(x, rng), a) for a in args)
+    _, out_t = jvp(f, args, tangents)
+    plus = f(*_add_scaled(args, tangents, eps / 2))
+    minus = f(*_add_scaled(args, tangents, -eps / 2))
+    numeric = tree_util.tree_map(lambda p, m: (np.asarray(p) - np.asarray(m)) / eps, plus, minus)
+    _assert_close(out_t, numeric, atol, rtol, "JVP does not match finite differences")
+
+
+def check_vjp(f, args, atol, rtol, eps, rng):
+    """vjp against jvp: <vjp(ct), t> must equal <ct, jvp(t)> for random t and ct."""
+    from plax.api_autodiff import jvp, vjp
+    out, f_vjp = vjp(f, *args)
+    tangents = tuple(tree_util.tree_map(lambda x: _rand_like(x, rng), a) for a in args)
+    cts = tree_util.tree_map(lambda o: _rand_like(o, rng), out)
+    _, out_t = jvp(f, args, tangents)
+    lhs = sum(np.vdot(np.asarray(c), np.asarray(t)) for c, t in
+              zip(_leaves(f_vjp(cts)), _leaves(tangents)))
+    rhs = sum(np.vdot(np.asarray(c), np.asarray(t)) for c, t in zip(_leaves(cts), _leaves(out_t)))
+    np.testing.assert_allclose(lhs, rhs, atol=atol * max(1, abs(rhs)), rtol=rtol,
+                               err_msg="VJP does not agree with JVP")
+
+
+def check_grads(f, args, order: int, modes=("fwd", "rev"), atol=None, rtol=None, eps=None):
+    """Check derivatives of ``f`` at ``args`` up to ``order`` against finite differences.
+
+    "fwd" checks jvp numerically; "rev" checks vjp against jvp. Higher orders check the
+    derivatives of the jvp/vjp functions themselves.
+    """
+    args = tuple(args)
+    dt = _dtype_of(args)
+    eps = eps if eps is not None else _DEFAULT_EPS.get(dt, 1e-3)
+    atol = atol if atol is not None else _DEFAULT_TOL.get(dt, 1e-3)
+    rtol = rtol if rtol is not None else _DEFAULT_TOL.get(dt, 1e-3)
+    rng = np.random.default_rng(0)
+    for mode in modes:
+        if mode not in ("fwd", "rev"):
+            raise ValueError(f"check_grads modes must be 'fwd' or 'rev', got {mode!r}.")
+    _check(f, args, order, modes, atol, rtol, eps, rng)
+
+
+def _check(f, args, order, modes, atol, rtol, eps, rng):
+    from plax.api_autodiff import jvp, vjp
+    if order <= 0:
+        return
+    if "fwd" in modes:
+        check_jvp(f, args, atol, rtol, eps, rng)
+        if order > 1:
+            tangents = tuple(tree_util.tree_map(lambda x: _rand_like(x, rng), a) for a in args)
+            _check(lambda *p: jvp(f, p, tangents)[1], args, order - 1, ("fwd",), atol, rtol,
+                   eps, rng)
+    if "rev" in modes:
+        check_vjp(f, args, atol, rtol, eps, rng)
+        if order > 1:
+            out = f(*args)
+            cts = tree_util.tree_map(lambda o: _rand_like(o, rng), out)
+            _check(lambda *p: vjp(f, *p)[1](cts), args, order - 1, ("rev",), atol, rtol, eps, rng)
