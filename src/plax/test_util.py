@@ -54,15 +54,19 @@ def check_jvp(f, args, atol, rtol, eps, rng):
 
 
 def check_vjp(f, args, atol, rtol, eps, rng):
-    """vjp against jvp: <vjp(ct), t> must equal <ct, jvp(t)> for random t and ct."""
+    """vjp against jvp: Re<t, conj(vjp(conj(ct)))> must equal Re<jvp(t), ct> for random t, ct.
+
+    The conjugations make this hold for complex (also non-holomorphic) functions under
+    the convention that vjp transposes the jvp without conjugating.
+    """
     from plax.api_autodiff import jvp, vjp
     out, f_vjp = vjp(f, *args)
     tangents = tuple(tree_util.tree_map(lambda x: _rand_like(x, rng), a) for a in args)
     cts = tree_util.tree_map(lambda o: _rand_like(o, rng), out)
     _, out_t = jvp(f, args, tangents)
-    lhs = sum(np.vdot(np.asarray(c), np.asarray(t)) for c, t in
-              zip(_leaves(f_vjp(cts)), _leaves(tangents)))
-    rhs = sum(np.vdot(np.asarray(c), np.asarray(t)) for c, t in zip(_leaves(cts), _leaves(out_t)))
+    ct_in = [np.conj(c) for c in _leaves(f_vjp(tree_util.tree_map(np.conj, cts)))]
+    lhs = sum(np.real(np.vdot(t, c)) for t, c in zip(_leaves(tangents), ct_in))
+    rhs = sum(np.real(np.vdot(t, c)) for t, c in zip(_leaves(out_t), _leaves(cts)))
     np.testing.assert_allclose(lhs, rhs, atol=atol * max(1, abs(rhs)), rtol=rtol,
                                err_msg="VJP does not agree with JVP")
 

@@ -562,6 +562,12 @@ def _c(x, value):
     return np.asarray(value, _aval(x).dtype)
 
 
+def _full(x, value):
+    """``value`` in ``x``'s dtype, broadcast to ``x``'s shape."""
+    from plax.lax.shapes import broadcast_in_dim
+    return broadcast_in_dim(_c(x, value), _aval(x).shape, ())
+
+
 def unbroadcast(ct, aval: ShapedArray):
     """Sum ``ct`` down to ``aval``'s shape, undoing lax's implicit rank-0/size-1 broadcast."""
     if type(ct) is Zero:
@@ -602,6 +608,32 @@ defjvp(erf_p, lambda g, ans, x: mul(g, mul(_c(x, 2 / np.sqrt(np.pi)), exp(neg(mu
 defjvp(erfc_p, lambda g, ans, x: mul(g, mul(_c(x, -2 / np.sqrt(np.pi)), exp(neg(mul(x, x))))))
 defjvp(erf_inv_p, lambda g, ans, x: mul(g, mul(_c(x, np.sqrt(np.pi) / 2), exp(mul(ans, ans)))))
 defjvp(lgamma_p, lambda g, ans, x: mul(g, digamma(x)))
+
+
+def _trigamma(x):
+    """polygamma(1, x) from lax ops (so it differentiates again): reflection below 1/2,
+    the recurrence psi1(x) = psi1(x + 1) + 1/x**2 up to x + 6, then the asymptotic series."""
+    one = _c(x, 1)
+    reflect = lt(x, _c(x, 0.5))
+    # Both branches stay finite, so the unselected one cannot leak NaNs into gradients.
+    y = select(reflect, sub(one, x), x)
+    xr = select(reflect, x, _full(x, 0.25))
+    acc = _full(x, 0)
+    for _ in range(6):
+        acc = add(acc, div(one, mul(y, y)))
+        y = add(y, one)
+    r = div(one, y)
+    r2 = mul(r, r)
+    series = _c(x, -1 / 30)
+    for coeff in (1 / 42, -1 / 30, 1 / 6):
+        series = add(_c(x, coeff), mul(r2, series))
+    tail = mul(r, add(one, mul(r, add(_c(x, 0.5), mul(r, series)))))
+    pos = add(acc, tail)
+    s = sin(mul(_c(x, np.pi), xr))
+    return select(reflect, sub(div(_c(x, np.pi ** 2), mul(s, s)), pos), pos)
+
+
+defjvp(digamma_p, lambda g, ans, x: mul(g, _trigamma(x)))
 defjvp(square_p, lambda g, ans, x: mul(g, mul(_c(x, 2), x)))
 defjvp(abs_p, lambda g, ans, x: mul(g, sign(x)) if not dtypes.is_complex(_aval(x).dtype)
        else real(mul(conj(div(x, convert_element_type_p.bind(
@@ -633,7 +665,7 @@ defjvp(pow_p, _pow_dx, _pow_dy)
 
 def _balanced_eq(x, z, y):
     """1 where x alone attains z, 1/2 where x and y tie, 0 elsewhere (max/min gradients)."""
-    one, half, zero = _c(z, 1), _c(z, 0.5), _c(z, 0)
+    one, half, zero = _full(z, 1), _full(z, 0.5), _full(z, 0)
     return select(eq(x, z), select(eq(y, z), half, one), zero)
 
 
@@ -648,10 +680,19 @@ def _trunc(q):
 
 
 defjvp(rem_p, lambda g, ans, x, y: g, lambda g, ans, x, y: mul(neg(g), _trunc(div(x, y))))
+
+
+def _where_tangent(pred, g, ans):
+    """``g`` (broadcast to ``ans``'s shape, as clamp broadcasts scalar bounds) where ``pred``, else 0."""
+    from plax.transforms.jvp import broadcast_tangent
+    g = broadcast_tangent(g, _aval(ans).shape)
+    return select(pred, g, mul(g, _c(g, 0)))
+
+
 defjvp(clamp_p,
-       lambda g, ans, lo, x, hi: select(gt(lo, x), g, mul(g, _c(g, 0))),
-       lambda g, ans, lo, x, hi: select(bitwise_and(gt(x, lo), lt(x, hi)), g, mul(g, _c(g, 0))),
-       lambda g, ans, lo, x, hi: select(lt(hi, x), g, mul(g, _c(g, 0))))
+       lambda g, ans, lo, x, hi: _where_tangent(gt(lo, x), g, ans),
+       lambda g, ans, lo, x, hi: _where_tangent(bitwise_and(gt(x, lo), lt(x, hi)), g, ans),
+       lambda g, ans, lo, x, hi: _where_tangent(lt(hi, x), g, ans))
 
 for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p,
            and_p, or_p, xor_p, not_p, shift_left_p, shift_right_arithmetic_p,

@@ -356,3 +356,54 @@ def _reduce_prod_jvp(primals, tangents, *, axes, **params):
 
 
 jvp_rules[reduce_prod_p] = _reduce_prod_jvp
+
+
+# cumprod/cummax/cummin/cumlogsumexp differentiate through a parallel prefix scan written
+# with differentiable lax ops (pairwise combine, recurse on the halves, interleave), so
+# their tangents are well defined at zeros and ties and every order of derivative works.
+def _prefix_scan(combine, x, axis: int):
+    """Inclusive scan of ``combine`` along ``axis`` in O(log n) steps of lax ops."""
+    from plax.lax.shapes import concatenate, pad, slice_in_dim
+    n = get_aval(x).shape[axis]
+    if n < 2:
+        return x
+    pairs = combine(slice_in_dim(x, 0, n - 1, 2, axis), slice_in_dim(x, 1, n, 2, axis))
+    odd = _prefix_scan(combine, pairs, axis)  # results at positions 1, 3, 5, ...
+    m = get_aval(odd).shape[axis]
+    even = combine(slice_in_dim(odd, 0, m - 1 if n % 2 == 0 else m, 1, axis),
+                   slice_in_dim(x, 2, n, 2, axis))
+    even = concatenate([slice_in_dim(x, 0, 1, 1, axis), even], axis)
+
+    def spread(v, lo, hi):  # place v at every other position, zeros between
+        cfg = [(0, 0, 0)] * get_aval(v).ndim
+        cfg[axis] = (lo, hi, 1)
+        return pad(v, np.zeros((), get_aval(v).dtype), tuple(cfg))
+    return _E.add(spread(even, 0, 1 - n % 2), spread(odd, 1, n % 2))
+
+
+def _logaddexp_op(a, b):
+    m = _E.max(a, b)
+    finite = _E.is_finite(m)
+    safe_m = _E.select(finite, m, _E.mul(m, np.zeros((), get_aval(m).dtype)))
+    d = _E.add(_E.exp(_E.sub(a, safe_m)), _E.exp(_E.sub(b, safe_m)))
+    return _E.add(_E.log(d), safe_m)
+
+
+def _scan_jvp(prim, combine):
+    def rule(primals, tangents, *, axis, reverse):
+        from plax.lax.shapes import rev
+        from plax.transforms.jvp import jvp_flat
+        (x,), (t,) = primals, tangents
+        ans = prim.bind(x, axis=axis, reverse=reverse)
+        if type(t) is Zero:
+            return ans, Zero(get_aval(ans))
+        flip = (lambda v: rev(v, (axis,))) if reverse else (lambda v: v)
+        _, (out_t,) = jvp_flat(lambda v: [flip(_prefix_scan(combine, flip(v), axis))], [x], [t])
+        return ans, out_t
+    jvp_rules[prim] = rule
+
+
+_scan_jvp(cumprod_p, _E.mul)
+_scan_jvp(cummax_p, _E.max)
+_scan_jvp(cummin_p, _E.min)
+_scan_jvp(cumlogsumexp_p, _logaddexp_op)

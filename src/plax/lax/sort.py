@@ -183,3 +183,71 @@ def top_k(operand, k, *, axis=-1):
         raise TypeError(f"k argument to top_k must be an integer, got {k!r}.") from None
     axis = _canonical_axis(axis, get_aval(operand).ndim)
     return list(top_k_p.bind(operand, k=k, axis=axis))
+
+
+# --- differentiation rules --------------------------------------------------------------------
+# Sorting permutes: tangents follow the operands they belong to. The sort of the primal
+# and the sort carrying the tangents are separate equations so that linearize keeps the
+# primal result known; reverse mode undoes the permutation by sorting by it.
+from plax.core.trace import get_aval as _aval  # noqa: E402
+from plax.transforms.jvp import Zero, instantiate, jvp_rules, tangent_aval  # noqa: E402
+from plax.transforms.transpose import is_undefined, transpose_rules  # noqa: E402
+
+
+def _moves(t) -> bool:
+    return type(t) is not Zero and dtypes.is_inexact(_aval(t).dtype)
+
+
+def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
+    params = dict(dimension=dimension, is_stable=is_stable, num_keys=num_keys)
+    outs = sort_p.bind(*primals, **params)
+    out_t = [Zero(tangent_aval(_aval(o))) for o in outs]
+    moving = [i for i, t in enumerate(tangents) if _moves(t)]
+    if moving:
+        carried = sort_p.bind(*primals[:num_keys], *[tangents[i] for i in moving], **params)
+        for i, t in zip(moving, carried[num_keys:]):
+            out_t[i] = t
+    return outs, out_t
+
+
+def _sort_transpose(cts, *args, dimension, is_stable, num_keys):
+    from plax.lax.shapes import broadcasted_iota
+    keys = args[:num_keys]
+    if any(is_undefined(k) for k in keys):
+        raise ValueError("sort is linear only in its non-key operands: the keys must be known.")
+    undefined = [i for i, a in enumerate(args) if is_undefined(a)]
+    shape = _aval(keys[0]).shape
+    iota = broadcasted_iota(np.int32, shape, dimension)
+    perm = sort_p.bind(*keys, iota, dimension=dimension, is_stable=is_stable,
+                       num_keys=num_keys)[-1]
+    # Sorting by the permutation puts every cotangent back where its operand came from.
+    back = sort_p.bind(perm, *[instantiate(cts[i]) for i in undefined], dimension=dimension,
+                       is_stable=True, num_keys=1)[1:]
+    out = [None] * len(args)
+    for i, c in zip(undefined, back):
+        out[i] = c
+    return out
+
+
+def _top_k_jvp(primals, tangents, *, k, axis):
+    """The values' tangent picks ``t`` at the returned indices (a one-hot over the axis)."""
+    from plax.lax.elementwise import eq, select
+    from plax.lax.reductions import reduce_sum
+    from plax.lax.shapes import broadcast_in_dim, broadcasted_iota
+    (x,), (t,) = primals, tangents
+    vals, idx = top_k_p.bind(x, k=k, axis=axis)
+    zero_idx = Zero(tangent_aval(_aval(idx)))
+    if type(t) is Zero:
+        return [vals, idx], [Zero(tangent_aval(_aval(vals))), zero_idx]
+    shape, n = _aval(vals).shape, _aval(x).shape[axis]
+    wide = shape[:axis + 1] + (n,) + shape[axis + 1:]  # (..., k, n, ...)
+    dims = lambda skip: tuple(d for d in range(len(wide)) if d != skip)  # noqa: E731
+    hit = eq(broadcast_in_dim(idx, wide, dims(axis + 1)), broadcasted_iota(np.int32, wide, axis + 1))
+    spread = broadcast_in_dim(t, wide, dims(axis))
+    zeros = broadcast_in_dim(np.zeros((), _aval(t).dtype), wide, ())
+    return [vals, idx], [reduce_sum(select(hit, spread, zeros), (axis + 1,)), zero_idx]
+
+
+jvp_rules[sort_p] = _sort_jvp
+transpose_rules[sort_p] = _sort_transpose
+jvp_rules[top_k_p] = _top_k_jvp
