@@ -288,6 +288,16 @@ def test_custom_vjp_grad_of_grad():
     close(plax.grad(lambda x: plax.grad(lambda y: g_sin(x, y))(x))(1.), np.cos(1.))
 
 
+def test_custom_vjp_forward_over_reverse():
+    @plax.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+    f.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, ct: (c * ct,))
+    x = np.array([0.3, 0.5], np.float32)
+    close(plax.hessian(lambda x: f(x).sum())(x), np.diag(-np.sin(x)))
+    close(plax.jvp(plax.grad(f), (0.3,), (1.,))[1], -np.sin(0.3))
+
+
 def test_custom_vjp_nondiff_argnums():
     @partial(plax.custom_vjp, nondiff_argnums=(1,))
     def scale(x, k):
