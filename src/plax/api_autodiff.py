@@ -13,9 +13,10 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.jaxpr import eval_jaxpr
-from plax.core.trace import get_aval
+from plax.core.trace import Tracer, get_aval
 from plax.transforms.jvp import Zero, instantiate, jvp_flat, tangent_aval
-from plax.transforms.linearize import linearize_flat
+from plax.transforms.linearize import linearize_flat, trace_linear_flat
+from plax.transforms.dce import drop_dead_equations
 from plax.transforms.transpose import backward_pass
 
 
@@ -23,26 +24,42 @@ def _fun_name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
 
 
-def _flat_fun(fun, in_tree, has_aux: bool, box: list):
-    """``fun`` on flat leaves returning flat leaves; output (and aux) trees go into ``box``."""
+def _flat_fun(fun, in_tree, has_aux: bool, box: dict):
+    """``fun`` on flat leaves returning flat leaves.
+
+    The output tree goes into ``box``; with ``has_aux``, so do the aux tree and leaves,
+    and the traced aux leaves are appended to the outputs (so that the transformation
+    hands back their primal values, see ``_unbox``).
+    """
     def flat(*leaves):
         args = tree_util.tree_unflatten(in_tree, list(leaves))
         out = fun(*args)
+        traced = []
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                raise TypeError("has_aux=True requires the function to return a pair "
-                                f"(output, auxiliary data), got {type(out).__name__}.")
+                raise TypeError("expected function with aux output to return a two-element "
+                                f"tuple (output, auxiliary data), but got type "
+                                f"{type(out).__name__}.")
             out, aux = out
-            box.append(("aux", aux))
+            aux_leaves, aux_tree = tree_util.tree_flatten(aux)
+            box["aux"] = (aux_tree, aux_leaves)
+            traced = [x for x in aux_leaves if isinstance(x, Tracer)]
         leaves_out, out_tree = tree_util.tree_flatten(out)
-        box.append(("out", out_tree))
-        return leaves_out
+        box["out"] = out_tree
+        box["num_aux"] = len(traced)
+        return leaves_out + traced
     return flat
 
 
-def _unbox(box):
-    d = dict(box[-2:] if len(box) >= 2 and box[-2][0] == "aux" else box[-1:])
-    return d["out"], d.get("aux")
+def _unbox(box, outs):
+    """``(output tree, output leaves, aux)`` from the flat outputs of a ``_flat_fun``."""
+    n = len(outs) - box["num_aux"]
+    if "aux" not in box:
+        return box["out"], list(outs[:n]), None
+    aux_tree, aux_leaves = box["aux"]
+    it = iter(outs[n:])
+    aux = [next(it) if isinstance(x, Tracer) else x for x in aux_leaves]
+    return box["out"], list(outs[:n]), tree_util.tree_unflatten(aux_tree, aux)
 
 
 def _zeros(aval):
@@ -56,7 +73,7 @@ def _check_tangent(p, t, where="jvp"):
         raise TypeError(
             f"primal and tangent arguments to {where} do not match; dtypes must be equal, or in "
             f"case of int/bool primal dtype the tangent dtype must be float0. Got primal dtype "
-            f"{pa.dtype.name} and so expected tangent dtype {want.name}, but got tangent dtype "
+            f"{pa.dtype.name} and so expected tangent dtype {want!r}, but got tangent dtype "
             f"{ta.dtype.name} instead.")
     if pa.shape != ta.shape:
         raise ValueError(f"{where} called with different primal and tangent shapes; Got primal "
@@ -65,10 +82,9 @@ def _check_tangent(p, t, where="jvp"):
 
 def jvp(fun, primals, tangents, has_aux: bool = False):
     """``(fun(*primals), J(primals) @ tangents)``: forward-mode differentiation."""
-    for name, value in (("primal", primals), ("tangent", tangents)):
-        if not isinstance(value, (tuple, list)):
-            raise TypeError(f"{name} and tangent arguments to jax.jvp must be tuples or lists; "
-                            f"found {type(value).__name__}.")
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; "
+                        f"found {type(primals).__name__} and {type(tangents).__name__}.")
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
     if p_tree != t_tree:
@@ -79,12 +95,13 @@ def jvp(fun, primals, tangents, has_aux: bool = False):
         _check_tangent(p, t, "jax.jvp")
     ts = [Zero(tangent_aval(get_aval(p))) if get_aval(t).dtype == dtypes.float0 else t
           for p, t in zip(p_leaves, t_leaves)]
-    box = []
+    box = {}
     outs, out_t = jvp_flat(_flat_fun(lambda *a: fun(*a), p_tree, has_aux, box), p_leaves, ts,
                            _fun_name(fun))
-    out_tree, aux = _unbox(box)
+    out_tree, outs, aux = _unbox(box, outs)
     primal_out = tree_util.tree_unflatten(out_tree, outs)
-    tangent_out = tree_util.tree_unflatten(out_tree, [_materialize(t) for t in out_t])
+    tangent_out = tree_util.tree_unflatten(out_tree,
+                                           [_materialize(t) for t in out_t[:len(outs)]])
     return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
 
 
@@ -98,19 +115,26 @@ def _materialize(t):
 def linearize(fun, *primals, has_aux: bool = False):
     """``(fun(*primals), f_jvp)`` where ``f_jvp`` evaluates the JVP without re-tracing."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
-    box = []
-    outs, lin, _ = linearize_flat(_flat_fun(lambda *a: fun(*a), p_tree, has_aux, box), p_leaves,
-                                  _fun_name(fun))
-    out_tree, aux = _unbox(box)
+    box = {}
+    flat = _flat_fun(lambda *a: fun(*a), p_tree, has_aux, box)
+    outs, lin, _ = linearize_flat(flat, p_leaves, _fun_name(fun),
+                                  num_aux=lambda: box["num_aux"])
+    out_tree, outs, aux = _unbox(box, outs)
     inexact = [dtypes.is_inexact(get_aval(p).dtype) for p in p_leaves]
 
     def f_jvp(*tangents):
         t_leaves, t_tree = tree_util.tree_flatten(tangents)
         if t_tree != p_tree:
-            raise TypeError(f"linearized function called with tangents of tree structure {t_tree}; "
-                            f"expected the primals' structure {p_tree}.")
+            raise ValueError("linearized function called on tangent values inconsistent with "
+                             f"the original primal values: tangents have tree structure "
+                             f"{t_tree}, expected the primals' structure {p_tree}.")
         for p, t in zip(p_leaves, t_leaves):
-            _check_tangent(p, t, "the linearized function")
+            pa, ta = get_aval(p), get_aval(t)
+            if ta.shape != pa.shape or ta.dtype != tangent_aval(pa).dtype:
+                raise ValueError(
+                    "linearized function called on tangent values inconsistent with the "
+                    f"original primal values: got tangent {ta.str_short()} for primal "
+                    f"{pa.str_short()}, expected {tangent_aval(pa).str_short()}.")
         used = [t for t, keep in zip(t_leaves, inexact) if keep]
         return tree_util.tree_unflatten(out_tree, eval_jaxpr(lin.jaxpr, lin.consts, *used))
 
@@ -121,40 +145,46 @@ def linearize(fun, *primals, has_aux: bool = False):
 def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
     """``(fun(*primals), f_vjp)`` where ``f_vjp(ct)`` pulls a cotangent back to the inputs."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
-    box = []
-    outs, lin, _ = linearize_flat(_flat_fun(lambda *a: fun(*a), p_tree, has_aux, box), p_leaves,
-                                  _fun_name(fun))
-    out_tree, aux = _unbox(box)
+    box = {}
+    flat = _flat_fun(lambda *a: fun(*a), p_tree, has_aux, box)
+    outs, lin, _ = linearize_flat(flat, p_leaves, _fun_name(fun),
+                                  num_aux=lambda: box["num_aux"])
+    out_tree, outs, aux = _unbox(box, outs)
     out_avals = [get_aval(o) for o in outs]
-    inexact = [dtypes.is_inexact(get_aval(p).dtype) for p in p_leaves]
+    in_avals = [get_aval(p) for p in p_leaves]
 
     def f_vjp(ct):
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != out_tree:
-            raise TypeError(f"Tree structure of cotangent input {ct_tree}, does not match "
-                            f"structure of primal output {out_tree}.")
+            raise ValueError(f"unexpected tree structure of the cotangent passed to the VJP "
+                             f"function of {_fun_name(fun)}: got {ct_tree}, but the function's "
+                             f"output has structure {out_tree}.")
         for c, a in zip(ct_leaves, out_avals):
             ca, want = get_aval(c), tangent_aval(a)
             if ca.shape != want.shape or (ca.dtype != want.dtype and want.dtype != dtypes.float0):
                 raise ValueError(
-                    f"Type of cotangent input to vjp pullback function ({ca.str_short()}) is not "
-                    f"the expected tangent type ({want.str_short()}) of corresponding primal "
-                    f"output with dtype {a.dtype.name}.")
+                    f"unexpected type (shape/dtype) of the cotangent passed to the VJP function: "
+                    f"got {ca.str_short()}, but expected {want.str_short()} (the tangent type of "
+                    f"the corresponding output, {a.str_short()}).")
         cts = [None if get_aval(c).dtype == dtypes.float0 or not dtypes.is_inexact(a.dtype)
                else c for c, a in zip(ct_leaves, out_avals)]
-        lin_cts = backward_pass(lin.jaxpr, lin.consts, [True] * len(lin.jaxpr.invars), cts)
-        it = iter(lin_cts)
-        result = []
-        for p, keep in zip(p_leaves, inexact):
-            if keep:
-                c = next(it)
-                result.append(instantiate(c) if type(c) is Zero else c)
-            else:
-                result.append(_zeros(tangent_aval(get_aval(p))))
+        lin_cts = iter(backward_pass(lin.jaxpr, lin.consts, [True] * len(lin.jaxpr.invars), cts))
+        result = [_input_cotangent(next(lin_cts), a) if dtypes.is_inexact(a.dtype)
+                  else _zeros(tangent_aval(a)) for a in in_avals]
         return tree_util.tree_unflatten(p_tree, result)
 
     primal_out = tree_util.tree_unflatten(out_tree, outs)
     return (primal_out, f_vjp, aux) if has_aux else (primal_out, f_vjp)
+
+
+def _input_cotangent(ct, aval):
+    """A cotangent as a value of the input's dtype."""
+    if type(ct) is Zero:
+        return instantiate(Zero(aval))
+    if get_aval(ct).dtype != aval.dtype:
+        from plax.lax.elementwise import convert_element_type
+        ct = convert_element_type(ct, aval.dtype)
+    return ct
 
 
 def _check_argnums(argnums, nargs, fname):
@@ -186,43 +216,80 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
     """A function returning ``(fun(*args), gradient of fun with respect to args[argnums])``."""
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
-        nums = _check_argnums(argnums, len(args), _fun_name(fun))
-        for i in nums:
-            for leaf in tree_util.tree_leaves(args[i]):
-                _check_input_dtype(leaf, holomorphic, allow_int, "grad")
-
-        def partial_fun(*dyn):
-            full = list(args)
-            for i, d in zip(nums, dyn):
-                full[i] = d
-            return fun(*full, **kwargs)
-
-        res = vjp(partial_fun, *[args[i] for i in nums], has_aux=has_aux)
-        ans, f_vjp = res[0], res[1]
-        _check_scalar_output(ans, holomorphic)
-        g = f_vjp(np.ones((), get_aval(ans).dtype))
-        g = g[0] if isinstance(argnums, int) else tuple(g)
-        return ((ans, res[2]), g) if has_aux else (ans, g)
+        return _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
+                               keep_value=True)
 
     return value_and_grad_f
 
 
-def _check_scalar_output(ans, holomorphic):
+def grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+         allow_int: bool = False, reduce_axes=()):
+    """A function returning the gradient of scalar-valued ``fun`` with respect to args[argnums]."""
+    @functools.wraps(fun)
+    def grad_f(*args, **kwargs):
+        out, g = _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
+                                 keep_value=False)
+        return (g, out[1]) if has_aux else g
+
+    return grad_f
+
+
+def _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs, keep_value):
+    nums = _check_argnums(argnums, len(args), _fun_name(fun))
+    for i in nums:
+        for leaf in tree_util.tree_leaves(args[i]):
+            _check_input_dtype(leaf, holomorphic, allow_int, "grad")
+
+    def partial_fun(*dyn):
+        full = list(args)
+        for i, d in zip(nums, dyn):
+            full[i] = d
+        return fun(*full, **kwargs)
+
+    def run():
+        res = vjp(partial_fun, *[args[i] for i in nums], has_aux=has_aux)
+        ans, f_vjp = res[0], res[1]
+        _check_scalar_output(ans, holomorphic, "grad")
+        g = f_vjp(_one_like(ans))
+        g = g[0] if isinstance(argnums, int) else tuple(g)
+        return ((ans, res[2]) if has_aux else ans), g
+
+    # Under jit/make_jaxpr, drop what the primal computation staged but the result does not
+    # need (with grad, the output value itself).
+    return drop_dead_equations(run, lambda r: r if keep_value else (r[0][1] if has_aux else None,
+                                                                    r[1]))
+
+
+def _one_like(ans):
+    """The seed cotangent 1 of scalar ``ans``'s type (weakly typed if ``ans`` is)."""
+    aval = get_aval(ans)
+    if aval.weak_type:
+        return complex(1) if dtypes.is_complex(aval.dtype) else 1.0
+    return np.ones((), aval.dtype)
+
+
+def _check_scalar_output(ans, holomorphic, what):
     if not _is_array(ans):
         raise TypeError(f"Gradient only defined for scalar-output functions. Output was {ans!r}.")
     aval = get_aval(ans)
     if aval.shape != ():
         raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: "
                         f"{aval.shape}.")
+    _check_output_dtype(aval.dtype, holomorphic, what)
+
+
+def _check_output_dtype(dt, holomorphic, what):
     if holomorphic:
-        if not dtypes.is_complex(aval.dtype):
-            raise TypeError(f"grad with holomorphic=True requires outputs with complex dtype, "
-                            f"but got {aval.dtype.name}.")
-    elif not dtypes.is_float(aval.dtype):
-        raise TypeError(f"grad requires real-valued outputs (output dtype that is a sub-dtype of "
-                        f"np.floating), but got {aval.dtype.name}. For holomorphic "
-                        "differentiation, pass holomorphic=True. For differentiation of "
-                        "non-holomorphic functions involving complex outputs, use plax.vjp directly.")
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"{what} with holomorphic=True requires outputs with complex dtype, "
+                            f"but got {dt.name}.")
+    elif not dtypes.is_float(dt):
+        hint = ("For differentiation of functions with integer outputs, use plax.vjp directly."
+                if not dtypes.is_inexact(dt) else
+                "For holomorphic differentiation, pass holomorphic=True. For differentiation of "
+                "non-holomorphic functions involving complex outputs, use plax.vjp directly.")
+        raise TypeError(f"{what} requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {dt.name}. {hint}")
 
 
 def _is_array(x) -> bool:
@@ -231,21 +298,6 @@ def _is_array(x) -> bool:
         return True
     except TypeError:
         return False
-
-
-def grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
-         allow_int: bool = False, reduce_axes=()):
-    """A function returning the gradient of scalar-valued ``fun`` with respect to args[argnums]."""
-    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, reduce_axes)
-
-    @functools.wraps(fun)
-    def grad_f(*args, **kwargs):
-        out, g = vg(*args, **kwargs)
-        return (g, out[1]) if has_aux else g
-
-    return grad_f
-
-
 
 
 # --- Jacobians ------------------------------------------------------------------------------
@@ -331,12 +383,17 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
             ans, tan = res[0], res[1]
             aux = res[2] if has_aux else None
             t_leaves, out_tree = tree_util.tree_flatten(tan)
-            rows.append(t_leaves)
+            # Integer outputs have float0 tangents; their Jacobian blocks are zeros of their dtype.
+            rows.append([_zeros(get_aval(o)) if get_aval(t).dtype == dtypes.float0 else t
+                         for o, t in zip(tree_util.tree_leaves(ans), t_leaves)])
         if out_tree is None:  # no input elements: evaluate once for the output structure
             res = f_dyn(*dyn)
             ans, aux = (res if has_aux else (res, None))
             out_tree = tree_util.tree_structure(ans)
         out_avals = [get_aval(x) for x in tree_util.tree_leaves(ans)]
+        if holomorphic:
+            for a in out_avals:
+                _check_output_dtype(a.dtype, True, "jacfwd")
         blocks = _assemble(rows, out_avals, in_avals, by_output=False)
         jac = _nest(blocks, out_tree, in_tree, isinstance(argnums, int))
         return (jac, aux) if has_aux else jac
@@ -350,8 +407,9 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         nums = _check_argnums(argnums, len(args), _fun_name(fun))
-        dyn = _jac_inputs(args, nums, holomorphic, "jacrev") if not allow_int else \
-            tuple(args[i] for i in nums)
+        dyn = tuple(args[i] for i in nums)
+        for leaf in tree_util.tree_leaves(dyn):
+            _check_input_dtype(leaf, holomorphic, allow_int, "jacrev")
         in_leaves, in_tree = tree_util.tree_flatten(dyn)
         in_avals = [get_aval(x) for x in in_leaves]
 
@@ -365,10 +423,14 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
         ans, f_vjp = res[0], res[1]
         out_leaves, out_tree = tree_util.tree_flatten(ans)
         out_avals = [get_aval(x) for x in out_leaves]
+        for a in out_avals:
+            _check_output_dtype(a.dtype, holomorphic, "jacrev")
         rows = []
         for basis in _one_hots(out_avals):
             cts = f_vjp(tree_util.tree_unflatten(out_tree, basis))
-            rows.append(tree_util.tree_leaves(cts))
+            # Integer inputs (allow_int) get float0 cotangents: zeros of their dtype here.
+            rows.append([_zeros(a) if get_aval(c).dtype == dtypes.float0 else c
+                         for a, c in zip(in_avals, tree_util.tree_leaves(cts))])
         blocks = _assemble(rows, out_avals, in_avals, by_output=True)
         jac = _nest(blocks, out_tree, in_tree, isinstance(argnums, int))
         return (jac, res[2]) if has_aux else jac
@@ -392,33 +454,50 @@ def hessian(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
 
 
 def linear_transpose(fun, *primals, reduce_axes=()):
-    """The transpose of linear ``fun`` (evaluated at ``primals``' types), as a function of
-    output cotangents returning input cotangents with the primals' dtypes."""
+    """The transpose of linear ``fun`` at the types of ``primals``.
+
+    ``primals`` may be arrays or anything with ``shape`` and ``dtype``; only their types
+    matter. The result maps output cotangents to input cotangents of the primals' dtypes.
+    ``fun`` must map floating/complex inputs to floating/complex outputs, or integers
+    to integers.
+    """
     p_leaves, p_tree = tree_util.tree_flatten(primals)
-    for leaf in p_leaves:
-        if not dtypes.is_inexact(get_aval(leaf).dtype):
-            raise TypeError(f"linear_transpose only supports [float or complex] -> [float or "
-                            f"complex], and integer -> integer functions, but got "
-                            f"{get_aval(leaf).dtype.name} input.")
-    box = []
-    _, lin, _ = linearize_flat(_flat_fun(lambda *a: fun(*a), p_tree, False, box),
-                               [np.zeros(get_aval(x).shape, get_aval(x).dtype) for x in p_leaves],
-                               _fun_name(fun))
-    out_tree, _ = _unbox(box)
+    in_avals = [_spec_aval(x) for x in p_leaves]
+    box = {}
+    lin = trace_linear_flat(_flat_fun(lambda *a: fun(*a), p_tree, False, box), in_avals,
+                            _fun_name(fun))
+    out_tree = box["out"]
     out_avals = [v.aval for v in lin.jaxpr.outvars]
+    in_dts = [a.dtype for a in in_avals]
+    out_dts = [a.dtype for a in out_avals]
+    if not (all(dtypes.is_inexact(d) for d in in_dts + out_dts)
+            or all(dtypes.is_integer(d) for d in in_dts + out_dts)):
+        raise TypeError("linear_transpose only supports [float or complex] -> [float or "
+                        "complex], and integer -> integer functions, but got "
+                        f"{[d.name for d in in_dts]} -> {[d.name for d in out_dts]}.")
 
     def transposed(*cts):
         ct = cts[0] if len(cts) == 1 else cts
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != out_tree:
-            raise TypeError(f"linear_transpose: cotangent tree structure {ct_tree} does not match "
-                            f"the function's output structure {out_tree}.")
-        for c, a in zip(ct_leaves, out_avals):
-            if get_aval(c).shape != a.shape or get_aval(c).dtype != a.dtype:
-                raise TypeError(f"linear_transpose: cotangent {get_aval(c).str_short()} does not "
-                                f"match the output type {a.str_short()}.")
+            raise TypeError(f"cotangent tree does not match function output, expected "
+                            f"{out_tree} but got {ct_tree}.")
+        got = [get_aval(c) for c in ct_leaves]
+        if any(g.shape != a.shape or g.dtype != a.dtype for g, a in zip(got, out_avals)):
+            raise TypeError("cotangent type does not match function output, expected "
+                            f"({', '.join(a.str_short() for a in out_avals)}) but got "
+                            f"({', '.join(g.str_short() for g in got)}).")
         res = backward_pass(lin.jaxpr, lin.consts, [True] * len(p_leaves), ct_leaves)
-        out = [instantiate(r) if type(r) is Zero else r for r in res]
-        return tree_util.tree_unflatten(p_tree, out)
+        return tree_util.tree_unflatten(p_tree, [_input_cotangent(r, a)
+                                                 for r, a in zip(res, in_avals)])
 
     return transposed
+
+
+def _spec_aval(x):
+    """The type of a primal given to linear_transpose (an array, scalar or shape/dtype spec)."""
+    if not isinstance(x, (np.ndarray, np.generic, Tracer)) and hasattr(x, "shape") \
+            and hasattr(x, "dtype"):
+        from plax.core.avals import ShapedArray
+        return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(np.dtype(x.dtype)))
+    return get_aval(x)

@@ -9,7 +9,7 @@ residuals (known values the tangent computation needs).
 from __future__ import annotations
 
 from plax.core import dtypes
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, dce_jaxpr
 from plax.core.staging import StagingTrace, StagingTracer
 from plax.core.trace import current_trace, get_aval, set_current_trace
 from plax.transforms.jvp import Zero, jvp_flat, tangent_aval, zeros_like_aval
@@ -35,12 +35,14 @@ class PartialEvalTrace(StagingTrace):
         return super().process_primitive(prim, args, params)
 
 
-def linearize_flat(fun, primals, description: str = ""):
+def linearize_flat(fun, primals, description: str = "", num_aux=0):
     """Linearize ``fun(*flat) -> list`` at ``primals``.
 
     Returns ``(primal_outs, linear ClosedJaxpr, out_tangent_is_zero)``: the jaxpr maps
     the tangents of the inexact (float or complex) inputs to output tangents; its consts
-    are the residuals. Integer and boolean inputs have zero tangents and no invar.
+    are the residuals. Integer and boolean inputs have zero tangents and no invar. The
+    last ``num_aux`` outputs are auxiliary: their primals are returned, their tangents
+    are not part of the jaxpr (``num_aux`` may be a callable, asked once ``fun`` has run).
     """
     pe = PartialEvalTrace(current_trace(), description)
     tangent_in = [pe.new_arg(get_aval(p)) if dtypes.is_inexact(get_aval(p).dtype)
@@ -48,14 +50,39 @@ def linearize_flat(fun, primals, description: str = ""):
     try:
         with set_current_trace(pe):
             out_primals, out_tangents = jvp_flat(fun, primals, tangent_in, description)
+            n_aux = num_aux() if callable(num_aux) else num_aux
+            out_tangents = out_tangents[:len(out_tangents) - n_aux]
             zero_out = [type(t) is Zero for t in out_tangents]
             out_atoms = [pe.lift(zeros_like_aval(t.aval) if type(t) is Zero else t)
                          for t in out_tangents]
     finally:
         pe.finish()
     invars = [t.var for t in tangent_in if type(t) is not Zero]
-    jaxpr = Jaxpr(pe.const_order, invars, out_atoms, pe.eqns)
-    return out_primals, ClosedJaxpr(jaxpr, list(pe.const_vals)), zero_out
+    return out_primals, _closed_dce(pe, invars, out_atoms), zero_out
+
+
+def _closed_dce(pe: PartialEvalTrace, invars, out_atoms) -> ClosedJaxpr:
+    """The jaxpr staged by ``pe`` without equations (or residuals) the outputs do not need."""
+    jaxpr, _ = dce_jaxpr(Jaxpr(pe.const_order, invars, out_atoms, pe.eqns))
+    live = set(jaxpr.constvars)
+    consts = [c for v, c in zip(pe.const_order, pe.const_vals) if v in live]
+    return ClosedJaxpr(jaxpr, consts)
+
+
+def trace_linear_flat(fun, in_avals, description: str = ""):
+    """Stage ``fun(*flat) -> list`` with every input unknown (for transposing a linear function).
+
+    Operations on values that do not depend on the inputs run in the parent trace.
+    Returns the ClosedJaxpr (inputs to outputs).
+    """
+    pe = PartialEvalTrace(current_trace(), description)
+    args = [pe.new_arg(a) for a in in_avals]
+    try:
+        with set_current_trace(pe):
+            out_atoms = [pe.lift(o) for o in fun(*args)]
+    finally:
+        pe.finish()
+    return _closed_dce(pe, [a.var for a in args], out_atoms)
 
 
 def _inline_pjit(trace, args, params):
