@@ -635,9 +635,19 @@ def _trigamma(x):
 
 defjvp(digamma_p, lambda g, ans, x: mul(g, _trigamma(x)))
 defjvp(square_p, lambda g, ans, x: mul(g, mul(_c(x, 2), x)))
-defjvp(abs_p, lambda g, ans, x: mul(g, sign(x)) if not dtypes.is_complex(_aval(x).dtype)
-       else real(mul(conj(div(x, convert_element_type_p.bind(
-           ans, new_dtype=_aval(x).dtype, weak_type=False, sharding=None))), g)))
+
+
+def _complex_abs_dx(g, ans, x):
+    """Re(conj(x / |x|) g), with 0 at x == 0 (dividing by 1 there instead of 0)."""
+    safe = select(eq(ans, _c(ans, 0)), _full(ans, 1), ans)
+    unit = div(x, convert_element_type_p.bind(safe, new_dtype=_aval(x).dtype, weak_type=False,
+                                              sharding=None))
+    return real(mul(conj(unit), g))
+
+
+# As in JAX, the derivative of abs at 0 (and -0) is 1 for reals and 0 for complex numbers.
+defjvp(abs_p, lambda g, ans, x: select(ge(x, _c(x, 0)), g, neg(g))
+       if not dtypes.is_complex(_aval(x).dtype) else _complex_abs_dx(g, ans, x))
 defjvp(integer_pow_p, lambda g, ans, x, *, y: (
     mul(g, _c(x, 0)) if y == 0 else mul(g, mul(_c(x, y), integer_pow(x, y - 1)))))
 defjvp(div_p, lambda g, ans, x, y: div(g, y),
@@ -690,7 +700,7 @@ def _where_tangent(pred, g, ans):
 
 
 defjvp(clamp_p,
-       lambda g, ans, lo, x, hi: _where_tangent(gt(lo, x), g, ans),
+       lambda g, ans, lo, x, hi: _where_tangent(bitwise_and(gt(lo, x), lt(lo, hi)), g, ans),
        lambda g, ans, lo, x, hi: _where_tangent(bitwise_and(gt(x, lo), lt(x, hi)), g, ans),
        lambda g, ans, lo, x, hi: _where_tangent(lt(hi, x), g, ans))
 
