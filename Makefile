@@ -20,6 +20,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/bench_eager.py
 	$(PY) bench/bench_jit.py
+	$(PY) bench/bench_autodiff.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,154 @@
+"""Autodiff tracing and training-step time, plax next to JAX when one is found.
+
+Measures (issue 4):
+  - trace time of `grad` of a 200-op scalar chain (make_jaxpr), and trace+lower
+    of `jit(grad(f))`, with a fresh function every repetition (no caching);
+  - a 6-layer MLP training step (784 -> 512 x6 -> 10, batch 128, relu (jnp.maximum),
+    softmax cross-entropy by log-sum-exp, SGD on every parameter, params as a
+    pytree): trace+lower time of `jit(step)` and steady-state step time.
+
+JAX is used if `import jax` works here or JAX_PYTHON names a Python that has it.
+Ratios are only meaningful within one run: the machines are noisy.
+
+Targets: tracing no slower than JAX; step time within 5% of JAX (same XLA).
+
+    JAX_PYTHON=/tmp/jaxref/bin/python .venv/bin/python bench/bench_autodiff.py [ROUNDS]
+
+Each row is the best over ROUNDS (default 3) alternating plax/JAX runs.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import run_jax, run_plax  # noqa: E402
+
+MEASURE = r'''
+import json, time, numpy as np
+
+def best_single(make, run, repeats):
+    """Best time of run(make()) over fresh inputs; make() is not timed."""
+    best = float("inf")
+    for _ in range(repeats):
+        arg = make()
+        t = time.perf_counter()
+        run(arg)
+        best = min(best, time.perf_counter() - t)
+    return best * 1e6
+
+def best_of(fn, n, repeats):
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t) / n)
+    return best * 1e6
+
+# --- grad of a 200-op scalar chain, a fresh function each repetition
+CHAIN_LEN = 200
+
+def make_chain():
+    def chain(x):
+        y = x
+        for i in range(CHAIN_LEN):
+            k = i % 3
+            if k == 0:
+                y = lax.sin(y)
+            elif k == 1:
+                y = y * x
+            else:
+                y = y + 0.5
+        return y
+    return chain
+
+x0 = np.float32(0.3)
+
+# --- 6-layer MLP training step
+rng = np.random.default_rng(0)
+SIZES = [784] + [512] * 6 + [10]
+BATCH = 128
+params = [(lib.device_put((rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)),
+           lib.device_put(np.zeros(n, np.float32)))
+          for m, n in zip(SIZES[:-1], SIZES[1:])]
+xb = lib.device_put(rng.standard_normal((BATCH, SIZES[0])).astype(np.float32))
+yb = lib.device_put(np.eye(SIZES[-1], dtype=np.float32)[rng.integers(0, SIZES[-1], BATCH)])
+
+def make_step():
+    def loss(params, x, y):
+        h = x
+        for w, b in params[:-1]:
+            h = jnp.maximum(jnp.dot(h, w) + b, 0.0)
+        w, b = params[-1]
+        logits = jnp.dot(h, w) + b
+        m = jnp.max(logits, axis=1, keepdims=True)
+        lse = jnp.log(jnp.sum(jnp.exp(logits - m), axis=1, keepdims=True)) + m
+        return -jnp.mean(jnp.sum(y * (logits - lse), axis=1))
+
+    def step(params, x, y, lr=0.01):
+        value, grads = lib.value_and_grad(loss)(params, x, y)
+        new = [(w - lr * gw, b - lr * gb) for (w, b), (gw, gb) in zip(params, grads)]
+        return new, value
+    return step
+
+jstep = lib.jit(make_step())
+new, value = jstep(params, xb, yb)
+assert np.isfinite(float(value))
+
+def run_step():
+    new, value = jstep(params, xb, yb)
+    lib.block_until_ready((new, value))
+
+res = {
+  "trace grad 200-op chain (make_jaxpr) (ms)":
+      best_single(make_chain, lambda f: lib.make_jaxpr(lib.grad(f))(x0), 20) / 1e3,
+  "trace+lower jit(grad) 200-op chain (ms)":
+      best_single(make_chain, lambda f: lib.jit(lib.grad(f)).lower(x0), 20) / 1e3,
+  "trace MLP step (make_jaxpr) (ms)":
+      best_single(make_step, lambda s: lib.make_jaxpr(s)(params, xb, yb), 10) / 1e3,
+  "trace+lower jit(MLP step) (ms)":
+      best_single(make_step, lambda s: lib.jit(s).lower(params, xb, yb), 10) / 1e3,
+  "MLP step, steady state (ms)":
+      best_of(run_step, 2, 50) / 1e3,
+}
+print(json.dumps(res))
+'''
+
+
+def best_rounds(rounds: int):
+    """Alternate plax and JAX runs; keep each row's best (the machines are shared and noisy)."""
+    mine, theirs = {}, None
+    for _ in range(rounds):
+        for k, v in run_plax(MEASURE).items():
+            mine[k] = min(v, mine.get(k, v))
+        other = run_jax(MEASURE)
+        if other is not None:
+            theirs = theirs or {}
+            for k, v in other.items():
+                theirs[k] = min(v, theirs.get(k, v))
+    return mine, theirs
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    mine, theirs = best_rounds(rounds)
+    width = max(len(k) for k in mine)
+    header = f"{'benchmark':<{width}}  {'plax':>10}" + (f"  {'jax':>10}  {'plax/jax':>8}" if theirs else "")
+    print(header)
+    print("-" * len(header))
+    for k, v in mine.items():
+        line = f"{k:<{width}}  {v:>10.1f}"
+        if theirs and k in theirs:
+            line += f"  {theirs[k]:>10.1f}  {v / theirs[k]:>8.2f}"
+        print(line)
+    print(f"\nBest of {rounds} alternating rounds per row.")
+    print("Targets: tracing (trace, trace+lower) <= 1x JAX; MLP step time <= 1.05x JAX.")
+    print("MLP: 784-512x6-10, batch 128, relu (jnp.maximum), log-sum-exp cross-entropy, SGD on all params.")
+    if theirs is None:
+        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
+
+
+if __name__ == "__main__":
+    main()
