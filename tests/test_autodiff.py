@@ -504,3 +504,19 @@ def test_grad_under_jit_keeps_surrounding_code():
     closed = plax.make_jaxpr(g)(f32(0.4))
     assert dead_equations(closed.jaxpr) == []
     close(plax.jit(g)(f32(0.4)), np.cos(0.4) ** 2 + np.cos(0.4))
+
+
+def test_jacobians_trace_once_and_stage_no_dead_code():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return jnp.sin(x) * 2
+    x = np.array([0.1, 0.2, 0.3], f32)
+    close(plax.jacfwd(f)(x), np.diag(2 * np.cos(x)))
+    assert len(calls) == 1  # one linearization, not one jvp per input element
+    close(plax.jacrev(f)(x), np.diag(2 * np.cos(x)))
+    assert len(calls) == 2
+    for fn in (plax.jacfwd(f), plax.jacrev(f), plax.hessian(lambda v: jnp.sum(f(v)))):
+        closed = plax.make_jaxpr(fn)(x)
+        assert dead_equations(closed.jaxpr) == [], str(closed)

@@ -377,26 +377,31 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
                 full[i] = v
             return fun(*full, **kwargs)
 
-        rows, out_tree, aux, ans = [], None, None, None
-        for basis in _one_hots(in_avals):
-            res = jvp(f_dyn, dyn, tuple(tree_util.tree_unflatten(in_tree, basis)), has_aux=has_aux)
-            ans, tan = res[0], res[1]
-            aux = res[2] if has_aux else None
-            t_leaves, out_tree = tree_util.tree_flatten(tan)
-            # Integer outputs have float0 tangents; their Jacobian blocks are zeros of their dtype.
-            rows.append([_zeros(get_aval(o)) if get_aval(t).dtype == dtypes.float0 else t
-                         for o, t in zip(tree_util.tree_leaves(ans), t_leaves)])
-        if out_tree is None:  # no input elements: evaluate once for the output structure
-            res = f_dyn(*dyn)
-            ans, aux = (res if has_aux else (res, None))
-            out_tree = tree_util.tree_structure(ans)
-        out_avals = [get_aval(x) for x in tree_util.tree_leaves(ans)]
-        if holomorphic:
-            for a in out_avals:
-                _check_output_dtype(a.dtype, True, "jacfwd")
-        blocks = _assemble(rows, out_avals, in_avals, by_output=False)
-        jac = _nest(blocks, out_tree, in_tree, isinstance(argnums, int))
-        return (jac, aux) if has_aux else jac
+        def compute():
+            # One linearization, then one evaluation of the linear function per input element.
+            res = linearize(f_dyn, *dyn, has_aux=has_aux)
+            ans, f_jvp = res[0], res[1]
+            out_leaves = tree_util.tree_leaves(ans)
+            rows = []
+            for basis in _one_hots(in_avals):
+                tan = f_jvp(*tree_util.tree_unflatten(in_tree, basis))
+                # Integer outputs have float0 tangents; their blocks are zeros of their dtype.
+                rows.append([_zeros(get_aval(o)) if get_aval(t).dtype == dtypes.float0 else t
+                             for o, t in zip(out_leaves, tree_util.tree_leaves(tan))])
+            return _jacfwd_result(ans, res[2] if has_aux else None, rows)
+
+        def _jacfwd_result(ans, aux, rows):
+            out_leaves, out_tree = tree_util.tree_flatten(ans)
+            out_avals = [get_aval(x) for x in out_leaves]
+            if holomorphic:
+                for a in out_avals:
+                    _check_output_dtype(a.dtype, True, "jacfwd")
+            blocks = _assemble(rows, out_avals, in_avals, by_output=False)
+            jac = _nest(blocks, out_tree, in_tree, isinstance(argnums, int))
+            return (jac, aux) if has_aux else jac
+
+        # Under jit, the primal computation is staged but only the Jacobian is returned.
+        return drop_dead_equations(compute, lambda r: r)
 
     return jacfun
 
@@ -419,6 +424,9 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
                 full[i] = v
             return fun(*full, **kwargs)
 
+        return drop_dead_equations(lambda: _jacrev(f_dyn, dyn, in_avals, in_tree), lambda r: r)
+
+    def _jacrev(f_dyn, dyn, in_avals, in_tree):
         res = vjp(f_dyn, *dyn, has_aux=has_aux)
         ans, f_vjp = res[0], res[1]
         out_leaves, out_tree = tree_util.tree_flatten(ans)
