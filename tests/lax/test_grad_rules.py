@@ -353,6 +353,7 @@ FLOAT0_TANGENT = [
     ("sort_indices", lambda x: lax.sort_key_val(x, lax.iota(np.int32, 3))[1]),
     ("top_k_indices", lambda x: lax.top_k(x, 2)[1]),
     ("to_int", lambda x: lax.convert_element_type(x, np.int32)),
+    ("bitcast", lambda x: lax.bitcast_convert_type(x, np.int32)),
     ("int_ops", lambda x: lax.shift_left(lax.bitwise_and(
         lax.convert_element_type(x, np.int32), np.int32(6)), np.int32(1))),
     ("not", lambda x: lax.bitwise_not(lax.gt(x, np.float32(0)))),
@@ -420,3 +421,19 @@ def test_kinks_match_jax():
 def test_clamp_edges_match_jax(args, expected):
     g = plax.grad(lax.clamp, argnums=(0, 1, 2))(*[F32(a) for a in args])
     assert tuple(float(v) for v in g) == expected
+
+
+def test_new_rules_under_jit():
+    w = np.asarray([[0.3, -1.0, 2.0], [1.5, 0.2, -0.7]], F32)
+
+    def f(x):
+        parts = [lax.sort(x, 1), lax.cummax(x, 1), lax.cumlogsumexp(x, 0), lax.cumprod(x, 1)]
+        total = lax.reduce_sum(lax.top_k(x, 2)[0], (0, 1))
+        for p in parts:
+            total = lax.add(total, lax.reduce_sum(lax.mul(p, w), (0, 1)))
+        return total
+    x = _distinct_values(F32)
+    np.testing.assert_allclose(np.asarray(plax.jit(plax.grad(f))(x)), np.asarray(plax.grad(f)(x)),
+                               rtol=1e-5, atol=1e-5)
+    jaxpr = str(plax.make_jaxpr(plax.grad(f))(x))
+    assert "sort" in jaxpr and "top_k" in jaxpr

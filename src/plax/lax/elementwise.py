@@ -706,7 +706,7 @@ defjvp(clamp_p,
 
 for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p,
            and_p, or_p, xor_p, not_p, shift_left_p, shift_right_arithmetic_p,
-           shift_right_logical_p, population_count_p, clz_p, nextafter_p):
+           shift_right_logical_p, population_count_p, clz_p, nextafter_p, bitcast_convert_type_p):
     defzero(_p)
 
 
