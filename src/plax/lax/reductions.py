@@ -384,7 +384,9 @@ def _prefix_scan(combine, x, axis: int):
 def _logaddexp_op(a, b):
     m = _E.max(a, b)
     finite = _E.is_finite(m)
-    safe_m = _E.select(finite, m, _E.mul(m, np.zeros((), get_aval(m).dtype)))
+    from plax.lax.shapes import broadcast_in_dim
+    zeros = broadcast_in_dim(np.zeros((), get_aval(m).dtype), get_aval(m).shape, ())
+    safe_m = _E.select(finite, m, zeros)  # shift by 0 where both are infinite
     d = _E.add(_E.exp(_E.sub(a, safe_m)), _E.exp(_E.sub(b, safe_m)))
     return _E.add(_E.log(d), safe_m)
 
