@@ -520,3 +520,20 @@ def test_jacobians_trace_once_and_stage_no_dead_code():
     for fn in (plax.jacfwd(f), plax.jacrev(f), plax.hessian(lambda v: jnp.sum(f(v)))):
         closed = plax.make_jaxpr(fn)(x)
         assert dead_equations(closed.jaxpr) == [], str(closed)
+
+
+def test_jvp_of_jit_reuses_its_callee_per_zero_pattern():
+    from plax.runtime import dispatch
+    f = plax.jit(lambda x, y: x * 2 + y * 3)
+    one = f32(1.)
+    plax.jvp(f, (one, one), (one, one))
+    n = len(dispatch._jit_cache)
+    for _ in range(3):
+        _, t = plax.jvp(f, (one, one), (one, f32(2.)))
+        close(t, 8.)
+    assert len(dispatch._jit_cache) == n  # no recompilation per call
+    # Which tangents are symbolic zeros is part of the cache key.
+    close(plax.grad(f, argnums=0)(one, one), 2.)
+    close(plax.grad(f, argnums=1)(one, one), 3.)
+    close(plax.jvp(lambda x: f(x, one), (one,), (one,))[1], 2.)
+    close(plax.jvp(lambda y: f(one, y), (one,), (one,))[1], 3.)

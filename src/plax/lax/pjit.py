@@ -55,7 +55,7 @@ def _pjit_jvp(primals, tangents, *, jaxpr, name, donated_invars, keep_unused, in
     """A jit of the jvp of the body: takes primals and (non-zero) tangents, returns both."""
     from plax.core.jaxpr import Jaxpr, eval_jaxpr
     from plax.core.staging import trace_to_jaxpr
-    from plax.core.trace import get_aval
+    from plax.core.trace import Tracer, get_aval
     from plax.transforms.jvp import Zero, instantiate, jvp_flat, tangent_aval
     nonzero = [type(t) is not Zero for t in tangents]
     n = len(primals)
@@ -68,15 +68,26 @@ def _pjit_jvp(primals, tangents, *, jaxpr, name, donated_invars, keep_unused, in
         return list(outs) + [instantiate(t) for t in out_t]
 
     in_avals = [get_aval(p) for p in primals] + [get_aval(t) for t, nz in zip(tangents, nonzero) if nz]
-    body_jaxpr, consts = trace_to_jaxpr(body, in_avals, description=f"jvp({name})")
-    callee = ClosedJaxpr(Jaxpr([], list(body_jaxpr.constvars) + list(body_jaxpr.invars),
-                               body_jaxpr.outvars, body_jaxpr.eqns), [])
+    # The same jit differentiated the same way reuses its jvp callee (and so its executable).
+    key = (jaxpr, tuple(nonzero), tuple(in_avals))
+    cached = _jvp_callees.get(key)
+    if cached is None:
+        body_jaxpr, consts = trace_to_jaxpr(body, in_avals, description=f"jvp({name})")
+        callee = ClosedJaxpr(Jaxpr([], list(body_jaxpr.constvars) + list(body_jaxpr.invars),
+                                   body_jaxpr.outvars, body_jaxpr.eqns), [])
+        if not any(isinstance(c, Tracer) for c in consts):
+            _jvp_callees[key] = (callee, consts)
+    else:
+        callee, consts = cached
     outs = pjit_p.bind(*consts, *primals, *[t for t, nz in zip(tangents, nonzero) if nz],
                        jaxpr=callee, name=f"jvp({name})",
                        donated_invars=(False,) * len(callee.jaxpr.invars), keep_unused=keep_unused,
                        inline=inline, device=device, compiler_options=compiler_options)
     m = len(jaxpr.out_avals)
     return outs[:m], outs[m:]
+
+
+_jvp_callees: dict = {}  # (jaxpr, primal and non-zero tangent avals) -> (callee, consts)
 
 
 def _register_jvp():
