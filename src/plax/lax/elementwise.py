@@ -693,7 +693,8 @@ defjvp(rem_p, lambda g, ans, x, y: g, lambda g, ans, x, y: mul(neg(g), _trunc(di
 
 
 def _where_tangent(pred, g, ans):
-    """``g`` (broadcast to ``ans``'s shape, as clamp broadcasts scalar bounds) where ``pred``, else 0."""
+    """``g`` where ``pred``, else 0; ``g`` is broadcast to ``ans``'s shape first (clamp
+    broadcasts scalar bounds)."""
     from plax.transforms.jvp import broadcast_tangent
     g = broadcast_tangent(g, _aval(ans).shape)
     return select(pred, g, mul(g, _c(g, 0)))

@@ -242,7 +242,8 @@ def _top_k_jvp(primals, tangents, *, k, axis):
     shape, n = _aval(vals).shape, _aval(x).shape[axis]
     wide = shape[:axis + 1] + (n,) + shape[axis + 1:]  # (..., k, n, ...)
     dims = lambda skip: tuple(d for d in range(len(wide)) if d != skip)  # noqa: E731
-    hit = eq(broadcast_in_dim(idx, wide, dims(axis + 1)), broadcasted_iota(np.int32, wide, axis + 1))
+    hit = eq(broadcast_in_dim(idx, wide, dims(axis + 1)),
+             broadcasted_iota(np.int32, wide, axis + 1))
     spread = broadcast_in_dim(t, wide, dims(axis))
     zeros = broadcast_in_dim(np.zeros((), _aval(t).dtype), wide, ())
     return [vals, idx], [reduce_sum(select(hit, spread, zeros), (axis + 1,)), zero_idx]
