@@ -537,3 +537,32 @@ def test_jvp_of_jit_reuses_its_callee_per_zero_pattern():
     close(plax.grad(f, argnums=1)(one, one), 3.)
     close(plax.jvp(lambda x: f(x, one), (one,), (one,))[1], 2.)
     close(plax.jvp(lambda y: f(one, y), (one,), (one,))[1], 3.)
+
+
+def test_reverse_mode_keeps_jits_nested():
+    """Partial evaluation splits a jit into a known jit and a linear jit; transposing the
+    linear jit gives a jit of its backward pass (no inlining)."""
+    from plax.runtime import dispatch
+    f = plax.jit(lambda x: jnp.sin(x) * 2)
+    closed = plax.make_jaxpr(plax.grad(f))(1.)
+    names = [e.params["name"] for e in closed.jaxpr.eqns if e.primitive.name == "pjit"]
+    assert len(names) == 2 and names[1].startswith("transpose("), str(closed)
+    assert "sin" not in str(closed.jaxpr.eqns[1].params["jaxpr"])
+    # Eager: the known and transposed jits are compiled once, then reused.
+    close(plax.grad(f)(f32(0.3)), 2 * np.cos(0.3))
+    n = len(dispatch._jit_cache)
+    for v in (0.1, 0.2):
+        close(plax.grad(f)(f32(v)), 2 * np.cos(v))
+    assert len(dispatch._jit_cache) == n
+    # linearize and linear_transpose of jitted functions.
+    x = np.array([0.3, -0.2], f32)
+    _, f_jvp = plax.linearize(f, x)
+    close(f_jvp(np.ones(2, f32)), 2 * np.cos(x))
+    (ct,) = plax.linear_transpose(plax.jit(lambda v: jnp.dot(A, v)), np.ones(3, f32))(
+        np.ones(2, f32))
+    close(ct, A.T @ np.ones(2))
+    # Higher order through nested jits.
+    g = plax.jit(lambda v: jnp.sum(plax.jit(lambda u: jnp.tanh(u) * u)(v)))
+    check_grads(g, (x,), order=2)
+    close(plax.hessian(g)(x), np.diag(2 * (1 - np.tanh(x) ** 2) * (1 - x * np.tanh(x))),
+          atol=1e-5)

@@ -92,9 +92,94 @@ def _inline_pjit(trace, args, params):
         return eval_jaxpr(params["jaxpr"].jaxpr, params["jaxpr"].consts, *args)
 
 
+# (jaxpr, unknown-input mask, input avals) -> _Split; jits stay jits through linearize.
+_split_cache: dict = {}
+
+
+class _Split:
+    """A jit's body split into a known jit (known outputs + residuals) and an unknown one
+    (residuals + unknown inputs -> unknown outputs)."""
+
+    __slots__ = ("known", "known_consts", "unknown", "out_unknown", "num_res")
+
+    def __init__(self, known, known_consts, unknown, out_unknown, num_res):
+        self.known, self.known_consts, self.unknown = known, known_consts, unknown
+        self.out_unknown, self.num_res = out_unknown, num_res
+
+
+def dce_with_consts(jaxpr: Jaxpr, consts):
+    """``jaxpr`` without dead equations, and the consts of the constvars it still uses."""
+    new, _ = dce_jaxpr(jaxpr)
+    live = set(new.constvars)
+    return new, [c for v, c in zip(jaxpr.constvars, consts) if v in live]
+
+
+def as_callee(jaxpr: Jaxpr) -> ClosedJaxpr:
+    """A jit body taking its constants as leading arguments."""
+    return ClosedJaxpr(Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.outvars,
+                             jaxpr.eqns), [])
+
+
+def _split_pjit(closed: ClosedJaxpr, unknown, avals, name) -> _Split:
+    from plax.core.jaxpr import eval_jaxpr
+    from plax.core.staging import trace_to_jaxpr
+    box = {}
+
+    def known_fun(*known_args):
+        pe = PartialEvalTrace(current_trace(), f"partial_eval({name})")
+        it = iter(known_args)
+        ins = [pe.new_arg(a) if u else next(it) for a, u in zip(avals, unknown)]
+        try:
+            with set_current_trace(pe):
+                outs = eval_jaxpr(closed.jaxpr, closed.consts, *ins)
+        finally:
+            pe.finish()
+        out_unknown = tuple(pe.is_unknown(o) for o in outs)
+        unknown_jaxpr, res = dce_with_consts(
+            Jaxpr(pe.const_order, [t.var for t, u in zip(ins, unknown) if u],
+                  [o.var for o, u in zip(outs, out_unknown) if u], pe.eqns), pe.const_vals)
+        box["unknown"], box["out_unknown"], box["num_res"] = unknown_jaxpr, out_unknown, len(res)
+        return [o for o, u in zip(outs, out_unknown) if not u] + res
+
+    known_jaxpr, consts = dce_with_consts(*trace_to_jaxpr(
+        known_fun, [a for a, u in zip(avals, unknown) if not u], description=name))
+    return _Split(as_callee(known_jaxpr), consts, as_callee(box["unknown"]),
+                  box["out_unknown"], box["num_res"])
+
+
+def _partial_eval_pjit(trace, args, params):
+    """Run the known part of a jit now (as a jit) and stage the rest as a jit of residuals."""
+    from plax.core.trace import Tracer
+    from plax.lax.pjit import pjit_p
+    if params["inline"]:
+        return _inline_pjit(trace, args, params)
+    closed = params["jaxpr"]
+    unknown = tuple(trace.is_unknown(a) for a in args)
+    avals = tuple(get_aval(a) for a in args)
+    key = (closed, unknown, avals)
+    split = _split_cache.get(key)
+    if split is None:
+        with set_current_trace(trace.parent):
+            split = _split_pjit(closed, unknown, avals, params["name"])
+        if not any(isinstance(c, Tracer) for c in split.known_consts):
+            _split_cache[key] = split
+    known_in = [*split.known_consts, *(a for a, u in zip(args, unknown) if not u)]
+    with set_current_trace(trace.parent):
+        known_out = pjit_p.bind(*known_in, **dict(
+            params, jaxpr=split.known, donated_invars=(False,) * len(known_in)))
+    n_known = len(known_out) - split.num_res
+    unknown_out = []
+    if any(split.out_unknown):
+        unknown_in = [*known_out[n_known:], *(a for a, u in zip(args, unknown) if u)]
+        unknown_out = StagingTrace.process_primitive(trace, pjit_p, unknown_in, dict(
+            params, jaxpr=split.unknown, donated_invars=(False,) * len(unknown_in)))
+    k, u = iter(known_out[:n_known]), iter(unknown_out)
+    return [next(u) if unk else next(k) for unk in split.out_unknown]
+
+
 def _register():
     from plax.lax.pjit import pjit_p
-    partial_eval_rules[pjit_p] = _inline_pjit
+    partial_eval_rules[pjit_p] = _partial_eval_pjit
 
 
 _register()

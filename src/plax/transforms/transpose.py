@@ -73,3 +73,54 @@ def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
         for v, c in zip(e.invars, ct_in):
             add_ct(v, c)
     return [cts.get(v, Zero(v.aval)) if lin else None for v, lin in zip(jaxpr.invars, linear_in)]
+
+
+# --- jit: the transpose of a jit is a jit of the backward pass of its body ------------------
+_transpose_cache: dict = {}  # (jaxpr, linear mask, non-zero ct mask, residual avals) -> callee
+
+
+def _pjit_transpose(cts, *args, jaxpr, name, **params):
+    from plax.core.staging import trace_to_jaxpr
+    from plax.core.trace import Tracer, get_aval
+    from plax.lax.pjit import pjit_p
+    from plax.transforms.jvp import instantiate
+    from plax.transforms.linearize import as_callee, dce_with_consts
+    linear = tuple(is_undefined(a) for a in args)
+    nonzero = tuple(type(c) is not Zero for c in cts)
+    res = [a for a in args if not is_undefined(a)]
+    res_avals = tuple(get_aval(r) for r in res)
+    key = (jaxpr, linear, nonzero, res_avals)
+    cached = _transpose_cache.get(key)
+    if cached is None:
+        j = jaxpr.jaxpr
+        # Residual inputs act as constants of the linear body.
+        view = Jaxpr(list(j.constvars) + [v for v, lin in zip(j.invars, linear) if not lin],
+                     [v for v, lin in zip(j.invars, linear) if lin], j.outvars, j.eqns)
+        n_res = len(res)
+
+        def body(*xs):
+            it = iter(xs[n_res:])
+            cts_in = [next(it) if nz else None for nz in nonzero]
+            outs = backward_pass(view, [*jaxpr.consts, *xs[:n_res]], [True] * len(view.invars),
+                                 cts_in)
+            return [instantiate(o) for o in outs]
+
+        ct_avals = [get_aval(c) for c in cts if type(c) is not Zero]
+        body_jaxpr, consts = dce_with_consts(*trace_to_jaxpr(
+            body, [*res_avals, *ct_avals], description=f"transpose({name})"))
+        cached = (as_callee(body_jaxpr), consts)
+        if not any(isinstance(c, Tracer) for c in consts):
+            _transpose_cache[key] = cached
+    callee, consts = cached
+    ins = [*consts, *res, *(c for c in cts if type(c) is not Zero)]
+    outs = iter(pjit_p.bind(*ins, jaxpr=callee, name=f"transpose({name})",
+                            **dict(params, donated_invars=(False,) * len(ins))))
+    return [next(outs) if lin else None for lin in linear]
+
+
+def _register():
+    from plax.lax.pjit import pjit_p
+    transpose_rules[pjit_p] = _pjit_transpose
+
+
+_register()
