@@ -566,3 +566,10 @@ def test_reverse_mode_keeps_jits_nested():
     check_grads(g, (x,), order=2)
     close(plax.hessian(g)(x), np.diag(2 * (1 - np.tanh(x) ** 2) * (1 - x * np.tanh(x))),
           atol=1e-5)
+
+
+def test_weak_types_follow_jax():
+    # A constant output's zero tangent, and the gradient of a weak input, stay weakly typed.
+    _, t = plax.jvp(lambda x: 3.0, (f32(2.),), (f32(1.),))
+    assert plax.typeof(t).weak_type and np.asarray(t) == 0
+    assert plax.typeof(plax.vjp(lambda x: x * 2, 2.)[1](1.)[0]).weak_type

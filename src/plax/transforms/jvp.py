@@ -41,7 +41,12 @@ def zeros_like_aval(aval: ShapedArray):
     from plax.lax.shapes import broadcast_in_dim
     if aval.dtype == dtypes.float0:
         return np.zeros(aval.shape, dtypes.float0)
-    return broadcast_in_dim(np.zeros((), aval.dtype), aval.shape, ())
+    zero = np.zeros((), aval.dtype)
+    if aval.weak_type:  # a Python scalar zero keeps the weak type
+        py = zero.item()
+        if get_aval(py).dtype == aval.dtype:
+            zero = py
+    return broadcast_in_dim(zero, aval.shape, ())
 
 
 def instantiate(t):
