@@ -7,6 +7,8 @@ Cotangents may be symbolic ``Zero``s; contributions to a variable add up.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from plax.core.jaxpr import Jaxpr, Literal, Var
 from plax.transforms.jvp import Zero, add_tangents
 
@@ -29,6 +31,13 @@ def is_undefined(x) -> bool:
     return type(x) is UndefinedPrimal
 
 
+def _literal_value(lit: Literal):
+    """A literal's value; weakly typed literals come back as Python scalars (still weak)."""
+    if lit.aval.weak_type and isinstance(lit.val, np.generic):
+        return lit.val.item()
+    return lit.val
+
+
 def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
     """Cotangents of the linear inputs of ``jaxpr`` given cotangents of its outputs.
 
@@ -39,7 +48,7 @@ def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
     linear = {v for v, lin in zip(jaxpr.invars, linear_in) if lin}
 
     def read(v):
-        return v.val if isinstance(v, Literal) else env[v]
+        return _literal_value(v) if isinstance(v, Literal) else env[v]
 
     linear_eqns = []
     for e in jaxpr.eqns:
