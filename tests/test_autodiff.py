@@ -573,3 +573,18 @@ def test_weak_types_follow_jax():
     _, t = plax.jvp(lambda x: 3.0, (f32(2.),), (f32(1.),))
     assert plax.typeof(t).weak_type and np.asarray(t) == 0
     assert plax.typeof(plax.vjp(lambda x: x * 2, 2.)[1](1.)[0]).weak_type
+
+
+def test_vjp_and_linearize_functions_are_pytrees():
+    """As in JAX, the returned functions carry their residuals as pytree leaves, so they can
+    be passed into and returned from jitted functions."""
+    x = np.array([0.1, 0.2], f32)
+    want = np.cos(x) * x + np.sin(x)
+    _, f_vjp = plax.vjp(lambda v: jnp.sin(v) * v, x)
+    assert len(tree_util.tree_leaves(f_vjp)) > 0
+    (g,) = plax.jit(lambda f, ct: f(ct))(f_vjp, np.ones(2, f32))
+    close(g, want)
+    _, f_jvp = plax.linearize(lambda v: jnp.sin(v) * v, x)
+    close(plax.jit(lambda f, t: f(t))(f_jvp, np.ones(2, f32)), want)
+    pullback = plax.jit(lambda v: plax.vjp(jnp.sin, v)[1])(f32(0.5))
+    close(pullback(f32(1.))[0], np.cos(0.5))

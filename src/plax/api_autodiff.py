@@ -122,7 +122,7 @@ def linearize(fun, *primals, has_aux: bool = False):
     out_tree, outs, aux = _unbox(box, outs)
     inexact = [dtypes.is_inexact(get_aval(p).dtype) for p in p_leaves]
 
-    def f_jvp(*tangents):
+    def f_jvp(residuals, *tangents):
         t_leaves, t_tree = tree_util.tree_flatten(tangents)
         if t_tree != p_tree:
             raise ValueError("linearized function called on tangent values inconsistent with "
@@ -136,9 +136,11 @@ def linearize(fun, *primals, has_aux: bool = False):
                     f"original primal values: got tangent {ta.str_short()} for primal "
                     f"{pa.str_short()}, expected {tangent_aval(pa).str_short()}.")
         used = [t for t, keep in zip(t_leaves, inexact) if keep]
-        return tree_util.tree_unflatten(out_tree, eval_jaxpr(lin.jaxpr, lin.consts, *used))
+        return tree_util.tree_unflatten(out_tree, eval_jaxpr(lin.jaxpr, residuals, *used))
 
     primal_out = tree_util.tree_unflatten(out_tree, outs)
+    # A pytree (its leaves are the residuals), so it can be passed into and out of jit.
+    f_jvp = tree_util.Partial(f_jvp, list(lin.consts))
     return (primal_out, f_jvp, aux) if has_aux else (primal_out, f_jvp)
 
 
@@ -153,7 +155,7 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
     out_avals = [get_aval(o) for o in outs]
     in_avals = [get_aval(p) for p in p_leaves]
 
-    def f_vjp(ct):
+    def f_vjp(residuals, ct):
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != out_tree:
             raise ValueError(f"unexpected tree structure of the cotangent passed to the VJP "
@@ -168,12 +170,13 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
                     f"the corresponding output, {a.str_short()}).")
         cts = [None if get_aval(c).dtype == dtypes.float0 or not dtypes.is_inexact(a.dtype)
                else c for c, a in zip(ct_leaves, out_avals)]
-        lin_cts = iter(backward_pass(lin.jaxpr, lin.consts, [True] * len(lin.jaxpr.invars), cts))
+        lin_cts = iter(backward_pass(lin.jaxpr, residuals, [True] * len(lin.jaxpr.invars), cts))
         result = [_input_cotangent(next(lin_cts), a) if dtypes.is_inexact(a.dtype)
                   else _zeros(tangent_aval(a)) for a in in_avals]
         return tree_util.tree_unflatten(p_tree, result)
 
     primal_out = tree_util.tree_unflatten(out_tree, outs)
+    f_vjp = tree_util.Partial(f_vjp, list(lin.consts))  # a pytree of the residuals
     return (primal_out, f_vjp, aux) if has_aux else (primal_out, f_vjp)
 
 
