@@ -485,10 +485,9 @@ def test_grad_jaxpr_has_no_dead_equations():
 
     def loss(w, x):
         return jnp.sum(jnp.tanh(jnp.dot(x, w)) ** 2)
-    for fn in (plax.grad(loss), plax.jit(plax.grad(loss)), plax.grad(plax.grad(jnp.sin))):
-        args = (w, np.ones((4, 3), f32)) if fn.__name__ == "loss" else (w, np.ones((4, 3), f32))
-        if fn.__name__ == "sin":
-            args = (f32(1.),)
+    batch = np.ones((4, 3), f32)
+    for fn, args in [(plax.grad(loss), (w, batch)), (plax.jit(plax.grad(loss)), (w, batch)),
+                     (plax.grad(plax.grad(jnp.sin)), (f32(1.),))]:
         assert dead_equations(plax.make_jaxpr(fn)(*args).jaxpr) == []
     # value_and_grad keeps the value's equations; plain functions keep printing dead code.
     vg = plax.make_jaxpr(plax.value_and_grad(f))(1.)
