@@ -589,3 +589,16 @@ def test_vjp_and_linearize_functions_are_pytrees():
     close(plax.jit(lambda f, t: f(t))(f_jvp, np.ones(2, f32)), want)
     pullback = plax.jit(lambda v: plax.vjp(jnp.sin, v)[1])(f32(0.5))
     close(pullback(f32(1.))[0], np.cos(0.5))
+
+
+def test_jit_with_integer_and_constant_outputs_under_differentiation():
+    f = plax.jit(lambda x, n: (jnp.sum(x * n), jnp.argmax(x), 3.0, x))
+    x = np.ones(3, f32)
+    close(plax.grad(lambda v: f(v, 2)[0])(x), [2., 2., 2.])
+    _, t = plax.jvp(lambda v: f(v, 2), (x,), (x,))
+    close(t[0], 6.)
+    assert t[1].dtype == float0
+    close(t[3], x)
+    (g,) = plax.vjp(lambda v: f(v, 2), x)[1]((f32(1), np.zeros((), float0), f32(0.), x))
+    close(g, [3., 3., 3.])
+    close(plax.jit(plax.grad(lambda v: plax.jit(lambda y, z: y * z)(v, v * 2)))(f32(1.)), 4.)

@@ -8,6 +8,7 @@ execution as one compiled executable, and lowering as a private
 """
 from __future__ import annotations
 
+from plax.core import dtypes
 from plax.core.jaxpr import ClosedJaxpr, param_printers
 from plax.core.primitive import Primitive, abstract_eval_rules, impl_rules
 from plax.lowering.stablehlo import define_function, lowering_rules
@@ -59,13 +60,16 @@ def _pjit_jvp(primals, tangents, *, jaxpr, name, donated_invars, keep_unused, in
     from plax.transforms.jvp import Zero, instantiate, jvp_flat, tangent_aval
     nonzero = [type(t) is not Zero for t in tangents]
     n = len(primals)
+    # Integer/boolean outputs have float0 tangents, which XLA cannot carry: they stay Zero.
+    out_tan_avals = [tangent_aval(a) for a in jaxpr.out_avals]
+    diff_out = [a.dtype != dtypes.float0 for a in out_tan_avals]
 
     def body(*args):
         ps = list(args[:n])
         it = iter(args[n:])
         ts = [next(it) if nz else Zero(tangent_aval(get_aval(p))) for p, nz in zip(ps, nonzero)]
         outs, out_t = jvp_flat(lambda *xs: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *xs), ps, ts)
-        return list(outs) + [instantiate(t) for t in out_t]
+        return list(outs) + [instantiate(t) for t, d in zip(out_t, diff_out) if d]
 
     in_avals = [get_aval(p) for p in primals] + [get_aval(t) for t, nz in zip(tangents, nonzero) if nz]
     # The same jit differentiated the same way reuses its jvp callee (and so its executable).
@@ -84,7 +88,8 @@ def _pjit_jvp(primals, tangents, *, jaxpr, name, donated_invars, keep_unused, in
                        donated_invars=(False,) * len(callee.jaxpr.invars), keep_unused=keep_unused,
                        inline=inline, device=device, compiler_options=compiler_options)
     m = len(jaxpr.out_avals)
-    return outs[:m], outs[m:]
+    it = iter(outs[m:])
+    return outs[:m], [next(it) if d else Zero(a) for a, d in zip(out_tan_avals, diff_out)]
 
 
 _jvp_callees: dict = {}  # (jaxpr, primal and non-zero tangent avals) -> (callee, consts)
