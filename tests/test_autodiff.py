@@ -602,3 +602,18 @@ def test_jit_with_integer_and_constant_outputs_under_differentiation():
     (g,) = plax.vjp(lambda v: f(v, 2), x)[1]((f32(1), np.zeros((), float0), f32(0.), x))
     close(g, [3., 3., 3.])
     close(plax.jit(plax.grad(lambda v: plax.jit(lambda y, z: y * z)(v, v * 2)))(f32(1.)), 4.)
+
+
+def test_linear_functions_carry_no_float0_values():
+    """Integer outputs' float0 tangents are filled in by the API, not stored in the linear
+    jaxpr (XLA cannot hold float0)."""
+    f = lambda x: (x * 2, jnp.argmax(x))
+    x = np.ones(3, f32)
+    _, f_jvp = plax.linearize(f, x)
+    t, tn = f_jvp(x)
+    close(t, 2 * x)
+    assert tn.dtype == float0
+    leaves = tree_util.tree_leaves(f_jvp)
+    assert all(np.asarray(v).dtype != float0 for v in leaves)
+    (g,) = plax.vjp(f, x)[1]((x, np.zeros((), float0)))
+    close(g, 2 * x)

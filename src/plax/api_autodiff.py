@@ -117,10 +117,11 @@ def linearize(fun, *primals, has_aux: bool = False):
     p_leaves, p_tree = tree_util.tree_flatten(primals)
     box = {}
     flat = _flat_fun(lambda *a: fun(*a), p_tree, has_aux, box)
-    outs, lin, _ = linearize_flat(flat, p_leaves, _fun_name(fun),
-                                  num_aux=lambda: box["num_aux"])
+    outs, lin, has_out = linearize_flat(flat, p_leaves, _fun_name(fun),
+                                        num_aux=lambda: box["num_aux"])
     out_tree, outs, aux = _unbox(box, outs)
     inexact = [dtypes.is_inexact(get_aval(p).dtype) for p in p_leaves]
+    out_tangent_avals = [tangent_aval(get_aval(o)) for o in outs]
 
     def f_jvp(residuals, *tangents):
         t_leaves, t_tree = tree_util.tree_flatten(tangents)
@@ -136,7 +137,9 @@ def linearize(fun, *primals, has_aux: bool = False):
                     f"original primal values: got tangent {ta.str_short()} for primal "
                     f"{pa.str_short()}, expected {tangent_aval(pa).str_short()}.")
         used = [t for t, keep in zip(t_leaves, inexact) if keep]
-        return tree_util.tree_unflatten(out_tree, eval_jaxpr(lin.jaxpr, residuals, *used))
+        it = iter(eval_jaxpr(lin.jaxpr, residuals, *used))
+        return tree_util.tree_unflatten(out_tree, [next(it) if h else _zeros(a) for a, h in
+                                                   zip(out_tangent_avals, has_out)])
 
     primal_out = tree_util.tree_unflatten(out_tree, outs)
     # A pytree (its leaves are the residuals), so it can be passed into and out of jit.
@@ -149,8 +152,8 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
     p_leaves, p_tree = tree_util.tree_flatten(primals)
     box = {}
     flat = _flat_fun(lambda *a: fun(*a), p_tree, has_aux, box)
-    outs, lin, _ = linearize_flat(flat, p_leaves, _fun_name(fun),
-                                  num_aux=lambda: box["num_aux"])
+    outs, lin, has_out = linearize_flat(flat, p_leaves, _fun_name(fun),
+                                        num_aux=lambda: box["num_aux"])
     out_tree, outs, aux = _unbox(box, outs)
     out_avals = [get_aval(o) for o in outs]
     in_avals = [get_aval(p) for p in p_leaves]
@@ -169,7 +172,7 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
                     f"got {ca.str_short()}, but expected {want.str_short()} (the tangent type of "
                     f"the corresponding output, {a.str_short()}).")
         cts = [None if get_aval(c).dtype == dtypes.float0 or not dtypes.is_inexact(a.dtype)
-               else c for c, a in zip(ct_leaves, out_avals)]
+               else c for c, a, h in zip(ct_leaves, out_avals, has_out) if h]
         lin_cts = iter(backward_pass(lin.jaxpr, residuals, [True] * len(lin.jaxpr.invars), cts))
         result = [_input_cotangent(next(lin_cts), a) if dtypes.is_inexact(a.dtype)
                   else _zeros(tangent_aval(a)) for a in in_avals]

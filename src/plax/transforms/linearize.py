@@ -38,8 +38,9 @@ class PartialEvalTrace(StagingTrace):
 def linearize_flat(fun, primals, description: str = "", num_aux=0):
     """Linearize ``fun(*flat) -> list`` at ``primals``.
 
-    Returns ``(primal_outs, linear ClosedJaxpr, out_tangent_is_zero)``: the jaxpr maps
-    the tangents of the inexact (float or complex) inputs to output tangents; its consts
+    Returns ``(primal_outs, linear ClosedJaxpr, has_out)``: the jaxpr maps the tangents
+    of the inexact (float or complex) inputs to the tangents of the outputs where
+    ``has_out`` (all but the float0 tangents of integer outputs); its consts
     are the residuals. Integer and boolean inputs have zero tangents and no invar. The
     last ``num_aux`` outputs are auxiliary: their primals are returned, their tangents
     are not part of the jaxpr (``num_aux`` may be a callable, asked once ``fun`` has run).
@@ -52,13 +53,15 @@ def linearize_flat(fun, primals, description: str = "", num_aux=0):
             out_primals, out_tangents = jvp_flat(fun, primals, tangent_in, description)
             n_aux = num_aux() if callable(num_aux) else num_aux
             out_tangents = out_tangents[:len(out_tangents) - n_aux]
-            zero_out = [type(t) is Zero for t in out_tangents]
+            # float0 tangents (of integer outputs) are always zero and XLA cannot carry them.
+            has_out = [not (type(t) is Zero and t.aval.dtype == dtypes.float0)
+                       for t in out_tangents]
             out_atoms = [pe.lift(zeros_like_aval(t.aval) if type(t) is Zero else t)
-                         for t in out_tangents]
+                         for t, h in zip(out_tangents, has_out) if h]
     finally:
         pe.finish()
     invars = [t.var for t in tangent_in if type(t) is not Zero]
-    return out_primals, _closed_dce(pe, invars, out_atoms), zero_out
+    return out_primals, _closed_dce(pe, invars, out_atoms), has_out
 
 
 def _closed_dce(pe: PartialEvalTrace, invars, out_atoms) -> ClosedJaxpr:
