@@ -509,3 +509,10 @@ def test_leaked_tracer_from_jit():
         plax.jit(lambda a: a + tracer)(X)
     with pytest.raises(errors.UnexpectedTracerError):
         f(tracer)
+
+
+def test_unused_argument_feeding_only_dead_code_is_pruned():
+    # b feeds only a product whose result is discarded: both are dropped from the executable.
+    f = plax.jit(lambda a, b: (a * b, a)[1])
+    assert float(f(1.0, 2.0)) == 1.0
+    assert "multiply" not in f.lower(1.0, 2.0).as_text()

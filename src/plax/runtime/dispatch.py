@@ -220,9 +220,9 @@ def lower_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bo
     if keep_unused:
         kept = tuple(range(len(jaxpr.invars)))
     else:
-        _, used = dce_jaxpr(jaxpr)
+        live, used = dce_jaxpr(jaxpr)  # lower only the live equations, on the used inputs
         kept = tuple(i for i, u in enumerate(used) if u)
-        jaxpr = Jaxpr([], [jaxpr.invars[i] for i in kept], jaxpr.outvars, jaxpr.eqns)
+        jaxpr = Jaxpr([], [jaxpr.invars[i] for i in kept], live.outvars, live.eqns)
     donated = _usable_donations(jaxpr, [bool(donated_invars[i]) for i in kept], name)
     attrs = ["jax.buffer_donor = true" if d else "" for d in donated]
     text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{name}", arg_attrs=attrs)
