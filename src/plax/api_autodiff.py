@@ -193,6 +193,16 @@ def _input_cotangent(ct, aval):
     return ct
 
 
+def _with_args_at(fun, args, kwargs, nums):
+    """``fun`` as a function of ``args[i] for i in nums`` only (the others held fixed)."""
+    def f(*dyn):
+        full = list(args)
+        for i, d in zip(nums, dyn):
+            full[i] = d
+        return fun(*full, **kwargs)
+    return f
+
+
 def _check_argnums(argnums, nargs, fname):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
@@ -246,11 +256,7 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
         for leaf in tree_util.tree_leaves(args[i]):
             _check_input_dtype(leaf, holomorphic, allow_int, "grad")
 
-    def partial_fun(*dyn):
-        full = list(args)
-        for i, d in zip(nums, dyn):
-            full[i] = d
-        return fun(*full, **kwargs)
+    partial_fun = _with_args_at(fun, args, kwargs, nums)
 
     def run():
         res = vjp(partial_fun, *[args[i] for i in nums], has_aux=has_aux)
@@ -377,11 +383,7 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
         in_leaves, in_tree = tree_util.tree_flatten(dyn)
         in_avals = [get_aval(x) for x in in_leaves]
 
-        def f_dyn(*d):
-            full = list(args)
-            for i, v in zip(nums, d):
-                full[i] = v
-            return fun(*full, **kwargs)
+        f_dyn = _with_args_at(fun, args, kwargs, nums)
 
         def compute():
             # One linearization, then one evaluation of the linear function per input element.
@@ -424,11 +426,7 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
         in_leaves, in_tree = tree_util.tree_flatten(dyn)
         in_avals = [get_aval(x) for x in in_leaves]
 
-        def f_dyn(*d):
-            full = list(args)
-            for i, v in zip(nums, d):
-                full[i] = v
-            return fun(*full, **kwargs)
+        f_dyn = _with_args_at(fun, args, kwargs, nums)
 
         return drop_dead_equations(lambda: _jacrev(f_dyn, dyn, in_avals, in_tree), lambda r: r)
 
