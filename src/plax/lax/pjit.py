@@ -101,3 +101,24 @@ def _register_jvp():
 
 
 _register_jvp()
+
+
+
+def _prune_pjit_outputs(eqn, used):
+    """A jit call returning only its ``used`` outputs, its body without what they do not need
+    (e.g. the primal value a split jit computes for grad)."""
+    from plax.core.jaxpr import dce_jaxpr
+    callee = eqn.params["jaxpr"]
+    body, _ = dce_jaxpr(callee.jaxpr, used)
+    live = set(body.constvars)
+    consts = [c for v, c in zip(callee.jaxpr.constvars, callee.consts) if v in live]
+    return eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used) if u],
+                       params=dict(eqn.params, jaxpr=ClosedJaxpr(body, consts)))
+
+
+def _register_dce():
+    from plax.transforms.dce import dce_rules
+    dce_rules[pjit_p] = _prune_pjit_outputs
+
+
+_register_dce()

@@ -8,9 +8,14 @@ it appended to the staging trace, those that its kept results do not depend on.
 from __future__ import annotations
 
 from plax import tree_util
-from plax.core.jaxpr import ClosedJaxpr, Var, dce_jaxpr
+from plax.core.jaxpr import Var
 from plax.core.staging import StagingTrace, StagingTracer
 from plax.core.trace import current_trace
+
+
+# Primitives that can drop some of their outputs (a jit call shrinking its body):
+# rule(eqn, used_outputs) -> an equation producing only the used outputs.
+dce_rules: dict = {}
 
 
 def drop_dead_equations(run, kept):
@@ -32,8 +37,9 @@ def drop_dead_equations(run, kept):
     for e in reversed(trace.eqns[first_eqn:]):
         used = [v in live for v in e.outvars]
         if any(used):
-            if not all(used) and e.primitive.name == "pjit":
-                e = _prune_pjit_outputs(e, used)
+            rule = dce_rules.get(e.primitive)
+            if not all(used) and rule is not None:
+                e = rule(e, used)
             kept_eqns.append(e)
             live.update(v for v in e.invars if isinstance(v, Var))
     trace.eqns[first_eqn:] = kept_eqns[::-1]
@@ -50,14 +56,3 @@ def _drop_unused_consts(trace, first: int, live: set):
     trace.const_vars = {k: v for k, v in trace.const_vars.items() if v not in dead}
     trace.const_order[first:] = [v for v in new_vars if v not in dead]
     trace.const_vals[first:] = [c for v, c in zip(new_vars, new_vals) if v not in dead]
-
-
-def _prune_pjit_outputs(eqn, used):
-    """A jit call returning only its ``used`` outputs, its body without what they do not need
-    (e.g. the primal value a split jit computes for grad)."""
-    callee = eqn.params["jaxpr"]
-    body, _ = dce_jaxpr(callee.jaxpr, used)
-    live = set(body.constvars)
-    consts = [c for v, c in zip(callee.jaxpr.constvars, callee.consts) if v in live]
-    return eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used) if u],
-                       params=dict(eqn.params, jaxpr=ClosedJaxpr(body, consts)))
