@@ -46,6 +46,15 @@ def main():
     print("A jitted call inside another trace is one pjit equation:")
     print(plax.make_jaxpr(lambda x: step(w, x) * 2)(xs))
 
+    # grad composes with jit and with itself.
+    def loss_fn(w, x):
+        return jnp.mean(step(w, x) ** 2)
+
+    g = plax.jit(plax.grad(loss_fn))(w, xs)
+    print("\njit(grad(loss))(w, x) =", np.round(np.asarray(g), 4).tolist())
+    print("grad(grad(sin))(0.5) =", float(plax.grad(plax.grad(jnp.sin))(0.5)),
+          "(-sin(0.5) =", round(-np.sin(0.5), 6), ")")
+
 
 if __name__ == "__main__":
     main()
