@@ -51,7 +51,7 @@ def main():
         return jnp.mean(step(w, x) ** 2)
 
     g = plax.jit(plax.grad(loss_fn))(w, xs)
-    print("\njit(grad(loss))(w, x) =", np.round(np.asarray(g), 4).tolist())
+    print("\njit(grad(loss))(w, x) =", np.round(np.asarray(g, np.float64), 4).tolist())
     print("grad(grad(sin))(0.5) =", float(plax.grad(plax.grad(jnp.sin))(0.5)),
           "(-sin(0.5) =", round(-np.sin(0.5), 6), ")")
 
