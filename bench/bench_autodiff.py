@@ -25,44 +25,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import run_jax, run_plax  # noqa: E402
 
 MEASURE = r'''
-import json, time, numpy as np
-
-def best_single(make, run, repeats):
-    """Best time of run(make()) over fresh inputs; make() is not timed."""
-    best = float("inf")
-    for _ in range(repeats):
-        arg = make()
-        t = time.perf_counter()
-        run(arg)
-        best = min(best, time.perf_counter() - t)
-    return best * 1e6
-
-def best_of(fn, n, repeats):
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t) / n)
-    return best * 1e6
-
 # --- grad of a 200-op scalar chain, a fresh function each repetition
 CHAIN_LEN = 200
 
 def make_chain():
-    def chain(x):
-        y = x
-        for i in range(CHAIN_LEN):
-            k = i % 3
-            if k == 0:
-                y = lax.sin(y)
-            elif k == 1:
-                y = y * x
-            else:
-                y = y + 0.5
-        return y
-    return chain
+    return chain_function(CHAIN_LEN)
 
 x0 = np.float32(0.3)
 

@@ -17,18 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import report  # noqa: E402
 
 # The measurement runs the same code against either library: `lib` is plax or
-# jax, `jnp` its numpy module, `lax` its lax module.
+# jax, `jnp` its numpy module, `lax` its lax module; harness.PRELUDE adds the timers.
 MEASURE = r'''
-import json, time, numpy as np
-def best_of(fn, n, repeats=5):
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t) / n)
-    return best * 1e6
 small = lib.device_put(np.ones(8, np.float32))
 big = lib.device_put(np.ones((1000, 1000), np.float32))
 host = np.ones((1024, 256), np.float32)  # 1 MiB

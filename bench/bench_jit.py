@@ -19,30 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import report  # noqa: E402
 
 # The measurement runs the same code against either library: `lib` is plax or
-# jax, `jnp` its numpy module, `lax` its lax module.
+# jax, `jnp` its numpy module, `lax` its lax module; harness.PRELUDE adds the timers.
 MEASURE = r'''
-import json, time, numpy as np
-
-def best_of(fn, n, repeats=5):
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t) / n)
-    return best * 1e6
-
-def best_single(make, run, repeats):
-    """Best time of run(make()) over fresh inputs; make() is not timed."""
-    best = float("inf")
-    for _ in range(repeats):
-        arg = make()
-        t = time.perf_counter()
-        run(arg)
-        best = min(best, time.perf_counter() - t)
-    return best * 1e6
-
 # --- dispatch: a jitted function on small arrays, compiled once, called many times
 small = lib.device_put(np.ones(8, np.float32))
 a, b, c = (lib.device_put(np.full(8, v, np.float32)) for v in (1.0, 2.0, 3.0))
@@ -66,18 +44,7 @@ CHAIN_LEN = 200
 xs = lib.device_put(np.linspace(0, 1, 64, dtype=np.float32))
 
 def make_chain():
-    def chain(x):
-        y = x
-        for i in range(CHAIN_LEN):
-            k = i % 3
-            if k == 0:
-                y = lax.sin(y)
-            elif k == 1:
-                y = y * x
-            else:
-                y = y + 0.5
-        return y
-    return lib.jit(chain)
+    return lib.jit(chain_function(CHAIN_LEN))
 
 res = {
   "dispatch f(x)=x*2+1, f32[8] (us)":

@@ -15,13 +15,55 @@ import subprocess
 import sys
 
 
+# Helpers every measurement may use; prepended to it for both libraries.
+PRELUDE = r'''
+import json, time, numpy as np
+
+def best_of(fn, n, repeats=5):
+    """Best mean time (us) of n calls of fn, over several repeats, after one warm-up."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t) / n)
+    return best * 1e6
+
+def best_single(make, run, repeats):
+    """Best time (us) of run(make()) over fresh inputs; make() is not timed."""
+    best = float("inf")
+    for _ in range(repeats):
+        arg = make()
+        t = time.perf_counter()
+        run(arg)
+        best = min(best, time.perf_counter() - t)
+    return best * 1e6
+
+def chain_function(length=200):
+    """A fresh function of `length` alternating sin / mul-by-x / add-0.5 ops."""
+    def chain(x):
+        y = x
+        for i in range(length):
+            k = i % 3
+            if k == 0:
+                y = lax.sin(y)
+            elif k == 1:
+                y = y * x
+            else:
+                y = y + 0.5
+        return y
+    return chain
+'''
+
+
 def run_plax(measure: str) -> dict:
     import plax as lib
     import plax.numpy as jnp
     from plax import lax
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        exec(measure, {"lib": lib, "lax": lax, "jnp": jnp})
+        exec(PRELUDE + measure, {"lib": lib, "lax": lax, "jnp": jnp})
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
@@ -35,7 +77,8 @@ def run_jax(measure: str) -> dict | None:
         if not python:
             return None
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.run([python, "-c", prelude + measure], capture_output=True, text=True, env=env)
+    proc = subprocess.run([python, "-c", prelude + PRELUDE + measure], capture_output=True,
+                          text=True, env=env)
     if proc.returncode != 0:
         print("JAX run failed:", proc.stderr[-500:], file=sys.stderr)
         return None
