@@ -1,0 +1,3 @@
+"""plax.ad_checkpoint: checkpointing (as ``jax.ad_checkpoint``)."""
+from plax.transforms.remat import (checkpoint, checkpoint_name, checkpoint_policies,  # noqa: F401
+                                   remat)
