@@ -86,3 +86,10 @@ def test_lowered_jit_of_grad_has_an_optimization_barrier():
 def test_checkpoint_prints_in_jaxpr():
     j = plax.make_jaxpr(plax.checkpoint(f))(0.3)
     assert "checkpoint[" in str(j) and "prevent_cse=True" in str(j)
+
+
+def test_check_grads_through_checkpoint():
+    from plax.test_util import check_grads
+    g = plax.checkpoint(lambda x, W: jnp.tanh(x @ W) * jnp.sin(x @ W),
+                        policy=plax.checkpoint_policies.dots_saveable)
+    check_grads(g, (np.array([0.3, -0.2, 0.5], np.float32), np.full((3, 2), 0.4, np.float32)), 2)
