@@ -164,7 +164,8 @@ def _named(fn, name):
 
 
 def _is_dot(prim):
-    return prim.name == "dot_general"
+    from plax.lax.dot import dot_general_p
+    return prim is dot_general_p
 
 
 checkpoint_policies = types.SimpleNamespace(
