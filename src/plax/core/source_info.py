@@ -25,10 +25,20 @@ class SourceInfo(NamedTuple):
         return "/".join((*self.name_stack, prim_name))
 
 
+_in_plax: dict = {}  # code object -> is it plax's own? (asked for every staged op)
+
+
+def _is_plax_code(code) -> bool:
+    inside = _in_plax.get(code)
+    if inside is None:
+        inside = _in_plax[code] = code.co_filename.startswith(_PLAX_DIR)
+    return inside
+
+
 def user_frame():
     """The innermost frame outside plax's own source (the user's call site)."""
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PLAX_DIR):
+    while f is not None and _is_plax_code(f.f_code):
         f = f.f_back
     return f
 
@@ -36,7 +46,7 @@ def user_frame():
 def user_stacklevel() -> int:
     """The ``stacklevel`` that makes a warning raised by the caller point at user code."""
     f, level = sys._getframe(1), 1
-    while f is not None and f.f_code.co_filename.startswith(_PLAX_DIR):
+    while f is not None and _is_plax_code(f.f_code):
         f, level = f.f_back, level + 1
     return level
 
