@@ -22,7 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import run_jax, run_plax  # noqa: E402
+from harness import print_table, run_jax, run_plax  # noqa: E402
 
 MEASURE = r'''
 # --- grad of a 200-op scalar chain, a fresh function each repetition
@@ -101,15 +101,7 @@ def best_rounds(rounds: int):
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     mine, theirs = best_rounds(rounds)
-    width = max(len(k) for k in mine)
-    header = f"{'benchmark':<{width}}  {'plax':>10}" + (f"  {'jax':>10}  {'plax/jax':>8}" if theirs else "")
-    print(header)
-    print("-" * len(header))
-    for k, v in mine.items():
-        line = f"{k:<{width}}  {v:>10.1f}"
-        if theirs and k in theirs:
-            line += f"  {theirs[k]:>10.1f}  {v / theirs[k]:>8.2f}"
-        print(line)
+    print_table(mine, theirs)
     print(f"\nBest of {rounds} alternating rounds per row.")
     print("Targets: tracing (trace, trace+lower) <= 1x JAX; MLP step time <= 1.05x JAX.")
     print("MLP: 784-512x6-10, batch 128, relu (jnp.maximum), log-sum-exp cross-entropy, SGD on all params.")

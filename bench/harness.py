@@ -89,6 +89,15 @@ def report(measure: str, footer: str = "") -> None:
     """Measure with both libraries and print a plax / jax / ratio table."""
     mine = run_plax(measure)
     theirs = run_jax(measure)
+    print_table(mine, theirs)
+    if footer:
+        print("\n" + footer)
+    if theirs is None:
+        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
+
+
+def print_table(mine: dict, theirs: dict | None) -> None:
+    """Rows of plax's figure, JAX's and their ratio (JAX columns only when measured)."""
     width = max(len(k) for k in mine)
     header = f"{'benchmark':<{width}}  {'plax':>10}" + (f"  {'jax':>10}  {'plax/jax':>8}" if theirs else "")
     print(header)
@@ -98,7 +107,3 @@ def report(measure: str, footer: str = "") -> None:
         if theirs and k in theirs:
             line += f"  {theirs[k]:>10.1f}  {v / theirs[k]:>8.2f}"
         print(line)
-    if footer:
-        print("\n" + footer)
-    if theirs is None:
-        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")

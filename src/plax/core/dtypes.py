@@ -150,6 +150,24 @@ def iinfo(dtype):
     return ml_dtypes.iinfo(dtype)
 
 
+def lowest_value(dtype):
+    """The smallest value of ``dtype`` (-inf for inexact types): the identity of max."""
+    if is_bool(dtype):
+        return False
+    if is_integer(dtype):
+        return iinfo(dtype).min
+    return complex(-np.inf, 0) if is_complex(dtype) else -np.inf
+
+
+def highest_value(dtype):
+    """The largest value of ``dtype`` (+inf for inexact types): the identity of min."""
+    if is_bool(dtype):
+        return True
+    if is_integer(dtype):
+        return iinfo(dtype).max
+    return complex(np.inf, 0) if is_complex(dtype) else np.inf
+
+
 def itemsize_bits(dtype) -> int:
     dt = np.dtype(dtype)
     return 4 if dt in _CUSTOM_INTS else dt.itemsize * 8

@@ -62,20 +62,6 @@ def _logaddexp(ctx, a, b, aval):
 
 
 # --- identity values ------------------------------------------------------------------
-def _lowest(dtype):
-    if dtypes.is_bool(dtype):
-        return False
-    if dtypes.is_integer(dtype):
-        return dtypes.iinfo(dtype).min
-    return complex(-np.inf, 0) if dtypes.is_complex(dtype) else -np.inf
-
-
-def _highest(dtype):
-    if dtypes.is_bool(dtype):
-        return True
-    if dtypes.is_integer(dtype):
-        return dtypes.iinfo(dtype).max
-    return complex(np.inf, 0) if dtypes.is_complex(dtype) else np.inf
 
 
 def _all_ones(dtype):
@@ -141,10 +127,10 @@ reduce_sum.__doc__ = "Sum of ``operand`` over ``axes``."
 reduce_prod_p, reduce_prod = _reduction("reduce_prod", "numeric", lambda d: 1,
                                         _binop("stablehlo.multiply"), True)
 reduce_prod.__doc__ = "Product of ``operand`` over ``axes``."
-reduce_max_p, reduce_max = _reduction("reduce_max", "any", _lowest,
+reduce_max_p, reduce_max = _reduction("reduce_max", "any", dtypes.lowest_value,
                                       _extremum("stablehlo.maximum", "stablehlo.or", "GT"), True)
 reduce_max.__doc__ = "Maximum of ``operand`` over ``axes`` (NaN propagates; -inf when empty)."
-reduce_min_p, reduce_min = _reduction("reduce_min", "any", _highest,
+reduce_min_p, reduce_min = _reduction("reduce_min", "any", dtypes.highest_value,
                                       _extremum("stablehlo.minimum", "stablehlo.and", "LT"), True)
 reduce_min.__doc__ = "Minimum of ``operand`` over ``axes`` (NaN propagates; +inf when empty)."
 reduce_and_p, reduce_and = _reduction("reduce_and", "intbool", _all_ones,
@@ -213,8 +199,8 @@ def _arg_reduction(name: str, direction: str, identity):
     return prim
 
 
-argmax_p = _arg_reduction("argmax", "GT", _lowest)
-argmin_p = _arg_reduction("argmin", "LT", _highest)
+argmax_p = _arg_reduction("argmax", "GT", dtypes.lowest_value)
+argmin_p = _arg_reduction("argmin", "LT", dtypes.highest_value)
 
 
 def _index_dtype(index_dtype) -> np.dtype:
@@ -273,10 +259,10 @@ cumsum_p, cumsum = _cumulative("cumsum", "numeric", lambda d: 0, _binop("stableh
                                "Cumulative sum along ``axis`` (from the end when ``reverse``).")
 cumprod_p, cumprod = _cumulative("cumprod", "numeric", lambda d: 1, _binop("stablehlo.multiply"),
                                  "Cumulative product along ``axis`` (from the end when ``reverse``).")
-cummax_p, cummax = _cumulative("cummax", "numeric", _lowest,
+cummax_p, cummax = _cumulative("cummax", "numeric", dtypes.lowest_value,
                                _extremum("stablehlo.maximum", "stablehlo.or", "GT"),
                                "Cumulative maximum along ``axis`` (from the end when ``reverse``).")
-cummin_p, cummin = _cumulative("cummin", "numeric", _highest,
+cummin_p, cummin = _cumulative("cummin", "numeric", dtypes.highest_value,
                                _extremum("stablehlo.minimum", "stablehlo.and", "LT"),
                                "Cumulative minimum along ``axis`` (from the end when ``reverse``).")
 cumlogsumexp_p, cumlogsumexp = _cumulative(

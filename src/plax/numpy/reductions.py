@@ -124,22 +124,6 @@ def _isnan(x):
     return lax.ne(x, x)
 
 
-def _lowest(dt):
-    if dtypes.is_bool(dt):
-        return False
-    if dtypes.is_integer(dt):
-        return dtypes.iinfo(dt).min
-    return complex(-np.inf, 0) if dtypes.is_complex(dt) else -np.inf
-
-
-def _highest(dt):
-    if dtypes.is_bool(dt):
-        return True
-    if dtypes.is_integer(dt):
-        return dtypes.iinfo(dt).max
-    return complex(np.inf, 0) if dtypes.is_complex(dt) else np.inf
-
-
 def _where_mask(where, shape):
     """The ``where=`` argument as a bool mask that broadcasts to ``shape``."""
     check_arraylike("where", where)
@@ -171,7 +155,7 @@ _KINDS = {
     "all": (lax.reduce_and, lax.bitwise_and, lambda dt: True),
     "any": (lax.reduce_or, lax.bitwise_or, lambda dt: False),
 }
-_MASK_FILL = {"max": _lowest, "min": _highest}
+_MASK_FILL = {"max": dtypes.lowest_value, "min": dtypes.highest_value}
 
 
 def _reduce(name: str, kind: str, a, axis, keepdims, where, initial, comp_dtype, out_dtype):
