@@ -60,3 +60,62 @@ def check(out, want, dtype, weak=None, rtol=None):
         np.testing.assert_allclose(wide(out), wide(want), rtol=tol, atol=tol, equal_nan=True)
     else:
         np.testing.assert_array_equal(np.asarray(out), want)
+
+
+# --- vmap -------------------------------------------------------------------------------------
+def _take(x, i, axis):
+    return x if axis is None else np.take(np.asarray(x), i, axis=axis)
+
+
+def check_vmap(fun, *args, in_axes=0, out_axes=0, rtol=None, **vmap_kwargs):
+    """``plax.vmap(fun, in_axes, out_axes)(*args)`` equals ``fun`` applied to each example
+    (the slices of the mapped arguments) and stacked along ``out_axes``. Returns the output."""
+    axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+    sizes = {np.shape(a)[ax] for a, ax in zip(args, axes) if ax is not None}
+    size = vmap_kwargs.get("axis_size") or sizes.pop()
+    out = plax.vmap(fun, in_axes=in_axes, out_axes=out_axes, **vmap_kwargs)(*args)
+    per_example = [fun(*[_take(a, i, ax) for a, ax in zip(args, axes)]) for i in range(size)]
+    leaves, tree = plax.tree_util.tree_flatten(out)
+    ex_leaves = [plax.tree_util.tree_leaves(p) for p in per_example]
+    out_ax = out_axes if isinstance(out_axes, (tuple, list, dict)) else None
+    dst = (plax.tree_util.tree_leaves(out_axes, is_leaf=lambda x: x is None)
+           if out_ax is not None else [out_axes] * len(leaves))
+    if len(dst) != len(leaves):  # a prefix: expand it over the output tree
+        dst = [out_axes] * len(leaves) if not isinstance(out_axes, (tuple, list, dict)) else \
+            plax.tree_util.tree_leaves(plax.tree_util.tree_broadcast(out_axes, out,
+                                                                     is_leaf=lambda x: x is None))
+    for j, (leaf, ax) in enumerate(zip(leaves, dst)):
+        want = np.asarray(ex_leaves[0][j]) if ax is None else \
+            np.stack([np.asarray(e[j]) for e in ex_leaves], axis=ax)
+        got = np.asarray(leaf)
+        assert got.shape == want.shape, (j, got.shape, want.shape)
+        assert got.dtype == want.dtype, (j, got.dtype, want.dtype)
+        tol = tolerance(got.dtype) if rtol is None else rtol
+        if tol:
+            np.testing.assert_allclose(wide(got), wide(want), rtol=tol, atol=tol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(got, want)
+    return out
+
+
+def check_vmap_axes(fun, *batched, rtol=None, unbatched=True):
+    """Check ``vmap(fun)`` with the batch of every argument at axis 0, 1 and -1 (where the
+    rank allows), and with each argument in turn left unbatched.
+
+    ``batched`` hold the batch at axis 0; the other layouts are made by moving it.
+    """
+    layouts = []
+    for dst in (0, 1, -1):
+        moved, axes = [], []
+        for a in batched:
+            a = np.asarray(a)
+            d = dst if -a.ndim <= dst < a.ndim else 0
+            moved.append(np.moveaxis(a, 0, d))
+            axes.append(d)
+        layouts.append((moved, tuple(axes)))
+    if unbatched and len(batched) > 1:
+        for k in range(len(batched)):
+            args = [np.asarray(a) if i != k else np.asarray(a)[0] for i, a in enumerate(batched)]
+            layouts.append((args, tuple(None if i == k else 0 for i in range(len(batched)))))
+    for args, axes in layouts:
+        check_vmap(fun, *args, in_axes=axes, rtol=rtol)

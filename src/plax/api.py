@@ -10,6 +10,7 @@ import numpy as np
 
 from plax import tree_util
 from plax.core import dtypes
+from plax.core import trace as trace_mod
 from plax.core.avals import ShapedArray, abstractify
 from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
@@ -391,7 +392,9 @@ class JitWrapped:
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         avals = tuple(_jit_aval(x, self._name, i, lambda: flat_arg_names(
             self._fun, args, kwargs, static_nums)) for i, x in enumerate(leaves))
-        key = (in_tree, avals, static_key, dtypes.x64_enabled())
+        # Named axes in scope change what axis_size/psum mean inside: part of the key.
+        key = (in_tree, avals, static_key, dtypes.x64_enabled(),
+               trace_mod.axis_env())
         entry = self._cache.get(key)
         if entry is None:
             entry = self._trace(args, kwargs, static_nums, in_tree, avals, donated, donated_kw,
@@ -420,8 +423,10 @@ class JitWrapped:
             why = "argument types changed: " + "; ".join(diffs)
         elif old[2] != key[2]:
             why = f"static arguments changed: {old[2]} -> {key[2]}"
-        else:
+        elif old[3] != key[3]:
             why = "the jax_enable_x64 setting changed"
+        else:
+            why = f"the named axes in scope changed: {old[4]} -> {key[4]}"
         log.warning("Retracing %s because %s.", self._name, why)
 
     def _trace(self, args, kwargs, static_nums, in_tree, avals, donated, donated_kw,

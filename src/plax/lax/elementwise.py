@@ -852,3 +852,90 @@ def stop_gradient(x):
             return stop_gradient_p.bind(leaf)
         return leaf
     return tree_util.tree_map(stop, x)
+
+
+# --- batching -------------------------------------------------------------------------------
+def _register_batching():
+    from plax.transforms.vmap import batch_rules, elementwise_rule, vectorized_rule
+    for prim in abstract_eval_rules:
+        if prim in batch_rules or not _defined_here(prim):
+            continue
+        if prim in (select_n_p, clamp_p, bitcast_convert_type_p):
+            continue
+        arity = _ARITY.get(prim.name, 1)
+        (elementwise_rule if arity > 1 else vectorized_rule)(prim)
+    batch_rules[select_n_p] = _select_n_batch
+    batch_rules[clamp_p] = _clamp_batch
+    batch_rules[bitcast_convert_type_p] = _bitcast_batch
+
+
+def _defined_here(prim) -> bool:
+    return globals().get(f"{prim.name}_p") is prim
+
+
+_ARITY = {p.name: 2 for p in (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p,
+                              nextafter_p, and_p, or_p, xor_p, shift_left_p,
+                              shift_right_arithmetic_p, shift_right_logical_p, complex_p, eq_p,
+                              ne_p, lt_p, le_p, gt_p, ge_p)}
+
+
+def _full_batched(x, d, dst, size, shape):
+    """``x`` as a full array of per-example ``shape`` with its batch dimension at ``dst``
+    (select and clamp do not broadcast, so scalars and unbatched values are expanded)."""
+    from plax.lax.shapes import broadcast_in_dim
+    from plax.transforms.vmap import move_batch_dim, not_mapped
+    from plax.core.trace import get_aval
+    full = shape[:dst] + (size,) + shape[dst:]
+    if d is not_mapped:
+        if get_aval(x).ndim == 0:
+            return broadcast_in_dim(x, full, ())
+        return move_batch_dim(x, d, dst, size)
+    if get_aval(x).ndim == 1 and len(shape) > 0:  # a batched scalar
+        return broadcast_in_dim(x, full, (dst,))
+    return move_batch_dim(x, d, dst, size)
+
+
+def _select_n_batch(axis, vals, dims):
+    from plax.transforms.vmap import batch_size_of, common_dim, not_mapped
+    from plax.core.trace import get_aval
+    which, cases = vals[0], vals[1:]
+    wd, case_dims = dims[0], dims[1:]
+    size = batch_size_of(vals, dims)
+    batched_cases = [(c, d) for c, d in zip(cases, case_dims) if d is not not_mapped]
+    dst = common_dim(*zip(*batched_cases)) if batched_cases else 0
+    c0, d0 = cases[0], case_dims[0]
+    shape = get_aval(c0).shape
+    if d0 is not not_mapped:
+        shape = shape[:d0] + shape[d0 + 1:]
+    cases = [_full_batched(c, d, dst, size, shape) for c, d in zip(cases, case_dims)]
+    if wd is not_mapped and get_aval(which).ndim == 0:
+        return select_n_p.bind(which, *cases), dst
+    return select_n_p.bind(_full_batched(which, wd, dst, size, shape), *cases), dst
+
+
+def _clamp_batch(axis, vals, dims):
+    from plax.transforms.vmap import batch_size_of, not_mapped
+    from plax.core.trace import get_aval
+    (lo, x, hi), (dlo, dx, dhi) = vals, dims
+    size = batch_size_of(vals, dims)
+    dst = 0 if dx is not_mapped else dx
+    shape = get_aval(x).shape
+    if dx is not not_mapped:
+        shape = shape[:dx] + shape[dx + 1:]
+    x = _full_batched(x, dx, dst, size, shape)
+    bounds = [b if d is not_mapped and get_aval(b).ndim == 0
+              else _full_batched(b, d, dst, size, shape) for b, d in ((lo, dlo), (hi, dhi))]
+    return clamp_p.bind(bounds[0], x, bounds[1]), dst
+
+
+def _bitcast_batch(axis, vals, dims, *, new_dtype):
+    from plax.transforms.vmap import moveaxis
+    from plax.core.trace import get_aval
+    (x,), (d,) = vals, dims
+    aval = get_aval(x)
+    if dtypes.itemsize_bits(new_dtype) > dtypes.itemsize_bits(aval.dtype) and d == aval.ndim - 1:
+        x, d = moveaxis(x, d, 0), 0  # the last dimension is consumed: keep the batch out of it
+    return bitcast_convert_type_p.bind(x, new_dtype=new_dtype), d
+
+
+_register_batching()

@@ -1,0 +1,163 @@
+"""``plax.vmap``: vectorise a function over a mapped axis of its arguments.
+
+The wrapper flattens the arguments, reads the batch size from the mapped
+axes (with JAX's error messages when they disagree), runs the function under
+a ``BatchTrace`` (transforms/vmap.py) and moves each output's batch
+dimension to where ``out_axes`` asks.
+"""
+from __future__ import annotations
+
+import functools
+
+from plax import tree_util
+from plax.core.trace import get_aval
+from plax.transforms.vmap import AxisData, batch_flat, move_batch_dim, not_mapped
+
+_AXIS_TYPES = (int, type(None))
+
+
+def _is_none(x) -> bool:
+    return x is None
+
+
+def _check_axes_spec(what: str, axes, positional: bool):
+    """Check an in_axes/out_axes value when vmap is called (before any argument is seen)."""
+    if positional and not (axes is None or type(axes) in (int, tuple)):
+        raise TypeError(f"vmap {what} must be an int, None, or a tuple of entries corresponding "
+                        f"to the positional arguments passed to the function, but got {axes}.")
+    leaves = tree_util.tree_leaves(axes, is_leaf=_is_none)
+    if not all(type(leaf) in _AXIS_TYPES for leaf in leaves):
+        raise TypeError(f"vmap {what} must be an int, None, or (nested) container with those "
+                        f"types as leaves, but got {axes}.")
+
+
+def flatten_axes(what: str, treedef, axes) -> list:
+    """One axis (or None) per leaf of ``treedef``, broadcasting the prefix tree ``axes``.
+
+    Raises JAX's "specification must be a tree prefix" error (with the first
+    place where the trees differ) when ``axes`` does not fit.
+    """
+    spec_leaves, spec_def = tree_util.tree_flatten(axes, is_leaf=_is_none)
+    values = tree_util.tree_unflatten(treedef, [object()] * treedef.num_leaves)
+    try:
+        subtrees = spec_def.flatten_up_to(values)
+    except ValueError:
+        detail = tree_util._find_mismatch(axes, values, _is_none, False, what, "the value")
+        raise ValueError(f"{what} specification must be a tree prefix of the corresponding "
+                         f"value; \n  Mismatch details: {detail or ''}") from None
+    out = []
+    for ax, sub in zip(spec_leaves, subtrees):
+        out += [ax] * len(tree_util.tree_leaves(sub))
+    return out
+
+
+def _describe_arg(names, i) -> str:
+    return f"argument {names[i]}" if names and i < len(names) else f"argument {i}"
+
+
+def mapped_axis_size(fun, leaves, axes, arg_names, axis_size):
+    """The batch size shared by the mapped axes (checking each is in range)."""
+    sizes = []
+    for i, (x, ax) in enumerate(zip(leaves, axes)):
+        if ax is None:
+            continue
+        shape = get_aval(x).shape
+        if not -len(shape) <= ax < len(shape):
+            raise ValueError(f"vmap was requested to map its argument along axis {ax}, which "
+                             f"implies that its rank should be at least "
+                             f"{ax + 1 if ax >= 0 else -ax}, but is only {len(shape)} (its shape "
+                             f"is {shape})")
+        sizes.append((shape[ax % len(shape)], ax, i))
+    distinct = {s for s, _, _ in sizes}
+    if axis_size is not None:
+        distinct.add(axis_size)
+    if len(distinct) == 1:
+        return distinct.pop()
+    if not sizes:
+        raise ValueError("vmap must have at least one non-None value in in_axes or axis_size "
+                         "must be specified")
+    lines = []
+    if axis_size is not None:
+        lines.append(f"the `axis_size` argument was {axis_size}")
+    by_size: dict = {}
+    for s, ax, i in sizes:
+        by_size.setdefault(s, []).append((ax, i))
+    for s, hits in by_size.items():
+        ax, i = hits[0]
+        what = (f"axis {ax} of {_describe_arg(arg_names, i)} of type "
+                f"{get_aval(leaves[i]).str_short()}")
+        if len(hits) == 1:
+            lines.append(f"one axis had size {s}: {what}")
+        else:
+            lines.append(f"some axes ({len(hits)} of them) had size {s}, e.g. {what}")
+    raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n"
+                     + ";\n".join(f"  * {line}" for line in lines))
+
+
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
+    """Vectorise ``fun`` over a mapped axis of its arguments.
+
+    ``in_axes`` (an int, None, or a tuple prefix of the positional arguments)
+    says which axis of each argument is mapped (None: not mapped); keyword
+    arguments are always mapped over axis 0. ``out_axes`` says where the
+    mapped axis goes in each output. ``axis_name`` names the mapped axis for
+    collectives such as ``lax.psum``; ``axis_size`` gives the size when no
+    argument is mapped.
+    """
+    if not callable(fun):
+        raise TypeError(f"vmap expects a callable as its first argument, got {fun!r}.")
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)  # a list of per-argument axes reads as the tuple it means
+    _check_axes_spec("in_axes", in_axes, positional=True)
+    _check_axes_spec("out_axes", out_axes, positional=False)
+    if axis_size is not None and (not isinstance(axis_size, int) or axis_size < 0):
+        raise TypeError(f"vmap axis_size must be a non-negative int, got {axis_size!r}.")
+    if spmd_axis_name is not None and not isinstance(spmd_axis_name, (str, tuple)):
+        raise TypeError(f"vmap spmd_axis_name must be a mesh axis name or a tuple of them, got "
+                        f"{spmd_axis_name!r}.")
+    name = getattr(fun, "__name__", "fun")
+
+    @functools.wraps(fun)
+    def vmapped(*args, **kwargs):
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
+                             "corresponding to the positional arguments passed to the function, "
+                             f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
+        leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+        if not leaves and axis_size is None:
+            raise ValueError("vmap wrapped function must be passed at least one argument "
+                             "containing an array or axis_size must be specified, got empty "
+                             f"*args={args} and **kwargs={kwargs}")
+        axes = flatten_axes("vmap in_axes", in_tree, (in_axes, 0))
+        from plax.api import flat_arg_names
+        size = mapped_axis_size(fun, leaves, axes, flat_arg_names(fun, args, kwargs), axis_size)
+        dims = [None if ax is None else ax % get_aval(x).ndim for x, ax in zip(leaves, axes)]
+        out_tree_box = []
+
+        def flat_fun(*flat):
+            a, kw = tree_util.tree_unflatten(in_tree, list(flat))
+            out = fun(*a, **kw)
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            out_tree_box.append(out_tree)
+            return out_leaves
+
+        axis = AxisData(axis_name, size, spmd_axis_name)
+        outs, out_dims = batch_flat(flat_fun, leaves, dims, axis, description=f"vmap({name})")
+        out_tree = out_tree_box[0]
+        dst = flatten_axes("vmap out_axes", out_tree, out_axes)
+        moved = [_to_out_axis(o, d, a, size) for o, d, a in zip(outs, out_dims, dst)]
+        return tree_util.tree_unflatten(out_tree, moved)
+
+    return vmapped
+
+
+def _to_out_axis(x, src, dst, size):
+    if dst is None:
+        if src is not not_mapped:
+            raise ValueError(f"at vmap out_axes, got axis spec None but output was batched on "
+                             f"axis {src}")
+        return x
+    ndim = get_aval(x).ndim + (1 if src is not_mapped else 0)
+    if not -ndim <= dst < ndim:
+        raise ValueError(f"axis {dst} is out of bounds for array of dimension {ndim}")
+    return move_batch_dim(x, src, dst % ndim, size)
