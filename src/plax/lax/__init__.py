@@ -7,3 +7,6 @@ from plax.lax.sort import *  # noqa: F401,F403
 from plax.lax.dot import *  # noqa: F401,F403
 from plax.lax.dot import Precision  # noqa: F401
 from plax.transforms.remat import optimization_barrier  # noqa: F401,E402
+from plax.lax.collectives import (  # noqa: F401,E402
+    psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all, ppermute, pshuffle, axis_index,
+    axis_size)

@@ -1,0 +1,500 @@
+"""Collectives over named axes: psum, pmax, pmin, pmean, all_gather, psum_scatter,
+all_to_all, ppermute, axis_index and axis_size.
+
+A collective names the mapped axes it communicates over. The names must be
+bound by an enclosing ``vmap(axis_name=...)`` (or ``make_jaxpr(axis_env=...)``);
+otherwise abstract evaluation raises ``NameError`` ("unbound axis name").
+Under vmap a collective is computed across the batch by its batch rule: the
+examples of the batch play the part of the devices.
+"""
+from __future__ import annotations
+
+import math
+
+from plax import tree_util
+from plax.core import dtypes
+from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.core.trace import axis_env, get_aval
+from plax.lax.common import canonical_axis
+
+# --- naming axes ------------------------------------------------------------------------------
+def _as_names(axis_name) -> tuple:
+    names = axis_name if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    for n in names:
+        if isinstance(n, int):
+            raise TypeError(f"collectives take axis names, not positional axes: got {axis_name!r}. "
+                            "Reduce over array axes with lax.reduce_sum or plax.numpy.sum.")
+    return tuple(names)
+
+
+def _bound_size(name) -> int:
+    """The size of the innermost named axis ``name`` in scope."""
+    for n, size in reversed(axis_env()):
+        if n == name:
+            return size
+    raise NameError(f"unbound axis name: {name}. A collective can only name an axis that an "
+                    "enclosing vmap (axis_name=...) or make_jaxpr(axis_env=...) has bound.")
+
+
+def axis_size(axis_name) -> int:
+    """The number of examples (or devices) along the named axis (the product for a tuple)."""
+    return math.prod(_bound_size(n) for n in _as_names(axis_name))
+
+
+def _check_bound(names):
+    for n in names:
+        _bound_size(n)
+
+
+# --- all-reduce: psum, pmax, pmin -----------------------------------------------------------
+def _allreduce(name: str):
+    prim = Primitive(name, multiple_results=True)
+
+    def abstract(*avals, axes, axis_index_groups):
+        _check_bound(axes)
+        return list(avals)
+
+    abstract_eval_rules[prim] = abstract
+    return prim
+
+
+psum_p = _allreduce("psum")
+pmax_p = _allreduce("pmax")
+pmin_p = _allreduce("pmin")
+
+
+def _bind_allreduce(prim, x, axis_name, axis_index_groups):
+    if axis_index_groups is not None:
+        raise NotImplementedError("axis_index_groups is not supported: collectives act on the "
+                                  "whole named axis.")
+    names = _as_names(axis_name)
+    leaves, tree = tree_util.tree_flatten(x)
+    if not names:
+        return x
+    outs = prim.bind(*leaves, axes=names, axis_index_groups=None)
+    return tree_util.tree_unflatten(tree, outs)
+
+
+def psum(x, axis_name, *, axis_index_groups=None):
+    """Sum ``x`` (a pytree) over the named axis: every example gets the total."""
+    return _bind_allreduce(psum_p, x, axis_name, axis_index_groups)
+
+
+def pmax(x, axis_name, *, axis_index_groups=None):
+    """Elementwise maximum of ``x`` (a pytree) over the named axis."""
+    return _bind_allreduce(pmax_p, x, axis_name, axis_index_groups)
+
+
+def pmin(x, axis_name, *, axis_index_groups=None):
+    """Elementwise minimum of ``x`` (a pytree) over the named axis."""
+    return _bind_allreduce(pmin_p, x, axis_name, axis_index_groups)
+
+
+def pmean(x, axis_name, *, axis_index_groups=None):
+    """Mean of ``x`` (a pytree) over the named axis."""
+    from plax.lax.elementwise import div
+    total = psum(x, axis_name, axis_index_groups=axis_index_groups)
+    n = axis_size(axis_name)
+    return tree_util.tree_map(lambda t: div(t, _scalar_like(n, t)), total)
+
+
+def _scalar_like(n, t):
+    import numpy as np
+    dt = get_aval(t).dtype
+    return np.asarray(n, dt) if not get_aval(t).weak_type else (float(n) if dtypes.is_inexact(dt)
+                                                                 else int(n))
+
+
+# --- all_gather and psum_scatter ------------------------------------------------------------
+all_gather_p = Primitive("all_gather")
+
+
+def _all_gather_abstract(x, *, all_gather_dimension, axis_name, axis_index_groups, axis_size,
+                         tiled):
+    _check_bound(axis_name)
+    shape = list(x.shape)
+    if tiled:
+        shape[all_gather_dimension] *= axis_size
+    else:
+        shape.insert(all_gather_dimension, axis_size)
+    return x.update(shape=tuple(shape))
+
+
+abstract_eval_rules[all_gather_p] = _all_gather_abstract
+
+
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
+    """Every example gets the stack (``tiled``: the concatenation) of ``x`` over the named
+    axis, along a new dimension ``axis``."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("axis_index_groups is not supported.")
+    names = _as_names(axis_name)
+    _check_bound(names)
+
+    def one(leaf):
+        ndim = get_aval(leaf).ndim
+        if tiled and ndim == 0:
+            raise ValueError("all_gather with tiled=True needs arrays of rank at least 1, got a "
+                             "scalar.")
+        dim = canonical_axis(axis, ndim if tiled else ndim + 1)
+        if len(names) == 1:
+            return all_gather_p.bind(leaf, all_gather_dimension=dim, axis_name=names,
+                                     axis_index_groups=None, axis_size=_bound_size(names[0]),
+                                     tiled=bool(tiled))
+        # Several axes: tiled gathers, innermost name first, give the row-major order.
+        from plax.lax.shapes import expand_dims
+        out = leaf if tiled else expand_dims(leaf, (dim,))
+        for n in reversed(names):
+            out = all_gather_p.bind(out, all_gather_dimension=dim, axis_name=(n,),
+                                    axis_index_groups=None, axis_size=_bound_size(n), tiled=True)
+        return out
+    return tree_util.tree_map(one, x)
+
+
+reduce_scatter_p = Primitive("reduce_scatter")
+
+
+def _reduce_scatter_abstract(x, *, scatter_dimension, axis_name, axis_index_groups, axis_size,
+                             tiled):
+    _check_bound(axis_name)
+    shape = list(x.shape)
+    n = shape[scatter_dimension]
+    if tiled:
+        if n % axis_size:
+            raise ValueError(f"psum_scatter: the scatter dimension {scatter_dimension} has size "
+                             f"{n}, which does not divide evenly over the {axis_size} members of "
+                             f"axis {axis_name}.")
+        shape[scatter_dimension] = n // axis_size
+    else:
+        if n != axis_size:
+            raise ValueError(f"reduce_scatter operand scatter dimension size {n} must match "
+                             f"shard count {axis_size} (the size of axis {axis_name}); pass "
+                             "tiled=True to split a dimension into equal chunks instead.")
+        del shape[scatter_dimension]
+    return x.update(shape=tuple(shape))
+
+
+abstract_eval_rules[reduce_scatter_p] = _reduce_scatter_abstract
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
+    """Sum over the named axis, each example keeping only its own slice (chunk) of the total
+    along ``scatter_dimension``."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("axis_index_groups is not supported.")
+    names = _as_names(axis_name)
+    size = axis_size(names)
+
+    def one(leaf):
+        dim = canonical_axis(scatter_dimension, get_aval(leaf).ndim)
+        return reduce_scatter_p.bind(leaf, scatter_dimension=dim, axis_name=names,
+                                     axis_index_groups=None, axis_size=size, tiled=bool(tiled))
+    return tree_util.tree_map(one, x)
+
+
+# --- all_to_all, ppermute, axis_index ----------------------------------------------------------
+all_to_all_p = Primitive("all_to_all")
+
+
+def _all_to_all_abstract(x, *, split_axis, concat_axis, axis_name, axis_index_groups, tiled):
+    names = _as_names(axis_name)
+    _check_bound(names)
+    size = axis_size(names)
+    shape = list(x.shape)
+    if shape[split_axis] % size if tiled else shape[split_axis] != size:
+        raise ValueError(f"all_to_all: the split axis {split_axis} has size {shape[split_axis]}, "
+                         f"which {'is not divisible by' if tiled else 'must equal'} the size "
+                         f"{size} of axis {axis_name}.")
+    if tiled:
+        shape[split_axis] //= size
+        shape[concat_axis] *= size
+    else:
+        del shape[split_axis]
+        shape.insert(concat_axis, size)
+    return x.update(shape=tuple(shape))
+
+
+abstract_eval_rules[all_to_all_p] = _all_to_all_abstract
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
+    """Split ``x`` along ``split_axis`` into one chunk per member of the named axis, send
+    chunk j to member j, and stack what arrives along ``concat_axis`` (``tiled``: concatenate)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("axis_index_groups is not supported.")
+
+    def one(leaf):
+        ndim = get_aval(leaf).ndim
+        split = canonical_axis(split_axis, ndim)
+        concat = canonical_axis(concat_axis, ndim)
+        return all_to_all_p.bind(leaf, split_axis=split, concat_axis=concat, axis_name=axis_name,
+                                 axis_index_groups=None, tiled=bool(tiled))
+    return tree_util.tree_map(one, x)
+
+
+ppermute_p = Primitive("ppermute")
+
+
+def _ppermute_abstract(x, *, axis_name, perm):
+    _check_bound(axis_name)
+    return x
+
+
+abstract_eval_rules[ppermute_p] = _ppermute_abstract
+
+
+def ppermute(x, axis_name, perm):
+    """Send ``x`` from member ``src`` to member ``dst`` for each ``(src, dst)`` in ``perm``;
+    members that receive nothing get zeros."""
+    names = _as_names(axis_name)
+    size = axis_size(names)
+    perm = tuple((int(s), int(d)) for s, d in perm)
+    srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
+    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
+        raise ValueError(f"ppermute sources and destinations must be unique, got perm={perm}.")
+    if any(not 0 <= i < size for i in srcs + dsts):
+        raise ValueError(f"ppermute perm={perm} has an index outside the axis {axis_name} of "
+                         f"size {size}.")
+    return tree_util.tree_map(lambda leaf: ppermute_p.bind(leaf, axis_name=names, perm=perm), x)
+
+
+def pshuffle(x, axis_name, perm):
+    """Member i receives ``x`` from member ``perm[i]`` (a full permutation)."""
+    perm = [int(p) for p in perm]
+    if sorted(perm) != list(range(len(perm))):
+        raise ValueError(f"pshuffle perm must be a permutation of range({len(perm)}), got {perm}.")
+    return ppermute(x, axis_name, [(src, dst) for dst, src in enumerate(perm)])
+
+
+axis_index_p = Primitive("axis_index")
+
+
+def _axis_index_abstract(*, axis_name):
+    from plax.core.avals import ShapedArray
+    import numpy as np
+    _check_bound(_as_names(axis_name))
+    return ShapedArray((), np.dtype(np.int32))
+
+
+abstract_eval_rules[axis_index_p] = _axis_index_abstract
+
+
+def axis_index(axis_name):
+    """This example's (or device's) position along the named axis, an int32 scalar."""
+    names = _as_names(axis_name)
+    if len(names) == 1:
+        return axis_index_p.bind(axis_name=names[0])
+    # Row-major position over several axes.
+    from plax.lax.elementwise import add, mul
+    out = None
+    for n in names:
+        i = axis_index_p.bind(axis_name=n)
+        out = i if out is None else add(mul(out, _bound_size(n)), i)
+    return out
+
+
+def _single_name(prim: str, names) -> None:
+    if len(names) != 1:
+        raise NotImplementedError(f"{prim} over several axis names at once ({names}) is not "
+                                  "supported; apply it once per axis name.")
+
+
+# --- which axes each collective uses (vmap asks, to know which trace computes it) ---------------
+def _register_axis_names():
+    from plax.transforms.vmap import collective_axis_names
+    for p in (psum_p, pmax_p, pmin_p):
+        collective_axis_names[p] = lambda params: params["axes"]
+    for p in (all_gather_p, reduce_scatter_p, ppermute_p, all_to_all_p, axis_index_p):
+        collective_axis_names[p] = lambda params: _as_names(params["axis_name"])
+
+
+_register_axis_names()
+
+
+# --- batching: the batch is the named axis ------------------------------------------------------
+def _allreduce_batch(prim, reduce_batch, unmapped):
+    def rule(axis, vals, dims, *, axes, axis_index_groups):
+        if axis.name in axes:
+            vals = [unmapped(v, axis.size) if d is None else reduce_batch(v, (d,))
+                    for v, d in zip(vals, dims)]
+            dims = [None] * len(vals)
+        others = tuple(a for a in axes if a != axis.name)
+        if others:
+            vals = prim.bind(*vals, axes=others, axis_index_groups=axis_index_groups)
+        return list(vals), list(dims)
+    return rule
+
+
+def _times(v, n):
+    from plax.lax.elementwise import convert_element_type, mul
+    aval = get_aval(v)
+    if aval.dtype == bool:
+        return convert_element_type(v, bool)  # any() of n copies of the same value
+    return mul(v, _scalar_like(n, v))
+
+
+def _all_gather_batch(axis, vals, dims, *, all_gather_dimension, axis_name, axis_index_groups,
+                      axis_size, tiled):
+    from plax.lax.shapes import reshape
+    from plax.transforms.vmap import move_batch_dim
+    (x,), (d,) = vals, dims
+    dim = all_gather_dimension
+    if axis.name not in axis_name:
+        if tiled:
+            full_dim, out_d = dim + (dim >= d), d
+        else:
+            full_dim, out_d = (dim, d + 1) if dim <= d else (dim + 1, d)
+        return all_gather_p.bind(x, all_gather_dimension=full_dim, axis_name=axis_name,
+                                 axis_index_groups=axis_index_groups, axis_size=axis_size,
+                                 tiled=tiled), out_d
+    _single_name("all_gather", axis_name)
+    out = move_batch_dim(x, d, dim, axis.size)
+    if tiled:
+        shape = get_aval(out).shape
+        out = reshape(out, shape[:dim] + (shape[dim] * shape[dim + 1],) + shape[dim + 2:])
+    return out, None
+
+
+def _reduce_scatter_batch(axis, vals, dims, *, scatter_dimension, axis_name, axis_index_groups,
+                          axis_size, tiled):
+    from plax.lax.reductions import reduce_sum
+    from plax.lax.shapes import reshape
+    (x,), (d,) = vals, dims
+    sd = scatter_dimension
+    if axis.name not in axis_name:
+        full_sd = sd + (sd >= d)
+        out_d = d if tiled or full_sd > d else d - 1
+        return reduce_scatter_p.bind(x, scatter_dimension=full_sd, axis_name=axis_name,
+                                     axis_index_groups=axis_index_groups, axis_size=axis_size,
+                                     tiled=tiled), out_d
+    _single_name("psum_scatter", axis_name)
+    total = _times(x, axis.size) if d is None else reduce_sum(x, (d,))
+    if tiled:  # split the scatter dimension into (member, chunk): the member is the batch
+        shape = get_aval(total).shape
+        total = reshape(total, shape[:sd] + (axis.size, shape[sd] // axis.size) + shape[sd + 1:])
+    return total, sd
+
+
+def _all_to_all_batch(axis, vals, dims, *, split_axis, concat_axis, axis_name, axis_index_groups,
+                      tiled):
+    from plax.lax.shapes import reshape
+    from plax.transforms.vmap import bdim_at_front, moveaxis
+    (x,), (d,) = vals, dims
+    names = _as_names(axis_name)
+    x = bdim_at_front(x, d, axis.size)
+    if axis.name not in names:
+        return all_to_all_p.bind(x, split_axis=split_axis + 1, concat_axis=concat_axis + 1,
+                                 axis_name=axis_name, axis_index_groups=axis_index_groups,
+                                 tiled=tiled), 0
+    _single_name("all_to_all", names)
+    s, c, size = split_axis + 1, concat_axis, axis.size
+    if tiled:  # split dimension -> (destination member, chunk)
+        shape = get_aval(x).shape
+        x = reshape(x, shape[:s] + (size, shape[s] // size) + shape[s + 1:])
+    # The destination member becomes the batch; the source member (old batch) goes to concat.
+    x = moveaxis(x, s, 0)
+    x = moveaxis(x, 1, 1 + c)
+    if tiled:  # merge (source member, chunk) along the concat dimension
+        shape = get_aval(x).shape
+        x = reshape(x, shape[:1 + c] + (shape[1 + c] * shape[2 + c],) + shape[3 + c:])
+    return x, 0
+
+
+def _ppermute_batch(axis, vals, dims, *, axis_name, perm):
+    from plax.lax.shapes import broadcast_in_dim, concatenate, slice_in_dim
+    from plax.transforms.vmap import bdim_at_front
+    (x,), (d,) = vals, dims
+    if axis.name not in axis_name:
+        return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
+    _single_name("ppermute", axis_name)
+    x = bdim_at_front(x, d, axis.size)
+    source = {dst: src for src, dst in perm}
+    aval = get_aval(x)
+    zero = None
+    rows = []
+    for t in range(axis.size):
+        if t in source:
+            rows.append(slice_in_dim(x, source[t], source[t] + 1, 1, 0))
+        else:
+            if zero is None:
+                zero = broadcast_in_dim(_scalar_zero(aval.dtype), (1,) + aval.shape[1:], ())
+            rows.append(zero)
+    return concatenate(rows, 0), 0
+
+
+def _scalar_zero(dt):
+    import numpy as np
+    return np.zeros((), dt)
+
+
+def _axis_index_batch(axis, vals, dims, *, axis_name):
+    from plax.lax.shapes import iota
+    import numpy as np
+    return iota(np.int32, axis.size), 0
+
+
+def _register_batching():
+    from plax.lax.reductions import reduce_max, reduce_min, reduce_sum
+    from plax.transforms.vmap import batch_rules
+    batch_rules[psum_p] = _allreduce_batch(psum_p, reduce_sum, _times)
+    batch_rules[pmax_p] = _allreduce_batch(pmax_p, reduce_max, lambda v, n: v)
+    batch_rules[pmin_p] = _allreduce_batch(pmin_p, reduce_min, lambda v, n: v)
+    batch_rules[all_gather_p] = _all_gather_batch
+    batch_rules[reduce_scatter_p] = _reduce_scatter_batch
+    batch_rules[all_to_all_p] = _all_to_all_batch
+    batch_rules[ppermute_p] = _ppermute_batch
+    batch_rules[axis_index_p] = _axis_index_batch
+
+
+_register_batching()
+
+
+# --- differentiation: the linear collectives transpose into each other -------------------------
+def _register_differentiation():
+    from plax.transforms.jvp import deflinear
+    from plax.transforms.transpose import transpose_rules
+    from plax.transforms.jvp import Zero
+    for p in (psum_p, all_gather_p, reduce_scatter_p, all_to_all_p, ppermute_p):
+        deflinear(p)
+
+    def psum_t(cts, *args, axes, axis_index_groups):
+        live = [c for c in cts if type(c) is not Zero]
+        summed = iter(psum_p.bind(*live, axes=axes, axis_index_groups=axis_index_groups))
+        return [c if type(c) is Zero else next(summed) for c in cts]
+
+    def all_gather_t(ct, x, *, all_gather_dimension, axis_name, axis_index_groups, axis_size,
+                     tiled):
+        if type(ct) is Zero:
+            return [None]
+        return [reduce_scatter_p.bind(ct, scatter_dimension=all_gather_dimension,
+                                      axis_name=axis_name, axis_index_groups=axis_index_groups,
+                                      axis_size=axis_size, tiled=tiled)]
+
+    def reduce_scatter_t(ct, x, *, scatter_dimension, axis_name, axis_index_groups, axis_size,
+                         tiled):
+        if type(ct) is Zero:
+            return [None]
+        return [all_gather_p.bind(ct, all_gather_dimension=scatter_dimension,
+                                  axis_name=axis_name, axis_index_groups=axis_index_groups,
+                                  axis_size=axis_size, tiled=tiled)]
+
+    def all_to_all_t(ct, x, *, split_axis, concat_axis, axis_name, axis_index_groups, tiled):
+        if type(ct) is Zero:
+            return [None]
+        return [all_to_all_p.bind(ct, split_axis=concat_axis, concat_axis=split_axis,
+                                  axis_name=axis_name, axis_index_groups=axis_index_groups,
+                                  tiled=tiled)]
+
+    def ppermute_t(ct, x, *, axis_name, perm):
+        if type(ct) is Zero:
+            return [None]
+        return [ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((d, s) for s, d in perm))]
+
+    transpose_rules[psum_p] = psum_t
+    transpose_rules[all_gather_p] = all_gather_t
+    transpose_rules[reduce_scatter_p] = reduce_scatter_t
+    transpose_rules[all_to_all_p] = all_to_all_t
+    transpose_rules[ppermute_p] = ppermute_t
+
+
+_register_differentiation()
