@@ -395,3 +395,37 @@ _scan_jvp(cumprod_p, _E.mul)
 _scan_jvp(cummax_p, _E.max)
 _scan_jvp(cummin_p, _E.min)
 _scan_jvp(cumlogsumexp_p, _logaddexp_op)
+
+
+# --- batching ---------------------------------------------------------------------------------
+# Every rule keeps the batch dimension where it is: the per-example axes shift past it.
+def _shift(axis: int, bdim: int) -> int:
+    """A per-example axis as an axis of the value batched at ``bdim``."""
+    return axis if axis < bdim else axis + 1
+
+
+def _reduction_batch(prim):
+    def rule(axis_data, vals, dims, *, axes, **params):
+        (x,), (d,) = vals, dims
+        out = prim.bind(x, axes=tuple(_shift(a, d) for a in axes), **params)
+        return out, d - sum(a < d for a in axes)
+    return rule
+
+
+def _cumulative_batch(prim):
+    def rule(axis_data, vals, dims, *, axis, reverse):
+        (x,), (d,) = vals, dims
+        return prim.bind(x, axis=_shift(axis, d), reverse=reverse), d
+    return rule
+
+
+def _register_batching():
+    from plax.transforms.vmap import batch_rules
+    for prim in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p,
+                 reduce_or_p, reduce_xor_p, argmax_p, argmin_p):
+        batch_rules[prim] = _reduction_batch(prim)
+    for prim in (cumsum_p, cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
+        batch_rules[prim] = _cumulative_batch(prim)
+
+
+_register_batching()
