@@ -377,3 +377,43 @@ def _dot_general_transpose(ct, x, y, *, dimension_numbers, **params):
 
 jvp_rules[dot_general_p] = _dot_general_jvp
 transpose_rules[dot_general_p] = _dot_general_transpose
+
+
+# --- batching ---------------------------------------------------------------------------------
+def _shift_dims(dims, bdim) -> tuple:
+    """Per-example dimension numbers of one operand as dimensions of its batched value."""
+    return tuple(d if bdim is None or d < bdim else d + 1 for d in dims)
+
+
+def _free_dims(ndim: int, batch: tuple, contract: tuple) -> list:
+    return [i for i in range(ndim) if i not in batch and i not in contract]
+
+
+def _dot_general_batch(axis_data, vals, dims, *, dimension_numbers, **params):
+    """Both operands batched: their batch dimensions pair up as a new leading dot_general batch
+    dimension. One batched: its batch dimension rides along as a free dimension of that operand,
+    so neither operand is transposed or broadcast."""
+    (lhs, rhs), (dl, dr) = vals, dims
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, lb = _shift_dims(lc, dl), _shift_dims(lb, dl)
+    rc, rb = _shift_dims(rc, dr), _shift_dims(rb, dr)
+    if dl is not None and dr is not None:
+        new_dims = ((lc, rc), ((dl,) + lb, (dr,) + rb))
+        out_dim = 0
+    elif dl is not None:
+        new_dims = ((lc, rc), (lb, rb))
+        out_dim = len(lb) + _free_dims(_aval(lhs).ndim, lb, lc).index(dl)
+    else:
+        new_dims = ((lc, rc), (lb, rb))
+        lhs_free = _free_dims(_aval(lhs).ndim, lb, lc)
+        out_dim = len(lb) + len(lhs_free) + _free_dims(_aval(rhs).ndim, rb, rc).index(dr)
+    out = dot_general_p.bind(lhs, rhs, dimension_numbers=new_dims, **params)
+    return out, out_dim
+
+
+def _register_batching():
+    from plax.transforms.vmap import batch_rules
+    batch_rules[dot_general_p] = _dot_general_batch
+
+
+_register_batching()

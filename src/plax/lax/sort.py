@@ -252,3 +252,36 @@ def _top_k_jvp(primals, tangents, *, k, axis):
 jvp_rules[sort_p] = _sort_jvp
 transpose_rules[sort_p] = _sort_transpose
 jvp_rules[top_k_p] = _top_k_jvp
+
+
+# --- batching ---------------------------------------------------------------------------------
+def _sort_batch(axis_data, vals, dims, *, dimension, is_stable, num_keys):
+    """Sort along the shifted dimension. The operands must agree in shape, so they all take
+    the batch dimension of the first batched one (unbatched ones are broadcast to it)."""
+    from plax.transforms.vmap import batch_size_of, move_batch_dim, not_mapped
+    size = batch_size_of(vals, dims)
+    d = next(b for b in dims if b is not not_mapped)
+    vals = [v if b == d else move_batch_dim(v, b, d, size) for v, b in zip(vals, dims)]
+    outs = sort_p.bind(*vals, dimension=dimension if dimension < d else dimension + 1,
+                       is_stable=is_stable, num_keys=num_keys)
+    return outs, [d] * len(outs)
+
+
+def _top_k_batch(axis_data, vals, dims, *, k, axis):
+    """top_k runs on the last dimension (others cost a transpose each way in its lowering):
+    when the batch dimension is last and the per-example axis was, move the batch to the front."""
+    from plax.transforms.vmap import moveaxis
+    (x,), (d,) = vals, dims
+    if d == _aval(x).ndim - 1 and axis == d - 1:
+        x, d = moveaxis(x, d, 0), 0
+    outs = top_k_p.bind(x, k=k, axis=axis if axis < d else axis + 1)
+    return outs, [d, d]
+
+
+def _register_batching():
+    from plax.transforms.vmap import batch_rules
+    batch_rules[sort_p] = _sort_batch
+    batch_rules[top_k_p] = _top_k_batch
+
+
+_register_batching()
