@@ -683,9 +683,10 @@ def clear_caches() -> None:
     """Drop every compilation and tracing cache (jitted functions retrace on next call)."""
     from plax.lax.pjit import _jvp_callees
     from plax.transforms.linearize import _split_cache
+    from plax.lax.pjit import _batched_callees
     from plax.transforms.transpose import _transpose_cache
     dispatch.clear_caches()
-    for cache in (_jvp_callees, _split_cache, _transpose_cache):
+    for cache in (_jvp_callees, _split_cache, _transpose_cache, _batched_callees):
         cache.clear()
     for wrapped in list(_jit_instances):
         wrapped.clear_cache()

@@ -313,8 +313,9 @@ def _is_array(x) -> bool:
 
 
 # --- Jacobians ------------------------------------------------------------------------------
-# Built from one jvp per input element (jacfwd) or one backward pass per output element
-# (jacrev); each is exact. The Jacobian pytree nests the input structure inside the output's.
+# jacfwd pushes every standard basis vector of the inputs through one jvp, and jacrev pulls
+# every basis vector of the outputs back through one vjp, both batched with vmap. The
+# Jacobian pytree nests the input structure inside the output's.
 def _jac_inputs(args, nums, holomorphic, what):
     dyn = tuple(args[i] for i in nums)
     for leaf in tree_util.tree_leaves(dyn):
@@ -331,81 +332,68 @@ def _jac_inputs(args, nums, holomorphic, what):
     return dyn
 
 
-def _assemble(rows, out_leaves_avals, in_avals, by_output: bool):
-    """Jacobian blocks from per-element results.
+def _std_basis(avals):
+    """One basis array per leaf, shaped (total elements,) + leaf shape: together the rows of
+    the identity over all the leaves' elements."""
+    sizes = [int(np.prod(a.shape, dtype=np.int64)) for a in avals]
+    total, start, out = sum(sizes), 0, []
+    for a, n in zip(avals, sizes):
+        block = np.zeros((total, n), a.dtype)
+        block[np.arange(start, start + n), np.arange(n)] = 1
+        out.append(block.reshape((total,) + a.shape))
+        start += n
+    return out
 
-    ``rows[k]`` holds one result per output leaf (jacfwd: varying input element k) or per
-    input leaf (jacrev: varying output element k); blocks come out shaped out + in.
-    """
+
+def _split_jac(flat, out_aval, in_avals):
+    """The per-input blocks (shaped out + in) of a forward-mode Jacobian whose input elements
+    run along the last axis of ``flat``."""
     import plax.numpy as jnp
-    blocks = []
-    if not by_output:  # jacfwd: rows over all input elements, entries per output leaf
-        for o, oa in enumerate(out_leaves_avals):
-            per_in, start = [], 0
-            for ia in in_avals:
-                n = int(np.prod(ia.shape, dtype=np.int64))
-                col = [rows[k][o] for k in range(start, start + n)]
-                start += n
-                stacked = jnp.stack(col, axis=-1) if col else jnp.zeros(oa.shape + (0,), oa.dtype)
-                per_in.append(jnp.reshape(stacked, oa.shape + ia.shape))
-            blocks.append(per_in)
-    else:  # jacrev: rows over all output elements, entries per input leaf
-        start = 0
-        for oa in out_leaves_avals:
-            m = int(np.prod(oa.shape, dtype=np.int64))
-            per_in = []
-            for i, ia in enumerate(in_avals):
-                col = [rows[k][i] for k in range(start, start + m)]
-                stacked = jnp.stack(col, axis=0) if col else jnp.zeros((0,) + ia.shape, ia.dtype)
-                per_in.append(jnp.reshape(stacked, oa.shape + ia.shape))
-            start += m
-            blocks.append(per_in)
+    from plax.lax.shapes import slice_in_dim
+    blocks, start = [], 0
+    for ia in in_avals:
+        n = int(np.prod(ia.shape, dtype=np.int64))
+        part = slice_in_dim(flat, start, start + n, 1, get_aval(flat).ndim - 1) \
+            if len(in_avals) > 1 else flat
+        blocks.append(jnp.reshape(part, out_aval.shape + ia.shape))
+        start += n
     return blocks
 
 
-def _one_hots(avals):
-    """Basis vectors, one per element of the leaves described by ``avals``."""
-    for j, a in enumerate(avals):
-        n = int(np.prod(a.shape, dtype=np.int64))
-        for k in range(n):
-            leaves = [_zeros(b) for b in avals]
-            flat = leaves[j].reshape(-1)
-            flat[k] = 1
-            yield [np.asarray(x) for x in leaves]
+def _float0_to_zeros(t, like_aval):
+    """Integer values have float0 tangents; in a Jacobian their blocks are zeros."""
+    return _zeros(like_aval) if get_aval(t).dtype == dtypes.float0 else t
 
 
 def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
-    """The Jacobian of ``fun`` by forward mode (one JVP per input element)."""
+    """The Jacobian of ``fun`` by forward mode (a jvp per input element, vmapped)."""
+    from plax.api_vmap import vmap
+
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         nums = _check_argnums(argnums, len(args), _fun_name(fun))
         dyn = _jac_inputs(args, nums, holomorphic, "jacfwd")
         in_leaves, in_tree = tree_util.tree_flatten(dyn)
         in_avals = [get_aval(x) for x in in_leaves]
-
         f_dyn = _with_args_at(fun, args, kwargs, nums)
+        box = {}
+
+        def push(*basis_leaves):
+            tangents = tree_util.tree_unflatten(in_tree, list(basis_leaves))
+            res = jvp(f_dyn, dyn, tuple(tangents), has_aux=has_aux)
+            out_leaves, box["out_tree"] = tree_util.tree_flatten(res[0])
+            tans = [_float0_to_zeros(t, get_aval(o))
+                    for o, t in zip(out_leaves, tree_util.tree_leaves(res[1]))]
+            return out_leaves, tans, (res[2] if has_aux else None)
 
         def compute():
-            # One linearization, then one evaluation of the linear function per input element.
-            res = linearize(f_dyn, *dyn, has_aux=has_aux)
-            ans, f_jvp = res[0], res[1]
-            out_leaves = tree_util.tree_leaves(ans)
-            rows = []
-            for basis in _one_hots(in_avals):
-                tan = f_jvp(*tree_util.tree_unflatten(in_tree, basis))
-                # Integer outputs have float0 tangents; their blocks are zeros of their dtype.
-                rows.append([_zeros(get_aval(o)) if get_aval(t).dtype == dtypes.float0 else t
-                             for o, t in zip(out_leaves, tree_util.tree_leaves(tan))])
-            return _jacfwd_result(ans, res[2] if has_aux else None, rows)
-
-        def _jacfwd_result(ans, aux, rows):
-            out_leaves, out_tree = tree_util.tree_flatten(ans)
-            out_avals = [get_aval(x) for x in out_leaves]
+            outs, tans, aux = vmap(push, out_axes=(None, -1, None))(*_std_basis(in_avals))
+            out_avals = [get_aval(o) for o in outs]
             if holomorphic:
                 for a in out_avals:
                     _check_output_dtype(a.dtype, True, "jacfwd")
-            blocks = _assemble(rows, out_avals, in_avals, by_output=False)
-            jac = _nest(blocks, out_tree, in_tree, isinstance(argnums, int))
+            blocks = [_split_jac(t, oa, in_avals) for t, oa in zip(tans, out_avals)]
+            jac = _nest(blocks, box["out_tree"], in_tree, isinstance(argnums, int))
             return (jac, aux) if has_aux else jac
 
         # Under jit, the primal computation is staged but only the Jacobian is returned.
@@ -416,7 +404,9 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
 
 def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
            allow_int: bool = False):
-    """The Jacobian of ``fun`` by reverse mode (one backward pass per output element)."""
+    """The Jacobian of ``fun`` by reverse mode (a vjp per output element, vmapped)."""
+    from plax.api_vmap import vmap
+
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         nums = _check_argnums(argnums, len(args), _fun_name(fun))
@@ -425,9 +415,7 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
             _check_input_dtype(leaf, holomorphic, allow_int, "jacrev")
         in_leaves, in_tree = tree_util.tree_flatten(dyn)
         in_avals = [get_aval(x) for x in in_leaves]
-
         f_dyn = _with_args_at(fun, args, kwargs, nums)
-
         return drop_dead_equations(lambda: _jacrev(f_dyn, dyn, in_avals, in_tree), lambda r: r)
 
     def _jacrev(f_dyn, dyn, in_avals, in_tree):
@@ -437,13 +425,20 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
         out_avals = [get_aval(x) for x in out_leaves]
         for a in out_avals:
             _check_output_dtype(a.dtype, holomorphic, "jacrev")
-        rows = []
-        for basis in _one_hots(out_avals):
-            cts = f_vjp(tree_util.tree_unflatten(out_tree, basis))
-            # Integer inputs (allow_int) get float0 cotangents: zeros of their dtype here.
-            rows.append([_zeros(a) if get_aval(c).dtype == dtypes.float0 else c
-                         for a, c in zip(in_avals, tree_util.tree_leaves(cts))])
-        blocks = _assemble(rows, out_avals, in_avals, by_output=True)
+
+        def pull(*basis_leaves):
+            cts = f_vjp(tree_util.tree_unflatten(out_tree, list(basis_leaves)))
+            return [_float0_to_zeros(c, a) for a, c in zip(in_avals, tree_util.tree_leaves(cts))]
+
+        # Per input leaf: (all output elements,) + input shape.
+        per_in = vmap(pull)(*_std_basis(out_avals))
+        blocks, start = [], 0
+        import plax.numpy as jnp
+        for oa in out_avals:
+            m = int(np.prod(oa.shape, dtype=np.int64))
+            rows = [c[start:start + m] if len(out_avals) > 1 else c for c in per_in]
+            blocks.append([jnp.reshape(r, oa.shape + ia.shape) for r, ia in zip(rows, in_avals)])
+            start += m
         jac = _nest(blocks, out_tree, in_tree, isinstance(argnums, int))
         return (jac, res[2]) if has_aux else jac
 

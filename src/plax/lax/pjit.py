@@ -122,3 +122,36 @@ def _register_dce():
 
 
 _register_dce()
+
+
+# --- batching -------------------------------------------------------------------------------
+def _pjit_batch(axis, vals, dims, *, jaxpr, name, donated_invars, keep_unused, inline, device,
+                compiler_options):
+    """A jit of the batched body; each (jaxpr, batch layout, axis) is batched once."""
+    from plax.core.trace import Tracer, axis_env
+    from plax.transforms.linearize import as_callee
+    from plax.transforms.vmap import batch_jaxpr
+    key = (jaxpr, tuple(dims), axis.name, axis.size, axis.spmd_name, axis_env())
+    cached = _batched_callees.get(key)
+    if cached is None:
+        body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description=f"vmap({name})")
+        cached = (as_callee(body), consts, out_dims)
+        if not any(isinstance(c, Tracer) for c in consts):
+            _batched_callees[key] = cached
+    callee, consts, out_dims = cached
+    outs = pjit_p.bind(*consts, *vals, jaxpr=callee, name=name,
+                       donated_invars=(False,) * len(consts) + tuple(donated_invars),
+                       keep_unused=keep_unused, inline=inline, device=device,
+                       compiler_options=compiler_options)
+    return outs, out_dims
+
+
+_batched_callees: dict = {}  # (jaxpr, batch dims, axis) -> (callee, consts, out_dims)
+
+
+def _register_batching():
+    from plax.transforms.vmap import batch_rules
+    batch_rules[pjit_p] = _pjit_batch
+
+
+_register_batching()

@@ -566,3 +566,136 @@ def closure_convert(fun, *example_args):
 
     converted_fun.__name__ = _name(fun)
     return converted_fun, hoisted
+
+
+# --- batching: the custom rules are batched along with the function --------------------------
+# Mapped inputs move their batch to 0 and every output is batched at 0, so the custom rules'
+# outputs line up with the function's whatever they leave unbatched.
+def _front(vals, dims):
+    from plax.transforms.vmap import moveaxis
+    return ([v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)],
+            [None if d is None else 0 for d in dims])
+
+
+def _per_example_zero(t, d):
+    """A symbolic zero tangent/cotangent of a value batched at ``d`` (or unbatched)."""
+    a = t.aval
+    return Zero(a if d is None else a.update(shape=a.shape[1:]))
+
+
+def _batch_with_zeros(fn, vals, dims, axis, n_out):
+    """Batch ``fn(*vals) -> list`` where some inputs are symbolic ``Zero``s (passed through,
+    per example) and some outputs may be ``Zero``s. Outputs come back batched at 0."""
+    from plax.transforms.vmap import batch_flat, move_batch_dim
+    live = [type(v) is not Zero for v in vals]
+    zeros_out = []
+
+    def flat(*xs):
+        it = iter(xs)
+        full = [next(it) if lv else _per_example_zero(v, d) for v, d, lv in zip(vals, dims, live)]
+        outs = fn(*full)
+        zeros_out[:] = [o if type(o) is Zero else None for o in outs]
+        return [o for o in outs if type(o) is not Zero]
+
+    outs, out_dims = batch_flat(flat, [v for v, lv in zip(vals, live) if lv],
+                                [d for d, lv in zip(dims, live) if lv], axis)
+    it = iter(move_batch_dim(o, d, 0, axis.size) for o, d in zip(outs, out_dims))
+    return [next(it) if z is None else Zero(z.aval.update(shape=(axis.size,) + z.aval.shape))
+            for z in zeros_out]
+
+
+def _custom_jvp_call_batch(axis, vals, dims, *, call_jaxpr, jvp, num_consts, symbolic_zeros,
+                           name):
+    from plax.transforms.linearize import as_callee
+    from plax.transforms.vmap import batch_jaxpr
+    vals, dims = _front(vals, dims)
+    n_out = len(call_jaxpr.out_avals)
+    body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name, out_dims=[0] * n_out)
+    leaf_dims = dims[num_consts:]
+    n = len(leaf_dims)
+
+    def batched_jvp(primals, tangents):
+        def per_example(*xs):
+            outs, tans = jvp(list(xs[:n]), list(xs[n:]))
+            return list(outs) + list(tans)
+        res = _batch_with_zeros(per_example, list(primals) + list(tangents), leaf_dims * 2, axis,
+                                2 * n_out)
+        return res[:n_out], res[n_out:]
+
+    outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=as_callee(body),
+                                  jvp=_Named(batched_jvp, repr(jvp)),
+                                  num_consts=len(consts) + num_consts,
+                                  symbolic_zeros=symbolic_zeros, name=name)
+    return outs, [0] * n_out
+
+
+def _custom_vjp_call_batch(axis, vals, dims, *, call_jaxpr, fwd, bwd, num_consts, symbolic_zeros,
+                           name):
+    from plax.transforms.linearize import as_callee
+    from plax.transforms.vmap import batch_flat, batch_jaxpr, move_batch_dim
+    vals, dims = _front(vals, dims)
+    n_out = len(call_jaxpr.out_avals)
+    body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name, out_dims=[0] * n_out)
+    leaf_dims = dims[num_consts:]
+
+    def batched_fwd(primals, perturbed):
+        box = {}
+
+        def per_example(*ps):
+            outs, res, bwd_rule = fwd(list(ps), perturbed)
+            box["bwd"], box["n_res"] = bwd_rule, len(res)
+            return list(outs) + list(res)
+
+        got, got_dims = batch_flat(per_example, list(primals), leaf_dims, axis)
+        outs = [move_batch_dim(o, d, 0, axis.size) for o, d in zip(got[:n_out], got_dims[:n_out])]
+        res, res_dims = got[n_out:], got_dims[n_out:]
+        return outs, res, _Named(_batched_bwd(box["bwd"], res_dims, leaf_dims, axis), repr(bwd))
+
+    outs = custom_vjp_call_p.bind(*consts, *vals, call_jaxpr=as_callee(body),
+                                  fwd=_Named(batched_fwd, repr(fwd)), bwd=bwd,
+                                  num_consts=len(consts) + num_consts,
+                                  symbolic_zeros=symbolic_zeros, name=name)
+    return outs, [0] * n_out
+
+
+def _batched_bwd(bwd_rule, res_dims, leaf_dims, axis):
+    """The backward rule run per example; cotangents of unbatched inputs sum over the batch."""
+    from plax.lax.reductions import reduce_sum
+
+    def bwd(res, cts):
+        n_res = len(res)
+        in_cts = _batch_with_zeros(lambda *xs: bwd_rule(list(xs[:n_res]), list(xs[n_res:])),
+                                   list(res) + list(cts), list(res_dims) + [0] * len(cts), axis,
+                                   len(leaf_dims))
+        out = []
+        for c, d in zip(in_cts, leaf_dims):
+            if d is None:
+                c = Zero(c.aval.update(shape=c.aval.shape[1:])) if type(c) is Zero else \
+                    reduce_sum(c, (0,))
+            out.append(c)
+        return out
+    return bwd
+
+
+def _custom_lin_batch(axis, vals, dims, *, num_res, bwd, out_avals, nonzero, diff_out):
+    """The linear part of a custom_vjp function, for batched residuals or tangents."""
+    vals, dims = _front(vals, dims)
+    tan_dims = iter(dims[num_res:])
+    # Cotangents come back for every primal input; those without a tangent are dropped.
+    in_dims = [next(tan_dims) if nz else None for nz in nonzero]
+    batched = tuple(a.update(shape=(axis.size,) + a.shape) for a in out_avals)
+    outs = custom_lin_p.bind(*vals, num_res=num_res,
+                             bwd=_Named(_batched_bwd(bwd, dims[:num_res], in_dims, axis),
+                                        repr(bwd)),
+                             out_avals=batched, nonzero=nonzero, diff_out=diff_out)
+    return outs, [0] * len(outs)
+
+
+def _register_batching():
+    from plax.transforms.vmap import batch_rules
+    batch_rules[custom_jvp_call_p] = _custom_jvp_call_batch
+    batch_rules[custom_vjp_call_p] = _custom_vjp_call_batch
+    batch_rules[custom_lin_p] = _custom_lin_batch
+
+
+_register_batching()

@@ -240,3 +240,24 @@ def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnum
 
 
 remat = checkpoint
+
+
+# --- batching -------------------------------------------------------------------------------
+def _checkpoint_batch(axis, vals, dims, *, jaxpr, prevent_cse, differentiated, policy):
+    """A checkpoint of the batched body."""
+    from plax.transforms.vmap import batch_jaxpr
+    body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description="checkpoint")
+    outs = checkpoint_p.bind(*consts, *vals, jaxpr=as_callee(body), prevent_cse=prevent_cse,
+                             differentiated=differentiated, policy=policy)
+    return outs, out_dims
+
+
+def _register_batching():
+    from plax.transforms.vmap import batch_rules, vectorized_rule
+    batch_rules[checkpoint_p] = _checkpoint_batch
+    batch_rules[optimization_barrier_p] = lambda axis, vals, dims: (
+        optimization_barrier_p.bind(*vals), list(dims))
+    vectorized_rule(name_p)
+
+
+_register_batching()

@@ -254,3 +254,37 @@ def align_elementwise(vals, dims) -> list:
                 continue
             out.append(moveaxis(v, b, d))
     return out
+
+
+# --- batching a jaxpr (for primitives that hold one: pjit, checkpoint, custom rules) ----------
+def batched_aval(aval, dim, size: int):
+    """The type of a value of per-example type ``aval`` batched along ``dim``."""
+    if dim is not_mapped:
+        return aval
+    return aval.update(shape=aval.shape[:dim] + (size,) + aval.shape[dim:])
+
+
+def batch_jaxpr(closed, axis: AxisData, dims, description: str = "", out_dims=None):
+    """Stage the batched version of ``closed`` for inputs batched along ``dims``.
+
+    Returns ``(jaxpr, consts, out_dims)``: a Jaxpr whose constvars take ``consts``
+    (values it closes over, e.g. tracers of enclosing traces) and the batch
+    dimension of each output. ``out_dims``, when given, fixes where each output's
+    batch goes (unbatched outputs are broadcast there).
+    """
+    from plax.core.jaxpr import eval_jaxpr
+    from plax.core.staging import trace_to_jaxpr
+    in_avals = [batched_aval(a, d, axis.size) for a, d in zip(closed.in_avals, dims)]
+    box = []
+
+    def body(*xs):
+        outs, got = batch_flat(lambda *ys: eval_jaxpr(closed.jaxpr, closed.consts, *ys),
+                               list(xs), dims, axis, description)
+        if out_dims is not None:
+            outs = [move_batch_dim(o, d, w, axis.size) for o, d, w in zip(outs, got, out_dims)]
+            got = list(out_dims)
+        box.append(got)
+        return outs
+
+    jaxpr, consts = trace_to_jaxpr(body, in_avals, description=description)
+    return jaxpr, consts, box[0]
