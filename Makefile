@@ -21,6 +21,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_eager.py
 	$(PY) bench/bench_jit.py
 	$(PY) bench/bench_autodiff.py
+	$(PY) bench/bench_vmap.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

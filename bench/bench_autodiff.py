@@ -22,7 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import print_table, run_jax, run_plax  # noqa: E402
+from harness import best_rounds, print_table  # noqa: E402
 
 MEASURE = r'''
 # --- grad of a 200-op scalar chain, a fresh function each repetition
@@ -84,23 +84,9 @@ print(json.dumps(res))
 '''
 
 
-def best_rounds(rounds: int):
-    """Alternate plax and JAX runs; keep each row's best (the machines are shared and noisy)."""
-    mine, theirs = {}, None
-    for _ in range(rounds):
-        for k, v in run_plax(MEASURE).items():
-            mine[k] = min(v, mine.get(k, v))
-        other = run_jax(MEASURE)
-        if other is not None:
-            theirs = theirs or {}
-            for k, v in other.items():
-                theirs[k] = min(v, theirs.get(k, v))
-    return mine, theirs
-
-
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    mine, theirs = best_rounds(rounds)
+    mine, theirs = best_rounds(MEASURE, rounds)
     print_table(mine, theirs)
     print(f"\nBest of {rounds} alternating rounds per row.")
     print("Targets: tracing (trace, trace+lower) <= 1x JAX; MLP step time <= 1.05x JAX.")

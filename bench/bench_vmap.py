@@ -1,0 +1,90 @@
+"""vmap benchmarks, plax next to JAX when one is found.
+
+Measures (issue 5):
+  - per-example gradients of an MLP (784 -> 256 -> 256 -> 10, tanh, softmax
+    cross-entropy, batch 128) with `jit(vmap(grad(loss), in_axes=(None, 0, 0)))`:
+    trace+lower time and steady-state run time;
+  - trace time of `vmap(jacrev(f))` (make_jaxpr) for a 60-op vector function of
+    x: f32[16] over a batch of 32, a fresh function every repetition.
+
+Targets: trace time no slower than JAX; run time within 5% of JAX (same XLA).
+
+    JAX_PYTHON=/tmp/jaxref/bin/python .venv/bin/python bench/bench_vmap.py [ROUNDS]
+
+Each row is the best over ROUNDS (default 3) alternating plax/JAX runs.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import best_rounds, print_table  # noqa: E402
+
+MEASURE = r'''
+rng = np.random.default_rng(0)
+SIZES = [784, 256, 256, 10]
+BATCH = 128
+params = [(lib.device_put((rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)),
+           lib.device_put(np.zeros(n, np.float32)))
+          for m, n in zip(SIZES[:-1], SIZES[1:])]
+xb = lib.device_put(rng.standard_normal((BATCH, SIZES[0])).astype(np.float32))
+yb = lib.device_put(np.eye(SIZES[-1], dtype=np.float32)[rng.integers(0, SIZES[-1], BATCH)])
+
+def make_per_example():
+    def loss(params, x, y):  # one example: x f32[784], y f32[10]
+        h = x
+        for w, b in params[:-1]:
+            h = jnp.tanh(jnp.dot(h, w) + b)
+        w, b = params[-1]
+        logits = jnp.dot(h, w) + b
+        m = jnp.max(logits)
+        lse = jnp.log(jnp.sum(jnp.exp(logits - m))) + m
+        return -jnp.sum(y * (logits - lse))
+    return lib.vmap(lib.grad(loss), in_axes=(None, 0, 0))
+
+per_example = lib.jit(make_per_example())
+grads = per_example(params, xb, yb)
+assert np.isfinite(float(jnp.sum(grads[0][0])))
+
+def run_per_example():
+    lib.block_until_ready(per_example(params, xb, yb))
+
+W = (rng.standard_normal((16, 16)) / 4).astype(np.float32)
+xs = rng.standard_normal((32, 16)).astype(np.float32)
+
+def make_vector_fn():
+    def f(x):
+        y = x
+        for i in range(20):
+            y = jnp.tanh(jnp.dot(W, y)) * x + 0.5
+        return y
+    return f
+
+res = {
+  "trace+lower jit(vmap(grad)) MLP per-example (ms)":
+      best_single(make_per_example,
+                  lambda g: lib.jit(g).lower(params, xb, yb), 10) / 1e3,
+  "run jit(vmap(grad)) MLP per-example, batch 128 (ms)":
+      best_of(run_per_example, 5, 20) / 1e3,
+  "trace vmap(jacrev(f)) 60-op f32[16] fn, batch 32 (ms)":
+      best_single(make_vector_fn, lambda f: lib.make_jaxpr(lib.vmap(lib.jacrev(f)))(xs), 10) / 1e3,
+  "trace vmap(jacfwd(f)) 60-op f32[16] fn, batch 32 (ms)":
+      best_single(make_vector_fn, lambda f: lib.make_jaxpr(lib.vmap(lib.jacfwd(f)))(xs), 10) / 1e3,
+}
+print(json.dumps(res))
+'''
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    mine, theirs = best_rounds(MEASURE, rounds)
+    print_table(mine, theirs)
+    print(f"\nBest of {rounds} alternating rounds per row.")
+    print("Targets: trace times <= 1x JAX; per-example gradient run time <= 1.05x JAX.")
+    if theirs is None:
+        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
+
+
+if __name__ == "__main__":
+    main()
