@@ -764,3 +764,151 @@ jvp_rules[dynamic_slice_p] = _dynamic_slice_jvp
 transpose_rules[dynamic_slice_p] = _dynamic_slice_transpose
 jvp_rules[dynamic_update_slice_p] = _dynamic_update_slice_jvp
 transpose_rules[dynamic_update_slice_p] = _dynamic_update_slice_transpose
+
+
+# --- batching ---------------------------------------------------------------------------
+# Each rule keeps the operand's batch dimension where it is when the op allows it, and
+# says where it ended up. Static index parameters are shifted past the batch dimension.
+def _shift_dims(dims, at: int) -> tuple:
+    """Per-example axis numbers as axes of the batched value (batch at ``at``)."""
+    return tuple(d + 1 if d >= at else d for d in dims)
+
+
+def _broadcast_in_dim_batch(axis, vals, dims, *, shape, broadcast_dimensions, sharding=None):
+    (x,), (bd,) = vals, dims
+    # The new output axis sits just before the output axis of the operand's next axis (or
+    # just after its last), so broadcast_dimensions stay increasing when they were.
+    bdims = broadcast_dimensions
+    out = bdims[bd] if bd < len(bdims) else (bdims[-1] + 1 if bdims else 0)
+    new_dims = _shift_dims(broadcast_dimensions, out)
+    new_dims = new_dims[:bd] + (out,) + new_dims[bd:]
+    new_shape = shape[:out] + (axis.size,) + shape[out:]
+    return broadcast_in_dim_p.bind(x, shape=new_shape, broadcast_dimensions=new_dims,
+                                   sharding=sharding), out
+
+
+def _reshape_batch(axis, vals, dims, *, new_sizes, dimensions, sharding=None):
+    (x,), (bd,) = vals, dims
+    # Bring the batch to the front within the reshape's own transposition.
+    order = tuple(range(get_aval(x).ndim - 1)) if dimensions is None else dimensions
+    perm = (bd,) + _shift_dims(order, bd)
+    return reshape(x, (axis.size,) + tuple(new_sizes), perm), 0
+
+
+def _transpose_batch(axis, vals, dims, *, permutation):
+    (x,), (bd,) = vals, dims
+    perm = _shift_dims(permutation, bd)
+    return transpose(x, perm[:bd] + (bd,) + perm[bd:]), bd
+
+
+def _squeeze_batch(axis, vals, dims, *, dimensions):
+    (x,), (bd,) = vals, dims
+    return squeeze_p.bind(x, dimensions=_shift_dims(dimensions, bd)), \
+        bd - sum(d < bd for d in dimensions)
+
+
+def _rev_batch(axis, vals, dims, *, dimensions):
+    (x,), (bd,) = vals, dims
+    return rev_p.bind(x, dimensions=_shift_dims(dimensions, bd)), bd
+
+
+def _concatenate_batch(axis, vals, dims, *, dimension):
+    from plax.transforms.vmap import common_dim, move_batch_dim, not_mapped
+    batched = [(v, d) for v, d in zip(vals, dims) if d is not not_mapped]
+    bd = common_dim(*zip(*batched))
+    xs = [move_batch_dim(v, d, bd, axis.size) for v, d in zip(vals, dims)]
+    return concatenate_p.bind(*xs, dimension=dimension + (dimension >= bd)), bd
+
+
+def _pad_batch(axis, vals, dims, *, padding_config):
+    from plax.transforms.vmap import move_batch_dim, not_mapped
+    (x, pv), (bx, bp) = vals, dims
+    bd = 0 if bx is not_mapped else bx
+    x = move_batch_dim(x, bx, bd, axis.size)
+    config = padding_config[:bd] + ((0, 0, 0),) + padding_config[bd:]
+    if bp is not_mapped:
+        return pad_p.bind(x, pv, padding_config=config), bd
+    # A batched padding value: pad with zeros, then select the padding value where a padded
+    # mask says there was no operand element.
+    zero = np.zeros((), get_aval(x).dtype)
+    padded = pad_p.bind(x, zero, padding_config=config)
+    shape = get_aval(x).shape
+    ones = broadcast_in_dim(np.bool_(True), shape[:bd] + shape[bd + 1:], ())
+    mask = pad_p.bind(ones, np.bool_(False), padding_config=padding_config)
+    out_shape = get_aval(padded).shape
+    kept = tuple(i for i in range(len(out_shape)) if i != bd)
+    return E.select_n(broadcast_in_dim(mask, out_shape, kept),
+                      broadcast_in_dim(pv, out_shape, (bd,)), padded), bd
+
+
+def _slice_batch(axis, vals, dims, *, start_indices, limit_indices, strides):
+    (x,), (bd,) = vals, dims
+    start = start_indices[:bd] + (0,) + start_indices[bd:]
+    limit = limit_indices[:bd] + (axis.size,) + limit_indices[bd:]
+    strides = None if strides is None else strides[:bd] + (1,) + strides[bd:]
+    return slice_p.bind(x, start_indices=start, limit_indices=limit, strides=strides), bd
+
+
+def _stacked_indices(idx, dims, size: int):
+    """Scalar start indices (batched along 0, or not) as one (size, len(idx)) array."""
+    from plax.transforms.vmap import not_mapped
+    cols = [broadcast_in_dim(i, (size, 1), () if d is not_mapped else (0,))
+            for i, d in zip(idx, dims)]
+    return concatenate(cols, 1)
+
+
+def _index_dtype(idx) -> np.dtype:
+    return get_aval(idx[0]).dtype if idx else dtypes.default_int_dtype()
+
+
+def _dynamic_slice_batch(axis, vals, dims, *, slice_sizes):
+    from plax.lax import indexing as I
+    from plax.transforms.vmap import not_mapped
+    (x, *idx), (bx, *bis) = vals, dims
+    if all(b is not_mapped for b in bis):
+        zero = np.zeros((), _index_dtype(idx))
+        sizes = slice_sizes[:bx] + (axis.size,) + slice_sizes[bx:]
+        return dynamic_slice_p.bind(x, *idx[:bx], zero, *idx[bx:], slice_sizes=sizes), bx
+    # Batched start indices: a gather of one clamped window per example.
+    ndim = len(slice_sizes)
+    dn = I.GatherDimensionNumbers(offset_dims=tuple(range(ndim)), collapsed_slice_dims=(),
+                                  start_index_map=tuple(range(ndim)))
+    return I._gather_batch(axis, [x, _stacked_indices(idx, bis, axis.size)], [bx, 0],
+                           dimension_numbers=dn, slice_sizes=slice_sizes, mode=I.CLIP,
+                           fill_value=None, indices_are_sorted=False, unique_indices=False)
+
+
+def _dynamic_update_slice_batch(axis, vals, dims):
+    from plax.lax import indexing as I
+    from plax.transforms.vmap import move_batch_dim, not_mapped
+    (x, upd, *idx), (bx, bu, *bis) = vals, dims
+    if all(b is not_mapped for b in bis):
+        bd = bx if bx is not not_mapped else bu
+        x, upd = move_batch_dim(x, bx, bd, axis.size), move_batch_dim(upd, bu, bd, axis.size)
+        zero = np.zeros((), _index_dtype(idx))
+        return dynamic_update_slice_p.bind(x, upd, *idx[:bd], zero, *idx[bd:]), bd
+    # Batched start indices: a scatter of one clamped window per example.
+    if get_aval(x).weak_type:  # dynamic_update_slice's result is never weak; scatter's may be
+        x = E.convert_element_type_p.bind(x, new_dtype=get_aval(x).dtype, weak_type=False,
+                                          sharding=None)
+    ndim = len(idx)
+    dn = I.ScatterDimensionNumbers(update_window_dims=tuple(range(ndim)), inserted_window_dims=(),
+                                   scatter_dims_to_operand_dims=tuple(range(ndim)))
+    return I._scatter_batch(I.scatter_p)(
+        axis, [x, _stacked_indices(idx, bis, axis.size), upd], [bx, 0, bu],
+        dimension_numbers=dn, mode=I.CLIP, indices_are_sorted=True, unique_indices=True,
+        update_jaxpr=None, update_consts=())
+
+
+def _register_batching():
+    from plax.transforms.vmap import batch_rules
+    batch_rules.update({
+        broadcast_in_dim_p: _broadcast_in_dim_batch, reshape_p: _reshape_batch,
+        transpose_p: _transpose_batch, squeeze_p: _squeeze_batch, rev_p: _rev_batch,
+        concatenate_p: _concatenate_batch, pad_p: _pad_batch, slice_p: _slice_batch,
+        dynamic_slice_p: _dynamic_slice_batch,
+        dynamic_update_slice_p: _dynamic_update_slice_batch})
+    # iota has no operands, so it is never batched.
+
+
+_register_batching()
