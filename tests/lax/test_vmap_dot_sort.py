@@ -22,15 +22,6 @@ def normal(shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
 
 
-def _has_rules(*names):
-    from plax.lax import shapes
-    from plax.transforms.vmap import batch_rules
-    return all(getattr(shapes, f"{n}_p") in batch_rules for n in names)
-
-
-# vmap of grad / grad of vmap also batch transpose and broadcast_in_dim (lax/shapes.py rules).
-needs_shape_rules = pytest.mark.skipif(not _has_rules("transpose", "broadcast_in_dim"),
-                                       reason="needs batch rules for lax/shapes.py primitives")
 
 
 # --- dot_general -----------------------------------------------------------------------------
@@ -221,7 +212,6 @@ def _sort_loss(x):
     return R.reduce_sum(s * np.arange(1, 6, dtype=s.dtype) + R.cumsum(s, axis=0), (0,))
 
 
-@needs_shape_rules
 def test_vmap_of_grad_dot_and_sort():
     w, xs = normal((4, 3)), normal((6, 5, 4))  # x per example: (5, 4)
     per_example = np.stack([np.asarray(plax.grad(_dot_loss)(w, xs[i])) for i in range(6)])
@@ -233,7 +223,6 @@ def test_vmap_of_grad_dot_and_sort():
                                per_example, rtol=1e-5)
 
 
-@needs_shape_rules
 def test_grad_of_vmap_dot_and_sort():
     w, xs = normal((4, 3), np.float64), normal((6, 5, 4), np.float64)
     total = lambda w, xs: R.reduce_sum(plax.vmap(_dot_loss, (None, 0))(w, xs), (0,))  # noqa: E731

@@ -12,15 +12,6 @@ from plax.test_util import check_grads
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def _has_rules(*names):
-    from plax.lax import shapes
-    from plax.transforms.vmap import batch_rules
-    return all(getattr(shapes, f"{n}_p") in batch_rules for n in names)
-
-
-# vmap of grad / nested vmap also batch transpose and broadcast_in_dim (lax/shapes.py rules).
-needs_shape_rules = pytest.mark.skipif(not _has_rules("transpose", "broadcast_in_dim"),
-                                       reason="needs batch rules for lax/shapes.py primitives")
 rng = np.random.default_rng(0)
 
 
@@ -173,7 +164,6 @@ def _loss(v):
     return L.reduce_sum(L.cumsum(v, axis=0) * L.reduce_max(v, (0,)), (0,))
 
 
-@needs_shape_rules
 def test_vmap_of_grad_and_grad_of_vmap():
     x = sample((3, 5), np.float32)
     per_example = np.stack([np.asarray(plax.grad(_loss)(x[i])) for i in range(3)])
@@ -183,7 +173,6 @@ def test_vmap_of_grad_and_grad_of_vmap():
     check_grads(plax.vmap(_loss), (x.astype(np.float64),), order=2)
 
 
-@needs_shape_rules
 def test_nested_vmap():
     x = sample((2, 3, 4, 5), np.float32)
     inner = plax.vmap(lambda v: L.cumsum(L.reduce_sum(v, (1,)), axis=0), in_axes=1)

@@ -9,16 +9,7 @@ from helpers import check_vmap, check_vmap_axes
 rng = np.random.default_rng(0)
 
 
-def _has_rules(*names):
-    from plax.lax import shapes
-    from plax.transforms.vmap import batch_rules
-    return all(getattr(shapes, f"{n}_p") in batch_rules for n in names)
-
-
 # Functions built on reshape/transpose/broadcast_in_dim need the lax/shapes.py batch rules.
-SHAPE_RULES = _has_rules("transpose", "broadcast_in_dim", "reshape")
-needs_shape_rules = pytest.mark.skipif(not SHAPE_RULES,
-                                       reason="needs batch rules for lax/shapes.py primitives")
 
 
 def normal(*shape):
@@ -43,15 +34,12 @@ def against_numpy(fun, np_fun, *args, in_axes=0, rtol=1e-5):
 @pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod", "argmax", "argmin"])
 @pytest.mark.parametrize("axis", [0, -1, None])
 def test_reduction(name, axis):
-    if axis is None and name.startswith("arg") and not SHAPE_RULES:
-        pytest.skip("argmax/argmin over all axes reshape: needs the lax/shapes.py batch rules")
     x = normal(3, 4, 5)
     f = lambda v: getattr(jnp, name)(v, axis=axis)  # noqa: E731
     check_vmap_axes(f, x)
     against_numpy(f, lambda v: getattr(np, name)(v, axis=axis), x, in_axes=1)
 
 
-@needs_shape_rules
 def test_reductions_keepdims_and_tuple_axes():
     x = normal(3, 4, 5, 2)
     check_vmap_axes(lambda v: jnp.sum(v, axis=(0, 2), keepdims=True), x)
@@ -81,7 +69,6 @@ def test_dot():
     against_numpy(jnp.dot, np.dot, a, np.moveaxis(b, 0, 2), in_axes=(0, 2))
 
 
-@needs_shape_rules
 @pytest.mark.parametrize("spec,shapes", [
     ("ij,jk->ik", ((2, 4), (4, 5))),
     ("bij,bjk->bik", ((2, 3, 4), (2, 4, 5))),
@@ -140,7 +127,6 @@ def _np_log_softmax(x):
     return x - (np.log(np.exp(x - m).sum(-1, keepdims=True)) + m)
 
 
-@needs_shape_rules
 def test_log_softmax():
     x = normal(3, 4, 5)
     check_vmap_axes(_log_softmax, x)
