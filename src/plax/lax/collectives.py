@@ -401,30 +401,24 @@ def _all_to_all_batch(axis, vals, dims, *, split_axis, concat_axis, axis_name, a
 
 
 def _ppermute_batch(axis, vals, dims, *, axis_name, perm):
-    from plax.lax.shapes import broadcast_in_dim, concatenate, slice_in_dim
+    import numpy as np
+    from plax.lax.indexing import GatherDimensionNumbers, GatherScatterMode, gather
     from plax.transforms.vmap import bdim_at_front
     (x,), (d,) = vals, dims
     if axis.name not in axis_name:
         return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
     _single_name("ppermute", axis_name)
     x = bdim_at_front(x, d, axis.size)
-    source = {dst: src for src, dst in perm}
-    aval = get_aval(x)
-    zero = None
-    rows = []
-    for t in range(axis.size):
-        if t in source:
-            rows.append(slice_in_dim(x, source[t], source[t] + 1, 1, 0))
-        else:
-            if zero is None:
-                zero = broadcast_in_dim(_scalar_zero(aval.dtype), (1,) + aval.shape[1:], ())
-            rows.append(zero)
-    return concatenate(rows, 0), 0
-
-
-def _scalar_zero(dt):
-    import numpy as np
-    return np.zeros((), dt)
+    # Row t of the result is row source[t] of x; rows nobody sends to read out of bounds
+    # and are filled with zeros.
+    source = np.full((axis.size, 1), axis.size, np.int32)
+    for src, dst in perm:
+        source[dst, 0] = src
+    rest = get_aval(x).shape[1:]
+    dn = GatherDimensionNumbers(offset_dims=tuple(range(1, 1 + len(rest))),
+                                collapsed_slice_dims=(0,), start_index_map=(0,))
+    return gather(x, source, dn, (1,) + rest, mode=GatherScatterMode.FILL_OR_DROP,
+                  fill_value=0), 0
 
 
 def _axis_index_batch(axis, vals, dims, *, axis_name):
