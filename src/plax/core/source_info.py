@@ -38,9 +38,16 @@ def _is_plax_code(code) -> bool:
 def user_frame():
     """The innermost frame outside plax's own source (the user's call site)."""
     f = sys._getframe(1)
-    while f is not None and _is_plax_code(f.f_code):
+    known = _in_plax
+    while f is not None:  # _is_plax_code, inlined: this runs for every staged equation
+        code = f.f_code
+        inside = known.get(code)
+        if inside is None:
+            inside = known[code] = code.co_filename.startswith(_PLAX_DIR)
+        if not inside:
+            return f
         f = f.f_back
-    return f
+    return None
 
 
 def user_stacklevel() -> int:

@@ -144,14 +144,23 @@ def current_trace() -> Trace:
     return t
 
 
-@contextlib.contextmanager
-def set_current_trace(trace: Trace):
-    prev = _ctx.trace
-    _ctx.trace = trace
-    try:
-        yield trace
-    finally:
-        _ctx.trace = prev
+class set_current_trace:
+    """Context manager making ``trace`` the current trace (a class: it runs for every
+    primitive a transformation forwards to its parent, so it should be cheap)."""
+
+    __slots__ = ("trace", "prev")
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+
+    def __enter__(self):
+        self.prev = _ctx.trace
+        _ctx.trace = self.trace
+        return self.trace
+
+    def __exit__(self, *exc):
+        _ctx.trace = self.prev
+        return False
 
 
 def axis_env() -> tuple:

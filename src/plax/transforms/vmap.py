@@ -44,18 +44,22 @@ class AxisData:
 
 
 class BatchTracer(Tracer):
-    __slots__ = ("val", "batch_dim")
+    __slots__ = ("val", "batch_dim", "_aval")
 
     def __init__(self, trace, val, batch_dim: int):
         self._trace = trace
         self.val = val
         self.batch_dim = batch_dim
+        self._aval = None
 
     @property
     def aval(self):
-        a = get_aval(self.val)
-        d = self.batch_dim
-        return a.update(shape=a.shape[:d] + a.shape[d + 1:])
+        a = self._aval
+        if a is None:  # computed once: values never change
+            a = get_aval(self.val)
+            d = self.batch_dim
+            a = self._aval = a.update(shape=a.shape[:d] + a.shape[d + 1:])
+        return a
 
     def _debug_origin(self) -> str:
         if isinstance(self.val, Tracer):
@@ -210,8 +214,8 @@ def elementwise_rule(prim):
     and unbatched ones get a size-1 dimension there, which lax broadcasts for free.
     """
     def rule(axis, vals, dims, **params):
-        out = prim.bind(*align_elementwise(vals, dims), **params)
-        d = common_dim(vals, dims)
+        args, d = align_elementwise(vals, dims)
+        out = prim.bind(*args, **params)
         if prim.multiple_results:
             return out, [d] * len(out)
         return out, d
@@ -222,38 +226,38 @@ def elementwise_rule(prim):
 def common_dim(vals, dims) -> int:
     """The batch dimension ``align_elementwise`` leaves its operands with: where the
     batched operands already agree on it (same rank, same dimension), else 0."""
-    batched = {(get_aval(v).ndim, d) for v, d in zip(vals, dims) if d is not not_mapped}
+    return _common_dim([get_aval(v).ndim for v in vals], dims)
+
+
+def _common_dim(ndims, dims) -> int:
+    batched = {(n, d) for n, d in zip(ndims, dims) if d is not not_mapped}
     return next(iter(batched))[1] if len(batched) == 1 else 0
 
 
-def align_elementwise(vals, dims) -> list:
-    """Operands of an elementwise op laid out so their batch dimensions coincide."""
-    d = common_dim(vals, dims)
-    ndim = max(get_aval(v).ndim - (0 if b is not_mapped else 1) for v, b in zip(vals, dims))
+def align_elementwise(vals, dims):
+    """Operands of an elementwise op laid out so their batch dimensions coincide, and
+    that common batch dimension."""
+    shapes = [get_aval(v).shape for v in vals]
+    ndims = [len(s) for s in shapes]
+    d = _common_dim(ndims, dims)
+    ndim = max(n - (0 if b is not_mapped else 1) for n, b in zip(ndims, dims))
     out = []
     from plax.lax.shapes import broadcast_in_dim
-    for v, b in zip(vals, dims):
-        aval = get_aval(v)
+    for v, b, shape in zip(vals, dims, shapes):
         if b is not_mapped:
-            if aval.ndim == 0:
+            if not shape:
                 out.append(v)  # rank-0 operands broadcast against anything
                 continue
             # A size-1 batch dimension (and leading size-1 dims up to full rank).
-            shape = aval.shape
-            full = (1,) * (ndim - len(shape)) + shape
-            new_shape = full[:d] + (1,) + full[d:]
-            kept = tuple(i + (ndim - len(shape)) for i in range(len(shape)))
-            kept = tuple(i if i < d else i + 1 for i in kept)
-            out.append(broadcast_in_dim(v, new_shape, kept))
+            lead = ndim - len(shape)
+            full = (1,) * lead + shape
+            kept = tuple(i + lead if i + lead < d else i + lead + 1 for i in range(len(shape)))
+            out.append(broadcast_in_dim(v, full[:d] + (1,) + full[d:], kept))
+        elif len(shape) - 1 < ndim:  # a batched scalar among higher-rank operands
+            out.append(broadcast_in_dim(moveaxis(v, b, 0), (shape[b],) + (1,) * ndim, (0,)))
         else:
-            if aval.ndim - 1 < ndim:  # a batched scalar among higher-rank operands
-                shape = aval.shape
-                v = moveaxis(v, b, 0)
-                new_shape = (shape[b],) + (1,) * ndim
-                out.append(broadcast_in_dim(v, new_shape, (0,)))
-                continue
             out.append(moveaxis(v, b, d))
-    return out
+    return out, d
 
 
 # --- batching a jaxpr (for primitives that hold one: pjit, checkpoint, custom rules) ----------
