@@ -560,3 +560,69 @@ def test_staging_with_literals_and_broadcasting():
     assert "b:f32[2] = sin a" in text and "add b 1.0:f32[]" in text
     text = str(plax.make_jaxpr(lax.mul)(np.ones((2, 1), np.float32), np.ones((1, 3), np.float32)))
     assert ":f32[2,3] = mul a b" in text
+
+
+# --- vmap ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", UNARY + BINARY, ids=repr)
+def test_vmap_matches_per_example(op):
+    """Batch at 0, 1 and -1, and each argument unbatched (a batch of 3 examples of (2, 4))."""
+    from helpers import check_vmap_axes
+    dtype = op.dtypes[0]
+    args = [sample((3, 2, 4), dtype, d, seed=i) for i, d in enumerate(op.domains)]
+    check_vmap_axes(op.fn, *args)
+
+
+def test_vmap_broadcasting_scalars_and_size_one_dims():
+    from helpers import check_vmap
+    x, s = sample((3, 2, 4), F32), sample((3,), F32, seed=1)
+    check_vmap(lax.mul, x, s, in_axes=(0, 0))         # a batched scalar against arrays
+    check_vmap(lax.add, x, np.float32(2), in_axes=(1, None))
+    check_vmap(lax.add, x, sample((2, 1), F32), in_axes=(0, None))  # size-1 broadcasting
+    check_vmap(lax.add, x, sample((1, 4, 3), F32), in_axes=(0, 2))
+    j = str(plax.make_jaxpr(plax.vmap(lax.sin, in_axes=1, out_axes=1))(x))
+    assert "transpose" not in j
+
+
+@pytest.mark.parametrize("case", ["select_bool", "select_n_int", "select_scalar_pred", "clamp",
+                                  "clamp_batched_bounds", "convert", "bitcast_narrow",
+                                  "bitcast_wide", "integer_pow", "round", "stop_gradient",
+                                  "chain"])
+def test_vmap_special_primitives(case):
+    from helpers import check_vmap, check_vmap_axes
+    x, y = sample((3, 2, 4), F32), sample((3, 2, 4), F32, seed=1)
+    if case == "select_bool":
+        check_vmap_axes(lambda p, a, b: lax.select(p, a, b), x > 0, x, y)
+    elif case == "select_n_int":
+        which = sample((3, 2, 4), I32, "small") % 3
+        check_vmap_axes(lambda w, a, b, c: lax.select_n(w, a, b, c), which, x, y, x * 2)
+    elif case == "select_scalar_pred":
+        check_vmap(lambda p, a, b: lax.select(p, a, b), np.array([True, False, True]), x, y[0],
+                   in_axes=(0, 0, None))
+        check_vmap(lambda p, a, b: lax.select(p, a, b), np.bool_(True), np.moveaxis(x, 0, 2), y,
+                   in_axes=(None, 2, 0))
+    elif case == "clamp":
+        check_vmap_axes(lambda a: lax.clamp(np.float32(-0.5), a, np.float32(0.5)), x)
+    elif case == "clamp_batched_bounds":
+        lo, hi = sample((3,), F32, seed=2) - 1, sample((3,), F32, seed=3) + 1
+        check_vmap(lambda l, a, h: lax.clamp(l, a, h), lo, x, hi, in_axes=(0, 0, 0))
+        check_vmap(lax.clamp, x - 1, np.moveaxis(x, 0, 2), np.moveaxis(x + 1, 0, 1),
+                   in_axes=(0, 2, 1))
+        check_vmap(lambda l, a, h: lax.clamp(l, a, h), lo, x[0], np.float32(2),
+                   in_axes=(0, None, None))
+    elif case == "convert":
+        check_vmap_axes(lambda a: lax.convert_element_type(a, np.int32), x * 4)
+    elif case == "bitcast_narrow":
+        check_vmap_axes(lambda a: lax.bitcast_convert_type(a, np.uint8), x)
+    elif case == "bitcast_wide":
+        check_vmap_axes(lambda a: lax.bitcast_convert_type(a, np.float32),
+                        sample((3, 2, 4), U8, "small"))
+        check_vmap(lambda a: lax.bitcast_convert_type(a, np.float32),
+                   sample((4, 3), U8, "small"), in_axes=1)   # batch on the consumed axis
+    elif case == "integer_pow":
+        check_vmap_axes(lambda a: lax.integer_pow(a, 3), x)
+    elif case == "round":
+        check_vmap_axes(lambda a: lax.round(a * 3, lax.RoundingMethod.TO_NEAREST_EVEN), x)
+    elif case == "stop_gradient":
+        check_vmap_axes(lambda a, b: lax.stop_gradient(a) * b, x, y)
+    else:
+        check_vmap_axes(lambda a, b: lax.tanh(lax.add(lax.mul(a, b), lax.exp(b))), x, y)
