@@ -318,3 +318,33 @@ def test_make_jaxpr_of_vmap_keeps_batch_where_it_is():
         xs(3, 4)))
     assert "transpose" not in jaxpr
     assert "sin" in jaxpr
+
+
+def test_checkpoint_name_and_optimization_barrier_under_vmap():
+    from plax.ad_checkpoint import checkpoint_name
+    x = xs(4, 3)
+    out = plax.vmap(lambda v: checkpoint_name(jnp.sin(v), "s") * 2, in_axes=1)(x.T)
+    np.testing.assert_allclose(out, 2 * np.sin(x), rtol=1e-6)
+    a, b = plax.vmap(lambda u, v: lax.optimization_barrier((u, v)), in_axes=(1, None))(
+        x.T, x[0])
+    np.testing.assert_array_equal(a, x)
+    np.testing.assert_array_equal(b, np.broadcast_to(x[0], (4, 3)))
+    policy = plax.checkpoint_policies.save_only_these_names("s")
+    f = plax.checkpoint(lambda v: jnp.sum(checkpoint_name(jnp.sin(v), "s") ** 2), policy=policy)
+    g = plax.vmap(plax.grad(f))(x)
+    np.testing.assert_allclose(g, 2 * np.sin(x) * np.cos(x), rtol=1e-5)
+
+
+def test_integer_and_boolean_values_batch():
+    i = np.arange(12, dtype=np.int32).reshape(4, 3)
+    out = plax.vmap(lambda v: (v * 2 + 1, v > 5))(i)
+    np.testing.assert_array_equal(out[0], i * 2 + 1)
+    np.testing.assert_array_equal(out[1], i > 5)
+
+
+def test_spmd_axis_name_is_accepted_and_checked():
+    x = xs(4, 3)
+    np.testing.assert_allclose(plax.vmap(jnp.sin, spmd_axis_name="data")(x), np.sin(x),
+                               rtol=1e-6)
+    with pytest.raises(TypeError, match="spmd_axis_name"):
+        plax.vmap(jnp.sin, spmd_axis_name=3)
