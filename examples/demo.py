@@ -55,6 +55,16 @@ def main():
     print("grad(grad(sin))(0.5) =", float(plax.grad(plax.grad(jnp.sin))(0.5)),
           "(-sin(0.5) =", round(-np.sin(0.5), 6), ")")
 
+    # vmap: per-example gradients, and a collective over the named batch axis.
+    per_example = plax.jit(plax.vmap(plax.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2)),
+                                     in_axes=(None, 0)))(w, xs)
+    print("\nper-example gradients, shape", per_example.shape)
+    normalise = plax.vmap(lambda x: x / lax.psum(x, "batch"), axis_name="batch")
+    print("vmap(x / psum(x, 'batch')) =", np.round(np.asarray(normalise(jnp.arange(1.0, 5.0)), np.float64),
+                                                    3).tolist())
+    print("jacrev(tanh)(x) via vmap of vjp, diagonal =",
+          np.round(np.diag(np.asarray(plax.jacrev(jnp.tanh)(jnp.arange(3.0)), np.float64)), 4).tolist())
+
 
 if __name__ == "__main__":
     main()
