@@ -22,7 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import best_rounds, print_table  # noqa: E402
+from harness import main  # noqa: E402
 
 MEASURE = r'''
 # --- grad of a 200-op scalar chain, a fresh function each repetition
@@ -84,16 +84,8 @@ print(json.dumps(res))
 '''
 
 
-def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    mine, theirs = best_rounds(MEASURE, rounds)
-    print_table(mine, theirs)
-    print(f"\nBest of {rounds} alternating rounds per row.")
-    print("Targets: tracing (trace, trace+lower) <= 1x JAX; MLP step time <= 1.05x JAX.")
-    print("MLP: 784-512x6-10, batch 128, relu (jnp.maximum), log-sum-exp cross-entropy, SGD on all params.")
-    if theirs is None:
-        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
-
-
 if __name__ == "__main__":
-    main()
+    main(MEASURE,
+         "Targets: tracing (trace, trace+lower) <= 1x JAX; MLP step time <= 1.05x JAX.",
+         "MLP: 784-512x6-10, batch 128, relu (jnp.maximum), log-sum-exp cross-entropy, SGD on "
+         "all params.")

@@ -19,7 +19,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import best_rounds, print_table  # noqa: E402
+from harness import main  # noqa: E402
 
 MEASURE = r'''
 rng = np.random.default_rng(0)
@@ -76,15 +76,6 @@ print(json.dumps(res))
 '''
 
 
-def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    mine, theirs = best_rounds(MEASURE, rounds)
-    print_table(mine, theirs)
-    print(f"\nBest of {rounds} alternating rounds per row.")
-    print("Targets: trace times <= 1x JAX; per-example gradient run time <= 1.05x JAX.")
-    if theirs is None:
-        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
-
-
 if __name__ == "__main__":
-    main()
+    main(MEASURE,
+         "Targets: trace times <= 1x JAX; per-example gradient run time <= 1.05x JAX.")

@@ -100,6 +100,19 @@ def best_rounds(measure: str, rounds: int):
     return mine, theirs
 
 
+def main(measure: str, *notes: str) -> None:
+    """Command-line entry of a benchmark script: ``[ROUNDS]`` alternating rounds (default 3),
+    the table, then ``notes`` (targets, what was measured)."""
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    mine, theirs = best_rounds(measure, rounds)
+    print_table(mine, theirs)
+    print(f"\nBest of {rounds} alternating rounds per row.")
+    for note in notes:
+        print(note)
+    if theirs is None:
+        print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
+
+
 def report(measure: str, footer: str = "") -> None:
     """Measure with both libraries and print a plax / jax / ratio table."""
     mine = run_plax(measure)

@@ -119,3 +119,19 @@ def check_vmap_axes(fun, *batched, rtol=None, unbatched=True):
             layouts.append((args, tuple(None if i == k else 0 for i in range(len(batched)))))
     for args, axes in layouts:
         check_vmap(fun, *args, in_axes=axes, rtol=rtol)
+
+
+def dot_general_reference(lhs, rhs, dimension_numbers):
+    """dot_general's semantics spelled out with np.einsum (batch dims, then lhs free, then
+    rhs free), computed in float64/complex128."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    ls = [next(letters) for _ in range(np.ndim(lhs))]
+    rs = [next(letters) for _ in range(np.ndim(rhs))]
+    for left, right in zip(tuple(lc) + tuple(lb), tuple(rc) + tuple(rb)):
+        rs[right] = ls[left]
+    out = ([ls[d] for d in lb] + [ls[i] for i in range(len(ls)) if i not in tuple(lb) + tuple(lc)]
+           + [rs[i] for i in range(len(rs)) if i not in tuple(rb) + tuple(rc)])
+    wide = np.complex128 if np.iscomplexobj(lhs) or np.iscomplexobj(rhs) else np.float64
+    return np.einsum(f"{''.join(ls)},{''.join(rs)}->{''.join(out)}",
+                     np.asarray(lhs).astype(wide), np.asarray(rhs).astype(wide))

@@ -9,6 +9,7 @@ import importlib
 L = importlib.import_module("plax.lax.dot")  # plax.lax.dot is also the function
 from plax.core.config import config
 from plax.lowering.stablehlo import lower_jaxpr_to_module
+from helpers import dot_general_reference
 
 bf16 = np.dtype(ml_dtypes.bfloat16)
 MM = (((1,), (0,)), ((), ()))  # plain matrix product
@@ -26,21 +27,6 @@ def _rand(shape, dtype, seed=0):
     if dtype.kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
-
-
-def _einsum_ref(lhs, rhs, dimension_numbers):
-    """dot_general's semantics spelled out with np.einsum, computed in 64-bit."""
-    (lc, rc), (lb, rb) = dimension_numbers
-    letters = iter("abcdefghijklmnopqrstuvwxyz")
-    ls = [next(letters) for _ in range(lhs.ndim)]
-    rs = [next(letters) for _ in range(rhs.ndim)]
-    for l, r in zip(lc + lb, rc + rb):
-        rs[r] = ls[l]
-    out = ([ls[d] for d in lb] + [ls[i] for i in range(lhs.ndim) if i not in lb + lc]
-           + [rs[i] for i in range(rhs.ndim) if i not in rb + rc])
-    wide = np.complex128 if np.iscomplexobj(lhs) or np.iscomplexobj(rhs) else np.float64
-    return np.einsum(f"{''.join(ls)},{''.join(rs)}->{''.join(out)}",
-                     np.asarray(lhs).astype(wide), np.asarray(rhs).astype(wide))
 
 
 def _tol(dtype):
@@ -76,7 +62,7 @@ def test_dot_general_values(case, dtype):
     _, ls, rs, dn = case
     lhs, rhs = _rand(ls, dtype, 1), _rand(rs, dtype, 2)
     out = L.dot_general(lhs, rhs, dn)
-    ref = _einsum_ref(lhs, rhs, dn)
+    ref = dot_general_reference(lhs, rhs, dn)
     assert out.dtype == np.dtype(dtype) and out.shape == ref.shape
     got = np.asarray(out)
     if np.dtype(dtype) == np.bool_:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import plax
-from helpers import check_vmap, check_vmap_axes
+from helpers import check_vmap, check_vmap_axes, dot_general_reference
 from plax.test_util import check_grads
 
 D = importlib.import_module("plax.lax.dot")  # plax.lax.dot / plax.lax.sort are the functions
@@ -38,19 +38,6 @@ DOT_CASES = {
 }
 
 
-def _np_dot_general(lhs, rhs, dimension_numbers):
-    """dot_general with einsum: batch dims, then lhs free, then rhs free."""
-    (lc, rc), (lb, rb) = dimension_numbers
-    letters = iter("abcdefghijklmnop")
-    ls = [next(letters) for _ in range(lhs.ndim)]
-    rs = [next(letters) for _ in range(rhs.ndim)]
-    for l, r in zip(lc + lb, rc + rb):
-        rs[r] = ls[l]
-    out = [ls[i] for i in lb] + [ls[i] for i in range(lhs.ndim) if i not in lb + lc] + \
-        [rs[i] for i in range(rhs.ndim) if i not in rb + rc]
-    return np.einsum(f"{''.join(ls)},{''.join(rs)}->{''.join(out)}", lhs, rhs)
-
-
 @pytest.mark.parametrize("name", sorted(DOT_CASES))
 def test_dot_general_vmap(name):
     ls, rs, dn = DOT_CASES[name]
@@ -58,7 +45,7 @@ def test_dot_general_vmap(name):
     f = lambda a, b: D.dot_general(a, b, dn)  # noqa: E731
     check_vmap_axes(f, lhs, rhs, rtol=1e-5)
     out = plax.vmap(f)(lhs, rhs)
-    want = np.stack([_np_dot_general(lhs[i].astype(np.float64), rhs[i], dn) for i in range(3)])
+    want = np.stack([dot_general_reference(lhs[i], rhs[i], dn) for i in range(3)])
     np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5, atol=1e-5)
 
 
