@@ -34,14 +34,7 @@ def make_chain():
 x0 = np.float32(0.3)
 
 # --- 6-layer MLP training step
-rng = np.random.default_rng(0)
-SIZES = [784] + [512] * 6 + [10]
-BATCH = 128
-params = [(lib.device_put((rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)),
-           lib.device_put(np.zeros(n, np.float32)))
-          for m, n in zip(SIZES[:-1], SIZES[1:])]
-xb = lib.device_put(rng.standard_normal((BATCH, SIZES[0])).astype(np.float32))
-yb = lib.device_put(np.eye(SIZES[-1], dtype=np.float32)[rng.integers(0, SIZES[-1], BATCH)])
+params, xb, yb = mlp_data([784] + [512] * 6 + [10], batch=128)
 
 def make_step():
     def loss(params, x, y):

@@ -23,13 +23,7 @@ from harness import main  # noqa: E402
 
 MEASURE = r'''
 rng = np.random.default_rng(0)
-SIZES = [784, 256, 256, 10]
-BATCH = 128
-params = [(lib.device_put((rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)),
-           lib.device_put(np.zeros(n, np.float32)))
-          for m, n in zip(SIZES[:-1], SIZES[1:])]
-xb = lib.device_put(rng.standard_normal((BATCH, SIZES[0])).astype(np.float32))
-yb = lib.device_put(np.eye(SIZES[-1], dtype=np.float32)[rng.integers(0, SIZES[-1], BATCH)])
+params, xb, yb = mlp_data([784, 256, 256, 10], batch=128)
 
 def make_per_example():
     def loss(params, x, y):  # one example: x f32[784], y f32[10]

@@ -40,6 +40,17 @@ def best_single(make, run, repeats):
         best = min(best, time.perf_counter() - t)
     return best * 1e6
 
+def mlp_data(sizes, batch, seed=0):
+    """MLP parameters [(w, b), ...] for layer widths `sizes`, a batch of inputs and one-hot
+    labels, all on the device."""
+    rng = np.random.default_rng(seed)
+    params = [(lib.device_put((rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)),
+               lib.device_put(np.zeros(n, np.float32)))
+              for m, n in zip(sizes[:-1], sizes[1:])]
+    x = lib.device_put(rng.standard_normal((batch, sizes[0])).astype(np.float32))
+    y = lib.device_put(np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)])
+    return params, x, y
+
 def chain_function(length=200):
     """A fresh function of `length` alternating sin / mul-by-x / add-0.5 ops."""
     def chain(x):
