@@ -348,3 +348,13 @@ def test_spmd_axis_name_is_accepted_and_checked():
                                rtol=1e-6)
     with pytest.raises(TypeError, match="spmd_axis_name"):
         plax.vmap(jnp.sin, spmd_axis_name=3)
+
+
+def test_outputs_are_arrays_even_when_passed_through():
+    x = xs(3, 2)
+    out = plax.vmap(lambda a: a)(x)
+    assert isinstance(out, plax.Array)
+    np.testing.assert_array_equal(out, x)
+    a, b = plax.vmap(lambda u, v: (u, v), in_axes=(0, None), out_axes=(1, None))(x, x[0])
+    assert isinstance(a, plax.Array) and isinstance(b, plax.Array)
+    np.testing.assert_array_equal(a, x.T)

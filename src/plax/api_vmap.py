@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 
 from plax import tree_util
-from plax.core.trace import get_aval
+from plax.core.trace import Tracer, get_aval
+from plax.runtime.array import Array
 from plax.transforms.vmap import AxisData, batch_flat, move_batch_dim, not_mapped
 
 _AXIS_TYPES = (int, type(None))
@@ -156,8 +157,13 @@ def _to_out_axis(x, src, dst, size):
         if src is not not_mapped:
             raise ValueError(f"at vmap out_axes, got axis spec None but output was batched on "
                              f"axis {src}")
-        return x
-    ndim = get_aval(x).ndim + (1 if src is not_mapped else 0)
-    if not -ndim <= dst < ndim:
-        raise ValueError(f"axis {dst} is out of bounds for array of dimension {ndim}")
-    return move_batch_dim(x, src, dst % ndim, size)
+        out = x
+    else:
+        ndim = get_aval(x).ndim + (1 if src is not_mapped else 0)
+        if not -ndim <= dst < ndim:
+            raise ValueError(f"axis {dst} is out of bounds for array of dimension {ndim}")
+        out = move_batch_dim(x, src, dst % ndim, size)
+    if not isinstance(out, (Tracer, Array)):  # an input passed straight through: still an Array
+        from plax.numpy import asarray
+        out = asarray(out)
+    return out
