@@ -180,3 +180,18 @@ def test_sub_jaxprs_are_indented_inside_params():
         "      name=f\n"
         "    ] a\n"
         "  in (b,) }")
+
+
+def test_long_params_print_one_per_line_as_jax():
+    """JAX breaks an equation's params onto separate lines when ``lhs = prim[params]`` is
+    wider than 80 columns (the arguments after ``]`` do not count)."""
+    from plax import lax
+    x = np.ones((2,), np.float32)
+    j = str(plax.make_jaxpr(lambda v: lax.dot_general(
+        v, v, (((0,), (0,)), ((), ())), preferred_element_type=np.float32))(x))
+    assert "dot_general[\n      dimension_numbers=(([0], [0]), ([], []))\n" in j
+    assert "      preferred_element_type=float32\n    ] a a" in j
+    for k, broken in ((20, False), (21, True)):
+        j = str(plax.make_jaxpr(lambda v: lax.cumsum(np.ones((2,) * k, np.float32), axis=0,
+                                                     reverse=True))(x))
+        assert ("cumsum[\n      axis=0\n      reverse=True\n    ] " in j) == broken, j

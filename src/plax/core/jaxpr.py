@@ -193,7 +193,11 @@ class _Printer:
             inner = "\n".join(pad + "  " + f"{k}={self.param(v, indent + 2)}" for k, v in params)
             rhs = f"{e.primitive.name}[\n{inner}\n{pad}]"
         else:
-            rhs = e.primitive.name + "[" + " ".join(f"{k}={self.param(v, 0)}" for k, v in params) + "]"
+            shown = [f"{k}={self.param(v, 0)}" for k, v in params]
+            rhs = e.primitive.name + "[" + " ".join(shown) + "]"
+            if len(pad) + len(lhs) + 3 + len(rhs) > 80:  # as JAX: one param per line
+                inner = "\n".join(f"{pad}  {p}" for p in shown)
+                rhs = f"{e.primitive.name}[\n{inner}\n{pad}]"
         return f"{pad}{lhs} = {rhs}" + (f" {args}" if args else "")
 
 
