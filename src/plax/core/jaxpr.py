@@ -65,7 +65,7 @@ class JaxprEqn:
 class Jaxpr:
     """A typed, first-order program: ``{ lambda constvars ; invars. let eqns in outvars }``."""
 
-    __slots__ = ("constvars", "invars", "outvars", "eqns")
+    __slots__ = ("constvars", "invars", "outvars", "eqns", "__weakref__")
 
     def __init__(self, constvars, invars, outvars, eqns):
         self.constvars = list(constvars)
