@@ -358,3 +358,15 @@ def test_outputs_are_arrays_even_when_passed_through():
     a, b = plax.vmap(lambda u, v: (u, v), in_axes=(0, None), out_axes=(1, None))(x, x[0])
     assert isinstance(a, plax.Array) and isinstance(b, plax.Array)
     np.testing.assert_array_equal(a, x.T)
+
+
+def test_leaked_batch_tracer_is_caught():
+    box = []
+
+    def f(a):
+        box.append(a)
+        return a * 2
+
+    plax.vmap(f)(xs(3, 2))
+    with pytest.raises(plax.errors.UnexpectedTracerError, match="vmap\\(f\\)"):
+        box[0] + 1
