@@ -1,0 +1,2 @@
+"""plax.scipy: SciPy functions on plax arrays."""
+from plax.scipy import special  # noqa: F401
