@@ -95,6 +95,12 @@ def _getitem(self, idx):
     return _jnp()._rewriting_take(self, idx)
 
 
+def _at(self):
+    """``x.at[idx].set(y)`` and friends: functional index updates (see plax.numpy.indexing)."""
+    from plax.numpy.indexing import _IndexUpdateHelper
+    return _IndexUpdateHelper(self)
+
+
 def _round_dunder(self, ndigits=None):
     if ndigits is None:
         return round(self.item()) if self.ndim == 0 and not isinstance(self, Tracer) else \
@@ -131,6 +137,7 @@ def _install(cls) -> None:
     cls.real = property(lambda self: _jnp().real(self))
     cls.imag = property(lambda self: _jnp().imag(self))
     cls.__getitem__ = _getitem
+    cls.at = property(_at)
     cls.__len__ = _len
     cls.__iter__ = _iter
     cls.__round__ = _round_dunder

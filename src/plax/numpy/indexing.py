@@ -1,72 +1,160 @@
-"""Basic NumPy indexing: integers, slices, None and Ellipsis (static or traced integers).
+"""NumPy indexing on plax arrays.
 
-Advanced indexing (integer and boolean arrays) arrives with gather/scatter; until
-then such an index raises a TypeError that says so.
+``x[idx]`` with only integers, slices, None and Ellipsis stages as slice/rev/
+dynamic_slice. An index holding integer arrays or boolean masks ("advanced"
+indexing) lowers to one ``gather``; ``x.at[idx].set/add/...`` to one scatter.
+Both share ``_plan``, which turns an index into gather/scatter dimension numbers
+and an index array. Also ``take`` and ``take_along_axis``.
+
+Out-of-bounds indices follow JAX: retrieval clamps them (the gather promises in-bounds
+indices, which XLA clamps) and updates drop them (FILL_OR_DROP). Boolean masks must
+be concrete: they become integer arrays on the host (``np.nonzero``).
 """
 from __future__ import annotations
 
 import operator
+import warnings
+from typing import NamedTuple
 
 import numpy as np
 
 from plax import lax
 from plax.core import dtypes
 from plax.core.trace import Tracer, get_aval
+from plax.lax import indexing as lax_indexing
+from plax.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
+from plax.numpy import util
 from plax.runtime.array import Array
 
-
-def _is_scalar_int_value(i) -> bool:
-    """A 0-d integer plax value or tracer (used as a dynamic index)."""
-    if not isinstance(i, (Array, Tracer)):
-        return False
-    aval = get_aval(i)
-    return aval.ndim == 0 and dtypes.is_integer(aval.dtype)
+__all__ = ["take", "take_along_axis"]
 
 
-def _normalize(idx, ndim: int) -> list:
-    """The index as a list with Ellipsis expanded to full slices."""
+# --- parsing an index -------------------------------------------------------------------
+class _Adv(NamedTuple):
+    """An advanced index entry: an integer array (host or traced) indexing one axis, or the
+    integer array a 0-d boolean turns into, which indexes no axis (``axis_free``)."""
+    value: object
+    axis_free: bool = False
+
+
+class _Mask(NamedTuple):
+    """A concrete boolean mask of rank >= 1 (expanded once its axes are known)."""
+    value: np.ndarray
+
+
+def _index_type_error(dtype) -> TypeError:
+    return TypeError(f"Indexer must have integer or boolean type, got indexer with type "
+                     f"{np.dtype(dtype).name}")
+
+
+def _bool0(flag) -> _Adv:
+    """A 0-d boolean index: adds an axis of size 1 (True) or 0 (False)."""
+    return _Adv(np.zeros(1 if flag else 0, np.int32), axis_free=True)
+
+
+def _host_index(a: np.ndarray, what):
+    """One entry from a host array (or a concrete plax array copied to the host)."""
+    if a.dtype == np.bool_:
+        return _bool0(bool(a)) if a.ndim == 0 else _Mask(a)
+    if not np.issubdtype(a.dtype, np.integer):
+        raise _index_type_error(a.dtype)
+    return operator.index(a.item()) if a.ndim == 0 and what == "host" else _Adv(a)
+
+
+def _convert_entry(i):
+    """An index entry as None, Ellipsis, a slice, a scalar integer (static int or 0-d
+    integer plax value), an _Adv or a _Mask."""
+    if i is None or i is Ellipsis or isinstance(i, slice):
+        return i
+    if isinstance(i, (bool, np.bool_)):
+        return _bool0(i)
+    if isinstance(i, str):
+        raise TypeError(f"String indices are not supported: plax does not support string "
+                        f"indexing; got idx={i!r}")
+    if isinstance(i, (Array, Tracer)):
+        aval = get_aval(i)
+        if dtypes.is_bool(aval.dtype):
+            if isinstance(i, Tracer):
+                raise IndexError(f"Array boolean indices must be concrete; got {aval.str_short()}. "
+                                 "Use plax.numpy.where, or a mask known outside the trace.")
+            return _host_index(np.asarray(i), "array")
+        if not dtypes.is_integer(aval.dtype):
+            raise _index_type_error(aval.dtype)
+        return i if aval.ndim == 0 else _Adv(i)
+    if isinstance(i, (list, tuple)):
+        a = np.asarray(i)
+        if a.size == 0:
+            a = a.astype(np.int32)
+        elif a.dtype.kind == "f":
+            a = a.astype(dtypes.canonicalize_dtype(a.dtype))
+        return _host_index(a, "host")
+    if isinstance(i, (np.ndarray, np.generic)):
+        return _host_index(np.asarray(i), "host")
+    if isinstance(i, (float, complex)):
+        raise _index_type_error(np.asarray(i).dtype)
+    if hasattr(i, "__index__"):
+        return operator.index(i)
+    raise TypeError(f"Indexing with {i!r} of type {type(i).__name__} is not supported: indices "
+                    "must be integers, slices, None, Ellipsis, or integer/boolean arrays.")
+
+
+def _consumed(entry) -> int:
+    """How many operand axes an entry indexes."""
+    if entry is None or entry is Ellipsis or (isinstance(entry, _Adv) and entry.axis_free):
+        return 0
+    return entry.value.ndim if isinstance(entry, _Mask) else 1
+
+
+def _parse(idx, shape: tuple) -> list:
+    """The index as a list of entries covering every operand axis: Ellipsis expanded,
+    masks turned into integer arrays, missing trailing axes filled with full slices."""
     if not isinstance(idx, tuple):
+        if isinstance(idx, list):
+            raise TypeError("Using a non-tuple sequence for multidimensional indexing is not "
+                            "allowed; use `arr[array(seq)]` (integer array) or `arr[tuple(seq)]` "
+                            "(one index per axis) instead of `arr[seq]`.")
         idx = (idx,)
-    for i in idx:
-        if isinstance(i, (list, np.ndarray)) or (
-                isinstance(i, (Array, Tracer)) and not _is_scalar_int_value(i)):
-            raise TypeError(
-                f"Advanced indexing with {type(i).__name__} indices (integer or boolean arrays) "
-                "is not supported yet; use integers, slices, None and Ellipsis, or "
-                "plax.lax.dynamic_slice.")
-        if isinstance(i, (bool, np.bool_)):
-            raise TypeError("Indexing with a boolean scalar is not supported; use plax.numpy.where.")
-        if not (i is None or i is Ellipsis or isinstance(i, slice) or _is_scalar_int_value(i)
-                or hasattr(i, "__index__")):
-            raise TypeError(f"Indexing with {i!r} of type {type(i).__name__} is not supported: "
-                            "indices must be integers, slices, None or Ellipsis.")
-    n_ellipsis = sum(i is Ellipsis for i in idx)
-    if n_ellipsis > 1:
+    entries = [_convert_entry(i) for i in idx]
+    if sum(e is Ellipsis for e in entries) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(i is not None and i is not Ellipsis for i in idx)
-    if consumed > ndim:
-        raise IndexError(f"Too many indices: array is {ndim}-dimensional, but {consumed} were indexed")
-    out = []
-    for i in idx:
-        if i is Ellipsis:
-            out.extend([slice(None)] * (ndim - consumed))
+    ndim = len(shape)
+    used = sum(_consumed(e) for e in entries)
+    if used > ndim:
+        raise IndexError(f"Too many indices: array is {ndim}-dimensional, but {used} were indexed")
+    if not any(e is Ellipsis for e in entries):
+        entries.append(Ellipsis)
+    out, axis = [], 0
+    for pos, e in enumerate(entries):
+        if e is Ellipsis:
+            out.extend([slice(None)] * (ndim - used))
+            axis += ndim - used
+        elif isinstance(e, _Mask):
+            k = e.value.ndim
+            if e.value.shape != shape[axis:axis + k]:
+                raise IndexError(f"boolean index did not match shape of indexed array in index "
+                                 f"{pos}: got {e.value.shape}, expected {list(shape[axis:axis + k])}")
+            out.extend(_Adv(a) for a in np.nonzero(e.value))
+            axis += k
         else:
-            out.append(i)
-    if not n_ellipsis:
-        out.extend([slice(None)] * (ndim - consumed))
+            out.append(e)
+            axis += _consumed(e)
     return out
 
 
-def _rewriting_take(arr, idx):
-    """``arr[idx]`` for basic indices."""
+def _is_advanced(entries) -> bool:
+    return any(isinstance(e, _Adv) for e in entries)
+
+
+# --- basic indexing: slice, rev, dynamic_slice ------------------------------------------
+def _basic_take(arr, entries):
+    """``arr[idx]`` for an index of integers, slices and None (entries from _parse)."""
     shape = get_aval(arr).shape
-    items = _normalize(idx, len(shape))
     starts, limits, strides, reverse, squeeze = [], [], [], [], []
     dynamic = {}       # axis -> traced index
     new_axes = []      # positions of None in the output
     axis = 0
     out_pos = 0
-    for i in items:
+    for i in entries:
         if i is None:
             new_axes.append(out_pos)
             out_pos += 1
@@ -120,3 +208,499 @@ def _rewriting_take(arr, idx):
     if out is arr and isinstance(arr, np.ndarray):
         return arr.copy()
     return out
+
+
+# --- the gather/scatter plan ------------------------------------------------------------
+class _Plan(NamedTuple):
+    """What ``x[idx]`` reads, as a gather: ``indices`` (batch_shape + (n_components,)),
+    the dimension numbers and slice sizes, and the shape of the result."""
+    indices: object
+    offset_dims: tuple
+    collapsed_dims: tuple
+    index_map: tuple
+    slice_sizes: tuple
+    out_shape: tuple
+
+    def gather_dnums(self):
+        return GatherDimensionNumbers(self.offset_dims, self.collapsed_dims, self.index_map)
+
+    def scatter_dnums(self):
+        return ScatterDimensionNumbers(self.offset_dims, self.collapsed_dims, self.index_map)
+
+
+def _index_dtype(shape) -> np.dtype:
+    big = any(n > np.iinfo(np.int32).max for n in shape)
+    return dtypes.canonicalize_dtype(np.int64) if big else np.dtype(np.int32)
+
+
+def _normalize_component(v, size: int, dtype: np.dtype, wrap: bool):
+    """An index component in ``dtype`` with negative values counted from the end."""
+    if not isinstance(v, (Array, Tracer)):
+        v = np.asarray(v)
+        if wrap and v.dtype.kind == "i":
+            v = np.where(v < 0, v + size, v)
+        info = np.iinfo(dtype)
+        return np.clip(v, info.min, info.max).astype(dtype)
+    src = get_aval(v).dtype
+    if src != dtype:
+        v = lax.convert_element_type(v, dtype)
+    if wrap and not dtypes.is_unsigned(src):
+        v = lax.select_n(lax.lt(v, np.zeros((), dtype)), v, lax.add(v, np.asarray(size, dtype)))
+    return v
+
+
+def _place(v, axes: tuple, batch_shape: tuple):
+    """``v`` broadcast to ``batch_shape + (1,)``, its axes at ``axes`` (NumPy broadcasting
+    over size-1 axes)."""
+    full = tuple(batch_shape) + (1,)
+    if not isinstance(v, (Array, Tracer)):
+        shape = [1] * len(full)
+        for a, n in zip(axes, np.shape(v)):
+            shape[a] = n
+        return np.broadcast_to(np.reshape(v, shape), full)
+    vshape = get_aval(v).shape
+    if any(n == 1 and full[a] != 1 for a, n in zip(axes, vshape)):
+        keep = tuple(d for d, (a, n) in enumerate(zip(axes, vshape)) if not (n == 1 and full[a] != 1))
+        v = lax.reshape(v, tuple(vshape[d] for d in keep))
+        axes = tuple(axes[d] for d in keep)
+    return lax.broadcast_in_dim(v, full, tuple(axes))
+
+
+def _plan(shape: tuple, entries: list, wrap_negative: bool = True) -> _Plan:
+    """The gather reading ``x[idx]`` from an operand of ``shape`` (entries from _parse)."""
+    adv_pos = [k for k, e in enumerate(entries) if isinstance(e, _Adv) or _is_scalar(e)]
+    adv_vals = [e.value if isinstance(e, _Adv) else e for k, e in enumerate(entries)
+                if k in adv_pos]
+    bshape = util.broadcast_shapes(*[util.shape_of(v) for v in adv_vals]) if adv_vals else ()
+    contiguous = adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) if adv_pos else True
+    batch_sizes: list = []      # index batch axes, in output order
+    out_kinds: list = []        # "b" (batch) or "o" (window) per output axis
+    components: list = []       # (operand axis, value, its batch axes)
+    slice_sizes = list(shape)
+    collapsed: list = []
+    adv_axes: tuple = ()
+
+    def add_broadcast_axes():
+        nonlocal adv_axes
+        adv_axes = tuple(range(len(batch_sizes), len(batch_sizes) + len(bshape)))
+        batch_sizes.extend(bshape)
+        out_kinds.extend("b" * len(bshape))
+
+    if not contiguous:
+        add_broadcast_axes()
+    axis = 0
+    for k, e in enumerate(entries):
+        if contiguous and adv_pos and k == adv_pos[0]:
+            add_broadcast_axes()
+        if e is None:
+            batch_sizes.append(1)
+            out_kinds.append("b")
+        elif isinstance(e, slice):
+            start, stop, step = e.indices(shape[axis])
+            count = len(range(start, stop, step))
+            if step == 1:
+                slice_sizes[axis] = count
+                out_kinds.append("o")
+                if start and count:
+                    components.append((axis, np.asarray(start), ()))
+            else:
+                components.append((axis, start + step * np.arange(count), (len(batch_sizes),)))
+                batch_sizes.append(count)
+                out_kinds.append("b")
+                slice_sizes[axis] = 1
+                collapsed.append(axis)
+            axis += 1
+        elif isinstance(e, _Adv) and e.axis_free:
+            pass
+        else:  # an integer array or scalar: one collapsed axis
+            v = e.value if isinstance(e, _Adv) else e
+            nd = len(util.shape_of(v))
+            components.append((axis, v, adv_axes[len(adv_axes) - nd:]))
+            slice_sizes[axis] = 1
+            collapsed.append(axis)
+            axis += 1
+    batch_shape = tuple(batch_sizes)
+    idt = _index_dtype(shape)
+    placed = [_place(_normalize_component(v, shape[a], idt, wrap_negative), axes, batch_shape)
+              for a, v, axes in components]
+    if not placed:
+        indices = np.zeros(batch_shape + (0,), idt)
+    elif all(isinstance(p, np.ndarray) for p in placed):
+        indices = np.concatenate(placed, axis=-1)
+    else:
+        indices = placed[0] if len(placed) == 1 else lax.concatenate(placed, len(batch_shape))
+    out_shape, sizes = [], iter(slice_sizes[d] for d in range(len(shape)) if d not in collapsed)
+    batch = iter(batch_shape)
+    for kind in out_kinds:
+        out_shape.append(next(batch) if kind == "b" else next(sizes))
+    offset_dims = tuple(p for p, kind in enumerate(out_kinds) if kind == "o")
+    return _Plan(indices, offset_dims, tuple(collapsed), tuple(a for a, _, _ in components),
+                 tuple(slice_sizes), tuple(out_shape))
+
+
+def _is_scalar(e) -> bool:
+    return (isinstance(e, (int, np.integer)) and not isinstance(e, bool)) or \
+        isinstance(e, (Array, Tracer))
+
+
+def _empty_axis_result(arr, plan: _Plan):
+    """A gather cannot read a window of size 1 from an empty axis: an empty result is
+    made directly; reading from an empty axis is an IndexError."""
+    shape = get_aval(arr).shape
+    for d in plan.collapsed_dims:
+        if shape[d] == 0:
+            if 0 in plan.out_shape:
+                return lax.broadcast_in_dim(np.zeros((), get_aval(arr).dtype), plan.out_shape, ())
+            raise IndexError(f"index is out of bounds for axis {d} with size 0")
+    return None
+
+
+def _gather(arr, entries, *, mode=None, fill_value=None, indices_are_sorted=False,
+            unique_indices=False, wrap_negative=True):
+    plan = _plan(get_aval(arr).shape, entries, wrap_negative)
+    empty = _empty_axis_result(arr, plan)
+    if empty is not None:
+        return empty
+    return lax_indexing.gather(arr, plan.indices, plan.gather_dnums(), plan.slice_sizes,
+                               mode=mode, fill_value=fill_value,
+                               indices_are_sorted=indices_are_sorted,
+                               unique_indices=unique_indices)
+
+
+def _rewriting_take(arr, idx, *, mode=None, fill_value=None, indices_are_sorted=False,
+                    unique_indices=False):
+    """``arr[idx]``: basic indices stage as slices, advanced ones as one gather."""
+    arr = util.as_operand(arr)
+    entries = _parse(idx, get_aval(arr).shape)
+    if not _is_advanced(entries) and mode is None and fill_value is None:
+        return _basic_take(arr, entries)
+    return _gather(arr, entries, mode=mode, fill_value=fill_value,
+                   indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+
+
+# --- x.at[idx]: scatter updates ---------------------------------------------------------
+def _safe_to_cast(value, dtype: np.dtype) -> bool:
+    return dtypes.result_type(value, dtype) == dtype
+
+
+def _broadcast_updates(y, shape: tuple):
+    """The updates broadcast to the indexed shape (NumPy rules; no extra leading axes)."""
+    ys = util.shape_of(y)
+    if len(ys) > len(shape):
+        raise ValueError(f"Cannot broadcast to shape with fewer dimensions: arr_shape={ys} "
+                         f"shape={shape}")
+    if ys == shape:
+        return y
+    if not ys:
+        return lax.broadcast_in_dim(y, shape, ())
+    return util.broadcast_to_shape(y, shape)
+
+
+_SCATTERS = {"set": lax_indexing.scatter, "add": lax_indexing.scatter_add,
+             "mul": lax_indexing.scatter_mul, "min": lax_indexing.scatter_min,
+             "max": lax_indexing.scatter_max}
+
+
+def _scatter_update(x, idx, y, kind: str, *, indices_are_sorted=False, unique_indices=False,
+                    mode=None, wrap_negative_indices=True, stacklevel=4):
+    """``x`` with ``y`` combined (``kind``) into ``x[idx]``: one scatter. The operation runs
+    in the promoted dtype of ``x`` and ``y``; the result has the dtype of ``x``."""
+    x = util.as_operand(x)
+    if isinstance(y, (list, tuple)):
+        y = np.asarray(y)
+    util.check_arraylike(f"x.at[idx].{kind}", y)
+    y = util.as_operand(y)
+    xa = get_aval(x)
+    if not _safe_to_cast(y, xa.dtype):
+        warnings.warn(f"scatter inputs have incompatible types: cannot safely cast value from "
+                      f"dtype={dtypes.result_type(y)} to dtype={xa.dtype}. The values are "
+                      "converted; future versions may make this an error.", FutureWarning,
+                      stacklevel=stacklevel)
+    x_p, y_p = util.promote_dtypes(x, y)
+    dt = get_aval(x_p).dtype
+    if dtypes.is_bool(dt) and kind in ("add", "mul"):
+        raise TypeError(f"{kind} does not accept dtype bool: x.at[idx].{kind} needs a numeric "
+                        "array (use set, min or max for booleans).")
+    entries = _parse(idx, xa.shape)
+    basic = not _is_advanced(entries)
+    plan = _plan(xa.shape, entries, wrap_negative_indices)
+    y_p = _broadcast_updates(y_p, plan.out_shape)
+    if any(xa.shape[d] == 0 for d in plan.collapsed_dims) or 0 in plan.out_shape:
+        out = x_p  # nothing is written
+    else:
+        out = _SCATTERS[kind](x_p, plan.indices, y_p, plan.scatter_dnums(),
+                              indices_are_sorted=indices_are_sorted or basic,
+                              unique_indices=unique_indices or basic, mode=mode)
+    return util.convert(out, xa.dtype, xa.weak_type)
+
+
+class _IndexUpdateHelper:
+    """``x.at``: index it to get a reference whose methods return updated copies of ``x``."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, index):
+        return _IndexUpdateRef(self.array, index)
+
+    def __repr__(self):
+        return f"_IndexUpdateHelper({self.array!r})"
+
+
+class _IndexUpdateRef:
+    """``x.at[idx]``: functional versions of ``x[idx] = y``, ``x[idx] += y``, ...
+
+    Each method returns a new array. ``mode`` says what happens to out-of-bounds indices
+    (updates: dropped by default, or "clip"; get: clamped by default, or "fill" with
+    ``fill_value``). With repeated indices ``set`` keeps one of the values (which one is
+    unspecified) while ``add``/``multiply``/``min``/``max`` combine all of them.
+    """
+    __slots__ = ("array", "index")
+
+    def __init__(self, array, index):
+        self.array, self.index = array, index
+
+    def __repr__(self):
+        return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
+
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
+            wrap_negative_indices=True):
+        """``x[idx]``, with control over out-of-bounds indices."""
+        x = util.as_operand(self.array)
+        entries = _parse(self.index, get_aval(x).shape)
+        if (not _is_advanced(entries) and mode is None and fill_value is None
+                and wrap_negative_indices and _static_in_bounds(entries, get_aval(x).shape)):
+            return _basic_take(x, entries)
+        return _gather(x, entries, mode=mode, fill_value=fill_value,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                       wrap_negative=wrap_negative_indices)
+
+    def _update(self, kind, values, kw):
+        return _scatter_update(self.array, self.index, values, kind, **kw)
+
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            wrap_negative_indices=True):
+        """``x[idx] = values``."""
+        return self._update("set", values, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            wrap_negative_indices=True):
+        """``x[idx] += values`` (repeated indices accumulate)."""
+        return self._update("add", values, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                 wrap_negative_indices=True):
+        """``x[idx] -= values`` (a scatter-add of the negated values)."""
+        from plax.numpy import ufuncs
+        if dtypes.is_bool(dtypes.result_type(self.array, values)):
+            raise TypeError("subtract does not accept dtype bool: x.at[idx].subtract needs a "
+                            "numeric array.")
+        return self._update("add", ufuncs.negative(values), dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                 wrap_negative_indices=True):
+        """``x[idx] *= values`` (repeated indices multiply)."""
+        return self._update("mul", values, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    mul = multiply
+
+    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+               wrap_negative_indices=True):
+        """``x[idx] /= values``: ``x`` divided by the product of the values landing on each
+        element (true division: integer arrays give floats)."""
+        from plax.numpy import ufuncs
+        kw = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                  mode=mode, wrap_negative_indices=wrap_negative_indices)
+        return ufuncs.divide(self.array, _scatter_update(_ones_like(self.array), self.index,
+                                                         values, "mul", stacklevel=3, **kw))
+
+    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              wrap_negative_indices=True):
+        """``x[idx] **= values``: ``x`` to the product of the values landing on each element."""
+        from plax.numpy import ufuncs
+        kw = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                  mode=mode, wrap_negative_indices=wrap_negative_indices)
+        return ufuncs.power(self.array, _scatter_update(_ones_like(self.array), self.index,
+                                                        values, "mul", stacklevel=3, **kw))
+
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            wrap_negative_indices=True):
+        """``x[idx] = minimum(x[idx], values)`` (over all values landing on an element)."""
+        return self._update("min", values, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            wrap_negative_indices=True):
+        """``x[idx] = maximum(x[idx], values)`` (over all values landing on an element)."""
+        return self._update("max", values, dict(
+            indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices))
+
+    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              wrap_negative_indices=True):
+        """``x[idx] = func(x[idx])`` for an elementwise ``func``: a gather, ``func``, then a
+        scatter. An element indexed several times gets ``func`` applied once."""
+        x = util.as_operand(self.array)
+        xa = get_aval(x)
+        get_mode = "clip" if mode in ("clip", GatherScatterMode.CLIP) else "fill"
+        current = self.get(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                           mode=get_mode, fill_value=0, wrap_negative_indices=wrap_negative_indices)
+        new = func(current)
+        na = get_aval(util.as_operand(new))
+        if na.dtype != xa.dtype or na.shape != get_aval(current).shape:
+            raise TypeError(f"x.at[idx].apply's func must map {get_aval(current).str_short()} to "
+                            f"values of the same shape and dtype, got {na.str_short()}.")
+        return _scatter_update(x, self.index, new, "set", stacklevel=3,
+                               indices_are_sorted=indices_are_sorted,
+                               unique_indices=unique_indices, mode=mode,
+                               wrap_negative_indices=wrap_negative_indices)
+
+
+def _ones_like(x):
+    xa = get_aval(util.as_operand(x))
+    return lax.broadcast_in_dim(np.ones((), xa.dtype), xa.shape, ())
+
+
+def _static_in_bounds(entries, shape) -> bool:
+    """Whether the static integers of a basic index are in bounds (else .get clamps them
+    through a gather, as JAX does, where x[idx] raises)."""
+    axis = 0
+    for e in entries:
+        if e is None:
+            continue
+        if isinstance(e, (int, np.integer)) and not -shape[axis] <= e < shape[axis]:
+            return False
+        axis += 1
+    return True
+
+
+# --- take, take_along_axis --------------------------------------------------------------
+def _index_mode(mode, fn: str):
+    """The gather mode for ``take``'s mode names (None: "fill")."""
+    if isinstance(mode, GatherScatterMode):
+        return mode
+    if mode is None or mode == "fill":
+        return GatherScatterMode.FILL_OR_DROP
+    if mode == "raise":
+        raise NotImplementedError(f"The 'raise' mode to {fn} is not supported: indices cannot "
+                                  "be checked inside compiled code; use mode='clip' or 'fill'.")
+    if mode == "wrap":
+        return "wrap"
+    return GatherScatterMode.from_any(mode)
+
+
+def _integer_indices(indices, fn: str):
+    if isinstance(indices, (list, tuple)):
+        indices = np.asarray(indices)
+    util.check_arraylike(fn, indices)
+    idx = util.as_operand(indices)
+    dt = dtypes.dtype(idx)
+    if not dtypes.is_integer(dt):
+        raise TypeError(f"{fn} indices must be of integer type, got {dt.name}")
+    return idx
+
+
+def _prepare_indices(idx, size: int, mode, wrap_negative: bool):
+    """Indices as int32/int64 with negatives counted from the end, or wrapped."""
+    idt = _index_dtype((size,))
+    if mode == "wrap":
+        from plax.numpy import ufuncs
+        return ufuncs.remainder(_normalize_component(idx, size, idt, False),
+                                np.asarray(size, idt))
+    return _normalize_component(idx, size, idt, wrap_negative)
+
+
+def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
+         indices_are_sorted=False, fill_value=None):
+    """Elements of ``a`` at ``indices`` along ``axis`` (the flattened array if None).
+
+    ``mode``: "fill" (default: out-of-bounds indices give ``fill_value``, NaN for inexact
+    types), "clip", "wrap" or "promise_in_bounds"; negative indices count from the end.
+    """
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to take is not supported: plax arrays "
+                                  "are immutable; use the returned array.")
+    util.check_arraylike("take", a)
+    a = util.as_operand(a)
+    gmode = _index_mode(mode, "take")
+    idx = _integer_indices(indices, "take")
+    if axis is None:
+        a = lax.reshape(a, (int(np.prod(get_aval(a).shape, dtype=np.int64)),))
+        axis = 0
+    shape = get_aval(a).shape
+    axis = util.canonicalize_axis(axis, len(shape))
+    ishape = util.shape_of(idx)
+    out_shape = shape[:axis] + ishape + shape[axis + 1:]
+    if shape[axis] == 0:
+        if 0 in ishape:
+            return lax.broadcast_in_dim(np.zeros((), get_aval(a).dtype), out_shape, ())
+        raise IndexError("Cannot do a non-empty take() from an empty axis.")
+    idx = _prepare_indices(idx, shape[axis], gmode, True)
+    idx = _expand_last(idx)
+    offset = tuple(range(axis)) + tuple(range(axis + len(ishape), len(out_shape)))
+    dn = GatherDimensionNumbers(offset, (axis,), (axis,))
+    sizes = shape[:axis] + (1,) + shape[axis + 1:]
+    return lax_indexing.gather(a, idx, dn, sizes, mode=None if gmode == "wrap" else gmode,
+                               fill_value=fill_value, unique_indices=unique_indices,
+                               indices_are_sorted=indices_are_sorted)
+
+
+def _expand_last(idx):
+    """Indices with a trailing index-vector axis of size 1."""
+    if isinstance(idx, np.ndarray):
+        return idx[..., None]
+    shape = get_aval(idx).shape
+    return lax.broadcast_in_dim(idx, shape + (1,), tuple(range(len(shape))))
+
+
+def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
+                    wrap_negative_indices=None):
+    """``arr`` indexed along ``axis`` by ``indices`` of the same rank (other axes
+    broadcast), e.g. with the output of argsort. Modes as for ``take`` except "wrap"."""
+    util.check_arraylike("take_along_axis", arr)
+    arr = util.as_operand(arr)
+    idx = _integer_indices(indices, "take_along_axis")
+    if mode == "wrap":
+        raise ValueError('Unknown gather mode "wrap": take_along_axis supports "fill", "clip" '
+                         'and "promise_in_bounds".')
+    gmode = _index_mode(mode, "take_along_axis")
+    if axis is None:
+        if len(util.shape_of(idx)) != 1:
+            raise ValueError(f"take_along_axis indices must be 1D if axis=None, got shape "
+                             f"{util.shape_of(idx)}")
+        arr = lax.reshape(arr, (int(np.prod(get_aval(arr).shape, dtype=np.int64)),))
+        axis = 0
+    shape, ishape = get_aval(arr).shape, util.shape_of(idx)
+    if len(shape) != len(ishape):
+        raise ValueError(f"indices and arr must have the same number of dimensions; "
+                         f"{len(ishape)} vs. {len(shape)}")
+    axis = util.canonicalize_axis(axis, len(shape))
+    rest = util.broadcast_shapes(shape[:axis] + (1,) + shape[axis + 1:],
+                                 ishape[:axis] + (1,) + ishape[axis + 1:])
+    arr_shape = rest[:axis] + (shape[axis],) + rest[axis + 1:]
+    idx_shape = rest[:axis] + (ishape[axis],) + rest[axis + 1:]
+    if arr_shape != shape:
+        arr = util.broadcast_to_shape(arr, arr_shape)
+    if idx_shape != ishape:
+        idx = np.broadcast_to(idx, idx_shape) if isinstance(idx, np.ndarray) else \
+            util.broadcast_to_shape(idx, idx_shape)
+    if shape[axis] == 0:
+        if 0 in idx_shape:
+            return lax.broadcast_in_dim(np.zeros((), get_aval(arr).dtype), idx_shape, ())
+        raise IndexError("Cannot do a non-empty take_along_axis() from an empty axis.")
+    wrap = True if wrap_negative_indices is None else bool(wrap_negative_indices)
+    idx = _expand_last(_prepare_indices(idx, shape[axis], gmode, wrap))
+    batch = tuple(d for d in range(len(shape)) if d != axis)
+    dn = GatherDimensionNumbers((), (axis,), (axis,), batch, batch)
+    return lax_indexing.gather(arr, idx, dn, (1,) * len(shape), mode=gmode,
+                               fill_value=fill_value)
