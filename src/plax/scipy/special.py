@@ -74,14 +74,13 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         terms = jnp.multiply(terms, b)
     total = jnp.sum(terms, axis=axis, keepdims=keepdims, where=where)
     shift = shift if keepdims else jnp.squeeze(shift, axis=axis)
-    sign = jnp.sign(total)
     if is_complex and not return_sign:
         return jnp.add(jnp.log(total), lax.convert_element_type(shift, _dtype(total)))
     out = jnp.add(jnp.log(jnp.abs(total)), shift)
     if return_sign:
-        return out, sign
+        return out, jnp.sign(total)
     if b is not None:  # a negative sum has no real log
-        out = jnp.where(jnp.less(sign, 0), jnp.full_like(out, np.nan), out)
+        out = jnp.where(jnp.less(total, 0), jnp.full_like(out, np.nan), out)
     return out
 
 
