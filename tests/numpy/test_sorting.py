@@ -258,6 +258,13 @@ def test_unique_nans_and_zeros():
     check(S.unique_values(x), vals)
     check(S.unique_counts(x).counts, cnt)
     check(S.unique_inverse(x).inverse_indices, res.inverse_indices)
+    h = np.array([np.nan, 1, np.nan, 1], BF16)
+    check(S.unique(h, equal_nan=False), np.array([1, np.nan, np.nan], BF16), BF16)
+    # complex: any NaN part makes a NaN, as JAX treats it (sorted last, alike, first kept)
+    z = np.array([1 + 1j, complex(1, np.nan), complex(np.nan, 0), 0j, 1 + 1j], np.complex64)
+    vals, idx, cnt = S.unique(z, return_index=True, return_counts=True)
+    check(idx, [3, 0, 1]), check(cnt, [1, 2, 2])
+    check(S.unique(z, equal_nan=False, return_index=True)[1], [3, 0, 1, 2])
 
 
 def test_unique_size_and_fill():

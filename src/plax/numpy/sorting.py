@@ -363,7 +363,7 @@ def nonzero(a, *, size=None, fill_value=None):
     pos = convert(pos, dt)
     out = []
     for d, fill in enumerate(fills):
-        stride = int(np.prod(shape[d + 1:]))  # a flat position's coordinate d: (pos // stride) % size
+        stride = int(np.prod(shape[d + 1:]))  # coordinate d of a flat index: pos // stride % size
         coord = lax.rem(lax.div(pos, _full((size,), max(stride, 1), dt)),
                         _full((size,), max(shape[d], 1), dt))
         fill = lax.broadcast_in_dim(convert(as_operand(fill), dt), (size,), ())
@@ -417,6 +417,16 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     return (values, *extra) if extra else values
 
 
+def _unique_keys(k):
+    """(sort key, is a NaN flag) pairs standing for ``k`` in unique. As in JAX, a complex
+    number with a NaN part counts as NaN: such entries sort last and are all alike (a flag,
+    then the number with those entries zeroed)."""
+    if not dtypes.is_complex(get_aval(k).dtype):
+        return [(k, False)]
+    flag = lax.bitwise_or(_isnan(lax.real(k)), _isnan(lax.imag(k)))
+    return [(flag, True), (lax.select(flag, _full(_shape(k), 0, get_aval(k).dtype), k), False)]
+
+
 def _unique(x, keys, equal_nan, size, fill_value):
     """Unique rows of ``x`` (rows along axis 0, compared by the 1-D ``keys``): values, first
     indices, inverse and counts, padded to ``size`` when it is given."""
@@ -433,12 +443,17 @@ def _unique(x, keys, equal_nan, size, fill_value):
                                           _shape(values), ())
         zeros = _full((size,), 0, dt)
         return values, zeros, _full((0,), 0, dt), zeros
+    keys, is_flag = zip(*[p for k in keys for p in _unique_keys(k)]) if keys else ((), ())
     *skeys, perm = lax.sort([*keys, _iota(np.int32, n)], num_keys=len(keys)) if keys else \
         [_iota(np.int32, n)]
     starts = _full((n - 1,), False, np.bool_)
-    for k in skeys:
-        same = _same(lax.slice_in_dim(k, 1, n), lax.slice_in_dim(k, 0, n - 1), equal_nan)
-        starts = lax.bitwise_or(starts, lax.bitwise_not(same))
+    for k, flag in zip(skeys, is_flag):
+        # NaNs compare equal here; with equal_nan=False every row holding one starts a group
+        k1 = lax.slice_in_dim(k, 1, n)
+        new = lax.bitwise_not(_same(k1, lax.slice_in_dim(k, 0, n - 1), True))
+        if not equal_nan and (flag or dtypes.is_float(get_aval(k).dtype)):
+            new = lax.bitwise_or(new, k1 if flag else _isnan(k1))
+        starts = lax.bitwise_or(starts, new)
     starts = lax.concatenate([_full((1,), True, np.bool_), starts], 0)
     if size is None:
         size = _concrete_int(lax.reduce_sum(convert(starts, np.int32), (0,)),
