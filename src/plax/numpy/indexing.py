@@ -61,6 +61,11 @@ def _host_index(a: np.ndarray, what):
     return operator.index(a.item()) if a.ndim == 0 and what == "host" else _Adv(a)
 
 
+def _holds_plax_values(seq) -> bool:
+    return any(isinstance(v, (Array, Tracer)) or
+               (isinstance(v, (list, tuple)) and _holds_plax_values(v)) for v in seq)
+
+
 def _convert_entry(i):
     """An index entry as None, Ellipsis, a slice, a scalar integer (static int or 0-d
     integer plax value), an _Adv or a _Mask."""
@@ -82,6 +87,9 @@ def _convert_entry(i):
             raise _index_type_error(aval.dtype)
         return i if aval.ndim == 0 else _Adv(i)
     if isinstance(i, (list, tuple)):
+        if _holds_plax_values(i):
+            from plax.numpy.creation import asarray
+            return _convert_entry(asarray(i))
         a = np.asarray(i)
         if a.size == 0:
             a = a.astype(np.int32)
@@ -645,14 +653,21 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
         if 0 in ishape:
             return lax.broadcast_in_dim(np.zeros((), get_aval(a).dtype), out_shape, ())
         raise IndexError("Cannot do a non-empty take() from an empty axis.")
-    idx = _prepare_indices(idx, shape[axis], gmode, True)
-    idx = _expand_last(idx)
+    idx = _expand_last(_prepare_indices(idx, shape[axis], gmode, True))
+    fill_value = _fill_param(gmode, fill_value, get_aval(a).dtype)
     offset = tuple(range(axis)) + tuple(range(axis + len(ishape), len(out_shape)))
     dn = GatherDimensionNumbers(offset, (axis,), (axis,))
     sizes = shape[:axis] + (1,) + shape[axis + 1:]
     return lax_indexing.gather(a, idx, dn, sizes, mode=None if gmode == "wrap" else gmode,
                                fill_value=fill_value, unique_indices=unique_indices,
                                indices_are_sorted=indices_are_sorted)
+
+
+def _fill_param(gmode, fill_value, dtype):
+    """The fill value, made explicit for "fill" mode (as JAX prints it in jaxprs)."""
+    if gmode is GatherScatterMode.FILL_OR_DROP and fill_value is None:
+        return lax_indexing.default_fill_value(dtype)
+    return fill_value
 
 
 def _expand_last(idx):
@@ -700,6 +715,7 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
         raise IndexError("Cannot do a non-empty take_along_axis() from an empty axis.")
     wrap = True if wrap_negative_indices is None else bool(wrap_negative_indices)
     idx = _expand_last(_prepare_indices(idx, shape[axis], gmode, wrap))
+    fill_value = _fill_param(gmode, fill_value, get_aval(arr).dtype)
     batch = tuple(d for d in range(len(shape)) if d != axis)
     dn = GatherDimensionNumbers((), (axis,), (axis,), batch, batch)
     return lax_indexing.gather(arr, idx, dn, (1,) * len(shape), mode=gmode,
