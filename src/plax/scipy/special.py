@@ -49,7 +49,7 @@ def logit(x):
     return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
 
 
-# --- logsumexp and softmax ---------------------------------------------------------------------
+# --- logsumexp and softmax -------------------------------------------------------------------
 def _finite_shift(m):
     """The stabilising shift: the max, 0 where it is infinite or NaN, with no derivative
     (logsumexp does not depend on the shift, so its gradient must not flow through it)."""
@@ -99,7 +99,7 @@ def log_softmax(x, /, *, axis=None):
     return jnp.subtract(shifted, jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True)))
 
 
-# --- x * log(y) and entropy ------------------------------------------------------------------------
+# --- x * log(y) and entropy -----------------------------------------------------------------
 # These follow the convention 0 * log(0) = 0 for the value, while the derivatives are the
 # plain formulas (log(y) and x / y), as JAX defines them: custom rules, since differentiating
 # the select would give the derivative of the constant branch.
