@@ -16,5 +16,5 @@ from plax.api_autodiff import (  # noqa: F401
     jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose)
 from plax.api_vmap import vmap  # noqa: F401
 from plax.transforms.remat import checkpoint, remat, checkpoint_policies  # noqa: F401
-from plax import tree_util, tree, lax, numpy, sharding, stages, test_util, ad_checkpoint  # noqa: F401
+from plax import tree_util, tree, lax, numpy, scipy, sharding, stages, test_util, ad_checkpoint  # noqa: F401
 from plax.transforms.custom_derivatives import custom_jvp, custom_vjp, closure_convert  # noqa: F401,E402

@@ -360,3 +360,15 @@ def test_errors():
         S.unique(np.arange(3), axis=1)
     with pytest.raises(TypeError, match="requires ndarray or scalar arguments"):
         S.sort([3, 1])
+
+
+def test_where_one_argument_is_nonzero():
+    import plax.numpy as jnp
+    c = np.array([[1, 0, 2], [0, 3, 0]])
+    got = jnp.where(c)
+    for g, w in zip(got, np.where(c)):
+        np.testing.assert_array_equal(g, w)
+    got = plax.jit(lambda v: jnp.where(v, size=4, fill_value=-1))(c)
+    np.testing.assert_array_equal(got[1], [0, 2, 1, -1])
+    with pytest.raises(TypeError, match="where requires ndarray or scalar arguments"):
+        jnp.where(c, 1)

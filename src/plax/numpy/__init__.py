@@ -21,3 +21,4 @@ from plax.numpy.indexing import _rewriting_take  # noqa: F401,E402
 from plax.numpy.shape_ops import *  # noqa: F401,F403
 from plax.numpy.reductions import *  # noqa: F401,F403,E402
 from plax.numpy.products import *  # noqa: F401,F403,E402
+from plax.numpy.sorting import *  # noqa: F401,F403,E402

@@ -668,9 +668,12 @@ def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):
 
 def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     """``x`` where ``condition`` is true, else ``y`` (with broadcasting and promotion)."""
+    if x is None and y is None:  # the one-argument form is nonzero
+        from plax.numpy.sorting import nonzero
+        return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
-        raise ValueError("plax.numpy.where needs three arguments (condition, x, y); the "
-                         "one-argument form (nonzero) requires `size=` and comes with nonzero.")
+        raise TypeError("where requires ndarray or scalar arguments, got <class 'NoneType'> at "
+                        f"position {1 if x is None else 2}: pass both x and y, or neither.")
     check_arraylike("where", condition, x, y)
     x, y = promote_dtypes(x, y)
     cond, x, y = promote_shapes("where", _to_bool(condition), x, y)
