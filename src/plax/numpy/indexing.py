@@ -52,13 +52,13 @@ def _bool0(flag) -> _Adv:
     return _Adv(np.zeros(1 if flag else 0, np.int32), axis_free=True)
 
 
-def _host_index(a: np.ndarray, what):
+def _host_index(a: np.ndarray):
     """One entry from a host array (or a concrete plax array copied to the host)."""
     if a.dtype == np.bool_:
         return _bool0(bool(a)) if a.ndim == 0 else _Mask(a)
     if not np.issubdtype(a.dtype, np.integer):
         raise _index_type_error(a.dtype)
-    return operator.index(a.item()) if a.ndim == 0 and what == "host" else _Adv(a)
+    return operator.index(a.item()) if a.ndim == 0 else _Adv(a)
 
 
 def _holds_plax_values(seq) -> bool:
@@ -82,7 +82,7 @@ def _convert_entry(i):
             if isinstance(i, Tracer):
                 raise IndexError(f"Array boolean indices must be concrete; got {aval.str_short()}. "
                                  "Use plax.numpy.where, or a mask known outside the trace.")
-            return _host_index(np.asarray(i), "array")
+            return _host_index(np.asarray(i))
         if not dtypes.is_integer(aval.dtype):
             raise _index_type_error(aval.dtype)
         return i if aval.ndim == 0 else _Adv(i)
@@ -95,9 +95,9 @@ def _convert_entry(i):
             a = a.astype(np.int32)
         elif a.dtype.kind == "f":
             a = a.astype(dtypes.canonicalize_dtype(a.dtype))
-        return _host_index(a, "host")
+        return _host_index(a)
     if isinstance(i, (np.ndarray, np.generic)):
-        return _host_index(np.asarray(i), "host")
+        return _host_index(np.asarray(i))
     if isinstance(i, (float, complex)):
         raise _index_type_error(np.asarray(i).dtype)
     if hasattr(i, "__index__"):
