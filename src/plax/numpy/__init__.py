@@ -17,7 +17,7 @@ generic, number, integer, signedinteger, unsignedinteger = (
 inexact, floating, complexfloating = _np.inexact, _np.floating, _np.complexfloating
 dtype = _np.dtype
 bool = bool_
-from plax.numpy.indexing import _rewriting_take  # noqa: F401,E402
+from plax.numpy.indexing import _rewriting_take, take, take_along_axis  # noqa: F401,E402
 from plax.numpy.shape_ops import *  # noqa: F401,F403
 from plax.numpy.reductions import *  # noqa: F401,F403,E402
 from plax.numpy.products import *  # noqa: F401,F403,E402

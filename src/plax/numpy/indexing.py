@@ -190,9 +190,10 @@ def _basic_take(arr, entries):
             squeeze.append(axis)
         else:
             k = operator.index(i)
-            if not -size <= k < size:
-                raise IndexError(f"index {k} is out of bounds for axis {axis} with size {size}")
-            k %= size
+            if size == 0:
+                raise IndexError(f"index is out of bounds for axis {axis} with size 0")
+            # As JAX: negative indices wrap once, then out-of-bounds indices clamp.
+            k = min(max(k + size if k < 0 else k, 0), size - 1)
             starts.append(k)
             limits.append(k + 1)
             strides.append(1)
