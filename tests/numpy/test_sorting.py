@@ -372,3 +372,24 @@ def test_where_one_argument_is_nonzero():
     np.testing.assert_array_equal(got[1], [0, 2, 1, -1])
     with pytest.raises(TypeError, match="where requires ndarray or scalar arguments"):
         jnp.where(c, 1)
+
+
+def test_compress_and_array_methods():
+    import plax.numpy as jnp
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    for cond, axis in (([True, False, True], 0), ([1, 0, 1, 1], 1), ([1, 0], None),
+                       ([0, 1], 1)):
+        np.testing.assert_array_equal(jnp.compress(np.array(cond), a, axis=axis),
+                                      np.compress(cond, a, axis=axis))
+    got = plax.jit(lambda c, v: jnp.compress(c, v, size=3, fill_value=-1))(
+        np.array([True, False, True, False]), np.arange(4.0, dtype=np.float32))
+    np.testing.assert_array_equal(got, [0.0, 2.0, -1.0])
+    with pytest.raises(ValueError, match="condition contains entries that are out of bounds"):
+        jnp.compress(np.array([1, 0, 1, 1]), a, axis=0)
+    x = jnp.asarray(a)
+    np.testing.assert_array_equal(x.compress(np.array([True, False, True]), axis=0), a[[0, 2]])
+    v = jnp.array([3.0, 1.0, 2.0])
+    np.testing.assert_array_equal(v.sort(), [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(v.argsort(), [1, 2, 0])
+    np.testing.assert_array_equal(v.nonzero()[0], [0, 1, 2])
+    assert int(jnp.sort(v).searchsorted(2.5)) == 2

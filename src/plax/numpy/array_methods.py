@@ -57,7 +57,12 @@ _UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "in
 _METHODS = ["reshape", "transpose", "ravel", "flatten", "squeeze", "swapaxes", "sum", "prod",
             "mean", "var", "std", "max", "min", "argmax", "argmin", "all", "any", "cumsum",
             "cumprod", "clip", "conj", "conjugate", "dot", "round", "sort", "argsort", "trace",
-            "diagonal", "repeat", "take", "nonzero", "ptp", "searchsorted", "compress"]
+            "diagonal", "repeat", "take", "nonzero", "ptp", "searchsorted"]
+
+
+def _compress(self, condition, axis=None, **kwargs):
+    """Same as plax.numpy.compress(condition, self, axis, ...)."""
+    return _jnp().compress(condition, self, axis, **kwargs)
 
 
 def _reshape(self, *args, order="C", **kwargs):
@@ -142,6 +147,7 @@ def _install(cls) -> None:
     cls.__iter__ = _iter
     cls.__round__ = _round_dunder
     cls.copy = lambda self: _jnp().array(self, copy=True)
+    cls.compress = _compress
 
 
 _install(Array)

@@ -24,7 +24,7 @@ from plax.numpy.util import (as_operand, canonicalize_axis, check_arraylike, con
 
 __all__ = ["sort", "argsort", "lexsort", "partition", "argpartition", "sort_complex",
            "searchsorted", "unique", "unique_values", "unique_counts", "unique_inverse",
-           "unique_all", "nonzero", "flatnonzero", "argwhere"]
+           "unique_all", "nonzero", "flatnonzero", "argwhere", "compress"]
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -384,6 +384,32 @@ def argwhere(a, *, size=None, fill_value=None):
     coords = nonzero(a if ndim else lax.reshape(a, (1,)), size=size, fill_value=fill_value)
     out = lax.concatenate([lax.expand_dims(c, (1,)) for c in coords], 1)
     return out if ndim else lax.slice_in_dim(out, 0, 0, axis=1)
+
+
+def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
+    """The slices of ``a`` along ``axis`` (of the flattened ``a`` when None) where the 1-d
+    ``condition`` is true; ``size`` pads or truncates the result to a static length."""
+    from plax.numpy.indexing import take
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.compress is not supported.")
+    cond = _arr("compress", condition)
+    if get_aval(cond).ndim != 1:
+        raise ValueError(f"condition must be a 1D array, got shape {get_aval(cond).shape}.")
+    arr = _arr("compress", a)
+    if axis is None:
+        arr, axis = _flat(arr), 0
+    axis = canonicalize_axis(axis, get_aval(arr).ndim)
+    n, m = get_aval(arr).shape[axis], get_aval(cond).shape[0]
+    if m > n:
+        extra = cond[n:]
+        if bool(_concrete_int(lax.reduce_or(_nonzero_mask(extra), (0,)), "compress")):
+            raise ValueError("condition contains entries that are out of bounds")
+        cond = cond[:n]
+    elif m < n:  # as NumPy: a shorter condition selects among the first len(condition) slices
+        arr = lax.slice_in_dim(arr, 0, m, axis=axis)
+    # Padding positions index one past the end, which take's fill mode fills.
+    (idx,) = nonzero(cond, size=size, fill_value=get_aval(arr).shape[axis])
+    return take(arr, idx, axis=axis, mode="fill", fill_value=fill_value)
 
 
 # --- unique -----------------------------------------------------------------------------------
