@@ -462,7 +462,8 @@ def test_index_errors():
 
 def test_traced_boolean_mask_errors():
     x = jnp.asarray(A[0, 0])
-    with pytest.raises(IndexError, match=r"Array boolean indices must be concrete; got bool\[4,5\]"):
+    with pytest.raises(plax.errors.NonConcreteBooleanIndexError,
+                       match=r"Array boolean indices must be concrete; got bool\[4,5\]"):
         plax.jit(lambda m: x[m])(x > 3)
     with pytest.raises(IndexError, match="Array boolean indices must be concrete"):
         plax.jit(lambda m: x.at[m].set(0.0))(x > 3)

@@ -77,6 +77,23 @@ class TracerArrayConversionError(JAXTypeError):
               "the same name instead.")
 
 
+class JAXIndexError(IndexError):
+    """Base of plax's indexing errors (JAX's name, so ``except`` clauses carry over)."""
+
+
+class NonConcreteBooleanIndexError(JAXIndexError):
+    """A boolean mask index that is only traced: the result's shape would depend on values."""
+
+    def __init__(self, tracer):
+        aval = getattr(tracer, "aval", None)
+        shown = aval.str_short() if hasattr(aval, "str_short") else repr(aval)
+        super().__init__(
+            f"Array boolean indices must be concrete; got {shown}. The number of selected "
+            "elements (and so the result's shape) would depend on traced values. Use "
+            "plax.numpy.where(mask, x, fill) to keep the shape, or pass size= to "
+            "plax.numpy.nonzero and index with the result.")
+
+
 class UnexpectedTracerError(Exception):
     """A tracer escaped the transformation that made it and was used afterwards."""
 

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from plax import lax
-from plax.core import dtypes
+from plax.core import dtypes, errors
 from plax.core.trace import Tracer, get_aval
 from plax.lax import indexing as lax_indexing
 from plax.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
@@ -80,8 +80,7 @@ def _convert_entry(i):
         aval = get_aval(i)
         if dtypes.is_bool(aval.dtype):
             if isinstance(i, Tracer):
-                raise IndexError(f"Array boolean indices must be concrete; got {aval.str_short()}. "
-                                 "Use plax.numpy.where, or a mask known outside the trace.")
+                raise errors.NonConcreteBooleanIndexError(i)
             return _host_index(np.asarray(i))
         if not dtypes.is_integer(aval.dtype):
             raise _index_type_error(aval.dtype)
