@@ -370,3 +370,33 @@ def test_leaked_batch_tracer_is_caught():
     plax.vmap(f)(xs(3, 2))
     with pytest.raises(plax.errors.UnexpectedTracerError, match="vmap\\(f\\)"):
         box[0] + 1
+
+
+def test_custom_rules_closing_over_batched_values_under_grad_of_vmap():
+    """The rules close over ``s``, batched by the same vmap the rules are batched for."""
+    x, scales = xs(2, 3), np.array([3.0, 5.0], F32)
+    want = 2 * np.cos(x) * scales[:, None]
+
+    def with_jvp(v, s):
+        @plax.custom_jvp
+        def g(z):
+            return jnp.sin(z) * s
+
+        @g.defjvp
+        def g_jvp(p, t):
+            return g(p[0]), 2 * jnp.cos(p[0]) * s * t[0]
+        return g(v).sum()
+
+    def with_vjp(v, s):
+        @plax.custom_vjp
+        def g(z):
+            return jnp.sin(z) * s
+
+        g.defvjp(lambda z: (g(z), jnp.cos(z)), lambda c, ct: (2 * c * s * ct,))
+        return g(v).sum()
+
+    for f in (with_jvp, with_vjp):
+        outer = plax.grad(lambda v: plax.vmap(f)(v, scales).sum())
+        np.testing.assert_allclose(outer(x), want, rtol=1e-5)
+        np.testing.assert_allclose(plax.jit(outer)(x), want, rtol=1e-5)
+        np.testing.assert_allclose(plax.vmap(plax.grad(f))(x, scales), want, rtol=1e-5)

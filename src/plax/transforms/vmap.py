@@ -75,8 +75,13 @@ class BatchTrace(Trace):
         self.axis = axis
 
     def to_batch_info(self, x):
-        if isinstance(x, BatchTracer) and x._trace is self:
-            return x.val, x.batch_dim
+        if isinstance(x, BatchTracer):
+            if x._trace is self:
+                return x.val, x.batch_dim
+            if x._trace.axis is self.axis:
+                # Batched along this very vmap, by the trace a custom rule was batched out
+                # of (the rule closed over the value): the same batch, so adopt it.
+                return x.val, x.batch_dim
         if isinstance(x, Tracer):
             self.check_foreign_tracer(x)
         return x, not_mapped
