@@ -400,3 +400,10 @@ def test_custom_rules_closing_over_batched_values_under_grad_of_vmap():
         np.testing.assert_allclose(outer(x), want, rtol=1e-5)
         np.testing.assert_allclose(plax.jit(outer)(x), want, rtol=1e-5)
         np.testing.assert_allclose(plax.vmap(plax.grad(f))(x, scales), want, rtol=1e-5)
+
+
+def test_broadcasts_keep_a_leading_batch_leading():
+    j = str(plax.make_jaxpr(plax.vmap(lambda a: jnp.outer(a, a)))(xs(4, 3)))
+    assert "transpose" not in j
+    np.testing.assert_allclose(plax.vmap(lambda a: jnp.outer(a, a))(xs(4, 3)),
+                               np.einsum("bi,bj->bij", xs(4, 3), xs(4, 3)), rtol=1e-6)

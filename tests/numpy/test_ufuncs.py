@@ -589,3 +589,16 @@ def test_operators_reject_non_arrays():
 def test_errors(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_broadcasting_leaves_size_one_dims_to_lax():
+    """As in JAX: operands gain leading 1s up to the common rank, but size-1 dimensions are
+    broadcast by the lax op itself, never materialised at full size first."""
+    from plax.test_util import check_grads
+    a, b = np.arange(3.0).reshape(3, 1), np.arange(4.0).reshape(1, 4)
+    j = plax.make_jaxpr(lambda x, y: x * y)(a, b)
+    assert [e.primitive.name for e in j.jaxpr.eqns] == ["mul"]
+    j = plax.make_jaxpr(lambda x, y: x + y)(np.ones(4), np.ones((2, 3, 4)))
+    assert j.jaxpr.eqns[0].outvars[0].aval.shape == (1, 1, 4)
+    np.testing.assert_array_equal(jnp.multiply(a, b), a * b)
+    check_grads(lambda x, y: jnp.sum(jnp.sin(x) * y ** 2), (a, b), order=2, modes=("fwd", "rev"))

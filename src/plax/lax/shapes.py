@@ -776,10 +776,11 @@ def _shift_dims(dims, at: int) -> tuple:
 
 def _broadcast_in_dim_batch(axis, vals, dims, *, shape, broadcast_dimensions, sharding=None):
     (x,), (bd,) = vals, dims
-    # The new output axis sits just before the output axis of the operand's next axis (or
-    # just after its last), so broadcast_dimensions stay increasing when they were.
+    # The new output axis sits after the output axis of the operand's previous axis and
+    # before that of its next, so broadcast_dimensions stay increasing when they were.
+    # The lowest such place: a leading batch stays leading, as JAX puts it.
     bdims = broadcast_dimensions
-    out = bdims[bd] if bd < len(bdims) else (bdims[-1] + 1 if bdims else 0)
+    out = bdims[bd - 1] + 1 if bd > 0 else 0
     new_dims = _shift_dims(broadcast_dimensions, out)
     new_dims = new_dims[:bd] + (out,) + new_dims[bd:]
     new_shape = shape[:out] + (axis.size,) + shape[out:]

@@ -156,8 +156,13 @@ def broadcast_to_shape(x, shape):
     return broadcast_in_dim(x, tuple(shape), tuple(range(nd - len(s), nd)))
 
 
-def promote_shapes(name: str, *args):
-    """Broadcast ``args`` to a common shape; rank-0 arguments stay rank 0."""
+def promote_shapes(name: str, *args, rank_only: bool = False):
+    """Broadcast ``args`` to a common shape; rank-0 arguments stay rank 0.
+
+    With ``rank_only``, arguments only gain leading size-1 dimensions up to the common
+    rank: lax's elementwise ops broadcast size-1 dimensions themselves (as in JAX), so
+    nothing is materialised at full size.
+    """
     if len(args) < 2:
         return list(args)
     shapes = [shape_of(a) for a in args]
@@ -166,6 +171,12 @@ def promote_shapes(name: str, *args):
         return list(args)  # equal shapes, or scalars that lax broadcasts itself
     _check_rank_promotion(name, shapes)
     target = broadcast_shapes(*shapes)
+    if rank_only:
+        from plax.lax.shapes import broadcast_in_dim
+        nd = len(target)
+        return [a if len(s) in (0, nd) else
+                broadcast_in_dim(a, (1,) * (nd - len(s)) + s, tuple(range(nd - len(s), nd)))
+                for a, s in zip(args, shapes)]
     return [a if s == () or s == target else broadcast_to_shape(a, target)
             for a, s in zip(args, shapes)]
 
@@ -173,17 +184,17 @@ def promote_shapes(name: str, *args):
 def promote_args(name: str, *args):
     """Check, promote dtypes and broadcast shapes: the standard ufunc preamble."""
     check_arraylike(name, *args)
-    return promote_shapes(name, *promote_dtypes(*args))
+    return promote_shapes(name, *promote_dtypes(*args), rank_only=True)
 
 
 def promote_args_inexact(name: str, *args):
     check_arraylike(name, *args)
-    return promote_shapes(name, *promote_dtypes_inexact(*args))
+    return promote_shapes(name, *promote_dtypes_inexact(*args), rank_only=True)
 
 
 def promote_args_numeric(name: str, *args):
     check_arraylike(name, *args)
-    return promote_shapes(name, *promote_dtypes_numeric(*args))
+    return promote_shapes(name, *promote_dtypes_numeric(*args), rank_only=True)
 
 
 def canonicalize_axis(axis: int, ndim: int) -> int:
