@@ -56,7 +56,7 @@ def _describe_arg(names, i) -> str:
     return f"argument {names[i]}" if names and i < len(names) else f"argument {i}"
 
 
-def mapped_axis_size(fun, leaves, axes, arg_names, axis_size):
+def mapped_axis_size(leaves, axes, arg_names, axis_size):
     """The batch size shared by the mapped axes (checking each is in range)."""
     sizes = []
     for i, (x, ax) in enumerate(zip(leaves, axes)):
@@ -131,7 +131,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                              f"*args={args} and **kwargs={kwargs}")
         axes = flatten_axes("vmap in_axes", in_tree, (in_axes, 0))
         from plax.api import flat_arg_names
-        size = mapped_axis_size(fun, leaves, axes, flat_arg_names(fun, args, kwargs), axis_size)
+        size = mapped_axis_size(leaves, axes, flat_arg_names(fun, args, kwargs), axis_size)
         dims = [None if ax is None else ax % get_aval(x).ndim for x, ax in zip(leaves, axes)]
         out_tree_box = []
 

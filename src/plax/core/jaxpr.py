@@ -109,6 +109,18 @@ class ClosedJaxpr:
         return str(self.jaxpr)
 
 
+def call_out_avals(what: str, closed: "ClosedJaxpr", avals) -> list:
+    """The output types of a call of ``closed`` on arguments of types ``avals``; a TypeError
+    when they are not the types it was traced for (for pjit and the custom-rule calls)."""
+    expected = closed.in_avals
+    if len(avals) != len(expected) or any(
+            a.shape != e.shape or a.dtype != e.dtype for a, e in zip(avals, expected)):
+        got = ", ".join(a.str_short() for a in avals)
+        want = ", ".join(a.str_short() for a in expected)
+        raise TypeError(f"{what} was traced for arguments ({want}) but called with ({got}).")
+    return closed.out_avals
+
+
 # --- printing -----------------------------------------------------------------
 # Optional per-primitive hook: params -> the params to print (JAX hides some
 # defaults, e.g. broadcast_in_dim's shape). Registered next to the primitive.

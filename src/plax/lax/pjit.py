@@ -9,7 +9,7 @@ execution as one compiled executable, and lowering as a private
 from __future__ import annotations
 
 from plax.core import dtypes
-from plax.core.jaxpr import ClosedJaxpr, param_printers
+from plax.core.jaxpr import ClosedJaxpr, call_out_avals, param_printers
 from plax.core.primitive import Primitive, abstract_eval_rules, impl_rules
 from plax.lowering.stablehlo import define_function, lowering_rules
 
@@ -18,13 +18,7 @@ pjit_p = Primitive("pjit", multiple_results=True)
 
 def _pjit_abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline, device,
                    compiler_options):
-    expected = jaxpr.in_avals
-    if len(avals) != len(expected) or any(
-            a.shape != e.shape or a.dtype != e.dtype for a, e in zip(avals, expected)):
-        got = ", ".join(a.str_short() for a in avals)
-        want = ", ".join(a.str_short() for a in expected)
-        raise TypeError(f"pjit {name} was traced for arguments ({want}) but called with ({got}).")
-    return jaxpr.out_avals
+    return call_out_avals(f"pjit {name}", jaxpr, avals)
 
 
 def _pjit_impl(*args, jaxpr, name, donated_invars, keep_unused, inline, device, compiler_options):

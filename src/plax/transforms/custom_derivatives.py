@@ -27,7 +27,7 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, param_printers
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, call_out_avals, eval_jaxpr, param_printers
 from plax.core.primitive import Primitive, abstract_eval_rules, impl_rules
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval, set_current_trace
@@ -145,13 +145,7 @@ def _trace_primal(fun, args, nondiff, name):
 
 
 def _call_abstract(*avals, call_jaxpr, name, **_):
-    expected = call_jaxpr.in_avals
-    if len(avals) != len(expected) or any(
-            a.shape != e.shape or a.dtype != e.dtype for a, e in zip(avals, expected)):
-        got = ", ".join(a.str_short() for a in avals)
-        want = ", ".join(a.str_short() for a in expected)
-        raise TypeError(f"{name} was traced for arguments ({want}) but called with ({got}).")
-    return call_jaxpr.out_avals
+    return call_out_avals(name, call_jaxpr, avals)
 
 
 def _call_impl(*args, call_jaxpr, **_):
@@ -583,10 +577,10 @@ def _per_example_zero(t, d):
     return Zero(a if d is None else a.update(shape=a.shape[1:]))
 
 
-def _batch_with_zeros(fn, vals, dims, axis, n_out):
+def _batch_with_zeros(fn, vals, dims, axis):
     """Batch ``fn(*vals) -> list`` where some inputs are symbolic ``Zero``s (passed through,
     per example) and some outputs may be ``Zero``s. Outputs come back batched at 0."""
-    from plax.transforms.vmap import batch_flat, move_batch_dim
+    from plax.transforms.vmap import batch_flat, batched_aval, move_batch_dim
     live = [type(v) is not Zero for v in vals]
     zeros_out = []
 
@@ -600,7 +594,7 @@ def _batch_with_zeros(fn, vals, dims, axis, n_out):
     outs, out_dims = batch_flat(flat, [v for v, lv in zip(vals, live) if lv],
                                 [d for d, lv in zip(dims, live) if lv], axis)
     it = iter(move_batch_dim(o, d, 0, axis.size) for o, d in zip(outs, out_dims))
-    return [next(it) if z is None else Zero(z.aval.update(shape=(axis.size,) + z.aval.shape))
+    return [next(it) if z is None else Zero(batched_aval(z.aval, 0, axis.size))
             for z in zeros_out]
 
 
@@ -618,8 +612,7 @@ def _custom_jvp_call_batch(axis, vals, dims, *, call_jaxpr, jvp, num_consts, sym
         def per_example(*xs):
             outs, tans = jvp(list(xs[:n]), list(xs[n:]))
             return list(outs) + list(tans)
-        res = _batch_with_zeros(per_example, list(primals) + list(tangents), leaf_dims * 2, axis,
-                                2 * n_out)
+        res = _batch_with_zeros(per_example, list(primals) + list(tangents), leaf_dims * 2, axis)
         return res[:n_out], res[n_out:]
 
     outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=as_callee(body),
@@ -665,8 +658,7 @@ def _batched_bwd(bwd_rule, res_dims, leaf_dims, axis):
     def bwd(res, cts):
         n_res = len(res)
         in_cts = _batch_with_zeros(lambda *xs: bwd_rule(list(xs[:n_res]), list(xs[n_res:])),
-                                   list(res) + list(cts), list(res_dims) + [0] * len(cts), axis,
-                                   len(leaf_dims))
+                                   list(res) + list(cts), list(res_dims) + [0] * len(cts), axis)
         out = []
         for c, d in zip(in_cts, leaf_dims):
             if d is None:
@@ -679,11 +671,12 @@ def _batched_bwd(bwd_rule, res_dims, leaf_dims, axis):
 
 def _custom_lin_batch(axis, vals, dims, *, num_res, bwd, out_avals, nonzero, diff_out):
     """The linear part of a custom_vjp function, for batched residuals or tangents."""
+    from plax.transforms.vmap import batched_aval
     vals, dims = _front(vals, dims)
     tan_dims = iter(dims[num_res:])
     # Cotangents come back for every primal input; those without a tangent are dropped.
     in_dims = [next(tan_dims) if nz else None for nz in nonzero]
-    batched = tuple(a.update(shape=(axis.size,) + a.shape) for a in out_avals)
+    batched = tuple(batched_aval(a, 0, axis.size) for a in out_avals)
     outs = custom_lin_p.bind(*vals, num_res=num_res,
                              bwd=_Named(_batched_bwd(bwd, dims[:num_res], in_dims, axis),
                                         repr(bwd)),

@@ -141,10 +141,9 @@ def jaxpr_axis_names(jaxpr) -> frozenset:
     """The axis names the collectives of ``jaxpr`` (and of the jaxprs inside it) use."""
     if isinstance(jaxpr, ClosedJaxpr):
         jaxpr = jaxpr.jaxpr
-    try:
-        return _jaxpr_names[jaxpr]
-    except (KeyError, TypeError):
-        pass
+    cached = _jaxpr_names.get(jaxpr)
+    if cached is not None:
+        return cached
     names = set()
     for e in jaxpr.eqns:
         names_of = collective_axis_names.get(e.primitive)
@@ -153,11 +152,7 @@ def jaxpr_axis_names(jaxpr) -> frozenset:
         for p in e.params.values():
             if isinstance(p, (Jaxpr, ClosedJaxpr)):
                 names.update(jaxpr_axis_names(p))
-    out = frozenset(names)
-    try:
-        _jaxpr_names[jaxpr] = out
-    except TypeError:
-        pass
+    out = _jaxpr_names[jaxpr] = frozenset(names)
     return out
 
 
