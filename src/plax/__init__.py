@@ -1,8 +1,11 @@
 """plax: composable transformations of numerical Python programs, on XLA."""
 from plax.core.config import config, enable_x64  # noqa: F401
-from plax.core import dtypes  # noqa: F401
 from plax.core.dtypes import float0  # noqa: F401
-from plax.core import errors  # noqa: F401
+from plax import dtypes, errors  # noqa: F401
+from plax.version import __version__, __version_info__  # noqa: F401
+from plax.core.config import (  # noqa: F401
+    debug_nans, debug_infs, log_compiles, enable_checks, numpy_rank_promotion,
+    numpy_dtype_promotion, default_matmul_precision, default_device)
 from plax.runtime.array import Array  # noqa: F401
 from plax.runtime.xla import Device  # noqa: F401
 from plax.api import (  # noqa: F401
@@ -14,7 +17,10 @@ from plax.api import (  # noqa: F401
 )
 from plax.api_autodiff import (  # noqa: F401
     jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose)
+from plax.api_autodiff import jacrev as jacobian  # noqa: F401
 from plax.api_vmap import vmap  # noqa: F401
 from plax.transforms.remat import checkpoint, remat, checkpoint_policies  # noqa: F401
 from plax import tree_util, tree, lax, numpy, scipy, sharding, stages, test_util, ad_checkpoint  # noqa: F401
+from plax import core, flatten_util, typing, version  # noqa: F401,E402
+from plax.drop_in import install_as_jax  # noqa: F401,E402
 from plax.transforms.custom_derivatives import custom_jvp, custom_vjp, closure_convert  # noqa: F401,E402

@@ -1,6 +1,8 @@
 """check_grads: compare plax's derivatives with finite differences (and jvp with vjp)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from plax import tree_util
@@ -42,33 +44,49 @@ def _assert_close(a, b, atol, rtol, what):
                                    atol=atol, rtol=rtol, err_msg=what)
 
 
-def check_jvp(f, args, atol, rtol, eps, rng):
-    """jvp of f at args against a central finite difference along a random tangent."""
-    from plax.api_autodiff import jvp
+def check_jvp(f, f_jvp, args, atol=None, rtol=None, eps=None, err_msg="", *, rng=None):
+    """``f_jvp(primals, tangents) -> (out, out_tangent)`` against a central finite difference
+    of ``f`` along a random tangent (``f_jvp`` is typically ``partial(plax.jvp, f)``)."""
+    args = tuple(args)
+    atol, rtol, eps = _tolerances(args, atol, rtol, eps)
+    rng = np.random.default_rng(0) if rng is None else rng
     tangents = tuple(tree_util.tree_map(lambda x: _rand_like(x, rng), a) for a in args)
-    _, out_t = jvp(f, args, tangents)
+    out, out_t = f_jvp(args, tangents)
+    _assert_close(out, f(*args), atol, rtol, err_msg or "JVP's primal output differs from f")
     plus = f(*_add_scaled(args, tangents, eps / 2))
     minus = f(*_add_scaled(args, tangents, -eps / 2))
     numeric = tree_util.tree_map(lambda p, m: (np.asarray(p) - np.asarray(m)) / eps, plus, minus)
-    _assert_close(out_t, numeric, atol, rtol, "JVP does not match finite differences")
+    _assert_close(out_t, numeric, atol, rtol, err_msg or "JVP does not match finite differences")
 
 
-def check_vjp(f, args, atol, rtol, eps, rng):
-    """vjp against jvp: Re<t, conj(vjp(conj(ct)))> must equal Re<jvp(t), ct> for random t, ct.
+def check_vjp(f, f_vjp, args, atol=None, rtol=None, eps=None, err_msg="", *, rng=None):
+    """``f_vjp(*args) -> (out, vjp_fun)`` against jvp: Re<t, conj(vjp(conj(ct)))> must equal
+    Re<jvp(t), ct> for random t, ct (``f_vjp`` is typically ``partial(plax.vjp, f)``).
 
     The conjugations make this hold for complex (also non-holomorphic) functions under
     the convention that vjp transposes the jvp without conjugating.
     """
-    from plax.api_autodiff import jvp, vjp
-    out, f_vjp = vjp(f, *args)
+    from plax.api_autodiff import jvp
+    args = tuple(args)
+    atol, rtol, eps = _tolerances(args, atol, rtol, eps)
+    rng = np.random.default_rng(0) if rng is None else rng
+    out, vjp_fun = f_vjp(*args)
+    _assert_close(out, f(*args), atol, rtol, err_msg or "VJP's primal output differs from f")
     tangents = tuple(tree_util.tree_map(lambda x: _rand_like(x, rng), a) for a in args)
     cts = tree_util.tree_map(lambda o: _rand_like(o, rng), out)
     _, out_t = jvp(f, args, tangents)
-    ct_in = [np.conj(c) for c in _leaves(f_vjp(tree_util.tree_map(np.conj, cts)))]
+    ct_in = [np.conj(c) for c in _leaves(vjp_fun(tree_util.tree_map(np.conj, cts)))]
     lhs = sum(np.real(np.vdot(t, c)) for t, c in zip(_leaves(tangents), ct_in))
     rhs = sum(np.real(np.vdot(t, c)) for t, c in zip(_leaves(out_t), _leaves(cts)))
     np.testing.assert_allclose(lhs, rhs, atol=atol * max(1, abs(rhs)), rtol=rtol,
-                               err_msg="VJP does not agree with JVP")
+                               err_msg=err_msg or "VJP does not agree with JVP")
+
+
+def _tolerances(args, atol, rtol, eps):
+    dt = _dtype_of(args)
+    return (atol if atol is not None else _DEFAULT_TOL.get(dt, 1e-3),
+            rtol if rtol is not None else _DEFAULT_TOL.get(dt, 1e-3),
+            eps if eps is not None else _DEFAULT_EPS.get(dt, 1e-3))
 
 
 def check_grads(f, args, order: int, modes=("fwd", "rev"), atol=None, rtol=None, eps=None):
@@ -78,10 +96,7 @@ def check_grads(f, args, order: int, modes=("fwd", "rev"), atol=None, rtol=None,
     derivatives of the jvp/vjp functions themselves.
     """
     args = tuple(args)
-    dt = _dtype_of(args)
-    eps = eps if eps is not None else _DEFAULT_EPS.get(dt, 1e-3)
-    atol = atol if atol is not None else _DEFAULT_TOL.get(dt, 1e-3)
-    rtol = rtol if rtol is not None else _DEFAULT_TOL.get(dt, 1e-3)
+    atol, rtol, eps = _tolerances(args, atol, rtol, eps)
     rng = np.random.default_rng(0)
     for mode in modes:
         if mode not in ("fwd", "rev"):
@@ -94,13 +109,13 @@ def _check(f, args, order, modes, atol, rtol, eps, rng):
     if order <= 0:
         return
     if "fwd" in modes:
-        check_jvp(f, args, atol, rtol, eps, rng)
+        check_jvp(f, functools.partial(jvp, f), args, atol, rtol, eps, rng=rng)
         if order > 1:
             tangents = tuple(tree_util.tree_map(lambda x: _rand_like(x, rng), a) for a in args)
             _check(lambda *p: jvp(f, p, tangents)[1], args, order - 1, ("fwd",), atol, rtol,
                    eps, rng)
     if "rev" in modes:
-        check_vjp(f, args, atol, rtol, eps, rng)
+        check_vjp(f, functools.partial(vjp, f), args, atol, rtol, eps, rng=rng)
         if order > 1:
             out = f(*args)
             cts = tree_util.tree_map(lambda o: _rand_like(o, rng), out)

@@ -7,10 +7,13 @@ feature check where 0.10 and 0.11 differ.
 from __future__ import annotations
 
 import os
+import sys
 import threading
+import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # silence PJRT's start-up chatter
 
+import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxlib  # noqa: E402
@@ -78,7 +81,70 @@ def backends() -> dict:
         if not _backends:
             raise RuntimeError("Unable to initialize any backend: " + "; ".join(errors))
         _default_platform = next(iter(_backends))
+        _pin_aval_class(_backends[_default_platform])
     return _backends
+
+
+class _AnswerJaxlibLookups:
+    """While open, the ``jax`` modules jaxlib's C++ code imports are plax's stand-ins.
+
+    jaxlib's array code reaches for JAX itself on some paths: it imports
+    ``jax.core`` for ``ShapedArray`` (to build an aval when reading an array back;
+    the class is looked up once per process and kept) and
+    ``jax._src.sharding_impls`` for ``make_single_device_sharding`` (on each
+    first read of an array through jaxlib). What ``import jax`` finds must not
+    matter: under the drop-in alias it is plax, with a real JAX installed it
+    would be that JAX (imported as a side effect of a read), with neither each
+    failed import costs a search of ``sys.path``. So those names are briefly
+    modules holding plax's answers. Names a real JAX has already loaded are left
+    alone: that JAX answers its own lookups.
+    """
+
+    def __enter__(self):
+        from plax.core.avals import ShapedArray
+        from plax.sharding.single import SingleDeviceSharding
+        core = types.ModuleType("jax.core")
+        core.ShapedArray = ShapedArray
+        impls = types.ModuleType("jax._src.sharding_impls")
+        impls.make_single_device_sharding = (
+            lambda device, memory_kind=None: SingleDeviceSharding(device, memory_kind=memory_kind))
+        src = types.ModuleType("jax._src")
+        src.__path__ = []
+        src.sharding_impls = impls
+        parent = types.ModuleType("jax")  # importing "jax.core" imports "jax" first
+        parent.__path__ = []
+        parent.core, parent._src = core, src
+        stand_ins = {"jax": parent, "jax.core": core, "jax._src": src,
+                     "jax._src.sharding_impls": impls}
+        self._saved = {}
+        for name, module in stand_ins.items():
+            current = sys.modules.get(name)
+            if current is None or getattr(current, "__name__", "").startswith("plax"):
+                self._saved[name] = current
+                sys.modules[name] = module
+        return self
+
+    def __exit__(self, *exc):
+        for name, module in self._saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        return False
+
+
+_answer_jaxlib_lookups = _AnswerJaxlibLookups()
+
+
+def _pin_aval_class(client) -> None:
+    """Have jaxlib's one-time lookup of ``ShapedArray`` find plax's class (a read inside
+    ``_AnswerJaxlibLookups``), before any user array exists."""
+    from plax.core.avals import ShapedArray
+    from plax.sharding.single import SingleDeviceSharding
+    dev = client.local_devices()[0]
+    probe = np.zeros((), ml_dtypes.bfloat16)  # not readable by the buffer protocol
+    buf = put(probe, ShapedArray((), probe.dtype), SingleDeviceSharding(dev), [dev], False)
+    to_numpy(buf)
 
 
 def get_backend(platform: str | None = None):
@@ -122,8 +188,13 @@ def put(host: np.ndarray, aval, sharding, devices, x64: bool):
 
 
 def to_numpy(buf) -> np.ndarray:
-    """Read a single-device jaxlib array back to a fresh host array (every dtype)."""
-    arr, _ = buf._single_device_array_to_np_array_did_copy()
+    """Read a single-device jaxlib array back to a read-only host array (every dtype)."""
+    arr = np.asarray(buf)  # the buffer protocol: waits for the value, no copy on CPU
+    if arr.dtype != object:
+        return arr
+    # bf16, fp8, int4 and non-CPU buffers: jaxlib's own conversion.
+    with _answer_jaxlib_lookups:
+        arr, _ = buf._single_device_array_to_np_array_did_copy()
     return arr
 
 
@@ -202,3 +273,16 @@ def execute(exe, args, handlers):
 
 def optimized_hlo_text(exe) -> str:
     return exe.hlo_modules()[0].to_string()
+
+
+def stablehlo_to_hlo_text(text: str, debug_info: bool = False) -> str:
+    """HLO text of a StableHLO module (before XLA's optimisations); metadata if ``debug_info``."""
+    try:
+        from jaxlib import _hlo as hlo_lib
+    except ImportError:  # jaxlib builds that keep the HLO printer in _jax
+        hlo_lib = _jax
+    computation = _jax.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False,
+                                                            return_tuple=False)
+    options = hlo_lib.HloPrintOptions.short_parsable()
+    options.print_metadata = debug_info
+    return computation.as_hlo_module().to_string(options)

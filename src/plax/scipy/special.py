@@ -62,8 +62,9 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     if b is None:
         (a,) = promote_args_inexact("logsumexp", a)
     else:
+        shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))  # ValueError, as in JAX
         a, b = promote_args_inexact("logsumexp", a, b)
-        a = jnp.broadcast_to(a, jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b)))
+        a = jnp.broadcast_to(a, shape)
     is_complex = dtypes.is_complex(_dtype(a))
     real_a = jnp.real(a) if is_complex else a
     shift = _finite_shift(jnp.max(real_a, axis=axis, keepdims=True, where=where,

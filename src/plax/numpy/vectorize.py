@@ -1,0 +1,101 @@
+"""plax.numpy.vectorize: a function on core blocks, mapped over broadcast loop dimensions with vmap."""
+from __future__ import annotations
+
+import functools
+import re
+
+from plax.core.trace import get_aval
+
+_DIMS = r"\w+"
+_CORE = rf"\((?:{_DIMS}(?:,{_DIMS})*)?\)"
+_ARGS = rf"{_CORE}(?:,{_CORE})*"
+_SIGNATURE = re.compile(rf"^{_ARGS}->{_ARGS}$")
+
+
+def _parse_signature(signature: str):
+    """``'(m,n),(n)->(m)'`` -> ``([('m', 'n'), ('n',)], [('m',)])``."""
+    compact = re.sub(r"\s+", "", signature)
+    if not _SIGNATURE.match(compact):
+        raise ValueError(f"not a valid gufunc signature: {signature}")
+    ins, outs = compact.split("->")
+    parse = lambda side: [tuple(re.findall(_DIMS, group)) for group in re.findall(_CORE, side)]  # noqa: E731
+    return parse(ins), parse(outs)
+
+
+def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
+    """Vectorize ``pyfunc`` as ``numpy.vectorize`` does, with ``vmap`` doing the looping.
+
+    Without ``signature`` the function sees scalars; with a gufunc ``signature``
+    such as ``'(n),(n)->()'`` it sees blocks with those core dimensions and is
+    mapped over the broadcast leading (loop) dimensions. Arguments named in
+    ``excluded`` (positions or keyword names) are passed through unmapped.
+    """
+    excluded = frozenset(excluded)
+    for e in excluded:
+        if not isinstance(e, (int, str)):
+            raise TypeError(f"jnp.vectorize: excluded must hold argument positions (int) or "
+                            f"keyword names (str), got {e!r}.")
+    in_core, out_core = _parse_signature(signature) if signature is not None else (None, None)
+    where = f"on vectorized function with excluded={excluded!r} and signature={signature!r}"
+
+    @functools.wraps(pyfunc)
+    def wrapped(*args, **kwargs):
+        import plax.numpy as jnp
+        mapped_pos = [i for i in range(len(args)) if i not in excluded]
+        mapped_kw = sorted(k for k in kwargs if k not in excluded)
+        values = [jnp.asarray(args[i]) for i in mapped_pos] + [jnp.asarray(kwargs[k])
+                                                             for k in mapped_kw]
+
+        def call(*mapped):
+            full = list(args)
+            for i, v in zip(mapped_pos, mapped):
+                full[i] = v
+            kw = dict(kwargs)
+            kw.update(zip(mapped_kw, mapped[len(mapped_pos):]))
+            return pyfunc(*full, **kw)
+
+        cores = in_core if in_core is not None else [()] * len(values)
+        if len(cores) != len(values):
+            raise TypeError(f"wrong number of positional arguments: expected {len(cores)}, got "
+                            f"{len(values)} {where}")
+        sizes: dict = {}
+        loop_shapes = []
+        for v, core in zip(values, cores):
+            shape = get_aval(v).shape
+            if len(shape) < len(core):
+                raise ValueError(f"input with shape {shape} does not have enough dimensions for "
+                                 f"all core dimensions {core} {where}")
+            for name, size in zip(core, shape[len(shape) - len(core):]):
+                if sizes.setdefault(name, size) != size:
+                    raise ValueError(f"inconsistent size for core dimension {name!r}: {size} vs "
+                                     f"{sizes[name]} {where}")
+            loop_shapes.append(shape[:len(shape) - len(core)])
+        loop = jnp.broadcast_shapes(*loop_shapes) if loop_shapes else ()
+        values = [jnp.broadcast_to(v, tuple(loop) + get_aval(v).shape[len(s):])
+                  for v, s in zip(values, loop_shapes)]
+
+        def checked(*mapped):
+            out = call(*mapped)
+            if out_core is not None:
+                outs = out if isinstance(out, tuple) else (out,)
+                if len(outs) != len(out_core):
+                    raise TypeError(f"wrong number of outputs from the function: expected "
+                                    f"{len(out_core)}, got {len(outs)} {where}")
+                for o, core in zip(outs, out_core):
+                    shape = get_aval(o).shape
+                    if len(shape) != len(core) or any(
+                            sizes.setdefault(n, s) != s for n, s in zip(core, shape)):
+                        raise ValueError(f"output shape {shape} does not match core dimensions "
+                                         f"{core} {where}")
+            return out
+
+        from plax.api_vmap import vmap
+        f = checked
+        for _ in loop:
+            f = vmap(f)
+        return f(*values)
+
+    return wrapped
+
+
+__all__ = ["vectorize"]
