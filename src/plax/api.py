@@ -12,7 +12,7 @@ from plax import tree_util
 from plax.core import dtypes
 from plax.core import trace as trace_mod
 from plax.core.avals import ShapedArray, abstractify
-from plax.core.config import config
+from plax.core.config import TRACE_FLAGS, config
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
@@ -172,7 +172,9 @@ def _resolve_device(device):
             raise ValueError("device_put with a multi-device sharding arrives with the sharding "
                              "issue; pass a single device.")
         return next(iter(devs))
-    raise TypeError(f"device_put's device must be a Device or a Sharding, got {type(device).__name__}.")
+    raise ValueError(f"device_put only accepts None, a Sharding or a Device as its device. "
+                     f"Received invalid value: {device!r} (of type {type(device).__name__}); pick "
+                     "one of plax.devices() instead.")
 
 
 def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
@@ -182,7 +184,9 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     def put_leaf(leaf):
         if isinstance(leaf, Tracer):
             return leaf
-        if isinstance(leaf, Array):
+        if isinstance(leaf, np.ndarray) and leaf.dtype == dtypes.float0:
+            return leaf  # float0 holds no data: it stays on the host, as in JAX
+        if type(leaf) is Array:
             if dev is None:
                 return leaf
             out = dispatch.to_device(leaf, dev, committed=True)
@@ -198,11 +202,11 @@ def device_get(x):
     """Fetch the leaves of ``x`` to host NumPy arrays (other leaves pass through)."""
     leaves = tree_util.tree_leaves(x)
     for leaf in leaves:
-        if isinstance(leaf, Array):
+        if type(leaf) is Array:
             leaf.copy_to_host_async()
 
     def get_leaf(leaf):
-        if isinstance(leaf, Array):
+        if type(leaf) is Array:
             return np.asarray(leaf)
         if isinstance(leaf, Tracer):
             raise TypeError("device_get received a traced value; it only works on concrete arrays.")
@@ -213,7 +217,7 @@ def device_get(x):
 
 def block_until_ready(x):
     """Wait until every Array leaf of ``x`` is computed; returns ``x``."""
-    bufs = [leaf._buf for leaf in tree_util.tree_leaves(x) if isinstance(leaf, Array)]
+    bufs = [leaf._buf for leaf in tree_util.tree_leaves(x) if type(leaf) is Array]
     if bufs:
         xla.block_until_ready(bufs)
     return x
@@ -239,7 +243,9 @@ class ShapeDtypeStruct:
             raise ValueError("ShapeDtypeStruct: dtype must be specified.")
         self.shape = tuple(int(d) for d in shape)
         # Kept as given (float64 stays float64, as in JAX); tracing canonicalises it.
-        self.dtype = dtypes.check_user_dtype(dtype)
+        # float0, the tangent type of integers, is allowed too (as in JAX).
+        self.dtype = dtypes.float0 if isinstance(dtype, np.dtype) and dtype == dtypes.float0 \
+            else dtypes.check_user_dtype(dtype)
         self.sharding = sharding
         self.weak_type = bool(weak_type)
 
@@ -307,10 +313,12 @@ def _resolve_argnums_and_names(fun, argnums, argnames, what: str):
                 raise ValueError(f"jitted function has {what}_argnums={argnums} but only accepts "
                                  f"{len(positional)} positional arguments.")
     if not has_varkw:
-        for n in argnames:
-            if n not in {p.name for p in named}:
-                raise ValueError(f"jitted function has {what}_argnames={argnames} but {n!r} is "
-                                 "not a parameter of the function.")
+        invalid = [n for n in argnames if n not in {p.name for p in named}]
+        if invalid:
+            raise ValueError(f"Jitted function has invalid argnames {set(invalid)} in "
+                             f"{what}_argnames: {', '.join(map(repr, invalid))} "
+                             f"{'is not a parameter' if len(invalid) == 1 else 'are not parameters'}"
+                             f" of the function (its parameters: {[p.name for p in named]}).")
     return argnums, argnames
 
 
@@ -330,6 +338,17 @@ class _JitEntry:
 
 
 _jit_instances = weakref.WeakSet()  # for clear_caches()
+
+
+def _forget_fast_paths(name: str) -> None:
+    # The eager fast path caches the executable chosen for uncommitted inputs: it changes
+    # with the default device.
+    if name in ("default_device", "platforms"):
+        for wrapped in list(_jit_instances):
+            wrapped._fast.clear()
+
+
+config._listeners.append(_forget_fast_paths)
 
 
 class JitWrapped:
@@ -392,8 +411,9 @@ class JitWrapped:
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         avals = tuple(_jit_aval(x, self._name, i, lambda: flat_arg_names(
             self._fun, args, kwargs, static_nums)) for i, x in enumerate(leaves))
-        # Named axes in scope change what axis_size/psum mean inside: part of the key.
-        key = (in_tree, avals, static_key, dtypes.x64_enabled(),
+        # Named axes in scope change what axis_size/psum mean inside: part of the key, as
+        # are the flags that change tracing (x64, rank/dtype promotion, matmul precision).
+        key = (in_tree, avals, static_key, config.trace_context(),
                trace_mod.axis_env())
         entry = self._cache.get(key)
         if entry is None:
@@ -424,7 +444,8 @@ class JitWrapped:
         elif old[2] != key[2]:
             why = f"static arguments changed: {old[2]} -> {key[2]}"
         elif old[3] != key[3]:
-            why = "the jax_enable_x64 setting changed"
+            changed = [f"jax_{n}" for n, a, b in zip(TRACE_FLAGS, old[3], key[3]) if a != b]
+            why = f"the {', '.join(changed)} setting changed"
         else:
             why = f"the named axes in scope changed: {old[4]} -> {key[4]}"
         log.warning("Retracing %s because %s.", self._name, why)
@@ -501,7 +522,7 @@ class JitWrapped:
             entry, leaves = self._entry(args, {})
             return tree_util.tree_unflatten(entry.out_tree, pjit_p.bind(*entry.consts, *leaves,
                                                                          **entry.params))
-        key = (in_tree, sig, dtypes.x64_enabled())
+        key = (in_tree, sig, config.trace_context())
         hit = self._fast.get(key)
         if hit is None:
             entry, leaves = self._entry(args, {})
@@ -696,6 +717,7 @@ def clear_backends() -> None:
     """Drop the XLA clients (and all caches); they are re-created on next use."""
     clear_caches()
     dispatch._sharding_cache.clear()
+    dispatch._default_device[0] = None
     xla.clear_backends()
 
 
@@ -720,4 +742,11 @@ class _CompileTimeEvalTrace(EvalTrace):
 def ensure_compile_time_eval():
     """Run ops on concrete values eagerly inside a traced function (e.g. to build constants)."""
     with set_current_trace(_CompileTimeEvalTrace()):
+        yield
+
+
+@contextlib.contextmanager
+def eval_context():
+    """Run ops eagerly, as outside every transformation, while the context is open."""
+    with set_current_trace(EvalTrace()):
         yield

@@ -44,11 +44,17 @@ class Lowered:
         """A pytree of ShapeDtypeStruct describing the outputs."""
         return self._entry.out_info()
 
-    def as_text(self, dialect: str | None = None) -> str:
-        """The StableHLO module that ``compile`` hands to XLA."""
-        if dialect not in (None, "stablehlo"):
-            raise ValueError(f"Lowered.as_text supports dialect 'stablehlo' only, got {dialect!r}.")
-        return self._text
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        """The module ``compile`` hands to XLA, as StableHLO (the default) or ``"hlo"``.
+
+        Source locations (MLIR ``loc(...)``, HLO metadata) are shown with ``debug_info=True``.
+        """
+        if dialect is None or dialect == "stablehlo":
+            return self._text if debug_info else _strip_locations(self._text)
+        if dialect == "hlo":
+            return xla.stablehlo_to_hlo_text(self._text, debug_info)
+        raise ValueError(f"unknown dialect: {dialect!r}; Lowered.as_text supports 'stablehlo' "
+                         "and 'hlo'.")
 
     def compile(self, compiler_options=None) -> "Compiled":
         """Compile with XLA; ``compiler_options`` add to (and override) those given to jit."""
@@ -59,6 +65,38 @@ class Lowered:
         exe = dispatch.compile_lowered(self._text, self._jaxpr, self._kept, self._donated, device,
                                        p["name"], options=dispatch.compiler_options_key(options))
         return Compiled(self._wrapped, self._entry, exe)
+
+
+def _strip_locations(text: str) -> str:
+    """``text`` without the `` loc(...)`` that end op lines (as MLIR prints without debug info)."""
+    out, i = [], 0
+    while True:
+        j = text.find(" loc(", i)
+        if j < 0:
+            out.append(text[i:])
+            return "".join(out)
+        line_start = text.rfind("\n", 0, j) + 1
+        if text.count('"', line_start, j) % 2:  # inside a string attribute: keep it
+            out.append(text[i:j + 5])
+            i = j + 5
+            continue
+        out.append(text[i:j])
+        k, depth, in_str = j + 5, 1, False
+        while depth and k < len(text):
+            c = text[k]
+            if in_str:
+                if c == "\\":
+                    k += 1
+                elif c == '"':
+                    in_str = False
+            elif c == '"':
+                in_str = True
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+            k += 1
+        i = k
 
 
 class Compiled:

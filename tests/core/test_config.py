@@ -15,7 +15,8 @@ from plax.core.config import Config, config, debug_infs, debug_nans, enable_x64
 _ALL_FLAGS = {
     "enable_x64", "debug_nans", "debug_infs", "disable_jit", "log_compiles",
     "check_tracer_leaks", "numpy_rank_promotion", "default_matmul_precision", "platforms",
-    "num_cpu_devices", "compilation_cache_dir",
+    "num_cpu_devices", "compilation_cache_dir", "numpy_dtype_promotion", "enable_checks",
+    "default_device",
 }
 
 
@@ -234,7 +235,8 @@ def test_defaults_without_env(env_runs):
         "enable_x64": False, "debug_nans": False, "debug_infs": False, "disable_jit": False,
         "log_compiles": False, "check_tracer_leaks": False, "numpy_rank_promotion": "allow",
         "default_matmul_precision": None, "platforms": None, "num_cpu_devices": 1,
-        "compilation_cache_dir": None,
+        "compilation_cache_dir": None, "numpy_dtype_promotion": "standard",
+        "enable_checks": False, "default_device": None,
     }
     assert got["int64"] == "int32"
 

@@ -25,6 +25,9 @@ def test_integer_conversion():
     with pytest.raises(errors.TracerIntegerConversionError, match=r"__index__\(\) method was called"):
         plax.make_jaxpr(lambda i: [10, 20][i])(1)
     with pytest.raises(errors.TracerIntegerConversionError, match="argument i"):
+        plax.make_jaxpr(lambda i: [10, 20][i])(1)
+    # int() is a concretization error, as in JAX; only __index__ is an integer-conversion one.
+    with pytest.raises(errors.ConcretizationTypeError, match="problem arose with the `int` function"):
         plax.make_jaxpr(lambda i: int(i))(1)
 
 
@@ -83,4 +86,4 @@ def test_tracers_are_unhashable_and_sized():
 def test_tracer_repr():
     seen = []
     plax.make_jaxpr(lambda x: seen.append(repr(x)) or x)(np.ones(2, np.float32))
-    assert seen == ["Traced<f32[2]>with<StagingTrace>"]
+    assert seen == ["JitTracer(float32[2])"]

@@ -25,11 +25,12 @@ def _parse_bool(text: str, name: str, from_env: bool) -> bool:
 
 
 class _Flag:
-    def __init__(self, name, default, kind, help, choices=None):
+    def __init__(self, name, default, kind, help, choices=None, validator=None):
         self.name = name
         self.kind = kind
         self.help = help
         self.choices = choices
+        self.validator = validator
         env = os.environ.get("PLAX_" + name.upper())
         self.global_value = self._coerce(env, from_env=True) if env is not None else default
 
@@ -40,6 +41,8 @@ class _Flag:
             return bool(value)
         if self.kind is int:
             return int(value)
+        if self.validator is not None:
+            return self.validator(value)
         if self.choices is not None and value is not None and value not in self.choices:
             # key=str: the choices may mix None and strings, which do not compare.
             allowed = ", ".join(repr(c) for c in sorted(self.choices, key=str))
@@ -57,9 +60,10 @@ class Config:
         object.__setattr__(self, "_plain", [True])  # see plain_dispatch()
         object.__setattr__(self, "_local", threading.local())
         object.__setattr__(self, "_listeners", [])
+        object.__setattr__(self, "_global_trace_context", [None])  # see trace_context()
 
-    def define(self, name, default, kind=bool, help="", choices=None):
-        flag = _Flag(name, default, kind, help, choices)
+    def define(self, name, default, kind=bool, help="", choices=None, validator=None):
+        flag = _Flag(name, default, kind, help, choices, validator)
         self._flags[name] = flag
         self._by_any_name[name] = self._by_any_name["jax_" + name] = flag
 
@@ -95,12 +99,23 @@ class Config:
         debug_infs, and no override context active): one cheap check on the fast path."""
         return self._plain[0] and not self._active_overrides[0]
 
+    def trace_context(self) -> tuple:
+        """The values of the flags that change what tracing produces (a jit cache key part)."""
+        if not self._active_overrides[0]:
+            ctx = self._global_trace_context[0]
+            if ctx is None:
+                ctx = self._global_trace_context[0] = tuple(
+                    self._flags[n].global_value for n in TRACE_FLAGS)
+            return ctx
+        return tuple(self.read(n) for n in TRACE_FLAGS)
+
     def update(self, name: str, value) -> None:
         """Set a flag globally, e.g. ``config.update("jax_enable_x64", True)``."""
         flag = self._flag(name)
         flag.global_value = flag._coerce(value)
         self._plain[0] = not any(self._flags[n].global_value for n in _DISPATCH_FLAGS
                                  if n in self._flags)
+        self._global_trace_context[0] = None
         for fn in self._listeners:
             fn(flag.name)
 
@@ -127,6 +142,21 @@ class Config:
 
 
 _DISPATCH_FLAGS = ("disable_jit", "debug_nans", "debug_infs")
+# Flags that change the jaxpr a function traces to: jitted functions retrace when they change.
+TRACE_FLAGS = ("enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
+               "default_matmul_precision")
+
+
+def _check_default_device(value):
+    # A Device is recognised by its attributes: importing jaxlib here would be circular.
+    if value is None or isinstance(value, str) or (hasattr(value, "platform")
+                                                   and hasattr(value, "client")):
+        return value
+    raise ValueError("default_device must be passed either a Device object (e.g. "
+                     "plax.devices('cpu')[0]) or a platform name string such as 'cpu', got: "
+                     f"{value!r}.")
+
+
 config = Config()
 config.define("enable_x64", False, help="Use 64-bit types by default.")
 config.define("debug_nans", False, help="Raise FloatingPointError when a computation makes a NaN.")
@@ -139,6 +169,11 @@ config.define("numpy_rank_promotion", "allow", kind=str, choices={"allow", "warn
 config.define("default_matmul_precision", None, kind=str,
               choices={None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32"},
               help="Default precision of matmuls and convolutions.")
+config.define("numpy_dtype_promotion", "standard", kind=str, choices={"standard", "strict"},
+              help="'strict' disallows implicit promotion between different dtypes in plax.numpy.")
+config.define("enable_checks", False, help="Type-check every traced jaxpr (slower).")
+config.define("default_device", None, kind=object, validator=_check_default_device,
+              help="Device (or platform name) for new arrays and uncommitted computations.")
 config.define("platforms", None, kind=str, help="Comma-separated platforms to use, e.g. 'cpu'.")
 config.define("num_cpu_devices", 1, kind=int, help="Number of virtual CPU devices.")
 config.define("compilation_cache_dir", None, kind=str, help="Directory for a persistent compilation cache.")
@@ -156,3 +191,33 @@ def debug_nans(new_val: bool = True):
 
 def debug_infs(new_val: bool = True):
     return config.override("debug_infs", new_val)
+
+
+def log_compiles(new_val: bool = True):
+    """Context manager logging (at WARNING, logger "plax") every trace and compilation."""
+    return config.override("log_compiles", new_val)
+
+
+def enable_checks(new_val: bool = True):
+    """Context manager type-checking every traced jaxpr."""
+    return config.override("enable_checks", new_val)
+
+
+def numpy_rank_promotion(new_val: str):
+    """Context manager: plax.numpy broadcasting across ranks is 'allow'ed, 'warn's or 'raise's."""
+    return config.override("numpy_rank_promotion", new_val)
+
+
+def numpy_dtype_promotion(new_val: str):
+    """Context manager: 'standard' implicit dtype promotion, or 'strict' (same dtypes only)."""
+    return config.override("numpy_dtype_promotion", new_val)
+
+
+def default_matmul_precision(new_val):
+    """Context manager: the precision of matmuls and convolutions given ``precision=None``."""
+    return config.override("default_matmul_precision", new_val)
+
+
+def default_device(new_val):
+    """Context manager: where new arrays and computations without committed inputs go."""
+    return config.override("default_device", new_val)

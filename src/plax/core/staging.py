@@ -12,10 +12,12 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, abstractify
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
+from plax.core.config import config
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, check_jaxpr
 from plax.core.primitive import abstract_eval
 from plax.core.source_info import current_source_info
-from plax.core.trace import Trace, Tracer, current_trace, name_stack, set_current_trace
+from plax.core.trace import (Trace, Tracer, aval_text, current_trace, name_stack,
+                             set_current_trace)
 
 
 class StagingTracer(Tracer):
@@ -29,6 +31,9 @@ class StagingTracer(Tracer):
     @property
     def aval(self):
         return self._aval
+
+    def __repr__(self):
+        return self._trace.tracer_repr.format(aval_text(self._aval))
 
     def _debug_origin(self) -> str:
         trace = self._trace
@@ -46,6 +51,8 @@ class StagingTracer(Tracer):
 
 class StagingTrace(Trace):
     """Records each primitive applied to its tracers as a jaxpr equation."""
+
+    tracer_repr = "JitTracer({})"  # JAX's name for tracers of a staging (jit) trace
 
     def __init__(self, parent: Trace | None, description: str = "", arg_names=None):
         super().__init__(parent, description)
@@ -127,6 +134,8 @@ def trace_to_jaxpr(fun, in_avals, description: str = "", arg_names=None):
     # Literals among the outputs become real outputs through constvars is not
     # needed: a jaxpr may return a literal directly.
     jaxpr = Jaxpr(trace.const_order, [t.var for t in args], out_atoms, trace.eqns)
+    if config.read("enable_checks"):
+        check_jaxpr(jaxpr)
     return jaxpr, list(trace.const_vals)
 
 

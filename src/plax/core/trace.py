@@ -12,7 +12,7 @@ import contextlib
 import itertools
 import threading
 
-from plax.core import errors
+from plax.core import dtypes, errors
 from plax.core.avals import ShapedArray, abstractify
 
 
@@ -76,6 +76,18 @@ class Tracer:
         """A concrete value for this tracer if the trace knows one, else None."""
         return None
 
+    @property
+    def is_fully_addressable(self):
+        raise errors.ConcretizationTypeError(
+            self, "The is_fully_addressable property was called on a traced value, which has "
+                  "no devices or shards.")
+
+    @property
+    def is_fully_replicated(self):
+        raise errors.ConcretizationTypeError(
+            self, "The is_fully_replicated property was called on a traced value, which has "
+                  "no devices or shards.")
+
     def _debug_origin(self) -> str:
         return f"The tracer was created while tracing {self._trace.description or 'a function'}."
 
@@ -92,18 +104,16 @@ class Tracer:
         return bool(self._concrete_or(errors.TracerBoolConversionError))
 
     def __int__(self):
-        return int(self._concrete_or(errors.TracerIntegerConversionError))
+        return int(self._concrete_or(_conversion_error("int")))
 
     def __index__(self):
         return int(self._concrete_or(errors.TracerIntegerConversionError))
 
     def __float__(self):
-        return float(self._concrete_or(lambda t: errors.ConcretizationTypeError(
-            t, "The problem arose with the `float` function.")))
+        return float(self._concrete_or(_conversion_error("float")))
 
     def __complex__(self):
-        return complex(self._concrete_or(lambda t: errors.ConcretizationTypeError(
-            t, "The problem arose with the `complex` function.")))
+        return complex(self._concrete_or(_conversion_error("complex")))
 
     def __array__(self, dtype=None, copy=None):
         raise errors.TracerArrayConversionError(self)
@@ -121,7 +131,22 @@ class Tracer:
             t, "The problem arose with the `tolist` method.")).tolist()
 
     def __repr__(self):
-        return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
+        return f"{type(self).__name__}<{aval_text(self.aval)}>"
+
+
+def aval_text(aval) -> str:
+    """An aval as tracer reprs show it (as JAX's do): ``float32[2,3]``, ``~`` if weakly typed."""
+    name = "float0" if aval.dtype == dtypes.float0 else aval.dtype.name
+    return f"{'~' if aval.weak_type else ''}{name}[{','.join(str(d) for d in aval.shape)}]"
+
+
+def _conversion_error(fn: str):
+    def make(tracer):
+        return errors.ConcretizationTypeError(
+            tracer, f"The problem arose with the `{fn}` function. To change the dtype of an "
+                    f"array rather than get a Python value, use `x.astype({fn})` or "
+                    f"`plax.numpy.asarray(x, {fn})`.")
+    return make
 
 
 # --- the current trace --------------------------------------------------------
@@ -230,3 +255,17 @@ class EvalTrace(Trace):
 
 def get_aval(x) -> ShapedArray:
     return x.aval if isinstance(x, Tracer) else abstractify(x)
+
+
+def concrete_or_error(force, val, context: str = ""):
+    """``force(val)`` (or ``val`` when ``force`` is None) for a value known concretely.
+
+    A tracer whose trace knows its value counts as concrete; any other tracer
+    raises ConcretizationTypeError, with ``context`` saying what needed the value.
+    """
+    if isinstance(val, Tracer):
+        concrete = val.to_concrete_value()
+        if concrete is None:
+            raise errors.ConcretizationTypeError(val, context)
+        val = concrete
+    return val if force is None else force(val)

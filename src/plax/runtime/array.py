@@ -7,6 +7,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
+from plax.core.trace import Tracer
 from plax.runtime import xla
 
 
@@ -28,11 +29,32 @@ class Shard:
         return f"Shard(device={self.device!r}, index={self.index}, replica_id={self.replica_id})"
 
 
-class Array:
+class _ArrayMeta(type):
+    """Makes ``isinstance(tracer, Array)`` True, as in JAX (traced code sees arrays).
+
+    Subclass checks are unchanged: ``issubclass(Tracer, Array)`` is False, as in JAX.
+    Code that means "a concrete array on devices" tests ``type(x) is Array``.
+    """
+
+    # A C-level callable that the type lookup does not bind: with CPython's exact-type
+    # shortcut, isinstance(x, Array) is ``type(x) is Array or isinstance(x, Tracer)`` at
+    # the cost of a plain isinstance (a Python method here would cost ~150ns per check).
+    __instancecheck__ = Tracer.__instancecheck__
+
+
+def _instancecheck_with_subclasses(cls, x):
+    return type.__instancecheck__(cls, x) or (cls is Array and isinstance(x, Tracer))
+
+
+class Array(metaclass=_ArrayMeta):
     """An array on devices. Immutable: operations return new arrays.
 
     Operators and NumPy-style methods are attached by ``plax.numpy``.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _ArrayMeta.__instancecheck__ = _instancecheck_with_subclasses  # no exact-type shortcut now
 
     __slots__ = ("aval", "_buf", "_committed", "_npy", "__weakref__")
     __array_priority__ = 100
@@ -65,6 +87,16 @@ class Array:
     @property
     def committed(self) -> bool:
         return self._committed
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        """Whether this process holds every shard (always, for a single-device array)."""
+        return self.sharding.is_fully_addressable
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        """Whether every shard holds the whole array (always, for a single-device array)."""
+        return self.sharding.is_fully_replicated
 
     def devices(self) -> set:
         return set(self.sharding.device_set)

@@ -27,8 +27,33 @@ def sharding_for(device) -> SingleDeviceSharding:
     return s
 
 
+_default_device = [None]  # the device the global jax_default_device setting names (cached)
+
+
 def default_device():
-    return xla.get_backend().local_devices()[0]
+    """Where new arrays go, and computations whose inputs are not committed to a device."""
+    if config.plain_dispatch():  # no context manager active: the cached global choice
+        dev = _default_device[0]
+        if dev is None:
+            dev = _default_device[0] = _resolve_default_device(config.read("default_device"))
+        return dev
+    return _resolve_default_device(config.read("default_device"))
+
+
+def _resolve_default_device(setting):
+    if setting is None:
+        return xla.get_backend().local_devices()[0]
+    if isinstance(setting, str):
+        return xla.get_backend(setting).local_devices()[0]
+    return setting
+
+
+def _forget_default_device(name: str) -> None:
+    if name in ("default_device", "platforms"):
+        _default_device[0] = None
+
+
+config._listeners.append(_forget_default_device)
 
 
 # --- host data -> Array -------------------------------------------------------------
@@ -86,10 +111,7 @@ def pick_device(args, what: str):
                     f"Received incompatible devices for {what}: an argument is committed to "
                     f"{chosen} and another to {d}. Move them to one device with "
                     "plax.device_put first.")
-    if chosen is None:
-        for a in args:
-            if type(a) is Array:
-                return device_of(a), False
+    if chosen is None:  # uncommitted arrays follow the default device, as in JAX
         return default_device(), False
     return chosen, True
 
@@ -100,9 +122,14 @@ _scalar_buffers: dict = {}
 _SCALAR_CACHE_SIZE = 512
 
 
+def xla_aval(aval: ShapedArray) -> ShapedArray:
+    """The type XLA holds values of ``aval`` as: float0 (no data) as booleans, as in JAX."""
+    return aval.update(dtype=np.dtype(np.bool_)) if aval.dtype == dtypes.float0 else aval
+
+
 def to_buffer(x, aval: ShapedArray, device):
     """The jaxlib buffer holding ``x`` on ``device`` with type ``aval``."""
-    if type(x) is Array:
+    if type(x) is Array:  # never float0: those stay on the host
         buf = x._buf
         if getattr(buf._sharding, "device_for_dispatch", None) is device and not buf.is_deleted():
             return buf  # the common case, checked cheaply
@@ -110,6 +137,8 @@ def to_buffer(x, aval: ShapedArray, device):
         if x.sharding.device_set != {device}:
             return xla.copy_to_devices(buf, [device], sharding_for(device))
         return buf
+    if aval.dtype == dtypes.float0:
+        x, aval = np.zeros(aval.shape, np.bool_), xla_aval(aval)
     host = np.asarray(x, dtype=aval.dtype)
     if host.ndim:
         return xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled())
@@ -127,7 +156,7 @@ def to_buffer(x, aval: ShapedArray, device):
 class CompiledProgram:
     """An XLA executable with the types it was built for and its result handlers."""
 
-    __slots__ = ("exe", "in_avals", "out_avals", "device", "handlers", "text")
+    __slots__ = ("exe", "in_avals", "out_avals", "device", "handlers", "text", "_has_float0")
 
     def __init__(self, exe, in_avals, out_avals, device, text):
         self.exe = exe
@@ -136,10 +165,15 @@ class CompiledProgram:
         self.device = device
         self.text = text
         s = sharding_for(device)
-        self.handlers = [xla.result_handler(a, s) for a in out_avals]
+        self.handlers = [xla.result_handler(xla_aval(a), s) for a in out_avals]
+        self._has_float0 = any(a.dtype == dtypes.float0 for a in self.out_avals)
 
-    def run(self, bufs, committed: bool) -> list[Array]:
+    def run(self, bufs, committed: bool) -> list:
+        """The results as Arrays; float0 ones (no data) as NumPy float0 zeros, as in JAX."""
         outs = xla.execute(self.exe, bufs, self.handlers)
+        if self._has_float0:
+            return [np.zeros(a.shape, dtypes.float0) if a.dtype == dtypes.float0
+                    else Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
         return [Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
 
 

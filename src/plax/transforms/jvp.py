@@ -12,7 +12,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.trace import Trace, Tracer, get_aval, set_current_trace
+from plax.core.trace import Trace, Tracer, aval_text, get_aval, set_current_trace
 
 jvp_rules: dict = {}
 
@@ -63,6 +63,12 @@ def add_tangents(a, b):
     return add(a, b)
 
 
+def _part_text(x) -> str:
+    if type(x) is Zero:
+        return f"Zero({aval_text(x.aval)})"
+    return repr(x) if isinstance(x, Tracer) else str(x)
+
+
 class JVPTracer(Tracer):
     __slots__ = ("primal", "tangent")
 
@@ -80,6 +86,12 @@ class JVPTracer(Tracer):
         if isinstance(p, Tracer):
             return p.to_concrete_value()
         return np.asarray(p)
+
+    def __repr__(self):
+        primal = _part_text(self.primal)
+        if getattr(self._trace.parent, "partial_eval", False):  # linearize, grad, vjp
+            return f"GradTracer(primal={primal}, typeof(tangent)={get_aval(self.tangent).str_short()})"
+        return f"JVPTracer(primal={primal}, tangent={_part_text(self.tangent)})"
 
     def _debug_origin(self) -> str:
         if isinstance(self.primal, Tracer):

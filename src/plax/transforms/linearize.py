@@ -22,6 +22,9 @@ partial_eval_rules: dict = {}
 class PartialEvalTrace(StagingTrace):
     """Stages only operations that depend on unknown inputs; the rest runs in the parent."""
 
+    tracer_repr = "Traced<{}:JaxprTrace>"  # as JAX shows its partial-eval tracers
+    partial_eval = True  # a JVP trace under this one is linearizing: JVPTracer shows as GradTracer
+
     def is_unknown(self, x) -> bool:
         return isinstance(x, StagingTracer) and x._trace is self
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import weakref
 
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr
-from plax.core.trace import (Trace, Tracer, current_trace, extend_axis_env, get_aval,
+from plax.core.trace import (Trace, Tracer, aval_text, current_trace, extend_axis_env, get_aval,
                              set_current_trace)
 
 not_mapped = None
@@ -60,6 +60,9 @@ class BatchTracer(Tracer):
             d = self.batch_dim
             a = self._aval = a.update(shape=a.shape[:d] + a.shape[d + 1:])
         return a
+
+    def __repr__(self):
+        return f"VmapTracer(aval={aval_text(self.aval)}, batched={aval_text(get_aval(self.val))})"
 
     def _debug_origin(self) -> str:
         if isinstance(self.val, Tracer):
