@@ -205,6 +205,9 @@ def _with_args_at(fun, args, kwargs, nums):
 
 def _check_argnums(argnums, nargs, fname):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums:
+        raise ValueError(f"{fname}: argnums=() asks to differentiate with respect to no "
+                         "argument; pass at least one position, e.g. argnums=0.")
     for i in nums:
         if not isinstance(i, int):
             raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}.")
@@ -212,7 +215,13 @@ def _check_argnums(argnums, nargs, fname):
             raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
                             f"least {max(nums) + 1} positional arguments to be passed by the "
                             f"caller, but got only {nargs} positional arguments.")
-    return tuple(i % nargs for i in nums)
+    norm = tuple(i % nargs for i in nums)
+    if len(set(norm)) != len(norm):
+        # JAX fails here too (with a TypeError from inside the function); say why.
+        raise TypeError(f"argnums={argnums} names positional argument "
+                        f"{next(i for i in norm if norm.count(i) > 1)} more than once: "
+                        "each argument can be differentiated only once.")
+    return norm
 
 
 def _check_input_dtype(x, holomorphic: bool, allow_int: bool, what: str):

@@ -24,7 +24,17 @@ _CATEGORIES = {
 }
 
 
+FLOAT0_ADVICE = (
+    "float0s do not support any operations by design, because they are not compatible with "
+    "non-trivial vector spaces. No implicit dtype conversion is done. You can use "
+    "np.zeros_like(arr, dtype=np.float32) to cast a float0 array to a regular zeros array. \n"
+    "If you didn't expect to get a float0 you might have accidentally taken a gradient with "
+    "respect to an integer argument.")
+
+
 def check_dtype(name: str, aval: ShapedArray, category: str, arg: str = "") -> None:
+    if aval.dtype == dtypes.float0:
+        raise TypeError(f"Called {name} with a float0 array. {FLOAT0_ADVICE}")
     ok, desc = _CATEGORIES[category]
     if not ok(aval.dtype):
         where = f" for argument {arg}" if arg else ""

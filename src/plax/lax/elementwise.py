@@ -386,7 +386,8 @@ select_n_p = Primitive("select_n")
 
 def _select_n_abstract(which, *cases):
     if not cases:
-        raise ValueError("select_n needs at least one case.")
+        raise ValueError("select_n() must have at least one case: pass one or more arrays to "
+                         "choose from.")
     if which.dtype != np.bool_ and which.dtype != np.int32:
         raise TypeError(f"select_n's `which` must be bool or int32, got {which.dtype.name}.")
     if which.dtype == np.bool_ and len(cases) > 2:
@@ -494,7 +495,7 @@ param_printers[convert_element_type_p] = lambda p: {
 def convert_element_type(operand, new_dtype):
     """Cast ``operand`` elementwise to ``new_dtype`` (as numpy's astype)."""
     from plax.core.trace import get_aval
-    new_dtype = dtypes.canonicalize_dtype(dtypes.check_user_dtype(new_dtype, "new_dtype"))
+    new_dtype = dtypes.canonicalize_user_dtype(new_dtype, "new_dtype")
     aval = get_aval(operand)
     host = (np.ndarray, np.generic, int, float, builtins.complex)
     if aval.dtype == new_dtype and not aval.weak_type and not isinstance(operand, host):
@@ -538,7 +539,7 @@ lowering_rules[bitcast_convert_type_p] = lambda ctx, x, *, new_dtype: ctx.op1(
 
 def bitcast_convert_type(operand, new_dtype):
     """Reinterpret the bits of ``operand`` as ``new_dtype``."""
-    new_dtype = dtypes.canonicalize_dtype(dtypes.check_user_dtype(new_dtype, "new_dtype"))
+    new_dtype = dtypes.canonicalize_user_dtype(new_dtype, "new_dtype")
     return bitcast_convert_type_p.bind(operand, new_dtype=new_dtype)
 
 
@@ -603,7 +604,7 @@ defjvp(log_p, lambda g, ans, x: div(g, x))
 defjvp(log1p_p, lambda g, ans, x: div(g, add(x, _c(x, 1))))
 defjvp(sqrt_p, lambda g, ans, x: div(g, mul(_c(x, 2), ans)))
 defjvp(rsqrt_p, lambda g, ans, x: mul(g, mul(_c(x, -0.5), div(ans, x))))
-defjvp(cbrt_p, lambda g, ans, x: mul(g, div(ans, mul(_c(x, 3), x))))
+defjvp(cbrt_p, lambda g, ans, x: mul(g, mul(_c(x, 1 / 3), integer_pow(ans, -2))))
 defjvp(erf_p, lambda g, ans, x: mul(g, mul(_c(x, 2 / np.sqrt(np.pi)), exp(neg(mul(x, x))))))
 defjvp(erfc_p, lambda g, ans, x: mul(g, mul(_c(x, -2 / np.sqrt(np.pi)), exp(neg(mul(x, x))))))
 defjvp(erf_inv_p, lambda g, ans, x: mul(g, mul(_c(x, np.sqrt(np.pi) / 2), exp(mul(ans, ans)))))
@@ -648,8 +649,10 @@ def _complex_abs_dx(g, ans, x):
 # As in JAX, the derivative of abs at 0 (and -0) is 1 for reals and 0 for complex numbers.
 defjvp(abs_p, lambda g, ans, x: select(ge(x, _c(x, 0)), g, neg(g))
        if not dtypes.is_complex(_aval(x).dtype) else _complex_abs_dx(g, ans, x))
+# x**0 is constant: its tangent is zeros that do not depend on g (as in JAX), so no
+# cotangent flows back through it.
 defjvp(integer_pow_p, lambda g, ans, x, *, y: (
-    mul(g, _c(x, 0)) if y == 0 else mul(g, mul(_c(x, y), integer_pow(x, y - 1)))))
+    _full(x, 0) if y == 0 else mul(g, mul(_c(x, y), integer_pow(x, y - 1)))))
 defjvp(div_p, lambda g, ans, x, y: div(g, y),
        lambda g, ans, x, y: mul(neg(g), div(ans, y)))
 defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
@@ -697,7 +700,7 @@ def _where_tangent(pred, g, ans):
     broadcasts scalar bounds)."""
     from plax.transforms.jvp import broadcast_tangent
     g = broadcast_tangent(g, _aval(ans).shape)
-    return select(pred, g, mul(g, _c(g, 0)))
+    return select(pred, g, _full(g, 0))
 
 
 defjvp(clamp_p,
@@ -788,7 +791,7 @@ def _select_n_transpose(ct, which, *cases):
         elif type(ct) is Zero:
             out.append(Zero(c.aval))
         else:
-            zeros = mul(ct, _c(ct, 0))
+            zeros = _full(ct, 0)  # not ct * 0, which is NaN where ct is infinite
             out.append(select_n(which, *[ct if j == i else zeros for j in range(len(cases))]))
     return out
 
@@ -819,9 +822,9 @@ transpose_rules[convert_element_type_p] = _convert_transpose
 for _p in (real_p, imag_p, complex_p, conj_p):
     deflinear(_p)
 transpose_rules[real_p] = lambda ct, x: [
-    Zero(x.aval) if type(ct) is Zero else complex_p.bind(ct, mul(ct, _c(ct, 0)))]
+    Zero(x.aval) if type(ct) is Zero else complex_p.bind(ct, _full(ct, 0))]
 transpose_rules[imag_p] = lambda ct, x: [
-    Zero(x.aval) if type(ct) is Zero else complex_p.bind(mul(ct, _c(ct, 0)), neg(ct))]
+    Zero(x.aval) if type(ct) is Zero else complex_p.bind(_full(ct, 0), neg(ct))]
 transpose_rules[complex_p] = lambda ct, x, y: [
     _ct_for(x, real_p.bind(ct)) if type(ct) is not Zero else None,
     _ct_for(y, neg(imag_p.bind(ct))) if type(ct) is not Zero else None]

@@ -31,6 +31,8 @@ _ELEMENT_TYPES = {
 
 
 def element_type(dtype) -> str:
+    if dtype == dtypes.float0:  # carries no data: XLA holds it as (false) booleans, as in JAX
+        return "i1"
     return _ELEMENT_TYPES[np.dtype(dtype).name]
 
 
@@ -48,6 +50,8 @@ def i64_array(values) -> str:
 
 def dense_elements(value, aval: ShapedArray) -> str:
     """A ``dense<...> : tensor<...>`` attribute holding ``value`` exactly."""
+    if aval.dtype == dtypes.float0:
+        aval, value = aval.update(dtype=np.dtype(np.bool_)), np.zeros(aval.shape, np.bool_)
     arr = np.asarray(value, dtype=aval.dtype)
     ttype = tensor_type(aval)
     flat = arr.reshape(-1)

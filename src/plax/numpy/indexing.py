@@ -100,7 +100,11 @@ def _convert_entry(i):
     if isinstance(i, (float, complex)):
         raise _index_type_error(np.asarray(i).dtype)
     if hasattr(i, "__index__"):
-        return operator.index(i)
+        k = operator.index(i)
+        dt = dtypes.default_int_dtype()  # a Python int index becomes an array of this dtype
+        if not np.iinfo(dt).min <= k <= np.iinfo(dt).max:
+            raise OverflowError(f"Python int {k} too large to convert to {dt.name}")
+        return k
     raise TypeError(f"Indexing with {i!r} of type {type(i).__name__} is not supported: indices "
                     "must be integers, slices, None, Ellipsis, or integer/boolean arrays.")
 
@@ -607,14 +611,14 @@ def _index_mode(mode, fn: str):
     return GatherScatterMode.from_any(mode)
 
 
-def _integer_indices(indices, fn: str):
+def _integer_indices(indices, fn: str, error=TypeError):
     if isinstance(indices, (list, tuple)):
         indices = np.asarray(indices)
     util.check_arraylike(fn, indices)
     idx = util.as_operand(indices)
     dt = dtypes.dtype(idx)
     if not dtypes.is_integer(dt):
-        raise TypeError(f"{fn} indices must be of integer type, got {dt.name}")
+        raise error(f"{fn} indices must have an integer type, got {dt.name}")
     return idx
 
 
@@ -641,7 +645,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     util.check_arraylike("take", a)
     a = util.as_operand(a)
     gmode = _index_mode(mode, "take")
-    idx = _integer_indices(indices, "take")
+    idx = _integer_indices(indices, "take", ValueError)  # a ValueError here, as in JAX
     if axis is None:
         a = lax.reshape(a, (int(np.prod(get_aval(a).shape, dtype=np.int64)),))
         axis = 0

@@ -252,7 +252,9 @@ def floor_divide(x, y, /):
 def _float_divmod(x, y):
     """Floor quotient and remainder with NumPy's rounding (the quotient of (x - mod) / y)."""
     mod = lax.rem(x, y)
-    div = lax.div(lax.sub(x, mod), y)
+    x, y = broadcast_to_shape(x, shape_of(mod)), broadcast_to_shape(y, shape_of(mod))
+    # x // 0 is x / 0 (+-inf, or nan for 0 // 0) as in NumPy, not the nan of (x - nan) / 0.
+    div = lax.div(lax.select(lax.eq(y, _zero_like(y)), x, lax.sub(x, mod)), y)
     fix = lax.bitwise_and(lax.ne(mod, _zero_like(mod)),
                           lax.ne(lax.lt(y, _zero_like(y)), lax.lt(mod, _zero_like(mod))))
     mod = lax.select(fix, lax.add(mod, y), mod)
@@ -260,8 +262,6 @@ def _float_divmod(x, y):
     floordiv = lax.floor(div)
     floordiv = lax.select(lax.gt(lax.sub(div, floordiv), _const(0.5, div)),
                           lax.add(floordiv, _const(1, div)), floordiv)
-    # x // 0 is x / 0 (+-inf, or nan for 0 // 0) as in NumPy, not the nan of (x - nan) / 0.
-    floordiv = lax.select(lax.eq(y, _zero_like(y)), lax.div(x, y), floordiv)
     return floordiv, mod
 
 
@@ -486,6 +486,7 @@ def hypot(x, y, /):
     safe = lax.select(lax.eq(big, _zero_like(big)), _full_like(big, 1), big)
     ratio = lax.div(small, safe)
     r = lax.mul(big, lax.sqrt(lax.add(_const(1, big), lax.mul(ratio, ratio))))
+    r = lax.select(lax.eq(big, _zero_like(big)), big, r)  # keeps 0 * inf out of gradients
     inf = _const(np.inf, x)
     return lax.select(lax.bitwise_or(lax.eq(x, inf), lax.eq(y, inf)), _full_like(x, np.inf), r)
 
@@ -593,15 +594,15 @@ def copysign(x, y, /):
 
 
 def fmax(x, y, /):
-    """Elementwise maximum that ignores NaNs."""
+    """Elementwise maximum that ignores NaNs (ties pick ``y``, gradients included)."""
     x, y = _promote_full(promote_args, "fmax", x, y)
-    return lax.select(lax.ne(x, x), y, lax.select(lax.ne(y, y), x, lax.max(x, y)))
+    return lax.select(lax.bitwise_or(greater(x, y), lax.ne(y, y)), x, y)
 
 
 def fmin(x, y, /):
-    """Elementwise minimum that ignores NaNs."""
+    """Elementwise minimum that ignores NaNs (ties pick ``y``, gradients included)."""
     x, y = _promote_full(promote_args, "fmin", x, y)
-    return lax.select(lax.ne(x, x), y, lax.select(lax.ne(y, y), x, lax.min(x, y)))
+    return lax.select(lax.bitwise_or(less(x, y), lax.ne(y, y)), x, y)
 
 
 def real(x, /):
