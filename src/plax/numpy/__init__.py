@@ -1,9 +1,7 @@
 """plax.numpy: the NumPy API on plax arrays, written on plax.lax."""
 import numpy as _np
 
-from plax.core.dtypes import (bfloat16, bool_, complex64, complex128, float16, float32, float64,  # noqa: F401
-                              float8_e4m3fn, float8_e5m2, int4, int8, int16, int32, int64, uint4,
-                              uint8, uint16, uint32, uint64, finfo, iinfo, issubdtype, float0)
+from plax.core.dtypes import finfo, iinfo, issubdtype, float0  # noqa: F401
 from plax.core.dtypes import promote_types, result_type  # noqa: F401
 from plax.runtime.array import Array as ndarray  # noqa: F401
 from plax.numpy.ufuncs import *  # noqa: F401,F403
@@ -16,9 +14,14 @@ generic, number, integer, signedinteger, unsignedinteger = (
     _np.generic, _np.number, _np.integer, _np.signedinteger, _np.unsignedinteger)
 inexact, floating, complexfloating = _np.inexact, _np.floating, _np.complexfloating
 dtype = _np.dtype
-bool = bool_
+# The scalar types: callable on tracers (jnp.float32(x) is an Array), as in JAX.
+from plax.numpy.scalar_types import *  # noqa: F401,F403,E402
+bool = bool_  # noqa: F405
+single, double, csingle, cdouble = float32, float64, complex64, complex128  # noqa: F405
+int_, uint, float_, complex_ = int64, uint64, float64, complex128  # noqa: F405
 from plax.numpy.indexing import _rewriting_take, take, take_along_axis  # noqa: F401,E402
 from plax.numpy.shape_ops import *  # noqa: F401,F403
 from plax.numpy.reductions import *  # noqa: F401,F403,E402
 from plax.numpy.products import *  # noqa: F401,F403,E402
 from plax.numpy.sorting import *  # noqa: F401,F403,E402
+from plax.numpy.vectorize import vectorize  # noqa: F401,E402
