@@ -379,7 +379,7 @@ def test_canonicalize_follows_global_update():
 
 @pytest.mark.parametrize("bad", [np.object_, "U3", "S2", "datetime64[s]"])
 def test_canonicalize_rejects_non_numeric(bad):
-    with pytest.raises(TypeError, match="not a valid plax array type"):
+    with pytest.raises(TypeError, match="not a valid JAX array type"):
         dtypes.canonicalize_dtype(bad)
 
 
@@ -489,7 +489,7 @@ def test_check_user_dtype_errors_name_the_argument():
         dtypes.check_user_dtype("not_a_dtype", "new_dtype")
     with pytest.raises(TypeError, match="Invalid dtype argument"):
         dtypes.check_user_dtype(object())
-    with pytest.raises(TypeError, match="dtype object is not a valid plax array type"):
+    with pytest.raises(TypeError, match="dtype object is not a valid JAX array type"):
         dtypes.check_user_dtype(np.object_)
-    with pytest.raises(TypeError, match="new_dtype <U2 is not a valid plax array type"):
+    with pytest.raises(TypeError, match="new_dtype <U2 is not a valid JAX array type"):
         dtypes.check_user_dtype("U2", "new_dtype")

@@ -133,8 +133,13 @@ def test_complex_to_real_preferred_element_type_keeps_real_part():
 @pytest.mark.parametrize("pet,expected", [("float32", np.float32), (float, np.float32),
                                           (int, np.int32), (np.dtype("int64"), np.int32)])
 def test_preferred_element_type_is_canonicalised(pet, expected):
-    j = plax.make_jaxpr(lambda x: L.dot_general(x, x, (((0,), (0,)), ((), ())),
-                                                preferred_element_type=pet))(np.ones(3, np.int8))
+    trace = lambda: plax.make_jaxpr(lambda x: L.dot_general(  # noqa: E731
+        x, x, (((0,), (0,)), ((), ())), preferred_element_type=pet))(np.ones(3, np.int8))
+    if isinstance(pet, np.dtype) and pet == np.int64:  # x64 is off: truncated, with JAX's warning
+        with pytest.warns(UserWarning, match="Explicitly requested dtype int64"):
+            j = trace()
+    else:
+        j = trace()
     assert j.jaxpr.eqns[0].params["preferred_element_type"] == np.dtype(expected)
     assert j.jaxpr.outvars[0].aval.dtype == np.dtype(expected)
 

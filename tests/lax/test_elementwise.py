@@ -522,9 +522,9 @@ def test_dtype_error_names_the_numpy_function():
 
 
 def test_non_array_arguments():
-    with pytest.raises(TypeError, match="not a valid plax type"):
+    with pytest.raises(TypeError, match="not a valid JAX type"):
         lax.add("a", 1)
-    with pytest.raises(TypeError, match="not a valid plax type"):
+    with pytest.raises(TypeError, match="not a valid JAX type"):
         lax.sin([1.0])
 
 

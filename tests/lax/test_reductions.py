@@ -223,10 +223,12 @@ def test_weak_types():
 
 def test_make_jaxpr_printing():
     x = np.zeros((2, 3), np.float32)
-    text = str(plax.make_jaxpr(lambda x: (
-        L.reduce_sum(x, (0,)), L.reduce_prod(x, (0, 1)), L.reduce_max(x, [1]), L.reduce_min(x, ()),
-        L.argmax(x, 0, np.int32), L.argmin(x, 1, np.int64), L.cumsum(x, 0),
-        L.cumprod(x, 1, reverse=True), L.cummax(x), L.cummin(x), L.cumlogsumexp(x)))(x))
+    with pytest.warns(UserWarning, match="requested dtype int64 requested in argmin"):
+        text = str(plax.make_jaxpr(lambda x: (
+            L.reduce_sum(x, (0,)), L.reduce_prod(x, (0, 1)), L.reduce_max(x, [1]),
+            L.reduce_min(x, ()), L.argmax(x, 0, np.int32), L.argmin(x, 1, np.int64),
+            L.cumsum(x, 0), L.cumprod(x, 1, reverse=True), L.cummax(x), L.cummin(x),
+            L.cumlogsumexp(x)))(x))
     for piece in ["f32[3] = reduce_sum[axes=(0,) out_sharding=None] a",
                   "f32[] = reduce_prod[axes=(0, 1)] a", "f32[2] = reduce_max[axes=(1,)] a",
                   "f32[2,3] = reduce_min[axes=()] a", "i32[3] = argmax[axes=(0,) index_dtype=int32] a",

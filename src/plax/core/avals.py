@@ -1,6 +1,9 @@
 """Abstract values: what a transformation knows about an array (shape, dtype, weak type)."""
 from __future__ import annotations
 
+import math
+import operator
+
 import numpy as np
 
 from plax.core import dtypes
@@ -22,6 +25,32 @@ def short_dtype_name(dtype) -> str:
     return _SHORT_NAMES.get(dt.name, dt.name)
 
 
+_MAX_SIZE = 2 ** 63 - 1  # the largest element count or byte size XLA can represent
+
+
+def _checked_shape(shape: tuple, dtype: np.dtype) -> tuple:
+    """``shape`` with Python-int sizes, after checking it can exist (the slow path of
+    ShapedArray: zero-size, non-int sizes, negative sizes, or sizes too large)."""
+    try:
+        shape = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        from plax.core.errors import shape_type_error
+        raise shape_type_error(shape) from None
+    if any(d < 0 for d in shape):
+        raise TypeError(f"shape must have every element be nonnegative, got {shape}: an array "
+                        "dimension cannot have a negative size.")
+    # Zero-size arrays too: XLA multiplies every size (in order) before it sees the 0.
+    count = math.prod(d for d in shape if d)
+    nbytes = count * max(dtype.itemsize, 1)
+    if count > _MAX_SIZE or nbytes > _MAX_SIZE:
+        raise ValueError(
+            f"Shape {shape} of dtype {dtype.name} is too large to exist: its sizes multiply to "
+            f"{count} elements ({nbytes} bytes), more than the 2**63 - 1 that an array size can "
+            "count (int64 overflow). Check the shape computation; no device can hold such an "
+            "array.")
+    return shape
+
+
 class AbstractValue:
     __slots__ = ()
 
@@ -32,10 +61,19 @@ class ShapedArray(AbstractValue):
     __slots__ = ("shape", "dtype", "weak_type", "_hash")
 
     def __init__(self, shape, dtype, weak_type: bool = False):
-        self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
+        shape = tuple(shape)
+        dtype = np.dtype(dtype)
+        # The one check every abstract value passes: Python-int sizes, none negative, and an
+        # element count and byte size that fit in int64 (XLA aborts the process otherwise).
+        # Fast path: a product and two comparisons; anything unusual is sorted out below.
+        n = math.prod(shape)
+        if type(n) is not int or not 0 < n * dtype.itemsize <= _MAX_SIZE or (
+                shape and min(shape) < 0):
+            shape = _checked_shape(shape, dtype)
+        self.shape = shape
+        self.dtype = dtype
         self.weak_type = bool(weak_type)
-        self._hash = hash((self.shape, self.dtype, self.weak_type))
+        self._hash = hash((shape, dtype, self.weak_type))
 
     ndim = property(lambda self: len(self.shape))
 
@@ -99,7 +137,7 @@ def abstractify(x) -> ShapedArray:
         return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype), t is WeakHostArray)
     if hasattr(x, "__plax_array__"):
         return abstractify(x.__plax_array__())
-    raise TypeError(f"Value {x!r} of type {t.__name__} is not a valid plax type: "
+    raise TypeError(f"Value {x!r} of type {t.__name__} is not a valid JAX type: "
                     "expected an array, a NumPy value or a Python scalar.")
 
 

@@ -9,6 +9,7 @@ With 64-bit types off (the default) every 64-bit dtype is narrowed to its
 from __future__ import annotations
 
 import functools
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -67,8 +68,8 @@ def canonicalize_dtype(dtype) -> np.dtype:
     """The dtype an array of ``dtype`` really has in plax (64-bit narrowed when x64 is off)."""
     dt = np.dtype(dtype)
     if dt not in supported_dtypes and dt != float0:
-        raise TypeError(f"dtype {dt} is not a valid plax array type. "
-                        "Only booleans, integers, floats and complex numbers are supported.")
+        raise TypeError(f"dtype {dt} is not a valid JAX array type: plax, like JAX, only "
+                        "supports arrays of booleans, integers, floats and complex numbers.")
     return _canonicalize(dt, x64_enabled())
 
 
@@ -190,7 +191,7 @@ _WEAK_DEFAULT = {WEAK_INT: np.dtype(int64), WEAK_FLOAT: np.dtype(float64),
                  WEAK_COMPLEX: np.dtype(complex128)}
 
 
-def _lattice(x64: bool) -> dict:
+def _lattice(x64: bool, strict: bool = False) -> dict:
     d = np.dtype
     b1 = _BOOL
     i8, i16, i32, i64 = _SIGNED
@@ -207,15 +208,21 @@ def _lattice(x64: bool) -> dict:
         WEAK_COMPLEX: [c64], c64: [c128], c128: [],
         **{t: [] for t in _FLOAT8 + _SMALL_INT},
     }
-    if not x64:
+    if strict:  # jax_numpy_dtype_promotion='strict': a Python scalar meets its kind or wider
+        concrete = [t for t in edges if not isinstance(t, _Weak)]
+        edges = {t: [] for t in concrete}
+        edges[WEAK_INT] = [WEAK_FLOAT] + [t for t in concrete if t.kind in "iu"]
+        edges[WEAK_FLOAT] = [WEAK_COMPLEX] + [t for t in concrete if t.kind == "f"]
+        edges[WEAK_COMPLEX] = [t for t in concrete if t.kind == "c"]
+    elif not x64:
         # Without x64 no promotion may create a 64-bit type from narrower inputs.
         edges[u32] = [i32, u64]
     return edges
 
 
-@functools.lru_cache(maxsize=2)
-def _upper_bounds(x64: bool) -> dict:
-    edges = _lattice(x64)
+@functools.lru_cache(maxsize=4)
+def _upper_bounds(x64: bool, strict: bool = False) -> dict:
+    edges = _lattice(x64, strict)
     ub = {}
 
     def visit(n):
@@ -236,14 +243,19 @@ class TypePromotionError(ValueError):
 
 
 @functools.lru_cache(maxsize=4096)
-def _join(nodes: tuple, x64: bool):
-    ub = _upper_bounds(x64)
+def _join(nodes: tuple, x64: bool, strict: bool = False):
+    ub = _upper_bounds(x64, strict)
     common = frozenset.intersection(*(ub[n] for n in nodes))
     present = common & set(nodes)
     lub = present or {c for c in common if common <= ub[c]}
     if len(lub) == 1:
         return next(iter(lub))
     names = tuple(str(n) for n in nodes)
+    if strict:
+        raise TypePromotionError(
+            f"Input dtypes {names} have no available implicit dtype promotion path when "
+            "jax_numpy_dtype_promotion=strict. Cast the inputs to the dtype you want (e.g. "
+            "x.astype('float32')), or set jax_numpy_dtype_promotion='standard'.")
     if any(n in _FLOAT8 for n in nodes):
         why = "8-bit floats do not take part in implicit promotion"
     elif any(n in _SMALL_INT for n in nodes):
@@ -289,10 +301,14 @@ def result_type(*args, return_weak_type_flag: bool = False):
     # Inputs are narrowed before they meet (as in JAX): with x64 off, uint64 + int8
     # is uint32 + int8 = int32, not the float that uint64 + int8 would give.
     nodes = tuple(dict.fromkeys(_canonical_node(_node_of(a)[0], x64) for a in args))
-    node = nodes[0] if len(nodes) == 1 else _join(nodes, x64)
+    node = nodes[0] if len(nodes) == 1 else _join(nodes, x64, _strict_promotion())
     weak = isinstance(node, _Weak)
     dtype = _canonicalize(_WEAK_DEFAULT[node] if weak else node, x64)
     return (dtype, weak) if return_weak_type_flag else dtype
+
+
+def _strict_promotion() -> bool:
+    return config.read("numpy_dtype_promotion") == "strict"
 
 
 def _canonical_node(node, x64: bool):
@@ -305,7 +321,7 @@ def promote_types(a, b) -> np.dtype:
     Unlike ``result_type`` the result is not narrowed when x64 is off.
     """
     na, nb = _node_of(a)[0], _node_of(b)[0]
-    node = na if na == nb else _join((na, nb), x64_enabled())
+    node = na if na == nb else _join((na, nb), x64_enabled(), _strict_promotion())
     return _WEAK_DEFAULT[node] if isinstance(node, _Weak) else node
 
 
@@ -330,6 +346,27 @@ def is_weakly_typed(x) -> bool:
     return bool(getattr(aval, "weak_type", False))
 
 
+def canonicalize_user_dtype(dt, name: str = "dtype", fun_name: str | None = None) -> np.dtype:
+    """A dtype the user asked for explicitly, checked and canonicalised.
+
+    With x64 off a 64-bit request is truncated to 32 bits with a UserWarning, as in JAX
+    (the Python types float, int and complex ask for the default type and do not warn).
+    ``fun_name`` names the function in the warning; by default, the plax function the
+    user called.
+    """
+    out = check_user_dtype(dt, name)
+    canon = canonicalize_dtype(out)
+    if canon != out and not any(dt is t for t in (float, int, complex)):
+        from plax.core.source_info import user_entry_name, user_stacklevel
+        warnings.warn(
+            f"Explicitly requested dtype {out.name} requested in {fun_name or user_entry_name()} "
+            f"is not available, and will be truncated to dtype {canon.name}. To enable more "
+            "dtypes, set the jax_enable_x64 configuration option (plax.config.update("
+            "'jax_enable_x64', True)) or the PLAX_ENABLE_X64 shell environment variable.",
+            UserWarning, stacklevel=user_stacklevel())
+    return canon
+
+
 def check_user_dtype(dt, name: str = "dtype") -> np.dtype:
     """Validate a dtype a user passed, with a clear error if plax cannot hold it."""
     try:
@@ -337,5 +374,6 @@ def check_user_dtype(dt, name: str = "dtype") -> np.dtype:
     except TypeError as e:
         raise TypeError(f"Invalid {name} argument: {dt!r} is not a dtype.") from e
     if out not in supported_dtypes:
-        raise TypeError(f"{name} {out} is not a valid plax array type.")
+        raise TypeError(f"{name} {out} is not a valid JAX array type: plax, like JAX, only "
+                        "supports number and bool dtypes.")
     return out

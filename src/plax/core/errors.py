@@ -77,6 +77,38 @@ class TracerArrayConversionError(JAXTypeError):
               "the same name instead.")
 
 
+SHAPE_PHRASE = "Shapes must be 1D sequences of concrete values of integer type"
+
+
+def shape_type_error(shape, name: str = "shape") -> TypeError:
+    """The error for a shape argument that is not a sequence of concrete integers.
+
+    The opening phrase is JAX's; a traced entry (e.g. ``jnp.zeros(n)`` with ``n`` an
+    argument of a jitted function) gets the advice to make it static.
+    """
+    from plax.core.trace import Tracer
+    entries = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    shown = ", ".join(_entry_text(d) for d in entries)
+    shown = f"({shown},)" if len(entries) == 1 else f"({shown})"
+    msg = f"{SHAPE_PHRASE}, got {name}={shown}."
+    traced = [d for d in entries if isinstance(d, Tracer)]
+    if traced:
+        msg += ("\nA traced value sets an array size here, but sizes must be known while "
+                "tracing. Mark the argument it comes from static (static_argnums / "
+                "static_argnames), or compute the size with NumPy or Python ints.")
+        origin = _origin(traced[0])
+        if origin:
+            msg += "\n" + origin
+    return TypeError(msg)
+
+
+def _entry_text(d) -> str:
+    aval = getattr(d, "aval", None)
+    if hasattr(aval, "str_short"):
+        return f"traced {aval.str_short()}"
+    return repr(d)
+
+
 class JAXIndexError(IndexError):
     """Base of plax's indexing errors (JAX's name, so ``except`` clauses carry over)."""
 

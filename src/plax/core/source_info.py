@@ -58,6 +58,17 @@ def user_stacklevel() -> int:
     return level
 
 
+def user_entry_name() -> str:
+    """The name of the plax function the user's code called (that is running now), e.g.
+    ``zeros`` or ``astype``; array methods count as the plax.numpy function they call."""
+    f, entry = sys._getframe(1), None
+    while f is not None and _is_plax_code(f.f_code):
+        if not f.f_code.co_filename.endswith("array_methods.py"):
+            entry = f.f_code.co_name
+        f = f.f_back
+    return (entry or "").lstrip("_") or "a plax function"
+
+
 def current_source_info(name_stack: tuple) -> SourceInfo:
     f = user_frame()
     if f is None:

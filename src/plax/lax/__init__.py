@@ -3,6 +3,7 @@ from plax.lax.elementwise import *  # noqa: F401,F403
 from plax.lax.elementwise import RoundingMethod  # noqa: F401
 from plax.lax.shapes import *  # noqa: F401,F403
 from plax.lax.reductions import *  # noqa: F401,F403
+from plax.lax.generic_reduce import reduce  # noqa: F401
 from plax.lax.sort import *  # noqa: F401,F403
 from plax.lax.indexing import *  # noqa: F401,F403
 from plax.lax.dot import *  # noqa: F401,F403

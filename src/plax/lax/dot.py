@@ -119,7 +119,7 @@ def _canonical_dimension_numbers(dimension_numbers) -> tuple:
 def _canonical_preferred_element_type(dtype):
     if dtype is None:
         return None
-    return dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype, "preferred_element_type"))
+    return dtypes.canonicalize_user_dtype(dtype, "preferred_element_type")
 
 
 # --- dtype rules ---------------------------------------------------------------------

@@ -204,7 +204,7 @@ argmin_p = _arg_reduction("argmin", "LT", dtypes.highest_value)
 
 
 def _index_dtype(index_dtype) -> np.dtype:
-    return dtypes.canonicalize_dtype(dtypes.check_user_dtype(index_dtype, "index_dtype"))
+    return dtypes.canonicalize_user_dtype(index_dtype, "index_dtype")
 
 
 def argmax(operand, axis, index_dtype):

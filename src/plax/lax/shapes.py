@@ -6,10 +6,13 @@ dtype and weak type (n-ary ones are weak only when all inputs are).
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
+from plax.core.errors import shape_type_error
 from plax.core.jaxpr import param_printers
 from plax.core.primitive import Primitive, abstract_eval_rules
 from plax.core.trace import get_aval
@@ -18,7 +21,8 @@ from plax.lax.common import as_int_tuple, canonical_axis, check_dtype, check_sam
 from plax.lowering.stablehlo import i64_array, lowering_rules
 
 __all__ = [
-    "broadcast_in_dim", "broadcast", "reshape", "transpose", "squeeze", "expand_dims", "rev",
+    "broadcast_in_dim", "broadcast", "full", "full_like", "reshape", "transpose", "squeeze",
+    "expand_dims", "rev",
     "concatenate", "pad", "slice", "slice_in_dim", "index_in_dim", "dynamic_slice",
     "dynamic_slice_in_dim", "dynamic_index_in_dim", "dynamic_update_slice",
     "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim", "iota", "broadcasted_iota",
@@ -28,9 +32,12 @@ __all__ = [
 # --- shared checks ----------------------------------------------------------------------
 def _shape_tuple(shape, name: str) -> tuple:
     """A static shape given as a sequence of ints (or one int)."""
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+    if not isinstance(shape, (list, tuple)):
         shape = (shape,)
-    return as_int_tuple(shape, name)
+    try:
+        return tuple(int(operator.index(d)) for d in shape)
+    except TypeError:
+        raise shape_type_error(shape, name) from None
 
 
 def _check_nonnegative(prim: str, what: str, values: tuple) -> None:
@@ -106,6 +113,49 @@ def broadcast(operand, sizes):
                             tuple(range(len(sizes), len(sizes) + aval.ndim)))
 
 
+def full(shape, fill_value, dtype=None, *, sharding=None):
+    """An array of ``shape`` filled with the scalar ``fill_value`` (in ``dtype`` if given,
+    else the value's own dtype, weakly typed for a Python scalar)."""
+    if dtype is None:
+        dt, weak = dtypes.dtype(fill_value, canonicalize=True), dtypes.is_weakly_typed(fill_value)
+    else:
+        dt, weak = dtypes.canonicalize_user_dtype(dtype), False
+    return _full(shape, fill_value, dt, weak, sharding)
+
+
+def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
+    """``full`` with the shape and dtype (and weak type) of ``x`` unless given."""
+    aval = get_aval(x)
+    if dtype is None:
+        dt, weak = aval.dtype, aval.weak_type
+    else:
+        dt, weak = dtypes.canonicalize_user_dtype(dtype), False
+    return _full(aval.shape if shape is None else shape, fill_value, dt, weak, sharding)
+
+
+def _full(shape, fill_value, dt, weak: bool, sharding):
+    from plax.core.avals import weak_host_value
+    shape = _shape_tuple(shape, "full shape")
+    traced = hasattr(fill_value, "aval")  # an Array or a tracer
+    fill_shape = get_aval(fill_value).shape if traced else np.shape(fill_value)
+    if fill_shape != ():
+        raise TypeError(f"full must be called with scalar fill_value, got fill_value.shape "
+                        f"{fill_shape}.")
+    if not traced:
+        if type(fill_value) is int and dtypes.is_integer(dt):
+            fill_value = np.asarray(fill_value).astype(dt)  # wraps around, as a conversion does
+        fill = weak_host_value(fill_value, dt) if weak else np.array(fill_value, dt)
+    elif (get_aval(fill_value).dtype, get_aval(fill_value).weak_type) != (dt, weak):
+        fill = E._convert_weak(fill_value, dt, weak)
+    else:
+        fill = fill_value
+    out = broadcast_in_dim(fill, shape, ())
+    if sharding is not None:
+        from plax.api import device_put
+        out = device_put(out, sharding)
+    return out
+
+
 # --- reshape ----------------------------------------------------------------------------
 reshape_p = Primitive("reshape")
 
@@ -114,7 +164,8 @@ def _reshape_abstract(x, *, new_sizes, dimensions, sharding=None):
     if any(d < 0 for d in new_sizes):
         raise TypeError(f"reshape new_sizes must all be nonnegative, got {new_sizes}.")
     if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
-        raise TypeError(f"reshape total size must be unchanged, got new_sizes {new_sizes} "
+        # A ValueError, as JAX's (which comes from the StableHLO verifier).
+        raise ValueError(f"reshape total size must be unchanged, got new_sizes {new_sizes} "
                         f"(size {int(np.prod(new_sizes, dtype=np.int64))}) for operand shape "
                         f"{x.shape} (size {x.size}).")
     if dimensions is not None and not _is_permutation(dimensions, x.ndim):
@@ -344,7 +395,7 @@ slice_p = Primitive("slice")
 
 def _slice_abstract(x, *, start_indices, limit_indices, strides):
     if len(start_indices) != x.ndim:
-        raise TypeError("slice start_indices must have length equal to the number of dimensions "
+        raise ValueError("slice start_indices must have length equal to the number of dimensions "
                         f"of the operand, got indices {start_indices} for operand shape {x.shape}.")
     if len(limit_indices) != len(start_indices):
         raise TypeError("slice limit_indices must have the same length as start_indices, got "
@@ -415,8 +466,9 @@ def index_in_dim(operand, index, axis=0, keepdims=True):
 # --- dynamic slices ---------------------------------------------------------------------
 def _check_start_indices(prim: str, x: ShapedArray, indices) -> None:
     if len(indices) != x.ndim:
-        raise TypeError(f"{prim} needs one start index per operand dimension, got "
-                        f"{len(indices)} start indices for operand shape {x.shape}.")
+        raise ValueError(f"Length of slice indices must match number of operand dimensions: "
+                         f"{prim} needs one start index per operand dimension, got "
+                         f"{len(indices)} start indices for operand shape {x.shape}.")
     if any(i.ndim != 0 for i in indices):
         raise TypeError(f"{prim} start indices must be scalars, got index shapes "
                         f"{[i.shape for i in indices]}.")
@@ -433,7 +485,7 @@ dynamic_slice_p = Primitive("dynamic_slice")
 def _dynamic_slice_abstract(x, *indices, slice_sizes):
     _check_start_indices("dynamic_slice", x, indices)
     if len(slice_sizes) != x.ndim:
-        raise TypeError("dynamic_slice slice_sizes must have one size per operand dimension, got "
+        raise ValueError("dynamic_slice slice_sizes must have one size per operand dimension, got "
                         f"slice_sizes {slice_sizes} for operand shape {x.shape}.")
     _check_nonnegative("dynamic_slice", "slice_sizes", slice_sizes)
     if any(s > d for s, d in zip(slice_sizes, x.shape)):
@@ -503,8 +555,9 @@ def _start_index_operands(prim: str, shape: tuple, start_indices, allow_negative
     """
     indices = _split_index_vector(start_indices)
     if len(indices) != len(shape):
-        raise TypeError(f"{prim} needs one start index per operand dimension, got "
-                        f"{len(indices)} start indices for operand shape {shape}.")
+        raise ValueError(f"Length of slice indices must match number of operand dimensions: "
+                         f"{prim} needs one start index per operand dimension, got "
+                         f"{len(indices)} start indices for operand shape {shape}.")
     allow = ([bool(allow_negative)] * len(shape) if isinstance(allow_negative, (bool, np.bool_))
              else [bool(a) for a in allow_negative])
     if len(allow) != len(shape):
@@ -624,14 +677,14 @@ lowering_rules[iota_p] = lambda ctx, *, dtype, shape, dimension, sharding=None: 
 
 def broadcasted_iota(dtype, shape, dimension):
     """An array of ``shape`` whose values count 0, 1, ... along ``dimension``."""
-    dtype = dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
+    dtype = dtypes.canonicalize_user_dtype(dtype, fun_name="broadcasted_iota")
     shape = _shape_tuple(shape, "broadcasted_iota shape")
     return iota_p.bind(dtype=dtype, shape=shape, dimension=int(dimension), sharding=None)
 
 
 def iota(dtype, size):
     """The vector [0, 1, ..., size - 1] of ``dtype``."""
-    return broadcasted_iota(dtype, (int(size),), 0)
+    return broadcasted_iota(dtype, _shape_tuple(size, "iota size"), 0)
 
 
 # --- differentiation rules --------------------------------------------------------------------

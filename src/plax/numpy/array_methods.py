@@ -83,9 +83,14 @@ def _flatten(self, order="C"):
 
 
 def _astype(self, dtype, copy: bool = False, device=None):
-    """A copy of the array cast to ``dtype``."""
-    from plax import lax
-    return lax.convert_element_type(self, dtype)
+    """A copy of the array cast to ``dtype`` (same as plax.numpy.astype)."""
+    return _jnp().astype(self, dtype, copy=copy, device=device)
+
+
+def _setitem(self, idx, value):
+    raise TypeError("JAX arrays are immutable and do not support in-place item assignment: "
+                    f"{type(self).__name__} values cannot be changed in place. Instead of "
+                    "x[idx] = y, use x = x.at[idx].set(y) (or another .at[] method).")
 
 
 def _matrix_transpose(self):
@@ -142,6 +147,7 @@ def _install(cls) -> None:
     cls.real = property(lambda self: _jnp().real(self))
     cls.imag = property(lambda self: _jnp().imag(self))
     cls.__getitem__ = _getitem
+    cls.__setitem__ = _setitem
     cls.at = property(_at)
     cls.__len__ = _len
     cls.__iter__ = _iter

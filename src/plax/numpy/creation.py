@@ -9,6 +9,7 @@ import numpy as np
 from plax import lax
 from plax.core import dtypes
 from plax.core.avals import WeakHostArray
+from plax.core.errors import shape_type_error
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
                              check_arraylike, convert, shape_of)
@@ -17,23 +18,30 @@ from plax.runtime.dispatch import array_from_host
 
 __all__ = [
     "array", "asarray", "full", "zeros", "ones", "empty", "full_like", "zeros_like", "ones_like",
-    "empty_like", "arange", "eye", "identity", "copy", "linspace", "logspace", "geomspace",
+    "empty_like", "arange", "eye", "identity", "copy", "astype", "linspace", "logspace",
+    "geomspace",
     "meshgrid", "tri", "tril", "triu",
 ]
 
 
-def _canonical_shape(shape, name="shape") -> tuple:
-    if isinstance(shape, (int, np.integer)) or getattr(shape, "ndim", None) == 0 or (hasattr(shape, "__index__") and not hasattr(shape, "__len__")):
+def _canonical_shape(shape, name="shape", negative=TypeError) -> tuple:
+    """A static shape (one int, or a 1-D sequence of ints; concrete arrays are read).
+
+    Negative sizes raise ``negative``: a TypeError for zeros/ones/full/empty (as JAX, whose
+    broadcast_in_dim rejects them) and a ValueError for eye/identity (as JAX, and NumPy).
+    """
+    if type(shape) is Array or (isinstance(shape, np.ndarray) and shape.ndim <= 1):
+        shape = np.asarray(shape).tolist()
+    if not isinstance(shape, (list, tuple)):
         shape = (shape,)
     try:
         out = tuple(operator.index(d) for d in shape)
-    except TypeError as e:
-        if any(isinstance(d, Tracer) for d in shape):
-            raise TypeError(f"{name} must be static: a traced value was used as an array size. "
-                            "Mark that argument static (static_argnums) or use a Python int.") from e
-        raise TypeError(f"{name} must be a sequence of integers, got {shape!r}.") from e
+    except TypeError:
+        raise shape_type_error(shape, name) from None
     if any(d < 0 for d in out):
-        raise ValueError(f"negative dimensions are not allowed in {name}={out}")
+        if negative is ValueError:
+            raise ValueError(f"negative dimensions are not allowed in {name}={out}")
+        raise TypeError(f"{name} must have every element be nonnegative, got {out}.")
     return out
 
 
@@ -67,7 +75,7 @@ def array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
     """Create an array from array-likes, nested sequences or scalars (as numpy.array)."""
     if order not in (None, "K", "A", "C"):
         raise NotImplementedError(f"plax arrays are always C-ordered; order={order!r} is not supported.")
-    dt = None if dtype is None else dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
+    dt = None if dtype is None else dtypes.canonicalize_user_dtype(dtype)
     if isinstance(object, (Array, Tracer)):
         out = object if dt is None else lax.convert_element_type(object, dt)
     elif _contains_traced(object):
@@ -82,11 +90,10 @@ def array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
         if isinstance(object, (list, tuple)) and dt is None:
             host = np.asarray(object)
             if host.dtype == object.__class__ or host.dtype.kind == "O":
-                raise TypeError(f"plax.numpy.array cannot build an array from {object!r}.")
+                _not_numeric(object, host)
         host = np.asarray(object, dtype=dt)
         if host.dtype not in dtypes.supported_dtypes and host.dtype.kind not in "iufcb":
-            raise TypeError(f"plax.numpy.array: objects of dtype {host.dtype} ({type(object).__name__}) "
-                            "are not supported; pass numbers, booleans or arrays.")
+            _not_numeric(object, host)
         canon = dtypes.canonicalize_dtype(host.dtype)
         if dt is None and dtypes.is_integer(canon) and host.size and (
                 type(object) is int or isinstance(object, (list, tuple))):
@@ -100,6 +107,14 @@ def array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
     return out
 
 
+def _not_numeric(obj, host: np.ndarray):
+    value = host.flat[0] if host.size else obj
+    value = value.item() if isinstance(value, np.generic) else value
+    raise TypeError(f"Value {value!r} with dtype {host.dtype} is not a valid JAX array type: "
+                    f"plax.numpy.array builds arrays of numbers and booleans only (got a "
+                    f"{type(obj).__name__}).")
+
+
 def _check_int_range(host: np.ndarray, dtype) -> None:
     """Python ints must fit the (canonical) integer type they become, as in JAX."""
     info = dtypes.iinfo(dtype)
@@ -110,8 +125,13 @@ def _check_int_range(host: np.ndarray, dtype) -> None:
 
 
 def asarray(a, dtype=None, order=None, *, copy=None):
-    """Convert ``a`` to an array without copying when it already is one of ``dtype``."""
-    if isinstance(a, (Array, Tracer)) and (dtype is None or np.dtype(dtype) == get_aval(a).dtype):
+    """Convert ``a`` to an array without copying when it already is one of ``dtype``.
+
+    An explicit ``dtype`` gives a strongly typed result, as in JAX (a weakly typed ``a`` of
+    that dtype is converted).
+    """
+    if isinstance(a, (Array, Tracer)) and (dtype is None or (
+            np.dtype(dtype) == get_aval(a).dtype and not get_aval(a).weak_type)):
         return a
     return array(a, dtype=dtype, order=order)
 
@@ -140,7 +160,7 @@ def _full(shape, fill_value, dt, weak: bool, device):
 
 
 def _user_dtype(dtype) -> np.dtype:
-    return dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
+    return dtypes.canonicalize_user_dtype(dtype)
 
 
 def _place(x, device):
@@ -152,7 +172,7 @@ def _place(x, device):
 
 def _default_dtype(dtype):
     return dtypes.default_float_dtype() if dtype is None else \
-        dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
+        dtypes.canonicalize_user_dtype(dtype)
 
 
 def zeros(shape, dtype=None, *, device=None):
@@ -250,7 +270,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     """A 2-D array with ones on the k-th diagonal (k may be a traced integer)."""
     M = N if M is None else M
-    N, M = _canonical_shape((N, M))
+    N, M = _canonical_shape((N, M), negative=ValueError)
     k = np.int32(operator.index(k)) if not isinstance(k, (Array, Tracer)) else \
         lax.convert_element_type(k, np.int32)
     rows = lax.broadcasted_iota(np.int32, (N, M), 0)
@@ -262,6 +282,13 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
 def identity(n, dtype=None):
     """The n x n identity matrix."""
     return eye(n, dtype=dtype)
+
+
+def astype(x, dtype, /, *, copy: bool = False, device=None):
+    """``x`` cast to ``dtype`` (arrays are immutable, so ``copy`` changes nothing)."""
+    check_arraylike("astype", x)
+    dt = dtypes.canonicalize_user_dtype(dtype)
+    return _place(lax.convert_element_type(as_operand(x), dt), device)
 
 
 def copy(a, order=None):

@@ -38,8 +38,7 @@ def _promote(name, *args):
 def _preferred(preferred_element_type):
     if preferred_element_type is None:
         return None
-    return dtypes.canonicalize_dtype(
-        dtypes.check_user_dtype(preferred_element_type, "preferred_element_type"))
+    return dtypes.canonicalize_user_dtype(preferred_element_type, "preferred_element_type")
 
 
 def _dot_general(a, b, contract, batch, precision, preferred):

@@ -67,7 +67,7 @@ def _single_axis(axis, ndim: int) -> int:
 def _user_dtype(dtype):
     if dtype is None:
         return None
-    return dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
+    return dtypes.canonicalize_user_dtype(dtype)
 
 
 def _inexact(dt) -> np.dtype:

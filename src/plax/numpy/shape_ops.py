@@ -9,7 +9,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
-from plax.core.errors import ConcretizationTypeError
+from plax.core.errors import SHAPE_PHRASE, ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.creation import asarray
 from plax.numpy.util import (as_operand, broadcast_shapes as _broadcast_shapes, canonicalize_axes,
@@ -22,7 +22,7 @@ __all__ = [
     "vstack", "dstack", "column_stack", "split", "array_split", "hsplit", "vsplit", "dsplit",
     "tile", "repeat", "broadcast_to", "broadcast_arrays", "broadcast_shapes", "flip", "fliplr",
     "flipud", "roll", "rot90", "pad", "atleast_1d", "atleast_2d", "atleast_3d", "ndim", "shape",
-    "size",
+    "size", "isscalar", "iscomplexobj", "isrealobj",
 ]
 
 
@@ -43,8 +43,8 @@ def _concrete(x, name: str):
         val = x.to_concrete_value()
         if val is None:
             raise ConcretizationTypeError(
-                x, f"The problem arose with the `{name}` argument: it sets the shape of the "
-                   "result, so it must be a concrete (static) value.")
+                x, f"{SHAPE_PHRASE}: the problem arose with the `{name}` argument, which "
+                   "sets the shape of the result, so it must be a concrete (static) value.")
         return np.asarray(val)
     if isinstance(x, Array):
         return np.asarray(x)
@@ -66,7 +66,7 @@ def _int_tuple(values, name: str) -> tuple:
     try:
         return tuple(operator.index(v) for v in values)
     except TypeError:
-        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
+        raise TypeError(f"{SHAPE_PHRASE}, got "
                         f"{name}={tuple(values)!r}.") from None
 
 
@@ -91,7 +91,7 @@ def _promote_all(arrays, dtype):
     if dtype is None:
         dt, weak = dtypes.result_type(*arrays, return_weak_type_flag=True)
     else:
-        dt, weak = dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype)), False
+        dt, weak = dtypes.canonicalize_user_dtype(dtype), False
     return [asarray(convert(a, dt, weak)) for a in arrays]
 
 
@@ -956,3 +956,28 @@ def size(a, axis=None) -> int:
     if axis is None:
         return _prod(s)
     return _prod(s[ax] for ax in canonicalize_axes(axis, len(s)))
+
+
+def isscalar(element) -> bool:
+    """Whether ``element`` is a scalar: unlike NumPy, 0-d arrays (and tracers) count, so the
+    answer is the same under jit."""
+    if isinstance(element, (Array, np.ndarray)):  # tracers are Arrays to isinstance
+        return element.ndim == 0
+    if hasattr(element, "__plax_array__"):
+        return get_aval(element.__plax_array__()).ndim == 0
+    return bool(np.isscalar(element))
+
+
+def iscomplexobj(x) -> bool:
+    """Whether ``x`` has a complex dtype (by type: a zero imaginary part still counts)."""
+    if x is None:
+        return False
+    dt = getattr(x, "dtype", None)
+    if isinstance(x, type) or not isinstance(dt, np.dtype):
+        dt = np.asarray(x).dtype
+    return dt.kind == "c"
+
+
+def isrealobj(x) -> bool:
+    """Whether ``x`` does not have a complex dtype."""
+    return not iscomplexobj(x)

@@ -41,7 +41,7 @@ def _int_dtype(dtype=None) -> np.dtype:
     """The dtype of returned indices: ``dtype`` if given, else the default integer type."""
     if dtype is None:
         return dtypes.default_int_dtype()
-    dt = dtypes.canonicalize_dtype(dtypes.check_user_dtype(dtype))
+    dt = dtypes.canonicalize_user_dtype(dtype)
     if not dtypes.is_integer(dt):
         raise TypeError(f"index dtype must be an integer type, got {dt}.")
     return dt

@@ -8,6 +8,7 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import weak_host_value
 from plax.core.config import config
+from plax.core.source_info import user_stacklevel
 from plax.core.trace import Tracer, get_aval
 from plax.runtime.array import Array
 
@@ -22,8 +23,12 @@ def is_arraylike(x) -> bool:
 def check_arraylike(name: str, *args) -> None:
     for i, a in enumerate(args):
         if not is_arraylike(a):
+            hint = ("Convert lists and tuples with plax.numpy.asarray first."
+                    if isinstance(a, (list, tuple)) else
+                    f"A {type(a).__name__} is not a valid JAX array type: pass arrays, NumPy "
+                    "values or Python scalars.")
             raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at "
-                            f"position {i}. Convert lists and tuples with plax.numpy.asarray first.")
+                            f"position {i}. {hint}")
 
 
 def as_operand(x):
@@ -134,13 +139,14 @@ def _check_rank_promotion(name, shapes):
     mode = config.read("numpy_rank_promotion")
     if mode == "allow" or len({len(s) for s in shapes if len(s)}) <= 1:
         return
-    msg = (f"Following NumPy automatic rank promotion for {name} on shapes "
-           f"{' '.join(str(s) for s in shapes)}. Set the jax_numpy_rank_promotion config option "
-           "to 'allow' to disable this message.")
+    shown = " ".join(str(tuple(s)) for s in shapes)
     if mode == "raise":
-        raise ValueError("Operands could not be broadcast together with rank promotion disabled: "
-                         + msg)
-    warnings.warn(msg)
+        raise ValueError(f"Operands could not be broadcast together for {name} on shapes {shown} "
+                         "and with the config option jax_numpy_rank_promotion='raise'. Add the "
+                         "missing dimensions explicitly (e.g. x[None, :] or expand_dims).")
+    warnings.warn(f"Following NumPy automatic rank promotion for {name} on shapes {shown}. Set "
+                  "the jax_numpy_rank_promotion config option to 'allow' to disable this warning.",
+                  stacklevel=user_stacklevel())
 
 
 def broadcast_to_shape(x, shape):
@@ -170,7 +176,16 @@ def promote_shapes(name: str, *args, rank_only: bool = False):
     if all(s == ranked[0] for s in ranked):
         return list(args)  # equal shapes, or scalars that lax broadcasts itself
     _check_rank_promotion(name, shapes)
-    target = broadcast_shapes(*shapes)
+    if rank_only:
+        # lax broadcasts the size-1 dimensions, and (as in JAX) its elementwise ops report
+        # a mismatch as a TypeError.
+        try:
+            target = broadcast_shapes(*shapes)
+        except ValueError:
+            raise TypeError(f"{name} got incompatible shapes for broadcasting: "
+                            f"{', '.join(str(tuple(s)) for s in shapes)}.") from None
+    else:
+        target = broadcast_shapes(*shapes)
     if rank_only:
         from plax.lax.shapes import broadcast_in_dim
         nd = len(target)
@@ -181,26 +196,37 @@ def promote_shapes(name: str, *args, rank_only: bool = False):
             for a, s in zip(args, shapes)]
 
 
+def _check_no_float0s(name: str, *args) -> None:
+    if any(getattr(a, "dtype", None) == dtypes.float0 for a in args):
+        from plax.lax.common import FLOAT0_ADVICE
+        raise TypeError(f"Called {name} with a float0 array. {FLOAT0_ADVICE}")
+
+
 def promote_args(name: str, *args):
     """Check, promote dtypes and broadcast shapes: the standard ufunc preamble."""
     check_arraylike(name, *args)
+    _check_no_float0s(name, *args)
     return promote_shapes(name, *promote_dtypes(*args), rank_only=True)
 
 
 def promote_args_inexact(name: str, *args):
     check_arraylike(name, *args)
+    _check_no_float0s(name, *args)
     return promote_shapes(name, *promote_dtypes_inexact(*args), rank_only=True)
 
 
 def promote_args_numeric(name: str, *args):
     check_arraylike(name, *args)
+    _check_no_float0s(name, *args)
     return promote_shapes(name, *promote_dtypes_numeric(*args), rank_only=True)
 
 
 def canonicalize_axis(axis: int, ndim: int) -> int:
     axis = int(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+        # NumPy's AxisError is both a ValueError and an IndexError: JAX raises one or the
+        # other depending on the function, so either ``except`` keeps working.
+        raise np.exceptions.AxisError(f"axis {axis} is out of bounds for array of dimension {ndim}")
     return axis % ndim
 
 

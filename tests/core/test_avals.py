@@ -1,0 +1,94 @@
+"""ShapedArray: shapes that cannot exist are rejected in Python, before XLA sees them."""
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax import lax
+from plax.core.avals import ShapedArray
+
+HUGE = (2 ** 62, 2 ** 62)
+
+
+def test_ordinary_shapes():
+    a = ShapedArray((2, 3), np.float32)
+    assert a.shape == (2, 3) and a.size == 6 and a.ndim == 2
+    assert ShapedArray((), np.int32).shape == ()
+    assert ShapedArray((0, 5), np.float32).size == 0
+    # the largest byte size that fits
+    assert ShapedArray((2 ** 61 - 1,), np.float32).size == 2 ** 61 - 1
+    assert ShapedArray((2 ** 63 - 1,), np.int8).size == 2 ** 63 - 1
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # NumPy's own product
+def test_numpy_integer_sizes_become_python_ints():
+    a = ShapedArray((np.int64(2), np.int32(3)), np.float32)
+    assert a.shape == (2, 3) and all(type(d) is int for d in a.shape)
+    assert a == ShapedArray((2, 3), np.float32) and hash(a) == hash(ShapedArray((2, 3), np.float32))
+    # numpy ints would wrap around silently in the size product
+    with pytest.raises(ValueError, match="too large to exist"):
+        ShapedArray((np.int64(2 ** 62), np.int64(4)), np.int8)
+
+
+@pytest.mark.parametrize("shape,dtype", [
+    (HUGE, np.float32),
+    ((2 ** 64,), np.float32),
+    ((2 ** 61,), np.float32),          # 2**63 bytes
+    ((2 ** 60, 8), np.int8),           # 2**63 elements
+    ((2 ** 62, 2 ** 62, 0), np.float32),  # XLA multiplies the sizes before it sees the 0
+])
+def test_sizes_overflowing_int64_raise_value_error(shape, dtype):
+    with pytest.raises(ValueError, match=r"Shape \(.*\) of dtype .* is too large to exist.*int64"):
+        ShapedArray(shape, dtype)
+
+
+@pytest.mark.parametrize("shape", [(-1,), (2, -3), (-1, -1), (0, -2)])
+def test_negative_sizes_raise_type_error(shape):
+    # a TypeError, as JAX's shape rules raise for negative sizes
+    with pytest.raises(TypeError, match="every element be nonnegative"):
+        ShapedArray(shape, np.float32)
+
+
+def test_non_integer_sizes():
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values of integer"):
+        ShapedArray((2.5,), np.float32)
+
+
+def test_huge_zeros_raises_instead_of_aborting():
+    # This used to abort the whole process inside XLA ("overflow in static extent product").
+    with pytest.raises(ValueError, match="too large to exist"):
+        jnp.zeros(HUGE)
+    with pytest.raises(ValueError, match="too large to exist"):
+        plax.jit(lambda: jnp.zeros(HUGE))()
+    with pytest.raises(ValueError, match="too large to exist"):
+        plax.eval_shape(lambda: jnp.ones(HUGE))
+    with pytest.raises(ValueError, match="too large to exist"):
+        lax.broadcast_in_dim(np.float32(1), HUGE, ())
+    with pytest.raises(ValueError, match="too large to exist"):
+        plax.jit(lambda x: jnp.tile(x, (2 ** 40, 2 ** 40)))(jnp.ones(2))
+    with pytest.raises(ValueError, match="too large to exist"):
+        lax.iota(np.int32, 2 ** 64)
+    # and nothing broke: ordinary work goes on
+    np.testing.assert_array_equal(np.asarray(jnp.zeros((2, 2))), np.zeros((2, 2), np.float32))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: jnp.zeros((-1,)),
+    lambda: jnp.ones((2, -3)),
+    lambda: jnp.full((-2,), 1.0),
+    lambda: jnp.empty((-1, 2)),
+    lambda: jnp.zeros_like(jnp.ones(2), shape=(-1,)),
+    lambda: lax.broadcast_in_dim(np.float32(1), (-1,), ()),
+    lambda: lax.full((-1,), 0.0),
+    lambda: plax.jit(lambda: jnp.zeros((3, -1)))(),
+])
+def test_negative_sizes_at_the_entry_points(make):
+    with pytest.raises(TypeError, match="must have every element be nonnegative"):
+        make()
+
+
+def test_eye_negative_is_a_value_error_as_in_jax():
+    with pytest.raises(ValueError, match="negative dimensions are not allowed"):
+        jnp.eye(-1)
+    with pytest.raises(ValueError, match="negative dimensions are not allowed"):
+        jnp.eye(2, -1)
