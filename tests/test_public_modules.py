@@ -73,8 +73,8 @@ def test_core_public_names():
     assert isinstance(closed, ClosedJaxpr) and isinstance(closed.jaxpr, Jaxpr)
     out = eval_jaxpr(closed.jaxpr, closed.consts, np.arange(3.0, dtype=np.float32))
     np.testing.assert_allclose(np.asarray(out[0]), np.sin(np.arange(3.0)) * 2, rtol=1e-6)
-    assert isinstance(plax.lax.sin_p if hasattr(plax.lax, "sin_p") else Primitive("p"), Primitive)
-    assert issubclass(type(plax.jit(lambda x: x)), object) and Trace is not None
+    assert isinstance(closed.jaxpr.eqns[0].primitive, Primitive)
+    assert closed.jaxpr.eqns[0].primitive.name == "sin"
     assert core.max_dim(3, 5) == 5 and core.min_dim(3, 5) == 3
     assert "ShapedArray" in dir(core)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
@@ -83,7 +83,7 @@ def test_core_public_names():
     seen = []
 
     def f(x):
-        seen.append(isinstance(x, Tracer))
+        seen.append(isinstance(x, Tracer) and isinstance(x._trace, Trace))
         with pytest.raises(plax.errors.ConcretizationTypeError, match="needed for the test"):
             concrete_or_error(float, x, "needed for the test")
         return x

@@ -20,16 +20,6 @@ _ALL_FLAGS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _restore_config():
-    """Put every flag's global value back, whatever the test did."""
-    before = config.values()
-    yield
-    for name, value in before.items():
-        config.update(name, value)
-    assert config.values() == before
-
-
 # --- reading and updating ------------------------------------------------------
 def test_every_flag_is_readable_three_ways():
     assert set(config.values()) == _ALL_FLAGS

@@ -16,14 +16,6 @@ from plax.core.dtypes import TypePromotionError
 A23, A3 = np.ones((2, 3), np.float32), np.arange(3, dtype=np.float32)
 
 
-@pytest.fixture(autouse=True)
-def _restore_config():
-    before = config.values()
-    yield
-    for name, value in before.items():
-        config.update(name, value)
-
-
 def counted(fun):
     @functools.wraps(fun)
     def wrapper(*args):
