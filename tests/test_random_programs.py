@@ -11,13 +11,13 @@ Checks:
     batch axis equals stacking the program applied to each slice); every output has the
     shape and dtype kind that NumPy's rules give (tracked by the generator) and is finite.
   * smooth gradients: programs whose differentiated path uses only smooth ops (kinked ops
-    see only closed-over constants) pass ``check_grads`` (fwd and rev, order 1, or 2 for
-    every fourth seed), and ``linearize``'s jvp function equals ``jvp``.
+    see only closed-over constants) pass ``check_grads`` on the jitted loss (fwd and rev,
+    order 1, or 2 for every sixth seed).
   * any-op autodiff: programs with kinked and zero-derivative ops on the differentiated
     path (abs, floor, sign, sort, max, comparisons, casts, guarded ``where``) evaluated at
     inputs that often sit exactly on the kinks (multiples of 0.5, ties, zeros): gradients
-    are finite, eager grad == jit grad, jvp == linearize == jit(jvp) (integer outputs get
-    float0 tangents), and vjp is the transpose of jvp.
+    are finite, eager grad == jit grad, jvp == linearize (under jit; integer and bool
+    outputs get float0 tangents), and vjp is the transpose of jvp.
 
 Value ranges are kept tame by bound tracking (ops that would leave the bound are not
 generated), and every ``log``/``sqrt``/division sees a guarded argument, so a NaN anywhere
@@ -360,7 +360,8 @@ class Gen:
         a, b, shape = p
         x, y, ba, bb = a.name, b.name, a.bound, b.bound
         k = _join(a.kind, b.kind)
-        opts = [(f"jnp.maximum({x}, {y})", k, max(ba, bb)), (f"jnp.minimum({x}, {y})", k, max(ba, bb)),
+        opts = [(f"jnp.maximum({x}, {y})", k, max(ba, bb)),
+                (f"jnp.minimum({x}, {y})", k, max(ba, bb)),
                 (f"{x} > {y}", B, 1), (f"{x} == {y}", B, 1), (f"jnp.less_equal({x}, {y})", B, 1),
                 (f"jnp.fmax({x}, {y})", k, max(ba, bb))]
         if k == F:
@@ -437,7 +438,8 @@ class Gen:
             opts = [(f"jnp.any({args})", B, 1, False), (f"jnp.all({args})", B, 1, False),
                     (f"jnp.sum({args})", I, n, False), (f"jnp.mean({args})", F, 1, False)]
         else:
-            opts = [(f"jnp.sum({args})", v.kind, n * b, n * l), (f"{v.name}.sum({args[len(v.name) + 2:]})", v.kind, n * b, n * l),
+            opts = [(f"jnp.sum({args})", v.kind, n * b, n * l),
+                    (f"{v.name}.sum({args[len(v.name) + 2:]})", v.kind, n * b, n * l),
                     (f"jnp.mean({args})", F, b, l), (f"jnp.var({args})", F, b * b, 4 * b * l),
                     (f"jnp.prod({args})", v.kind, b ** n, n * max(b, 1) ** (n - 1) * l)]
             if self.kink_ok(v):
@@ -453,7 +455,7 @@ class Gen:
         v = self.choose()
         if v is None:
             return None
-        n, shp, dummy = v.name, v.shape, np.empty(v.shape)
+        n, shp = v.name, v.shape
         opts = []
         # reshape
         size = v.size
@@ -563,7 +565,8 @@ class Gen:
             ax = int(self.rng.integers(0, a.ndim))
             b = self.choose(lambda v: v.ndim == a.ndim and (v.kind == B) == (a.kind == B) and all(
                 s == t for i, (s, t) in enumerate(zip(v.shape, a.shape)) if i != ax))
-            expr = f"jnp.concatenate([{a.name}, {b.name}], axis={ax - a.ndim if self.coin() else ax})"
+            axis = ax - a.ndim if self.coin() else ax
+            expr = f"jnp.concatenate([{a.name}, {b.name}], axis={axis})"
             shape = np.concatenate([np.empty(a.shape), np.empty(b.shape)], axis=ax).shape
         return self.new(expr, shape, _join(a.kind, b.kind), max(a.bound, b.bound),
                         a.diff or b.diff, max(a.lip, b.lip))
@@ -695,9 +698,9 @@ class Gen:
 
     def constant(self):
         shp = self.pick(SHAPES)
-        opts = [(f"jnp.asarray(0.5)", (), F, 0.5), (f"jnp.full({shp}, 2)", shp, I, 2),
+        opts = [("jnp.asarray(0.5)", (), F, 0.5), (f"jnp.full({shp}, 2)", shp, I, 2),
                 (f"jnp.full({shp}, -1.5)", shp, F, 1.5), (f"jnp.ones({shp})", shp, F, 1),
-                (f"jnp.arange(3)", (3,), I, 2), (f"jnp.arange(3.0) * 0.5", (3,), F, 1)]
+                ("jnp.arange(3)", (3,), I, 2), ("jnp.arange(3.0) * 0.5", (3,), F, 1)]
         v = self.choose()
         if v is not None:
             opts += [(f"jnp.zeros_like({v.name})", v.shape, v.kind, 0),
@@ -815,7 +818,7 @@ def test_eager_jit_vmap_agree(seed):
             assert np.all(np.isfinite(np.asarray(out))), f"{name} not finite: {out}"
         # vmap: a random subset of the arguments gets a batch axis (mostly leading). One
         # compile holds the jitted program, its vmap and the program applied to each slice;
-        # vmap also runs eagerly for every fifth seed.
+        # vmap also runs eagerly for every tenth seed.
         rng = np.random.default_rng(20_000 + seed)
         axes = [0 if rng.random() < 0.7 else (None if rng.random() < 0.6 or not v.ndim else -1)
                 for v in prog.args]
@@ -834,7 +837,7 @@ def test_eager_jit_vmap_agree(seed):
             assert_same(j, e, f"jit vs eager, {name}")
             assert _weak(j) == _weak(e), f"{name}: weak type jit {_weak(j)} eager {_weak(e)}"
         for how, batched in [("jit(vmap)", jit_vmapped)] + (
-                [("vmap", vf(*bxs))] if seed % 5 == 0 else []):
+                [("vmap", vf(*bxs))] if seed % 10 == 0 else []):
             for k, name in enumerate(prog.outputs):
                 want = np.stack([np.asarray(p[k]) for p in per])
                 assert_same(batched[k], want, f"{how}(in_axes={axes}) vs slices, {name}")
@@ -854,7 +857,7 @@ def test_smooth_grads(seed):
     consts = {v.name: inputs[v.name] for v in prog.consts}
     xs = tuple(inputs[v.name] for v in prog.args)
     with annotated(prog, inputs=inputs):
-        check_grads(plax.jit(prog.loss(consts)), xs, order=2 if seed % 4 == 0 else 1,
+        check_grads(plax.jit(prog.loss(consts)), xs, order=2 if seed % 6 == 0 else 1,
                     modes=("fwd", "rev"), eps=1e-2, atol=2e-2, rtol=2e-2)
 
 

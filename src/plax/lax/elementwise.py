@@ -676,16 +676,21 @@ def _pow_dx(g, ans, x, y):
 defjvp(pow_p, _pow_dx, _pow_dy)
 
 
-def _balanced_eq(x, z, y):
-    """1 where x alone attains z, 1/2 where x and y tie, 0 elsewhere (max/min gradients)."""
-    one, half, zero = _full(z, 1), _full(z, 0.5), _full(z, 0)
-    return select(eq(x, z), select(eq(y, z), half, one), zero)
+def _balanced_share(wins, x, y, ans):
+    """1 where ``wins(x, y)``, 1/2 where x and y tie, 0 elsewhere (max/min gradients).
+
+    The masks compare the operands, not each with the result: compiled code may
+    round a fused operand differently in the max and in a comparison with it,
+    and then neither side would get the gradient.
+    """
+    one, half, zero = _full(ans, 1), _full(ans, 0.5), _full(ans, 0)
+    return select(wins(x, y), one, select(eq(x, y), half, zero))
 
 
-defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
-       lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
-defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
-       lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
+defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_share(gt, x, y, ans)),
+       lambda g, ans, x, y: mul(g, _balanced_share(gt, y, x, ans)))
+defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_share(lt, x, y, ans)),
+       lambda g, ans, x, y: mul(g, _balanced_share(lt, y, x, ans)))
 
 
 def _trunc(q):
