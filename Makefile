@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/demo.py
 	@echo "--- an unmodified JAX program, run with jax -> plax (python -m plax) ---"
-	$(PY) -m plax examples/jax_style_training.py
+	$(PY) -m plax examples/jax_style_training.jaxpy
 
 test: $(STAMP)
 	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q tests
