@@ -125,7 +125,7 @@ def test_axis_out_of_range():
 
 
 def test_inconsistent_sizes_lists_each_argument():
-    with pytest.raises(ValueError) as e:
+    with pytest.raises(ValueError, match="vmap got inconsistent sizes") as e:
         plax.vmap(lambda a, b, c: a, in_axes=(0, 0, 1))(xs(2, 3), xs(3), xs(3, 4))
     msg = str(e.value)
     assert msg.startswith("vmap got inconsistent sizes for array axes to be mapped:\n")
@@ -163,7 +163,8 @@ def test_prefix_mismatch_errors():
 
 
 def test_python_control_flow_on_batched_values_raises():
-    with pytest.raises(plax.errors.TracerBoolConversionError):
+    with pytest.raises(plax.errors.TracerBoolConversionError,
+                       match="Attempted boolean conversion of traced array"):
         plax.vmap(lambda a: a if a.sum() > 0 else -a)(xs(2, 3))
 
 
@@ -201,7 +202,7 @@ def test_jit_of_vmap_and_vmap_of_jit():
 
 
 def test_vmap_of_jit_batches_the_body_once():
-    from plax.lax.pjit import _batched_callees
+    from plax.transforms.vmap import _batched_jaxprs as _batched_callees
     count = {"n": 0}
 
     @plax.jit

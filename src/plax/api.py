@@ -9,11 +9,11 @@ import weakref
 import numpy as np
 
 from plax import tree_util
-from plax.core import dtypes
+from plax.core import caches, dtypes
 from plax.core import trace as trace_mod
 from plax.core.avals import ShapedArray, abstractify
 from plax.core.config import TRACE_FLAGS, config
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
+from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
@@ -479,8 +479,7 @@ class JitWrapped:
         entry = _JitEntry()
         entry.user_jaxpr = ClosedJaxpr(jaxpr, consts)
         # Constants become leading arguments, so the callee has no closed-over values.
-        callee = ClosedJaxpr(Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.outvars,
-                                   jaxpr.eqns), [])
+        callee, _ = consts_as_inputs(entry.user_jaxpr)
         leaf_donated = []
         for arg, d in zip(dyn_args, donated):
             leaf_donated += [d] * len(tree_util.tree_leaves(arg))
@@ -702,13 +701,7 @@ def named_call(fun, *, name: str | None = None):
 
 def clear_caches() -> None:
     """Drop every compilation and tracing cache (jitted functions retrace on next call)."""
-    from plax.lax.pjit import _jvp_callees
-    from plax.transforms.linearize import _split_cache
-    from plax.lax.pjit import _batched_callees
-    from plax.transforms.transpose import _transpose_cache
-    dispatch.clear_caches()
-    for cache in (_jvp_callees, _split_cache, _transpose_cache, _batched_callees):
-        cache.clear()
+    caches.clear_all()
     for wrapped in list(_jit_instances):
         wrapped.clear_cache()
 
@@ -716,7 +709,6 @@ def clear_caches() -> None:
 def clear_backends() -> None:
     """Drop the XLA clients (and all caches); they are re-created on next use."""
     clear_caches()
-    dispatch._sharding_cache.clear()
     dispatch._default_device[0] = None
     xla.clear_backends()
 

@@ -14,10 +14,12 @@ from plax import tree_util
 from plax.core import dtypes
 from plax.core.jaxpr import eval_jaxpr
 from plax.core.trace import Tracer, get_aval
-from plax.transforms.jvp import Zero, instantiate, jvp_flat, tangent_aval
+from plax.transforms.jvp import jvp_flat
 from plax.transforms.linearize import linearize_flat, trace_linear_flat
-from plax.transforms.dce import drop_dead_equations
+from plax.transforms.dce import stage_without_dead_code
 from plax.transforms.transpose import backward_pass
+from plax.core.rules import Zero, tangent_aval
+from plax.lax.ad_util import instantiate
 
 
 def _fun_name(fun) -> str:
@@ -188,7 +190,7 @@ def _input_cotangent(ct, aval):
     if type(ct) is Zero:
         return instantiate(Zero(aval))
     if get_aval(ct).dtype != aval.dtype:
-        from plax.lax.elementwise import convert_element_type
+        from plax.lax.conversion import convert_element_type
         ct = convert_element_type(ct, aval.dtype)
     return ct
 
@@ -277,8 +279,8 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
 
     # Under jit/make_jaxpr, drop what the primal computation staged but the result does not
     # need (with grad, the output value itself).
-    return drop_dead_equations(run, lambda r: r if keep_value else (r[0][1] if has_aux else None,
-                                                                    r[1]))
+    return stage_without_dead_code(
+        run, lambda r: r if keep_value else (r[0][1] if has_aux else None, r[1]))
 
 
 def _one_like(ans):
@@ -358,7 +360,7 @@ def _split_jac(flat, out_aval, in_avals):
     """The per-input blocks (shaped out + in) of a forward-mode Jacobian whose input elements
     run along the last axis of ``flat``."""
     import plax.numpy as jnp
-    from plax.lax.shapes import slice_in_dim
+    from plax.lax.slicing import slice_in_dim
     blocks, start = [], 0
     for ia in in_avals:
         n = int(np.prod(ia.shape, dtype=np.int64))
@@ -406,7 +408,7 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
             return (jac, aux) if has_aux else jac
 
         # Under jit, the primal computation is staged but only the Jacobian is returned.
-        return drop_dead_equations(compute, lambda r: r)
+        return stage_without_dead_code(compute, lambda r: r)
 
     return jacfun
 
@@ -425,7 +427,8 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
         in_leaves, in_tree = tree_util.tree_flatten(dyn)
         in_avals = [get_aval(x) for x in in_leaves]
         f_dyn = _with_args_at(fun, args, kwargs, nums)
-        return drop_dead_equations(lambda: _jacrev(f_dyn, dyn, in_avals, in_tree), lambda r: r)
+        return stage_without_dead_code(lambda: _jacrev(f_dyn, dyn, in_avals, in_tree),
+                                       lambda r: r)
 
     def _jacrev(f_dyn, dyn, in_avals, in_tree):
         res = vjp(f_dyn, *dyn, has_aux=has_aux)

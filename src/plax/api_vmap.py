@@ -12,7 +12,9 @@ import functools
 from plax import tree_util
 from plax.core.trace import Tracer, get_aval
 from plax.runtime.array import Array
-from plax.transforms.vmap import AxisData, batch_flat, move_batch_dim, not_mapped
+from plax.transforms.vmap import AxisData, batch_flat
+from plax.core.rules import not_mapped
+from plax.lax.batch_util import move_batch_dim
 
 _AXIS_TYPES = (int, type(None))
 

@@ -35,7 +35,8 @@ class Lowered:
         self._entry = entry
         p = entry.params
         self._text, self._jaxpr, self._kept, self._donated = dispatch.lower_jitted(
-            p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"])
+            p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"],
+            (p["device"] or dispatch.default_device()).platform)
 
     in_tree = property(lambda self: self._entry.in_tree)
 

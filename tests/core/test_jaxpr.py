@@ -6,9 +6,10 @@ import plax
 import plax.numpy as jnp
 from plax import lax
 from plax.core.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, JaxprTypeError, Literal, Var,
-                             check_jaxpr, dce_jaxpr, eval_jaxpr, _letters)
+                             check_jaxpr, eval_jaxpr, _letters)
+from plax.core.dce import dce_jaxpr
 from plax.core.avals import ShapedArray
-from plax.lax.elementwise import sin_p
+from plax.lax.transcendental import sin_p
 
 
 def test_print_one_equation_on_one_line():
@@ -139,7 +140,11 @@ def test_dce_removes_dead_equations():
     new, used = dce_jaxpr(j.jaxpr, [True, False])
     assert [e.primitive.name for e in new.eqns] == ["sin"]
     assert used == [True, False]
-    out, = eval_jaxpr(new, [], 0.5, 2.0)
+    out, = eval_jaxpr(new, [], 0.5)  # the unused input is gone
+    np.testing.assert_allclose(float(out), np.sin(0.5), rtol=1e-6)
+    kept, used = dce_jaxpr(j.jaxpr, [True, False], instantiate=True)
+    assert used == [True, False] and len(kept.invars) == 2
+    out, = eval_jaxpr(kept, [], 0.5, 2.0)
     np.testing.assert_allclose(float(out), np.sin(0.5), rtol=1e-6)
 
 

@@ -6,7 +6,9 @@ import itertools
 import numpy as np
 
 from plax.core.avals import ShapedArray
+from plax.core.caches import WeakKeyCache
 from plax.core.primitive import abstract_eval
+from plax.core.rules import param_printers
 
 
 class Var:
@@ -88,7 +90,7 @@ class Jaxpr:
 class ClosedJaxpr:
     """A jaxpr together with the values of its constvars."""
 
-    __slots__ = ("jaxpr", "consts")
+    __slots__ = ("jaxpr", "consts", "__weakref__")
 
     def __init__(self, jaxpr: Jaxpr, consts):
         if len(consts) != len(jaxpr.constvars):
@@ -109,6 +111,41 @@ class ClosedJaxpr:
         return str(self.jaxpr)
 
 
+def subjaxprs(params):
+    """The jaxprs (``Jaxpr`` or ``ClosedJaxpr``) held in an equation's params, in order,
+    seeing through tuples and lists (``branches=(j1, j2)``)."""
+    for value in params.values():
+        if isinstance(value, (Jaxpr, ClosedJaxpr)):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, (Jaxpr, ClosedJaxpr)):
+                    yield item
+
+
+def open_jaxpr(j) -> "Jaxpr":
+    """The ``Jaxpr`` of a ``Jaxpr`` or ``ClosedJaxpr``."""
+    return j.jaxpr if isinstance(j, ClosedJaxpr) else j
+
+
+def consts_as_inputs(closed: "ClosedJaxpr"):
+    """``(callee, consts)``: a ClosedJaxpr without constants that takes ``consts`` as its
+    leading inputs. Higher-order primitives keep bodies in this form and pass the
+    constants (which may be tracers of an enclosing trace) as operands."""
+    j = closed.jaxpr
+    if not j.constvars:
+        return closed, []
+    # The same body gives the same callee, so that executables compiled for it are reused.
+    callee = _callees.get(closed, None)
+    if callee is None:
+        callee = ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.outvars, j.eqns), [])
+        _callees.put(closed, None, callee)
+    return callee, list(closed.consts)
+
+
+_callees = WeakKeyCache("consts_as_inputs")
+
+
 def call_out_avals(what: str, closed: "ClosedJaxpr", avals) -> list:
     """The output types of a call of ``closed`` on arguments of types ``avals``; a TypeError
     when they are not the types it was traced for (for pjit and the custom-rule calls)."""
@@ -122,9 +159,6 @@ def call_out_avals(what: str, closed: "ClosedJaxpr", avals) -> list:
 
 
 # --- printing -----------------------------------------------------------------
-# Optional per-primitive hook: params -> the params to print (JAX hides some
-# defaults, e.g. broadcast_in_dim's shape). Registered next to the primitive.
-param_printers: dict = {}
 
 def _letters(n: int) -> str:
     """0 -> a, 25 -> z, 26 -> ba: base 26 with the digits a..z."""
@@ -184,7 +218,7 @@ class _Printer:
             return value.name
         if isinstance(value, type) and issubclass(value, np.generic):
             return np.dtype(value).name
-        if isinstance(value, tuple) and any(isinstance(x, (Jaxpr, ClosedJaxpr)) for x in value):
+        if isinstance(value, (tuple, list)) and _holds_jaxprs({"": value}):
             return "(\n" + "\n".join(" " * (indent + 2) + self.param(x, indent + 2)
                                      for x in value) + "\n" + " " * indent + ")"
         return str(value)
@@ -195,9 +229,7 @@ class _Printer:
         shown = param_printers.get(e.primitive)
         # A primitive's printer also fixes the order (pjit shows name first, as JAX does).
         params = list(shown(e.params).items()) if shown else sorted(e.params.items())
-        nested = any(isinstance(v, (Jaxpr, ClosedJaxpr)) or
-                     (isinstance(v, tuple) and any(isinstance(x, (Jaxpr, ClosedJaxpr)) for x in v))
-                     for _, v in params)
+        nested = _holds_jaxprs(dict(params))
         pad = " " * indent
         if not params:
             rhs = e.primitive.name
@@ -213,6 +245,10 @@ class _Printer:
         return f"{pad}{lhs} = {rhs}" + (f" {args}" if args else "")
 
 
+def _holds_jaxprs(params) -> bool:
+    return next(subjaxprs(params), None) is not None
+
+
 # --- checking -----------------------------------------------------------------
 class JaxprTypeError(TypeError):
     pass
@@ -223,7 +259,22 @@ def _same_type(a: ShapedArray, b: ShapedArray) -> bool:
 
 
 def check_jaxpr(jaxpr: Jaxpr) -> None:
-    """Check that every variable is defined before use and every equation is well typed."""
+    """Check that every variable is defined before use and every equation is well typed,
+    in ``jaxpr`` and in every jaxpr its equations hold."""
+    _check_one(jaxpr)
+    seen = set()
+    stack = [jaxpr]
+    while stack:
+        for e in stack.pop().eqns:
+            for sub in subjaxprs(e.params):
+                sub = open_jaxpr(sub)
+                if id(sub) not in seen:
+                    seen.add(id(sub))
+                    _check_one(sub)
+                    stack.append(sub)
+
+
+def _check_one(jaxpr: Jaxpr) -> None:
     defined = set()
 
     def define(v, where):
@@ -257,7 +308,7 @@ def check_jaxpr(jaxpr: Jaxpr) -> None:
         read(v, "outvars")
 
 
-# --- evaluation and dead-code elimination ----------------------------------------
+# --- evaluation -------------------------------------------------------------------
 def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
     """Run ``jaxpr`` by binding each equation's primitive in the current trace."""
     if len(args) != len(jaxpr.invars):
@@ -283,23 +334,3 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
 
 def eval_closed_jaxpr(closed: ClosedJaxpr, *args):
     return eval_jaxpr(closed.jaxpr, closed.consts, *args)
-
-
-def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None):
-    """Drop equations whose results are never used.
-
-    Returns ``(new_jaxpr, used_inputs)``; unused inputs are kept in the new
-    jaxpr (callers prune them if they wish) and reported in ``used_inputs``.
-    """
-    outvars = jaxpr.outvars if used_outputs is None else [
-        v for v, u in zip(jaxpr.outvars, used_outputs) if u]
-    live = {v for v in outvars if isinstance(v, Var)}
-    kept = []
-    for e in reversed(jaxpr.eqns):
-        if any(v in live for v in e.outvars):
-            kept.append(e)
-            live.update(v for v in e.invars if isinstance(v, Var))
-    kept.reverse()
-    used_inputs = [v in live for v in jaxpr.invars]
-    constvars = [v for v in jaxpr.constvars if v in live]
-    return Jaxpr(constvars, jaxpr.invars, outvars, kept), used_inputs

@@ -1,10 +1,13 @@
-"""Primitives and the rule tables every transformation consults.
+"""Primitives: named operations that traces interpret.
 
 A primitive is a named operation. ``bind`` hands it to the current trace; each
-trace looks up the primitive's rule in its own table. A primitive's rules are
-registered next to its definition in ``plax/lax/<family>.py``.
+trace looks up the primitive's rule in its table (all tables live in
+``plax.core.rules``). A primitive's rules are registered next to its definition.
 """
 from __future__ import annotations
+
+from plax.core.rules import abstract_eval_rules, all_primitives, impl_rules
+from plax.core.trace import current_trace
 
 
 class Primitive:
@@ -15,12 +18,12 @@ class Primitive:
     def __init__(self, name: str, multiple_results: bool = False):
         self.name = name
         self.multiple_results = multiple_results
+        all_primitives.append(self)
 
     def __repr__(self):
         return self.name
 
     def bind(self, *args, **params):
-        from plax.core.trace import current_trace
         return current_trace().process_primitive(self, args, params)
 
     # Registration helpers, so a rule can be declared with a decorator.
@@ -31,13 +34,6 @@ class Primitive:
     def def_impl(self, rule):
         impl_rules[self] = rule
         return rule
-
-
-# Shape/dtype inference: rule(*avals, **params) -> aval, or a list of avals
-# when the primitive has multiple results.
-abstract_eval_rules: dict = {}
-# Eager implementations that are not a one-primitive XLA executable (optional).
-impl_rules: dict = {}
 
 
 def abstract_eval(prim: Primitive, avals, params):

@@ -5,6 +5,8 @@ import os
 import sys
 from typing import NamedTuple
 
+from plax.core.caches import BoundedCache
+
 _PLAX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -25,13 +27,14 @@ class SourceInfo(NamedTuple):
         return "/".join((*self.name_stack, prim_name))
 
 
-_in_plax: dict = {}  # code object -> is it plax's own? (asked for every staged op)
+# code object -> is it plax's own? (asked for every staged op)
+_in_plax = BoundedCache("code objects inside plax", 1 << 16)
 
 
 def _is_plax_code(code) -> bool:
     inside = _in_plax.get(code)
     if inside is None:
-        inside = _in_plax[code] = code.co_filename.startswith(_PLAX_DIR)
+        inside = _in_plax.put(code, code.co_filename.startswith(_PLAX_DIR))
     return inside
 
 
@@ -43,7 +46,7 @@ def user_frame():
         code = f.f_code
         inside = known.get(code)
         if inside is None:
-            inside = known[code] = code.co_filename.startswith(_PLAX_DIR)
+            inside = known.put(code, code.co_filename.startswith(_PLAX_DIR))
         if not inside:
             return f
         f = f.f_back

@@ -107,7 +107,15 @@ class StagingTrace(Trace):
             self.const_order.append(v)
         return v
 
+    # Whether every primitive applied here is recorded (a partial-evaluation trace
+    # runs known work in its parent instead).
+    records_all = True
+
     def process_primitive(self, prim, args, params):
+        return self.stage(prim, args, params)
+
+    def stage(self, prim, args, params):
+        """Record ``prim(*args, **params)`` as an equation; its staged outputs."""
         atoms = [self.lift(x) for x in args]
         out_avals = abstract_eval(prim, [a.aval for a in atoms], params)
         out_vars = [Var(a) for a in out_avals]

@@ -1,14 +1,17 @@
 """plax.lax: the primitive operations, one module per family."""
-from plax.lax.elementwise import *  # noqa: F401,F403
-from plax.lax.elementwise import RoundingMethod  # noqa: F401
+from plax.lax.arithmetic import *  # noqa: F401,F403
+from plax.lax.transcendental import *  # noqa: F401,F403
+from plax.lax.comparison import *  # noqa: F401,F403
+from plax.lax.bitwise import *  # noqa: F401,F403
+from plax.lax.conversion import *  # noqa: F401,F403
 from plax.lax.shapes import *  # noqa: F401,F403
+from plax.lax.slicing import *  # noqa: F401,F403
 from plax.lax.reductions import *  # noqa: F401,F403
 from plax.lax.generic_reduce import reduce  # noqa: F401
 from plax.lax.sort import *  # noqa: F401,F403
 from plax.lax.indexing import *  # noqa: F401,F403
 from plax.lax.dot import *  # noqa: F401,F403
-from plax.lax.dot import Precision  # noqa: F401
-from plax.transforms.remat import optimization_barrier  # noqa: F401,E402
-from plax.lax.collectives import (  # noqa: F401,E402
+from plax.transforms.remat import optimization_barrier  # noqa: F401
+from plax.lax.collectives import (  # noqa: F401
     psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all, ppermute, pshuffle, axis_index,
     axis_size)

@@ -5,17 +5,31 @@ A collective names the mapped axes it communicates over. The names must be
 bound by an enclosing ``vmap(axis_name=...)`` (or ``make_jaxpr(axis_env=...)``);
 otherwise abstract evaluation raises ``NameError`` ("unbound axis name").
 Under vmap a collective is computed across the batch by its batch rule: the
-examples of the batch play the part of the devices.
+examples of the batch play the part of the devices. The linear collectives
+transpose into each other.
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from plax import tree_util
 from plax.core import dtypes
-from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, collective_axis_names,
+                             transpose_rules)
 from plax.core.trace import axis_env, get_aval
+from plax.lax import arithmetic as _arith
+from plax.lax import conversion as _conv
+from plax.lax import indexing as _indexing
+from plax.lax import reductions as _reductions
+from plax.lax import shapes as _shapes
+from plax.lax.ad_util import deflinear, defzero
+from plax.lax.batch_util import bdim_at_front, move_batch_dim, moveaxis
 from plax.lax.common import canonical_axis
+
 
 # --- naming axes ------------------------------------------------------------------------------
 def _as_names(axis_name) -> tuple:
@@ -46,6 +60,16 @@ def _check_bound(names):
         _bound_size(n)
 
 
+def _single_name(prim: str, names) -> None:
+    if len(names) != 1:
+        raise NotImplementedError(f"{prim} over several axis names at once ({names}) is not "
+                                  "supported; apply it once per axis name.")
+
+
+def _axis_names_param(params) -> tuple:
+    return _as_names(params["axis_name"])
+
+
 # --- all-reduce: psum, pmax, pmin -----------------------------------------------------------
 def _allreduce(name: str):
     prim = Primitive(name, multiple_results=True)
@@ -55,12 +79,50 @@ def _allreduce(name: str):
         return list(avals)
 
     abstract_eval_rules[prim] = abstract
+    collective_axis_names[prim] = lambda params: params["axes"]
     return prim
+
+
+def _allreduce_batch(prim, reduce_batch, unmapped):
+    def rule(axis, vals, dims, *, axes, axis_index_groups):
+        if axis.name in axes:
+            vals = [unmapped(v, axis.size) if d is None else reduce_batch(v, (d,))
+                    for v, d in zip(vals, dims)]
+            dims = [None] * len(vals)
+        others = tuple(a for a in axes if a != axis.name)
+        if others:
+            vals = prim.bind(*vals, axes=others, axis_index_groups=axis_index_groups)
+        return list(vals), list(dims)
+    return rule
+
+
+def _times(v, n):
+    aval = get_aval(v)
+    if aval.dtype == bool:
+        return _conv.convert_element_type(v, bool)  # any() of n copies of the same value
+    return _arith.mul(v, _scalar_like(n, v))
 
 
 psum_p = _allreduce("psum")
 pmax_p = _allreduce("pmax")
 pmin_p = _allreduce("pmin")
+batch_rules[psum_p] = _allreduce_batch(psum_p, lambda v, axes: _reductions.reduce_sum(v, axes),
+                                       _times)
+batch_rules[pmax_p] = _allreduce_batch(pmax_p, lambda v, axes: _reductions.reduce_max(v, axes),
+                                       lambda v, n: v)
+batch_rules[pmin_p] = _allreduce_batch(pmin_p, lambda v, axes: _reductions.reduce_min(v, axes),
+                                       lambda v, n: v)
+
+
+def _psum_transpose(cts, *args, axes, axis_index_groups):
+    live = [c for c in cts if type(c) is not Zero]
+    summed = iter(psum_p.bind(*live, axes=axes, axis_index_groups=axis_index_groups))
+    return [c if type(c) is Zero else next(summed) for c in cts]
+
+
+deflinear(psum_p)
+transpose_rules[psum_p] = _psum_transpose
+# pmax and pmin have no jvp rule yet (ties across the axis).
 
 
 def _bind_allreduce(prim, x, axis_name, axis_index_groups):
@@ -92,14 +154,12 @@ def pmin(x, axis_name, *, axis_index_groups=None):
 
 def pmean(x, axis_name, *, axis_index_groups=None):
     """Mean of ``x`` (a pytree) over the named axis."""
-    from plax.lax.elementwise import div
     total = psum(x, axis_name, axis_index_groups=axis_index_groups)
     n = axis_size(axis_name)
-    return tree_util.tree_map(lambda t: div(t, _scalar_like(n, t)), total)
+    return tree_util.tree_map(lambda t: _arith.div(t, _scalar_like(n, t)), total)
 
 
 def _scalar_like(n, t):
-    import numpy as np
     dt = get_aval(t).dtype
     return np.asarray(n, dt) if not get_aval(t).weak_type else (float(n) if dtypes.is_inexact(dt)
                                                                  else int(n))
@@ -120,7 +180,40 @@ def _all_gather_abstract(x, *, all_gather_dimension, axis_name, axis_index_group
     return x.update(shape=tuple(shape))
 
 
+def _all_gather_batch(axis, vals, dims, *, all_gather_dimension, axis_name, axis_index_groups,
+                      axis_size, tiled):
+    (x,), (d,) = vals, dims
+    dim = all_gather_dimension
+    if axis.name not in axis_name:
+        if tiled:
+            full_dim, out_d = dim + (dim >= d), d
+        else:
+            full_dim, out_d = (dim, d + 1) if dim <= d else (dim + 1, d)
+        return all_gather_p.bind(x, all_gather_dimension=full_dim, axis_name=axis_name,
+                                 axis_index_groups=axis_index_groups, axis_size=axis_size,
+                                 tiled=tiled), out_d
+    _single_name("all_gather", axis_name)
+    out = move_batch_dim(x, d, dim, axis.size)
+    if tiled:
+        shape = get_aval(out).shape
+        out = _shapes.reshape(out, shape[:dim] + (shape[dim] * shape[dim + 1],) + shape[dim + 2:])
+    return out, None
+
+
+def _all_gather_transpose(ct, x, *, all_gather_dimension, axis_name, axis_index_groups,
+                          axis_size, tiled):
+    if type(ct) is Zero:
+        return [None]
+    return [reduce_scatter_p.bind(ct, scatter_dimension=all_gather_dimension,
+                                  axis_name=axis_name, axis_index_groups=axis_index_groups,
+                                  axis_size=axis_size, tiled=tiled)]
+
+
 abstract_eval_rules[all_gather_p] = _all_gather_abstract
+collective_axis_names[all_gather_p] = _axis_names_param
+batch_rules[all_gather_p] = _all_gather_batch
+deflinear(all_gather_p)
+transpose_rules[all_gather_p] = _all_gather_transpose
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
@@ -142,8 +235,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
                                      axis_index_groups=None, axis_size=_bound_size(names[0]),
                                      tiled=bool(tiled))
         # Several axes: tiled gathers, innermost name first, give the row-major order.
-        from plax.lax.shapes import expand_dims
-        out = leaf if tiled else expand_dims(leaf, (dim,))
+        out = leaf if tiled else _shapes.expand_dims(leaf, (dim,))
         for n in reversed(names):
             out = all_gather_p.bind(out, all_gather_dimension=dim, axis_name=(n,),
                                     axis_index_groups=None, axis_size=_bound_size(n), tiled=True)
@@ -174,7 +266,39 @@ def _reduce_scatter_abstract(x, *, scatter_dimension, axis_name, axis_index_grou
     return x.update(shape=tuple(shape))
 
 
+def _reduce_scatter_batch(axis, vals, dims, *, scatter_dimension, axis_name, axis_index_groups,
+                          axis_size, tiled):
+    (x,), (d,) = vals, dims
+    sd = scatter_dimension
+    if axis.name not in axis_name:
+        full_sd = sd + (sd >= d)
+        out_d = d if tiled or full_sd > d else d - 1
+        return reduce_scatter_p.bind(x, scatter_dimension=full_sd, axis_name=axis_name,
+                                     axis_index_groups=axis_index_groups, axis_size=axis_size,
+                                     tiled=tiled), out_d
+    _single_name("psum_scatter", axis_name)
+    total = _times(x, axis.size) if d is None else _reductions.reduce_sum(x, (d,))
+    if tiled:  # split the scatter dimension into (member, chunk): the member is the batch
+        shape = get_aval(total).shape
+        total = _shapes.reshape(total,
+                                shape[:sd] + (axis.size, shape[sd] // axis.size) + shape[sd + 1:])
+    return total, sd
+
+
+def _reduce_scatter_transpose(ct, x, *, scatter_dimension, axis_name, axis_index_groups,
+                              axis_size, tiled):
+    if type(ct) is Zero:
+        return [None]
+    return [all_gather_p.bind(ct, all_gather_dimension=scatter_dimension,
+                              axis_name=axis_name, axis_index_groups=axis_index_groups,
+                              axis_size=axis_size, tiled=tiled)]
+
+
 abstract_eval_rules[reduce_scatter_p] = _reduce_scatter_abstract
+collective_axis_names[reduce_scatter_p] = _axis_names_param
+batch_rules[reduce_scatter_p] = _reduce_scatter_batch
+deflinear(reduce_scatter_p)
+transpose_rules[reduce_scatter_p] = _reduce_scatter_transpose
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
@@ -214,7 +338,42 @@ def _all_to_all_abstract(x, *, split_axis, concat_axis, axis_name, axis_index_gr
     return x.update(shape=tuple(shape))
 
 
+def _all_to_all_batch(axis, vals, dims, *, split_axis, concat_axis, axis_name, axis_index_groups,
+                      tiled):
+    (x,), (d,) = vals, dims
+    names = _as_names(axis_name)
+    x = bdim_at_front(x, d, axis.size)
+    if axis.name not in names:
+        return all_to_all_p.bind(x, split_axis=split_axis + 1, concat_axis=concat_axis + 1,
+                                 axis_name=axis_name, axis_index_groups=axis_index_groups,
+                                 tiled=tiled), 0
+    _single_name("all_to_all", names)
+    s, c, size = split_axis + 1, concat_axis, axis.size
+    if tiled:  # split dimension -> (destination member, chunk)
+        shape = get_aval(x).shape
+        x = _shapes.reshape(x, shape[:s] + (size, shape[s] // size) + shape[s + 1:])
+    # The destination member becomes the batch; the source member (old batch) goes to concat.
+    x = moveaxis(x, s, 0)
+    x = moveaxis(x, 1, 1 + c)
+    if tiled:  # merge (source member, chunk) along the concat dimension
+        shape = get_aval(x).shape
+        x = _shapes.reshape(x, shape[:1 + c] + (shape[1 + c] * shape[2 + c],) + shape[3 + c:])
+    return x, 0
+
+
+def _all_to_all_transpose(ct, x, *, split_axis, concat_axis, axis_name, axis_index_groups, tiled):
+    if type(ct) is Zero:
+        return [None]
+    return [all_to_all_p.bind(ct, split_axis=concat_axis, concat_axis=split_axis,
+                              axis_name=axis_name, axis_index_groups=axis_index_groups,
+                              tiled=tiled)]
+
+
 abstract_eval_rules[all_to_all_p] = _all_to_all_abstract
+collective_axis_names[all_to_all_p] = _axis_names_param
+batch_rules[all_to_all_p] = _all_to_all_batch
+deflinear(all_to_all_p)
+transpose_rules[all_to_all_p] = _all_to_all_transpose
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
@@ -240,7 +399,35 @@ def _ppermute_abstract(x, *, axis_name, perm):
     return x
 
 
+def _ppermute_batch(axis, vals, dims, *, axis_name, perm):
+    (x,), (d,) = vals, dims
+    if axis.name not in axis_name:
+        return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
+    _single_name("ppermute", axis_name)
+    x = bdim_at_front(x, d, axis.size)
+    # Row t of the result is row source[t] of x; rows nobody sends to read out of bounds
+    # and are filled with zeros.
+    source = np.full((axis.size, 1), axis.size, np.int32)
+    for src, dst in perm:
+        source[dst, 0] = src
+    rest = get_aval(x).shape[1:]
+    dn = _indexing.GatherDimensionNumbers(offset_dims=tuple(range(1, 1 + len(rest))),
+                                          collapsed_slice_dims=(0,), start_index_map=(0,))
+    return _indexing.gather(x, source, dn, (1,) + rest,
+                            mode=_indexing.GatherScatterMode.FILL_OR_DROP, fill_value=0), 0
+
+
+def _ppermute_transpose(ct, x, *, axis_name, perm):
+    if type(ct) is Zero:
+        return [None]
+    return [ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((d, s) for s, d in perm))]
+
+
 abstract_eval_rules[ppermute_p] = _ppermute_abstract
+collective_axis_names[ppermute_p] = _axis_names_param
+batch_rules[ppermute_p] = _ppermute_batch
+deflinear(ppermute_p)
+transpose_rules[ppermute_p] = _ppermute_transpose
 
 
 def ppermute(x, axis_name, perm):
@@ -270,13 +457,18 @@ axis_index_p = Primitive("axis_index")
 
 
 def _axis_index_abstract(*, axis_name):
-    from plax.core.avals import ShapedArray
-    import numpy as np
     _check_bound(_as_names(axis_name))
     return ShapedArray((), np.dtype(np.int32))
 
 
+def _axis_index_batch(axis, vals, dims, *, axis_name):
+    return _shapes.iota(np.int32, axis.size), 0
+
+
 abstract_eval_rules[axis_index_p] = _axis_index_abstract
+collective_axis_names[axis_index_p] = _axis_names_param
+batch_rules[axis_index_p] = _axis_index_batch
+defzero(axis_index_p)  # an integer: its derivative is zero
 
 
 def axis_index(axis_name):
@@ -285,210 +477,8 @@ def axis_index(axis_name):
     if len(names) == 1:
         return axis_index_p.bind(axis_name=names[0])
     # Row-major position over several axes.
-    from plax.lax.elementwise import add, mul
     out = None
     for n in names:
         i = axis_index_p.bind(axis_name=n)
-        out = i if out is None else add(mul(out, _bound_size(n)), i)
+        out = i if out is None else _arith.add(_arith.mul(out, _bound_size(n)), i)
     return out
-
-
-def _single_name(prim: str, names) -> None:
-    if len(names) != 1:
-        raise NotImplementedError(f"{prim} over several axis names at once ({names}) is not "
-                                  "supported; apply it once per axis name.")
-
-
-# --- which axes each collective uses (vmap asks, to know which trace computes it) ---------------
-def _register_axis_names():
-    from plax.transforms.vmap import collective_axis_names
-    for p in (psum_p, pmax_p, pmin_p):
-        collective_axis_names[p] = lambda params: params["axes"]
-    for p in (all_gather_p, reduce_scatter_p, ppermute_p, all_to_all_p, axis_index_p):
-        collective_axis_names[p] = lambda params: _as_names(params["axis_name"])
-
-
-_register_axis_names()
-
-
-# --- batching: the batch is the named axis ------------------------------------------------------
-def _allreduce_batch(prim, reduce_batch, unmapped):
-    def rule(axis, vals, dims, *, axes, axis_index_groups):
-        if axis.name in axes:
-            vals = [unmapped(v, axis.size) if d is None else reduce_batch(v, (d,))
-                    for v, d in zip(vals, dims)]
-            dims = [None] * len(vals)
-        others = tuple(a for a in axes if a != axis.name)
-        if others:
-            vals = prim.bind(*vals, axes=others, axis_index_groups=axis_index_groups)
-        return list(vals), list(dims)
-    return rule
-
-
-def _times(v, n):
-    from plax.lax.elementwise import convert_element_type, mul
-    aval = get_aval(v)
-    if aval.dtype == bool:
-        return convert_element_type(v, bool)  # any() of n copies of the same value
-    return mul(v, _scalar_like(n, v))
-
-
-def _all_gather_batch(axis, vals, dims, *, all_gather_dimension, axis_name, axis_index_groups,
-                      axis_size, tiled):
-    from plax.lax.shapes import reshape
-    from plax.transforms.vmap import move_batch_dim
-    (x,), (d,) = vals, dims
-    dim = all_gather_dimension
-    if axis.name not in axis_name:
-        if tiled:
-            full_dim, out_d = dim + (dim >= d), d
-        else:
-            full_dim, out_d = (dim, d + 1) if dim <= d else (dim + 1, d)
-        return all_gather_p.bind(x, all_gather_dimension=full_dim, axis_name=axis_name,
-                                 axis_index_groups=axis_index_groups, axis_size=axis_size,
-                                 tiled=tiled), out_d
-    _single_name("all_gather", axis_name)
-    out = move_batch_dim(x, d, dim, axis.size)
-    if tiled:
-        shape = get_aval(out).shape
-        out = reshape(out, shape[:dim] + (shape[dim] * shape[dim + 1],) + shape[dim + 2:])
-    return out, None
-
-
-def _reduce_scatter_batch(axis, vals, dims, *, scatter_dimension, axis_name, axis_index_groups,
-                          axis_size, tiled):
-    from plax.lax.reductions import reduce_sum
-    from plax.lax.shapes import reshape
-    (x,), (d,) = vals, dims
-    sd = scatter_dimension
-    if axis.name not in axis_name:
-        full_sd = sd + (sd >= d)
-        out_d = d if tiled or full_sd > d else d - 1
-        return reduce_scatter_p.bind(x, scatter_dimension=full_sd, axis_name=axis_name,
-                                     axis_index_groups=axis_index_groups, axis_size=axis_size,
-                                     tiled=tiled), out_d
-    _single_name("psum_scatter", axis_name)
-    total = _times(x, axis.size) if d is None else reduce_sum(x, (d,))
-    if tiled:  # split the scatter dimension into (member, chunk): the member is the batch
-        shape = get_aval(total).shape
-        total = reshape(total, shape[:sd] + (axis.size, shape[sd] // axis.size) + shape[sd + 1:])
-    return total, sd
-
-
-def _all_to_all_batch(axis, vals, dims, *, split_axis, concat_axis, axis_name, axis_index_groups,
-                      tiled):
-    from plax.lax.shapes import reshape
-    from plax.transforms.vmap import bdim_at_front, moveaxis
-    (x,), (d,) = vals, dims
-    names = _as_names(axis_name)
-    x = bdim_at_front(x, d, axis.size)
-    if axis.name not in names:
-        return all_to_all_p.bind(x, split_axis=split_axis + 1, concat_axis=concat_axis + 1,
-                                 axis_name=axis_name, axis_index_groups=axis_index_groups,
-                                 tiled=tiled), 0
-    _single_name("all_to_all", names)
-    s, c, size = split_axis + 1, concat_axis, axis.size
-    if tiled:  # split dimension -> (destination member, chunk)
-        shape = get_aval(x).shape
-        x = reshape(x, shape[:s] + (size, shape[s] // size) + shape[s + 1:])
-    # The destination member becomes the batch; the source member (old batch) goes to concat.
-    x = moveaxis(x, s, 0)
-    x = moveaxis(x, 1, 1 + c)
-    if tiled:  # merge (source member, chunk) along the concat dimension
-        shape = get_aval(x).shape
-        x = reshape(x, shape[:1 + c] + (shape[1 + c] * shape[2 + c],) + shape[3 + c:])
-    return x, 0
-
-
-def _ppermute_batch(axis, vals, dims, *, axis_name, perm):
-    import numpy as np
-    from plax.lax.indexing import GatherDimensionNumbers, GatherScatterMode, gather
-    from plax.transforms.vmap import bdim_at_front
-    (x,), (d,) = vals, dims
-    if axis.name not in axis_name:
-        return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
-    _single_name("ppermute", axis_name)
-    x = bdim_at_front(x, d, axis.size)
-    # Row t of the result is row source[t] of x; rows nobody sends to read out of bounds
-    # and are filled with zeros.
-    source = np.full((axis.size, 1), axis.size, np.int32)
-    for src, dst in perm:
-        source[dst, 0] = src
-    rest = get_aval(x).shape[1:]
-    dn = GatherDimensionNumbers(offset_dims=tuple(range(1, 1 + len(rest))),
-                                collapsed_slice_dims=(0,), start_index_map=(0,))
-    return gather(x, source, dn, (1,) + rest, mode=GatherScatterMode.FILL_OR_DROP,
-                  fill_value=0), 0
-
-
-def _axis_index_batch(axis, vals, dims, *, axis_name):
-    from plax.lax.shapes import iota
-    import numpy as np
-    return iota(np.int32, axis.size), 0
-
-
-def _register_batching():
-    from plax.lax.reductions import reduce_max, reduce_min, reduce_sum
-    from plax.transforms.vmap import batch_rules
-    batch_rules[psum_p] = _allreduce_batch(psum_p, reduce_sum, _times)
-    batch_rules[pmax_p] = _allreduce_batch(pmax_p, reduce_max, lambda v, n: v)
-    batch_rules[pmin_p] = _allreduce_batch(pmin_p, reduce_min, lambda v, n: v)
-    batch_rules[all_gather_p] = _all_gather_batch
-    batch_rules[reduce_scatter_p] = _reduce_scatter_batch
-    batch_rules[all_to_all_p] = _all_to_all_batch
-    batch_rules[ppermute_p] = _ppermute_batch
-    batch_rules[axis_index_p] = _axis_index_batch
-
-
-_register_batching()
-
-
-# --- differentiation: the linear collectives transpose into each other -------------------------
-def _register_differentiation():
-    from plax.transforms.jvp import deflinear
-    from plax.transforms.transpose import transpose_rules
-    from plax.transforms.jvp import Zero
-    for p in (psum_p, all_gather_p, reduce_scatter_p, all_to_all_p, ppermute_p):
-        deflinear(p)
-
-    def psum_t(cts, *args, axes, axis_index_groups):
-        live = [c for c in cts if type(c) is not Zero]
-        summed = iter(psum_p.bind(*live, axes=axes, axis_index_groups=axis_index_groups))
-        return [c if type(c) is Zero else next(summed) for c in cts]
-
-    def all_gather_t(ct, x, *, all_gather_dimension, axis_name, axis_index_groups, axis_size,
-                     tiled):
-        if type(ct) is Zero:
-            return [None]
-        return [reduce_scatter_p.bind(ct, scatter_dimension=all_gather_dimension,
-                                      axis_name=axis_name, axis_index_groups=axis_index_groups,
-                                      axis_size=axis_size, tiled=tiled)]
-
-    def reduce_scatter_t(ct, x, *, scatter_dimension, axis_name, axis_index_groups, axis_size,
-                         tiled):
-        if type(ct) is Zero:
-            return [None]
-        return [all_gather_p.bind(ct, all_gather_dimension=scatter_dimension,
-                                  axis_name=axis_name, axis_index_groups=axis_index_groups,
-                                  axis_size=axis_size, tiled=tiled)]
-
-    def all_to_all_t(ct, x, *, split_axis, concat_axis, axis_name, axis_index_groups, tiled):
-        if type(ct) is Zero:
-            return [None]
-        return [all_to_all_p.bind(ct, split_axis=concat_axis, concat_axis=split_axis,
-                                  axis_name=axis_name, axis_index_groups=axis_index_groups,
-                                  tiled=tiled)]
-
-    def ppermute_t(ct, x, *, axis_name, perm):
-        if type(ct) is Zero:
-            return [None]
-        return [ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((d, s) for s, d in perm))]
-
-    transpose_rules[psum_p] = psum_t
-    transpose_rules[all_gather_p] = all_gather_t
-    transpose_rules[reduce_scatter_p] = reduce_scatter_t
-    transpose_rules[all_to_all_p] = all_to_all_t
-    transpose_rules[ppermute_p] = ppermute_t
-
-
-_register_differentiation()

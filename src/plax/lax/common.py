@@ -1,10 +1,13 @@
-"""Helpers shared by the lax primitive families: dtype checks and operand preparation."""
+"""Helpers shared by the lax primitive families: dtype and shape checks, parameter parsing."""
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
+from plax.core.errors import shape_type_error
 
 # Named dtype categories a primitive may accept.
 _CATEGORIES = {
@@ -97,14 +100,35 @@ def canonical_axis(axis: int, ndim: int, name: str = "axis") -> int:
 
 def as_int_tuple(values, name: str) -> tuple:
     try:
-        return tuple(int(operator_index(v)) for v in values)
+        return tuple(int(operator.index(v)) for v in values)
     except TypeError as e:
         raise TypeError(f"{name} must be a sequence of integers, got {values!r}.") from e
 
 
-def operator_index(v):
-    import operator
-    return operator.index(v)
+def shape_tuple(shape, name: str) -> tuple:
+    """A static shape given as a sequence of ints (or one int)."""
+    if not isinstance(shape, (list, tuple)):
+        shape = (shape,)
+    try:
+        return tuple(int(operator.index(d)) for d in shape)
+    except TypeError:
+        raise shape_type_error(shape, name) from None
+
+
+def check_nonnegative(prim: str, what: str, values: tuple) -> None:
+    if any(v < 0 for v in values):
+        raise TypeError(f"{prim} {what} must have every element be nonnegative, got {values}.")
+
+
+def real_dtype(dt) -> np.dtype:
+    """The dtype of the real (or imaginary) part of values of dtype ``dt``."""
+    return np.dtype(np.float64) if dt == np.complex128 else (
+        np.dtype(np.float32) if dt == np.complex64 else dt)
+
+
+def complex_dtype(dt) -> np.dtype:
+    """The complex dtype with parts of the float dtype ``dt``."""
+    return np.dtype(np.complex128) if dt == np.float64 else np.dtype(np.complex64)
 
 
 def complex_extremum(ctx, direction: str, a: str, b: str, aval: ShapedArray) -> str:

@@ -15,10 +15,14 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.config import config
-from plax.core.jaxpr import param_printers
-from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
+                             param_printers, register_lowering, transpose_rules)
+from plax.core.trace import get_aval as _aval
+from plax.lax import conversion as _conv
+from plax.lax import shapes as _shapes
+from plax.lax.ad_util import add_tangents
 from plax.lax.common import weak_of
-from plax.lowering.stablehlo import lowering_rules
 
 __all__ = ["Precision", "dot_general", "dot", "batch_matmul", "dot_general_p",
            "canonicalize_precision"]
@@ -245,7 +249,7 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision, prefer
 
 
 abstract_eval_rules[dot_general_p] = _dot_general_abstract
-lowering_rules[dot_general_p] = _dot_general_lowering
+register_lowering(dot_general_p, _dot_general_lowering)
 
 
 class _Dims(tuple):
@@ -266,63 +270,7 @@ def _print_dot_general_params(p):
 param_printers[dot_general_p] = _print_dot_general_params
 
 
-# --- public functions ----------------------------------------------------------------
-def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, *,
-                out_sharding=None):
-    """General contraction: ``dimension_numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))``.
-
-    The result's dimensions are the batch dimensions, then lhs's free ones, then rhs's.
-    """
-    if out_sharding is not None:
-        raise NotImplementedError(
-            "dot_general: out_sharding is not supported yet; pass out_sharding=None and "
-            "constrain the result's sharding afterwards.")
-    return dot_general_p.bind(
-        lhs, rhs, dimension_numbers=_canonical_dimension_numbers(dimension_numbers),
-        precision=canonicalize_precision(precision),
-        preferred_element_type=_canonical_preferred_element_type(preferred_element_type),
-        out_sharding=None)
-
-
-def _shape_of(x) -> tuple:
-    from plax.core.trace import get_aval
-    return get_aval(x).shape
-
-
-def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None,
-        out_sharding=None):
-    """Vector-vector, matrix-vector or matrix-matrix product (any contraction with dimension_numbers)."""
-    if dimension_numbers is None:
-        ls, rs = _shape_of(lhs), _shape_of(rhs)
-        if not (1 <= len(ls) <= 2 and 1 <= len(rs) <= 2 and ls[-1] == rs[0]):
-            raise ValueError(
-                "lax.dot: without dimension_numbers only un-batched vector-vector, "
-                "matrix-vector and matrix-matrix products whose inner sizes agree are "
-                f"supported; got lhs shape {ls} and rhs shape {rs}. Pass dimension_numbers "
-                "or use lax.dot_general.")
-        dimension_numbers = (((len(ls) - 1,), (0,)), ((), ()))
-    return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type,
-                       out_sharding=out_sharding)
-
-
-def batch_matmul(lhs, rhs, precision=None):
-    """Matrix product over the last two dimensions, batched over all leading ones."""
-    ls, rs = _shape_of(lhs), _shape_of(rhs)
-    if len(ls) < 2 or len(rs) < 2:
-        raise ValueError(f"Arguments to batch_matmul must be at least 2D, got {len(ls)}, "
-                         f"{len(rs)} (shapes {ls} and {rs}).")
-    if len(ls) != len(rs):
-        raise ValueError(f"Arguments to batch_matmul must have same ndim, got {len(ls)}, "
-                         f"{len(rs)} (shapes {ls} and {rs}).")
-    n = len(ls)
-    batch = tuple(range(n - 2))
-    return dot_general(lhs, rhs, (((n - 1,), (n - 2,)), (batch, batch)), precision)
-
-
 # --- differentiation rules --------------------------------------------------------------------
-from plax.core.trace import get_aval as _aval  # noqa: E402
-from plax.transforms.jvp import Zero, add_tangents, jvp_rules  # noqa: E402
-from plax.transforms.transpose import is_undefined, transpose_rules  # noqa: E402
 
 
 def _dot_general_jvp(primals, tangents, **params):
@@ -357,11 +305,9 @@ def _transpose_lhs(ct, x_aval, y, dimension_numbers, params, swap_ans=False):
     dims = ((tuple(ans_y), tuple(y_kept)), (tuple(ans_batch), tuple(y_batch)))
     x_contract_by_y = [x_contract[i] for i in np.argsort(y_contract)]
     out_axes = tuple(int(i) for i in np.argsort(list(x_batch) + x_kept + x_contract_by_y))
-    from plax.lax.shapes import transpose
-    from plax.lax.elementwise import convert_element_type
     prod = dot_general_p.bind(ct, y, **{**params, "dimension_numbers": dims,
                                         "preferred_element_type": None})
-    return convert_element_type(transpose(prod, out_axes), x_aval.dtype)
+    return _conv.convert_element_type(_shapes.transpose(prod, out_axes), x_aval.dtype)
 
 
 def _dot_general_transpose(ct, x, y, *, dimension_numbers, **params):
@@ -373,10 +319,6 @@ def _dot_general_transpose(ct, x, y, *, dimension_numbers, **params):
         (xc, yc), (xb, yb) = dimension_numbers
         return [None, _transpose_lhs(ct, y.aval, x, ((yc, xc), (yb, xb)), params, swap_ans=True)]
     raise ValueError("dot_general is bilinear: one operand must be known to transpose it.")
-
-
-jvp_rules[dot_general_p] = _dot_general_jvp
-transpose_rules[dot_general_p] = _dot_general_transpose
 
 
 # --- batching ---------------------------------------------------------------------------------
@@ -411,9 +353,58 @@ def _dot_general_batch(axis_data, vals, dims, *, dimension_numbers, **params):
     return out, out_dim
 
 
-def _register_batching():
-    from plax.transforms.vmap import batch_rules
-    batch_rules[dot_general_p] = _dot_general_batch
+jvp_rules[dot_general_p] = _dot_general_jvp
+transpose_rules[dot_general_p] = _dot_general_transpose
+batch_rules[dot_general_p] = _dot_general_batch
 
 
-_register_batching()
+# --- public functions ----------------------------------------------------------------
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, *,
+                out_sharding=None):
+    """General contraction: ``dimension_numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))``.
+
+    The result's dimensions are the batch dimensions, then lhs's free ones, then rhs's.
+    """
+    if out_sharding is not None:
+        raise NotImplementedError(
+            "dot_general: out_sharding is not supported yet; pass out_sharding=None and "
+            "constrain the result's sharding afterwards.")
+    return dot_general_p.bind(
+        lhs, rhs, dimension_numbers=_canonical_dimension_numbers(dimension_numbers),
+        precision=canonicalize_precision(precision),
+        preferred_element_type=_canonical_preferred_element_type(preferred_element_type),
+        out_sharding=None)
+
+
+def _shape_of(x) -> tuple:
+    return _aval(x).shape
+
+
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None,
+        out_sharding=None):
+    """Vector-vector, matrix-vector or matrix-matrix product (any contraction with dimension_numbers)."""
+    if dimension_numbers is None:
+        ls, rs = _shape_of(lhs), _shape_of(rhs)
+        if not (1 <= len(ls) <= 2 and 1 <= len(rs) <= 2 and ls[-1] == rs[0]):
+            raise ValueError(
+                "lax.dot: without dimension_numbers only un-batched vector-vector, "
+                "matrix-vector and matrix-matrix products whose inner sizes agree are "
+                f"supported; got lhs shape {ls} and rhs shape {rs}. Pass dimension_numbers "
+                "or use lax.dot_general.")
+        dimension_numbers = (((len(ls) - 1,), (0,)), ((), ()))
+    return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type,
+                       out_sharding=out_sharding)
+
+
+def batch_matmul(lhs, rhs, precision=None):
+    """Matrix product over the last two dimensions, batched over all leading ones."""
+    ls, rs = _shape_of(lhs), _shape_of(rhs)
+    if len(ls) < 2 or len(rs) < 2:
+        raise ValueError(f"Arguments to batch_matmul must be at least 2D, got {len(ls)}, "
+                         f"{len(rs)} (shapes {ls} and {rs}).")
+    if len(ls) != len(rs):
+        raise ValueError(f"Arguments to batch_matmul must have same ndim, got {len(ls)}, "
+                         f"{len(rs)} (shapes {ls} and {rs}).")
+    n = len(ls)
+    batch = tuple(range(n - 2))
+    return dot_general(lhs, rhs, (((n - 1,), (n - 2,)), (batch, batch)), precision)

@@ -20,13 +20,24 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr, param_printers
-from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules, not_mapped,
+                             param_printers, register_lowering, tangent_aval)
+from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval
-from plax.lax import elementwise as E
-from plax.lax import reductions as R
+from plax.lax import arithmetic as _arith
+from plax.lax import bitwise as _bitwise
+from plax.lax import conversion as _conv
+from plax.lax import reductions as _reductions
+from plax.lax import shapes as _shapes
+from plax.lax import slicing as _slicing
+from plax.lax.batch_util import bdim_at_front, move_batch_dim
 from plax.lax.common import as_int_tuple
-from plax.lowering.stablehlo import i64_array, lower_jaxpr_body, lowering_rules
+from plax.lowering.stablehlo import i64_array, lower_jaxpr_body
+# A higher-order primitive: its rules differentiate and batch the traced combiner.
+from plax.transforms.jvp import jvp_flat
+from plax.transforms.vmap import AxisData, batch_flat
 
 __all__ = ["reduce"]
 
@@ -48,21 +59,21 @@ def _monoid_reducer(computation, init, dtype):
         return None
     if hasattr(init, "aval"):  # a concrete Array
         init = np.asarray(init)
-    if computation is E.add and _is_identity(init, 0):
-        return R.reduce_sum
-    if computation is E.mul and _is_identity(init, 1):
-        return R.reduce_prod
-    if computation is E.max and _is_identity(init, dtypes.lowest_value(dtype)):
-        return R.reduce_max
-    if computation is E.min and _is_identity(init, dtypes.highest_value(dtype)):
-        return R.reduce_min
+    if computation is _arith.add and _is_identity(init, 0):
+        return _reductions.reduce_sum
+    if computation is _arith.mul and _is_identity(init, 1):
+        return _reductions.reduce_prod
+    if computation is _arith.max and _is_identity(init, dtypes.lowest_value(dtype)):
+        return _reductions.reduce_max
+    if computation is _arith.min and _is_identity(init, dtypes.highest_value(dtype)):
+        return _reductions.reduce_min
     if dtypes.is_integer(dtype) or dtypes.is_bool(dtype):
-        if computation is E.bitwise_and and _is_identity(init, R._all_ones(dtype)):
-            return R.reduce_and
-        if computation is E.bitwise_or and _is_identity(init, 0):
-            return R.reduce_or
-        if computation is E.bitwise_xor and _is_identity(init, 0):
-            return R.reduce_xor
+        if computation is _bitwise.bitwise_and and _is_identity(init, _reductions._all_ones(dtype)):
+            return _reductions.reduce_and
+        if computation is _bitwise.bitwise_or and _is_identity(init, 0):
+            return _reductions.reduce_or
+        if computation is _bitwise.bitwise_xor and _is_identity(init, 0):
+            return _reductions.reduce_xor
     return None
 
 
@@ -71,7 +82,6 @@ def _monoid_reducer(computation, init, dtype):
 def _combiner_jaxpr(computation, scalar_avals: tuple, tree) -> ClosedJaxpr:
     """``computation(a, b)`` on scalar pytrees ``a``, ``b`` of structure ``tree``, as a jaxpr
     taking the leaves of ``a`` then those of ``b``."""
-    from plax.core.staging import trace_to_jaxpr
     n = len(scalar_avals)
 
     def flat(*xs):
@@ -89,7 +99,7 @@ def _combiner_jaxpr(computation, scalar_avals: tuple, tree) -> ClosedJaxpr:
                 raise ValueError(f"reduce computation must return scalars of the operand types "
                                  f"({', '.join(a.str_short() for a in scalar_avals)}), got "
                                  f"{got.str_short()}.")
-            fixed.append(leaf if got.dtype == want.dtype else E._convert_weak(leaf, want.dtype, False))
+            fixed.append(leaf if got.dtype == want.dtype else _conv._convert_weak(leaf, want.dtype, False))
         return fixed
 
     jaxpr, consts = trace_to_jaxpr(flat, list(scalar_avals) * 2,
@@ -150,8 +160,8 @@ def _reduce_abstract(*avals, computation, jaxpr, dimensions):
     if any(o.shape != ops[0].shape for o in ops):
         raise ValueError(f"reduce operands must all have the same shape, got "
                          f"{[o.shape for o in ops]}.")
-    R._check_axes("reduce", ops[0], dimensions)
-    shape = R._reduced_shape(ops[0].shape, dimensions)
+    _reductions._check_axes("reduce", ops[0], dimensions)
+    shape = _reductions._reduced_shape(ops[0].shape, dimensions)
     return [ShapedArray(shape, o.dtype) for o in ops]
 
 
@@ -171,29 +181,19 @@ def _reduce_lowering(ctx, *args, computation, jaxpr, dimensions):
                   regions=region)
 
 
-abstract_eval_rules[reduce_p] = _reduce_abstract
-lowering_rules[reduce_p] = _reduce_lowering
-param_printers[reduce_p] = lambda p: {"computation": p["computation"],
-                                      "dimensions": p["dimensions"], "jaxpr": p["jaxpr"]}
-
-
 def _combine(jaxpr: ClosedJaxpr, xs: list, ys: list) -> list:
     """The combiner applied elementwise to equal-shape arrays ``xs`` and ``ys``."""
-    from plax.lax.shapes import reshape
-    from plax.transforms.vmap import AxisData, batch_flat, move_batch_dim
     shape = get_aval(xs[0]).shape
     size = math.prod(shape)
-    flat = [reshape(v, (size,)) for v in xs + ys]
+    flat = [_shapes.reshape(v, (size,)) for v in xs + ys]
     outs, out_dims = batch_flat(lambda *s: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *s), flat,
                                 [0] * len(flat), AxisData(None, size), "reduce computation")
-    return [reshape(move_batch_dim(o, d, 0, size), shape) for o, d in zip(outs, out_dims)]
+    return [_shapes.reshape(move_batch_dim(o, d, 0, size), shape) for o, d in zip(outs, out_dims)]
 
 
 def _tree_reduce(jaxpr, dimensions, n_ops):
     """A function of (operands, init values) computing the reduction as a pairwise tree of
     the combiner (then combined with the init values): differentiable like the combiner."""
-    from plax.lax.shapes import broadcast_in_dim, concatenate, reshape, slice_in_dim
-
     def run(*args):
         ops, inits = list(args[:n_ops]), list(args[n_ops:])
         shape = get_aval(ops[0]).shape
@@ -201,24 +201,23 @@ def _tree_reduce(jaxpr, dimensions, n_ops):
         rest = tuple(shape[i] for i in kept)
         m = math.prod(shape[d] for d in dimensions)
         perm = tuple(sorted(dimensions)) + kept
-        xs = [reshape(x, (m,) + rest, perm) for x in ops]
+        xs = [_shapes.reshape(x, (m,) + rest, perm) for x in ops]
         while m > 1:
             h = m // 2
-            pairs = _combine(jaxpr, [slice_in_dim(x, 0, h, axis=0) for x in xs],
-                             [slice_in_dim(x, h, 2 * h, axis=0) for x in xs])
+            pairs = _combine(jaxpr, [_slicing.slice_in_dim(x, 0, h, axis=0) for x in xs],
+                             [_slicing.slice_in_dim(x, h, 2 * h, axis=0) for x in xs])
             if m % 2:
-                pairs = [concatenate([p, slice_in_dim(x, 2 * h, m, axis=0)], 0)
+                pairs = [_shapes.concatenate([p, _slicing.slice_in_dim(x, 2 * h, m, axis=0)], 0)
                          for p, x in zip(pairs, xs)]
             xs, m = pairs, h + m % 2
-        start = [broadcast_in_dim(i, rest, ()) for i in inits]
+        start = [_shapes.broadcast_in_dim(i, rest, ()) for i in inits]
         if m == 0:
             return start
-        return _combine(jaxpr, start, [reshape(x, rest) for x in xs])
+        return _combine(jaxpr, start, [_shapes.reshape(x, rest) for x in xs])
     return run
 
 
 def _reduce_jvp(primals, tangents, *, computation, jaxpr, dimensions):
-    from plax.transforms.jvp import Zero, jvp_flat, tangent_aval
     n = len(primals) // 2
     if any(type(t) is not Zero for t in tangents[n:]):
         raise NotImplementedError("Differentiating lax.reduce with non-zero tangents for its "
@@ -234,7 +233,6 @@ def _reduce_jvp(primals, tangents, *, computation, jaxpr, dimensions):
 
 
 def _reduce_batch(axis, vals, dims, *, computation, jaxpr, dimensions):
-    from plax.transforms.vmap import bdim_at_front, not_mapped
     n = len(vals) // 2
     if any(d is not not_mapped for d in dims[n:]):
         raise NotImplementedError("vmap of lax.reduce with batched init_values is not "
@@ -246,11 +244,9 @@ def _reduce_batch(axis, vals, dims, *, computation, jaxpr, dimensions):
     return outs, [0] * n
 
 
-def _register():
-    from plax.transforms.jvp import jvp_rules
-    from plax.transforms.vmap import batch_rules
-    jvp_rules[reduce_p] = _reduce_jvp
-    batch_rules[reduce_p] = _reduce_batch
-
-
-_register()
+abstract_eval_rules[reduce_p] = _reduce_abstract
+register_lowering(reduce_p, _reduce_lowering)
+param_printers[reduce_p] = lambda p: {"computation": p["computation"],
+                                      "dimensions": p["dimensions"], "jaxpr": p["jaxpr"]}
+jvp_rules[reduce_p] = _reduce_jvp
+batch_rules[reduce_p] = _reduce_batch

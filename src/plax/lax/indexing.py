@@ -21,12 +21,21 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.jaxpr import Literal
-from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.core.caches import BoundedCache
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
+                             lowering_rules, not_mapped, tangent_aval, transpose_rules)
+from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, fresh_name_stack, get_aval, set_current_trace
-from plax.lax import elementwise as E
+# The elementwise ops, reached through the package when a rule runs.
+from plax import lax as E
+from plax.lax import reductions as _reductions
+from plax.lax import shapes as _shapes
 from plax.lax.common import as_int_tuple, check_same_dtypes, complex_extremum
-from plax.lowering.stablehlo import RuleContext, i64_array, lowering_rules
+from plax.lax.ad_util import instantiate
+from plax.lax.batch_util import batch_size_of, move_batch_dim, moveaxis
+from plax.lowering.inline import lower_fun
+from plax.lowering.stablehlo import i64_array
 
 __all__ = ["GatherDimensionNumbers", "ScatterDimensionNumbers", "GatherScatterMode", "gather",
            "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"]
@@ -239,35 +248,17 @@ def _bool_attr(b) -> str:
     return "true" if b else "false"
 
 
-def _lower_via(ctx, fun, *args):
-    """Lower ``fun`` (plax ops on this equation's operands) in place of the equation."""
-    from plax.core.staging import trace_to_jaxpr
-    with set_current_trace(EvalTrace()), fresh_name_stack():
-        jaxpr, consts = trace_to_jaxpr(lambda *xs: [fun(*xs)], ctx.avals_in,
-                                       description="gather/scatter lowering")
-    env = dict(zip(jaxpr.invars, args))
-    for v, c in zip(jaxpr.constvars, consts):
-        env[v] = ctx.constant(np.asarray(c), v.aval)
-
-    def read(v):
-        return ctx.constant(v.val, v.aval) if isinstance(v, Literal) else env[v]
-
-    for e in jaxpr.eqns:
-        sub = RuleContext(ctx.fn, [v.aval for v in e.invars], [v.aval for v in e.outvars])
-        outs = lowering_rules[e.primitive](sub, *[read(v) for v in e.invars], **e.params)
-        for v, o in zip(e.outvars, [outs] if isinstance(outs, str) else outs):
-            env[v] = o
-    return read(jaxpr.outvars[0])
+# CLIP and FILL_OR_DROP are lowered as plax functions of the operands (``lower_fun``):
+# the indices clamped, or the windows masked, around a PROMISE_IN_BOUNDS gather/scatter.
 
 
 def _upper_bounds(indices, operand_shape: tuple, window: tuple, index_map: tuple):
     """Per index-vector component, the largest start keeping the window in bounds, as an
     array of the indices' shape (clipped to the index dtype's range)."""
-    from plax.lax.shapes import broadcast_in_dim
     aval = get_aval(indices)
     top = int(dtypes.iinfo(aval.dtype).max)
     upper = np.array([min(operand_shape[d] - window[d], top) for d in index_map], aval.dtype)
-    return broadcast_in_dim(upper, aval.shape, (aval.ndim - 1,))
+    return _shapes.broadcast_in_dim(upper, aval.shape, (aval.ndim - 1,))
 
 
 def _clamp_indices(indices, operand_shape, window, index_map):
@@ -277,12 +268,11 @@ def _clamp_indices(indices, operand_shape, window, index_map):
 
 def _windows_in_bounds(indices, operand_shape, window, index_map):
     """bool[indices.shape[:-1]]: whether each index vector's window is in bounds."""
-    from plax.lax.reductions import reduce_and
     aval = get_aval(indices)
     ok = E.le(indices, _upper_bounds(indices, operand_shape, window, index_map))
     if not dtypes.is_unsigned(aval.dtype):
         ok = E.bitwise_and(ok, E.ge(indices, np.zeros((), aval.dtype)))
-    return reduce_and(ok, (aval.ndim - 1,))
+    return _reductions.reduce_and(ok, (aval.ndim - 1,))
 
 
 def default_fill_value(dtype):
@@ -305,18 +295,36 @@ def _gather_abstract(x, idx, *, dimension_numbers, slice_sizes, **_):
                        x.weak_type)
 
 
+def _gather_clip(x, idx, *, dimension_numbers, slice_sizes, mode, fill_value,
+                 indices_are_sorted, unique_indices):
+    """CLIP's gather: the indices clamped so that every window is in bounds."""
+    dn = dimension_numbers
+    idx = _clamp_indices(idx, get_aval(x).shape, slice_sizes, dn.start_index_map)
+    return gather_p.bind(x, idx, dimension_numbers=dn, slice_sizes=slice_sizes, mode=PROMISE,
+                         fill_value=None, indices_are_sorted=indices_are_sorted,
+                         unique_indices=unique_indices)
+
+
+def _gather_fill_or_drop(x, idx, *, dimension_numbers, slice_sizes, mode, fill_value,
+                         indices_are_sorted, unique_indices):
+    """FILL_OR_DROP's gather: windows not fully in bounds hold ``fill_value``."""
+    params = dict(dimension_numbers=dimension_numbers, slice_sizes=slice_sizes, fill_value=None,
+                  indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+    return _gather_fill(x, idx, fill_value, params)
+
+
+_lower_gather_clip = lower_fun(_gather_clip)
+_lower_gather_fill_or_drop = lower_fun(_gather_fill_or_drop)
+
+
 def _gather_lowering(ctx, x, idx, *, dimension_numbers, slice_sizes, mode, fill_value,
                      indices_are_sorted, unique_indices):
     dn = dimension_numbers
-    params = dict(dimension_numbers=dn, slice_sizes=slice_sizes, fill_value=None,
-                  indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
-    shape = ctx.avals_in[0].shape
-    if mode is CLIP:
-        return _lower_via(ctx, lambda x, i: gather_p.bind(
-            x, _clamp_indices(i, shape, slice_sizes, dn.start_index_map), mode=PROMISE,
-            **params), x, idx)
-    if mode is FILL_OR_DROP:
-        return _lower_via(ctx, lambda x, i: _gather_fill(x, i, fill_value, params), x, idx)
+    if mode is CLIP or mode is FILL_OR_DROP:
+        via = _lower_gather_clip if mode is CLIP else _lower_gather_fill_or_drop
+        return via(ctx, x, idx, dimension_numbers=dn, slice_sizes=slice_sizes, mode=mode,
+                   fill_value=fill_value, indices_are_sorted=indices_are_sorted,
+                   unique_indices=unique_indices)
     attr = _dims_attr("gather", [
         ("offset_dims", dn.offset_dims), ("collapsed_slice_dims", dn.collapsed_slice_dims),
         ("operand_batching_dims", dn.operand_batching_dims),
@@ -329,7 +337,6 @@ def _gather_lowering(ctx, x, idx, *, dimension_numbers, slice_sizes, mode, fill_
 
 def _gather_fill(x, idx, fill_value, params):
     """A gather whose windows that are not fully in bounds hold ``fill_value``."""
-    from plax.lax.shapes import broadcast_in_dim
     xa = get_aval(x)
     dn, sizes = params["dimension_numbers"], params["slice_sizes"]
     out = gather_p.bind(x, idx, mode=PROMISE, **params)
@@ -337,8 +344,8 @@ def _gather_fill(x, idx, fill_value, params):
     shape = get_aval(out).shape
     batch_pos = tuple(d for d in range(len(shape)) if d not in dn.offset_dims)
     fill = default_fill_value(xa.dtype) if fill_value is None else fill_value
-    fill = broadcast_in_dim(np.asarray(fill).astype(xa.dtype), shape, ())
-    return E.select_n(broadcast_in_dim(ok, shape, batch_pos), fill, out)
+    fill = _shapes.broadcast_in_dim(np.asarray(fill).astype(xa.dtype), shape, ())
+    return E.select_n(_shapes.broadcast_in_dim(ok, shape, batch_pos), fill, out)
 
 
 abstract_eval_rules[gather_p] = _gather_abstract
@@ -382,7 +389,7 @@ def _combiner(kind: str):
     return combine
 
 
-_update_jaxprs: dict = {}
+_update_jaxprs = BoundedCache("scatter combiner jaxprs", 256)
 
 
 def _update_jaxpr(kind: str, dtype):
@@ -392,15 +399,14 @@ def _update_jaxpr(kind: str, dtype):
     dtype = np.dtype(dtype)
     key = (kind, dtype)
     if key not in _update_jaxprs:
-        from plax.core.staging import trace_to_jaxpr
         boolean = {"add": E.bitwise_or, "mul": E.bitwise_and, "min": E.bitwise_and,
                    "max": E.bitwise_or}
         fn = boolean[kind] if dtypes.is_bool(dtype) else getattr(E, kind)
         scalar = ShapedArray((), dtype)
         with set_current_trace(EvalTrace()), fresh_name_stack():
             jaxpr, _ = trace_to_jaxpr(lambda a, b: [fn(a, b)], [scalar, scalar])
-        _update_jaxprs[key] = jaxpr
-    return _update_jaxprs[key]
+        _update_jaxprs.put(key, jaxpr)
+    return _update_jaxprs.get(key)
 
 
 def _make_scatter(name: str, kind: str, doc: str):
@@ -412,17 +418,24 @@ def _make_scatter(name: str, kind: str, doc: str):
 
     combine = _combiner(kind)
 
+    def clip(x, idx, upd, *, dimension_numbers, mode, **params):
+        """CLIP's scatter: the indices clamped so that every window is in bounds."""
+        dn = dimension_numbers
+        shape = get_aval(x).shape
+        window = _window_sizes(shape, get_aval(upd).shape, dn)
+        idx = _clamp_indices(idx, shape, window, dn.scatter_dims_to_operand_dims)
+        return prim.bind(x, idx, upd, dimension_numbers=dn, mode=PROMISE, **params)
+
+    lower_clip = lower_fun(clip)
+
     def lower(ctx, x, idx, upd, *, dimension_numbers, mode, indices_are_sorted, unique_indices,
               update_jaxpr, update_consts):
         dn = dimension_numbers
         if mode is CLIP:
-            xa, _, ua = ctx.avals_in
-            window = _window_sizes(xa.shape, ua.shape, dn)
-            return _lower_via(ctx, lambda x, i, u: prim.bind(
-                x, _clamp_indices(i, xa.shape, window, dn.scatter_dims_to_operand_dims), u,
-                dimension_numbers=dn, mode=PROMISE, indices_are_sorted=indices_are_sorted,
-                unique_indices=unique_indices, update_jaxpr=update_jaxpr,
-                update_consts=update_consts), x, idx, upd)
+            return lower_clip(ctx, x, idx, upd, dimension_numbers=dn, mode=mode,
+                              indices_are_sorted=indices_are_sorted,
+                              unique_indices=unique_indices, update_jaxpr=update_jaxpr,
+                              update_consts=update_consts)
         # XLA drops windows that are not fully in bounds: FILL_OR_DROP's scatter behaviour.
         attr = _dims_attr("scatter", [
             ("update_window_dims", dn.update_window_dims),
@@ -471,16 +484,13 @@ scatter_max_p, scatter_max = _make_scatter(
 
 
 # --- differentiation rules --------------------------------------------------------------------
-from plax.transforms.jvp import Zero, instantiate, jvp_rules, tangent_aval  # noqa: E402
-from plax.transforms.transpose import is_undefined, transpose_rules  # noqa: E402
 
 _SCATTERS = {scatter_p: scatter, scatter_add_p: scatter_add, scatter_mul_p: scatter_mul,
              scatter_min_p: scatter_min, scatter_max_p: scatter_max}
 
 
 def _zeros(shape, dtype):
-    from plax.lax.shapes import broadcast_in_dim
-    return broadcast_in_dim(np.zeros((), dtype), tuple(shape), ())
+    return _shapes.broadcast_in_dim(np.zeros((), dtype), tuple(shape), ())
 
 
 def _scatter_dn_of(dn: GatherDimensionNumbers) -> ScatterDimensionNumbers:
@@ -556,12 +566,11 @@ transpose_rules[scatter_add_p] = _scatter_add_transpose
 # zeroed. Primal, tangent and cotangent then agree on the winners.
 def _scatter_ids(idx, u_shape, dn: ScatterDimensionNumbers):
     """int32 updates-shaped ids, 1 + the position of each update window."""
-    from plax.lax.shapes import broadcast_in_dim, broadcasted_iota, reshape
     scatter_pos = tuple(d for d in range(len(u_shape)) if d not in dn.update_window_dims)
     scatter_shape = tuple(u_shape[d] for d in scatter_pos)
     n = int(np.prod(scatter_shape, dtype=np.int64))
-    ids = E.add(reshape(broadcasted_iota(np.int32, (n,), 0), scatter_shape), np.int32(1))
-    return broadcast_in_dim(ids, tuple(u_shape), scatter_pos)
+    ids = E.add(_shapes.reshape(_shapes.broadcasted_iota(np.int32, (n,), 0), scatter_shape), np.int32(1))
+    return _shapes.broadcast_in_dim(ids, tuple(u_shape), scatter_pos)
 
 
 def _scatter_winners(x_shape, idx, u_shape, dn, mode):
@@ -653,8 +662,7 @@ def _scatter_mul_jvp(primals, tangents, *, dimension_numbers, mode, **params):
 
 
 def _broadcast_scalar(v, shape):
-    from plax.lax.shapes import broadcast_in_dim
-    return broadcast_in_dim(v, tuple(shape), ())
+    return _shapes.broadcast_in_dim(v, tuple(shape), ())
 
 
 def _scatter_mul_transpose(ct, x, idx, u, *, dimension_numbers, **params):
@@ -727,14 +735,12 @@ def _add_batching_pair(obd: tuple, ibd: tuple, bo: int, bi: int):
 
 def _indices_batch_dim(idx, bi):
     """The indices' batch dimension, moved off the index-vector (last) axis if it is there."""
-    from plax.transforms.vmap import moveaxis
     if bi == get_aval(idx).ndim - 1:
         return moveaxis(idx, bi, 0), 0
     return idx, bi
 
 
 def _gather_batch(axis, vals, dims, *, dimension_numbers, slice_sizes, **params):
-    from plax.transforms.vmap import not_mapped
     (x, idx), (bx, bi) = vals, dims
     dn = dimension_numbers
     out_rank = len(dn.offset_dims) + get_aval(idx).ndim - (1 if bi is not_mapped else 2)
@@ -764,7 +770,6 @@ def _gather_batch(axis, vals, dims, *, dimension_numbers, slice_sizes, **params)
 
 def _scatter_batch(prim):
     def rule(axis, vals, dims, *, dimension_numbers, **params):
-        from plax.transforms.vmap import batch_size_of, move_batch_dim, not_mapped
         (x, idx, u), (bx, bi, bu) = vals, dims
         dn = dimension_numbers
         size = batch_size_of(vals, dims)
@@ -790,11 +795,6 @@ def _scatter_batch(prim):
     return rule
 
 
-def _register_batching():
-    from plax.transforms.vmap import batch_rules
-    batch_rules[gather_p] = _gather_batch
-    for prim in _SCATTERS:
-        batch_rules[prim] = _scatter_batch(prim)
-
-
-_register_batching()
+batch_rules[gather_p] = _gather_batch
+for _prim in _SCATTERS:
+    batch_rules[_prim] = _scatter_batch(_prim)

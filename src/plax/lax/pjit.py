@@ -1,151 +1,170 @@
 """pjit: a call of a staged jaxpr, the primitive behind nested ``jit``.
 
 A jitted function called inside another trace appears as one ``pjit``
-equation holding the callee's jaxpr, so that transformations have one
-place to act. Its rules: abstract evaluation from the jaxpr, eager
-execution as one compiled executable, and lowering as a private
-``func.func`` called from the parent module.
+equation holding the callee's jaxpr (without constants: they are its leading
+operands), so that transformations have one place to act. Every rule is here,
+each built from the jaxpr toolkit: the jvp, batched, split (partial eval) and
+transposed bodies are jits again, so a jit stays one compiled call through
+every transformation.
 """
 from __future__ import annotations
 
 from plax.core import dtypes
-from plax.core.jaxpr import ClosedJaxpr, call_out_avals, param_printers
-from plax.core.primitive import Primitive, abstract_eval_rules, impl_rules
-from plax.lowering.stablehlo import define_function, lowering_rules
+from plax.core.caches import WeakKeyCache
+from plax.core.dce import dce_jaxpr, jaxpr_has_effects
+from plax.core.jaxpr import ClosedJaxpr, call_out_avals, consts_as_inputs
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
+                             is_undefined, jvp_rules, param_printers, partial_eval_rules,
+                             register_lowering, tangent_aval, transpose_rules)
+from plax.lowering.consts import const_operands
+from plax.lowering.stablehlo import define_function
+from plax.runtime.dispatch import call_jitted
+from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
 pjit_p = Primitive("pjit", multiple_results=True)
 
 
-def _pjit_abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline, device,
-                   compiler_options):
+def _abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline, device,
+              compiler_options):
     return call_out_avals(f"pjit {name}", jaxpr, avals)
 
 
-def _pjit_impl(*args, jaxpr, name, donated_invars, keep_unused, inline, device, compiler_options):
-    from plax.runtime.dispatch import call_jitted
+def _impl(*args, jaxpr, name, donated_invars, keep_unused, inline, device, compiler_options):
     return call_jitted(jaxpr, name, donated_invars, keep_unused, device, args, compiler_options)
 
 
-def _pjit_lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline,
-                   device, compiler_options):
+def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline,
+              device, compiler_options):
     """A private function holding the callee, and a call to it."""
     callee = ctx.fn.module.unique_name(name)
     # The body's scopes are relative to the jit: prefix them with this call site's.
     define_function(ctx.fn.module, callee, jaxpr.jaxpr, scope=ctx.fn.eqn_scope + (f"jit({name})",))
-    return ctx.op("func.call", list(args), props=f"callee = @{callee}")
+    consts = const_operands(ctx, jaxpr)
+    const_avals = [v.aval for v in jaxpr.jaxpr.constvars]
+    return ctx.op("func.call", [*consts, *args], [*const_avals, *ctx.avals_in],
+                  props=f"callee = @{callee}")
 
 
-abstract_eval_rules[pjit_p] = _pjit_abstract
-impl_rules[pjit_p] = _pjit_impl
-lowering_rules[pjit_p] = _pjit_lowering
+abstract_eval_rules[pjit_p] = _abstract
+impl_rules[pjit_p] = _impl
+register_lowering(pjit_p, _lowering)
 # As JAX shows it: the callee's name and jaxpr (plus donation when any).
 param_printers[pjit_p] = lambda p: {"name": p["name"], "jaxpr": p["jaxpr"],
                                     **({"donated_invars": p["donated_invars"]}
                                        if any(p["donated_invars"]) else {})}
 
 
-# --- differentiation ------------------------------------------------------------------------
-def _pjit_jvp(primals, tangents, *, jaxpr, name, donated_invars, keep_unused, inline, device,
-              compiler_options):
-    """A jit of the jvp of the body: takes primals and (non-zero) tangents, returns both."""
-    from plax.core.jaxpr import Jaxpr, eval_jaxpr
-    from plax.core.staging import trace_to_jaxpr
-    from plax.core.trace import Tracer, get_aval
-    from plax.transforms.jvp import Zero, instantiate, jvp_flat, tangent_aval
-    nonzero = [type(t) is not Zero for t in tangents]
-    n = len(primals)
+def _call(callee: ClosedJaxpr, args, params, name: str):
+    """Bind a jit of ``callee`` (its consts become leading operands) with ``params``."""
+    body, consts = consts_as_inputs(callee)
+    ins = [*consts, *args]
+    return pjit_p.bind(*ins, **dict(params, jaxpr=body, name=name,
+                                    donated_invars=(False,) * len(ins)))
+
+
+def _params(params):
+    return {k: v for k, v in params.items() if k not in ("jaxpr", "name", "donated_invars")}
+
+
+# --- jvp: a jit of the body's jvp --------------------------------------------------------
+def _jvp(primals, tangents, *, jaxpr, name, **params):
+    nonzeros = [type(t) is not Zero for t in tangents]
     # Integer/boolean outputs have float0 tangents, which XLA cannot carry: they stay Zero.
     out_tan_avals = [tangent_aval(a) for a in jaxpr.out_avals]
-    diff_out = [a.dtype != dtypes.float0 for a in out_tan_avals]
-
-    def body(*args):
-        ps = list(args[:n])
-        it = iter(args[n:])
-        ts = [next(it) if nz else Zero(tangent_aval(get_aval(p))) for p, nz in zip(ps, nonzero)]
-        outs, out_t = jvp_flat(lambda *xs: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *xs), ps, ts)
-        return list(outs) + [instantiate(t) for t, d in zip(out_t, diff_out) if d]
-
-    in_avals = [get_aval(p) for p in primals] + [get_aval(t) for t, nz in zip(tangents, nonzero) if nz]
-    # The same jit differentiated the same way reuses its jvp callee (and so its executable).
-    key = (jaxpr, tuple(nonzero), tuple(in_avals))
-    cached = _jvp_callees.get(key)
-    if cached is None:
-        body_jaxpr, consts = trace_to_jaxpr(body, in_avals, description=f"jvp({name})")
-        callee = ClosedJaxpr(Jaxpr([], list(body_jaxpr.constvars) + list(body_jaxpr.invars),
-                                   body_jaxpr.outvars, body_jaxpr.eqns), [])
-        if not any(isinstance(c, Tracer) for c in consts):
-            _jvp_callees[key] = (callee, consts)
-    else:
-        callee, consts = cached
-    outs = pjit_p.bind(*consts, *primals, *[t for t, nz in zip(tangents, nonzero) if nz],
-                       jaxpr=callee, name=f"jvp({name})",
-                       donated_invars=(False,) * len(callee.jaxpr.invars), keep_unused=keep_unused,
-                       inline=inline, device=device, compiler_options=compiler_options)
-    m = len(jaxpr.out_avals)
+    differentiable = [a.dtype != dtypes.float0 for a in out_tan_avals]
+    body, out_nonzeros = jvp_jaxpr(jaxpr, nonzeros, instantiate=differentiable,
+                                   description=f"jvp({name})")
+    outs = _call(body, [*primals, *(t for t in tangents if type(t) is not Zero)],
+                 _params(params), f"jvp({name})")
+    m = len(out_tan_avals)
     it = iter(outs[m:])
-    return outs[:m], [next(it) if d else Zero(a) for a, d in zip(out_tan_avals, diff_out)]
+    return outs[:m], [next(it) if nz else Zero(a) for a, nz in zip(out_tan_avals, out_nonzeros)]
 
 
-_jvp_callees: dict = {}  # (jaxpr, primal and non-zero tangent avals) -> (callee, consts)
+jvp_rules[pjit_p] = _jvp
 
 
-def _register_jvp():
-    from plax.transforms.jvp import jvp_rules
-    jvp_rules[pjit_p] = _pjit_jvp
+# --- partial evaluation: a known jit now, an unknown jit of residuals staged --------------
+def _partial_eval(trace, args, params):
+    closed = params["jaxpr"]
+    if params["inline"]:
+        return trace.eval_jaxpr(closed, args)
+    unknowns = [trace.is_unknown(a) for a in args]
+    known, unknown, out_unknowns, num_res = partial_eval_jaxpr(
+        closed, unknowns, instantiate=False, description=params["name"])
+    known_body, known_consts = consts_as_inputs(known)
+    known_in = [*known_consts, *(a for a, u in zip(args, unknowns) if not u)]
+    known_out = trace.known(pjit_p, known_in, dict(
+        params, jaxpr=known_body, donated_invars=(False,) * len(known_in)))
+    n_known = len(known_out) - num_res
+    unknown_out = []
+    if any(out_unknowns):
+        unknown_in = [*known_out[n_known:], *(a for a, u in zip(args, unknowns) if u)]
+        unknown_out = trace.stage(pjit_p, unknown_in, dict(
+            params, jaxpr=unknown, donated_invars=(False,) * len(unknown_in)))
+    k, u = iter(known_out[:n_known]), iter(unknown_out)
+    return [next(u) if unk else next(k) for unk in out_unknowns]
 
 
-_register_jvp()
+partial_eval_rules[pjit_p] = _partial_eval
 
 
-
-def _prune_pjit_outputs(eqn, used):
-    """A jit call returning only its ``used`` outputs, its body without what they do not need
-    (e.g. the primal value a split jit computes for grad)."""
-    from plax.core.jaxpr import dce_jaxpr
-    callee = eqn.params["jaxpr"]
-    body, _ = dce_jaxpr(callee.jaxpr, used)
-    live = set(body.constvars)
-    consts = [c for v, c in zip(callee.jaxpr.constvars, callee.consts) if v in live]
-    return eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used) if u],
-                       params=dict(eqn.params, jaxpr=ClosedJaxpr(body, consts)))
+# --- transpose: a jit of the backward pass of the body -------------------------------------
+def _transpose(cts, *args, jaxpr, name, **params):
+    linear = [is_undefined(a) for a in args]
+    nonzero = [type(c) is not Zero for c in cts]
+    body = transpose_jaxpr(jaxpr, linear, nonzero, description=f"transpose({name})")
+    res = [a for a in args if not is_undefined(a)]
+    outs = iter(_call(body, [*res, *(c for c in cts if type(c) is not Zero)], _params(params),
+                      f"transpose({name})"))
+    return [next(outs) if lin else None for lin in linear]
 
 
-def _register_dce():
-    from plax.transforms.dce import dce_rules
-    dce_rules[pjit_p] = _prune_pjit_outputs
+transpose_rules[pjit_p] = _transpose
 
 
-_register_dce()
-
-
-# --- batching -------------------------------------------------------------------------------
-def _pjit_batch(axis, vals, dims, *, jaxpr, name, donated_invars, keep_unused, inline, device,
-                compiler_options):
-    """A jit of the batched body; each (jaxpr, batch layout, axis) is batched once."""
-    from plax.core.trace import Tracer, axis_env
-    from plax.transforms.linearize import as_callee
-    from plax.transforms.vmap import batch_jaxpr
-    key = (jaxpr, tuple(dims), axis.name, axis.size, axis.spmd_name, axis_env())
-    cached = _batched_callees.get(key)
-    if cached is None:
-        body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description=f"vmap({name})")
-        cached = (as_callee(body), consts, out_dims)
-        if not any(isinstance(c, Tracer) for c in consts):
-            _batched_callees[key] = cached
-    callee, consts, out_dims = cached
+# --- batching: a jit of the batched body ------------------------------------------------------
+def _batch(axis, vals, dims, *, jaxpr, name, donated_invars, **params):
+    body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description=f"vmap({name})")
+    callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
     outs = pjit_p.bind(*consts, *vals, jaxpr=callee, name=name,
-                       donated_invars=(False,) * len(consts) + tuple(donated_invars),
-                       keep_unused=keep_unused, inline=inline, device=device,
-                       compiler_options=compiler_options)
+                       donated_invars=(False,) * len(consts) + tuple(donated_invars), **params)
     return outs, out_dims
 
 
-_batched_callees: dict = {}  # (jaxpr, batch dims, axis) -> (callee, consts, out_dims)
+batch_rules[pjit_p] = _batch
 
 
-def _register_batching():
-    from plax.transforms.vmap import batch_rules
-    batch_rules[pjit_p] = _pjit_batch
+# --- dead code: a jit returning only its used outputs, on the inputs they need ----------------
+def _dce(used_outputs, eqn):
+    closed = eqn.params["jaxpr"]
+    keep_unused = eqn.params["keep_unused"]
+    if not any(used_outputs) and not keep_unused and not jaxpr_has_effects(closed):
+        return [False] * len(eqn.invars), None
+    key = (tuple(used_outputs), keep_unused)
+    hit = _pruned_bodies.get(closed, key)
+    if hit is None:
+        body, used_inputs = dce_jaxpr(closed.jaxpr, used_outputs, instantiate=keep_unused)
+        kept = [u or keep_unused for u in used_inputs]
+        if all(kept) and len(body.eqns) == len(closed.jaxpr.eqns) and all(used_outputs):
+            pruned = closed  # nothing to remove: keep the body (and its compiled executable)
+        else:
+            live = set(body.constvars)
+            pruned = ClosedJaxpr(body, [c for v, c in zip(closed.jaxpr.constvars, closed.consts)
+                                        if v in live])
+        hit = _pruned_bodies.put(closed, key, (pruned, kept))
+    pruned, kept = hit
+    if pruned is closed and all(used_outputs):
+        return kept, eqn
+    new = eqn.replace(
+        invars=[v for v, k in zip(eqn.invars, kept) if k],
+        outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+        params=dict(eqn.params, jaxpr=pruned,
+                    donated_invars=tuple(d for d, k in zip(eqn.params["donated_invars"], kept)
+                                         if k)))
+    return kept, new
 
 
-_register_batching()
+_pruned_bodies = WeakKeyCache("pjit dce")
+dce_rules[pjit_p] = _dce

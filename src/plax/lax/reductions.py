@@ -13,9 +13,19 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules, register_lowering,
+                             tangent_aval, transpose_rules)
+from plax.core.trace import get_aval
+from plax.lax import arithmetic as _arith
+from plax.lax import comparison as _cmp
+from plax.lax import conversion as _conv
+from plax.lax import shapes as _shapes
+from plax.lax import slicing as _slicing
+from plax.lax import transcendental as _trans
+from plax.lax.ad_util import deflinear, defzero
 from plax.lax.common import as_int_tuple, check_dtype, complex_extremum
-from plax.lowering.stablehlo import i64_array, lowering_rules
+from plax.lowering.stablehlo import i64_array
 
 __all__ = ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or",
            "reduce_xor", "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
@@ -75,6 +85,33 @@ def _region(ctx, aval, combine):
     return ctx.region([scalar, scalar], lambda c, a, b: ([combine(c, a, b, scalar)], [scalar]))
 
 
+# --- batching: the batch dimension stays where it is; per-example axes shift past it ----------
+def _shift(axis: int, bdim: int) -> int:
+    """A per-example axis as an axis of the value batched at ``bdim``."""
+    return axis if axis < bdim else axis + 1
+
+
+def _reduction_batch(prim):
+    def rule(axis_data, vals, dims, *, axes, **params):
+        (x,), (d,) = vals, dims
+        out = prim.bind(x, axes=tuple(_shift(a, d) for a in axes), **params)
+        return out, d - sum(a < d for a in axes)
+    return rule
+
+
+def _cumulative_batch(prim):
+    def rule(axis_data, vals, dims, *, axis, reverse):
+        (x,), (d,) = vals, dims
+        return prim.bind(x, axis=_shift(axis, d), reverse=reverse), d
+    return rule
+
+
+def _expand_back(ct, aval, axes):
+    """``ct`` (reduced over ``axes``) broadcast back to ``aval``'s shape."""
+    kept = tuple(i for i in range(len(aval.shape)) if i not in axes)
+    return _shapes.broadcast_in_dim(ct, aval.shape, kept)
+
+
 # --- reduce_* ---------------------------------------------------------------------------
 def _check_axes(name: str, aval: ShapedArray, axes: tuple) -> None:
     bad = [a for a in axes if not 0 <= a < aval.ndim]
@@ -91,6 +128,7 @@ def _reduced_shape(shape: tuple, axes: tuple) -> tuple:
 
 
 def _reduction(name: str, category: str, identity, combine, keeps_weak: bool, extra_params=None):
+    """A reduction primitive (abstract evaluation, lowering, batching) and its public function."""
     prim = Primitive(name)
     extra_params = dict(extra_params or {})
 
@@ -113,7 +151,8 @@ def _reduction(name: str, category: str, identity, combine, keeps_weak: bool, ex
                        regions=_region(ctx, ain, combine))
 
     abstract_eval_rules[prim] = abstract
-    lowering_rules[prim] = lower
+    register_lowering(prim, lower)
+    batch_rules[prim] = _reduction_batch(prim)
 
     def public(operand, axes):
         return prim.bind(operand, axes=as_int_tuple(axes, "axes"), **extra_params)
@@ -121,31 +160,89 @@ def _reduction(name: str, category: str, identity, combine, keeps_weak: bool, ex
     return prim, public
 
 
+def _chooser_jvp(prim):
+    """max/min reductions: the tangent averages over the positions attaining the extremum."""
+    def rule(primals, tangents, *, axes, **params):
+        (x,), (t,) = primals, tangents
+        ans = prim.bind(x, axes=axes, **params)
+        if type(t) is Zero:
+            return ans, Zero(get_aval(ans))
+        aval = get_aval(x)
+        hit = _conv.convert_element_type(_cmp.eq(x, _expand_back(ans, aval, axes)), aval.dtype)
+        counts = reduce_sum(hit, axes)
+        return ans, _arith.div(reduce_sum(_arith.mul(t, hit), axes), counts)
+    jvp_rules[prim] = rule
+
+
+def _reduce_prod_jvp(primals, tangents, *, axes, **params):
+    (x,), (t,) = primals, tangents
+    ans = reduce_prod_p.bind(x, axes=axes, **params)
+    if type(t) is Zero:
+        return ans, Zero(get_aval(ans))
+    # d prod = sum_i t_i * prod_{j != i} x_j, computed without dividing by x.
+    aval = get_aval(x)
+    if not axes:
+        return ans, t
+    if any(aval.shape[i] == 0 for i in axes):
+        return ans, reduce_sum(t, axes)  # an empty product is constant: this is zeros
+    kept = [i for i in range(aval.ndim) if i not in axes]
+    perm = tuple(kept + list(axes))
+    n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
+    lead = tuple(aval.shape[i] for i in kept)
+    xs = _shapes.reshape(_shapes.transpose(x, perm), lead + (n,))
+    ts = _shapes.reshape(_shapes.transpose(t, perm), lead + (n,))
+    before = cumprod(xs, axis=len(lead), reverse=False)
+    after = cumprod(xs, axis=len(lead), reverse=True)
+    one = np.ones(lead + (1,), aval.dtype)
+    excl_before = _shapes.concatenate(
+        [one, _slicing.slice_in_dim(before, 0, n - 1, axis=len(lead))], len(lead))
+    excl_after = _shapes.concatenate(
+        [_slicing.slice_in_dim(after, 1, n, axis=len(lead)), one], len(lead))
+    others = _arith.mul(excl_before, excl_after)
+    return ans, reduce_sum(_arith.mul(ts, others), (len(lead),))
+
+
 reduce_sum_p, reduce_sum = _reduction("reduce_sum", "numeric", lambda d: 0,
                                       _binop("stablehlo.add"), True, {"out_sharding": None})
 reduce_sum.__doc__ = "Sum of ``operand`` over ``axes``."
+deflinear(reduce_sum_p)
+transpose_rules[reduce_sum_p] = lambda ct, x, *, axes, **p: [
+    Zero(x.aval) if type(ct) is Zero else _expand_back(ct, x.aval, axes)]
+
 reduce_prod_p, reduce_prod = _reduction("reduce_prod", "numeric", lambda d: 1,
                                         _binop("stablehlo.multiply"), True)
 reduce_prod.__doc__ = "Product of ``operand`` over ``axes``."
+jvp_rules[reduce_prod_p] = _reduce_prod_jvp
+
 reduce_max_p, reduce_max = _reduction("reduce_max", "any", dtypes.lowest_value,
                                       _extremum("stablehlo.maximum", "stablehlo.or", "GT"), True)
 reduce_max.__doc__ = "Maximum of ``operand`` over ``axes`` (NaN propagates; -inf when empty)."
+_chooser_jvp(reduce_max_p)
+
 reduce_min_p, reduce_min = _reduction("reduce_min", "any", dtypes.highest_value,
                                       _extremum("stablehlo.minimum", "stablehlo.and", "LT"), True)
 reduce_min.__doc__ = "Minimum of ``operand`` over ``axes`` (NaN propagates; +inf when empty)."
+_chooser_jvp(reduce_min_p)
+
 reduce_and_p, reduce_and = _reduction("reduce_and", "intbool", _all_ones,
                                       _binop("stablehlo.and"), False)
 reduce_and.__doc__ = "Bitwise (logical for bool) AND of ``operand`` over ``axes``."
+defzero(reduce_and_p)
+
 reduce_or_p, reduce_or = _reduction("reduce_or", "intbool", lambda d: 0,
                                     _binop("stablehlo.or"), False)
 reduce_or.__doc__ = "Bitwise (logical for bool) OR of ``operand`` over ``axes``."
+defzero(reduce_or_p)
+
 reduce_xor_p, reduce_xor = _reduction("reduce_xor", "intbool", lambda d: 0,
                                       _binop("stablehlo.xor"), False)
 reduce_xor.__doc__ = "Bitwise (logical for bool) XOR of ``operand`` over ``axes``."
+defzero(reduce_xor_p)
 
 
 # --- argmax / argmin --------------------------------------------------------------------
 def _arg_reduction(name: str, direction: str, identity):
+    """An index-of-extremum primitive; its integer result has a zero derivative."""
     prim = Primitive(name)
 
     def abstract(x, *, axes, index_dtype):
@@ -195,7 +292,9 @@ def _arg_reduction(name: str, direction: str, identity):
         return outs[1]
 
     abstract_eval_rules[prim] = abstract
-    lowering_rules[prim] = lower
+    register_lowering(prim, lower)
+    batch_rules[prim] = _reduction_batch(prim)
+    defzero(prim)
     return prim
 
 
@@ -246,7 +345,8 @@ def _cumulative(name: str, category: str, identity, combine, doc: str):
                        regions=_region(ctx, aval, combine))
 
     abstract_eval_rules[prim] = abstract
-    lowering_rules[prim] = lower
+    register_lowering(prim, lower)
+    batch_rules[prim] = _cumulative_batch(prim)
 
     def public(operand, axis=0, reverse=False):
         return prim.bind(operand, axis=operator.index(axis), reverse=bool(reverse))
@@ -270,162 +370,83 @@ cumlogsumexp_p, cumlogsumexp = _cumulative(
     "Cumulative log(sum(exp(x))) along ``axis`` (from the end when ``reverse``).")
 
 
-# --- differentiation rules --------------------------------------------------------------------
-from plax.core.trace import get_aval  # noqa: E402
-from plax.lax import elementwise as _E  # noqa: E402
-from plax.transforms.jvp import Zero, deflinear, defzero, jvp_rules  # noqa: E402
-from plax.transforms.transpose import transpose_rules  # noqa: E402
-
-deflinear(reduce_sum_p)
-deflinear(cumsum_p)
-for _p in (argmax_p, argmin_p, reduce_and_p, reduce_or_p, reduce_xor_p):
-    defzero(_p)
-
-
-def _expand_back(ct, aval, axes):
-    """``ct`` (reduced over ``axes``) broadcast back to ``aval``'s shape."""
-    from plax.lax.shapes import broadcast_in_dim
-    kept = tuple(i for i in range(len(aval.shape)) if i not in axes)
-    return broadcast_in_dim(ct, aval.shape, kept)
-
-
-transpose_rules[reduce_sum_p] = lambda ct, x, *, axes, **p: [
-    Zero(x.aval) if type(ct) is Zero else _expand_back(ct, x.aval, axes)]
-transpose_rules[cumsum_p] = lambda ct, x, *, axis, reverse: [
-    Zero(x.aval) if type(ct) is Zero else cumsum(ct, axis=axis, reverse=not reverse)]
-
-
-def _chooser_jvp(prim):
-    """max/min reductions: the tangent averages over the positions attaining the extremum."""
-    def rule(primals, tangents, *, axes, **params):
-        (x,), (t,) = primals, tangents
-        ans = prim.bind(x, axes=axes, **params)
-        if type(t) is Zero:
-            return ans, Zero(get_aval(ans))
-        aval = get_aval(x)
-        hit = _E.convert_element_type(_E.eq(x, _expand_back(ans, aval, axes)), aval.dtype)
-        counts = reduce_sum(hit, axes)
-        return ans, _E.div(reduce_sum(_E.mul(t, hit), axes), counts)
-    jvp_rules[prim] = rule
-
-
-_chooser_jvp(reduce_max_p)
-_chooser_jvp(reduce_min_p)
-
-
-def _reduce_prod_jvp(primals, tangents, *, axes, **params):
-    (x,), (t,) = primals, tangents
-    ans = reduce_prod_p.bind(x, axes=axes, **params)
-    if type(t) is Zero:
-        return ans, Zero(get_aval(ans))
-    # d prod = sum_i t_i * prod_{j != i} x_j, computed without dividing by x.
-    aval = get_aval(x)
-    if not axes:
-        return ans, t
-    if any(aval.shape[i] == 0 for i in axes):
-        return ans, reduce_sum(t, axes)  # an empty product is constant: this is zeros
-    from plax.lax.shapes import transpose as _transpose, reshape as _reshape
-    kept = [i for i in range(aval.ndim) if i not in axes]
-    perm = tuple(kept + list(axes))
-    n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
-    lead = tuple(aval.shape[i] for i in kept)
-    xs = _reshape(_transpose(x, perm), lead + (n,))
-    ts = _reshape(_transpose(t, perm), lead + (n,))
-    before = cumprod(xs, axis=len(lead), reverse=False)
-    after = cumprod(xs, axis=len(lead), reverse=True)
-    one = np.ones(lead + (1,), aval.dtype)
-    from plax.lax.shapes import concatenate, slice_in_dim
-    excl_before = concatenate([one, slice_in_dim(before, 0, n - 1, axis=len(lead))], len(lead))
-    excl_after = concatenate([slice_in_dim(after, 1, n, axis=len(lead)), one], len(lead))
-    others = _E.mul(excl_before, excl_after)
-    return ans, reduce_sum(_E.mul(ts, others), (len(lead),))
-
-
-jvp_rules[reduce_prod_p] = _reduce_prod_jvp
-
-
 # cumprod/cummax/cummin/cumlogsumexp differentiate through a parallel prefix scan written
 # with differentiable lax ops (pairwise combine, recurse on the halves, interleave), so
 # their tangents are well defined at zeros and ties and every order of derivative works.
+# The scan runs on (primal, tangent) pairs, each op applying its own jvp rule to them as a
+# JVP trace of the scan would: this module needs no differentiation machinery of its own.
+def _jvp_of(prim, *pairs, **params):
+    """``prim`` applied to (primal, tangent) pairs by its jvp rule: the (primal, tangent)
+    of its result."""
+    primals = [p for p, _ in pairs]
+    tangents = [t for _, t in pairs]
+    if all(type(t) is Zero for t in tangents):
+        out = prim.bind(*primals, **params)
+        return out, Zero(tangent_aval(get_aval(out)))
+    return jvp_rules[prim](primals, tangents, **params)
+
+
+def _constant(x):
+    """``x`` as a pair: it does not depend on the differentiated input."""
+    return x, Zero(tangent_aval(get_aval(x)))
+
+
+def _linear(fn, pair, *args, **kwargs):
+    """A linear shape op applied to the primal and to the tangent of ``pair``."""
+    return fn(pair[0], *args, **kwargs), fn(pair[1], *args, **kwargs)
+
+
 def _prefix_scan(combine, x, axis: int):
-    """Inclusive scan of ``combine`` along ``axis`` in O(log n) steps of lax ops."""
-    from plax.lax.shapes import concatenate, pad, slice_in_dim
-    n = get_aval(x).shape[axis]
+    """Inclusive scan of ``combine`` along ``axis`` in O(log n) steps of lax ops, on the
+    (primal, tangent) pair ``x``."""
+    slice_in_dim = _slicing.slice_in_dim
+    n = get_aval(x[0]).shape[axis]
     if n < 2:
         return x
-    pairs = combine(slice_in_dim(x, 0, n - 1, 2, axis), slice_in_dim(x, 1, n, 2, axis))
+    pairs = combine(_linear(slice_in_dim, x, 0, n - 1, 2, axis),
+                    _linear(slice_in_dim, x, 1, n, 2, axis))
     odd = _prefix_scan(combine, pairs, axis)  # results at positions 1, 3, 5, ...
-    m = get_aval(odd).shape[axis]
-    even = combine(slice_in_dim(odd, 0, m - 1 if n % 2 == 0 else m, 1, axis),
-                   slice_in_dim(x, 2, n, 2, axis))
-    even = concatenate([slice_in_dim(x, 0, 1, 1, axis), even], axis)
+    m = get_aval(odd[0]).shape[axis]
+    even = combine(_linear(slice_in_dim, odd, 0, m - 1 if n % 2 == 0 else m, 1, axis),
+                   _linear(slice_in_dim, x, 2, n, 2, axis))
+    first = _linear(slice_in_dim, x, 0, 1, 1, axis)
+    even = tuple(_shapes.concatenate([f, e], axis) for f, e in zip(first, even))
 
     def spread(v, lo, hi):  # place v at every other position, zeros between
-        cfg = [(0, 0, 0)] * get_aval(v).ndim
+        cfg = [(0, 0, 0)] * get_aval(v[0]).ndim
         cfg[axis] = (lo, hi, 1)
-        return pad(v, np.zeros((), get_aval(v).dtype), tuple(cfg))
-    return _E.add(spread(even, 0, 1 - n % 2), spread(odd, 1, n % 2))
+        zero = _constant(np.zeros((), get_aval(v[0]).dtype))
+        return _jvp_of(_shapes.pad_p, v, zero, padding_config=tuple(cfg))
+    return _jvp_of(_arith.add_p, spread(even, 0, 1 - n % 2), spread(odd, 1, n % 2))
 
 
-def _logaddexp_op(a, b):
-    m = _E.max(a, b)
-    finite = _E.is_finite(m)
-    from plax.lax.shapes import broadcast_in_dim
-    zeros = broadcast_in_dim(np.zeros((), get_aval(m).dtype), get_aval(m).shape, ())
-    safe_m = _E.select(finite, m, zeros)  # shift by 0 where both are infinite
-    d = _E.add(_E.exp(_E.sub(a, safe_m)), _E.exp(_E.sub(b, safe_m)))
-    return _E.add(_E.log(d), safe_m)
+def _logaddexp_pairs(a, b):
+    """log(exp(a) + exp(b)) on pairs, shifted by the max (by 0 where both are infinite)."""
+    m = _jvp_of(_arith.max_p, a, b)
+    finite = _jvp_of(_cmp.is_finite_p, m)
+    zeros = _shapes.broadcast_in_dim(np.zeros((), get_aval(m[0]).dtype), get_aval(m[0]).shape, ())
+    safe_m = _jvp_of(_cmp.select_n_p, finite, _constant(zeros), m)
+    d = _jvp_of(_arith.add_p, _jvp_of(_trans.exp_p, _jvp_of(_arith.sub_p, a, safe_m)),
+                _jvp_of(_trans.exp_p, _jvp_of(_arith.sub_p, b, safe_m)))
+    return _jvp_of(_arith.add_p, _jvp_of(_trans.log_p, d), safe_m)
 
 
 def _scan_jvp(prim, combine):
     def rule(primals, tangents, *, axis, reverse):
-        from plax.lax.shapes import rev
-        from plax.transforms.jvp import jvp_flat
         (x,), (t,) = primals, tangents
         ans = prim.bind(x, axis=axis, reverse=reverse)
         if type(t) is Zero:
             return ans, Zero(get_aval(ans))
-        flip = (lambda v: rev(v, (axis,))) if reverse else (lambda v: v)
-        _, (out_t,) = jvp_flat(lambda v: [flip(_prefix_scan(combine, flip(v), axis))], [x], [t])
+        flip = (lambda v: _linear(_shapes.rev, v, (axis,))) if reverse else (lambda v: v)
+        _, out_t = flip(_prefix_scan(combine, flip((x, t)), axis))
         return ans, out_t
     jvp_rules[prim] = rule
 
 
-_scan_jvp(cumprod_p, _E.mul)
-_scan_jvp(cummax_p, _E.max)
-_scan_jvp(cummin_p, _E.min)
-_scan_jvp(cumlogsumexp_p, _logaddexp_op)
-
-
-# --- batching ---------------------------------------------------------------------------------
-# Every rule keeps the batch dimension where it is: the per-example axes shift past it.
-def _shift(axis: int, bdim: int) -> int:
-    """A per-example axis as an axis of the value batched at ``bdim``."""
-    return axis if axis < bdim else axis + 1
-
-
-def _reduction_batch(prim):
-    def rule(axis_data, vals, dims, *, axes, **params):
-        (x,), (d,) = vals, dims
-        out = prim.bind(x, axes=tuple(_shift(a, d) for a in axes), **params)
-        return out, d - sum(a < d for a in axes)
-    return rule
-
-
-def _cumulative_batch(prim):
-    def rule(axis_data, vals, dims, *, axis, reverse):
-        (x,), (d,) = vals, dims
-        return prim.bind(x, axis=_shift(axis, d), reverse=reverse), d
-    return rule
-
-
-def _register_batching():
-    from plax.transforms.vmap import batch_rules
-    for prim in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p,
-                 reduce_or_p, reduce_xor_p, argmax_p, argmin_p):
-        batch_rules[prim] = _reduction_batch(prim)
-    for prim in (cumsum_p, cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
-        batch_rules[prim] = _cumulative_batch(prim)
-
-
-_register_batching()
+deflinear(cumsum_p)
+transpose_rules[cumsum_p] = lambda ct, x, *, axis, reverse: [
+    Zero(x.aval) if type(ct) is Zero else cumsum(ct, axis=axis, reverse=not reverse)]
+_scan_jvp(cumprod_p, lambda a, b: _jvp_of(_arith.mul_p, a, b))
+_scan_jvp(cummax_p, lambda a, b: _jvp_of(_arith.max_p, a, b))
+_scan_jvp(cummin_p, lambda a, b: _jvp_of(_arith.min_p, a, b))
+_scan_jvp(cumlogsumexp_p, _logaddexp_pairs)

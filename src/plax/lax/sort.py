@@ -12,9 +12,17 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.primitive import Primitive, abstract_eval_rules
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
+                             not_mapped, register_lowering, tangent_aval, transpose_rules)
+from plax.core.trace import get_aval as _aval
+from plax.lax import comparison as _cmp
+from plax.lax import reductions as _reductions
+from plax.lax import shapes as _shapes
+from plax.lax.ad_util import instantiate
+from plax.lax.batch_util import batch_size_of, move_batch_dim, moveaxis
 from plax.lax.common import check_dtype
-from plax.lowering.stablehlo import i64_array, lowering_rules
+from plax.lowering.stablehlo import i64_array
 
 __all__ = ["sort", "sort_key_val", "top_k"]
 
@@ -98,13 +106,63 @@ def _sort_lowering(ctx, *operands, dimension, is_stable, num_keys):
     return ctx.op("stablehlo.sort", list(operands), props=props, regions=region)
 
 
+# Sorting permutes: tangents follow the operands they belong to. The sort of the primal
+# and the sort carrying the tangents are separate equations so that linearize keeps the
+# primal result known; reverse mode undoes the permutation by sorting by it.
+def _moves(t) -> bool:
+    return type(t) is not Zero and dtypes.is_inexact(_aval(t).dtype)
+
+
+def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
+    params = dict(dimension=dimension, is_stable=is_stable, num_keys=num_keys)
+    outs = sort_p.bind(*primals, **params)
+    out_t = [Zero(tangent_aval(_aval(o))) for o in outs]
+    moving = [i for i, t in enumerate(tangents) if _moves(t)]
+    if moving:
+        carried = sort_p.bind(*primals[:num_keys], *[tangents[i] for i in moving], **params)
+        for i, t in zip(moving, carried[num_keys:]):
+            out_t[i] = t
+    return outs, out_t
+
+
+def _sort_transpose(cts, *args, dimension, is_stable, num_keys):
+    keys = args[:num_keys]
+    if any(is_undefined(k) for k in keys):
+        raise ValueError("sort is linear only in its non-key operands: the keys must be known.")
+    undefined = [i for i, a in enumerate(args) if is_undefined(a)]
+    shape = _aval(keys[0]).shape
+    iota = _shapes.broadcasted_iota(np.int32, shape, dimension)
+    perm = sort_p.bind(*keys, iota, dimension=dimension, is_stable=is_stable,
+                       num_keys=num_keys)[-1]
+    # Sorting by the permutation puts every cotangent back where its operand came from.
+    back = sort_p.bind(perm, *[instantiate(cts[i]) for i in undefined], dimension=dimension,
+                       is_stable=True, num_keys=1)[1:]
+    out = [None] * len(args)
+    for i, c in zip(undefined, back):
+        out[i] = c
+    return out
+
+
+def _sort_batch(axis_data, vals, dims, *, dimension, is_stable, num_keys):
+    """Sort along the shifted dimension. The operands must agree in shape, so they all take
+    the batch dimension of the first batched one (unbatched ones are broadcast to it)."""
+    size = batch_size_of(vals, dims)
+    d = next(b for b in dims if b is not not_mapped)
+    vals = [v if b == d else move_batch_dim(v, b, d, size) for v, b in zip(vals, dims)]
+    outs = sort_p.bind(*vals, dimension=dimension if dimension < d else dimension + 1,
+                       is_stable=is_stable, num_keys=num_keys)
+    return outs, [d] * len(outs)
+
+
 abstract_eval_rules[sort_p] = _sort_abstract
-lowering_rules[sort_p] = _sort_lowering
+register_lowering(sort_p, _sort_lowering)
+jvp_rules[sort_p] = _sort_jvp
+transpose_rules[sort_p] = _sort_transpose
+batch_rules[sort_p] = _sort_batch
 
 
 def sort(operand, dimension=-1, is_stable=True, num_keys=1):
     """Sort an array, or a sequence of same-shape arrays lexicographically by the first ``num_keys``."""
-    from plax.core.trace import get_aval
     if isinstance(operand, (list, tuple)):
         operands = tuple(operand)
         if not operands:
@@ -113,7 +171,7 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
         operands = (operand,)
         if num_keys != 1:
             raise ValueError(f"num_keys={num_keys} must equal 1 for a single operand.")
-    dim = _canonical_axis(dimension, get_aval(operands[0]).ndim)
+    dim = _canonical_axis(dimension, _aval(operands[0]).ndim)
     outs = sort_p.bind(*operands, dimension=dim, is_stable=bool(is_stable),
                        num_keys=operator.index(num_keys))
     return tuple(outs) if isinstance(operand, (list, tuple)) else outs[0]
@@ -121,8 +179,7 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
 
 def sort_key_val(keys, values, dimension=-1, is_stable=True):
     """Sort ``keys`` along ``dimension`` and permute ``values`` the same way."""
-    from plax.core.trace import get_aval
-    dim = _canonical_axis(dimension, get_aval(keys).ndim)
+    dim = _canonical_axis(dimension, _aval(keys).ndim)
     k, v = sort_p.bind(keys, values, dimension=dim, is_stable=bool(is_stable), num_keys=1)
     return k, v
 
@@ -170,70 +227,8 @@ def _top_k_lowering(ctx, x, *, k, axis):
     return [vals_name, idx_name]
 
 
-abstract_eval_rules[top_k_p] = _top_k_abstract
-lowering_rules[top_k_p] = _top_k_lowering
-
-
-def top_k(operand, k, *, axis=-1):
-    """The ``k`` largest entries along ``axis`` (descending) and their int32 indices."""
-    from plax.core.trace import get_aval
-    try:
-        k = operator.index(k)
-    except TypeError:
-        raise TypeError(f"k argument to top_k must be an integer, got {k!r}.") from None
-    axis = _canonical_axis(axis, get_aval(operand).ndim)
-    return list(top_k_p.bind(operand, k=k, axis=axis))
-
-
-# --- differentiation rules --------------------------------------------------------------------
-# Sorting permutes: tangents follow the operands they belong to. The sort of the primal
-# and the sort carrying the tangents are separate equations so that linearize keeps the
-# primal result known; reverse mode undoes the permutation by sorting by it.
-from plax.core.trace import get_aval as _aval  # noqa: E402
-from plax.transforms.jvp import Zero, instantiate, jvp_rules, tangent_aval  # noqa: E402
-from plax.transforms.transpose import is_undefined, transpose_rules  # noqa: E402
-
-
-def _moves(t) -> bool:
-    return type(t) is not Zero and dtypes.is_inexact(_aval(t).dtype)
-
-
-def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
-    params = dict(dimension=dimension, is_stable=is_stable, num_keys=num_keys)
-    outs = sort_p.bind(*primals, **params)
-    out_t = [Zero(tangent_aval(_aval(o))) for o in outs]
-    moving = [i for i, t in enumerate(tangents) if _moves(t)]
-    if moving:
-        carried = sort_p.bind(*primals[:num_keys], *[tangents[i] for i in moving], **params)
-        for i, t in zip(moving, carried[num_keys:]):
-            out_t[i] = t
-    return outs, out_t
-
-
-def _sort_transpose(cts, *args, dimension, is_stable, num_keys):
-    from plax.lax.shapes import broadcasted_iota
-    keys = args[:num_keys]
-    if any(is_undefined(k) for k in keys):
-        raise ValueError("sort is linear only in its non-key operands: the keys must be known.")
-    undefined = [i for i, a in enumerate(args) if is_undefined(a)]
-    shape = _aval(keys[0]).shape
-    iota = broadcasted_iota(np.int32, shape, dimension)
-    perm = sort_p.bind(*keys, iota, dimension=dimension, is_stable=is_stable,
-                       num_keys=num_keys)[-1]
-    # Sorting by the permutation puts every cotangent back where its operand came from.
-    back = sort_p.bind(perm, *[instantiate(cts[i]) for i in undefined], dimension=dimension,
-                       is_stable=True, num_keys=1)[1:]
-    out = [None] * len(args)
-    for i, c in zip(undefined, back):
-        out[i] = c
-    return out
-
-
 def _top_k_jvp(primals, tangents, *, k, axis):
     """The values' tangent picks ``t`` at the returned indices (a one-hot over the axis)."""
-    from plax.lax.elementwise import eq, select
-    from plax.lax.reductions import reduce_sum
-    from plax.lax.shapes import broadcast_in_dim, broadcasted_iota
     (x,), (t,) = primals, tangents
     vals, idx = top_k_p.bind(x, k=k, axis=axis)
     zero_idx = Zero(tangent_aval(_aval(idx)))
@@ -242,35 +237,17 @@ def _top_k_jvp(primals, tangents, *, k, axis):
     shape, n = _aval(vals).shape, _aval(x).shape[axis]
     wide = shape[:axis + 1] + (n,) + shape[axis + 1:]  # (..., k, n, ...)
     dims = lambda skip: tuple(d for d in range(len(wide)) if d != skip)  # noqa: E731
-    hit = eq(broadcast_in_dim(idx, wide, dims(axis + 1)),
-             broadcasted_iota(np.int32, wide, axis + 1))
-    spread = broadcast_in_dim(t, wide, dims(axis))
-    zeros = broadcast_in_dim(np.zeros((), _aval(t).dtype), wide, ())
-    return [vals, idx], [reduce_sum(select(hit, spread, zeros), (axis + 1,)), zero_idx]
-
-
-jvp_rules[sort_p] = _sort_jvp
-transpose_rules[sort_p] = _sort_transpose
-jvp_rules[top_k_p] = _top_k_jvp
-
-
-# --- batching ---------------------------------------------------------------------------------
-def _sort_batch(axis_data, vals, dims, *, dimension, is_stable, num_keys):
-    """Sort along the shifted dimension. The operands must agree in shape, so they all take
-    the batch dimension of the first batched one (unbatched ones are broadcast to it)."""
-    from plax.transforms.vmap import batch_size_of, move_batch_dim, not_mapped
-    size = batch_size_of(vals, dims)
-    d = next(b for b in dims if b is not not_mapped)
-    vals = [v if b == d else move_batch_dim(v, b, d, size) for v, b in zip(vals, dims)]
-    outs = sort_p.bind(*vals, dimension=dimension if dimension < d else dimension + 1,
-                       is_stable=is_stable, num_keys=num_keys)
-    return outs, [d] * len(outs)
+    hit = _cmp.eq(_shapes.broadcast_in_dim(idx, wide, dims(axis + 1)),
+                  _shapes.broadcasted_iota(np.int32, wide, axis + 1))
+    spread = _shapes.broadcast_in_dim(t, wide, dims(axis))
+    zeros = _shapes.broadcast_in_dim(np.zeros((), _aval(t).dtype), wide, ())
+    out_t = _reductions.reduce_sum(_cmp.select(hit, spread, zeros), (axis + 1,))
+    return [vals, idx], [out_t, zero_idx]
 
 
 def _top_k_batch(axis_data, vals, dims, *, k, axis):
     """top_k runs on the last dimension (others cost a transpose each way in its lowering):
     when the batch dimension is last and the per-example axis was, move the batch to the front."""
-    from plax.transforms.vmap import moveaxis
     (x,), (d,) = vals, dims
     if d == _aval(x).ndim - 1 and axis == d - 1:
         x, d = moveaxis(x, d, 0), 0
@@ -278,10 +255,17 @@ def _top_k_batch(axis_data, vals, dims, *, k, axis):
     return outs, [d, d]
 
 
-def _register_batching():
-    from plax.transforms.vmap import batch_rules
-    batch_rules[sort_p] = _sort_batch
-    batch_rules[top_k_p] = _top_k_batch
+abstract_eval_rules[top_k_p] = _top_k_abstract
+register_lowering(top_k_p, _top_k_lowering)
+jvp_rules[top_k_p] = _top_k_jvp
+batch_rules[top_k_p] = _top_k_batch
 
 
-_register_batching()
+def top_k(operand, k, *, axis=-1):
+    """The ``k`` largest entries along ``axis`` (descending) and their int32 indices."""
+    try:
+        k = operator.index(k)
+    except TypeError:
+        raise TypeError(f"k argument to top_k must be an integer, got {k!r}.") from None
+    axis = _canonical_axis(axis, _aval(operand).ndim)
+    return list(top_k_p.bind(operand, k=k, axis=axis))

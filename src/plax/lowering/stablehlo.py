@@ -1,12 +1,19 @@
 """Lowering: jaxpr -> StableHLO text.
 
-Each primitive registers a rule in ``lowering_rules`` next to its definition:
+Each primitive registers a rule next to its definition, for every platform or
+for one (``plax.core.rules.register_lowering(prim, rule, platform=None)``):
 
     rule(ctx: RuleContext, *operands: str, **params) -> str | list[str]
 
 ``operands`` are SSA value names; ``ctx.avals_in``/``ctx.avals_out`` give the
 types, and ``ctx.op(...)`` emits one operation. Ops are written in MLIR's
 generic form, which every op accepts, so rules stay uniform.
+
+``ctx.module_context`` (a ``ModuleContext``) says what the module is built
+for: ``platform`` ("cpu", "cuda", ...: the platform of the device it is
+compiled for), ``mesh`` and ``manual_axes`` (for manual-SPMD lowering; None
+and empty for now). ``ctx.platform``, ``ctx.mesh`` and ``ctx.manual_axes`` are
+shortcuts. The rule of an equation is looked up for the module's platform.
 """
 from __future__ import annotations
 
@@ -17,8 +24,9 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.jaxpr import Jaxpr, Literal
+from plax.core.rules import (lowering_rule, lowering_rules, platform_lowering_rules,  # noqa: F401
+                             register_lowering)  # (rules register through here)
 
-lowering_rules: dict = {}
 
 _ELEMENT_TYPES = {
     "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -91,11 +99,70 @@ def compare_type(dtype) -> str:
     return "SIGNED"
 
 
-class FunctionBuilder:
-    """Collects the body of one ``func.func``."""
+def canonical_platform(platform: str) -> str:
+    """The lowering name of a platform: lower case, "gpu" meaning "cuda"."""
+    name = str(platform).lower()
+    return "cuda" if name == "gpu" else name
 
-    def __init__(self, module: "ModuleBuilder"):
+
+def platform_of(device) -> str:
+    """The platform a computation compiled for ``device`` is lowered for ("cpu", "cuda", ...)."""
+    name = str(getattr(device, "platform", "cpu")).lower()
+    if name == "gpu":  # PJRT names every GPU "gpu"; the client's version says whose
+        client = getattr(device, "client", None)
+        version = str(getattr(client, "platform_version", "") or "").lower()
+        return "rocm" if "rocm" in version else "cuda"
+    return name
+
+
+class ModuleContext:
+    """What the lowering of one module knows beyond the jaxpr: where it will run.
+
+    ``module`` is the ``ModuleBuilder`` collecting the functions; ``platform``
+    the platform rules are picked for; ``mesh`` the device mesh of manual-SPMD
+    lowering (None when there is none) and ``manual_axes`` the mesh axes that
+    are manual in the function being lowered (empty when none are).
+    """
+
+    __slots__ = ("module", "platform", "mesh", "manual_axes")
+
+    def __init__(self, module: "ModuleBuilder", platform: str = "cpu", mesh=None,
+                 manual_axes=frozenset()):
         self.module = module
+        self.platform = canonical_platform(platform)
+        self.mesh = mesh
+        self.manual_axes = frozenset(manual_axes)
+
+    def replace(self, **changes) -> "ModuleContext":
+        """A context for the same module with some fields changed (e.g. ``manual_axes``)."""
+        fields = {k: getattr(self, k) for k in self.__slots__}
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise TypeError(f"ModuleContext has no field(s) {sorted(unknown)}")
+        fields.update(changes)
+        return ModuleContext(**fields)
+
+    def __repr__(self):
+        return (f"ModuleContext(module={self.module.name!r}, platform={self.platform!r}, "
+                f"mesh={self.mesh!r}, manual_axes={set(self.manual_axes) or '{}'})")
+
+
+def _module_context(module) -> ModuleContext:
+    """``module`` (a ModuleContext, or a ModuleBuilder: its own context) as a ModuleContext."""
+    if isinstance(module, ModuleContext):
+        return module
+    return module.context
+
+
+class FunctionBuilder:
+    """Collects the body of one ``func.func``.
+
+    ``module`` is a ``ModuleContext``, or a ``ModuleBuilder`` (then its context).
+    """
+
+    def __init__(self, module):
+        self.module_context = _module_context(module)
+        self.module = self.module_context.module
         self.lines: list[str] = []
         self.counter = 0
         self.loc = ""  # the location attached to ops being emitted, e.g. loc("f/sin")
@@ -130,12 +197,14 @@ class FunctionBuilder:
 
 
 class ModuleBuilder:
-    """Collects the functions of one module."""
+    """Collects the functions of one module; ``context`` is the module's ``ModuleContext``."""
 
-    def __init__(self, name: str = "plax_module"):
+    def __init__(self, name: str = "plax_module", platform: str = "cpu", mesh=None,
+                 manual_axes=frozenset()):
         self.name = name
         self.functions: list[str] = []
         self.names: set = {"main"}
+        self.context = ModuleContext(self, platform, mesh, manual_axes)
 
     def unique_name(self, base: str) -> str:
         """A function name not yet used in this module, derived from ``base``."""
@@ -161,6 +230,22 @@ class RuleContext:
         self.fn = fn
         self.avals_in = avals_in
         self.avals_out = avals_out
+
+    @property
+    def module_context(self) -> ModuleContext:
+        return self.fn.module_context
+
+    @property
+    def platform(self) -> str:
+        return self.fn.module_context.platform
+
+    @property
+    def mesh(self):
+        return self.fn.module_context.mesh
+
+    @property
+    def manual_axes(self) -> frozenset:
+        return self.fn.module_context.manual_axes
 
     def op(self, name, operands, operand_avals=None, result_avals=None, props="", attrs="",
            regions="") -> list[str]:
@@ -202,9 +287,15 @@ class RuleContext:
                         props=f"broadcast_dimensions = {i64_array(dims)}")
 
     def region(self, arg_avals, build) -> str:
-        """A region ``^bb0(args): body; stablehlo.return`` built by ``build(ctx, *args)``."""
-        sub = FunctionBuilder(self.fn.module)
-        sub.counter = self.fn.counter
+        """A region ``^bb0(args): body; stablehlo.return`` built by ``build(ctx, *args)``.
+
+        Its ops carry the enclosing equation's location (and name-stack scope), as
+        the ops of the region's owner do.
+        """
+        outer = self.fn
+        sub = FunctionBuilder(outer.module_context)
+        sub.counter = outer.counter
+        sub.scope, sub.eqn_scope, sub.loc = outer.scope, outer.eqn_scope, outer.loc
         args = [f"%arg_r{sub.counter}_{i}" for i in range(len(arg_avals))]
         inner = RuleContext(sub, arg_avals, [])
         outs, out_avals = build(inner, *args)
@@ -215,28 +306,47 @@ class RuleContext:
         return "{\n  ^bb0(" + sig + "):\n" + body + "\n}"
 
 
-def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args) -> list[str]:
-    """Emit the equations of ``jaxpr`` into ``fn``; ``args`` name constvars then invars."""
+def missing_rule_error(prim, platform: str) -> NotImplementedError:
+    """The error for a primitive without a lowering rule on ``platform``."""
+    others = sorted(platform_lowering_rules.get(prim, {}))
+    has = f" (it has lowering rules for: {', '.join(others)})" if others else ""
+    return NotImplementedError(
+        f"No lowering rule for primitive {prim.name!r} on platform {platform!r}{has}")
+
+
+def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
+                     inherit_location: bool = False) -> list[str]:
+    """Emit the equations of ``jaxpr`` into ``fn``; ``args`` name constvars then invars.
+
+    Each equation's rule is the one for ``fn``'s platform. Its ops carry the
+    equation's location, unless ``inherit_location``: then they keep the location
+    (and scope) ``fn`` has now, that of the equation being lowered in their place.
+    """
     env = dict(zip(list(jaxpr.constvars) + list(jaxpr.invars), args))
+    platform = fn.module_context.platform
 
     def read(v) -> str:
         if isinstance(v, Literal):
             return RuleContext(fn, [], []).constant(v.val, v.aval)
         return env[v]
 
-    for eqn in jaxpr.eqns:
-        fn.eqn_scope = fn.scope + (eqn.source_info.name_stack if eqn.source_info else ())
-        fn.loc = location(eqn, fn.scope)
-        rule = lowering_rules.get(eqn.primitive)
-        if rule is None:
-            raise NotImplementedError(f"No lowering rule for primitive {eqn.primitive.name!r}")
-        ctx = RuleContext(fn, [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
-        outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
-        if isinstance(outs, str):
-            outs = [outs]
-        for v, o in zip(eqn.outvars, outs):
-            env[v] = o
-    fn.loc = ""
+    saved = fn.loc, fn.eqn_scope
+    try:
+        for eqn in jaxpr.eqns:
+            if not inherit_location:
+                fn.eqn_scope = fn.scope + (eqn.source_info.name_stack if eqn.source_info else ())
+                fn.loc = location(eqn, fn.scope)
+            rule = lowering_rule(eqn.primitive, platform)
+            if rule is None:
+                raise missing_rule_error(eqn.primitive, platform)
+            ctx = RuleContext(fn, [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
+            outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
+            if isinstance(outs, str):
+                outs = [outs]
+            for v, o in zip(eqn.outvars, outs):
+                env[v] = o
+    finally:
+        fn.loc, fn.eqn_scope = saved
     return [read(v) for v in jaxpr.outvars]
 
 
@@ -255,13 +365,16 @@ def location(eqn, prefix: tuple = ()) -> str:
     return f"loc({name}({_quote(info.file)}:{info.line}:0))"
 
 
-def define_function(module: ModuleBuilder, name: str, jaxpr: Jaxpr, public: bool = False,
+def define_function(module, name: str, jaxpr: Jaxpr, public: bool = False,
                     arg_attrs=None, scope: tuple = ()) -> None:
     """Add ``func.func @name`` computing ``jaxpr`` (parameters: constvars, then invars).
 
-    ``scope`` prefixes the name-stack path of every op's location.
+    ``module`` is the ``ModuleContext`` to lower under, or a ``ModuleBuilder``
+    (lowered under its own context). ``scope`` prefixes the name-stack path of
+    every op's location.
     """
     fn = FunctionBuilder(module)
+    module = fn.module
     fn.scope = scope
     params = list(jaxpr.constvars) + list(jaxpr.invars)
     arg_names = [f"%arg{i}" for i in range(len(params))]
@@ -279,9 +392,16 @@ def define_function(module: ModuleBuilder, name: str, jaxpr: Jaxpr, public: bool
 
 def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "plax_module",
                           num_partitions: int = 1, num_replicas: int = 1,
-                          arg_attrs=None) -> str:
-    """A complete StableHLO module whose public ``@main`` takes constvars then invars."""
-    module = ModuleBuilder("".join(c if c.isalnum() or c == "_" else "_" for c in module_name))
-    define_function(module, name, jaxpr, public=True, arg_attrs=arg_attrs)
+                          arg_attrs=None, *, platform: str = "cpu", mesh=None,
+                          manual_axes=frozenset()) -> str:
+    """A complete StableHLO module whose public ``@main`` takes constvars then invars.
+
+    Rules are picked for ``platform`` (that of the device the module is compiled
+    for); ``mesh`` and ``manual_axes`` are what rules see as ``ctx.mesh`` and
+    ``ctx.manual_axes``.
+    """
+    module = ModuleBuilder("".join(c if c.isalnum() or c == "_" else "_" for c in module_name),
+                           platform=platform, mesh=mesh, manual_axes=manual_axes)
+    define_function(module.context, name, jaxpr, public=True, arg_attrs=arg_attrs)
     mattrs = f"mhlo.num_partitions = {num_partitions} : i32, mhlo.num_replicas = {num_replicas} : i32"
     return module.text(mattrs)

@@ -8,22 +8,24 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core import dtypes
+from plax.core.caches import BoundedCache, WeakKeyCache
 from plax.core.config import config
 from plax.core.avals import ShapedArray, abstractify
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, dce_jaxpr
+from plax.core.dce import dce_jaxpr
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from plax.core.primitive import abstract_eval, impl_rules
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import xla
 from plax.runtime.array import Array
 from plax.sharding.single import SingleDeviceSharding
 
-_sharding_cache: dict = {}
+_sharding_cache = BoundedCache("device shardings", 1024)
 
 
 def sharding_for(device) -> SingleDeviceSharding:
     s = _sharding_cache.get(device)
     if s is None:
-        s = _sharding_cache[device] = SingleDeviceSharding(device)
+        s = _sharding_cache.put(device, SingleDeviceSharding(device))
     return s
 
 
@@ -118,8 +120,7 @@ def pick_device(args, what: str):
 
 # Device copies of host scalars (eager ``x * 2`` reuses the buffer for 2).
 # Buffers are immutable and eager calls never donate, so sharing them is safe.
-_scalar_buffers: dict = {}
-_SCALAR_CACHE_SIZE = 512
+_scalar_buffers = BoundedCache("scalar buffers", 512)
 
 
 def xla_aval(aval: ShapedArray) -> ShapedArray:
@@ -145,10 +146,8 @@ def to_buffer(x, aval: ShapedArray, device):
     key = (host.tobytes(), aval, device)
     buf = _scalar_buffers.get(key)
     if buf is None:
-        if len(_scalar_buffers) >= _SCALAR_CACHE_SIZE:
-            _scalar_buffers.clear()
-        buf = _scalar_buffers[key] = xla.put(host, aval, sharding_for(device), [device],
-                                             dtypes.x64_enabled())
+        buf = _scalar_buffers.put(key, xla.put(host, aval, sharding_for(device), [device],
+                                               dtypes.x64_enabled()))
     return buf
 
 
@@ -178,13 +177,13 @@ class CompiledProgram:
 
 
 def compile_jaxpr(jaxpr: Jaxpr, device, name: str = "main") -> CompiledProgram:
-    text = lower_jaxpr_to_module(jaxpr, module_name=name)
+    text = lower_jaxpr_to_module(jaxpr, module_name=name, platform=device.platform)
     exe = xla.compile(text, [device])
     in_avals = [v.aval for v in list(jaxpr.constvars) + list(jaxpr.invars)]
     return CompiledProgram(exe, in_avals, [v.aval for v in jaxpr.outvars], device, text)
 
 
-_prim_cache: dict = {}
+_prim_cache = BoundedCache("primitive executables", 8192)
 
 
 def _debugging() -> bool:
@@ -213,18 +212,12 @@ def apply_primitive(prim, args, params):
         jaxpr = _one_equation_jaxpr(prim, avals, params)
         program = compile_jaxpr(jaxpr, device, name=f"jit_{prim.name}")
         if key is not None:
-            _prim_cache[key] = program
+            _prim_cache.put(key, program)
     outs = program.run([to_buffer(a, av, device) for a, av in zip(args, avals)], committed)
     out = outs if prim.multiple_results else outs[0]
     if _debugging():
         check_primitive_outputs(prim, out)
     return out
-
-
-def clear_caches() -> None:
-    _prim_cache.clear()
-    _scalar_buffers.clear()
-    _jit_cache.clear()
 
 
 # --- jitted calls -----------------------------------------------------------------------
@@ -245,18 +238,21 @@ class JitExecutable:
         return self.program.run(bufs, committed)
 
 
-def lower_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool):
-    """StableHLO text of a jitted computation and the indices of the arguments it keeps."""
+def lower_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool,
+                 platform: str | None = None):
+    """StableHLO text of a jitted computation and the indices of the arguments it keeps;
+    lowered for ``platform`` (None: that of the default device)."""
     jaxpr = closed.jaxpr
     if keep_unused:
         kept = tuple(range(len(jaxpr.invars)))
     else:
         live, used = dce_jaxpr(jaxpr)  # lower only the live equations, on the used inputs
         kept = tuple(i for i, u in enumerate(used) if u)
-        jaxpr = Jaxpr([], [jaxpr.invars[i] for i in kept], live.outvars, live.eqns)
+        jaxpr = Jaxpr([], live.invars, live.outvars, live.eqns)
     donated = _usable_donations(jaxpr, [bool(donated_invars[i]) for i in kept], name)
     attrs = ["jax.buffer_donor = true" if d else "" for d in donated]
-    text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{name}", arg_attrs=attrs)
+    text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{name}", arg_attrs=attrs,
+                                 platform=platform or default_device().platform)
     return text, jaxpr, kept, donated
 
 
@@ -298,7 +294,8 @@ def compiler_options_key(options) -> tuple | None:
 
 def compile_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool,
                    device, why: str = "", options=None) -> JitExecutable:
-    text, jaxpr, kept, donated = lower_jitted(closed, name, donated_invars, keep_unused)
+    text, jaxpr, kept, donated = lower_jitted(closed, name, donated_invars, keep_unused,
+                                              device.platform)
     return compile_lowered(text, jaxpr, kept, donated, device, name, why, options)
 
 
@@ -315,7 +312,7 @@ def compile_lowered(text, jaxpr, kept, donated, device, name, why: str = "",
     return JitExecutable(program, kept, donated, name)
 
 
-_jit_cache: dict = {}
+_jit_cache = WeakKeyCache("jit executables")  # per jaxpr: (device, donation, ...) -> exe
 
 
 def jitted_executable(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device,
@@ -327,16 +324,16 @@ def jitted_executable(closed: ClosedJaxpr, name: str, donated_invars, keep_unuse
         chosen, committed = device, True
     else:
         chosen, committed = pick_device(args, f"jitted function {name}")
-    key = (closed, chosen, donated_invars, keep_unused, options)
-    exe = _jit_cache.get(key)
+    key = (chosen, donated_invars, keep_unused, options)
+    exe = _jit_cache.get(closed, key)
     if exe is None:
         why = ""
         if config.read("log_compiles"):
-            seen = [k[1] for k in _jit_cache if k[0] is closed]
+            seen = [k[0] for k in _jit_cache.variants(closed)]
             if seen:
                 why = f" because it was compiled for {seen[-1]} before and now runs on {chosen}"
-        exe = _jit_cache[key] = compile_jitted(closed, name, donated_invars, keep_unused, chosen,
-                                               why, options)
+        exe = _jit_cache.put(closed, key, compile_jitted(closed, name, donated_invars,
+                                                         keep_unused, chosen, why, options))
     return exe, committed
 
 

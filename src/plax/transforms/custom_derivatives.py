@@ -24,17 +24,21 @@ import inspect
 
 import numpy as np
 
-from plax import tree_util
+from plax import lax, tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, call_out_avals, eval_jaxpr, param_printers
-from plax.core.primitive import Primitive, abstract_eval_rules, impl_rules
+from plax.core.jaxpr import ClosedJaxpr, call_out_avals, consts_as_inputs, eval_jaxpr
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, impl_rules, jvp_rules,
+                             lowering_rules, param_printers, partial_eval_rules, tangent_aval,
+                             transpose_rules)
 from plax.core.staging import trace_to_jaxpr
-from plax.core.trace import Tracer, get_aval, set_current_trace
+from plax.core.trace import Tracer, get_aval
+from plax.lax.ad_util import zeros_like_aval
+from plax.lax.batch_util import batched_aval, move_batch_dim, moveaxis
+from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
-from plax.transforms.jvp import Zero, jvp_rules, tangent_aval, zeros_like_aval
-from plax.transforms.linearize import partial_eval_rules
-from plax.transforms.transpose import transpose_rules
+from plax.transforms.vmap import batch_flat, batch_jaxpr
 
 __all__ = ["custom_jvp", "custom_vjp", "closure_convert", "SymbolicZero", "CustomVJPPrimal"]
 
@@ -139,8 +143,7 @@ def _trace_primal(fun, args, nondiff, name):
 
     jaxpr, consts = trace_to_jaxpr(flat, [get_aval(x) for x in leaves], description=name)
     # Closed-over values become leading arguments, so enclosing traces see them as inputs.
-    call = ClosedJaxpr(Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.outvars,
-                             jaxpr.eqns), [])
+    call, consts = consts_as_inputs(ClosedJaxpr(jaxpr, consts))
     return call, consts, leaves, in_tree, box[-1]
 
 
@@ -149,17 +152,16 @@ def _call_abstract(*avals, call_jaxpr, name, **_):
 
 
 def _call_impl(*args, call_jaxpr, **_):
-    return eval_jaxpr(call_jaxpr.jaxpr, [], *args)
+    return eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *args)
 
 
 def _call_lowering(ctx, *args, call_jaxpr, **_):
-    return lower_jaxpr_body(ctx.fn, call_jaxpr.jaxpr, list(args))
+    return lower_jaxpr_body(ctx.fn, call_jaxpr.jaxpr, [*const_operands(ctx, call_jaxpr), *args])
 
 
 def _inline(trace, args, params):
     """Partial evaluation (building a linear function) no longer needs the custom rule."""
-    with set_current_trace(trace):
-        return eval_jaxpr(params["call_jaxpr"].jaxpr, [], *args)
+    return trace.eval_jaxpr(params["call_jaxpr"], args)
 
 
 def _check_closure(tangents, num_consts, name, kind):
@@ -248,8 +250,7 @@ class custom_jvp:
 
 
 def _add(a, b):
-    from plax.lax.elementwise import add
-    return add(a, b)
+    return lax.add(a, b)
 
 
 def _jvp_rule(user_jvp, symbolic_zeros, static_vals, in_tree, out_tree, out_avals, name):
@@ -310,7 +311,6 @@ def _custom_jvp_call_jvp(primals, tangents, *, call_jaxpr, jvp, num_consts, symb
 
 abstract_eval_rules[custom_jvp_call_p] = _call_abstract
 impl_rules[custom_jvp_call_p] = _call_impl
-from plax.lowering.stablehlo import lowering_rules  # noqa: E402
 
 lowering_rules[custom_jvp_call_p] = _call_lowering
 jvp_rules[custom_jvp_call_p] = _custom_jvp_call_jvp
@@ -460,8 +460,7 @@ def _check_ct(c, a, where):
             f"{got.str_short()} corresponding to an input of type {a.str_short()}, so the shapes "
             "do not match.")
     if got.dtype != want.dtype:
-        from plax.lax.elementwise import convert_element_type
-        c = convert_element_type(c, want.dtype)
+        c = lax.convert_element_type(c, want.dtype)
     return c
 
 
@@ -566,7 +565,6 @@ def closure_convert(fun, *example_args):
 # Mapped inputs move their batch to 0 and every output is batched at 0, so the custom rules'
 # outputs line up with the function's whatever they leave unbatched.
 def _front(vals, dims):
-    from plax.transforms.vmap import moveaxis
     return ([v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)],
             [None if d is None else 0 for d in dims])
 
@@ -580,7 +578,6 @@ def _per_example_zero(t, d):
 def _batch_with_zeros(fn, vals, dims, axis):
     """Batch ``fn(*vals) -> list`` where some inputs are symbolic ``Zero``s (passed through,
     per example) and some outputs may be ``Zero``s. Outputs come back batched at 0."""
-    from plax.transforms.vmap import batch_flat, batched_aval, move_batch_dim
     live = [type(v) is not Zero for v in vals]
     zeros_out = []
 
@@ -600,11 +597,10 @@ def _batch_with_zeros(fn, vals, dims, axis):
 
 def _custom_jvp_call_batch(axis, vals, dims, *, call_jaxpr, jvp, num_consts, symbolic_zeros,
                            name):
-    from plax.transforms.linearize import as_callee
-    from plax.transforms.vmap import batch_jaxpr
     vals, dims = _front(vals, dims)
     n_out = len(call_jaxpr.out_avals)
     body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name, out_dims=[0] * n_out)
+    callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
     leaf_dims = dims[num_consts:]
     n = len(leaf_dims)
 
@@ -615,7 +611,7 @@ def _custom_jvp_call_batch(axis, vals, dims, *, call_jaxpr, jvp, num_consts, sym
         res = _batch_with_zeros(per_example, list(primals) + list(tangents), leaf_dims * 2, axis)
         return res[:n_out], res[n_out:]
 
-    outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=as_callee(body),
+    outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=callee,
                                   jvp=_Named(batched_jvp, repr(jvp)),
                                   num_consts=len(consts) + num_consts,
                                   symbolic_zeros=symbolic_zeros, name=name)
@@ -624,11 +620,10 @@ def _custom_jvp_call_batch(axis, vals, dims, *, call_jaxpr, jvp, num_consts, sym
 
 def _custom_vjp_call_batch(axis, vals, dims, *, call_jaxpr, fwd, bwd, num_consts, symbolic_zeros,
                            name):
-    from plax.transforms.linearize import as_callee
-    from plax.transforms.vmap import batch_flat, batch_jaxpr, move_batch_dim
     vals, dims = _front(vals, dims)
     n_out = len(call_jaxpr.out_avals)
     body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name, out_dims=[0] * n_out)
+    callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
     leaf_dims = dims[num_consts:]
 
     def batched_fwd(primals, perturbed):
@@ -644,7 +639,7 @@ def _custom_vjp_call_batch(axis, vals, dims, *, call_jaxpr, fwd, bwd, num_consts
         res, res_dims = got[n_out:], got_dims[n_out:]
         return outs, res, _Named(_batched_bwd(box["bwd"], res_dims, leaf_dims, axis), repr(bwd))
 
-    outs = custom_vjp_call_p.bind(*consts, *vals, call_jaxpr=as_callee(body),
+    outs = custom_vjp_call_p.bind(*consts, *vals, call_jaxpr=callee,
                                   fwd=_Named(batched_fwd, repr(fwd)), bwd=bwd,
                                   num_consts=len(consts) + num_consts,
                                   symbolic_zeros=symbolic_zeros, name=name)
@@ -653,7 +648,6 @@ def _custom_vjp_call_batch(axis, vals, dims, *, call_jaxpr, fwd, bwd, num_consts
 
 def _batched_bwd(bwd_rule, res_dims, leaf_dims, axis):
     """The backward rule run per example; cotangents of unbatched inputs sum over the batch."""
-    from plax.lax.reductions import reduce_sum
 
     def bwd(res, cts):
         n_res = len(res)
@@ -663,7 +657,7 @@ def _batched_bwd(bwd_rule, res_dims, leaf_dims, axis):
         for c, d in zip(in_cts, leaf_dims):
             if d is None:
                 c = Zero(c.aval.update(shape=c.aval.shape[1:])) if type(c) is Zero else \
-                    reduce_sum(c, (0,))
+                    lax.reduce_sum(c, (0,))
             out.append(c)
         return out
     return bwd
@@ -671,7 +665,6 @@ def _batched_bwd(bwd_rule, res_dims, leaf_dims, axis):
 
 def _custom_lin_batch(axis, vals, dims, *, num_res, bwd, out_avals, nonzero, diff_out):
     """The linear part of a custom_vjp function, for batched residuals or tangents."""
-    from plax.transforms.vmap import batched_aval
     vals, dims = _front(vals, dims)
     tan_dims = iter(dims[num_res:])
     # Cotangents come back for every primal input; those without a tangent are dropped.
@@ -684,11 +677,6 @@ def _custom_lin_batch(axis, vals, dims, *, num_res, bwd, out_avals, nonzero, dif
     return outs, [0] * len(outs)
 
 
-def _register_batching():
-    from plax.transforms.vmap import batch_rules
-    batch_rules[custom_jvp_call_p] = _custom_jvp_call_batch
-    batch_rules[custom_vjp_call_p] = _custom_vjp_call_batch
-    batch_rules[custom_lin_p] = _custom_lin_batch
-
-
-_register_batching()
+batch_rules[custom_jvp_call_p] = _custom_jvp_call_batch
+batch_rules[custom_vjp_call_p] = _custom_vjp_call_batch
+batch_rules[custom_lin_p] = _custom_lin_batch

@@ -10,58 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from plax.core import dtypes
-from plax.core.avals import ShapedArray
-from plax.core.trace import Trace, Tracer, aval_text, get_aval, set_current_trace
-
-jvp_rules: dict = {}
-
-
-class Zero:
-    """A symbolic zero tangent of type ``aval``."""
-
-    __slots__ = ("aval",)
-
-    def __init__(self, aval: ShapedArray):
-        self.aval = aval
-
-    def __repr__(self):
-        return f"Zero({self.aval.str_short()})"
-
-
-def tangent_aval(aval: ShapedArray) -> ShapedArray:
-    """The tangent type of values of ``aval``: same, or float0 for integers and booleans."""
-    if dtypes.is_inexact(aval.dtype):
-        return aval
-    return ShapedArray(aval.shape, dtypes.float0)
-
-
-def zeros_like_aval(aval: ShapedArray):
-    """A concrete (or staged) zero array of ``aval``'s type."""
-    from plax.lax.shapes import broadcast_in_dim
-    if aval.dtype == dtypes.float0:
-        return np.zeros(aval.shape, dtypes.float0)
-    zero = np.zeros((), aval.dtype)
-    if aval.weak_type:  # a Python scalar zero keeps the weak type
-        py = zero.item()
-        if get_aval(py).dtype == aval.dtype:
-            zero = py
-    return broadcast_in_dim(zero, aval.shape, ())
-
-
-def instantiate(t):
-    """A real array for tangent ``t`` (a Zero becomes an array of zeros)."""
-    return zeros_like_aval(t.aval) if type(t) is Zero else t
-
-
-def add_tangents(a, b):
-    if type(a) is Zero:
-        return b
-    if type(b) is Zero:
-        return a
-    from plax.lax.elementwise import add
-    return add(a, b)
-
+from plax.core.caches import WeakKeyCache
+from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from plax.core.rules import Zero, jvp_rules, tangent_aval
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import Trace, Tracer, aval_text, current_trace, get_aval, set_current_trace
+from plax.lax.ad_util import instantiate as instantiate_zeros
 
 def _part_text(x) -> str:
     if type(x) is Zero:
@@ -135,7 +89,6 @@ class JVPTrace(Trace):
 
 def jvp_flat(fun, primals, tangents, description=""):
     """Run ``fun(*flat)`` (returning a list) forward-differentiated at ``primals``."""
-    from plax.core.trace import current_trace
     trace = JVPTrace(current_trace(), description)
     ins = [trace.new(p, t) for p, t in zip(primals, tangents)]
     try:
@@ -147,56 +100,44 @@ def jvp_flat(fun, primals, tangents, description=""):
     return [p for p, _ in pairs], [t for _, t in pairs]
 
 
-# --- helpers for writing rules ------------------------------------------------------------
-def defjvp(prim, *per_argument):
-    """Rule from one function per argument: ``fn(tangent, ans, *primals, **params)``.
+# --- the jvp of a jaxpr (for the bodies of higher-order primitives) -------------------------
+_jvp_jaxprs = WeakKeyCache("jvp_jaxpr")
 
-    Each gives that argument's contribution to the output tangent; zero
-    tangents contribute nothing.
+
+def jvp_jaxpr(closed: ClosedJaxpr, nonzeros, instantiate, description: str = ""):
+    """The forward-mode derivative of ``closed``, as a jaxpr.
+
+    ``nonzeros`` says, per input, whether its tangent is an argument (else it is a
+    symbolic zero); ``instantiate`` (a bool, or one per output) forces an output's
+    tangent to be returned even when it is zero. Returns ``(jvp, out_nonzeros)``:
+    ``jvp`` maps ``(*primals, *nonzero tangents)`` to ``(*primal outputs, *tangents
+    of the outputs where out_nonzeros)``.
     """
-    def rule(primals, tangents, **params):
-        ans = prim.bind(*primals, **params)
-        out = None
-        for fn, t in zip(per_argument, tangents):
-            if fn is None or type(t) is Zero:
-                continue
-            contrib = broadcast_tangent(fn(t, ans, *primals, **params), get_aval(ans).shape)
-            out = contrib if out is None else add_tangents(out, contrib)
-        return ans, (Zero(tangent_aval(get_aval(ans))) if out is None else out)
-    jvp_rules[prim] = rule
+    nonzeros = tuple(bool(n) for n in nonzeros)
+    n_out = len(closed.jaxpr.outvars)
+    inst = (bool(instantiate),) * n_out if isinstance(instantiate, bool) else \
+        tuple(bool(i) for i in instantiate)
+    key = (nonzeros, inst)
+    hit = _jvp_jaxprs.get(closed, key)
+    if hit is not None:
+        return hit
+    in_avals = closed.in_avals
+    n = len(in_avals)
+    box = []
 
+    def body(*args):
+        it = iter(args[n:])
+        tangents = [next(it) if nz else Zero(tangent_aval(a)) for a, nz in zip(in_avals, nonzeros)]
+        outs, out_tangents = jvp_flat(lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs),
+                                      list(args[:n]), tangents, description)
+        out_nonzeros = [type(t) is not Zero or i for t, i in zip(out_tangents, inst)]
+        box.append(out_nonzeros)
+        return list(outs) + [instantiate_zeros(t) for t, nz in zip(out_tangents, out_nonzeros) if nz]
 
-def deflinear(prim):
-    """A primitive linear in all its arguments: its tangent is itself applied to the tangents."""
-    def rule(primals, tangents, **params):
-        ans = prim.bind(*primals, **params)
-        if all(type(t) is Zero for t in tangents):
-            zero = [Zero(tangent_aval(get_aval(a))) for a in ans] if prim.multiple_results \
-                else Zero(tangent_aval(get_aval(ans)))
-            return ans, zero
-        return ans, prim.bind(*[instantiate(t) for t in tangents], **params)
-    jvp_rules[prim] = rule
-
-
-def defzero(prim):
-    """A primitive whose outputs are piecewise constant (comparisons, integer ops, ...)."""
-    def rule(primals, tangents, **params):
-        ans = prim.bind(*primals, **params)
-        if prim.multiple_results:
-            return ans, [Zero(tangent_aval(get_aval(a))) for a in ans]
-        return ans, Zero(tangent_aval(get_aval(ans)))
-    jvp_rules[prim] = rule
-
-
-
-
-def broadcast_tangent(t, shape):
-    """``t`` broadcast to ``shape`` the way lax's elementwise ops broadcast operands
-    (rank-0 values and size-1 dimensions)."""
-    if type(t) is Zero:
-        return Zero(t.aval.update(shape=shape))
-    s = get_aval(t).shape
-    if s == tuple(shape):
-        return t
-    from plax.lax.shapes import broadcast_in_dim
-    return broadcast_in_dim(t, tuple(shape), tuple(range(len(s))) if s else ())
+    tangent_avals = [tangent_aval(a) for a, nz in zip(in_avals, nonzeros) if nz]
+    jaxpr, consts = trace_to_jaxpr(body, [*in_avals, *tangent_avals],
+                                   description=description or "jvp_jaxpr")
+    result = (ClosedJaxpr(jaxpr, consts), box[0])
+    if not any(isinstance(c, Tracer) for c in consts):
+        _jvp_jaxprs.put(closed, key, result)
+    return result

@@ -5,18 +5,24 @@ under a ``PartialEvalTrace``: operations on known values execute in the
 parent trace (eagerly, or staged into an enclosing jit), operations touching
 unknown tangents are recorded into a linear jaxpr whose constants are the
 residuals (known values the tangent computation needs).
+
+A primitive that partial-evaluates specially registers
+``partial_eval_rules[prim] = rule(trace, args, params)``; the rule runs known work
+with ``trace.known(...)``, records unknown work with ``trace.stage(...)`` and
+asks ``trace.is_unknown(x)``. ``partial_eval_jaxpr`` splits a whole jaxpr into
+its known and unknown parts (for the bodies of higher-order primitives).
 """
 from __future__ import annotations
 
 from plax.core import dtypes
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, dce_jaxpr
-from plax.core.staging import StagingTrace, StagingTracer
-from plax.core.trace import current_trace, get_aval, set_current_trace
-from plax.transforms.jvp import Zero, jvp_flat, tangent_aval, zeros_like_aval
-
-# Primitives that partial-evaluate specially (e.g. pjit inlines its body):
-# rule(trace, args, params) -> outputs.
-partial_eval_rules: dict = {}
+from plax.core.caches import WeakKeyCache
+from plax.core.dce import dce_closed
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
+from plax.core.rules import Zero, partial_eval_rules, tangent_aval
+from plax.core.staging import StagingTrace, StagingTracer, trace_to_jaxpr
+from plax.core.trace import Tracer, current_trace, get_aval, set_current_trace
+from plax.lax.ad_util import zeros_like_aval
+from plax.transforms.jvp import jvp_flat
 
 
 class PartialEvalTrace(StagingTrace):
@@ -24,18 +30,28 @@ class PartialEvalTrace(StagingTrace):
 
     tracer_repr = "Traced<{}:JaxprTrace>"  # as JAX shows its partial-eval tracers
     partial_eval = True  # a JVP trace under this one is linearizing: JVPTracer shows as GradTracer
+    records_all = False
 
     def is_unknown(self, x) -> bool:
         return isinstance(x, StagingTracer) and x._trace is self
 
+    def known(self, prim, args, params):
+        """Run ``prim`` on known values in the parent trace (now, or staged into an outer jit)."""
+        with set_current_trace(self.parent):
+            return prim.bind(*args, **params)
+
+    def eval_jaxpr(self, closed: ClosedJaxpr, args):
+        """Evaluate ``closed`` equation by equation in this trace: known parts run now."""
+        with set_current_trace(self):
+            return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+
     def process_primitive(self, prim, args, params):
         if not any(self.is_unknown(a) for a in args):
-            with set_current_trace(self.parent):
-                return prim.bind(*args, **params)
+            return self.known(prim, args, params)
         rule = partial_eval_rules.get(prim)
         if rule is not None:
             return rule(self, args, params)
-        return super().process_primitive(prim, args, params)
+        return self.stage(prim, args, params)
 
 
 def linearize_flat(fun, primals, description: str = "", num_aux=0):
@@ -69,10 +85,9 @@ def linearize_flat(fun, primals, description: str = "", num_aux=0):
 
 def _closed_dce(pe: PartialEvalTrace, invars, out_atoms) -> ClosedJaxpr:
     """The jaxpr staged by ``pe`` without equations (or residuals) the outputs do not need."""
-    jaxpr, _ = dce_jaxpr(Jaxpr(pe.const_order, invars, out_atoms, pe.eqns))
-    live = set(jaxpr.constvars)
-    consts = [c for v, c in zip(pe.const_order, pe.const_vals) if v in live]
-    return ClosedJaxpr(jaxpr, consts)
+    closed, _ = dce_closed(ClosedJaxpr(Jaxpr(pe.const_order, invars, out_atoms, pe.eqns),
+                                       pe.const_vals), instantiate=True)
+    return closed
 
 
 def trace_linear_flat(fun, in_avals, description: str = ""):
@@ -91,101 +106,59 @@ def trace_linear_flat(fun, in_avals, description: str = ""):
     return _closed_dce(pe, [a.var for a in args], out_atoms)
 
 
-def _inline_pjit(trace, args, params):
-    """Partially evaluate a jit by evaluating its body in this trace (known parts run now)."""
-    from plax.core.jaxpr import eval_jaxpr
-    with set_current_trace(trace):
-        return eval_jaxpr(params["jaxpr"].jaxpr, params["jaxpr"].consts, *args)
+# --- partial evaluation of a jaxpr (for the bodies of higher-order primitives) ---------------
+_partial_evals = WeakKeyCache("partial_eval_jaxpr")
 
 
-# (jaxpr, unknown-input mask, input avals) -> _Split; jits stay jits through linearize.
-_split_cache: dict = {}
+def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns, instantiate, description: str = ""):
+    """Split ``closed`` into what can be computed from its known inputs and what cannot.
 
+    ``unknowns`` has one bool per input; ``instantiate`` (a bool, or one per output)
+    forces outputs to be unknown even when they could be known, so a caller can
+    iterate to a fixed point (a loop carry that becomes unknown on the next pass).
+    Returns ``(known, unknown, out_unknowns, num_res)``:
 
-class _Split:
-    """A jit's body split into a known jit (known outputs + residuals) and an unknown one
-    (residuals + unknown inputs -> unknown outputs)."""
-
-    __slots__ = ("known", "known_consts", "unknown", "out_unknown", "num_res")
-
-    def __init__(self, known, known_consts, unknown, out_unknown, num_res):
-        self.known, self.known_consts, self.unknown = known, known_consts, unknown
-        self.out_unknown, self.num_res = out_unknown, num_res
-
-
-def dce_with_consts(jaxpr: Jaxpr, consts):
-    """``jaxpr`` without dead equations, and the consts of the constvars it still uses."""
-    new, _ = dce_jaxpr(jaxpr)
-    live = set(new.constvars)
-    return new, [c for v, c in zip(jaxpr.constvars, consts) if v in live]
-
-
-def as_callee(jaxpr: Jaxpr) -> ClosedJaxpr:
-    """A jit body taking its constants as leading arguments."""
-    return ClosedJaxpr(Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.outvars,
-                             jaxpr.eqns), [])
-
-
-def _split_pjit(closed: ClosedJaxpr, unknown, avals, name) -> _Split:
-    from plax.core.jaxpr import eval_jaxpr
-    from plax.core.staging import trace_to_jaxpr
+    - ``known``: known inputs -> known outputs followed by ``num_res`` residuals;
+    - ``unknown``: residuals followed by the unknown inputs -> the unknown outputs;
+    - ``out_unknowns``: per output of ``closed``, whether ``unknown`` computes it.
+    """
+    unknowns = tuple(bool(u) for u in unknowns)
+    n_out = len(closed.jaxpr.outvars)
+    inst = (bool(instantiate),) * n_out if isinstance(instantiate, bool) else \
+        tuple(bool(i) for i in instantiate)
+    key = (unknowns, inst)
+    hit = _partial_evals.get(closed, key)
+    if hit is not None:
+        return hit
+    avals = closed.in_avals
     box = {}
+    name = description or "partial_eval_jaxpr"
 
     def known_fun(*known_args):
-        pe = PartialEvalTrace(current_trace(), f"partial_eval({name})")
+        pe = PartialEvalTrace(current_trace(), name)
         it = iter(known_args)
-        ins = [pe.new_arg(a) if u else next(it) for a, u in zip(avals, unknown)]
+        ins = [pe.new_arg(a) if u else next(it) for a, u in zip(avals, unknowns)]
         try:
+            outs = pe.eval_jaxpr(closed, ins)
             with set_current_trace(pe):
-                outs = eval_jaxpr(closed.jaxpr, closed.consts, *ins)
+                out_unknown = [pe.is_unknown(o) or i for o, i in zip(outs, inst)]
+                staged_outs = [pe.lift(o) for o, u in zip(outs, out_unknown) if u]
         finally:
             pe.finish()
-        out_unknown = tuple(pe.is_unknown(o) for o in outs)
-        unknown_jaxpr, res = dce_with_consts(
-            Jaxpr(pe.const_order, [t.var for t, u in zip(ins, unknown) if u],
-                  [o.var for o, u in zip(outs, out_unknown) if u], pe.eqns), pe.const_vals)
-        box["unknown"], box["out_unknown"], box["num_res"] = unknown_jaxpr, out_unknown, len(res)
-        return [o for o, u in zip(outs, out_unknown) if not u] + res
+        unknown_closed, _ = dce_closed(ClosedJaxpr(
+            Jaxpr(pe.const_order, [t.var for t, u in zip(ins, unknowns) if u], staged_outs,
+                  pe.eqns), pe.const_vals), instantiate=True)
+        box["unknown"], box["out_unknown"] = unknown_closed.jaxpr, out_unknown
+        residuals = unknown_closed.consts
+        box["num_res"] = len(residuals)
+        return [o for o, u in zip(outs, out_unknown) if not u] + list(residuals)
 
-    known_jaxpr, consts = dce_with_consts(*trace_to_jaxpr(
-        known_fun, [a for a, u in zip(avals, unknown) if not u], description=name))
-    return _Split(as_callee(known_jaxpr), consts, as_callee(box["unknown"]),
-                  box["out_unknown"], box["num_res"])
-
-
-def _partial_eval_pjit(trace, args, params):
-    """Run the known part of a jit now (as a jit) and stage the rest as a jit of residuals."""
-    from plax.core.trace import Tracer
-    from plax.lax.pjit import pjit_p
-    if params["inline"]:
-        return _inline_pjit(trace, args, params)
-    closed = params["jaxpr"]
-    unknown = tuple(trace.is_unknown(a) for a in args)
-    avals = tuple(get_aval(a) for a in args)
-    key = (closed, unknown, avals)
-    split = _split_cache.get(key)
-    if split is None:
-        with set_current_trace(trace.parent):
-            split = _split_pjit(closed, unknown, avals, params["name"])
-        if not any(isinstance(c, Tracer) for c in split.known_consts):
-            _split_cache[key] = split
-    known_in = [*split.known_consts, *(a for a, u in zip(args, unknown) if not u)]
-    with set_current_trace(trace.parent):
-        known_out = pjit_p.bind(*known_in, **dict(
-            params, jaxpr=split.known, donated_invars=(False,) * len(known_in)))
-    n_known = len(known_out) - split.num_res
-    unknown_out = []
-    if any(split.out_unknown):
-        unknown_in = [*known_out[n_known:], *(a for a, u in zip(args, unknown) if u)]
-        unknown_out = StagingTrace.process_primitive(trace, pjit_p, unknown_in, dict(
-            params, jaxpr=split.unknown, donated_invars=(False,) * len(unknown_in)))
-    k, u = iter(known_out[:n_known]), iter(unknown_out)
-    return [next(u) if unk else next(k) for unk in split.out_unknown]
-
-
-def _register():
-    from plax.lax.pjit import pjit_p
-    partial_eval_rules[pjit_p] = _partial_eval_pjit
-
-
-_register()
+    known_jaxpr, consts = trace_to_jaxpr(known_fun, [a for a, u in zip(avals, unknowns) if not u],
+                                         description=name)
+    known, _ = dce_closed(ClosedJaxpr(known_jaxpr, consts), instantiate=True)
+    u = box["unknown"]
+    unknown = ClosedJaxpr(Jaxpr([], list(u.constvars) + list(u.invars), u.outvars, u.eqns), [])
+    result = (known, unknown, box["out_unknown"], box["num_res"])
+    if not any(isinstance(c, Tracer) for c in known.consts):
+        _partial_evals.put(closed, key, result)
+    return result

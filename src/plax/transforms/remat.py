@@ -12,14 +12,19 @@ import functools
 import types
 
 from plax import tree_util
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, dce_jaxpr, eval_jaxpr, param_printers
-from plax.core.primitive import Primitive, abstract_eval_rules, impl_rules
-from plax.core.staging import StagingTrace, trace_to_jaxpr
+from plax.core.dce import dce_closed
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, consts_as_inputs, eval_jaxpr
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, impl_rules, is_undefined,
+                             jvp_rules, lowering_rules, param_printers, partial_eval_rules,
+                             register_lowering, transpose_rules)
+from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval, set_current_trace
-from plax.lowering.stablehlo import lower_jaxpr_body, lowering_rules
-from plax.transforms.jvp import Zero, instantiate, jvp_flat, jvp_rules, tangent_aval
-from plax.transforms.linearize import as_callee, partial_eval_rules
-from plax.transforms.transpose import backward_pass, is_undefined, transpose_rules
+from plax.lax.batch_util import vectorized
+from plax.lax.dot import dot_general_p
+from plax.lowering.consts import const_operands
+from plax.lowering.stablehlo import lower_jaxpr_body
+from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, transpose_jaxpr
 
 checkpoint_p = Primitive("checkpoint", multiple_results=True)
 
@@ -33,31 +38,25 @@ def _impl(*args, jaxpr, prevent_cse, differentiated, policy):
 
 
 def _lowering(ctx, *args, jaxpr, prevent_cse, differentiated, policy):
-    return lower_jaxpr_body(ctx.fn, jaxpr.jaxpr, list(args))
+    return lower_jaxpr_body(ctx.fn, jaxpr.jaxpr, [*const_operands(ctx, jaxpr), *args])
 
 
 abstract_eval_rules[checkpoint_p] = _abstract
 impl_rules[checkpoint_p] = _impl
-lowering_rules[checkpoint_p] = _lowering
+register_lowering(checkpoint_p, _lowering)
+
+
+def _bind(body: ClosedJaxpr, args, **params):
+    callee, consts = consts_as_inputs(body)
+    return checkpoint_p.bind(*consts, *args, jaxpr=callee, **params)
 
 
 def _jvp(primals, tangents, *, jaxpr, prevent_cse, differentiated, policy):
     """A checkpoint of the body's jvp (so the jvp is recomputed, not stored, too)."""
-    nonzero = [type(t) is not Zero for t in tangents]
-    n = len(primals)
-
-    def body(*xs):
-        ps = list(xs[:n])
-        it = iter(xs[n:])
-        ts = [next(it) if nz else Zero(tangent_aval(get_aval(p))) for p, nz in zip(ps, nonzero)]
-        outs, out_t = jvp_flat(lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a), ps, ts)
-        return list(outs) + [instantiate(t) for t in out_t]
-
-    live_t = [t for t, nz in zip(tangents, nonzero) if nz]
-    body_jaxpr, consts = trace_to_jaxpr(body, [get_aval(x) for x in (*primals, *live_t)],
-                                        description="checkpoint")
-    outs = checkpoint_p.bind(*consts, *primals, *live_t, jaxpr=as_callee(body_jaxpr),
-                             prevent_cse=prevent_cse, differentiated=True, policy=policy)
+    nonzeros = [type(t) is not Zero for t in tangents]
+    body, _ = jvp_jaxpr(jaxpr, nonzeros, instantiate=True, description="checkpoint")
+    outs = _bind(body, [*primals, *(t for t in tangents if type(t) is not Zero)],
+                 prevent_cse=prevent_cse, differentiated=True, policy=policy)
     m = len(jaxpr.out_avals)
     return outs[:m], outs[m:]
 
@@ -79,22 +78,23 @@ def _partial_eval(trace, args, params):
     out_unknown = [isinstance(v, Var) and v in unknown_vars for v in j.outvars]
     # 1. Known outputs and saved residuals, computed now in the parent trace.
     known_outs = [v for v, u in zip(j.outvars, out_unknown) if not u]
-    known_jaxpr, _ = dce_jaxpr(Jaxpr(j.constvars, j.invars, known_outs + saved, j.eqns))
+    known, _ = dce_closed(ClosedJaxpr(Jaxpr(j.constvars, j.invars, known_outs + saved, j.eqns),
+                                      closed.consts), instantiate=True)
     with set_current_trace(trace.parent):
-        vals = eval_jaxpr(known_jaxpr, closed.consts,
+        vals = eval_jaxpr(known.jaxpr, known.consts,
                           *[None if trace.is_unknown(a) else a for a in args])
     known_vals, residuals = vals[:len(known_outs)], vals[len(known_outs):]
     # 2. The unknown outputs: the body with saved values as inputs, everything else recomputed.
     saved_set = set(saved)
-    rest = Jaxpr(j.constvars, list(j.invars) + saved,
-                 [v for v, u in zip(j.outvars, out_unknown) if u],
-                 [e for e in j.eqns if not any(v in saved_set for v in e.outvars)])
-    rest, _ = dce_jaxpr(rest)
+    rest, _ = dce_closed(ClosedJaxpr(
+        Jaxpr(j.constvars, list(j.invars) + saved, [v for v, u in zip(j.outvars, out_unknown) if u],
+              [e for e in j.eqns if not any(v in saved_set for v in e.outvars)]), closed.consts),
+        instantiate=True)
     unknown_vals = []
     if any(out_unknown):
-        unknown_vals = StagingTrace.process_primitive(
-            trace, checkpoint_p, [*args, *residuals],
-            dict(params, jaxpr=ClosedJaxpr(rest, closed.consts)))
+        callee, consts = consts_as_inputs(rest)
+        unknown_vals = trace.stage(checkpoint_p, [*consts, *args, *residuals],
+                                   dict(params, jaxpr=callee))
     k, u = iter(known_vals), iter(unknown_vals)
     return [next(u) if unk else next(k) for unk in out_unknown]
 
@@ -108,11 +108,10 @@ def _transpose(cts, *args, jaxpr, prevent_cse, differentiated, policy):
     known = [a for a in args if not is_undefined(a)]
     if prevent_cse and known:
         known = optimization_barrier(known)  # keep XLA from merging recomputation with forward
-    j = jaxpr.jaxpr
-    view = Jaxpr(list(j.constvars) + [v for v, lin in zip(j.invars, linear) if not lin],
-                 [v for v, lin in zip(j.invars, linear) if lin], j.outvars, j.eqns)
-    outs = iter(backward_pass(view, [*jaxpr.consts, *known], [True] * len(view.invars),
-                              list(cts)))
+    nonzero = [type(c) is not Zero for c in cts]
+    body = transpose_jaxpr(jaxpr, linear, nonzero, description="checkpoint")
+    outs = iter(eval_jaxpr(body.jaxpr, body.consts, *known,
+                           *(c for c in cts if type(c) is not Zero)))
     return [next(outs) if lin else None for lin in linear]
 
 
@@ -120,6 +119,17 @@ transpose_rules[checkpoint_p] = _transpose
 param_printers[checkpoint_p] = lambda p: {
     "jaxpr": p["jaxpr"], "prevent_cse": p["prevent_cse"], "differentiated": p["differentiated"],
     "policy": getattr(p["policy"], "__name__", p["policy"])}
+
+
+def _batch(axis, vals, dims, *, jaxpr, prevent_cse, differentiated, policy):
+    """A checkpoint of the batched body."""
+    body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description="checkpoint")
+    outs = _bind(ClosedJaxpr(body, consts), vals, prevent_cse=prevent_cse,
+                 differentiated=differentiated, policy=policy)
+    return outs, out_dims
+
+
+batch_rules[checkpoint_p] = _batch
 
 
 # --- optimization_barrier ------------------------------------------------------------------
@@ -136,6 +146,8 @@ def _barrier_jvp(primals, tangents):
 
 jvp_rules[optimization_barrier_p] = _barrier_jvp
 transpose_rules[optimization_barrier_p] = lambda cts, *args: list(cts)
+batch_rules[optimization_barrier_p] = lambda axis, vals, dims: (
+    optimization_barrier_p.bind(*vals), list(dims))
 
 
 def optimization_barrier(operand):
@@ -151,6 +163,7 @@ lowering_rules[name_p] = lambda ctx, x, *, name: x
 jvp_rules[name_p] = lambda primals, tangents, *, name: (name_p.bind(primals[0], name=name),
                                                         tangents[0])
 transpose_rules[name_p] = lambda ct, x, *, name: [ct]
+vectorized(name_p)
 
 
 def checkpoint_name(x, name: str):
@@ -164,7 +177,6 @@ def _named(fn, name):
 
 
 def _is_dot(prim):
-    from plax.lax.dot import dot_general_p
     return prim is dot_general_p
 
 
@@ -232,32 +244,11 @@ def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnum
 
         jaxpr, consts = trace_to_jaxpr(flat, [get_aval(x) for x in leaves],
                                        description=getattr(fun, "__name__", "checkpoint"))
-        outs = checkpoint_p.bind(*consts, *leaves, jaxpr=as_callee(jaxpr),
-                                 prevent_cse=prevent_cse, differentiated=False, policy=policy)
+        outs = _bind(ClosedJaxpr(jaxpr, consts), leaves, prevent_cse=prevent_cse,
+                     differentiated=False, policy=policy)
         return tree_util.tree_unflatten(box[0], outs)
 
     return checkpointed
 
 
 remat = checkpoint
-
-
-# --- batching -------------------------------------------------------------------------------
-def _checkpoint_batch(axis, vals, dims, *, jaxpr, prevent_cse, differentiated, policy):
-    """A checkpoint of the batched body."""
-    from plax.transforms.vmap import batch_jaxpr
-    body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description="checkpoint")
-    outs = checkpoint_p.bind(*consts, *vals, jaxpr=as_callee(body), prevent_cse=prevent_cse,
-                             differentiated=differentiated, policy=policy)
-    return outs, out_dims
-
-
-def _register_batching():
-    from plax.transforms.vmap import batch_rules, vectorized_rule
-    batch_rules[checkpoint_p] = _checkpoint_batch
-    batch_rules[optimization_barrier_p] = lambda axis, vals, dims: (
-        optimization_barrier_p.bind(*vals), list(dims))
-    vectorized_rule(name_p)
-
-
-_register_batching()

@@ -9,27 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from plax.core.jaxpr import Jaxpr, Literal, Var
-from plax.transforms.jvp import Zero, add_tangents
-
-transpose_rules: dict = {}
-
-
-class UndefinedPrimal:
-    """Marks a linear input of an equation being transposed."""
-
-    __slots__ = ("aval",)
-
-    def __init__(self, aval):
-        self.aval = aval
-
-    def __repr__(self):
-        return f"UndefinedPrimal({self.aval.str_short()})"
-
-
-def is_undefined(x) -> bool:
-    return type(x) is UndefinedPrimal
-
+from plax.core.caches import WeakKeyCache
+from plax.core.dce import dce_closed
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
+from plax.core.rules import UndefinedPrimal, Zero, transpose_rules
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import Tracer
+from plax.lax.ad_util import add_tangents, instantiate
 
 def _literal_value(lit: Literal):
     """A literal's value; weakly typed literals come back as Python scalars (still weak)."""
@@ -84,52 +70,39 @@ def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
     return [cts.get(v, Zero(v.aval)) if lin else None for v, lin in zip(jaxpr.invars, linear_in)]
 
 
-# --- jit: the transpose of a jit is a jit of the backward pass of its body ------------------
-_transpose_cache: dict = {}  # (jaxpr, linear mask, non-zero ct mask, residual avals) -> callee
+# --- the transpose of a jaxpr (for the bodies of higher-order primitives) -------------------
+_transposes = WeakKeyCache("transpose_jaxpr")
 
 
-def _pjit_transpose(cts, *args, jaxpr, name, **params):
-    from plax.core.staging import trace_to_jaxpr
-    from plax.core.trace import Tracer, get_aval
-    from plax.lax.pjit import pjit_p
-    from plax.transforms.jvp import instantiate
-    from plax.transforms.linearize import as_callee, dce_with_consts
-    linear = tuple(is_undefined(a) for a in args)
-    nonzero = tuple(type(c) is not Zero for c in cts)
-    res = [a for a in args if not is_undefined(a)]
-    res_avals = tuple(get_aval(r) for r in res)
-    key = (jaxpr, linear, nonzero, res_avals)
-    cached = _transpose_cache.get(key)
-    if cached is None:
-        j = jaxpr.jaxpr
-        # Residual inputs act as constants of the linear body.
-        view = Jaxpr(list(j.constvars) + [v for v, lin in zip(j.invars, linear) if not lin],
-                     [v for v, lin in zip(j.invars, linear) if lin], j.outvars, j.eqns)
-        n_res = len(res)
+def transpose_jaxpr(closed: ClosedJaxpr, linear_mask, nonzero_cts, description: str = ""):
+    """The backward pass of ``closed`` (linear in the inputs where ``linear_mask``), as a jaxpr.
 
-        def body(*xs):
-            it = iter(xs[n_res:])
-            cts_in = [next(it) if nz else None for nz in nonzero]
-            outs = backward_pass(view, [*jaxpr.consts, *xs[:n_res]], [True] * len(view.invars),
-                                 cts_in)
-            return [instantiate(o) for o in outs]
+    It maps ``(*non-linear inputs, *cotangents of the outputs where nonzero_cts)`` to
+    the cotangents of the linear inputs, zeros included.
+    """
+    linear = tuple(bool(x) for x in linear_mask)
+    nonzero = tuple(bool(x) for x in nonzero_cts)
+    key = (linear, nonzero)
+    hit = _transposes.get(closed, key)
+    if hit is not None:
+        return hit
+    j = closed.jaxpr
+    # Non-linear inputs act as constants of the linear body.
+    view = Jaxpr(list(j.constvars) + [v for v, lin in zip(j.invars, linear) if not lin],
+                 [v for v, lin in zip(j.invars, linear) if lin], j.outvars, j.eqns)
+    res_avals = [v.aval for v, lin in zip(j.invars, linear) if not lin]
+    ct_avals = [v.aval for v, nz in zip(j.outvars, nonzero) if nz]
+    n_res = len(res_avals)
 
-        ct_avals = [get_aval(c) for c in cts if type(c) is not Zero]
-        body_jaxpr, consts = dce_with_consts(*trace_to_jaxpr(
-            body, [*res_avals, *ct_avals], description=f"transpose({name})"))
-        cached = (as_callee(body_jaxpr), consts)
-        if not any(isinstance(c, Tracer) for c in consts):
-            _transpose_cache[key] = cached
-    callee, consts = cached
-    ins = [*consts, *res, *(c for c in cts if type(c) is not Zero)]
-    outs = iter(pjit_p.bind(*ins, jaxpr=callee, name=f"transpose({name})",
-                            **dict(params, donated_invars=(False,) * len(ins))))
-    return [next(outs) if lin else None for lin in linear]
+    def body(*xs):
+        it = iter(xs[n_res:])
+        cts = [next(it) if nz else None for nz in nonzero]
+        outs = backward_pass(view, [*closed.consts, *xs[:n_res]], [True] * len(view.invars), cts)
+        return [instantiate(o) for o in outs]
 
-
-def _register():
-    from plax.lax.pjit import pjit_p
-    transpose_rules[pjit_p] = _pjit_transpose
-
-
-_register()
+    jaxpr, consts = trace_to_jaxpr(body, [*res_avals, *ct_avals],
+                                   description=description or "transpose_jaxpr")
+    result, _ = dce_closed(ClosedJaxpr(jaxpr, consts), instantiate=True)
+    if not any(isinstance(c, Tracer) for c in result.consts):
+        _transposes.put(closed, key, result)
+    return result

@@ -17,16 +17,14 @@ are computed across the batch by their rules here.
 """
 from __future__ import annotations
 
-import weakref
+from plax.core.caches import WeakKeyCache
+from plax.core.jaxpr import eval_jaxpr, open_jaxpr, subjaxprs
+from plax.core.rules import batch_rules, collective_axis_names, not_mapped
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import (Trace, Tracer, aval_text, axis_env, current_trace, extend_axis_env,
+                             get_aval, set_current_trace)
+from plax.lax.batch_util import batched_aval, move_batch_dim
 
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr
-from plax.core.trace import (Trace, Tracer, aval_text, current_trace, extend_axis_env, get_aval,
-                             set_current_trace)
-
-not_mapped = None
-batch_rules: dict = {}
-# Collectives: prim -> params -> the axis names it reduces/communicates over.
-collective_axis_names: dict = {}
 
 
 class AxisData:
@@ -133,18 +131,16 @@ def uses_axis_name(prim, params, name) -> bool:
     names_of = collective_axis_names.get(prim)
     if names_of is not None:
         return name in names_of(params)
-    return any(name in jaxpr_axis_names(p) for p in params.values()
-               if isinstance(p, (Jaxpr, ClosedJaxpr)))
+    return any(name in jaxpr_axis_names(j) for j in subjaxprs(params))
 
 
-_jaxpr_names: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_jaxpr_names = WeakKeyCache("jaxpr axis names")
 
 
 def jaxpr_axis_names(jaxpr) -> frozenset:
     """The axis names the collectives of ``jaxpr`` (and of the jaxprs inside it) use."""
-    if isinstance(jaxpr, ClosedJaxpr):
-        jaxpr = jaxpr.jaxpr
-    cached = _jaxpr_names.get(jaxpr)
+    jaxpr = open_jaxpr(jaxpr)
+    cached = _jaxpr_names.get(jaxpr, None)
     if cached is not None:
         return cached
     names = set()
@@ -152,125 +148,12 @@ def jaxpr_axis_names(jaxpr) -> frozenset:
         names_of = collective_axis_names.get(e.primitive)
         if names_of is not None:
             names.update(names_of(e.params))
-        for p in e.params.values():
-            if isinstance(p, (Jaxpr, ClosedJaxpr)):
-                names.update(jaxpr_axis_names(p))
-    out = _jaxpr_names[jaxpr] = frozenset(names)
-    return out
-
-
-# --- helpers for writing rules ------------------------------------------------------------
-def moveaxis(x, src: int, dst: int):
-    """``x`` with its axis ``src`` moved to position ``dst`` (both non-negative)."""
-    if src == dst:
-        return x
-    from plax.lax.shapes import transpose
-    perm = [i for i in range(get_aval(x).ndim) if i != src]
-    perm.insert(dst, src)
-    return transpose(x, tuple(perm))
-
-
-def broadcast_batch(x, size: int, dim: int):
-    """An unbatched ``x`` given a batch dimension of ``size`` at ``dim`` (materialised)."""
-    from plax.lax.shapes import broadcast_in_dim
-    shape = get_aval(x).shape
-    out_shape = shape[:dim] + (size,) + shape[dim:]
-    kept = tuple(i if i < dim else i + 1 for i in range(len(shape)))
-    return broadcast_in_dim(x, out_shape, kept)
-
-
-def move_batch_dim(x, src, dst: int, size: int):
-    """``x`` (batched along ``src``, or ``not_mapped``) with its batch dimension at ``dst``."""
-    if src is not_mapped:
-        return broadcast_batch(x, size, dst)
-    return moveaxis(x, src, dst)
-
-
-def bdim_at_front(x, d, size: int):
-    """``x`` with its batch dimension first (broadcasting it in if ``x`` is unbatched)."""
-    return move_batch_dim(x, d, 0, size)
-
-
-def batch_size_of(vals, dims) -> int:
-    """The batch size, read from the first batched value."""
-    for v, d in zip(vals, dims):
-        if d is not not_mapped:
-            return get_aval(v).shape[d]
-    raise ValueError("batch_size_of needs at least one batched value")
-
-
-def vectorized_rule(prim):
-    """Rule for a unary primitive that acts on each element (or row) independently of
-    position: apply it to the batched value as it is; the batch dimension stays put."""
-    def rule(axis, vals, dims, **params):
-        (x,), (d,) = vals, dims
-        return prim.bind(x, **params), d
-    batch_rules[prim] = rule
-    return rule
-
-
-def elementwise_rule(prim):
-    """Rule for an n-ary elementwise primitive (operands broadcast like lax: rank-0 and size-1).
-
-    When every batched operand has the batch at the same dimension and the same rank,
-    the primitive applies as it is. Otherwise batched operands move their batch to 0
-    and unbatched ones get a size-1 dimension there, which lax broadcasts for free.
-    """
-    def rule(axis, vals, dims, **params):
-        args, d = align_elementwise(vals, dims)
-        out = prim.bind(*args, **params)
-        if prim.multiple_results:
-            return out, [d] * len(out)
-        return out, d
-    batch_rules[prim] = rule
-    return rule
-
-
-def common_dim(vals, dims) -> int:
-    """The batch dimension ``align_elementwise`` leaves its operands with: where the
-    batched operands already agree on it (same rank, same dimension), else 0."""
-    return _common_dim([get_aval(v).ndim for v in vals], dims)
-
-
-def _common_dim(ndims, dims) -> int:
-    batched = {(n, d) for n, d in zip(ndims, dims) if d is not not_mapped}
-    return next(iter(batched))[1] if len(batched) == 1 else 0
-
-
-def align_elementwise(vals, dims):
-    """Operands of an elementwise op laid out so their batch dimensions coincide, and
-    that common batch dimension."""
-    shapes = [get_aval(v).shape for v in vals]
-    ndims = [len(s) for s in shapes]
-    d = _common_dim(ndims, dims)
-    ndim = max(n - (0 if b is not_mapped else 1) for n, b in zip(ndims, dims))
-    out = []
-    from plax.lax.shapes import broadcast_in_dim
-    for v, b, shape in zip(vals, dims, shapes):
-        if b is not_mapped:
-            if not shape:
-                out.append(v)  # rank-0 operands broadcast against anything
-                continue
-            # A size-1 batch dimension (and leading size-1 dims up to full rank).
-            lead = ndim - len(shape)
-            full = (1,) * lead + shape
-            kept = tuple(i + lead if i + lead < d else i + lead + 1 for i in range(len(shape)))
-            out.append(broadcast_in_dim(v, full[:d] + (1,) + full[d:], kept))
-        elif len(shape) - 1 < ndim:  # a batched scalar among higher-rank operands
-            out.append(broadcast_in_dim(moveaxis(v, b, 0), (shape[b],) + (1,) * ndim, (0,)))
-        else:
-            out.append(moveaxis(v, b, d))
-    return out, d
+        for sub in subjaxprs(e.params):
+            names.update(jaxpr_axis_names(sub))
+    return _jaxpr_names.put(jaxpr, None, frozenset(names))
 
 
 # --- batching a jaxpr (for primitives that hold one: pjit, checkpoint, custom rules) ----------
-def batched_aval(aval, dim, size: int):
-    """The type of a value of per-example type ``aval`` batched along ``dim``."""
-    if dim is not_mapped:
-        return aval
-    return aval.update(shape=aval.shape[:dim] + (size,) + aval.shape[dim:])
-
-
 def batch_jaxpr(closed, axis: AxisData, dims, description: str = "", out_dims=None):
     """Stage the batched version of ``closed`` for inputs batched along ``dims``.
 
@@ -279,8 +162,11 @@ def batch_jaxpr(closed, axis: AxisData, dims, description: str = "", out_dims=No
     dimension of each output. ``out_dims``, when given, fixes where each output's
     batch goes (unbatched outputs are broadcast there).
     """
-    from plax.core.jaxpr import eval_jaxpr
-    from plax.core.staging import trace_to_jaxpr
+    key = (tuple(dims), None if out_dims is None else tuple(out_dims), axis.name, axis.size,
+           axis.spmd_name, axis_env())
+    hit = _batched_jaxprs.get(closed, key)
+    if hit is not None:
+        return hit
     in_avals = [batched_aval(a, d, axis.size) for a, d in zip(closed.in_avals, dims)]
     box = []
 
@@ -294,4 +180,10 @@ def batch_jaxpr(closed, axis: AxisData, dims, description: str = "", out_dims=No
         return outs
 
     jaxpr, consts = trace_to_jaxpr(body, in_avals, description=description)
-    return jaxpr, consts, box[0]
+    result = (jaxpr, consts, box[0])
+    if not any(isinstance(c, Tracer) for c in consts):
+        _batched_jaxprs.put(closed, key, result)
+    return result
+
+
+_batched_jaxprs = WeakKeyCache("batch_jaxpr")

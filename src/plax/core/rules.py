@@ -1,0 +1,110 @@
+"""Every rule table, and the symbolic values rules exchange.
+
+A primitive's rules are registered in these tables from the primitive's own
+file (``plax/lax/<family>.py`` or the file of a higher-order primitive); the
+traces, the lowering and the jaxpr tools only read them. Keeping the tables
+here, below both ``lax`` and ``transforms``, lets a primitive's file register
+all of its rules without importing the transformations.
+
+Table            rule signature
+---------------  ----------------------------------------------------------------
+abstract_eval    ``rule(*avals, **params) -> aval | [avals]``
+impl             ``rule(*args, **params) -> out`` (eager; default: jit of one equation)
+jvp              ``rule(primals, tangents, **params) -> (out, tangent_out)``
+transpose        ``rule(ct, *args, **params) -> [ct_in | None]`` (``UndefinedPrimal`` args)
+batch            ``rule(axis, vals, dims, **params) -> (out, out_dim)``
+partial_eval     ``rule(trace, args, params) -> outs`` (``trace.known`` / ``trace.stage``)
+dce              ``rule(used_outputs, eqn) -> (used_inputs, eqn | None)``
+lowering         ``rule(ctx, *operands, **params) -> str | [str]``, per platform
+collective_axis_names  ``fn(params) -> axis names`` the primitive communicates over
+param_printers   ``fn(params) -> params`` as the jaxpr printer shows them
+"""
+from __future__ import annotations
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+
+# Every primitive ever made, in creation order (the rule-coverage test walks it).
+all_primitives: list = []
+
+abstract_eval_rules: dict = {}
+impl_rules: dict = {}
+jvp_rules: dict = {}
+transpose_rules: dict = {}
+batch_rules: dict = {}
+partial_eval_rules: dict = {}
+dce_rules: dict = {}
+# prim -> rule for every platform; platform_lowering_rules[prim][platform] overrides it.
+lowering_rules: dict = {}
+platform_lowering_rules: dict = {}
+collective_axis_names: dict = {}
+param_printers: dict = {}
+# Primitives whose equations have effects (callbacks, ...): never removed as dead code.
+effectful_primitives: set = set()
+
+# Primitives that are linear in (some of) their inputs: they need a transpose rule.
+linear_primitives: set = set()
+
+
+def register_lowering(prim, rule, platform: str | None = None):
+    """Register ``rule`` as ``prim``'s lowering, for one platform ("cpu", "cuda", ...)
+    or, with ``platform=None``, for every platform without a rule of its own."""
+    if platform is None:
+        lowering_rules[prim] = rule
+    else:
+        platform_lowering_rules.setdefault(prim, {})[platform] = rule
+    return rule
+
+
+def lowering_rule(prim, platform: str):
+    """The lowering rule of ``prim`` on ``platform`` (None when it has none)."""
+    per_platform = platform_lowering_rules.get(prim)
+    if per_platform is not None:
+        rule = per_platform.get(platform)
+        if rule is not None:
+            return rule
+    return lowering_rules.get(prim)
+
+
+def is_effectful(eqn) -> bool:
+    return eqn.primitive in effectful_primitives
+
+
+# --- symbolic values -------------------------------------------------------------------
+class Zero:
+    """A symbolic zero tangent (or cotangent) of type ``aval``: costs nothing to carry."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Zero({self.aval.str_short()})"
+
+
+class UndefinedPrimal:
+    """Marks a linear input of an equation being transposed."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"UndefinedPrimal({self.aval.str_short()})"
+
+
+def is_undefined(x) -> bool:
+    return type(x) is UndefinedPrimal
+
+
+# The batch dimension of a value that does not vary along the vmapped axis.
+not_mapped = None
+
+
+def tangent_aval(aval: ShapedArray) -> ShapedArray:
+    """The tangent type of values of ``aval``: same, or float0 for integers and booleans."""
+    if dtypes.is_inexact(aval.dtype):
+        return aval
+    return ShapedArray(aval.shape, dtypes.float0)

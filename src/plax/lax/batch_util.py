@@ -1,0 +1,121 @@
+"""Helpers for writing batching rules: moving and materialising batch dimensions, and the
+rule factories of elementwise primitives.
+
+They are built from lax operations, so they live in lax; ``plax.transforms.vmap``
+imports them. A rule receives ``dims`` with ``not_mapped`` (None) for values
+that do not vary along the batch.
+"""
+from __future__ import annotations
+
+from plax.core.rules import batch_rules, not_mapped
+from plax.core.trace import get_aval
+# The ops are reached through the package when a rule runs: the families that define
+# them register their rules with these helpers while they are being imported.
+from plax import lax as _lax
+
+
+def moveaxis(x, src: int, dst: int):
+    """``x`` with its axis ``src`` moved to position ``dst`` (both non-negative)."""
+    if src == dst:
+        return x
+    perm = [i for i in range(get_aval(x).ndim) if i != src]
+    perm.insert(dst, src)
+    return _lax.shapes.transpose(x, tuple(perm))
+
+
+def broadcast_batch(x, size: int, dim: int):
+    """An unbatched ``x`` given a batch dimension of ``size`` at ``dim`` (materialised)."""
+    shape = get_aval(x).shape
+    out_shape = shape[:dim] + (size,) + shape[dim:]
+    kept = tuple(i if i < dim else i + 1 for i in range(len(shape)))
+    return _lax.shapes.broadcast_in_dim(x, out_shape, kept)
+
+
+def move_batch_dim(x, src, dst: int, size: int):
+    """``x`` (batched along ``src``, or ``not_mapped``) with its batch dimension at ``dst``."""
+    if src is not_mapped:
+        return broadcast_batch(x, size, dst)
+    return moveaxis(x, src, dst)
+
+
+def bdim_at_front(x, d, size: int):
+    """``x`` with its batch dimension first (broadcasting it in if ``x`` is unbatched)."""
+    return move_batch_dim(x, d, 0, size)
+
+
+def batch_size_of(vals, dims) -> int:
+    """The batch size, read from the first batched value."""
+    for v, d in zip(vals, dims):
+        if d is not not_mapped:
+            return get_aval(v).shape[d]
+    raise ValueError("batch_size_of needs at least one batched value")
+
+
+def vectorized(prim):
+    """Rule for a unary primitive that acts on each element (or row) independently of
+    position: apply it to the batched value as it is; the batch dimension stays put."""
+    def rule(axis, vals, dims, **params):
+        (x,), (d,) = vals, dims
+        return prim.bind(x, **params), d
+    batch_rules[prim] = rule
+    return rule
+
+
+def broadcasting(prim):
+    """Rule for an n-ary elementwise primitive (operands broadcast like lax: rank-0 and size-1).
+
+    When every batched operand has the batch at the same dimension and the same rank,
+    the primitive applies as it is. Otherwise batched operands move their batch to 0
+    and unbatched ones get a size-1 dimension there, which lax broadcasts for free.
+    """
+    def rule(axis, vals, dims, **params):
+        args, d = align_elementwise(vals, dims)
+        out = prim.bind(*args, **params)
+        if prim.multiple_results:
+            return out, [d] * len(out)
+        return out, d
+    batch_rules[prim] = rule
+    return rule
+
+
+def common_dim(vals, dims) -> int:
+    """The batch dimension ``align_elementwise`` leaves its operands with: where the
+    batched operands already agree on it (same rank, same dimension), else 0."""
+    return _common_dim([get_aval(v).ndim for v in vals], dims)
+
+
+def _common_dim(ndims, dims) -> int:
+    batched = {(n, d) for n, d in zip(ndims, dims) if d is not not_mapped}
+    return next(iter(batched))[1] if len(batched) == 1 else 0
+
+
+def align_elementwise(vals, dims):
+    """Operands of an elementwise op laid out so their batch dimensions coincide, and
+    that common batch dimension."""
+    shapes = [get_aval(v).shape for v in vals]
+    ndims = [len(s) for s in shapes]
+    d = _common_dim(ndims, dims)
+    ndim = max(n - (0 if b is not_mapped else 1) for n, b in zip(ndims, dims))
+    out = []
+    for v, b, shape in zip(vals, dims, shapes):
+        if b is not_mapped:
+            if not shape:
+                out.append(v)  # rank-0 operands broadcast against anything
+                continue
+            # A size-1 batch dimension (and leading size-1 dims up to full rank).
+            lead = ndim - len(shape)
+            full = (1,) * lead + shape
+            kept = tuple(i + lead if i + lead < d else i + lead + 1 for i in range(len(shape)))
+            out.append(_lax.shapes.broadcast_in_dim(v, full[:d] + (1,) + full[d:], kept))
+        elif len(shape) - 1 < ndim:  # a batched scalar among higher-rank operands
+            out.append(_lax.shapes.broadcast_in_dim(moveaxis(v, b, 0), (shape[b],) + (1,) * ndim, (0,)))
+        else:
+            out.append(moveaxis(v, b, d))
+    return out, d
+
+
+def batched_aval(aval, dim, size: int):
+    """The type of a value of per-example type ``aval`` batched along ``dim``."""
+    if dim is not_mapped:
+        return aval
+    return aval.update(shape=aval.shape[:dim] + (size,) + aval.shape[dim:])

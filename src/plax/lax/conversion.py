@@ -1,0 +1,143 @@
+"""Conversions between dtypes (convert_element_type, bitcast_convert_type), and
+stop_gradient, the identity whose derivative is zero."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax import tree_util
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules, param_printers,
+                             register_lowering, tangent_aval, transpose_rules)
+from plax.core.trace import get_aval
+from plax.lax.ad_util import defzero
+from plax.lax.batch_util import moveaxis, vectorized
+from plax.lax.common import real_dtype
+
+__all__ = ["convert_element_type", "bitcast_convert_type", "stop_gradient"]
+
+
+# --- convert_element_type ---------------------------------------------------------------
+convert_element_type_p = Primitive("convert_element_type")
+
+
+def _convert_abstract(x, *, new_dtype, weak_type, sharding=None):
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+def _convert_lowering(ctx, x, *, new_dtype, weak_type, sharding=None):
+    ain, aout = ctx.avals_in[0], ctx.avals_out[0]
+    if dtypes.is_complex(ain.dtype) and not dtypes.is_complex(aout.dtype):
+        real_aval = ain.update(dtype=real_dtype(ain.dtype))
+        x = ctx.op1("stablehlo.real", [x], [ain], real_aval)
+        ain = real_aval
+    if aout.dtype == np.bool_ and ain.dtype != np.bool_:
+        zero = ctx.broadcast(ctx.constant(0, ShapedArray((), ain.dtype)), ShapedArray((), ain.dtype), ain)
+        return ctx.compare("NE", x, zero, ain)
+    if ain.dtype == aout.dtype:
+        return x
+    return ctx.op1("stablehlo.convert", [x], [ain], aout)
+
+
+def _convert_jvp(primals, tangents, *, new_dtype, weak_type, sharding=None):
+    (x,), (t,) = primals, tangents
+    ans = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type, sharding=sharding)
+    if type(t) is Zero or not dtypes.is_inexact(new_dtype) or not dtypes.is_inexact(get_aval(x).dtype):
+        return ans, Zero(tangent_aval(get_aval(ans)))
+    return ans, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type,
+                                            sharding=sharding)
+
+
+def _convert_transpose(ct, x, *, new_dtype, weak_type, sharding=None):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype, weak_type=x.aval.weak_type,
+                                        sharding=None)]
+
+
+abstract_eval_rules[convert_element_type_p] = _convert_abstract
+register_lowering(convert_element_type_p, _convert_lowering)
+param_printers[convert_element_type_p] = lambda p: {
+    k: v for k, v in sorted(p.items()) if not (k == "sharding" and v is None)}
+jvp_rules[convert_element_type_p] = _convert_jvp
+transpose_rules[convert_element_type_p] = _convert_transpose
+vectorized(convert_element_type_p)
+
+
+def convert_element_type(operand, new_dtype):
+    """Cast ``operand`` elementwise to ``new_dtype`` (as numpy's astype)."""
+    new_dtype = dtypes.canonicalize_user_dtype(new_dtype, "new_dtype")
+    aval = get_aval(operand)
+    host = (np.ndarray, np.generic, int, float, complex)
+    if aval.dtype == new_dtype and not aval.weak_type and not isinstance(operand, host):
+        return operand  # an Array or tracer that already has the dtype; host values become Arrays
+    return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=False, sharding=None)
+
+
+def _convert_weak(operand, new_dtype, weak_type: bool):
+    """Internal: a conversion that can keep the weak type (used by plax.numpy promotion)."""
+    return convert_element_type_p.bind(operand, new_dtype=np.dtype(new_dtype), weak_type=weak_type,
+                                       sharding=None)
+
+
+# --- bitcast_convert_type ---------------------------------------------------------------
+bitcast_convert_type_p = Primitive("bitcast_convert_type")
+
+
+def _bitcast_abstract(x, *, new_dtype):
+    old_bits, new_bits = dtypes.itemsize_bits(x.dtype), dtypes.itemsize_bits(new_dtype)
+    special = [d for d in (x.dtype, new_dtype) if d == np.bool_ or dtypes.is_complex(d)]
+    if special and x.dtype != new_dtype:
+        raise TypeError(f"bitcast_convert_type does not convert to or from {special[0].name} "
+                        f"(got {x.dtype.name} to {new_dtype.name}); bool and complex values can "
+                        "only be bitcast to their own dtype.")
+    if old_bits == new_bits:
+        return ShapedArray(x.shape, new_dtype)
+    if old_bits > new_bits:
+        if old_bits % new_bits:
+            raise ValueError(f"bitcast_convert_type cannot split {x.dtype.name} into {new_dtype.name}.")
+        return ShapedArray(x.shape + (old_bits // new_bits,), new_dtype)
+    ratio = new_bits // old_bits
+    if not x.shape or x.shape[-1] != ratio:
+        raise ValueError(f"bitcast_convert_type from {x.dtype.name} to {new_dtype.name} needs a "
+                        f"last dimension of size {ratio}, got shape {x.shape}.")
+    return ShapedArray(x.shape[:-1], new_dtype)
+
+
+def _bitcast_batch(axis, vals, dims, *, new_dtype):
+    (x,), (d,) = vals, dims
+    aval = get_aval(x)
+    if dtypes.itemsize_bits(new_dtype) > dtypes.itemsize_bits(aval.dtype) and d == aval.ndim - 1:
+        x, d = moveaxis(x, d, 0), 0  # the last dimension is consumed: keep the batch out of it
+    return bitcast_convert_type_p.bind(x, new_dtype=new_dtype), d
+
+
+abstract_eval_rules[bitcast_convert_type_p] = _bitcast_abstract
+register_lowering(bitcast_convert_type_p, lambda ctx, x, *, new_dtype: ctx.op1(
+    "stablehlo.bitcast_convert", [x]))
+defzero(bitcast_convert_type_p)
+batch_rules[bitcast_convert_type_p] = _bitcast_batch
+
+
+def bitcast_convert_type(operand, new_dtype):
+    """Reinterpret the bits of ``operand`` as ``new_dtype``."""
+    new_dtype = dtypes.canonicalize_user_dtype(new_dtype, "new_dtype")
+    return bitcast_convert_type_p.bind(operand, new_dtype=new_dtype)
+
+
+# --- stop_gradient ----------------------------------------------------------------------
+stop_gradient_p = Primitive("stop_gradient")
+abstract_eval_rules[stop_gradient_p] = lambda x: x
+register_lowering(stop_gradient_p, lambda ctx, x: x)
+defzero(stop_gradient_p)
+vectorized(stop_gradient_p)
+
+
+def stop_gradient(x):
+    """The identity on values, with a zero derivative (applies to every leaf of a pytree)."""
+    def stop(leaf):
+        if dtypes.is_inexact(get_aval(leaf).dtype):
+            return stop_gradient_p.bind(leaf)
+        return leaf
+    return tree_util.tree_map(stop, x)

@@ -1,0 +1,91 @@
+"""Lowering rules written as plax functions: ``lower_fun``.
+
+``lower_fun(fn)`` is a lowering rule that traces ``fn`` (plax lax ops on the
+equation's operands and parameters) to a jaxpr and emits that jaxpr in place
+of the equation, in the function being built. The ops it emits carry the
+equation's location. Traced jaxprs are cached per (fn, operand types,
+parameters, tracing flags).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core.caches import BoundedCache
+from plax.core.config import config
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import EvalTrace, Tracer, fresh_name_stack, set_current_trace
+from plax.lowering.stablehlo import RuleContext, lower_jaxpr_body
+
+__all__ = ["lower_fun", "lower_jaxpr_inline"]
+
+# (fn, avals_in, params, multiple_results, tracing flags) -> (jaxpr, host constants)
+_traced_jaxprs = BoundedCache("lower_fun jaxprs", maxsize=1024)
+
+
+def _fun_name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _trace(fn, avals_in: tuple, params: dict, multiple_results: bool):
+    """``fn(*avals_in, **params)`` traced: ``(jaxpr, consts)``, cached when the key hashes."""
+    try:
+        key = (fn, avals_in, tuple(sorted(params.items())), multiple_results,
+               config.trace_context())
+        hash(key)
+    except TypeError:  # unhashable parameters: traced each time
+        key = None
+    if key is not None:
+        hit = _traced_jaxprs.get(key)
+        if hit is not None:
+            return hit
+
+    def flat(*xs):
+        out = fn(*xs, **params)
+        if not multiple_results:
+            return [out]
+        if not isinstance(out, (list, tuple)):
+            raise TypeError(f"lower_fun({_fun_name(fn)}, multiple_results=True): the function "
+                            f"must return a list or tuple, got {type(out).__name__}.")
+        return list(out)
+
+    # Traced on its own: no enclosing trace to close over, and a fresh name stack (the
+    # ops take the location of the equation they lower).
+    with set_current_trace(EvalTrace()), fresh_name_stack():
+        jaxpr, consts = trace_to_jaxpr(flat, list(avals_in),
+                                       description=f"lowering rule {_fun_name(fn)}")
+    if any(isinstance(c, Tracer) for c in consts):
+        raise TypeError(f"lower_fun({_fun_name(fn)}): the function closes over a traced value; "
+                        "a lowering rule may close over constants only.")
+    consts = tuple(np.asarray(c) for c in consts)
+    entry = (jaxpr, consts)
+    if key is not None:
+        _traced_jaxprs.put(key, entry)
+    return entry
+
+
+def lower_jaxpr_inline(ctx: RuleContext, jaxpr, consts, operands) -> list[str]:
+    """Emit ``jaxpr`` (constvars bound to the values ``consts``, invars to the SSA names
+    ``operands``) into the function ``ctx`` is building, with the location of the
+    equation being lowered; returns the SSA names of its outputs."""
+    const_names = [ctx.constant(np.asarray(c), v.aval) for v, c in zip(jaxpr.constvars, consts)]
+    return lower_jaxpr_body(ctx.fn, jaxpr, const_names + list(operands), inherit_location=True)
+
+
+def lower_fun(fn, multiple_results: bool = False):
+    """A lowering rule that computes what ``fn`` computes.
+
+    ``fn(*operands, **params)`` is called with tracers of the equation's operand
+    types and the equation's parameters, and returns one value (or, with
+    ``multiple_results``, a list of them) built from plax ``lax`` operations.
+    The rule emits the traced jaxpr inline, constants included, on the platform
+    being lowered for (so ``fn`` may use primitives with platform-specific rules).
+    """
+    def rule(ctx: RuleContext, *operands, **params):
+        jaxpr, consts = _trace(fn, tuple(ctx.avals_in), params, multiple_results)
+        outs = lower_jaxpr_inline(ctx, jaxpr, consts, operands)
+        return outs if multiple_results else outs[0]
+
+    rule.__name__ = rule.__qualname__ = f"lower_fun({_fun_name(fn)})"
+    rule.__doc__ = f"Lowering rule emitting the ops of {_fun_name(fn)}."
+    rule.fn = fn
+    return rule
