@@ -12,7 +12,6 @@ dimension of every operand to the front.
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -20,12 +19,13 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
+from plax.core.caches import WeakKeyCache
 from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules, not_mapped,
                              param_printers, register_lowering, tangent_aval)
 from plax.core.staging import trace_to_jaxpr
-from plax.core.trace import Tracer, get_aval
+from plax.core.trace import Tracer, get_aval, name_stack
 from plax.lax import arithmetic as _arith
 from plax.lax import bitwise as _bitwise
 from plax.lax import conversion as _conv
@@ -34,6 +34,7 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.batch_util import bdim_at_front, move_batch_dim
 from plax.lax.common import as_int_tuple
+from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import i64_array, lower_jaxpr_body
 # A higher-order primitive: its rules differentiate and batch the traced combiner.
 from plax.transforms.jvp import jvp_flat
@@ -78,10 +79,23 @@ def _monoid_reducer(computation, init, dtype):
 
 
 # --- tracing the combiner -----------------------------------------------------------------
-@functools.lru_cache(maxsize=256)
+_combiners = WeakKeyCache("reduce computations")
+
+
 def _combiner_jaxpr(computation, scalar_avals: tuple, tree) -> ClosedJaxpr:
     """``computation(a, b)`` on scalar pytrees ``a``, ``b`` of structure ``tree``, as a jaxpr
-    taking the leaves of ``a`` then those of ``b``."""
+    taking the leaves of ``a`` then those of ``b`` (cached per computation, held weakly)."""
+    key = (scalar_avals, tree, name_stack())
+    try:
+        hit = _combiners.get(computation, key)
+    except TypeError:  # not weakly referenceable, or unhashable: traced every time
+        return _trace_combiner(computation, scalar_avals, tree)
+    if hit is None:
+        hit = _combiners.put(computation, key, _trace_combiner(computation, scalar_avals, tree))
+    return hit
+
+
+def _trace_combiner(computation, scalar_avals: tuple, tree) -> ClosedJaxpr:
     n = len(scalar_avals)
 
     def flat(*xs):
@@ -134,12 +148,7 @@ def reduce(operands, init_values, computation, dimensions):
     # Check the types before tracing the computation on them.
     abstract_eval_rules[reduce_p](*op_avals, *[get_aval(i) for i in flat_inits], jaxpr=None,
                                   computation=computation, dimensions=dims)
-    try:
-        jaxpr = _combiner_jaxpr(computation, scalars, tree)
-    except TypeError as e:  # an unhashable computation: traced without the cache
-        if "unhashable" not in str(e):
-            raise
-        jaxpr = _combiner_jaxpr.__wrapped__(computation, scalars, tree)
+    jaxpr = _combiner_jaxpr(computation, scalars, tree)
     outs = reduce_p.bind(*flat_ops, *flat_inits, computation=computation, jaxpr=jaxpr,
                          dimensions=dims)
     return tree_util.tree_unflatten(tree, outs)
@@ -172,8 +181,7 @@ def _reduce_lowering(ctx, *args, computation, jaxpr, dimensions):
     scalars = [ShapedArray((), a.dtype) for a in ctx.avals_in[:n]]
 
     def body(c, *region_args):
-        consts = [c.constant(np.asarray(v), var.aval)
-                  for v, var in zip(jaxpr.consts, jaxpr.jaxpr.constvars)]
+        consts = const_operands(c, jaxpr)
         return lower_jaxpr_body(c.fn, jaxpr.jaxpr, consts + list(region_args)), scalars
 
     region = ctx.region(scalars + scalars, body)

@@ -39,7 +39,8 @@ def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused,
     """A private function holding the callee, and a call to it."""
     callee = ctx.fn.module.unique_name(name)
     # The body's scopes are relative to the jit: prefix them with this call site's.
-    define_function(ctx.fn.module, callee, jaxpr.jaxpr, scope=ctx.fn.eqn_scope + (f"jit({name})",))
+    define_function(ctx.module_context, callee, jaxpr.jaxpr,
+                    scope=ctx.fn.eqn_scope + (f"jit({name})",))
     consts = const_operands(ctx, jaxpr)
     const_avals = [v.aval for v in jaxpr.jaxpr.constvars]
     return ctx.op("func.call", [*consts, *args], [*const_avals, *ctx.avals_in],
