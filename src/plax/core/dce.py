@@ -9,7 +9,7 @@ is used. Equations with effects are never removed.
 from __future__ import annotations
 
 from plax.core.caches import WeakKeyCache
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, open_jaxpr, subjaxprs
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, as_mask, open_jaxpr, subjaxprs
 from plax.core.rules import dce_rules, effectful_primitives
 
 _effects_of = WeakKeyCache("jaxpr effects")
@@ -27,15 +27,6 @@ def jaxpr_has_effects(jaxpr) -> bool:
 def eqn_has_effects(eqn) -> bool:
     return eqn.primitive in effectful_primitives or any(
         jaxpr_has_effects(j) for j in subjaxprs(eqn.params))
-
-
-def _keep_inputs(instantiate, n: int) -> list:
-    if isinstance(instantiate, bool):
-        return [instantiate] * n
-    keep = list(instantiate)
-    if len(keep) != n:
-        raise ValueError(f"dce_jaxpr: instantiate has {len(keep)} entries for {n} inputs")
-    return keep
 
 
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None, instantiate=False):
@@ -71,7 +62,7 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None, instantiate=False):
             kept.append(e)
     kept.reverse()
     used_inputs = [v in live for v in jaxpr.invars]
-    keep = _keep_inputs(instantiate, len(jaxpr.invars))
+    keep = as_mask(instantiate, len(jaxpr.invars), "dce_jaxpr: instantiate")
     invars = [v for v, u, k in zip(jaxpr.invars, used_inputs, keep) if u or k]
     constvars = [v for v in jaxpr.constvars if v in live]
     return Jaxpr(constvars, invars, outvars, kept), used_inputs

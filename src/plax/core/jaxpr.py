@@ -128,6 +128,16 @@ def open_jaxpr(j) -> "Jaxpr":
     return j.jaxpr if isinstance(j, ClosedJaxpr) else j
 
 
+def as_mask(value, n: int, what: str) -> tuple:
+    """``value`` (a bool, or one bool per item) as a tuple of ``n`` bools."""
+    if isinstance(value, bool):
+        return (value,) * n
+    mask = tuple(bool(v) for v in value)
+    if len(mask) != n:
+        raise ValueError(f"{what} has {len(mask)} entries for {n} items")
+    return mask
+
+
 def consts_as_inputs(closed: "ClosedJaxpr"):
     """``(callee, consts)``: a ClosedJaxpr without constants that takes ``consts`` as its
     leading inputs. Higher-order primitives keep bodies in this form and pass the

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core.caches import WeakKeyCache
-from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from plax.core.jaxpr import ClosedJaxpr, as_mask, eval_jaxpr
 from plax.core.rules import Zero, jvp_rules, tangent_aval
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Trace, Tracer, aval_text, current_trace, get_aval, set_current_trace
@@ -114,9 +114,7 @@ def jvp_jaxpr(closed: ClosedJaxpr, nonzeros, instantiate, description: str = "")
     of the outputs where out_nonzeros)``.
     """
     nonzeros = tuple(bool(n) for n in nonzeros)
-    n_out = len(closed.jaxpr.outvars)
-    inst = (bool(instantiate),) * n_out if isinstance(instantiate, bool) else \
-        tuple(bool(i) for i in instantiate)
+    inst = as_mask(instantiate, len(closed.jaxpr.outvars), "jvp_jaxpr: instantiate")
     key = (nonzeros, inst)
     hit = _jvp_jaxprs.get(closed, key)
     if hit is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from plax.core import dtypes
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_closed
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, as_mask, eval_jaxpr
 from plax.core.rules import Zero, partial_eval_rules, tangent_aval
 from plax.core.staging import StagingTrace, StagingTracer, trace_to_jaxpr
 from plax.core.trace import Tracer, current_trace, get_aval, set_current_trace
@@ -123,9 +123,7 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns, instantiate, description: 
     - ``out_unknowns``: per output of ``closed``, whether ``unknown`` computes it.
     """
     unknowns = tuple(bool(u) for u in unknowns)
-    n_out = len(closed.jaxpr.outvars)
-    inst = (bool(instantiate),) * n_out if isinstance(instantiate, bool) else \
-        tuple(bool(i) for i in instantiate)
+    inst = as_mask(instantiate, len(closed.jaxpr.outvars), "partial_eval_jaxpr: instantiate")
     key = (unknowns, inst)
     hit = _partial_evals.get(closed, key)
     if hit is not None:
