@@ -281,3 +281,12 @@ def test_caches_hold_no_strong_reference_to_dead_functions():
     gc.collect()
     assert [r() for r in refs] == [None] * 50
     assert sum(len(c) for c in _toolkit_caches()) < before
+
+
+def test_named_axes_are_found_in_jaxprs_held_in_tuples():
+    from plax.transforms.vmap import uses_axis_name
+    body = plax.make_jaxpr(lambda x: plax.lax.psum(x, "i"), axis_env=[("i", 4)])(F(1.0))
+    sin_p = next(p for p in all_primitives if p.name == "sin")
+    assert uses_axis_name(sin_p, {"branches": (closed_of(jnp.sin, F(1.0)), body)}, "i")
+    assert not uses_axis_name(sin_p, {"branches": (body,)}, "j")
+    assert not uses_axis_name(sin_p, {"branches": (closed_of(jnp.sin, F(1.0)),)}, "i")
