@@ -24,7 +24,8 @@ from plax.lax.batch_util import vectorized
 from plax.lax.dot import dot_general_p
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
-from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, transpose_jaxpr
+from plax.transforms.toolkit import (batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr,
+                                     transpose_jaxpr)
 
 checkpoint_p = Primitive("checkpoint", multiple_results=True)
 
@@ -75,15 +76,26 @@ def _partial_eval(trace, args, params):
             unknown_vars.update(e.outvars)
         elif policy is not None and policy(e.primitive, *[v.aval for v in e.invars], **e.params):
             saved.extend(e.outvars)
-    out_unknown = [isinstance(v, Var) and v in unknown_vars for v in j.outvars]
+    syntactic = [isinstance(v, Var) and v in unknown_vars for v in j.outvars]
+    # Which outputs are unknown, seen through nested jits (a jit of primal and tangent work
+    # has a known primal output although it takes an unknown tangent).
+    _, _, out_unknown, _ = partial_eval_jaxpr(
+        closed, [trace.is_unknown(a) for a in args], instantiate=False, description="checkpoint")
     # 1. Known outputs and saved residuals, computed now in the parent trace.
-    known_outs = [v for v, u in zip(j.outvars, out_unknown) if not u]
-    known, _ = dce_closed(ClosedJaxpr(Jaxpr(j.constvars, j.invars, known_outs + saved, j.eqns),
-                                      closed.consts), instantiate=True)
     with set_current_trace(trace.parent):
-        vals = eval_jaxpr(known.jaxpr, known.consts,
-                          *[None if trace.is_unknown(a) else a for a in args])
-    known_vals, residuals = vals[:len(known_outs)], vals[len(known_outs):]
+        if syntactic == out_unknown:  # one evaluation of the known equations
+            known_outs = [v for v, u in zip(j.outvars, out_unknown) if not u]
+            both, _ = dce_closed(ClosedJaxpr(Jaxpr(j.constvars, j.invars, known_outs + saved,
+                                                   j.eqns), closed.consts), instantiate=True)
+            vals = eval_jaxpr(both.jaxpr, both.consts,
+                              *[None if trace.is_unknown(a) else a for a in args])
+            known_vals, residuals = vals[:len(known_outs)], vals[len(known_outs):]
+        else:  # known outputs from the split body; saved values from known equations
+            known_vals = _known_outputs(closed, trace, args, out_unknown)
+            saved_body, _ = dce_closed(ClosedJaxpr(Jaxpr(j.constvars, j.invars, saved, j.eqns),
+                                                   closed.consts), instantiate=True)
+            residuals = eval_jaxpr(saved_body.jaxpr, saved_body.consts,
+                                   *[None if trace.is_unknown(a) else a for a in args])
     # 2. The unknown outputs: the body with saved values as inputs, everything else recomputed.
     saved_set = set(saved)
     rest, _ = dce_closed(ClosedJaxpr(
@@ -100,6 +112,15 @@ def _partial_eval(trace, args, params):
 
 
 partial_eval_rules[checkpoint_p] = _partial_eval
+
+
+def _known_outputs(closed, trace, args, out_unknown):
+    """The known outputs of ``closed`` from its known inputs, through the toolkit's split."""
+    known, _, _, num_res = partial_eval_jaxpr(
+        closed, [trace.is_unknown(a) for a in args], instantiate=False, description="checkpoint")
+    n_known = out_unknown.count(False)
+    known, _ = dce_closed(known, [True] * n_known + [False] * num_res, instantiate=True)
+    return eval_jaxpr(known.jaxpr, known.consts, *[a for a in args if not trace.is_unknown(a)])
 
 
 def _transpose(cts, *args, jaxpr, prevent_cse, differentiated, policy):
