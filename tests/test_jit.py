@@ -500,14 +500,14 @@ def test_leaked_tracer_from_jit():
         return a
     f(X)
     tracer, line = leaked[0]
-    with pytest.raises(errors.UnexpectedTracerError) as e:
+    with pytest.raises(errors.UnexpectedTracerError, match="Encountered an unexpected tracer") as e:
         jnp.sin(tracer)
     msg = str(e.value)
     assert "created while tracing f" in msg and "mul" in msg
     assert f"test_jit.py:{line}" in msg
-    with pytest.raises(errors.UnexpectedTracerError):
+    with pytest.raises(errors.UnexpectedTracerError, match="created while tracing f"):
         plax.jit(lambda a: a + tracer)(X)
-    with pytest.raises(errors.UnexpectedTracerError):
+    with pytest.raises(errors.UnexpectedTracerError, match="created while tracing f"):
         f(tracer)
 
 

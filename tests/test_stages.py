@@ -151,7 +151,7 @@ def test_shape_dtype_struct():
     assert plax.eval_shape(lambda x: x, S((3,), np.float64)).dtype == np.float32
     with pytest.raises(ValueError, match="dtype must be specified"):
         S((3,), None)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="'not-a-dtype' is not a dtype"):
         S((3,), "not-a-dtype")
 
 

@@ -441,7 +441,7 @@ def test_treedef_equality_and_hash():
 def test_treedef_pickle_and_no_direct_construction():
     treedef = tu.tree_structure({"a": (1, None), "p": Point(1, 2)})
     assert pickle.loads(pickle.dumps(treedef)) == treedef
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="PyTreeDef objects are created by tree_flatten"):
         PyTreeDef()
 
 
@@ -551,7 +551,7 @@ def test_tree_map_structure_errors(first, second, phrase):
 
 
 def test_tree_map_error_names_key_path():
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError, match="pytree structure error") as info:
         tu.tree_map(lambda x, y: x, {"x": {"y": [1, None]}}, {"x": {"y": [1, 2]}})
     msg = str(info.value)
     assert msg.startswith("pytree structure error: different types at key path")
@@ -570,14 +570,14 @@ def test_tree_reduce():
     assert tu.tree_reduce(lambda a, b: a + b, [], 7) == 7
     assert tu.tree_reduce(lambda a, b: a + [b], [1, 2], []) == [1, 2]
     assert tu.tree_reduce(max, [(1, 5), (3,)], is_leaf=lambda x: isinstance(x, tuple)) == (3,)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="empty iterable with no initial value"):
         tu.tree_reduce(lambda a, b: a + b, [])
 
 
 def test_tree_reduce_associative():
     assert tu.tree_reduce_associative(lambda a, b: a + b, [1, 2, 3, 4, 5]) == 15
     assert tu.tree_reduce_associative(lambda a, b: a + b, [], identity=0) == 0
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="an empty tree needs an identity"):
         tu.tree_reduce_associative(lambda a, b: a + b, [])
 
 

@@ -63,7 +63,7 @@ def test_update_bool_flag_bad_string():
 def test_update_int_flag_coerces():
     config.update("jax_num_cpu_devices", "4")
     assert config.jax_num_cpu_devices == 4
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="invalid literal for int"):
         config.update("jax_num_cpu_devices", "four")
 
 
@@ -130,7 +130,7 @@ def test_enable_x64_context_and_nesting():
 
 
 def test_override_is_undone_by_an_exception():
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="boom"):
         with enable_x64(True):
             raise RuntimeError("boom")
     assert config.jax_enable_x64 is False

@@ -12,7 +12,8 @@ def test_bool_conversion_names_function_and_argument():
         if lax.gt(params["w"], 0.0):
             return x
         return params["w"]
-    with pytest.raises(errors.TracerBoolConversionError) as info:
+    with pytest.raises(errors.TracerBoolConversionError,
+                       match="Attempted boolean conversion of traced array") as info:
         plax.make_jaxpr(f)(1.0, {"w": 2.0})
     msg = str(info.value)
     assert "Abstract tracer value encountered where concrete value is expected" in msg
@@ -58,7 +59,7 @@ def test_leaked_tracer_used_eagerly():
         leaked.append(lax.mul(x, 2.0))
         return x
     plax.make_jaxpr(f)(1.0)
-    with pytest.raises(errors.UnexpectedTracerError) as info:
+    with pytest.raises(errors.UnexpectedTracerError, match="Encountered an unexpected tracer") as info:
         lax.sin(leaked[0])
     msg = str(info.value)
     assert "Encountered an unexpected tracer" in msg
@@ -68,7 +69,8 @@ def test_leaked_tracer_used_eagerly():
 def test_leaked_tracer_used_in_a_later_trace():
     leaked = []
     plax.make_jaxpr(lambda x: leaked.append(x) or x)(1.0)
-    with pytest.raises(errors.UnexpectedTracerError):
+    with pytest.raises(errors.UnexpectedTracerError,
+                       match=r"let a traced value escape \(f32\[\], created while tracing <lambda>\)"):
         plax.make_jaxpr(lambda y: lax.add(y, leaked[0]))(1.0)
 
 

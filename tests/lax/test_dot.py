@@ -4,12 +4,11 @@ import numpy as np
 import pytest
 
 import plax
-import importlib
-
-L = importlib.import_module("plax.lax.dot")  # plax.lax.dot is also the function
+from plax import lax as L  # dot, dot_general, batch_matmul, Precision
 from plax.core.config import config
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from helpers import dot_general_reference
+from lax_rows import primitive
 
 bf16 = np.dtype(ml_dtypes.bfloat16)
 MM = (((1,), (0,)), ((), ()))  # plain matrix product
@@ -271,7 +270,7 @@ def test_make_jaxpr():
                                                    preferred_element_type=np.int32))(
         np.ones((2, 3, 4), np.int8), np.ones((2, 4, 5), np.int8))
     (eqn,) = j.jaxpr.eqns
-    assert eqn.primitive is L.dot_general_p
+    assert eqn.primitive is primitive("dot_general")
     assert eqn.params == {"dimension_numbers": (((2,), (1,)), ((0,), (0,))),
                           "precision": (P.HIGH, P.HIGHEST),
                           "preferred_element_type": np.dtype(np.int32), "out_sharding": None}

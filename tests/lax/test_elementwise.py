@@ -1,19 +1,23 @@
-"""Elementwise lax primitives against NumPy/SciPy: values, dtypes, weak types, errors, jaxprs.
+"""Elementwise lax primitives: one table row per primitive (or per use of its static
+parameters), checked by lax_rows for values against NumPy/SciPy, jit, vmap, derivatives
+and jaxprs; then special values, dtype rules, weak types and errors.
 
-One table row per primitive (NumPy reference, accepted dtypes, input domain); each row runs
-over its dtypes at shape (2, 3) and over the other shapes at its first dtype.
+Value cases: each UNARY / BINARY row runs over its dtypes at shape (2, 3), except the last
+dtype at 0-d, plus its first dtype at (0, 4) (every case compiles an executable, so shapes
+ride along with the dtypes instead of multiplying them). The OTHER rows run every dtype at
+their shapes ((2, 3) unless the row says otherwise).
 """
-import re
-from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 import scipy.special as sp
 
-from helpers import BF16, BOOL, C64, F16, F32, I8, I32, U8, check, sample, wide
+from helpers import BF16, BOOL, C64, F16, F32, I8, I32, U8, check, check_vmap, check_vmap_axes, \
+    sample, wide
+from lax_rows import ALL_GRAD, F64, REAL_GRAD, Row, _x64, dtype_cases, table_tests
 import plax
 from plax import lax
-from plax.core.avals import short_dtype_name
+from plax.test_util import check_grads
 
 FLOATS = [F32, F16, BF16]
 INEXACT = FLOATS + [C64]
@@ -27,13 +31,8 @@ INTBOOL = INTS + [BOOL]
 REAL = FLOATS + INTS + [BOOL]
 ALL = NUMERIC + [BOOL]
 
-# Input domains: (low, high) for floats (complex values add a small imaginary part) and ints.
 
-
-# --- the op tables ------------------------------------------------------------------------
-SAME = "same"  # output dtype is the input dtype
-
-
+# --- references ------------------------------------------------------------------------------
 def _real_of(dtype):
     return F32 if dtype == C64 else dtype
 
@@ -60,171 +59,209 @@ def _shift_right_logical(x, y):
     return np.right_shift(u, y.astype(u.dtype)).view(x.dtype)
 
 
-@dataclass
-class Op:
-    name: str          # the lax function
-    ref: object        # NumPy reference on wide() inputs
-    dtypes: list       # the dtypes tested, in order (the last one runs at 0-d)
-    domains: tuple = ("real",)
-    out: object = SAME  # SAME, a dtype, or a function of the input dtype
-    prim: str = ""     # primitive name in jaxprs (defaults to name)
-    rtol: dict = field(default_factory=dict)  # looser tolerances for some dtypes
-    accepts: list = None  # every dtype the primitive accepts (defaults to dtypes)
-
-    def __post_init__(self):
-        self.prim = self.prim or self.name
-        self.accepts = self.accepts or self.dtypes
-
-    @property
-    def fn(self):
-        return getattr(lax, self.name)
-
-    def out_dtype(self, dtype):
-        if self.out is SAME:
-            return np.dtype(dtype)
-        return self.out(dtype) if callable(self.out) else np.dtype(self.out)
-
-    def __repr__(self):
-        return self.name
+def _round_away(x):
+    return np.copysign(np.floor(np.abs(x) + 0.5), x)
 
 
+def _rem_grad_args(dtype):
+    # x / y well away from integers, so trunc(x / y) is locally constant.
+    return [np.asarray([[2.3, -1.7, 0.55], [-3.1, 0.35, 1.3]], dtype),
+            np.asarray([[0.7, 0.9, -0.4], [1.1, -0.8, 0.5]], dtype)]
+
+
+def ew(fn, ref, dtypes, inputs=("real",), wide_ref=True, **kw):
+    """An elementwise row: ``ref`` computes on wide() copies (float64/complex128)."""
+    reference = (lambda *a: ref(*[wide(x) for x in a])) if wide_ref else ref
+    return Row(fn, reference, tuple(inputs), tuple(dtypes), **kw)
+
+
+R2 = ("real", "real")
 UNARY = [
-    Op("neg", np.negative, NUMERIC),
-    Op("floor", np.floor, FLOATS),
-    Op("ceil", np.ceil, FLOATS),
-    Op("exp", np.exp, INEXACT_A, accepts=INEXACT),
-    Op("exp2", np.exp2, INEXACT_B, accepts=INEXACT),
-    Op("log", np.log, INEXACT_A, ("pos",), accepts=INEXACT),
-    Op("expm1", np.expm1, INEXACT_B, accepts=INEXACT),
-    Op("log1p", np.log1p, INEXACT_A, ("pos",), accepts=INEXACT),
-    Op("tanh", np.tanh, INEXACT_B, accepts=INEXACT),
-    Op("logistic", lambda x: 1 / (1 + np.exp(-x)), INEXACT_A, accepts=INEXACT),
-    Op("sin", np.sin, INEXACT_B, accepts=INEXACT),
-    Op("cos", np.cos, INEXACT_A, accepts=INEXACT),
-    Op("tan", np.tan, INEXACT_B, ("unit",), accepts=INEXACT),
-    Op("asin", np.arcsin, INEXACT_A, ("unit",), accepts=INEXACT),
-    Op("acos", np.arccos, INEXACT_B, ("unit",), rtol={C64: 1e-4}, accepts=INEXACT),
-    Op("atan", np.arctan, INEXACT_A, accepts=INEXACT),
-    Op("sinh", np.sinh, INEXACT_B, accepts=INEXACT),
-    Op("cosh", np.cosh, INEXACT_A, accepts=INEXACT),
-    Op("asinh", np.arcsinh, INEXACT_B, accepts=INEXACT),
-    Op("acosh", np.arccosh, INEXACT_A, ("ge1",), accepts=INEXACT),
-    Op("atanh", np.arctanh, INEXACT_B, ("unit",), accepts=INEXACT),
-    Op("sqrt", np.sqrt, INEXACT_A, ("pos",), accepts=INEXACT),
-    Op("rsqrt", lambda x: 1 / np.sqrt(x), INEXACT_B, ("pos",), accepts=INEXACT),
-    Op("cbrt", np.cbrt, FLOATS),
-    Op("erf", sp.erf, FLOATS),
-    Op("erfc", sp.erfc, FLOATS),
-    Op("erf_inv", sp.erfinv, FLOATS, ("unit",), rtol={F32: 1e-4}),
-    Op("lgamma", sp.gammaln, FLOATS, ("pos",), rtol={F32: 1e-4}),
-    Op("digamma", sp.digamma, FLOATS, ("pos",), rtol={F32: 1e-4}),
-    Op("bitwise_not", np.invert, INTBOOL, prim="not"),
-    Op("population_count", lambda x: np.bitwise_count(_unsigned(x)).astype(x.dtype), INTS),
-    Op("clz", _clz, INTS),
-    Op("sign", np.sign, NUMERIC_C, accepts=NUMERIC),
-    Op("is_finite", np.isfinite, FLOATS, out=BOOL),
-    Op("abs", np.abs, [F32, F16, BF16, I32, C64, I8], out=_real_of, accepts=SIGNED),
-    Op("real", np.real, [C64], out=_real_of),
-    Op("imag", np.imag, [C64], out=_real_of),
-    Op("conj", np.conj, [C64, F32], out=C64),
-    Op("square", np.square, [F32, BF16, I8, U8, C64], accepts=NUMERIC),
+    ew(lax.neg, np.negative, NUMERIC, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.floor, np.floor, FLOATS, grad="zero"),
+    ew(lax.ceil, np.ceil, FLOATS, grad="zero"),
+    ew(lax.exp, np.exp, INEXACT_A, accepts=INEXACT, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.exp2, np.exp2, INEXACT_B, accepts=INEXACT, grad="numeric", grad_dtypes=REAL_GRAD),
+    ew(lax.log, np.log, INEXACT_A, ("positive",), accepts=INEXACT, grad="numeric",
+       grad_dtypes=ALL_GRAD),
+    ew(lax.expm1, np.expm1, INEXACT_B, accepts=INEXACT, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.log1p, np.log1p, INEXACT_A, ("positive",), accepts=INEXACT, grad="numeric",
+       grad_dtypes=ALL_GRAD),
+    ew(lax.tanh, np.tanh, INEXACT_B, accepts=INEXACT, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.logistic, lambda x: 1 / (1 + np.exp(-x)), INEXACT_A, accepts=INEXACT, grad="numeric",
+       grad_dtypes=ALL_GRAD),
+    ew(lax.sin, np.sin, INEXACT_B, accepts=INEXACT, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.cos, np.cos, INEXACT_A, accepts=INEXACT, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.tan, np.tan, INEXACT_B, ("unit_interval",), accepts=INEXACT, grad="numeric",
+       grad_dtypes=ALL_GRAD),
+    ew(lax.asin, np.arcsin, INEXACT_A, ("unit_interval",), accepts=INEXACT, grad="numeric",
+       grad_dtypes=ALL_GRAD),
+    ew(lax.acos, np.arccos, INEXACT_B, ("unit_interval",), rtol={C64: 1e-4}, accepts=INEXACT,
+       grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.atan, np.arctan, INEXACT_A, accepts=INEXACT, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.sinh, np.sinh, INEXACT_B, accepts=INEXACT, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.cosh, np.cosh, INEXACT_A, accepts=INEXACT, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.asinh, np.arcsinh, INEXACT_B, accepts=INEXACT, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.acosh, np.arccosh, INEXACT_A, ("ge1",), accepts=INEXACT, grad="numeric",
+       grad_dtypes=ALL_GRAD),
+    ew(lax.atanh, np.arctanh, INEXACT_B, ("unit_interval",), accepts=INEXACT, grad="numeric",
+       grad_dtypes=ALL_GRAD),
+    ew(lax.sqrt, np.sqrt, INEXACT_A, ("positive",), accepts=INEXACT, grad="numeric",
+       grad_dtypes=ALL_GRAD),
+    ew(lax.rsqrt, lambda x: 1 / np.sqrt(x), INEXACT_B, ("positive",), accepts=INEXACT,
+       grad="numeric", grad_dtypes=ALL_GRAD),
+    # cbrt's derivative is infinite at 0: the derivative check stays on the positive side
+    ew(lax.cbrt, np.cbrt, FLOATS, grad="numeric", grad_dtypes=REAL_GRAD,
+       grad_inputs=("positive",)),
+    ew(lax.erf, sp.erf, FLOATS, grad="numeric", grad_dtypes=REAL_GRAD),
+    ew(lax.erfc, sp.erfc, FLOATS, grad="numeric", grad_dtypes=REAL_GRAD),
+    ew(lax.erf_inv, sp.erfinv, FLOATS, ("unit_interval",), rtol={F32: 1e-4}, grad="numeric",
+       grad_dtypes=REAL_GRAD),
+    ew(lax.lgamma, sp.gammaln, FLOATS, ("positive",), rtol={F32: 1e-4}, grad="numeric",
+       grad_dtypes=REAL_GRAD),
+    ew(lax.digamma, sp.digamma, FLOATS, ("positive",), rtol={F32: 1e-4}, grad="numeric",
+       grad_dtypes=REAL_GRAD),
+    ew(lax.bitwise_not, np.invert, INTBOOL, prim="not", grad="float0"),
+    ew(lax.population_count, lambda x: np.bitwise_count(_unsigned(x)).astype(x.dtype), INTS,
+       grad="float0"),
+    ew(lax.clz, _clz, INTS, grad="float0"),
+    ew(lax.sign, np.sign, NUMERIC_C, accepts=NUMERIC, grad="zero"),
+    ew(lax.is_finite, np.isfinite, FLOATS, out=BOOL, grad="float0"),
+    # |x| >= 0.3 in the derivative check: away from the kink (pinned in test_kinks_match_jax)
+    ew(lax.abs, np.abs, [F32, F16, BF16, I32, C64, I8], out=_real_of, accepts=SIGNED,
+       grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.real, np.real, [C64], out=_real_of, grad="numeric", grad_dtypes=(C64,)),
+    ew(lax.imag, np.imag, [C64], out=_real_of, grad="numeric", grad_dtypes=(C64,)),
+    ew(lax.conj, np.conj, [C64, F32], out=C64, grad="numeric", grad_dtypes=(C64,)),
+    ew(lax.square, np.square, [F32, BF16, I8, U8, C64], accepts=NUMERIC, grad="numeric",
+       grad_dtypes=ALL_GRAD),
 ]
 
 BINARY = [
-    Op("add", np.add, NUMERIC, ("real", "real")),
-    Op("sub", np.subtract, [F32, BF16, I32, U8, C64], ("real", "real"), accepts=NUMERIC),
-    Op("mul", np.multiply, [F32, F16, I8, U8, C64], ("real", "real"), accepts=NUMERIC),
-    Op("div", lambda x, y: _int_div(x, y) if x.dtype.kind in "iu" else x / y,
-       [F32, F16, I32, I8, U8, C64], ("real", "nonzero"), accepts=NUMERIC),
-    Op("rem", np.fmod, FLOATS + INTS, ("real", "nonzero")),
-    Op("pow", np.power, INEXACT_B, ("pos", "real"), accepts=INEXACT),
-    Op("max", np.maximum, [F32, F16, BF16, I32, U8, C64, BOOL, I8], ("real", "real"),
-       accepts=ALL),
-    Op("min", np.minimum, [F32, I8, C64, BOOL, U8], ("real", "real"), accepts=ALL),
-    Op("atan2", np.arctan2, FLOATS, ("real", "real")),
-    Op("nextafter", None, FLOATS, ("real", "real")),  # reference: np.nextafter in the dtype
-    Op("bitwise_and", np.bitwise_and, INTBOOL, ("real", "real"), prim="and"),
-    Op("bitwise_or", np.bitwise_or, INTBOOL, ("real", "real"), prim="or"),
-    Op("bitwise_xor", np.bitwise_xor, INTBOOL, ("real", "real"), prim="xor"),
-    Op("shift_left", np.left_shift, INTS, ("real", "shift")),
-    Op("shift_right_arithmetic", np.right_shift, INTS, ("real", "shift")),
-    Op("shift_right_logical", _shift_right_logical, INTS, ("real", "shift")),
-    Op("complex", lambda x, y: x + 1j * y, [F32], ("real", "real"), out=C64),
-    Op("eq", np.equal, [F32, BF16, I32, U8, BOOL, C64], ("real", "real"), out=BOOL, accepts=ALL),
-    Op("ne", np.not_equal, [F32, F16, I8, U8, BOOL, C64], ("real", "real"), out=BOOL, accepts=ALL),
-    Op("lt", np.less, [F32, I32, U8, BOOL], ("real", "real"), out=BOOL, accepts=REAL),
-    Op("le", np.less_equal, [F32, I32, U8, BOOL], ("real", "real"), out=BOOL, accepts=REAL),
-    Op("gt", np.greater, [F32, I8, U8, BOOL], ("real", "real"), out=BOOL, accepts=REAL),
-    Op("ge", np.greater_equal, [F32, I8, U8, BOOL], ("real", "real"), out=BOOL, accepts=REAL),
+    ew(lax.add, np.add, NUMERIC, R2, equal_pair=True, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.sub, np.subtract, [F32, BF16, I32, U8, C64], R2, accepts=NUMERIC, equal_pair=True,
+       grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.mul, np.multiply, [F32, F16, I8, U8, C64], R2, accepts=NUMERIC, equal_pair=True,
+       grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.div, lambda x, y: _int_div(x, y) if x.dtype.kind in "iu" else x / y,
+       [F32, F16, I32, I8, U8, C64], ("real", "nonzero"), accepts=NUMERIC, equal_pair=True,
+       grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.rem, np.fmod, FLOATS + INTS, ("real", "nonzero"), equal_pair=True, grad="numeric",
+       grad_dtypes=REAL_GRAD, grad_args=_rem_grad_args),
+    ew(lax.pow, np.power, INEXACT_B, ("positive", "real"), accepts=INEXACT, equal_pair=True,
+       grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.max, np.maximum, [F32, F16, BF16, I32, U8, C64, BOOL, I8], R2, accepts=ALL,
+       equal_pair=True, grad="numeric", grad_dtypes=REAL_GRAD,
+       grad_inputs=("distinct", "distinct")),
+    ew(lax.min, np.minimum, [F32, I8, C64, BOOL, U8], R2, accepts=ALL, equal_pair=True,
+       grad="numeric", grad_dtypes=REAL_GRAD, grad_inputs=("distinct", "distinct")),
+    ew(lax.atan2, np.arctan2, FLOATS, R2, equal_pair=True, grad="numeric",
+       grad_dtypes=REAL_GRAD),
+    # exact, in the dtype itself
+    ew(lax.nextafter, np.nextafter, FLOATS, R2, wide_ref=False, equal_pair=True, grad="zero"),
+    ew(lax.bitwise_and, np.bitwise_and, INTBOOL, R2, prim="and", equal_pair=True,
+       grad="float0"),
+    ew(lax.bitwise_or, np.bitwise_or, INTBOOL, R2, prim="or", equal_pair=True, grad="float0"),
+    ew(lax.bitwise_xor, np.bitwise_xor, INTBOOL, R2, prim="xor", equal_pair=True,
+       grad="float0"),
+    ew(lax.shift_left, np.left_shift, INTS, ("real", "shift"), equal_pair=True, grad="float0"),
+    ew(lax.shift_right_arithmetic, np.right_shift, INTS, ("real", "shift"), equal_pair=True,
+       grad="float0"),
+    ew(lax.shift_right_logical, _shift_right_logical, INTS, ("real", "shift"), equal_pair=True,
+       grad="float0"),
+    ew(lax.complex, lambda x, y: x + 1j * y, [F32], R2, out=C64, equal_pair=True,
+       grad="numeric", grad_dtypes=REAL_GRAD),
+    ew(lax.eq, np.equal, [F32, BF16, I32, U8, BOOL, C64], R2, out=BOOL, accepts=ALL,
+       equal_pair=True, grad="float0"),
+    ew(lax.ne, np.not_equal, [F32, F16, I8, U8, BOOL, C64], R2, out=BOOL, accepts=ALL,
+       equal_pair=True, grad="float0"),
+    ew(lax.lt, np.less, [F32, I32, U8, BOOL], R2, out=BOOL, accepts=REAL, equal_pair=True,
+       grad="float0"),
+    ew(lax.le, np.less_equal, [F32, I32, U8, BOOL], R2, out=BOOL, accepts=REAL, equal_pair=True,
+       grad="float0"),
+    ew(lax.gt, np.greater, [F32, I8, U8, BOOL], R2, out=BOOL, accepts=REAL, equal_pair=True,
+       grad="float0"),
+    ew(lax.ge, np.greater_equal, [F32, I8, U8, BOOL], R2, out=BOOL, accepts=REAL,
+       equal_pair=True, grad="float0"),
 ]
 
+SELECT_DTYPES = [F32, I32, BOOL, BF16, C64]
+# select_n, clamp, integer_pow, round and the conversions (static parameters in the rows;
+# the variants skip test_jit and test_vmap, see lax_rows)
+OTHER = [
+    # (an integer operand comes back as it is, as in JAX: no primitive, no Array)
+    ew(lax.stop_gradient, lambda x: x, [F32, C64], grad="zero"),
+    ew(lax.select_n, lambda p, a, b: np.where(p, b, a), SELECT_DTYPES, ("bool", "real", "real"),
+       wide_ref=False, rtol=0, grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.select_n, lambda w, a, b, c: np.choose(w, [a, b, c]), SELECT_DTYPES,
+       ("which3", "real", "real", "real"), wide_ref=False, rtol=0, name="select_n-3",
+       grad="numeric", grad_dtypes=ALL_GRAD),
+    ew(lax.select, lambda p, a, b: np.where(p, a, b), SELECT_DTYPES, ("bool", "real", "real"),
+       wide_ref=False, rtol=0, prim="select_n", grad="numeric"),
+    # bounds on either side of zero, so some elements are clipped and some not
+    ew(lax.clamp, lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi), [F32, I32, BF16],
+       ("negative", "real", "positive"), grad="numeric", grad_dtypes=REAL_GRAD),
+    ew(lax.clamp, lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi), [F32, I8],
+       ("negative", "real", "positive"), shapes=((), (2, 3), ()), name="clamp-scalar-bounds",
+       grad="numeric", grad_dtypes=REAL_GRAD),
+] + [
+    ew(lax.integer_pow, lambda x, y=y: np.power(x, y), dts, ("nonzero",), static=(y,),
+       name=f"integer_pow-{y}", params={"y": y}, rtol={BF16: 3e-2, F32: 1e-5, C64: 1e-5},
+       grad="numeric" if grads else None, grad_dtypes=grads, grad_inputs=("real",),
+       variant=y != 3)
+    for y, dts, grads in [(3, [F32, BF16, C64, I32], ALL_GRAD), (-2, [F32, C64], ALL_GRAD),
+                          (-1, [F32, BF16], ()), (0, [F32, I32], REAL_GRAD),
+                          (1, [F32], REAL_GRAD), (2, [F32], ()), (5, [F32], ()), (-3, [F32], ())]
+] + [
+    ew(lax.round, np.round, FLOATS, static=(lax.RoundingMethod.TO_NEAREST_EVEN,),
+       name="round-to-nearest-even", params={"rounding_method": 1}, rtol=0, grad="zero"),
+    ew(lax.round, _round_away, FLOATS, static=(lax.RoundingMethod.AWAY_FROM_ZERO,),
+       name="round-away-from-zero", params={"rounding_method": 0}, rtol=0, grad="zero",
+       variant=True),
+    # float -> int truncates toward zero, as NumPy's astype
+    ew(lax.convert_element_type, lambda x: x.astype(np.int32), [F32, BF16, F16], ("nonzero",),
+       static=(np.int32,), wide_ref=False, out=I32, name="convert_element_type-int32",
+       params={"new_dtype": I32}, grad="float0"),
+    ew(lax.convert_element_type, lambda x: x.astype(np.float32), [I32, U8, BOOL, F16],
+       static=(np.float32,), wide_ref=False, out=F32, name="convert_element_type-float32",
+       params={"new_dtype": F32}, variant=True),
+    ew(lax.bitcast_convert_type,
+       lambda x: np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(x.shape + (4,)),
+       [F32, I32], static=(np.uint8,), wide_ref=False, out=U8,
+       name="bitcast_convert_type-uint8", params={"new_dtype": U8}, grad="float0"),
+]
 
-def _inputs(op, shape, dtype):
-    # Equal seeds would give comparisons only equal pairs: offset them per argument.
-    return [sample(shape, dtype, d, seed=i) for i, d in enumerate(op.domains)]
+ROWS = UNARY + BINARY + OTHER
 
 
-def _reference(op, args):
-    if op.ref is None:  # nextafter: exact, in the dtype itself
-        return np.nextafter(*args)
-    return np.asarray(op.ref(*[wide(a) for a in args]))
-
-
-def check_op(op, dtype, shape):
-    args = _inputs(op, shape, dtype)
-    if shape == (2, 3) and len(args) == 2 and dtype != BOOL and args[0].size:
-        args[0][0, 0] = args[1][0, 0]  # one equal pair, so comparisons see equality too
-    out = op.fn(*args)
-    out_dtype = op.out_dtype(dtype)
-    want = _reference(op, args)
-    if out_dtype.kind in "iub":
-        want = want.astype(out_dtype)
-    check(out, want, out_dtype, rtol=op.rtol.get(np.dtype(dtype)))
-
-
-def _cases(table):
-    """Every dtype of every row at shape (2, 3), except the last one at 0-d; plus (0, 4).
-
-    Each case compiles an executable, so shapes ride along with the dtypes instead of
-    multiplying them.
-    """
+def _value_cases(rows):
     cases = []
-    for op in table:
-        shapes = [(2, 3)] * (len(op.dtypes) - 1) + [()] if len(op.dtypes) > 1 else [(2, 3), ()]
-        dtypes = op.dtypes if len(op.dtypes) > 1 else op.dtypes * 2
-        for d, shape in list(zip(dtypes, shapes)) + [(op.dtypes[0], (0, 4))]:
-            cases.append(pytest.param(op, d, shape, id=f"{op.name}-{np.dtype(d).name}-{shape}"))
+    for row in rows:
+        if row.shapes is not None or any(row is r for r in OTHER):
+            cases += dtype_cases([row])  # at the row's shapes, or (2, 3)
+            continue
+        dts = list(row.dtypes)
+        shapes = [(2, 3)] * (len(dts) - 1) + [()] if len(dts) > 1 else [(2, 3), ()]
+        dts = dts if len(dts) > 1 else dts * 2
+        for d, shape in list(zip(dts, shapes)) + [(row.dtypes[0], (0, 4))]:
+            cases.append(pytest.param(row, d, row.arg_shapes(shape),
+                                      id=f"{row.name}-{np.dtype(d).name}-{shape}"))
     return cases
 
 
-@pytest.mark.parametrize("op,dtype,shape", _cases(UNARY))
-def test_unary(op, dtype, shape):
-    check_op(op, dtype, shape)
+test_value, test_jit, test_vmap, test_grad, test_jaxpr = table_tests(ROWS, _value_cases)
 
 
-@pytest.mark.parametrize("op,dtype,shape", _cases(BINARY))
-def test_binary(op, dtype, shape):
-    check_op(op, dtype, shape)
+def _rejected_dtype(row):
+    return next((d for d in [BOOL, U8, I32, F32, C64] if d not in row.accepts), None)
 
 
-def _rejected_dtype(op):
-    return next((d for d in [BOOL, U8, I32, F32, C64] if d not in op.accepts), None)
-
-
-@pytest.mark.parametrize("op", [op for op in UNARY + BINARY if _rejected_dtype(op)], ids=repr)
-def test_rejects_dtype(op):
-    dtype = _rejected_dtype(op)
-    args = [np.zeros((2,), dtype)] * len(op.domains)
-    with pytest.raises(TypeError, match=f"{op.prim} does not accept dtype {dtype.name}"):
-        op.fn(*args)
-
-
-@pytest.mark.parametrize("op", UNARY + BINARY, ids=repr)
-def test_staging(op):
-    args = [sample((2,), op.dtypes[0], d) for d in op.domains]
-    text = str(plax.make_jaxpr(op.fn)(*args))
-    out = op.out_dtype(op.dtypes[0])
-    assert re.search(rf":{short_dtype_name(out)}\[2\] = {op.prim}[\[ ]", text), text
+@pytest.mark.parametrize("row", [r for r in UNARY + BINARY if _rejected_dtype(r)], ids=repr)
+def test_rejects_dtype(row):
+    dtype = _rejected_dtype(row)
+    args = [np.zeros((2,), dtype)] * len(row.inputs)
+    with pytest.raises(TypeError, match=f"{row.prim} does not accept dtype {dtype.name}"):
+        row.call(*args)
 
 
 # --- special values -----------------------------------------------------------------------
@@ -237,9 +274,9 @@ def m23(*values, dtype=F32):
 def test_comparisons_with_nan():
     x = m23(np.nan, 1, np.nan, 1, 2, -np.inf)
     y = m23(np.nan, np.nan, 1, 1, 1, np.nan)
-    for name, ref in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
-                      ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)]:
-        check(getattr(lax, name)(x, y), ref(x, y), BOOL)
+    for fn, ref in [(lax.eq, np.equal), (lax.ne, np.not_equal), (lax.lt, np.less),
+                    (lax.le, np.less_equal), (lax.gt, np.greater), (lax.ge, np.greater_equal)]:
+        check(fn(x, y), ref(x, y), BOOL)
 
 
 def test_max_min_propagate_nan_and_complex_is_lexicographic():
@@ -309,17 +346,6 @@ def test_pow_with_an_integer_exponent():
 
 
 # --- integer_pow and round ------------------------------------------------------------------
-@pytest.mark.parametrize("dtype,exponents", [(F32, [-3, -1, 0, 1, 2, 5]), (BF16, [-1, 3]),
-                                             (C64, [-2, 3]), (I32, [0, 3])])
-def test_integer_pow(dtype, exponents):
-    x = sample((2, 3), dtype, "nonzero")
-    for y in exponents:
-        want = np.power(wide(x), y) if dtype.kind != "i" else np.power(x, y)
-        check(lax.integer_pow(x, y), want, dtype, rtol=3e-2 if dtype == BF16 else 1e-5)
-    y = exponents[-1]
-    assert f"integer_pow[y={y}]" in str(plax.make_jaxpr(lambda v: lax.integer_pow(v, y))(x))
-
-
 def test_integer_pow_errors():
     with pytest.raises(TypeError, match="negative exponent"):
         lax.integer_pow(np.int32([2]), -1)
@@ -351,18 +377,12 @@ def test_round_params_and_errors():
 
 
 # --- select_n and clamp --------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", [F32, I32, BOOL, BF16, C64])
-def test_select_n(dtype):
-    a, b, c = (sample((2, 3), dtype, seed=s) for s in range(3))
+def test_select_n_scalar_and_single_case_forms():
+    a, b, c = (sample((2, 3), F32, seed=s) for s in range(3))
     pred = sample((2, 3), BOOL, seed=7)
-    check(lax.select_n(pred, a, b), np.where(pred, b, a), dtype, rtol=0)
-    check(lax.select(pred, a, b), np.where(pred, a, b), dtype, rtol=0)
-    which = np.array([[0, 1, 2], [2, 1, 0]], np.int32)
-    check(lax.select_n(which, a, b, c), np.choose(which, [a, b, c]), dtype, rtol=0)
-    if dtype == F32:  # the other forms once
-        check(lax.select_n(np.int32(2), a, b, c), c, dtype, rtol=0)
-        check(lax.select_n(True, a, b), b, dtype, rtol=0)
-        check(lax.select_n(pred, a), a, dtype, rtol=0)
+    check(lax.select_n(np.int32(2), a, b, c), c, F32, rtol=0)
+    check(lax.select_n(True, a, b), b, F32, rtol=0)
+    check(lax.select_n(pred, a), a, F32, rtol=0)
 
 
 def test_select_n_shapes_weak_type_and_staging():
@@ -562,18 +582,8 @@ def test_staging_with_literals_and_broadcasting():
     assert ":f32[2,3] = mul a b" in text
 
 
-# --- vmap ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("op", UNARY + BINARY, ids=repr)
-def test_vmap_matches_per_example(op):
-    """Batch at 0, 1 and -1, and each argument unbatched (a batch of 3 examples of (2, 4))."""
-    from helpers import check_vmap_axes
-    dtype = op.dtypes[0]
-    args = [sample((3, 2, 4), dtype, d, seed=i) for i, d in enumerate(op.domains)]
-    check_vmap_axes(op.fn, *args)
-
-
+# --- vmap beyond the table ---------------------------------------------------------------------
 def test_vmap_broadcasting_scalars_and_size_one_dims():
-    from helpers import check_vmap
     x, s = sample((3, 2, 4), F32), sample((3,), F32, seed=1)
     check_vmap(lax.mul, x, s, in_axes=(0, 0))         # a batched scalar against arrays
     check_vmap(lax.add, x, np.float32(2), in_axes=(1, None))
@@ -583,46 +593,150 @@ def test_vmap_broadcasting_scalars_and_size_one_dims():
     assert "transpose" not in j
 
 
-@pytest.mark.parametrize("case", ["select_bool", "select_n_int", "select_scalar_pred", "clamp",
-                                  "clamp_batched_bounds", "convert", "bitcast_narrow",
-                                  "bitcast_wide", "integer_pow", "round", "stop_gradient",
-                                  "chain"])
-def test_vmap_special_primitives(case):
-    from helpers import check_vmap, check_vmap_axes
+def test_vmap_select_and_clamp_with_scalar_operands():
     x, y = sample((3, 2, 4), F32), sample((3, 2, 4), F32, seed=1)
-    if case == "select_bool":
-        check_vmap_axes(lambda p, a, b: lax.select(p, a, b), x > 0, x, y)
-    elif case == "select_n_int":
-        which = sample((3, 2, 4), I32, "small") % 3
-        check_vmap_axes(lambda w, a, b, c: lax.select_n(w, a, b, c), which, x, y, x * 2)
-    elif case == "select_scalar_pred":
-        check_vmap(lambda p, a, b: lax.select(p, a, b), np.array([True, False, True]), x, y[0],
-                   in_axes=(0, 0, None))
-        check_vmap(lambda p, a, b: lax.select(p, a, b), np.bool_(True), np.moveaxis(x, 0, 2), y,
-                   in_axes=(None, 2, 0))
-    elif case == "clamp":
-        check_vmap_axes(lambda a: lax.clamp(np.float32(-0.5), a, np.float32(0.5)), x)
-    elif case == "clamp_batched_bounds":
-        lo, hi = sample((3,), F32, seed=2) - 1, sample((3,), F32, seed=3) + 1
-        check_vmap(lambda l, a, h: lax.clamp(l, a, h), lo, x, hi, in_axes=(0, 0, 0))
-        check_vmap(lax.clamp, x - 1, np.moveaxis(x, 0, 2), np.moveaxis(x + 1, 0, 1),
-                   in_axes=(0, 2, 1))
-        check_vmap(lambda l, a, h: lax.clamp(l, a, h), lo, x[0], np.float32(2),
-                   in_axes=(0, None, None))
-    elif case == "convert":
-        check_vmap_axes(lambda a: lax.convert_element_type(a, np.int32), x * 4)
-    elif case == "bitcast_narrow":
-        check_vmap_axes(lambda a: lax.bitcast_convert_type(a, np.uint8), x)
-    elif case == "bitcast_wide":
-        check_vmap_axes(lambda a: lax.bitcast_convert_type(a, np.float32),
-                        sample((3, 2, 4), U8, "small"))
-        check_vmap(lambda a: lax.bitcast_convert_type(a, np.float32),
-                   sample((4, 3), U8, "small"), in_axes=1)   # batch on the consumed axis
-    elif case == "integer_pow":
-        check_vmap_axes(lambda a: lax.integer_pow(a, 3), x)
-    elif case == "round":
-        check_vmap_axes(lambda a: lax.round(a * 3, lax.RoundingMethod.TO_NEAREST_EVEN), x)
-    elif case == "stop_gradient":
-        check_vmap_axes(lambda a, b: lax.stop_gradient(a) * b, x, y)
-    else:
-        check_vmap_axes(lambda a, b: lax.tanh(lax.add(lax.mul(a, b), lax.exp(b))), x, y)
+    check_vmap(lambda p, a, b: lax.select(p, a, b), np.array([True, False, True]), x, y[0],
+               in_axes=(0, 0, None))
+    check_vmap(lambda p, a, b: lax.select(p, a, b), np.bool_(True), np.moveaxis(x, 0, 2), y,
+               in_axes=(None, 2, 0))
+    lo, hi = sample((3,), F32, seed=2) - 1, sample((3,), F32, seed=3) + 1
+    check_vmap(lambda l, a, h: lax.clamp(l, a, h), lo, x, hi, in_axes=(0, 0, 0))
+    check_vmap(lax.clamp, x - 1, np.moveaxis(x, 0, 2), np.moveaxis(x + 1, 0, 1),
+               in_axes=(0, 2, 1))
+    check_vmap(lambda l, a, h: lax.clamp(l, a, h), lo, x[0], np.float32(2),
+               in_axes=(0, None, None))
+
+
+def test_vmap_bitcast_widening_and_a_chain():
+    check_vmap_axes(lambda a: lax.bitcast_convert_type(a, np.float32),
+                    sample((3, 2, 4), U8, "small"))
+    check_vmap(lambda a: lax.bitcast_convert_type(a, np.float32),
+               sample((4, 3), U8, "small"), in_axes=1)   # batch on the consumed axis
+    x, y = sample((3, 2, 4), F32), sample((3, 2, 4), F32, seed=1)
+    check_vmap_axes(lambda a, b: lax.stop_gradient(a) * b, x, y)
+    check_vmap_axes(lambda a, b: lax.tanh(lax.add(lax.mul(a, b), lax.exp(b))), x, y)
+
+
+# --- derivatives beyond the table --------------------------------------------------------------
+def _values(shape, dtype, lo=0.3, hi=2, seed=0):
+    """|x| in [lo, hi] with random signs (complex: a small imaginary part)."""
+    rng = np.random.default_rng(seed)
+    v = rng.uniform(lo, hi, shape) * rng.choice([-1, 1], shape)
+    if np.dtype(dtype).kind == "c":
+        v = v + 1j * rng.uniform(-0.3, 0.3, shape)
+    return np.asarray(v, dtype)
+
+
+def _check(f, args, dtype, **kw):
+    with _x64(dtype):
+        check_grads(f, args, 2, modes=("fwd", "rev"), **kw)
+
+
+# lax-level broadcasting of rank-0 and size-1 operands: (function, shapes, dtypes)
+BROADCAST_GRADS = [
+    ("add_scalar", lax.add, ((), (2, 3)), ALL_GRAD),
+    ("sub_scalar", lax.sub, ((2, 3), ()), ALL_GRAD),
+    ("mul_scalar", lax.mul, ((), (3,)), ALL_GRAD),
+    ("mul_size1", lax.mul, ((1, 3), (2, 3)), REAL_GRAD),
+    ("div_scalar", lax.div, ((2, 3), ()), ALL_GRAD),
+    ("pow_scalar_exp", lax.pow, ((3,), ()), REAL_GRAD),
+]
+
+
+@pytest.mark.parametrize("name,fn,shapes,dtype",
+                         [(n, f, s, d) for n, f, s, ds in BROADCAST_GRADS for d in ds],
+                         ids=lambda v: v.name if isinstance(v, np.dtype) else None)
+def test_grad_broadcasting(name, fn, shapes, dtype):
+    with _x64(dtype):
+        x = _values(shapes[0], dtype, seed=1)
+        if fn is lax.pow:
+            x = np.abs(x.real).astype(dtype)
+        _check(fn, (x, _values(shapes[1], dtype, seed=2)), dtype)
+
+
+@pytest.mark.parametrize("dtype", REAL_GRAD, ids=str)
+def test_grad_pow_integer_exponent(dtype):
+    y = np.asarray([2, -1, 3], np.int32)
+    with _x64(dtype):
+        _check(lambda x: lax.pow(x, y), (np.abs(_values((3,), dtype)),), dtype)
+
+
+@pytest.mark.parametrize("dtype", ALL_GRAD, ids=str)
+def test_grad_select_n_scalar_predicate(dtype):
+    with _x64(dtype):
+        _check(lambda a: lax.select_n(np.asarray(True), a, lax.neg(a)), (_values((3,), dtype),),
+               dtype)
+
+
+@pytest.mark.parametrize("src,dst", [(F32, F64), (F64, F32), (F32, C64), (C64, C64)], ids=str)
+def test_grad_convert_element_type(src, dst):
+    def f(x):
+        return lax.mul(lax.convert_element_type(x, dst), lax.convert_element_type(x, dst))
+    with plax.enable_x64():
+        check_grads(f, (_values((3,), src),), 2, modes=("fwd", "rev"), atol=1e-2,
+                    rtol=1e-2, eps=1e-3)
+
+
+def test_grad_complex_parts_composed():
+    z = _values((3,), C64)
+    for f in (lambda z: lax.mul(lax.conj(z), z), lambda z: lax.complex(lax.imag(z), lax.real(z))):
+        _check(f, (z,), C64)
+
+
+@pytest.mark.parametrize("dtype", REAL_GRAD, ids=str)
+def test_grad_conj_of_real(dtype):
+    # conj of a real array is complex (as in JAX); its transpose takes the real part back
+    with _x64(dtype):
+        _check(lambda x: lax.real(lax.mul(lax.conj(x), lax.conj(x))), (_values((3,), dtype),),
+               dtype)
+
+
+# integer/bool results reached from a float input: float0 tangents, no reverse contribution
+FLOAT0_COMPOSITES = [
+    ("bitcast-int32", lambda x: lax.bitcast_convert_type(x, np.int32)),
+    ("int_ops", lambda x: lax.shift_left(lax.bitwise_and(
+        lax.convert_element_type(x, np.int32), np.int32(6)), np.int32(1))),
+    ("not", lambda x: lax.bitwise_not(lax.gt(x, np.float32(0)))),
+    ("population_count", lambda x: lax.population_count(lax.convert_element_type(x, np.int32))),
+]
+
+
+@pytest.mark.parametrize("name,fn", FLOAT0_COMPOSITES, ids=[n for n, _ in FLOAT0_COMPOSITES])
+def test_float0_tangent_composites(name, fn):
+    x = np.asarray([0.3, -1.7, 2.6], F32)
+    out, t = plax.jvp(fn, (x,), (np.ones(3, F32),))
+    assert np.asarray(t).dtype == plax.float0 and np.shape(t) == np.shape(out), t
+
+    def f(x):
+        out = lax.convert_element_type(fn(x), F32)
+        return lax.add(lax.reduce_sum(out, tuple(range(np.ndim(out)))), lax.reduce_sum(x, (0,)))
+    np.testing.assert_array_equal(np.asarray(plax.grad(f)(x)), np.ones(3, F32))
+
+
+def test_stop_gradient_blocks_second_order():
+    f = lambda x: lax.mul(lax.stop_gradient(lax.square(x)), lax.sin(x))  # noqa: E731
+    x = np.asarray([0.3, -1.2], F32)
+    g = plax.grad(lambda x: lax.reduce_sum(f(x), (0,)))(x)
+    np.testing.assert_allclose(np.asarray(g), x * x * np.cos(x), rtol=1e-6)
+    g2 = plax.grad(lambda x: lax.reduce_sum(plax.grad(
+        lambda x: lax.reduce_sum(f(x), (0,)))(x), (0,)))(x)
+    np.testing.assert_allclose(np.asarray(g2), -x * x * np.sin(x), rtol=1e-6)
+
+
+# --- kinks: the values JAX gives at ties and zeros ---------------------------------------
+def test_kinks_match_jax():
+    grad2 = plax.grad(lax.max, argnums=(0, 1))
+    assert [float(v) for v in grad2(F32.type(1.0), F32.type(1.0))] == [0.5, 0.5]
+    _, t = plax.jvp(lax.abs, (np.asarray([0.0, -0.0, 2.0, -2.0], F32),), (np.ones(4, F32),))
+    np.testing.assert_array_equal(np.asarray(t), [1.0, 1.0, 1.0, -1.0])
+    _, t = plax.jvp(lax.abs, (np.zeros(2, C64),), (np.ones(2, C64),))
+    np.testing.assert_array_equal(np.asarray(t), [0.0, 0.0])
+
+
+@pytest.mark.parametrize("args,expected", [
+    ((1.0, 1.0, 2.0), (0, 0, 0)), ((1.0, 2.0, 2.0), (0, 0, 0)), ((3.0, 0.0, 2.0), (0, 0, 0)),
+    ((3.0, 2.5, 2.0), (0, 0, 1)), ((0.0, -1.0, 2.0), (1, 0, 0)), ((0.0, 1.0, 2.0), (0, 1, 0)),
+])
+def test_clamp_edges_match_jax(args, expected):
+    g = plax.grad(lax.clamp, argnums=(0, 1, 2))(*[F32.type(a) for a in args])
+    assert tuple(float(v) for v in g) == expected

@@ -1,4 +1,4 @@
-"""gather / scatter (plax.lax.indexing) against loop-based NumPy references: dimension-number
+"""plax.lax.gather / scatter against loop-based NumPy references: dimension-number
 configurations, out-of-bounds modes, dtypes, derivatives, vmap, jaxprs and error cases."""
 import ml_dtypes
 import numpy as np
@@ -6,10 +6,10 @@ import pytest
 
 import helpers
 import plax
-import plax.lax.indexing as I
+from plax import lax
 from plax.test_util import check_grads
 
-G, S = I.GatherDimensionNumbers, I.ScatterDimensionNumbers
+G, S = lax.GatherDimensionNumbers, lax.ScatterDimensionNumbers
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -54,9 +54,9 @@ def np_gather(x, idx, dn, sizes, mode="promise", fill=None):
     return out
 
 
-COMBINE = {I.scatter: lambda a, b: b, I.scatter_add: lambda a, b: a + b,
-           I.scatter_mul: lambda a, b: a * b, I.scatter_min: min, I.scatter_max: max}
-BOOL_COMBINE = {I.scatter_add: lambda a, b: a or b, I.scatter_mul: lambda a, b: a and b}
+COMBINE = {lax.scatter: lambda a, b: b, lax.scatter_add: lambda a, b: a + b,
+           lax.scatter_mul: lambda a, b: a * b, lax.scatter_min: min, lax.scatter_max: max}
+BOOL_COMBINE = {lax.scatter_add: lambda a, b: a or b, lax.scatter_mul: lambda a, b: a and b}
 
 
 def np_scatter(fn, x, idx, u, dn, mode="fill"):
@@ -129,7 +129,7 @@ def test_gather(name, mode):
     x, idx = _operand(name), _indices(name, oob=mode != "promise")
     _, _, dn, sizes, *_ = CONFIGS[name]
     arg = {"promise": None, "clip": "clip", "fill": "fill"}[mode]
-    out = I.gather(x, idx, dn, sizes, mode=arg)
+    out = lax.gather(x, idx, dn, sizes, mode=arg)
     helpers.check(out, np_gather(x, idx, dn, sizes, mode, fill=np.nan), np.float32)
 
 
@@ -138,31 +138,31 @@ def test_gather(name, mode):
 def test_gather_default_fill_values(dtype, fill):
     x, idx = _operand("rows", dtype), _indices("rows", oob=True)
     _, _, dn, sizes, *_ = CONFIGS["rows"]
-    out = I.gather(x, idx, dn, sizes, mode=I.GatherScatterMode.FILL_OR_DROP)
+    out = lax.gather(x, idx, dn, sizes, mode=lax.GatherScatterMode.FILL_OR_DROP)
     helpers.check(out, np_gather(x, idx, dn, sizes, "fill", fill=fill), dtype)
 
 
 def test_gather_fill_value_and_weak_type():
     x, idx = _operand("rows"), _indices("rows", oob=True)
     _, _, dn, sizes, *_ = CONFIGS["rows"]
-    out = I.gather(x, idx, dn, sizes, mode="fill", fill_value=np.float32(-1))
+    out = lax.gather(x, idx, dn, sizes, mode="fill", fill_value=np.float32(-1))
     helpers.check(out, np_gather(x, idx, dn, sizes, "fill", fill=-1), np.float32)
-    weak = I.gather(plax.lax.broadcast(2.0, (4,)), np.zeros((3, 1), np.int32), G((), (0,), (0,)),
+    weak = lax.gather(plax.lax.broadcast(2.0, (4,)), np.zeros((3, 1), np.int32), G((), (0,), (0,)),
                     (1,))
     assert weak.shape == (3,) and weak.aval.weak_type
 
 
 def test_gather_empty_indices_and_scalar_operand():
     _, _, dn, sizes, *_ = CONFIGS["rows"]
-    out = I.gather(_operand("rows"), np.zeros((0, 1), np.int32), dn, sizes)
+    out = lax.gather(_operand("rows"), np.zeros((0, 1), np.int32), dn, sizes)
     assert out.shape == (0, 3)
     # A rank-0 operand: an empty index vector per output element.
-    out = I.gather(np.float32(7), np.zeros((2, 0), np.int32), G((), (), ()), ())
+    out = lax.gather(np.float32(7), np.zeros((2, 0), np.int32), G((), (), ()), ())
     helpers.check(out, np.full((2,), 7, np.float32), np.float32)
 
 
 # --- scatter values ---------------------------------------------------------------------
-SCATTERS = [I.scatter, I.scatter_add, I.scatter_mul, I.scatter_min, I.scatter_max]
+SCATTERS = [lax.scatter, lax.scatter_add, lax.scatter_mul, lax.scatter_min, lax.scatter_max]
 
 
 @pytest.mark.parametrize("fn", SCATTERS, ids=lambda f: f.__name__)
@@ -170,7 +170,7 @@ SCATTERS = [I.scatter, I.scatter_add, I.scatter_mul, I.scatter_min, I.scatter_ma
 def test_scatter(fn, name):
     # scatter (replace) overwrites in an unspecified order: give it distinct indices.
     x, u = _operand(name), _updates(name)
-    idx = _indices(name, unique=fn is I.scatter)
+    idx = _indices(name, unique=fn is lax.scatter)
     _, _, _, _, dn, *_ = CONFIGS[name]
     helpers.check(fn(x, idx, u, dn), np_scatter(fn, x, idx, u, dn), np.float32)
 
@@ -185,13 +185,13 @@ def test_scatter_out_of_bounds(fn, mode):
     helpers.check(fn(x, idx, u, dn, mode=mode), want, np.float32)
 
 
-@pytest.mark.parametrize("fn, dtype", [(I.scatter_add, np.int32), (I.scatter_max, np.int32),
-                                       (I.scatter_mul, np.int32), (I.scatter, np.bool_),
-                                       (I.scatter_add, np.bool_), (I.scatter_min, np.bool_),
-                                       (I.scatter_add, BF16), (I.scatter_max, np.complex64)])
+@pytest.mark.parametrize("fn, dtype", [(lax.scatter_add, np.int32), (lax.scatter_max, np.int32),
+                                       (lax.scatter_mul, np.int32), (lax.scatter, np.bool_),
+                                       (lax.scatter_add, np.bool_), (lax.scatter_min, np.bool_),
+                                       (lax.scatter_add, BF16), (lax.scatter_max, np.complex64)])
 def test_scatter_dtypes(fn, dtype):
     x, u = _operand("points", dtype), _updates("points", dtype)
-    idx = _indices("points", unique=fn is I.scatter)
+    idx = _indices("points", unique=fn is lax.scatter)
     _, _, _, _, dn, *_ = CONFIGS["points"]
     if dtype == np.complex64:  # max by (real, imag), as in JAX
         want = x.copy()
@@ -206,9 +206,9 @@ def test_scatter_dtypes(fn, dtype):
 def test_scatter_empty_updates_and_weak_type():
     _, _, _, _, dn, *_ = CONFIGS["rows"]
     x = _operand("rows")
-    out = I.scatter_add(x, np.zeros((0, 1), np.int32), np.zeros((0, 3), np.float32), dn)
+    out = lax.scatter_add(x, np.zeros((0, 1), np.int32), np.zeros((0, 3), np.float32), dn)
     helpers.check(out, x, np.float32)
-    weak = I.scatter_add(plax.lax.broadcast(1.0, (3,)), np.zeros((1, 1), np.int32),
+    weak = lax.scatter_add(plax.lax.broadcast(1.0, (3,)), np.zeros((1, 1), np.int32),
                          plax.lax.broadcast(1.0, (1,)), S((), (0,), (0,)))
     assert weak.aval.weak_type
     helpers.check(weak, [2.0, 1.0, 1.0], np.float32)
@@ -219,15 +219,15 @@ def test_jit_matches_eager():
     _, _, gdn, sizes, sdn, *_ = CONFIGS["windows"]
 
     def f(x, idx, u):
-        return (I.gather(x, idx, gdn, sizes, mode="fill", fill_value=0.5),
-                I.scatter_add(x, idx, u, sdn, mode="clip"))
+        return (lax.gather(x, idx, gdn, sizes, mode="fill", fill_value=0.5),
+                lax.scatter_add(x, idx, u, sdn, mode="clip"))
     for a, b in zip(plax.jit(f)(x, idx, u), f(x, idx, u)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 # --- modes and dimension numbers -------------------------------------------------------------
 def test_mode_from_any():
-    M = I.GatherScatterMode
+    M = lax.GatherScatterMode
     assert M.from_any(None) is M.FILL_OR_DROP
     assert M.from_any("fill") is M.from_any("drop") is M.FILL_OR_DROP
     assert M.from_any("clip") is M.CLIP
@@ -242,30 +242,30 @@ def test_mode_from_any():
 def test_jaxprs():
     x, idx, u = _operand("rows"), _indices("rows"), _updates("rows")
     _, _, gdn, sizes, sdn, *_ = CONFIGS["rows"]
-    text = str(plax.make_jaxpr(lambda x: I.gather(x, idx, gdn, sizes))(x))
+    text = str(plax.make_jaxpr(lambda x: lax.gather(x, idx, gdn, sizes))(x))
     assert "gather[" in text and "mode=GatherScatterMode.PROMISE_IN_BOUNDS" in text
     assert "GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,)" in text
     assert "slice_sizes=(1, 3)" in text and "fill_value=None" in text
-    text = str(plax.make_jaxpr(lambda x: I.gather(x, idx, gdn, sizes, mode="fill",
+    text = str(plax.make_jaxpr(lambda x: lax.gather(x, idx, gdn, sizes, mode="fill",
                                                   fill_value=3))(x))
     assert "fill_value=3" in text and "mode=GatherScatterMode.FILL_OR_DROP" in text
-    for fn, name in [(I.scatter, "scatter["), (I.scatter_add, "scatter-add["),
-                     (I.scatter_mul, "scatter-mul["), (I.scatter_min, "scatter-min["),
-                     (I.scatter_max, "scatter-max[")]:
+    for fn, name in [(lax.scatter, "scatter["), (lax.scatter_add, "scatter-add["),
+                     (lax.scatter_mul, "scatter-mul["), (lax.scatter_min, "scatter-min["),
+                     (lax.scatter_max, "scatter-max[")]:
         text = str(plax.make_jaxpr(lambda x, u: fn(x, idx, u, sdn, mode="clip"))(x, u))
         assert name in text and "mode=GatherScatterMode.CLIP" in text, text
         assert "ScatterDimensionNumbers(update_window_dims=(1,)" in text
-        assert ("update_jaxpr=None" in text) == (fn is I.scatter)
-    text = str(plax.make_jaxpr(lambda x, u: I.scatter_add(x, idx, u, sdn))(x, u))
+        assert ("update_jaxpr=None" in text) == (fn is lax.scatter)
+    text = str(plax.make_jaxpr(lambda x, u: lax.scatter_add(x, idx, u, sdn))(x, u))
     assert "add" in text.split("update_jaxpr=")[1]
 
 
 def test_lowered_text():
     x, idx, u = _operand("batched"), _indices("batched"), _updates("batched")
     _, _, gdn, sizes, sdn, *_ = CONFIGS["batched"]
-    text = plax.jit(lambda x: I.gather(x, idx, gdn, sizes)).lower(x).as_text()
+    text = plax.jit(lambda x: lax.gather(x, idx, gdn, sizes)).lower(x).as_text()
     assert "stablehlo.gather" in text and "operand_batching_dims = [0]" in text
-    text = plax.jit(lambda x, u: I.scatter_max(x, idx, u, sdn)).lower(x, u).as_text()
+    text = plax.jit(lambda x, u: lax.scatter_max(x, idx, u, sdn)).lower(x, u).as_text()
     assert "stablehlo.scatter" in text and "stablehlo.maximum" in text
     assert "input_batching_dims = [0]" in text
 
@@ -276,31 +276,31 @@ I21 = np.zeros((2, 1), np.int32)
 
 
 @pytest.mark.parametrize("call, exc, match", [
-    (lambda: I.gather(X, I21, G((1,), (0,), (0,)), (1, 5)), TypeError, "Slice size at index 1"),
-    (lambda: I.gather(X, I21.astype(np.float32), G((1,), (0,), (0,)), (1, 4)), ValueError,
+    (lambda: lax.gather(X, I21, G((1,), (0,), (0,)), (1, 5)), TypeError, "Slice size at index 1"),
+    (lambda: lax.gather(X, I21.astype(np.float32), G((1,), (0,), (0,)), (1, 4)), ValueError,
      "integer type"),
-    (lambda: I.gather(X, I21, G((1,), (0,), (0,)), (2, 4)), TypeError, "slice size 1"),
-    (lambda: I.gather(X, I21, G((1,), (0,), (0, 1)), (1, 4)), TypeError,
+    (lambda: lax.gather(X, I21, G((1,), (0,), (0,)), (2, 4)), TypeError, "slice size 1"),
+    (lambda: lax.gather(X, I21, G((1,), (0,), (0, 1)), (1, 4)), TypeError,
      "2 elements in start_index_map"),
-    (lambda: I.gather(X, I21, G((1,), (0,), (0,)), (1,)), TypeError, "one slice size"),
-    (lambda: I.gather(X, I21, G((1,), (), (0,)), (1, 4)), TypeError,
+    (lambda: lax.gather(X, I21, G((1,), (0,), (0,)), (1,)), TypeError, "one slice size"),
+    (lambda: lax.gather(X, I21, G((1,), (), (0,)), (1, 4)), TypeError,
      "offset dimension or explicitly collapsed"),
-    (lambda: I.gather(X, I21, G((1,), (0,), (3,)), (1, 4)), TypeError, "start_index_map"),
-    (lambda: I.gather(X, I21, G((2, 1), (), (0,)), (1, 4)), TypeError, "sorted"),
-    (lambda: I.gather(X, I21, G((1,), (), (1,), (0,), (0,)), (1, 1)), TypeError, "same shape"),
-    (lambda: I.gather(X, np.int32(0), G((0, 1), (), ()), (1, 4)), TypeError, "rank at least 1"),
-    (lambda: I.gather(X, I21, "bad", (1, 4)), TypeError, "GatherDimensionNumbers"),
-    (lambda: I.scatter_add(X, I21, np.zeros((2, 5), np.float32), S((1,), (0,), (0,))),
+    (lambda: lax.gather(X, I21, G((1,), (0,), (3,)), (1, 4)), TypeError, "start_index_map"),
+    (lambda: lax.gather(X, I21, G((2, 1), (), (0,)), (1, 4)), TypeError, "sorted"),
+    (lambda: lax.gather(X, I21, G((1,), (), (1,), (0,), (0,)), (1, 1)), TypeError, "same shape"),
+    (lambda: lax.gather(X, np.int32(0), G((0, 1), (), ()), (1, 4)), TypeError, "rank at least 1"),
+    (lambda: lax.gather(X, I21, "bad", (1, 4)), TypeError, "GatherDimensionNumbers"),
+    (lambda: lax.scatter_add(X, I21, np.zeros((2, 5), np.float32), S((1,), (0,), (0,))),
      TypeError, "window dimensions of updates"),
-    (lambda: I.scatter_add(X, I21, np.zeros((2, 4), np.int32), S((1,), (0,), (0,))), TypeError,
+    (lambda: lax.scatter_add(X, I21, np.zeros((2, 4), np.int32), S((1,), (0,), (0,))), TypeError,
      "same dtypes"),
-    (lambda: I.scatter(X, I21, np.zeros((3, 4), np.float32), S((1,), (0,), (0,))), TypeError,
+    (lambda: lax.scatter(X, I21, np.zeros((3, 4), np.float32), S((1,), (0,), (0,))), TypeError,
      "scatter dimensions of updates"),
-    (lambda: I.scatter_mul(X, I21, np.zeros((2, 4, 1), np.float32), S((1,), (0,), (0,))),
+    (lambda: lax.scatter_mul(X, I21, np.zeros((2, 4, 1), np.float32), S((1,), (0,), (0,))),
      TypeError, "rank 2"),
-    (lambda: I.scatter_min(X, I21, np.zeros((2, 4), np.float32), S((1,), (), (0,))), TypeError,
+    (lambda: lax.scatter_min(X, I21, np.zeros((2, 4), np.float32), S((1,), (), (0,))), TypeError,
      "doesn't match operand of rank 2"),
-    (lambda: I.scatter_max(X, I21, np.zeros((2, 4), np.float32), S((1,), (0,), (0,)),
+    (lambda: lax.scatter_max(X, I21, np.zeros((2, 4), np.float32), S((1,), (0,), (0,)),
                            mode="wrap"), ValueError, "Unknown gather mode"),
 ])
 def test_errors(call, exc, match):
@@ -314,7 +314,7 @@ def test_errors(call, exc, match):
 def test_gather_grads(name, mode):
     idx = _indices(name, oob=mode is not None)
     _, _, dn, sizes, *_ = CONFIGS[name]
-    f = lambda x: I.gather(x, idx, dn, sizes, mode=mode, fill_value=0.0)
+    f = lambda x: lax.gather(x, idx, dn, sizes, mode=mode, fill_value=0.0)
     check_grads(f, (_operand(name),), order=2, modes=("fwd", "rev"))
 
 
@@ -322,7 +322,7 @@ def test_gather_grad_values():
     # Repeated rows accumulate; filled (out-of-bounds) rows contribute nothing.
     idx = np.array([[0], [0], [9], [2]], np.int32)
     _, _, dn, sizes, *_ = CONFIGS["rows"]
-    g = plax.grad(lambda x: I.gather(x, idx, dn, sizes, mode="fill").sum())(_operand("rows"))
+    g = plax.grad(lambda x: lax.gather(x, idx, dn, sizes, mode="fill").sum())(_operand("rows"))
     want = np.zeros((5, 3), np.float32)
     want[0], want[2] = 2, 1
     helpers.check(g, want, np.float32)
@@ -332,7 +332,7 @@ def test_gather_grad_values():
 def test_scatter_add_grads(name, mode):
     idx = _indices(name, oob=mode is not None)
     _, _, _, _, dn, *_ = CONFIGS[name]
-    f = lambda x, u: I.scatter_add(x, idx, u, dn, mode=mode)
+    f = lambda x, u: lax.scatter_add(x, idx, u, dn, mode=mode)
     check_grads(f, (_operand(name), _updates(name)), order=2, modes=("fwd", "rev"))
 
 
@@ -341,7 +341,7 @@ def test_scatter_grads(unique):
     idx = _indices("points", unique=unique) if unique else \
         np.array([[[0, 1], [2, 2], [0, 1]], [[3, 4], [0, 1], [9, 9]]], np.int32)
     _, _, _, _, dn, *_ = CONFIGS["points"]
-    f = lambda x, u: I.scatter(x, idx, u, dn, unique_indices=unique)
+    f = lambda x, u: lax.scatter(x, idx, u, dn, unique_indices=unique)
     check_grads(f, (_operand("points"), _updates("points")), order=2, modes=("fwd", "rev"))
 
 
@@ -352,8 +352,8 @@ def test_scatter_grad_values_with_repeats():
     idx = np.array([[0], [0], [2], [2]], np.int32)
     u = np.array([1.0, 0.0, 2.0, 2.0], np.float32)
     dn = S((), (0,), (0,))
-    out = I.scatter(x, idx, u, dn)
-    gx, gu = plax.grad(lambda x, u: (I.scatter(x, idx, u, dn) * np.arange(1, 4)).sum(),
+    out = lax.scatter(x, idx, u, dn)
+    gx, gu = plax.grad(lambda x, u: (lax.scatter(x, idx, u, dn) * np.arange(1, 4)).sum(),
                        (0, 1))(x, u)
     helpers.check(gx, [0, 2, 0], np.float32)
     gu = np.asarray(gu)
@@ -361,7 +361,7 @@ def test_scatter_grad_values_with_repeats():
     assert np.asarray(out)[0] == u[np.argmax(gu[:2])]
 
 
-@pytest.mark.parametrize("fn", [I.scatter_mul, I.scatter_min, I.scatter_max],
+@pytest.mark.parametrize("fn", [lax.scatter_mul, lax.scatter_min, lax.scatter_max],
                          ids=lambda f: f.__name__)
 def test_combining_scatter_grads(fn):
     # Well-separated values so that finite differences do not cross ties.
@@ -377,12 +377,12 @@ def test_scatter_mul_grads_with_zero_updates():
     dn = S((), (0,), (0,))
     x = np.array([1.5, -2.0, 3.0], np.float32)
     u = np.array([0.0, 2.0, 3.0, 0.0, 0.0], np.float32)
-    gx, gu = plax.grad(lambda x, u: I.scatter_mul(x, idx, u, dn).sum(), (0, 1))(x, u)
+    gx, gu = plax.grad(lambda x, u: lax.scatter_mul(x, idx, u, dn).sum(), (0, 1))(x, u)
     # d/du_j of x * prod u = x * prod of the others: only a lone zero has a nonzero one.
     helpers.check(gx, [0, 0, 1], np.float32)
     helpers.check(gu, [1.5 * 6, 0, 0, 0, 0], np.float32)
     # Away from zero updates the rule is exact to higher orders too.
-    f = lambda x, u: I.scatter_mul(x, idx, u, dn)
+    f = lambda x, u: lax.scatter_mul(x, idx, u, dn)
     check_grads(f, (x, u), order=1, modes=("fwd", "rev"))
     check_grads(f, (x, np.array([0.5, 2.0, -1.5, 1.25, 0.75], np.float32)), order=2,
                 modes=("fwd", "rev"))
@@ -393,7 +393,7 @@ def test_scatter_max_ties_share_the_gradient():
     idx = np.array([[0], [0], [2], [2]], np.int32)
     u = np.array([1.0, 0.0, 2.0, 2.0], np.float32)
     dn = S((), (0,), (0,))
-    gx, gu = plax.grad(lambda x, u: I.scatter_max(x, idx, u, dn).sum(), (0, 1))(x, u)
+    gx, gu = plax.grad(lambda x, u: lax.scatter_max(x, idx, u, dn).sum(), (0, 1))(x, u)
     helpers.check(gx, [0.5, 1, 1 / 3], np.float32)
     helpers.check(gu, [0.5, 0, 1 / 3, 1 / 3], np.float32)
 
@@ -412,13 +412,13 @@ def test_gather_vmap(name):
     _, _, dn, sizes, *_ = CONFIGS[name]
     mode = "fill" if name == "windows" else None
     idx = _indices(name, oob=mode is not None)
-    helpers.check_vmap_axes(lambda x, i: I.gather(x, i, dn, sizes, mode=mode),
+    helpers.check_vmap_axes(lambda x, i: lax.gather(x, i, dn, sizes, mode=mode),
                             _stack(_operand(name)), _stack(idx))
 
 
 @pytest.mark.parametrize("fn", SCATTERS, ids=lambda f: f.__name__)
 def test_scatter_vmap(fn):
-    name = "batched" if fn in (I.scatter_add, I.scatter) else "windows"
+    name = "batched" if fn in (lax.scatter_add, lax.scatter) else "windows"
     _, _, _, _, dn, *_ = CONFIGS[name]
     idx = np.stack([_indices(name, unique=True, seed=s) for s in range(3)])
     helpers.check_vmap_axes(lambda x, i, u: fn(x, i, u, dn, mode="clip"),
@@ -428,6 +428,6 @@ def test_scatter_vmap(fn):
 def test_vmap_of_gather_grad():
     _, _, dn, sizes, *_ = CONFIGS["rows"]
     idx = np.stack([_indices("rows", oob=True, seed=s) for s in range(3)])
-    f = plax.grad(lambda x, i: (I.gather(x, i, dn, sizes, mode="fill", fill_value=0.0) ** 2).sum())
+    f = plax.grad(lambda x, i: (lax.gather(x, i, dn, sizes, mode="fill", fill_value=0.0) ** 2).sum())
     helpers.check_vmap(f, _stack(_operand("rows")), idx)
     helpers.check_vmap(f, _operand("rows"), idx, in_axes=(None, 0))

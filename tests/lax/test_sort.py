@@ -4,11 +4,7 @@ import numpy as np
 import pytest
 
 import plax
-import importlib
-
-L = importlib.import_module("plax.lax.sort")  # plax.lax.sort is also the function
-from plax.core.avals import ShapedArray
-from plax.core.primitive import abstract_eval
+from plax import lax as L  # sort, sort_key_val, top_k
 
 bf16 = np.dtype(ml_dtypes.bfloat16)
 rng = np.random.default_rng(0)
@@ -114,12 +110,17 @@ def test_top_k_nan():
 
 
 # --- weak types, jaxprs, errors -------------------------------------------------------------
+def _out_avals(fn, *args):
+    return [v.aval for v in plax.make_jaxpr(fn)(*args).jaxpr.outvars]
+
+
 def test_weak_types():
-    weak = ShapedArray((3,), np.float32, weak_type=True)
-    strong = ShapedArray((3,), np.int32)
-    outs = abstract_eval(L.sort_p, [weak, strong], dict(dimension=0, is_stable=True, num_keys=1))
+    # a weakly typed (3,) float operand (broadcast from a Python float) and a strong int one
+    weak = lambda s: L.broadcast(s, (3,))  # noqa: E731
+    outs = _out_avals(lambda s, i: L.sort((weak(s), i), dimension=0, is_stable=True, num_keys=1),
+                      1.0, np.zeros(3, np.int32))
     assert [o.weak_type for o in outs] == [True, False]
-    outs = abstract_eval(L.top_k_p, [weak], dict(k=2, axis=0))
+    outs = _out_avals(lambda s: L.top_k(weak(s), 2), 1.0)
     assert [o.weak_type for o in outs] == [True, True]  # JAX marks both results weak
     assert outs[1].dtype == np.int32 and outs[1].shape == (2,)
 

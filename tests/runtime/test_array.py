@@ -55,7 +55,7 @@ def test_host_data_is_copied_not_aliased():
     host[:] = 7
     assert float(np.asarray(x)[0]) == 1.0
     back = np.asarray(x)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="assignment destination is read-only"):
         back[0] = 3  # the cached host copy is read-only
 
 
