@@ -692,27 +692,6 @@ def test_grad_conj_of_real(dtype):
 
 
 # integer/bool results reached from a float input: float0 tangents, no reverse contribution
-FLOAT0_COMPOSITES = [
-    ("bitcast-int32", lambda x: lax.bitcast_convert_type(x, np.int32)),
-    ("int_ops", lambda x: lax.shift_left(lax.bitwise_and(
-        lax.convert_element_type(x, np.int32), np.int32(6)), np.int32(1))),
-    ("not", lambda x: lax.bitwise_not(lax.gt(x, np.float32(0)))),
-    ("population_count", lambda x: lax.population_count(lax.convert_element_type(x, np.int32))),
-]
-
-
-@pytest.mark.parametrize("name,fn", FLOAT0_COMPOSITES, ids=[n for n, _ in FLOAT0_COMPOSITES])
-def test_float0_tangent_composites(name, fn):
-    x = np.asarray([0.3, -1.7, 2.6], F32)
-    out, t = plax.jvp(fn, (x,), (np.ones(3, F32),))
-    assert np.asarray(t).dtype == plax.float0 and np.shape(t) == np.shape(out), t
-
-    def f(x):
-        out = lax.convert_element_type(fn(x), F32)
-        return lax.add(lax.reduce_sum(out, tuple(range(np.ndim(out)))), lax.reduce_sum(x, (0,)))
-    np.testing.assert_array_equal(np.asarray(plax.grad(f)(x)), np.ones(3, F32))
-
-
 def test_stop_gradient_blocks_second_order():
     f = lambda x: lax.mul(lax.stop_gradient(lax.square(x)), lax.sin(x))  # noqa: E731
     x = np.asarray([0.3, -1.2], F32)

@@ -98,6 +98,12 @@ def test_nested_jit(dtype):
 FLOAT0_TANGENT = [
     ("sort_indices", lambda x: lax.sort_key_val(x, lax.iota(np.int32, 3))[1]),
     ("top_k_indices", lambda x: lax.top_k(x, 2)[1]),
+    # integer and boolean results of elementwise ops
+    ("bitcast-int32", lambda x: lax.bitcast_convert_type(x, np.int32)),
+    ("int_ops", lambda x: lax.shift_left(lax.bitwise_and(
+        lax.convert_element_type(x, np.int32), np.int32(6)), np.int32(1))),
+    ("not", lambda x: lax.bitwise_not(lax.gt(x, np.float32(0)))),
+    ("population_count", lambda x: lax.population_count(lax.convert_element_type(x, np.int32))),
 ]
 
 @pytest.mark.parametrize("name,fn", FLOAT0_TANGENT, ids=[n for n, _ in FLOAT0_TANGENT])
