@@ -239,7 +239,8 @@ def test_consts_as_inputs_and_nested_lowering_keep_consts():
     closed = closed_of(lambda x: x * table, np.ones(3, F))
     callee, consts = consts_as_inputs(closed)
     assert not callee.consts and len(callee.jaxpr.invars) == 2 and len(consts) == 1
-    assert consts_as_inputs(closed)[0] is callee  # the same body gives the same callee
+    assert consts_as_inputs(closed)[0] is callee  # the same body gives the same callee,
+    assert consts_as_inputs(ClosedJaxpr(closed.jaxpr, consts))[0] is callee  # however wrapped
     out, = eval_closed_jaxpr(callee, *consts, np.full(3, 2.0, F))
     np.testing.assert_allclose(out, 2 * table)
     # A checkpointed body holding a constant lowers with it.

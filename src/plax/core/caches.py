@@ -87,14 +87,8 @@ class BoundedCache:
         entries[key] = value
         return value
 
-    def pop(self, key, default=None):
-        return self._entries.pop(key, default)
-
     def __contains__(self, key) -> bool:
         return key in self._entries
-
-    def keys(self):
-        return list(self._entries)
 
     def clear(self) -> None:
         self._entries.clear()

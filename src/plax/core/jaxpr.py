@@ -145,11 +145,12 @@ def consts_as_inputs(closed: "ClosedJaxpr"):
     j = closed.jaxpr
     if not j.constvars:
         return closed, []
-    # The same body gives the same callee, so that executables compiled for it are reused.
-    callee = _callees.get(closed, None)
+    # The same body gives the same callee (whatever ClosedJaxpr wraps it), so that
+    # executables compiled for it are reused.
+    callee = _callees.get(j, None)
     if callee is None:
         callee = ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.outvars, j.eqns), [])
-        _callees.put(closed, None, callee)
+        _callees.put(j, None, callee)
     return callee, list(closed.consts)
 
 

@@ -76,12 +76,17 @@ class StagingTrace(Trace):
                 return e
         return None
 
-    def argument_names_for(self, var: Var) -> list[str]:
-        """Names of the function arguments that ``var`` depends on (for error messages)."""
+    def depends_on(self, var: Var) -> set:
+        """``var`` and every variable of this trace it was computed from."""
         needed = {var}
         for e in reversed(self.eqns):
             if any(v in needed for v in e.outvars):
                 needed.update(v for v in e.invars if isinstance(v, Var))
+        return needed
+
+    def argument_names_for(self, var: Var) -> list[str]:
+        """Names of the function arguments that ``var`` depends on (for error messages)."""
+        needed = self.depends_on(var)
         names = self.arg_names or [f"argument {i}" for i in range(len(self.invars))]
         return [n for v, n in zip(self.invars, names) if v in needed]
 
@@ -111,9 +116,6 @@ class StagingTrace(Trace):
     # runs known work in its parent instead).
     records_all = True
 
-    def process_primitive(self, prim, args, params):
-        return self.stage(prim, args, params)
-
     def stage(self, prim, args, params):
         """Record ``prim(*args, **params)`` as an equation; its staged outputs."""
         atoms = [self.lift(x) for x in args]
@@ -123,6 +125,8 @@ class StagingTrace(Trace):
         self.eqns.append(JaxprEqn(atoms, out_vars, prim, params, info))
         outs = [StagingTracer(self, a, v) for a, v in zip(out_avals, out_vars)]
         return outs if prim.multiple_results else outs[0]
+
+    process_primitive = stage  # every primitive is recorded (one call, not two: hot path)
 
 
 def trace_to_jaxpr(fun, in_avals, description: str = "", arg_names=None):

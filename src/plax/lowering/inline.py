@@ -12,8 +12,10 @@ import numpy as np
 
 from plax.core.caches import BoundedCache
 from plax.core.config import config
+from plax.core.jaxpr import ClosedJaxpr
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, Tracer, fresh_name_stack, set_current_trace
+from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import RuleContext, lower_jaxpr_body
 
 __all__ = ["lower_fun", "lower_jaxpr_inline"]
@@ -67,7 +69,7 @@ def lower_jaxpr_inline(ctx: RuleContext, jaxpr, consts, operands) -> list[str]:
     """Emit ``jaxpr`` (constvars bound to the values ``consts``, invars to the SSA names
     ``operands``) into the function ``ctx`` is building, with the location of the
     equation being lowered; returns the SSA names of its outputs."""
-    const_names = [ctx.constant(np.asarray(c), v.aval) for v, c in zip(jaxpr.constvars, consts)]
+    const_names = const_operands(ctx, ClosedJaxpr(jaxpr, list(consts)))
     return lower_jaxpr_body(ctx.fn, jaxpr, const_names + list(operands), inherit_location=True)
 
 

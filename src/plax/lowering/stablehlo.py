@@ -24,8 +24,7 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.jaxpr import Jaxpr, Literal
-from plax.core.rules import (lowering_rule, lowering_rules, platform_lowering_rules,  # noqa: F401
-                             register_lowering)  # (rules register through here)
+from plax.core.rules import lowering_rule, platform_lowering_rules
 
 
 _ELEMENT_TYPES = {

@@ -27,10 +27,7 @@ class _Region(StagingTrace):
         return super().equation_making(var) or self.parent.equation_making(var)
 
     def argument_names_for(self, var) -> list[str]:
-        needed = {var}
-        for e in reversed(self.eqns):
-            if any(v in needed for v in e.outvars):
-                needed.update(v for v in e.invars if isinstance(v, Var))
+        needed = self.depends_on(var)
         names = []
         for v, value in zip(self.const_order, self.const_vals):
             if v in needed and isinstance(value, StagingTracer) and value._trace is self.parent:

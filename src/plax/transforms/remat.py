@@ -79,7 +79,7 @@ def _partial_eval(trace, args, params):
     syntactic = [isinstance(v, Var) and v in unknown_vars for v in j.outvars]
     # Which outputs are unknown, seen through nested jits (a jit of primal and tangent work
     # has a known primal output although it takes an unknown tangent).
-    _, _, out_unknown, _ = partial_eval_jaxpr(
+    known, _, out_unknown, num_res = partial_eval_jaxpr(
         closed, [trace.is_unknown(a) for a in args], instantiate=False, description="checkpoint")
     # 1. Known outputs and saved residuals, computed now in the parent trace.
     with set_current_trace(trace.parent):
@@ -91,7 +91,10 @@ def _partial_eval(trace, args, params):
                               *[None if trace.is_unknown(a) else a for a in args])
             known_vals, residuals = vals[:len(known_outs)], vals[len(known_outs):]
         else:  # known outputs from the split body; saved values from known equations
-            known_vals = _known_outputs(closed, trace, args, out_unknown)
+            n_known = out_unknown.count(False)
+            known, _ = dce_closed(known, [True] * n_known + [False] * num_res, instantiate=True)
+            known_vals = eval_jaxpr(known.jaxpr, known.consts,
+                                    *[a for a in args if not trace.is_unknown(a)])
             saved_body, _ = dce_closed(ClosedJaxpr(Jaxpr(j.constvars, j.invars, saved, j.eqns),
                                                    closed.consts), instantiate=True)
             residuals = eval_jaxpr(saved_body.jaxpr, saved_body.consts,
@@ -113,14 +116,6 @@ def _partial_eval(trace, args, params):
 
 partial_eval_rules[checkpoint_p] = _partial_eval
 
-
-def _known_outputs(closed, trace, args, out_unknown):
-    """The known outputs of ``closed`` from its known inputs, through the toolkit's split."""
-    known, _, _, num_res = partial_eval_jaxpr(
-        closed, [trace.is_unknown(a) for a in args], instantiate=False, description="checkpoint")
-    n_known = out_unknown.count(False)
-    known, _ = dce_closed(known, [True] * n_known + [False] * num_res, instantiate=True)
-    return eval_jaxpr(known.jaxpr, known.consts, *[a for a in args if not trace.is_unknown(a)])
 
 
 def _transpose(cts, *args, jaxpr, prevent_cse, differentiated, policy):
