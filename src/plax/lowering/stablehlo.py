@@ -302,6 +302,8 @@ class RuleContext:
         sig = ", ".join(f"{a}: {tensor_type(t)}" for a, t in zip(args, arg_avals))
         ret = f'"stablehlo.return"({", ".join(outs)}) : ({", ".join(tensor_type(a) for a in out_avals)}) -> ()'
         body = "\n".join("    " + line for line in sub.lines + [ret])
+        if not arg_avals:  # an entry block without arguments needs no label
+            return "{\n" + body + "\n}"
         return "{\n  ^bb0(" + sig + "):\n" + body + "\n}"
 
 

@@ -160,7 +160,8 @@ def batch_jaxpr(closed, axis: AxisData, dims, description: str = "", out_dims=No
     Returns ``(jaxpr, consts, out_dims)``: a Jaxpr whose constvars take ``consts``
     (values it closes over, e.g. tracers of enclosing traces) and the batch
     dimension of each output. ``out_dims``, when given, fixes where each output's
-    batch goes (unbatched outputs are broadcast there).
+    batch goes (unbatched outputs are broadcast there; ``not_mapped`` asks for an
+    output that is unbatched, as a loop's fixed point establishes).
     """
     key = (tuple(dims), None if out_dims is None else tuple(out_dims), axis.name, axis.size,
            axis.spmd_name, axis_env())
@@ -174,7 +175,7 @@ def batch_jaxpr(closed, axis: AxisData, dims, description: str = "", out_dims=No
         outs, got = batch_flat(lambda *ys: eval_jaxpr(closed.jaxpr, closed.consts, *ys),
                                list(xs), dims, axis, description)
         if out_dims is not None:
-            outs = [move_batch_dim(o, d, w, axis.size) for o, d, w in zip(outs, got, out_dims)]
+            outs = [_place_batch(o, d, w, axis.size) for o, d, w in zip(outs, got, out_dims)]
             got = list(out_dims)
         box.append(got)
         return outs
@@ -187,3 +188,12 @@ def batch_jaxpr(closed, axis: AxisData, dims, description: str = "", out_dims=No
 
 
 _batched_jaxprs = WeakKeyCache("batch_jaxpr")
+
+
+def _place_batch(x, got, want, size: int):
+    """``x`` batched at ``got`` moved to ``want``; ``want`` not_mapped keeps it unbatched."""
+    if want is not_mapped:
+        if got is not not_mapped:
+            raise ValueError("batch_jaxpr: an output asked to stay unbatched is batched")
+        return x
+    return move_batch_dim(x, got, want, size)

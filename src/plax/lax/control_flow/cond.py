@@ -1,0 +1,340 @@
+"""cond and switch: the ``cond`` primitive, which runs one of several branch jaxprs.
+
+``cond_p.bind(index, *operands, branches=(b0, b1, ...))`` runs ``branches[index]``
+on the operands (``index`` an int32 scalar in range: ``switch`` clamps it,
+``cond`` passes its boolean predicate as 0/1, the false branch first). Every
+branch takes the same operands and returns the same types; what a branch
+closes over is among the operands.
+
+Rules: jvp differentiates every branch with the same output tangents;
+partial evaluation splits every branch and joins their residuals (each
+branch returns zeros in the other branches' residual slots) so the known and
+the unknown conds each have branches of one type; transpose transposes every
+branch; vmap batches the branches, or, when the index itself is batched,
+runs every branch and picks each member's result with ``select_n``; DCE
+drops the outputs no one uses from every branch.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from plax import tree_util
+from plax.core import dtypes
+from plax.core.config import config
+from plax.core.dce import dce_closed, jaxpr_has_effects
+from plax.core.jaxpr import ClosedJaxpr
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, is_undefined,
+                             jvp_rules, not_mapped, param_printers, partial_eval_rules,
+                             register_lowering, tangent_aval, transpose_rules)
+from plax.core.trace import Tracer, get_aval
+from plax.lax import comparison as _comparison
+from plax.lax import conversion as _conversion
+from plax.lax import shapes as _shapes
+from plax.lax.ad_util import zeros_like_aval
+from plax.lax.batch_util import move_batch_dim
+from plax.lax.control_flow.common import (avals_of, check_branch_outputs, closed_call,
+                                          hoist_consts, join_weak, same_type, trace_body,
+                                          trace_closed, widen_inputs)
+from plax.lowering.consts import const_operands
+from plax.lowering.stablehlo import lower_jaxpr_body
+from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
+from plax.transforms.vmap import batch_flat
+
+__all__ = ["cond", "switch", "cond_p"]
+
+cond_p = Primitive("cond", multiple_results=True)
+_NO_OPERAND = object()
+
+
+# --- the public functions -----------------------------------------------------------------
+def _is_concrete(x) -> bool:
+    return not isinstance(x, Tracer) or x.to_concrete_value() is not None
+
+
+def _single_operand(operands, operand):
+    if operand is _NO_OPERAND:
+        return operands
+    if operands:
+        raise TypeError("if 'operand' keyword is passed then no positional operands can be "
+                        f"passed, got operand={operand!r} and positional operands {operands!r}")
+    return (operand,)
+
+
+def switch(index, branches, *operands, operand=_NO_OPERAND):
+    """Apply ``branches[index](*operands)``; ``index`` is clamped into range, as in JAX."""
+    if not isinstance(branches, Sequence) or not all(callable(b) for b in branches):
+        raise TypeError("lax.switch: branches argument should be a sequence of callables.")
+    operands = _single_operand(operands, operand)
+    if np.ndim(index) != 0:
+        raise TypeError(f"Branch index must be scalar, got {index} of shape {np.shape(index)}.")
+    try:
+        index_dtype = dtypes.result_type(index)
+    except TypeError as err:
+        raise TypeError(f"Index type must be an integer, got {index}.") from err
+    if index_dtype.kind not in "iu":
+        raise TypeError(f"Index type must be an integer, got {index} as {index_dtype}")
+    branches = tuple(branches)
+    if not branches:
+        raise ValueError("Empty branch sequence")
+    if len(branches) == 1:
+        return branches[0](*operands)
+    index = _conversion.convert_element_type(index, np.int32)
+    index = _comparison.clamp(np.int32(0), index, np.int32(len(branches) - 1))
+    names = ["branch 0"] + [f"branch{i}" for i in range(1, len(branches))]
+    return _bind_cond(index, branches, names, operands, "switch")
+
+
+def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
+    """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one ``cond``
+    equation (both branches are traced; only one runs)."""
+    if not (callable(true_fun) and callable(false_fun)):
+        # The old form: cond(pred, true_operand, true_fun, false_operand, false_fun).
+        if callable(false_fun) and len(operands) == 2 and callable(operands[1]):
+            x_true, f_true, x_false, f_false = true_fun, false_fun, *operands
+            return cond(pred, lambda x, _: f_true(x), lambda _, x: f_false(x), x_true, x_false)
+        raise TypeError("lax.cond: true_fun and false_fun arguments should be callable.")
+    operands = _single_operand(operands, operand)
+    if pred is None:
+        raise TypeError("cond predicate is None")
+    if isinstance(pred, Sequence) or np.ndim(pred) != 0:
+        raise TypeError(f"Pred must be a scalar, got {pred} of "
+                        + (f"type {type(pred)}" if isinstance(pred, Sequence)
+                           else f"shape {np.shape(pred)}."))
+    try:
+        pred_dtype = dtypes.result_type(pred)
+    except TypeError as err:
+        raise TypeError(f"Pred type must be either boolean or number, got {pred}.") from err
+    if pred_dtype.kind != "b":
+        if pred_dtype.kind not in "iuf":
+            raise TypeError(f"Pred type must be either boolean or number, got {pred_dtype}.")
+        pred = pred != 0
+    if config.read("disable_jit") and _is_concrete(pred):
+        return true_fun(*operands) if bool(pred) else false_fun(*operands)
+    index = _conversion.convert_element_type(pred, np.int32)
+    return _bind_cond(index, (false_fun, true_fun), ["false_fun", "true_fun"], operands, "cond")
+
+
+def _bind_cond(index, funs, names, operands, api):
+    if config.read("disable_jit") and _is_concrete(index):
+        return funs[int(index)](*operands)
+    leaves, in_tree = tree_util.tree_flatten(tuple(operands))
+    avals = avals_of(leaves)
+    traced = [trace_body(f, in_tree, avals, f"{api} branch") for f in funs]
+    # JAX reports cond's mismatches as true_fun against false_fun, switch's against branch 0.
+    ref = len(funs) - 1 if api == "cond" else 0
+    for i, (closed, tree) in enumerate(traced):
+        if i != ref:
+            check_branch_outputs(api, names[ref], names[i], funs[ref], funs[i],
+                                 traced[ref][1], traced[ref][0].out_avals, tree, closed.out_avals)
+    bodies, consts = hoist_consts([c for c, _ in traced])
+    outs = cond_p.bind(index, *consts, *leaves, branches=tuple(bodies))
+    return tree_util.tree_unflatten(traced[0][1], outs)
+
+
+# --- abstract evaluation ------------------------------------------------------------------
+def _abstract(index, *avals, branches):
+    if index.shape != () or index.dtype != np.int32:
+        raise TypeError(f"cond index must be an int32 scalar, got {index.str_short()}.")
+    if not branches:
+        raise TypeError("cond requires at least one branch")
+    outs = branches[0].out_avals
+    for i, b in enumerate(branches):
+        ins = b.in_avals
+        if len(ins) != len(avals) or not all(same_type(a, e) for a, e in zip(avals, ins)):
+            raise TypeError(
+                f"cond branch {i} takes ({', '.join(a.str_short() for a in ins)}) but is given "
+                f"({', '.join(a.str_short() for a in avals)}).")
+        if len(b.out_avals) != len(outs) or not all(
+                same_type(a, e) for a, e in zip(b.out_avals, outs)):
+            raise TypeError(f"cond branches must have equal output types, but branch {i} "
+                            f"returns ({', '.join(a.str_short() for a in b.out_avals)}) and "
+                            f"branch 0 ({', '.join(a.str_short() for a in outs)}).")
+    return join_weak([b.out_avals for b in branches])
+
+
+abstract_eval_rules[cond_p] = _abstract
+param_printers[cond_p] = lambda p: {"branches": p["branches"]}
+
+
+# --- jvp: every branch differentiated, with the same nonzero output tangents ---------------
+def _jvp(primals, tangents, *, branches):
+    index, ops = primals[0], primals[1:]
+    nonzeros = [type(t) is not Zero for t in tangents[1:]]
+    out_nz = [False] * len(branches[0].out_avals)
+    for b in branches:
+        _, nz = jvp_jaxpr(b, nonzeros, instantiate=False, description="jvp(cond)")
+        out_nz = [a or c for a, c in zip(out_nz, nz)]
+    jvps = [jvp_jaxpr(b, nonzeros, instantiate=out_nz, description="jvp(cond)")[0]
+            for b in branches]
+    bodies, consts = hoist_consts(jvps)
+    outs = cond_p.bind(index, *consts, *ops, *(t for t in tangents[1:] if type(t) is not Zero),
+                       branches=tuple(bodies))
+    n = len(out_nz)
+    it = iter(outs[n:])
+    return outs[:n], [next(it) if nz else Zero(tangent_aval(a))
+                      for a, nz in zip(branches[0].out_avals, out_nz)]
+
+
+jvp_rules[cond_p] = _jvp
+
+
+# --- partial evaluation: a known cond now, an unknown cond of the joined residuals ---------
+def _residual_slots(res_avals_per_branch):
+    """Slots shared by the branches' residuals (a slot per type is reused by each branch):
+    ``(slot avals, per branch the slot of each of its residuals)``."""
+    slots, placements = [], []
+    for avals in res_avals_per_branch:
+        taken, placement = set(), []
+        for a in avals:
+            k = next((i for i, s in enumerate(slots) if i not in taken and same_type(s, a)
+                      and s.weak_type == a.weak_type), None)
+            if k is None:
+                k = len(slots)
+                slots.append(a)
+            taken.add(k)
+            placement.append(k)
+        placements.append(placement)
+    return slots, placements
+
+
+def _with_residual_slots(known: ClosedJaxpr, n_out: int, slots, placement) -> ClosedJaxpr:
+    """``known`` (known inputs -> outputs, residuals) returning its residuals in ``slots``,
+    with zeros in the slots of other branches."""
+    def run(*args):
+        outs = closed_call(known)(*args)
+        filled = [None] * len(slots)
+        for r, k in zip(outs[n_out:], placement):
+            filled[k] = r
+        return outs[:n_out] + [zeros_like_aval(s) if f is None else f
+                               for s, f in zip(slots, filled)]
+    return trace_closed(run, known.in_avals, "cond branch (known)")
+
+
+def _partial_eval(trace, args, params):
+    branches = params["branches"]
+    index, ops = args[0], args[1:]
+    if trace.is_unknown(index):
+        return trace.stage(cond_p, args, params)
+    unknowns = [trace.is_unknown(a) for a in ops]
+    out_uk = [False] * len(branches[0].out_avals)
+    for b in branches:
+        out_uk = [a or c for a, c in zip(out_uk, partial_eval_jaxpr(b, unknowns, False)[2])]
+    splits = [partial_eval_jaxpr(b, unknowns, out_uk, description="cond") for b in branches]
+    n_known = out_uk.count(False)
+    slots, placements = _residual_slots(
+        [s[0].out_avals[n_known:] for s in splits])
+    known_bodies, known_consts = hoist_consts(
+        [_with_residual_slots(s[0], n_known, slots, p) for s, p in zip(splits, placements)])
+    known_ops = [a for a, u in zip(ops, unknowns) if not u]
+    known_out = trace.known(cond_p, [index, *known_consts, *known_ops],
+                            dict(branches=tuple(known_bodies)))
+    unknown_out = []
+    if any(out_uk):
+        uk_ops = [a for a, u in zip(ops, unknowns) if u]
+        uk_avals = slots + [get_aval(a) for a in uk_ops]
+        unknown_bodies = [
+            widen_inputs(s[1], uk_avals, p + [len(slots) + i for i in range(len(uk_ops))])
+            for s, p in zip(splits, placements)]
+        unknown_out = trace.stage(cond_p, [index, *known_out[n_known:], *uk_ops],
+                                  dict(branches=tuple(unknown_bodies)))
+    k, u = iter(known_out[:n_known]), iter(unknown_out)
+    return [next(u) if unk else next(k) for unk in out_uk]
+
+
+partial_eval_rules[cond_p] = _partial_eval
+
+
+# --- transpose: every branch transposed ---------------------------------------------------
+def _transpose(cts, index, *ops, branches):
+    if is_undefined(index):
+        raise ValueError("cond cannot be transposed with respect to its index.")
+    linear = [is_undefined(a) for a in ops]
+    nonzero = [type(c) is not Zero for c in cts]
+    transposed = [transpose_jaxpr(b, linear, nonzero, description="transpose(cond)")
+                  for b in branches]
+    bodies, consts = hoist_consts(transposed)
+    res = [a for a in ops if not is_undefined(a)]
+    outs = iter(cond_p.bind(index, *consts, *res, *(c for c in cts if type(c) is not Zero),
+                            branches=tuple(bodies)))
+    return [None] + [next(outs) if lin else None for lin in linear]
+
+
+transpose_rules[cond_p] = _transpose
+
+
+# --- batching -----------------------------------------------------------------------------
+def _batch(axis, vals, dims, *, branches):
+    index, ops = vals[0], vals[1:]
+    index_dim, op_dims = dims[0], list(dims[1:])
+    if index_dim is not not_mapped:
+        return _batch_as_select(axis, index, index_dim, ops, op_dims, branches)
+    out_batched = [False] * len(branches[0].out_avals)
+    for b in branches:
+        _, _, got = batch_jaxpr(b, axis, op_dims, description="vmap(cond)")
+        out_batched = [o or d is not not_mapped for o, d in zip(out_batched, got)]
+    out_dims = [0 if b else not_mapped for b in out_batched]
+    batched = []
+    for b in branches:
+        jaxpr, consts, _ = batch_jaxpr(b, axis, op_dims, description="vmap(cond)",
+                                       out_dims=out_dims)
+        batched.append(ClosedJaxpr(jaxpr, consts))
+    bodies, consts = hoist_consts(batched)
+    return cond_p.bind(index, *consts, *ops, branches=tuple(bodies)), out_dims
+
+
+def _batch_as_select(axis, index, index_dim, ops, op_dims, branches):
+    """A batched index: every branch runs on the whole batch, and each member takes the
+    result of its own branch (as ``select_n``)."""
+    index = move_batch_dim(index, index_dim, 0, axis.size)
+    per_branch = []
+    for b in branches:
+        outs, got = batch_flat(closed_call(b), list(ops), op_dims, axis, "cond branch")
+        per_branch.append([move_batch_dim(o, d, 0, axis.size) for o, d in zip(outs, got)])
+    results = []
+    for outs in zip(*per_branch):
+        shape = get_aval(outs[0]).shape
+        which = _shapes.broadcast_in_dim(index, shape, (0,))
+        results.append(_comparison.select_n(which, *outs))
+    return results, [0] * len(results)
+
+
+batch_rules[cond_p] = _batch
+
+
+# --- dead code ----------------------------------------------------------------------------
+def _dce(used_outputs, eqn):
+    branches = eqn.params["branches"]
+    effects = any(jaxpr_has_effects(b) for b in branches)
+    if not any(used_outputs) and not effects:
+        return [False] * len(eqn.invars), None
+    used_in = [False] * (len(eqn.invars) - 1)
+    for b in branches:
+        _, used = dce_closed(b, used_outputs)
+        used_in = [a or u for a, u in zip(used_in, used)]
+    if all(used_in) and all(used_outputs):
+        return [True] * len(eqn.invars), eqn
+    pruned = tuple(dce_closed(b, used_outputs, instantiate=used_in)[0] for b in branches)
+    new = eqn.replace(invars=[eqn.invars[0]] + [v for v, u in zip(eqn.invars[1:], used_in) if u],
+                      outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+                      params=dict(eqn.params, branches=pruned))
+    return [True] + used_in, new
+
+
+dce_rules[cond_p] = _dce
+
+
+# --- lowering: stablehlo.case, its branches reading the operands from above ----------------
+def _lowering(ctx, index, *ops, branches):
+    regions = []
+    for b in branches:
+        def build(c, b=b):
+            return lower_jaxpr_body(c.fn, b.jaxpr, const_operands(c, b) + list(ops)), b.out_avals
+        regions.append(ctx.region([], build))
+    return ctx.op("stablehlo.case", [index], [ctx.avals_in[0]], ctx.avals_out,
+                  regions=", ".join(regions))
+
+
+register_lowering(cond_p, _lowering)

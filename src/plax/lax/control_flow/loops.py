@@ -1,0 +1,416 @@
+"""while_loop and fori_loop: the ``while`` primitive.
+
+``while_p.bind(*cond_consts, *body_consts, *init, cond_jaxpr, body_jaxpr,
+cond_nconsts, body_nconsts)`` repeats ``carry = body_jaxpr(*body_consts, *carry)``
+while ``cond_jaxpr(*cond_consts, *carry)`` is true. Both jaxprs are const-free.
+
+Rules: jvp carries tangents along (a fixed point finds which carries have
+them); partial evaluation runs the known carries in a known loop and stages
+the whole loop again for the unknown ones (no per-iteration residuals can be
+kept, so it is forward-mode only: transposing raises JAX's error); vmap
+batches the bodies, and a batched predicate runs the loop until every member
+is done, freezing finished members with ``select_n``; DCE drops the carries
+neither the outputs nor the predicate need.
+
+``fori_loop`` with concrete bounds is a ``scan`` (so it is reverse-differentiable),
+and a ``while`` otherwise, as JAX decides.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax import tree_util
+from plax.core import dtypes
+from plax.core import errors
+from plax.core.config import config
+from plax.core.dce import dce_closed, jaxpr_has_effects
+from plax.core.jaxpr import ClosedJaxpr
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, jvp_rules,
+                             not_mapped, param_printers, partial_eval_rules, register_lowering,
+                             tangent_aval, transpose_rules)
+from plax.core.trace import Tracer, get_aval
+from plax.lax import comparison as _comparison
+from plax.lax import conversion as _conversion
+from plax.lax import reductions as _reductions
+from plax.lax import shapes as _shapes
+from plax.lax.ad_util import instantiate
+from plax.lax.batch_util import move_batch_dim
+from plax.lax.control_flow.common import (as_array, avals_of, check_carry, closed_call, hoist_consts,
+                                          permute_body, promote_weak_inits, same_type, split,
+                                          trace_body, trace_closed, widen_inputs, wrapper_for)
+from plax.lowering.consts import const_operands
+from plax.lowering.stablehlo import lower_jaxpr_body
+from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr
+
+__all__ = ["while_loop", "fori_loop", "while_p"]
+
+while_p = Primitive("while", multiple_results=True)
+
+
+# --- the public functions -----------------------------------------------------------------
+def while_loop(cond_fun, body_fun, init_val):
+    """Repeat ``val = body_fun(val)`` while ``cond_fun(val)``, starting from ``init_val``;
+    returns the final ``val``. Not reverse-differentiable (use ``scan``)."""
+    if not (callable(body_fun) and callable(cond_fun)):
+        raise TypeError("lax.while_loop: body_fun and cond_fun arguments should be callable.")
+    if config.read("disable_jit"):
+        try:
+            val = tree_util.tree_map(as_array, init_val)
+            while cond_fun(val):
+                val = tree_util.tree_map(as_array, body_fun(val))
+            return val
+        except errors.ConcretizationTypeError:
+            pass  # under a transformation that hides the predicate: run the primitive
+    leaves, tree = tree_util.tree_flatten(init_val)
+    in_tree = tree_util.tree_structure((init_val,))
+    avals = avals_of(leaves)
+
+    def trace(avals):
+        cond_closed, cond_tree = trace_body(cond_fun, in_tree, avals, "while_loop cond_fun")
+        if cond_tree.num_leaves != 1 or not tree_util.treedef_is_leaf(cond_tree):
+            raise TypeError(f"cond_fun must return a boolean scalar, but got pytree {cond_tree}.")
+        pred = cond_closed.out_avals[0]
+        if pred.shape != () or pred.dtype != np.bool_:
+            raise TypeError(f"cond_fun must return a boolean scalar, but got output type(s) "
+                            f"[{pred.str_short()}].")
+        body_closed, body_tree = trace_body(body_fun, in_tree, avals, "while_loop body_fun")
+        return cond_closed, body_closed, body_tree
+
+    cond_closed, body_closed, body_tree = trace(avals)
+    if body_tree == tree:
+        leaves, changed = promote_weak_inits(leaves, avals, body_closed.out_avals)
+        if changed:
+            avals = avals_of(leaves)
+            cond_closed, body_closed, body_tree = trace(avals)
+    check_carry("while_loop body", body_fun, tree, avals, body_tree, body_closed.out_avals)
+    (cond_body,), cond_consts = hoist_consts([cond_closed])
+    (body,), body_consts = hoist_consts([body_closed])
+    outs = while_p.bind(*cond_consts, *body_consts, *leaves, cond_jaxpr=cond_body,
+                        body_jaxpr=body, cond_nconsts=len(cond_consts),
+                        body_nconsts=len(body_consts))
+    return tree_util.tree_unflatten(tree, outs)
+
+
+
+
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
+    """``val = body_fun(i, val)`` for ``i`` in ``range(lower, upper)``.
+
+    With concrete bounds this is a ``scan`` of ``upper - lower`` steps (so it can be
+    reverse-differentiated); with traced bounds a ``while_loop``.
+    """
+    if not callable(body_fun):
+        raise TypeError("lax.fori_loop: body_fun argument should be callable.")
+    lower_dtype, upper_dtype = dtypes.result_type(lower), dtypes.result_type(upper)
+    dtype = lower_dtype if lower_dtype == upper_dtype else None
+    if dtype is None and lower_dtype.kind == "i" and upper_dtype.kind == "i":
+        lower_weak, upper_weak = _is_weak(lower), _is_weak(upper)
+        if lower_weak and not upper_weak:
+            dtype = upper_dtype
+        elif upper_weak and not lower_weak:
+            dtype = lower_dtype
+    if dtype is None:
+        raise TypeError("lower and upper arguments to fori_loop must have equal types, got "
+                        f"{lower_dtype.name} and {upper_dtype.name}")
+    bounds = _concrete_ints(lower, upper)
+    if bounds is not None:
+        from plax.lax.control_flow.scan import scan
+
+        lo, hi = bounds
+        length = max(hi - lo, 0)
+        if config.read("disable_jit") and length == 0:
+            return init_val
+        (_, result), _ = scan(_fori_body(body_fun, "scan"), (lo, init_val), None, length=length,
+                              unroll=False if unroll is None else unroll)
+        return result
+    if unroll is not None and unroll is not False and unroll != 1:
+        raise ValueError("Can only use `unroll` in `fori_loop` if the loop bounds are "
+                         "statically known.")
+    if lower_dtype != dtype:
+        lower = _conversion.convert_element_type(lower, dtype)
+    if upper_dtype != dtype:
+        upper = _conversion.convert_element_type(upper, dtype)
+    _, _, result = while_loop(_fori_cond, _fori_body(body_fun, "while"), (lower, upper, init_val))
+    return result
+
+
+def _is_weak(x) -> bool:
+    return type(x) in (int, float, complex, bool) or bool(getattr(get_aval(x), "weak_type", False))
+
+
+def _concrete_ints(lower, upper):
+    values = []
+    for x in (lower, upper):
+        if isinstance(x, Tracer):
+            x = x.to_concrete_value()
+            if x is None:
+                return None
+        try:
+            values.append(int(x))
+        except TypeError:
+            return None
+    return tuple(values)
+
+
+def _fori_cond(carry):
+    i, upper, _ = carry
+    return i < upper
+
+
+def _fori_body(body_fun, kind: str):
+    """``body_fun(i, x)`` as the body of the scan (``kind`` "scan") or while_loop a
+    fori_loop becomes (one wrapper per function, so its traced body is reused)."""
+    return wrapper_for(body_fun, f"fori_loop {kind}", lambda get: _make_fori_body(get, kind))
+
+
+def _make_fori_body(get_fun, kind: str):
+    if kind == "scan":
+        def scan_body(carry, _):
+            i, x = carry
+            return (i + 1, get_fun()(i, x)), None
+        return scan_body
+
+    def while_body(carry):
+        i, upper, x = carry
+        return i + 1, upper, get_fun()(i, x)
+    return while_body
+
+
+# --- abstract evaluation ------------------------------------------------------------------
+def _abstract(*avals, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cond_consts, body_consts, carry = split(avals, [cond_nconsts, body_nconsts])
+    _check_inputs("while cond_jaxpr", cond_jaxpr, cond_consts + carry)
+    _check_inputs("while body_jaxpr", body_jaxpr, body_consts + carry)
+    pred = cond_jaxpr.out_avals
+    if len(pred) != 1 or pred[0].shape != () or pred[0].dtype != np.bool_:
+        raise TypeError(f"while cond_jaxpr must return a boolean scalar, got "
+                        f"({', '.join(a.str_short() for a in pred)}).")
+    outs = body_jaxpr.out_avals
+    if len(outs) != len(carry) or not all(same_type(a, b) for a, b in zip(outs, carry)):
+        raise TypeError(f"while body_jaxpr must return the carry types "
+                        f"({', '.join(a.str_short() for a in carry)}), got "
+                        f"({', '.join(a.str_short() for a in outs)}).")
+    return outs
+
+
+def _check_inputs(what, closed, avals):
+    ins = closed.in_avals
+    if len(ins) != len(avals) or not all(same_type(a, b) for a, b in zip(ins, avals)):
+        raise TypeError(f"{what} takes ({', '.join(a.str_short() for a in ins)}) but is given "
+                        f"({', '.join(a.str_short() for a in avals)}).")
+
+
+abstract_eval_rules[while_p] = _abstract
+param_printers[while_p] = lambda p: {"body_jaxpr": p["body_jaxpr"],
+                                     "body_nconsts": p["body_nconsts"],
+                                     "cond_jaxpr": p["cond_jaxpr"],
+                                     "cond_nconsts": p["cond_nconsts"]}
+
+
+# --- jvp: tangents carried along ------------------------------------------------------------
+def _jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cond_consts, body_consts, carry = split(primals, [cond_nconsts, body_nconsts])
+    _, bconst_t, carry_t = split(tangents, [cond_nconsts, body_nconsts])
+    bconst_nz = [type(t) is not Zero for t in bconst_t]
+    carry_nz = [type(t) is not Zero and dtypes.is_inexact(get_aval(c).dtype)
+                for t, c in zip(carry_t, carry)]
+    while True:  # which carries have tangents: a fixed point
+        _, out_nz = jvp_jaxpr(body_jaxpr, bconst_nz + carry_nz, instantiate=carry_nz,
+                              description="jvp(while)")
+        if list(out_nz) == carry_nz:
+            break
+        carry_nz = [a or b for a, b in zip(carry_nz, out_nz)]
+    jvp_body, _ = jvp_jaxpr(body_jaxpr, bconst_nz + carry_nz, instantiate=carry_nz,
+                            description="jvp(while)")
+    (jvp_body,), extra = hoist_consts([jvp_body])
+    nb, nc = len(body_consts), len(carry)
+    nbt, nct = sum(bconst_nz), sum(carry_nz)
+    # Inputs are (extra, consts, carry, const tangents, carry tangents): the tangents of
+    # the consts join the consts, those of the carry the carry.
+    e = len(extra)
+    order = (list(range(e + nb)) + list(range(e + nb + nc, e + nb + nc + nbt))
+             + list(range(e + nb, e + nb + nc)) + list(range(e + nb + nc + nbt, e + nb + nc + nbt + nct)))
+    jvp_body = permute_body(jvp_body, order)
+    carry_t_in = [_instantiate(t, c) for t, c, nz in zip(carry_t, carry, carry_nz) if nz]
+    cond_avals = cond_jaxpr.in_avals + [get_aval(t) for t in carry_t_in]
+    jvp_cond = widen_inputs(cond_jaxpr, cond_avals, list(range(len(cond_jaxpr.in_avals))))
+    outs = while_p.bind(*cond_consts, *extra, *body_consts,
+                        *(t for t in bconst_t if type(t) is not Zero), *carry, *carry_t_in,
+                        cond_jaxpr=jvp_cond, body_jaxpr=jvp_body, cond_nconsts=cond_nconsts,
+                        body_nconsts=e + nb + nbt)
+    it = iter(outs[nc:])
+    return outs[:nc], [next(it) if nz else Zero(tangent_aval(get_aval(c)))
+                       for c, nz in zip(carry, carry_nz)]
+
+
+def _instantiate(t, primal):
+    return instantiate(Zero(tangent_aval(get_aval(primal)))) if type(t) is Zero else t
+
+
+jvp_rules[while_p] = _jvp
+
+
+# --- partial evaluation: known carries in a known loop, the whole loop staged again ---------
+def _partial_eval(trace, args, params):
+    cn, bn = params["cond_nconsts"], params["body_nconsts"]
+    unknowns = [trace.is_unknown(a) for a in args]
+    cond_uk, bconst_uk, carry_uk = split(unknowns, [cn, bn])
+    body, cond_jaxpr = params["body_jaxpr"], params["cond_jaxpr"]
+    if not any(cond_uk):
+        while True:
+            out_uk = partial_eval_jaxpr(body, bconst_uk + carry_uk, instantiate=carry_uk,
+                                        description="while body")[2]
+            if list(out_uk) == carry_uk:
+                break
+            carry_uk = [a or b for a, b in zip(carry_uk, out_uk)]
+        pred_uk = partial_eval_jaxpr(cond_jaxpr, cond_uk + carry_uk, False)[2][0]
+    if any(cond_uk) or pred_uk or all(carry_uk):
+        return trace.stage(while_p, args, params)
+    # The known loop: the body and predicate pruned to the known carries.
+    known_carry = [not u for u in carry_uk]
+    nb = len(bconst_uk)
+    known_body, used_b = dce_closed(body, known_carry, instantiate=[False] * nb + known_carry)
+    known_cond, used_c = dce_closed(cond_jaxpr, [True], instantiate=[False] * cn + known_carry)
+    cond_consts, body_consts, carry = split(args, [cn, bn])
+    kc = [c for c, u in zip(cond_consts, used_c[:cn]) if u]
+    kb = [c for c, u in zip(body_consts, used_b[:nb]) if u]
+    known_out = trace.known(while_p, [*kc, *kb, *(c for c, k in zip(carry, known_carry) if k)],
+                            dict(params, cond_jaxpr=known_cond, body_jaxpr=known_body,
+                                 cond_nconsts=len(kc), body_nconsts=len(kb)))
+    staged = trace.stage(while_p, args, params)
+    k = iter(known_out)
+    return [s if u else next(k) for s, u in zip(staged, carry_uk)]
+
+
+partial_eval_rules[while_p] = _partial_eval
+
+
+def _transpose(cts, *args, **params):
+    raise ValueError("Reverse-mode differentiation does not work for lax.while_loop or "
+                     "lax.fori_loop with dynamic start/stop values. Try using lax.scan, or "
+                     "using fori_loop with static start/stop.")
+
+
+transpose_rules[while_p] = _transpose
+
+
+# --- batching -----------------------------------------------------------------------------
+def _batch(axis, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cn, bn = cond_nconsts, body_nconsts
+    cconsts, bconsts, carry = split(vals, [cn, bn])
+    cdims, bdims, carry_dims = split(dims, [cn, bn])
+    carry_b = [d is not not_mapped for d in carry_dims]
+    while True:
+        _, _, got = batch_jaxpr(body_jaxpr, axis, bdims + [0 if b else None for b in carry_b],
+                                description="vmap(while body)")
+        new = [b or d is not not_mapped for b, d in zip(carry_b, got)]
+        if new == carry_b:
+            break
+        carry_b = new
+    _, _, (pred_dim,) = batch_jaxpr(cond_jaxpr, axis, cdims + [0 if b else None for b in carry_b],
+                                    description="vmap(while cond)")
+    if pred_dim is not not_mapped:
+        carry_b = [True] * len(carry)
+    in_carry_dims = [0 if b else None for b in carry_b]
+    carry = [move_batch_dim(c, d, 0, axis.size) if b else c
+             for c, d, b in zip(carry, carry_dims, carry_b)]
+    bj, bc, _ = batch_jaxpr(body_jaxpr, axis, bdims + in_carry_dims, out_dims=in_carry_dims,
+                            description="vmap(while body)")
+    cj, cc, _ = batch_jaxpr(cond_jaxpr, axis, cdims + in_carry_dims,
+                            description="vmap(while cond)")
+    body_b, cond_b = ClosedJaxpr(bj, bc), ClosedJaxpr(cj, cc)
+    carry_avals = [get_aval(c) for c in carry]
+    cconst_avals = [get_aval(c) for c in cconsts]
+    if pred_dim is not_mapped:
+        (cond_body,), cextra = hoist_consts([cond_b])
+        (body,), bextra = hoist_consts([body_b])
+        outs = while_p.bind(*cextra, *cconsts, *bextra, *bconsts, *carry, cond_jaxpr=cond_body,
+                            body_jaxpr=body, cond_nconsts=len(cextra) + cn,
+                            body_nconsts=len(bextra) + bn)
+        return outs, in_carry_dims
+    # A batched predicate: loop while any member goes on; finished members keep their carry.
+    nc = len(carry)
+
+    def any_running(*args):
+        (pred,) = closed_call(cond_b)(*args)
+        return [_reductions.reduce_or(move_batch_dim(pred, pred_dim, 0, axis.size), (0,))]
+
+    def step(*args):
+        cc_args, bc_args, carry_args = split(args, [cn, bn])
+        (pred,) = closed_call(cond_b)(*cc_args, *carry_args)
+        pred = move_batch_dim(pred, pred_dim, 0, axis.size)
+        new = closed_call(body_b)(*bc_args, *carry_args)
+        return [_comparison.select_n(_shapes.broadcast_in_dim(pred, get_aval(n).shape, (0,)), old, n)
+                for old, n in zip(carry_args, new)]
+
+    bconst_avals = [get_aval(c) for c in bconsts]
+    new_cond = trace_closed(any_running, cconst_avals + carry_avals, "vmap(while cond)")
+    new_body = trace_closed(step, cconst_avals + bconst_avals + carry_avals, "vmap(while body)")
+    (cond_body,), cextra = hoist_consts([new_cond])
+    (body,), bextra = hoist_consts([new_body])
+    outs = while_p.bind(*cextra, *cconsts, *bextra, *cconsts, *bconsts, *carry,
+                        cond_jaxpr=cond_body, body_jaxpr=body, cond_nconsts=len(cextra) + cn,
+                        body_nconsts=len(bextra) + cn + bn)
+    return outs, [0] * nc
+
+
+batch_rules[while_p] = _batch
+
+
+# --- dead code: the carries neither the outputs nor the predicate need ----------------------
+def _dce(used_outputs, eqn):
+    p = eqn.params
+    cn, bn = p["cond_nconsts"], p["body_nconsts"]
+    cond_jaxpr, body = p["cond_jaxpr"], p["body_jaxpr"]
+    if jaxpr_has_effects(cond_jaxpr) or jaxpr_has_effects(body):
+        return [True] * len(eqn.invars), eqn
+    _, used_c = dce_closed(cond_jaxpr, [True])
+    used_carry = [a or b for a, b in zip(used_outputs, used_c[cn:])]
+    while True:
+        _, used_b = dce_closed(body, used_carry)
+        new = [a or b for a, b in zip(used_carry, used_b[bn:])]
+        if new == used_carry:
+            break
+        used_carry = new
+    if not any(used_outputs):
+        return [False] * len(eqn.invars), None
+    if all(used_carry):
+        return [True] * len(eqn.invars), eqn
+    new_body, used_b = dce_closed(body, used_carry, instantiate=[False] * bn + used_carry)
+    new_cond, used_c = dce_closed(cond_jaxpr, [True], instantiate=[False] * cn + used_carry)
+    used_inputs = used_c[:cn] + used_b[:bn] + used_carry
+    new = eqn.replace(
+        invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
+        outvars=[v for v, u in zip(eqn.outvars, used_carry) if u],
+        params=dict(p, cond_jaxpr=new_cond, body_jaxpr=new_body, cond_nconsts=sum(used_c[:cn]),
+                    body_nconsts=sum(used_b[:bn])))
+    return used_inputs, new
+
+
+dce_rules[while_p] = _dce
+
+
+# --- lowering: stablehlo.while, the consts threaded through the loop state -----------------
+def _lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cn, bn = cond_nconsts, body_nconsts
+    state_avals = list(ctx.avals_in)
+
+    def cond_region(c, *state):
+        cconsts, _, carry = split(state, [cn, bn])
+        (pred,) = lower_jaxpr_body(c.fn, cond_jaxpr.jaxpr,
+                                   const_operands(c, cond_jaxpr) + cconsts + carry)
+        return [pred], cond_jaxpr.out_avals
+
+    def body_region(c, *state):
+        cconsts, bconsts, carry = split(state, [cn, bn])
+        new = lower_jaxpr_body(c.fn, body_jaxpr.jaxpr,
+                               const_operands(c, body_jaxpr) + bconsts + carry)
+        return cconsts + bconsts + new, state_avals
+
+    regions = ctx.region(state_avals, cond_region) + ", " + ctx.region(state_avals, body_region)
+    outs = ctx.op("stablehlo.while", list(args), state_avals, state_avals, regions=regions)
+    return outs[cn + bn:]
+
+
+register_lowering(while_p, _lowering)

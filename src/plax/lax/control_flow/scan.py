@@ -1,0 +1,511 @@
+"""scan and map: the ``scan`` primitive, a loop over the leading axis of its inputs.
+
+``scan_p.bind(*consts, *init, *xs, jaxpr, length, reverse, unroll, num_consts,
+num_carry, linear)`` runs ``carry, y = jaxpr(*consts, *carry, *x)`` for each slice
+``x`` of ``xs`` (from the end when ``reverse``) and returns the final carry and
+the ``y``s stacked. ``jaxpr`` is const-free; ``linear`` marks, per operand,
+those a transformation knows to be linear (shown by the printer only).
+
+Rules: jvp carries tangents (a fixed point finds which carries have them);
+partial evaluation splits the body into a known scan, whose residuals are
+its stacked outputs (those computed from the consts alone are computed once,
+outside the loop), and an unknown scan consuming them; transpose is a scan
+the other way over the cotangents, accumulating the cotangents of the consts
+in its carry; vmap batches the body (a fixed point finds the batched
+carries); DCE drops unused outputs and the carries they need, to a fixed
+point. The lowering is a ``while`` over the step index with dynamic slices
+and updates, ``unroll`` steps per trip.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax import tree_util
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.config import config
+from plax.core.dce import dce_closed, jaxpr_has_effects
+from plax.core.jaxpr import ClosedJaxpr, Var
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, is_undefined,
+                             jvp_rules, not_mapped, param_printers, partial_eval_rules,
+                             register_lowering, tangent_aval, transpose_rules)
+from plax.core.trace import Tracer, concrete_or_error, get_aval
+from plax.lax import arithmetic as _arith
+from plax.lax import shapes as _shapes
+from plax.lax import slicing as _slicing
+from plax.lax.ad_util import instantiate, zeros_like_aval
+from plax.lax.batch_util import move_batch_dim, moveaxis
+from plax.lax.control_flow.common import (as_array, avals_of, check_carry, closed_call, hoist_consts,
+                                          permute_body, promote_weak_inits, same_type, split,
+                                          trace_body, trace_closed, wrapper_for)
+from plax.lax.control_flow.loops import while_loop
+from plax.lowering.inline import lower_fun
+from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
+from plax.transforms.vmap import AxisData, batch_flat
+
+__all__ = ["scan", "map", "scan_p"]
+
+scan_p = Primitive("scan", multiple_results=True)
+
+
+# --- the public functions -----------------------------------------------------------------
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
+    """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs`` (pytrees), returning
+    the final carry and the stacked ``y``s. ``length`` is needed when ``xs`` is None."""
+    if not callable(f):
+        raise TypeError("lax.scan: f argument should be callable.")
+    init_leaves, init_tree = tree_util.tree_flatten(init)
+    xs_leaves, xs_tree = tree_util.tree_flatten(xs)
+    length = _scan_length(xs_leaves, length)
+    if config.read("disable_jit"):
+        return _python_scan(f, init, xs_leaves, xs_tree, length, reverse)
+    unroll = concrete_or_error(None, unroll,
+                               "The `unroll` argument to `scan` expects a concrete `int` or "
+                               "`bool` value.")
+    if isinstance(unroll, (bool, np.bool_)):
+        unroll = max(length, 1) if unroll else 1
+    unroll = int(unroll)
+    if unroll < 0:
+        raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
+    in_tree = tree_util.tree_structure((init, xs))
+    x_avals = [a.update(shape=a.shape[1:]) for a in avals_of(xs_leaves)]
+
+    def trace(carry_avals):
+        closed, out_tree = trace_body(f, in_tree, list(carry_avals) + x_avals, "scan body")
+        dummy = tree_util.tree_unflatten(out_tree, list(range(out_tree.num_leaves)))
+        if not isinstance(dummy, (tuple, list)) or len(dummy) != 2:
+            shown = tree_util.tree_unflatten(
+                out_tree, [a.str_short() for a in closed.out_avals])
+            raise TypeError(f"scan body output must be a pair, got {shown}.")
+        return closed, tree_util.tree_structure(dummy[0]), tree_util.tree_structure(dummy[1])
+
+    init_avals = avals_of(init_leaves)
+    closed, carry_tree, ys_tree = trace(init_avals)
+    n = len(init_leaves)
+    if carry_tree == init_tree:
+        init_leaves, changed = promote_weak_inits(init_leaves, init_avals, closed.out_avals[:n])
+        if changed:
+            init_avals = avals_of(init_leaves)
+            closed, carry_tree, ys_tree = trace(init_avals)
+    check_carry("scan body", f, init_tree, init_avals, carry_tree,
+                closed.out_avals[:carry_tree.num_leaves])
+    (body,), consts = hoist_consts([closed])
+    operands = [*consts, *init_leaves, *xs_leaves]
+    outs = scan_p.bind(*operands, reverse=bool(reverse), length=length, jaxpr=body,
+                       num_consts=len(consts), num_carry=n, linear=(False,) * len(operands),
+                       unroll=unroll)
+    return (tree_util.tree_unflatten(carry_tree, outs[:n]),
+            tree_util.tree_unflatten(ys_tree, outs[n:]))
+
+
+def _scan_length(xs_leaves, length) -> int:
+    try:
+        lengths = [np.shape(x)[0] if not hasattr(x, "aval") else x.aval.shape[0]
+                   for x in xs_leaves]
+    except IndexError:
+        shown = ", ".join(str(x) for x in xs_leaves if np.ndim(x) == 0)
+        raise ValueError(f"scan got value with no leading axis to scan over: {shown}.") from None
+    if length is not None:
+        length = concrete_or_error(
+            int, length, "The `length` argument to `scan` expects a concrete `int` value. For "
+            "scan-like iteration with a dynamic length, use `while_loop` or `fori_loop`.")
+        if not all(length == n for n in lengths):
+            raise ValueError(f"scan got `length` argument of {length} which disagrees with "
+                             f"leading axis sizes {lengths}.")
+        return length
+    if len(set(lengths)) > 1:
+        raise ValueError("scan got values with different leading axis sizes: "
+                         f"{', '.join(str(n) for n in lengths)}.")
+    if not lengths:
+        raise ValueError("scan got no values to scan over and `length` not provided.")
+    return lengths[0]
+
+
+def _python_scan(f, init, xs_leaves, xs_tree, length, reverse):
+    """``scan`` run step by step in Python (under ``disable_jit``)."""
+    if length == 0:
+        raise ValueError("zero-length scan is not supported in disable_jit() mode because "
+                         "the output type is unknown.")
+    carry, ys = init, []
+    steps = range(length - 1, -1, -1) if reverse else range(length)
+    for i in steps:
+        x = tree_util.tree_unflatten(
+            xs_tree, [_slicing.index_in_dim(leaf, i, keepdims=False) for leaf in xs_leaves])
+        carry, y = f(carry, x)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    stacked = tree_util.tree_map(lambda *ys: _shapes.concatenate(
+        [_shapes.expand_dims(as_array(y), (0,)) for y in ys], 0), *ys)
+    return carry, stacked
+
+
+
+
+def map(f, xs, *, batch_size=None):
+    """``f`` applied to each slice of ``xs`` along its leading axis, as a ``scan``; with
+    ``batch_size``, ``batch_size`` slices at a time are vectorized (``vmap``)."""
+    if batch_size is None:
+        _, ys = scan(wrapper_for(f, "map", _map_body), (), xs)
+        return ys
+    batch_size = int(batch_size)
+    leaves, tree = tree_util.tree_flatten(xs)
+    length = _scan_length(leaves, None)
+    num_batches, rest = divmod(length, batch_size)
+    vf = wrapper_for(f, "map batched", lambda get: _vmapped(get, batch_size))
+    scanned = [_shapes.reshape(_slicing.slice_in_dim(x, 0, num_batches * batch_size, axis=0),
+                               (num_batches, batch_size) + get_aval(x).shape[1:])
+               for x in leaves]
+    ys = []
+    if num_batches:
+        _, ys = scan(wrapper_for(vf, "map", _map_body), (),
+                     tree_util.tree_unflatten(tree, scanned))
+        ys = tree_util.tree_map(
+            lambda y: _shapes.reshape(y, (num_batches * batch_size,) + get_aval(y).shape[2:]), ys)
+    if rest:
+        tail = tree_util.tree_unflatten(
+            tree, [_slicing.slice_in_dim(x, num_batches * batch_size, length, axis=0)
+                   for x in leaves])
+        tail_ys = _vmapped(lambda: f, rest)(tail)
+        ys = tail_ys if not num_batches else tree_util.tree_map(
+            lambda a, b: _shapes.concatenate([a, b], 0), ys, tail_ys)
+    return ys
+
+
+def _map_body(get_fun):
+    def body(carry, x):
+        return carry, get_fun()(x)
+    return body
+
+
+def _vmapped(get_fun, size: int):
+    """``f`` mapped over the leading axis of its (pytree) argument, of size ``size``."""
+    def run(x):
+        leaves, tree = tree_util.tree_flatten(x)
+        box = []
+
+        def flat(*xs):
+            out, out_tree = tree_util.tree_flatten(get_fun()(tree_util.tree_unflatten(tree, xs)))
+            box.append(out_tree)
+            return out
+
+        outs, dims = batch_flat(flat, leaves, [0] * len(leaves), AxisData(None, size), "map")
+        return tree_util.tree_unflatten(box[0], [move_batch_dim(o, d, 0, size)
+                                                 for o, d in zip(outs, dims)])
+    return run
+
+
+# --- abstract evaluation ------------------------------------------------------------------
+def _abstract(*avals, reverse, length, jaxpr, num_consts, num_carry, linear, unroll):
+    consts, carry, xs = split(avals, [num_consts, num_carry])
+    bad = [x for x in xs if not x.shape or x.shape[0] != length]
+    if bad:
+        raise TypeError(f"scan of length {length} got scanned operands of types "
+                        f"({', '.join(x.str_short() for x in bad)}).")
+    given = consts + carry + [x.update(shape=x.shape[1:]) for x in xs]
+    ins = jaxpr.in_avals
+    if len(ins) != len(given) or not all(same_type(a, b) for a, b in zip(ins, given)):
+        raise TypeError(f"scan jaxpr takes ({', '.join(a.str_short() for a in ins)}) but is "
+                        f"given ({', '.join(a.str_short() for a in given)}).")
+    outs = jaxpr.out_avals
+    if not all(same_type(a, b) for a, b in zip(outs[:num_carry], carry)):
+        raise TypeError("scan jaxpr must return the carry types "
+                        f"({', '.join(a.str_short() for a in carry)}), got "
+                        f"({', '.join(a.str_short() for a in outs[:num_carry])}).")
+    ys = [ShapedArray((length,) + y.shape, y.dtype, weak_type=y.weak_type)
+          for y in outs[num_carry:]]
+    return list(outs[:num_carry]) + ys
+
+
+abstract_eval_rules[scan_p] = _abstract
+param_printers[scan_p] = lambda p: {k: p[k] for k in (
+    "jaxpr", "length", "linear", "num_carry", "num_consts", "reverse", "unroll")}
+
+
+def _params(params, **changes):
+    return dict(params, **changes)
+
+
+# --- jvp: tangents carried along, the tangent scan fused with the primal one ---------------
+def _jvp(primals, tangents, *, jaxpr, num_consts, num_carry, linear, **params):
+    nk, nc = num_consts, num_carry
+    consts, init, xs = split(primals, [nk, nc])
+    const_t, init_t, xs_t = split(tangents, [nk, nc])
+    const_nz = [type(t) is not Zero for t in const_t]
+    xs_nz = [type(t) is not Zero for t in xs_t]
+    carry_nz = [type(t) is not Zero and dtypes.is_inexact(get_aval(c).dtype)
+                for t, c in zip(init_t, init)]
+    ny = len(jaxpr.out_avals) - nc
+    while True:
+        body, out_nz = jvp_jaxpr(jaxpr, const_nz + carry_nz + xs_nz,
+                                 instantiate=carry_nz + [False] * ny, description="jvp(scan)")
+        if list(out_nz[:nc]) == carry_nz:
+            break
+        carry_nz = [a or b for a, b in zip(carry_nz, out_nz[:nc])]
+    ys_nz = list(out_nz[nc:])
+    (body,), extra = hoist_consts([body])
+    e, nx = len(extra), len(xs)
+    nkt, nct, nxt = sum(const_nz), sum(carry_nz), sum(xs_nz)
+    # The jvp body takes (extra, consts, carry, xs, const tangents, carry tangents, xs
+    # tangents) and returns (carry, ys, carry tangents, ys tangents): regroup both so the
+    # tangents sit with their primals.
+    groups = _ranges([e, nk, nc, nx, nkt, nct, nxt])
+    order = groups[0] + groups[1] + groups[4] + groups[2] + groups[5] + groups[3] + groups[6]
+    nyt = sum(ys_nz)
+    out_groups = _ranges([nc, ny, nct, nyt])
+    body = permute_body(body, order, out_groups[0] + out_groups[2] + out_groups[1] + out_groups[3])
+    init_t_in = [instantiate(t) if type(t) is not Zero else instantiate(Zero(tangent_aval(
+        get_aval(c)))) for t, c, nz in zip(init_t, init, carry_nz) if nz]
+    operands = [*extra, *consts, *(t for t in const_t if type(t) is not Zero), *init, *init_t_in,
+                *xs, *(t for t in xs_t if type(t) is not Zero)]
+    lin = ([False] * (e + nk) + [True] * nkt + [False] * nc + [True] * nct + [False] * nx
+           + [True] * nxt)
+    outs = scan_p.bind(*operands, jaxpr=body, num_consts=e + nk + nkt, num_carry=nc + nct,
+                       linear=tuple(lin), **params)
+    carry, carry_t, ys, ys_t = split(outs, [nc, nct, ny])
+    carry_t, ys_t = iter(carry_t), iter(ys_t)
+    out_avals = [get_aval(o) for o in carry + ys]
+    nz = carry_nz + ys_nz
+    tans = [next(carry_t) if z else Zero(tangent_aval(a)) for a, z in zip(out_avals[:nc], nz[:nc])]
+    tans += [next(ys_t) if z else Zero(tangent_aval(a)) for a, z in zip(out_avals[nc:], nz[nc:])]
+    return carry + ys, tans
+
+
+def _ranges(sizes):
+    out, start = [], 0
+    for n in sizes:
+        out.append(list(range(start, start + n)))
+        start += n
+    return out
+
+
+jvp_rules[scan_p] = _jvp
+
+
+# --- partial evaluation: a known scan stacking residuals, an unknown scan using them -------
+def _partial_eval(trace, args, params):
+    jaxpr, nk, nc = params["jaxpr"], params["num_consts"], params["num_carry"]
+    length = params["length"]
+    unknowns = [trace.is_unknown(a) for a in args]
+    const_uk, carry_uk, xs_uk = split(unknowns, [nk, nc])
+    ny = len(jaxpr.out_avals) - nc
+    while True:
+        known, unknown, out_uk, num_res = partial_eval_jaxpr(
+            jaxpr, const_uk + carry_uk + xs_uk, instantiate=carry_uk + [False] * ny,
+            description="scan body")
+        if list(out_uk[:nc]) == carry_uk:
+            break
+        carry_uk = [a or b for a, b in zip(carry_uk, out_uk[:nc])]
+    if all(carry_uk) and all(const_uk) and all(xs_uk):
+        return trace.stage(scan_p, args, params)
+    consts, init, xs = split(args, [nk, nc])
+    n_kc = const_uk.count(False)
+    n_known_out = len(known.out_avals) - num_res
+    invariant = _loop_invariant_outputs(known, n_kc)[n_known_out:]
+    # Residuals computed from the consts alone: once, outside the loop.
+    known_consts = [c for c, u in zip(consts, const_uk) if not u]
+    hoisted = []
+    if any(invariant):
+        inv_jaxpr, used = dce_closed(known, [False] * n_known_out + invariant)
+        known_ins = known_consts + [c for c, u in zip(init, carry_uk) if not u] + \
+            [x for x, u in zip(xs, xs_uk) if not u]
+        hoisted = trace.eval_jaxpr(inv_jaxpr, [a for a, u in zip(known_ins, used) if u])
+    loop_body, _ = dce_closed(known, [True] * n_known_out + [not i for i in invariant],
+                              instantiate=True)
+    (loop_body,), extra = hoist_consts([loop_body])
+    known_in = [*extra, *known_consts, *(c for c, u in zip(init, carry_uk) if not u),
+                *(x for x, u in zip(xs, xs_uk) if not u)]
+    n_kcarry = carry_uk.count(False)
+    known_out = trace.known(scan_p, known_in, _params(
+        params, jaxpr=loop_body, num_consts=len(extra) + n_kc, num_carry=n_kcarry,
+        linear=(False,) * len(known_in)))
+    stacked = known_out[n_known_out:]
+    known_out = known_out[:n_known_out]
+    if not any(out_uk):
+        k = iter(known_out)
+        return [next(k) for _ in out_uk]
+    # The unknown scan: invariant residuals join its consts, stacked ones its xs.
+    inv_idx = [i for i, inv in enumerate(invariant) if inv]
+    var_idx = [i for i, inv in enumerate(invariant) if not inv]
+    n_ukc, n_ucarry, n_ux = sum(const_uk), sum(carry_uk), sum(xs_uk)
+    r = num_res
+    groups = _ranges([r, n_ukc, n_ucarry, n_ux])
+    order = inv_idx + groups[1] + groups[2] + var_idx + groups[3]
+    unknown = permute_body(unknown, order)
+    uk_in = [*hoisted, *(c for c, u in zip(consts, const_uk) if u),
+             *(c for c, u in zip(init, carry_uk) if u), *stacked,
+             *(x for x, u in zip(xs, xs_uk) if u)]
+    lin = ([False] * len(hoisted) + [True] * n_ukc + [True] * n_ucarry + [False] * len(stacked)
+           + [True] * n_ux)
+    uk_out = trace.stage(scan_p, uk_in, _params(
+        params, jaxpr=unknown, num_consts=len(hoisted) + n_ukc, num_carry=n_ucarry,
+        linear=tuple(lin)))
+    k, u = iter(known_out), iter(uk_out)
+    return [next(u) if unk else next(k) for unk in out_uk]
+
+
+def _loop_invariant_outputs(closed: ClosedJaxpr, n_consts: int) -> list:
+    """Per output of a scan body, whether it depends on the consts (the first
+    ``n_consts`` inputs) only, not on the carry or the scanned slices."""
+    j = closed.jaxpr
+    varying = set(j.invars[n_consts:])
+    for e in j.eqns:
+        if any(isinstance(v, Var) and v in varying for v in e.invars):
+            varying.update(e.outvars)
+    return [not (isinstance(v, Var) and v in varying) for v in j.outvars]
+
+
+partial_eval_rules[scan_p] = _partial_eval
+
+
+# --- transpose: a scan the other way over the cotangents -------------------------------------
+def _transpose(cts, *args, jaxpr, num_consts, num_carry, linear, reverse, **params):
+    nk, nc = num_consts, num_carry
+    consts, init, xs = split(args, [nk, nc])
+    ct_carry, ct_ys = split(cts, [nc])[:2]
+    const_lin = [is_undefined(c) for c in consts]
+    xs_lin = [is_undefined(x) for x in xs]
+    # Carries are linear (one given as a value is a zero initial tangent: its cotangent
+    # is not needed).
+    ys_nz = [type(c) is not Zero for c in ct_ys]
+    body_t = transpose_jaxpr(jaxpr, const_lin + [True] * nc + xs_lin, [True] * nc + ys_nz,
+                             description="transpose(scan)")
+    res_consts = [c for c, lin in zip(consts, const_lin) if not lin]
+    res_xs = [x for x, lin in zip(xs, xs_lin) if not lin]
+    lin_const_avals = [c.aval for c in consts if is_undefined(c)]
+    n_rc, n_lc, n_rx = len(res_consts), len(lin_const_avals), len(res_xs)
+    ct_carry = [instantiate(c) for c in ct_carry]
+    ct_ys_nz = [c for c in ct_ys if type(c) is not Zero]
+
+    def step(*a):
+        rc, acc, cc, rx, cy = split(a, [n_rc, n_lc, nc, n_rx])
+        outs = closed_call(body_t)(*rc, *rx, *cc, *cy)
+        ct_lc, ct_c, ct_lx = split(outs, [n_lc, nc])
+        return [_arith.add(x, y) for x, y in zip(acc, ct_lc)] + ct_c + ct_lx
+
+    slice_avals = [a.update(shape=a.shape[1:]) for a in avals_of(res_xs + ct_ys_nz)]
+    in_avals = (avals_of(res_consts) + [a.update(weak_type=False) for a in lin_const_avals]
+                + avals_of(ct_carry) + slice_avals)
+    body = trace_closed(step, in_avals, "transpose(scan)")
+    (body,), extra = hoist_consts([body])
+    acc0 = [zeros_like_aval(a.update(weak_type=False)) for a in lin_const_avals]
+    operands = [*extra, *res_consts, *acc0, *ct_carry, *res_xs, *ct_ys_nz]
+    n_ex = len(extra)
+    lin = ([False] * (n_ex + n_rc) + [True] * (n_lc + nc) + [False] * n_rx
+           + [True] * len(ct_ys_nz))
+    outs = scan_p.bind(*operands, jaxpr=body, num_consts=n_ex + n_rc, num_carry=n_lc + nc,
+                       linear=tuple(lin), reverse=not reverse, **params)
+    ct_consts, ct_init, ct_xs = split(outs, [n_lc, nc])
+    ct_consts, ct_xs = iter(ct_consts), iter(ct_xs)
+    return ([next(ct_consts) if lin else None for lin in const_lin]
+            + [c if is_undefined(a) else None for c, a in zip(ct_init, init)]
+            + [next(ct_xs) if lin else None for lin in xs_lin])
+
+
+transpose_rules[scan_p] = _transpose
+
+
+# --- batching -----------------------------------------------------------------------------
+def _batch(axis, vals, dims, *, jaxpr, num_consts, num_carry, linear, **params):
+    nk, nc = num_consts, num_carry
+    consts, init, xs = split(vals, [nk, nc])
+    const_dims, init_dims, xs_dims = split(dims, [nk, nc])
+    # A scanned operand batched along its leading (scan) axis moves its batch next to it.
+    xs = [x if d is not_mapped else moveaxis(x, d, 1) for x, d in zip(xs, xs_dims)]
+    x_dims = [not_mapped if d is not_mapped else 0 for d in xs_dims]
+    carry_b = [d is not not_mapped for d in init_dims]
+    while True:
+        _, _, got = batch_jaxpr(jaxpr, axis, const_dims + [0 if b else None for b in carry_b]
+                                + x_dims, description="vmap(scan)")
+        new = [b or d is not not_mapped for b, d in zip(carry_b, got[:nc])]
+        if new == carry_b:
+            break
+        carry_b = new
+    carry_dims = [0 if b else not_mapped for b in carry_b]
+    ys_dims = [not_mapped if d is not_mapped else 0 for d in got[nc:]]
+    bj, bconsts, _ = batch_jaxpr(jaxpr, axis, const_dims + carry_dims + x_dims,
+                                 out_dims=carry_dims + ys_dims, description="vmap(scan)")
+    (body,), extra = hoist_consts([ClosedJaxpr(bj, bconsts)])
+    init = [move_batch_dim(c, d, 0, axis.size) if b else c
+            for c, d, b in zip(init, init_dims, carry_b)]
+    operands = [*extra, *consts, *init, *xs]
+    outs = scan_p.bind(*operands, jaxpr=body, num_consts=len(extra) + nk, num_carry=nc,
+                       linear=(False,) * len(extra) + tuple(linear), **params)
+    return outs, carry_dims + [not_mapped if d is not_mapped else 1 for d in ys_dims]
+
+
+batch_rules[scan_p] = _batch
+
+
+# --- dead code: unused outputs, and the carries only they needed ---------------------------
+def _dce(used_outputs, eqn):
+    p = eqn.params
+    jaxpr, nk, nc = p["jaxpr"], p["num_consts"], p["num_carry"]
+    if jaxpr_has_effects(jaxpr):
+        return [True] * len(eqn.invars), eqn
+    if not any(used_outputs):
+        return [False] * len(eqn.invars), None
+    used_carry, used_ys = list(used_outputs[:nc]), list(used_outputs[nc:])
+    while True:
+        _, used_in = dce_closed(jaxpr, used_carry + used_ys)
+        new = [a or b for a, b in zip(used_carry, used_in[nk:nk + nc])]
+        if new == used_carry:
+            break
+        used_carry = new
+    nx = len(eqn.invars) - nk - nc
+    body, used_in = dce_closed(jaxpr, used_carry + used_ys,
+                               instantiate=[False] * nk + used_carry + [False] * nx)
+    used_inputs = used_in[:nk] + used_carry + used_in[nk + nc:]
+    if all(used_inputs) and all(used_carry) and all(used_ys):
+        return used_inputs, eqn
+    new = eqn.replace(
+        invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
+        outvars=[v for v, u in zip(eqn.outvars, used_carry + used_ys) if u],
+        params=dict(p, jaxpr=body, num_consts=sum(used_in[:nk]), num_carry=sum(used_carry),
+                    linear=tuple(x for x, u in zip(p["linear"], used_inputs) if u)))
+    return used_inputs, new
+
+
+dce_rules[scan_p] = _dce
+
+
+# --- lowering: a while over the step index, ``unroll`` steps a trip ------------------------
+def _scan_loop(*args, reverse, length, jaxpr, num_consts, num_carry, linear, unroll):
+    """The scan as lax ops: a while_loop over blocks of ``unroll`` steps, then the steps
+    left over, each reading its slice of ``xs`` and writing its slice of the ``ys``."""
+    consts, carry, xs = split(args, [num_consts, num_carry])
+    y_avals = jaxpr.out_avals[num_carry:]
+    ys = [_shapes.full((length,) + a.shape, 0, a.dtype) for a in y_avals]
+    unroll = length if unroll == 0 else max(1, min(unroll, max(length, 1)))
+    trips, rest = divmod(length, unroll)
+    if unroll > 1 and trips == 1 and rest == 0:  # fully unrolled: no loop at all
+        trips, rest = 0, length
+    run = closed_call(jaxpr)
+
+    def step(i, carry, ys):
+        index = (length - 1 - i) if reverse else i
+        x = [_slicing.dynamic_index_in_dim(v, index, 0, keepdims=False,
+                                           allow_negative_indices=False) for v in xs]
+        outs = run(*consts, *carry, *x)
+        new_ys = [_slicing.dynamic_update_index_in_dim(acc, y, index, 0,
+                                                      allow_negative_indices=False)
+                  for acc, y in zip(ys, outs[num_carry:])]
+        return list(outs[:num_carry]), new_ys
+
+    if trips:
+        def body(state):
+            i, carry, ys = state
+            for _ in range(unroll):
+                carry, ys = step(i, carry, ys)
+                i = i + np.int32(1)
+            return i, carry, ys
+
+        _, carry, ys = while_loop(lambda s: s[0] < np.int32(trips * unroll), body,
+                                  (np.int32(0), list(carry), ys))
+    for k in range(rest):
+        carry, ys = step(np.int32(trips * unroll + k), carry, ys)
+    return list(carry) + list(ys)
+
+
+register_lowering(scan_p, lower_fun(_scan_loop, multiple_results=True))
