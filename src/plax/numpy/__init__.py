@@ -25,3 +25,4 @@ from plax.numpy.reductions import *  # noqa: F401,F403,E402
 from plax.numpy.products import *  # noqa: F401,F403,E402
 from plax.numpy.sorting import *  # noqa: F401,F403,E402
 from plax.numpy.vectorize import vectorize  # noqa: F401,E402
+from plax.numpy.conditionals import select, piecewise  # noqa: F401,E402

@@ -105,6 +105,13 @@ def permute_body(closed: ClosedJaxpr, in_order=None, out_order=None) -> ClosedJa
     return ClosedJaxpr(Jaxpr(j.constvars, invars, outvars, j.eqns), closed.consts)
 
 
+def forwarded_inputs(closed: ClosedJaxpr) -> list:
+    """Per output of ``closed``: the index of the input it returns unchanged, or None."""
+    j = closed.jaxpr
+    where = {v: i for i, v in enumerate(j.invars)}
+    return [where.get(v) if isinstance(v, Var) else None for v in j.outvars]
+
+
 def widen_inputs(closed: ClosedJaxpr, avals, placement) -> ClosedJaxpr:
     """``closed`` taking inputs of types ``avals``: its input ``i`` is the new input
     ``placement[i]``, and the others are unused."""

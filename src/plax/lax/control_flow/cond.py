@@ -35,9 +35,10 @@ from plax.lax import conversion as _conversion
 from plax.lax import shapes as _shapes
 from plax.lax.ad_util import zeros_like_aval
 from plax.lax.batch_util import move_batch_dim
-from plax.lax.control_flow.common import (avals_of, check_branch_outputs, closed_call,
-                                          hoist_consts, join_weak, same_type, trace_body,
-                                          trace_closed, widen_inputs)
+from plax.lax.control_flow.common import (as_array, avals_of, check_branch_outputs,
+                                          closed_call, forwarded_inputs, hoist_consts,
+                                          join_weak, same_type, trace_body, trace_closed,
+                                          widen_inputs)
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
@@ -130,7 +131,15 @@ def _bind_cond(index, funs, names, operands, api):
             check_branch_outputs(api, names[ref], names[i], funs[ref], funs[i],
                                  traced[ref][1], traced[ref][0].out_avals, tree, closed.out_avals)
     bodies, consts = hoist_consts([c for c, _ in traced])
-    outs = cond_p.bind(index, *consts, *leaves, branches=tuple(bodies))
+    # An output every branch returns straight from the same input is that input.
+    in_fwd = [f[0] if all(x == f[0] for x in f) else None
+              for f in zip(*(forwarded_inputs(b) for b in bodies))]
+    if any(f is not None for f in in_fwd):
+        keep = [f is None for f in in_fwd]
+        bodies = [dce_closed(b, keep, instantiate=True)[0] for b in bodies]
+    outs = iter(cond_p.bind(index, *consts, *leaves, branches=tuple(bodies)))
+    inputs = [*consts, *leaves]
+    outs = [next(outs) if f is None else as_array(inputs[f]) for f in in_fwd]
     return tree_util.tree_unflatten(traced[0][1], outs)
 
 

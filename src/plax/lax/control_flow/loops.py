@@ -36,7 +36,8 @@ from plax.lax import reductions as _reductions
 from plax.lax import shapes as _shapes
 from plax.lax.ad_util import instantiate
 from plax.lax.batch_util import move_batch_dim
-from plax.lax.control_flow.common import (as_array, avals_of, check_carry, closed_call, hoist_consts,
+from plax.lax.control_flow.common import (as_array, avals_of, check_carry, closed_call,
+                                          forwarded_inputs, hoist_consts,
                                           permute_body, promote_weak_inits, same_type, split,
                                           trace_body, trace_closed, widen_inputs, wrapper_for)
 from plax.lowering.consts import const_operands
@@ -86,10 +87,26 @@ def while_loop(cond_fun, body_fun, init_val):
     check_carry("while_loop body", body_fun, tree, avals, body_tree, body_closed.out_avals)
     (cond_body,), cond_consts = hoist_consts([cond_closed])
     (body,), body_consts = hoist_consts([body_closed])
-    outs = while_p.bind(*cond_consts, *body_consts, *leaves, cond_jaxpr=cond_body,
-                        body_jaxpr=body, cond_nconsts=len(cond_consts),
-                        body_nconsts=len(body_consts))
-    return tree_util.tree_unflatten(tree, outs)
+    # A carry the body returns unchanged and the predicate does not read is a body const
+    # (so a batched predicate does not batch it).
+    cn, bn, nc = len(cond_consts), len(body_consts), len(leaves)
+    _, cond_uses = dce_closed(cond_body, [True])
+    moved = [f == bn + i and not cond_uses[cn + i]
+             for i, f in enumerate(forwarded_inputs(body))]
+    carry = list(leaves)
+    if any(moved):
+        cond_body, _ = dce_closed(cond_body, [True],
+                                  instantiate=[True] * cn + [not m for m in moved])
+        body, _ = dce_closed(body, [not m for m in moved], instantiate=True)
+        order = ([bn + i for i, m in enumerate(moved) if m] + list(range(bn))
+                 + [bn + i for i, m in enumerate(moved) if not m])
+        body = permute_body(body, order)
+        body_consts = [c for c, m in zip(leaves, moved) if m] + body_consts
+        carry = [c for c, m in zip(leaves, moved) if not m]
+    outs = iter(while_p.bind(*cond_consts, *body_consts, *carry, cond_jaxpr=cond_body,
+                             body_jaxpr=body, cond_nconsts=cn, body_nconsts=len(body_consts)))
+    return tree_util.tree_unflatten(tree, [as_array(leaves[i]) if m else next(outs)
+                                           for i, m in enumerate(moved)])
 
 
 

@@ -36,7 +36,8 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.ad_util import instantiate, zeros_like_aval
 from plax.lax.batch_util import move_batch_dim, moveaxis
-from plax.lax.control_flow.common import (as_array, avals_of, check_carry, closed_call, hoist_consts,
+from plax.lax.control_flow.common import (as_array, avals_of, check_carry, closed_call,
+                                          forwarded_inputs, hoist_consts,
                                           permute_body, promote_weak_inits, same_type, split,
                                           trace_body, trace_closed, wrapper_for)
 from plax.lax.control_flow.loops import while_loop
@@ -91,12 +92,39 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     check_carry("scan body", f, init_tree, init_avals, carry_tree,
                 closed.out_avals[:carry_tree.num_leaves])
     (body,), consts = hoist_consts([closed])
-    operands = [*consts, *init_leaves, *xs_leaves]
+    body, consts, carry_in, moved = _carries_as_consts(body, consts, init_leaves)
+    # A y that is its x slice unchanged is xs itself: not copied through the loop.
+    nk, nc = len(consts), len(carry_in)
+    x_fwd = [f - nk - nc if f is not None and f >= nk + nc else None
+             for f in forwarded_inputs(body)[nc:]]
+    if any(f is not None for f in x_fwd):
+        body, _ = dce_closed(body, [True] * nc + [f is None for f in x_fwd], instantiate=True)
+    operands = [*consts, *carry_in, *xs_leaves]
     outs = scan_p.bind(*operands, reverse=bool(reverse), length=length, jaxpr=body,
-                       num_consts=len(consts), num_carry=n, linear=(False,) * len(operands),
+                       num_consts=nk, num_carry=nc, linear=(False,) * len(operands),
                        unroll=unroll)
-    return (tree_util.tree_unflatten(carry_tree, outs[:n]),
-            tree_util.tree_unflatten(ys_tree, outs[n:]))
+    carry_it, ys_it = iter(outs[:nc]), iter(outs[nc:])
+    carry = [as_array(init_leaves[i]) if m else next(carry_it) for i, m in enumerate(moved)]
+    ys = [next(ys_it) if f is None else as_array(xs_leaves[f]) for f in x_fwd]
+    return (tree_util.tree_unflatten(carry_tree, carry), tree_util.tree_unflatten(ys_tree, ys))
+
+
+def _carries_as_consts(body, consts, init):
+    """A carry the body returns unchanged is read-only: it becomes a const (cheaper to
+    batch and to differentiate). Returns the new body, consts, carries, and per carry
+    whether it moved."""
+    nk, nc = len(consts), len(init)
+    moved = [f == nk + i for i, f in enumerate(forwarded_inputs(body)[:nc])]
+    if not any(moved):
+        return body, consts, list(init), moved
+    ny = len(body.out_avals) - nc
+    body, _ = dce_closed(body, [not m for m in moved] + [True] * ny, instantiate=True)
+    n_in = len(body.in_avals)
+    order = ([nk + i for i, m in enumerate(moved) if m] + list(range(nk))
+             + [nk + i for i, m in enumerate(moved) if not m] + list(range(nk + nc, n_in)))
+    body = permute_body(body, order)
+    new_consts = [c for c, m in zip(init, moved) if m] + list(consts)
+    return body, new_consts, [c for c, m in zip(init, moved) if not m], moved
 
 
 def _scan_length(xs_leaves, length) -> int:
