@@ -37,6 +37,13 @@ class Literal:
     def __repr__(self):
         return f"Literal({self.val})"
 
+    def value(self):
+        """The value to bind in its place: weakly typed literals come back as Python
+        scalars, so that evaluating a jaxpr again keeps them weak."""
+        if self.aval.weak_type and isinstance(self.val, np.generic):
+            return self.val.item()
+        return self.val
+
     def pretty(self) -> str:
         v = self.val.item() if hasattr(self.val, "item") else self.val
         return f"{v}:{self.aval.str_short()}"
@@ -331,7 +338,7 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
         env[v] = x
 
     def read(v):
-        return v.val if isinstance(v, Literal) else env[v]
+        return v.value() if isinstance(v, Literal) else env[v]
 
     for e in jaxpr.eqns:
         out = e.primitive.bind(*[read(v) for v in e.invars], **e.params)

@@ -7,7 +7,6 @@ Cotangents may be symbolic ``Zero``s; contributions to a variable add up.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_closed
@@ -16,13 +15,6 @@ from plax.core.rules import UndefinedPrimal, Zero, transpose_rules
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer
 from plax.lax.ad_util import add_tangents, instantiate
-
-def _literal_value(lit: Literal):
-    """A literal's value; weakly typed literals come back as Python scalars (still weak)."""
-    if lit.aval.weak_type and isinstance(lit.val, np.generic):
-        return lit.val.item()
-    return lit.val
-
 
 def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
     """Cotangents of the linear inputs of ``jaxpr`` given cotangents of its outputs.
@@ -34,7 +26,7 @@ def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
     linear = {v for v, lin in zip(jaxpr.invars, linear_in) if lin}
 
     def read(v):
-        return _literal_value(v) if isinstance(v, Literal) else env[v]
+        return v.value() if isinstance(v, Literal) else env[v]
 
     linear_eqns = []
     for e in jaxpr.eqns:

@@ -88,13 +88,6 @@ def same_type(a, b) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype
 
 
-def join_weak(avals_per_branch) -> list:
-    """Per position, the type of the first branch, weak only when every branch's is."""
-    first = avals_per_branch[0]
-    return [a.update(weak_type=all(b[i].weak_type for b in avals_per_branch))
-            if a.weak_type else a for i, a in enumerate(first)]
-
-
 # --- reshaping bodies ---------------------------------------------------------------------
 def permute_body(closed: ClosedJaxpr, in_order=None, out_order=None) -> ClosedJaxpr:
     """``closed`` with its inputs (and outputs) reordered: new input ``k`` is old input
@@ -253,13 +246,14 @@ def check_carry(name: str, body_fun, in_tree, in_avals, out_tree, out_avals) -> 
 
 
 def promote_weak_inits(init_leaves, init_avals, out_avals):
-    """Weakly typed initial carries converted to the type the body gives them (a Python
-    ``0`` for a float carry); returns ``(leaves, changed)``."""
+    """Weakly typed initial carries whose type the body changes, promoted with the body's
+    output type (a Python ``0`` meeting a float carry becomes a float); returns
+    ``(leaves, changed)``. A change promotion cannot explain (a float carry becoming an
+    integer) is left for the carry check to report."""
     new, changed = [], False
     for x, a, b in zip(init_leaves, init_avals, out_avals):
-        if a.weak_type and not same_type(a, b) and a.shape == b.shape:
-            dtype = dtypes.result_type(x, b.dtype) if b.weak_type else b.dtype
-            new.append(conversion.convert_element_type(x, dtype))
+        if a.weak_type and not same_type(a, b):
+            new.append(conversion.convert_element_type(x, dtypes.result_type(x, b)))
             changed = True
         else:
             new.append(x)

@@ -37,7 +37,7 @@ from plax.lax.ad_util import zeros_like_aval
 from plax.lax.batch_util import move_batch_dim
 from plax.lax.control_flow.common import (as_array, avals_of, check_branch_outputs,
                                           closed_call, forwarded_inputs, hoist_consts,
-                                          join_weak, same_type, trace_body, trace_closed,
+                                          same_type, trace_body, trace_closed,
                                           widen_inputs)
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
@@ -161,7 +161,7 @@ def _abstract(index, *avals, branches):
             raise TypeError(f"cond branches must have equal output types, but branch {i} "
                             f"returns ({', '.join(a.str_short() for a in b.out_avals)}) and "
                             f"branch 0 ({', '.join(a.str_short() for a in outs)}).")
-    return join_weak([b.out_avals for b in branches])
+    return list(outs)  # the types of branch 0, weak types included (as JAX)
 
 
 abstract_eval_rules[cond_p] = _abstract

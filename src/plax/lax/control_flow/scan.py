@@ -66,6 +66,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
                                "`bool` value.")
     if isinstance(unroll, (bool, np.bool_)):
         unroll = max(length, 1) if unroll else 1
+    if not isinstance(unroll, (int, np.integer)):
+        raise TypeError(f"`unroll` must be a `bool` or a non-negative `int`, got {unroll!r}.")
     unroll = int(unroll)
     if unroll < 0:
         raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
@@ -79,16 +81,17 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
             shown = tree_util.tree_unflatten(
                 out_tree, [a.str_short() for a in closed.out_avals])
             raise TypeError(f"scan body output must be a pair, got {shown}.")
-        return closed, tree_util.tree_structure(dummy[0]), tree_util.tree_structure(dummy[1])
+        return (closed, out_tree, tree_util.tree_structure(dummy[0]),
+                tree_util.tree_structure(dummy[1]))
 
     init_avals = avals_of(init_leaves)
-    closed, carry_tree, ys_tree = trace(init_avals)
+    closed, out_tree, carry_tree, ys_tree = trace(init_avals)
     n = len(init_leaves)
     if carry_tree == init_tree:
         init_leaves, changed = promote_weak_inits(init_leaves, init_avals, closed.out_avals[:n])
         if changed:
             init_avals = avals_of(init_leaves)
-            closed, carry_tree, ys_tree = trace(init_avals)
+            closed, out_tree, carry_tree, ys_tree = trace(init_avals)
     check_carry("scan body", f, init_tree, init_avals, carry_tree,
                 closed.out_avals[:carry_tree.num_leaves])
     (body,), consts = hoist_consts([closed])
@@ -106,7 +109,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     carry_it, ys_it = iter(outs[:nc]), iter(outs[nc:])
     carry = [as_array(init_leaves[i]) if m else next(carry_it) for i, m in enumerate(moved)]
     ys = [next(ys_it) if f is None else as_array(xs_leaves[f]) for f in x_fwd]
-    return (tree_util.tree_unflatten(carry_tree, carry), tree_util.tree_unflatten(ys_tree, ys))
+    # The body's own pair (a tuple or a list) holds the results.
+    return tree_util.tree_unflatten(out_tree, carry + ys)
 
 
 def _carries_as_consts(body, consts, init):
@@ -174,7 +178,7 @@ def _python_scan(f, init, xs_leaves, xs_tree, length, reverse):
 def map(f, xs, *, batch_size=None):
     """``f`` applied to each slice of ``xs`` along its leading axis, as a ``scan``; with
     ``batch_size``, ``batch_size`` slices at a time are vectorized (``vmap``)."""
-    if batch_size is None:
+    if not batch_size:  # None or 0: one slice at a time
         _, ys = scan(wrapper_for(f, "map", _map_body), (), xs)
         return ys
     batch_size = int(batch_size)
@@ -413,11 +417,10 @@ def _transpose(cts, *args, jaxpr, num_consts, num_carry, linear, reverse, **para
         return [_arith.add(x, y) for x, y in zip(acc, ct_lc)] + ct_c + ct_lx
 
     slice_avals = [a.update(shape=a.shape[1:]) for a in avals_of(res_xs + ct_ys_nz)]
-    in_avals = (avals_of(res_consts) + [a.update(weak_type=False) for a in lin_const_avals]
-                + avals_of(ct_carry) + slice_avals)
+    in_avals = avals_of(res_consts) + lin_const_avals + avals_of(ct_carry) + slice_avals
     body = trace_closed(step, in_avals, "transpose(scan)")
     (body,), extra = hoist_consts([body])
-    acc0 = [zeros_like_aval(a.update(weak_type=False)) for a in lin_const_avals]
+    acc0 = [zeros_like_aval(a) for a in lin_const_avals]
     operands = [*extra, *res_consts, *acc0, *ct_carry, *res_xs, *ct_ys_nz]
     n_ex = len(extra)
     lin = ([False] * (n_ex + n_rc) + [True] * (n_lc + nc) + [False] * n_rx
