@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_jit.py
 	$(PY) bench/bench_autodiff.py
 	$(PY) bench/bench_vmap.py
+	$(PY) bench/bench_control_flow.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -335,6 +335,12 @@ def _partial_eval(trace, args, params):
     n_kc = const_uk.count(False)
     n_known_out = len(known.out_avals) - num_res
     invariant = _loop_invariant_outputs(known, n_kc)[n_known_out:]
+    # Residuals that are a known slice of xs as it is: xs itself, not a stacked copy.
+    n_kcarry = carry_uk.count(False)
+    first_x = n_kc + n_kcarry
+    known_xs = [x for x, u in zip(xs, xs_uk) if not u]
+    x_res = [f - first_x if f is not None and f >= first_x else None
+             for f in forwarded_inputs(known)[n_known_out:]]
     # Residuals computed from the consts alone: once, outside the loop.
     known_consts = [c for c, u in zip(consts, const_uk) if not u]
     hoisted = []
@@ -343,12 +349,12 @@ def _partial_eval(trace, args, params):
         known_ins = known_consts + [c for c, u in zip(init, carry_uk) if not u] + \
             [x for x, u in zip(xs, xs_uk) if not u]
         hoisted = trace.eval_jaxpr(inv_jaxpr, [a for a, u in zip(known_ins, used) if u])
-    loop_body, _ = dce_closed(known, [True] * n_known_out + [not i for i in invariant],
-                              instantiate=True)
+    loop_body, _ = dce_closed(
+        known, [True] * n_known_out + [not i and f is None for i, f in zip(invariant, x_res)],
+        instantiate=True)
     (loop_body,), extra = hoist_consts([loop_body])
     known_in = [*extra, *known_consts, *(c for c, u in zip(init, carry_uk) if not u),
-                *(x for x, u in zip(xs, xs_uk) if not u)]
-    n_kcarry = carry_uk.count(False)
+                *known_xs]
     known_out = trace.known(scan_p, known_in, _params(
         params, jaxpr=loop_body, num_consts=len(extra) + n_kc, num_carry=n_kcarry,
         linear=(False,) * len(known_in)))
@@ -359,17 +365,18 @@ def _partial_eval(trace, args, params):
         return [next(k) for _ in out_uk]
     # The unknown scan: invariant residuals join its consts, stacked ones its xs.
     inv_idx = [i for i, inv in enumerate(invariant) if inv]
-    var_idx = [i for i, inv in enumerate(invariant) if not inv]
+    var_idx = [i for i, (inv, f) in enumerate(zip(invariant, x_res)) if not inv and f is None]
+    fwd_idx = [i for i, f in enumerate(x_res) if f is not None]
     n_ukc, n_ucarry, n_ux = sum(const_uk), sum(carry_uk), sum(xs_uk)
     r = num_res
     groups = _ranges([r, n_ukc, n_ucarry, n_ux])
-    order = inv_idx + groups[1] + groups[2] + var_idx + groups[3]
+    order = inv_idx + groups[1] + groups[2] + var_idx + fwd_idx + groups[3]
     unknown = permute_body(unknown, order)
     uk_in = [*hoisted, *(c for c, u in zip(consts, const_uk) if u),
              *(c for c, u in zip(init, carry_uk) if u), *stacked,
-             *(x for x, u in zip(xs, xs_uk) if u)]
-    lin = ([False] * len(hoisted) + [True] * n_ukc + [True] * n_ucarry + [False] * len(stacked)
-           + [True] * n_ux)
+             *(known_xs[x_res[i]] for i in fwd_idx), *(x for x, u in zip(xs, xs_uk) if u)]
+    lin = ([False] * len(hoisted) + [True] * n_ukc + [True] * n_ucarry
+           + [False] * (len(stacked) + len(fwd_idx)) + [True] * n_ux)
     uk_out = trace.stage(scan_p, uk_in, _params(
         params, jaxpr=unknown, num_consts=len(hoisted) + n_ukc, num_carry=n_ucarry,
         linear=tuple(lin)))
