@@ -87,6 +87,13 @@ def test_vmap_pytrees_and_dtypes_read_back(tmp_path):
               "bf16 True", "int4 True")
 
 
+def test_control_flow_program_runs_through_python_m_plax(tmp_path):
+    assert_ok(run_script(tmp_path, program("control_flow")), "scan_grad True",
+              "fori_rk4 True True", "while_vmap True", "cond_vmap True True", "switch True",
+              "map True", "assoc True", "while_rev_error True", "scan_length_error True",
+              "jaxpr True")
+
+
 def test_device_put_jit_and_donation_read_back(tmp_path):
     assert_ok(run_script(tmp_path, DEVICES), "ndev 8", "put True True", "shards 1 True",
               "jit_on_dev True True", "donated True", "get True")
