@@ -359,3 +359,49 @@ def test_disable_jit_runs_nested_control_flow_in_python():
         out = plax.jit(lambda xs: lax.scan(body, 0, xs))(np.array([3.0, -1.0, 2.0], F32))
     close(out, _while_in_cond_in_scan_ref(np.array([3.0, -1.0, 2.0], F32)))
     assert seen == [3.0, 1.5, 2.0, 1.0]
+
+
+# --- a scan inside a checkpoint or a jit that is transposed whole ---------------------------
+def _scan_loss(c, xs):
+    return lax.scan(lambda c, x: (jnp.sin(c) * x + c, c * c), c, xs)[1].sum()
+
+
+def _scan_loss_ref_grad(c, xs, eps=1e-4):
+    def ref(c):
+        total = 0.0
+        for x in np.asarray(xs, np.float64):
+            total += c * c
+            c = np.sin(c) * x + c
+        return total
+    return (ref(c + eps) - ref(c - eps)) / (2 * eps)
+
+
+@pytest.mark.parametrize("wrap", ["checkpoint", "checkpoint_of_jit", "jit_in_checkpoint_body",
+                                  "nothing_saveable_body"])
+def test_grad_of_scan_transposed_whole(wrap):
+    """The jvp scan (primal and tangent carries together) inside a checkpoint is transposed
+    as one equation: its primal carries must run forward first."""
+    xs = np.linspace(0.1, 1.0, 5).astype(F32)
+    if wrap == "checkpoint":
+        f = plax.checkpoint(_scan_loss)
+    elif wrap == "checkpoint_of_jit":
+        f = plax.checkpoint(plax.jit(_scan_loss))
+    elif wrap == "jit_in_checkpoint_body":
+        f = plax.checkpoint(lambda c, xs: plax.jit(_scan_loss)(c, xs) * 2.0)
+    else:
+        policy = plax.checkpoint_policies.nothing_saveable
+        f = lambda c, xs: lax.scan(plax.checkpoint(  # noqa: E731
+            lambda c, x: (jnp.sin(c) * x + c, c * c), policy=policy), c, xs)[1].sum()
+    scale = 2.0 if wrap == "jit_in_checkpoint_body" else 1.0
+    want = scale * _scan_loss_ref_grad(0.4, xs)
+    close(plax.grad(f)(F32(0.4), xs), want, rtol=1e-3, atol=1e-4)
+    close(plax.jit(plax.grad(f))(F32(0.4), xs), want, rtol=1e-3, atol=1e-4)
+
+
+def test_linear_transpose_of_a_linear_scan_is_its_adjoint():
+    def lin(v):
+        return lax.scan(lambda c, x: (c * 2.0 + x, c * 3.0), F32(0.0), v)[1]
+    n = 4
+    A = np.stack([np.asarray(lin(np.eye(n, dtype=F32)[i])) for i in range(n)], 1)  # A @ e_i
+    (adj,) = plax.linear_transpose(lin, np.ones(n, F32))(np.arange(1.0, n + 1, dtype=F32))
+    close(adj, A.T @ np.arange(1.0, n + 1))

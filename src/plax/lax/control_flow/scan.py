@@ -316,10 +316,10 @@ jvp_rules[scan_p] = _jvp
 
 
 # --- partial evaluation: a known scan stacking residuals, an unknown scan using them -------
-def _partial_eval(trace, args, params):
+def _carry_fixed_point(params, unknowns):
+    """Split the body for the ``unknowns`` operands; carries that become unknown on a later
+    step are unknown from the start. Returns the split and the unknown carries."""
     jaxpr, nk, nc = params["jaxpr"], params["num_consts"], params["num_carry"]
-    length = params["length"]
-    unknowns = [trace.is_unknown(a) for a in args]
     const_uk, carry_uk, xs_uk = split(unknowns, [nk, nc])
     ny = len(jaxpr.out_avals) - nc
     while True:
@@ -327,10 +327,22 @@ def _partial_eval(trace, args, params):
             jaxpr, const_uk + carry_uk + xs_uk, instantiate=carry_uk + [False] * ny,
             description="scan body")
         if list(out_uk[:nc]) == carry_uk:
-            break
+            return (known, unknown, list(out_uk), num_res), carry_uk
         carry_uk = [a or b for a, b in zip(carry_uk, out_uk[:nc])]
-    if all(carry_uk) and all(const_uk) and all(xs_uk):
-        return trace.stage(scan_p, args, params)
+
+
+def _split_scan(args, unknowns, params, run_known, eval_known):
+    """Partial evaluation of a scan whose ``unknowns`` operands are unknown: the known scan
+    runs through ``run_known(prim, args, params)`` (its consts-only residuals through
+    ``eval_known(closed, args)``), and the unknown scan is described for the caller to
+    stage or transpose.
+
+    Returns ``(out_unknowns, known_outs, uk_operands, uk_params, uk_sources)``; an unknown
+    operand's source is the index of the operand of this scan it is (None for residuals).
+    """
+    (known, unknown, out_uk, num_res), carry_uk = _carry_fixed_point(params, unknowns)
+    nk, nc = params["num_consts"], params["num_carry"]
+    const_uk, _, xs_uk = split(unknowns, [nk, nc])
     consts, init, xs = split(args, [nk, nc])
     n_kc = const_uk.count(False)
     n_known_out = len(known.out_avals) - num_res
@@ -343,43 +355,49 @@ def _partial_eval(trace, args, params):
              for f in forwarded_inputs(known)[n_known_out:]]
     # Residuals computed from the consts alone: once, outside the loop.
     known_consts = [c for c, u in zip(consts, const_uk) if not u]
+    known_init = [c for c, u in zip(init, carry_uk) if not u]
     hoisted = []
     if any(invariant):
         inv_jaxpr, used = dce_closed(known, [False] * n_known_out + invariant)
-        known_ins = known_consts + [c for c, u in zip(init, carry_uk) if not u] + \
-            [x for x, u in zip(xs, xs_uk) if not u]
-        hoisted = trace.eval_jaxpr(inv_jaxpr, [a for a, u in zip(known_ins, used) if u])
+        hoisted = eval_known(inv_jaxpr, [a for a, u in zip(known_consts + known_init + known_xs,
+                                                           used) if u])
     loop_body, _ = dce_closed(
         known, [True] * n_known_out + [not i and f is None for i, f in zip(invariant, x_res)],
         instantiate=True)
     (loop_body,), extra = hoist_consts([loop_body])
-    known_in = [*extra, *known_consts, *(c for c, u in zip(init, carry_uk) if not u),
-                *known_xs]
-    known_out = trace.known(scan_p, known_in, _params(
+    known_in = [*extra, *known_consts, *known_init, *known_xs]
+    known_out = run_known(scan_p, known_in, _params(
         params, jaxpr=loop_body, num_consts=len(extra) + n_kc, num_carry=n_kcarry,
         linear=(False,) * len(known_in)))
     stacked = known_out[n_known_out:]
-    known_out = known_out[:n_known_out]
-    if not any(out_uk):
-        k = iter(known_out)
-        return [next(k) for _ in out_uk]
     # The unknown scan: invariant residuals join its consts, stacked ones its xs.
     inv_idx = [i for i, inv in enumerate(invariant) if inv]
     var_idx = [i for i, (inv, f) in enumerate(zip(invariant, x_res)) if not inv and f is None]
     fwd_idx = [i for i, f in enumerate(x_res) if f is not None]
     n_ukc, n_ucarry, n_ux = sum(const_uk), sum(carry_uk), sum(xs_uk)
-    r = num_res
-    groups = _ranges([r, n_ukc, n_ucarry, n_ux])
-    order = inv_idx + groups[1] + groups[2] + var_idx + fwd_idx + groups[3]
-    unknown = permute_body(unknown, order)
+    groups = _ranges([num_res, n_ukc, n_ucarry, n_ux])
+    unknown = permute_body(unknown, inv_idx + groups[1] + groups[2] + var_idx + fwd_idx + groups[3])
+    n_res = len(hoisted), len(stacked) + len(fwd_idx)
     uk_in = [*hoisted, *(c for c, u in zip(consts, const_uk) if u),
              *(c for c, u in zip(init, carry_uk) if u), *stacked,
              *(known_xs[x_res[i]] for i in fwd_idx), *(x for x, u in zip(xs, xs_uk) if u)]
-    lin = ([False] * len(hoisted) + [True] * n_ukc + [True] * n_ucarry
-           + [False] * (len(stacked) + len(fwd_idx)) + [True] * n_ux)
-    uk_out = trace.stage(scan_p, uk_in, _params(
-        params, jaxpr=unknown, num_consts=len(hoisted) + n_ukc, num_carry=n_ucarry,
-        linear=tuple(lin)))
+    uk_src = ([None] * n_res[0] + [i for i, u in enumerate(const_uk) if u]
+              + [nk + i for i, u in enumerate(carry_uk) if u] + [None] * n_res[1]
+              + [nk + nc + i for i, u in enumerate(xs_uk) if u])
+    lin = ([False] * n_res[0] + [True] * (n_ukc + n_ucarry) + [False] * n_res[1]
+           + [True] * n_ux)
+    uk_params = _params(params, jaxpr=unknown, num_consts=n_res[0] + n_ukc, num_carry=n_ucarry,
+                        linear=tuple(lin))
+    return out_uk, known_out[:n_known_out], uk_in, uk_params, uk_src
+
+
+def _partial_eval(trace, args, params):
+    unknowns = [trace.is_unknown(a) for a in args]
+    if all(unknowns):
+        return trace.stage(scan_p, args, params)
+    out_uk, known_out, uk_in, uk_params, _ = _split_scan(args, unknowns, params, trace.known,
+                                                         trace.eval_jaxpr)
+    uk_out = trace.stage(scan_p, uk_in, uk_params) if any(out_uk) else []
     k, u = iter(known_out), iter(uk_out)
     return [next(u) if unk else next(k) for unk in out_uk]
 
@@ -399,7 +417,26 @@ partial_eval_rules[scan_p] = _partial_eval
 
 
 # --- transpose: a scan the other way over the cotangents -------------------------------------
-def _transpose(cts, *args, jaxpr, num_consts, num_carry, linear, reverse, **params):
+def _transpose(cts, *args, **params):
+    unknowns = [is_undefined(a) for a in args]
+    _, carry_uk = _carry_fixed_point(params, unknowns)
+    if all(carry_uk):
+        return _transpose_linear(cts, *args, **params)
+    # Some carries do not depend on the linear inputs (a jvp scan inside a checkpoint or a
+    # jit carries primals and tangents together): run them forward as a scan of their own,
+    # then transpose the linear rest.
+    out_uk, _, uk_in, uk_params, uk_src = _split_scan(
+        args, unknowns, params, lambda prim, a, p: prim.bind(*a, **p),
+        lambda closed, a: closed_call(closed)(*a))
+    ct_in = _transpose_linear([c for c, u in zip(cts, out_uk) if u], *uk_in, **uk_params)
+    result = [None] * len(args)
+    for c, src in zip(ct_in, uk_src):
+        if src is not None:
+            result[src] = c
+    return result
+
+
+def _transpose_linear(cts, *args, jaxpr, num_consts, num_carry, linear, reverse, **params):
     nk, nc = num_consts, num_carry
     consts, init, xs = split(args, [nk, nc])
     ct_carry, ct_ys = split(cts, [nc])[:2]
