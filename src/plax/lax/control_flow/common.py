@@ -148,6 +148,15 @@ def trace_closed(fun, in_avals, description: str) -> ClosedJaxpr:
     return ClosedJaxpr(jaxpr, consts)
 
 
+def index_groups(sizes):
+    """The indices of consecutive groups of ``sizes`` items: ``[2, 1] -> [[0, 1], [2]]``."""
+    out, start = [], 0
+    for n in sizes:
+        out.append(list(range(start, start + n)))
+        start += n
+    return out
+
+
 def split(items, sizes):
     """``items`` cut into consecutive lists of ``sizes`` (the rest is the last list)."""
     out, start = [], 0

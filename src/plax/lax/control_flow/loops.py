@@ -37,7 +37,7 @@ from plax.lax import shapes as _shapes
 from plax.lax.ad_util import instantiate
 from plax.lax.batch_util import move_batch_dim
 from plax.lax.control_flow.common import (as_array, avals_of, check_carry, closed_call,
-                                          forwarded_inputs, hoist_consts,
+                                          forwarded_inputs, hoist_consts, index_groups,
                                           permute_body, promote_weak_inits, same_type, split,
                                           trace_body, trace_closed, widen_inputs, wrapper_for)
 from plax.lowering.consts import const_operands
@@ -89,7 +89,7 @@ def while_loop(cond_fun, body_fun, init_val):
     (body,), body_consts = hoist_consts([body_closed])
     # A carry the body returns unchanged and the predicate does not read is a body const
     # (so a batched predicate does not batch it).
-    cn, bn, nc = len(cond_consts), len(body_consts), len(leaves)
+    cn, bn = len(cond_consts), len(body_consts)
     _, cond_uses = dce_closed(cond_body, [True])
     moved = [f == bn + i and not cond_uses[cn + i]
              for i, f in enumerate(forwarded_inputs(body))]
@@ -246,9 +246,8 @@ def _jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconst
     # Inputs are (extra, consts, carry, const tangents, carry tangents): the tangents of
     # the consts join the consts, those of the carry the carry.
     e = len(extra)
-    order = (list(range(e + nb)) + list(range(e + nb + nc, e + nb + nc + nbt))
-             + list(range(e + nb, e + nb + nc)) + list(range(e + nb + nc + nbt, e + nb + nc + nbt + nct)))
-    jvp_body = permute_body(jvp_body, order)
+    g = index_groups([e, nb, nc, nbt, nct])
+    jvp_body = permute_body(jvp_body, g[0] + g[1] + g[3] + g[2] + g[4])
     carry_t_in = [_instantiate(t, c) for t, c, nz in zip(carry_t, carry, carry_nz) if nz]
     cond_avals = cond_jaxpr.in_avals + [get_aval(t) for t in carry_t_in]
     jvp_cond = widen_inputs(cond_jaxpr, cond_avals, list(range(len(cond_jaxpr.in_avals))))

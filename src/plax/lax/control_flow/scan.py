@@ -30,14 +30,14 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, is_undefined,
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules)
-from plax.core.trace import Tracer, concrete_or_error, get_aval
+from plax.core.trace import concrete_or_error, get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.ad_util import instantiate, zeros_like_aval
 from plax.lax.batch_util import move_batch_dim, moveaxis
 from plax.lax.control_flow.common import (as_array, avals_of, check_carry, closed_call,
-                                          forwarded_inputs, hoist_consts,
+                                          forwarded_inputs, hoist_consts, index_groups,
                                           permute_body, promote_weak_inits, same_type, split,
                                           trace_body, trace_closed, wrapper_for)
 from plax.lax.control_flow.loops import while_loop
@@ -98,17 +98,17 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     body, consts, carry_in, moved = _carries_as_consts(body, consts, init_leaves)
     # A y that is its x slice unchanged is xs itself: not copied through the loop.
     nk, nc = len(consts), len(carry_in)
-    x_fwd = [f - nk - nc if f is not None and f >= nk + nc else None
-             for f in forwarded_inputs(body)[nc:]]
-    if any(f is not None for f in x_fwd):
-        body, _ = dce_closed(body, [True] * nc + [f is None for f in x_fwd], instantiate=True)
+    x_fwd = [k - nk - nc if k is not None and k >= nk + nc else None
+             for k in forwarded_inputs(body)[nc:]]
+    if any(k is not None for k in x_fwd):
+        body, _ = dce_closed(body, [True] * nc + [k is None for k in x_fwd], instantiate=True)
     operands = [*consts, *carry_in, *xs_leaves]
     outs = scan_p.bind(*operands, reverse=bool(reverse), length=length, jaxpr=body,
                        num_consts=nk, num_carry=nc, linear=(False,) * len(operands),
                        unroll=unroll)
     carry_it, ys_it = iter(outs[:nc]), iter(outs[nc:])
     carry = [as_array(init_leaves[i]) if m else next(carry_it) for i, m in enumerate(moved)]
-    ys = [next(ys_it) if f is None else as_array(xs_leaves[f]) for f in x_fwd]
+    ys = [next(ys_it) if k is None else as_array(xs_leaves[k]) for k in x_fwd]
     # The body's own pair (a tuple or a list) holds the results.
     return tree_util.tree_unflatten(out_tree, carry + ys)
 
@@ -173,8 +173,6 @@ def _python_scan(f, init, xs_leaves, xs_tree, length, reverse):
     return carry, stacked
 
 
-
-
 def map(f, xs, *, batch_size=None):
     """``f`` applied to each slice of ``xs`` along its leading axis, as a ``scan``; with
     ``batch_size``, ``batch_size`` slices at a time are vectorized (``vmap``)."""
@@ -185,7 +183,7 @@ def map(f, xs, *, batch_size=None):
     leaves, tree = tree_util.tree_flatten(xs)
     length = _scan_length(leaves, None)
     num_batches, rest = divmod(length, batch_size)
-    vf = wrapper_for(f, "map batched", lambda get: _vmapped(get, batch_size))
+    vf = wrapper_for(f, f"map batched {batch_size}", lambda get: _vmapped(get, batch_size))
     scanned = [_shapes.reshape(_slicing.slice_in_dim(x, 0, num_batches * batch_size, axis=0),
                                (num_batches, batch_size) + get_aval(x).shape[1:])
                for x in leaves]
@@ -255,10 +253,6 @@ param_printers[scan_p] = lambda p: {k: p[k] for k in (
     "jaxpr", "length", "linear", "num_carry", "num_consts", "reverse", "unroll")}
 
 
-def _params(params, **changes):
-    return dict(params, **changes)
-
-
 # --- jvp: tangents carried along, the tangent scan fused with the primal one ---------------
 def _jvp(primals, tangents, *, jaxpr, num_consts, num_carry, linear, **params):
     nk, nc = num_consts, num_carry
@@ -282,13 +276,12 @@ def _jvp(primals, tangents, *, jaxpr, num_consts, num_carry, linear, **params):
     # The jvp body takes (extra, consts, carry, xs, const tangents, carry tangents, xs
     # tangents) and returns (carry, ys, carry tangents, ys tangents): regroup both so the
     # tangents sit with their primals.
-    groups = _ranges([e, nk, nc, nx, nkt, nct, nxt])
+    groups = index_groups([e, nk, nc, nx, nkt, nct, nxt])
     order = groups[0] + groups[1] + groups[4] + groups[2] + groups[5] + groups[3] + groups[6]
     nyt = sum(ys_nz)
-    out_groups = _ranges([nc, ny, nct, nyt])
+    out_groups = index_groups([nc, ny, nct, nyt])
     body = permute_body(body, order, out_groups[0] + out_groups[2] + out_groups[1] + out_groups[3])
-    init_t_in = [instantiate(t) if type(t) is not Zero else instantiate(Zero(tangent_aval(
-        get_aval(c)))) for t, c, nz in zip(init_t, init, carry_nz) if nz]
+    init_t_in = [instantiate(t) for t, nz in zip(init_t, carry_nz) if nz]
     operands = [*extra, *consts, *(t for t in const_t if type(t) is not Zero), *init, *init_t_in,
                 *xs, *(t for t in xs_t if type(t) is not Zero)]
     lin = ([False] * (e + nk) + [True] * nkt + [False] * nc + [True] * nct + [False] * nx
@@ -302,14 +295,6 @@ def _jvp(primals, tangents, *, jaxpr, num_consts, num_carry, linear, **params):
     tans = [next(carry_t) if z else Zero(tangent_aval(a)) for a, z in zip(out_avals[:nc], nz[:nc])]
     tans += [next(ys_t) if z else Zero(tangent_aval(a)) for a, z in zip(out_avals[nc:], nz[nc:])]
     return carry + ys, tans
-
-
-def _ranges(sizes):
-    out, start = [], 0
-    for n in sizes:
-        out.append(list(range(start, start + n)))
-        start += n
-    return out
 
 
 jvp_rules[scan_p] = _jvp
@@ -366,7 +351,7 @@ def _split_scan(args, unknowns, params, run_known, eval_known):
         instantiate=True)
     (loop_body,), extra = hoist_consts([loop_body])
     known_in = [*extra, *known_consts, *known_init, *known_xs]
-    known_out = run_known(scan_p, known_in, _params(
+    known_out = run_known(scan_p, known_in, dict(
         params, jaxpr=loop_body, num_consts=len(extra) + n_kc, num_carry=n_kcarry,
         linear=(False,) * len(known_in)))
     stacked = known_out[n_known_out:]
@@ -375,7 +360,7 @@ def _split_scan(args, unknowns, params, run_known, eval_known):
     var_idx = [i for i, (inv, f) in enumerate(zip(invariant, x_res)) if not inv and f is None]
     fwd_idx = [i for i, f in enumerate(x_res) if f is not None]
     n_ukc, n_ucarry, n_ux = sum(const_uk), sum(carry_uk), sum(xs_uk)
-    groups = _ranges([num_res, n_ukc, n_ucarry, n_ux])
+    groups = index_groups([num_res, n_ukc, n_ucarry, n_ux])
     unknown = permute_body(unknown, inv_idx + groups[1] + groups[2] + var_idx + fwd_idx + groups[3])
     n_res = len(hoisted), len(stacked) + len(fwd_idx)
     uk_in = [*hoisted, *(c for c, u in zip(consts, const_uk) if u),
@@ -386,7 +371,7 @@ def _split_scan(args, unknowns, params, run_known, eval_known):
               + [nk + nc + i for i, u in enumerate(xs_uk) if u])
     lin = ([False] * n_res[0] + [True] * (n_ukc + n_ucarry) + [False] * n_res[1]
            + [True] * n_ux)
-    uk_params = _params(params, jaxpr=unknown, num_consts=n_res[0] + n_ukc, num_carry=n_ucarry,
+    uk_params = dict(params, jaxpr=unknown, num_consts=n_res[0] + n_ukc, num_carry=n_ucarry,
                         linear=tuple(lin))
     return out_uk, known_out[:n_known_out], uk_in, uk_params, uk_src
 
