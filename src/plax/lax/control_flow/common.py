@@ -190,9 +190,38 @@ def _function_info(fun) -> str:
     try:
         file = inspect.getsourcefile(fun)
         line = inspect.getsourcelines(fun)[1]
-        return f"{name} defined at {file}:{line}"
+        return f"{name} at {file}:{line}"
     except (TypeError, OSError):
         return name
+
+
+def _tree_kind(tree) -> str:
+    """How a pytree structure reads in a sentence: "a pytree leaf", "a <class 'tuple'>"."""
+    if tree_util.treedef_is_leaf(tree):
+        return "a pytree leaf"
+    node = tree_util.tree_unflatten(tree, [0] * tree.num_leaves)
+    return f"a {type(node)}"
+
+
+def _tree_difference(name1, tree1, name2, tree2) -> str:
+    kind1, kind2 = _tree_kind(tree1), _tree_kind(tree2)
+    if kind1 != kind2:
+        return f"{name1} is {kind1} but {name2} is {kind2}, so their Python types differ"
+    return f"{name1} has structure {tree1} but {name2} has structure {tree2}"
+
+
+def type_text(aval) -> str:
+    """A type as JAX's type-mismatch messages show it: ``float32[3]``."""
+    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
+
+
+def aval_text(aval) -> str:
+    """An aval as JAX shows a value's type: ``float32[3]``, ``~float32[]`` when weak."""
+    return ("~" if aval.weak_type else "") + type_text(aval)
+
+
+def _mismatch(a, b) -> str:
+    return ", so the dtypes do not match" if a.dtype != b.dtype else ", so the shapes do not match"
 
 
 def check_branch_outputs(api: str, name1: str, name2: str, f1, f2, tree1, avals1, tree2,
@@ -202,13 +231,14 @@ def check_branch_outputs(api: str, name1: str, name2: str, f1, f2, tree1, avals1
         raise TypeError(
             f"{api} branch outputs must have the same pytree structure, but they differ:\n\n"
             f"{name1} is {_function_info(f1)}\n{name2} is {_function_info(f2)}\n\n"
-            f"{name1} output is {tree1} but {name2} output is {tree2}.\n\n"
+            f"{_tree_difference(name1 + ' output', tree1, name2 + ' output', tree2)}.\n\n"
             f"Revise {name1} and/or {name2} so that they have the same pytree structure.")
     if all(same_type(a, b) for a, b in zip(avals1, avals2)):
         return
     paths = _leaf_paths(tree1)
     diffs = [f"the output of {name1}{' at path ' + keystr(p) if p else ''} has type "
-             f"{a.str_short()} but the corresponding output of {name2} has type {b.str_short()}"
+             f"{type_text(a)} but the corresponding output of {name2} has type "
+             f"{type_text(b)}{_mismatch(a, b)}"
              for p, a, b in zip(paths, avals1, avals2) if not same_type(a, b)]
     old_phrase = ("true_fun and false_fun output must have identical types" if api == "cond"
                   else "branch outputs must have identical types")
@@ -234,20 +264,19 @@ def check_carry(name: str, body_fun, in_tree, in_avals, out_tree, out_avals) -> 
     if in_tree != out_tree:
         raise TypeError(
             f"{name} function carry input and carry output must have the same pytree "
-            f"structure, but they differ:\n\n{_capitalize(component(()))} is a pytree of "
-            f"structure {in_tree} but the carry output is a pytree of structure {out_tree}.\n\n"
+            f"structure, but they differ:\n\n"
+            f"{_capitalize(_tree_difference(component(()), in_tree, 'the carry output', out_tree))}"
+            ".\n\n"
             "Revise the function so that the carry output has the same pytree structure as "
             "the carry input.")
     if all(same_type(a, b) for a, b in zip(in_avals, out_avals)):
         return
-    diffs = [f"{component(p)} has type {a.str_short()} but the corresponding output carry "
-             f"component has type {b.str_short()}"
-             + (", so the dtypes do not match" if a.dtype != b.dtype else
-                ", so the shapes do not match")
+    diffs = [f"{component(p)} has type {type_text(a)} but the corresponding output carry "
+             f"component has type {type_text(b)}{_mismatch(a, b)}"
              for p, a, b in zip(_leaf_paths(in_tree), in_avals, out_avals) if not same_type(a, b)]
     old = ("body_fun output and input must have identical types"
            if name.startswith("while") else
-           "the input carry and the output carry must have identical types")
+           "scan carry output and input must have identical types")
     raise TypeError(
         f"{name} function carry input and carry output must have equal types ({old}), but "
         f"they differ:\n\n{_listing(diffs)}\nRevise the function so that all output types "

@@ -74,7 +74,7 @@ def while_loop(cond_fun, body_fun, init_val):
         pred = cond_closed.out_avals[0]
         if pred.shape != () or pred.dtype != np.bool_:
             raise TypeError(f"cond_fun must return a boolean scalar, but got output type(s) "
-                            f"[{pred.str_short()}].")
+                            f"{list(cond_closed.out_avals)}.")
         body_closed, body_tree = trace_body(body_fun, in_tree, avals, "while_loop body_fun")
         return cond_closed, body_closed, body_tree
 

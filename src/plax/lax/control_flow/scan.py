@@ -36,7 +36,7 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.ad_util import instantiate, zeros_like_aval
 from plax.lax.batch_util import move_batch_dim, moveaxis
-from plax.lax.control_flow.common import (as_array, avals_of, check_carry, closed_call,
+from plax.lax.control_flow.common import (as_array, aval_text, avals_of, check_carry, closed_call,
                                           forwarded_inputs, hoist_consts, index_groups,
                                           permute_body, promote_weak_inits, same_type, split,
                                           trace_body, trace_closed, wrapper_for)
@@ -78,8 +78,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         closed, out_tree = trace_body(f, in_tree, list(carry_avals) + x_avals, "scan body")
         dummy = tree_util.tree_unflatten(out_tree, list(range(out_tree.num_leaves)))
         if not isinstance(dummy, (tuple, list)) or len(dummy) != 2:
-            shown = tree_util.tree_unflatten(
-                out_tree, [a.str_short() for a in closed.out_avals])
+            shown = tree_util.tree_unflatten(out_tree, [_Shown(aval_text(a))
+                                                        for a in closed.out_avals])
             raise TypeError(f"scan body output must be a pair, got {shown}.")
         return (closed, out_tree, tree_util.tree_structure(dummy[0]),
                 tree_util.tree_structure(dummy[1]))
@@ -111,6 +111,12 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     ys = [next(ys_it) if k is None else as_array(xs_leaves[k]) for k in x_fwd]
     # The body's own pair (a tuple or a list) holds the results.
     return tree_util.tree_unflatten(out_tree, carry + ys)
+
+
+class _Shown(str):
+    """Text that reprs as itself (so a pytree of them prints without quotes)."""
+
+    __repr__ = str.__str__
 
 
 def _carries_as_consts(body, consts, init):
