@@ -617,3 +617,11 @@ def test_linear_functions_carry_no_float0_values():
     assert all(np.asarray(v).dtype != float0 for v in leaves)
     (g,) = plax.vjp(f, x)[1]((x, np.zeros((), float0)))
     close(g, 2 * x)
+
+
+def test_grad_of_the_identity_is_an_array_keeping_the_weak_type():
+    g = plax.grad(lambda x: x)(2.0)
+    assert isinstance(g, plax.Array) and g.weak_type and float(g) == 1.0
+    g = plax.grad(lambda x: x)(np.float32(2.0))
+    assert isinstance(g, plax.Array) and not g.weak_type and g.dtype == np.float32
+    assert "1.0:f32[]" in str(plax.make_jaxpr(plax.grad(lambda x: x))(2.0))  # staged: a literal

@@ -13,13 +13,14 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.jaxpr import eval_jaxpr
-from plax.core.trace import Tracer, get_aval
+from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
 from plax.transforms.jvp import jvp_flat
 from plax.transforms.linearize import linearize_flat, trace_linear_flat
 from plax.transforms.dce import stage_without_dead_code
 from plax.transforms.transpose import backward_pass
 from plax.core.rules import Zero, tangent_aval
 from plax.lax.ad_util import instantiate
+from plax.runtime.dispatch import array_from_host
 
 
 def _fun_name(fun) -> str:
@@ -274,6 +275,8 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
         ans, f_vjp = res[0], res[1]
         _check_scalar_output(ans, holomorphic, "grad")
         g = f_vjp(_one_like(ans))
+        if isinstance(current_trace(), EvalTrace):  # eager: the seed itself is an Array too
+            g = tree_util.tree_map(_as_array, g)
         g = g[0] if isinstance(argnums, int) else tuple(g)
         return ((ans, res[2]) if has_aux else ans), g
 
@@ -281,6 +284,13 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
     # need (with grad, the output value itself).
     return stage_without_dead_code(
         run, lambda r: r if keep_value else (r[0][1] if has_aux else None, r[1]))
+
+
+def _as_array(x):
+    """A host value as an Array; float0 gradients (of integer inputs) stay NumPy, as in JAX."""
+    if isinstance(x, Tracer) or hasattr(x, "aval") or np.result_type(x) == dtypes.float0:
+        return x
+    return array_from_host(x)
 
 
 def _one_like(ans):
