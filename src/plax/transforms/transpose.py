@@ -7,7 +7,6 @@ Cotangents may be symbolic ``Zero``s; contributions to a variable add up.
 """
 from __future__ import annotations
 
-
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_closed
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
@@ -15,6 +14,7 @@ from plax.core.rules import UndefinedPrimal, Zero, transpose_rules
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer
 from plax.lax.ad_util import add_tangents, instantiate
+
 
 def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
     """Cotangents of the linear inputs of ``jaxpr`` given cotangents of its outputs.
