@@ -625,3 +625,12 @@ def test_grad_of_the_identity_is_an_array_keeping_the_weak_type():
     g = plax.grad(lambda x: x)(np.float32(2.0))
     assert isinstance(g, plax.Array) and not g.weak_type and g.dtype == np.float32
     assert "1.0:f32[]" in str(plax.make_jaxpr(plax.grad(lambda x: x))(2.0))  # staged: a literal
+
+
+def test_jacobians_keep_the_weak_type_of_what_they_are_shaped_after():
+    # jacfwd blocks follow the output, jacrev blocks the input, as JAX's do.
+    assert plax.jacfwd(lambda x: x ** 3)(2.0).weak_type
+    assert plax.jacrev(lambda x: x ** 3)(2.0).weak_type
+    h = plax.hessian(lambda x: x ** 3)(2.0)
+    assert h.weak_type and float(h) == 12.0
+    assert not plax.jacfwd(lambda x: x ** 3)(np.float32(2.0)).weak_type

@@ -20,6 +20,7 @@ from plax.transforms.dce import stage_without_dead_code
 from plax.transforms.transpose import backward_pass
 from plax.core.rules import Zero, tangent_aval
 from plax.lax.ad_util import instantiate
+from plax.lax.conversion import _convert_weak
 from plax.runtime.dispatch import array_from_host
 
 
@@ -381,6 +382,15 @@ def _split_jac(flat, out_aval, in_avals):
     return blocks
 
 
+def _weak_like(x, example_aval):
+    """A Jacobian block keeps the weak type of the value it is shaped after (the output for
+    jacfwd, the input for jacrev), as JAX's do."""
+    aval = get_aval(x)
+    if example_aval.weak_type and not aval.weak_type and aval.dtype == example_aval.dtype:
+        return _convert_weak(x, aval.dtype, True)
+    return x
+
+
 def _float0_to_zeros(t, like_aval):
     """Integer values have float0 tangents; in a Jacobian their blocks are zeros."""
     return _zeros(like_aval) if get_aval(t).dtype == dtypes.float0 else t
@@ -413,7 +423,8 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
             if holomorphic:
                 for a in out_avals:
                     _check_output_dtype(a.dtype, True, "jacfwd")
-            blocks = [_split_jac(t, oa, in_avals) for t, oa in zip(tans, out_avals)]
+            blocks = [[_weak_like(b, oa) for b in _split_jac(t, oa, in_avals)]
+                      for t, oa in zip(tans, out_avals)]
             jac = _nest(blocks, box["out_tree"], in_tree, isinstance(argnums, int))
             return (jac, aux) if has_aux else jac
 
@@ -459,7 +470,8 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
         for oa in out_avals:
             m = int(np.prod(oa.shape, dtype=np.int64))
             rows = [c[start:start + m] if len(out_avals) > 1 else c for c in per_in]
-            blocks.append([jnp.reshape(r, oa.shape + ia.shape) for r, ia in zip(rows, in_avals)])
+            blocks.append([_weak_like(jnp.reshape(r, oa.shape + ia.shape), ia)
+                           for r, ia in zip(rows, in_avals)])
             start += m
         jac = _nest(blocks, out_tree, in_tree, isinstance(argnums, int))
         return (jac, res[2]) if has_aux else jac
