@@ -16,7 +16,7 @@ _ALL_FLAGS = {
     "enable_x64", "debug_nans", "debug_infs", "disable_jit", "log_compiles",
     "check_tracer_leaks", "numpy_rank_promotion", "default_matmul_precision", "platforms",
     "num_cpu_devices", "compilation_cache_dir", "numpy_dtype_promotion", "enable_checks",
-    "default_device",
+    "default_device", "threefry_partitionable",
 }
 
 
@@ -226,7 +226,7 @@ def test_defaults_without_env(env_runs):
         "log_compiles": False, "check_tracer_leaks": False, "numpy_rank_promotion": "allow",
         "default_matmul_precision": None, "platforms": None, "num_cpu_devices": 1,
         "compilation_cache_dir": None, "numpy_dtype_promotion": "standard",
-        "enable_checks": False, "default_device": None,
+        "enable_checks": False, "default_device": None, "threefry_partitionable": True,
     }
     assert got["int64"] == "int32"
 

@@ -144,7 +144,7 @@ class Config:
 _DISPATCH_FLAGS = ("disable_jit", "debug_nans", "debug_infs")
 # Flags that change the jaxpr a function traces to: jitted functions retrace when they change.
 TRACE_FLAGS = ("enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
-               "default_matmul_precision")
+               "default_matmul_precision", "threefry_partitionable")
 
 
 def _check_default_device(value):
@@ -172,6 +172,9 @@ config.define("default_matmul_precision", None, kind=str,
 config.define("numpy_dtype_promotion", "standard", kind=str, choices={"standard", "strict"},
               help="'strict' disallows implicit promotion between different dtypes in plax.numpy.")
 config.define("enable_checks", False, help="Type-check every traced jaxpr (slower).")
+config.define("threefry_partitionable", True,
+              help="Lay out random bits so each element is hashed from its own index (JAX's "
+                   "default since 0.5); False gives JAX's original layout.")
 config.define("default_device", None, kind=object, validator=_check_default_device,
               help="Device (or platform name) for new arrays and uncommitted computations.")
 config.define("platforms", None, kind=str, help="Comma-separated platforms to use, e.g. 'cpu'.")

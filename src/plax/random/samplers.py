@@ -1,0 +1,171 @@
+"""Keys and the first samplers of plax.random, with JAX's signatures and algorithms, so that
+the same key gives the same numbers as JAX."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from plax.api import jit
+from plax.core import dtypes
+from plax.core.trace import Tracer, get_aval
+from plax.lax import arithmetic as _arith
+from plax.lax import bitwise as _bitwise
+from plax.lax import conversion as _conversion
+from plax.lax import shapes as _shapes
+from plax.lax import transcendental as _trans
+from plax.random import threefry
+from plax.runtime.dispatch import array_from_host
+
+__all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal"]
+
+
+# --- keys ---------------------------------------------------------------------------------
+def PRNGKey(seed, *, impl=None):
+    """A legacy key (``uint32[2]``) from an integer seed; 64-bit Python seeds keep their low
+    32 bits unless 64-bit types are enabled, as in JAX."""
+    _check_impl(impl)
+    if np.ndim(seed):
+        raise TypeError(f"PRNGKey accepts a scalar seed, but was given an array of shape "
+                        f"{np.shape(seed)} != (). Use jax.vmap for batching")
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        seed = int(seed)
+        if not -2 ** 63 <= seed < 2 ** 64:
+            raise OverflowError("Python int too large to convert to C long")
+        wide = dtypes.x64_enabled()
+        value = np.array(seed if seed < 2 ** 63 else seed - 2 ** 64, np.int64)
+        seed = array_from_host(value if wide else value.astype(np.int32))
+    elif not isinstance(seed, Tracer) and not hasattr(seed, "aval"):
+        seed = array_from_host(np.asarray(seed))
+    return threefry.key_from_seed(seed)
+
+
+def _check_impl(impl):
+    if impl not in (None, "threefry2x32", "threefry"):
+        raise ValueError(f"plax.random supports the 'threefry2x32' PRNG implementation only, "
+                         f"got impl={impl!r}.")
+
+
+def _check_key(name: str, key):
+    """A single legacy key, as an array; errors name the function."""
+    aval = get_aval(key)
+    if aval.dtype != np.uint32 or not aval.shape or aval.shape[-1] != 2:
+        raise TypeError(f"{name}: unexpected PRNG key {aval.str_short()}; a key is a uint32[2] "
+                        "array made by PRNGKey (or split/fold_in).")
+    if aval.shape != (2,):
+        raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
+                         f"{aval.shape} != (2,). Use jax.vmap for batching.")
+    if not isinstance(key, Tracer) and not hasattr(key, "aval"):
+        key = array_from_host(np.asarray(key))
+    return key
+
+
+def _shape(shape) -> tuple:
+    try:
+        return tuple(int(d) for d in shape) if isinstance(shape, Sequence) else (int(shape),)
+    except TypeError:
+        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{shape!r}.") from None
+
+
+def split(key, num=2):
+    """``num`` new keys from ``key`` (``num`` an int, or a tuple for a shape of keys)."""
+    key = _check_key("split", key)
+    return threefry.split(key, tuple(num) if isinstance(num, Sequence) else (int(num),))
+
+
+def fold_in(key, data):
+    """A new key from ``key`` and the integer ``data`` (folded in as 32 bits)."""
+    key = _check_key("fold_in", key)
+    if np.ndim(data):
+        raise TypeError(f"fold_in accepts a scalar, but was given an array of shape "
+                        f"{np.shape(data)} != (). Use jax.vmap for batching.")
+    if not isinstance(data, Tracer) and not hasattr(data, "aval"):
+        data = array_from_host(np.asarray(data).astype(np.uint32))
+    return threefry.fold_in(key, _conversion.convert_element_type(data, np.uint32))
+
+
+# --- samplers -----------------------------------------------------------------------------
+def bits(key, shape=(), dtype=None):
+    """Uniform random bits of an unsigned ``dtype`` (uint32 by default, uint64 with x64)."""
+    key = _check_key("bits", key)
+    if dtype is None:
+        dtype = np.dtype(np.uint64 if dtypes.x64_enabled() else np.uint32)
+    else:
+        dtype = dtypes.canonicalize_user_dtype(dtype)
+    if not dtypes.is_unsigned(dtype):
+        raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got {dtype}")
+    return threefry.random_bits(key, dtype.itemsize * 8, _shape(shape))
+
+
+def _float_dtype(dtype, name, kinds=("float",)):
+    dtype = np.dtype(dtypes.default_float_dtype()) if dtype is None else \
+        dtypes.canonicalize_user_dtype(dtype)
+    ok = dtypes.is_float(dtype) or ("complex" in kinds and dtypes.is_complex(dtype))
+    if not ok:
+        what = "a float or complex dtype" if "complex" in kinds else "a float dtype"
+        raise ValueError(f"dtype argument to `{name}` must be {what}, got {dtype}")
+    return dtype
+
+
+def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    """Uniform random values in ``[minval, maxval)``."""
+    key = _check_key("uniform", key)
+    dtype = _float_dtype(dtype, "uniform")
+    return _uniform(key, minval, maxval, _shape(shape), dtype)
+
+
+@jit(static_argnums=(3, 4))
+def _uniform(key, minval, maxval, shape, dtype):
+    info = dtypes.finfo(dtype)
+    nbits, nmant = info.bits, info.nmant
+    if nbits not in (8, 16, 32, 64):
+        raise TypeError(f"uniform only accepts 8-, 16-, 32-, or 64-bit dtypes, got {dtype}.")
+    minval = _to_rank(_conversion.convert_element_type(minval, dtype), len(shape))
+    maxval = _to_rank(_conversion.convert_element_type(maxval, dtype), len(shape))
+    rng_bits = 8 if nmant < 8 else nbits
+    uint = np.dtype(f"uint{nbits}")
+    raw = threefry.random_bits(key, rng_bits, shape)
+    if rng_bits != nbits:
+        raw = _conversion.convert_element_type(raw, uint)
+    # Random mantissa bits under the exponent of 1.0 give a float in [1, 2); minus one.
+    mantissa = _bitwise.shift_right_logical(raw, np.array(rng_bits - nmant, uint))
+    one_bits = np.array(1.0, dtype).view(uint)
+    floats = _arith.sub(_conversion.bitcast_convert_type(
+        _bitwise.bitwise_or(mantissa, one_bits), dtype), np.array(1.0, dtype))
+    scaled = _arith.add(_arith.mul(floats, _arith.sub(maxval, minval)), minval)
+    return _arith.max(minval, _shapes.reshape(scaled, shape))
+
+
+def _to_rank(x, rank: int):
+    shape = get_aval(x).shape
+    if len(shape) >= rank:
+        return x
+    return _shapes.reshape(x, (1,) * (rank - len(shape)) + shape)
+
+
+def normal(key, shape=(), dtype=None):
+    """Standard normal values (complex ones have independent parts of variance 1/2)."""
+    key = _check_key("normal", key)
+    dtype = _float_dtype(dtype, "normal", kinds=("float", "complex"))
+    return _normal(key, _shape(shape), dtype)
+
+
+@jit(static_argnums=(1, 2))
+def _normal(key, shape, dtype):
+    if dtypes.is_complex(dtype):
+        real = np.dtype(np.finfo(dtype).dtype)
+        keys = threefry.split(key, (2,))
+        re = _normal_real(keys[0], shape, real)
+        im = _normal_real(keys[1], shape, real)
+        z = _conversion.convert_element_type(re, dtype)
+        z = _arith.add(z, _arith.mul(_conversion.convert_element_type(im, dtype),
+                                     np.array(1j, dtype)))
+        return _arith.div(z, np.array(np.sqrt(2), dtype))
+    return _normal_real(key, shape, dtype)
+
+
+def _normal_real(key, shape, dtype):
+    lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype), dtype=dtype)
+    u = _uniform(key, lo, np.array(1.0, dtype), shape, dtype)
+    return _arith.mul(np.array(np.sqrt(2), dtype), _trans.erf_inv(u))
