@@ -4,6 +4,11 @@ Keys are ``uint32[2]`` arrays made by ``PRNGKey``; ``split`` and ``fold_in`` der
 new ones, and the samplers turn a key into values. The layout of the bits follows
 the flag ``jax_threefry_partitionable`` (on by default, as in JAX).
 """
-from plax.random.samplers import PRNGKey, bits, fold_in, normal, split, uniform
+from plax.random.samplers import PRNGKey, bits, fold_in, normal, randint, split, uniform
+from plax.random.distributions import (bernoulli, cauchy, double_sided_maxwell, exponential,
+                                       gumbel, laplace, logistic, maxwell, pareto, rademacher,
+                                       truncated_normal, weibull_min)
 
-__all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal"]
+__all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "randint", "bernoulli",
+           "exponential", "gumbel", "laplace", "logistic", "cauchy", "rademacher", "maxwell",
+           "truncated_normal", "pareto", "weibull_min", "double_sided_maxwell"]

@@ -17,7 +17,7 @@ from plax.lax import transcendental as _trans
 from plax.random import threefry
 from plax.runtime.dispatch import array_from_host
 
-__all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal"]
+__all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "randint"]
 
 
 # --- keys ---------------------------------------------------------------------------------
@@ -169,3 +169,71 @@ def _normal_real(key, shape, dtype):
     lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype), dtype=dtype)
     u = _uniform(key, lo, np.array(1.0, dtype), shape, dtype)
     return _arith.mul(np.array(np.sqrt(2), dtype), _trans.erf_inv(u))
+
+
+def randint(key, shape, minval, maxval, dtype=None):
+    """Uniform random integers in ``[minval, maxval)`` (JAX's modulus construction from two
+    draws of random bits, so values match JAX's)."""
+    key = _check_key("randint", key)
+    dtype = np.dtype(np.int64 if dtypes.x64_enabled() else np.int32) if dtype is None else \
+        dtypes.canonicalize_user_dtype(dtype)
+    if not dtypes.is_integer(dtype):
+        raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
+    import plax.numpy as jnp
+    info = np.iinfo(dtype)
+    sampling = dtype
+    if info.bits < 32:  # narrow types are drawn at 32 bits, then cast
+        sampling = np.dtype(np.int32)
+        minval = jnp.clip(jnp.asarray(minval).astype(np.int32), int(info.min), int(info.max))
+        maxval = jnp.clip(jnp.asarray(maxval).astype(np.int32), int(info.min), int(info.max) + 1)
+    return _randint(key, minval, maxval, _shape(shape), sampling).astype(dtype)
+
+
+@jit(static_argnums=(3, 4))
+def _randint(key, minval, maxval, shape, dtype):
+    import plax.numpy as jnp
+    _check_param_shapes("randint", shape, np.shape(minval), np.shape(maxval))
+    minval, maxval = jnp.asarray(minval), jnp.asarray(maxval)
+    if not dtypes.is_integer(minval.dtype):
+        minval = minval.astype(int)
+    if not dtypes.is_integer(maxval.dtype):
+        maxval = maxval.astype(int)
+    top = _clip_to(jnp.array(np.iinfo(dtype).max, dtype), maxval.dtype)
+    maxval_out_of_range = maxval > top
+    minval, maxval = _clip_to(minval, dtype), _clip_to(maxval, dtype)
+    minval, maxval = _to_rank(minval, len(shape)), _to_rank(maxval, len(shape))
+    nbits = np.iinfo(dtype).bits
+    keys = threefry.split(key, (2,))
+    higher = threefry.random_bits(keys[0], nbits, shape)
+    lower = threefry.random_bits(keys[1], nbits, shape)
+    unsigned = np.dtype(f"uint{nbits}")
+    span = _conversion.convert_element_type(maxval - minval, unsigned)
+    span = jnp.where(maxval <= minval, np.array(1, unsigned), span)
+    span = jnp.where(maxval_out_of_range & (maxval > minval), span + np.array(1, unsigned), span)
+    # (2**nbits) mod span, as ((2**(nbits/2)) mod span)**2 mod span, without overflow.
+    multiplier = jnp.remainder(np.array(2 ** (nbits // 2), unsigned), span)
+    multiplier = jnp.remainder(multiplier * multiplier, span)
+    offset = jnp.remainder(jnp.remainder(higher, span) * multiplier + jnp.remainder(lower, span),
+                           span)
+    return minval + _conversion.convert_element_type(offset, dtype)
+
+
+def _clip_to(x, dtype):
+    """Integer ``x`` converted to ``dtype`` saturating at its range instead of wrapping."""
+    import plax.numpy as jnp
+    src, dst = np.iinfo(x.dtype), np.iinfo(dtype)
+    lo, hi = max(dst.min, src.min), min(dst.max, src.max)
+    return jnp.clip(x, np.array(lo, x.dtype), np.array(hi, x.dtype)).astype(dtype)
+
+
+def _check_param_shapes(name: str, shape: tuple, *param_shapes) -> None:
+    if param_shapes:
+        try:
+            got = np.broadcast_shapes(shape, *param_shapes)
+        except ValueError:
+            raise ValueError("Incompatible shapes for broadcasting: shapes="
+                             f"{[tuple(shape), *map(tuple, param_shapes)]}") from None
+        if got != tuple(shape):
+            raise ValueError(f"{name} parameter shapes must be broadcast-compatible with shape "
+                             "argument, and the result of broadcasting the shapes must equal the "
+                             f"shape argument, but got result {got} for shape argument {shape}.")

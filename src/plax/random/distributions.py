@@ -1,0 +1,229 @@
+"""Samplers built on uniform, normal and bits, each with JAX's signature and construction
+(so the same key gives JAX's values)."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.api import jit
+from plax.core import dtypes
+from plax.random import threefry
+from plax.random.samplers import (_check_key, _check_param_shapes, _float_dtype, _normal,
+                                  _shape, _uniform)
+
+__all__ = ["bernoulli", "exponential", "gumbel", "laplace", "logistic", "cauchy",
+           "rademacher", "maxwell", "truncated_normal", "pareto", "weibull_min",
+           "double_sided_maxwell"]
+
+
+def _jnp():
+    import plax.numpy as jnp
+    return jnp
+
+
+def bernoulli(key, p=0.5, shape=None, mode="low"):
+    """Booleans that are True with probability ``p`` (``mode="high"`` resolves small ``p``
+    with a second draw, as JAX's)."""
+    if mode not in ("high", "low"):
+        raise ValueError(f"got mode={mode!r}, expected 'high' or 'low'")
+    key = _check_key("bernoulli", key)
+    dtype = dtypes.result_type(p)
+    if not dtypes.is_float(dtype):
+        raise TypeError(f"bernoulli probability `p` must have a floating dtype, got {dtype}.")
+    p = _jnp().asarray(p, dtype)
+    return _bernoulli(key, p, None if shape is None else _shape(shape), mode)
+
+
+@jit(static_argnums=(2, 3))
+def _bernoulli(key, p, shape, mode):
+    if shape is None:
+        shape = np.shape(p)
+    else:
+        _check_param_shapes("bernoulli", shape, np.shape(p))
+    dtype = p.dtype
+    if mode == "high":
+        u = _uniform(key, 0.0, 1.0, (2,) + shape, dtype)
+        return u[1] * (2.0 ** -dtypes.finfo(dtype).nmant) < p - u[0]
+    return _uniform(key, 0.0, 1.0, shape, dtype) < p
+
+
+def _simple(name, construct):
+    """A sampler ``name(key, shape=(), dtype=None)`` computing ``construct(key, shape, dtype)``."""
+    compiled = jit(construct, static_argnums=(1, 2))
+
+    def sampler(key, shape=(), dtype=None):
+        key = _check_key(name, key)
+        return compiled(key, _shape(shape), _float_dtype(dtype, name))
+
+    sampler.__name__ = sampler.__qualname__ = name
+    return sampler
+
+
+def _exponential(key, shape, dtype):
+    return -_jnp().log1p(-_uniform(key, 0.0, 1.0, shape, dtype))
+
+
+def _laplace(key, shape, dtype):
+    jnp = _jnp()
+    u = _uniform(key, -1.0 + dtypes.finfo(dtype).epsneg, 1.0, shape, dtype)
+    return jnp.sign(u) * jnp.log1p(-jnp.abs(u))
+
+
+def _logistic(key, shape, dtype):
+    jnp = _jnp()
+    x = _uniform(key, dtypes.finfo(dtype).tiny, 1.0, shape, dtype)
+    return jnp.log(x) - jnp.log1p(-x)
+
+
+def _cauchy(key, shape, dtype):
+    u = _uniform(key, dtypes.finfo(dtype).eps, 1.0, shape, dtype)
+    return _jnp().tan(np.array(np.pi, dtype) * (u - np.array(0.5, dtype)))
+
+
+def _maxwell(key, shape, dtype):
+    jnp = _jnp()
+    x = _normal(key, shape + (3,), dtype)
+    return jnp.sqrt(jnp.sum(x * x, axis=-1))  # the norm of each 3-vector
+
+
+exponential = _simple("exponential", _exponential)
+laplace = _simple("laplace", _laplace)
+logistic = _simple("logistic", _logistic)
+cauchy = _simple("cauchy", _cauchy)
+maxwell = _simple("maxwell", _maxwell)
+exponential.__doc__ = "Exponential samples of rate 1."
+laplace.__doc__ = "Laplace samples of location 0 and scale 1."
+logistic.__doc__ = "Standard logistic samples."
+cauchy.__doc__ = "Standard Cauchy samples."
+maxwell.__doc__ = "Maxwell samples: the norms of 3-dimensional standard normals."
+
+
+def gumbel(key, shape=(), dtype=None, mode=None):
+    """Standard Gumbel samples; ``mode`` "high"/"highest" resolve the tail further, as JAX's."""
+    key = _check_key("gumbel", key)
+    dtype = _float_dtype(dtype, "gumbel")
+    mode = "low" if mode is None else mode
+    if mode not in ("highest", "high", "low"):
+        raise ValueError(f"Must provide valid mode for gumbel got: {mode}")
+    return _gumbel(key, _shape(shape), dtype, mode)
+
+
+@jit(static_argnums=(1, 2, 3))
+def _gumbel(key, shape, dtype, mode):
+    jnp = _jnp()
+    info = dtypes.finfo(dtype)
+    if mode == "highest" and dtype == np.float32:
+        raw = threefry.random_bits(key, 32, (2,) + shape)
+        neg = ~raw
+        lo = neg[1]
+        neg = neg + jnp.stack([(lo == np.uint32(0xFFFFFFFF)).astype(np.uint32),
+                               jnp.ones_like(lo)])
+        flip = raw[0] < np.uint32(1 << 31)
+        x = _safe_int_to_float(jnp.where(flip, raw, neg))
+        return jnp.where(flip, -jnp.log(-jnp.log1p(-x)), -jnp.log(-jnp.log(x)))
+    if mode in ("high", "highest"):
+        u = _uniform(key, 0.0, 1.0, (2,) + shape, dtype)
+        high, low = u[0], u[1]
+        x = jnp.where(high >= 0.5, high, high + 2.0 ** -info.nmant * low + info.tiny)
+        return -jnp.log(-jnp.log1p(-x))
+    return -jnp.log(-jnp.log(_uniform(key, info.tiny, 1.0, shape, dtype)))
+
+
+def _safe_int_to_float(words):
+    """Two uint32 words per element as a float32 in (0, 1), keeping the low word's bits
+    when the high word has leading zeros."""
+    jnp = _jnp()
+    from plax import lax
+    info = dtypes.finfo(np.float32)
+    hiclz, loclz = lax.clz(words[0]), lax.clz(words[1])
+    hi, lo = words[0], words[1]
+    mantissa = hi << hiclz | jnp.where(hiclz == 32, lo << loclz,
+                                       lax.shift_right_logical(lo, np.uint32(32) - hiclz))
+    mantissa = lax.shift_right_logical(mantissa, np.uint32(32 - info.nmant - 1))
+    mantissa = mantissa & np.uint32((1 << info.nmant) - 1)
+    exponent = (np.uint32(-info.minexp) - jnp.where(hiclz == 32, 32 + loclz, hiclz)) << np.uint32(
+        info.nmant)
+    exponent = exponent & np.uint32((1 << 30) - (1 << (info.nmant - 1)))
+    return lax.bitcast_convert_type(exponent | mantissa, np.float32)
+
+
+def rademacher(key, shape=(), dtype=None):
+    """Random signs -1 and +1 (integers by default)."""
+    key = _check_key("rademacher", key)
+    dtype = np.dtype(np.int64 if dtypes.x64_enabled() else np.int32) if dtype is None else \
+        dtypes.canonicalize_user_dtype(dtype)
+    return _rademacher(key, _shape(shape), dtype)
+
+
+@jit(static_argnums=(1, 2))
+def _rademacher(key, shape, dtype):
+    flips = _bernoulli(key, _jnp().asarray(0.5, dtypes.default_float_dtype()), shape, "low")
+    return (2 * flips.astype(dtype) - 1).astype(dtype)
+
+
+def truncated_normal(key, lower, upper, shape=None, dtype=None):
+    """Standard normal samples truncated to ``(lower, upper)``."""
+    key = _check_key("truncated_normal", key)
+    dtype = _float_dtype(dtype, "truncated_normal")
+    return _truncated_normal(key, lower, upper, None if shape is None else _shape(shape), dtype)
+
+
+@jit(static_argnums=(3, 4))
+def _truncated_normal(key, lower, upper, shape, dtype):
+    jnp = _jnp()
+    from plax import lax
+    if shape is None:
+        shape = tuple(np.broadcast_shapes(np.shape(lower), np.shape(upper)))
+    else:
+        _check_param_shapes("truncated_normal", shape, np.shape(lower), np.shape(upper))
+    sqrt2 = np.array(np.sqrt(2), dtype)
+    lower, upper = jnp.asarray(lower).astype(dtype), jnp.asarray(upper).astype(dtype)
+    a, b = lax.erf(lower / sqrt2), lax.erf(upper / sqrt2)
+    out = sqrt2 * lax.erf_inv(_uniform(key, a, b, shape, dtype))
+    return jnp.clip(out, lax.nextafter(lax.stop_gradient(lower), np.array(np.inf, dtype)),
+                    lax.nextafter(lax.stop_gradient(upper), np.array(-np.inf, dtype)))
+
+
+def pareto(key, b, shape=None, dtype=None):
+    """Pareto samples of shape parameter ``b`` (support [1, inf))."""
+    key = _check_key("pareto", key)
+    dtype = _float_dtype(dtype, "pareto")
+    shape = tuple(np.shape(b)) if shape is None else _shape(shape)
+    _check_param_shapes("pareto", shape, np.shape(b))
+    return _pareto(key, b, shape, dtype)
+
+
+@jit(static_argnums=(2, 3))
+def _pareto(key, b, shape, dtype):
+    jnp = _jnp()
+    return jnp.exp(_exponential(key, shape, dtype) / jnp.asarray(b).astype(dtype))
+
+
+def weibull_min(key, scale, concentration, shape=(), dtype=None):
+    """Weibull samples of ``scale`` and ``concentration``."""
+    key = _check_key("weibull_min", key)
+    dtype = _float_dtype(dtype, "weibull_min")
+    return _weibull_min(key, scale, concentration, _shape(shape), dtype)
+
+
+@jit(static_argnums=(3, 4))
+def _weibull_min(key, scale, concentration, shape, dtype):
+    jnp = _jnp()
+    u = _uniform(key, 0.0, 1.0, shape, dtype)
+    return jnp.power(-jnp.log1p(-u), 1.0 / concentration) * scale
+
+
+def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
+    """Maxwell samples with a random sign, scaled by ``scale`` around ``loc``."""
+    key = _check_key("double_sided_maxwell", key)
+    dtype = _float_dtype(dtype, "double_sided_maxwell")
+    return _double_sided_maxwell(key, loc, scale, _shape(shape), dtype)
+
+
+@jit(static_argnums=(3, 4))
+def _double_sided_maxwell(key, loc, scale, shape, dtype):
+    params = tuple(np.broadcast_shapes(np.shape(loc), np.shape(scale)))
+    shape = (shape or params) + params
+    keys = threefry.split(key, (2,))
+    magnitude = _maxwell(keys[0], shape, dtype)
+    sign = _rademacher(keys[1], shape, dtype)
+    return sign * magnitude * scale + loc
