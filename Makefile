@@ -25,6 +25,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_autodiff.py
 	$(PY) bench/bench_vmap.py
 	$(PY) bench/bench_control_flow.py
+	$(PY) bench/bench_random.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
