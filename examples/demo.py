@@ -66,10 +66,12 @@ def main():
           np.round(np.diag(np.asarray(plax.jacrev(jnp.tanh)(jnp.arange(3.0)), np.float64)), 4).tolist())
 
     # lax.scan: a whole SGD training loop as one compiled loop, the params (a pytree) as the carry.
-    rng = np.random.default_rng(0)
-    X = jnp.array(rng.standard_normal((64, 3)), jnp.float32)
+    # The data and the initial weights come from plax.random: the same key gives the same
+    # numbers as JAX's jax.random.
+    k_data, k_noise, k_init = plax.random.split(plax.random.PRNGKey(0), 3)
+    X = plax.random.normal(k_data, (64, 3))
     w_true = np.array([2.0, -1.0, 0.5], np.float32)
-    Y = X @ w_true + 0.3 + jnp.array(0.1 * rng.standard_normal(64), jnp.float32)
+    Y = X @ w_true + 0.3 + 0.1 * plax.random.normal(k_noise, (64,))
 
     def mse(params, X, Y):
         return jnp.mean((X @ params["w"] + params["b"] - Y) ** 2)
@@ -81,7 +83,7 @@ def main():
             return plax.tree.map(lambda p, g: p - 0.1 * g, params, grads), loss
         return lax.scan(sgd_step, params, None, length=200)
 
-    params0 = {"w": jnp.zeros(3), "b": jnp.array(0.0)}
+    params0 = {"w": 0.01 * plax.random.normal(k_init, (3,)), "b": jnp.array(0.0)}
     fitted, losses = train(params0, X, Y)
     print("\nSGD, 200 steps in one lax.scan under jit: loss", round(float(mse(params0, X, Y)), 4),
           "->", round(float(mse(fitted, X, Y)), 4), f"({losses.shape[0]} per-step losses returned)")
