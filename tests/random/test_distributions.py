@@ -150,3 +150,30 @@ def test_vmap_over_keys_equals_the_loop():
         batched = np.asarray(plax.vmap(draw)(keys))
         loop = np.stack([np.asarray(draw(keys[i])) for i in range(3)])
         np.testing.assert_array_equal(batched, loop)
+
+
+# JAX 0.10.2's poisson draws from PRNGKey(4): both of its algorithms (Knuth below rate 10,
+# transformed rejection above), rate 0, per-element rates, jit and vmap over keys.
+POISSON_CASES = {
+    "p3": (lambda: R.poisson(R.PRNGKey(4), 3.0, (8,)), [5, 2, 3, 4, 3, 3, 2, 3]),
+    "p0": (lambda: R.poisson(R.PRNGKey(4), 0.0, (3,)), [0, 0, 0]),
+    "p50": (lambda: R.poisson(R.PRNGKey(4), 50.0, (6,)), [53, 52, 54, 52, 43, 51]),
+    "parr": (lambda: R.poisson(R.PRNGKey(4), jnp.array([0.5, 5.0, 12.0, 200.0])),
+             [1, 4, 11, 204]),
+    "jit": (lambda: plax.jit(lambda kk: R.poisson(kk, 7.0, (5,)))(R.PRNGKey(4)), [9, 7, 6, 7, 4]),
+    "vmap": (lambda: plax.vmap(lambda kk: R.poisson(kk, 15.0, (3,)))(R.split(R.PRNGKey(4), 2)),
+             [[12, 11, 14], [23, 16, 13]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POISSON_CASES))
+def test_poisson_matches_jax(name):
+    draw, want = POISSON_CASES[name]
+    got = draw()
+    assert got.dtype == np.int32 and np.asarray(got).tolist() == want
+
+
+@pytest.mark.parametrize("lam", [2.5, 30.0])
+def test_poisson_moments(lam):
+    x = np.asarray(R.poisson(R.PRNGKey(8), lam, (20000,)), np.float64)
+    assert abs(x.mean() - lam) < 0.05 * lam and abs(x.var() - lam) < 0.1 * lam

@@ -6,9 +6,9 @@ the flag ``jax_threefry_partitionable`` (on by default, as in JAX).
 """
 from plax.random.samplers import PRNGKey, bits, fold_in, normal, randint, split, uniform
 from plax.random.distributions import (bernoulli, cauchy, double_sided_maxwell, exponential,
-                                       gumbel, laplace, logistic, maxwell, pareto, rademacher,
-                                       truncated_normal, weibull_min)
+                                       gumbel, laplace, logistic, maxwell, pareto, poisson,
+                                       rademacher, truncated_normal, weibull_min)
 
 __all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "randint", "bernoulli",
            "exponential", "gumbel", "laplace", "logistic", "cauchy", "rademacher", "maxwell",
-           "truncated_normal", "pareto", "weibull_min", "double_sided_maxwell"]
+           "truncated_normal", "pareto", "weibull_min", "double_sided_maxwell", "poisson"]

@@ -12,7 +12,7 @@ from plax.random.samplers import (_check_key, _check_param_shapes, _float_dtype,
 
 __all__ = ["bernoulli", "exponential", "gumbel", "laplace", "logistic", "cauchy",
            "rademacher", "maxwell", "truncated_normal", "pareto", "weibull_min",
-           "double_sided_maxwell"]
+           "double_sided_maxwell", "poisson"]
 
 
 def _jnp():
@@ -227,3 +227,82 @@ def _double_sided_maxwell(key, loc, scale, shape, dtype):
     magnitude = _maxwell(keys[0], shape, dtype)
     sign = _rademacher(keys[1], shape, dtype)
     return sign * magnitude * scale + loc
+
+
+def poisson(key, lam, shape=None, dtype=None):
+    """Poisson counts of rate ``lam`` (Knuth's method below 10, Hormann's transformed
+    rejection from 10 on, as JAX's)."""
+    jnp = _jnp()
+    key = _check_key("poisson", key)
+    dtype = np.dtype(np.int64 if dtypes.x64_enabled() else np.int32) if dtype is None else \
+        dtypes.canonicalize_user_dtype(dtype)
+    shape = tuple(np.shape(lam)) if shape is None else _shape(shape)
+    lam = jnp.broadcast_to(lam, shape).astype(np.float32)
+    return _poisson(key, lam, shape, dtype)
+
+
+@jit(static_argnums=(2, 3, 4))
+def _poisson_knuth(key, lam, shape, dtype, max_iters):
+    jnp = _jnp()
+    from plax import lax
+
+    def body(carry):
+        i, count, rng, log_prod = carry
+        pair = threefry.split(rng, (2,))
+        count = lax.select(log_prod > -lam, count + 1, count)
+        u = _uniform(pair[1], 0.0, 1.0, shape, np.dtype(np.float32))
+        return i + 1, count, pair[0], log_prod + jnp.log(u)
+
+    def cond(carry):
+        i, _, _, log_prod = carry
+        return jnp.any(log_prod > -lam) & (i < max_iters)
+
+    start = (0, jnp.zeros(shape, dtype), key, jnp.zeros(shape, np.float32))
+    count = lax.while_loop(cond, body, start)[1]
+    return (count - 1).astype(dtype)
+
+
+@jit(static_argnums=(2, 3, 4))
+def _poisson_rejection(key, lam, shape, dtype, max_iters):
+    jnp = _jnp()
+    from plax import lax
+    log_lam = jnp.log(lam)
+    b = 0.931 + 2.53 * jnp.sqrt(lam)
+    a = -0.059 + 0.02483 * b
+    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    v_r = 0.9277 - 3.6224 / (b - 2)
+
+    def body(carry):
+        i, k_out, accepted, rng = carry
+        keys = threefry.split(rng, (3,))
+        u = _uniform(keys[1], 0.0, 1.0, shape, lam.dtype) - 0.5
+        v = _uniform(keys[2], 0.0, 1.0, shape, lam.dtype)
+        u_shifted = 0.5 - jnp.abs(u)
+        k = jnp.floor((2 * a / u_shifted + b) * u + lam + 0.43)
+        s = jnp.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
+        t = -lam + k * log_lam - lax.lgamma(k + 1)
+        accept1 = (u_shifted >= 0.07) & (v <= v_r)
+        reject = (k < 0) | ((u_shifted < 0.013) & (v > u_shifted))
+        accept = accept1 | (~reject & (s <= t))
+        return i + 1, lax.select(accept, k, k_out), accepted | accept, keys[0]
+
+    def cond(carry):
+        i, _, accepted, _ = carry
+        return jnp.any(~accepted) & (i < max_iters)
+
+    start = (0, jnp.full(shape, -1, lam.dtype), jnp.zeros(shape, bool), key)
+    return lax.while_loop(cond, body, start)[1].astype(dtype)
+
+
+@jit(static_argnums=(2, 3))
+def _poisson(key, lam, shape, dtype):
+    jnp = _jnp()
+    from plax import lax
+    use_knuth = jnp.isnan(lam) | (lam < 10)
+    lam_knuth = lax.select(use_knuth, lam, jnp.zeros_like(lam))
+    # Rejection's acceptance rate tends to 89% as lam grows: any large rate serves here.
+    lam_rejection = lax.select(use_knuth, jnp.full_like(lam, 1e5), lam)
+    max_iters = int(np.iinfo(dtype).max)
+    result = lax.select(use_knuth, _poisson_knuth(key, lam_knuth, shape, dtype, max_iters),
+                        _poisson_rejection(key, lam_rejection, shape, dtype, max_iters))
+    return lax.select(lam == 0, jnp.zeros_like(result), result)
