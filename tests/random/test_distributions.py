@@ -177,3 +177,30 @@ def test_poisson_matches_jax(name):
 def test_poisson_moments(lam):
     x = np.asarray(R.poisson(R.PRNGKey(8), lam, (20000,)), np.float64)
     assert abs(x.mean() - lam) < 0.05 * lam and abs(x.var() - lam) < 0.1 * lam
+
+
+# JAX 0.10.2's binomial draws from PRNGKey(6): inversion (n*q <= 10), BTRS, p > 1/2 (drawn as
+# n - Binomial(n, 1-p)), per-element n and p, invalid and infinite counts, float counts.
+BINOMIAL_CASES = {
+    "small": (lambda: R.binomial(R.PRNGKey(6), 10, 0.3, (8,)), [1, 2, 3, 5, 4, 2, 1, 2]),
+    "big": (lambda: R.binomial(R.PRNGKey(6), 1000, 0.4, (5,)), [384, 404, 426, 392, 390]),
+    "high_p": (lambda: R.binomial(R.PRNGKey(6), 50, 0.9, (5,)), [46, 47, 43, 43, 44]),
+    "arr": (lambda: R.binomial(R.PRNGKey(6), jnp.array([5.0, 100.0, 3000.0]),
+                               jnp.array([0.5, 0.2, 0.7])), [4, 21, 2059]),
+    "invalid": (lambda: R.binomial(R.PRNGKey(6), -1.0, 0.5, (2,)), [np.nan, np.nan]),
+    "inf": (lambda: R.binomial(R.PRNGKey(6), np.inf, 0.5, (2,)), [np.inf, np.inf]),
+    "float_n": (lambda: R.binomial(R.PRNGKey(6), 7.6, 0.5, (4,)), [5, 4, 4, 2]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINOMIAL_CASES))
+def test_binomial_matches_jax(name):
+    draw, want = BINOMIAL_CASES[name]
+    got = draw()
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want, np.float32))
+
+
+def test_binomial_moments():
+    x = np.asarray(R.binomial(R.PRNGKey(9), 200, 0.3, (20000,)), np.float64)
+    assert abs(x.mean() - 60) < 1.0 and abs(x.var() - 42) < 4.0

@@ -12,7 +12,7 @@ from plax.random.samplers import (_check_key, _check_param_shapes, _float_dtype,
 
 __all__ = ["bernoulli", "exponential", "gumbel", "laplace", "logistic", "cauchy",
            "rademacher", "maxwell", "truncated_normal", "pareto", "weibull_min",
-           "double_sided_maxwell", "poisson"]
+           "double_sided_maxwell", "poisson", "binomial"]
 
 
 def _jnp():
@@ -306,3 +306,124 @@ def _poisson(key, lam, shape, dtype):
     result = lax.select(use_knuth, _poisson_knuth(key, lam_knuth, shape, dtype, max_iters),
                         _poisson_rejection(key, lam_rejection, shape, dtype, max_iters))
     return lax.select(lam == 0, jnp.zeros_like(result), result)
+
+
+def binomial(key, n, p, shape=None, dtype=None):
+    """Binomial counts of ``n`` trials of success probability ``p``, as floats (inversion by
+    geometric waiting times when ``n * min(p, 1-p) <= 10``, else the BTRS transformed
+    rejection, as JAX's)."""
+    key = _check_key("binomial", key)
+    dtype = _float_dtype(dtype, "binomial")
+    return _binomial(key, n, p, None if shape is None else _shape(shape), dtype)
+
+
+_STIRLING_TAIL = [0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                  0.00833056343336287]
+
+
+def _stirling_approx_tail(k):
+    """log(k!) minus its Stirling approximation: tabulated up to 9, a series beyond."""
+    jnp = _jnp()
+    from plax import lax
+    table = jnp.array(_STIRLING_TAIL, dtype=k.dtype)
+    small = k <= 9
+    k = lax.clamp(np.array(0.0, k.dtype), k, np.array(9.0, k.dtype))
+    kp1sq = (k + 1) * (k + 1)
+    approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+    return lax.select(small, table[jnp.floor(k).astype(np.int32)], approx)
+
+
+@jit(static_argnums=(3, 4, 5), inline=True)
+def _binomial_inversion(key, count, prob, shape, dtype, max_iters):
+    jnp = _jnp()
+    from plax import lax
+    log1m = jnp.log1p(-prob)
+
+    def body(carry):
+        i, num_geom, geom_sum, rng = carry
+        pair = threefry.split(rng, (2,))
+        num_geom = lax.select(geom_sum <= count, num_geom + 1, num_geom)
+        u = _uniform(pair[0], 0.0, 1.0, shape, prob.dtype)
+        return i + 1, num_geom, geom_sum + jnp.ceil(jnp.log(u) / log1m), pair[1]
+
+    def cond(carry):
+        return jnp.any(carry[2] <= count) & (carry[0] < max_iters)
+
+    zeros = jnp.zeros(shape, prob.dtype)
+    k = lax.while_loop(cond, body, (0, zeros, zeros, key))[1]
+    return (k - 1).astype(dtype)
+
+
+@jit(static_argnums=(3, 4, 5), inline=True)
+def _btrs(key, count, prob, shape, dtype, max_iters):
+    jnp = _jnp()
+    from plax import lax
+    stddev = jnp.sqrt(count * prob * (1 - prob))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * prob
+    c = count * prob + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = prob / (1 - prob)
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = jnp.floor((count + 1) * prob)
+
+    def body(carry):
+        i, k_out, accepted, rng = carry
+        keys = threefry.split(rng, (3,))
+        u = _uniform(keys[1], 0.0, 1.0, shape, prob.dtype) - 0.5
+        v = _uniform(keys[2], 0.0, 1.0, shape, prob.dtype)
+        us = 0.5 - jnp.abs(u)
+        accept1 = (us >= 0.07) & (v <= v_r)
+        k = jnp.floor((2 * a / us + b) * u + c)
+        reject = (k < 0) | (k > count)
+        v = jnp.log(v * alpha / (a / (us * us) + b))
+        bound = ((m + 0.5) * jnp.log((m + 1) / (r * (count - m + 1)))
+                 + (count + 1) * jnp.log((count - m + 1) / (count - k + 1))
+                 + (k + 0.5) * jnp.log(r * (count - k + 1) / (k + 1))
+                 + _stirling_approx_tail(m) + _stirling_approx_tail(count - m)
+                 - _stirling_approx_tail(k) - _stirling_approx_tail(count - k))
+        accept = accept1 | (~reject & (v <= bound))
+        return i + 1, lax.select(accept, k, k_out), accepted | accept, keys[0]
+
+    def cond(carry):
+        return jnp.any(~carry[2]) & (carry[0] < max_iters)
+
+    start = (0, jnp.full(shape, -1, prob.dtype), jnp.zeros(shape, bool), key)
+    return lax.while_loop(cond, body, start)[1].astype(dtype)
+
+
+@jit(static_argnums=(3, 4), inline=True)
+def _binomial(key, count, prob, shape, dtype):
+    jnp = _jnp()
+    from plax import lax
+    if shape is None:
+        shape = tuple(np.broadcast_shapes(np.shape(count), np.shape(prob)))
+    else:
+        _check_param_shapes("binomial", shape, np.shape(count), np.shape(prob))
+    prob = jnp.asarray(prob)
+    if not dtypes.is_inexact(prob.dtype):
+        prob = prob.astype(dtypes.default_float_dtype())
+    count = jnp.broadcast_to(jnp.asarray(count).astype(prob.dtype), shape)
+    prob = jnp.broadcast_to(prob, shape)
+    p_lt_half = prob < 0.5
+    q = lax.select(p_lt_half, prob, 1.0 - prob)
+    count_nan_or_neg = jnp.isnan(count) | (count < 0.0)
+    count_inf = jnp.isinf(count)
+    q_is_nan, q_lt_0 = jnp.isnan(q), q < 0.0
+    q = lax.select(q_is_nan | q_lt_0, jnp.full_like(q, 0.01), q)
+    use_inversion = count_nan_or_neg | (count * q <= 10.0)
+    count = jnp.floor(count)  # float counts round down, as numpy's
+    count_inv = lax.select(use_inversion, count, jnp.zeros_like(count))
+    count_btrs = lax.select(use_inversion, jnp.full_like(count, 1e4), count)
+    q_btrs = lax.select(use_inversion, jnp.full_like(q, 0.5), q)
+    max_iters = float(np.finfo(dtype).max)
+    samples = lax.select(use_inversion,
+                         _binomial_inversion(key, count_inv, q, shape, dtype, max_iters),
+                         _btrs(key, count_btrs, q_btrs, shape, dtype, max_iters))
+    invalid = q_lt_0 | q_is_nan | count_nan_or_neg
+    samples = lax.select(invalid, jnp.full_like(samples, np.nan, dtype), samples)
+    samples = lax.select(count_inf & ~invalid, jnp.full_like(samples, np.inf, dtype), samples)
+    return lax.select(p_lt_half | count_nan_or_neg | q_is_nan | count_inf, samples,
+                      count.astype(dtype) - samples)
