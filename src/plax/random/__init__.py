@@ -5,10 +5,14 @@ new ones, and the samplers turn a key into values. The layout of the bits follow
 the flag ``jax_threefry_partitionable`` (on by default, as in JAX).
 """
 from plax.random.samplers import PRNGKey, bits, fold_in, normal, randint, split, uniform
-from plax.random.distributions import (bernoulli, binomial, cauchy, double_sided_maxwell, exponential,
-                                       gumbel, laplace, logistic, maxwell, pareto, poisson,
-                                       rademacher, truncated_normal, weibull_min)
+from plax.random.distributions import (bernoulli, binomial, cauchy, double_sided_maxwell,
+                                       exponential, gumbel, laplace, logistic, maxwell, pareto,
+                                       poisson, rademacher, truncated_normal, weibull_min)
+from plax.random.gamma import (ball, beta, chisquare, dirichlet, f, gamma, generalized_normal,
+                               loggamma, t)
 
 __all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "randint", "bernoulli",
            "exponential", "gumbel", "laplace", "logistic", "cauchy", "rademacher", "maxwell",
-           "truncated_normal", "pareto", "weibull_min", "double_sided_maxwell", "poisson", "binomial"]
+           "truncated_normal", "pareto", "weibull_min", "double_sided_maxwell", "poisson",
+           "binomial", "gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
+           "generalized_normal", "ball"]
