@@ -21,7 +21,7 @@ from plax.api_autodiff import jacrev as jacobian  # noqa: F401
 from plax.api_vmap import vmap  # noqa: F401
 from plax.transforms.remat import checkpoint, remat, checkpoint_policies  # noqa: F401
 from plax import tree_util, tree, lax, numpy, scipy, sharding, stages, test_util, ad_checkpoint  # noqa: F401
-from plax import random  # noqa: F401,E402
+from plax import random, nn  # noqa: F401,E402
 from plax import core, flatten_util, typing, version  # noqa: F401,E402
 from plax.drop_in import install_as_jax  # noqa: F401,E402
 from plax.transforms.custom_derivatives import custom_jvp, custom_vjp, closure_convert  # noqa: F401,E402

@@ -15,6 +15,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
+from plax.nn.functions import logsumexp, softmax
 
 __all__ = ["dot_product_attention"]
 
@@ -112,9 +113,7 @@ def _attention(q, k, v, bias, mask, is_causal, scale, q_len, kv_len, window, ret
                            float(np.finfo(np.float32).max)) * -0.7
         logits = jnp.where(keep, logits, jnp.asarray(big_negative, logits.dtype))
     logits = logits.astype(np.float32)
-    shifted = logits - lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
-    weights = jnp.exp(shifted)
-    probs = (weights / jnp.sum(weights, axis=-1, keepdims=True)).astype(k.dtype)
+    probs = softmax(logits, axis=-1).astype(k.dtype)
     encoded = jnp.einsum("BKGTS,BSKH->BTKGH", probs, v)
     if q_len is not None:
         rows = jnp.arange(T)[None, :] < q_len[:, None]
@@ -122,8 +121,7 @@ def _attention(q, k, v, bias, mask, is_causal, scale, q_len, kv_len, window, ret
     encoded = jnp.reshape(encoded, (B, T, N, H))
     if not return_residual:
         return encoded
-    top = jnp.max(logits, axis=-1, keepdims=True)
-    lse = (jnp.log(jnp.sum(jnp.exp(logits - top), axis=-1)) + top[..., 0]).astype(k.dtype)
+    lse = logsumexp(logits, axis=-1).astype(k.dtype)
     lse = jnp.transpose(jnp.reshape(lse, (B, N, T)), (0, 2, 1))
     return encoded, lax.stop_gradient(lse)
 

@@ -8,6 +8,8 @@ from plax.random.samplers import PRNGKey, bits, fold_in, normal, randint, split,
 from plax.random.distributions import (bernoulli, binomial, cauchy, double_sided_maxwell,
                                        exponential, gumbel, laplace, logistic, maxwell, pareto,
                                        poisson, rademacher, truncated_normal, weibull_min)
+from plax.random.discrete import (categorical, choice, clone, geometric, lognormal, permutation,
+                                  rayleigh, triangular, wald)
 from plax.random.gamma import (ball, beta, chisquare, dirichlet, f, gamma, generalized_normal,
                                loggamma, t)
 
@@ -15,4 +17,5 @@ __all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "randint"
            "exponential", "gumbel", "laplace", "logistic", "cauchy", "rademacher", "maxwell",
            "truncated_normal", "pareto", "weibull_min", "double_sided_maxwell", "poisson",
            "binomial", "gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
-           "generalized_normal", "ball"]
+           "generalized_normal", "ball", "permutation", "choice", "categorical", "geometric",
+           "lognormal", "triangular", "rayleigh", "wald", "clone"]

@@ -23,6 +23,7 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.arithmetic import add, mul
 from plax.lax.prng import threefry2x32
+from plax.transforms.remat import optimization_barrier
 
 U32 = np.dtype(np.uint32)
 _UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: U32, 64: np.dtype(np.uint64)}
@@ -99,10 +100,14 @@ def _split(key, shape, partitionable):
     if partitionable:
         hi, lo = iota_2x32(shape)
         b1, b2 = threefry2x32(*_key_words(key), hi, lo)
-        return _shapes.concatenate([_shapes.expand_dims(b1, (len(shape),)),
+        keys = _shapes.concatenate([_shapes.expand_dims(b1, (len(shape),)),
                                     _shapes.expand_dims(b2, (len(shape),))], len(shape))
-    counts = _shapes.iota(U32, math.prod(shape) * 2)
-    return _shapes.reshape(threefry_2x32(key, counts), shape + (2,))
+    else:
+        counts = _shapes.iota(U32, math.prod(shape) * 2)
+        keys = _shapes.reshape(threefry_2x32(key, counts), shape + (2,))
+    # XLA fuses a split's hash into the hash of the bits drawn from its keys and then takes
+    # seconds to compile a sort of those bits; the barrier (an identity) keeps them apart.
+    return optimization_barrier(keys)
 
 
 @jit(inline=True)
