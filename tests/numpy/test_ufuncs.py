@@ -603,3 +603,14 @@ def test_broadcasting_leaves_size_one_dims_to_lax():
     assert j.jaxpr.eqns[0].outvars[0].aval.shape == (1, 1, 4)
     np.testing.assert_array_equal(jnp.multiply(a, b), a * b)
     check_grads(lambda x, y: jnp.sum(jnp.sin(x) * y ** 2), (a, b), order=2, modes=("fwd", "rev"))
+
+
+def test_logaddexp_derivative_where_the_arguments_meet():
+    # exp(x - out): 1/2 each at x == y (the max/abs form alone would give 0 there), second
+    # derivative 1/4, and one at an infinite partner, as JAX's custom rule gives.
+    assert float(plax.grad(lambda x: jnp.logaddexp(x, 0.0))(0.0)) == 0.5
+    assert float(plax.grad(lambda x: jnp.logaddexp2(x, 0.0))(0.0)) == 0.5
+    assert float(plax.grad(plax.grad(lambda x: jnp.logaddexp(x, 0.0)))(0.0)) == 0.25
+    np.testing.assert_allclose(float(plax.grad(lambda x: jnp.logaddexp(x, 1.0))(0.0)),
+                               1 / (1 + np.e), rtol=1e-6)
+    assert float(plax.grad(lambda x: jnp.logaddexp(x, -np.inf))(0.0)) == 1.0

@@ -11,6 +11,7 @@ from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, c
 from plax.core.trace import Tracer, get_aval
 from plax.runtime.array import Array
 from plax.runtime.dispatch import array_from_host
+from plax.transforms.custom_derivatives import custom_jvp
 
 
 def _dtype(x):
@@ -496,10 +497,31 @@ def logaddexp(x, y, /):
     x, y = promote_args_inexact("logaddexp", x, y)
     if dtypes.is_complex(_dtype(x)):
         return _complex_logaddexp(*_promote_full(promote_args, "logaddexp", x, y))
+    return _real_logaddexp(x, y)
+
+
+@custom_jvp
+def _real_logaddexp(x, y):
     amax = lax.max(x, y)
     delta = lax.sub(x, y)
     stable = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
     return lax.select(lax.ne(delta, delta), lax.add(x, y), stable)
+
+
+def _finite_or_zero(x):
+    """``x`` with +inf replaced by 0 (so that exp(x - out) is 1, not nan, when out is +inf)."""
+    return lax.select(lax.eq(x, _const(np.inf, x)), lax.full_like(x, 0), x)
+
+
+@_real_logaddexp.defjvp
+def _real_logaddexp_jvp(primals, tangents):
+    # The weights exp(x - out) and exp(y - out) sum to one: at x == y each is 1/2 (the
+    # max/abs form of the primal would differentiate to 0 there).
+    (x, y), (tx, ty) = primals, tangents
+    out = _real_logaddexp(x, y)
+    wx = lax.exp(lax.sub(_finite_or_zero(x), _finite_or_zero(out)))
+    wy = lax.exp(lax.sub(_finite_or_zero(y), _finite_or_zero(out)))
+    return out, lax.add(lax.mul(tx, wx), lax.mul(ty, wy))
 
 
 def _complex_logaddexp(x, y):
@@ -513,7 +535,7 @@ def logaddexp2(x, y, /):
     """Elementwise log2(2**x + 2**y), computed stably."""
     x, y = promote_args_inexact("logaddexp2", x, y)
     ln2 = _const(np.log(2), x)
-    return lax.div(logaddexp(lax.mul(x, ln2), lax.mul(y, ln2)), ln2)
+    return lax.div(logaddexp(lax.mul(x, ln2), lax.mul(y, ln2)), ln2)  # differentiable through logaddexp
 
 
 def isnan(x, /):
