@@ -8,7 +8,7 @@ import scipy.special
 import plax
 import plax.numpy as jnp
 from plax import random as R
-from plax.random.gamma import random_gamma_grad
+from plax.random.gamma_family import random_gamma_grad
 
 lib = plax
 k = R.PRNGKey(7)

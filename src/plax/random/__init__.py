@@ -10,7 +10,7 @@ from plax.random.distributions import (bernoulli, binomial, cauchy, double_sided
                                        poisson, rademacher, truncated_normal, weibull_min)
 from plax.random.discrete import (categorical, choice, clone, geometric, lognormal, permutation,
                                   rayleigh, triangular, wald)
-from plax.random.gamma import (ball, beta, chisquare, dirichlet, f, gamma, generalized_normal,
+from plax.random.gamma_family import (ball, beta, chisquare, dirichlet, f, gamma, generalized_normal,
                                loggamma, t)
 
 __all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "randint", "bernoulli",

@@ -8,7 +8,7 @@ from plax.api import jit
 from plax.core import dtypes
 from plax.random import threefry
 from plax.random.samplers import (_check_key, _check_param_shapes, _float_dtype, _normal,
-                                  _shape, _uniform)
+                                  _result_shape, _shape, _uniform)
 
 __all__ = ["bernoulli", "exponential", "gumbel", "laplace", "logistic", "cauchy",
            "rademacher", "maxwell", "truncated_normal", "pareto", "weibull_min",
@@ -171,10 +171,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
 def _truncated_normal(key, lower, upper, shape, dtype):
     jnp = _jnp()
     from plax import lax
-    if shape is None:
-        shape = tuple(np.broadcast_shapes(np.shape(lower), np.shape(upper)))
-    else:
-        _check_param_shapes("truncated_normal", shape, np.shape(lower), np.shape(upper))
+    shape = _result_shape("truncated_normal", shape, lower, upper)
     sqrt2 = np.array(np.sqrt(2), dtype)
     lower, upper = jnp.asarray(lower).astype(dtype), jnp.asarray(upper).astype(dtype)
     a, b = lax.erf(lower / sqrt2), lax.erf(upper / sqrt2)
@@ -398,10 +395,7 @@ def _btrs(key, count, prob, shape, dtype, max_iters):
 def _binomial(key, count, prob, shape, dtype):
     jnp = _jnp()
     from plax import lax
-    if shape is None:
-        shape = tuple(np.broadcast_shapes(np.shape(count), np.shape(prob)))
-    else:
-        _check_param_shapes("binomial", shape, np.shape(count), np.shape(prob))
+    shape = _result_shape("binomial", shape, count, prob)
     prob = jnp.asarray(prob)
     if not dtypes.is_inexact(prob.dtype):
         prob = prob.astype(dtypes.default_float_dtype())

@@ -226,6 +226,16 @@ def _clip_to(x, dtype):
     return jnp.clip(x, np.array(lo, x.dtype), np.array(hi, x.dtype)).astype(dtype)
 
 
+def _result_shape(name: str, shape, *params) -> tuple:
+    """The shape of a draw: ``shape`` (checked against the parameters' shapes), or the
+    broadcast of the parameters' shapes when ``shape`` is None."""
+    shapes = [tuple(np.shape(p)) for p in params]
+    if shape is None:
+        return tuple(np.broadcast_shapes(*shapes))
+    _check_param_shapes(name, tuple(shape), *shapes)
+    return tuple(shape)
+
+
 def _check_param_shapes(name: str, shape: tuple, *param_shapes) -> None:
     if param_shapes:
         try:

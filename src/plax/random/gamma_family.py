@@ -18,8 +18,8 @@ from plax.api_vmap import vmap
 from plax.core import dtypes
 from plax.random import threefry
 from plax.random.distributions import _exponential, _rademacher
-from plax.random.samplers import _check_key, _check_param_shapes, _float_dtype, _normal, _shape, \
-    _uniform
+from plax.random.samplers import (_check_key, _check_param_shapes, _float_dtype, _normal,
+                                  _result_shape, _shape, _uniform)
 from plax.transforms.custom_derivatives import custom_jvp
 
 __all__ = ["gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
@@ -229,10 +229,7 @@ def loggamma(key, a, shape=None, dtype=None):
 @jit(static_argnums=(2, 3, 4))
 def _gamma(key, a, shape, dtype, log_space):
     jnp = _jnp()
-    if shape is None:
-        shape = tuple(np.shape(a))
-    else:
-        _check_param_shapes("gamma", shape, np.shape(a))
+    shape = _result_shape("gamma", shape, a)
     a = jnp.asarray(a).astype(dtype)
     if a.shape != shape:
         a = jnp.broadcast_to(a, shape)
@@ -249,10 +246,7 @@ def beta(key, a, b, shape=None, dtype=None):
 @jit(static_argnums=(3, 4))
 def _beta(key, a, b, shape, dtype):
     jnp = _jnp()
-    if shape is None:
-        shape = tuple(np.broadcast_shapes(np.shape(a), np.shape(b)))
-    else:
-        _check_param_shapes("beta", shape, np.shape(a), np.shape(b))
+    shape = _result_shape("beta", shape, a, b)
     keys = threefry.split(key, (2,))
     a = jnp.broadcast_to(jnp.asarray(a).astype(dtype), shape)
     b = jnp.broadcast_to(jnp.asarray(b).astype(dtype), shape)
@@ -307,11 +301,7 @@ def f(key, dfnum, dfden, shape=None, dtype=None):
     """F-distribution samples: a ratio of two scaled chi-squares."""
     key = _check_key("f", key)
     dtype = _float_dtype(dtype, "f")
-    if shape is None:
-        shape = tuple(np.broadcast_shapes(np.shape(dfnum), np.shape(dfden)))
-    else:
-        shape = _shape(shape)
-        _check_param_shapes("f", shape, np.shape(dfnum), np.shape(dfden))
+    shape = _result_shape("f", None if shape is None else _shape(shape), dfnum, dfden)
     return _f(key, dfnum, dfden, shape, dtype)
 
 
@@ -335,10 +325,7 @@ def t(key, df, shape=None, dtype=None):
 @jit(static_argnums=(2, 3))
 def _t(key, df, shape, dtype):
     jnp = _jnp()
-    if shape is None:
-        shape = tuple(np.shape(df))
-    else:
-        _check_param_shapes("t", shape, np.shape(df))
+    shape = _result_shape("t", shape, df)
     df = jnp.asarray(df).astype(dtype)
     keys = threefry.split(key, (2,))
     n = _normal(keys[0], shape, dtype)
