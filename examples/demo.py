@@ -66,8 +66,8 @@ def main():
           np.round(np.diag(np.asarray(plax.jacrev(jnp.tanh)(jnp.arange(3.0)), np.float64)), 4).tolist())
 
     # lax.scan: a whole SGD training loop as one compiled loop, the params (a pytree) as the carry.
-    # The data and the initial weights come from plax.random: the same key gives the same
-    # numbers as JAX's jax.random.
+    # The data come from plax.random and the initial weights from plax.nn.initializers: the
+    # same key gives the same numbers as JAX's jax.random and jax.nn.initializers.
     k_data, k_noise, k_init = plax.random.split(plax.random.PRNGKey(0), 3)
     X = plax.random.normal(k_data, (64, 3))
     w_true = np.array([2.0, -1.0, 0.5], np.float32)
@@ -83,7 +83,8 @@ def main():
             return plax.tree.map(lambda p, g: p - 0.1 * g, params, grads), loss
         return lax.scan(sgd_step, params, None, length=200)
 
-    params0 = {"w": 0.01 * plax.random.normal(k_init, (3,)), "b": jnp.array(0.0)}
+    w0 = plax.nn.initializers.lecun_normal()(k_init, (3, 1))[:, 0]  # fan-in scaled weights
+    params0 = {"w": w0, "b": plax.nn.initializers.zeros(k_init, ())}
     fitted, losses = train(params0, X, Y)
     print("\nSGD, 200 steps in one lax.scan under jit: loss", round(float(mse(params0, X, Y)), 4),
           "->", round(float(mse(fitted, X, Y)), 4), f"({losses.shape[0]} per-step losses returned)")
