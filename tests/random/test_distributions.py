@@ -204,3 +204,19 @@ def test_binomial_matches_jax(name):
 def test_binomial_moments():
     x = np.asarray(R.binomial(R.PRNGKey(9), 200, 0.3, (20000,)), np.float64)
     assert abs(x.mean() - 60) < 1.0 and abs(x.var() - 42) < 4.0
+
+
+def test_multinomial_matches_jax():
+    # JAX 0.10.2's draws from PRNGKey(5).
+    key, p = R.PRNGKey(5), jnp.array([0.2, 0.3, 0.5])
+    assert np.asarray(R.multinomial(key, 10, p)).tolist() == [1.0, 6.0, 3.0]
+    assert np.asarray(R.multinomial(key, 100.0, p, shape=(2, 3))).tolist() == \
+        [[13.0, 33.0, 54.0], [21.0, 35.0, 44.0]]
+    got = R.multinomial(key, jnp.array([5.0, 50.0]),
+                        jnp.array([[0.5, 0.5, 0.0], [0.1, 0.1, 0.8]]))
+    assert np.asarray(got).tolist() == [[2.0, 3.0, 0.0], [0.0, 5.0, 45.0]]
+    ints = R.multinomial(key, 20, p, dtype=jnp.int32)
+    assert ints.dtype == np.int32 and np.asarray(ints).tolist() == [4, 7, 9]
+    quarters = R.multinomial(key, 1000, jnp.full(4, 0.25), unroll=2)
+    assert np.asarray(quarters).tolist() == [227.0, 259.0, 275.0, 239.0]
+    assert float(quarters.sum()) == 1000.0

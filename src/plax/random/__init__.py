@@ -6,8 +6,9 @@ the flag ``jax_threefry_partitionable`` (on by default, as in JAX).
 """
 from plax.random.samplers import PRNGKey, bits, fold_in, normal, randint, split, uniform
 from plax.random.distributions import (bernoulli, binomial, cauchy, double_sided_maxwell,
-                                       exponential, gumbel, laplace, logistic, maxwell, pareto,
-                                       poisson, rademacher, truncated_normal, weibull_min)
+                                       exponential, gumbel, laplace, logistic, maxwell,
+                                       multinomial, pareto, poisson, rademacher,
+                                       truncated_normal, weibull_min)
 from plax.random.discrete import (categorical, choice, clone, geometric, lognormal, permutation,
                                   rayleigh, triangular, wald)
 from plax.random.gamma_family import (ball, beta, chisquare, dirichlet, f, gamma, generalized_normal,
@@ -18,4 +19,4 @@ __all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "randint"
            "truncated_normal", "pareto", "weibull_min", "double_sided_maxwell", "poisson",
            "binomial", "gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
            "generalized_normal", "ball", "permutation", "choice", "categorical", "geometric",
-           "lognormal", "triangular", "rayleigh", "wald", "clone"]
+           "lognormal", "triangular", "rayleigh", "wald", "clone", "multinomial"]

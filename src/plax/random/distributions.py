@@ -12,7 +12,7 @@ from plax.random.samplers import (_check_key, _check_param_shapes, _float_dtype,
 
 __all__ = ["bernoulli", "exponential", "gumbel", "laplace", "logistic", "cauchy",
            "rademacher", "maxwell", "truncated_normal", "pareto", "weibull_min",
-           "double_sided_maxwell", "poisson", "binomial"]
+           "double_sided_maxwell", "poisson", "binomial", "multinomial"]
 
 
 def _jnp():
@@ -421,3 +421,31 @@ def _binomial(key, count, prob, shape, dtype):
     samples = lax.select(count_inf & ~invalid, jnp.full_like(samples, np.inf, dtype), samples)
     return lax.select(p_lt_half | count_nan_or_neg | q_is_nan | count_inf, samples,
                       count.astype(dtype) - samples)
+
+
+def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
+    """Counts of ``n`` draws among the categories of ``p`` (last axis): one binomial per
+    category on what the earlier categories left, in a scan, as JAX's."""
+    jnp = _jnp()
+    from plax import lax
+    key = _check_key("multinomial", key)
+    n, p = jnp.asarray(n), jnp.asarray(p)
+    common = dtypes.result_type(n, p)
+    if not dtypes.is_inexact(common):
+        common = np.dtype(dtypes.default_float_dtype())
+    n, p = n.astype(common), p.astype(common)
+    shape = tuple(p.shape) if shape is None else _shape(shape)
+    n = jnp.broadcast_to(n, shape[:-1])
+    p = jnp.moveaxis(jnp.broadcast_to(p, shape), -1, 0)
+    left = lax.cumsum(p, 0, reverse=True)
+    ratios = p / jnp.where(left == 0, 1, left)
+    keys = threefry.split(key, (ratios.shape[0],))
+
+    def draw(remainder, ratio_key):
+        ratio, k = ratio_key
+        count = binomial(k, remainder, jnp.clip(ratio, 0, 1), dtype=remainder.dtype)
+        return remainder - count, count
+
+    _, counts = lax.scan(draw, n, (ratios, keys), unroll=unroll)
+    counts = jnp.moveaxis(counts, 0, -1)
+    return counts if dtype is None else counts.astype(dtype)
