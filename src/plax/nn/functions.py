@@ -4,8 +4,8 @@ one_hot, as in ``jax.nn``.
 Everything is written on plax.numpy and plax.lax.  Where a function has a kink, its derivative
 there is the one JAX 0.10 gives: ``relu`` and ``relu6`` carry custom JVP rules whose slope is 0
 at the kinks, the rest take the slope of whichever branch their ``where`` selects.  ``softplus``
-(hence ``log_sigmoid`` and ``mish``) differentiates as exp(x - softplus(x)), JAX's logaddexp
-rule, and ``log1mexp`` as 1 / expm1(x).  ``softmax`` has a custom JVP rule (the tangent
+(hence ``log_sigmoid`` and ``mish``) is ``jnp.logaddexp(x, 0)``, whose rule gives
+exp(x - softplus(x)), and ``log1mexp`` differentiates as 1 / expm1(x).  ``softmax`` has a custom JVP rule (the tangent
 ``y * (t - sum(y * t))``), so its derivatives neither flow through the stabilising max nor
 through masked-out elements.
 """
@@ -130,24 +130,10 @@ def sigmoid(x):
     return lax.logistic(x)
 
 
-def _without_posinf(v):
-    return jnp.where(jnp.isposinf(v), jnp.zeros_like(v), v)
-
-
-def _softplus_tangent(g, ans, x):
-    # exp(x - softplus(x)) = sigmoid(x), with +inf - +inf read as 0 - 0; the rule JAX's
-    # logaddexp uses, so that softplus'(0) is 1/2 (differentiating max(x, 0) would not give it).
-    return jnp.multiply(g, jnp.exp(jnp.subtract(_without_posinf(x), _without_posinf(ans))))
-
-
-@custom_jvp
 @jit
 def softplus(x):
-    """log(1 + exp(x)), computed as logaddexp(x, 0)."""
+    """log(1 + exp(x)), computed as logaddexp(x, 0) (whose derivative at 0 is 1/2)."""
     return jnp.logaddexp(x, 0)
-
-
-softplus.defjvps(_softplus_tangent)
 
 
 @jit
