@@ -5,9 +5,9 @@ Everything is written on plax.numpy and plax.lax.  Where a function has a kink, 
 there is the one JAX 0.10 gives: ``relu`` and ``relu6`` carry custom JVP rules whose slope is 0
 at the kinks, the rest take the slope of whichever branch their ``where`` selects.  ``softplus``
 (hence ``log_sigmoid`` and ``mish``) is ``jnp.logaddexp(x, 0)``, whose rule gives
-exp(x - softplus(x)), and ``log1mexp`` differentiates as 1 / expm1(x).  ``softmax`` has a custom JVP rule (the tangent
-``y * (t - sum(y * t))``), so its derivatives neither flow through the stabilising max nor
-through masked-out elements.
+exp(x - softplus(x)), and ``log1mexp`` differentiates as 1 / expm1(x).  ``softmax`` has a
+custom JVP rule (the tangent ``y * (t - sum(y * t))``), so its derivatives neither flow
+through the stabilising max nor through masked-out elements.
 """
 from __future__ import annotations
 
