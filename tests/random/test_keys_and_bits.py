@@ -100,3 +100,16 @@ def test_uniform_range_dtypes_and_moments():
     assert abs(float(n.mean())) < 0.03 and abs(float(n.std()) - 1.0) < 0.03
     z = random.normal(k, (20000,), jnp.complex64)
     assert z.dtype == np.complex64 and abs(float(jnp.mean(jnp.abs(z) ** 2)) - 1.0) < 0.05
+
+
+def test_key_and_data_errors_as_jax_words_them():
+    with pytest.raises(TypeError, match="unexpected PRNG key type <class 'list'>"):
+        random.normal([0, 1], (2,))
+    with pytest.raises(TypeError, match=r"expected key_data.shape to end with \(2,\); got "
+                                        r"shape=\(3,\)"):
+        random.normal(np.array([0, 1, 2], np.uint32), (2,))
+    with pytest.raises(TypeError, match="expected key_data.dtype = uint32; got dtype=int32"):
+        random.normal(np.array([0, 1], np.int32), (2,))
+    with pytest.raises(OverflowError, match="Python integer -1 out of bounds for uint32"):
+        random.fold_in(random.PRNGKey(0), -1)
+    assert as_list(random.PRNGKey(True)) == [0, 1]  # a bool seed is the int 1, as in JAX

@@ -28,7 +28,7 @@ def PRNGKey(seed, *, impl=None):
     if np.ndim(seed):
         raise TypeError(f"PRNGKey accepts a scalar seed, but was given an array of shape "
                         f"{np.shape(seed)} != (). Use jax.vmap for batching")
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+    if isinstance(seed, (int, np.integer, np.bool_)):  # bools count as the ints 0 and 1
         seed = int(seed)
         if not -2 ** 63 <= seed < 2 ** 64:
             raise OverflowError("Python int too large to convert to C long")
@@ -48,10 +48,16 @@ def _check_impl(impl):
 
 def _check_key(name: str, key):
     """A single legacy key, as an array; errors name the function."""
+    if not (isinstance(key, (Tracer, np.ndarray, np.generic)) or hasattr(key, "aval")):
+        raise TypeError(f"unexpected PRNG key type {type(key)}")
     aval = get_aval(key)
-    if aval.dtype != np.uint32 or not aval.shape or aval.shape[-1] != 2:
-        raise TypeError(f"{name}: unexpected PRNG key {aval.str_short()}; a key is a uint32[2] "
-                        "array made by PRNGKey (or split/fold_in).")
+    if not aval.shape or aval.shape[-1] != 2:
+        raise TypeError(f"{name}: invalid PRNG key data: expected key_data.shape to end with "
+                        f"(2,); got shape={aval.shape}. A key is a uint32[2] array made by "
+                        "PRNGKey (or split/fold_in).")
+    if aval.dtype != np.uint32:
+        raise TypeError(f"{name}: invalid PRNG key data: expected key_data.dtype = uint32; got "
+                        f"dtype={aval.dtype}.")
     if aval.shape != (2,):
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                          f"{aval.shape} != (2,). Use jax.vmap for batching.")
@@ -80,6 +86,8 @@ def fold_in(key, data):
     if np.ndim(data):
         raise TypeError(f"fold_in accepts a scalar, but was given an array of shape "
                         f"{np.shape(data)} != (). Use jax.vmap for batching.")
+    if isinstance(data, (int, np.integer)) and not 0 <= int(data) < 2 ** 32:
+        raise OverflowError(f"Python integer {data} out of bounds for uint32")
     if not isinstance(data, Tracer) and not hasattr(data, "aval"):
         data = array_from_host(np.asarray(data).astype(np.uint32))
     return threefry.fold_in(key, _conversion.convert_element_type(data, np.uint32))
