@@ -83,9 +83,7 @@ def _shuffle(key, x, axis):
     rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
     lax = _lax()
     for _ in range(rounds):
-        # The barrier (an identity) keeps XLA from fusing the hash of the split into every
-        # element of the bits below, which made 2-D shuffles take seconds to compile.
-        keys = lax.optimization_barrier(threefry.split(key, (2,)))
+        keys = threefry.split(key, (2,))  # (a split ends in an optimization barrier)
         key, subkey = keys[0], keys[1]
         words = threefry.random_bits(subkey, 32, x.shape)
         _, x = lax.sort_key_val(words, x, axis)
@@ -333,7 +331,7 @@ def wald(key, mean, shape=None, dtype=None):
 @jit(static_argnums=(2, 3))
 def _wald(key, mean, shape, dtype):
     jnp, lax = _jnp(), _lax()
-    keys = lax.optimization_barrier(threefry.split(key, (2,)))  # see _shuffle
+    keys = threefry.split(key, (2,))
     mean = jnp.broadcast_to(jnp.asarray(mean).astype(dtype), shape)
     v = _normal(keys[0], shape, dtype)
     z = _uniform(keys[1], 0.0, 1.0, shape, dtype)
