@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from plax import numpy as jnp
 from plax import lax
 from plax.core import dtypes
 from plax.nn.functions import logsumexp, softmax
@@ -20,13 +21,8 @@ from plax.nn.functions import logsumexp, softmax
 __all__ = ["dot_product_attention"]
 
 
-def _jnp():
-    import plax.numpy as jnp
-    return jnp
-
 
 def _as_4d(t):
-    jnp = _jnp()
     t = jnp.asarray(t)
     return jnp.expand_dims(t, tuple(range(4 - t.ndim))) if t.ndim < 4 else t
 
@@ -52,7 +48,6 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     int for both) keeps a band around the diagonal; the sequence lengths mask padding.
     With ``return_residual`` the log-sum-exp of the logits (``BTN``) is returned too.
     """
-    jnp = _jnp()
     if implementation not in (None, "xla"):
         raise ValueError(f"Unsupported implementation option: {implementation}"
                          + (" (plax has no cuDNN attention: use implementation='xla' or None)"
@@ -87,7 +82,6 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
 
 def _grouped(t, K, G):
     """A ``BNTS`` bias or mask as ``BKGTS`` (a single head is shared by every group)."""
-    jnp = _jnp()
     if t is None:
         return None
     b, n, tq, s = t.shape
@@ -97,7 +91,6 @@ def _grouped(t, K, G):
 
 
 def _attention(q, k, v, bias, mask, is_causal, scale, q_len, kv_len, window, return_residual):
-    jnp = _jnp()
     B, T, N, H = q.shape
     S, K = k.shape[1], k.shape[2]
     G = N // K
@@ -128,7 +121,6 @@ def _attention(q, k, v, bias, mask, is_causal, scale, q_len, kv_len, window, ret
 
 def _combined_mask(mask, is_causal, T, S, q_len, kv_len, window):
     """Where attention is allowed (``BKGTS``-broadcastable), or None when everywhere."""
-    jnp = _jnp()
     parts = [] if mask is None else [mask]
     rows, cols = jnp.arange(T)[:, None], jnp.arange(S)[None, :]
     if is_causal:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from plax import numpy as jnp
 from plax import random
 from plax.core import dtypes
 
@@ -27,10 +28,6 @@ class Initializer(Protocol):
         ...
 
 
-def _jnp():
-    import plax.numpy as jnp
-    return jnp
-
 
 def _dtype(dtype):
     return np.dtype(dtypes.default_float_dtype()) if dtype is None else \
@@ -39,18 +36,18 @@ def _dtype(dtype):
 
 def zeros(key, shape, dtype=None):
     """An initializer of zeros (the key is not used)."""
-    return _jnp().zeros(shape, _dtype(dtype))
+    return jnp.zeros(shape, _dtype(dtype))
 
 
 def ones(key, shape, dtype=None):
     """An initializer of ones (the key is not used)."""
-    return _jnp().ones(shape, _dtype(dtype))
+    return jnp.ones(shape, _dtype(dtype))
 
 
 def constant(value, dtype=None):
     """An initializer filling every element with ``value``."""
     def init(key, shape, dtype=dtype):
-        return _jnp().full(shape, value, dtype=_dtype(dtype))
+        return jnp.full(shape, value, dtype=_dtype(dtype))
     return init
 
 
@@ -58,7 +55,7 @@ def uniform(scale=1e-2, dtype=None):
     """An initializer of uniform values in ``[0, scale)``."""
     def init(key, shape, dtype=dtype):
         dtype = _dtype(dtype)
-        return random.uniform(key, shape, dtype) * _jnp().array(scale, dtype)
+        return random.uniform(key, shape, dtype) * jnp.array(scale, dtype)
     return init
 
 
@@ -66,7 +63,7 @@ def normal(stddev=1e-2, dtype=None):
     """An initializer of normal values of standard deviation ``stddev``."""
     def init(key, shape, dtype=dtype):
         dtype = _dtype(dtype)
-        return random.normal(key, shape, dtype) * _jnp().array(stddev, dtype)
+        return random.normal(key, shape, dtype) * jnp.array(stddev, dtype)
     return init
 
 
@@ -75,7 +72,7 @@ def truncated_normal(stddev=1e-2, dtype=None, lower=-2.0, upper=2.0):
     def init(key, shape, dtype=dtype):
         dtype = _dtype(dtype)
         return random.truncated_normal(key, lower, upper, shape, dtype) * \
-            _jnp().array(stddev, dtype)
+            jnp.array(stddev, dtype)
     return init
 
 
@@ -97,7 +94,6 @@ def _compute_fans(shape, in_axis=-2, out_axis=-1, batch_axis=()):
 
 def _complex_uniform(key, shape, dtype):
     """Complex values uniform on the unit disc's area (radius sqrt(2 u), uniform angle)."""
-    jnp = _jnp()
     key_r, key_theta = random.split(key)
     real = np.dtype(np.finfo(dtype).dtype)
     r = jnp.sqrt(2 * random.uniform(key_r, shape, real)).astype(dtype)
@@ -107,7 +103,6 @@ def _complex_uniform(key, shape, dtype):
 
 def _complex_truncated_normal(key, upper, shape, dtype):
     """Complex normals truncated to modulus ``upper`` (by inverting the radial CDF)."""
-    jnp = _jnp()
     key_r, key_theta = random.split(key)
     real = np.dtype(np.finfo(dtype).dtype)
     t = (1 - jnp.exp(jnp.array(-(upper ** 2), dtype))) * \
@@ -123,7 +118,6 @@ def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_a
     ``mode`` ("fan_in", "fan_out", "fan_avg", "fan_geo_avg"), drawn from ``distribution``
     ("truncated_normal", "normal" or "uniform")."""
     def init(key, shape, dtype=dtype):
-        jnp = _jnp()
         shape = tuple(int(d) for d in shape)
         dtype = _dtype(dtype)
         fan_in, fan_out = _compute_fans(shape, in_axis, out_axis, batch_axis)

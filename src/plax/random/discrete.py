@@ -18,6 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from plax import lax
+from plax import numpy as jnp
+from plax.numpy import util
 from plax.api import jit
 from plax.core import dtypes
 from plax.core.trace import concrete_or_error, get_aval
@@ -30,19 +33,7 @@ __all__ = ["permutation", "choice", "categorical", "geometric", "lognormal", "tr
            "rayleigh", "wald", "clone"]
 
 
-def _jnp():
-    import plax.numpy as jnp
-    return jnp
 
-
-def _lax():
-    from plax import lax
-    return lax
-
-
-def _util():
-    from plax.numpy import util
-    return util
 
 
 def _gumbel_mode(mode):
@@ -58,10 +49,8 @@ def permutation(key, x, axis=0, independent=False):
     ``x`` along ``axis``; ``independent=True`` shuffles every 1-D lane along ``axis`` with its
     own order instead of one order for all."""
     key = _check_key("permutation", key)
-    util = _util()
     util.check_arraylike("permutation", x)
     axis = util.canonicalize_axis(axis, np.ndim(x) or 1)
-    jnp = _jnp()
     if not np.ndim(x):
         if not dtypes.is_integer(dtypes.result_type(x)):
             raise TypeError("x must be an integer or at least 1-dimensional")
@@ -81,7 +70,6 @@ def _shuffle(key, x, axis):
     # that ties are unlikely: ceil(3 * log(n) / log(2**32 - 1)).
     size = math.prod(x.shape)
     rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
-    lax = _lax()
     for _ in range(rounds):
         keys = threefry.split(key, (2,))  # (a split ends in an optimization barrier)
         key, subkey = keys[0], keys[1]
@@ -99,9 +87,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
     key = _check_key("choice", key)
     if not isinstance(shape, Sequence):
         raise TypeError(f"shape argument of jax.random.choice must be a sequence, got {shape}")
-    util = _util()
     util.check_arraylike("choice", a)
-    jnp = _jnp()
     arr = jnp.asarray(a)
     if arr.ndim == 0:
         n_inputs = concrete_or_error(int, a, "The error occurred in jax.random.choice()")
@@ -143,7 +129,6 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
 
 @jit(static_argnums=(2,))
 def _choice_cdf(key, p, shape):
-    jnp = _jnp()
     cdf = jnp.cumsum(p)
     r = cdf[-1] * (1 - _uniform(key, 0.0, 1.0, shape, cdf.dtype))
     return jnp.searchsorted(cdf, r).astype(int)
@@ -151,9 +136,8 @@ def _choice_cdf(key, p, shape):
 
 @jit(static_argnums=(2, 3))
 def _choice_top_k(key, p, k, mode):
-    jnp = _jnp()
     g = _gumbel(key, (p.shape[0],), p.dtype, mode) + jnp.log(p)
-    return _lax().top_k(g, k)[1].astype(int)
+    return lax.top_k(g, k)[1].astype(int)
 
 
 # --- categorical ---------------------------------------------------------------------------
@@ -163,8 +147,8 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     ``shape`` beyond the batch shape count the distinct samples per distribution). The result
     has ``shape``, by default the shape of ``logits`` without ``axis``."""
     key = _check_key("categorical", key)
-    _util().check_arraylike("categorical", logits)
-    logits = _jnp().asarray(logits)
+    util.check_arraylike("categorical", logits)
+    logits = jnp.asarray(logits)
     batch_shape = tuple(np.delete(logits.shape, axis))
     if shape is None:
         shape = batch_shape
@@ -188,7 +172,6 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
 
 @jit(static_argnums=(2, 3, 4, 5, 6))
 def _categorical_max(key, logits, shape, batch_shape, axis, dtype, mode):
-    jnp = _jnp()
     ndim = logits.ndim
     if axis >= 0:
         axis -= ndim
@@ -196,13 +179,11 @@ def _categorical_max(key, logits, shape, batch_shape, axis, dtype, mode):
     noise_shape = list(shape[len(shape) - len(batch_shape):])
     noise_shape.insert(axis % ndim, logits.shape[axis])
     noise = _gumbel(key, (*prefix, *noise_shape), dtype, mode)
-    return jnp.argmax(noise + _lax().expand_dims(logits, tuple(range(len(prefix)))), axis=axis)
+    return jnp.argmax(noise + lax.expand_dims(logits, tuple(range(len(prefix)))), axis=axis)
 
 
 @jit(static_argnums=(2, 3, 4, 5, 6))
 def _categorical_top_k(key, logits, shape, prefix, axis, dtype, mode):
-    jnp = _jnp()
-    lax = _lax()
     logits = logits + _gumbel(key, logits.shape, dtype, mode)
     _, indices = lax.top_k(jnp.moveaxis(logits, axis, -1), math.prod(prefix))
     # indices: batch_shape + (k,); the k samples lead the result.
@@ -244,14 +225,13 @@ def geometric(key, p, shape=None, dtype=None):
     if not dtypes.is_integer(dtype):
         raise ValueError(f"dtype argument to `geometric` must be an int dtype, got {dtype}")
     shape = _check_broadcast_shapes("geometric", shape, p)
-    _util().check_arraylike("geometric", p)
+    util.check_arraylike("geometric", p)
     return _geometric(key, p, shape, dtype)
 
 
 @jit(static_argnums=(2, 3))
 def _geometric(key, p, shape, dtype):
-    jnp, lax = _jnp(), _lax()
-    p, = _util().promote_dtypes_inexact(p)
+    p, = util.promote_dtypes_inexact(p)
     u = _uniform(key, 0.0, 1.0, shape, p.dtype)
     u = jnp.where(u == 0, 1, u)  # as JAX: a draw of 0 counts as 1 (no infinite log)
     log_q = jnp.broadcast_to(lax.log1p(-p), shape)
@@ -273,7 +253,6 @@ def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3))
 def _lognormal(key, sigma, shape, dtype):
-    lax = _lax()
     return lax.exp(_normal(key, shape, dtype) * lax.convert_element_type(sigma, dtype))
 
 
@@ -289,7 +268,6 @@ def triangular(key, left, mode, right, shape=None, dtype=None):
 
 @jit(static_argnums=(4, 5))
 def _triangular(key, left, mode, right, shape, dtype):
-    jnp, lax = _jnp(), _lax()
     left, mode, right = (jnp.broadcast_to(lax.convert_element_type(v, dtype), shape)
                          for v in (left, mode, right))
     fc = (mode - left) / (right - left)
@@ -311,7 +289,6 @@ def rayleigh(key, scale, shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3))
 def _rayleigh(key, scale, shape, dtype):
-    jnp, lax = _jnp(), _lax()
     u = _uniform(key, 0.0, 1.0, shape, dtype)
     scale = jnp.broadcast_to(jnp.asarray(scale).astype(dtype), shape)
     return lax.mul(scale, lax.sqrt(lax.mul(lax.log(u), np.array(-2, dtype))))
@@ -330,7 +307,6 @@ def wald(key, mean, shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3))
 def _wald(key, mean, shape, dtype):
-    jnp, lax = _jnp(), _lax()
     keys = threefry.split(key, (2,))
     mean = jnp.broadcast_to(jnp.asarray(mean).astype(dtype), shape)
     v = _normal(keys[0], shape, dtype)

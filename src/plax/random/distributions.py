@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from plax import lax
+from plax import numpy as jnp
 from plax.api import jit
 from plax.core import dtypes
 from plax.random import threefry
@@ -15,10 +17,6 @@ __all__ = ["bernoulli", "exponential", "gumbel", "laplace", "logistic", "cauchy"
            "double_sided_maxwell", "poisson", "binomial", "multinomial"]
 
 
-def _jnp():
-    import plax.numpy as jnp
-    return jnp
-
 
 def bernoulli(key, p=0.5, shape=None, mode="low"):
     """Booleans that are True with probability ``p`` (``mode="high"`` resolves small ``p``
@@ -29,7 +27,7 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     dtype = dtypes.result_type(p)
     if not dtypes.is_float(dtype):
         raise TypeError(f"bernoulli probability `p` must have a floating dtype, got {dtype}.")
-    p = _jnp().asarray(p, dtype)
+    p = jnp.asarray(p, dtype)
     return _bernoulli(key, p, None if shape is None else _shape(shape), mode)
 
 
@@ -59,28 +57,25 @@ def _simple(name, construct):
 
 
 def _exponential(key, shape, dtype):
-    return -_jnp().log1p(-_uniform(key, 0.0, 1.0, shape, dtype))
+    return -jnp.log1p(-_uniform(key, 0.0, 1.0, shape, dtype))
 
 
 def _laplace(key, shape, dtype):
-    jnp = _jnp()
     u = _uniform(key, -1.0 + dtypes.finfo(dtype).epsneg, 1.0, shape, dtype)
     return jnp.sign(u) * jnp.log1p(-jnp.abs(u))
 
 
 def _logistic(key, shape, dtype):
-    jnp = _jnp()
     x = _uniform(key, dtypes.finfo(dtype).tiny, 1.0, shape, dtype)
     return jnp.log(x) - jnp.log1p(-x)
 
 
 def _cauchy(key, shape, dtype):
     u = _uniform(key, dtypes.finfo(dtype).eps, 1.0, shape, dtype)
-    return _jnp().tan(np.array(np.pi, dtype) * (u - np.array(0.5, dtype)))
+    return jnp.tan(np.array(np.pi, dtype) * (u - np.array(0.5, dtype)))
 
 
 def _maxwell(key, shape, dtype):
-    jnp = _jnp()
     x = _normal(key, shape + (3,), dtype)
     return jnp.sqrt(jnp.sum(x * x, axis=-1))  # the norm of each 3-vector
 
@@ -109,7 +104,6 @@ def gumbel(key, shape=(), dtype=None, mode=None):
 
 @jit(static_argnums=(1, 2, 3))
 def _gumbel(key, shape, dtype, mode):
-    jnp = _jnp()
     info = dtypes.finfo(dtype)
     if mode == "highest" and dtype == np.float32:
         raw = threefry.random_bits(key, 32, (2,) + shape)
@@ -131,8 +125,6 @@ def _gumbel(key, shape, dtype, mode):
 def _safe_int_to_float(words):
     """Two uint32 words per element as a float32 in (0, 1), keeping the low word's bits
     when the high word has leading zeros."""
-    jnp = _jnp()
-    from plax import lax
     info = dtypes.finfo(np.float32)
     hiclz, loclz = lax.clz(words[0]), lax.clz(words[1])
     hi, lo = words[0], words[1]
@@ -156,7 +148,7 @@ def rademacher(key, shape=(), dtype=None):
 
 @jit(static_argnums=(1, 2))
 def _rademacher(key, shape, dtype):
-    flips = _bernoulli(key, _jnp().asarray(0.5, dtypes.default_float_dtype()), shape, "low")
+    flips = _bernoulli(key, jnp.asarray(0.5, dtypes.default_float_dtype()), shape, "low")
     return (2 * flips.astype(dtype) - 1).astype(dtype)
 
 
@@ -169,8 +161,6 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
 
 @jit(static_argnums=(3, 4))
 def _truncated_normal(key, lower, upper, shape, dtype):
-    jnp = _jnp()
-    from plax import lax
     shape = _result_shape("truncated_normal", shape, lower, upper)
     sqrt2 = np.array(np.sqrt(2), dtype)
     lower, upper = jnp.asarray(lower).astype(dtype), jnp.asarray(upper).astype(dtype)
@@ -191,7 +181,6 @@ def pareto(key, b, shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3))
 def _pareto(key, b, shape, dtype):
-    jnp = _jnp()
     return jnp.exp(_exponential(key, shape, dtype) / jnp.asarray(b).astype(dtype))
 
 
@@ -204,7 +193,6 @@ def weibull_min(key, scale, concentration, shape=(), dtype=None):
 
 @jit(static_argnums=(3, 4))
 def _weibull_min(key, scale, concentration, shape, dtype):
-    jnp = _jnp()
     u = _uniform(key, 0.0, 1.0, shape, dtype)
     return jnp.power(-jnp.log1p(-u), 1.0 / concentration) * scale
 
@@ -229,7 +217,6 @@ def _double_sided_maxwell(key, loc, scale, shape, dtype):
 def poisson(key, lam, shape=None, dtype=None):
     """Poisson counts of rate ``lam`` (Knuth's method below 10, Hormann's transformed
     rejection from 10 on, as JAX's)."""
-    jnp = _jnp()
     key = _check_key("poisson", key)
     dtype = np.dtype(np.int64 if dtypes.x64_enabled() else np.int32) if dtype is None else \
         dtypes.canonicalize_user_dtype(dtype)
@@ -240,8 +227,6 @@ def poisson(key, lam, shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3, 4))
 def _poisson_knuth(key, lam, shape, dtype, max_iters):
-    jnp = _jnp()
-    from plax import lax
 
     def body(carry):
         i, count, rng, log_prod = carry
@@ -261,8 +246,6 @@ def _poisson_knuth(key, lam, shape, dtype, max_iters):
 
 @jit(static_argnums=(2, 3, 4))
 def _poisson_rejection(key, lam, shape, dtype, max_iters):
-    jnp = _jnp()
-    from plax import lax
     log_lam = jnp.log(lam)
     b = 0.931 + 2.53 * jnp.sqrt(lam)
     a = -0.059 + 0.02483 * b
@@ -293,8 +276,6 @@ def _poisson_rejection(key, lam, shape, dtype, max_iters):
 
 @jit(static_argnums=(2, 3))
 def _poisson(key, lam, shape, dtype):
-    jnp = _jnp()
-    from plax import lax
     use_knuth = jnp.isnan(lam) | (lam < 10)
     lam_knuth = lax.select(use_knuth, lam, jnp.zeros_like(lam))
     # Rejection's acceptance rate tends to 89% as lam grows: any large rate serves here.
@@ -322,8 +303,6 @@ _STIRLING_TAIL = [0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
 
 def _stirling_approx_tail(k):
     """log(k!) minus its Stirling approximation: tabulated up to 9, a series beyond."""
-    jnp = _jnp()
-    from plax import lax
     table = jnp.array(_STIRLING_TAIL, dtype=k.dtype)
     small = k <= 9
     k = lax.clamp(np.array(0.0, k.dtype), k, np.array(9.0, k.dtype))
@@ -334,8 +313,6 @@ def _stirling_approx_tail(k):
 
 @jit(static_argnums=(3, 4, 5), inline=True)
 def _binomial_inversion(key, count, prob, shape, dtype, max_iters):
-    jnp = _jnp()
-    from plax import lax
     log1m = jnp.log1p(-prob)
 
     def body(carry):
@@ -355,8 +332,6 @@ def _binomial_inversion(key, count, prob, shape, dtype, max_iters):
 
 @jit(static_argnums=(3, 4, 5), inline=True)
 def _btrs(key, count, prob, shape, dtype, max_iters):
-    jnp = _jnp()
-    from plax import lax
     stddev = jnp.sqrt(count * prob * (1 - prob))
     b = 1.15 + 2.53 * stddev
     a = -0.0873 + 0.0248 * b + 0.01 * prob
@@ -393,8 +368,6 @@ def _btrs(key, count, prob, shape, dtype, max_iters):
 
 @jit(static_argnums=(3, 4), inline=True)
 def _binomial(key, count, prob, shape, dtype):
-    jnp = _jnp()
-    from plax import lax
     shape = _result_shape("binomial", shape, count, prob)
     prob = jnp.asarray(prob)
     if not dtypes.is_inexact(prob.dtype):
@@ -426,8 +399,6 @@ def _binomial(key, count, prob, shape, dtype):
 def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
     """Counts of ``n`` draws among the categories of ``p`` (last axis): one binomial per
     category on what the earlier categories left, in a scan, as JAX's."""
-    jnp = _jnp()
-    from plax import lax
     key = _check_key("multinomial", key)
     n, p = jnp.asarray(n), jnp.asarray(p)
     common = dtypes.result_type(n, p)

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from plax import lax
+from plax import numpy as jnp
 from plax.api import jit
 from plax.api_vmap import vmap
 from plax.core import dtypes
@@ -26,21 +28,12 @@ __all__ = ["gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
            "generalized_normal", "ball", "random_gamma_grad"]
 
 
-def _jnp():
-    import plax.numpy as jnp
-    return jnp
-
-
-def _lax():
-    from plax import lax
-    return lax
 
 
 # --- one gamma sample -------------------------------------------------------------------
 def _gamma_one(key, alpha, log_space: bool):
     """A Gamma(alpha) sample (or its log) by Marsaglia and Tsang's rejection method; alpha < 1
     is boosted to alpha + 1 and scaled back by a uniform to the power 1/alpha."""
-    jnp, lax = _jnp(), _lax()
     dtype = alpha.dtype
     one = np.array(1, dtype)
     boost = alpha >= one
@@ -82,7 +75,6 @@ def _gamma_one(key, alpha, log_space: bool):
 
 def _gamma_samples(key, a, log_space: bool):
     """Gamma samples of the shape parameters ``a`` (any shape): one key per element."""
-    jnp = _jnp()
     count = math.prod(a.shape)
     keys = threefry.split(key, (count,)) if count else jnp.zeros((0, 2), np.uint32)
     flat = jnp.reshape(a, (count,))
@@ -105,7 +97,6 @@ def _gamma_draw_jvp(log_space, primals, tangents):
 
 
 def _gamma_sample_grad(sample, a, log_space: bool):
-    jnp, lax = _jnp(), _lax()
     if log_space:  # d log(s) = ds / s; an exp that underflows counts as the smallest float
         s = jnp.exp(sample)
         s = lax.select(s == 0, jnp.full_like(s, dtypes.finfo(s.dtype).tiny), s)
@@ -117,7 +108,6 @@ def _gamma_sample_grad(sample, a, log_space: bool):
 def random_gamma_grad(a, x):
     """The derivative of a Gamma(a) sample ``x`` with respect to ``a`` (the implicit
     reparameterisation gradient), elementwise."""
-    jnp, lax = _jnp(), _lax()
     a, x = jnp.asarray(a), jnp.asarray(x)
     is_nan = jnp.isnan(a) | jnp.isnan(x)
     x_is_zero = x == 0
@@ -137,7 +127,6 @@ def random_gamma_grad(a, x):
 def _series_sample_derivative(ax, x, a, enabled):
     """The series for the lower incomplete gamma function, carried with its derivative in
     ``a``; returns -dP/da / dP/dx."""
-    jnp, lax = _jnp(), _lax()
     eps = dtypes.finfo(a.dtype).eps
 
     def body(vals):
@@ -163,7 +152,6 @@ def _series_sample_derivative(ax, x, a, enabled):
 def _fraction_sample_derivative(ax, x, a, enabled):
     """The continued fraction for the upper incomplete gamma function, carried with its
     derivative in ``a`` (rescaled against overflow); returns dQ/da / dQ/dx."""
-    jnp, lax = _jnp(), _lax()
     eps = np.array(dtypes.finfo(x.dtype).eps, x.dtype)
     one = np.array(1, x.dtype)
 
@@ -228,7 +216,6 @@ def loggamma(key, a, shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3, 4))
 def _gamma(key, a, shape, dtype, log_space):
-    jnp = _jnp()
     shape = _result_shape("gamma", shape, a)
     a = jnp.asarray(a).astype(dtype)
     if a.shape != shape:
@@ -245,7 +232,6 @@ def beta(key, a, b, shape=None, dtype=None):
 
 @jit(static_argnums=(3, 4))
 def _beta(key, a, b, shape, dtype):
-    jnp = _jnp()
     shape = _result_shape("beta", shape, a, b)
     keys = threefry.split(key, (2,))
     a = jnp.broadcast_to(jnp.asarray(a).astype(dtype), shape)
@@ -269,7 +255,6 @@ def dirichlet(key, alpha, shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3))
 def _dirichlet(key, alpha, shape, dtype):
-    jnp, lax = _jnp(), _lax()
     if shape is None:
         shape = tuple(np.shape(alpha)[:-1])
     else:
@@ -292,7 +277,6 @@ def chisquare(key, df, shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3))
 def _chisquare(key, df, shape, dtype):
-    jnp = _jnp()
     half = jnp.asarray(df).astype(dtype) / np.array(2, dtype)
     return jnp.exp(_gamma(key, half, shape, dtype, True)) * np.array(2, dtype)
 
@@ -307,7 +291,6 @@ def f(key, dfnum, dfden, shape=None, dtype=None):
 
 @jit(static_argnums=(3, 4))
 def _f(key, dfnum, dfden, shape, dtype):
-    jnp = _jnp()
     dfden, dfnum = jnp.asarray(dfden).astype(dtype), jnp.asarray(dfnum).astype(dtype)
     keys = threefry.split(key, (2,))
     num = _chisquare(keys[1], dfnum, shape, dtype) / dfnum
@@ -324,7 +307,6 @@ def t(key, df, shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3))
 def _t(key, df, shape, dtype):
-    jnp = _jnp()
     shape = _result_shape("t", shape, df)
     df = jnp.asarray(df).astype(dtype)
     keys = threefry.split(key, (2,))
@@ -360,7 +342,6 @@ def ball(key, d, p=2, shape=(), dtype=None):
 
 @jit(static_argnums=(2, 3, 4))
 def _ball(key, p, d, shape, dtype):
-    jnp = _jnp()
     keys = threefry.split(key, (2,))
     g = _generalized_normal(keys[0], p, (*shape, d), dtype)
     e = _exponential(keys[1], shape, dtype)

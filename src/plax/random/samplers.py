@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from plax import numpy as jnp
 from plax.api import jit
 from plax.core import dtypes
 from plax.core.trace import Tracer, get_aval
@@ -187,7 +188,6 @@ def randint(key, shape, minval, maxval, dtype=None):
         dtypes.canonicalize_user_dtype(dtype)
     if not dtypes.is_integer(dtype):
         raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
-    import plax.numpy as jnp
     info = np.iinfo(dtype)
     sampling = dtype
     if info.bits < 32:  # narrow types are drawn at 32 bits, then cast
@@ -199,7 +199,6 @@ def randint(key, shape, minval, maxval, dtype=None):
 
 @jit(static_argnums=(3, 4))
 def _randint(key, minval, maxval, shape, dtype):
-    import plax.numpy as jnp
     _check_param_shapes("randint", shape, np.shape(minval), np.shape(maxval))
     minval, maxval = jnp.asarray(minval), jnp.asarray(maxval)
     if not dtypes.is_integer(minval.dtype):
@@ -228,7 +227,6 @@ def _randint(key, minval, maxval, shape, dtype):
 
 def _clip_to(x, dtype):
     """Integer ``x`` converted to ``dtype`` saturating at its range instead of wrapping."""
-    import plax.numpy as jnp
     src, dst = np.iinfo(x.dtype), np.iinfo(dtype)
     lo, hi = max(dst.min, src.min), min(dst.max, src.max)
     return jnp.clip(x, np.array(lo, x.dtype), np.array(hi, x.dtype)).astype(dtype)
