@@ -4,7 +4,7 @@ from plax.core.dtypes import float0  # noqa: F401
 from plax import dtypes, errors  # noqa: F401
 from plax.version import __version__, __version_info__  # noqa: F401
 from plax.core.config import (  # noqa: F401
-    debug_nans, debug_infs, log_compiles, enable_checks, numpy_rank_promotion,
+    debug_nans, debug_infs, debug_key_reuse, log_compiles, enable_checks, numpy_rank_promotion,
     numpy_dtype_promotion, default_matmul_precision, default_device)
 from plax.runtime.array import Array  # noqa: F401
 from plax.runtime.xla import Device  # noqa: F401

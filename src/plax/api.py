@@ -19,6 +19,7 @@ from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, 
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.lax.pjit import pjit_p
 from plax.runtime import dispatch, xla
+from plax.transforms import key_reuse
 from plax.runtime.array import Array, all_arrays
 
 
@@ -112,6 +113,8 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
             jaxpr, consts = trace_to_jaxpr(flat_fun, avals, description=fname,
                                            arg_names=names if len(names) == len(avals) else None)
         closed = ClosedJaxpr(jaxpr, consts)
+        if key_reuse.enabled():
+            key_reuse.check_jaxpr(closed)
         if return_shape:
             shapes = [ShapeDtypeStruct(v.aval.shape, v.aval.dtype, weak_type=v.aval.weak_type)
                       for v in jaxpr.outvars]
@@ -244,8 +247,10 @@ class ShapeDtypeStruct:
         self.shape = tuple(int(d) for d in shape)
         # Kept as given (float64 stays float64, as in JAX); tracing canonicalises it.
         # float0, the tangent type of integers, is allowed too (as in JAX).
-        self.dtype = dtypes.float0 if isinstance(dtype, np.dtype) and dtype == dtypes.float0 \
-            else dtypes.check_user_dtype(dtype)
+        if dtypes.is_extended(dtype) or (isinstance(dtype, np.dtype) and dtype == dtypes.float0):
+            self.dtype = dtype
+        else:
+            self.dtype = dtypes.check_user_dtype(dtype)
         self.sharding = sharding
         self.weak_type = bool(weak_type)
 
@@ -419,6 +424,8 @@ class JitWrapped:
         if entry is None:
             entry = self._trace(args, kwargs, static_nums, in_tree, avals, donated, donated_kw,
                                 dyn_args, dyn_kwargs)
+            if key_reuse.enabled():  # (the flag is part of the key: checked once per trace)
+                key_reuse.check_jaxpr(entry.params["jaxpr"])
             self._explain_miss(key)
             if entry.cacheable:
                 self._cache[key] = entry
@@ -670,6 +677,8 @@ def eval_shape(fun, *args, **kwargs):
         return out_leaves
 
     jaxpr, _ = trace_to_jaxpr(flat_fun, avals, description=_fun_name(fun))
+    if key_reuse.enabled():
+        key_reuse.check_jaxpr(jaxpr)
     shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in jaxpr.out_avals]
     return tree_util.tree_unflatten(out_tree_box[0], shapes)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core.dtypes import (  # noqa: F401
-    TypePromotionError, bfloat16, canonicalize_dtype, finfo, float0, iinfo, issubdtype,
-    itemsize_bits, result_type)
+    ExtendedDType, TypePromotionError, bfloat16, canonicalize_dtype, extended, finfo, float0,
+    iinfo, issubdtype, itemsize_bits, prng_key, result_type)
 from plax.core import dtypes as _core
 
 
@@ -23,5 +23,6 @@ def scalar_type_of(x) -> type:
     raise TypeError(f"scalar_type_of: no Python scalar type holds values of dtype {dt}.")
 
 
-__all__ = ["TypePromotionError", "bfloat16", "canonicalize_dtype", "finfo", "float0", "iinfo",
-           "issubdtype", "itemsize_bits", "result_type", "scalar_type_of"]
+__all__ = ["ExtendedDType", "TypePromotionError", "bfloat16", "canonicalize_dtype", "extended",
+           "finfo", "float0", "iinfo", "issubdtype", "itemsize_bits", "prng_key", "result_type",
+           "scalar_type_of"]

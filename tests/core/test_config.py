@@ -16,7 +16,7 @@ _ALL_FLAGS = {
     "enable_x64", "debug_nans", "debug_infs", "disable_jit", "log_compiles",
     "check_tracer_leaks", "numpy_rank_promotion", "default_matmul_precision", "platforms",
     "num_cpu_devices", "compilation_cache_dir", "numpy_dtype_promotion", "enable_checks",
-    "default_device", "threefry_partitionable",
+    "default_device", "threefry_partitionable", "debug_key_reuse",
 }
 
 
@@ -227,6 +227,7 @@ def test_defaults_without_env(env_runs):
         "default_matmul_precision": None, "platforms": None, "num_cpu_devices": 1,
         "compilation_cache_dir": None, "numpy_dtype_promotion": "standard",
         "enable_checks": False, "default_device": None, "threefry_partitionable": True,
+        "debug_key_reuse": False,
     }
     assert got["int64"] == "int32"
 

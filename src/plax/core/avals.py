@@ -19,6 +19,8 @@ _SHORT_NAMES = {
 
 
 def short_dtype_name(dtype) -> str:
+    if isinstance(dtype, dtypes.ExtendedDType):
+        return dtype.name
     dt = np.dtype(dtype)
     if dt == dtypes.float0:
         return "float0"
@@ -62,7 +64,8 @@ class ShapedArray(AbstractValue):
 
     def __init__(self, shape, dtype, weak_type: bool = False):
         shape = tuple(shape)
-        dtype = np.dtype(dtype)
+        if not isinstance(dtype, (np.dtype, dtypes.ExtendedDType)):
+            dtype = np.dtype(dtype)
         # The one check every abstract value passes: Python-int sizes, none negative, and an
         # element count and byte size that fit in int64 (XLA aborts the process otherwise).
         # Fast path: a product and two comparisons; anything unusual is sorted out below.
@@ -100,12 +103,21 @@ class ShapedArray(AbstractValue):
         return self._hash
 
     def str_short(self, short_dtypes: bool = True) -> str:
-        name = short_dtype_name(self.dtype) if short_dtypes else self.dtype.name
+        name = short_dtype_name(self.dtype) if short_dtypes else str(self.dtype.name)
         return f"{name}[{','.join(str(d) for d in self.shape)}]"
 
     def __repr__(self):
         weak = ", weak_type=True" if self.weak_type else ""
         return f"ShapedArray({self.str_short(short_dtypes=False)}{weak})"
+
+
+def physical_aval(aval: ShapedArray) -> ShapedArray:
+    """How values of ``aval`` are stored: an extended dtype (a PRNG key) as its physical
+    element type with the element's trailing dimensions; any other aval as itself."""
+    dt = aval.dtype
+    if not isinstance(dt, dtypes.ExtendedDType):
+        return aval
+    return ShapedArray(aval.shape + dt.physical_shape, dt.physical_dtype)
 
 
 _SCALAR_TYPES = (bool, int, float, complex)

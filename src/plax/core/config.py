@@ -141,10 +141,10 @@ class Config:
         return {name: self.read(name) for name in self._flags}
 
 
-_DISPATCH_FLAGS = ("disable_jit", "debug_nans", "debug_infs")
+_DISPATCH_FLAGS = ("disable_jit", "debug_nans", "debug_infs", "debug_key_reuse")
 # Flags that change the jaxpr a function traces to: jitted functions retrace when they change.
 TRACE_FLAGS = ("enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
-               "default_matmul_precision", "threefry_partitionable")
+               "default_matmul_precision", "threefry_partitionable", "debug_key_reuse")
 
 
 def _check_default_device(value):
@@ -175,6 +175,8 @@ config.define("enable_checks", False, help="Type-check every traced jaxpr (slowe
 config.define("threefry_partitionable", True,
               help="Lay out random bits so each element is hashed from its own index (JAX's "
                    "default since 0.5); False gives JAX's original layout.")
+config.define("debug_key_reuse", False,
+              help="Raise KeyReuseError when a typed PRNG key is consumed twice.")
 config.define("default_device", None, kind=object, validator=_check_default_device,
               help="Device (or platform name) for new arrays and uncommitted computations.")
 config.define("platforms", None, kind=str, help="Comma-separated platforms to use, e.g. 'cpu'.")
@@ -194,6 +196,11 @@ def debug_nans(new_val: bool = True):
 
 def debug_infs(new_val: bool = True):
     return config.override("debug_infs", new_val)
+
+
+def debug_key_reuse(new_val: bool = True):
+    """Context manager: raise KeyReuseError when a typed PRNG key is consumed twice."""
+    return config.override("debug_key_reuse", new_val)
 
 
 def log_compiles(new_val: bool = True):

@@ -46,6 +46,62 @@ _FLOATS = _FLOAT8 + [np.dtype(t) for t in (bfloat16, float16, float32, float64)]
 _COMPLEX = [np.dtype(complex64), np.dtype(complex128)]
 _BOOL = np.dtype(bool_)
 
+# --- extended dtypes (PRNG keys) ---------------------------------------------------
+class extended(np.generic):
+    """The scalar type of every extended dtype (``jax.dtypes.extended``)."""
+
+
+class prng_key(extended):
+    """The scalar type of typed PRNG keys (``jax.dtypes.prng_key``)."""
+
+
+class ExtendedDType:
+    """A dtype that is not a NumPy dtype: each element is stored as a small array of
+    ``physical_dtype`` with shape ``physical_shape`` (trailing dimensions of the buffer).
+
+    Arithmetic does not apply to these values; shape operations, selection and comparison
+    for equality do, on the physical layout.
+    """
+    type = extended
+    kind = "V"  # numeric and boolean branches keyed on ``dtype.kind`` never take it
+    name: str
+    physical_shape: tuple
+    physical_dtype: np.dtype
+
+    @property
+    def itemsize(self) -> int:
+        n = 1
+        for d in self.physical_shape:
+            n *= d
+        return n * self.physical_dtype.itemsize
+
+    def __repr__(self):
+        return self.name
+
+    __str__ = __repr__
+
+
+class KeyType(ExtendedDType):
+    """The dtype of typed PRNG keys of one implementation, printed ``key<tag>``."""
+    type = prng_key
+
+    def __init__(self, impl):
+        self._impl = impl
+        self.name = f"key<{impl.tag}>"
+        self.physical_shape = tuple(impl.key_shape)
+        self.physical_dtype = np.dtype(np.uint32)
+
+    def __eq__(self, other):
+        return type(other) is KeyType and other._impl is self._impl
+
+    def __hash__(self):
+        return hash(("KeyType", id(self._impl)))
+
+
+def is_extended(dtype) -> bool:
+    return isinstance(dtype, ExtendedDType)
+
+
 # Every dtype that can live in a plax Array.
 supported_dtypes = frozenset([_BOOL, *_SIGNED, *_UNSIGNED, *_SMALL_INT, *_FLOATS, *_COMPLEX])
 
@@ -66,6 +122,8 @@ def _canonicalize(dtype: np.dtype, x64: bool) -> np.dtype:
 
 def canonicalize_dtype(dtype) -> np.dtype:
     """The dtype an array of ``dtype`` really has in plax (64-bit narrowed when x64 is off)."""
+    if isinstance(dtype, ExtendedDType):
+        return dtype
     dt = np.dtype(dtype)
     if dt not in supported_dtypes and dt != float0:
         raise TypeError(f"dtype {dt} is not a valid JAX array type: plax, like JAX, only "
@@ -95,6 +153,16 @@ def default_complex_dtype() -> np.dtype:
 def issubdtype(a, b) -> bool:
     """Like ``np.issubdtype`` but knowing that bfloat16/float8 are floats and int4 an integer."""
     if a is None or b is None:
+        return False
+    if isinstance(a, ExtendedDType) or isinstance(b, ExtendedDType):
+        a_type = a.type if isinstance(a, ExtendedDType) else a
+        if isinstance(b, ExtendedDType):
+            return a == b
+        return isinstance(a_type, type) and issubclass(a_type, extended) and \
+            isinstance(b, type) and issubclass(a_type, b)
+    if isinstance(a, type) and issubclass(a, extended):
+        return isinstance(b, type) and issubclass(a, b)
+    if isinstance(b, type) and issubclass(b, extended):
         return False
     a_dt = a if isinstance(a, np.dtype) else (np.dtype(a) if not _is_abstract(a) else None)
     if a_dt is None:
@@ -140,7 +208,7 @@ def is_unsigned(dtype) -> bool:
 
 
 def is_bool(dtype) -> bool:
-    return np.dtype(dtype) == _BOOL
+    return not isinstance(dtype, ExtendedDType) and np.dtype(dtype) == _BOOL
 
 
 def finfo(dtype):
@@ -170,6 +238,8 @@ def highest_value(dtype):
 
 
 def itemsize_bits(dtype) -> int:
+    if isinstance(dtype, ExtendedDType):
+        return dtype.itemsize * 8
     dt = np.dtype(dtype)
     return 4 if dt in _CUSTOM_INTS else dt.itemsize * 8
 
@@ -280,9 +350,9 @@ def _node_of(x):
     if aval is not None and hasattr(aval, "weak_type"):
         dt, weak = aval.dtype, aval.weak_type
     elif hasattr(x, "dtype") and not isinstance(x, type):
-        dt, weak = np.dtype(x.dtype), bool(getattr(x, "weak_type", False))
+        dt, weak = dtype(x), bool(getattr(x, "weak_type", False))
     else:
-        dt, weak = np.dtype(x), False
+        dt, weak = dtype(x), False
     if dt == float0:
         raise ValueError("float0 values cannot take part in type promotion.")
     if weak and dt.kind in _WEAK_OF_KIND:
@@ -301,10 +371,22 @@ def result_type(*args, return_weak_type_flag: bool = False):
     # Inputs are narrowed before they meet (as in JAX): with x64 off, uint64 + int8
     # is uint32 + int8 = int32, not the float that uint64 + int8 would give.
     nodes = tuple(dict.fromkeys(_canonical_node(_node_of(a)[0], x64) for a in args))
+    if len(nodes) > 1 and any(isinstance(n, ExtendedDType) for n in nodes):
+        raise_extended_promotion(nodes)
     node = nodes[0] if len(nodes) == 1 else _join(nodes, x64, _strict_promotion())
     weak = isinstance(node, _Weak)
     dtype = _canonicalize(_WEAK_DEFAULT[node] if weak else node, x64)
     return (dtype, weak) if return_weak_type_flag else dtype
+
+
+def raise_extended_promotion(nodes) -> None:
+    """The error for mixing an extended dtype (a PRNG key) with other dtypes."""
+    from plax.core.source_info import user_entry_name
+    names = ", ".join(_canonicalize(_WEAK_DEFAULT[n], x64_enabled()).name if isinstance(n, _Weak)
+                      else n.name for n in nodes)
+    raise TypeError(f"{user_entry_name()} does not accept dtypes {names}. PRNG keys (extended "
+                    "dtypes) do not mix with numbers: use jax.random.key_data(key) for the "
+                    "integers inside a key.")
 
 
 def _strict_promotion() -> bool:
@@ -321,6 +403,8 @@ def promote_types(a, b) -> np.dtype:
     Unlike ``result_type`` the result is not narrowed when x64 is off.
     """
     na, nb = _node_of(a)[0], _node_of(b)[0]
+    if na != nb and (isinstance(na, ExtendedDType) or isinstance(nb, ExtendedDType)):
+        raise_extended_promotion((na, nb))
     node = na if na == nb else _join((na, nb), x64_enabled(), _strict_promotion())
     return _WEAK_DEFAULT[node] if isinstance(node, _Weak) else node
 
@@ -332,8 +416,13 @@ def dtype(x, canonicalize: bool = False) -> np.dtype:
         dt = _PY_SCALAR_DEFAULT[t]
     elif isinstance(x, type) and x in _PY_SCALAR_DEFAULT:
         dt = _PY_SCALAR_DEFAULT[x]
+    elif isinstance(x, ExtendedDType):
+        return x
     elif hasattr(x, "dtype") and not isinstance(x, type):
-        dt = np.dtype(x.dtype)
+        dt = x.dtype
+        if isinstance(dt, ExtendedDType):
+            return dt
+        dt = np.dtype(dt)
     else:
         dt = np.dtype(x)
     return canonicalize_dtype(dt) if canonicalize else dt

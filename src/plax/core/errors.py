@@ -133,8 +133,8 @@ class UnexpectedTracerError(Exception):
         super().__init__(msg)
 
 
-class KeyReuseError(RuntimeError):
-    pass
+class KeyReuseError(JAXTypeError):
+    """A consumed PRNG key was used again (with ``jax_debug_key_reuse`` on)."""
 
 
 class JaxRuntimeError(RuntimeError):

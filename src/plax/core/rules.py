@@ -16,6 +16,8 @@ batch            ``rule(axis, vals, dims, **params) -> (out, out_dim)``
 partial_eval     ``rule(trace, args, params) -> outs`` (``trace.known`` / ``trace.stage``)
 dce              ``rule(used_outputs, eqn) -> (used_inputs, eqn | None)``
 lowering         ``rule(ctx, *operands, **params) -> str | [str]``, per platform
+physical_lowering  same, used instead when an operand or result has an extended dtype
+                 (a PRNG key): the op on the keys' physical arrays
 collective_axis_names  ``fn(params) -> axis names`` the primitive communicates over
 param_printers   ``fn(params) -> params`` as the jaxpr printer shows them
 """
@@ -37,6 +39,7 @@ dce_rules: dict = {}
 # prim -> rule for every platform; platform_lowering_rules[prim][platform] overrides it.
 lowering_rules: dict = {}
 platform_lowering_rules: dict = {}
+physical_lowering_rules: dict = {}
 collective_axis_names: dict = {}
 param_printers: dict = {}
 # Primitives whose equations have effects (callbacks, ...): never removed as dead code.
@@ -107,4 +110,4 @@ def tangent_aval(aval: ShapedArray) -> ShapedArray:
     """The tangent type of values of ``aval``: same, or float0 for integers and booleans."""
     if dtypes.is_inexact(aval.dtype):
         return aval
-    return ShapedArray(aval.shape, dtypes.float0)
+    return ShapedArray(aval.shape, dtypes.float0)  # integers, booleans and PRNG keys

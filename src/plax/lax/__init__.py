@@ -19,4 +19,4 @@ from plax.lax.control_flow.cond import cond, switch, cond_p  # noqa: F401
 from plax.lax.control_flow.loops import while_loop, fori_loop, while_p  # noqa: F401
 from plax.lax.control_flow.scan import scan, map, scan_p  # noqa: F401
 from plax.lax.control_flow.associative_scan import associative_scan  # noqa: F401
-from plax.lax import prng  # noqa: F401  (the Threefry hash under plax.random)
+from plax.lax import prng  # noqa: F401  (the Threefry hash and typed-key primitives)

@@ -24,6 +24,7 @@ _CATEGORIES = {
     "real_numeric": (lambda d: not dtypes.is_complex(d) and not dtypes.is_bool(d),
                      "integer, floating"),
     "any": (lambda d: True, "any"),
+    "equality": (lambda d: True, "any"),  # ==, != : the one category PRNG keys are in
 }
 
 
@@ -39,7 +40,7 @@ def check_dtype(name: str, aval: ShapedArray, category: str, arg: str = "") -> N
     if aval.dtype == dtypes.float0:
         raise TypeError(f"Called {name} with a float0 array. {FLOAT0_ADVICE}")
     ok, desc = _CATEGORIES[category]
-    if not ok(aval.dtype):
+    if not ok(aval.dtype) or (dtypes.is_extended(aval.dtype) and category != "equality"):
         where = f" for argument {arg}" if arg else ""
         raise TypeError(f"{name} does not accept dtype {aval.dtype.name}{where}. "
                         f"Accepted dtypes are subtypes of {desc}.")

@@ -35,8 +35,8 @@ def _comparison(name: str, direction: str, category: str, doc: str):
     return prim, fn
 
 
-eq_p, eq = _comparison("eq", "EQ", "any", "Elementwise x == y.")
-ne_p, ne = _comparison("ne", "NE", "any", "Elementwise x != y.")
+eq_p, eq = _comparison("eq", "EQ", "equality", "Elementwise x == y.")
+ne_p, ne = _comparison("ne", "NE", "equality", "Elementwise x != y.")
 lt_p, lt = _comparison("lt", "LT", "real", "Elementwise x < y.")
 le_p, le = _comparison("le", "LE", "real", "Elementwise x <= y.")
 gt_p, gt = _comparison("gt", "GT", "real", "Elementwise x > y.")

@@ -23,6 +23,10 @@ convert_element_type_p = Primitive("convert_element_type")
 
 
 def _convert_abstract(x, *, new_dtype, weak_type, sharding=None):
+    if (dtypes.is_extended(x.dtype) or dtypes.is_extended(new_dtype)) and x.dtype != new_dtype:
+        raise TypeError(f"convert_element_type cannot convert {x.dtype} to {new_dtype}: PRNG keys "
+                        "are not numbers. Use jax.random.key_data(keys) for their uint32 data and "
+                        "jax.random.wrap_key_data(data) for keys from data.")
     return ShapedArray(x.shape, new_dtype, weak_type)
 
 

@@ -277,7 +277,9 @@ def _windows_in_bounds(indices, operand_shape, window, index_map):
 
 def default_fill_value(dtype):
     """gather's fill for out-of-bounds windows: NaN, the lowest signed / highest unsigned
-    integer, or True."""
+    integer, or True; None for PRNG keys (their words take their own type's fill)."""
+    if dtypes.is_extended(dtype):
+        return None
     if dtypes.is_inexact(dtype):
         return np.nan
     if dtypes.is_bool(dtype):

@@ -20,6 +20,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import define_function
 from plax.runtime.dispatch import call_jitted
+from plax.transforms import key_reuse
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
 pjit_p = Primitive("pjit", multiple_results=True)
@@ -31,7 +32,12 @@ def _abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inl
 
 
 def _impl(*args, jaxpr, name, donated_invars, keep_unused, inline, device, compiler_options):
-    return call_jitted(jaxpr, name, donated_invars, keep_unused, device, args, compiler_options)
+    def run():
+        return call_jitted(jaxpr, name, donated_invars, keep_unused, device, args,
+                           compiler_options)
+    if key_reuse.enabled():
+        return key_reuse.check_call(jaxpr, args, run)
+    return run()
 
 
 def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline,

@@ -1,4 +1,4 @@
-"""The Threefry-2x32 hash: the counter-based generator under plax.random.
+"""The Threefry-2x32 hash, and the primitives on typed PRNG keys.
 
 ``threefry2x32(k1, k2, x1, x2)`` hashes the counter pairs ``(x1, x2)`` with the
 key ``(k1, k2)`` (all uint32; rank-0 operands broadcast, as lax does) by the
@@ -6,24 +6,36 @@ key ``(k1, k2)`` (all uint32; rank-0 operands broadcast, as lax does) by the
 numbers: as easy as 1, 2, 3", SC 2011), returning the two hashed words. The
 primitive lowers to the unrolled rounds on uint32, batches elementwise, and
 has zero derivatives.
+
+Typed keys (dtype ``key<fry>``) are made and used by ``random_seed``,
+``random_bits``, ``random_split``, ``random_fold_in``, ``random_wrap``,
+``random_unwrap`` and ``random_clone``. Each lowers to its ``PRNGImpl``'s
+function on the keys' physical data (uint32 words), so a new implementation is
+a new ``PRNGImpl``, not new primitives.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from plax.core.avals import ShapedArray
+from plax.core import dtypes
+from plax.core.avals import ShapedArray, physical_aval
+from plax.core.dtypes import KeyType
 from plax.core.primitive import Primitive
-from plax.core.rules import abstract_eval_rules, register_lowering
+from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering
 from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import bitwise as _bitwise
 from plax.lax import shapes as _shapes
 from plax.lax.ad_util import defzero
-from plax.lax.batch_util import broadcasting
+from plax.lax.batch_util import bdim_at_front, broadcasting, vectorized
 from plax.lax.common import check_same_shapes
+from plax.lax.key_layout import physical_ctx
 from plax.lowering.inline import lower_fun
 
-__all__ = ["threefry2x32", "threefry2x32_p"]
+__all__ = ["threefry2x32", "threefry2x32_p", "PRNGImpl", "random_seed", "random_bits",
+           "random_split", "random_fold_in", "random_wrap", "random_unwrap", "random_clone",
+           "random_seed_p", "random_bits_p", "random_split_p", "random_fold_in_p",
+           "random_wrap_p", "random_unwrap_p", "random_clone_p"]
 
 threefry2x32_p = Primitive("threefry2x32", multiple_results=True)
 
@@ -72,3 +84,188 @@ abstract_eval_rules[threefry2x32_p] = _abstract
 register_lowering(threefry2x32_p, lower_fun(_rounds, multiple_results=True))
 broadcasting(threefry2x32_p)
 defzero(threefry2x32_p)
+
+
+# --- typed keys: the random_* primitives ----------------------------------------------------
+class PRNGImpl:
+    """A PRNG implementation: how keys are made, split, folded and turned into bits.
+
+    Its functions act on keys' physical data (``uint32`` arrays of shape
+    ``batch + key_shape``), batched over the leading dimensions:
+    ``seed(seeds) -> keys``, ``split(keys, shape) -> keys`` (shape ``batch + shape +
+    key_shape``), ``fold_in(keys, data) -> keys`` and ``random_bits(keys, bit_width,
+    shape) -> bits`` (shape ``batch + shape``). Typed keys of this implementation have
+    the dtype ``impl.dtype``, printed ``key<tag>``.
+    """
+
+    def __init__(self, name: str, tag: str, key_shape: tuple, seed, split, fold_in, random_bits):
+        self.name, self.tag, self.key_shape = name, tag, tuple(key_shape)
+        self.seed, self.split, self.fold_in, self.random_bits = seed, split, fold_in, random_bits
+        self.dtype = KeyType(self)
+
+    def __repr__(self):  # as jaxprs show the parameter: random_wrap[impl=fry]
+        return self.tag
+
+
+def key_impl_of(aval) -> PRNGImpl:
+    return aval.dtype._impl
+
+
+def _check_keys(name: str, aval) -> None:
+    if not isinstance(aval.dtype, KeyType):
+        raise TypeError(f"{name} takes an array of typed PRNG keys, got {aval.str_short()}. Make "
+                        "typed keys with jax.random.key or jax.random.wrap_key_data.")
+
+
+def _lower_impl(method: str):
+    """A lowering rule running the key implementation's ``method`` on physical data."""
+    def rule(ctx, *operands, **params):
+        impl = next(a.dtype._impl for a in (*ctx.avals_in, *ctx.avals_out)
+                    if isinstance(a.dtype, KeyType))
+        params.pop("impl", None)
+        return lower_fun(getattr(impl, method))(physical_ctx(ctx), *operands, **params)
+    rule.__name__ = f"lower_{method}"
+    return rule
+
+
+def _identity_lowering(ctx, x, **params):
+    return x  # wrapping and unwrapping change the type, not the data
+
+
+def _keys_first(prim):
+    """Batching rule: the batch dimension of every operand moved to the front (the
+    implementations batch over leading dimensions)."""
+    def rule(axis, vals, dims, **params):
+        return prim.bind(*[bdim_at_front(v, d, axis.size) for v, d in zip(vals, dims)],
+                         **params), 0
+    batch_rules[prim] = rule
+
+
+random_seed_p = Primitive("random_seed")
+random_bits_p = Primitive("random_bits")
+random_split_p = Primitive("random_split")
+random_fold_in_p = Primitive("random_fold_in")
+random_wrap_p = Primitive("random_wrap")
+random_unwrap_p = Primitive("random_unwrap")
+random_clone_p = Primitive("random_clone")
+
+
+def _seed_abstract(seeds, *, impl):
+    if not dtypes.is_integer(seeds.dtype):
+        raise TypeError(f"PRNG key seed must be an integer; got {seeds.str_short()}.")
+    return ShapedArray(seeds.shape, impl.dtype)
+
+
+_BIT_WIDTHS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def _bits_abstract(keys, *, bit_width, shape):
+    _check_keys("random_bits", keys)
+    if bit_width not in _BIT_WIDTHS:
+        raise TypeError("requires 8-, 16-, 32- or 64-bit field width.")
+    return ShapedArray(keys.shape + tuple(shape), np.dtype(_BIT_WIDTHS[bit_width]))
+
+
+def _split_abstract(keys, *, shape):
+    _check_keys("random_split", keys)
+    return ShapedArray(keys.shape + tuple(shape), keys.dtype)
+
+
+def _fold_in_abstract(keys, msgs):
+    _check_keys("random_fold_in", keys)
+    if msgs.dtype != np.uint32 or msgs.shape != keys.shape:
+        raise TypeError(f"random_fold_in takes uint32 data of the keys' shape {keys.shape}, got "
+                        f"{msgs.str_short()}.")
+    return keys
+
+
+def _wrap_abstract(base, *, impl):
+    if base.dtype != np.uint32:
+        raise TypeError(f"JAX encountered invalid PRNG key data: expected key_data.dtype = uint32; got "
+                        f"dtype={base.dtype}.")
+    k = len(impl.key_shape)
+    if base.ndim < k or base.shape[base.ndim - k:] != impl.key_shape:
+        raise TypeError(f"JAX encountered invalid PRNG key data: expected key_data.shape to end with "
+                        f"{impl.key_shape}; got shape={base.shape} for impl={impl.name}.")
+    return ShapedArray(base.shape[:base.ndim - k], impl.dtype)
+
+
+def _unwrap_abstract(keys):
+    _check_keys("random_unwrap", keys)
+    return physical_aval(keys)
+
+
+def _clone_abstract(keys):
+    _check_keys("random_clone", keys)
+    return keys
+
+
+def _wrap_batch(axis, vals, dims, *, impl):
+    (base,), (d,) = vals, dims
+    if d >= get_aval(base).ndim - len(impl.key_shape):  # batched along a word axis
+        base, d = bdim_at_front(base, d, axis.size), 0
+    return random_wrap_p.bind(base, impl=impl), d
+
+
+for _prim, _abstract_rule in [(random_seed_p, _seed_abstract), (random_bits_p, _bits_abstract),
+                              (random_split_p, _split_abstract),
+                              (random_fold_in_p, _fold_in_abstract),
+                              (random_wrap_p, _wrap_abstract), (random_unwrap_p, _unwrap_abstract),
+                              (random_clone_p, _clone_abstract)]:
+    abstract_eval_rules[_prim] = _abstract_rule
+    defzero(_prim)
+
+register_lowering(random_seed_p, _lower_impl("seed"))
+register_lowering(random_bits_p, _lower_impl("random_bits"))
+register_lowering(random_split_p, _lower_impl("split"))
+register_lowering(random_fold_in_p, _lower_impl("fold_in"))
+for _prim in (random_wrap_p, random_unwrap_p, random_clone_p):
+    register_lowering(_prim, _identity_lowering)
+vectorized(random_seed_p)
+vectorized(random_unwrap_p)
+vectorized(random_clone_p)
+_keys_first(random_bits_p)
+_keys_first(random_split_p)
+_keys_first(random_fold_in_p)
+batch_rules[random_wrap_p] = _wrap_batch
+
+
+def random_seed(seeds, impl: PRNGImpl):
+    """Typed keys of ``impl`` from an integer array of seeds (one key per seed)."""
+    return random_seed_p.bind(seeds, impl=impl)
+
+
+def random_bits(keys, bit_width: int, shape):
+    """Random bits (unsigned, ``bit_width`` wide) of shape ``keys.shape + shape``."""
+    return random_bits_p.bind(keys, bit_width=int(bit_width), shape=tuple(shape))
+
+
+def random_split(keys, shape):
+    """New keys of shape ``keys.shape + shape`` derived from ``keys``."""
+    return random_split_p.bind(keys, shape=tuple(shape))
+
+
+def random_fold_in(keys, msgs):
+    """Keys derived from ``keys`` and the uint32 data ``msgs`` (of the keys' shape)."""
+    return random_fold_in_p.bind(keys, msgs)
+
+
+def random_wrap(base, impl: PRNGImpl):
+    """Typed keys of ``impl`` whose data is the uint32 array ``base``."""
+    return random_wrap_p.bind(base, impl=impl)
+
+
+def random_unwrap(keys):
+    """The uint32 data of typed keys (shape ``keys.shape + key_shape``)."""
+    return random_unwrap_p.bind(keys)
+
+
+def random_clone(keys):
+    """The same keys, as a value of their own (for the key-reuse checker)."""
+    return random_clone_p.bind(keys)
+
+
+def zero_keys(shape, dtype):
+    """Keys of ``dtype`` whose data is all zeros (a placeholder buffer of keys)."""
+    words = _shapes.full(tuple(shape) + dtype.physical_shape, 0, dtype.physical_dtype)
+    return random_wrap(words, dtype._impl)

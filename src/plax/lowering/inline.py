@@ -8,14 +8,13 @@ parameters, tracing flags).
 """
 from __future__ import annotations
 
-import numpy as np
 
 from plax.core.caches import BoundedCache
 from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, Tracer, fresh_name_stack, set_current_trace
-from plax.lowering.consts import const_operands
+from plax.lowering.consts import const_operands, host_value
 from plax.lowering.stablehlo import RuleContext, lower_jaxpr_body
 
 __all__ = ["lower_fun", "lower_jaxpr_inline"]
@@ -58,7 +57,7 @@ def _trace(fn, avals_in: tuple, params: dict, multiple_results: bool):
     if any(isinstance(c, Tracer) for c in consts):
         raise TypeError(f"lower_fun({_fun_name(fn)}): the function closes over a traced value; "
                         "a lowering rule may close over constants only.")
-    consts = tuple(np.asarray(c) for c in consts)
+    consts = tuple(host_value(c) for c in consts)
     entry = (jaxpr, consts)
     if key is not None:
         _traced_jaxprs.put(key, entry)

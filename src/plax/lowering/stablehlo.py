@@ -22,9 +22,9 @@ import functools
 import numpy as np
 
 from plax.core import dtypes
-from plax.core.avals import ShapedArray
+from plax.core.avals import ShapedArray, physical_aval
 from plax.core.jaxpr import Jaxpr, Literal
-from plax.core.rules import lowering_rule, platform_lowering_rules
+from plax.core.rules import lowering_rule, physical_lowering_rules, platform_lowering_rules
 
 
 _ELEMENT_TYPES = {
@@ -45,6 +45,7 @@ def element_type(dtype) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def tensor_type(aval: ShapedArray) -> str:
+    aval = physical_aval(aval)  # a PRNG key is held as its uint32 words
     dims = "".join(f"{d}x" for d in aval.shape)
     return f"tensor<{dims}{element_type(aval.dtype)}>"
 
@@ -59,6 +60,7 @@ def dense_elements(value, aval: ShapedArray) -> str:
     """A ``dense<...> : tensor<...>`` attribute holding ``value`` exactly."""
     if aval.dtype == dtypes.float0:
         aval, value = aval.update(dtype=np.dtype(np.bool_)), np.zeros(aval.shape, np.bool_)
+    aval = physical_aval(aval)  # a key constant: ``value`` is its physical data
     arr = np.asarray(value, dtype=aval.dtype)
     ttype = tensor_type(aval)
     flat = arr.reshape(-1)
@@ -338,6 +340,8 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
                 fn.eqn_scope = fn.scope + (eqn.source_info.name_stack if eqn.source_info else ())
                 fn.loc = location(eqn, fn.scope)
             rule = lowering_rule(eqn.primitive, platform)
+            if eqn.primitive in physical_lowering_rules and _has_extended(eqn):
+                rule = physical_lowering_rules[eqn.primitive]
             if rule is None:
                 raise missing_rule_error(eqn.primitive, platform)
             ctx = RuleContext(fn, [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
@@ -349,6 +353,10 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
     finally:
         fn.loc, fn.eqn_scope = saved
     return [read(v) for v in jaxpr.outvars]
+
+
+def _has_extended(eqn) -> bool:
+    return any(dtypes.is_extended(v.aval.dtype) for v in (*eqn.invars, *eqn.outvars))
 
 
 def _quote(text: str) -> str:

@@ -146,6 +146,8 @@ def full(shape, fill_value, dtype=None, *, device=None):
 def _full(shape, fill_value, dt, weak: bool, device):
     """``full`` with a resolved dtype; ``dt`` None takes dtype and weak type from the value."""
     shape = _canonical_shape(shape)
+    if dtypes.is_extended(dt):
+        return _place(_keys_of_zeros(shape, fill_value, dt), device)
     if isinstance(fill_value, (list, tuple)):
         fill = array(fill_value)
     else:
@@ -157,6 +159,15 @@ def _full(shape, fill_value, dt, weak: bool, device):
     if shape_of(fill) == shape:
         return _place(asarray(fill), device)
     return _place(broadcast_to_shape(fill, shape), device)
+
+
+def _keys_of_zeros(shape, fill_value, dt):
+    """PRNG keys whose data is all zeros (what zeros_like and empty_like give for keys)."""
+    if not (isinstance(fill_value, (int, np.integer)) and int(fill_value) == 0):
+        raise TypeError(f"An array of PRNG keys ({dt}) can only be filled with zeros, got "
+                        f"fill_value={fill_value!r}; make keys with jax.random.key or "
+                        "jax.random.wrap_key_data.")
+    return lax.prng.zero_keys(shape, dt)
 
 
 def _user_dtype(dtype) -> np.dtype:

@@ -15,6 +15,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
+from plax.core.source_info import user_entry_name
 from plax.core.trace import get_aval
 from plax.numpy.util import (as_operand, broadcast_to_shape, canonicalize_axis, check_arraylike,
                              convert, promote_dtypes_inexact, shape_of)
@@ -91,6 +92,9 @@ def _upcast(dt) -> np.dtype:
 
 def _sum_dtype(dt, promote_integers: bool) -> np.dtype:
     """The default result dtype of sum/prod: bool and narrow integers widen as in JAX."""
+    if dtypes.is_extended(dt):
+        raise TypeError(f"{user_entry_name()} does not accept dtype {dt}: PRNG keys are not "
+                        "numbers.")
     if dtypes.is_bool(dt):
         return dtypes.default_int_dtype()
     if promote_integers and dtypes.is_integer(dt):

@@ -46,7 +46,8 @@ def as_operand(x):
 def convert(x, dtype, weak_type: bool = False):
     """``x`` with ``dtype`` (and weak type), converting host values without tracing."""
     from plax.lax.conversion import _convert_weak
-    dtype = np.dtype(dtype)
+    if not isinstance(dtype, dtypes.ExtendedDType):
+        dtype = np.dtype(dtype)
     if type(x) in _SCALARS or isinstance(x, (np.ndarray, np.generic)):
         if type(x) is complex and not dtypes.is_complex(dtype):
             x = x.real

@@ -1,20 +1,24 @@
 """plax.random: counter-based pseudo-random numbers (Threefry-2x32), bit for bit as JAX's.
 
-Keys are ``uint32[2]`` arrays made by ``PRNGKey``; ``split`` and ``fold_in`` derive
-new ones, and the samplers turn a key into values. The layout of the bits follows
+Keys are typed keys (dtype ``key<fry>``) made by ``key``, or legacy ``uint32[2]``
+arrays made by ``PRNGKey``; ``split`` and ``fold_in`` derive new ones, and the
+samplers turn a key of either kind into values. The layout of the bits follows
 the flag ``jax_threefry_partitionable`` (on by default, as in JAX).
 """
-from plax.random.samplers import PRNGKey, bits, fold_in, normal, randint, split, uniform
+from plax.random.keys import (PRNGKey, clone, fold_in, key, key_data, key_impl, split,
+                              wrap_key_data)
+from plax.random.samplers import bits, normal, randint, uniform
 from plax.random.distributions import (bernoulli, binomial, cauchy, double_sided_maxwell,
                                        exponential, gumbel, laplace, logistic, maxwell,
                                        multinomial, pareto, poisson, rademacher,
                                        truncated_normal, weibull_min)
-from plax.random.discrete import (categorical, choice, clone, geometric, lognormal, permutation,
+from plax.random.discrete import (categorical, choice, geometric, lognormal, permutation,
                                   rayleigh, triangular, wald)
 from plax.random.gamma_family import (ball, beta, chisquare, dirichlet, f, gamma, generalized_normal,
                                loggamma, t)
 
-__all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "randint", "bernoulli",
+__all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
+           "bits", "uniform", "normal", "randint", "bernoulli",
            "exponential", "gumbel", "laplace", "logistic", "cauchy", "rademacher", "maxwell",
            "truncated_normal", "pareto", "weibull_min", "double_sided_maxwell", "poisson",
            "binomial", "gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",

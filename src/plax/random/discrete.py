@@ -26,11 +26,12 @@ from plax.core import dtypes
 from plax.core.trace import concrete_or_error, get_aval
 from plax.random import threefry
 from plax.random.distributions import _gumbel
-from plax.random.samplers import (_check_key, _check_param_shapes, _float_dtype, _normal,
+from plax.random.keys import _check_key
+from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
                                   _shape, _uniform, randint)
 
 __all__ = ["permutation", "choice", "categorical", "geometric", "lognormal", "triangular",
-           "rayleigh", "wald", "clone"]
+           "rayleigh", "wald"]
 
 
 
@@ -317,13 +318,3 @@ def _wald(key, mean, shape, dtype):
     root = lax.sqrt(4 * mean * y + mean_sq * y_sq)
     x = mean + mean_sq * y / 2 - mean / 2 * root
     return lax.select(lax.le(z, mean / (mean + x)), x, mean_sq / x)
-
-
-def clone(key):
-    """A copy of ``key`` to use again: the identity on legacy keys (JAX's ``clone`` matters
-    only to its key-reuse checker, which plax does not have)."""
-    aval = get_aval(key)
-    if aval.dtype != np.uint32 or not aval.shape or aval.shape[-1] != 2:
-        raise TypeError(f"clone: unexpected PRNG key {aval.str_short()}; a key is a uint32[2] "
-                        "array made by PRNGKey (or split/fold_in).")
-    return key

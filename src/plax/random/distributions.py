@@ -9,7 +9,8 @@ from plax import numpy as jnp
 from plax.api import jit
 from plax.core import dtypes
 from plax.random import threefry
-from plax.random.samplers import (_check_key, _check_param_shapes, _float_dtype, _normal,
+from plax.random.keys import _check_key
+from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
                                   _result_shape, _shape, _uniform)
 
 __all__ = ["bernoulli", "exponential", "gumbel", "laplace", "logistic", "cauchy",

@@ -20,7 +20,8 @@ from plax.api_vmap import vmap
 from plax.core import dtypes
 from plax.random import threefry
 from plax.random.distributions import _exponential, _rademacher
-from plax.random.samplers import (_check_key, _check_param_shapes, _float_dtype, _normal,
+from plax.random.keys import _check_key
+from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
                                   _result_shape, _shape, _uniform)
 from plax.transforms.custom_derivatives import custom_jvp
 

@@ -1,4 +1,4 @@
-"""Keys and the first samplers of plax.random, with JAX's signatures and algorithms, so that
+"""The first samplers of plax.random, with JAX's signatures and algorithms, so that
 the same key gives the same numbers as JAX."""
 from __future__ import annotations
 
@@ -16,55 +16,9 @@ from plax.lax import conversion as _conversion
 from plax.lax import shapes as _shapes
 from plax.lax import transcendental as _trans
 from plax.random import threefry
-from plax.runtime.dispatch import array_from_host
+from plax.random.keys import _check_key
 
-__all__ = ["PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "randint"]
-
-
-# --- keys ---------------------------------------------------------------------------------
-def PRNGKey(seed, *, impl=None):
-    """A legacy key (``uint32[2]``) from an integer seed; 64-bit Python seeds keep their low
-    32 bits unless 64-bit types are enabled, as in JAX."""
-    _check_impl(impl)
-    if np.ndim(seed):
-        raise TypeError(f"PRNGKey accepts a scalar seed, but was given an array of shape "
-                        f"{np.shape(seed)} != (). Use jax.vmap for batching")
-    if isinstance(seed, (int, np.integer, np.bool_)):  # bools count as the ints 0 and 1
-        seed = int(seed)
-        if not -2 ** 63 <= seed < 2 ** 64:
-            raise OverflowError("Python int too large to convert to C long")
-        wide = dtypes.x64_enabled()
-        value = np.array(seed if seed < 2 ** 63 else seed - 2 ** 64, np.int64)
-        seed = array_from_host(value if wide else value.astype(np.int32))
-    elif not isinstance(seed, Tracer) and not hasattr(seed, "aval"):
-        seed = array_from_host(np.asarray(seed))
-    return threefry.key_from_seed(seed)
-
-
-def _check_impl(impl):
-    if impl not in (None, "threefry2x32", "threefry"):
-        raise ValueError(f"plax.random supports the 'threefry2x32' PRNG implementation only, "
-                         f"got impl={impl!r}.")
-
-
-def _check_key(name: str, key):
-    """A single legacy key, as an array; errors name the function."""
-    if not (isinstance(key, (Tracer, np.ndarray, np.generic)) or hasattr(key, "aval")):
-        raise TypeError(f"unexpected PRNG key type {type(key)}")
-    aval = get_aval(key)
-    if not aval.shape or aval.shape[-1] != 2:
-        raise TypeError(f"{name}: invalid PRNG key data: expected key_data.shape to end with "
-                        f"(2,); got shape={aval.shape}. A key is a uint32[2] array made by "
-                        "PRNGKey (or split/fold_in).")
-    if aval.dtype != np.uint32:
-        raise TypeError(f"{name}: invalid PRNG key data: expected key_data.dtype = uint32; got "
-                        f"dtype={aval.dtype}.")
-    if aval.shape != (2,):
-        raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
-                         f"{aval.shape} != (2,). Use jax.vmap for batching.")
-    if not isinstance(key, Tracer) and not hasattr(key, "aval"):
-        key = array_from_host(np.asarray(key))
-    return key
+__all__ = ["bits", "uniform", "normal", "randint"]
 
 
 def _shape(shape) -> tuple:
@@ -73,25 +27,6 @@ def _shape(shape) -> tuple:
     except TypeError:
         raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
                         f"{shape!r}.") from None
-
-
-def split(key, num=2):
-    """``num`` new keys from ``key`` (``num`` an int, or a tuple for a shape of keys)."""
-    key = _check_key("split", key)
-    return threefry.split(key, tuple(num) if isinstance(num, Sequence) else (int(num),))
-
-
-def fold_in(key, data):
-    """A new key from ``key`` and the integer ``data`` (folded in as 32 bits)."""
-    key = _check_key("fold_in", key)
-    if np.ndim(data):
-        raise TypeError(f"fold_in accepts a scalar, but was given an array of shape "
-                        f"{np.shape(data)} != (). Use jax.vmap for batching.")
-    if isinstance(data, (int, np.integer)) and not 0 <= int(data) < 2 ** 32:
-        raise OverflowError(f"Python integer {data} out of bounds for uint32")
-    if not isinstance(data, Tracer) and not hasattr(data, "aval"):
-        data = array_from_host(np.asarray(data).astype(np.uint32))
-    return threefry.fold_in(key, _conversion.convert_element_type(data, np.uint32))
 
 
 # --- samplers -----------------------------------------------------------------------------

@@ -1,11 +1,16 @@
-"""Keys and bits of the Threefry-2x32 generator, laid out exactly as JAX lays them out.
+"""The Threefry-2x32 PRNG implementation, laid out exactly as JAX lays it out.
 
-A key is a ``uint32[2]`` array (the "legacy" raw key). With the flag
-``jax_threefry_partitionable`` on (the default, as in JAX since 0.5), element
-``i`` of a request of ``shape`` is the hash of the 64-bit counter ``i`` (split
-into high and low words), so every element is computed independently. With it
-off, counters ``0 .. n-1`` are hashed as the two halves of one array, JAX's
-original layout.
+A key's data is two uint32 words. The functions here act on key data of shape
+``batch + (2,)`` (batched over the leading dimensions) and are the lowering of
+the typed-key primitives (``plax.lax.prng``) for keys of dtype ``key<fry>``.
+With the flag ``jax_threefry_partitionable`` on (the default, as in JAX since
+0.5), element ``i`` of a request of ``shape`` is the hash of the 64-bit counter
+``i`` (split into high and low words), so every element is computed
+independently. With it off, counters ``0 .. n-1`` are hashed as the two halves
+of one array, JAX's original layout.
+
+``split``, ``fold_in`` and ``random_bits`` at the bottom are what the samplers
+call on typed keys.
 """
 from __future__ import annotations
 
@@ -14,11 +19,11 @@ import math
 import numpy as np
 
 from plax.api import jit
-from plax.core import dtypes
 from plax.core.config import config
 from plax.core.trace import get_aval
 from plax.lax import bitwise as _bitwise
 from plax.lax import conversion as _conversion
+from plax.lax import prng as _prng
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.arithmetic import add, mul
@@ -26,30 +31,107 @@ from plax.lax.prng import threefry2x32
 from plax.transforms.remat import optimization_barrier
 
 U32 = np.dtype(np.uint32)
-_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: U32, 64: np.dtype(np.uint64)}
 
 
-def key_from_seed(seed):
-    """The key of an integer seed: its high and low 32-bit words (the high word is 0 for
-    32-bit seeds)."""
-    aval = get_aval(seed)
-    if aval.shape:
-        raise TypeError(f"PRNG key seed must be a scalar; got {seed!r}.")
-    if not dtypes.is_integer(aval.dtype):
-        raise TypeError(f"PRNG key seed must be an integer; got {seed!r}")
-    return _key_from_seed(seed)
-
-
-@jit(inline=True)
-def _key_from_seed(seed):
-    bits = np.dtype(get_aval(seed).dtype).itemsize * 8
-    if bits == 64:
+# --- the implementation, on key data ---------------------------------------------------------
+def threefry_seed(seeds):
+    """Key data from integer seeds: each seed's high and low 32-bit words (the high word is
+    0 for seeds of 32 bits or fewer)."""
+    aval = get_aval(seeds)
+    if aval.dtype.itemsize == 8:
         hi = _conversion.convert_element_type(
-            _bitwise.shift_right_logical(seed, np.array(32, get_aval(seed).dtype)), U32)
+            _bitwise.shift_right_logical(seeds, np.array(32, aval.dtype)), U32)
     else:  # a shift by the whole width is 0, as XLA defines it
-        hi = _shapes.full((), 0, U32)
-    lo = _conversion.convert_element_type(seed, U32)
-    return _shapes.concatenate([_shapes.expand_dims(hi, (0,)), _shapes.expand_dims(lo, (0,))], 0)
+        hi = _shapes.full(aval.shape, 0, U32)
+    lo = _conversion.convert_element_type(seeds, U32)
+    return _stack_words(hi, lo)
+
+
+def _stack_words(hi, lo):
+    n = get_aval(hi).ndim
+    return _shapes.concatenate([_shapes.expand_dims(hi, (n,)), _shapes.expand_dims(lo, (n,))], n)
+
+
+def _words(keys):
+    """The two words of key data ``batch + (2,)``, each of shape ``batch``."""
+    aval = get_aval(keys)
+    n = aval.ndim - 1
+    return tuple(_shapes.reshape(_slicing.slice_in_dim(keys, i, i + 1, axis=n), aval.shape[:n])
+                 for i in (0, 1))
+
+
+def _over_batch(x, batch: tuple, shape: tuple, leading: bool):
+    """``x`` (of shape ``batch`` if ``leading``, else ``shape``) broadcast to batch + shape."""
+    dims = tuple(range(len(batch))) if leading else tuple(range(len(batch), len(batch) + len(shape)))
+    return _shapes.broadcast_in_dim(x, batch + shape, dims)
+
+
+def _hash_counters(keys, shape):
+    """The two hashed words of every counter of ``shape`` under every key (partitionable
+    layout): each of shape ``batch + shape``."""
+    k1, k2 = _words(keys)
+    batch = get_aval(k1).shape
+    hi, lo = iota_2x32(shape)
+    k1, k2 = (_over_batch(k, batch, shape, True) for k in (k1, k2))
+    hi, lo = (_over_batch(c, batch, shape, False) for c in (hi, lo))
+    return threefry2x32(k1, k2, hi, lo)
+
+
+def threefry_split(keys, shape):
+    """Key data of ``shape`` new keys per key: ``batch + shape + (2,)``."""
+    shape = tuple(shape)
+    if config.read("threefry_partitionable"):
+        out = _stack_words(*_hash_counters(keys, shape))
+    else:
+        batch = get_aval(keys).shape[:-1]
+        out = threefry_2x32(keys, _shapes.iota(U32, math.prod(shape) * 2))
+        out = _shapes.reshape(out, batch + shape + (2,))
+    # XLA fuses a split's hash into the hash of the bits drawn from its keys and then takes
+    # seconds to compile a sort of those bits; the barrier (an identity) keeps them apart.
+    return optimization_barrier(out)
+
+
+def threefry_fold_in(keys, data):
+    """Key data derived from each key and its uint32 datum (``data`` of shape ``batch``)."""
+    return threefry_2x32(keys, threefry_seed(data))
+
+
+def threefry_random_bits(keys, bit_width: int, shape):
+    """Unsigned random bits of ``bit_width`` for every key: ``batch + shape``."""
+    shape = tuple(shape)
+    dtype = np.dtype(f"uint{bit_width}")
+    if config.read("threefry_partitionable"):
+        b1, b2 = _hash_counters(keys, shape)
+        if bit_width == 64:
+            high = _conversion.convert_element_type(b1, dtype)
+            low = _conversion.convert_element_type(b2, dtype)
+            return _bitwise.bitwise_or(_bitwise.shift_left(high, np.array(32, dtype)), low)
+        bits = _bitwise.bitwise_xor(b1, b2)
+        return bits if bit_width == 32 else _conversion.convert_element_type(bits, dtype)
+    batch = get_aval(keys).shape[:-1]
+    last = len(batch)
+    size = math.prod(shape)
+    words = -(-bit_width * size // 32)
+    if words >= 2 ** 32 - 1:
+        raise NotImplementedError("random bits of 2**32 words or more are not supported yet.")
+    bits = threefry_2x32(keys, _shapes.iota(U32, words))
+    if bit_width == 64:
+        high, low = (_conversion.convert_element_type(h, dtype) for h in
+                     (_slicing.slice_in_dim(bits, 0, words // 2, axis=last),
+                      _slicing.slice_in_dim(bits, words // 2, words, axis=last)))
+        bits = _bitwise.bitwise_or(_bitwise.shift_left(high, np.array(32, dtype)), low)
+    elif bit_width in (8, 16):
+        # Each 32-bit word holds 32 // bit_width values, lowest bits first.
+        per_word = 32 // bit_width
+        grid = batch + (words, per_word)
+        shifts = mul(np.uint32(bit_width), _shapes.broadcasted_iota(U32, grid, last + 1))
+        parts = _bitwise.shift_right_logical(
+            _shapes.broadcast_in_dim(bits, grid, tuple(range(last + 1))), shifts)
+        parts = _bitwise.bitwise_and(parts, np.uint32(2 ** bit_width - 1))
+        bits = _slicing.slice_in_dim(_shapes.reshape(parts, batch + (words * per_word,)), 0, size,
+                                     axis=last)
+        bits = _conversion.convert_element_type(bits, dtype)
+    return _shapes.reshape(bits, batch + shape)
 
 
 def iota_2x32(shape):
@@ -71,88 +153,53 @@ def iota_2x32(shape):
     return _shapes.full(shape, 0, U32), lo
 
 
-def threefry_2x32(key, count):
-    """The hash of the uint32 array ``count`` under ``key``, as JAX's original layout uses
-    it: the flattened counts (padded to an even length) hashed as two halves."""
-    flat = _shapes.reshape(count, (math.prod(get_aval(count).shape),))
-    n = get_aval(flat).shape[0]
+def threefry_2x32(keys, counts):
+    """The hash of uint32 ``counts`` under each key, as JAX's original layout uses it: the
+    counters along the last axis (padded to an even length) hashed as two halves.
+
+    ``keys`` is key data ``batch + (2,)``; ``counts`` has shape ``(n,)`` (the same counters
+    for every key) or ``batch + (n,)``; the result has shape ``batch + (n,)``.
+    """
+    k1, k2 = _words(keys)
+    batch = get_aval(k1).shape
+    last = get_aval(counts).ndim - 1
+    n = get_aval(counts).shape[last]
     if n % 2:
-        flat = _shapes.concatenate([flat, _shapes.full((1,), 0, U32)], 0)
-    half = get_aval(flat).shape[0] // 2
-    x1, x2 = _slicing.slice_in_dim(flat, 0, half), _slicing.slice_in_dim(flat, half, 2 * half)
-    k1, k2 = _key_words(key)
-    out = _shapes.concatenate(list(threefry2x32(k1, k2, x1, x2)), 0)
-    return _shapes.reshape(_slicing.slice_in_dim(out, 0, n), get_aval(count).shape)
+        pad = _shapes.full(get_aval(counts).shape[:last] + (1,), 0, U32)
+        counts = _shapes.concatenate([counts, pad], last)
+    half = (n + 1) // 2
+    halves = [_slicing.slice_in_dim(counts, 0, half, axis=last),
+              _slicing.slice_in_dim(counts, half, 2 * half, axis=last)]
+    if last == 0 and batch:
+        halves = [_over_batch(x, batch, (half,), False) for x in halves]
+    k1, k2 = (_over_batch(k, batch, (half,), True) for k in (k1, k2))
+    out = _shapes.concatenate(list(threefry2x32(k1, k2, *halves)), len(batch))
+    return _slicing.slice_in_dim(out, 0, n, axis=len(batch))
 
 
-def _key_words(key):
-    return (_shapes.reshape(_slicing.slice_in_dim(key, 0, 1), ()),
-            _shapes.reshape(_slicing.slice_in_dim(key, 1, 2), ()))
+threefry_prng_impl = _prng.PRNGImpl(
+    "threefry2x32", "fry", (2,), seed=threefry_seed, split=threefry_split,
+    fold_in=threefry_fold_in, random_bits=threefry_random_bits)
 
 
-def split(key, shape: tuple):
-    """``shape`` new keys from ``key``: an array of shape ``shape + (2,)``."""
-    return _split(key, tuple(shape), bool(config.read("threefry_partitionable")))
-
-
-@jit(static_argnums=(1, 2), inline=True)
-def _split(key, shape, partitionable):
-    if partitionable:
-        hi, lo = iota_2x32(shape)
-        b1, b2 = threefry2x32(*_key_words(key), hi, lo)
-        keys = _shapes.concatenate([_shapes.expand_dims(b1, (len(shape),)),
-                                    _shapes.expand_dims(b2, (len(shape),))], len(shape))
-    else:
-        counts = _shapes.iota(U32, math.prod(shape) * 2)
-        keys = _shapes.reshape(threefry_2x32(key, counts), shape + (2,))
-    # XLA fuses a split's hash into the hash of the bits drawn from its keys and then takes
-    # seconds to compile a sort of those bits; the barrier (an identity) keeps them apart.
-    return optimization_barrier(keys)
+# --- on typed keys, for the samplers -------------------------------------------------------
+# Eager calls run through jit, whose cache knows the layout flag (the primitives' own
+# one-equation cache does not).
+@jit(static_argnums=1, inline=True)
+def split(keys, shape: tuple):
+    """``shape`` new keys per key (typed keys of shape ``keys.shape + shape``)."""
+    return _prng.random_split(keys, shape)
 
 
 @jit(inline=True)
-def fold_in(key, data):
-    """A new key from ``key`` and the uint32 scalar ``data``."""
-    return threefry_2x32(key, _key_from_seed(data))
+def fold_in(keys, data):
+    """Keys derived from ``keys`` and uint32 ``data`` of the same shape."""
+    return _prng.random_fold_in(keys, data)
 
 
-def random_bits(key, bit_width: int, shape: tuple):
-    """Uniform random bits: an unsigned array of ``bit_width`` bits and ``shape``."""
-    if bit_width not in _UINT:
+@jit(static_argnums=(1, 2), inline=True)
+def random_bits(keys, bit_width: int, shape: tuple):
+    """Unsigned random bits of ``bit_width`` and shape ``keys.shape + shape``."""
+    if bit_width not in (8, 16, 32, 64):
         raise TypeError("requires 8-, 16-, 32- or 64-bit field width.")
-    return _random_bits(key, bit_width, tuple(shape),
-                        bool(config.read("threefry_partitionable")))
-
-
-@jit(static_argnums=(1, 2, 3), inline=True)
-def _random_bits(key, bit_width, shape, partitionable):
-    dtype = _UINT[bit_width]
-    if partitionable:
-        hi, lo = iota_2x32(shape)
-        b1, b2 = threefry2x32(*_key_words(key), hi, lo)
-        if bit_width == 64:
-            high = _conversion.convert_element_type(b1, dtype)
-            low = _conversion.convert_element_type(b2, dtype)
-            return _bitwise.bitwise_or(_bitwise.shift_left(high, np.array(32, dtype)), low)
-        bits = _bitwise.bitwise_xor(b1, b2)
-        return bits if bit_width == 32 else _conversion.convert_element_type(bits, dtype)
-    size = math.prod(shape)
-    words = -(-bit_width * size // 32)
-    if words >= 2 ** 32 - 1:
-        raise NotImplementedError("random bits of 2**32 words or more are not supported yet.")
-    bits = threefry_2x32(key, _shapes.iota(U32, words))
-    if bit_width == 64:
-        high, low = (_conversion.convert_element_type(h, dtype) for h in
-                     (_slicing.slice_in_dim(bits, 0, words // 2),
-                      _slicing.slice_in_dim(bits, words // 2, words)))
-        bits = _bitwise.bitwise_or(_bitwise.shift_left(high, np.array(32, dtype)), low)
-    elif bit_width in (8, 16):
-        # Each 32-bit word holds 32 // bit_width values, lowest bits first.
-        per_word = 32 // bit_width
-        shifts = mul(np.uint32(bit_width), _shapes.broadcasted_iota(U32, (words, per_word), 1))
-        parts = _bitwise.shift_right_logical(
-            _shapes.broadcast_in_dim(bits, (words, per_word), (0,)), shifts)
-        parts = _bitwise.bitwise_and(parts, np.uint32(2 ** bit_width - 1))
-        bits = _slicing.slice_in_dim(_shapes.reshape(parts, (words * per_word,)), 0, size)
-        bits = _conversion.convert_element_type(bits, dtype)
-    return _shapes.reshape(bits, shape)
+    return _prng.random_bits(keys, bit_width, shape)

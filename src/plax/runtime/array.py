@@ -6,7 +6,7 @@ import gc
 import numpy as np
 
 from plax.core import dtypes
-from plax.core.avals import ShapedArray
+from plax.core.avals import ShapedArray, physical_aval
 from plax.core.trace import Tracer
 from plax.runtime import xla
 
@@ -124,6 +124,14 @@ class Array(metaclass=_ArrayMeta):
     # --- host interop ---
     def _value(self) -> np.ndarray:
         """The data as a read-only host array, fetched once and cached."""
+        if dtypes.is_extended(self.aval.dtype):
+            raise TypeError("JAX array with PRNGKey dtype cannot be converted to a NumPy "
+                            "array. Use jax.random.key_data(arr) if you wish to extract the "
+                            "underlying integer array.")
+        return self._physical_value()
+
+    def _physical_value(self) -> np.ndarray:
+        """The data as stored (a PRNG key array: its uint32 words), read-only and cached."""
         if self._npy is None:
             self._check_alive()
             bufs = xla.shards(self._buf)
@@ -131,13 +139,15 @@ class Array(metaclass=_ArrayMeta):
                 val = xla.to_numpy(bufs[0])
             else:
                 val = self._assemble_on_host(bufs)
-            val = val.reshape(self.shape) if val.shape != self.shape else val
+            shape = physical_aval(self.aval).shape
+            val = val.reshape(shape) if val.shape != shape else val
             val.flags.writeable = False
             self._npy = val
         return self._npy
 
     def _assemble_on_host(self, bufs) -> np.ndarray:
-        out = np.empty(self.shape, self.dtype)
+        phys = physical_aval(self.aval)
+        out = np.empty(phys.shape, phys.dtype)
         for b in bufs:
             xla.copy_to_host_async(b)
         index_map = self.sharding.devices_indices_map(self.shape)
@@ -187,6 +197,9 @@ class Array(metaclass=_ArrayMeta):
     def __repr__(self):
         if self.is_deleted():
             return "Array(<deleted>)"
+        if dtypes.is_extended(self.dtype):
+            return f"Array({self.shape}, dtype={self.dtype.name}) overlaying:\n" \
+                   f"{self._physical_value()}"
         val = self._value()
         body = np.array2string(val, separator=", ", prefix="Array(")
         weak = ", weak_type=True" if self.weak_type else ""
@@ -194,6 +207,8 @@ class Array(metaclass=_ArrayMeta):
         return f"Array({body}{shape}, dtype={self.dtype.name}{weak})"
 
     def __str__(self):
+        if dtypes.is_extended(self.dtype):
+            return repr(self)
         return str(self._value())
 
     def __format__(self, spec):

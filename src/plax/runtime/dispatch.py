@@ -10,7 +10,7 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.caches import BoundedCache, WeakKeyCache
 from plax.core.config import config
-from plax.core.avals import ShapedArray, abstractify
+from plax.core.avals import ShapedArray, abstractify, physical_aval
 from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from plax.core.primitive import abstract_eval, impl_rules
@@ -124,8 +124,11 @@ _scalar_buffers = BoundedCache("scalar buffers", 512)
 
 
 def xla_aval(aval: ShapedArray) -> ShapedArray:
-    """The type XLA holds values of ``aval`` as: float0 (no data) as booleans, as in JAX."""
-    return aval.update(dtype=np.dtype(np.bool_)) if aval.dtype == dtypes.float0 else aval
+    """The type XLA holds values of ``aval`` as: float0 (no data) as booleans, as in JAX,
+    and PRNG keys as their uint32 words."""
+    if aval.dtype == dtypes.float0:
+        return aval.update(dtype=np.dtype(np.bool_))
+    return physical_aval(aval)
 
 
 def to_buffer(x, aval: ShapedArray, device):
@@ -201,6 +204,11 @@ def apply_primitive(prim, args, params):
     impl = impl_rules.get(prim)
     if impl is not None:  # higher-order primitives: their inner ops are checked one by one
         return impl(*args, **params)
+    return run_primitive(prim, args, params)
+
+
+def run_primitive(prim, args, params):
+    """Run ``prim`` on concrete ``args`` as a one-equation executable (compiled once)."""
     avals = tuple(abstractify(a) for a in args)
     device, committed = pick_device(args, f"primitive {prim.name}")
     try:

@@ -32,6 +32,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              register_lowering, tangent_aval, transpose_rules)
 from plax.core.trace import concrete_or_error, get_aval
 from plax.lax import arithmetic as _arith
+from plax.lax import prng as _prng
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.ad_util import instantiate, zeros_like_aval
@@ -542,7 +543,8 @@ def _scan_loop(*args, reverse, length, jaxpr, num_consts, num_carry, linear, unr
     left over, each reading its slice of ``xs`` and writing its slice of the ``ys``."""
     consts, carry, xs = split(args, [num_consts, num_carry])
     y_avals = jaxpr.out_avals[num_carry:]
-    ys = [_shapes.full((length,) + a.shape, 0, a.dtype) for a in y_avals]
+    ys = [_prng.zero_keys((length,) + a.shape, a.dtype) if dtypes.is_extended(a.dtype)
+          else _shapes.full((length,) + a.shape, 0, a.dtype) for a in y_avals]
     unroll = length if unroll == 0 else max(1, min(unroll, max(length, 1)))
     trips, rest = divmod(length, unroll)
     if unroll > 1 and trips == 1 and rest == 0:  # fully unrolled: no loop at all

@@ -1,0 +1,198 @@
+"""PRNG keys: typed keys (``key``, dtype ``key<fry>``) and legacy ``uint32[2]`` keys
+(``PRNGKey``), and the functions that make, derive, wrap and unwrap them.
+
+The samplers take either kind. A legacy key is wrapped into a typed key on
+entry (``random_wrap``, as JAX does), so every draw runs on typed keys; ``split``,
+``fold_in`` and ``clone`` give back the kind of key they were given.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.dtypes import KeyType
+from plax.core.trace import Tracer, get_aval
+from plax.lax import conversion as _conversion
+from plax.lax import prng as _prng
+from plax.random import threefry
+from plax.runtime.dispatch import array_from_host
+
+__all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
+           "clone", "PRNGSpec"]
+
+_IMPLS = {"threefry2x32": threefry.threefry_prng_impl}
+_DEFAULT_IMPL = threefry.threefry_prng_impl
+
+
+class PRNGSpec:
+    """Names a PRNG implementation (what ``key_impl`` returns and ``impl=`` accepts)."""
+
+    __slots__ = ("_impl",)
+
+    def __init__(self, impl: _prng.PRNGImpl):
+        self._impl = impl
+
+    def __repr__(self):
+        return repr(self._impl.name)
+
+    def __str__(self):
+        return self._impl.name
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            return other == self._impl.name
+        return isinstance(other, PRNGSpec) and other._impl is self._impl
+
+    def __hash__(self):
+        return hash(self._impl.name)
+
+
+def _resolve_impl(impl) -> _prng.PRNGImpl:
+    if impl is None:
+        return _DEFAULT_IMPL
+    if isinstance(impl, PRNGSpec):
+        return impl._impl
+    if isinstance(impl, _prng.PRNGImpl):
+        return impl
+    if isinstance(impl, str) and impl in ("threefry2x32", "threefry"):
+        return _IMPLS["threefry2x32"]
+    raise ValueError(f"plax.random supports the 'threefry2x32' PRNG implementation only, got "
+                     f"impl={impl!r}.")
+
+
+# --- making keys ----------------------------------------------------------------------------
+def _seed_array(name: str, seed):
+    """An integer seed as an array; 64-bit Python seeds keep their low 32 bits unless 64-bit
+    types are enabled, as in JAX."""
+    if np.ndim(seed):
+        raise TypeError(f"{name} accepts a scalar seed, but was given an array of shape "
+                        f"{np.shape(seed)} != (). Use jax.vmap for batching")
+    if isinstance(seed, (int, np.integer, np.bool_)):  # bools count as the ints 0 and 1
+        seed = int(seed)
+        if not -2 ** 63 <= seed < 2 ** 64:
+            raise OverflowError("Python int too large to convert to C long")
+        value = np.array(seed if seed < 2 ** 63 else seed - 2 ** 64, np.int64)
+        return array_from_host(value if dtypes.x64_enabled() else value.astype(np.int32))
+    if not isinstance(seed, Tracer) and not hasattr(seed, "aval"):
+        seed = array_from_host(np.asarray(seed))
+    aval = get_aval(seed)
+    if isinstance(aval.dtype, KeyType) or not dtypes.is_integer(aval.dtype):
+        raise TypeError(f"PRNG key seed must be an integer; got {seed!r}")
+    return seed
+
+
+def key(seed, *, impl=None):
+    """A typed PRNG key (dtype ``key<fry>``, shape ``()``) from an integer seed."""
+    return _prng.random_seed(_seed_array("key", seed), _resolve_impl(impl))
+
+
+def PRNGKey(seed, *, impl=None):
+    """A legacy key: the ``uint32[2]`` data of ``key(seed)``."""
+    return _prng.random_unwrap(_prng.random_seed(_seed_array("PRNGKey", seed),
+                                                 _resolve_impl(impl)))
+
+
+def key_data(keys):
+    """The uint32 data of typed keys (shape ``keys.shape + (2,)``); legacy keys unchanged."""
+    if is_typed(keys):
+        return _prng.random_unwrap(keys)
+    return _as_legacy("key_data", keys)
+
+
+def wrap_key_data(key_bits_array, *, impl=None):
+    """Typed keys whose data is the uint32 array ``key_bits_array`` (last axis: the words)."""
+    if is_typed(key_bits_array):
+        raise TypeError("wrap_key_data accepts only uint32 key data, got an array of typed "
+                        f"keys ({get_aval(key_bits_array).str_short()}).")
+    if not isinstance(key_bits_array, Tracer) and not hasattr(key_bits_array, "aval"):
+        key_bits_array = array_from_host(np.asarray(key_bits_array))
+    return _prng.random_wrap(key_bits_array, _resolve_impl(impl))
+
+
+def key_impl(keys) -> PRNGSpec:
+    """The implementation of ``keys`` (the default one for legacy keys)."""
+    if is_typed(keys):
+        return PRNGSpec(get_aval(keys).dtype._impl)
+    _as_legacy("key_impl", keys)
+    return PRNGSpec(_DEFAULT_IMPL)
+
+
+def is_typed(x) -> bool:
+    aval = getattr(x, "aval", None)
+    return aval is not None and isinstance(getattr(aval, "dtype", None), KeyType)
+
+
+# --- checking keys --------------------------------------------------------------------------
+def _as_legacy(name: str, key):
+    """A legacy key array (any shape ending in 2), checked."""
+    if not (isinstance(key, (Tracer, np.ndarray, np.generic)) or hasattr(key, "aval")):
+        raise TypeError(f"unexpected PRNG key type {type(key)}")
+    aval = get_aval(key)
+    if not aval.shape or aval.shape[-1] != 2:
+        raise TypeError(f"{name}: invalid PRNG key data: expected key_data.shape to end with "
+                        f"(2,); got shape={aval.shape}. A key is a typed key made by "
+                        "jax.random.key, or a uint32[2] array made by PRNGKey.")
+    if aval.dtype != np.uint32:
+        raise TypeError(f"{name}: invalid PRNG key data: expected key_data.dtype = uint32; got "
+                        f"dtype={aval.dtype}.")
+    if not isinstance(key, Tracer) and not hasattr(key, "aval"):
+        key = array_from_host(np.asarray(key))
+    return key
+
+
+def typed_keys(name: str, keys) -> tuple:
+    """``keys`` as typed keys (legacy ones wrapped), and whether they came as legacy keys."""
+    if is_typed(keys):
+        return keys, False
+    return _prng.random_wrap(_as_legacy(name, keys), _DEFAULT_IMPL), True
+
+
+def _check_key(name: str, key):
+    """A single key as a typed key (legacy keys wrapped); errors name the function."""
+    typed, legacy = typed_keys(name, key)
+    _check_single(name, typed, key, legacy)
+    return typed
+
+
+def _returned(keys, legacy: bool):
+    return _prng.random_unwrap(keys) if legacy else keys
+
+
+# --- deriving keys --------------------------------------------------------------------------
+def split(key, num=2):
+    """``num`` new keys from ``key`` (``num`` an int, or a tuple for a shape of keys); the
+    same kind of key as ``key``."""
+    typed, legacy = typed_keys("split", key)
+    _check_single("split", typed, key, legacy)
+    shape = tuple(int(n) for n in num) if isinstance(num, Sequence) else (int(num),)
+    return _returned(threefry.split(typed, shape), legacy)
+
+
+def fold_in(key, data):
+    """A new key from ``key`` and the integer ``data`` (folded in as 32 bits)."""
+    typed, legacy = typed_keys("fold_in", key)
+    _check_single("fold_in", typed, key, legacy)
+    if np.ndim(data):
+        raise TypeError(f"fold_in accepts a scalar, but was given an array of shape "
+                        f"{np.shape(data)} != (). Use jax.vmap for batching.")
+    if isinstance(data, (int, np.integer)) and not 0 <= int(data) < 2 ** 32:
+        raise OverflowError(f"Python integer {data} out of bounds for uint32")
+    if not isinstance(data, Tracer) and not hasattr(data, "aval"):
+        data = array_from_host(np.asarray(data).astype(np.uint32))
+    data = _conversion.convert_element_type(data, np.uint32)
+    return _returned(threefry.fold_in(typed, data), legacy)
+
+
+def clone(key):
+    """A copy of ``key`` that the key-reuse checker treats as a fresh key."""
+    typed, legacy = typed_keys("clone", key)
+    return _returned(_prng.random_clone(typed), legacy)
+
+
+def _check_single(name, typed, key, legacy) -> None:
+    if get_aval(typed).shape != ():
+        shown = get_aval(key).shape
+        raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
+                         f"{shown} != {(2,) if legacy else ()}. Use jax.vmap for batching.")
