@@ -99,6 +99,11 @@ def test_random_and_nn_program_gives_jax_numbers_through_python_m_plax(tmp_path)
               "att True", "vmap True", "labels True True", "perm True", "gamma_grad True")
 
 
+def test_typed_key_program_gives_jax_numbers_through_python_m_plax(tmp_path):
+    assert_ok(run_script(tmp_path, program("typed_keys")), "dtype key<fry> True ()",
+              "losses True", "w0 True", "key True", "vmap True", "reuse caught True")
+
+
 def test_device_put_jit_and_donation_read_back(tmp_path):
     assert_ok(run_script(tmp_path, DEVICES), "ndev 8", "put True True", "shards 1 True",
               "jit_on_dev True True", "donated True", "get True")

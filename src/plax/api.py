@@ -209,8 +209,8 @@ def device_get(x):
             leaf.copy_to_host_async()
 
     def get_leaf(leaf):
-        if type(leaf) is Array:
-            return np.asarray(leaf)
+        if type(leaf) is Array:  # typed PRNG keys have no NumPy form: they stay keys
+            return leaf if dtypes.is_extended(leaf.dtype) else np.asarray(leaf)
         if isinstance(leaf, Tracer):
             raise TypeError("device_get received a traced value; it only works on concrete arrays.")
         return leaf

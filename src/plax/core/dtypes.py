@@ -458,6 +458,8 @@ def canonicalize_user_dtype(dt, name: str = "dtype", fun_name: str | None = None
 
 def check_user_dtype(dt, name: str = "dtype") -> np.dtype:
     """Validate a dtype a user passed, with a clear error if plax cannot hold it."""
+    if isinstance(dt, ExtendedDType):
+        return dt
     try:
         out = np.dtype(dt)
     except TypeError as e:

@@ -40,10 +40,22 @@ def check_dtype(name: str, aval: ShapedArray, category: str, arg: str = "") -> N
     if aval.dtype == dtypes.float0:
         raise TypeError(f"Called {name} with a float0 array. {FLOAT0_ADVICE}")
     ok, desc = _CATEGORIES[category]
-    if not ok(aval.dtype) or (dtypes.is_extended(aval.dtype) and category != "equality"):
-        where = f" for argument {arg}" if arg else ""
+    where = f" for argument {arg}" if arg else ""
+    if dtypes.is_extended(aval.dtype) and category != "equality":
+        accepted = f" Accepted dtypes are subtypes of {desc}." if category != "any" else ""
+        raise TypeError(f"{name} does not accept dtype {aval.dtype.name}{where}.{accepted} PRNG "
+                        "keys take only shape operations, selection and ==/!=; "
+                        "jax.random.key_data(keys) gives their uint32 data.")
+    if not ok(aval.dtype):
         raise TypeError(f"{name} does not accept dtype {aval.dtype.name}{where}. "
                         f"Accepted dtypes are subtypes of {desc}.")
+
+
+def reject_keys(name: str, *avals: ShapedArray) -> None:
+    """For primitives that accept any dtype but PRNG keys (sorting, products)."""
+    for aval in avals:
+        if dtypes.is_extended(aval.dtype):
+            check_dtype(name, aval, "any")
 
 
 def check_same_shapes(name: str, *avals: ShapedArray) -> tuple:

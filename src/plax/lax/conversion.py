@@ -90,6 +90,10 @@ bitcast_convert_type_p = Primitive("bitcast_convert_type")
 
 
 def _bitcast_abstract(x, *, new_dtype):
+    if dtypes.is_extended(x.dtype) or dtypes.is_extended(new_dtype):
+        raise TypeError(f"bitcast_convert_type does not accept dtype "
+                        f"{x.dtype if dtypes.is_extended(x.dtype) else new_dtype}: use "
+                        "jax.random.key_data(keys) for the uint32 data of PRNG keys.")
     old_bits, new_bits = dtypes.itemsize_bits(x.dtype), dtypes.itemsize_bits(new_dtype)
     special = [d for d in (x.dtype, new_dtype) if d == np.bool_ or dtypes.is_complex(d)]
     if special and x.dtype != new_dtype:

@@ -22,7 +22,7 @@ from plax.core.trace import get_aval as _aval
 from plax.lax import conversion as _conv
 from plax.lax import shapes as _shapes
 from plax.lax.ad_util import add_tangents
-from plax.lax.common import weak_of
+from plax.lax.common import reject_keys, weak_of
 
 __all__ = ["Precision", "dot_general", "dot", "batch_matmul", "dot_general_p",
            "canonicalize_precision"]
@@ -217,6 +217,7 @@ def _dot_general_shape(lhs: ShapedArray, rhs: ShapedArray, dimension_numbers) ->
 
 def _dot_general_abstract(lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
                           out_sharding=None):
+    reject_keys("dot_general", lhs, rhs)
     shape = _dot_general_shape(lhs, rhs, dimension_numbers)
     out_dtype = _result_dtype(_input_dtype(lhs.dtype, rhs.dtype), preferred_element_type)
     return ShapedArray(shape, out_dtype, weak_of(lhs, rhs))

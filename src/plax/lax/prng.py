@@ -107,10 +107,6 @@ class PRNGImpl:
         return self.tag
 
 
-def key_impl_of(aval) -> PRNGImpl:
-    return aval.dtype._impl
-
-
 def _check_keys(name: str, aval) -> None:
     if not isinstance(aval.dtype, KeyType):
         raise TypeError(f"{name} takes an array of typed PRNG keys, got {aval.str_short()}. Make "
@@ -265,7 +261,7 @@ def random_clone(keys):
     return random_clone_p.bind(keys)
 
 
-def zero_keys(shape, dtype):
-    """Keys of ``dtype`` whose data is all zeros (a placeholder buffer of keys)."""
-    words = _shapes.full(tuple(shape) + dtype.physical_shape, 0, dtype.physical_dtype)
+def filled_keys(shape, dtype, word: int = 0):
+    """Keys of ``dtype`` whose every data word is ``word`` (zeros: a placeholder buffer)."""
+    words = _shapes.full(tuple(shape) + dtype.physical_shape, word, dtype.physical_dtype)
     return random_wrap(words, dtype._impl)

@@ -21,7 +21,7 @@ from plax.lax import reductions as _reductions
 from plax.lax import shapes as _shapes
 from plax.lax.ad_util import instantiate
 from plax.lax.batch_util import batch_size_of, move_batch_dim, moveaxis
-from plax.lax.common import check_dtype
+from plax.lax.common import check_dtype, reject_keys
 from plax.lowering.stablehlo import i64_array
 
 __all__ = ["sort", "sort_key_val", "top_k"]
@@ -79,6 +79,7 @@ sort_p = Primitive("sort", multiple_results=True)
 def _sort_abstract(*operands, dimension, is_stable, num_keys):
     if not operands:
         raise TypeError("sort requires at least one operand.")
+    reject_keys("sort", *operands)  # keys have no order
     shapes = [o.shape for o in operands]
     if any(s != shapes[0] for s in shapes):
         raise TypeError(f"Arguments to sort must have equal shapes, got: "

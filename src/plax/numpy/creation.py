@@ -131,7 +131,7 @@ def asarray(a, dtype=None, order=None, *, copy=None):
     that dtype is converted).
     """
     if isinstance(a, (Array, Tracer)) and (dtype is None or (
-            np.dtype(dtype) == get_aval(a).dtype and not get_aval(a).weak_type)):
+            dtypes.dtype(dtype) == get_aval(a).dtype and not get_aval(a).weak_type)):
         return a
     return array(a, dtype=dtype, order=order)
 
@@ -147,7 +147,7 @@ def _full(shape, fill_value, dt, weak: bool, device):
     """``full`` with a resolved dtype; ``dt`` None takes dtype and weak type from the value."""
     shape = _canonical_shape(shape)
     if dtypes.is_extended(dt):
-        return _place(_keys_of_zeros(shape, fill_value, dt), device)
+        return _place(_filled_keys(shape, fill_value, dt), device)
     if isinstance(fill_value, (list, tuple)):
         fill = array(fill_value)
     else:
@@ -161,13 +161,16 @@ def _full(shape, fill_value, dt, weak: bool, device):
     return _place(broadcast_to_shape(fill, shape), device)
 
 
-def _keys_of_zeros(shape, fill_value, dt):
-    """PRNG keys whose data is all zeros (what zeros_like and empty_like give for keys)."""
-    if not (isinstance(fill_value, (int, np.integer)) and int(fill_value) == 0):
-        raise TypeError(f"An array of PRNG keys ({dt}) can only be filled with zeros, got "
-                        f"fill_value={fill_value!r}; make keys with jax.random.key or "
-                        "jax.random.wrap_key_data.")
-    return lax.prng.zero_keys(shape, dt)
+def _filled_keys(shape, fill_value, dt):
+    """PRNG keys of ``shape``: copies of the key ``fill_value``, or keys whose words all hold
+    the integer ``fill_value`` (zeros_like of keys is keys of zero data, as in JAX)."""
+    aval = getattr(fill_value, "aval", None)
+    if aval is not None and aval.dtype == dt:
+        return broadcast_to_shape(fill_value, shape)
+    if not isinstance(fill_value, (int, np.integer)):
+        raise TypeError(f"An array of PRNG keys ({dt}) is filled with a key or with an integer "
+                        f"for every word, got fill_value={fill_value!r}.")
+    return lax.prng.filled_keys(shape, dt, int(fill_value))
 
 
 def _user_dtype(dtype) -> np.dtype:

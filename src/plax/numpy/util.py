@@ -198,9 +198,17 @@ def promote_shapes(name: str, *args, rank_only: bool = False):
 
 
 def _check_no_float0s(name: str, *args) -> None:
-    if any(getattr(a, "dtype", None) == dtypes.float0 for a in args):
+    """float0s take part in no operation; PRNG keys only in ==/!= among keys of one type."""
+    arg_dtypes = [getattr(a, "dtype", None) for a in args]
+    if any(d == dtypes.float0 for d in arg_dtypes):
         from plax.lax.common import FLOAT0_ADVICE
         raise TypeError(f"Called {name} with a float0 array. {FLOAT0_ADVICE}")
+    if any(dtypes.is_extended(d) for d in arg_dtypes) and len(set(map(str, arg_dtypes))) > 1:
+        names = ", ".join(dtypes.result_type(a).name if not dtypes.is_extended(d) else d.name
+                          for a, d in zip(args, arg_dtypes))
+        raise TypeError(f"{name} does not accept dtypes {names}. PRNG keys (extended dtypes) do "
+                        "not mix with numbers: use jax.random.key_data(key) for the integers "
+                        "inside a key.")
 
 
 def promote_args(name: str, *args):

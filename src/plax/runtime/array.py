@@ -192,6 +192,8 @@ class Array(metaclass=_ArrayMeta):
                         "use a tuple or a NumPy array's bytes as a dictionary key.")
 
     def __reduce__(self):
+        if dtypes.is_extended(self.dtype):
+            return (_rebuild_keys, (np.asarray(self._physical_value()), self.dtype._impl.name))
         return (_rebuild, (np.asarray(self._value()), self.weak_type))
 
     def __repr__(self):
@@ -212,6 +214,8 @@ class Array(metaclass=_ArrayMeta):
         return str(self._value())
 
     def __format__(self, spec):
+        if dtypes.is_extended(self.dtype):
+            return format(str(self), spec)
         if self.ndim == 0:
             return format(self._value()[()], spec)
         return format(str(self), spec)
@@ -248,3 +252,8 @@ class Array(metaclass=_ArrayMeta):
 def _rebuild(value, weak_type):
     from plax.runtime.dispatch import array_from_host
     return array_from_host(value, weak_type=weak_type)
+
+
+def _rebuild_keys(data, impl_name):
+    from plax.random import wrap_key_data  # (plax.random is above the runtime)
+    return wrap_key_data(data, impl=impl_name)

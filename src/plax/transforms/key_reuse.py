@@ -85,11 +85,17 @@ def _previously_consumed(what: str, index: int, where: str) -> KeyReuseError:
 
 # --- in a jaxpr: every key element tracked ---------------------------------------------------------
 class _State:
-    """Element ids handed out so far, and where each consumed one was consumed."""
+    """Element ids handed out so far, and where each consumed one was consumed.
+
+    ``site`` is the source location of the equation of the checked jaxpr itself that is
+    being analysed: consumption inside its calls is charged to it (a jitted sampler's body
+    was traced once, wherever it was first called; the user's line is the call site)."""
 
     def __init__(self):
         self.next = 0
         self.consumed: dict = {}
+        self.depth = 0
+        self.site = "an unknown place"
 
     def fresh(self, shape) -> np.ndarray:
         n = int(np.prod(shape, dtype=np.int64))
@@ -100,18 +106,17 @@ class _State:
     def copy(self) -> "_State":
         other = _State()
         other.next, other.consumed = self.next, dict(self.consumed)
+        other.depth, other.site = self.depth, self.site
         return other
 
-    def sink(self, ids, prim_name: str, index: int, eqn) -> None:
+    def sink(self, ids, prim_name: str, index: int) -> None:
         for e in ids.ravel().tolist():
             where = self.consumed.get(e)
             if where is not None:
                 raise KeyReuseError(f"In {prim_name}, argument {index} is already consumed: it was "
                                     f"consumed at {where}. {_ADVICE}")
-        where = (eqn.source_info.location() if eqn is not None and eqn.source_info else "") \
-            or "an unknown place"
         for e in ids.ravel().tolist():
-            self.consumed[e] = where
+            self.consumed[e] = self.site
 
 
 def _fresh_outs(eqn, ins, state):
@@ -124,7 +129,7 @@ def _sinking(*positions):
     def rule(eqn, ins, state):
         for i, ids in enumerate(ins):
             if ids is not None and (not positions or i in positions):
-                state.sink(ids, eqn.primitive.name, i, eqn)
+                state.sink(ids, eqn.primitive.name, i)
         return _fresh_outs(eqn, ins, state)
     return rule
 
@@ -200,14 +205,21 @@ def _analyse(jaxpr: Jaxpr, in_ids: list, state: _State) -> list:
     def read(v):
         return None if isinstance(v, Literal) else env.get(v)
 
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        if all(i is None for i in ins) and not any(_is_key(v.aval) for v in eqn.outvars):
-            continue
-        outs = _rule_for(eqn)(eqn, ins, state)
-        for v, ids in zip(eqn.outvars, outs):
-            if _is_key(v.aval):
-                env[v] = state.fresh(v.aval.shape) if ids is None else ids
+    state.depth += 1
+    try:
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            if all(i is None for i in ins) and not any(_is_key(v.aval) for v in eqn.outvars):
+                continue
+            if state.depth == 1:
+                info = eqn.source_info
+                state.site = (info.location() if info is not None else "") or "an unknown place"
+            outs = _rule_for(eqn)(eqn, ins, state)
+            for v, ids in zip(eqn.outvars, outs):
+                if _is_key(v.aval):
+                    env[v] = state.fresh(v.aval.shape) if ids is None else ids
+    finally:
+        state.depth -= 1
     return [read(v) for v in jaxpr.outvars]
 
 
@@ -239,12 +251,11 @@ def _call(eqn, ins, state):
     return _call_body(next(iter(subjaxprs(eqn.params))), ins, state)
 
 
-def _joined(outs_per_branch: list, eqn, state) -> list:
+def _joined(outs_per_branch: list) -> list:
     """Outputs of alternatives: an output keeps its ids when every alternative gives the same
-    ones (a key passed through), else it is a fresh key."""
+    ones (a key passed through), else it is a fresh key (None)."""
     joined = []
-    for i, v in enumerate(eqn.outvars):
-        options = [outs[i] for outs in outs_per_branch]
+    for options in zip(*outs_per_branch):
         same = all(o is not None and options[0] is not None and o.shape == options[0].shape
                    and np.array_equal(o, options[0]) for o in options)
         joined.append(options[0] if same else None)
@@ -259,7 +270,7 @@ def _cond(eqn, ins, state):
         consumed.update({e: w for e, w in trial.consumed.items() if e not in consumed})
         state.next = max(state.next, trial.next)
     state.consumed = consumed
-    return _joined(outs, eqn, state)
+    return _joined(outs)
 
 
 def _repeated(loop: str, run, carry_in: list, state) -> list:
@@ -285,7 +296,7 @@ def _while(eqn, ins, state):
         return _call_body(p["body_jaxpr"], body_consts + list(carry), st)
 
     out = _repeated("while_loop", run, init, state)
-    return _joined([init, out], eqn, state)
+    return _joined([init, out])
 
 
 def _scan(eqn, ins, state):
@@ -307,9 +318,8 @@ def _scan(eqn, ins, state):
     out = _repeated("scan", run, init, state)
     for j, (whole, per_step) in enumerate(zip(xs, steps[0])):
         if per_step is not None and any(e in state.consumed for e in per_step.ravel().tolist()):
-            state.sink(whole, "scan", n_consts + n_carry + j, eqn)
-    carries = _joined([init, out], eqn, state)[:n_carry]
-    return carries + [None] * (len(eqn.outvars) - n_carry)
+            state.sink(whole, "scan", n_consts + n_carry + j)
+    return _joined([init, out]) + [None] * (len(eqn.outvars) - n_carry)
 
 
 # --- signatures: what a jaxpr consumes of its inputs ------------------------------------------
@@ -384,5 +394,5 @@ def _checked_impl(prim):
     return impl
 
 
-for _prim in (_prng.random_bits_p, _prng.random_split_p, _prng.random_fold_in_p):
+for _prim in (_prng.random_bits_p, _prng.random_split_p):
     impl_rules[_prim] = _checked_impl(_prim)

@@ -543,7 +543,7 @@ def _scan_loop(*args, reverse, length, jaxpr, num_consts, num_carry, linear, unr
     left over, each reading its slice of ``xs`` and writing its slice of the ``ys``."""
     consts, carry, xs = split(args, [num_consts, num_carry])
     y_avals = jaxpr.out_avals[num_carry:]
-    ys = [_prng.zero_keys((length,) + a.shape, a.dtype) if dtypes.is_extended(a.dtype)
+    ys = [_prng.filled_keys((length,) + a.shape, a.dtype) if dtypes.is_extended(a.dtype)
           else _shapes.full((length,) + a.shape, 0, a.dtype) for a in y_avals]
     unroll = length if unroll == 0 else max(1, min(unroll, max(length, 1)))
     trips, rest = divmod(length, unroll)
