@@ -24,6 +24,8 @@ from harness import main  # noqa: E402
 MEASURE = r'''
 N = 10_000_000
 key = lib.random.PRNGKey(0)
+typed = lib.random.key(0)
+split_many = lib.jit(lambda k: lib.random.split(k, 1000))
 
 def make_uniform():
     return lambda k: lib.random.uniform(k, (N,))
@@ -36,12 +38,15 @@ normal = lib.jit(make_normal())
 u, n = uniform(key), normal(key)
 assert np.isfinite(np.asarray(u[:3])).all() and np.isfinite(np.asarray(n[:3])).all()
 
-def run(f):
-    return lambda: lib.block_until_ready(f(key))
+def run(f, k=key):
+    return lambda: lib.block_until_ready(f(k))
 
 res = {
   "uniform 10M f32 under jit, steady state (ms)": best_of(run(uniform), 3, 5) / 1e3,
   "normal 10M f32 under jit, steady state (ms)": best_of(run(normal), 3, 5) / 1e3,
+  "normal 10M f32 from a typed key, under jit (ms)": best_of(run(normal, typed), 3, 5) / 1e3,
+  "split a typed key into 1000, under jit (us)": best_of(run(split_many, typed), 20, 5),
+  "eager split(key) (us)": best_of(lambda: lib.block_until_ready(lib.random.split(typed)), 50, 5),
   "trace+lower jit(uniform 10M) (ms)":
       best_single(make_uniform, lambda f: lib.jit(f).lower(key), 10) / 1e3,
   "trace+lower jit(normal 10M) (ms)":
@@ -54,4 +59,5 @@ print(json.dumps(res))
 if __name__ == "__main__":
     main(MEASURE,
          "Targets: run time <= 1.05x JAX; trace+lower <= 1x JAX.",
-         "Draws: random.uniform / random.normal of 10M float32 from PRNGKey(0), jitted.")
+         "Draws: random.uniform / random.normal of 10M float32 from PRNGKey(0) (and from the typed "
+         "key(0)), jitted; splits of a typed key.")
