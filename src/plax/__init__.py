@@ -18,6 +18,8 @@ from plax.api import (  # noqa: F401
 from plax.api_autodiff import (  # noqa: F401
     jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose)
 from plax.api_autodiff import jacrev as jacobian  # noqa: F401
+from plax.sharding.mesh import make_mesh, set_mesh  # noqa: F401
+from plax import sharding, experimental  # noqa: F401
 from plax.api_vmap import vmap  # noqa: F401
 from plax.transforms.remat import checkpoint, remat, checkpoint_policies  # noqa: F401
 from plax import tree_util, tree, lax, numpy, scipy, sharding, stages, test_util, ad_checkpoint  # noqa: F401

@@ -19,6 +19,7 @@ from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, 
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.lax.pjit import pjit_p
 from plax.runtime import dispatch, xla
+from plax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding, get_mesh
 from plax.transforms import key_reuse
 from plax.runtime.array import Array, all_arrays
 
@@ -165,40 +166,55 @@ def default_backend() -> str:
 
 # --- data -------------------------------------------------------------------------------
 def _resolve_device(device):
-    if device is None:
-        return None
-    if isinstance(device, xla.Device):
+    """What ``device_put`` puts a leaf on: None, a Device, or a multi-device Sharding."""
+    if device is None or isinstance(device, xla.Device):
         return device
-    devs = getattr(device, "device_set", None)  # a single-device Sharding
+    if isinstance(device, PartitionSpec):
+        mesh = get_mesh()
+        if mesh is None:
+            raise ValueError(f"device_put was given the PartitionSpec {device!r} without a mesh: "
+                             "set one with plax.set_mesh(mesh), or pass NamedSharding(mesh, "
+                             "spec).")
+        return NamedSharding(mesh, device)
+    devs = getattr(device, "device_set", None)
     if devs is not None:
-        if len(devs) != 1:
-            raise ValueError("device_put with a multi-device sharding arrives with the sharding "
-                             "issue; pass a single device.")
-        return next(iter(devs))
-    raise ValueError(f"device_put only accepts None, a Sharding or a Device as its device. "
-                     f"Received invalid value: {device!r} (of type {type(device).__name__}); pick "
-                     "one of plax.devices() instead.")
+        return next(iter(devs)) if isinstance(device, SingleDeviceSharding) else device
+    raise ValueError(f"device_put only accepts None, a Sharding, a PartitionSpec or a Device as "
+                     f"its device. Received invalid value: {device!r} (of type "
+                     f"{type(device).__name__}); pick one of plax.devices() instead.")
+
+
+def _is_placement(x) -> bool:
+    return x is None or isinstance(x, (xla.Device, Sharding, PartitionSpec))
 
 
 def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
-    """Put the leaves of ``x`` on ``device``; with a device given, the result is committed."""
-    dev = _resolve_device(device)
-
-    def put_leaf(leaf):
+    """Put the leaves of ``x`` on ``device``: a Device, a Sharding (laid out over its
+    devices), a PartitionSpec (over the context mesh), or a pytree prefix of these. With a
+    placement given, the result is committed."""
+    def put_leaf(leaf, target):
+        dev = _resolve_device(target)
         if isinstance(leaf, Tracer):
             return leaf
         if isinstance(leaf, np.ndarray) and leaf.dtype == dtypes.float0:
             return leaf  # float0 holds no data: it stays on the host, as in JAX
-        if type(leaf) is Array:
+        if isinstance(dev, Sharding):
+            out = dispatch.reshard(leaf, dev) if type(leaf) is Array else \
+                dispatch.put_sharded(leaf, dev)
+        elif type(leaf) is Array:
             if dev is None:
                 return leaf
             out = dispatch.to_device(leaf, dev, committed=True)
-            if donate and out is not leaf:
-                leaf.delete()
-            return out
-        return dispatch.array_from_host(leaf, device=dev, committed=dev is not None)
+        else:
+            return dispatch.array_from_host(leaf, device=dev, committed=dev is not None)
+        if donate and type(leaf) is Array and out is not leaf:
+            leaf.delete()
+        return out
 
-    return tree_util.tree_map(put_leaf, x)
+    if _is_placement(device):
+        return tree_util.tree_map(lambda leaf: put_leaf(leaf, device), x)
+    targets = tree_util.tree_broadcast(device, x, is_leaf=_is_placement)
+    return tree_util.tree_map(put_leaf, x, targets)
 
 
 def device_get(x):

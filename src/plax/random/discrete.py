@@ -23,7 +23,7 @@ from plax import numpy as jnp
 from plax.numpy import util
 from plax.api import jit
 from plax.core import dtypes
-from plax.core.trace import concrete_or_error, get_aval
+from plax.core.trace import concrete_or_error
 from plax.random import threefry
 from plax.random.distributions import _gumbel
 from plax.random.keys import _check_key

@@ -9,7 +9,7 @@ import numpy as np
 from plax import numpy as jnp
 from plax.api import jit
 from plax.core import dtypes
-from plax.core.trace import Tracer, get_aval
+from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import bitwise as _bitwise
 from plax.lax import conversion as _conversion

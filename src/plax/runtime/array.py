@@ -114,12 +114,22 @@ class Array(metaclass=_ArrayMeta):
         self._check_alive()
         bufs = xla.shards(self._buf)
         index_map = self.sharding.devices_indices_map(self.shape)
+        replicas = self.sharding.replica_ids(self.shape)
+        aval = ShapedArray(self.sharding.shard_shape(self.shape), self.dtype, self.weak_type)
         out = []
         for b in bufs:
             dev = xla.shard_device(b)
-            aval = ShapedArray(self.sharding.shard_shape(self.shape), self.dtype, self.weak_type)
-            out.append(Shard(dev, index_map[dev], Array(b, aval, self._committed)))
+            out.append(Shard(dev, index_map[dev], Array(b, aval, self._committed), replicas[dev]))
         return out
+
+    @property
+    def global_shards(self) -> list:
+        """Every shard (all addressable in a single process)."""
+        return self.addressable_shards
+
+    def addressable_data(self, index: int) -> "Array":
+        """The data of addressable shard ``index``."""
+        return self.addressable_shards[index].data
 
     # --- host interop ---
     def _value(self) -> np.ndarray:

@@ -87,17 +87,48 @@ def array_from_host(x, dtype=None, weak_type=None, device=None, committed=False)
     return Array(buf, aval, committed)
 
 
+def put_sharded(x, sharding, committed: bool = True) -> Array:
+    """Host data ``x`` (or an Array, read back) laid out over devices by ``sharding``."""
+    if type(x) is Array:
+        x._check_alive()
+        host, weak, aval = x._physical_value(), x.weak_type, x.aval
+    else:
+        host, weak = canonical_host_value(x)
+        if host.dtype not in dtypes.supported_dtypes:
+            raise TypeError(f"Arrays of dtype {host.dtype} are not supported by plax.")
+        aval = ShapedArray(host.shape, host.dtype, weak)
+    sharding.check_shape(aval.shape, "One of device_put args is incompatible with its sharding "
+                                     f"annotation {sharding!r}: ")
+    devices = sharding._device_assignment
+    where = sharding.devices_indices_map(aval.shape)
+    pieces = [np.ascontiguousarray(host[where[d]]) for d in devices]
+    buf = xla.put_pieces(pieces, physical_aval(aval), sharding, devices, dtypes.x64_enabled(),
+                         [sharding_for(d) for d in devices])
+    return Array(buf, aval, committed)
+
+
+def reshard(x: Array, sharding, committed: bool = True) -> Array:
+    """``x`` laid out by ``sharding`` (the same Array when it already is)."""
+    x._check_alive()
+    if x.sharding == sharding or x.sharding.is_equivalent_to(sharding, x.ndim):
+        return x if x._committed == committed else Array(x._buf, x.aval, committed)
+    return put_sharded(x, sharding, committed)
+
+
 def to_device(x: Array, device, committed=True) -> Array:
     """``x`` on ``device`` (a copy when it lives elsewhere)."""
     x._check_alive()
     if x.sharding.device_set == {device}:
         return x if x._committed == committed else Array(x._buf, x.aval, committed)
+    if len(x.sharding.device_set) > 1:  # gathered through the host
+        return put_sharded(x, sharding_for(device), committed)
     buf = xla.copy_to_devices(x._buf, [device], sharding_for(device))
     return Array(buf, x.aval, committed)
 
 
 def device_of(x: Array):
-    return next(iter(x.sharding.device_set))
+    """The (first) device holding ``x``."""
+    return x.sharding._device_assignment[0]
 
 
 def pick_device(args, what: str):
@@ -139,7 +170,7 @@ def to_buffer(x, aval: ShapedArray, device):
             return buf  # the common case, checked cheaply
         x._check_alive()
         if x.sharding.device_set != {device}:
-            return xla.copy_to_devices(buf, [device], sharding_for(device))
+            return to_device(x, device, x._committed)._buf
         return buf
     if aval.dtype == dtypes.float0:
         x, aval = np.zeros(aval.shape, np.bool_), xla_aval(aval)

@@ -26,6 +26,7 @@ JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
 XlaRuntimeError = xc.XlaRuntimeError
 SingleDeviceShardingBase = xc.SingleDeviceSharding
+GSPMDShardingBase = xc.GSPMDSharding
 HloSharding = xc.HloSharding
 
 # jaxlib's C++ array code asks for the x64 state; plax passes it explicitly on
@@ -187,6 +188,20 @@ def put(host: np.ndarray, aval, sharding, devices, x64: bool):
                                  xc.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL, x64)
 
 
+def put_pieces(pieces: list, aval, sharding, devices, x64: bool, single_shardings):
+    """One jaxlib array laid out by ``sharding`` from one host piece per device.
+
+    jaxlib's batched put cannot lay out a partially replicated sharding (it fails with
+    ``bad_function_call``): such arrays are assembled from single-device puts.
+    """
+    hlo = sharding._to_xla_hlo_sharding(len(aval.shape))
+    if not hlo.replicate_on_last_tile_dim():
+        return put(pieces, aval, sharding, devices, x64)
+    singles = [put(p, aval.update(shape=p.shape), s, [d], x64)
+               for p, d, s in zip(pieces, devices, single_shardings)]
+    return assemble(aval, sharding, singles, True)
+
+
 def to_numpy(buf) -> np.ndarray:
     """Read a single-device jaxlib array back to a read-only host array (every dtype)."""
     arr = np.asarray(buf)  # the buffer protocol: waits for the value, no copy on CPU
@@ -231,6 +246,19 @@ def assemble(aval, sharding, shard_bufs, committed: bool = True):
 
 def hlo_sharding_replicated():
     return xc.HloSharding.replicate()
+
+
+def hlo_sharding_tiled(tiles: list, mesh_sizes: list, axis_order: list, replication: int = 1):
+    """XLA's HloSharding of a tiling over a mesh: ``tiles`` blocks per dimension, held by the
+    mesh's devices (indices 0.. in mesh order) with the mesh axes permuted to
+    ``axis_order``; a last group of ``replication`` devices holds copies of each block."""
+    dims = list(tiles) + ([replication] if replication > 1 else [])
+    groups = [xc.OpSharding.Type.REPLICATED] if replication > 1 else []
+    return xc.HloSharding.iota_tile(dims, list(mesh_sizes), list(axis_order), groups)
+
+
+def device_list(devices):
+    return xc.DeviceList(tuple(devices))
 
 
 # --- compile and execute ----------------------------------------------------------

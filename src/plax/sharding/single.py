@@ -30,6 +30,20 @@ class Sharding(abc.ABC):
         addressable = self.addressable_devices
         return {d: i for d, i in self.devices_indices_map(global_shape).items() if d in addressable}
 
+    def check_shape(self, global_shape, what: str = "") -> None:
+        """Raise if this sharding cannot lay out an array of ``global_shape`` (a single
+        device holds any shape)."""
+
+    def is_equivalent_to(self, other, ndim: int) -> bool:
+        """Whether ``other`` lays out ``ndim``-dimensional arrays exactly as this does."""
+        return (isinstance(other, Sharding)
+                and tuple(self._device_assignment) == tuple(other._device_assignment)
+                and self._to_xla_hlo_sharding(ndim) == other._to_xla_hlo_sharding(ndim))
+
+    def replica_ids(self, global_shape) -> dict:
+        """Which copy of its block each device holds (0 for the first)."""
+        return {d: 0 for d in self.device_set}
+
 
 class SingleDeviceSharding(xla.SingleDeviceShardingBase):
     """All of the array on one device.
@@ -43,6 +57,9 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
     is_fully_addressable = Sharding.is_fully_addressable
     num_devices = Sharding.num_devices
     addressable_devices_indices_map = Sharding.addressable_devices_indices_map
+    is_equivalent_to = Sharding.is_equivalent_to
+    check_shape = Sharding.check_shape
+    replica_ids = Sharding.replica_ids
 
     def __init__(self, device, *, memory_kind=None):
         xla.SingleDeviceShardingBase.__init__(self, device)

@@ -1,0 +1,1 @@
+"""plax.experimental: as ``jax.experimental`` (mesh_utils so far)."""

@@ -1,0 +1,310 @@
+"""Meshes: devices arranged in an n-dimensional grid with named axes, and the mesh context.
+
+``Mesh(devices, axis_names, axis_types)`` holds real devices; ``AbstractMesh`` only the
+axis names, sizes and types (what tracing needs). ``set_mesh(mesh)`` makes a mesh the
+context one, against which bare ``PartitionSpec``s are resolved.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import enum
+import math
+import threading
+import warnings
+
+import numpy as np
+
+from plax.runtime import xla
+
+__all__ = ["AxisType", "Mesh", "AbstractMesh", "make_mesh", "create_device_mesh", "set_mesh",
+           "use_mesh", "get_mesh", "get_abstract_mesh", "use_abstract_mesh"]
+
+
+class AxisType(enum.Enum):
+    """How a mesh axis is treated: ``Auto`` (XLA's partitioner decides the layout of
+    intermediates), ``Explicit`` (layouts are part of the types) or ``Manual`` (inside
+    shard_map: code sees per-device shards)."""
+    Auto = enum.auto()
+    Explicit = enum.auto()
+    Manual = enum.auto()
+
+    def __repr__(self):
+        return self.name
+
+
+def _axis_types(axis_types, n: int, default) -> tuple:
+    if axis_types is None:
+        return (default,) * n
+    if isinstance(axis_types, AxisType):
+        return (axis_types,) * n
+    axis_types = tuple(axis_types)
+    if len(axis_types) != n or not all(isinstance(t, AxisType) for t in axis_types):
+        raise ValueError(f"axis_types must be one AxisType or one per mesh axis ({n}), got "
+                         f"{axis_types!r}.")
+    return axis_types
+
+
+def _axis_names(axis_names) -> tuple:
+    names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"Mesh axis names must be strings, got {names!r}.")
+    return names
+
+
+class _MeshShape:
+    """What Mesh and AbstractMesh share: axis names, sizes and types."""
+
+    axis_names: tuple
+    axis_sizes: tuple
+    axis_types: tuple
+
+    @property
+    def shape(self) -> collections.OrderedDict:
+        return collections.OrderedDict(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def shape_tuple(self) -> tuple:
+        return tuple(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.axis_sizes)
+
+    @property
+    def empty(self) -> bool:
+        return not self.axis_names
+
+    def _axes_text(self) -> str:
+        axes = ", ".join(f"'{n}': {s}" for n, s in zip(self.axis_names, self.axis_sizes))
+        types = ", ".join(t.name for t in self.axis_types)
+        return f"{axes or '()'}, axis_types=({types}{',' if len(self.axis_types) == 1 else ''})"
+
+    def _check_axes(self, names, what) -> None:
+        missing = [n for n in names if n not in self.axis_names]
+        if missing:
+            raise ValueError(f"Resource axis: {missing[0]} of {what} is not found in mesh: "
+                             f"{self.axis_names}.")
+
+    @property
+    def explicit_axes(self) -> tuple:
+        return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t is AxisType.Explicit)
+
+    @property
+    def auto_axes(self) -> tuple:
+        return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t is AxisType.Auto)
+
+    @property
+    def manual_axes(self) -> tuple:
+        return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t is AxisType.Manual)
+
+
+class AbstractMesh(_MeshShape):
+    """A mesh without devices: axis sizes, names and types."""
+
+    def __init__(self, axis_sizes, axis_names, axis_types=None, *, device_kind=None,
+                 num_cores=None, platform=None):
+        self.device_kind, self.num_cores, self.platform = device_kind, num_cores, platform
+        self.axis_sizes = tuple(int(s) for s in axis_sizes)
+        self.axis_names = _axis_names(axis_names)
+        if len(self.axis_sizes) != len(self.axis_names):
+            raise ValueError(f"AbstractMesh needs one size per axis name, got sizes "
+                             f"{self.axis_sizes} for names {self.axis_names}.")
+        self.axis_types = _axis_types(axis_types, len(self.axis_names), AxisType.Auto)
+
+    def update_axis_types(self, types: dict) -> "AbstractMesh":
+        new = tuple(types.get(n, t) for n, t in zip(self.axis_names, self.axis_types))
+        return AbstractMesh(self.axis_sizes, self.axis_names, new)
+
+    @property
+    def abstract_mesh(self) -> "AbstractMesh":
+        return self
+
+    def _key(self):
+        return (self.axis_sizes, self.axis_names, self.axis_types)
+
+    def __eq__(self, other):
+        return isinstance(other, AbstractMesh) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(("AbstractMesh", self._key()))
+
+    def __repr__(self):
+        devices = "" if self.device_kind is None else (
+            f", device_kind={self.device_kind}, num_cores={self.num_cores}, "
+            f"platform={self.platform}")
+        return f"AbstractMesh({self._axes_text()}{devices})"
+
+
+class Mesh(_MeshShape):
+    """Devices in a grid with named axes: ``Mesh(np.array(devices).reshape(2, 4), ('a', 'b'))``.
+
+    Usable as ``with plax.set_mesh(mesh):`` (or, as before, ``with mesh:``) to make it
+    the mesh that bare PartitionSpecs refer to.
+    """
+
+    def __init__(self, devices, axis_names, axis_types=None):
+        devices = np.asarray(devices, dtype=object) if not isinstance(devices, np.ndarray) \
+            else devices
+        self.axis_names = _axis_names(axis_names)
+        if devices.ndim != len(self.axis_names):
+            raise ValueError(
+                "Mesh requires the ndim of its first argument (`devices`) to equal the length "
+                f"of its second argument (`axis_names`), but got devices.ndim == {devices.ndim} "
+                f"and len(axis_names) == {len(self.axis_names)}.")
+        ids = [d.id for d in devices.flat]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"Mesh devices must be distinct, got device ids {ids}.")
+        self.devices = devices
+        self.axis_sizes = tuple(devices.shape)
+        self.axis_types = _axis_types(axis_types, len(self.axis_names), AxisType.Auto)
+        self._flat = tuple(devices.flat)
+
+    @property
+    def device_ids(self) -> np.ndarray:
+        return np.vectorize(lambda d: d.id, otypes=[int])(self.devices) if self.devices.size \
+            else np.zeros(self.devices.shape, int)
+
+    @property
+    def local_devices(self) -> list:
+        return [d for d in self._flat if d.process_index == d.client.process_index()]
+
+    @property
+    def is_multi_process(self) -> bool:
+        return len({d.process_index for d in self._flat}) > 1
+
+    @property
+    def abstract_mesh(self) -> AbstractMesh:
+        first = self._flat[0] if self._flat else None
+        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types,
+                            device_kind=getattr(first, "device_kind", None),
+                            num_cores=getattr(first, "num_cores", None),
+                            platform=getattr(first, "platform", None))
+
+    def update_axis_types(self, types: dict) -> "Mesh":
+        new = tuple(types.get(n, t) for n, t in zip(self.axis_names, self.axis_types))
+        return Mesh(self.devices, self.axis_names, new)
+
+    def _key(self):
+        return (tuple(d.id for d in self._flat), self.axis_sizes, self.axis_names,
+                self.axis_types)
+
+    def __eq__(self, other):
+        return isinstance(other, Mesh) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(("Mesh", self._key()))
+
+    def __repr__(self):
+        types = ", ".join(t.name for t in self.axis_types)
+        return (f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names}, "
+                f"axis_types=({types}{',' if len(self.axis_types) == 1 else ''}))")
+
+    def __str__(self):
+        return f"Mesh({self._axes_text()})"
+
+    # The old way to name the context mesh (JAX deprecates it in favour of set_mesh).
+    def __enter__(self):
+        warnings.warn("`with mesh:` context manager has been deprecated. Please use `with "
+                      "jax.set_mesh(mesh):` instead.", DeprecationWarning, stacklevel=2)
+        _context.stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _context.stack.pop()
+        return False
+
+
+def create_device_mesh(mesh_shape, devices=None, *, contiguous_submeshes: bool = False,
+                       allow_split_physical_axes: bool = False):
+    """An array of ``devices`` (all devices by default) of shape ``mesh_shape``, in device
+    order (CPU and GPU devices have no physical topology to follow)."""
+    mesh_shape = tuple(int(s) for s in mesh_shape)
+    devices = list(xla.get_backend().devices() if devices is None else devices)
+    need = math.prod(mesh_shape)
+    if len(devices) < need:
+        raise ValueError(f"Number of devices {len(devices)} must be >= the product of "
+                         f"mesh_shape {mesh_shape}")
+    if len(devices) != need:
+        raise ValueError(f"Number of devices {len(devices)} must equal the product of "
+                         f"mesh_shape {mesh_shape}")
+    grid = np.empty(need, dtype=object)
+    grid[:] = devices
+    return grid.reshape(mesh_shape)
+
+
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh:
+    """A mesh of ``axis_shapes`` over ``devices`` (all devices by default); its axes are
+    Explicit unless ``axis_types`` says otherwise, as in JAX 0.10."""
+    axis_shapes = tuple(int(s) for s in axis_shapes)
+    names = _axis_names(axis_names)
+    if len(axis_shapes) != len(names):
+        raise ValueError(f"make_mesh needs one axis name per axis size, got {axis_shapes} and "
+                         f"{names}.")
+    if devices is None:
+        devices = xla.get_backend().devices()[:math.prod(axis_shapes)]
+    grid = create_device_mesh(axis_shapes, devices=devices)
+    return Mesh(grid, names, _axis_types(axis_types, len(names), AxisType.Explicit))
+
+
+# --- the context mesh -------------------------------------------------------------------------
+class _Context(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+_context = _Context()
+_global_mesh = [None]
+
+
+def get_mesh():
+    """The context mesh (set by set_mesh), or None."""
+    if _context.stack:
+        return _context.stack[-1]
+    return _global_mesh[0]
+
+
+def get_abstract_mesh() -> AbstractMesh:
+    """The context mesh's AbstractMesh (an empty one when there is none)."""
+    mesh = get_mesh()
+    return AbstractMesh((), ()) if mesh is None else mesh.abstract_mesh
+
+
+class _SetMesh:
+    """``set_mesh(mesh)``: sets the mesh for the rest of the program, or, used as a context
+    manager, for the ``with`` block only."""
+
+    def __init__(self, mesh):
+        if mesh is not None and not isinstance(mesh, (Mesh, AbstractMesh)):
+            raise TypeError(f"set_mesh takes a Mesh, got {type(mesh).__name__}.")
+        self.mesh, self.previous = mesh, _global_mesh[0]
+        _global_mesh[0] = mesh
+        self._entered = False
+
+    def __enter__(self):
+        _global_mesh[0] = self.previous  # the block scopes it instead
+        _context.stack.append(self.mesh)
+        self._entered = True
+        return self.mesh
+
+    def __exit__(self, *exc):
+        _context.stack.pop()
+        return False
+
+
+def set_mesh(mesh):
+    """Make ``mesh`` the context mesh (for PartitionSpecs given without a mesh)."""
+    return _SetMesh(mesh)
+
+
+@contextlib.contextmanager
+def use_mesh(mesh):
+    """Context manager form of ``set_mesh``."""
+    _context.stack.append(mesh)
+    try:
+        yield mesh
+    finally:
+        _context.stack.pop()
+
+
+use_abstract_mesh = use_mesh

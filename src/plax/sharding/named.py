@@ -1,0 +1,227 @@
+"""NamedSharding: an array laid out over a mesh by a PartitionSpec.
+
+Dimension ``d`` of the array is split into ``prod(mesh.shape[a] for a in spec[d])``
+blocks, the first named axis major; mesh axes the spec does not name replicate
+the data. Everything about the layout (shard shapes, which device holds which
+block, replica ids, XLA's HloSharding and the Shardy attribute) is computed
+here from one description, ``_Layout``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from plax.runtime import xla
+from plax.sharding.mesh import AbstractMesh, Mesh
+from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
+from plax.sharding.single import Sharding
+
+__all__ = ["NamedSharding", "DuplicateSpecError", "IndivisibleError"]
+
+
+class DuplicateSpecError(ValueError):
+    pass
+
+
+class IndivisibleError(ValueError):
+    pass
+
+
+def check_spec(mesh, spec: PartitionSpec) -> None:
+    """JAX's errors for a spec that names an unknown mesh axis or one axis twice."""
+    names = spec.mesh_axes()
+    mesh._check_axes(names, repr(spec))
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise DuplicateSpecError(
+                "A single NamedSharding spec specification can map every mesh axis to at most "
+                f"one positional dimension, but {spec!r} has duplicate entries for `{n}`")
+        seen.add(n)
+
+
+class _Layout:
+    """The layout of an ``ndim``-dimensional array: blocks per dimension, and for every
+    device (in mesh order) its block coordinates and replica id."""
+
+    def __init__(self, mesh_shape: dict, spec: PartitionSpec, ndim: int):
+        names = list(mesh_shape)
+        self.tiles = tuple(math.prod(mesh_shape[a] for a in spec.axes_of(d)) for d in range(ndim))
+        used = spec.mesh_axes()
+        self.replicated_axes = tuple(a for a in names if a not in used)
+        self.replication = math.prod(mesh_shape[a] for a in self.replicated_axes)
+        sizes = [mesh_shape[a] for a in names]
+        coords = np.indices(sizes).reshape(len(names), -1).T if names else np.zeros((1, 0), int)
+        self.blocks, self.replica_ids = [], []
+        for c in coords:
+            pos = dict(zip(names, c))
+            self.blocks.append(tuple(_mixed_radix([pos[a] for a in spec.axes_of(d)],
+                                                  [mesh_shape[a] for a in spec.axes_of(d)])
+                                     for d in range(ndim)))
+            self.replica_ids.append(_mixed_radix([pos[a] for a in self.replicated_axes],
+                                                 [mesh_shape[a] for a in self.replicated_axes]))
+        # XLA's tile assignment: the mesh's device indices with the used axes first, in the
+        # spec's order, then the replicating ones.
+        self.mesh_sizes = sizes
+        self.axis_order = [names.index(a) for a in used] + \
+            [names.index(a) for a in self.replicated_axes]
+
+
+def _mixed_radix(digits, radices) -> int:
+    n = 0
+    for d, r in zip(digits, radices):
+        n = n * r + int(d)
+    return n
+
+
+class NamedSharding(xla.GSPMDShardingBase):
+    """An array over ``mesh`` with its dimensions split as ``spec`` says.
+
+    ``NamedSharding(mesh, P('data', None))`` splits dimension 0 over the mesh axis
+    ``data`` and replicates over the other axes.
+    """
+
+    def __init__(self, mesh, spec=PartitionSpec(), *, memory_kind=None):
+        if not isinstance(mesh, (Mesh, AbstractMesh)):
+            raise TypeError(f"NamedSharding's mesh must be a Mesh, got {type(mesh).__name__}.")
+        if not isinstance(spec, PartitionSpec):
+            if spec is None:
+                spec = PartitionSpec()
+            elif isinstance(spec, (tuple, list)):
+                spec = PartitionSpec(*spec)
+            else:
+                raise TypeError(f"NamedSharding's spec must be a PartitionSpec, got {spec!r}.")
+        check_spec(mesh, spec)
+        self.mesh, self.spec = mesh, spec
+        self._kind = memory_kind
+        self._layouts = {}
+        self._mesh_devices = tuple(mesh.devices.flat) if isinstance(mesh, Mesh) else ()
+        if self._mesh_devices:
+            xla.GSPMDShardingBase.__init__(self, xla.device_list(self._mesh_devices),
+                                           self._hlo_sharding(len(spec)), memory_kind)
+
+    # --- the layout ---
+    def _layout(self, ndim: int) -> _Layout:
+        layout = self._layouts.get(ndim)
+        if layout is None:
+            layout = self._layouts[ndim] = _Layout(dict(self.mesh.shape), self.spec, ndim)
+        return layout
+
+    def _check_rank(self, ndim: int) -> None:
+        if len(self.spec) > ndim:
+            raise ValueError(f"Sharding {self!r} is only valid for values of rank at least "
+                             f"{len(self.spec)}, but was applied to a value of rank {ndim}")
+
+    def check_shape(self, global_shape, what: str = "") -> None:
+        """JAX's errors for a shape this sharding cannot lay out (``what`` prefixes the rank
+        error, e.g. "One of device_put args is incompatible with ...: ")."""
+        global_shape = tuple(global_shape)
+        try:
+            self._check_rank(len(global_shape))
+        except ValueError as e:
+            raise ValueError(f"{what}{e}") from None
+        tiles = self._layout(len(global_shape)).tiles
+        for d, (n, t) in enumerate(zip(global_shape, tiles)):
+            if n % t:
+                raise IndivisibleError(
+                    f"Sharding {self!r} implies that array axis {d} is partitioned {t} "
+                    f"times, but the dimension size is {n} (full shape: {global_shape}, "
+                    f"per-dimension tiling factors: {list(tiles)} should evenly divide the "
+                    "shape)")
+
+    def shard_shape(self, global_shape) -> tuple:
+        global_shape = tuple(global_shape)
+        self.check_shape(global_shape)
+        tiles = self._layout(len(global_shape)).tiles
+        return tuple(n // t for n, t in zip(global_shape, tiles))
+
+    def devices_indices_map(self, global_shape) -> dict:
+        global_shape = tuple(global_shape)
+        shard = self.shard_shape(global_shape)
+        layout = self._layout(len(global_shape))
+        out = {}
+        for dev, blocks in zip(self._mesh_devices, layout.blocks):
+            out[dev] = tuple(slice(b * s, (b + 1) * s) if t > 1 else slice(None)
+                             for b, s, t in zip(blocks, shard, layout.tiles))
+        return out
+
+    def replica_ids(self, global_shape) -> dict:
+        layout = self._layout(len(tuple(global_shape)))
+        return dict(zip(self._mesh_devices, layout.replica_ids))
+
+    # --- the Sharding protocol ---
+    @property
+    def device_set(self) -> set:
+        return set(self._mesh_devices)
+
+    @property
+    def _device_assignment(self) -> tuple:
+        return self._mesh_devices
+
+    @property
+    def memory_kind(self):
+        return self._kind if self._kind is not None else "device"
+
+    def with_memory_kind(self, kind) -> "NamedSharding":
+        return NamedSharding(self.mesh, self.spec, memory_kind=kind)
+
+    def with_spec(self, spec) -> "NamedSharding":
+        return NamedSharding(self.mesh, spec, memory_kind=self._kind)
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return all(s == 1 for s in (self.mesh.shape[a] for a in self.spec.mesh_axes()))
+
+    @property
+    def num_devices(self) -> int:
+        return len(self._mesh_devices)
+
+    # --- what XLA reads ---
+    def _hlo_sharding(self, ndim: int):
+        layout = self._layout(ndim)
+        if all(t == 1 for t in layout.tiles):
+            return xla.hlo_sharding_replicated()
+        return xla.hlo_sharding_tiled(list(layout.tiles), layout.mesh_sizes, layout.axis_order,
+                                      layout.replication)
+
+    def _to_xla_hlo_sharding(self, num_dimensions: int):
+        return self._hlo_sharding(num_dimensions)
+
+    def shardy_attribute(self, ndim: int, mesh_name: str = "mesh") -> str:
+        """``#sdy.sharding<@mesh, [{"a"}, {}]>`` for an ``ndim``-dimensional value."""
+        dims = []
+        for d in range(ndim):
+            entry = self.spec[d] if d < len(self.spec) else None
+            if entry is UNCONSTRAINED:
+                dims.append("{?}")
+            else:
+                dims.append("{" + ", ".join(f'"{a}"' for a in self.spec.axes_of(d)) + "}")
+        return f"#sdy.sharding<@{mesh_name}, [{', '.join(dims)}]>"
+
+    # --- identity ---
+    def _key(self):
+        return (self.mesh, tuple(self.spec), self._kind)
+
+    def __eq__(self, other):
+        return isinstance(other, NamedSharding) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(("NamedSharding", self._key()))
+
+    def __reduce__(self):
+        return (_rebuild, (self.mesh, self.spec, self._kind))
+
+    def __repr__(self):
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind={self.memory_kind})"
+
+
+def _rebuild(mesh, spec, memory_kind):
+    return NamedSharding(mesh, spec, memory_kind=memory_kind)
+
+
+Sharding.register(NamedSharding)
+# The methods every Sharding shares.
+for _name in ("addressable_devices", "is_fully_addressable", "addressable_devices_indices_map",
+              "is_equivalent_to"):
+    setattr(NamedSharding, _name, getattr(Sharding, _name))
