@@ -9,6 +9,7 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
 from plax.core.trace import Tracer
 from plax.runtime import xla
+from plax.sharding.single import SingleDeviceSharding
 
 
 
@@ -119,6 +120,9 @@ class Array(metaclass=_ArrayMeta):
         out = []
         for b in bufs:
             dev = xla.shard_device(b)
+            # jaxlib hands out shards with its own SingleDeviceSharding: give them plax's.
+            b = xla.assemble(physical_aval(aval), SingleDeviceSharding(dev), [b],
+                             self._committed)
             out.append(Shard(dev, index_map[dev], Array(b, aval, self._committed), replicas[dev]))
         return out
 

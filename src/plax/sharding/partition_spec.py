@@ -31,7 +31,8 @@ def _check_entry(entry):
         if not all(isinstance(a, str) for a in entry):
             raise TypeError(f"PartitionSpec entries must be None, a mesh axis name or a tuple of "
                             f"mesh axis names; got {entry!r}.")
-        return tuple(entry) if len(entry) != 1 else (entry[0],)
+        return tuple(entry) if len(entry) != 1 else entry[0]  # ('a',) means 'a'
+
     raise TypeError(f"PartitionSpec entries must be None, a mesh axis name or a tuple of mesh "
                     f"axis names; got {entry!r}.")
 
