@@ -26,3 +26,10 @@ from plax.numpy.products import *  # noqa: F401,F403,E402
 from plax.numpy.sorting import *  # noqa: F401,F403,E402
 from plax.numpy.vectorize import vectorize  # noqa: F401,E402
 from plax.numpy.conditionals import select, piecewise  # noqa: F401,E402
+from plax.numpy.numeric import *  # noqa: F401,F403,E402
+from plax.numpy.index_tricks import *  # noqa: F401,F403,E402
+from plax.numpy.setops import *  # noqa: F401,F403,E402
+from plax.numpy.array_edit import *  # noqa: F401,F403,E402
+from plax.numpy.statistics import *  # noqa: F401,F403,E402
+from plax.numpy.polynomial import *  # noqa: F401,F403,E402
+from plax.numpy.windows import *  # noqa: F401,F403,E402
