@@ -19,6 +19,9 @@ from plax.api_autodiff import (  # noqa: F401
     jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose)
 from plax.api_autodiff import jacrev as jacobian  # noqa: F401
 from plax.sharding.mesh import make_mesh, set_mesh  # noqa: F401
+from plax.api_arrays import (  # noqa: F401
+    make_array_from_callback, make_array_from_single_device_arrays,
+    make_array_from_process_local_data, device_put_sharded, device_put_replicated)
 from plax import sharding, experimental  # noqa: F401
 from plax.api_vmap import vmap  # noqa: F401
 from plax.transforms.remat import checkpoint, remat, checkpoint_policies  # noqa: F401

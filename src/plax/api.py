@@ -18,7 +18,7 @@ from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.lax.pjit import pjit_p
-from plax.runtime import dispatch, xla
+from plax.runtime import dispatch, spmd, xla
 from plax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding, get_mesh
 from plax.transforms import key_reuse
 from plax.runtime.array import Array, all_arrays
@@ -393,13 +393,18 @@ class JitWrapped:
         self._keep_unused = bool(keep_unused)
         self._inline = bool(inline)
         self._device = _jit_device(device, backend, in_shardings, out_shardings)
+        # Multi-device (or PartitionSpec) shardings: the computation is SPMD over a mesh.
+        self._in_shardings = _spmd_shardings(in_shardings)
+        self._out_shardings = _spmd_shardings(out_shardings)
         self._compiler_options = dispatch.compiler_options_key(compiler_options)
         self._cache: dict = {}
         self._last_key = None
         # Signature -> (executable, entry, committed) for the eager fast path, which applies
         # when no argument is static (those need the general path's hashing and splitting).
         self._fast: dict = {}
-        self._fast_ok = not (self._static_argnums or self._static_argnames)
+        self._fast_ok = not (self._static_argnums or self._static_argnames
+                             or self._in_shardings is not None
+                             or self._out_shardings is not None)
         _jit_instances.add(self)
 
     def __repr__(self):
@@ -435,7 +440,8 @@ class JitWrapped:
         # Named axes in scope change what axis_size/psum mean inside: part of the key, as
         # are the flags that change tracing (x64, rank/dtype promotion, matmul precision).
         key = (in_tree, avals, static_key, config.trace_context(),
-               trace_mod.axis_env())
+               trace_mod.axis_env(), get_mesh() if self._in_shardings is not None
+               or self._out_shardings is not None else None)
         entry = self._cache.get(key)
         if entry is None:
             entry = self._trace(args, kwargs, static_nums, in_tree, avals, donated, donated_kw,
@@ -511,12 +517,32 @@ class JitWrapped:
         entry.params = dict(jaxpr=callee, name=name,
                             donated_invars=(False,) * len(consts) + tuple(leaf_donated),
                             keep_unused=self._keep_unused, inline=self._inline, device=self._device,
-                            compiler_options=self._compiler_options)
+                            compiler_options=self._compiler_options,
+                            in_shardings=self._flat_in_shardings(len(consts), dyn_args,
+                                                                 dyn_kwargs),
+                            out_shardings=self._flat_out_shardings(out_tree_box[0]))
         entry.consts = consts
         entry.in_tree, entry.out_tree, entry.in_avals = in_tree, out_tree_box[0], avals
         entry.arg_names = names
         entry.cacheable = not any(isinstance(c, Tracer) for c in consts)
         return entry
+
+    # --- shardings: pytree prefixes resolved to one entry per leaf ---
+    def _flat_in_shardings(self, n_consts: int, dyn_args, dyn_kwargs) -> tuple:
+        """One sharding (or None: unconstrained) per operand: consts, then argument leaves."""
+        if self._in_shardings is None:
+            return ()
+        per_arg = _broadcast_shardings(self._in_shardings, tuple(dyn_args), "in_shardings",
+                                       self._name)
+        n_kw = len(tree_util.tree_leaves(dyn_kwargs))
+        return (None,) * n_consts + tuple(per_arg) + (None,) * n_kw
+
+    def _flat_out_shardings(self, out_tree) -> tuple:
+        if self._out_shardings is None:
+            return ()
+        dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+        return tuple(_broadcast_shardings(self._out_shardings, dummy, "out_shardings",
+                                          self._name))
 
     # --- calling ---
     def __call__(self, *args, **kwargs):
@@ -549,6 +575,9 @@ class JitWrapped:
         if hit is None:
             entry, leaves = self._entry(args, {})
             p = entry.params
+            if spmd.inner_shardings(p["jaxpr"]):  # sharding constraints: an SPMD program
+                return tree_util.tree_unflatten(entry.out_tree, pjit_p.bind(
+                    *entry.consts, *leaves, **entry.params))
             full = list(entry.consts) + list(leaves)
             exe, committed = dispatch.jitted_executable(
                 p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"], p["device"], full,
@@ -636,6 +665,49 @@ def _jit_aval(x, fname: str, i: int, names):
             "parameters of plax.jit.") from None
 
 
+def _is_sharding_leaf(x) -> bool:
+    return x is None or isinstance(x, (Sharding, PartitionSpec))
+
+
+def _spmd_shardings(shardings):
+    """``shardings`` (a pytree prefix) when it asks for SPMD (a PartitionSpec or a sharding
+    over several devices), else None: single-device shardings just pin the device."""
+    if shardings is UNSPECIFIED or shardings is None:
+        return None
+    leaves = tree_util.tree_leaves(shardings, is_leaf=_is_sharding_leaf)
+    if any(isinstance(s, PartitionSpec) or (isinstance(s, Sharding) and s.num_devices > 1)
+           for s in leaves):
+        return shardings
+    return None
+
+
+def _broadcast_shardings(prefix, tree, what: str, name: str) -> list:
+    """One sharding per leaf of ``tree`` from the prefix ``prefix`` (PartitionSpecs resolved
+    against the context mesh)."""
+    if _is_sharding_leaf(prefix):
+        flat = [prefix] * len(tree_util.tree_leaves(tree))
+    else:
+        try:
+            flat = tree_util.tree_leaves(
+                tree_util.tree_broadcast(prefix, tree, is_leaf=_is_sharding_leaf),
+                is_leaf=_is_sharding_leaf)
+        except ValueError as e:
+            raise ValueError(f"jit {what} of {name} must be a pytree prefix of the "
+                             f"{'arguments' if what == 'in_shardings' else 'outputs'}: {e}") \
+                from None
+    out = []
+    for s in flat:
+        if isinstance(s, PartitionSpec):
+            mesh = get_mesh()
+            if mesh is None:
+                raise ValueError(f"jit {what} of {name} holds the PartitionSpec {s!r} but no "
+                                 "mesh is set: use plax.set_mesh(mesh), or pass "
+                                 "NamedSharding(mesh, spec).")
+            s = NamedSharding(mesh, s)
+        out.append(s)
+    return out
+
+
 def _jit_device(device, backend, in_shardings, out_shardings):
     """The single device a jitted function is pinned to, from device/backend/shardings."""
     chosen = None
@@ -649,15 +721,17 @@ def _jit_device(device, backend, in_shardings, out_shardings):
     for what, shardings in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
         if shardings is UNSPECIFIED or shardings is None:
             continue
-        for s in tree_util.tree_leaves(shardings):
-            devs = getattr(s, "device_set", None)
-            if devs is None:
-                raise TypeError(f"jit {what} must be Sharding objects, got {type(s).__name__}.")
-            if len(devs) != 1:
-                raise NotImplementedError(
-                    f"jit {what} spanning {len(devs)} devices needs SPMD partitioning, which "
-                    "plax does not support yet; use single-device shardings.")
-            d = next(iter(devs))
+        leaves = tree_util.tree_leaves(shardings, is_leaf=_is_sharding_leaf)
+        for s in leaves:
+            if s is not None and not isinstance(s, (Sharding, PartitionSpec)):
+                raise TypeError(f"jit {what} must be Sharding objects or PartitionSpecs, got "
+                                f"{type(s).__name__}.")
+        if _spmd_shardings(shardings) is not None:
+            continue  # an SPMD computation: its devices are the mesh's
+        for s in leaves:
+            if s is None:
+                continue
+            d = next(iter(s.device_set))
             if chosen is not None and d != chosen:
                 raise ValueError(f"jit {what} put data on {d} but the computation runs on "
                                  f"{chosen}; a jitted function runs on one device.")

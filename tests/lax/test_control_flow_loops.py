@@ -7,6 +7,7 @@ import pytest
 import plax
 import plax.numpy as jnp
 from plax import lax
+from plax.numpy import util
 
 from control_flow_util import close, count, grads, rand, top
 
@@ -398,3 +399,13 @@ def test_fori_loop_concrete_array_bounds_outside_jit_are_reverse_differentiable(
     f = lambda x, n: lax.fori_loop(0, n, lambda i, c: c * x, F32(1.0))  # noqa: E731
     for n in (3, np.int32(3), jnp.asarray(3, jnp.int32)):
         assert float(plax.grad(f)(F32(2.0), n)) == 12.0
+
+
+def test_a_closed_over_weak_int8_scalar_keeps_its_dtype_in_the_body():
+    # A weak int8 scalar (what int8_array + 1 makes of the 1) is a literal of the body;
+    # evaluating the body again must keep it int8, not turn it into a Python int (int32).
+    zero = util.convert(0, np.int8, True)
+    out = lax.while_loop(lambda b: lax.reduce_or(lax.ne(b, zero), (0,)), lambda b: b - 1,
+                         jnp.ones(2, "int8"))
+    np.testing.assert_array_equal(np.asarray(out), [0, 0])
+    assert out.dtype == np.int8

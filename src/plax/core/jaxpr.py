@@ -5,7 +5,8 @@ import itertools
 
 import numpy as np
 
-from plax.core.avals import ShapedArray
+from plax.core import dtypes
+from plax.core.avals import ShapedArray, weak_host_value
 from plax.core.caches import WeakKeyCache
 from plax.core.primitive import abstract_eval
 from plax.core.rules import param_printers
@@ -39,9 +40,15 @@ class Literal:
 
     def value(self):
         """The value to bind in its place: weakly typed literals come back as Python
-        scalars, so that evaluating a jaxpr again keeps them weak."""
-        if self.aval.weak_type and isinstance(self.val, np.generic):
-            return self.val.item()
+        scalars, so that evaluating a jaxpr again keeps them weak; a weak literal of a
+        narrower dtype (an int8 scalar from ``int8_array + 1``) keeps its dtype as a weak
+        host value."""
+        if self.aval.weak_type and isinstance(self.val, (np.generic, np.ndarray)):
+            scalar = np.asarray(self.val).item()
+            if dtypes.canonicalize_dtype(dtypes.python_scalar_dtypes[type(scalar)]) \
+                    == self.aval.dtype:
+                return scalar
+            return weak_host_value(self.val, self.aval.dtype)
         return self.val
 
     def pretty(self) -> str:

@@ -20,3 +20,4 @@ from plax.lax.control_flow.loops import while_loop, fori_loop, while_p  # noqa: 
 from plax.lax.control_flow.scan import scan, map, scan_p  # noqa: F401
 from plax.lax.control_flow.associative_scan import associative_scan  # noqa: F401
 from plax.lax import prng  # noqa: F401  (the Threefry hash and typed-key primitives)
+from plax.lax.sharding_constraint import with_sharding_constraint  # noqa: F401

@@ -27,21 +27,22 @@ pjit_p = Primitive("pjit", multiple_results=True)
 
 
 def _abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline, device,
-              compiler_options):
+              compiler_options, in_shardings=(), out_shardings=()):
     return call_out_avals(f"pjit {name}", jaxpr, avals)
 
 
-def _impl(*args, jaxpr, name, donated_invars, keep_unused, inline, device, compiler_options):
+def _impl(*args, jaxpr, name, donated_invars, keep_unused, inline, device, compiler_options,
+          in_shardings=(), out_shardings=()):
     def run():
         return call_jitted(jaxpr, name, donated_invars, keep_unused, device, args,
-                           compiler_options)
+                           compiler_options, in_shardings, out_shardings)
     if key_reuse.enabled():
         return key_reuse.check_call(jaxpr, args, run)
     return run()
 
 
 def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline,
-              device, compiler_options):
+              device, compiler_options, in_shardings=(), out_shardings=()):
     """A private function holding the callee, and a call to it."""
     callee = ctx.fn.module.unique_name(name)
     # The body's scopes are relative to the jit: prefix them with this call site's.
@@ -57,9 +58,10 @@ abstract_eval_rules[pjit_p] = _abstract
 impl_rules[pjit_p] = _impl
 register_lowering(pjit_p, _lowering)
 # As JAX shows it: the callee's name and jaxpr (plus donation when any).
-param_printers[pjit_p] = lambda p: {"name": p["name"], "jaxpr": p["jaxpr"],
-                                    **({"donated_invars": p["donated_invars"]}
-                                       if any(p["donated_invars"]) else {})}
+param_printers[pjit_p] = lambda p: {
+    "name": p["name"], "jaxpr": p["jaxpr"],
+    **({"donated_invars": p["donated_invars"]} if any(p["donated_invars"]) else {}),
+    **{k: p[k] for k in ("in_shardings", "out_shardings") if p.get(k)}}
 
 
 def _call(callee: ClosedJaxpr, args, params, name: str):
@@ -70,8 +72,15 @@ def _call(callee: ClosedJaxpr, args, params, name: str):
                                     donated_invars=(False,) * len(ins)))
 
 
+# A jit built by a transformation (its jvp, transpose, batched or partially evaluated body)
+# takes other operands than the user's: its layouts are left to XLA (in_shardings=() and
+# out_shardings=() mean unconstrained).
+_UNCONSTRAINED = {"in_shardings": (), "out_shardings": ()}
+
+
 def _params(params):
-    return {k: v for k, v in params.items() if k not in ("jaxpr", "name", "donated_invars")}
+    return {**{k: v for k, v in params.items() if k not in ("jaxpr", "name", "donated_invars")},
+            **_UNCONSTRAINED}
 
 
 # --- jvp: a jit of the body's jvp --------------------------------------------------------
@@ -103,13 +112,13 @@ def _partial_eval(trace, args, params):
     known_body, known_consts = consts_as_inputs(known)
     known_in = [*known_consts, *(a for a, u in zip(args, unknowns) if not u)]
     known_out = trace.known(pjit_p, known_in, dict(
-        params, jaxpr=known_body, donated_invars=(False,) * len(known_in)))
+        params, jaxpr=known_body, donated_invars=(False,) * len(known_in), **_UNCONSTRAINED))
     n_known = len(known_out) - num_res
     unknown_out = []
     if any(out_unknowns):
         unknown_in = [*known_out[n_known:], *(a for a, u in zip(args, unknowns) if u)]
         unknown_out = trace.stage(pjit_p, unknown_in, dict(
-            params, jaxpr=unknown, donated_invars=(False,) * len(unknown_in)))
+            params, jaxpr=unknown, donated_invars=(False,) * len(unknown_in), **_UNCONSTRAINED))
     k, u = iter(known_out[:n_known]), iter(unknown_out)
     return [next(u) if unk else next(k) for unk in out_unknowns]
 
@@ -136,7 +145,8 @@ def _batch(axis, vals, dims, *, jaxpr, name, donated_invars, **params):
     body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description=f"vmap({name})")
     callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
     outs = pjit_p.bind(*consts, *vals, jaxpr=callee, name=name,
-                       donated_invars=(False,) * len(consts) + tuple(donated_invars), **params)
+                       donated_invars=(False,) * len(consts) + tuple(donated_invars),
+                       **dict(params, **_UNCONSTRAINED))
     return outs, out_dims
 
 
@@ -169,7 +179,13 @@ def _dce(used_outputs, eqn):
         outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
         params=dict(eqn.params, jaxpr=pruned,
                     donated_invars=tuple(d for d, k in zip(eqn.params["donated_invars"], kept)
-                                         if k)))
+                                         if k),
+                    in_shardings=tuple(s for s, k in zip(eqn.params.get("in_shardings") or
+                                                         (None,) * len(kept), kept) if k)
+                    if eqn.params.get("in_shardings") else (),
+                    out_shardings=tuple(s for s, u in zip(eqn.params["out_shardings"],
+                                                          used_outputs) if u)
+                    if eqn.params.get("out_shardings") else ()))
     return kept, new
 
 

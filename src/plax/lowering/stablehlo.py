@@ -206,6 +206,23 @@ class ModuleBuilder:
         self.functions: list[str] = []
         self.names: set = {"main"}
         self.context = ModuleContext(self, platform, mesh, manual_axes)
+        self.preamble: list[str] = []  # module-level declarations (``sdy.mesh @mesh = ...``)
+        self.meshes: dict = {}  # Mesh -> its symbol (``mesh``, ``mesh_1``, ...)
+        self.devices = None  # the SPMD program's devices, in partition order
+
+    def mesh_symbol(self, mesh) -> str:
+        """The symbol of ``mesh`` in this module, declaring it (``sdy.mesh``) on first use."""
+        name = self.meshes.get(mesh)
+        if name is None:
+            name = self.meshes[mesh] = "mesh" if not self.meshes else f"mesh_{len(self.meshes)}"
+            axes = ", ".join(f'"{n}"={s}' for n, s in mesh.shape.items())
+            flat = list(mesh.devices.flat)
+            order = list(range(len(flat))) if self.devices is None else \
+                [self.devices.index(d) for d in flat]
+            ids = "" if order == list(range(len(order))) else \
+                f", device_ids=[{', '.join(map(str, order))}]"
+            self.preamble.append(f"sdy.mesh @{name} = <[{axes}]{ids}>")
+        return name
 
     def unique_name(self, base: str) -> str:
         """A function name not yet used in this module, derived from ``base``."""
@@ -219,7 +236,8 @@ class ModuleBuilder:
 
     def text(self, attrs: str = "") -> str:
         head = f"module @{self.name}" + (f" attributes {{{attrs}}}" if attrs else "")
-        return head + " {\n" + "\n".join(self.functions) + "\n}\n"
+        return head + " {\n" + "".join(f"  {d}\n" for d in self.preamble) + \
+            "\n".join(self.functions) + "\n}\n"
 
 
 class RuleContext:
@@ -375,7 +393,7 @@ def location(eqn, prefix: tuple = ()) -> str:
 
 
 def define_function(module, name: str, jaxpr: Jaxpr, public: bool = False,
-                    arg_attrs=None, scope: tuple = ()) -> None:
+                    arg_attrs=None, scope: tuple = (), result_attrs=None) -> None:
     """Add ``func.func @name`` computing ``jaxpr`` (parameters: constvars, then invars).
 
     ``module`` is the ``ModuleContext`` to lower under, or a ``ModuleBuilder``
@@ -392,25 +410,34 @@ def define_function(module, name: str, jaxpr: Jaxpr, public: bool = False,
     sig = ", ".join(f"{a}: {tensor_type(v.aval)}" + (f" {{{at}}}" if at else "")
                     for a, v, at in zip(arg_names, params, attrs))
     out_types = [tensor_type(v.aval) for v in jaxpr.outvars]
+    rattrs = result_attrs or [""] * len(out_types)
+    results = ", ".join(t + (f" {{{at}}}" if at else "") for t, at in zip(out_types, rattrs))
     body = "\n".join("    " + line.replace("\n", "\n    ") for line in fn.lines)
     ret = f"    func.return {', '.join(outs)} : {', '.join(out_types)}" if outs else "    func.return"
     module.functions.append(
-        f"  func.func {'public' if public else 'private'} @{name}({sig}) -> ({', '.join(out_types)}) {{\n"
+        f"  func.func {'public' if public else 'private'} @{name}({sig}) -> ({results}) {{\n"
         + (body + "\n" if body else "") + ret + "\n  }")
 
 
 def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "plax_module",
                           num_partitions: int = 1, num_replicas: int = 1,
                           arg_attrs=None, *, platform: str = "cpu", mesh=None,
-                          manual_axes=frozenset()) -> str:
+                          manual_axes=frozenset(), result_attrs=None, devices=None) -> str:
     """A complete StableHLO module whose public ``@main`` takes constvars then invars.
 
     Rules are picked for ``platform`` (that of the device the module is compiled
     for); ``mesh`` and ``manual_axes`` are what rules see as ``ctx.mesh`` and
-    ``ctx.manual_axes``.
+    ``ctx.manual_axes``. ``arg_attrs``/``result_attrs`` are attribute texts of ``@main``'s
+    parameters and results (donation), or functions ``attr(module) -> text`` for those
+    that name a mesh (``sdy.sharding``); ``devices`` are an SPMD program's devices.
     """
     module = ModuleBuilder("".join(c if c.isalnum() or c == "_" else "_" for c in module_name),
                            platform=platform, mesh=mesh, manual_axes=manual_axes)
-    define_function(module.context, name, jaxpr, public=True, arg_attrs=arg_attrs)
+    module.devices = None if devices is None else list(devices)
+    arg_attrs, result_attrs = ([a(module) if callable(a) else a for a in attrs]
+                               if attrs is not None else None
+                               for attrs in (arg_attrs, result_attrs))
+    define_function(module.context, name, jaxpr, public=True, arg_attrs=arg_attrs,
+                    result_attrs=result_attrs)
     mattrs = f"mhlo.num_partitions = {num_partitions} : i32, mhlo.num_replicas = {num_replicas} : i32"
     return module.text(mattrs)

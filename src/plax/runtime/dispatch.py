@@ -239,8 +239,13 @@ def apply_primitive(prim, args, params):
 
 
 def run_primitive(prim, args, params):
-    """Run ``prim`` on concrete ``args`` as a one-equation executable (compiled once)."""
+    """Run ``prim`` on concrete ``args`` as a one-equation executable (compiled once); over a
+    mesh (SPMD) when an argument is laid out over several devices."""
     avals = tuple(abstractify(a) for a in args)
+    for a in args:
+        if type(a) is Array and type(a._buf._sharding) is not SingleDeviceSharding:
+            from plax.runtime import spmd  # (spmd builds on this module)
+            return spmd.apply_primitive_spmd(prim, args, avals, params)
     device, committed = pick_device(args, f"primitive {prim.name}")
     try:
         key = (prim, tuple(params.items()), avals, device)
@@ -377,8 +382,19 @@ def jitted_executable(closed: ClosedJaxpr, name: str, donated_invars, keep_unuse
 
 
 def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device, args,
-                options=None):
-    """Run a jitted jaxpr on concrete arguments."""
+                options=None, in_shardings=(), out_shardings=()):
+    """Run a jitted jaxpr on concrete arguments: over a mesh (SPMD) when shardings ask for it
+    or an argument is laid out over several devices."""
+    from plax.runtime import spmd  # (spmd builds on this module)
+    ins = tuple(in_shardings) or (None,) * len(args)
+    if in_shardings or out_shardings or spmd.inner_shardings(closed) or any(
+            type(a) is Array and type(a._buf._sharding) is not SingleDeviceSharding for a in args):
+        where = spmd.placement(args, ins, out_shardings, f"jitted function {name}", closed)
+        if where is not None:
+            outs = spmd.call_spmd(closed, name, donated_invars, keep_unused, args, ins,
+                                  out_shardings, where, options)
+            _check_debug_flags(closed, name, args, outs)
+            return outs
     exe, committed = jitted_executable(closed, name, donated_invars, keep_unused, device, args,
                                        options)
     outs = exe.run(args, committed)

@@ -275,8 +275,9 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
     # Pin the logical->physical assignment; without it XLA runs on device 0.
     ids = np.array([d.id for d in devices], dtype=np.int32).reshape(num_replicas, num_partitions)
     co.device_assignment = xc.DeviceAssignment.create(ids)
-    if spmd:
+    if spmd:  # XLA's partitioner, reading Shardy's sharding attributes
         co.executable_build_options.use_spmd_partitioning = True
+        co.executable_build_options.use_shardy_partitioner = True
     if options:
         co.env_option_overrides = list(options)
     try:
@@ -297,6 +298,15 @@ def result_handler(aval, sharding, committed: bool = True):
 def execute(exe, args, handlers):
     """Run ``exe`` on jaxlib arrays; returns jaxlib arrays built by ``handlers``."""
     return exe.execute_sharded(args).consume_with_handlers(handlers)
+
+
+def output_hlo_shardings(exe) -> list:
+    """The HloSharding XLA chose for each output of an SPMD executable."""
+    return [xc.HloSharding.from_proto(s) for s in exe.get_output_shardings()]
+
+
+def parameter_hlo_shardings(exe) -> list:
+    return [xc.HloSharding.from_proto(s) for s in exe.get_parameter_shardings()]
 
 
 def optimized_hlo_text(exe) -> str:

@@ -1,0 +1,292 @@
+"""SPMD execution: one program over the devices of a mesh, partitioned by XLA.
+
+A computation runs SPMD when an input is laid out over several devices or jit is
+given shardings. Every parameter gets a sharding (the requested one, the one its
+argument has, or replicated over the mesh); results get those requested, or the
+ones XLA's partitioner chose, read back from the executable as NamedShardings.
+The module carries Shardy attributes (``sdy.mesh``, ``sdy.sharding``) and is
+compiled with SPMD partitioning.
+
+Arguments are laid out exactly as the executable expects before it runs: a
+wrong shard shape makes XLA abort the process, so nothing reaches it unchecked.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import physical_aval
+from plax.core.caches import BoundedCache, WeakKeyCache
+from plax.core.config import config
+from plax.core.dce import dce_jaxpr
+from plax.core.jaxpr import Jaxpr, open_jaxpr, subjaxprs
+from plax.lowering.stablehlo import lower_jaxpr_to_module
+from plax.runtime import dispatch, xla
+from plax.runtime.array import Array
+from plax.sharding.named import NamedSharding
+from plax.sharding.partition_spec import PartitionSpec
+from plax.sharding.single import SingleDeviceSharding
+
+_COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def is_spread(x) -> bool:
+    """Whether ``x`` is an Array laid out over more than one device."""
+    return type(x) is Array and type(x._buf._sharding) is not SingleDeviceSharding
+
+
+# --- where a computation runs ---------------------------------------------------------------
+def placement(args, in_shardings, out_shardings, what: str, closed=None):
+    """The devices and mesh of an SPMD computation (one given NamedShardings, arguments laid
+    out over several devices, or sharding constraints inside ``closed``), or None when it
+    runs on one device."""
+    given = [s for s in (*in_shardings, *out_shardings) if s is not None]
+    if closed is not None:
+        given += inner_shardings(closed)
+    spread = [a.sharding for a in args if is_spread(a)]
+    shardings = given + spread
+    if not (spread or any(isinstance(s, NamedSharding) for s in given)):
+        return None
+    devices = tuple(shardings[0]._device_assignment)
+    for s in shardings[1:]:
+        if tuple(s._device_assignment) != devices:
+            raise ValueError(
+                f"Received incompatible devices for {what}: one sharding places data on "
+                f"devices {[d.id for d in devices]} and another on "
+                f"{[d.id for d in s._device_assignment]}. Reshard the arguments onto one "
+                "mesh first (plax.device_put).")
+    mesh = next((s.mesh for s in shardings if isinstance(s, NamedSharding)), None)
+    if mesh is None:
+        raise ValueError(f"{what} needs a NamedSharding to run over {len(devices)} devices.")
+    return devices, mesh
+
+
+_inner = WeakKeyCache("sharding constraints in jaxprs")
+
+
+def inner_shardings(closed) -> list:
+    """The shardings of the sharding constraints in ``closed`` and the bodies it calls."""
+    hit = _inner.get(closed, None)
+    if hit is None:
+        found = []
+
+        def walk(jaxpr):
+            for eqn in jaxpr.eqns:
+                if eqn.primitive.name == "sharding_constraint":
+                    found.append(eqn.params["sharding"])
+                for sub in subjaxprs(eqn.params):
+                    walk(open_jaxpr(sub))
+        walk(closed.jaxpr)
+        hit = _inner.put(closed, None, found)
+    return hit
+
+
+def parameter_shardings(args, avals, in_shardings, devices, mesh, what: str) -> tuple:
+    """The sharding each parameter is laid out with (requested, its own, or replicated)."""
+    out = []
+    for i, (a, aval, s) in enumerate(zip(args, avals, in_shardings)):
+        own = a.sharding if type(a) is Array else None
+        if s is None:
+            if own is not None and tuple(own._device_assignment) == devices:
+                s = own
+            elif own is not None and a._committed:
+                raise ValueError(
+                    f"Received incompatible devices for {what}: argument {i} "
+                    f"({aval.str_short()}) is committed to {list(own.device_set)}, but the "
+                    f"computation runs on devices {[d.id for d in devices]}. Move it with "
+                    "plax.device_put(x, sharding) first.")
+            else:
+                s = NamedSharding(mesh, PartitionSpec())
+        elif own is not None and a._committed and not own.is_equivalent_to(s, aval.ndim):
+            raise ValueError(
+                f"Sharding passed to jit does not match the sharding on the respective arg. Got "
+                f"jit sharding: {s} and arg sharding: {own} for arg shape {aval.str_short()} "
+                f"(argument {i}). Reshard it with plax.device_put(x, sharding), or leave its "
+                "in_shardings entry None.")
+        if tuple(s._device_assignment) != devices:
+            raise ValueError(f"Received incompatible devices for {what}: the sharding of "
+                             f"argument {i}, {s}, is not on the computation's devices.")
+        s.check_shape(aval.shape, f"One of jit args (argument {i}) is incompatible with its "
+                                  f"sharding {s}: ")
+        out.append(s)
+    return tuple(out)
+
+
+def _buffer(x, aval, sharding):
+    """The jaxlib array of ``x`` laid out exactly by ``sharding``."""
+    if type(x) is Array:
+        x._check_alive()
+        if x.sharding == sharding or x.sharding.is_equivalent_to(sharding, aval.ndim):
+            return x._buf
+        return dispatch.put_sharded(x, sharding)._buf
+    host = np.asarray(x, dtype=aval.dtype) if not dtypes.is_extended(aval.dtype) else x
+    return dispatch.put_sharded(host, sharding)._buf
+
+
+# --- results: XLA's HloSharding back to a NamedSharding -----------------------------------------
+_specs = BoundedCache("output shardings", 1024)
+
+
+def named_sharding_of(hlo, mesh, ndim: int) -> NamedSharding:
+    """The NamedSharding on ``mesh`` that lays ``ndim``-dimensional values out as ``hlo``."""
+    key = (str(hlo), mesh, ndim)
+    hit = _specs.get(key)
+    if hit is None:
+        hit = _specs.put(key, _search_spec(hlo, mesh, ndim))
+    return hit
+
+
+def _search_spec(hlo, mesh, ndim: int) -> NamedSharding:
+    if hlo.is_replicated():
+        return NamedSharding(mesh, PartitionSpec())
+    tiles = list(hlo.tile_assignment_dimensions())[:ndim]
+    names, sizes = mesh.axis_names, mesh.shape
+    for dims_of_axes in itertools.product(range(-1, ndim), repeat=len(names)):
+        groups = [[n for n, d in zip(names, dims_of_axes) if d == dim] for dim in range(ndim)]
+        if [math.prod(sizes[n] for n in g) for g in groups] != tiles:
+            continue
+        for orders in itertools.product(*(itertools.permutations(g) for g in groups)):
+            entries = [None if not o else (o[0] if len(o) == 1 else tuple(o)) for o in orders]
+            while entries and entries[-1] is None:
+                entries.pop()
+            candidate = NamedSharding(mesh, PartitionSpec(*entries))
+            if candidate._to_xla_hlo_sharding(ndim) == hlo:
+                return candidate
+    raise NotImplementedError(f"XLA laid a result out as {hlo}, which no PartitionSpec over "
+                              f"mesh {mesh} describes (plax cannot represent it yet).")
+
+
+# --- compiled SPMD programs -----------------------------------------------------------------------
+_in_flight = [None]  # the outputs of the last program with collectives still running
+
+
+class SpmdProgram:
+    """An SPMD executable with the layouts of its parameters and results."""
+
+    __slots__ = ("exe", "kept", "in_avals", "out_avals", "in_shardings", "out_shardings",
+                 "handlers", "collective", "text", "name")
+
+    def __init__(self, exe, kept, in_avals, out_avals, in_shardings, out_shardings, text, name):
+        self.exe, self.kept, self.text, self.name = exe, kept, text, name
+        self.in_avals, self.out_avals = tuple(in_avals), tuple(out_avals)
+        self.in_shardings, self.out_shardings = tuple(in_shardings), tuple(out_shardings)
+        self.handlers = [xla.result_handler(dispatch.xla_aval(a), s)
+                         for a, s in zip(out_avals, out_shardings)]
+        hlo = xla.optimized_hlo_text(exe)
+        self.collective = any(c in hlo for c in _COLLECTIVES)
+
+    def run(self, args, committed: bool = True) -> list:
+        bufs = [_buffer(args[i], aval, s)
+                for i, aval, s in zip(self.kept, self.in_avals, self.in_shardings)]
+        if self.collective:
+            # XLA's CPU collectives rendezvous on a bounded thread pool: many programs with
+            # collectives in flight at once can starve it and deadlock (JAX hangs the same
+            # way on 2 cores). One such program runs at a time.
+            previous, _in_flight[0] = _in_flight[0], None
+            if previous is not None:
+                xla.block_until_ready(previous)
+        outs = xla.execute(self.exe, bufs, self.handlers)
+        if self.collective:
+            _in_flight[0] = outs
+        return [np.zeros(a.shape, dtypes.float0) if a.dtype == dtypes.float0 else
+                Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
+
+
+def compile_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, donated,
+                 keep_unused: bool, options=None) -> SpmdProgram:
+    """Lower and compile ``jaxpr`` (its invars laid out by ``in_shardings``) over ``devices``."""
+    if keep_unused:
+        kept = tuple(range(len(jaxpr.invars)))
+    else:
+        live, used = dce_jaxpr(jaxpr)
+        kept = tuple(i for i, u in enumerate(used) if u)
+        jaxpr = Jaxpr([], live.invars, live.outvars, live.eqns)
+    in_shardings = [in_shardings[i] for i in kept]
+    donated = dispatch._usable_donations(jaxpr, [bool(donated[i]) for i in kept], name)
+    def attr(sharding, aval):
+        def text(module) -> str:
+            ndim = physical_aval(aval).ndim
+            return f"sdy.sharding = {sharding.shardy_attribute(ndim, module.mesh_symbol(sharding.mesh))}"
+        return text
+
+    def arg_attr(donate, sharding, aval):
+        sharded = attr(sharding, aval)
+        return (lambda module: f"jax.buffer_donor = true, {sharded(module)}") if donate \
+            else sharded
+
+    arg_attrs = [arg_attr(d, s, v.aval) for d, s, v in zip(donated, in_shardings, jaxpr.invars)]
+    result_attrs = [attr(s, v.aval) if s is not None else ""
+                    for s, v in zip(out_shardings, jaxpr.outvars)]
+    text = lower_jaxpr_to_module(
+        jaxpr, module_name=f"jit_{name}", num_partitions=len(devices), arg_attrs=arg_attrs,
+        result_attrs=result_attrs, platform=devices[0].platform, devices=devices)
+    if config.read("log_compiles"):
+        import logging
+        logging.getLogger("plax").warning("Compiling %s for %d devices (SPMD)", name, len(devices))
+    exe = xla.compile(text, list(devices), num_partitions=len(devices), spmd=True,
+                      options=options)
+    chosen = xla.output_hlo_shardings(exe)
+    mesh = next(s.mesh for s in (*in_shardings, *out_shardings) if isinstance(s, NamedSharding))
+    outs = [s if s is not None else named_sharding_of(h, mesh, physical_aval(v.aval).ndim)
+            for s, h, v in zip(out_shardings, chosen, jaxpr.outvars)]
+    return SpmdProgram(exe, kept, [v.aval for v in jaxpr.invars],
+                       [v.aval for v in jaxpr.outvars], in_shardings, outs, text, name)
+
+
+_programs = WeakKeyCache("SPMD executables")  # per jaxpr: (shardings, donation, ...) -> program
+
+
+def spmd_program(closed, name, donated, keep_unused, in_shardings, out_shardings, devices,
+                 options=None) -> SpmdProgram:
+    """The SPMD program of a closed jaxpr for these layouts (compiled once)."""
+    key = (tuple(devices), tuple(in_shardings), tuple(out_shardings), tuple(donated),
+           keep_unused, options)
+    program = _programs.get(closed, key)
+    if program is None:
+        program = _programs.put(closed, key, compile_spmd(
+            closed.jaxpr, name, in_shardings, out_shardings, devices, donated, keep_unused,
+            options))
+    return program
+
+
+def call_spmd(closed, name, donated, keep_unused, args, in_shardings, out_shardings, where,
+              options=None) -> list:
+    """Run a jitted jaxpr over a mesh: ``where`` is ``placement(...)``."""
+    devices, mesh = where
+    avals = [v.aval for v in closed.jaxpr.invars]
+    params = parameter_shardings(args, avals, in_shardings, devices, mesh,
+                                 f"jitted function {name}")
+    outs = tuple(out_shardings) if out_shardings else (None,) * len(closed.jaxpr.outvars)
+    program = spmd_program(closed, name, donated, keep_unused, params, outs, devices, options)
+    return program.run(args)
+
+
+_prim_programs = BoundedCache("SPMD primitive executables", 2048)
+
+
+def apply_primitive_spmd(prim, args, avals, params):
+    """Run ``prim`` eagerly on arguments laid out over a mesh (the result keeps a layout)."""
+    where = placement(args, [None] * len(args), [], f"primitive {prim.name}")
+    devices, mesh = where
+    shardings = parameter_shardings(args, avals, [None] * len(args), devices, mesh,
+                                    f"primitive {prim.name}")
+    try:
+        key = (prim, tuple(params.items()), tuple(avals), shardings)
+        program = _prim_programs.get(key)
+    except TypeError:
+        key, program = None, None
+    if program is None:
+        jaxpr = dispatch._one_equation_jaxpr(prim, avals, params)
+        program = compile_spmd(jaxpr, f"{prim.name}", shardings, (None,) * len(jaxpr.outvars),
+                               devices, (False,) * len(args), True)
+        if key is not None:
+            _prim_programs.put(key, program)
+    outs = program.run(list(args))
+    return outs if prim.multiple_results else outs[0]
+
+
+__all__ = ["is_spread", "placement", "parameter_shardings", "named_sharding_of",
+           "SpmdProgram", "compile_spmd", "spmd_program", "call_spmd", "apply_primitive_spmd"]
