@@ -22,7 +22,7 @@ from plax.sharding.mesh import make_mesh, set_mesh  # noqa: F401
 from plax.api_arrays import (  # noqa: F401
     make_array_from_callback, make_array_from_single_device_arrays,
     make_array_from_process_local_data, device_put_sharded, device_put_replicated)
-from plax import sharding, experimental  # noqa: F401
+from plax import sharding, experimental, debug  # noqa: F401
 from plax.api_vmap import vmap  # noqa: F401
 from plax.transforms.remat import checkpoint, remat, checkpoint_policies  # noqa: F401
 from plax import tree_util, tree, lax, numpy, scipy, sharding, stages, test_util, ad_checkpoint  # noqa: F401

@@ -593,8 +593,8 @@ class JitWrapped:
     def trace(self, *args, **kwargs):
         """Trace for these arguments (arrays or ShapeDtypeStructs) -> ``stages.Traced``."""
         from plax.stages import Traced
-        entry, _ = self._entry(args, kwargs)
-        return Traced(self, entry, args)
+        entry, leaves = self._entry(args, kwargs)
+        return Traced(self, entry, args, leaves)
 
     def lower(self, *args, **kwargs):
         """Trace and lower for these arguments -> ``stages.Lowered`` (``.as_text()``, ``.compile()``)."""

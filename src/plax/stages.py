@@ -3,16 +3,20 @@ from __future__ import annotations
 
 from plax import tree_util
 from plax.core.trace import get_aval
-from plax.runtime import dispatch, xla
+from plax.debug import collectives_of
+from plax.runtime import dispatch, spmd, xla
+from plax.runtime.array import Array
+from plax.sharding.named import NamedSharding
 
 
 class Traced:
     """A jitted function traced for particular argument types."""
 
-    def __init__(self, wrapped, entry, args_info):
+    def __init__(self, wrapped, entry, args_info, leaves=()):
         self._wrapped = wrapped
         self._entry = entry
         self.args_info = args_info
+        self._leaves = list(leaves)
 
     @property
     def jaxpr(self):
@@ -24,16 +28,21 @@ class Traced:
         return self._entry.out_info()
 
     def lower(self) -> "Lowered":
-        return Lowered(self._wrapped, self._entry)
+        return Lowered(self._wrapped, self._entry, self._leaves)
 
 
 class Lowered:
-    """A jitted function lowered to StableHLO for particular argument types."""
+    """A jitted function lowered to StableHLO for particular argument types (one SPMD
+    module over a mesh when shardings or sharded arguments ask for it)."""
 
-    def __init__(self, wrapped, entry):
+    def __init__(self, wrapped, entry, leaves=()):
         self._wrapped = wrapped
         self._entry = entry
         p = entry.params
+        self._spmd = _lower_spmd(entry, list(entry.consts) + list(leaves))
+        if self._spmd is not None:
+            self._text = self._spmd.text
+            return
         self._text, self._jaxpr, self._kept, self._donated = dispatch.lower_jitted(
             p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"],
             (p["device"] or dispatch.default_device()).platform)
@@ -62,10 +71,34 @@ class Lowered:
         p = self._entry.params
         options = dict(p["compiler_options"] or ())
         options.update(compiler_options or {})
+        if self._spmd is not None:
+            program = self._spmd.compile(dispatch.compiler_options_key(options))
+            return Compiled(self._wrapped, self._entry, program)
         device = p["device"] or dispatch.default_device()
         exe = dispatch.compile_lowered(self._text, self._jaxpr, self._kept, self._donated, device,
                                        p["name"], options=dispatch.compiler_options_key(options))
         return Compiled(self._wrapped, self._entry, exe)
+
+
+def _lower_spmd(entry, args):
+    """The SPMD lowering of a jit entry for ``args`` (Arrays, or ShapeDtypeStructs whose
+    ``sharding`` counts as a requested one), or None when it runs on one device."""
+    p = entry.params
+    ins = list(p["in_shardings"] or (None,) * len(args))
+    for i, a in enumerate(args):
+        if ins[i] is None and type(a) is not Array and \
+                isinstance(getattr(a, "sharding", None), NamedSharding):
+            ins[i] = a.sharding
+    outs = tuple(p["out_shardings"] or (None,) * len(p["jaxpr"].jaxpr.outvars))
+    where = spmd.placement(args, ins, outs, f"jitted function {p['name']}", p["jaxpr"])
+    if where is None:
+        return None
+    devices, mesh = where
+    avals = [v.aval for v in p["jaxpr"].jaxpr.invars]
+    params = spmd.parameter_shardings(args, avals, ins, devices, mesh,
+                                      f"jitted function {p['name']}")
+    return spmd.lower_spmd(p["jaxpr"].jaxpr, p["name"], params, outs, devices,
+                           p["donated_invars"], p["keep_unused"])
 
 
 def _strip_locations(text: str) -> str:
@@ -114,25 +147,44 @@ class Compiled:
     def out_info(self):
         return self._entry.out_info()
 
+    @property
+    def _xla_exe(self):
+        return self._exe.exe if isinstance(self._exe, spmd.SpmdProgram) else self._exe.program.exe
+
     def as_text(self) -> str:
         """XLA's optimised HLO."""
-        return xla.optimized_hlo_text(self._exe.program.exe)
+        return xla.optimized_hlo_text(self._xla_exe)
 
     def cost_analysis(self) -> dict:
         """XLA's estimate: flops, transcendentals, bytes accessed, ..."""
-        return dict(self._exe.program.exe.cost_analysis())
+        return dict(self._xla_exe.cost_analysis())
 
     def memory_analysis(self):
         """Argument, output, temporary and aliased sizes of the executable, in bytes."""
-        return self._exe.program.exe.get_compiled_memory_stats()
+        return self._xla_exe.get_compiled_memory_stats()
+
+    def collectives(self) -> list:
+        """The collectives in the compiled program (those XLA's partitioner inserted, for an
+        SPMD program): kind, shape, dtype, bytes per device, replica groups and the plax
+        source line they come from."""
+        return collectives_of(self.as_text())
 
     @property
     def input_shardings(self):
+        if isinstance(self._exe, spmd.SpmdProgram):
+            n_consts = len(self._entry.consts)
+            by_param = dict(zip(self._exe.kept, self._exe.in_shardings))
+            mesh = self._exe.in_shardings[0].mesh if self._exe.in_shardings else None
+            flat = [by_param.get(n_consts + i) or NamedSharding(mesh, ()) for i in
+                    range(self._entry.in_tree.num_leaves)]
+            return tree_util.tree_unflatten(self._entry.in_tree, flat)
         s = dispatch.sharding_for(self._exe.program.device)
         return tree_util.tree_unflatten(self._entry.in_tree, [s] * self._entry.in_tree.num_leaves)
 
     @property
     def output_shardings(self):
+        if isinstance(self._exe, spmd.SpmdProgram):
+            return tree_util.tree_unflatten(self._entry.out_tree, list(self._exe.out_shardings))
         s = dispatch.sharding_for(self._exe.program.device)
         return tree_util.tree_unflatten(self._entry.out_tree, [s] * self._entry.out_tree.num_leaves)
 
@@ -154,6 +206,8 @@ class Compiled:
                     f"compiled. Leaf {i} ({self._entry.arg_name(i)}) is {got.str_short()} but "
                     f"the computation was compiled for {want.str_short()}.")
         full = list(self._entry.consts) + list(leaves)
+        if isinstance(self._exe, spmd.SpmdProgram):
+            return tree_util.tree_unflatten(self._entry.out_tree, self._exe.run(full))
         _, committed = dispatch.pick_device(full, f"compiled function {self._entry.params['name']}")
         outs = self._exe.run(full, committed or self._entry.params["device"] is not None)
         return tree_util.tree_unflatten(self._entry.out_tree, outs)

@@ -195,9 +195,37 @@ class SpmdProgram:
                 Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
 
 
-def compile_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, donated,
-                 keep_unused: bool, options=None) -> SpmdProgram:
-    """Lower and compile ``jaxpr`` (its invars laid out by ``in_shardings``) over ``devices``."""
+class LoweredSpmd:
+    """An SPMD module, and what compiling and running it needs."""
+
+    __slots__ = ("text", "jaxpr", "kept", "in_shardings", "out_shardings", "devices", "name")
+
+    def __init__(self, text, jaxpr, kept, in_shardings, out_shardings, devices, name):
+        self.text, self.jaxpr, self.kept, self.name = text, jaxpr, kept, name
+        self.in_shardings, self.out_shardings = tuple(in_shardings), tuple(out_shardings)
+        self.devices = tuple(devices)
+
+    def compile(self, options=None) -> SpmdProgram:
+        if config.read("log_compiles"):
+            import logging
+            logging.getLogger("plax").warning("Compiling %s for %d devices (SPMD)", self.name,
+                                              len(self.devices))
+        exe = xla.compile(self.text, list(self.devices), num_partitions=len(self.devices),
+                          spmd=True, options=options)
+        chosen = xla.output_hlo_shardings(exe)
+        mesh = next(s.mesh for s in (*self.in_shardings, *self.out_shardings)
+                    if isinstance(s, NamedSharding))
+        outs = [s if s is not None else named_sharding_of(h, mesh, physical_aval(v.aval).ndim)
+                for s, h, v in zip(self.out_shardings, chosen, self.jaxpr.outvars)]
+        return SpmdProgram(exe, self.kept, [v.aval for v in self.jaxpr.invars],
+                           [v.aval for v in self.jaxpr.outvars], self.in_shardings, outs,
+                           self.text, self.name)
+
+
+def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, donated,
+               keep_unused: bool) -> LoweredSpmd:
+    """The SPMD module of ``jaxpr``: its invars laid out by ``in_shardings``, its results by
+    ``out_shardings`` (None: XLA's choice), over ``devices``."""
     if keep_unused:
         kept = tuple(range(len(jaxpr.invars)))
     else:
@@ -206,10 +234,11 @@ def compile_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, 
         jaxpr = Jaxpr([], live.invars, live.outvars, live.eqns)
     in_shardings = [in_shardings[i] for i in kept]
     donated = dispatch._usable_donations(jaxpr, [bool(donated[i]) for i in kept], name)
+
     def attr(sharding, aval):
         def text(module) -> str:
-            ndim = physical_aval(aval).ndim
-            return f"sdy.sharding = {sharding.shardy_attribute(ndim, module.mesh_symbol(sharding.mesh))}"
+            symbol = module.mesh_symbol(sharding.mesh)
+            return f"sdy.sharding = {sharding.shardy_attribute(physical_aval(aval).ndim, symbol)}"
         return text
 
     def arg_attr(donate, sharding, aval):
@@ -223,17 +252,14 @@ def compile_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, 
     text = lower_jaxpr_to_module(
         jaxpr, module_name=f"jit_{name}", num_partitions=len(devices), arg_attrs=arg_attrs,
         result_attrs=result_attrs, platform=devices[0].platform, devices=devices)
-    if config.read("log_compiles"):
-        import logging
-        logging.getLogger("plax").warning("Compiling %s for %d devices (SPMD)", name, len(devices))
-    exe = xla.compile(text, list(devices), num_partitions=len(devices), spmd=True,
-                      options=options)
-    chosen = xla.output_hlo_shardings(exe)
-    mesh = next(s.mesh for s in (*in_shardings, *out_shardings) if isinstance(s, NamedSharding))
-    outs = [s if s is not None else named_sharding_of(h, mesh, physical_aval(v.aval).ndim)
-            for s, h, v in zip(out_shardings, chosen, jaxpr.outvars)]
-    return SpmdProgram(exe, kept, [v.aval for v in jaxpr.invars],
-                       [v.aval for v in jaxpr.outvars], in_shardings, outs, text, name)
+    return LoweredSpmd(text, jaxpr, kept, in_shardings, out_shardings, devices, name)
+
+
+def compile_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, donated,
+                 keep_unused: bool, options=None) -> SpmdProgram:
+    """Lower and compile ``jaxpr`` over ``devices`` (see ``lower_spmd``)."""
+    return lower_spmd(jaxpr, name, in_shardings, out_shardings, devices, donated,
+                      keep_unused).compile(options)
 
 
 _programs = WeakKeyCache("SPMD executables")  # per jaxpr: (shardings, donation, ...) -> program

@@ -1,0 +1,168 @@
+"""plax.debug: seeing how arrays are laid out, and where communication comes from.
+
+``visualize_array_sharding(x)`` draws which device holds which block of a 1-D or 2-D
+array. ``explain_sharding(f, *args)`` prints the collectives XLA's partitioner put
+into ``jit(f)`` for these arguments, with the plax source line each comes from
+(``jit(f).lower(...).compile().collectives()`` gives them as a list).
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+import numpy as np
+
+from plax.api import jit
+
+__all__ = ["visualize_array_sharding", "visualize_sharding", "explain_sharding", "Collective",
+           "collectives_of"]
+
+
+# --- collectives in compiled HLO --------------------------------------------------------------
+class Collective(NamedTuple):
+    """One collective of a compiled program."""
+    kind: str             # all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute
+    shape: tuple          # of its result (per device)
+    dtype: str            # HLO element type, e.g. f32
+    bytes: int            # size of its result on each device
+    replica_groups: str   # the device groups that communicate (as XLA writes them)
+    source: str           # "file:line" of the plax operation it came from ('' if unknown)
+
+
+_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+_OP = re.compile(r"=\s*(?P<type>.+?)\s+(?P<kind>" + "|".join(_KINDS) + r")(?:-start)?\(")
+_ARRAY = re.compile(r"(\w+)\[([\d,]*)\]")
+_GROUPS = re.compile(r"replica_groups=(\{\{.*?\}\}|\[[^\]]*\]<=\[[^\]]*\](?:T\([\d,]*\))?|\{\})")
+_PAIRS = re.compile(r"source_target_pairs=(\{\{.*?\}\})")
+_SOURCE = re.compile(r'source_file="([^"]*)"\s+source_line=(\d+)')
+_FRAME = re.compile(r"stack_frame_id=(\d+)")
+_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,
+          "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16,
+          "f8e4m3fn": 1, "f8e5m2": 1, "s4": 1, "u4": 1}
+
+
+def _stack_frames(hlo_text: str) -> dict:
+    """stack frame id -> "file:line", from the tables XLA prints after the module."""
+    sections, current = {}, None
+    for line in hlo_text.splitlines():
+        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            current = sections.setdefault(line, {})
+        elif current is not None and line[:1].isdigit():
+            key, _, value = line.partition(" ")
+            current[int(key)] = value
+        elif not line.strip():
+            continue
+        else:
+            current = None
+    files = {k: v.strip('"') for k, v in sections.get("FileNames", {}).items()}
+    locations = {}
+    for k, v in sections.get("FileLocations", {}).items():
+        fields = dict(re.findall(r"(\w+)=(\d+)", v))
+        locations[k] = f"{files.get(int(fields.get('file_name_id', 0)), '?')}:{fields.get('line')}"
+    frames = {}
+    for k, v in sections.get("StackFrames", {}).items():
+        fields = dict(re.findall(r"(\w+)=(\d+)", v))
+        frames[k] = locations.get(int(fields.get("file_location_id", 0)), "")
+    return frames
+
+
+def collectives_of(hlo_text: str) -> list:
+    """The collectives in XLA's HLO text of a compiled program, in program order."""
+    found = []
+    frames = _stack_frames(hlo_text)
+    for line in hlo_text.splitlines():
+        m = _OP.search(line)
+        if m is None or "-done" in line.split("=")[0]:
+            continue
+        arrays = _ARRAY.findall(m.group("type"))
+        dtype, dims = arrays[-1] if arrays else ("?", "")
+        shape = tuple(int(d) for d in dims.split(",") if d)
+        size = sum(_BYTES.get(t, 4) * int(np.prod([int(d) for d in ds.split(",") if d] or [1]))
+                   for t, ds in arrays)
+        groups = _GROUPS.search(line) or _PAIRS.search(line)
+        source, frame = _SOURCE.search(line), _FRAME.search(line)
+        where = f"{source.group(1)}:{source.group(2)}" if source else \
+            frames.get(int(frame.group(1)), "") if frame else ""
+        found.append(Collective(m.group("kind"), shape, dtype, size,
+                                groups.group(1) if groups else "", where))
+    return found
+
+
+def explain_sharding(f, *args, **kwargs) -> list:
+    """Print (and return) the collectives of ``jit(f)`` on these arguments: which
+    communication XLA's partitioner inserted, how much each moves, and why (the source line)."""
+    wrapped = f if hasattr(f, "lower") else jit(f)
+    found = wrapped.lower(*args, **kwargs).compile().collectives()
+    rows = [(c.kind, f"{c.dtype}{list(c.shape)}", f"{c.bytes:,}", c.replica_groups, c.source)
+            for c in found]
+    header = ("collective", "result", "bytes/device", "replica groups", "source")
+    if not rows:
+        print("No collectives: every device computes its part without communicating.")
+        return found
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)))
+    return found
+
+
+# --- drawing a layout ---------------------------------------------------------------------------
+def _bounds(index, shape):
+    return tuple((s.start or 0, shape[d] if s.stop is None else s.stop)
+                 for d, s in enumerate(index))
+
+
+def visualize_sharding(shape, sharding, *, use_color: bool = True, max_width: int = 80):
+    """Draw which devices hold which block of an array of ``shape`` laid out by
+    ``sharding`` (1-D or 2-D)."""
+    shape = tuple(shape)
+    if len(shape) not in (1, 2):
+        raise ValueError(f"visualize_sharding draws 1-D and 2-D arrays only, got shape {shape}.")
+    blocks = {}
+    for dev, index in sharding.devices_indices_map(shape).items():
+        b = _bounds(index, shape)
+        b = b if len(shape) == 2 else ((0, 1),) + b
+        blocks.setdefault(b, []).append(dev)
+    rows = sorted({b[0] for b in blocks})
+    cols = sorted({b[1] for b in blocks})
+    labels = {b: _label(devs) for b, devs in blocks.items()}
+    cell = max(max(len(v) for v in labels.values()) + 2,
+               min(12, max_width // max(len(cols), 1)))
+    palette = ["red", "green", "blue", "magenta", "cyan", "yellow", "bright_black", "white"]
+    text_rows = []
+    for r in rows:
+        text_rows.append("".join("+" + "-" * cell for _ in cols) + "+")
+        text_rows.append("".join("|" + labels[(r, c)].center(cell) for c in cols) + "|")
+    text_rows.append("".join("+" + "-" * cell for _ in cols) + "+")
+    try:
+        import rich.console
+        import rich.text
+    except ImportError:
+        print("\n".join(text_rows))
+        return
+    console = rich.console.Console(no_color=not use_color)
+    styled = rich.text.Text()
+    for line_no, line in enumerate(text_rows):
+        if line_no % 2 == 1:
+            r = rows[line_no // 2]
+            parts = line.split("|")[1:-1]
+            for c, part in zip(cols, parts):
+                styled.append("|")
+                colour = palette[hash(labels[(r, c)]) % len(palette)]
+                styled.append(part, style=colour)
+            styled.append("|\n")
+        else:
+            styled.append(line + "\n")
+    console.print(styled, end="")
+
+
+def _label(devices) -> str:
+    kind = devices[0].platform.upper()
+    return f"{kind} {','.join(str(d.id) for d in sorted(devices, key=lambda d: d.id))}"
+
+
+def visualize_array_sharding(x, **kwargs):
+    """Draw which devices hold which block of the array ``x`` (1-D or 2-D)."""
+    visualize_sharding(x.shape, x.sharding, **kwargs)
