@@ -402,9 +402,9 @@ class JitWrapped:
         # Signature -> (executable, entry, committed) for the eager fast path, which applies
         # when no argument is static (those need the general path's hashing and splitting).
         self._fast: dict = {}
-        self._fast_ok = not (self._static_argnums or self._static_argnames
-                             or self._in_shardings is not None
-                             or self._out_shardings is not None)
+        self._fast_ok = not (self._static_argnums or self._static_argnames)
+        self._shardings_given = self._in_shardings is not None or \
+            self._out_shardings is not None
         _jit_instances.add(self)
 
     def __repr__(self):
@@ -440,8 +440,7 @@ class JitWrapped:
         # Named axes in scope change what axis_size/psum mean inside: part of the key, as
         # are the flags that change tracing (x64, rank/dtype promotion, matmul precision).
         key = (in_tree, avals, static_key, config.trace_context(),
-               trace_mod.axis_env(), get_mesh() if self._in_shardings is not None
-               or self._out_shardings is not None else None)
+               trace_mod.axis_env(), get_mesh() if self._shardings_given else None)
         entry = self._cache.get(key)
         if entry is None:
             entry = self._trace(args, kwargs, static_nums, in_tree, avals, donated, donated_kw,
@@ -571,17 +570,23 @@ class JitWrapped:
             return tree_util.tree_unflatten(entry.out_tree, pjit_p.bind(*entry.consts, *leaves,
                                                                          **entry.params))
         key = (in_tree, sig, config.trace_context())
+        if self._shardings_given:  # PartitionSpecs resolve against the context mesh
+            key += (get_mesh(),)
         hit = self._fast.get(key)
         if hit is None:
             entry, leaves = self._entry(args, {})
             p = entry.params
-            if spmd.inner_shardings(p["jaxpr"]):  # sharding constraints: an SPMD program
-                return tree_util.tree_unflatten(entry.out_tree, pjit_p.bind(
-                    *entry.consts, *leaves, **entry.params))
             full = list(entry.consts) + list(leaves)
-            exe, committed = dispatch.jitted_executable(
-                p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"], p["device"], full,
-                p["compiler_options"])
+            where = _spmd_placement(p, full)
+            if where is not None:  # one SPMD program over a mesh
+                exe, committed = spmd.program_for(
+                    p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"], full,
+                    p["in_shardings"] or (None,) * len(full), p["out_shardings"], where,
+                    p["compiler_options"]), True
+            else:
+                exe, committed = dispatch.jitted_executable(
+                    p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"], p["device"],
+                    full, p["compiler_options"])
             single = entry.out_tree.num_leaves == 1 and tree_util.treedef_is_leaf(entry.out_tree)
             hit = (exe, entry, committed, single)
             if entry.cacheable:
@@ -613,6 +618,16 @@ class JitWrapped:
 _SCALAR_LEAF_TYPES = (int, float, bool, complex)
 
 
+def _spmd_placement(params, args):
+    """Where a jit entry runs on ``args`` when that is over a mesh (see runtime/spmd.py)."""
+    ins, outs = params["in_shardings"], params["out_shardings"]
+    if not (ins or outs or spmd.inner_shardings(params["jaxpr"])
+            or any(spmd.is_spread(a) for a in args)):
+        return None
+    return spmd.placement(args, ins or (None,) * len(args), outs,
+                          f"jitted computation {params['name']}", params["jaxpr"])
+
+
 def _fast_signature(leaves):
     """A hashable description of argument leaves that fixes the executable to run: avals and
     devices of Arrays, types of Python scalars, shapes and dtypes of NumPy arrays. None if
@@ -621,9 +636,12 @@ def _fast_signature(leaves):
     for x in leaves:
         t = type(x)
         if t is Array:
-            dev = getattr(x._buf._sharding, "device_for_dispatch", None)
-            if dev is None:
-                return None
+            s = x._buf._sharding
+            dev = getattr(s, "device_for_dispatch", None)
+            if dev is None:  # laid out over a mesh: the layout picks the program
+                if not isinstance(s, NamedSharding):
+                    return None
+                dev = s
             sig.append((x.aval, dev, x._committed))
         elif t in _SCALAR_LEAF_TYPES:
             sig.append(t)

@@ -90,13 +90,13 @@ def _lower_spmd(entry, args):
                 isinstance(getattr(a, "sharding", None), NamedSharding):
             ins[i] = a.sharding
     outs = tuple(p["out_shardings"] or (None,) * len(p["jaxpr"].jaxpr.outvars))
-    where = spmd.placement(args, ins, outs, f"jitted function {p['name']}", p["jaxpr"])
+    where = spmd.placement(args, ins, outs, f"jitted computation {p['name']}", p["jaxpr"])
     if where is None:
         return None
     devices, mesh = where
     avals = [v.aval for v in p["jaxpr"].jaxpr.invars]
     params = spmd.parameter_shardings(args, avals, ins, devices, mesh,
-                                      f"jitted function {p['name']}")
+                                      f"jitted computation {p['name']}")
     return spmd.lower_spmd(p["jaxpr"].jaxpr, p["name"], params, outs, devices,
                            p["donated_invars"], p["keep_unused"])
 

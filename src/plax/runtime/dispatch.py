@@ -389,7 +389,7 @@ def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: boo
     ins = tuple(in_shardings) or (None,) * len(args)
     if in_shardings or out_shardings or spmd.inner_shardings(closed) or any(
             type(a) is Array and type(a._buf._sharding) is not SingleDeviceSharding for a in args):
-        where = spmd.placement(args, ins, out_shardings, f"jitted function {name}", closed)
+        where = spmd.placement(args, ins, out_shardings, f"jitted computation {name}", closed)
         if where is not None:
             outs = spmd.call_spmd(closed, name, donated_invars, keep_unused, args, ins,
                                   out_shardings, where, options)

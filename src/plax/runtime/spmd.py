@@ -118,9 +118,13 @@ def parameter_shardings(args, avals, in_shardings, devices, mesh, what: str) -> 
 def _buffer(x, aval, sharding):
     """The jaxlib array of ``x`` laid out exactly by ``sharding``."""
     if type(x) is Array:
+        buf = x._buf
+        own = buf._sharding
+        if own is sharding or (own == sharding and not buf.is_deleted()):
+            return buf  # the common cases, checked cheaply
         x._check_alive()
-        if x.sharding == sharding or x.sharding.is_equivalent_to(sharding, aval.ndim):
-            return x._buf
+        if own.is_equivalent_to(sharding, aval.ndim):
+            return buf
         return dispatch.put_sharded(x, sharding)._buf
     host = np.asarray(x, dtype=aval.dtype) if not dtypes.is_extended(aval.dtype) else x
     return dispatch.put_sharded(host, sharding)._buf
@@ -167,7 +171,7 @@ class SpmdProgram:
     """An SPMD executable with the layouts of its parameters and results."""
 
     __slots__ = ("exe", "kept", "in_avals", "out_avals", "in_shardings", "out_shardings",
-                 "handlers", "collective", "text", "name")
+                 "handlers", "collective", "text", "name", "_slots")
 
     def __init__(self, exe, kept, in_avals, out_avals, in_shardings, out_shardings, text, name):
         self.exe, self.kept, self.text, self.name = exe, kept, text, name
@@ -177,10 +181,10 @@ class SpmdProgram:
                          for a, s in zip(out_avals, out_shardings)]
         hlo = xla.optimized_hlo_text(exe)
         self.collective = any(c in hlo for c in _COLLECTIVES)
+        self._slots = tuple(zip(self.kept, self.in_avals, self.in_shardings))
 
     def run(self, args, committed: bool = True) -> list:
-        bufs = [_buffer(args[i], aval, s)
-                for i, aval, s in zip(self.kept, self.in_avals, self.in_shardings)]
+        bufs = [_buffer(args[i], aval, s) for i, aval, s in self._slots]
         if self.collective:
             # XLA's CPU collectives rendezvous on a bounded thread pool: many programs with
             # collectives in flight at once can starve it and deadlock (JAX hangs the same
@@ -278,16 +282,22 @@ def spmd_program(closed, name, donated, keep_unused, in_shardings, out_shardings
     return program
 
 
-def call_spmd(closed, name, donated, keep_unused, args, in_shardings, out_shardings, where,
-              options=None) -> list:
-    """Run a jitted jaxpr over a mesh: ``where`` is ``placement(...)``."""
+def program_for(closed, name, donated, keep_unused, args, in_shardings, out_shardings, where,
+                options=None) -> SpmdProgram:
+    """The SPMD program running a jitted jaxpr on ``args``: ``where`` is ``placement(...)``."""
     devices, mesh = where
     avals = [v.aval for v in closed.jaxpr.invars]
     params = parameter_shardings(args, avals, in_shardings, devices, mesh,
-                                 f"jitted function {name}")
+                                 f"jitted computation {name}")
     outs = tuple(out_shardings) if out_shardings else (None,) * len(closed.jaxpr.outvars)
-    program = spmd_program(closed, name, donated, keep_unused, params, outs, devices, options)
-    return program.run(args)
+    return spmd_program(closed, name, donated, keep_unused, params, outs, devices, options)
+
+
+def call_spmd(closed, name, donated, keep_unused, args, in_shardings, out_shardings, where,
+              options=None) -> list:
+    """Run a jitted jaxpr over a mesh: ``where`` is ``placement(...)``."""
+    return program_for(closed, name, donated, keep_unused, args, in_shardings, out_shardings,
+                       where, options).run(args)
 
 
 _prim_programs = BoundedCache("SPMD primitive executables", 2048)

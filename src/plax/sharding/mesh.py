@@ -159,6 +159,9 @@ class Mesh(_MeshShape):
         self.axis_sizes = tuple(devices.shape)
         self.axis_types = _axis_types(axis_types, len(self.axis_names), AxisType.Auto)
         self._flat = tuple(devices.flat)
+        self._identity = (tuple(d.id for d in self._flat), self.axis_sizes, self.axis_names,
+                          self.axis_types)
+        self._hash = hash(("Mesh", self._identity))
 
     @property
     def device_ids(self) -> np.ndarray:
@@ -185,15 +188,12 @@ class Mesh(_MeshShape):
         new = tuple(types.get(n, t) for n, t in zip(self.axis_names, self.axis_types))
         return Mesh(self.devices, self.axis_names, new)
 
-    def _key(self):
-        return (tuple(d.id for d in self._flat), self.axis_sizes, self.axis_names,
-                self.axis_types)
-
     def __eq__(self, other):
-        return isinstance(other, Mesh) and self._key() == other._key()
+        return self is other or (isinstance(other, Mesh) and self._hash == other._hash
+                                 and self._identity == other._identity)
 
     def __hash__(self):
-        return hash(("Mesh", self._key()))
+        return self._hash
 
     def __repr__(self):
         types = ", ".join(t.name for t in self.axis_types)

@@ -96,6 +96,7 @@ class NamedSharding(xla.GSPMDShardingBase):
         self.mesh, self.spec = mesh, spec
         self._kind = memory_kind
         self._layouts = {}
+        self._hash = hash(("NamedSharding", self._key()))
         self._mesh_devices = tuple(mesh.devices.flat) if isinstance(mesh, Mesh) else ()
         if self._mesh_devices:
             xla.GSPMDShardingBase.__init__(self, xla.device_list(self._mesh_devices),
@@ -204,10 +205,11 @@ class NamedSharding(xla.GSPMDShardingBase):
         return (self.mesh, tuple(self.spec), self._kind)
 
     def __eq__(self, other):
-        return isinstance(other, NamedSharding) and self._key() == other._key()
+        return self is other or (isinstance(other, NamedSharding) and self._hash == other._hash
+                                 and self._key() == other._key())
 
     def __hash__(self):
-        return hash(("NamedSharding", self._key()))
+        return self._hash
 
     def __reduce__(self):
         return (_rebuild, (self.mesh, self.spec, self._kind))
