@@ -1,9 +1,13 @@
 """The plax showcase: arrays on XLA, NumPy-style maths, and programs as jaxprs."""
+import os
+
 import numpy as np
 
-import plax
-import plax.numpy as jnp
-from plax import lax
+os.environ.setdefault("PLAX_NUM_CPU_DEVICES", "8")  # eight virtual CPU devices for the mesh part
+import plax  # noqa: E402
+import plax.numpy as jnp  # noqa: E402
+from plax import lax  # noqa: E402
+from plax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 
 def main():
@@ -90,6 +94,48 @@ def main():
           "->", round(float(mse(fitted, X, Y)), 4), f"({losses.shape[0]} per-step losses returned)")
     print("fitted w, b =", np.round(np.asarray(fitted["w"], np.float64), 3).tolist(),
           round(float(fitted["b"]), 3), "(true:", w_true.tolist(), 0.3, ")")
+
+    if plax.device_count() >= 8:
+        sharded_demo()
+
+
+def sharded_demo():
+    """An array laid out over a 2x4 mesh, and a data-parallel training step XLA partitions."""
+    mesh = Mesh(np.array(plax.devices()[:8]).reshape(2, 4), ("data", "model"))
+    x = plax.device_put(np.arange(64.0, dtype=np.float32).reshape(8, 8),
+                        NamedSharding(mesh, P("data", "model")))
+    print("\nAn 8x8 array laid out over a 2x4 mesh, P('data', 'model'):")
+    plax.debug.visualize_array_sharding(x)
+    print("sharding of jit(sin)(x):", plax.jit(jnp.sin)(x).sharding.spec,
+          "| of x.sum(0):", plax.jit(lambda x: x.sum(0))(x).sharding.spec)
+
+    # Data parallel: the batch split over every device, the parameters replicated. XLA's
+    # partitioner adds the all-reduce of the gradients.
+    key = plax.random.key(1)
+    k_x, k_w = plax.random.split(key)
+    batch = NamedSharding(mesh, P(("data", "model")))
+    replicated = NamedSharding(mesh, P())
+    X = plax.device_put(plax.random.normal(k_x, (256, 16)), batch)
+    Y = plax.device_put(jnp.sin(X).sum(axis=1, keepdims=True), batch)
+    params = plax.device_put({"w": plax.nn.initializers.glorot_normal()(k_w, (16, 1)),
+                              "b": jnp.zeros(1)}, replicated)
+
+    def loss(params, X, Y):
+        return jnp.mean((X @ params["w"] + params["b"] - Y) ** 2)
+
+    @plax.jit
+    def dp_step(params, X, Y):
+        value, grads = plax.value_and_grad(loss)(params, X, Y)
+        return plax.tree.map(lambda p, g: p - 0.1 * g, params, grads), value
+
+    losses = []
+    for _ in range(5):
+        params, value = dp_step(params, X, Y)
+        losses.append(round(float(value), 4))
+    print("\ndata-parallel SGD on 8 devices, losses:", losses,
+          "| params stay", params["w"].sharding.spec)
+    print("the communication XLA inserted into dp_step:")
+    plax.debug.explain_sharding(dp_step, params, X, Y)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ __all__ = ["visualize_array_sharding", "visualize_sharding", "explain_sharding",
 class Collective(NamedTuple):
     """One collective of a compiled program."""
     kind: str             # all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute
-    shape: tuple          # of its result (per device)
-    dtype: str            # HLO element type, e.g. f32
+    shape: tuple          # of its result on each device (a tuple of shapes for a tuple result)
+    dtype: str            # HLO element type(s), e.g. f32
     bytes: int            # size of its result on each device
     replica_groups: str   # the device groups that communicate (as XLA writes them)
     source: str           # "file:line" of the plax operation it came from ('' if unknown)
@@ -32,8 +32,7 @@ class Collective(NamedTuple):
 _KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 _OP = re.compile(r"=\s*(?P<type>.+?)\s+(?P<kind>" + "|".join(_KINDS) + r")(?:-start)?\(")
 _ARRAY = re.compile(r"(\w+)\[([\d,]*)\]")
-_GROUPS = re.compile(r"replica_groups=(\{\{.*?\}\}|\[[^\]]*\]<=\[[^\]]*\](?:T\([\d,]*\))?|\{\})")
-_PAIRS = re.compile(r"source_target_pairs=(\{\{.*?\}\})")
+_GROUPS = re.compile(r"(?:replica_groups|source_target_pairs)=(.*?)(?=, [a-z_]+=|$)")
 _SOURCE = re.compile(r'source_file="([^"]*)"\s+source_line=(\d+)')
 _FRAME = re.compile(r"stack_frame_id=(\d+)")
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,
@@ -75,11 +74,11 @@ def collectives_of(hlo_text: str) -> list:
         if m is None or "-done" in line.split("=")[0]:
             continue
         arrays = _ARRAY.findall(m.group("type"))
-        dtype, dims = arrays[-1] if arrays else ("?", "")
-        shape = tuple(int(d) for d in dims.split(",") if d)
-        size = sum(_BYTES.get(t, 4) * int(np.prod([int(d) for d in ds.split(",") if d] or [1]))
-                   for t, ds in arrays)
-        groups = _GROUPS.search(line) or _PAIRS.search(line)
+        shapes = [tuple(int(d) for d in dims.split(",") if d) for _, dims in arrays]
+        dtype = ",".join(dict.fromkeys(t for t, _ in arrays)) or "?"
+        shape = shapes[0] if len(shapes) == 1 else tuple(shapes)
+        size = sum(_BYTES.get(t, 4) * int(np.prod(s or [1])) for (t, _), s in zip(arrays, shapes))
+        groups = _GROUPS.search(line)
         source, frame = _SOURCE.search(line), _FRAME.search(line)
         where = f"{source.group(1)}:{source.group(2)}" if source else \
             frames.get(int(frame.group(1)), "") if frame else ""
@@ -88,12 +87,18 @@ def collectives_of(hlo_text: str) -> list:
     return found
 
 
+def _result_text(c: Collective) -> str:
+    if c.shape and isinstance(c.shape[0], tuple):
+        return "(" + ", ".join(f"[{','.join(map(str, s))}]" for s in c.shape) + f") {c.dtype}"
+    return f"{c.dtype}[{','.join(map(str, c.shape))}]"
+
+
 def explain_sharding(f, *args, **kwargs) -> list:
     """Print (and return) the collectives of ``jit(f)`` on these arguments: which
     communication XLA's partitioner inserted, how much each moves, and why (the source line)."""
     wrapped = f if hasattr(f, "lower") else jit(f)
     found = wrapped.lower(*args, **kwargs).compile().collectives()
-    rows = [(c.kind, f"{c.dtype}{list(c.shape)}", f"{c.bytes:,}", c.replica_groups, c.source)
+    rows = [(c.kind, _result_text(c), f"{c.bytes:,}", c.replica_groups, c.source)
             for c in found]
     header = ("collective", "result", "bytes/device", "replica groups", "source")
     if not rows:

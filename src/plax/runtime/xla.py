@@ -101,7 +101,20 @@ class _AnswerJaxlibLookups:
     alone: that JAX answers its own lookups.
     """
 
+    _stand_ins = None  # built once, on first use
+
     def __enter__(self):
+        stand_ins = self._stand_ins or self._make_stand_ins()
+        self._saved = {}
+        for name, module in stand_ins.items():
+            current = sys.modules.get(name)
+            if current is None or getattr(current, "__name__", "").startswith("plax"):
+                self._saved[name] = current
+                sys.modules[name] = module
+        return self
+
+    @classmethod
+    def _make_stand_ins(cls) -> dict:
         from plax.core.avals import ShapedArray
         from plax.sharding.single import SingleDeviceSharding
         core = types.ModuleType("jax.core")
@@ -115,15 +128,9 @@ class _AnswerJaxlibLookups:
         parent = types.ModuleType("jax")  # importing "jax.core" imports "jax" first
         parent.__path__ = []
         parent.core, parent._src = core, src
-        stand_ins = {"jax": parent, "jax.core": core, "jax._src": src,
-                     "jax._src.sharding_impls": impls}
-        self._saved = {}
-        for name, module in stand_ins.items():
-            current = sys.modules.get(name)
-            if current is None or getattr(current, "__name__", "").startswith("plax"):
-                self._saved[name] = current
-                sys.modules[name] = module
-        return self
+        cls._stand_ins = {"jax": parent, "jax.core": core, "jax._src": src,
+                          "jax._src.sharding_impls": impls}
+        return cls._stand_ins
 
     def __exit__(self, *exc):
         for name, module in self._saved.items():
@@ -215,7 +222,8 @@ def to_numpy(buf) -> np.ndarray:
 
 def shards(buf) -> list:
     """The single-device pieces of a jaxlib array."""
-    return list(buf._arrays)
+    with _answer_jaxlib_lookups:  # jaxlib makes each piece's sharding through "jax"
+        return list(buf._arrays)
 
 
 def shard_device(shard_buf):
@@ -241,7 +249,8 @@ def block_until_ready(bufs) -> None:
 
 def assemble(aval, sharding, shard_bufs, committed: bool = True):
     """One jaxlib array from per-device single-device arrays."""
-    return xc.ArrayImpl(aval, sharding, list(shard_bufs), committed, True)
+    with _answer_jaxlib_lookups:
+        return xc.ArrayImpl(aval, sharding, list(shard_bufs), committed, True)
 
 
 def hlo_sharding_replicated():
