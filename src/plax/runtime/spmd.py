@@ -305,10 +305,9 @@ _prim_programs = BoundedCache("SPMD primitive executables", 2048)
 
 def apply_primitive_spmd(prim, args, avals, params):
     """Run ``prim`` eagerly on arguments laid out over a mesh (the result keeps a layout)."""
-    where = placement(args, [None] * len(args), [], f"primitive {prim.name}")
-    devices, mesh = where
-    shardings = parameter_shardings(args, avals, [None] * len(args), devices, mesh,
-                                    f"primitive {prim.name}")
+    what = f"jitted computation (the eager {prim.name})"
+    devices, mesh = placement(args, [None] * len(args), [], what)
+    shardings = parameter_shardings(args, avals, [None] * len(args), devices, mesh, what)
     try:
         key = (prim, tuple(params.items()), tuple(avals), shardings)
         program = _prim_programs.get(key)

@@ -52,7 +52,6 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
     methods are borrowed and the class is registered as a Sharding.
     """
 
-    memory_kind = None
     addressable_devices = Sharding.addressable_devices
     is_fully_addressable = Sharding.is_fully_addressable
     num_devices = Sharding.num_devices
@@ -64,6 +63,11 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
     def __init__(self, device, *, memory_kind=None):
         xla.SingleDeviceShardingBase.__init__(self, device)
         self._the_device = device
+        self._kind = memory_kind
+
+    @property
+    def memory_kind(self):
+        return self._kind if self._kind is not None else "device"
 
     def _to_xla_hlo_sharding(self, num_dimensions: int):
         return xla.hlo_sharding_replicated()
