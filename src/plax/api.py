@@ -20,6 +20,7 @@ from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, 
 from plax.lax.pjit import pjit_p
 from plax.runtime import dispatch, spmd, xla
 from plax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding, get_mesh
+from plax.sharding.named import resolve_spec
 from plax.transforms import key_reuse
 from plax.runtime.array import Array, all_arrays
 
@@ -170,12 +171,7 @@ def _resolve_device(device):
     if device is None or isinstance(device, xla.Device):
         return device
     if isinstance(device, PartitionSpec):
-        mesh = get_mesh()
-        if mesh is None:
-            raise ValueError(f"device_put was given the PartitionSpec {device!r} without a mesh: "
-                             "set one with plax.set_mesh(mesh), or pass NamedSharding(mesh, "
-                             "spec).")
-        return NamedSharding(mesh, device)
+        return resolve_spec(device, "device_put")
     devs = getattr(device, "device_set", None)
     if devs is not None:
         return next(iter(devs)) if isinstance(device, SingleDeviceSharding) else device
@@ -715,14 +711,8 @@ def _broadcast_shardings(prefix, tree, what: str, name: str) -> list:
                 from None
     out = []
     for s in flat:
-        if isinstance(s, PartitionSpec):
-            mesh = get_mesh()
-            if mesh is None:
-                raise ValueError(f"jit {what} of {name} holds the PartitionSpec {s!r} but no "
-                                 "mesh is set: use plax.set_mesh(mesh), or pass "
-                                 "NamedSharding(mesh, spec).")
-            s = NamedSharding(mesh, s)
-        out.append(s)
+        out.append(resolve_spec(s, f"jit {what} of {name}") if isinstance(s, PartitionSpec)
+                   else s)
     return out
 
 

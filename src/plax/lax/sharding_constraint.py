@@ -15,8 +15,7 @@ from plax.core.avals import physical_aval
 from plax.lax.ad_util import deflinear
 from plax.runtime import dispatch
 from plax.runtime.array import Array
-from plax.sharding.mesh import get_mesh
-from plax.sharding.named import NamedSharding
+from plax.sharding.named import NamedSharding, resolve_spec
 from plax.sharding.partition_spec import PartitionSpec
 
 __all__ = ["with_sharding_constraint", "sharding_constraint_p"]
@@ -26,12 +25,7 @@ sharding_constraint_p = Primitive("sharding_constraint")
 
 def _resolve(sharding) -> NamedSharding:
     if isinstance(sharding, PartitionSpec):
-        mesh = get_mesh()
-        if mesh is None:
-            raise ValueError(f"with_sharding_constraint got the PartitionSpec {sharding!r} but "
-                             "no mesh is set: use plax.set_mesh(mesh), or pass "
-                             "NamedSharding(mesh, spec).")
-        return NamedSharding(mesh, sharding)
+        return resolve_spec(sharding, "with_sharding_constraint")
     if isinstance(sharding, NamedSharding):
         return sharding
     raise TypeError(f"with_sharding_constraint takes NamedShardings or PartitionSpecs, got "

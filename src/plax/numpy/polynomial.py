@@ -8,14 +8,12 @@ algebra (least squares, eigenvalues), which plax does not have yet.
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from plax import lax
 from plax.core.errors import ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
-from plax.numpy import creation, shape_ops, ufuncs
+from plax.numpy import creation, shape_ops, ufuncs, util
 from plax.numpy.util import as_operand, check_arraylike, convert, promote_dtypes, \
     promote_dtypes_inexact
 
@@ -36,12 +34,11 @@ def _coeffs(name: str, argname: str, p):
 
 def _order(name: str, value, what: str) -> int:
     try:
-        value = operator.index(value)
+        return util.static_nonnegative_int(value, "m", name)
     except TypeError:
         raise TypeError(f"{name}: m must be a non-negative integer, got {value!r}.") from None
-    if value < 0:
-        raise ValueError(f"{name}: Order of {what} must be positive (got m={value}).")
-    return value
+    except ValueError:
+        raise ValueError(f"{name}: Order of {what} must be positive (got m={value}).") from None
 
 
 def _pad_front(p, n: int):

@@ -8,7 +8,6 @@ multi-dimensional histograms are integers, and shapes never depend on data under
 from __future__ import annotations
 
 import builtins
-import operator
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from plax import lax
 from plax.core import dtypes
 from plax.core.errors import ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
-from plax.numpy import creation, products, reductions, shape_ops, sorting, ufuncs
+from plax.numpy import creation, products, reductions, shape_ops, sorting, ufuncs, util
 from plax.numpy.util import as_operand, check_arraylike, convert, promote_dtypes_inexact
 
 __all__ = ["cov", "corrcoef", "bincount", "digitize", "histogram", "histogram_bin_edges",
@@ -141,16 +140,6 @@ def corrcoef(x, y=None, rowvar=True, dtype=None):
 
 
 # --- bincount, digitize ------------------------------------------------------------------------
-def _static_nonneg_int(value, name: str, fn: str) -> int:
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{fn}: {name} must be a Python integer, got {value!r}.") from None
-    if value < 0:
-        raise ValueError(f"{fn}: {name} must be non-negative, got {value}.")
-    return value
-
-
 def _concrete_max(x, fn: str) -> int:
     if isinstance(x, Tracer) and x.to_concrete_value() is None:
         raise ConcretizationTypeError(
@@ -173,11 +162,11 @@ def bincount(x, weights=None, minlength=0, *, length=None):
         raise TypeError(f"x argument to bincount must have an integer type; got {aval.dtype}.")
     if aval.ndim != 1:
         raise ValueError(f"bincount: x must be 1-dimensional, got shape {aval.shape}.")
-    minlength = _static_nonneg_int(minlength, "minlength", "bincount")
+    minlength = util.static_nonnegative_int(minlength, "minlength", "bincount")
     if length is None:
         length = builtins.max(minlength, _concrete_max(x, "bincount") + 1)
     else:
-        length = _static_nonneg_int(length, "length", "bincount")
+        length = util.static_nonnegative_int(length, "length", "bincount")
     if weights is None:
         w = creation.ones(aval.shape, dtypes.default_int_dtype())
     else:

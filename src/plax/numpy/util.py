@@ -1,6 +1,7 @@
 """Argument checks, dtype promotion and shape broadcasting shared by plax.numpy."""
 from __future__ import annotations
 
+import operator
 import warnings
 
 import numpy as np
@@ -248,3 +249,14 @@ def canonicalize_axes(axis, ndim: int) -> tuple:
     if len(set(out)) != len(out):
         raise ValueError(f"repeated axis in {tuple(axis)}")
     return out
+
+
+def static_nonnegative_int(value, name: str, fn: str) -> int:
+    """``value`` as a Python int >= 0 (a static parameter such as a length or an order)."""
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{fn}: {name} must be a Python integer, got {value!r}.") from None
+    if value < 0:
+        raise ValueError(f"{fn}: {name} must be non-negative, got {value}.")
+    return value

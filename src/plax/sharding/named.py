@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from plax.runtime import xla
-from plax.sharding.mesh import AbstractMesh, Mesh
+from plax.sharding.mesh import AbstractMesh, Mesh, get_mesh
 from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
 from plax.sharding.single import Sharding
 
@@ -216,6 +216,16 @@ class NamedSharding(xla.GSPMDShardingBase):
 
     def __repr__(self):
         return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind={self.memory_kind})"
+
+
+def resolve_spec(spec, what: str) -> NamedSharding:
+    """A PartitionSpec as a NamedSharding over the context mesh (``set_mesh``); ``what``
+    names who was given the spec, for the error when no mesh is set."""
+    mesh = get_mesh()
+    if mesh is None:
+        raise ValueError(f"{what} was given the PartitionSpec {spec!r} but no mesh is set: use "
+                         "plax.set_mesh(mesh), or pass NamedSharding(mesh, spec).")
+    return NamedSharding(mesh, spec)
 
 
 def _rebuild(mesh, spec, memory_kind):
