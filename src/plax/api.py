@@ -573,7 +573,8 @@ class JitWrapped:
             entry, leaves = self._entry(args, {})
             p = entry.params
             full = list(entry.consts) + list(leaves)
-            where = _spmd_placement(p, full)
+            where = spmd.where_to_run(p["jaxpr"], full, p["in_shardings"], p["out_shardings"],
+                                      p["name"])
             if where is not None:  # one SPMD program over a mesh
                 exe, committed = spmd.program_for(
                     p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"], full,
@@ -612,16 +613,6 @@ class JitWrapped:
 
 
 _SCALAR_LEAF_TYPES = (int, float, bool, complex)
-
-
-def _spmd_placement(params, args):
-    """Where a jit entry runs on ``args`` when that is over a mesh (see runtime/spmd.py)."""
-    ins, outs = params["in_shardings"], params["out_shardings"]
-    if not (ins or outs or spmd.inner_shardings(params["jaxpr"])
-            or any(spmd.is_spread(a) for a in args)):
-        return None
-    return spmd.placement(args, ins or (None,) * len(args), outs,
-                          f"jitted computation {params['name']}", params["jaxpr"])
 
 
 def _fast_signature(leaves):

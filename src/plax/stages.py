@@ -90,7 +90,8 @@ def _lower_spmd(entry, args):
                 isinstance(getattr(a, "sharding", None), NamedSharding):
             ins[i] = a.sharding
     outs = tuple(p["out_shardings"] or (None,) * len(p["jaxpr"].jaxpr.outvars))
-    where = spmd.placement(args, ins, outs, f"jitted computation {p['name']}", p["jaxpr"])
+    given = tuple(ins) if any(s is not None for s in ins) else ()
+    where = spmd.where_to_run(p["jaxpr"], args, given, p["out_shardings"], p["name"])
     if where is None:
         return None
     devices, mesh = where

@@ -386,15 +386,13 @@ def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: boo
     """Run a jitted jaxpr on concrete arguments: over a mesh (SPMD) when shardings ask for it
     or an argument is laid out over several devices."""
     from plax.runtime import spmd  # (spmd builds on this module)
-    ins = tuple(in_shardings) or (None,) * len(args)
-    if in_shardings or out_shardings or spmd.inner_shardings(closed) or any(
-            type(a) is Array and type(a._buf._sharding) is not SingleDeviceSharding for a in args):
-        where = spmd.placement(args, ins, out_shardings, f"jitted computation {name}", closed)
-        if where is not None:
-            outs = spmd.call_spmd(closed, name, donated_invars, keep_unused, args, ins,
-                                  out_shardings, where, options)
-            _check_debug_flags(closed, name, args, outs)
-            return outs
+    where = spmd.where_to_run(closed, args, in_shardings, out_shardings, name)
+    if where is not None:
+        outs = spmd.call_spmd(closed, name, donated_invars, keep_unused, args,
+                              tuple(in_shardings) or (None,) * len(args), out_shardings, where,
+                              options)
+        _check_debug_flags(closed, name, args, outs)
+        return outs
     exe, committed = jitted_executable(closed, name, donated_invars, keep_unused, device, args,
                                        options)
     outs = exe.run(args, committed)

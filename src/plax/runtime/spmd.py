@@ -64,6 +64,17 @@ def placement(args, in_shardings, out_shardings, what: str, closed=None):
     return devices, mesh
 
 
+def where_to_run(closed, args, in_shardings, out_shardings, name: str):
+    """The devices and mesh a jitted jaxpr runs on over ``args`` when that is SPMD (it has
+    shardings, sharded arguments or sharding constraints inside), else None.
+    ``in_shardings``/``out_shardings`` are pjit's parameters (``()``: unconstrained)."""
+    if not (in_shardings or out_shardings or inner_shardings(closed)
+            or any(is_spread(a) for a in args)):
+        return None
+    return placement(args, in_shardings or (None,) * len(args), out_shardings,
+                     f"jitted computation {name}", closed)
+
+
 _inner = WeakKeyCache("sharding constraints in jaxprs")
 
 
