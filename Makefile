@@ -16,8 +16,9 @@ demo: $(STAMP)
 	@echo "--- an unmodified JAX program, run with jax -> plax (python -m plax) ---"
 	$(PY) -m plax examples/jax_style_training.jaxpy
 
+# Two worker processes (one per core on CI), each test file kept on one worker.
 test: $(STAMP)
-	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q tests
+	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile tests
 
 bench: $(STAMP)
 	$(PY) bench/bench_eager.py
@@ -26,6 +27,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_vmap.py
 	$(PY) bench/bench_control_flow.py
 	$(PY) bench/bench_random.py
+	$(PY) bench/bench_sharding.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
