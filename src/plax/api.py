@@ -161,8 +161,41 @@ def process_count(backend=None) -> int:
     return max(d.process_index for d in xla.get_backend(backend).devices()) + 1
 
 
+def process_indices(backend=None) -> list:
+    """The indices of every process holding devices of ``backend``."""
+    return sorted({d.process_index for d in xla.get_backend(backend).devices()})
+
+
+# The older names of the process functions (a process was once called a host).
+host_id, host_count, host_ids = process_index, process_count, process_indices
+
+
 def default_backend() -> str:
     return xla.default_platform()
+
+
+def copy_to_host_async(x):
+    """Start copying every Array leaf of ``x`` to the host (reads of them then wait less)."""
+    for leaf in tree_util.tree_leaves(x):
+        if type(leaf) is Array:
+            leaf.copy_to_host_async()
+    return x
+
+
+def print_environment_info(return_string: bool = False):
+    """The versions of plax, jaxlib, NumPy and Python, and the devices (printed, or returned
+    with ``return_string=True``)."""
+    import platform
+    import jaxlib
+    from plax.version import __version__
+    lines = [f"plax:    {__version__}", f"jaxlib:  {jaxlib.__version__}",
+             f"numpy:   {np.__version__}",
+             f"python:  {platform.python_version()} ({platform.platform()})",
+             f"devices: {device_count()} ({default_backend()}): {devices()}"]
+    text = "\n".join(lines)
+    if return_string:
+        return text
+    print(text)
 
 
 # --- data -------------------------------------------------------------------------------

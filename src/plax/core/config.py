@@ -198,6 +198,19 @@ def debug_infs(new_val: bool = True):
     return config.override("debug_infs", new_val)
 
 
+def threefry_partitionable(new_val: bool = True):
+    """Context manager: the counter layout of random bits (True: JAX's default since 0.5)."""
+    return config.override("threefry_partitionable", new_val)
+
+
+def check_tracer_leaks(new_val: bool = True):
+    """Context manager checking for leaked tracers after each transformation."""
+    return config.override("check_tracer_leaks", new_val)
+
+
+checking_leaks = check_tracer_leaks
+
+
 def debug_key_reuse(new_val: bool = True):
     """Context manager: raise KeyReuseError when a typed PRNG key is consumed twice."""
     return config.override("debug_key_reuse", new_val)

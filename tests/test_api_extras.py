@@ -1,0 +1,56 @@
+"""Small top-level functions JAX programs use: process queries, host copies, environment
+information, config context managers, and the sharding names at the top level."""
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+
+
+def test_process_queries_in_one_process():
+    assert plax.process_indices() == [0]
+    assert plax.host_count() == plax.process_count() == 1
+    assert plax.host_id() == plax.process_index() == 0
+    assert plax.host_ids() == [0]
+
+
+def test_copy_to_host_async_returns_its_argument_and_values_read_back():
+    tree = {"a": jnp.arange(3.0), "b": [jnp.ones(2), 5]}
+    assert plax.copy_to_host_async(tree) is tree
+    np.testing.assert_array_equal(np.asarray(tree["a"]), [0.0, 1.0, 2.0])
+
+
+def test_print_environment_info(capsys):
+    text = plax.print_environment_info(return_string=True)
+    assert text.splitlines()[0] == f"plax:    {plax.__version__}"
+    assert f"devices: {plax.device_count()} (cpu)" in text
+    assert plax.print_environment_info() is None
+    assert capsys.readouterr().out.strip() == text
+
+
+def test_threefry_partitionable_context_manager_changes_the_bits():
+    key = plax.random.PRNGKey(0)
+    with plax.threefry_partitionable(False):
+        old = np.asarray(plax.random.split(key)[0])
+    new = np.asarray(plax.random.split(key)[0])
+    np.testing.assert_array_equal(old, [4146024105, 967050713])  # JAX's original layout
+    np.testing.assert_array_equal(new, [1797259609, 2579123966])
+    assert plax.config.jax_threefry_partitionable is True
+
+
+def test_check_tracer_leaks_context_managers():
+    with plax.check_tracer_leaks():
+        assert plax.config.jax_check_tracer_leaks is True
+    with plax.checking_leaks():
+        assert plax.config.jax_check_tracer_leaks is True
+    assert plax.config.jax_check_tracer_leaks is False
+
+
+def test_sharding_names_at_the_top_level():
+    mesh = plax.make_mesh((8,), ("x",))
+    x = plax.device_put(np.arange(8.0), plax.NamedSharding(mesh, plax.P("x")))
+    assert x.sharding.spec == plax.P("x")
+    shard = x.addressable_shards[3]
+    assert isinstance(shard, plax.Shard) and shard.index == (slice(3, 4),)
+    with pytest.raises(TypeError, match="PartitionSpec entries must be None"):
+        plax.P(1)
