@@ -54,3 +54,40 @@ def test_sharding_names_at_the_top_level():
     assert isinstance(shard, plax.Shard) and shard.index == (slice(3, 4),)
     with pytest.raises(TypeError, match="PartitionSpec entries must be None"):
         plax.P(1)
+
+
+def test_custom_gradient_uses_the_returned_vjp():
+    @plax.custom_gradient
+    def f(x):
+        return jnp.sin(x), lambda g: (g * jnp.cos(x) * 2,)
+
+    assert float(f(1.0)) == pytest.approx(np.sin(1.0), rel=1e-6)
+    assert float(plax.grad(f)(1.0)) == pytest.approx(2 * np.cos(1.0), rel=1e-6)
+    assert float(plax.jit(plax.grad(f))(1.0)) == pytest.approx(2 * np.cos(1.0), rel=1e-6)
+    np.testing.assert_allclose(np.asarray(plax.vmap(plax.grad(f))(jnp.arange(3.0))),
+                               2 * np.cos(np.arange(3.0)), rtol=1e-6)
+
+
+def test_custom_gradient_of_two_arguments_and_a_clipped_gradient():
+    @plax.custom_gradient
+    def g(x, y):
+        return x * y, lambda c: (c * y, c * x * 10)
+
+    gx, gy = plax.grad(g, argnums=(0, 1))(2.0, 3.0)
+    assert (float(gx), float(gy)) == (3.0, 20.0)
+
+    @plax.custom_gradient
+    def clip_grad(x):
+        return x, lambda g: (jnp.clip(g, -1, 1),)
+
+    np.testing.assert_array_equal(
+        np.asarray(plax.grad(lambda x: (clip_grad(x) * 5).sum())(jnp.ones(3))), [1.0, 1.0, 1.0])
+
+
+def test_custom_gradient_vjp_must_return_one_cotangent_per_argument():
+    @plax.custom_gradient
+    def bad(x, y):
+        return x + y, lambda c: (c,)
+
+    with pytest.raises(TypeError, match="returned 1 cotangents for 2 positional arguments"):
+        plax.grad(bad)(1.0, 2.0)
