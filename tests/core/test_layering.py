@@ -7,8 +7,10 @@ import re
 import pytest
 
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "plax"
-# Higher-order primitives in lax: they transform their bodies with the toolkit.
-HIGHER_ORDER_LAX = {"pjit.py", "generic_reduce.py"}
+# Lax files that use the transformations: higher-order primitives, which transform their
+# bodies with the toolkit (pjit, the generic reduce and reduce_window with their combiners),
+# and special functions defined with custom_jvp.
+HIGHER_ORDER_LAX = {"pjit.py", "generic_reduce.py", "windowed.py", "special.py"}
 
 
 def imported_modules(path: pathlib.Path) -> set:

@@ -16,7 +16,7 @@ from plax.numpy.util import as_operand, check_arraylike, convert, shape_of
 __all__ = ["indices", "ix_", "unravel_index", "ravel_multi_index", "tril_indices",
            "triu_indices", "tril_indices_from", "triu_indices_from", "diag_indices",
            "diag_indices_from", "mask_indices", "fill_diagonal", "fromfunction", "mgrid",
-           "ogrid"]
+           "ogrid", "s_", "index_exp", "r_", "c_", "put_along_axis"]
 
 
 def _static_int(x, name: str, fn: str) -> int:
@@ -300,3 +300,153 @@ mgrid = _Grid(False, "mgrid")
 mgrid.__doc__ = "Dense index grids from slices: ``mgrid[0:2, 0:3]`` (a complex step is a count)."
 ogrid = _Grid(True, "ogrid")
 ogrid.__doc__ = "Open (sparse) index grids from slices: ``ogrid[0:2, 0:3]``."
+
+
+_sparse_indices = indices
+
+# --- index expressions and concatenation helpers ------------------------------------------
+s_ = np.s_
+index_exp = np.index_exp
+
+
+def _make_1d_grid_from_slice(s: slice, op_name: str):
+    for name, v in (("start", s.start), ("stop", s.stop), ("step", s.step)):
+        if isinstance(v, Tracer) and v.to_concrete_value() is None:
+            raise ConcretizationTypeError(v, f"The slice {name} of jnp.{op_name} must be static.")
+    conc = [v.to_concrete_value() if isinstance(v, Tracer) else v
+            for v in (s.start, s.stop, s.step)]
+    start, stop, step = conc[0] or 0, conc[1], conc[2] or 1
+    if np.iscomplex(step):
+        return creation.linspace(start, stop, int(abs(step)))
+    return creation.arange(start, stop, step)
+
+
+class _AxisConcat:
+    """Concatenates slices, scalars and array-like objects along an axis (``r_``, ``c_``).
+
+    A leading string directive sets the parameters: ``'r'``/``'c'`` make a 2-D row/column
+    matrix of a 1-D result; ``'axis[,ndmin[,trans1d]]'`` sets the concatenation axis, the
+    minimum rank of each piece and where a piece's own axes go when it is padded."""
+    axis: int
+    ndmin: int
+    trans1d: int
+    op_name: str
+
+    def __getitem__(self, key):
+        key_tup = key if isinstance(key, tuple) else (key,)
+        params = [self.axis, self.ndmin, self.trans1d, -1]
+        if not key_tup:
+            raise IndexError(f"jnp.{self.op_name} needs at least one item.")
+        directive = key_tup[0]
+        if isinstance(directive, str):
+            key_tup = key_tup[1:]
+            if directive == "r":
+                params[-1] = 0
+            elif directive == "c":
+                params[-1] = 1
+            else:
+                vec = directive.split(",")
+                k = len(vec)
+                vec = vec + params[k:] if k < 4 else vec[:3] + [params[-1]]
+                try:
+                    params = [int(v) for v in vec]
+                except ValueError as err:
+                    raise ValueError(f"could not understand directive {directive!r}") from err
+        axis, ndmin, trans1d, matrix = params
+        output = []
+        for item in key_tup:
+            if isinstance(item, slice):
+                newobj = _make_1d_grid_from_slice(item, self.op_name)
+                item_ndim = 0
+            elif isinstance(item, str):
+                raise ValueError("string directive must be placed at the beginning")
+            else:
+                newobj = creation.array(item, copy=False)
+                item_ndim = len(get_aval(newobj).shape)
+            newobj = creation.array(newobj, copy=False, ndmin=ndmin)
+            if trans1d != -1 and ndmin - item_ndim > 0:
+                shape_obj = tuple(range(ndmin))
+                num_lshifts = ndmin - abs(ndmin + trans1d + 1) % ndmin
+                shape_obj = shape_obj[num_lshifts:] + shape_obj[:num_lshifts]
+                newobj = shape_ops.transpose(newobj, shape_obj)
+            output.append(newobj)
+        res = shape_ops.concatenate(tuple(output), axis=axis)
+        if matrix != -1 and len(get_aval(res).shape) == 1:
+            res = shape_ops.expand_dims(res, matrix)
+        return res
+
+    def __len__(self) -> int:
+        return 0
+
+
+class RClass(_AxisConcat):
+    """Concatenates slices (``start:stop:step`` as ``arange``, a complex step as a
+    ``linspace`` count), scalars and arrays along the first axis: ``r_[1:4, 0, x]``."""
+    axis = 0
+    ndmin = 1
+    trans1d = -1
+    op_name = "r_"
+
+    def __repr__(self):
+        return "plax.numpy.r_"
+
+
+class CClass(_AxisConcat):
+    """Concatenates slices, scalars and arrays along the last axis, each raised to at least
+    2-D with its own axes first (1-D pieces become columns): ``c_[x, y]``."""
+    axis = -1
+    ndmin = 2
+    trans1d = 0
+    op_name = "c_"
+
+    def __repr__(self):
+        return "plax.numpy.c_"
+
+
+r_ = RClass()
+c_ = CClass()
+
+
+def put_along_axis(arr, indices, values, axis, inplace: bool = True, *, mode=None):
+    """A copy of ``arr`` with ``values`` written at ``indices`` along ``axis`` (the inverse
+    of ``take_along_axis``; ``axis=None`` works on the flattened array). Arrays are
+    immutable: pass ``inplace=False``."""
+    if inplace:
+        raise ValueError(
+            "jax.numpy.put_along_axis cannot modify arrays in-place, because JAX arrays"
+            "are immutable. Pass inplace=False to instead return an updated array.")
+    check_arraylike("put_along_axis", arr, indices, values)
+    arr = creation.asarray(arr)
+    indices = creation.asarray(indices)
+    values = creation.asarray(values)
+    original_axis = axis
+    original_shape = tuple(get_aval(arr).shape)
+    if axis is None:
+        arr = shape_ops.ravel(arr)
+        axis = 0
+    arr_ndim = len(get_aval(arr).shape)
+    idx_shape = tuple(get_aval(indices).shape)
+    if arr_ndim != len(idx_shape):
+        raise ValueError(
+            "put_along_axis arguments 'arr' and 'indices' must have same ndim. Got "
+            f"arr.ndim={arr_ndim} and indices.ndim={len(idx_shape)}.")
+    try:
+        values = shape_ops.broadcast_to(values, idx_shape)
+    except ValueError:
+        raise ValueError(
+            "put_along_axis argument 'values' must be broadcastable to 'indices'. Got "
+            f"values.shape={tuple(get_aval(values).shape)} and indices.shape={idx_shape}."
+        ) from None
+    axis = operator.index(axis)
+    if not -arr_ndim <= axis < arr_ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {arr_ndim}")
+    if axis < 0:
+        axis += arr_ndim
+    idx = list(_sparse_indices(tuple(get_aval(arr).shape), sparse=True))
+    idx[axis] = indices
+    result = arr.at[tuple(idx)].set(values, mode=mode)
+    if original_axis is None:
+        result = shape_ops.reshape(result, original_shape)
+    return result
+
+

@@ -1,0 +1,386 @@
+"""reduce_window: reductions over sliding (strided, padded, dilated) windows.
+
+``reduce_window`` with lax.add / lax.max / lax.min and the op's identity as the
+(concrete) init value uses the specialised primitives reduce_window_sum / _max /
+_min, as in JAX; any other computation goes through the generic
+``reduce_window`` primitive, whose traced combiner lowers to the region of a
+``stablehlo.reduce_window``.
+
+Derivatives: reduce_window_sum is linear (its transpose pads the cotangent with
+interior zeros for the strides and sums it over windows again). The max/min and
+generic derivatives unroll the window: the operand is padded (and base-dilated),
+one strided slice is taken per window offset, and the slices are folded with
+the combiner starting from the init value, skipping padding as XLA does (for
+max/min a running select that keeps the tangent of the first chosen element),
+which is differentiable and transposable with pad/slice/select alone.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from plax import tree_util
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules,
+                             not_mapped, param_printers, register_lowering, tangent_aval,
+                             transpose_rules)
+from plax.core.trace import Tracer, get_aval
+from plax.lax import arithmetic as _arith
+from plax.lax import comparison as _cmp
+from plax.lax import generic_reduce as _greduce
+from plax.lax import reductions as _reductions
+from plax.lax import shapes as _shapes
+from plax.lax import slicing as _slicing
+from plax.lax.ad_util import deflinear
+from plax.lax.batch_util import bdim_at_front
+from plax.lax.common import as_int_tuple, check_dtype
+from plax.lowering.consts import const_operands
+from plax.lowering.stablehlo import i64_array, lower_jaxpr_body
+from plax.transforms.jvp import jvp_flat
+
+__all__ = ["reduce_window", "padtype_to_pads", "reduce_window_shape_tuple"]
+
+
+# --- shapes and padding -----------------------------------------------------------------
+def _dilate_shape(shape, dilation):
+    return tuple(0 if d == 0 else 1 + r * (d - 1) for d, r in zip(shape, dilation))
+
+
+def _ceil_divide(a, b):
+    return -(-a // b)
+
+
+def padtype_to_pads(in_shape, window_shape, window_strides, padding):
+    """(lo, hi) pads for padding type 'VALID', 'SAME' or 'SAME_LOWER' (a sequence of pairs is
+    returned as it is)."""
+    if not isinstance(padding, str):
+        return tuple((int(lo), int(hi)) for lo, hi in padding)
+    kind = padding.upper()
+    if kind == "VALID":
+        return ((0, 0),) * len(in_shape)
+    if kind not in ("SAME", "SAME_LOWER"):
+        raise RuntimeError(f"Unrecognized padding type: expected 'VALID', 'SAME', or 'SAME_LOWER', "
+                           f"got {padding}.")
+    pads = []
+    for size, window, stride in zip(in_shape, window_shape, window_strides):
+        out = _ceil_divide(int(size), int(stride))
+        total = max((out - 1) * int(stride) + int(window) - int(size), 0)
+        small, big = total // 2, total - total // 2
+        pads.append((small, big) if kind == "SAME" else (big, small))
+    return tuple(pads)
+
+
+def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, padding,
+                              base_dilation=None, window_dilation=None):
+    """The result shape of a reduce_window with these window parameters."""
+    if base_dilation is not None:
+        operand_shape = _dilate_shape(operand_shape, base_dilation)
+    if window_dilation is not None:
+        window_dimensions = _dilate_shape(window_dimensions, window_dilation)
+    out = []
+    for size, (lo, hi), window, stride in zip(operand_shape, padding, window_dimensions,
+                                              window_strides):
+        padded = int(size) + int(lo) + int(hi)
+        out.append(max(0, (padded - int(window)) // int(stride) + 1) if padded >= window else 0)
+    return tuple(out)
+
+
+def _check_window(name, shape, window_dimensions, window_strides, padding, base_dilation,
+                  window_dilation):
+    ndim = len(shape)
+    for what, vals, positive in (("window_dimensions", window_dimensions, True),
+                                 ("window_strides", window_strides, True),
+                                 ("base_dilation", base_dilation, True),
+                                 ("window_dilation", window_dilation, True)):
+        if len(vals) != ndim:
+            raise TypeError(f"{name} got the wrong number of {what} for an operand array with "
+                            f"{ndim} dimensions; got {what}={vals}.")
+        if positive and any(v < 1 for v in vals):
+            raise TypeError(f"{name}: all {what} must be positive, got {what}={vals}.")
+    if len(padding) != ndim or any(len(p) != 2 for p in padding):
+        raise ValueError(f"{name}: padding must be a sequence of {ndim} (low, high) pairs for an "
+                         f"operand with {ndim} dimensions, got padding={padding}.")
+    padded = [s + lo + hi for s, (lo, hi) in zip(_dilate_shape(shape, base_dilation), padding)]
+    if any(p < 0 for p in padded):
+        raise ValueError(f"{name}: negative padding {padding} removes more than the whole "
+                         f"(base-dilated) operand of shape {shape}.")
+    return reduce_window_shape_tuple(shape, window_dimensions, window_strides, padding,
+                                     base_dilation, window_dilation)
+
+
+def _window_props(window_dimensions, window_strides, padding, base_dilation, window_dilation):
+    ndim = len(window_dimensions)
+    pad_text = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in padding) + "]"
+    return (f"window_dimensions = {i64_array(window_dimensions)}, "
+            f"window_strides = {i64_array(window_strides)}, "
+            f"base_dilations = {i64_array(base_dilation)}, "
+            f"window_dilations = {i64_array(window_dilation)}, "
+            f"padding = dense<{pad_text}> : tensor<{ndim}x2xi64>")
+
+
+# --- unrolling a window (for derivatives) ----------------------------------------------
+def _window_slices(x, pad_value, window_dimensions, window_strides, padding, base_dilation,
+                   window_dilation, out_shape):
+    """One array of ``out_shape`` per window offset: element ``o`` of slice ``k`` is the
+    element at offset ``k`` of window ``o`` (padding and dilation holes hold ``pad_value``)."""
+    config = tuple((lo, hi, b - 1) for (lo, hi), b in zip(padding, base_dilation))
+    padded = _shapes.pad(x, pad_value, config)
+    out = []
+    for offset in itertools.product(*[range(w) for w in window_dimensions]):
+        start = tuple(k * r for k, r in zip(offset, window_dilation))
+        limit = tuple(s + (o - 1) * st + 1 if o > 0 else s
+                      for s, o, st in zip(start, out_shape, window_strides))
+        out.append(_slicing.slice(padded, start, limit, window_strides))
+    return out
+
+
+# --- the specialised primitives ------------------------------------------------------------
+_PARAMS = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")
+
+
+def _make_monoid(name, category, identity, combine):
+    prim = Primitive(name)
+
+    def abstract(x, *, window_dimensions, window_strides, padding, base_dilation,
+                 window_dilation):
+        check_dtype(name, x, category)
+        shape = _check_window(name, x.shape, window_dimensions, window_strides, padding,
+                              base_dilation, window_dilation)
+        return ShapedArray(shape, x.dtype, x.weak_type)
+
+    def lower(ctx, x, **params):
+        ain, aout = ctx.avals_in[0], ctx.avals_out[0]
+        scalar = ShapedArray((), ain.dtype)
+        init = ctx.constant(identity(ain.dtype), scalar)
+        return ctx.op1("stablehlo.reduce_window", [x, init], [ain, scalar], aout,
+                       props=_window_props(*(params[p] for p in _PARAMS)),
+                       regions=_reductions._region(ctx, ain, combine))
+
+    def batch(axis, vals, dims, *, window_dimensions, window_strides, padding, base_dilation,
+              window_dilation):
+        (x,), (d,) = vals, dims
+        ins = lambda t, v: t[:d] + (v,) + t[d:]
+        return prim.bind(x, window_dimensions=ins(window_dimensions, 1),
+                         window_strides=ins(window_strides, 1), padding=ins(padding, (0, 0)),
+                         base_dilation=ins(base_dilation, 1),
+                         window_dilation=ins(window_dilation, 1)), d
+
+    abstract_eval_rules[prim] = abstract
+    register_lowering(prim, lower)
+    batch_rules[prim] = batch
+    return prim
+
+
+reduce_window_sum_p = _make_monoid("reduce_window_sum", "numeric", lambda d: 0,
+                                   _reductions._binop("stablehlo.add"))
+reduce_window_max_p = _make_monoid(
+    "reduce_window_max", "any", dtypes.lowest_value,
+    _reductions._extremum("stablehlo.maximum", "stablehlo.or", "GT"))
+reduce_window_min_p = _make_monoid(
+    "reduce_window_min", "any", dtypes.highest_value,
+    _reductions._extremum("stablehlo.minimum", "stablehlo.and", "LT"))
+
+
+def _sum_transpose(ct, x, *, window_dimensions, window_strides, padding, base_dilation,
+                   window_dilation):
+    aval = x.aval
+    if type(ct) is Zero:
+        return [Zero(aval)]
+    in_shape = aval.shape
+    ct_shape = get_aval(ct).shape
+    lhs = _dilate_shape(in_shape, base_dilation)
+    rhs = _dilate_shape(window_dimensions, window_dilation)
+    out = _dilate_shape(ct_shape, window_strides)
+    before = [r - lo - 1 for r, (lo, _) in zip(rhs, padding)]
+    after = [l + r - 1 - o - b for l, r, o, b in zip(lhs, rhs, out, before)]
+    config = tuple((b, a, s - 1) for b, a, s in zip(before, after, window_strides))
+    padded = _shapes.pad(ct, np.zeros((), get_aval(ct).dtype), config)
+    ones = (1,) * len(in_shape)
+    result = reduce_window_sum_p.bind(padded, window_dimensions=window_dimensions,
+                                      window_strides=base_dilation,
+                                      padding=((0, 0),) * len(in_shape), base_dilation=ones,
+                                      window_dilation=window_dilation)
+    assert get_aval(result).shape == in_shape, (get_aval(result).shape, in_shape)
+    return [result]
+
+
+deflinear(reduce_window_sum_p)
+transpose_rules[reduce_window_sum_p] = _sum_transpose
+
+
+def _chooser_jvp(prim, direction):
+    """max/min: the tangent of the first element of each window attaining the extremum."""
+    def rule(primals, tangents, **params):
+        (x,), (t,) = primals, tangents
+        ans = prim.bind(x, **params)
+        if type(t) is Zero:
+            return ans, Zero(tangent_aval(get_aval(ans)))
+        dt = get_aval(x).dtype
+        init = np.array(dtypes.lowest_value(dt) if direction == "GT" else dtypes.highest_value(dt),
+                        dt)
+        out_shape = get_aval(ans).shape
+        args = [params[p] for p in _PARAMS]
+        vs = _window_slices(x, init, *args, out_shape)
+        ts = _window_slices(t, np.zeros((), get_aval(t).dtype), *args, out_shape)
+        better = _cmp.gt if direction == "GT" else _cmp.lt
+        cur_v, cur_t = vs[0], ts[0]
+        for v, tt in zip(vs[1:], ts[1:]):
+            take = better(v, cur_v)
+            cur_v = _cmp.select_n(take, cur_v, v)
+            cur_t = _cmp.select_n(take, cur_t, tt)
+        return ans, cur_t
+    jvp_rules[prim] = rule
+
+
+_chooser_jvp(reduce_window_max_p, "GT")
+_chooser_jvp(reduce_window_min_p, "LT")
+
+
+# --- the generic primitive -------------------------------------------------------------------
+reduce_window_p = Primitive("reduce_window", multiple_results=True)
+
+
+def _generic_abstract(*avals, jaxpr, **params):
+    n = len(avals) // 2
+    ops, inits = avals[:n], avals[n:]
+    if not ops:
+        raise ValueError("reduce_window needs at least one operand.")
+    if any(i.shape != () for i in inits):
+        raise ValueError(f"reduce_window found non-scalar initial value: {[i.shape for i in inits]}")
+    if any(o.dtype != i.dtype for o, i in zip(ops, inits)):
+        raise TypeError("reduce_window operand dtypes should match corresponding initial value "
+                        f"dtypes, got operands={list(ops)} and initial_values={list(inits)}.")
+    if any(o.shape != ops[0].shape for o in ops):
+        raise ValueError(f"reduce_window operands must all have the same shape, got "
+                         f"{[o.shape for o in ops]}.")
+    shape = _check_window("reduce_window", ops[0].shape, *(params[p] for p in _PARAMS))
+    return [ShapedArray(shape, o.dtype) for o in ops]
+
+
+def _generic_lowering(ctx, *args, jaxpr, **params):
+    n = len(args) // 2
+    scalars = [ShapedArray((), a.dtype) for a in ctx.avals_in[:n]]
+
+    def body(c, *region_args):
+        consts = const_operands(c, jaxpr)
+        return lower_jaxpr_body(c.fn, jaxpr.jaxpr, consts + list(region_args)), scalars
+
+    region = ctx.region(scalars + scalars, body)
+    return ctx.op("stablehlo.reduce_window", list(args),
+                  props=_window_props(*(params[p] for p in _PARAMS)), regions=region)
+
+
+def _generic_unrolled(jaxpr, n, params, out_shape):
+    def run(*args):
+        ops, inits = list(args[:n]), list(args[n:])
+        per_op = [_window_slices(x, i, *(params[p] for p in _PARAMS), out_shape)
+                  for x, i in zip(ops, inits)]
+        # XLA applies the init value once and skips padding and dilation holes.
+        valid = _window_slices(_shapes.broadcast_in_dim(np.bool_(True), get_aval(ops[0]).shape, ()),
+                               np.bool_(False), *(params[p] for p in _PARAMS), out_shape)
+        acc = [_shapes.broadcast_in_dim(i, out_shape, ()) for i in inits]
+        for k in range(len(per_op[0])):
+            new = _greduce._combine(jaxpr, acc, [s[k] for s in per_op])
+            acc = [_cmp.select_n(valid[k], a, b) for a, b in zip(acc, new)]
+        return acc
+    return run
+
+
+def _generic_jvp(primals, tangents, *, jaxpr, **params):
+    n = len(primals) // 2
+    if any(type(t) is not Zero for t in tangents[n:]):
+        raise NotImplementedError("Differentiating lax.reduce_window with non-zero tangents for "
+                                  "its initial values is not implemented.")
+    outs = reduce_window_p.bind(*primals, jaxpr=jaxpr, **params)
+    out_shape = get_aval(outs[0]).shape
+    if math.prod(out_shape) == 0 or all(type(t) is Zero for t in tangents):
+        return outs, [Zero(tangent_aval(get_aval(o))) for o in outs]
+    _, out_t = jvp_flat(_generic_unrolled(jaxpr, n, params, out_shape), list(primals),
+                        list(tangents))
+    return outs, out_t
+
+
+def _generic_batch(axis, vals, dims, *, jaxpr, window_dimensions, window_strides, padding,
+                   base_dilation, window_dilation):
+    n = len(vals) // 2
+    if any(d is not not_mapped for d in dims[n:]):
+        raise NotImplementedError("vmap of lax.reduce_window with batched init_values is not "
+                                  "supported: the init values must be the same for every example.")
+    ops = [bdim_at_front(v, d, axis.size) for v, d in zip(vals[:n], dims[:n])]
+    outs = reduce_window_p.bind(*ops, *vals[n:], jaxpr=jaxpr,
+                                window_dimensions=(1,) + window_dimensions,
+                                window_strides=(1,) + window_strides,
+                                padding=((0, 0),) + padding, base_dilation=(1,) + base_dilation,
+                                window_dilation=(1,) + window_dilation)
+    return outs, [0] * n
+
+
+abstract_eval_rules[reduce_window_p] = _generic_abstract
+register_lowering(reduce_window_p, _generic_lowering)
+jvp_rules[reduce_window_p] = _generic_jvp
+batch_rules[reduce_window_p] = _generic_batch
+param_printers[reduce_window_p] = lambda p: {k: p[k] for k in ("jaxpr",) + _PARAMS}
+
+
+# --- the public function ---------------------------------------------------------------------
+def _monoid_prim(computation, init, dtype):
+    if isinstance(init, Tracer) or np.shape(init) != ():
+        return None
+    if hasattr(init, "aval"):
+        init = np.asarray(init)
+    if computation is _arith.add and _greduce._is_identity(init, 0):
+        return reduce_window_sum_p
+    if computation is _arith.max and _greduce._is_identity(init, dtypes.lowest_value(dtype)):
+        return reduce_window_max_p
+    if computation is _arith.min and _greduce._is_identity(init, dtypes.highest_value(dtype)):
+        return reduce_window_min_p
+    return None
+
+
+def reduce_window(operand, init_value, computation, window_dimensions, window_strides, padding,
+                  base_dilation=None, window_dilation=None):
+    """Reduce each (strided, padded, dilated) window of ``operand`` with
+    ``computation(a, b)`` starting from ``init_value`` (pytrees of matching structure).
+
+    ``padding`` is 'VALID', 'SAME', 'SAME_LOWER' or a sequence of (low, high) pairs;
+    padding and base-dilation holes hold the init value.
+    """
+    flat_ops, tree = tree_util.tree_flatten(operand)
+    flat_inits, init_tree = tree_util.tree_flatten(init_value)
+    if tree != init_tree:
+        raise ValueError(f"Operands must have the same tree structure as init_values: {tree} vs. "
+                         f"{init_tree}.")
+    if not flat_ops:
+        raise ValueError("reduce_window needs at least one operand.")
+    shape = get_aval(flat_ops[0]).shape
+    wdims = as_int_tuple(window_dimensions, "window_dimensions")
+    strides = as_int_tuple(window_strides, "window_strides")
+    ones = (1,) * len(shape)
+    bdil = ones if base_dilation is None else as_int_tuple(base_dilation, "base_dilation")
+    wdil = ones if window_dilation is None else as_int_tuple(window_dilation, "window_dilation")
+    if isinstance(padding, str):
+        if not len(wdims) == len(strides) == len(bdil) == len(wdil) == len(shape):
+            raise TypeError(f"reduce_window got the wrong number of window_dimensions, "
+                            f"window_strides or dilations for an operand array with {len(shape)} "
+                            f"dimensions; got window_dimensions={wdims}, window_strides={strides}.")
+        # Like JAX: the padding type applies to the (undilated) operand and dilated window.
+        pads = padtype_to_pads(shape, _dilate_shape(wdims, wdil), strides, padding)
+    else:
+        pads = tuple(as_int_tuple(p, "padding entry") for p in padding)
+    params = dict(window_dimensions=wdims, window_strides=strides, padding=pads,
+                  base_dilation=bdil, window_dilation=wdil)
+    if len(flat_ops) == 1:
+        prim = _monoid_prim(computation, flat_inits[0], get_aval(flat_ops[0]).dtype)
+        if prim is not None:
+            return tree_util.tree_unflatten(tree, [prim.bind(flat_ops[0], **params)])
+    op_avals = [get_aval(x) for x in flat_ops]
+    abstract_eval_rules[reduce_window_p](*op_avals, *[get_aval(i) for i in flat_inits],
+                                         jaxpr=None, **params)
+    scalars = tuple(ShapedArray((), a.dtype) for a in op_avals)
+    jaxpr = _greduce._combiner_jaxpr(computation, scalars, tree)
+    outs = reduce_window_p.bind(*flat_ops, *flat_inits, jaxpr=jaxpr, **params)
+    return tree_util.tree_unflatten(tree, outs)
