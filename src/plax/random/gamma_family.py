@@ -3,8 +3,8 @@ the implicit-reparameterisation gradient), and beta, dirichlet, chisquare, f, t,
 generalized_normal and ball built on them, each as JAX constructs it.
 
 The derivative of a gamma sample with respect to its shape parameter is
-``-dF/da / dF/dx`` for the gamma CDF ``F``: ``random_gamma_grad`` computes it with
-the incomplete-gamma series (small ``x``) or continued fraction (large ``x``)
+``-dF/da / dF/dx`` for the gamma CDF ``F``: ``plax.lax.random_gamma_grad`` computes it
+with the incomplete-gamma series (small ``x``) or continued fraction (large ``x``)
 carried together with their derivatives in ``a``.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from plax import numpy as jnp
 from plax.api import jit
 from plax.api_vmap import vmap
 from plax.core import dtypes
+from plax.lax.special import random_gamma_grad
 from plax.random import threefry
 from plax.random.distributions import _exponential, _rademacher
 from plax.random.keys import _check_key
@@ -103,101 +104,6 @@ def _gamma_sample_grad(sample, a, log_space: bool):
         s = lax.select(s == 0, jnp.full_like(s, dtypes.finfo(s.dtype).tiny), s)
         return random_gamma_grad(a, s) / s
     return random_gamma_grad(a, sample)
-
-
-# --- d(sample)/d(alpha) -----------------------------------------------------------------
-def random_gamma_grad(a, x):
-    """The derivative of a Gamma(a) sample ``x`` with respect to ``a`` (the implicit
-    reparameterisation gradient), elementwise."""
-    a, x = jnp.asarray(a), jnp.asarray(x)
-    is_nan = jnp.isnan(a) | jnp.isnan(x)
-    x_is_zero = x == 0
-    domain_error = (x < 0) | (a <= 0)
-    use_fraction = (x > 1) & (x > a)
-    ax = a * jnp.log(x) - x - lax.lgamma(a)
-    underflow = ax < -np.log(dtypes.finfo(a.dtype).max)
-    ax = jnp.exp(ax)
-    enabled = ~(x_is_zero | domain_error | underflow | is_nan)
-    out = lax.select(use_fraction,
-                     -_fraction_sample_derivative(ax, x, a, enabled & use_fraction),
-                     _series_sample_derivative(ax, x, a, enabled & ~use_fraction))
-    out = lax.select(x_is_zero, jnp.zeros_like(out), out)
-    return lax.select(domain_error | is_nan, jnp.full_like(a, np.nan), out)
-
-
-def _series_sample_derivative(ax, x, a, enabled):
-    """The series for the lower incomplete gamma function, carried with its derivative in
-    ``a``; returns -dP/da / dP/dx."""
-    eps = dtypes.finfo(a.dtype).eps
-
-    def body(vals):
-        on, r, c, ans, xx, dc_da, dans_da = vals
-        r_new = r + 1
-        dc_new = dc_da * (xx / r_new) - (c * xx) / (r_new * r_new)
-        dans_new = dans_da + dc_new
-        c_new = c * (xx / r_new)
-        ans_new = ans + c_new
-        more = on & (jnp.abs(dc_new / dans_new) > eps)
-        keep = lambda new, old: lax.select(on, new, old)  # noqa: E731
-        return (more, keep(r_new, r), keep(c_new, c), keep(ans_new, ans), xx,
-                keep(dc_new, dc_da), keep(dans_new, dans_da))
-
-    ones, zeros = jnp.ones_like(a), jnp.zeros_like(a)
-    vals = lax.while_loop(lambda v: jnp.any(v[0]), body,
-                          (enabled, a, ones, ones, x, zeros, zeros))
-    ans, dans_da = vals[3], vals[6]
-    dlogax_da = jnp.log(x) - lax.digamma(a + 1)
-    return -(dans_da + ans * dlogax_da) * x / a
-
-
-def _fraction_sample_derivative(ax, x, a, enabled):
-    """The continued fraction for the upper incomplete gamma function, carried with its
-    derivative in ``a`` (rescaled against overflow); returns dQ/da / dQ/dx."""
-    eps = np.array(dtypes.finfo(x.dtype).eps, x.dtype)
-    one = np.array(1, x.dtype)
-
-    def body(vals):
-        (on, ans, t, y, z, c, pkm1, qkm1, pkm2, qkm2, dpkm2, dqkm2, dpkm1, dqkm1, dans) = vals
-        c = c + one
-        y_new, z_new = y + one, z + 2
-        yc = y_new * c
-        pk = pkm1 * z_new - pkm2 * yc
-        qk = qkm1 * z_new - qkm2 * yc
-        nonzero = qk != 0
-        r = pk / qk
-        t_new = lax.select(nonzero, jnp.abs((ans - r) / r), jnp.ones_like(r))
-        ans_new = lax.select(nonzero, r, ans)
-        dpk = dpkm1 * z_new - pkm1 - dpkm2 * yc + pkm2 * c
-        dqk = dqkm1 * z_new - qkm1 - dqkm2 * yc + qkm2 * c
-        dans_new = lax.select(nonzero, (dpk - ans_new * dqk) / qk, dans)
-        change = lax.select(nonzero, jnp.abs(dans_new - dans), jnp.ones_like(dans))
-        npkm2, npkm1, nqkm2, nqkm1 = pkm1, pk, qkm1, qk
-        ndpkm2, ndqkm2, ndpkm1, ndqkm1 = dpkm1, dqkm1, dpk, dqk
-        big = jnp.abs(pk) > one / eps
-        scale = lambda v: lax.select(big, v * eps, v)  # noqa: E731
-        npkm2, npkm1, nqkm2, nqkm1 = map(scale, (npkm2, npkm1, nqkm2, nqkm1))
-        ndpkm2, ndqkm2, ndpkm1, ndqkm1 = map(scale, (ndpkm2, ndqkm2, ndpkm1, ndqkm1))
-        more = on & (change > eps)
-        keep = lambda new, old: lax.select(on, new, old)  # noqa: E731
-        return (more, keep(ans_new, ans), keep(t_new, t), keep(y_new, y), keep(z_new, z), c,
-                keep(npkm1, pkm1), keep(nqkm1, qkm1), keep(npkm2, pkm2), keep(nqkm2, qkm2),
-                keep(ndpkm2, dpkm2), keep(ndqkm2, dqkm2), keep(ndpkm1, dpkm1),
-                keep(ndqkm1, dqkm1), keep(dans_new, dans))
-
-    y = one - a
-    z = x + y + one
-    pkm2, qkm2 = jnp.ones_like(x), x
-    pkm1, qkm1 = x + one, z * x
-    ans = pkm1 / qkm1
-    zeros = jnp.zeros_like(x)
-    dqkm1 = -x
-    dans = (zeros - ans * dqkm1) / qkm1
-    start = (enabled, ans, jnp.ones_like(x), y, z, np.array(0, x.dtype), pkm1, qkm1, pkm2, qkm2,
-             zeros, zeros, zeros, dqkm1, dans)
-    vals = lax.while_loop(lambda v: (v[5] < np.array(2000, x.dtype)) & jnp.any(v[0]), body, start)
-    ans, dans = vals[1], vals[14]
-    dlogax_da = jnp.log(x) - lax.digamma(a)
-    return -(dans + ans * dlogax_da) * x
 
 
 # --- the public samplers -------------------------------------------------------------------

@@ -15,7 +15,9 @@ from plax.numpy.util import promote_args_inexact
 from plax.transforms.custom_derivatives import custom_jvp
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv",
-           "gammaln", "digamma", "xlogy", "xlog1py", "entr"]
+           "gammaln", "digamma", "xlogy", "xlog1py", "entr", "gammainc", "gammaincc", "betainc",
+           "zeta", "polygamma", "i0e", "i1e", "i0", "i1", "ndtr", "ndtri", "log_ndtr", "gamma",
+           "beta", "betaln", "factorial", "multigammaln", "rel_entr", "kl_div", "exp1"]
 
 
 def _inexact(name: str, x):
@@ -150,3 +152,240 @@ _entr.defjvps(lambda t, ans, x: jnp.multiply(t, jnp.negative(jnp.add(jnp.log(x),
 def entr(x):
     """Elementwise entropy term: -x log(x) for x > 0, 0 at 0 and -inf for x < 0."""
     return _entr(_inexact("entr", x))
+
+
+# --- incomplete gamma and beta, zeta, polygamma, Bessel ------------------------------------
+def _broadcast_inexact(name, *args):
+    args = promote_args_inexact(name, *args)
+    return jnp.broadcast_arrays(*args) if len(args) > 1 else args
+
+
+def gammainc(a, x):
+    """The regularized lower incomplete gamma function P(a, x)."""
+    return lax.igamma(*_broadcast_inexact("gammainc", a, x))
+
+
+def gammaincc(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
+    return lax.igammac(*_broadcast_inexact("gammaincc", a, x))
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b)."""
+    return lax.betainc(*_broadcast_inexact("betainc", a, b, x))
+
+
+def zeta(x, q=None):
+    """The Hurwitz zeta function sum over n >= 0 of (n + q)**-x (Riemann's when q is None)."""
+    if q is None:
+        raise NotImplementedError("Riemann zeta function not implemented; pass q != None "
+                                  "to compute the Hurwitz Zeta function.")
+    return lax.zeta(*_broadcast_inexact("zeta", x, q))
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma; ``n`` must have an integer dtype."""
+    if not dtypes.issubdtype(_dtype(n), np.integer):
+        raise ValueError(f"Argument `n` to polygamma must be of integer type. Got dtype "
+                         f"{_dtype(n)}.")
+    n_f, x = _broadcast_inexact("polygamma", n, x)
+    return lax.polygamma(n_f, x)
+
+
+i0e = _unary(lax.bessel_i0e, "i0e", "The exponentially scaled modified Bessel function I0.")
+i1e = _unary(lax.bessel_i1e, "i1e", "The exponentially scaled modified Bessel function I1.")
+
+
+def i0(x):
+    """The modified Bessel function of order 0."""
+    x = _inexact("i0", x)
+    return lax.mul(lax.exp(lax.abs(x)), lax.bessel_i0e(x))
+
+
+def i1(x):
+    """The modified Bessel function of order 1."""
+    x = _inexact("i1", x)
+    return lax.mul(lax.exp(lax.abs(x)), lax.bessel_i1e(x))
+
+
+# --- the normal distribution ---------------------------------------------------------------
+def ndtr(x):
+    """The standard normal CDF."""
+    x = _inexact("ndtr", x)
+    half = lax.full_like(x, 0.5)
+    return lax.mul(half, lax.erfc(lax.mul(lax.neg(x), lax.full_like(x, np.sqrt(0.5)))))
+
+
+@custom_jvp
+def _ndtri(p):
+    dt = _dtype(p)
+    # The lower-tail probability q = min(p, 1 - p) (1 - p is exact above 1/2), a rational
+    # first guess in t = sqrt(-2 log q) (Abramowitz and Stegun 26.2.23, error below 5e-4),
+    # then Newton steps on log_ndtr(x) = log(q), accurate far into the tail.
+    upper = jnp.greater(p, 0.5)
+    q = jnp.where(upper, jnp.subtract(1, p), p)
+    inside = jnp.logical_and(jnp.greater(q, 0), jnp.less_equal(q, 0.5))
+    q = jnp.where(inside, q, 0.25).astype(dt)
+    t = jnp.sqrt(jnp.multiply(-2, jnp.log(q)))
+    num = 2.515517 + t * (0.802853 + t * 0.010328)
+    den = 1 + t * (1.432788 + t * (0.189269 + t * 0.001308))
+    x = jnp.negative(t - num / den).astype(dt)
+    log_q = jnp.log(q)
+    for _ in range(3):
+        log_phi = -0.5 * jnp.square(x) - 0.5 * np.log(2 * np.pi)
+        ln = log_ndtr(x)
+        x = (x - (ln - log_q) * jnp.exp(ln - log_phi)).astype(dt)
+    x = jnp.where(upper, jnp.negative(x), x)
+    x = jnp.where(jnp.equal(p, 0), -np.inf, jnp.where(jnp.equal(p, 1), np.inf, x))
+    return jnp.where(jnp.logical_or(jnp.less(p, 0), jnp.greater(p, 1)), np.nan, x).astype(dt)
+
+
+_ndtri.defjvps(lambda t, ans, p: jnp.multiply(
+    t, jnp.multiply(np.sqrt(2 * np.pi), jnp.exp(jnp.multiply(0.5, jnp.square(ans))))))
+
+
+def ndtri(p):
+    """The inverse of ndtr: the standard normal quantile of ``p`` (NaN outside [0, 1])."""
+    return _ndtri(_inexact("ndtri", p))
+
+
+_LOG_NDTR_SWITCH = -8.0
+
+
+def log_ndtr(x, series_order=3):
+    """The log of the standard normal CDF, accurate far into both tails."""
+    if not isinstance(series_order, int) or isinstance(series_order, bool):
+        raise TypeError("series_order must be a Python integer.")
+    if series_order < 0:
+        raise ValueError("series_order must be non-negative.")
+    if series_order > 30:
+        raise ValueError("series_order must be <= 30.")
+    x = _inexact("log_ndtr", x)
+    lower = jnp.less(x, _LOG_NDTR_SWITCH)
+    upper = jnp.greater(x, 0.0)
+    mid_x = jnp.where(lower | upper, 0.0, x).astype(_dtype(x))
+    mid = jnp.log(ndtr(mid_x))
+    up_x = jnp.where(upper, x, 1.0).astype(_dtype(x))
+    up = jnp.log1p(jnp.negative(ndtr(jnp.negative(up_x))))  # log(1 - q), q the upper tail
+    lo_x = jnp.where(lower, x, _LOG_NDTR_SWITCH - 1).astype(_dtype(x))
+    x2 = jnp.square(lo_x)
+    # log(phi(x) / -x) plus the log of the asymptotic series 1 - 1/x**2 + 3/x**4 - ...
+    series = jnp.ones_like(lo_x)
+    term = jnp.ones_like(lo_x)
+    for k in range(1, series_order + 1):
+        term = jnp.multiply(term, jnp.negative(jnp.divide(2 * k - 1, x2)))
+        series = jnp.add(series, term)
+    lo = (jnp.negative(jnp.multiply(0.5, x2)) - jnp.log(jnp.negative(lo_x))
+          - 0.5 * np.log(2 * np.pi) + jnp.log(series)).astype(_dtype(x))
+    return jnp.where(lower, lo, jnp.where(upper, up, mid))
+
+
+# --- gamma and beta --------------------------------------------------------------------------
+def _gamma_sign(x):
+    """The sign of gamma(x): +1 for x > 0, alternating between the negative integers."""
+    floor_odd = jnp.not_equal(jnp.remainder(jnp.floor(x), 2), 0)
+    return jnp.where(jnp.logical_or(jnp.greater(x, 0), jnp.logical_not(floor_odd)),
+                     jnp.ones_like(x), -jnp.ones_like(x))
+
+
+def gamma(x):
+    """The gamma function (inf at 0, NaN at the negative integers)."""
+    x = _inexact("gamma", x)
+    out = jnp.multiply(_gamma_sign(x), jnp.exp(lax.lgamma(x)))
+    neg_int = jnp.logical_and(jnp.less(x, 0), jnp.equal(jnp.floor(x), x))
+    return jnp.where(neg_int, np.nan, out)
+
+
+def betaln(a, b):
+    """The log of the absolute value of the beta function."""
+    a, b = _broadcast_inexact("betaln", a, b)
+    return lax.sub(lax.add(lax.lgamma(a), lax.lgamma(b)), lax.lgamma(lax.add(a, b)))
+
+
+def beta(a, b):
+    """The beta function gamma(a) gamma(b) / gamma(a + b)."""
+    a, b = _broadcast_inexact("beta", a, b)
+    sign = jnp.multiply(jnp.multiply(_gamma_sign(a), _gamma_sign(b)), _gamma_sign(a + b))
+    return jnp.multiply(sign, jnp.exp(betaln(a, b)))
+
+
+def factorial(n, exact=False):
+    """n! as gamma(n + 1), 0 for negative n; ``exact=True`` is not supported."""
+    if exact:
+        raise NotImplementedError("factorial with exact=True")
+    n = _inexact("factorial", n)
+    return jnp.where(jnp.less(n, 0), 0, jnp.exp(lax.lgamma(jnp.add(n, 1)))).astype(_dtype(n))
+
+
+def multigammaln(a, d):
+    """The log of the multivariate gamma function of dimension ``d`` (a static integer)."""
+    d = core_concrete_int(d)
+    a = _inexact("multigammaln", a)
+    dt = _dtype(a)
+    consts = np.asarray(d * (d - 1) / 4 * np.log(np.pi), dt)
+    offsets = np.arange(d, dtype=dt) / np.asarray(2, dt)
+    terms = lax.lgamma(jnp.subtract(jnp.expand_dims(a, -1), offsets))
+    return jnp.add(jnp.sum(terms, axis=-1), consts)
+
+
+def core_concrete_int(d):
+    try:
+        value = int(d)
+    except Exception:
+        raise TypeError("d must be a concrete integer for multigammaln (it sets the number "
+                        "of terms).") from None
+    if value != d:
+        raise ValueError(f"d must be an integer, got {d}.")
+    return value
+
+
+# --- relative entropy -------------------------------------------------------------------------
+def rel_entr(p, q):
+    """p log(p / q) for p, q > 0; 0 where p == 0 and q >= 0; inf otherwise."""
+    p, q = _broadcast_inexact("rel_entr", p, q)
+    both_pos = jnp.logical_and(jnp.greater(p, 0), jnp.greater(q, 0))
+    safe_p = jnp.where(both_pos, p, 1)
+    safe_q = jnp.where(both_pos, q, 1)
+    val = jnp.multiply(safe_p, jnp.log(jnp.divide(safe_p, safe_q)))
+    zero = jnp.logical_and(jnp.equal(p, 0), jnp.greater_equal(q, 0))
+    out = jnp.where(both_pos, val, jnp.where(zero, 0, np.inf))
+    return out.astype(_dtype(p))
+
+
+def kl_div(p, q):
+    """p log(p / q) - p + q for p, q > 0; q where p == 0 and q >= 0; inf otherwise."""
+    p, q = _broadcast_inexact("kl_div", p, q)
+    both_pos = jnp.logical_and(jnp.greater(p, 0), jnp.greater(q, 0))
+    safe_p = jnp.where(both_pos, p, 1)
+    safe_q = jnp.where(both_pos, q, 1)
+    val = jnp.add(jnp.subtract(jnp.multiply(safe_p, jnp.log(jnp.divide(safe_p, safe_q))),
+                               safe_p), safe_q)
+    zero = jnp.logical_and(jnp.equal(p, 0), jnp.greater_equal(q, 0))
+    out = jnp.where(both_pos, val, jnp.where(zero, q, np.inf))
+    return out.astype(_dtype(p))
+
+
+# --- exponential integral -----------------------------------------------------------------------
+def exp1(x):
+    """The exponential integral E1(x) = integral from x to inf of exp(-t) / t (x > 0)."""
+    x = _inexact("exp1", x)
+    dt = _dtype(x)
+    small = jnp.less_equal(x, 1.0)
+    xs = jnp.where(small, x, 0.5).astype(dt)
+    # E1(x) = -euler - log(x) - sum_k (-x)**k / (k k!)
+    total = jnp.zeros_like(xs)
+    term = jnp.ones_like(xs)
+    for k in range(1, 25):
+        term = jnp.multiply(term, jnp.negative(xs)) / k
+        total = total + term / k
+    ser = -np.asarray(np.euler_gamma, dt) - jnp.log(xs) - total
+    # x > 1: the continued fraction E1(x) = exp(-x) / (x + 1 / (1 + 1 / (x + 2 / (1 + ...)))),
+    # evaluated from the tail.
+    xl = jnp.where(small, 2.0, x).astype(dt)
+    frac = jnp.zeros_like(xl)
+    for k in range(40, 0, -1):
+        frac = k / (1 + k / (xl + frac))
+    cf = jnp.exp(-xl) / (xl + frac)
+    out = jnp.where(small, ser, cf)
+    out = jnp.where(jnp.equal(x, 0), np.inf, out)
+    return jnp.where(jnp.less(x, 0), np.nan, out).astype(dt)

@@ -1,0 +1,100 @@
+"""More of plax.scipy.special against SciPy (values) and JAX 0.10 (dtypes, edges)."""
+import numpy as np
+import pytest
+import scipy.special as sp
+
+import plax
+from plax.scipy import special as S
+from plax.test_util import check_grads
+
+F32 = np.dtype(np.float32)
+
+
+def check(got, want, rtol=2e-5, atol=1e-6):
+    assert isinstance(got, plax.Array), type(got)
+    assert got.dtype == F32, got.dtype
+    want = np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol, atol=atol,
+                               equal_nan=True)
+
+
+def test_promotion_and_broadcasting():
+    check(S.gammainc(1, 2), sp.gammainc(1, 2))
+    check(S.gammaincc(np.arange(1, 4), 2.0), sp.gammaincc(np.arange(1, 4), 2.0), rtol=3e-5)
+    check(S.betainc(2, 3, np.array([0.2, 0.6], np.float32)), sp.betainc(2, 3, [0.2, 0.6]),
+          rtol=5e-5)
+    check(S.zeta(2, np.array([[1.0], [3.0]], np.float32)), sp.zeta(2, [[1.0], [3.0]]))
+    check(S.polygamma(1, 2), sp.polygamma(1, 2))
+    check(S.polygamma(np.array([0, 1, 2]), 1.5), sp.polygamma([0, 1, 2], 1.5), rtol=3e-5)
+    with pytest.raises(ValueError, match="must be of integer type"):
+        S.polygamma(1.5, 1.0)
+    with pytest.raises(NotImplementedError, match="Riemann zeta"):
+        S.zeta(2.0)
+
+
+def test_bessel():
+    x = np.array([-3, -0.5, 0, 1, 4, 25], np.float32)
+    check(S.i0e(x), sp.i0e(x))
+    check(S.i1e(x), sp.i1e(x))
+    check(S.i0(x), sp.i0(x), rtol=3e-5)
+    check(S.i1(x), sp.i1(x), rtol=3e-5)
+    check(S.i0e(1), sp.i0e(1))
+
+
+def test_normal():
+    x = np.array([-40, -20, -8.5, -7.9, -3, 0, 0.5, 3, 5.5, 10], np.float32)
+    f = plax.jit(lambda x: (S.ndtr(x), S.log_ndtr(x)))
+    ndtr, log_ndtr = f(x)
+    check(ndtr, sp.ndtr(x.astype(np.float64)), rtol=3e-5, atol=1e-7)
+    check(log_ndtr, sp.log_ndtr(x.astype(np.float64)), rtol=3e-5, atol=1e-7)
+    np.testing.assert_allclose(float(plax.grad(S.log_ndtr)(-40.0)), 40.0254, rtol=1e-4)
+    check_grads(S.log_ndtr, (np.float32(-1.3),), order=1, modes=("fwd", "rev"), rtol=2e-2)
+    p = np.array([0.0, 1e-30, 1e-10, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999999, 1.0, -1.0], np.float32)
+    check(S.ndtri(p), sp.ndtri(p.astype(np.float64)), rtol=5e-5, atol=1e-5)
+    np.testing.assert_allclose(float(plax.grad(S.ndtri)(0.3)),
+                               np.sqrt(2 * np.pi) * np.exp(sp.ndtri(0.3) ** 2 / 2), rtol=1e-5)
+    with pytest.raises(ValueError, match="series_order must be non-negative"):
+        S.log_ndtr(1.0, series_order=-1)
+
+
+def test_gamma_beta_factorial():
+    g = np.array([-1.5, -0.5, 0.5, 3, 0, -1, 7.5], np.float32)
+    check(S.gamma(g), sp.gamma(g), rtol=3e-5)
+    a = np.array([0.5, 2, -1.5, 3], np.float32)
+    b = np.array([1.5, 3, 2, 0.25], np.float32)
+    check(S.beta(a, b), sp.beta(a, b), rtol=3e-5)
+    check(S.betaln(a[[0, 1, 3]], b[[0, 1, 3]]), sp.betaln(a[[0, 1, 3]], b[[0, 1, 3]]), rtol=3e-5)
+    check(S.factorial(np.array([-1.0, 3.0, 2.5], np.float32)), [0, 6, sp.gamma(3.5)], rtol=3e-6)
+    check(S.factorial(4), 24.0, rtol=3e-6)
+    with pytest.raises(NotImplementedError, match="exact=True"):
+        S.factorial(3, exact=True)
+    check(S.multigammaln(np.array([2.5, 3.0], np.float32), 2),
+          [sp.multigammaln(2.5, 2), sp.multigammaln(3.0, 2)], rtol=3e-5)
+    check(S.multigammaln(2.5, 3), sp.multigammaln(2.5, 3), rtol=3e-5)
+    check_grads(S.gamma, (np.float32(2.3),), order=1, modes=("fwd", "rev"), rtol=2e-2)
+
+
+def test_entropies():
+    p = np.array([0, 1, -1, 1, 0, 2, 0.5], np.float32)
+    q = np.array([0, 0, 1, -1, 1, 3, 0.25], np.float32)
+    check(S.rel_entr(p, q), sp.rel_entr(p, q))
+    check(S.kl_div(p, q), sp.kl_div(p, q))
+    check(S.rel_entr(1, 2), sp.rel_entr(1, 2))
+    check_grads(S.kl_div, (np.float32(0.7), np.float32(1.3)), order=1, modes=("fwd", "rev"),
+                rtol=2e-2)
+
+
+def test_exp1():
+    x = np.array([0, 0.01, 0.5, 1, 1.5, 3, 10, 30, -1], np.float32)
+    check(plax.jit(S.exp1)(x), sp.exp1(x), rtol=3e-5)
+    check(plax.vmap(S.exp1)(x[1:4]), sp.exp1(x[1:4]), rtol=3e-5)
+
+
+def test_special_grads_and_vmap():
+    check_grads(lambda x: S.gammainc(2.0, x), (np.float32(1.5),), order=1,
+                modes=("fwd", "rev"), rtol=2e-2)
+    check_grads(lambda x: S.i0(x), (np.float32(1.5),), order=1, modes=("fwd", "rev"),
+                rtol=2e-2)
+    out = plax.vmap(S.gammaincc, in_axes=(0, None))(np.array([1.0, 2.0], np.float32), 1.0)
+    check(out, sp.gammaincc([1.0, 2.0], 1.0), rtol=3e-5)
