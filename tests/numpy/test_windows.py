@@ -48,7 +48,7 @@ def test_window_m_types(name):
         f("6", *args)
     with pytest.raises(TypeError, match="M must be a real scalar"):
         f(np.array([6, 7]), *args)
-    with pytest.raises(ConcretizationTypeError, match="window length M"):
+    with pytest.raises(ConcretizationTypeError, match="window length"):
         plax.jit(lambda m: f(m, *args))(6)
 
 

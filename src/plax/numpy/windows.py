@@ -12,11 +12,9 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
-from plax.core.errors import ConcretizationTypeError
 from plax.core.trace import Tracer
-from plax.numpy import creation, ufuncs
+from plax.numpy import creation, shape_ops, ufuncs
 from plax.numpy.util import as_operand, check_arraylike, convert
-from plax.runtime.array import Array
 
 __all__ = ["bartlett", "blackman", "hamming", "hanning", "kaiser"]
 
@@ -25,15 +23,7 @@ _I0_TERMS = 256
 
 
 def _length(name: str, M) -> int:
-    if isinstance(M, Tracer):
-        val = M.to_concrete_value()
-        if val is None:
-            raise ConcretizationTypeError(
-                M, f"The window length M of plax.numpy.{name} must be concrete: it is the "
-                   "shape of the result.")
-        M = np.asarray(val)
-    elif isinstance(M, Array):
-        M = np.asarray(M)
+    M = shape_ops._concrete(M, "M (the window length)")
     if isinstance(M, (bool, np.bool_)) or not isinstance(M, (int, float, np.integer,
                                                              np.floating, np.ndarray)):
         raise TypeError(f"{name}: M must be an integer, got {M!r}.")
