@@ -309,3 +309,18 @@ def test_shard_data_are_plax_arrays_on_their_device():
     assert data.devices() == {plax.devices()[2]}
     assert isinstance(data.sharding, plax.sharding.SingleDeviceSharding)
     np.testing.assert_array_equal(np.asarray(data), np.arange(8.0))
+
+
+@pytest.mark.parametrize("spec", [P(None, "b"), P("b", "a"), P(), P(("a", "b"))])
+def test_on_device_reshard_moves_every_block(spec):
+    # The path accelerators take (CPU reshards through the host, which is faster there).
+    from plax.runtime import spmd
+    mesh = Mesh(np.array(plax.devices()[:8]).reshape(2, 4), ("a", "b"))
+    base = np.arange(256.0, dtype=np.float32).reshape(16, 16)
+    x = plax.device_put(base, NamedSharding(mesh, P("a", "b")))
+    y = spmd.reshard_on_device(x, NamedSharding(mesh, spec))
+    assert y.sharding == NamedSharding(mesh, spec)
+    for shard in y.addressable_shards:
+        np.testing.assert_array_equal(np.asarray(shard.data), base[shard.index])
+    other = Mesh(np.array(plax.devices()[:4]), ("x",))
+    assert spmd.reshard_on_device(x, NamedSharding(other, P("x"))) is None  # other devices

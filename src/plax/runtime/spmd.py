@@ -136,7 +136,7 @@ def _buffer(x, aval, sharding):
         x._check_alive()
         if own.is_equivalent_to(sharding, aval.ndim):
             return buf
-        return dispatch.put_sharded(x, sharding)._buf
+        return dispatch.reshard(x, sharding)._buf
     host = np.asarray(x, dtype=aval.dtype) if not dtypes.is_extended(aval.dtype) else x
     return dispatch.put_sharded(host, sharding)._buf
 
@@ -336,3 +336,25 @@ def apply_primitive_spmd(prim, args, avals, params):
 
 __all__ = ["is_spread", "placement", "parameter_shardings", "named_sharding_of",
            "SpmdProgram", "compile_spmd", "spmd_program", "call_spmd", "apply_primitive_spmd"]
+
+
+_reshard_programs = BoundedCache("on-device reshards", 512)
+
+
+def reshard_on_device(x: Array, sharding):
+    """``x`` laid out by ``sharding`` through an identity SPMD program (XLA moves the data
+    between devices), when both layouts are over the same devices; else None."""
+    src = x._buf._sharding
+    if not (isinstance(src, NamedSharding) and isinstance(sharding, NamedSharding)) or \
+            tuple(src._device_assignment) != tuple(sharding._device_assignment):
+        return None
+    aval = x.aval
+    key = (aval, src, sharding)
+    program = _reshard_programs.get(key)
+    if program is None:
+        from plax.core.jaxpr import Var
+        v = Var(aval)
+        program = _reshard_programs.put(key, compile_spmd(
+            Jaxpr([], [v], [v], []), "reshard", (src,), (sharding,),
+            tuple(sharding._device_assignment), (False,), True))
+    return program.run([x], committed=True)[0]
