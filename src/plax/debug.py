@@ -13,9 +13,10 @@ from typing import NamedTuple
 import numpy as np
 
 from plax.api import jit
+from plax.lax.sharding_constraint import inspect_array_sharding
 
-__all__ = ["visualize_array_sharding", "visualize_sharding", "explain_sharding", "Collective",
-           "collectives_of"]
+__all__ = ["visualize_array_sharding", "visualize_sharding", "explain_sharding",
+           "inspect_array_sharding", "Collective", "collectives_of"]
 
 
 # --- collectives in compiled HLO --------------------------------------------------------------

@@ -71,3 +71,45 @@ def test_visualize_refuses_three_dimensions(grid):
     x = plax.device_put(np.zeros((2, 4, 2), np.float32), NamedSharding(grid, P("a", "b")))
     with pytest.raises(ValueError, match="1-D and 2-D arrays only"):
         plax.debug.visualize_array_sharding(x)
+
+
+def test_inspect_array_sharding_eagerly_and_under_jit(grid):
+    x = plax.device_put(np.ones((8, 8), np.float32), NamedSharding(grid, P("a", "b")))
+    seen = []
+    plax.debug.inspect_array_sharding(x, callback=lambda s: seen.append(("eager", s.spec)))
+
+    def f(v):
+        y = jnp.sin(v) * 2
+        plax.debug.inspect_array_sharding(y, callback=lambda s: seen.append(("y", s.spec)))
+        z = y.sum(0)
+        plax.debug.inspect_array_sharding(z, callback=lambda s: seen.append(("z", s.spec)))
+        return z + 1
+
+    jitted = plax.jit(f)
+    out = jitted(x)
+    jitted(x)  # compiled once: the callbacks ran at compile time
+    assert seen == [("eager", P("a", "b")), ("y", P("a", "b")), ("z", P("b"))]
+    np.testing.assert_allclose(np.asarray(out), 16 * np.sin(1.0) + 1, rtol=1e-6)
+    assert out.sharding.spec == P("b")
+
+    seen.clear()
+    g = plax.jit(lambda v: plax.grad(lambda u: (f(u) ** 2).sum())(v))
+    np.testing.assert_allclose(np.asarray(g(x)), 2 * (16 * np.sin(1.0) + 1) * 2 * np.cos(1.0),
+                               rtol=1e-5)
+    assert [k for k, _ in seen] == ["y", "z"]
+
+
+def test_inspect_array_sharding_on_one_device_reports_that_device():
+    seen = []
+    plax.jit(lambda v: (plax.debug.inspect_array_sharding(v * 2, callback=seen.append), v)[1])(
+        jnp.ones(3))
+    (s,) = seen
+    assert isinstance(s, plax.sharding.SingleDeviceSharding)
+    assert s.device_set == {plax.devices()[0]}
+
+
+def test_inspect_array_sharding_in_a_nested_jit_of_a_sharded_jit_is_refused(grid):
+    x = plax.device_put(np.ones((8, 8), np.float32), NamedSharding(grid, P("a", "b")))
+    inner = plax.jit(lambda v: (plax.debug.inspect_array_sharding(v, callback=print), v * 2)[1])
+    with pytest.raises(NotImplementedError, match="call it in the outermost jitted function"):
+        plax.jit(lambda v: inner(v) + 1)(x)

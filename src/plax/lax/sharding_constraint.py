@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from plax import tree_util
 from plax.core.primitive import Primitive
-from plax.core.rules import Zero, abstract_eval_rules, batch_rules, impl_rules, register_lowering
-from plax.core.rules import transpose_rules
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, effectful_primitives,
+                             impl_rules, jvp_rules, register_lowering, transpose_rules)
 from plax.core.avals import physical_aval
 from plax.lax.ad_util import deflinear
 from plax.runtime import dispatch
@@ -18,7 +18,8 @@ from plax.runtime.array import Array
 from plax.sharding.named import NamedSharding, resolve_spec
 from plax.sharding.partition_spec import PartitionSpec
 
-__all__ = ["with_sharding_constraint", "sharding_constraint_p"]
+__all__ = ["with_sharding_constraint", "sharding_constraint_p", "inspect_array_sharding",
+           "inspect_sharding_p"]
 
 sharding_constraint_p = Primitive("sharding_constraint")
 
@@ -79,3 +80,41 @@ deflinear(sharding_constraint_p)
 transpose_rules[sharding_constraint_p] = lambda ct, x, *, sharding: [
     Zero(x.aval) if type(ct) is Zero else sharding_constraint_p.bind(ct, sharding=sharding)]
 batch_rules[sharding_constraint_p] = _batch
+
+
+# --- inspect_array_sharding: the layout XLA chose, handed to a callback -------------------------
+inspect_sharding_p = Primitive("inspect_sharding", multiple_results=True)
+
+
+def inspect_array_sharding(value, *, callback):
+    """Call ``callback`` with the sharding of ``value``: at once for a concrete array; under
+    jit, when the program is compiled, with the layout XLA's partitioner chose for it (for
+    values of the jitted function itself; inside a nested jit, with the outer call's)."""
+    if type(value) is Array:
+        callback(value.sharding)
+        return None
+    inspect_sharding_p.bind(value, callback=callback)
+    return None
+
+
+def _inspect_impl(x, *, callback):
+    callback(x.sharding)
+    return []
+
+
+def _inspect_jvp(primals, tangents, *, callback):
+    inspect_sharding_p.bind(primals[0], callback=callback)
+    return [], []
+
+
+def _inspect_batch(axis, vals, dims, *, callback):
+    inspect_sharding_p.bind(vals[0], callback=callback)
+    return [], []
+
+
+abstract_eval_rules[inspect_sharding_p] = lambda x, *, callback: []
+impl_rules[inspect_sharding_p] = _inspect_impl
+register_lowering(inspect_sharding_p, lambda ctx, x, *, callback: [])
+jvp_rules[inspect_sharding_p] = _inspect_jvp
+batch_rules[inspect_sharding_p] = _inspect_batch
+effectful_primitives.add(inspect_sharding_p)  # no outputs: dead-code elimination keeps it

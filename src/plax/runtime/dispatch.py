@@ -12,7 +12,7 @@ from plax.core.caches import BoundedCache, WeakKeyCache
 from plax.core.config import config
 from plax.core.avals import ShapedArray, abstractify, physical_aval
 from plax.core.dce import dce_jaxpr
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, open_jaxpr, subjaxprs
 from plax.core.primitive import abstract_eval, impl_rules
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import xla
@@ -361,7 +361,18 @@ def compile_lowered(text, jaxpr, kept, donated, device, name, why: str = "",
     exe = xla.compile(text, [device], options=options)
     program = CompiledProgram(exe, [v.aval for v in jaxpr.invars],
                               [v.aval for v in jaxpr.outvars], device, text)
+    _report_inspections(jaxpr, sharding_for(device))
     return JitExecutable(program, kept, donated, name)
+
+
+def _report_inspections(jaxpr: Jaxpr, sharding) -> None:
+    """inspect_array_sharding's callbacks in a single-device program: everything is on
+    ``sharding``'s device (called at compile time, as JAX does)."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "inspect_sharding":
+            eqn.params["callback"](sharding)
+        for sub in subjaxprs(eqn.params):
+            _report_inspections(open_jaxpr(sub), sharding)
 
 
 _jit_cache = WeakKeyCache("jit executables")  # per jaxpr: (device, donation, ...) -> exe

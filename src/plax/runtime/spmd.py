@@ -184,12 +184,15 @@ class SpmdProgram:
     __slots__ = ("exe", "kept", "in_avals", "out_avals", "in_shardings", "out_shardings",
                  "handlers", "collective", "text", "name", "_slots")
 
-    def __init__(self, exe, kept, in_avals, out_avals, in_shardings, out_shardings, text, name):
+    def __init__(self, exe, kept, in_avals, out_avals, in_shardings, out_shardings, text, name,
+                 probes=()):
         self.exe, self.kept, self.text, self.name = exe, kept, text, name
         self.in_avals, self.out_avals = tuple(in_avals), tuple(out_avals)
         self.in_shardings, self.out_shardings = tuple(in_shardings), tuple(out_shardings)
+        # ``probes``: (aval, sharding) of the extra results inspect_array_sharding added;
+        # they are computed but not returned.
         self.handlers = [xla.result_handler(dispatch.xla_aval(a), s)
-                         for a, s in zip(out_avals, out_shardings)]
+                         for a, s in [*zip(out_avals, out_shardings), *probes]]
         hlo = xla.optimized_hlo_text(exe)
         self.collective = any(c in hlo for c in _COLLECTIVES)
         self._slots = tuple(zip(self.kept, self.in_avals, self.in_shardings))
@@ -213,12 +216,15 @@ class SpmdProgram:
 class LoweredSpmd:
     """An SPMD module, and what compiling and running it needs."""
 
-    __slots__ = ("text", "jaxpr", "kept", "in_shardings", "out_shardings", "devices", "name")
+    __slots__ = ("text", "jaxpr", "kept", "in_shardings", "out_shardings", "devices", "name",
+                 "callbacks")
 
-    def __init__(self, text, jaxpr, kept, in_shardings, out_shardings, devices, name):
+    def __init__(self, text, jaxpr, kept, in_shardings, out_shardings, devices, name,
+                 callbacks=()):
         self.text, self.jaxpr, self.kept, self.name = text, jaxpr, kept, name
         self.in_shardings, self.out_shardings = tuple(in_shardings), tuple(out_shardings)
         self.devices = tuple(devices)
+        self.callbacks = tuple(callbacks)  # of inspect_array_sharding: its extra results
 
     def compile(self, options=None) -> SpmdProgram:
         if config.read("log_compiles"):
@@ -232,9 +238,13 @@ class LoweredSpmd:
                     if isinstance(s, NamedSharding))
         outs = [s if s is not None else named_sharding_of(h, mesh, physical_aval(v.aval).ndim)
                 for s, h, v in zip(self.out_shardings, chosen, self.jaxpr.outvars)]
-        return SpmdProgram(exe, self.kept, [v.aval for v in self.jaxpr.invars],
-                           [v.aval for v in self.jaxpr.outvars], self.in_shardings, outs,
-                           self.text, self.name)
+        n = len(outs) - len(self.callbacks)
+        avals = [v.aval for v in self.jaxpr.outvars]
+        for callback, sharding in zip(self.callbacks, outs[n:]):
+            callback(sharding)  # at compile time, as JAX calls it
+        return SpmdProgram(exe, self.kept, [v.aval for v in self.jaxpr.invars], avals[:n],
+                           self.in_shardings, outs[:n], self.text, self.name,
+                           probes=list(zip(avals[n:], outs[n:])))
 
 
 def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, donated,
@@ -249,6 +259,8 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
         jaxpr = Jaxpr([], live.invars, live.outvars, live.eqns)
     in_shardings = [in_shardings[i] for i in kept]
     donated = dispatch._usable_donations(jaxpr, [bool(donated[i]) for i in kept], name)
+    jaxpr, callbacks = _probes_as_results(jaxpr)
+    out_shardings = tuple(out_shardings) + (None,) * len(callbacks)
 
     def attr(sharding, aval):
         def text(module) -> str:
@@ -267,7 +279,33 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
     text = lower_jaxpr_to_module(
         jaxpr, module_name=f"jit_{name}", num_partitions=len(devices), arg_attrs=arg_attrs,
         result_attrs=result_attrs, platform=devices[0].platform, devices=devices)
-    return LoweredSpmd(text, jaxpr, kept, in_shardings, out_shardings, devices, name)
+    return LoweredSpmd(text, jaxpr, kept, in_shardings, out_shardings, devices, name, callbacks)
+
+
+def _probes_as_results(jaxpr: Jaxpr):
+    """``jaxpr`` with each inspect_array_sharding of its own turned into an extra result
+    (whose layout XLA then reports), and their callbacks."""
+    probes = [e for e in jaxpr.eqns if e.primitive.name == "inspect_sharding"]
+    for e in jaxpr.eqns:
+        if e.primitive.name != "inspect_sharding" and any(
+                sub_e.primitive.name == "inspect_sharding"
+                for sub in subjaxprs(e.params) for sub_e in _all_eqns(open_jaxpr(sub))):
+            raise NotImplementedError(
+                "inspect_array_sharding inside a jit (or loop, cond, ...) nested in a sharded "
+                "jit is not supported yet: call it in the outermost jitted function.")
+    if not probes:
+        return jaxpr, ()
+    eqns = [e for e in jaxpr.eqns if e.primitive.name != "inspect_sharding"]
+    values = [e.invars[0] for e in probes]
+    return Jaxpr(list(jaxpr.constvars), list(jaxpr.invars), list(jaxpr.outvars) + values,
+                 eqns), [e.params["callback"] for e in probes]
+
+
+def _all_eqns(jaxpr):
+    for e in jaxpr.eqns:
+        yield e
+        for sub in subjaxprs(e.params):
+            yield from _all_eqns(open_jaxpr(sub))
 
 
 def compile_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, donated,
