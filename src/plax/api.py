@@ -186,9 +186,8 @@ def print_environment_info(return_string: bool = False):
     """The versions of plax, jaxlib, NumPy and Python, and the devices (printed, or returned
     with ``return_string=True``)."""
     import platform
-    import jaxlib
     from plax.version import __version__
-    lines = [f"plax:    {__version__}", f"jaxlib:  {jaxlib.__version__}",
+    lines = [f"plax:    {__version__}", f"jaxlib:  {xla.jaxlib_version()}",
              f"numpy:   {np.__version__}",
              f"python:  {platform.python_version()} ({platform.platform()})",
              f"devices: {device_count()} ({default_backend()}): {devices()}"]

@@ -11,7 +11,7 @@ from plax.core import dtypes
 from plax.random import threefry
 from plax.random.keys import _check_key
 from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
-                                  _result_shape, _shape, _uniform)
+                                  _optional_shape, _result_shape, _shape, _uniform)
 
 __all__ = ["bernoulli", "exponential", "gumbel", "laplace", "logistic", "cauchy",
            "rademacher", "maxwell", "truncated_normal", "pareto", "weibull_min",
@@ -29,7 +29,7 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     if not dtypes.is_float(dtype):
         raise TypeError(f"bernoulli probability `p` must have a floating dtype, got {dtype}.")
     p = jnp.asarray(p, dtype)
-    return _bernoulli(key, p, None if shape is None else _shape(shape), mode)
+    return _bernoulli(key, p, _optional_shape(shape), mode)
 
 
 @jit(static_argnums=(2, 3))
@@ -157,7 +157,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
     """Standard normal samples truncated to ``(lower, upper)``."""
     key = _check_key("truncated_normal", key)
     dtype = _float_dtype(dtype, "truncated_normal")
-    return _truncated_normal(key, lower, upper, None if shape is None else _shape(shape), dtype)
+    return _truncated_normal(key, lower, upper, _optional_shape(shape), dtype)
 
 
 @jit(static_argnums=(3, 4))
@@ -175,8 +175,7 @@ def pareto(key, b, shape=None, dtype=None):
     """Pareto samples of shape parameter ``b`` (support [1, inf))."""
     key = _check_key("pareto", key)
     dtype = _float_dtype(dtype, "pareto")
-    shape = tuple(np.shape(b)) if shape is None else _shape(shape)
-    _check_param_shapes("pareto", shape, np.shape(b))
+    shape = _result_shape("pareto", _optional_shape(shape), b)
     return _pareto(key, b, shape, dtype)
 
 
@@ -293,7 +292,7 @@ def binomial(key, n, p, shape=None, dtype=None):
     rejection, as JAX's)."""
     key = _check_key("binomial", key)
     dtype = _float_dtype(dtype, "binomial")
-    return _binomial(key, n, p, None if shape is None else _shape(shape), dtype)
+    return _binomial(key, n, p, _optional_shape(shape), dtype)
 
 
 _STIRLING_TAIL = [0.0810614667953272, 0.0413406959554092, 0.0276779256849983,

@@ -23,7 +23,7 @@ from plax.random import threefry
 from plax.random.distributions import _exponential, _rademacher
 from plax.random.keys import _check_key
 from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
-                                  _result_shape, _shape, _uniform)
+                                  _optional_shape, _result_shape, _shape, _uniform)
 from plax.transforms.custom_derivatives import custom_jvp
 
 __all__ = ["gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
@@ -111,14 +111,14 @@ def gamma(key, a, shape=None, dtype=None):
     """Gamma samples of shape parameter ``a`` (and scale 1); differentiable in ``a``."""
     key = _check_key("gamma", key)
     dtype = _float_dtype(dtype, "gamma")
-    return _gamma(key, a, None if shape is None else _shape(shape), dtype, False)
+    return _gamma(key, a, _optional_shape(shape), dtype, False)
 
 
 def loggamma(key, a, shape=None, dtype=None):
     """The logs of Gamma(a) samples, accurate for small ``a`` where the samples underflow."""
     key = _check_key("loggamma", key)
     dtype = _float_dtype(dtype, "loggamma")
-    return _gamma(key, a, None if shape is None else _shape(shape), dtype, True)
+    return _gamma(key, a, _optional_shape(shape), dtype, True)
 
 
 @jit(static_argnums=(2, 3, 4))
@@ -134,7 +134,7 @@ def beta(key, a, b, shape=None, dtype=None):
     """Beta(a, b) samples, as ratios of log-space gamma samples."""
     key = _check_key("beta", key)
     dtype = _float_dtype(dtype, "beta")
-    return _beta(key, a, b, None if shape is None else _shape(shape), dtype)
+    return _beta(key, a, b, _optional_shape(shape), dtype)
 
 
 @jit(static_argnums=(3, 4))
@@ -157,7 +157,7 @@ def dirichlet(key, alpha, shape=None, dtype=None):
     if not np.ndim(alpha) >= 1:
         raise ValueError(f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == "
                          f"{np.ndim(alpha)}")
-    return _dirichlet(key, alpha, None if shape is None else _shape(shape), dtype)
+    return _dirichlet(key, alpha, _optional_shape(shape), dtype)
 
 
 @jit(static_argnums=(2, 3))
@@ -177,8 +177,7 @@ def chisquare(key, df, shape=None, dtype=None):
     """Chi-square samples with ``df`` degrees of freedom."""
     key = _check_key("chisquare", key)
     dtype = _float_dtype(dtype, "chisquare")
-    shape = tuple(np.shape(df)) if shape is None else _shape(shape)
-    _check_param_shapes("chisquare", shape, np.shape(df))
+    shape = _result_shape("chisquare", _optional_shape(shape), df)
     return _chisquare(key, df, shape, dtype)
 
 
@@ -192,7 +191,7 @@ def f(key, dfnum, dfden, shape=None, dtype=None):
     """F-distribution samples: a ratio of two scaled chi-squares."""
     key = _check_key("f", key)
     dtype = _float_dtype(dtype, "f")
-    shape = _result_shape("f", None if shape is None else _shape(shape), dfnum, dfden)
+    shape = _result_shape("f", _optional_shape(shape), dfnum, dfden)
     return _f(key, dfnum, dfden, shape, dtype)
 
 
@@ -209,7 +208,7 @@ def t(key, df, shape=None, dtype=None):
     """Student's t samples with ``df`` degrees of freedom."""
     key = _check_key("t", key)
     dtype = _float_dtype(dtype, "t")
-    return _t(key, df, None if shape is None else _shape(shape), dtype)
+    return _t(key, df, _optional_shape(shape), dtype)
 
 
 @jit(static_argnums=(2, 3))

@@ -29,6 +29,11 @@ def _shape(shape) -> tuple:
                         f"{shape!r}.") from None
 
 
+def _optional_shape(shape):
+    """A ``shape=None`` argument (the parameters' shape) kept as None, any other checked."""
+    return None if shape is None else _shape(shape)
+
+
 # --- samplers -----------------------------------------------------------------------------
 def bits(key, shape=(), dtype=None):
     """Uniform random bits of an unsigned ``dtype`` (uint32 by default, uint64 with x64)."""

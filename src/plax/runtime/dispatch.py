@@ -134,6 +134,11 @@ def to_device(x: Array, device, committed=True) -> Array:
     return Array(buf, x.aval, committed)
 
 
+def is_spread(x) -> bool:
+    """Whether ``x`` is an Array laid out over more than one device (a mesh)."""
+    return type(x) is Array and type(x._buf._sharding) is not SingleDeviceSharding
+
+
 def device_of(x: Array):
     """The (first) device holding ``x``."""
     return x.sharding._device_assignment[0]
@@ -251,7 +256,7 @@ def run_primitive(prim, args, params):
     mesh (SPMD) when an argument is laid out over several devices."""
     avals = tuple(abstractify(a) for a in args)
     for a in args:
-        if type(a) is Array and type(a._buf._sharding) is not SingleDeviceSharding:
+        if is_spread(a):
             from plax.runtime import spmd  # (spmd builds on this module)
             return spmd.apply_primitive_spmd(prim, args, avals, params)
     device, committed = pick_device(args, f"primitive {prim.name}")

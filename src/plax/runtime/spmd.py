@@ -25,17 +25,12 @@ from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import Jaxpr, open_jaxpr, subjaxprs
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import dispatch, xla
+from plax.runtime.dispatch import is_spread
 from plax.runtime.array import Array
 from plax.sharding.named import NamedSharding
 from plax.sharding.partition_spec import PartitionSpec
-from plax.sharding.single import SingleDeviceSharding
 
 _COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
-
-
-def is_spread(x) -> bool:
-    """Whether ``x`` is an Array laid out over more than one device."""
-    return type(x) is Array and type(x._buf._sharding) is not SingleDeviceSharding
 
 
 # --- where a computation runs ---------------------------------------------------------------

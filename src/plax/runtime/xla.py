@@ -266,6 +266,10 @@ def hlo_sharding_tiled(tiles: list, mesh_sizes: list, axis_order: list, replicat
     return xc.HloSharding.iota_tile(dims, list(mesh_sizes), list(axis_order), groups)
 
 
+def jaxlib_version() -> str:
+    return jaxlib.__version__
+
+
 def device_list(devices):
     return xc.DeviceList(tuple(devices))
 
