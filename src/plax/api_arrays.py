@@ -11,6 +11,7 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
 from plax.runtime import dispatch, xla
 from plax.runtime.array import Array
+from plax.sharding.named import typed_aval
 from plax.sharding import Mesh, NamedSharding, PartitionSpec
 
 __all__ = ["make_array_from_callback", "make_array_from_single_device_arrays",
@@ -34,7 +35,7 @@ def _assemble(shape, sharding, pieces: dict, dtype, weak_type: bool = False) -> 
             raise ValueError(f"The single-device arrays must all have dtype {dtype}, got "
                              f"{piece.dtype} on {d}.")
         bufs.append(piece._buf)
-    aval = ShapedArray(shape, dtype, weak_type)
+    aval = typed_aval(ShapedArray(shape, dtype, weak_type), sharding)
     return Array(xla.assemble(physical_aval(aval), sharding, bufs, True), aval, True)
 
 

@@ -325,9 +325,11 @@ def test_malformed_dimension_numbers(dn, match):
         L.dot_general(np.ones((3, 4)), np.ones((4, 5)), dn)
 
 
-def test_out_sharding_unsupported():
-    with pytest.raises(NotImplementedError, match="out_sharding"):
+def test_out_sharding_must_be_a_sharding():
+    with pytest.raises(TypeError, match="out_sharding must be a PartitionSpec or a NamedSharding"):
         L.dot_general(np.ones((3, 4)), np.ones((4, 5)), MM, out_sharding="x")
+    with pytest.raises(ValueError, match="no mesh is set"):
+        L.dot_general(np.ones((3, 4)), np.ones((4, 5)), MM, out_sharding=plax.P("x"))
 
 
 # --- dot and batch_matmul ----------------------------------------------------------------

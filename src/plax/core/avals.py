@@ -1,4 +1,5 @@
-"""Abstract values: what a transformation knows about an array (shape, dtype, weak type)."""
+"""Abstract values: what a transformation knows about an array (shape, dtype, weak type and,
+on meshes with Explicit axes, its sharding)."""
 from __future__ import annotations
 
 import math
@@ -57,12 +58,23 @@ class AbstractValue:
     __slots__ = ()
 
 
+# Whether any aval has carried a sharding yet: until then abstract evaluation skips sharding
+# propagation altogether (programs that never use Explicit axes pay nothing for it).
+sharding_in_types = [False]
+
+
 class ShapedArray(AbstractValue):
-    """An array known by its shape, dtype and weak type only."""
+    """An array known by its shape, dtype and weak type, and on meshes with Explicit axes by
+    its sharding (``f32[8@x,4]``).
 
-    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+    ``_sharding`` is a NamedSharding over an AbstractMesh whose spec has one entry per
+    dimension and names Explicit axes only, or None when no dimension is split over an
+    Explicit axis (the value is replicated there, or the mesh's axes are Auto).
+    """
 
-    def __init__(self, shape, dtype, weak_type: bool = False):
+    __slots__ = ("shape", "dtype", "weak_type", "_sharding", "_hash")
+
+    def __init__(self, shape, dtype, weak_type: bool = False, sharding=None):
         shape = tuple(shape)
         if not isinstance(dtype, (np.dtype, dtypes.ExtendedDType)):
             dtype = np.dtype(dtype)
@@ -76,7 +88,13 @@ class ShapedArray(AbstractValue):
         self.shape = shape
         self.dtype = dtype
         self.weak_type = bool(weak_type)
-        self._hash = hash((shape, dtype, self.weak_type))
+        self._sharding = sharding
+        if sharding is not None:
+            sharding_in_types[0] = True
+            if len(sharding.spec) != len(shape):
+                raise ValueError(f"the sharding {sharding.spec} of a type must have one entry per "
+                                 f"dimension of shape {shape}")
+        self._hash = hash((shape, dtype, self.weak_type, sharding))
 
     ndim = property(lambda self: len(self.shape))
 
@@ -87,28 +105,56 @@ class ShapedArray(AbstractValue):
             n *= d
         return n
 
-    def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
-        return ShapedArray(self.shape if shape is None else shape,
-                           self.dtype if dtype is None else dtype,
-                           self.weak_type if weak_type is None else weak_type)
+    @property
+    def sharding(self):
+        """The type's NamedSharding (over the context's AbstractMesh, replicated, when the
+        type carries none)."""
+        if self._sharding is not None:
+            return self._sharding
+        from plax.sharding.mesh import get_abstract_mesh
+        from plax.sharding.named import NamedSharding
+        return NamedSharding(get_abstract_mesh(), (None,) * len(self.shape))
+
+    def update(self, shape=None, dtype=None, weak_type=None, sharding=False) -> "ShapedArray":
+        """A copy with some fields changed. The sharding is kept while the rank is
+        (``sharding=None`` drops it)."""
+        shape = self.shape if shape is None else shape
+        if sharding is False:
+            sharding = self._sharding if len(shape) == len(self.shape) else None
+        return ShapedArray(shape, self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type, sharding)
 
     def strip_weak_type(self) -> "ShapedArray":
         return self.update(weak_type=False) if self.weak_type else self
 
     def __eq__(self, other):
         return (type(other) is ShapedArray and self.shape == other.shape
-                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+                and self.dtype == other.dtype and self.weak_type == other.weak_type
+                and self._sharding == other._sharding)
 
     def __hash__(self):
         return self._hash
 
     def str_short(self, short_dtypes: bool = True) -> str:
         name = short_dtype_name(self.dtype) if short_dtypes else str(self.dtype.name)
-        return f"{name}[{','.join(str(d) for d in self.shape)}]"
+        if self._sharding is None:
+            return f"{name}[{','.join(str(d) for d in self.shape)}]"
+        dims = []
+        for d, entry in zip(self.shape, self._sharding.spec):
+            if entry is None:
+                dims.append(str(d))
+            elif isinstance(entry, tuple):
+                dims.append(f"{d}@({','.join(entry)})")
+            else:
+                dims.append(f"{d}@{entry}")
+        return f"{name}[{','.join(dims)}]"
 
     def __repr__(self):
         weak = ", weak_type=True" if self.weak_type else ""
         return f"ShapedArray({self.str_short(short_dtypes=False)}{weak})"
+
+    def __str__(self):  # as JAX prints a type: ``~float32[8@x,4]`` (~: weakly typed)
+        return ("~" if self.weak_type else "") + self.str_short(short_dtypes=False)
 
 
 def physical_aval(aval: ShapedArray) -> ShapedArray:
@@ -117,7 +163,10 @@ def physical_aval(aval: ShapedArray) -> ShapedArray:
     dt = aval.dtype
     if not isinstance(dt, dtypes.ExtendedDType):
         return aval
-    return ShapedArray(aval.shape + dt.physical_shape, dt.physical_dtype)
+    s = aval._sharding
+    if s is not None:
+        s = type(s)(s.mesh, tuple(s.spec) + (None,) * len(dt.physical_shape))
+    return ShapedArray(aval.shape + dt.physical_shape, dt.physical_dtype, sharding=s)
 
 
 _SCALAR_TYPES = (bool, int, float, complex)

@@ -6,7 +6,9 @@ trace looks up the primitive's rule in its table (all tables live in
 """
 from __future__ import annotations
 
+from plax.core.avals import sharding_in_types
 from plax.core.rules import abstract_eval_rules, all_primitives, impl_rules
+from plax.core.sharding_types import propagate
 from plax.core.trace import current_trace
 
 
@@ -43,4 +45,7 @@ def abstract_eval(prim: Primitive, avals, params):
     except KeyError:
         raise NotImplementedError(f"primitive {prim.name!r} has no abstract evaluation rule") from None
     out = rule(*avals, **params)
-    return list(out) if prim.multiple_results else [out]
+    out = list(out) if prim.multiple_results else [out]
+    if sharding_in_types[0]:
+        return propagate(prim, avals, out, params)
+    return out

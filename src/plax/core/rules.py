@@ -20,6 +20,10 @@ physical_lowering  same, used instead when an operand or result has an extended 
                  (a PRNG key): the op on the keys' physical arrays
 collective_axis_names  ``fn(params) -> axis names`` the primitive communicates over
 param_printers   ``fn(params) -> params`` as the jaxpr printer shows them
+out_sharding_params  the name of the parameter holding a user's ``out_sharding=`` (a type
+                 sharding): the lowering pins the results to it
+sharding_rules   (in ``plax.core.sharding_types``) ``rule(avals_in, avals_out, **params)
+                 -> [sharding | None]``: the results' shardings in types
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ platform_lowering_rules: dict = {}
 physical_lowering_rules: dict = {}
 collective_axis_names: dict = {}
 param_printers: dict = {}
+out_sharding_params: dict = {}
 # Primitives whose equations have effects (callbacks, ...): never removed as dead code.
 effectful_primitives: set = set()
 

@@ -61,12 +61,17 @@ def user_stacklevel() -> int:
     return level
 
 
+# Code of decorators' wrappers (``takes_out_sharding``): frames that are not a function's name.
+pass_through_code: set = set()
+
+
 def user_entry_name() -> str:
     """The name of the plax function the user's code called (that is running now), e.g.
     ``zeros`` or ``astype``; array methods count as the plax.numpy function they call."""
     f, entry = sys._getframe(1), None
     while f is not None and _is_plax_code(f.f_code):
-        if not f.f_code.co_filename.endswith("array_methods.py"):
+        if not f.f_code.co_filename.endswith("array_methods.py") and \
+                f.f_code not in pass_through_code:
             entry = f.f_code.co_name
         f = f.f_back
     return (entry or "").lstrip("_") or "a plax function"

@@ -7,6 +7,7 @@ that do not vary along the batch.
 """
 from __future__ import annotations
 
+from plax.core.sharding_types import with_dim
 from plax.core.rules import batch_rules, not_mapped
 from plax.core.trace import get_aval
 # The ops are reached through the package when a rule runs: the families that define
@@ -118,4 +119,4 @@ def batched_aval(aval, dim, size: int):
     """The type of a value of per-example type ``aval`` batched along ``dim``."""
     if dim is not_mapped:
         return aval
-    return aval.update(shape=aval.shape[:dim] + (size,) + aval.shape[dim:])
+    return with_dim(aval, dim, size)

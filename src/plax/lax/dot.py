@@ -17,12 +17,16 @@ from plax.core.avals import ShapedArray
 from plax.core.config import config
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
-                             param_printers, register_lowering, transpose_rules)
+                             out_sharding_params, param_printers, register_lowering,
+                             transpose_rules)
+from plax.core.sharding_types import (ShardingTypeError, first_sharding, like, sharding_rules,
+                                      spec_of, with_entry)
 from plax.core.trace import get_aval as _aval
 from plax.lax import conversion as _conv
 from plax.lax import shapes as _shapes
 from plax.lax.ad_util import add_tangents
 from plax.lax.common import reject_keys, weak_of
+from plax.sharding.named import out_sharding_param
 
 __all__ = ["Precision", "dot_general", "dot", "batch_matmul", "dot_general_p",
            "canonicalize_precision"]
@@ -250,6 +254,39 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision, prefer
 
 
 abstract_eval_rules[dot_general_p] = _dot_general_abstract
+
+
+def _dot_general_sharding(avals_in, avals_out, *, dimension_numbers, out_sharding=None,
+                          **params):
+    """Batch dimensions must be split alike, free ones keep their split, and split contracting
+    dimensions need ``out_sharding`` (the result of a sharded contraction is ambiguous)."""
+    if out_sharding is not None:
+        return [like(out_sharding, out_sharding.spec)]
+    lhs, rhs = avals_in
+    (lc, rc), (lb, rb) = dimension_numbers
+    ls, rs = spec_of(lhs), spec_of(rhs)
+    lbs, rbs = tuple(ls[d] for d in lb), tuple(rs[d] for d in rb)
+    batch = []
+    for a, b in zip(lbs, rbs):
+        if a is not None and b is not None and a != b:
+            raise ShardingTypeError(
+                "dot_general requires lhs batch dimensions and rhs batch dimensions to have the "
+                f"consistent sharding, got {lbs} and {rbs}. Reshard one operand first.")
+        batch.append(a if a is not None else b)
+    lcs, rcs = tuple(ls[d] for d in lc), tuple(rs[d] for d in rc)
+    # One side split: XLA gathers it. Both: the result would be partial sums.
+    if any(a is not None and b is not None for a, b in zip(lcs, rcs)):
+        raise ShardingTypeError(
+            "Contracting dimensions are sharded and it is ambiguous how the output should be "
+            "sharded. Please specify the output sharding via the `out_sharding` parameter. Got "
+            f"lhs_contracting_spec={lcs} and rhs_contracting_spec={rcs}")
+    free = [ls[d] for d in range(lhs.ndim) if d not in lb and d not in lc] + \
+        [rs[d] for d in range(rhs.ndim) if d not in rb and d not in rc]
+    return [like(first_sharding(avals_in), batch + free)]
+
+
+sharding_rules[dot_general_p] = _dot_general_sharding
+out_sharding_params[dot_general_p] = "out_sharding"
 register_lowering(dot_general_p, _dot_general_lowering)
 
 
@@ -305,7 +342,12 @@ def _transpose_lhs(ct, x_aval, y, dimension_numbers, params, swap_ans=False):
         ans_batch, _, ans_y = _consecutive(len(x_batch), len(x_kept), len(y_kept))
     dims = ((tuple(ans_y), tuple(y_kept)), (tuple(ans_batch), tuple(y_batch)))
     x_contract_by_y = [x_contract[i] for i in np.argsort(y_contract)]
-    out_axes = tuple(int(i) for i in np.argsort(list(x_batch) + x_kept + x_contract_by_y))
+    order = list(x_batch) + x_kept + x_contract_by_y
+    out_axes = tuple(int(i) for i in np.argsort(order))
+    typed = x_aval._sharding or first_sharding([_aval(ct), _aval(y)])
+    if typed is not None:  # the cotangent is split as the operand: say so, as it is ambiguous
+        spec = spec_of(x_aval)
+        params = {**params, "out_sharding": type(typed)(typed.mesh, tuple(spec[d] for d in order))}
     prod = dot_general_p.bind(ct, y, **{**params, "dimension_numbers": dims,
                                         "preferred_element_type": None})
     return _conv.convert_element_type(_shapes.transpose(prod, out_axes), x_aval.dtype)
@@ -350,6 +392,9 @@ def _dot_general_batch(axis_data, vals, dims, *, dimension_numbers, **params):
         new_dims = ((lc, rc), (lb, rb))
         lhs_free = _free_dims(_aval(lhs).ndim, lb, lc)
         out_dim = len(lb) + len(lhs_free) + _free_dims(_aval(rhs).ndim, rb, rc).index(dr)
+    if params.get("out_sharding") is not None:
+        batched = spec_of(_aval(lhs))[dl] if dl is not None else spec_of(_aval(rhs))[dr]
+        params = {**params, "out_sharding": with_entry(params["out_sharding"], out_dim, batched)}
     out = dot_general_p.bind(lhs, rhs, dimension_numbers=new_dims, **params)
     return out, out_dim
 
@@ -366,15 +411,15 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 
     The result's dimensions are the batch dimensions, then lhs's free ones, then rhs's.
     """
+    dimension_numbers = _canonical_dimension_numbers(dimension_numbers)
     if out_sharding is not None:
-        raise NotImplementedError(
-            "dot_general: out_sharding is not supported yet; pass out_sharding=None and "
-            "constrain the result's sharding afterwards.")
+        ndim = len(_dot_general_shape(_aval(lhs), _aval(rhs), dimension_numbers))
+        out_sharding = out_sharding_param(out_sharding, ndim, "dot_general")
     return dot_general_p.bind(
-        lhs, rhs, dimension_numbers=_canonical_dimension_numbers(dimension_numbers),
+        lhs, rhs, dimension_numbers=dimension_numbers,
         precision=canonicalize_precision(precision),
         preferred_element_type=_canonical_preferred_element_type(preferred_element_type),
-        out_sharding=None)
+        out_sharding=out_sharding)
 
 
 def _shape_of(x) -> tuple:

@@ -22,6 +22,7 @@ from plax.core.avals import ShapedArray
 from plax.core.caches import WeakKeyCache
 from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.primitive import Primitive
+from plax.core.sharding_types import reduction_rule, sharding_rules
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules, not_mapped,
                              param_printers, register_lowering, tangent_aval)
 from plax.core.staging import trace_to_jaxpr
@@ -253,6 +254,8 @@ def _reduce_batch(axis, vals, dims, *, computation, jaxpr, dimensions):
 
 
 abstract_eval_rules[reduce_p] = _reduce_abstract
+sharding_rules[reduce_p] = lambda avals_in, avals_out, *, dimensions, **_: reduction_rule(
+    avals_in, avals_out, axes=dimensions)
 register_lowering(reduce_p, _reduce_lowering)
 param_printers[reduce_p] = lambda p: {"computation": p["computation"],
                                       "dimensions": p["dimensions"], "jaxpr": p["jaxpr"]}

@@ -23,6 +23,8 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.caches import BoundedCache
 from plax.core.primitive import Primitive
+from plax.core.sharding_types import (ShardingTypeError, first_sharding, like, sharding_rules,
+                                      spec_of)
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
                              lowering_rules, not_mapped, tangent_aval, transpose_rules)
 from plax.core.staging import trace_to_jaxpr
@@ -352,6 +354,31 @@ def _gather_fill(x, idx, fill_value, params):
 
 abstract_eval_rules[gather_p] = _gather_abstract
 lowering_rules[gather_p] = _gather_lowering
+
+
+def _gather_sharding(avals_in, avals_out, *, dimension_numbers, slice_sizes, **params):
+    """Windows taken whole keep their operand dimension's split and the index batch keeps the
+    indices'; indexing into a split dimension would need collectives: JAX's error."""
+    x, idx = avals_in
+    dn, xs, ids = dimension_numbers, spec_of(x), spec_of(idx)
+    if any(xs[d] is not None and slice_sizes[d] != x.shape[d]
+           for d in (*dn.start_index_map, *dn.collapsed_slice_dims)) or any(
+            xs[d] is not None and xs[d] != ids[i]
+            for d, i in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)):
+        raise ShardingTypeError(
+            "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
+            "indexing as out sharding could not be resolved unambiguously (or would require "
+            f"collectives on inputs). Got operand={x!r}, indices={idx!r}")
+    dropped = set(dn.collapsed_slice_dims) | set(dn.operand_batching_dims)
+    window = iter(xs[d] if slice_sizes[d] == x.shape[d] else None
+                  for d in range(x.ndim) if d not in dropped)
+    batch = iter(ids[:-1])
+    rank = len(avals_out[0].shape)
+    entries = [next(window) if i in dn.offset_dims else next(batch) for i in range(rank)]
+    return [like(first_sharding(avals_in), entries)]
+
+
+sharding_rules[gather_p] = _gather_sharding
 
 
 def _scalar_param(v):

@@ -16,6 +16,7 @@ from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules, register_lowering,
                              tangent_aval, transpose_rules)
+from plax.core.sharding_types import reduction_rule, sharding_rules, unsplit_dimension
 from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import comparison as _cmp
@@ -153,6 +154,7 @@ def _reduction(name: str, category: str, identity, combine, keeps_weak: bool, ex
     abstract_eval_rules[prim] = abstract
     register_lowering(prim, lower)
     batch_rules[prim] = _reduction_batch(prim)
+    sharding_rules[prim] = reduction_rule
 
     def public(operand, axes):
         return prim.bind(operand, axes=as_int_tuple(axes, "axes"), **extra_params)
@@ -294,6 +296,7 @@ def _arg_reduction(name: str, direction: str, identity):
     abstract_eval_rules[prim] = abstract
     register_lowering(prim, lower)
     batch_rules[prim] = _reduction_batch(prim)
+    sharding_rules[prim] = reduction_rule
     defzero(prim)
     return prim
 
@@ -317,6 +320,12 @@ def argmin(operand, axis, index_dtype):
 
 
 # --- cumulative reductions ----------------------------------------------------------------
+def _cumulative_sharding(avals_in, avals_out, *, axis, reverse):
+    unsplit_dimension("Input should be unsharded over the axis being reduced. Got input "
+                      "type={type} and axis={dim}: reshard it (plax.sharding.reshard) first.",
+                      avals_in[0], axis)
+    return [avals_in[0]._sharding]
+
 def _cumulative(name: str, category: str, identity, combine, doc: str):
     prim = Primitive(name)
 
@@ -347,6 +356,7 @@ def _cumulative(name: str, category: str, identity, combine, doc: str):
     abstract_eval_rules[prim] = abstract
     register_lowering(prim, lower)
     batch_rules[prim] = _cumulative_batch(prim)
+    sharding_rules[prim] = _cumulative_sharding
 
     def public(operand, axis=0, reverse=False):
         return prim.bind(operand, axis=operator.index(axis), reverse=bool(reverse))

@@ -16,7 +16,12 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray, weak_host_value
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, not_mapped,
-                             param_printers, register_lowering, transpose_rules)
+                             out_sharding_params, param_printers, register_lowering,
+                             transpose_rules)
+from plax.core.sharding_types import (ShardingTypeError, axes_of, first_sharding,
+                                      given_or_replicated, like, same_as_operand, sharding_rules,
+                                      spec_of)
+from plax.core.sharding_types import with_entry
 from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import comparison as _cmp
@@ -28,6 +33,9 @@ from plax.lax.batch_util import common_dim, move_batch_dim
 from plax.lax.common import (as_int_tuple, canonical_axis, check_dtype, check_nonnegative,
                              check_same_dtypes, shape_tuple, weak_of)
 from plax.lowering.stablehlo import i64_array
+from plax.sharding.mesh import get_mesh
+from plax.sharding.named import NamedSharding, out_sharding_param
+from plax.sharding.partition_spec import PartitionSpec
 
 __all__ = ["broadcast_in_dim", "broadcast", "full", "full_like", "reshape", "transpose", "squeeze",
            "expand_dims", "rev", "concatenate", "pad", "iota", "broadcasted_iota"]
@@ -101,7 +109,7 @@ def _broadcast_in_dim_batch(axis, vals, dims, *, shape, broadcast_dimensions, sh
     new_dims = new_dims[:bd] + (out,) + new_dims[bd:]
     new_shape = shape[:out] + (axis.size,) + shape[out:]
     return broadcast_in_dim_p.bind(x, shape=new_shape, broadcast_dimensions=new_dims,
-                                   sharding=sharding), out
+                                   sharding=with_entry(sharding, out, spec_of(get_aval(x))[bd])), out
 
 
 abstract_eval_rules[broadcast_in_dim_p] = _broadcast_in_dim_abstract
@@ -116,14 +124,18 @@ transpose_rules[broadcast_in_dim_p] = _broadcast_in_dim_transpose
 batch_rules[broadcast_in_dim_p] = _broadcast_in_dim_batch
 
 
-def broadcast_in_dim(operand, shape, broadcast_dimensions):
-    """Broadcast ``operand`` to ``shape``; its axis i becomes axis broadcast_dimensions[i]."""
+def broadcast_in_dim(operand, shape, broadcast_dimensions, *, out_sharding=None):
+    """Broadcast ``operand`` to ``shape``; its axis i becomes axis broadcast_dimensions[i]
+    (``out_sharding``: the result's sharding, on Explicit axes)."""
     shape = shape_tuple(shape, "broadcast_in_dim shape")
     dims = as_int_tuple(broadcast_dimensions, "broadcast_in_dim broadcast_dimensions")
+    out_sharding = out_sharding_param(out_sharding, len(shape), "broadcast_in_dim")
     aval = get_aval(operand)
-    if aval.shape == shape and dims == tuple(range(aval.ndim)) and _is_array_value(operand):
+    if aval.shape == shape and dims == tuple(range(aval.ndim)) and _is_array_value(operand) \
+            and out_sharding is None:
         return operand
-    return broadcast_in_dim_p.bind(operand, shape=shape, broadcast_dimensions=dims, sharding=None)
+    return broadcast_in_dim_p.bind(operand, shape=shape, broadcast_dimensions=dims,
+                                   sharding=out_sharding)
 
 
 def broadcast(operand, sizes):
@@ -169,11 +181,22 @@ def _full(shape, fill_value, dt, weak: bool, sharding):
         fill = _conv._convert_weak(fill_value, dt, weak)
     else:
         fill = fill_value
+    if sharding is not None and _types_split(sharding):
+        return broadcast_in_dim(fill, shape, (), out_sharding=sharding)
     out = broadcast_in_dim(fill, shape, ())
     if sharding is not None:
         from plax.api import device_put  # plax.api sits above lax (it imports it)
         out = device_put(out, sharding)
     return out
+
+
+def _types_split(sharding) -> bool:
+    """Whether ``sharding`` (a PartitionSpec over the context mesh, or a NamedSharding) is on
+    a mesh with Explicit axes, where it is part of the result's type."""
+    if isinstance(sharding, PartitionSpec):
+        mesh = get_mesh()
+        return mesh is not None and bool(mesh.explicit_axes)
+    return isinstance(sharding, NamedSharding) and bool(sharding.mesh.explicit_axes)
 
 
 # --- reshape ----------------------------------------------------------------------------
@@ -218,7 +241,8 @@ def _reshape_batch(axis, vals, dims, *, new_sizes, dimensions, sharding=None):
     # Bring the batch to the front within the reshape's own transposition.
     order = tuple(range(get_aval(x).ndim - 1)) if dimensions is None else dimensions
     perm = (bd,) + _shift_dims(order, bd)
-    return reshape(x, (axis.size,) + tuple(new_sizes), perm), 0
+    return reshape(x, (axis.size,) + tuple(new_sizes), perm,
+                   out_sharding=with_entry(sharding, 0, spec_of(get_aval(x))[bd])), 0
 
 
 abstract_eval_rules[reshape_p] = _reshape_abstract
@@ -228,17 +252,21 @@ transpose_rules[reshape_p] = _reshape_transpose
 batch_rules[reshape_p] = _reshape_batch
 
 
-def reshape(operand, new_sizes, dimensions=None):
-    """Reshape ``operand`` to ``new_sizes``, first transposing by ``dimensions`` if given."""
+def reshape(operand, new_sizes, dimensions=None, *, out_sharding=None):
+    """Reshape ``operand`` to ``new_sizes``, first transposing by ``dimensions`` if given;
+    ``out_sharding`` gives the result's sharding (Explicit axes)."""
     new_sizes = shape_tuple(new_sizes, "reshape new_sizes")
+    out_sharding = out_sharding_param(out_sharding, len(new_sizes), "reshape")
     aval = get_aval(operand)
     if dimensions is not None:
         dimensions = as_int_tuple(dimensions, "reshape dimensions")
         if dimensions == tuple(range(aval.ndim)):
             dimensions = None
-    if new_sizes == aval.shape and dimensions is None and _is_array_value(operand):
+    if new_sizes == aval.shape and dimensions is None and _is_array_value(operand) and \
+            out_sharding is None:
         return operand
-    return reshape_p.bind(operand, new_sizes=new_sizes, dimensions=dimensions, sharding=None)
+    return reshape_p.bind(operand, new_sizes=new_sizes, dimensions=dimensions,
+                          sharding=out_sharding)
 
 
 # --- transpose --------------------------------------------------------------------------
@@ -544,13 +572,128 @@ defzero(iota_p)
 # iota has no operands, so it is never batched.
 
 
-def broadcasted_iota(dtype, shape, dimension):
+def broadcasted_iota(dtype, shape, dimension, *, out_sharding=None):
     """An array of ``shape`` whose values count 0, 1, ... along ``dimension``."""
     dtype = dtypes.canonicalize_user_dtype(dtype, fun_name="broadcasted_iota")
     shape = shape_tuple(shape, "broadcasted_iota shape")
-    return iota_p.bind(dtype=dtype, shape=shape, dimension=int(dimension), sharding=None)
+    return iota_p.bind(dtype=dtype, shape=shape, dimension=int(dimension),
+                       sharding=out_sharding_param(out_sharding, len(shape), "broadcasted_iota"))
 
 
 def iota(dtype, size):
     """The vector [0, 1, ..., size - 1] of ``dtype``."""
     return broadcasted_iota(dtype, shape_tuple(size, "iota size"), 0)
+
+
+# --- sharding in types ------------------------------------------------------------------
+def _broadcast_in_dim_sharding(avals_in, avals_out, *, shape, broadcast_dimensions,
+                               sharding=None):
+    if sharding is not None:
+        return [like(sharding, sharding.spec)]
+    x = avals_in[0]
+    entries = [None] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        if x.shape[i] == shape[d]:
+            entries[d] = spec_of(x)[i]
+    return [like(x._sharding, entries)]
+
+
+def _reshape_sharding(avals_in, avals_out, *, new_sizes, dimensions, sharding=None):
+    if sharding is not None:
+        return [like(sharding, sharding.spec)]
+    x = avals_in[0]
+    spec, shape = spec_of(x), x.shape
+    if dimensions is not None:
+        spec, shape = [spec[d] for d in dimensions], [shape[d] for d in dimensions]
+    entries = reshaped_spec(shape, spec, new_sizes, x._sharding.mesh.shape)
+    if entries is None:
+        raise ShardingTypeError(
+            "This reshape is not supported. Please specify the sharding of the output via the "
+            "`out_sharding` argument of plax.lax.reshape (or reshard the operand). Got operand "
+            f"type: {x.str_short(short_dtypes=False)}, new sizes: {tuple(new_sizes)}")
+    return [like(x._sharding, entries)]
+
+
+def reshaped_spec(shape, spec, new_sizes, mesh_shape):
+    """The spec of ``shape`` (split as ``spec``) reshaped to ``new_sizes``, or None when no
+    spec follows without moving data: dimensions kept keep their entry, merged ones take
+    that of the major one if only it is split, and a split dimension gives its entry to
+    the new major dimension when that divides by the axes' size."""
+    if 0 in shape or 0 in new_sizes:
+        return [None] * len(new_sizes) if all(e is None for e in spec) else None
+    try:
+        return _follow(shape, spec, new_sizes, mesh_shape)
+    except IndexError:  # a split size-1 dimension: no spec follows
+        return None
+
+
+def _follow(shape, spec, new_sizes, mesh_shape):
+    out, i, j = [], 0, 0
+    n, m = len(shape), len(new_sizes)
+    while i < n or j < m:
+        if i < n and shape[i] == 1 and spec[i] is None and (j >= m or new_sizes[j] != 1):
+            i += 1
+            continue
+        if j < m and new_sizes[j] == 1 and (i >= n or shape[i] != 1):
+            out.append(None)
+            j += 1
+            continue
+        gi, gj = [i], [j]
+        a, b = shape[i], new_sizes[j]
+        i, j = i + 1, j + 1
+        while a != b:
+            if a < b:
+                a *= shape[i]
+                gi.append(i)
+                i += 1
+            else:
+                b *= new_sizes[j]
+                gj.append(j)
+                j += 1
+        entries = [spec[k] for k in gi]
+        if all(e is None for e in entries):
+            out += [None] * len(gj)
+        elif len(gi) == 1 and len(gj) == 1:
+            out.append(entries[0])
+        elif len(gj) == 1 and all(e is None for e in entries[1:]):
+            out.append(entries[0])  # merged, the major dimension split
+        elif len(gi) == 1:
+            size = 1
+            for ax in axes_of(entries[0]):
+                size *= mesh_shape[ax]
+            if new_sizes[gj[0]] % size:
+                return None
+            out += [entries[0]] + [None] * (len(gj) - 1)
+        else:
+            return None
+    return out
+
+
+def _transpose_sharding(avals_in, avals_out, *, permutation):
+    spec = spec_of(avals_in[0])
+    return [like(avals_in[0]._sharding, [spec[d] for d in permutation])]
+
+
+def _squeeze_sharding(avals_in, avals_out, *, dimensions):
+    spec = spec_of(avals_in[0])
+    return [like(avals_in[0]._sharding, [e for d, e in enumerate(spec) if d not in dimensions])]
+
+
+def _concatenate_sharding(avals_in, avals_out, *, dimension):
+    specs = {spec_of(a) for a in avals_in}
+    if len(specs) > 1:
+        raise ShardingTypeError(
+            "All operands should have the same sharding. Got shardings "
+            f"{', '.join(str(a.sharding) for a in avals_in)}: reshard them to one first.")
+    return [first_sharding(avals_in)]
+
+
+sharding_rules[broadcast_in_dim_p] = _broadcast_in_dim_sharding
+sharding_rules[reshape_p] = _reshape_sharding
+sharding_rules[transpose_p] = _transpose_sharding
+sharding_rules[squeeze_p] = _squeeze_sharding
+sharding_rules[concatenate_p] = _concatenate_sharding
+sharding_rules[pad_p] = same_as_operand
+sharding_rules[iota_p] = given_or_replicated
+for _prim in (broadcast_in_dim_p, reshape_p, iota_p):
+    out_sharding_params[_prim] = "sharding"

@@ -1,25 +1,36 @@
-"""with_sharding_constraint: pin the layout of an intermediate value (``sharding_constraint``).
+"""Pinning layouts: with_sharding_constraint (``sharding_constraint``) and, for shardings in
+types, reshard (``reshard``) with auto_axes/explicit_axes.
 
 Under jit the value is laid out as asked (Shardy's ``sdy.sharding_constraint``),
-and XLA's partitioner propagates from there; eagerly it is ``device_put``. The
-constraint is linear (tangents and cotangents get the same layout); under vmap the
-batch dimension is left unsplit.
+and XLA's partitioner propagates from there; eagerly it is ``device_put``. Both are
+linear (tangents and cotangents get the same layout); under vmap the batch dimension
+is left unsplit. ``reshard`` changes a value's type (``f32[8@x,4]`` to ``f32[8,4@x]``);
+on a mesh whose axes are all Explicit, with_sharding_constraint only checks the type.
 """
 from __future__ import annotations
+
+import functools
 
 from plax import tree_util
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, effectful_primitives,
-                             impl_rules, jvp_rules, register_lowering, transpose_rules)
-from plax.core.avals import physical_aval
+                             impl_rules, jvp_rules, param_printers, register_lowering,
+                             transpose_rules)
+from plax.core.sharding_types import like, sharding_rules, spec_of
+from plax.core.source_info import pass_through_code
+from plax.core.trace import get_aval
 from plax.lax.ad_util import deflinear
+from plax.lowering.stablehlo import constrain_sharding
 from plax.runtime import dispatch
 from plax.runtime.array import Array
-from plax.sharding.named import NamedSharding, resolve_spec
-from plax.sharding.partition_spec import PartitionSpec
+from plax.sharding.mesh import AxisType, get_abstract_mesh, get_mesh, use_abstract_mesh
+from plax.sharding.named import (NamedSharding, concrete_sharding, out_sharding_param,
+                                 resolve_spec, type_sharding)
+from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
 
 __all__ = ["with_sharding_constraint", "sharding_constraint_p", "inspect_array_sharding",
-           "inspect_sharding_p"]
+           "inspect_sharding_p", "reshard", "reshard_p", "auto_axes", "explicit_axes",
+           "with_out_sharding", "takes_out_sharding"]
 
 sharding_constraint_p = Primitive("sharding_constraint")
 
@@ -33,16 +44,22 @@ def _resolve(sharding) -> NamedSharding:
                     f"{type(sharding).__name__}.")
 
 
-def with_sharding_constraint(x, shardings):
-    """``x`` (a pytree) laid out by ``shardings`` (a sharding, a PartitionSpec, or a pytree
-    prefix of them)."""
+def _per_leaf(x, shardings):
+    """The leaves of ``x``, its treedef, and the entry of the prefix tree ``shardings`` (of
+    shardings, PartitionSpecs or None) for each leaf."""
     leaves, tree = tree_util.tree_flatten(x)
     is_leaf = lambda s: s is None or isinstance(s, (NamedSharding, PartitionSpec))  # noqa: E731
     if is_leaf(shardings):
-        per_leaf = [shardings] * len(leaves)
-    else:
-        per_leaf = tree_util.tree_leaves(tree_util.tree_broadcast(shardings, x, is_leaf=is_leaf),
-                                         is_leaf=is_leaf)
+        return leaves, tree, [shardings] * len(leaves)
+    per_leaf = tree_util.tree_leaves(tree_util.tree_broadcast(shardings, x, is_leaf=is_leaf),
+                                     is_leaf=is_leaf)
+    return leaves, tree, per_leaf
+
+
+def with_sharding_constraint(x, shardings):
+    """``x`` (a pytree) laid out by ``shardings`` (a sharding, a PartitionSpec, or a pytree
+    prefix of them). On a mesh whose axes are all Explicit it asserts the value's type."""
+    leaves, tree, per_leaf = _per_leaf(x, shardings)
     outs = []
     for leaf, s in zip(leaves, per_leaf):
         if s is None:
@@ -50,6 +67,16 @@ def with_sharding_constraint(x, shardings):
             continue
         s = _resolve(s)
         s.check_shape(getattr(leaf, "shape", ()), "with_sharding_constraint: ")
+        mesh = s.mesh
+        if mesh.axis_names and all(t is AxisType.Explicit for t in mesh.axis_types):
+            aval = get_aval(leaf)
+            have, want = aval.sharding.spec, type_sharding(s, aval.ndim, keep_replicated=True)
+            if tuple(have) != tuple(want.spec):
+                raise AssertionError(
+                    "`with_sharding_constraint` acts as an assert when all axes of mesh are of "
+                    f"type `Explicit`. The array sharding: {have} did not match the sharding "
+                    f"provided: {want.spec}. Please use `plax.sharding.reshard` to shard your "
+                    "input to the sharding you want.")
         outs.append(sharding_constraint_p.bind(leaf, sharding=s))
     return tree_util.tree_unflatten(tree, outs)
 
@@ -61,15 +88,13 @@ def _impl(x, *, sharding):
 
 
 def _lowering(ctx, x, *, sharding):
-    ndim = physical_aval(ctx.avals_in[0]).ndim
-    attr = sharding.shardy_attribute(ndim, ctx.fn.module.mesh_symbol(sharding.mesh))
-    return ctx.op1("sdy.sharding_constraint", [x], props=f"sharding = {attr}")
+    return constrain_sharding(ctx, x, ctx.avals_in[0], sharding)
 
 
 def _batch(axis, vals, dims, *, sharding):
     (x,), (d,) = vals, dims
     entries = list(sharding.spec) + [None] * (len(x.aval.shape) - 1 - len(sharding.spec))
-    entries.insert(d, None)
+    entries.insert(d, spec_of(x.aval)[d])  # unsplit, or as the batch dimension's type says
     return sharding_constraint_p.bind(x, sharding=sharding.with_spec(PartitionSpec(*entries))), d
 
 
@@ -80,6 +105,184 @@ deflinear(sharding_constraint_p)
 transpose_rules[sharding_constraint_p] = lambda ct, x, *, sharding: [
     Zero(x.aval) if type(ct) is Zero else sharding_constraint_p.bind(ct, sharding=sharding)]
 batch_rules[sharding_constraint_p] = _batch
+sharding_rules[sharding_constraint_p] = lambda avals_in, avals_out, *, sharding: [
+    type_sharding(sharding, avals_in[0].ndim)]
+
+
+# --- reshard: change the sharding in a value's type ----------------------------------------------
+reshard_p = Primitive("reshard")
+
+
+def reshard(xs, out_shardings):
+    """``xs`` (a pytree) with the sharding in their types changed to ``out_shardings``
+    (PartitionSpecs over the context mesh, NamedShardings, or a pytree prefix of them);
+    XLA moves the data."""
+    leaves, tree, per_leaf = _per_leaf(xs, out_shardings)
+    outs = []
+    for leaf, s in zip(leaves, per_leaf):
+        if s is None:
+            outs.append(leaf)
+            continue
+        aval = get_aval(leaf)
+        target = out_sharding_param(s, aval.ndim, "reshard")
+        if isinstance(s, NamedSharding):
+            s.check_shape(aval.shape, "reshard: ")
+        outs.append(reshard_p.bind(leaf, sharding=target))
+    return tree_util.tree_unflatten(tree, outs)
+
+
+def _placed(sharding, x) -> NamedSharding:
+    """A type sharding on the concrete mesh ``x`` lives on (or the context's)."""
+    own = x.sharding if type(x) is Array else None
+    mesh = own.mesh if isinstance(own, NamedSharding) else None
+    return concrete_sharding(sharding, mesh)
+
+
+def _reshard_impl(x, *, sharding):
+    target = _placed(sharding, x)
+    if type(x) is not Array:
+        return dispatch.put_sharded(x, target)
+    return dispatch.reshard(x, target, committed=True)
+
+
+def _reshard_lowering(ctx, x, *, sharding):
+    if sharding.mesh.explicit_axes == sharding.mesh.axis_names:
+        return constrain_sharding(ctx, x, ctx.avals_in[0], sharding)
+    # Auto axes stay XLA's to choose: only the dimensions the type splits are pinned.
+    open_spec = PartitionSpec(*(UNCONSTRAINED if e is None else e for e in sharding.spec))
+    if all(e is UNCONSTRAINED for e in open_spec):
+        return x
+    return constrain_sharding(ctx, x, ctx.avals_in[0], sharding.with_spec(open_spec))
+
+
+def _reshard_transpose(ct, x, *, sharding):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    back = x.aval.sharding if x.aval._sharding is not None else \
+        NamedSharding(sharding.mesh, (None,) * len(x.aval.shape))
+    return [reshard_p.bind(ct, sharding=back)]
+
+
+def _reshard_batch(axis, vals, dims, *, sharding):
+    (x,), (d,) = vals, dims
+    entries = list(sharding.spec)
+    entries.insert(d, spec_of(get_aval(x))[d])  # the batch dimension keeps its split
+    return reshard_p.bind(x, sharding=NamedSharding(sharding.mesh, tuple(entries))), d
+
+
+abstract_eval_rules[reshard_p] = lambda x, *, sharding: x
+impl_rules[reshard_p] = _reshard_impl
+register_lowering(reshard_p, _reshard_lowering)
+deflinear(reshard_p)
+transpose_rules[reshard_p] = _reshard_transpose
+batch_rules[reshard_p] = _reshard_batch
+param_printers[reshard_p] = lambda params: {}  # printed bare, as JAX prints it
+sharding_rules[reshard_p] = lambda avals_in, avals_out, *, sharding: [
+    like(sharding, sharding.spec)]
+
+
+# --- auto_axes / explicit_axes: change how mesh axes are typed inside a function ------------------
+def _axes_named(axes, mesh) -> tuple:
+    if axes is None:
+        return tuple(mesh.axis_names)
+    return (axes,) if isinstance(axes, str) else tuple(axes)
+
+
+def auto_axes(fun=None, *, axes=None, out_sharding=None):
+    """``fun`` run with mesh ``axes`` (default: all) made Auto: inside, values are not split
+    over them in types and XLA chooses their layouts; the results are resharded to
+    ``out_sharding`` (required)."""
+    if fun is None:
+        return functools.partial(auto_axes, axes=axes, out_sharding=out_sharding)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        mesh = get_abstract_mesh()
+        names = _axes_named(axes, mesh)
+        if out_sharding is None:
+            raise TypeError("auto_axes needs out_sharding=: the sharding its results get back "
+                            "in types once the axes are Explicit again.")
+        inner = mesh.update_axis_types({n: AxisType.Auto for n in names})
+
+        def drop(x):
+            s = getattr(getattr(x, "aval", None), "_sharding", None)
+            if s is None:  # not an array, or not split in its type
+                return x
+            kept = [_without(e, names) for e in s.spec]
+            return reshard_p.bind(x, sharding=NamedSharding(inner, tuple(kept)))
+        args, kwargs = tree_util.tree_map(drop, (args, kwargs))
+        with use_abstract_mesh(_with_devices(inner)):
+            out = fun(*args, **kwargs)
+        return reshard(out, out_sharding)
+    return wrapped
+
+
+def explicit_axes(fun=None, *, axes=None, in_sharding=None):
+    """``fun`` run with mesh ``axes`` (default: all) made Explicit: its arguments get the
+    shardings ``in_sharding`` (required) in their types; its results leave them again."""
+    if fun is None:
+        return functools.partial(explicit_axes, axes=axes, in_sharding=in_sharding)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        mesh = get_abstract_mesh()
+        names = _axes_named(axes, mesh)
+        if in_sharding is None:
+            raise TypeError("explicit_axes needs in_sharding=: the shardings its arguments get "
+                            "in types.")
+        inner = mesh.update_axis_types({n: AxisType.Explicit for n in names})
+        with use_abstract_mesh(_with_devices(inner)):
+            args = reshard(args, in_sharding)
+            out = fun(*args, **kwargs)
+
+        def drop(x):
+            s = getattr(getattr(x, "aval", None), "_sharding", None)
+            if s is None:
+                return x
+            kept = [_without(e, names) for e in s.spec]
+            return reshard_p.bind(x, sharding=NamedSharding(mesh, tuple(kept)))
+        return tree_util.tree_map(drop, out)
+    return wrapped
+
+
+def with_out_sharding(compute, out_sharding, *operands):
+    """``compute(*operands)`` laid out by ``out_sharding`` (a PartitionSpec or NamedSharding):
+    on Explicit axes computed with them made Auto (XLA chooses the intermediates' layouts)
+    and resharded into the result's type; on Auto axes, a sharding constraint."""
+    context = get_mesh()
+    mesh = out_sharding.mesh if isinstance(out_sharding, NamedSharding) else context
+    if mesh is None or not mesh.explicit_axes:
+        return with_sharding_constraint(compute(*operands), out_sharding)
+    if context is not None and context.abstract_mesh == mesh.abstract_mesh:
+        return auto_axes(compute, out_sharding=out_sharding)(*operands)
+    with use_abstract_mesh(mesh):  # a NamedSharding's own mesh
+        return auto_axes(compute, out_sharding=out_sharding)(*operands)
+
+
+def takes_out_sharding(fn):
+    """``fn`` gaining an ``out_sharding=`` keyword (see ``with_out_sharding``); its positional
+    arguments are the operands."""
+    @functools.wraps(fn)
+    def wrapped(*args, out_sharding=None, **kwargs):
+        if out_sharding is None:
+            return fn(*args, **kwargs)
+        return with_out_sharding(lambda *a: fn(*a, **kwargs), out_sharding, *args)
+    pass_through_code.add(wrapped.__code__)  # errors name ``fn``, not the wrapper
+    return wrapped
+
+
+def _without(entry, names):
+    axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+    kept = tuple(a for a in axes if a not in names)
+    return None if not kept else kept[0] if len(kept) == 1 else kept
+
+
+def _with_devices(abstract):
+    """The context mesh with ``abstract``'s axis types, concrete when the context is."""
+    mesh = get_mesh()
+    if mesh is not None and getattr(mesh, "devices", None) is not None:
+        return mesh.update_axis_types(dict(zip(abstract.axis_names, abstract.axis_types)))
+    return abstract
 
 
 # --- inspect_array_sharding: the layout XLA chose, handed to a callback -------------------------

@@ -12,6 +12,7 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
+from plax.core.sharding_types import ShardingTypeError, sharding_rules, spec_of
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
                              not_mapped, register_lowering, transpose_rules)
 from plax.core.trace import get_aval
@@ -267,6 +268,19 @@ def _dynamic_update_slice_batch(axis, vals, dims):
 
 
 abstract_eval_rules[dynamic_update_slice_p] = _dynamic_update_slice_abstract
+
+
+def _dynamic_update_slice_sharding(avals_in, avals_out):
+    x, update = avals_in[:2]
+    if spec_of(x) != spec_of(update):
+        raise ShardingTypeError(
+            "dynamic_update_slice operand sharding must be equal to update sharding, got "
+            f"operand sharding {x.str_short(short_dtypes=False)} and update sharding "
+            f"{update.str_short(short_dtypes=False)}: reshard the update first.")
+    return [x._sharding]
+
+
+sharding_rules[dynamic_update_slice_p] = _dynamic_update_slice_sharding
 register_lowering(dynamic_update_slice_p, lambda ctx, x, update, *idx: ctx.op1(
     "stablehlo.dynamic_update_slice", [x, update, *idx]))
 jvp_rules[dynamic_update_slice_p] = _dynamic_update_slice_jvp

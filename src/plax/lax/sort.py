@@ -13,6 +13,7 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
+from plax.core.sharding_types import elementwise_sharding, sharding_rules, unsplit_dimension
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
                              not_mapped, register_lowering, tangent_aval, transpose_rules)
 from plax.core.trace import get_aval as _aval
@@ -156,6 +157,10 @@ def _sort_batch(axis_data, vals, dims, *, dimension, is_stable, num_keys):
 
 
 abstract_eval_rules[sort_p] = _sort_abstract
+sharding_rules[sort_p] = lambda avals_in, avals_out, *, dimension, **_: (
+    unsplit_dimension("Arguments to sort must be unsharded over the sorting dimension. Got arg "
+                      "sharding={sharding} and sorting dimension={dim}", avals_in[0], dimension),
+    [elementwise_sharding("sort", avals_in, avals_in[0].shape)] * len(avals_out))[1]
 register_lowering(sort_p, _sort_lowering)
 jvp_rules[sort_p] = _sort_jvp
 transpose_rules[sort_p] = _sort_transpose
@@ -257,6 +262,10 @@ def _top_k_batch(axis_data, vals, dims, *, k, axis):
 
 
 abstract_eval_rules[top_k_p] = _top_k_abstract
+sharding_rules[top_k_p] = lambda avals_in, avals_out, *, k, axis: (
+    unsplit_dimension("top_k needs its operand unsharded over the axis it selects along. Got "
+                      "operand type={type} and axis={dim}", avals_in[0], axis),
+    [avals_in[0]._sharding] * 2)[1]
 register_lowering(top_k_p, _top_k_lowering)
 jvp_rules[top_k_p] = _top_k_jvp
 batch_rules[top_k_p] = _top_k_batch

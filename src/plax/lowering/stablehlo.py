@@ -24,7 +24,8 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
 from plax.core.jaxpr import Jaxpr, Literal
-from plax.core.rules import lowering_rule, physical_lowering_rules, platform_lowering_rules
+from plax.core.rules import (lowering_rule, out_sharding_params, physical_lowering_rules,
+                             platform_lowering_rules)
 
 
 _ELEMENT_TYPES = {
@@ -211,7 +212,16 @@ class ModuleBuilder:
         self.devices = None  # the SPMD program's devices, in partition order
 
     def mesh_symbol(self, mesh) -> str:
-        """The symbol of ``mesh`` in this module, declaring it (``sdy.mesh``) on first use."""
+        """The symbol of ``mesh`` in this module, declaring it (``sdy.mesh``) on first use.
+        An AbstractMesh (of a type's sharding) names the concrete mesh of its shape that the
+        module already uses, or else the context mesh."""
+        if getattr(mesh, "devices", None) is None:
+            known = [m for m in self.meshes if m.abstract_mesh == mesh]
+            if known:
+                mesh = known[0]
+            else:
+                from plax.sharding.named import concrete_sharding
+                mesh = concrete_sharding(self._abstract_sharding(mesh)).mesh
         name = self.meshes.get(mesh)
         if name is None:
             name = self.meshes[mesh] = "mesh" if not self.meshes else f"mesh_{len(self.meshes)}"
@@ -223,6 +233,11 @@ class ModuleBuilder:
                 f", device_ids=[{', '.join(map(str, order))}]"
             self.preamble.append(f"sdy.mesh @{name} = <[{axes}]{ids}>")
         return name
+
+    @staticmethod
+    def _abstract_sharding(mesh):
+        from plax.sharding.named import NamedSharding
+        return NamedSharding(mesh)
 
     def unique_name(self, base: str) -> str:
         """A function name not yet used in this module, derived from ``base``."""
@@ -366,11 +381,23 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
             outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
             if isinstance(outs, str):
                 outs = [outs]
+            pinned = out_sharding_params.get(eqn.primitive)
+            if pinned is not None and eqn.params.get(pinned) is not None:
+                # An out_sharding= chosen by the user: XLA's partitioner must follow it.
+                outs = [constrain_sharding(ctx, o, v.aval, v.aval.sharding)
+                        for o, v in zip(outs, eqn.outvars)]
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o
     finally:
         fn.loc, fn.eqn_scope = saved
     return [read(v) for v in jaxpr.outvars]
+
+
+def constrain_sharding(ctx, value: str, aval, sharding) -> str:
+    """``value`` (of type ``aval``) pinned to ``sharding`` (``sdy.sharding_constraint``)."""
+    attr = sharding.shardy_attribute(physical_aval(aval).ndim,
+                                     ctx.fn.module.mesh_symbol(sharding.mesh))
+    return ctx.op1("sdy.sharding_constraint", [value], [aval], aval, props=f"sharding = {attr}")
 
 
 def _has_extended(eqn) -> bool:

@@ -136,18 +136,25 @@ def asarray(a, dtype=None, order=None, *, copy=None):
     return array(a, dtype=dtype, order=order)
 
 
-def full(shape, fill_value, dtype=None, *, device=None):
+def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     """An array of ``shape`` filled with ``fill_value`` (broadcast to ``shape``)."""
     if dtype is None:
-        return _full(shape, fill_value, None, False, device)
-    return _full(shape, fill_value, _user_dtype(dtype), False, device)
+        return _full(shape, fill_value, None, False, device, out_sharding)
+    return _full(shape, fill_value, _user_dtype(dtype), False, device, out_sharding)
 
 
-def _full(shape, fill_value, dt, weak: bool, device):
+def _full(shape, fill_value, dt, weak: bool, device, out_sharding=None):
+    out = _filled(shape, fill_value, dt, weak)
+    if out_sharding is not None:
+        return lax.sharding_constraint.with_out_sharding(lambda v: v, out_sharding, out)
+    return _place(out, device)
+
+
+def _filled(shape, fill_value, dt, weak: bool):
     """``full`` with a resolved dtype; ``dt`` None takes dtype and weak type from the value."""
     shape = _canonical_shape(shape)
     if dtypes.is_extended(dt):
-        return _place(_filled_keys(shape, fill_value, dt), device)
+        return _filled_keys(shape, fill_value, dt)
     if isinstance(fill_value, (list, tuple)):
         fill = array(fill_value)
     else:
@@ -157,8 +164,8 @@ def _full(shape, fill_value, dt, weak: bool, device):
         dt, weak = dtypes.result_type(fill, return_weak_type_flag=True)
     fill = convert(fill, dt, weak)
     if shape_of(fill) == shape:
-        return _place(asarray(fill), device)
-    return _place(broadcast_to_shape(fill, shape), device)
+        return asarray(fill)
+    return broadcast_to_shape(fill, shape)
 
 
 def _filled_keys(shape, fill_value, dt):
@@ -189,19 +196,19 @@ def _default_dtype(dtype):
         dtypes.canonicalize_user_dtype(dtype)
 
 
-def zeros(shape, dtype=None, *, device=None):
+def zeros(shape, dtype=None, *, device=None, out_sharding=None):
     """An array of zeros."""
-    return full(shape, 0, _default_dtype(dtype), device=device)
+    return full(shape, 0, _default_dtype(dtype), device=device, out_sharding=out_sharding)
 
 
-def ones(shape, dtype=None, *, device=None):
+def ones(shape, dtype=None, *, device=None, out_sharding=None):
     """An array of ones."""
-    return full(shape, 1, _default_dtype(dtype), device=device)
+    return full(shape, 1, _default_dtype(dtype), device=device, out_sharding=out_sharding)
 
 
-def empty(shape, dtype=None, *, device=None):
+def empty(shape, dtype=None, *, device=None, out_sharding=None):
     """An array of zeros (plax arrays are never uninitialised)."""
-    return zeros(shape, dtype, device=device)
+    return zeros(shape, dtype, device=device, out_sharding=out_sharding)
 
 
 def _like(name, a, dtype, shape):
@@ -214,25 +221,30 @@ def _like(name, a, dtype, shape):
     return shape, _user_dtype(dtype), False
 
 
-def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
-    """An array with the shape and dtype of ``a`` filled with ``fill_value``."""
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
+    """An array with the shape and dtype of ``a`` filled with ``fill_value`` (and, when its
+    shape is kept, the sharding in its type)."""
+    keeps_shape = shape is None
     shape, dt, weak = _like("full_like", a, dtype, shape)
-    return _full(shape, fill_value, dt, weak, device)
+    typed = get_aval(as_operand(a))._sharding if keeps_shape else None
+    if out_sharding is None and device is None and typed is not None:
+        out_sharding = typed
+    return _full(shape, fill_value, dt, weak, device, out_sharding)
 
 
-def zeros_like(a, dtype=None, shape=None, *, device=None):
+def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     """Zeros with the shape and dtype of ``a``."""
-    return full_like(a, 0, dtype, shape, device=device)
+    return full_like(a, 0, dtype, shape, device=device, out_sharding=out_sharding)
 
 
-def ones_like(a, dtype=None, shape=None, *, device=None):
+def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     """Ones with the shape and dtype of ``a``."""
-    return full_like(a, 1, dtype, shape, device=device)
+    return full_like(a, 1, dtype, shape, device=device, out_sharding=out_sharding)
 
 
-def empty_like(prototype, dtype=None, shape=None, *, device=None):
+def empty_like(prototype, dtype=None, shape=None, *, device=None, out_sharding=None):
     """Zeros with the shape and dtype of ``prototype``."""
-    return zeros_like(prototype, dtype, shape, device=device)
+    return zeros_like(prototype, dtype, shape, device=device, out_sharding=out_sharding)
 
 
 def _concrete_scalar(x, name, fn="arange"):
@@ -256,7 +268,7 @@ def _arange_size(start, stop, step) -> int:
     return max(0, int(np.ceil((stop - start) / step)))
 
 
-def arange(start, stop=None, step=None, dtype=None, *, device=None):
+def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
     """Evenly spaced values ``start + i * step`` in ``[start, stop)``; the bounds must be concrete."""
     start = _concrete_scalar(start, "start")
     stop = None if stop is None else _concrete_scalar(stop, "stop")
@@ -278,6 +290,8 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
         out = lax.mul(convert(step, dt), out)
     if start != 0:
         out = lax.add(convert(start, dt), out)
+    if out_sharding is not None:
+        return lax.sharding_constraint.with_out_sharding(lambda v: v, out_sharding, out)
     return _place(out, device)
 
 

@@ -477,8 +477,14 @@ class _IndexUpdateRef:
         return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
 
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
-            wrap_negative_indices=True):
-        """``x[idx]``, with control over out-of-bounds indices."""
+            wrap_negative_indices=True, out_sharding=None):
+        """``x[idx]``, with control over out-of-bounds indices (and the result's sharding)."""
+        if out_sharding is not None:
+            return lax.sharding_constraint.with_out_sharding(
+                lambda x: _IndexUpdateRef(x, self.index).get(
+                    indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                    mode=mode, fill_value=fill_value, wrap_negative_indices=wrap_negative_indices),
+                out_sharding, self.array)
         x = util.as_operand(self.array)
         entries = _parse(self.index, get_aval(x).shape)
         if (not _is_advanced(entries) and mode is None and fill_value is None

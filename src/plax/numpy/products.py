@@ -14,6 +14,7 @@ import opt_einsum
 from plax import lax
 from plax.core import dtypes
 from plax.core.trace import get_aval
+from plax.lax.sharding_constraint import takes_out_sharding
 from plax.numpy import ufuncs
 from plax.numpy.reductions import sum as _sum
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
@@ -24,12 +25,6 @@ __all__ = ["matmul", "dot", "vdot", "vecdot", "matvec", "vecmat", "inner", "oute
 
 
 # --- shared helpers ------------------------------------------------------------------------
-def _check_sharding(name, out_sharding):
-    if out_sharding is not None:
-        raise ValueError(f"{name}: out_sharding is not supported yet; pass out_sharding=None and "
-                         "constrain the result's sharding afterwards.")
-
-
 def _promote(name, *args):
     check_arraylike(name, *args)
     return promote_dtypes(*args)
@@ -82,9 +77,9 @@ def _matmul_labels(shape, nb, inner):
     return [("B", nb - nbatch + i) for i in range(nbatch)] + inner
 
 
-def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
+@takes_out_sharding
+def matmul(a, b, *, precision=None, preferred_element_type=None):
     """Matrix product with NumPy's rules: batch axes broadcast, 1-D operands are vectors."""
-    _check_sharding("matmul", out_sharding)
     a, b = _promote("matmul", a, b)
     sa, sb = shape_of(a), shape_of(b)
     for i, s in enumerate((sa, sb)):
@@ -125,9 +120,9 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
     return _transpose_to(out, labels, target)
 
 
-def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
+@takes_out_sharding
+def dot(a, b, *, precision=None, preferred_element_type=None):
     """NumPy's dot: a product with scalars, else contract a's last axis with b's second-to-last."""
-    _check_sharding("dot", out_sharding)
     a, b = _promote("dot", a, b)
     preferred = _preferred(preferred_element_type)
     sa, sb = shape_of(a), shape_of(b)
@@ -242,9 +237,9 @@ def _tensordot_axes(axes, sa, sb):
             tuple(canonicalize_axis(i, len(sb)) for i in ax_b))
 
 
-def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None, out_sharding=None):
+@takes_out_sharding
+def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
     """Sum of products over ``axes`` (the last/first N, or explicit pairs of axis lists)."""
-    _check_sharding("tensordot", out_sharding)
     a, b = _promote("tensordot", a, b)
     sa, sb = shape_of(a), shape_of(b)
     ca, cb = _tensordot_axes(axes, sa, sb)
@@ -415,13 +410,13 @@ def _einsum_step(args, in_labels, out, precision, preferred):
     return x
 
 
+@takes_out_sharding
 def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
-           preferred_element_type=None, out_sharding=None):
+           preferred_element_type=None):
     """Einstein summation; the contraction order comes from opt_einsum (``optimize``)."""
     if out is not None:
         raise ValueError("plax.numpy.einsum: the 'out' argument must be None; plax arrays are "
                          "immutable, so the result is returned.")
-    _check_sharding("einsum", out_sharding)
     if not isinstance(subscripts, str):
         subscripts, operands = _interleaved_to_subscripts((subscripts,) + operands)
     check_arraylike("einsum", *operands)

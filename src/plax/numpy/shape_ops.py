@@ -9,6 +9,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
+from plax.lax.sharding_constraint import takes_out_sharding
 from plax.core.errors import SHAPE_PHRASE, ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.creation import asarray
@@ -130,7 +131,9 @@ def reshape(a, shape=None, order: str = "C", *, newshape=None, copy=None, out_sh
     old = _shape(a)
     shape = _resolve_shape(_int_tuple(shape, "shape"), old)
     if order == "C":
-        return lax.reshape(a, shape)
+        return lax.reshape(a, shape, out_sharding=out_sharding)
+    if out_sharding is not None:
+        raise NotImplementedError("reshape: out_sharding= is supported with order='C' only.")
     if order == "F":  # Fortran order: reshape the reversed-axes view, then reverse back
         rev_in = tuple(range(len(old)))[::-1]
         out = lax.reshape(lax.transpose(a, rev_in), shape[::-1])
@@ -138,7 +141,8 @@ def reshape(a, shape=None, order: str = "C", *, newshape=None, copy=None, out_sh
     raise NotImplementedError(f"reshape order={order!r} is not implemented; use 'C' or 'F'.")
 
 
-def ravel(a, order: str = "C", *, out_sharding=None):
+@takes_out_sharding
+def ravel(a, order: str = "C"):
     """``a`` flattened to one dimension."""
     a = _arr("ravel", a)
     if order not in ("C", "F"):
@@ -445,7 +449,8 @@ def _static_repeats(repeats):
     return int(r) if r.ndim == 0 else r.astype(np.int64)
 
 
-def repeat(a, repeats, axis=None, *, total_repeat_length=None, out_sharding=None):
+@takes_out_sharding
+def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     """Repeat each element of ``a`` along ``axis`` (flattened when None) ``repeats`` times.
 
     ``repeats`` is an int or one count per element; traced counts need
@@ -566,7 +571,8 @@ def broadcast_shapes(*shapes) -> tuple:
     return _broadcast_shapes(*shapes) if shapes else ()
 
 
-def broadcast_to(array, shape, *, out_sharding=None):
+@takes_out_sharding
+def broadcast_to(array, shape):
     """``array`` broadcast to ``shape`` (NumPy rules)."""
     a = _arr("broadcast_to", array)
     shape = _int_tuple(shape, "shape")

@@ -24,6 +24,7 @@ from plax.numpy import util
 from plax.api import jit
 from plax.core import dtypes
 from plax.core.trace import concrete_or_error
+from plax.lax.sharding_constraint import takes_out_sharding
 from plax.random import threefry
 from plax.random.distributions import _gumbel
 from plax.random.keys import _check_key
@@ -45,6 +46,7 @@ def _gumbel_mode(mode):
 
 
 # --- permutation ---------------------------------------------------------------------------
+@takes_out_sharding
 def permutation(key, x, axis=0, independent=False):
     """A random permutation of ``arange(x)`` (an integer ``x``) or of the slices of the array
     ``x`` along ``axis``; ``independent=True`` shuffles every 1-D lane along ``axis`` with its
@@ -142,6 +144,7 @@ def _choice_top_k(key, p, k, mode):
 
 
 # --- categorical ---------------------------------------------------------------------------
+@takes_out_sharding
 def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     """Category indices drawn with probabilities ``softmax(logits, axis)``: the Gumbel-max
     trick, or the Gumbel top-k trick when ``replace=False`` (then the leading dimensions of
@@ -218,6 +221,7 @@ def _user_dtype(dtype, default):
     return np.dtype(default) if dtype is None else dtypes.canonicalize_user_dtype(dtype)
 
 
+@takes_out_sharding
 def geometric(key, p, shape=None, dtype=None):
     """Geometric samples: the number of Bernoulli(``p``) trials up to the first success
     (integers >= 1, int32 by default, int64 with x64)."""
@@ -239,6 +243,7 @@ def _geometric(key, p, shape, dtype):
     return (lax.floor(lax.div(lax.log(u), log_q)) + 1).astype(dtype)
 
 
+@takes_out_sharding
 def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
     """Log-normal samples: ``exp(sigma * normal)`` (complex dtypes use complex normals); the
     shape defaults to that of ``sigma``."""
@@ -257,6 +262,7 @@ def _lognormal(key, sigma, shape, dtype):
     return lax.exp(_normal(key, shape, dtype) * lax.convert_element_type(sigma, dtype))
 
 
+@takes_out_sharding
 def triangular(key, left, mode, right, shape=None, dtype=None):
     """Triangular samples on ``[left, right]`` with peak ``mode`` (inverse-CDF of one uniform
     draw); the shape defaults to the broadcast of the parameters."""
@@ -278,6 +284,7 @@ def _triangular(key, left, mode, right, shape, dtype):
     return lax.select(u < fc, below, above)
 
 
+@takes_out_sharding
 def rayleigh(key, scale, shape=None, dtype=None):
     """Rayleigh samples of ``scale``: ``scale * sqrt(-2 log u)``; the shape defaults to that
     of ``scale``."""
@@ -295,6 +302,7 @@ def _rayleigh(key, scale, shape, dtype):
     return lax.mul(scale, lax.sqrt(lax.mul(lax.log(u), np.array(-2, dtype))))
 
 
+@takes_out_sharding
 def wald(key, mean, shape=None, dtype=None):
     """Wald (inverse Gaussian) samples of ``mean`` and unit shape parameter, from one normal
     and one uniform draw (Michael, Schucany and Haas); the shape defaults to that of

@@ -8,6 +8,7 @@ from plax import lax
 from plax import numpy as jnp
 from plax.api import jit
 from plax.core import dtypes
+from plax.lax.sharding_constraint import takes_out_sharding
 from plax.random import threefry
 from plax.random.keys import _check_key
 from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
@@ -19,6 +20,7 @@ __all__ = ["bernoulli", "exponential", "gumbel", "laplace", "logistic", "cauchy"
 
 
 
+@takes_out_sharding
 def bernoulli(key, p=0.5, shape=None, mode="low"):
     """Booleans that are True with probability ``p`` (``mode="high"`` resolves small ``p``
     with a second draw, as JAX's)."""
@@ -81,11 +83,11 @@ def _maxwell(key, shape, dtype):
     return jnp.sqrt(jnp.sum(x * x, axis=-1))  # the norm of each 3-vector
 
 
-exponential = _simple("exponential", _exponential)
-laplace = _simple("laplace", _laplace)
-logistic = _simple("logistic", _logistic)
-cauchy = _simple("cauchy", _cauchy)
-maxwell = _simple("maxwell", _maxwell)
+exponential = takes_out_sharding(_simple("exponential", _exponential))
+laplace = takes_out_sharding(_simple("laplace", _laplace))
+logistic = takes_out_sharding(_simple("logistic", _logistic))
+cauchy = takes_out_sharding(_simple("cauchy", _cauchy))
+maxwell = takes_out_sharding(_simple("maxwell", _maxwell))
 exponential.__doc__ = "Exponential samples of rate 1."
 laplace.__doc__ = "Laplace samples of location 0 and scale 1."
 logistic.__doc__ = "Standard logistic samples."
@@ -93,6 +95,7 @@ cauchy.__doc__ = "Standard Cauchy samples."
 maxwell.__doc__ = "Maxwell samples: the norms of 3-dimensional standard normals."
 
 
+@takes_out_sharding
 def gumbel(key, shape=(), dtype=None, mode=None):
     """Standard Gumbel samples; ``mode`` "high"/"highest" resolve the tail further, as JAX's."""
     key = _check_key("gumbel", key)
@@ -139,6 +142,7 @@ def _safe_int_to_float(words):
     return lax.bitcast_convert_type(exponent | mantissa, np.float32)
 
 
+@takes_out_sharding
 def rademacher(key, shape=(), dtype=None):
     """Random signs -1 and +1 (integers by default)."""
     key = _check_key("rademacher", key)
@@ -153,6 +157,7 @@ def _rademacher(key, shape, dtype):
     return (2 * flips.astype(dtype) - 1).astype(dtype)
 
 
+@takes_out_sharding
 def truncated_normal(key, lower, upper, shape=None, dtype=None):
     """Standard normal samples truncated to ``(lower, upper)``."""
     key = _check_key("truncated_normal", key)
@@ -171,6 +176,7 @@ def _truncated_normal(key, lower, upper, shape, dtype):
                     lax.nextafter(lax.stop_gradient(upper), np.array(-np.inf, dtype)))
 
 
+@takes_out_sharding
 def pareto(key, b, shape=None, dtype=None):
     """Pareto samples of shape parameter ``b`` (support [1, inf))."""
     key = _check_key("pareto", key)
@@ -214,6 +220,7 @@ def _double_sided_maxwell(key, loc, scale, shape, dtype):
     return sign * magnitude * scale + loc
 
 
+@takes_out_sharding
 def poisson(key, lam, shape=None, dtype=None):
     """Poisson counts of rate ``lam`` (Knuth's method below 10, Hormann's transformed
     rejection from 10 on, as JAX's)."""

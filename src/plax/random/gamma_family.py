@@ -18,6 +18,7 @@ from plax import numpy as jnp
 from plax.api import jit
 from plax.api_vmap import vmap
 from plax.core import dtypes
+from plax.lax.sharding_constraint import takes_out_sharding
 from plax.lax.special import random_gamma_grad
 from plax.random import threefry
 from plax.random.distributions import _exponential, _rademacher
@@ -107,6 +108,7 @@ def _gamma_sample_grad(sample, a, log_space: bool):
 
 
 # --- the public samplers -------------------------------------------------------------------
+@takes_out_sharding
 def gamma(key, a, shape=None, dtype=None):
     """Gamma samples of shape parameter ``a`` (and scale 1); differentiable in ``a``."""
     key = _check_key("gamma", key)
@@ -114,6 +116,7 @@ def gamma(key, a, shape=None, dtype=None):
     return _gamma(key, a, _optional_shape(shape), dtype, False)
 
 
+@takes_out_sharding
 def loggamma(key, a, shape=None, dtype=None):
     """The logs of Gamma(a) samples, accurate for small ``a`` where the samples underflow."""
     key = _check_key("loggamma", key)
@@ -130,6 +133,7 @@ def _gamma(key, a, shape, dtype, log_space):
     return _gamma_draw(key, a, log_space)
 
 
+@takes_out_sharding
 def beta(key, a, b, shape=None, dtype=None):
     """Beta(a, b) samples, as ratios of log-space gamma samples."""
     key = _check_key("beta", key)
@@ -150,6 +154,7 @@ def _beta(key, a, b, shape, dtype):
     return ga / (ga + gb)
 
 
+@takes_out_sharding
 def dirichlet(key, alpha, shape=None, dtype=None):
     """Dirichlet samples (over the last axis of ``alpha``)."""
     key = _check_key("dirichlet", key)
@@ -173,6 +178,7 @@ def _dirichlet(key, alpha, shape, dtype):
     return shifted / jnp.sum(shifted, axis=-1, keepdims=True)
 
 
+@takes_out_sharding
 def chisquare(key, df, shape=None, dtype=None):
     """Chi-square samples with ``df`` degrees of freedom."""
     key = _check_key("chisquare", key)
@@ -187,6 +193,7 @@ def _chisquare(key, df, shape, dtype):
     return jnp.exp(_gamma(key, half, shape, dtype, True)) * np.array(2, dtype)
 
 
+@takes_out_sharding
 def f(key, dfnum, dfden, shape=None, dtype=None):
     """F-distribution samples: a ratio of two scaled chi-squares."""
     key = _check_key("f", key)
@@ -204,6 +211,7 @@ def _f(key, dfnum, dfden, shape, dtype):
     return num / den
 
 
+@takes_out_sharding
 def t(key, df, shape=None, dtype=None):
     """Student's t samples with ``df`` degrees of freedom."""
     key = _check_key("t", key)
@@ -222,6 +230,7 @@ def _t(key, df, shape, dtype):
     return n * jnp.sqrt(half / g)
 
 
+@takes_out_sharding
 def generalized_normal(key, p, shape=(), dtype=None):
     """Samples of density proportional to ``exp(-|x|**p)``."""
     key = _check_key("generalized_normal", key)
@@ -238,6 +247,7 @@ def _generalized_normal(key, p, shape, dtype):
     return r * g ** (1 / p)
 
 
+@takes_out_sharding
 def ball(key, d, p=2, shape=(), dtype=None):
     """Points drawn uniformly from the unit ``p``-norm ball in ``d`` dimensions."""
     key = _check_key("ball", key)

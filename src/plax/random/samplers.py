@@ -10,6 +10,7 @@ from plax import numpy as jnp
 from plax.api import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
+from plax.lax.sharding_constraint import takes_out_sharding
 from plax.lax import arithmetic as _arith
 from plax.lax import bitwise as _bitwise
 from plax.lax import conversion as _conversion
@@ -35,6 +36,7 @@ def _optional_shape(shape):
 
 
 # --- samplers -----------------------------------------------------------------------------
+@takes_out_sharding
 def bits(key, shape=(), dtype=None):
     """Uniform random bits of an unsigned ``dtype`` (uint32 by default, uint64 with x64)."""
     key = _check_key("bits", key)
@@ -57,6 +59,7 @@ def _float_dtype(dtype, name, kinds=("float",)):
     return dtype
 
 
+@takes_out_sharding
 def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     """Uniform random values in ``[minval, maxval)``."""
     key = _check_key("uniform", key)
@@ -93,6 +96,7 @@ def _to_rank(x, rank: int):
     return _shapes.reshape(x, (1,) * (rank - len(shape)) + shape)
 
 
+@takes_out_sharding
 def normal(key, shape=(), dtype=None):
     """Standard normal values (complex ones have independent parts of variance 1/2)."""
     key = _check_key("normal", key)
@@ -120,6 +124,7 @@ def _normal_real(key, shape, dtype):
     return _arith.mul(np.array(np.sqrt(2), dtype), _trans.erf_inv(u))
 
 
+@takes_out_sharding
 def randint(key, shape, minval, maxval, dtype=None):
     """Uniform random integers in ``[minval, maxval)`` (JAX's modulus construction from two
     draws of random bits, so values match JAX's)."""

@@ -17,6 +17,7 @@ from plax.core.primitive import abstract_eval, impl_rules
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import xla
 from plax.runtime.array import Array
+from plax.sharding.named import typed_aval
 from plax.sharding.single import SingleDeviceSharding
 
 _sharding_cache = BoundedCache("device shardings", 1024)
@@ -99,6 +100,7 @@ def put_sharded(x, sharding, committed: bool = True) -> Array:
         aval = ShapedArray(host.shape, host.dtype, weak)
     sharding.check_shape(aval.shape, "One of device_put args is incompatible with its sharding "
                                      f"annotation {sharding!r}: ")
+    aval = typed_aval(aval, sharding)
     devices = sharding._device_assignment
     where = sharding.devices_indices_map(aval.shape)
     pieces = [np.ascontiguousarray(host[where[d]]) for d in devices]

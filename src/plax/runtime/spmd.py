@@ -27,7 +27,8 @@ from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import dispatch, xla
 from plax.runtime.dispatch import is_spread
 from plax.runtime.array import Array
-from plax.sharding.named import NamedSharding
+from plax.sharding.mesh import Mesh
+from plax.sharding.named import NamedSharding, concrete_sharding, typed_aval
 from plax.sharding.partition_spec import PartitionSpec
 
 _COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
@@ -234,7 +235,7 @@ class LoweredSpmd:
         outs = [s if s is not None else named_sharding_of(h, mesh, physical_aval(v.aval).ndim)
                 for s, h, v in zip(self.out_shardings, chosen, self.jaxpr.outvars)]
         n = len(outs) - len(self.callbacks)
-        avals = [v.aval for v in self.jaxpr.outvars]
+        avals = [typed_aval(v.aval, s) for v, s in zip(self.jaxpr.outvars, outs)]
         for callback, sharding in zip(self.callbacks, outs[n:]):
             callback(sharding)  # at compile time, as JAX calls it
         return SpmdProgram(exe, self.kept, [v.aval for v in self.jaxpr.invars], avals[:n],
@@ -255,6 +256,7 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
     in_shardings = [in_shardings[i] for i in kept]
     donated = dispatch._usable_donations(jaxpr, [bool(donated[i]) for i in kept], name)
     jaxpr, callbacks = _probes_as_results(jaxpr)
+    out_shardings = _typed_results(jaxpr, out_shardings, in_shardings)
     out_shardings = tuple(out_shardings) + (None,) * len(callbacks)
 
     def attr(sharding, aval):
@@ -275,6 +277,26 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
         jaxpr, module_name=f"jit_{name}", num_partitions=len(devices), arg_attrs=arg_attrs,
         result_attrs=result_attrs, platform=devices[0].platform, devices=devices)
     return LoweredSpmd(text, jaxpr, kept, in_shardings, out_shardings, devices, name, callbacks)
+
+
+def _typed_results(jaxpr, out_shardings, in_shardings) -> tuple:
+    """``out_shardings`` with the results XLA would choose for pinned to their types, where
+    types carry shardings (Explicit axes): the results are laid out as typed."""
+    if not any(v.aval._sharding is not None for v in jaxpr.outvars) and not any(
+            isinstance(s, NamedSharding) and s.mesh.explicit_axes
+            for s in (*in_shardings, *out_shardings)):
+        return tuple(out_shardings)
+    mesh = next((s.mesh for s in (*in_shardings, *out_shardings)
+                 if isinstance(s, NamedSharding) and isinstance(s.mesh, Mesh)), None)
+    out = []
+    for s, v in zip(out_shardings, jaxpr.outvars):
+        if s is None and v.aval._sharding is not None:
+            s = concrete_sharding(v.aval._sharding, mesh)
+        elif s is None and mesh is not None and mesh.axis_names and \
+                mesh.explicit_axes == mesh.axis_names:
+            s = NamedSharding(mesh, PartitionSpec())  # replicated, as its type says
+        out.append(s)
+    return tuple(out)
 
 
 def _probes_as_results(jaxpr: Jaxpr):

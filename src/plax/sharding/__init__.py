@@ -12,4 +12,15 @@ from plax.sharding.named import NamedSharding
 
 __all__ = ["Sharding", "SingleDeviceSharding", "PartitionSpec", "Mesh", "AbstractMesh",
            "AxisType", "NamedSharding", "get_abstract_mesh", "get_mesh", "set_mesh",
-           "use_mesh", "use_abstract_mesh"]
+           "use_mesh", "use_abstract_mesh", "reshard", "auto_axes", "explicit_axes"]
+
+# The functions that change shardings in types are primitives' front ends, in plax.lax (which
+# builds on this package): reached when first used.
+_FROM_LAX = ("reshard", "auto_axes", "explicit_axes")
+
+
+def __getattr__(name):
+    if name in _FROM_LAX:
+        from plax.lax import sharding_constraint
+        return getattr(sharding_constraint, name)
+    raise AttributeError(f"module 'plax.sharding' has no attribute {name!r}")

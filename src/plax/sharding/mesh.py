@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 
+from plax.core.avals import sharding_in_types
 from plax.runtime import xla
 
 __all__ = ["AxisType", "Mesh", "AbstractMesh", "make_mesh", "create_device_mesh", "set_mesh",
@@ -35,13 +36,15 @@ class AxisType(enum.Enum):
 
 def _axis_types(axis_types, n: int, default) -> tuple:
     if axis_types is None:
-        return (default,) * n
-    if isinstance(axis_types, AxisType):
-        return (axis_types,) * n
+        axis_types = (default,) * n
+    elif isinstance(axis_types, AxisType):
+        axis_types = (axis_types,) * n
     axis_types = tuple(axis_types)
     if len(axis_types) != n or not all(isinstance(t, AxisType) for t in axis_types):
         raise ValueError(f"axis_types must be one AxisType or one per mesh axis ({n}), got "
                          f"{axis_types!r}.")
+    if AxisType.Explicit in axis_types:
+        sharding_in_types[0] = True  # from now on primitives propagate shardings in types
     return axis_types
 
 
@@ -114,7 +117,8 @@ class AbstractMesh(_MeshShape):
 
     def update_axis_types(self, types: dict) -> "AbstractMesh":
         new = tuple(types.get(n, t) for n, t in zip(self.axis_names, self.axis_types))
-        return AbstractMesh(self.axis_sizes, self.axis_names, new)
+        return AbstractMesh(self.axis_sizes, self.axis_names, new, device_kind=self.device_kind,
+                            num_cores=self.num_cores, platform=self.platform)
 
     @property
     def abstract_mesh(self) -> "AbstractMesh":
@@ -162,6 +166,7 @@ class Mesh(_MeshShape):
         self._identity = (tuple(d.id for d in self._flat), self.axis_sizes, self.axis_names,
                           self.axis_types)
         self._hash = hash(("Mesh", self._identity))
+        self._abstract = None
 
     @property
     def device_ids(self) -> np.ndarray:
@@ -178,11 +183,13 @@ class Mesh(_MeshShape):
 
     @property
     def abstract_mesh(self) -> AbstractMesh:
-        first = self._flat[0] if self._flat else None
-        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types,
-                            device_kind=getattr(first, "device_kind", None),
-                            num_cores=getattr(first, "num_cores", None),
-                            platform=getattr(first, "platform", None))
+        if self._abstract is None:
+            first = self._flat[0] if self._flat else None
+            self._abstract = AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types,
+                                          device_kind=getattr(first, "device_kind", None),
+                                          num_cores=getattr(first, "num_cores", None),
+                                          platform=getattr(first, "platform", None))
+        return self._abstract
 
     def update_axis_types(self, types: dict) -> "Mesh":
         new = tuple(types.get(n, t) for n, t in zip(self.axis_names, self.axis_types))

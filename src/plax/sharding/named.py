@@ -215,6 +215,8 @@ class NamedSharding(xla.GSPMDShardingBase):
         return (_rebuild, (self.mesh, self.spec, self._kind))
 
     def __repr__(self):
+        if isinstance(self.mesh, AbstractMesh):  # a type's sharding
+            return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r})"
         return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind={self.memory_kind})"
 
 
@@ -226,6 +228,73 @@ def resolve_spec(spec, what: str) -> NamedSharding:
         raise ValueError(f"{what} was given the PartitionSpec {spec!r} but no mesh is set: use "
                          "plax.set_mesh(mesh), or pass NamedSharding(mesh, spec).")
     return NamedSharding(mesh, spec)
+
+
+# --- shardings in types (Explicit axes) ---------------------------------------------------------
+def _explicit_entry(entry, explicit):
+    axes = tuple(a for a in PartitionSpec(entry).axes_of(0) if a in explicit) \
+        if entry is not None and entry is not UNCONSTRAINED else ()
+    return None if not axes else axes[0] if len(axes) == 1 else axes
+
+
+def type_sharding(sharding, ndim: int, keep_replicated: bool = False):
+    """The part of ``sharding`` an aval carries: a NamedSharding over its AbstractMesh with one
+    entry per dimension naming Explicit axes only; None when no dimension is split over one
+    (``keep_replicated``: the all-None sharding instead, for ``out_sharding`` parameters)."""
+    if not isinstance(sharding, NamedSharding):
+        return None
+    mesh = sharding.mesh.abstract_mesh
+    explicit = mesh.explicit_axes
+    if not explicit and not keep_replicated:
+        return None
+    entries = [_explicit_entry(sharding.spec[d] if d < len(sharding.spec) else None, explicit)
+               for d in range(ndim)]
+    if not keep_replicated and all(e is None for e in entries):
+        return None
+    return NamedSharding(mesh, PartitionSpec(*entries))
+
+
+def typed_aval(aval, sharding):
+    """``aval`` carrying the type sharding of ``sharding`` (see ``type_sharding``)."""
+    s = type_sharding(sharding, len(aval.shape))
+    return aval if aval._sharding == s else aval.update(sharding=s)
+
+
+def out_sharding_param(out_sharding, ndim: int, what: str):
+    """An ``out_sharding=`` argument (a PartitionSpec over the context mesh, or a
+    NamedSharding) as the type sharding a primitive's parameter holds (None stays None)."""
+    if out_sharding is None:
+        return None
+    if isinstance(out_sharding, PartitionSpec):
+        mesh = get_mesh()
+        if mesh is None or mesh.empty:
+            raise ValueError(f"{what} was given out_sharding={out_sharding!r} but no mesh is "
+                             "set: use plax.set_mesh(mesh), or pass NamedSharding(mesh, spec).")
+        out_sharding = NamedSharding(mesh, out_sharding)
+    elif not isinstance(out_sharding, NamedSharding):
+        raise TypeError(f"{what}: out_sharding must be a PartitionSpec or a NamedSharding, got "
+                        f"{type(out_sharding).__name__}.")
+    out_sharding._check_rank(ndim)
+    return type_sharding(out_sharding, ndim, keep_replicated=True)
+
+
+def concrete_sharding(sharding, mesh=None) -> NamedSharding:
+    """A type sharding (over an AbstractMesh) on the concrete ``mesh`` (default: the context
+    mesh), for lowering and placing data."""
+    if isinstance(sharding.mesh, Mesh):
+        return sharding
+    if mesh is None or not isinstance(mesh, Mesh):
+        mesh = get_mesh()
+    want = sharding.mesh
+    if isinstance(mesh, Mesh) and mesh.axis_types != want.axis_types and \
+            mesh.shape_tuple == want.shape_tuple:  # the same devices, the axes typed otherwise
+        mesh = mesh.update_axis_types(dict(zip(want.axis_names, want.axis_types)))
+    if not isinstance(mesh, Mesh) or mesh.abstract_mesh != want:
+        raise ValueError(
+            f"A value is typed as sharded over {sharding.mesh}, but no concrete mesh of that "
+            f"shape is known here (the context mesh is {mesh}): call it under "
+            "plax.set_mesh(mesh) with the mesh its inputs are on.")
+    return NamedSharding(mesh, sharding.spec)
 
 
 def _rebuild(mesh, spec, memory_kind):

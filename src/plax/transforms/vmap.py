@@ -17,6 +17,7 @@ are computed across the batch by their rules here.
 """
 from __future__ import annotations
 
+from plax.core.sharding_types import without_dim
 from plax.core.caches import WeakKeyCache
 from plax.core.jaxpr import eval_jaxpr, open_jaxpr, subjaxprs
 from plax.core.rules import batch_rules, collective_axis_names, not_mapped
@@ -55,8 +56,7 @@ class BatchTracer(Tracer):
         a = self._aval
         if a is None:  # computed once: values never change
             a = get_aval(self.val)
-            d = self.batch_dim
-            a = self._aval = a.update(shape=a.shape[:d] + a.shape[d + 1:])
+            a = self._aval = without_dim(a, self.batch_dim)
         return a
 
     def __repr__(self):

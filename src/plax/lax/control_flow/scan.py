@@ -30,6 +30,7 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, is_undefined,
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules)
+from plax.core.sharding_types import with_dim, without_dim
 from plax.core.trace import concrete_or_error, get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import prng as _prng
@@ -52,6 +53,16 @@ scan_p = Primitive("scan", multiple_results=True)
 
 
 # --- the public functions -----------------------------------------------------------------
+def _slice_type(aval):
+    """The type of one iteration's slice of an ``xs`` leaf (whose leading axis, scanned over,
+    must not be split over an Explicit mesh axis)."""
+    if aval._sharding is not None and aval._sharding.spec[0] is not None:
+        raise ValueError(f"0th dimension of all xs should be replicated. Got "
+                         f"{aval._sharding.spec}: reshard the xs (plax.sharding.reshard) so "
+                         "that the scanned axis is not split.")
+    return without_dim(aval, 0)
+
+
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
     """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs`` (pytrees), returning
     the final carry and the stacked ``y``s. ``length`` is needed when ``xs`` is None."""
@@ -73,7 +84,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     if unroll < 0:
         raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
     in_tree = tree_util.tree_structure((init, xs))
-    x_avals = [a.update(shape=a.shape[1:]) for a in avals_of(xs_leaves)]
+    x_avals = [_slice_type(a) for a in avals_of(xs_leaves)]
 
     def trace(carry_avals):
         closed, out_tree = trace_body(f, in_tree, list(carry_avals) + x_avals, "scan body")
@@ -240,7 +251,7 @@ def _abstract(*avals, reverse, length, jaxpr, num_consts, num_carry, linear, unr
     if bad:
         raise TypeError(f"scan of length {length} got scanned operands of types "
                         f"({', '.join(x.str_short() for x in bad)}).")
-    given = consts + carry + [x.update(shape=x.shape[1:]) for x in xs]
+    given = consts + carry + [without_dim(x, 0) for x in xs]
     ins = jaxpr.in_avals
     if len(ins) != len(given) or not all(same_type(a, b) for a, b in zip(ins, given)):
         raise TypeError(f"scan jaxpr takes ({', '.join(a.str_short() for a in ins)}) but is "
@@ -250,7 +261,7 @@ def _abstract(*avals, reverse, length, jaxpr, num_consts, num_carry, linear, unr
         raise TypeError("scan jaxpr must return the carry types "
                         f"({', '.join(a.str_short() for a in carry)}), got "
                         f"({', '.join(a.str_short() for a in outs[:num_carry])}).")
-    ys = [ShapedArray((length,) + y.shape, y.dtype, weak_type=y.weak_type)
+    ys = [with_dim(y, 0, length)
           for y in outs[num_carry:]]
     return list(outs[:num_carry]) + ys
 
@@ -452,7 +463,7 @@ def _transpose_linear(cts, *args, jaxpr, num_consts, num_carry, linear, reverse,
         ct_lc, ct_c, ct_lx = split(outs, [n_lc, nc])
         return [_arith.add(x, y) for x, y in zip(acc, ct_lc)] + ct_c + ct_lx
 
-    slice_avals = [a.update(shape=a.shape[1:]) for a in avals_of(res_xs + ct_ys_nz)]
+    slice_avals = [without_dim(a, 0) for a in avals_of(res_xs + ct_ys_nz)]
     in_avals = avals_of(res_consts) + lin_const_avals + avals_of(ct_carry) + slice_avals
     body = trace_closed(step, in_avals, "transpose(scan)")
     (body,), extra = hoist_consts([body])
