@@ -70,6 +70,15 @@ DEVICES = program("devices")
 
 PUBLIC_MODULES = program("public_modules")
 
+EXPLICIT_SHARDING = program("explicit_sharding")
+
+
+def test_explicit_sharding_program_runs_through_the_alias(tmp_path):
+    assert_ok(run_script(tmp_path, EXPLICIT_SHARDING), "type float32[8@data,4]",
+              "matmul float32[8@data,16@model] True", "value True",
+              "reshard float32[8,4@data]", "grad float32[4,16@model]",
+              "error ShardingTypeError True", "auto float32[4,4]")
+
 
 def test_public_modules_import_through_the_alias(tmp_path):
     assert_ok(run_script(tmp_path, PUBLIC_MODULES), "version True True", "modules True True",

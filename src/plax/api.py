@@ -19,8 +19,9 @@ from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, 
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.lax.pjit import pjit_p
 from plax.runtime import dispatch, spmd, xla
-from plax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding, get_mesh
-from plax.sharding.named import resolve_spec
+from plax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
+from plax.sharding.mesh import context_mesh
+from plax.sharding.named import resolve_spec, typed_aval
 from plax.transforms import key_reuse
 from plax.runtime.array import Array, all_arrays
 
@@ -78,7 +79,8 @@ def _avals_of(leaves, where: str) -> list:
 
 def _shape_dtype_aval(x) -> ShapedArray:
     if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.ndarray, np.generic, Array)):
-        return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype), getattr(x, "weak_type", False))
+        aval = ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype), getattr(x, "weak_type", False))
+        return typed_aval(aval, getattr(x, "sharding", None))  # Explicit axes: in the type
     return abstractify(x)
 
 
@@ -468,7 +470,7 @@ class JitWrapped:
         # Named axes in scope change what axis_size/psum mean inside: part of the key, as
         # are the flags that change tracing (x64, rank/dtype promotion, matmul precision).
         key = (in_tree, avals, static_key, config.trace_context(),
-               trace_mod.axis_env(), get_mesh() if self._shardings_given else None)
+               trace_mod.axis_env(), context_mesh() if self._shardings_given else None)
         entry = self._cache.get(key)
         if entry is None:
             entry = self._trace(args, kwargs, static_nums, in_tree, avals, donated, donated_kw,
@@ -599,7 +601,7 @@ class JitWrapped:
                                                                          **entry.params))
         key = (in_tree, sig, config.trace_context())
         if self._shardings_given:  # PartitionSpecs resolve against the context mesh
-            key += (get_mesh(),)
+            key += (context_mesh(),)
         hit = self._fast.get(key)
         if hit is None:
             entry, leaves = self._entry(args, {})

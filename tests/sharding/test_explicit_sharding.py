@@ -275,3 +275,37 @@ def test_data_parallel_step_on_an_explicit_mesh(mesh):
     assert typ(new) == "float32[4,2]" and new.sharding.is_fully_replicated
     expect = w - 0.1 * (2 * xb.T @ (xb @ w - yb) / yb.size)
     np.testing.assert_allclose(np.asarray(new), expect, rtol=1e-5, atol=1e-6)
+
+
+def test_typed_jits_without_sharded_arguments_run_over_the_mesh(mesh):
+    z = plax.jit(lambda: jnp.zeros((8, 4), out_sharding=P("x")))()
+    assert z.sharding == NamedSharding(mesh, P("x", None)) and typ(z) == "float32[8@x,4]"
+    r = plax.jit(lambda a: reshard(a, P("x")))(X)
+    assert r.sharding.spec == P("x", None)
+    np.testing.assert_allclose(np.asarray(r), X)
+    s = plax.sharding.get_abstract_mesh()
+    assert s.axis_types == (AxisType.Explicit, AxisType.Explicit)
+
+
+def test_shape_dtype_structs_with_shardings_trace_typed(mesh):
+    sds = plax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=NamedSharding(mesh, P("x")))
+    assert str(plax.jit(lambda a: a * 2).trace(sds).jaxpr) == \
+        "{ lambda ; a:f32[8@x,4]. let b:f32[8@x,4] = mul a 2.0:f32[] in (b,) }"
+    text = plax.jit(lambda a: a * 2).lower(sds).as_text()
+    assert text.count('#sdy.sharding<@mesh, [{"x"}, {}]>') == 2  # the parameter and the result
+
+
+def test_nested_jit_keeps_types_and_eager_results_are_typed(mesh):
+    x = put(X, "x")
+    inner = plax.jit(lambda a: a + 1)
+    out = plax.jit(lambda a: inner(a) * 2)(x)
+    assert typ(out) == "float32[8@x,4]"
+    np.testing.assert_allclose(np.asarray(out), (X + 1) * 2)
+    s = x.sum(0)
+    assert s.sharding == NamedSharding(mesh, P(None)) and s.sharding.spec == P(None)
+    assert typ(plax.nn.one_hot(plax.device_put(np.arange(8), P("x")), 4)) == "float32[8@x,4]"
+
+
+def test_get_mesh_is_empty_without_a_context_mesh():
+    m = plax.sharding.get_mesh()
+    assert m.empty and m.axis_names == () and repr(m) == "Mesh(axis_sizes=(), axis_names=())"

@@ -154,7 +154,7 @@ def _default_rule(prim, avals_in, avals_out, params):
     # Elementwise: every operand that is not a scalar has the result's shape, up to size-1
     # dimensions (broadcast).
     if ranked and all(len(s) == len(out) and all(d == o or d == 1 for d, o in zip(s, out))
-                      for s in ranked) and any(s == out for s in ranked):
+                      for s in ranked):
         return [elementwise_sharding(prim.name, avals_in, out)] * len(avals_out)
     return None
 

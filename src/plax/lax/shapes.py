@@ -33,7 +33,7 @@ from plax.lax.batch_util import common_dim, move_batch_dim
 from plax.lax.common import (as_int_tuple, canonical_axis, check_dtype, check_nonnegative,
                              check_same_dtypes, shape_tuple, weak_of)
 from plax.lowering.stablehlo import i64_array
-from plax.sharding.mesh import get_mesh
+from plax.sharding.mesh import context_mesh
 from plax.sharding.named import NamedSharding, out_sharding_param
 from plax.sharding.partition_spec import PartitionSpec
 
@@ -194,7 +194,7 @@ def _types_split(sharding) -> bool:
     """Whether ``sharding`` (a PartitionSpec over the context mesh, or a NamedSharding) is on
     a mesh with Explicit axes, where it is part of the result's type."""
     if isinstance(sharding, PartitionSpec):
-        mesh = get_mesh()
+        mesh = context_mesh()
         return mesh is not None and bool(mesh.explicit_axes)
     return isinstance(sharding, NamedSharding) and bool(sharding.mesh.explicit_axes)
 

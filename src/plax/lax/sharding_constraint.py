@@ -23,7 +23,7 @@ from plax.lax.ad_util import deflinear
 from plax.lowering.stablehlo import constrain_sharding
 from plax.runtime import dispatch
 from plax.runtime.array import Array
-from plax.sharding.mesh import AxisType, get_abstract_mesh, get_mesh, use_abstract_mesh
+from plax.sharding.mesh import AxisType, context_mesh, get_abstract_mesh, use_abstract_mesh
 from plax.sharding.named import (NamedSharding, concrete_sharding, out_sharding_param,
                                  resolve_spec, type_sharding)
 from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
@@ -249,7 +249,7 @@ def with_out_sharding(compute, out_sharding, *operands):
     """``compute(*operands)`` laid out by ``out_sharding`` (a PartitionSpec or NamedSharding):
     on Explicit axes computed with them made Auto (XLA chooses the intermediates' layouts)
     and resharded into the result's type; on Auto axes, a sharding constraint."""
-    context = get_mesh()
+    context = context_mesh()
     mesh = out_sharding.mesh if isinstance(out_sharding, NamedSharding) else context
     if mesh is None or not mesh.explicit_axes:
         return with_sharding_constraint(compute(*operands), out_sharding)
@@ -279,7 +279,7 @@ def _without(entry, names):
 
 def _with_devices(abstract):
     """The context mesh with ``abstract``'s axis types, concrete when the context is."""
-    mesh = get_mesh()
+    mesh = context_mesh()
     if mesh is not None and getattr(mesh, "devices", None) is not None:
         return mesh.update_axis_types(dict(zip(abstract.axis_names, abstract.axis_types)))
     return abstract

@@ -43,6 +43,11 @@ def placement(args, in_shardings, out_shardings, what: str, closed=None):
     if closed is not None:
         given += inner_shardings(closed)
     spread = [a.sharding for a in args if is_spread(a)]
+    typed = [s for s in given if not isinstance(s.mesh, Mesh)]
+    if typed:  # shardings in types: on the mesh of a concrete one, or the context mesh's
+        given = [s for s in given if isinstance(s.mesh, Mesh)]
+        known = next((s.mesh for s in (*given, *spread) if isinstance(s, NamedSharding)), None)
+        given.append(concrete_sharding(typed[0], known))
     shardings = given + spread
     if not (spread or any(isinstance(s, NamedSharding) for s in given)):
         return None
@@ -75,15 +80,23 @@ _inner = WeakKeyCache("sharding constraints in jaxprs")
 
 
 def inner_shardings(closed) -> list:
-    """The shardings of the sharding constraints in ``closed`` and the bodies it calls."""
+    """The shardings of the sharding constraints in ``closed`` and the bodies it calls, and
+    those in its values' types (over AbstractMeshes)."""
     hit = _inner.get(closed, None)
     if hit is None:
         found = []
 
         def walk(jaxpr):
+            for v in jaxpr.invars:
+                if v.aval._sharding is not None:
+                    found.append(v.aval._sharding)
             for eqn in jaxpr.eqns:
                 if eqn.primitive.name == "sharding_constraint":
                     found.append(eqn.params["sharding"])
+                for v in eqn.outvars:  # a type split over Explicit axes (an AbstractMesh)
+                    if v.aval._sharding is not None:
+                        found.append(v.aval._sharding)
+                        break
                 for sub in subjaxprs(eqn.params):
                     walk(open_jaxpr(sub))
         walk(closed.jaxpr)
@@ -294,7 +307,8 @@ def _typed_results(jaxpr, out_shardings, in_shardings) -> tuple:
             s = concrete_sharding(v.aval._sharding, mesh)
         elif s is None and mesh is not None and mesh.axis_names and \
                 mesh.explicit_axes == mesh.axis_names:
-            s = NamedSharding(mesh, PartitionSpec())  # replicated, as its type says
+            # replicated, as its type says (one entry per dimension, as JAX's)
+            s = NamedSharding(mesh, PartitionSpec(*[None] * len(v.aval.shape)))
         out.append(s)
     return tuple(out)
 

@@ -19,7 +19,7 @@ from plax.core.avals import sharding_in_types
 from plax.runtime import xla
 
 __all__ = ["AxisType", "Mesh", "AbstractMesh", "make_mesh", "create_device_mesh", "set_mesh",
-           "use_mesh", "get_mesh", "get_abstract_mesh", "use_abstract_mesh"]
+           "use_mesh", "get_mesh", "get_abstract_mesh", "use_abstract_mesh", "context_mesh"]
 
 
 class AxisType(enum.Enum):
@@ -203,6 +203,8 @@ class Mesh(_MeshShape):
         return self._hash
 
     def __repr__(self):
+        if not self.axis_names:
+            return "Mesh(axis_sizes=(), axis_names=())"
         types = ", ".join(t.name for t in self.axis_types)
         return (f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names}, "
                 f"axis_types=({types}{',' if len(self.axis_types) == 1 else ''}))")
@@ -264,16 +266,38 @@ _context = _Context()
 _global_mesh = [None]
 
 
-def get_mesh():
-    """The context mesh (set by set_mesh), or None."""
+def context_mesh():
+    """The context mesh (set by set_mesh), or None: what plax itself reads."""
     if _context.stack:
         return _context.stack[-1]
     return _global_mesh[0]
 
 
+def _empty_mesh() -> "Mesh":
+    mesh = Mesh.__new__(Mesh)
+    mesh.devices = np.empty((), dtype=object)
+    mesh.axis_names, mesh.axis_sizes, mesh.axis_types, mesh._flat = (), (), (), ()
+    mesh._identity = ((), (), (), ())
+    mesh._hash, mesh._abstract = hash(("Mesh", mesh._identity)), None
+    return mesh
+
+
+_EMPTY = []
+
+
+def get_mesh():
+    """The context mesh (set by set_mesh); an empty Mesh when none is set, as in JAX."""
+    mesh = context_mesh()
+    if mesh is None:
+        if not _EMPTY:
+            _EMPTY.append(_empty_mesh())
+        return _EMPTY[0]
+    return mesh
+
+
 def get_abstract_mesh() -> AbstractMesh:
     """The context mesh's AbstractMesh (an empty one when there is none)."""
-    mesh = get_mesh()
+    mesh = context_mesh()
     return AbstractMesh((), ()) if mesh is None else mesh.abstract_mesh
 
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from plax.runtime import xla
-from plax.sharding.mesh import AbstractMesh, Mesh, get_mesh
+from plax.sharding.mesh import AbstractMesh, Mesh, context_mesh
 from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
 from plax.sharding.single import Sharding
 
@@ -223,7 +223,7 @@ class NamedSharding(xla.GSPMDShardingBase):
 def resolve_spec(spec, what: str) -> NamedSharding:
     """A PartitionSpec as a NamedSharding over the context mesh (``set_mesh``); ``what``
     names who was given the spec, for the error when no mesh is set."""
-    mesh = get_mesh()
+    mesh = context_mesh()
     if mesh is None:
         raise ValueError(f"{what} was given the PartitionSpec {spec!r} but no mesh is set: use "
                          "plax.set_mesh(mesh), or pass NamedSharding(mesh, spec).")
@@ -266,7 +266,7 @@ def out_sharding_param(out_sharding, ndim: int, what: str):
     if out_sharding is None:
         return None
     if isinstance(out_sharding, PartitionSpec):
-        mesh = get_mesh()
+        mesh = context_mesh()
         if mesh is None or mesh.empty:
             raise ValueError(f"{what} was given out_sharding={out_sharding!r} but no mesh is "
                              "set: use plax.set_mesh(mesh), or pass NamedSharding(mesh, spec).")
@@ -284,7 +284,7 @@ def concrete_sharding(sharding, mesh=None) -> NamedSharding:
     if isinstance(sharding.mesh, Mesh):
         return sharding
     if mesh is None or not isinstance(mesh, Mesh):
-        mesh = get_mesh()
+        mesh = context_mesh()
     want = sharding.mesh
     if isinstance(mesh, Mesh) and mesh.axis_types != want.axis_types and \
             mesh.shape_tuple == want.shape_tuple:  # the same devices, the axes typed otherwise
