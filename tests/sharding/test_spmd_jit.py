@@ -12,6 +12,7 @@ import pytest
 import plax
 import plax.numpy as pnp
 from plax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+from plax.sharding import PartitionSpec as P
 
 P = PartitionSpec
 
@@ -629,3 +630,21 @@ def test_device_put_sharded_and_replicated():
     plax.block_until_ready(r)
     np.testing.assert_array_equal(np.asarray(r), np.stack(shards) * np.arange(3.0))
     assert r.sharding.spec == a.sharding.spec
+
+
+def test_nested_jit_shardings_constrain_the_outer_program():
+    auto = plax.make_mesh((2, 4), ("x", "y"), axis_types=(plax.sharding.AxisType.Auto,) * 2)
+    s = NamedSharding(auto, P(None, "y"))
+    x = plax.device_put(np.arange(32.0, dtype=np.float32).reshape(8, 4), NamedSharding(auto, P("x")))
+    inner = plax.jit(lambda a: a + 1, out_shardings=s)
+    outer = plax.jit(lambda a: inner(a) * 2)
+    out = outer(x)
+    assert out.sharding == s
+    np.testing.assert_allclose(np.asarray(out), (np.asarray(x) + 1) * 2)
+    assert outer.lower(x).as_text().count("sdy.sharding_constraint") == 1
+    # host data: the nested jit's sharding alone puts the outer program on the mesh
+    out = outer(np.ones((8, 4), np.float32))
+    assert out.sharding == s
+    np.testing.assert_allclose(np.asarray(out), 4.0)
+    inner_in = plax.jit(lambda a: a + 1, in_shardings=s)
+    assert plax.jit(lambda a: inner_in(a) * 1)(x).sharding == s

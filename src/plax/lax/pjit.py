@@ -18,8 +18,9 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              is_undefined, jvp_rules, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules)
 from plax.lowering.consts import const_operands
-from plax.lowering.stablehlo import define_function
+from plax.lowering.stablehlo import constrain_sharding, define_function
 from plax.runtime.dispatch import call_jitted
+from plax.sharding.named import NamedSharding
 from plax.transforms import key_reuse
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
@@ -50,8 +51,20 @@ def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused,
                     scope=ctx.fn.eqn_scope + (f"jit({name})",))
     consts = const_operands(ctx, jaxpr)
     const_avals = [v.aval for v in jaxpr.jaxpr.constvars]
-    return ctx.op("func.call", [*consts, *args], [*const_avals, *ctx.avals_in],
+    # A nested jit's shardings, inside an SPMD program, constrain its operands and results.
+    spmd = ctx.fn.module.devices is not None
+    if spmd and in_shardings and len(in_shardings) == len(args):
+        args = _constrained(ctx, args, ctx.avals_in, in_shardings)
+    outs = ctx.op("func.call", [*consts, *args], [*const_avals, *ctx.avals_in],
                   props=f"callee = @{callee}")
+    if spmd and out_shardings and len(out_shardings) == len(outs):
+        outs = _constrained(ctx, outs, ctx.avals_out, out_shardings)
+    return outs
+
+
+def _constrained(ctx, values, avals, shardings) -> list:
+    return [v if not isinstance(s, NamedSharding) else constrain_sharding(ctx, v, a, s)
+            for v, a, s in zip(values, avals, shardings)]
 
 
 abstract_eval_rules[pjit_p] = _abstract

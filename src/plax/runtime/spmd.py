@@ -93,6 +93,9 @@ def inner_shardings(closed) -> list:
             for eqn in jaxpr.eqns:
                 if eqn.primitive.name == "sharding_constraint":
                     found.append(eqn.params["sharding"])
+                for key in ("in_shardings", "out_shardings"):  # a nested jit's
+                    found.extend(s for s in eqn.params.get(key) or ()
+                                 if isinstance(s, NamedSharding))
                 for v in eqn.outvars:  # a type split over Explicit axes (an AbstractMesh)
                     if v.aval._sharding is not None:
                         found.append(v.aval._sharding)
