@@ -79,7 +79,8 @@ def _avals_of(leaves, where: str) -> list:
 
 def _shape_dtype_aval(x) -> ShapedArray:
     if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.ndarray, np.generic, Array)):
-        aval = ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype), getattr(x, "weak_type", False))
+        aval = ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),
+                           getattr(x, "weak_type", False))
         return typed_aval(aval, getattr(x, "sharding", None))  # Explicit axes: in the type
     return abstractify(x)
 

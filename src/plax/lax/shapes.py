@@ -108,8 +108,9 @@ def _broadcast_in_dim_batch(axis, vals, dims, *, shape, broadcast_dimensions, sh
     new_dims = _shift_dims(broadcast_dimensions, out)
     new_dims = new_dims[:bd] + (out,) + new_dims[bd:]
     new_shape = shape[:out] + (axis.size,) + shape[out:]
+    sharding = with_entry(sharding, out, spec_of(get_aval(x))[bd])  # the batch keeps its split
     return broadcast_in_dim_p.bind(x, shape=new_shape, broadcast_dimensions=new_dims,
-                                   sharding=with_entry(sharding, out, spec_of(get_aval(x))[bd])), out
+                                   sharding=sharding), out
 
 
 abstract_eval_rules[broadcast_in_dim_p] = _broadcast_in_dim_abstract
