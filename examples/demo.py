@@ -137,6 +137,16 @@ def sharded_demo():
     print("the communication XLA inserted into dp_step:")
     plax.debug.explain_sharding(dp_step, params, X, Y)
 
+    # Explicit axes (make_mesh's default): the sharding is part of the type, and
+    # primitives propagate it as they trace.
+    explicit = plax.make_mesh((2, 4), ("data", "model"))
+    with plax.set_mesh(explicit):
+        xs = plax.device_put(np.ones((8, 16), np.float32), P("data"))
+        ws = plax.device_put(np.ones((16, 32), np.float32), P(None, "model"))
+        print("\nexplicit sharding: types", plax.typeof(xs), "@", plax.typeof(ws), "->",
+              plax.typeof(xs @ ws), "| resharded:",
+              plax.typeof(plax.sharding.reshard(xs, P(None, "model"))))
+
 
 if __name__ == "__main__":
     main()
