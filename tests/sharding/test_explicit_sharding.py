@@ -309,3 +309,15 @@ def test_nested_jit_keeps_types_and_eager_results_are_typed(mesh):
 def test_get_mesh_is_empty_without_a_context_mesh():
     m = plax.sharding.get_mesh()
     assert m.empty and m.axis_names == () and repr(m) == "Mesh(axis_sizes=(), axis_names=())"
+
+
+def test_reduce_sum_with_out_sharding(mesh):
+    x = put(X, None, "y")
+    out = lax.reduce_sum(x, (0,), out_sharding=P("y"))
+    assert typ(out) == "float32[4@y]"
+    np.testing.assert_allclose(np.asarray(out), X.sum(0))
+    full = lax.reduce_sum(x, (1,), out_sharding=P("x"))  # the split axis summed away
+    assert typ(full) == "float32[8@x]" and full.sharding.spec == P("x")
+    np.testing.assert_allclose(np.asarray(full), X.sum(1))
+    v = plax.vmap(lambda r: lax.reduce_sum(r, (0,), out_sharding=P()))(put(X, "x"))
+    assert typ(v) == "float32[8@x]"

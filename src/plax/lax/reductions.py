@@ -14,9 +14,11 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules, register_lowering,
-                             tangent_aval, transpose_rules)
-from plax.core.sharding_types import reduction_rule, sharding_rules, unsplit_dimension
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules,
+                             out_sharding_params, register_lowering, tangent_aval,
+                             transpose_rules)
+from plax.core.sharding_types import (reduction_rule, sharding_rules, spec_of,
+                                      unsplit_dimension, with_entry)
 from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import comparison as _cmp
@@ -27,6 +29,7 @@ from plax.lax import transcendental as _trans
 from plax.lax.ad_util import deflinear, defzero
 from plax.lax.common import as_int_tuple, check_dtype, complex_extremum
 from plax.lowering.stablehlo import i64_array
+from plax.sharding.named import out_sharding_param
 
 __all__ = ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or",
            "reduce_xor", "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
@@ -95,8 +98,12 @@ def _shift(axis: int, bdim: int) -> int:
 def _reduction_batch(prim):
     def rule(axis_data, vals, dims, *, axes, **params):
         (x,), (d,) = vals, dims
+        out_dim = d - sum(a < d for a in axes)
+        if params.get("out_sharding") is not None:  # the batch dimension keeps its split
+            params = {**params, "out_sharding": with_entry(params["out_sharding"], out_dim,
+                                                           spec_of(get_aval(x))[d])}
         out = prim.bind(x, axes=tuple(_shift(a, d) for a in axes), **params)
-        return out, d - sum(a < d for a in axes)
+        return out, out_dim
     return rule
 
 
@@ -156,8 +163,17 @@ def _reduction(name: str, category: str, identity, combine, keeps_weak: bool, ex
     batch_rules[prim] = _reduction_batch(prim)
     sharding_rules[prim] = reduction_rule
 
-    def public(operand, axes):
-        return prim.bind(operand, axes=as_int_tuple(axes, "axes"), **extra_params)
+    if "out_sharding" in extra_params:
+        out_sharding_params[prim] = "out_sharding"
+
+        def public(operand, axes, *, out_sharding=None):
+            axes = as_int_tuple(axes, "axes")
+            ndim = len(get_aval(operand).shape) - len(set(axes))
+            return prim.bind(operand, axes=axes, **{
+                **extra_params, "out_sharding": out_sharding_param(out_sharding, ndim, name)})
+    else:
+        def public(operand, axes):
+            return prim.bind(operand, axes=as_int_tuple(axes, "axes"), **extra_params)
     public.__name__ = public.__qualname__ = name
     return prim, public
 

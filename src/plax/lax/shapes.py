@@ -139,12 +139,13 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions, *, out_sharding=None)
                                    sharding=out_sharding)
 
 
-def broadcast(operand, sizes):
+def broadcast(operand, sizes, *, out_sharding=None):
     """Add leading dimensions of the given ``sizes`` to ``operand``."""
     sizes = shape_tuple(sizes, "broadcast sizes")
     aval = get_aval(operand)
     return broadcast_in_dim(operand, sizes + aval.shape,
-                            tuple(range(len(sizes), len(sizes) + aval.ndim)))
+                            tuple(range(len(sizes), len(sizes) + aval.ndim)),
+                            out_sharding=out_sharding)
 
 
 def full(shape, fill_value, dtype=None, *, sharding=None):
