@@ -226,6 +226,11 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     def put_leaf(leaf, target):
         dev = _resolve_device(target)
         if isinstance(leaf, Tracer):
+            if isinstance(dev, NamedSharding):  # under jit: the layout, or the type, asked for
+                from plax.lax import sharding_constraint as pin
+                explicit = dev.mesh.explicit_axes
+                return pin.reshard(leaf, dev) if explicit else \
+                    pin.with_sharding_constraint(leaf, dev)
             return leaf
         if isinstance(leaf, np.ndarray) and leaf.dtype == dtypes.float0:
             return leaf  # float0 holds no data: it stays on the host, as in JAX

@@ -321,3 +321,15 @@ def test_reduce_sum_with_out_sharding(mesh):
     np.testing.assert_allclose(np.asarray(full), X.sum(1))
     v = plax.vmap(lambda r: lax.reduce_sum(r, (0,), out_sharding=P()))(put(X, "x"))
     assert typ(v) == "float32[8@x]"
+
+
+def test_device_put_under_jit_changes_the_type_or_pins_the_layout(mesh):
+    x = put(X, "x")
+    out = plax.jit(lambda a: plax.device_put(a, P(None, "y")) * 2)(x)
+    assert typ(out) == "float32[8,4@y]" and out.sharding.spec == P(None, "y")
+    np.testing.assert_allclose(np.asarray(out), 2 * X)
+    auto = plax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    s = NamedSharding(auto, P(None, "y"))
+    a = plax.device_put(X, NamedSharding(auto, P("x")))
+    f = plax.jit(lambda a: plax.device_put(a, s))
+    assert f(a).sharding == s and "sdy.sharding_constraint" in f.lower(a).as_text()
