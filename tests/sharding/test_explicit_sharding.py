@@ -333,3 +333,16 @@ def test_device_put_under_jit_changes_the_type_or_pins_the_layout(mesh):
     a = plax.device_put(X, NamedSharding(auto, P("x")))
     f = plax.jit(lambda a: plax.device_put(a, s))
     assert f(a).sharding == s and "sdy.sharding_constraint" in f.lower(a).as_text()
+
+
+def test_array_and_initializers_take_out_sharding(mesh):
+    a = jnp.array(X, out_sharding=P("x"))
+    assert typ(a) == "float32[8@x,4]"
+    np.testing.assert_allclose(np.asarray(a), X)
+    assert typ(jnp.asarray(X, out_sharding=P(None, "y"))) == "float32[8,4@y]"
+    key = plax.random.key(0)
+    w = plax.nn.initializers.glorot_normal()(key, (8, 4), jnp.float32, P(None, "y"))
+    assert typ(w) == "float32[8,4@y]"
+    np.testing.assert_allclose(np.asarray(w),
+                               np.asarray(plax.nn.initializers.glorot_normal()(key, (8, 4))))
+    assert typ(plax.nn.initializers.zeros(key, (8, 4), out_sharding=P("x"))) == "float32[8@x,4]"

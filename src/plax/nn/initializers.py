@@ -1,5 +1,5 @@
-"""plax.nn.initializers: functions ``init(key, shape, dtype=None) -> array`` for weights, the
-same constructions as JAX's (so the same key gives the same weights).
+"""plax.nn.initializers: functions ``init(key, shape, dtype=None, out_sharding=None) -> array``
+for weights, the same constructions as JAX's (so the same key gives the same weights).
 
 ``orthogonal`` and ``delta_orthogonal`` need a QR decomposition, which arrives with
 plax's linear algebra; they are not here yet.
@@ -14,6 +14,7 @@ import numpy as np
 from plax import numpy as jnp
 from plax import random
 from plax.core import dtypes
+from plax.lax.sharding_constraint import with_out_sharding
 
 __all__ = ["Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal",
            "variance_scaling", "glorot_uniform", "glorot_normal", "xavier_uniform",
@@ -22,11 +23,20 @@ __all__ = ["Initializer", "zeros", "ones", "constant", "uniform", "normal", "tru
 
 
 class Initializer(Protocol):
-    """The type of an initializer: ``init(key, shape, dtype=None) -> Array``."""
+    """The type of an initializer: ``init(key, shape, dtype=None, out_sharding=None) -> Array``."""
 
-    def __call__(self, key: Any, shape: Any, dtype: Any = None) -> Any:
+    def __call__(self, key: Any, shape: Any, dtype: Any = None, out_sharding: Any = None) -> Any:
         ...
 
+
+
+def _initializer(draw, default_dtype):
+    """``init(key, shape, dtype=default_dtype, out_sharding=None)`` from ``draw(key, shape,
+    dtype)``, the result laid out by ``out_sharding`` when given."""
+    def init(key, shape, dtype=default_dtype, out_sharding=None):
+        out = draw(key, shape, dtype)
+        return out if out_sharding is None else with_out_sharding(lambda v: v, out_sharding, out)
+    return init
 
 
 def _dtype(dtype):
@@ -34,46 +44,46 @@ def _dtype(dtype):
         dtypes.canonicalize_user_dtype(dtype)
 
 
-def zeros(key, shape, dtype=None):
+def zeros(key, shape, dtype=None, out_sharding=None):
     """An initializer of zeros (the key is not used)."""
-    return jnp.zeros(shape, _dtype(dtype))
+    return jnp.zeros(shape, _dtype(dtype), out_sharding=out_sharding)
 
 
-def ones(key, shape, dtype=None):
+def ones(key, shape, dtype=None, out_sharding=None):
     """An initializer of ones (the key is not used)."""
-    return jnp.ones(shape, _dtype(dtype))
+    return jnp.ones(shape, _dtype(dtype), out_sharding=out_sharding)
 
 
 def constant(value, dtype=None):
     """An initializer filling every element with ``value``."""
-    def init(key, shape, dtype=dtype):
+    def draw(key, shape, dtype):
         return jnp.full(shape, value, dtype=_dtype(dtype))
-    return init
+    return _initializer(draw, dtype)
 
 
 def uniform(scale=1e-2, dtype=None):
     """An initializer of uniform values in ``[0, scale)``."""
-    def init(key, shape, dtype=dtype):
+    def draw(key, shape, dtype):
         dtype = _dtype(dtype)
         return random.uniform(key, shape, dtype) * jnp.array(scale, dtype)
-    return init
+    return _initializer(draw, dtype)
 
 
 def normal(stddev=1e-2, dtype=None):
     """An initializer of normal values of standard deviation ``stddev``."""
-    def init(key, shape, dtype=dtype):
+    def draw(key, shape, dtype):
         dtype = _dtype(dtype)
         return random.normal(key, shape, dtype) * jnp.array(stddev, dtype)
-    return init
+    return _initializer(draw, dtype)
 
 
 def truncated_normal(stddev=1e-2, dtype=None, lower=-2.0, upper=2.0):
     """An initializer of standard normals truncated to ``(lower, upper)``, times ``stddev``."""
-    def init(key, shape, dtype=dtype):
+    def draw(key, shape, dtype):
         dtype = _dtype(dtype)
         return random.truncated_normal(key, lower, upper, shape, dtype) * \
             jnp.array(stddev, dtype)
-    return init
+    return _initializer(draw, dtype)
 
 
 def _compute_fans(shape, in_axis=-2, out_axis=-1, batch_axis=()):
@@ -117,7 +127,7 @@ def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_a
     """An initializer whose values have variance ``scale / n``, ``n`` the fan chosen by
     ``mode`` ("fan_in", "fan_out", "fan_avg", "fan_geo_avg"), drawn from ``distribution``
     ("truncated_normal", "normal" or "uniform")."""
-    def init(key, shape, dtype=dtype):
+    def draw(key, shape, dtype):
         shape = tuple(int(d) for d in shape)
         dtype = _dtype(dtype)
         fan_in, fan_out = _compute_fans(shape, in_axis, out_axis, batch_axis)
@@ -148,7 +158,7 @@ def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_a
             return _complex_uniform(key, shape, dtype) * jnp.sqrt(variance)
         raise ValueError(f"invalid distribution for variance scaling initializer: "
                          f"{distribution}")
-    return init
+    return _initializer(draw, dtype)
 
 
 def _scaled(scale, mode, distribution, doc):

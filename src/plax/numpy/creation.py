@@ -71,7 +71,7 @@ def _stack_nested(obj, dtype):
     return concatenate(parts, 0)
 
 
-def array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
+def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
     """Create an array from array-likes, nested sequences or scalars (as numpy.array)."""
     if order not in (None, "K", "A", "C"):
         raise NotImplementedError(f"plax arrays are always C-ordered; order={order!r} is not supported.")
@@ -124,7 +124,25 @@ def _check_int_range(host: np.ndarray, dtype) -> None:
             raise OverflowError(f"Python integer {v} out of bounds for {np.dtype(dtype).name}")
 
 
-def asarray(a, dtype=None, order=None, *, copy=None):
+def array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0, *, device=None,
+          out_sharding=None):
+    """An array holding ``object`` (an array, scalar or nested sequence), in ``dtype`` if given;
+    ``device``/``out_sharding`` say where it lives."""
+    return _laid_out(_array(object, dtype, copy, order, ndmin), device, out_sharding)
+
+
+def _laid_out(x, device, out_sharding):
+    if out_sharding is not None:
+        return lax.sharding_constraint.with_out_sharding(lambda v: v, out_sharding, x)
+    return _place(x, device)
+
+
+def asarray(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
+    """``asarray`` placed by ``device``/``out_sharding`` when given (see ``_asarray``)."""
+    return _laid_out(_asarray(a, dtype, order, copy=copy), device, out_sharding)
+
+
+def _asarray(a, dtype=None, order=None, *, copy=None):
     """Convert ``a`` to an array without copying when it already is one of ``dtype``.
 
     An explicit ``dtype`` gives a strongly typed result, as in JAX (a weakly typed ``a`` of
@@ -144,10 +162,7 @@ def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
 
 
 def _full(shape, fill_value, dt, weak: bool, device, out_sharding=None):
-    out = _filled(shape, fill_value, dt, weak)
-    if out_sharding is not None:
-        return lax.sharding_constraint.with_out_sharding(lambda v: v, out_sharding, out)
-    return _place(out, device)
+    return _laid_out(_filled(shape, fill_value, dt, weak), device, out_sharding)
 
 
 def _filled(shape, fill_value, dt, weak: bool):
@@ -290,9 +305,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
         out = lax.mul(convert(step, dt), out)
     if start != 0:
         out = lax.add(convert(start, dt), out)
-    if out_sharding is not None:
-        return lax.sharding_constraint.with_out_sharding(lambda v: v, out_sharding, out)
-    return _place(out, device)
+    return _laid_out(out, device, out_sharding)
 
 
 def eye(N, M=None, k=0, dtype=None, *, device=None):
