@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import plax
+from plax import lax
 import plax.numpy as jnp
 from plax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -108,8 +109,22 @@ def test_inspect_array_sharding_on_one_device_reports_that_device():
     assert s.device_set == {plax.devices()[0]}
 
 
-def test_inspect_array_sharding_in_a_nested_jit_of_a_sharded_jit_is_refused(grid):
+def test_inspect_array_sharding_in_a_nested_jit_reports_the_layout(grid):
     x = plax.device_put(np.ones((8, 8), np.float32), NamedSharding(grid, P("a", "b")))
-    inner = plax.jit(lambda v: (plax.debug.inspect_array_sharding(v, callback=print), v * 2)[1])
-    with pytest.raises(NotImplementedError, match="call it in the outermost jitted function"):
-        plax.jit(lambda v: inner(v) + 1)(x)
+    seen = []
+    inner = plax.jit(lambda v: (plax.debug.inspect_array_sharding(
+        v * 3, callback=lambda s: seen.append(s.spec)), v * 2)[1])
+    out = plax.jit(lambda v: inner(v) + 1)(x)
+    assert seen == [P("a", "b")]
+    np.testing.assert_allclose(np.asarray(out), 3.0)
+    assert out.sharding.spec == P("a", "b")
+
+
+def test_inspect_array_sharding_in_a_loop_of_a_sharded_jit_is_refused(grid):
+    x = plax.device_put(np.ones((8, 8), np.float32), NamedSharding(grid, P("a", "b")))
+
+    def body(i, v):
+        plax.debug.inspect_array_sharding(v, callback=print)
+        return v * 2
+    with pytest.raises(NotImplementedError, match="inside a scan body of a sharded jit"):
+        plax.jit(lambda v: lax.fori_loop(0, 3, body, v))(x)

@@ -22,7 +22,7 @@ from plax.core.avals import physical_aval
 from plax.core.caches import BoundedCache, WeakKeyCache
 from plax.core.config import config
 from plax.core.dce import dce_jaxpr
-from plax.core.jaxpr import Jaxpr, open_jaxpr, subjaxprs
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, open_jaxpr, subjaxprs
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import dispatch, xla
 from plax.runtime.dispatch import is_spread
@@ -317,22 +317,38 @@ def _typed_results(jaxpr, out_shardings, in_shardings) -> tuple:
 
 
 def _probes_as_results(jaxpr: Jaxpr):
-    """``jaxpr`` with each inspect_array_sharding of its own turned into an extra result
-    (whose layout XLA then reports), and their callbacks."""
-    probes = [e for e in jaxpr.eqns if e.primitive.name == "inspect_sharding"]
-    for e in jaxpr.eqns:
-        if e.primitive.name != "inspect_sharding" and any(
-                sub_e.primitive.name == "inspect_sharding"
-                for sub in subjaxprs(e.params) for sub_e in _all_eqns(open_jaxpr(sub))):
-            raise NotImplementedError(
-                "inspect_array_sharding inside a jit (or loop, cond, ...) nested in a sharded "
-                "jit is not supported yet: call it in the outermost jitted function.")
-    if not probes:
+    """``jaxpr`` with each inspect_array_sharding turned into an extra result (whose layout
+    XLA then reports), and their callbacks. Probes in nested jits are carried out as extra
+    results of those calls; in loop and cond bodies they have no value to report."""
+    if not any(e.primitive.name == "inspect_sharding" for e in _all_eqns(jaxpr)):
         return jaxpr, ()
-    eqns = [e for e in jaxpr.eqns if e.primitive.name != "inspect_sharding"]
-    values = [e.invars[0] for e in probes]
+    eqns, values, callbacks = [], [], []
+    for e in jaxpr.eqns:
+        if e.primitive.name == "inspect_sharding":
+            values.append(e.invars[0])
+            callbacks.append(e.params["callback"])
+        elif e.primitive.name == "pjit" and any(
+                sub.primitive.name == "inspect_sharding"
+                for sub in _all_eqns(e.params["jaxpr"].jaxpr)):
+            closed = e.params["jaxpr"]
+            inner, inner_callbacks = _probes_as_results(closed.jaxpr)
+            extra = [Var(v.aval) for v in inner.outvars[len(closed.jaxpr.outvars):]]
+            params = dict(e.params, jaxpr=ClosedJaxpr(inner, closed.consts))
+            if params.get("out_shardings"):
+                params["out_shardings"] = tuple(params["out_shardings"]) + (None,) * len(extra)
+            eqns.append(e.replace(outvars=list(e.outvars) + extra, params=params))
+            values += extra
+            callbacks += list(inner_callbacks)
+        elif any(sub_e.primitive.name == "inspect_sharding"
+                 for sub in subjaxprs(e.params) for sub_e in _all_eqns(open_jaxpr(sub))):
+            raise NotImplementedError(
+                f"inspect_array_sharding inside a {e.primitive.name} body of a sharded jit is "
+                "not supported: the value has no single layout to report. Inspect a value "
+                "outside the loop or cond.")
+        else:
+            eqns.append(e)
     return Jaxpr(list(jaxpr.constvars), list(jaxpr.invars), list(jaxpr.outvars) + values,
-                 eqns), [e.params["callback"] for e in probes]
+                 eqns), callbacks
 
 
 def _all_eqns(jaxpr):
