@@ -18,6 +18,7 @@ from plax.transforms.jvp import jvp_flat
 from plax.transforms.linearize import linearize_flat, trace_linear_flat
 from plax.transforms.dce import stage_without_dead_code
 from plax.transforms.transpose import backward_pass
+from plax.core.avals import sharding_in_types
 from plax.core.rules import Zero, tangent_aval
 from plax.lax.ad_util import instantiate
 from plax.lax.conversion import _convert_weak
@@ -97,8 +98,8 @@ def jvp(fun, primals, tangents, has_aux: bool = False):
                         f"tree structure {t_tree}.")
     for p, t in zip(p_leaves, t_leaves):
         _check_tangent(p, t, "jax.jvp")
-    ts = [Zero(tangent_aval(get_aval(p))) if get_aval(t).dtype == dtypes.float0 else t
-          for p, t in zip(p_leaves, t_leaves)]
+    ts = [Zero(tangent_aval(get_aval(p))) if get_aval(t).dtype == dtypes.float0 else
+          _typed_like(t, get_aval(p)) for p, t in zip(p_leaves, t_leaves)]
     box = {}
     outs, out_t = jvp_flat(_flat_fun(lambda *a: fun(*a), p_tree, has_aux, box), p_leaves, ts,
                            _fun_name(fun))
@@ -140,7 +141,8 @@ def linearize(fun, *primals, has_aux: bool = False):
                     "linearized function called on tangent values inconsistent with the "
                     f"original primal values: got tangent {ta.str_short()} for primal "
                     f"{pa.str_short()}, expected {tangent_aval(pa).str_short()}.")
-        used = [t for t, keep in zip(t_leaves, inexact) if keep]
+        used = [_typed_like(t, get_aval(p)) for t, p, keep in zip(t_leaves, p_leaves, inexact)
+                if keep]
         it = iter(eval_jaxpr(lin.jaxpr, residuals, *used))
         return tree_util.tree_unflatten(out_tree, [next(it) if h else _zeros(a) for a, h in
                                                    zip(out_tangent_avals, has_out)])
@@ -176,7 +178,7 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
                     f"got {ca.str_short()}, but expected {want.str_short()} (the tangent type of "
                     f"the corresponding output, {a.str_short()}).")
         cts = [None if get_aval(c).dtype == dtypes.float0 or not dtypes.is_inexact(a.dtype)
-               else c for c, a, h in zip(ct_leaves, out_avals, has_out) if h]
+               else _typed_like(c, a) for c, a, h in zip(ct_leaves, out_avals, has_out) if h]
         lin_cts = iter(backward_pass(lin.jaxpr, residuals, [True] * len(lin.jaxpr.invars), cts))
         result = [_input_cotangent(next(lin_cts), a) if dtypes.is_inexact(a.dtype)
                   else _zeros(tangent_aval(a)) for a in in_avals]
@@ -188,13 +190,27 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
 
 
 def _input_cotangent(ct, aval):
-    """A cotangent as a value of the input's dtype."""
+    """A cotangent as a value of the input's type (dtype, and sharding in the type)."""
     if type(ct) is Zero:
         return instantiate(Zero(aval))
     if get_aval(ct).dtype != aval.dtype:
         from plax.lax.conversion import convert_element_type
         ct = convert_element_type(ct, aval.dtype)
-    return ct
+    return _typed_like(ct, aval)
+
+
+def _typed_like(value, aval):
+    """``value`` resharded to ``aval``'s sharding in types when they differ: tangents and
+    cotangents have their primals' types, as in JAX (only with Explicit meshes)."""
+    if not sharding_in_types[0] or type(value) is Zero or not hasattr(value, "aval"):
+        return value
+    have, want = get_aval(value)._sharding, getattr(aval, "_sharding", None)
+    if have == want:
+        return value
+    from plax.lax.sharding_constraint import reshard_p
+    if want is None:
+        want = type(have)(have.mesh, (None,) * len(aval.shape))
+    return reshard_p.bind(value, sharding=want)
 
 
 def _with_args_at(fun, args, kwargs, nums):

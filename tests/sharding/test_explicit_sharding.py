@@ -346,3 +346,30 @@ def test_array_and_initializers_take_out_sharding(mesh):
     np.testing.assert_allclose(np.asarray(w),
                                np.asarray(plax.nn.initializers.glorot_normal()(key, (8, 4))))
     assert typ(plax.nn.initializers.zeros(key, (8, 4), out_sharding=P("x"))) == "float32[8@x,4]"
+
+
+def test_tangents_and_cotangents_have_their_primals_types(mesh):
+    x = put(X[:, :2], "x")
+    jf = plax.jacfwd(lambda a: a.sum(1))(x)
+    jr = plax.jacrev(lambda a: a.sum(1))(x)
+    assert typ(jf) == "float32[8@x,8,2]" and typ(jr) == "float32[8,8@x,2]"
+    expect = np.repeat(np.eye(8)[:, :, None], 2, axis=2)
+    np.testing.assert_allclose(np.asarray(jf), expect)
+    np.testing.assert_allclose(np.asarray(jr), expect)
+    _, t = plax.jvp(lambda a: a.sum(1), (x,), (jnp.ones((8, 2)),))
+    assert typ(t) == "float32[8@x]"
+    np.testing.assert_allclose(np.asarray(t), 2.0)
+    _, f_vjp = plax.vjp(lambda a: a * 2, x)
+    (ct,) = f_vjp(jnp.ones((8, 2)))
+    assert typ(ct) == "float32[8@x,2]"
+
+
+def test_loops_and_branches_check_types(mesh):
+    x = put(X[:, :2], "x")
+    ys = lax.scan(lambda c, _: (c, c * 2), x, length=3)[1]
+    assert typ(ys) == "float32[3,8@x,2]"
+    np.testing.assert_allclose(np.asarray(ys), np.broadcast_to(2 * X[:, :2], (3, 8, 2)))
+    with pytest.raises(TypeError, match="cond branches must have equal output types"):
+        lax.cond(True, lambda a: a, lambda a: reshard(a, P()), x)
+    with pytest.raises(ValueError, match="cannot contain `P.UNCONSTRAINED` when no mesh axis_types are `Auto`"):
+        lax.with_sharding_constraint(x, P("x", P.UNCONSTRAINED))

@@ -69,6 +69,11 @@ def with_sharding_constraint(x, shardings):
         s.check_shape(getattr(leaf, "shape", ()), "with_sharding_constraint: ")
         mesh = s.mesh
         if mesh.axis_names and all(t is AxisType.Explicit for t in mesh.axis_types):
+            if any(e is UNCONSTRAINED for e in s.spec):
+                raise ValueError(
+                    f"{s.spec} cannot contain `P.UNCONSTRAINED` when no mesh axis_types are "
+                    f"`Auto`. Got mesh axis_types: ({', '.join(t.name for t in mesh.axis_types)})"
+                    ": on Explicit axes the layout is the value's type.")
             aval = get_aval(leaf)
             have, want = aval.sharding.spec, type_sharding(s, aval.ndim, keep_replicated=True)
             if tuple(have) != tuple(want.spec):

@@ -84,8 +84,10 @@ def avals_of(values) -> list:
 
 
 def same_type(a, b) -> bool:
-    """Equal shape and dtype (weak types may differ, as JAX's ``typematch``)."""
-    return a.shape == b.shape and a.dtype == b.dtype
+    """Equal shape, dtype and sharding in the type (weak types may differ, as JAX's
+    ``typematch``)."""
+    return a.shape == b.shape and a.dtype == b.dtype and \
+        getattr(a, "_sharding", None) == getattr(b, "_sharding", None)
 
 
 # --- reshaping bodies ---------------------------------------------------------------------

@@ -30,7 +30,7 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, is_undefined,
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules)
-from plax.core.sharding_types import with_dim, without_dim
+from plax.core.sharding_types import with_dim, with_entry, without_dim
 from plax.core.trace import concrete_or_error, get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import prng as _prng
@@ -555,7 +555,8 @@ def _scan_loop(*args, reverse, length, jaxpr, num_consts, num_carry, linear, unr
     consts, carry, xs = split(args, [num_consts, num_carry])
     y_avals = jaxpr.out_avals[num_carry:]
     ys = [_prng.filled_keys((length,) + a.shape, a.dtype) if dtypes.is_extended(a.dtype)
-          else _shapes.full((length,) + a.shape, 0, a.dtype) for a in y_avals]
+          else _shapes.full((length,) + a.shape, 0, a.dtype, sharding=with_entry(a._sharding, 0))
+          for a in y_avals]
     unroll = length if unroll == 0 else max(1, min(unroll, max(length, 1)))
     trips, rest = divmod(length, unroll)
     if unroll > 1 and trips == 1 and rest == 0:  # fully unrolled: no loop at all
