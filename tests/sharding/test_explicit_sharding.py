@@ -373,3 +373,21 @@ def test_loops_and_branches_check_types(mesh):
         lax.cond(True, lambda a: a, lambda a: reshard(a, P()), x)
     with pytest.raises(ValueError, match="cannot contain `P.UNCONSTRAINED` when no mesh axis_types are `Auto`"):
         lax.with_sharding_constraint(x, P("x", P.UNCONSTRAINED))
+
+
+def test_training_step_on_an_explicit_mesh_without_a_context_mesh():
+    m = plax.make_mesh((8,), ("data",))
+    rng = np.random.default_rng(1)
+    xb, yb = rng.normal(size=(64, 16)).astype(np.float32), rng.normal(size=(64, 4)).astype(np.float32)
+    w = (rng.normal(size=(16, 4)) * 0.1).astype(np.float32)
+    xs, ys = (plax.device_put(v, NamedSharding(m, P("data"))) for v in (xb, yb))
+    ws = plax.device_put(w, NamedSharding(m, P()))
+
+    def loss(w, x, y):
+        return jnp.mean(jnp.sum((x @ w - y) ** 2, axis=-1))
+
+    step = plax.jit(lambda w, x, y: w - 0.01 * plax.grad(loss)(w, x, y))
+    new = step(ws, xs, ys)
+    assert typ(new) == "float32[16,4]" and new.sharding.is_fully_replicated
+    expect = w - 0.01 * (2 * xb.T @ (xb @ w - yb) / 64)
+    np.testing.assert_allclose(np.asarray(new), expect, rtol=1e-5, atol=1e-6)

@@ -384,7 +384,7 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
             pinned = out_sharding_params.get(eqn.primitive)
             if pinned is not None and eqn.params.get(pinned) is not None:
                 # An out_sharding= chosen by the user: XLA's partitioner must follow it.
-                outs = [constrain_sharding(ctx, o, v.aval, v.aval.sharding)
+                outs = [constrain_sharding(ctx, o, v.aval, eqn.params[pinned])
                         for o, v in zip(outs, eqn.outvars)]
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o
