@@ -208,14 +208,7 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
             raise TypeError("auto_axes needs out_sharding=: the sharding its results get back "
                             "in types once the axes are Explicit again.")
         inner = mesh.update_axis_types({n: AxisType.Auto for n in names})
-
-        def drop(x):
-            s = getattr(getattr(x, "aval", None), "_sharding", None)
-            if s is None:  # not an array, or not split in its type
-                return x
-            kept = [_without(e, names) for e in s.spec]
-            return reshard_p.bind(x, sharding=NamedSharding(inner, tuple(kept)))
-        args, kwargs = tree_util.tree_map(drop, (args, kwargs))
+        args, kwargs = _untyped(names, inner, (args, kwargs))
         with use_abstract_mesh(_with_devices(inner)):
             out = fun(*args, **kwargs)
         return reshard(out, out_sharding)
@@ -239,15 +232,20 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
         with use_abstract_mesh(_with_devices(inner)):
             args = reshard(args, in_sharding)
             out = fun(*args, **kwargs)
-
-        def drop(x):
-            s = getattr(getattr(x, "aval", None), "_sharding", None)
-            if s is None:
-                return x
-            kept = [_without(e, names) for e in s.spec]
-            return reshard_p.bind(x, sharding=NamedSharding(mesh, tuple(kept)))
-        return tree_util.tree_map(drop, out)
+        return _untyped(names, mesh, out)
     return wrapped
+
+
+def _untyped(names, mesh, tree):
+    """The leaves of ``tree`` with the mesh axes ``names`` dropped from their types (resharded
+    onto ``mesh``, where those axes are not Explicit); other leaves as they are."""
+    def drop(x):
+        s = getattr(getattr(x, "aval", None), "_sharding", None)
+        if s is None:  # not an array, or not split in its type
+            return x
+        kept = [_without(e, names) for e in s.spec]
+        return reshard_p.bind(x, sharding=NamedSharding(mesh, tuple(kept)))
+    return tree_util.tree_map(drop, tree)
 
 
 def with_out_sharding(compute, out_sharding, *operands):
