@@ -878,12 +878,12 @@ def tree_all(tree, *, is_leaf=None) -> bool:
     return all(tree_leaves(tree, is_leaf))
 
 
-def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
+def tree_broadcast(prefix_tree, full_tree, is_leaf=None, *, name: str = "tree_broadcast"):
     """Replicate each leaf of ``prefix_tree`` over the matching subtree of
-    ``full_tree``; the result has ``full_tree``'s structure."""
+    ``full_tree``; the result has ``full_tree``'s structure. ``name`` is what a structure
+    error calls the prefix tree."""
     leaves, treedef = tree_flatten(prefix_tree, is_leaf)
-    subtrees = _flatten_rest(treedef, prefix_tree, [full_tree], is_leaf,
-                             "tree_broadcast")[0]
+    subtrees = _flatten_rest(treedef, prefix_tree, [full_tree], is_leaf, name)[0]
     broadcast = [tree_map(lambda _, x=x: x, sub) for x, sub in zip(leaves, subtrees)]
     return treedef.unflatten(broadcast)
 

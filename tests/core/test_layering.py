@@ -10,7 +10,7 @@ SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "plax"
 # Lax files that use the transformations: higher-order primitives, which transform their
 # bodies with the toolkit (pjit, the generic reduce and reduce_window with their combiners),
 # and special functions defined with custom_jvp.
-HIGHER_ORDER_LAX = {"pjit.py", "generic_reduce.py", "windowed.py", "special.py"}
+HIGHER_ORDER_LAX = {"pjit.py", "generic_reduce.py", "windowed.py", "special.py", "shard_map.py"}
 
 
 def imported_modules(path: pathlib.Path) -> set:

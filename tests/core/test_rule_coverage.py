@@ -29,10 +29,6 @@ from plax.core.primitive import Primitive
 
 RULE_KINDS = ("abstract_eval", "lowering", "batch", "jvp", "transpose")
 
-_COLLECTIVE_LOWERING = (
-    "collectives only run under vmap today, where their batch rules compute them over the "
-    "mapped axis; an unbound axis name fails before lowering. They get a lowering with "
-    "shard_map/pmap")
 _NULLARY_BATCH = (
     "nullary and communicates over no axis: vmap binds it unbatched and never consults a "
     "batch rule")
@@ -40,14 +36,6 @@ _NOT_NEEDED = "none: not needed by design"
 
 # (primitive name, rule kind) -> (reason, issue that will fill it).
 EXEMPTIONS = {
-    ("psum", "lowering"): (_COLLECTIVE_LOWERING, "issue 14 (shard_map)"),
-    ("pmax", "lowering"): (_COLLECTIVE_LOWERING, "issue 14 (shard_map)"),
-    ("pmin", "lowering"): (_COLLECTIVE_LOWERING, "issue 14 (shard_map)"),
-    ("all_gather", "lowering"): (_COLLECTIVE_LOWERING, "issue 14 (shard_map)"),
-    ("reduce_scatter", "lowering"): (_COLLECTIVE_LOWERING, "issue 14 (shard_map)"),
-    ("all_to_all", "lowering"): (_COLLECTIVE_LOWERING, "issue 14 (shard_map)"),
-    ("ppermute", "lowering"): (_COLLECTIVE_LOWERING, "issue 14 (shard_map)"),
-    ("axis_index", "lowering"): (_COLLECTIVE_LOWERING, "issue 14 (shard_map)"),
     ("pmax", "jvp"): ("differentiating pmax (ties across the axis) is not implemented yet",
                       "issue 14"),
     ("pmin", "jvp"): ("differentiating pmin (ties across the axis) is not implemented yet",

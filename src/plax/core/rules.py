@@ -22,6 +22,8 @@ collective_axis_names  ``fn(params) -> axis names`` the primitive communicates o
 param_printers   ``fn(params) -> params`` as the jaxpr printer shows them
 out_sharding_params  the name of the parameter holding a user's ``out_sharding=`` (a type
                  sharding): the lowering pins the results to it
+replication_rules  ``rule(ins, **params) -> [frozenset]``: the mesh axes each result varies
+                 over inside shard_map, from its operands' (``plax.core.replication``)
 sharding_rules   (in ``plax.core.sharding_types``) ``rule(avals_in, avals_out, **params)
                  -> [sharding | None]``: the results' shardings in types
 """
@@ -47,6 +49,7 @@ physical_lowering_rules: dict = {}
 collective_axis_names: dict = {}
 param_printers: dict = {}
 out_sharding_params: dict = {}
+replication_rules: dict = {}
 # Primitives whose equations have effects (callbacks, ...): never removed as dead code.
 effectful_primitives: set = set()
 

@@ -1,1 +1,1 @@
-"""plax.experimental: as ``jax.experimental`` (mesh_utils so far)."""
+"""plax.experimental: as ``jax.experimental`` (mesh_utils, shard_map)."""

@@ -16,7 +16,7 @@ from plax.lax.windowed import *  # noqa: F401,F403
 from plax.transforms.remat import optimization_barrier  # noqa: F401
 from plax.lax.collectives import (  # noqa: F401
     psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all, ppermute, pshuffle, axis_index,
-    axis_size)
+    axis_size, pvary, pbroadcast, pcast)
 from plax.lax.control_flow.cond import cond, switch, cond_p  # noqa: F401
 from plax.lax.control_flow.loops import while_loop, fori_loop, while_p  # noqa: F401
 from plax.lax.control_flow.scan import scan, map, scan_p  # noqa: F401

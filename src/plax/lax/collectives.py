@@ -19,7 +19,7 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, collective_axis_names,
-                             transpose_rules)
+                             register_lowering, replication_rules, transpose_rules)
 from plax.core.trace import axis_env, get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import conversion as _conv
@@ -482,3 +482,251 @@ def axis_index(axis_name):
         i = axis_index_p.bind(axis_name=n)
         out = i if out is None else _arith.add(_arith.mul(out, _bound_size(n)), i)
     return out
+
+
+# --- lowering inside shard_map: collectives over the manual axes of the mesh -----------------------
+# In a manual computation (``ctx.manual_axes``) every device runs the body on its block and a
+# collective over mesh axes talks to the devices that differ only along them. XLA names devices
+# by partition ids (their place in the SPMD program's device list); replica groups and
+# source-target pairs are given in those, with a fresh channel per collective.
+def _partition_ids(ctx) -> np.ndarray:
+    """The partition id of every device of the mesh, as an array of the mesh's shape."""
+    mesh, devices = ctx.mesh, ctx.fn.module.devices
+    flat = list(mesh.devices.flat)
+    ids = [devices.index(d) for d in flat] if devices is not None else list(range(len(flat)))
+    return np.array(ids, np.int64).reshape(mesh.axis_sizes)
+
+
+def _manual_names(ctx, prim: str, names) -> tuple:
+    names = tuple(names)
+    outside = [n for n in names if n not in ctx.manual_axes]
+    if ctx.mesh is None or outside:
+        raise NotImplementedError(
+            f"{prim} over axis {outside or names} can only be lowered inside shard_map over "
+            "those mesh axes (or computed by vmap over a named axis).")
+    return names
+
+
+def replica_groups(ctx, names) -> np.ndarray:
+    """One row per group of devices differing only along mesh axes ``names`` (row-major over
+    them, the first name major)."""
+    ids = _partition_ids(ctx)
+    axes = [ctx.mesh.axis_names.index(n) for n in names]
+    rest = [i for i in range(ids.ndim) if i not in axes]
+    size = math.prod(ids.shape[a] for a in axes)
+    return ids.transpose(rest + axes).reshape(-1, size)
+
+
+def _channel(ctx) -> str:
+    return (f"channel_handle = #stablehlo.channel_handle<handle = {ctx.fn.module.next_channel()}"
+            ", type = 1>")
+
+
+def _groups_text(groups: np.ndarray) -> str:
+    rows = ", ".join("[" + ", ".join(str(int(i)) for i in row) + "]" for row in groups)
+    return f"replica_groups = dense<[{rows}]> : tensor<{groups.shape[0]}x{groups.shape[1]}xi64>"
+
+
+def _groups_props(ctx, groups: np.ndarray) -> str:
+    return f"{_channel(ctx)}, {_groups_text(groups)}, use_global_device_ids"
+
+
+def _combiner(op: str):
+    def region(ctx, aval):
+        scalar = ShapedArray((), aval.dtype)
+
+        def build(c, a, b):
+            return [c.op1(op, [a, b], [scalar, scalar], scalar)], [scalar]
+        return ctx.region([scalar, scalar], build)
+    return region
+
+
+def _allreduce_lowering(op: str, bool_op: str):
+    def rule(ctx, *xs, axes, axis_index_groups):
+        names = _manual_names(ctx, "all-reduce", axes)
+        groups = replica_groups(ctx, names)
+        outs = []
+        for x, aval in zip(xs, ctx.avals_in):
+            combine = _combiner(bool_op if aval.dtype == np.bool_ else op)
+            outs.append(ctx.op1("stablehlo.all_reduce", [x], [aval], aval,
+                                props=_groups_props(ctx, groups),
+                                regions=combine(ctx, aval)))
+        return outs
+    return rule
+
+
+register_lowering(psum_p, _allreduce_lowering("stablehlo.add", "stablehlo.or"))
+register_lowering(pmax_p, _allreduce_lowering("stablehlo.maximum", "stablehlo.or"))
+register_lowering(pmin_p, _allreduce_lowering("stablehlo.minimum", "stablehlo.and"))
+
+
+def _all_gather_lowering(ctx, x, *, all_gather_dimension, axis_name, axis_index_groups,
+                         axis_size, tiled):
+    groups = replica_groups(ctx, _manual_names(ctx, "all_gather", axis_name))
+    aval, out = ctx.avals_in[0], ctx.avals_out[0]
+    dim = all_gather_dimension
+    if not tiled:  # gather along a new size-1 dimension
+        shape = aval.shape[:dim] + (1,) + aval.shape[dim:]
+        x = ctx.op1("stablehlo.reshape", [x], [aval], aval.update(shape=shape))
+        aval = aval.update(shape=shape)
+    return ctx.op1("stablehlo.all_gather", [x], [aval], out,
+                   props=f"all_gather_dim = {dim} : i64, {_groups_props(ctx, groups)}")
+
+
+def _reduce_scatter_lowering(ctx, x, *, scatter_dimension, axis_name, axis_index_groups,
+                             axis_size, tiled):
+    groups = replica_groups(ctx, _manual_names(ctx, "psum_scatter", axis_name))
+    aval, out = ctx.avals_in[0], ctx.avals_out[0]
+    dim = scatter_dimension
+    scattered = out if tiled else out.update(
+        shape=out.shape[:dim] + (1,) + out.shape[dim:])
+    combine = _combiner("stablehlo.or" if aval.dtype == np.bool_ else "stablehlo.add")
+    y = ctx.op1("stablehlo.reduce_scatter", [x], [aval], scattered,
+                props=f"scatter_dimension = {dim} : i64, {_groups_props(ctx, groups)}",
+                regions=combine(ctx, aval))
+    return y if tiled else ctx.op1("stablehlo.reshape", [y], [scattered], out)
+
+
+def _all_to_all_lowering(ctx, x, *, split_axis, concat_axis, axis_name, axis_index_groups,
+                         tiled):
+    names = _manual_names(ctx, "all_to_all", _as_names(axis_name))
+    groups = replica_groups(ctx, names)
+    aval, out = ctx.avals_in[0], ctx.avals_out[0]
+    n = groups.shape[1]
+
+    def props(split, concat):
+        return (f"{_channel(ctx)}, concat_dimension = {concat} : i64, {_groups_text(groups)}, "
+                f"split_count = {n} : i64, split_dimension = {split} : i64")
+    if tiled:
+        return ctx.op1("stablehlo.all_to_all", [x], [aval], out,
+                       props=props(split_axis, concat_axis))
+    # Untiled: exchange along the split dimension (size n), then move it to concat_axis.
+    y = ctx.op1("stablehlo.all_to_all", [x], [aval], aval, props=props(split_axis, split_axis))
+    perm = [d for d in range(aval.ndim) if d != split_axis]
+    perm.insert(concat_axis, split_axis)
+    return ctx.op1("stablehlo.transpose", [y], [aval], out,
+                   props=f"permutation = array<i64: {', '.join(map(str, perm))}>")
+
+
+def _ppermute_lowering(ctx, x, *, axis_name, perm):
+    groups = replica_groups(ctx, _manual_names(ctx, "ppermute", axis_name))
+    pairs = [(int(g[s]), int(g[d])) for g in groups for s, d in perm]
+    aval = ctx.avals_in[0]
+    if not pairs:
+        return ctx.op1("stablehlo.broadcast_in_dim", [ctx.constant(0, aval.update(shape=()))],
+                       [aval.update(shape=())], aval, props="broadcast_dimensions = array<i64>")
+    text = ", ".join(f"[{s}, {d}]" for s, d in pairs)
+    return ctx.op1("stablehlo.collective_permute", [x], [aval], aval,
+                   props=f"channel_handle = #stablehlo.channel_handle<handle = "
+                         f"{ctx.fn.module.next_channel()}, type = 1>, source_target_pairs = "
+                         f"dense<[{text}]> : tensor<{len(pairs)}x2xi64>")
+
+
+def _axis_index_lowering(ctx, *, axis_name):
+    (name,) = _manual_names(ctx, "axis_index", (axis_name,))
+    ids = _partition_ids(ctx)
+    axis = ctx.mesh.axis_names.index(name)
+    table = np.zeros(ids.size, np.int32)  # partition id -> position along the axis
+    for coords in np.ndindex(*ids.shape):
+        table[ids[coords]] = coords[axis]
+    table_aval = ShapedArray((ids.size,), np.dtype(np.int32))
+    u32, i32 = ShapedArray((), np.dtype(np.uint32)), ShapedArray((), np.dtype(np.int32))
+    pid = ctx.op1("stablehlo.partition_id", [], [], u32)
+    pid = ctx.op1("stablehlo.convert", [pid], [u32], i32)
+    one = ShapedArray((1,), np.dtype(np.int32))
+    picked = ctx.op1("stablehlo.dynamic_slice", [ctx.constant(table, table_aval), pid],
+                     [table_aval, i32], one, props="slice_sizes = array<i64: 1>")
+    return ctx.op1("stablehlo.reshape", [picked], [one], i32)
+
+
+register_lowering(all_gather_p, _all_gather_lowering)
+register_lowering(reduce_scatter_p, _reduce_scatter_lowering)
+register_lowering(all_to_all_p, _all_to_all_lowering)
+register_lowering(ppermute_p, _ppermute_lowering)
+register_lowering(axis_index_p, _axis_index_lowering)
+
+
+# --- which mesh axes results vary over (shard_map's replication check) ----------------------------
+def _reduced(ins, *, axes, axis_index_groups):
+    return [s - frozenset(axes) for s in ins]  # every device along ``axes`` gets the same
+
+
+def _keeps(ins, **params):
+    return list(ins)
+
+
+replication_rules[psum_p] = _reduced
+replication_rules[pmax_p] = _reduced
+replication_rules[pmin_p] = _reduced
+# As JAX's: the gathered, scattered or permuted value still counts as varying over the axis.
+for _prim in (all_gather_p, reduce_scatter_p, all_to_all_p, ppermute_p):
+    replication_rules[_prim] = _keeps
+replication_rules[axis_index_p] = lambda ins, *, axis_name: [frozenset(_as_names(axis_name))]
+
+
+# --- pvary and psum_invariant: shard_map's explicit changes of replication -------------------------
+# Inside a shard_map checked for replication, every value knows the mesh axes it varies over.
+# ``pvary(x, axes)`` marks an invariant value as varying (its value does not change: each
+# device keeps its copy); ``psum_invariant(x, axes)`` sums a varying value into an invariant
+# one. They transpose into each other, which is what makes gradients of shard_map exact and
+# cheap: the cotangent of a psum is passed through, that of a pvary summed.
+pvary_p = Primitive("pvary", multiple_results=True)
+psum_invariant_p = Primitive("psum_invariant", multiple_results=True)
+
+
+def _marked(*avals, axes):
+    _check_bound(axes)
+    return list(avals)
+
+
+def _linear_batch(prim):
+    def rule(axis, vals, dims, *, axes):
+        others = tuple(a for a in axes if a != axis.name)
+        if not others:
+            return list(vals), list(dims)
+        return list(prim.bind(*vals, axes=others)), list(dims)
+    return rule
+
+
+def _swapped_transpose(prim):
+    def rule(cts, *args, axes):
+        live = [c for c in cts if type(c) is not Zero]
+        out = iter(prim.bind(*live, axes=axes)) if live else iter(())
+        return [c if type(c) is Zero else next(out) for c in cts]
+    return rule
+
+
+for _prim in (pvary_p, psum_invariant_p):
+    abstract_eval_rules[_prim] = _marked
+    collective_axis_names[_prim] = lambda params: params["axes"]
+    deflinear(_prim)
+batch_rules[pvary_p] = _linear_batch(pvary_p)
+batch_rules[psum_invariant_p] = _linear_batch(psum_invariant_p)
+transpose_rules[pvary_p] = _swapped_transpose(psum_invariant_p)
+transpose_rules[psum_invariant_p] = _swapped_transpose(pvary_p)
+register_lowering(pvary_p, lambda ctx, *xs, axes: list(xs))
+register_lowering(psum_invariant_p, lambda ctx, *xs, axes: _allreduce_lowering(
+    "stablehlo.add", "stablehlo.or")(ctx, *xs, axes=axes, axis_index_groups=None))
+replication_rules[pvary_p] = lambda ins, *, axes: [s | frozenset(axes) for s in ins]
+replication_rules[psum_invariant_p] = lambda ins, *, axes: [s - frozenset(axes) for s in ins]
+
+
+def pvary(x, axis_name):
+    """``x`` (a pytree) marked as varying over the named mesh axes inside shard_map (each
+    device keeps its value)."""
+    names = _as_names(axis_name)
+    if not names:
+        return x
+    leaves, tree = tree_util.tree_flatten(x)
+    return tree_util.tree_unflatten(tree, pvary_p.bind(*leaves, axes=names))
+
+
+pbroadcast = pvary  # the older name
+
+
+def pcast(x, axis_name, *, to: str):
+    """``x`` cast to varying over the named mesh axes (``to='varying'``), as ``pvary``."""
+    if to != "varying":
+        raise ValueError(f"pcast: to must be 'varying' (other targets are not supported), got "
+                         f"{to!r}.")
+    return pvary(x, axis_name)

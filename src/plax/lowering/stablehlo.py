@@ -210,6 +210,12 @@ class ModuleBuilder:
         self.preamble: list[str] = []  # module-level declarations (``sdy.mesh @mesh = ...``)
         self.meshes: dict = {}  # Mesh -> its symbol (``mesh``, ``mesh_1``, ...)
         self.devices = None  # the SPMD program's devices, in partition order
+        self.channels = 0  # channel handles handed to collectives so far
+
+    def next_channel(self) -> int:
+        """A channel handle no other collective of this module uses."""
+        self.channels += 1
+        return self.channels
 
     def mesh_symbol(self, mesh) -> str:
         """The symbol of ``mesh`` in this module, declaring it (``sdy.mesh``) on first use.
@@ -320,22 +326,26 @@ class RuleContext:
         return self.op1("stablehlo.broadcast_in_dim", [x], [aval_in], aval_out,
                         props=f"broadcast_dimensions = {i64_array(dims)}")
 
-    def region(self, arg_avals, build) -> str:
-        """A region ``^bb0(args): body; stablehlo.return`` built by ``build(ctx, *args)``.
+    def region(self, arg_avals, build, *, terminator: str = "stablehlo.return",
+               module_context=None) -> str:
+        """A region ``^bb0(args): body; stablehlo.return`` built by ``build(ctx, *args)``
+        (``terminator`` names another return op; ``module_context`` lowers the body under
+        other manual axes, for shard_map).
 
         Its ops carry the enclosing equation's location (and name-stack scope), as
         the ops of the region's owner do.
         """
         outer = self.fn
-        sub = FunctionBuilder(outer.module_context)
-        sub.counter = outer.counter
+        sub = FunctionBuilder(module_context or outer.module_context)
+        base = outer.counter  # reserved, so that a region nested in this one names its own
+        sub.counter = outer.counter = base + 1
         sub.scope, sub.eqn_scope, sub.loc = outer.scope, outer.eqn_scope, outer.loc
-        args = [f"%arg_r{sub.counter}_{i}" for i in range(len(arg_avals))]
+        args = [f"%arg_r{base}_{i}" for i in range(len(arg_avals))]
         inner = RuleContext(sub, arg_avals, [])
         outs, out_avals = build(inner, *args)
         self.fn.counter = sub.counter
         sig = ", ".join(f"{a}: {tensor_type(t)}" for a, t in zip(args, arg_avals))
-        ret = f'"stablehlo.return"({", ".join(outs)}) : ({", ".join(tensor_type(a) for a in out_avals)}) -> ()'
+        ret = f'"{terminator}"({", ".join(outs)}) : ({", ".join(tensor_type(a) for a in out_avals)}) -> ()'
         body = "\n".join("    " + line for line in sub.lines + [ret])
         if not arg_avals:  # an entry block without arguments needs no label
             return "{\n" + body + "\n}"

@@ -93,6 +93,8 @@ def inner_shardings(closed) -> list:
             for eqn in jaxpr.eqns:
                 if eqn.primitive.name == "sharding_constraint":
                     found.append(eqn.params["sharding"])
+                if eqn.primitive.name == "shard_map":  # runs over its mesh
+                    found.append(NamedSharding(eqn.params["mesh"], PartitionSpec()))
                 for key in ("in_shardings", "out_shardings"):  # a nested jit's
                     found.extend(s for s in eqn.params.get(key) or ()
                                  if isinstance(s, NamedSharding))

@@ -5,14 +5,14 @@ One file per concept: ``single.py`` (the Sharding protocol, SingleDeviceSharding
 context mesh) and ``named.py`` (NamedSharding and the layout it describes).
 """
 from plax.sharding.single import Sharding, SingleDeviceSharding
-from plax.sharding.partition_spec import PartitionSpec
+from plax.sharding.partition_spec import Infer, PartitionSpec
 from plax.sharding.mesh import (AbstractMesh, AxisType, Mesh, get_abstract_mesh, get_mesh,
                                 set_mesh, use_abstract_mesh, use_mesh)
 from plax.sharding.named import NamedSharding
 
 __all__ = ["Sharding", "SingleDeviceSharding", "PartitionSpec", "Mesh", "AbstractMesh",
            "AxisType", "NamedSharding", "get_abstract_mesh", "get_mesh", "set_mesh",
-           "use_mesh", "use_abstract_mesh", "reshard", "auto_axes", "explicit_axes"]
+           "use_mesh", "use_abstract_mesh", "reshard", "auto_axes", "explicit_axes", "Infer"]
 
 # The functions that change shardings in types are primitives' front ends, in plax.lax (which
 # builds on this package): reached when first used.

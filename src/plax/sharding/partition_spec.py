@@ -91,3 +91,13 @@ def _normalized(spec) -> tuple:
 
 
 P = PartitionSpec
+
+
+class _InferType:
+    """``shard_map(in_specs=Infer)``: each argument's spec is read from its sharding in types."""
+
+    def __repr__(self):
+        return "Infer"
+
+
+Infer = _InferType()

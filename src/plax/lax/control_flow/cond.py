@@ -24,11 +24,12 @@ from plax import tree_util
 from plax.core import dtypes
 from plax.core.config import config
 from plax.core.dce import dce_closed, jaxpr_has_effects
-from plax.core.jaxpr import ClosedJaxpr
+from plax.core.jaxpr import ClosedJaxpr, open_jaxpr
 from plax.core.primitive import Primitive
+from plax.core.replication import union, varying_outputs
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, is_undefined,
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
-                             register_lowering, tangent_aval, transpose_rules)
+                             register_lowering, tangent_aval, transpose_rules, replication_rules)
 from plax.core.trace import Tracer, get_aval
 from plax.lax import comparison as _comparison
 from plax.lax import conversion as _conversion
@@ -347,3 +348,14 @@ def _lowering(ctx, index, *ops, branches):
 
 
 register_lowering(cond_p, _lowering)
+
+
+def _replication(ins, *, branches, **params):
+    """What any branch's results vary over, and the index's (devices may take different
+    branches)."""
+    index, ops = ins[0], ins[1:]
+    outs = [varying_outputs(open_jaxpr(b), ops) for b in branches]
+    return [union(col) | index for col in zip(*outs)]
+
+
+replication_rules[cond_p] = _replication

@@ -1,0 +1,217 @@
+"""plax.shard_map: write the program each device runs on its block of the arguments.
+
+``shard_map(f, mesh=..., in_specs=..., out_specs=...)`` splits each argument over the
+mesh as its PartitionSpec says, runs ``f`` on every device's block (collectives such as
+``lax.psum(x, 'x')`` talk across the mesh axes), and puts the results' blocks together as
+``out_specs`` say. Everything is checked before the body is traced, with JAX's messages;
+after tracing, outputs whose spec claims replication over an axis they vary over are
+refused (``check_vma=False`` opts out). The primitive and its rules are in
+``plax/lax/shard_map.py``.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+
+from plax import tree_util
+from plax.core.avals import abstractify
+from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import extend_axis_env, get_aval
+from plax.lax.shard_map import (check_out_replication, explicit_replication, local_aval,
+                                shard_map_p)
+from plax.sharding.mesh import AbstractMesh, Mesh, context_mesh
+from plax.sharding.named import check_spec
+from plax.sharding.partition_spec import Infer, PartitionSpec
+
+__all__ = ["shard_map", "Infer"]
+
+
+def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh=None, axis_names=frozenset(),
+              check_vma: bool = True):
+    """``f`` run on every device's block of its arguments over ``mesh`` (default: the context
+    mesh), the arguments split by ``in_specs`` and the results joined by ``out_specs``
+    (pytree prefixes of PartitionSpecs). ``axis_names`` limits the manual axes (default:
+    all of the mesh's)."""
+    if f is None:
+        return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
+                                 axis_names=axis_names, check_vma=check_vma)
+    return _shard_map(f, mesh, in_specs, out_specs, check_vma, frozenset(axis_names))
+
+
+def _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names):
+    if not callable(f):
+        raise TypeError(f"shard_map requires a callable for its first argument, but got {f} of "
+                        f"type {type(f).__name__}.")
+    if mesh is None:
+        mesh = context_mesh()
+        if mesh is None or mesh.empty:
+            raise ValueError("The context mesh cannot be empty. Use `plax.set_mesh(mesh)` to "
+                             "enter into a mesh context, or pass mesh= to shard_map.")
+    if not isinstance(mesh, (Mesh, AbstractMesh)):
+        raise TypeError(f"shard_map requires a `plax.sharding.Mesh` instance for its mesh "
+                        f"argument, but got {mesh} of type {type(mesh).__name__}.")
+    manual = frozenset(mesh.axis_names) if not axis_names else axis_names
+    unknown = [a for a in manual if a not in mesh.axis_names]
+    if unknown:
+        raise ValueError(f"shard_map axis_names {sorted(unknown)} are not axes of the mesh "
+                         f"{mesh.axis_names}.")
+    if manual != frozenset(mesh.axis_names):
+        raise NotImplementedError(
+            "shard_map over some of the mesh's axes (axis_names / auto) is not supported yet: "
+            f"make all of {mesh.axis_names} manual.")
+    if in_specs is not Infer:
+        _check_specs("in_specs", in_specs, manual)
+    if not callable(out_specs):
+        _check_specs("out_specs", out_specs, manual)
+    name = getattr(f, "__name__", None) or repr(f)
+
+    @functools.wraps(f)
+    def wrapped(*args):
+        leaves, in_tree = tree_util.tree_flatten(args)
+        specs = _infer_specs(leaves, mesh) if in_specs is Infer else _prefix_leaves(
+            "in_specs", in_specs, args)
+        avals = [abstractify(x) if not hasattr(x, "aval") else get_aval(x) for x in leaves]
+        paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(args)[0]]
+        for path, aval, spec in zip(paths, avals, specs):
+            _check_arg(name, f, path, aval, spec, mesh, manual)
+        local = [local_aval(a, mesh, s, manual) for a, s in zip(avals, specs)]
+        out_tree_box = []
+
+        def body(*xs):
+            out = f(*tree_util.tree_unflatten(in_tree, list(xs)))
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            out_tree_box.append((out_tree, out))
+            return out_leaves
+
+        with extend_axis_env([(a, mesh.shape[a]) for a in mesh.axis_names if a in manual]):
+            jaxpr, consts = trace_to_jaxpr(body, local, description=f"shard_map({name})")
+        out_tree, out_value = out_tree_box[0]
+        outs_spec = out_specs() if callable(out_specs) else out_specs
+        o_specs = _prefix_leaves("out_specs", outs_spec, out_value)
+        for aval, spec in zip([v.aval for v in jaxpr.outvars], o_specs):
+            _check_out_rank(name, aval, spec)
+        callee, consts = consts_as_inputs(ClosedJaxpr(jaxpr, consts))
+        all_in = (PartitionSpec(),) * len(consts) + tuple(specs)  # constants: replicated
+        if check_vma:
+            check_out_replication(name, callee.jaxpr, all_in, tuple(o_specs), mesh, manual)
+            ins = [frozenset(a for a in s.mesh_axes() if a in manual) for s in all_in]
+            callee = ClosedJaxpr(explicit_replication(callee.jaxpr, ins, o_specs, mesh, manual),
+                                 [])
+        outs = shard_map_p.bind(*consts, *leaves, jaxpr=callee, mesh=mesh,
+                                in_specs=all_in, out_specs=tuple(o_specs), manual_axes=manual,
+                                check_vma=bool(check_vma))
+        return tree_util.tree_unflatten(out_tree, outs)
+    return wrapped
+
+
+# --- checks, with JAX's messages ---------------------------------------------------------------
+def _is_spec(s) -> bool:
+    return isinstance(s, PartitionSpec)
+
+
+def _check_specs(which: str, specs, manual) -> None:
+    for s in tree_util.tree_leaves(specs, is_leaf=lambda x: x is None or _is_spec(x)):
+        if s is None:
+            continue
+        if not _is_spec(s):
+            raise TypeError(f"shard_map {which} argument must be a pytree of "
+                            "`plax.sharding.PartitionSpec` instances, but:\n\n"
+                            f"  {which} is {s} of type {type(s).__name__}, \n\n"
+                            f"Check the {which} values passed to shard_map.")
+        for a in s.mesh_axes():
+            if a not in manual:
+                raise ValueError(f"shard_map {which} argument must refer to an axis marked as "
+                                 f"manual ({set(manual)}), but:\n\n  {which} refers to {a!r}\n\n"
+                                 f"Check the {which} values passed to shard_map.")
+        check_spec(_AxesOnly(manual), s)
+
+
+class _AxesOnly:
+    """What ``check_spec`` needs of a mesh to check a spec for repeated axes."""
+
+    def __init__(self, names):
+        self.axis_names = tuple(names)
+
+    def _check_axes(self, names, what):
+        pass
+
+
+def _prefix_leaves(which: str, specs, value) -> list:
+    """One spec per leaf of ``value``: ``specs`` is a pytree prefix of it (None leaves count as
+    specs meaning replicated)."""
+    is_leaf = lambda x: x is None or _is_spec(x)  # noqa: E731
+    full = tree_util.tree_broadcast(specs, value, is_leaf=is_leaf, name=f"shard_map {which}")
+    out = tree_util.tree_leaves(full, is_leaf=is_leaf)
+    return [PartitionSpec() if s is None else s for s in out]
+
+
+def _infer_specs(leaves, mesh) -> list:
+    specs = []
+    for x in leaves:
+        s = getattr(getattr(x, "aval", None), "_sharding", None)
+        specs.append(PartitionSpec(*s.spec) if s is not None else PartitionSpec())
+    return specs
+
+
+def _bound_to(f, path: str) -> str:
+    try:
+        params = list(inspect.signature(f).parameters)
+    except (TypeError, ValueError):
+        return ""
+    index = path[1:path.index("]")] if path.startswith("[") else ""
+    if index.isdigit() and int(index) < len(params):
+        return f", where args{path} is bound to {getattr(f, '__name__', f)}'s parameter " \
+               f"'{params[int(index)]}'"
+    return ""
+
+
+def _check_arg(name, f, path, aval, spec, mesh, manual) -> None:
+    shown = aval.str_short(short_dtypes=False)
+    bound = _bound_to(f, path)
+    where = f"the passed args{path} of shape {shown}{bound}"
+    if len(spec) > len(aval.shape):
+        raise ValueError(
+            f"shard_map applied to the function '{name}' was given an in_specs entry which is "
+            "too long to be compatible with the corresponding input value from the function:\n\n"
+            f"in_specs is {spec} which has length {len(spec)}, but the passed args{path}{bound}, "
+            f"has shape {shown}, which has rank {len(aval.shape)} (and {len(aval.shape)} < "
+            f"{len(spec)})\n\n"
+            "Entries in in_specs must be of length no greater than the number of axes in the "
+            "corresponding input value.\n\nEither revise the spec to be shorter, or modify "
+            f"'{name}' so that its inputs have sufficient rank.")
+    for d in range(len(aval.shape)):
+        axes = [a for a in spec.axes_of(d) if a in manual]
+        size = math.prod(mesh.shape[a] for a in axes)
+        if axes and aval.shape[d] % size:
+            over = (f"mesh axis {axes[0]!r} (of size {size})" if len(axes) == 1 else
+                    f"mesh axes {tuple(axes)} (of total size {size})")
+            raise ValueError(
+                f"shard_map applied to the function '{name}' was given argument arrays with "
+                "axis sizes that are not evenly divisible by the corresponding mesh axis "
+                f"sizes:\n\nThe mesh given has shape {tuple(mesh.axis_sizes)} with "
+                f"corresponding axis names {tuple(mesh.axis_names)}.\n\n{where}, corresponds to "
+                f"in_specs of value {spec}, which maps array axis {d} (of size {aval.shape[d]}) "
+                f"to {over}, but {size} does not evenly divide {aval.shape[d]}\n\n"
+                "Array arguments' axis sizes must be evenly divisible by the mesh axis or axes "
+                "indicated by the corresponding elements of the argument's in_specs entry. "
+                "Consider checking that in_specs are correct, and if so consider changing the "
+                f"mesh axis sizes or else padding the input and adapting '{name}' "
+                "appropriately.")
+
+
+def _check_out_rank(name, aval, spec) -> None:
+    if len(spec) > len(aval.shape):
+        raise ValueError(
+            f"shard_map applied to the function '{name}' was given an out_specs entry which is "
+            "too long to be compatible with the corresponding output value from the "
+            f"function:\n\nout_specs is {spec} which has length {len(spec)}, but {name}(*args) "
+            f"has shape {aval.str_short(short_dtypes=False)}, which has rank {len(aval.shape)} "
+            f"(and {len(aval.shape)} < {len(spec)})\n\nEntries in out_specs must be of length "
+            "no greater than the number of axes in the corresponding output value.\n\nEither "
+            f"revise the spec to be shorter, or modify '{name}' so that its outputs have "
+            "sufficient rank.\n\nFor scalar values (rank 0), consider using an out_specs entry "
+            "of `P()`, where `P = plax.sharding.PartitionSpec`. In particular, for rank 0 "
+            "outputs which are not constant over the mesh, add at least one (singleton) axis to "
+            "them so that they can be concatenated using out_specs.")

@@ -1,0 +1,341 @@
+"""shard_map_p: a per-device program over the manual axes of a mesh.
+
+The equation holds the body as a jaxpr over *local* (per-device) values, the mesh, one
+PartitionSpec per operand and per result, and the manual axes. Its operands and results
+are global arrays: operand ``i`` is split into blocks as ``in_specs[i]`` says and each
+device runs the body on its block; the result blocks are put together as ``out_specs``
+say. Under jit it lowers to Shardy's ``sdy.manual_computation``, the collectives inside
+to partition-mode collectives (``lax/collectives.py``); eagerly it runs as a jit of the
+one equation over the mesh.
+"""
+from __future__ import annotations
+
+import math
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray, abstractify, physical_aval
+from plax.core.caches import BoundedCache
+from plax.core.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, consts_as_inputs,
+                             subjaxprs)
+from plax.core.primitive import Primitive
+from plax.core.replication import union, varying_outputs
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, impl_rules, is_undefined,
+                             jvp_rules, not_mapped, partial_eval_rules, register_lowering,
+                             replication_rules,
+                             tangent_aval, transpose_rules)
+from plax.core.trace import extend_axis_env
+from plax.lax import collectives as C
+from plax.lax import shapes as _shapes
+from plax.lax.batch_util import move_batch_dim
+from plax.lowering.stablehlo import lower_jaxpr_body
+from plax.runtime import dispatch, spmd
+from plax.sharding.named import NamedSharding, typed_aval
+from plax.sharding.partition_spec import PartitionSpec
+from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
+
+__all__ = ["shard_map_p", "local_aval", "global_aval", "check_out_replication",
+           "explicit_replication"]
+
+shard_map_p = Primitive("shard_map", multiple_results=True)
+
+
+def _parts(mesh, spec: PartitionSpec, dim: int, manual) -> int:
+    return math.prod(mesh.shape[a] for a in spec.axes_of(dim) if a in manual)
+
+
+def local_aval(aval: ShapedArray, mesh, spec: PartitionSpec, manual) -> ShapedArray:
+    """The type of one device's block of a global value split as ``spec``."""
+    shape = tuple(d // _parts(mesh, spec, i, manual) for i, d in enumerate(aval.shape))
+    return ShapedArray(shape, aval.dtype, aval.weak_type)
+
+
+def global_aval(aval: ShapedArray, mesh, spec: PartitionSpec, manual) -> ShapedArray:
+    """The type of the global value whose blocks (split as ``spec``) have type ``aval``."""
+    shape = tuple(d * _parts(mesh, spec, i, manual) for i, d in enumerate(aval.shape))
+    out = ShapedArray(shape, aval.dtype, aval.weak_type)
+    return typed_aval(out, NamedSharding(mesh, spec)) if mesh.explicit_axes else out
+
+
+def _abstract(*avals, jaxpr: ClosedJaxpr, mesh, in_specs, out_specs, manual_axes, check_vma):
+    return [global_aval(v.aval, mesh, s, manual_axes)
+            for v, s in zip(jaxpr.jaxpr.outvars, out_specs)]
+
+
+_programs = BoundedCache("eager shard_map programs", 256)
+
+
+def _impl(*args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_vma):
+    """Eagerly: the one equation, jitted over the mesh, with the operands laid out by their
+    specs."""
+    params = dict(jaxpr=jaxpr, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                  manual_axes=manual_axes, check_vma=check_vma)
+    avals = [abstractify(a) for a in args]
+    key = (jaxpr, mesh, in_specs, out_specs, manual_axes, check_vma, tuple(avals))
+    closed = _programs.get(key)
+    if closed is None:
+        closed = _programs.put(key, ClosedJaxpr(
+            dispatch._one_equation_jaxpr(shard_map_p, avals, params), []))
+    ins = tuple(NamedSharding(mesh, s) for s in in_specs)
+    outs = tuple(NamedSharding(mesh, s) for s in out_specs)
+    where = (tuple(mesh.devices.flat), mesh)
+    return spmd.call_spmd(closed, "shard_map", (False,) * len(args), True, list(args), ins,
+                          outs, where)
+
+
+def _shardings_text(symbol, mesh, specs, avals) -> str:
+    texts = []
+    for spec, aval in zip(specs, avals):
+        attr = NamedSharding(mesh, spec).shardy_attribute(physical_aval(aval).ndim, symbol)
+        texts.append(attr[len("#sdy.sharding"):])  # the per-value form: <@mesh, [...]>
+    return f"#sdy.sharding_per_value<[{', '.join(texts)}]>"
+
+
+def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_vma):
+    """``sdy.manual_computation``: the body on local blocks, over the manual axes."""
+    symbol = ctx.fn.module.mesh_symbol(mesh)
+    body = jaxpr.jaxpr
+    local_in = [v.aval for v in body.invars]
+    local_out = [v.aval for v in body.outvars]
+    inner = ctx.module_context.replace(mesh=mesh, manual_axes=frozenset(manual_axes))
+
+    def build(c, *block_args):
+        # Lowerings that trace lax code (loops) check collectives' axes again: bind them.
+        with extend_axis_env([(a, mesh.shape[a]) for a in mesh.axis_names if a in manual_axes]):
+            return lower_jaxpr_body(c.fn, body, list(block_args)), local_out
+    region = ctx.region(local_in, build, terminator="sdy.return", module_context=inner)
+    names = ", ".join(f'"{a}"' for a in mesh.axis_names if a in manual_axes)
+    props = (f"in_shardings = {_shardings_text(symbol, mesh, in_specs, ctx.avals_in)}, "
+             f"out_shardings = {_shardings_text(symbol, mesh, out_specs, ctx.avals_out)}, "
+             f"manual_axes = #sdy<manual_axes{{{names}}}>")
+    return ctx.op("sdy.manual_computation", list(args), ctx.avals_in, ctx.avals_out,
+                  props=props, regions=region)
+
+
+abstract_eval_rules[shard_map_p] = _abstract
+impl_rules[shard_map_p] = _impl
+register_lowering(shard_map_p, _lowering)
+
+
+# --- the replication check of the outputs --------------------------------------------------------
+def _set_text(names) -> str:
+    return "{" + ",".join(sorted(names)) + "}"
+
+
+def check_out_replication(name: str, body, in_specs, out_specs, mesh, manual) -> None:
+    """JAX's error for an output whose spec leaves out a manual axis it may vary over."""
+    ins = [frozenset(a for a in s.mesh_axes() if a in manual) for s in in_specs]
+    for spec, varying in zip(out_specs, varying_outputs(body, ins)):
+        allowed = frozenset(a for a in spec.mesh_axes() if a in manual)
+        extra = varying - allowed
+        if extra:
+            raise ValueError(
+                f"shard_map applied to the function '{name}' was given out_specs which require "
+                "replication which can't be statically inferred given the mesh:\n\n"
+                f"The mesh given has shape {tuple(mesh.axis_sizes)} with corresponding axis "
+                f"names {tuple(mesh.axis_names)}.\n\nout_specs is {spec} which implies that the "
+                "corresponding output value is only varying across mesh axes "
+                f"{_set_text(allowed)} and not {_set_text(extra)}, but it was "
+                f"inferred to be possibly varying over {_set_text(extra)}\n\nCheck if these "
+                "output values are meant to be replicated over those mesh axes. If not, "
+                "consider revising the corresponding out_specs entries. If so, consider "
+                "disabling the check by passing the check_vma=False argument to "
+                "`plax.shard_map` (check_rep=False to the experimental shard_map).")
+
+
+# --- making replication explicit: psum_invariant and pvary ----------------------------------------
+# With check_vma, the body is rewritten so that every change of replication is an equation:
+# a psum becomes psum_invariant of a value varying over its axes, and an operand meeting a
+# more varying one is pvary'd first (so are outputs whose spec splits them over axes they do
+# not vary over). These transpose into each other: the rewritten body differentiates exactly.
+_REDUCING = ("psum", "pmax", "pmin")
+_NEEDS_VARYING = ("all_gather", "reduce_scatter", "all_to_all", "ppermute")
+
+
+def _ordered(axes, mesh) -> tuple:
+    return tuple(a for a in mesh.axis_names if a in axes)
+
+
+def explicit_replication(jaxpr, ins, out_specs, mesh, manual):
+    """``jaxpr`` (a body whose inputs vary over ``ins``) with its changes of replication made
+    explicit (see above)."""
+    env = {v: frozenset() for v in jaxpr.constvars}
+    env.update(zip(jaxpr.invars, ins))
+    eqns = []
+
+    def vary(v):
+        return frozenset() if isinstance(v, Literal) else env.get(v, frozenset())
+
+    def raised(v, target):
+        """``v`` pvary'd up to ``target`` (a new var, and its equation) when it is below."""
+        missing = target - vary(v)
+        if not missing or isinstance(v, Literal) and not missing:
+            return v
+        out = Var(v.aval)
+        eqns.append(JaxprEqn([v], [out], C.pvary_p, {"axes": _ordered(missing, mesh)}))
+        env[out] = vary(v) | missing
+        return out
+
+    for e in jaxpr.eqns:
+        name = e.primitive.name
+        if name in _REDUCING or name in _NEEDS_VARYING:
+            axes = frozenset(e.params.get("axes") or C._as_names(e.params["axis_name"]))
+            invars = [raised(v, vary(v) | axes) for v in e.invars]
+            if name == "psum":
+                e = JaxprEqn(invars, e.outvars, C.psum_invariant_p,
+                             {"axes": e.params["axes"]}, e.source_info)
+            else:
+                e = e.replace(invars=invars)
+        elif name == "pjit":
+            inner = e.params["jaxpr"]
+            body = explicit_replication(inner.jaxpr, [vary(v) for v in e.invars], None, mesh,
+                                        manual)
+            e = e.replace(params=dict(e.params, jaxpr=ClosedJaxpr(body, inner.consts)))
+        elif replication_rules.get(e.primitive) is None and not any(subjaxprs(e.params)):
+            target = union(vary(v) for v in e.invars)
+            e = e.replace(invars=[raised(v, target) for v in e.invars])
+        eqns.append(e)
+        for v, s in zip(e.outvars, varying_outputs(Jaxpr([], e.invars, e.outvars, [e]),
+                                                   [vary(v) for v in e.invars])):
+            env[v] = s
+    outvars = list(jaxpr.outvars)
+    if out_specs is not None:
+        outvars = [raised(v, frozenset(a for a in s.mesh_axes() if a in manual))
+                   if not isinstance(v, Literal) else v for v, s in zip(outvars, out_specs)]
+    return Jaxpr(list(jaxpr.constvars), list(jaxpr.invars), outvars, eqns)
+
+
+# --- transformation rules -------------------------------------------------------------------------
+def _axes_bound(params):
+    mesh, manual = params["mesh"], params["manual_axes"]
+    return extend_axis_env([(a, mesh.shape[a]) for a in mesh.axis_names if a in manual])
+
+
+def _bind(body: ClosedJaxpr, args, in_specs, out_specs, params):
+    callee, consts = consts_as_inputs(body)
+    return shard_map_p.bind(*consts, *args, **dict(
+        params, jaxpr=callee, in_specs=(PartitionSpec(),) * len(consts) + tuple(in_specs),
+        out_specs=tuple(out_specs)))
+
+
+def _jvp(primals, tangents, *, jaxpr, in_specs, out_specs, **params):
+    """The body's jvp, over the same mesh: tangents are split as their primals."""
+    nonzeros = [type(t) is not Zero for t in tangents]
+    out_tan = [tangent_aval(a) for a in jaxpr.out_avals]
+    differentiable = [a.dtype != dtypes.float0 for a in out_tan]
+    with _axes_bound(params):
+        body, out_nz = jvp_jaxpr(jaxpr, nonzeros, instantiate=differentiable,
+                                 description="jvp(shard_map)")
+    t_specs = [s for s, nz in zip(in_specs, nonzeros) if nz]
+    o_t_specs = [s for s, nz in zip(out_specs, out_nz) if nz]
+    outs = _bind(body, [*primals, *(t for t in tangents if type(t) is not Zero)],
+                 [*in_specs, *t_specs], [*out_specs, *o_t_specs], params)
+    m = len(out_specs)
+    it = iter(outs[m:])
+    global_tan = [global_aval(tangent_aval(v.aval), params["mesh"], s, params["manual_axes"])
+                  for v, s in zip(jaxpr.jaxpr.outvars, out_specs)]
+    return outs[:m], [next(it) if nz else Zero(a) for a, nz in zip(global_tan, out_nz)]
+
+
+def _transpose(cts, *args, jaxpr, in_specs, out_specs, **params):
+    """The body's transpose: cotangents of the outputs in (split as the outputs), those of the
+    linear operands out (split as the operands)."""
+    linear = [is_undefined(a) for a in args]
+    nonzero = [type(c) is not Zero for c in cts]
+    with _axes_bound(params):
+        body = transpose_jaxpr(jaxpr, linear, nonzero, description="transpose(shard_map)")
+    res = [a for a, lin in zip(args, linear) if not lin]
+    res_specs = [s for s, lin in zip(in_specs, linear) if not lin]
+    ct_in = [c for c in cts if type(c) is not Zero]
+    ct_specs = [s for s, nz in zip(out_specs, nonzero) if nz]
+    lin_specs = [s for s, lin in zip(in_specs, linear) if lin]
+    outs = iter(_bind(body, [*res, *ct_in], [*res_specs, *ct_specs], lin_specs, params))
+    return [next(outs) if lin else None for lin in linear]
+
+
+def _batch(axis, vals, dims, *, jaxpr, in_specs, out_specs, **params):
+    """vmap: the batch dimension moves to the front of every batched operand and stays whole
+    on each device (the specs shift by one)."""
+    vals = [v if d is not_mapped else move_batch_dim(v, d, 0, axis.size)
+            for v, d in zip(vals, dims)]
+    dims = [not_mapped if d is not_mapped else 0 for d in dims]
+    with _axes_bound(params):
+        body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description="vmap(shard_map)",
+                                             out_dims=[0] * len(out_specs))
+    shift = lambda s: PartitionSpec(None, *s)  # noqa: E731
+    specs = [s if d is not_mapped else shift(s) for s, d in zip(in_specs, dims)]
+    outs = _bind(ClosedJaxpr(body, consts), vals, specs, [shift(s) for s in out_specs], params)
+    return list(outs), [0] * len(outs)
+
+
+jvp_rules[shard_map_p] = _jvp
+transpose_rules[shard_map_p] = _transpose
+batch_rules[shard_map_p] = _batch
+
+
+# --- partial evaluation: a known shard_map now, an unknown one of residuals staged ---------------
+def _reshaped(v, shape):
+    """A var of ``v``'s value reshaped to ``shape``, and the equation computing it."""
+    out = Var(v.aval.update(shape=shape))
+    return out, JaxprEqn([v], [out], _shapes.reshape_p,
+                         {"new_sizes": shape, "dimensions": None, "sharding": None})
+
+
+def _residuals_as_rows(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int):
+    """The bodies with every residual at least 1-D: residuals leave the known shard_map split
+    over all manual axes along their first dimension (each device keeps its own), so a
+    scalar one travels as shape (1,)."""
+    kj, uj = known.jaxpr, unknown.jaxpr
+    n_known = len(kj.outvars) - num_res
+    k_out, k_eqns, u_in, u_eqns = list(kj.outvars), list(kj.eqns), list(uj.invars), []
+    for i in range(num_res):
+        v = k_out[n_known + i]
+        if isinstance(v, Literal) or v.aval.shape == ():
+            if isinstance(v, Literal):  # a constant residual: computed into a var first
+                lit, v = v, Var(v.aval)
+                k_eqns.append(JaxprEqn([lit], [v], _shapes.reshape_p, {
+                    "new_sizes": (), "dimensions": None, "sharding": None}))
+            row, eqn = _reshaped(v, (1,))
+            k_eqns.append(eqn)
+            k_out[n_known + i] = row
+            scalar = uj.invars[i]
+            row_in = Var(scalar.aval.update(shape=(1,)))
+            u_in[i] = row_in
+            u_eqns.append(JaxprEqn([row_in], [scalar], _shapes.reshape_p,
+                                   {"new_sizes": (), "dimensions": None, "sharding": None}))
+    known = ClosedJaxpr(Jaxpr(kj.constvars, kj.invars, k_out, k_eqns), known.consts)
+    unknown = ClosedJaxpr(Jaxpr(uj.constvars, u_in, uj.outvars, u_eqns + list(uj.eqns)),
+                          unknown.consts)
+    return known, unknown
+
+
+def _partial_eval(trace, args, params):
+    closed, in_specs, out_specs = params["jaxpr"], params["in_specs"], params["out_specs"]
+    manual = [a for a in params["mesh"].axis_names if a in params["manual_axes"]]
+    unknowns = [trace.is_unknown(a) for a in args]
+    with _axes_bound(params):
+        known, unknown, out_unknowns, num_res = partial_eval_jaxpr(
+            closed, unknowns, instantiate=False, description="shard_map")
+    known, unknown = _residuals_as_rows(known, unknown, num_res)
+    res_spec = PartitionSpec(tuple(manual) if len(manual) > 1 else manual[0])
+    known_body, known_consts = consts_as_inputs(known)
+    known_in = [*known_consts, *(a for a, u in zip(args, unknowns) if not u)]
+    k_specs = [PartitionSpec()] * len(known_consts) + \
+        [s for s, u in zip(in_specs, unknowns) if not u]
+    k_out_specs = [s for s, u in zip(out_specs, out_unknowns) if not u] + [res_spec] * num_res
+    known_out = trace.known(shard_map_p, known_in, dict(
+        params, jaxpr=known_body, in_specs=tuple(k_specs), out_specs=tuple(k_out_specs)))
+    n_known = len(known_out) - num_res
+    unknown_out = []
+    if any(out_unknowns):
+        u_body, u_consts = consts_as_inputs(unknown)
+        u_in = [*u_consts, *known_out[n_known:], *(a for a, u in zip(args, unknowns) if u)]
+        u_specs = [PartitionSpec()] * len(u_consts) + [res_spec] * num_res + \
+            [s for s, u in zip(in_specs, unknowns) if u]
+        unknown_out = trace.stage(shard_map_p, u_in, dict(
+            params, jaxpr=u_body, in_specs=tuple(u_specs),
+            out_specs=tuple(s for s, u in zip(out_specs, out_unknowns) if u)))
+    k, u = iter(known_out[:n_known]), iter(unknown_out)
+    return [next(u) if unk else next(k) for unk in out_unknowns]
+
+
+partial_eval_rules[shard_map_p] = _partial_eval
