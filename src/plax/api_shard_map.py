@@ -18,14 +18,19 @@ from plax import tree_util
 from plax.core.avals import abstractify
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs
 from plax.core.staging import trace_to_jaxpr
-from plax.core.trace import extend_axis_env, get_aval
-from plax.lax.shard_map import (check_out_replication, explicit_replication, local_aval,
-                                shard_map_p)
+from plax.core.trace import get_aval
+from plax import lax
+from plax.lax.shard_map import body_context, check_out_replication, local_aval, shard_map_p
 from plax.sharding.mesh import AbstractMesh, Mesh, context_mesh
 from plax.sharding.named import check_spec
 from plax.sharding.partition_spec import Infer, PartitionSpec
 
 __all__ = ["shard_map", "Infer"]
+
+
+def jnp_asarray(x):
+    """An output leaf as an array value (Python scalars and NumPy values become constants)."""
+    return x if hasattr(x, "aval") else lax.convert_element_type(x, abstractify(x).dtype)
 
 
 def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh=None, axis_names=frozenset(),
@@ -76,29 +81,32 @@ def _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names):
         paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(args)[0]]
         for path, aval, spec in zip(paths, avals, specs):
             _check_arg(name, f, path, aval, spec, mesh, manual)
-        local = [local_aval(a, mesh, s, manual) for a, s in zip(avals, specs)]
-        out_tree_box = []
+        local = [local_aval(a, mesh, s, manual, check_vma) for a, s in zip(avals, specs)]
+        box = []
 
         def body(*xs):
             out = f(*tree_util.tree_unflatten(in_tree, list(xs)))
             out_leaves, out_tree = tree_util.tree_flatten(out)
-            out_tree_box.append((out_tree, out))
+            o_specs = _prefix_leaves("out_specs", out_specs() if callable(out_specs) else
+                                     out_specs, out)
+            out_leaves = [jnp_asarray(v) for v in out_leaves]
+            out_avals = [get_aval(v) for v in out_leaves]
+            for aval, spec in zip(out_avals, o_specs):
+                _check_out_rank(name, aval, spec)
+            if check_vma:
+                check_out_replication(name, out_avals, o_specs, mesh, manual)
+                # Outputs split over axes they do not vary over: each device's copy is a block.
+                out_leaves = [lax.pvary(v, tuple(a for a in mesh.axis_names
+                                                 if a in s.mesh_axes() and a not in av.vma))
+                              for v, s, av in zip(out_leaves, o_specs, out_avals)]
+            box.append((out_tree, o_specs))
             return out_leaves
 
-        with extend_axis_env([(a, mesh.shape[a]) for a in mesh.axis_names if a in manual]):
+        with body_context(mesh, manual, check_vma):
             jaxpr, consts = trace_to_jaxpr(body, local, description=f"shard_map({name})")
-        out_tree, out_value = out_tree_box[0]
-        outs_spec = out_specs() if callable(out_specs) else out_specs
-        o_specs = _prefix_leaves("out_specs", outs_spec, out_value)
-        for aval, spec in zip([v.aval for v in jaxpr.outvars], o_specs):
-            _check_out_rank(name, aval, spec)
+        out_tree, o_specs = box[0]
         callee, consts = consts_as_inputs(ClosedJaxpr(jaxpr, consts))
         all_in = (PartitionSpec(),) * len(consts) + tuple(specs)  # constants: replicated
-        if check_vma:
-            check_out_replication(name, callee.jaxpr, all_in, tuple(o_specs), mesh, manual)
-            ins = [frozenset(a for a in s.mesh_axes() if a in manual) for s in all_in]
-            callee = ClosedJaxpr(explicit_replication(callee.jaxpr, ins, o_specs, mesh, manual),
-                                 [])
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=callee, mesh=mesh,
                                 in_specs=all_in, out_specs=tuple(o_specs), manual_axes=manual,
                                 check_vma=bool(check_vma))

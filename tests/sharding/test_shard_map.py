@@ -186,10 +186,17 @@ def test_replication_check_follows_collectives_and_control_flow(mesh):
 
     def loop(a):
         return lax.fori_loop(0, 2, lambda i, c: c + lax.axis_index("y"), a)
+    with pytest.raises(TypeError, match="so the manual axis types do not match"):
+        smap(loop, mesh, P("x"), P("x", "y"))(X)  # the carry starts invariant over y
+
+    def cast_loop(a):  # the fix the error suggests
+        return lax.fori_loop(0, 2, lambda i, c: c + lax.axis_index("y"),
+                             lax.pcast(a, "y", to="varying"))
     with pytest.raises(ValueError, match="possibly varying over \\{y\\}"):
-        smap(loop, mesh, P("x"), P("x"))(X)
-    out = smap(loop, mesh, P("x"), P("x", "y"))(X)  # as a block per device of y
-    assert out.shape == (8, 16)
+        smap(cast_loop, mesh, P("x"), P("x"))(X)
+    out = smap(cast_loop, mesh, P("x"), P("x", "y"))(X)  # a block per device of y
+    expect = np.concatenate([X + 2 * j for j in range(4)], axis=1)
+    np.testing.assert_allclose(np.asarray(out), expect)
     cond = lambda a: lax.cond(lax.axis_index("x") == 0, lambda v: v, lambda v: -v, a)  # noqa: E731
     with pytest.raises(ValueError, match="possibly varying over \\{x\\}"):
         smap(cond, mesh, P(), P())(X)
@@ -251,9 +258,9 @@ def test_the_backward_pass_adds_no_collectives(mesh):
     no-op), so the gradient sums only where an input is replicated: w over x."""
     f = _f(mesh)
     text = str(plax.make_jaxpr(plax.grad(lambda a, w: f(a, w).sum(), argnums=(0, 1)))(X, W))
-    # the forward pass's own sum over y, and the backward pass's over x for w: nothing else
-    assert text.count("psum_invariant") == 2
-    assert text.count("psum_invariant[axes=('y',)]") == 1
+    # the backward pass's sum over x for w, and nothing else (the forward pass's own sum
+    # over y computes an unused primal output: dead code)
+    assert text.count("psum_invariant") == 1
     assert text.count("psum_invariant[axes=('x',)]") == 1
     assert "psum[" not in text and text.count("shard_map[") == 2
     fwd = str(plax.make_jaxpr(f)(X, W))
@@ -287,3 +294,22 @@ def test_pvary_pcast_mark_values_varying(line):
     f = smap(lambda a: lax.pcast(a, "i", to="varying"), line, P(), P("i"))
     np.testing.assert_array_equal(np.asarray(f(np.ones(2, np.float32))), np.ones(16))
     assert lax.pbroadcast is lax.pvary
+
+
+def test_types_show_the_varying_axes_and_grad_inside_sums_over_devices(line):
+    text = str(plax.make_jaxpr(smap(lambda a: lax.psum(a * 2, "i"), line, P("i"), P()))(
+        np.ones(16, np.float32)))
+    assert "a:f32[2]{V:i}" in text and "psum_invariant[axes=('i',)]" in text
+    assert "manual_axes=frozenset({'i'})" in text
+    # A replicated parameter meets the device's data: its gradient comes back summed over
+    # the devices (the implicit pvary transposes to a psum), as in JAX.
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(32, 4)).astype(np.float32), rng.normal(size=(32,)).astype(np.float32)
+    w = rng.normal(size=(4,)).astype(np.float32)
+
+    def local_grad(w, xb, yb):
+        return plax.grad(lambda w: jnp.mean((xb @ w - yb) ** 2))(w)
+    g = smap(local_grad, line, (P(), P("i"), P("i")), P())(w, x, y)
+    expect = sum(2 * xb.T @ (xb @ w - yb) / 4 for xb, yb in zip(x.reshape(8, 4, 4),
+                                                                y.reshape(8, 4)))
+    np.testing.assert_allclose(np.asarray(g), expect, rtol=1e-4, atol=1e-5)

@@ -72,9 +72,9 @@ class ShapedArray(AbstractValue):
     Explicit axis (the value is replicated there, or the mesh's axes are Auto).
     """
 
-    __slots__ = ("shape", "dtype", "weak_type", "_sharding", "_hash")
+    __slots__ = ("shape", "dtype", "weak_type", "_sharding", "vma", "_hash")
 
-    def __init__(self, shape, dtype, weak_type: bool = False, sharding=None):
+    def __init__(self, shape, dtype, weak_type: bool = False, sharding=None, vma=frozenset()):
         shape = tuple(shape)
         if not isinstance(dtype, (np.dtype, dtypes.ExtendedDType)):
             dtype = np.dtype(dtype)
@@ -94,7 +94,9 @@ class ShapedArray(AbstractValue):
             if len(sharding.spec) != len(shape):
                 raise ValueError(f"the sharding {sharding.spec} of a type must have one entry per "
                                  f"dimension of shape {shape}")
-        self._hash = hash((shape, dtype, self.weak_type, sharding))
+        # Inside shard_map: the manual mesh axes the value varies over (printed {V:x}).
+        self.vma = vma
+        self._hash = hash((shape, dtype, self.weak_type, sharding, vma))
 
     ndim = property(lambda self: len(self.shape))
 
@@ -115,14 +117,16 @@ class ShapedArray(AbstractValue):
         from plax.sharding.named import NamedSharding
         return NamedSharding(get_abstract_mesh(), (None,) * len(self.shape))
 
-    def update(self, shape=None, dtype=None, weak_type=None, sharding=False) -> "ShapedArray":
+    def update(self, shape=None, dtype=None, weak_type=None, sharding=False,
+               vma=None) -> "ShapedArray":
         """A copy with some fields changed. The sharding is kept while the rank is
-        (``sharding=None`` drops it)."""
+        (``sharding=None`` drops it); the varying axes are kept."""
         shape = self.shape if shape is None else shape
         if sharding is False:
             sharding = self._sharding if len(shape) == len(self.shape) else None
         return ShapedArray(shape, self.dtype if dtype is None else dtype,
-                           self.weak_type if weak_type is None else weak_type, sharding)
+                           self.weak_type if weak_type is None else weak_type, sharding,
+                           self.vma if vma is None else frozenset(vma))
 
     def strip_weak_type(self) -> "ShapedArray":
         return self.update(weak_type=False) if self.weak_type else self
@@ -130,12 +134,19 @@ class ShapedArray(AbstractValue):
     def __eq__(self, other):
         return (type(other) is ShapedArray and self.shape == other.shape
                 and self.dtype == other.dtype and self.weak_type == other.weak_type
-                and self._sharding == other._sharding)
+                and self._sharding == other._sharding and self.vma == other.vma)
 
     def __hash__(self):
         return self._hash
 
     def str_short(self, short_dtypes: bool = True) -> str:
+        text = self._type_text(short_dtypes)
+        if self.vma:
+            names = sorted(self.vma)
+            text += "{V:" + (names[0] if len(names) == 1 else f"({','.join(names)})") + "}"
+        return text
+
+    def _type_text(self, short_dtypes: bool) -> str:
         name = short_dtype_name(self.dtype) if short_dtypes else str(self.dtype.name)
         if self._sharding is None:
             return f"{name}[{','.join(str(d) for d in self.shape)}]"
@@ -166,7 +177,8 @@ def physical_aval(aval: ShapedArray) -> ShapedArray:
     s = aval._sharding
     if s is not None:
         s = type(s)(s.mesh, tuple(s.spec) + (None,) * len(dt.physical_shape))
-    return ShapedArray(aval.shape + dt.physical_shape, dt.physical_dtype, sharding=s)
+    return ShapedArray(aval.shape + dt.physical_shape, dt.physical_dtype, sharding=s,
+                       vma=aval.vma)
 
 
 _SCALAR_TYPES = (bool, int, float, complex)

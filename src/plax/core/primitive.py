@@ -6,6 +6,7 @@ trace looks up the primitive's rule in its table (all tables live in
 """
 from __future__ import annotations
 
+from plax.core import replication
 from plax.core.avals import sharding_in_types
 from plax.core.rules import abstract_eval_rules, all_primitives, impl_rules
 from plax.core.sharding_types import propagate
@@ -26,6 +27,8 @@ class Primitive:
         return self.name
 
     def bind(self, *args, **params):
+        if replication.vma_in_types[0] and len(args) > 1:  # inside shard_map: implicit pvary
+            args = replication.coerce(self, args, params)
         return current_trace().process_primitive(self, args, params)
 
     # Registration helpers, so a rule can be declared with a decorator.
@@ -47,5 +50,7 @@ def abstract_eval(prim: Primitive, avals, params):
     out = rule(*avals, **params)
     out = list(out) if prim.multiple_results else [out]
     if sharding_in_types[0]:
-        return propagate(prim, avals, out, params)
+        out = propagate(prim, avals, out, params)
+    if replication.vma_in_types[0]:
+        out = replication.propagate(prim, avals, out, params)
     return out

@@ -1,22 +1,35 @@
-"""Which mesh axes a value inside shard_map varies over.
+"""Which mesh axes a value inside shard_map varies over (its ``vma``, in its type).
 
 Inside ``shard_map`` every device holds its own block of a value; a value *varies*
 over a manual mesh axis when devices along that axis may hold different blocks, and
-is *invariant* over it when they hold the same. An output whose out spec does not
-mention an axis must be invariant over it (shard_map refuses it otherwise, unless
-``check_vma=False``). ``varying_outputs`` walks a body jaxpr with each primitive's rule
-(``replication_rules[prim](ins, **params) -> [frozenset]``, registered beside the
-primitive; ``ins`` are its operands' varying sets): by default a result varies over
-everything any operand varies over; collectives and control flow have their own.
-A higher-order primitive without a rule is looked into when it has one body taking
-its operands (jit, remat, custom_jvp/vjp calls).
+is *invariant* over it when they hold the same. With ``check_vma`` the body is traced
+with the varying axes in the types (``f32[4]{V:x}``):
+
+- after a primitive's abstract evaluation, ``propagate`` sets its results' varying
+  axes with its rule (``replication_rules[prim](ins, **params) -> [frozenset]``,
+  registered beside the primitive: collectives, control flow); a primitive without
+  one varies over everything its operands do (a higher-order one keeps its body's
+  types);
+- before such a primitive binds, ``coerce`` marks its less varying operands varying
+  with ``pvary`` (the implicit pvary), so that every change of replication is an
+  equation. ``pvary`` and ``psum_invariant`` transpose into each other: this is what
+  makes gradients of shard_map exact, with no needless collectives.
+
+An output whose out spec does not split it over an axis it varies over is refused.
 """
 from __future__ import annotations
 
-from plax.core.jaxpr import Literal, open_jaxpr, subjaxprs
+import contextlib
+
 from plax.core.rules import replication_rules
 
-__all__ = ["varying_outputs", "union"]
+__all__ = ["vma_in_types", "checking", "manual_axes", "propagate", "coerce", "union"]
+
+# How many shard_map bodies checked for replication are being traced (or transformed) now.
+vma_in_types = [0]
+_manual: list = []  # their manual axes, innermost last
+# The pvary primitive (registered by plax.lax.collectives, which core cannot import).
+pvary_prim = [None]
 
 
 def union(sets) -> frozenset:
@@ -26,39 +39,63 @@ def union(sets) -> frozenset:
     return out
 
 
-def varying_outputs(jaxpr, ins) -> list:
-    """The varying set of each output of ``jaxpr`` (its constvars: invariant) when its inputs
-    vary over ``ins``."""
-    env = {v: frozenset() for v in jaxpr.constvars}
-    env.update(zip(jaxpr.invars, ins))
-
-    def read(v):
-        return frozenset() if isinstance(v, Literal) else env.get(v, frozenset())
-
-    for eqn in jaxpr.eqns:
-        args = [read(v) for v in eqn.invars]
-        rule = replication_rules.get(eqn.primitive)
-        if rule is not None:
-            outs = rule(args, **eqn.params)
-        else:
-            bodies = [open_jaxpr(j) for j in subjaxprs(eqn.params)]
-            if len(bodies) == 1 and len(bodies[0].invars) == len(args) and \
-                    len(bodies[0].outvars) == len(eqn.outvars):
-                outs = varying_outputs(bodies[0], args)
-            else:
-                outs = [union(args)] * len(eqn.outvars)
-        for v, s in zip(eqn.outvars, outs):
-            env[v] = frozenset(s)
-    return [read(v) for v in jaxpr.outvars]
+@contextlib.contextmanager
+def checking(manual):
+    """Trace with the varying axes in the types, inside a shard_map over ``manual``."""
+    vma_in_types[0] += 1
+    _manual.append(frozenset(manual))
+    try:
+        yield
+    finally:
+        _manual.pop()
+        vma_in_types[0] -= 1
 
 
-def carry_fixed_point(step, carry_in):
-    """The varying sets of a loop's carry: ``step(carry) -> carry out`` iterated from
-    ``carry_in``, joining, until nothing changes."""
-    carry = list(carry_in)
-    while True:
-        out = step(carry)
-        joined = [a | b for a, b in zip(carry, out)]
-        if joined == carry:
-            return carry
-        carry = joined
+def manual_axes() -> frozenset:
+    """The manual axes of the innermost checked shard_map being traced (empty outside)."""
+    return _manual[-1] if _manual else frozenset()
+
+
+def _has_body(params) -> bool:
+    from plax.core.jaxpr import subjaxprs  # (jaxpr.py imports primitive.py, which imports this)
+    return any(True for _ in subjaxprs(params))
+
+
+def _vma(aval) -> frozenset:
+    return getattr(aval, "vma", frozenset())
+
+
+def propagate(prim, avals, outs, params) -> list:
+    """``outs`` (the results' avals) with the axes they vary over."""
+    ins = [_vma(a) for a in avals]
+    rule = replication_rules.get(prim)
+    if rule is None:
+        if _has_body(params):
+            return outs  # a call, loop or branch: its body's types
+        sets = [union(ins)] * len(outs)
+    else:
+        sets = rule(ins, **params)
+    return [o if _vma(o) == s or not hasattr(o, "vma") else o.update(vma=s)
+            for o, s in zip(outs, sets)]
+
+
+def coerce(prim, args, params):
+    """``args`` with the less varying operands of a standard primitive pvary'd up to the
+    most varying one's axes (constants, the same on every device, stay as they are)."""
+    if prim in replication_rules or _has_body(params):
+        return args
+    sets = [_vma(getattr(a, "aval", None)) for a in args]
+    target = union(sets)
+    if all(s == target for s in sets):
+        return args
+    out = []
+    for a, s in zip(args, sets):
+        if s != target and hasattr(a, "aval") and not _is_constant(a):
+            a = pvary_prim[0].bind(a, axes=tuple(sorted(target - s)))[0]
+        out.append(a)
+    return out
+
+
+def _is_constant(x) -> bool:
+    from plax.core.trace import Tracer
+    return not isinstance(x, Tracer)

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from plax import tree_util
-from plax.core import dtypes
+from plax.core import dtypes, replication
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, collective_axis_names,
@@ -125,6 +125,16 @@ transpose_rules[psum_p] = _psum_transpose
 # pmax and pmin have no jvp rule yet (ties across the axis).
 
 
+def _varying_over(x, names):
+    """Inside a shard_map checked for replication: ``x`` pvary'd over those of the manual
+    axes ``names`` it does not vary over yet (a collective over them needs it varying)."""
+    if not replication.vma_in_types[0]:
+        return x
+    missing = [n for n in names if n in replication.manual_axes() and
+               n not in getattr(get_aval(x), "vma", ())]
+    return pvary_p.bind(x, axes=tuple(missing))[0] if missing else x
+
+
 def _bind_allreduce(prim, x, axis_name, axis_index_groups):
     if axis_index_groups is not None:
         raise NotImplementedError("axis_index_groups is not supported: collectives act on the "
@@ -133,6 +143,13 @@ def _bind_allreduce(prim, x, axis_name, axis_index_groups):
     leaves, tree = tree_util.tree_flatten(x)
     if not names:
         return x
+    manual = replication.manual_axes() if replication.vma_in_types[0] else frozenset()
+    if prim is psum_p and manual and all(n in manual for n in names):
+        # In a checked shard_map, a sum of varying values into an invariant one: a value
+        # that is the same on every device is counted once per device, as in JAX.
+        leaves = [_varying_over(v, names) for v in leaves]
+        return tree_util.tree_unflatten(tree, psum_invariant_p.bind(*leaves, axes=names))
+    leaves = [_varying_over(v, names) for v in leaves]
     outs = prim.bind(*leaves, axes=names, axis_index_groups=None)
     return tree_util.tree_unflatten(tree, outs)
 
@@ -225,6 +242,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
     _check_bound(names)
 
     def one(leaf):
+        leaf = _varying_over(leaf, names)
         ndim = get_aval(leaf).ndim
         if tiled and ndim == 0:
             raise ValueError("all_gather with tiled=True needs arrays of rank at least 1, got a "
@@ -310,6 +328,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
     size = axis_size(names)
 
     def one(leaf):
+        leaf = _varying_over(leaf, names)
         dim = canonical_axis(scatter_dimension, get_aval(leaf).ndim)
         return reduce_scatter_p.bind(leaf, scatter_dimension=dim, axis_name=names,
                                      axis_index_groups=None, axis_size=size, tiled=bool(tiled))
@@ -383,6 +402,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
         raise NotImplementedError("axis_index_groups is not supported.")
 
     def one(leaf):
+        leaf = _varying_over(leaf, _as_names(axis_name))
         ndim = get_aval(leaf).ndim
         split = canonical_axis(split_axis, ndim)
         concat = canonical_axis(concat_axis, ndim)
@@ -442,7 +462,8 @@ def ppermute(x, axis_name, perm):
     if any(not 0 <= i < size for i in srcs + dsts):
         raise ValueError(f"ppermute perm={perm} has an index outside the axis {axis_name} of "
                          f"size {size}.")
-    return tree_util.tree_map(lambda leaf: ppermute_p.bind(leaf, axis_name=names, perm=perm), x)
+    return tree_util.tree_map(
+        lambda leaf: ppermute_p.bind(_varying_over(leaf, names), axis_name=names, perm=perm), x)
 
 
 def pshuffle(x, axis_name, perm):
@@ -708,6 +729,7 @@ register_lowering(pvary_p, lambda ctx, *xs, axes: list(xs))
 register_lowering(psum_invariant_p, lambda ctx, *xs, axes: _allreduce_lowering(
     "stablehlo.add", "stablehlo.or")(ctx, *xs, axes=axes, axis_index_groups=None))
 replication_rules[pvary_p] = lambda ins, *, axes: [s | frozenset(axes) for s in ins]
+replication.pvary_prim[0] = pvary_p  # the implicit pvary of core.replication.coerce
 replication_rules[psum_invariant_p] = lambda ins, *, axes: [s - frozenset(axes) for s in ins]
 
 

@@ -10,21 +10,21 @@ one equation over the mesh.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, abstractify, physical_aval
 from plax.core.caches import BoundedCache
-from plax.core.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, consts_as_inputs,
-                             subjaxprs)
+from plax.core.dce import dce_jaxpr, jaxpr_has_effects
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, consts_as_inputs
+from plax.core import replication
 from plax.core.primitive import Primitive
-from plax.core.replication import union, varying_outputs
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, impl_rules, is_undefined,
-                             jvp_rules, not_mapped, partial_eval_rules, register_lowering,
-                             replication_rules,
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
+                             is_undefined, jvp_rules, not_mapped, partial_eval_rules,
+                             param_printers, register_lowering, replication_rules,
                              tangent_aval, transpose_rules)
 from plax.core.trace import extend_axis_env
-from plax.lax import collectives as C
 from plax.lax import shapes as _shapes
 from plax.lax.batch_util import move_batch_dim
 from plax.lowering.stablehlo import lower_jaxpr_body
@@ -33,8 +33,7 @@ from plax.sharding.named import NamedSharding, typed_aval
 from plax.sharding.partition_spec import PartitionSpec
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
-__all__ = ["shard_map_p", "local_aval", "global_aval", "check_out_replication",
-           "explicit_replication"]
+__all__ = ["shard_map_p", "local_aval", "global_aval", "check_out_replication", "body_context"]
 
 shard_map_p = Primitive("shard_map", multiple_results=True)
 
@@ -43,16 +42,19 @@ def _parts(mesh, spec: PartitionSpec, dim: int, manual) -> int:
     return math.prod(mesh.shape[a] for a in spec.axes_of(dim) if a in manual)
 
 
-def local_aval(aval: ShapedArray, mesh, spec: PartitionSpec, manual) -> ShapedArray:
-    """The type of one device's block of a global value split as ``spec``."""
+def local_aval(aval: ShapedArray, mesh, spec: PartitionSpec, manual,
+               check_vma: bool = False) -> ShapedArray:
+    """The type of one device's block of a global value split as ``spec`` (with
+    ``check_vma``, varying over the manual axes the spec splits it over)."""
     shape = tuple(d // _parts(mesh, spec, i, manual) for i, d in enumerate(aval.shape))
-    return ShapedArray(shape, aval.dtype, aval.weak_type)
+    vma = frozenset(a for a in spec.mesh_axes() if a in manual) if check_vma else frozenset()
+    return ShapedArray(shape, aval.dtype, aval.weak_type, vma=vma)
 
 
 def global_aval(aval: ShapedArray, mesh, spec: PartitionSpec, manual) -> ShapedArray:
     """The type of the global value whose blocks (split as ``spec``) have type ``aval``."""
     shape = tuple(d * _parts(mesh, spec, i, manual) for i, d in enumerate(aval.shape))
-    out = ShapedArray(shape, aval.dtype, aval.weak_type)
+    out = ShapedArray(shape, aval.dtype, aval.weak_type)  # outside: varying over nothing
     return typed_aval(out, NamedSharding(mesh, spec)) if mesh.explicit_axes else out
 
 
@@ -100,7 +102,7 @@ def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_v
 
     def build(c, *block_args):
         # Lowerings that trace lax code (loops) check collectives' axes again: bind them.
-        with extend_axis_env([(a, mesh.shape[a]) for a in mesh.axis_names if a in manual_axes]):
+        with body_context(mesh, manual_axes, check_vma):
             return lower_jaxpr_body(c.fn, body, list(block_args)), local_out
     region = ctx.region(local_in, build, terminator="sdy.return", module_context=inner)
     names = ", ".join(f'"{a}"' for a in mesh.axis_names if a in manual_axes)
@@ -111,7 +113,18 @@ def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_v
                   props=props, regions=region)
 
 
+class _AxesShown(frozenset):
+    """Manual axes as the jaxpr printer shows them: in a fixed (sorted) order."""
+
+    def __repr__(self):
+        return "frozenset({" + ", ".join(repr(a) for a in sorted(self)) + "})"
+
+
 abstract_eval_rules[shard_map_p] = _abstract
+param_printers[shard_map_p] = lambda p: dict(p, manual_axes=_AxesShown(p["manual_axes"]))
+# Nested in another shard_map (over other axes): its results vary as its operands do.
+replication_rules[shard_map_p] = lambda ins, *, out_specs, **params: [
+    replication.union(ins)] * len(out_specs)
 impl_rules[shard_map_p] = _impl
 register_lowering(shard_map_p, _lowering)
 
@@ -121,12 +134,11 @@ def _set_text(names) -> str:
     return "{" + ",".join(sorted(names)) + "}"
 
 
-def check_out_replication(name: str, body, in_specs, out_specs, mesh, manual) -> None:
+def check_out_replication(name: str, out_avals, out_specs, mesh, manual) -> None:
     """JAX's error for an output whose spec leaves out a manual axis it may vary over."""
-    ins = [frozenset(a for a in s.mesh_axes() if a in manual) for s in in_specs]
-    for spec, varying in zip(out_specs, varying_outputs(body, ins)):
+    for spec, aval in zip(out_specs, out_avals):
         allowed = frozenset(a for a in spec.mesh_axes() if a in manual)
-        extra = varying - allowed
+        extra = aval.vma - allowed
         if extra:
             raise ValueError(
                 f"shard_map applied to the function '{name}' was given out_specs which require "
@@ -142,72 +154,21 @@ def check_out_replication(name: str, body, in_specs, out_specs, mesh, manual) ->
                 "`plax.shard_map` (check_rep=False to the experimental shard_map).")
 
 
-# --- making replication explicit: psum_invariant and pvary ----------------------------------------
-# With check_vma, the body is rewritten so that every change of replication is an equation:
-# a psum becomes psum_invariant of a value varying over its axes, and an operand meeting a
-# more varying one is pvary'd first (so are outputs whose spec splits them over axes they do
-# not vary over). These transpose into each other: the rewritten body differentiates exactly.
-_REDUCING = ("psum", "pmax", "pmin")
-_NEEDS_VARYING = ("all_gather", "reduce_scatter", "all_to_all", "ppermute")
-
-
-def _ordered(axes, mesh) -> tuple:
-    return tuple(a for a in mesh.axis_names if a in axes)
-
-
-def explicit_replication(jaxpr, ins, out_specs, mesh, manual):
-    """``jaxpr`` (a body whose inputs vary over ``ins``) with its changes of replication made
-    explicit (see above)."""
-    env = {v: frozenset() for v in jaxpr.constvars}
-    env.update(zip(jaxpr.invars, ins))
-    eqns = []
-
-    def vary(v):
-        return frozenset() if isinstance(v, Literal) else env.get(v, frozenset())
-
-    def raised(v, target):
-        """``v`` pvary'd up to ``target`` (a new var, and its equation) when it is below."""
-        missing = target - vary(v)
-        if not missing or isinstance(v, Literal) and not missing:
-            return v
-        out = Var(v.aval)
-        eqns.append(JaxprEqn([v], [out], C.pvary_p, {"axes": _ordered(missing, mesh)}))
-        env[out] = vary(v) | missing
-        return out
-
-    for e in jaxpr.eqns:
-        name = e.primitive.name
-        if name in _REDUCING or name in _NEEDS_VARYING:
-            axes = frozenset(e.params.get("axes") or C._as_names(e.params["axis_name"]))
-            invars = [raised(v, vary(v) | axes) for v in e.invars]
-            if name == "psum":
-                e = JaxprEqn(invars, e.outvars, C.psum_invariant_p,
-                             {"axes": e.params["axes"]}, e.source_info)
-            else:
-                e = e.replace(invars=invars)
-        elif name == "pjit":
-            inner = e.params["jaxpr"]
-            body = explicit_replication(inner.jaxpr, [vary(v) for v in e.invars], None, mesh,
-                                        manual)
-            e = e.replace(params=dict(e.params, jaxpr=ClosedJaxpr(body, inner.consts)))
-        elif replication_rules.get(e.primitive) is None and not any(subjaxprs(e.params)):
-            target = union(vary(v) for v in e.invars)
-            e = e.replace(invars=[raised(v, target) for v in e.invars])
-        eqns.append(e)
-        for v, s in zip(e.outvars, varying_outputs(Jaxpr([], e.invars, e.outvars, [e]),
-                                                   [vary(v) for v in e.invars])):
-            env[v] = s
-    outvars = list(jaxpr.outvars)
-    if out_specs is not None:
-        outvars = [raised(v, frozenset(a for a in s.mesh_axes() if a in manual))
-                   if not isinstance(v, Literal) else v for v, s in zip(outvars, out_specs)]
-    return Jaxpr(list(jaxpr.constvars), list(jaxpr.invars), outvars, eqns)
-
-
 # --- transformation rules -------------------------------------------------------------------------
+@contextlib.contextmanager
+def body_context(mesh, manual, check_vma: bool):
+    """What tracing (or transforming) a body needs: the manual axes bound, and with
+    ``check_vma`` the varying axes in the types."""
+    with extend_axis_env([(a, mesh.shape[a]) for a in mesh.axis_names if a in manual]):
+        if check_vma:
+            with replication.checking(manual):
+                yield
+        else:
+            yield
+
+
 def _axes_bound(params):
-    mesh, manual = params["mesh"], params["manual_axes"]
-    return extend_axis_env([(a, mesh.shape[a]) for a in mesh.axis_names if a in manual])
+    return body_context(params["mesh"], params["manual_axes"], params["check_vma"])
 
 
 def _bind(body: ClosedJaxpr, args, in_specs, out_specs, params):
@@ -339,3 +300,24 @@ def _partial_eval(trace, args, params):
 
 
 partial_eval_rules[shard_map_p] = _partial_eval
+
+
+# --- dead code: a shard_map of the used results, on the operands they need -----------------------
+def _dce(used_outputs, eqn):
+    closed = eqn.params["jaxpr"]
+    if not any(used_outputs) and not jaxpr_has_effects(closed):
+        return [False] * len(eqn.invars), None
+    body, used_inputs = dce_jaxpr(closed.jaxpr, used_outputs)
+    if all(used_inputs) and all(used_outputs) and len(body.eqns) == len(closed.jaxpr.eqns):
+        return used_inputs, eqn
+    new = eqn.replace(
+        invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
+        outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+        params=dict(eqn.params, jaxpr=ClosedJaxpr(body, closed.consts),
+                    in_specs=tuple(s for s, u in zip(eqn.params["in_specs"], used_inputs) if u),
+                    out_specs=tuple(s for s, u in zip(eqn.params["out_specs"], used_outputs)
+                                    if u)))
+    return used_inputs, new
+
+
+dce_rules[shard_map_p] = _dce

@@ -84,10 +84,11 @@ def avals_of(values) -> list:
 
 
 def same_type(a, b) -> bool:
-    """Equal shape, dtype and sharding in the type (weak types may differ, as JAX's
-    ``typematch``)."""
+    """Equal shape, dtype, sharding in the type and varying mesh axes (weak types may differ,
+    as JAX's ``typematch``)."""
     return a.shape == b.shape and a.dtype == b.dtype and \
-        getattr(a, "_sharding", None) == getattr(b, "_sharding", None)
+        getattr(a, "_sharding", None) == getattr(b, "_sharding", None) and \
+        getattr(a, "vma", frozenset()) == getattr(b, "vma", frozenset())
 
 
 # --- reshaping bodies ---------------------------------------------------------------------
@@ -213,8 +214,9 @@ def _tree_difference(name1, tree1, name2, tree2) -> str:
 
 
 def type_text(aval) -> str:
-    """A type as JAX's type-mismatch messages show it: ``float32[3]``."""
-    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
+    """A type as JAX's type-mismatch messages show it: ``float32[3]`` (``float32[3]{V:x}``
+    inside shard_map)."""
+    return aval.str_short(short_dtypes=False)
 
 
 def aval_text(aval) -> str:
@@ -223,7 +225,17 @@ def aval_text(aval) -> str:
 
 
 def _mismatch(a, b) -> str:
-    return ", so the dtypes do not match" if a.dtype != b.dtype else ", so the shapes do not match"
+    if a.dtype != b.dtype:
+        return ", so the dtypes do not match"
+    if a.shape != b.shape:
+        return ", so the shapes do not match"
+    va, vb = getattr(a, "vma", frozenset()), getattr(b, "vma", frozenset())
+    if va != vb:
+        axes = tuple(sorted(vb - va)) or tuple(sorted(va - vb))
+        return (", so the manual axis types do not match.\n\nThis might be fixed by applying "
+                f"`plax.lax.pcast(..., {axes}, to='varying')` to the initial carry value (or "
+                "the branch output) that is not varying over those axes")
+    return ", so the shardings do not match"
 
 
 def check_branch_outputs(api: str, name1: str, name2: str, f1, f2, tree1, avals1, tree2,

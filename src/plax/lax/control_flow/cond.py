@@ -26,7 +26,7 @@ from plax.core.config import config
 from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, open_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.replication import union, varying_outputs
+from plax.core.replication import union
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, is_undefined,
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules, replication_rules)
@@ -351,11 +351,10 @@ register_lowering(cond_p, _lowering)
 
 
 def _replication(ins, *, branches, **params):
-    """What any branch's results vary over, and the index's (devices may take different
-    branches)."""
-    index, ops = ins[0], ins[1:]
-    outs = [varying_outputs(open_jaxpr(b), ops) for b in branches]
-    return [union(col) | index for col in zip(*outs)]
+    """Inside shard_map: what any branch's results vary over, and the index's (devices may
+    take different branches)."""
+    outs = [[v.aval.vma for v in open_jaxpr(b).outvars] for b in branches]
+    return [union(col) | ins[0] for col in zip(*outs)]
 
 
 replication_rules[cond_p] = _replication

@@ -26,7 +26,6 @@ from plax.core.config import config
 from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, open_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.replication import carry_fixed_point, varying_outputs
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, jvp_rules,
                              not_mapped, param_printers, partial_eval_rules, register_lowering,
                              tangent_aval, transpose_rules, replication_rules)
@@ -434,15 +433,10 @@ register_lowering(while_p, _lowering)
 
 
 def _replication(ins, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    """The carry's fixed point through the body, joined with what the predicate varies over
-    (devices that stop at different trips make every carry vary)."""
-    cond_consts, body_consts, carry = split(ins, [cond_nconsts, body_nconsts])
-    body, cond = open_jaxpr(body_jaxpr), open_jaxpr(cond_jaxpr)
-
-    def step(c):
-        pred = varying_outputs(cond, [*cond_consts, *c])[0]
-        return [s | pred for s in varying_outputs(body, [*body_consts, *c])]
-    return carry_fixed_point(step, carry)
+    """Inside shard_map: the carry varies as the body's results, and over what the predicate
+    varies over (devices that stop at different trips make every carry vary)."""
+    pred = open_jaxpr(cond_jaxpr).outvars[0].aval.vma
+    return [v.aval.vma | pred for v in open_jaxpr(body_jaxpr).outvars]
 
 
 replication_rules[while_p] = _replication

@@ -29,8 +29,7 @@ from plax.core.jaxpr import ClosedJaxpr, Var
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, is_undefined,
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
-                             register_lowering, tangent_aval, transpose_rules, replication_rules)
-from plax.core.replication import carry_fixed_point, varying_outputs
+                             register_lowering, tangent_aval, transpose_rules)
 from plax.core.sharding_types import with_dim, with_entry, without_dim
 from plax.core.trace import concrete_or_error, get_aval
 from plax.lax import arithmetic as _arith
@@ -591,15 +590,3 @@ def _scan_loop(*args, reverse, length, jaxpr, num_consts, num_carry, linear, unr
 
 register_lowering(scan_p, lower_fun(_scan_loop, multiple_results=True))
 
-
-def _replication(ins, *, jaxpr, num_consts, num_carry, **params):
-    """Carries vary over what they vary over once the loop has run (a fixed point); the
-    stacked outputs over what the body's do."""
-    consts, carry, xs = split(ins, [num_consts, num_carry])
-    body = jaxpr.jaxpr
-    carry = carry_fixed_point(
-        lambda c: varying_outputs(body, [*consts, *c, *xs])[:num_carry], carry)
-    return varying_outputs(body, [*consts, *carry, *xs])
-
-
-replication_rules[scan_p] = _replication
