@@ -62,10 +62,6 @@ def _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names):
     if unknown:
         raise ValueError(f"shard_map axis_names {sorted(unknown)} are not axes of the mesh "
                          f"{mesh.axis_names}.")
-    if manual != frozenset(mesh.axis_names):
-        raise NotImplementedError(
-            "shard_map over some of the mesh's axes (axis_names / auto) is not supported yet: "
-            f"make all of {mesh.axis_names} manual.")
     if in_specs is not Infer:
         _check_specs("in_specs", in_specs, manual)
     if not callable(out_specs):

@@ -313,3 +313,70 @@ def test_types_show_the_varying_axes_and_grad_inside_sums_over_devices(line):
     expect = sum(2 * xb.T @ (xb @ w - yb) / 4 for xb, yb in zip(x.reshape(8, 4, 4),
                                                                 y.reshape(8, 4)))
     np.testing.assert_allclose(np.asarray(g), expect, rtol=1e-4, atol=1e-5)
+
+
+# --- partial-manual and nested shard_map ---------------------------------------------------------
+def test_partial_manual_leaves_the_other_axes_to_the_partitioner(mesh):
+    f = smap(lambda a: lax.psum(a, "x"), mesh, P("x"), P(), axis_names={"x"})
+    np.testing.assert_allclose(np.asarray(plax.jit(f)(X)), X[:4] + X[4:])
+    laid_out = plax.device_put(X, NamedSharding(mesh, P("x", "y")))
+    np.testing.assert_allclose(np.asarray(plax.jit(f)(laid_out)), X[:4] + X[4:])
+    g = smap(lambda a: a * lax.axis_index("x"), mesh, P("x"), P("x"), axis_names={"x"})
+    np.testing.assert_allclose(np.asarray(plax.jit(g)(X))[:, 0], [0, 0, 0, 0, 16, 20, 24, 28])
+    with pytest.raises(ValueError, match="must refer to an axis marked as manual"):
+        smap(lambda a: a, mesh, P("x", "y"), P("x"), axis_names={"x"})
+    old = old_shard_map(lambda a: lax.psum(a, "x"), mesh, (P("x"),), P(), auto=frozenset({"y"}))
+    np.testing.assert_allclose(np.asarray(plax.jit(old)(X)), X[:4] + X[4:])
+
+
+def test_nested_shard_map_over_different_axes(mesh):
+    def outer(a):
+        inner = smap(lambda b: lax.psum(b, "y"), mesh, P(None, "y"), P(), axis_names={"y"})
+        return inner(a) * (lax.axis_index("x") + 1)
+    f = smap(outer, mesh, P("x"), P("x"), axis_names={"x"})
+    expect = X.sum(1, keepdims=True) * np.repeat([1, 2], 4)[:, None]
+    np.testing.assert_allclose(np.asarray(plax.jit(f)(X)), expect)
+    np.testing.assert_allclose(np.asarray(f(X)), expect)
+
+
+def test_in_specs_inferred_from_explicit_types():
+    m = plax.make_mesh((8,), ("i",))
+    with plax.set_mesh(m):
+        v = plax.device_put(np.arange(16.0, dtype=np.float32), P("i"))
+        seen = []
+        f = plax.shard_map(lambda a: (seen.append(a.shape), a * 2)[1], out_specs=P("i"))
+        np.testing.assert_allclose(np.asarray(f(v)), 2 * np.arange(16.0))
+        assert seen == [(2,)]
+
+
+def test_cond_while_and_remat_inside_shard_map(line):
+    v = np.arange(16.0, dtype=np.float32)
+
+    def body(a, loop):
+        a = lax.cond(a.sum() > 10, lambda b: b * 2, lambda b: b, a)
+        a = loop(a)
+        return plax.checkpoint(lambda b: jnp.sin(b) * b)(a)
+
+    def while_three(a):
+        return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + 1.0), (0, a))[1]
+
+    def fori_three(a):  # reverse-differentiable: static bounds
+        return lax.fori_loop(0, 3, lambda i, b: b + 1.0, a)
+    out = plax.jit(smap(lambda a: body(a, while_three), line, P("i"), P("i")))(v)
+    blocks_ = v.reshape(8, 2)
+    expect = np.concatenate([np.where(b.sum() > 10, b * 2, b) + 3 for b in blocks_])
+    np.testing.assert_allclose(np.asarray(out), np.sin(expect) * expect, rtol=1e-5)
+    g = plax.grad(lambda a: smap(lambda b: body(b, fori_three), line, P("i"), P("i"))(a).sum())(v)
+    gm = plax.grad(lambda a: jnp.sum(jnp.sin(a) * a))(expect)  # d/dz of sin(z) z at z
+    scale = np.concatenate([np.where(b.sum() > 10, 2.0, 1.0) * np.ones(2) for b in blocks_])
+    np.testing.assert_allclose(np.asarray(g), np.asarray(gm) * scale, rtol=1e-4)
+
+
+def test_vmap_with_spmd_axis_name_splits_the_batch_over_the_mesh(line):
+    f = smap(lambda a: a * 2 + lax.axis_index("i"), line, P(), P(), check_vma=False)
+    batch = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    out = plax.jit(plax.vmap(f, spmd_axis_name="i"))(batch)
+    # each device batches its own row: device i adds i
+    np.testing.assert_allclose(np.asarray(out), batch * 2 + np.arange(8)[:, None])
+    plain = plax.vmap(f)(batch)  # the batch whole on every device: device 0's values
+    np.testing.assert_allclose(np.asarray(plain), batch * 2)

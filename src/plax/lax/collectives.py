@@ -645,6 +645,23 @@ def _ppermute_lowering(ctx, x, *, axis_name, perm):
 
 def _axis_index_lowering(ctx, *, axis_name):
     (name,) = _manual_names(ctx, "axis_index", (axis_name,))
+    mesh = ctx.mesh
+    rest = [a for a in mesh.axis_names if a not in ctx.manual_axes]
+    if rest:
+        # Some axes are left to the partitioner, which cannot place partition_id: read it in
+        # a computation manual over those too. The position along ``name`` is the same on
+        # every device along them, so it leaves that computation as a replicated value.
+        i32 = ShapedArray((), np.dtype(np.int32))
+        inner = ctx.module_context.replace(manual_axes=frozenset(mesh.axis_names))
+        symbol = ctx.fn.module.mesh_symbol(mesh)
+
+        def build(c):
+            return [_axis_index_lowering(c, axis_name=name)], [i32]
+        region = ctx.region([], build, terminator="sdy.return", module_context=inner)
+        names = ", ".join(f'"{a}"' for a in rest)
+        return ctx.op1("sdy.manual_computation", [], [], i32, regions=region, props=(
+            "in_shardings = #sdy.sharding_per_value<[]>, out_shardings = "
+            f"#sdy.sharding_per_value<[<@{symbol}, []>]>, manual_axes = #sdy<manual_axes{{{names}}}>"))
     ids = _partition_ids(ctx)
     axis = ctx.mesh.axis_names.index(name)
     table = np.zeros(ids.size, np.int32)  # partition id -> position along the axis

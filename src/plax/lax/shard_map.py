@@ -214,15 +214,29 @@ def _transpose(cts, *args, jaxpr, in_specs, out_specs, **params):
 
 
 def _batch(axis, vals, dims, *, jaxpr, in_specs, out_specs, **params):
-    """vmap: the batch dimension moves to the front of every batched operand and stays whole
-    on each device (the specs shift by one)."""
+    """vmap: the batch dimension moves to the front of every batched operand (the specs shift
+    by one) and stays whole on each device, or, with ``spmd_axis_name``, is split over those
+    mesh axes (each device batches its share)."""
     vals = [v if d is not_mapped else move_batch_dim(v, d, 0, axis.size)
             for v, d in zip(vals, dims)]
     dims = [not_mapped if d is not_mapped else 0 for d in dims]
+    spmd = axis.spmd_name
+    spmd = () if spmd is None else (spmd,) if isinstance(spmd, str) else tuple(spmd)
+    mesh, manual = params["mesh"], params["manual_axes"]
+    if any(a not in manual for a in spmd):
+        raise ValueError(f"vmap's spmd_axis_name {spmd} must name manual axes of the shard_map "
+                         f"(here {sorted(manual)}).")
+    parts = math.prod(mesh.shape[a] for a in spmd)
+    if axis.size % parts:
+        raise ValueError(f"vmap of size {axis.size} cannot be split over mesh axes {spmd} of "
+                         f"total size {parts} (spmd_axis_name): the size must divide evenly.")
+    local_axis = type(axis)(axis.name, axis.size // parts, None) if spmd else axis
     with _axes_bound(params):
-        body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description="vmap(shard_map)",
+        body, consts, out_dims = batch_jaxpr(jaxpr, local_axis, dims,
+                                             description="vmap(shard_map)",
                                              out_dims=[0] * len(out_specs))
-    shift = lambda s: PartitionSpec(None, *s)  # noqa: E731
+    lead = None if not spmd else spmd[0] if len(spmd) == 1 else spmd
+    shift = lambda s: PartitionSpec(lead, *s)  # noqa: E731
     specs = [s if d is not_mapped else shift(s) for s, d in zip(in_specs, dims)]
     outs = _bind(ClosedJaxpr(body, consts), vals, specs, [shift(s) for s in out_specs], params)
     return list(outs), [0] * len(outs)
