@@ -72,6 +72,13 @@ PUBLIC_MODULES = program("public_modules")
 
 EXPLICIT_SHARDING = program("explicit_sharding")
 
+SHARD_MAP = program("shard_map")
+
+
+def test_shard_map_program_runs_through_the_alias(tmp_path):
+    assert_ok(run_script(tmp_path, SHARD_MAP), "psum (8, 1) True", "jaxpr True", "grad True",
+              "error True")
+
 
 def test_explicit_sharding_program_runs_through_the_alias(tmp_path):
     assert_ok(run_script(tmp_path, EXPLICIT_SHARDING), "type float32[8@data,4]",

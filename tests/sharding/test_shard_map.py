@@ -380,3 +380,27 @@ def test_vmap_with_spmd_axis_name_splits_the_batch_over_the_mesh(line):
     np.testing.assert_allclose(np.asarray(out), batch * 2 + np.arange(8)[:, None])
     plain = plax.vmap(f)(batch)  # the batch whole on every device: device 0's values
     np.testing.assert_allclose(np.asarray(plain), batch * 2)
+
+
+def test_transformations_nest_and_eager_takes_sharded_inputs(mesh):
+    f = _f(mesh)
+    batch = np.stack([X, X / 2]) / 10
+
+    def total(a, w):
+        return plax.vmap(f, in_axes=(0, None))(a, w).sum()
+
+    g = plax.jit(plax.grad(total, argnums=(0, 1)))(batch, W)
+    gm = plax.grad(lambda a, w: plax.vmap(_model, in_axes=(0, None))(a, w).sum(),
+                   argnums=(0, 1))(batch, W)
+    for a, b in zip(g, gm):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+    laid_out = plax.device_put(X, NamedSharding(mesh, P("x", "y")))
+    np.testing.assert_allclose(np.asarray(f(laid_out, W)), np.asarray(_model(X, W)), rtol=1e-5)
+
+
+def test_callable_out_specs_and_custom_jvp_inside(line):
+    v = np.linspace(-1, 1, 16, dtype=np.float32)
+    f = smap(lambda a: plax.nn.relu(a) * 3, line, P("i"), lambda: P("i"))
+    np.testing.assert_allclose(np.asarray(f(v)), np.maximum(v, 0) * 3)
+    g = plax.grad(lambda a: f(a).sum())(v)
+    np.testing.assert_allclose(np.asarray(g), (v > 0) * 3.0)
