@@ -8,8 +8,8 @@ import pytest
 
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "plax"
 # Lax files that use the transformations: higher-order primitives, which transform their
-# bodies with the toolkit (pjit, the generic reduce and reduce_window with their combiners),
-# and special functions defined with custom_jvp.
+# bodies with the toolkit (pjit, shard_map, the generic reduce and reduce_window with their
+# combiners), and special functions defined with custom_jvp.
 HIGHER_ORDER_LAX = {"pjit.py", "generic_reduce.py", "windowed.py", "special.py", "shard_map.py"}
 
 
