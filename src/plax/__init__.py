@@ -29,6 +29,7 @@ from plax.api_arrays import (  # noqa: F401
 from plax import sharding, experimental, debug  # noqa: F401
 from plax.api_vmap import vmap  # noqa: F401
 from plax.api_shard_map import shard_map  # noqa: F401
+from plax.api_pmap import pmap  # noqa: F401
 from plax.transforms.remat import checkpoint, remat, checkpoint_policies  # noqa: F401
 from plax import tree_util, tree, lax, numpy, scipy, sharding, stages, test_util, ad_checkpoint  # noqa: F401
 from plax import random, nn  # noqa: F401,E402

@@ -121,7 +121,8 @@ class _AxesShown(frozenset):
 
 
 abstract_eval_rules[shard_map_p] = _abstract
-param_printers[shard_map_p] = lambda p: dict(p, manual_axes=_AxesShown(p["manual_axes"]))
+param_printers[shard_map_p] = lambda p: dict(sorted(
+    dict(p, manual_axes=_AxesShown(p["manual_axes"])).items()))
 # Nested in another shard_map (over other axes): its results vary as its operands do.
 replication_rules[shard_map_p] = lambda ins, *, out_specs, **params: [
     replication.union(ins)] * len(out_specs)

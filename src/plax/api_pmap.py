@@ -1,0 +1,198 @@
+"""plax.pmap, built on shard_map and jit as JAX 0.10 builds it.
+
+``pmap(f)(x)`` maps ``f`` over the leading axis of ``x``, one slice per device: a
+one-axis mesh over the devices, each mapped argument split over it along its
+``in_axes`` (each device squeezes its slice of size 1), the results stacked along
+their ``out_axes`` (each device's result expanded back), the whole a jit of a
+``shard_map`` (not checked for replication, as pmap's own semantics).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from plax import tree_util
+from plax.api import jit
+from plax.api_shard_map import _shard_map
+from plax.core.avals import abstractify
+from plax.core.trace import get_aval
+from plax.lax import shapes as _shapes
+from plax.runtime import xla
+from plax.sharding.mesh import Mesh
+from plax.sharding.partition_spec import PartitionSpec
+
+__all__ = ["pmap"]
+
+_DEFAULT_AXIS = "_internal_pmap_axis_name"
+_inside = [0]  # pmaps being traced now (pmap of pmap is refused, as in JAX 0.10)
+
+
+def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         devices=None, backend=None, axis_size=None, donate_argnums=(), global_arg_shapes=None):
+    """``fun`` mapped over the devices: argument slices along ``in_axes`` (ints, None, or a
+    pytree prefix of them) go one to a device, results stack along ``out_axes``; collectives
+    over ``axis_name`` communicate across the devices."""
+    if fun is None:
+        return lambda f: pmap(f, axis_name, in_axes=in_axes, out_axes=out_axes,
+                              static_broadcasted_argnums=static_broadcasted_argnums,
+                              devices=devices, backend=backend, axis_size=axis_size,
+                              donate_argnums=donate_argnums, global_arg_shapes=global_arg_shapes)
+    if not callable(fun):
+        raise TypeError(f"pmap requires a callable for its first argument, but got {fun} of "
+                        f"type {type(fun).__name__}.")
+    if global_arg_shapes is not None:
+        raise ValueError("pmap's global_arg_shapes is not supported (JAX removed it too): pass "
+                         "the arguments as global arrays instead.")
+    name = _DEFAULT_AXIS if axis_name is None else axis_name
+    statics = _index_tuple(static_broadcasted_argnums)
+    donated = _index_tuple(donate_argnums)
+    devs = tuple(devices) if devices is not None else None
+    cache: dict = {}
+
+    def prepare(args, kwargs):
+        if kwargs:
+            raise TypeError("pmap does not map keyword arguments: pass them positionally.")
+        for i in statics:
+            if i >= len(args):
+                raise ValueError(f"pmapped function has static_broadcasted_argnums={statics} "
+                                 f"but was called with only {len(args)} positional arguments.")
+            try:
+                hash(args[i])
+            except TypeError:
+                raise ValueError(
+                    "Non-hashable static arguments are not supported, as this can lead to "
+                    f"unexpected cache-misses. Static argument (index {i}) of type "
+                    f"{type(args[i])} for function {getattr(fun, '__name__', fun)} is "
+                    "non-hashable.") from None
+        dyn_idx = [i for i in range(len(args)) if i not in statics]
+        dyn = tuple(args[i] for i in dyn_idx)
+        axes = in_axes
+        if isinstance(in_axes, (tuple, list)) and len(in_axes) == len(args) and statics:
+            axes = tuple(a for i, a in enumerate(in_axes) if i not in statics)
+        if isinstance(axes, list):
+            axes = tuple(axes)
+        leaves, tree = tree_util.tree_flatten(dyn)
+        flat_axes = _flat_axes(axes, dyn)
+        flat_axes = [_canonical(ax, leaf) for ax, leaf in zip(flat_axes, leaves)]
+        size = _mapped_size(leaves, flat_axes, axis_size)
+        mesh = _mesh(size, devs, backend, name)
+        key = (tree, tuple(flat_axes), tuple(args[i] for i in statics), mesh,
+               tuple(i in donated for i in dyn_idx))
+        jitted = cache.get(key)
+        if jitted is None:
+            jitted = cache[key] = _build(fun, args, statics, dyn_idx, tree, flat_axes, mesh,
+                                         name, out_axes, [i in donated for i in dyn_idx])
+        return jitted, leaves
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        (jitted, box), leaves = prepare(args, kwargs)
+        outs = jitted(*leaves)
+        return tree_util.tree_unflatten(box["tree"], outs)
+
+    def lower(*args, **kwargs):
+        (jitted, _), leaves = prepare(args, kwargs)
+        return jitted.lower(*leaves)
+
+    wrapped.lower = lower
+    return wrapped
+
+
+def _build(fun, args, statics, dyn_idx, tree, flat_axes, mesh, name, out_axes, donated):
+    """The jit of the shard_map computing ``fun`` over ``mesh`` for these arguments (it returns
+    the results' leaves; ``box["tree"]`` is their structure once traced)."""
+    in_specs = tuple(_spec(ax, name) for ax in flat_axes)
+    box = {}
+
+    def body(*leaves):
+        leaves = [leaf if ax is None else _shapes.squeeze(leaf, (ax,))
+                  for leaf, ax in zip(leaves, flat_axes)]
+        dyn = iter(tree_util.tree_unflatten(tree, leaves))
+        full = [args[i] if i in statics else next(dyn) for i in range(len(args))]
+        _inside[0] += 1
+        try:
+            out = fun(*full)
+        finally:
+            _inside[0] -= 1
+        outs, box["tree"] = tree_util.tree_flatten(out)
+        box["axes"] = [_canonical(ax, o, out=True) for ax, o in zip(_flat_axes(out_axes, out),
+                                                                     outs)]
+        return [o if ax is None else _shapes.expand_dims(o, (ax,))
+                for o, ax in zip(outs, box["axes"])]
+
+    mapped = _shard_map(body, mesh, in_specs, lambda: [_spec(ax, name) for ax in box["axes"]],
+                        False, frozenset())
+    jitted = jit(lambda *leaves: mapped(*leaves),
+                 donate_argnums=tuple(i for i, d in enumerate(donated) if d))
+    return jitted, box
+
+
+def _index_tuple(nums) -> tuple:
+    if isinstance(nums, int):
+        return (nums,)
+    return tuple(int(i) for i in nums)
+
+
+def _flat_axes(axes, tree) -> list:
+    """One axis (an int or None) per leaf of ``tree``: ``axes`` is a pytree prefix of it."""
+    is_leaf = lambda a: a is None or isinstance(a, int)  # noqa: E731
+    if is_leaf(axes):
+        return [axes] * len(tree_util.tree_leaves(tree))
+    for a in tree_util.tree_leaves(axes, is_leaf=is_leaf):
+        if not is_leaf(a):
+            raise TypeError(f"pmap in_axes and out_axes must be ints, None, or (nested) "
+                            f"containers of them, got {a!r}.")
+    full = tree_util.tree_broadcast(axes, tree, is_leaf=is_leaf, name="pmap in_axes/out_axes")
+    return list(tree_util.tree_leaves(full, is_leaf=is_leaf))
+
+
+def _canonical(ax, leaf, out: bool = False):
+    if ax is None:
+        return None
+    ndim = len(get_aval(leaf).shape) if hasattr(leaf, "aval") else np.ndim(leaf)
+    rank = ndim + 1 if out else ndim
+    if not -rank <= ax < rank:
+        if not out and ndim == 0:
+            raise ValueError(f"pmap was requested to map its argument along axis {ax}, which "
+                             f"implies that its rank should be at least {ax + 1 if ax >= 0 else -ax}"
+                             f", but is only 0 (its shape is ())")
+        raise ValueError(f"axis {ax} is out of bounds for array of dimension {rank if out else ndim}")
+    return ax % rank
+
+
+def _mapped_size(leaves, axes, axis_size) -> int:
+    sizes = {}
+    for i, (leaf, ax) in enumerate(zip(leaves, axes)):
+        if ax is not None:
+            sizes[i] = abstractify(leaf).shape[ax] if not hasattr(leaf, "aval") else \
+                get_aval(leaf).shape[ax]
+    if not sizes:
+        if axis_size is None:
+            raise ValueError("pmap requires at least one argument with a mapped axis.")
+        return int(axis_size)
+    distinct = sorted(set(sizes.values()))
+    if len(distinct) > 1:
+        listing = ", ".join(f"argument {i} has size {s} along axis {axes[i]}"
+                            for i, s in sizes.items())
+        raise ValueError(f"pmap got inconsistent sizes for array axes to be mapped:\n{listing}")
+    return distinct[0]
+
+
+def _mesh(size: int, devices, backend, name) -> Mesh:
+    if _inside[0]:
+        raise ValueError(
+            "pmap of pmap is not supported: plax builds pmap on shard_map, as JAX 0.10 does, and "
+            "the inner pmap's mesh should match the mesh passed to shard_map. Use one pmap over "
+            "a flattened axis, or shard_map over a 2-D mesh.")
+    available = list(devices) if devices is not None else list(xla.get_backend(backend).devices())
+    if size > len(available):
+        raise ValueError(
+            f"compiling computation that requires {size} logical devices, but only "
+            f"{len(available)} XLA devices are available (num_replicas={size})")
+    return Mesh(np.array(available[:size], dtype=object), (name,))
+
+
+def _spec(ax, name) -> PartitionSpec:
+    return PartitionSpec() if ax is None else PartitionSpec(*([None] * ax), name)
+
