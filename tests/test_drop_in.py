@@ -74,6 +74,12 @@ EXPLICIT_SHARDING = program("explicit_sharding")
 
 SHARD_MAP = program("shard_map")
 
+PMAP = program("pmap")
+
+
+def test_pmap_program_runs_through_the_alias(tmp_path):
+    assert_ok(run_script(tmp_path, PMAP), "pmap (8, 2) True", "grad True", "gather (1, 8, 2)")
+
 
 def test_shard_map_program_runs_through_the_alias(tmp_path):
     assert_ok(run_script(tmp_path, SHARD_MAP), "psum (8, 1) True", "jaxpr True", "grad True",

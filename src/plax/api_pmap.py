@@ -15,6 +15,7 @@ import numpy as np
 from plax import tree_util
 from plax.api import jit
 from plax.api_shard_map import _shard_map
+from plax.experimental.multihost_utils import host_local_array_to_global_array
 from plax.core.avals import abstractify
 from plax.core.trace import get_aval
 from plax.lax import shapes as _shapes
@@ -88,6 +89,13 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         (jitted, box), leaves = prepare(args, kwargs)
+        # Host data goes straight to its devices, one slice each (as the seed's pmap does).
+        host = [i for i, x in enumerate(leaves) if isinstance(x, np.ndarray)]
+        if host:
+            placed = host_local_array_to_global_array(
+                [leaves[i] for i in host], box["mesh"], [box["in_specs"][i] for i in host])
+            for i, x in zip(host, placed):
+                leaves[i] = x
         outs = jitted(*leaves)
         return tree_util.tree_unflatten(box["tree"], outs)
 
@@ -103,7 +111,7 @@ def _build(fun, args, statics, dyn_idx, tree, flat_axes, mesh, name, out_axes, d
     """The jit of the shard_map computing ``fun`` over ``mesh`` for these arguments (it returns
     the results' leaves; ``box["tree"]`` is their structure once traced)."""
     in_specs = tuple(_spec(ax, name) for ax in flat_axes)
-    box = {}
+    box = {"mesh": mesh, "in_specs": in_specs}
 
     def body(*leaves):
         leaves = [leaf if ax is None else _shapes.squeeze(leaf, (ax,))
@@ -179,7 +187,18 @@ def _mapped_size(leaves, axes, axis_size) -> int:
     return distinct[0]
 
 
+_meshes: dict = {}  # (size, devices, backend, name) -> Mesh: built once, not per call
+
+
 def _mesh(size: int, devices, backend, name) -> Mesh:
+    key = (size, devices, backend, name)
+    mesh = _meshes.get(key) if not _inside[0] else None
+    if mesh is None:
+        mesh = _meshes[key] = _new_mesh(size, devices, backend, name)
+    return mesh
+
+
+def _new_mesh(size: int, devices, backend, name) -> Mesh:
     if _inside[0]:
         raise ValueError(
             "pmap of pmap is not supported: plax builds pmap on shard_map, as JAX 0.10 does, and "

@@ -1,1 +1,1 @@
-"""plax.experimental: as ``jax.experimental`` (mesh_utils, shard_map)."""
+"""plax.experimental: as ``jax.experimental`` (mesh_utils, shard_map, multihost_utils)."""
