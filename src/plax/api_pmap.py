@@ -16,7 +16,6 @@ from plax import tree_util
 from plax.api import jit
 from plax.api_shard_map import _shard_map
 from plax.experimental.multihost_utils import host_local_array_to_global_array
-from plax.core.avals import abstractify
 from plax.core.trace import get_aval
 from plax.lax import shapes as _shapes
 from plax.runtime import xla
@@ -49,7 +48,8 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     statics = _index_tuple(static_broadcasted_argnums)
     donated = _index_tuple(donate_argnums)
     devs = tuple(devices) if devices is not None else None
-    cache: dict = {}
+    cache: dict = {}  # (structure, statics, ranks), mapped size -> (jit, its box)
+    axes_cache: dict = {}  # (structure, statics, ranks) -> each leaf's mapped axis
 
     def prepare(args, kwargs):
         if kwargs:
@@ -67,23 +67,28 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
                     f"{type(args[i])} for function {getattr(fun, '__name__', fun)} is "
                     "non-hashable.") from None
         dyn_idx = [i for i in range(len(args)) if i not in statics]
-        dyn = tuple(args[i] for i in dyn_idx)
-        axes = in_axes
-        if isinstance(in_axes, (tuple, list)) and len(in_axes) == len(args) and statics:
-            axes = tuple(a for i, a in enumerate(in_axes) if i not in statics)
-        if isinstance(axes, list):
-            axes = tuple(axes)
+        dyn = tuple(args[i] for i in dyn_idx) if statics else args
         leaves, tree = tree_util.tree_flatten(dyn)
-        flat_axes = _flat_axes(axes, dyn)
-        flat_axes = [_canonical(ax, leaf) for ax, leaf in zip(flat_axes, leaves)]
+        static_vals = tuple(args[i] for i in statics)
+        # The axes depend on the structure and ranks only: found once per such call.
+        shape_key = (tree, static_vals, tuple(np.ndim(x) if not hasattr(x, "ndim") else x.ndim
+                                              for x in leaves))
+        flat_axes = axes_cache.get(shape_key)
+        if flat_axes is None:
+            axes = in_axes
+            if isinstance(in_axes, (tuple, list)) and len(in_axes) == len(args) and statics:
+                axes = tuple(a for i, a in enumerate(in_axes) if i not in statics)
+            if isinstance(axes, list):
+                axes = tuple(axes)
+            flat_axes = axes_cache[shape_key] = tuple(
+                _canonical(ax, leaf) for ax, leaf in zip(_flat_axes(axes, dyn), leaves))
         size = _mapped_size(leaves, flat_axes, axis_size)
-        mesh = _mesh(size, devs, backend, name)
-        key = (tree, tuple(flat_axes), tuple(args[i] for i in statics), mesh,
-               tuple(i in donated for i in dyn_idx))
+        key = (shape_key, size)
         jitted = cache.get(key)
         if jitted is None:
-            jitted = cache[key] = _build(fun, args, statics, dyn_idx, tree, flat_axes, mesh,
-                                         name, out_axes, [i in donated for i in dyn_idx])
+            mesh = _mesh(size, devs, backend, name)
+            jitted = cache[key] = _build(fun, args, statics, dyn_idx, tree, list(flat_axes),
+                                         mesh, name, out_axes, [i in donated for i in dyn_idx])
         return jitted, leaves
 
     @functools.wraps(fun)
@@ -170,21 +175,18 @@ def _canonical(ax, leaf, out: bool = False):
 
 
 def _mapped_size(leaves, axes, axis_size) -> int:
-    sizes = {}
-    for i, (leaf, ax) in enumerate(zip(leaves, axes)):
-        if ax is not None:
-            sizes[i] = abstractify(leaf).shape[ax] if not hasattr(leaf, "aval") else \
-                get_aval(leaf).shape[ax]
+    sizes = {i: np.shape(leaf)[ax] if not hasattr(leaf, "shape") else leaf.shape[ax]
+             for i, (leaf, ax) in enumerate(zip(leaves, axes)) if ax is not None}
     if not sizes:
         if axis_size is None:
             raise ValueError("pmap requires at least one argument with a mapped axis.")
         return int(axis_size)
-    distinct = sorted(set(sizes.values()))
+    distinct = set(sizes.values())
     if len(distinct) > 1:
         listing = ", ".join(f"argument {i} has size {s} along axis {axes[i]}"
                             for i, s in sizes.items())
         raise ValueError(f"pmap got inconsistent sizes for array axes to be mapped:\n{listing}")
-    return distinct[0]
+    return distinct.pop()
 
 
 _meshes: dict = {}  # (size, devices, backend, name) -> Mesh: built once, not per call
