@@ -13,11 +13,10 @@ from __future__ import annotations
 import os
 import sys
 
-os.environ.setdefault("PLAX_NUM_CPU_DEVICES", "8")
-os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import main  # noqa: E402
+from harness import main, use_cpu_devices  # noqa: E402
+
+use_cpu_devices(8)
 
 MEASURE = r'''
 lax = lib.lax
@@ -28,15 +27,8 @@ params = [(rng.standard_normal((m, n), dtype=np.float32) / np.sqrt(m), np.zeros(
 x = rng.standard_normal((8, 128, 256), dtype=np.float32)
 y = rng.standard_normal((8, 128, 10), dtype=np.float32)
 
-def loss(params, x, y):
-    h = x
-    for w, b in params[:-1]:
-        h = jnp.tanh(h @ w + b)
-    w, b = params[-1]
-    return jnp.mean((h @ w + b - y) ** 2)
-
 def step(params, x, y):
-    g = lax.pmean(lib.grad(loss)(params, x, y), "batch")
+    g = lax.pmean(lib.grad(mlp_loss)(params, x, y), "batch")
     return lib.tree_util.tree_map(lambda p, d: p - 0.01 * d, params, g)
 
 pstep = lib.pmap(step, axis_name="batch", in_axes=(None, 0, 0), out_axes=None)

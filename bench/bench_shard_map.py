@@ -18,11 +18,10 @@ from __future__ import annotations
 import os
 import sys
 
-os.environ.setdefault("PLAX_NUM_CPU_DEVICES", "8")
-os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import main  # noqa: E402
+from harness import main, use_cpu_devices  # noqa: E402
+
+use_cpu_devices(8)
 
 MEASURE = r'''
 S, lax = lib.sharding, lib.lax
@@ -59,12 +58,7 @@ bx = lib.device_put(rng.standard_normal((1024, 256), dtype=np.float32), S.NamedS
 by = lib.device_put(rng.standard_normal((1024, 10), dtype=np.float32), S.NamedSharding(mesh, P("i")))
 
 def make_step():
-    def loss(params, x, y):
-        h = x
-        for w, b in params[:-1]:
-            h = jnp.tanh(h @ w + b)
-        w, b = params[-1]
-        return jnp.mean((h @ w + b - y) ** 2)
+    loss = mlp_loss
     def body(params, x, y):
         g = lib.grad(loss)(params, x, y)
         g = lib.tree_util.tree_map(lambda d: d / 8, g)

@@ -51,6 +51,14 @@ def mlp_data(sizes, batch, seed=0):
     y = lib.device_put(np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)])
     return params, x, y
 
+def mlp_loss(params, x, y):
+    """Mean squared error of a tanh MLP with parameters [(w, b), ...]."""
+    h = x
+    for w, b in params[:-1]:
+        h = jnp.tanh(h @ w + b)
+    w, b = params[-1]
+    return jnp.mean((h @ w + b - y) ** 2)
+
 def chain_function(length=200):
     """A fresh function of `length` alternating sin / mul-by-x / add-0.5 ops."""
     def chain(x):
@@ -66,6 +74,13 @@ def chain_function(length=200):
         return y
     return chain
 '''
+
+
+def use_cpu_devices(n: int) -> None:
+    """Ask plax and JAX for ``n`` virtual CPU devices (call it before either is imported)."""
+    os.environ.setdefault("PLAX_NUM_CPU_DEVICES", str(n))
+    os.environ.setdefault("JAX_NUM_CPU_DEVICES", str(n))
+    os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={n}")
 
 
 def run_plax(measure: str) -> dict:
