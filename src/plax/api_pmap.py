@@ -52,8 +52,6 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     axes_cache: dict = {}  # (structure, statics, ranks) -> each leaf's mapped axis
 
     def prepare(args, kwargs):
-        if kwargs:
-            raise TypeError("pmap does not map keyword arguments: pass them positionally.")
         for i in statics:
             if i >= len(args):
                 raise ValueError(f"pmapped function has static_broadcasted_argnums={statics} "
@@ -67,7 +65,8 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
                     f"{type(args[i])} for function {getattr(fun, '__name__', fun)} is "
                     "non-hashable.") from None
         dyn_idx = [i for i in range(len(args)) if i not in statics]
-        dyn = tuple(args[i] for i in dyn_idx) if statics else args
+        # Keyword arguments are mapped along their leading axis, as JAX maps them.
+        dyn = (tuple(args[i] for i in dyn_idx), kwargs)
         leaves, tree = tree_util.tree_flatten(dyn)
         static_vals = tuple(args[i] for i in statics)
         # The axes depend on the structure and ranks only: found once per such call.
@@ -80,6 +79,7 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
                 axes = tuple(a for i, a in enumerate(in_axes) if i not in statics)
             if isinstance(axes, list):
                 axes = tuple(axes)
+            axes = (axes, 0)  # (the positional arguments, the keyword ones)
             flat_axes = axes_cache[shape_key] = tuple(
                 _canonical(ax, leaf) for ax, leaf in zip(_flat_axes(axes, dyn), leaves))
         size = _mapped_size(leaves, flat_axes, axis_size)
@@ -87,8 +87,12 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
         jitted = cache.get(key)
         if jitted is None:
             mesh = _mesh(size, devs, backend, name)
-            jitted = cache[key] = _build(fun, args, statics, dyn_idx, tree, list(flat_axes),
-                                         mesh, name, out_axes, [i in donated for i in dyn_idx])
+            n_kw = len(leaves) - len(tree_util.tree_leaves(dyn[0]))
+            donate = [i in donated for i in dyn_idx]
+            flags = [d for i, d in zip(dyn_idx, donate) for _ in
+                     tree_util.tree_leaves(args[i])] + [False] * n_kw
+            jitted = cache[key] = _build(fun, len(args), dict(zip(statics, static_vals)), tree,
+                                         list(flat_axes), mesh, name, out_axes, flags)
         return jitted, leaves
 
     @functools.wraps(fun)
@@ -112,20 +116,22 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     return wrapped
 
 
-def _build(fun, args, statics, dyn_idx, tree, flat_axes, mesh, name, out_axes, donated):
+def _build(fun, n_args, static_vals, tree, flat_axes, mesh, name, out_axes, donated):
     """The jit of the shard_map computing ``fun`` over ``mesh`` for these arguments (it returns
-    the results' leaves; ``box["tree"]`` is their structure once traced)."""
+    the results' leaves; ``box["tree"]`` is their structure once traced). ``donated`` has one
+    flag per leaf."""
     in_specs = tuple(_spec(ax, name) for ax in flat_axes)
     box = {"mesh": mesh, "in_specs": in_specs}
 
     def body(*leaves):
         leaves = [leaf if ax is None else _shapes.squeeze(leaf, (ax,))
                   for leaf, ax in zip(leaves, flat_axes)]
-        dyn = iter(tree_util.tree_unflatten(tree, leaves))
-        full = [args[i] if i in statics else next(dyn) for i in range(len(args))]
+        positional, kwargs = tree_util.tree_unflatten(tree, leaves)
+        dyn = iter(positional)
+        full = [static_vals[i] if i in static_vals else next(dyn) for i in range(n_args)]
         _inside[0] += 1
         try:
-            out = fun(*full)
+            out = fun(*full, **kwargs)
         finally:
             _inside[0] -= 1
         outs, box["tree"] = tree_util.tree_flatten(out)

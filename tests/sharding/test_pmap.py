@@ -150,3 +150,8 @@ def test_donation():
     out = pf(a)
     np.testing.assert_allclose(np.asarray(out), X + 1)
     assert a.is_deleted()  # its buffers went to the result
+
+
+def test_keyword_arguments_are_mapped_along_their_leading_axis():
+    out = plax.pmap(lambda a, *, b: a * b)(X, b=X + 1)
+    np.testing.assert_allclose(np.asarray(out), X * (X + 1))
