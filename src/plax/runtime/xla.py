@@ -191,7 +191,9 @@ def put(host: np.ndarray, aval, sharding, devices, x64: bool):
     x64 off would otherwise be narrowed silently.
     """
     pieces = host if isinstance(host, list) else [host]
-    return xc.batched_device_put(aval, sharding, pieces, list(devices), True, True,
+    # IMMUTABLE_ONLY_DURING_CALL: the runtime copies before returning (the host array may
+    # change afterwards), so no second, forced copy is needed.
+    return xc.batched_device_put(aval, sharding, pieces, list(devices), True, False,
                                  xc.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL, x64)
 
 
