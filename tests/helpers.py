@@ -135,3 +135,42 @@ def dot_general_reference(lhs, rhs, dimension_numbers):
     wide = np.complex128 if np.iscomplexobj(lhs) or np.iscomplexobj(rhs) else np.float64
     return np.einsum(f"{''.join(ls)},{''.join(rs)}->{''.join(out)}",
                      np.asarray(lhs).astype(wide), np.asarray(rhs).astype(wide))
+
+
+def rand(shape, dtype=F32, seed=0, ints=(-4, 5)):
+    """Standard normal values of ``dtype`` (complex: both parts), or integers in ``ints``."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(*ints, shape).astype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def close(out, want, dtype, rtol=2e-5, atol=2e-5):
+    """``out`` is a plax Array of ``dtype`` and ``want``'s shape, close to it (NaNs equal)."""
+    assert isinstance(out, plax.Array), type(out)
+    assert out.dtype == np.dtype(dtype), (out.dtype, dtype)
+    assert out.shape == np.shape(want), (out.shape, np.shape(want))
+    np.testing.assert_allclose(np.asarray(out).astype(np.result_type(out.dtype, np.float64)),
+                               want, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def check_f32(got, want, rtol=2e-5, atol=1e-6):
+    """``got`` is a float32 plax Array of ``want``'s shape, close to it (NaNs equal)."""
+    assert isinstance(got, plax.Array), type(got)
+    assert got.dtype == F32, got.dtype
+    want = np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol, atol=atol,
+                               equal_nan=True)
+
+
+def check_exact(got, want, dtype=None):
+    """``got`` equals ``want`` exactly, in shape (and ``dtype`` when given)."""
+    want = np.asarray(want)
+    assert tuple(got.shape) == want.shape, (got.shape, want.shape)
+    if dtype is not None:
+        assert got.dtype == np.dtype(dtype), (got.dtype, dtype)
+    np.testing.assert_array_equal(np.asarray(got), want)

@@ -28,7 +28,7 @@ from plax.sharding.partition_spec import Infer, PartitionSpec
 __all__ = ["shard_map", "Infer"]
 
 
-def jnp_asarray(x):
+def _as_value(x):
     """An output leaf as an array value (Python scalars and NumPy values become constants)."""
     return x if hasattr(x, "aval") else lax.convert_element_type(x, abstractify(x).dtype)
 
@@ -85,7 +85,7 @@ def _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names):
             out_leaves, out_tree = tree_util.tree_flatten(out)
             o_specs = _prefix_leaves("out_specs", out_specs() if callable(out_specs) else
                                      out_specs, out)
-            out_leaves = [jnp_asarray(v) for v in out_leaves]
+            out_leaves = [_as_value(v) for v in out_leaves]
             out_avals = [get_aval(v) for v in out_leaves]
             for aval, spec in zip(out_avals, o_specs):
                 _check_out_rank(name, aval, spec)

@@ -7,17 +7,9 @@ import scipy.special as sp
 import plax
 from plax import lax
 from plax.test_util import check_grads
+from helpers import check_f32 as check
 
 F32 = np.dtype(np.float32)
-
-
-def check(got, want, rtol=2e-5, atol=1e-6):
-    assert isinstance(got, plax.Array), type(got)
-    assert got.dtype == F32, got.dtype
-    want = np.asarray(want)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol, atol=atol,
-                               equal_nan=True)
 
 
 A = np.array([0.5, 1.0, 2.0, 5.0, 30.0, 0.1, 3.0, 100.0], np.float32)

@@ -5,14 +5,7 @@ import pytest
 import plax
 import plax.numpy as jnp
 from plax.core.errors import ConcretizationTypeError
-
-
-def check(got, want, dtype=None):
-    want = np.asarray(want)
-    assert tuple(got.shape) == want.shape, (got.shape, want.shape)
-    if dtype is not None:
-        assert got.dtype == np.dtype(dtype), (got.dtype, dtype)
-    np.testing.assert_array_equal(np.asarray(got), want)
+from helpers import check_exact as check
 
 
 @pytest.mark.parametrize("dims", [(2, 3), (4,), (2, 1, 3), ()])

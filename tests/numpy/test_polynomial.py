@@ -7,27 +7,10 @@ import plax
 import plax.numpy as jnp
 from plax.core.errors import ConcretizationTypeError
 from plax.test_util import check_grads
+from helpers import close, rand
 
 F16, F32, I32, I8, C64 = (np.dtype(t) for t in (np.float16, np.float32, np.int32, np.int8,
                                                np.complex64))
-
-
-def rand(shape, dtype=F32, seed=0):
-    rng = np.random.default_rng(seed)
-    dtype = np.dtype(dtype)
-    if dtype.kind in "iu":
-        return rng.integers(-4, 5, shape).astype(dtype)
-    if dtype.kind == "c":
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
-
-
-def close(out, want, dtype, rtol=2e-5, atol=2e-5):
-    assert isinstance(out, plax.Array), type(out)
-    assert out.dtype == np.dtype(dtype), (out.dtype, dtype)
-    assert out.shape == np.shape(want), (out.shape, np.shape(want))
-    np.testing.assert_allclose(np.asarray(out).astype(np.result_type(out.dtype, np.float64)),
-                               want, rtol=rtol, atol=atol, equal_nan=True)
 
 
 # --- polyval ------------------------------------------------------------------------------

@@ -14,13 +14,6 @@ from plax.sharding import get_abstract_mesh, get_mesh, use_mesh
 P = PartitionSpec
 
 
-@pytest.fixture(autouse=True)
-def _no_global_mesh():
-    plax.set_mesh(None)
-    yield
-    plax.set_mesh(None)
-
-
 def mesh_2x4(names=("a", "b")):
     return Mesh(np.array(plax.devices()).reshape(2, 4), names)
 

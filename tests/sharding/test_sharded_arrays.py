@@ -10,13 +10,6 @@ from plax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceShardi
 P = PartitionSpec
 
 
-@pytest.fixture(autouse=True)
-def _no_global_mesh():
-    plax.set_mesh(None)
-    yield
-    plax.set_mesh(None)
-
-
 def grid(shape, order=None):
     devs = np.array(plax.devices(), dtype=object)
     if order is not None:

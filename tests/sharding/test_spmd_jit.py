@@ -12,16 +12,8 @@ import pytest
 import plax
 import plax.numpy as pnp
 from plax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
-from plax.sharding import PartitionSpec as P
 
 P = PartitionSpec
-
-
-@pytest.fixture(autouse=True)
-def _no_global_mesh():
-    plax.set_mesh(None)
-    yield
-    plax.set_mesh(None)
 
 
 def devs():

@@ -43,30 +43,20 @@ def _as_rows(name: str, x, argname: str, rowvar: bool):
     return x
 
 
-def _frequency_weights(fweights, n: int):
-    check_arraylike("cov", fweights)
-    fw = as_operand(fweights)
-    aval = _aval(fw)
+def _sample_weights(name: str, weights, n: int, integer: bool):
+    """cov's ``fweights``/``aweights`` checked (at most 1-D, ``n`` of them or one; integers
+    when ``integer``) and broadcast to one per sample."""
+    check_arraylike("cov", weights)
+    w = as_operand(weights)
+    aval = _aval(w)
     if aval.ndim > 1:
-        raise ValueError(f"cov: fweights must be at most 1-dimensional, got shape {aval.shape}.")
-    if not dtypes.is_integer(aval.dtype):
-        raise TypeError(f"cov: fweights must be integer, got dtype {aval.dtype}.")
+        raise ValueError(f"cov: {name} must be at most 1-dimensional, got shape {aval.shape}.")
+    if integer and not dtypes.is_integer(aval.dtype):
+        raise TypeError(f"cov: {name} must be integer, got dtype {aval.dtype}.")
     if aval.shape not in ((n,), ()):
-        raise ValueError(f"cov: incompatible numbers of samples ({n}) and fweights "
+        raise ValueError(f"cov: incompatible numbers of samples ({n}) and {name} "
                          f"(shape {aval.shape}).")
-    return shape_ops.broadcast_to(fw, (n,))
-
-
-def _analytic_weights(aweights, n: int):
-    check_arraylike("cov", aweights)
-    aw = as_operand(aweights)
-    aval = _aval(aw)
-    if aval.ndim > 1:
-        raise ValueError(f"cov: aweights must be at most 1-dimensional, got shape {aval.shape}.")
-    if aval.shape not in ((n,), ()):
-        raise ValueError(f"cov: incompatible numbers of samples ({n}) and aweights "
-                         f"(shape {aval.shape}).")
-    return shape_ops.broadcast_to(aw, (n,))
+    return shape_ops.broadcast_to(w, (n,))
 
 
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
@@ -98,9 +88,9 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     rdt = reductions._real(xdt)  # weights and the normalisation are real
     w = None
     if fweights is not None:
-        w = convert(_frequency_weights(fweights, n), rdt)
+        w = convert(_sample_weights("fweights", fweights, n, True), rdt)
     if aweights is not None:
-        aw = convert(_analytic_weights(aweights, n), rdt)
+        aw = convert(_sample_weights("aweights", aweights, n, False), rdt)
         w = aw if w is None else ufuncs.multiply(w, aw)
     if w is None:
         avg = reductions.mean(x, axis=1)
