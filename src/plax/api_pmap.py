@@ -13,13 +13,15 @@ import functools
 import numpy as np
 
 from plax import tree_util
-from plax.api import jit
+from plax.api import ShapeDtypeStruct, jit
 from plax.api_shard_map import _shard_map
 from plax.experimental.multihost_utils import host_local_array_to_global_array
 from plax.core.trace import get_aval
 from plax.lax import shapes as _shapes
+from plax.runtime.array import Array
 from plax.runtime import xla
 from plax.sharding.mesh import Mesh
+from plax.sharding.named import NamedSharding
 from plax.sharding.partition_spec import PartitionSpec
 
 __all__ = ["pmap"]
@@ -98,19 +100,27 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         (jitted, box), leaves = prepare(args, kwargs)
-        # Host data goes straight to its devices, one slice each (as the seed's pmap does).
-        host = [i for i, x in enumerate(leaves) if isinstance(x, np.ndarray)]
-        if host:
+        # Host data, and device arrays not yet split along their mapped axis, go straight to
+        # their devices, one slice each (rather than whole to every device, then sliced).
+        placements = box["placements"]
+        move = [i for i, x in enumerate(leaves) if isinstance(x, np.ndarray) or (
+            placements[i] is not None and type(x) is Array and x.sharding != placements[i])]
+        if move:
             placed = host_local_array_to_global_array(
-                [leaves[i] for i in host], box["mesh"], [box["in_specs"][i] for i in host])
-            for i, x in zip(host, placed):
+                [leaves[i] for i in move], box["mesh"], [box["in_specs"][i] for i in move])
+            for i, x in zip(move, placed):
                 leaves[i] = x
         outs = jitted(*leaves)
         return tree_util.tree_unflatten(box["tree"], outs)
 
     def lower(*args, **kwargs):
-        (jitted, _), leaves = prepare(args, kwargs)
-        return jitted.lower(*leaves)
+        (jitted, box), leaves = prepare(args, kwargs)
+        # Each leaf is lowered with the placement a call gives it: mapped ones split over the
+        # devices (as JAX's pmap lowers them), without moving any data.
+        stand_ins = [x if where is None or getattr(x, "sharding", None) == where
+                     else _stand_in(x, where)
+                     for x, where in zip(leaves, box["placements"])]
+        return jitted.lower(*stand_ins)
 
     wrapped.lower = lower
     return wrapped
@@ -121,7 +131,9 @@ def _build(fun, n_args, static_vals, tree, flat_axes, mesh, name, out_axes, dona
     the results' leaves; ``box["tree"]`` is their structure once traced). ``donated`` has one
     flag per leaf."""
     in_specs = tuple(_spec(ax, name) for ax in flat_axes)
-    box = {"mesh": mesh, "in_specs": in_specs}
+    box = {"mesh": mesh, "in_specs": in_specs,
+           "placements": [None if ax is None else NamedSharding(mesh, spec)
+                          for ax, spec in zip(flat_axes, in_specs)]}
 
     def body(*leaves):
         leaves = [leaf if ax is None else _shapes.squeeze(leaf, (ax,))
@@ -145,6 +157,12 @@ def _build(fun, n_args, static_vals, tree, flat_axes, mesh, name, out_axes, dona
     jitted = jit(lambda *leaves: mapped(*leaves),
                  donate_argnums=tuple(i for i, d in enumerate(donated) if d))
     return jitted, box
+
+
+def _stand_in(x, sharding) -> ShapeDtypeStruct:
+    """``x``'s type laid out by ``sharding``, for lowering without moving ``x``."""
+    aval = get_aval(x)
+    return ShapeDtypeStruct(aval.shape, aval.dtype, sharding, weak_type=aval.weak_type)
 
 
 def _index_tuple(nums) -> tuple:

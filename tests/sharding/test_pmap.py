@@ -142,6 +142,19 @@ def test_lower_and_data_parallel_step():
     np.testing.assert_allclose(np.asarray(new), np.asarray(full), rtol=1e-5, atol=1e-6)
     text = pstep.lower(w, xb, yb).as_text()
     assert "sdy.manual_computation" in text and "stablehlo.all_reduce" in text
+    # Host arguments are lowered split over the devices, as a call places them: each device's
+    # program takes its own slice, never the whole batch to slice itself.
+    main = next(line for line in text.splitlines() if "func.func public @main" in line)
+    assert main.count('[{"batch"}, {}, {}]') == 1 and main.count('[{"batch"}, {}]') == 1
+    assert "dynamic-slice" not in pstep.lower(w, xb, yb).compile().as_text()
+
+
+def test_device_arrays_are_split_before_the_call():
+    whole = jnp.asarray(X)  # on one device
+    out = plax.pmap(lambda a: a * 3)(whole)
+    np.testing.assert_allclose(np.asarray(out), 3 * X)
+    assert out.sharding.spec == P("_internal_pmap_axis_name")
+    assert whole.devices() == {plax.devices()[0]} and not whole.is_deleted()
 
 
 def test_donation():
