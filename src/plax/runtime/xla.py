@@ -12,6 +12,10 @@ import threading
 import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # silence PJRT's start-up chatter
+# The LAPACK kernels run on SciPy's OpenBLAS: its own thread pool fights XLA's (a 256x256 SVD
+# swings between 7 ms and 0.9 s), so it runs single-threaded unless the user says otherwise.
+# This must be set before SciPy loads its OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
@@ -339,3 +343,29 @@ def stablehlo_to_hlo_text(text: str, debug_info: bool = False) -> str:
     options = hlo_lib.HloPrintOptions.short_parsable()
     options.print_metadata = debug_info
     return computation.as_hlo_module().to_string(options)
+
+
+# --- LAPACK kernels (CPU linear algebra) -------------------------------------------------
+_lapack_ready = False
+
+
+def lapack_target(name: str) -> str:
+    """The custom-call target ``name`` (e.g. "lapack_spotrf_ffi") of jaxlib's CPU LAPACK
+    kernels, ready to compile and run: on first use every kernel is registered as a typed-FFI
+    target and pointed at SciPy's LAPACK (executing one before that crashes the process)."""
+    global _lapack_ready
+    if not _lapack_ready:
+        with _lock:
+            if not _lapack_ready:
+                from jaxlib.cpu import _lapack
+                try:
+                    _lapack.initialize()  # loads LAPACK/BLAS from scipy.linalg.cython_*
+                except ImportError as e:
+                    raise ImportError("plax's linear algebra on CPU runs jaxlib's LAPACK "
+                                      "kernels, which take their LAPACK from SciPy: "
+                                      "pip install scipy") from e
+                for target, capsule in _lapack.registrations().items():
+                    xc.register_custom_call_target(target, capsule, platform="cpu",
+                                                   api_version=1)
+                _lapack_ready = True
+    return name

@@ -1,0 +1,72 @@
+"""cholesky: the lower Cholesky factor of Hermitian positive-definite matrices."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive
+from plax.core.rules import abstract_eval_rules, jvp_rules, register_lowering
+from plax.core.trace import get_aval
+from plax.lax import arithmetic as _arith
+from plax.lax.linalg import lapack
+from plax.lax.linalg.common import (adjoint, batched_on_front, check_matrix, matmul,
+                                    symmetrize, triangle, triangle_mask)
+from plax.lax.linalg.triangular import triangular_solve_p
+from plax.lax import comparison as _cmp
+from plax.lax import shapes as _shapes
+from plax.lowering.inline import lower_fun
+
+__all__ = ["cholesky", "cholesky_p"]
+
+cholesky_p = Primitive("cholesky")
+
+
+def _abstract(x):
+    check_matrix("cholesky", x, square=True)
+    return ShapedArray(x.shape, x.dtype)
+
+
+def _cpu(x):
+    aval = get_aval(x)
+    if 0 in aval.shape:
+        return x
+    factor, info = lapack.call("potrf", [x], [(aval.shape, aval.dtype, True),
+                                              (aval.shape[:-2], np.int32, False)],
+                               config=(("uplo", "L"),), aliases=((0, 0),))
+    # potrf leaves the strict upper triangle as it found it; the public function masks it.
+    return lapack.nan_unless_ok(info, factor)
+
+
+def _jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    factor = cholesky_p.bind(x)
+    low = triangle(factor, lower=True)
+    # With L Lᴴ = A:  dL = L Φ(L⁻¹ dA L⁻ᴴ), Φ taking the lower triangle with half the diagonal.
+    dx = symmetrize(dx)
+    right = triangular_solve_p.bind(low, dx, left_side=False, lower=True, transpose_a=True,
+                                    conjugate_a=True, unit_diagonal=False)
+    middle = triangular_solve_p.bind(low, right, left_side=True, lower=True, transpose_a=False,
+                                     conjugate_a=False, unit_diagonal=False)
+    half = np.array(0.5, get_aval(middle).dtype)
+    aval = get_aval(middle)
+    phi = _arith.mul(triangle(middle, lower=True),
+                     _cmp.select_n(triangle_mask(aval.shape, lower=True, k=-1),
+                                   _shapes.full(aval.shape, half, aval.dtype),
+                                   _shapes.full(aval.shape, 1, aval.dtype)))
+    return factor, matmul(low, phi)
+
+
+abstract_eval_rules[cholesky_p] = _abstract
+register_lowering(cholesky_p, lower_fun(_cpu), platform="cpu")
+jvp_rules[cholesky_p] = _jvp
+batched_on_front(cholesky_p)
+
+
+def cholesky(x, *, symmetrize_input: bool = True):
+    """The lower Cholesky factor ``L`` of each matrix of ``x`` (``L @ Lᴴ = x``), zero above
+    the diagonal. A matrix that is not positive definite gives NaNs (no exception), as JAX.
+    With ``symmetrize_input`` the factorised matrix is (x + xᴴ) / 2."""
+    if symmetrize_input:
+        check_matrix("cholesky", get_aval(x), square=True)
+        x = symmetrize(x)
+    return triangle(cholesky_p.bind(x), lower=True)

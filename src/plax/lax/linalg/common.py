@@ -1,0 +1,108 @@
+"""What the linear-algebra primitives share: input checks, the batching rule (every
+primitive is batched over leading dimensions natively), and small matrix helpers."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.rules import batch_rules, not_mapped
+from plax.core.trace import get_aval
+from plax.lax import arithmetic as _arith
+from plax.lax import comparison as _cmp
+from plax.lax.dot import Precision, dot_general
+from plax.lax import shapes as _shapes
+from plax.lax.shapes import broadcasted_iota
+from plax.lax.batch_util import batch_size_of, bdim_at_front
+from plax.lax.conversion import convert_element_type
+
+_KERNEL_DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
+
+
+def check_matrix(name: str, aval, *, square: bool = False, arg: str = "x") -> None:
+    """Refuse an operand that is not a (batch of) float/complex matrices."""
+    if aval.ndim < 2:
+        raise ValueError(f"{name}: argument {arg} must have rank >= 2 (a matrix or a batch of "
+                         f"matrices), got shape {aval.shape}.")
+    if square and aval.shape[-1] != aval.shape[-2]:
+        raise ValueError(f"{name}: argument {arg} must be a (batch of) square matrices, got "
+                         f"shape {aval.shape}; its last two dimensions must be equal.")
+    if np.dtype(aval.dtype) not in map(np.dtype, _KERNEL_DTYPES):
+        raise TypeError(f"{name}: argument {arg} must have a floating-point or complex dtype "
+                        f"(float32, float64, complex64, complex128), got {aval.dtype}; convert "
+                        "it first, e.g. x.astype(jnp.float32).")
+
+
+def batched_on_front(prim, n_batched_operands: int | None = None):
+    """A batching rule for a primitive whose operands share leading batch dimensions: the
+    batch dimension moves to the front of every operand (unbatched ones get it broadcast);
+    every result is batched at 0. Trailing operands beyond ``n_batched_operands`` stay as
+    they are (they have no batch dimensions)."""
+    def rule(axis, vals, dims, **params):
+        size = batch_size_of(vals, dims)
+        k = len(vals) if n_batched_operands is None else n_batched_operands
+        args = [bdim_at_front(v, d, size) if i < k else v
+                for i, (v, d) in enumerate(zip(vals, dims))]
+        out = prim.bind(*args, **params)
+        return out, ([0] * len(out) if prim.multiple_results else 0)
+    batch_rules[prim] = rule
+    return rule
+
+
+def unbatched(vals, dims) -> bool:
+    return all(d is not_mapped for d in dims)
+
+
+def swap_last(x):
+    """``x`` with its last two dimensions swapped."""
+    n = get_aval(x).ndim
+    return _shapes.transpose(x, tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def conj_if_complex(x):
+    return _arith.conj(x) if dtypes.is_complex(get_aval(x).dtype) else x
+
+
+def adjoint(x):
+    """The conjugate transpose of each matrix of ``x``."""
+    return conj_if_complex(swap_last(x))
+
+
+def matmul(a, b):
+    """Batched ``a @ b`` over equal leading batch dimensions."""
+    n = get_aval(a).ndim
+    batch = tuple(range(n - 2))
+    return dot_general(a, b, (((n - 1,), (n - 2,)), (batch, batch)),
+                       precision=Precision.HIGHEST)
+
+
+def triangle_mask(shape, lower: bool, k: int = 0):
+    """Booleans of ``shape`` (matrices last) that are True on and below diagonal ``k`` when
+    ``lower`` (col - row <= k), on and above it otherwise (col - row >= k)."""
+    n = len(shape)
+    rows = broadcasted_iota(np.int32, shape, n - 2)
+    cols = broadcasted_iota(np.int32, shape, n - 1)
+    diff = _arith.sub(cols, rows)
+    kk = np.int32(k)
+    return _cmp.le(diff, kk) if lower else _cmp.ge(diff, kk)
+
+
+def triangle(x, lower: bool, k: int = 0):
+    """The lower (or upper) triangle of each matrix of ``x`` from diagonal ``k``, zeros
+    elsewhere."""
+    aval = get_aval(x)
+    zeros = _shapes.full(aval.shape, 0, aval.dtype)
+    return _cmp.select_n(triangle_mask(aval.shape, lower, k), zeros, x)
+
+
+def eye_like(aval):
+    """Identity matrices of ``aval``'s shape and dtype."""
+    n = aval.ndim
+    rows = broadcasted_iota(np.int32, aval.shape, n - 2)
+    cols = broadcasted_iota(np.int32, aval.shape, n - 1)
+    return convert_element_type(_cmp.eq(rows, cols), aval.dtype)
+
+
+def symmetrize(x):
+    """(x + xᴴ) / 2: the Hermitian part each factorisation assumes."""
+    two = np.array(2, get_aval(x).dtype)
+    return _arith.div(_arith.add(x, adjoint(x)), two)

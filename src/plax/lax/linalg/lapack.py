@@ -1,0 +1,101 @@
+"""Calling jaxlib's CPU LAPACK kernels: the internal ``lapack_p`` primitive.
+
+Each linear-algebra primitive lowers on CPU through ``lower_fun`` to a plax function that
+calls ``call(...)`` (one ``stablehlo.custom_call @lapack_<p><fn>_ffi``) and post-processes
+the kernel's results with ordinary lax ops (NaN where LAPACK reported failure, masks). So
+``lapack_p`` only ever appears inside lowering rules, after every transformation has run:
+it has no jvp or batch rule, by design.
+
+The kernels' contract (learned from the kernels' FFI signatures and checked by the
+round-trip tests): matrices are column-major with the batch dimensions major (XLA inserts
+the layout copies), vectors are row-major, every leading dimension is a batch dimension,
+and flags are ASCII codes as ``ui8`` attributes of ``mhlo.backend_config``.
+
+GPU: the CUDA plugin ships cuSOLVER kernels as custom calls too; they plug in as each
+primitive's ``register_lowering(prim, rule, platform="cuda")``, next to the CPU rule.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive
+from plax.core.rules import abstract_eval_rules, register_lowering
+from plax.core.trace import get_aval
+from plax.lax import comparison as _cmp
+from plax.lax import shapes as _shapes
+from plax.runtime import xla
+
+__all__ = ["call", "nan_unless_ok", "real_dtype"]
+
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+
+lapack_p = Primitive("lapack_call", multiple_results=True)
+
+
+def _layout(ndim: int, matrix: bool) -> str:
+    """The minor-to-major layout of an operand or result: column-major matrices with the
+    batch dimensions major, row-major everything else."""
+    order = ([ndim - 2, ndim - 1] + list(range(ndim - 3, -1, -1)) if matrix and ndim >= 2
+             else list(range(ndim - 1, -1, -1)))
+    values = ", ".join(map(str, order))
+    return f"dense<[{values}]> : tensor<{ndim}xindex>" if ndim else "dense<> : tensor<0xindex>"
+
+
+def _abstract(*operands, target, results, **_):
+    return [ShapedArray(shape, dtype) for shape, dtype, _ in results]
+
+
+def _lowering(ctx, *operands, target, results, matrix_operands, config, aliases):
+    in_layouts = ", ".join(_layout(a.ndim, m) for a, m in zip(ctx.avals_in, matrix_operands))
+    out_layouts = ", ".join(_layout(len(shape), m) for shape, _, m in results)
+    props = (f'call_target_name = "{xla.lapack_target(target)}", api_version = 1 : i32, '
+             f"operand_layouts = [{in_layouts}], result_layouts = [{out_layouts}]")
+    if aliases:
+        # A single result is not a tuple: its alias has no tuple index.
+        index = (lambda out: "") if len(results) == 1 else str
+        props += ", output_operand_aliases = [" + ", ".join(
+            f"#stablehlo.output_operand_alias<output_tuple_indices = [{index(out)}], "
+            f"operand_index = {i}, operand_tuple_indices = []>" for out, i in aliases) + "]"
+    flags = ", ".join(f"{name} = {ord(value)} : ui8" for name, value in config)
+    return ctx.op("stablehlo.custom_call", list(operands), props=props,
+                  attrs=f"mhlo.backend_config = {{{flags}}}")
+
+
+abstract_eval_rules[lapack_p] = _abstract
+register_lowering(lapack_p, _lowering, platform="cpu")
+
+
+def call(fn: str, operands, results, *, matrix_operands=None, config=(), aliases=()):
+    """The results of LAPACK kernel ``fn`` ("potrf", "getrf", ...) for the dtype of the first
+    operand. ``results`` are (shape, dtype, is_matrix) triples; ``matrix_operands`` says
+    which operands are matrices (default: all); ``config`` holds (name, flag letter) pairs;
+    ``aliases`` (result index, operand index) pairs let a result reuse an operand's buffer."""
+    dtype = np.dtype(get_aval(operands[0]).dtype)
+    target = f"lapack_{_PREFIX[dtype]}{fn}_ffi"
+    if matrix_operands is None:
+        matrix_operands = (True,) * len(operands)
+    results = tuple((tuple(s), np.dtype(d), bool(m)) for s, d, m in results)
+    return lapack_p.bind(*operands, target=target, results=results,
+                         matrix_operands=tuple(matrix_operands), config=tuple(config),
+                         aliases=tuple(aliases))
+
+
+def real_dtype(dtype) -> np.dtype:
+    """The real dtype of the same precision (float32 for complex64, ...)."""
+    return np.dtype(np.finfo(np.dtype(dtype)).dtype)
+
+
+def nan_unless_ok(info, *values):
+    """Each of ``values`` (whose leading dimensions are ``info``'s batch dimensions) with NaN
+    wherever the kernel's ``info`` is not 0, as JAX reports a failed factorisation."""
+    ok = _cmp.eq(info, np.zeros((), get_aval(info).dtype))
+    nbatch = get_aval(info).ndim
+    out = []
+    for v in values:
+        aval = get_aval(v)
+        mask = _shapes.broadcast_in_dim(ok, aval.shape, tuple(range(nbatch)))
+        nan = _shapes.full(aval.shape, np.nan, aval.dtype)
+        out.append(_cmp.select_n(mask, nan, v))
+    return out if len(out) != 1 else out[0]
