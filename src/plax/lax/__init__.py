@@ -25,3 +25,4 @@ from plax.lax.special import *  # noqa: F401,F403
 from plax.lax import prng  # noqa: F401  (the Threefry hash and typed-key primitives)
 from plax.lax.sharding_constraint import with_sharding_constraint  # noqa: F401
 from plax.lax import linalg  # noqa: F401,E402  (after the families it builds on)
+from plax.lax.fft import fft, fft_p, FftType  # noqa: F401
