@@ -33,6 +33,8 @@ _NULLARY_BATCH = (
     "nullary and communicates over no axis: vmap binds it unbatched and never consults a "
     "batch rule")
 _NOT_NEEDED = "none: not needed by design"
+_LOWERING_ONLY = ("the internal LAPACK custom call exists only inside CPU lowering rules, after "
+                  "every transformation has run")
 
 # (primitive name, rule kind) -> (reason, issue that will fill it).
 EXEMPTIONS = {
@@ -41,6 +43,8 @@ EXEMPTIONS = {
     ("pmin", "jvp"): ("differentiating pmin (ties across the axis) is not implemented yet",
                       "issue 14"),
     ("iota", "batch"): (_NULLARY_BATCH, _NOT_NEEDED),
+    ("lapack_call", "batch"): (_LOWERING_ONLY, _NOT_NEEDED),
+    ("lapack_call", "jvp"): (_LOWERING_ONLY, _NOT_NEEDED),
 }
 
 

@@ -26,7 +26,7 @@ from plax.lax import comparison as _cmp
 from plax.lax import shapes as _shapes
 from plax.runtime import xla
 
-__all__ = ["call", "nan_unless_ok", "real_dtype"]
+__all__ = ["call", "nan_unless_ok"]
 
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
@@ -80,11 +80,6 @@ def call(fn: str, operands, results, *, matrix_operands=None, config=(), aliases
     return lapack_p.bind(*operands, target=target, results=results,
                          matrix_operands=tuple(matrix_operands), config=tuple(config),
                          aliases=tuple(aliases))
-
-
-def real_dtype(dtype) -> np.dtype:
-    """The real dtype of the same precision (float32 for complex64, ...)."""
-    return np.dtype(np.finfo(np.dtype(dtype)).dtype)
 
 
 def nan_unless_ok(info, *values):
