@@ -13,6 +13,7 @@ from plax.lax.indexing import *  # noqa: F401,F403
 from plax.lax.dot import *  # noqa: F401,F403
 from plax.lax.utility import *  # noqa: F401,F403
 from plax.lax.windowed import *  # noqa: F401,F403
+from plax.lax.convolution import *  # noqa: F401,F403
 from plax.transforms.remat import optimization_barrier  # noqa: F401
 from plax.lax.collectives import (  # noqa: F401
     psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all, ppermute, pshuffle, axis_index,
