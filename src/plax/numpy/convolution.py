@@ -1,23 +1,32 @@
-"""convolve and correlate: 1-D discrete convolution and cross-correlation (as jax.numpy's)."""
+"""convolve and correlate: 1-D discrete convolution and cross-correlation (as jax.numpy's),
+each one lax.conv_general_dilated over a batch of one and one feature."""
 from __future__ import annotations
 
-import numpy as np
-
 from plax.core.trace import get_aval
-from plax.numpy import indexing, products, shape_ops, ufuncs
+from plax.lax import convolution as _conv
+from plax.lax import shapes as _shapes
+from plax.numpy import ufuncs
 from plax.numpy.util import check_arraylike, promote_dtypes_inexact
 
 __all__ = ["convolve", "correlate"]
 
 
-def _full(a, w, precision, preferred_element_type):
-    """The full convolution of 1-D ``a`` and ``w``: out[k] = sum_i a[i] w[k - i]."""
-    n, m = get_aval(a).shape[0], get_aval(w).shape[0]
-    padded = shape_ops.pad(a, (m - 1, m - 1))
-    windows = indexing.take(padded, np.arange(n + m - 1)[:, None] + np.arange(m)[None, :],
-                            axis=0)
-    return products.matmul(windows, w[::-1], precision=precision,
-                           preferred_element_type=preferred_element_type)
+def _padding(mode: str, m: int) -> tuple:
+    """(lo, hi) of the sliding product with a kernel of length ``m`` for ``mode``."""
+    if mode == "full":
+        return (m - 1, m - 1)
+    if mode == "same":  # the centre of the full result, as NumPy picks it
+        return (m // 2, (m - 1) // 2)
+    return (0, 0)
+
+
+def _slide(a, kernel, mode, precision, preferred_element_type):
+    """``out[k] = sum_j a[k + j - lo] kernel[j]`` (no flip, no conjugation)."""
+    n, m = get_aval(a).shape[0], get_aval(kernel).shape[0]
+    out = _conv.conv_general_dilated(
+        _shapes.reshape(a, (1, 1, n)), _shapes.reshape(kernel, (1, 1, m)), (1,),
+        [_padding(mode, m)], precision=precision, preferred_element_type=preferred_element_type)
+    return _shapes.reshape(out, get_aval(out).shape[2:])
 
 
 def _convolve(name, a, v, mode, precision, preferred_element_type, correlate: bool):
@@ -31,23 +40,14 @@ def _convolve(name, a, v, mode, precision, preferred_element_type, correlate: bo
     if mode not in ("full", "same", "valid"):
         raise ValueError(f"{name}: mode must be one of 'full', 'same' or 'valid', got {mode!r}.")
     n, m = sa[0], sv[0]
-    if correlate and m > n:  # as NumPy: the correlation of the swapped pair, reversed
-        out = _convolve(name, v, a, mode, precision, preferred_element_type, True)
-        return ufuncs.conjugate(out)[::-1]
-    if correlate:  # cross-correlation is convolution with the reversed, conjugated kernel
-        v = ufuncs.conjugate(v)[::-1]
-    swapped = m > n
-    if swapped:  # convolution commutes: slide the shorter one
-        a, v, n, m = v, a, m, n
-    full = _full(a, v, precision, preferred_element_type)
-    if mode == "same":
-        start = (m - 1) // 2
-        out = full[start:start + n]
-    elif mode == "valid":
-        out = full[m - 1:n]
-    else:
-        out = full
-    return out
+    if correlate:
+        if m > n:  # as NumPy: the correlation of the swapped pair, reversed and conjugated
+            out = _convolve(name, v, a, mode, precision, preferred_element_type, True)
+            return _shapes.rev(ufuncs.conjugate(out), (0,))
+        return _slide(a, ufuncs.conjugate(v), mode, precision, preferred_element_type)
+    if m > n:  # convolution commutes: slide the shorter one
+        a, v = v, a
+    return _slide(a, _shapes.rev(v, (0,)), mode, precision, preferred_element_type)
 
 
 def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
