@@ -1,0 +1,150 @@
+"""eigh: eigenvalues and eigenvectors of Hermitian (real symmetric) matrices."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive
+from plax.core.rules import abstract_eval_rules, jvp_rules, register_lowering
+from plax.core.trace import get_aval
+from plax.lax import arithmetic as _arith
+from plax.lax import reductions as _reductions
+from plax.lax import shapes as _shapes
+from plax.lax import slicing as _slicing
+from plax.lax.conversion import convert_element_type
+from plax.lax.linalg import lapack
+from plax.lax.linalg.common import (adjoint, batched_on_front, check_matrix, eye_like, matmul,
+                                    symmetrize)
+from plax.lowering.inline import lower_fun
+
+__all__ = ["eigh", "eigh_p"]
+
+eigh_p = Primitive("eigh", multiple_results=True)
+
+
+def real_dtype(dtype) -> np.dtype:
+    """The real dtype of the same precision (float32 for complex64, ...)."""
+    return np.dtype(np.finfo(np.dtype(dtype)).dtype)
+
+
+def check_square(name: str, aval, phrase: str) -> None:
+    """Refuse anything but a (batch of) square float/complex matrices; ``phrase`` opens the
+    message for a non-square operand."""
+    check_matrix(name, aval)
+    if aval.shape[-1] != aval.shape[-2]:
+        raise ValueError(f"{phrase}, got shape {aval.shape}. {name} needs a (batch of) square "
+                         "matrices: its last two dimensions must be equal.")
+
+
+def subset_bounds(name: str, subset, size: int):
+    """``subset_by_index`` as a (start, end) pair of ints with 0 <= start <= end <= size."""
+    try:
+        start, end = (operator.index(i) for i in subset)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: subset_by_index must be None or a pair (start, end) of "
+                        f"integers, got {subset!r}.") from None
+    if not 0 <= start <= end <= size:
+        raise ValueError(f"{name}: subset_by_index={subset!r} must satisfy 0 <= start <= end <= "
+                         f"{size} for matrices of that size.")
+    return start, end
+
+
+def diagonal(x):
+    """The diagonals of the (batched, square) matrices ``x``."""
+    return _reductions.reduce_sum(_arith.mul(x, eye_like(get_aval(x))), (get_aval(x).ndim - 1,))
+
+
+def spread(w, axis: int):
+    """Vectors ``w`` (..., n) broadcast to matrices (..., n, n) varying along ``axis`` (-1:
+    the column index, -2: the row index)."""
+    aval = get_aval(w)
+    nb = aval.ndim - 1
+    shape = aval.shape + aval.shape[-1:]
+    return _shapes.broadcast_in_dim(w, shape, tuple(range(nb)) + (nb + (1 if axis == -1 else 0),))
+
+
+def take_columns(x, start: int, end: int):
+    aval = get_aval(x)
+    return _slicing.slice_in_dim(x, start, end, axis=aval.ndim - 1)
+
+
+def _abstract(x, *, lower, sort_eigenvalues, subset_by_index):
+    check_square("eigh", x, "Argument to symmetric eigendecomposition must have shape [..., n, n]")
+    n = x.shape[-1]
+    if subset_by_index is None:
+        d = n
+    else:
+        start, end = subset_bounds("eigh", subset_by_index, n)
+        d = end - start
+    return [ShapedArray(x.shape[:-1] + (d,), x.dtype),
+            ShapedArray(x.shape[:-2] + (d,), real_dtype(x.dtype))]
+
+
+def _cpu(x, *, lower, sort_eigenvalues, subset_by_index):
+    # syevd/heevd return the eigenvalues in ascending order whatever sort_eigenvalues says.
+    aval = get_aval(x)
+    real = real_dtype(aval.dtype)
+    if 0 in aval.shape:
+        v, w = x, _shapes.full(aval.shape[:-1], 0, real)
+    else:
+        fn = "heevd" if dtypes.is_complex(aval.dtype) else "syevd"
+        v, w, info = lapack.call(fn, [x], [(aval.shape, aval.dtype, True),
+                                           (aval.shape[:-1], real, False),
+                                           (aval.shape[:-2], np.int32, False)],
+                                 config=(("mode", "V"), ("uplo", "L" if lower else "U")),
+                                 aliases=((0, 0),))
+        v, w = lapack.nan_unless_ok(info, v, w)
+    if subset_by_index is not None:
+        v, w = take_columns(v, *subset_by_index), take_columns(w, *subset_by_index)
+    return [v, w]
+
+
+def _jvp(primals, tangents, *, lower, sort_eigenvalues, subset_by_index):
+    # Distinct eigenvalues: with P = vᴴ dA v, dw = Re diag(P) and dv = v (F ∘ P), where
+    # F_ij = 1 / (w_j - w_i) off the diagonal and 0 on it. dA is taken as given (Hermitian,
+    # as the public function makes it by default). A subset is a slice of the whole.
+    (x,), (dx,) = primals, tangents
+    v, w = eigh_p.bind(x, lower=lower, sort_eigenvalues=sort_eigenvalues, subset_by_index=None)
+    aval = get_aval(x)
+    eye = eye_like(aval)
+    wc = convert_element_type(w, aval.dtype)
+    f = _arith.sub(_arith.div(_shapes.full(aval.shape, 1, aval.dtype),
+                              _arith.add(eye, _arith.sub(spread(wc, -1), spread(wc, -2)))), eye)
+    p = matmul(matmul(adjoint(v), dx), v)
+    dv = matmul(v, _arith.mul(f, p))
+    dw = diagonal(_arith.real(p) if dtypes.is_complex(aval.dtype) else p)
+    if subset_by_index is not None:
+        v, dv = take_columns(v, *subset_by_index), take_columns(dv, *subset_by_index)
+        w, dw = take_columns(w, *subset_by_index), take_columns(dw, *subset_by_index)
+    return [v, w], [dv, dw]
+
+
+abstract_eval_rules[eigh_p] = _abstract
+register_lowering(eigh_p, lower_fun(_cpu, multiple_results=True), platform="cpu")
+jvp_rules[eigh_p] = _jvp
+batched_on_front(eigh_p)
+
+
+def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
+         sort_eigenvalues: bool = True, subset_by_index=None):
+    """``(v, w)``: the eigenvectors (the columns of ``v``, unit norm) and the real eigenvalues
+    ``w`` (ascending) of each Hermitian matrix of ``x``. With ``symmetrize_input`` the matrix
+    decomposed is (x + xᴴ) / 2; otherwise only its ``lower`` (or upper) triangle is read.
+    ``subset_by_index=(start, end)`` keeps eigenpairs start..end-1 of the ascending order.
+    Where LAPACK does not converge (NaN input, ...) both results are NaN, as JAX."""
+    aval = get_aval(x)
+    check_square("eigh", aval, "Argument to symmetric eigendecomposition must have shape "
+                 "[..., n, n]")
+    n = aval.shape[-1]
+    if subset_by_index is not None:
+        subset_by_index = subset_bounds("eigh", subset_by_index, n)
+        if subset_by_index == (0, n):
+            subset_by_index = None
+    if symmetrize_input:
+        x = symmetrize(x)
+    v, w = eigh_p.bind(x, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues),
+                       subset_by_index=subset_by_index)
+    return v, w
