@@ -168,17 +168,15 @@ def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dime
 
 def _check_groups(lhs, rhs, dnums, feature_group_count, batch_group_count) -> None:
     lhs_spec, rhs_spec, _ = dnums
-    for name, count in (("feature_group_count", feature_group_count),
-                        ("batch_group_count", batch_group_count)):
+    features, batch = lhs.shape[lhs_spec[1]], lhs.shape[lhs_spec[0]]
+    rhs_in, rhs_out = rhs.shape[rhs_spec[1]], rhs.shape[rhs_spec[0]]
+
+    def positive(name, count):
         if not count > 0:
             raise ValueError(f"conv_general_dilated {name} must be a positive integer, got "
                              f"{count}.")
-    if feature_group_count > 1 and batch_group_count > 1:
-        raise ValueError("At most one of batch_group_count and feature_group_count may be > 1, "
-                         f"got batch_group_count={batch_group_count} and "
-                         f"feature_group_count={feature_group_count}.")
-    features, batch = lhs.shape[lhs_spec[1]], lhs.shape[lhs_spec[0]]
-    rhs_in, rhs_out = rhs.shape[rhs_spec[1]], rhs.shape[rhs_spec[0]]
+
+    positive("feature_group_count", feature_group_count)
     if features % feature_group_count:
         raise ValueError("conv_general_dilated feature_group_count must divide lhs feature "
                          f"dimension size, but {feature_group_count} does not divide {features}.")
@@ -188,14 +186,22 @@ def _check_groups(lhs, rhs, dnums, feature_group_count, batch_group_count) -> No
             "must equal the rhs input feature dimension size, but "
             f"{features} // {feature_group_count} != {rhs_in} (lhs shape {lhs.shape}, rhs "
             f"shape {rhs.shape}, dimension_numbers {dnums}).")
-    for name, count in (("feature_group_count", feature_group_count),
-                        ("batch_group_count", batch_group_count)):
-        if rhs_out % count:
-            raise ValueError("conv_general_dilated rhs output feature dimension size must be a "
-                             f"multiple of {name}, but {rhs_out} is not a multiple of {count}.")
+    if rhs_out % feature_group_count:
+        raise ValueError("conv_general_dilated rhs output feature dimension size must be a "
+                         f"multiple of feature_group_count, but {rhs_out} is not a multiple of "
+                         f"{feature_group_count}.")
+    positive("batch_group_count", batch_group_count)
     if batch % batch_group_count:
         raise ValueError("conv_general_dilated batch_group_count must divide lhs batch dimension "
                          f"size, but {batch_group_count} does not divide {batch}.")
+    if rhs_out % batch_group_count:
+        raise ValueError("conv_general_dilated rhs output feature dimension size must be a "
+                         f"multiple of batch_group_count, but {rhs_out} is not a multiple of "
+                         f"{batch_group_count}.")
+    if feature_group_count > 1 and batch_group_count > 1:
+        raise ValueError("At most one of batch_group_count and feature_group_count may be > 1, "
+                         f"got batch_group_count={batch_group_count} and "
+                         f"feature_group_count={feature_group_count}.")
 
 
 def _conv_shape(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
