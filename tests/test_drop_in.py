@@ -121,6 +121,12 @@ def test_random_and_nn_program_gives_jax_numbers_through_python_m_plax(tmp_path)
               "att True", "vmap True", "labels True True", "perm True", "gamma_grad True")
 
 
+def test_fft_program_runs_through_python_m_plax(tmp_path):
+    assert_ok(run_script(tmp_path, program("fft")), "fft2 True True", "rfftn True",
+              "roundtrip True", "jit True", "grad True", "vmap True", "lax True", "freq True",
+              "error True")
+
+
 def test_typed_key_program_gives_jax_numbers_through_python_m_plax(tmp_path):
     assert_ok(run_script(tmp_path, program("typed_keys")), "dtype key<fry> True ()",
               "losses True", "w0 True", "key True", "vmap True", "reuse caught True")
