@@ -222,9 +222,32 @@ def test_poly_cases_jit_grad_errors():
     z = rand(4)
     close(plax.jit(jnp.poly)(z), np.poly(z.astype(np.float64)), F32, rtol=1e-4, atol=1e-4)
     check_grads(jnp.poly, (z,), order=2)
-    with pytest.raises(NotImplementedError, match="plax.numpy.linalg does not exist yet"):
-        jnp.poly(np.eye(3))
+    m = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)  # its characteristic polynomial
+    close(jnp.poly(m), np.poly(m.astype(np.float64)), C64, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="input must be 1d or non-empty square 2d array"):
         jnp.poly(np.ones((2, 3)))
     with pytest.raises(ValueError, match="input must be 1d or non-empty square 2d array"):
         jnp.poly(np.ones((2, 2, 2)))
+
+
+# --- roots -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("coeffs", [[1.0, -6.0, 11.0, -6.0], [0.0, 0.0, 1.0, -3.0, 2.0],
+                                    [2.0, 0.0, 1.0], [1.0, 0.0, 0.0], [3.0, 1.5]])
+def test_roots_match_numpy(coeffs):
+    found = np.sort_complex(np.asarray(jnp.roots(np.array(coeffs, np.float32))))
+    np.testing.assert_allclose(found, np.sort_complex(np.roots(coeffs)), atol=1e-5)
+    assert found.dtype == C64
+
+
+def test_roots_without_stripping_under_jit_and_errors():
+    # Each leading zero is a root at infinity: NaN, at the end (as JAX).
+    out = np.asarray(plax.jit(lambda p: jnp.roots(p, strip_zeros=False))(
+        np.array([0.0, 1.0, 1.0, -6.0], np.float32)))
+    np.testing.assert_allclose(np.sort_complex(out[:2]), [-3.0, 2.0], atol=1e-5)
+    assert np.isnan(out[2].real) and np.isnan(out[2].imag)
+    assert jnp.roots(np.array([2.0], np.float32)).shape == (0,)
+    assert jnp.roots(np.array([1, 2], np.int32)).dtype == C64
+    with pytest.raises(ConcretizationTypeError, match="strip_zeros=False under jit"):
+        plax.jit(jnp.roots)(np.array([1.0, 2.0], np.float32))
+    with pytest.raises(ValueError, match="rank-1 array of coefficients"):
+        jnp.roots(np.ones((2, 2), np.float32))

@@ -1,10 +1,10 @@
 """Polynomials as coefficient arrays, highest power first: polyval, polyadd, polysub,
-polymul, polydiv, polyder, polyint and poly (from roots).
+polymul, polydiv, polyder, polyint, poly (from roots) and roots.
 
 Written on plax.lax and the other plax.numpy modules. As in JAX, arithmetic on
 coefficients keeps the promoted dtype (polyadd, polysub, polyval) while products,
-quotients, derivatives and integrals are inexact. polyfit and roots need linear
-algebra (least squares, eigenvalues), which plax does not have yet.
+quotients, derivatives and integrals are inexact. roots are the eigenvalues of the
+companion matrix (lax.linalg.eig, CPU).
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from plax.numpy import creation, shape_ops, ufuncs, util
 from plax.numpy.util import as_operand, check_arraylike, convert, promote_dtypes, \
     promote_dtypes_inexact
 
-__all__ = ["polyval", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint", "poly"]
+__all__ = ["polyval", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint", "poly",
+           "roots"]
 
 
 def _aval(x):
@@ -50,14 +51,14 @@ def _pad_front(p, n: int):
     return lax.pad(p, creation.zeros((), _aval(p).dtype), pads)
 
 
-def _concrete(x, name: str, argname: str):
+def _concrete(x, name: str, argname: str, flag: str = "trim_leading_zeros"):
     if isinstance(x, Tracer):
         val = x.to_concrete_value()
         if val is None:
             raise ConcretizationTypeError(
-                x, f"plax.numpy.{name}: trim_leading_zeros=True needs the concrete value of "
+                x, f"plax.numpy.{name}: {flag}=True needs the concrete value of "
                    f"{argname}, since the output shape depends on it; pass "
-                   "trim_leading_zeros=False under jit.")
+                   f"{flag}=False under jit.")
         return np.asarray(val)
     return np.asarray(x)
 
@@ -231,10 +232,8 @@ def poly(seq_of_zeros):
     z = shape_ops.atleast_1d(z)
     shape = _aval(z).shape
     if len(shape) == 2 and shape[0] == shape[1] and shape[0] > 0:
-        raise NotImplementedError(
-            "poly of a square matrix (its characteristic polynomial) needs the eigenvalues "
-            "of the matrix, and plax.numpy.linalg does not exist yet: pass the roots as a "
-            "1-D array instead.")
+        z = _eigenvalues(z)  # the characteristic polynomial of the matrix
+        shape = _aval(z).shape
     if len(shape) != 1:
         raise ValueError(f"poly: input must be 1d or non-empty square 2d array, got shape "
                          f"{shape}.")
@@ -250,3 +249,54 @@ def poly(seq_of_zeros):
 
     a, _ = lax.scan(step, a0, z)
     return a
+
+
+def _eigenvalues(a):
+    return lax.linalg.eig(a, compute_left_eigenvectors=False,
+                          compute_right_eigenvectors=False)[0]
+
+
+def roots(p, *, strip_zeros: bool = True):
+    """The (complex) roots of the polynomial with coefficients ``p``, highest power first.
+
+    With ``strip_zeros`` leading zeros are dropped first, which needs concrete ``p``; without
+    it (usable under jit) each leading zero stands for a root at infinity, given as NaN.
+    """
+    check_arraylike("roots", p)
+    p = shape_ops.atleast_1d(promote_dtypes_inexact(p)[0])
+    if _aval(p).ndim != 1:
+        raise ValueError(f"roots: input must be a rank-1 array of coefficients, got shape "
+                         f"{_aval(p).shape}.")
+    if strip_zeros:
+        host = _concrete(p, "roots", "p", "strip_zeros").ravel()
+        nz = np.flatnonzero(host)
+        p = p[int(nz[0]):] if nz.size else p[:0]
+    n = _aval(p).shape[0] - 1
+    cdt = np.result_type(_aval(p).dtype, np.complex64)
+    if n < 1:
+        return creation.zeros((0,), cdt)
+    if strip_zeros:
+        return _eigenvalues(_companion(p, n))
+    # Leading zeros: shift them to the end (each then adds a root at 0), and report as many
+    # roots as there are leading zeros as NaN.
+    is_zero = ufuncs.equal(p, creation.zeros((), _aval(p).dtype))
+    leading = lax.cumprod(convert(is_zero, np.int32))
+    count = lax.reduce_sum(leading, (0,))
+    order = ufuncs.remainder(lax.iota(np.int32, n + 1) + count, n + 1)
+    shifted = p[order]
+    # The shift made `count` roots at 0: sorted first by magnitude, they are dropped, and NaNs
+    # fill the end.
+    found = _eigenvalues(_companion(shifted, n))
+    _, found = lax.sort((ufuncs.abs(found), found), num_keys=1)
+    index = lax.iota(np.int32, n) + count
+    keep = index < n
+    picked = found[lax.min(index, np.int32(n - 1))]
+    return lax.select(keep, picked, creation.full((n,), complex(np.nan, np.nan), cdt))
+
+
+def _companion(p, n: int):
+    """The companion matrix of p (p[0] != 0): -p[1:] / p[0] on the first row, ones below."""
+    dt = _aval(p).dtype
+    first = ufuncs.negative(ufuncs.true_divide(p[1:], p[0]))
+    below = creation.eye(n - 1, n, dtype=dt)
+    return lax.concatenate([lax.reshape(first, (1, n)), below], 0)
