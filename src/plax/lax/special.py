@@ -24,7 +24,7 @@ from plax.lax import reductions as _r
 from plax.lax import shapes as _s
 from plax.lax import transcendental as _t
 from plax.lax.batch_util import broadcasting
-from plax.lax.common import check_dtype, check_same_dtypes, check_same_shapes
+from plax.lax.common import check_dtype, check_same_dtypes, check_same_shapes, weak_of
 from plax.lax.control_flow import loops as _loops
 from plax.lowering.inline import lower_fun
 
@@ -86,7 +86,7 @@ def _with_jvp(name, impl, jvp_rule, doc):
     operands); operands are floats of one dtype, rank-0 ones broadcast."""
     prim = Primitive(name)
     abstract_eval_rules[prim] = lambda *avals: ShapedArray(
-        check_same_shapes(name, *avals), avals[0].dtype)
+        check_same_shapes(name, *avals), avals[0].dtype, weak_of(*avals))
     # (batching may bind it on a rank-0 operand next to a batched one: broadcast first)
     register_lowering(prim, lower_fun(lambda *xs: impl(*_prepare(name, *xs))))
     broadcasting(prim)
@@ -556,9 +556,10 @@ def _betainc_impl(a, b, x):
     logfront = sub(sub(add(mul(fa, log(fx)), mul(fb, log1p(neg(fx)))), _lbeta(fa, fb)), log(fa))
     val = mul(exp(logfront), _beta_fraction(fa, fb, fx, not_(special)))
     val = _c.select(flip, sub(one, val), val)
-    # Edges: x = 0 gives 0 and x = 1 gives 1; a = 0 gives 1 and b = 0 gives 0.
-    val = _where(x0, 0.0, _where(x1, 1.0, val))
+    # Edges: a = 0 gives 1 and b = 0 gives 0, except at the ends, where x = 0 gives 0 and
+    # x = 1 gives 1 (as SciPy).
     val = _where(a0, 1.0, _where(b0, 0.0, val))
+    val = _where(x0, 0.0, _where(x1, 1.0, val))
     invalid = or_(or_(bad, nan), and_(a0, b0))
     return _where(invalid, np.nan, val)
 

@@ -237,7 +237,8 @@ def _ndtri(p):
         x = (x - (ln - log_q) * jnp.exp(ln - log_phi)).astype(dt)
     x = jnp.where(upper, jnp.negative(x), x)
     x = jnp.where(jnp.equal(p, 0), -np.inf, jnp.where(jnp.equal(p, 1), np.inf, x))
-    return jnp.where(jnp.logical_or(jnp.less(p, 0), jnp.greater(p, 1)), np.nan, x).astype(dt)
+    outside = jnp.logical_or(jnp.less(p, 0), jnp.greater(p, 1))
+    return jnp.where(jnp.logical_or(outside, jnp.isnan(p)), np.nan, x).astype(dt)
 
 
 _ndtri.defjvps(lambda t, ans, p: jnp.multiply(

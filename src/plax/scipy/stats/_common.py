@@ -1,0 +1,37 @@
+"""Pieces the distribution modules share: argument promotion and the standardised variable."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax import lax
+from plax import numpy as jnp
+from plax.numpy.util import promote_args_inexact
+
+LOG_2PI = float(np.log(2 * np.pi))
+LOG_PI = float(np.log(np.pi))
+LOG_2 = float(np.log(2.0))
+
+
+def promote(name: str, *args):
+    """``args`` as one inexact dtype (ints and bools to the default float), ranks aligned."""
+    return promote_args_inexact(name, *args)
+
+
+def standardize(x, loc, scale):
+    """(x - loc) / scale."""
+    return lax.div(lax.sub(x, loc), scale)
+
+
+def nan_unless(ok, value):
+    """``value`` where ``ok``, NaN elsewhere."""
+    return jnp.where(ok, value, np.nan)
+
+
+def is_integer_valued(k):
+    """True where ``k`` is a whole number (finite)."""
+    return jnp.equal(k, jnp.floor(k))
+
+
+def standardize_positive(x, loc, scale):
+    """(x - loc) / scale, NaN where ``scale`` is not positive."""
+    return nan_unless(jnp.greater(scale, 0), standardize(x, loc, scale))

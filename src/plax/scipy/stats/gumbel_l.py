@@ -1,0 +1,50 @@
+"""The left-skewed Gumbel (extreme value of minima) distribution."""
+from __future__ import annotations
+
+from plax import lax
+from plax import numpy as jnp
+from plax.scipy.stats._common import nan_unless, promote, standardize_positive
+
+__all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf"]
+
+
+def logpdf(x, loc=0, scale=1):
+    """Log of the density: z - exp(z) - log(scale)."""
+    x, loc, scale = promote("gumbel_l.logpdf", x, loc, scale)
+    z = standardize_positive(x, loc, scale)
+    return jnp.subtract(jnp.subtract(z, jnp.exp(z)), jnp.log(scale))
+
+
+def pdf(x, loc=0, scale=1):
+    """The Gumbel density at ``x``."""
+    return lax.exp(logpdf(x, loc, scale))
+
+
+def cdf(x, loc=0, scale=1):
+    """The CDF 1 - exp(-exp(z))."""
+    x, loc, scale = promote("gumbel_l.cdf", x, loc, scale)
+    return jnp.negative(jnp.expm1(jnp.negative(jnp.exp(standardize_positive(x, loc, scale)))))
+
+
+def logcdf(x, loc=0, scale=1):
+    """Log of the CDF."""
+    return jnp.log(cdf(x, loc, scale))
+
+
+def logsf(x, loc=0, scale=1):
+    """Log of the survival function: -exp(z)."""
+    x, loc, scale = promote("gumbel_l.logsf", x, loc, scale)
+    return jnp.negative(jnp.exp(standardize_positive(x, loc, scale)))
+
+
+def sf(x, loc=0, scale=1):
+    """The survival function exp(-exp(z))."""
+    return lax.exp(logsf(x, loc, scale))
+
+
+def ppf(p, loc=0, scale=1):
+    """The quantile function loc + scale * log(-log(1 - p)) (NaN outside (0, 1))."""
+    p, loc, scale = promote("gumbel_l.ppf", p, loc, scale)
+    z = jnp.log(jnp.negative(jnp.log1p(jnp.negative(p))))
+    z = nan_unless(jnp.logical_and(jnp.greater(p, 0), jnp.less(p, 1)), z)
+    return jnp.add(jnp.multiply(z, scale), loc)
