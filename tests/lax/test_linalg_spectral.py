@@ -93,7 +93,7 @@ def test_eigh_nan_empty_vmap_jit():
     x = _rand((4, 3, 3), F32, seed=1)
     out = plax.vmap(lambda a: L.eigh(a)[1], in_axes=1)(np.moveaxis(x, 0, 1))
     np.testing.assert_allclose(out, np.asarray(L.eigh(x)[1]), **_tol(F32))
-    jv, jw = plax.jit(L.eigh)(x)
+    _, jw = plax.jit(L.eigh)(x)
     np.testing.assert_allclose(jw, np.asarray(L.eigh(x)[1]), **_tol(F32))
 
 
@@ -258,7 +258,7 @@ def test_eig_modes_nan_empty_vmap_jit():
         assert w.shape == shape[:-1] and vr.shape == shape and vr.dtype == C64
     out = plax.vmap(lambda a: L.eig(a)[0], in_axes=-1)(np.moveaxis(x, 0, -1))
     np.testing.assert_allclose(out, w_all, **_tol(F32))
-    jw, jvr = plax.jit(lambda a: L.eig(a, compute_left_eigenvectors=False))(x)
+    _, jvr = plax.jit(lambda a: L.eig(a, compute_left_eigenvectors=False))(x)
     np.testing.assert_allclose(jvr, vr_all, **_tol(F32))
 
 

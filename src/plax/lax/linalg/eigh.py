@@ -111,8 +111,8 @@ def _jvp(primals, tangents, *, lower, sort_eigenvalues, subset_by_index):
     aval = get_aval(x)
     eye = eye_like(aval)
     wc = convert_element_type(w, aval.dtype)
-    f = _arith.sub(_arith.div(_shapes.full(aval.shape, 1, aval.dtype),
-                              _arith.add(eye, _arith.sub(spread(wc, -1), spread(wc, -2)))), eye)
+    gap = _arith.add(eye, _arith.sub(spread(wc, -1), spread(wc, -2)))  # 1 on the diagonal
+    f = _arith.sub(_arith.div(np.ones((), aval.dtype), gap), eye)
     p = matmul(matmul(adjoint(v), dx), v)
     dv = matmul(v, _arith.mul(f, p))
     dw = diagonal(_arith.real(p) if dtypes.is_complex(aval.dtype) else p)
