@@ -1,2 +1,3 @@
 """plax.scipy: SciPy functions on plax arrays."""
 from plax.scipy import special  # noqa: F401
+from plax.scipy import signal  # noqa: F401
