@@ -35,3 +35,4 @@ from plax.numpy.polynomial import *  # noqa: F401,F403,E402
 from plax.numpy.windows import *  # noqa: F401,F403,E402
 from plax.numpy.convolution import *  # noqa: F401,F403,E402
 from plax.numpy import fft  # noqa: F401,E402  (the submodule plax.numpy.fft)
+from plax.numpy import linalg  # noqa: F401,E402  (the submodule plax.numpy.linalg)
