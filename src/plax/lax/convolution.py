@@ -18,6 +18,7 @@ vmap folds the mapped axis into the batch or a feature dimension.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import NamedTuple, Sequence, Union
 
@@ -72,7 +73,11 @@ def conv_general_permutations(dimension_numbers):
 
     Spatial dimensions are numbered in the order the rhs spec lists them.
     """
-    specs = tuple(dimension_numbers)
+    return _string_permutations(tuple(dimension_numbers))
+
+
+@functools.lru_cache(maxsize=256)
+def _string_permutations(specs: tuple) -> tuple:
     for i, (spec, (a, b)) in enumerate(zip(specs, _ROLE_CHARS)):
         if spec.count(a) != 1 or spec.count(b) != 1:
             raise TypeError(f"convolution dimension_numbers[{i}] must contain the characters "
@@ -166,10 +171,10 @@ def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dime
     return tuple(out[i] for i in np.argsort(out_perm))
 
 
-def _check_groups(lhs, rhs, dnums, feature_group_count, batch_group_count) -> None:
+def _check_groups(lhs_shape, rhs_shape, dnums, feature_group_count, batch_group_count) -> None:
     lhs_spec, rhs_spec, _ = dnums
-    features, batch = lhs.shape[lhs_spec[1]], lhs.shape[lhs_spec[0]]
-    rhs_in, rhs_out = rhs.shape[rhs_spec[1]], rhs.shape[rhs_spec[0]]
+    features, batch = lhs_shape[lhs_spec[1]], lhs_shape[lhs_spec[0]]
+    rhs_in, rhs_out = rhs_shape[rhs_spec[1]], rhs_shape[rhs_spec[0]]
 
     def positive(name, count):
         if not count > 0:
@@ -184,8 +189,8 @@ def _check_groups(lhs, rhs, dnums, feature_group_count, batch_group_count) -> No
         raise ValueError(
             "conv_general_dilated lhs feature dimension size divided by feature_group_count "
             "must equal the rhs input feature dimension size, but "
-            f"{features} // {feature_group_count} != {rhs_in} (lhs shape {lhs.shape}, rhs "
-            f"shape {rhs.shape}, dimension_numbers {dnums}).")
+            f"{features} // {feature_group_count} != {rhs_in} (lhs shape {lhs_shape}, rhs "
+            f"shape {rhs_shape}, dimension_numbers {dnums}).")
     if rhs_out % feature_group_count:
         raise ValueError("conv_general_dilated rhs output feature dimension size must be a "
                          f"multiple of feature_group_count, but {rhs_out} is not a multiple of "
@@ -204,20 +209,21 @@ def _check_groups(lhs, rhs, dnums, feature_group_count, batch_group_count) -> No
                          f"feature_group_count={feature_group_count}.")
 
 
-def _conv_shape(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+@functools.lru_cache(maxsize=1024)
+def _conv_shape(lhs_shape, rhs_shape, *, window_strides, padding, lhs_dilation, rhs_dilation,
                 dimension_numbers, feature_group_count, batch_group_count) -> tuple:
-    if lhs.ndim != rhs.ndim:
+    if len(lhs_shape) != len(rhs_shape):
         raise ValueError("conv_general_dilated lhs and rhs must have the same number of "
-                         f"dimensions, but got {lhs.shape} and {rhs.shape}.")
-    if lhs.ndim < 2:
+                         f"dimensions, but got {lhs_shape} and {rhs_shape}.")
+    if len(lhs_shape) < 2:
         raise ValueError("conv_general_dilated needs operands of rank at least 2 (batch and "
-                         f"feature dimensions), got lhs shape {lhs.shape} and rhs shape "
-                         f"{rhs.shape}.")
+                         f"feature dimensions), got lhs shape {lhs_shape} and rhs shape "
+                         f"{rhs_shape}.")
     if not isinstance(dimension_numbers, ConvDimensionNumbers):
         raise TypeError("conv_general_dilated_p needs a ConvDimensionNumbers, got "
                         f"{dimension_numbers!r}; lax.conv_dimension_numbers makes one.")
-    _check_permutations(dimension_numbers, lhs.ndim)
-    nspatial = lhs.ndim - 2
+    _check_permutations(dimension_numbers, len(lhs_shape))
+    nspatial = len(lhs_shape) - 2
     for name, vals in (("window_strides", window_strides), ("lhs_dilation", lhs_dilation),
                        ("rhs_dilation", rhs_dilation)):
         if len(vals) != nspatial:
@@ -228,12 +234,12 @@ def _conv_shape(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
             what = "window_strides" if name == "window_strides" else "All dilations"
             raise TypeError(f"conv_general_dilated: {what} must be positive, got {name}="
                             f"{tuple(vals)}.")
-    _check_groups(lhs, rhs, dimension_numbers, feature_group_count, batch_group_count)
+    _check_groups(lhs_shape, rhs_shape, dimension_numbers, feature_group_count, batch_group_count)
     lhs_perm, rhs_perm, out_perm = dimension_numbers
-    lhs_t = (lhs.shape[lhs_perm[0]], lhs.shape[lhs_perm[1]]) + _dilate(
-        [lhs.shape[d] for d in lhs_perm[2:]], lhs_dilation)
-    rhs_t = (rhs.shape[rhs_perm[0]], rhs.shape[rhs_perm[1]]) + _dilate(
-        [rhs.shape[d] for d in rhs_perm[2:]], rhs_dilation)
+    lhs_t = (lhs_shape[lhs_perm[0]], lhs_shape[lhs_perm[1]]) + _dilate(
+        [lhs_shape[d] for d in lhs_perm[2:]], lhs_dilation)
+    rhs_t = (rhs_shape[rhs_perm[0]], rhs_shape[rhs_perm[1]]) + _dilate(
+        [rhs_shape[d] for d in rhs_perm[2:]], rhs_dilation)
     out_t = conv_shape_tuple(lhs_t, rhs_t, window_strides, padding, batch_group_count)
     return tuple(out_t[i] for i in np.argsort(out_perm))
 
@@ -289,7 +295,7 @@ def _conv_abstract(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
         raise TypeError("lax.conv_general_dilated requires arguments to have the same dtypes, "
                         f"got {lhs.dtype.name}, {rhs.dtype.name}. Convert one operand first "
                         "(lax.convert_element_type).")
-    shape = _conv_shape(lhs, rhs, window_strides=window_strides, padding=padding,
+    shape = _conv_shape(lhs.shape, rhs.shape, window_strides=window_strides, padding=padding,
                         lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
                         dimension_numbers=dimension_numbers,
                         feature_group_count=feature_group_count,
@@ -305,6 +311,7 @@ def _layout(spec, roles) -> str:
     return "[" + ", ".join(letters) + "]"
 
 
+@functools.lru_cache(maxsize=1024)
 def _conv_props(*, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
                 feature_group_count, batch_group_count, precision) -> str:
     lhs_spec, rhs_spec, out_spec = dimension_numbers
