@@ -206,7 +206,7 @@ def test_wrappers():
                                rtol=2e-5, atol=2e-5)
 
 
-# --- conv_transpose --------------------------------------------------------------------------------
+# --- conv_transpose -----------------------------------------------------------------------------
 def _transpose_pads(k, s, padding):
     """The transposed convolution's own padding for forward 'SAME'/'VALID' (or forward pairs):
     a full-overlap ('VALID') or centred ('SAME') output of size about n * s."""
@@ -421,7 +421,7 @@ def test_dimension_number_errors():
         lax.conv_transpose(np.ones((1,) * 6), np.ones((1,) * 6), (1,) * 4, "SAME")
 
 
-# --- sharding in types ------------------------------------------------------------------------------
+# --- sharding in types --------------------------------------------------------------------------
 def test_sharding_keeps_the_batch_split_and_refuses_ambiguous_ones():
     mesh = plax.make_mesh((2, 4), ("x", "y"))
     xs, ws = rand((8, 4, 4, 4), seed=1), rand((2, 2, 4, 4), seed=2)

@@ -27,7 +27,8 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
-                             out_sharding_params, register_lowering, transpose_rules)
+                             out_sharding_params, register_lowering, tangent_aval,
+                             transpose_rules)
 from plax.core.sharding_types import ShardingTypeError, first_sharding, like, sharding_rules, \
     spec_of
 from plax.core.trace import get_aval
@@ -399,7 +400,7 @@ def _merge_dim(x, src: int, dst: int):
 def _conv_jvp(primals, tangents, **params):
     (x, w), (tx, tw) = primals, tangents
     ans = conv_general_dilated_p.bind(x, w, **params)
-    out = Zero(get_aval(ans))
+    out = Zero(tangent_aval(get_aval(ans)))
     if type(tx) is not Zero:
         out = add_tangents(out, conv_general_dilated_p.bind(tx, w, **params))
     if type(tw) is not Zero:
@@ -677,7 +678,7 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     strides = as_int_tuple(strides, "strides")
     rhs_dil = (1,) * (ndim - 2) if rhs_dilation is None else as_int_tuple(rhs_dilation,
                                                                           "rhs_dilation")
-    if use_consistent_padding or padding in ("SAME", "VALID"):
+    if use_consistent_padding or (isinstance(padding, str) and padding in ("SAME", "VALID")):
         kernel = _dilate([rhs_shape[d] for d in dnums.rhs_spec[2:]], rhs_dil)
         per_dim = [padding] * len(strides) if isinstance(padding, str) else \
             [tuple(p) for p in padding]
