@@ -1,3 +1,4 @@
 """plax.scipy: SciPy functions on plax arrays."""
 from plax.scipy import special  # noqa: F401
 from plax.scipy import signal  # noqa: F401
+from plax.scipy import linalg  # noqa: F401

@@ -1,0 +1,416 @@
+"""plax.scipy.linalg: scipy.linalg on plax arrays, as ``jax.scipy.linalg``.
+
+Built on ``plax.lax.linalg`` and ``plax.numpy.linalg``. The SciPy arguments that only
+concern memory or input checking (``overwrite_a``, ``overwrite_b``, ``check_finite``,
+``lwork``, ``debug``) are accepted and have no effect: plax arrays are immutable and
+never checked for finiteness (NaNs propagate, as in JAX). Every function takes batches
+of matrices (leading dimensions), except ``block_diag``.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from plax import lax
+from plax import numpy as jnp
+from plax.api import jit
+from plax.core import dtypes
+from plax.lax import linalg as lax_linalg
+from plax.numpy import linalg as jnp_linalg
+from plax.numpy.linalg import _h, _inexact, _lu_solve, _mm, _t
+from plax.numpy.util import check_arraylike, promote_dtypes
+
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "hilbert",
+           "inv", "lu", "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd",
+           "toeplitz"]
+
+
+def _check_square(name, a):
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"The input to {name} must be a square matrix (or a batch of them), "
+                         f"got shape {a.shape}; its last two dimensions must be equal.")
+
+
+def _as_matrices(name, a, b):
+    """``b`` as (a batch of) matrices against ``a`` (..., n, n): a vector when it has one
+    dimension fewer than ``a``; both broadcast to one batch shape. Returns (a, b, vector)."""
+    n = a.shape[-1]
+    vector = b.ndim == a.ndim - 1
+    if vector:
+        b = b[..., None]
+    if b.ndim < 2 or b.shape[-2] != n:
+        got = b.shape[-2] if b.ndim >= 2 else b.shape
+        raise ValueError(f"{name}: inconsistent size for core dimension 'n': b has {got} "
+                         f"rows (shape {b.shape[:-1] if vector else b.shape}) but a is "
+                         f"{n}x{n}; b must be (..., {n}) or (..., {n}, k).")
+    batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return (jnp.broadcast_to(a, batch + a.shape[-2:]), jnp.broadcast_to(b, batch + b.shape[-2:]),
+            vector)
+
+
+# --- Cholesky ---------------------------------------------------------------------------------
+@functools.partial(jit, static_argnames=("lower",))
+def _cholesky(a, lower):
+    a, = _inexact("cholesky", a)
+    _check_square("cholesky", a)
+    # Only the named triangle is read, as SciPy's: the upper one is the lower of aᴴ.
+    low = lax_linalg.cholesky(a if lower else _h(a), symmetrize_input=False)
+    return low if lower else _h(low)
+
+
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """The Cholesky factor of each Hermitian positive-definite matrix of ``a``: upper ``U``
+    with ``Uᴴ U = a`` (SciPy's default), or lower ``L`` with ``L Lᴴ = a``, reading only that
+    triangle of ``a``. A matrix that is not positive definite gives NaNs."""
+    del overwrite_a, check_finite
+    return _cholesky(a, bool(lower))
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """``(c, lower)`` for ``cho_solve``: ``c`` is the Cholesky factor (zeros in the other
+    triangle, where SciPy leaves arbitrary values)."""
+    del overwrite_a, check_finite
+    return _cholesky(a, bool(lower)), bool(lower)
+
+
+@functools.partial(jit, static_argnames=("lower",))
+def _cho_solve(c, b, lower):
+    c, b = _inexact("cho_solve", c, b)
+    _check_square("cho_solve", c)
+    c, b, vector = _as_matrices("cho_solve", c, b)
+    solve = functools.partial(lax_linalg.triangular_solve, c, left_side=True, lower=lower)
+    # a = L Lᴴ (lower) or Uᴴ U: solve the conjugate-transposed factor first for the latter.
+    y = solve(b, transpose_a=not lower, conjugate_a=not lower)
+    x = solve(y, transpose_a=lower, conjugate_a=lower)
+    return x[..., 0] if vector else x
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """The solution of ``a x = b`` given ``(c, lower) = cho_factor(a, lower)``."""
+    del overwrite_b, check_finite
+    c, lower = c_and_lower
+    return _cho_solve(c, b, bool(lower))
+
+
+# --- triangular and LU solves ---------------------------------------------------------------------
+_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
+
+
+@functools.partial(jit, static_argnames=("trans", "lower", "unit_diagonal"))
+def _solve_triangular(a, b, trans, lower, unit_diagonal):
+    a, b = _inexact("solve_triangular", a, b)
+    _check_square("solve_triangular", a)
+    a, b, vector = _as_matrices("solve_triangular", a, b)
+    x = lax_linalg.triangular_solve(a, b, left_side=True, lower=lower, transpose_a=trans > 0,
+                                    conjugate_a=trans == 2, unit_diagonal=unit_diagonal)
+    return x[..., 0] if vector else x
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     debug=None, check_finite=True):
+    """The solution of ``op(a) x = b`` for triangular ``a`` (its ``lower`` or upper triangle
+    read; with ``unit_diagonal`` its diagonal taken as ones): op is given by ``trans``, 0 or
+    'N' (a), 1 or 'T' (aᵀ), 2 or 'C' (aᴴ)."""
+    del overwrite_b, debug, check_finite
+    if isinstance(trans, (str, int, np.integer)) and trans in _TRANS:
+        code = _TRANS[trans]
+    else:
+        raise ValueError(f"Invalid 'trans' value {trans}; use 0/'N', 1/'T' or 2/'C'.")
+    return _solve_triangular(a, b, code, bool(lower), bool(unit_diagonal))
+
+
+@functools.partial(jit, static_argnames=("permute_l",))
+def _lu(a, permute_l):
+    a, = _inexact("lu", a)
+    if a.ndim < 2:
+        raise ValueError(f"lu: a must be a matrix or a batch of matrices, got shape {a.shape}.")
+    factors, _, perm = lax_linalg.lu(a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    eye = jnp.eye(m, k, dtype=a.dtype)
+    low = jnp.tril(factors[..., :, :k], -1) + eye
+    up = jnp.triu(factors[..., :k, :])
+    # a = P L U with P[i, j] = 1 where perm[j] == i.
+    p = (perm[..., None, :] == jnp.arange(m, dtype=perm.dtype)[:, None]).astype(a.dtype)
+    return (_mm(p, low), up) if permute_l else (p, low, up)
+
+
+def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
+    """The LU factorisation with partial pivoting of each matrix of ``a`` (m x n, k =
+    min(m, n)): ``(p, l, u)`` with ``a = p @ l @ u``, p an m x m permutation matrix, l m x k
+    unit lower triangular, u k x n upper triangular; ``(p @ l, u)`` with ``permute_l``."""
+    del overwrite_a, check_finite
+    return _lu(a, bool(permute_l))
+
+
+@jit
+def _lu_factor(a):
+    a, = _inexact("lu_factor", a)
+    factors, pivots, _ = lax_linalg.lu(a)
+    return factors, pivots
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    """``(lu, piv)`` for ``lu_solve``: L (unit diagonal, below) and U packed in ``lu``, and
+    the row swaps ``piv`` (row i was swapped with row piv[i]), as LAPACK's getrf."""
+    del overwrite_a, check_finite
+    return _lu_factor(a)
+
+
+@functools.partial(jit, static_argnames=("trans",))
+def _lu_solve_jit(lu_, piv, b, trans):
+    lu_, b = _inexact("lu_solve", lu_, b)
+    _check_square("lu_solve", lu_)
+    perm = lax_linalg.lu_pivots_to_permutation(piv, lu_.shape[-1])
+    batch = jnp.broadcast_shapes(lu_.shape[:-2], perm.shape[:-1])
+    lu_ = jnp.broadcast_to(lu_, batch + lu_.shape[-2:])
+    lu2, b, vector = _as_matrices("lu_solve", lu_, b)
+    perm = jnp.broadcast_to(perm, lu2.shape[:-1])
+    x = _lu_solve(lu2, perm, b, trans)
+    return x[..., 0] if vector else x
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    """The solution of ``op(a) x = b`` given ``(lu, piv) = lu_factor(a)``: op is a (trans 0),
+    aᵀ (1) or aᴴ (2)."""
+    del overwrite_b, check_finite
+    if trans not in (0, 1, 2):
+        raise ValueError(f"'trans' value must be 0, 1, or 2, got {trans}")
+    lu_, piv = lu_and_piv
+    return _lu_solve_jit(lu_, piv, b, int(trans))
+
+
+# --- solve, inv, det -----------------------------------------------------------------------------
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, debug=False,
+          check_finite=True, assume_a="gen"):
+    """The solution of ``a x = b``. ``assume_a='pos'`` solves through a Cholesky
+    factorisation of the (Hermitian positive-definite) ``a``, reading its ``lower`` or upper
+    triangle; 'gen', 'sym' and 'her' solve through LU (as JAX does)."""
+    del overwrite_a, overwrite_b, debug, check_finite
+    if assume_a not in ("gen", "sym", "her", "pos"):
+        raise ValueError("Expected assume_a to be one of ['gen', 'sym', 'her', 'pos']; got "
+                         f"{assume_a!r}")
+    if assume_a == "pos":
+        return _solve_pos(a, b, bool(lower))
+    return jnp_linalg.solve(a, b)
+
+
+@functools.partial(jit, static_argnames=("lower",))
+def _solve_pos(a, b, lower):
+    return _cho_solve(_cholesky(a, lower), b, lower)
+
+
+def inv(a, overwrite_a=False, check_finite=True):
+    """The inverse of each square matrix of ``a`` (as ``jnp.linalg.inv``)."""
+    del overwrite_a, check_finite
+    return jnp_linalg.inv(a)
+
+
+def det(a, overwrite_a=False, check_finite=True):
+    """The determinant of each square matrix of ``a`` (as ``jnp.linalg.det``)."""
+    del overwrite_a, check_finite
+    return jnp_linalg.det(a)
+
+
+# --- QR, SVD, eigh ----------------------------------------------------------------------------
+@functools.partial(jit, static_argnames=("mode", "pivoting"))
+def _qr(a, mode, pivoting):
+    a, = _inexact("qr", a)
+    full = mode in ("full", "r")
+    out = lax_linalg.qr(a, pivoting=pivoting, full_matrices=full)
+    if mode == "r":
+        return (out[1], out[2]) if pivoting else (out[1],)
+    return tuple(out)
+
+
+def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+    """The QR factorisation of each matrix of ``a`` (m x n, k = min(m, n)): mode 'full' gives
+    ``(q, r)`` with q m x m, 'economic' q m x k and r k x n, 'r' gives ``(r,)`` (m x n).
+    ``pivoting`` adds the column permutation p (``a[:, p] = q @ r``) to each result."""
+    del overwrite_a, lwork, check_finite
+    if mode not in ("full", "economic", "r"):
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}'; use 'full', 'economic' "
+                         "or 'r'.")
+    return _qr(a, mode, bool(pivoting))
+
+
+@functools.partial(jit, static_argnames=("full_matrices", "compute_uv", "algorithm"))
+def _svd(a, full_matrices, compute_uv, algorithm):
+    a, = _inexact("svd", a)
+    if a.ndim < 2:
+        raise TypeError(f"Input 0 to svd must have rank at least 2, but got shape={a.shape}.")
+    out = lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv,
+                         algorithm=algorithm)
+    return tuple(out) if compute_uv else out
+
+
+def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
+        lapack_driver="gesdd"):
+    """The singular value decomposition ``a = u @ diag(s) @ vh``: ``(u, s, vh)`` (s real,
+    descending) or ``s`` alone. ``lapack_driver`` picks LAPACK's gesdd (divide and conquer,
+    the default) or gesvd."""
+    del overwrite_a, check_finite
+    drivers = {"gesdd": None, "gesvd": lax_linalg.SvdAlgorithm.QR}
+    if lapack_driver not in drivers:
+        raise ValueError(f"svd: lapack_driver must be 'gesdd' or 'gesvd', got {lapack_driver!r}.")
+    return _svd(a, bool(full_matrices), bool(compute_uv), drivers[lapack_driver])
+
+
+@functools.partial(jit, static_argnames=("lower", "eigvals_only"))
+def _eigh(a, lower, eigvals_only):
+    a, = _inexact("eigh", a)
+    v, w = lax_linalg.eigh(a, lower=lower, symmetrize_input=True)
+    return w if eigvals_only else (w, v)
+
+
+def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False,
+         turbo=True, eigvals=None, type=1, check_finite=True):
+    """The eigenvalues (ascending) and eigenvectors (columns) of each Hermitian matrix of
+    ``a``: ``(w, v)``, or ``w`` with ``eigvals_only``. The matrix decomposed is (a + aᴴ) / 2,
+    as JAX's. Generalised problems (``b``) and eigenvalue ranges are not supported."""
+    del overwrite_a, overwrite_b, turbo, type, check_finite
+    if b is not None:
+        raise NotImplementedError("Only the b=None case of eigh is implemented: plax has no "
+                                  "generalized eigensolver; reduce the problem with cholesky.")
+    if eigvals is not None:
+        raise NotImplementedError("Only the eigvals=None case of eigh is implemented; slice "
+                                  "the full result instead.")
+    return _eigh(a, bool(lower), bool(eigvals_only))
+
+
+# --- expm ---------------------------------------------------------------------------------------
+def _pade_coefficients(m: int):
+    """The coefficients c_j (c_0 = 1) of the numerator of the [m/m] Padé approximant of
+    exp: c_j = (2m - j)! m! / ((2m)! j! (m - j)!); the denominator's are (-1)^j c_j."""
+    f = math.factorial
+    return [float(Fraction(f(2 * m - j) * f(m), f(2 * m) * f(j) * f(m - j)))
+            for j in range(m + 1)]
+
+
+_PADE = {m: _pade_coefficients(m) for m in (3, 5, 7, 9, 13)}
+# Higham (2005), Table 2.3: the largest 1-norm for which the degree-m approximant meets the
+# unit roundoff of double (m = 3 ... 13) and single precision (m = 3, 5, 7).
+_THETA_DOUBLE = ((3, 1.495585217958292e-2), (5, 2.539398330063230e-1),
+                 (7, 9.504178996162932e-1), (9, 2.097847961257068e0), (13, 5.371920351148152e0))
+_THETA_SINGLE = ((3, 4.258730016922831e-1), (5, 1.880152677804762e0), (7, 3.925724783138660e0))
+
+
+def _pade_parts(a, m):
+    """(u, v): the odd and even parts of the degree-m Padé numerator at ``a``, so that the
+    numerator is v + u and the denominator v - u."""
+    c = _PADE[m]
+    eye = jnp.eye(a.shape[-1], dtype=a.dtype)
+    a2 = _mm(a, a)
+    if m == 13:
+        # Higham's scheme: six products for degree 13.
+        a4 = _mm(a2, a2)
+        a6 = _mm(a4, a2)
+        u = _mm(a, _mm(a6, c[13] * a6 + c[11] * a4 + c[9] * a2)
+                + c[7] * a6 + c[5] * a4 + c[3] * a2 + c[1] * eye)
+        v = (_mm(a6, c[12] * a6 + c[10] * a4 + c[8] * a2)
+             + c[6] * a6 + c[4] * a4 + c[2] * a2 + c[0] * eye)
+        return u, v
+    powers = [eye, a2]
+    while len(powers) <= m // 2:
+        powers.append(_mm(powers[-1], a2))
+    u = _mm(a, sum(c[2 * k + 1] * powers[k] for k in range(m // 2 + 1)))
+    v = sum(c[2 * k] * powers[k] for k in range(m // 2 + 1))
+    return u, v
+
+
+def _expm_single(a, upper_triangular, max_squarings):
+    double = np.dtype(a.dtype) in (np.dtype(np.float64), np.dtype(np.complex128))
+    table = _THETA_DOUBLE if double else _THETA_SINGLE
+    norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2))
+    theta_max = table[-1][1]
+    # Scale by 2^-s so that the top degree applies, then square s times.
+    s = jnp.maximum(0, jnp.ceil(jnp.log2(norm / theta_max)))
+    s = jnp.where(jnp.isfinite(s), s, max_squarings + 1).astype(np.int32)
+    scaled = a / (2.0 ** s).astype(a.dtype)
+    bounds = jnp.asarray([t for _, t in table[:-1]], norm.dtype)
+    index = jnp.sum(norm > bounds).astype(np.int32)  # the lowest degree whose bound holds
+    branches = [functools.partial(_pade_parts, m=m) for m, _ in table]
+    u, v = lax.switch(index, branches, scaled)
+    num, den = v + u, v - u
+    if upper_triangular:
+        r = lax_linalg.triangular_solve(den, num, left_side=True, lower=False)
+    else:
+        r = jnp_linalg.solve(den, num)
+
+    def square(carry, i):
+        return lax.cond(i < s, lambda x: _mm(x, x), lambda x: x, carry), None
+
+    r, _ = lax.scan(square, r, jnp.arange(max_squarings, dtype=np.int32))
+    return jnp.where(s > max_squarings, jnp.full_like(r, np.nan), r)
+
+
+@functools.partial(jit, static_argnames=("upper_triangular", "max_squarings"))
+def _expm(a, upper_triangular, max_squarings):
+    single = functools.partial(_expm_single, upper_triangular=upper_triangular,
+                               max_squarings=max_squarings)
+    return jnp.vectorize(single, signature="(n,n)->(n,n)")(a)
+
+
+def expm(A, *, upper_triangular=False, max_squarings=16):
+    """The matrix exponential of each square matrix of ``A``, by scaling and squaring with
+    Padé approximants (Higham 2005): the 1-norm picks the lowest degree accurate for the
+    dtype (3-13 in double precision, 3-7 in single), scaling by a power of two when even
+    the top degree needs it. If more than ``max_squarings`` squarings would be needed the
+    result is NaN. ``upper_triangular`` solves the Padé system by back substitution."""
+    A, = _inexact("expm", A)
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"Expected A to be a (batched) square matrix, got A.shape={A.shape}.")
+    return _expm(A, bool(upper_triangular), int(max_squarings))
+
+
+# --- constructed matrices ---------------------------------------------------------------------
+def block_diag(*arrs):
+    """The block-diagonal matrix with the (at most 2-D) ``arrs`` as its blocks, in order; 0-
+    and 1-D arguments count as one row. No arguments give a 1 x 0 array."""
+    if not arrs:
+        arrs = (jnp.zeros((1, 0)),)
+    check_arraylike("block_diag", *arrs)
+    for i, x in enumerate(arrs):
+        if np.ndim(x) > 2:
+            raise ValueError("Arguments to jax.scipy.linalg.block_diag must have at most 2 "
+                             f"dimensions, got an array of shape {np.shape(x)} at argument "
+                             f"{i}.")
+    blocks = [jnp.atleast_2d(x) for x in promote_dtypes(*arrs)]
+    cols = sum(b.shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        right = cols - left - b.shape[1]
+        rows.append(jnp.pad(b, ((0, 0), (left, right))))
+        left += b.shape[1]
+    return jnp.concatenate(rows, axis=0)
+
+
+def toeplitz(c, r=None):
+    """The Toeplitz matrix with first column ``c`` and first row ``r`` (default conj(c); its
+    first entry is replaced by c's). Leading dimensions of ``c`` and ``r`` broadcast to a
+    batch of matrices."""
+    if r is None:
+        check_arraylike("toeplitz", c)
+        c = jnp.asarray(c)
+        r = jnp.conj(c)
+    check_arraylike("toeplitz", c, r)
+    c, r = (jnp.atleast_1d(jnp.asarray(x)) for x in promote_dtypes(c, r))
+    m, n = c.shape[-1], r.shape[-1]
+    batch = jnp.broadcast_shapes(c.shape[:-1], r.shape[:-1])
+    c = jnp.broadcast_to(c, batch + (m,))
+    r = jnp.broadcast_to(r, batch + (n,))
+    # Entry (i, j) is values[m - 1 + j - i]: c reversed, then r without its first entry.
+    values = jnp.concatenate([c[..., ::-1], r[..., 1:]], axis=-1)
+    index = (m - 1) + np.arange(n)[None, :] - np.arange(m)[:, None]
+    return jnp.take(values, index, axis=-1)
+
+
+def hilbert(n):
+    """The n x n Hilbert matrix, H[i, j] = 1 / (i + j + 1)."""
+    n = int(n)
+    i = np.arange(n)
+    return jnp.asarray(1.0 / (i[:, None] + i[None, :] + 1), dtype=dtypes.default_float_dtype()) \
+        if n else jnp.zeros((0, 0))
