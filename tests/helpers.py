@@ -174,3 +174,29 @@ def check_exact(got, want, dtype=None):
     if dtype is not None:
         assert got.dtype == np.dtype(dtype), (got.dtype, dtype)
     np.testing.assert_array_equal(np.asarray(got), want)
+
+
+# --- linear algebra ------------------------------------------------------------------------
+def x64_for(dtype):
+    """A context enabling x64 for float64/complex128 ``dtype`` (a no-op otherwise)."""
+    import contextlib
+    wide_dtype = np.dtype(dtype) in (np.dtype(np.float64), np.dtype(np.complex128))
+    return plax.enable_x64() if wide_dtype else contextlib.nullcontext()
+
+
+def linalg_tol(dtype):
+    """Comparison tolerances for factorisation results in ``dtype``'s precision."""
+    single = np.dtype(dtype) in (F32, C64)
+    return dict(rtol=2e-4, atol=2e-4) if single else dict(rtol=1e-10, atol=1e-10)
+
+
+def well_conditioned(shape, dtype=F32, seed=0):
+    """Random (batches of) square matrices with a dominant diagonal: condition number near 1."""
+    n = shape[-1]
+    return (rand(shape, dtype, seed) + 3 * n ** 0.5 * np.eye(n)).astype(dtype)
+
+
+def spd(shape, dtype=F32, seed=0):
+    """Random Hermitian positive-definite (batches of) matrices."""
+    x = rand(shape, dtype, seed)
+    return (x @ np.conj(np.swapaxes(x, -1, -2)) + shape[-1] * np.eye(shape[-1])).astype(dtype)
