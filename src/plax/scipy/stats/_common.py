@@ -22,6 +22,11 @@ def standardize(x, loc, scale):
     return lax.div(lax.sub(x, loc), scale)
 
 
+def log_abs(scale):
+    """log|scale|: the log-densities written with it read a negative scale as its mirror."""
+    return jnp.log(jnp.abs(scale))
+
+
 def nan_unless(ok, value):
     """``value`` where ``ok``, NaN elsewhere."""
     return jnp.where(ok, value, np.nan)

@@ -6,7 +6,7 @@ import numpy as np
 from plax import lax
 from plax import numpy as jnp
 from plax.scipy import special
-from plax.scipy.stats._common import LOG_2PI, promote, standardize
+from plax.scipy.stats._common import LOG_2PI, log_abs, promote, standardize
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf"]
 
@@ -15,7 +15,7 @@ def logpdf(x, loc=0, scale=1):
     """Log of the normal density at ``x``."""
     x, loc, scale = promote("norm.logpdf", x, loc, scale)
     z = standardize(x, loc, scale)
-    log_norm = jnp.add(jnp.multiply(0.5, jnp.log(jnp.square(scale))), 0.5 * LOG_2PI)
+    log_norm = jnp.add(log_abs(scale), 0.5 * LOG_2PI)
     return jnp.subtract(jnp.multiply(-0.5, jnp.square(z)), log_norm)
 
 
