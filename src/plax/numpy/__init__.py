@@ -25,6 +25,7 @@ from plax.numpy.reductions import *  # noqa: F401,F403,E402
 from plax.numpy.products import *  # noqa: F401,F403,E402
 from plax.numpy.sorting import *  # noqa: F401,F403,E402
 from plax.numpy.vectorize import vectorize  # noqa: F401,E402
+from plax.numpy.ufunc_objects import *  # noqa: F401,F403,E402  (jnp.add is a jnp.ufunc)
 from plax.numpy.conditionals import select, piecewise  # noqa: F401,E402
 from plax.numpy.numeric import *  # noqa: F401,F403,E402
 from plax.numpy.index_tricks import *  # noqa: F401,F403,E402
