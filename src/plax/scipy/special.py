@@ -11,13 +11,13 @@ from plax import lax
 from plax import numpy as jnp
 from plax.core import dtypes
 from plax.core.trace import get_aval
-from plax.numpy.util import promote_args_inexact
+from plax.numpy.util import check_arraylike, promote_args_inexact
 from plax.transforms.custom_derivatives import custom_jvp
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv",
            "gammaln", "digamma", "xlogy", "xlog1py", "entr", "gammainc", "gammaincc", "betainc",
            "zeta", "polygamma", "i0e", "i1e", "i0", "i1", "ndtr", "ndtri", "log_ndtr", "gamma",
-           "beta", "betaln", "factorial", "multigammaln", "rel_entr", "kl_div", "exp1"]
+           "beta", "betaln", "factorial", "multigammaln", "rel_entr", "kl_div", "exp1", "spence"]
 
 
 def _inexact(name: str, x):
@@ -390,3 +390,75 @@ def exp1(x):
     out = jnp.where(small, ser, cf)
     out = jnp.where(jnp.equal(x, 0), np.inf, out)
     return jnp.where(jnp.less(x, 0), np.nan, out).astype(dt)
+
+
+# --- Spence's function (the dilogarithm) -------------------------------------------------------
+def _even_bernoulli(count):
+    """B_2, B_4, ..., B_{2 count} as exact fractions (the Akiyama-Tanigawa recurrence)."""
+    from fractions import Fraction
+    out, a = [], []
+    for m in range(2 * count + 1):
+        a.append(Fraction(1, m + 1))
+        for j in range(m, 0, -1):
+            a[j - 1] = j * (a[j - 1] - a[j])
+        if m >= 2 and m % 2 == 0:
+            out.append(a[0])
+    return out
+
+
+# Li2(u) = w - w**2 / 4 + sum_k B_2k w**(2k + 1) / (2k + 1)! with w = -log(1 - u): for
+# |w| <= log 2 the terms shrink by (w / 2 pi)**2 each, so nine reach double precision.
+_LI2_COEFFS = tuple(float(b / np.prod(np.arange(1, 2 * k + 2, dtype=float)))
+                    for k, b in enumerate(_even_bernoulli(9), start=1))
+_PI2_6 = float(np.pi ** 2 / 6)
+
+
+def _li2_series(w):
+    """Li2(1 - exp(-w)) for |w| <= log 2."""
+    w2 = jnp.square(w)
+    acc = jnp.zeros_like(w)
+    for c in reversed(_LI2_COEFFS):
+        acc = jnp.multiply(jnp.add(acc, c), w2)
+    return jnp.add(jnp.subtract(w, jnp.multiply(0.25, w2)), jnp.multiply(w, acc))
+
+
+@custom_jvp
+def _spence(x):
+    dt = _dtype(x)
+    # spence(x) = Li2(1 - x), reduced to the series' range: directly for 1/2 <= x <= 2
+    # (w = -log x); by reflection, Li2(u) = pi**2/6 - log(u) log(1 - u) - Li2(1 - u), for
+    # x < 1/2; by inversion, Li2(u) = -pi**2/6 - log(-u)**2 / 2 - Li2(1/u), for x > 2.
+    low, high = jnp.less(x, 0.5), jnp.greater(x, 2)
+    xm = jnp.where(low | high, 1, x).astype(dt)
+    mid = _li2_series(jnp.negative(jnp.log(xm)))
+    xl = jnp.where(jnp.logical_and(low, jnp.greater(x, 0)), x, 0.25).astype(dt)
+    lo = (_PI2_6 - jnp.log1p(jnp.negative(xl)) * jnp.log(xl)
+          - _li2_series(jnp.negative(jnp.log1p(jnp.negative(xl))))).astype(dt)
+    xh = jnp.where(high, x, 4).astype(dt)
+    hi = (-_PI2_6 - 0.5 * jnp.square(jnp.log(xh - 1))
+          - _li2_series(jnp.log1p(jnp.negative(jnp.reciprocal(xh))))).astype(dt)
+    out = jnp.where(low, lo, jnp.where(high, hi, mid))
+    out = jnp.where(jnp.equal(x, 0), _PI2_6, jnp.where(jnp.equal(x, 1), 0, out))
+    # (NaN below 0 and, as in SciPy, at +inf)
+    return jnp.where(jnp.logical_or(jnp.less(x, 0), jnp.isinf(x)), np.nan, out).astype(dt)
+
+
+def _spence_derivative(x):
+    """log(x) / (1 - x), -1 at x = 1."""
+    one = jnp.equal(x, 1)
+    safe = jnp.where(one, 0.5, x).astype(_dtype(x))
+    return jnp.where(one, -1, jnp.divide(jnp.log(safe), jnp.subtract(1, safe))).astype(_dtype(x))
+
+
+_spence.defjvps(lambda t, ans, x: jnp.multiply(t, _spence_derivative(x)))
+
+
+def spence(x):
+    """Spence's function, the integral from 1 to x of log(t) / (1 - t) dt (real x >= 0;
+    NaN for negative x). Floating-point input only."""
+    check_arraylike("spence", x)
+    dt = dtypes.result_type(x)
+    if not dtypes.issubdtype(dt, np.floating):
+        raise TypeError(f"x.dtype={dtypes.canonicalize_dtype(dt).name} is not supported, see "
+                        "docstring for supported types.")
+    return _spence(jnp.asarray(x))
