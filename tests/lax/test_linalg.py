@@ -193,3 +193,16 @@ def test_under_jit_the_kernels_compile_once_per_shape():
     np.testing.assert_allclose(f(a, b), np.linalg.solve(np.linalg.cholesky(a), b), rtol=1e-4)
     text = f.lower(a, b).as_text()
     assert "lapack_spotrf_ffi" in text and "lapack_strsm_ffi" in text
+
+
+@pytest.mark.parametrize("trans", [0, 1, 2])
+def test_lu_solve_each_transpose(trans):
+    from plax.lax.linalg.lu import lu_solve
+    with plax.enable_x64():
+        a = _rand((2, 4, 4), np.complex128)
+        b = _rand((2, 4, 3), np.complex128)
+        factors, _, perm = L.lu(a)
+        op = a if trans == 0 else (np.swapaxes(a, -1, -2) if trans == 1 else
+                                   np.conj(np.swapaxes(a, -1, -2)))
+        np.testing.assert_allclose(lu_solve(factors, perm, b, trans), np.linalg.solve(op, b),
+                                   rtol=1e-10)

@@ -9,8 +9,8 @@ from plax.core.rules import abstract_eval_rules, jvp_rules, register_lowering
 from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax.linalg import lapack
-from plax.lax.linalg.common import (adjoint, batched_on_front, check_matrix, matmul,
-                                    symmetrize, triangle, triangle_mask)
+from plax.lax.linalg.common import (batched_on_front, check_matrix, matmul, symmetrize,
+                                    triangle, triangle_mask)
 from plax.lax.linalg.triangular import triangular_solve_p
 from plax.lax import comparison as _cmp
 from plax.lax import shapes as _shapes

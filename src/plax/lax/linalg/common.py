@@ -2,6 +2,8 @@
 primitive is batched over leading dimensions natively), and small matrix helpers."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from plax.core import dtypes
@@ -10,7 +12,9 @@ from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import comparison as _cmp
 from plax.lax.dot import Precision, dot_general
+from plax.lax import reductions as _reductions
 from plax.lax import shapes as _shapes
+from plax.lax import slicing as _slicing
 from plax.lax.shapes import broadcasted_iota
 from plax.lax.batch_util import batch_size_of, bdim_at_front
 from plax.lax.conversion import convert_element_type
@@ -106,3 +110,52 @@ def symmetrize(x):
     """(x + xᴴ) / 2: the Hermitian part each factorisation assumes."""
     two = np.array(2, get_aval(x).dtype)
     return _arith.div(_arith.add(x, adjoint(x)), two)
+
+
+def check_square(name: str, aval, phrase: str) -> None:
+    """Refuse anything but a (batch of) square float/complex matrices; ``phrase`` opens the
+    message for a non-square operand."""
+    check_matrix(name, aval)
+    if aval.shape[-1] != aval.shape[-2]:
+        raise ValueError(f"{phrase}, got shape {aval.shape}. {name} needs a (batch of) square "
+                         "matrices: its last two dimensions must be equal.")
+
+
+def subset_bounds(name: str, subset, size: int):
+    """``subset_by_index`` as a (start, end) pair of ints with 0 <= start <= end <= size."""
+    try:
+        start, end = (operator.index(i) for i in subset)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: subset_by_index must be None or a pair (start, end) of "
+                        f"integers, got {subset!r}.") from None
+    if not 0 <= start <= end <= size:
+        raise ValueError(f"{name}: subset_by_index={subset!r} must satisfy 0 <= start <= end <= "
+                         f"{size} for matrices of that size.")
+    return start, end
+
+
+def diagonal(x):
+    """The diagonals of the (batched, square) matrices ``x``."""
+    return _reductions.reduce_sum(_arith.mul(x, eye_like(get_aval(x))), (get_aval(x).ndim - 1,))
+
+
+def spread(w, axis: int):
+    """Vectors ``w`` (..., n) broadcast to matrices (..., n, n) varying along ``axis`` (-1:
+    the column index, -2: the row index)."""
+    aval = get_aval(w)
+    nb = aval.ndim - 1
+    shape = aval.shape + aval.shape[-1:]
+    return _shapes.broadcast_in_dim(w, shape, tuple(range(nb)) + (nb + (1 if axis == -1 else 0),))
+
+
+def take_columns(x, start: int, end: int):
+    aval = get_aval(x)
+    return _slicing.slice_in_dim(x, start, end, axis=aval.ndim - 1)
+
+
+def permute_rows(x, perm):
+    """``x[..., perm, :]`` for each matrix of ``x`` (``perm`` batched like ``x``)."""
+    from plax.numpy import take_along_axis  # numpy builds on lax: reached at call time
+    nb = get_aval(x).ndim - 2
+    index = _shapes.broadcast_in_dim(perm, get_aval(x).shape, tuple(range(nb + 1)))
+    return take_along_axis(x, index, axis=nb)

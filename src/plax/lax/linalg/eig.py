@@ -19,8 +19,8 @@ from plax.lax.conversion import convert_element_type
 from plax.lax.linalg import lapack
 from plax.lax.linalg.common import (adjoint, batched_on_front, conj_if_complex, eye_like, matmul,
                                     swap_last)
-from plax.lax.linalg.eigh import check_square, diagonal, spread
-from plax.lax.linalg.qr import _solve as solve
+from plax.lax.linalg.common import check_square, diagonal, spread
+from plax.lax.linalg.lu import solve
 from plax.lowering.inline import lower_fun
 
 __all__ = ["eig", "eig_p"]

@@ -1,8 +1,6 @@
 """eigh: eigenvalues and eigenvectors of Hermitian (real symmetric) matrices."""
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from plax.core import dtypes
@@ -11,64 +9,18 @@ from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, jvp_rules, register_lowering
 from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
-from plax.lax import reductions as _reductions
 from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
 from plax.lax.conversion import convert_element_type
 from plax.lax.linalg import lapack
-from plax.lax.linalg.common import (adjoint, batched_on_front, check_matrix, eye_like, matmul,
+from plax.lax.common import real_dtype
+from plax.lax.linalg.common import (adjoint, batched_on_front, check_square, diagonal,
+                                    eye_like, matmul, spread, subset_bounds, take_columns,
                                     symmetrize)
 from plax.lowering.inline import lower_fun
 
 __all__ = ["eigh", "eigh_p"]
 
 eigh_p = Primitive("eigh", multiple_results=True)
-
-
-def real_dtype(dtype) -> np.dtype:
-    """The real dtype of the same precision (float32 for complex64, ...)."""
-    return np.dtype(np.finfo(np.dtype(dtype)).dtype)
-
-
-def check_square(name: str, aval, phrase: str) -> None:
-    """Refuse anything but a (batch of) square float/complex matrices; ``phrase`` opens the
-    message for a non-square operand."""
-    check_matrix(name, aval)
-    if aval.shape[-1] != aval.shape[-2]:
-        raise ValueError(f"{phrase}, got shape {aval.shape}. {name} needs a (batch of) square "
-                         "matrices: its last two dimensions must be equal.")
-
-
-def subset_bounds(name: str, subset, size: int):
-    """``subset_by_index`` as a (start, end) pair of ints with 0 <= start <= end <= size."""
-    try:
-        start, end = (operator.index(i) for i in subset)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}: subset_by_index must be None or a pair (start, end) of "
-                        f"integers, got {subset!r}.") from None
-    if not 0 <= start <= end <= size:
-        raise ValueError(f"{name}: subset_by_index={subset!r} must satisfy 0 <= start <= end <= "
-                         f"{size} for matrices of that size.")
-    return start, end
-
-
-def diagonal(x):
-    """The diagonals of the (batched, square) matrices ``x``."""
-    return _reductions.reduce_sum(_arith.mul(x, eye_like(get_aval(x))), (get_aval(x).ndim - 1,))
-
-
-def spread(w, axis: int):
-    """Vectors ``w`` (..., n) broadcast to matrices (..., n, n) varying along ``axis`` (-1:
-    the column index, -2: the row index)."""
-    aval = get_aval(w)
-    nb = aval.ndim - 1
-    shape = aval.shape + aval.shape[-1:]
-    return _shapes.broadcast_in_dim(w, shape, tuple(range(nb)) + (nb + (1 if axis == -1 else 0),))
-
-
-def take_columns(x, start: int, end: int):
-    aval = get_aval(x)
-    return _slicing.slice_in_dim(x, start, end, axis=aval.ndim - 1)
 
 
 def _abstract(x, *, lower, sort_eigenvalues, subset_by_index):

@@ -14,11 +14,12 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.conversion import convert_element_type
 from plax.lax.linalg import lapack
-from plax.lax.linalg.common import batched_on_front, check_matrix, eye_like, matmul, triangle
+from plax.lax.linalg.common import (batched_on_front, check_matrix, eye_like, matmul,
+                                    permute_rows, triangle)
 from plax.lax.linalg.triangular import triangular_solve_p
 from plax.lowering.inline import lower_fun
 
-__all__ = ["lu", "lu_p", "lu_pivots_to_permutation"]
+__all__ = ["lu", "lu_p", "lu_pivots_to_permutation", "lu_solve", "solve"]
 
 lu_p = Primitive("lu", multiple_results=True)
 
@@ -106,10 +107,7 @@ def _jvp(primals, tangents):
         extra = _cmp.select_n(triangle_pad_mask(batch, n, m), _shapes.full(square_n.shape, 0,
                               aval.dtype), eye_like(square_n))
         up = _arith.add(up, extra)
-    # P dx, rows taken in the permutation's order.
-    from plax.numpy import take_along_axis
-    index = _shapes.broadcast_in_dim(perm, batch + (m, n), tuple(range(nb + 1)))
-    pdx = take_along_axis(dx, index, axis=nb)
+    pdx = permute_rows(dx, perm)  # P dx
     # X = L⁻¹ (P dx) U⁻¹;  dL = L strict_lower(X),  dU = upper(X) U.
     y = triangular_solve_p.bind(low, pdx, left_side=True, lower=True, transpose_a=False,
                                 conjugate_a=False, unit_diagonal=True)
@@ -146,3 +144,30 @@ def lu(x):
     above the diagonal), ``pivots`` the row swaps and ``permutation`` the rows of x in the
     order ``x[permutation] = L @ U``."""
     return lu_p.bind(x)
+
+
+def lu_solve(factors, perm, b, trans: int = 0):
+    """``x`` solving op(a) x = b for matrices ``b``, given ``a[perm] = L U`` packed in
+    ``factors`` (as ``lu`` returns them): op is the identity (``trans`` 0), the transpose
+    (1) or the conjugate transpose (2)."""
+    solve = triangular_solve_p.bind
+    flags = dict(left_side=True, conjugate_a=trans == 2)
+    if trans == 0:
+        x = solve(factors, permute_rows(b, perm), lower=True, transpose_a=False,
+                  unit_diagonal=True, **dict(flags, conjugate_a=False))
+        return solve(factors, x, lower=False, transpose_a=False, unit_diagonal=False,
+                     **dict(flags, conjugate_a=False))
+    # aᵀ = Uᵀ Lᵀ P, so x = Pᵀ (Lᵀ)⁻¹ (Uᵀ)⁻¹ b.
+    x = solve(factors, b, lower=False, transpose_a=True, unit_diagonal=False, **flags)
+    x = solve(factors, x, lower=True, transpose_a=True, unit_diagonal=True, **flags)
+    from plax.lax.sort import sort
+    nb = get_aval(perm).ndim - 1
+    positions = _shapes.broadcasted_iota(np.int32, get_aval(perm).shape, nb)
+    _, inverse = sort((perm, positions), dimension=nb, num_keys=1)
+    return permute_rows(x, inverse)
+
+
+def solve(a, b):
+    """a⁻¹ b for square matrices ``a`` (LU with partial pivoting)."""
+    factors, _, perm = lu_p.bind(a)
+    return lu_solve(factors, perm, b)

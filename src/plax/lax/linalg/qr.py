@@ -15,6 +15,7 @@ from plax.lax.conversion import convert_element_type
 from plax.lax.linalg import lapack
 from plax.lax.linalg.common import (adjoint, batched_on_front, check_matrix, eye_like, matmul,
                                     triangle)
+from plax.lax.linalg.lu import solve
 from plax.lax.linalg.triangular import triangular_solve_p
 from plax.lowering.inline import lower_fun
 
@@ -142,26 +143,12 @@ def _full_q_jvp(q1, dq1, m, n, nb):
     top = lambda x: _slicing.slice_in_dim(x, 0, n, axis=nb)  # noqa: E731
     bottom = lambda x: _slicing.slice_in_dim(x, n, m, axis=nb)  # noqa: E731
     a = _arith.sub(top(q1), eye_like(get_aval(top(q1))))
-    z_h = _solve(adjoint(a), adjoint(bottom(q1)))  # Zᴴ = (q_nn - I)⁻ᴴ q_pnᴴ
+    z_h = solve(adjoint(a), adjoint(bottom(q1)))  # Zᴴ = (q_nn - I)⁻ᴴ q_pnᴴ
     dy = _arith.sub(bottom(dq1), matmul(adjoint(z_h), top(dq1)))
-    dz_h = _solve(adjoint(a), adjoint(dy))
+    dz_h = solve(adjoint(a), adjoint(dy))
     shifted = _arith.sub(q1, _cut(eye_like(get_aval(a)), rows=m))
     dq2 = _arith.add(matmul(dq1, z_h), matmul(shifted, dz_h))
     return _shapes.concatenate([dq1, dq2], nb + 1)
-
-
-def _solve(a, b):
-    """a⁻¹ b for square ``a`` (LU with partial pivoting)."""
-    from plax.lax.linalg.lu import lu_p
-    from plax.numpy import take_along_axis
-    factors, _, perm = lu_p.bind(a)
-    nb = get_aval(a).ndim - 2
-    index = _shapes.broadcast_in_dim(perm, get_aval(b).shape, tuple(range(nb + 1)))
-    pb = take_along_axis(b, index, axis=nb)
-    y = triangular_solve_p.bind(factors, pb, left_side=True, lower=True, transpose_a=False,
-                                conjugate_a=False, unit_diagonal=True)
-    return triangular_solve_p.bind(factors, y, left_side=True, lower=False, transpose_a=False,
-                                   conjugate_a=False, unit_diagonal=False)
 
 
 def _qr_jvp(primals, tangents, *, full_matrices):

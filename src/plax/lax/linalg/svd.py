@@ -16,8 +16,9 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.conversion import convert_element_type
 from plax.lax.linalg import lapack
-from plax.lax.linalg.common import adjoint, batched_on_front, check_matrix, eye_like, matmul
-from plax.lax.linalg.eigh import diagonal, real_dtype, spread, subset_bounds, take_columns
+from plax.lax.common import real_dtype
+from plax.lax.linalg.common import (adjoint, batched_on_front, check_matrix, diagonal, eye_like,
+                                    matmul, spread, subset_bounds, take_columns)
 from plax.lowering.inline import lower_fun
 
 __all__ = ["SvdAlgorithm", "svd", "svd_p"]

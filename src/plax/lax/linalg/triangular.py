@@ -1,8 +1,6 @@
 """triangular_solve: solve op(a) x = b (or x op(a) = b) for triangular ``a``."""
 from __future__ import annotations
 
-import numpy as np
-
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, is_undefined, jvp_rules,
