@@ -251,3 +251,39 @@ def test_roots_without_stripping_under_jit_and_errors():
         plax.jit(jnp.roots)(np.array([1.0, 2.0], np.float32))
     with pytest.raises(ValueError, match="rank-1 array of coefficients"):
         jnp.roots(np.ones((2, 2), np.float32))
+
+
+# --- polyfit -----------------------------------------------------------------------------------
+def test_polyfit_matches_numpy():
+    x = np.arange(6.0, dtype=np.float32)
+    y = (x ** 2 + 0.3 * np.sin(7 * x)).astype(np.float32)
+    close(jnp.polyfit(x, y, 2), np.polyfit(x, y, 2), F32, rtol=1e-3, atol=1e-3)
+    c, resid, rank, s, rcond = jnp.polyfit(x, y, 2, full=True)
+    ref = np.polyfit(x.astype(np.float64), y, 2, full=True)
+    close(resid, ref[1], F32, rtol=1e-2, atol=1e-3)
+    assert int(rank) == ref[2]
+    close(s, ref[3], F32, rtol=1e-4)
+    c, cov = jnp.polyfit(x, y, 1, cov=True)
+    close(cov, np.polyfit(x, y, 1, cov=True)[1], F32, rtol=1e-3, atol=1e-4)
+    close(jnp.polyfit(x, y, 1, cov="unscaled")[1], np.polyfit(x, y, 1, cov="unscaled")[1], F32,
+          rtol=1e-4)
+    both = np.stack([y, 2 * y], 1)
+    w = np.linspace(1, 2, 6).astype(np.float32)
+    close(jnp.polyfit(x, both, 2, w=w), np.polyfit(x, both, 2, w=w), F32, rtol=1e-3, atol=1e-3)
+    assert jnp.polyfit(x, both, 2, w=w, cov=True)[1].shape == (3, 3, 2)
+
+
+def test_polyfit_jit_grad_errors():
+    x = np.arange(5.0, dtype=np.float32)
+    y = (x ** 2).astype(np.float32)
+    close(plax.jit(lambda x, y: jnp.polyfit(x, y, 2))(x, y), [1.0, 0.0, 0.0], F32, atol=1e-3)
+    # The slope of a least-squares line is linear in y: d slope / d y = (x - mean) / sum(...)
+    centred = x - x.mean()
+    close(plax.grad(lambda y: jnp.polyfit(x, y, 1)[0])(y), centred / (centred ** 2).sum(), F32,
+          atol=1e-5)
+    with pytest.raises(TypeError, match="expected 1D vector for x"):
+        jnp.polyfit(np.ones((2, 2)), np.ones(2), 1)
+    with pytest.raises(TypeError, match="expected x and y to have same length"):
+        jnp.polyfit(np.ones(3), np.ones(4), 1)
+    with pytest.raises(ValueError, match="must exceed order"):
+        jnp.polyfit(np.arange(2.0), np.arange(2.0), 1, cov=True)

@@ -1,5 +1,5 @@
 """Polynomials as coefficient arrays, highest power first: polyval, polyadd, polysub,
-polymul, polydiv, polyder, polyint, poly (from roots) and roots.
+polymul, polydiv, polyder, polyint, poly (from roots), roots and polyfit.
 
 Written on plax.lax and the other plax.numpy modules. As in JAX, arithmetic on
 coefficients keeps the promoted dtype (polyadd, polysub, polyval) while products,
@@ -18,7 +18,7 @@ from plax.numpy.util import as_operand, check_arraylike, convert, promote_dtypes
     promote_dtypes_inexact
 
 __all__ = ["polyval", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint", "poly",
-           "roots"]
+           "roots", "polyfit"]
 
 
 def _aval(x):
@@ -300,3 +300,57 @@ def _companion(p, n: int):
     first = ufuncs.negative(ufuncs.true_divide(p[1:], p[0]))
     below = creation.eye(n - 1, n, dtype=dt)
     return lax.concatenate([lax.reshape(first, (1, n)), below], 0)
+
+
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """The least-squares polynomial of degree ``deg`` through the points (x, y), highest power
+    first (one column of coefficients per column of a 2-D ``y``), as numpy.polyfit: with
+    ``full`` also the residuals, rank, singular values and rcond; with ``cov`` the
+    coefficients' covariance (``cov='unscaled'``: not scaled by the residuals)."""
+    from plax.numpy import array_edit, linalg, reductions
+    check_arraylike("polyfit", x, y)
+    deg = util.static_nonnegative_int(deg, "deg", "polyfit")
+    x, y = promote_dtypes_inexact(x, y)
+    if _aval(x).ndim != 1:
+        raise TypeError(f"polyfit: expected 1D vector for x, got shape {_aval(x).shape}.")
+    if _aval(x).shape[0] == 0:
+        raise TypeError("polyfit: expected non-empty vector for x.")
+    if _aval(y).ndim not in (1, 2):
+        raise TypeError(f"polyfit: expected 1D or 2D array for y, got shape {_aval(y).shape}.")
+    if _aval(x).shape[0] != _aval(y).shape[0]:
+        raise TypeError(f"polyfit: expected x and y to have same length, got {_aval(x).shape[0]} "
+                        f"and {_aval(y).shape[0]}.")
+    order = deg + 1
+    n = _aval(x).shape[0]
+    if rcond is None:
+        rcond = n * float(np.finfo(_aval(x).dtype).eps)
+    lhs = array_edit.vander(x, order)
+    rhs = y
+    if w is not None:
+        check_arraylike("polyfit", w)
+        (w,) = promote_dtypes_inexact(w)
+        if _aval(w).shape != (n,):
+            raise TypeError(f"polyfit: expected a 1-d weight vector of length {n}, got shape "
+                            f"{_aval(w).shape}.")
+        lhs = ufuncs.multiply(lhs, w[:, None])
+        rhs = ufuncs.multiply(rhs, w if _aval(rhs).ndim == 1 else w[:, None])
+    # Columns scaled to unit norm improve the conditioning (as NumPy does).
+    scale = ufuncs.sqrt(reductions.sum(ufuncs.multiply(lhs, lhs), axis=0))
+    lhs = ufuncs.true_divide(lhs, scale)
+    c, resids, rank, s = linalg.lstsq(lhs, rhs, rcond)
+    c = ufuncs.true_divide(c, scale if _aval(c).ndim == 1 else scale[:, None])
+    if full:
+        return c, resids, rank, s, creation.asarray(rcond)
+    if cov:
+        base = ufuncs.true_divide(linalg.inv(lhs.T @ lhs), scale[:, None] * scale[None, :])
+        if cov == "unscaled":
+            fac = 1
+        else:
+            if n <= order:
+                raise ValueError("the number of data points must exceed order to scale the "
+                                 "covariance matrix")
+            fac = ufuncs.true_divide(resids, n - order)
+        if _aval(y).ndim == 1:
+            return c, ufuncs.multiply(base, fac)
+        return c, ufuncs.multiply(base[:, :, None], fac)
+    return c
