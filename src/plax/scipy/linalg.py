@@ -35,10 +35,11 @@ def _check_square(name, a):
 
 
 def _as_matrices(name, a, b):
-    """``b`` as (a batch of) matrices against ``a`` (..., n, n): a vector when it has one
-    dimension fewer than ``a``; both broadcast to one batch shape. Returns (a, b, vector)."""
+    """``b`` as (a batch of) matrices against ``a`` (..., n, n): vectors when it has one
+    dimension fewer than ``a`` and n entries last (as JAX decides); both broadcast to one
+    batch shape. Returns (a, b, vector)."""
     n = a.shape[-1]
-    vector = b.ndim == a.ndim - 1
+    vector = b.ndim == a.ndim - 1 and b.shape[-1] == n
     if vector:
         b = b[..., None]
     if b.ndim < 2 or b.shape[-2] != n:
@@ -56,8 +57,11 @@ def _as_matrices(name, a, b):
 def _cholesky(a, lower):
     a, = _inexact("cholesky", a)
     _check_square("cholesky", a)
-    # Only the named triangle is read, as SciPy's: the upper one is the lower of aᴴ.
-    low = lax_linalg.cholesky(a if lower else _h(a), symmetrize_input=False)
+    # Only the named triangle is read, as SciPy's. The Hermitian matrix it stands for is
+    # built explicitly, so derivatives are those of the triangle too.
+    tri = jnp.tril(a) if lower else jnp.triu(a)
+    strict = jnp.tril(a, -1) if lower else jnp.triu(a, 1)
+    low = lax_linalg.cholesky(tri + _h(strict), symmetrize_input=False)
     return low if lower else _h(low)
 
 
