@@ -70,27 +70,26 @@ class ufunc:
     # --- outer ---------------------------------------------------------------------------
     def outer(self, A, B, /):
         """``func(a, b)`` for every pair of elements: shape A.shape + B.shape."""
-        if self.nin != 2 or self.nout != 1:
-            raise ValueError(f"outer only supported for binary ufuncs with one output, got "
-                             f"{self} (nin={self.nin}, nout={self.nout}).")
+        self._check_method("outer")
         check_arraylike(f"{self.__name__}.outer", A, B)
         A, B = creation.asarray(A), creation.asarray(B)
         nb = get_aval(B).ndim
         return self(lax.reshape(A, get_aval(A).shape + (1,) * nb) if nb else A, B)
 
     # --- reduce --------------------------------------------------------------------------
-    def _check_binary(self, method: str):
+    def _check_method(self, method: str, out=None):
+        """The checks every method but ``at`` makes: a binary ufunc, and no ``out=``."""
         if self.nin != 2 or self.nout != 1:
             raise ValueError(f"{method} only supported for binary ufuncs with one output, got "
                              f"{self} (nin={self.nin}, nout={self.nout}).")
+        if out is not None:
+            raise NotImplementedError(f"out argument of {self.__name__}.{method}: plax arrays "
+                                      "are immutable; use the returned value.")
 
     def reduce(self, a, axis=0, dtype=None, out=None, keepdims=False, initial=None,
                where=None):
         """``func`` folded over ``axis`` (an int, a tuple, or None for every axis)."""
-        self._check_binary("reduce")
-        if out is not None:
-            raise NotImplementedError(f"out argument of {self.__name__}.reduce: plax arrays "
-                                      "are immutable; use the returned value.")
+        self._check_method("reduce", out)
         check_arraylike(f"{self.__name__}.reduce", a)
         if self._reduce is not None:
             return self._reduce(a, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial,
@@ -129,10 +128,7 @@ class ufunc:
     # --- accumulate ----------------------------------------------------------------------
     def accumulate(self, a, axis: int = 0, dtype=None, out=None):
         """The running ``func`` along ``axis`` (result[i] = func(result[i-1], a[i]))."""
-        self._check_binary("accumulate")
-        if out is not None:
-            raise NotImplementedError(f"out argument of {self.__name__}.accumulate: plax "
-                                      "arrays are immutable; use the returned value.")
+        self._check_method("accumulate", out)
         check_arraylike(f"{self.__name__}.accumulate", a)
         if self._accumulate is not None:
             return self._accumulate(a, axis=axis, dtype=dtype)
@@ -179,10 +175,7 @@ class ufunc:
     def reduceat(self, a, indices, axis: int = 0, dtype=None, out=None):
         """``func`` folded over each slice a[indices[i]:indices[i+1]] along ``axis`` (just
         a[indices[i]] where indices[i] >= indices[i+1]; the last runs to the end)."""
-        self._check_binary("reduceat")
-        if out is not None:
-            raise NotImplementedError(f"out argument of {self.__name__}.reduceat: plax arrays "
-                                      "are immutable; use the returned value.")
+        self._check_method("reduceat", out)
         check_arraylike(f"{self.__name__}.reduceat", a)
         a = creation.asarray(a) if dtype is None else creation.asarray(a).astype(dtype)
         indices = creation.asarray(indices)
