@@ -1,8 +1,5 @@
 """plax.nn.initializers: functions ``init(key, shape, dtype=None, out_sharding=None) -> array``
 for weights, the same constructions as JAX's (so the same key gives the same weights).
-
-``orthogonal`` and ``delta_orthogonal`` need a QR decomposition, which arrives with
-plax's linear algebra; they are not here yet.
 """
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ from plax.lax.sharding_constraint import with_out_sharding
 __all__ = ["Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal",
            "variance_scaling", "glorot_uniform", "glorot_normal", "xavier_uniform",
            "xavier_normal", "lecun_uniform", "lecun_normal", "he_uniform", "he_normal",
-           "kaiming_uniform", "kaiming_normal"]
+           "kaiming_uniform", "kaiming_normal", "orthogonal"]
 
 
 class Initializer(Protocol):
@@ -180,3 +177,22 @@ for _name in ("glorot_uniform", "glorot_normal", "lecun_uniform", "lecun_normal"
     globals()[_name].__name__ = globals()[_name].__qualname__ = _name
 xavier_uniform, xavier_normal = glorot_uniform, glorot_normal
 kaiming_uniform, kaiming_normal = he_uniform, he_normal
+
+
+def orthogonal(scale=1.0, column_axis=-1, dtype=None):
+    """An initializer of (semi-)orthogonal weights times ``scale``: the weight, read as a
+    matrix whose columns run along ``column_axis`` (the other axes flattened into rows), has
+    orthonormal columns (or rows, when there are fewer rows than columns)."""
+    def draw(key, shape, dtype):
+        shape = tuple(int(d) for d in shape)
+        dtype = _dtype(dtype)
+        if len(shape) < 2:
+            raise ValueError(f"orthogonal initializer requires at least a 2D shape, got shape "
+                             f"{shape}.")
+        cols = shape[column_axis]
+        rows = math.prod(shape) // cols
+        q = random.orthogonal(key, rows, (), dtype, m=cols)
+        rest = tuple(d for i, d in enumerate(shape) if i != column_axis % len(shape))
+        q = jnp.moveaxis(jnp.reshape(q, rest + (cols,)), -1, column_axis)
+        return jnp.array(scale, dtype) * q
+    return _initializer(draw, dtype)

@@ -16,6 +16,7 @@ from plax.random.discrete import (categorical, choice, geometric, lognormal, per
                                   rayleigh, triangular, wald)
 from plax.random.gamma_family import (ball, beta, chisquare, dirichlet, f, gamma, generalized_normal,
                                loggamma, t)
+from plax.random.multivariate import multivariate_normal, orthogonal
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
            "bits", "uniform", "normal", "randint", "bernoulli",
@@ -23,4 +24,5 @@ __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "
            "truncated_normal", "pareto", "weibull_min", "double_sided_maxwell", "poisson",
            "binomial", "gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
            "generalized_normal", "ball", "permutation", "choice", "categorical", "geometric",
-           "lognormal", "triangular", "rayleigh", "wald", "clone", "multinomial"]
+           "lognormal", "triangular", "rayleigh", "wald", "clone", "multinomial",
+           "multivariate_normal", "orthogonal"]
