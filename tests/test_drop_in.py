@@ -116,6 +116,12 @@ def test_control_flow_program_runs_through_python_m_plax(tmp_path):
               "jaxpr True")
 
 
+def test_linalg_program_runs_through_python_m_plax(tmp_path):
+    assert_ok(run_script(tmp_path, program("linalg")), "mean True True", "grad True",
+              "descent True", "logdet True True True", "tri True", "vmap True", "expm True",
+              "qr QRResult True")
+
+
 def test_random_and_nn_program_gives_jax_numbers_through_python_m_plax(tmp_path):
     assert_ok(run_script(tmp_path, program("random_nn")), "x True", "w True", "probs True",
               "att True", "vmap True", "labels True True", "perm True", "gamma_grad True")
