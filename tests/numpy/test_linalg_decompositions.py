@@ -148,3 +148,18 @@ def test_decompositions_under_jit_and_vmap():
     _close(plax.vmap(L.svdvals)(a), np.linalg.svd(a, compute_uv=False), F32)
     _close(plax.vmap(lambda x: L.qr(x).R.diagonal() ** 2)(a),
            np.abs(np.diagonal(np.linalg.qr(a)[1], axis1=-2, axis2=-1)) ** 2, F32)
+
+
+def test_qr_raw_under_vmap_and_lax_geqrf():
+    a = rand((3, 5, 4))
+    h, tau = plax.vmap(lambda m: L.qr(m, mode="raw"))(a)
+    for i in range(3):
+        wh, wtau = np.linalg.qr(a[i], mode="raw")
+        np.testing.assert_allclose(np.asarray(h[i]), wh, **linalg_tol(F32))
+        np.testing.assert_allclose(np.asarray(tau[i]), wtau, **linalg_tol(F32))
+    factors, taus = plax.lax.linalg.geqrf(a)
+    assert factors.shape == (3, 5, 4) and taus.shape == (3, 4)
+    np.testing.assert_allclose(np.asarray(factors), np.swapaxes(np.asarray(h), -1, -2),
+                               **linalg_tol(F32))
+    with pytest.raises(NotImplementedError, match="geqrf is not differentiable"):
+        plax.grad(lambda m: plax.lax.linalg.geqrf(m)[1].sum())(a[0])
