@@ -20,12 +20,12 @@ from plax.api import jit
 from plax.core import dtypes
 from plax.lax import linalg as lax_linalg
 from plax.numpy import linalg as jnp_linalg
-from plax.numpy.linalg import _h, _inexact, _lu_solve, _mm, _t
+from plax.numpy.linalg import _h, _inexact, _lu_solve, _mm
 from plax.numpy.util import check_arraylike, promote_dtypes
 
-__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "hilbert",
-           "inv", "lu", "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd",
-           "toeplitz"]
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "eigh_tridiagonal",
+           "expm", "hilbert", "inv", "lu", "lu_factor", "lu_solve", "polar", "qr", "solve",
+           "solve_triangular", "svd", "toeplitz"]
 
 
 def _check_square(name, a):
@@ -283,6 +283,120 @@ def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite
         raise NotImplementedError("Only the eigvals=None case of eigh is implemented; slice "
                                   "the full result instead.")
     return _eigh(a, bool(lower), bool(eigvals_only))
+
+
+@functools.partial(jit, static_argnames=("eigvals_only", "subset"))
+def _eigh_tridiagonal(d, e, eigvals_only, subset):
+    d, e = _inexact("eigh_tridiagonal", d, e)
+    n = d.shape[-1]
+    if e.shape[-1] != n - 1:
+        raise ValueError(f"eigh_tridiagonal: e must hold the {n - 1} off-diagonal entries of "
+                         f"the {n}x{n} matrix whose diagonal is d, got d.shape={d.shape} and "
+                         f"e.shape={e.shape}.")
+    batch = jnp.broadcast_shapes(d.shape[:-1], e.shape[:-1])
+    d = jnp.broadcast_to(d, batch + (n,))
+    below = jnp.broadcast_to(jnp.concatenate([e, jnp.zeros_like(e[..., :1])], axis=-1),
+                             batch + (n,))
+    rows = np.arange(n)[:, None]
+    cols = np.arange(n)[None, :]
+    # The Hermitian tridiagonal matrix; eigh reads its lower triangle (d and e).
+    t = (jnp.where(rows == cols, d[..., None, :], 0) +
+         jnp.where(rows == cols + 1, below[..., None, :], 0)).astype(d.dtype)
+    v, w = lax_linalg.eigh(t, lower=True, symmetrize_input=False, subset_by_index=subset)
+    return w if eigvals_only else (w, v)
+
+
+def eigh_tridiagonal(d, e, *, eigvals_only=False, select="a", select_range=None, tol=None,
+                     key=None):
+    """The eigenvalues (ascending; with their eigenvectors as columns unless
+    ``eigvals_only``) of the Hermitian tridiagonal matrix with diagonal ``d`` (n) and
+    sub-diagonal ``e`` (n - 1; the super-diagonal is conj(e)). ``select='i'`` with
+    ``select_range=(lo, hi)`` keeps eigenpairs lo..hi (inclusive). Solved densely with
+    eigh, so ``tol`` and ``key`` (bisection and inverse-iteration controls) are unused;
+    leading dimensions of d and e are batches."""
+    del tol, key
+    if select == "a":
+        subset = None
+    elif select == "i":
+        lo, hi = (int(i) for i in select_range)
+        subset = (lo, hi + 1)
+    elif select == "v":
+        raise NotImplementedError("eigh_tridiagonal(..., select='v') is not implemented: the "
+                                  "number of eigenvalues in a range is data-dependent; use "
+                                  "select='i' or 'a' and mask the result.")
+    else:
+        raise ValueError(f"eigh_tridiagonal: select must be 'a', 'i' or 'v', got {select!r}.")
+    return _eigh_tridiagonal(d, e, bool(eigvals_only), subset)
+
+
+# --- polar --------------------------------------------------------------------------------------
+def _qdwh_schedule(dtype, eps, max_iterations):
+    """The QDWH iteration's weights (Nakatsukasa, Bai and Gygi 2010) for singular values
+    starting in [l0, 1], l0 = the dtype's eps: per step (b/c, (a - b/c)/sqrt(c), sqrt(c)),
+    until the lower bound l reaches 1 - eps. They do not depend on the matrix."""
+    l = float(np.finfo(dtype).eps)
+    steps = []
+    while 1 - l > eps and len(steps) < max_iterations:
+        l2 = l * l
+        gamma = (4 * (1 - l2) / (l2 * l2)) ** (1 / 3)
+        root = math.sqrt(1 + gamma)
+        a = root + 0.5 * math.sqrt(8 - 4 * gamma + 8 * (2 - l2) / (l2 * root))
+        b = (a - 1) ** 2 / 4
+        c = a + b - 1
+        steps.append((b / c, (a - b / c) / math.sqrt(c), math.sqrt(c)))
+        l = min(1.0, l * (a + b * l2) / (1 + c * l2))
+    return np.asarray(steps, np.float64).reshape(-1, 3)
+
+
+def _qdwh_unitary(a, eps, max_iterations):
+    """The unitary polar factor of tall ``a`` (m >= n) by QDWH: each step is a QR of
+    [sqrt(c) x; I]."""
+    n = a.shape[-1]
+    x = a / jnp.linalg.norm(a, axis=(-2, -1), keepdims=True).astype(a.dtype)
+    real = np.dtype(np.finfo(a.dtype).dtype)
+    steps = _qdwh_schedule(a.dtype, float(np.finfo(a.dtype).eps) if eps is None else eps,
+                           10 if max_iterations is None else max_iterations)
+    eye = jnp.broadcast_to(jnp.eye(n, dtype=a.dtype), a.shape[:-2] + (n, n))
+
+    def step(x, w):
+        keep, mix, root = (w[i].astype(a.dtype) for i in range(3))
+        q, _ = lax_linalg.qr(jnp.concatenate([root * x, eye], axis=-2), full_matrices=False)
+        m = x.shape[-2]
+        return keep * x + mix * _mm(q[..., :m, :], _h(q[..., m:, :])), None
+
+    x, _ = lax.scan(step, x, jnp.asarray(steps, real))
+    return x
+
+
+@functools.partial(jit, static_argnames=("side", "method", "eps", "max_iterations"))
+def _polar(a, side, method, eps, max_iterations):
+    a, = _inexact("polar", a)
+    if a.ndim < 2:
+        raise ValueError(f"The input `a` must be at least a 2-D array, got shape {a.shape}.")
+    m, n = a.shape[-2:]
+    if method == "svd":
+        u, s, vh = jnp_linalg.svd(a, full_matrices=False)
+        unitary = _mm(u, vh)
+    elif m >= n:
+        unitary = _qdwh_unitary(a, eps, max_iterations)
+    else:  # the polar factor of a wide matrix is that of its (tall) adjoint, adjoined
+        unitary = _h(_qdwh_unitary(_h(a), eps, max_iterations))
+    p = _mm(_h(unitary), a) if side == "right" else _mm(a, _h(unitary))
+    return unitary, (p + _h(p)) / 2
+
+
+def polar(a, side="right", *, method="qdwh", eps=None, max_iterations=None):
+    """The polar decomposition of each matrix of ``a`` (m x n): ``(u, p)`` with u having
+    orthonormal columns (or rows, for wide a) and p Hermitian positive semi-definite, where
+    ``a = u @ p`` (``side='right'``, p n x n) or ``a = p @ u`` ('left', p m x m). ``method``
+    'qdwh' iterates QR-based dynamically weighted Halley steps (at most ``max_iterations``,
+    default 10, stopping once singular values are within ``eps`` of 1); 'svd' uses the SVD."""
+    if side not in ("right", "left"):
+        raise ValueError("The argument `side` must be either 'right' or 'left'.")
+    if method not in ("qdwh", "svd"):
+        raise ValueError(f"Unknown polar decomposition method {method}.")
+    return _polar(a, side, method, None if eps is None else float(eps),
+                  None if max_iterations is None else int(max_iterations))
 
 
 # --- expm ---------------------------------------------------------------------------------------
