@@ -250,7 +250,10 @@ def ndtri(p):
     return _ndtri(_inexact("ndtri", p))
 
 
-_LOG_NDTR_SWITCH = -8.0
+def _log_ndtr_switch(dtype):
+    """Below this, log_ndtr uses the asymptotic series; above, log(ndtr(x)) is accurate
+    (its tail value stays a normal number of the dtype, with full relative precision)."""
+    return {8: -20.0, 4: -10.0}.get(np.dtype(dtype).itemsize, -8.0)
 
 
 def log_ndtr(x, series_order=3):
@@ -262,13 +265,14 @@ def log_ndtr(x, series_order=3):
     if series_order > 30:
         raise ValueError("series_order must be <= 30.")
     x = _inexact("log_ndtr", x)
-    lower = jnp.less(x, _LOG_NDTR_SWITCH)
+    switch = _log_ndtr_switch(_dtype(x))
+    lower = jnp.less(x, switch)
     upper = jnp.greater(x, 0.0)
     mid_x = jnp.where(lower | upper, 0.0, x).astype(_dtype(x))
     mid = jnp.log(ndtr(mid_x))
     up_x = jnp.where(upper, x, 1.0).astype(_dtype(x))
     up = jnp.log1p(jnp.negative(ndtr(jnp.negative(up_x))))  # log(1 - q), q the upper tail
-    lo_x = jnp.where(lower, x, _LOG_NDTR_SWITCH - 1).astype(_dtype(x))
+    lo_x = jnp.where(lower, x, switch - 1).astype(_dtype(x))
     x2 = jnp.square(lo_x)
     # log(phi(x) / -x) plus the log of the asymptotic series 1 - 1/x**2 + 3/x**4 - ...
     series = jnp.ones_like(lo_x)

@@ -17,6 +17,13 @@ def promote(name: str, *args):
     return promote_args_inexact(name, *args)
 
 
+def log_ndtr(z):
+    """log(ndtr(z)) with enough terms of the tail series for double precision (the default
+    three leave errors near 1e-11 just past the switch to the series)."""
+    from plax.scipy import special
+    return special.log_ndtr(z, series_order=8)
+
+
 def standardize(x, loc, scale):
     """(x - loc) / scale."""
     return lax.div(lax.sub(x, loc), scale)

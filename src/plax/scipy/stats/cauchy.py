@@ -65,8 +65,12 @@ def isf(q, loc=0, scale=1):
 
 
 def _quantile(q, loc, scale, sign):
-    # tan(pi (q - 1/2)) = -1 / tan(pi q): the second form is exact near q = 0 and q = 1.
-    z = jnp.negative(jnp.reciprocal(jnp.tan(jnp.multiply(np.pi, q))))
+    # tan(pi (q - 1/2)) = -1 / tan(pi q) = 1 / tan(pi (1 - q)): each form is accurate in its
+    # own tail (1 - q is exact for q >= 1/2).
+    upper = jnp.greater(q, 0.5)
+    r = jnp.where(upper, jnp.subtract(1, q), q)
+    z = jnp.reciprocal(jnp.tan(jnp.multiply(np.pi, r)))
+    z = jnp.where(upper, z, jnp.negative(z))
     z = jnp.where(jnp.equal(q, 0.5), 0, z)
     z = jnp.where(jnp.equal(q, 0), -np.inf, jnp.where(jnp.equal(q, 1), np.inf, z))
     z = jnp.where(jnp.logical_or(jnp.less(q, 0), jnp.greater(q, 1)), np.nan, z)

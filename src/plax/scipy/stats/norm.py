@@ -6,7 +6,7 @@ import numpy as np
 from plax import lax
 from plax import numpy as jnp
 from plax.scipy import special
-from plax.scipy.stats._common import LOG_2PI, log_abs, promote, standardize
+from plax.scipy.stats._common import LOG_2PI, log_abs, log_ndtr, promote, standardize
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf"]
 
@@ -33,7 +33,7 @@ def cdf(x, loc=0, scale=1):
 def logcdf(x, loc=0, scale=1):
     """Log of the normal CDF, accurate in the lower tail."""
     x, loc, scale = promote("norm.logcdf", x, loc, scale)
-    return special.log_ndtr(standardize(x, loc, scale))
+    return log_ndtr(standardize(x, loc, scale))
 
 
 def sf(x, loc=0, scale=1):
@@ -45,7 +45,7 @@ def sf(x, loc=0, scale=1):
 def logsf(x, loc=0, scale=1):
     """Log of the normal survival function, accurate in the upper tail."""
     x, loc, scale = promote("norm.logsf", x, loc, scale)
-    return special.log_ndtr(lax.neg(standardize(x, loc, scale)))
+    return log_ndtr(lax.neg(standardize(x, loc, scale)))
 
 
 def ppf(q, loc=0, scale=1):

@@ -6,7 +6,7 @@ import numpy as np
 from plax import lax
 from plax import numpy as jnp
 from plax.scipy import special
-from plax.scipy.stats._common import LOG_2PI, log_abs, nan_unless, promote, standardize
+from plax.scipy.stats._common import LOG_2PI, log_abs, log_ndtr, nan_unless, promote, standardize
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 
@@ -24,8 +24,8 @@ def _log_mass(lo, hi):
     lower, upper = jnp.less_equal(hi, 0), jnp.greater_equal(lo, 0)
     tail_lo = jnp.where(upper, jnp.negative(hi), lo)
     tail_hi = jnp.where(upper, jnp.negative(lo), hi)
-    log_hi = special.log_ndtr(tail_hi)
-    tail = jnp.add(log_hi, _log1mexp(jnp.minimum(jnp.subtract(special.log_ndtr(tail_lo), log_hi), 0)))
+    log_hi = log_ndtr(tail_hi)
+    tail = jnp.add(log_hi, _log1mexp(jnp.minimum(jnp.subtract(log_ndtr(tail_lo), log_hi), 0)))
     mid = jnp.log1p(jnp.negative(jnp.add(special.ndtr(lo), special.ndtr(jnp.negative(hi)))))
     return jnp.where(jnp.logical_or(lower, upper), tail, mid)
 
@@ -45,29 +45,39 @@ def pdf(x, a, b, loc=0, scale=1):
     return lax.exp(logpdf(x, a, b, loc, scale))
 
 
+def _log_tails(name, x, a, b, loc, scale):
+    """(log cdf, log sf) at ``x``. Each comes from the smaller of the two masses (a ratio of
+    log-masses), the other from its complement, so both keep their precision in either tail."""
+    x, a, b, loc, scale = promote(name, x, a, b, loc, scale)
+    y = jnp.clip(standardize(x, loc, scale), a, b)
+    total = _log_mass(a, b)
+    lower, upper = jnp.subtract(_log_mass(a, y), total), jnp.subtract(_log_mass(y, b), total)
+    half = -np.log(2.0)
+    log_cdf = jnp.where(jnp.less(upper, half), _log1mexp(jnp.minimum(upper, 0)), lower)
+    log_sf = jnp.where(jnp.less(lower, half), _log1mexp(jnp.minimum(lower, 0)), upper)
+    y = standardize(x, loc, scale)
+    at_or_below, at_or_above = jnp.less_equal(y, a), jnp.greater_equal(y, b)
+    log_cdf = jnp.where(at_or_below, -np.inf, jnp.where(at_or_above, 0, log_cdf))
+    log_sf = jnp.where(at_or_below, 0, jnp.where(at_or_above, -np.inf, log_sf))
+    valid = jnp.less(a, b)
+    return nan_unless(valid, log_cdf), nan_unless(valid, log_sf)
+
+
 def logcdf(x, a, b, loc=0, scale=1):
     """Log of the truncated normal CDF."""
-    x, a, b, loc, scale = promote("truncnorm.logcdf", x, a, b, loc, scale)
-    y = standardize(x, loc, scale)
-    inner = jnp.subtract(_log_mass(a, jnp.clip(y, a, b)), _log_mass(a, b))
-    out = jnp.where(jnp.less_equal(y, a), -np.inf, jnp.where(jnp.greater_equal(y, b), 0, inner))
-    return nan_unless(jnp.less(a, b), out)
+    return _log_tails("truncnorm.logcdf", x, a, b, loc, scale)[0]
 
 
 def cdf(x, a, b, loc=0, scale=1):
     """The truncated normal CDF."""
-    return lax.exp(logcdf(x, a, b, loc, scale))
+    return lax.exp(_log_tails("truncnorm.cdf", x, a, b, loc, scale)[0])
 
 
 def logsf(x, a, b, loc=0, scale=1):
     """Log of the truncated normal survival function."""
-    x, a, b, loc, scale = promote("truncnorm.logsf", x, a, b, loc, scale)
-    y = standardize(x, loc, scale)
-    inner = jnp.subtract(_log_mass(jnp.clip(y, a, b), b), _log_mass(a, b))
-    out = jnp.where(jnp.less_equal(y, a), 0, jnp.where(jnp.greater_equal(y, b), -np.inf, inner))
-    return nan_unless(jnp.less(a, b), out)
+    return _log_tails("truncnorm.logsf", x, a, b, loc, scale)[1]
 
 
 def sf(x, a, b, loc=0, scale=1):
     """The truncated normal survival function."""
-    return lax.exp(logsf(x, a, b, loc, scale))
+    return lax.exp(_log_tails("truncnorm.sf", x, a, b, loc, scale)[1])

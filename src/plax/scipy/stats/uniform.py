@@ -14,7 +14,8 @@ def logpdf(x, loc=0, scale=1):
     """Log of the uniform density: -log(scale) on [loc, loc + scale], -inf elsewhere."""
     x, loc, scale = promote("uniform.logpdf", x, loc, scale)
     outside = jnp.logical_or(jnp.less(x, loc), jnp.greater(x, jnp.add(loc, scale)))
-    return jnp.where(outside, -np.inf, jnp.negative(jnp.log(scale)))
+    out = jnp.where(outside, -np.inf, jnp.negative(jnp.log(scale)))
+    return jnp.where(jnp.isnan(x), np.nan, out)
 
 
 def pdf(x, loc=0, scale=1):
