@@ -19,7 +19,9 @@ from plax.core import dtypes
 from plax.core.trace import concrete_or_error
 from plax.lax import Precision
 from plax.lax import linalg as lax_linalg
+from plax.lax.linalg.common import permute_rows
 from plax.lax.linalg.geqrf import geqrf
+from plax.lax.linalg.lu import lu_solve
 from plax.numpy.util import (canonicalize_axis, check_arraylike, promote_dtypes,
                              promote_dtypes_inexact)
 from plax.transforms.custom_derivatives import custom_jvp
@@ -91,28 +93,6 @@ def _real_dtype(dtype):
     return np.dtype(np.finfo(np.dtype(dtype)).dtype)
 
 
-def _permute_rows(b, perm):
-    """``b[..., perm, :]`` for each matrix of ``b`` (perm batched like b)."""
-    index = jnp.broadcast_to(perm[..., :, None], perm.shape + b.shape[-1:])
-    return jnp.take_along_axis(b, index, axis=-2)
-
-
-def _lu_solve(lu, perm, b, trans: int):
-    """Solve op(a) x = b for matrices ``b`` given ``a[perm] = L U`` (``lu`` packs both):
-    op is the identity (trans 0), the transpose (1) or the conjugate transpose (2)."""
-    solve = lax_linalg.triangular_solve
-    if trans == 0:
-        x = _permute_rows(b, perm)
-        x = solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
-        return solve(lu, x, left_side=True, lower=False)
-    conj = trans == 2
-    # aᵀ = Uᵀ Lᵀ P, so x = Pᵀ L⁻ᵀ U⁻ᵀ b (P the row permutation).
-    x = solve(lu, b, left_side=True, lower=False, transpose_a=True, conjugate_a=conj)
-    x = solve(lu, x, left_side=True, lower=True, transpose_a=True, conjugate_a=conj,
-              unit_diagonal=True)
-    return _permute_rows(x, jnp.argsort(perm, axis=-1))
-
-
 def _parity_sign(pivots, dtype):
     """The determinant (+1 or -1) of the row swaps ``pivots`` describe."""
     swaps = jnp.count_nonzero(pivots != jnp.arange(pivots.shape[-1], dtype=pivots.dtype),
@@ -128,7 +108,7 @@ def _diag(x):
 @custom_jvp
 def _solve_square(a, b):
     lu, _, perm = lax_linalg.lu(a)
-    return _lu_solve(lu, perm, b, 0)
+    return lu_solve(lu, perm, b, 0)
 
 
 @_solve_square.defjvp
@@ -136,8 +116,8 @@ def _solve_square_jvp(primals, tangents):
     # a x = b  =>  a dx = db - da x: one LU serves the value and the tangent.
     (a, b), (da, db) = primals, tangents
     lu, _, perm = lax_linalg.lu(a)
-    x = _lu_solve(lu, perm, b, 0)
-    return x, _lu_solve(lu, perm, db - _mm(da, x), 0)
+    x = lu_solve(lu, perm, b, 0)
+    return x, lu_solve(lu, perm, db - _mm(da, x), 0)
 
 
 def _broadcast_batch(a, b):
@@ -229,7 +209,7 @@ def _det_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     lu, pivots, perm = lax_linalg.lu(a)
     sign = _parity_sign(pivots, a.dtype)
-    y = lax_linalg.triangular_solve(lu, _permute_rows(da, perm), left_side=True, lower=True,
+    y = lax_linalg.triangular_solve(lu, permute_rows(da, perm), left_side=True, lower=True,
                                     unit_diagonal=True)
     adj_u = _adjugate_upper(jnp.triu(lu))
     return sign * jnp.prod(_diag(lu), axis=-1), sign * jnp.sum(_t(adj_u) * y, axis=(-2, -1))
@@ -287,7 +267,7 @@ def _slogdet_jvp(method, primals, tangents):
     lu, pivots, perm = lax_linalg.lu(a)
     sign, logdet = (_slogdet_qr(a) if method == "qr" else
                     _slogdet_from(_parity_sign(pivots, a.dtype), _diag(lu)))
-    g = jnp.trace(_lu_solve(lu, perm, da, 0), axis1=-2, axis2=-1)
+    g = jnp.trace(lu_solve(lu, perm, da, 0), axis1=-2, axis2=-1)
     if dtypes.is_complex(a.dtype):
         dsign = sign * (1j * jnp.imag(g)).astype(a.dtype)
     else:

@@ -20,7 +20,8 @@ from plax.api import jit
 from plax.core import dtypes
 from plax.lax import linalg as lax_linalg
 from plax.numpy import linalg as jnp_linalg
-from plax.numpy.linalg import _h, _inexact, _lu_solve, _mm
+from plax.lax.linalg.lu import lu_solve as _lu_solve
+from plax.numpy.linalg import _h, _inexact, _mm
 from plax.numpy.util import check_arraylike, promote_dtypes
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "eigh_tridiagonal",
