@@ -28,6 +28,11 @@ bench: $(STAMP)
 	$(PY) bench/bench_control_flow.py
 	$(PY) bench/bench_random.py
 	$(PY) bench/bench_sharding.py
+	$(PY) bench/bench_shard_map.py
+	$(PY) bench/bench_pmap.py
+	$(PY) bench/bench_conv.py
+	$(PY) bench/bench_fft.py
+	$(PY) bench/bench_linalg.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
