@@ -200,3 +200,20 @@ def spd(shape, dtype=F32, seed=0):
     """Random Hermitian positive-definite (batches of) matrices."""
     x = rand(shape, dtype, seed)
     return (x @ np.conj(np.swapaxes(x, -1, -2)) + shape[-1] * np.eye(shape[-1])).astype(dtype)
+
+
+def check_table(cases, dtype, shape, rtol, atol):
+    """Each ``(fn, reference, args)`` case: ``fn`` on its arguments broadcast to ``shape`` and
+    cast to ``dtype``, against ``reference`` computed in float64 from the same rounded
+    inputs (NumPy warnings silenced); every failure is reported at once."""
+    failures = []
+    for fn, ref, args in cases:
+        args = [np.asarray(np.broadcast_to(a, shape), dtype) for a in args]
+        got = fn(*args)
+        with np.errstate(all="ignore"):
+            want = np.asarray(ref(*[a.astype(np.float64) for a in args]), np.float64)
+        try:
+            close(got, want, dtype, rtol=rtol, atol=atol)
+        except AssertionError as e:
+            failures.append(f"{fn.__module__}.{fn.__name__}: {e}")
+    assert not failures, "\n".join(failures)

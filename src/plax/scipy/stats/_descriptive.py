@@ -1,11 +1,13 @@
-"""Summary statistics of samples: mode, rankdata and sem."""
+"""Summary statistics of samples: mode, rankdata and sem (each one compiled program)."""
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 
 from plax import lax
+from plax.api import jit
 from plax import numpy as jnp
 from plax.core import dtypes
 from plax.numpy.util import canonicalize_axis, check_arraylike, promote_dtypes_inexact
@@ -69,6 +71,11 @@ def mode(a, axis=0, nan_policy="propagate", keepdims=False):
         axis = canonicalize_axis(axis, 1)
     else:
         axis = canonicalize_axis(axis, x.ndim)
+    return ModeResult(*_mode(x, axis, bool(keepdims)))
+
+
+@partial(jit, static_argnums=(1, 2))
+def _mode(x, axis, keepdims):
     moved = jnp.moveaxis(x, axis, -1)
     if moved.shape[-1] == 0:
         float_dt = dtypes.default_float_dtype()
@@ -86,7 +93,7 @@ def mode(a, axis=0, nan_policy="propagate", keepdims=False):
         c = jnp.take_along_axis(counts, best, axis=-1)[..., 0].astype(dtypes.default_int_dtype())
     if keepdims:
         m, c = jnp.expand_dims(m, axis), jnp.expand_dims(c, axis)
-    return ModeResult(m, c)
+    return m, c
 
 
 _RANK_METHODS = ("average", "min", "max", "dense", "ordinal")
@@ -105,6 +112,11 @@ def rankdata(a, method="average", *, axis=None, nan_policy="propagate"):
         x, axis = jnp.ravel(x), 0
     else:
         axis = canonicalize_axis(axis, x.ndim)
+    return _rankdata(x, method, axis)
+
+
+@partial(jit, static_argnums=(1, 2))
+def _rankdata(x, method, axis):
     moved = jnp.moveaxis(x, axis, -1)
     float_dt = dtypes.default_float_dtype()
     if moved.shape[-1] == 0:
@@ -142,7 +154,12 @@ def sem(a, axis=0, ddof=1, nan_policy="propagate", *, keepdims=False):
     (x,) = promote_dtypes_inexact(jnp.asarray(a))
     if axis is not None:
         axis = canonicalize_axis(axis, jnp.ndim(x))
-    if nan_policy == "omit":
+    return _sem(x, axis, ddof, nan_policy == "omit", bool(keepdims))
+
+
+@partial(jit, static_argnums=(1, 2, 3, 4))
+def _sem(x, axis, ddof, omit, keepdims):
+    if omit:
         count = jnp.sum(jnp.logical_not(jnp.isnan(x)), axis=axis, keepdims=keepdims)
         spread = jnp.nanstd(x, axis=axis, ddof=ddof, keepdims=keepdims)
     else:

@@ -20,8 +20,8 @@ def logpmf(k, n, p, loc=0):
                               jnp.add(special.gammaln(jnp.add(y, 1)), special.gammaln(jnp.add(rest, 1))))
     out = jnp.add(log_choose, jnp.add(special.xlogy(y, p), special.xlog1py(rest, jnp.negative(p))))
     # (the support's upper end is k < n + 1, which for whole numbers is k <= n)
-    on_support = jnp.logical_and(jnp.greater_equal(y, 0), jnp.greater(jnp.add(rest, 1), 0))
-    return jnp.where(on_support, out, -np.inf)
+    outside = jnp.logical_or(jnp.less(y, 0), jnp.less_equal(jnp.add(rest, 1), 0))
+    return jnp.where(outside, -np.inf, out)
 
 
 def pmf(k, n, p, loc=0):
