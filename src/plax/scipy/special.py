@@ -448,10 +448,18 @@ def _spence(x):
 
 
 def _spence_derivative(x):
-    """log(x) / (1 - x), -1 at x = 1."""
-    one = jnp.equal(x, 1)
-    safe = jnp.where(one, 0.5, x).astype(_dtype(x))
-    return jnp.where(one, -1, jnp.divide(jnp.log(safe), jnp.subtract(1, safe))).astype(_dtype(x))
+    """log(x) / (1 - x); near x = 1 the series -(1 - u/2 + u**2/3 - ...) in u = x - 1, which
+    also gives the higher derivatives there."""
+    dt = _dtype(x)
+    u = jnp.subtract(x, 1)
+    near = jnp.less(jnp.abs(u), 1e-3)
+    un = jnp.where(near, u, 0).astype(dt)
+    series = jnp.zeros_like(un)
+    for k in range(6, 0, -1):
+        series = jnp.add(jnp.multiply(series, jnp.negative(un)), 1 / k)
+    safe = jnp.where(near, 2, x).astype(dt)
+    exact = jnp.divide(jnp.log(safe), jnp.subtract(1, safe))
+    return jnp.where(near, jnp.negative(series), exact).astype(dt)
 
 
 _spence.defjvps(lambda t, ans, x: jnp.multiply(t, _spence_derivative(x)))
