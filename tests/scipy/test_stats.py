@@ -85,6 +85,35 @@ def test_continuous_f64():
         check_table(CONTINUOUS, F64, SHAPE, rtol=1e-11, atol=1e-13)
 
 
+# The functions each module of jax.scipy.stats 0.10 has (multivariate_normal and
+# gaussian_kde are not part of plax.scipy.stats).
+JAX_MODULES = {
+    "bernoulli": "cdf logpmf pmf ppf", "beta": "cdf logcdf logpdf logsf pdf sf",
+    "betabinom": "logpmf pmf", "binom": "logpmf pmf",
+    "cauchy": "cdf isf logcdf logpdf logsf pdf ppf sf", "chi2": "cdf logcdf logpdf logsf pdf sf",
+    "dirichlet": "logpdf pdf", "expon": "cdf logcdf logpdf logsf pdf ppf sf",
+    "gamma": "cdf logcdf logpdf logsf pdf sf", "gennorm": "cdf logpdf pdf", "geom": "logpmf pmf",
+    "gumbel_l": "cdf logcdf logpdf logsf pdf ppf sf",
+    "gumbel_r": "cdf logcdf logpdf logsf pdf ppf sf", "laplace": "cdf logpdf pdf",
+    "logistic": "cdf isf logpdf pdf ppf sf", "multinomial": "logpmf pmf", "nbinom": "logpmf pmf",
+    "norm": "cdf isf logcdf logpdf logsf pdf ppf sf",
+    "pareto": "cdf logcdf logpdf logsf pdf ppf sf", "poisson": "cdf entropy logpmf pmf",
+    "t": "logpdf pdf", "truncnorm": "cdf logcdf logpdf logsf pdf sf",
+    "uniform": "cdf logpdf pdf ppf", "vonmises": "logpdf pdf", "wrapcauchy": "logpdf pdf",
+}
+
+
+def test_modules_match_jax():
+    import importlib
+    for name, fns in JAX_MODULES.items():
+        mod = importlib.import_module(f"plax.scipy.stats.{name}")
+        assert getattr(S, name) is mod
+        assert sorted(mod.__all__) == fns.split(), name
+        assert all(callable(getattr(mod, f)) for f in mod.__all__)
+    assert all(callable(getattr(S, f)) for f in ("mode", "rankdata", "sem"))
+    assert plax.scipy.stats is S
+
+
 def test_broadcasting_promotion_and_weak_types():
     # operands of shapes (12,), (2, 1) and () (every function broadcasts through the same
     # promotion); results (2, 12), as in the tables

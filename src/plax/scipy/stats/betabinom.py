@@ -18,7 +18,8 @@ def logpmf(k, n, a, b, loc=0):
     y = jnp.floor(jnp.subtract(k, loc))
     rest = jnp.subtract(n, y)
     log_choose = jnp.subtract(special.gammaln(jnp.add(n, 1)),
-                              jnp.add(special.gammaln(jnp.add(y, 1)), special.gammaln(jnp.add(rest, 1))))
+                              jnp.add(special.gammaln(jnp.add(y, 1)),
+                                      special.gammaln(jnp.add(rest, 1))))
     out = jnp.add(log_choose, jnp.subtract(special.betaln(jnp.add(y, a), jnp.add(rest, b)),
                                            special.betaln(a, b)))
     out = jnp.where(jnp.logical_or(jnp.less(y, 0), jnp.greater(y, n)), -np.inf, out)

@@ -17,7 +17,8 @@ def logpmf(k, n, p, loc=0):
     y = jnp.subtract(k, loc)
     rest = jnp.subtract(n, y)
     log_choose = jnp.subtract(special.gammaln(jnp.add(n, 1)),
-                              jnp.add(special.gammaln(jnp.add(y, 1)), special.gammaln(jnp.add(rest, 1))))
+                              jnp.add(special.gammaln(jnp.add(y, 1)),
+                                      special.gammaln(jnp.add(rest, 1))))
     out = jnp.add(log_choose, jnp.add(special.xlogy(y, p), special.xlog1py(rest, jnp.negative(p))))
     # (the support's upper end is k < n + 1, which for whole numbers is k <= n)
     outside = jnp.logical_or(jnp.less(y, 0), jnp.less_equal(jnp.add(rest, 1), 0))

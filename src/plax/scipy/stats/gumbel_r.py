@@ -34,7 +34,8 @@ def cdf(x, loc=0, scale=1):
 def sf(x, loc=0, scale=1):
     """The survival function 1 - exp(-exp(-z))."""
     x, loc, scale = promote("gumbel_r.sf", x, loc, scale)
-    return jnp.negative(jnp.expm1(jnp.negative(jnp.exp(jnp.negative(standardize_positive(x, loc, scale))))))
+    z = standardize_positive(x, loc, scale)
+    return jnp.negative(jnp.expm1(jnp.negative(jnp.exp(jnp.negative(z)))))
 
 
 def logsf(x, loc=0, scale=1):

@@ -1,8 +1,6 @@
 """The Laplace (double exponential) distribution."""
 from __future__ import annotations
 
-import numpy as np
-
 from plax import lax
 from plax import numpy as jnp
 from plax.scipy.stats._common import LOG_2, promote, standardize

@@ -1,8 +1,6 @@
 """The normal distribution N(loc, scale**2)."""
 from __future__ import annotations
 
-import numpy as np
-
 from plax import lax
 from plax import numpy as jnp
 from plax.scipy import special

@@ -14,8 +14,9 @@ def logpdf(x, df, loc=0, scale=1):
     x, df, loc, scale = promote("t.logpdf", x, df, loc, scale)
     z = standardize(x, loc, scale)
     half_df1 = jnp.multiply(jnp.add(df, 1), 0.5)
-    log_norm = jnp.add(jnp.subtract(special.gammaln(half_df1), special.gammaln(jnp.multiply(df, 0.5))),
-                       jnp.negative(jnp.multiply(0.5, jnp.add(jnp.log(df), LOG_PI))))
+    log_norm = jnp.subtract(
+        jnp.subtract(special.gammaln(half_df1), special.gammaln(jnp.multiply(df, 0.5))),
+        jnp.multiply(0.5, jnp.add(jnp.log(df), LOG_PI)))
     kernel = jnp.multiply(half_df1, jnp.log1p(jnp.divide(jnp.square(z), df)))
     return jnp.subtract(jnp.subtract(log_norm, kernel), log_abs(scale))
 
