@@ -85,8 +85,8 @@ def test_continuous_f64():
         check_table(CONTINUOUS, F64, SHAPE, rtol=1e-11, atol=1e-13)
 
 
-# The functions each module of jax.scipy.stats 0.10 has (multivariate_normal and
-# gaussian_kde are not part of plax.scipy.stats).
+# The functions each module of jax.scipy.stats 0.10 has (gaussian_kde is not part of
+# plax.scipy.stats).
 JAX_MODULES = {
     "bernoulli": "cdf logpmf pmf ppf", "beta": "cdf logcdf logpdf logsf pdf sf",
     "betabinom": "logpmf pmf", "binom": "logpmf pmf",
@@ -96,6 +96,7 @@ JAX_MODULES = {
     "gumbel_l": "cdf logcdf logpdf logsf pdf ppf sf",
     "gumbel_r": "cdf logcdf logpdf logsf pdf ppf sf", "laplace": "cdf logpdf pdf",
     "logistic": "cdf isf logpdf pdf ppf sf", "multinomial": "logpmf pmf", "nbinom": "logpmf pmf",
+    "multivariate_normal": "logpdf pdf",
     "norm": "cdf isf logcdf logpdf logsf pdf ppf sf",
     "pareto": "cdf logcdf logpdf logsf pdf ppf sf", "poisson": "cdf entropy logpmf pmf",
     "t": "logpdf pdf", "truncnorm": "cdf logcdf logpdf logsf pdf sf",
