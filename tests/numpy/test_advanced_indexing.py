@@ -323,6 +323,9 @@ def test_take_along_axis():
     helpers.check(NI.take_along_axis(B, oob, axis=1, fill_value=-1), [[-1], [7], [9]], np.float32)
     f = plax.jit(lambda a, i: NI.take_along_axis(a, i, axis=1))
     helpers.check(f(B, idx), np.take_along_axis(B, idx, 1), np.float32)
+    # An empty batch dimension gives an empty result (no gather of size-0 slices).
+    empty = NI.take_along_axis(np.zeros((0, 3), np.float32), np.zeros((0, 2), np.int32), axis=1)
+    assert empty.shape == (0, 2) and empty.dtype == np.float32
 
 
 def test_take_along_axis_errors():

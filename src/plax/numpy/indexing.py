@@ -719,9 +719,9 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
     if idx_shape != ishape:
         idx = np.broadcast_to(idx, idx_shape) if isinstance(idx, np.ndarray) else \
             util.broadcast_to_shape(idx, idx_shape)
+    if 0 in idx_shape:  # an empty result (a gather cannot slice a size-0 batch dimension)
+        return lax.broadcast_in_dim(np.zeros((), get_aval(arr).dtype), idx_shape, ())
     if shape[axis] == 0:
-        if 0 in idx_shape:
-            return lax.broadcast_in_dim(np.zeros((), get_aval(arr).dtype), idx_shape, ())
         raise IndexError("Cannot do a non-empty take_along_axis() from an empty axis.")
     wrap = True if wrap_negative_indices is None else bool(wrap_negative_indices)
     idx = _expand_last(_prepare_indices(idx, shape[axis], gmode, wrap))
