@@ -39,6 +39,9 @@ CASES = [
      TypeError, "incompatible shapes for broadcasting"),
     ("lax.add shapes", lambda p, jnp, lax: lax.add(ones(jnp, 2), ones(jnp, 3)),
      TypeError, "incompatible shapes for broadcasting"),
+    # shapes of different ranks fail in jnp's broadcasting first, with a ValueError
+    ("jnp.add ranks", lambda p, jnp, lax: jnp.add(ones(jnp, 2, 3), ones(jnp, 4)),
+     ValueError, r"Incompatible shapes for broadcasting: shapes=\[\(2, 3\), \(4,\)\]"),
     ("lax.add dtypes", lambda p, jnp, lax: lax.add(ones(jnp, 2), ones(jnp, 2, dtype=np.int32)),
      TypeError, "requires arguments to have the same dtypes"),
     # ... but broadcast_shapes / broadcast_to / where stay ValueErrors

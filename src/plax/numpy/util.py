@@ -180,10 +180,13 @@ def promote_shapes(name: str, *args, rank_only: bool = False):
     _check_rank_promotion(name, shapes)
     if rank_only:
         # lax broadcasts the size-1 dimensions, and (as in JAX) its elementwise ops report
-        # a mismatch as a TypeError.
+        # a mismatch of equal-rank shapes as a TypeError; shapes of different ranks fail to
+        # broadcast first, with a ValueError.
         try:
             target = broadcast_shapes(*shapes)
         except ValueError:
+            if len({len(s) for s in ranked}) > 1:
+                raise
             raise TypeError(f"{name} got incompatible shapes for broadcasting: "
                             f"{', '.join(str(tuple(s)) for s in shapes)}.") from None
     else:
