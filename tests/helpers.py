@@ -190,6 +190,14 @@ def linalg_tol(dtype):
     return dict(rtol=2e-4, atol=2e-4) if single else dict(rtol=1e-10, atol=1e-10)
 
 
+def linalg_close(got, want, dtype=F32, **tol):
+    """``got`` is a plax Array of ``want``'s shape and values (linalg_tol(dtype) unless
+    ``tol`` says otherwise)."""
+    assert isinstance(got, plax.Array), type(got)
+    assert got.shape == np.shape(want), (got.shape, np.shape(want))
+    np.testing.assert_allclose(np.asarray(got), want, **(tol or linalg_tol(dtype)))
+
+
 def well_conditioned(shape, dtype=F32, seed=0):
     """Random (batches of) square matrices with a dominant diagonal: condition number near 1."""
     n = shape[-1]

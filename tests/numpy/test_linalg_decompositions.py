@@ -8,16 +8,11 @@ import plax
 import plax.numpy as jnp
 from plax.test_util import check_grads
 
-from helpers import C64, F32, linalg_tol, rand, spd, x64_for
+from helpers import C64, F32, linalg_tol, rand, spd, x64_for, linalg_close as _close
 
 L = jnp.linalg
 F64 = np.dtype(np.float64)
 
-
-def _close(got, want, dtype):
-    assert isinstance(got, plax.Array), type(got)
-    assert got.shape == np.shape(want), (got.shape, np.shape(want))
-    np.testing.assert_allclose(np.asarray(got), want, **linalg_tol(dtype))
 
 
 # --- cholesky ---------------------------------------------------------------------------------

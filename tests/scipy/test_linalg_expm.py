@@ -9,15 +9,10 @@ import plax
 import plax.scipy.linalg as sl
 from plax.test_util import check_grads
 
-from helpers import C64, F32, linalg_tol, rand, x64_for
+from helpers import C64, F32, rand, x64_for, linalg_close as _close
 
 F64 = np.dtype(np.float64)
 
-
-def _close(got, want, dtype=F32, **tol):
-    assert isinstance(got, plax.Array), type(got)
-    assert got.shape == np.shape(want), (got.shape, np.shape(want))
-    np.testing.assert_allclose(np.asarray(got), want, **(tol or linalg_tol(dtype)))
 
 
 # --- expm ---------------------------------------------------------------------------------------

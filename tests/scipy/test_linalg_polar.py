@@ -8,15 +8,10 @@ import plax
 import plax.scipy.linalg as sl
 from plax.test_util import check_grads
 
-from helpers import C64, F32, linalg_tol, rand
+from helpers import C64, F32, linalg_tol, rand, linalg_close as _close
 
 F64 = np.dtype(np.float64)
 
-
-def _close(got, want, dtype=F32):
-    assert isinstance(got, plax.Array), type(got)
-    assert got.shape == np.shape(want), (got.shape, np.shape(want))
-    np.testing.assert_allclose(np.asarray(got), want, **linalg_tol(dtype))
 
 
 @pytest.mark.parametrize("method", ["qdwh", "svd"])
