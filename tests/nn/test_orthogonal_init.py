@@ -43,3 +43,21 @@ def test_orthogonal_dtypes_jit_and_errors():
     np.testing.assert_allclose(np.asarray(jitted), JAX_3x5, atol=2e-5)
     with pytest.raises(ValueError, match="orthogonal initializer requires at least a 2D shape"):
         I.orthogonal()(plax.random.PRNGKey(0), (3,))
+
+
+# What JAX 0.10.2's initializers.delta_orthogonal puts at the centre of a (3, 3, 2, 4) kernel
+# for key(0).
+JAX_DELTA_CENTRE = [[0.922, -0.24637, 0.10006, -0.28143], [0.31398, 0.20442, -0.70884, 0.59764]]
+
+
+def test_delta_orthogonal():
+    w = np.asarray(I.delta_orthogonal()(plax.random.key(0), (3, 3, 2, 4)))
+    np.testing.assert_allclose(w[1, 1], JAX_DELTA_CENTRE, atol=2e-5)
+    w[1, 1] = 0
+    assert not w.any()  # zero away from the spatial centre
+    w = np.asarray(I.delta_orthogonal(scale=2.0)(plax.random.key(1), (4, 3, 3)))
+    np.testing.assert_allclose(w[1] @ w[1].T, 4 * np.eye(3), atol=1e-5)
+    with pytest.raises(ValueError, match="`fan_in` must be less or equal than `fan_out`"):
+        I.delta_orthogonal()(plax.random.key(0), (3, 4, 2))
+    with pytest.raises(ValueError, match="requires a 3D, 4D or 5D shape"):
+        I.delta_orthogonal()(plax.random.key(0), (3, 3))

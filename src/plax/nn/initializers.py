@@ -16,7 +16,7 @@ from plax.lax.sharding_constraint import with_out_sharding
 __all__ = ["Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal",
            "variance_scaling", "glorot_uniform", "glorot_normal", "xavier_uniform",
            "xavier_normal", "lecun_uniform", "lecun_normal", "he_uniform", "he_normal",
-           "kaiming_uniform", "kaiming_normal", "orthogonal"]
+           "kaiming_uniform", "kaiming_normal", "orthogonal", "delta_orthogonal"]
 
 
 class Initializer(Protocol):
@@ -195,4 +195,22 @@ def orthogonal(scale=1.0, column_axis=-1, dtype=None):
         rest = tuple(d for i, d in enumerate(shape) if i != column_axis % len(shape))
         q = jnp.moveaxis(jnp.reshape(q, rest + (cols,)), -1, column_axis)
         return jnp.array(scale, dtype) * q
+    return _initializer(draw, dtype)
+
+
+def delta_orthogonal(scale=1.0, column_axis=-1, dtype=None):
+    """An initializer of convolution kernels (3-D, 4-D or 5-D, spatial dimensions first) that
+    are zero except at the spatial centre, which holds an orthogonal (in, out) matrix times
+    ``scale`` (the delta-orthogonal construction; needs in <= out)."""
+    def draw(key, shape, dtype):
+        shape = tuple(int(d) for d in shape)
+        if len(shape) not in (3, 4, 5):
+            raise ValueError(f"Delta orthogonal initializer requires a 3D, 4D or 5D shape, got "
+                             f"shape {shape}.")
+        if shape[-2] > shape[-1]:
+            raise ValueError(f"`fan_in` must be less or equal than `fan_out`, got fan_in="
+                             f"{shape[-2]} and fan_out={shape[-1]} for shape {shape}.")
+        centre = orthogonal(scale, column_axis, dtype)(key, shape[-2:], dtype)
+        middle = tuple((k - 1) // 2 for k in shape[:-2])
+        return jnp.zeros(shape, _dtype(dtype)).at[middle].set(centre)
     return _initializer(draw, dtype)
