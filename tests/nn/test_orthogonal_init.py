@@ -51,7 +51,7 @@ JAX_DELTA_CENTRE = [[0.922, -0.24637, 0.10006, -0.28143], [0.31398, 0.20442, -0.
 
 
 def test_delta_orthogonal():
-    w = np.asarray(I.delta_orthogonal()(plax.random.key(0), (3, 3, 2, 4)))
+    w = np.array(I.delta_orthogonal()(plax.random.key(0), (3, 3, 2, 4)))
     np.testing.assert_allclose(w[1, 1], JAX_DELTA_CENTRE, atol=2e-5)
     w[1, 1] = 0
     assert not w.any()  # zero away from the spatial centre
