@@ -37,3 +37,4 @@ from plax import core, flatten_util, typing, version  # noqa: F401,E402
 from plax.drop_in import install_as_jax  # noqa: F401,E402
 from plax.transforms.custom_derivatives import custom_jvp, custom_vjp, closure_convert  # noqa: F401,E402
 from plax.transforms.custom_gradient import custom_gradient  # noqa: F401,E402
+from plax.api_callbacks import pure_callback  # noqa: F401,E402

@@ -18,7 +18,7 @@ from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.lax.pjit import pjit_p
-from plax.runtime import dispatch, spmd, xla
+from plax.runtime import dispatch, spmd, tokens, xla
 from plax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 from plax.sharding.mesh import context_mesh
 from plax.sharding.named import resolve_spec, typed_aval
@@ -848,11 +848,14 @@ def clear_backends() -> None:
     """Drop the XLA clients (and all caches); they are re-created on next use."""
     clear_caches()
     dispatch._default_device[0] = None
+    tokens.clear()
     xla.clear_backends()
 
 
 def effects_barrier() -> None:
-    """Wait until every computation dispatched so far has finished."""
+    """Wait until every computation dispatched so far has finished, its host callbacks
+    (``debug.print``, ``io_callback``, ...) included."""
+    tokens.barrier()
     bufs = [a._buf for a in all_arrays() if not a.is_deleted()]
     if bufs:
         xla.block_until_ready(bufs)

@@ -1,4 +1,8 @@
-"""plax.debug: seeing how arrays are laid out, and where communication comes from.
+"""plax.debug: printing from traced code, debug callbacks; seeing how arrays are laid out,
+and where communication comes from.
+
+``print(fmt, *args)`` and ``callback(fn, *args)`` run at run time under jit, vmap, grad,
+loops and shard_map (see ``plax/api_callbacks.py``).
 
 ``visualize_array_sharding(x)`` draws which device holds which block of a 1-D or 2-D
 array. ``explain_sharding(f, *args)`` prints the collectives XLA's partitioner put
@@ -7,15 +11,17 @@ into ``jit(f)`` for these arguments, with the plax source line each comes from
 """
 from __future__ import annotations
 
+import builtins
 import re
 from typing import NamedTuple
 
 import numpy as np
 
 from plax.api import jit
+from plax.api_callbacks import debug_callback, debug_print
 from plax.lax.sharding_constraint import inspect_array_sharding
 
-__all__ = ["visualize_array_sharding", "visualize_sharding", "explain_sharding",
+__all__ = ["print", "callback", "visualize_array_sharding", "visualize_sharding", "explain_sharding",
            "inspect_array_sharding", "Collective", "collectives_of"]
 
 
@@ -103,14 +109,14 @@ def explain_sharding(f, *args, **kwargs) -> list:
             for c in found]
     header = ("collective", "result", "bytes/device", "replica groups", "source")
     if not rows:
-        print("No collectives: every device computes its part without communicating.")
+        _echo("No collectives: every device computes its part without communicating.")
         return found
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
-    print(line)
-    print("-" * len(line))
+    _echo(line)
+    _echo("-" * len(line))
     for r in rows:
-        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)))
+        _echo("  ".join(str(v).ljust(w) for v, w in zip(r, widths)))
     return found
 
 
@@ -146,7 +152,7 @@ def visualize_sharding(shape, sharding, *, use_color: bool = True, max_width: in
         import rich.console
         import rich.text
     except ImportError:
-        print("\n".join(text_rows))
+        _echo("\n".join(text_rows))
         return
     console = rich.console.Console(no_color=not use_color)
     styled = rich.text.Text()
@@ -172,3 +178,8 @@ def _label(devices) -> str:
 def visualize_array_sharding(x, **kwargs):
     """Draw which devices hold which block of the array ``x`` (1-D or 2-D)."""
     visualize_sharding(x.shape, x.sharding, **kwargs)
+
+
+_echo = builtins.print
+callback = debug_callback
+print = debug_print  # noqa: A001  (jax.debug.print; this module uses _echo for its own output)

@@ -8,25 +8,18 @@ is used. Equations with effects are never removed.
 """
 from __future__ import annotations
 
-from plax.core.caches import WeakKeyCache
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, as_mask, open_jaxpr, subjaxprs
-from plax.core.rules import dce_rules, effectful_primitives
-
-_effects_of = WeakKeyCache("jaxpr effects")
+from plax.core.effects import eqn_effects, jaxpr_effects
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, as_mask
+from plax.core.rules import dce_rules
 
 
 def jaxpr_has_effects(jaxpr) -> bool:
     """Whether an equation of ``jaxpr`` (or of a jaxpr inside one) has effects."""
-    jaxpr = open_jaxpr(jaxpr)
-    known = _effects_of.get(jaxpr, None)
-    if known is None:
-        known = _effects_of.put(jaxpr, None, any(eqn_has_effects(e) for e in jaxpr.eqns))
-    return known
+    return bool(jaxpr_effects(jaxpr))
 
 
 def eqn_has_effects(eqn) -> bool:
-    return eqn.primitive in effectful_primitives or any(
-        jaxpr_has_effects(j) for j in subjaxprs(eqn.params))
+    return bool(eqn_effects(eqn))
 
 
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None, instantiate=False):

@@ -139,3 +139,19 @@ class KeyReuseError(JAXTypeError):
 
 class JaxRuntimeError(RuntimeError):
     """An error reported by XLA while compiling or running a program."""
+
+
+# Exceptions raised inside host callbacks, oldest first. XLA reports a failed callback as
+# a bare "CpuCallback error"; the runtime takes the callback's own exception from here
+# and raises it instead (chained to XLA's error).
+_callback_failures: list = []
+
+
+def record_callback_failure(exc: BaseException) -> None:
+    _callback_failures.append(exc)
+    del _callback_failures[:-64]  # failures nobody asked about are not kept forever
+
+
+def take_callback_failure():
+    """The oldest recorded callback exception (removed), or None."""
+    return _callback_failures.pop(0) if _callback_failures else None

@@ -8,6 +8,7 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, weak_host_value
 from plax.core.caches import WeakKeyCache
+from plax.core.effects import eqn_effects, jaxpr_effects
 from plax.core.primitive import abstract_eval
 from plax.core.rules import param_printers
 
@@ -74,6 +75,11 @@ class JaxprEqn:
         d.update(kw)
         return JaxprEqn(**d)
 
+    @property
+    def effects(self) -> frozenset:
+        """This equation's effects (see ``plax.core.effects``)."""
+        return eqn_effects(self)
+
     def __repr__(self):
         return _Printer().eqn(self, 0)
 
@@ -91,6 +97,7 @@ class Jaxpr:
 
     in_avals = property(lambda self: [v.aval for v in self.invars])
     out_avals = property(lambda self: [v.aval for v in self.outvars])
+    effects = property(lambda self: jaxpr_effects(self), doc="The effects of its equations.")
 
     def __str__(self):
         return _Printer().jaxpr(self, 0)
@@ -115,6 +122,7 @@ class ClosedJaxpr:
     in_avals = property(lambda self: self.jaxpr.in_avals)
     out_avals = property(lambda self: self.jaxpr.out_avals)
     eqns = property(lambda self: self.jaxpr.eqns)
+    effects = property(lambda self: jaxpr_effects(self.jaxpr))
 
     def __str__(self):
         return str(self.jaxpr)
@@ -267,7 +275,8 @@ class _Printer:
             if len(pad) + len(lhs) + 3 + len(rhs) > 80:  # as JAX: one param per line
                 inner = "\n".join(f"{pad}  {p}" for p in shown)
                 rhs = f"{e.primitive.name}[\n{inner}\n{pad}]"
-        return f"{pad}{lhs} = {rhs}" + (f" {args}" if args else "")
+        head = f"{pad}{lhs} = {rhs}" if lhs else f"{pad}{rhs}"  # no outputs: no binders
+        return head + (f" {args}" if args else "")
 
 
 def _holds_jaxprs(params) -> bool:

@@ -50,7 +50,8 @@ collective_axis_names: dict = {}
 param_printers: dict = {}
 out_sharding_params: dict = {}
 replication_rules: dict = {}
-# Primitives whose equations have effects (callbacks, ...): never removed as dead code.
+# Primitives whose equations have an (unnamed) effect: never removed as dead code. Named
+# effects (ordered or not) are declared in ``plax.core.effects.effect_rules``.
 effectful_primitives: set = set()
 
 # Primitives that are linear in (some of) their inputs: they need a transpose rule.
@@ -75,10 +76,6 @@ def lowering_rule(prim, platform: str):
         if rule is not None:
             return rule
     return lowering_rules.get(prim)
-
-
-def is_effectful(eqn) -> bool:
-    return eqn.primitive in effectful_primitives
 
 
 # --- symbolic values -------------------------------------------------------------------

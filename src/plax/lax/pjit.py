@@ -18,7 +18,8 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              is_undefined, jvp_rules, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules)
 from plax.lowering.consts import const_operands
-from plax.lowering.stablehlo import constrain_sharding, define_function
+from plax.core.effects import has_ordered_effects
+from plax.lowering.stablehlo import abstract_token, constrain_sharding, define_function
 from plax.runtime.dispatch import call_jitted
 from plax.sharding.named import NamedSharding
 from plax.transforms import key_reuse
@@ -55,8 +56,14 @@ def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused,
     spmd = ctx.fn.module.devices is not None
     if spmd and in_shardings and len(in_shardings) == len(args):
         args = _constrained(ctx, args, ctx.avals_in, in_shardings)
-    outs = ctx.op("func.call", [*consts, *args], [*const_avals, *ctx.avals_in],
-                  props=f"callee = @{callee}")
+    if has_ordered_effects(jaxpr):  # the callee takes and returns the token first
+        outs = ctx.op("func.call", [ctx.fn.token, *consts, *args],
+                      [abstract_token, *const_avals, *ctx.avals_in],
+                      [abstract_token, *ctx.avals_out], props=f"callee = @{callee}")
+        ctx.fn.token, outs = outs[0], outs[1:]
+    else:
+        outs = ctx.op("func.call", [*consts, *args], [*const_avals, *ctx.avals_in],
+                      props=f"callee = @{callee}")
     if spmd and out_shardings and len(out_shardings) == len(outs):
         outs = _constrained(ctx, outs, ctx.avals_out, out_shardings)
     return outs

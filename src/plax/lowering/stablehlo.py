@@ -23,6 +23,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
+from plax.core.effects import has_ordered_effects
 from plax.core.jaxpr import Jaxpr, Literal
 from plax.core.rules import (lowering_rule, out_sharding_params, physical_lowering_rules,
                              platform_lowering_rules)
@@ -44,8 +45,25 @@ def element_type(dtype) -> str:
     return _ELEMENT_TYPES[np.dtype(dtype).name]
 
 
+class AbstractToken:
+    """The type of the ordered-effect token (``!stablehlo.token``) in lowering rules."""
+
+    shape, dtype, ndim = (), None, 0
+
+    def __repr__(self):
+        return "Token"
+
+    def str_short(self) -> str:
+        return "Token"
+
+
+abstract_token = AbstractToken()
+
+
 @functools.lru_cache(maxsize=4096)
 def tensor_type(aval: ShapedArray) -> str:
+    if aval is abstract_token:
+        return "!stablehlo.token"
     aval = physical_aval(aval)  # a PRNG key is held as its uint32 words
     dims = "".join(f"{d}x" for d in aval.shape)
     return f"tensor<{dims}{element_type(aval.dtype)}>"
@@ -170,6 +188,9 @@ class FunctionBuilder:
         self.loc = ""  # the location attached to ops being emitted, e.g. loc("f/sin")
         self.scope: tuple = ()  # name-stack prefix of this function's ops (a jit's call site)
         self.eqn_scope: tuple = ()  # full name stack of the equation being lowered
+        # The current ordered-effect token (an SSA name) while lowering a function whose
+        # jaxpr has ordered effects: each ordered op takes it and replaces it with its own.
+        self.token: str | None = None
 
     def fresh(self) -> str:
         self.counter += 1
@@ -211,6 +232,21 @@ class ModuleBuilder:
         self.meshes: dict = {}  # Mesh -> its symbol (``mesh``, ``mesh_1``, ...)
         self.devices = None  # the SPMD program's devices, in partition order
         self.channels = 0  # channel handles handed to collectives so far
+        self.host_callbacks: list = []  # Python callables of host callbacks, by index
+
+    def add_host_callback(self, fn) -> int:
+        """Register ``fn`` to be handed to XLA with the executable; returns its index."""
+        self.host_callbacks.append(fn)
+        return len(self.host_callbacks) - 1
+
+    def maximal_mesh_symbol(self, device_index: int = 0) -> str:
+        """A mesh of no axes holding only the program's device ``device_index``: an op
+        annotated with it runs on that device alone (a host callback in an SPMD program)."""
+        name = f"maximal_mesh_{device_index}"
+        declaration = f"sdy.mesh @{name} = <[], device_ids=[{device_index}]>"
+        if declaration not in self.preamble:
+            self.preamble.append(declaration)
+        return name
 
     def next_channel(self) -> int:
         """A channel handle no other collective of this module uses."""
@@ -340,6 +376,7 @@ class RuleContext:
         base = outer.counter  # reserved, so that a region nested in this one names its own
         sub.counter = outer.counter = base + 1
         sub.scope, sub.eqn_scope, sub.loc = outer.scope, outer.eqn_scope, outer.loc
+        sub.token = outer.token  # a region sees the enclosing token; its owner threads it out
         args = [f"%arg_r{base}_{i}" for i in range(len(arg_avals))]
         inner = RuleContext(sub, arg_avals, [])
         outs, out_avals = build(inner, *args)
@@ -442,12 +479,19 @@ def define_function(module, name: str, jaxpr: Jaxpr, public: bool = False,
     fn.scope = scope
     params = list(jaxpr.constvars) + list(jaxpr.invars)
     arg_names = [f"%arg{i}" for i in range(len(params))]
+    threaded = has_ordered_effects(jaxpr)
+    if threaded:  # an ordered-effect token comes in first and goes out first
+        fn.token = "%arg_token"
     outs = lower_jaxpr_body(fn, jaxpr, arg_names)
     attrs = arg_attrs or [""] * len(params)
     sig = ", ".join(f"{a}: {tensor_type(v.aval)}" + (f" {{{at}}}" if at else "")
                     for a, v, at in zip(arg_names, params, attrs))
     out_types = [tensor_type(v.aval) for v in jaxpr.outvars]
     rattrs = result_attrs or [""] * len(out_types)
+    if threaded:
+        sig = "%arg_token: !stablehlo.token" + (", " + sig if sig else "")
+        outs, out_types, rattrs = [fn.token, *outs], ["!stablehlo.token", *out_types], \
+            ["", *rattrs]
     results = ", ".join(t + (f" {{{at}}}" if at else "") for t, at in zip(out_types, rattrs))
     body = "\n".join("    " + line.replace("\n", "\n    ") for line in fn.lines)
     ret = f"    func.return {', '.join(outs)} : {', '.join(out_types)}" if outs else "    func.return"
@@ -477,4 +521,19 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "
     define_function(module.context, name, jaxpr, public=True, arg_attrs=arg_attrs,
                     result_attrs=result_attrs)
     mattrs = f"mhlo.num_partitions = {num_partitions} : i32, mhlo.num_replicas = {num_replicas} : i32"
-    return module.text(mattrs)
+    return ModuleText(module.text(mattrs), module.host_callbacks, has_ordered_effects(jaxpr))
+
+
+class ModuleText(str):
+    """A module's StableHLO text, with what compiling and running it needs besides the
+    text: the Python callables of its host callbacks (handed to XLA at compile time, by
+    index) and whether ``@main`` takes and returns an ordered-effect token first."""
+
+    host_callbacks: tuple = ()
+    takes_token: bool = False
+
+    def __new__(cls, text: str, host_callbacks=(), takes_token: bool = False):
+        self = super().__new__(cls, text)
+        self.host_callbacks = tuple(host_callbacks)
+        self.takes_token = takes_token
+        return self

@@ -15,7 +15,7 @@ from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, open_jaxpr, subjaxprs
 from plax.core.primitive import abstract_eval, impl_rules
 from plax.lowering.stablehlo import lower_jaxpr_to_module
-from plax.runtime import xla
+from plax.runtime import tokens, xla
 from plax.runtime.array import Array
 from plax.sharding.named import typed_aval
 from plax.sharding.single import SingleDeviceSharding
@@ -204,7 +204,8 @@ def to_buffer(x, aval: ShapedArray, device):
 class CompiledProgram:
     """An XLA executable with the types it was built for and its result handlers."""
 
-    __slots__ = ("exe", "in_avals", "out_avals", "device", "handlers", "text", "_has_float0")
+    __slots__ = ("exe", "in_avals", "out_avals", "device", "handlers", "text", "_has_float0",
+                 "_takes_token", "_has_callbacks")
 
     def __init__(self, exe, in_avals, out_avals, device, text):
         self.exe = exe
@@ -215,14 +216,32 @@ class CompiledProgram:
         s = sharding_for(device)
         self.handlers = [xla.result_handler(xla_aval(a), s) for a in out_avals]
         self._has_float0 = any(a.dtype == dtypes.float0 for a in self.out_avals)
+        self._takes_token = getattr(text, "takes_token", False)
+        self._has_callbacks = bool(getattr(text, "host_callbacks", ()))
+        if self._takes_token:
+            self.handlers.insert(0, xla.result_handler(tokens.TOKEN_AVAL, s))
 
     def run(self, bufs, committed: bool) -> list:
         """The results as Arrays; float0 ones (no data) as NumPy float0 zeros, as in JAX."""
-        outs = xla.execute(self.exe, bufs, self.handlers)
+        if self._takes_token or self._has_callbacks:
+            outs = self._run_effectful(bufs)
+        else:
+            outs = xla.execute(self.exe, bufs, self.handlers)
         if self._has_float0:
             return [np.zeros(a.shape, dtypes.float0) if a.dtype == dtypes.float0
                     else Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
         return [Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
+
+    def _run_effectful(self, bufs) -> list:
+        key = (self.device,)
+        if self._takes_token:
+            bufs = [tokens.ordered_token(key, sharding_for(self.device)), *bufs]
+        outs, done = xla.execute_with_completion(self.exe, bufs, self.handlers)
+        tokens.note_run(done)
+        if self._takes_token:
+            tokens.set_ordered_token(key, outs[0])
+            outs = outs[1:]
+        return outs
 
 
 def compile_jaxpr(jaxpr: Jaxpr, device, name: str = "main") -> CompiledProgram:

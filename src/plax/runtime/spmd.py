@@ -24,7 +24,7 @@ from plax.core.config import config
 from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, open_jaxpr, subjaxprs
 from plax.lowering.stablehlo import lower_jaxpr_to_module
-from plax.runtime import dispatch, xla
+from plax.runtime import dispatch, tokens, xla
 from plax.runtime.dispatch import is_spread
 from plax.runtime.array import Array
 from plax.sharding.mesh import Mesh
@@ -196,7 +196,7 @@ class SpmdProgram:
     """An SPMD executable with the layouts of its parameters and results."""
 
     __slots__ = ("exe", "kept", "in_avals", "out_avals", "in_shardings", "out_shardings",
-                 "handlers", "collective", "text", "name", "_slots")
+                 "handlers", "collective", "text", "name", "_slots", "_effects")
 
     def __init__(self, exe, kept, in_avals, out_avals, in_shardings, out_shardings, text, name,
                  probes=()):
@@ -207,6 +207,10 @@ class SpmdProgram:
         # they are computed but not returned.
         self.handlers = [xla.result_handler(dispatch.xla_aval(a), s)
                          for a, s in [*zip(out_avals, out_shardings), *probes]]
+        self._effects = (getattr(text, "takes_token", False),
+                         bool(getattr(text, "host_callbacks", ())))
+        if self._effects[0]:
+            self.handlers.insert(0, xla.result_handler(tokens.TOKEN_AVAL, self._token_sharding()))
         hlo = xla.optimized_hlo_text(exe)
         self.collective = any(c in hlo for c in _COLLECTIVES)
         self._slots = tuple(zip(self.kept, self.in_avals, self.in_shardings))
@@ -220,11 +224,33 @@ class SpmdProgram:
             previous, _in_flight[0] = _in_flight[0], None
             if previous is not None:
                 xla.block_until_ready(previous)
-        outs = xla.execute(self.exe, bufs, self.handlers)
+        if any(self._effects):
+            outs = self._run_effectful(bufs)
+        else:
+            outs = xla.execute(self.exe, bufs, self.handlers)
         if self.collective:
             _in_flight[0] = outs
         return [np.zeros(a.shape, dtypes.float0) if a.dtype == dtypes.float0 else
                 Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
+
+
+    def _token_sharding(self):
+        mesh = next(s.mesh for s in (*self.in_shardings, *self.out_shardings)
+                    if isinstance(s, NamedSharding))
+        return NamedSharding(mesh, PartitionSpec())
+
+    def _run_effectful(self, bufs) -> list:
+        takes_token = self._effects[0]
+        if takes_token:
+            sharding = self._token_sharding()
+            key = tuple(sharding._device_assignment)
+            bufs = [tokens.ordered_token(key, sharding), *bufs]
+        outs, done = xla.execute_with_completion(self.exe, bufs, self.handlers)
+        tokens.note_run(done)
+        if takes_token:
+            tokens.set_ordered_token(key, outs[0])
+            outs = outs[1:]
+        return outs
 
 
 class LoweredSpmd:

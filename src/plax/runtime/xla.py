@@ -217,7 +217,11 @@ def put_pieces(pieces: list, aval, sharding, devices, x64: bool, single_sharding
 
 def to_numpy(buf) -> np.ndarray:
     """Read a single-device jaxlib array back to a read-only host array (every dtype)."""
-    arr = np.asarray(buf)  # the buffer protocol: waits for the value, no copy on CPU
+    try:
+        arr = np.asarray(buf)  # the buffer protocol: waits for the value, no copy on CPU
+    except XlaRuntimeError as e:  # a host callback of the program that made it failed
+        raise_callback_failure(e)
+        raise
     if arr.dtype != object:
         return arr
     # bf16, fp8, int4 and non-CPU buffers: jaxlib's own conversion.
@@ -250,7 +254,11 @@ def copy_to_devices(buf, devices, sharding):
 
 
 def block_until_ready(bufs) -> None:
-    xc.batched_block_until_ready(list(bufs))
+    try:
+        xc.batched_block_until_ready(list(bufs))
+    except XlaRuntimeError as e:
+        raise_callback_failure(e)
+        raise
 
 
 def assemble(aval, sharding, shard_bufs, committed: bool = True):
@@ -286,6 +294,8 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
     """Compile StableHLO ``text`` for ``devices``; returns a jaxlib LoadedExecutable.
 
     ``options`` are XLA compiler options as (name, value) pairs (jit's ``compiler_options``).
+    The Python callables of the module's host callbacks (``text.host_callbacks``, a
+    ``ModuleText``) are handed to XLA with it.
     """
     client = devices[0].client
     co = xc.CompileOptions()
@@ -299,7 +309,12 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
         co.executable_build_options.use_shardy_partitioner = True
     if options:
         co.env_option_overrides = list(options)
+    callbacks = list(getattr(text, "host_callbacks", ()))
     try:
+        if callbacks:  # only the parsed-module overload takes host callbacks
+            return client.compile_and_load(_parse_module(text),
+                                           executable_devices=xc.DeviceList(tuple(devices)),
+                                           compile_options=co, host_callbacks=callbacks)
         return client.compile_and_load(text, xc.DeviceList(tuple(devices)), co)
     except xc.XlaRuntimeError as e:
         from plax.core.errors import JaxRuntimeError
@@ -316,7 +331,69 @@ def result_handler(aval, sharding, committed: bool = True):
 
 def execute(exe, args, handlers):
     """Run ``exe`` on jaxlib arrays; returns jaxlib arrays built by ``handlers``."""
-    return exe.execute_sharded(args).consume_with_handlers(handlers)
+    try:
+        return exe.execute_sharded(args).consume_with_handlers(handlers)
+    except XlaRuntimeError as e:
+        raise_callback_failure(e)
+        raise
+
+
+def execute_with_completion(exe, args, handlers):
+    """``execute``, also returning a token whose ``block_until_ready()`` waits until the run
+    (its host callbacks included) has finished."""
+    try:
+        results = exe.execute_sharded(args, with_tokens=True)
+        done = results.consume_token()
+        return results.consume_with_handlers(handlers), done
+    except XlaRuntimeError as e:
+        raise_callback_failure(e)
+        raise
+
+
+def wait_for(token) -> None:
+    """Block on a completion token of ``execute_with_completion``."""
+    try:
+        token.block_until_ready()
+    except XlaRuntimeError as e:
+        raise_callback_failure(e)
+        raise
+
+
+def raise_callback_failure(error) -> None:
+    """If ``error`` (XLA's) comes from a host callback that raised, raise what it raised,
+    chained to XLA's error; otherwise return (the caller re-raises ``error``)."""
+    from plax.core.errors import take_callback_failure
+    if "allback error" not in str(error):
+        return
+    failure = take_callback_failure()
+    if failure is not None:
+        raise failure from error
+
+
+_mlir_context = None
+
+
+def _parse_module(text: str):
+    """``text`` parsed into a jaxlib MLIR module (with the dialects plax emits registered)."""
+    global _mlir_context
+    from jaxlib.mlir import ir
+    with _lock:
+        if _mlir_context is None:
+            from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+            from jaxlib.mlir.dialects import chlo, mhlo, sdy
+            from jaxlib.mlir.dialects import stablehlo as stablehlo_dialect
+            context = ir.Context()
+            registry = ir.DialectRegistry()
+            _jax_mlir_ext.register_dialects(registry)
+            context.append_dialect_registry(registry)
+            context.load_all_available_dialects()
+            sdy.register_dialect(context)
+            mhlo.register_mhlo_dialect(context)
+            chlo.register_dialect(context)
+            stablehlo_dialect.register_dialect(context)
+            _mlir_context = context
+        with _mlir_context:
+            return ir.Module.parse(str(text))
 
 
 def output_hlo_shardings(exe) -> list:

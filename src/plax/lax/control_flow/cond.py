@@ -41,7 +41,8 @@ from plax.lax.control_flow.common import (as_array, avals_of, check_branch_outpu
                                           same_type, trace_body, trace_closed,
                                           widen_inputs)
 from plax.lowering.consts import const_operands
-from plax.lowering.stablehlo import lower_jaxpr_body
+from plax.core.effects import has_ordered_effects
+from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from plax.transforms.vmap import batch_flat
 
@@ -338,13 +339,22 @@ dce_rules[cond_p] = _dce
 
 # --- lowering: stablehlo.case, its branches reading the operands from above ----------------
 def _lowering(ctx, index, *ops, branches):
+    # With ordered effects, each branch returns the token it ends with, first.
+    ordered = any(has_ordered_effects(b) for b in branches)
     regions = []
     for b in branches:
         def build(c, b=b):
-            return lower_jaxpr_body(c.fn, b.jaxpr, const_operands(c, b) + list(ops)), b.out_avals
+            outs = lower_jaxpr_body(c.fn, b.jaxpr, const_operands(c, b) + list(ops))
+            if ordered:
+                return [c.fn.token, *outs], [abstract_token, *b.out_avals]
+            return outs, b.out_avals
         regions.append(ctx.region([], build))
-    return ctx.op("stablehlo.case", [index], [ctx.avals_in[0]], ctx.avals_out,
+    out_avals = [abstract_token, *ctx.avals_out] if ordered else ctx.avals_out
+    outs = ctx.op("stablehlo.case", [index], [ctx.avals_in[0]], out_avals,
                   regions=", ".join(regions))
+    if ordered:
+        ctx.fn.token, outs = outs[0], outs[1:]
+    return outs
 
 
 register_lowering(cond_p, _lowering)

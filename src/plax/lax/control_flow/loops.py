@@ -41,7 +41,8 @@ from plax.lax.control_flow.common import (as_array, avals_of, check_carry, close
                                           permute_body, promote_weak_inits, same_type, split,
                                           trace_body, trace_closed, widen_inputs, wrapper_for)
 from plax.lowering.consts import const_operands
-from plax.lowering.stablehlo import lower_jaxpr_body
+from plax.core.effects import has_ordered_effects
+from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr
 
 __all__ = ["while_loop", "fori_loop", "while_p"]
@@ -410,23 +411,35 @@ dce_rules[while_p] = _dce
 # --- lowering: stablehlo.while, the consts threaded through the loop state -----------------
 def _lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cn, bn = cond_nconsts, body_nconsts
-    state_avals = list(ctx.avals_in)
+    if has_ordered_effects(cond_jaxpr):
+        raise NotImplementedError("Ordered effects (debug.print(..., ordered=True), ordered "
+                                  "io_callback) are not supported in a while_loop's cond_fun; "
+                                  "move them into body_fun.")
+    # With ordered effects in the body, the token is the first element of the loop state.
+    ordered = has_ordered_effects(body_jaxpr)
+    t = 1 if ordered else 0
+    state_avals = ([abstract_token] if ordered else []) + list(ctx.avals_in)
 
     def cond_region(c, *state):
-        cconsts, _, carry = split(state, [cn, bn])
+        cconsts, _, carry = split(state[t:], [cn, bn])
         (pred,) = lower_jaxpr_body(c.fn, cond_jaxpr.jaxpr,
                                    const_operands(c, cond_jaxpr) + cconsts + carry)
         return [pred], cond_jaxpr.out_avals
 
     def body_region(c, *state):
-        cconsts, bconsts, carry = split(state, [cn, bn])
+        if ordered:
+            c.fn.token = state[0]
+        cconsts, bconsts, carry = split(state[t:], [cn, bn])
         new = lower_jaxpr_body(c.fn, body_jaxpr.jaxpr,
                                const_operands(c, body_jaxpr) + bconsts + carry)
-        return cconsts + bconsts + new, state_avals
+        return ([c.fn.token] if ordered else []) + cconsts + bconsts + new, state_avals
 
     regions = ctx.region(state_avals, cond_region) + ", " + ctx.region(state_avals, body_region)
-    outs = ctx.op("stablehlo.while", list(args), state_avals, state_avals, regions=regions)
-    return outs[cn + bn:]
+    operands = ([ctx.fn.token] if ordered else []) + list(args)
+    outs = ctx.op("stablehlo.while", operands, state_avals, state_avals, regions=regions)
+    if ordered:
+        ctx.fn.token = outs[0]
+    return outs[t + cn + bn:]
 
 
 register_lowering(while_p, _lowering)

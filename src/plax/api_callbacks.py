@@ -1,0 +1,186 @@
+"""Calling Python from traced code: pure_callback, io_callback, debug.callback, debug.print.
+
+Each flattens its arguments, binds one primitive of ``plax/lax/callbacks.py`` on the
+array leaves, and hands the primitive a ``FlatCallback`` that rebuilds the user's
+arguments from NumPy arrays and flattens what the user's function returns.
+"""
+from __future__ import annotations
+
+import string
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+from plax import tree_util
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.effects import debug_effect, ordered_debug_effect
+from plax.core.trace import Tracer
+from plax.lax.callbacks import VMAP_METHODS, debug_callback_p, io_callback_p, pure_callback_p
+
+__all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print"]
+
+
+class FlatCallback:
+    """The user's callback on flat arguments: dynamic leaves (arrays) come in as NumPy
+    arrays, static leaves (strings, ...) were kept at trace time; returns flat leaves."""
+
+    __slots__ = ("fn", "in_tree", "static", "returns")
+
+    def __init__(self, fn, in_tree, static: tuple, returns: bool = True):
+        self.fn, self.in_tree, self.static, self.returns = fn, in_tree, static, returns
+
+    def __call__(self, *arrays):
+        leaves, dynamic = [], iter(arrays)
+        for is_static, value in self.static:
+            leaves.append(value if is_static else next(dynamic))
+        args, kwargs = tree_util.tree_unflatten(self.in_tree, leaves)
+        out = self.fn(*args, **kwargs)
+        return tree_util.tree_leaves(out) if self.returns else ()
+
+    def __repr__(self):
+        return f"FlatCallback(callback_func={self.fn!r})"
+
+
+def _is_dynamic(leaf) -> bool:
+    return isinstance(leaf, (Tracer, np.ndarray, np.generic, int, float, complex, bool)) or \
+        hasattr(leaf, "__jax_array__") or type(leaf).__name__ == "Array"
+
+
+def _split(fn, args, kwargs, returns: bool = True):
+    """(FlatCallback, the dynamic leaves to bind)."""
+    leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+    static = tuple((not _is_dynamic(x), None if _is_dynamic(x) else x) for x in leaves)
+    dynamic = [x for x in leaves if _is_dynamic(x)]
+    return FlatCallback(fn, in_tree, static, returns), dynamic
+
+
+def _result_avals(result_shape_dtypes, what: str):
+    leaves, tree = tree_util.tree_flatten(result_shape_dtypes)
+    avals = []
+    for leaf in leaves:
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            raise TypeError(f"{what}: result_shape_dtypes must be a pytree of objects with "
+                            f"shape and dtype (plax.ShapeDtypeStruct, arrays), got {leaf!r}.")
+        avals.append(ShapedArray(tuple(leaf.shape), dtypes.canonicalize_dtype(leaf.dtype)))
+    return tuple(avals), tree
+
+
+def _check_sharding(sharding, what: str):
+    if sharding is None:
+        return None
+    if len(getattr(sharding, "device_set", ())) != 1:
+        raise NotImplementedError(f"{what}: only a single-device sharding (the device that "
+                                  f"runs the callback) is supported, got {sharding!r}.")
+    return sharding
+
+
+def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any,
+                  sharding=None, vmap_method: str | None = None, **kwargs: Any):
+    """Call the pure Python function ``callback(*args, **kwargs)`` from traced code.
+
+    ``callback`` receives NumPy arrays and must return arrays of the shapes and dtypes of
+    ``result_shape_dtypes`` (a pytree of ``ShapeDtypeStruct``). Being pure, a call may be
+    dropped when its results are unused. Under vmap, ``vmap_method`` says how a batch
+    reaches it: 'sequential' (a call per member, in a loop), 'sequential_unrolled',
+    'expand_dims' (one call; unbatched arguments get a leading 1), 'broadcast_all' (one
+    call; every argument batched). Differentiate it with ``custom_jvp``/``custom_vjp``.
+    """
+    if vmap_method not in (*VMAP_METHODS, None):
+        raise ValueError(f"vmap_method must be on of the allowed methods "
+                         f"{[*VMAP_METHODS, None]}, but got: {vmap_method}")
+    result_avals, out_tree = _result_avals(result_shape_dtypes, "pure_callback")
+    flat, dynamic = _split(callback, args, kwargs)
+    outs = pure_callback_p.bind(*dynamic, callback=flat, result_avals=result_avals,
+                                sharding=_check_sharding(sharding, "pure_callback"),
+                                vmap_method=vmap_method)
+    return tree_util.tree_unflatten(out_tree, list(outs))
+
+
+def io_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any,
+                sharding=None, ordered: bool = False, **kwargs: Any):
+    """Call the Python function ``callback(*args, **kwargs)``, which may have side
+    effects, from traced code; it is never dropped. ``ordered=True``: calls run in program
+    order (also across calls of a jitted function); such calls cannot be vmapped."""
+    result_avals, out_tree = _result_avals(result_shape_dtypes, "io_callback")
+    flat, dynamic = _split(callback, args, kwargs)
+    outs = io_callback_p.bind(*dynamic, callback=flat, result_avals=result_avals,
+                              sharding=_check_sharding(sharding, "io_callback"),
+                              ordered=bool(ordered))
+    return tree_util.tree_unflatten(out_tree, list(outs))
+
+
+def debug_callback(callback: Callable[..., None] | None = None, *args: Any,
+                   ordered: bool = False, partitioned: bool = False, **kwargs: Any):
+    """Call ``callback(*args, **kwargs)`` (NumPy values) for its side effect, from traced
+    code: once per batch member under vmap, per iteration in loops, per device inside
+    shard_map. ``ordered=True``: in program order. ``debug_callback(ordered=True)``
+    without a callback returns the function taking it (the two-call form)."""
+    if callback is None:
+        if args or kwargs:
+            raise TypeError(f"debug_callback received unexpected arguments in the two-call "
+                            f"form: args={args} kwargs={kwargs}; pass them in the second call.")
+        return lambda fn, *a, **k: debug_callback(fn, *a, ordered=ordered,
+                                                  partitioned=partitioned, **k)
+    if not callable(callback):
+        raise TypeError(f"debug_callback expects a callable, got {callback!r}.")
+    flat, dynamic = _split(callback, args, kwargs, returns=False)
+    debug_callback_p.bind(*dynamic, callback=flat,
+                          effect=ordered_debug_effect if ordered else debug_effect,
+                          partitioned=bool(partitioned))
+    return None
+
+
+class _FormatChecker(string.Formatter):
+    """Checks a format string against its arguments at trace time, formatting nothing."""
+
+    def format_field(self, value, format_spec):
+        return ""
+
+    def check_unused_args(self, used_args, args, kwargs):
+        unused = [a for i, a in enumerate(args) if i not in used_args]
+        if unused:
+            raise ValueError(f"Unused positional arguments to `jax.debug.print`: {unused}")
+        unused_kw = [k for k in kwargs if k not in used_args]
+        if unused_kw:
+            raise ValueError(
+                f"Unused keyword arguments to `jax.debug.print`: {unused_kw}. An f-string "
+                "(f\"{x}\") is formatted before plax sees it: pass a plain string and the "
+                "values as arguments instead.")
+
+
+def _printer(fmt: str, printoptions: dict, placeholders: bool):
+    def print_now(*args, **kwargs):
+        with np.printoptions(**printoptions):
+            if placeholders:
+                text = fmt.format(*args, **kwargs)
+            else:
+                text = " ".join((fmt, *(str(a) for a in args)))
+        sys.stdout.write(text + "\n")
+    return print_now
+
+
+def debug_print(fmt: str | None = None, *args, ordered: bool = False,
+                partitioned: bool = False, skip_format_check: bool = False, **kwargs):
+    """Print ``fmt.format(*args, **kwargs)`` with the runtime values of traced arrays
+    (pytrees allowed), from traced code: under jit at run time, once per batch member
+    under vmap, per iteration in loops, per device inside shard_map. ``ordered=True``:
+    prints in program order. ``debug.print(ordered=True)`` returns the printing function
+    (the two-call form)."""
+    if fmt is None:
+        if args or kwargs:
+            raise TypeError(f"debug.print received unexpected arguments in the two-call "
+                            f"form: args={args} kwargs={kwargs}; pass them in the second call.")
+        return lambda f, *a, **k: debug_print(f, *a, ordered=ordered, partitioned=partitioned,
+                                              skip_format_check=skip_format_check, **k)
+    if not isinstance(fmt, str):
+        raise TypeError(f"debug.print's first argument is the format string, got {fmt!r}.")
+    if not skip_format_check:
+        _FormatChecker().format(fmt, *args, **kwargs)
+    placeholders = any(field is not None for _, field, _, _ in string.Formatter().parse(fmt))
+    if not placeholders and kwargs:
+        raise ValueError(f"debug.print: the format string {fmt!r} has no placeholders for "
+                         f"the keyword arguments {sorted(kwargs)}.")
+    printer = _printer(fmt, dict(np.get_printoptions()), placeholders)
+    return debug_callback(printer, *args, ordered=ordered, partitioned=partitioned, **kwargs)

@@ -1,0 +1,104 @@
+"""Effects: what an equation does besides computing its outputs.
+
+An equation has effects when its primitive says so (``effect_rules[prim](params)``,
+or membership of ``effectful_primitives`` for an unnamed effect) or when a jaxpr it
+holds has them. ``eqn.effects`` and ``jaxpr.effects`` are frozensets of ``Effect``
+objects. What the rest of plax does with them:
+
+- dead-code elimination never removes an equation with effects (``core/dce.py``);
+- an *ordered* effect (``effect.ordered``) makes the lowering thread a
+  ``!stablehlo.token`` through the program in program order, and the runtime pass
+  each device's token from one call of an executable to the next, so that ordered
+  callbacks run in the order the Python program issued them;
+- any effect lowered to a host callback makes the runtime keep a completion token
+  of each run until ``plax.effects_barrier()`` waits for it.
+"""
+from __future__ import annotations
+
+from plax.core.caches import WeakKeyCache
+
+
+class Effect:
+    """A kind of side effect. ``ordered`` effects run in program order across calls."""
+
+    ordered = False
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+class OrderedEffect(Effect):
+    ordered = True
+
+
+class DebugEffect(Effect):
+    """Printing and debug callbacks (``plax.debug.print``/``callback``)."""
+
+
+class OrderedDebugEffect(DebugEffect, OrderedEffect):
+    pass
+
+
+class IOEffect(Effect):
+    """``io_callback``: the callback may read and write outside state."""
+
+
+class OrderedIOEffect(IOEffect, OrderedEffect):
+    pass
+
+
+debug_effect = DebugEffect("Debug")
+ordered_debug_effect = OrderedDebugEffect("OrderedDebug")
+io_effect = IOEffect("IO")
+ordered_io_effect = OrderedIOEffect("OrderedIO")
+# The effect of primitives registered only in ``effectful_primitives`` (checks, probes).
+generic_effect = Effect("Effect")
+
+no_effects: frozenset = frozenset()
+
+# prim -> ``rule(params) -> frozenset of Effect``; the effects of one of its equations.
+effect_rules: dict = {}
+
+
+def eqn_effects(eqn) -> frozenset:
+    """The effects of one equation: its primitive's, and those of the jaxprs it holds."""
+    from plax.core.jaxpr import subjaxprs  # (jaxpr builds on this module)
+    from plax.core.rules import effectful_primitives
+    rule = effect_rules.get(eqn.primitive)
+    own = rule(eqn.params) if rule is not None else no_effects
+    if eqn.primitive in effectful_primitives:
+        own = own | {generic_effect}
+    for sub in subjaxprs(eqn.params):
+        inner = jaxpr_effects(sub)
+        if inner:
+            own = own | inner
+    return own
+
+
+_jaxpr_effects = WeakKeyCache("jaxpr effects")
+
+
+def jaxpr_effects(jaxpr) -> frozenset:
+    """The effects of the equations of ``jaxpr`` (a Jaxpr or ClosedJaxpr), cached."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    known = _jaxpr_effects.get(jaxpr, None)
+    if known is None:
+        found = no_effects
+        for e in jaxpr.eqns:
+            eff = eqn_effects(e)
+            if eff:
+                found = found | eff
+        known = _jaxpr_effects.put(jaxpr, None, found)
+    return known
+
+
+def ordered_effects_of(effects) -> list:
+    """The ordered effects among ``effects``, in a stable order."""
+    return sorted((e for e in effects if e.ordered), key=lambda e: e.name)
+
+
+def has_ordered_effects(jaxpr) -> bool:
+    return any(e.ordered for e in jaxpr_effects(jaxpr))
