@@ -152,6 +152,8 @@ class _FormatChecker(string.Formatter):
 
 def _printer(fmt: str, printoptions: dict, placeholders: bool):
     def print_now(*args, **kwargs):
+        # Values print as plax Arrays, so that reprs (of pytrees) read as JAX's do.
+        args, kwargs = tree_util.tree_map(_as_array, (args, kwargs))
         with np.printoptions(**printoptions):
             if placeholders:
                 text = fmt.format(*args, **kwargs)
@@ -159,6 +161,13 @@ def _printer(fmt: str, printoptions: dict, placeholders: bool):
                 text = " ".join((fmt, *(str(a) for a in args)))
         sys.stdout.write(text + "\n")
     return print_now
+
+
+def _as_array(leaf):
+    if isinstance(leaf, np.ndarray):
+        from plax.runtime.dispatch import array_from_host
+        return array_from_host(leaf)
+    return leaf
 
 
 def debug_print(fmt: str | None = None, *args, ordered: bool = False,

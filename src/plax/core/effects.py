@@ -57,10 +57,22 @@ ordered_io_effect = OrderedIOEffect("OrderedIO")
 # The effect of primitives registered only in ``effectful_primitives`` (checks, probes).
 generic_effect = Effect("Effect")
 
+ordered_debug_effect.unordered = debug_effect
+ordered_io_effect.unordered = io_effect
+
 no_effects: frozenset = frozenset()
 
 # prim -> ``rule(params) -> frozenset of Effect``; the effects of one of its equations.
 effect_rules: dict = {}
+# prim -> ``rule(inner_effects, params) -> frozenset``: what the effects of the jaxprs an
+# equation holds are, seen from outside (default: the same). shard_map orders its body's
+# ordered effects per device, so outside they are unordered.
+nested_effect_rules: dict = {}
+
+
+def without_order(effects) -> frozenset:
+    """``effects`` with each ordered effect replaced by its unordered counterpart."""
+    return frozenset(getattr(e, "unordered", e) if e.ordered else e for e in effects)
 
 
 def eqn_effects(eqn) -> frozenset:
@@ -71,10 +83,14 @@ def eqn_effects(eqn) -> frozenset:
     own = rule(eqn.params) if rule is not None else no_effects
     if eqn.primitive in effectful_primitives:
         own = own | {generic_effect}
+    inner = no_effects
     for sub in subjaxprs(eqn.params):
-        inner = jaxpr_effects(sub)
-        if inner:
-            own = own | inner
+        found = jaxpr_effects(sub)
+        if found:
+            inner = inner | found
+    if inner:
+        nested = nested_effect_rules.get(eqn.primitive)
+        own = own | (nested(inner, eqn.params) if nested is not None else inner)
     return own
 
 

@@ -69,7 +69,8 @@ def check_results(values, result_avals, what: str) -> tuple:
                 f"Incorrect output dtype for return value #{i} of callback {what}: "
                 f"Expected: {aval.dtype}, Actual: {arr.dtype}. Cast the result (e.g. "
                 f"np.asarray(out, np.{aval.dtype.name})) or declare its dtype.")
-        out.append(np.ascontiguousarray(arr))
+        # (not np.ascontiguousarray: it turns a 0-d array into a 1-d one)
+        out.append(arr if arr.flags.c_contiguous else arr.copy(order="C"))
     return tuple(out)
 
 
@@ -147,17 +148,13 @@ jvp_rules[io_callback_p] = _io_jvp
 jvp_rules[debug_callback_p] = _debug_jvp
 transpose_rules[pure_callback_p] = _no_transpose("Pure callbacks")
 transpose_rules[io_callback_p] = _no_transpose("IO callbacks")
-transpose_rules[debug_callback_p] = _no_transpose("Debugging callbacks")
+# A debug callback has no outputs: nothing flows back through it.
+transpose_rules[debug_callback_p] = lambda cts, *args, **params: [None] * len(args)
 
 
 # --- vmap ------------------------------------------------------------------------------------
 def _batch_size(vals, dims) -> int:
     return next(v.shape[d] for v, d in zip(vals, dims) if d is not not_mapped)
-
-
-def _member(x, d, i):
-    from plax import lax
-    return x if d is not_mapped else lax.index_in_dim(x, i, d, keepdims=False)
 
 
 def _sequential(prim, vals, dims, params, unroll: bool):
@@ -215,10 +212,33 @@ def _io_batch(axis, vals, dims, *, callback, result_avals, sharding, ordered):
     return _sequential(io_callback_p, vals, dims, params, False)
 
 
-def _debug_batch(axis, vals, dims, **params):
-    # One call per batch member, in order, each seeing that member's values (as JAX).
-    for i in range(_batch_size(vals, dims)):
-        debug_callback_p.bind(*[_member(v, d, i) for v, d in zip(vals, dims)], **params)
+class PerMember:
+    """A debug callback under vmap: called once with the whole batch, it calls the
+    user's callback once per batch member, in order, each seeing that member's values."""
+
+    __slots__ = ("callback", "dims", "size")
+
+    def __init__(self, callback, dims, size: int):
+        self.callback, self.dims, self.size = callback, tuple(dims), size
+
+    def __call__(self, *arrays):
+        for i in range(self.size):
+            self.callback(*[a if d is not_mapped else np.take(a, i, axis=d)
+                            for a, d in zip(arrays, self.dims)])
+        return ()
+
+    @property
+    def fn(self):
+        return getattr(self.callback, "fn", self.callback)
+
+    def __repr__(self):
+        return f"PerMember({self.callback!r}, dims={self.dims})"
+
+
+def _debug_batch(axis, vals, dims, *, callback, **params):
+    # One host call for the batch (members in order, inside it) rather than one per member.
+    debug_callback_p.bind(*vals, callback=PerMember(callback, dims, _batch_size(vals, dims)),
+                          **params)
     return [], []
 
 

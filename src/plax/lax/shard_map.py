@@ -27,6 +27,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
 from plax.core.trace import extend_axis_env
 from plax.lax import shapes as _shapes
 from plax.lax.batch_util import move_batch_dim
+from plax.core.effects import has_ordered_effects, nested_effect_rules, without_order
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.runtime import dispatch, spmd
 from plax.sharding.named import NamedSharding, typed_aval
@@ -101,6 +102,8 @@ def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_v
     inner = ctx.module_context.replace(mesh=mesh, manual_axes=frozenset(manual_axes))
 
     def build(c, *block_args):
+        if has_ordered_effects(body):  # ordered on each device, from a token of its own
+            c.fn.token = c.fn.emit("stablehlo.after_all", [], [], ["!stablehlo.token"])[0]
         # Lowerings that trace lax code (loops) check collectives' axes again: bind them.
         with body_context(mesh, manual_axes, check_vma):
             return lower_jaxpr_body(c.fn, body, list(block_args)), local_out
@@ -128,6 +131,7 @@ replication_rules[shard_map_p] = lambda ins, *, out_specs, **params: [
     replication.union(ins)] * len(out_specs)
 impl_rules[shard_map_p] = _impl
 register_lowering(shard_map_p, _lowering)
+nested_effect_rules[shard_map_p] = lambda inner, params: without_order(inner)
 
 
 # --- the replication check of the outputs --------------------------------------------------------

@@ -24,6 +24,7 @@ from plax.core.config import config
 from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, open_jaxpr, subjaxprs
 from plax.lowering.stablehlo import lower_jaxpr_to_module
+from plax.core.effects import jaxpr_effects, ordered_effects_of
 from plax.runtime import dispatch, tokens, xla
 from plax.runtime.dispatch import is_spread
 from plax.runtime.array import Array
@@ -297,6 +298,12 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
         live, used = dce_jaxpr(jaxpr)
         kept = tuple(i for i, u in enumerate(used) if u)
         jaxpr = Jaxpr([], live.invars, live.outvars, live.eqns)
+    ordered = ordered_effects_of(jaxpr_effects(jaxpr))
+    if ordered and len(devices) > 1:
+        raise ValueError(
+            f"The following ordered effects are not supported for more than 1 device: "
+            f"{ordered}. {name} runs on {len(devices)} devices; use ordered=False, or put the "
+            "ordered callback inside shard_map, where each device runs its own in order.")
     in_shardings = [in_shardings[i] for i in kept]
     donated = dispatch._usable_donations(jaxpr, [bool(donated[i]) for i in kept], name)
     jaxpr, callbacks = _probes_as_results(jaxpr)
