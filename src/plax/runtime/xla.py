@@ -362,12 +362,14 @@ def wait_for(token) -> None:
 def raise_callback_failure(error) -> None:
     """If ``error`` (XLA's) comes from a host callback that raised, raise what it raised,
     chained to XLA's error; otherwise return (the caller re-raises ``error``)."""
-    from plax.core.errors import take_callback_failure
+    from plax.core.errors import JaxRuntimeError, take_callback_failure
     if "allback error" not in str(error):
         return
     failure = take_callback_failure()
     if failure is not None:
-        raise failure from error
+        reported = JaxRuntimeError(f"A host callback raised while XLA ran the program: {error}")
+        reported.__cause__ = error
+        raise failure from reported
 
 
 _mlir_context = None
