@@ -133,6 +133,16 @@ def test_fft_program_runs_through_python_m_plax(tmp_path):
               "error True")
 
 
+def test_callback_program_prints_as_jax_does_through_python_m_plax(tmp_path):
+    proc = run_script(tmp_path, program("callbacks"))
+    assert_ok(proc, "step x=[0. 1. 2.] total=3.0", "jit [0.0, 2.0, 6.0]", "scan 3.0",
+              "vmap 0", "vmap 1", "io [1, 2, 3]", "log [0, 1, 2]",
+              "vmap_method [[10.0, 10.0], [10.0, 10.0]]", "grad error True")
+    lines = proc.stdout.splitlines()
+    scan = [line for line in lines if line.startswith("scan c=")]
+    assert scan == ["scan c=0.0 x=0.0", "scan c=0.0 x=1.0", "scan c=1.0 x=2.0"], lines
+
+
 def test_typed_key_program_gives_jax_numbers_through_python_m_plax(tmp_path):
     assert_ok(run_script(tmp_path, program("typed_keys")), "dtype key<fry> True ()",
               "losses True", "w0 True", "key True", "vmap True", "reuse caught True")
