@@ -190,3 +190,20 @@ def test_print_only_function_finishes_before_barrier_returns(capfd):
     f = plax.jit(lambda x: plax.debug.print("only {}", x))
     assert f(3) is None
     assert printed(capfd) == ["only 3"]
+
+
+def test_debug_log_sends_a_record_naming_the_callers_line(caplog):
+    import logging
+    with caplog.at_level(logging.INFO, logger="plax.debug"):
+        plax.jit(lambda x: plax.debug.log("v={}", x))(3.0)
+        plax.effects_barrier()
+    (record,) = [r for r in caplog.records if r.name == "plax.debug"]
+    assert record.getMessage() == "v=3.0" and record.levelno == logging.INFO
+    assert record.pathname == __file__
+
+
+def test_effect_classes_are_exported():
+    closed = plax.make_jaxpr(lambda x: plax.debug.print("{}", x, ordered=True))(1.0)
+    (effect,) = closed.effects
+    assert isinstance(effect, plax.debug.OrderedDebugEffect)
+    assert isinstance(effect, plax.debug.DebugEffect) and effect.ordered

@@ -6,6 +6,8 @@ arguments from NumPy arrays and flattens what the user's function returns.
 """
 from __future__ import annotations
 
+import functools
+import logging
 import string
 import sys
 from typing import Any, Callable
@@ -16,10 +18,13 @@ from plax import tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.effects import debug_effect, ordered_debug_effect
+from plax.core.source_info import user_frame
 from plax.core.trace import Tracer
 from plax.lax.callbacks import VMAP_METHODS, debug_callback_p, io_callback_p, pure_callback_p
 
-__all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print"]
+__all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "debug_log"]
+
+_logger = logging.getLogger("plax.debug")
 
 
 class FlatCallback:
@@ -150,7 +155,7 @@ class _FormatChecker(string.Formatter):
                 "values as arguments instead.")
 
 
-def _printer(fmt: str, printoptions: dict, placeholders: bool):
+def _printer(fmt: str, printoptions: dict, placeholders: bool, record=None):
     def print_now(*args, **kwargs):
         # Values print as plax Arrays, so that reprs (of pytrees) read as JAX's do.
         args, kwargs = tree_util.tree_map(_as_array, (args, kwargs))
@@ -159,7 +164,11 @@ def _printer(fmt: str, printoptions: dict, placeholders: bool):
                 text = fmt.format(*args, **kwargs)
             else:
                 text = " ".join((fmt, *(str(a) for a in args)))
-        sys.stdout.write(text + "\n")
+        if record is None:
+            sys.stdout.write(text + "\n")
+        else:  # debug.log: a record made at trace time (the user's line), sent now
+            made = logging.makeLogRecord(dict(record.__dict__, msg=text, args=()))
+            _logger.handle(made)
     return print_now
 
 
@@ -171,7 +180,8 @@ def _as_array(leaf):
 
 
 def debug_print(fmt: str | None = None, *args, ordered: bool = False,
-                partitioned: bool = False, skip_format_check: bool = False, **kwargs):
+                partitioned: bool = False, skip_format_check: bool = False,
+                _use_logging: bool = False, **kwargs):
     """Print ``fmt.format(*args, **kwargs)`` with the runtime values of traced arrays
     (pytrees allowed), from traced code: under jit at run time, once per batch member
     under vmap, per iteration in loops, per device inside shard_map. ``ordered=True``:
@@ -182,7 +192,8 @@ def debug_print(fmt: str | None = None, *args, ordered: bool = False,
             raise TypeError(f"debug.print received unexpected arguments in the two-call "
                             f"form: args={args} kwargs={kwargs}; pass them in the second call.")
         return lambda f, *a, **k: debug_print(f, *a, ordered=ordered, partitioned=partitioned,
-                                              skip_format_check=skip_format_check, **k)
+                                              skip_format_check=skip_format_check,
+                                              _use_logging=_use_logging, **k)
     if not isinstance(fmt, str):
         raise TypeError(f"debug.print's first argument is the format string, got {fmt!r}.")
     if not skip_format_check:
@@ -191,5 +202,19 @@ def debug_print(fmt: str | None = None, *args, ordered: bool = False,
     if not placeholders and kwargs:
         raise ValueError(f"debug.print: the format string {fmt!r} has no placeholders for "
                          f"the keyword arguments {sorted(kwargs)}.")
-    printer = _printer(fmt, dict(np.get_printoptions()), placeholders)
+    printer = _printer(fmt, dict(np.get_printoptions()), placeholders,
+                       _log_record() if _use_logging else None)
     return debug_callback(printer, *args, ordered=ordered, partitioned=partitioned, **kwargs)
+
+
+def _log_record():
+    """An INFO record naming the user's line that called debug.log (filled in at run time)."""
+    frame = user_frame()
+    file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else \
+        ("(unknown file)", 0)
+    return _logger.makeRecord(_logger.name, logging.INFO, file, line, "", (), None)
+
+
+debug_log = functools.partial(debug_print, _use_logging=True)
+debug_log.__doc__ = ("Like debug.print, but the text goes to the ``plax.debug`` logger at "
+                     "INFO level, as a record naming the line that called it.")

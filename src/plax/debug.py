@@ -18,10 +18,11 @@ from typing import NamedTuple
 import numpy as np
 
 from plax.api import jit
-from plax.api_callbacks import debug_callback, debug_print
+from plax.api_callbacks import debug_callback, debug_log, debug_print
+from plax.core.effects import DebugEffect, OrderedDebugEffect  # noqa: F401
 from plax.lax.sharding_constraint import inspect_array_sharding
 
-__all__ = ["print", "callback", "visualize_array_sharding", "visualize_sharding", "explain_sharding",
+__all__ = ["print", "callback", "log", "DebugEffect", "OrderedDebugEffect", "visualize_array_sharding", "visualize_sharding", "explain_sharding",
            "inspect_array_sharding", "Collective", "collectives_of"]
 
 
@@ -182,4 +183,5 @@ def visualize_array_sharding(x, **kwargs):
 
 _echo = builtins.print
 callback = debug_callback
+log = debug_log
 print = debug_print  # noqa: A001  (jax.debug.print; this module uses _echo for its own output)
