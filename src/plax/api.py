@@ -853,12 +853,10 @@ def clear_backends() -> None:
 
 
 def effects_barrier() -> None:
-    """Wait until every computation dispatched so far has finished, its host callbacks
-    (``debug.print``, ``io_callback``, ...) included."""
+    """Wait until every computation with effects dispatched so far has finished its host
+    callbacks (``debug.print``, ``io_callback``, ...), as JAX's does. (It does not wait
+    for pure computations: ``block_until_ready`` their results.)"""
     tokens.barrier()
-    bufs = [a._buf for a in all_arrays() if not a.is_deleted()]
-    if bufs:
-        xla.block_until_ready(bufs)
 
 
 class _CompileTimeEvalTrace(EvalTrace):
