@@ -508,6 +508,8 @@ def _check_error(error: Error, debug: bool = False):
 def _reduce_batched(error: Error) -> Error:
     """A batched error as one: per kind of error, the last failing member (or the last
     member when none failed). Every leaf of a kind leads with its ``pred``'s shape."""
+    if not any(isinstance(x, Tracer) for x in tree_util.tree_leaves(error)):
+        return _reduce_batched_on_host(error)
     pred, code, payload = {}, {}, {}
     for effect, p in error._pred.items():
         batch = tuple(np.shape(p))
@@ -521,6 +523,24 @@ def _reduce_batched(error: Error) -> Error:
 
         pred[effect] = pick(p)
         code[effect] = pick(error._code[effect])
+        payload[effect] = [pick(x) for x in error._payload[effect]]
+    return Error(pred, code, error._metadata, payload)
+
+
+def _reduce_batched_on_host(error: Error) -> Error:
+    """``_reduce_batched`` of a concrete error, in NumPy."""
+    pred, code, payload = {}, {}, {}
+    for effect, p in error._pred.items():
+        p = np.asarray(p)
+        failed = np.flatnonzero(p.reshape(-1))
+        at = int(failed[-1]) if failed.size else p.size - 1
+
+        def pick(x, batch=p.shape, at=at):
+            x = np.asarray(x)
+            return x.reshape((-1,) + x.shape[len(batch):])[at]
+
+        pred[effect] = pick(p)
+        code[effect] = pick(np.broadcast_to(np.asarray(error._code[effect]), p.shape))
         payload[effect] = [pick(x) for x in error._payload[effect]]
     return Error(pred, code, error._metadata, payload)
 
