@@ -3,9 +3,9 @@
 ``checkify(f)`` stages ``f`` into a jaxpr and evaluates it under a ``CheckifyTrace``.
 The trace holds the error so far, an ``Error`` whose leaves are values of the
 enclosing trace (arrays when eager, tracers under jit or vmap). Each primitive bound
-under the trace comes to it; its rule in ``checkify_rules`` (``rule(trace, args, params) -> outs``, run in
-the parent trace) computes the outputs and may add an error with
-``trace.add_error(pred, exception)``. Higher-order primitives (pjit, cond, scan,
+under the trace comes to it; its rule in ``checkify_rules`` (``rule(trace, args,
+params) -> outs``, run in the parent trace) computes the outputs and may add an error
+with ``trace.add_error(pred, exception)``. Higher-order primitives (pjit, cond, scan,
 while, checkpoint, the custom-derivative calls) thread the error through their
 bodies with ``checkify_jaxpr``.
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import typing
 
 import numpy as np
 
@@ -79,7 +78,7 @@ class JaxException(Exception):
         raise NotImplementedError
 
 
-ErrorCategory = typing.Type[JaxException]
+ErrorCategory = type[JaxException]  # the classes the error sets hold
 
 
 class ErrorEffect:

@@ -218,7 +218,9 @@ _checkified = WeakKeyCache("checkify_jaxpr")
 
 def checkify_jaxpr(closed: ClosedJaxpr, enabled, err_tree, err_avals, description="checkify"):
     """``closed`` with an error threaded through: ``(err leaves, *inputs) -> (err leaves,
-    *outputs)``. Returns ``(ClosedJaxpr, out_err_tree)``."""
+    *outputs)``. ``err_tree`` is an error's structure without its metadata (which only
+    passes through); returns ``(ClosedJaxpr, out_err_tree)``, whose metadata is that of the
+    checks the body adds."""
     key = (enabled, err_tree, tuple(err_avals), description)
     hit = _checkified.get(closed, key)
     if hit is not None:
@@ -241,7 +243,9 @@ def checkify_jaxpr(closed: ClosedJaxpr, enabled, err_tree, err_avals, descriptio
 
 
 def _flat_error(error):
-    leaves, tree = tree_util.tree_flatten(error)
+    """An error's leaves, its structure without metadata (so that a body checkified for one
+    error is reused for every error of its type) and the leaves' types."""
+    leaves, tree = tree_util.tree_flatten(error._replace(_metadata={}))
     return leaves, tree, [get_aval(x) for x in leaves]
 
 
@@ -263,12 +267,14 @@ def _checkified_bodies(trace, bodies, description):
     return error, leaves, [d[0] for d in done], [d[1] for d in done]
 
 
-def _set_error(trace, err_tree, leaves, extra_metadata=()):
-    err = tree_util.tree_unflatten(err_tree, list(leaves))
-    metadata = dict(err._metadata)
-    for m in extra_metadata:
-        metadata.update(m)
-    trace.error = err._replace(_metadata=metadata)
+def _set_error(trace, out_trees, leaves):
+    """The trace's error from a call's error outputs; the metadata of the error before the
+    call and of the bodies' checks (``out_trees``, one per body) are merged."""
+    metadata = dict(trace.error._metadata)
+    for t in out_trees:
+        metadata.update(tree_util.tree_unflatten(t, [None] * t.num_leaves)._metadata)
+    trace.error = tree_util.tree_unflatten(out_trees[0], list(leaves))._replace(
+        _metadata=metadata)
 
 
 def _pad(seq, n, value):
@@ -295,7 +301,7 @@ def _pjit_rule(trace, args, params):
         params, jaxpr=callee, donated_invars=(False,) * n_in + tuple(params["donated_invars"]),
         in_shardings=_pad(params.get("in_shardings"), n_in, None),
         out_shardings=_pad(params.get("out_shardings"), n_out, None)))
-    _set_error(trace, out_tree, outs[:n_out])
+    _set_error(trace, [out_tree], outs[:n_out])
     return outs[n_out:]
 
 
@@ -309,7 +315,7 @@ def _checkpoint_rule(trace, args, params):
     callee, consts = consts_as_inputs(body)
     outs = checkpoint_p.bind(*consts, *leaves, *args, **dict(params, jaxpr=callee))
     n_out = out_tree.num_leaves
-    _set_error(trace, out_tree, outs[:n_out])
+    _set_error(trace, [out_tree], outs[:n_out])
     return outs[n_out:]
 
 
@@ -322,8 +328,7 @@ def _cond_rule(trace, args, params):
     bodies, consts = hoist_consts(bodies)
     outs = cond_p.bind(index, *consts, *leaves, *ops, branches=tuple(bodies))
     n = len(leaves)
-    metadata = [tree_util.tree_unflatten(t, [None] * n)._metadata for t in out_trees]
-    _set_error(trace, out_trees[0], outs[:n], metadata)
+    _set_error(trace, out_trees, outs[:n])
     return outs[n:]
 
 
@@ -342,7 +347,7 @@ def _scan_rule(trace, args, params):
     outs = scan_p.bind(*operands, **dict(
         params, jaxpr=body, num_consts=nb + nk, num_carry=ne + nc,
         linear=(False,) * len(operands)))
-    _set_error(trace, out_tree, outs[:ne])
+    _set_error(trace, [out_tree], outs[:ne])
     return outs[ne:]
 
 
@@ -390,7 +395,7 @@ def _while_rule(trace, args, params):
     outs = while_p.bind(*cond_consts, *cconsts, *body_consts, *cconsts, *bconsts, *leaves,
                         *carry, cond_jaxpr=cond, body_jaxpr=body,
                         cond_nconsts=len(cond_consts) + cn, body_nconsts=len(body_consts) + cn + bn)
-    _set_error(trace, out_tree, outs[:ne])
+    _set_error(trace, [out_tree], outs[:ne])
     return outs[ne:]
 
 
@@ -422,7 +427,7 @@ def _custom_jvp_rule(trace, args, params):
 
     outs = custom_jvp_call_p.bind(*operands, **dict(
         params, call_jaxpr=body, jvp=_Named(jvp, repr(user_jvp)), num_consts=num_consts))
-    _set_error(trace, out_tree, outs[:ne])
+    _set_error(trace, [out_tree], outs[:ne])
     return outs[ne:]
 
 
@@ -442,7 +447,7 @@ def _custom_vjp_rule(trace, args, params):
 
     outs = custom_vjp_call_p.bind(*operands, **dict(
         params, call_jaxpr=body, fwd=_Named(fwd, repr(user_fwd)), num_consts=num_consts))
-    _set_error(trace, out_tree, outs[:ne])
+    _set_error(trace, [out_tree], outs[:ne])
     return outs[ne:]
 
 
