@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from plax import tree_util
+from plax import lax, tree_util
 from plax.core import dtypes
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_closed
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
-from plax.core.rules import Zero, all_primitives, tangent_aval
+from plax.core.rules import Zero, tangent_aval
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval
 from plax.lax import arithmetic as _arith
@@ -33,6 +33,7 @@ from plax.lax import indexing as _indexing
 from plax.lax import reductions as _red
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
+from plax.lax import special as _special
 from plax.lax.control_flow.common import hoist_consts, permute_body, split, trace_closed
 from plax.lax.control_flow.cond import cond_p
 from plax.lax.control_flow.loops import while_p
@@ -42,8 +43,6 @@ from plax.transforms.checkify import (DivisionByZeroError, NaNError, OOBError, c
                                       effects_of, run_checkified)
 from plax.transforms.custom_derivatives import _Named, custom_jvp_call_p, custom_vjp_call_p
 from plax.transforms.remat import checkpoint_p
-
-_prims = {p.name: p for p in all_primitives}
 
 
 # --- NaN checks ---------------------------------------------------------------------------
@@ -94,8 +93,8 @@ def _nan_rule(prim):
 
 
 for _name in NAN_PRIMITIVES:
-    if _name in _prims:
-        checkify_rules[_prims[_name]] = _nan_rule(_prims[_name])
+    _prim = getattr(lax, f"{_name}_p", None) or getattr(_special, f"{_name}_p")
+    checkify_rules[_prim] = _nan_rule(_prim)
 
 
 def _div_rule(trace, args, params):
@@ -112,10 +111,6 @@ checkify_rules[_arith.div_p] = _div_rule
 
 
 # --- index checks -------------------------------------------------------------------------
-def _const(values, dtype):
-    return np.asarray(values, dtype)
-
-
 def _oob_payload(mask, indices, dims_map, operand_shape):
     """``[index, axis, axis size]`` (int32) of the first true entry of ``mask``; ``indices``
     has its shape and its last axis runs over ``dims_map`` (the operand axes indexed)."""
@@ -127,9 +122,9 @@ def _oob_payload(mask, indices, dims_map, operand_shape):
     flat_idx = _shapes.reshape(_conv.convert_element_type(indices, np.int32), (n,))
     component = _arith.rem(first, np.int32(k))
     index = _slicing.dynamic_slice_p.bind(flat_idx, first, slice_sizes=(1,))
-    axis = _slicing.dynamic_slice_p.bind(_const(dims_map, np.int32), component,
+    axis = _slicing.dynamic_slice_p.bind(np.asarray(dims_map, np.int32), component,
                                          slice_sizes=(1,))
-    size = _slicing.dynamic_slice_p.bind(_const([operand_shape[d] for d in dims_map], np.int32),
+    size = _slicing.dynamic_slice_p.bind(np.asarray([operand_shape[d] for d in dims_map], np.int32),
                                          component, slice_sizes=(1,))
     return _shapes.concatenate([index, axis, size], 0)
 
