@@ -371,6 +371,9 @@ def _body_then_cond(cond_jaxpr, body_jaxpr, cn):
 
 
 def _while_rule(trace, args, params):
+    # (A loop vmapped with a batched predicate, checkify(vmap(while)), runs its body on
+    # members that are done too, and their checks count: JAX refuses that case, plax cannot
+    # tell it from the loop. vmap(checkify(while)) is exact: the error is carried per member.)
     cn, bn = params["cond_nconsts"], params["body_nconsts"]
     cond_jaxpr, body_jaxpr = params["cond_jaxpr"], params["body_jaxpr"]
     cconsts, bconsts, carry = split(args, [cn, bn])
