@@ -1,7 +1,7 @@
 """The checkify rules: the automatic checks of primitives, and the error threaded through
 the bodies of higher-order primitives.
 
-A rule is ``rule(trace, args, params) -> outs`` (see ``plax.transforms.checkify``); it runs
+A rule is ``rule(trace, args, params) -> outs`` (see ``plax.api_checkify``); it runs
 in the parent trace. The checks are JAX's: a NaN in the output of the floating-point
 primitives listed below (``nan_checks``), a zero divisor of ``div`` (``div_checks``), and
 out-of-bounds indices of ``gather``, ``dynamic_slice``, ``dynamic_update_slice`` and the
@@ -39,7 +39,7 @@ from plax.lax.control_flow.cond import cond_p
 from plax.lax.control_flow.loops import while_p
 from plax.lax.control_flow.scan import scan_p
 from plax.lax.pjit import pjit_p
-from plax.transforms.checkify import (DivisionByZeroError, NaNError, OOBError, checkify_rules,
+from plax.api_checkify import (DivisionByZeroError, NaNError, OOBError, checkify_rules,
                                       effects_of, run_checkified)
 from plax.transforms.custom_derivatives import _Named, custom_jvp_call_p, custom_vjp_call_p
 from plax.transforms.remat import checkpoint_p

@@ -417,6 +417,7 @@ def checkify(f, errors=user_checks):
     ``div_checks``, ``index_checks``, or unions of them (``float_checks | user_checks``,
     ``all_checks``).
     """
+    from plax import api_checkify_rules  # noqa: F401  (the rules of every other primitive)
     enabled = frozenset(errors)
     name = f"checkify({getattr(f, '__name__', type(f).__name__)})"
 
@@ -619,5 +620,3 @@ jvp_rules[check_p] = _check_jvp
 batch_rules[check_p] = _check_batch
 checkify_rules[check_p] = _check_discharge
 param_printers[check_p] = lambda p: {"debug": p["debug"]}
-
-from plax.transforms import checkify_rules as _rules  # noqa: E402,F401  (registers the rules)
