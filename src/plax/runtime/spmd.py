@@ -234,7 +234,6 @@ class SpmdProgram:
         return [np.zeros(a.shape, dtypes.float0) if a.dtype == dtypes.float0 else
                 Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
 
-
     def _token_sharding(self):
         mesh = next(s.mesh for s in (*self.in_shardings, *self.out_shardings)
                     if isinstance(s, NamedSharding))
