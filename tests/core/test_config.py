@@ -16,7 +16,9 @@ _ALL_FLAGS = {
     "enable_x64", "debug_nans", "debug_infs", "disable_jit", "log_compiles",
     "check_tracer_leaks", "numpy_rank_promotion", "default_matmul_precision", "platforms",
     "num_cpu_devices", "compilation_cache_dir", "numpy_dtype_promotion", "enable_checks",
-    "default_device", "threefry_partitionable", "debug_key_reuse",
+    "default_device", "threefry_partitionable", "debug_key_reuse", "enable_compilation_cache",
+    "compilation_cache_max_size", "persistent_cache_min_compile_time_secs",
+    "persistent_cache_min_entry_size_bytes",
 }
 
 
@@ -227,7 +229,9 @@ def test_defaults_without_env(env_runs):
         "default_matmul_precision": None, "platforms": None, "num_cpu_devices": 1,
         "compilation_cache_dir": None, "numpy_dtype_promotion": "standard",
         "enable_checks": False, "default_device": None, "threefry_partitionable": True,
-        "debug_key_reuse": False,
+        "debug_key_reuse": False, "enable_compilation_cache": True,
+        "compilation_cache_max_size": 1 << 30, "persistent_cache_min_compile_time_secs": 0.0,
+        "persistent_cache_min_entry_size_bytes": 0,
     }
     assert got["int64"] == "int32"
 

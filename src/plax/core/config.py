@@ -181,7 +181,18 @@ config.define("default_device", None, kind=object, validator=_check_default_devi
               help="Device (or platform name) for new arrays and uncommitted computations.")
 config.define("platforms", None, kind=str, help="Comma-separated platforms to use, e.g. 'cpu'.")
 config.define("num_cpu_devices", 1, kind=int, help="Number of virtual CPU devices.")
-config.define("compilation_cache_dir", None, kind=str, help="Directory for a persistent compilation cache.")
+config.define("compilation_cache_dir", None, kind=str,
+              help="Directory of the persistent compilation cache (None: $PLAX_CACHE_DIR, "
+                   "else ~/.cache/plax/xla).")
+config.define("enable_compilation_cache", True,
+              help="Keep compiled programs on disk and reuse them in later processes.")
+config.define("compilation_cache_max_size", 1 << 30, kind=int,
+              help="Bound in bytes of the persistent compilation cache's directory; the least "
+                   "recently used entries go first (-1: no bound, 0: cache off).")
+config.define("persistent_cache_min_compile_time_secs", 0.0, kind=float, validator=float,
+              help="Only programs that took at least this long to compile are written.")
+config.define("persistent_cache_min_entry_size_bytes", 0, kind=int,
+              help="Only entries of at least this many bytes are written (0 or -1: any).")
 config._plain[0] = not any(config._flags[n].global_value for n in _DISPATCH_FLAGS)
 
 

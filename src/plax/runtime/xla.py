@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # silence PJRT's start-up chatter
@@ -25,6 +26,7 @@ import jaxlib.xla_client as xc  # noqa: E402
 from jaxlib import _jax  # noqa: E402
 
 from plax.core.config import config  # noqa: E402
+from plax.runtime import compile_cache  # noqa: E402
 
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
@@ -295,7 +297,9 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
 
     ``options`` are XLA compiler options as (name, value) pairs (jit's ``compiler_options``).
     The Python callables of the module's host callbacks (``text.host_callbacks``, a
-    ``ModuleText``) are handed to XLA with it.
+    ``ModuleText``) are handed to XLA with it. Programs without host callbacks go through
+    the persistent compilation cache (``runtime.compile_cache``): loaded from it when an
+    entry exists, written to it after XLA compiles them.
     """
     client = devices[0].client
     co = xc.CompileOptions()
@@ -310,15 +314,47 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
     if options:
         co.env_option_overrides = list(options)
     callbacks = list(getattr(text, "host_callbacks", ()))
+    device_list = xc.DeviceList(tuple(devices))
+    key = None
+    if compile_cache.enabled():
+        if callbacks:  # their Python callables cannot be written to disk
+            compile_cache.note_uncacheable(text, "host callbacks")
+        else:
+            key = _cache_key(text, client, devices, num_replicas, num_partitions, spmd, options)
+            exe = _cache_fetch(key, text, client, device_list, co)
+            if exe is not None:
+                return exe
+    start = time.perf_counter()
     try:
         if callbacks:  # only the parsed-module overload takes host callbacks
-            return client.compile_and_load(_parse_module(text),
-                                           executable_devices=xc.DeviceList(tuple(devices)),
-                                           compile_options=co, host_callbacks=callbacks)
-        return client.compile_and_load(text, xc.DeviceList(tuple(devices)), co)
+            exe = client.compile_and_load(_parse_module(text), executable_devices=device_list,
+                                          compile_options=co, host_callbacks=callbacks)
+        else:
+            exe = client.compile_and_load(text, device_list, co)
     except xc.XlaRuntimeError as e:
         from plax.core.errors import JaxRuntimeError
         raise JaxRuntimeError(f"XLA failed to compile the program: {e}\n--- module ---\n{text}") from e
+    if key is not None:
+        compile_cache.store(key, text, lambda: client.serialize_executable(exe),
+                            time.perf_counter() - start)
+    return exe
+
+
+def _cache_key(text, client, devices, num_replicas, num_partitions, spmd, options) -> bytes:
+    """The persistent cache's key: the text and everything in its CompileOptions, the
+    devices, the platform and jaxlib."""
+    facts = (num_replicas, num_partitions, bool(spmd), tuple(options or ()),
+             tuple((d.id, d.device_kind, d.process_index) for d in devices),
+             client.platform, client.platform_version, JAXLIB_VERSION)
+    return compile_cache.make_key(text, facts)
+
+
+def _cache_fetch(key, text, client, device_list, co):
+    """The cached executable of ``key``, or None."""
+    if "lapack_" in text:  # its kernels must be registered before XLA loads the program
+        _register_lapack()
+    return compile_cache.fetch(key, text,
+                               lambda blob: client.deserialize_executable(blob, device_list, co))
 
 
 def result_handler(aval, sharding, committed: bool = True):
@@ -432,6 +468,11 @@ def lapack_target(name: str) -> str:
     """The custom-call target ``name`` (e.g. "lapack_spotrf_ffi") of jaxlib's CPU LAPACK
     kernels, ready to compile and run: on first use every kernel is registered as a typed-FFI
     target and pointed at SciPy's LAPACK (executing one before that crashes the process)."""
+    _register_lapack()
+    return name
+
+
+def _register_lapack() -> None:
     global _lapack_ready
     if not _lapack_ready:
         with _lock:
@@ -447,4 +488,3 @@ def lapack_target(name: str) -> str:
                     xc.register_custom_call_target(target, capsule, platform="cpu",
                                                    api_version=1)
                 _lapack_ready = True
-    return name
