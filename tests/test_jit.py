@@ -474,20 +474,23 @@ def test_log_compiles_names_function_and_reason(caplog):
     msgs = [r.getMessage() for r in caplog.records if r.name == "plax"]
     assert all("my_fun" in m for m in msgs)
     assert sum(m.startswith("Compiling") for m in msgs) == 3
-    retraces = [m for m in msgs if m.startswith("Retracing")]
-    assert len(retraces) == 2
-    assert "f32[3] -> f32[2]" in retraces[0]
-    assert "pytree structure changed" in retraces[1]
+    # With the flag on, every trace is explained too (plax.cache_misses, a child of "plax").
+    traces = [r.getMessage() for r in caplog.records if r.name == "plax.cache_misses"]
+    assert len(traces) == 3 and all("my_fun" in m for m in traces)
+    assert "traced for the first time" in traces[0]
+    assert "a: shape changed: f32[3] -> f32[2]" in traces[1]
+    assert "pytree structure changed: the positional arguments changed in number: 1 -> 2" \
+        in traces[2]
     static = plax.jit(lambda a, n: a * n, static_argnums=1)
     caplog.clear()
     with config.override("log_compiles", True), caplog.at_level(logging.WARNING, logger="plax"):
         static(X, 2)
         static(X, 3)
-    assert any("static arguments changed" in r.getMessage() and "<lambda>" in r.getMessage()
-               for r in caplog.records)
+    assert any("n (static): value changed: 2 -> 3" in r.getMessage()
+               and "<lambda>" in r.getMessage() for r in caplog.records)
     caplog.clear()
     my_fun(X)  # flag off: silent
-    assert not [r for r in caplog.records if r.name == "plax"]
+    assert not [r for r in caplog.records if r.name.startswith("plax")]
 
 
 # --- tracer leaks ----------------------------------------------------------------------------

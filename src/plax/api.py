@@ -12,7 +12,7 @@ from plax import tree_util
 from plax.core import caches, dtypes
 from plax.core import trace as trace_mod
 from plax.core.avals import ShapedArray, abstractify
-from plax.core.config import TRACE_FLAGS, config
+from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
@@ -435,6 +435,9 @@ class JitWrapped:
         self._compiler_options = dispatch.compiler_options_key(compiler_options)
         self._cache: dict = {}
         self._last_key = None
+        # Traces so far and causes already logged (see plax/explain_cache_misses.py).
+        self._n_traces = 0
+        self._explained_causes = set()
         # Signature -> (executable, entry, committed) for the eager fast path, which applies
         # when no argument is static (those need the general path's hashing and splitting).
         self._fast: dict = {}
@@ -483,36 +486,21 @@ class JitWrapped:
                                 dyn_args, dyn_kwargs)
             if key_reuse.enabled():  # (the flag is part of the key: checked once per trace)
                 key_reuse.check_jaxpr(entry.params["jaxpr"])
-            self._explain_miss(key)
+            self._explain_miss(key, entry)
             if entry.cacheable:
                 self._cache[key] = entry
             self._last_key = key
         return entry, leaves
 
-    def _explain_miss(self, key):
-        if not config.read("log_compiles"):
+    def _explain_miss(self, key, entry):
+        # Unset flag: a miss only counts until the 5th retrace (RETRACES_BEFORE_EXPLAINING).
+        self._n_traces += 1
+        flag = config.read("explain_cache_misses")
+        every = flag is True or (flag is None and config.read("log_compiles"))
+        if flag is False or (not every and self._n_traces <= 5):
             return
-        import logging
-        log = logging.getLogger("plax")
-        if self._last_key is None:
-            log.warning("Tracing %s for the first time.", self._name)
-            return
-        old = self._last_key
-        if old[0] != key[0]:
-            why = f"the argument pytree structure changed: {old[0]} -> {key[0]}"
-        elif old[1] != key[1]:
-            diffs = [f"leaf {i}: {a.str_short()}{'(weak)' if a.weak_type else ''} -> "
-                     f"{b.str_short()}{'(weak)' if b.weak_type else ''}"
-                     for i, (a, b) in enumerate(zip(old[1], key[1])) if a != b]
-            why = "argument types changed: " + "; ".join(diffs)
-        elif old[2] != key[2]:
-            why = f"static arguments changed: {old[2]} -> {key[2]}"
-        elif old[3] != key[3]:
-            changed = [f"jax_{n}" for n, a, b in zip(TRACE_FLAGS, old[3], key[3]) if a != b]
-            why = f"the {', '.join(changed)} setting changed"
-        else:
-            why = f"the named axes in scope changed: {old[4]} -> {key[4]}"
-        log.warning("Retracing %s because %s.", self._name, why)
+        from plax.explain_cache_misses import explain
+        explain(self, key, entry, every)
 
     def _trace(self, args, kwargs, static_nums, in_tree, avals, donated, donated_kw,
                dyn_args, dyn_kwargs) -> _JitEntry:

@@ -157,12 +157,26 @@ def _check_default_device(value):
                      f"{value!r}.")
 
 
+def _optional_bool(value):
+    """A three-valued flag: None (unset), True or False (from a bool or a string)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("none", "unset", "default"):
+        return None
+    if isinstance(value, str):
+        return _parse_bool(value, "explain_cache_misses", from_env=False)
+    return bool(value)
+
+
 config = Config()
 config.define("enable_x64", False, help="Use 64-bit types by default.")
 config.define("debug_nans", False, help="Raise FloatingPointError when a computation makes a NaN.")
 config.define("debug_infs", False, help="Raise FloatingPointError when a computation makes an inf.")
 config.define("disable_jit", False, help="Run jitted functions op by op.")
 config.define("log_compiles", False, help="Log every XLA compilation.")
+config.define("explain_cache_misses", None, kind=object, validator=_optional_bool,
+              help="Log why a jitted function retraces: None (default) from its 5th retrace "
+                   "on, each cause once; True every trace; False never.")
 config.define("check_tracer_leaks", False, help="Check for leaked tracers after each transformation.")
 config.define("numpy_rank_promotion", "allow", kind=str, choices={"allow", "warn", "raise"},
               help="How plax.numpy treats implicit rank promotion.")
