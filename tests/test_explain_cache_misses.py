@@ -1,6 +1,7 @@
 """jax_explain_cache_misses: a retrace logs which argument changed and how (shape, dtype, weak
 type, static value, pytree structure, sharding, trace-context flag), with the function's file
 and line and the call site; unset it explains from the 5th retrace on, each cause once."""
+import dataclasses
 import logging
 import re
 import sys
@@ -103,6 +104,37 @@ def test_list_length_and_keyword_arguments(explain):
                      retraces[0])
     assert re.search(r"\* pytree structure changed: the keyword arguments gained key 'scale'$",
                      retraces[1])
+
+
+@dataclasses.dataclass
+class Pair:
+    a: object
+    b: object
+
+
+plax.tree_util.register_dataclass(Pair, data_fields=["a", "b"], meta_fields=[])
+
+
+def test_registered_node_children_are_named_by_field(explain):
+    f = plax.jit(lambda p: p.a)
+    f(Pair(1.0, 2.0))
+    f(Pair(1.0, (2.0,)))
+    assert re.search(r"\* p\.b: pytree structure changed: was an array leaf, now a tuple$",
+                     only_retrace(explain()))
+
+
+def test_closing_over_an_enclosing_tracer_is_named(explain):
+    state = {}
+    f = plax.jit(lambda y: y * state["c"])
+
+    def loss(c):
+        state["c"] = c
+        return f(1.0)
+
+    plax.grad(loss)(2.0)
+    plax.grad(loss)(3.0)
+    assert "could not be cached: <lambda> closes over values traced by an enclosing " \
+        "transformation" in only_retrace(explain())
 
 
 def test_sharding_over_eight_devices_vs_one(explain):

@@ -24,6 +24,7 @@ import collections
 import inspect
 import logging
 
+from plax import tree_util
 from plax.core.config import TRACE_FLAGS
 from plax.core.source_info import _is_plax_code, user_frame
 
@@ -279,6 +280,14 @@ def _steps(treedef) -> list:
     fields = getattr(kind, "_fields", None)  # namedtuple
     if fields is not None and len(fields) == n:
         return [(f, f".{f}") for f in fields]
+    if kind not in (tuple, list, type(None)):  # a registered type: ask it for its keys
+        try:
+            node = tree_util.tree_unflatten(treedef, [None] * treedef.num_leaves)
+            pairs, _ = tree_util.flatten_one_level_with_keys(node)
+            if len(pairs) == n:
+                return [(str(k), str(k)) for k, _ in pairs]
+        except Exception:  # an unflatten that checks its children: index them instead
+            pass
     return [(i, f"[{i}]") for i in range(n)]
 
 
