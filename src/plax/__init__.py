@@ -1,4 +1,10 @@
-"""plax: composable transformations of numerical Python programs, on XLA."""
+"""plax: composable transformations of numerical Python programs, on XLA.
+
+``import plax`` loads the core, ``plax.lax`` and ``plax.numpy``; the other
+submodules (``plax.random``, ``plax.nn``, ``plax.scipy``, ``plax.experimental``,
+...) and the top-level names that live in them load on first use (PEP 562
+``__getattr__``), so they cost nothing until a program reaches for them.
+"""
 from plax.core.config import config, enable_x64  # noqa: F401
 from plax.core.dtypes import float0  # noqa: F401
 from plax import dtypes, errors  # noqa: F401
@@ -26,15 +32,36 @@ from plax.runtime.array import Shard  # noqa: F401
 from plax.api_arrays import (  # noqa: F401
     make_array_from_callback, make_array_from_single_device_arrays,
     make_array_from_process_local_data, device_put_sharded, device_put_replicated)
-from plax import sharding, experimental, debug  # noqa: F401
 from plax.api_vmap import vmap  # noqa: F401
-from plax.api_shard_map import shard_map  # noqa: F401
-from plax.api_pmap import pmap  # noqa: F401
 from plax.transforms.remat import checkpoint, remat, checkpoint_policies  # noqa: F401
-from plax import tree_util, tree, lax, numpy, scipy, sharding, stages, test_util, ad_checkpoint  # noqa: F401
-from plax import random, nn  # noqa: F401,E402
-from plax import core, flatten_util, typing, version  # noqa: F401,E402
-from plax.drop_in import install_as_jax  # noqa: F401,E402
-from plax.transforms.custom_derivatives import custom_jvp, custom_vjp, closure_convert  # noqa: F401,E402
-from plax.transforms.custom_gradient import custom_gradient  # noqa: F401,E402
-from plax.api_callbacks import pure_callback  # noqa: F401,E402
+from plax.transforms.custom_derivatives import custom_jvp, custom_vjp, closure_convert  # noqa: F401
+from plax import core, lax, numpy, sharding, tree, tree_util, typing, version  # noqa: F401
+
+# Loaded on first use. Submodules: plax.<name>.
+_LAZY_SUBMODULES = frozenset({
+    "ad_checkpoint", "debug", "drop_in", "experimental", "flatten_util", "nn", "random",
+    "scipy", "stages", "test_util"})
+# Top-level names defined in a module loaded on first use: name -> (module, attribute).
+_LAZY_NAMES = {
+    "shard_map": ("plax.api_shard_map", "shard_map"),
+    "pmap": ("plax.api_pmap", "pmap"),
+    "pure_callback": ("plax.api_callbacks", "pure_callback"),
+    "custom_gradient": ("plax.transforms.custom_gradient", "custom_gradient"),
+    "install_as_jax": ("plax.drop_in", "install_as_jax"),
+}
+
+
+def __getattr__(name):
+    import importlib
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")  # also binds it here
+    if name in _LAZY_NAMES:
+        module, attr = _LAZY_NAMES[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _LAZY_SUBMODULES | set(_LAZY_NAMES))

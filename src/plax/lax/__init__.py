@@ -25,7 +25,6 @@ from plax.lax.control_flow.associative_scan import associative_scan  # noqa: F40
 from plax.lax.special import *  # noqa: F401,F403
 from plax.lax import prng  # noqa: F401  (the Threefry hash and typed-key primitives)
 from plax.lax.sharding_constraint import with_sharding_constraint  # noqa: F401
-from plax.lax import linalg  # noqa: F401,E402  (after the families it builds on)
 from plax.lax.fft import fft, fft_p, FftType  # noqa: F401
 # The primitives themselves, under JAX's names (for jaxpr interpreters and custom rules).
 from plax.lax.arithmetic import (  # noqa: F401,E402
@@ -81,3 +80,14 @@ from plax.lax.sharding_constraint import (  # noqa: F401,E402
 from plax.lax.sort import (  # noqa: F401,E402
     sort_p, top_k_p
 )
+
+
+def __getattr__(name):
+    if name == "linalg":  # the submodule plax.lax.linalg loads on first use
+        import importlib
+        return importlib.import_module(f"{__name__}.linalg")  # also binds it here
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"linalg"})

@@ -35,5 +35,17 @@ from plax.numpy.statistics import *  # noqa: F401,F403,E402
 from plax.numpy.polynomial import *  # noqa: F401,F403,E402
 from plax.numpy.windows import *  # noqa: F401,F403,E402
 from plax.numpy.convolution import *  # noqa: F401,F403,E402
-from plax.numpy import fft  # noqa: F401,E402  (the submodule plax.numpy.fft)
-from plax.numpy import linalg  # noqa: F401,E402  (the submodule plax.numpy.linalg)
+
+# The submodules plax.numpy.fft and plax.numpy.linalg load on first use.
+_LAZY_SUBMODULES = frozenset({"fft", "linalg"})
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")  # also binds it here
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _LAZY_SUBMODULES)

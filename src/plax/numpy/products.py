@@ -9,7 +9,6 @@ import operator
 from collections import Counter
 
 import numpy as np
-import opt_einsum
 
 from plax import lax
 from plax.core import dtypes
@@ -324,6 +323,8 @@ def _interleaved_to_subscripts(args):
     out = args.pop() if len(args) % 2 == 1 else None
     ops, subs = args[0::2], args[1::2]
 
+    import opt_einsum  # loaded on first use: it costs import time
+
     def term(sub):
         return "".join("..." if s is Ellipsis else opt_einsum.get_symbol(operator.index(s))
                        for s in sub)
@@ -428,6 +429,7 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
                     < dtypes.itemsize_bits(preferred) or dtypes.is_bool(get_aval(o).dtype)
                     else o for o in operands]
     shapes = [shape_of(o) for o in operands]
+    import opt_einsum
     _, contractions = opt_einsum.contract_path(subscripts, *shapes, shapes=True, einsum_call=True,
                                                optimize=_path_arg(optimize, len(operands)))
     ops = list(operands)
@@ -448,5 +450,6 @@ def einsum_path(subscripts, /, *operands, optimize="auto"):
     if not isinstance(subscripts, str):
         subscripts, operands = _interleaved_to_subscripts((subscripts,) + operands)
     shapes = [shape_of(as_operand(o)) for o in operands]
+    import opt_einsum
     return opt_einsum.contract_path(subscripts, *shapes, shapes=True,
                                     optimize=_path_arg(optimize, len(operands)))

@@ -1,0 +1,118 @@
+"""What ``import plax, plax.numpy`` loads: the core, lax and numpy, not the submodules a program
+may never use, no SciPy or opt_einsum, and no XLA client; the lazy names still resolve.
+
+The checks that look at ``sys.modules`` run in a fresh interpreter.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import plax
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAZY_SUBMODULES = ["scipy", "random", "nn", "experimental", "debug", "stages", "test_util",
+                   "ad_checkpoint", "flatten_util", "drop_in"]
+LAZY_NAMES = ["shard_map", "pmap", "pure_callback", "custom_gradient", "install_as_jax"]
+
+
+def run_fresh(code, *args):
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"))
+    env.setdefault("PLAX_NUM_CPU_DEVICES", "8")
+    proc = subprocess.run([sys.executable, *args, "-c", textwrap.dedent(code)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_import_loads_neither_the_optional_submodules_nor_a_backend():
+    out = run_fresh("""
+        import json, sys
+        import jaxlib.xla_client as xc
+        made = []
+        real = xc.make_cpu_client
+        xc.make_cpu_client = lambda *a, **k: made.append(1) or real(*a, **k)
+        import plax, plax.numpy
+        from plax.runtime import xla
+        subs = %r
+        print(json.dumps({
+            "loaded": [s for s in subs if "plax." + s in sys.modules],
+            "third_party": [m for m in ("scipy", "opt_einsum") if m in sys.modules],
+            "linalg_fft": [m for m in ("plax.numpy.linalg", "plax.numpy.fft", "plax.lax.linalg")
+                           if m in sys.modules],
+            "clients_made": len(made), "backends": list(xla._backends),
+        }))
+        """ % LAZY_SUBMODULES)
+    assert out == {"loaded": [], "third_party": [], "linalg_fft": [], "clients_made": 0,
+                   "backends": []}
+
+
+def test_lazy_submodules_and_names_work_after_a_bare_import():
+    out = run_fresh("""
+        import json, sys
+        import plax, plax.numpy as jnp
+        from plax import random
+        key = plax.random.PRNGKey(0)
+        relu = plax.nn.relu(jnp.array([-1.0, 2.0]))
+        gammaln = plax.scipy.special.gammaln(jnp.array([3.0]))
+        inv = jnp.linalg.inv(jnp.array([[2.0, 0.0], [0.0, 4.0]]))
+        fft = jnp.fft.fft(jnp.ones(4))
+        print(json.dumps({
+            "same_random": random is plax.random is sys.modules["plax.random"],
+            "key": [int(v) for v in key],
+            "relu": relu.tolist(), "gammaln": float(gammaln[0]),
+            "inv": inv.tolist(), "fft0": float(fft[0].real),
+            "io_callback": plax.experimental.io_callback.__module__,
+            "names": {n: getattr(plax, n).__module__ for n in %r},
+            "qr": plax.lax.linalg.qr.__name__,
+        }))
+        """ % LAZY_NAMES)
+    assert out["same_random"] and out["key"] == [0, 0]
+    assert out["relu"] == [0.0, 2.0]
+    assert out["gammaln"] == pytest.approx(0.6931472, rel=1e-6)  # log(2!)
+    assert out["inv"] == [[0.5, 0.0], [0.0, 0.25]] and out["fft0"] == 4.0
+    assert out["io_callback"] == "plax.api_callbacks"
+    assert out["names"] == {"shard_map": "plax.api_shard_map", "pmap": "plax.api_pmap",
+                            "pure_callback": "plax.api_callbacks",
+                            "custom_gradient": "plax.transforms.custom_gradient",
+                            "install_as_jax": "plax.drop_in"}
+    assert out["qr"] == "qr"
+
+
+def test_dir_lists_the_lazy_names():
+    names = dir(plax)
+    for name in LAZY_SUBMODULES + LAZY_NAMES + ["numpy", "lax", "jit", "grad"]:
+        assert name in names, name
+    assert {"linalg", "fft"} <= set(dir(plax.numpy))
+    assert "linalg" in dir(plax.lax)
+
+
+@pytest.mark.parametrize("module", [plax, plax.numpy, plax.lax])
+def test_unknown_attribute_is_an_attribute_error(module):
+    with pytest.raises(AttributeError, match=f"module '{module.__name__}' has no attribute 'nope'"):
+        module.nope  # noqa: B018
+
+
+def test_drop_in_aliases_lazy_submodules():
+    out = run_fresh("""
+        import json, sys
+        import jax.random
+        from jax import random
+        from jax.experimental import io_callback
+        import jax.scipy.linalg
+        from jax.nn import initializers
+        import jax, jax.numpy as jnp
+        print(json.dumps({
+            "random": jax.random is random is sys.modules["plax.random"],
+            "io_callback": io_callback is sys.modules["plax.api_callbacks"].io_callback,
+            "scipy_linalg": jax.scipy.linalg is sys.modules["plax.scipy.linalg"],
+            "initializers": initializers is sys.modules["plax.nn.initializers"],
+            "linalg": jnp.linalg is sys.modules["plax.numpy.linalg"],
+            "uniform": float(jax.random.uniform(jax.random.PRNGKey(0), ())) < 1.0,
+        }))
+        """, "-m", "plax")
+    assert out == {"random": True, "io_callback": True, "scipy_linalg": True,
+                   "initializers": True, "linalg": True, "uniform": True}
