@@ -2,10 +2,12 @@
 the directory flag, the size bound, uncacheable programs (host callbacks), SPMD and LAPACK
 programs loaded from disk."""
 import json
+import logging
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -150,6 +152,37 @@ def test_spmd_program_round_trips(cache):
     np.testing.assert_allclose(second, ref, rtol=1e-5)
     np.testing.assert_array_equal(second, first)
     assert second.sharding == first.sharding
+
+
+def test_concurrent_writers_leave_one_whole_entry(cache):
+    results, errors = [], []
+
+    def work():
+        try:
+            results.append(np.asarray(fresh(5.0)(X)))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 4
+    for r in results:
+        np.testing.assert_allclose(r, want(X, 5.0), rtol=1e-6)
+    assert len(entries(cache)) == 1 and len(os.listdir(cache)) == 1  # no temporary files left
+
+
+def test_unusable_directory_is_reported_once_and_programs_still_run(cache, caplog):
+    blocked = cache / "a_file"
+    blocked.write_text("not a directory")
+    config.update("jax_compilation_cache_dir", str(blocked / "cache"))
+    with caplog.at_level(logging.WARNING, logger="plax"):
+        np.testing.assert_allclose(fresh(6.0)(X), want(X, 6.0), rtol=1e-6)
+        np.testing.assert_allclose(fresh(7.0)(X), want(X, 7.0), rtol=1e-6)
+    reports = [r.getMessage() for r in caplog.records if "not usable" in r.getMessage()]
+    assert len(reports) == 1 and "a_file" in reports[0]
 
 
 def test_make_key_covers_every_fact():
