@@ -18,7 +18,7 @@ from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.lax.pjit import pjit_p
-from plax.runtime import dispatch, spmd, tokens, xla
+from plax.runtime import cpp_jit, dispatch, spmd, tokens, xla
 from plax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 from plax.sharding.mesh import context_mesh
 from plax.sharding.named import resolve_spec, typed_aval
@@ -403,9 +403,24 @@ def _forget_fast_paths(name: str) -> None:
     if name in ("default_device", "platforms"):
         for wrapped in list(_jit_instances):
             wrapped._fast.clear()
+            if wrapped._cpp is not None:
+                wrapped._cpp._clear_cache()
 
 
 config._listeners.append(_forget_fast_paths)
+
+
+_plain, _overrides = config._plain, config._active_overrides  # see config.plain_dispatch()
+_trace_state = trace_mod._ctx
+
+
+def _miss_handler(wrapped):
+    # Through a weak reference: the C++ callable is held by ``wrapped``.
+    ref = weakref.ref(wrapped)
+
+    def cache_miss(*args, **kwargs):
+        return ref()._cpp_miss(*args, **kwargs)
+    return cache_miss
 
 
 class JitWrapped:
@@ -444,6 +459,12 @@ class JitWrapped:
         self._fast_ok = not (self._static_argnums or self._static_argnames)
         self._shardings_given = self._in_shardings is not None or \
             self._out_shardings is not None
+        # jaxlib's C++ dispatch, for plain eager calls. Not where PartitionSpecs must be
+        # resolved against the context mesh on each call.
+        self._cpp = None
+        if not self._shardings_given and min(self._static_argnums, default=0) >= 0:
+            self._cpp = cpp_jit.make(self._name, fun, _miss_handler(self),
+                                     self._static_argnums, self._static_argnames)
         _jit_instances.add(self)
 
     def __repr__(self):
@@ -569,9 +590,12 @@ class JitWrapped:
 
     # --- calling ---
     def __call__(self, *args, **kwargs):
-        if self._fast_ok and not kwargs and config.plain_dispatch() \
-                and type(current_trace()) is EvalTrace:
-            return self._call_fast(args)
+        if _plain[0] and not _overrides[0] and type(_trace_state.trace) is EvalTrace \
+                and not _trace_state.axis_env:
+            if self._cpp is not None:  # jaxlib's C++ dispatch (runtime/cpp_jit.py)
+                return self._cpp(*args, **kwargs)
+            if self._fast_ok and not kwargs:
+                return self._run_fast(args)[0]
         if config.read("disable_jit"):
             return self._fun(*args, **kwargs)
         entry, leaves = self._entry(args, kwargs)
@@ -581,9 +605,25 @@ class JitWrapped:
             outs = pjit_p.bind(*entry.consts, *leaves, **entry.params)
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
-    def _call_fast(self, args):
+    def _cpp_miss(self, *args, **kwargs):
+        """The C++ dispatch's miss handler: run the call in Python, and say how C++ can run
+        calls like it by itself from now on (None: it cannot)."""
+        if self._fast_ok and not kwargs:
+            result, hit, leaves = self._run_fast(args)
+        else:
+            entry, leaves = self._entry(args, kwargs)
+            exe, committed = self._executable(entry, leaves)
+            outs = exe.run(list(entry.consts) + list(leaves), committed)
+            result = tree_util.tree_unflatten(entry.out_tree, outs)
+            hit = (exe, entry) if entry.cacheable else None
+        data = None if hit is None else cpp_jit.fastpath_data(hit[0], hit[1].consts, leaves,
+                                                             result)
+        return result, data, False
+
+    def _run_fast(self, args):
         """Eager call with positional arguments: one dict lookup from arguments to the
-        executable. Same semantics as the general path, which fills this cache."""
+        executable. Same semantics as the general path, which fills this cache. Returns the
+        result, the cache entry used (None if none) and the argument leaves."""
         if all(type(a) is Array for a in args):
             leaves, in_tree = args, len(args)  # all leaves: the count fixes the structure
         else:
@@ -591,34 +631,39 @@ class JitWrapped:
         sig = _fast_signature(leaves)
         if sig is None:
             entry, leaves = self._entry(args, {})
-            return tree_util.tree_unflatten(entry.out_tree, pjit_p.bind(*entry.consts, *leaves,
-                                                                         **entry.params))
+            outs = pjit_p.bind(*entry.consts, *leaves, **entry.params)
+            return tree_util.tree_unflatten(entry.out_tree, outs), None, leaves
         key = (in_tree, sig, config.trace_context())
         if self._shardings_given:  # PartitionSpecs resolve against the context mesh
             key += (context_mesh(),)
         hit = self._fast.get(key)
         if hit is None:
             entry, leaves = self._entry(args, {})
-            p = entry.params
-            full = list(entry.consts) + list(leaves)
-            where = spmd.where_to_run(p["jaxpr"], full, p["in_shardings"], p["out_shardings"],
-                                      p["name"])
-            if where is not None:  # one SPMD program over a mesh
-                exe, committed = spmd.program_for(
-                    p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"], full,
-                    p["in_shardings"] or (None,) * len(full), p["out_shardings"], where,
-                    p["compiler_options"]), True
-            else:
-                exe, committed = dispatch.jitted_executable(
-                    p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"], p["device"],
-                    full, p["compiler_options"])
+            exe, committed = self._executable(entry, leaves)
             single = entry.out_tree.num_leaves == 1 and tree_util.treedef_is_leaf(entry.out_tree)
             hit = (exe, entry, committed, single)
             if entry.cacheable:
                 self._fast[key] = hit
         exe, entry, committed, single = hit
         outs = exe.run(list(entry.consts) + list(leaves) if entry.consts else leaves, committed)
-        return outs[0] if single else tree_util.tree_unflatten(entry.out_tree, outs)
+        result = outs[0] if single else tree_util.tree_unflatten(entry.out_tree, outs)
+        return result, (hit if entry.cacheable else None), leaves
+
+    def _executable(self, entry, leaves):
+        """The executable for an eager call of ``entry`` on ``leaves`` (compiled on first
+        use), and whether its outputs are committed."""
+        p = entry.params
+        full = list(entry.consts) + list(leaves)
+        where = spmd.where_to_run(p["jaxpr"], full, p["in_shardings"], p["out_shardings"],
+                                  p["name"])
+        if where is not None:  # one SPMD program over a mesh
+            return spmd.program_for(
+                p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"], full,
+                p["in_shardings"] or (None,) * len(full), p["out_shardings"], where,
+                p["compiler_options"]), True
+        return dispatch.jitted_executable(p["jaxpr"], p["name"], p["donated_invars"],
+                                          p["keep_unused"], p["device"], full,
+                                          p["compiler_options"])
 
     def trace(self, *args, **kwargs):
         """Trace for these arguments (arrays or ShapeDtypeStructs) -> ``stages.Traced``."""
@@ -638,6 +683,8 @@ class JitWrapped:
     def clear_cache(self) -> None:
         self._cache.clear()
         self._fast.clear()
+        if self._cpp is not None:
+            self._cpp._clear_cache()
 
 
 _SCALAR_LEAF_TYPES = (int, float, bool, complex)

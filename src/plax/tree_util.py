@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import difflib
 import functools
 from typing import Callable, NamedTuple
 
@@ -77,6 +76,8 @@ class _NodeType(NamedTuple):
 
 
 _registry: dict[type, _NodeType] = {}
+# Called as hook(nodetype, entry) on each registration (jit's C++ dispatch mirrors them).
+_registration_hooks: list = []
 
 
 def _index_keys(flatten):
@@ -95,7 +96,9 @@ def _register(nodetype, flatten, unflatten, flatten_with_keys):
             f"Duplicate custom PyTreeDef type registration for {nodetype}: "
             "a type can only be registered as a pytree node once."
         )
-    _registry[nodetype] = _NodeType(flatten, unflatten, flatten_with_keys)
+    _registry[nodetype] = entry = _NodeType(flatten, unflatten, flatten_with_keys)
+    for hook in _registration_hooks:
+        hook(nodetype, entry)
 
 
 def register_pytree_node(
@@ -787,6 +790,7 @@ def _find_mismatch(prefix, full, is_leaf, takes_path, name, which, path=()):
             f"(keys: {f_keys}).",
         )
     if p_aux != f_aux:
+        import difflib
         diff = "\n".join("    " + line.rstrip("\n") for line in difflib.ndiff(
             [repr(p_aux)], [repr(f_aux)]))
         return _mismatch_message(

@@ -60,10 +60,11 @@ class Array(metaclass=_ArrayMeta):
     __slots__ = ("aval", "_buf", "_committed", "_npy", "__weakref__")
     __array_priority__ = 100
 
-    def __init__(self, buf, aval: ShapedArray, committed: bool = False):
-        self._buf = buf
+    # (The parameter names are the slots': jit's C++ dispatch rebuilds outputs by keyword.)
+    def __init__(self, _buf, aval: ShapedArray, _committed: bool = False):
+        self._buf = _buf
         self.aval = aval
-        self._committed = committed
+        self._committed = _committed
         self._npy = None
 
     # --- metadata ---

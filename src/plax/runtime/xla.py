@@ -488,3 +488,52 @@ def _register_lapack() -> None:
                     xc.register_custom_call_target(target, capsule, platform="cpu",
                                                    api_version=1)
                 _lapack_ready = True
+
+
+# --- jaxlib's C++ jit dispatch ----------------------------------------------------------
+# jaxlib's ``pjit`` object flattens arguments with a C++ pytree registry, looks up their
+# signature in a C++ cache and runs the executable, all without Python frames; on a miss it
+# calls back into Python, which answers with the "fast-path data" below so that the next
+# call with the same signature stays in C++. runtime/cpp_jit.py drives it.
+PyTreeRegistry = _jax.pytree.PyTreeRegistry
+ArrayImpl = xc.ArrayImpl
+JitFunctionCache = _jax.PjitFunctionCache
+
+
+class FastpathData(tuple):
+    """What the C++ cache stores per signature (jaxlib reads these attributes by name)."""
+
+    __slots__ = ()
+    _fields = ("xla_executable", "out_pytree_def", "in_shardings", "out_shardings", "out_avals",
+               "out_committed", "kept_var_bitvec", "in_device_local_layouts", "const_args")
+
+    def __new__(cls, *values):
+        return tuple.__new__(cls, values)
+
+
+for _i, _name in enumerate(FastpathData._fields):
+    setattr(FastpathData, _name, property(lambda self, i=_i: self[i]))
+
+
+def jit_key_setting(name: str, value, in_key: bool = True):
+    """A setting the C++ jit cache reads on every call (part of its key when ``in_key``)."""
+    return _jax.config.Config(name, value, include_in_jit_key=in_key)
+
+
+def install_jit_settings(disable_jit, enable_x64, post_hook) -> None:
+    """Point jaxlib's C++ jit at the settings it consults: whether jit is disabled, whether
+    Python scalars are 64-bit, and a hook called after each fast-path run (None: none)."""
+    _jax.jax_jit.set_disable_jit_state(disable_jit)
+    _jax.jax_jit.set_enable_x64_state(enable_x64)
+    _jax.jax_jit.set_post_hook_state(post_hook)
+
+
+def cpp_jit_function(name, fun, cache_miss, static_argnums, static_argnames, cache_key,
+                     registry, shard_arg, cache):
+    """jaxlib's C++ jit callable (see the section comment)."""
+    return _jax.pjit(name, fun, cache_miss, list(static_argnums), list(static_argnames),
+                     cache_key, registry, shard_arg, cache)
+
+
+def clear_all_jit_caches() -> None:
+    _jax.PjitFunctionCache.clear_all()

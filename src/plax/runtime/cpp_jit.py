@@ -1,0 +1,133 @@
+"""jit calls dispatched in C++: jaxlib's jit fast path, fed by plax's own Python path.
+
+A jitted function called eagerly, with no context manager or debug flag active, goes
+straight to jaxlib's C++ jit object. It flattens the arguments with the C++ pytree
+``registry`` below (a mirror of plax's), looks their signature up in its cache, and on a
+hit runs the executable and rebuilds the outputs without a Python frame, except one per
+output to make each plax ``Array``.
+
+On a miss it calls ``JitWrapped._cpp_miss``, which runs the call through plax's Python path
+(tracing and compiling if need be) and hands back ``fastpath_data`` for the signature: the
+executable, the output structure and types, and the shardings the arguments must have.
+Calls that need Python each time (host callbacks, ordered effects, float0 outputs,
+arguments that must be moved first, programs with collectives on CPU) get no fast-path
+data, so they stay on the Python path.
+
+Whatever changes what a call means outside its arguments (the x64 flag, the other flags
+that change tracing, the default device) is mirrored into settings the C++ key includes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax import tree_util
+from plax.core.avals import ShapedArray
+from plax.core.config import config
+from plax.runtime import dispatch, xla
+from plax.runtime.array import Array
+from plax.sharding.single import SingleDeviceSharding
+
+
+def _jit_context():
+    return config.trace_context(), config.read("default_device")
+
+
+_disable_jit = xla.jit_key_setting("plax_disable_jit", False)
+_x64 = xla.jit_key_setting("plax_enable_x64", bool(config.read("enable_x64")))
+_post_hook = xla.jit_key_setting("plax_jit_post_hook", None, in_key=False)
+_context = xla.jit_key_setting("plax_jit_context", _jit_context())
+xla.install_jit_settings(_disable_jit, _x64, _post_hook)
+
+
+def _follow_config(name: str) -> None:
+    # The C++ path runs only when no override is active, so the global values are the ones
+    # that matter.
+    _x64.set_global(bool(config.read("enable_x64")))
+    _context.set_global(_jit_context())
+    if name == "platforms":
+        xla.clear_all_jit_caches()
+
+
+config._listeners.append(_follow_config)
+
+
+# --- the pytree registry the C++ side flattens with -----------------------------------------
+registry = xla.PyTreeRegistry(enable_none=True, enable_tuple=True, enable_namedtuple=True,
+                              enable_list=True, enable_dict=True)
+# An Array is a node holding its jaxlib buffer; its type and commitment ride in the treedef,
+# so they are part of the signature. C++ reads the fields as attributes and rebuilds outputs
+# with ``Array(_buf=..., aval=..., _committed=...)``.
+registry.register_dataclass_node(Array, ["_buf"], ["aval", "_committed"])
+
+
+def _mirror(nodetype, entry) -> None:
+    if nodetype not in (tuple, list, dict, type(None)):  # (built into the C++ registry)
+        registry.register_node(nodetype, entry.flatten, entry.unflatten)
+
+
+for _t, _entry in list(tree_util._registry.items()):
+    _mirror(_t, _entry)
+tree_util._registration_hooks.append(_mirror)
+
+
+# --- arguments that are not Arrays -----------------------------------------------------------
+def shard_arg(x, sharding, layout=None):
+    """The jaxlib buffer for a NumPy value or Python scalar argument laid out by
+    ``sharding`` (C++ calls this for every argument that is not already a buffer)."""
+    host, weak = dispatch.canonical_host_value(x)
+    aval = ShapedArray(host.shape, host.dtype, weak)
+    if type(sharding) is SingleDeviceSharding:
+        return dispatch.to_buffer(host if host.ndim else x, aval, sharding.device_for_dispatch)
+    return dispatch.put_sharded(host, sharding)._buf
+
+
+_HOST_LEAVES = (np.ndarray, np.generic, int, float, complex, bool)
+
+
+def fastpath_data(exe, consts, leaves, result):
+    """What the C++ cache needs to run ``exe`` again for arguments like ``leaves`` with no
+    Python in between; None when such calls must keep going through Python."""
+    program = getattr(exe, "program", exe)  # a single-device JitExecutable or an SpmdProgram
+    if getattr(program, "collective", False) or any(getattr(program, "_effects", ())) or \
+            getattr(program, "_takes_token", False) or getattr(program, "_has_callbacks", False):
+        return None
+    if not all(type(c) is Array for c in consts):
+        return None
+    full = (*consts, *leaves)
+    if hasattr(exe, "program"):
+        s = dispatch.sharding_for(program.device)
+        in_shardings = [s] * len(program.in_avals)
+    else:
+        in_shardings = list(program.in_shardings)
+        if len(program.handlers) != len(program.out_avals):  # inspection probes ride along
+            return None
+    kept = exe.kept
+    for i, s in zip(kept, in_shardings):
+        x = full[i]
+        if type(x) is Array:
+            own = x._buf._sharding
+            if not (own is s or own == s) or x._buf.is_deleted():
+                return None  # it must be moved (or is gone): Python does that each time
+        elif i < len(consts) or not isinstance(x, _HOST_LEAVES):
+            return None
+    for x in leaves:  # unused arguments are flattened too: they must be types C++ knows
+        if type(x) is not Array and not isinstance(x, _HOST_LEAVES):
+            return None
+    out_bufs, out_tree = registry.flatten(result)
+    if not all(type(b) is xla.ArrayImpl for b in out_bufs):
+        return None  # e.g. float0 outputs, which are NumPy zeros
+    kept_set = set(kept)
+    return xla.FastpathData(
+        program.exe, out_tree, in_shardings, [b._sharding for b in out_bufs],
+        [b.aval for b in out_bufs], [b._committed for b in out_bufs],
+        [i in kept_set for i in range(len(full))], [None] * len(in_shardings),
+        [c._buf for c in consts])
+
+
+_NO_KEY = ()  # the cache is per function: no key beyond the function is needed
+
+
+def make(name: str, fun, cache_miss, static_argnums, static_argnames):
+    """jaxlib's C++ jit callable for one jitted function; its cache lives and dies with it."""
+    return xla.cpp_jit_function(name, fun, cache_miss, static_argnums, static_argnames,
+                                _NO_KEY, registry, shard_arg, xla.JitFunctionCache(capacity=4))
