@@ -352,7 +352,7 @@ def _cache_key(text, client, devices, num_replicas, num_partitions, spmd, option
 def _cache_fetch(key, text, client, device_list, co):
     """The cached executable of ``key``, or None."""
     if "lapack_" in text:  # its kernels must be registered before XLA loads the program
-        _register_lapack()
+        _load_lapack_kernels()
     return compile_cache.fetch(key, text,
                                lambda blob: client.deserialize_executable(blob, device_list, co))
 
@@ -468,11 +468,11 @@ def lapack_target(name: str) -> str:
     """The custom-call target ``name`` (e.g. "lapack_spotrf_ffi") of jaxlib's CPU LAPACK
     kernels, ready to compile and run: on first use every kernel is registered as a typed-FFI
     target and pointed at SciPy's LAPACK (executing one before that crashes the process)."""
-    _register_lapack()
+    _load_lapack_kernels()
     return name
 
 
-def _register_lapack() -> None:
+def _load_lapack_kernels() -> None:
     global _lapack_ready
     if not _lapack_ready:
         with _lock:
