@@ -7,6 +7,8 @@ that do not vary along the batch.
 """
 from __future__ import annotations
 
+import math
+
 from plax.core.sharding_types import with_dim
 from plax.core.rules import batch_rules, not_mapped
 from plax.core.trace import get_aval
@@ -97,6 +99,11 @@ def align_elementwise(vals, dims):
     ndims = [len(s) for s in shapes]
     d = _common_dim(ndims, dims)
     ndim = max(n - (0 if b is not_mapped else 1) for n, b in zip(ndims, dims))
+    if d and _batched_all_grow(shapes, dims, ndim):
+        # The batched operands are broadcast up to a larger result: bringing their batch to
+        # the front costs a transpose of them, not of the result, and a leading batch is
+        # what vmap's out_axes (and the ops after) most often want.
+        d = 0
     out = []
     for v, b, shape in zip(vals, dims, shapes):
         if b is not_mapped:
@@ -113,6 +120,17 @@ def align_elementwise(vals, dims):
         else:
             out.append(moveaxis(v, b, d))
     return out, d
+
+
+def _batched_all_grow(shapes, dims, ndim: int) -> bool:
+    """Whether every batched operand has fewer elements than the broadcast result."""
+    per_example = [s if b is not_mapped else s[:b] + s[b + 1:] for s, b in zip(shapes, dims)]
+    out = [1] * ndim
+    for s in per_example:
+        for i, n in enumerate(s, ndim - len(s)):
+            out[i] = max(out[i], n)
+    out_elems = math.prod(out)
+    return all(math.prod(p) < out_elems for p, b in zip(per_example, dims) if b is not not_mapped)
 
 
 def batched_aval(aval, dim, size: int):

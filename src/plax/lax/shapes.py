@@ -29,7 +29,7 @@ from plax.lax import conversion as _conv
 from plax.lax import reductions as _reductions
 from plax.lax import slicing as _slicing
 from plax.lax.ad_util import deflinear, defzero
-from plax.lax.batch_util import common_dim, move_batch_dim, moveaxis
+from plax.lax.batch_util import common_dim, move_batch_dim
 from plax.lax.common import (as_int_tuple, canonical_axis, check_dtype, check_nonnegative,
                              check_same_dtypes, shape_tuple, weak_of)
 from plax.lowering.stablehlo import i64_array
@@ -100,14 +100,17 @@ def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding=
 
 def _broadcast_in_dim_batch(axis, vals, dims, *, shape, broadcast_dimensions, sharding=None):
     (x,), (bd,) = vals, dims
-    # The batch goes first: the operand is never larger than the result, so moving it here
-    # is the cheap place, and consumers (and vmap's usual out_axes=0) then find it leading
-    # instead of paying a transpose of the broadcast result later.
-    sharding = with_entry(sharding, 0, spec_of(get_aval(x))[bd])  # the batch keeps its split
-    x = moveaxis(x, bd, 0)
-    new_dims = (0,) + tuple(d + 1 for d in broadcast_dimensions)
-    return broadcast_in_dim_p.bind(x, shape=(axis.size,) + tuple(shape), broadcast_dimensions=new_dims,
-                                   sharding=sharding), 0
+    # The new output axis sits after the output axis of the operand's previous axis and
+    # before that of its next, so broadcast_dimensions stay increasing when they were.
+    # The lowest such place: a leading batch stays leading, as JAX puts it.
+    bdims = broadcast_dimensions
+    out = bdims[bd - 1] + 1 if bd > 0 else 0
+    new_dims = _shift_dims(broadcast_dimensions, out)
+    new_dims = new_dims[:bd] + (out,) + new_dims[bd:]
+    new_shape = shape[:out] + (axis.size,) + shape[out:]
+    sharding = with_entry(sharding, out, spec_of(get_aval(x))[bd])  # the batch keeps its split
+    return broadcast_in_dim_p.bind(x, shape=new_shape, broadcast_dimensions=new_dims,
+                                   sharding=sharding), out
 
 
 abstract_eval_rules[broadcast_in_dim_p] = _broadcast_in_dim_abstract
