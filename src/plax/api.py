@@ -707,7 +707,7 @@ def _fast_signature(leaves):
             sig.append((x.aval, dev, x._committed))
         elif t in _SCALAR_LEAF_TYPES:
             sig.append(t)
-        elif t is np.ndarray:
+        elif t is np.ndarray or isinstance(x, np.generic):
             sig.append((x.shape, x.dtype))
         else:
             return None
@@ -825,6 +825,39 @@ def jit(fun=None, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_ar
     if fun is None:
         return lambda f: JitWrapped(f, **kwargs)
     return JitWrapped(fun, **kwargs)
+
+
+def eager_compiled(fun=None, *, static_argnames=()):
+    """Decorator for plax's own array functions (``plax.numpy``'s ufuncs and reductions):
+    an eager call runs as one program compiled for its argument signature and dispatched
+    from C++, as JAX's jitted ``jax.numpy`` functions do, instead of op by op; a call under
+    a transformation runs ``fun`` itself, so jaxprs show its primitives.
+
+    A call the compiled form cannot take (an unhashable static argument, an argument type
+    jit rejects, a failure while tracing) runs ``fun`` op by op, which raises the error the
+    user should see or returns the answer.
+    """
+    if fun is None:
+        return functools.partial(eager_compiled, static_argnames=static_argnames)
+    compiled = []  # the C++ callable, made on the first eager call
+
+    def call(*args, **kwargs):
+        if _plain[0] and not _overrides[0] and type(_trace_state.trace) is EvalTrace \
+                and not _trace_state.axis_env:
+            if not compiled:
+                compiled.append(JitWrapped(
+                    fun, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_argnums=(),
+                    static_argnames=static_argnames, donate_argnums=None, donate_argnames=None,
+                    keep_unused=False, device=None, backend=None, inline=True,
+                    compiler_options=None))
+            try:
+                return compiled[0]._cpp(*args, **kwargs)
+            except Exception:  # (see the docstring)
+                pass
+        return fun(*args, **kwargs)
+
+    functools.update_wrapper(call, fun)
+    return call
 
 
 # --- staging utilities ------------------------------------------------------------------------

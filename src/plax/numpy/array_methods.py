@@ -11,9 +11,14 @@ from plax.core.trace import Tracer
 from plax.runtime.array import Array
 
 
+_jnp_module = []
+
+
 def _jnp():
-    import plax.numpy as jnp
-    return jnp
+    if not _jnp_module:
+        import plax.numpy as jnp
+        _jnp_module.append(jnp)
+    return _jnp_module[0]
 
 
 def _is_operand(x) -> bool:

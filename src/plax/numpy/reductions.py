@@ -14,6 +14,7 @@ import operator
 import numpy as np
 
 from plax import lax
+from plax.api import eager_compiled
 from plax.core import dtypes
 from plax.core.source_info import user_entry_name
 from plax.core.trace import get_aval
@@ -196,6 +197,7 @@ def _count(shape, axes, keepdims, where, dt):
     return _keep(lax.reduce_sum(convert(mask, dt), axes), axes, keepdims)
 
 
+@eager_compiled(static_argnames=("axis", "dtype", "out", "keepdims", "promote_integers"))
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
         promote_integers=True):
     """Sum of array elements over the given axes."""
@@ -204,6 +206,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
     return _reduce("sum", "sum", a, axis, keepdims, where, initial, _upcast(out_dtype), out_dtype)
 
 
+@eager_compiled(static_argnames=("axis", "dtype", "out", "keepdims", "promote_integers"))
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
          promote_integers=True):
     """Product of array elements over the given axes."""
@@ -212,12 +215,14 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     return _reduce("prod", "prod", a, axis, keepdims, where, initial, _upcast(out_dtype), out_dtype)
 
 
+@eager_compiled(static_argnames=("axis", "out", "keepdims"))
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Maximum of array elements over the given axes (NaN propagates)."""
     a, aval = _operand("max", a, out)
     return _reduce("max", "max", a, axis, keepdims, where, initial, aval.dtype, aval.dtype)
 
 
+@eager_compiled(static_argnames=("axis", "out", "keepdims"))
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Minimum of array elements over the given axes (NaN propagates)."""
     a, aval = _operand("min", a, out)
@@ -227,12 +232,14 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
 amax, amin = max, min
 
 
+@eager_compiled(static_argnames=("axis", "out", "keepdims"))
 def all(a, axis=None, out=None, keepdims=False, *, where=None):
     """Whether all elements along the given axes are true (nonzero)."""
     a, _ = _operand("all", a, out)
     return _reduce("all", "all", a, axis, keepdims, where, None, np.bool_, np.bool_)
 
 
+@eager_compiled(static_argnames=("axis", "out", "keepdims"))
 def any(a, axis=None, out=None, keepdims=False, *, where=None):
     """Whether any element along the given axes is true (nonzero)."""
     a, _ = _operand("any", a, out)
@@ -255,6 +262,7 @@ def _divide(total, count, dt):
     return lax.div(total, convert(count, dt))
 
 
+@eager_compiled(static_argnames=("axis", "dtype", "out", "keepdims", "upcast_f16_for_computation"))
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None,
          upcast_f16_for_computation=True):
     """Arithmetic mean over the given axes (integers give floats)."""

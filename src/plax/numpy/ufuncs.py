@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from plax import lax
+from plax.api import eager_compiled
 from plax.core import dtypes
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, check_arraylike,
                              convert, promote_args, promote_args_inexact, promote_args_numeric,
@@ -53,7 +54,7 @@ def _unary_inexact(lax_fn, name):
         return lax_fn(x)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}, as numpy.{name} (integers are promoted to float)."
-    return fn
+    return eager_compiled(fn)
 
 
 def _binary(lax_fn, name, promote=promote_args):
@@ -110,6 +111,7 @@ equal = _binary(lax.eq, "equal")
 not_equal = _binary(lax.ne, "not_equal")
 
 
+@eager_compiled
 def add(x, y, /):
     """Elementwise sum (logical OR for booleans)."""
     x, y = promote_args("add", x, y)
@@ -126,7 +128,7 @@ def _ordering(lax_fn, strict_fn, name):
         return lax.bitwise_or(strict_fn(rx, ry), lax.bitwise_and(lax.eq(rx, ry), lax_fn(ix, iy)))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}, as numpy.{name} (complex values compare lexicographically)."
-    return fn
+    return eager_compiled(fn)
 
 
 less = _ordering(lax.lt, lax.lt, "less")
@@ -135,6 +137,7 @@ greater = _ordering(lax.gt, lax.gt, "greater")
 greater_equal = _ordering(lax.ge, lax.gt, "greater_equal")
 
 
+@eager_compiled
 def multiply(x, y, /):
     """Elementwise product (logical AND for booleans)."""
     x, y = promote_args("multiply", x, y)
@@ -220,6 +223,7 @@ def right_shift(x, y, /):
 bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 
 
+@eager_compiled
 def true_divide(x, y, /):
     """Elementwise x / y, always in an inexact dtype."""
     x, y = promote_args_inexact("true_divide", x, y)
@@ -343,6 +347,7 @@ def float_power(x, y, /):
     return lax.pow(*promote_args_inexact("float_power", x, y))
 
 
+@eager_compiled
 def negative(x, /):
     """Elementwise -x."""
     check_arraylike("negative", x)

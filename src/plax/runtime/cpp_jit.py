@@ -43,6 +43,7 @@ def _follow_config(name: str) -> None:
     # The C++ path runs only when no override is active, so the global values are the ones
     # that matter.
     _x64.set_global(bool(config.read("enable_x64")))
+    _scalar_args.clear()
     _context.set_global(_jit_context())
     if name == "platforms":
         xla.clear_all_jit_caches()
@@ -71,9 +72,29 @@ tree_util._registration_hooks.append(_mirror)
 
 
 # --- arguments that are not Arrays -----------------------------------------------------------
+# Device copies of Python scalar arguments, by (type, value, device): eager ``y * 2.0`` puts
+# 2.0 on the device once. Zeros are keyed by their text too (0.0 == -0.0). Cleared when the
+# x64 flag (which picks their dtype) changes.
+_scalar_args: dict = {}
+_PY_SCALARS = (int, float, bool, complex)
+
+
 def shard_arg(x, sharding, layout=None):
     """The jaxlib buffer for a NumPy value or Python scalar argument laid out by
     ``sharding`` (C++ calls this for every argument that is not already a buffer)."""
+    t = type(x)
+    if t in _PY_SCALARS and type(sharding) is SingleDeviceSharding and x == x:
+        key = (t, x if x else repr(x), sharding.device_for_dispatch)
+        buf = _scalar_args.get(key)
+        if buf is None or buf.is_deleted():  # (a donating jit may have consumed it)
+            if len(_scalar_args) > 4096:
+                _scalar_args.clear()
+            buf = _scalar_args[key] = _put_arg(x, sharding)
+        return buf
+    return _put_arg(x, sharding)
+
+
+def _put_arg(x, sharding):
     host, weak = dispatch.canonical_host_value(x)
     aval = ShapedArray(host.shape, host.dtype, weak)
     if type(sharding) is SingleDeviceSharding:
@@ -125,9 +146,10 @@ def fastpath_data(exe, consts, leaves, result):
 
 
 _NO_KEY = ()  # the cache is per function: no key beyond the function is needed
+_SIGNATURES_PER_FUNCTION = 1024  # (least recently used ones are dropped beyond this)
 
 
 def make(name: str, fun, cache_miss, static_argnums, static_argnames):
     """jaxlib's C++ jit callable for one jitted function; its cache lives and dies with it."""
     return xla.cpp_jit_function(name, fun, cache_miss, static_argnums, static_argnames,
-                                _NO_KEY, registry, shard_arg, xla.JitFunctionCache(capacity=4))
+                                _NO_KEY, registry, shard_arg, xla.JitFunctionCache(capacity=_SIGNATURES_PER_FUNCTION))

@@ -165,7 +165,7 @@ def pick_device(args, what: str):
 
 
 # Device copies of host scalars (eager ``x * 2`` reuses the buffer for 2).
-# Buffers are immutable and eager calls never donate, so sharing them is safe.
+# Buffers are immutable; one a donating jit consumed is put again.
 _scalar_buffers = BoundedCache("scalar buffers", 512)
 
 
@@ -194,7 +194,7 @@ def to_buffer(x, aval: ShapedArray, device):
         return xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled())
     key = (host.tobytes(), aval, device)
     buf = _scalar_buffers.get(key)
-    if buf is None:
+    if buf is None or buf.is_deleted():  # (a donating jit may have consumed it)
         buf = _scalar_buffers.put(key, xla.put(host, aval, sharding_for(device), [device],
                                                dtypes.x64_enabled()))
     return buf

@@ -1,0 +1,235 @@
+"""jit's C++ dispatch (runtime/cpp_jit.py): which calls stay in C++, and that every call,
+fast or not, keeps the semantics of the Python path: types, devices, errors, effects."""
+import collections
+import dataclasses
+
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax import api, tree_util
+from plax.core.config import config
+from plax.core.trace import current_trace
+
+
+@pytest.fixture
+def misses(monkeypatch):
+    """Names of the jitted functions whose calls reached Python (C++ cache misses)."""
+    current_trace()  # (made lazily: until then calls take the general path)
+    seen = []
+    original = api.JitWrapped._cpp_miss
+
+    def counting(self, *args, **kwargs):
+        seen.append(self._name)
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(api.JitWrapped, "_cpp_miss", counting)
+    return seen
+
+
+def arr(*values, dtype=np.float32):
+    return plax.device_put(np.array(values, dtype))
+
+
+def test_repeated_calls_stay_in_cpp(misses):
+    f = plax.jit(lambda a, b: a * b + 1.0)
+    x, y = arr(1, 2, 3), arr(4, 5, 6)
+    f(x, y)
+    for _ in range(5):
+        np.testing.assert_allclose(f(x, y), [5, 11, 19])
+    assert misses == ["<lambda>"]
+    out = f(x, y)
+    assert type(out) is plax.Array and out.dtype == np.float32 and not out.committed
+
+
+def test_new_shape_dtype_or_weak_type_retraces_with_right_types(misses):
+    f = plax.jit(lambda a: a * 2)
+    assert f(arr(1, 2)).shape == (2,)
+    assert f(arr(1, 2, 3)).shape == (3,)
+    assert f(arr(1, 2, dtype=np.int32)).dtype == np.int32
+    weak = f(3.0)
+    assert weak.dtype == np.float32 and weak.weak_type and float(weak) == 6.0
+    strong = f(np.float32(3.0))
+    assert strong.dtype == np.float32 and not strong.weak_type
+    assert f(True).dtype == np.int32  # bool * 2 (a weak int) promotes to int32, as in JAX
+    assert len(misses) == 6
+    f(arr(5, 6)), f(3.0), f(np.float32(1.0)), f(False)
+    assert len(misses) == 6
+
+
+def test_pytrees_kwargs_and_static_arguments(misses):
+    g = plax.jit(lambda p, scale, *, shift: {"y": p["w"] * scale + shift, "n": p["n"]},
+                 static_argnums=1)
+    p = {"w": arr(1, 2), "n": arr(3)}
+    out = g(p, 2, shift=arr(1))
+    np.testing.assert_allclose(out["y"], [3, 5])
+    np.testing.assert_allclose(g(p, 3, shift=arr(1))["y"], [4, 7])
+    g(p, 2, shift=arr(1)), g(p, 3, shift=arr(1))
+    assert misses == ["<lambda>"] * 2  # one per static value
+    with pytest.raises(ValueError, match="Non-hashable static arguments are not supported"):
+        g(p, [2], shift=arr(1))
+    k = plax.jit(lambda a, b: a - b)
+    np.testing.assert_allclose(k(b=arr(1), a=arr(5)), [4])
+    np.testing.assert_allclose(k(arr(5), b=arr(1)), [4])
+
+
+def test_deleted_and_donated_arguments_raise():
+    f = plax.jit(lambda a: a + 1)
+    x = arr(1, 2)
+    f(x), f(x)
+    x.delete()
+    with pytest.raises(RuntimeError, match="has been deleted"):
+        f(x)
+    d = plax.jit(lambda a: a * 2, donate_argnums=0)
+    y = arr(1, 2)
+    np.testing.assert_allclose(d(y), [2, 4])
+    z = arr(3, 4)
+    np.testing.assert_allclose(d(z), [6, 8])  # (a fast-path run)
+    with pytest.raises(RuntimeError, match="has been deleted"):
+        d(z)
+    with pytest.raises(RuntimeError, match="has been deleted"):
+        np.asarray(z)
+
+
+def test_donated_python_scalar_is_not_reused_after_donation():
+    d = plax.jit(lambda a: a + 1, donate_argnums=0)
+    assert float(d(2.0)) == 3.0
+    assert float(d(2.0)) == 3.0
+    assert float(plax.jit(lambda a: a * 1)(2.0)) == 2.0
+
+
+def test_signed_zero_and_nan_scalars_are_not_mixed_up():
+    f = plax.jit(lambda a, s: a * s)
+    x = arr(1, 1)
+    assert np.signbit(np.asarray(f(x, 0.0))).tolist() == [False, False]
+    assert np.signbit(np.asarray(f(x, -0.0))).tolist() == [True, True]
+    assert np.isnan(np.asarray(f(x, float("nan")))).all()
+    np.testing.assert_allclose(f(x, 2.5), [2.5, 2.5])
+
+
+def test_committed_arguments_run_on_their_device():
+    f = plax.jit(lambda a: a + 1)
+    dev = plax.devices()[3]
+    x = plax.device_put(np.ones(2, np.float32), dev)
+    for _ in range(3):
+        out = f(x)
+        assert out.devices() == {dev} and out.committed
+    u = f(arr(1, 2))
+    assert u.devices() == {plax.devices()[0]} and not u.committed
+
+
+def test_uncommitted_argument_elsewhere_follows_the_default_device():
+    f = plax.jit(lambda a: a * 3)
+    x = plax.device_put(np.ones(2, np.float32), plax.devices()[2], may_alias=None)
+    x = plax.Array(x._buf, x.aval, False)  # uncommitted, on device 2
+    for _ in range(3):
+        out = f(x)
+        assert out.devices() == {plax.devices()[0]}
+        np.testing.assert_allclose(out, [3, 3])
+
+
+def test_x64_switch_changes_scalar_types():
+    f = plax.jit(lambda a: a + 1)
+    assert f(1.0).dtype == np.float32
+    config.update("jax_enable_x64", True)
+    try:
+        assert f(1.0).dtype == np.float64 and f(1).dtype == np.int64
+        assert f(1.0).dtype == np.float64
+    finally:
+        config.update("jax_enable_x64", False)
+    assert f(1.0).dtype == np.float32 and f(1).dtype == np.int32
+
+
+def test_default_device_setting_is_followed():
+    f = plax.jit(lambda a: a - 1)
+    x = arr(1, 2)
+    f(x), f(x)
+    with plax.default_device(plax.devices()[5]):
+        assert f(x).devices() == {plax.devices()[5]}
+    config.update("jax_default_device", plax.devices()[6])
+    try:
+        assert f(x).devices() == {plax.devices()[6]}
+        assert f(x).devices() == {plax.devices()[6]}
+    finally:
+        config.update("jax_default_device", None)
+    assert f(x).devices() == {plax.devices()[0]}
+
+
+def test_pytree_node_registered_after_the_jit(misses):
+    @dataclasses.dataclass
+    class Pair:
+        a: object
+        b: object
+
+    f = plax.jit(lambda p: p.a + p.b)
+    tree_util.register_pytree_node(Pair, lambda p: ((p.a, p.b), None), lambda _, c: Pair(*c))
+    np.testing.assert_allclose(f(Pair(arr(1), arr(2))), [3])
+    np.testing.assert_allclose(f(Pair(arr(3), arr(2))), [5])
+    assert misses == ["<lambda>"]
+    g = plax.jit(lambda d: d)
+    od = collections.OrderedDict(b=arr(1), a=arr(2))
+    out = g(od)
+    assert type(out) is collections.OrderedDict and list(out) == ["b", "a"]
+
+
+def test_overrides_and_transformations_take_the_python_path(misses):
+    f = plax.jit(lambda a: a * 2.0)
+    x = arr(1, 2)
+    f(x), f(x)
+    with plax.enable_x64():
+        assert f(np.float64(1.0)).dtype == np.float64
+    with plax.disable_jit():
+        assert type(f(x)) is plax.Array
+    np.testing.assert_allclose(plax.grad(lambda v: f(v).sum())(x), [2, 2])
+    jaxpr = plax.make_jaxpr(lambda v: f(x) + v)(1.0)
+    assert "pjit" in str(jaxpr)  # staged, not run: the concrete call is part of the jaxpr
+
+
+def test_host_callbacks_run_on_every_call(capfd):
+    f = plax.jit(lambda a: (plax.debug.print("value {}", a[0]), a + 1)[1])
+    for i in range(3):
+        f(arr(float(i)))
+    plax.effects_barrier()
+    assert capfd.readouterr().out.split("\n")[:3] == ["value 0.0", "value 1.0", "value 2.0"]
+
+
+def test_float0_outputs_keep_their_type():
+    f = plax.jit(plax.grad(lambda x, n: x * 2.0, allow_int=True, argnums=(0, 1)))
+    for _ in range(2):
+        gx, gn = f(1.0, 3)
+        assert float(gx) == 2.0 and gn.dtype == plax.dtypes.float0
+
+
+def test_sharded_arguments_keep_their_layout(misses):
+    mesh = plax.sharding.Mesh(np.array(plax.devices()), ("d",))
+    s = plax.sharding.NamedSharding(mesh, plax.sharding.PartitionSpec("d"))
+    x = plax.device_put(np.arange(16, dtype=np.float32).reshape(8, 2), s)
+    f = plax.jit(lambda a: a * 2.0)
+    for _ in range(3):
+        out = f(x)
+        np.testing.assert_allclose(out, np.arange(16).reshape(8, 2) * 2.0)
+        assert out.sharding.is_equivalent_to(s, 2)
+    assert misses == ["<lambda>"]
+
+
+def test_eager_numpy_functions_compile_once_and_match_op_by_op(misses):
+    y = arr(1, 2, 3)
+    expected = np.sin(np.float32([1, 2, 3]))
+    for _ in range(3):
+        np.testing.assert_allclose(jnp.sin(y), expected, rtol=1e-6)
+        np.testing.assert_allclose(y * 2.0 + y, [3, 6, 9])
+        np.testing.assert_allclose(jnp.sum(y, axis=0), 6)
+    assert sorted(set(misses)) == ["add", "multiply", "sin", "sum"]
+    assert len(misses) == 4
+    assert jnp.add(1, 2).weak_type and jnp.add(1, 2).dtype == np.int32
+    assert not jnp.add(np.int32(1), 2).weak_type
+    np.testing.assert_allclose(jnp.sum(y, axis=[0]), 6)  # (unhashable axis: op by op)
+    with pytest.raises(TypeError, match="sin requires ndarray or scalar arguments"):
+        jnp.sin("a")
+    with pytest.raises(ValueError, match="axis 3 is out of bounds"):
+        jnp.sum(y, axis=3)
+
+
+def test_eager_numpy_functions_are_staged_as_their_primitives():
+    text = str(plax.make_jaxpr(lambda a: jnp.sin(a) * 2 + jnp.sum(a))(arr(1, 2)))
+    assert "sin" in text and "reduce_sum" in text and "pjit" not in text
