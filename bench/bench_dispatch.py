@@ -43,6 +43,10 @@ hs = lib.device_put(np.random.default_rng(1).standard_normal((64, 32)).astype(np
 batched_jac = lib.jit(lib.vmap(lib.jacrev(layer, argnums=1), in_axes=(None, 0)))
 
 def import_ms():
+    # As installed: from bytecode (where PYTHONDONTWRITEBYTECODE is set, as on CI machines,
+    # plax's would otherwise be compiled from source on every import while JAX's is not).
+    import compileall, os
+    compileall.compile_dir(os.path.dirname(lib.__file__), quiet=1)
     name = lib.__name__
     code = (f"import time; t=time.perf_counter(); import {name}, {name}.numpy; "
             "print((time.perf_counter()-t)*1e3)")

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from plax import tree_util
-from plax.core.avals import ShapedArray
+from plax.core.avals import ShapedArray, WeakHostArray, weak_host_value
 from plax.core.config import config
-from plax.runtime import dispatch, xla
+from plax.runtime import dispatch, spmd, xla
 from plax.runtime.array import Array
 from plax.sharding.single import SingleDeviceSharding
 
@@ -59,6 +59,10 @@ registry = xla.PyTreeRegistry(enable_none=True, enable_tuple=True, enable_namedt
 # so they are part of the signature. C++ reads the fields as attributes and rebuilds outputs
 # with ``Array(_buf=..., aval=..., _committed=...)``.
 registry.register_dataclass_node(Array, ["_buf"], ["aval", "_committed"])
+# plax's weakly typed host constants are NumPy arrays to C++: a node of their own keeps their
+# signature apart from a plain array's.
+registry.register_node(WeakHostArray, lambda x: ((x.view(np.ndarray),), None),
+                       lambda _, children: weak_host_value(children[0], children[0].dtype))
 
 
 def _mirror(nodetype, entry) -> None:
@@ -106,31 +110,29 @@ _HOST_LEAVES = (np.ndarray, np.generic, int, float, complex, bool)
 
 
 def fastpath_data(exe, consts, leaves, result):
-    """What the C++ cache needs to run ``exe`` again for arguments like ``leaves`` with no
-    Python in between; None when such calls must keep going through Python."""
-    program = getattr(exe, "program", exe)  # a single-device JitExecutable or an SpmdProgram
-    if getattr(program, "collective", False) or any(getattr(program, "_effects", ())) or \
-            getattr(program, "_takes_token", False) or getattr(program, "_has_callbacks", False):
-        return None
+    """What the C++ cache needs to run ``exe`` (a jitted JitExecutable, an SpmdProgram or
+    one primitive's CompiledProgram) again for arguments like ``leaves`` with no Python in
+    between; None when such calls must keep going through Python."""
+    full = (*consts, *leaves)
+    if isinstance(exe, spmd.SpmdProgram):
+        program, kept = exe, exe.kept
+        if exe.collective or any(exe._effects) or len(exe.handlers) != len(exe.out_avals):
+            return None  # (collectives run one at a time; inspection probes ride along)
+        in_shardings = list(exe.in_shardings)
+    else:
+        program, kept = (exe.program, exe.kept) if isinstance(exe, dispatch.JitExecutable) \
+            else (exe, range(len(full)))
+        if program._takes_token or program._has_callbacks:
+            return None
+        in_shardings = [dispatch.sharding_for(program.device)] * len(program.in_avals)
     if not all(type(c) is Array for c in consts):
         return None
-    full = (*consts, *leaves)
-    if hasattr(exe, "program"):
-        s = dispatch.sharding_for(program.device)
-        in_shardings = [s] * len(program.in_avals)
-    else:
-        in_shardings = list(program.in_shardings)
-        if len(program.handlers) != len(program.out_avals):  # inspection probes ride along
-            return None
-    kept = exe.kept
     for i, s in zip(kept, in_shardings):
         x = full[i]
         if type(x) is Array:
             own = x._buf._sharding
             if not (own is s or own == s) or x._buf.is_deleted():
                 return None  # it must be moved (or is gone): Python does that each time
-        elif i < len(consts) or not isinstance(x, _HOST_LEAVES):
-            return None
     for x in leaves:  # unused arguments are flattened too: they must be types C++ knows
         if type(x) is not Array and not isinstance(x, _HOST_LEAVES):
             return None
@@ -153,3 +155,16 @@ def make(name: str, fun, cache_miss, static_argnums, static_argnames):
     """jaxlib's C++ jit callable for one jitted function; its cache lives and dies with it."""
     return xla.cpp_jit_function(name, fun, cache_miss, static_argnums, static_argnames,
                                 _NO_KEY, registry, shard_arg, xla.JitFunctionCache(capacity=_SIGNATURES_PER_FUNCTION))
+
+
+def primitive_callable(prim, params):
+    """A C++ callable running ``prim`` with ``params`` eagerly (one per primitive and
+    parameters; runtime/dispatch.py keeps them)."""
+    def run(*args):  # the key the C++ cache files this callable's signatures under
+        return dispatch.run_primitive_in_python(prim, args, params)
+
+    def cache_miss(*args):
+        outs, program = dispatch.run_primitive_in_python(prim, args, params, with_program=True)
+        data = None if program is None else fastpath_data(program, (), args, outs)
+        return outs, data, False
+    return make(f"prim_{prim.name}", run, cache_miss, (), ())

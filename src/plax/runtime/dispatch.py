@@ -272,14 +272,35 @@ def apply_primitive(prim, args, params):
     return run_primitive(prim, args, params)
 
 
+_prim_callables = BoundedCache("C++ primitive callables", 8192)  # (prim, params) -> callable
+_plain, _overrides = config._plain, config._active_overrides  # see config.plain_dispatch()
+
+
 def run_primitive(prim, args, params):
-    """Run ``prim`` on concrete ``args`` as a one-equation executable (compiled once); over a
-    mesh (SPMD) when an argument is laid out over several devices."""
+    """Run ``prim`` on concrete ``args`` as a one-equation executable (compiled once), from
+    jaxlib's C++ dispatch when no flag or context asks for Python (runtime/cpp_jit.py)."""
+    if _plain[0] and not _overrides[0]:
+        try:
+            key = (prim, tuple(params.items()))
+            run = _prim_callables.get(key)
+        except TypeError:  # unhashable parameters
+            return run_primitive_in_python(prim, args, params)
+        if run is None:
+            from plax.runtime import cpp_jit  # (cpp_jit builds on this module)
+            run = _prim_callables.put(key, cpp_jit.primitive_callable(prim, params))
+        return run(*args)
+    return run_primitive_in_python(prim, args, params)
+
+
+def run_primitive_in_python(prim, args, params, with_program=False):
+    """``run_primitive`` without C++: over a mesh (SPMD) when an argument is laid out over
+    several devices. With ``with_program``, also the program that ran (None: several)."""
     avals = tuple(abstractify(a) for a in args)
     for a in args:
         if is_spread(a):
             from plax.runtime import spmd  # (spmd builds on this module)
-            return spmd.apply_primitive_spmd(prim, args, avals, params)
+            out = spmd.apply_primitive_spmd(prim, args, avals, params)
+            return (out, None) if with_program else out
     device, committed = pick_device(args, f"primitive {prim.name}")
     try:
         key = (prim, tuple(params.items()), avals, device)
@@ -295,6 +316,9 @@ def run_primitive(prim, args, params):
     out = outs if prim.multiple_results else outs[0]
     if _debugging():
         check_primitive_outputs(prim, out)
+    if with_program:
+        return out, (program if key is not None and not any(
+            type(a) is Array and device_of(a) != device for a in args) else None)
     return out
 
 
