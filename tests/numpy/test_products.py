@@ -170,6 +170,19 @@ EINSUM_SPECS = [
     ("iij,jk", [(3, 3, 4), (4, 5)]),
     ("ij,->ij", [(2, 3), ()]),
     ("i,i,i->i", [(3,), (3,), (3,)]),
+    ("bqd,bkd->bqk", [(2, 3, 4), (2, 5, 4)]),
+    ("bqhd,bkhd->bhqk", [(2, 4, 3, 5), (2, 6, 3, 5)]),
+    ("ij,jk,kl->li", [(2, 3), (3, 4), (4, 5)]),
+]
+
+# Pairs whose product dot_general can lay out in the requested order with one of the two
+# operand orders: einsum picks that order, and no transpose follows the dot.
+NO_TRANSPOSE_SPECS = [
+    ("bqd,bkd->bqk", [(2, 3, 4), (2, 5, 4)]),
+    ("ij,kj->ik", [(3, 4), (5, 4)]),
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("bqhd,bkhd->bhqk", [(2, 4, 3, 5), (2, 6, 3, 5)]),
+    ("ba,bc,cd->ad", [(3, 4), (3, 5), (5, 6)]),
 ]
 
 
@@ -181,6 +194,14 @@ def test_einsum(spec, shapes):
     if len(ops) > 2:
         for optimize in ("greedy", True, False, "optimal"):
             check(jnp.einsum(spec, *ops, optimize=optimize), want)
+
+
+@pytest.mark.parametrize("spec,shapes", NO_TRANSPOSE_SPECS, ids=[s for s, _ in NO_TRANSPOSE_SPECS])
+def test_einsum_operand_order_avoids_transpose(spec, shapes):
+    ops = [make(s, seed=50 + i) for i, s in enumerate(shapes)]
+    text = str(plax.make_jaxpr(lambda *a: jnp.einsum(spec, *a))(*ops))
+    assert "dot_general" in text and "transpose" not in text
+    check(jnp.einsum(spec, *ops), np.einsum(spec, *ops))
 
 
 def test_einsum_dtypes_and_forms():

@@ -386,13 +386,23 @@ def _einsum_pair(x, lx, y, ly, out, precision, preferred):
                 y, ly = lax.squeeze(y, (ly.index(c),)), [l for l in ly if l != c]
     x, lx = _sum_unique(x, lx, set(out) | set(ly))
     y, ly = _sum_unique(y, ly, set(out) | set(lx))
+    out = list(out)
+    if _pair_labels(ly, lx, out) == out != _pair_labels(lx, ly, out):
+        # dot_general lays out lhs's free axes before rhs's: with the operands swapped the
+        # product comes out in the requested order, and no transpose follows it.
+        x, lx, y, ly = y, ly, x, lx
     batch = [c for c in lx if c in ly and c in out]
     contract = [c for c in lx if c in ly and c not in out]
     dims = [(tuple(lx.index(c) for c in group), tuple(ly.index(c) for c in group))
             for group in (contract, batch)]
     r = _dot_general(x, y, dims[0], dims[1], precision, preferred)
-    labels = batch + [c for c in lx if c not in ly] + [c for c in ly if c not in lx]
-    return _transpose_to(r, labels, list(out))
+    return _transpose_to(r, _pair_labels(lx, ly, out), out)
+
+
+def _pair_labels(lx, ly, out):
+    """The axis labels of the dot_general _einsum_pair forms from operands labelled lx, ly."""
+    batch = [c for c in lx if c in ly and c in out]
+    return batch + [c for c in lx if c not in ly] + [c for c in ly if c not in lx]
 
 
 def _einsum_step(args, in_labels, out, precision, preferred):
