@@ -462,7 +462,10 @@ class JitWrapped:
         # jaxlib's C++ dispatch, for plain eager calls. Not where PartitionSpecs must be
         # resolved against the context mesh on each call.
         self._cpp = None
-        if not self._shardings_given and min(self._static_argnums, default=0) >= 0:
+        specs = [s for s in tree_util.tree_leaves((self._in_shardings, self._out_shardings),
+                                                  is_leaf=_is_sharding_leaf)
+                 if isinstance(s, PartitionSpec)]
+        if not specs and min(self._static_argnums, default=0) >= 0:
             self._cpp = cpp_jit.make(self._name, fun, _miss_handler(self),
                                      self._static_argnums, self._static_argnames)
         _jit_instances.add(self)

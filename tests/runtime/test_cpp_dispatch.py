@@ -233,3 +233,20 @@ def test_eager_numpy_functions_compile_once_and_match_op_by_op(misses):
 def test_eager_numpy_functions_are_staged_as_their_primitives():
     text = str(plax.make_jaxpr(lambda a: jnp.sin(a) * 2 + jnp.sum(a))(arr(1, 2)))
     assert "sin" in text and "reduce_sum" in text and "pjit" not in text
+
+
+def test_jit_with_named_shardings_stays_in_cpp(misses):
+    mesh = plax.sharding.Mesh(np.array(plax.devices()), ("d",))
+    s = plax.sharding.NamedSharding(mesh, plax.sharding.PartitionSpec("d"))
+    f = plax.jit(lambda a: a + 1.0, in_shardings=s, out_shardings=s)
+    x = np.arange(8, dtype=np.float32)
+    placed = plax.device_put(x, s)
+    for _ in range(3):
+        out = f(placed)
+        np.testing.assert_allclose(out, x + 1)
+        assert out.sharding.is_equivalent_to(s, 1)
+    assert misses == ["<lambda>"]
+    np.testing.assert_allclose(f(x), x + 1)  # a host array is laid out by in_shardings
+    specs = plax.jit(lambda a: a * 2.0, in_shardings=plax.sharding.PartitionSpec("d"))
+    with plax.set_mesh(mesh):
+        np.testing.assert_allclose(specs(placed), x * 2)
