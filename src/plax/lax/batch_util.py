@@ -21,8 +21,20 @@ def moveaxis(x, src: int, dst: int):
     """``x`` with its axis ``src`` moved to position ``dst`` (both non-negative)."""
     if src == dst:
         return x
-    perm = [i for i in range(get_aval(x).ndim) if i != src]
+    shape = get_aval(x).shape
+    perm = [i for i in range(len(shape)) if i != src]
     perm.insert(dst, src)
+    if len(shape) > 2 and 1 in shape:
+        # Size-1 axes carry no data: move the batch among the others (no transpose at all
+        # when their order is kept) and reshape. XLA then sees a plain transpose, not one
+        # whose degenerate axes it may give layouts that cost extra copies.
+        kept = [i for i in perm if shape[i] != 1 or i == src]  # in their new order
+        order = sorted(kept)
+        x = _lax.shapes.reshape(x, tuple(shape[i] for i in order))
+        kperm = tuple(order.index(i) for i in kept)
+        if kperm != tuple(range(len(kperm))):
+            x = _lax.shapes.transpose(x, kperm)
+        return _lax.shapes.reshape(x, tuple(shape[i] for i in perm))
     return _lax.shapes.transpose(x, tuple(perm))
 
 
@@ -67,9 +79,10 @@ def vectorized(prim):
 def broadcasting(prim):
     """Rule for an n-ary elementwise primitive (operands broadcast like lax: rank-0 and size-1).
 
-    When every batched operand has the batch at the same dimension and the same rank,
-    the primitive applies as it is. Otherwise batched operands move their batch to 0
-    and unbatched ones get a size-1 dimension there, which lax broadcasts for free.
+    When every operand is batched alike (same rank, batch at the same dimension, none
+    broadcast up into a larger result; rank-0 operands aside), the primitive applies as
+    it is. Otherwise batched operands move their batch to 0 and unbatched ones get a
+    size-1 dimension there, which lax broadcasts for free.
     """
     def rule(axis, vals, dims, **params):
         args, d = align_elementwise(vals, dims)
@@ -99,10 +112,12 @@ def align_elementwise(vals, dims):
     ndims = [len(s) for s in shapes]
     d = _common_dim(ndims, dims)
     ndim = max(n - (0 if b is not_mapped else 1) for n, b in zip(ndims, dims))
-    if d and _batched_all_grow(shapes, dims, ndim):
-        # The batched operands are broadcast up to a larger result: bringing their batch to
-        # the front costs a transpose of them, not of the result, and a leading batch is
-        # what vmap's out_axes (and the ops after) most often want.
+    if d and (_has_unbatched_array(shapes, dims) or _batched_all_grow(shapes, dims, ndim)):
+        # An unbatched array takes part, or the batched operands are broadcast up to a
+        # larger result: the batch goes to the front (as JAX puts it there whenever the
+        # operands are not all batched alike). A leading batch is what vmap's out_axes and
+        # the ops after most often want; keeping it inside costs them a transpose later
+        # (of a larger value when the result grows).
         d = 0
     out = []
     for v, b, shape in zip(vals, dims, shapes):
@@ -120,6 +135,11 @@ def align_elementwise(vals, dims):
         else:
             out.append(moveaxis(v, b, d))
     return out, d
+
+
+def _has_unbatched_array(shapes, dims) -> bool:
+    """Whether an operand of rank > 0 is not batched."""
+    return any(b is not_mapped and s for s, b in zip(shapes, dims))
 
 
 def _batched_all_grow(shapes, dims, ndim: int) -> bool:
