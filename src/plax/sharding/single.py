@@ -45,11 +45,17 @@ class Sharding(abc.ABC):
         return {d: 0 for d in self.device_set}
 
 
+_instances: dict = {}  # (class, device, memory kind) -> the SingleDeviceSharding
+
+
 class SingleDeviceSharding(xla.SingleDeviceShardingBase):
     """All of the array on one device.
 
     jaxlib's C++ base class cannot take a second base, so the shared Sharding
     methods are borrowed and the class is registered as a Sharding.
+
+    There is one instance per (device, memory kind): equality and hashing are then the
+    C++ base class's identity ones, which jit's C++ dispatch checks without calling Python.
     """
 
     addressable_devices = Sharding.addressable_devices
@@ -60,10 +66,25 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
     check_shape = Sharding.check_shape
     replica_ids = Sharding.replica_ids
 
+    def __new__(cls, device, *, memory_kind=None):
+        key = (cls, device, None if memory_kind == "device" else memory_kind)
+        self = _instances.get(key)
+        if self is None:
+            self = xla.SingleDeviceShardingBase.__new__(cls)
+            xla.SingleDeviceShardingBase.__init__(self, device)
+            self._the_device = device
+            self._kind = key[2]
+            self = _instances.setdefault(key, self)
+        return self
+
     def __init__(self, device, *, memory_kind=None):
-        xla.SingleDeviceShardingBase.__init__(self, device)
-        self._the_device = device
-        self._kind = memory_kind
+        pass  # (made in __new__)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
     @property
     def memory_kind(self):
@@ -97,12 +118,6 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
 
     def with_memory_kind(self, kind):
         return SingleDeviceSharding(self._the_device, memory_kind=kind)
-
-    def __eq__(self, other):
-        return isinstance(other, SingleDeviceSharding) and other._the_device == self._the_device
-
-    def __hash__(self):
-        return hash(("SingleDeviceSharding", self._the_device))
 
     def __repr__(self):
         return f"SingleDeviceSharding(device={self._the_device!r}, memory_kind={self.memory_kind})"
