@@ -1,7 +1,7 @@
 """Data movement in compiled programs, plax next to JAX when one is found.
 
 For representative programs (an MLP loss, its gradient and training step,
-per-example gradients, vmap of jacrev / jacfwd, hessian, a scan RNN, a
+per-example gradients, vmap of jacrev / jacfwd, hessian (and under vmap), a scan RNN, a
 fori_loop, a LeNet step, softmax / logsumexp, attention and layer norm), each
 is compiled with `jit(...).lower(...).compile()` and the instructions of
 `Compiled.as_text()` (inside fused computations too) are counted by opcode:
@@ -97,6 +97,18 @@ def energy(x):
     return jnp.sum(jnp.tanh(w64 @ x) ** 2) + jnp.sum(jnp.sin(x) * x)
 programs["hessian(f) f32[64]"] = (lib.hessian(energy), (x64,), 500)
 programs["jacrev(tanh(w@x)) f32[64]"] = (lib.jacrev(lambda x: jnp.tanh(w64 @ x) * x), (x64,), 500)
+
+# An elementwise op with an unbatched operand, next to a term batched elsewhere (jacfwd's
+# basis), and a hessian under vmap.
+w16, x16 = arr(16, 16, scale=0.3), arr(8, 16)
+def sin_layer(x):
+    return jnp.sin(w16 @ x) * x
+programs["jacfwd(sin(w@x)*x) f32[16]"] = (lib.jacfwd(sin_layer), (x16[0],), 500)
+programs["vmap(jacfwd(sin(w@x)*x)) 16, b8"] = (lib.vmap(lib.jacfwd(sin_layer)), (x16,), 500)
+programs["vmap(jacrev(sin(w@x)*x)) 16, b8"] = (lib.vmap(lib.jacrev(sin_layer)), (x16,), 500)
+programs["vmap(hessian(sum tanh(w@x)^2)) 16, b8"] = (
+    lib.vmap(lib.hessian(lambda x: jnp.sum(jnp.tanh(w16 @ x) ** 2))), (x16,), 500)
+programs["vmap(hessian(f)) f32[64], b8"] = (lib.vmap(lib.hessian(energy)), (arr(8, 64),), 200)
 
 # --- loops
 T, B, H = 100, 8, 128
