@@ -383,7 +383,10 @@ class _JitEntry:
     """One traced specialisation of a jitted function (one cache entry)."""
 
     __slots__ = ("params", "consts", "in_tree", "out_tree", "in_avals", "user_jaxpr",
-                 "arg_names", "cacheable")
+                 "arg_names", "cacheable", "placed_consts")
+
+    def __init__(self):
+        self.placed_consts = {}  # device -> consts with the host ones on it
 
     def arg_name(self, i: int) -> str:
         return self.arg_names[i] if self.arg_names and i < len(self.arg_names) else f"leaf {i}"
@@ -412,6 +415,27 @@ config._listeners.append(_forget_fast_paths)
 
 _plain, _overrides = config._plain, config._active_overrides  # see config.plain_dispatch()
 _trace_state = trace_mod._ctx
+
+
+def _placed_consts(entry, exe) -> tuple:
+    """``entry``'s constants, the host ones put on ``exe``'s device once (not on every call,
+    and so that C++ can pass them)."""
+    program = getattr(exe, "program", None)
+    if program is None or not any(isinstance(c, np.ndarray) for c in entry.consts):
+        return tuple(entry.consts)  # (an SPMD program lays its constants out itself)
+    placed = entry.placed_consts.get(program.device)
+    if placed is None:
+        placed = entry.placed_consts[program.device] = tuple(
+            dispatch.array_from_host(c, device=program.device)
+            if isinstance(c, np.ndarray) else c for c in entry.consts)
+    return placed
+
+
+def _plain_eager() -> bool:
+    """No flag or context asks for Python, and nothing is being traced: a call may run from
+    the C++ cache (and may be recorded there)."""
+    return _plain[0] and not _overrides[0] and type(_trace_state.trace) is EvalTrace \
+        and not _trace_state.axis_env
 
 
 def _miss_handler(wrapped):
@@ -468,6 +492,8 @@ class JitWrapped:
         if not specs and min(self._static_argnums, default=0) >= 0:
             self._cpp = cpp_jit.make(self._name, fun, _miss_handler(self),
                                      self._static_argnums, self._static_argnames)
+            functools.update_wrapper(self._cpp, fun)
+            self._cpp._plax_jit = self  # what jit returns: see _cpp_methods
         _jit_instances.add(self)
 
     def __repr__(self):
@@ -593,12 +619,14 @@ class JitWrapped:
 
     # --- calling ---
     def __call__(self, *args, **kwargs):
-        if _plain[0] and not _overrides[0] and type(_trace_state.trace) is EvalTrace \
-                and not _trace_state.axis_env:
-            if self._cpp is not None:  # jaxlib's C++ dispatch (runtime/cpp_jit.py)
-                return self._cpp(*args, **kwargs)
-            if self._fast_ok and not kwargs:
-                return self._run_fast(args)[0]
+        if self._cpp is not None:  # jaxlib's C++ dispatch (runtime/cpp_jit.py)
+            return self._cpp(*args, **kwargs)
+        if _plain_eager() and self._fast_ok and not kwargs:
+            return self._run_fast(args)[0]
+        return self._call_python(*args, **kwargs)
+
+    def _call_python(self, *args, **kwargs):
+        """A call through the general path: under a transformation, with flags, or eager."""
         if config.read("disable_jit"):
             return self._fun(*args, **kwargs)
         entry, leaves = self._entry(args, kwargs)
@@ -609,18 +637,20 @@ class JitWrapped:
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
     def _cpp_miss(self, *args, **kwargs):
-        """The C++ dispatch's miss handler: run the call in Python, and say how C++ can run
-        calls like it by itself from now on (None: it cannot)."""
+        """The C++ dispatch's miss handler: run the call in Python, and (for a plain eager
+        call) say how C++ can run calls like it by itself from now on (None: it cannot)."""
+        if not _plain_eager():
+            return self._call_python(*args, **kwargs), None, False
         if self._fast_ok and not kwargs:
             result, hit, leaves = self._run_fast(args)
         else:
             entry, leaves = self._entry(args, kwargs)
             exe, committed = self._executable(entry, leaves)
-            outs = exe.run(list(entry.consts) + list(leaves), committed)
+            consts = _placed_consts(entry, exe)
+            outs = exe.run(list(consts) + list(leaves), committed)
             result = tree_util.tree_unflatten(entry.out_tree, outs)
-            hit = (exe, entry) if entry.cacheable else None
-        data = None if hit is None else cpp_jit.fastpath_data(hit[0], hit[1].consts, leaves,
-                                                             result)
+            hit = (exe, entry, committed, False, consts) if entry.cacheable else None
+        data = None if hit is None else cpp_jit.fastpath_data(hit[0], hit[4], leaves, result)
         return result, data, False
 
     def _run_fast(self, args):
@@ -644,11 +674,11 @@ class JitWrapped:
             entry, leaves = self._entry(args, {})
             exe, committed = self._executable(entry, leaves)
             single = entry.out_tree.num_leaves == 1 and tree_util.treedef_is_leaf(entry.out_tree)
-            hit = (exe, entry, committed, single)
+            hit = (exe, entry, committed, single, _placed_consts(entry, exe))
             if entry.cacheable:
                 self._fast[key] = hit
-        exe, entry, committed, single = hit
-        outs = exe.run(list(entry.consts) + list(leaves) if entry.consts else leaves, committed)
+        exe, entry, committed, single, consts = hit
+        outs = exe.run(list(consts) + list(leaves) if consts else leaves, committed)
         result = outs[0] if single else tree_util.tree_unflatten(entry.out_tree, outs)
         return result, (hit if entry.cacheable else None), leaves
 
@@ -826,8 +856,36 @@ def jit(fun=None, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_ar
                   keep_unused=keep_unused, device=device, backend=backend, inline=inline,
                   compiler_options=compiler_options)
     if fun is None:
-        return lambda f: JitWrapped(f, **kwargs)
-    return JitWrapped(fun, **kwargs)
+        return lambda f: _jitted(f, kwargs)
+    return _jitted(fun, kwargs)
+
+
+def _jitted(fun, kwargs):
+    # The C++ callable itself where there is one (a call then costs no Python frame), with
+    # JitWrapped's methods; else the JitWrapped.
+    wrapped = JitWrapped(fun, **kwargs)
+    return wrapped if wrapped._cpp is None else wrapped._cpp
+
+
+def _forward_to_jit_wrapped(name):
+    def method(self, *args, **kwargs):
+        return getattr(self._plax_jit, name)(*args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = getattr(JitWrapped, name).__doc__
+    return method
+
+
+def _jit_wrapped_attribute(self, name):
+    # Any other attribute (``_static_argnames``, ``_cache``, ...) is the JitWrapped's.
+    wrapped = self.__dict__.get("_plax_jit")
+    if wrapped is None:
+        raise AttributeError(name)
+    return getattr(wrapped, name)
+
+
+cpp_jit.install_methods(__getattr__=_jit_wrapped_attribute,
+                        **{name: _forward_to_jit_wrapped(name)
+                           for name in ("trace", "lower", "eval_shape", "clear_cache")})
 
 
 def eager_compiled(fun=None, *, static_argnames=()):

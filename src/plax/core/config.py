@@ -60,6 +60,8 @@ class Config:
         object.__setattr__(self, "_plain", [True])  # see plain_dispatch()
         object.__setattr__(self, "_local", threading.local())
         object.__setattr__(self, "_listeners", [])
+        # Told this thread's override depth on each change (jit's C++ dispatch keys on it).
+        object.__setattr__(self, "_override_depth_hook", [lambda depth: None])
         object.__setattr__(self, "_global_trace_context", [None])  # see trace_context()
 
     def define(self, name, default, kind=bool, help="", choices=None, validator=None):
@@ -128,10 +130,15 @@ class Config:
         old = over.get(flag.name, missing)
         over[flag.name] = flag._coerce(value)
         self._active_overrides[0] += 1
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        self._override_depth_hook[0](depth + 1)
         try:
             yield
         finally:
             self._active_overrides[0] -= 1
+            self._local.depth = depth
+            self._override_depth_hook[0](depth)
             if old is missing:
                 del over[flag.name]
             else:

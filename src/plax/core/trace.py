@@ -162,10 +162,27 @@ class _Context(threading.local):
 _ctx = _Context()
 
 
+def _no_hook(value) -> None:
+    """Stands in for the hooks below until runtime/cpp_jit.py installs jaxlib's."""
+
+
+# jit's C++ dispatch keys its cache on the current trace and the named axes in scope, which
+# live here: each change is reported to these (C-level setters once installed).
+_trace_changed = _axis_env_changed = _no_hook
+
+
+def install_dispatch_hooks(trace_changed, axis_env_changed) -> None:
+    """Report every change of the current trace and of the named axes in scope (in this
+    thread) to ``trace_changed(trace)`` and ``axis_env_changed(env)``."""
+    global _trace_changed, _axis_env_changed
+    _trace_changed, _axis_env_changed = trace_changed, axis_env_changed
+
+
 def current_trace() -> Trace:
     t = _ctx.trace
     if t is None:
         t = _ctx.trace = EvalTrace()
+        _trace_changed(t)
     return t
 
 
@@ -181,10 +198,12 @@ class set_current_trace:
     def __enter__(self):
         self.prev = _ctx.trace
         _ctx.trace = self.trace
+        _trace_changed(self.trace)
         return self.trace
 
     def __exit__(self, *exc):
         _ctx.trace = self.prev
+        _trace_changed(self.prev)
         return False
 
 
@@ -203,10 +222,12 @@ def extend_axis_env(pairs):
                             f"int size, got {p!r}.")
     prev = _ctx.axis_env
     _ctx.axis_env = prev + pairs
+    _axis_env_changed(_ctx.axis_env)
     try:
         yield
     finally:
         _ctx.axis_env = prev
+        _axis_env_changed(prev)
 
 
 def name_stack() -> tuple:

@@ -22,6 +22,7 @@ import numpy as np
 
 from plax import tree_util
 from plax.core.avals import ShapedArray, WeakHostArray, weak_host_value
+from plax.core import trace as trace_mod
 from plax.core.config import config
 from plax.runtime import dispatch, spmd, xla
 from plax.runtime.array import Array
@@ -29,7 +30,7 @@ from plax.sharding.single import SingleDeviceSharding
 
 
 def _jit_context():
-    return config.trace_context(), config.read("default_device")
+    return config.trace_context(), config.read("default_device"), config._plain[0]
 
 
 _disable_jit = xla.jit_key_setting("plax_disable_jit", False)
@@ -37,6 +38,14 @@ _x64 = xla.jit_key_setting("plax_enable_x64", bool(config.read("enable_x64")))
 _post_hook = xla.jit_key_setting("plax_jit_post_hook", None, in_key=False)
 _context = xla.jit_key_setting("plax_jit_context", _jit_context())
 xla.install_jit_settings(_disable_jit, _x64, _post_hook)
+# Per thread: the current trace, the named axes in scope, the depth of config overrides. Only
+# plain eager calls (an EvalTrace, no named axes, no override) are ever recorded in C++, so
+# calls in any other state miss and reach Python.
+_trace_key = xla.jit_key_setting("plax_current_trace", None)
+_axis_env_key = xla.jit_key_setting("plax_axis_env", ())
+_override_key = xla.jit_key_setting("plax_override_depth", 0)
+trace_mod.install_dispatch_hooks(_trace_key.set_local, _axis_env_key.set_local)
+config._override_depth_hook[0] = _override_key.set_local
 
 
 def _follow_config(name: str) -> None:
@@ -149,6 +158,13 @@ def fastpath_data(exe, consts, leaves, result):
 
 _NO_KEY = ()  # the cache is per function: no key beyond the function is needed
 _SIGNATURES_PER_FUNCTION = 1024  # (least recently used ones are dropped beyond this)
+
+
+def install_methods(**methods) -> None:
+    """Give jaxlib's C++ jit callables these methods (``lower``, ``trace``, ...), as plax's
+    ``jit`` returns them."""
+    for name, method in methods.items():
+        setattr(xla.JitFunction, name, method)
 
 
 def make(name: str, fun, cache_miss, static_argnums, static_argnames):

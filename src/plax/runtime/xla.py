@@ -498,6 +498,7 @@ def _load_lapack_kernels() -> None:
 PyTreeRegistry = _jax.pytree.PyTreeRegistry
 ArrayImpl = xc.ArrayImpl
 JitFunctionCache = _jax.PjitFunctionCache
+JitFunction = _jax.PjitFunction
 
 
 class FastpathData(tuple):
