@@ -421,14 +421,18 @@ def _placed_consts(entry, exe) -> tuple:
     """``entry``'s constants, the host ones put on ``exe``'s device once (not on every call,
     and so that C++ can pass them)."""
     program = getattr(exe, "program", None)
-    if program is None or not any(isinstance(c, np.ndarray) for c in entry.consts):
+    if program is None or not any(_is_host_const(c) for c in entry.consts):
         return tuple(entry.consts)  # (an SPMD program lays its constants out itself)
     placed = entry.placed_consts.get(program.device)
     if placed is None:
         placed = entry.placed_consts[program.device] = tuple(
-            dispatch.array_from_host(c, device=program.device)
-            if isinstance(c, np.ndarray) else c for c in entry.consts)
+            dispatch.array_from_host(c, device=program.device) if _is_host_const(c) else c
+            for c in entry.consts)
     return placed
+
+
+def _is_host_const(c) -> bool:
+    return isinstance(c, np.ndarray) and c.dtype != dtypes.float0  # (float0 has no data)
 
 
 def _plain_eager() -> bool:
