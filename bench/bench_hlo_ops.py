@@ -71,17 +71,8 @@ def sgd_step(params, x, y, lr=0.01):
     return [(w - lr * gw, b - lr * gb) for (w, b), (gw, gb) in zip(params, grads)], value
 programs["MLP SGD step"] = (sgd_step, (params, xb, yb), 100)
 
-def example_loss(params, x, y):
-    h = x
-    for w, b in params[:-1]:
-        h = jnp.tanh(jnp.dot(h, w) + b)
-    w, b = params[-1]
-    logits = jnp.dot(h, w) + b
-    m = jnp.max(logits)
-    lse = jnp.log(jnp.sum(jnp.exp(logits - m))) + m
-    return -jnp.sum(y * (logits - lse))
 programs["vmap(grad) per-example MLP, b128"] = (
-    lib.vmap(lib.grad(example_loss), in_axes=(None, 0, 0)), (params, xb, yb), 20)
+    lib.vmap(lib.grad(mlp_example_loss), in_axes=(None, 0, 0)), (params, xb, yb), 20)
 
 # --- jacobians
 def layer(w, h):

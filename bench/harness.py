@@ -59,6 +59,18 @@ def mlp_loss(params, x, y):
     w, b = params[-1]
     return jnp.mean((h @ w + b - y) ** 2)
 
+def mlp_example_loss(params, x, y):
+    """Cross-entropy of a tanh MLP on one example (x f32[n_in], y one-hot): what per-example
+    gradients (vmap of grad) differentiate."""
+    h = x
+    for w, b in params[:-1]:
+        h = jnp.tanh(jnp.dot(h, w) + b)
+    w, b = params[-1]
+    logits = jnp.dot(h, w) + b
+    m = jnp.max(logits)
+    lse = jnp.log(jnp.sum(jnp.exp(logits - m))) + m
+    return -jnp.sum(y * (logits - lse))
+
 def chain_function(length=200):
     """A fresh function of `length` alternating sin / mul-by-x / add-0.5 ops."""
     def chain(x):
