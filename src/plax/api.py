@@ -470,6 +470,7 @@ class JitWrapped:
         if overlap:
             raise ValueError(f"static_argnums and donate_argnums cannot overlap: {sorted(overlap)}.")
         self._keep_unused = bool(keep_unused)
+        self._eager_only = False  # see eager_compiled
         self._inline = bool(inline)
         self._device = _jit_device(device, backend, in_shardings, out_shardings)
         # Multi-device (or PartitionSpec) shardings: the computation is SPMD over a mesh.
@@ -644,7 +645,18 @@ class JitWrapped:
         """The C++ dispatch's miss handler: run the call in Python, and (for a plain eager
         call) say how C++ can run calls like it by itself from now on (None: it cannot)."""
         if not _plain_eager():
-            return self._call_python(*args, **kwargs), None, False
+            call = self._fun if self._eager_only else self._call_python
+            return call(*args, **kwargs), None, False
+        try:
+            result, data = self._run_recording(args, kwargs)
+        except Exception:
+            if not self._eager_only:
+                raise
+            return self._fun(*args, **kwargs), None, False  # (see eager_compiled)
+        return result, data, False
+
+    def _run_recording(self, args, kwargs):
+        """A plain eager call, and the fast-path data C++ needs to run such calls."""
         if self._fast_ok and not kwargs:
             result, hit, leaves = self._run_fast(args)
         else:
@@ -655,7 +667,7 @@ class JitWrapped:
             result = tree_util.tree_unflatten(entry.out_tree, outs)
             hit = (exe, entry, committed, False, consts) if entry.cacheable else None
         data = None if hit is None else cpp_jit.fastpath_data(hit[0], hit[4], leaves, result)
-        return result, data, False
+        return result, data
 
     def _run_fast(self, args):
         """Eager call with positional arguments: one dict lookup from arguments to the
@@ -904,19 +916,27 @@ def eager_compiled(fun=None, *, static_argnames=()):
     """
     if fun is None:
         return functools.partial(eager_compiled, static_argnames=static_argnames)
-    compiled = []  # the C++ callable, made on the first eager call
+
+    def compile_it():
+        wrapped = JitWrapped(
+            fun, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_argnums=(),
+            static_argnames=static_argnames, donate_argnums=None, donate_argnames=None,
+            keep_unused=False, device=None, backend=None, inline=True, compiler_options=None)
+        wrapped._eager_only = True  # traced calls and failures run ``fun`` itself
+        return wrapped._cpp
+
+    if not static_argnames:  # the C++ callable itself: no Python frame on an eager call
+        return compile_it()
+    compiled = []  # made on the first eager call
 
     def call(*args, **kwargs):
-        if _plain[0] and not _overrides[0] and type(_trace_state.trace) is EvalTrace \
-                and not _trace_state.axis_env:
+        # Static arguments may be unhashable (axis=[0, 1]), which C++ would reject before
+        # Python sees the call: those and traced calls run ``fun`` itself.
+        if _plain_eager():
             if not compiled:
-                compiled.append(JitWrapped(
-                    fun, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_argnums=(),
-                    static_argnames=static_argnames, donate_argnums=None, donate_argnames=None,
-                    keep_unused=False, device=None, backend=None, inline=True,
-                    compiler_options=None))
+                compiled.append(compile_it())
             try:
-                return compiled[0]._cpp(*args, **kwargs)
+                return compiled[0](*args, **kwargs)
             except Exception:  # (see the docstring)
                 pass
         return fun(*args, **kwargs)
