@@ -26,12 +26,18 @@ def _is_operand(x) -> bool:
         hasattr(x, "__plax_array__")
 
 
+_OPERAND_TYPES = frozenset((Array, float, int, bool, complex, np.ndarray))
+
+
 def _binop(name: str, reverse: bool = False):
+    fn = []  # the plax.numpy function, looked up on first use
+
     def method(self, other):
-        if not _is_operand(other):
+        if type(other) not in _OPERAND_TYPES and not _is_operand(other):
             return NotImplemented
-        fn = getattr(_jnp(), name)
-        return fn(other, self) if reverse else fn(self, other)
+        if not fn:
+            fn.append(getattr(_jnp(), name))
+        return fn[0](other, self) if reverse else fn[0](self, other)
     method.__name__ = f"__{'r' if reverse else ''}{name}__"
     return method
 
