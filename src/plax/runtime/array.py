@@ -43,6 +43,19 @@ class _ArrayMeta(type):
     __instancecheck__ = Tracer.__instancecheck__
 
 
+def array_from_parts(aux, children):
+    """The Array C++ dispatch rebuilds from ``Array._parts`` (one frame, no __init__ call)."""
+    a = _new_object(Array)
+    a._buf = children[0]
+    a.aval, a._committed = aux
+    a._npy = None
+    a._parts = (children, aux)
+    return a
+
+
+_new_object = object.__new__
+
+
 def _instancecheck_with_subclasses(cls, x):
     return type.__instancecheck__(cls, x) or (cls is Array and isinstance(x, Tracer))
 
@@ -57,15 +70,17 @@ class Array(metaclass=_ArrayMeta):
         super().__init_subclass__(**kwargs)
         _ArrayMeta.__instancecheck__ = _instancecheck_with_subclasses  # no exact-type shortcut now
 
-    __slots__ = ("aval", "_buf", "_committed", "_npy", "__weakref__")
+    # ``_parts`` is (children, aux) as jit's C++ dispatch flattens an Array (a pytree node
+    # over its buffer; see runtime/cpp_jit.py): kept ready, it is read with no Python frame.
+    __slots__ = ("aval", "_buf", "_committed", "_npy", "_parts", "__weakref__")
     __array_priority__ = 100
 
-    # (The parameter names are the slots': jit's C++ dispatch rebuilds outputs by keyword.)
-    def __init__(self, _buf, aval: ShapedArray, _committed: bool = False):
-        self._buf = _buf
+    def __init__(self, buf, aval: ShapedArray, committed: bool = False):
+        self._buf = buf
         self.aval = aval
-        self._committed = _committed
+        self._committed = committed
         self._npy = None
+        self._parts = ((buf,), (aval, committed))
 
     # --- metadata ---
     shape = property(lambda self: self.aval.shape)

@@ -18,6 +18,8 @@ that change tracing, the default device) is mirrored into settings the C++ key i
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from plax import tree_util
@@ -25,7 +27,7 @@ from plax.core.avals import ShapedArray, WeakHostArray, weak_host_value
 from plax.core import trace as trace_mod
 from plax.core.config import config
 from plax.runtime import dispatch, spmd, xla
-from plax.runtime.array import Array
+from plax.runtime.array import Array, array_from_parts
 from plax.sharding.single import SingleDeviceSharding
 
 
@@ -65,9 +67,8 @@ config._listeners.append(_follow_config)
 registry = xla.PyTreeRegistry(enable_none=True, enable_tuple=True, enable_namedtuple=True,
                               enable_list=True, enable_dict=True)
 # An Array is a node holding its jaxlib buffer; its type and commitment ride in the treedef,
-# so they are part of the signature. C++ reads the fields as attributes and rebuilds outputs
-# with ``Array(_buf=..., aval=..., _committed=...)``.
-registry.register_dataclass_node(Array, ["_buf"], ["aval", "_committed"])
+# so they are part of the signature. Flattening reads ``Array._parts`` in C.
+registry.register_node(Array, operator.attrgetter("_parts"), array_from_parts)
 # plax's weakly typed host constants are NumPy arrays to C++: a node of their own keeps their
 # signature apart from a plain array's.
 registry.register_node(WeakHostArray, lambda x: ((x.view(np.ndarray),), None),
