@@ -54,6 +54,7 @@ def array_from_parts(aux, children):
 
 
 _new_object = object.__new__
+_shared_aux: dict = {}
 
 
 def _instancecheck_with_subclasses(cls, x):
@@ -80,7 +81,9 @@ class Array(metaclass=_ArrayMeta):
         self.aval = aval
         self._committed = committed
         self._npy = None
-        self._parts = ((buf,), (aval, committed))
+        aux = (aval, committed)
+        # One tuple per distinct (type, commitment): C++ then compares signatures by identity.
+        self._parts = ((buf,), _shared_aux.setdefault(aux, aux))
 
     # --- metadata ---
     shape = property(lambda self: self.aval.shape)
