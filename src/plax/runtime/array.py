@@ -83,7 +83,12 @@ class Array(metaclass=_ArrayMeta):
         self._npy = None
         aux = (aval, committed)
         # One tuple per distinct (type, commitment): C++ then compares signatures by identity.
-        self._parts = ((buf,), _shared_aux.setdefault(aux, aux))
+        shared = _shared_aux.get(aux)
+        if shared is None:
+            if len(_shared_aux) > 65536:
+                _shared_aux.clear()
+            shared = _shared_aux[aux] = aux
+        self._parts = ((buf,), shared)
 
     # --- metadata ---
     shape = property(lambda self: self.aval.shape)
