@@ -14,6 +14,7 @@ from plax.core import trace as trace_mod
 from plax.core.avals import ShapedArray, abstractify
 from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
+from plax.core.source_info import traced_call_code
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
@@ -578,6 +579,7 @@ class JitWrapped:
             out_tree_box.append(out_tree)
             return out_leaves
 
+        traced_call_code.add(flat_fun.__code__)
         names = flat_arg_names(fun, args, kwargs, static_nums)
         names = names if len(names) == len(avals) else None
         with fresh_name_stack():  # scopes inside are relative; call sites add their own

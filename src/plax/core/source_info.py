@@ -63,6 +63,9 @@ def user_stacklevel() -> int:
 
 # Code of decorators' wrappers (``takes_out_sharding``): frames that are not a function's name.
 pass_through_code: set = set()
+# Code that calls a function being traced by jit: the entry is inside it (plax.numpy's eager
+# functions run compiled, traced by jit, so the frames outside are jit's).
+traced_call_code: set = set()
 
 
 def user_entry_name() -> str:
@@ -70,6 +73,8 @@ def user_entry_name() -> str:
     ``zeros`` or ``astype``; array methods count as the plax.numpy function they call."""
     f, entry = sys._getframe(1), None
     while f is not None and _is_plax_code(f.f_code):
+        if f.f_code in traced_call_code:
+            break
         if not f.f_code.co_filename.endswith("array_methods.py") and \
                 f.f_code not in pass_through_code:
             entry = f.f_code.co_name
