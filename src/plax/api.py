@@ -483,8 +483,9 @@ class JitWrapped:
         # Traces so far and causes already logged (see plax/explain_cache_misses.py).
         self._n_traces = 0
         self._explained_causes = set()
-        # Signature -> (executable, entry, committed) for the eager fast path, which applies
-        # when no argument is static (those need the general path's hashing and splitting).
+        # Signature -> (executable, entry, committed, single output?, constants) for the
+        # Python eager path, which applies when no argument is static (those need the
+        # general path's hashing and splitting); C++ misses go through it too.
         self._fast: dict = {}
         self._fast_ok = not (self._static_argnums or self._static_argnames)
         self._shardings_given = self._in_shardings is not None or \
@@ -499,7 +500,7 @@ class JitWrapped:
             self._cpp = cpp_jit.make(self._name, fun, _miss_handler(self),
                                      self._static_argnums, self._static_argnames)
             functools.update_wrapper(self._cpp, fun)
-            self._cpp._plax_jit = self  # what jit returns: see _cpp_methods
+            self._cpp._plax_jit = self  # (what jit returns: see _jitted)
         _jit_instances.add(self)
 
     def __repr__(self):

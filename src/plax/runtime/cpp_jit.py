@@ -1,20 +1,21 @@
 """jit calls dispatched in C++: jaxlib's jit fast path, fed by plax's own Python path.
 
-A jitted function called eagerly, with no context manager or debug flag active, goes
-straight to jaxlib's C++ jit object. It flattens the arguments with the C++ pytree
+``plax.jit`` returns jaxlib's C++ jit object. It flattens the arguments with the C++ pytree
 ``registry`` below (a mirror of plax's), looks their signature up in its cache, and on a
 hit runs the executable and rebuilds the outputs without a Python frame, except one per
 output to make each plax ``Array``.
 
 On a miss it calls ``JitWrapped._cpp_miss``, which runs the call through plax's Python path
-(tracing and compiling if need be) and hands back ``fastpath_data`` for the signature: the
-executable, the output structure and types, and the shardings the arguments must have.
-Calls that need Python each time (host callbacks, ordered effects, float0 outputs,
-arguments that must be moved first, programs with collectives on CPU) get no fast-path
-data, so they stay on the Python path.
+(tracing and compiling if need be) and, for a plain eager call, hands back
+``fastpath_data`` for the signature: the executable, the output structure and types, and
+the shardings the arguments must have. Calls that need Python each time (host callbacks,
+ordered effects, float0 outputs, arguments that must be moved first, programs with
+collectives on CPU) get no fast-path data, so they stay on the Python path.
 
-Whatever changes what a call means outside its arguments (the x64 flag, the other flags
-that change tracing, the default device) is mirrored into settings the C++ key includes.
+Whatever changes what a call means outside its arguments is mirrored into settings the C++
+key includes: globally the x64 flag, the other flags that change tracing, the default
+device and the debug flags; per thread the current trace, the named axes in scope and the
+depth of config overrides. Only plain eager calls are recorded, so any other call misses.
 """
 from __future__ import annotations
 
