@@ -252,3 +252,44 @@ def test_jit_with_named_shardings_stays_in_cpp(misses):
     specs = plax.jit(lambda a: a * 2.0, in_shardings=plax.sharding.PartitionSpec("d"))
     with plax.set_mesh(mesh):
         np.testing.assert_allclose(specs(placed), x * 2)
+
+
+def test_threads_keep_their_own_context():
+    import threading
+    f = plax.jit(lambda a: a + 1)
+    f(1.0), f(1.0)
+    seen, errors = {}, []
+    started = threading.Event()
+    release = threading.Event()
+
+    def with_x64():
+        try:
+            with plax.enable_x64():
+                started.set()
+                seen["x64"] = f(1.0).dtype
+                release.wait(10)
+                seen["x64 again"] = f(1.0).dtype
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    t = threading.Thread(target=with_x64)
+    t.start()
+    started.wait(10)
+    seen["main"] = [f(1.0).dtype for _ in range(3)]  # another thread's override: not ours
+    release.set()
+    t.join(10)
+    assert not errors
+    assert seen["x64"] == seen["x64 again"] == np.float64
+    assert seen["main"] == [np.float32] * 3
+    assert f(1.0).dtype == np.float32
+
+
+def test_jitted_function_called_from_a_new_thread():
+    import threading
+    f = plax.jit(lambda a: a * 2)
+    f(arr(1)), f(arr(1))
+    out = []
+    t = threading.Thread(target=lambda: out.extend(float(f(arr(3))[0]) for _ in range(3)))
+    t.start()
+    t.join(10)
+    assert out == [6.0, 6.0, 6.0]
