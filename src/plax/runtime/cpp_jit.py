@@ -171,8 +171,9 @@ def install_methods(**methods) -> None:
 
 def make(name: str, fun, cache_miss, static_argnums, static_argnames):
     """jaxlib's C++ jit callable for one jitted function; its cache lives and dies with it."""
+    cache = xla.JitFunctionCache(capacity=_SIGNATURES_PER_FUNCTION)
     return xla.cpp_jit_function(name, fun, cache_miss, static_argnums, static_argnames,
-                                _NO_KEY, registry, shard_arg, xla.JitFunctionCache(capacity=_SIGNATURES_PER_FUNCTION))
+                                _NO_KEY, registry, shard_arg, cache)
 
 
 def primitive_callable(prim, params):
