@@ -15,6 +15,7 @@ import numpy as np
 from plax import tree_util
 from plax.api import ShapeDtypeStruct, jit
 from plax.api_shard_map import _shard_map
+from plax.core.caches import BoundedCache
 from plax.experimental.multihost_utils import host_local_array_to_global_array
 from plax.core.trace import get_aval
 from plax.lax import shapes as _shapes
@@ -213,14 +214,16 @@ def _mapped_size(leaves, axes, axis_size) -> int:
     return distinct.pop()
 
 
-_meshes: dict = {}  # (size, devices, backend, name) -> Mesh: built once, not per call
+# (size, devices, backend, name) -> Mesh: built once, not per call. A registered cache, so
+# clear_backends() drops meshes of the old clients' devices.
+_meshes = BoundedCache("pmap meshes", 256)
 
 
 def _mesh(size: int, devices, backend, name) -> Mesh:
     key = (size, devices, backend, name)
     mesh = _meshes.get(key) if not _inside[0] else None
     if mesh is None:
-        mesh = _meshes[key] = _new_mesh(size, devices, backend, name)
+        mesh = _meshes.put(key, _new_mesh(size, devices, backend, name))
     return mesh
 
 

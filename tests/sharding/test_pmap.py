@@ -168,3 +168,13 @@ def test_donation():
 def test_keyword_arguments_are_mapped_along_their_leading_axis():
     out = plax.pmap(lambda a, *, b: a * b)(X, b=X + 1)
     np.testing.assert_allclose(np.asarray(out), X * (X + 1))
+
+
+def test_pmap_after_clear_backends_runs_on_the_new_devices():
+    f = plax.pmap(lambda a: a + 1)
+    f(X)
+    plax.clear_backends()
+    out = plax.pmap(lambda a: a + 1)(X)
+    np.testing.assert_allclose(np.asarray(out), X + 1)
+    assert out.addressable_shards[3].device == plax.devices()[3]
+    assert out.sharding.mesh.devices.flat[0] == plax.devices()[0]
