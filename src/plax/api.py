@@ -1,4 +1,5 @@
-"""The user-facing entry points: transformations, staging helpers, devices and data."""
+"""The user-facing entry points: jit, make_jaxpr and the staging helpers (devices and data
+are in api_devices.py, re-exported here)."""
 from __future__ import annotations
 
 import contextlib
@@ -20,11 +21,16 @@ from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, 
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.lax.pjit import pjit_p
 from plax.runtime import cpp_jit, dispatch, spmd, tokens, xla
-from plax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
+from plax.sharding import NamedSharding, PartitionSpec, Sharding
 from plax.sharding.mesh import context_mesh
 from plax.sharding.named import resolve_spec, typed_aval
 from plax.transforms import key_reuse
-from plax.runtime.array import Array, all_arrays
+from plax.api_devices import (  # noqa: F401  (plax.api is where they are looked up)
+    _resolve_device, block_until_ready, copy_to_host_async, default_backend, device_count,
+    device_get, device_put, devices, host_count, host_id, host_ids, live_arrays,
+    local_device_count, local_devices, print_environment_info, process_count, process_index,
+    process_indices)
+from plax.runtime.array import Array
 
 
 # --- staging -----------------------------------------------------------------------------
@@ -134,159 +140,6 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
 def typeof(x) -> ShapedArray:
     """The abstract value (shape, dtype, weak type) of ``x``."""
     return get_aval(x)
-
-
-# --- devices ----------------------------------------------------------------------------
-def devices(backend=None) -> list:
-    """All devices of ``backend`` (the default platform when None)."""
-    return list(xla.get_backend(backend).devices())
-
-
-def local_devices(process_index: int | None = None, backend=None) -> list:
-    """The devices attached to process ``process_index`` (this one when None)."""
-    client = xla.get_backend(backend)
-    pid = client.process_index() if process_index is None else process_index
-    return [d for d in client.devices() if d.process_index == pid]
-
-
-def device_count(backend=None) -> int:
-    return len(xla.get_backend(backend).devices())
-
-
-def local_device_count(backend=None) -> int:
-    return len(xla.get_backend(backend).local_devices())
-
-
-def process_index(backend=None) -> int:
-    return xla.get_backend(backend).process_index()
-
-
-def process_count(backend=None) -> int:
-    return max(d.process_index for d in xla.get_backend(backend).devices()) + 1
-
-
-def process_indices(backend=None) -> list:
-    """The indices of every process holding devices of ``backend``."""
-    return sorted({d.process_index for d in xla.get_backend(backend).devices()})
-
-
-# The older names of the process functions (a process was once called a host).
-host_id, host_count, host_ids = process_index, process_count, process_indices
-
-
-def default_backend() -> str:
-    return xla.default_platform()
-
-
-def copy_to_host_async(x):
-    """Start copying every Array leaf of ``x`` to the host (reads of them then wait less)."""
-    for leaf in tree_util.tree_leaves(x):
-        if type(leaf) is Array:
-            leaf.copy_to_host_async()
-    return x
-
-
-def print_environment_info(return_string: bool = False):
-    """The versions of plax, jaxlib, NumPy and Python, and the devices (printed, or returned
-    with ``return_string=True``)."""
-    import platform
-    from plax.version import __version__
-    lines = [f"plax:    {__version__}", f"jaxlib:  {xla.jaxlib_version()}",
-             f"numpy:   {np.__version__}",
-             f"python:  {platform.python_version()} ({platform.platform()})",
-             f"devices: {device_count()} ({default_backend()}): {devices()}"]
-    text = "\n".join(lines)
-    if return_string:
-        return text
-    print(text)
-
-
-# --- data -------------------------------------------------------------------------------
-def _resolve_device(device):
-    """What ``device_put`` puts a leaf on: None, a Device, or a multi-device Sharding."""
-    if device is None or isinstance(device, xla.Device):
-        return device
-    if isinstance(device, PartitionSpec):
-        return resolve_spec(device, "device_put")
-    devs = getattr(device, "device_set", None)
-    if devs is not None:
-        return next(iter(devs)) if isinstance(device, SingleDeviceSharding) else device
-    raise ValueError(f"device_put only accepts None, a Sharding, a PartitionSpec or a Device as "
-                     f"its device. Received invalid value: {device!r} (of type "
-                     f"{type(device).__name__}); pick one of plax.devices() instead.")
-
-
-def _is_placement(x) -> bool:
-    return x is None or isinstance(x, (xla.Device, Sharding, PartitionSpec))
-
-
-def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
-    """Put the leaves of ``x`` on ``device``: a Device, a Sharding (laid out over its
-    devices), a PartitionSpec (over the context mesh), or a pytree prefix of these. With a
-    placement given, the result is committed."""
-    def put_leaf(leaf, target):
-        dev = _resolve_device(target)
-        if isinstance(leaf, Tracer):
-            if isinstance(dev, NamedSharding):  # under jit: the layout, or the type, asked for
-                from plax.lax import sharding_constraint as pin
-                explicit = dev.mesh.explicit_axes
-                return pin.reshard(leaf, dev) if explicit else \
-                    pin.with_sharding_constraint(leaf, dev)
-            return leaf
-        if isinstance(leaf, np.ndarray) and leaf.dtype == dtypes.float0:
-            return leaf  # float0 holds no data: it stays on the host, as in JAX
-        if isinstance(dev, Sharding):
-            out = dispatch.reshard(leaf, dev) if type(leaf) is Array else \
-                dispatch.put_sharded(leaf, dev)
-        elif type(leaf) is Array:
-            if dev is None:
-                return leaf
-            out = dispatch.to_device(leaf, dev, committed=True)
-        else:
-            return dispatch.array_from_host(leaf, device=dev, committed=dev is not None)
-        if donate and type(leaf) is Array and out is not leaf:
-            leaf.delete()
-        return out
-
-    if _is_placement(device):
-        return tree_util.tree_map(lambda leaf: put_leaf(leaf, device), x)
-    targets = tree_util.tree_broadcast(device, x, is_leaf=_is_placement)
-    return tree_util.tree_map(put_leaf, x, targets)
-
-
-def device_get(x):
-    """Fetch the leaves of ``x`` to host NumPy arrays (other leaves pass through)."""
-    leaves = tree_util.tree_leaves(x)
-    for leaf in leaves:
-        if type(leaf) is Array:
-            leaf.copy_to_host_async()
-
-    def get_leaf(leaf):
-        if type(leaf) is Array:  # typed PRNG keys have no NumPy form: they stay keys
-            return leaf if dtypes.is_extended(leaf.dtype) else np.asarray(leaf)
-        if isinstance(leaf, Tracer):
-            raise TypeError("device_get received a traced value; it only works on concrete arrays.")
-        return leaf
-
-    return tree_util.tree_map(get_leaf, x)
-
-
-def block_until_ready(x):
-    """Wait until every Array leaf of ``x`` is computed; returns ``x``."""
-    bufs = [leaf._buf for leaf in tree_util.tree_leaves(x) if type(leaf) is Array]
-    if bufs:
-        xla.block_until_ready(bufs)
-    return x
-
-
-def live_arrays(platform=None) -> list:
-    """Every Array that is alive (not deleted), optionally only on ``platform``."""
-    out = [a for a in all_arrays() if not a.is_deleted()]
-    if platform is not None:
-        out = [a for a in out if next(iter(a.devices())).platform == platform]
-    return out
-
-
 
 
 class ShapeDtypeStruct:
