@@ -34,13 +34,7 @@ labels = lib.device_put(np.random.default_rng(1).integers(0, 10, 256).astype(np.
 
 def loss(params, x, labels):
     checkify.check(jnp.all(jnp.isfinite(x)), "inputs must be finite, first is {}", x[0, 0])
-    h = x
-    for w, b in params[:-1]:
-        h = jnp.tanh(h @ w + b)
-    w, b = params[-1]
-    logits = h @ w + b
-    picked = jnp.take_along_axis(logits, labels[:, None], axis=1)
-    return jnp.mean(jax_logsumexp(logits) - picked[:, 0])
+    return unchecked(params, x, labels)
 
 def jax_logsumexp(z):
     m = jnp.max(z, axis=1)

@@ -60,7 +60,7 @@ class Config:
         object.__setattr__(self, "_plain", [True])  # see plain_dispatch()
         object.__setattr__(self, "_local", threading.local())
         object.__setattr__(self, "_listeners", [])
-        # Told this thread's override depth on each change (jit's C++ dispatch keys on it).
+        # See install_override_depth_hook.
         object.__setattr__(self, "_override_depth_hook", [lambda depth: None])
         object.__setattr__(self, "_global_trace_context", [None])  # see trace_context()
 
@@ -143,6 +143,11 @@ class Config:
                 del over[flag.name]
             else:
                 over[flag.name] = old
+
+    def install_override_depth_hook(self, hook) -> None:
+        """Report this thread's depth of ``override`` blocks to ``hook(depth)`` on each change
+        (jit's C++ dispatch keys on it)."""
+        self._override_depth_hook[0] = hook
 
     def values(self) -> dict:
         return {name: self.read(name) for name in self._flags}

@@ -48,7 +48,7 @@ _trace_key = xla.jit_key_setting("plax_current_trace", None)
 _axis_env_key = xla.jit_key_setting("plax_axis_env", ())
 _override_key = xla.jit_key_setting("plax_override_depth", 0)
 trace_mod.install_dispatch_hooks(_trace_key.set_local, _axis_env_key.set_local)
-config._override_depth_hook[0] = _override_key.set_local
+config.install_override_depth_hook(_override_key.set_local)
 
 
 def _follow_config(name: str) -> None:

@@ -316,9 +316,8 @@ def run_primitive_in_python(prim, args, params, with_program=False):
     out = outs if prim.multiple_results else outs[0]
     if _debugging():
         check_primitive_outputs(prim, out)
-    if with_program:
-        return out, (program if key is not None and not any(
-            type(a) is Array and device_of(a) != device for a in args) else None)
+    if with_program:  # (cpp_jit.fastpath_data refuses arguments that had to be moved)
+        return out, (program if key is not None else None)
     return out
 
 
