@@ -76,7 +76,10 @@ def test_subclass_and_other_instance_checks_are_unchanged():
     assert isinstance(jnp.asarray(X), plax.Array) and isinstance(jnp.asarray(X), jnp.ndarray)
     for other in (X, np.float32(1), 1.0, [1.0], None):
         assert not isinstance(other, plax.Array)
-    assert type(jnp.asarray(X)) is plax.Array
+    # As in JAX: concrete arrays are jaxlib's ArrayImpl, a subclass of plax.Array's checks.
+    concrete = type(jnp.asarray(X))
+    assert concrete.__name__ == "ArrayImpl" and concrete is not plax.Array
+    assert issubclass(concrete, plax.Array) and not issubclass(float, plax.Array)
 
 
 def test_array_subclasses_keep_correct_checks():

@@ -30,7 +30,7 @@ from plax.api_devices import (  # noqa: F401  (plax.api is where they are looked
     device_get, device_put, devices, host_count, host_id, host_ids, live_arrays,
     local_device_count, local_devices, print_environment_info, process_count, process_index,
     process_indices)
-from plax.runtime.array import Array
+from plax.runtime.array import ARRAY_TYPES, CONCRETE, ArrayImpl, KeyArray
 
 
 # --- staging -----------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def _avals_of(leaves, where: str) -> list:
 
 
 def _shape_dtype_aval(x) -> ShapedArray:
-    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.ndarray, np.generic, Array)):
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.ndarray, np.generic, ARRAY_TYPES)):
         aval = ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),
                            getattr(x, "weak_type", False))
         return typed_aval(aval, getattr(x, "sharding", None))  # Explicit axes: in the type
@@ -529,7 +529,7 @@ class JitWrapped:
         """Eager call with positional arguments: one dict lookup from arguments to the
         executable. Same semantics as the general path, which fills this cache. Returns the
         result, the cache entry used (None if none) and the argument leaves."""
-        if all(type(a) is Array for a in args):
+        if all(type(a) in CONCRETE for a in args):
             leaves, in_tree = args, len(args)  # all leaves: the count fixes the structure
         else:
             leaves, in_tree = tree_util.tree_flatten(args)
@@ -602,8 +602,8 @@ def _fast_signature(leaves):
     sig = []
     for x in leaves:
         t = type(x)
-        if t is Array:
-            s = x._buf._sharding
+        if t is ArrayImpl or t is KeyArray:
+            s = x._sharding
             dev = getattr(s, "device_for_dispatch", None)
             if dev is None:  # laid out over a mesh: the layout picks the program
                 if not isinstance(s, NamedSharding):
@@ -631,7 +631,7 @@ def _hashable_static(value, where: str):
 
 
 def _is_array_like(x) -> bool:
-    return isinstance(x, (Array, Tracer, np.ndarray, np.generic, bool, int, float, complex))
+    return isinstance(x, (ARRAY_TYPES, np.ndarray, np.generic, bool, int, float, complex))
 
 
 def _jit_aval(x, fname: str, i: int, names):

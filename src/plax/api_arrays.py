@@ -10,7 +10,7 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
 from plax.runtime import dispatch, xla
-from plax.runtime.array import Array
+from plax.runtime.array import CONCRETE, Array, buffer_of, make_array
 from plax.sharding.named import typed_aval
 from plax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -34,9 +34,9 @@ def _assemble(shape, sharding, pieces: dict, dtype, weak_type: bool = False) -> 
         if piece.dtype != dtype:
             raise ValueError(f"The single-device arrays must all have dtype {dtype}, got "
                              f"{piece.dtype} on {d}.")
-        bufs.append(piece._buf)
+        bufs.append(buffer_of(piece))
     aval = typed_aval(ShapedArray(shape, dtype, weak_type), sharding)
-    return Array(xla.assemble(physical_aval(aval), sharding, bufs, True), aval, True)
+    return make_array(xla.assemble(physical_aval(aval), sharding, bufs, True), aval, True)
 
 
 def make_array_from_callback(shape, sharding, data_callback, dtype=None) -> Array:
@@ -47,7 +47,7 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None) -> Arra
     pieces = {}
     for d, index in sharding.devices_indices_map(shape).items():
         data = data_callback(index)
-        if type(data) is Array:
+        if type(data) in CONCRETE:
             data = dispatch.to_device(data, d)
         else:
             host, weak = dispatch.canonical_host_value(np.asarray(data) if dtype is None
@@ -68,7 +68,7 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
                          f"are addressable by the sharding), but got {len(arrays)}")
     pieces = {}
     for a in arrays:
-        if type(a) is not Array or len(a.sharding.device_set) != 1:
+        if type(a) not in CONCRETE or len(a.sharding.device_set) != 1:
             raise TypeError("make_array_from_single_device_arrays takes single-device plax "
                             f"Arrays, got {type(a).__name__}.")
         pieces[next(iter(a.sharding.device_set))] = a

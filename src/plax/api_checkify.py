@@ -45,7 +45,7 @@ from plax.lax import reductions as _red
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.batch_util import move_batch_dim
-from plax.runtime.array import Array
+from plax.runtime.array import ARRAY_TYPES
 
 __all__ = ["Error", "ErrorCategory", "JaxRuntimeError", "all_checks", "automatic_checks",
            "check", "check_error", "checkify", "debug_check", "div_checks", "float_checks",
@@ -426,7 +426,7 @@ def checkify(f, errors=user_checks):
         # As JAX: ``f`` is staged first (array arguments traced, anything else closed over),
         # so that every operation is seen, then its jaxpr is run with the checks.
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
-        traced = [isinstance(x, (Array, Tracer, np.ndarray, np.generic)) for x in leaves]
+        traced = [isinstance(x, (ARRAY_TYPES, np.ndarray, np.generic)) for x in leaves]
         dynamic = [x for x, t in zip(leaves, traced) if t]
         box = []
 
@@ -448,14 +448,14 @@ def checkify(f, errors=user_checks):
 def _is_scalar_pred(pred) -> bool:
     if isinstance(pred, bool):
         return True
-    if isinstance(pred, (Array, Tracer)):
+    if isinstance(pred, ARRAY_TYPES):
         aval = get_aval(pred)
         return aval.shape == () and aval.dtype == np.bool_
     return False
 
 
 def _payload_leaf(x):
-    if isinstance(x, (Array, Tracer)):
+    if isinstance(x, ARRAY_TYPES):
         return x
     if isinstance(x, np.ndarray):
         return np.asarray(x, dtypes.canonicalize_dtype(x.dtype))
@@ -590,7 +590,7 @@ def _check_batch(axis, vals, dims, *, err_tree, debug):
 def _recode(code, mapping):
     """``code`` with each old code replaced by its new one (codes are renumbered when a
     check's error joins the trace's, so that they follow program order)."""
-    if not isinstance(code, Tracer) and not isinstance(code, Array):
+    if not isinstance(code, Tracer) and not isinstance(code, ARRAY_TYPES):
         return np.int32(mapping.get(int(code), int(code)))
     out = code
     for old, new in mapping.items():

@@ -8,7 +8,7 @@ from plax import tree_util
 from plax.core import dtypes
 from plax.core.trace import Tracer
 from plax.runtime import dispatch, xla
-from plax.runtime.array import Array, all_arrays
+from plax.runtime.array import CONCRETE, all_arrays, buffer_of
 from plax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 from plax.sharding.named import resolve_spec
 
@@ -58,7 +58,7 @@ def default_backend() -> str:
 def copy_to_host_async(x):
     """Start copying every Array leaf of ``x`` to the host (reads of them then wait less)."""
     for leaf in tree_util.tree_leaves(x):
-        if type(leaf) is Array:
+        if type(leaf) in CONCRETE:
             leaf.copy_to_host_async()
     return x
 
@@ -113,15 +113,15 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         if isinstance(leaf, np.ndarray) and leaf.dtype == dtypes.float0:
             return leaf  # float0 holds no data: it stays on the host, as in JAX
         if isinstance(dev, Sharding):
-            out = dispatch.reshard(leaf, dev) if type(leaf) is Array else \
+            out = dispatch.reshard(leaf, dev) if type(leaf) in CONCRETE else \
                 dispatch.put_sharded(leaf, dev)
-        elif type(leaf) is Array:
+        elif type(leaf) in CONCRETE:
             if dev is None:
                 return leaf
             out = dispatch.to_device(leaf, dev, committed=True)
         else:
             return dispatch.array_from_host(leaf, device=dev, committed=dev is not None)
-        if donate and type(leaf) is Array and out is not leaf:
+        if donate and type(leaf) in CONCRETE and out is not leaf:
             leaf.delete()
         return out
 
@@ -135,11 +135,11 @@ def device_get(x):
     """Fetch the leaves of ``x`` to host NumPy arrays (other leaves pass through)."""
     leaves = tree_util.tree_leaves(x)
     for leaf in leaves:
-        if type(leaf) is Array:
+        if type(leaf) in CONCRETE:
             leaf.copy_to_host_async()
 
     def get_leaf(leaf):
-        if type(leaf) is Array:  # typed PRNG keys have no NumPy form: they stay keys
+        if type(leaf) in CONCRETE:  # typed PRNG keys have no NumPy form: they stay keys
             return leaf if dtypes.is_extended(leaf.dtype) else np.asarray(leaf)
         if isinstance(leaf, Tracer):
             raise TypeError("device_get received a traced value; it only works on concrete arrays.")
@@ -150,7 +150,7 @@ def device_get(x):
 
 def block_until_ready(x):
     """Wait until every Array leaf of ``x`` is computed; returns ``x``."""
-    bufs = [leaf._buf for leaf in tree_util.tree_leaves(x) if type(leaf) is Array]
+    bufs = [buffer_of(leaf) for leaf in tree_util.tree_leaves(x) if type(leaf) in CONCRETE]
     if bufs:
         xla.block_until_ready(bufs)
     return x

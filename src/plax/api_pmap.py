@@ -19,7 +19,7 @@ from plax.core.caches import BoundedCache
 from plax.experimental.multihost_utils import host_local_array_to_global_array
 from plax.core.trace import get_aval
 from plax.lax import shapes as _shapes
-from plax.runtime.array import Array
+from plax.runtime.array import CONCRETE
 from plax.runtime import xla
 from plax.sharding.mesh import Mesh
 from plax.sharding.named import NamedSharding
@@ -105,7 +105,7 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
         # their devices, one slice each (rather than whole to every device, then sliced).
         placements = box["placements"]
         move = [i for i, x in enumerate(leaves) if isinstance(x, np.ndarray) or (
-            placements[i] is not None and type(x) is Array and x.sharding != placements[i])]
+            placements[i] is not None and type(x) in CONCRETE and x.sharding != placements[i])]
         if move:
             placed = host_local_array_to_global_array(
                 [leaves[i] for i in move], box["mesh"], [box["in_specs"][i] for i in move])

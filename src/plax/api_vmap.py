@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 
 from plax import tree_util
-from plax.core.trace import Tracer, get_aval
-from plax.runtime.array import Array
+from plax.core.trace import get_aval
+from plax.runtime.array import ARRAY_TYPES
 from plax.transforms.vmap import AxisData, batch_flat
 from plax.core.rules import not_mapped
 from plax.lax.batch_util import move_batch_dim
@@ -165,7 +165,7 @@ def _to_out_axis(x, src, dst, size):
         if not -ndim <= dst < ndim:
             raise ValueError(f"axis {dst} is out of bounds for array of dimension {ndim}")
         out = move_batch_dim(x, src, dst % ndim, size)
-    if not isinstance(out, (Tracer, Array)):  # an input passed straight through: still an Array
+    if not isinstance(out, ARRAY_TYPES):  # an input passed straight through: still an Array
         from plax.numpy import asarray
         out = asarray(out)
     return out

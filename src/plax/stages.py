@@ -5,7 +5,7 @@ from plax import tree_util
 from plax.core.trace import get_aval
 from plax.debug import collectives_of
 from plax.runtime import dispatch, spmd, xla
-from plax.runtime.array import Array
+from plax.runtime.array import CONCRETE
 from plax.sharding.named import NamedSharding
 
 
@@ -86,7 +86,7 @@ def _lower_spmd(entry, args):
     p = entry.params
     ins = list(p["in_shardings"] or (None,) * len(args))
     for i, a in enumerate(args):
-        if ins[i] is None and type(a) is not Array and \
+        if ins[i] is None and type(a) not in CONCRETE and \
                 isinstance(getattr(a, "sharding", None), NamedSharding):
             ins[i] = a.sharding
     outs = tuple(p["out_shardings"] or (None,) * len(p["jaxpr"].jaxpr.outvars))

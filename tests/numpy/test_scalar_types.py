@@ -14,7 +14,7 @@ from plax import dtypes, lax
 from plax.core import dtypes as core_dtypes
 from plax.core.config import config
 from plax.numpy import scalar_types
-from plax.runtime.array import Array
+from plax.runtime.array import ArrayImpl
 
 # (name in plax.numpy, NumPy / ml_dtypes type it stands for)
 TYPES = [
@@ -42,7 +42,7 @@ def _expected(x, np_type):
 
 
 def _check(out, want):
-    assert type(out) is Array
+    assert type(out) is ArrayImpl
     assert not out.weak_type
     assert out.dtype == want.dtype
     assert out.shape == want.shape
@@ -269,7 +269,7 @@ DTYPE_ARGS = [
 @pytest.mark.parametrize("fn", [f for _, f in DTYPE_ARGS], ids=[n for n, _ in DTYPE_ARGS])
 def test_dtype_argument(fn, name, np_type):
     out = fn(getattr(jnp, name))
-    assert type(out) is Array and out.dtype == np.dtype(np_type) and not out.weak_type
+    assert type(out) is ArrayImpl and out.dtype == np.dtype(np_type) and not out.weak_type
 
 
 def test_dtype_argument_numeric_functions():

@@ -554,11 +554,11 @@ def test_matmul_operator():
 
 def test_operators_reject_non_arrays():
     a = put(np.float32([1, 2]))
-    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \+: 'Array' and 'str'"):
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \+: 'jaxlib._jax.ArrayImpl' and 'str'"):
         a + "x"
-    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \+: 'Array' and 'list'"):
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \+: 'jaxlib._jax.ArrayImpl' and 'list'"):
         a + [1, 2]  # lists are not arrays: convert them with jnp.asarray
-    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \*: 'NoneType' and 'Array'"):
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \*: 'NoneType' and 'jaxlib._jax.ArrayImpl'"):
         None * a
 
 

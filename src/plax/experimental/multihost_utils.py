@@ -14,7 +14,7 @@ import numpy as np
 from plax import tree_util
 from plax.api import device_put, devices, jit, process_count, process_index
 from plax.api_arrays import make_array_from_process_local_data
-from plax.runtime.array import Array
+from plax.runtime.array import CONCRETE
 from plax.sharding.mesh import Mesh
 from plax.sharding.named import NamedSharding
 from plax.sharding.partition_spec import PartitionSpec
@@ -36,8 +36,8 @@ def host_local_array_to_global_array(local_inputs, global_mesh: Mesh, pspecs):
     ``pspecs`` (a pytree prefix of PartitionSpecs); one process: the leaves as they are."""
     leaves, tree = tree_util.tree_flatten(local_inputs)
     out = [make_array_from_process_local_data(NamedSharding(global_mesh, s),
-                                              np.asarray(x) if type(x) is not Array else x)
-           if process_count() > 1 or type(x) is not Array
+                                              np.asarray(x) if type(x) not in CONCRETE else x)
+           if process_count() > 1 or type(x) not in CONCRETE
            else device_put(x, NamedSharding(global_mesh, s))
            for x, s in zip(leaves, _specs(pspecs, local_inputs))]
     return tree_util.tree_unflatten(tree, out)

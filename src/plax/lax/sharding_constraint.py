@@ -22,7 +22,7 @@ from plax.core.trace import get_aval
 from plax.lax.ad_util import deflinear
 from plax.lowering.stablehlo import constrain_sharding
 from plax.runtime import dispatch
-from plax.runtime.array import Array
+from plax.runtime.array import CONCRETE
 from plax.sharding.mesh import AxisType, context_mesh, get_abstract_mesh, use_abstract_mesh
 from plax.sharding.named import (NamedSharding, concrete_sharding, out_sharding_param,
                                  resolve_spec, type_sharding)
@@ -87,7 +87,7 @@ def with_sharding_constraint(x, shardings):
 
 
 def _impl(x, *, sharding):
-    if type(x) is not Array:
+    if type(x) not in CONCRETE:
         return dispatch.put_sharded(x, sharding)
     return dispatch.reshard(x, sharding, committed=True)
 
@@ -138,14 +138,14 @@ def reshard(xs, out_shardings):
 
 def _placed(sharding, x) -> NamedSharding:
     """A type sharding on the concrete mesh ``x`` lives on (or the context's)."""
-    own = x.sharding if type(x) is Array else None
+    own = x.sharding if type(x) in CONCRETE else None
     mesh = own.mesh if isinstance(own, NamedSharding) else None
     return concrete_sharding(sharding, mesh)
 
 
 def _reshard_impl(x, *, sharding):
     target = _placed(sharding, x)
-    if type(x) is not Array:
+    if type(x) not in CONCRETE:
         return dispatch.put_sharded(x, target)
     return dispatch.reshard(x, target, committed=True)
 
@@ -296,7 +296,7 @@ def inspect_array_sharding(value, *, callback):
     """Call ``callback`` with the sharding of ``value``: at once for a concrete array; under
     jit, when the program is compiled, with the layout XLA's partitioner chose for it (for
     values of the jitted function itself; inside a nested jit, with the outer call's)."""
-    if type(value) is Array:
+    if type(value) in CONCRETE:
         callback(value.sharding)
         return None
     inspect_sharding_p.bind(value, callback=callback)

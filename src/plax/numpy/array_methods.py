@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core.trace import Tracer
-from plax.runtime.array import Array
+from plax.runtime.array import ARRAY_TYPES, ArrayImpl, KeyArray
 
 
 _jnp_module = []
@@ -22,11 +22,11 @@ def _jnp():
 
 
 def _is_operand(x) -> bool:
-    return isinstance(x, (Array, Tracer, np.ndarray, np.generic, bool, int, float, complex)) or \
+    return isinstance(x, (ARRAY_TYPES, np.ndarray, np.generic, bool, int, float, complex)) or \
         hasattr(x, "__plax_array__")
 
 
-_OPERAND_TYPES = frozenset((Array, float, int, bool, complex, np.ndarray))
+_OPERAND_TYPES = frozenset((ArrayImpl, KeyArray, float, int, bool, complex, np.ndarray))
 
 
 def _binop(name: str, reverse: bool = False):
@@ -167,5 +167,6 @@ def _install(cls) -> None:
     cls.compress = _compress
 
 
-_install(Array)
+_install(ArrayImpl)
+_install(KeyArray)
 _install(Tracer)

@@ -13,7 +13,7 @@ from plax.core.errors import shape_type_error
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
                              check_arraylike, convert, shape_of)
-from plax.runtime.array import Array
+from plax.runtime.array import ARRAY_TYPES, CONCRETE
 from plax.runtime.dispatch import array_from_host
 
 __all__ = [
@@ -30,7 +30,7 @@ def _canonical_shape(shape, name="shape", negative=TypeError) -> tuple:
     Negative sizes raise ``negative``: a TypeError for zeros/ones/full/empty (as JAX, whose
     broadcast_in_dim rejects them) and a ValueError for eye/identity (as JAX, and NumPy).
     """
-    if type(shape) is Array or (isinstance(shape, np.ndarray) and shape.ndim <= 1):
+    if type(shape) in CONCRETE or (isinstance(shape, np.ndarray) and shape.ndim <= 1):
         shape = np.asarray(shape).tolist()
     if not isinstance(shape, (list, tuple)):
         shape = (shape,)
@@ -46,7 +46,7 @@ def _canonical_shape(shape, name="shape", negative=TypeError) -> tuple:
 
 
 def _contains_traced(obj) -> bool:
-    if isinstance(obj, (Array, Tracer)):
+    if isinstance(obj, ARRAY_TYPES):
         return True
     if isinstance(obj, (list, tuple)):
         return any(_contains_traced(o) for o in obj)
@@ -76,7 +76,7 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
     if order not in (None, "K", "A", "C"):
         raise NotImplementedError(f"plax arrays are always C-ordered; order={order!r} is not supported.")
     dt = None if dtype is None else dtypes.canonicalize_user_dtype(dtype)
-    if isinstance(object, (Array, Tracer)):
+    if isinstance(object, ARRAY_TYPES):
         out = object if dt is None else lax.convert_element_type(object, dt)
     elif _contains_traced(object):
         out = _stack_nested(object, dt)
@@ -148,7 +148,7 @@ def _asarray(a, dtype=None, order=None, *, copy=None):
     An explicit ``dtype`` gives a strongly typed result, as in JAX (a weakly typed ``a`` of
     that dtype is converted).
     """
-    if isinstance(a, (Array, Tracer)) and (dtype is None or (
+    if isinstance(a, ARRAY_TYPES) and (dtype is None or (
             dtypes.dtype(dtype) == get_aval(a).dtype and not get_aval(a).weak_type)):
         return a
     return array(a, dtype=dtype, order=order)
@@ -271,7 +271,7 @@ def _concrete_scalar(x, name, fn="arange"):
             raise ConcretizationTypeError(x, f"The problem arose with the `{name}` argument of {fn}: "
                                              "it must be a concrete value, since it sets the array size.")
         return np.asarray(val)[()]
-    if isinstance(x, Array):
+    if isinstance(x, ARRAY_TYPES):
         return np.asarray(x)[()]
     return x
 
@@ -312,7 +312,7 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
     """A 2-D array with ones on the k-th diagonal (k may be a traced integer)."""
     M = N if M is None else M
     N, M = _canonical_shape((N, M), negative=ValueError)
-    k = np.int32(operator.index(k)) if not isinstance(k, (Array, Tracer)) else \
+    k = np.int32(operator.index(k)) if not isinstance(k, ARRAY_TYPES) else \
         lax.convert_element_type(k, np.int32)
     rows = lax.broadcasted_iota(np.int32, (N, M), 0)
     cols = lax.broadcasted_iota(np.int32, (N, M), 1)

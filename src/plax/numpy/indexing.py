@@ -24,7 +24,7 @@ from plax.core.trace import Tracer, get_aval
 from plax.lax import indexing as lax_indexing
 from plax.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
 from plax.numpy import util
-from plax.runtime.array import Array
+from plax.runtime.array import ARRAY_TYPES
 
 __all__ = ["take", "take_along_axis"]
 
@@ -62,7 +62,7 @@ def _host_index(a: np.ndarray):
 
 
 def _holds_plax_values(seq) -> bool:
-    return any(isinstance(v, (Array, Tracer)) or
+    return any(isinstance(v, ARRAY_TYPES) or
                (isinstance(v, (list, tuple)) and _holds_plax_values(v)) for v in seq)
 
 
@@ -76,7 +76,7 @@ def _convert_entry(i):
     if isinstance(i, str):
         raise TypeError(f"String indices are not supported: plax does not support string "
                         f"indexing; got idx={i!r}")
-    if isinstance(i, (Array, Tracer)):
+    if isinstance(i, ARRAY_TYPES):
         aval = get_aval(i)
         if dtypes.is_bool(aval.dtype):
             if isinstance(i, Tracer):
@@ -247,7 +247,7 @@ def _index_dtype(shape) -> np.dtype:
 
 def _normalize_component(v, size: int, dtype: np.dtype, wrap: bool):
     """An index component in ``dtype`` with negative values counted from the end."""
-    if not isinstance(v, (Array, Tracer)):
+    if not isinstance(v, ARRAY_TYPES):
         v = np.asarray(v)
         if wrap and v.dtype.kind == "i":
             v = np.where(v < 0, v + size, v)
@@ -265,7 +265,7 @@ def _place(v, axes: tuple, batch_shape: tuple):
     """``v`` broadcast to ``batch_shape + (1,)``, its axes at ``axes`` (NumPy broadcasting
     over size-1 axes)."""
     full = tuple(batch_shape) + (1,)
-    if not isinstance(v, (Array, Tracer)):
+    if not isinstance(v, ARRAY_TYPES):
         shape = [1] * len(full)
         for a, n in zip(axes, np.shape(v)):
             shape[a] = n
@@ -352,7 +352,7 @@ def _plan(shape: tuple, entries: list, wrap_negative: bool = True) -> _Plan:
 
 def _is_scalar(e) -> bool:
     return (isinstance(e, (int, np.integer)) and not isinstance(e, bool)) or \
-        isinstance(e, (Array, Tracer))
+        isinstance(e, ARRAY_TYPES)
 
 
 def _empty_axis_result(arr, plan: _Plan):

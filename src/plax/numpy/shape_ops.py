@@ -15,7 +15,7 @@ from plax.core.trace import Tracer, get_aval
 from plax.numpy.creation import asarray
 from plax.numpy.util import (as_operand, broadcast_shapes as _broadcast_shapes, canonicalize_axes,
                              canonicalize_axis, check_arraylike, convert)
-from plax.runtime.array import Array
+from plax.runtime.array import ARRAY_TYPES
 
 __all__ = [
     "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis",
@@ -47,9 +47,9 @@ def _concrete(x, name: str):
                 x, f"{SHAPE_PHRASE}: the problem arose with the `{name}` argument, which "
                    "sets the shape of the result, so it must be a concrete (static) value.")
         return np.asarray(val)
-    if isinstance(x, Array):
+    if isinstance(x, ARRAY_TYPES):
         return np.asarray(x)
-    if isinstance(x, (list, tuple)) and any(isinstance(v, (Array, Tracer)) for v in x):
+    if isinstance(x, (list, tuple)) and any(isinstance(v, ARRAY_TYPES) for v in x):
         return [_concrete(v, name) for v in x]
     return x
 
@@ -77,7 +77,7 @@ def _prod(values) -> int:
 
 def _as_sequence(name: str, arrays) -> list:
     """The arrays of a joining function's first argument (an array is split along axis 0)."""
-    if isinstance(arrays, (Array, Tracer, np.ndarray)):
+    if isinstance(arrays, (ARRAY_TYPES, np.ndarray)):
         arr = asarray(arrays)
         if get_aval(arr).ndim == 0:
             raise ValueError(f"{name} got a zero-dimensional array; pass a sequence of arrays.")
@@ -264,7 +264,7 @@ def _atleast(name, arys, new_shape):
 # --- joining ----------------------------------------------------------------------------
 def concatenate(arrays, axis=0, dtype=None):
     """Join arrays along an existing ``axis`` (flattening them first when ``axis`` is None)."""
-    if isinstance(arrays, (Array, Tracer, np.ndarray)):
+    if isinstance(arrays, (ARRAY_TYPES, np.ndarray)):
         arr = asarray(arrays) if dtype is None else asarray(arrays, dtype=dtype)
         shape = _shape(arr)
         if axis is None:
@@ -298,7 +298,7 @@ def stack(arrays, axis: int = 0, out=None, dtype=None):
     """Join same-shape arrays along a new ``axis``."""
     if out is not None:
         raise NotImplementedError("The 'out' argument to stack is not supported.")
-    if isinstance(arrays, (Array, Tracer, np.ndarray)):
+    if isinstance(arrays, (ARRAY_TYPES, np.ndarray)):
         arr = asarray(arrays) if dtype is None else asarray(arrays, dtype=dtype)
         if get_aval(arr).ndim == 0:
             raise ValueError("Zero-dimensional arrays cannot be stacked as a sequence.")
@@ -721,7 +721,7 @@ def _pad_widths(pad_width, ndim: int) -> list:
 
 def _per_axis_values(values, ndim: int, name: str) -> list:
     """``values`` broadcast to one (before, after) pair per axis; each a scalar operand."""
-    if isinstance(values, (Array, Tracer)):
+    if isinstance(values, ARRAY_TYPES):
         v = values
         vshape = _shape(v)
         if vshape == ():
@@ -743,7 +743,7 @@ def _per_axis_values(values, ndim: int, name: str) -> list:
 def _scalar_like(v, x):
     """The scalar ``v`` converted to ``x``'s dtype, weak like ``x``."""
     aval = get_aval(x)
-    if isinstance(v, (np.ndarray, np.generic)) and not isinstance(v, Array):
+    if isinstance(v, (np.ndarray, np.generic)) and not isinstance(v, ARRAY_TYPES):
         v = v.item()
     return convert(as_operand(v), aval.dtype, aval.weak_type)
 
@@ -930,8 +930,8 @@ def _pad_constant(x, widths, values):
     ndim = len(widths)
     if ndim == 0:
         return x
-    if not isinstance(values, (Array, Tracer)) and np.ndim(values) == 0 or \
-            isinstance(values, (Array, Tracer)) and get_aval(values).ndim == 0:
+    if not isinstance(values, ARRAY_TYPES) and np.ndim(values) == 0 or \
+            isinstance(values, ARRAY_TYPES) and get_aval(values).ndim == 0:
         return lax.pad(x, _scalar_like(values, x), [(lo, hi, 0) for lo, hi in widths])
     pairs = _per_axis_values(values, ndim, "constant_values")
     for axis, ((lo, hi), (v_lo, v_hi)) in enumerate(zip(widths, pairs)):
@@ -951,7 +951,7 @@ def ndim(a) -> int:
 
 def shape(a) -> tuple:
     """The shape of ``a``."""
-    if isinstance(a, (Array, Tracer)):
+    if isinstance(a, ARRAY_TYPES):
         return _shape(a)
     return tuple(int(d) for d in np.shape(a))
 
@@ -967,7 +967,7 @@ def size(a, axis=None) -> int:
 def isscalar(element) -> bool:
     """Whether ``element`` is a scalar: unlike NumPy, 0-d arrays (and tracers) count, so the
     answer is the same under jit."""
-    if isinstance(element, (Array, np.ndarray)):  # tracers are Arrays to isinstance
+    if isinstance(element, (ARRAY_TYPES, np.ndarray)):  # tracers are Arrays to isinstance
         return element.ndim == 0
     if hasattr(element, "__plax_array__"):
         return get_aval(element.__plax_array__()).ndim == 0

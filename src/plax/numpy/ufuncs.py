@@ -9,8 +9,8 @@ from plax.core import dtypes
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, check_arraylike,
                              convert, promote_args, promote_args_inexact, promote_args_numeric,
                              promote_dtypes, promote_dtypes_inexact, promote_shapes, shape_of)
-from plax.core.trace import Tracer, get_aval
-from plax.runtime.array import Array
+from plax.core.trace import get_aval
+from plax.runtime.array import ARRAY_TYPES
 from plax.runtime.dispatch import array_from_host
 from plax.transforms.custom_derivatives import custom_jvp
 
@@ -41,7 +41,7 @@ def _promote_full(promote, name, *args):
 
 def _as_array(x):
     """``x`` as a plax Array; a Python scalar keeps its weak type."""
-    if isinstance(x, (Array, Tracer)):
+    if isinstance(x, ARRAY_TYPES):
         return x
     aval = get_aval(x)
     return array_from_host(x, aval.dtype, aval.weak_type)

@@ -10,14 +10,14 @@ from plax.core import dtypes
 from plax.core.avals import weak_host_value
 from plax.core.config import config
 from plax.core.source_info import user_stacklevel
-from plax.core.trace import Tracer, get_aval
-from plax.runtime.array import Array
+from plax.core.trace import get_aval
+from plax.runtime.array import ARRAY_TYPES
 
 _SCALARS = (bool, int, float, complex)
 
 
 def is_arraylike(x) -> bool:
-    return (type(x) in _SCALARS or isinstance(x, (Array, Tracer, np.ndarray, np.generic))
+    return (type(x) in _SCALARS or isinstance(x, (ARRAY_TYPES, np.ndarray, np.generic))
             or hasattr(x, "__plax_array__"))
 
 
@@ -34,7 +34,7 @@ def check_arraylike(name: str, *args) -> None:
 
 def as_operand(x):
     """A value lax primitives accept: Arrays and tracers as they are, host data canonicalised."""
-    if isinstance(x, (Array, Tracer)) or type(x) in _SCALARS:
+    if isinstance(x, ARRAY_TYPES) or type(x) in _SCALARS:
         return x
     if isinstance(x, (np.ndarray, np.generic)):
         dt = dtypes.canonicalize_dtype(x.dtype)

@@ -1,4 +1,17 @@
-"""plax.Array: an immutable array living on one or more devices."""
+"""plax's arrays: jaxlib's C++ array type with plax's methods, and arrays of PRNG keys.
+
+A concrete array is jaxlib's C++ ``ArrayImpl``, as in JAX: jit's C++ dispatch
+(runtime/cpp_jit.py) takes one as an argument and makes one as a result with no
+Python in between. plax attaches its methods to that class: metadata, host
+conversion, reprs and lifetime here, operators and NumPy-style methods in
+``plax.numpy``. An array of PRNG keys is a ``KeyArray``: a typed view over the
+uint32 ``ArrayImpl`` holding the keys' words. ``Array`` is the type users check
+against (``plax.Array``): concrete arrays of both kinds, and tracers, are its
+instances.
+
+Inside plax, ``type(x) in CONCRETE`` asks "a concrete array on devices", and
+``buffer_of(x)`` is the jaxlib array an executable takes for it.
+"""
 from __future__ import annotations
 
 import gc
@@ -11,11 +24,10 @@ from plax.core.trace import Tracer
 from plax.runtime import xla
 from plax.sharding.single import SingleDeviceSharding
 
-
-
-def all_arrays() -> list:
-    """Every Array object alive in this process (a scan: for rare calls like live_arrays)."""
-    return [o for o in gc.get_objects() if type(o) is Array]
+ArrayImpl = xla.ArrayImpl
+# jaxlib's own lifetime methods, kept before plax's versions (which check first) replace them.
+_cpp_block_until_ready = ArrayImpl.block_until_ready
+_cpp_is_ready = ArrayImpl.is_ready
 
 
 class Shard:
@@ -30,65 +42,15 @@ class Shard:
         return f"Shard(device={self.device!r}, index={self.index}, replica_id={self.replica_id})"
 
 
-class _ArrayMeta(type):
-    """Makes ``isinstance(tracer, Array)`` True, as in JAX (traced code sees arrays).
+class _ArrayMethods:
+    """What every concrete array can do; copied onto ``ArrayImpl``, inherited by ``KeyArray``.
 
-    Subclass checks are unchanged: ``issubclass(Tracer, Array)`` is False, as in JAX.
-    Code that means "a concrete array on devices" tests ``type(x) is Array``.
+    Written against the attributes both share: ``aval``, ``_sharding``, ``_committed``,
+    ``_npy_value`` (the host copy, once read) and ``is_deleted()``.
     """
 
-    # A C-level callable that the type lookup does not bind: with CPython's exact-type
-    # shortcut, isinstance(x, Array) is ``type(x) is Array or isinstance(x, Tracer)`` at
-    # the cost of a plain isinstance (a Python method here would cost ~150ns per check).
-    __instancecheck__ = Tracer.__instancecheck__
-
-
-def array_from_parts(aux, children):
-    """The Array C++ dispatch rebuilds from ``Array._parts`` (one frame, no __init__ call)."""
-    a = _new_object(Array)
-    a._buf = children[0]
-    a.aval, a._committed = aux
-    a._npy = None
-    a._parts = (children, aux)
-    return a
-
-
-_new_object = object.__new__
-_shared_aux: dict = {}
-
-
-def _instancecheck_with_subclasses(cls, x):
-    return type.__instancecheck__(cls, x) or (cls is Array and isinstance(x, Tracer))
-
-
-class Array(metaclass=_ArrayMeta):
-    """An array on devices. Immutable: operations return new arrays.
-
-    Operators and NumPy-style methods are attached by ``plax.numpy``.
-    """
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        _ArrayMeta.__instancecheck__ = _instancecheck_with_subclasses  # no exact-type shortcut now
-
-    # ``_parts`` is (children, aux) as jit's C++ dispatch flattens an Array (a pytree node
-    # over its buffer; see runtime/cpp_jit.py): kept ready, it is read with no Python frame.
-    __slots__ = ("aval", "_buf", "_committed", "_npy", "_parts", "__weakref__")
+    __slots__ = ()
     __array_priority__ = 100
-
-    def __init__(self, buf, aval: ShapedArray, committed: bool = False):
-        self._buf = buf
-        self.aval = aval
-        self._committed = committed
-        self._npy = None
-        aux = (aval, committed)
-        # One tuple per distinct (type, commitment): C++ then compares signatures by identity.
-        shared = _shared_aux.get(aux)
-        if shared is None:
-            if len(_shared_aux) > 65536:
-                _shared_aux.clear()
-            shared = _shared_aux[aux] = aux
-        self._parts = ((buf,), shared)
 
     # --- metadata ---
     shape = property(lambda self: self.aval.shape)
@@ -107,7 +69,7 @@ class Array(metaclass=_ArrayMeta):
 
     @property
     def sharding(self):
-        return self._buf._sharding
+        return self._sharding
 
     @property
     def committed(self) -> bool:
@@ -116,19 +78,19 @@ class Array(metaclass=_ArrayMeta):
     @property
     def is_fully_addressable(self) -> bool:
         """Whether this process holds every shard (always, for a single-device array)."""
-        return self.sharding.is_fully_addressable
+        return self._sharding.is_fully_addressable
 
     @property
     def is_fully_replicated(self) -> bool:
         """Whether every shard holds the whole array (always, for a single-device array)."""
-        return self.sharding.is_fully_replicated
+        return self._sharding.is_fully_replicated
 
     def devices(self) -> set:
-        return set(self.sharding.device_set)
+        return set(self._sharding.device_set)
 
     @property
     def device(self):
-        devs = self.sharding._device_assignment
+        devs = self._sharding._device_assignment
         if len(devs) != 1:
             raise ValueError("device is only defined for an array on a single device; "
                              f"this one spans {len(devs)}. Use .devices() or .sharding.")
@@ -137,17 +99,18 @@ class Array(metaclass=_ArrayMeta):
     @property
     def addressable_shards(self) -> list:
         self._check_alive()
-        bufs = xla.shards(self._buf)
-        index_map = self.sharding.devices_indices_map(self.shape)
-        replicas = self.sharding.replica_ids(self.shape)
-        aval = ShapedArray(self.sharding.shard_shape(self.shape), self.dtype, self.weak_type)
+        bufs = xla.shards(buffer_of(self))
+        index_map = self._sharding.devices_indices_map(self.shape)
+        replicas = self._sharding.replica_ids(self.shape)
+        aval = ShapedArray(self._sharding.shard_shape(self.shape), self.dtype, self.weak_type)
         out = []
         for b in bufs:
             dev = xla.shard_device(b)
             # jaxlib hands out shards with its own SingleDeviceSharding: give them plax's.
             b = xla.assemble(physical_aval(aval), SingleDeviceSharding(dev), [b],
                              self._committed)
-            out.append(Shard(dev, index_map[dev], Array(b, aval, self._committed), replicas[dev]))
+            out.append(Shard(dev, index_map[dev], make_array(b, aval, self._committed),
+                             replicas[dev]))
         return out
 
     @property
@@ -155,7 +118,7 @@ class Array(metaclass=_ArrayMeta):
         """Every shard (all addressable in a single process)."""
         return self.addressable_shards
 
-    def addressable_data(self, index: int) -> "Array":
+    def addressable_data(self, index: int):
         """The data of addressable shard ``index``."""
         return self.addressable_shards[index].data
 
@@ -170,24 +133,26 @@ class Array(metaclass=_ArrayMeta):
 
     def _physical_value(self) -> np.ndarray:
         """The data as stored (a PRNG key array: its uint32 words), read-only and cached."""
-        if self._npy is None:
+        val = self._npy_value
+        if val is None or self.is_deleted():  # (jaxlib keeps the host copy past a delete)
             self._check_alive()
-            bufs = xla.shards(self._buf)
-            if len(bufs) == 1:
-                val = xla.to_numpy(bufs[0])
+            buf = buffer_of(self)
+            if type(self._sharding) is SingleDeviceSharding:
+                val = xla.to_numpy(buf)
             else:
-                val = self._assemble_on_host(bufs)
+                bufs = xla.shards(buf)
+                val = xla.to_numpy(bufs[0]) if len(bufs) == 1 else self._assemble_on_host(bufs)
             shape = physical_aval(self.aval).shape
             val = val.reshape(shape) if val.shape != shape else val
             val.flags.writeable = False
-            self._npy = val
-        return self._npy
+            self._npy_value = val
+        return val
 
     def _assemble_on_host(self, bufs) -> np.ndarray:
         phys = physical_aval(self.aval)
         out = np.empty(phys.shape, phys.dtype)
-        index_map = self.sharding.devices_indices_map(self.shape)
-        replicas = getattr(self.sharding, "replica_ids", None)
+        index_map = self._sharding.devices_indices_map(self.shape)
+        replicas = getattr(self._sharding, "replica_ids", None)
         if replicas is not None:  # one copy of each block: replica 0's (as JAX reads it)
             first = replicas(self.shape)
             bufs = [b for b in bufs if first[xla.shard_device(b)] == 0]
@@ -263,32 +228,108 @@ class Array(metaclass=_ArrayMeta):
         return format(str(self), spec)
 
     # --- lifetime ---
-    def block_until_ready(self) -> "Array":
+    def block_until_ready(self):
         self._check_alive()
-        self._buf.block_until_ready()
+        _cpp_block_until_ready(buffer_of(self))
         return self
 
     def is_ready(self) -> bool:
-        return self._buf.is_ready()
-
-    def delete(self) -> None:
-        self._buf.delete()
-        self._npy = None
-
-    def is_deleted(self) -> bool:
-        return self._buf.is_deleted()
+        self._check_alive()  # (jaxlib's check of a deleted array crashes the process)
+        return _cpp_is_ready(buffer_of(self))
 
     def _check_alive(self):
-        if self._buf.is_deleted():
+        if self.is_deleted():
             raise RuntimeError("Array has been deleted (it was donated to a computation or "
                                "deleted with .delete()); it cannot be used again.")
 
     def copy_to_host_async(self) -> None:
         self._check_alive()
-        xla.copy_to_host_async(self._buf)
+        xla.copy_to_host_async(buffer_of(self))
 
     def __plax_array__(self):
         return self
+
+
+class KeyArray(_ArrayMethods):
+    """An array of PRNG keys: its key type (``aval``) over the uint32 array of its words."""
+
+    __slots__ = ("aval", "_base", "_npy_value", "__weakref__")
+
+    def __init__(self, aval: ShapedArray, base):
+        self.aval = aval
+        self._base = base
+        self._npy_value = None
+
+    _sharding = property(lambda self: self._base._sharding)
+    _committed = property(lambda self: self._base._committed)
+
+    def is_deleted(self) -> bool:
+        return self._base.is_deleted()
+
+    def delete(self) -> None:
+        self._base.delete()
+
+
+xla.attach_methods(ArrayImpl, {k: v for k, v in vars(_ArrayMethods).items()
+                               if k not in ("__module__", "__qualname__", "__doc__",
+                                            "__slots__", "__dict__", "__weakref__")})
+ArrayImpl.__doc__ = "A plax array on devices (jaxlib's C++ array, with plax's methods)."
+
+# The concrete array types, and every type whose instances are ``plax.Array`` instances (a
+# tuple for isinstance: a C-level check, unlike ``plax.Array``'s Python one).
+CONCRETE = (ArrayImpl, KeyArray)
+ARRAY_TYPES = (ArrayImpl, Tracer, KeyArray)
+
+
+def buffer_of(x):
+    """The jaxlib array holding a concrete array's data (a key array: its words)."""
+    return x if type(x) is ArrayImpl else x._base
+
+
+def make_array(buf, aval: ShapedArray, committed: bool):
+    """The concrete array of type ``aval`` over the jaxlib array ``buf`` (which holds
+    ``aval``'s physical type): ``buf`` itself when it already says so."""
+    if dtypes.is_extended(aval.dtype):
+        if buf._committed != committed:
+            buf = xla.rewrap(buf, buf.aval, committed)
+        return KeyArray(aval, buf)
+    if buf.aval is aval and buf._committed == committed:
+        return buf
+    return xla.rewrap(buf, aval, committed)
+
+
+def all_arrays() -> list:
+    """Every concrete array alive in this process (a scan: for rare calls like live_arrays);
+    the words under a key array are counted as the key array."""
+    found = [o for o in gc.get_objects() if type(o) in CONCRETE]
+    words = {id(o._base) for o in found if type(o) is KeyArray}
+    return [o for o in found if id(o) not in words]
+
+
+class _ArrayMeta(type):
+    """``isinstance(x, plax.Array)`` holds for concrete arrays and for tracers (traced code
+    sees arrays), as in JAX; ``issubclass`` only for the concrete types."""
+
+    def __instancecheck__(cls, x):
+        if cls is Array:
+            return isinstance(x, ARRAY_TYPES)
+        return type.__instancecheck__(cls, x)
+
+    def __subclasscheck__(cls, sub):
+        if cls is Array:
+            return isinstance(sub, type) and issubclass(sub, CONCRETE)
+        return type.__subclasscheck__(cls, sub)
+
+
+class Array(metaclass=_ArrayMeta):
+    """An array on devices: the type to check against and annotate with (``plax.Array``).
+
+    Concrete arrays are ``ArrayImpl`` (or ``KeyArray``) objects; tracers are instances too.
+    Create arrays with ``plax.numpy`` (``jnp.array``, ``jnp.zeros``, ...), not this class.
+    """
+
+    __slots__ = ()
+
 
 
 def _rebuild(value, weak_type):

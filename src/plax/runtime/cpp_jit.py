@@ -2,8 +2,8 @@
 
 ``plax.jit`` returns jaxlib's C++ jit object. It flattens the arguments with the C++ pytree
 ``registry`` below (a mirror of plax's), looks their signature up in its cache, and on a
-hit runs the executable and rebuilds the outputs without a Python frame, except one per
-output to make each plax ``Array``.
+hit runs the executable and makes the output arrays without a Python frame (plax's arrays are
+jaxlib's C++ ``ArrayImpl``; runtime/array.py).
 
 On a miss it calls ``JitWrapped._cpp_miss``, which runs the call through plax's Python path
 (tracing and compiling if need be) and, for a plain eager call, hands back
@@ -19,8 +19,6 @@ depth of config overrides. Only plain eager calls are recorded, so any other cal
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from plax import tree_util
@@ -28,7 +26,7 @@ from plax.core.avals import ShapedArray, WeakHostArray, weak_host_value
 from plax.core import trace as trace_mod
 from plax.core.config import config
 from plax.runtime import dispatch, spmd, xla
-from plax.runtime.array import Array, array_from_parts
+from plax.runtime.array import CONCRETE, ArrayImpl, KeyArray, buffer_of
 from plax.sharding.single import SingleDeviceSharding
 
 
@@ -67,9 +65,10 @@ config._listeners.append(_follow_config)
 # --- the pytree registry the C++ side flattens with -----------------------------------------
 registry = xla.PyTreeRegistry(enable_none=True, enable_tuple=True, enable_namedtuple=True,
                               enable_list=True, enable_dict=True)
-# An Array is a node holding its jaxlib buffer; its type and commitment ride in the treedef,
-# so they are part of the signature. Flattening reads ``Array._parts`` in C.
-registry.register_node(Array, operator.attrgetter("_parts"), array_from_parts)
+# A concrete array is a leaf C++ knows (its type, sharding and commitment are part of the
+# signature). A key array is a node over the array of its words, its key type in the treedef.
+registry.register_node(KeyArray, lambda x: ((x._base,), x.aval),
+                       lambda aval, children: KeyArray(aval, children[0]))
 # plax's weakly typed host constants are NumPy arrays to C++: a node of their own keeps their
 # signature apart from a plain array's.
 registry.register_node(WeakHostArray, lambda x: ((x.view(np.ndarray),), None),
@@ -114,7 +113,7 @@ def _put_arg(x, sharding):
     aval = ShapedArray(host.shape, host.dtype, weak)
     if type(sharding) is SingleDeviceSharding:
         return dispatch.to_buffer(host if host.ndim else x, aval, sharding.device_for_dispatch)
-    return dispatch.put_sharded(host, sharding)._buf
+    return buffer_of(dispatch.put_sharded(host, sharding))
 
 
 _HOST_LEAVES = (np.ndarray, np.generic, int, float, complex, bool)
@@ -127,7 +126,7 @@ def fastpath_data(exe, consts, leaves, result):
     full = (*consts, *leaves)
     if isinstance(exe, spmd.SpmdProgram):
         program, kept = exe, exe.kept
-        if exe.collective or any(exe._effects) or len(exe.handlers) != len(exe.out_avals):
+        if exe.collective or any(exe._effects) or len(exe.handlers[True]) != len(exe.out_avals):
             return None  # (collectives run one at a time; inspection probes ride along)
         in_shardings = list(exe.in_shardings)
     else:
@@ -136,26 +135,26 @@ def fastpath_data(exe, consts, leaves, result):
         if program._takes_token or program._has_callbacks:
             return None
         in_shardings = [dispatch.sharding_for(program.device)] * len(program.in_avals)
-    if not all(type(c) is Array for c in consts):
+    if not all(type(c) in CONCRETE for c in consts):
         return None
     for i, s in zip(kept, in_shardings):
         x = full[i]
-        if type(x) is Array:
-            own = x._buf._sharding
-            if not (own is s or own == s) or x._buf.is_deleted():
+        if type(x) in CONCRETE:
+            own = x._sharding
+            if not (own is s or own == s) or x.is_deleted():
                 return None  # it must be moved (or is gone): Python does that each time
     for x in leaves:  # unused arguments are flattened too: they must be types C++ knows
-        if type(x) is not Array and not isinstance(x, _HOST_LEAVES):
+        if type(x) not in CONCRETE and not isinstance(x, _HOST_LEAVES):
             return None
     out_bufs, out_tree = registry.flatten(result)
-    if not all(type(b) is xla.ArrayImpl for b in out_bufs):
+    if not all(type(b) is ArrayImpl for b in out_bufs):
         return None  # e.g. float0 outputs, which are NumPy zeros
     kept_set = set(kept)
     return xla.FastpathData(
         program.exe, out_tree, in_shardings, [b._sharding for b in out_bufs],
         [b.aval for b in out_bufs], [b._committed for b in out_bufs],
         [i in kept_set for i in range(len(full))], [None] * len(in_shardings),
-        [c._buf for c in consts])
+        [buffer_of(c) for c in consts])
 
 
 _NO_KEY = ()  # the cache is per function: no key beyond the function is needed
@@ -165,8 +164,7 @@ _SIGNATURES_PER_FUNCTION = 1024  # (least recently used ones are dropped beyond 
 def install_methods(**methods) -> None:
     """Give jaxlib's C++ jit callables these methods (``lower``, ``trace``, ...), as plax's
     ``jit`` returns them."""
-    for name, method in methods.items():
-        setattr(xla.JitFunction, name, method)
+    xla.attach_methods(xla.JitFunction, methods)
 
 
 def make(name: str, fun, cache_miss, static_argnums, static_argnames):

@@ -16,7 +16,7 @@ from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, open_jaxpr, subja
 from plax.core.primitive import abstract_eval, impl_rules
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import tokens, xla
-from plax.runtime.array import Array
+from plax.runtime.array import CONCRETE, Array, buffer_of, make_array
 from plax.sharding.named import typed_aval
 from plax.sharding.single import SingleDeviceSharding
 
@@ -84,13 +84,12 @@ def array_from_host(x, dtype=None, weak_type=None, device=None, committed=False)
         raise TypeError(f"Arrays of dtype {host.dtype} are not supported by plax.")
     device = device if device is not None else default_device()
     aval = ShapedArray(host.shape, host.dtype, weak)
-    buf = xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled())
-    return Array(buf, aval, committed)
+    return xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled(), committed)
 
 
 def put_sharded(x, sharding, committed: bool = True) -> Array:
     """Host data ``x`` (or an Array, read back) laid out over devices by ``sharding``."""
-    if type(x) is Array:
+    if type(x) in CONCRETE:
         x._check_alive()
         host, weak, aval = x._physical_value(), x.weak_type, x.aval
     else:
@@ -106,14 +105,14 @@ def put_sharded(x, sharding, committed: bool = True) -> Array:
     pieces = [np.ascontiguousarray(host[where[d]]) for d in devices]
     buf = xla.put_pieces(pieces, physical_aval(aval), sharding, devices, dtypes.x64_enabled(),
                          [sharding_for(d) for d in devices])
-    return Array(buf, aval, committed)
+    return make_array(buf, aval, committed)
 
 
 def reshard(x: Array, sharding, committed: bool = True) -> Array:
     """``x`` laid out by ``sharding`` (the same Array when it already is)."""
     x._check_alive()
     if x.sharding == sharding or x.sharding.is_equivalent_to(sharding, x.ndim):
-        return x if x._committed == committed else Array(x._buf, x.aval, committed)
+        return x if x._committed == committed else make_array(buffer_of(x), x.aval, committed)
     # On accelerators XLA moves the data between devices; CPU devices share the host's
     # memory, where a copy through NumPy is faster than XLA's CPU collectives (measured:
     # 177 us against 352 us for f32[64,64] on 8 devices).
@@ -121,7 +120,7 @@ def reshard(x: Array, sharding, committed: bool = True) -> Array:
         from plax.runtime import spmd  # (spmd builds on this module)
         moved = spmd.reshard_on_device(x, sharding)
         if moved is not None:
-            return moved if committed else Array(moved._buf, moved.aval, False)
+            return moved if committed else make_array(buffer_of(moved), moved.aval, False)
     return put_sharded(x, sharding, committed)
 
 
@@ -129,16 +128,16 @@ def to_device(x: Array, device, committed=True) -> Array:
     """``x`` on ``device`` (a copy when it lives elsewhere)."""
     x._check_alive()
     if x.sharding.device_set == {device}:
-        return x if x._committed == committed else Array(x._buf, x.aval, committed)
+        return x if x._committed == committed else make_array(buffer_of(x), x.aval, committed)
     if len(x.sharding.device_set) > 1:  # gathered through the host
         return put_sharded(x, sharding_for(device), committed)
-    buf = xla.copy_to_devices(x._buf, [device], sharding_for(device))
-    return Array(buf, x.aval, committed)
+    buf = xla.copy_to_devices(buffer_of(x), [device], sharding_for(device))
+    return make_array(buf, x.aval, committed)
 
 
 def is_spread(x) -> bool:
     """Whether ``x`` is an Array laid out over more than one device (a mesh)."""
-    return type(x) is Array and type(x._buf._sharding) is not SingleDeviceSharding
+    return type(x) in CONCRETE and type(x._sharding) is not SingleDeviceSharding
 
 
 def device_of(x: Array):
@@ -150,7 +149,7 @@ def pick_device(args, what: str):
     """The device a computation on ``args`` runs on: that of its committed inputs."""
     chosen = None
     for a in args:
-        if type(a) is Array and a._committed:
+        if type(a) in CONCRETE and a._committed:
             d = device_of(a)
             if chosen is None:
                 chosen = d
@@ -179,13 +178,13 @@ def xla_aval(aval: ShapedArray) -> ShapedArray:
 
 def to_buffer(x, aval: ShapedArray, device):
     """The jaxlib buffer holding ``x`` on ``device`` with type ``aval``."""
-    if type(x) is Array:  # never float0: those stay on the host
-        buf = x._buf
+    if type(x) in CONCRETE:  # never float0: those stay on the host
+        buf = buffer_of(x)
         if getattr(buf._sharding, "device_for_dispatch", None) is device and not buf.is_deleted():
             return buf  # the common case, checked cheaply
         x._check_alive()
         if x.sharding.device_set != {device}:
-            return to_device(x, device, x._committed)._buf
+            return buffer_of(to_device(x, device, x._committed))
         return buf
     if aval.dtype == dtypes.float0:
         x, aval = np.zeros(aval.shape, np.bool_), xla_aval(aval)
@@ -205,7 +204,8 @@ class CompiledProgram:
     """An XLA executable with the types it was built for and its result handlers."""
 
     __slots__ = ("exe", "in_avals", "out_avals", "device", "handlers", "text", "_has_float0",
-                 "_takes_token", "_has_callbacks")
+                 "_takes_token", "_has_callbacks", "_special")
+    # ``handlers`` maps committed (True/False) to the result handlers making such arrays.
 
     def __init__(self, exe, in_avals, out_avals, device, text):
         self.exe = exe
@@ -214,34 +214,64 @@ class CompiledProgram:
         self.device = device
         self.text = text
         s = sharding_for(device)
-        self.handlers = [xla.result_handler(xla_aval(a), s) for a in out_avals]
         self._has_float0 = any(a.dtype == dtypes.float0 for a in self.out_avals)
+        self._special = special_results(self.out_avals)
         self._takes_token = getattr(text, "takes_token", False)
         self._has_callbacks = bool(getattr(text, "host_callbacks", ()))
-        if self._takes_token:
-            self.handlers.insert(0, xla.result_handler(tokens.TOKEN_AVAL, s))
+        self.handlers = result_handlers([(a, s) for a in out_avals],
+                                        s if self._takes_token else None)
 
     def run(self, bufs, committed: bool) -> list:
         """The results as Arrays; float0 ones (no data) as NumPy float0 zeros, as in JAX."""
+        handlers = self.handlers[committed]
         if self._takes_token or self._has_callbacks:
-            outs = self._run_effectful(bufs)
+            outs = self._run_effectful(bufs, handlers)
         else:
-            outs = xla.execute(self.exe, bufs, self.handlers)
-        if self._has_float0:
-            return [np.zeros(a.shape, dtypes.float0) if a.dtype == dtypes.float0
-                    else Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
-        return [Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
+            outs = xla.execute(self.exe, bufs, handlers)
+        return arrays_from_results(outs, self.out_avals, committed, self._special)
 
-    def _run_effectful(self, bufs) -> list:
+    def _run_effectful(self, bufs, handlers) -> list:
         key = (self.device,)
         if self._takes_token:
             bufs = [tokens.ordered_token(key, sharding_for(self.device)), *bufs]
-        outs, done = xla.execute_with_completion(self.exe, bufs, self.handlers)
+        outs, done = xla.execute_with_completion(self.exe, bufs, handlers)
         tokens.note_run(done)
         if self._takes_token:
             tokens.set_ordered_token(key, outs[0])
             outs = outs[1:]
         return outs
+
+
+def result_handlers(avals_and_shardings, token_sharding=None) -> dict:
+    """For committed True and False: the result handlers making arrays of these types and
+    layouts (after a token's, when the program returns one)."""
+    out = {}
+    for committed in (True, False):
+        hs = [xla.result_handler(xla_aval(a), s, committed) for a, s in avals_and_shardings]
+        if token_sharding is not None:
+            hs.insert(0, xla.result_handler(tokens.TOKEN_AVAL, token_sharding, committed))
+        out[committed] = hs
+    return out
+
+
+def special_results(avals) -> tuple:
+    """The positions of results that a result handler does not make as plax's array:
+    PRNG keys (key arrays over their words) and float0 (no data)."""
+    return tuple(i for i, a in enumerate(avals)
+                 if dtypes.is_extended(a.dtype) or a.dtype == dtypes.float0)
+
+
+def arrays_from_results(bufs, avals, committed: bool, special: tuple) -> list:
+    """A program's results (from its result handlers) as plax's arrays; float0 ones as
+    NumPy zeros, as in JAX. ``special`` is ``special_results(avals)``."""
+    if not special:
+        return bufs
+    out = list(bufs)
+    for i in special:
+        a = avals[i]
+        out[i] = np.zeros(a.shape, dtypes.float0) if a.dtype == dtypes.float0 else \
+            make_array(out[i], a, committed)
+    return out
 
 
 def compile_jaxpr(jaxpr: Jaxpr, device, name: str = "main") -> CompiledProgram:
@@ -493,6 +523,6 @@ def check_primitive_outputs(prim, outs) -> None:
     """Eager counterpart of the debug flags: raise naming the primitive that made a NaN/inf."""
     nans, infs = config.read("debug_nans"), config.read("debug_infs")
     for o in (outs if prim.multiple_results else [outs]):
-        if type(o) is Array and _bad_values(o, nans, infs):
+        if type(o) in CONCRETE and _bad_values(o, nans, infs):
             kind = "nan" if nans and np.isnan(np.asarray(o)).any() else "inf"
             raise FloatingPointError(f"invalid value ({kind}) encountered in {prim.name}")

@@ -27,7 +27,7 @@ from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.core.effects import jaxpr_effects, ordered_effects_of
 from plax.runtime import dispatch, tokens, xla
 from plax.runtime.dispatch import is_spread
-from plax.runtime.array import Array
+from plax.runtime.array import CONCRETE, Array, buffer_of
 from plax.sharding.mesh import Mesh
 from plax.sharding.named import NamedSharding, concrete_sharding, typed_aval
 from plax.sharding.partition_spec import PartitionSpec
@@ -114,7 +114,7 @@ def parameter_shardings(args, avals, in_shardings, devices, mesh, what: str) -> 
     """The sharding each parameter is laid out with (requested, its own, or replicated)."""
     out = []
     for i, (a, aval, s) in enumerate(zip(args, avals, in_shardings)):
-        own = a.sharding if type(a) is Array else None
+        own = a.sharding if type(a) in CONCRETE else None
         if s is None:
             if own is not None and tuple(own._device_assignment) == devices:
                 s = own
@@ -143,17 +143,17 @@ def parameter_shardings(args, avals, in_shardings, devices, mesh, what: str) -> 
 
 def _buffer(x, aval, sharding):
     """The jaxlib array of ``x`` laid out exactly by ``sharding``."""
-    if type(x) is Array:
-        buf = x._buf
+    if type(x) in CONCRETE:
+        buf = buffer_of(x)
         own = buf._sharding
         if own is sharding or (own == sharding and not buf.is_deleted()):
             return buf  # the common cases, checked cheaply
         x._check_alive()
         if own.is_equivalent_to(sharding, aval.ndim):
             return buf
-        return dispatch.reshard(x, sharding)._buf
+        return buffer_of(dispatch.reshard(x, sharding))
     host = np.asarray(x, dtype=aval.dtype) if not dtypes.is_extended(aval.dtype) else x
-    return dispatch.put_sharded(host, sharding)._buf
+    return buffer_of(dispatch.put_sharded(host, sharding))
 
 
 # --- results: XLA's HloSharding back to a NamedSharding -----------------------------------------
@@ -197,7 +197,7 @@ class SpmdProgram:
     """An SPMD executable with the layouts of its parameters and results."""
 
     __slots__ = ("exe", "kept", "in_avals", "out_avals", "in_shardings", "out_shardings",
-                 "handlers", "collective", "text", "name", "_slots", "_effects")
+                 "handlers", "collective", "text", "name", "_slots", "_effects", "_special")
 
     def __init__(self, exe, kept, in_avals, out_avals, in_shardings, out_shardings, text, name,
                  probes=()):
@@ -206,15 +206,15 @@ class SpmdProgram:
         self.in_shardings, self.out_shardings = tuple(in_shardings), tuple(out_shardings)
         # ``probes``: (aval, sharding) of the extra results inspect_array_sharding added;
         # they are computed but not returned.
-        self.handlers = [xla.result_handler(dispatch.xla_aval(a), s)
-                         for a, s in [*zip(out_avals, out_shardings), *probes]]
         self._effects = (getattr(text, "takes_token", False),
                          bool(getattr(text, "host_callbacks", ())))
-        if self._effects[0]:
-            self.handlers.insert(0, xla.result_handler(tokens.TOKEN_AVAL, self._token_sharding()))
+        self.handlers = dispatch.result_handlers(
+            [*zip(out_avals, out_shardings), *probes],
+            self._token_sharding() if self._effects[0] else None)
         hlo = xla.optimized_hlo_text(exe)
         self.collective = any(c in hlo for c in _COLLECTIVES)
         self._slots = tuple(zip(self.kept, self.in_avals, self.in_shardings))
+        self._special = dispatch.special_results(self.out_avals)
 
     def run(self, args, committed: bool = True) -> list:
         bufs = [_buffer(args[i], aval, s) for i, aval, s in self._slots]
@@ -225,27 +225,28 @@ class SpmdProgram:
             previous, _in_flight[0] = _in_flight[0], None
             if previous is not None:
                 xla.block_until_ready(previous)
+        handlers = self.handlers[committed]
         if any(self._effects):
-            outs = self._run_effectful(bufs)
+            outs = self._run_effectful(bufs, handlers)
         else:
-            outs = xla.execute(self.exe, bufs, self.handlers)
+            outs = xla.execute(self.exe, bufs, handlers)
         if self.collective:
             _in_flight[0] = outs
-        return [np.zeros(a.shape, dtypes.float0) if a.dtype == dtypes.float0 else
-                Array(b, a, committed) for b, a in zip(outs, self.out_avals)]
+        return dispatch.arrays_from_results(outs[:len(self.out_avals)], self.out_avals,
+                                            committed, self._special)
 
     def _token_sharding(self):
         mesh = next(s.mesh for s in (*self.in_shardings, *self.out_shardings)
                     if isinstance(s, NamedSharding))
         return NamedSharding(mesh, PartitionSpec())
 
-    def _run_effectful(self, bufs) -> list:
+    def _run_effectful(self, bufs, handlers) -> list:
         takes_token = self._effects[0]
         if takes_token:
             sharding = self._token_sharding()
             key = tuple(sharding._device_assignment)
             bufs = [tokens.ordered_token(key, sharding), *bufs]
-        outs, done = xla.execute_with_completion(self.exe, bufs, self.handlers)
+        outs, done = xla.execute_with_completion(self.exe, bufs, handlers)
         tokens.note_run(done)
         if takes_token:
             tokens.set_ordered_token(key, outs[0])
@@ -466,7 +467,7 @@ _reshard_programs = BoundedCache("on-device reshards", 512)
 def reshard_on_device(x: Array, sharding):
     """``x`` laid out by ``sharding`` through an identity SPMD program (XLA moves the data
     between devices), when both layouts are over the same devices; else None."""
-    src = x._buf._sharding
+    src = x._sharding
     if not (isinstance(src, NamedSharding) and isinstance(sharding, NamedSharding)) or \
             tuple(src._device_assignment) != tuple(sharding._device_assignment):
         return None

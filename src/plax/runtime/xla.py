@@ -190,7 +190,7 @@ def process_index(platform=None) -> int:
 
 
 # --- transfers ------------------------------------------------------------------
-def put(host: np.ndarray, aval, sharding, devices, x64: bool):
+def put(host: np.ndarray, aval, sharding, devices, x64: bool, committed: bool = True):
     """Copy host data onto ``devices`` (one piece per device) as one jaxlib array.
 
     ``host`` must already have the canonical dtype of ``aval``: 64-bit data with
@@ -199,7 +199,7 @@ def put(host: np.ndarray, aval, sharding, devices, x64: bool):
     pieces = host if isinstance(host, list) else [host]
     # IMMUTABLE_ONLY_DURING_CALL: the runtime copies before returning (the host array may
     # change afterwards), so no second, forced copy is needed.
-    return xc.batched_device_put(aval, sharding, pieces, list(devices), True, False,
+    return xc.batched_device_put(aval, sharding, pieces, list(devices), committed, False,
                                  xc.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL, x64)
 
 
@@ -220,16 +220,17 @@ def put_pieces(pieces: list, aval, sharding, devices, x64: bool, single_sharding
 def to_numpy(buf) -> np.ndarray:
     """Read a single-device jaxlib array back to a read-only host array (every dtype)."""
     try:
-        arr = np.asarray(buf)  # the buffer protocol: waits for the value, no copy on CPU
+        try:
+            # The buffer protocol: waits for the value, no copy on CPU. (Not np.asarray(buf),
+            # which would fall back to plax's own __array__ where the protocol fails.)
+            return np.asarray(memoryview(buf))
+        except BufferError:  # bf16, fp8, int4 and non-CPU buffers: jaxlib's own conversion
+            with _answer_jaxlib_lookups:
+                arr, _ = buf._single_device_array_to_np_array_did_copy()
+            return arr
     except XlaRuntimeError as e:  # a host callback of the program that made it failed
         raise_callback_failure(e)
         raise
-    if arr.dtype != object:
-        return arr
-    # bf16, fp8, int4 and non-CPU buffers: jaxlib's own conversion.
-    with _answer_jaxlib_lookups:
-        arr, _ = buf._single_device_array_to_np_array_did_copy()
-    return arr
 
 
 def shards(buf) -> list:
@@ -267,6 +268,13 @@ def assemble(aval, sharding, shard_bufs, committed: bool = True):
     """One jaxlib array from per-device single-device arrays."""
     with _answer_jaxlib_lookups:
         return xc.ArrayImpl(aval, sharding, list(shard_bufs), committed, True)
+
+
+def rewrap(buf, aval, committed: bool):
+    """A jaxlib array over ``buf``'s data (no copy) typed ``aval``, committed or not."""
+    sharding = buf._sharding
+    pieces = [buf] if isinstance(sharding, SingleDeviceShardingBase) else shards(buf)
+    return xc.ArrayImpl(aval, sharding, pieces, committed, True)
 
 
 def hlo_sharding_replicated():
@@ -497,6 +505,12 @@ def _load_lapack_kernels() -> None:
 # call with the same signature stays in C++. runtime/cpp_jit.py drives it.
 PyTreeRegistry = _jax.pytree.PyTreeRegistry
 ArrayImpl = xc.ArrayImpl
+
+
+def attach_methods(cls, methods: dict) -> None:
+    """Give jaxlib's C++ class ``cls`` these methods and attributes (plax's arrays)."""
+    for name, value in methods.items():
+        setattr(cls, name, value)
 JitFunctionCache = _jax.PjitFunctionCache
 JitFunction = _jax.PjitFunction
 

@@ -40,7 +40,7 @@ from plax.lax import prng as _prng
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.runtime import dispatch
-from plax.runtime.array import Array
+from plax.runtime.array import CONCRETE
 
 __all__ = ["enabled", "check_jaxpr", "check_call"]
 
@@ -61,14 +61,14 @@ _consumed: dict = {}  # id(array) -> (weak reference to it, where it was consume
 
 
 def consumed_at(x) -> str | None:
-    entry = _consumed.get(id(x)) if type(x) is Array else None
+    entry = _consumed.get(id(x)) if type(x) in CONCRETE else None
     if entry is None or entry[0]() is not x:
         return None
     return entry[1]
 
 
 def mark_consumed(x, where: str) -> None:
-    if type(x) is Array and _is_key(x.aval) and consumed_at(x) is None:
+    if type(x) in CONCRETE and _is_key(x.aval) and consumed_at(x) is None:
         i = id(x)
         _consumed[i] = (weakref.ref(x, lambda _, i=i: _consumed.pop(i, None)), where)
 
