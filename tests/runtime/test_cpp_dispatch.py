@@ -294,3 +294,53 @@ def test_jitted_function_called_from_a_new_thread():
     t.start()
     t.join(10)
     assert out == [6.0, 6.0, 6.0]
+
+
+# --- plax's arrays are jaxlib's C++ arrays ----------------------------------------------------
+def test_results_are_the_cpp_array_type_with_plax_methods(misses):
+    f = plax.jit(lambda a: a * 2.0)
+    x = arr(1, 2)
+    for out in (f(x), f(x), jnp.sin(x), x + 1):
+        assert type(out) is ArrayImpl and isinstance(out, plax.Array)
+        assert out.shape == (2,) and out.dtype == np.float32 and not out.weak_type
+        assert issubclass(type(out), plax.Array) and issubclass(type(out), jnp.ndarray)
+    np.testing.assert_array_equal(f(x), [2.0, 4.0])
+    assert misses.count("<lambda>") == 1  # (eager sin and add compile once each too)
+    assert make_array(x, x.aval, x.committed) is x  # an array already typed: no new object
+
+
+def test_key_arrays_stay_on_the_fast_path(misses):
+    f = plax.jit(lambda k: plax.random.split(k, 3))
+    key = plax.random.key(7)
+    first, again = f(key), f(key)
+    assert misses == ["<lambda>"]
+    assert isinstance(again, plax.Array) and type(again) is not ArrayImpl
+    assert again.shape == (3,) and plax.dtypes.issubdtype(again.dtype, plax.dtypes.prng_key)
+    want = plax.random.key_data(plax.random.split(key, 3))
+    np.testing.assert_array_equal(plax.random.key_data(again), want)
+    np.testing.assert_array_equal(plax.random.key_data(first), want)
+    with pytest.raises(TypeError, match="PRNGKey dtype cannot be converted to a NumPy array"):
+        np.asarray(again)
+
+
+def test_committedness_of_results_follows_the_inputs():
+    x = arr(1, 2)
+    on2 = plax.device_put(x, plax.devices()[2])
+    assert not x.committed and on2.committed
+    f = plax.jit(lambda a: a + 1.0)
+    for _ in range(2):  # the Python path, then C++
+        assert not f(x).committed and not (x * 2).committed
+        out = f(on2)
+        assert out.committed and out.devices() == {plax.devices()[2]}
+        assert (on2 * 2).committed
+
+
+def test_deleted_arrays_raise_instead_of_crashing():
+    x = arr(1, 2)
+    assert float(x[0]) == 1.0 and np.asarray(x).tolist() == [1.0, 2.0]  # host copy kept
+    x.delete()
+    for read in (x.is_ready, x.block_until_ready, lambda: np.asarray(x), lambda: x.tolist(),
+                 lambda: float(x[0])):
+        with pytest.raises(RuntimeError, match="Array has been deleted"):
+            read()
+    assert x.is_deleted() and repr(x) == "Array(<deleted>)"
