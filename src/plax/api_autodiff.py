@@ -372,13 +372,14 @@ def _jac_inputs(args, nums, holomorphic, what):
 
 def _std_basis(avals):
     """One basis array per leaf, shaped (total elements,) + leaf shape: together the rows of
-    the identity over all the leaves' elements."""
+    the identity over all the leaves' elements. Built by the program (an iota comparison,
+    as JAX builds it), not a host constant: XLA fuses it into its consumers."""
+    import plax.numpy as jnp
     sizes = [int(np.prod(a.shape, dtype=np.int64)) for a in avals]
     total, start, out = sum(sizes), 0, []
     for a, n in zip(avals, sizes):
-        block = np.zeros((total, n), a.dtype)
-        block[np.arange(start, start + n), np.arange(n)] = 1
-        out.append(block.reshape((total,) + a.shape))
+        block = jnp.eye(total, n, k=-start, dtype=a.dtype)  # ones at [start + j, j]
+        out.append(jnp.reshape(block, (total,) + a.shape))
         start += n
     return out
 
