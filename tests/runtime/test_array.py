@@ -234,3 +234,12 @@ def test_transposes():
     np.testing.assert_array_equal(np.asarray(x.mT), np.swapaxes(a, -1, -2))
     with pytest.raises(ValueError, match="ndim >= 2"):
         jnp.array([1.0]).mT
+
+
+def test_array_type_is_for_checks_not_construction():
+    with pytest.raises(TypeError, match="plax.Array is the type to check arrays against"):
+        plax.Array(np.ones(2))
+
+    class Tagged(plax.Array):  # subclasses (type-tag classes) still construct
+        pass
+    assert isinstance(Tagged(), Tagged) and not isinstance(jnp.ones(2), Tagged)

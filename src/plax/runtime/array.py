@@ -330,6 +330,12 @@ class Array(metaclass=_ArrayMeta):
 
     __slots__ = ()
 
+    def __new__(cls, *args, **kwargs):
+        if cls is Array:
+            raise TypeError("plax.Array is the type to check arrays against; it makes no "
+                            "arrays itself. Create one with plax.numpy.array(...), "
+                            "plax.numpy.zeros(...) or plax.device_put(...).")
+        return super().__new__(cls)
 
 
 def _rebuild(value, weak_type):
