@@ -68,7 +68,8 @@ _UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "in
 _METHODS = ["reshape", "transpose", "ravel", "flatten", "squeeze", "swapaxes", "sum", "prod",
             "mean", "var", "std", "max", "min", "argmax", "argmin", "all", "any", "cumsum",
             "cumprod", "clip", "conj", "conjugate", "dot", "round", "sort", "argsort", "trace",
-            "diagonal", "repeat", "take", "nonzero", "ptp", "searchsorted"]
+            "diagonal", "repeat", "take", "nonzero", "ptp", "searchsorted", "argpartition",
+            "choose"]
 
 
 def _compress(self, condition, axis=None, **kwargs):
@@ -96,6 +97,62 @@ def _flatten(self, order="C"):
 def _astype(self, dtype, copy: bool = False, device=None):
     """A copy of the array cast to ``dtype`` (same as plax.numpy.astype)."""
     return _jnp().astype(self, dtype, copy=copy, device=device)
+
+
+def _view(self, dtype=None, type=None):
+    """The same bits read as ``dtype`` (NumPy's ``ndarray.view``): with a different item
+    size the last axis shrinks or grows by the ratio, as in NumPy."""
+    from plax.core import dtypes
+    from plax.lax import conversion
+    if type is not None:
+        raise NotImplementedError("`type` argument of array.view() is not supported.")
+    if dtype is None:
+        return self
+    want = dtypes.canonicalize_user_dtype(dtype, "dtype")
+    x, have = self, np.dtype(self.dtype)
+    if want == have:
+        return x
+    if have == np.bool_:  # bools are bytes here, as in NumPy
+        x, have = conversion.convert_element_type(x, np.uint8), np.dtype(np.uint8)
+    target = np.dtype(np.uint8) if want == np.bool_ else want
+    big, small = have.itemsize, target.itemsize
+    if big != small and x.ndim == 0:
+        raise ValueError("view() of a 0d array is only supported if the itemsize is "
+                         f"unchanged ({have} has {big} bytes, {want} {small}).")
+    if big > small:  # each element becomes several: they join the last axis
+        out = conversion.bitcast_convert_type(x, target)
+        out = _jnp().reshape(out, x.shape[:-1] + (x.shape[-1] * (big // small),))
+    elif big < small:  # several elements become one: the last axis must divide
+        ratio = small // big
+        if x.shape[-1] % ratio:
+            raise ValueError("When changing to a larger dtype, its size must be a divisor of "
+                             f"the total size in bytes of the last axis of the array: shape "
+                             f"{x.shape} of {have} cannot be viewed as {want}.")
+        out = conversion.bitcast_convert_type(
+            _jnp().reshape(x, x.shape[:-1] + (x.shape[-1] // ratio, ratio)), target)
+    else:
+        out = conversion.bitcast_convert_type(x, target)
+    return conversion.convert_element_type(out, np.bool_) if want == np.bool_ else out
+
+
+def _to_device(self, device, *, stream=None):
+    """This array on ``device`` (a Device or Sharding), committed there (Array API)."""
+    if stream is not None:
+        raise NotImplementedError("to_device(stream=...) is not supported.")
+    from plax.api_devices import device_put
+    return device_put(self, device)
+
+
+def _contains(self, value):
+    return bool(_jnp().any(_jnp().equal(self, value)))
+
+
+def _array_namespace(self, *, api_version=None):
+    """plax.numpy: the Array API namespace of plax arrays."""
+    if api_version is not None and api_version != "2024.12":
+        raise ValueError(f"{api_version=!r} is not available; available versions are: "
+                         "['2024.12']")
+    return _jnp()
 
 
 def _setitem(self, idx, value):
@@ -165,6 +222,10 @@ def _install(cls) -> None:
     cls.__round__ = _round_dunder
     cls.copy = lambda self: _jnp().array(self, copy=True)
     cls.compress = _compress
+    cls.view = _view
+    cls.to_device = _to_device
+    cls.__contains__ = _contains
+    cls.__array_namespace__ = _array_namespace
 
 
 _install(ArrayImpl)

@@ -173,6 +173,16 @@ class _ArrayMethods:
     def item(self, *args):
         return self._value().item(*args)
 
+    def tobytes(self, order="C") -> bytes:
+        """The data's bytes, as NumPy's ``tobytes`` gives them."""
+        return self._value().tobytes(order)
+
+    @property
+    def flat(self):
+        raise NotImplementedError("JAX Arrays do not implement the arr.flat property (plax "
+                                  "arrays are immutable device arrays): use arr.flatten() or "
+                                  "arr.ravel() instead.")
+
     def tolist(self):
         return self._value().tolist()
 
@@ -226,6 +236,16 @@ class _ArrayMethods:
         if self.ndim == 0:
             return format(self._value()[()], spec)
         return format(str(self), spec)
+
+    # --- copies: on the same devices, with the same layout and commitment ---
+    def __copy__(self):
+        self._check_alive()
+        s = self._sharding
+        buf = xla.copy_to_devices(buffer_of(self), s._device_assignment, s)
+        return make_array(buf, self.aval, self._committed)
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
 
     # --- lifetime ---
     def block_until_ready(self):
