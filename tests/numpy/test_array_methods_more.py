@@ -1,5 +1,6 @@
 """Array methods JAX arrays have beyond the operators: view, to_device, ``in``, the Array API
-namespace, argpartition/choose, tobytes, flat, and copies that keep layout and commitment."""
+namespace, argpartition/choose, tobytes, flat, DLPack export, and copies that keep layout
+and commitment."""
 import copy
 
 import numpy as np
@@ -79,3 +80,14 @@ def test_copies_keep_devices_layout_and_commitment():
     gone.delete()
     with pytest.raises(RuntimeError, match="Array has been deleted"):
         copy.copy(gone)
+
+
+def test_dlpack_export_to_numpy():
+    x = plax.device_put(np.arange(6, dtype=np.float32).reshape(2, 3), plax.devices()[3])
+    assert tuple(x.__dlpack_device__()) == (1, 0)
+    np.testing.assert_array_equal(np.from_dlpack(x), np.arange(6).reshape(2, 3))
+    np.testing.assert_array_equal(np.from_dlpack(jnp.arange(4, dtype=jnp.int8)), np.arange(4))
+    mesh = plax.make_mesh((8,), ("d",))
+    spread = plax.device_put(jnp.arange(16.0), NamedSharding(mesh, PartitionSpec("d")))
+    with pytest.raises(BufferError, match="from an array on a singular device"):
+        spread.__dlpack__()

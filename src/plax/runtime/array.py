@@ -14,6 +14,7 @@ Inside plax, ``type(x) in CONCRETE`` asks "a concrete array on devices", and
 """
 from __future__ import annotations
 
+import enum
 import gc
 
 import numpy as np
@@ -28,6 +29,13 @@ ArrayImpl = xla.ArrayImpl
 # jaxlib's own lifetime methods, kept before plax's versions (which check first) replace them.
 _cpp_block_until_ready = ArrayImpl.block_until_ready
 _cpp_is_ready = ArrayImpl.is_ready
+
+
+class DLDeviceType(enum.IntEnum):
+    """DLPack's device kinds (of those plax runs on)."""
+    kDLCPU = 1
+    kDLCUDA = 2
+    kDLROCM = 10
 
 
 class Shard:
@@ -236,6 +244,30 @@ class _ArrayMethods:
         if self.ndim == 0:
             return format(self._value()[()], spec)
         return format(str(self), spec)
+
+    # --- DLPack (NumPy's and PyTorch's from_dlpack take plax arrays) ---
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if dtypes.is_extended(self.dtype):
+            raise TypeError("PRNG key arrays have no DLPack form: export "
+                            "plax.random.key_data(keys) instead.")
+        devices = self._sharding._device_assignment
+        if len(devices) != 1:
+            raise BufferError("to_dlpack can only pack a dlpack tensor from an array on a "
+                              f"singular device; this one spans {len(devices)} devices. Gather "
+                              "it first, e.g. with plax.device_put(x, plax.devices()[0]).")
+        if dl_device is not None and tuple(dl_device) != tuple(self.__dlpack_device__()):
+            raise BufferError(f"__dlpack__ cannot move the array to dl_device={dl_device}: it "
+                              f"lives on {devices[0]}; move it with plax.device_put first.")
+        self._check_alive()
+        source = self.__copy__() if copy else self
+        return xla.to_dlpack(buffer_of(source), stream)
+
+    def __dlpack_device__(self) -> tuple:
+        device = self._sharding._device_assignment[0]
+        if device.platform == "cpu":
+            return DLDeviceType.kDLCPU, 0  # (host memory: one DLPack device)
+        kind = DLDeviceType.kDLROCM if device.platform == "rocm" else DLDeviceType.kDLCUDA
+        return kind, device.local_hardware_id
 
     # --- copies: on the same devices, with the same layout and commitment ---
     def __copy__(self):

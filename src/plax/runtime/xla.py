@@ -277,6 +277,11 @@ def rewrap(buf, aval, committed: bool):
     return xc.ArrayImpl(aval, sharding, pieces, committed, True)
 
 
+def to_dlpack(buf, stream=None):
+    """A DLPack capsule over a single-device jaxlib array's data (no copy)."""
+    return _jax.buffer_to_dlpack_managed_tensor(buf, stream=stream)
+
+
 def hlo_sharding_replicated():
     return xc.HloSharding.replicate()
 
