@@ -150,7 +150,9 @@ def test_typed_key_program_gives_jax_numbers_through_python_m_plax(tmp_path):
 
 def test_device_put_jit_and_donation_read_back(tmp_path):
     assert_ok(run_script(tmp_path, DEVICES), "ndev 8", "put True True", "shards 1 True",
-              "jit_on_dev True True", "donated True", "get True")
+              "jit_on_dev True True", "donated True", "get True",
+              "array_type ArrayImpl True True False", "deepcopy True True True", "dlpack True",
+              "traced True")
 
 
 def test_install_as_jax_from_python(tmp_path):
