@@ -30,7 +30,7 @@ from plax.api_devices import (  # noqa: F401  (plax.api is where they are looked
     device_get, device_put, devices, host_count, host_id, host_ids, live_arrays,
     local_device_count, local_devices, print_environment_info, process_count, process_index,
     process_indices)
-from plax.runtime.array import ARRAY_TYPES, CONCRETE, ArrayImpl, KeyArray
+from plax.runtime.array import ARRAY_TYPES, CONCRETE
 
 
 # --- staging -----------------------------------------------------------------------------
@@ -602,7 +602,7 @@ def _fast_signature(leaves):
     sig = []
     for x in leaves:
         t = type(x)
-        if t is ArrayImpl or t is KeyArray:
+        if t in CONCRETE:
             s = x._sharding
             dev = getattr(s, "device_for_dispatch", None)
             if dev is None:  # laid out over a mesh: the layout picks the program

@@ -203,8 +203,8 @@ def to_buffer(x, aval: ShapedArray, device):
 class CompiledProgram:
     """An XLA executable with the types it was built for and its result handlers."""
 
-    __slots__ = ("exe", "in_avals", "out_avals", "device", "handlers", "text", "_has_float0",
-                 "_takes_token", "_has_callbacks", "_special")
+    __slots__ = ("exe", "in_avals", "out_avals", "device", "handlers", "text", "_takes_token",
+                 "_has_callbacks", "_special")
     # ``handlers`` maps committed (True/False) to the result handlers making such arrays.
 
     def __init__(self, exe, in_avals, out_avals, device, text):
@@ -214,7 +214,6 @@ class CompiledProgram:
         self.device = device
         self.text = text
         s = sharding_for(device)
-        self._has_float0 = any(a.dtype == dtypes.float0 for a in self.out_avals)
         self._special = special_results(self.out_avals)
         self._takes_token = getattr(text, "takes_token", False)
         self._has_callbacks = bool(getattr(text, "host_callbacks", ()))

@@ -232,8 +232,9 @@ class SpmdProgram:
             outs = xla.execute(self.exe, bufs, handlers)
         if self.collective:
             _in_flight[0] = outs
-        return dispatch.arrays_from_results(outs[:len(self.out_avals)], self.out_avals,
-                                            committed, self._special)
+        if len(outs) != len(self.out_avals):  # (inspection probes are not returned)
+            outs = outs[:len(self.out_avals)]
+        return dispatch.arrays_from_results(outs, self.out_avals, committed, self._special)
 
     def _token_sharding(self):
         mesh = next(s.mesh for s in (*self.in_shardings, *self.out_shardings)

@@ -509,15 +509,15 @@ def _load_lapack_kernels() -> None:
 # calls back into Python, which answers with the "fast-path data" below so that the next
 # call with the same signature stays in C++. runtime/cpp_jit.py drives it.
 PyTreeRegistry = _jax.pytree.PyTreeRegistry
-ArrayImpl = xc.ArrayImpl
+ArrayImpl = xc.ArrayImpl  # plax's concrete arrays (runtime/array.py)
+JitFunctionCache = _jax.PjitFunctionCache
+JitFunction = _jax.PjitFunction
 
 
 def attach_methods(cls, methods: dict) -> None:
-    """Give jaxlib's C++ class ``cls`` these methods and attributes (plax's arrays)."""
+    """Give jaxlib's C++ class ``cls`` (ArrayImpl, JitFunction) these methods and attributes."""
     for name, value in methods.items():
         setattr(cls, name, value)
-JitFunctionCache = _jax.PjitFunctionCache
-JitFunction = _jax.PjitFunction
 
 
 class FastpathData(tuple):
