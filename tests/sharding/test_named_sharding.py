@@ -248,6 +248,20 @@ def test_with_memory_kind_and_with_spec():
     assert t.devices_indices_map((4,))[plax.devices()[5]] == (slice(1, 2),)
 
 
+def test_update_replaces_only_what_is_named():
+    m = mesh_2x4()
+    s = NamedSharding(m, P("a", None), memory_kind="pinned_host")
+    t = s.update(spec=("b",))
+    assert t.spec == P("b") and t.mesh == m and t.memory_kind == "pinned_host"
+    other = Mesh(grid((4, 2)), ("x", "y"))
+    u = s.update(mesh=other, spec=P("y"), memory_kind="device")
+    assert (u.mesh, u.spec, u.memory_kind) == (other, P("y"), "device")
+    assert s.update() == s
+    assert u.devices_indices_map((4,))[plax.devices()[1]] == (slice(2, 4),)
+    with pytest.raises(TypeError, match="unexpected keyword.*'axes'"):
+        s.update(axes=("a",))
+
+
 def test_repr():
     s = NamedSharding(mesh_2x4(), P("a", None))
     assert repr(s) == ("NamedSharding(mesh=Mesh('a': 2, 'b': 4, axis_types=(Auto, Auto)), "

@@ -170,6 +170,15 @@ class NamedSharding(xla.GSPMDShardingBase):
     def with_spec(self, spec) -> "NamedSharding":
         return NamedSharding(self.mesh, spec, memory_kind=self._kind)
 
+    def update(self, **changes) -> "NamedSharding":
+        """A copy with some of ``mesh=``, ``spec=`` and ``memory_kind=`` replaced."""
+        unknown = sorted(set(changes) - {"mesh", "spec", "memory_kind"})
+        if unknown:
+            raise TypeError(f"NamedSharding.update got unexpected keyword argument(s) "
+                            f"{unknown}; it takes mesh=, spec= and memory_kind=.")
+        return NamedSharding(changes.get("mesh", self.mesh), changes.get("spec", self.spec),
+                             memory_kind=changes.get("memory_kind", self._kind))
+
     @property
     def is_fully_replicated(self) -> bool:
         return all(s == 1 for s in (self.mesh.shape[a] for a in self.spec.mesh_axes()))
