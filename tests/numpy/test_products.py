@@ -223,6 +223,37 @@ def test_einsum_dtypes_and_forms():
     assert len(path) == 2 and "ij,jk,kl->il" in str(info)
 
 
+def test_einsum_dot_general_override():
+    calls = []
+
+    def doubled_dot(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+        calls.append((np.shape(lhs), np.shape(rhs), preferred_element_type))
+        return 2 * plax.lax.dot_general(lhs, rhs, dimension_numbers, precision,
+                                        preferred_element_type=preferred_element_type)
+
+    a, b, c = make((2, 3), seed=60), make((3, 4), seed=61), make((4, 5), seed=62)
+    got = jnp.einsum("ij,jk,kl->il", a, b, c, _dot_general=doubled_dot, optimize="greedy")
+    check(got, 4 * np.einsum("ij,jk,kl->il", a, b, c))
+    assert len(calls) == 2 and all(p == np.float32 for _, _, p in calls)
+    jitted = plax.jit(lambda x, y: jnp.einsum("ij,jk", x, y, _dot_general=doubled_dot,
+                                              preferred_element_type=np.float32))
+    check(jitted(a, b), 2 * (a @ b))
+    # a single-operand einsum makes no contraction, so the override is not called
+    calls.clear()
+    check(jnp.einsum("ij->j", a, _dot_general=doubled_dot), a.sum(0))
+    assert calls == []
+
+
+def test_einsum_out_sharding():
+    mesh = plax.make_mesh((2,), ("x",), axis_types=(plax.sharding.AxisType.Explicit,),
+                          devices=plax.devices()[:2])
+    a, b = make((4, 3), seed=63), make((3, 2), seed=64)
+    with plax.set_mesh(mesh):
+        out = jnp.einsum("ij,jk->ik", a, b, out_sharding=plax.P("x"))
+    check(out, a @ b)
+    assert out.sharding.spec == plax.P("x", None) and len(out.sharding.device_set) == 2
+
+
 def test_jaxprs():
     text = str(plax.make_jaxpr(jnp.matmul)(np.ones((5, 2, 3), np.float32),
                                            np.ones((3, 4), np.float32)))

@@ -35,12 +35,16 @@ def _preferred(preferred_element_type):
     return dtypes.canonicalize_user_dtype(preferred_element_type, "preferred_element_type")
 
 
-def _dot_general(a, b, contract, batch, precision, preferred):
-    """dot_general, recording the result dtype as preferred_element_type like JAX does."""
+def _dot(a, b, contract, batch, precision, preferred, impl=None):
+    """dot_general, recording the result dtype as preferred_element_type like JAX does.
+
+    ``impl`` replaces ``lax.dot_general`` (einsum's ``_dot_general=``); it is called as JAX
+    calls it: ``impl(a, b, dimension_numbers, precision, preferred_element_type=...)``.
+    """
     if preferred is None:
         preferred = get_aval(a).dtype
-    return lax.dot_general(a, b, (contract, batch), precision=precision,
-                           preferred_element_type=preferred)
+    return (impl or lax.dot_general)(a, b, (contract, batch), precision,
+                                     preferred_element_type=preferred)
 
 
 def _transpose_to(x, labels, target):
@@ -110,7 +114,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     if squeeze_b:
         b, lb = lax.squeeze(b, squeeze_b), [l for i, l in enumerate(lb) if i not in squeeze_b]
     batch = [l for l in la if l in lb and l != "k"]
-    out = _dot_general(a, b, ((la.index("k"),), (lb.index("k"),)),
+    out = _dot(a, b, ((la.index("k"),), (lb.index("k"),)),
                        (tuple(la.index(l) for l in batch), tuple(lb.index(l) for l in batch)),
                        precision, _preferred(preferred_element_type))
     labels = batch + [l for l in la if l not in batch and l != "k"] + \
@@ -130,7 +134,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
     cb = 0 if len(sb) == 1 else len(sb) - 2
     if sa[-1] != sb[cb]:
         raise _mismatch("dot", sa, sb, sa[-1], sb[cb])
-    return _dot_general(a, b, ((len(sa) - 1,), (cb,)), ((), ()), precision, preferred)
+    return _dot(a, b, ((len(sa) - 1,), (cb,)), ((), ()), precision, preferred)
 
 
 def vdot(a, b, *, precision=None, preferred_element_type=None):
@@ -161,8 +165,8 @@ def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
     x1, x2 = broadcast_to_shape(x1, shape), broadcast_to_shape(x2, shape)
     batch = tuple(range(len(shape) - 1))
     last = len(shape) - 1
-    return _dot_general(x1, x2, ((last,), (last,)), (batch, batch), precision,
-                        _preferred(preferred_element_type))
+    return _dot(x1, x2, ((last,), (last,)), (batch, batch), precision,
+                _preferred(preferred_element_type))
 
 
 def _to_last(x, axis):
@@ -201,7 +205,7 @@ def inner(a, b, *, precision=None, preferred_element_type=None):
         return _multiply(a, b, preferred)
     if sa[-1] != sb[-1]:
         raise _mismatch("inner", sa, sb, sa[-1], sb[-1])
-    return _dot_general(a, b, ((len(sa) - 1,), (len(sb) - 1,)), ((), ()), precision, preferred)
+    return _dot(a, b, ((len(sa) - 1,), (len(sb) - 1,)), ((), ()), precision, preferred)
 
 
 def outer(a, b, out=None):
@@ -245,7 +249,7 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
     for i, j in zip(ca, cb):
         if sa[i] != sb[j]:
             raise _mismatch("tensordot", sa, sb, sa[i], sb[j])
-    return _dot_general(a, b, (ca, cb), ((), ()), precision, _preferred(preferred_element_type))
+    return _dot(a, b, (ca, cb), ((), ()), precision, _preferred(preferred_element_type))
 
 
 def kron(a, b):
@@ -373,7 +377,7 @@ def _sum_unique(x, labels, keep):
     return _reduce_sum(x, axes), [c for c in labels if c in keep]
 
 
-def _einsum_pair(x, lx, y, ly, out, precision, preferred):
+def _einsum_pair(x, lx, y, ly, out, dot):
     x, lx = _take_diagonals(x, lx)
     y, ly = _take_diagonals(y, ly)
     # Ellipsis axes broadcast: a size-1 axis facing a larger one is squeezed away.
@@ -395,7 +399,7 @@ def _einsum_pair(x, lx, y, ly, out, precision, preferred):
     contract = [c for c in lx if c in ly and c not in out]
     dims = [(tuple(lx.index(c) for c in group), tuple(ly.index(c) for c in group))
             for group in (contract, batch)]
-    r = _dot_general(x, y, dims[0], dims[1], precision, preferred)
+    r = dot(x, y, dims[0], dims[1])
     return _transpose_to(r, _pair_labels(lx, ly, out), out)
 
 
@@ -405,7 +409,7 @@ def _pair_labels(lx, ly, out):
     return batch + [c for c in lx if c not in ly] + [c for c in ly if c not in lx]
 
 
-def _einsum_step(args, in_labels, out, precision, preferred):
+def _einsum_step(args, in_labels, out, dot):
     """One contraction of opt_einsum's path: one operand, a pair, or more folded pairwise."""
     if len(args) == 1:
         x, labels = _take_diagonals(args[0], in_labels[0])
@@ -416,15 +420,19 @@ def _einsum_step(args, in_labels, out, precision, preferred):
         later = set(out).union(*in_labels[i + 1:])
         keep = out if i == len(args) - 1 else \
             "".join(dict.fromkeys(c for c in lx + in_labels[i] if c in later))
-        x = _einsum_pair(x, list(lx), args[i], list(in_labels[i]), keep, precision, preferred)
+        x = _einsum_pair(x, list(lx), args[i], list(in_labels[i]), keep, dot)
         lx = keep
     return x
 
 
 @takes_out_sharding
 def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
-           preferred_element_type=None):
-    """Einstein summation; the contraction order comes from opt_einsum (``optimize``)."""
+           preferred_element_type=None, _dot_general=None):
+    """Einstein summation; the contraction order comes from opt_einsum (``optimize``).
+
+    ``_dot_general`` (as in JAX, for libraries) replaces ``lax.dot_general`` in every pairwise
+    contraction; it takes ``(lhs, rhs, dimension_numbers, precision, preferred_element_type=)``.
+    """
     if out is not None:
         raise ValueError("plax.numpy.einsum: the 'out' argument must be None; plax arrays are "
                          "immutable, so the result is returned.")
@@ -442,11 +450,13 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
     import opt_einsum
     _, contractions = opt_einsum.contract_path(subscripts, *shapes, shapes=True, einsum_call=True,
                                                optimize=_path_arg(optimize, len(operands)))
+    def dot(x, y, contract, batch):
+        return _dot(x, y, contract, batch, precision, preferred, _dot_general)
     ops = list(operands)
     for inds, _, spec, _, _ in contractions:
         args = [ops.pop(i) for i in inds]
         ins, result = spec.split("->")
-        ops.append(_einsum_step(args, ins.split(","), result, precision, preferred))
+        ops.append(_einsum_step(args, ins.split(","), result, dot))
     r = ops[0]
     if preferred is not None and get_aval(r).dtype != preferred:
         r = lax.convert_element_type(r, preferred)
