@@ -32,6 +32,12 @@ spread = lib.device_put(np.ones((8, 4), np.float32),
                         lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("d")))
 sharded = lib.jit(lambda a: a * 2.0)
 
+def affine(a):
+    return a * 2.0 + 1.0
+
+hundred = lib.device_put(np.ones((100,), np.float32))
+reused = lib.jit(affine)
+
 y = lib.device_put(np.ones((16, 16), np.float32))
 v = lib.device_put(np.ones((64,), np.float32))
 
@@ -58,6 +64,10 @@ res = {
   "jit dispatch, dict of 10 arrays (us)": best_of(lambda: many(params), 2000),
   "jit dispatch, static arg (us)": best_of(lambda: static(x, 3), 2000),
   "jit dispatch, sharded on 8 devices (us)": best_of(lambda: sharded(spread), 1000),
+  "jit(f)(x) wrapper reused, 100 elements (us)": best_of(lambda: reused(hundred), 2000),
+  # The cache belongs to f: a wrapper built afresh on each call finds f's executable.
+  "jit(f)(x) wrapper built afresh, f cached (us)":
+      best_of(lambda: lib.jit(affine)(hundred), 2000),
   "eager y * 2.0 + y (us)": best_of(lambda: y * 2.0 + y, 1000),
   "eager sin(y) (us)": best_of(lambda: jnp.sin(y), 1000),
   "eager sum(y) (us)": best_of(lambda: jnp.sum(y), 1000),

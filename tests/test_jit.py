@@ -218,6 +218,128 @@ def test_clear_caches_forces_retrace():
     assert f.n == 3
 
 
+
+# --- the cache belongs to the function, not to the wrapper ---------------------------------------
+def test_a_fresh_jit_of_the_same_function_reuses_its_trace_and_executable():
+    from plax.runtime import cpp_jit
+    f = counted(lambda x: x * 2)
+    np.testing.assert_array_equal(plax.jit(f)(X), X * 2)
+    entries = cpp_jit._shared_cache.size()
+    for _ in range(3):  # jit(f)(x) in a loop: no retrace, and C++ finds the signature
+        np.testing.assert_array_equal(plax.jit(f)(X), X * 2)
+    assert f.n == 1 and cpp_jit._shared_cache.size() == entries
+    # Options that do not change the trace reuse it; a new signature traces once more.
+    plax.jit(f, donate_argnums=())(X)
+    plax.jit(f, keep_unused=True)(X)
+    assert f.n == 1
+    plax.jit(f)(np.ones((2, 2), np.float32))
+    assert f.n == 2
+    plax.jit(f, static_argnums=0)(3)  # a static argument is part of what is traced
+    assert f.n == 3
+
+
+def test_a_global_read_at_trace_time_stays_baked_in_for_every_jit_of_the_function():
+    state = {"offset": 1.0}
+
+    def f(x):
+        return x + state["offset"]
+
+    assert float(plax.jit(f)(1.0)) == 2.0
+    state["offset"] = 10.0
+    assert float(plax.jit(f)(1.0)) == 2.0  # as JAX: the second wrapper hits the first's cache
+    assert float(plax.grad(plax.jit(f))(1.0)) == 1.0
+    assert float(plax.jit(f)(np.float32(1.0))) == 11.0  # a new signature traces anew
+
+
+def test_clear_cache_of_one_wrapper_retraces_for_the_others():
+    f = counted(lambda x: x + 1)
+    a, b = plax.jit(f), plax.jit(f)
+    a(X)
+    b(X)
+    assert f.n == 1
+    a.clear_cache()
+    b(X)
+    assert f.n == 2
+
+
+def test_the_cache_drops_a_function_that_has_died():
+    import gc
+    import weakref
+    from plax import api
+    from plax.runtime import cpp_jit
+
+    def make():
+        def f(x):
+            return x * 3
+        return f
+
+    gc.collect()
+    before = cpp_jit._shared_cache.size()
+    f = make()
+    ref = weakref.ref(f)
+    np.testing.assert_array_equal(plax.jit(f)(X), X * 3)
+    assert cpp_jit._shared_cache.size() == before + 1 and f in api._traces_by_function
+    del f
+    gc.collect()
+    assert ref() is None
+    assert cpp_jit._shared_cache.size() == before
+    assert all(fun is not ref() for fun in list(api._traces_by_function))
+
+
+def test_a_temporary_jit_of_a_bound_method_goes_with_it():
+    class Model:
+        def __init__(self):
+            self.n = 0
+
+        def apply(self, x):
+            self.n += 1
+            return x * 2
+
+    m = Model()
+    np.testing.assert_array_equal(plax.jit(m.apply)(X), X * 2)
+    np.testing.assert_array_equal(plax.jit(m.apply)(X), X * 2)
+    assert m.n == 2  # as in JAX: each bound method dies with its wrapper, and its cache too
+    keep = plax.jit(m.apply)
+    keep(X)
+    keep(X)
+    assert m.n == 3
+
+
+class _EqualButUnhashable:
+    __hash__ = None
+
+    def __init__(self):
+        self.n = 0
+
+    def __eq__(self, other):
+        return isinstance(other, _EqualButUnhashable)
+
+    def __call__(self, x):
+        self.n += 1
+        return x - 1
+
+
+class _NoWeakReferences:
+    __slots__ = ("n",)
+
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self, x):
+        self.n += 1
+        return x - 1
+
+
+@pytest.mark.parametrize("kind", [_EqualButUnhashable, _NoWeakReferences])
+def test_callables_that_cannot_key_a_cache_get_one_per_wrapper(kind):
+    fun = kind()
+    for _ in range(2):
+        np.testing.assert_array_equal(plax.jit(fun)(X), X - 1)
+    assert fun.n == 2
+    unhashable_option = plax.jit(lambda x: x, compiler_options={"xla_cpu_enable_fast_math": [0]})
+    assert unhashable_option._state.shared is False
+
+
 # --- donation ---------------------------------------------------------------------------------
 def test_donate_argnums_deletes_the_input():
     d = plax.jit(lambda a, b: a + b, donate_argnums=0)

@@ -251,17 +251,13 @@ class _JitEntry:
         return tree_util.tree_unflatten(self.out_tree, shapes)
 
 
-_jit_instances = weakref.WeakSet()  # for clear_caches()
-
-
 def _forget_fast_paths(name: str) -> None:
-    # The eager fast path caches the executable chosen for uncommitted inputs: it changes
+    # The eager fast paths cache the executable chosen for uncommitted inputs: it changes
     # with the default device.
     if name in ("default_device", "platforms"):
-        for wrapped in list(_jit_instances):
-            wrapped._fast.clear()
-            if wrapped._cpp is not None:
-                wrapped._cpp._clear_cache()
+        for state in list(_jit_states):
+            state.fast.clear()
+        cpp_jit.clear_all()
 
 
 config._listeners.append(_forget_fast_paths)
@@ -305,56 +301,165 @@ def _miss_handler(wrapped):
     return cache_miss
 
 
+class _FunctionTraces:
+    """What every ``jit(f)`` of one ``f`` shares, as in JAX (whose caches are keyed on the
+    function, held weakly): its traces by call signature, whatever the jit options, and what
+    explain_cache_misses counts. It holds no reference to ``f``, so it goes when ``f`` does."""
+
+    __slots__ = ("traces", "by_options", "n_traces", "explained_causes", "last_key")
+
+    def __init__(self):
+        self.traces: dict = {}  # signature key -> _JitEntry (its params: the first options')
+        self.by_options: dict = {}  # options key -> _JitState
+        self.n_traces = 0  # traces so far, and causes already logged
+        self.explained_causes: set = set()
+        self.last_key = None
+
+    def clear(self) -> None:
+        self.traces.clear()
+        for state in self.by_options.values():
+            state.clear()
+
+
+class _JitState:
+    """What every ``jit(f, **options)`` with the same ``f`` and options shares: the options
+    resolved against ``f``'s signature, the cache entries (a trace with these options'
+    parameters) and the executables picked per eager signature. The C++ cache files its
+    signatures under (``f``, this state)."""
+
+    __slots__ = ("resolved", "function", "entries", "fast", "shared", "__weakref__")
+
+    def __init__(self, resolved, function: _FunctionTraces, shared: bool):
+        self.resolved, self.function, self.shared = resolved, function, shared
+        self.entries: dict = {}
+        # Signature -> (executable, entry, committed, single output?, constants) for the
+        # Python eager path, which applies when no argument is static (those need the
+        # general path's hashing and splitting); C++ misses go through it too.
+        self.fast: dict = {}
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.fast.clear()
+
+
+# function -> its _FunctionTraces; every _JitState, for clear_caches().
+_traces_by_function: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_jit_states: weakref.WeakSet = weakref.WeakSet()
+
+
+def _options_key(options: dict):
+    """The jit options as a hashable key (shardings flattened), or None if some option is
+    unhashable (such a jit gets caches of its own)."""
+    parts = []
+    for name, value in options.items():
+        if name.endswith("_shardings") and value is not UNSPECIFIED and value is not None:
+            leaves, tree = tree_util.tree_flatten(value, is_leaf=_is_sharding_leaf)
+            value = (tree, tuple(leaves))
+        elif isinstance(value, (list, dict)):
+            value = (type(value), tuple(value.items() if isinstance(value, dict) else value))
+        parts.append(value)
+    key = tuple(parts)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _jit_state(fun, options: dict) -> _JitState:
+    """The state ``jit(fun, **options)`` shares with earlier jits of ``fun`` (made on first
+    use; unshared when ``fun`` cannot be held weakly or hashed, or an option is unhashable)."""
+    key = _options_key(options)
+    function = None
+    if key is not None:
+        try:
+            function = _traces_by_function.get(fun)
+            if function is None:
+                function = _traces_by_function[fun] = _FunctionTraces()
+        except Exception:  # (fun is not weakly referenceable, hashable or comparable)
+            key = None
+    state = function.by_options.get(key) if key is not None else None
+    if state is None:
+        state = _JitState(_resolve_jit_options(fun, **options), function or _FunctionTraces(),
+                          shared=key is not None)
+        if key is not None:
+            function.by_options[key] = state
+        _jit_states.add(state)
+    return state
+
+
+def _resolve_jit_options(fun, *, in_shardings, out_shardings, static_argnums, static_argnames,
+                         donate_argnums, donate_argnames, keep_unused, device, backend, inline,
+                         compiler_options, eager_only):
+    """jit's options checked and resolved against ``fun``'s signature (a dict of the
+    JitWrapped attributes they become)."""
+    static_argnums, static_argnames = _resolve_argnums_and_names(
+        fun, static_argnums, static_argnames, "static")
+    donate_argnums, donate_argnames = _resolve_argnums_and_names(
+        fun, donate_argnums, donate_argnames, "donate")
+    overlap = set(static_argnums) & set(donate_argnums)
+    if overlap:
+        raise ValueError(f"static_argnums and donate_argnums cannot overlap: {sorted(overlap)}.")
+    # Multi-device (or PartitionSpec) shardings: the computation is SPMD over a mesh.
+    in_spmd, out_spmd = _spmd_shardings(in_shardings), _spmd_shardings(out_shardings)
+    specs = [s for s in tree_util.tree_leaves((in_spmd, out_spmd), is_leaf=_is_sharding_leaf)
+             if isinstance(s, PartitionSpec)]
+    return dict(
+        _static_argnums=static_argnums, _static_argnames=static_argnames,
+        _donate_argnums=donate_argnums, _donate_argnames=donate_argnames,
+        _keep_unused=bool(keep_unused), _eager_only=eager_only, _inline=bool(inline),
+        _device=_jit_device(device, backend, in_shardings, out_shardings),
+        _in_shardings=in_spmd, _out_shardings=out_spmd,
+        _compiler_options=dispatch.compiler_options_key(compiler_options),
+        _fast_ok=not (static_argnums or static_argnames),
+        _shardings_given=in_spmd is not None or out_spmd is not None,
+        # jaxlib's C++ dispatch, for plain eager calls; not where PartitionSpecs must be
+        # resolved against the context mesh on each call.
+        _use_cpp=not specs and min(static_argnums, default=0) >= 0)
+
+
 class JitWrapped:
     """A function compiled with XLA on first call for each new argument signature."""
 
     def __init__(self, fun, *, in_shardings, out_shardings, static_argnums, static_argnames,
                  donate_argnums, donate_argnames, keep_unused, device, backend, inline,
-                 compiler_options):
+                 compiler_options, eager_only=False):
         if not callable(fun):
             raise TypeError(f"Expected a callable value, got {fun!r}")
         functools.update_wrapper(self, fun)
         self._fun = fun
         self._name = _fun_name(fun)
-        self._static_argnums, self._static_argnames = _resolve_argnums_and_names(
-            fun, static_argnums, static_argnames, "static")
-        self._donate_argnums, self._donate_argnames = _resolve_argnums_and_names(
-            fun, donate_argnums, donate_argnames, "donate")
-        overlap = set(self._static_argnums) & set(self._donate_argnums)
-        if overlap:
-            raise ValueError(f"static_argnums and donate_argnums cannot overlap: {sorted(overlap)}.")
-        self._keep_unused = bool(keep_unused)
-        self._eager_only = False  # see eager_compiled
-        self._inline = bool(inline)
-        self._device = _jit_device(device, backend, in_shardings, out_shardings)
-        # Multi-device (or PartitionSpec) shardings: the computation is SPMD over a mesh.
-        self._in_shardings = _spmd_shardings(in_shardings)
-        self._out_shardings = _spmd_shardings(out_shardings)
-        self._compiler_options = dispatch.compiler_options_key(compiler_options)
-        self._cache: dict = {}
-        self._last_key = None
-        # Traces so far and causes already logged (see plax/explain_cache_misses.py).
-        self._n_traces = 0
-        self._explained_causes = set()
-        # Signature -> (executable, entry, committed, single output?, constants) for the
-        # Python eager path, which applies when no argument is static (those need the
-        # general path's hashing and splitting); C++ misses go through it too.
-        self._fast: dict = {}
-        self._fast_ok = not (self._static_argnums or self._static_argnames)
-        self._shardings_given = self._in_shardings is not None or \
-            self._out_shardings is not None
-        # jaxlib's C++ dispatch, for plain eager calls. Not where PartitionSpecs must be
-        # resolved against the context mesh on each call.
-        self._cpp = None
-        specs = [s for s in tree_util.tree_leaves((self._in_shardings, self._out_shardings),
-                                                  is_leaf=_is_sharding_leaf)
-                 if isinstance(s, PartitionSpec)]
-        if not specs and min(self._static_argnums, default=0) >= 0:
-            self._cpp = cpp_jit.make(self._name, fun, _miss_handler(self),
-                                     self._static_argnums, self._static_argnames)
-            functools.update_wrapper(self._cpp, fun)
-            self._cpp._plax_jit = self  # (what jit returns: see _jitted)
-        _jit_instances.add(self)
+        # eager_only: see eager_compiled.
+        state = self._state = _jit_state(fun, dict(
+            in_shardings=in_shardings, out_shardings=out_shardings,
+            static_argnums=static_argnums, static_argnames=static_argnames,
+            donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+            keep_unused=keep_unused, device=device, backend=backend, inline=inline,
+            compiler_options=compiler_options, eager_only=eager_only))
+        self.__dict__.update(state.resolved)
+        self._cache, self._fast = state.entries, state.fast
+        # The C++ callable holds this object, which holds it weakly: no cycle, so a
+        # temporary ``jit(obj.method)`` goes at once (and its cache with the bound method).
+        self._cpp_ref = None
+        if self._use_cpp:
+            cpp = cpp_jit.make(self._name, fun, _miss_handler(self), self._static_argnums,
+                               self._static_argnames, state if state.shared else None)
+            functools.update_wrapper(cpp, fun)
+            cpp._plax_jit = self  # (what jit returns: see _jitted)
+            self._cpp_ref = weakref.ref(cpp)
+            self._new_cpp = cpp  # held until _jitted takes it
+
+    def _callable(self):
+        """What ``jit`` returns: the C++ callable where there is one (a call then costs no
+        Python frame), with JitWrapped's methods; else this object."""
+        cpp = self.__dict__.pop("_new_cpp", None) or self._cpp
+        return self if cpp is None else cpp
+
+    @property
+    def _cpp(self):
+        """jaxlib's C++ callable for this function (what ``jit`` returned), or None."""
+        ref = self._cpp_ref
+        return None if ref is None else ref()
 
     def __repr__(self):
         return f"<PjitFunction of {self._fun!r}>"
@@ -392,28 +497,35 @@ class JitWrapped:
                trace_mod.axis_env(), context_mesh() if self._shardings_given else None)
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._trace(args, kwargs, static_nums, in_tree, avals, donated, donated_kw,
-                                dyn_args, dyn_kwargs)
-            if key_reuse.enabled():  # (the flag is part of the key: checked once per trace)
-                key_reuse.check_jaxpr(entry.params["jaxpr"])
-            self._explain_miss(key, entry)
+            function = self._state.function
+            traced = function.traces.get(key)  # traced by a jit of this function before
+            fresh = traced is None
+            if fresh:
+                traced = self._trace(args, kwargs, static_nums, in_tree, avals)
+            entry = self._with_params(traced, dyn_args, dyn_kwargs, donated, donated_kw)
+            if fresh:
+                if key_reuse.enabled():  # (the flag is part of the key: checked once per trace)
+                    key_reuse.check_jaxpr(entry.params["jaxpr"])
+                self._explain_miss(key, entry)
+                if traced.cacheable:
+                    function.traces[key] = traced
             if entry.cacheable:
                 self._cache[key] = entry
-            self._last_key = key
+            function.last_key = key
         return entry, leaves
 
     def _explain_miss(self, key, entry):
         # Unset flag: a miss only counts until the 5th retrace (RETRACES_BEFORE_EXPLAINING).
-        self._n_traces += 1
+        self._state.function.n_traces += 1
         flag = config.read("explain_cache_misses")
         every = flag is True or (flag is None and config.read("log_compiles"))
-        if flag is False or (not every and self._n_traces <= 5):
+        if flag is False or (not every and self._state.function.n_traces <= 5):
             return
         from plax.explain_cache_misses import explain
         explain(self, key, entry, every)
 
-    def _trace(self, args, kwargs, static_nums, in_tree, avals, donated, donated_kw,
-               dyn_args, dyn_kwargs) -> _JitEntry:
+    def _trace(self, args, kwargs, static_nums, in_tree, avals) -> _JitEntry:
+        """Trace the function for these arguments (an entry without parameters)."""
         out_tree_box = []
         fun, name = self._fun, self._name
 
@@ -441,24 +553,33 @@ class JitWrapped:
                                            arg_names=names)
         entry = _JitEntry()
         entry.user_jaxpr = ClosedJaxpr(jaxpr, consts)
+        entry.consts = consts
+        entry.in_tree, entry.out_tree, entry.in_avals = in_tree, out_tree_box[0], avals
+        entry.arg_names = names
+        entry.cacheable = not any(isinstance(c, Tracer) for c in consts)
+        return entry
+
+    def _with_params(self, traced, dyn_args, dyn_kwargs, donated, donated_kw) -> _JitEntry:
+        """``traced`` with this jit's parameters for the call (donation, shardings, ...)."""
+        entry = _JitEntry()
+        for name in ("user_jaxpr", "consts", "in_tree", "out_tree", "in_avals", "arg_names",
+                     "cacheable"):
+            setattr(entry, name, getattr(traced, name))
+        consts = traced.consts
         # Constants become leading arguments, so the callee has no closed-over values.
-        callee, _ = consts_as_inputs(entry.user_jaxpr)
+        callee, _ = consts_as_inputs(traced.user_jaxpr)
         leaf_donated = []
         for arg, d in zip(dyn_args, donated):
             leaf_donated += [d] * len(tree_util.tree_leaves(arg))
         for k in sorted(dyn_kwargs):
             leaf_donated += [donated_kw[k]] * len(tree_util.tree_leaves(dyn_kwargs[k]))
-        entry.params = dict(jaxpr=callee, name=name,
+        entry.params = dict(jaxpr=callee, name=self._name,
                             donated_invars=(False,) * len(consts) + tuple(leaf_donated),
                             keep_unused=self._keep_unused, inline=self._inline, device=self._device,
                             compiler_options=self._compiler_options,
                             in_shardings=self._flat_in_shardings(len(consts), dyn_args,
                                                                  dyn_kwargs),
-                            out_shardings=self._flat_out_shardings(out_tree_box[0]))
-        entry.consts = consts
-        entry.in_tree, entry.out_tree, entry.in_avals = in_tree, out_tree_box[0], avals
-        entry.arg_names = names
-        entry.cacheable = not any(isinstance(c, Tracer) for c in consts)
+                            out_shardings=self._flat_out_shardings(traced.out_tree))
         return entry
 
     # --- shardings: pytree prefixes resolved to one entry per leaf ---
@@ -474,8 +595,7 @@ class JitWrapped:
     def _flat_out_shardings(self, out_tree) -> tuple:
         if self._out_shardings is None:
             return ()
-        dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
-        return tuple(_broadcast_shardings(self._out_shardings, dummy, "out_shardings",
+        return tuple(_broadcast_shardings(self._out_shardings, out_tree, "out_shardings",
                                           self._name))
 
     # --- calling ---
@@ -586,8 +706,8 @@ class JitWrapped:
         return entry.out_info()
 
     def clear_cache(self) -> None:
-        self._cache.clear()
-        self._fast.clear()
+        """Drop this function's traces and executables (shared by every jit of it)."""
+        self._state.function.clear()
         if self._cpp is not None:
             self._cpp._clear_cache()
 
@@ -667,18 +787,20 @@ def _spmd_shardings(shardings):
 
 
 def _broadcast_shardings(prefix, tree, what: str, name: str) -> list:
-    """One sharding per leaf of ``tree`` from the prefix ``prefix`` (PartitionSpecs resolved
-    against the context mesh)."""
+    """One sharding per leaf of ``tree`` (the arguments, or the outputs' treedef) from the
+    prefix ``prefix`` (PartitionSpecs resolved against the context mesh)."""
+    whole = "the arguments" if what == "in_shardings" else "the outputs"
+    if isinstance(tree, tree_util.PyTreeDef):
+        broadcast, tree_size = tree_util.broadcast_prefix_to_treedef, tree.num_leaves
+    else:
+        broadcast, tree_size = tree_util.broadcast_prefix, len(tree_util.tree_leaves(tree))
     if _is_sharding_leaf(prefix):
-        flat = [prefix] * len(tree_util.tree_leaves(tree))
+        flat = [prefix] * tree_size
     else:
         try:
-            flat = tree_util.tree_leaves(
-                tree_util.tree_broadcast(prefix, tree, is_leaf=_is_sharding_leaf),
-                is_leaf=_is_sharding_leaf)
+            flat = broadcast(prefix, tree, _is_sharding_leaf, name=what, which=whole)
         except ValueError as e:
-            raise ValueError(f"jit {what} of {name} must be a pytree prefix of the "
-                             f"{'arguments' if what == 'in_shardings' else 'outputs'}: {e}") \
+            raise ValueError(f"jit {what} of {name} must be a pytree prefix of {whole}: {e}") \
                 from None
     out = []
     for s in flat:
@@ -733,10 +855,7 @@ def jit(fun=None, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_ar
 
 
 def _jitted(fun, kwargs):
-    # The C++ callable itself where there is one (a call then costs no Python frame), with
-    # JitWrapped's methods; else the JitWrapped.
-    wrapped = JitWrapped(fun, **kwargs)
-    return wrapped if wrapped._cpp is None else wrapped._cpp
+    return JitWrapped(fun, **kwargs)._callable()
 
 
 def _forward_to_jit_wrapped(name):
@@ -774,12 +893,13 @@ def eager_compiled(fun=None, *, static_argnames=()):
         return functools.partial(eager_compiled, static_argnames=static_argnames)
 
     def compile_it():
+        # eager_only: traced calls and failures run ``fun`` itself.
         wrapped = JitWrapped(
             fun, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_argnums=(),
             static_argnames=static_argnames, donate_argnums=None, donate_argnames=None,
-            keep_unused=False, device=None, backend=None, inline=True, compiler_options=None)
-        wrapped._eager_only = True  # traced calls and failures run ``fun`` itself
-        return wrapped._cpp
+            keep_unused=False, device=None, backend=None, inline=True, compiler_options=None,
+            eager_only=True)
+        return wrapped._callable()
 
     if not static_argnames:  # the C++ callable itself: no Python frame on an eager call
         return compile_it()
@@ -849,8 +969,10 @@ def named_call(fun, *, name: str | None = None):
 def clear_caches() -> None:
     """Drop every compilation and tracing cache (jitted functions retrace on next call)."""
     caches.clear_all()
-    for wrapped in list(_jit_instances):
-        wrapped.clear_cache()
+    for state in list(_jit_states):
+        state.function.clear()
+    cpp_jit.clear_all()
+    _traces_by_function.clear()  # (options resolve to devices anew, as after clear_backends)
 
 
 def clear_backends() -> None:

@@ -41,7 +41,7 @@ def explain(wrapped, key, entry, every: bool) -> None:
     code = _code_of(wrapped._fun)
     if not every and (code is None or _is_plax_code(code)):
         return
-    name, n = wrapped._name, wrapped._n_traces
+    name, n = wrapped._name, wrapped._state.function.n_traces
     defined = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "unknown"
     frame = user_frame()
     site = (f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name})"
@@ -61,7 +61,7 @@ def explain(wrapped, key, entry, every: bool) -> None:
                "cache (clear_cache() or plax.clear_caches())")
         diffs = [(("uncached",), why)]
     if not every:
-        seen = wrapped._explained_causes
+        seen = wrapped._state.function.explained_causes
         if all(cause in seen for cause, _ in diffs):
             return
         seen.update(cause for cause, _ in diffs)
@@ -100,8 +100,8 @@ def _code_of(fun):
 
 
 def _earlier_keys(wrapped, key) -> list:
-    keys = list(wrapped._cache)[-_MAX_CANDIDATES:]
-    last = wrapped._last_key
+    keys = list(wrapped._state.function.traces)[-_MAX_CANDIDATES:]
+    last = wrapped._state.function.last_key
     if last is not None and last not in keys:  # its entry could not be cached
         keys.append(last)
     return keys

@@ -157,8 +157,11 @@ def fastpath_data(exe, consts, leaves, result):
         [buffer_of(c) for c in consts])
 
 
-_NO_KEY = ()  # the cache is per function: no key beyond the function is needed
 _SIGNATURES_PER_FUNCTION = 1024  # (least recently used ones are dropped beyond this)
+# Every jit of one function with the same options finds the signatures recorded by earlier
+# ones here: jaxlib files them under (the function, held weakly; the options' shared state).
+# (Least recently used signatures of all of them are dropped beyond the capacity.)
+_shared_cache = xla.JitFunctionCache(capacity=8 * _SIGNATURES_PER_FUNCTION)
 
 
 def install_methods(**methods) -> None:
@@ -167,11 +170,21 @@ def install_methods(**methods) -> None:
     xla.attach_methods(xla.JitFunction, methods)
 
 
-def make(name: str, fun, cache_miss, static_argnums, static_argnames):
-    """jaxlib's C++ jit callable for one jitted function; its cache lives and dies with it."""
-    cache = xla.JitFunctionCache(capacity=_SIGNATURES_PER_FUNCTION)
+def make(name: str, fun, cache_miss, static_argnums, static_argnames, shared_key=None):
+    """jaxlib's C++ jit callable for one jitted function. With ``shared_key`` (hashable, one
+    per function and options) its signatures are shared with every callable made for the
+    same function and key; without, its cache lives and dies with it."""
+    if shared_key is None:
+        cache, shared_key = xla.JitFunctionCache(capacity=_SIGNATURES_PER_FUNCTION), ()
+    else:
+        cache = _shared_cache
     return xla.cpp_jit_function(name, fun, cache_miss, static_argnums, static_argnames,
-                                _NO_KEY, registry, shard_arg, cache)
+                                shared_key, registry, shard_arg, cache)
+
+
+def clear_all() -> None:
+    """Forget every signature recorded by every C++ jit callable (primitives' included)."""
+    xla.clear_all_jit_caches()
 
 
 def primitive_callable(prim, params):
