@@ -127,8 +127,9 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
 
     if _is_placement(device):
         return tree_util.tree_map(lambda leaf: put_leaf(leaf, device), x)
-    targets = tree_util.tree_broadcast(device, x, is_leaf=_is_placement)
-    return tree_util.tree_map(put_leaf, x, targets)
+    leaves, tree = tree_util.tree_flatten(x)
+    targets = tree_util.broadcast_prefix(device, x, is_leaf=_is_placement, name="device_put")
+    return tree.unflatten([put_leaf(leaf, t) for leaf, t in zip(leaves, targets)])
 
 
 def device_get(x):

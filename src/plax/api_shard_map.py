@@ -146,8 +146,7 @@ def _prefix_leaves(which: str, specs, value) -> list:
     """One spec per leaf of ``value``: ``specs`` is a pytree prefix of it (None leaves count as
     specs meaning replicated)."""
     is_leaf = lambda x: x is None or _is_spec(x)  # noqa: E731
-    full = tree_util.tree_broadcast(specs, value, is_leaf=is_leaf, name=f"shard_map {which}")
-    out = tree_util.tree_leaves(full, is_leaf=is_leaf)
+    out = tree_util.broadcast_prefix(specs, value, is_leaf=is_leaf, name=f"shard_map {which}")
     return [PartitionSpec() if s is None else s for s in out]
 
 

@@ -38,20 +38,15 @@ def flatten_axes(what: str, treedef, axes) -> list:
     """One axis (or None) per leaf of ``treedef``, broadcasting the prefix tree ``axes``.
 
     Raises JAX's "specification must be a tree prefix" error (with the first
-    place where the trees differ) when ``axes`` does not fit.
+    place where the trees differ) when ``axes`` does not fit. Works on the structure
+    alone, as JAX does: no node of the value is rebuilt around the axis specs.
     """
-    spec_leaves, spec_def = tree_util.tree_flatten(axes, is_leaf=_is_none)
-    values = tree_util.tree_unflatten(treedef, [object()] * treedef.num_leaves)
     try:
-        subtrees = spec_def.flatten_up_to(values)
-    except ValueError:
-        detail = tree_util._find_mismatch(axes, values, _is_none, False, what, "the value")
+        return tree_util.broadcast_prefix_to_treedef(axes, treedef, _is_none, name=what,
+                                                     which="the value")
+    except ValueError as e:
         raise ValueError(f"{what} specification must be a tree prefix of the corresponding "
-                         f"value; \n  Mismatch details: {detail or ''}") from None
-    out = []
-    for ax, sub in zip(spec_leaves, subtrees):
-        out += [ax] * len(tree_util.tree_leaves(sub))
-    return out
+                         f"value; \n  Mismatch details: {e}") from None
 
 
 def _describe_arg(names, i) -> str:

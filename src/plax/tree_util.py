@@ -755,23 +755,69 @@ def _mismatch_message(kind, name, path, detail):
             f"    {name}{keystr(path)}\n{detail}")
 
 
+class _NodeView:
+    """A node of a treedef standing in for the subtree it describes, so that a structure
+    error can be described without building that subtree (a custom node's unflatten
+    function never sees stand-in children)."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node):
+        self.node = node
+
+    def node_type(self):
+        return None if self.node is None else self.node[0]
+
+    def keyed_children(self):
+        t, aux, children = self.node
+        if t is dict or t is collections.OrderedDict:
+            keys = [DictKey(k) for k in aux]
+        elif t is collections.defaultdict:
+            keys = [DictKey(k) for k in aux[1]]
+        elif t is tuple or t is list:
+            keys = [SequenceKey(i) for i in range(len(children))]
+        elif t not in _registry and _is_namedtuple_type(t):
+            keys = [GetAttrKey(f) for f in t._fields]
+        else:
+            keys = [FlattenedIndexKey(i) for i in range(len(children))]
+        return [(k, _NodeView(c)) for k, c in zip(keys, children)], aux
+
+
+def treedef_leaf_paths(treedef) -> list:
+    """The key path of each leaf of ``treedef``, read off the structure alone (a custom
+    node's children get ``FlattenedIndexKey`` keys, as its instance is not at hand)."""
+    out = []
+
+    def walk(view, path):
+        if view.node is None:
+            out.append(path)
+            return
+        for key, child in view.keyed_children()[0]:
+            walk(child, path + (key,))
+
+    walk(_NodeView(treedef._node), ())
+    return out
+
+
 def _find_mismatch(prefix, full, is_leaf, takes_path, name, which, path=()):
-    """Describe the first place where ``full`` does not extend ``prefix``,
-    or return None when it does."""
+    """Describe the first place where ``full`` (a pytree, or a ``_NodeView`` of a
+    treedef's node) does not extend ``prefix``, or return None when it does."""
     if is_leaf is not None and (is_leaf(path, prefix) if takes_path
                                 else is_leaf(prefix)):
         return None
     entry = _node_type_for(type(prefix))
     if entry is None:
         return None
-    pt, ft = type(prefix), type(full)
+    view = isinstance(full, _NodeView)
+    pt, ft = type(prefix), full.node_type() if view else type(full)
     if pt is not ft:
+        held = "a pytree leaf" if ft is None else f"a {ft}"
         return _mismatch_message(
             "different types", name, path,
-            f"Here the first tree holds a {pt}, but {which} holds a {ft}.",
+            f"Here the first tree holds a {pt}, but {which} holds {held}.",
         )
     p_pairs, p_aux = entry.flatten_with_keys(prefix)
-    f_pairs, f_aux = entry.flatten_with_keys(full)
+    f_pairs, f_aux = full.keyed_children() if view else entry.flatten_with_keys(full)
     p_pairs, f_pairs = list(p_pairs), list(f_pairs)
     if pt is tuple or pt is list:
         if len(p_pairs) != len(f_pairs):
@@ -886,10 +932,54 @@ def tree_broadcast(prefix_tree, full_tree, is_leaf=None, *, name: str = "tree_br
     """Replicate each leaf of ``prefix_tree`` over the matching subtree of
     ``full_tree``; the result has ``full_tree``'s structure. ``name`` is what a structure
     error calls the prefix tree."""
-    leaves, treedef = tree_flatten(prefix_tree, is_leaf)
-    subtrees = _flatten_rest(treedef, prefix_tree, [full_tree], is_leaf, name)[0]
-    broadcast = [tree_map(lambda _, x=x: x, sub) for x, sub in zip(leaves, subtrees)]
-    return treedef.unflatten(broadcast)
+    return tree_structure(full_tree).unflatten(
+        broadcast_prefix(prefix_tree, full_tree, is_leaf, name=name))
+
+
+def _broadcast_nodes(prefix, full, leaves, out) -> None:
+    """Walk prefix node ``prefix`` and full node ``full`` together, appending each prefix
+    leaf (taken from iterator ``leaves``) once per leaf of the full subtree under it."""
+    if prefix is None:
+        out.extend([next(leaves)] * _count_leaves(full))
+        return
+    if full is None or prefix[0] is not full[0] or len(prefix[2]) != len(full[2]) \
+            or prefix[1] != full[1]:
+        raise ValueError("not a tree prefix")
+    for p, f in zip(prefix[2], full[2]):
+        _broadcast_nodes(p, f, leaves, out)
+
+
+def _broadcast_prefix(prefix_tree, full_def, full_shown, is_leaf, name, which) -> list:
+    leaves, prefix_def = tree_flatten(prefix_tree, is_leaf)
+    out = []
+    try:
+        _broadcast_nodes(prefix_def._node, full_def._node, iter(leaves), out)
+    except ValueError:
+        msg = _find_mismatch(prefix_tree, full_shown, is_leaf, False, name, which)
+        raise ValueError(msg or f"{name} is not a tree prefix of {which}.") from None
+    return out
+
+
+def broadcast_prefix(prefix_tree, full_tree, is_leaf=None, *, name: str = "broadcast_prefix",
+                     which: str | None = None) -> list:
+    """The leaves of ``prefix_tree`` (a tree prefix of ``full_tree``), each repeated once per
+    leaf of the subtree of ``full_tree`` it covers: one entry per leaf of ``full_tree``.
+
+    Only flattens: no node of ``full_tree`` is rebuilt, so a custom node's unflatten function
+    never sees the prefix's values (axis specs, shardings). A structure error names the
+    place as ``name`` (default ``"<name> tree"``) and the full tree as ``which``."""
+    return _broadcast_prefix(prefix_tree, tree_structure(full_tree), full_tree, is_leaf,
+                             f"{name} tree" if which is None else name,
+                             which or f"tree argument 2 of {name}")
+
+
+def broadcast_prefix_to_treedef(prefix_tree, full_treedef, is_leaf=None, *,
+                                name: str = "broadcast_prefix", which: str | None = None) -> list:
+    """:func:`broadcast_prefix` against a structure alone: one entry per leaf of
+    ``full_treedef``. No tree of that structure is built, not even for an error message."""
+    return _broadcast_prefix(prefix_tree, full_treedef, _NodeView(full_treedef._node), is_leaf,
+                             f"{name} tree" if which is None else name,
+                             which or f"tree argument 2 of {name}")
 
 
 def tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose):

@@ -27,8 +27,8 @@ def _specs(pspecs, tree):
     is_leaf = lambda s: s is None or isinstance(s, PartitionSpec)  # noqa: E731
     if is_leaf(pspecs):
         return [pspecs or PartitionSpec()] * len(tree_util.tree_leaves(tree))
-    full = tree_util.tree_broadcast(pspecs, tree, is_leaf=is_leaf, name="pspecs")
-    return [s or PartitionSpec() for s in tree_util.tree_leaves(full, is_leaf=is_leaf)]
+    return [s or PartitionSpec()
+            for s in tree_util.broadcast_prefix(pspecs, tree, is_leaf=is_leaf, name="pspecs")]
 
 
 def host_local_array_to_global_array(local_inputs, global_mesh: Mesh, pspecs):

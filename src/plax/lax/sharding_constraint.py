@@ -51,9 +51,8 @@ def _per_leaf(x, shardings):
     is_leaf = lambda s: s is None or isinstance(s, (NamedSharding, PartitionSpec))  # noqa: E731
     if is_leaf(shardings):
         return leaves, tree, [shardings] * len(leaves)
-    per_leaf = tree_util.tree_leaves(tree_util.tree_broadcast(shardings, x, is_leaf=is_leaf),
-                                     is_leaf=is_leaf)
-    return leaves, tree, per_leaf
+    return leaves, tree, tree_util.broadcast_prefix_to_treedef(
+        shardings, tree, is_leaf=is_leaf, name="with_sharding_constraint shardings", which="x")
 
 
 def with_sharding_constraint(x, shardings):

@@ -88,13 +88,14 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
 
     def trace(carry_avals):
         closed, out_tree = trace_body(f, in_tree, list(carry_avals) + x_avals, "scan body")
-        dummy = tree_util.tree_unflatten(out_tree, list(range(out_tree.num_leaves)))
-        if not isinstance(dummy, (tuple, list)) or len(dummy) != 2:
+        # The pair is read off the structure: no node of the body's is rebuilt from stand-ins.
+        root = out_tree.node_data()
+        halves = out_tree.children()
+        if root is None or not issubclass(root[0], (tuple, list)) or len(halves) != 2:
             shown = tree_util.tree_unflatten(out_tree, [_Shown(aval_text(a))
                                                         for a in closed.out_avals])
             raise TypeError(f"scan body output must be a pair, got {shown}.")
-        return (closed, out_tree, tree_util.tree_structure(dummy[0]),
-                tree_util.tree_structure(dummy[1]))
+        return closed, out_tree, halves[0], halves[1]
 
     init_avals = avals_of(init_leaves)
     closed, out_tree, carry_tree, ys_tree = trace(init_avals)
