@@ -181,8 +181,7 @@ def _flat_axes(axes, tree) -> list:
         if not is_leaf(a):
             raise TypeError(f"pmap in_axes and out_axes must be ints, None, or (nested) "
                             f"containers of them, got {a!r}.")
-    full = tree_util.tree_broadcast(axes, tree, is_leaf=is_leaf, name="pmap in_axes/out_axes")
-    return list(tree_util.tree_leaves(full, is_leaf=is_leaf))
+    return tree_util.broadcast_prefix(axes, tree, is_leaf=is_leaf, name="pmap in_axes/out_axes")
 
 
 def _canonical(ax, leaf, out: bool = False):

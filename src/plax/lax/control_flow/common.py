@@ -181,11 +181,14 @@ def _listing(diffs) -> str:
     return "\n".join(f"  * {d};" for d in diffs[:-1]) + f"\n  * {diffs[-1]}.\n"
 
 
-def _leaf_paths(tree):
-    """The key path of each leaf of treedef ``tree``."""
-    dummy = tree_util.tree_unflatten(tree, list(range(tree.num_leaves)))
-    with_paths, _ = tree_util.tree_flatten_with_path(dummy)
-    return [p for p, _ in with_paths]
+def _leaf_paths(tree, avals):
+    """The key path of each leaf of treedef ``tree``, read off the tree of its leaves' types
+    as JAX's messages are (or off the structure alone when a node refuses types)."""
+    try:
+        shown = tree_util.tree_unflatten(tree, list(avals))
+    except Exception:  # a node whose unflatten checks its children
+        return tree_util.treedef_leaf_paths(tree)
+    return [p for p, _ in tree_util.tree_flatten_with_path(shown)[0]]
 
 
 def _function_info(fun) -> str:
@@ -202,8 +205,7 @@ def _tree_kind(tree) -> str:
     """How a pytree structure reads in a sentence: "a pytree leaf", "a <class 'tuple'>"."""
     if tree_util.treedef_is_leaf(tree):
         return "a pytree leaf"
-    node = tree_util.tree_unflatten(tree, [0] * tree.num_leaves)
-    return f"a {type(node)}"
+    return f"a {tree.node_data()[0]}"
 
 
 def _tree_difference(name1, tree1, name2, tree2) -> str:
@@ -249,7 +251,7 @@ def check_branch_outputs(api: str, name1: str, name2: str, f1, f2, tree1, avals1
             f"Revise {name1} and/or {name2} so that they have the same pytree structure.")
     if all(same_type(a, b) for a, b in zip(avals1, avals2)):
         return
-    paths = _leaf_paths(tree1)
+    paths = _leaf_paths(tree1, avals1)
     diffs = [f"the output of {name1}{' at path ' + keystr(p) if p else ''} has type "
              f"{type_text(a)} but the corresponding output of {name2} has type "
              f"{type_text(b)}{_mismatch(a, b)}"
@@ -287,7 +289,8 @@ def check_carry(name: str, body_fun, in_tree, in_avals, out_tree, out_avals) -> 
         return
     diffs = [f"{component(p)} has type {type_text(a)} but the corresponding output carry "
              f"component has type {type_text(b)}{_mismatch(a, b)}"
-             for p, a, b in zip(_leaf_paths(in_tree), in_avals, out_avals) if not same_type(a, b)]
+             for p, a, b in zip(_leaf_paths(in_tree, in_avals), in_avals, out_avals)
+             if not same_type(a, b)]
     old = ("body_fun output and input must have identical types"
            if name.startswith("while") else
            "scan carry output and input must have identical types")
