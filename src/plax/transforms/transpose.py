@@ -7,23 +7,43 @@ Cotangents may be symbolic ``Zero``s; contributions to a variable add up.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_closed
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
-from plax.core.rules import UndefinedPrimal, Zero, transpose_rules
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, eval_jaxpr
+from plax.core.rules import UndefinedPrimal, Zero, partial_eval_rules, transpose_rules
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer
 from plax.lax.ad_util import add_tangents, instantiate
+from plax.transforms.linearize import partial_eval_jaxpr
 
 
-def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
+class _LinearPart(NamedTuple):
+    """The linear half of a split mixed equation: ``unknown(*residuals, *invars) -> outvars``."""
+    unknown: ClosedJaxpr
+    residuals: list
+    invars: list
+    outvars: list
+
+
+def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list,
+                  split_mixed: bool = False) -> list:
     """Cotangents of the linear inputs of ``jaxpr`` given cotangents of its outputs.
 
     ``linear_in[i]`` says whether invar i is linear (an unknown); the others get
     None. Equations not touching linear values are evaluated forward first.
+
+    With ``split_mixed``, an equation taking both primal and linear inputs whose primal
+    results are read later (a nested checkpoint or jit inside the recomputing body of a
+    checkpoint, which computes primals and tangents at once) is partially evaluated: its
+    primal half runs forward and only its linear half is transposed. Jaxprs made by
+    linearization never need it: their partial evaluation has split such equations already.
     """
     env = dict(zip(jaxpr.constvars, consts))
     linear = {v for v, lin in zip(jaxpr.invars, linear_in) if lin}
+    read_later = ({v for e in jaxpr.eqns for v in e.invars if isinstance(v, Var)}
+                  if split_mixed else set())
 
     def read(v):
         return v.value() if isinstance(v, Literal) else env[v]
@@ -31,8 +51,9 @@ def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
     linear_eqns = []
     for e in jaxpr.eqns:
         if any(isinstance(v, Var) and v in linear for v in e.invars):
-            linear.update(e.outvars)
-            linear_eqns.append(e)
+            part = _split_mixed(e, linear, read, read_later, env) if split_mixed else None
+            linear.update(e.outvars if part is None else part.outvars)
+            linear_eqns.append(e if part is None else part)
         else:
             out = e.primitive.bind(*[read(v) for v in e.invars], **e.params)
             for v, o in zip(e.outvars, out if e.primitive.multiple_results else [out]):
@@ -50,6 +71,10 @@ def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
         outs_ct = [cts.pop(v, Zero(v.aval)) for v in e.outvars]
         if all(type(c) is Zero for c in outs_ct):
             continue
+        if isinstance(e, _LinearPart):
+            for v, c in zip(e.invars, _transpose_part(e, outs_ct)):
+                add_ct(v, c)
+            continue
         rule = transpose_rules.get(e.primitive)
         if rule is None:
             raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for "
@@ -60,6 +85,37 @@ def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list) -> list:
         for v, c in zip(e.invars, ct_in):
             add_ct(v, c)
     return [cts.get(v, Zero(v.aval)) if lin else None for v, lin in zip(jaxpr.invars, linear_in)]
+
+
+def _split_mixed(e, linear, read, read_later, env):
+    """Split ``e`` by partial evaluation if it has primal inputs and a primal result that a
+    later equation reads: the primal results go into ``env`` now and the linear half is
+    returned. None when ``e`` is linear as a whole."""
+    ins = list(dict.fromkeys(v for v in e.invars if isinstance(v, Var)))
+    unknowns = [v in linear for v in ins]
+    if (all(unknowns) or e.primitive not in partial_eval_rules
+            or not any(v in read_later for v in e.outvars)):
+        return None
+    one = ClosedJaxpr(Jaxpr([], ins, e.outvars, [e]), [])
+    known, unknown, out_unknown, num_res = partial_eval_jaxpr(
+        one, unknowns, instantiate=False, description="transpose")
+    if not any(v in read_later for v, u in zip(e.outvars, out_unknown) if not u):
+        return None
+    vals = eval_jaxpr(known.jaxpr, known.consts, *[read(v) for v, u in zip(ins, unknowns) if not u])
+    n_known = len(vals) - num_res
+    for v, x in zip([v for v, u in zip(e.outvars, out_unknown) if not u], vals[:n_known]):
+        env[v] = x
+    return _LinearPart(unknown, vals[n_known:], [v for v, u in zip(ins, unknowns) if u],
+                       [v for v, u in zip(e.outvars, out_unknown) if u])
+
+
+def _transpose_part(part: _LinearPart, outs_ct):
+    """Cotangents of a split equation's linear inputs (its linear half transposed)."""
+    nonzero = [type(c) is not Zero for c in outs_ct]
+    body = transpose_jaxpr(part.unknown, [False] * len(part.residuals) + [True] * len(part.invars),
+                           nonzero, description="transpose")
+    return eval_jaxpr(body.jaxpr, body.consts, *part.residuals,
+                      *(c for c in outs_ct if type(c) is not Zero))
 
 
 # --- the transpose of a jaxpr (for the bodies of higher-order primitives) -------------------
@@ -89,7 +145,8 @@ def transpose_jaxpr(closed: ClosedJaxpr, linear_mask, nonzero_cts, description: 
     def body(*xs):
         it = iter(xs[n_res:])
         cts = [next(it) if nz else None for nz in nonzero]
-        outs = backward_pass(view, [*closed.consts, *xs[:n_res]], [True] * len(view.invars), cts)
+        outs = backward_pass(view, [*closed.consts, *xs[:n_res]], [True] * len(view.invars), cts,
+                             split_mixed=True)
         return [instantiate(o) for o in outs]
 
     jaxpr, consts = trace_to_jaxpr(body, [*res_avals, *ct_avals],
