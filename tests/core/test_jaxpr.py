@@ -200,3 +200,112 @@ def test_long_params_print_one_per_line_as_jax():
         j = str(plax.make_jaxpr(lambda v: lax.cumsum(np.ones((2,) * k, np.float32), axis=0,
                                                      reverse=True))(x))
         assert ("cumsum[\n      axis=0\n      reverse=True\n    ] " in j) == broken, j
+
+
+# --- pretty_print options (expected texts printed by JAX 0.10.2 for the same function) -------
+def _scoped(x, y):
+    with plax.named_scope("outer"):
+        z = jnp.sin(x) * 2.0
+        with plax.named_scope("inner"):
+            w = z + y
+    return jnp.sum(w * jnp.cos(y), axis=0)
+
+
+_SCOPED_LINES = ["c = sin a", "d = mul c 2.0:f32[]", "e = add d b", "f = cos b", "g = mul e f",
+                 "h = reduce_sum[axes=(0,) out_sharding=None] g"]
+
+
+def _typed(line):
+    """``c = sin a`` with the binder's type, as print_shapes=True shows it."""
+    name, rest = line.split(" = ", 1)
+    return f"{name}:{'f32[4]' if name == 'h' else 'f32[3,4]'} = {rest}"
+
+
+@pytest.fixture(scope="module")
+def scoped_jaxpr():
+    x = np.ones((3, 4), np.float32)
+    return plax.make_jaxpr(_scoped)(x, x)
+
+
+def test_pretty_print_defaults_equal_str(scoped_jaxpr):
+    head = "{ lambda ; a:f32[3,4] b:f32[3,4]. let\n"
+    want = head + "".join(f"    {_typed(l)}\n" for l in _SCOPED_LINES) + "  in (h,) }"
+    assert scoped_jaxpr.pretty_print() == str(scoped_jaxpr) == want
+    assert scoped_jaxpr.jaxpr.pretty_print() == want
+
+
+def test_pretty_print_without_shapes_and_width(scoped_jaxpr):
+    want = "{ lambda ; a b. let\n" + "".join(f"    {l}\n" for l in _SCOPED_LINES) + "  in (h,) }"
+    assert scoped_jaxpr.pretty_print(print_shapes=False) == want
+    assert scoped_jaxpr.jaxpr.pretty_print(print_shapes=False) == want
+    # wide enough, the whole jaxpr fits on one line
+    assert scoped_jaxpr.pretty_print(print_shapes=False, width=200) == (
+        "{ lambda ; a b. let " + "; ".join(_SCOPED_LINES) + " in (h,) }")
+    narrow = scoped_jaxpr.pretty_print(width=40)
+    assert narrow.endswith("    h:f32[4] = reduce_sum[\n      axes=(0,)\n      out_sharding=None\n"
+                           "    ] g\n  in (h,) }")
+    assert scoped_jaxpr.pretty_print(width=200) == str(scoped_jaxpr)  # types too long for 200
+
+
+def test_pretty_print_name_stack_notes(scoped_jaxpr):
+    scopes = ["outer", "outer", "outer/inner", "", "", ""]
+    lines = [f"    {_typed(l)}" for l in _SCOPED_LINES]
+    column = max(len(l) for l in lines)
+    want = ("{ lambda ; a:f32[3,4] b:f32[3,4]. let\n"
+            + "".join(f"{l.ljust(column)} # [{s}]\n" for l, s in zip(lines, scopes)) + "  in (h,) }")
+    assert scoped_jaxpr.pretty_print(name_stack=True) == want
+    text = scoped_jaxpr.pretty_print(name_stack=True, print_shapes=False, width=50)
+    assert text.splitlines()[1] == "    c = sin a" + " " * 36 + " # [outer]"
+
+
+def test_pretty_print_source_info_notes():
+    def f(x):
+        y = jnp.sin(x)
+        return y * 2.0
+    line = f.__code__.co_firstlineno + 1
+    j = plax.make_jaxpr(f)(1.0)
+    # on one line, the line carries every equation's notes (JAX's layout)
+    assert j.pretty_print(source_info=True).splitlines() == [
+        f"{j} # {__file__}:{line} (f)", " " * len(str(j)) + f" # {__file__}:{line + 1} (f)"]
+    text = j.pretty_print(source_info=True, name_stack=True, width=60)
+    assert text.splitlines()[1:5] == [
+        f"    b:f32[] = sin a           # {__file__}:{line} (f)", " " * 29 + " # []",
+        f"    c:f32[] = mul b 2.0:f32[] # {__file__}:{line + 1} (f)", " " * 29 + " # []"]
+
+
+def test_pretty_print_colours_and_effects(scoped_jaxpr):
+    kw, end, ty, ty_end = "\x1b[34;1m", "\x1b[39;22m", "\x1b[35m", "\x1b[39m"
+    text = scoped_jaxpr.pretty_print(use_color=True)
+    assert text.startswith(f"{{ {kw}lambda {end}; a{ty}:f32[3,4]{ty_end} b{ty}:f32[3,4]{ty_end}. "
+                           f"{kw}let\n    {end}c{ty}:f32[3,4]{ty_end} = sin a\n")
+    assert text.endswith(f"\n  {kw}in {end}(h,) }}")
+    identity = plax.make_jaxpr(lambda x: x)(1.0)
+    assert identity.pretty_print(use_color=True) == (
+        f"{{ {kw}lambda {end}; a{ty}:f32[]{ty_end}. {kw}let{end}  {kw}in {end}(a,) }}")
+    assert identity.pretty_print(print_effects=True) == "{ lambda ; a:f32[]. let  in (a,) : {  } }"
+
+    def printing(x):
+        plax.debug.print("x={x}", x=x)
+        return x
+    assert plax.make_jaxpr(printing)(1.0).pretty_print(print_effects=True).endswith(
+        "in (a,) : { Debug } }")
+
+
+def test_short_jaxprs_print_on_one_line_as_jax():
+    j = plax.make_jaxpr(lambda x: jnp.sin(x) * 2.0)(1.0)
+    assert str(j) == "{ lambda ; a:f32[]. let b:f32[] = sin a; c:f32[] = mul b 2.0:f32[] in (c,) }"
+    j = plax.make_jaxpr(lambda p, x: lax.cond(p, lambda x: jnp.sin(x), lambda x: -x, x))(True, 1.0)
+    wide = j.pretty_print(width=300)
+    assert "\n" not in wide and "cond[branches=({ lambda ; a:f32[]. let" in wide
+    assert "    d:f32[] = cond[\n      branches=(\n        { lambda ;" in str(j)
+
+
+def test_pretty_print_generic_params_and_bad_options():
+    j = plax.make_jaxpr(lambda x: lax.convert_element_type(x, np.int32))(1.0)
+    assert "sharding=" not in str(j)
+    assert "sharding=None" in j.pretty_print(custom_pp_eqn_rules=False)
+    assert j.pretty_print(separable_lines=True, annotation_prefix=" # ") == str(j)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['colour'\]"):
+        j.pretty_print(colour=True)
+    with pytest.raises(ValueError, match="width must be a positive int"):
+        j.pretty_print(width=0)

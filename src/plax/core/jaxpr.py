@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 
@@ -100,12 +101,13 @@ class Jaxpr:
     effects = property(lambda self: jaxpr_effects(self), doc="The effects of its equations.")
 
     def __str__(self):
-        return _Printer().jaxpr(self, 0)
+        return _Printer().top(self)
 
     __repr__ = __str__
 
-    def pretty_print(self) -> str:
-        return str(self)
+    def pretty_print(self, **options) -> str:
+        """This jaxpr as text; options as in JAX (see ``pretty_print_jaxpr``)."""
+        return pretty_print_jaxpr(self, **options)
 
 
 class ClosedJaxpr:
@@ -129,8 +131,9 @@ class ClosedJaxpr:
 
     __repr__ = __str__
 
-    def pretty_print(self) -> str:
-        return str(self.jaxpr)
+    def pretty_print(self, **options) -> str:
+        """This jaxpr as text; options as in JAX (see ``pretty_print_jaxpr``)."""
+        return pretty_print_jaxpr(self.jaxpr, **options)
 
 
 def subjaxprs(params):
@@ -202,10 +205,34 @@ def _letters(n: int) -> str:
     return s
 
 
+_KEYWORD, _KEYWORD_END = "\x1b[34;1m", "\x1b[39;22m"  # JAX's colours: keywords bold blue,
+_TYPE, _TYPE_END = "\x1b[35m", "\x1b[39m"                # binder types magenta
+# Printed text carries zero-width pieces: colour escapes, and ``\x00<n>\x01`` marks where
+# equation n starts (its annotations go at the end of that line).
+_ZERO_WIDTH = re.compile("\x1b\\[[0-9;]*m|\x00[0-9]+\x01")
+_MARK = re.compile("\x00([0-9]+)\x01")
+
+
+def _width(text: str) -> int:
+    return len(_ZERO_WIDTH.sub("", text))
+
+
 class _Printer:
-    def __init__(self):
+    """Jaxprs as JAX prints them. A jaxpr, an equation's ``[params]`` and a tuple of jaxprs
+    each print on one line when that line fits in ``width`` columns from where it starts,
+    otherwise broken over lines (their parts deciding again for themselves)."""
+
+    def __init__(self, *, print_shapes=True, source_info=False, name_stack=False,
+                 custom_pp_eqn_rules=True, print_effects=False, use_color=False, width=80):
         self.names: dict = {}
         self.used = None
+        self.print_shapes, self.source_info, self.name_stack = print_shapes, source_info, name_stack
+        self.custom_rules, self.print_effects = custom_pp_eqn_rules, print_effects
+        self.color, self.width = use_color, width
+        self.notes: list = []  # per marked equation, its annotations
+
+    def keyword(self, text: str) -> str:
+        return f"{_KEYWORD}{text}{_KEYWORD_END}" if self.color else text
 
     def name(self, v) -> str:
         if isinstance(v, Literal):
@@ -217,66 +244,139 @@ class _Printer:
 
     def out_binder(self, v) -> str:
         if self.used is not None and v not in self.used:
-            return f"_:{v.aval.str_short()}"
+            return "_" + self.type_of(v)
         return self.binder(v)
 
     def binder(self, v) -> str:
-        return f"{self.name(v)}:{v.aval.str_short()}"
+        return self.name(v) + self.type_of(v)
 
-    def jaxpr(self, jaxpr: Jaxpr, indent: int) -> str:
+    def type_of(self, v) -> str:
+        if not self.print_shapes:
+            return ""
+        text = ":" + v.aval.str_short()
+        return f"{_TYPE}{text}{_TYPE_END}" if self.color else text
+
+    def jaxpr(self, jaxpr: Jaxpr, indent: int, column: int = 0, flat: bool = False) -> str:
         saved = self.names, self.used
         self.names = {}
         self.used = {v for e in jaxpr.eqns for v in e.invars if isinstance(v, Var)}
         self.used.update(v for v in jaxpr.outvars if isinstance(v, Var))
-        head = ("{ lambda " + " ".join(self.binder(v) for v in jaxpr.constvars) + "; "
-                + " ".join(self.binder(v) for v in jaxpr.invars) + ". let")
-        body = [self.eqn(e, indent + 4) for e in jaxpr.eqns]
+        head = ("{ " + self.keyword("lambda ") + " ".join(self.binder(v) for v in jaxpr.constvars)
+                + "; " + " ".join(self.binder(v) for v in jaxpr.invars) + ". ")
+        let = f"{_KEYWORD}let" if self.color else "let"
+        end = _KEYWORD_END if self.color else ""
+        body = "; ".join(self.eqn(e, 0, flat=True) for e in jaxpr.eqns)  # names, in order
         outs = ", ".join(self.name(v) for v in jaxpr.outvars)
-        tail = " " * (indent + 2) + f"in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}"
+        tail = (self.keyword("in ") + f"({outs}{',' if len(jaxpr.outvars) == 1 else ''})"
+                + (f" : {self.effects(jaxpr)}" if self.print_effects else "") + " }")
+        one_line = f"{head}{let}{end} {body} {tail}"
+        if flat or column + _width(one_line) <= self.width:
+            text = one_line
+        else:  # the colour of ``let`` ends where the first line after it starts, as in JAX
+            pad = " " * (indent + 4)
+            lines = [pad + self.eqn(e, indent + 4) for e in jaxpr.eqns]
+            lines.append(" " * (indent + 2) + tail)
+            lines[0] = lines[0][:indent + 4 if jaxpr.eqns else indent + 2] + end + \
+                lines[0][indent + 4 if jaxpr.eqns else indent + 2:]
+            text = "\n".join([head + let, *lines])
         self.names, self.used = saved
-        if not body:
-            return head + "  " + tail.lstrip()
-        if len(body) == 1 and "\n" not in body[0]:
-            flat = f"{head} {body[0].strip()} {tail.strip()}"
-            if len(flat) <= 80:
-                return flat
-        return "\n".join([head, *body, tail])
+        return text
 
-    def param(self, value, indent: int) -> str:
+    def effects(self, jaxpr: Jaxpr) -> str:
+        return "{ " + ", ".join(sorted(str(e) for e in jaxpr_effects(jaxpr))) + " }"
+
+    def param(self, value, indent: int, column: int, flat: bool) -> str:
         if isinstance(value, ClosedJaxpr):
             value = value.jaxpr
         if isinstance(value, Jaxpr):
-            return self.jaxpr(value, indent)
+            return self.jaxpr(value, indent, column, flat)
         if isinstance(value, np.dtype):
             return value.name
         if isinstance(value, type) and issubclass(value, np.generic):
             return np.dtype(value).name
         if isinstance(value, (tuple, list)) and _holds_jaxprs({"": value}):
-            return "(\n" + "\n".join(" " * (indent + 2) + self.param(x, indent + 2)
-                                     for x in value) + "\n" + " " * indent + ")"
+            one_line = "(" + " ".join(self.param(x, 0, 0, True) for x in value) + ")"
+            if flat or column + _width(one_line) <= self.width:
+                return one_line
+            return "(\n" + "\n".join(" " * (indent + 2) + self.param(x, indent + 2, indent + 2,
+                                                                       False)
+                                      for x in value) + "\n" + " " * indent + ")"
         return str(value)
 
-    def eqn(self, e: JaxprEqn, indent: int) -> str:
+    def eqn(self, e: JaxprEqn, indent: int, flat: bool = False) -> str:
+        """The equation's text starting at column ``indent`` (without the indentation)."""
         lhs = " ".join(self.out_binder(v) for v in e.outvars)
         args = " ".join(self.name(v) for v in e.invars)
-        shown = param_printers.get(e.primitive)
+        shown = param_printers.get(e.primitive) if self.custom_rules else None
         # A primitive's printer also fixes the order (pjit shows name first, as JAX does).
         params = list(shown(e.params).items()) if shown else sorted(e.params.items())
-        nested = _holds_jaxprs(dict(params))
-        pad = " " * indent
-        if not params:
-            rhs = e.primitive.name
-        elif nested:
-            inner = "\n".join(pad + "  " + f"{k}={self.param(v, indent + 2)}" for k, v in params)
-            rhs = f"{e.primitive.name}[\n{inner}\n{pad}]"
-        else:
-            shown = [f"{k}={self.param(v, 0)}" for k, v in params]
-            rhs = e.primitive.name + "[" + " ".join(shown) + "]"
-            if len(pad) + len(lhs) + 3 + len(rhs) > 80:  # as JAX: one param per line
-                inner = "\n".join(f"{pad}  {p}" for p in shown)
-                rhs = f"{e.primitive.name}[\n{inner}\n{pad}]"
-        head = f"{pad}{lhs} = {rhs}" if lhs else f"{pad}{rhs}"  # no outputs: no binders
-        return head + (f" {args}" if args else "")
+        rhs = e.primitive.name
+        if params:
+            rhs = rhs + "[" + " ".join(f"{k}={self.param(v, 0, 0, True)}" for k, v in params) + "]"
+            start = indent + (_width(lhs) + 3 if lhs else 0)
+            if not flat and start + _width(rhs) > self.width:  # as JAX: one param per line
+                pad = " " * (indent + 2)
+                inner = "\n".join(pad + f"{k}=" + self.param(v, indent + 2, indent + 3 + len(k),
+                                                              False) for k, v in params)
+                rhs = f"{e.primitive.name}[\n{inner}\n{' ' * indent}]"
+        text = f"{lhs} = {rhs}" if lhs else rhs  # no outputs: no binders
+        return self.mark(e) + text + (f" {args}" if args else "")
+
+    def mark(self, e: JaxprEqn) -> str:
+        notes = []
+        info = e.source_info
+        if self.source_info and info is not None and info.location():
+            notes.append(info.location())
+        if self.name_stack:
+            notes.append("[" + "/".join(info.name_stack if info is not None else ()) + "]")
+        if not notes:
+            return ""
+        self.notes.append(notes)
+        return f"\x00{len(self.notes) - 1}\x01"
+
+    def annotate(self, text: str) -> str:
+        """``text`` with each marked equation's notes after the line it starts on, all notes
+        in one column past the longest line (JAX's layout of ``source_info``/``name_stack``)."""
+        if not self.notes:
+            return text
+        lines = text.split("\n")
+        column = max(_width(line) for line in lines)
+        out = []
+        for line in lines:
+            notes = [n for i in _MARK.findall(line) for n in self.notes[int(i)]]
+            line = _MARK.sub("", line)
+            if notes:
+                out.append(line + " " * (column - _width(line)) + " # " + notes[0])
+                out.extend(" " * column + " # " + n for n in notes[1:])
+            else:
+                out.append(line)
+        return "\n".join(out)
+
+    def top(self, jaxpr: Jaxpr) -> str:
+        return self.annotate(self.jaxpr(jaxpr, 0))
+
+
+def pretty_print_jaxpr(jaxpr: Jaxpr, *, source_info=False, print_shapes=True,
+                       custom_pp_eqn_rules=True, name_stack=False, print_effects=False,
+                       width=80, use_color=None, **format_options) -> str:
+    """``jaxpr`` as text, with the options of JAX's ``Jaxpr.pretty_print``: binder types
+    (``print_shapes``), each equation's user source line (``source_info``) and named-scope
+    path (``name_stack``) as ``# ...`` notes, the primitives' own param printers
+    (``custom_pp_eqn_rules``), each jaxpr's effects (``print_effects``), the line ``width``
+    and ANSI colours (``use_color``; plax colours only when asked, also in a terminal).
+    JAX's other ``Doc.format`` options are checked but change nothing in plain text."""
+    unknown = sorted(set(format_options) - _FORMAT_OPTIONS)
+    if unknown:
+        raise TypeError(f"pretty_print() got unexpected keyword argument(s) {unknown}.")
+    if not isinstance(width, int) or width < 1:
+        raise ValueError(f"pretty_print: width must be a positive int, got {width!r}.")
+    return _Printer(print_shapes=print_shapes, source_info=source_info, name_stack=name_stack,
+                    custom_pp_eqn_rules=custom_pp_eqn_rules, print_effects=print_effects,
+                    use_color=bool(use_color), width=width).top(jaxpr)
+
+
+# Doc.format's other options: JAX's HTML output, separable lines and source maps.
+_FORMAT_OPTIONS = {"output_format", "separable_lines", "annotation_prefix", "source_map"}
 
 
 def _holds_jaxprs(params) -> bool:
