@@ -775,13 +775,14 @@ def _is_sharding_leaf(x) -> bool:
 
 
 def _spmd_shardings(shardings):
-    """``shardings`` (a pytree prefix) when it asks for SPMD (a PartitionSpec or a sharding
-    over several devices), else None: single-device shardings just pin the device."""
+    """``shardings`` (a pytree prefix) when it asks for SPMD (a PartitionSpec, a mesh's
+    NamedSharding, or a sharding over several devices), else None: other single-device
+    shardings just pin the device."""
     if shardings is UNSPECIFIED or shardings is None:
         return None
     leaves = tree_util.tree_leaves(shardings, is_leaf=_is_sharding_leaf)
-    if any(isinstance(s, PartitionSpec) or (isinstance(s, Sharding) and s.num_devices > 1)
-           for s in leaves):
+    if any(isinstance(s, (PartitionSpec, NamedSharding)) or
+           (isinstance(s, Sharding) and s.num_devices > 1) for s in leaves):
         return shardings
     return None
 

@@ -17,7 +17,7 @@ from plax.api import ShapeDtypeStruct, jit
 from plax.api_shard_map import _shard_map
 from plax.core.caches import BoundedCache
 from plax.experimental.multihost_utils import host_local_array_to_global_array
-from plax.core.trace import get_aval
+from plax.core.trace import EvalTrace, current_trace, get_aval
 from plax.lax import shapes as _shapes
 from plax.runtime.array import CONCRETE
 from plax.runtime import xla
@@ -87,20 +87,24 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
                 _canonical(ax, leaf) for ax, leaf in zip(_flat_axes(axes, dyn), leaves))
         size = _mapped_size(leaves, flat_axes, axis_size)
         key = (shape_key, size)
-        jitted = cache.get(key)
-        if jitted is None:
+        built = cache.get(key)
+        if built is None:
             mesh = _mesh(size, devs, backend, name)
             n_kw = len(leaves) - len(tree_util.tree_leaves(dyn[0]))
             donate = [i in donated for i in dyn_idx]
             flags = [d for i, d in zip(dyn_idx, donate) for _ in
                      tree_util.tree_leaves(args[i])] + [False] * n_kw
-            jitted = cache[key] = _build(fun, len(args), dict(zip(statics, static_vals)), tree,
+            built = cache[key] = _build(fun, len(args), dict(zip(statics, static_vals)), tree,
                                          list(flat_axes), mesh, name, out_axes, flags)
-        return jitted, leaves
+        return built, leaves
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        (jitted, box), leaves = prepare(args, kwargs)
+        (plain, placed, box), leaves = prepare(args, kwargs)
+        # Called eagerly, the results are laid out as pmap promises (over the devices along
+        # their out_axes, even on one device, where every layout is the same); under a
+        # transformation the enclosing computation decides, as in JAX.
+        jitted = placed if isinstance(current_trace(), EvalTrace) else plain
         # Host data, and device arrays not yet split along their mapped axis, go straight to
         # their devices, one slice each (rather than whole to every device, then sliced).
         placements = box["placements"]
@@ -111,11 +115,10 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
                 [leaves[i] for i in move], box["mesh"], [box["in_specs"][i] for i in move])
             for i, x in zip(move, placed):
                 leaves[i] = x
-        outs = jitted(*leaves)
-        return tree_util.tree_unflatten(box["tree"], outs)
+        return jitted(*leaves)
 
     def lower(*args, **kwargs):
-        (jitted, box), leaves = prepare(args, kwargs)
+        (_, jitted, box), leaves = prepare(args, kwargs)
         # Each leaf is lowered with the placement a call gives it: mapped ones split over the
         # devices (as JAX's pmap lowers them), without moving any data.
         stand_ins = [x if where is None or getattr(x, "sharding", None) == where
@@ -128,9 +131,10 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
 
 
 def _build(fun, n_args, static_vals, tree, flat_axes, mesh, name, out_axes, donated):
-    """The jit of the shard_map computing ``fun`` over ``mesh`` for these arguments (it returns
-    the results' leaves; ``box["tree"]`` is their structure once traced). ``donated`` has one
-    flag per leaf."""
+    """Two jits of the shard_map computing ``fun`` over ``mesh`` for these arguments (leaves
+    in, ``fun``'s results out): one leaving the results' layout to the enclosing computation,
+    one laying them out along ``out_axes``; and the box of what tracing found. ``donated``
+    has one flag per leaf."""
     in_specs = tuple(_spec(ax, name) for ax in flat_axes)
     box = {"mesh": mesh, "in_specs": in_specs,
            "placements": [None if ax is None else NamedSharding(mesh, spec)
@@ -155,9 +159,26 @@ def _build(fun, n_args, static_vals, tree, flat_axes, mesh, name, out_axes, dona
 
     mapped = _shard_map(body, mesh, in_specs, lambda: [_spec(ax, name) for ax in box["axes"]],
                         False, frozenset())
-    jitted = jit(lambda *leaves: mapped(*leaves),
-                 donate_argnums=tuple(i for i, d in enumerate(donated) if d))
-    return jitted, box
+    def call(*leaves):
+        outs = mapped(*leaves)  # (tracing the body sets box["tree"])
+        return tree_util.tree_unflatten(box["tree"], outs)
+
+    donate = tuple(i for i, d in enumerate(donated) if d)
+    # One function for both, so they share its traces.
+    return (jit(call, donate_argnums=donate),
+            jit(call, donate_argnums=donate, out_shardings=_out_shardings(out_axes, mesh, name)),
+            box)
+
+
+def _out_shardings(out_axes, mesh, name):
+    """jit's out_shardings for pmap's results (a prefix of them, as ``out_axes`` is): split
+    over ``mesh`` along each result's mapped axis, replicated where it is None; a negative
+    axis is left to XLA (its position depends on the result's rank)."""
+    def sharding(ax):
+        if ax is not None and ax < 0:
+            return None
+        return NamedSharding(mesh, _spec(ax, name))
+    return tree_util.tree_map(sharding, out_axes, is_leaf=lambda a: a is None)
 
 
 def _stand_in(x, sharding) -> ShapeDtypeStruct:
@@ -201,16 +222,20 @@ def _canonical(ax, leaf, out: bool = False):
 def _mapped_size(leaves, axes, axis_size) -> int:
     sizes = {i: np.shape(leaf)[ax] if not hasattr(leaf, "shape") else leaf.shape[ax]
              for i, (leaf, ax) in enumerate(zip(leaves, axes)) if ax is not None}
-    if not sizes:
-        if axis_size is None:
-            raise ValueError("pmap requires at least one argument with a mapped axis.")
-        return int(axis_size)
+    if not sizes:  # (axis_size does not stand in for one, as in JAX)
+        raise ValueError("pmap requires at least one argument with a mapped axis: every in_axes "
+                         "entry is None (or there are no arguments). Map an argument along one "
+                         "of its axes, e.g. in_axes=0.")
     distinct = set(sizes.values())
     if len(distinct) > 1:
         listing = ", ".join(f"argument {i} has size {s} along axis {axes[i]}"
                             for i, s in sizes.items())
         raise ValueError(f"pmap got inconsistent sizes for array axes to be mapped:\n{listing}")
-    return distinct.pop()
+    size = distinct.pop()
+    if axis_size is not None and axis_size != size:
+        raise ValueError(f"Specified axis_size {axis_size} doesn't match received axis_size "
+                         f"{size}: the mapped arguments have size {size} along their in_axes.")
+    return size
 
 
 # (size, devices, backend, name) -> Mesh: built once, not per call. A registered cache, so

@@ -1,5 +1,6 @@
-"""pmap on 8 CPU devices, built on shard_map + jit: values against NumPy per-device models,
-the errors with JAX's phrases, composition with the other transformations, caching."""
+"""pmap over every CPU device (8 in the suite, 1 in its one-device run), built on shard_map +
+jit: values against NumPy per-device models, the errors with JAX's phrases, composition with
+the other transformations, caching, and the results' layouts as JAX reports them."""
 import functools
 
 import numpy as np
@@ -10,15 +11,18 @@ import plax.numpy as jnp
 from plax import lax
 from plax.sharding import NamedSharding, PartitionSpec as P
 
-X = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+N = len(plax.devices())
+LAST = N - 1
+X = np.arange(2.0 * N, dtype=np.float32).reshape(N, 2)
+AXIS = "_internal_pmap_axis_name"  # the name JAX gives pmap's axis when it has none
 
 
 def test_maps_over_the_devices_and_returns_sharded_arrays():
     out = plax.pmap(lambda a: a * 2)(X)
     np.testing.assert_allclose(np.asarray(out), 2 * X)
-    assert len(out.addressable_shards) == 8 and out.addressable_shards[3].data.shape == (1, 2)
-    assert out.addressable_shards[3].device == plax.devices()[3]
-    np.testing.assert_allclose(np.asarray(out[3]), 2 * X[3])
+    assert len(out.addressable_shards) == N and out.addressable_shards[LAST].data.shape == (1, 2)
+    assert out.addressable_shards[LAST].device == plax.devices()[LAST]
+    np.testing.assert_allclose(np.asarray(out[LAST]), 2 * X[LAST])
     again = plax.pmap(lambda a: a + 1)(out)  # the layout is pmap's own: no copy needed
     assert again.sharding == out.sharding
     np.testing.assert_allclose(np.asarray(jnp.sum(again, 0)), (2 * X + 1).sum(0))
@@ -27,19 +31,19 @@ def test_maps_over_the_devices_and_returns_sharded_arrays():
 def test_collectives_over_the_axis_name():
     f = plax.pmap(lambda a: (lax.psum(a, "i"), lax.pmean(a, "i"), lax.pmax(a, "i"),
                              lax.axis_index("i"), lax.all_gather(a, "i"),
-                             lax.ppermute(a, "i", [(j, (j + 1) % 8) for j in range(8)])),
+                             lax.ppermute(a, "i", [(j, (j + 1) % N) for j in range(N)])),
                   axis_name="i")
     s, m, mx, idx, gathered, ring = f(X)
-    np.testing.assert_allclose(np.asarray(s), np.broadcast_to(X.sum(0), (8, 2)))
-    np.testing.assert_allclose(np.asarray(m), np.broadcast_to(X.mean(0), (8, 2)))
-    np.testing.assert_allclose(np.asarray(mx), np.broadcast_to(X.max(0), (8, 2)))
-    np.testing.assert_array_equal(np.asarray(idx), np.arange(8))
-    np.testing.assert_allclose(np.asarray(gathered), np.broadcast_to(X, (8, 8, 2)))
+    np.testing.assert_allclose(np.asarray(s), np.broadcast_to(X.sum(0), (N, 2)))
+    np.testing.assert_allclose(np.asarray(m), np.broadcast_to(X.mean(0), (N, 2)))
+    np.testing.assert_allclose(np.asarray(mx), np.broadcast_to(X.max(0), (N, 2)))
+    np.testing.assert_array_equal(np.asarray(idx), np.arange(N))
+    np.testing.assert_allclose(np.asarray(gathered), np.broadcast_to(X, (N, N, 2)))
     np.testing.assert_allclose(np.asarray(ring), np.roll(X, 1, axis=0))
     sc = plax.pmap(lambda a: lax.psum_scatter(a, "i", tiled=True), axis_name="i")(
-        np.arange(64.0, dtype=np.float32).reshape(8, 8))
+        np.arange(N * N * 2.0, dtype=np.float32).reshape(N, 2 * N))
     np.testing.assert_allclose(np.asarray(sc).reshape(-1),
-                               np.arange(64.0).reshape(8, 8).sum(0))
+                               np.arange(N * N * 2.0).reshape(N, 2 * N).sum(0))
 
 
 def test_in_axes_out_axes_and_static_arguments():
@@ -61,19 +65,30 @@ def test_in_axes_out_axes_and_static_arguments():
 
     np.testing.assert_allclose(np.asarray(scaled(X, 2)), X ** 2)
     np.testing.assert_allclose(np.asarray(scaled(X, 1)), X)
-    small = plax.pmap(lambda a: a + 1, devices=plax.devices()[4:])(np.ones((4, 2), np.float32))
-    assert {s.device for s in small.addressable_shards} == set(plax.devices()[4:])
-    sized = plax.pmap(lambda a: a + 1, in_axes=None, axis_size=4)(np.ones(3, np.float32))
-    np.testing.assert_allclose(np.asarray(sized), np.full((4, 3), 2.0))
+    tail = plax.devices()[N // 2:]
+    small = plax.pmap(lambda a: a + 1, devices=tail)(np.ones((len(tail), 2), np.float32))
+    assert {s.device for s in small.addressable_shards} == set(tail)
+    sized = plax.pmap(lambda a, b: a + b, in_axes=(0, None), axis_size=N)(X, np.float32(1))
+    np.testing.assert_allclose(np.asarray(sized), X + 1)
 
 
 def test_errors_with_jax_phrases():
-    with pytest.raises(ValueError, match="requires 9 logical devices, but only 8 XLA devices"):
-        plax.pmap(lambda a: a)(np.ones((9, 2)))
+    with pytest.raises(ValueError, match=f"requires {N + 1} logical devices, but only {N} XLA "
+                                         "devices"):
+        plax.pmap(lambda a: a)(np.ones((N + 1, 2)))
     with pytest.raises(ValueError, match="pmap got inconsistent sizes for array axes to be mapped"):
-        plax.pmap(lambda a, b: a + b)(np.ones((8, 2)), np.ones((4, 2)))
+        plax.pmap(lambda a, b: a + b)(np.ones((N, 2)), np.ones((N + 1, 2)))
+    # As in JAX 0.10, axis_size does not stand in for a mapped argument: it is checked
+    # against the mapped arguments' size.
+    for kwargs in ({}, {"axis_size": N}):
+        with pytest.raises(ValueError,
+                           match="pmap requires at least one argument with a mapped axis"):
+            plax.pmap(lambda a: a, in_axes=None, **kwargs)(np.ones((N, 2)))
     with pytest.raises(ValueError, match="pmap requires at least one argument with a mapped axis"):
-        plax.pmap(lambda a: a, in_axes=None)(np.ones((8, 2)))
+        plax.pmap(lambda: 1.0)()
+    with pytest.raises(ValueError, match=f"Specified axis_size {N + 1} doesn't match received "
+                                         f"axis_size {N}"):
+        plax.pmap(lambda a: a, axis_size=N + 1)(X)
     with pytest.raises(ValueError, match="its rank should be at least 1, but is only 0"):
         plax.pmap(lambda a: a)(np.float32(1))
     with pytest.raises(ValueError, match="axis 5 is out of bounds for array of dimension 2"):
@@ -81,7 +96,7 @@ def test_errors_with_jax_phrases():
     with pytest.raises(ValueError, match="Non-hashable static arguments are not supported"):
         plax.pmap(lambda a, s: a, static_broadcasted_argnums=1)(X, [1])
     with pytest.raises(ValueError, match="pmap of pmap is not supported"):
-        plax.pmap(plax.pmap(lambda a: a))(np.ones((2, 4, 3)))
+        plax.pmap(plax.pmap(lambda a: a))(np.ones((1, 1, 3)))
 
 
 def test_composition_with_grad_vmap_and_jit():
@@ -102,9 +117,9 @@ def test_composition_with_grad_vmap_and_jit():
     np.testing.assert_allclose(np.asarray(v), np.stack([model(X / 10), model(2 * X / 10)]),
                                rtol=1e-5)
     named = plax.pmap(plax.vmap(lambda r: lax.psum(r, "j"), axis_name="j"))(
-        X.reshape(8, 2, 1))
+        X.reshape(N, 2, 1))
     np.testing.assert_allclose(np.asarray(named), np.broadcast_to(X.sum(1)[:, None, None],
-                                                                  (8, 2, 1)))
+                                                                  (N, 2, 1)))
     np.testing.assert_allclose(np.asarray(plax.jit(pf)(X / 10)), np.asarray(model(X / 10)),
                                rtol=1e-5)
     np.testing.assert_allclose(np.asarray(plax.pmap(plax.jit(lambda a: a * 3))(X)), 3 * X)
@@ -120,14 +135,14 @@ def test_second_call_does_not_retrace():
     pf(X)
     pf(X + 1)
     assert traces == [(2,)]
-    pf(np.ones((8, 3), np.float32))
+    pf(np.ones((N, 3), np.float32))
     assert traces == [(2,), (3,)]
 
 
 def test_lower_and_data_parallel_step():
     rng = np.random.default_rng(0)
-    xb = rng.normal(size=(8, 4, 3)).astype(np.float32)
-    yb = rng.normal(size=(8, 4)).astype(np.float32)
+    xb = rng.normal(size=(N, 4, 3)).astype(np.float32)
+    yb = rng.normal(size=(N, 4)).astype(np.float32)
     w = rng.normal(size=(3,)).astype(np.float32)
 
     def loss(w, x, y):
@@ -138,7 +153,7 @@ def test_lower_and_data_parallel_step():
 
     pstep = plax.pmap(step, axis_name="batch", in_axes=(None, 0, 0), out_axes=None)
     new = pstep(w, xb, yb)
-    full = w - 0.1 * plax.grad(loss)(w, xb.reshape(32, 3), yb.reshape(32))
+    full = w - 0.1 * plax.grad(loss)(w, xb.reshape(4 * N, 3), yb.reshape(4 * N))
     np.testing.assert_allclose(np.asarray(new), np.asarray(full), rtol=1e-5, atol=1e-6)
     text = pstep.lower(w, xb, yb).as_text()
     assert "sdy.manual_computation" in text and "stablehlo.all_reduce" in text
@@ -153,7 +168,7 @@ def test_device_arrays_are_split_before_the_call():
     whole = jnp.asarray(X)  # on one device
     out = plax.pmap(lambda a: a * 3)(whole)
     np.testing.assert_allclose(np.asarray(out), 3 * X)
-    assert out.sharding.spec == P("_internal_pmap_axis_name")
+    assert out.sharding.spec == P(AXIS)
     assert whole.devices() == {plax.devices()[0]} and not whole.is_deleted()
 
 
@@ -176,5 +191,57 @@ def test_pmap_after_clear_backends_runs_on_the_new_devices():
     plax.clear_backends()
     out = plax.pmap(lambda a: a + 1)(X)
     np.testing.assert_allclose(np.asarray(out), X + 1)
-    assert out.addressable_shards[3].device == plax.devices()[3]
+    assert out.addressable_shards[LAST].device == plax.devices()[LAST]
     assert out.sharding.mesh.devices.flat[0] == plax.devices()[0]
+
+
+def test_a_one_long_axis_runs_on_the_first_device():
+    # optax's tests map over x[None] on any machine: a mesh of one device.
+    x = jnp.arange(3.0)
+    out = plax.pmap(lambda a: a * 2 + 1)(x[None])
+    np.testing.assert_allclose(np.asarray(out), 2 * np.arange(3.0)[None] + 1)
+    assert out.devices() == {plax.devices()[0]}
+    assert out.sharding.spec == P(AXIS) and out.sharding.mesh.shape == {AXIS: 1}
+    assert out.sharding.mesh.devices.tolist() == [plax.devices()[0]]
+
+    stats = plax.pmap(lambda a: (lax.psum(a, "i"), lax.pmean(a, "i"), lax.axis_index("i")),
+                      axis_name="i")(x[None])
+    np.testing.assert_allclose(np.asarray(stats[0]), np.arange(3.0)[None])
+    np.testing.assert_allclose(np.asarray(stats[1]), np.arange(3.0)[None])
+    np.testing.assert_array_equal(np.asarray(stats[2]), [0])
+
+    g = plax.pmap(plax.grad(lambda a: jnp.sum(jnp.sin(a) * a)))(x[None])
+    xs = np.arange(3.0)
+    np.testing.assert_allclose(np.asarray(g), (np.cos(xs) * xs + np.sin(xs))[None], rtol=1e-6)
+    outer = plax.grad(lambda a: plax.pmap(lambda r: lax.psum(r ** 2, "i"), axis_name="i")(
+        a).sum())(np.ones((1, 3), np.float32) * 3)
+    np.testing.assert_allclose(np.asarray(outer), np.full((1, 3), 6.0))
+
+    jitted = plax.jit(lambda a: plax.pmap(lambda r: r - 1)(a) * 2)(x[None])
+    np.testing.assert_allclose(np.asarray(jitted), 2 * (np.arange(3.0)[None] - 1))
+
+    donor = plax.pmap(lambda a: a)(x[None])
+    bumped = plax.pmap(lambda a: a + 1, donate_argnums=0)(donor)
+    np.testing.assert_allclose(np.asarray(bumped), np.arange(3.0)[None] + 1)
+    assert donor.is_deleted()
+
+    both = plax.pmap(lambda a, b: a * b, in_axes=(1, None), out_axes=1)(
+        x[:, None], np.float32(4))
+    np.testing.assert_allclose(np.asarray(both), 4 * np.arange(3.0)[:, None])
+    assert both.sharding.spec == P(None, AXIS)
+
+
+def test_results_are_laid_out_as_jax_lays_them_out():
+    # pmap pins its results along their out_axes, on any number of devices (as JAX's).
+    split, whole, moved = plax.pmap(lambda a: (a, lax.psum(a, "i"), a), axis_name="i",
+                                    out_axes=(0, None, 1))(X)
+    assert (split.sharding.spec, whole.sharding.spec, moved.sharding.spec) == (
+        P("i"), P(), P(None, "i"))
+    np.testing.assert_allclose(np.asarray(whole), X.sum(0))
+    np.testing.assert_allclose(np.asarray(moved), X.T)
+    assert moved.sharding.mesh.shape == {"i": N}
+    # Inside jit the enclosing program decides: XLA keeps the split over several devices;
+    # on one device JAX reports the layout of the program's first argument.
+    inside = plax.jit(plax.pmap(lambda a: a * 3))(X)
+    np.testing.assert_allclose(np.asarray(inside), 3 * X)
+    assert inside.sharding.spec == (P(AXIS) if N > 1 else P())

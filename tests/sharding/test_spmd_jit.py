@@ -640,3 +640,29 @@ def test_nested_jit_shardings_constrain_the_outer_program():
     np.testing.assert_allclose(np.asarray(out), 4.0)
     inner_in = plax.jit(lambda a: a + 1, in_shardings=s)
     assert plax.jit(lambda a: inner_in(a) * 1)(x).sharding == s
+
+
+def test_a_one_device_mesh_keeps_the_layouts_asked_for():
+    # On a mesh of one device every layout is the same data; JAX still reports the sharding
+    # asked for (device_put, out_shardings) and, for jit's other results, the first argument's
+    # layout where the rank matches (else replicated).
+    one = Mesh(devs()[:1], ("x",))
+    host = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    x = plax.device_put(pnp.asarray(host), NamedSharding(one, P("x")))
+    assert x.sharding == NamedSharding(one, P("x"))
+    back = plax.device_put(x, plax.devices()[0])
+    assert back.sharding == SingleDeviceSharding(plax.devices()[0])
+    np.testing.assert_array_equal(np.asarray(back), host)
+
+    same, row, lifted = plax.jit(lambda a: (a + 1, a[0], a[None]))(x)
+    assert (same.sharding.spec, row.sharding.spec, lifted.sharding.spec) == (P("x"), P(), P())
+    np.testing.assert_array_equal(np.asarray(same), host + 1)
+    np.testing.assert_array_equal(np.asarray(row), host[0])
+    np.testing.assert_array_equal(np.asarray(lifted), host[None])
+    assert plax.jit(lambda a, b: a + b)(host, x).sharding.spec == P()
+
+    pinned = plax.jit(lambda a: a * 2, out_shardings=NamedSharding(one, P(None, "x")))
+    for arg in (host, pnp.asarray(host), plax.device_put(host, plax.devices()[0]), x):
+        out = pinned(arg)
+        assert out.sharding == NamedSharding(one, P(None, "x"))
+        np.testing.assert_array_equal(np.asarray(out), host * 2)

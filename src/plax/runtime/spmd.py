@@ -117,7 +117,8 @@ def parameter_shardings(args, avals, in_shardings, devices, mesh, what: str) -> 
         own = a.sharding if type(a) in CONCRETE else None
         if s is None:
             if own is not None and tuple(own._device_assignment) == devices:
-                s = own
+                # (a one-device array of a one-device mesh's program: the mesh's layout)
+                s = own if isinstance(own, NamedSharding) else NamedSharding(mesh, PartitionSpec())
             elif own is not None and a._committed:
                 raise ValueError(
                     f"Received incompatible devices for {what}: argument {i} "
@@ -278,8 +279,12 @@ class LoweredSpmd:
         chosen = xla.output_hlo_shardings(exe)
         mesh = next(s.mesh for s in (*self.in_shardings, *self.out_shardings)
                     if isinstance(s, NamedSharding))
-        outs = [s if s is not None else named_sharding_of(h, mesh, physical_aval(v.aval).ndim)
-                for s, h, v in zip(self.out_shardings, chosen, self.jaxpr.outvars)]
+        if chosen is None:  # one device: XLA partitioned nothing and reports no layouts
+            outs = [s if s is not None else self._one_device_layout(mesh, v.aval)
+                    for s, v in zip(self.out_shardings, self.jaxpr.outvars)]
+        else:
+            outs = [s if s is not None else named_sharding_of(h, mesh, physical_aval(v.aval).ndim)
+                    for s, h, v in zip(self.out_shardings, chosen, self.jaxpr.outvars)]
         n = len(outs) - len(self.callbacks)
         avals = [typed_aval(v.aval, s) for v, s in zip(self.jaxpr.outvars, outs)]
         for callback, sharding in zip(self.callbacks, outs[n:]):
@@ -287,6 +292,17 @@ class LoweredSpmd:
         return SpmdProgram(exe, self.kept, [v.aval for v in self.jaxpr.invars], avals[:n],
                            self.in_shardings, outs[:n], self.text, self.name,
                            probes=list(zip(avals[n:], outs[n:])))
+
+
+    def _one_device_layout(self, mesh, aval) -> NamedSharding:
+        """A result's layout on a one-device mesh, as JAX reports it: the first parameter's
+        when the result has its rank (any layout is the same there), else replicated."""
+        if self.in_shardings and self.jaxpr.invars:
+            first = self.in_shardings[0]
+            if isinstance(first, NamedSharding) and \
+                    physical_aval(self.jaxpr.invars[0].aval).ndim == physical_aval(aval).ndim:
+                return first
+        return NamedSharding(mesh, PartitionSpec())
 
 
 def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, donated,

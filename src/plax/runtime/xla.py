@@ -270,11 +270,12 @@ def assemble(aval, sharding, shard_bufs, committed: bool = True):
         return xc.ArrayImpl(aval, sharding, list(shard_bufs), committed, True)
 
 
-def rewrap(buf, aval, committed: bool):
-    """A jaxlib array over ``buf``'s data (no copy) typed ``aval``, committed or not."""
-    sharding = buf._sharding
-    pieces = [buf] if isinstance(sharding, SingleDeviceShardingBase) else shards(buf)
-    return xc.ArrayImpl(aval, sharding, pieces, committed, True)
+def rewrap(buf, aval, committed: bool, sharding=None):
+    """A jaxlib array over ``buf``'s data (no copy) typed ``aval``, committed or not, and
+    labelled ``sharding`` if given (one laying the data out as ``buf``'s does)."""
+    own = buf._sharding
+    pieces = [buf] if isinstance(own, SingleDeviceShardingBase) else shards(buf)
+    return xc.ArrayImpl(aval, own if sharding is None else sharding, pieces, committed, True)
 
 
 def to_dlpack(buf, stream=None):
@@ -448,8 +449,10 @@ def _parse_module(text: str):
 
 
 def output_hlo_shardings(exe) -> list:
-    """The HloSharding XLA chose for each output of an SPMD executable."""
-    return [xc.HloSharding.from_proto(s) for s in exe.get_output_shardings()]
+    """The HloSharding XLA chose for each output of an SPMD executable (None for a program
+    over one device, where XLA reports none)."""
+    protos = exe.get_output_shardings()
+    return None if protos is None else [xc.HloSharding.from_proto(s) for s in protos]
 
 
 def parameter_hlo_shardings(exe) -> list:
