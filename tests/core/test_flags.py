@@ -108,6 +108,31 @@ def test_rank_promotion_raise_and_warn():
         np.testing.assert_array_equal(jnp.asarray(A23) + jnp.asarray(A3), A23 + A3)
 
 
+def test_rank_promotion_raise_where_jax_checks_it():
+    """JAX checks jax_numpy_rank_promotion in lcm, vecdot and vectorize's loop dimensions;
+    where, heaviside and gcd broadcast without the check (JAX 0.10.2's behaviour)."""
+    i3, i23 = np.arange(3), np.ones((2, 3), np.int32)
+    with plax.numpy_rank_promotion("raise"):
+        np.testing.assert_array_equal(jnp.where(A23 > 0, A3, 0.0), np.where(A23 > 0, A3, 0.0))
+        np.testing.assert_array_equal(jnp.heaviside(A3 - 1, A23), np.heaviside(A3 - 1, A23))
+        np.testing.assert_array_equal(jnp.gcd(i3, 2 * i23), np.gcd(i3, 2 * i23))
+        with pytest.raises(ValueError, match="jax_numpy_rank_promotion='raise'"):
+            jnp.lcm(i3, i23)
+        with pytest.raises(ValueError, match=r"operands with shapes \[\(3,\), \(2, 3\)\] require "
+                           r"rank promotion for jnp.vectorize function with signature "
+                           r"\(n\),\(n\)->\(\)"):
+            jnp.vecdot(A3, A23)
+        dot = jnp.vectorize(lambda x, y: jnp.sum(x * y), signature="(n),(n)->()")
+        with pytest.raises(ValueError, match="require rank promotion for jnp.vectorize"):
+            dot(A3, A23)
+        np.testing.assert_array_equal(dot(A3, 2.0 * np.ones(3, np.float32)), 6.0)
+        np.testing.assert_array_equal(jnp.vectorize(lambda x, y: x * y)(A3, 2.0), 2 * A3)
+    with plax.numpy_rank_promotion("warn"):
+        with pytest.warns(UserWarning, match="require rank promotion for jnp.vectorize"):
+            out = jnp.vecdot(A3, A23)
+    np.testing.assert_array_equal(out, [3.0, 3.0])
+
+
 def test_jit_retraces_when_rank_promotion_changes():
     add = counted(lambda a, b: a + b)
     f = plax.jit(add)

@@ -16,6 +16,7 @@ from plax.core.trace import get_aval
 from plax.lax.sharding_constraint import takes_out_sharding
 from plax.numpy import ufuncs
 from plax.numpy.reductions import sum as _sum
+from plax.numpy.vectorize import check_loop_rank_promotion
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
                              check_arraylike, convert, promote_dtypes, shape_of)
 
@@ -160,6 +161,7 @@ def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
         raise ValueError(f"vecdot: the axes along which the product is taken must have the same "
                          f"size, got {s1[a1]} (x1 shape {s1}) and {s2[a2]} (x2 shape {s2}) for "
                          f"axis={axis}.")
+    check_loop_rank_promotion([s1, s2], [s1[:-1], s2[:-1]], "(n),(n)->()")  # as JAX's vecdot
     x1, x2 = _to_last(_conj(x1), a1), _to_last(x2, a2)
     shape = broadcast_shapes(shape_of(x1)[:-1], shape_of(x2)[:-1]) + (s1[a1],)
     x1, x2 = broadcast_to_shape(x1, shape), broadcast_to_shape(x2, shape)

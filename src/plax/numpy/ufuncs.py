@@ -1,6 +1,8 @@
 """Elementwise NumPy functions (ufuncs) on plax.lax."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from plax import lax
@@ -669,7 +671,9 @@ def angle(z, deg: bool = False):
 
 def heaviside(x1, x2, /):
     """0 where x1 < 0, x2 where x1 == 0, 1 where x1 > 0."""
-    x1, x2 = _promote_full(promote_args_inexact, "heaviside", x1, x2)
+    # JAX broadcasts heaviside's arguments without the jax_numpy_rank_promotion check
+    x1, x2 = _promote_full(functools.partial(promote_args_inexact, check_rank=False),
+                           "heaviside", x1, x2)
     zero = _zero_like(x1)
     out = lax.select(lax.lt(x1, zero), _full_like(x1, 0),
                      lax.select(lax.eq(x1, zero), x2, _full_like(x1, 1)))
@@ -704,7 +708,8 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
                         f"position {1 if x is None else 2}: pass both x and y, or neither.")
     check_arraylike("where", condition, x, y)
     x, y = promote_dtypes(x, y)
-    cond, x, y = promote_shapes("where", _to_bool(condition), x, y)
+    cond = _to_bool(condition)
+    # NumPy broadcasting with no jax_numpy_rank_promotion check: JAX's where makes none.
     shape = broadcast_shapes(*(shape_of(v) for v in (cond, x, y)))
     cond, x, y = (broadcast_to_shape(v, shape) for v in (cond, x, y))
     return lax.select(cond, x, y)

@@ -164,12 +164,13 @@ def broadcast_to_shape(x, shape):
     return broadcast_in_dim(x, tuple(shape), tuple(range(nd - len(s), nd)))
 
 
-def promote_shapes(name: str, *args, rank_only: bool = False):
+def promote_shapes(name: str, *args, rank_only: bool = False, check_rank: bool = True):
     """Broadcast ``args`` to a common shape; rank-0 arguments stay rank 0.
 
     With ``rank_only``, arguments only gain leading size-1 dimensions up to the common
     rank: lax's elementwise ops broadcast size-1 dimensions themselves (as in JAX), so
-    nothing is materialised at full size.
+    nothing is materialised at full size. ``check_rank=False`` skips the
+    jax_numpy_rank_promotion check, for the functions JAX broadcasts without it.
     """
     if len(args) < 2:
         return list(args)
@@ -177,7 +178,8 @@ def promote_shapes(name: str, *args, rank_only: bool = False):
     ranked = [s for s in shapes if s]
     if all(s == ranked[0] for s in ranked):
         return list(args)  # equal shapes, or scalars that lax broadcasts itself
-    _check_rank_promotion(name, shapes)
+    if check_rank:
+        _check_rank_promotion(name, shapes)
     if rank_only:
         # lax broadcasts the size-1 dimensions, and (as in JAX) its elementwise ops report
         # a mismatch of equal-rank shapes as a TypeError; shapes of different ranks fail to
@@ -215,23 +217,23 @@ def _check_no_float0s(name: str, *args) -> None:
                         "inside a key.")
 
 
-def promote_args(name: str, *args):
+def promote_args(name: str, *args, check_rank: bool = True):
     """Check, promote dtypes and broadcast shapes: the standard ufunc preamble."""
     check_arraylike(name, *args)
     _check_no_float0s(name, *args)
-    return promote_shapes(name, *promote_dtypes(*args), rank_only=True)
+    return promote_shapes(name, *promote_dtypes(*args), rank_only=True, check_rank=check_rank)
 
 
-def promote_args_inexact(name: str, *args):
+def promote_args_inexact(name: str, *args, check_rank: bool = True):
     check_arraylike(name, *args)
     _check_no_float0s(name, *args)
-    return promote_shapes(name, *promote_dtypes_inexact(*args), rank_only=True)
+    return promote_shapes(name, *promote_dtypes_inexact(*args), rank_only=True, check_rank=check_rank)
 
 
-def promote_args_numeric(name: str, *args):
+def promote_args_numeric(name: str, *args, check_rank: bool = True):
     check_arraylike(name, *args)
     _check_no_float0s(name, *args)
-    return promote_shapes(name, *promote_dtypes_numeric(*args), rank_only=True)
+    return promote_shapes(name, *promote_dtypes_numeric(*args), rank_only=True, check_rank=check_rank)
 
 
 def canonicalize_axis(axis: int, ndim: int) -> int:

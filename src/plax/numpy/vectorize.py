@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 
+from plax.core.config import config
+from plax.core.source_info import user_stacklevel
 from plax.core.trace import get_aval
 
 _DIMS = r"\w+"
@@ -70,6 +73,7 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
                     raise ValueError(f"inconsistent size for core dimension {name!r}: {size} vs "
                                      f"{sizes[name]} {where}")
             loop_shapes.append(shape[:len(shape) - len(core)])
+        check_loop_rank_promotion([get_aval(v).shape for v in values], loop_shapes, signature)
         loop = jnp.broadcast_shapes(*loop_shapes) if loop_shapes else ()
         values = [jnp.broadcast_to(v, tuple(loop) + get_aval(v).shape[len(s):])
                   for v, s in zip(values, loop_shapes)]
@@ -96,6 +100,21 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
         return f(*values)
 
     return wrapped
+
+
+def check_loop_rank_promotion(shapes, loop_shapes, signature) -> None:
+    """jax_numpy_rank_promotion for the loop dimensions of non-scalar operands of a gufunc
+    with ``signature``, as JAX's vectorize checks it."""
+    mode = config.read("numpy_rank_promotion")
+    ranks = {len(loop) for shape, loop in zip(shapes, loop_shapes) if shape}
+    if mode == "allow" or len(ranks) <= 1:
+        return
+    msg = (f"operands with shapes {shapes} require rank promotion for jnp.vectorize function "
+           f"with signature {signature}. Set the jax_numpy_rank_promotion config option to "
+           "'allow' to disable this message, or add the missing loop dimensions explicitly.")
+    if mode == "raise":
+        raise ValueError(msg)
+    warnings.warn(msg, stacklevel=user_stacklevel())
 
 
 __all__ = ["vectorize"]
