@@ -73,6 +73,7 @@ class _NodeType(NamedTuple):
     flatten: Callable  # x -> (children, aux)
     unflatten: Callable  # (aux, children_tuple) -> x
     flatten_with_keys: Callable  # x -> ([(key, child), ...], aux)
+    child_keys: tuple | None = None  # the children's keys when the type fixes them
 
 
 _registry: dict[type, _NodeType] = {}
@@ -90,13 +91,13 @@ def _index_keys(flatten):
     return flatten_with_keys
 
 
-def _register(nodetype, flatten, unflatten, flatten_with_keys):
+def _register(nodetype, flatten, unflatten, flatten_with_keys, child_keys=None):
     if nodetype in _registry:
         raise ValueError(
             f"Duplicate custom PyTreeDef type registration for {nodetype}: "
             "a type can only be registered as a pytree node once."
         )
-    _registry[nodetype] = entry = _NodeType(flatten, unflatten, flatten_with_keys)
+    _registry[nodetype] = entry = _NodeType(flatten, unflatten, flatten_with_keys, child_keys)
     for hook in _registration_hooks:
         hook(nodetype, entry)
 
@@ -223,7 +224,8 @@ def register_dataclass(nodetype, data_fields=None, meta_fields=None, drop_fields
         kwargs.update(zip(data_fields, children))
         return nodetype(**kwargs)
 
-    _register(nodetype, flatten, unflatten, flatten_with_keys)
+    _register(nodetype, flatten, unflatten, flatten_with_keys,
+              tuple(GetAttrKey(name) for name in data_fields))
     return nodetype
 
 
@@ -778,14 +780,17 @@ class _NodeView:
             keys = [SequenceKey(i) for i in range(len(children))]
         elif t not in _registry and _is_namedtuple_type(t):
             keys = [GetAttrKey(f) for f in t._fields]
+        elif _registry[t].child_keys is not None:
+            keys = _registry[t].child_keys
         else:
             keys = [FlattenedIndexKey(i) for i in range(len(children))]
         return [(k, _NodeView(c)) for k, c in zip(keys, children)], aux
 
 
 def treedef_leaf_paths(treedef) -> list:
-    """The key path of each leaf of ``treedef``, read off the structure alone (a custom
-    node's children get ``FlattenedIndexKey`` keys, as its instance is not at hand)."""
+    """The key path of each leaf of ``treedef``, read off the structure alone: no tree is
+    built. A custom node's children get ``FlattenedIndexKey`` keys unless its type fixes
+    them (a registered dataclass's field names), as its instance is not at hand."""
     out = []
 
     def walk(view, path):

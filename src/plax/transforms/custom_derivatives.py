@@ -221,16 +221,18 @@ class custom_jvp:
             raise TypeError("Can't use ``defjvps`` with ``nondiff_argnums``.")
 
         def jvp(primals, tangents):
+            # One tangent per argument, None where all of it is zero (_tangents_per_argument);
+            # the output's tangent is None when no rule contributes.
             primal_out = self(*primals)
             parts = [fn(t, primal_out, *primals) for fn, t in zip(jvps, tangents)
-                     if fn is not None and not isinstance(t, SymbolicZero)]
+                     if fn is not None and t is not None]
             if not parts:
-                return primal_out, tree_util.tree_map(lambda x: SymbolicZero(get_aval(x)),
-                                                      primal_out)
+                return primal_out, None
             return primal_out, functools.reduce(
                 lambda a, b: tree_util.tree_map(_add, a, b), parts)
 
         jvp.__name__ = f"{_name(self.fun)}_jvps"
+        jvp.tangents_per_argument = True
         self.defjvp(jvp, symbolic_zeros=True)
 
     def __call__(self, *args, **kwargs):
@@ -256,22 +258,27 @@ def _add(a, b):
 def _jvp_rule(user_jvp, symbolic_zeros, static_vals, in_tree, out_tree, out_avals, name):
     """The flat rule: (primal leaves, tangent leaves with Zeros) -> (out leaves, tangents)."""
     rule_name = _name(user_jvp)
+    per_argument = getattr(user_jvp, "tangents_per_argument", False)  # (defjvps' rule)
 
     def rule(primals, tangents):
-        if symbolic_zeros:
-            ts = [SymbolicZero(t.aval) if type(t) is Zero else t for t in tangents]
+        if per_argument:
+            t_in = _tangents_per_argument(in_tree, tangents)
         else:
-            ts = [_zeros(t.aval) if type(t) is Zero else t for t in tangents]
-        res = user_jvp(*static_vals, tree_util.tree_unflatten(in_tree, list(primals)),
-                       tree_util.tree_unflatten(in_tree, ts))
+            t_in = in_tree.unflatten(
+                [(SymbolicZero(t.aval) if symbolic_zeros else _zeros(t.aval))
+                 if type(t) is Zero else t for t in tangents])
+        res = user_jvp(*static_vals, tree_util.tree_unflatten(in_tree, list(primals)), t_in)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
             raise TypeError(f"Custom JVP rule {rule_name} for function {name} must produce a "
                             "pair (list or tuple of length two) representing primal and tangent "
                             f"outputs, but got {res}.")
         p_out, t_out = res
         p_tree = tree_util.tree_structure(p_out)
-        t_leaves, t_tree = tree_util.tree_flatten(
-            t_out, is_leaf=lambda x: isinstance(x, SymbolicZero))
+        if per_argument and t_out is None:
+            t_leaves, t_tree = [None] * p_tree.num_leaves, p_tree
+        else:
+            t_leaves, t_tree = tree_util.tree_flatten(
+                t_out, is_leaf=lambda x: isinstance(x, SymbolicZero))
         if p_tree != t_tree:
             raise TypeError(f"Custom JVP rule {rule_name} for function {name} must produce "
                             "primal and tangent outputs with equal container (pytree) structures, "
@@ -281,6 +288,17 @@ def _jvp_rule(user_jvp, symbolic_zeros, static_vals, in_tree, out_tree, out_aval
         return p_leaves, [_check_tangent_out(p, t) for p, t in zip(p_leaves, t_leaves)]
 
     return rule
+
+
+def _tangents_per_argument(in_tree, tangents) -> tuple:
+    """defjvps' tangents: per argument, None when all of it is zero, else its tree with any
+    zero leaves made arrays (a user's node is built only from arrays)."""
+    out, it = [], iter(tangents)
+    for arg_tree in in_tree.children():
+        ts = [next(it) for _ in range(arg_tree.num_leaves)]
+        out.append(None if all(type(t) is Zero for t in ts) else
+                   arg_tree.unflatten([_zeros(t.aval) if type(t) is Zero else t for t in ts]))
+    return tuple(out)
 
 
 def _zeros(aval):
@@ -419,19 +437,19 @@ def _bwd_rule(cv, static_vals, res_tree, out_tree, out_avals, in_tree, in_avals,
 
 def _check_bwd_out(out, in_tree, in_avals):
     """Flat input cotangents from ``bwd``'s output, checked against the primal arguments."""
-    args = tree_util.tree_unflatten(in_tree, list(in_avals))
+    arg_trees = in_tree.children()  # (the arguments' tuple is not rebuilt from types)
     if isinstance(out, list):
         out = tuple(out)
-    if not isinstance(out, tuple) or len(out) != len(args):
+    if not isinstance(out, tuple) or len(out) != len(arg_trees):
         got = tree_util.tree_structure(out)
         raise TypeError(
             "Custom VJP bwd rule must produce an output with the same container (pytree) "
             "structure as the args tuple of the primal function, and in particular must produce "
             "a tuple of length equal to the number of arguments to the primal function, but got "
             f"bwd output structure {got} for primal input structure {in_tree}.")
-    flat = []
-    for i, (ct, arg) in enumerate(zip(out, args)):
-        arg_avals, arg_tree = tree_util.tree_flatten(arg)
+    flat, avals = [], iter(in_avals)
+    for i, (ct, arg_tree) in enumerate(zip(out, arg_trees)):
+        arg_avals = [next(avals) for _ in range(arg_tree.num_leaves)]
         if ct is None:
             flat.extend(Zero(tangent_aval(a)) for a in arg_avals)
             continue

@@ -181,14 +181,10 @@ def _listing(diffs) -> str:
     return "\n".join(f"  * {d};" for d in diffs[:-1]) + f"\n  * {diffs[-1]}.\n"
 
 
-def _leaf_paths(tree, avals):
-    """The key path of each leaf of treedef ``tree``, read off the tree of its leaves' types
-    as JAX's messages are (or off the structure alone when a node refuses types)."""
-    try:
-        shown = tree_util.tree_unflatten(tree, list(avals))
-    except Exception:  # a node whose unflatten checks its children
-        return tree_util.treedef_leaf_paths(tree)
-    return [p for p, _ in tree_util.tree_flatten_with_path(shown)[0]]
+def _leaf_paths(tree):
+    """The key path of each leaf of treedef ``tree`` (read off the structure: a custom
+    node's unflatten never sees stand-in children)."""
+    return tree_util.treedef_leaf_paths(tree)
 
 
 def _function_info(fun) -> str:
@@ -251,7 +247,7 @@ def check_branch_outputs(api: str, name1: str, name2: str, f1, f2, tree1, avals1
             f"Revise {name1} and/or {name2} so that they have the same pytree structure.")
     if all(same_type(a, b) for a, b in zip(avals1, avals2)):
         return
-    paths = _leaf_paths(tree1, avals1)
+    paths = _leaf_paths(tree1)
     diffs = [f"the output of {name1}{' at path ' + keystr(p) if p else ''} has type "
              f"{type_text(a)} but the corresponding output of {name2} has type "
              f"{type_text(b)}{_mismatch(a, b)}"
@@ -264,8 +260,10 @@ def check_branch_outputs(api: str, name1: str, name2: str, f1, f2, tree1, avals1
         f"{_listing(diffs)}\nRevise {name1} and/or {name2} so that all output types match.")
 
 
-def check_carry(name: str, body_fun, in_tree, in_avals, out_tree, out_avals) -> None:
-    """A loop body's carry output agrees with its carry input in structure and types."""
+def check_carry(name: str, body_fun, in_tree, in_avals, out_tree, out_avals,
+                in_carry=None) -> None:
+    """A loop body's carry output agrees with its carry input in structure and types;
+    ``in_carry`` (the initial carry) names its components as the user's nodes key them."""
     try:
         carry_name = next(iter(inspect.signature(body_fun).parameters))
     except (TypeError, ValueError, StopIteration):
@@ -287,10 +285,11 @@ def check_carry(name: str, body_fun, in_tree, in_avals, out_tree, out_avals) -> 
             "the carry input.")
     if all(same_type(a, b) for a, b in zip(in_avals, out_avals)):
         return
+    paths = _leaf_paths(in_tree) if in_carry is None else \
+        [p for p, _ in tree_util.tree_flatten_with_path(in_carry)[0]]
     diffs = [f"{component(p)} has type {type_text(a)} but the corresponding output carry "
              f"component has type {type_text(b)}{_mismatch(a, b)}"
-             for p, a, b in zip(_leaf_paths(in_tree, in_avals), in_avals, out_avals)
-             if not same_type(a, b)]
+             for p, a, b in zip(paths, in_avals, out_avals) if not same_type(a, b)]
     old = ("body_fun output and input must have identical types"
            if name.startswith("while") else
            "scan carry output and input must have identical types")

@@ -85,7 +85,8 @@ def while_loop(cond_fun, body_fun, init_val):
         if changed:
             avals = avals_of(leaves)
             cond_closed, body_closed, body_tree = trace(avals)
-    check_carry("while_loop body", body_fun, tree, avals, body_tree, body_closed.out_avals)
+    check_carry("while_loop body", body_fun, tree, avals, body_tree, body_closed.out_avals,
+                init_val)
     (cond_body,), cond_consts = hoist_consts([cond_closed])
     (body,), body_consts = hoist_consts([body_closed])
     # A carry the body returns unchanged and the predicate does not read is a body const

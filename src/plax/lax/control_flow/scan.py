@@ -106,7 +106,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
             init_avals = avals_of(init_leaves)
             closed, out_tree, carry_tree, ys_tree = trace(init_avals)
     check_carry("scan body", f, init_tree, init_avals, carry_tree,
-                closed.out_avals[:carry_tree.num_leaves])
+                closed.out_avals[:carry_tree.num_leaves], init)
     (body,), consts = hoist_consts([closed])
     body, consts, carry_in, moved = _carries_as_consts(body, consts, init_leaves)
     # A y that is its x slice unchanged is xs itself: not copied through the loop.
