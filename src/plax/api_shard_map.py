@@ -20,8 +20,10 @@ from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval
 from plax import lax
+from plax.core.replication import vma
 from plax.lax.shard_map import body_context, check_out_replication, local_aval, shard_map_p
-from plax.sharding.mesh import AbstractMesh, Mesh, context_mesh
+from plax.sharding.mesh import (AbstractMesh, AxisType, Mesh, base_mesh, context_mesh,
+                                get_abstract_mesh, same_mesh)
 from plax.sharding.named import check_spec
 from plax.sharding.partition_spec import Infer, PartitionSpec
 
@@ -42,42 +44,38 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh=None, axis_names=fro
     if f is None:
         return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
                                  axis_names=axis_names, check_vma=check_vma)
-    return _shard_map(f, mesh, in_specs, out_specs, check_vma, frozenset(axis_names))
+    return _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names)
 
 
 def _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names):
     if not callable(f):
         raise TypeError(f"shard_map requires a callable for its first argument, but got {f} of "
                         f"type {type(f).__name__}.")
-    if mesh is None:
-        mesh = context_mesh()
-        if mesh is None or mesh.empty:
-            raise ValueError("The context mesh cannot be empty. Use `plax.set_mesh(mesh)` to "
-                             "enter into a mesh context, or pass mesh= to shard_map.")
-    if not isinstance(mesh, (Mesh, AbstractMesh)):
-        raise TypeError(f"shard_map requires a `plax.sharding.Mesh` instance for its mesh "
-                        f"argument, but got {mesh} of type {type(mesh).__name__}.")
-    manual = frozenset(mesh.axis_names) if not axis_names else axis_names
-    unknown = [a for a in manual if a not in mesh.axis_names]
-    if unknown:
-        raise ValueError(f"shard_map axis_names {sorted(unknown)} are not axes of the mesh "
-                         f"{mesh.axis_names}.")
-    if in_specs is not Infer:
-        _check_specs("in_specs", in_specs, manual)
-    if not callable(out_specs):
-        _check_specs("out_specs", out_specs, manual)
+    if mesh is not None:  # checked now; a context mesh is read (and checked) when called
+        _checked_mesh(mesh, in_specs, out_specs, axis_names)
     name = getattr(f, "__name__", None) or repr(f)
+    resolved = []  # the mesh, the axes made manual, those already manual: fixed by the 1st call
 
     @functools.wraps(f)
     def wrapped(*args):
+        if resolved:
+            given, manual, outer = resolved[0]
+            _check_context(given)
+        else:
+            given, manual, outer = _resolve(mesh, in_specs, out_specs, axis_names)
+            resolved.append((given, manual, outer))
+        mesh_ = base_mesh(given)
         leaves, in_tree = tree_util.tree_flatten(args)
-        specs = _infer_specs(leaves, mesh) if in_specs is Infer else _prefix_leaves(
-            "in_specs", in_specs, args)
+        if in_specs is Infer:
+            specs = _infer_specs(leaves, mesh_)
+        else:
+            specs = _prefix_leaves("in_specs", in_specs, args)
+            _check_explicit_specs(leaves, specs, mesh_, manual | outer)
         avals = [abstractify(x) if not hasattr(x, "aval") else get_aval(x) for x in leaves]
         paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(args)[0]]
         for path, aval, spec in zip(paths, avals, specs):
-            _check_arg(name, f, path, aval, spec, mesh, manual)
-        local = [local_aval(a, mesh, s, manual, check_vma) for a, s in zip(avals, specs)]
+            _check_arg(name, f, path, aval, spec, mesh_, manual)
+        local = [local_aval(a, mesh_, s, manual, check_vma) for a, s in zip(avals, specs)]
         box = []
 
         def body(*xs):
@@ -90,20 +88,20 @@ def _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names):
             for aval, spec in zip(out_avals, o_specs):
                 _check_out_rank(name, aval, spec)
             if check_vma:
-                check_out_replication(name, out_avals, o_specs, mesh, manual)
+                check_out_replication(name, out_avals, o_specs, mesh_, manual)
                 # Outputs split over axes they do not vary over: each device's copy is a block.
-                out_leaves = [lax.pvary(v, tuple(a for a in mesh.axis_names
-                                                 if a in s.mesh_axes() and a not in av.vma))
+                out_leaves = [lax.pvary(v, tuple(a for a in mesh_.axis_names if a in manual and
+                                                 a in s.mesh_axes() and a not in vma(av)))
                               for v, s, av in zip(out_leaves, o_specs, out_avals)]
             box.append((out_tree, o_specs))
             return out_leaves
 
-        with body_context(mesh, manual, check_vma):
+        with body_context(mesh_, manual, check_vma):
             jaxpr, consts = trace_to_jaxpr(body, local, description=f"shard_map({name})")
         out_tree, o_specs = box[0]
         callee, consts = consts_as_inputs(ClosedJaxpr(jaxpr, consts))
         all_in = (PartitionSpec(),) * len(consts) + tuple(specs)  # constants: replicated
-        outs = shard_map_p.bind(*consts, *leaves, jaxpr=callee, mesh=mesh,
+        outs = shard_map_p.bind(*consts, *leaves, jaxpr=callee, mesh=mesh_,
                                 in_specs=all_in, out_specs=tuple(o_specs), manual_axes=manual,
                                 check_vma=bool(check_vma))
         return tree_util.tree_unflatten(out_tree, outs)
@@ -111,6 +109,89 @@ def _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names):
 
 
 # --- checks, with JAX's messages ---------------------------------------------------------------
+def _checked_mesh(mesh, in_specs, out_specs, axis_names) -> frozenset:
+    """The axes a shard_map over ``mesh`` makes manual, after checking its arguments."""
+    if not isinstance(mesh, (Mesh, AbstractMesh)):
+        raise TypeError(f"shard_map requires a `plax.sharding.Mesh` instance for its mesh "
+                        f"argument, but got {mesh} of type {type(mesh).__name__}.")
+    if mesh.empty:
+        raise ValueError(f"shard_map requires a non-empty mesh. Got {mesh}")
+    if not isinstance(axis_names, (frozenset, set)):
+        raise TypeError("`axis_names` argument of shard_map should be of type `frozenset` or "
+                        f"`set`. Got type: {type(axis_names).__name__}")
+    manual = frozenset(mesh.axis_names) if not axis_names else frozenset(axis_names)
+    unknown = [a for a in manual if a not in mesh.axis_names]
+    if unknown:
+        raise ValueError(f"shard_map axis_names {sorted(unknown)} are not axes of the mesh "
+                         f"{mesh.axis_names}.")
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    if in_specs is Infer and not all(types[a] is AxisType.Explicit for a in manual):
+        shown = ", ".join(str(types[a]) for a in sorted(manual))
+        raise TypeError("shard_map in_specs argument must be a pytree of "
+                        "`plax.sharding.PartitionSpec` instances, but it was `None` when "
+                        f"axis_names={set(manual)} are of type {shown}: in_specs can be left out "
+                        "only when every manual axis is Explicit (the arguments' types then "
+                        "say how they are split).")
+    if in_specs is not Infer:
+        _check_specs("in_specs", in_specs, manual)
+    if not callable(out_specs):
+        _check_specs("out_specs", out_specs, manual)
+    return manual
+
+
+def _resolve(mesh, in_specs, out_specs, axis_names):
+    """At the first call: the mesh (the context's when none was given), the axes this
+    shard_map makes manual, and those an enclosing shard_map already made manual."""
+    if mesh is None:
+        mesh = context_mesh()
+        if mesh is None or mesh.empty:
+            raise ValueError("The context mesh cannot be empty. Use `plax.set_mesh(mesh)` to "
+                             "enter into a mesh context, or pass mesh= to shard_map.")
+    else:
+        _check_context(mesh)
+    ctx = context_mesh()
+    outer = frozenset(ctx.manual_axes) if ctx is not None and same_mesh(ctx, mesh) else \
+        frozenset()
+    manual = _checked_mesh(mesh, in_specs, out_specs, axis_names) - outer
+    return mesh, manual, outer
+
+
+def _check_context(mesh) -> None:
+    """A mesh given to shard_map must be the context mesh, if one is set (inside a shard_map
+    over the same mesh: with the enclosing one's manual axes)."""
+    ctx = get_abstract_mesh()
+    if ctx.empty:
+        return
+    given = mesh.abstract_mesh
+    if given != ctx and given.update_axis_types(
+            {a: AxisType.Manual for a in ctx.manual_axes}) != ctx:
+        raise ValueError(f"The context mesh {ctx} should match the mesh passed to shard_map "
+                         f"{mesh}")
+
+
+def _check_explicit_specs(leaves, specs, mesh, manual) -> None:
+    """Over a mesh whose axes are all manual and Explicit, an argument's in_specs entry must
+    be the split its type already has (reshard it first)."""
+    if manual != frozenset(mesh.axis_names) or mesh.explicit_axes != mesh.axis_names:
+        return
+    for x, spec in zip(leaves, specs):
+        aval = abstractify(x) if not hasattr(x, "aval") else get_aval(x)
+        want = tuple(spec) + (None,) * (aval.ndim - len(spec))
+        have = tuple(aval.sharding.spec) if aval._sharding is not None else (None,) * aval.ndim
+        if len(want) == aval.ndim and _entries(want) != _entries(have):
+            raise ValueError(
+                f"in_specs passed to shard_map: {PartitionSpec(*want)} does not match the "
+                f"specs of the input: {PartitionSpec(*have)} for arg: {aval.str_short(False)}. "
+                "`in_specs` is an optional argument so you can omit specifying it and "
+                "shard_map will infer the in_specs from the arguments. If you want to reshard "
+                "your inputs, you can use `plax.reshard` on the arguments and then pass those "
+                "args to shard_map.")
+
+
+def _entries(spec) -> tuple:
+    return tuple(None if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec)
+
+
 def _is_spec(s) -> bool:
     return isinstance(s, PartitionSpec)
 

@@ -210,7 +210,7 @@ def _aval_difference(name, a, b) -> list:
         aspects.append("weak_type")
     if getattr(a, "_sharding", None) != getattr(b, "_sharding", None):
         aspects.append("sharding")
-    if getattr(a, "vma", None) != getattr(b, "vma", None):
+    if getattr(a, "manual_axis_type", None) != getattr(b, "manual_axis_type", None):
         aspects.append("varying manual axes")
     if not aspects:  # another kind of abstract value
         aspects.append("type")

@@ -54,6 +54,76 @@ def _checked_shape(shape: tuple, dtype: np.dtype) -> tuple:
     return shape
 
 
+class ManualAxisType:
+    """How a value inside shard_map stands towards the manual mesh axes (an aval's
+    ``manual_axis_type``, short ``mat``): the axes it is ``varying`` over (devices along them
+    may hold different blocks), and those it is ``unreduced`` or ``reduced`` over. Values
+    outside shard_map have the empty one. Printed in a type as ``{V:x}``, ``{U:x}``, ``{R:x}``.
+    """
+
+    __slots__ = ("varying", "unreduced", "reduced", "_order", "_hash")
+
+    def __init__(self, *, varying=frozenset(), unreduced=frozenset(), reduced=frozenset(),
+                 _order=()):
+        varying, unreduced, reduced = frozenset(varying), frozenset(unreduced), frozenset(reduced)
+        for name, other in (("unreduced", unreduced), ("reduced", reduced)):
+            if varying & other:
+                raise ValueError(f"varying and {name} cannot have common mesh axes. Got "
+                                 f"varying={varying} and {name}={other}: a value cannot be "
+                                 f"both varying and {name} over {sorted(varying & other)}.")
+        object.__setattr__(self, "varying", varying)
+        object.__setattr__(self, "unreduced", unreduced)
+        object.__setattr__(self, "reduced", reduced)
+        # The mesh's axis order, for printing (not part of the value).
+        object.__setattr__(self, "_order", tuple(_order))
+        object.__setattr__(self, "_hash", hash((varying, unreduced, reduced)))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"ManualAxisType is immutable: use .update({name}=...)")
+
+    def update(self, **changes) -> "ManualAxisType":
+        """A copy with some of ``varying``, ``unreduced``, ``reduced`` replaced."""
+        fields = dict(varying=self.varying, unreduced=self.unreduced, reduced=self.reduced)
+        fields.update(changes)
+        return ManualAxisType(**fields, _order=self._order)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.varying or self.unreduced or self.reduced)
+
+    def __eq__(self, other):
+        return (type(other) is ManualAxisType and self.varying == other.varying
+                and self.unreduced == other.unreduced and self.reduced == other.reduced)
+
+    def __hash__(self):
+        return self._hash
+
+    def __reduce__(self):
+        return (_manual_axis_type, (self.varying, self.unreduced, self.reduced))
+
+    def __repr__(self):
+        return (f"ManualAxisType(varying={self.varying}, unreduced={self.unreduced}, "
+                f"reduced={self.reduced})")
+
+    def _ordered(self, names) -> str:
+        names = sorted(names, key=lambda n: (self._order.index(n) if n in self._order
+                                             else len(self._order), str(n)))
+        return names[0] if len(names) == 1 else f"({','.join(names)})"
+
+    def text(self) -> str:
+        """The type's suffix: ``{V:(x,y), U:z}`` (axes in mesh order), or '' when empty."""
+        parts = [f"{tag}:{self._ordered(axes)}" for tag, axes in
+                 (("V", self.varying), ("U", self.unreduced), ("R", self.reduced)) if axes]
+        return "{" + ", ".join(parts) + "}" if parts else ""
+
+
+def _manual_axis_type(varying, unreduced, reduced) -> ManualAxisType:
+    return ManualAxisType(varying=varying, unreduced=unreduced, reduced=reduced)
+
+
+EMPTY_MAT = ManualAxisType()
+
+
 class AbstractValue:
     __slots__ = ()
 
@@ -72,9 +142,10 @@ class ShapedArray(AbstractValue):
     Explicit axis (the value is replicated there, or the mesh's axes are Auto).
     """
 
-    __slots__ = ("shape", "dtype", "weak_type", "_sharding", "vma", "_hash")
+    __slots__ = ("shape", "dtype", "weak_type", "_sharding", "manual_axis_type", "_hash")
 
-    def __init__(self, shape, dtype, weak_type: bool = False, sharding=None, vma=frozenset()):
+    def __init__(self, shape, dtype, weak_type: bool = False, sharding=None,
+                 manual_axis_type: ManualAxisType = EMPTY_MAT):
         shape = tuple(shape)
         if not isinstance(dtype, (np.dtype, dtypes.ExtendedDType)):
             dtype = np.dtype(dtype)
@@ -95,10 +166,14 @@ class ShapedArray(AbstractValue):
                 raise ValueError(f"the sharding {sharding.spec} of a type must have one entry per "
                                  f"dimension of shape {shape}")
         # Inside shard_map: the manual mesh axes the value varies over (printed {V:x}).
-        self.vma = vma
-        self._hash = hash((shape, dtype, self.weak_type, sharding, vma))
+        if type(manual_axis_type) is not ManualAxisType:
+            raise TypeError("ShapedArray's manual_axis_type must be a ManualAxisType, got "
+                            f"{type(manual_axis_type).__name__}.")
+        self.manual_axis_type = manual_axis_type
+        self._hash = hash((shape, dtype, self.weak_type, sharding, manual_axis_type))
 
     ndim = property(lambda self: len(self.shape))
+    mat = property(lambda self: self.manual_axis_type, doc="Short for ``manual_axis_type``.")
 
     @property
     def size(self) -> int:
@@ -118,15 +193,16 @@ class ShapedArray(AbstractValue):
         return NamedSharding(get_abstract_mesh(), (None,) * len(self.shape))
 
     def update(self, shape=None, dtype=None, weak_type=None, sharding=False,
-               vma=None) -> "ShapedArray":
+               manual_axis_type=None) -> "ShapedArray":
         """A copy with some fields changed. The sharding is kept while the rank is
-        (``sharding=None`` drops it); the varying axes are kept."""
+        (``sharding=None`` drops it); the manual axis type is kept."""
         shape = self.shape if shape is None else shape
         if sharding is False:
             sharding = self._sharding if len(shape) == len(self.shape) else None
         return ShapedArray(shape, self.dtype if dtype is None else dtype,
                            self.weak_type if weak_type is None else weak_type, sharding,
-                           self.vma if vma is None else frozenset(vma))
+                           self.manual_axis_type if manual_axis_type is None else
+                           manual_axis_type)
 
     def strip_weak_type(self) -> "ShapedArray":
         return self.update(weak_type=False) if self.weak_type else self
@@ -134,17 +210,14 @@ class ShapedArray(AbstractValue):
     def __eq__(self, other):
         return (type(other) is ShapedArray and self.shape == other.shape
                 and self.dtype == other.dtype and self.weak_type == other.weak_type
-                and self._sharding == other._sharding and self.vma == other.vma)
+                and self._sharding == other._sharding
+                and self.manual_axis_type == other.manual_axis_type)
 
     def __hash__(self):
         return self._hash
 
     def str_short(self, short_dtypes: bool = True) -> str:
-        text = self._type_text(short_dtypes)
-        if self.vma:
-            names = sorted(self.vma)
-            text += "{V:" + (names[0] if len(names) == 1 else f"({','.join(names)})") + "}"
-        return text
+        return self._type_text(short_dtypes) + self.manual_axis_type.text()
 
     def _type_text(self, short_dtypes: bool) -> str:
         name = short_dtype_name(self.dtype) if short_dtypes else str(self.dtype.name)
@@ -178,7 +251,7 @@ def physical_aval(aval: ShapedArray) -> ShapedArray:
     if s is not None:
         s = type(s)(s.mesh, tuple(s.spec) + (None,) * len(dt.physical_shape))
     return ShapedArray(aval.shape + dt.physical_shape, dt.physical_dtype, sharding=s,
-                       vma=aval.vma)
+                       manual_axis_type=aval.manual_axis_type)
 
 
 _SCALAR_TYPES = (bool, int, float, complex)

@@ -3,7 +3,8 @@
 Inside ``shard_map`` every device holds its own block of a value; a value *varies*
 over a manual mesh axis when devices along that axis may hold different blocks, and
 is *invariant* over it when they hold the same. With ``check_vma`` the body is traced
-with the varying axes in the types (``f32[4]{V:x}``):
+with the varying axes in the types (``f32[4]{V:x}``, the ``varying`` set of the aval's
+``manual_axis_type``):
 
 - after a primitive's abstract evaluation, ``propagate`` sets its results' varying
   axes with its rule (``replication_rules[prim](ins, **params) -> [frozenset]``,
@@ -21,13 +22,16 @@ from __future__ import annotations
 
 import contextlib
 
+from plax.core.avals import ManualAxisType
 from plax.core.rules import replication_rules
 
-__all__ = ["vma_in_types", "checking", "manual_axes", "propagate", "coerce", "union"]
+__all__ = ["vma_in_types", "checking", "manual_axes", "propagate", "coerce", "union",
+           "varying_type", "vma", "vary_like"]
 
 # How many shard_map bodies checked for replication are being traced (or transformed) now.
 vma_in_types = [0]
 _manual: list = []  # their manual axes, innermost last
+_orders: list = []  # their meshes' axis orders (how types print the axes), innermost last
 # The pvary primitive (registered by plax.lax.collectives, which core cannot import).
 pvary_prim = [None]
 
@@ -40,15 +44,41 @@ def union(sets) -> frozenset:
 
 
 @contextlib.contextmanager
-def checking(manual):
-    """Trace with the varying axes in the types, inside a shard_map over ``manual``."""
+def checking(manual, order=()):
+    """Trace with the varying axes in the types, inside a shard_map over ``manual`` (a mesh
+    whose axes are ``order``)."""
     vma_in_types[0] += 1
     _manual.append(frozenset(manual))
+    _orders.append(tuple(order))
     try:
         yield
     finally:
+        _orders.pop()
         _manual.pop()
         vma_in_types[0] -= 1
+
+
+_types: dict = {}
+
+
+def varying_type(varying, order=None) -> ManualAxisType:
+    """The manual axis type of a value varying over ``varying`` (printed in the axis order of
+    the innermost shard_map's mesh unless ``order`` is given)."""
+    if order is None:
+        order = _orders[-1] if _orders else ()
+    key = (frozenset(varying), order)
+    t = _types.get(key)
+    if t is None:
+        if len(_types) > 4096:
+            _types.clear()
+        t = _types[key] = ManualAxisType(varying=key[0], _order=order)
+    return t
+
+
+def vma(aval) -> frozenset:
+    """The mesh axes ``aval`` varies over (none for values outside shard_map)."""
+    mat = getattr(aval, "manual_axis_type", None)
+    return frozenset() if mat is None else mat.varying
 
 
 def manual_axes() -> frozenset:
@@ -61,13 +91,9 @@ def _has_body(params) -> bool:
     return any(True for _ in subjaxprs(params))
 
 
-def _vma(aval) -> frozenset:
-    return getattr(aval, "vma", frozenset())
-
-
 def propagate(prim, avals, outs, params) -> list:
     """``outs`` (the results' avals) with the axes they vary over."""
-    ins = [_vma(a) for a in avals]
+    ins = [vma(a) for a in avals]
     rule = replication_rules.get(prim)
     if rule is None:
         if _has_body(params):
@@ -75,8 +101,8 @@ def propagate(prim, avals, outs, params) -> list:
         sets = [union(ins)] * len(outs)
     else:
         sets = rule(ins, **params)
-    return [o if _vma(o) == s or not hasattr(o, "vma") else o.update(vma=s)
-            for o, s in zip(outs, sets)]
+    return [o if vma(o) == s or not hasattr(o, "manual_axis_type") else
+            o.update(manual_axis_type=varying_type(s)) for o, s in zip(outs, sets)]
 
 
 def coerce(prim, args, params):
@@ -84,7 +110,7 @@ def coerce(prim, args, params):
     most varying one's axes (constants, the same on every device, stay as they are)."""
     if prim in replication_rules or _has_body(params):
         return args
-    sets = [_vma(getattr(a, "aval", None)) for a in args]
+    sets = [vma(getattr(a, "aval", None)) for a in args]
     target = union(sets)
     if all(s == target for s in sets):
         return args
@@ -94,6 +120,21 @@ def coerce(prim, args, params):
             a = pvary_prim[0].bind(a, axes=tuple(sorted(target - s)))[0]
         out.append(a)
     return out
+
+
+def vary_like(value, like):
+    """Inside a shard_map checked for replication: ``value`` pvary'd over the axes ``like``
+    varies over and it does not (what JAX's ``full_like`` does: a value made like a varying
+    one varies as it does); ``value`` itself elsewhere."""
+    if not vma_in_types[0]:
+        return value
+    from plax.core.trace import get_aval
+    missing = vma(get_aval(like)) - vma(get_aval(value))
+    if not missing:
+        return value
+    order = _orders[-1] if _orders else ()
+    axes = tuple(sorted(missing, key=lambda n: (order.index(n) if n in order else len(order), n)))
+    return pvary_prim[0].bind(value, axes=axes)[0]
 
 
 def _is_constant(x) -> bool:

@@ -131,7 +131,7 @@ def _varying_over(x, names):
     if not replication.vma_in_types[0]:
         return x
     missing = [n for n in names if n in replication.manual_axes() and
-               n not in getattr(get_aval(x), "vma", ())]
+               n not in replication.vma(get_aval(x))]
     return pvary_p.bind(x, axes=tuple(missing))[0] if missing else x
 
 

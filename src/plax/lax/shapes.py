@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plax.core import dtypes
+from plax.core import dtypes, replication
 from plax.core.avals import ShapedArray, weak_host_value
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, not_mapped,
@@ -165,7 +165,8 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
         dt, weak = aval.dtype, aval.weak_type
     else:
         dt, weak = dtypes.canonicalize_user_dtype(dtype), False
-    return _full(aval.shape if shape is None else shape, fill_value, dt, weak, sharding)
+    out = _full(aval.shape if shape is None else shape, fill_value, dt, weak, sharding)
+    return replication.vary_like(out, x)  # inside shard_map: varying as x is
 
 
 def _full(shape, fill_value, dt, weak: bool, sharding):

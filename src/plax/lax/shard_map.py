@@ -30,6 +30,7 @@ from plax.lax.batch_util import move_batch_dim
 from plax.core.effects import has_ordered_effects, nested_effect_rules, without_order
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.runtime import dispatch, spmd
+from plax.sharding.mesh import context_mesh, manual_mesh, same_mesh, use_mesh
 from plax.sharding.named import NamedSharding, typed_aval
 from plax.sharding.partition_spec import PartitionSpec
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
@@ -46,10 +47,14 @@ def _parts(mesh, spec: PartitionSpec, dim: int, manual) -> int:
 def local_aval(aval: ShapedArray, mesh, spec: PartitionSpec, manual,
                check_vma: bool = False) -> ShapedArray:
     """The type of one device's block of a global value split as ``spec`` (with
-    ``check_vma``, varying over the manual axes the spec splits it over)."""
+    ``check_vma``, varying over the manual axes the spec splits it over, and over those of
+    an enclosing shard_map the value already varies over)."""
     shape = tuple(d // _parts(mesh, spec, i, manual) for i, d in enumerate(aval.shape))
-    vma = frozenset(a for a in spec.mesh_axes() if a in manual) if check_vma else frozenset()
-    return ShapedArray(shape, aval.dtype, aval.weak_type, vma=vma)
+    if not check_vma:
+        return ShapedArray(shape, aval.dtype, aval.weak_type)
+    vma = replication.vma(aval) | frozenset(a for a in spec.mesh_axes() if a in manual)
+    return ShapedArray(shape, aval.dtype, aval.weak_type,
+                       manual_axis_type=replication.varying_type(vma, mesh.axis_names))
 
 
 def global_aval(aval: ShapedArray, mesh, spec: PartitionSpec, manual) -> ShapedArray:
@@ -104,8 +109,9 @@ def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_v
     def build(c, *block_args):
         if has_ordered_effects(body):  # ordered on each device, from a token of its own
             c.fn.token = c.fn.emit("stablehlo.after_all", [], [], ["!stablehlo.token"])[0]
-        # Lowerings that trace lax code (loops) check collectives' axes again: bind them.
-        with body_context(mesh, manual_axes, check_vma):
+        # Lowerings that trace lax code (loops) check collectives' axes again: bind them. The
+        # types were checked when the body was traced: lowering code is traced unchecked.
+        with body_context(mesh, manual_axes, False):
             return lower_jaxpr_body(c.fn, body, list(block_args)), local_out
     region = ctx.region(local_in, build, terminator="sdy.return", module_context=inner)
     names = ", ".join(f'"{a}"' for a in mesh.axis_names if a in manual_axes)
@@ -124,8 +130,11 @@ class _AxesShown(frozenset):
 
 
 abstract_eval_rules[shard_map_p] = _abstract
+# Printed under JAX's name for it: the axes this shard_map makes manual (an enclosing one's
+# are manual already).
 param_printers[shard_map_p] = lambda p: dict(sorted(
-    dict(p, manual_axes=_AxesShown(p["manual_axes"])).items()))
+    {**{k: v for k, v in p.items() if k != "manual_axes"},
+     "newly_manual_axes": _AxesShown(p["manual_axes"])}.items()))
 # Nested in another shard_map (over other axes): its results vary as its operands do.
 replication_rules[shard_map_p] = lambda ins, *, out_specs, **params: [
     replication.union(ins)] * len(out_specs)
@@ -143,7 +152,7 @@ def check_out_replication(name: str, out_avals, out_specs, mesh, manual) -> None
     """JAX's error for an output whose spec leaves out a manual axis it may vary over."""
     for spec, aval in zip(out_specs, out_avals):
         allowed = frozenset(a for a in spec.mesh_axes() if a in manual)
-        extra = aval.vma - allowed
+        extra = (replication.vma(aval) & frozenset(manual)) - allowed
         if extra:
             raise ValueError(
                 f"shard_map applied to the function '{name}' was given out_specs which require "
@@ -162,11 +171,18 @@ def check_out_replication(name: str, out_avals, out_specs, mesh, manual) -> None
 # --- transformation rules -------------------------------------------------------------------------
 @contextlib.contextmanager
 def body_context(mesh, manual, check_vma: bool):
-    """What tracing (or transforming) a body needs: the manual axes bound, and with
+    """What tracing (or transforming) a body needs: the manual axes bound, the context mesh
+    with them typed Manual (what ``get_abstract_mesh()`` shows inside), and with
     ``check_vma`` the varying axes in the types."""
-    with extend_axis_env([(a, mesh.shape[a]) for a in mesh.axis_names if a in manual]):
+    typed = frozenset(manual)
+    context = context_mesh()
+    if context is not None and same_mesh(context, mesh):  # nested: the outer's too
+        typed |= frozenset(context.manual_axes)
+    inner = manual_mesh(mesh, typed)
+    with extend_axis_env([(a, mesh.shape[a]) for a in mesh.axis_names if a in manual]), \
+            use_mesh(inner):
         if check_vma:
-            with replication.checking(manual):
+            with replication.checking(manual, mesh.axis_names):
                 yield
         else:
             yield

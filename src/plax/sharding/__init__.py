@@ -9,10 +9,12 @@ from plax.sharding.partition_spec import Infer, PartitionSpec
 from plax.sharding.mesh import (AbstractMesh, AxisType, Mesh, get_abstract_mesh, get_mesh,
                                 set_mesh, use_abstract_mesh, use_mesh)
 from plax.sharding.named import NamedSharding
+from plax.core.avals import ManualAxisType
 
 __all__ = ["Sharding", "SingleDeviceSharding", "PartitionSpec", "Mesh", "AbstractMesh",
            "AxisType", "NamedSharding", "get_abstract_mesh", "get_mesh", "set_mesh",
-           "use_mesh", "use_abstract_mesh", "reshard", "auto_axes", "explicit_axes", "Infer"]
+           "use_mesh", "use_abstract_mesh", "reshard", "auto_axes", "explicit_axes", "Infer",
+           "ManualAxisType"]
 
 # The functions that change shardings in types are primitives' front ends, in plax.lax (which
 # builds on this package): reached when first used.

@@ -295,6 +295,40 @@ def get_mesh():
     return mesh
 
 
+_manual_variants: dict = {}
+
+
+def manual_mesh(mesh, manual):
+    """``mesh`` with the axes ``manual`` (and those already Manual) typed Manual: the context
+    mesh inside a shard_map body. ``base_mesh`` of it gives ``mesh`` back."""
+    base = base_mesh(mesh)
+    manual = frozenset(manual) | frozenset(mesh.manual_axes)
+    key = (base, manual)
+    out = _manual_variants.get(key)
+    if out is None:
+        if len(_manual_variants) > 256:
+            _manual_variants.clear()
+        out = base.update_axis_types({a: AxisType.Manual for a in manual})
+        out._base_mesh = base
+        _manual_variants[key] = out
+    return out
+
+
+def base_mesh(mesh):
+    """The mesh a shard_map body's context mesh (``manual_mesh``) was made from (``mesh``
+    itself for any other mesh)."""
+    return getattr(mesh, "_base_mesh", mesh)
+
+
+def same_mesh(a, b) -> bool:
+    """Whether ``a`` and ``b`` are the same mesh whatever their axis types (the same axes and,
+    when both have devices, the same devices)."""
+    if a.shape_tuple != b.shape_tuple:
+        return False
+    da, db = getattr(a, "_flat", None), getattr(b, "_flat", None)
+    return da is None or db is None or da == db
+
+
 def get_abstract_mesh() -> AbstractMesh:
     """The context mesh's AbstractMesh (an empty one when there is none)."""
     mesh = context_mesh()

@@ -12,7 +12,7 @@ import inspect
 import weakref
 
 from plax import tree_util
-from plax.core import dtypes
+from plax.core import dtypes, replication
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, consts_as_inputs, eval_jaxpr
 from plax.core.caches import WeakKeyCache
 from plax.core.config import config
@@ -88,7 +88,15 @@ def same_type(a, b) -> bool:
     as JAX's ``typematch``)."""
     return a.shape == b.shape and a.dtype == b.dtype and \
         getattr(a, "_sharding", None) == getattr(b, "_sharding", None) and \
-        getattr(a, "vma", frozenset()) == getattr(b, "vma", frozenset())
+        _varying(a) == _varying(b)
+
+
+def _varying(aval) -> frozenset:
+    """The mesh axes ``aval`` varies over, where they are checked (tracing a shard_map body
+    with check_vma); code traced unchecked (lowering rules) may mix them."""
+    if not replication.vma_in_types[0]:
+        return frozenset()
+    return replication.vma(aval)
 
 
 # --- reshaping bodies ---------------------------------------------------------------------
@@ -227,13 +235,26 @@ def _mismatch(a, b) -> str:
         return ", so the dtypes do not match"
     if a.shape != b.shape:
         return ", so the shapes do not match"
-    va, vb = getattr(a, "vma", frozenset()), getattr(b, "vma", frozenset())
-    if va != vb:
-        axes = tuple(sorted(vb - va)) or tuple(sorted(va - vb))
-        return (", so the manual axis types do not match.\n\nThis might be fixed by applying "
-                f"`plax.lax.pcast(..., {axes}, to='varying')` to the initial carry value (or "
-                "the branch output) that is not varying over those axes")
+    if _varying(a) != _varying(b):
+        return ", so the manual axis types do not match"
     return ", so the shardings do not match"
+
+
+def _pcast_hint(fixes) -> str:
+    """JAX's advice for values whose varying mesh axes differ: ``fixes`` are
+    ``(axes, what)`` pairs, a value ``what`` to pcast to varying over ``axes``."""
+    items = [f"applying `plax.lax.pcast(..., {axes}, to='varying')` {what}" for axes, what in fixes]
+    if not items:
+        return ""
+    text = (f"This might be fixed by {items[0]}.\n" if len(items) == 1 else
+            "This might be fixed by:\n" + _listing(items))
+    return text + ("See https://docs.jax.dev/en/latest/notebooks/shard_map.html#scan-vma for "
+                   "more information.\n\n")
+
+
+def _mesh_ordered(names, aval) -> tuple:
+    order = aval.manual_axis_type._order
+    return tuple(sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n)))
 
 
 def check_branch_outputs(api: str, name1: str, name2: str, f1, f2, tree1, avals1, tree2,
@@ -252,12 +273,18 @@ def check_branch_outputs(api: str, name1: str, name2: str, f1, f2, tree1, avals1
              f"{type_text(a)} but the corresponding output of {name2} has type "
              f"{type_text(b)}{_mismatch(a, b)}"
              for p, a, b in zip(paths, avals1, avals2) if not same_type(a, b)]
+    fixes = [(_mesh_ordered(_varying(other) - _varying(mine), other),
+              f"to the output of {name}{' at path ' + keystr(p) if p else ''}")
+             for p, a, b in zip(paths, avals1, avals2) if not same_type(a, b)
+             for name, mine, other in ((name1, a, b), (name2, b, a))
+             if _varying(other) - _varying(mine)]
     old_phrase = ("true_fun and false_fun output must have identical types" if api == "cond"
                   else "branch outputs must have identical types")
     raise TypeError(
         f"{api} branches must have equal output types but they differ ({old_phrase}).\n\n"
         f"{name1} is {_function_info(f1)}\n{name2} is {_function_info(f2)}\n\n"
-        f"{_listing(diffs)}\nRevise {name1} and/or {name2} so that all output types match.")
+        f"{_listing(diffs)}\n{_pcast_hint(fixes)}Revise {name1} and/or {name2} so that all "
+        "output types match.")
 
 
 def check_carry(name: str, body_fun, in_tree, in_avals, out_tree, out_avals,
@@ -290,13 +317,17 @@ def check_carry(name: str, body_fun, in_tree, in_avals, out_tree, out_avals,
     diffs = [f"{component(p)} has type {type_text(a)} but the corresponding output carry "
              f"component has type {type_text(b)}{_mismatch(a, b)}"
              for p, a, b in zip(paths, in_avals, out_avals) if not same_type(a, b)]
+    fixes = [(_mesh_ordered(_varying(b) - _varying(a), b),
+              f"to the initial carry value corresponding to {component(p)}")
+             for p, a, b in zip(paths, in_avals, out_avals)
+             if not same_type(a, b) and _varying(b) - _varying(a)]
     old = ("body_fun output and input must have identical types"
            if name.startswith("while") else
            "scan carry output and input must have identical types")
     raise TypeError(
         f"{name} function carry input and carry output must have equal types ({old}), but "
-        f"they differ:\n\n{_listing(diffs)}\nRevise the function so that all output types "
-        "match the corresponding input types.")
+        f"they differ:\n\n{_listing(diffs)}\n{_pcast_hint(fixes)}Revise the function so that "
+        "all output types match the corresponding input types.")
 
 
 def promote_weak_inits(init_leaves, init_avals, out_avals):

@@ -363,7 +363,7 @@ register_lowering(cond_p, _lowering)
 def _replication(ins, *, branches, **params):
     """Inside shard_map: what any branch's results vary over, and the index's (devices may
     take different branches)."""
-    outs = [[v.aval.vma for v in open_jaxpr(b).outvars] for b in branches]
+    outs = [[v.aval.mat.varying for v in open_jaxpr(b).outvars] for b in branches]
     return [union(col) | ins[0] for col in zip(*outs)]
 
 

@@ -449,8 +449,8 @@ register_lowering(while_p, _lowering)
 def _replication(ins, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     """Inside shard_map: the carry varies as the body's results, and over what the predicate
     varies over (devices that stop at different trips make every carry vary)."""
-    pred = open_jaxpr(cond_jaxpr).outvars[0].aval.vma
-    return [v.aval.vma | pred for v in open_jaxpr(body_jaxpr).outvars]
+    pred = open_jaxpr(cond_jaxpr).outvars[0].aval.mat.varying
+    return [v.aval.mat.varying | pred for v in open_jaxpr(body_jaxpr).outvars]
 
 
 replication_rules[while_p] = _replication
