@@ -273,7 +273,8 @@ def test_every_registration_form(kind, first_key):
 
 def test_prefix_mismatch_errors_do_not_build_the_value():
     with pytest.raises(ValueError, match=r"vmap in_axes specification must be a tree prefix"
-                                         r"(.|\n)*different types at key path(.|\n)*holds a pytree leaf"):
+                                         r"(.|\n)*different types at key path"
+                                         r"(.|\n)*holds a pytree leaf"):
         plax.vmap(step, in_axes=(Affine(0, (0, 0)),))(Affine(BW, BB))
     with pytest.raises(ValueError, match="vmap out_axes specification must be a tree prefix"):
         plax.vmap(step, out_axes=Affine((0, 0), 0))(Affine(BW, BB))
