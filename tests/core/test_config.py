@@ -287,3 +287,105 @@ def test_env_unset_gives_default(monkeypatch):
     cfg = Config()
     cfg.define("my_flag", True)
     assert cfg.jax_my_flag is True and cfg.values() == {"my_flag": True}
+
+
+# --- JAX's flags plax accepts and stores (plax.core.jax_flags) ---------------------------------
+@pytest.fixture
+def restore_every_flag():
+    """Also the flags outside values(), which the conftest does not restore."""
+    flags = set(config._by_any_name.values())
+    before = {f: f.global_value for f in flags}
+    yield
+    for flag, value in before.items():
+        flag.global_value = value
+
+
+@pytest.mark.parametrize("name, default, value", [  # JAX 0.10.2's defaults
+    ("jax_traceback_filtering", "auto", "off"), ("jax_legacy_prng_key", "allow", "warn"),
+    ("jax_platform_name", "", "cpu"), ("jax_transfer_guard", None, "disallow"),
+    ("jax_pprint_use_color", True, False), ("jax_random_seed_offset", 0, 3),
+    ("check_vma", False, True), ("jax_exec_time_optimization_effort", 0.0, 0.5),
+    ("jax_default_prng_impl", "threefry2x32", "threefry2x32"),
+    ("jax_compilation_cache_include_metadata_in_key", False, True),
+])
+def test_other_jax_flags_are_accepted_and_stored(restore_every_flag, name, default, value):
+    assert getattr(config, name) == default and config.read(name) == default
+    config.update(name, value)
+    assert getattr(config, name) == value
+    with config.override(name, default):
+        assert getattr(config, name) == default
+    assert getattr(config, name) == value
+    assert name.removeprefix("jax_") not in config.values()  # values(): what plax acts on
+
+
+def test_every_jax_flag_is_known():
+    from plax.core import jax_flags
+    tables = (jax_flags.BOOL_FLAGS, jax_flags.INT_FLAGS, jax_flags.FLOAT_FLAGS,
+              jax_flags.STRING_FLAGS, jax_flags.CHOICE_FLAGS)
+    names = [n for t in tables for n in t] + ["jax_" + n for n in _ALL_FLAGS]
+    assert len(names) == 133 == len(set(names))  # JAX 0.10.2 has 133 config options
+    for name in names:
+        getattr(config, name)
+
+
+def test_other_jax_flags_check_values(restore_every_flag):
+    with pytest.raises(ValueError, match="'traceback_filtering' must be one of 'auto', 'off'"):
+        config.update("jax_traceback_filtering", "sometimes")
+    with pytest.raises(ValueError, match="invalid literal for int"):
+        config.update("jax_random_seed_offset", "three")
+    config.update("jax_random_seed_offset", "7")  # as from an environment variable
+    assert config.jax_random_seed_offset == 7
+    with pytest.raises(ValueError, match="'default_prng_impl' must be one of 'threefry2x32', "
+                                         "got 'rbg'"):
+        config.update("jax_default_prng_impl", "rbg")
+    with pytest.raises(AttributeError, match="Unrecognized config option: jax_no_such_flag"):
+        config.update("jax_no_such_flag", True)
+
+
+def test_jax_environment_variables(monkeypatch):
+    monkeypatch.delenv("PLAX_MY_FLAG", raising=False)
+    cfg = _fresh(monkeypatch, "JAX_MY_FLAG", "1", "my_flag", False)
+    assert cfg.jax_my_flag is True
+    cfg = _fresh(monkeypatch, "PLAX_MY_FLAG", "0", "my_flag", True)  # with JAX_MY_FLAG=1:
+    assert cfg.jax_my_flag is False  # plax's own variable comes first
+    monkeypatch.delenv("PLAX_MY_FLAG")
+    with pytest.raises(ValueError, match="Environment variable JAX_MY_FLAG must be a boolean"):
+        _fresh(monkeypatch, "JAX_MY_FLAG", "maybe", "my_flag", False)
+
+
+# --- parse_flags_with_absl: --jax_* arguments from sys.argv ----------------------------------
+@pytest.fixture
+def argv(monkeypatch, restore_every_flag):
+    import plax.core.config as config_module
+    monkeypatch.setattr(config_module, "_argv_parsed", False)
+
+    def set_argv(*args):
+        monkeypatch.setattr(sys, "argv", ["prog.py", *args])
+    return set_argv
+
+
+def test_parse_flags_with_absl_reads_jax_arguments(argv):
+    argv("--jax_enable_x64", "--jax_numpy_rank_promotion=raise", "--jax_foo=3", "data.txt",
+         "--jax_traceback_filtering=off", "--other=1", "--", "--jax_debug_nans")
+    config.parse_flags_with_absl()
+    assert config.jax_enable_x64 is True and config.jax_numpy_rank_promotion == "raise"
+    assert config.jax_traceback_filtering == "off" and config.jax_debug_nans is False
+    argv("--jax_debug_nans=true")
+    config.parse_flags_with_absl()  # once per process, as JAX's
+    assert config.jax_debug_nans is False
+
+
+def test_parse_flags_with_absl_values_and_errors(argv):
+    argv("--jax_enable_x64=false", "--jax_compilation_cache_max_size=12", "--jax_debug_nans=1")
+    config.parse_flags_with_absl()
+    assert config.jax_enable_x64 is False and config.jax_compilation_cache_max_size == 12
+    assert config.jax_debug_nans is True
+    import plax.core.config as config_module
+    config_module._argv_parsed = False
+    argv("--jax_debug_infs", "--jax_platforms")
+    with pytest.raises(ValueError, match="Missing value for flag --jax_platforms"):
+        config.parse_flags_with_absl()
+    assert config.jax_debug_infs is False  # nothing is set when an argument is bad
+    argv("--jax_numpy_rank_promotion=bogus")
+    with pytest.raises(ValueError, match="Illegal value for flag --jax_numpy_rank_promotion"):
+        config.parse_flags_with_absl()

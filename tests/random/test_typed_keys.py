@@ -166,6 +166,28 @@ def test_clone_keeps_the_kind_and_the_values():
     assert lc.dtype == np.uint32 and as_list(lc) == [0, 42]
 
 
+@pytest.mark.parametrize("use", [
+    lambda k: random.split(k), lambda k: random.fold_in(k, 1), lambda k: random.key_data(k),
+    lambda k: random.normal(k, (2,)), lambda k: random.key_impl(k),
+    lambda k: plax.jit(random.uniform)(k),
+    lambda k: random.uniform(np.asarray(k) if k.dtype == np.uint32 else k)])  # a NumPy key
+def test_legacy_prng_key_flag(use):
+    from plax.core.config import config
+    legacy = random.PRNGKey(42)  # making one is allowed in every mode, as in JAX
+    try:
+        config.update("jax_legacy_prng_key", "error")
+        with pytest.raises(ValueError, match="Legacy uint32 key array passed as key to "
+                                             "jax.random function"):
+            use(legacy)
+        use(random.key(42))  # typed keys are fine
+        assert as_list(random.clone(legacy)) == [0, 42]  # clone takes any key, as JAX's
+        config.update("jax_legacy_prng_key", "warn")
+        with pytest.warns(UserWarning, match="jax_legacy_prng_key='allow'"):
+            use(legacy)
+    finally:
+        config.update("jax_legacy_prng_key", "allow")
+
+
 def test_single_key_functions_reject_key_arrays():
     ks = random.split(random.key(0), 2)
     with pytest.raises(ValueError, match=r"split accepts a single key, but was given a key "

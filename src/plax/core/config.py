@@ -1,27 +1,51 @@
 """Configuration flags.
 
-Each flag has a default, an environment variable ``PLAX_<NAME>`` that overrides
-the default at import, ``config.update("jax_<name>", value)`` to change it, and
-a context manager to change it for a block (thread-local).
+Each flag has a default, environment variables ``PLAX_<NAME>`` (first) and ``JAX_<NAME>``
+that override the default at import, ``config.update("jax_<name>", value)`` to change it,
+``config.jax_<name>`` to read it, and a context manager to change it for a block
+(thread-local). ``config.parse_flags_with_absl()`` reads ``--jax_<name>=value`` arguments
+from ``sys.argv`` as JAX's does (absl itself is not needed).
+
+The flags defined below are the ones plax acts on; ``config.values()`` lists them. Every
+other flag of JAX 0.10.2 (``plax.core.jax_flags``: jax_traceback_filtering,
+jax_transfer_guard, jax_platform_name, the GPU/TPU/Pallas ones, ...) is accepted, checked
+and stored the same way so that programs setting it run, but plax does not act on it
+(except jax_legacy_prng_key, which plax.random honours, and jax_default_prng_impl, which
+takes only plax's 'threefry2x32'). A name JAX does not know raises AttributeError
+("Unrecognized config option"), as in JAX.
 """
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import sys
 import threading
+
+from plax.core import jax_flags
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-def _parse_bool(text: str, name: str, from_env: bool) -> bool:
+def _parse_bool(text: str, name: str, env_var: str | None = None) -> bool:
     low = text.strip().lower()
     if low in _TRUE:
         return True
     if low in _FALSE:
         return False
-    where = f"Environment variable PLAX_{name.upper()}" if from_env else f"Flag {name!r}"
+    where = f"Environment variable {env_var}" if env_var else f"Flag {name!r}"
     raise ValueError(f"{where} must be a boolean (1/0/true/false), got {text!r}.")
+
+
+def _env_value(name: str):
+    """``(variable, text)`` of the environment variable setting flag ``name``: PLAX_<NAME>,
+    else JAX's JAX_<NAME>; ``(None, None)`` when neither is set."""
+    for var in ("PLAX_" + name.upper(), "JAX_" + name.upper()):
+        text = os.environ.get(var)
+        if text is not None:
+            return var, text
+    return None, None
 
 
 class _Flag:
@@ -31,13 +55,13 @@ class _Flag:
         self.help = help
         self.choices = choices
         self.validator = validator
-        env = os.environ.get("PLAX_" + name.upper())
-        self.global_value = self._coerce(env, from_env=True) if env is not None else default
+        var, env = _env_value(name)
+        self.global_value = self._coerce(env, env_var=var) if env is not None else default
 
-    def _coerce(self, value, from_env=False):
+    def _coerce(self, value, env_var=None):
         if self.kind is bool:
             if isinstance(value, str):
-                return _parse_bool(value, self.name, from_env)
+                return _parse_bool(value, self.name, env_var)
             return bool(value)
         if self.kind is int:
             return int(value)
@@ -64,9 +88,13 @@ class Config:
         object.__setattr__(self, "_override_depth_hook", [lambda depth: None])
         object.__setattr__(self, "_global_trace_context", [None])  # see trace_context()
 
-    def define(self, name, default, kind=bool, help="", choices=None, validator=None):
+    def define(self, name, default, kind=bool, help="", choices=None, validator=None,
+               listed=True):
+        """A flag read as ``name`` or ``jax_<name>``; ``listed=False`` keeps it out of
+        ``values()`` (JAX's flags that plax accepts and stores, see ``plax.core.jax_flags``)."""
         flag = _Flag(name, default, kind, help, choices, validator)
-        self._flags[name] = flag
+        if listed:
+            self._flags[name] = flag
         self._by_any_name[name] = self._by_any_name["jax_" + name] = flag
 
     def _flag(self, name: str) -> _Flag:
@@ -150,7 +178,39 @@ class Config:
         self._override_depth_hook[0] = hook
 
     def values(self) -> dict:
+        """The value of every flag plax acts on (JAX's other flags are not listed)."""
         return {name: self.read(name) for name in self._flags}
+
+    def parse_flags_with_absl(self) -> None:
+        """Set flags from ``--jax_<name>=value`` arguments in ``sys.argv`` (before any ``--``),
+        once per process, as JAX's does: a boolean flag given bare (``--jax_enable_x64``) is
+        True; unknown ``--jax`` names are left alone; a bad value raises and sets nothing."""
+        global _argv_parsed
+        if _argv_parsed:
+            return
+        updates = []
+        for arg in itertools.takewhile(lambda a: a != "--", sys.argv[1:]):
+            if not arg.startswith("--jax"):
+                continue
+            name, has_value, text = arg[2:].partition("=")
+            flag = self._by_any_name.get(name) if name.startswith("jax") else None
+            if flag is None:
+                continue
+            if not has_value:
+                if not (flag.kind is bool or flag.validator is _optional_bool):
+                    raise ValueError(f"Missing value for flag --{name}: pass it as "
+                                     f"--{name}=VALUE (a separate argument is not read).")
+                text = "true"
+            try:
+                updates.append((flag.name, flag._coerce(text)))
+            except ValueError as e:
+                raise ValueError(f"Illegal value for flag --{name}={text}: {e}") from None
+        for name, value in updates:
+            self.update(name, value)
+        _argv_parsed = True
+
+
+_argv_parsed = False  # parse_flags_with_absl reads sys.argv once, as JAX's does
 
 
 _DISPATCH_FLAGS = ("disable_jit", "debug_nans", "debug_infs", "debug_key_reuse")
@@ -176,7 +236,7 @@ def _optional_bool(value):
     if isinstance(value, str) and value.strip().lower() in ("none", "unset", "default"):
         return None
     if isinstance(value, str):
-        return _parse_bool(value, "explain_cache_misses", from_env=False)
+        return _parse_bool(value, "explain_cache_misses")
     return bool(value)
 
 
@@ -219,6 +279,38 @@ config.define("persistent_cache_min_compile_time_secs", 0.0, kind=float, validat
               help="Only programs that took at least this long to compile are written.")
 config.define("persistent_cache_min_entry_size_bytes", 0, kind=int,
               help="Only entries of at least this many bytes are written (0 or -1: any).")
+
+
+def _optional_int(value):
+    if value is None or isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        return int(value)
+    raise ValueError(f"an int config value must be None or an int, got {value!r}.")
+
+
+def _optional_float(value):
+    return None if value is None else float(value)
+
+
+def _unprefixed(name: str) -> str:
+    return name[4:] if name.startswith("jax_") else name
+
+
+_STORED = "JAX flag; plax accepts and stores it but does not act on it (see plax.core.jax_flags)."
+for _name, _default in jax_flags.BOOL_FLAGS.items():
+    config.define(_unprefixed(_name), _default, help=_STORED, listed=False)
+for _name, _default in jax_flags.INT_FLAGS.items():
+    config.define(_unprefixed(_name), _default, kind=object, validator=_optional_int,
+                  help=_STORED, listed=False)
+for _name, _default in jax_flags.FLOAT_FLAGS.items():
+    config.define(_unprefixed(_name), _default, kind=object, validator=_optional_float,
+                  help=_STORED, listed=False)
+for _name, _default in jax_flags.STRING_FLAGS.items():
+    config.define(_unprefixed(_name), _default, kind=str, help=_STORED, listed=False)
+for _name, (_default, _choices) in jax_flags.CHOICE_FLAGS.items():
+    config.define(_unprefixed(_name), _default, kind=str, choices=set(_choices), help=_STORED,
+                  listed=False)
 config._plain[0] = not any(config._flags[n].global_value for n in _DISPATCH_FLAGS)
 
 

@@ -7,11 +7,14 @@ entry (``random_wrap``, as JAX does), so every draw runs on typed keys; ``split`
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
 from plax.core import dtypes
+from plax.core.config import config
+from plax.core.source_info import user_stacklevel
 from plax.core.dtypes import KeyType
 from plax.core.trace import Tracer, get_aval
 from plax.lax import conversion as _conversion
@@ -125,8 +128,9 @@ def is_typed(x) -> bool:
 
 
 # --- checking keys --------------------------------------------------------------------------
-def _as_legacy(name: str, key):
-    """A legacy key array (any shape ending in 2), checked."""
+def _as_legacy(name: str, key, flag_checked: bool = True):
+    """A legacy key array (any shape ending in 2), checked (and, unless ``flag_checked`` is
+    False, refused or warned about as jax_legacy_prng_key says)."""
     if not (isinstance(key, (Tracer, np.ndarray, np.generic)) or hasattr(key, "aval")):
         raise TypeError(f"unexpected PRNG key type {type(key)}")
     aval = get_aval(key)
@@ -137,16 +141,29 @@ def _as_legacy(name: str, key):
     if aval.dtype != np.uint32:
         raise TypeError(f"{name}: invalid PRNG key data: expected key_data.dtype = uint32; got "
                         f"dtype={aval.dtype}.")
+    if flag_checked:
+        _check_legacy_flag()
     if not isinstance(key, Tracer) and not hasattr(key, "aval"):
         key = array_from_host(np.asarray(key))
     return key
 
 
-def typed_keys(name: str, keys) -> tuple:
+def _check_legacy_flag() -> None:
+    mode = config.read("legacy_prng_key")
+    if mode in ("warn", "error"):
+        msg = ("Legacy uint32 key array passed as key to jax.random function. Make keys with "
+               "jax.random.key() (typed keys), or set jax_legacy_prng_key='allow' to accept "
+               "uint32 key arrays.")
+        if mode == "error":
+            raise ValueError(msg)
+        warnings.warn(msg, stacklevel=user_stacklevel())
+
+
+def typed_keys(name: str, keys, flag_checked: bool = True) -> tuple:
     """``keys`` as typed keys (legacy ones wrapped), and whether they came as legacy keys."""
     if is_typed(keys):
         return keys, False
-    return _prng.random_wrap(_as_legacy(name, keys), _DEFAULT_IMPL), True
+    return _prng.random_wrap(_as_legacy(name, keys, flag_checked), _DEFAULT_IMPL), True
 
 
 def _check_key(name: str, key):
@@ -187,7 +204,7 @@ def fold_in(key, data):
 
 def clone(key):
     """A copy of ``key`` that the key-reuse checker treats as a fresh key."""
-    typed, legacy = typed_keys("clone", key)
+    typed, legacy = typed_keys("clone", key, flag_checked=False)  # JAX's clone takes any key
     return _returned(_prng.random_clone(typed), legacy)
 
 
