@@ -10,6 +10,10 @@ from plax import lax
 from plax.core.sharding_types import ShardingTypeError
 from plax.sharding import AxisType, NamedSharding, PartitionSpec as P, auto_axes, explicit_axes, reshard
 
+# Built around meshes of several devices (most of 8): deselected, not skipped, in the
+# suite's one-device run (tests/conftest.py); tests marked needs_devices(1) run there too.
+pytestmark = pytest.mark.needs_devices(8)
+
 X = np.arange(32.0, dtype=np.float32).reshape(8, 4)
 
 
@@ -167,6 +171,34 @@ def test_creation_with_out_sharding(mesh):
     np.testing.assert_array_equal(np.asarray(jnp.arange(8, out_sharding=P("x"))), np.arange(8))
 
 
+@pytest.mark.parametrize("method, want_type, combine", [  # types as JAX 0.10.2 gives them
+    ("set", "float32[8,4@y]", lambda a: np.full_like(a, 2.0)),
+    ("add", "float32[8,4@y]", lambda a: a + 2), ("subtract", "float32[8,4@y]", lambda a: a - 2),
+    ("multiply", "float32[8,4@y]", lambda a: a * 2), ("mul", "float32[8,4@y]", lambda a: a * 2),
+    ("min", "float32[8,4@y]", lambda a: np.minimum(a, 2)),
+    ("max", "float32[8,4@y]", lambda a: np.maximum(a, 2)),
+    # divide/power lay out the scattered divisor/exponent: x's split joins it, as in JAX
+    ("divide", "float32[8@x,4@y]", lambda a: a / 2), ("power", "float32[8@x,4@y]", lambda a: a ** 2),
+])
+def test_at_updates_take_out_sharding(mesh, method, want_type, combine):
+    x = put(X, "x")
+    out = getattr(x.at[1:3], method)(2.0, out_sharding=P(None, "y"))
+    want = X.copy()
+    want[1:3] = combine(X[1:3])
+    assert typ(out) == want_type and out.sharding.spec == plax.typeof(out).sharding.spec
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-6)
+    update_row0 = plax.jit(lambda a: getattr(a.at[0], method)(2.0, out_sharding=P("y")))
+    if method in ("divide", "power"):  # x's 8@x meets the divisor's 8@y
+        with pytest.raises(ShardingTypeError, match="incompatible shardings for broadcasting"):
+            update_row0(x)
+    else:
+        assert typ(update_row0(x)) == "float32[8@y,4]"
+    named = getattr(x.at[1:3], method)(2.0, out_sharding=NamedSharding(mesh, P(None, "y")))
+    assert typ(named) == want_type
+    with pytest.raises(ValueError, match="Resource axis: z of P\\('z',\\) is not found"):
+        getattr(x.at[1], method)(2.0, out_sharding=P("z"))
+
+
 # --- reshard, auto_axes, explicit_axes ------------------------------------------------------------
 def test_reshard_changes_the_type_and_the_layout(mesh):
     x = put(X, "x")
@@ -306,6 +338,7 @@ def test_nested_jit_keeps_types_and_eager_results_are_typed(mesh):
     assert typ(plax.nn.one_hot(plax.device_put(np.arange(8), P("x")), 4)) == "float32[8@x,4]"
 
 
+@pytest.mark.needs_devices(1)
 def test_get_mesh_is_empty_without_a_context_mesh():
     m = plax.sharding.get_mesh()
     assert m.empty and m.axis_names == () and repr(m) == "Mesh(axis_sizes=(), axis_names=())"

@@ -12,6 +12,7 @@ be concrete: they become integer arrays on the host (``np.nonzero``).
 """
 from __future__ import annotations
 
+import functools
 import operator
 import warnings
 from typing import NamedTuple
@@ -20,6 +21,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes, errors
+from plax.core.source_info import pass_through_code, user_stacklevel
 from plax.core.trace import Tracer, get_aval
 from plax.lax import indexing as lax_indexing
 from plax.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
@@ -414,7 +416,7 @@ _SCATTERS = {"set": lax_indexing.scatter, "add": lax_indexing.scatter_add,
 
 
 def _scatter_update(x, idx, y, kind: str, *, indices_are_sorted=False, unique_indices=False,
-                    mode=None, wrap_negative_indices=True, stacklevel=4):
+                    mode=None, wrap_negative_indices=True):
     """``x`` with ``y`` combined (``kind``) into ``x[idx]``: one scatter. The operation runs
     in the promoted dtype of ``x`` and ``y``; the result has the dtype of ``x``."""
     x = util.as_operand(x)
@@ -427,7 +429,7 @@ def _scatter_update(x, idx, y, kind: str, *, indices_are_sorted=False, unique_in
         warnings.warn(f"scatter inputs have incompatible types: cannot safely cast value from "
                       f"dtype={dtypes.result_type(y)} to dtype={xa.dtype}. The values are "
                       "converted; future versions may make this an error.", FutureWarning,
-                      stacklevel=stacklevel)
+                      stacklevel=user_stacklevel())
     x_p, y_p = util.promote_dtypes(x, y)
     dt = get_aval(x_p).dtype
     if dtypes.is_bool(dt) and kind in ("add", "mul"):
@@ -460,6 +462,21 @@ class _IndexUpdateHelper:
         return f"_IndexUpdateHelper({self.array!r})"
 
 
+def _takes_out_sharding(method):
+    """An ``.at[idx]`` method gaining ``out_sharding=`` (a PartitionSpec or NamedSharding):
+    the result laid out so, as ``plax.lax.sharding_constraint.with_out_sharding`` does it."""
+    @functools.wraps(method)
+    def wrapped(self, *args, out_sharding=None, **kwargs):
+        if out_sharding is None:
+            return method(self, *args, **kwargs)
+        index = self.index
+        return lax.sharding_constraint.with_out_sharding(
+            lambda x, *a: method(_IndexUpdateRef(x, index), *a, **kwargs), out_sharding,
+            self.array, *args)
+    pass_through_code.add(wrapped.__code__)  # errors name the method, not the wrapper
+    return wrapped
+
+
 class _IndexUpdateRef:
     """``x.at[idx]``: functional versions of ``x[idx] = y``, ``x[idx] += y``, ...
 
@@ -476,15 +493,10 @@ class _IndexUpdateRef:
     def __repr__(self):
         return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
 
+    @_takes_out_sharding
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
-            wrap_negative_indices=True, out_sharding=None):
+            wrap_negative_indices=True):
         """``x[idx]``, with control over out-of-bounds indices (and the result's sharding)."""
-        if out_sharding is not None:
-            return lax.sharding_constraint.with_out_sharding(
-                lambda x: _IndexUpdateRef(x, self.index).get(
-                    indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-                    mode=mode, fill_value=fill_value, wrap_negative_indices=wrap_negative_indices),
-                out_sharding, self.array)
         x = util.as_operand(self.array)
         entries = _parse(self.index, get_aval(x).shape)
         if (not _is_advanced(entries) and mode is None and fill_value is None
@@ -497,6 +509,7 @@ class _IndexUpdateRef:
     def _update(self, kind, values, kw):
         return _scatter_update(self.array, self.index, values, kind, **kw)
 
+    @_takes_out_sharding
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
             wrap_negative_indices=True):
         """``x[idx] = values``."""
@@ -504,6 +517,7 @@ class _IndexUpdateRef:
             indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
             wrap_negative_indices=wrap_negative_indices))
 
+    @_takes_out_sharding
     def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
             wrap_negative_indices=True):
         """``x[idx] += values`` (repeated indices accumulate)."""
@@ -511,6 +525,7 @@ class _IndexUpdateRef:
             indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
             wrap_negative_indices=wrap_negative_indices))
 
+    @_takes_out_sharding
     def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
                  wrap_negative_indices=True):
         """``x[idx] -= values`` (a scatter-add of the negated values)."""
@@ -522,6 +537,7 @@ class _IndexUpdateRef:
             indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
             wrap_negative_indices=wrap_negative_indices))
 
+    @_takes_out_sharding
     def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
                  wrap_negative_indices=True):
         """``x[idx] *= values`` (repeated indices multiply)."""
@@ -532,24 +548,27 @@ class _IndexUpdateRef:
     mul = multiply
 
     def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
-               wrap_negative_indices=True):
+               wrap_negative_indices=True, out_sharding=None):
         """``x[idx] /= values``: ``x`` divided by the product of the values landing on each
-        element (true division: integer arrays give floats)."""
+        element (true division: integer arrays give floats). As in JAX, ``out_sharding`` lays
+        out that product; the quotient's sharding combines it with ``x``'s."""
         from plax.numpy import ufuncs
         kw = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
                   mode=mode, wrap_negative_indices=wrap_negative_indices)
-        return ufuncs.divide(self.array, _scatter_update(_ones_like(self.array), self.index,
-                                                         values, "mul", stacklevel=3, **kw))
+        return ufuncs.divide(self.array, _IndexUpdateRef(_ones_like(self.array), self.index)
+                             .multiply(values, out_sharding=out_sharding, **kw))
 
     def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
-              wrap_negative_indices=True):
-        """``x[idx] **= values``: ``x`` to the product of the values landing on each element."""
+              wrap_negative_indices=True, out_sharding=None):
+        """``x[idx] **= values``: ``x`` to the product of the values landing on each element
+        (``out_sharding`` as in ``divide``)."""
         from plax.numpy import ufuncs
         kw = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
                   mode=mode, wrap_negative_indices=wrap_negative_indices)
-        return ufuncs.power(self.array, _scatter_update(_ones_like(self.array), self.index,
-                                                        values, "mul", stacklevel=3, **kw))
+        return ufuncs.power(self.array, _IndexUpdateRef(_ones_like(self.array), self.index)
+                            .multiply(values, out_sharding=out_sharding, **kw))
 
+    @_takes_out_sharding
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
             wrap_negative_indices=True):
         """``x[idx] = minimum(x[idx], values)`` (over all values landing on an element)."""
@@ -557,6 +576,7 @@ class _IndexUpdateRef:
             indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
             wrap_negative_indices=wrap_negative_indices))
 
+    @_takes_out_sharding
     def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
             wrap_negative_indices=True):
         """``x[idx] = maximum(x[idx], values)`` (over all values landing on an element)."""
@@ -578,7 +598,7 @@ class _IndexUpdateRef:
         if na.dtype != xa.dtype or na.shape != get_aval(current).shape:
             raise TypeError(f"x.at[idx].apply's func must map {get_aval(current).str_short()} to "
                             f"values of the same shape and dtype, got {na.str_short()}.")
-        return _scatter_update(x, self.index, new, "set", stacklevel=3,
+        return _scatter_update(x, self.index, new, "set",
                                indices_are_sorted=indices_are_sorted,
                                unique_indices=unique_indices, mode=mode,
                                wrap_negative_indices=wrap_negative_indices)
