@@ -106,3 +106,48 @@ def test_errors():
         attention(Q, KV, V, mask=MASK.astype(np.int32))
     with pytest.raises(ValueError, match="Unsupported implementation option"):
         attention(Q, KV, V, implementation="cudnn")
+
+
+# Ranks as JAX 0.10.2 handles them: 3-D q/k/v are one batch; bias and mask of lower rank
+# broadcast against [B, N, T, S] from the right; q, k, v must agree in rank.
+BIAS_TS = rng.standard_normal((T, S)).astype(np.float32)
+BIAS_NTS = rng.standard_normal((N, T, S)).astype(np.float32)
+RANK_CASES = {
+    "3d_bias_ts": (dict(bias=BIAS_TS), dict(bias=BIAS_TS)),
+    "3d_bias_nts": (dict(bias=BIAS_NTS), dict(bias=BIAS_NTS)),
+    "3d_bias_1nts": (dict(bias=BIAS_NTS[None]), dict(bias=BIAS_NTS)),
+    "3d_bias_s": (dict(bias=BIAS_TS[0]), dict(bias=BIAS_TS[0])),
+    "3d_mask_ts": (dict(mask=MASK[0, 0]), dict(keep=MASK[0, 0])),
+    "3d_mask_1nts": (dict(mask=MASK[:1]), dict(keep=MASK[:1])),
+    "3d_kv_lengths": (dict(key_value_seq_lengths=np.array([4], np.int32)), dict(kv_len=[4])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANK_CASES))
+def test_3d_inputs_with_lower_rank_bias_and_masks(name):
+    ours, ref = RANK_CASES[name]
+    got = attention(Q[0], KV[0], V[0], **ours)
+    assert got.shape == (T, N, H)
+    np.testing.assert_allclose(np.asarray(got, np.float64), reference(Q[:1], KV[:1], V[:1], **ref)[0],
+                               rtol=2e-5, atol=2e-5)
+
+
+def test_4d_inputs_with_lower_rank_bias_and_masks():
+    got = attention(Q, KV, V, bias=BIAS_TS, mask=MASK[0])  # [T, S] and [N, T, S]
+    np.testing.assert_allclose(np.asarray(got, np.float64),
+                               reference(Q, KV, V, bias=BIAS_TS, keep=MASK[0]), rtol=2e-5, atol=2e-5)
+
+
+def test_rank_errors_as_jax():
+    with pytest.raises(ValueError, match=r"query shape should be \[2, -1, -1, 8\]: but got "
+                                         r"\(1, 5, 4, 8\)"):
+        attention(Q[0], KV, V)  # 3-D query, 4-D key and value
+    with pytest.raises(ValueError, match=r"value shape should be \[2, 6, 2, 8\]: but got "
+                                         r"\(1, 6, 2, 8\)"):
+        attention(Q, KV, V[0])
+    with pytest.raises(ValueError, match="bias ndim should be 4, but got 5"):
+        attention(Q[0], KV[0], V[0], bias=BIAS[None])
+    with pytest.raises(ValueError, match="query_seq_lengths ndim should be 1, but got 0"):
+        attention(Q[0], KV[0], V[0], query_seq_lengths=np.int32(2))
+    with pytest.raises(TypeError, match=r"cannot reshape array of shape \(2, 5, 2, 2, 8\)"):
+        attention(Q[0], KV[0], V[0], bias=np.ones((B, N, T, S), np.float32))
