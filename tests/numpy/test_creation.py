@@ -174,6 +174,75 @@ def test_like_functions():
     _check(jnp.zeros_like(jnp.ones((2, 3), jnp.bfloat16)), np.zeros((2, 3)), BF16)
 
 
+class _Duck:
+    """Any object with ``.shape`` and ``.dtype`` (JAX's *_like take it, as optax does)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+
+@pytest.mark.parametrize("proto", [plax.ShapeDtypeStruct((2, 3), jnp.float32),
+                                   _Duck((2, 3), np.dtype(np.float32)),
+                                   _Duck([2, 3], np.dtype(np.float64))],  # x64 off: float32
+                         ids=["ShapeDtypeStruct", "duck", "duck-f64"])
+def test_like_functions_take_shape_dtype_objects(proto):
+    _check(jnp.zeros_like(proto), np.zeros((2, 3)), np.float32, False)
+    _check(jnp.ones_like(proto), np.ones((2, 3)), np.float32, False)
+    _check(jnp.empty_like(proto), np.zeros((2, 3)), np.float32, False)
+    _check(jnp.full_like(proto, 7), np.full((2, 3), 7), np.float32, False)
+    _check(jnp.ones_like(proto, dtype=jnp.int32), np.ones((2, 3)), np.int32, False)
+    _check(jnp.full_like(proto, 2.5, shape=(4,)), np.full(4, 2.5), np.float32, False)
+    _check(jnp.zeros_like(proto, jnp.bfloat16, (1, 2)), np.zeros((1, 2)), BF16, False)
+    _check(plax.jit(lambda: jnp.ones_like(proto))(), np.ones((2, 3)), np.float32, False)
+
+
+def test_like_functions_on_shape_dtype_structs_as_jax():
+    # A struct's weak_type is not carried (JAX gives a strong result), keys stay keys, and
+    # float0 gives a host float0 array; tree_map over structs is optax's use.
+    weak = plax.ShapeDtypeStruct((2,), jnp.float32, weak_type=True)
+    _check(jnp.zeros_like(weak), [0, 0], np.float32, False)
+    key_dtype = plax.random.key(0).dtype
+    keys = jnp.zeros_like(plax.ShapeDtypeStruct((2,), key_dtype))
+    assert keys.dtype == key_dtype and keys.shape == (2,)
+    np.testing.assert_array_equal(np.asarray(plax.random.key_data(keys)), np.zeros((2, 2)))
+    f0 = jnp.zeros_like(plax.ShapeDtypeStruct((3,), plax.dtypes.float0))
+    assert isinstance(f0, np.ndarray) and f0.dtype == plax.dtypes.float0 and f0.shape == (3,)
+    tree = {"w": plax.ShapeDtypeStruct((2, 2), jnp.float32), "b": plax.ShapeDtypeStruct((2,), jnp.int8)}
+    out = plax.tree_util.tree_map(jnp.zeros_like, tree)
+    _check(out["w"], np.zeros((2, 2)), np.float32, False)
+    _check(out["b"], np.zeros(2), np.int8, False)
+
+
+def test_like_functions_keep_the_prototypes_sharding():
+    devices = plax.devices()
+    on_last = plax.device_put(jnp.arange(4.0), devices[-1])
+    assert jnp.zeros_like(on_last).sharding == on_last.sharding
+    assert jnp.zeros_like(on_last, shape=(4,)).sharding == on_last.sharding  # same shape: kept
+    assert jnp.zeros_like(on_last, shape=(2,)).sharding.device_set == {devices[0]}
+    assert jnp.ones_like(on_last, device=devices[0]).sharding.device_set == {devices[0]}
+    struct = plax.ShapeDtypeStruct((4,), jnp.float32,
+                                   sharding=plax.sharding.SingleDeviceSharding(devices[-1]))
+    _check(jnp.full_like(struct, 3), np.full(4, 3), np.float32, False)
+    assert jnp.full_like(struct, 3).sharding == struct.sharding
+    if len(devices) >= 2:
+        mesh = plax.make_mesh((len(devices),), ("x",),
+                              axis_types=(plax.sharding.AxisType.Auto,))
+        spread = plax.NamedSharding(mesh, plax.P("x"))
+        s = plax.ShapeDtypeStruct((2 * len(devices),), jnp.float32, sharding=spread)
+        z = jnp.zeros_like(s)
+        assert z.sharding == spread
+        np.testing.assert_array_equal(np.asarray(z), np.zeros(2 * len(devices)))
+
+
+def test_like_functions_reject_what_has_no_shape_and_dtype():
+    with pytest.raises(ValueError, match=r"to a NumPy dtype \(via `.dtype` value 'int8'\)"):
+        jnp.zeros_like(_Duck((2,), "int8"))
+    with pytest.raises(TypeError, match="zeros_like requires ndarray or scalar arguments"):
+        jnp.zeros_like(None)
+    with pytest.raises(TypeError, match="ones_like requires ndarray or scalar arguments"):
+        jnp.ones_like(object())
+
+
 # --- arange / eye / identity / tri ---------------------------------------------------------
 def _f32_range(start, step, n, dtype=np.float32):
     """JAX's float arange: start + step * i, computed in the result dtype."""

@@ -12,7 +12,7 @@ from plax.core.avals import WeakHostArray
 from plax.core.errors import shape_type_error
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
-                             check_arraylike, convert, shape_of)
+                             check_arraylike, convert, is_arraylike, shape_of)
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
 from plax.runtime.dispatch import array_from_host
 
@@ -170,6 +170,8 @@ def _filled(shape, fill_value, dt, weak: bool):
     shape = _canonical_shape(shape)
     if dtypes.is_extended(dt):
         return _filled_keys(shape, fill_value, dt)
+    if dt == dtypes.float0:  # the tangent type of integers holds no data (a host array, as in JAX)
+        return np.zeros(shape, dtypes.float0)
     if isinstance(fill_value, (list, tuple)):
         fill = array(fill_value)
     else:
@@ -227,39 +229,71 @@ def empty(shape, dtype=None, *, device=None, out_sharding=None):
 
 
 def _like(name, a, dtype, shape):
-    """Shape, dtype and weak type for a *_like function: those of ``a`` unless given."""
-    check_arraylike(name, a)
-    aval = get_aval(as_operand(a))
-    shape = aval.shape if shape is None else _canonical_shape(shape)
+    """Shape, dtype, weak type and layout a *_like function starts from: those of ``a``
+    (an array, a scalar, or any object with ``.shape`` and ``.dtype`` such as a
+    ShapeDtypeStruct) unless given. The layout is ``(typed, placed)``: the sharding in
+    ``a``'s type, and the sharding a concrete ``a`` lies on; both only when the shape is kept."""
+    if hasattr(a, "shape") and hasattr(a, "dtype") and not is_arraylike(a):
+        a_shape, a_dtype, a_weak = tuple(a.shape), _duck_dtype(a), False
+        sharding = getattr(a, "sharding", None)
+        typed = sharding if sharding is not None and lax.shapes._types_split(sharding) else None
+        placed = None if typed is not None else sharding
+    else:
+        check_arraylike(name, a)
+        a = as_operand(a)
+        aval = get_aval(a)
+        a_shape, a_dtype, a_weak = aval.shape, aval.dtype, aval.weak_type
+        typed = aval._sharding
+        placed = a.sharding if isinstance(a, CONCRETE) else None
+    shape = a_shape if shape is None else _canonical_shape(shape)
+    if shape != a_shape:
+        typed = placed = None
     if dtype is None:
-        return shape, aval.dtype, aval.weak_type
-    return shape, _user_dtype(dtype), False
+        return shape, a_dtype, a_weak, (typed, placed)
+    return shape, _user_dtype(dtype), False, (typed, placed)
+
+
+def _duck_dtype(a):
+    """The dtype of a duck-typed array (``.dtype`` must be a dtype object, as in JAX)."""
+    dt = a.dtype
+    if dtypes.is_extended(dt):
+        return dt
+    if not isinstance(dt, np.dtype):
+        raise ValueError(f"Could not convert {a!r} to a NumPy dtype (via `.dtype` value "
+                         f"{dt!r}): give the object a numpy dtype, e.g. np.dtype({dt!r}).")
+    return dtypes.canonicalize_dtype(dt)
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
-    """An array with the shape and dtype of ``a`` filled with ``fill_value`` (and, when its
-    shape is kept, the sharding in its type)."""
-    keeps_shape = shape is None
-    shape, dt, weak = _like("full_like", a, dtype, shape)
-    typed = get_aval(as_operand(a))._sharding if keeps_shape else None
+    """An array with the shape and dtype of ``a`` filled with ``fill_value``; when its shape
+    is kept, laid out as ``a`` is (the sharding in its type, or the one it lies on)."""
+    return _full_like("full_like", a, fill_value, dtype, shape, device, out_sharding)
+
+
+def _full_like(name, a, fill_value, dtype, shape, device, out_sharding):
+    shape, dt, weak, (typed, placed) = _like(name, a, dtype, shape)
     if out_sharding is None and device is None and typed is not None:
         out_sharding = typed
-    return _full(shape, fill_value, dt, weak, device, out_sharding)
+    out = _full(shape, fill_value, dt, weak, device, out_sharding)
+    if (out_sharding is None and device is None and placed is not None
+            and isinstance(out, CONCRETE) and out.sharding != placed):
+        out = _place(out, placed)
+    return out
 
 
 def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
-    """Zeros with the shape and dtype of ``a``."""
-    return full_like(a, 0, dtype, shape, device=device, out_sharding=out_sharding)
+    """Zeros with the shape and dtype of ``a`` (see ``full_like``)."""
+    return _full_like("zeros_like", a, 0, dtype, shape, device, out_sharding)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
-    """Ones with the shape and dtype of ``a``."""
-    return full_like(a, 1, dtype, shape, device=device, out_sharding=out_sharding)
+    """Ones with the shape and dtype of ``a`` (see ``full_like``)."""
+    return _full_like("ones_like", a, 1, dtype, shape, device, out_sharding)
 
 
 def empty_like(prototype, dtype=None, shape=None, *, device=None, out_sharding=None):
-    """Zeros with the shape and dtype of ``prototype``."""
-    return zeros_like(prototype, dtype, shape, device=device, out_sharding=out_sharding)
+    """Zeros with the shape and dtype of ``prototype`` (see ``full_like``)."""
+    return _full_like("empty_like", prototype, 0, dtype, shape, device, out_sharding)
 
 
 def _concrete_scalar(x, name, fn="arange"):
