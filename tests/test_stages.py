@@ -51,6 +51,36 @@ def test_lowered_text_is_stablehlo():
     assert lowered.in_tree.num_leaves == 2
 
 
+def test_compiler_ir_gives_jaxlibs_module_objects():
+    # As JAX: an MLIR module for "stablehlo" (str() prints it), an XlaComputation for "hlo".
+    lowered = plax.jit(lambda x: jnp.sin(x) * 2).lower(X)
+    module = lowered.compiler_ir()
+    assert lowered.compiler_ir("stablehlo") is module  # one object per Lowered, as in JAX
+    assert module.operation.name == "builtin.module"
+    text = str(module)
+    assert text.startswith("module @jit_") and "loc(" not in text
+    assert "stablehlo.sine" in text and "stablehlo.multiply" in text
+    assert "tensor<3xf32>" in text
+    hlo = lowered.compiler_ir("hlo")
+    assert hlo.as_hlo_text() == lowered.as_text("hlo")
+    assert "sine(" in hlo.as_hlo_text() and "f32[3]" in hlo.as_hlo_text()
+    with pytest.raises(ValueError, match="unknown dialect"):
+        lowered.compiler_ir("mhlo")
+    # The module compiles to the same numbers the lowering does.
+    np.testing.assert_allclose(np.asarray(lowered.compile()(X)), np.sin(X) * 2, rtol=1e-6)
+    assert "sine" in lowered.compile().as_text()
+
+
+def test_compiler_ir_of_an_spmd_lowering():
+    n = len(plax.devices())
+    mesh = plax.make_mesh((n,), ("x",), axis_types=(plax.sharding.AxisType.Auto,))
+    spread = plax.NamedSharding(mesh, plax.P("x"))
+    lowered = plax.jit(lambda x: jnp.sum(x * 2), in_shardings=spread).lower(
+        S((2 * n,), np.float32))
+    assert f"mhlo.num_partitions = {n}" in str(lowered.compiler_ir())
+    assert "xla.sdy.meshes" in lowered.compiler_ir("hlo").as_hlo_text()
+
+
 def test_lowering_accepts_shape_dtype_structs():
     f = plax.jit(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ()))))
     lowered = f.lower(S((2, 3), np.float32), S((3, 4), np.float32))

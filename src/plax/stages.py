@@ -66,6 +66,20 @@ class Lowered:
         raise ValueError(f"unknown dialect: {dialect!r}; Lowered.as_text supports 'stablehlo' "
                          "and 'hlo'.")
 
+    def compiler_ir(self, dialect: str | None = None):
+        """The module as jaxlib's objects, as JAX returns it: an MLIR module for
+        ``"stablehlo"`` (the default; ``str()`` prints it) or an XlaComputation for ``"hlo"``
+        (``as_hlo_text()`` prints it). The same object is returned on every call."""
+        dialect = "stablehlo" if dialect is None else dialect
+        if dialect not in ("stablehlo", "hlo"):
+            raise ValueError(f"unknown dialect: {dialect!r}; Lowered.compiler_ir supports "
+                             "'stablehlo' and 'hlo'.")
+        cache = self.__dict__.setdefault("_compiler_ir", {})
+        if dialect not in cache:
+            convert = xla.mlir_module if dialect == "stablehlo" else xla.hlo_computation
+            cache[dialect] = convert(self._text)
+        return cache[dialect]
+
     def compile(self, compiler_options=None) -> "Compiled":
         """Compile with XLA; ``compiler_options`` add to (and override) those given to jit."""
         p = self._entry.params

@@ -463,14 +463,25 @@ def optimized_hlo_text(exe) -> str:
     return exe.hlo_modules()[0].to_string()
 
 
+def mlir_module(text: str):
+    """A StableHLO module's text as jaxlib's MLIR module object (``str()`` prints it)."""
+    return _parse_module(text)
+
+
+def hlo_computation(text: str):
+    """A StableHLO module converted to XLA's HLO, as jaxlib's XlaComputation (before XLA's
+    optimisations; ``as_hlo_text()`` prints it)."""
+    return _jax.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False,
+                                                    return_tuple=False)
+
+
 def stablehlo_to_hlo_text(text: str, debug_info: bool = False) -> str:
     """HLO text of a StableHLO module (before XLA's optimisations); metadata if ``debug_info``."""
     try:
         from jaxlib import _hlo as hlo_lib
     except ImportError:  # jaxlib builds that keep the HLO printer in _jax
         hlo_lib = _jax
-    computation = _jax.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False,
-                                                            return_tuple=False)
+    computation = hlo_computation(text)
     options = hlo_lib.HloPrintOptions.short_parsable()
     options.print_metadata = debug_info
     return computation.as_hlo_module().to_string(options)
