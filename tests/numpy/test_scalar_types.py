@@ -250,6 +250,29 @@ def test_dtype_helpers_accept_the_types():
     assert core_dtypes.dtype(jnp.float16) == np.float16
 
 
+@pytest.mark.parametrize("name,np_type", TYPES, ids=NAMES)
+def test_iscomplexobj_isrealobj_of_the_types(name, np_type):
+    # As JAX: a scalar type has a dtype, and is judged by it (JAX 0.10.2: jnp.complex64 is
+    # complex, jnp.float32 real). issubdtype takes the types as NumPy's.
+    t = getattr(jnp, name)
+    cplx = np.dtype(np_type).kind == "c"
+    assert (jnp.iscomplexobj(t), jnp.isrealobj(t)) == (cplx, not cplx)
+    assert jnp.issubdtype(t, jnp.complexfloating) == np.issubdtype(np_type, np.complexfloating)
+    assert jnp.issubdtype(t, jnp.inexact) == jnp.issubdtype(np.dtype(np_type), jnp.inexact)
+    assert jnp.issubdtype(t, np_type) and jnp.issubdtype(np_type, t)
+
+
+def test_iscomplexobj_of_other_objects_with_a_dtype():
+    assert jnp.iscomplexobj(plax.ShapeDtypeStruct((2,), jnp.complex64))
+    assert jnp.isrealobj(plax.ShapeDtypeStruct((2,), jnp.float32))
+    assert jnp.iscomplexobj(np.complex64(1)) and not jnp.iscomplexobj(np.float32(1))
+    assert not jnp.iscomplexobj("abc") and not jnp.iscomplexobj(None)
+    # NumPy's types and dtypes are not arrays: JAX raises a TypeError for them too.
+    for t in (np.complex64, np.dtype(np.float32), complex):
+        with pytest.raises(TypeError, match="iscomplexobj/isrealobj take an array or a scalar"):
+            jnp.iscomplexobj(t)
+
+
 # --- dtype= everywhere ----------------------------------------------------------------
 DTYPE_ARGS = [
     ("zeros", lambda t: jnp.zeros(3, t)), ("ones", lambda t: jnp.ones((2,), dtype=t)),

@@ -975,13 +975,20 @@ def isscalar(element) -> bool:
 
 
 def iscomplexobj(x) -> bool:
-    """Whether ``x`` has a complex dtype (by type: a zero imaginary part still counts)."""
+    """Whether ``x`` has a complex dtype (by type: a zero imaginary part still counts).
+
+    Anything with a ``dtype`` (arrays, ShapeDtypeStructs, and plax's scalar types such as
+    ``jnp.complex64``) is judged by it, as in JAX."""
     if x is None:
         return False
     dt = getattr(x, "dtype", None)
-    if isinstance(x, type) or not isinstance(dt, np.dtype):
+    if not isinstance(dt, np.dtype) and not dtypes.is_extended(dt):
+        if isinstance(x, (type, np.dtype)):
+            raise TypeError(f"iscomplexobj/isrealobj take an array or a scalar, got the type "
+                            f"{x!r}: for a type or dtype ask jnp.issubdtype({x!r}, "
+                            "jnp.complexfloating).")
         dt = np.asarray(x).dtype
-    return dt.kind == "c"
+    return getattr(dt, "kind", None) == "c"
 
 
 def isrealobj(x) -> bool:
