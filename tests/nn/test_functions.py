@@ -287,6 +287,50 @@ def test_check_grads_away_from_kinks():
         check_grads(lambda x: nn.logmeanexp(x, axis=0), (xs,), order=2, modes=("fwd", "rev"))
 
 
+# --- an optax-style loss: its jitted Hessian far into the tails ------------------------------------
+def _focal_loss(logits, labels, gamma, alpha=None):
+    """optax's sigmoid_focal_loss, written from its formula: binary cross-entropy times
+    (1 - p_t) ** gamma, with log(1 - p_t) taken as a logsumexp weighted by the labels."""
+    log_p, log_q = nn.log_sigmoid(logits), nn.log_sigmoid(-logits)
+    ce = -labels * log_p - (1.0 - labels) * log_q
+    log_1mpt = special.logsumexp(jnp.stack([log_p, log_q], axis=-1), axis=-1,
+                                 b=jnp.stack([1.0 - labels, labels], axis=-1))
+    loss = ce * jnp.exp(gamma * log_1mpt)
+    return loss if alpha is None else (alpha * labels + (1 - alpha) * (1 - labels)) * loss
+
+
+def _focal_loss_np(x, y, gamma, alpha=None):
+    ls = lambda v: -np.logaddexp(0.0, -v)  # noqa: E731
+    with np.errstate(divide="ignore"):
+        log_1mpt = np.logaddexp(np.log(1 - y) + ls(x), np.log(y) + ls(-x))
+    loss = (-y * ls(x) - (1 - y) * ls(-x)) * np.exp(gamma * log_1mpt)
+    return loss if alpha is None else (alpha * y + (1 - alpha) * (1 - y)) * loss
+
+
+FOCAL_LOGITS = np.array([100., -100., 75., -75., 50., -50., 10., -10., 0.], np.float32)
+FOCAL_LABELS = np.array([0.9, 0.1, 0.8, 0.2, 1.0, 0.0, 1.0, 0.0, 0.3], np.float32)
+
+
+@pytest.mark.parametrize("gamma, alpha", [(0.5, None), (2.0, 0.25)])
+def test_focal_loss_hessian_is_finite_at_extreme_logits(gamma, alpha):
+    # optax's test suite: the Hessian of the summed loss, jitted inside, at logits +-50..100.
+    # The loss is elementwise, so the Hessian is diagonal: each entry against a float64
+    # central second difference of the same formula.
+    def total(x):
+        return jnp.sum(plax.jit(_focal_loss, static_argnums=(2, 3))(x, FOCAL_LABELS, gamma,
+                                                                     alpha))
+    hess = np.asarray(plax.jit(plax.hessian(total))(FOCAL_LOGITS))
+    assert np.all(np.isfinite(hess)), np.diag(hess)
+    np.testing.assert_array_equal(hess - np.diag(np.diag(hess)), 0.0)
+    x, y, h = FOCAL_LOGITS.astype(np.float64), FOCAL_LABELS.astype(np.float64), 1e-3
+    want = (_focal_loss_np(x + h, y, gamma, alpha) - 2 * _focal_loss_np(x, y, gamma, alpha)
+            + _focal_loss_np(x - h, y, gamma, alpha)) / h ** 2
+    np.testing.assert_allclose(np.diag(hess), want, rtol=2e-3, atol=1e-6)
+    # The hard-label tails (~e^(-(1 + gamma) 50)) hold their value where float32 can.
+    tiny = np.abs(want[4:6]) > 1e-36
+    np.testing.assert_allclose(np.diag(hess)[4:6][tiny], want[4:6][tiny], rtol=1e-2)
+
+
 # --- glu -----------------------------------------------------------------------------------------
 def test_glu():
     x = np.random.default_rng(1).normal(size=(4, 6)).astype(np.float32)

@@ -119,6 +119,42 @@ def test_logsumexp_edge_values():
     np.testing.assert_allclose(np.asarray(got), sp.logsumexp(z.astype(np.complex128)), rtol=1e-5)
 
 
+def test_logsumexp_leaves_out_zero_weights():
+    # A term with b == 0 neither sets the shift nor meets 0 * inf (as JAX): the value, and
+    # the derivatives in a, stay those of the other terms even when the left-out a dominates.
+    a = np.array([[0.0, -100.0], [1e30, 1.0], [np.inf, 2.0]], np.float32)
+    b = np.array([0.0, 2.0], np.float32)
+    check(S.logsumexp(a, axis=1, b=b), np.log(2.0) + a[:, 1].astype(np.float64))
+    out, sign = S.logsumexp(a, axis=1, b=b, return_sign=True)
+    check(out, np.log(2.0) + a[:, 1].astype(np.float64)), check(sign, [1.0, 1.0, 1.0])
+    f = lambda x: S.logsumexp(plax.numpy.stack([x, -x]), b=b)  # = log 2 - x  # noqa: E731
+    for x in (100.0, 50.0, 0.0, -50.0):
+        check(plax.grad(f)(np.float32(x)), -1.0)
+        check(plax.jit(plax.grad(plax.grad(f)))(np.float32(x)), 0.0)
+    check(plax.grad(lambda w: S.logsumexp(np.float32([1.0, 2.0]), b=w))(np.float32([0.0, 1.0])),
+          [0.0, 1.0])  # JAX's gradient in b: zero at a left-out term
+
+
+def test_log_ndtr_higher_derivatives_stay_finite():
+    # d/dx log ndtr = r = phi/ndtr, d2 = -r (x + r), d3 = -d2 (x + r) - r (1 + d2): in float64
+    # from SciPy's log_ndtr. Near the switch to the tail series (x = -10 in float32) the
+    # quotient rule squared ndtr(x) and underflowed (-inf, then nan).
+    x = np.array([-10.0, -9.99, -9.5, -5.0, -1.0, 0.0, 2.0], np.float64)
+    r = np.exp(-0.5 * x * x - 0.5 * np.log(2 * np.pi) - sp.log_ndtr(x))
+    d2 = -r * (x + r)
+    d3 = -d2 * (x + r) - r * (1 + d2)
+    g1 = plax.vmap(plax.grad(S.log_ndtr))
+    g2 = plax.vmap(plax.grad(plax.grad(S.log_ndtr)))
+    g3 = plax.jit(plax.vmap(plax.grad(plax.grad(plax.grad(S.log_ndtr)))))
+    xs = x.astype(np.float32)
+    check(g1(xs), r, tol=1e-4)
+    check(g2(xs), d2, tol=2e-3)
+    got3 = np.asarray(g3(xs))
+    assert np.all(np.isfinite(got3)), got3
+    # (d3 is a difference of terms near 0.1 there: float32 keeps about two digits of it)
+    np.testing.assert_allclose(got3, d3, rtol=0.05, atol=3e-3)
+
+
 @pytest.mark.parametrize("axis", [None, -1, (0, 1)], ids=str)
 def test_softmax_matches_scipy(axis):
     x = sample((2, 3, 4), -3, 3).astype(np.float32)

@@ -66,6 +66,10 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     else:
         shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))  # ValueError, as in JAX
         a, b = promote_args_inexact("logsumexp", a, b)
+        # Terms with weight 0 are left out (as -inf), so that they neither set the shift
+        # (which would leave the others to underflow and the derivatives to overflow) nor
+        # turn 0 * inf into nan.
+        a = jnp.where(jnp.not_equal(b, 0), a, -np.inf)
         a = jnp.broadcast_to(a, shape)
     is_complex = dtypes.is_complex(_dtype(a))
     real_a = jnp.real(a) if is_complex else a
@@ -256,6 +260,23 @@ def _log_ndtr_switch(dtype):
     return {8: -20.0, 4: -10.0}.get(np.dtype(dtype).itemsize, -8.0)
 
 
+@custom_jvp
+def _log_ndtr_mid(x):
+    """log(ndtr(x)) where ndtr(x) is not tiny (log_ndtr's middle range)."""
+    return jnp.log(ndtr(x))
+
+
+@_log_ndtr_mid.defjvp
+def _log_ndtr_mid_jvp(primals, tangents):
+    # The derivative phi(x) / ndtr(x) as exp(log phi(x) - log ndtr(x)): differentiated again
+    # it stays a ratio of logs, where the plain quotient rule would square ndtr(x) (which
+    # underflows near the series switch in float32, making the second derivative -inf).
+    (x,), (t,) = primals, tangents
+    out = _log_ndtr_mid(x)
+    log_phi = jnp.subtract(jnp.multiply(-0.5, jnp.square(x)), 0.5 * np.log(2 * np.pi))
+    return out, jnp.multiply(t, jnp.exp(jnp.subtract(log_phi, out)))
+
+
 def log_ndtr(x, series_order=3):
     """The log of the standard normal CDF, accurate far into both tails."""
     if not isinstance(series_order, int) or isinstance(series_order, bool):
@@ -269,7 +290,7 @@ def log_ndtr(x, series_order=3):
     lower = jnp.less(x, switch)
     upper = jnp.greater(x, 0.0)
     mid_x = jnp.where(lower | upper, 0.0, x).astype(_dtype(x))
-    mid = jnp.log(ndtr(mid_x))
+    mid = _log_ndtr_mid(mid_x)
     up_x = jnp.where(upper, x, 1.0).astype(_dtype(x))
     up = jnp.log1p(jnp.negative(ndtr(jnp.negative(up_x))))  # log(1 - q), q the upper tail
     lo_x = jnp.where(lower, x, switch - 1).astype(_dtype(x))
