@@ -457,6 +457,25 @@ def test_check_grads_on_a_composite_function():
     check_grads(f, (np.array([0.1, 0.2], f32), {"w": np.array([0.5, -1.], f32)}), order=2)
 
 
+def test_check_grads_takes_per_dtype_tolerance_dicts():
+    # As JAX's: atol/rtol may map dtypes (types, dtypes or names) to tolerances; each compared
+    # value takes its dtype's entry, and a dtype left out keeps the default.
+    f = lambda x: jnp.sin(x) * x  # noqa: E731
+    x = np.array([0.3, 1.2], f32)
+    check_grads(f, (x,), 2, atol={np.float32: 1e-2, np.float64: 1e-5}, rtol={jnp.float32: 1e-2})
+    check_grads(f, (x,), 1, atol={np.dtype("float32"): 1e-2}, rtol={"float32": 1e-2})
+    check_grads(f, (x,), 1, atol={np.float64: 1e-12}, rtol={np.float64: 1e-12})  # f32: default
+    # A tight entry for the values' dtype is applied: a coarse step then fails the check.
+    with pytest.raises(AssertionError, match="JVP does not match finite differences"):
+        check_grads(lambda v: v ** 3, (x,), 1, modes=("fwd",), atol={np.float32: 1e-4},
+                    rtol={np.float32: 1e-4}, eps=0.5)
+    with pytest.raises(AssertionError, match="VJP does not agree with JVP"):
+        check_grads(lambda v: v ** 3, (x,), 1, modes=("rev",), atol={f32: 1e-4},
+                    rtol={f32: 1e-4}, eps=2.0)
+    with pytest.raises(TypeError, match="eps must be a number"):
+        check_grads(f, (x,), 1, eps={np.float32: 1e-3})
+
+
 # --- dead code in the jaxpr of grad ---------------------------------------------------------
 def dead_equations(jaxpr):
     """Equations (at any nesting depth) none of whose outputs is read later."""

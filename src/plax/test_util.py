@@ -38,10 +38,30 @@ def _add_scaled(xs, ts, s):
                  for x, t in zip(xs, ts))
 
 
+def _resolve(tol, dtype, default):
+    """A tolerance for values of ``dtype``: ``tol`` itself, or, when ``tol`` is a dict mapping
+    dtypes (anything np.dtype takes) to tolerances as in JAX, its entry for ``dtype``;
+    ``default`` when there is none."""
+    if not isinstance(tol, dict):
+        return tol
+    by_dtype = {np.dtype(k): v for k, v in tol.items()}
+    return by_dtype.get(dtypes.canonicalize_dtype(np.dtype(dtype)), default)
+
+
 def _assert_close(a, b, atol, rtol, what):
+    """``a`` and ``b`` leaf by leaf within ``atol``/``rtol`` (numbers, or ``(spec, default)``
+    pairs resolved per leaf dtype, the larger of the two leaves' entries as in JAX)."""
     for x, y in zip(_leaves(a), _leaves(b)):
+        at, rt = (_per_leaf(t, x.dtype, y.dtype) for t in (atol, rtol))
         np.testing.assert_allclose(x.astype(np.complex128), y.astype(np.complex128),
-                                   atol=atol, rtol=rtol, err_msg=what)
+                                   atol=at, rtol=rt, err_msg=what)
+
+
+def _per_leaf(tol, *leaf_dtypes):
+    if not isinstance(tol, tuple):
+        return tol
+    spec, default = tol
+    return max(_resolve(spec, dt, default) for dt in leaf_dtypes)
 
 
 def check_jvp(f, f_jvp, args, atol=None, rtol=None, eps=None, err_msg="", *, rng=None):
@@ -83,15 +103,24 @@ def check_vjp(f, f_vjp, args, atol=None, rtol=None, eps=None, err_msg="", *, rng
     ct_in = [np.conj(c) for c in _leaves(vjp_fun(tree_util.tree_map(np.conj, cts)))]
     lhs = sum(np.real(np.vdot(t, c)) for t, c in zip(_leaves(tangents), ct_in))
     rhs = sum(np.real(np.vdot(t, c)) for t, c in zip(_leaves(out_t), _leaves(cts)))
+    dt = _dtype_of(args)
+    atol, rtol = _per_leaf(atol, dt), _per_leaf(rtol, dt)
     np.testing.assert_allclose(lhs, rhs, atol=atol * max(1, abs(rhs)), rtol=rtol,
                                err_msg=err_msg or "VJP does not agree with JVP")
 
 
 def _tolerances(args, atol, rtol, eps):
+    """atol, rtol and eps for ``args``: a tolerance given as a dict from dtypes to numbers
+    (as JAX takes it) stays a ``(dict, default)`` pair, resolved for each compared value's
+    dtype; dtypes it does not name get the default for the arguments' dtype."""
+    if isinstance(eps, dict):
+        raise TypeError("check_grads: eps must be a number (the finite-difference step), got "
+                        "a dict; only atol and rtol take per-dtype dicts.")
     dt = _dtype_of(args)
-    return (atol if atol is not None else _DEFAULT_TOL.get(dt, 1e-3),
-            rtol if rtol is not None else _DEFAULT_TOL.get(dt, 1e-3),
-            eps if eps is not None else _DEFAULT_EPS.get(dt, 1e-3))
+    default = _DEFAULT_TOL.get(dt, 1e-3)
+    atol, rtol = ((default if t is None else (t, default) if isinstance(t, dict) else t)
+                  for t in (atol, rtol))
+    return atol, rtol, eps if eps is not None else _DEFAULT_EPS.get(dt, 1e-3)
 
 
 def check_grads(f, args, order: int, modes=("fwd", "rev"), atol=None, rtol=None, eps=None):
