@@ -120,6 +120,48 @@ def test_padtype_to_pads_and_shape():
                                          (2, 1)) == (1, 5)
 
 
+def test_padtype_to_pads_as_jax():
+    # JAX 0.10.2 returns a list of pairs, and takes only the padding strings: explicit pairs
+    # are a TypeError ("Unknown padding type"), an unknown string a RuntimeError.
+    got = lax.padtype_to_pads((5, 6), (3, 3), (2, 2), "same")
+    assert got == [(1, 1), (0, 1)] and type(got) is list
+    assert lax.padtype_to_pads((5,), (3,), (1,), "VALID") == [(0, 0)]
+    for pairs in ([(1, 1), (0, 2)], ((1, 1),), [[1, 1], [0, 2]], None, 3):
+        with pytest.raises(TypeError, match="Unknown padding type"):
+            lax.padtype_to_pads((5, 6), (3, 3), (1, 1), pairs)
+    with pytest.raises(RuntimeError, match="Unrecognized padding type"):
+        lax.padtype_to_pads((5, 6), (3, 3), (1, 1), "FULL")
+
+
+@pytest.mark.parametrize("init, op, np_op, identity", [
+    (0.0, lax.add, np.add, 0), (-np.inf, lax.max, np.maximum, np.iinfo(np.int32).min),
+    (np.float32(np.inf), lax.min, np.minimum, np.iinfo(np.int32).max),
+], ids=["add-0.0", "max--inf", "min-inf"])
+def test_integer_operand_with_a_float_identity_init(init, op, np_op, identity):
+    # As JAX: an init that is the op's identity in its own dtype picks the specialised
+    # reduction, which then runs in the operand's dtype (the result stays int32).
+    x = sample((4, 5), np.int32, seed=6)
+    want = _np_reduce_window(x, identity, np_op, (2, 3), (1, 2), "SAME")
+    for f in (lax.reduce_window, plax.jit(lax.reduce_window, static_argnums=(1, 2, 3, 4, 5))):
+        got = f(x, init, op, (2, 3), (1, 2), "SAME")
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_mismatched_init_dtype_errors_as_jax():
+    x = sample((4, 5), np.int32, seed=6)
+    msg = r"reduce_window got inconsistent dtypes for operands and init_values: got operand "
+    with pytest.raises(TypeError, match=msg + r"dtypes \[dtype\('int32'\)\] and init_value "
+                       r"dtypes \[dtype\('float32'\)\]"):
+        lax.reduce_window(x, 1.5, lax.mul, (2, 2), (1, 1), "VALID")
+    with pytest.raises(TypeError, match=msg):  # not an identity: the generic path checks
+        lax.reduce_window(x, 0.0, lambda a, b: a + b, (2, 2), (1, 1), "VALID")
+    with pytest.raises(TypeError, match=msg):  # -1 is not int32's lowest: no max shortcut
+        lax.reduce_window(x.astype(np.float32), -1, lax.max, (2, 2), (1, 1), "VALID")
+    with pytest.raises(TypeError, match=msg):
+        lax.reduce_window(x.astype(np.int8), -1, lax.max, (2, 2), (1, 1), "VALID")
+
+
 def test_jit():
     x = sample((2, 6, 6, 3), np.float32, seed=5)
     f = plax.jit(lambda x: (lax.reduce_window(x, -np.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME"),

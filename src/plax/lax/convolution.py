@@ -599,8 +599,8 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
                              f"number of dimensions, but got {nspatial} and {len(strides)} "
                              f"(rhs_dilation={rhs_dil}).")
         kernel = _dilate([rhs_shape[d] for d in dnums.rhs_spec[2:]], rhs_dil)
-        padding = padtype_to_pads([lhs_shape[d] for d in dnums.lhs_spec[2:]], kernel, strides,
-                                  padding)
+        padding = tuple(padtype_to_pads([lhs_shape[d] for d in dnums.lhs_spec[2:]], kernel,
+                                        strides, padding))
     else:
         padding = _explicit_padding(padding)
     if out_sharding is not None:

@@ -55,10 +55,18 @@ def _ceil_divide(a, b):
 
 
 def padtype_to_pads(in_shape, window_shape, window_strides, padding):
-    """(lo, hi) pads for padding type 'VALID', 'SAME' or 'SAME_LOWER' (a sequence of pairs is
-    returned as it is)."""
+    """The list of (lo, hi) pads, one per dimension, for the padding type 'VALID', 'SAME' or
+    'SAME_LOWER' (any case). As in JAX, only these strings are taken: explicit pairs are
+    already pads (a TypeError says so)."""
     if not isinstance(padding, str):
-        return tuple((int(lo), int(hi)) for lo, hi in padding)
+        raise TypeError(f"Unknown padding type: {padding}. padtype_to_pads takes 'VALID', "
+                        "'SAME' or 'SAME_LOWER'; a sequence of (low, high) pairs is already "
+                        "explicit padding: pass it to the operation as it is.")
+    return list(_pads_for(in_shape, window_shape, window_strides, padding))
+
+
+def _pads_for(in_shape, window_shape, window_strides, padding: str) -> tuple:
+    """``padtype_to_pads`` as a tuple of pairs (a primitive parameter)."""
     kind = padding.upper()
     if kind == "VALID":
         return ((0, 0),) * len(in_shape)
@@ -252,8 +260,11 @@ def _generic_abstract(*avals, jaxpr, **params):
     if any(i.shape != () for i in inits):
         raise ValueError(f"reduce_window found non-scalar initial value: {[i.shape for i in inits]}")
     if any(o.dtype != i.dtype for o, i in zip(ops, inits)):
-        raise TypeError("reduce_window operand dtypes should match corresponding initial value "
-                        f"dtypes, got operands={list(ops)} and initial_values={list(inits)}.")
+        raise TypeError("reduce_window got inconsistent dtypes for operands and init_values: "
+                        f"got operand dtypes {[o.dtype for o in ops]} and init_value dtypes "
+                        f"{[i.dtype for i in inits]}. Operand dtypes should match their init "
+                        "values' dtypes (an init of another dtype is taken only as the identity "
+                        "of lax.add, lax.max or lax.min).")
     if any(o.shape != ops[0].shape for o in ops):
         raise ValueError(f"reduce_window operands must all have the same shape, got "
                          f"{[o.shape for o in ops]}.")
@@ -327,11 +338,15 @@ param_printers[reduce_window_p] = lambda p: {k: p[k] for k in ("jaxpr",) + _PARA
 
 
 # --- the public function ---------------------------------------------------------------------
-def _monoid_prim(computation, init, dtype):
+def _monoid_prim(computation, init):
+    """The specialised primitive for ``computation`` from ``init``, or None. As in JAX, a
+    concrete scalar init qualifies when it is the op's identity for the init's own dtype (so
+    an integer operand takes -inf or 0.0), and the primitive then uses the operand's."""
     if isinstance(init, Tracer) or np.shape(init) != ():
         return None
     if hasattr(init, "aval"):
         init = np.asarray(init)
+    dtype = dtypes.dtype(init, canonicalize=True)
     if computation is _arith.add and _greduce._is_identity(init, 0):
         return reduce_window_sum_p
     if computation is _arith.max and _greduce._is_identity(init, dtypes.lowest_value(dtype)):
@@ -368,13 +383,13 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
                             f"window_strides or dilations for an operand array with {len(shape)} "
                             f"dimensions; got window_dimensions={wdims}, window_strides={strides}.")
         # Like JAX: the padding type applies to the (undilated) operand and dilated window.
-        pads = padtype_to_pads(shape, _dilate_shape(wdims, wdil), strides, padding)
+        pads = _pads_for(shape, _dilate_shape(wdims, wdil), strides, padding)
     else:
         pads = tuple(as_int_tuple(p, "padding entry") for p in padding)
     params = dict(window_dimensions=wdims, window_strides=strides, padding=pads,
                   base_dilation=bdil, window_dilation=wdil)
     if len(flat_ops) == 1:
-        prim = _monoid_prim(computation, flat_inits[0], get_aval(flat_ops[0]).dtype)
+        prim = _monoid_prim(computation, flat_inits[0])
         if prim is not None:
             return tree_util.tree_unflatten(tree, [prim.bind(flat_ops[0], **params)])
     op_avals = [get_aval(x) for x in flat_ops]
