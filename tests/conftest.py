@@ -12,3 +12,25 @@ os.environ["PLAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="plax-test-cache-")
 os.environ.pop("PLAX_COMPILATION_CACHE_DIR", None)
 atexit.register(shutil.rmtree, os.environ["PLAX_CACHE_DIR"], True)
 sys.path.insert(0, os.path.dirname(__file__))  # for `import helpers`
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs_devices(n): the test builds meshes or maps over n devices; in a run "
+                   "with fewer (the suite's one-device run of the sharding and pmap tests) it is "
+                   "deselected, never skipped. The closest mark wins, so a test in a module "
+                   "marked needs_devices(8) can say needs_devices(1).")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect the tests marked needs_devices(n) when fewer than n devices exist."""
+    wants = {item: item.get_closest_marker("needs_devices") for item in items}
+    if not any(wants.values()):
+        return
+    import plax
+    have = plax.device_count()
+    dropped = [item for item, mark in wants.items() if mark is not None and mark.args[0] > have]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        gone = set(dropped)
+        items[:] = [item for item in items if item not in gone]

@@ -12,6 +12,8 @@ from plax.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec
 from plax.sharding import get_abstract_mesh, get_mesh, use_mesh
 
 P = PartitionSpec
+# Meshes of 8 devices: deselected, not skipped, in the suite's one-device run (tests/conftest.py).
+needs_8_devices = pytest.mark.needs_devices(8)
 
 
 def mesh_2x4(names=("a", "b")):
@@ -94,6 +96,7 @@ def test_axis_type_members():
 
 
 # --- Mesh ---------------------------------------------------------------------------------------
+@needs_8_devices
 def test_mesh_attributes():
     m = mesh_2x4()
     assert m.shape == collections.OrderedDict([("a", 2), ("b", 4)])
@@ -112,6 +115,7 @@ def test_mesh_attributes():
     assert m.auto_axes == ("a", "b") and m.explicit_axes == () and m.manual_axes == ()
 
 
+@needs_8_devices
 def test_mesh_repr_and_str():
     m = mesh_2x4()
     assert repr(m) == "Mesh(axis_sizes=(2, 4), axis_names=('a', 'b'), axis_types=(Auto, Auto))"
@@ -121,6 +125,7 @@ def test_mesh_repr_and_str():
     assert str(m1) == "Mesh('x': 8, axis_types=(Auto,))"
 
 
+@needs_8_devices
 def test_mesh_axis_names_as_string_and_axis_types():
     m = Mesh(np.array(plax.devices()), "x")
     assert m.axis_names == ("x",)
@@ -131,6 +136,7 @@ def test_mesh_axis_names_as_string_and_axis_types():
     assert str(m2) == "Mesh('a': 2, 'b': 4, axis_types=(Explicit, Auto))"
 
 
+@needs_8_devices
 def test_mesh_equality_and_hash():
     a, b = mesh_2x4(), mesh_2x4()
     assert a == b and hash(a) == hash(b)
@@ -142,6 +148,7 @@ def test_mesh_equality_and_hash():
     assert len({a, b}) == 1
 
 
+@needs_8_devices
 def test_mesh_device_ids_follow_device_order():
     devs = np.array(plax.devices())[[7, 6, 5, 4, 3, 2, 1, 0]].reshape(4, 2)
     m = Mesh(devs, ("x", "y"))
@@ -149,6 +156,7 @@ def test_mesh_device_ids_follow_device_order():
     assert m.shape == {"x": 4, "y": 2}
 
 
+@needs_8_devices
 def test_mesh_ndim_mismatch_error():
     with pytest.raises(ValueError, match=r"Mesh requires the ndim of its first argument \(`devices`\)"
                        r" to equal the length of its second argument \(`axis_names`\), but got "
@@ -162,6 +170,7 @@ def test_mesh_rejects_repeated_devices():
         Mesh(np.array([d[0], d[0]]), ("x",))
 
 
+@needs_8_devices
 def test_abstract_mesh_of_mesh():
     m = mesh_2x4()
     am = m.abstract_mesh
@@ -189,6 +198,7 @@ def test_abstract_mesh_standalone():
         AbstractMesh((2, 4), ("a",))
 
 
+@needs_8_devices
 def test_update_axis_types():
     m = mesh_2x4()
     m2 = m.update_axis_types({"b": AxisType.Explicit})
@@ -198,6 +208,7 @@ def test_update_axis_types():
 
 
 # --- make_mesh / create_device_mesh ------------------------------------------------------------
+@needs_8_devices
 def test_make_mesh_defaults_to_explicit():
     m = plax.make_mesh((2, 4), ("x", "y"))
     assert isinstance(m, Mesh)
@@ -208,6 +219,7 @@ def test_make_mesh_defaults_to_explicit():
     assert m.abstract_mesh.axis_types == (AxisType.Explicit, AxisType.Explicit)
 
 
+@needs_8_devices
 def test_make_mesh_axis_types_and_devices():
     m = plax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto, AxisType.Explicit))
     assert m.axis_types == (AxisType.Auto, AxisType.Explicit)
@@ -221,12 +233,14 @@ def test_make_mesh_axis_types_and_devices():
     assert m.device_ids.tolist() == [[0, 1], [2, 3]]
 
 
+@needs_8_devices
 def test_make_mesh_too_large():
     with pytest.raises(ValueError, match=r"Number of devices 8 must be >= the product of "
                                          r"mesh_shape \(4, 4\)"):
         plax.make_mesh((4, 4), ("x", "y"))
 
 
+@needs_8_devices
 def test_create_device_mesh():
     grid = mesh_utils.create_device_mesh((2, 4))
     assert grid.shape == (2, 4)
@@ -253,6 +267,7 @@ def test_no_mesh_by_default():
     assert repr(am) == "AbstractMesh((), axis_types=())"
 
 
+@needs_8_devices
 def test_set_mesh_as_context_manager():
     m = plax.make_mesh((2, 4), ("x", "y"))
     with plax.set_mesh(m) as entered:
@@ -265,6 +280,7 @@ def test_set_mesh_as_context_manager():
     assert get_abstract_mesh().empty is True
 
 
+@needs_8_devices
 def test_set_mesh_nested():
     outer = plax.make_mesh((2, 4), ("x", "y"))
     inner = plax.make_mesh((8,), ("z",))
@@ -276,6 +292,7 @@ def test_set_mesh_nested():
     assert get_abstract_mesh().empty
 
 
+@needs_8_devices
 def test_set_mesh_as_global_setter():
     m = plax.make_mesh((8,), ("x",))
     plax.set_mesh(m)
@@ -294,6 +311,7 @@ def test_set_mesh_rejects_non_mesh():
         plax.set_mesh("x")
 
 
+@needs_8_devices
 def test_use_mesh():
     m = mesh_2x4()
     with use_mesh(m) as entered:
@@ -303,6 +321,7 @@ def test_use_mesh():
     assert get_abstract_mesh().empty
 
 
+@needs_8_devices
 def test_with_mesh_is_deprecated_but_works():
     m = mesh_2x4()
     with pytest.warns(DeprecationWarning, match="`with mesh:` context manager has been deprecated"):

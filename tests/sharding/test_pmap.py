@@ -156,7 +156,8 @@ def test_lower_and_data_parallel_step():
     full = w - 0.1 * plax.grad(loss)(w, xb.reshape(4 * N, 3), yb.reshape(4 * N))
     np.testing.assert_allclose(np.asarray(new), np.asarray(full), rtol=1e-5, atol=1e-6)
     text = pstep.lower(w, xb, yb).as_text()
-    assert "sdy.manual_computation" in text and "stablehlo.all_reduce" in text
+    # (over one device the body is inlined, as JAX lowers manual axes of size 1)
+    assert ("sdy.manual_computation" in text) == (N > 1) and "stablehlo.all_reduce" in text
     # Host arguments are lowered split over the devices, as a call places them: each device's
     # program takes its own slice, never the whole batch to slice itself.
     main = next(line for line in text.splitlines() if "func.func public @main" in line)

@@ -105,6 +105,11 @@ def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_v
     local_in = [v.aval for v in body.invars]
     local_out = [v.aval for v in body.outvars]
     inner = ctx.module_context.replace(mesh=mesh, manual_axes=frozenset(manual_axes))
+    if mesh.size == 1:
+        # One device: each block is the whole array, so the body is inlined, as JAX lowers
+        # manual axes of size 1 (XLA does not partition a one-device program, and would
+        # leave a manual computation's shape conversions unexpanded).
+        return _inline(ctx, body, args, mesh, manual_axes, inner)
 
     def build(c, *block_args):
         if has_ordered_effects(body):  # ordered on each device, from a token of its own
@@ -120,6 +125,20 @@ def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_v
              f"manual_axes = #sdy<manual_axes{{{names}}}>")
     return ctx.op("sdy.manual_computation", list(args), ctx.avals_in, ctx.avals_out,
                   props=props, regions=region)
+
+
+def _inline(ctx, body, args, mesh, manual_axes, inner) -> list:
+    """The body lowered in place (under the manual axes) rather than in a region."""
+    fn = ctx.fn
+    outer_context, outer_token = fn.module_context, fn.token
+    fn.module_context = inner
+    try:
+        if has_ordered_effects(body):  # its own order, as in a manual computation
+            fn.token = fn.emit("stablehlo.after_all", [], [], ["!stablehlo.token"])[0]
+        with body_context(mesh, manual_axes, False):
+            return lower_jaxpr_body(fn, body, list(args))
+    finally:
+        fn.module_context, fn.token = outer_context, outer_token
 
 
 class _AxesShown(frozenset):
