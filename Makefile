@@ -16,9 +16,13 @@ demo: $(STAMP)
 	@echo "--- an unmodified JAX program, run with jax -> plax (python -m plax) ---"
 	$(PY) -m plax examples/jax_style_training.jaxpy
 
-# Two worker processes (one per core on CI), each test file kept on one worker.
+# Two worker processes (one per core on CI), each test file kept on one worker. Then the
+# sharding and pmap tests again on one device, as a machine with a single device runs them
+# (tests needing more are deselected: the needs_devices mark; ~7 s in one process).
 test: $(STAMP)
 	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile tests
+	PLAX_NUM_CPU_DEVICES=1 $(PY) -m pytest -q tests/sharding \
+		tests/test_debug_print.py::test_pmap_prints_once_per_device
 
 bench: $(STAMP)
 	$(PY) bench/bench_eager.py
