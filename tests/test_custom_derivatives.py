@@ -200,8 +200,11 @@ def test_custom_jvp_errors():
     with pytest.raises(TypeError, match="must produce a pair"):
         plax.jvp(w, (1.,), (1.,))
     w.defjvp(lambda p, t: (p[0] * jnp.ones(2), t[0] * jnp.ones(2)))
+    # The rule's primal output is checked against the function's once the function has been
+    # traced (under jit); an eager jvp never runs the function, so it cannot check (as in JAX).
     with pytest.raises(TypeError, match="same shapes and dtypes"):
-        plax.jvp(w, (1.,), (1.,))
+        plax.jvp(plax.jit(w), (1.,), (1.,))
+    close(plax.jvp(w, (1.,), (1.,))[0], np.ones(2))
 
 
 def test_custom_jvp_closing_over_differentiated_value_raises():
@@ -378,7 +381,11 @@ def test_custom_vjp_bad_fwd_outputs():
     with pytest.raises(TypeError, match="must produce a pair"):
         plax.grad(f)(1.)
     f.defvjp(lambda x: ((x, x), None), lambda r, g: (g,))
+    # Checked against the function once it has been traced (under jit); eager grad runs only
+    # fwd, whose tuple output is then not a scalar (as in JAX).
     with pytest.raises(TypeError, match=r"equal container \(pytree\) structures"):
+        plax.grad(plax.jit(f))(1.)
+    with pytest.raises(TypeError, match="Gradient only defined for scalar-output functions"):
         plax.grad(f)(1.)
     f.defvjp(lambda x: (x, "residual"), lambda r, g: (g,))
     with pytest.raises(TypeError, match="not an array"):
@@ -446,3 +453,239 @@ def test_closure_convert_with_custom_vjp():
 
     close(loss(5.), 10.)
     close(plax.grad(loss)(5.), 2.)
+
+
+# --- Python control flow on concrete values (JAX runs the functions; staging traces them) ----
+@plax.custom_jvp
+def kinked(x):
+    """sin(x) for x > 0, else x; its rule says 2 for x <= 0 (so the rule is seen at work)."""
+    kinked.calls.append("fun")
+    if x > 0:
+        return jnp.sin(x)
+    return x
+
+
+@kinked.defjvp
+def kinked_jvp(primals, tangents):
+    kinked.calls.append("rule")
+    x, = primals
+    t, = tangents
+    if x > 0:
+        return kinked(x), jnp.cos(x) * t
+    return kinked(x), 2. * t
+
+
+kinked.calls = []
+
+
+def d_kinked(x):
+    return np.cos(x) if x > 0 else 2.
+
+
+@pytest.mark.parametrize("x", [1., -1.5])
+@pytest.mark.parametrize("how, want, runs", [
+    ("call", lambda x: np.sin(x) if x > 0 else x, ["fun"]),
+    ("grad", d_kinked, ["rule", "fun"]),
+    ("jvp", lambda x: 3. * d_kinked(x), ["rule", "fun"]),
+    ("vjp", lambda x: 0.5 * d_kinked(x), ["rule", "fun"]),
+    ("linearize", lambda x: 2. * d_kinked(x), ["rule", "fun"]),
+    ("grad of grad", lambda x: -np.sin(x) if x > 0 else 0., ["rule", "rule", "fun"]),
+    ("hessian", lambda x: -np.sin(x) if x > 0 else 0., ["rule", "rule", "fun"]),
+])
+def test_custom_jvp_branches_on_concrete_values(x, how, want, runs):
+    run = {"call": lambda: kinked(x),
+           "grad": lambda: plax.grad(kinked)(x),
+           "jvp": lambda: plax.jvp(kinked, (x,), (3.,))[1],
+           "vjp": lambda: plax.vjp(kinked, x)[1](0.5)[0],
+           "linearize": lambda: plax.linearize(kinked, x)[1](2.),
+           "grad of grad": lambda: plax.grad(plax.grad(kinked))(x),
+           "hessian": lambda: plax.hessian(kinked)(x)}[how]
+    kinked.calls.clear()
+    close(run(), want(x))
+    # The function runs only where its value is needed; differentiation runs the rule.
+    assert kinked.calls == runs
+
+
+@pytest.mark.parametrize("stage", [
+    plax.jit(kinked), plax.jit(plax.grad(kinked)), plax.grad(plax.jit(kinked)),
+    plax.make_jaxpr(kinked), plax.checkpoint(kinked),
+    lambda x: plax.vmap(kinked)(jnp.ones(2) * x),  # the mapped value is a batched tracer
+    lambda x: plax.eval_shape(kinked, x),
+    lambda x: plax.lax.scan(lambda c, v: (c, kinked(v)), 0., jnp.ones(2) * x),
+], ids=["jit", "jit_of_grad", "grad_of_jit", "make_jaxpr", "checkpoint", "vmap", "eval_shape",
+        "scan"])
+def test_custom_jvp_branching_on_a_tracer_still_fails_under_staging(stage):
+    with pytest.raises(plax.errors.TracerBoolConversionError, match=r"bool\[\]"):
+        stage(1.)
+
+
+@plax.custom_jvp
+def signed_scale(x, y):
+    if y > 0:
+        return x * y
+    return -x * y
+
+
+@signed_scale.defjvp
+def signed_scale_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    s = 1. if y > 0 else -1.
+    return signed_scale(x, y), s * (tx * y + x * ty)
+
+
+def test_custom_jvp_vmap_keeps_unmapped_arguments_concrete():
+    x = np.array([1., 2., 3.], np.float32)
+    close(plax.vmap(signed_scale, in_axes=(0, None))(x, -2.), 2 * x)
+    gx, gy = plax.vmap(plax.grad(signed_scale, argnums=(0, 1)), in_axes=(0, None))(x, 2.)
+    close(gx, np.full(3, 2.))
+    close(gy, x)
+    close(plax.grad(lambda v: plax.vmap(signed_scale, in_axes=(0, None))(v, -2.).sum())(x),
+          np.full(3, 2.))
+    out, t = plax.jvp(lambda v: plax.vmap(signed_scale, in_axes=(0, None))(v, 2.), (x,),
+                      (np.ones(3, np.float32),))
+    close(out, 2 * x)
+    close(t, np.full(3, 2.))
+    # A branch on the mapped argument sees a batched tracer, as in JAX.
+    with pytest.raises(plax.errors.TracerBoolConversionError, match=r"bool\[\]"):
+        plax.vmap(signed_scale, in_axes=(None, 0))(2., x)
+    # Nothing mapped: the output stays unbatched (out_axes=None is allowed).
+    close(plax.vmap(kinked, in_axes=None, axis_size=2, out_axes=None)(1.), np.sin(1.))
+
+
+def test_custom_jvp_only_the_rule_branches():
+    @plax.custom_jvp
+    def branchy_abs(x):
+        if x > 0:
+            return x
+        return -x
+
+    branchy_abs.defjvp(lambda p, t: (jnp.abs(p[0]), jnp.sign(p[0]) * t[0]))
+    # Under jit, grad and jvp run the rule on tracers; the function is never traced.
+    close(plax.jit(plax.grad(branchy_abs))(-2.), -1.)
+    close(plax.jit(lambda x: plax.jvp(branchy_abs, (x,), (1.,))[1])(2.), 1.)
+    close(plax.vmap(plax.grad(branchy_abs))(jnp.array([2., -1.])), [1., -1.])
+    close(plax.grad(lambda v: plax.vmap(branchy_abs)(v).sum())(jnp.array([2., -1.])), [1., -1.])
+    with pytest.raises(plax.errors.TracerBoolConversionError, match=r"bool\[\]"):
+        plax.grad(plax.jit(branchy_abs))(2.)  # jit stages the function itself
+
+
+def test_custom_vjp_fwd_and_bwd_branch_on_concrete_values():
+    @partial(plax.custom_vjp, nondiff_argnames=("mode",))
+    def square(x, mode="plain"):
+        if mode == "plain":
+            return x * x
+        return x
+
+    def square_fwd(x, mode="plain"):
+        return square(x, mode), (x, x > 0)
+
+    def square_bwd(mode, res, g):
+        x, positive = res
+        scale = 10. if positive else 1.  # a Python branch on a concrete residual
+        return (scale * 2 * x * g,)
+
+    square.defvjp(square_fwd, square_bwd)
+    assert square.nondiff_argnums == (1,)
+    close(square(3.), 9.)
+    close(square(3., "id"), 3.)
+    close(plax.grad(square)(3.), 60.)
+    close(plax.grad(square)(-3.), -6.)
+    close(plax.vjp(square, 3.)[1](0.5)[0], 30.)
+    with pytest.raises(plax.errors.TracerBoolConversionError, match=r"bool\[\]"):
+        plax.jit(plax.grad(square))(3.)
+
+    @plax.custom_vjp
+    def gate(x):
+        return jnp.where(x > 0, x, 0.)
+
+    def gate_bwd(x, g):
+        if g > 0:  # the cotangent is concrete too
+            return (2. * g,)
+        return (g,)
+
+    gate.defvjp(lambda x: (gate(x), x), gate_bwd)
+    close(plax.vjp(gate, 1.)[1](-1.)[0], -1.)
+    close(plax.vjp(gate, 1.)[1](1.)[0], 2.)
+    close(plax.vmap(plax.grad(gate))(jnp.ones(2)), [2., 2.])  # the seed is not batched
+
+    @plax.custom_vjp
+    def g(x, y):
+        return x * y if y > 0 else -x * y
+
+    g.defvjp(lambda x, y: (g(x, y), (x, y, 1. if y > 0 else -1.)),
+             lambda r, ct: (r[2] * r[1] * ct, r[2] * r[0] * ct))
+    x = np.array([1., 2., 3.], np.float32)
+    close(plax.vmap(g, in_axes=(0, None))(x, -2.), 2 * x)
+    gx, gy = plax.grad(lambda a, b: plax.vmap(g, in_axes=(0, None))(a, b).sum(),
+                       argnums=(0, 1))(x, -2.)
+    close(gx, np.full(3, 2.))
+    close(gy, -x.sum())  # the unmapped input's cotangent sums over the batch
+
+
+@pytest.mark.parametrize("decorate", [plax.custom_jvp, plax.custom_vjp])
+def test_nondiff_argnums_at_its_default_and_nondiff_argnames(decorate):
+    def power(x, n=2):
+        return x ** n
+
+    by_num = decorate(power, nondiff_argnums=(1,))
+    by_name = decorate(power, nondiff_argnames=("n",))
+    assert by_num.nondiff_argnums == by_name.nondiff_argnums == (1,)
+    # Names that are no positional parameter add nothing (as in JAX); both kinds combine.
+    assert decorate(power, nondiff_argnames=("k",)).nondiff_argnums == ()
+    assert decorate(lambda a, b, c: a, nondiff_argnums=(2,),
+                    nondiff_argnames="b").nondiff_argnums == (1, 2)
+    for f in (by_num, by_name):
+        if decorate is plax.custom_jvp:
+            f.defjvp(lambda n, p, t: (f(p[0], n), n * p[0] ** (n - 1) * t[0]))
+        else:
+            f.defvjp(lambda x, n=2: (f(x, n), x), lambda n, x, g: (n * x ** (n - 1) * g,))
+        close(f(3.), 9.)
+        close(plax.grad(f)(3.), 6.)  # n left at its default
+        close(plax.grad(f)(3., 3), 27.)
+        close(plax.grad(lambda x: f(x, n=3))(3.), 27.)
+        close(plax.jit(plax.grad(f))(3.), 6.)
+
+
+def test_custom_jvp_argument_resolution_errors():
+    def kw_only(x, *, s=2.):
+        return x * s
+
+    f = plax.custom_jvp(kw_only)
+    f.defjvp(lambda p, t: (kw_only(*p), 2. * t[0]))
+    close(f(3.), 6.)  # a keyword-only parameter keeps its default
+    with pytest.raises(TypeError, match="could not be resolved to positional-only arguments: "
+                                        "the following keyword arguments.*: s"):
+        f(3., s=1.)
+    with pytest.raises(TypeError, match="kinked could not be resolved to positional-only"):
+        kinked(1., 2.)
+    p = plax.custom_jvp(partial(lambda a, b: a * b, 2.))
+    p.defjvp(lambda pr, t: (pr[0] * 2., t[0] * 2.))
+    close(p(3.), 6.)
+    with pytest.raises(TypeError, match="function <lambda> could not be resolved"):
+        p(b=3.)
+
+
+def test_closing_over_a_differentiated_value_is_also_an_unexpected_tracer_error():
+    def outer(x):
+        @plax.custom_jvp
+        def h(y):
+            return x * y
+        h.defjvp(lambda p, t: (x * p[0], x * t[0]))
+        return h(3.)  # no tangent flows in through the argument: the function itself runs
+
+    with pytest.raises(plax.errors.UnexpectedTracerError, match="closure_convert"):
+        plax.grad(outer)(2.)
+    # Closing over a value batched by the same vmap is fine, under jit too.
+    close(plax.vmap(outer)(jnp.array([1., 2.])), [3., 6.])
+    close(plax.jit(plax.vmap(outer))(jnp.array([1., 2.])), [3., 6.])
+
+
+def test_custom_derivatives_module():
+    import plax.custom_derivatives as cd
+    assert plax.custom_derivatives is cd
+    assert cd.custom_jvp is plax.custom_jvp and cd.custom_vjp is plax.custom_vjp
+    assert cd.SymbolicZero is SymbolicZero and cd.CustomVJPPrimal is CustomVJPPrimal
+    assert cd.custom_gradient is plax.custom_gradient
+    assert "custom_jvp_call[" in str(plax.make_jaxpr(log1pexp)(1.))
+    assert cd.custom_jvp_call_p.name == "custom_jvp_call"

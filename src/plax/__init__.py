@@ -39,8 +39,8 @@ from plax import core, lax, numpy, sharding, tree, tree_util, typing, version  #
 
 # Loaded on first use. Submodules: plax.<name>.
 _LAZY_SUBMODULES = frozenset({
-    "ad_checkpoint", "debug", "drop_in", "experimental", "flatten_util", "nn", "random",
-    "scipy", "stages", "test_util"})
+    "ad_checkpoint", "custom_derivatives", "debug", "drop_in", "experimental", "flatten_util",
+    "nn", "random", "scipy", "stages", "test_util"})
 # Top-level names defined in a module loaded on first use: name -> (module, attribute).
 _LAZY_NAMES = {
     "shard_map": ("plax.api_shard_map", "shard_map"),

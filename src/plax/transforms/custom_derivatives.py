@@ -1,21 +1,34 @@
 """User-defined derivatives: ``custom_jvp``, ``custom_vjp`` and ``closure_convert``.
 
-Calling a decorated function traces it to a jaxpr and binds a higher-order
-primitive holding that jaxpr and the user's rules:
+Calling a decorated function binds a higher-order primitive, ``custom_jvp_call``
+or ``custom_vjp_call``, first with the user's Python functions (as JAX does), so
+that each trace decides what runs (``_bind_functions``):
 
-- ``custom_jvp_call`` evaluates, stages and lowers like its jaxpr (the rule
-  plays no part there); its JVP rule calls the user's jvp function on the
-  primals and tangents, so differentiating it (to any order) differentiates
-  the user's rule.
-- ``custom_vjp_call`` likewise; its JVP rule runs the user's ``fwd`` and emits
-  ``custom_lin``, a linear primitive of the residuals and the input tangents
-  whose transpose calls the user's ``bwd``. ``custom_lin`` cannot be
-  evaluated, which is why forward mode of a custom_vjp function is an error.
+- eager evaluation calls the function on the concrete values;
+- a JVP trace calls the user's rule (jvp, or fwd then ``custom_lin``) on its
+  primals and tangents, never the function; under eager ``grad`` those primals
+  are concrete, so both may branch on them with Python ``if``;
+- a batch trace binds again below itself with batched versions of the function
+  and the rules (arguments the vmap does not map stay plain values);
+- partial evaluation with unknown inputs (building a linear function) inlines
+  the function: its rule is no longer needed;
+- any staging trace (jit, make_jaxpr, checkpoint, loop bodies, checkify) traces
+  the function to a jaxpr, and binds the primitive in its staged form holding
+  ``call_jaxpr``. Equations always hold that form; its rules are registered in
+  the tables as for any primitive.
 
-The traced jaxpr takes the values the function closes over as leading
-arguments (``num_consts``); if one of them is being differentiated by the
-trace applying the rule, the rule would miss its tangent, so that raises
-(use ``closure_convert`` and pass them as arguments).
+In the staged form the jaxpr takes the values the function closes over as
+leading arguments (``num_consts``); if one of them is being differentiated, the
+rule would miss its tangent, so that raises (use ``closure_convert``). While a
+rule runs for a JVP trace, that trace is sealed, so a rule (or function) that
+closes over one of its values raises the same error.
+
+The staged ``custom_jvp_call`` evaluates and lowers like its jaxpr; its JVP rule
+calls the user's jvp function, so differentiating it (to any order)
+differentiates the user's rule. ``custom_vjp_call`` likewise; its JVP rule runs
+the user's ``fwd`` and emits ``custom_lin``, a linear primitive of the residuals
+and the input tangents whose transpose calls the user's ``bwd``. ``custom_lin``
+cannot be evaluated, which is why forward mode of a custom_vjp function is an error.
 """
 from __future__ import annotations
 
@@ -25,20 +38,22 @@ import inspect
 import numpy as np
 
 from plax import lax, tree_util
-from plax.core import dtypes
+from plax.core import dtypes, errors
 from plax.core.avals import ShapedArray
 from plax.core.jaxpr import ClosedJaxpr, call_out_avals, consts_as_inputs, eval_jaxpr
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, impl_rules, jvp_rules,
-                             lowering_rules, param_printers, partial_eval_rules, tangent_aval,
-                             transpose_rules)
+                             lowering_rules, not_mapped, param_printers, partial_eval_rules,
+                             tangent_aval, transpose_rules)
 from plax.core.staging import trace_to_jaxpr
-from plax.core.trace import Tracer, get_aval
+from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval, set_current_trace
 from plax.lax.ad_util import zeros_like_aval
 from plax.lax.batch_util import batched_aval, move_batch_dim, moveaxis
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
-from plax.transforms.vmap import batch_flat, batch_jaxpr
+from plax.transforms.jvp import JVPTrace
+from plax.transforms.linearize import PartialEvalTrace
+from plax.transforms.vmap import BatchTrace, batch_flat, batch_jaxpr
 
 __all__ = ["custom_jvp", "custom_vjp", "closure_convert", "SymbolicZero", "CustomVJPPrimal"]
 
@@ -86,24 +101,70 @@ class _Named:
         return self.name
 
 
+class ClosedOverTracerError(TypeError, errors.UnexpectedTracerError):
+    """A custom function or rule closes over a value being differentiated, whose tangent its
+    rule cannot see (a TypeError, and the UnexpectedTracerError JAX raises there)."""
+
+
 def _name(f) -> str:
+    while isinstance(f, functools.partial):
+        f = f.func
     return getattr(f, "__name__", None) or type(f).__name__
 
 
 # --- shared plumbing -----------------------------------------------------------------------
-def _resolve_args(fun, args, kwargs):
-    """Positional arguments for ``fun(*args, **kwargs)``; rules take arguments by position."""
-    if not kwargs:
-        return tuple(args)
+def _nondiff_positions(fun, nondiff_argnums, nondiff_argnames) -> tuple:
+    """``nondiff_argnums`` joined with the positions of the parameters ``nondiff_argnames``
+    names (names of no positional parameter add nothing, as in JAX)."""
+    nums = {*nondiff_argnums}
+    names = (nondiff_argnames,) if isinstance(nondiff_argnames, str) else tuple(nondiff_argnames)
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"nondiff_argnames must be strings, got {n!r}.")
+    if names:
+        try:
+            params = list(inspect.signature(fun).parameters.values())
+        except (TypeError, ValueError):
+            raise TypeError(f"nondiff_argnames={names} needs the signature of {_name(fun)}, "
+                            "which inspect cannot read; use nondiff_argnums.") from None
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        nums.update(i for i, p in enumerate(positional)
+                    if p.name in names and p.kind == p.POSITIONAL_OR_KEYWORD)
+    return tuple(sorted(nums))
+
+
+def _signature(fun):
+    """The signature arguments are bound with (None: opaque, as for functools.partial)."""
+    if isinstance(fun, functools.partial):
+        return None
     try:
-        bound = inspect.signature(fun).bind(*args, **kwargs)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{_name(fun)}: {e}") from None
-    bound.apply_defaults()
-    if bound.kwargs:
-        raise TypeError("keyword arguments could not be resolved to positions; pass "
-                        f"{sorted(bound.kwargs)} positionally to {_name(fun)}.")
-    return tuple(bound.args)
+        return inspect.signature(fun)
+    except (TypeError, ValueError):
+        return None
+
+
+def _resolve_args(fun, sig, args, kwargs, kind):
+    """Positional arguments for ``fun(*args, **kwargs)``, defaults filled in (rules take
+    arguments by position, and ``nondiff_argnums`` may name a defaulted one)."""
+    if sig is None and not kwargs:
+        return tuple(args)
+    problem = None
+    if sig is None:
+        problem = f"its signature is not known, so pass {sorted(kwargs)} positionally"
+    else:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            problem = f"binding failed with the error: {e}"
+        else:
+            bound.apply_defaults()
+            passed = [k for k in bound.kwargs if k in kwargs]
+            if not passed:
+                return tuple(bound.args)
+            problem = ("the following keyword arguments could not be resolved to positions: "
+                       f"{', '.join(passed)}; pass them positionally")
+    raise TypeError(f"The input arguments to the {kind}-decorated function {_name(fun)} could "
+                    f"not be resolved to positional-only arguments: {problem}.")
 
 
 def _check_nondiff(nondiff_argnums, nargs, name):
@@ -125,26 +186,26 @@ def _merge(nondiff, static_vals, dyn):
     return out
 
 
-def _trace_primal(fun, args, nondiff, name):
-    """Trace ``fun`` on the differentiable arguments; the others stay fixed Python values.
+class _OutType:
+    """The output structure of one call: ``tree`` from whichever of the function or its rule
+    ran first, ``avals`` (per example) once the function itself has run; the rules check
+    their primal outputs against these."""
 
-    Returns ``(jaxpr taking closed-over values then leaves, closed-over values, leaves,
-    in_tree, out_tree)``.
-    """
-    static_vals, dyn = _split(args, nondiff)
-    leaves, in_tree = tree_util.tree_flatten(dyn)
-    box = []
+    __slots__ = ("tree", "avals")
 
+    def __init__(self):
+        self.tree = None
+        self.avals = None
+
+
+def _flat_fun(fun, nondiff, static_vals, in_tree, out: _OutType):
+    """``fun`` on flat differentiable leaves, returning flat output leaves."""
     def flat(*xs):
-        out = fun(*_merge(nondiff, static_vals, tree_util.tree_unflatten(in_tree, list(xs))))
-        out_leaves, out_tree = tree_util.tree_flatten(out)
-        box.append(out_tree)
-        return out_leaves
-
-    jaxpr, consts = trace_to_jaxpr(flat, [get_aval(x) for x in leaves], description=name)
-    # Closed-over values become leading arguments, so enclosing traces see them as inputs.
-    call, consts = consts_as_inputs(ClosedJaxpr(jaxpr, consts))
-    return call, consts, leaves, in_tree, box[-1]
+        res = fun(*_merge(nondiff, static_vals, tree_util.tree_unflatten(in_tree, list(xs))))
+        leaves, out.tree = tree_util.tree_flatten(res)
+        out.avals = [get_aval(x) for x in leaves]
+        return leaves
+    return flat
 
 
 def _call_abstract(*avals, call_jaxpr, name, **_):
@@ -164,22 +225,30 @@ def _inline(trace, args, params):
     return trace.eval_jaxpr(params["call_jaxpr"], args)
 
 
+def _closure_message(name, kind):
+    return (f"The {kind} function {name} (or its rule) closes over a value that is being "
+            "differentiated; its custom rule cannot account for that value's tangent. Pass it "
+            "as an argument, or use plax.closure_convert to turn the closed-over values into "
+            "arguments.")
+
+
 def _check_closure(tangents, num_consts, name, kind):
     if any(type(t) is not Zero for t in tangents[:num_consts]):
-        raise TypeError(
-            f"The {kind} function {name} closes over a value that is being differentiated; "
-            f"its custom rule cannot account for that value's tangent. Pass it as an argument, "
-            f"or use plax.closure_convert to turn the closed-over values into arguments.")
+        raise ClosedOverTracerError(_closure_message(name, kind))
 
 
-def _check_primal_outs(outs, out_tree, out_avals, what, name):
+def _check_primal_outs(outs, out: _OutType, what, name):
+    """The flat primal outputs of a rule, checked against the function's (once it has run)."""
     leaves, tree = tree_util.tree_flatten(outs)
-    if tree != out_tree:
+    if out.tree is None:
+        out.tree = tree
+    elif tree != out.tree:
         raise TypeError(f"{what} must produce primal outputs with equal container (pytree) "
-                        f"structures as the function {name}, but got {tree} and {out_tree} "
+                        f"structures as the function {name}, but got {tree} and {out.tree} "
                         "respectively.")
-    for i, (x, want) in enumerate(zip(leaves, out_avals)):
-        got = get_aval(x)
+    for i, x in enumerate(leaves):
+        got = get_aval(x)  # (also: every output is an array)
+        want = got if out.avals is None else out.avals[i]
         if got.shape != want.shape or got.dtype != want.dtype:
             raise TypeError(f"{what} must produce primal outputs with the same shapes and dtypes "
                             f"as the function {name}, but output {i} has type {got.str_short()} "
@@ -187,8 +256,80 @@ def _check_primal_outs(outs, out_tree, out_avals, what, name):
     return leaves
 
 
+# --- binding the user's functions: each trace decides what runs ------------------------------
+class _CustomCallPrimitive(Primitive):
+    """``custom_jvp_call`` / ``custom_vjp_call``: bound with the user's functions (``fun=``)
+    until a trace needs a jaxpr, then in the staged form (``call_jaxpr=``)."""
+
+    def bind(self, *args, **params):
+        if "fun" not in params:
+            return super().bind(*args, **params)
+        return _bind_functions(self, current_trace(), args, params)
+
+
+def _bind_functions(prim, trace, args, params):
+    """``prim`` bound with the user's functions, as ``trace`` handles it (see the module doc)."""
+    if isinstance(trace, EvalTrace) and not any(isinstance(a, Tracer) for a in args):
+        return params["fun"](*args)
+    if isinstance(trace, JVPTrace):
+        return _jvp_functions(prim, trace, args, params)
+    if isinstance(trace, PartialEvalTrace):
+        if not any(trace.is_unknown(a) for a in args):
+            return trace.known(prim, args, params)
+        return params["fun"](*args)  # building a linear function: the custom rule is not needed
+    if isinstance(trace, BatchTrace):
+        return _batch_functions(prim, trace, args, params)
+    return _bind_staged(prim, args, params)
+
+
+def _bind_staged(prim, args, params):
+    """Trace the function to a jaxpr and bind the staged form (for every staging trace)."""
+    staged = dict(params)
+    fun = staged.pop("fun")
+    jaxpr, consts = trace_to_jaxpr(fun, [get_aval(a) for a in args], description=params["name"])
+    # Closed-over values become leading arguments, so enclosing traces see them as inputs.
+    call, consts = consts_as_inputs(ClosedJaxpr(jaxpr, consts))
+    return Primitive.bind(prim, *consts, *args, call_jaxpr=call, num_consts=len(consts),
+                          **staged)
+
+
+class _sealed:
+    """While the user's code runs for the JVP trace ``trace`` (in its parent), the trace's
+    own values may not be used: one reached there was closed over, and its tangent would be
+    lost. Marking the trace finished makes any use raise; that becomes the closure error."""
+
+    __slots__ = ("trace", "name", "kind", "was_alive")
+
+    def __init__(self, trace, name, kind):
+        self.trace, self.name, self.kind = trace, name, kind
+
+    def __enter__(self):
+        self.was_alive, self.trace.alive = self.trace.alive, False
+
+    def __exit__(self, typ, exc, tb):
+        self.trace.alive = self.was_alive
+        if typ is not None and issubclass(typ, errors.UnexpectedTracerError) \
+                and not isinstance(exc, ClosedOverTracerError):
+            raise ClosedOverTracerError(_closure_message(self.name, self.kind)) from exc
+        return False
+
+
+def _jvp_functions(prim, trace, args, params):
+    primals, tangents = zip(*(trace.to_primal_tangent(x) for x in args)) if args else ((), ())
+    kind = "custom_jvp" if prim is custom_jvp_call_p else "custom_vjp"
+    with _sealed(trace, params["name"], kind), set_current_trace(trace.parent):
+        if all(type(t) is Zero for t in tangents):
+            outs = prim.bind(*primals, **params)
+            tans = [Zero(tangent_aval(get_aval(o))) for o in outs]
+        elif prim is custom_jvp_call_p:
+            outs, tans = params["jvp"](list(primals), list(tangents))
+        else:
+            outs, tans = _jvp_by_fwd(params["fwd"], list(primals), list(tangents))
+    return [trace.new(o, t) for o, t in zip(outs, tans)]
+
+
 # --- custom_jvp ----------------------------------------------------------------------------
-custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
+custom_jvp_call_p = _CustomCallPrimitive("custom_jvp_call", multiple_results=True)
 
 
 class custom_jvp:
@@ -196,14 +337,18 @@ class custom_jvp:
 
     The rule takes ``(primals, tangents)`` (after any ``nondiff_argnums`` values) and returns
     ``(primal_out, tangent_out)``; its tangent output must be linear in the tangents.
+    ``nondiff_argnames`` names non-differentiable parameters as ``nondiff_argnums`` numbers
+    them. Outside staging (jit, make_jaxpr, ...) the function and the rule run on concrete
+    values, so they may use Python control flow on them.
     """
 
-    def __init__(self, fun, nondiff_argnums=()):
+    def __init__(self, fun, nondiff_argnums=(), nondiff_argnames=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         self.jvp = None
         self.symbolic_zeros = False
+        self._sig = _signature(fun)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -239,23 +384,24 @@ class custom_jvp:
         name = _name(self.fun)
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
-        args = _resolve_args(self.fun, args, kwargs)
+        args = _resolve_args(self.fun, self._sig, args, kwargs, "custom_jvp")
         nondiff = _check_nondiff(self.nondiff_argnums, len(args), name)
-        call, consts, leaves, in_tree, out_tree = _trace_primal(self.fun, args, nondiff, name)
-        static_vals, _ = _split(args, nondiff)
-        rule = _Named(_jvp_rule(self.jvp, self.symbolic_zeros, static_vals, in_tree, out_tree,
-                                call.out_avals, name), _name(self.jvp))
-        outs = custom_jvp_call_p.bind(*consts, *leaves, call_jaxpr=call, jvp=rule,
-                                      num_consts=len(consts), symbolic_zeros=self.symbolic_zeros,
-                                      name=name)
-        return tree_util.tree_unflatten(out_tree, outs)
+        static_vals, dyn = _split(args, nondiff)
+        leaves, in_tree = tree_util.tree_flatten(dyn)
+        out = _OutType()
+        fun = _Named(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
+        rule = _Named(_jvp_rule(self.jvp, self.symbolic_zeros, static_vals, in_tree, out, name),
+                      _name(self.jvp))
+        outs = custom_jvp_call_p.bind(*leaves, fun=fun, jvp=rule,
+                                      symbolic_zeros=self.symbolic_zeros, name=name)
+        return tree_util.tree_unflatten(out.tree, outs)
 
 
 def _add(a, b):
     return lax.add(a, b)
 
 
-def _jvp_rule(user_jvp, symbolic_zeros, static_vals, in_tree, out_tree, out_avals, name):
+def _jvp_rule(user_jvp, symbolic_zeros, static_vals, in_tree, out, name):
     """The flat rule: (primal leaves, tangent leaves with Zeros) -> (out leaves, tangents)."""
     rule_name = _name(user_jvp)
     per_argument = getattr(user_jvp, "tangents_per_argument", False)  # (defjvps' rule)
@@ -283,8 +429,7 @@ def _jvp_rule(user_jvp, symbolic_zeros, static_vals, in_tree, out_tree, out_aval
             raise TypeError(f"Custom JVP rule {rule_name} for function {name} must produce "
                             "primal and tangent outputs with equal container (pytree) structures, "
                             f"but got {p_tree} and {t_tree} respectively.")
-        p_leaves = _check_primal_outs(p_out, out_tree, out_avals, f"Custom JVP rule {rule_name}",
-                                      name)
+        p_leaves = _check_primal_outs(p_out, out, f"Custom JVP rule {rule_name}", name)
         return p_leaves, [_check_tangent_out(p, t) for p, t in zip(p_leaves, t_leaves)]
 
     return rule
@@ -340,7 +485,7 @@ param_printers[custom_jvp_call_p] = lambda p: {
 
 
 # --- custom_vjp ----------------------------------------------------------------------------
-custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
+custom_vjp_call_p = _CustomCallPrimitive("custom_vjp_call", multiple_results=True)
 custom_lin_p = Primitive("custom_lin", multiple_results=True)
 
 _JVP_OF_VJP = "can't apply forward-mode autodiff (jvp) to a custom_vjp function."
@@ -351,16 +496,19 @@ class custom_vjp:
 
     ``fwd(*args) -> (out, residuals)`` (residuals: any pytree of arrays);
     ``bwd(*nondiff_args, residuals, out_cotangent)`` returns one cotangent per
-    differentiable argument, as a tuple.
+    differentiable argument, as a tuple. ``nondiff_argnames`` names non-differentiable
+    parameters as ``nondiff_argnums`` numbers them. Outside staging, the function, ``fwd``
+    and ``bwd`` run on concrete values.
     """
 
-    def __init__(self, fun, nondiff_argnums=()):
+    def __init__(self, fun, nondiff_argnums=(), nondiff_argnames=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         self.fwd = None
         self.bwd = None
         self.symbolic_zeros = False
+        self._sig = _signature(fun)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -373,19 +521,21 @@ class custom_vjp:
         name = _name(self.fun)
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
-        args = _resolve_args(self.fun, args, kwargs)
+        args = _resolve_args(self.fun, self._sig, args, kwargs, "custom_vjp")
         nondiff = _check_nondiff(self.nondiff_argnums, len(args), name)
-        call, consts, leaves, in_tree, out_tree = _trace_primal(self.fun, args, nondiff, name)
-        static_vals, _ = _split(args, nondiff)
-        fwd = _Named(_fwd_rule(self, static_vals, nondiff, in_tree, out_tree, call.out_avals,
+        static_vals, dyn = _split(args, nondiff)
+        leaves, in_tree = tree_util.tree_flatten(dyn)
+        out = _OutType()
+        fun = _Named(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
+        fwd = _Named(_fwd_rule(self, static_vals, nondiff, in_tree, out,
                                [get_aval(x) for x in leaves], name), _name(self.fwd))
-        outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=call, fwd=fwd,
-                                      bwd=_Named(None, _name(self.bwd)), num_consts=len(consts),
+        outs = custom_vjp_call_p.bind(*leaves, fun=fun, fwd=fwd,
+                                      bwd=_Named(None, _name(self.bwd)),
                                       symbolic_zeros=self.symbolic_zeros, name=name)
-        return tree_util.tree_unflatten(out_tree, outs)
+        return tree_util.tree_unflatten(out.tree, outs)
 
 
-def _fwd_rule(cv, static_vals, nondiff, in_tree, out_tree, out_avals, in_avals, name):
+def _fwd_rule(cv, static_vals, nondiff, in_tree, out, in_avals, name):
     """The flat forward rule: (primal leaves, which are perturbed) -> (out leaves, residual
     leaves, backward rule)."""
     fwd_name = _name(cv.fwd)
@@ -403,8 +553,7 @@ def _fwd_rule(cv, static_vals, nondiff, in_tree, out_tree, out_avals, in_avals, 
                 "element represents residuals (i.e. values stored from the forward pass for use "
                 f"on the backward pass), but instead of a pair the fwd rule {fwd_name} produced "
                 f"{res}.")
-        outs = _check_primal_outs(res[0], out_tree, out_avals, f"Custom VJP fwd rule {fwd_name}",
-                                  name)
+        outs = _check_primal_outs(res[0], out, f"Custom VJP fwd rule {fwd_name}", name)
         res_leaves, res_tree = tree_util.tree_flatten(res[1])
         for r in res_leaves:
             try:
@@ -414,14 +563,14 @@ def _fwd_rule(cv, static_vals, nondiff, in_tree, out_tree, out_avals, in_avals, 
                                 f"residual that is not an array: {r!r} (of type "
                                 f"{type(r).__name__}). Residuals must be pytrees of arrays.") \
                     from None
-        bwd = _Named(_bwd_rule(cv, static_vals, res_tree, out_tree, out_avals, in_tree, in_avals,
-                               name), _name(cv.bwd))
+        bwd = _Named(_bwd_rule(cv, static_vals, res_tree, out.tree, in_tree, in_avals),
+                     _name(cv.bwd))
         return outs, res_leaves, bwd
 
     return fwd
 
 
-def _bwd_rule(cv, static_vals, res_tree, out_tree, out_avals, in_tree, in_avals, name):
+def _bwd_rule(cv, static_vals, res_tree, out_tree, in_tree, in_avals):
     """The flat backward rule: (residual leaves, output cotangents with Zeros) -> input cts."""
     def bwd(res, cts):
         if cv.symbolic_zeros:
@@ -485,9 +634,13 @@ def _check_ct(c, a, where):
 def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd, bwd, num_consts,
                          symbolic_zeros, name):
     _check_closure(tangents, num_consts, name, "custom_vjp")
-    tans = tangents[num_consts:]
+    return _jvp_by_fwd(fwd, primals[num_consts:], tangents[num_consts:])
+
+
+def _jvp_by_fwd(fwd, primals, tans):
+    """Outputs and output tangents from the flat ``fwd`` rule and ``custom_lin``."""
     nonzero = tuple(type(t) is not Zero for t in tans)
-    outs, res, bwd_rule = fwd(list(primals[num_consts:]), nonzero)
+    outs, res, bwd_rule = fwd(list(primals), nonzero)
     out_avals = tuple(tangent_aval(get_aval(o)) for o in outs)
     diff_out = tuple(a.dtype != dtypes.float0 for a in out_avals)
     lin_outs = iter(custom_lin_p.bind(*res, *[t for t in tans if type(t) is not Zero],
@@ -580,11 +733,41 @@ def closure_convert(fun, *example_args):
 
 
 # --- batching: the custom rules are batched along with the function --------------------------
-# Mapped inputs move their batch to 0 and every output is batched at 0, so the custom rules'
-# outputs line up with the function's whatever they leave unbatched.
+# Mapped inputs move their batch to 0. Outputs come back batched at 0, or (when no input is
+# mapped, so only a closed-over value could batch them) unbatched where the first of the
+# function and its rules to run leaves them so; every later run lines up with that.
 def _front(vals, dims):
     return ([v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)],
             [None if d is None else 0 for d in dims])
+
+
+class _OutDims:
+    """Where a batched call's outputs carry the batch (0 or not_mapped), settled by the
+    first run of the batched function or rule."""
+
+    __slots__ = ("batch_all", "dims")
+
+    def __init__(self, batch_all: bool):
+        self.batch_all = batch_all
+        self.dims = None
+
+    def settle(self, got):
+        if self.dims is None:
+            self.dims = [0 if self.batch_all or d is not not_mapped else not_mapped for d in got]
+        return self.dims
+
+
+def _place(x, got, want, size, name):
+    """``x`` (batched at ``got``; a per-example ``Zero``) with its batch at ``want``."""
+    if type(x) is Zero:
+        return x if want is not_mapped else Zero(batched_aval(x.aval, 0, size))
+    if want is not_mapped:
+        if got is not not_mapped:
+            raise ValueError(f"A custom rule of {name}, batched by vmap, gives an output that "
+                             "varies along the mapped axis where the function's does not; make "
+                             "the rule's primal output depend on the same inputs as the function.")
+        return x
+    return move_batch_dim(x, got, 0, size)
 
 
 def _per_example_zero(t, d):
@@ -595,7 +778,8 @@ def _per_example_zero(t, d):
 
 def _batch_with_zeros(fn, vals, dims, axis):
     """Batch ``fn(*vals) -> list`` where some inputs are symbolic ``Zero``s (passed through,
-    per example) and some outputs may be ``Zero``s. Outputs come back batched at 0."""
+    per example) and some outputs may be ``Zero``s (per example, not_mapped).
+    Returns ``(outs, out_dims)``."""
     live = [type(v) is not Zero for v in vals]
     zeros_out = []
 
@@ -608,9 +792,93 @@ def _batch_with_zeros(fn, vals, dims, axis):
 
     outs, out_dims = batch_flat(flat, [v for v, lv in zip(vals, live) if lv],
                                 [d for d, lv in zip(dims, live) if lv], axis)
-    it = iter(move_batch_dim(o, d, 0, axis.size) for o, d in zip(outs, out_dims))
-    return [next(it) if z is None else Zero(batched_aval(z.aval, 0, axis.size))
-            for z in zeros_out]
+    it = iter(zip(outs, out_dims))
+    pairs = [next(it) if z is None else (z, not_mapped) for z in zeros_out]
+    return [o for o, _ in pairs], [d for _, d in pairs]
+
+
+def _batched_fun(fun, dims, axis, rec, name):
+    """The function run per example, for inputs batched at ``dims``."""
+    def batched(*vals):
+        outs, got = batch_flat(fun, list(vals), dims, axis, name)
+        return [_place(o, g, w, axis.size, name) for o, g, w in zip(outs, got, rec.settle(got))]
+    return batched
+
+
+def _batched_jvp(jvp, dims, axis, rec, name):
+    """The flat jvp rule run per example; tangents are batched where their primals are."""
+    n = len(dims)
+
+    def batched(primals, tangents):
+        def per_example(*xs):
+            outs, tans = jvp(list(xs[:n]), list(xs[n:]))
+            return list(outs) + list(tans)
+
+        res, got = _batch_with_zeros(per_example, list(primals) + list(tangents),
+                                     list(dims) * 2, axis)
+        m = len(res) // 2
+        want = rec.settle([p if p is not not_mapped else t for p, t in zip(got[:m], got[m:])])
+        return ([_place(o, g, w, axis.size, name) for o, g, w in zip(res[:m], got[:m], want)],
+                [_place(t, g, w, axis.size, name) for t, g, w in zip(res[m:], got[m:], want)])
+    return batched
+
+
+def _batched_fwd(fwd, dims, axis, rec, name, bwd_name):
+    """The flat fwd rule run per example; its backward rule comes back batched too."""
+    def batched(primals, perturbed):
+        box = {}
+
+        def per_example(*ps):
+            outs, res, bwd_rule = fwd(list(ps), perturbed)
+            box["bwd"], box["n_out"] = bwd_rule, len(outs)
+            return list(outs) + list(res)
+
+        got_vals, got_dims = batch_flat(per_example, list(primals), dims, axis)
+        m = box["n_out"]
+        want = rec.settle(got_dims[:m])
+        outs = [_place(o, g, w, axis.size, name)
+                for o, g, w in zip(got_vals[:m], got_dims[:m], want)]
+        bwd = _batched_bwd(box["bwd"], got_dims[m:], dims, want, axis)
+        return outs, got_vals[m:], _Named(bwd, bwd_name)
+    return batched
+
+
+def _batched_bwd(bwd_rule, res_dims, leaf_dims, ct_dims, axis):
+    """The backward rule run per example; cotangents of unbatched inputs sum over the batch."""
+
+    def bwd(res, cts):
+        n_res = len(res)
+        in_cts, got = _batch_with_zeros(
+            lambda *xs: bwd_rule(list(xs[:n_res]), list(xs[n_res:])),
+            list(res) + list(cts), list(res_dims) + list(ct_dims), axis)
+        out = []
+        for c, g, d in zip(in_cts, got, leaf_dims):
+            if d is not_mapped and g is not not_mapped:
+                c = lax.reduce_sum(c, (g,))
+            elif d is not not_mapped:
+                c = _place(c, g, 0, axis.size, "")
+            out.append(c)
+        return out
+    return bwd
+
+
+def _batch_functions(prim, trace, args, params):
+    """Bind again below ``trace`` with the function and rules batched (as JAX does, even when
+    no input is mapped: the function may close over values of this vmap)."""
+    vals, dims = zip(*(trace.to_batch_info(x) for x in args)) if args else ((), ())
+    vals, dims = _front(vals, dims)
+    axis, name = trace.axis, params["name"]
+    rec = _OutDims(any(d is not not_mapped for d in dims))
+    new = dict(params, fun=_Named(_batched_fun(params["fun"], dims, axis, rec, name), name))
+    if prim is custom_jvp_call_p:
+        new["jvp"] = _Named(_batched_jvp(params["jvp"], dims, axis, rec, name),
+                            repr(params["jvp"]))
+    else:
+        new["fwd"] = _Named(_batched_fwd(params["fwd"], dims, axis, rec, name,
+                                         repr(params["bwd"])), repr(params["fwd"]))
+    with set_current_trace(trace.parent):
+        outs = prim.bind(*vals, **new)
+    return [trace.wrap(o, d) for o, d in zip(outs, rec.dims)]
 
 
 def _custom_jvp_call_batch(axis, vals, dims, *, call_jaxpr, jvp, num_consts, symbolic_zeros,
@@ -619,18 +887,8 @@ def _custom_jvp_call_batch(axis, vals, dims, *, call_jaxpr, jvp, num_consts, sym
     n_out = len(call_jaxpr.out_avals)
     body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name, out_dims=[0] * n_out)
     callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
-    leaf_dims = dims[num_consts:]
-    n = len(leaf_dims)
-
-    def batched_jvp(primals, tangents):
-        def per_example(*xs):
-            outs, tans = jvp(list(xs[:n]), list(xs[n:]))
-            return list(outs) + list(tans)
-        res = _batch_with_zeros(per_example, list(primals) + list(tangents), leaf_dims * 2, axis)
-        return res[:n_out], res[n_out:]
-
-    outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=callee,
-                                  jvp=_Named(batched_jvp, repr(jvp)),
+    rule = _batched_jvp(jvp, dims[num_consts:], axis, _OutDims(True), name)
+    outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=callee, jvp=_Named(rule, repr(jvp)),
                                   num_consts=len(consts) + num_consts,
                                   symbolic_zeros=symbolic_zeros, name=name)
     return outs, [0] * n_out
@@ -642,43 +900,11 @@ def _custom_vjp_call_batch(axis, vals, dims, *, call_jaxpr, fwd, bwd, num_consts
     n_out = len(call_jaxpr.out_avals)
     body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name, out_dims=[0] * n_out)
     callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
-    leaf_dims = dims[num_consts:]
-
-    def batched_fwd(primals, perturbed):
-        box = {}
-
-        def per_example(*ps):
-            outs, res, bwd_rule = fwd(list(ps), perturbed)
-            box["bwd"], box["n_res"] = bwd_rule, len(res)
-            return list(outs) + list(res)
-
-        got, got_dims = batch_flat(per_example, list(primals), leaf_dims, axis)
-        outs = [move_batch_dim(o, d, 0, axis.size) for o, d in zip(got[:n_out], got_dims[:n_out])]
-        res, res_dims = got[n_out:], got_dims[n_out:]
-        return outs, res, _Named(_batched_bwd(box["bwd"], res_dims, leaf_dims, axis), repr(bwd))
-
-    outs = custom_vjp_call_p.bind(*consts, *vals, call_jaxpr=callee,
-                                  fwd=_Named(batched_fwd, repr(fwd)), bwd=bwd,
-                                  num_consts=len(consts) + num_consts,
+    rule = _batched_fwd(fwd, dims[num_consts:], axis, _OutDims(True), name, repr(bwd))
+    outs = custom_vjp_call_p.bind(*consts, *vals, call_jaxpr=callee, fwd=_Named(rule, repr(fwd)),
+                                  bwd=bwd, num_consts=len(consts) + num_consts,
                                   symbolic_zeros=symbolic_zeros, name=name)
     return outs, [0] * n_out
-
-
-def _batched_bwd(bwd_rule, res_dims, leaf_dims, axis):
-    """The backward rule run per example; cotangents of unbatched inputs sum over the batch."""
-
-    def bwd(res, cts):
-        n_res = len(res)
-        in_cts = _batch_with_zeros(lambda *xs: bwd_rule(list(xs[:n_res]), list(xs[n_res:])),
-                                   list(res) + list(cts), list(res_dims) + [0] * len(cts), axis)
-        out = []
-        for c, d in zip(in_cts, leaf_dims):
-            if d is None:
-                c = Zero(c.aval.update(shape=c.aval.shape[1:])) if type(c) is Zero else \
-                    lax.reduce_sum(c, (0,))
-            out.append(c)
-        return out
-    return bwd
 
 
 def _custom_lin_batch(axis, vals, dims, *, num_res, bwd, out_avals, nonzero, diff_out):
@@ -688,9 +914,8 @@ def _custom_lin_batch(axis, vals, dims, *, num_res, bwd, out_avals, nonzero, dif
     # Cotangents come back for every primal input; those without a tangent are dropped.
     in_dims = [next(tan_dims) if nz else None for nz in nonzero]
     batched = tuple(batched_aval(a, 0, axis.size) for a in out_avals)
-    outs = custom_lin_p.bind(*vals, num_res=num_res,
-                             bwd=_Named(_batched_bwd(bwd, dims[:num_res], in_dims, axis),
-                                        repr(bwd)),
+    rule = _batched_bwd(bwd, dims[:num_res], in_dims, [0] * len(out_avals), axis)
+    outs = custom_lin_p.bind(*vals, num_res=num_res, bwd=_Named(rule, repr(bwd)),
                              out_avals=batched, nonzero=nonzero, diff_out=diff_out)
     return outs, [0] * len(outs)
 
