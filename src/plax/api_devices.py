@@ -9,7 +9,8 @@ from plax.core import dtypes
 from plax.core.trace import Tracer
 from plax.runtime import dispatch, xla
 from plax.runtime.array import CONCRETE, all_arrays, buffer_of
-from plax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
+from plax.sharding import (AbstractMesh, NamedSharding, PartitionSpec, Sharding,
+                           SingleDeviceSharding)
 from plax.sharding.named import resolve_spec
 
 
@@ -85,6 +86,8 @@ def _resolve_device(device):
         return device
     if isinstance(device, PartitionSpec):
         return resolve_spec(device, "device_put")
+    if isinstance(device, NamedSharding) and isinstance(device.mesh, AbstractMesh):
+        return device  # a type's sharding: usable under jit only (see put_leaf)
     devs = getattr(device, "device_set", None)
     if devs is not None:
         return next(iter(devs)) if isinstance(device, SingleDeviceSharding) else device
@@ -112,6 +115,12 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
             return leaf
         if isinstance(leaf, np.ndarray) and leaf.dtype == dtypes.float0:
             return leaf  # float0 holds no data: it stays on the host, as in JAX
+        if isinstance(dev, NamedSharding) and isinstance(dev.mesh, AbstractMesh):
+            raise ValueError(
+                "is_fully_addressable is not implemented for `plax.sharding.AbstractMesh`: "
+                f"device_put cannot place data by {dev}, whose mesh has no devices. Pass "
+                "NamedSharding(mesh, spec) with a concrete mesh, or a PartitionSpec under "
+                "plax.set_mesh(mesh).")
         if isinstance(dev, Sharding):
             out = dispatch.reshard(leaf, dev) if type(leaf) in CONCRETE else \
                 dispatch.put_sharded(leaf, dev)

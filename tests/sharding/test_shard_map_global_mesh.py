@@ -12,6 +12,8 @@ from plax import lax
 from plax.core.avals import ShapedArray
 from plax.sharding import AxisType, ManualAxisType, Mesh, NamedSharding, PartitionSpec as P
 
+pytestmark = pytest.mark.needs_devices(8)
+
 X = np.arange(32.0, dtype=np.float32).reshape(8, 4)
 
 

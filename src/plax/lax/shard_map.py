@@ -30,7 +30,8 @@ from plax.lax.batch_util import move_batch_dim
 from plax.core.effects import has_ordered_effects, nested_effect_rules, without_order
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.runtime import dispatch, spmd
-from plax.sharding.mesh import context_mesh, manual_mesh, same_mesh, use_mesh
+from plax.runtime.array import CONCRETE
+from plax.sharding.mesh import Mesh, context_mesh, manual_mesh, same_mesh, use_mesh
 from plax.sharding.named import NamedSharding, typed_aval
 from plax.sharding.partition_spec import PartitionSpec
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
@@ -75,6 +76,9 @@ _programs = BoundedCache("eager shard_map programs", 256)
 def _impl(*args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_vma):
     """Eagerly: the one equation, jitted over the mesh, with the operands laid out by their
     specs."""
+    if not isinstance(mesh, Mesh):  # named by its axes: on the devices of the arguments
+        mesh = spmd.placement(args, [None] * len(args), [NamedSharding(mesh, PartitionSpec())],
+                              "shard_map")[1]
     params = dict(jaxpr=jaxpr, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                   manual_axes=manual_axes, check_vma=check_vma)
     avals = [abstractify(a) for a in args]
@@ -86,6 +90,10 @@ def _impl(*args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_vma):
     ins = tuple(NamedSharding(mesh, s) for s in in_specs)
     outs = tuple(NamedSharding(mesh, s) for s in out_specs)
     where = (tuple(mesh.devices.flat), mesh)
+    # Arguments laid out otherwise are split as their specs say first (as JAX's eager
+    # shard_map does; a jit given these in_shardings would refuse committed ones).
+    args = [dispatch.reshard(a, s) if type(a) in CONCRETE and a._committed and
+            not a.sharding.is_equivalent_to(s, len(a.shape)) else a for a, s in zip(args, ins)]
     return spmd.call_spmd(closed, "shard_map", (False,) * len(args), True, list(args), ins,
                           outs, where)
 
@@ -101,6 +109,8 @@ def _shardings_text(symbol, mesh, specs, avals) -> str:
 def _lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_vma):
     """``sdy.manual_computation``: the body on local blocks, over the manual axes."""
     symbol = ctx.fn.module.mesh_symbol(mesh)
+    if not isinstance(mesh, Mesh):  # named by its axes: the concrete mesh the module uses
+        mesh = next(m for m, name in ctx.fn.module.meshes.items() if name == symbol)
     body = jaxpr.jaxpr
     local_in = [v.aval for v in body.invars]
     local_out = [v.aval for v in body.outvars]

@@ -128,11 +128,28 @@ def reshard(xs, out_shardings):
             outs.append(leaf)
             continue
         aval = get_aval(leaf)
+        _check_explicit_only(s)
         target = out_sharding_param(s, aval.ndim, "reshard")
         if isinstance(s, NamedSharding):
             s.check_shape(aval.shape, "reshard: ")
         outs.append(reshard_p.bind(leaf, sharding=target))
     return tree_util.tree_unflatten(tree, outs)
+
+
+def _check_explicit_only(s) -> None:
+    """reshard changes types: its spec may name only Explicit axes, as JAX's."""
+    mesh = s.mesh if isinstance(s, NamedSharding) else context_mesh()
+    spec = s.spec if isinstance(s, NamedSharding) else s
+    if mesh is None or not isinstance(spec, PartitionSpec):
+        return
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    for name in spec.mesh_axes():
+        if types.get(name, AxisType.Explicit) is not AxisType.Explicit:
+            raise ValueError(
+                f"PartitionSpec passed to reshard cannot contain axis names that are of type "
+                f"Auto or Manual. Got PartitionSpec: {spec} with axis name: {name} of type: "
+                f"{types[name]}. reshard changes the sharding in a value's type, which names "
+                "Explicit axes only: use plax.lax.with_sharding_constraint for Auto axes.")
 
 
 def _placed(sharding, x) -> NamedSharding:

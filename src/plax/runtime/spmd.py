@@ -433,14 +433,22 @@ def spmd_program(closed, name, donated, keep_unused, in_shardings, out_shardings
     return program
 
 
+def on_mesh(shardings, mesh) -> tuple:
+    """``shardings`` with those over an AbstractMesh put on ``mesh``, the concrete mesh the
+    computation runs on (a sharding may name the mesh by its axes only; its devices are
+    those in effect when the computation is dispatched)."""
+    return tuple(concrete_sharding(s, mesh) if isinstance(s, NamedSharding) and
+                 not isinstance(s.mesh, Mesh) else s for s in shardings)
+
+
 def program_for(closed, name, donated, keep_unused, args, in_shardings, out_shardings, where,
                 options=None) -> SpmdProgram:
     """The SPMD program running a jitted jaxpr on ``args``: ``where`` is ``placement(...)``."""
     devices, mesh = where
     avals = [v.aval for v in closed.jaxpr.invars]
-    params = parameter_shardings(args, avals, in_shardings, devices, mesh,
+    params = parameter_shardings(args, avals, on_mesh(in_shardings, mesh), devices, mesh,
                                  f"jitted computation {name}")
-    outs = tuple(out_shardings) if out_shardings else (None,) * len(closed.jaxpr.outvars)
+    outs = on_mesh(out_shardings, mesh) if out_shardings else (None,) * len(closed.jaxpr.outvars)
     return spmd_program(closed, name, donated, keep_unused, params, outs, devices, options)
 
 
