@@ -311,7 +311,7 @@ def restore_every_flag():
 def test_other_jax_flags_are_accepted_and_stored(restore_every_flag, name, default, value):
     assert getattr(config, name) == default and config.read(name) == default
     config.update(name, value)
-    assert getattr(config, name) == value
+    assert getattr(config, name) == value and config.source(name) == "update"
     with config.override(name, default):
         assert getattr(config, name) == default
     assert getattr(config, name) == value

@@ -57,6 +57,7 @@ class _Flag:
         self.validator = validator
         var, env = _env_value(name)
         self.global_value = self._coerce(env, env_var=var) if env is not None else default
+        self.source = var or "default"  # where global_value came from (see Config.source)
 
     def _coerce(self, value, env_var=None):
         if self.kind is bool:
@@ -143,6 +144,7 @@ class Config:
         """Set a flag globally, e.g. ``config.update("jax_enable_x64", True)``."""
         flag = self._flag(name)
         flag.global_value = flag._coerce(value)
+        flag.source = "update"
         self._plain[0] = not any(self._flags[n].global_value for n in _DISPATCH_FLAGS
                                  if n in self._flags)
         self._global_trace_context[0] = None
@@ -171,6 +173,11 @@ class Config:
                 del over[flag.name]
             else:
                 over[flag.name] = old
+
+    def source(self, name: str) -> str:
+        """Where the flag's global value came from: "default", "update" (config.update), or
+        the environment variable that set it ("PLAX_<NAME>" or "JAX_<NAME>")."""
+        return self._flag(name).source
 
     def install_override_depth_hook(self, hook) -> None:
         """Report this thread's depth of ``override`` blocks to ``hook(depth)`` on each change
