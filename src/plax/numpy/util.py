@@ -221,19 +221,22 @@ def promote_args(name: str, *args, check_rank: bool = True):
     """Check, promote dtypes and broadcast shapes: the standard ufunc preamble."""
     check_arraylike(name, *args)
     _check_no_float0s(name, *args)
-    return promote_shapes(name, *promote_dtypes(*args), rank_only=True, check_rank=check_rank)
+    return promote_shapes(name, *promote_dtypes(*args), rank_only=True,
+                          check_rank=check_rank)
 
 
 def promote_args_inexact(name: str, *args, check_rank: bool = True):
     check_arraylike(name, *args)
     _check_no_float0s(name, *args)
-    return promote_shapes(name, *promote_dtypes_inexact(*args), rank_only=True, check_rank=check_rank)
+    return promote_shapes(name, *promote_dtypes_inexact(*args), rank_only=True,
+                          check_rank=check_rank)
 
 
 def promote_args_numeric(name: str, *args, check_rank: bool = True):
     check_arraylike(name, *args)
     _check_no_float0s(name, *args)
-    return promote_shapes(name, *promote_dtypes_numeric(*args), rank_only=True, check_rank=check_rank)
+    return promote_shapes(name, *promote_dtypes_numeric(*args), rank_only=True,
+                          check_rank=check_rank)
 
 
 def canonicalize_axis(axis: int, ndim: int) -> int:
