@@ -24,7 +24,7 @@ from plax.core.replication import vma
 from plax.lax.shard_map import body_context, check_out_replication, local_aval, shard_map_p
 from plax.sharding.mesh import (AbstractMesh, AxisType, Mesh, base_mesh, context_mesh,
                                 get_abstract_mesh, same_mesh)
-from plax.sharding.named import check_spec
+from plax.sharding.named import DuplicateSpecError, check_spec
 from plax.sharding.partition_spec import Infer, PartitionSpec
 
 __all__ = ["shard_map", "Infer"]
@@ -71,6 +71,7 @@ def _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names):
         else:
             specs = _prefix_leaves("in_specs", in_specs, args)
             _check_explicit_specs(leaves, specs, mesh_, manual | outer)
+            _check_not_split_again(specs, outer)
         avals = [abstractify(x) if not hasattr(x, "aval") else get_aval(x) for x in leaves]
         paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(args)[0]]
         for path, aval, spec in zip(paths, avals, specs):
@@ -186,6 +187,20 @@ def _check_explicit_specs(leaves, specs, mesh, manual) -> None:
                 "shard_map will infer the in_specs from the arguments. If you want to reshard "
                 "your inputs, you can use `plax.reshard` on the arguments and then pass those "
                 "args to shard_map.")
+
+
+def _check_not_split_again(specs, outer) -> None:
+    """Inside a shard_map, a nested one cannot split a value again over an axis the
+    enclosing one has made manual (each device already holds its block along it)."""
+    for spec in specs:
+        again = [a for a in spec.mesh_axes() if a in outer]
+        if again:
+            raise DuplicateSpecError(
+                "A single NamedSharding spec specification can map every mesh axis to at most "
+                f"one positional dimension, but the nested shard_map's in_specs entry {spec} "
+                f"maps the axis `{again[0]}`, over which the enclosing shard_map has already "
+                f"split its values, so it has duplicate entries for `{again[0]}`. Split over "
+                "the other mesh axes only (axis_names=...).")
 
 
 def _entries(spec) -> tuple:

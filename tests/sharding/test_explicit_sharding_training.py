@@ -177,3 +177,12 @@ def test_eager_shard_map_splits_committed_arguments_as_its_specs_say():
     out = plax.shard_map(lambda b: b * lax.axis_index("x"), mesh=m, in_specs=P("x"),
                          out_specs=P("x"))(v)
     np.testing.assert_array_equal(np.asarray(out), np.arange(8.0) * np.repeat(np.arange(4), 2))
+
+
+@pytest.mark.parametrize("make,value", [(jnp.zeros_like, 0.0), (jnp.ones_like, 1.0)])
+def test_like_functions_lay_out_as_a_sharded_prototype_without_a_context_mesh(make, value):
+    mesh = plax.make_mesh((2, 4), ("X", "Y"))
+    w = plax.device_put(np.ones((8, 16), np.float32), NamedSharding(mesh, P(None, "Y")))
+    out = make(w)
+    assert typ(out) == "float32[8,16@Y]" and out.sharding == w.sharding
+    np.testing.assert_array_equal(np.asarray(out), np.full((8, 16), value, np.float32))

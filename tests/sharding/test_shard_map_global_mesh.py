@@ -201,3 +201,28 @@ def test_nested_shard_map_reads_the_manual_context_mesh(mesh):
     assert seen["outer"] == ("float32[4,8]{V:x}", (AxisType.Manual, AxisType.Auto))
     assert seen["inner"] == ("float32[4,2]{V:(x,y)}", (AxisType.Manual, AxisType.Manual))
     assert seen["result"] == "float32[4,2]{V:x}"
+
+
+def test_nested_shard_map_cannot_split_again_over_an_outer_manual_axis(mesh):
+    def outer(v):
+        return plax.shard_map(lambda b: lax.psum(b, "x"), in_specs=P(None, "x"), out_specs=P(),
+                              axis_names={"x"})(v)
+    f = plax.shard_map(outer, mesh=mesh, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
+    with pytest.raises(plax.sharding.named.DuplicateSpecError,
+                       match="has duplicate entries for `x`"):
+        f(np.ones((8, 8), np.float32))
+
+
+@pytest.mark.parametrize("make", [jnp.zeros_like, jnp.ones_like, lambda v: jnp.full_like(v, 2.0)])
+def test_numpy_like_functions_vary_as_their_prototype(mesh, make):
+    seen = []
+
+    def f(v):
+        seen.append(str(plax.typeof(make(v[0]))))
+        c, _ = lax.scan(lambda c, e: (c + e, None), make(v[0]), v)
+        return c[None]
+    v = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    out = plax.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(v)
+    start = np.asarray(make(np.zeros(2, np.float32)))
+    np.testing.assert_allclose(np.asarray(out), start + v.reshape(2, 4, 2).sum(1))
+    assert seen == ["float32[2]{V:x}"]

@@ -7,7 +7,7 @@ import operator
 import numpy as np
 
 from plax import lax
-from plax.core import dtypes
+from plax.core import dtypes, replication
 from plax.core.avals import WeakHostArray
 from plax.core.errors import shape_type_error
 from plax.core.trace import Tracer, get_aval
@@ -15,6 +15,7 @@ from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, c
                              check_arraylike, convert, is_arraylike, shape_of)
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
 from plax.runtime.dispatch import array_from_host
+from plax.sharding.named import NamedSharding
 
 __all__ = [
     "array", "asarray", "full", "zeros", "ones", "empty", "full_like", "zeros_like", "ones_like",
@@ -273,11 +274,14 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
 def _full_like(name, a, fill_value, dtype, shape, device, out_sharding):
     shape, dt, weak, (typed, placed) = _like(name, a, dtype, shape)
     if out_sharding is None and device is None and typed is not None:
-        out_sharding = typed
+        # an array's own layout names its devices (its type's names only the mesh's axes)
+        out_sharding = placed if isinstance(placed, NamedSharding) else typed
     out = _full(shape, fill_value, dt, weak, device, out_sharding)
     if (out_sharding is None and device is None and placed is not None
             and isinstance(out, CONCRETE) and out.sharding != placed):
         out = _place(out, placed)
+    if isinstance(a, Tracer):  # inside shard_map: varying as ``a`` is, as JAX's full_like
+        out = replication.vary_like(out, a)
     return out
 
 
