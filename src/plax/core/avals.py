@@ -170,7 +170,7 @@ class ShapedArray(AbstractValue):
             raise TypeError("ShapedArray's manual_axis_type must be a ManualAxisType, got "
                             f"{type(manual_axis_type).__name__}.")
         self.manual_axis_type = manual_axis_type
-        self._hash = hash((shape, dtype, self.weak_type, sharding, manual_axis_type))
+        self._hash = hash((shape, dtype, self.weak_type, sharding, manual_axis_type._hash))
 
     ndim = property(lambda self: len(self.shape))
     mat = property(lambda self: self.manual_axis_type, doc="Short for ``manual_axis_type``.")
