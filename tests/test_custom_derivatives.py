@@ -647,6 +647,26 @@ def test_nondiff_argnums_at_its_default_and_nondiff_argnames(decorate):
         close(plax.jit(plax.grad(f))(3.), 6.)
 
 
+def test_traced_nondiff_arguments():
+    times = plax.custom_jvp(lambda x, n: x * n, nondiff_argnums=(1,))
+    times.defjvp(lambda n, p, t: (times(p[0], n), n * t[0]))
+    # custom_jvp stops the gradient through a nondiff argument: d/dx (x * stop(x)) = x.
+    close(plax.grad(lambda x: times(x, x))(2.), 2.)
+    close(plax.jit(plax.grad(lambda x: times(x, x)))(2.), 2.)
+    close(plax.grad(plax.grad(lambda x: times(x, x) * x))(2.), 4.)  # d2/dx2 of x^2 * stop(x)
+    close(plax.vmap(lambda x: times(x, x))(jnp.array([2., 3.])), [4., 9.])
+
+    vtimes = plax.custom_vjp(lambda x, n: x * n, nondiff_argnums=(1,))
+    vtimes.defvjp(lambda x, n: (vtimes(x, n), None), lambda n, r, g: (n * g,))
+    close(plax.grad(lambda x: vtimes(x, 3.))(2.), 3.)
+    for transform in (plax.grad, plax.jit, plax.vmap):
+        with pytest.raises(plax.errors.UnexpectedTracerError,
+                           match="Found a JAX Tracer object passed as an argument to a "
+                                 "custom_vjp function in a position indicated by nondiff_argnums"):
+            transform(lambda x: vtimes(x, x))(jnp.ones(()) if transform is not plax.vmap
+                                              else jnp.ones(2))
+
+
 def test_custom_jvp_argument_resolution_errors():
     def kw_only(x, *, s=2.):
         return x * s

@@ -51,7 +51,7 @@ from plax.lax.ad_util import zeros_like_aval
 from plax.lax.batch_util import batched_aval, move_batch_dim, moveaxis
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
-from plax.transforms.jvp import JVPTrace
+from plax.transforms.jvp import JVPTrace, JVPTracer
 from plax.transforms.linearize import PartialEvalTrace
 from plax.transforms.vmap import BatchTrace, batch_flat, batch_jaxpr
 
@@ -184,6 +184,35 @@ def _merge(nondiff, static_vals, dyn):
     for i in range(len(nondiff) + len(dyn)):
         out.append(next(s) if i in nondiff else next(d))
     return out
+
+
+def _stopped(x):
+    """A ``nondiff_argnums`` value as custom_jvp's rule gets it: no tangent flows through it
+    (JAX stops its gradient), so where a JVP trace carries it, it is its primal."""
+    leaves, tree = tree_util.tree_flatten(x)
+    if not any(isinstance(v, Tracer) for v in leaves):
+        return x
+
+    def stop(v):
+        if not isinstance(v, Tracer):
+            return v
+        v = lax.stop_gradient(v)
+        while isinstance(v, JVPTracer) and type(v.tangent) is Zero:
+            v = v.primal
+        return v
+    return tree.unflatten([stop(v) for v in leaves])
+
+
+def _check_no_tracers(static_vals, name):
+    """custom_vjp's ``nondiff_argnums`` values may not be traced (as in JAX)."""
+    for v in tree_util.tree_leaves(static_vals):
+        if isinstance(v, Tracer):
+            raise errors.UnexpectedTracerError(
+                "Found a JAX Tracer object passed as an argument to a custom_vjp function in a "
+                f"position indicated by nondiff_argnums as non-differentiable ({name} got "
+                f"{v!r}). A traced value cannot be a non-differentiable argument of a "
+                "custom_vjp function: keep nondiff_argnums for values that are never traced "
+                "(functions, Python settings) and pass arrays as differentiable arguments.")
 
 
 class _OutType:
@@ -387,6 +416,7 @@ class custom_jvp:
         args = _resolve_args(self.fun, self._sig, args, kwargs, "custom_jvp")
         nondiff = _check_nondiff(self.nondiff_argnums, len(args), name)
         static_vals, dyn = _split(args, nondiff)
+        static_vals = [_stopped(v) for v in static_vals]
         leaves, in_tree = tree_util.tree_flatten(dyn)
         out = _OutType()
         fun = _Named(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
@@ -524,6 +554,7 @@ class custom_vjp:
         args = _resolve_args(self.fun, self._sig, args, kwargs, "custom_vjp")
         nondiff = _check_nondiff(self.nondiff_argnums, len(args), name)
         static_vals, dyn = _split(args, nondiff)
+        _check_no_tracers(static_vals, name)
         leaves, in_tree = tree_util.tree_flatten(dyn)
         out = _OutType()
         fun = _Named(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
