@@ -42,14 +42,26 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
                               devices=devices, backend=backend, axis_size=axis_size,
                               donate_argnums=donate_argnums, global_arg_shapes=global_arg_shapes)
     if not callable(fun):
-        raise TypeError(f"pmap requires a callable for its first argument, but got {fun} of "
-                        f"type {type(fun).__name__}.")
+        raise TypeError(f"Expected a callable value, got {fun!r}: pmap's first argument is the "
+                        "function to map.")
     if global_arg_shapes is not None:
         raise ValueError("pmap's global_arg_shapes is not supported (JAX removed it too): pass "
                          "the arguments as global arrays instead.")
+    for what, axes in (("in_axes", in_axes), ("out_axes", out_axes)):
+        leaves = tree_util.tree_leaves(axes)  # (None is an empty subtree: no leaf)
+        if not all(type(a) is int for a in leaves):
+            raise TypeError(f"pmap {what} must be an int, None, or (nested) container with "
+                            f"those types as leaves, but got {axes!r}.")
+    if devices is not None and not len(devices):
+        raise ValueError("'devices' argument to pmap must be non-empty, or None: pass the "
+                         "devices to map over (e.g. jax.devices()[:2]).")
     name = _DEFAULT_AXIS if axis_name is None else axis_name
     statics = _index_tuple(static_broadcasted_argnums)
     donated = _index_tuple(donate_argnums)
+    if set(statics) & set(donated):
+        raise ValueError(f"`static_argnums` {sorted(statics)} and `donate_argnums` "
+                         f"{sorted(donated)} cannot intersect: a static broadcasted argument "
+                         "is compiled in, so it has no buffer to donate.")
     devs = tuple(devices) if devices is not None else None
     cache: dict = {}  # (structure, statics, ranks), mapped size -> (jit, its box)
     axes_cache: dict = {}  # (structure, statics, ranks) -> each leaf's mapped axis
@@ -58,7 +70,8 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
         for i in statics:
             if i >= len(args):
                 raise ValueError(f"pmapped function has static_broadcasted_argnums={statics} "
-                                 f"but was called with only {len(args)} positional arguments.")
+                                 f"but was called with only {len(args)} positional arguments. "
+                                 "Pass every static broadcasted argument positionally.")
             try:
                 hash(args[i])
             except TypeError:
@@ -84,7 +97,7 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
                 axes = tuple(axes)
             axes = (axes, 0)  # (the positional arguments, the keyword ones)
             flat_axes = axes_cache[shape_key] = tuple(
-                _canonical(ax, leaf) for ax, leaf in zip(_flat_axes(axes, dyn), leaves))
+                _canonical(ax, leaf) for ax, leaf in zip(_flat_axes(axes, dyn, "in_axes"), leaves))
         size = _mapped_size(leaves, flat_axes, axis_size)
         key = (shape_key, size)
         built = cache.get(key)
@@ -152,22 +165,22 @@ def _build(fun, n_args, static_vals, tree, flat_axes, mesh, name, out_axes, dona
         finally:
             _inside[0] -= 1
         outs, box["tree"] = tree_util.tree_flatten(out)
-        box["axes"] = [_canonical(ax, o, out=True) for ax, o in zip(_flat_axes(out_axes, out),
+        box["axes"] = [_canonical(ax, o, out=True) for ax, o in zip(_flat_axes(out_axes, out, "out_axes"),
                                                                      outs)]
         return [o if ax is None else _shapes.expand_dims(o, (ax,))
                 for o, ax in zip(outs, box["axes"])]
 
     mapped = _shard_map(body, mesh, in_specs, lambda: [_spec(ax, name) for ax in box["axes"]],
                         False, frozenset())
-    def call(*leaves):
+    def _fun(*leaves):  # (the name jaxprs show for pmap's jit, as JAX's)
         outs = mapped(*leaves)  # (tracing the body sets box["tree"])
         return tree_util.tree_unflatten(box["tree"], outs)
 
     donate = tuple(i for i, d in enumerate(donated) if d)
     # One function for both, so they share its traces.
-    return (jit(call, donate_argnums=donate),
-            jit(call, donate_argnums=donate, out_shardings=_out_shardings(out_axes, mesh, name)),
-            box)
+    placed = _out_shardings(out_axes, mesh, name)
+    return (jit(_fun, donate_argnums=donate),
+            jit(_fun, donate_argnums=donate, out_shardings=placed), box)
 
 
 def _out_shardings(out_axes, mesh, name):
@@ -193,16 +206,22 @@ def _index_tuple(nums) -> tuple:
     return tuple(int(i) for i in nums)
 
 
-def _flat_axes(axes, tree) -> list:
-    """One axis (an int or None) per leaf of ``tree``: ``axes`` is a pytree prefix of it."""
+def _flat_axes(axes, tree, what: str) -> list:
+    """One axis (an int or None) per leaf of ``tree``: ``axes`` (pmap's ``what``, checked
+    to hold ints and None) is a pytree prefix of it."""
     is_leaf = lambda a: a is None or isinstance(a, int)  # noqa: E731
     if is_leaf(axes):
         return [axes] * len(tree_util.tree_leaves(tree))
-    for a in tree_util.tree_leaves(axes, is_leaf=is_leaf):
-        if not is_leaf(a):
-            raise TypeError(f"pmap in_axes and out_axes must be ints, None, or (nested) "
-                            f"containers of them, got {a!r}.")
-    return tree_util.broadcast_prefix(axes, tree, is_leaf=is_leaf, name="pmap in_axes/out_axes")
+    whole = "the arguments' tree" if what == "in_axes" else "the results' tree"
+    try:
+        return tree_util.broadcast_prefix(axes, tree, is_leaf=is_leaf, name=f"pmap {what}",
+                                          which=whole)
+    except ValueError as e:
+        if what == "out_axes":
+            raise
+        raise ValueError(f"{e}\n\npmap's in_axes must be a tree prefix of the tuple of "
+                         "arguments passed positionally (arguments passed by keyword are mapped "
+                         "along their axis 0 and are not compared with it).") from None
 
 
 def _canonical(ax, leaf, out: bool = False):

@@ -181,8 +181,12 @@ class Compiled:
     def collectives(self) -> list:
         """The collectives in the compiled program (those XLA's partitioner inserted, for an
         SPMD program): kind, shape, dtype, bytes per device, replica groups and the plax
-        source line they come from."""
-        return collectives_of(self.as_text())
+        source line they come from, and the mesh axes they communicate over."""
+        mesh = None
+        if isinstance(self._exe, spmd.SpmdProgram):
+            mesh = next((s.mesh for s in (*self._exe.in_shardings, *self._exe.out_shardings)
+                         if isinstance(s, NamedSharding)), None)
+        return collectives_of(self.as_text(), mesh)
 
     @property
     def input_shardings(self):

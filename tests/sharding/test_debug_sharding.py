@@ -1,4 +1,7 @@
 """plax.debug: drawing layouts, and the collectives XLA's partitioner inserts."""
+import contextlib
+import io
+
 import numpy as np
 import pytest
 
@@ -134,3 +137,54 @@ def test_inspect_array_sharding_in_a_loop_of_a_sharded_jit_is_refused(grid):
         return v * 2
     with pytest.raises(NotImplementedError, match="inside a scan body of a sharded jit"):
         plax.jit(lambda v: lax.fori_loop(0, 3, body, v))(x)
+
+
+def _spans(mesh, axes):
+    """The groups of mesh positions that differ only along ``axes`` (NumPy's model)."""
+    names = list(mesh.axis_names)
+    picked = [names.index(a) for a in axes]
+    rest = [i for i in range(len(names)) if i not in picked]
+    pos = np.arange(mesh.devices.size).reshape(mesh.devices.shape)
+    return {frozenset(g) for g in pos.transpose(rest + picked).reshape(
+        -1, int(np.prod([mesh.devices.shape[i] for i in picked]))).tolist()}
+
+
+def test_collectives_are_named_by_the_mesh_axes_of_the_user():
+    mesh = Mesh(np.array(plax.devices()[:8]).reshape(2, 4), ("data", "model"))
+    x = plax.device_put(np.ones((8, 16), np.float32), NamedSharding(mesh, P("data", "model")))
+
+    def smap(f, out=P("data", "model")):
+        return plax.shard_map(f, mesh=mesh, in_specs=P("data", "model"), out_specs=out)
+    cases = [  # (program, the axes of each of its collectives)
+        (lambda v: v.sum(), [("model",), ("data",)]),  # XLA writes these in its mesh form
+        (lambda v: v @ np.ones((16, 2), np.float32), [("model",)]),
+        (smap(lambda b: lax.psum(b, ("data", "model")), P()), [("data", "model")]),
+        (smap(lambda b: lax.all_gather(b, "data", tiled=True)), [("data",)]),
+        (smap(lambda b: lax.ppermute(b, "model", [(i, (i + 1) % 4) for i in range(4)])),
+         [("model",)]),
+    ]
+    for f, axes in cases:
+        found = plax.jit(f).lower(x).compile().collectives()
+        assert [c.axes for c in found] == axes
+        for c, a in zip(found, axes):
+            if c.kind == "collective-permute":
+                assert set(c.groups) == {(r * 4 + i, r * 4 + (i + 1) % 4)
+                                         for r in range(2) for i in range(4)}
+            else:
+                assert {frozenset(g) for g in c.groups} == _spans(mesh, a)
+    # explain_sharding shows the user's axis names, never XLA's positional ones
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        plax.debug.explain_sharding(lambda v: v.sum(), x)
+    text = out.getvalue()
+    assert "over 'model': {{0,1,2,3},{4,5,6,7}}" in text
+    assert "over 'data': {{0,4},{1,5},{2,6},{3,7}}" in text and "axis_0" not in text
+
+
+def test_collectives_over_a_subset_of_a_three_axis_mesh():
+    mesh = Mesh(np.array(plax.devices()[:8]).reshape(2, 2, 2), ("a", "b", "c"))
+    z = plax.device_put(np.ones((8, 16), np.float32), NamedSharding(mesh, P(("a", "c"), "b")))
+    (c,) = plax.jit(lambda v: v.sum(0)).lower(z).compile().collectives()
+    assert c.kind == "all-reduce" and c.axes == ("a", "c")
+    assert {frozenset(g) for g in c.groups} == _spans(mesh, ("a", "c"))
+    np.testing.assert_array_equal(np.asarray(plax.jit(lambda v: v.sum(0))(z)), np.full(16, 8.0))

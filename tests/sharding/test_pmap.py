@@ -246,3 +246,35 @@ def test_results_are_laid_out_as_jax_lays_them_out():
     inside = plax.jit(plax.pmap(lambda a: a * 3))(X)
     np.testing.assert_allclose(np.asarray(inside), 3 * X)
     assert inside.sharding.spec == (P(AXIS) if N > 1 else P())
+
+
+def test_argument_checks_with_jax_phrases():
+    # At definition, as JAX checks them.
+    with pytest.raises(TypeError, match="Expected a callable value, got 3"):
+        plax.pmap(3)
+    with pytest.raises(TypeError, match="pmap in_axes must be an int, None, or \\(nested\\) "
+                                        "container with those types as leaves, but got 0.0"):
+        plax.pmap(lambda a: a, in_axes=0.0)
+    with pytest.raises(TypeError, match="pmap out_axes must be an int, None, or \\(nested\\) "
+                                        "container with those types as leaves"):
+        plax.pmap(lambda a: a, out_axes=(0, "x"))
+    with pytest.raises(ValueError, match="'devices' argument to pmap must be non-empty, or None"):
+        plax.pmap(lambda a: a, devices=[])
+    with pytest.raises(ValueError, match=r"`static_argnums` \[1\] and `donate_argnums` \[1\] "
+                                         "cannot intersect"):
+        plax.pmap(lambda a, s: a, static_broadcasted_argnums=1, donate_argnums=1)
+    # At the call: structures named by the user's argument (pmap in_axes / out_axes).
+    with pytest.raises(ValueError, match=r"(?s)different lengths of tuple at key path\n"
+                                         r"    pmap in_axes\[0\].*tree prefix of the tuple of "
+                                         "arguments passed positionally"):
+        plax.pmap(lambda a, b: a, in_axes=(0, 0, 0))(X, X)
+    with pytest.raises(ValueError, match=r"different lengths of tuple at key path\n"
+                                         r"    pmap out_axes\n"):
+        plax.pmap(lambda a: (a, a), out_axes=(0, 0, 0))(X)
+    with pytest.raises(ValueError, match="static_broadcasted_argnums=\\(3,\\) but was called "
+                                         "with only 2 positional arguments"):
+        plax.pmap(lambda a, s: a, static_broadcasted_argnums=3)(X, 1)
+    # Valid forms still map: nested containers with None leaves.
+    out = plax.pmap(lambda d, s: d["a"] * s + d["b"], in_axes=({"a": 0, "b": None}, None))(
+        {"a": X, "b": np.float32(1)}, np.float32(2))
+    np.testing.assert_allclose(np.asarray(out), X * 2 + 1)
