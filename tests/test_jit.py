@@ -265,7 +265,7 @@ def test_clear_cache_of_one_wrapper_retraces_for_the_others():
 def test_the_cache_drops_a_function_that_has_died():
     import gc
     import weakref
-    from plax import api
+    from plax import api_jit_options
     from plax.runtime import cpp_jit
 
     def make():
@@ -275,15 +275,17 @@ def test_the_cache_drops_a_function_that_has_died():
 
     gc.collect()
     before = cpp_jit._shared_cache.size()
+    functions = api_jit_options._traces_by_function
+    n_functions = len(functions)
     f = make()
     ref = weakref.ref(f)
     np.testing.assert_array_equal(plax.jit(f)(X), X * 3)
-    assert cpp_jit._shared_cache.size() == before + 1 and f in api._traces_by_function
+    assert cpp_jit._shared_cache.size() == before + 1
+    assert f in functions and len(functions) == n_functions + 1
     del f
     gc.collect()
     assert ref() is None
-    assert cpp_jit._shared_cache.size() == before
-    assert all(fun is not ref() for fun in list(api._traces_by_function))
+    assert cpp_jit._shared_cache.size() == before and len(functions) == n_functions
 
 
 def test_a_temporary_jit_of_a_bound_method_goes_with_it():

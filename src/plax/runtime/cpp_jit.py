@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plax import tree_util
+from plax import tree_core
 from plax.core.avals import ShapedArray, WeakHostArray, weak_host_value
 from plax.core import trace as trace_mod
 from plax.core.config import config
@@ -80,9 +80,9 @@ def _mirror(nodetype, entry) -> None:
         registry.register_node(nodetype, entry.flatten, entry.unflatten)
 
 
-for _t, _entry in list(tree_util._registry.items()):
+for _t, _entry in list(tree_core._registry.items()):
     _mirror(_t, _entry)
-tree_util._registration_hooks.append(_mirror)
+tree_core._registration_hooks.append(_mirror)
 
 
 # --- arguments that are not Arrays -----------------------------------------------------------
