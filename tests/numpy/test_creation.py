@@ -455,3 +455,49 @@ def test_traced_sizes_raise():
         plax.make_jaxpr(lambda n: jnp.linspace(0, 1, n))(np.int32(3))
     with pytest.raises(TypeError, match="static"):
         plax.make_jaxpr(lambda n: jnp.zeros(n))(np.int32(3))
+
+
+# --- copies: a new buffer, so a donated copy leaves the original alone (as in JAX) ----------
+COPIES = [  # (make from x, copies?)
+    (lambda x: jnp.array(x), True),
+    (lambda x: jnp.copy(x), True),
+    (lambda x: x.copy(), True),
+    (lambda x: jnp.asarray(x, copy=True), True),
+    (lambda x: jnp.astype(x, jnp.float32, copy=True), True),
+    (lambda x: jnp.asarray(x), False),
+    (lambda x: jnp.array(x, copy=False), False),
+]
+
+
+@pytest.mark.parametrize("make,copies", COPIES)
+def test_copies_get_a_buffer_of_their_own(make, copies):
+    x = jnp.arange(4.0)
+    y = make(x)
+    np.testing.assert_array_equal(y, np.arange(4.0))
+    assert (y.unsafe_buffer_pointer() != x.unsafe_buffer_pointer()) is copies
+    traced = plax.make_jaxpr(make)(x)
+    assert [e.primitive.name for e in traced.jaxpr.eqns] == (["copy"] if copies else [])
+
+
+def test_a_donated_copy_leaves_the_original_alive():
+    # optax's schedule-free state holds params.copy(); both are donated to the update step.
+    step = plax.jit(lambda p, s: (p * 2, {"z": s["z"] + p}), donate_argnums=(0, 1))
+    params = jnp.arange(3.0)
+    state = plax.tree_util.tree_map(lambda t: t.copy(), {"z": params})
+    new_params, new_state = step(params, state)
+    np.testing.assert_array_equal(new_params, np.arange(3.0) * 2)
+    np.testing.assert_array_equal(new_state["z"], np.arange(3.0) * 2)
+
+
+def test_copy_differentiates_batches_and_keeps_keys_and_layouts():
+    np.testing.assert_allclose(plax.grad(lambda x: jnp.array(x) * 3.0)(2.0), 3.0)
+    np.testing.assert_array_equal(plax.vmap(jnp.copy)(jnp.ones((2, 3))), np.ones((2, 3)))
+    key = plax.random.key(7)
+    np.testing.assert_array_equal(plax.random.key_data(jnp.array(key)),
+                                  plax.random.key_data(key))
+    mesh = plax.make_mesh((len(plax.devices()),), ("d",))
+    sharding = plax.sharding.NamedSharding(mesh, plax.sharding.PartitionSpec("d"))
+    x = plax.device_put(np.arange(2.0 * len(plax.devices())), sharding)
+    y = x.copy()
+    assert y.sharding == sharding
+    np.testing.assert_array_equal(y, np.asarray(x))

@@ -1,6 +1,6 @@
 """Convenience lax operations built from the primitive families: split, collapse,
 broadcast_shapes, broadcast_to_rank, reciprocal, index_take, scatter_sub, mulhi, and the
-reduce_precision primitive."""
+reduce_precision and copy primitives."""
 from __future__ import annotations
 
 import math
@@ -20,7 +20,8 @@ from plax.lax.batch_util import vectorized
 from plax.lax.common import check_dtype
 
 __all__ = ["split", "collapse", "broadcast_shapes", "broadcast_to_rank", "reciprocal",
-           "index_take", "scatter_sub", "mulhi", "reduce_precision", "reduce_precision_p"]
+           "index_take", "scatter_sub", "mulhi", "reduce_precision", "reduce_precision_p",
+           "copy_p"]
 
 
 def _canonicalize_axis(axis, ndim: int) -> int:
@@ -214,3 +215,15 @@ def reduce_precision(operand, exponent_bits, mantissa_bits):
     mantissa_bits = _static_bits(mantissa_bits, "mantissa_bits")
     return reduce_precision_p.bind(operand, exponent_bits=exponent_bits,
                                    mantissa_bits=mantissa_bits)
+
+
+# --- copy ---------------------------------------------------------------------------------
+# An array's copy in a new buffer (jnp.array(x, copy=True), jnp.copy, x.copy()): arrays are
+# immutable, but donation tells buffers apart, so a donated copy must not take the original
+# with it. Inside a compiled program it is the value itself (XLA copies where it must).
+copy_p = Primitive("copy")
+abstract_eval_rules[copy_p] = lambda x: x
+register_lowering(copy_p, lambda ctx, x: x)
+deflinear(copy_p)
+transpose_rules[copy_p] = lambda ct, x: [copy_p.bind(ct)]
+vectorized(copy_p)

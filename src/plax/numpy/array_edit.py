@@ -81,7 +81,7 @@ def insert(arr, obj, values, axis=None):
     vshape = shape_of(values)
     if shape_of(obj) == ():
         # One position: values (with at least arr's rank) fill as many slices as they hold.
-        v = creation.array(values, ndmin=aval.ndim)
+        v = creation.array(values, copy=False, ndmin=aval.ndim)
         v = shape_ops.moveaxis(v, 0, axis) if len(vshape) else v
         k = get_aval(v).shape[axis]
         pos = lax.broadcast_in_dim(convert(obj, np.int32), (k,), ())

@@ -7,6 +7,7 @@ import operator
 import numpy as np
 
 from plax import lax
+from plax.lax.utility import copy_p
 from plax.core import dtypes, replication
 from plax.core.avals import WeakHostArray
 from plax.core.errors import shape_type_error
@@ -78,7 +79,8 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
         raise NotImplementedError(f"plax arrays are always C-ordered; order={order!r} is not supported.")
     dt = None if dtype is None else dtypes.canonicalize_user_dtype(dtype)
     if isinstance(object, ARRAY_TYPES):
-        out = object if dt is None else lax.convert_element_type(object, dt)
+        out = copy_p.bind(object) if copy else object  # (a new buffer: see lax.utility.copy_p)
+        out = out if dt is None else lax.convert_element_type(out, dt)
     elif _contains_traced(object):
         out = _stack_nested(object, dt)
         if dt is not None:
@@ -149,10 +151,10 @@ def _asarray(a, dtype=None, order=None, *, copy=None):
     An explicit ``dtype`` gives a strongly typed result, as in JAX (a weakly typed ``a`` of
     that dtype is converted).
     """
-    if isinstance(a, ARRAY_TYPES) and (dtype is None or (
+    if copy is not True and isinstance(a, ARRAY_TYPES) and (dtype is None or (
             dtypes.dtype(dtype) == get_aval(a).dtype and not get_aval(a).weak_type)):
         return a
-    return array(a, dtype=dtype, order=order)
+    return array(a, dtype=dtype, order=order, copy=copy is True)
 
 
 def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
@@ -364,10 +366,11 @@ def identity(n, dtype=None):
 
 
 def astype(x, dtype, /, *, copy: bool = False, device=None):
-    """``x`` cast to ``dtype`` (arrays are immutable, so ``copy`` changes nothing)."""
+    """``x`` cast to ``dtype``; with ``copy=True`` always in a new buffer."""
     check_arraylike("astype", x)
     dt = dtypes.canonicalize_user_dtype(dtype)
-    return _place(lax.convert_element_type(as_operand(x), dt), device)
+    out = lax.convert_element_type(as_operand(x), dt)
+    return _place(copy_p.bind(out) if copy else out, device)
 
 
 def copy(a, order=None):
