@@ -183,10 +183,9 @@ def _check_explicit_specs(leaves, specs, mesh, manual) -> None:
             raise ValueError(
                 f"in_specs passed to shard_map: {PartitionSpec(*want)} does not match the "
                 f"specs of the input: {PartitionSpec(*have)} for arg: {aval.str_short(False)}. "
-                "`in_specs` is an optional argument so you can omit specifying it and "
-                "shard_map will infer the in_specs from the arguments. If you want to reshard "
-                "your inputs, you can use `plax.reshard` on the arguments and then pass those "
-                "args to shard_map.")
+                "Over Explicit mesh axes an argument's type already says how it is split: "
+                "leave in_specs out to take those splits, or plax.reshard the argument to "
+                "the split you want before calling the shard_map.")
 
 
 def _check_not_split_again(specs, outer) -> None:
