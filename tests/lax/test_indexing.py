@@ -159,6 +159,11 @@ def test_gather_empty_indices_and_scalar_operand():
     # A rank-0 operand: an empty index vector per output element.
     out = lax.gather(np.float32(7), np.zeros((2, 0), np.int32), G((), (), ()), ())
     helpers.check(out, np.full((2,), 7, np.float32), np.float32)
+    # No index, no window taken: a window larger than an empty operand is allowed (as JAX).
+    for gather in (lax.gather, plax.jit(lax.gather, static_argnums=(2, 3))):
+        out = gather(np.zeros((0, 2), np.float32), np.zeros((0, 1), np.int32), G((1,), (0,), (0,)),
+                     (1, 2))
+        helpers.check(out, np.zeros((0, 2), np.float32), np.float32)
 
 
 # --- scatter values ---------------------------------------------------------------------
@@ -280,6 +285,10 @@ I21 = np.zeros((2, 1), np.int32)
     (lambda: lax.gather(X, I21.astype(np.float32), G((1,), (0,), (0,)), (1, 4)), ValueError,
      "integer type"),
     (lambda: lax.gather(X, I21, G((1,), (0,), (0,)), (2, 4)), TypeError, "slice size 1"),
+    (lambda: lax.gather(X, np.zeros((3, 1), np.int32), G((), (1,), (1,), (0,), (0,)), (2, 1)),
+     TypeError, "operand_batching_dims with slice size 0 or 1"),
+    (lambda: lax.gather(X[:0], I21, G((1,), (0,), (0,)), (1, 4)), TypeError,
+     r"Slice size at index 0 .* within \[0, 0 \+ 1\), got 1"),
     (lambda: lax.gather(X, I21, G((1,), (0,), (0, 1)), (1, 4)), TypeError,
      "2 elements in start_index_map"),
     (lambda: lax.gather(X, I21, G((1,), (0,), (0,)), (1,)), TypeError, "one slice size"),
@@ -431,3 +440,21 @@ def test_vmap_of_gather_grad():
     f = plax.grad(lambda x, i: (lax.gather(x, i, dn, sizes, mode="fill", fill_value=0.0) ** 2).sum())
     helpers.check_vmap(f, _stack(_operand("rows")), idx)
     helpers.check_vmap(f, _operand("rows"), idx, in_axes=(None, 0))
+
+
+def _take_1(x, i):
+    return lax.gather(x, i[None], G((), (0,), (0,)), (1,))
+
+
+# vmap over an axis of size 0 with operand and indices both batched: the paired window is
+# empty (a window of 1 would not fit the empty axis), and every result is empty.
+@pytest.mark.parametrize("fn, x_shape, out_shape", [
+    (_take_1, (0, 3), (0,)),
+    (lambda x, i: lax.dynamic_slice(x, (i, 0), (1, 0)), (0, 3, 2), (0, 1, 0)),
+    (lambda x, i: x[i], (0, 3), (0,)),
+    (plax.grad(lambda x, i: lax.dynamic_slice(x, (i,), (2,)).sum()), (0, 3), (0, 3)),
+])
+def test_vmap_over_an_empty_axis(fn, x_shape, out_shape):
+    x, i = np.zeros(x_shape, np.float32), np.zeros((0,), np.int32)
+    for f in (plax.vmap(fn), plax.jit(plax.vmap(fn))):
+        helpers.check(f(x, i), np.zeros(out_shape, np.float32), np.float32)

@@ -481,3 +481,9 @@ def test_empty_operand_axis():
     with pytest.raises(IndexError, match="out of bounds for axis 0 with size 0"):
         e[np.array([0])]
     np.testing.assert_array_equal(_np(e.at[np.zeros(0, np.int32)].set(1.0)), np.zeros((0, 3)))
+    # The empty result keeps the operand's dtype, key arrays and weak types included.
+    keys = plax.random.split(plax.random.key(0), 0)
+    picked = plax.jit(lambda k, i: k[i])(keys, np.zeros(0, np.int32))
+    assert picked.shape == (0,) and picked.dtype == keys.dtype
+    weak = plax.lax.broadcast(2.0, (0,))[np.zeros(0, np.int32)]
+    assert weak.shape == (0,) and weak.aval.weak_type

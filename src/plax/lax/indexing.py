@@ -163,17 +163,20 @@ def _gather_shape(x: ShapedArray, idx: ShapedArray, dn: GatherDimensionNumbers,
     if len(slice_sizes) != x.ndim:
         raise TypeError(f"Gather op must have one slice size for every input dimension; got "
                         f"len(slice_sizes)={len(slice_sizes)}, operand shape {x.shape}.")
+    # With no indices no window is taken, so (as JAX) the window need not fit the operand.
     for i, (s, n) in enumerate(zip(slice_sizes, x.shape)):
-        if not 0 <= s <= n:
+        if s < 0 or (s > n and idx.size != 0):
             raise TypeError(f"Slice size at index {i} in gather op is out of range, must be "
                             f"within [0, {n} + 1), got {s}.")
     _check_dims("gather", "collapsed_slice_dims", dn.collapsed_slice_dims, x.ndim)
-    for name, dims in (("collapsed_slice_dims", dn.collapsed_slice_dims),
-                       ("operand_batching_dims", dn.operand_batching_dims)):
+    # A batching dim's window is 1, or 0 when vmap batches over an empty axis.
+    for name, dims, allowed in (("collapsed_slice_dims", dn.collapsed_slice_dims, (1,)),
+                                ("operand_batching_dims", dn.operand_batching_dims, (0, 1))):
         for d in dims:
-            if 0 <= d < x.ndim and slice_sizes[d] != 1:
-                raise TypeError(f"Gather op can only have {name} with slice size 1, but slice "
-                                f"size is {slice_sizes[d]} for operand dimension {d}.")
+            if 0 <= d < x.ndim and slice_sizes[d] not in allowed:
+                raise TypeError(f"Gather op can only have {name} with slice size "
+                                f"{' or '.join(map(str, allowed))}, but slice size is "
+                                f"{slice_sizes[d]} for operand dimension {d}.")
     _check_batching("gather", x, idx, dn.operand_batching_dims, dn.start_indices_batching_dims,
                     dn.collapsed_slice_dims, dn.start_index_map,
                     ("operand_batching_dims", "start_indices_batching_dims",
@@ -324,6 +327,10 @@ _lower_gather_fill_or_drop = lower_fun(_gather_fill_or_drop)
 def _gather_lowering(ctx, x, idx, *, dimension_numbers, slice_sizes, mode, fill_value,
                      indices_are_sorted, unique_indices):
     dn = dimension_numbers
+    out = ctx.avals_out[0]
+    if out.size == 0:
+        # Nothing is read; XLA is not asked (the windows need not fit an empty operand).
+        return ctx.constant(np.zeros(out.shape, out.dtype), out)
     if mode is CLIP or mode is FILL_OR_DROP:
         via = _lower_gather_clip if mode is CLIP else _lower_gather_fill_or_drop
         return via(ctx, x, idx, dimension_numbers=dn, slice_sizes=slice_sizes, mode=mode,
@@ -793,7 +800,9 @@ def _gather_batch(axis, vals, dims, *, dimension_numbers, slice_sizes, **params)
     obd, ibd = _add_batching_pair(_shift(dn.operand_batching_dims, bx), ibd, bx, bi)
     new = GatherDimensionNumbers(_shift(dn.offset_dims, q), _shift(dn.collapsed_slice_dims, bx),
                                  _shift(dn.start_index_map, bx), obd, ibd)
-    sizes = slice_sizes[:bx] + (1,) + slice_sizes[bx:]
+    # Over an empty batch axis the paired window is empty too: a window of 1 would not fit.
+    pair = min(get_aval(x).shape[bx], 1)
+    sizes = slice_sizes[:bx] + (pair,) + slice_sizes[bx:]
     return gather_p.bind(x, idx, dimension_numbers=new, slice_sizes=sizes, **params), q
 
 

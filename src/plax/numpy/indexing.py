@@ -364,7 +364,8 @@ def _empty_axis_result(arr, plan: _Plan):
     for d in plan.collapsed_dims:
         if shape[d] == 0:
             if 0 in plan.out_shape:
-                return lax.broadcast_in_dim(np.zeros((), get_aval(arr).dtype), plan.out_shape, ())
+                # Both are empty, so a reshape makes it, of any dtype (key arrays too).
+                return lax.reshape(arr, plan.out_shape)
             raise IndexError(f"index is out of bounds for axis {d} with size 0")
     return None
 
