@@ -338,6 +338,13 @@ def test_callables_that_cannot_key_a_cache_get_one_per_wrapper(kind):
     for _ in range(2):
         np.testing.assert_array_equal(plax.jit(fun)(X), X - 1)
     assert fun.n == 2
+    own = plax.jit(fun)
+    own(X)
+    plax.clear_caches()  # reaches caches no other jit shares too
+    own(X)
+    own.clear_cache()
+    own(X)
+    assert fun.n == 5
     unhashable_option = plax.jit(lambda x: x, compiler_options={"xla_cpu_enable_fast_math": [0]})
     assert unhashable_option._state.shared is False
 

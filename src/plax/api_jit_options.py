@@ -144,12 +144,13 @@ def _jit_state(fun, options: dict) -> _JitState:
                 function = _traces_by_function[fun] = _FunctionTraces()
         except Exception:  # (fun is not weakly referenceable, hashable or comparable)
             key = None
+    if function is None:  # caches of its own, unseen by any other jit
+        function = _FunctionTraces()
     state = function.by_options.get(key) if key is not None else None
     if state is None:
-        state = _JitState(_resolve_jit_options(fun, **options), function or _FunctionTraces(),
+        state = _JitState(_resolve_jit_options(fun, **options), function,
                           shared=key is not None)
-        if key is not None:
-            function.by_options[key] = state
+        function.by_options[key] = state  # (key None: this state's own function entry)
         _jit_states.add(state)
     return state
 
