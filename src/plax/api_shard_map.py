@@ -195,11 +195,10 @@ def _check_not_split_again(specs, outer) -> None:
         again = [a for a in spec.mesh_axes() if a in outer]
         if again:
             raise DuplicateSpecError(
-                "A single NamedSharding spec specification can map every mesh axis to at most "
-                f"one positional dimension, but the nested shard_map's in_specs entry {spec} "
-                f"maps the axis `{again[0]}`, over which the enclosing shard_map has already "
-                f"split its values, so it has duplicate entries for `{again[0]}`. Split over "
-                "the other mesh axes only (axis_names=...).")
+                f"The nested shard_map's in_specs entry {spec} splits over mesh axis "
+                f"`{again[0]}`, which the enclosing shard_map has already split its values "
+                f"over: with the enclosing split it has duplicate entries for `{again[0]}`. "
+                "Split over the other mesh axes only (axis_names=...).")
 
 
 def _entries(spec) -> tuple:

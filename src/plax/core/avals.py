@@ -91,8 +91,8 @@ class ManualAxisType:
     def empty(self) -> bool:
         return not (self.varying or self.unreduced or self.reduced)
 
-    def __eq__(self, other):
-        return (type(other) is ManualAxisType and self.varying == other.varying
+    def __eq__(self, other):  # (instances are mostly shared: identity first, on every aval ==)
+        return self is other or (type(other) is ManualAxisType and self.varying == other.varying
                 and self.unreduced == other.unreduced and self.reduced == other.reduced)
 
     def __hash__(self):

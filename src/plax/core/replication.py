@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 
 from plax.core.avals import ManualAxisType
+from plax.core.caches import BoundedCache
 from plax.core.rules import replication_rules
 
 __all__ = ["vma_in_types", "checking", "manual_axes", "propagate", "coerce", "union",
@@ -58,7 +59,7 @@ def checking(manual, order=()):
         vma_in_types[0] -= 1
 
 
-_types: dict = {}
+_types = BoundedCache("manual axis types")
 
 
 def varying_type(varying, order=None) -> ManualAxisType:
@@ -69,9 +70,7 @@ def varying_type(varying, order=None) -> ManualAxisType:
     key = (frozenset(varying), order)
     t = _types.get(key)
     if t is None:
-        if len(_types) > 4096:
-            _types.clear()
-        t = _types[key] = ManualAxisType(varying=key[0], _order=order)
+        t = _types.put(key, ManualAxisType(varying=key[0], _order=order))
     return t
 
 

@@ -93,7 +93,8 @@ def _impl(*args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_vma):
     # Arguments laid out otherwise are split as their specs say first (as JAX's eager
     # shard_map does; a jit given these in_shardings would refuse committed ones).
     args = [dispatch.reshard(a, s) if type(a) in CONCRETE and a._committed and
-            not a.sharding.is_equivalent_to(s, len(a.shape)) else a for a, s in zip(args, ins)]
+            a.sharding != s and not a.sharding.is_equivalent_to(s, len(a.shape)) else a
+            for a, s in zip(args, ins)]  # (the != first: the HLO comparison is dear)
     return spmd.call_spmd(closed, "shard_map", (False,) * len(args), True, list(args), ins,
                           outs, where)
 

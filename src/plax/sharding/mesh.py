@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 from plax.core.avals import sharding_in_types
+from plax.core.caches import BoundedCache
 from plax.runtime import xla
 
 __all__ = ["AxisType", "Mesh", "AbstractMesh", "make_mesh", "create_device_mesh", "set_mesh",
@@ -295,7 +296,7 @@ def get_mesh():
     return mesh
 
 
-_manual_variants: dict = {}
+_manual_variants = BoundedCache("manual meshes", 256)
 
 
 def manual_mesh(mesh, manual):
@@ -306,11 +307,9 @@ def manual_mesh(mesh, manual):
     key = (base, manual)
     out = _manual_variants.get(key)
     if out is None:
-        if len(_manual_variants) > 256:
-            _manual_variants.clear()
         out = base.update_axis_types({a: AxisType.Manual for a in manual})
         out._base_mesh = base
-        _manual_variants[key] = out
+        _manual_variants.put(key, out)
     return out
 
 

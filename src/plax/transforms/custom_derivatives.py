@@ -250,7 +250,10 @@ def _call_lowering(ctx, *args, call_jaxpr, **_):
 
 
 def _inline(trace, args, params):
-    """Partial evaluation (building a linear function) no longer needs the custom rule."""
+    """Partial evaluation (building a linear function) no longer needs the custom rule: the
+    function runs (or its staged jaxpr) on the partially known values."""
+    if "fun" in params:
+        return params["fun"](*args)
     return trace.eval_jaxpr(params["call_jaxpr"], args)
 
 
@@ -303,9 +306,7 @@ def _bind_functions(prim, trace, args, params):
     if isinstance(trace, JVPTrace):
         return _jvp_functions(prim, trace, args, params)
     if isinstance(trace, PartialEvalTrace):
-        if not any(trace.is_unknown(a) for a in args):
-            return trace.known(prim, args, params)
-        return params["fun"](*args)  # building a linear function: the custom rule is not needed
+        return trace.process_primitive(prim, args, params)  # (known: bound below; else _inline)
     if isinstance(trace, BatchTrace):
         return _batch_functions(prim, trace, args, params)
     return _bind_staged(prim, args, params)
