@@ -8,7 +8,10 @@ rule kind, so a failure names the primitive and the missing rule:
 * a lowering rule for the "cpu" platform;
 * a batching rule (``vmap``);
 * a JVP rule (``jvp``, ``grad``, ``linearize``);
-* a transpose rule, when the primitive is marked linear (``linear_primitives``).
+* a transpose rule, when the primitive is marked linear (``linear_primitives``);
+* a partial-eval rule (``linearize``, ``grad``'s residuals) and a DCE rule, when the
+  primitive's equations hold jaxprs (found by tracing a tiny use of every public API that
+  builds one, under the transformations: see ``JAXPR_HOLDERS``).
 
 A rule that is missing on purpose, or not written yet, is listed in ``EXEMPTIONS``
 with the reason and the issue that will add it. ``test_exemption_is_still_needed``
@@ -21,13 +24,17 @@ import pkgutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import plax
+import plax.numpy as jnp
+from plax import lax
 from plax.core import rules
+from plax.core.jaxpr import open_jaxpr, subjaxprs
 from plax.core.primitive import Primitive
 
-RULE_KINDS = ("abstract_eval", "lowering", "batch", "jvp", "transpose")
+RULE_KINDS = ("abstract_eval", "lowering", "batch", "jvp", "transpose", "partial_eval", "dce")
 
 _NULLARY_BATCH = (
     "nullary and communicates over no axis: vmap binds it unbatched and never consults a "
@@ -45,6 +52,19 @@ EXEMPTIONS = {
     ("iota", "batch"): (_NULLARY_BATCH, _NOT_NEEDED),
     ("lapack_call", "batch"): (_LOWERING_ONLY, _NOT_NEEDED),
     ("lapack_call", "jvp"): (_LOWERING_ONLY, _NOT_NEEDED),
+    # JAX prunes these bodies (remat_dce, _custom_jvp_call_dce, _custom_vjp_call_dce);
+    # plax keeps the equation whole while any output is used.
+    ("checkpoint", "dce"): ("no DCE rule: the body keeps its dead outputs", "issue 31"),
+    ("custom_jvp_call", "dce"): ("no DCE rule: the body keeps its dead outputs", "issue 31"),
+    ("custom_vjp_call", "dce"): ("no DCE rule: the body keeps its dead outputs", "issue 31"),
+    # The combiner is a jaxpr on scalars. JAX has no rules for these either: the equation
+    # is staged whole when an operand is unknown and kept whole while a result is used.
+    ("reduce", "partial_eval"): ("no partial-eval rule (the combiner is staged whole)",
+                                 "issue 31"),
+    ("reduce", "dce"): ("no DCE rule (the combiner is kept whole)", "issue 31"),
+    ("reduce_window", "partial_eval"): ("no partial-eval rule (the combiner is staged whole)",
+                                        "issue 31"),
+    ("reduce_window", "dce"): ("no DCE rule (the combiner is kept whole)", "issue 31"),
 }
 
 
@@ -94,8 +114,86 @@ PRIMITIVES = [p for p in rules.all_primitives
 BY_NAME = {p.name: p for p in PRIMITIVES}
 
 
+# --- which primitives hold jaxprs ---------------------------------------------------------
+def _custom_jvp_sin():
+    f = plax.custom_jvp(jnp.sin)
+    f.defjvp(lambda p, t: (jnp.sin(p[0]), jnp.cos(p[0]) * t[0]))
+    return f
+
+
+def _custom_vjp_sin():
+    f = plax.custom_vjp(jnp.sin)
+    f.defvjp(lambda x: (jnp.sin(x), x), lambda x, ct: (jnp.cos(x) * ct,))
+    return f
+
+
+def _shard_map_psum(x):
+    mesh = plax.sharding.Mesh(np.array(plax.devices()), ("i",))
+    spec = plax.sharding.PartitionSpec("i")
+    return plax.shard_map(lambda v: v * lax.psum(v, "i"), mesh=mesh, in_specs=spec,
+                          out_specs=spec)(x)
+
+
+_ALL = ("trace", "jvp", "vmap", "grad")
+# A tiny use of every public API that builds a higher-order primitive, as a function of one
+# float vector, with the transformations it supports (while_loop has no reverse mode, a
+# custom_vjp function no forward mode).
+_HOP_PROGRAMS = [
+    (lambda x: lax.cond(x[0] > 0, jnp.sin, jnp.cos, x), _ALL),
+    (lambda x: lax.switch(1, [jnp.sin, jnp.cos], x), _ALL),
+    (lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, jnp.sin(c[1])),
+                              (0, x))[1], ("trace", "jvp", "vmap")),
+    (lambda x: lax.fori_loop(0, 2, lambda i, c: jnp.sin(c), x), _ALL),
+    (lambda x: lax.scan(lambda c, xi: (c + jnp.sin(xi), c), 0.0, x)[1], _ALL),
+    (lambda x: lax.map(jnp.sin, x), _ALL),
+    (plax.jit(jnp.sin), _ALL),
+    (plax.checkpoint(jnp.sin), _ALL),
+    (_custom_jvp_sin(), _ALL),
+    (_custom_vjp_sin(), ("trace", "vmap", "grad")),
+    (_shard_map_psum, _ALL),
+    (lambda x: lax.reduce(x, np.float32(0), lambda a, b: a + b * b, (0,)), _ALL),
+    (lambda x: lax.reduce_window(x, np.float32(0), lambda a, b: a + b * b, (2,), (1,),
+                                 "VALID"), _ALL),
+]
+
+
+def _transformed(fn, how):
+    if how == "trace":
+        return fn
+    if how == "jvp":
+        return lambda x: plax.jvp(fn, (x,), (x,))
+    if how == "vmap":
+        return lambda x: plax.vmap(fn)(jnp.stack([x, 2 * x]))
+    return plax.grad(lambda x: jnp.sum(fn(x)))
+
+
+def _collect_holders(jaxpr, found: set):
+    for eqn in jaxpr.eqns:
+        for sub in subjaxprs(eqn.params):
+            found.add(eqn.primitive)
+            _collect_holders(open_jaxpr(sub), found)
+
+
+def _primitives_holding_jaxprs() -> set:
+    """The primitives whose equations hold jaxprs, at any depth of the jaxprs of the
+    programs above and their transformations (tracing only: nothing is compiled)."""
+    x = np.linspace(0.1, 0.8, 2 * len(plax.devices())).astype(np.float32)
+    found = set()
+    for fn, transformations in _HOP_PROGRAMS:
+        for how in transformations:
+            _collect_holders(plax.make_jaxpr(_transformed(fn, how))(x).jaxpr, found)
+    return found
+
+
+JAXPR_HOLDERS = _primitives_holding_jaxprs()
+
+
 def _required(prim, kind) -> bool:
-    return kind != "transpose" or prim in rules.linear_primitives
+    if kind == "transpose":
+        return prim in rules.linear_primitives
+    if kind in ("partial_eval", "dce"):
+        return prim in JAXPR_HOLDERS
+    return True
 
 
 def _has_rule(prim, kind) -> bool:
@@ -109,6 +207,10 @@ def _has_rule(prim, kind) -> bool:
         return prim in rules.jvp_rules
     if kind == "transpose":
         return prim in rules.transpose_rules
+    if kind == "partial_eval":
+        return prim in rules.partial_eval_rules
+    if kind == "dce":
+        return prim in rules.dce_rules
     raise ValueError(f"unknown rule kind {kind!r}")
 
 
@@ -132,7 +234,8 @@ def test_exemption_is_still_needed(name, kind):
     assert name in BY_NAME, f"exemption for {name!r}: plax defines no such primitive"
     prim = BY_NAME[name]
     assert _required(prim, kind), (
-        f"exemption ({name!r}, {kind!r}): the rule is not required ({name!r} is not linear)")
+        f"exemption ({name!r}, {kind!r}): the rule is not required ({name!r} is not linear, "
+        f"or holds no jaxprs)")
     assert not _has_rule(prim, kind), (
         f"{name!r} now has a {kind} rule: remove its exemption from EXEMPTIONS")
     reason, issue = EXEMPTIONS[(name, kind)]
@@ -146,6 +249,15 @@ def test_discovery_finds_the_primitives_of_every_family():
                  "dot_general", "pjit", "checkpoint", "psum", "axis_index",
                  "custom_jvp_call", "custom_vjp_call"):
         assert name in BY_NAME, f"the scan of plax modules did not find primitive {name!r}"
+
+
+def test_discovery_finds_every_primitive_holding_jaxprs():
+    """Guards the tracing of _HOP_PROGRAMS: each of these must be seen holding a jaxpr."""
+    found = {p.name for p in JAXPR_HOLDERS}
+    for name in ("cond", "while", "scan", "pjit", "checkpoint", "custom_jvp_call",
+                 "custom_vjp_call", "shard_map", "reduce", "reduce_window"):
+        assert name in found, f"no traced program showed primitive {name!r} holding a jaxpr"
+    assert all(p in OWNERS for p in JAXPR_HOLDERS), "a jaxpr holder no plax module defines"
 
 
 def test_primitive_names_are_unique():
