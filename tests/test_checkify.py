@@ -205,7 +205,7 @@ def test_checkify_of_jit_and_jit_of_checkify_agree():
 
 
 def test_checkified_jit_is_traced_and_checkified_once():
-    from plax.api_checkify_rules import _checkified
+    from plax.interpreters.checkify_rules import _checkified
     calls = []
 
     def f(x):

@@ -74,10 +74,10 @@ def test_lazy_submodules_and_names_work_after_a_bare_import():
     assert out["relu"] == [0.0, 2.0]
     assert out["gammaln"] == pytest.approx(0.6931472, rel=1e-6)  # log(2!)
     assert out["inv"] == [[0.5, 0.0], [0.0, 0.25]] and out["fft0"] == 4.0
-    assert out["io_callback"] == "plax.api_callbacks"
-    assert out["names"] == {"shard_map": "plax.api_shard_map", "pmap": "plax.api_pmap",
-                            "pure_callback": "plax.api_callbacks",
-                            "custom_gradient": "plax.transforms.custom_gradient",
+    assert out["io_callback"] == "plax.api.callbacks"
+    assert out["names"] == {"shard_map": "plax.api.shard_map", "pmap": "plax.api.pmap",
+                            "pure_callback": "plax.api.callbacks",
+                            "custom_gradient": "plax.higher_order.custom_gradient",
                             "install_as_jax": "plax.drop_in"}
     assert out["qr"] == "qr"
 

@@ -265,7 +265,7 @@ def test_clear_cache_of_one_wrapper_retraces_for_the_others():
 def test_the_cache_drops_a_function_that_has_died():
     import gc
     import weakref
-    from plax import api_jit_options
+    from plax.api import jit_options as api_jit_options
     from plax.runtime import cpp_jit
 
     def make():

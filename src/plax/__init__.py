@@ -15,7 +15,7 @@ from plax.core.config import (  # noqa: F401
     numpy_dtype_promotion, default_matmul_precision, default_device)
 from plax.runtime.array import Array  # noqa: F401
 from plax.runtime.xla import Device  # noqa: F401
-from plax.api import (  # noqa: F401
+from plax.api.jit import (  # noqa: F401
     make_jaxpr, devices, local_devices, device_count, local_device_count, process_index,
     process_count, default_backend, device_put, device_get, block_until_ready, live_arrays,
     ShapeDtypeStruct, jit, eval_shape, disable_jit, named_call, named_scope, clear_caches,
@@ -23,18 +23,18 @@ from plax.api import (  # noqa: F401
     host_count, host_ids, copy_to_host_async, print_environment_info,
     typeof,
 )
-from plax.api_autodiff import (  # noqa: F401
+from plax.api.autodiff import (  # noqa: F401
     jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose)
-from plax.api_autodiff import jacrev as jacobian  # noqa: F401
+from plax.api.autodiff import jacrev as jacobian  # noqa: F401
 from plax.sharding.mesh import make_mesh, set_mesh  # noqa: F401
 from plax.sharding import NamedSharding, PartitionSpec as P  # noqa: F401
 from plax.runtime.array import Shard  # noqa: F401
-from plax.api_arrays import (  # noqa: F401
+from plax.api.arrays import (  # noqa: F401
     make_array_from_callback, make_array_from_single_device_arrays,
     make_array_from_process_local_data, device_put_sharded, device_put_replicated)
-from plax.api_vmap import vmap  # noqa: F401
-from plax.transforms.remat import checkpoint, remat, checkpoint_policies  # noqa: F401
-from plax.transforms.custom_derivatives import custom_jvp, custom_vjp, closure_convert  # noqa: F401
+from plax.api.vmap import vmap  # noqa: F401
+from plax.higher_order.remat import checkpoint, remat, checkpoint_policies  # noqa: F401
+from plax.higher_order.custom_derivatives import custom_jvp, custom_vjp, closure_convert  # noqa: F401
 from plax import core, lax, numpy, sharding, tree, tree_util, typing, version  # noqa: F401
 
 # Loaded on first use. Submodules: plax.<name>.
@@ -43,10 +43,10 @@ _LAZY_SUBMODULES = frozenset({
     "nn", "random", "scipy", "stages", "test_util"})
 # Top-level names defined in a module loaded on first use: name -> (module, attribute).
 _LAZY_NAMES = {
-    "shard_map": ("plax.api_shard_map", "shard_map"),
-    "pmap": ("plax.api_pmap", "pmap"),
-    "pure_callback": ("plax.api_callbacks", "pure_callback"),
-    "custom_gradient": ("plax.transforms.custom_gradient", "custom_gradient"),
+    "shard_map": ("plax.api.shard_map", "shard_map"),
+    "pmap": ("plax.api.pmap", "pmap"),
+    "pure_callback": ("plax.api.callbacks", "pure_callback"),
+    "custom_gradient": ("plax.higher_order.custom_gradient", "custom_gradient"),
     "install_as_jax": ("plax.drop_in", "install_as_jax"),
 }
 

@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from plax.api import jit
-from plax.api_callbacks import debug_callback, debug_log, debug_print
+from plax.api.jit import jit
+from plax.api.callbacks import debug_callback, debug_log, debug_print
 from plax.core.effects import DebugEffect, OrderedDebugEffect  # noqa: F401
 from plax.lax.sharding_constraint import inspect_array_sharding
 

@@ -139,7 +139,7 @@ def check_grads(f, args, order: int, modes=("fwd", "rev"), atol=None, rtol=None,
 
 
 def _check(f, args, order, modes, atol, rtol, eps, rng):
-    from plax.api_autodiff import jvp, vjp
+    from plax.api.autodiff import jvp, vjp
     if order <= 0:
         return
     if "fwd" in modes:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import functools
 
-from plax.tree_keys import (DictKey, FlattenedIndexKey, GetAttrKey, KeyEntry, KeyPath,
+from plax.core.tree_keys import (DictKey, FlattenedIndexKey, GetAttrKey, KeyEntry, KeyPath,
                             SequenceKey, _simple_key_str, keystr)
 
 __all__ = [
@@ -58,7 +58,7 @@ __all__ = [
     "treedef_tuple",
 ]
 
-from plax.tree_core import (
+from plax.core.tree_core import (
     PyTreeDef, _count_leaves, _is_namedtuple_type, _node_type_for, _registry, all_leaves,
     build_tree, flatten_one_level, flatten_one_level_with_keys, is_tree_node, register_dataclass, register_pytree_node, register_pytree_node_class,
     register_pytree_with_keys, register_pytree_with_keys_class, register_static,

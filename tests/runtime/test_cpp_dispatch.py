@@ -8,7 +8,8 @@ import pytest
 
 import plax
 import plax.numpy as jnp
-from plax import api, tree_util
+from plax import tree_util
+from plax.api import jit as api
 from plax.core.config import config
 from plax.core.trace import current_trace
 from plax.runtime.array import ArrayImpl, make_array

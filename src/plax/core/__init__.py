@@ -21,9 +21,9 @@ _PUBLIC = {
     "Var": ("plax.core.jaxpr", "Var"),
     "Literal": ("plax.core.jaxpr", "Literal"),
     "eval_jaxpr": ("plax.core.jaxpr", "eval_jaxpr"),
-    "ensure_compile_time_eval": ("plax.api", "ensure_compile_time_eval"),
-    "eval_context": ("plax.api", "eval_context"),
-    "typeof": ("plax.api", "typeof"),
+    "ensure_compile_time_eval": ("plax.api.jit", "ensure_compile_time_eval"),
+    "eval_context": ("plax.api.jit", "eval_context"),
+    "typeof": ("plax.api.jit", "typeof"),
 }
 
 Value = _Any

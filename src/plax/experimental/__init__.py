@@ -1,3 +1,3 @@
 """plax.experimental: as ``jax.experimental`` (mesh_utils, shard_map, multihost_utils,
 checkify, io_callback)."""
-from plax.api_callbacks import io_callback  # noqa: F401
+from plax.api.callbacks import io_callback  # noqa: F401

@@ -6,8 +6,8 @@ user's (``check``, ``debug_check``, ``check_error``) and, when enabled, automati
 NaNs produced (``nan_checks``), division by zero (``div_checks``) and out-of-bounds
 indexing (``index_checks``).
 """
-from plax import api_checkify_rules  # noqa: F401  (registers the rules for every primitive)
-from plax.api_checkify import (  # noqa: F401
+from plax.interpreters import checkify_rules as api_checkify_rules  # noqa: F401  (registers the rules for every primitive)
+from plax.interpreters.checkify import (  # noqa: F401
     Error, ErrorCategory, JaxRuntimeError, all_checks, automatic_checks, check, check_error,
     checkify, debug_check, div_checks, float_checks, index_checks, init_error, nan_checks,
     user_checks)

@@ -1,7 +1,7 @@
 """plax.experimental.shard_map: the older spelling, ``shard_map(f, mesh, in_specs, out_specs,
 check_rep=True, auto=frozenset())`` (``check_rep`` is ``check_vma``; ``auto`` names the axes
 left to the partitioner)."""
-from plax.api_shard_map import _shard_map
+from plax.api.shard_map import _shard_map
 
 __all__ = ["shard_map"]
 

@@ -7,22 +7,22 @@ from plax.lax.conversion import *  # noqa: F401,F403
 from plax.lax.shapes import *  # noqa: F401,F403
 from plax.lax.slicing import *  # noqa: F401,F403
 from plax.lax.reductions import *  # noqa: F401,F403
-from plax.lax.generic_reduce import reduce  # noqa: F401
+from plax.higher_order.generic_reduce import reduce  # noqa: F401
 from plax.lax.sort import *  # noqa: F401,F403
 from plax.lax.indexing import *  # noqa: F401,F403
 from plax.lax.dot import *  # noqa: F401,F403
 from plax.lax.utility import *  # noqa: F401,F403
-from plax.lax.windowed import *  # noqa: F401,F403
+from plax.higher_order.windowed import *  # noqa: F401,F403
 from plax.lax.convolution import *  # noqa: F401,F403
-from plax.transforms.remat import optimization_barrier  # noqa: F401
+from plax.higher_order.remat import optimization_barrier  # noqa: F401
 from plax.lax.collectives import (  # noqa: F401
     psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all, ppermute, pshuffle, axis_index,
     axis_size, pvary, pbroadcast, pcast)
-from plax.lax.control_flow.cond import cond, switch, cond_p  # noqa: F401
-from plax.lax.control_flow.loops import while_loop, fori_loop, while_p  # noqa: F401
-from plax.lax.control_flow.scan import scan, map, scan_p  # noqa: F401
-from plax.lax.control_flow.associative_scan import associative_scan  # noqa: F401
-from plax.lax.special import *  # noqa: F401,F403
+from plax.higher_order.cond import cond, switch, cond_p  # noqa: F401
+from plax.higher_order.loops import while_loop, fori_loop, while_p  # noqa: F401
+from plax.higher_order.scan import scan, map, scan_p  # noqa: F401
+from plax.higher_order.associative_scan import associative_scan  # noqa: F401
+from plax.higher_order.special import *  # noqa: F401,F403
 from plax.lax import prng  # noqa: F401  (the Threefry hash and typed-key primitives)
 from plax.lax.sharding_constraint import with_sharding_constraint  # noqa: F401
 from plax.lax.fft import fft, fft_p, FftType  # noqa: F401
@@ -47,7 +47,7 @@ from plax.lax.reductions import (  # noqa: F401,E402
     argmax_p, argmin_p, cumlogsumexp_p, cummax_p, cummin_p, cumprod_p, cumsum_p, reduce_and_p,
     reduce_max_p, reduce_min_p, reduce_or_p, reduce_prod_p, reduce_sum_p, reduce_xor_p
 )
-from plax.lax.special import (  # noqa: F401,E402
+from plax.higher_order.special import (  # noqa: F401,E402
     bessel_i0e_p, bessel_i1e_p, igamma_grad_a_p, igamma_p, igammac_p, polygamma_p, zeta_p
 )
 from plax.lax.conversion import (  # noqa: F401,E402
@@ -65,13 +65,13 @@ from plax.lax.slicing import (  # noqa: F401,E402
 from plax.lax.indexing import (  # noqa: F401,E402
     gather_p, scatter_p
 )
-from plax.transforms.remat import (  # noqa: F401,E402
+from plax.higher_order.remat import (  # noqa: F401,E402
     optimization_barrier_p
 )
-from plax.lax.generic_reduce import (  # noqa: F401,E402
+from plax.higher_order.generic_reduce import (  # noqa: F401,E402
     reduce_p
 )
-from plax.lax.windowed import (  # noqa: F401,E402
+from plax.higher_order.windowed import (  # noqa: F401,E402
     reduce_window_max_p, reduce_window_min_p, reduce_window_p, reduce_window_sum_p
 )
 from plax.lax.sharding_constraint import (  # noqa: F401,E402

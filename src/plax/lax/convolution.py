@@ -39,7 +39,7 @@ from plax.lax import shapes as _shapes
 from plax.lax.ad_util import add_tangents
 from plax.lax.batch_util import bdim_at_front
 from plax.lax.common import as_int_tuple, check_dtype, reject_keys, weak_of
-from plax.lax.windowed import padtype_to_pads
+from plax.higher_order.windowed import padtype_to_pads
 from plax.core.primitive import Primitive
 from plax.lowering.stablehlo import i64_array
 from plax.sharding.named import out_sharding_param

@@ -188,7 +188,7 @@ def _full(shape, fill_value, dt, weak: bool, sharding):
         return broadcast_in_dim(fill, shape, (), out_sharding=sharding)
     out = broadcast_in_dim(fill, shape, ())
     if sharding is not None:
-        from plax.api import device_put  # plax.api sits above lax (it imports it)
+        from plax.api.jit import device_put  # plax.api.jit sits above lax (it imports it)
         out = device_put(out, sharding)
     return out
 

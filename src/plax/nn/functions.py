@@ -18,13 +18,13 @@ import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
-from plax.api import jit
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.errors import ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.util import check_arraylike, is_arraylike, promote_args_inexact
 from plax.scipy.special import logsumexp
-from plax.transforms.custom_derivatives import custom_jvp
+from plax.higher_order.custom_derivatives import custom_jvp
 
 __all__ = ["identity", "relu", "relu6", "sigmoid", "log_sigmoid", "softplus", "soft_sign",
            "silu", "swish", "gelu", "elu", "selu", "celu", "leaky_relu", "hard_tanh",

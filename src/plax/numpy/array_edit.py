@@ -398,7 +398,7 @@ def unpackbits(a, axis=None, count=None, bitorder: str = "big"):
 def apply_along_axis(func1d, axis: int, arr, *args, **kwargs):
     """``func1d`` applied to each 1-D slice of ``arr`` along ``axis`` (vectorised with
     vmap); the dimensions of its result replace ``axis``."""
-    from plax.api_vmap import vmap
+    from plax.api.vmap import vmap
     a = _arr("apply_along_axis", arr)
     ndim = get_aval(a).ndim
     axis = canonicalize_axis(axis, ndim)

@@ -139,7 +139,7 @@ def _to_device(self, device, *, stream=None):
     """This array on ``device`` (a Device or Sharding), committed there (Array API)."""
     if stream is not None:
         raise NotImplementedError("to_device(stream=...) is not supported.")
-    from plax.api_devices import device_put
+    from plax.api.devices import device_put
     return device_put(self, device)
 
 

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from plax import numpy as jnp
-from plax.api import jit
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import concrete_or_error
 from plax.lax import Precision
@@ -24,7 +24,7 @@ from plax.lax.linalg.geqrf import geqrf
 from plax.lax.linalg.lu import lu_solve
 from plax.numpy.util import (canonicalize_axis, check_arraylike, promote_dtypes,
                              promote_dtypes_inexact)
-from plax.transforms.custom_derivatives import custom_jvp
+from plax.higher_order.custom_derivatives import custom_jvp
 
 __all__ = ["cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh",
            "inv", "lstsq", "matmul", "matrix_norm", "matrix_power", "matrix_rank",

@@ -13,7 +13,7 @@ from plax.numpy import creation, reductions, shape_ops, sorting, ufuncs
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
                              check_arraylike, convert, promote_args, promote_dtypes,
                              promote_dtypes_inexact, promote_dtypes_numeric, shape_of)
-from plax.transforms.custom_derivatives import custom_jvp
+from plax.higher_order.custom_derivatives import custom_jvp
 
 __all__ = ["allclose", "isclose", "array_equal", "array_equiv", "nan_to_num", "sinc", "i0", "gcd",
            "lcm", "ldexp", "frexp", "modf", "spacing", "diff", "ediff1d", "gradient", "trapezoid",

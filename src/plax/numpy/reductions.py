@@ -14,7 +14,7 @@ import operator
 import numpy as np
 
 from plax import lax
-from plax.api import eager_compiled
+from plax.api.jit import eager_compiled
 from plax.core import dtypes
 from plax.core.source_info import user_entry_name
 from plax.core.trace import get_aval

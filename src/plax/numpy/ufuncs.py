@@ -6,7 +6,7 @@ import functools
 import numpy as np
 
 from plax import lax
-from plax.api import eager_compiled
+from plax.api.jit import eager_compiled
 from plax.core import dtypes
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, check_arraylike,
                              convert, promote_args, promote_args_inexact, promote_args_numeric,
@@ -14,7 +14,7 @@ from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, c
 from plax.core.trace import get_aval
 from plax.runtime.array import ARRAY_TYPES
 from plax.runtime.dispatch import array_from_host
-from plax.transforms.custom_derivatives import custom_jvp
+from plax.higher_order.custom_derivatives import custom_jvp
 
 
 def _dtype(x):

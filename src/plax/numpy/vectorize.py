@@ -93,7 +93,7 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
                                          f"{core} {where}")
             return out
 
-        from plax.api_vmap import vmap
+        from plax.api.vmap import vmap
         f = checked
         for _ in loop:
             f = vmap(f)

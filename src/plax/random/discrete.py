@@ -21,7 +21,7 @@ import numpy as np
 from plax import lax
 from plax import numpy as jnp
 from plax.numpy import util
-from plax.api import jit
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import concrete_or_error
 from plax.lax.sharding_constraint import takes_out_sharding

@@ -6,7 +6,7 @@ import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
-from plax.api import jit
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.lax.sharding_constraint import takes_out_sharding
 from plax.random import threefry

@@ -15,17 +15,17 @@ import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
-from plax.api import jit
-from plax.api_vmap import vmap
+from plax.api.jit import jit
+from plax.api.vmap import vmap
 from plax.core import dtypes
 from plax.lax.sharding_constraint import takes_out_sharding
-from plax.lax.special import random_gamma_grad
+from plax.higher_order.special import random_gamma_grad
 from plax.random import threefry
 from plax.random.distributions import _exponential, _rademacher
 from plax.random.keys import _check_key
 from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
                                   _optional_shape, _result_shape, _shape, _uniform)
-from plax.transforms.custom_derivatives import custom_jvp
+from plax.higher_order.custom_derivatives import custom_jvp
 
 __all__ = ["gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
            "generalized_normal", "ball", "random_gamma_grad"]

@@ -7,7 +7,7 @@ import operator
 import numpy as np
 
 from plax import numpy as jnp
-from plax.api import jit
+from plax.api.jit import jit
 from plax.lax.sharding_constraint import takes_out_sharding
 from plax.numpy.util import promote_dtypes_inexact
 from plax.random.keys import _check_key

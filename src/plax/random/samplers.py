@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from plax import numpy as jnp
-from plax.api import jit
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.lax.sharding_constraint import takes_out_sharding

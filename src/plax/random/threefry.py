@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from plax.api import jit
+from plax.api.jit import jit
 from plax.core.config import config
 from plax.core.trace import get_aval
 from plax.lax import bitwise as _bitwise
@@ -28,7 +28,7 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.arithmetic import add, mul
 from plax.lax.prng import threefry2x32
-from plax.transforms.remat import optimization_barrier
+from plax.higher_order.remat import optimization_barrier
 
 U32 = np.dtype(np.uint32)
 

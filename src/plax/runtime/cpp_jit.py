@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plax import tree_core
+from plax.core import tree_core
 from plax.core.avals import ShapedArray, WeakHostArray, weak_host_value
 from plax.core import trace as trace_mod
 from plax.core.config import config

@@ -16,7 +16,7 @@ import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
-from plax.api import jit
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.lax import linalg as lax_linalg
 from plax.numpy import linalg as jnp_linalg

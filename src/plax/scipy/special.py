@@ -12,7 +12,7 @@ from plax import numpy as jnp
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.numpy.util import check_arraylike, promote_args_inexact
-from plax.transforms.custom_derivatives import custom_jvp
+from plax.higher_order.custom_derivatives import custom_jvp
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv",
            "gammaln", "digamma", "xlogy", "xlog1py", "entr", "gammainc", "gammaincc", "betainc",

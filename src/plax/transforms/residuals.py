@@ -13,7 +13,7 @@ def saved_residuals(fun, *args, **kwargs) -> list:
     ``why`` says where it comes from: an argument (by name), the output of a
     primitive (with the user's source line), or a constant.
     """
-    from plax.api import flat_arg_names
+    from plax.api.jit import flat_arg_names
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
     names = flat_arg_names(fun, args, kwargs)
 

@@ -27,7 +27,7 @@ lu_p = Primitive("lu", multiple_results=True)
 def lu_pivots_to_permutation(pivots, permutation_size: int):
     """The permutation (of ``permutation_size`` rows, batched like ``pivots``) made by
     swapping row i with row pivots[..., i] for each i in turn."""
-    from plax.lax.control_flow.loops import fori_loop
+    from plax.higher_order.loops import fori_loop
     aval = get_aval(pivots)
     if aval.ndim < 1 or not dtypes.is_integer(aval.dtype):
         raise TypeError(f"lu_pivots_to_permutation: pivots must be an integer array of rank >= "

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 
 from plax import lax
-from plax.api import jit
+from plax.api.jit import jit
 from plax import numpy as jnp
 from plax.core import dtypes
 from plax.numpy.util import canonicalize_axis, check_arraylike, promote_dtypes_inexact

@@ -108,7 +108,7 @@ class ErrorEffect:
 
 
 def _shape_dtype(x):
-    from plax.api import ShapeDtypeStruct
+    from plax.api.jit import ShapeDtypeStruct
     aval = get_aval(x)
     return ShapeDtypeStruct(aval.shape, aval.dtype)
 
@@ -166,7 +166,7 @@ class OOBError(JaxException):
                 f"is out of bounds for axis {axis} with size {size}. ")
 
     def get_effect_type(self):
-        from plax.api import ShapeDtypeStruct
+        from plax.api.jit import ShapeDtypeStruct
         return ErrorEffect(OOBError, (ShapeDtypeStruct((3,), np.int32),))
 
 
@@ -417,7 +417,7 @@ def checkify(f, errors=user_checks):
     ``div_checks``, ``index_checks``, or unions of them (``float_checks | user_checks``,
     ``all_checks``).
     """
-    from plax import api_checkify_rules  # noqa: F401  (the rules of every other primitive)
+    from plax.interpreters import checkify_rules as api_checkify_rules  # noqa: F401  (the rules of every other primitive)
     enabled = frozenset(errors)
     name = f"checkify({getattr(f, '__name__', type(f).__name__)})"
 

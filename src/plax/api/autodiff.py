@@ -415,7 +415,7 @@ def _float0_to_zeros(t, like_aval):
 
 def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     """The Jacobian of ``fun`` by forward mode (a jvp per input element, vmapped)."""
-    from plax.api_vmap import vmap
+    from plax.api.vmap import vmap
 
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
@@ -454,7 +454,7 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
 def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
            allow_int: bool = False):
     """The Jacobian of ``fun`` by reverse mode (a vjp per output element, vmapped)."""
-    from plax.api_vmap import vmap
+    from plax.api.vmap import vmap
 
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):

@@ -20,7 +20,7 @@ from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval, name_stack
 from plax.lax import conversion
 from plax.runtime.dispatch import array_from_host
-from plax.tree_keys import keystr
+from plax.core.tree_keys import keystr
 
 
 _traced_bodies = WeakKeyCache("control-flow bodies")

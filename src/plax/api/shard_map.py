@@ -21,7 +21,7 @@ from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval
 from plax import lax
 from plax.core.replication import vma
-from plax.lax.shard_map import body_context, check_out_replication, local_aval, shard_map_p
+from plax.higher_order.shard_map import body_context, check_out_replication, local_aval, shard_map_p
 from plax.sharding.mesh import (AbstractMesh, AxisType, Mesh, base_mesh, context_mesh,
                                 get_abstract_mesh, same_mesh)
 from plax.sharding.named import DuplicateSpecError, check_spec

@@ -1,5 +1,5 @@
 """Devices and data: which devices there are, and moving values between host and devices
-(``device_put``, ``device_get``, ``block_until_ready``, ...). Re-exported by ``plax.api``."""
+(``device_put``, ``device_get``, ``block_until_ready``, ...). Re-exported by ``plax.api.jit``."""
 from __future__ import annotations
 
 import numpy as np

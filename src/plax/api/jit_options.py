@@ -6,7 +6,7 @@ import inspect
 import weakref
 
 from plax import tree_util
-from plax.api_devices import _resolve_device
+from plax.api.devices import _resolve_device
 from plax.runtime import dispatch, xla
 from plax.sharding import NamedSharding, PartitionSpec, Sharding
 from plax.sharding.named import resolve_spec

@@ -1,7 +1,7 @@
 """The checkify rules: the automatic checks of primitives, and the error threaded through
 the bodies of higher-order primitives.
 
-A rule is ``rule(trace, args, params) -> outs`` (see ``plax.api_checkify``); it runs
+A rule is ``rule(trace, args, params) -> outs`` (see ``plax.interpreters.checkify``); it runs
 in the parent trace. The checks are JAX's: a NaN in the output of the floating-point
 primitives listed below (``nan_checks``), a zero divisor of ``div`` (``div_checks``), and
 out-of-bounds indices of ``gather``, ``dynamic_slice``, ``dynamic_update_slice`` and the
@@ -33,16 +33,16 @@ from plax.lax import indexing as _indexing
 from plax.lax import reductions as _red
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
-from plax.lax import special as _special
-from plax.lax.control_flow.common import hoist_consts, permute_body, split, trace_closed
-from plax.lax.control_flow.cond import cond_p
-from plax.lax.control_flow.loops import while_p
-from plax.lax.control_flow.scan import scan_p
-from plax.lax.pjit import pjit_p
-from plax.api_checkify import (DivisionByZeroError, NaNError, OOBError, checkify_rules,
+from plax.higher_order import special as _special
+from plax.higher_order.bodies import hoist_consts, permute_body, split, trace_closed
+from plax.higher_order.cond import cond_p
+from plax.higher_order.loops import while_p
+from plax.higher_order.scan import scan_p
+from plax.higher_order.pjit import pjit_p
+from plax.interpreters.checkify import (DivisionByZeroError, NaNError, OOBError, checkify_rules,
                                       effects_of, run_checkified)
-from plax.transforms.custom_derivatives import _Named, custom_jvp_call_p, custom_vjp_call_p
-from plax.transforms.remat import checkpoint_p
+from plax.higher_order.custom_derivatives import _Named, custom_jvp_call_p, custom_vjp_call_p
+from plax.higher_order.remat import checkpoint_p
 
 
 # --- NaN checks ---------------------------------------------------------------------------

@@ -38,11 +38,11 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.ad_util import instantiate, zeros_like_aval
 from plax.lax.batch_util import move_batch_dim, moveaxis
-from plax.lax.control_flow.common import (as_array, aval_text, avals_of, check_carry, closed_call,
+from plax.higher_order.bodies import (as_array, aval_text, avals_of, check_carry, closed_call,
                                           forwarded_inputs, hoist_consts, index_groups,
                                           permute_body, promote_weak_inits, same_type, split,
                                           trace_body, trace_closed, wrapper_for)
-from plax.lax.control_flow.loops import while_loop
+from plax.higher_order.loops import while_loop
 from plax.lowering.inline import lower_fun
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from plax.transforms.vmap import AxisData, batch_flat

@@ -36,7 +36,7 @@ from plax.lax import reductions as _reductions
 from plax.lax import shapes as _shapes
 from plax.lax.ad_util import instantiate
 from plax.lax.batch_util import move_batch_dim
-from plax.lax.control_flow.common import (as_array, avals_of, check_carry, closed_call,
+from plax.higher_order.bodies import (as_array, avals_of, check_carry, closed_call,
                                           forwarded_inputs, hoist_consts, index_groups,
                                           permute_body, promote_weak_inits, same_type, split,
                                           trace_body, trace_closed, widen_inputs, wrapper_for)
@@ -134,7 +134,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
                         f"{lower_dtype.name} and {upper_dtype.name}")
     bounds = _concrete_ints(lower, upper)
     if bounds is not None:
-        from plax.lax.control_flow.scan import scan
+        from plax.higher_order.scan import scan
 
         lo, hi = bounds
         length = max(hi - lo, 0)

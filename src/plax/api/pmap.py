@@ -13,8 +13,8 @@ import functools
 import numpy as np
 
 from plax import tree_util
-from plax.api import ShapeDtypeStruct, jit
-from plax.api_shard_map import _shard_map
+from plax.api.jit import ShapeDtypeStruct, jit
+from plax.api.shard_map import _shard_map
 from plax.core.caches import BoundedCache
 from plax.experimental.multihost_utils import host_local_array_to_global_array
 from plax.core.trace import EvalTrace, current_trace, get_aval

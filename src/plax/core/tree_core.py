@@ -11,7 +11,7 @@ import collections
 import dataclasses
 from typing import Callable, NamedTuple
 
-from plax.tree_keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
+from plax.core.tree_keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
 
 
 _NoneType = type(None)

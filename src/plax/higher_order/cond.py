@@ -36,7 +36,7 @@ from plax.lax import conversion as _conversion
 from plax.lax import shapes as _shapes
 from plax.lax.ad_util import zeros_like_aval
 from plax.lax.batch_util import move_batch_dim
-from plax.lax.control_flow.common import (as_array, avals_of, check_branch_outputs,
+from plax.higher_order.bodies import (as_array, avals_of, check_branch_outputs,
                                           closed_call, forwarded_inputs, hoist_consts,
                                           same_type, trace_body, trace_closed,
                                           widen_inputs)

@@ -7,7 +7,7 @@ import pytest
 import plax
 import plax.numpy as jnp
 from plax.test_util import check_grads
-from plax.transforms.custom_derivatives import CustomVJPPrimal, SymbolicZero
+from plax.higher_order.custom_derivatives import CustomVJPPrimal, SymbolicZero
 
 
 def close(a, b, tol=1e-5):

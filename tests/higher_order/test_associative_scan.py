@@ -8,7 +8,7 @@ import pytest
 
 import plax
 import plax.numpy as jnp
-from plax.lax.control_flow.associative_scan import associative_scan
+from plax.higher_order.associative_scan import associative_scan
 from plax.test_util import check_grads
 
 rng = np.random.default_rng(0)

@@ -11,7 +11,7 @@ from plax.core.jaxpr import eval_jaxpr
 from plax.core.rules import tangent_aval
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval
-from plax.transforms.custom_derivatives import custom_vjp
+from plax.higher_order.custom_derivatives import custom_vjp
 
 __all__ = ["custom_gradient"]
 

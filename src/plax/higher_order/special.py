@@ -25,7 +25,7 @@ from plax.lax import shapes as _s
 from plax.lax import transcendental as _t
 from plax.lax.batch_util import broadcasting
 from plax.lax.common import check_dtype, check_same_dtypes, check_same_shapes, weak_of
-from plax.lax.control_flow import loops as _loops
+from plax.higher_order import loops as _loops
 from plax.lowering.inline import lower_fun
 
 __all__ = ["igamma", "igammac", "igamma_grad_a", "random_gamma_grad", "polygamma", "zeta",

@@ -19,15 +19,15 @@ from plax.core.source_info import traced_call_code
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
-from plax.lax.pjit import pjit_p
+from plax.higher_order.pjit import pjit_p
 from plax.runtime import cpp_jit, dispatch, spmd, tokens, xla
 from plax.sharding import NamedSharding
 from plax.sharding.mesh import context_mesh
 from plax.sharding.named import typed_aval
-from plax.transforms import key_reuse
-from plax.api_jit_options import (
+from plax.interpreters import key_reuse
+from plax.api.jit_options import (
     UNSPECIFIED, _broadcast_shardings, _jit_state, _jit_states, _traces_by_function)
-from plax.api_devices import (  # noqa: F401  (plax.api is where they are looked up)
+from plax.api.devices import (  # noqa: F401  (plax.api.jit is where they are looked up)
     _resolve_device, block_until_ready, copy_to_host_async, default_backend, device_count,
     device_get, device_put, devices, host_count, host_id, host_ids, live_arrays,
     local_device_count, local_devices, print_environment_info, process_count, process_index,
@@ -351,7 +351,7 @@ class JitWrapped:
         every = flag is True or (flag is None and config.read("log_compiles"))
         if flag is False or (not every and self._state.function.n_traces <= 5):
             return
-        from plax.explain_cache_misses import explain
+        from plax.api.explain_cache_misses import explain
         explain(self, key, entry, every)
 
     def _trace(self, args, kwargs, static_nums, in_tree, avals) -> _JitEntry:
@@ -522,7 +522,7 @@ class JitWrapped:
 
     def trace(self, *args, **kwargs):
         """Trace for these arguments (arrays or ShapeDtypeStructs) -> ``stages.Traced``."""
-        from plax.stages import Traced
+        from plax.api.stages import Traced
         entry, leaves = self._entry(args, kwargs)
         return Traced(self, entry, args, leaves)
 

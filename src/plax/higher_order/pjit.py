@@ -22,7 +22,7 @@ from plax.core.effects import has_ordered_effects
 from plax.lowering.stablehlo import abstract_token, constrain_sharding, define_function
 from plax.runtime.dispatch import call_jitted
 from plax.sharding.named import NamedSharding
-from plax.transforms import key_reuse
+from plax.interpreters import key_reuse
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
 pjit_p = Primitive("pjit", multiple_results=True)

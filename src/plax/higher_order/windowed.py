@@ -31,7 +31,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules,
 from plax.core.trace import Tracer, get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import comparison as _cmp
-from plax.lax import generic_reduce as _greduce
+from plax.higher_order import generic_reduce as _greduce
 from plax.lax import reductions as _reductions
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing

@@ -127,7 +127,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                              "containing an array or axis_size must be specified, got empty "
                              f"*args={args} and **kwargs={kwargs}")
         axes = flatten_axes("vmap in_axes", in_tree, (in_axes, 0))
-        from plax.api import flat_arg_names
+        from plax.api.jit import flat_arg_names
         size = mapped_axis_size(leaves, axes, flat_arg_names(fun, args, kwargs), axis_size)
         dims = [None if ax is None else ax % get_aval(x).ndim for x, ax in zip(leaves, axes)]
         out_tree_box = []

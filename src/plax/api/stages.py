@@ -1,0 +1,232 @@
+"""Ahead-of-time stages of a jitted function: Traced -> Lowered -> Compiled."""
+from __future__ import annotations
+
+from plax import tree_util
+from plax.core.trace import get_aval
+from plax.debug import collectives_of
+from plax.runtime import dispatch, spmd, xla
+from plax.runtime.array import CONCRETE
+from plax.sharding.named import NamedSharding
+
+
+class Traced:
+    """A jitted function traced for particular argument types."""
+
+    def __init__(self, wrapped, entry, args_info, leaves=()):
+        self._wrapped = wrapped
+        self._entry = entry
+        self.args_info = args_info
+        self._leaves = list(leaves)
+
+    @property
+    def jaxpr(self):
+        """The ClosedJaxpr of the function (closed-over constants included)."""
+        return self._entry.user_jaxpr
+
+    @property
+    def out_info(self):
+        return self._entry.out_info()
+
+    def lower(self) -> "Lowered":
+        return Lowered(self._wrapped, self._entry, self._leaves)
+
+
+class Lowered:
+    """A jitted function lowered to StableHLO for particular argument types (one SPMD
+    module over a mesh when shardings or sharded arguments ask for it)."""
+
+    def __init__(self, wrapped, entry, leaves=()):
+        self._wrapped = wrapped
+        self._entry = entry
+        p = entry.params
+        self._spmd = _lower_spmd(entry, list(entry.consts) + list(leaves))
+        if self._spmd is not None:
+            self._text = self._spmd.text
+            return
+        self._text, self._jaxpr, self._kept, self._donated = dispatch.lower_jitted(
+            p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"],
+            (p["device"] or dispatch.default_device()).platform)
+
+    in_tree = property(lambda self: self._entry.in_tree)
+
+    @property
+    def out_info(self):
+        """A pytree of ShapeDtypeStruct describing the outputs."""
+        return self._entry.out_info()
+
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        """The module ``compile`` hands to XLA, as StableHLO (the default) or ``"hlo"``.
+
+        Source locations (MLIR ``loc(...)``, HLO metadata) are shown with ``debug_info=True``.
+        """
+        if dialect is None or dialect == "stablehlo":
+            return self._text if debug_info else _strip_locations(self._text)
+        if dialect == "hlo":
+            return xla.stablehlo_to_hlo_text(self._text, debug_info)
+        raise ValueError(f"unknown dialect: {dialect!r}; Lowered.as_text supports 'stablehlo' "
+                         "and 'hlo'.")
+
+    def compiler_ir(self, dialect: str | None = None):
+        """The module as jaxlib's objects, as JAX returns it: an MLIR module for
+        ``"stablehlo"`` (the default; ``str()`` prints it) or an XlaComputation for ``"hlo"``
+        (``as_hlo_text()`` prints it). The same object is returned on every call."""
+        dialect = "stablehlo" if dialect is None else dialect
+        if dialect not in ("stablehlo", "hlo"):
+            raise ValueError(f"unknown dialect: {dialect!r}; Lowered.compiler_ir supports "
+                             "'stablehlo' and 'hlo'.")
+        cache = self.__dict__.setdefault("_compiler_ir", {})
+        if dialect not in cache:
+            convert = xla.mlir_module if dialect == "stablehlo" else xla.hlo_computation
+            cache[dialect] = convert(self._text)
+        return cache[dialect]
+
+    def compile(self, compiler_options=None) -> "Compiled":
+        """Compile with XLA; ``compiler_options`` add to (and override) those given to jit."""
+        p = self._entry.params
+        options = dict(p["compiler_options"] or ())
+        options.update(compiler_options or {})
+        if self._spmd is not None:
+            program = self._spmd.compile(dispatch.compiler_options_key(options))
+            return Compiled(self._wrapped, self._entry, program)
+        device = p["device"] or dispatch.default_device()
+        exe = dispatch.compile_lowered(self._text, self._jaxpr, self._kept, self._donated, device,
+                                       p["name"], options=dispatch.compiler_options_key(options))
+        return Compiled(self._wrapped, self._entry, exe)
+
+
+def _lower_spmd(entry, args):
+    """The SPMD lowering of a jit entry for ``args`` (Arrays, or ShapeDtypeStructs whose
+    ``sharding`` counts as a requested one), or None when it runs on one device."""
+    p = entry.params
+    ins = list(p["in_shardings"] or (None,) * len(args))
+    for i, a in enumerate(args):
+        if ins[i] is None and type(a) not in CONCRETE and \
+                isinstance(getattr(a, "sharding", None), NamedSharding):
+            ins[i] = a.sharding
+    outs = tuple(p["out_shardings"] or (None,) * len(p["jaxpr"].jaxpr.outvars))
+    given = tuple(ins) if any(s is not None for s in ins) else ()
+    where = spmd.where_to_run(p["jaxpr"], args, given, p["out_shardings"], p["name"])
+    if where is None:
+        return None
+    devices, mesh = where
+    avals = [v.aval for v in p["jaxpr"].jaxpr.invars]
+    params = spmd.parameter_shardings(args, avals, ins, devices, mesh,
+                                      f"jitted computation {p['name']}")
+    return spmd.lower_spmd(p["jaxpr"].jaxpr, p["name"], params, outs, devices,
+                           p["donated_invars"], p["keep_unused"])
+
+
+def _strip_locations(text: str) -> str:
+    """``text`` without the `` loc(...)`` that end op lines (as MLIR prints without debug info)."""
+    out, i = [], 0
+    while True:
+        j = text.find(" loc(", i)
+        if j < 0:
+            out.append(text[i:])
+            return "".join(out)
+        line_start = text.rfind("\n", 0, j) + 1
+        if text.count('"', line_start, j) % 2:  # inside a string attribute: keep it
+            out.append(text[i:j + 5])
+            i = j + 5
+            continue
+        out.append(text[i:j])
+        k, depth, in_str = j + 5, 1, False
+        while depth and k < len(text):
+            c = text[k]
+            if in_str:
+                if c == "\\":
+                    k += 1
+                elif c == '"':
+                    in_str = False
+            elif c == '"':
+                in_str = True
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+            k += 1
+        i = k
+
+
+class Compiled:
+    """A jitted function compiled by XLA; calling it checks the arguments match."""
+
+    def __init__(self, wrapped, entry, exe):
+        self._wrapped = wrapped
+        self._entry = entry
+        self._exe = exe
+
+    in_tree = property(lambda self: self._entry.in_tree)
+
+    @property
+    def out_info(self):
+        return self._entry.out_info()
+
+    @property
+    def _xla_exe(self):
+        return self._exe.exe if isinstance(self._exe, spmd.SpmdProgram) else self._exe.program.exe
+
+    def as_text(self) -> str:
+        """XLA's optimised HLO."""
+        return xla.optimized_hlo_text(self._xla_exe)
+
+    def cost_analysis(self) -> dict:
+        """XLA's estimate: flops, transcendentals, bytes accessed, ..."""
+        return dict(self._xla_exe.cost_analysis())
+
+    def memory_analysis(self):
+        """Argument, output, temporary and aliased sizes of the executable, in bytes."""
+        return self._xla_exe.get_compiled_memory_stats()
+
+    def collectives(self) -> list:
+        """The collectives in the compiled program (those XLA's partitioner inserted, for an
+        SPMD program): kind, shape, dtype, bytes per device, replica groups and the plax
+        source line they come from, and the mesh axes they communicate over."""
+        mesh = None
+        if isinstance(self._exe, spmd.SpmdProgram):
+            mesh = next((s.mesh for s in (*self._exe.in_shardings, *self._exe.out_shardings)
+                         if isinstance(s, NamedSharding)), None)
+        return collectives_of(self.as_text(), mesh)
+
+    @property
+    def input_shardings(self):
+        if isinstance(self._exe, spmd.SpmdProgram):
+            n_consts = len(self._entry.consts)
+            by_param = dict(zip(self._exe.kept, self._exe.in_shardings))
+            mesh = self._exe.in_shardings[0].mesh if self._exe.in_shardings else None
+            flat = [by_param.get(n_consts + i) or NamedSharding(mesh, ()) for i in
+                    range(self._entry.in_tree.num_leaves)]
+            return tree_util.tree_unflatten(self._entry.in_tree, flat)
+        s = dispatch.sharding_for(self._exe.program.device)
+        return tree_util.tree_unflatten(self._entry.in_tree, [s] * self._entry.in_tree.num_leaves)
+
+    @property
+    def output_shardings(self):
+        if isinstance(self._exe, spmd.SpmdProgram):
+            return tree_util.tree_unflatten(self._entry.out_tree, list(self._exe.out_shardings))
+        s = dispatch.sharding_for(self._exe.program.device)
+        return tree_util.tree_unflatten(self._entry.out_tree, [s] * self._entry.out_tree.num_leaves)
+
+    def __call__(self, *args, **kwargs):
+        # As in JAX, a Compiled takes only the dynamic arguments: static ones are baked in.
+        leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+        if in_tree != self._entry.in_tree:
+            w = self._wrapped
+            hint = (" Static arguments are compiled in: pass only the others."
+                    if w._static_argnums or w._static_argnames else "")
+            raise TypeError(f"Function compiled with input pytree does not match the input pytree "
+                            f"it was called with: compiled for {self._entry.in_tree}, called "
+                            f"with {in_tree}.{hint}")
+        avals = [get_aval(x) for x in leaves]
+        for i, (got, want) in enumerate(zip(avals, self._entry.in_avals)):
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise TypeError(
+                    f"Argument types differ from the types for which this computation was "
+                    f"compiled. Leaf {i} ({self._entry.arg_name(i)}) is {got.str_short()} but "
+                    f"the computation was compiled for {want.str_short()}.")
+        full = list(self._entry.consts) + list(leaves)
+        if isinstance(self._exe, spmd.SpmdProgram):
+            return tree_util.tree_unflatten(self._entry.out_tree, self._exe.run(full))
+        _, committed = dispatch.pick_device(full, f"compiled function {self._entry.params['name']}")
+        outs = self._exe.run(full, committed or self._entry.params["device"] is not None)
+        return tree_util.tree_unflatten(self._entry.out_tree, outs)

@@ -1,0 +1,1 @@
+"""Interpreters beyond the core transformations: checkify and the key-reuse checker."""
