@@ -543,16 +543,16 @@ def test_jacobians_trace_once_and_stage_no_dead_code():
 
 
 def test_jvp_of_jit_reuses_its_callee_per_zero_pattern():
-    from plax.runtime import dispatch
+    from plax.runtime import jitted
     f = plax.jit(lambda x, y: x * 2 + y * 3)
     one = f32(1.)
     plax.jvp(f, (one, one), (one, one))
     gc.collect()  # (as below)
-    n = len(dispatch._jit_cache)
+    n = len(jitted._executables)
     for _ in range(3):
         _, t = plax.jvp(f, (one, one), (one, f32(2.)))
         close(t, 8.)
-    assert len(dispatch._jit_cache) == n  # no recompilation per call
+    assert len(jitted._executables) == n  # no recompilation per call
     # Which tangents are symbolic zeros is part of the cache key.
     close(plax.grad(f, argnums=0)(one, one), 2.)
     close(plax.grad(f, argnums=1)(one, one), 3.)
@@ -563,7 +563,7 @@ def test_jvp_of_jit_reuses_its_callee_per_zero_pattern():
 def test_reverse_mode_keeps_jits_nested():
     """Partial evaluation splits a jit into a known jit and a linear jit; transposing the
     linear jit gives a jit of its backward pass (no inlining)."""
-    from plax.runtime import dispatch
+    from plax.runtime import jitted
     f = plax.jit(lambda x: jnp.sin(x) * 2)
     closed = plax.make_jaxpr(plax.grad(f))(1.)
     names = [e.params["name"] for e in closed.jaxpr.eqns if e.primitive.name == "pjit"]
@@ -574,10 +574,10 @@ def test_reverse_mode_keeps_jits_nested():
     # Eager: the known and transposed jits are compiled once, then reused.
     close(plax.grad(f)(f32(0.3)), 2 * np.cos(0.3))
     gc.collect()  # (executables of other tests' dead jaxprs must not leave mid-count)
-    n = len(dispatch._jit_cache)
+    n = len(jitted._executables)
     for v in (0.1, 0.2):
         close(plax.grad(f)(f32(v)), 2 * np.cos(v))
-    assert len(dispatch._jit_cache) == n
+    assert len(jitted._executables) == n
     # linearize and linear_transpose of jitted functions.
     x = np.array([0.3, -0.2], f32)
     _, f_jvp = plax.linearize(f, x)

@@ -15,13 +15,15 @@ from plax.core.config import (  # noqa: F401
     numpy_dtype_promotion, default_matmul_precision, default_device)
 from plax.runtime.array import Array  # noqa: F401
 from plax.runtime.xla import Device  # noqa: F401
+from plax import lax  # noqa: F401  (first: see issue 31 — the lax face is being split from its primitives)
+from plax.api.devices import (  # noqa: F401
+    devices, local_devices, device_count, local_device_count, process_index, process_count,
+    default_backend, device_put, device_get, block_until_ready, live_arrays, process_indices,
+    host_id, host_count, host_ids, copy_to_host_async, print_environment_info,
+)
 from plax.api.jit import (  # noqa: F401
-    make_jaxpr, devices, local_devices, device_count, local_device_count, process_index,
-    process_count, default_backend, device_put, device_get, block_until_ready, live_arrays,
-    ShapeDtypeStruct, jit, eval_shape, disable_jit, named_call, named_scope, clear_caches,
-    clear_backends, effects_barrier, ensure_compile_time_eval, process_indices, host_id,
-    host_count, host_ids, copy_to_host_async, print_environment_info,
-    typeof,
+    make_jaxpr, ShapeDtypeStruct, jit, eval_shape, disable_jit, named_call, named_scope,
+    clear_caches, clear_backends, effects_barrier, ensure_compile_time_eval, typeof,
 )
 from plax.api.autodiff import (  # noqa: F401
     jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose)

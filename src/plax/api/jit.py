@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import weakref
 
 import numpy as np
@@ -15,31 +14,23 @@ from plax.core import trace as trace_mod
 from plax.core.avals import ShapedArray, abstractify
 from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
-from plax.core.source_info import traced_call_code
+from plax.core.shape_dtype_struct import ShapeDtypeStruct
+from plax.core.source_info import flat_arg_names, fun_name, traced_call_code
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.higher_order.pjit import pjit_p
-from plax.runtime import cpp_jit, dispatch, spmd, tokens, xla
+from plax.runtime import cpp_jit, dispatch, jitted, tokens, xla
 from plax.sharding import NamedSharding
 from plax.sharding.mesh import context_mesh
 from plax.sharding.named import typed_aval
 from plax.interpreters import key_reuse
 from plax.api.jit_options import (
     UNSPECIFIED, _broadcast_shardings, _jit_state, _jit_states, _traces_by_function)
-from plax.api.devices import (  # noqa: F401  (plax.api.jit is where they are looked up)
-    _resolve_device, block_until_ready, copy_to_host_async, default_backend, device_count,
-    device_get, device_put, devices, host_count, host_id, host_ids, live_arrays,
-    local_device_count, local_devices, print_environment_info, process_count, process_index,
-    process_indices)
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
 
 
 # --- staging -----------------------------------------------------------------------------
-def _fun_name(fun) -> str:
-    return getattr(fun, "__name__", None) or type(fun).__name__
-
-
 def _check_static_argnums(static_argnums, nargs: int, fname: str) -> tuple:
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
@@ -51,28 +42,6 @@ def _check_static_argnums(static_argnums, nargs: int, fname: str) -> tuple:
                              f"called with {nargs} positional arguments.")
         out.append(j)
     return tuple(sorted(set(out)))
-
-
-def flat_arg_names(fun, args, kwargs, static=()) -> list[str]:
-    """Readable names (``x``, ``params['w']``) of the leaves of the dynamic arguments."""
-    try:
-        params = list(inspect.signature(fun).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    var_pos = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
-    names = []
-    for i, a in enumerate(args):
-        if i in static:
-            continue
-        base = positional[i] if i < len(positional) else (
-            f"{var_pos}[{i - len(positional)}]" if var_pos else f"args[{i}]")
-        for path, _ in tree_util.tree_flatten_with_path(a)[0]:
-            names.append(base + tree_util.keystr(path))
-    for k in sorted(kwargs):
-        for path, _ in tree_util.tree_flatten_with_path(kwargs[k])[0]:
-            names.append(k + tree_util.keystr(path))
-    return names
 
 
 def _avals_of(leaves, where: str) -> list:
@@ -103,7 +72,7 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
     also returns the output shapes as a pytree of ShapeDtypeStruct-like values.
     """
     axis_pairs = tuple(tuple(p) for p in (axis_env or ()))
-    fname = _fun_name(fun)
+    fname = fun_name(fun)
 
     @functools.wraps(fun)
     def make_jaxpr_f(*args, **kwargs):
@@ -144,46 +113,11 @@ def typeof(x) -> ShapedArray:
     return get_aval(x)
 
 
-class ShapeDtypeStruct:
-    """A stand-in for an array by shape and dtype, for eval_shape, lowering and make_jaxpr."""
-
-    __slots__ = ("shape", "dtype", "sharding", "weak_type")
-
-    def __init__(self, shape, dtype, sharding=None, weak_type: bool = False):
-        if dtype is None:
-            raise ValueError("ShapeDtypeStruct: dtype must be specified.")
-        self.shape = tuple(int(d) for d in shape)
-        # Kept as given (float64 stays float64, as in JAX); tracing canonicalises it.
-        # float0, the tangent type of integers, is allowed too (as in JAX).
-        if dtypes.is_extended(dtype) or (isinstance(dtype, np.dtype) and dtype == dtypes.float0):
-            self.dtype = dtype
-        else:
-            self.dtype = dtypes.check_user_dtype(dtype)
-        self.sharding = sharding
-        self.weak_type = bool(weak_type)
-
-    ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
-
-    def __eq__(self, other):
-        return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
-                and self.dtype == other.dtype and self.sharding == other.sharding
-                and self.weak_type == other.weak_type)
-
-    def __hash__(self):
-        return hash((self.shape, self.dtype, self.sharding, self.weak_type))
-
-    def __repr__(self):
-        extra = (f", sharding={self.sharding}" if self.sharding is not None else "") + (
-            ", weak_type=True" if self.weak_type else "")
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{extra})"
-
-
 # --- jit (its options and shared caches: api_jit_options.py) -------------------------------
 class _JitEntry:
     """One traced specialisation of a jitted function (one cache entry)."""
 
-    __slots__ = ("params", "consts", "in_tree", "out_tree", "in_avals", "user_jaxpr",
+    __slots__ = ("params", "call", "consts", "in_tree", "out_tree", "in_avals", "user_jaxpr",
                  "arg_names", "cacheable", "placed_consts")
 
     def __init__(self):
@@ -258,7 +192,7 @@ class JitWrapped:
             raise TypeError(f"Expected a callable value, got {fun!r}")
         functools.update_wrapper(self, fun)
         self._fun = fun
-        self._name = _fun_name(fun)
+        self._name = fun_name(fun)
         # eager_only: see eager_compiled.
         state = self._state = _jit_state(fun, dict(
             in_shardings=in_shardings, out_shardings=out_shardings,
@@ -410,6 +344,7 @@ class JitWrapped:
                             in_shardings=self._flat_in_shardings(len(consts), dyn_args,
                                                                  dyn_kwargs),
                             out_shardings=self._flat_out_shardings(traced.out_tree))
+        entry.call = jitted.JitCall.of(entry.params)
         return entry
 
     # --- shardings: pytree prefixes resolved to one entry per leaf ---
@@ -507,18 +442,7 @@ class JitWrapped:
     def _executable(self, entry, leaves):
         """The executable for an eager call of ``entry`` on ``leaves`` (compiled on first
         use), and whether its outputs are committed."""
-        p = entry.params
-        full = list(entry.consts) + list(leaves)
-        where = spmd.where_to_run(p["jaxpr"], full, p["in_shardings"], p["out_shardings"],
-                                  p["name"])
-        if where is not None:  # one SPMD program over a mesh
-            return spmd.program_for(
-                p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"], full,
-                p["in_shardings"] or (None,) * len(full), p["out_shardings"], where,
-                p["compiler_options"]), True
-        return dispatch.jitted_executable(p["jaxpr"], p["name"], p["donated_invars"],
-                                          p["keep_unused"], p["device"], full,
-                                          p["compiler_options"])
+        return jitted.executable_for(entry.call, list(entry.consts) + list(leaves))
 
     def trace(self, *args, **kwargs):
         """Trace for these arguments (arrays or ShapeDtypeStructs) -> ``stages.Traced``."""
@@ -685,7 +609,7 @@ def eager_compiled(fun=None, *, static_argnames=()):
 def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes ``fun`` would return, as a pytree of ShapeDtypeStruct (no FLOPs)."""
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
-    avals = _avals_of(leaves, f"of {_fun_name(fun)}")
+    avals = _avals_of(leaves, f"of {fun_name(fun)}")
     out_tree_box = []
 
     def flat_fun(*flat):
@@ -694,7 +618,7 @@ def eval_shape(fun, *args, **kwargs):
         out_tree_box.append(out_tree)
         return out_leaves
 
-    jaxpr, _ = trace_to_jaxpr(flat_fun, avals, description=_fun_name(fun))
+    jaxpr, _ = trace_to_jaxpr(flat_fun, avals, description=fun_name(fun))
     if key_reuse.enabled():
         key_reuse.check_jaxpr(jaxpr)
     shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in jaxpr.out_avals]
@@ -715,7 +639,7 @@ def named_scope(name: str):
 
 def named_call(fun, *, name: str | None = None):
     """``fun`` with its staged ops grouped under ``name`` (default: the function's name)."""
-    scope = name or _fun_name(fun)
+    scope = name or fun_name(fun)
     if not isinstance(scope, str):
         raise TypeError(f"named_call name must be a string, got {type(scope).__name__}.")
 

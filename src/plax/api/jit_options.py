@@ -7,7 +7,7 @@ import weakref
 
 from plax import tree_util
 from plax.api.devices import _resolve_device
-from plax.runtime import dispatch, xla
+from plax.runtime import jitted, xla
 from plax.sharding import NamedSharding, PartitionSpec, Sharding
 from plax.sharding.named import resolve_spec
 
@@ -177,7 +177,7 @@ def _resolve_jit_options(fun, *, in_shardings, out_shardings, static_argnums, st
         _keep_unused=bool(keep_unused), _eager_only=eager_only, _inline=bool(inline),
         _device=_jit_device(device, backend, in_shardings, out_shardings),
         _in_shardings=in_spmd, _out_shardings=out_spmd,
-        _compiler_options=dispatch.compiler_options_key(compiler_options),
+        _compiler_options=jitted.compiler_options_key(compiler_options),
         _fast_ok=not (static_argnums or static_argnames),
         _shardings_given=in_spmd is not None or out_spmd is not None,
         # jaxlib's C++ dispatch, for plain eager calls; not where PartitionSpecs must be

@@ -1,10 +1,12 @@
 """Ahead-of-time stages of a jitted function: Traced -> Lowered -> Compiled."""
 from __future__ import annotations
 
+import dataclasses
+
 from plax import tree_util
 from plax.core.trace import get_aval
 from plax.debug import collectives_of
-from plax.runtime import dispatch, spmd, xla
+from plax.runtime import dispatch, jitted, spmd, xla
 from plax.runtime.array import CONCRETE
 from plax.sharding.named import NamedSharding
 
@@ -38,14 +40,13 @@ class Lowered:
     def __init__(self, wrapped, entry, leaves=()):
         self._wrapped = wrapped
         self._entry = entry
-        p = entry.params
-        self._spmd = _lower_spmd(entry, list(entry.consts) + list(leaves))
+        call = entry.call
+        self._spmd = _lower_spmd(call, list(entry.consts) + list(leaves))
         if self._spmd is not None:
             self._text = self._spmd.text
             return
-        self._text, self._jaxpr, self._kept, self._donated = dispatch.lower_jitted(
-            p["jaxpr"], p["name"], p["donated_invars"], p["keep_unused"],
-            (p["device"] or dispatch.default_device()).platform)
+        self._text, self._jaxpr, self._kept, self._donated = jitted.lower_jitted(
+            call, (call.device or dispatch.default_device()).platform)
 
     in_tree = property(lambda self: self._entry.in_tree)
 
@@ -82,38 +83,37 @@ class Lowered:
 
     def compile(self, compiler_options=None) -> "Compiled":
         """Compile with XLA; ``compiler_options`` add to (and override) those given to jit."""
-        p = self._entry.params
-        options = dict(p["compiler_options"] or ())
+        call = self._entry.call
+        options = dict(call.compiler_options or ())
         options.update(compiler_options or {})
+        options = jitted.compiler_options_key(options)
         if self._spmd is not None:
-            program = self._spmd.compile(dispatch.compiler_options_key(options))
-            return Compiled(self._wrapped, self._entry, program)
-        device = p["device"] or dispatch.default_device()
-        exe = dispatch.compile_lowered(self._text, self._jaxpr, self._kept, self._donated, device,
-                                       p["name"], options=dispatch.compiler_options_key(options))
+            return Compiled(self._wrapped, self._entry, self._spmd.compile(options))
+        device = call.device or dispatch.default_device()
+        exe = jitted.compile_lowered(self._text, self._jaxpr, self._kept, self._donated, device,
+                                     call.name, options=options)
         return Compiled(self._wrapped, self._entry, exe)
 
 
-def _lower_spmd(entry, args):
-    """The SPMD lowering of a jit entry for ``args`` (Arrays, or ShapeDtypeStructs whose
+def _lower_spmd(call, args):
+    """The SPMD lowering of a jitted call for ``args`` (Arrays, or ShapeDtypeStructs whose
     ``sharding`` counts as a requested one), or None when it runs on one device."""
-    p = entry.params
-    ins = list(p["in_shardings"] or (None,) * len(args))
+    ins = list(call.in_shardings or (None,) * len(args))
     for i, a in enumerate(args):
         if ins[i] is None and type(a) not in CONCRETE and \
                 isinstance(getattr(a, "sharding", None), NamedSharding):
             ins[i] = a.sharding
-    outs = tuple(p["out_shardings"] or (None,) * len(p["jaxpr"].jaxpr.outvars))
     given = tuple(ins) if any(s is not None for s in ins) else ()
-    where = spmd.where_to_run(p["jaxpr"], args, given, p["out_shardings"], p["name"])
+    where = jitted.placement(dataclasses.replace(call, in_shardings=given), args)
     if where is None:
         return None
     devices, mesh = where
-    avals = [v.aval for v in p["jaxpr"].jaxpr.invars]
+    avals = [v.aval for v in call.jaxpr.jaxpr.invars]
     params = spmd.parameter_shardings(args, avals, ins, devices, mesh,
-                                      f"jitted computation {p['name']}")
-    return spmd.lower_spmd(p["jaxpr"].jaxpr, p["name"], params, outs, devices,
-                           p["donated_invars"], p["keep_unused"])
+                                      f"jitted computation {call.name}")
+    outs = tuple(call.out_shardings or (None,) * len(call.jaxpr.jaxpr.outvars))
+    return spmd.lower_spmd(call.jaxpr.jaxpr, call.name, params, outs, devices,
+                           call.donated_invars, call.keep_unused)
 
 
 def _strip_locations(text: str) -> str:

@@ -12,7 +12,8 @@ import zlib
 import numpy as np
 
 from plax import tree_util
-from plax.api.jit import device_put, devices, jit, process_count, process_index
+from plax.api.devices import device_put, devices, process_count, process_index
+from plax.api.jit import jit
 from plax.api.arrays import make_array_from_process_local_data
 from plax.runtime.array import CONCRETE
 from plax.sharding.mesh import Mesh

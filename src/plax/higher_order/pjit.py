@@ -9,6 +9,8 @@ every transformation.
 """
 from __future__ import annotations
 
+import functools
+
 from plax.core import dtypes
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_jaxpr, jaxpr_has_effects
@@ -20,9 +22,8 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
 from plax.lowering.consts import const_operands
 from plax.core.effects import has_ordered_effects
 from plax.lowering.stablehlo import abstract_token, constrain_sharding, define_function
-from plax.runtime.dispatch import call_jitted
+from plax.runtime.jitted import JitCall, call_jitted
 from plax.sharding.named import NamedSharding
-from plax.interpreters import key_reuse
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
 pjit_p = Primitive("pjit", multiple_results=True)
@@ -33,14 +34,22 @@ def _abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inl
     return call_out_avals(f"pjit {name}", jaxpr, avals)
 
 
-def _impl(*args, jaxpr, name, donated_invars, keep_unused, inline, device, compiler_options,
-          in_shardings=(), out_shardings=()):
-    def run():
-        return call_jitted(jaxpr, name, donated_invars, keep_unused, device, args,
-                           compiler_options, in_shardings, out_shardings)
-    if key_reuse.enabled():
-        return key_reuse.check_call(jaxpr, args, run)
+def _impl(*args, **params):
+    call = JitCall.of(params)
+    run = functools.partial(call_jitted, call, args)
+    for check in _eager_call_checks:
+        run = functools.partial(check, call.jaxpr, args, run)
     return run()
+
+
+# Checks an interpreter above installs around eager calls (the key-reuse checker): each takes
+# (jaxpr, args, run) and returns run()'s outputs.
+_eager_call_checks: list = []
+
+
+def add_eager_call_check(check) -> None:
+    """Run ``check(jaxpr, args, run)`` around every eager call of a jitted function."""
+    _eager_call_checks.append(check)
 
 
 def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline,

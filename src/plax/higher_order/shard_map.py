@@ -29,7 +29,7 @@ from plax.lax import shapes as _shapes
 from plax.lax.batch_util import move_batch_dim
 from plax.core.effects import has_ordered_effects, nested_effect_rules, without_order
 from plax.lowering.stablehlo import lower_jaxpr_body
-from plax.runtime import dispatch, spmd
+from plax.runtime import dispatch, jitted, spmd
 from plax.runtime.array import CONCRETE
 from plax.sharding.mesh import Mesh, context_mesh, manual_mesh, same_mesh, use_mesh
 from plax.sharding.named import NamedSharding, typed_aval
@@ -86,17 +86,17 @@ def _impl(*args, jaxpr, mesh, in_specs, out_specs, manual_axes, check_vma):
     closed = _programs.get(key)
     if closed is None:
         closed = _programs.put(key, ClosedJaxpr(
-            dispatch._one_equation_jaxpr(shard_map_p, avals, params), []))
+            dispatch.one_equation_jaxpr(shard_map_p, avals, params), []))
     ins = tuple(NamedSharding(mesh, s) for s in in_specs)
     outs = tuple(NamedSharding(mesh, s) for s in out_specs)
-    where = (tuple(mesh.devices.flat), mesh)
     # Arguments laid out otherwise are split as their specs say first (as JAX's eager
     # shard_map does; a jit given these in_shardings would refuse committed ones).
     args = [dispatch.reshard(a, s) if type(a) in CONCRETE and a._committed and
             a.sharding != s and not a.sharding.is_equivalent_to(s, len(a.shape)) else a
             for a, s in zip(args, ins)]  # (the != first: the HLO comparison is dear)
-    return spmd.call_spmd(closed, "shard_map", (False,) * len(args), True, list(args), ins,
-                          outs, where)
+    return jitted.call_jitted(
+        jitted.JitCall(closed, "shard_map", (False,) * len(args), True, None, None, ins, outs),
+        args)
 
 
 def _shardings_text(symbol, mesh, specs, avals) -> str:

@@ -23,8 +23,6 @@ Only typed keys are checked, as in JAX; legacy ``uint32[2]`` keys are plain data
 """
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from plax.core import dtypes
@@ -32,20 +30,22 @@ from plax.core.caches import WeakKeyCache
 from plax.core.config import config
 from plax.core.errors import KeyReuseError
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, open_jaxpr, subjaxprs
-from plax.core.rules import impl_rules
-from plax.core.source_info import user_frame
+from plax.core.rules import key_reuse_rules
+from plax.higher_order import pjit
+from plax.higher_order.cond import cond_p
+from plax.higher_order.loops import while_p
+from plax.higher_order.remat import optimization_barrier_p
+from plax.higher_order.scan import scan_p
 from plax.lax import comparison as _comparison
 from plax.lax import indexing as _indexing
 from plax.lax import prng as _prng
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
-from plax.runtime import dispatch
-from plax.runtime.array import CONCRETE
+from plax.lax.prng import KEY_REUSE_ADVICE, call_site, consumed_at, mark_consumed, \
+    previously_consumed
+from plax.lax.utility import copy_p
 
 __all__ = ["enabled", "check_jaxpr", "check_call"]
-
-_ADVICE = ("Each key may be used once: split it (jax.random.split) to get as many fresh keys as "
-           "you need, or copy it with jax.random.clone.")
 
 
 def enabled() -> bool:
@@ -54,33 +54,6 @@ def enabled() -> bool:
 
 def _is_key(aval) -> bool:
     return isinstance(getattr(aval, "dtype", None), dtypes.KeyType)
-
-
-# --- eager: which concrete key arrays are consumed ----------------------------------------------
-_consumed: dict = {}  # id(array) -> (weak reference to it, where it was consumed)
-
-
-def consumed_at(x) -> str | None:
-    entry = _consumed.get(id(x)) if type(x) in CONCRETE else None
-    if entry is None or entry[0]() is not x:
-        return None
-    return entry[1]
-
-
-def mark_consumed(x, where: str) -> None:
-    if type(x) in CONCRETE and _is_key(x.aval) and consumed_at(x) is None:
-        i = id(x)
-        _consumed[i] = (weakref.ref(x, lambda _, i=i: _consumed.pop(i, None)), where)
-
-
-def _here() -> str:
-    f = user_frame()
-    return f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})" if f else "an unknown place"
-
-
-def _previously_consumed(what: str, index: int, where: str) -> KeyReuseError:
-    return KeyReuseError(f"Previously-consumed key passed to {what} at index {index}: it was "
-                         f"consumed at {where}. {_ADVICE}")
 
 
 # --- in a jaxpr: every key element tracked ---------------------------------------------------------
@@ -114,7 +87,7 @@ class _State:
             where = self.consumed.get(e)
             if where is not None:
                 raise KeyReuseError(f"In {prim_name}, argument {index} is already consumed: it was "
-                                    f"consumed at {where}. {_ADVICE}")
+                                    f"consumed at {where}. {KEY_REUSE_ADVICE}")
         for e in ids.ravel().tolist():
             self.consumed[e] = self.site
 
@@ -169,7 +142,7 @@ def _passing(eqn, ins, state):
     return list(ins[:len(eqn.outvars)])
 
 
-_RULES = {
+key_reuse_rules.update({
     # fold_in does not consume its key (as in JAX): fold_in(key, i) for many i is the usual
     # way to derive a stream of keys.
     _prng.random_bits_p: _sinking(0), _prng.random_split_p: _sinking(0),
@@ -190,8 +163,8 @@ _RULES = {
     _comparison.select_n_p: _sinking(), _slicing.dynamic_slice_p: _sinking(),
     _slicing.dynamic_update_slice_p: _sinking(), _indexing.gather_p: _sinking(),
     _indexing.scatter_p: _sinking(),
-}
-_PASSING_NAMES = {"copy", "copy_p", "device_put", "optimization_barrier"}
+    copy_p: _passing, optimization_barrier_p: _passing,
+})
 
 
 def _analyse(jaxpr: Jaxpr, in_ids: list, state: _State) -> list:
@@ -224,18 +197,9 @@ def _analyse(jaxpr: Jaxpr, in_ids: list, state: _State) -> list:
 
 
 def _rule_for(eqn):
-    rule = _RULES.get(eqn.primitive)
+    rule = key_reuse_rules.get(eqn.primitive)
     if rule is not None:
         return rule
-    name = eqn.primitive.name
-    if name in _PASSING_NAMES:
-        return _passing
-    if name == "cond":
-        return _cond
-    if name == "while":
-        return _while
-    if name == "scan":
-        return _scan
     subs = list(subjaxprs(eqn.params))
     if len(subs) == 1 and len(open_jaxpr(subs[0]).invars) == len(eqn.invars):
         return _call  # jit, checkpoint, custom_jvp/vjp calls: followed inside
@@ -322,6 +286,9 @@ def _scan(eqn, ins, state):
     return _joined([init, out]) + [None] * (len(eqn.outvars) - n_carry)
 
 
+key_reuse_rules.update({cond_p: _cond, while_p: _while, scan_p: _scan})
+
+
 # --- signatures: what a jaxpr consumes of its inputs ------------------------------------------
 class Signature:
     """Which inputs a jaxpr consumes (any element of), and which outputs are inputs passed
@@ -367,9 +334,9 @@ def check_call(closed: ClosedJaxpr, args, run):
     for i, (a, sinks) in enumerate(zip(args, sig.sinks)):
         where = consumed_at(a) if sinks else None
         if where is not None:
-            raise _previously_consumed("jit-compiled function", i, where)
+            raise previously_consumed("jit-compiled function", i, where)
     outs = run()
-    where = _here()
+    where = call_site()
     for a, sinks in zip(args, sig.sinks):
         if sinks:
             mark_consumed(a, where)
@@ -380,19 +347,8 @@ def check_call(closed: ClosedJaxpr, args, run):
     return outs
 
 
-# --- eager random_* primitives --------------------------------------------------------------------
-def _checked_impl(prim):
-    def impl(*args, **params):
-        if not enabled():
-            return dispatch.run_primitive(prim, args, params)
-        where = consumed_at(args[0])
-        if where is not None:
-            raise _previously_consumed(prim.name, 0, where)
-        out = dispatch.run_primitive(prim, args, params)
-        mark_consumed(args[0], _here())
-        return out
-    return impl
+def _check_eager_jit_call(closed, args, run):
+    return check_call(closed, args, run) if enabled() else run()
 
 
-for _prim in (_prng.random_bits_p, _prng.random_split_p):
-    impl_rules[_prim] = _checked_impl(_prim)
+pjit.add_eager_call_check(_check_eager_jit_call)

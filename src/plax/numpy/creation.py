@@ -207,7 +207,7 @@ def _user_dtype(dtype) -> np.dtype:
 def _place(x, device):
     if device is None:
         return x
-    from plax.api.jit import device_put
+    from plax.api.devices import device_put
     return device_put(x, device)
 
 

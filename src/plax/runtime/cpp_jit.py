@@ -25,7 +25,7 @@ from plax.core import tree_core
 from plax.core.avals import ShapedArray, WeakHostArray, weak_host_value
 from plax.core import trace as trace_mod
 from plax.core.config import config
-from plax.runtime import dispatch, spmd, xla
+from plax.runtime import dispatch, jitted, spmd, xla
 from plax.runtime.array import CONCRETE, ArrayImpl, KeyArray, buffer_of
 from plax.sharding.single import SingleDeviceSharding
 
@@ -130,7 +130,7 @@ def fastpath_data(exe, consts, leaves, result):
             return None  # (collectives run one at a time; inspection probes ride along)
         in_shardings = list(exe.in_shardings)
     else:
-        program, kept = (exe.program, exe.kept) if isinstance(exe, dispatch.JitExecutable) \
+        program, kept = (exe.program, exe.kept) if isinstance(exe, jitted.JitExecutable) \
             else (exe, range(len(full)))
         if program._takes_token or program._has_callbacks:
             return None

@@ -14,6 +14,7 @@ from plax.core.avals import ShapedArray, abstractify, physical_aval
 from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, open_jaxpr, subjaxprs
 from plax.core.primitive import abstract_eval, impl_rules
+from plax.core.trace import install_eager_evaluation
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import tokens, xla
 from plax.runtime.array import CONCRETE, Array, buffer_of, make_array
@@ -300,7 +301,7 @@ def _debugging() -> bool:
     return config.read("debug_nans") or config.read("debug_infs")
 
 
-def _one_equation_jaxpr(prim, avals, params) -> Jaxpr:
+def one_equation_jaxpr(prim, avals, params) -> Jaxpr:
     invars = [Var(a) for a in avals]
     outvars = [Var(a) for a in abstract_eval(prim, avals, params)]
     return Jaxpr([], invars, outvars, [JaxprEqn(invars, outvars, prim, params)])
@@ -312,6 +313,9 @@ def apply_primitive(prim, args, params):
     if impl is not None:  # higher-order primitives: their inner ops are checked one by one
         return impl(*args, **params)
     return run_primitive(prim, args, params)
+
+
+install_eager_evaluation(apply_primitive)  # how EvalTrace runs primitives
 
 
 _prim_callables = BoundedCache("C++ primitive callables", 8192)  # (prim, params) -> callable
@@ -350,7 +354,7 @@ def run_primitive_in_python(prim, args, params, with_program=False):
     except TypeError:
         key, program = None, None
     if program is None:
-        jaxpr = _one_equation_jaxpr(prim, avals, params)
+        jaxpr = one_equation_jaxpr(prim, avals, params)
         program = compile_jaxpr(jaxpr, device, name=f"jit_{prim.name}")
         if key is not None:
             _prim_cache.put(key, program)
@@ -363,43 +367,17 @@ def run_primitive_in_python(prim, args, params, with_program=False):
     return out
 
 
-# --- jitted calls -----------------------------------------------------------------------
-class JitExecutable:
-    """A compiled jitted computation: which arguments it keeps, and how to run it."""
-
-    __slots__ = ("program", "kept", "donated", "name")
-
-    def __init__(self, program: CompiledProgram, kept: tuple, donated: tuple, name: str):
-        self.program = program
-        self.kept = kept          # indices of the arguments the executable takes
-        self.donated = donated    # per kept argument: is its buffer donated?
-        self.name = name
-
-    def run(self, args, committed: bool) -> list:
-        device = self.program.device
-        bufs = [to_buffer(args[i], aval, device) for i, aval in zip(self.kept, self.program.in_avals)]
-        return self.program.run(bufs, committed)
-
-
-def lower_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool,
-                 platform: str | None = None):
-    """StableHLO text of a jitted computation and the indices of the arguments it keeps;
-    lowered for ``platform`` (None: that of the default device)."""
-    jaxpr = closed.jaxpr
+def live_part(jaxpr: Jaxpr, keep_unused: bool):
+    """``jaxpr`` with only the equations its results need, and the indices of the inputs it
+    keeps (all of them with ``keep_unused``)."""
     if keep_unused:
-        kept = tuple(range(len(jaxpr.invars)))
-    else:
-        live, used = dce_jaxpr(jaxpr)  # lower only the live equations, on the used inputs
-        kept = tuple(i for i, u in enumerate(used) if u)
-        jaxpr = Jaxpr([], live.invars, live.outvars, live.eqns)
-    donated = _usable_donations(jaxpr, [bool(donated_invars[i]) for i in kept], name)
-    attrs = ["jax.buffer_donor = true" if d else "" for d in donated]
-    text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{name}", arg_attrs=attrs,
-                                 platform=platform or default_device().platform)
-    return text, jaxpr, kept, donated
+        return jaxpr, tuple(range(len(jaxpr.invars)))
+    live, used = dce_jaxpr(jaxpr)
+    return Jaxpr([], live.invars, live.outvars, live.eqns), \
+        tuple(i for i, u in enumerate(used) if u)
 
 
-def _usable_donations(jaxpr: Jaxpr, donated: list, name: str) -> tuple:
+def usable_donations(jaxpr: Jaxpr, donated: list, name: str) -> tuple:
     """Keep a donation only where an output of the same type can reuse the buffer (as JAX
     does, warning about the rest, whose inputs then stay alive)."""
     free: dict = {}
@@ -425,106 +403,7 @@ def _usable_donations(jaxpr: Jaxpr, donated: list, name: str) -> tuple:
     return tuple(usable)
 
 
-def compiler_options_key(options) -> tuple | None:
-    """XLA compiler options (a dict of flag name -> value) as a hashable, sorted tuple."""
-    if not options:
-        return None
-    if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
-        raise TypeError(f"compiler_options must be a dict from XLA option names to values, got "
-                        f"{options!r}.")
-    return tuple(sorted(options.items()))
-
-
-def compile_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool,
-                   device, why: str = "", options=None) -> JitExecutable:
-    text, jaxpr, kept, donated = lower_jitted(closed, name, donated_invars, keep_unused,
-                                              device.platform)
-    return compile_lowered(text, jaxpr, kept, donated, device, name, why, options)
-
-
-def compile_lowered(text, jaxpr, kept, donated, device, name, why: str = "",
-                    options=None) -> JitExecutable:
-    """Compile lowered text; ``options`` are XLA compiler options as (name, value) pairs."""
-    if config.read("log_compiles"):
-        import logging
-        logging.getLogger("plax").warning("Compiling %s for %s with arguments (%s)%s", name, device,
-                                          ", ".join(v.aval.str_short() for v in jaxpr.invars), why)
-    exe = xla.compile(text, [device], options=options)
-    program = CompiledProgram(exe, [v.aval for v in jaxpr.invars],
-                              [v.aval for v in jaxpr.outvars], device, text)
-    _report_inspections(jaxpr, sharding_for(device))
-    return JitExecutable(program, kept, donated, name)
-
-
-def _report_inspections(jaxpr: Jaxpr, sharding) -> None:
-    """inspect_array_sharding's callbacks in a single-device program: everything is on
-    ``sharding``'s device (called at compile time, as JAX does)."""
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "inspect_sharding":
-            eqn.params["callback"](sharding)
-        for sub in subjaxprs(eqn.params):
-            _report_inspections(open_jaxpr(sub), sharding)
-
-
-_jit_cache = WeakKeyCache("jit executables")  # per jaxpr: (device, donation, ...) -> exe
-
-
-def jitted_executable(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device,
-                      args, options=None):
-    """The executable for a jitted jaxpr on ``args`` (compiled once per device), and whether
-    its outputs are committed."""
-    if device is not None:
-        # As in JAX, a pinned computation copies arguments committed elsewhere to its device.
-        chosen, committed = device, True
-    else:
-        chosen, committed = pick_device(args, f"jitted function {name}")
-    key = (chosen, donated_invars, keep_unused, options)
-    exe = _jit_cache.get(closed, key)
-    if exe is None:
-        why = ""
-        if config.read("log_compiles"):
-            seen = [k[0] for k in _jit_cache.variants(closed)]
-            if seen:
-                why = f" because it was compiled for {seen[-1]} before and now runs on {chosen}"
-        exe = _jit_cache.put(closed, key, compile_jitted(closed, name, donated_invars,
-                                                         keep_unused, chosen, why, options))
-    return exe, committed
-
-
-def call_jitted(closed: ClosedJaxpr, name: str, donated_invars, keep_unused: bool, device, args,
-                options=None, in_shardings=(), out_shardings=()):
-    """Run a jitted jaxpr on concrete arguments: over a mesh (SPMD) when shardings ask for it
-    or an argument is laid out over several devices."""
-    from plax.runtime import spmd  # (spmd builds on this module)
-    where = spmd.where_to_run(closed, args, in_shardings, out_shardings, name)
-    if where is not None:
-        outs = spmd.call_spmd(closed, name, donated_invars, keep_unused, args,
-                              tuple(in_shardings) or (None,) * len(args), out_shardings, where,
-                              options)
-        _check_debug_flags(closed, name, args, outs)
-        return outs
-    exe, committed = jitted_executable(closed, name, donated_invars, keep_unused, device, args,
-                                       options)
-    outs = exe.run(args, committed)
-    _check_debug_flags(closed, name, args, outs)
-    return outs
-
-
-def _check_debug_flags(closed, name, args, outs) -> None:
-    """With jax_debug_nans/infs, re-run op by op to name the primitive that made a NaN/inf."""
-    nans, infs = config.read("debug_nans"), config.read("debug_infs")
-    if not (nans or infs):
-        return
-    if not any(_bad_values(o, nans, infs) for o in outs):
-        return
-    from plax.core.jaxpr import eval_jaxpr
-    eval_jaxpr(closed.jaxpr, closed.consts, *args)  # raises at the offending primitive
-    raise FloatingPointError(f"invalid value encountered in the output of jitted function "
-                             f"{name}, but not when it ran op by op (XLA's fused arithmetic "
-                             "may differ).")
-
-
-def _bad_values(x, nans: bool, infs: bool) -> bool:
+def has_bad_values(x, nans: bool, infs: bool) -> bool:
     if not dtypes.is_inexact(x.dtype) or x.size == 0:
         return False
     v = np.asarray(x)
@@ -535,6 +414,6 @@ def check_primitive_outputs(prim, outs) -> None:
     """Eager counterpart of the debug flags: raise naming the primitive that made a NaN/inf."""
     nans, infs = config.read("debug_nans"), config.read("debug_infs")
     for o in (outs if prim.multiple_results else [outs]):
-        if type(o) in CONCRETE and _bad_values(o, nans, infs):
+        if type(o) in CONCRETE and has_bad_values(o, nans, infs):
             kind = "nan" if nans and np.isnan(np.asarray(o)).any() else "inf"
             raise FloatingPointError(f"invalid value ({kind}) encountered in {prim.name}")

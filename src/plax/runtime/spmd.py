@@ -309,12 +309,7 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
                keep_unused: bool) -> LoweredSpmd:
     """The SPMD module of ``jaxpr``: its invars laid out by ``in_shardings``, its results by
     ``out_shardings`` (None: XLA's choice), over ``devices``."""
-    if keep_unused:
-        kept = tuple(range(len(jaxpr.invars)))
-    else:
-        live, used = dce_jaxpr(jaxpr)
-        kept = tuple(i for i, u in enumerate(used) if u)
-        jaxpr = Jaxpr([], live.invars, live.outvars, live.eqns)
+    jaxpr, kept = dispatch.live_part(jaxpr, keep_unused)
     ordered = ordered_effects_of(jaxpr_effects(jaxpr))
     if ordered and len(devices) > 1:
         raise ValueError(
@@ -322,7 +317,7 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
             f"{ordered}. {name} runs on {len(devices)} devices; use ordered=False, or put the "
             "ordered callback inside shard_map, where each device runs its own in order.")
     in_shardings = [in_shardings[i] for i in kept]
-    donated = dispatch._usable_donations(jaxpr, [bool(donated[i]) for i in kept], name)
+    donated = dispatch.usable_donations(jaxpr, [bool(donated[i]) for i in kept], name)
     jaxpr, callbacks = _probes_as_results(jaxpr)
     out_shardings = _typed_results(jaxpr, out_shardings, in_shardings)
     out_shardings = tuple(out_shardings) + (None,) * len(callbacks)
@@ -441,22 +436,19 @@ def on_mesh(shardings, mesh) -> tuple:
                  not isinstance(s.mesh, Mesh) else s for s in shardings)
 
 
-def program_for(closed, name, donated, keep_unused, args, in_shardings, out_shardings, where,
-                options=None) -> SpmdProgram:
-    """The SPMD program running a jitted jaxpr on ``args``: ``where`` is ``placement(...)``."""
+def program_for(call, args, where) -> SpmdProgram:
+    """The SPMD program running a jitted call (a ``jitted.JitCall``) on ``args``: ``where`` is
+    ``placement(...)``."""
     devices, mesh = where
+    closed = call.jaxpr
     avals = [v.aval for v in closed.jaxpr.invars]
-    params = parameter_shardings(args, avals, on_mesh(in_shardings, mesh), devices, mesh,
-                                 f"jitted computation {name}")
-    outs = on_mesh(out_shardings, mesh) if out_shardings else (None,) * len(closed.jaxpr.outvars)
-    return spmd_program(closed, name, donated, keep_unused, params, outs, devices, options)
-
-
-def call_spmd(closed, name, donated, keep_unused, args, in_shardings, out_shardings, where,
-              options=None) -> list:
-    """Run a jitted jaxpr over a mesh: ``where`` is ``placement(...)``."""
-    return program_for(closed, name, donated, keep_unused, args, in_shardings, out_shardings,
-                       where, options).run(args)
+    params = parameter_shardings(args, avals, on_mesh(call.in_shardings or (None,) * len(args),
+                                                      mesh),
+                                 devices, mesh, f"jitted computation {call.name}")
+    outs = on_mesh(call.out_shardings, mesh) if call.out_shardings else \
+        (None,) * len(closed.jaxpr.outvars)
+    return spmd_program(closed, call.name, call.donated_invars, call.keep_unused, params, outs,
+                        devices, call.compiler_options)
 
 
 _prim_programs = BoundedCache("SPMD primitive executables", 2048)
@@ -473,7 +465,7 @@ def apply_primitive_spmd(prim, args, avals, params):
     except TypeError:
         key, program = None, None
     if program is None:
-        jaxpr = dispatch._one_equation_jaxpr(prim, avals, params)
+        jaxpr = dispatch.one_equation_jaxpr(prim, avals, params)
         program = compile_spmd(jaxpr, f"{prim.name}", shardings, (None,) * len(jaxpr.outvars),
                                devices, (False,) * len(args), True)
         if key is not None:
@@ -483,7 +475,7 @@ def apply_primitive_spmd(prim, args, avals, params):
 
 
 __all__ = ["is_spread", "placement", "parameter_shardings", "named_sharding_of",
-           "SpmdProgram", "compile_spmd", "spmd_program", "call_spmd", "apply_primitive_spmd"]
+           "SpmdProgram", "compile_spmd", "spmd_program", "apply_primitive_spmd"]
 
 
 _reshard_programs = BoundedCache("on-device reshards", 512)

@@ -1,0 +1,163 @@
+"""Jitted computations: from a ``pjit`` equation's parameters to an executable, and a run.
+
+The one road from a jit to an executable: ``executable_for(call, args)`` decides where a
+jitted jaxpr runs on these arguments (one device, or SPMD over a mesh when shardings,
+sharded arguments or sharding constraints inside ask for it) and returns its executable,
+compiled once and cached with the jaxpr. pjit's eager rule (``call_jitted``),
+``JitWrapped``'s eager calls and the AOT stages all take it; a ``JitCall`` carries the
+parameters.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from plax.core.caches import WeakKeyCache
+from plax.core.config import config
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, open_jaxpr, subjaxprs
+from plax.lowering.stablehlo import lower_jaxpr_to_module
+from plax.runtime import dispatch, spmd, xla
+from plax.runtime.dispatch import CompiledProgram, to_buffer
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class JitCall:
+    """What running a jitted jaxpr takes: a ``pjit`` equation's parameters but ``inline``."""
+    jaxpr: ClosedJaxpr
+    name: str
+    donated_invars: tuple
+    keep_unused: bool
+    device: object = None           # pinned by jit(device=...), else None
+    compiler_options: tuple | None = None
+    in_shardings: tuple = ()        # () or one per operand (None: unconstrained)
+    out_shardings: tuple = ()
+
+    @classmethod
+    def of(cls, params: dict) -> "JitCall":
+        return cls(params["jaxpr"], params["name"], params["donated_invars"],
+                   params["keep_unused"], params["device"], params["compiler_options"],
+                   params.get("in_shardings", ()), params.get("out_shardings", ()))
+
+
+def placement(call: JitCall, args):
+    """The devices and mesh ``call`` runs over on ``args`` when that is SPMD, else None."""
+    return spmd.where_to_run(call.jaxpr, args, call.in_shardings, call.out_shardings,
+                             call.name)
+
+
+def executable_for(call: JitCall, args):
+    """The executable running ``call`` on ``args`` (compiled on first use; an SPMD program
+    over a mesh, or one device's) and whether its outputs are committed."""
+    where = placement(call, args)
+    if where is not None:
+        return spmd.program_for(call, args, where), True
+    if call.device is not None:
+        # As in JAX, a pinned computation copies arguments committed elsewhere to its device.
+        device, committed = call.device, True
+    else:
+        device, committed = dispatch.pick_device(args, f"jitted function {call.name}")
+    key = (device, call.donated_invars, call.keep_unused, call.compiler_options)
+    exe = _executables.get(call.jaxpr, key)
+    if exe is None:
+        why = ""
+        if config.read("log_compiles"):
+            seen = [k[0] for k in _executables.variants(call.jaxpr)]
+            if seen:
+                why = f" because it was compiled for {seen[-1]} before and now runs on {device}"
+        exe = _executables.put(call.jaxpr, key, compile_jitted(call, device, why))
+    return exe, committed
+
+
+_executables = WeakKeyCache("jit executables")  # per jaxpr: (device, donation, ...) -> exe
+
+
+def call_jitted(call: JitCall, args) -> list:
+    """Run a jitted jaxpr on concrete arguments (pjit's eager rule)."""
+    exe, committed = executable_for(call, args)
+    outs = exe.run(args, committed)
+    _check_debug_flags(call, args, outs)
+    return outs
+
+
+class JitExecutable:
+    """A compiled jitted computation on one device: which arguments it keeps, how to run it."""
+
+    __slots__ = ("program", "kept", "donated", "name")
+
+    def __init__(self, program: CompiledProgram, kept: tuple, donated: tuple, name: str):
+        self.program = program
+        self.kept = kept          # indices of the arguments the executable takes
+        self.donated = donated    # per kept argument: is its buffer donated?
+        self.name = name
+
+    def run(self, args, committed: bool) -> list:
+        device = self.program.device
+        bufs = [to_buffer(args[i], aval, device) for i, aval in zip(self.kept, self.program.in_avals)]
+        return self.program.run(bufs, committed)
+
+
+
+def lower_jitted(call: JitCall, platform: str | None = None):
+    """StableHLO text of a jitted computation on one device, the jaxpr lowered, the indices
+    of the arguments it keeps and their donations; for ``platform`` (None: the default
+    device's)."""
+    jaxpr, kept = dispatch.live_part(call.jaxpr.jaxpr, call.keep_unused)
+    donated = dispatch.usable_donations(jaxpr, [bool(call.donated_invars[i]) for i in kept],
+                                        call.name)
+    attrs = ["jax.buffer_donor = true" if d else "" for d in donated]
+    text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{call.name}", arg_attrs=attrs,
+                                 platform=platform or dispatch.default_device().platform)
+    return text, jaxpr, kept, donated
+
+
+def compiler_options_key(options) -> tuple | None:
+    """XLA compiler options (a dict of flag name -> value) as a hashable, sorted tuple."""
+    if not options:
+        return None
+    if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
+        raise TypeError(f"compiler_options must be a dict from XLA option names to values, got "
+                        f"{options!r}.")
+    return tuple(sorted(options.items()))
+
+
+def compile_jitted(call: JitCall, device, why: str = "") -> JitExecutable:
+    text, jaxpr, kept, donated = lower_jitted(call, device.platform)
+    return compile_lowered(text, jaxpr, kept, donated, device, call.name, why,
+                           call.compiler_options)
+
+
+def compile_lowered(text, jaxpr, kept, donated, device, name, why: str = "",
+                    options=None) -> JitExecutable:
+    """Compile lowered text; ``options`` are XLA compiler options as (name, value) pairs."""
+    if config.read("log_compiles"):
+        import logging
+        logging.getLogger("plax").warning("Compiling %s for %s with arguments (%s)%s", name, device,
+                                          ", ".join(v.aval.str_short() for v in jaxpr.invars), why)
+    exe = xla.compile(text, [device], options=options)
+    program = CompiledProgram(exe, [v.aval for v in jaxpr.invars],
+                              [v.aval for v in jaxpr.outvars], device, text)
+    _report_inspections(jaxpr, dispatch.sharding_for(device))
+    return JitExecutable(program, kept, donated, name)
+
+
+def _report_inspections(jaxpr: Jaxpr, sharding) -> None:
+    """inspect_array_sharding's callbacks in a single-device program: everything is on
+    ``sharding``'s device (called at compile time, as JAX does)."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "inspect_sharding":
+            eqn.params["callback"](sharding)
+        for sub in subjaxprs(eqn.params):
+            _report_inspections(open_jaxpr(sub), sharding)
+
+
+def _check_debug_flags(call: JitCall, args, outs) -> None:
+    """With jax_debug_nans/infs, re-run op by op to name the primitive that made a NaN/inf."""
+    nans, infs = config.read("debug_nans"), config.read("debug_infs")
+    if not (nans or infs):
+        return
+    if not any(dispatch.has_bad_values(o, nans, infs) for o in outs):
+        return
+    from plax.core.jaxpr import eval_jaxpr
+    eval_jaxpr(call.jaxpr.jaxpr, call.jaxpr.consts, *args)  # raises at the offending primitive
+    raise FloatingPointError(f"invalid value encountered in the output of jitted function "
+                             f"{call.name}, but not when it ran op by op (XLA's fused arithmetic "
+                             "may differ).")
