@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core import dtypes
-from plax.core.caches import BoundedCache, WeakKeyCache
+from plax.core.caches import BoundedCache
 from plax.core.config import config
 from plax.core.avals import ShapedArray, abstractify, physical_aval
 from plax.core.dce import dce_jaxpr
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Var, open_jaxpr, subjaxprs
+from plax.core.jaxpr import Jaxpr, JaxprEqn, Var
 from plax.core.primitive import abstract_eval, impl_rules
 from plax.core.trace import install_eager_evaluation
 from plax.lowering.stablehlo import lower_jaxpr_to_module
@@ -339,26 +339,28 @@ def run_primitive(prim, args, params):
 
 
 def run_primitive_in_python(prim, args, params, with_program=False):
-    """``run_primitive`` without C++: over a mesh (SPMD) when an argument is laid out over
-    several devices. With ``with_program``, also the program that ran (None: several)."""
+    """``run_primitive`` without C++ (its miss handler, and calls under flags or contexts):
+    one program on one device, or one SPMD program over a mesh when an argument is laid out
+    over several devices. With ``with_program``, also the program when C++ may run it again
+    (None: it may not)."""
     avals = tuple(abstractify(a) for a in args)
-    for a in args:
-        if is_spread(a):
-            from plax.runtime import spmd  # (spmd builds on this module)
-            out = spmd.apply_primitive_spmd(prim, args, avals, params)
-            return (out, None) if with_program else out
-    device, committed = pick_device(args, f"primitive {prim.name}")
-    try:
-        key = (prim, tuple(params.items()), avals, device)
-        program = _prim_cache.get(key)
-    except TypeError:
-        key, program = None, None
-    if program is None:
-        jaxpr = one_equation_jaxpr(prim, avals, params)
-        program = compile_jaxpr(jaxpr, device, name=f"jit_{prim.name}")
-        if key is not None:
-            _prim_cache.put(key, program)
-    outs = program.run([to_buffer(a, av, device) for a, av in zip(args, avals)], committed)
+    if any(is_spread(a) for a in args):
+        from plax.runtime import spmd  # (spmd builds on this module)
+        key, program = None, spmd.primitive_program(prim, args, avals, params)
+        outs = program.run(list(args))
+    else:
+        device, committed = pick_device(args, f"primitive {prim.name}")
+        try:
+            key = (prim, tuple(params.items()), avals, device)
+            program = _prim_cache.get(key)
+        except TypeError:
+            key, program = None, None
+        if program is None:
+            jaxpr = one_equation_jaxpr(prim, avals, params)
+            program = compile_jaxpr(jaxpr, device, name=f"jit_{prim.name}")
+            if key is not None:
+                _prim_cache.put(key, program)
+        outs = program.run([to_buffer(a, av, device) for a, av in zip(args, avals)], committed)
     out = outs if prim.multiple_results else outs[0]
     if _debugging():
         check_primitive_outputs(prim, out)

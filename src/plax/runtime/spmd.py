@@ -21,7 +21,6 @@ from plax.core import dtypes
 from plax.core.avals import physical_aval
 from plax.core.caches import BoundedCache, WeakKeyCache
 from plax.core.config import config
-from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, open_jaxpr, subjaxprs
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.core.effects import jaxpr_effects, ordered_effects_of
@@ -454,8 +453,9 @@ def program_for(call, args, where) -> SpmdProgram:
 _prim_programs = BoundedCache("SPMD primitive executables", 2048)
 
 
-def apply_primitive_spmd(prim, args, avals, params):
-    """Run ``prim`` eagerly on arguments laid out over a mesh (the result keeps a layout)."""
+def primitive_program(prim, args, avals, params) -> SpmdProgram:
+    """The program running ``prim`` eagerly on arguments laid out over a mesh (compiled
+    once; its results keep a layout)."""
     what = f"jitted computation (the eager {prim.name})"
     devices, mesh = placement(args, [None] * len(args), [], what)
     shardings = parameter_shardings(args, avals, [None] * len(args), devices, mesh, what)
@@ -470,12 +470,11 @@ def apply_primitive_spmd(prim, args, avals, params):
                                devices, (False,) * len(args), True)
         if key is not None:
             _prim_programs.put(key, program)
-    outs = program.run(list(args))
-    return outs if prim.multiple_results else outs[0]
+    return program
 
 
 __all__ = ["is_spread", "placement", "parameter_shardings", "named_sharding_of",
-           "SpmdProgram", "compile_spmd", "spmd_program", "apply_primitive_spmd"]
+           "SpmdProgram", "compile_spmd", "spmd_program", "primitive_program"]
 
 
 _reshard_programs = BoundedCache("on-device reshards", 512)
