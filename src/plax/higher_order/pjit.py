@@ -194,14 +194,16 @@ def _dce(used_outputs, eqn):
         body, used_inputs = dce_jaxpr(closed.jaxpr, used_outputs, instantiate=keep_unused)
         kept = [u or keep_unused for u in used_inputs]
         if all(kept) and len(body.eqns) == len(closed.jaxpr.eqns) and all(used_outputs):
-            pruned = closed  # nothing to remove: keep the body (and its compiled executable)
+            # Nothing to remove: keep the body (and its compiled executable). None, not
+            # ``closed``: a value holding its own weak key would keep the entry forever.
+            pruned = None
         else:
             live = set(body.constvars)
             pruned = ClosedJaxpr(body, [c for v, c in zip(closed.jaxpr.constvars, closed.consts)
                                         if v in live])
         hit = _pruned_bodies.put(closed, key, (pruned, kept))
     pruned, kept = hit
-    if pruned is closed and all(used_outputs):
+    if pruned is None:
         return kept, eqn
     new = eqn.replace(
         invars=[v for v, k in zip(eqn.invars, kept) if k],
