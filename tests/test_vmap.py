@@ -154,6 +154,22 @@ def test_out_axes_errors():
         plax.vmap(lambda a: a, out_axes=3)(xs(2, 3))
 
 
+def test_unmapped_host_outputs_come_back_as_arrays():
+    """An output not mapped (out_axes=None) that the function returned as a host value is an
+    Array, typed as asarray would type it; a float0 array (no data) stays on the host, as in
+    JAX."""
+    a = xs(3)
+    cases = [(np.arange(2.0), np.float32, False), (1.5, np.float32, True), (2, np.int32, True),
+             (np.int64(4), np.int32, False), (True, np.bool_, False)]
+    for value, dtype, weak in cases:
+        out = plax.vmap(lambda x, v=value: (x, v), out_axes=(0, None))(a)[1]
+        assert isinstance(out, plax.Array) and out.dtype == dtype and out.weak_type == weak
+        np.testing.assert_array_equal(np.asarray(out), np.asarray(value, dtype))
+    zeros = np.zeros((2,), plax.dtypes.float0)
+    out = plax.vmap(lambda x: zeros, out_axes=None)(a)
+    assert type(out) is np.ndarray and out.dtype == plax.dtypes.float0 and out.shape == (2,)
+
+
 def test_prefix_mismatch_errors():
     with pytest.raises(ValueError, match="vmap in_axes specification must be a tree prefix of "
                                          "the corresponding value"):

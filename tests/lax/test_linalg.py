@@ -162,6 +162,17 @@ def test_qr_complex_pivoting_empty_and_householder():
         L.qr(np.ones(3, np.float32))
 
 
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_take_along_matches_numpy_and_differentiates(axis):
+    """The gather the factorisations permute rows and columns with (linalg/common.py)."""
+    from plax.lax.linalg.common import take_along
+    x = _rand((2, 3, 4), np.float32)
+    index = np.argsort(RNG.normal(size=x.shape), axis=axis).astype(np.int32)
+    out = take_along(plax.numpy.asarray(x), index, axis)
+    np.testing.assert_array_equal(np.asarray(out), np.take_along_axis(x, index, axis))
+    check_grads(lambda a: take_along(a, index, axis), (x,), 2, eps=1e-2)
+
+
 def test_tridiagonal_solve():
     with plax.enable_x64():
         m = 5

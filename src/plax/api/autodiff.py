@@ -13,6 +13,7 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.jaxpr import eval_jaxpr
+from plax.core.source_info import fun_name
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
 from plax.transforms.jvp import jvp_flat
 from plax.transforms.linearize import linearize_flat, trace_linear_flat
@@ -20,13 +21,13 @@ from plax.transforms.dce import stage_without_dead_code
 from plax.transforms.transpose import backward_pass
 from plax.core.avals import sharding_in_types
 from plax.core.rules import Zero, tangent_aval
+from plax.lax import arithmetic as _arith
+from plax.lax import comparison as _cmp
 from plax.lax.ad_util import instantiate
-from plax.lax.conversion import _convert_weak
+from plax.lax.conversion import _convert_weak, convert_element_type
+from plax.lax.shapes import broadcasted_iota, reshape
+from plax.lax.slicing import slice_in_dim
 from plax.runtime.dispatch import array_from_host
-
-
-def _fun_name(fun) -> str:
-    return getattr(fun, "__name__", None) or type(fun).__name__
 
 
 def _flat_fun(fun, in_tree, has_aux: bool, box: dict):
@@ -102,7 +103,7 @@ def jvp(fun, primals, tangents, has_aux: bool = False):
           _typed_like(t, get_aval(p)) for p, t in zip(p_leaves, t_leaves)]
     box = {}
     outs, out_t = jvp_flat(_flat_fun(lambda *a: fun(*a), p_tree, has_aux, box), p_leaves, ts,
-                           _fun_name(fun))
+                           fun_name(fun))
     out_tree, outs, aux = _unbox(box, outs)
     primal_out = tree_util.tree_unflatten(out_tree, outs)
     tangent_out = tree_util.tree_unflatten(out_tree,
@@ -122,7 +123,7 @@ def linearize(fun, *primals, has_aux: bool = False):
     p_leaves, p_tree = tree_util.tree_flatten(primals)
     box = {}
     flat = _flat_fun(lambda *a: fun(*a), p_tree, has_aux, box)
-    outs, lin, has_out = linearize_flat(flat, p_leaves, _fun_name(fun),
+    outs, lin, has_out = linearize_flat(flat, p_leaves, fun_name(fun),
                                         num_aux=lambda: box["num_aux"])
     out_tree, outs, aux = _unbox(box, outs)
     inexact = [dtypes.is_inexact(get_aval(p).dtype) for p in p_leaves]
@@ -158,7 +159,7 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
     p_leaves, p_tree = tree_util.tree_flatten(primals)
     box = {}
     flat = _flat_fun(lambda *a: fun(*a), p_tree, has_aux, box)
-    outs, lin, has_out = linearize_flat(flat, p_leaves, _fun_name(fun),
+    outs, lin, has_out = linearize_flat(flat, p_leaves, fun_name(fun),
                                         num_aux=lambda: box["num_aux"])
     out_tree, outs, aux = _unbox(box, outs)
     out_avals = [get_aval(o) for o in outs]
@@ -168,7 +169,7 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != out_tree:
             raise ValueError(f"unexpected tree structure of the cotangent passed to the VJP "
-                             f"function of {_fun_name(fun)}: got {ct_tree}, but the function's "
+                             f"function of {fun_name(fun)}: got {ct_tree}, but the function's "
                              f"output has structure {out_tree}.")
         for c, a in zip(ct_leaves, out_avals):
             ca, want = get_aval(c), tangent_aval(a)
@@ -280,7 +281,7 @@ def grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
 
 
 def _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs, keep_value):
-    nums = _check_argnums(argnums, len(args), _fun_name(fun))
+    nums = _check_argnums(argnums, len(args), fun_name(fun))
     for i in nums:
         for leaf in tree_util.tree_leaves(args[i]):
             _check_input_dtype(leaf, holomorphic, allow_int, "grad")
@@ -374,12 +375,14 @@ def _std_basis(avals):
     """One basis array per leaf, shaped (total elements,) + leaf shape: together the rows of
     the identity over all the leaves' elements. Built by the program (an iota comparison,
     as JAX builds it), not a host constant: XLA fuses it into its consumers."""
-    import plax.numpy as jnp
     sizes = [int(np.prod(a.shape, dtype=np.int64)) for a in avals]
     total, start, out = sum(sizes), 0, []
     for a, n in zip(avals, sizes):
-        block = jnp.eye(total, n, k=-start, dtype=a.dtype)  # ones at [start + j, j]
-        out.append(jnp.reshape(block, (total,) + a.shape))
+        rows = broadcasted_iota(np.int32, (total, n), 0)
+        cols = broadcasted_iota(np.int32, (total, n), 1)
+        block = convert_element_type(_cmp.eq(_arith.add(rows, np.int32(-start)), cols),
+                                     a.dtype)  # ones at [start + j, j]
+        out.append(reshape(block, (total,) + a.shape))
         start += n
     return out
 
@@ -387,14 +390,12 @@ def _std_basis(avals):
 def _split_jac(flat, out_aval, in_avals):
     """The per-input blocks (shaped out + in) of a forward-mode Jacobian whose input elements
     run along the last axis of ``flat``."""
-    import plax.numpy as jnp
-    from plax.lax.slicing import slice_in_dim
     blocks, start = [], 0
     for ia in in_avals:
         n = int(np.prod(ia.shape, dtype=np.int64))
         part = slice_in_dim(flat, start, start + n, 1, get_aval(flat).ndim - 1) \
             if len(in_avals) > 1 else flat
-        blocks.append(jnp.reshape(part, out_aval.shape + ia.shape))
+        blocks.append(reshape(part, out_aval.shape + ia.shape))
         start += n
     return blocks
 
@@ -419,7 +420,7 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
 
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
-        nums = _check_argnums(argnums, len(args), _fun_name(fun))
+        nums = _check_argnums(argnums, len(args), fun_name(fun))
         dyn = _jac_inputs(args, nums, holomorphic, "jacfwd")
         in_leaves, in_tree = tree_util.tree_flatten(dyn)
         in_avals = [get_aval(x) for x in in_leaves]
@@ -458,7 +459,7 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
 
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
-        nums = _check_argnums(argnums, len(args), _fun_name(fun))
+        nums = _check_argnums(argnums, len(args), fun_name(fun))
         dyn = tuple(args[i] for i in nums)
         for leaf in tree_util.tree_leaves(dyn):
             _check_input_dtype(leaf, holomorphic, allow_int, "jacrev")
@@ -483,11 +484,11 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
         # Per input leaf: (all output elements,) + input shape.
         per_in = vmap(pull)(*_std_basis(out_avals))
         blocks, start = [], 0
-        import plax.numpy as jnp
         for oa in out_avals:
             m = int(np.prod(oa.shape, dtype=np.int64))
-            rows = [c[start:start + m] if len(out_avals) > 1 else c for c in per_in]
-            blocks.append([_weak_like(jnp.reshape(r, oa.shape + ia.shape), ia)
+            rows = [slice_in_dim(c, start, start + m) if len(out_avals) > 1 else c
+                    for c in per_in]
+            blocks.append([_weak_like(reshape(r, oa.shape + ia.shape), ia)
                            for r, ia in zip(rows, in_avals)])
             start += m
         jac = _nest(blocks, out_tree, in_tree, isinstance(argnums, int))
@@ -523,7 +524,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
     in_avals = [_spec_aval(x) for x in p_leaves]
     box = {}
     lin = trace_linear_flat(_flat_fun(lambda *a: fun(*a), p_tree, False, box), in_avals,
-                            _fun_name(fun))
+                            fun_name(fun))
     out_tree = box["out"]
     out_avals = [v.aval for v in lin.jaxpr.outvars]
     in_dts = [a.dtype for a in in_avals]

@@ -10,11 +10,14 @@ from __future__ import annotations
 import functools
 
 from plax import tree_util
+from plax.core import dtypes
+from plax.core.source_info import flat_arg_names, fun_name
 from plax.core.trace import get_aval
 from plax.runtime.array import ARRAY_TYPES
 from plax.transforms.vmap import AxisData, batch_flat
 from plax.core.rules import not_mapped
 from plax.lax.batch_util import move_batch_dim
+from plax.runtime.dispatch import array_from_host
 
 _AXIS_TYPES = (int, type(None))
 
@@ -113,7 +116,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     if spmd_axis_name is not None and not isinstance(spmd_axis_name, (str, tuple)):
         raise TypeError(f"vmap spmd_axis_name must be a mesh axis name or a tuple of them, got "
                         f"{spmd_axis_name!r}.")
-    name = getattr(fun, "__name__", "fun")
+    name = fun_name(fun)
 
     @functools.wraps(fun)
     def vmapped(*args, **kwargs):
@@ -127,7 +130,6 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                              "containing an array or axis_size must be specified, got empty "
                              f"*args={args} and **kwargs={kwargs}")
         axes = flatten_axes("vmap in_axes", in_tree, (in_axes, 0))
-        from plax.api.jit import flat_arg_names
         size = mapped_axis_size(leaves, axes, flat_arg_names(fun, args, kwargs), axis_size)
         dims = [None if ax is None else ax % get_aval(x).ndim for x, ax in zip(leaves, axes)]
         out_tree_box = []
@@ -160,7 +162,6 @@ def _to_out_axis(x, src, dst, size):
         if not -ndim <= dst < ndim:
             raise ValueError(f"axis {dst} is out of bounds for array of dimension {ndim}")
         out = move_batch_dim(x, src, dst % ndim, size)
-    if not isinstance(out, ARRAY_TYPES):  # an input passed straight through: still an Array
-        from plax.numpy import asarray
-        out = asarray(out)
+    if not isinstance(out, ARRAY_TYPES) and getattr(out, "dtype", None) != dtypes.float0:
+        out = array_from_host(out)  # a host value passed straight through: still an Array
     return out

@@ -1,11 +1,16 @@
-"""Where an equation came from: the user's source line and the named-scope stack."""
+"""Where an equation came from: the user's source line and the named-scope stack; the
+names of user functions and of their arguments' leaves (for messages and jaxprs)."""
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sys
 from typing import NamedTuple
 
 from plax.core.caches import BoundedCache
+from plax.core.tree_core import tree_flatten_with_path
+from plax.core.tree_keys import keystr
 
 _PLAX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -87,3 +92,35 @@ def current_source_info(name_stack: tuple) -> SourceInfo:
     if f is None:
         return SourceInfo(name_stack, None, None, None)
     return SourceInfo(name_stack, f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+
+
+def fun_name(fun, qualified: bool = False) -> str:
+    """The name of a user function for messages: its ``__name__`` (``__qualname__`` with
+    ``qualified=True``), a ``functools.partial``'s function's, else its type's name."""
+    while isinstance(fun, functools.partial):
+        fun = fun.func
+    name = getattr(fun, "__qualname__", None) if qualified else None
+    return name or getattr(fun, "__name__", None) or type(fun).__name__
+
+
+def flat_arg_names(fun, args, kwargs, static=()) -> list[str]:
+    """Readable names (``x``, ``params['w']``) of the leaves of the arguments of a call
+    ``fun(*args, **kwargs)``, leaving out the positional arguments numbered in ``static``."""
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var_pos = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    names = []
+    for i, a in enumerate(args):
+        if i in static:
+            continue
+        base = positional[i] if i < len(positional) else (
+            f"{var_pos}[{i - len(positional)}]" if var_pos else f"args[{i}]")
+        for path, _ in tree_flatten_with_path(a)[0]:
+            names.append(base + keystr(path))
+    for k in sorted(kwargs):
+        for path, _ in tree_flatten_with_path(kwargs[k])[0]:
+            names.append(k + keystr(path))
+    return names

@@ -8,10 +8,10 @@ parameters, tracing flags).
 """
 from __future__ import annotations
 
-
 from plax.core.caches import BoundedCache
 from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr
+from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, Tracer, fresh_name_stack, set_current_trace
 from plax.lowering.consts import const_operands, host_value
@@ -21,10 +21,6 @@ __all__ = ["lower_fun", "lower_jaxpr_inline"]
 
 # (fn, avals_in, params, multiple_results, tracing flags) -> (jaxpr, host constants)
 _traced_jaxprs = BoundedCache("lower_fun jaxprs", maxsize=1024)
-
-
-def _fun_name(fn) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
 def _trace(fn, avals_in: tuple, params: dict, multiple_results: bool):
@@ -45,18 +41,18 @@ def _trace(fn, avals_in: tuple, params: dict, multiple_results: bool):
         if not multiple_results:
             return [out]
         if not isinstance(out, (list, tuple)):
-            raise TypeError(f"lower_fun({_fun_name(fn)}, multiple_results=True): the function "
-                            f"must return a list or tuple, got {type(out).__name__}.")
+            raise TypeError(f"lower_fun({fun_name(fn, qualified=True)}, multiple_results=True): "
+                            f"the function must return a list or tuple, got {type(out).__name__}.")
         return list(out)
 
     # Traced on its own: no enclosing trace to close over, and a fresh name stack (the
     # ops take the location of the equation they lower).
     with set_current_trace(EvalTrace()), fresh_name_stack():
-        jaxpr, consts = trace_to_jaxpr(flat, list(avals_in),
-                                       description=f"lowering rule {_fun_name(fn)}")
+        jaxpr, consts = trace_to_jaxpr(
+            flat, list(avals_in), description=f"lowering rule {fun_name(fn, qualified=True)}")
     if any(isinstance(c, Tracer) for c in consts):
-        raise TypeError(f"lower_fun({_fun_name(fn)}): the function closes over a traced value; "
-                        "a lowering rule may close over constants only.")
+        raise TypeError(f"lower_fun({fun_name(fn, qualified=True)}): the function closes over a "
+                        "traced value; a lowering rule may close over constants only.")
     consts = tuple(host_value(c) for c in consts)
     entry = (jaxpr, consts)
     if key is not None:
@@ -86,7 +82,8 @@ def lower_fun(fn, multiple_results: bool = False):
         outs = lower_jaxpr_inline(ctx, jaxpr, consts, operands)
         return outs if multiple_results else outs[0]
 
-    rule.__name__ = rule.__qualname__ = f"lower_fun({_fun_name(fn)})"
-    rule.__doc__ = f"Lowering rule emitting the ops of {_fun_name(fn)}."
+    name = fun_name(fn, qualified=True)
+    rule.__name__ = rule.__qualname__ = f"lower_fun({name})"
+    rule.__doc__ = f"Lowering rule emitting the ops of {name}."
     rule.fn = fn
     return rule

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from plax import tree_util
+from plax.core.source_info import flat_arg_names, fun_name
 from plax.core.staging import StagingTrace, StagingTracer
 from plax.core.trace import current_trace, get_aval, set_current_trace
 from plax.transforms.linearize import linearize_flat
@@ -13,7 +14,6 @@ def saved_residuals(fun, *args, **kwargs) -> list:
     ``why`` says where it comes from: an argument (by name), the output of a
     primitive (with the user's source line), or a constant.
     """
-    from plax.api.jit import flat_arg_names
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
     names = flat_arg_names(fun, args, kwargs)
 
@@ -21,7 +21,7 @@ def saved_residuals(fun, *args, **kwargs) -> list:
         a, kw = tree_util.tree_unflatten(in_tree, list(flat))
         return tree_util.tree_leaves(fun(*a, **kw))
 
-    name = getattr(fun, "__name__", "fun")
+    name = fun_name(fun)
     outer = StagingTrace(current_trace(), f"saved_residuals({name})", names)
     tracers = [outer.new_arg(get_aval(x)) for x in leaves]
     try:

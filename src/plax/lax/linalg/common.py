@@ -12,6 +12,7 @@ from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import comparison as _cmp
 from plax.lax.dot import Precision, dot_general
+from plax.lax.indexing import GatherDimensionNumbers, gather
 from plax.lax import reductions as _reductions
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
@@ -153,9 +154,20 @@ def take_columns(x, start: int, end: int):
     return _slicing.slice_in_dim(x, start, end, axis=aval.ndim - 1)
 
 
+def take_along(x, index, axis: int):
+    """``x`` indexed along ``axis`` by ``index`` (integers in range, shaped like ``x``):
+    ``out[..., i, ...] = x[..., index[..., i, ...], ...]``, one gather."""
+    aval = get_aval(x)
+    index = _shapes.broadcast_in_dim(index, aval.shape + (1,), tuple(range(aval.ndim)))
+    batch = tuple(d for d in range(aval.ndim) if d != axis)
+    dn = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(axis,),
+                                start_index_map=(axis,), operand_batching_dims=batch,
+                                start_indices_batching_dims=batch)
+    return gather(x, index, dn, (1,) * aval.ndim)
+
+
 def permute_rows(x, perm):
     """``x[..., perm, :]`` for each matrix of ``x`` (``perm`` batched like ``x``)."""
-    from plax.numpy import take_along_axis  # numpy builds on lax: reached at call time
     nb = get_aval(x).ndim - 2
     index = _shapes.broadcast_in_dim(perm, get_aval(x).shape, tuple(range(nb + 1)))
-    return take_along_axis(x, index, axis=nb)
+    return take_along(x, index, axis=nb)

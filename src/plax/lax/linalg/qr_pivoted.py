@@ -10,7 +10,7 @@ from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import shapes as _shapes
 from plax.lax.linalg import lapack
-from plax.lax.linalg.common import batched_on_front, check_matrix, eye_like, triangle
+from plax.lax.linalg.common import batched_on_front, check_matrix, eye_like, take_along, triangle
 from plax.lax.linalg.qr import _cut, _orgqr, _qr_jvp, _qr_shapes
 from plax.lowering.inline import lower_fun
 
@@ -54,11 +54,10 @@ def _jvp(primals, tangents, *, full_matrices):
         return [q, r, p], [Zero(tangent_aval(get_aval(q))), Zero(tangent_aval(get_aval(r))),
                            p_tangent]
     # Locally the pivots are fixed: x[..., p] = q r is an ordinary QR of the permuted columns.
-    from plax.numpy import take_along_axis
     nb = get_aval(x).ndim - 2
     index = _shapes.broadcast_in_dim(p, get_aval(x).shape, tuple(range(nb)) + (nb + 1,))
-    permuted = take_along_axis(x, index, axis=nb + 1)
-    d_permuted = take_along_axis(dx, index, axis=nb + 1)
+    permuted = take_along(x, index, axis=nb + 1)
+    d_permuted = take_along(dx, index, axis=nb + 1)
     _, (dq, dr) = _qr_jvp([permuted], [d_permuted], full_matrices=full_matrices)
     return [q, r, p], [dq, dr, p_tangent]
 
