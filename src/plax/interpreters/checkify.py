@@ -34,6 +34,7 @@ from plax.core.jaxpr import ClosedJaxpr, Literal
 from plax.core.rules import (abstract_eval_rules, batch_rules, effectful_primitives, impl_rules,
                              jvp_rules, param_printers, register_lowering)
 from plax.core.primitive import Primitive
+from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.source_info import current_source_info
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Trace, Tracer, current_trace, get_aval, name_stack, set_current_trace
@@ -108,7 +109,6 @@ class ErrorEffect:
 
 
 def _shape_dtype(x):
-    from plax.api.jit import ShapeDtypeStruct
     aval = get_aval(x)
     return ShapeDtypeStruct(aval.shape, aval.dtype)
 
@@ -166,7 +166,6 @@ class OOBError(JaxException):
                 f"is out of bounds for axis {axis} with size {size}. ")
 
     def get_effect_type(self):
-        from plax.api.jit import ShapeDtypeStruct
         return ErrorEffect(OOBError, (ShapeDtypeStruct((3,), np.int32),))
 
 

@@ -187,10 +187,24 @@ def _full(shape, fill_value, dt, weak: bool, sharding):
     if sharding is not None and _types_split(sharding):
         return broadcast_in_dim(fill, shape, (), out_sharding=sharding)
     out = broadcast_in_dim(fill, shape, ())
-    if sharding is not None:
-        from plax.api.jit import device_put  # plax.api.jit sits above lax (it imports it)
-        out = device_put(out, sharding)
-    return out
+    return out if sharding is None else _laid_out(out, sharding)
+
+
+def _laid_out(x, sharding):
+    """``x`` laid out by ``sharding`` (no Explicit axes): a NamedSharding or PartitionSpec
+    through ``with_sharding_constraint`` (a move when eager, a constraint under jit); another
+    sharding moves concrete data and is ignored under jit."""
+    from plax.lax.sharding_constraint import with_sharding_constraint
+    from plax.runtime import dispatch
+    from plax.runtime.array import CONCRETE
+    if isinstance(sharding, (NamedSharding, PartitionSpec)):
+        return with_sharding_constraint(x, sharding)
+    if type(x) not in CONCRETE:
+        return x
+    devices = sharding.device_set
+    if len(devices) == 1:
+        return dispatch.to_device(x, next(iter(devices)))
+    return dispatch.reshard(x, sharding)
 
 
 def _types_split(sharding) -> bool:
