@@ -17,6 +17,7 @@ import math
 from plax import tree_util
 from plax.core.avals import abstractify
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs
+from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval
 from plax import lax
@@ -53,7 +54,7 @@ def _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names):
                         f"type {type(f).__name__}.")
     if mesh is not None:  # checked now; a context mesh is read (and checked) when called
         _checked_mesh(mesh, in_specs, out_specs, axis_names)
-    name = getattr(f, "__name__", None) or repr(f)
+    name = fun_name(f)
     resolved = []  # the mesh, the axes made manual, those already manual: fixed by the 1st call
 
     @functools.wraps(f)

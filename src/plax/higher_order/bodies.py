@@ -16,6 +16,7 @@ from plax.core import dtypes, replication
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, consts_as_inputs, eval_jaxpr
 from plax.core.caches import WeakKeyCache
 from plax.core.config import config
+from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval, name_stack
 from plax.lax import conversion
@@ -196,7 +197,7 @@ def _leaf_paths(tree):
 
 
 def _function_info(fun) -> str:
-    name = getattr(fun, "__name__", None) or type(fun).__name__
+    name = fun_name(fun)
     try:
         file = inspect.getsourcefile(fun)
         line = inspect.getsourcelines(fun)[1]

@@ -45,6 +45,7 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, impl_rules, jvp_rules,
                              lowering_rules, not_mapped, param_printers, partial_eval_rules,
                              tangent_aval, transpose_rules)
+from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval, set_current_trace
 from plax.lax.ad_util import zeros_like_aval
@@ -106,12 +107,6 @@ class ClosedOverTracerError(TypeError, errors.UnexpectedTracerError):
     rule cannot see (a TypeError, and the UnexpectedTracerError JAX raises there)."""
 
 
-def _name(f) -> str:
-    while isinstance(f, functools.partial):
-        f = f.func
-    return getattr(f, "__name__", None) or type(f).__name__
-
-
 # --- shared plumbing -----------------------------------------------------------------------
 def _nondiff_positions(fun, nondiff_argnums, nondiff_argnames) -> tuple:
     """``nondiff_argnums`` joined with the positions of the parameters ``nondiff_argnames``
@@ -125,7 +120,7 @@ def _nondiff_positions(fun, nondiff_argnums, nondiff_argnames) -> tuple:
         try:
             params = list(inspect.signature(fun).parameters.values())
         except (TypeError, ValueError):
-            raise TypeError(f"nondiff_argnames={names} needs the signature of {_name(fun)}, "
+            raise TypeError(f"nondiff_argnames={names} needs the signature of {fun_name(fun)}, "
                             "which inspect cannot read; use nondiff_argnums.") from None
         positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         nums.update(i for i, p in enumerate(positional)
@@ -163,7 +158,7 @@ def _resolve_args(fun, sig, args, kwargs, kind):
                 return tuple(bound.args)
             problem = ("the following keyword arguments could not be resolved to positions: "
                        f"{', '.join(passed)}; pass them positionally")
-    raise TypeError(f"The input arguments to the {kind}-decorated function {_name(fun)} could "
+    raise TypeError(f"The input arguments to the {kind}-decorated function {fun_name(fun)} could "
                     f"not be resolved to positional-only arguments: {problem}.")
 
 
@@ -406,12 +401,12 @@ class custom_jvp:
             return primal_out, functools.reduce(
                 lambda a, b: tree_util.tree_map(_add, a, b), parts)
 
-        jvp.__name__ = f"{_name(self.fun)}_jvps"
+        jvp.__name__ = f"{fun_name(self.fun)}_jvps"
         jvp.tangents_per_argument = True
         self.defjvp(jvp, symbolic_zeros=True)
 
     def __call__(self, *args, **kwargs):
-        name = _name(self.fun)
+        name = fun_name(self.fun)
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
         args = _resolve_args(self.fun, self._sig, args, kwargs, "custom_jvp")
@@ -422,7 +417,7 @@ class custom_jvp:
         out = _OutType()
         fun = _Named(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
         rule = _Named(_jvp_rule(self.jvp, self.symbolic_zeros, static_vals, in_tree, out, name),
-                      _name(self.jvp))
+                      fun_name(self.jvp))
         outs = custom_jvp_call_p.bind(*leaves, fun=fun, jvp=rule,
                                       symbolic_zeros=self.symbolic_zeros, name=name)
         return tree_util.tree_unflatten(out.tree, outs)
@@ -434,7 +429,7 @@ def _add(a, b):
 
 def _jvp_rule(user_jvp, symbolic_zeros, static_vals, in_tree, out, name):
     """The flat rule: (primal leaves, tangent leaves with Zeros) -> (out leaves, tangents)."""
-    rule_name = _name(user_jvp)
+    rule_name = fun_name(user_jvp)
     per_argument = getattr(user_jvp, "tangents_per_argument", False)  # (defjvps' rule)
 
     def rule(primals, tangents):
@@ -549,7 +544,7 @@ class custom_vjp:
         self.fwd, self.bwd, self.symbolic_zeros = fwd, bwd, symbolic_zeros
 
     def __call__(self, *args, **kwargs):
-        name = _name(self.fun)
+        name = fun_name(self.fun)
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
         args = _resolve_args(self.fun, self._sig, args, kwargs, "custom_vjp")
@@ -560,9 +555,9 @@ class custom_vjp:
         out = _OutType()
         fun = _Named(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
         fwd = _Named(_fwd_rule(self, static_vals, nondiff, in_tree, out,
-                               [get_aval(x) for x in leaves], name), _name(self.fwd))
+                               [get_aval(x) for x in leaves], name), fun_name(self.fwd))
         outs = custom_vjp_call_p.bind(*leaves, fun=fun, fwd=fwd,
-                                      bwd=_Named(None, _name(self.bwd)),
+                                      bwd=_Named(None, fun_name(self.bwd)),
                                       symbolic_zeros=self.symbolic_zeros, name=name)
         return tree_util.tree_unflatten(out.tree, outs)
 
@@ -570,7 +565,7 @@ class custom_vjp:
 def _fwd_rule(cv, static_vals, nondiff, in_tree, out, in_avals, name):
     """The flat forward rule: (primal leaves, which are perturbed) -> (out leaves, residual
     leaves, backward rule)."""
-    fwd_name = _name(cv.fwd)
+    fwd_name = fun_name(cv.fwd)
 
     def fwd(primals, perturbed):
         if cv.symbolic_zeros:
@@ -596,7 +591,7 @@ def _fwd_rule(cv, static_vals, nondiff, in_tree, out, in_avals, name):
                                 f"{type(r).__name__}). Residuals must be pytrees of arrays.") \
                     from None
         bwd = _Named(_bwd_rule(cv, static_vals, res_tree, out.tree, in_tree, in_avals),
-                     _name(cv.bwd))
+                     fun_name(cv.bwd))
         return outs, res_leaves, bwd
 
     return fwd
@@ -739,7 +734,7 @@ def closure_convert(fun, *example_args):
         return out_leaves
 
     jaxpr, consts = trace_to_jaxpr(flat, [get_aval(x) for x in leaves],
-                                   description=f"closure_convert({_name(fun)})")
+                                   description=f"closure_convert({fun_name(fun)})")
     out_tree = box[-1]
     hoist = [isinstance(c, Tracer) and dtypes.is_inexact(get_aval(c).dtype) for c in consts]
     kept = [c for c, h in zip(consts, hoist) if not h]
@@ -760,7 +755,7 @@ def closure_convert(fun, *example_args):
         all_consts = [next(h) if hz else next(k) for hz in hoist]
         return tree_util.tree_unflatten(out_tree, eval_jaxpr(jaxpr, all_consts, *xs))
 
-    converted_fun.__name__ = _name(fun)
+    converted_fun.__name__ = fun_name(fun)
     return converted_fun, hoisted
 
 
