@@ -1,6 +1,10 @@
 """Typed PRNG keys (``random.key``, dtype ``key<fry>``): their data, derivation and samplers
 bit for bit as JAX 0.10.2 (values hard-coded here as the reference), typed equal to legacy
 keys, keys through every transformation and shape op, and the errors JAX raises for them."""
+import pickle
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -127,6 +131,23 @@ def test_wrap_key_data_round_trips():
     assert data(random.wrap_key_data(random.key_data(random.key(5)))) == [0, 5]
     # key_data of a legacy key is the key itself
     assert as_list(random.key_data(random.PRNGKey(3))) == [0, 3]
+
+
+def test_key_arrays_pickle_round_trip():
+    ks = random.split(random.key(0), 4)
+    back = pickle.loads(pickle.dumps(ks))
+    assert is_key(back, (4,)) and data(back) == SPLIT_0_4
+    assert as_list(random.uniform(back[2], (3,))) == as_list(random.uniform(ks[2], (3,)))
+
+
+def test_a_key_array_unpickles_in_a_fresh_process():
+    # The pickle names plax.random's rebuilder, so unpickling imports plax.random itself.
+    code = ("import pickle, sys; k = pickle.loads(sys.stdin.buffer.read()); "
+            "import plax.random; print(plax.random.key_data(k).tolist(), k.dtype)")
+    proc = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(random.key(42)),
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert proc.stdout.decode().split("\n")[-2:] == ["[0, 42] key<fry>", ""]
 
 
 def test_wrap_key_data_errors():

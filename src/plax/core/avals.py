@@ -133,6 +133,24 @@ class AbstractValue:
 sharding_in_types = [False]
 
 
+def _no_sharding_types(ndim: int):
+    raise RuntimeError("no sharding types are installed: import plax (plax.sharding.named "
+                       "installs them).")
+
+
+# ``replicated_sharding(ndim)``: the NamedSharding of an ``ndim``-dimensional value replicated
+# on the context's AbstractMesh. Shardings are built above this module: plax.sharding.named
+# installs it when it is imported.
+_replicated_sharding = _no_sharding_types
+
+
+def install_replicated_sharding(replicated_sharding) -> None:
+    """Make ``replicated_sharding(ndim)`` what ``ShapedArray.sharding`` gives for an aval that
+    carries no sharding."""
+    global _replicated_sharding
+    _replicated_sharding = replicated_sharding
+
+
 class ShapedArray(AbstractValue):
     """An array known by its shape, dtype and weak type, and on meshes with Explicit axes by
     its sharding (``f32[8@x,4]``).
@@ -188,9 +206,7 @@ class ShapedArray(AbstractValue):
         type carries none)."""
         if self._sharding is not None:
             return self._sharding
-        from plax.sharding.mesh import get_abstract_mesh
-        from plax.sharding.named import NamedSharding
-        return NamedSharding(get_abstract_mesh(), (None,) * len(self.shape))
+        return _replicated_sharding(len(self.shape))
 
     def update(self, shape=None, dtype=None, weak_type=None, sharding=False,
                manual_axis_type=None) -> "ShapedArray":

@@ -16,6 +16,7 @@ objects. What the rest of plax does with them:
 from __future__ import annotations
 
 from plax.core.caches import WeakKeyCache
+from plax.core.rules import effect_rules, effectful_primitives, nested_effect_rules
 
 
 class Effect:
@@ -62,14 +63,6 @@ ordered_io_effect.unordered = io_effect
 
 no_effects: frozenset = frozenset()
 
-# prim -> ``rule(params) -> frozenset of Effect``; the effects of one of its equations.
-effect_rules: dict = {}
-# prim -> ``rule(inner_effects, params) -> frozenset``: what the effects of the jaxprs an
-# equation holds are, seen from outside (default: the same). shard_map orders its body's
-# ordered effects per device, so outside they are unordered.
-nested_effect_rules: dict = {}
-
-
 def without_order(effects) -> frozenset:
     """``effects`` with each ordered effect replaced by its unordered counterpart."""
     return frozenset(getattr(e, "unordered", e) if e.ordered else e for e in effects)
@@ -78,7 +71,6 @@ def without_order(effects) -> frozenset:
 def eqn_effects(eqn) -> frozenset:
     """The effects of one equation: its primitive's, and those of the jaxprs it holds."""
     from plax.core.jaxpr import subjaxprs  # (jaxpr builds on this module)
-    from plax.core.rules import effectful_primitives
     rule = effect_rules.get(eqn.primitive)
     own = rule(eqn.params) if rule is not None else no_effects
     if eqn.primitive in effectful_primitives:

@@ -24,8 +24,15 @@ out_sharding_params  the name of the parameter holding a user's ``out_sharding=`
                  sharding): the lowering pins the results to it
 replication_rules  ``rule(ins, **params) -> [frozenset]``: the mesh axes each result varies
                  over inside shard_map, from its operands' (``plax.core.replication``)
-sharding_rules   (in ``plax.core.sharding_types``) ``rule(avals_in, avals_out, **params)
-                 -> [sharding | None]``: the results' shardings in types
+sharding_rules   ``rule(avals_in, avals_out, **params) -> [sharding | None]``: the results'
+                 shardings in types (``plax.core.sharding_types``)
+effect_rules     ``rule(params) -> frozenset of Effect``: an equation's own effects
+nested_effect_rules  ``rule(inner_effects, params) -> frozenset``: the effects of the jaxprs
+                 an equation holds, seen from outside (``plax.core.effects``)
+checkify_rules   ``rule(trace, args, params) -> outs``: the primitive under checkify, adding
+                 its checks (``plax.interpreters.checkify``)
+key_reuse_rules  ``rule(eqn, ins, state) -> [ids | None]``: which key elements an equation
+                 consumes and passes on (``plax.interpreters.key_reuse``)
 """
 from __future__ import annotations
 
@@ -50,9 +57,23 @@ collective_axis_names: dict = {}
 param_printers: dict = {}
 out_sharding_params: dict = {}
 replication_rules: dict = {}
+# prim -> rule(avals_in, avals_out, **params) -> [sharding or None per result]; a result's
+# sharding is a NamedSharding over an AbstractMesh with one entry per dimension.
+sharding_rules: dict = {}
+# prim -> ``rule(params) -> frozenset of Effect``; the effects of one of its equations.
+effect_rules: dict = {}
+# prim -> ``rule(inner_effects, params) -> frozenset``: what the effects of the jaxprs an
+# equation holds are, seen from outside (default: the same). shard_map orders its body's
+# ordered effects per device, so outside they are unordered.
+nested_effect_rules: dict = {}
 # Primitives whose equations have an (unnamed) effect: never removed as dead code. Named
-# effects (ordered or not) are declared in ``plax.core.effects.effect_rules``.
+# effects (ordered or not) are declared in ``effect_rules``.
 effectful_primitives: set = set()
+# prim -> rule(trace, args, params) -> outs, run in the parent trace of a CheckifyTrace.
+checkify_rules: dict = {}
+# prim -> rule(eqn, ins, state) -> outs: the key-reuse checker's per-equation analysis (ids of
+# the key elements of each operand and result; None for a non-key value or a fresh key).
+key_reuse_rules: dict = {}
 
 # Primitives that are linear in (some of) their inputs: they need a transpose rule.
 linear_primitives: set = set()

@@ -17,10 +17,7 @@ builds new ones with ``type(s)(mesh, entries)``, never importing them.
 from __future__ import annotations
 
 from plax.core import avals as _avals
-
-# prim -> rule(avals_in, avals_out, **params) -> [sharding or None per result]; a result's
-# sharding is a NamedSharding over an AbstractMesh with one entry per dimension.
-sharding_rules: dict = {}
+from plax.core.rules import sharding_rules
 
 
 class ShardingTypeError(Exception):

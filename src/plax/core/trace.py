@@ -178,6 +178,22 @@ def install_dispatch_hooks(trace_changed, axis_env_changed) -> None:
     _trace_changed, _axis_env_changed = trace_changed, axis_env_changed
 
 
+def _no_eager_evaluation(prim, args, params):
+    raise RuntimeError(f"no eager evaluation is installed to run {prim.name}: import plax "
+                       "(plax.runtime.dispatch installs it).")
+
+
+# How EvalTrace runs a primitive on concrete values: the runtime's apply_primitive, which
+# runtime/dispatch.py installs when it is imported (the runtime sits above this module).
+_apply_primitive = _no_eager_evaluation
+
+
+def install_eager_evaluation(apply_primitive) -> None:
+    """Make ``apply_primitive(prim, args, params)`` how EvalTrace runs primitives."""
+    global _apply_primitive
+    _apply_primitive = apply_primitive
+
+
 def current_trace() -> Trace:
     t = _ctx.trace
     if t is None:
@@ -270,8 +286,7 @@ class EvalTrace(Trace):
                 raise errors.UnexpectedTracerError(
                     f"A tracer of {a._trace.description or 'a transformation'} reached eager "
                     f"evaluation of {prim.name}: {escaped_tracer_message(a)}")
-        from plax.runtime.dispatch import apply_primitive
-        return apply_primitive(prim, args, params)
+        return _apply_primitive(prim, args, params)
 
 
 def get_aval(x) -> ShapedArray:

@@ -31,8 +31,8 @@ from plax import tree_util
 from plax.core import dtypes
 from plax.core import errors as core_errors
 from plax.core.jaxpr import ClosedJaxpr, Literal
-from plax.core.rules import (abstract_eval_rules, batch_rules, effectful_primitives, impl_rules,
-                             jvp_rules, param_printers, register_lowering)
+from plax.core.rules import (abstract_eval_rules, batch_rules, checkify_rules, effectful_primitives,
+                             impl_rules, jvp_rules, param_printers, register_lowering)
 from plax.core.primitive import Primitive
 from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.source_info import current_source_info
@@ -345,10 +345,6 @@ all_checks = automatic_checks | user_checks
 
 
 # --- the trace ----------------------------------------------------------------------------
-# prim -> rule(trace, args, params) -> outs; run in the parent trace (see the module doc).
-checkify_rules: dict = {}
-
-
 class CheckifyTrace(Trace):
     """Runs primitives in the parent trace, adding their checks to ``self.error``."""
 

@@ -12,16 +12,25 @@ Typed keys (dtype ``key<fry>``) are made and used by ``random_seed``,
 ``random_unwrap`` and ``random_clone``. Each lowers to its ``PRNGImpl``'s
 function on the keys' physical data (uint32 words), so a new implementation is
 a new ``PRNGImpl``, not new primitives.
+
+With ``jax_debug_key_reuse`` on, eager ``random_bits`` and ``random_split`` consume their
+concrete key array: it remembers where, and consuming it again raises ``KeyReuseError``
+(``plax.interpreters.key_reuse`` checks jaxprs and jitted calls with the same marks).
 """
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
+from plax.core.config import config
 from plax.core.dtypes import KeyType
+from plax.core.errors import KeyReuseError
 from plax.core.primitive import Primitive
-from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering
+from plax.core.rules import abstract_eval_rules, batch_rules, impl_rules, register_lowering
+from plax.core.source_info import user_frame
 from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import bitwise as _bitwise
@@ -31,6 +40,8 @@ from plax.lax.batch_util import bdim_at_front, broadcasting, vectorized
 from plax.lax.common import check_same_shapes
 from plax.lax.key_layout import physical_ctx
 from plax.lowering.inline import lower_fun
+from plax.runtime import dispatch
+from plax.runtime.array import CONCRETE
 
 __all__ = ["threefry2x32", "threefry2x32_p", "PRNGImpl", "random_seed", "random_bits",
            "random_split", "random_fold_in", "random_wrap", "random_unwrap", "random_clone",
@@ -224,6 +235,57 @@ _keys_first(random_bits_p)
 _keys_first(random_split_p)
 _keys_first(random_fold_in_p)
 batch_rules[random_wrap_p] = _wrap_batch
+
+
+# --- eager key consumption (jax_debug_key_reuse) ---------------------------------------------
+KEY_REUSE_ADVICE = ("Each key may be used once: split it (jax.random.split) to get as many "
+                    "fresh keys as you need, or copy it with jax.random.clone.")
+_consumed: dict = {}  # id(array) -> (weak reference to it, where it was consumed)
+
+
+def consumed_at(x) -> str | None:
+    """Where the concrete key array ``x`` was consumed, or None (not consumed, or no array)."""
+    entry = _consumed.get(id(x)) if type(x) in CONCRETE else None
+    if entry is None or entry[0]() is not x:
+        return None
+    return entry[1]
+
+
+def mark_consumed(x, where: str) -> None:
+    """Remember that the concrete key array ``x`` was consumed at ``where`` (first time only)."""
+    if type(x) in CONCRETE and isinstance(x.aval.dtype, KeyType) and consumed_at(x) is None:
+        i = id(x)
+        _consumed[i] = (weakref.ref(x, lambda _, i=i: _consumed.pop(i, None)), where)
+
+
+def call_site() -> str:
+    """The user's line running now, as ``file:line (function)``."""
+    f = user_frame()
+    return f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})" if f else "an unknown place"
+
+
+def previously_consumed(what: str, index: int, where: str) -> KeyReuseError:
+    """The error for a consumed key passed again, as argument ``index`` of ``what``."""
+    return KeyReuseError(f"Previously-consumed key passed to {what} at index {index}: it was "
+                         f"consumed at {where}. {KEY_REUSE_ADVICE}")
+
+
+def _consuming_impl(prim):
+    """Eager rule: run ``prim``; with the key-reuse flag on, its key operand is consumed."""
+    def impl(*args, **params):
+        if not config.read("debug_key_reuse"):
+            return dispatch.run_primitive(prim, args, params)
+        where = consumed_at(args[0])
+        if where is not None:
+            raise previously_consumed(prim.name, 0, where)
+        out = dispatch.run_primitive(prim, args, params)
+        mark_consumed(args[0], call_site())
+        return out
+    return impl
+
+
+impl_rules[random_bits_p] = _consuming_impl(random_bits_p)
+impl_rules[random_split_p] = _consuming_impl(random_split_p)
 
 
 def random_seed(seeds, impl: PRNGImpl):

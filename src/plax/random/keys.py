@@ -20,6 +20,7 @@ from plax.core.trace import Tracer, get_aval
 from plax.lax import conversion as _conversion
 from plax.lax import prng as _prng
 from plax.random import threefry
+from plax.runtime.array import install_key_array_rebuilder
 from plax.runtime.dispatch import array_from_host
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
@@ -112,6 +113,14 @@ def wrap_key_data(key_bits_array, *, impl=None):
     if not isinstance(key_bits_array, Tracer) and not hasattr(key_bits_array, "aval"):
         key_bits_array = array_from_host(np.asarray(key_bits_array))
     return _prng.random_wrap(key_bits_array, _resolve_impl(impl))
+
+
+def rebuild_key_array(key_bits, impl_name: str):
+    """The key array a pickle holds: its uint32 data and its implementation's name."""
+    return wrap_key_data(key_bits, impl=impl_name)
+
+
+install_key_array_rebuilder(rebuild_key_array)  # pickles of key arrays name this function
 
 
 def key_impl(keys) -> PRNGSpec:

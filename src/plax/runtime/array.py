@@ -218,7 +218,8 @@ class _ArrayMethods:
 
     def __reduce__(self):
         if dtypes.is_extended(self.dtype):
-            return (_rebuild_keys, (np.asarray(self._physical_value()), self.dtype._impl.name))
+            return (_key_array_rebuilder,
+                    (np.asarray(self._physical_value()), self.dtype._impl.name))
         return (_rebuild, (np.asarray(self._value()), self.weak_type))
 
     def __repr__(self):
@@ -395,6 +396,18 @@ def _rebuild(value, weak_type):
     return array_from_host(value, weak_type=weak_type)
 
 
-def _rebuild_keys(data, impl_name):
-    from plax.random import wrap_key_data  # (plax.random is above the runtime)
-    return wrap_key_data(data, impl=impl_name)
+def _no_key_arrays(data, impl_name):
+    raise RuntimeError(f"cannot rebuild an array of {impl_name} keys: import plax.random (it "
+                       "installs how key arrays are unpickled).")
+
+
+# ``rebuild(key_data, impl_name)``: the key array a pickle holds. Key arrays are made above the
+# runtime: plax.random installs it, and a pickle names that function, so unpickling imports it.
+_key_array_rebuilder = _no_key_arrays
+
+
+def install_key_array_rebuilder(rebuild) -> None:
+    """Pickle key arrays as ``rebuild(uint32 key data, impl name)`` (a module-level function:
+    pickles refer to it by name)."""
+    global _key_array_rebuilder
+    _key_array_rebuilder = rebuild

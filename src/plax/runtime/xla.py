@@ -12,21 +12,18 @@ import threading
 import time
 import types
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # silence PJRT's start-up chatter
-# The LAPACK kernels run on SciPy's OpenBLAS: its own thread pool fights XLA's (a 256x256 SVD
-# swings between 7 ms and 0.9 s), so it runs single-threaded unless the user says otherwise.
-# This must be set before SciPy loads its OpenBLAS.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# First, before jaxlib loads: the environment variables it (and SciPy's OpenBLAS) read then.
+from plax.runtime import xla_env  # noqa: F401  (keep above the jaxlib imports)
 
-import ml_dtypes  # noqa: E402
-import numpy as np  # noqa: E402
+import ml_dtypes
+import numpy as np
 
-import jaxlib  # noqa: E402
-import jaxlib.xla_client as xc  # noqa: E402
-from jaxlib import _jax  # noqa: E402
+import jaxlib
+import jaxlib.xla_client as xc
+from jaxlib import _jax
 
-from plax.core.config import config  # noqa: E402
-from plax.runtime import compile_cache  # noqa: E402
+from plax.core.config import config
+from plax.runtime import compile_cache
 
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device

@@ -12,8 +12,9 @@ import math
 
 import numpy as np
 
+from plax.core.avals import install_replicated_sharding
 from plax.runtime import xla
-from plax.sharding.mesh import AbstractMesh, Mesh, context_mesh
+from plax.sharding.mesh import AbstractMesh, Mesh, context_mesh, get_abstract_mesh
 from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
 from plax.sharding.single import Sharding
 
@@ -315,3 +316,10 @@ Sharding.register(NamedSharding)
 for _name in ("addressable_devices", "is_fully_addressable", "addressable_devices_indices_map",
               "is_equivalent_to"):
     setattr(NamedSharding, _name, getattr(Sharding, _name))
+
+
+def _replicated_on_context_mesh(ndim: int) -> NamedSharding:
+    return NamedSharding(get_abstract_mesh(), (None,) * ndim)
+
+
+install_replicated_sharding(_replicated_on_context_mesh)  # ShapedArray.sharding's default
