@@ -1,6 +1,6 @@
 """Calling Python from traced code: pure_callback, io_callback, debug.callback, debug.print.
 
-Each flattens its arguments, binds one primitive of ``plax/lax/callbacks.py`` on the
+Each flattens its arguments, binds one primitive of ``plax/higher_order/callbacks.py`` on the
 array leaves, and hands the primitive a ``FlatCallback`` that rebuilds the user's
 arguments from NumPy arrays and flattens what the user's function returns.
 """
@@ -20,7 +20,8 @@ from plax.core.avals import ShapedArray
 from plax.core.effects import debug_effect, ordered_debug_effect
 from plax.core.source_info import user_frame
 from plax.core.trace import Tracer
-from plax.lax.callbacks import VMAP_METHODS, debug_callback_p, io_callback_p, pure_callback_p
+from plax.higher_order.callbacks import (VMAP_METHODS, debug_callback_p, io_callback_p,
+                                         pure_callback_p)
 
 __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "debug_log"]
 

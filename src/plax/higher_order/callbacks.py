@@ -18,6 +18,9 @@ runtime can raise it in the caller's thread (``runtime/xla.raise_callback_failur
 Ordered callbacks take the function's current token and give the next
 (``ctx.fn.token``). In an SPMD program a callback runs on one device (the first, or the
 device of ``sharding=``); inside shard_map, once per device on its own block.
+
+The primitives hold no jaxprs, but they sit with the higher-order ones: vmap of a
+sequential callback is a scan over the batch members.
 """
 from __future__ import annotations
 
@@ -31,6 +34,9 @@ from plax.core.errors import JaxRuntimeError, record_callback_failure
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, batch_rules, impl_rules, jvp_rules,
                              not_mapped, register_lowering, transpose_rules)
+from plax.higher_order.scan import scan
+from plax.lax.batch_util import moveaxis
+from plax.lax.shapes import broadcast
 from plax.lowering.stablehlo import abstract_token
 
 __all__ = ["pure_callback_p", "io_callback_p", "debug_callback_p", "VMAP_METHODS",
@@ -159,8 +165,6 @@ def _batch_size(vals, dims) -> int:
 
 def _sequential(prim, vals, dims, params, unroll: bool):
     """One call per batch member, in order (a scan over the members)."""
-    from plax import lax
-    from plax.lax.batch_util import moveaxis
     batched = [d is not not_mapped for d in dims]
     xs = [moveaxis(v, d, 0) for v, d in zip(vals, dims) if d is not not_mapped]
     fixed = [v for v, b in zip(vals, batched) if not b]
@@ -170,7 +174,7 @@ def _sequential(prim, vals, dims, params, unroll: bool):
         args = [next(it_members) if b else next(it_fixed) for b in batched]
         return carry, prim.bind(*args, **params)
 
-    _, outs = lax.scan(step, (), xs, unroll=bool(unroll))
+    _, outs = scan(step, (), xs, unroll=bool(unroll))
     return list(outs), [0] * len(outs)
 
 
@@ -186,8 +190,6 @@ def _pure_batch(axis, vals, dims, *, callback, result_avals, sharding, vmap_meth
             "of 'sequential', 'sequential_unrolled', 'expand_dims', 'broadcast_all', or "
             f"'legacy_vectorized'. Got vmap_method={vmap_method!r}: pass vmap_method= to "
             "pure_callback to say how a batch of inputs reaches the callback.")
-    from plax import lax
-    from plax.lax.batch_util import moveaxis
     size = _batch_size(vals, dims)
     args = []
     for v, d in zip(vals, dims):
@@ -196,7 +198,7 @@ def _pure_batch(axis, vals, dims, *, callback, result_avals, sharding, vmap_meth
         elif vmap_method == "legacy_vectorized":
             args.append(v)
         else:  # a leading dimension of 1 (expand_dims) or of the batch size (broadcast_all)
-            args.append(lax.broadcast(v, (size if vmap_method == "broadcast_all" else 1,)))
+            args.append(broadcast(v, (size if vmap_method == "broadcast_all" else 1,)))
     batched_avals = tuple(ShapedArray((size, *a.shape), a.dtype) for a in result_avals)
     outs = pure_callback_p.bind(*args, callback=callback, result_avals=batched_avals,
                                 sharding=sharding, vmap_method=vmap_method)
