@@ -1,4 +1,11 @@
-"""plax.lax: the primitive operations, one module per family."""
+"""plax.lax: the primitive operations, one module per family.
+
+The first-order families, lowest first (a module imports only those before it at module
+level; a rule that needs a later family imports it in the function body): common <
+batch_util < ad_util < conversion < shapes < elementwise_util < bitwise < comparison <
+arithmetic < transcendental < indexing < slicing < reductions < the others (dot <
+convolution, sort, collectives, fft, utility, key_layout < prng, sharding_constraint).
+"""
 from plax.lax.arithmetic import *  # noqa: F401,F403
 from plax.lax.transcendental import *  # noqa: F401,F403
 from plax.lax.comparison import *  # noqa: F401,F403

@@ -1,7 +1,10 @@
 """Helpers for writing differentiation rules: zeros, tangent sums, and rule factories.
 
 They build tangents out of lax operations, so they live in lax (below the
-transformations, which import them) rather than in ``plax.transforms``.
+transformations, which import them) rather than in ``plax.transforms``. The families
+register their rules with these factories while they are being imported, so this module
+sits below them (see the order in ``plax/lax/__init__.py``) and imports the few ops it
+builds (broadcast_in_dim, add) inside the functions that use them.
 """
 from __future__ import annotations
 
@@ -10,9 +13,6 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.rules import Zero, jvp_rules, linear_primitives, tangent_aval
 from plax.core.trace import get_aval
-# The ops are reached through the package when a rule runs: the families that define
-# them register their rules with these helpers while they are being imported.
-from plax import lax as _lax
 
 
 def zeros_like_aval(aval):
@@ -24,7 +24,8 @@ def zeros_like_aval(aval):
         py = zero.item()
         if get_aval(py).dtype == aval.dtype:
             zero = py
-    return _lax.shapes.broadcast_in_dim(zero, aval.shape, ())
+    from plax.lax.shapes import broadcast_in_dim
+    return broadcast_in_dim(zero, aval.shape, ())
 
 
 def instantiate(t):
@@ -38,7 +39,8 @@ def add_tangents(a, b):
         return b
     if type(b) is Zero:
         return a
-    return _lax.arithmetic.add(a, b)
+    from plax.lax.arithmetic import add
+    return add(a, b)
 
 
 def broadcast_tangent(t, shape):
@@ -49,7 +51,8 @@ def broadcast_tangent(t, shape):
     s = get_aval(t).shape
     if s == tuple(shape):
         return t
-    return _lax.shapes.broadcast_in_dim(t, tuple(shape), tuple(range(len(s))) if s else ())
+    from plax.lax.shapes import broadcast_in_dim
+    return broadcast_in_dim(t, tuple(shape), tuple(range(len(s))) if s else ())
 
 
 def zero_tangents_of(prim, ans):

@@ -3,7 +3,10 @@ rule factories of elementwise primitives.
 
 They are built from lax operations, so they live in lax; ``plax.transforms.vmap``
 imports them. A rule receives ``dims`` with ``not_mapped`` (None) for values
-that do not vary along the batch.
+that do not vary along the batch. The families register their rules with these factories
+while they are being imported, so this module sits below them (see the order in
+``plax/lax/__init__.py``) and imports the shape ops it builds inside the functions that
+use them.
 """
 from __future__ import annotations
 
@@ -12,15 +15,13 @@ import math
 from plax.core.sharding_types import with_dim
 from plax.core.rules import batch_rules, not_mapped
 from plax.core.trace import get_aval
-# The ops are reached through the package when a rule runs: the families that define
-# them register their rules with these helpers while they are being imported.
-from plax import lax as _lax
 
 
 def moveaxis(x, src: int, dst: int):
     """``x`` with its axis ``src`` moved to position ``dst`` (both non-negative)."""
     if src == dst:
         return x
+    from plax.lax.shapes import reshape, transpose
     shape = get_aval(x).shape
     perm = [i for i in range(len(shape)) if i != src]
     perm.insert(dst, src)
@@ -30,12 +31,12 @@ def moveaxis(x, src: int, dst: int):
         # whose degenerate axes it may give layouts that cost extra copies.
         kept = [i for i in perm if shape[i] != 1 or i == src]  # in their new order
         order = sorted(kept)
-        x = _lax.shapes.reshape(x, tuple(shape[i] for i in order))
+        x = reshape(x, tuple(shape[i] for i in order))
         kperm = tuple(order.index(i) for i in kept)
         if kperm != tuple(range(len(kperm))):
-            x = _lax.shapes.transpose(x, kperm)
-        return _lax.shapes.reshape(x, tuple(shape[i] for i in perm))
-    return _lax.shapes.transpose(x, tuple(perm))
+            x = transpose(x, kperm)
+        return reshape(x, tuple(shape[i] for i in perm))
+    return transpose(x, tuple(perm))
 
 
 def broadcast_batch(x, size: int, dim: int):
@@ -43,7 +44,8 @@ def broadcast_batch(x, size: int, dim: int):
     shape = get_aval(x).shape
     out_shape = shape[:dim] + (size,) + shape[dim:]
     kept = tuple(i if i < dim else i + 1 for i in range(len(shape)))
-    return _lax.shapes.broadcast_in_dim(x, out_shape, kept)
+    from plax.lax.shapes import broadcast_in_dim
+    return broadcast_in_dim(x, out_shape, kept)
 
 
 def move_batch_dim(x, src, dst: int, size: int):
@@ -119,6 +121,7 @@ def align_elementwise(vals, dims):
         # the ops after most often want; keeping it inside costs them a transpose later
         # (of a larger value when the result grows).
         d = 0
+    from plax.lax.shapes import broadcast_in_dim
     out = []
     for v, b, shape in zip(vals, dims, shapes):
         if b is not_mapped:
@@ -129,9 +132,9 @@ def align_elementwise(vals, dims):
             lead = ndim - len(shape)
             full = (1,) * lead + shape
             kept = tuple(i + lead if i + lead < d else i + lead + 1 for i in range(len(shape)))
-            out.append(_lax.shapes.broadcast_in_dim(v, full[:d] + (1,) + full[d:], kept))
+            out.append(broadcast_in_dim(v, full[:d] + (1,) + full[d:], kept))
         elif len(shape) - 1 < ndim:  # a batched scalar among higher-rank operands
-            out.append(_lax.shapes.broadcast_in_dim(moveaxis(v, b, 0), (shape[b],) + (1,) * ndim, (0,)))
+            out.append(broadcast_in_dim(moveaxis(v, b, 0), (shape[b],) + (1,) * ndim, (0,)))
         else:
             out.append(moveaxis(v, b, d))
     return out, d

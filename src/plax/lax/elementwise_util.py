@@ -17,9 +17,7 @@ from plax.core.rules import abstract_eval_rules, register_lowering
 from plax.core.trace import get_aval
 from plax.lax.batch_util import broadcasting, vectorized
 from plax.lax.common import check_dtype, check_same_dtypes, check_same_shapes, weak_of
-# The ops are reached through the package when a rule runs (the families import this module
-# while they are being defined).
-from plax import lax as _lax
+from plax.lax.shapes import broadcast_in_dim
 
 
 def standard_lowering(op: str):
@@ -95,4 +93,4 @@ def const(x, value):
 
 def full_of(x, value):
     """``value`` in ``x``'s dtype, broadcast to ``x``'s shape."""
-    return _lax.shapes.broadcast_in_dim(const(x, value), get_aval(x).shape, ())
+    return broadcast_in_dim(const(x, value), get_aval(x).shape, ())

@@ -29,10 +29,13 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefine
                              lowering_rules, not_mapped, tangent_aval, transpose_rules)
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, fresh_name_stack, get_aval, set_current_trace
-# The elementwise ops, reached through the package when a rule runs.
-from plax import lax as E
-from plax.lax import reductions as _reductions
+from plax.lax import arithmetic as _arith
+from plax.lax import bitwise as _bitwise
+from plax.lax import comparison as _cmp
+from plax.lax import conversion as _conv
 from plax.lax import shapes as _shapes
+# indexing sits below slicing and reductions in the family order (plax/lax/__init__.py):
+# the rules built on their ops import them in the function body.
 from plax.lax.common import as_int_tuple, check_same_dtypes, complex_extremum
 from plax.lax.ad_util import instantiate
 from plax.lax.batch_util import batch_size_of, move_batch_dim, moveaxis
@@ -268,15 +271,16 @@ def _upper_bounds(indices, operand_shape: tuple, window: tuple, index_map: tuple
 
 def _clamp_indices(indices, operand_shape, window, index_map):
     zero = np.zeros((), get_aval(indices).dtype)
-    return E.clamp(zero, indices, _upper_bounds(indices, operand_shape, window, index_map))
+    return _cmp.clamp(zero, indices, _upper_bounds(indices, operand_shape, window, index_map))
 
 
 def _windows_in_bounds(indices, operand_shape, window, index_map):
     """bool[indices.shape[:-1]]: whether each index vector's window is in bounds."""
+    from plax.lax import reductions as _reductions
     aval = get_aval(indices)
-    ok = E.le(indices, _upper_bounds(indices, operand_shape, window, index_map))
+    ok = _cmp.le(indices, _upper_bounds(indices, operand_shape, window, index_map))
     if not dtypes.is_unsigned(aval.dtype):
-        ok = E.bitwise_and(ok, E.ge(indices, np.zeros((), aval.dtype)))
+        ok = _bitwise.bitwise_and(ok, _cmp.ge(indices, np.zeros((), aval.dtype)))
     return _reductions.reduce_and(ok, (aval.ndim - 1,))
 
 
@@ -356,7 +360,7 @@ def _gather_fill(x, idx, fill_value, params):
     batch_pos = tuple(d for d in range(len(shape)) if d not in dn.offset_dims)
     fill = default_fill_value(xa.dtype) if fill_value is None else fill_value
     fill = _shapes.broadcast_in_dim(np.asarray(fill).astype(xa.dtype), shape, ())
-    return E.select_n(_shapes.broadcast_in_dim(ok, shape, batch_pos), fill, out)
+    return _cmp.select_n(_shapes.broadcast_in_dim(ok, shape, batch_pos), fill, out)
 
 
 abstract_eval_rules[gather_p] = _gather_abstract
@@ -435,9 +439,9 @@ def _update_jaxpr(kind: str, dtype):
     dtype = np.dtype(dtype)
     key = (kind, dtype)
     if key not in _update_jaxprs:
-        boolean = {"add": E.bitwise_or, "mul": E.bitwise_and, "min": E.bitwise_and,
-                   "max": E.bitwise_or}
-        fn = boolean[kind] if dtypes.is_bool(dtype) else getattr(E, kind)
+        boolean = {"add": _bitwise.bitwise_or, "mul": _bitwise.bitwise_and,
+                   "min": _bitwise.bitwise_and, "max": _bitwise.bitwise_or}
+        fn = boolean[kind] if dtypes.is_bool(dtype) else getattr(_arith, kind)
         scalar = ShapedArray((), dtype)
         with set_current_trace(EvalTrace()), fresh_name_stack():
             jaxpr, _ = trace_to_jaxpr(lambda a, b: [fn(a, b)], [scalar, scalar])
@@ -605,7 +609,8 @@ def _scatter_ids(idx, u_shape, dn: ScatterDimensionNumbers):
     scatter_pos = tuple(d for d in range(len(u_shape)) if d not in dn.update_window_dims)
     scatter_shape = tuple(u_shape[d] for d in scatter_pos)
     n = int(np.prod(scatter_shape, dtype=np.int64))
-    ids = E.add(_shapes.reshape(_shapes.broadcasted_iota(np.int32, (n,), 0), scatter_shape), np.int32(1))
+    ids = _arith.add(_shapes.reshape(_shapes.broadcasted_iota(np.int32, (n,), 0), scatter_shape),
+                     np.int32(1))
     return _shapes.broadcast_in_dim(ids, tuple(u_shape), scatter_pos)
 
 
@@ -613,15 +618,15 @@ def _scatter_winners(x_shape, idx, u_shape, dn, mode):
     """(bool operand-shaped: no update lands here, bool updates-shaped: this update wins)."""
     ids = _scatter_ids(idx, u_shape, dn)
     won = scatter(_zeros(x_shape, np.int32), idx, ids, dn, mode=mode)
-    keep = E.eq(won, np.int32(0))
-    wins = E.eq(_gather_updates(won, idx, dn, u_shape, mode), ids)
+    keep = _cmp.eq(won, np.int32(0))
+    wins = _cmp.eq(_gather_updates(won, idx, dn, u_shape, mode), ids)
     return keep, wins
 
 
 def _masked(pred, t, aval):
     """``t`` where ``pred`` holds, else 0."""
     t = instantiate(t)
-    return E.select_n(pred, _zeros(aval.shape, aval.dtype), t)
+    return _cmp.select_n(pred, _zeros(aval.shape, aval.dtype), t)
 
 
 def _scatter_jvp(primals, tangents, *, dimension_numbers, mode, unique_indices, **params):
@@ -677,23 +682,24 @@ def _scatter_mul_jvp(primals, tangents, *, dimension_numbers, mode, **params):
     t = None if type(tx) is Zero else scatter_mul_p.bind(tx, idx, u, **kw)
     if type(tu) is not Zero:
         xa, ua = get_aval(x), get_aval(u)
-        is_zero = E.eq(u, np.zeros((), ua.dtype))
+        is_zero = _cmp.eq(u, np.zeros((), ua.dtype))
         one = np.ones((), ua.dtype)
-        nonzero_u = E.select_n(is_zero, u, _broadcast_scalar(one, ua.shape))
+        nonzero_u = _cmp.select_n(is_zero, u, _broadcast_scalar(one, ua.shape))
         n_zeros = scatter_add(_zeros(xa.shape, xa.dtype), idx,
-                              E.convert_element_type(is_zero, ua.dtype), dn, mode=mode)
+                              _conv.convert_element_type(is_zero, ua.dtype), dn, mode=mode)
         prod_nz = scatter_mul_p.bind(_broadcast_scalar(np.ones((), xa.dtype), xa.shape), idx,
                                      nonzero_u, **kw)
         zg = _gather_updates(n_zeros, idx, dn, ua.shape, mode)
         pg = _gather_updates(prod_nz, idx, dn, ua.shape, mode)
         zero_u = _zeros(ua.shape, ua.dtype)
-        others = E.select_n(is_zero,
-                            E.select_n(E.eq(zg, np.zeros((), ua.dtype)), zero_u,
-                                       E.div(pg, nonzero_u)),
-                            E.select_n(E.eq(zg, one), zero_u, pg))
-        contrib = scatter_add(_zeros(xa.shape, xa.dtype), idx, E.mul(tu, others), dn, mode=mode)
-        t_u = E.mul(x, contrib)
-        t = t_u if t is None else E.add(t, t_u)
+        others = _cmp.select_n(is_zero,
+                               _cmp.select_n(_cmp.eq(zg, np.zeros((), ua.dtype)), zero_u,
+                                             _arith.div(pg, nonzero_u)),
+                               _cmp.select_n(_cmp.eq(zg, one), zero_u, pg))
+        contrib = scatter_add(_zeros(xa.shape, xa.dtype), idx, _arith.mul(tu, others), dn,
+                              mode=mode)
+        t_u = _arith.mul(x, contrib)
+        t = t_u if t is None else _arith.add(t, t_u)
     return out, t
 
 
@@ -723,20 +729,21 @@ def _scatter_extremum_jvp(prim):
         dn = dimension_numbers
         out = prim.bind(x, idx, u, dimension_numbers=dn, mode=mode, **params)
         xa, ua = get_aval(x), get_aval(u)
-        from_x = E.convert_element_type(E.eq(x, out), xa.dtype)
-        from_u = E.convert_element_type(E.eq(u, _gather_updates(out, idx, dn, ua.shape, mode)),
-                                        ua.dtype)
-        count = E.add(from_x, scatter_add(_zeros(xa.shape, xa.dtype), idx, from_u, dn,
-                                          mode=mode))
+        from_x = _conv.convert_element_type(_cmp.eq(x, out), xa.dtype)
+        from_u = _conv.convert_element_type(
+            _cmp.eq(u, _gather_updates(out, idx, dn, ua.shape, mode)), ua.dtype)
+        count = _arith.add(from_x, scatter_add(_zeros(xa.shape, xa.dtype), idx, from_u, dn,
+                                               mode=mode))
         # NaN results tie with nothing: avoid 0/0 there.
-        count = E.max(count, np.ones((), xa.dtype))
+        count = _arith.max(count, np.ones((), xa.dtype))
         total = None
         if type(tx) is not Zero:
-            total = E.mul(tx, from_x)
+            total = _arith.mul(tx, from_x)
         if type(tu) is not Zero:
-            part = scatter_add(_zeros(xa.shape, xa.dtype), idx, E.mul(tu, from_u), dn, mode=mode)
-            total = part if total is None else E.add(total, part)
-        return out, E.div(total, count)
+            part = scatter_add(_zeros(xa.shape, xa.dtype), idx, _arith.mul(tu, from_u), dn,
+                               mode=mode)
+            total = part if total is None else _arith.add(total, part)
+        return out, _arith.div(total, count)
     return rule
 
 

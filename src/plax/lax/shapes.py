@@ -23,11 +23,9 @@ from plax.core.sharding_types import (ShardingTypeError, axes_of, first_sharding
                                       spec_of)
 from plax.core.sharding_types import with_entry
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import comparison as _cmp
 from plax.lax import conversion as _conv
-from plax.lax import reductions as _reductions
-from plax.lax import slicing as _slicing
+# shapes sits below comparison, arithmetic, slicing and reductions in the family order
+# (plax/lax/__init__.py): the rules built on their ops import them in the function body.
 from plax.lax.ad_util import deflinear, defzero
 from plax.lax.batch_util import common_dim, move_batch_dim
 from plax.lax.common import (as_int_tuple, canonical_axis, check_dtype, check_nonnegative,
@@ -89,6 +87,7 @@ def _broadcast_in_dim_abstract(x, *, shape, broadcast_dimensions, sharding=None)
 
 
 def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding=None):
+    from plax.lax import reductions as _reductions
     if type(ct) is Zero:
         return [Zero(x.aval)]
     new_dims = tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)
@@ -435,6 +434,7 @@ def _concatenate_abstract(*xs, dimension):
 
 
 def _concatenate_transpose(ct, *xs, dimension):
+    from plax.lax import slicing as _slicing
     out, start = [], 0
     for x in xs:
         size = (x.aval if is_undefined(x) else get_aval(x)).shape[dimension]
@@ -509,6 +509,7 @@ def _pad_lowering(ctx, x, padding_value, *, padding_config):
 
 
 def _pad_transpose(ct, x, padding_value, *, padding_config):
+    from plax.lax import arithmetic as _arith, reductions as _reductions, slicing as _slicing
     if type(ct) is Zero:
         return [Zero(x.aval) if is_undefined(x) else None,
                 Zero(padding_value.aval) if is_undefined(padding_value) else None]
@@ -543,6 +544,7 @@ def _pad_batch(axis, vals, dims, *, padding_config):
     mask = pad_p.bind(ones, np.bool_(False), padding_config=padding_config)
     out_shape = get_aval(padded).shape
     kept = tuple(i for i in range(len(out_shape)) if i != bd)
+    from plax.lax import comparison as _cmp
     return _cmp.select_n(broadcast_in_dim(mask, out_shape, kept),
                          broadcast_in_dim(pv, out_shape, (bd,)), padded), bd
 
