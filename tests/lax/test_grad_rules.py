@@ -131,3 +131,33 @@ def test_new_rules_under_jit():
                                rtol=1e-5, atol=1e-5)
     jaxpr = str(plax.make_jaxpr(plax.grad(f))(x))
     assert "sort" in jaxpr and "top_k" in jaxpr
+
+# --- bilinear primitives (defbilinear) and div, transposed ---------------------------------
+_C = np.asarray([[0.5, -2.0, 3.0], [1.5, 0.25, -1.0]], F32)  # a known operand, (2, 3)
+_W = np.asarray([[1.0, -0.5], [2.0, 0.75], [-1.5, 0.5]], F32)  # (3, 2)
+_CT = np.asarray([[1.0, 2.0, -3.0], [0.5, -1.0, 4.0]], F32)  # a cotangent of a (2, 3) result
+
+# (name, linear function of x, x's example, cotangent, x's cotangent by NumPy)
+TRANSPOSED = [
+    ("mul_lhs", lambda x: lax.mul(x, _C), _C, _CT, _CT * _C),
+    ("mul_rhs", lambda x: lax.mul(_C, x), _C, _CT, _C * _CT),
+    ("mul_rank0_broadcast", lambda s: lax.mul(s, _C), np.float32(2.0), _CT, np.sum(_CT * _C)),
+    ("dot_lhs", lambda x: lax.dot(x, _W), _C, _CT[:, :2], _CT[:, :2] @ _W.T),
+    ("dot_rhs", lambda w: lax.dot(_C, w), _W, _CT[:, :2], _C.T @ _CT[:, :2]),
+    ("div_numerator", lambda x: lax.div(x, _C), _C, _CT, _CT / _C),
+]
+
+@pytest.mark.parametrize("name,f,x,ct,want", TRANSPOSED, ids=[r[0] for r in TRANSPOSED])
+def test_bilinear_transpose(name, f, x, ct, want):
+    (got,) = plax.linear_transpose(f, x)(ct)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+
+@pytest.mark.parametrize("f,match", [
+    (lambda x: lax.mul(x, x), "mul is not linear in both operands at once"),
+    (lambda x: lax.dot(x, x), "dot_general is not linear in both operands at once"),
+    (lambda x: lax.div(x, x), "div is linear in its numerator only"),
+], ids=["mul", "dot", "div"])
+def test_transpose_of_a_nonlinear_product_raises(f, match):
+    x = np.ones((2, 2), F32)
+    with pytest.raises(ValueError, match=match):
+        plax.linear_transpose(f, x)(x)

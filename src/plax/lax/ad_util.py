@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core import dtypes
-from plax.core.rules import Zero, jvp_rules, linear_primitives, tangent_aval
+from plax.core.rules import (Zero, is_undefined, jvp_rules, linear_primitives, tangent_aval,
+                             transpose_rules)
 from plax.core.trace import get_aval
 
 
@@ -90,6 +91,26 @@ def deflinear(prim):
         return ans, prim.bind(*[instantiate(t) for t in tangents], **params)
     jvp_rules[prim] = rule
     linear_primitives.add(prim)
+
+
+def defbilinear(prim, lhs_rule, rhs_rule):
+    """A primitive linear in each of its two arguments separately (mul, dot_general, conv).
+
+    Its tangent is ``prim(dx, y) + prim(x, dy)``. Transposed, one argument is the
+    linear unknown and the other is known: ``lhs_rule(ct, x, y, **params)`` gives x's
+    cotangent when x is the unknown, ``rhs_rule(ct, x, y, **params)`` gives y's.
+    """
+    defjvp(prim, lambda g, ans, x, y, **params: prim.bind(g, y, **params),
+           lambda g, ans, x, y, **params: prim.bind(x, g, **params))
+
+    def transpose(ct, x, y, **params):
+        if is_undefined(x) == is_undefined(y):
+            raise ValueError(f"{prim.name} is not linear in both operands at once: it is "
+                             "bilinear, so exactly one must be unknown (linear) to transpose it.")
+        if is_undefined(x):
+            return [lhs_rule(ct, x, y, **params), None]
+        return [None, rhs_rule(ct, x, y, **params)]
+    transpose_rules[prim] = transpose
 
 
 def defzero(prim):

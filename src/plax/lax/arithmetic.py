@@ -24,7 +24,8 @@ from plax.lax import conversion as _conv
 from plax.lax import shapes as _shapes
 # arithmetic sits below transcendental and reductions in the family order
 # (plax/lax/__init__.py): the rules built on their ops import them in the function body.
-from plax.lax.ad_util import add_tangents, broadcast_tangent, defjvp, deflinear, defzero
+from plax.lax.ad_util import (add_tangents, broadcast_tangent, defbilinear, defjvp, deflinear,
+                              defzero)
 from plax.lax.batch_util import broadcasting, vectorized
 from plax.lax.common import (check_dtype, check_same_dtypes, check_same_shapes, complex_dtype,
                              complex_extremum, real_dtype, weak_of)
@@ -96,31 +97,22 @@ rem_p, rem = binop("rem", "real_numeric", "stablehlo.remainder",
                    "Elementwise remainder with the sign of x (C's fmod).")
 
 
-def _mul_transpose(ct, x, y):
-    if is_undefined(x) and is_undefined(y):
-        raise ValueError("mul is not linear in both arguments at once: one must be known.")
-    if type(ct) is Zero:
-        return [Zero(x.aval) if is_undefined(x) else None, Zero(y.aval) if is_undefined(y) else None]
-    if is_undefined(x):
-        return [unbroadcast(mul(ct, y), x.aval), None]
-    return [None, unbroadcast(mul(x, ct), y.aval)]
-
-
 def _div_transpose(ct, x, y):
     if is_undefined(y):
         raise ValueError("div is linear in its numerator only.")
-    return [Zero(x.aval) if type(ct) is Zero else unbroadcast(div(ct, y), x.aval), None]
+    return [unbroadcast(div(ct, y), x.aval), None]
 
 
 def _trunc(q):
     return _cmp.select(_cmp.lt(q, const(q, 0)), ceil(q), floor(q))
 
 
-defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
+defbilinear(mul_p, lambda ct, x, y: unbroadcast(mul(ct, y), x.aval),
+            lambda ct, x, y: unbroadcast(mul(x, ct), y.aval))
+# div is linear in x only, so it is not bilinear: its own jvp and a numerator-only transpose.
 defjvp(div_p, lambda g, ans, x, y: div(g, y),
        lambda g, ans, x, y: mul(neg(g), div(ans, y)))
 defjvp(rem_p, lambda g, ans, x, y: g, lambda g, ans, x, y: mul(neg(g), _trunc(div(x, y))))
-transpose_rules[mul_p] = _mul_transpose
 transpose_rules[div_p] = _div_transpose
 
 

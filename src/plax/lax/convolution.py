@@ -26,9 +26,8 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
-                             out_sharding_params, register_lowering, tangent_aval,
-                             transpose_rules)
+from plax.core.rules import (abstract_eval_rules, batch_rules, out_sharding_params,
+                             register_lowering)
 from plax.core.sharding_types import ShardingTypeError, first_sharding, like, sharding_rules, \
     spec_of
 from plax.core.trace import get_aval
@@ -36,7 +35,7 @@ from plax.lax import conversion as _conversion
 from plax.lax.dot import (Precision, _canonical_preferred_element_type, _input_dtype,
                           canonicalize_precision)
 from plax.lax import shapes as _shapes
-from plax.lax.ad_util import add_tangents
+from plax.lax.ad_util import defbilinear
 from plax.lax.batch_util import bdim_at_front
 from plax.lax.common import as_int_tuple, check_dtype, reject_keys, weak_of
 from plax.higher_order.windowed import padtype_to_pads
@@ -397,17 +396,6 @@ def _merge_dim(x, src: int, dst: int):
 
 
 # --- differentiation ---------------------------------------------------------------------
-def _conv_jvp(primals, tangents, **params):
-    (x, w), (tx, tw) = primals, tangents
-    ans = conv_general_dilated_p.bind(x, w, **params)
-    out = Zero(tangent_aval(get_aval(ans)))
-    if type(tx) is not Zero:
-        out = add_tangents(out, conv_general_dilated_p.bind(tx, w, **params))
-    if type(tw) is not Zero:
-        out = add_tangents(out, conv_general_dilated_p.bind(x, tw, **params))
-    return ans, out
-
-
 def _common_operands(ct, other):
     """The cotangent and the known operand in one dtype (the wider of the two)."""
     dt = _input_dtype(get_aval(ct).dtype, get_aval(other).dtype)
@@ -483,20 +471,9 @@ def _transpose_rhs(ct, x, w_aval, *, window_strides, padding, lhs_dilation, rhs_
     return _conversion.convert_element_type(out, w_aval.dtype)
 
 
-def _conv_transpose_rule(ct, x, w, **params):
-    if is_undefined(x) and is_undefined(w):
-        raise ValueError("conv_general_dilated is bilinear: one operand must be known to "
-                         "transpose it.")
-    if type(ct) is Zero:
-        return [Zero(x.aval) if is_undefined(x) else None,
-                Zero(w.aval) if is_undefined(w) else None]
-    if is_undefined(x):
-        return [_transpose_lhs(ct, x.aval, w, **params), None]
-    return [None, _transpose_rhs(ct, x, w.aval, **params)]
-
-
-jvp_rules[conv_general_dilated_p] = _conv_jvp
-transpose_rules[conv_general_dilated_p] = _conv_transpose_rule
+defbilinear(conv_general_dilated_p,
+            lambda ct, x, w, **params: _transpose_lhs(ct, x.aval, w, **params),
+            lambda ct, x, w, **params: _transpose_rhs(ct, x, w.aval, **params))
 
 
 # --- vmap ----------------------------------------------------------------------------------

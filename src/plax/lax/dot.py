@@ -16,15 +16,14 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.config import config
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
-                             out_sharding_params, param_printers, register_lowering,
-                             transpose_rules)
+from plax.core.rules import (abstract_eval_rules, batch_rules, out_sharding_params, param_printers,
+                             register_lowering)
 from plax.core.sharding_types import (ShardingTypeError, first_sharding, like, sharding_rules,
                                       spec_of, with_entry)
 from plax.core.trace import get_aval as _aval
 from plax.lax import conversion as _conv
 from plax.lax import shapes as _shapes
-from plax.lax.ad_util import add_tangents
+from plax.lax.ad_util import defbilinear
 from plax.lax.common import reject_keys, weak_of
 from plax.sharding.named import out_sharding_param
 
@@ -311,17 +310,6 @@ param_printers[dot_general_p] = _print_dot_general_params
 # --- differentiation rules --------------------------------------------------------------------
 
 
-def _dot_general_jvp(primals, tangents, **params):
-    (x, y), (tx, ty) = primals, tangents
-    ans = dot_general_p.bind(x, y, **params)
-    out = Zero(_aval(ans))
-    if type(tx) is not Zero:
-        out = add_tangents(out, dot_general_p.bind(tx, y, **params))
-    if type(ty) is not Zero:
-        out = add_tangents(out, dot_general_p.bind(x, ty, **params))
-    return ans, out
-
-
 def _consecutive(*lengths):
     start, out = 0, []
     for n in lengths:
@@ -353,15 +341,14 @@ def _transpose_lhs(ct, x_aval, y, dimension_numbers, params, swap_ans=False):
     return _conv.convert_element_type(_shapes.transpose(prod, out_axes), x_aval.dtype)
 
 
-def _dot_general_transpose(ct, x, y, *, dimension_numbers, **params):
-    if type(ct) is Zero:
-        return [Zero(x.aval) if is_undefined(x) else None, Zero(y.aval) if is_undefined(y) else None]
-    if is_undefined(x) and not is_undefined(y):
-        return [_transpose_lhs(ct, x.aval, y, dimension_numbers, params), None]
-    if is_undefined(y) and not is_undefined(x):
-        (xc, yc), (xb, yb) = dimension_numbers
-        return [None, _transpose_lhs(ct, y.aval, x, ((yc, xc), (yb, xb)), params, swap_ans=True)]
-    raise ValueError("dot_general is bilinear: one operand must be known to transpose it.")
+def _dot_general_transpose_lhs(ct, x, y, *, dimension_numbers, **params):
+    return _transpose_lhs(ct, x.aval, y, dimension_numbers, params)
+
+
+def _dot_general_transpose_rhs(ct, x, y, *, dimension_numbers, **params):
+    """The lhs rule with the operands' roles swapped."""
+    (xc, yc), (xb, yb) = dimension_numbers
+    return _transpose_lhs(ct, y.aval, x, ((yc, xc), (yb, xb)), params, swap_ans=True)
 
 
 # --- batching ---------------------------------------------------------------------------------
@@ -399,8 +386,7 @@ def _dot_general_batch(axis_data, vals, dims, *, dimension_numbers, **params):
     return out, out_dim
 
 
-jvp_rules[dot_general_p] = _dot_general_jvp
-transpose_rules[dot_general_p] = _dot_general_transpose
+defbilinear(dot_general_p, _dot_general_transpose_lhs, _dot_general_transpose_rhs)
 batch_rules[dot_general_p] = _dot_general_batch
 
 
