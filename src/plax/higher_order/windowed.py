@@ -37,7 +37,7 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.ad_util import deflinear
 from plax.lax.batch_util import bdim_at_front
-from plax.lax.common import as_int_tuple, check_dtype
+from plax.lax.common import as_int_tuple, check_dtype, pads_for, padtype_to_pads
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import i64_array, lower_jaxpr_body
 from plax.transforms.jvp import jvp_flat
@@ -48,38 +48,6 @@ __all__ = ["reduce_window", "padtype_to_pads", "reduce_window_shape_tuple"]
 # --- shapes and padding -----------------------------------------------------------------
 def _dilate_shape(shape, dilation):
     return tuple(0 if d == 0 else 1 + r * (d - 1) for d, r in zip(shape, dilation))
-
-
-def _ceil_divide(a, b):
-    return -(-a // b)
-
-
-def padtype_to_pads(in_shape, window_shape, window_strides, padding):
-    """The list of (lo, hi) pads, one per dimension, for the padding type 'VALID', 'SAME' or
-    'SAME_LOWER' (any case). As in JAX, only these strings are taken: explicit pairs are
-    already pads (a TypeError says so)."""
-    if not isinstance(padding, str):
-        raise TypeError(f"Unknown padding type: {padding}. padtype_to_pads takes 'VALID', "
-                        "'SAME' or 'SAME_LOWER'; a sequence of (low, high) pairs is already "
-                        "explicit padding: pass it to the operation as it is.")
-    return list(_pads_for(in_shape, window_shape, window_strides, padding))
-
-
-def _pads_for(in_shape, window_shape, window_strides, padding: str) -> tuple:
-    """``padtype_to_pads`` as a tuple of pairs (a primitive parameter)."""
-    kind = padding.upper()
-    if kind == "VALID":
-        return ((0, 0),) * len(in_shape)
-    if kind not in ("SAME", "SAME_LOWER"):
-        raise RuntimeError(f"Unrecognized padding type: expected 'VALID', 'SAME', or 'SAME_LOWER', "
-                           f"got {padding}.")
-    pads = []
-    for size, window, stride in zip(in_shape, window_shape, window_strides):
-        out = _ceil_divide(int(size), int(stride))
-        total = max((out - 1) * int(stride) + int(window) - int(size), 0)
-        small, big = total // 2, total - total // 2
-        pads.append((small, big) if kind == "SAME" else (big, small))
-    return tuple(pads)
 
 
 def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, padding,
@@ -383,7 +351,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
                             f"window_strides or dilations for an operand array with {len(shape)} "
                             f"dimensions; got window_dimensions={wdims}, window_strides={strides}.")
         # Like JAX: the padding type applies to the (undilated) operand and dilated window.
-        pads = _pads_for(shape, _dilate_shape(wdims, wdil), strides, padding)
+        pads = pads_for(shape, _dilate_shape(wdims, wdil), strides, padding)
     else:
         pads = tuple(as_int_tuple(p, "padding entry") for p in padding)
     params = dict(window_dimensions=wdims, window_strides=strides, padding=pads,

@@ -1,4 +1,5 @@
-"""Helpers shared by the lax primitive families: dtype and shape checks, parameter parsing."""
+"""Helpers shared by the lax primitive families: dtype and shape checks, parameter parsing
+(padding types of windowed operations included)."""
 from __future__ import annotations
 
 import operator
@@ -155,3 +156,31 @@ def complex_extremum(ctx, direction: str, a: str, b: str, aval: ShapedArray) -> 
     take_a = ctx.select(ctx.compare("EQ", ra, rb, part), ctx.compare(direction, ia, ib, part),
                         ctx.compare(direction, ra, rb, part), aval.update(dtype=np.bool_))
     return ctx.select(take_a, a, b, aval)
+
+
+def padtype_to_pads(in_shape, window_shape, window_strides, padding):
+    """The list of (lo, hi) pads, one per dimension, for the padding type 'VALID', 'SAME' or
+    'SAME_LOWER' (any case). As in JAX, only these strings are taken: explicit pairs are
+    already pads (a TypeError says so)."""
+    if not isinstance(padding, str):
+        raise TypeError(f"Unknown padding type: {padding}. padtype_to_pads takes 'VALID', "
+                        "'SAME' or 'SAME_LOWER'; a sequence of (low, high) pairs is already "
+                        "explicit padding: pass it to the operation as it is.")
+    return list(pads_for(in_shape, window_shape, window_strides, padding))
+
+
+def pads_for(in_shape, window_shape, window_strides, padding: str) -> tuple:
+    """``padtype_to_pads`` as a tuple of pairs (a primitive parameter)."""
+    kind = padding.upper()
+    if kind == "VALID":
+        return ((0, 0),) * len(in_shape)
+    if kind not in ("SAME", "SAME_LOWER"):
+        raise RuntimeError(f"Unrecognized padding type: expected 'VALID', 'SAME', or 'SAME_LOWER', "
+                           f"got {padding}.")
+    pads = []
+    for size, window, stride in zip(in_shape, window_shape, window_strides):
+        out = -(-int(size) // int(stride))
+        total = max((out - 1) * int(stride) + int(window) - int(size), 0)
+        small, big = total // 2, total - total // 2
+        pads.append((small, big) if kind == "SAME" else (big, small))
+    return tuple(pads)

@@ -37,8 +37,7 @@ from plax.lax.dot import (Precision, _canonical_preferred_element_type, _input_d
 from plax.lax import shapes as _shapes
 from plax.lax.ad_util import defbilinear
 from plax.lax.batch_util import bdim_at_front
-from plax.lax.common import as_int_tuple, check_dtype, reject_keys, weak_of
-from plax.higher_order.windowed import padtype_to_pads
+from plax.lax.common import as_int_tuple, check_dtype, padtype_to_pads, reject_keys, weak_of
 from plax.core.primitive import Primitive
 from plax.lowering.stablehlo import i64_array
 from plax.sharding.named import out_sharding_param
