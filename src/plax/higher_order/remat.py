@@ -22,6 +22,7 @@ from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval, set_current_trace
 from plax.lax.batch_util import vectorized
 from plax.lax.dot import dot_general_p
+from plax.lax.utility import optimization_barrier
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.transforms.toolkit import (batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr,
@@ -146,30 +147,6 @@ def _batch(axis, vals, dims, *, jaxpr, prevent_cse, differentiated, policy):
 
 
 batch_rules[checkpoint_p] = _batch
-
-
-# --- optimization_barrier ------------------------------------------------------------------
-optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True)
-abstract_eval_rules[optimization_barrier_p] = lambda *avals: list(avals)
-lowering_rules[optimization_barrier_p] = lambda ctx, *args: ctx.op(
-    "stablehlo.optimization_barrier", list(args))
-
-
-def _barrier_jvp(primals, tangents):
-    outs = optimization_barrier_p.bind(*primals)
-    return outs, list(tangents)
-
-
-jvp_rules[optimization_barrier_p] = _barrier_jvp
-transpose_rules[optimization_barrier_p] = lambda cts, *args: list(cts)
-batch_rules[optimization_barrier_p] = lambda axis, vals, dims: (
-    optimization_barrier_p.bind(*vals), list(dims))
-
-
-def optimization_barrier(operand):
-    """The identity, but XLA may not move computation across it (a pytree of arrays)."""
-    leaves, tree = tree_util.tree_flatten(operand)
-    return tree_util.tree_unflatten(tree, optimization_barrier_p.bind(*leaves))
 
 
 # --- names and policies ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Convenience lax operations built from the primitive families: split, collapse,
 broadcast_shapes, broadcast_to_rank, reciprocal, index_take, scatter_sub, mulhi, and the
-reduce_precision and copy primitives."""
+reduce_precision, copy and optimization_barrier primitives."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,9 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.errors import ConcretizationTypeError
 from plax.core.primitive import Primitive
-from plax.core.rules import abstract_eval_rules, register_lowering, transpose_rules
+from plax import tree_util
+from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, lowering_rules,
+                             register_lowering, transpose_rules)
 from plax.core.trace import Tracer, get_aval
 from plax.lax import arithmetic, bitwise, comparison, conversion, indexing, shapes, slicing
 from plax.lax.ad_util import deflinear
@@ -21,7 +23,7 @@ from plax.lax.common import check_dtype
 
 __all__ = ["split", "collapse", "broadcast_shapes", "broadcast_to_rank", "reciprocal",
            "index_take", "scatter_sub", "mulhi", "reduce_precision", "reduce_precision_p",
-           "copy_p"]
+           "copy_p", "optimization_barrier", "optimization_barrier_p"]
 
 
 def _canonicalize_axis(axis, ndim: int) -> int:
@@ -227,3 +229,27 @@ register_lowering(copy_p, lambda ctx, x: x)
 deflinear(copy_p)
 transpose_rules[copy_p] = lambda ct, x: [copy_p.bind(ct)]
 vectorized(copy_p)
+
+
+# --- optimization_barrier -----------------------------------------------------------------
+optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True)
+abstract_eval_rules[optimization_barrier_p] = lambda *avals: list(avals)
+lowering_rules[optimization_barrier_p] = lambda ctx, *args: ctx.op(
+    "stablehlo.optimization_barrier", list(args))
+
+
+def _barrier_jvp(primals, tangents):
+    outs = optimization_barrier_p.bind(*primals)
+    return outs, list(tangents)
+
+
+jvp_rules[optimization_barrier_p] = _barrier_jvp
+transpose_rules[optimization_barrier_p] = lambda cts, *args: list(cts)
+batch_rules[optimization_barrier_p] = lambda axis, vals, dims: (
+    optimization_barrier_p.bind(*vals), list(dims))
+
+
+def optimization_barrier(operand):
+    """The identity, but XLA may not move computation across it (a pytree of arrays)."""
+    leaves, tree = tree_util.tree_flatten(operand)
+    return tree_util.tree_unflatten(tree, optimization_barrier_p.bind(*leaves))

@@ -28,7 +28,7 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.arithmetic import add, mul
 from plax.lax.prng import threefry2x32
-from plax.higher_order.remat import optimization_barrier
+from plax.lax.utility import optimization_barrier
 
 U32 = np.dtype(np.uint32)
 
