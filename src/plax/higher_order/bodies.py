@@ -179,6 +179,25 @@ def split(items, sizes):
     return out
 
 
+# --- masks over carries and branches ------------------------------------------------------
+def mask_union(*masks) -> list:
+    """Per position, whether any of ``masks`` (equal-length sequences of bools) holds."""
+    return [any(col) for col in zip(*masks)]
+
+
+def carry_fixed_point(mask, step) -> list:
+    """The smallest carry mask containing ``mask`` that one trip of a loop body keeps:
+    ``step(mask)`` says, per carry, whether the body's output has the property (a tangent,
+    unknown, batched, used) when the carries in ``mask`` have it. A carry that gains it on
+    a later trip has it from the start."""
+    mask = [bool(m) for m in mask]
+    while True:
+        new = mask_union(mask, step(mask))
+        if new == mask:
+            return mask
+        mask = new
+
+
 # --- error messages -----------------------------------------------------------------------
 def _capitalize(s: str) -> str:
     return s[:1].upper() + s[1:]

@@ -38,7 +38,7 @@ from plax.lax.ad_util import zeros_like_aval
 from plax.lax.batch_util import move_batch_dim
 from plax.higher_order.bodies import (as_array, avals_of, check_branch_outputs,
                                           closed_call, forwarded_inputs, hoist_consts,
-                                          same_type, trace_body, trace_closed,
+                                          mask_union, same_type, trace_body, trace_closed,
                                           widen_inputs)
 from plax.lowering.consts import const_operands
 from plax.core.effects import has_ordered_effects
@@ -174,10 +174,8 @@ param_printers[cond_p] = lambda p: {"branches": p["branches"]}
 def _jvp(primals, tangents, *, branches):
     index, ops = primals[0], primals[1:]
     nonzeros = [type(t) is not Zero for t in tangents[1:]]
-    out_nz = [False] * len(branches[0].out_avals)
-    for b in branches:
-        _, nz = jvp_jaxpr(b, nonzeros, instantiate=False, description="jvp(cond)")
-        out_nz = [a or c for a, c in zip(out_nz, nz)]
+    out_nz = mask_union(*(jvp_jaxpr(b, nonzeros, instantiate=False, description="jvp(cond)")[1]
+                          for b in branches))
     jvps = [jvp_jaxpr(b, nonzeros, instantiate=out_nz, description="jvp(cond)")[0]
             for b in branches]
     bodies, consts = hoist_consts(jvps)
@@ -230,9 +228,7 @@ def _partial_eval(trace, args, params):
     if trace.is_unknown(index):
         return trace.stage(cond_p, args, params)
     unknowns = [trace.is_unknown(a) for a in ops]
-    out_uk = [False] * len(branches[0].out_avals)
-    for b in branches:
-        out_uk = [a or c for a, c in zip(out_uk, partial_eval_jaxpr(b, unknowns, False)[2])]
+    out_uk = mask_union(*(partial_eval_jaxpr(b, unknowns, False)[2] for b in branches))
     splits = [partial_eval_jaxpr(b, unknowns, out_uk, description="cond") for b in branches]
     n_known = out_uk.count(False)
     slots, placements = _residual_slots(
@@ -282,10 +278,9 @@ def _batch(axis, vals, dims, *, branches):
     index_dim, op_dims = dims[0], list(dims[1:])
     if index_dim is not not_mapped:
         return _batch_as_select(axis, index, index_dim, ops, op_dims, branches)
-    out_batched = [False] * len(branches[0].out_avals)
-    for b in branches:
-        _, _, got = batch_jaxpr(b, axis, op_dims, description="vmap(cond)")
-        out_batched = [o or d is not not_mapped for o, d in zip(out_batched, got)]
+    out_batched = mask_union(*(
+        [d is not not_mapped for d in batch_jaxpr(b, axis, op_dims, description="vmap(cond)")[2]]
+        for b in branches))
     out_dims = [0 if b else not_mapped for b in out_batched]
     batched = []
     for b in branches:
@@ -321,10 +316,7 @@ def _dce(used_outputs, eqn):
     effects = any(jaxpr_has_effects(b) for b in branches)
     if not any(used_outputs) and not effects:
         return [False] * len(eqn.invars), None
-    used_in = [False] * (len(eqn.invars) - 1)
-    for b in branches:
-        _, used = dce_closed(b, used_outputs)
-        used_in = [a or u for a, u in zip(used_in, used)]
+    used_in = mask_union(*(dce_closed(b, used_outputs)[1] for b in branches))
     if all(used_in) and all(used_outputs):
         return [True] * len(eqn.invars), eqn
     pruned = tuple(dce_closed(b, used_outputs, instantiate=used_in)[0] for b in branches)

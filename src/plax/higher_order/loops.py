@@ -36,10 +36,11 @@ from plax.lax import reductions as _reductions
 from plax.lax import shapes as _shapes
 from plax.lax.ad_util import instantiate
 from plax.lax.batch_util import move_batch_dim
-from plax.higher_order.bodies import (as_array, avals_of, check_carry, closed_call,
-                                          forwarded_inputs, hoist_consts, index_groups,
-                                          permute_body, promote_weak_inits, same_type, split,
-                                          trace_body, trace_closed, widen_inputs, wrapper_for)
+from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point, check_carry,
+                                          closed_call, forwarded_inputs, hoist_consts,
+                                          index_groups, mask_union, permute_body,
+                                          promote_weak_inits, same_type, split, trace_body,
+                                          trace_closed, widen_inputs, wrapper_for)
 from plax.lowering.consts import const_operands
 from plax.core.effects import has_ordered_effects
 from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
@@ -234,12 +235,8 @@ def _jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconst
     bconst_nz = [type(t) is not Zero for t in bconst_t]
     carry_nz = [type(t) is not Zero and dtypes.is_inexact(get_aval(c).dtype)
                 for t, c in zip(carry_t, carry)]
-    while True:  # which carries have tangents: a fixed point
-        _, out_nz = jvp_jaxpr(body_jaxpr, bconst_nz + carry_nz, instantiate=carry_nz,
-                              description="jvp(while)")
-        if list(out_nz) == carry_nz:
-            break
-        carry_nz = [a or b for a, b in zip(carry_nz, out_nz)]
+    carry_nz = carry_fixed_point(carry_nz, lambda nz: jvp_jaxpr(
+        body_jaxpr, bconst_nz + nz, instantiate=nz, description="jvp(while)")[1])
     jvp_body, _ = jvp_jaxpr(body_jaxpr, bconst_nz + carry_nz, instantiate=carry_nz,
                             description="jvp(while)")
     (jvp_body,), extra = hoist_consts([jvp_body])
@@ -276,12 +273,8 @@ def _partial_eval(trace, args, params):
     cond_uk, bconst_uk, carry_uk = split(unknowns, [cn, bn])
     body, cond_jaxpr = params["body_jaxpr"], params["cond_jaxpr"]
     if not any(cond_uk):
-        while True:
-            out_uk = partial_eval_jaxpr(body, bconst_uk + carry_uk, instantiate=carry_uk,
-                                        description="while body")[2]
-            if list(out_uk) == carry_uk:
-                break
-            carry_uk = [a or b for a, b in zip(carry_uk, out_uk)]
+        carry_uk = carry_fixed_point(carry_uk, lambda uk: partial_eval_jaxpr(
+            body, bconst_uk + uk, instantiate=uk, description="while body")[2])
         pred_uk = partial_eval_jaxpr(cond_jaxpr, cond_uk + carry_uk, False)[2][0]
     if any(cond_uk) or pred_uk or all(carry_uk):
         return trace.stage(while_p, args, params)
@@ -318,14 +311,13 @@ def _batch(axis, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncons
     cn, bn = cond_nconsts, body_nconsts
     cconsts, bconsts, carry = split(vals, [cn, bn])
     cdims, bdims, carry_dims = split(dims, [cn, bn])
-    carry_b = [d is not not_mapped for d in carry_dims]
-    while True:
+
+    def batched_out(carry_b):
         _, _, got = batch_jaxpr(body_jaxpr, axis, bdims + [0 if b else None for b in carry_b],
                                 description="vmap(while body)")
-        new = [b or d is not not_mapped for b, d in zip(carry_b, got)]
-        if new == carry_b:
-            break
-        carry_b = new
+        return [d is not not_mapped for d in got]
+
+    carry_b = carry_fixed_point([d is not not_mapped for d in carry_dims], batched_out)
     _, _, (pred_dim,) = batch_jaxpr(cond_jaxpr, axis, cdims + [0 if b else None for b in carry_b],
                                     description="vmap(while cond)")
     if pred_dim is not not_mapped:
@@ -384,13 +376,8 @@ def _dce(used_outputs, eqn):
     if jaxpr_has_effects(cond_jaxpr) or jaxpr_has_effects(body):
         return [True] * len(eqn.invars), eqn
     _, used_c = dce_closed(cond_jaxpr, [True])
-    used_carry = [a or b for a, b in zip(used_outputs, used_c[cn:])]
-    while True:
-        _, used_b = dce_closed(body, used_carry)
-        new = [a or b for a, b in zip(used_carry, used_b[bn:])]
-        if new == used_carry:
-            break
-        used_carry = new
+    used_carry = carry_fixed_point(mask_union(used_outputs, used_c[cn:]),
+                                   lambda used: dce_closed(body, used)[1][bn:])
     if not any(used_outputs):
         return [False] * len(eqn.invars), None
     if all(used_carry):

@@ -38,10 +38,11 @@ from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.ad_util import instantiate, zeros_like_aval
 from plax.lax.batch_util import move_batch_dim, moveaxis
-from plax.higher_order.bodies import (as_array, aval_text, avals_of, check_carry, closed_call,
-                                          forwarded_inputs, hoist_consts, index_groups,
-                                          permute_body, promote_weak_inits, same_type, split,
-                                          trace_body, trace_closed, wrapper_for)
+from plax.higher_order.bodies import (as_array, aval_text, avals_of, carry_fixed_point,
+                                          check_carry, closed_call, forwarded_inputs,
+                                          hoist_consts, index_groups, permute_body,
+                                          promote_weak_inits, same_type, split, trace_body,
+                                          trace_closed, wrapper_for)
 from plax.higher_order.loops import while_loop
 from plax.lowering.inline import lower_fun
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
@@ -282,12 +283,13 @@ def _jvp(primals, tangents, *, jaxpr, num_consts, num_carry, linear, **params):
     carry_nz = [type(t) is not Zero and dtypes.is_inexact(get_aval(c).dtype)
                 for t, c in zip(init_t, init)]
     ny = len(jaxpr.out_avals) - nc
-    while True:
-        body, out_nz = jvp_jaxpr(jaxpr, const_nz + carry_nz + xs_nz,
-                                 instantiate=carry_nz + [False] * ny, description="jvp(scan)")
-        if list(out_nz[:nc]) == carry_nz:
-            break
-        carry_nz = [a or b for a, b in zip(carry_nz, out_nz[:nc])]
+
+    def jvp_for(carry_nz):
+        return jvp_jaxpr(jaxpr, const_nz + carry_nz + xs_nz, instantiate=carry_nz + [False] * ny,
+                         description="jvp(scan)")
+
+    carry_nz = carry_fixed_point(carry_nz, lambda nz: jvp_for(nz)[1][:nc])
+    body, out_nz = jvp_for(carry_nz)
     ys_nz = list(out_nz[nc:])
     (body,), extra = hoist_consts([body])
     e, nx = len(extra), len(xs)
@@ -320,19 +322,20 @@ jvp_rules[scan_p] = _jvp
 
 
 # --- partial evaluation: a known scan stacking residuals, an unknown scan using them -------
-def _carry_fixed_point(params, unknowns):
+def _split_body(params, unknowns):
     """Split the body for the ``unknowns`` operands; carries that become unknown on a later
     step are unknown from the start. Returns the split and the unknown carries."""
     jaxpr, nk, nc = params["jaxpr"], params["num_consts"], params["num_carry"]
     const_uk, carry_uk, xs_uk = split(unknowns, [nk, nc])
     ny = len(jaxpr.out_avals) - nc
-    while True:
-        known, unknown, out_uk, num_res = partial_eval_jaxpr(
-            jaxpr, const_uk + carry_uk + xs_uk, instantiate=carry_uk + [False] * ny,
-            description="scan body")
-        if list(out_uk[:nc]) == carry_uk:
-            return (known, unknown, list(out_uk), num_res), carry_uk
-        carry_uk = [a or b for a, b in zip(carry_uk, out_uk[:nc])]
+
+    def split_for(carry_uk):
+        return partial_eval_jaxpr(jaxpr, const_uk + carry_uk + xs_uk,
+                                  instantiate=carry_uk + [False] * ny, description="scan body")
+
+    carry_uk = carry_fixed_point(carry_uk, lambda uk: split_for(uk)[2][:nc])
+    known, unknown, out_uk, num_res = split_for(carry_uk)
+    return (known, unknown, list(out_uk), num_res), carry_uk
 
 
 def _split_scan(args, unknowns, params, run_known, eval_known):
@@ -344,7 +347,7 @@ def _split_scan(args, unknowns, params, run_known, eval_known):
     Returns ``(out_unknowns, known_outs, uk_operands, uk_params, uk_sources)``; an unknown
     operand's source is the index of the operand of this scan it is (None for residuals).
     """
-    (known, unknown, out_uk, num_res), carry_uk = _carry_fixed_point(params, unknowns)
+    (known, unknown, out_uk, num_res), carry_uk = _split_body(params, unknowns)
     nk, nc = params["num_consts"], params["num_carry"]
     const_uk, _, xs_uk = split(unknowns, [nk, nc])
     consts, init, xs = split(args, [nk, nc])
@@ -423,7 +426,7 @@ partial_eval_rules[scan_p] = _partial_eval
 # --- transpose: a scan the other way over the cotangents -------------------------------------
 def _transpose(cts, *args, **params):
     unknowns = [is_undefined(a) for a in args]
-    _, carry_uk = _carry_fixed_point(params, unknowns)
+    _, carry_uk = _split_body(params, unknowns)
     if all(carry_uk):
         return _transpose_linear(cts, *args, **params)
     # Some carries do not depend on the linear inputs (a jvp scan inside a checkpoint or a
@@ -493,16 +496,15 @@ def _batch(axis, vals, dims, *, jaxpr, num_consts, num_carry, linear, **params):
     # A scanned operand batched along its leading (scan) axis moves its batch next to it.
     xs = [x if d is not_mapped else moveaxis(x, d, 1) for x, d in zip(xs, xs_dims)]
     x_dims = [not_mapped if d is not_mapped else 0 for d in xs_dims]
-    carry_b = [d is not not_mapped for d in init_dims]
-    while True:
-        _, _, got = batch_jaxpr(jaxpr, axis, const_dims + [0 if b else None for b in carry_b]
-                                + x_dims, description="vmap(scan)")
-        new = [b or d is not not_mapped for b, d in zip(carry_b, got[:nc])]
-        if new == carry_b:
-            break
-        carry_b = new
+
+    def out_dims_for(carry_b):
+        return batch_jaxpr(jaxpr, axis, const_dims + [0 if b else None for b in carry_b]
+                           + x_dims, description="vmap(scan)")[2]
+
+    carry_b = carry_fixed_point([d is not not_mapped for d in init_dims], lambda b: [
+        d is not not_mapped for d in out_dims_for(b)[:nc]])
     carry_dims = [0 if b else not_mapped for b in carry_b]
-    ys_dims = [not_mapped if d is not_mapped else 0 for d in got[nc:]]
+    ys_dims = [not_mapped if d is not_mapped else 0 for d in out_dims_for(carry_b)[nc:]]
     bj, bconsts, _ = batch_jaxpr(jaxpr, axis, const_dims + carry_dims + x_dims,
                                  out_dims=carry_dims + ys_dims, description="vmap(scan)")
     (body,), extra = hoist_consts([ClosedJaxpr(bj, bconsts)])
@@ -525,13 +527,9 @@ def _dce(used_outputs, eqn):
         return [True] * len(eqn.invars), eqn
     if not any(used_outputs):
         return [False] * len(eqn.invars), None
-    used_carry, used_ys = list(used_outputs[:nc]), list(used_outputs[nc:])
-    while True:
-        _, used_in = dce_closed(jaxpr, used_carry + used_ys)
-        new = [a or b for a, b in zip(used_carry, used_in[nk:nk + nc])]
-        if new == used_carry:
-            break
-        used_carry = new
+    used_ys = list(used_outputs[nc:])
+    used_carry = carry_fixed_point(used_outputs[:nc], lambda used: dce_closed(
+        jaxpr, used + used_ys)[1][nk:nk + nc])
     nx = len(eqn.invars) - nk - nc
     body, used_in = dce_closed(jaxpr, used_carry + used_ys,
                                instantiate=[False] * nk + used_carry + [False] * nx)
