@@ -38,8 +38,6 @@ __all__ = ["add", "sub", "mul", "div", "rem", "pow", "integer_pow", "square", "n
 
 def unbroadcast(ct, aval: ShapedArray):
     """Sum ``ct`` down to ``aval``'s shape, undoing lax's implicit rank-0/size-1 broadcast."""
-    if type(ct) is Zero:
-        return Zero(aval)
     shape = get_aval(ct).shape
     if shape == aval.shape:
         return ct
@@ -84,9 +82,8 @@ jvp_rules[add_p] = _add_jvp
 jvp_rules[sub_p] = _sub_jvp
 jvp_rules[neg_p] = _neg_jvp
 transpose_rules[add_p] = lambda ct, x, y: [_ct_for(x, ct), _ct_for(y, ct)]
-transpose_rules[sub_p] = lambda ct, x, y: [
-    _ct_for(x, ct), _ct_for(y, ct if type(ct) is Zero else neg(ct))]
-transpose_rules[neg_p] = lambda ct, x: [ct if type(ct) is Zero else neg(ct)]
+transpose_rules[sub_p] = lambda ct, x, y: [_ct_for(x, ct), _ct_for(y, neg(ct))]
+transpose_rules[neg_p] = lambda ct, x: [neg(ct)]
 
 
 # --- mul, div, rem --------------------------------------------------------------------------
@@ -344,9 +341,8 @@ def _complex_abstract(x, y):
 abstract_eval_rules[complex_p] = _complex_abstract
 register_lowering(complex_p, standard_lowering("stablehlo.complex"))
 deflinear(complex_p)
-transpose_rules[complex_p] = lambda ct, x, y: [
-    _ct_for(x, real_p.bind(ct)) if type(ct) is not Zero else None,
-    _ct_for(y, neg(imag_p.bind(ct))) if type(ct) is not Zero else None]
+transpose_rules[complex_p] = lambda ct, x, y: [_ct_for(x, real_p.bind(ct)),
+                                                _ct_for(y, neg(imag_p.bind(ct)))]
 broadcasting(complex_p)
 complex = named("complex", lambda x, y: complex_p.bind(x, y),
                 "Build a complex array from real and imaginary parts.")
@@ -354,14 +350,12 @@ complex = named("complex", lambda x, y: complex_p.bind(x, y),
 real_p, real = unop("real", "complex", "stablehlo.real", "Real part of a complex array.",
                     out_dtype=real_dtype)
 deflinear(real_p)
-transpose_rules[real_p] = lambda ct, x: [
-    Zero(x.aval) if type(ct) is Zero else complex_p.bind(ct, full_of(ct, 0))]
+transpose_rules[real_p] = lambda ct, x: [complex_p.bind(ct, full_of(ct, 0))]
 
 imag_p, imag = unop("imag", "complex", "stablehlo.imag", "Imaginary part of a complex array.",
                     out_dtype=real_dtype)
 deflinear(imag_p)
-transpose_rules[imag_p] = lambda ct, x: [
-    Zero(x.aval) if type(ct) is Zero else complex_p.bind(full_of(ct, 0), neg(ct))]
+transpose_rules[imag_p] = lambda ct, x: [complex_p.bind(full_of(ct, 0), neg(ct))]
 
 conj_p = Primitive("conj")
 
@@ -385,8 +379,6 @@ def _conj_lowering(ctx, x, *, input_dtype):
 
 
 def _conj_transpose(ct, x, *, input_dtype):
-    if type(ct) is Zero:
-        return [Zero(x.aval)]
     return [conj(ct) if dtypes.is_complex(input_dtype) else real_p.bind(ct)]
 
 

@@ -219,8 +219,6 @@ def _all_gather_batch(axis, vals, dims, *, all_gather_dimension, axis_name, axis
 
 def _all_gather_transpose(ct, x, *, all_gather_dimension, axis_name, axis_index_groups,
                           axis_size, tiled):
-    if type(ct) is Zero:
-        return [None]
     return [reduce_scatter_p.bind(ct, scatter_dimension=all_gather_dimension,
                                   axis_name=axis_name, axis_index_groups=axis_index_groups,
                                   axis_size=axis_size, tiled=tiled)]
@@ -305,8 +303,6 @@ def _reduce_scatter_batch(axis, vals, dims, *, scatter_dimension, axis_name, axi
 
 def _reduce_scatter_transpose(ct, x, *, scatter_dimension, axis_name, axis_index_groups,
                               axis_size, tiled):
-    if type(ct) is Zero:
-        return [None]
     return [all_gather_p.bind(ct, all_gather_dimension=scatter_dimension,
                               axis_name=axis_name, axis_index_groups=axis_index_groups,
                               axis_size=axis_size, tiled=tiled)]
@@ -381,8 +377,6 @@ def _all_to_all_batch(axis, vals, dims, *, split_axis, concat_axis, axis_name, a
 
 
 def _all_to_all_transpose(ct, x, *, split_axis, concat_axis, axis_name, axis_index_groups, tiled):
-    if type(ct) is Zero:
-        return [None]
     return [all_to_all_p.bind(ct, split_axis=concat_axis, concat_axis=split_axis,
                               axis_name=axis_name, axis_index_groups=axis_index_groups,
                               tiled=tiled)]
@@ -438,8 +432,6 @@ def _ppermute_batch(axis, vals, dims, *, axis_name, perm):
 
 
 def _ppermute_transpose(ct, x, *, axis_name, perm):
-    if type(ct) is Zero:
-        return [None]
     return [ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((d, s) for s, d in perm))]
 
 
@@ -729,7 +721,7 @@ def _linear_batch(prim):
 def _swapped_transpose(prim):
     def rule(cts, *args, axes):
         live = [c for c in cts if type(c) is not Zero]
-        out = iter(prim.bind(*live, axes=axes)) if live else iter(())
+        out = iter(prim.bind(*live, axes=axes))
         return [c if type(c) is Zero else next(out) for c in cts]
     return rule
 

@@ -127,8 +127,6 @@ def _select_n_transpose(ct, which, *cases):
     for i, c in enumerate(cases):
         if not is_undefined(c):
             out.append(None)
-        elif type(ct) is Zero:
-            out.append(Zero(c.aval))
         else:
             zeros = full_of(ct, 0)  # not ct * 0, which is NaN where ct is infinite
             out.append(select_n(which, *[ct if j == i else zeros for j in range(len(cases))]))

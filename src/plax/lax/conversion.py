@@ -54,8 +54,6 @@ def _convert_jvp(primals, tangents, *, new_dtype, weak_type, sharding=None):
 
 
 def _convert_transpose(ct, x, *, new_dtype, weak_type, sharding=None):
-    if type(ct) is Zero:
-        return [Zero(x.aval)]
     return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype, weak_type=x.aval.weak_type,
                                         sharding=None)]
 

@@ -25,8 +25,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, register_lowering,
-                             transpose_rules)
+from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering, transpose_rules
 from plax.core.sharding_types import same_as_operand, sharding_rules
 from plax.core.trace import get_aval
 from plax.lax import arithmetic as _arith
@@ -160,8 +159,6 @@ def _irfft_transpose(ct, fft_lengths):
 
 
 def _fft_transpose(ct, x, *, fft_type, fft_lengths):
-    if type(ct) is Zero:
-        return [Zero(x.aval)]
     if fft_type == FftType.RFFT:
         return [_rfft_transpose(ct, fft_lengths)]
     if fft_type == FftType.IRFFT:

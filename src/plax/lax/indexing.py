@@ -565,8 +565,6 @@ def _gather_jvp(primals, tangents, *, fill_value, **params):
 
 def _gather_transpose(ct, x, idx, *, dimension_numbers, slice_sizes, mode, fill_value,
                       indices_are_sorted, unique_indices):
-    if type(ct) is Zero:
-        return [Zero(x.aval), None]
     zeros = _zeros(x.aval.shape, x.aval.dtype)
     return [scatter_add(zeros, idx, ct, _scatter_dn_of(dimension_numbers), mode=mode,
                         indices_are_sorted=indices_are_sorted,
@@ -589,10 +587,9 @@ def _scatter_add_transpose(ct, x, idx, u, *, dimension_numbers, mode, **params):
     u_aval = u.aval if is_undefined(u) else get_aval(u)
     ct_x = ct_u = None
     if is_undefined(x):
-        ct_x = Zero(x.aval) if type(ct) is Zero else ct
+        ct_x = ct
     if is_undefined(u):
-        ct_u = Zero(u.aval) if type(ct) is Zero else \
-            _gather_updates(ct, idx, dimension_numbers, u_aval.shape, mode)
+        ct_u = _gather_updates(ct, idx, dimension_numbers, u_aval.shape, mode)
     return [ct_x, None, ct_u]
 
 
@@ -648,8 +645,6 @@ def _scatter_transpose(ct, x, idx, u, *, dimension_numbers, mode, unique_indices
     dn = dimension_numbers
     xa = x.aval if is_undefined(x) else get_aval(x)
     ua = u.aval if is_undefined(u) else get_aval(u)
-    if type(ct) is Zero:
-        return [Zero(xa) if is_undefined(x) else None, None, Zero(ua) if is_undefined(u) else None]
     ct_x = ct_u = None
     if unique_indices:
         if is_undefined(x):
@@ -711,8 +706,6 @@ def _scatter_mul_transpose(ct, x, idx, u, *, dimension_numbers, **params):
     if is_undefined(u):
         raise NotImplementedError("scatter_mul is not linear in its updates: it cannot be "
                                   "transposed with respect to them.")
-    if type(ct) is Zero:
-        return [Zero(x.aval), None, None]
     return [scatter_mul_p.bind(ct, idx, u, dimension_numbers=dimension_numbers, **params),
             None, None]
 

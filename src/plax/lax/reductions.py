@@ -224,8 +224,7 @@ reduce_sum_p, reduce_sum = _reduction("reduce_sum", "numeric", lambda d: 0,
                                       _binop("stablehlo.add"), True, {"out_sharding": None})
 reduce_sum.__doc__ = "Sum of ``operand`` over ``axes``."
 deflinear(reduce_sum_p)
-transpose_rules[reduce_sum_p] = lambda ct, x, *, axes, **p: [
-    Zero(x.aval) if type(ct) is Zero else _expand_back(ct, x.aval, axes)]
+transpose_rules[reduce_sum_p] = lambda ct, x, *, axes, **p: [_expand_back(ct, x.aval, axes)]
 
 reduce_prod_p, reduce_prod = _reduction("reduce_prod", "numeric", lambda d: 1,
                                         _binop("stablehlo.multiply"), True)
@@ -471,7 +470,7 @@ def _scan_jvp(prim, combine):
 
 deflinear(cumsum_p)
 transpose_rules[cumsum_p] = lambda ct, x, *, axis, reverse: [
-    Zero(x.aval) if type(ct) is Zero else cumsum(ct, axis=axis, reverse=not reverse)]
+    cumsum(ct, axis=axis, reverse=not reverse)]
 _scan_jvp(cumprod_p, lambda a, b: _jvp_of(_arith.mul_p, a, b))
 _scan_jvp(cummax_p, lambda a, b: _jvp_of(_arith.max_p, a, b))
 _scan_jvp(cummin_p, lambda a, b: _jvp_of(_arith.min_p, a, b))

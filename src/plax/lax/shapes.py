@@ -15,7 +15,7 @@ import numpy as np
 from plax.core import dtypes, replication
 from plax.core.avals import ShapedArray, weak_host_value
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, not_mapped,
+from plax.core.rules import (abstract_eval_rules, batch_rules, is_undefined, not_mapped,
                              out_sharding_params, param_printers, register_lowering,
                              transpose_rules)
 from plax.core.sharding_types import (ShardingTypeError, axes_of, first_sharding,
@@ -88,8 +88,6 @@ def _broadcast_in_dim_abstract(x, *, shape, broadcast_dimensions, sharding=None)
 
 def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding=None):
     from plax.lax import reductions as _reductions
-    if type(ct) is Zero:
-        return [Zero(x.aval)]
     new_dims = tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)
     grown = tuple(d for d, size in zip(broadcast_dimensions, x.aval.shape)
                   if size == 1 and shape[d] != 1)
@@ -244,8 +242,6 @@ def _reshape_lowering(ctx, x, *, new_sizes, dimensions, sharding=None):
 
 
 def _reshape_transpose(ct, x, *, new_sizes, dimensions, sharding=None):
-    if type(ct) is Zero:
-        return [Zero(x.aval)]
     if dimensions is None:
         return [reshape(ct, x.aval.shape)]
     return [transpose(reshape(ct, tuple(x.aval.shape[d] for d in dimensions)),
@@ -307,7 +303,7 @@ register_lowering(transpose_p, lambda ctx, x, *, permutation: ctx.op1(
     "stablehlo.transpose", [x], props=f"permutation = {i64_array(permutation)}"))
 deflinear(transpose_p)
 transpose_rules[transpose_p] = lambda ct, x, *, permutation: [
-    Zero(x.aval) if type(ct) is Zero else transpose(ct, tuple(int(i) for i in np.argsort(permutation)))]
+    transpose(ct, tuple(int(i) for i in np.argsort(permutation)))]
 batch_rules[transpose_p] = _transpose_batch
 
 
@@ -341,8 +337,7 @@ def _squeeze_batch(axis, vals, dims, *, dimensions):
 abstract_eval_rules[squeeze_p] = _squeeze_abstract
 register_lowering(squeeze_p, lambda ctx, x, *, dimensions: ctx.op1("stablehlo.reshape", [x]))
 deflinear(squeeze_p)
-transpose_rules[squeeze_p] = lambda ct, x, *, dimensions: [
-    Zero(x.aval) if type(ct) is Zero else reshape(ct, x.aval.shape)]
+transpose_rules[squeeze_p] = lambda ct, x, *, dimensions: [reshape(ct, x.aval.shape)]
 batch_rules[squeeze_p] = _squeeze_batch
 
 
@@ -398,8 +393,7 @@ abstract_eval_rules[rev_p] = _rev_abstract
 register_lowering(rev_p, lambda ctx, x, *, dimensions: ctx.op1(
     "stablehlo.reverse", [x], props=f"dimensions = {i64_array(dimensions)}"))
 deflinear(rev_p)
-transpose_rules[rev_p] = lambda ct, x, *, dimensions: [
-    Zero(x.aval) if type(ct) is Zero else rev(ct, dimensions)]
+transpose_rules[rev_p] = lambda ct, x, *, dimensions: [rev(ct, dimensions)]
 batch_rules[rev_p] = _rev_batch
 
 
@@ -440,8 +434,6 @@ def _concatenate_transpose(ct, *xs, dimension):
         size = (x.aval if is_undefined(x) else get_aval(x)).shape[dimension]
         if not is_undefined(x):
             out.append(None)
-        elif type(ct) is Zero:
-            out.append(Zero(x.aval))
         else:
             out.append(_slicing.slice_in_dim(ct, start, start + size, axis=dimension))
         start += size
@@ -510,9 +502,6 @@ def _pad_lowering(ctx, x, padding_value, *, padding_config):
 
 def _pad_transpose(ct, x, padding_value, *, padding_config):
     from plax.lax import arithmetic as _arith, reductions as _reductions, slicing as _slicing
-    if type(ct) is Zero:
-        return [Zero(x.aval) if is_undefined(x) else None,
-                Zero(padding_value.aval) if is_undefined(padding_value) else None]
     # Undo the padding with a negative pad, then keep every (interior+1)-th element.
     unpadded = pad(ct, np.zeros((), get_aval(ct).dtype),
                    tuple((-lo, -hi, 0) for lo, hi, _ in padding_config))

@@ -13,9 +13,8 @@ import functools
 
 from plax import tree_util
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, effectful_primitives,
-                             impl_rules, jvp_rules, param_printers, register_lowering,
-                             transpose_rules)
+from plax.core.rules import (abstract_eval_rules, batch_rules, effectful_primitives, impl_rules,
+                             jvp_rules, param_printers, register_lowering, transpose_rules)
 from plax.core.sharding_types import like, sharding_rules, spec_of
 from plax.core.source_info import pass_through_code
 from plax.core.trace import get_aval
@@ -107,7 +106,7 @@ impl_rules[sharding_constraint_p] = _impl
 register_lowering(sharding_constraint_p, _lowering)
 deflinear(sharding_constraint_p)
 transpose_rules[sharding_constraint_p] = lambda ct, x, *, sharding: [
-    Zero(x.aval) if type(ct) is Zero else sharding_constraint_p.bind(ct, sharding=sharding)]
+    sharding_constraint_p.bind(ct, sharding=sharding)]
 batch_rules[sharding_constraint_p] = _batch
 sharding_rules[sharding_constraint_p] = lambda avals_in, avals_out, *, sharding: [
     type_sharding(sharding, avals_in[0].ndim)]
@@ -177,8 +176,6 @@ def _reshard_lowering(ctx, x, *, sharding):
 
 
 def _reshard_transpose(ct, x, *, sharding):
-    if type(ct) is Zero:
-        return [Zero(x.aval)]
     back = x.aval.sharding if x.aval._sharding is not None else \
         NamedSharding(sharding.mesh, (None,) * len(x.aval.shape))
     return [reshard_p.bind(ct, sharding=back)]

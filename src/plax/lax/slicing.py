@@ -69,8 +69,6 @@ def _slice_lowering(ctx, x, *, start_indices, limit_indices, strides):
 
 
 def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
-    if type(ct) is Zero:
-        return [Zero(x.aval)]
     strides = strides or (1,) * len(start_indices)
     config = []
     for size, start, n, s in zip(x.aval.shape, start_indices, get_aval(ct).shape, strides):
@@ -169,8 +167,6 @@ def _dynamic_slice_jvp(primals, tangents, *, slice_sizes):
 
 
 def _dynamic_slice_transpose(ct, x, *idx, slice_sizes):
-    if type(ct) is Zero:
-        return [Zero(x.aval)] + [None] * len(idx)
     zeros = _shapes.broadcast_in_dim(np.zeros((), x.aval.dtype), x.aval.shape, ())
     return [dynamic_update_slice_p.bind(zeros, ct, *idx)] + [None] * len(idx)
 
@@ -237,9 +233,6 @@ def _dynamic_update_slice_jvp(primals, tangents):
 
 def _dynamic_update_slice_transpose(ct, x, upd, *idx):
     upd_aval = upd.aval if is_undefined(upd) else get_aval(upd)
-    if type(ct) is Zero:
-        return [Zero(x.aval) if is_undefined(x) else None,
-                Zero(upd_aval) if is_undefined(upd) else None] + [None] * len(idx)
     zeros = _shapes.broadcast_in_dim(np.zeros((), upd_aval.dtype), upd_aval.shape, ())
     ct_x = dynamic_update_slice_p.bind(ct, zeros, *idx) if is_undefined(x) else None
     ct_u = dynamic_slice_p.bind(ct, *idx, slice_sizes=upd_aval.shape) if is_undefined(upd) else None

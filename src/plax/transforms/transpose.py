@@ -4,6 +4,8 @@ Linear primitives register ``transpose_rules[prim] = rule(ct, *args, **params)``
 ``args`` holds ``UndefinedPrimal(aval)`` for the linear inputs and values for
 the others, and the rule returns one cotangent (or None) per argument.
 Cotangents may be symbolic ``Zero``s; contributions to a variable add up.
+A rule never sees an all-Zero cotangent (``backward_pass`` skips those equations), so
+only a multiple-results rule meets a Zero, among nonzero cotangents of its other outputs.
 """
 from __future__ import annotations
 

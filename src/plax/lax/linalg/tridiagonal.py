@@ -92,8 +92,6 @@ def _transpose(ct, dl, d, du, b):
     if any(is_undefined(v) for v in (dl, d, du)):
         raise ValueError("tridiagonal_solve is linear in b only; it cannot be transposed with "
                          "respect to the diagonals.")
-    if type(ct) is Zero:
-        return [None, None, None, Zero(b.aval)]
     # Tᵀ has du (moved down one row) below its diagonal and dl (moved up one) above it.
     return [None, None, None, tridiagonal_solve_p.bind(_shift(du, 1), d, _shift(dl, -1), ct)]
 
