@@ -12,6 +12,7 @@ import plax.numpy as jnp
 from plax import errors, lax
 from plax.core.config import config
 from plax.core.trace import Tracer
+from plax.sharding import PartitionSpec as P
 
 X = np.arange(3, dtype=np.float32)
 
@@ -126,6 +127,16 @@ def test_conversions_of_concrete_jvp_tracers_still_work():
     assert got == [(3, 3.0, 3 + 0j)]
 
 
+def _auto_mesh():
+    return plax.make_mesh((8,), ("x",), axis_types=(plax.sharding.AxisType.Auto,))
+
+
+def _on_explicit_mesh(f):
+    mesh = plax.make_mesh((8,), ("x",), axis_types=(plax.sharding.AxisType.Explicit,))
+    with plax.set_mesh(mesh):
+        return f(plax.device_put(jnp.ones((8, 2)), P("x")))
+
+
 def _reprs(transform, fun=None):
     seen = []
 
@@ -154,6 +165,12 @@ def _reprs(transform, fun=None):
     (lambda s: plax.vmap(s, in_axes=1)(jnp.ones((2, 3))),
      "VmapTracer(aval=float32[2], batched=float32[2,3])"),
     (lambda s: plax.linear_transpose(s, 1.0)(1.0), "Traced<~float32[]:JaxprTrace>"),
+    (lambda s: plax.jit(s)(np.zeros(3, plax.float0)), "JitTracer(float0[3])"),
+    # the type's sharding and its varying manual axes show as JAX shows them
+    (lambda s: _on_explicit_mesh(plax.jit(s)), "JitTracer(float32[8@x,2])"),
+    (lambda s: plax.jit(plax.shard_map(s, mesh=_auto_mesh(), in_specs=P("x"),
+                                       out_specs=P("x")))(jnp.ones(8)),
+     "JitTracer(float32[1]{V:x})"),
 ])
 def test_tracer_reprs_match_jax(transform, want):
     assert _reprs(transform) == [want]

@@ -135,9 +135,12 @@ class Tracer:
 
 
 def aval_text(aval) -> str:
-    """An aval as tracer reprs show it (as JAX's do): ``float32[2,3]``, ``~`` if weakly typed."""
-    name = "float0" if aval.dtype == dtypes.float0 else aval.dtype.name
-    return f"{'~' if aval.weak_type else ''}{name}[{','.join(str(d) for d in aval.shape)}]"
+    """A value's type as JAX shows it in tracer reprs and error messages: ``float32[2,3]``,
+    ``float32[8@x,2]`` when sharded in the type, ``float32[1]{V:x}`` when varying over a
+    shard_map axis, with ``~`` first when weakly typed."""
+    # The long dtype names, but float0's (NumPy names it "void"; its short name is "float0").
+    text = aval.str_short(short_dtypes=aval.dtype == dtypes.float0)
+    return ("~" if aval.weak_type else "") + text
 
 
 def _conversion_error(fn: str):

@@ -245,11 +245,6 @@ def type_text(aval) -> str:
     return aval.str_short(short_dtypes=False)
 
 
-def aval_text(aval) -> str:
-    """An aval as JAX shows a value's type: ``float32[3]``, ``~float32[]`` when weak."""
-    return ("~" if aval.weak_type else "") + type_text(aval)
-
-
 def _mismatch(a, b) -> str:
     if a.dtype != b.dtype:
         return ", so the dtypes do not match"

@@ -31,14 +31,14 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules)
 from plax.core.sharding_types import with_dim, with_entry, without_dim
-from plax.core.trace import concrete_or_error, get_aval
+from plax.core.trace import aval_text, concrete_or_error, get_aval
 from plax.lax import arithmetic as _arith
 from plax.lax import prng as _prng
 from plax.lax import shapes as _shapes
 from plax.lax import slicing as _slicing
 from plax.lax.ad_util import instantiate, zeros_like_aval
 from plax.lax.batch_util import move_batch_dim, moveaxis
-from plax.higher_order.bodies import (as_array, aval_text, avals_of, carry_fixed_point,
+from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point,
                                           check_carry, closed_call, forwarded_inputs,
                                           hoist_consts, index_groups, permute_body,
                                           promote_weak_inits, same_type, split, trace_body,
