@@ -185,14 +185,7 @@ ROWS = [
 ]
 
 # Cells left out of the table, each for a bug to fix (never skipped: absent).
-LEFT_OUT = {
-    # plax has no DCE rule for checkpoint, custom_jvp_call or custom_vjp_call: the
-    # equation is kept whole with its dead output. JAX's rules (remat_dce,
-    # _custom_jvp_call_dce, _custom_vjp_call_dce) prune the body.
-    ("checkpoint", "dce_prunes"): "checkpoint has no dce rule",
-    ("custom_jvp", "dce_prunes"): "custom_jvp_call has no dce rule",
-    ("custom_vjp", "dce_prunes"): "custom_vjp_call has no dce rule",
-}
+LEFT_OUT = {}
 
 
 def rows_for(check):
@@ -370,3 +363,22 @@ def test_dce_of_the_unused_output_prunes_the_bodies(row):
     assert after < before, (
         f"{row.name}: DCE of the unused output left the bodies at {after} equations "
         f"(from {before})\n{closed}")
+
+
+@rows_for("dce_derivatives")
+def test_dce_of_the_unused_output_keeps_the_derivatives(row):
+    """The pruned program differentiates as the first output does (a custom rule pruned
+    with its function still gives the derivative of what is left)."""
+    pruned, _ = dce_closed(_first_output_jaxpr(row), [True], instantiate=True)
+    first = lambda x, y: eval_closed_jaxpr(pruned, x, y)[0]
+    size = _ref(row, *row.args)[0].size
+    jac = _jacobian(lambda z: _flat_ref(row)(z)[:size], _z(row))
+    tangents, cts = _seeds(row, 4)
+    if not row.no_forward:
+        _, t_out = plax.jvp(first, row.args, tuple(tangents))
+        _close([t_out], [jac @ np.concatenate(tangents)])
+    if not row.no_reverse:
+        _, pullback = plax.vjp(first, *row.args)
+        ct_ref = jac.T @ cts[0].ravel()
+        n = len(row.args[0])
+        _close(pullback(cts[0]), [ct_ref[:n], ct_ref[n:]])

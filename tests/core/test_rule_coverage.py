@@ -40,6 +40,10 @@ _NULLARY_BATCH = (
     "nullary and communicates over no axis: vmap binds it unbatched and never consults a "
     "batch rule")
 _NOT_NEEDED = "none: not needed by design"
+_SCALAR_COMBINER = (
+    "the jaxpr it holds is a combiner of scalars, with nothing to split or prune: the "
+    "equation is staged whole when an operand is unknown and kept whole while a result is "
+    "used (JAX has no such rule either)")
 _LOWERING_ONLY = ("the internal LAPACK custom call exists only inside CPU lowering rules, after "
                   "every transformation has run")
 
@@ -52,19 +56,10 @@ EXEMPTIONS = {
     ("iota", "batch"): (_NULLARY_BATCH, _NOT_NEEDED),
     ("lapack_call", "batch"): (_LOWERING_ONLY, _NOT_NEEDED),
     ("lapack_call", "jvp"): (_LOWERING_ONLY, _NOT_NEEDED),
-    # JAX prunes these bodies (remat_dce, _custom_jvp_call_dce, _custom_vjp_call_dce);
-    # plax keeps the equation whole while any output is used.
-    ("checkpoint", "dce"): ("no DCE rule: the body keeps its dead outputs", "issue 31"),
-    ("custom_jvp_call", "dce"): ("no DCE rule: the body keeps its dead outputs", "issue 31"),
-    ("custom_vjp_call", "dce"): ("no DCE rule: the body keeps its dead outputs", "issue 31"),
-    # The combiner is a jaxpr on scalars. JAX has no rules for these either: the equation
-    # is staged whole when an operand is unknown and kept whole while a result is used.
-    ("reduce", "partial_eval"): ("no partial-eval rule (the combiner is staged whole)",
-                                 "issue 31"),
-    ("reduce", "dce"): ("no DCE rule (the combiner is kept whole)", "issue 31"),
-    ("reduce_window", "partial_eval"): ("no partial-eval rule (the combiner is staged whole)",
-                                        "issue 31"),
-    ("reduce_window", "dce"): ("no DCE rule (the combiner is kept whole)", "issue 31"),
+    ("reduce", "partial_eval"): (_SCALAR_COMBINER, _NOT_NEEDED),
+    ("reduce", "dce"): (_SCALAR_COMBINER, _NOT_NEEDED),
+    ("reduce_window", "partial_eval"): (_SCALAR_COMBINER, _NOT_NEEDED),
+    ("reduce_window", "dce"): (_SCALAR_COMBINER, _NOT_NEEDED),
 }
 
 

@@ -40,11 +40,12 @@ import numpy as np
 from plax import lax, tree_util
 from plax.core import dtypes, errors
 from plax.core.avals import ShapedArray
+from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, call_out_avals, consts_as_inputs, eval_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, impl_rules, jvp_rules,
-                             lowering_rules, not_mapped, param_printers, partial_eval_rules,
-                             tangent_aval, transpose_rules)
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
+                             jvp_rules, lowering_rules, not_mapped, param_printers,
+                             partial_eval_rules, tangent_aval, transpose_rules)
 from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval, set_current_trace
@@ -718,6 +719,56 @@ lowering_rules[custom_lin_p] = _custom_lin_lowering
 jvp_rules[custom_lin_p] = _custom_lin_jvp
 transpose_rules[custom_lin_p] = _custom_lin_transpose
 param_printers[custom_lin_p] = lambda p: {"num_res": p["num_res"], "bwd": p["bwd"]}
+
+
+# --- dead code: unused outputs pruned from the function and from its rules ------------------
+# Every input stays, as in JAX: the rule may read one the pruned function does not. The rule
+# still computes the dropped outputs; staged, that work is dead and pruned in turn.
+def _dce_with(prune_rules):
+    """The DCE rule of a custom call whose rules ``prune_rules(params, used_outputs)``
+    (a dict of new rule params) narrows to the used outputs."""
+    def dce(used_outputs, eqn):
+        call = eqn.params["call_jaxpr"]
+        if not any(used_outputs) and not jaxpr_has_effects(call):
+            return [False] * len(eqn.invars), None
+        if all(used_outputs):
+            return [True] * len(eqn.invars), eqn
+        used = [bool(u) for u in used_outputs]
+        pruned, _ = dce_closed(call, used, instantiate=True)
+        return [True] * len(eqn.invars), eqn.replace(
+            outvars=[v for v, u in zip(eqn.outvars, used) if u],
+            params=dict(eqn.params, call_jaxpr=pruned, **prune_rules(eqn.params, used)))
+    return dce
+
+
+def _jvp_of_used(params, used):
+    """The jvp rule returning the used outputs and their tangents."""
+    jvp = params["jvp"]
+
+    def rule(primals, tangents):
+        outs, tans = jvp(primals, tangents)
+        return [o for o, u in zip(outs, used) if u], [t for t, u in zip(tans, used) if u]
+    return {"jvp": _Named(rule, repr(jvp))}
+
+
+def _fwd_of_used(params, used):
+    """The fwd rule returning the used outputs (and every residual); its backward rule
+    gets zero cotangents for the dropped outputs."""
+    fwd, out_avals = params["fwd"], params["call_jaxpr"].out_avals
+
+    def rule(primals, perturbed):
+        outs, res, bwd = fwd(primals, perturbed)
+
+        def bwd_of_used(res, cts):
+            it = iter(cts)
+            return bwd(res, [next(it) if u else Zero(tangent_aval(a))
+                             for a, u in zip(out_avals, used)])
+        return [o for o, u in zip(outs, used) if u], res, _Named(bwd_of_used, repr(bwd))
+    return {"fwd": _Named(rule, repr(fwd))}
+
+
+dce_rules[custom_jvp_call_p] = _dce_with(_jvp_of_used)
+dce_rules[custom_vjp_call_p] = _dce_with(_fwd_of_used)
 
 
 # --- closure_convert -------------------------------------------------------------------------

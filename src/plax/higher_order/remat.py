@@ -12,12 +12,12 @@ import functools
 import types
 
 from plax import tree_util
-from plax.core.dce import dce_closed
+from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, consts_as_inputs, eval_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, impl_rules, is_undefined,
-                             jvp_rules, lowering_rules, param_printers, partial_eval_rules,
-                             register_lowering, transpose_rules)
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
+                             is_undefined, jvp_rules, lowering_rules, param_printers,
+                             partial_eval_rules, register_lowering, transpose_rules)
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval, set_current_trace
 from plax.lax.batch_util import vectorized
@@ -147,6 +147,24 @@ def _batch(axis, vals, dims, *, jaxpr, prevent_cse, differentiated, policy):
 
 
 batch_rules[checkpoint_p] = _batch
+
+
+def _dce(used_outputs, eqn):
+    """The checkpoint of the body pruned to the used outputs, taking only the inputs they
+    read (an effect in the body keeps the equation, with no outputs if none is used)."""
+    body = eqn.params["jaxpr"]
+    if not any(used_outputs) and not jaxpr_has_effects(body):
+        return [False] * len(eqn.invars), None
+    pruned, used_inputs = dce_closed(body, used_outputs)
+    if all(used_outputs) and all(used_inputs) and len(pruned.jaxpr.eqns) == len(body.jaxpr.eqns):
+        return used_inputs, eqn  # nothing to remove
+    return used_inputs, eqn.replace(
+        invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
+        outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+        params=dict(eqn.params, jaxpr=pruned))
+
+
+dce_rules[checkpoint_p] = _dce
 
 
 # --- names and policies ---------------------------------------------------------------------
