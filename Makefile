@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_conv.py
 	$(PY) bench/bench_fft.py
 	$(PY) bench/bench_linalg.py
+	$(PY) bench/bench_tracing.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
