@@ -15,7 +15,6 @@ from plax.core.config import (  # noqa: F401
     numpy_dtype_promotion, default_matmul_precision, default_device)
 from plax.runtime.array import Array  # noqa: F401
 from plax.runtime.xla import Device  # noqa: F401
-from plax import lax  # noqa: F401  (first: see issue 31 — the lax face is being split from its primitives)
 from plax.api.devices import (  # noqa: F401
     devices, local_devices, device_count, local_device_count, process_index, process_count,
     default_backend, device_put, device_get, block_until_ready, live_arrays, process_indices,

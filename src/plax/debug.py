@@ -23,7 +23,7 @@ import numpy as np
 from plax.api.jit import jit
 from plax.api.callbacks import debug_callback, debug_log, debug_print
 from plax.core.effects import DebugEffect, OrderedDebugEffect  # noqa: F401
-from plax.lax.sharding_constraint import inspect_array_sharding
+from plax.first_order.sharding_constraint import inspect_array_sharding
 
 __all__ = ["print", "callback", "log", "DebugEffect", "OrderedDebugEffect", "visualize_array_sharding", "visualize_sharding", "explain_sharding",
            "inspect_array_sharding", "Collective", "collectives_of"]

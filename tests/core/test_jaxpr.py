@@ -9,7 +9,7 @@ from plax.core.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, JaxprTypeError, Liter
                              check_jaxpr, eval_jaxpr, _letters)
 from plax.core.dce import dce_jaxpr
 from plax.core.avals import ShapedArray
-from plax.lax.transcendental import sin_p
+from plax.first_order.transcendental import sin_p
 
 
 def test_print_one_equation_on_one_line():

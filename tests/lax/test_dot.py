@@ -1,4 +1,4 @@
-"""Tests for plax.lax.dot: dot_general, dot, batch_matmul and Precision, against NumPy."""
+"""Tests for plax.first_order.dot: dot_general, dot, batch_matmul and Precision, against NumPy."""
 import ml_dtypes
 import numpy as np
 import pytest

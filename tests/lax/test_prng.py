@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import plax
-from plax.lax.prng import threefry2x32
+from plax.first_order.prng import threefry2x32
 
 U32 = np.uint32
 

@@ -11,7 +11,7 @@ import pytest
 import plax
 import plax.numpy as jnp
 from plax import lax, random
-from plax.lax import prng
+from plax.first_order import prng
 
 # JAX 0.10.2, jax_threefry_partitionable=True (the default).
 SPLIT_0_4 = [[1797259609, 2579123966], [928981903, 3453687069], [4146024105, 2718843009],

@@ -21,12 +21,12 @@ from plax.transforms.dce import stage_without_dead_code
 from plax.transforms.transpose import backward_pass
 from plax.core.avals import sharding_in_types
 from plax.core.rules import Zero, tangent_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import comparison as _cmp
-from plax.lax.ad_util import instantiate
-from plax.lax.conversion import _convert_weak, convert_element_type
-from plax.lax.shapes import broadcasted_iota, reshape
-from plax.lax.slicing import slice_in_dim
+from plax.first_order import arithmetic as _arith
+from plax.first_order import comparison as _cmp
+from plax.first_order.ad_util import instantiate
+from plax.first_order.conversion import _convert_weak, convert_element_type
+from plax.first_order.shapes import broadcasted_iota, reshape
+from plax.first_order.slicing import slice_in_dim
 from plax.runtime.dispatch import array_from_host
 
 
@@ -195,7 +195,7 @@ def _input_cotangent(ct, aval):
     if type(ct) is Zero:
         return instantiate(Zero(aval))
     if get_aval(ct).dtype != aval.dtype:
-        from plax.lax.conversion import convert_element_type
+        from plax.first_order.conversion import convert_element_type
         ct = convert_element_type(ct, aval.dtype)
     return _typed_like(ct, aval)
 
@@ -208,7 +208,7 @@ def _typed_like(value, aval):
     have, want = get_aval(value)._sharding, getattr(aval, "_sharding", None)
     if have == want:
         return value
-    from plax.lax.sharding_constraint import reshard_p
+    from plax.first_order.sharding_constraint import reshard_p
     if want is None:
         want = type(have)(have.mesh, (None,) * len(aval.shape))
     return reshard_p.bind(value, sharding=want)

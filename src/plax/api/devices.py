@@ -108,7 +108,7 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         dev = _resolve_device(target)
         if isinstance(leaf, Tracer):
             if isinstance(dev, NamedSharding):  # under jit: the layout, or the type, asked for
-                from plax.lax import sharding_constraint as pin
+                from plax.first_order import sharding_constraint as pin
                 explicit = dev.mesh.explicit_axes
                 return pin.reshard(leaf, dev) if explicit else \
                     pin.with_sharding_constraint(leaf, dev)

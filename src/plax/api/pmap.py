@@ -18,7 +18,7 @@ from plax.api.shard_map import _shard_map
 from plax.core.caches import BoundedCache
 from plax.experimental.multihost_utils import host_local_array_to_global_array
 from plax.core.trace import EvalTrace, current_trace, get_aval
-from plax.lax import shapes as _shapes
+from plax.first_order import shapes as _shapes
 from plax.runtime.array import CONCRETE
 from plax.runtime import xla
 from plax.sharding.mesh import Mesh

@@ -16,7 +16,7 @@ from plax.core.trace import get_aval
 from plax.runtime.array import ARRAY_TYPES
 from plax.transforms.vmap import AxisData, batch_flat
 from plax.core.rules import not_mapped
-from plax.lax.batch_util import move_batch_dim
+from plax.first_order.batch_util import move_batch_dim
 from plax.runtime.dispatch import array_from_host
 
 _AXIS_TYPES = (int, type(None))

@@ -33,7 +33,7 @@ __all__ = ["vma_in_types", "checking", "manual_axes", "propagate", "coerce", "un
 vma_in_types = [0]
 _manual: list = []  # their manual axes, innermost last
 _orders: list = []  # their meshes' axis orders (how types print the axes), innermost last
-# The pvary primitive (registered by plax.lax.collectives, which core cannot import).
+# The pvary primitive (registered by plax.first_order.collectives, which core cannot import).
 pvary_prim = [None]
 
 

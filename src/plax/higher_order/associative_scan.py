@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from plax import tree_util
 from plax.core.trace import get_aval
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
 
 __all__ = ["associative_scan"]
 

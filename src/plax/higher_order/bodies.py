@@ -19,7 +19,7 @@ from plax.core.config import config
 from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval, name_stack
-from plax.lax import conversion
+from plax.first_order import conversion
 from plax.runtime.dispatch import array_from_host
 from plax.core.tree_keys import keystr
 

@@ -35,8 +35,8 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, batch_rules, impl_rules, jvp_rules,
                              not_mapped, register_lowering, transpose_rules)
 from plax.higher_order.scan import scan
-from plax.lax.batch_util import moveaxis
-from plax.lax.shapes import broadcast
+from plax.first_order.batch_util import moveaxis
+from plax.first_order.shapes import broadcast
 from plax.lowering.stablehlo import abstract_token
 
 __all__ = ["pure_callback_p", "io_callback_p", "debug_callback_p", "VMAP_METHODS",

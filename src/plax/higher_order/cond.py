@@ -31,11 +31,11 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules, replication_rules)
 from plax.core.trace import Tracer, get_aval
-from plax.lax import comparison as _comparison
-from plax.lax import conversion as _conversion
-from plax.lax import shapes as _shapes
-from plax.lax.ad_util import zeros_like_aval
-from plax.lax.batch_util import move_batch_dim
+from plax.first_order import comparison as _comparison
+from plax.first_order import conversion as _conversion
+from plax.first_order import shapes as _shapes
+from plax.first_order.ad_util import zeros_like_aval
+from plax.first_order.batch_util import move_batch_dim
 from plax.higher_order.bodies import (as_array, avals_of, check_branch_outputs,
                                           closed_call, forwarded_inputs, hoist_consts,
                                           mask_union, same_type, trace_body, trace_closed,

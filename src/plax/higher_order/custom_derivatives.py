@@ -49,8 +49,8 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
 from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval, set_current_trace
-from plax.lax.ad_util import zeros_like_aval
-from plax.lax.batch_util import batched_aval, move_batch_dim, moveaxis
+from plax.first_order.ad_util import zeros_like_aval
+from plax.first_order.batch_util import batched_aval, move_batch_dim, moveaxis
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.transforms.jvp import JVPTrace, JVPTracer

@@ -27,14 +27,14 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules, 
                              param_printers, register_lowering, tangent_aval)
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval, name_stack
-from plax.lax import arithmetic as _arith
-from plax.lax import bitwise as _bitwise
-from plax.lax import conversion as _conv
-from plax.lax import reductions as _reductions
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax.batch_util import bdim_at_front, move_batch_dim
-from plax.lax.common import as_int_tuple
+from plax.first_order import arithmetic as _arith
+from plax.first_order import bitwise as _bitwise
+from plax.first_order import conversion as _conv
+from plax.first_order import reductions as _reductions
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order.batch_util import bdim_at_front, move_batch_dim
+from plax.first_order.common import as_int_tuple
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import i64_array, lower_jaxpr_body
 # A higher-order primitive: its rules differentiate and batch the traced combiner.

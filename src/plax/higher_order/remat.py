@@ -20,9 +20,9 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              partial_eval_rules, register_lowering, transpose_rules)
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval, set_current_trace
-from plax.lax.batch_util import vectorized
-from plax.lax.dot import dot_general_p
-from plax.lax.utility import optimization_barrier
+from plax.first_order.batch_util import vectorized
+from plax.first_order.dot import dot_general_p
+from plax.first_order.utility import optimization_barrier
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.transforms.toolkit import (batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr,

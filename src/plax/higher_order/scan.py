@@ -32,12 +32,12 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              register_lowering, tangent_aval, transpose_rules)
 from plax.core.sharding_types import with_dim, with_entry, without_dim
 from plax.core.trace import aval_text, concrete_or_error, get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import prng as _prng
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax.ad_util import instantiate, zeros_like_aval
-from plax.lax.batch_util import move_batch_dim, moveaxis
+from plax.first_order import arithmetic as _arith
+from plax.first_order import prng as _prng
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order.ad_util import instantiate, zeros_like_aval
+from plax.first_order.batch_util import move_batch_dim, moveaxis
 from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point,
                                           check_carry, closed_call, forwarded_inputs,
                                           hoist_consts, index_groups, permute_body,

@@ -17,14 +17,14 @@ from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import Zero, abstract_eval_rules, jvp_rules, register_lowering
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _a
-from plax.lax import bitwise as _b
-from plax.lax import comparison as _c
-from plax.lax import reductions as _r
-from plax.lax import shapes as _s
-from plax.lax import transcendental as _t
-from plax.lax.batch_util import broadcasting
-from plax.lax.common import check_dtype, check_same_dtypes, check_same_shapes, weak_of
+from plax.first_order import arithmetic as _a
+from plax.first_order import bitwise as _b
+from plax.first_order import comparison as _c
+from plax.first_order import reductions as _r
+from plax.first_order import shapes as _s
+from plax.first_order import transcendental as _t
+from plax.first_order.batch_util import broadcasting
+from plax.first_order.common import check_dtype, check_same_dtypes, check_same_shapes, weak_of
 from plax.higher_order import loops as _loops
 from plax.lowering.inline import lower_fun
 

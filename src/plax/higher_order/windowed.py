@@ -29,15 +29,15 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules,
                              not_mapped, param_printers, register_lowering, tangent_aval,
                              transpose_rules)
 from plax.core.trace import Tracer, get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import comparison as _cmp
+from plax.first_order import arithmetic as _arith
+from plax.first_order import comparison as _cmp
 from plax.higher_order import generic_reduce as _greduce
-from plax.lax import reductions as _reductions
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax.ad_util import deflinear
-from plax.lax.batch_util import bdim_at_front
-from plax.lax.common import as_int_tuple, check_dtype, pads_for, padtype_to_pads
+from plax.first_order import reductions as _reductions
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order.ad_util import deflinear
+from plax.first_order.batch_util import bdim_at_front
+from plax.first_order.common import as_int_tuple, check_dtype, pads_for, padtype_to_pads
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import i64_array, lower_jaxpr_body
 from plax.transforms.jvp import jvp_flat

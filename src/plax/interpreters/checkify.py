@@ -38,14 +38,14 @@ from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.source_info import current_source_info
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Trace, Tracer, current_trace, get_aval, name_stack, set_current_trace
-from plax.lax import arithmetic as _arith
-from plax.lax import bitwise as _bitwise
-from plax.lax import comparison as _cmp
-from plax.lax import conversion as _conv
-from plax.lax import reductions as _red
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax.batch_util import move_batch_dim
+from plax.first_order import arithmetic as _arith
+from plax.first_order import bitwise as _bitwise
+from plax.first_order import comparison as _cmp
+from plax.first_order import conversion as _conv
+from plax.first_order import reductions as _red
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order.batch_util import move_batch_dim
 from plax.runtime.array import ARRAY_TYPES
 
 __all__ = ["Error", "ErrorCategory", "JaxRuntimeError", "all_checks", "automatic_checks",

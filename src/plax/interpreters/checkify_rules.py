@@ -25,14 +25,14 @@ from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
 from plax.core.rules import Zero, tangent_aval
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import bitwise as _bitwise
-from plax.lax import comparison as _cmp
-from plax.lax import conversion as _conv
-from plax.lax import indexing as _indexing
-from plax.lax import reductions as _red
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
+from plax.first_order import arithmetic as _arith
+from plax.first_order import bitwise as _bitwise
+from plax.first_order import comparison as _cmp
+from plax.first_order import conversion as _conv
+from plax.first_order import indexing as _indexing
+from plax.first_order import reductions as _red
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
 from plax.higher_order import special as _special
 from plax.higher_order.bodies import hoist_consts, permute_body, split, trace_closed
 from plax.higher_order.cond import cond_p

@@ -35,14 +35,14 @@ from plax.higher_order import pjit
 from plax.higher_order.cond import cond_p
 from plax.higher_order.loops import while_p
 from plax.higher_order.scan import scan_p
-from plax.lax import comparison as _comparison
-from plax.lax import indexing as _indexing
-from plax.lax import prng as _prng
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax.prng import KEY_REUSE_ADVICE, call_site, consumed_at, mark_consumed, \
+from plax.first_order import comparison as _comparison
+from plax.first_order import indexing as _indexing
+from plax.first_order import prng as _prng
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order.prng import KEY_REUSE_ADVICE, call_site, consumed_at, mark_consumed, \
     previously_consumed
-from plax.lax.utility import copy_p, optimization_barrier_p
+from plax.first_order.utility import copy_p, optimization_barrier_p
 
 __all__ = ["enabled", "check_jaxpr", "check_call"]
 

@@ -6,22 +6,22 @@ batch_util < ad_util < conversion < shapes < elementwise_util < bitwise < compar
 arithmetic < transcendental < indexing < slicing < reductions < the others (dot <
 convolution, sort, collectives, fft, utility, key_layout < prng, sharding_constraint).
 """
-from plax.lax.arithmetic import *  # noqa: F401,F403
-from plax.lax.transcendental import *  # noqa: F401,F403
-from plax.lax.comparison import *  # noqa: F401,F403
-from plax.lax.bitwise import *  # noqa: F401,F403
-from plax.lax.conversion import *  # noqa: F401,F403
-from plax.lax.shapes import *  # noqa: F401,F403
-from plax.lax.slicing import *  # noqa: F401,F403
-from plax.lax.reductions import *  # noqa: F401,F403
+from plax.first_order.arithmetic import *  # noqa: F401,F403
+from plax.first_order.transcendental import *  # noqa: F401,F403
+from plax.first_order.comparison import *  # noqa: F401,F403
+from plax.first_order.bitwise import *  # noqa: F401,F403
+from plax.first_order.conversion import *  # noqa: F401,F403
+from plax.first_order.shapes import *  # noqa: F401,F403
+from plax.first_order.slicing import *  # noqa: F401,F403
+from plax.first_order.reductions import *  # noqa: F401,F403
 from plax.higher_order.generic_reduce import reduce  # noqa: F401
-from plax.lax.sort import *  # noqa: F401,F403
-from plax.lax.indexing import *  # noqa: F401,F403
-from plax.lax.dot import *  # noqa: F401,F403
-from plax.lax.utility import *  # noqa: F401,F403
+from plax.first_order.sort import *  # noqa: F401,F403
+from plax.first_order.indexing import *  # noqa: F401,F403
+from plax.first_order.dot import *  # noqa: F401,F403
+from plax.first_order.utility import *  # noqa: F401,F403
 from plax.higher_order.windowed import *  # noqa: F401,F403
-from plax.lax.convolution import *  # noqa: F401,F403
-from plax.lax.collectives import (  # noqa: F401
+from plax.first_order.convolution import *  # noqa: F401,F403
+from plax.first_order.collectives import (  # noqa: F401
     psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all, ppermute, pshuffle, axis_index,
     axis_size, pvary, pbroadcast, pcast)
 from plax.higher_order.cond import cond, switch, cond_p  # noqa: F401
@@ -29,46 +29,46 @@ from plax.higher_order.loops import while_loop, fori_loop, while_p  # noqa: F401
 from plax.higher_order.scan import scan, map, scan_p  # noqa: F401
 from plax.higher_order.associative_scan import associative_scan  # noqa: F401
 from plax.higher_order.special import *  # noqa: F401,F403
-from plax.lax import prng  # noqa: F401  (the Threefry hash and typed-key primitives)
-from plax.lax.sharding_constraint import with_sharding_constraint  # noqa: F401
-from plax.lax.fft import fft, fft_p, FftType  # noqa: F401
+from plax.first_order import prng  # noqa: F401  (the Threefry hash and typed-key primitives)
+from plax.first_order.sharding_constraint import with_sharding_constraint  # noqa: F401
+from plax.first_order.fft import fft, fft_p, FftType  # noqa: F401
 # The primitives themselves, under JAX's names (for jaxpr interpreters and custom rules).
-from plax.lax.arithmetic import (  # noqa: F401
+from plax.first_order.arithmetic import (  # noqa: F401
     abs_p, add_p, ceil_p, complex_p, conj_p, div_p, floor_p, imag_p, integer_pow_p, max_p,
     min_p, mul_p, neg_p, nextafter_p, pow_p, real_p, rem_p, round_p, sign_p, square_p, sub_p
 )
-from plax.lax.transcendental import (  # noqa: F401
+from plax.first_order.transcendental import (  # noqa: F401
     acos_p, acosh_p, asin_p, asinh_p, atan2_p, atan_p, atanh_p, cbrt_p, cos_p, cosh_p,
     digamma_p, erf_inv_p, erf_p, erfc_p, exp2_p, exp_p, expm1_p, lgamma_p, log1p_p, log_p,
     logistic_p, rsqrt_p, sin_p, sinh_p, sqrt_p, tan_p, tanh_p
 )
-from plax.lax.collectives import (  # noqa: F401
+from plax.first_order.collectives import (  # noqa: F401
     all_gather_p, all_to_all_p, axis_index_p, pmax_p, pmin_p, ppermute_p, psum_p
 )
-from plax.lax.bitwise import (  # noqa: F401
+from plax.first_order.bitwise import (  # noqa: F401
     and_p, clz_p, not_p, or_p, population_count_p, shift_left_p, shift_right_arithmetic_p,
     shift_right_logical_p, xor_p
 )
-from plax.lax.reductions import (  # noqa: F401
+from plax.first_order.reductions import (  # noqa: F401
     argmax_p, argmin_p, cumlogsumexp_p, cummax_p, cummin_p, cumprod_p, cumsum_p, reduce_and_p,
     reduce_max_p, reduce_min_p, reduce_or_p, reduce_prod_p, reduce_sum_p, reduce_xor_p
 )
 from plax.higher_order.special import (  # noqa: F401
     bessel_i0e_p, bessel_i1e_p, igamma_grad_a_p, igamma_p, igammac_p, polygamma_p, zeta_p
 )
-from plax.lax.conversion import (  # noqa: F401
+from plax.first_order.conversion import (  # noqa: F401
     bitcast_convert_type_p, convert_element_type_p, stop_gradient_p
 )
-from plax.lax.shapes import (  # noqa: F401
+from plax.first_order.shapes import (  # noqa: F401
     broadcast_in_dim_p, concatenate_p, iota_p, pad_p, reshape_p, rev_p, squeeze_p, transpose_p
 )
-from plax.lax.comparison import (  # noqa: F401
+from plax.first_order.comparison import (  # noqa: F401
     clamp_p, eq_p, ge_p, gt_p, is_finite_p, le_p, lt_p, ne_p, select_n_p
 )
-from plax.lax.slicing import (  # noqa: F401
+from plax.first_order.slicing import (  # noqa: F401
     dynamic_slice_p, dynamic_update_slice_p, slice_p
 )
-from plax.lax.indexing import (  # noqa: F401
+from plax.first_order.indexing import (  # noqa: F401
     gather_p, scatter_p
 )
 from plax.higher_order.generic_reduce import (  # noqa: F401
@@ -77,10 +77,10 @@ from plax.higher_order.generic_reduce import (  # noqa: F401
 from plax.higher_order.windowed import (  # noqa: F401
     reduce_window_max_p, reduce_window_min_p, reduce_window_p, reduce_window_sum_p
 )
-from plax.lax.sharding_constraint import (  # noqa: F401
+from plax.first_order.sharding_constraint import (  # noqa: F401
     sharding_constraint_p
 )
-from plax.lax.sort import (  # noqa: F401
+from plax.first_order.sort import (  # noqa: F401
     sort_p, top_k_p
 )
 

@@ -11,7 +11,7 @@ import numpy as np
 from plax import numpy as jnp
 from plax import random
 from plax.core import dtypes
-from plax.lax.sharding_constraint import with_out_sharding
+from plax.first_order.sharding_constraint import with_out_sharding
 
 __all__ = ["Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal",
            "variance_scaling", "glorot_uniform", "glorot_normal", "xavier_uniform",

@@ -103,7 +103,7 @@ def _view(self, dtype=None, type=None):
     """The same bits read as ``dtype`` (NumPy's ``ndarray.view``): with a different item
     size the last axis shrinks or grows by the ratio, as in NumPy."""
     from plax.core import dtypes
-    from plax.lax import conversion
+    from plax.first_order import conversion
     if type is not None:
         raise NotImplementedError("`type` argument of array.view() is not supported.")
     if dtype is None:
@@ -162,7 +162,7 @@ def _setitem(self, idx, value):
 
 
 def _matrix_transpose(self):
-    from plax.lax.shapes import transpose
+    from plax.first_order.shapes import transpose
     if self.ndim < 2:
         raise ValueError(f"x.mT requires ndim >= 2, got ndim={self.ndim}")
     perm = tuple(range(self.ndim - 2)) + (self.ndim - 1, self.ndim - 2)

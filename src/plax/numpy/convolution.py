@@ -3,8 +3,8 @@ each one lax.conv_general_dilated over a batch of one and one feature."""
 from __future__ import annotations
 
 from plax.core.trace import get_aval
-from plax.lax import convolution as _conv
-from plax.lax import shapes as _shapes
+from plax.first_order import convolution as _conv
+from plax.first_order import shapes as _shapes
 from plax.numpy import ufuncs
 from plax.numpy.util import check_arraylike, promote_dtypes_inexact
 

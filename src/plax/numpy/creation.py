@@ -7,7 +7,8 @@ import operator
 import numpy as np
 
 from plax import lax
-from plax.lax.utility import copy_p
+from plax.first_order import sharding_constraint, shapes as lax_shapes
+from plax.first_order.utility import copy_p
 from plax.core import dtypes, replication
 from plax.core.avals import WeakHostArray
 from plax.core.errors import shape_type_error
@@ -57,7 +58,7 @@ def _contains_traced(obj) -> bool:
 
 def _stack_nested(obj, dtype):
     """Build an array from nested sequences that contain plax arrays or tracers."""
-    from plax.lax.shapes import broadcast_in_dim, concatenate
+    from plax.first_order.shapes import broadcast_in_dim, concatenate
     if not isinstance(obj, (list, tuple)):
         return as_operand(obj) if not isinstance(obj, (int, float, complex, bool)) else np.asarray(obj)
     parts = [_stack_nested(o, dtype) for o in obj]
@@ -105,7 +106,7 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
                                   or isinstance(object, WeakHostArray))
         out = array_from_host(host.astype(canon, copy=False), weak_type=weak)
     if ndmin > get_aval(out).ndim:
-        from plax.lax.shapes import reshape
+        from plax.first_order.shapes import reshape
         out = reshape(out, (1,) * (ndmin - get_aval(out).ndim) + get_aval(out).shape)
     return out
 
@@ -136,7 +137,7 @@ def array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0, *, 
 
 def _laid_out(x, device, out_sharding):
     if out_sharding is not None:
-        return lax.sharding_constraint.with_out_sharding(lambda v: v, out_sharding, x)
+        return sharding_constraint.with_out_sharding(lambda v: v, out_sharding, x)
     return _place(x, device)
 
 
@@ -239,7 +240,7 @@ def _like(name, a, dtype, shape):
     if hasattr(a, "shape") and hasattr(a, "dtype") and not is_arraylike(a):
         a_shape, a_dtype, a_weak = tuple(a.shape), _duck_dtype(a), False
         sharding = getattr(a, "sharding", None)
-        typed = sharding if sharding is not None and lax.shapes._types_split(sharding) else None
+        typed = sharding if sharding is not None and lax_shapes._types_split(sharding) else None
         placed = None if typed is not None else sharding
     else:
         check_arraylike(name, a)

@@ -15,13 +15,13 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.trace import get_aval
-from plax.lax import conversion as _conv
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax import arithmetic as _arith
-from plax.lax.common import real_dtype
-from plax.lax.fft import FftType
-from plax.lax.fft import fft as _lax_fft
+from plax.first_order import conversion as _conv
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order import arithmetic as _arith
+from plax.first_order.common import real_dtype
+from plax.first_order.fft import FftType
+from plax.first_order.fft import fft as _lax_fft
 from plax.numpy import creation, shape_ops, ufuncs
 from plax.numpy.util import as_operand, canonicalize_axis, check_arraylike
 

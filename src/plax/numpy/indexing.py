@@ -23,8 +23,9 @@ from plax import lax
 from plax.core import dtypes, errors
 from plax.core.source_info import pass_through_code, user_stacklevel
 from plax.core.trace import Tracer, get_aval
-from plax.lax import indexing as lax_indexing
-from plax.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
+from plax.first_order import indexing as lax_indexing
+from plax.first_order import sharding_constraint
+from plax.first_order.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
 from plax.numpy import util
 from plax.runtime.array import ARRAY_TYPES
 
@@ -465,13 +466,13 @@ class _IndexUpdateHelper:
 
 def _takes_out_sharding(method):
     """An ``.at[idx]`` method gaining ``out_sharding=`` (a PartitionSpec or NamedSharding):
-    the result laid out so, as ``plax.lax.sharding_constraint.with_out_sharding`` does it."""
+    the result laid out so, as ``plax.first_order.sharding_constraint.with_out_sharding`` does it."""
     @functools.wraps(method)
     def wrapped(self, *args, out_sharding=None, **kwargs):
         if out_sharding is None:
             return method(self, *args, **kwargs)
         index = self.index
-        return lax.sharding_constraint.with_out_sharding(
+        return sharding_constraint.with_out_sharding(
             lambda x, *a: method(_IndexUpdateRef(x, index), *a, **kwargs), out_sharding,
             self.array, *args)
     pass_through_code.add(wrapped.__code__)  # errors name the method, not the wrapper

@@ -13,7 +13,7 @@ import numpy as np
 from plax import lax
 from plax.core import dtypes
 from plax.core.trace import get_aval
-from plax.lax.sharding_constraint import takes_out_sharding
+from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.numpy import ufuncs
 from plax.numpy.reductions import sum as _sum
 from plax.numpy.vectorize import check_loop_rank_promotion

@@ -9,7 +9,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
-from plax.lax.sharding_constraint import takes_out_sharding
+from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.core.errors import SHAPE_PHRASE, ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.creation import asarray

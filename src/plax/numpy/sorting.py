@@ -18,7 +18,7 @@ from plax import lax
 from plax.core import dtypes
 from plax.core.errors import ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
-from plax.lax.indexing import GatherDimensionNumbers
+from plax.first_order.indexing import GatherDimensionNumbers
 from plax.numpy.util import (as_operand, canonicalize_axis, check_arraylike, convert,
                              promote_dtypes)
 

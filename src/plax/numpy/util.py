@@ -46,7 +46,7 @@ def as_operand(x):
 
 def convert(x, dtype, weak_type: bool = False):
     """``x`` with ``dtype`` (and weak type), converting host values without tracing."""
-    from plax.lax.conversion import _convert_weak
+    from plax.first_order.conversion import _convert_weak
     if not isinstance(dtype, dtypes.ExtendedDType):
         dtype = np.dtype(dtype)
     if type(x) in _SCALARS or isinstance(x, (np.ndarray, np.generic)):
@@ -153,7 +153,7 @@ def _check_rank_promotion(name, shapes):
 
 def broadcast_to_shape(x, shape):
     """``x`` broadcast to ``shape`` (NumPy rules); rank-0 values are left for lax to broadcast."""
-    from plax.lax.shapes import broadcast_in_dim
+    from plax.first_order.shapes import broadcast_in_dim
     s = shape_of(x)
     if s == tuple(shape):
         return x
@@ -194,7 +194,7 @@ def promote_shapes(name: str, *args, rank_only: bool = False, check_rank: bool =
     else:
         target = broadcast_shapes(*shapes)
     if rank_only:
-        from plax.lax.shapes import broadcast_in_dim
+        from plax.first_order.shapes import broadcast_in_dim
         nd = len(target)
         return [a if len(s) in (0, nd) else
                 broadcast_in_dim(a, (1,) * (nd - len(s)) + s, tuple(range(nd - len(s), nd)))
@@ -207,7 +207,7 @@ def _check_no_float0s(name: str, *args) -> None:
     """float0s take part in no operation; PRNG keys only in ==/!= among keys of one type."""
     arg_dtypes = [getattr(a, "dtype", None) for a in args]
     if any(d == dtypes.float0 for d in arg_dtypes):
-        from plax.lax.common import FLOAT0_ADVICE
+        from plax.first_order.common import FLOAT0_ADVICE
         raise TypeError(f"Called {name} with a float0 array. {FLOAT0_ADVICE}")
     if any(dtypes.is_extended(d) for d in arg_dtypes) and len(set(map(str, arg_dtypes))) > 1:
         names = ", ".join(dtypes.result_type(a).name if not dtypes.is_extended(d) else d.name

@@ -24,7 +24,7 @@ from plax.numpy import util
 from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import concrete_or_error
-from plax.lax.sharding_constraint import takes_out_sharding
+from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.random import threefry
 from plax.random.distributions import _gumbel
 from plax.random.keys import _check_key

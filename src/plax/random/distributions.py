@@ -8,7 +8,7 @@ from plax import lax
 from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
-from plax.lax.sharding_constraint import takes_out_sharding
+from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.random import threefry
 from plax.random.keys import _check_key
 from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,

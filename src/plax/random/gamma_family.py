@@ -18,7 +18,7 @@ from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.api.vmap import vmap
 from plax.core import dtypes
-from plax.lax.sharding_constraint import takes_out_sharding
+from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.higher_order.special import random_gamma_grad
 from plax.random import threefry
 from plax.random.distributions import _exponential, _rademacher

@@ -17,8 +17,8 @@ from plax.core.config import config
 from plax.core.source_info import user_stacklevel
 from plax.core.dtypes import KeyType
 from plax.core.trace import Tracer, get_aval
-from plax.lax import conversion as _conversion
-from plax.lax import prng as _prng
+from plax.first_order import conversion as _conversion
+from plax.first_order import prng as _prng
 from plax.random import threefry
 from plax.runtime.array import install_key_array_rebuilder
 from plax.runtime.dispatch import array_from_host

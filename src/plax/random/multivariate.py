@@ -8,7 +8,7 @@ import numpy as np
 
 from plax import numpy as jnp
 from plax.api.jit import jit
-from plax.lax.sharding_constraint import takes_out_sharding
+from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.numpy.util import promote_dtypes_inexact
 from plax.random.keys import _check_key
 from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,

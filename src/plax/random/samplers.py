@@ -10,12 +10,12 @@ from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
-from plax.lax.sharding_constraint import takes_out_sharding
-from plax.lax import arithmetic as _arith
-from plax.lax import bitwise as _bitwise
-from plax.lax import conversion as _conversion
-from plax.lax import shapes as _shapes
-from plax.lax import transcendental as _trans
+from plax.first_order.sharding_constraint import takes_out_sharding
+from plax.first_order import arithmetic as _arith
+from plax.first_order import bitwise as _bitwise
+from plax.first_order import conversion as _conversion
+from plax.first_order import shapes as _shapes
+from plax.first_order import transcendental as _trans
 from plax.random import threefry
 from plax.random.keys import _check_key
 

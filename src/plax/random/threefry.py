@@ -2,7 +2,7 @@
 
 A key's data is two uint32 words. The functions here act on key data of shape
 ``batch + (2,)`` (batched over the leading dimensions) and are the lowering of
-the typed-key primitives (``plax.lax.prng``) for keys of dtype ``key<fry>``.
+the typed-key primitives (``plax.first_order.prng``) for keys of dtype ``key<fry>``.
 With the flag ``jax_threefry_partitionable`` on (the default, as in JAX since
 0.5), element ``i`` of a request of ``shape`` is the hash of the 64-bit counter
 ``i`` (split into high and low words), so every element is computed
@@ -21,14 +21,14 @@ import numpy as np
 from plax.api.jit import jit
 from plax.core.config import config
 from plax.core.trace import get_aval
-from plax.lax import bitwise as _bitwise
-from plax.lax import conversion as _conversion
-from plax.lax import prng as _prng
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax.arithmetic import add, mul
-from plax.lax.prng import threefry2x32
-from plax.lax.utility import optimization_barrier
+from plax.first_order import bitwise as _bitwise
+from plax.first_order import conversion as _conversion
+from plax.first_order import prng as _prng
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order.arithmetic import add, mul
+from plax.first_order.prng import threefry2x32
+from plax.first_order.utility import optimization_barrier
 
 U32 = np.dtype(np.uint32)
 

@@ -23,6 +23,6 @@ _FROM_LAX = ("reshard", "auto_axes", "explicit_axes")
 
 def __getattr__(name):
     if name in _FROM_LAX:
-        from plax.lax import sharding_constraint
+        from plax.first_order import sharding_constraint
         return getattr(sharding_constraint, name)
     raise AttributeError(f"module 'plax.sharding' has no attribute {name!r}")

@@ -15,7 +15,7 @@ from plax.core.jaxpr import ClosedJaxpr, as_mask, eval_jaxpr
 from plax.core.rules import Zero, jvp_rules, tangent_aval
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Trace, Tracer, aval_text, current_trace, get_aval, set_current_trace
-from plax.lax.ad_util import instantiate as instantiate_zeros
+from plax.first_order.ad_util import instantiate as instantiate_zeros
 
 def _part_text(x) -> str:
     if type(x) is Zero:

@@ -21,7 +21,7 @@ from plax.core.jaxpr import ClosedJaxpr, Jaxpr, as_mask, eval_jaxpr
 from plax.core.rules import Zero, partial_eval_rules, tangent_aval
 from plax.core.staging import StagingTrace, StagingTracer, trace_to_jaxpr
 from plax.core.trace import Tracer, current_trace, get_aval, set_current_trace
-from plax.lax.ad_util import zeros_like_aval
+from plax.first_order.ad_util import zeros_like_aval
 from plax.transforms.jvp import jvp_flat
 
 

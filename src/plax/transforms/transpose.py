@@ -17,7 +17,7 @@ from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, eval_jaxpr
 from plax.core.rules import UndefinedPrimal, Zero, partial_eval_rules, transpose_rules
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer
-from plax.lax.ad_util import add_tangents, instantiate
+from plax.first_order.ad_util import add_tangents, instantiate
 from plax.transforms.linearize import partial_eval_jaxpr
 
 

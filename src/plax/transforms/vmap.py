@@ -24,7 +24,7 @@ from plax.core.rules import batch_rules, collective_axis_names, not_mapped
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (Trace, Tracer, aval_text, axis_env, current_trace, extend_axis_env,
                              get_aval, set_current_trace)
-from plax.lax.batch_util import batched_aval, move_batch_dim
+from plax.first_order.batch_util import batched_aval, move_batch_dim
 
 
 

@@ -7,13 +7,13 @@ from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, jvp_rules, register_lowering
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
+from plax.first_order import arithmetic as _arith
 from plax.lax.linalg import lapack
 from plax.lax.linalg.common import (batched_on_front, check_matrix, matmul, symmetrize,
                                     triangle, triangle_mask)
 from plax.lax.linalg.triangular import triangular_solve_p
-from plax.lax import comparison as _cmp
-from plax.lax import shapes as _shapes
+from plax.first_order import comparison as _cmp
+from plax.first_order import shapes as _shapes
 from plax.lowering.inline import lower_fun
 
 __all__ = ["cholesky", "cholesky_p"]

@@ -9,16 +9,16 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.rules import batch_rules, not_mapped
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import comparison as _cmp
-from plax.lax.dot import Precision, dot_general
-from plax.lax.indexing import GatherDimensionNumbers, gather
-from plax.lax import reductions as _reductions
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax.shapes import broadcasted_iota
-from plax.lax.batch_util import batch_size_of, bdim_at_front
-from plax.lax.conversion import convert_element_type
+from plax.first_order import arithmetic as _arith
+from plax.first_order import comparison as _cmp
+from plax.first_order.dot import Precision, dot_general
+from plax.first_order.indexing import GatherDimensionNumbers, gather
+from plax.first_order import reductions as _reductions
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order.shapes import broadcasted_iota
+from plax.first_order.batch_util import batch_size_of, bdim_at_front
+from plax.first_order.conversion import convert_element_type
 
 _KERNEL_DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 

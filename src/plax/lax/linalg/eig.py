@@ -11,11 +11,11 @@ from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, jvp_rules, register_lowering
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import comparison as _cmp
-from plax.lax import reductions as _reductions
-from plax.lax import shapes as _shapes
-from plax.lax.conversion import convert_element_type
+from plax.first_order import arithmetic as _arith
+from plax.first_order import comparison as _cmp
+from plax.first_order import reductions as _reductions
+from plax.first_order import shapes as _shapes
+from plax.first_order.conversion import convert_element_type
 from plax.lax.linalg import lapack
 from plax.lax.linalg.common import (adjoint, batched_on_front, conj_if_complex, eye_like, matmul,
                                     swap_last)

@@ -8,11 +8,11 @@ from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, jvp_rules, register_lowering
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import shapes as _shapes
-from plax.lax.conversion import convert_element_type
+from plax.first_order import arithmetic as _arith
+from plax.first_order import shapes as _shapes
+from plax.first_order.conversion import convert_element_type
 from plax.lax.linalg import lapack
-from plax.lax.common import real_dtype
+from plax.first_order.common import real_dtype
 from plax.lax.linalg.common import (adjoint, batched_on_front, check_square, diagonal,
                                     eye_like, matmul, spread, subset_bounds, take_columns,
                                     symmetrize)

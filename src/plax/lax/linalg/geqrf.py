@@ -7,7 +7,7 @@ from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, jvp_rules, register_lowering
 from plax.core.trace import get_aval
-from plax.lax import shapes as _shapes
+from plax.first_order import shapes as _shapes
 from plax.lax.linalg import lapack
 from plax.lax.linalg.common import batched_on_front, check_matrix
 from plax.lowering.inline import lower_fun

@@ -22,8 +22,8 @@ from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, register_lowering
 from plax.core.trace import get_aval
-from plax.lax import comparison as _cmp
-from plax.lax import shapes as _shapes
+from plax.first_order import comparison as _cmp
+from plax.first_order import shapes as _shapes
 from plax.runtime import xla
 
 __all__ = ["call", "nan_unless_ok"]

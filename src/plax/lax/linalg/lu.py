@@ -8,11 +8,11 @@ from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import Zero, abstract_eval_rules, jvp_rules, register_lowering, tangent_aval
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import comparison as _cmp
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax.conversion import convert_element_type
+from plax.first_order import arithmetic as _arith
+from plax.first_order import comparison as _cmp
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order.conversion import convert_element_type
 from plax.lax.linalg import lapack
 from plax.lax.linalg.common import (batched_on_front, check_matrix, eye_like, matmul,
                                     permute_rows, triangle)
@@ -56,7 +56,7 @@ def lu_pivots_to_permutation(pivots, permutation_size: int):
 
 def _pick(perm, mask, batch, size):
     """perm's entry where ``mask`` (one True per row) holds, broadcast along the row."""
-    from plax.lax.reductions import reduce_sum
+    from plax.first_order.reductions import reduce_sum
     zeros = _shapes.full(get_aval(mask).shape, 0, np.int32)
     chosen = reduce_sum(_cmp.select_n(mask, zeros, perm), (len(batch),))
     return _shapes.broadcast_in_dim(chosen, batch + (size,), tuple(range(len(batch))))
@@ -160,7 +160,7 @@ def lu_solve(factors, perm, b, trans: int = 0):
     # aᵀ = Uᵀ Lᵀ P, so x = Pᵀ (Lᵀ)⁻¹ (Uᵀ)⁻¹ b.
     x = solve(factors, b, lower=False, transpose_a=True, unit_diagonal=False, **flags)
     x = solve(factors, x, lower=True, transpose_a=True, unit_diagonal=True, **flags)
-    from plax.lax.sort import sort
+    from plax.first_order.sort import sort
     nb = get_aval(perm).ndim - 1
     positions = _shapes.broadcasted_iota(np.int32, get_aval(perm).shape, nb)
     _, inverse = sort((perm, positions), dimension=nb, num_keys=1)

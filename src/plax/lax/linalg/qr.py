@@ -8,10 +8,10 @@ from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import Zero, abstract_eval_rules, jvp_rules, register_lowering, tangent_aval
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax.conversion import convert_element_type
+from plax.first_order import arithmetic as _arith
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order.conversion import convert_element_type
 from plax.lax.linalg import lapack
 from plax.lax.linalg.common import (adjoint, batched_on_front, check_matrix, eye_like, matmul,
                                     triangle)

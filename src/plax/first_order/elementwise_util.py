@@ -15,9 +15,9 @@ from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, register_lowering
 from plax.core.trace import get_aval
-from plax.lax.batch_util import broadcasting, vectorized
-from plax.lax.common import check_dtype, check_same_dtypes, check_same_shapes, weak_of
-from plax.lax.shapes import broadcast_in_dim
+from plax.first_order.batch_util import broadcasting, vectorized
+from plax.first_order.common import check_dtype, check_same_dtypes, check_same_shapes, weak_of
+from plax.first_order.shapes import broadcast_in_dim
 
 
 def standard_lowering(op: str):

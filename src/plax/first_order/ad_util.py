@@ -25,7 +25,7 @@ def zeros_like_aval(aval):
         py = zero.item()
         if get_aval(py).dtype == aval.dtype:
             zero = py
-    from plax.lax.shapes import broadcast_in_dim
+    from plax.first_order.shapes import broadcast_in_dim
     return broadcast_in_dim(zero, aval.shape, ())
 
 
@@ -40,7 +40,7 @@ def add_tangents(a, b):
         return b
     if type(b) is Zero:
         return a
-    from plax.lax.arithmetic import add
+    from plax.first_order.arithmetic import add
     return add(a, b)
 
 
@@ -52,7 +52,7 @@ def broadcast_tangent(t, shape):
     s = get_aval(t).shape
     if s == tuple(shape):
         return t
-    from plax.lax.shapes import broadcast_in_dim
+    from plax.first_order.shapes import broadcast_in_dim
     return broadcast_in_dim(t, tuple(shape), tuple(range(len(s))) if s else ())
 
 

@@ -16,11 +16,11 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
 from plax.core.rules import lowering_rules, physical_lowering_rules
-from plax.lax import comparison as _comparison
-from plax.lax import indexing as _indexing
-from plax.lax import reductions as _reductions
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
+from plax.first_order import comparison as _comparison
+from plax.first_order import indexing as _indexing
+from plax.first_order import reductions as _reductions
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
 from plax.lowering.inline import lower_fun
 from plax.lowering.stablehlo import RuleContext
 

@@ -16,14 +16,14 @@ from plax.core.sharding_types import ShardingTypeError, sharding_rules, spec_of
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
                              not_mapped, register_lowering, transpose_rules)
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import comparison as _cmp
-from plax.lax import conversion as _conv
-from plax.lax import indexing as _indexing
-from plax.lax import shapes as _shapes
-from plax.lax.ad_util import deflinear, instantiate
-from plax.lax.batch_util import move_batch_dim
-from plax.lax.common import (as_int_tuple, canonical_axis, check_dtype, check_nonnegative,
+from plax.first_order import arithmetic as _arith
+from plax.first_order import comparison as _cmp
+from plax.first_order import conversion as _conv
+from plax.first_order import indexing as _indexing
+from plax.first_order import shapes as _shapes
+from plax.first_order.ad_util import deflinear, instantiate
+from plax.first_order.batch_util import move_batch_dim
+from plax.first_order.common import (as_int_tuple, canonical_axis, check_dtype, check_nonnegative,
                              check_same_dtypes, shape_tuple)
 from plax.lowering.stablehlo import i64_array
 

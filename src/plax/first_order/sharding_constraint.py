@@ -18,7 +18,7 @@ from plax.core.rules import (abstract_eval_rules, batch_rules, effectful_primiti
 from plax.core.sharding_types import like, sharding_rules, spec_of
 from plax.core.source_info import pass_through_code
 from plax.core.trace import get_aval
-from plax.lax.ad_util import deflinear
+from plax.first_order.ad_util import deflinear
 from plax.lowering.stablehlo import constrain_sharding
 from plax.runtime import dispatch
 from plax.runtime.array import CONCRETE

@@ -11,9 +11,9 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules, param_printers,
                              register_lowering, tangent_aval, transpose_rules)
 from plax.core.trace import get_aval
-from plax.lax.ad_util import defzero
-from plax.lax.batch_util import moveaxis, vectorized
-from plax.lax.common import real_dtype
+from plax.first_order.ad_util import defzero
+from plax.first_order.batch_util import moveaxis, vectorized
+from plax.first_order.common import real_dtype
 
 __all__ = ["convert_element_type", "bitcast_convert_type", "stop_gradient"]
 

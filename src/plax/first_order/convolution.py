@@ -31,13 +31,13 @@ from plax.core.rules import (abstract_eval_rules, batch_rules, out_sharding_para
 from plax.core.sharding_types import ShardingTypeError, first_sharding, like, sharding_rules, \
     spec_of
 from plax.core.trace import get_aval
-from plax.lax import conversion as _conversion
-from plax.lax.dot import (Precision, _canonical_preferred_element_type, _input_dtype,
+from plax.first_order import conversion as _conversion
+from plax.first_order.dot import (Precision, _canonical_preferred_element_type, _input_dtype,
                           canonicalize_precision)
-from plax.lax import shapes as _shapes
-from plax.lax.ad_util import defbilinear
-from plax.lax.batch_util import bdim_at_front
-from plax.lax.common import as_int_tuple, check_dtype, padtype_to_pads, reject_keys, weak_of
+from plax.first_order import shapes as _shapes
+from plax.first_order.ad_util import defbilinear
+from plax.first_order.batch_util import bdim_at_front
+from plax.first_order.common import as_int_tuple, check_dtype, padtype_to_pads, reject_keys, weak_of
 from plax.core.primitive import Primitive
 from plax.lowering.stablehlo import i64_array
 from plax.sharding.named import out_sharding_param

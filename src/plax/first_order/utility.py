@@ -16,10 +16,10 @@ from plax import tree_util
 from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, lowering_rules,
                              register_lowering, transpose_rules)
 from plax.core.trace import Tracer, get_aval
-from plax.lax import arithmetic, bitwise, comparison, conversion, indexing, shapes, slicing
-from plax.lax.ad_util import deflinear
-from plax.lax.batch_util import vectorized
-from plax.lax.common import check_dtype
+from plax.first_order import arithmetic, bitwise, comparison, conversion, indexing, shapes, slicing
+from plax.first_order.ad_util import deflinear
+from plax.first_order.batch_util import vectorized
+from plax.first_order.common import check_dtype
 
 __all__ = ["split", "collapse", "broadcast_shapes", "broadcast_to_rank", "reciprocal",
            "index_take", "scatter_sub", "mulhi", "reduce_precision", "reduce_precision_p",

@@ -3,8 +3,8 @@ population count and leading-zero count. Their outputs are piecewise constant, s
 their derivatives are zero."""
 from __future__ import annotations
 
-from plax.lax.ad_util import defzero
-from plax.lax.elementwise_util import binop, unop
+from plax.first_order.ad_util import defzero
+from plax.first_order.elementwise_util import binop, unop
 
 __all__ = ["bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left",
            "shift_right_arithmetic", "shift_right_logical", "population_count", "clz"]

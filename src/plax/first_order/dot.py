@@ -21,10 +21,10 @@ from plax.core.rules import (abstract_eval_rules, batch_rules, out_sharding_para
 from plax.core.sharding_types import (ShardingTypeError, first_sharding, like, sharding_rules,
                                       spec_of, with_entry)
 from plax.core.trace import get_aval as _aval
-from plax.lax import conversion as _conv
-from plax.lax import shapes as _shapes
-from plax.lax.ad_util import defbilinear
-from plax.lax.common import reject_keys, weak_of
+from plax.first_order import conversion as _conv
+from plax.first_order import shapes as _shapes
+from plax.first_order.ad_util import defbilinear
+from plax.first_order.common import reject_keys, weak_of
 from plax.sharding.named import out_sharding_param
 
 __all__ = ["Precision", "dot_general", "dot", "batch_matmul", "dot_general_p",

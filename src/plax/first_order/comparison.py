@@ -9,12 +9,12 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
                              not_mapped, register_lowering, tangent_aval, transpose_rules)
 from plax.core.trace import get_aval
-from plax.lax import bitwise as _bitwise
-from plax.lax import shapes as _shapes
-from plax.lax.ad_util import broadcast_tangent, defjvp, defzero, instantiate
-from plax.lax.batch_util import batch_size_of, common_dim, move_batch_dim
-from plax.lax.common import check_same_dtypes, weak_of
-from plax.lax.elementwise_util import binop, full_of, standard_lowering, unop
+from plax.first_order import bitwise as _bitwise
+from plax.first_order import shapes as _shapes
+from plax.first_order.ad_util import broadcast_tangent, defjvp, defzero, instantiate
+from plax.first_order.batch_util import batch_size_of, common_dim, move_batch_dim
+from plax.first_order.common import check_same_dtypes, weak_of
+from plax.first_order.elementwise_util import binop, full_of, standard_lowering, unop
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "is_finite", "select_n", "select", "clamp"]
 

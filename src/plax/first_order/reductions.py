@@ -20,14 +20,14 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules,
 from plax.core.sharding_types import (reduction_rule, sharding_rules, spec_of,
                                       unsplit_dimension, with_entry)
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import comparison as _cmp
-from plax.lax import conversion as _conv
-from plax.lax import shapes as _shapes
-from plax.lax import slicing as _slicing
-from plax.lax import transcendental as _trans
-from plax.lax.ad_util import deflinear, defzero
-from plax.lax.common import as_int_tuple, check_dtype, complex_extremum
+from plax.first_order import arithmetic as _arith
+from plax.first_order import comparison as _cmp
+from plax.first_order import conversion as _conv
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order import transcendental as _trans
+from plax.first_order.ad_util import deflinear, defzero
+from plax.first_order.common import as_int_tuple, check_dtype, complex_extremum
 from plax.lowering.stablehlo import i64_array
 from plax.sharding.named import out_sharding_param
 

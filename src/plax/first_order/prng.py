@@ -32,13 +32,13 @@ from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, batch_rules, impl_rules, register_lowering
 from plax.core.source_info import user_frame
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import bitwise as _bitwise
-from plax.lax import shapes as _shapes
-from plax.lax.ad_util import defzero
-from plax.lax.batch_util import bdim_at_front, broadcasting, vectorized
-from plax.lax.common import check_same_shapes
-from plax.lax.key_layout import physical_ctx
+from plax.first_order import arithmetic as _arith
+from plax.first_order import bitwise as _bitwise
+from plax.first_order import shapes as _shapes
+from plax.first_order.ad_util import defzero
+from plax.first_order.batch_util import bdim_at_front, broadcasting, vectorized
+from plax.first_order.common import check_same_shapes
+from plax.first_order.key_layout import physical_ctx
 from plax.lowering.inline import lower_fun
 from plax.runtime import dispatch
 from plax.runtime.array import CONCRETE

@@ -21,14 +21,14 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, collective_axis_names,
                              register_lowering, replication_rules, transpose_rules)
 from plax.core.trace import axis_env, get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import conversion as _conv
-from plax.lax import indexing as _indexing
-from plax.lax import reductions as _reductions
-from plax.lax import shapes as _shapes
-from plax.lax.ad_util import deflinear, defzero
-from plax.lax.batch_util import bdim_at_front, move_batch_dim, moveaxis
-from plax.lax.common import canonical_axis
+from plax.first_order import arithmetic as _arith
+from plax.first_order import conversion as _conv
+from plax.first_order import indexing as _indexing
+from plax.first_order import reductions as _reductions
+from plax.first_order import shapes as _shapes
+from plax.first_order.ad_util import deflinear, defzero
+from plax.first_order.batch_util import bdim_at_front, move_batch_dim, moveaxis
+from plax.first_order.common import canonical_axis
 
 
 # --- naming axes ------------------------------------------------------------------------------

@@ -28,12 +28,12 @@ from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering, transpose_rules
 from plax.core.sharding_types import same_as_operand, sharding_rules
 from plax.core.trace import get_aval
-from plax.lax import arithmetic as _arith
-from plax.lax import conversion as _conv
-from plax.lax import shapes as _shapes
-from plax.lax.ad_util import deflinear
-from plax.lax.batch_util import moveaxis
-from plax.lax.common import as_int_tuple, check_dtype, complex_dtype, real_dtype
+from plax.first_order import arithmetic as _arith
+from plax.first_order import conversion as _conv
+from plax.first_order import shapes as _shapes
+from plax.first_order.ad_util import deflinear
+from plax.first_order.batch_util import moveaxis
+from plax.first_order.common import as_int_tuple, check_dtype, complex_dtype, real_dtype
 from plax.lowering.inline import lower_fun
 from plax.lowering.stablehlo import i64_array
 

@@ -17,12 +17,12 @@ from plax.core.sharding_types import elementwise_sharding, sharding_rules, unspl
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
                              not_mapped, register_lowering, tangent_aval, transpose_rules)
 from plax.core.trace import get_aval as _aval
-from plax.lax import comparison as _cmp
-from plax.lax import reductions as _reductions
-from plax.lax import shapes as _shapes
-from plax.lax.ad_util import instantiate
-from plax.lax.batch_util import batch_size_of, move_batch_dim, moveaxis
-from plax.lax.common import check_dtype, reject_keys
+from plax.first_order import comparison as _cmp
+from plax.first_order import reductions as _reductions
+from plax.first_order import shapes as _shapes
+from plax.first_order.ad_util import instantiate
+from plax.first_order.batch_util import batch_size_of, move_batch_dim, moveaxis
+from plax.first_order.common import check_dtype, reject_keys
 from plax.lowering.stablehlo import i64_array
 
 __all__ = ["sort", "sort_key_val", "top_k"]

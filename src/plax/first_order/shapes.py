@@ -23,12 +23,12 @@ from plax.core.sharding_types import (ShardingTypeError, axes_of, first_sharding
                                       spec_of)
 from plax.core.sharding_types import with_entry
 from plax.core.trace import get_aval
-from plax.lax import conversion as _conv
+from plax.first_order import conversion as _conv
 # shapes sits below comparison, arithmetic, slicing and reductions in the family order
 # (plax/lax/__init__.py): the rules built on their ops import them in the function body.
-from plax.lax.ad_util import deflinear, defzero
-from plax.lax.batch_util import common_dim, move_batch_dim
-from plax.lax.common import (as_int_tuple, canonical_axis, check_dtype, check_nonnegative,
+from plax.first_order.ad_util import deflinear, defzero
+from plax.first_order.batch_util import common_dim, move_batch_dim
+from plax.first_order.common import (as_int_tuple, canonical_axis, check_dtype, check_nonnegative,
                              check_same_dtypes, shape_tuple, weak_of)
 from plax.lowering.stablehlo import i64_array
 from plax.sharding.mesh import context_mesh
@@ -87,7 +87,7 @@ def _broadcast_in_dim_abstract(x, *, shape, broadcast_dimensions, sharding=None)
 
 
 def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding=None):
-    from plax.lax import reductions as _reductions
+    from plax.first_order import reductions as _reductions
     new_dims = tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)
     grown = tuple(d for d, size in zip(broadcast_dimensions, x.aval.shape)
                   if size == 1 and shape[d] != 1)
@@ -191,7 +191,7 @@ def _laid_out(x, sharding):
     """``x`` laid out by ``sharding`` (no Explicit axes): a NamedSharding or PartitionSpec
     through ``with_sharding_constraint`` (a move when eager, a constraint under jit); another
     sharding moves concrete data and is ignored under jit."""
-    from plax.lax.sharding_constraint import with_sharding_constraint
+    from plax.first_order.sharding_constraint import with_sharding_constraint
     from plax.runtime import dispatch
     from plax.runtime.array import CONCRETE
     if isinstance(sharding, (NamedSharding, PartitionSpec)):
@@ -428,7 +428,7 @@ def _concatenate_abstract(*xs, dimension):
 
 
 def _concatenate_transpose(ct, *xs, dimension):
-    from plax.lax import slicing as _slicing
+    from plax.first_order import slicing as _slicing
     out, start = [], 0
     for x in xs:
         size = (x.aval if is_undefined(x) else get_aval(x)).shape[dimension]
@@ -501,7 +501,7 @@ def _pad_lowering(ctx, x, padding_value, *, padding_config):
 
 
 def _pad_transpose(ct, x, padding_value, *, padding_config):
-    from plax.lax import arithmetic as _arith, reductions as _reductions, slicing as _slicing
+    from plax.first_order import arithmetic as _arith, reductions as _reductions, slicing as _slicing
     # Undo the padding with a negative pad, then keep every (interior+1)-th element.
     unpadded = pad(ct, np.zeros((), get_aval(ct).dtype),
                    tuple((-lo, -hi, 0) for lo, hi, _ in padding_config))
@@ -533,7 +533,7 @@ def _pad_batch(axis, vals, dims, *, padding_config):
     mask = pad_p.bind(ones, np.bool_(False), padding_config=padding_config)
     out_shape = get_aval(padded).shape
     kept = tuple(i for i in range(len(out_shape)) if i != bd)
-    from plax.lax import comparison as _cmp
+    from plax.first_order import comparison as _cmp
     return _cmp.select_n(broadcast_in_dim(mask, out_shape, kept),
                          broadcast_in_dim(pv, out_shape, (bd,)), padded), bd
 

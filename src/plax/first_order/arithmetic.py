@@ -19,17 +19,17 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, is_undefined, jvp_rules, register_lowering,
                              transpose_rules)
 from plax.core.trace import get_aval
-from plax.lax import comparison as _cmp
-from plax.lax import conversion as _conv
-from plax.lax import shapes as _shapes
+from plax.first_order import comparison as _cmp
+from plax.first_order import conversion as _conv
+from plax.first_order import shapes as _shapes
 # arithmetic sits below transcendental and reductions in the family order
 # (plax/lax/__init__.py): the rules built on their ops import them in the function body.
-from plax.lax.ad_util import (add_tangents, broadcast_tangent, defbilinear, defjvp, deflinear,
+from plax.first_order.ad_util import (add_tangents, broadcast_tangent, defbilinear, defjvp, deflinear,
                               defzero)
-from plax.lax.batch_util import broadcasting, vectorized
-from plax.lax.common import (check_dtype, check_same_dtypes, check_same_shapes, complex_dtype,
+from plax.first_order.batch_util import broadcasting, vectorized
+from plax.first_order.common import (check_dtype, check_same_dtypes, check_same_shapes, complex_dtype,
                              complex_extremum, real_dtype, weak_of)
-from plax.lax.elementwise_util import binop, const, full_of, named, standard_lowering, unop
+from plax.first_order.elementwise_util import binop, const, full_of, named, standard_lowering, unop
 
 __all__ = ["add", "sub", "mul", "div", "rem", "pow", "integer_pow", "square", "neg", "abs", "sign",
            "max", "min", "floor", "ceil", "round", "RoundingMethod", "nextafter", "complex", "real",
@@ -41,7 +41,7 @@ def unbroadcast(ct, aval: ShapedArray):
     shape = get_aval(ct).shape
     if shape == aval.shape:
         return ct
-    from plax.lax import reductions as _reductions
+    from plax.first_order import reductions as _reductions
     if aval.shape == ():
         return _reductions.reduce_sum(ct, tuple(range(len(shape))))
     axes = tuple(i for i, (a, b) in enumerate(zip(aval.shape, shape)) if a == 1 and b != 1)
@@ -143,7 +143,7 @@ def _pow_dx(g, ans, x, y):
 
 
 def _pow_dy(g, ans, x, y):
-    from plax.lax import transcendental as _trans
+    from plax.first_order import transcendental as _trans
     safe_log = _cmp.select(_cmp.eq(x, const(x, 0)), mul(x, const(x, 0)),
                            _trans.log(_cmp.select(_cmp.eq(x, const(x, 0)), add(x, const(x, 1)), x)))
     return mul(g, mul(safe_log, ans))

@@ -29,16 +29,16 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefine
                              lowering_rules, not_mapped, tangent_aval, transpose_rules)
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, fresh_name_stack, get_aval, set_current_trace
-from plax.lax import arithmetic as _arith
-from plax.lax import bitwise as _bitwise
-from plax.lax import comparison as _cmp
-from plax.lax import conversion as _conv
-from plax.lax import shapes as _shapes
+from plax.first_order import arithmetic as _arith
+from plax.first_order import bitwise as _bitwise
+from plax.first_order import comparison as _cmp
+from plax.first_order import conversion as _conv
+from plax.first_order import shapes as _shapes
 # indexing sits below slicing and reductions in the family order (plax/lax/__init__.py):
 # the rules built on their ops import them in the function body.
-from plax.lax.common import as_int_tuple, check_same_dtypes, complex_extremum
-from plax.lax.ad_util import instantiate
-from plax.lax.batch_util import batch_size_of, move_batch_dim, moveaxis
+from plax.first_order.common import as_int_tuple, check_same_dtypes, complex_extremum
+from plax.first_order.ad_util import instantiate
+from plax.first_order.batch_util import batch_size_of, move_batch_dim, moveaxis
 from plax.lowering.inline import lower_fun
 from plax.lowering.stablehlo import i64_array
 
@@ -276,7 +276,7 @@ def _clamp_indices(indices, operand_shape, window, index_map):
 
 def _windows_in_bounds(indices, operand_shape, window, index_map):
     """bool[indices.shape[:-1]]: whether each index vector's window is in bounds."""
-    from plax.lax import reductions as _reductions
+    from plax.first_order import reductions as _reductions
     aval = get_aval(indices)
     ok = _cmp.le(indices, _upper_bounds(indices, operand_shape, window, index_map))
     if not dtypes.is_unsigned(aval.dtype):

@@ -11,10 +11,10 @@ import numpy as np
 
 from plax.core.avals import ShapedArray
 from plax.core.rules import register_lowering
-from plax.lax import arithmetic as _arith
-from plax.lax import comparison as _cmp
-from plax.lax.ad_util import defjvp
-from plax.lax.elementwise_util import binop, const, full_of, unop
+from plax.first_order import arithmetic as _arith
+from plax.first_order import comparison as _cmp
+from plax.first_order.ad_util import defjvp
+from plax.first_order.elementwise_util import binop, const, full_of, unop
 
 __all__ = ["exp", "exp2", "log", "expm1", "log1p", "tanh", "logistic", "sin", "cos", "tan", "asin",
            "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt", "cbrt", "erf",

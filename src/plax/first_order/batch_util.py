@@ -21,7 +21,7 @@ def moveaxis(x, src: int, dst: int):
     """``x`` with its axis ``src`` moved to position ``dst`` (both non-negative)."""
     if src == dst:
         return x
-    from plax.lax.shapes import reshape, transpose
+    from plax.first_order.shapes import reshape, transpose
     shape = get_aval(x).shape
     perm = [i for i in range(len(shape)) if i != src]
     perm.insert(dst, src)
@@ -44,7 +44,7 @@ def broadcast_batch(x, size: int, dim: int):
     shape = get_aval(x).shape
     out_shape = shape[:dim] + (size,) + shape[dim:]
     kept = tuple(i if i < dim else i + 1 for i in range(len(shape)))
-    from plax.lax.shapes import broadcast_in_dim
+    from plax.first_order.shapes import broadcast_in_dim
     return broadcast_in_dim(x, out_shape, kept)
 
 
@@ -121,7 +121,7 @@ def align_elementwise(vals, dims):
         # the ops after most often want; keeping it inside costs them a transpose later
         # (of a larger value when the result grows).
         d = 0
-    from plax.lax.shapes import broadcast_in_dim
+    from plax.first_order.shapes import broadcast_in_dim
     out = []
     for v, b, shape in zip(vals, dims, shapes):
         if b is not_mapped:
