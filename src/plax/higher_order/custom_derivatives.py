@@ -555,24 +555,27 @@ class custom_vjp:
         leaves, in_tree = tree_util.tree_flatten(dyn)
         out = _OutType()
         fun = _Named(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
-        fwd = _Named(_fwd_rule(self, static_vals, nondiff, in_tree, out,
-                               [get_aval(x) for x in leaves], name), fun_name(self.fwd))
+        # The rules, not ``self``: a trace cache keyed by ``self`` would hold it forever.
+        fwd = _Named(_fwd_rule(self.fwd, self.bwd, self.symbolic_zeros, static_vals, nondiff,
+                               in_tree, out, [get_aval(x) for x in leaves], name),
+                     fun_name(self.fwd))
         outs = custom_vjp_call_p.bind(*leaves, fun=fun, fwd=fwd,
                                       bwd=_Named(None, fun_name(self.bwd)),
                                       symbolic_zeros=self.symbolic_zeros, name=name)
         return tree_util.tree_unflatten(out.tree, outs)
 
 
-def _fwd_rule(cv, static_vals, nondiff, in_tree, out, in_avals, name):
+def _fwd_rule(user_fwd, user_bwd, symbolic_zeros, static_vals, nondiff, in_tree, out, in_avals,
+              name):
     """The flat forward rule: (primal leaves, which are perturbed) -> (out leaves, residual
     leaves, backward rule)."""
-    fwd_name = fun_name(cv.fwd)
+    fwd_name = fun_name(user_fwd)
 
     def fwd(primals, perturbed):
-        if cv.symbolic_zeros:
+        if symbolic_zeros:
             primals = [CustomVJPPrimal(p, d) for p, d in zip(primals, perturbed)]
         args = _merge(nondiff, static_vals, tree_util.tree_unflatten(in_tree, list(primals)))
-        res = cv.fwd(*args)
+        res = user_fwd(*args)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
             raise TypeError(
                 f"Custom VJP fwd rule {fwd_name} for function {name} must produce a pair (list or "
@@ -591,21 +594,21 @@ def _fwd_rule(cv, static_vals, nondiff, in_tree, out, in_avals, name):
                                 f"residual that is not an array: {r!r} (of type "
                                 f"{type(r).__name__}). Residuals must be pytrees of arrays.") \
                     from None
-        bwd = _Named(_bwd_rule(cv, static_vals, res_tree, out.tree, in_tree, in_avals),
-                     fun_name(cv.bwd))
+        bwd = _Named(_bwd_rule(user_bwd, symbolic_zeros, static_vals, res_tree, out.tree, in_tree,
+                               in_avals), fun_name(user_bwd))
         return outs, res_leaves, bwd
 
     return fwd
 
 
-def _bwd_rule(cv, static_vals, res_tree, out_tree, in_tree, in_avals):
+def _bwd_rule(user_bwd, symbolic_zeros, static_vals, res_tree, out_tree, in_tree, in_avals):
     """The flat backward rule: (residual leaves, output cotangents with Zeros) -> input cts."""
     def bwd(res, cts):
-        if cv.symbolic_zeros:
+        if symbolic_zeros:
             cts = [SymbolicZero(c.aval) if type(c) is Zero else c for c in cts]
         else:
             cts = [_zeros(c.aval) if type(c) is Zero else c for c in cts]
-        out = cv.bwd(*static_vals, tree_util.tree_unflatten(res_tree, list(res)),
+        out = user_bwd(*static_vals, tree_util.tree_unflatten(res_tree, list(res)),
                      tree_util.tree_unflatten(out_tree, cts))
         return _check_bwd_out(out, in_tree, in_avals)
 
