@@ -1,9 +1,10 @@
-"""Forward-mode differentiation: the JVP trace, symbolic zeros and the jvp rule table.
+"""Forward-mode differentiation: the JVP trace, and jvp_flat / jvp_jaxpr built on it.
 
 A ``JVPTracer`` carries a primal and a tangent. Primitives applied to JVP
-tracers run their rule from ``jvp_rules``: ``rule(primals, tangents, **params)
--> (primal_out, tangent_out)``. Tangents may be ``Zero`` (a symbolic zero that
-costs nothing); rules either propagate it or ``instantiate`` it. Each trace
+tracers run their rule from ``jvp_rules`` (a table of ``plax.core.rules``, as ``Zero``
+is): ``rule(primals, tangents, **params) -> (primal_out, tangent_out)``. Tangents may
+be ``Zero`` (a symbolic zero that costs nothing); rules either propagate it or
+``instantiate`` it. Each trace
 has its own identity, so nested differentiation never confuses perturbations.
 """
 from __future__ import annotations
