@@ -2,7 +2,7 @@
 and where communication comes from.
 
 ``print(fmt, *args)`` and ``callback(fn, *args)`` run at run time under jit, vmap, grad,
-loops and shard_map (see ``plax/api_callbacks.py``).
+loops and shard_map (see ``plax/api/callbacks.py``).
 
 ``visualize_array_sharding(x)`` draws which device holds which block of a 1-D or 2-D
 array. ``explain_sharding(f, *args)`` prints the collectives XLA's partitioner put

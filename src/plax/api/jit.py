@@ -1,5 +1,5 @@
 """The user-facing entry points: jit, make_jaxpr and the staging helpers (devices and data
-are in api_devices.py, re-exported here)."""
+are in api/devices.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -113,7 +113,7 @@ def typeof(x) -> ShapedArray:
     return get_aval(x)
 
 
-# --- jit (its options and shared caches: api_jit_options.py) -------------------------------
+# --- jit (its options and shared caches: api/jit_options.py) -------------------------------
 class _JitEntry:
     """One traced specialisation of a jitted function (one cache entry)."""
 

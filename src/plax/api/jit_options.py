@@ -1,5 +1,5 @@
 """jit's options, checked and resolved against the wrapped function's signature, and the
-caches every ``jit(f)`` of one function shares (api.py's JitWrapped uses them)."""
+caches every ``jit(f)`` of one function shares (api/jit.py's JitWrapped uses them)."""
 from __future__ import annotations
 
 import inspect

@@ -1,7 +1,7 @@
 """Every rule table, and the symbolic values rules exchange.
 
 A primitive's rules are registered in these tables from the primitive's own
-file (``plax/lax/<family>.py`` or the file of a higher-order primitive); the
+file (``plax/first_order/<family>.py`` or its ``plax/higher_order/`` file); the
 traces, the lowering and the jaxpr tools only read them. Keeping the tables
 here, below both ``lax`` and ``transforms``, lets a primitive's file register
 all of its rules without importing the transformations.
