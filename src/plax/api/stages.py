@@ -5,7 +5,6 @@ import dataclasses
 
 from plax import tree_util
 from plax.core.trace import get_aval
-from plax.debug import collectives_of
 from plax.runtime import dispatch, jitted, spmd, xla
 from plax.runtime.array import CONCRETE
 from plax.sharding.named import NamedSharding
@@ -182,6 +181,7 @@ class Compiled:
         """The collectives in the compiled program (those XLA's partitioner inserted, for an
         SPMD program): kind, shape, dtype, bytes per device, replica groups and the plax
         source line they come from, and the mesh axes they communicate over."""
+        from plax.runtime.collectives import collectives_of  # its parsing only when asked
         mesh = None
         if isinstance(self._exe, spmd.SpmdProgram):
             mesh = next((s.mesh for s in (*self._exe.in_shardings, *self._exe.out_shardings)
