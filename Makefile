@@ -5,10 +5,13 @@ STAMP := $(VENV)/.plax-installed
 
 .PHONY: demo test bench clean
 
+# The install also writes plax's bytecode (compileall writes it even under
+# PYTHONDONTWRITEBYTECODE=1, which otherwise has every run compile each module it imports).
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m compileall -q src
 	touch $(STAMP)
 
 demo: $(STAMP)
