@@ -23,7 +23,6 @@ import jaxlib.xla_client as xc
 from jaxlib import _jax
 
 from plax.core.config import config
-from plax.runtime import compile_cache
 
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
@@ -358,6 +357,8 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
     callbacks = list(getattr(text, "host_callbacks", ()))
     device_list = xc.DeviceList(tuple(devices))
     key = None
+    # Imported here, not at load: it brings hashlib (OpenSSL), a cost every import paid.
+    from plax.runtime import compile_cache
     if compile_cache.enabled():
         if callbacks:  # their Python callables cannot be written to disk
             compile_cache.note_uncacheable(text, "host callbacks")
@@ -388,6 +389,7 @@ def _cache_key(text, client, devices, num_replicas, num_partitions, spmd, option
     facts = (num_replicas, num_partitions, bool(spmd), tuple(options or ()),
              tuple((d.id, d.device_kind, d.process_index) for d in devices),
              client.platform, client.platform_version, JAXLIB_VERSION)
+    from plax.runtime import compile_cache
     return compile_cache.make_key(text, facts)
 
 
@@ -395,6 +397,7 @@ def _cache_fetch(key, text, client, device_list, co):
     """The cached executable of ``key``, or None."""
     if "lapack_" in text:  # its kernels must be registered before XLA loads the program
         _load_lapack_kernels()
+    from plax.runtime import compile_cache
     return compile_cache.fetch(key, text,
                                lambda blob: client.deserialize_executable(blob, device_list, co))
 
