@@ -719,3 +719,17 @@ def test_kinks_match_jax():
 def test_clamp_edges_match_jax(args, expected):
     g = plax.grad(lax.clamp, argnums=(0, 1, 2))(*[F32.type(a) for a in args])
     assert tuple(float(v) for v in g) == expected
+
+
+def test_dtype_checks_remember_only_what_they_accepted():
+    # Accepted (category, dtype) pairs are remembered: float32 accepted by add must still be
+    # refused by an integer-only op, every time, and a float0 by add.
+    x = np.array([1.0, 2.0], F32)
+    np.testing.assert_array_equal(lax.add(x, x), [2.0, 4.0])
+    for _ in range(2):
+        with pytest.raises(TypeError, match="shift_left does not accept dtype float32"):
+            lax.shift_left(x, x)
+        np.testing.assert_array_equal(lax.sub(x, x), [0.0, 0.0])
+    zeros0 = np.zeros((2,), plax.dtypes.float0)
+    with pytest.raises(TypeError, match="Called add with a float0 array"):
+        lax.add(zeros0, zeros0)

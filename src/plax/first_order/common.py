@@ -37,7 +37,15 @@ FLOAT0_ADVICE = (
     "respect to an integer argument.")
 
 
+# The (category, dtype) pairs check_dtype has accepted: a dtype's category never changes, so
+# a pair seen once is accepted again by one set lookup (an abstract rule checks every operand).
+_accepted: set = set()
+
+
 def check_dtype(name: str, aval: ShapedArray, category: str, arg: str = "") -> None:
+    """Raise TypeError unless ``aval``'s dtype is in the named ``category``."""
+    if (category, aval.dtype) in _accepted:
+        return
     if aval.dtype == dtypes.float0:
         raise TypeError(f"Called {name} with a float0 array. {FLOAT0_ADVICE}")
     ok, desc = _CATEGORIES[category]
@@ -50,6 +58,7 @@ def check_dtype(name: str, aval: ShapedArray, category: str, arg: str = "") -> N
     if not ok(aval.dtype):
         raise TypeError(f"{name} does not accept dtype {aval.dtype.name}{where}. "
                         f"Accepted dtypes are subtypes of {desc}.")
+    _accepted.add((category, aval.dtype))
 
 
 def reject_keys(name: str, *avals: ShapedArray) -> None:
