@@ -92,3 +92,37 @@ def test_eye_negative_is_a_value_error_as_in_jax():
         jnp.eye(-1)
     with pytest.raises(ValueError, match="negative dimensions are not allowed"):
         jnp.eye(2, -1)
+
+
+@pytest.mark.parametrize("shape,error,match", [
+    ((-1, 3), TypeError, "every element be nonnegative"),
+    (HUGE, ValueError, "too large to exist"),
+    ((2.5,), TypeError, "Shapes must be 1D sequences"),
+])
+def test_update_checks_a_new_shape(shape, error, match):
+    with pytest.raises(error, match=match):
+        ShapedArray((2, 3), np.float32).update(shape=shape)
+
+
+def binop_aval(op, x, y):
+    return plax.make_jaxpr(op)(x, y).jaxpr.outvars[0].aval
+
+
+def test_unchecked_constructions_equal_checked_ones():
+    # update's fast path, abstractify of Python and NumPy values, and binary op results skip
+    # ShapedArray()'s checks: they must build the same avals (fields, equality, hash).
+    from plax.core.avals import abstractify
+    made = [
+        (ShapedArray((2, 3), np.float32).update(shape=[np.int64(3), 2], weak_type=1),
+         ShapedArray((3, 2), np.float32, True)),
+        (abstractify(2.0), ShapedArray((), np.float32, True)),
+        (abstractify(True), ShapedArray((), np.bool_)),
+        (abstractify(np.zeros((4, 0), np.int8)), ShapedArray((4, 0), np.int8)),
+        (binop_aval(lax.lt, np.ones((2, 1), np.float32), np.float32(1)),
+         ShapedArray((2, 1), np.bool_)),
+        (binop_aval(lax.add, 1.0, 2.0), ShapedArray((), np.float32, True)),
+    ]
+    for got, want in made:
+        assert got == want and hash(got) == hash(want), (got, want)
+        assert all(type(d) is int for d in got.shape) and type(got.weak_type) is bool
+        assert got.dtype == want.dtype and got.manual_axis_type is want.manual_axis_type

@@ -54,6 +54,19 @@ def _checked_shape(shape: tuple, dtype: np.dtype) -> tuple:
     return shape
 
 
+def _valid_shape(shape, dtype) -> tuple:
+    """``shape`` as a tuple of Python ints, after the one check every abstract value passes:
+    no negative size, and an element count and byte size that fit in int64 (XLA aborts the
+    process otherwise)."""
+    shape = tuple(shape)
+    # Fast path: a product and two comparisons; anything unusual is sorted out by _checked_shape.
+    n = math.prod(shape)
+    if type(n) is not int or not 0 < n * dtype.itemsize <= _MAX_SIZE or (
+            shape and min(shape) < 0):
+        return _checked_shape(shape, dtype)
+    return shape
+
+
 class ManualAxisType:
     """How a value inside shard_map stands towards the manual mesh axes (an aval's
     ``manual_axis_type``, short ``mat``): the axes it is ``varying`` over (devices along them
@@ -164,16 +177,9 @@ class ShapedArray(AbstractValue):
 
     def __init__(self, shape, dtype, weak_type: bool = False, sharding=None,
                  manual_axis_type: ManualAxisType = EMPTY_MAT):
-        shape = tuple(shape)
         if not isinstance(dtype, (np.dtype, dtypes.ExtendedDType)):
             dtype = np.dtype(dtype)
-        # The one check every abstract value passes: Python-int sizes, none negative, and an
-        # element count and byte size that fit in int64 (XLA aborts the process otherwise).
-        # Fast path: a product and two comparisons; anything unusual is sorted out below.
-        n = math.prod(shape)
-        if type(n) is not int or not 0 < n * dtype.itemsize <= _MAX_SIZE or (
-                shape and min(shape) < 0):
-            shape = _checked_shape(shape, dtype)
+        shape = _valid_shape(shape, dtype)
         self.shape = shape
         self.dtype = dtype
         self.weak_type = bool(weak_type)
@@ -212,6 +218,12 @@ class ShapedArray(AbstractValue):
                manual_axis_type=None) -> "ShapedArray":
         """A copy with some fields changed. The sharding is kept while the rank is
         (``sharding=None`` drops it); the manual axis type is kept."""
+        if dtype is None and sharding is False and manual_axis_type is None:
+            # The common internal case (a new shape or weak type): only a new shape needs checking.
+            shape = self.shape if shape is None else _valid_shape(shape, self.dtype)
+            return unchecked_shaped_array(
+                shape, self.dtype, self.weak_type if weak_type is None else bool(weak_type),
+                self._sharding if len(shape) == len(self.shape) else None, self.manual_axis_type)
         shape = self.shape if shape is None else shape
         if sharding is False:
             sharding = self._sharding if len(shape) == len(self.shape) else None
@@ -257,6 +269,27 @@ class ShapedArray(AbstractValue):
         return ("~" if self.weak_type else "") + self.str_short(short_dtypes=False)
 
 
+_new_object = object.__new__
+
+
+def unchecked_shaped_array(shape: tuple, dtype, weak_type: bool = False, sharding=None,
+                           manual_axis_type: ManualAxisType = EMPTY_MAT) -> ShapedArray:
+    """A ShapedArray built without ``ShapedArray()``'s checks, for abstract rules whose fields
+    are valid by construction: ``shape`` a tuple of Python ints taken from valid avals,
+    ``dtype`` a ``np.dtype`` or ExtendedDType, ``weak_type`` a bool, ``sharding`` None or one
+    spec entry per dimension. Anything from a user goes through ``ShapedArray()``."""
+    aval = _new_object(ShapedArray)
+    aval.shape = shape
+    aval.dtype = dtype
+    aval.weak_type = weak_type
+    aval._sharding = sharding
+    aval.manual_axis_type = manual_axis_type
+    aval._hash = hash((shape, dtype, weak_type, sharding, manual_axis_type._hash))
+    if sharding is not None:
+        sharding_in_types[0] = True
+    return aval
+
+
 def physical_aval(aval: ShapedArray) -> ShapedArray:
     """How values of ``aval`` are stored: an extended dtype (a PRNG key) as its physical
     element type with the element's trailing dimensions; any other aval as itself."""
@@ -293,10 +326,11 @@ def abstractify(x) -> ShapedArray:
         return aval
     t = type(x)
     if t in _SCALAR_TYPES:
-        return ShapedArray((), dtypes.canonicalize_dtype(dtypes.python_scalar_dtypes[t]),
-                           weak_type=t is not bool)
-    if isinstance(x, (np.ndarray, np.generic)):
-        return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype), t is WeakHostArray)
+        return unchecked_shaped_array(
+            (), dtypes.canonicalize_dtype(dtypes.python_scalar_dtypes[t]), t is not bool)
+    if isinstance(x, (np.ndarray, np.generic)):  # NumPy shapes are valid (and dtypes narrow)
+        return unchecked_shaped_array(x.shape, dtypes.canonicalize_dtype(x.dtype),
+                                      t is WeakHostArray)
     if hasattr(x, "__plax_array__"):
         return abstractify(x.__plax_array__())
     raise TypeError(f"Value {x!r} of type {t.__name__} is not a valid JAX type: "

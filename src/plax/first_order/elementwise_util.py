@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plax.core.avals import ShapedArray
+from plax.core.avals import ShapedArray, unchecked_shaped_array
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, register_lowering
 from plax.core.trace import get_aval
@@ -70,13 +70,15 @@ def binop(name: str, category: str, hlo_op: str | None, doc: str, *, public: str
     operands broadcast), and its public function. The result is bool when ``out_bool``.
     With ``hlo_op=None`` the caller registers the lowering."""
     prim = Primitive(name)
+    out_dtype = np.dtype(np.bool_) if out_bool else None
 
     def abstract(x, y):
         check_dtype(name, x, category)
         check_dtype(name, y, category)
         dt = check_same_dtypes(public or name, x, y)
         shape = check_same_shapes(name, x, y)
-        return ShapedArray(shape, np.bool_ if out_bool else dt, weak_of(x, y))
+        # Every field comes from checked operands: no need for ShapedArray()'s checks.
+        return unchecked_shaped_array(shape, dt if out_dtype is None else out_dtype, weak_of(x, y))
 
     abstract_eval_rules[prim] = abstract
     if hlo_op is not None:
