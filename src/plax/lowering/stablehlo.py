@@ -60,13 +60,20 @@ class AbstractToken:
 abstract_token = AbstractToken()
 
 
-@functools.lru_cache(maxsize=4096)
 def tensor_type(aval: ShapedArray) -> str:
+    """The StableHLO type of values of ``aval``: ``tensor<8x4xf32>``, or the token's type."""
     if aval is abstract_token:
         return "!stablehlo.token"
-    aval = physical_aval(aval)  # a PRNG key is held as its uint32 words
-    dims = "".join(f"{d}x" for d in aval.shape)
-    return f"tensor<{dims}{element_type(aval.dtype)}>"
+    return _tensor_type_of(aval.shape, aval.dtype)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tensor_type_of(shape: tuple, dtype) -> str:
+    # Keyed on all the text depends on (not on the aval: a hit then costs no aval comparison).
+    if isinstance(dtype, dtypes.ExtendedDType):  # a PRNG key is held as its uint32 words
+        shape, dtype = shape + dtype.physical_shape, dtype.physical_dtype
+    dims = "".join(f"{d}x" for d in shape)
+    return f"tensor<{dims}{element_type(dtype)}>"
 
 
 def i64_array(values) -> str:
