@@ -187,6 +187,30 @@ def test_effects_on_jaxprs_and_dce_keeps_them():
     assert "debug_callback[" in text and "effect=OrderedDebug" in text
 
 
+def _shows(x):
+    plax.debug.print("{}", x)
+    return x * 2
+
+
+# Where an equation holds the jaxpr that prints: a jaxpr parameter (jit), a tuple of them
+# (cond's branches), one body inside another (scan in cond), none (tuple-valued parameters).
+HOLDERS = {
+    "jit": (lambda x: plax.jit(_shows)(x), {"Debug"}),
+    "cond branches": (lambda x: lax.cond(x > 0, _shows, lambda y: y, x), {"Debug"}),
+    "scan in cond": (lambda x: lax.cond(x > 0, lambda y: lax.scan(
+        lambda c, _: (_shows(c), None), y, None, length=2)[0], lambda y: y, x), {"Debug"}),
+    "no jaxprs": (lambda x: jnp.reshape(jnp.broadcast_to(x, (2, 3)), (3, 2)).sum(), set()),
+}
+
+
+@pytest.mark.parametrize("name", HOLDERS)
+def test_effects_of_an_equation_include_those_of_the_jaxprs_it_holds(name):
+    f, want = HOLDERS[name]
+    closed = plax.make_jaxpr(f)(1.0)
+    assert {repr(e) for e in closed.effects} == want
+    assert {repr(e) for eqn in closed.eqns for e in eqn.effects} == want
+
+
 def test_print_only_function_finishes_before_barrier_returns(capfd):
     f = plax.jit(lambda x: plax.debug.print("only {}", x))
     assert f(3) is None

@@ -5,6 +5,8 @@ jitted functions, a data-parallel training step and a tensor-parallel matmul.
 Values are checked against NumPy; output layouts against what JAX 0.10.2 gives (hard-coded,
 obtained on 8 CPU devices)."""
 import logging
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -336,6 +338,29 @@ def test_wsc_under_jit_with_named_sharding_and_no_context_mesh():
     r = f(x)
     check(r, np.tanh(x), mesh, P(None, ("a", "b")))
     check_layout(r, mesh, P(None, ("a", "b")))
+
+
+def test_jits_look_for_inner_shardings_once_any_mesh_exists():
+    # In a fresh process no mesh exists until one is made, so jits are placed without a walk
+    # of their jaxprs; a mesh made any way (here by unpickling) turns the walk on.
+    code = """if True:
+        import pickle
+        import numpy as np
+        import plax
+        from plax.sharding import Mesh, NamedSharding, PartitionSpec as P, mesh as meshes
+        plax.jit(lambda v: v * 2).lower(np.ones(4, np.float32))
+        print(meshes.meshes_made[0])
+        data = pickle.dumps(plax.sharding.AbstractMesh((4,), ("x",)))
+        meshes.meshes_made[0] = False
+        pickle.loads(data)
+        print(meshes.meshes_made[0])
+        mesh = Mesh(np.array(plax.devices()[:4]), ("x",))
+        f = plax.jit(lambda v: plax.lax.with_sharding_constraint(v, NamedSharding(mesh, P("x"))))
+        print(tuple(f(np.arange(8.0)).sharding.spec))
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split("\n")[:3] == ["False", "True", "('x',)"], out.stderr
 
 
 def test_wsc_eager_acts_as_device_put():

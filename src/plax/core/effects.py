@@ -70,20 +70,45 @@ def without_order(effects) -> frozenset:
 
 def eqn_effects(eqn) -> frozenset:
     """The effects of one equation: its primitive's, and those of the jaxprs it holds."""
+    prim, params = eqn.primitive, eqn.params
+    if prim not in effect_rules and prim not in effectful_primitives and (
+            not params or not _holds_jaxprs(params)):
+        return no_effects
     from plax.core.jaxpr import subjaxprs  # (jaxpr builds on this module)
-    rule = effect_rules.get(eqn.primitive)
-    own = rule(eqn.params) if rule is not None else no_effects
-    if eqn.primitive in effectful_primitives:
+    rule = effect_rules.get(prim)
+    own = rule(params) if rule is not None else no_effects
+    if prim in effectful_primitives:
         own = own | {generic_effect}
     inner = no_effects
-    for sub in subjaxprs(eqn.params):
+    for sub in subjaxprs(params):
         found = jaxpr_effects(sub)
         if found:
             inner = inner | found
     if inner:
-        nested = nested_effect_rules.get(eqn.primitive)
-        own = own | (nested(inner, eqn.params) if nested is not None else inner)
+        nested = nested_effect_rules.get(prim)
+        own = own | (nested(inner, params) if nested is not None else inner)
     return own
+
+
+# {Jaxpr, ClosedJaxpr}, set on first use (core/jaxpr builds on this module).
+_jaxpr_types: list = []
+
+
+def _holds_jaxprs(params) -> bool:
+    """Whether ``params`` hold a jaxpr where ``core.jaxpr.subjaxprs`` finds them (a value,
+    or an item of a tuple or list value): the quick test before the effects of most
+    equations, which hold none, are known to be none."""
+    if not _jaxpr_types:
+        from plax.core.jaxpr import ClosedJaxpr, Jaxpr
+        _jaxpr_types.append(frozenset({Jaxpr, ClosedJaxpr}))
+    kinds = _jaxpr_types[0]
+    for value in params.values():
+        if isinstance(value, (tuple, list)):
+            if not kinds.isdisjoint(map(type, value)):
+                return True
+        elif type(value) in kinds:
+            return True
+    return False
 
 
 _jaxpr_effects = WeakKeyCache("jaxpr effects")

@@ -27,7 +27,7 @@ from plax.core.effects import jaxpr_effects, ordered_effects_of
 from plax.runtime import dispatch, tokens, xla
 from plax.runtime.dispatch import is_spread
 from plax.runtime.array import CONCRETE, Array, buffer_of
-from plax.sharding.mesh import Mesh
+from plax.sharding.mesh import Mesh, meshes_made
 from plax.sharding.named import NamedSharding, concrete_sharding, typed_aval
 from plax.sharding.partition_spec import PartitionSpec
 
@@ -82,6 +82,8 @@ _inner = WeakKeyCache("sharding constraints in jaxprs")
 def inner_shardings(closed) -> list:
     """The shardings of the sharding constraints in ``closed`` and the bodies it calls, and
     those in its values' types (over AbstractMeshes)."""
+    if not meshes_made[0]:  # each of them names a mesh, and none was ever made
+        return []
     hit = _inner.get(closed, None)
     if hit is None:
         found = []

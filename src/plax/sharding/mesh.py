@@ -56,12 +56,21 @@ def _axis_names(axis_names) -> tuple:
     return names
 
 
+# Whether any Mesh or AbstractMesh was ever made: until then no jaxpr holds a sharding or a
+# shard_map, and runtime.spmd places jits without looking inside them.
+meshes_made = [False]
+
+
 class _MeshShape:
     """What Mesh and AbstractMesh share: axis names, sizes and types."""
 
     axis_names: tuple
     axis_sizes: tuple
     axis_types: tuple
+
+    def __new__(cls, *args, **kwargs):  # (every way of making one: init, copy, unpickling)
+        meshes_made[0] = True
+        return super().__new__(cls)
 
     @property
     def shape(self) -> collections.OrderedDict:
