@@ -526,6 +526,25 @@ def test_grad_under_jit_keeps_surrounding_code():
     close(plax.jit(g)(f32(0.4)), np.cos(0.4) ** 2 + np.cos(0.4))
 
 
+def test_grad_drops_the_constants_only_its_dead_code_reads():
+    c_value = np.arange(3, dtype=f32) + 5   # read only by the value, which grad drops
+    c_grad = np.full(3, 2., f32)            # read by the gradient
+
+    def f(x):
+        return jnp.sum(x * c_grad) + jnp.sum(jnp.sin(c_value))
+    ones = np.ones(3, f32)
+    closed = plax.make_jaxpr(plax.grad(f))(ones)
+    assert len(closed.consts) == 1 and np.array_equal(closed.consts[0], c_grad), str(closed)
+
+    def g(x):  # c_value is also read before grad runs: it stays
+        y = jnp.sum(x * c_value)
+        return plax.grad(f)(x) * y
+    closed = plax.make_jaxpr(g)(ones)
+    assert [np.asarray(c).tolist() for c in closed.consts] == [[5, 6, 7], [2, 2, 2]]
+    assert dead_equations(closed.jaxpr) == []
+    close(plax.jit(g)(ones), np.full(3, 2 * 18.))
+
+
 def test_jacobians_trace_once_and_stage_no_dead_code():
     calls = []
 

@@ -40,9 +40,22 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None, instantiate=False):
                              f"{len(jaxpr.outvars)} outputs")
         outvars = [v for v, u in zip(jaxpr.outvars, used_outputs) if u]
     live = {v for v in outvars if isinstance(v, Var)}
+    kept = dce_eqns(jaxpr.eqns, live)
+    used_inputs = [v in live for v in jaxpr.invars]
+    keep = as_mask(instantiate, len(jaxpr.invars), "dce_jaxpr: instantiate")
+    invars = [v for v, u, k in zip(jaxpr.invars, used_inputs, keep) if u or k]
+    constvars = [v for v in jaxpr.constvars if v in live]
+    return Jaxpr(constvars, invars, outvars, kept), used_inputs
+
+
+def dce_eqns(eqns, live: set) -> list:
+    """The equations of ``eqns`` that compute a variable in ``live`` or have effects, in
+    order, each shrunk by its primitive's rule to the outputs used; ``live`` gains the
+    variables they read. ``dce_jaxpr`` runs it over a jaxpr; staging prunes a region of a
+    trace's equations with it in place (``plax.transforms.dce``)."""
     rules = dce_rules
     kept = []
-    for e in reversed(jaxpr.eqns):
+    for e in reversed(eqns):
         rule = rules.get(e.primitive)
         if rule is not None:
             used_in, new_eqn = rule([v in live for v in e.outvars], e)
@@ -50,15 +63,13 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None, instantiate=False):
                 continue
             live.update(v for v, u in zip(e.invars, used_in) if u and isinstance(v, Var))
             kept.append(new_eqn)
-        elif any(v in live for v in e.outvars) or eqn_has_effects(e):
-            live.update(v for v in e.invars if isinstance(v, Var))
+        elif not live.isdisjoint(e.outvars) or eqn_has_effects(e):
+            # Literals join ``live`` too (cheaper than filtering them out); they are never
+            # a Var, so no membership test of a Var changes.
+            live.update(e.invars)
             kept.append(e)
     kept.reverse()
-    used_inputs = [v in live for v in jaxpr.invars]
-    keep = as_mask(instantiate, len(jaxpr.invars), "dce_jaxpr: instantiate")
-    invars = [v for v, u, k in zip(jaxpr.invars, used_inputs, keep) if u or k]
-    constvars = [v for v in jaxpr.constvars if v in live]
-    return Jaxpr(constvars, invars, outvars, kept), used_inputs
+    return kept
 
 
 def dce_closed(closed: ClosedJaxpr, used_outputs=None, instantiate=False):
