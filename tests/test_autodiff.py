@@ -561,6 +561,58 @@ def test_jacobians_trace_once_and_stage_no_dead_code():
         assert dead_equations(closed.jaxpr) == [], str(closed)
 
 
+# --- where the backward pass's equations come from -------------------------------------------
+def _lines(jaxpr):
+    return [(e.primitive.name, e.source_info.line) for e in jaxpr.eqns]
+
+
+def test_transposed_ops_point_at_the_line_of_the_op_they_transpose():
+    def f(x):
+        y = jnp.sin(x)
+        z = y * x
+        return z * 3.0
+    first = f.__code__.co_firstlineno
+    closed = plax.make_jaxpr(plax.grad(f))(f32(1.))
+    # As in JAX: the cotangent of z (line 3), of y and x through ``y * x`` (line 2), then
+    # through sin, whose cotangent adds to x's (line 1).
+    assert _lines(closed.jaxpr) == [("sin", first + 1), ("cos", first + 1), ("mul", first + 3),
+                                    ("mul", first + 2), ("mul", first + 2), ("mul", first + 1),
+                                    ("add", first + 1)]
+    assert {e.source_info.file for e in closed.jaxpr.eqns} == {__file__}
+    text = plax.jit(plax.grad(f)).lower(f32(1.)).as_text(debug_info=True)
+    assert text.count(f'loc("mul"("{__file__}":{first + 2}:0))') == 2, text
+    close(plax.grad(f)(f32(1.)), 3 * (np.sin(1.) + np.cos(1.)))
+
+
+def test_custom_vjp_backward_ops_point_at_the_call():
+    @plax.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+    f.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (c * g * 2.0,))
+
+    def h(x):
+        return jnp.exp(f(x))
+    line = h.__code__.co_firstlineno + 1
+    closed = plax.make_jaxpr(plax.grad(h))(f32(0.5))
+    # JAX's lines: the rule's ops are the transposition of the custom_vjp call (h's line).
+    assert _lines(closed.jaxpr)[-2:] == [("mul", line), ("mul", line)]
+    close(plax.grad(h)(f32(0.5)), 2 * np.cos(0.5) * np.exp(np.sin(0.5)))
+
+
+def test_a_failing_backward_pass_leaves_later_ops_their_own_line():
+    @plax.custom_vjp
+    def f(x):
+        return x
+    f.defvjp(lambda x: (x, None), lambda r, g: (g, g))  # one cotangent too many
+    with pytest.raises(TypeError, match="Custom VJP bwd rule must produce"):
+        plax.make_jaxpr(plax.grad(f))(f32(1.))
+
+    def g(x):
+        return jnp.cos(x)
+    closed = plax.make_jaxpr(g)(f32(1.))
+    assert _lines(closed.jaxpr) == [("cos", g.__code__.co_firstlineno + 1)]
+
+
 def test_jvp_of_jit_reuses_its_callee_per_zero_pattern():
     from plax.runtime import jitted
     f = plax.jit(lambda x, y: x * 2 + y * 3)

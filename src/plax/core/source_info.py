@@ -6,6 +6,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 from typing import NamedTuple
 
 from plax.core.caches import BoundedCache
@@ -36,7 +37,8 @@ class SourceInfo(NamedTuple):
 _in_plax = BoundedCache("code objects inside plax", 1 << 16)
 
 
-def _is_plax_code(code) -> bool:
+def is_plax_code(code) -> bool:
+    """Whether the code object ``code`` is plax's own source (cached per code object)."""
     inside = _in_plax.get(code)
     if inside is None:
         inside = _in_plax.put(code, code.co_filename.startswith(_PLAX_DIR))
@@ -47,7 +49,7 @@ def user_frame():
     """The innermost frame outside plax's own source (the user's call site)."""
     f = sys._getframe(1)
     known = _in_plax
-    while f is not None:  # _is_plax_code, inlined: this runs for every staged equation
+    while f is not None:  # is_plax_code, inlined: this runs for every staged equation
         code = f.f_code
         inside = known.get(code)
         if inside is None:
@@ -61,7 +63,7 @@ def user_frame():
 def user_stacklevel() -> int:
     """The ``stacklevel`` that makes a warning raised by the caller point at user code."""
     f, level = sys._getframe(1), 1
-    while f is not None and _is_plax_code(f.f_code):
+    while f is not None and is_plax_code(f.f_code):
         f, level = f.f_back, level + 1
     return level
 
@@ -77,7 +79,7 @@ def user_entry_name() -> str:
     """The name of the plax function the user's code called (that is running now), e.g.
     ``zeros`` or ``astype``; array methods count as the plax.numpy function they call."""
     f, entry = sys._getframe(1), None
-    while f is not None and _is_plax_code(f.f_code):
+    while f is not None and is_plax_code(f.f_code):
         if f.f_code in traced_call_code:
             break
         if not f.f_code.co_filename.endswith("array_methods.py") and \
@@ -87,7 +89,25 @@ def user_entry_name() -> str:
     return (entry or "").lstrip("_") or "a plax function"
 
 
+class _StagingLocation(threading.local):
+    at = None
+
+
+# ``staging_location.at``: an equation's SourceInfo whose location (file, line, function)
+# the equations staged now record instead of the caller's line; None (the default) means
+# the caller's line. The backward pass sets it to the equation it transposes, so that a
+# transposed op points at the user line of the op it comes from (as in JAX). Set it and
+# put the previous value back in a ``finally``: it is a plain attribute, as it changes
+# for every equation transposed.
+staging_location = _StagingLocation()
+
+
 def current_source_info(name_stack: tuple) -> SourceInfo:
+    at = staging_location.at
+    if at is not None and at.file is not None:
+        if at.name_stack is name_stack:
+            return at
+        return SourceInfo(name_stack, at.file, at.line, at.function)
     f = user_frame()
     if f is None:
         return SourceInfo(name_stack, None, None, None)

@@ -15,6 +15,7 @@ from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_closed
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, eval_jaxpr
 from plax.core.rules import UndefinedPrimal, Zero, partial_eval_rules, transpose_rules
+from plax.core.source_info import staging_location
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer
 from plax.first_order.ad_util import add_tangents, instantiate
@@ -27,6 +28,7 @@ class _LinearPart(NamedTuple):
     residuals: list
     invars: list
     outvars: list
+    source_info: object  # the split equation's
 
 
 def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list,
@@ -50,42 +52,53 @@ def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list,
     def read(v):
         return v.value() if isinstance(v, Literal) else env[v]
 
-    linear_eqns = []
-    for e in jaxpr.eqns:
-        if any(isinstance(v, Var) and v in linear for v in e.invars):
-            part = _split_mixed(e, linear, read, read_later, env) if split_mixed else None
-            linear.update(e.outvars if part is None else part.outvars)
-            linear_eqns.append(e if part is None else part)
-        else:
-            out = e.primitive.bind(*[read(v) for v in e.invars], **e.params)
-            for v, o in zip(e.outvars, out if e.primitive.multiple_results else [out]):
-                env[v] = o
-
     cts: dict = {}
 
     def add_ct(v, ct):
         if isinstance(v, Var) and v in linear and ct is not None and type(ct) is not Zero:
             cts[v] = add_tangents(cts[v], ct) if v in cts else ct
 
-    for v, ct in zip(jaxpr.outvars, cts_out):
-        add_ct(v, ct)
-    for e in reversed(linear_eqns):
-        outs_ct = [cts.pop(v, Zero(v.aval)) for v in e.outvars]
-        if all(type(c) is Zero for c in outs_ct):
-            continue
-        if isinstance(e, _LinearPart):
-            for v, c in zip(e.invars, _transpose_part(e, outs_ct)):
+    # What an equation's evaluation or transposition stages records that equation's
+    # user line, as in JAX (a plain attribute set per equation: this loop is hot).
+    location = staging_location
+    outer = location.at
+    try:
+        linear_eqns = []
+        for e in jaxpr.eqns:
+            location.at = e.source_info
+            if any(isinstance(v, Var) and v in linear for v in e.invars):
+                part = _split_mixed(e, linear, read, read_later, env) if split_mixed else None
+                linear.update(e.outvars if part is None else part.outvars)
+                linear_eqns.append(e if part is None else part)
+            else:
+                out = e.primitive.bind(*[read(v) for v in e.invars], **e.params)
+                for v, o in zip(e.outvars, out if e.primitive.multiple_results else [out]):
+                    env[v] = o
+        location.at = outer
+
+        for v, ct in zip(jaxpr.outvars, cts_out):
+            add_ct(v, ct)
+        for e in reversed(linear_eqns):
+            outs_ct = [cts.pop(v, Zero(v.aval)) for v in e.outvars]
+            if all(type(c) is Zero for c in outs_ct):
+                continue
+            location.at = e.source_info
+            if isinstance(e, _LinearPart):
+                for v, c in zip(e.invars, _transpose_part(e, outs_ct)):
+                    add_ct(v, c)
+                continue
+            rule = transpose_rules.get(e.primitive)
+            if rule is None:
+                raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) "
+                                          f"for '{e.primitive.name}' not implemented")
+            args = [UndefinedPrimal(v.aval) if isinstance(v, Var) and v in linear else read(v)
+                    for v in e.invars]
+            ct_in = rule(outs_ct if e.primitive.multiple_results else outs_ct[0], *args,
+                         **e.params)
+            for v, c in zip(e.invars, ct_in):
                 add_ct(v, c)
-            continue
-        rule = transpose_rules.get(e.primitive)
-        if rule is None:
-            raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for "
-                                      f"'{e.primitive.name}' not implemented")
-        args = [UndefinedPrimal(v.aval) if isinstance(v, Var) and v in linear else read(v)
-                for v in e.invars]
-        ct_in = rule(outs_ct if e.primitive.multiple_results else outs_ct[0], *args, **e.params)
-        for v, c in zip(e.invars, ct_in):
-            add_ct(v, c)
+    finally:
+        location.at = outer
     return [cts.get(v, Zero(v.aval)) if lin else None for v, lin in zip(jaxpr.invars, linear_in)]
 
 
@@ -108,7 +121,7 @@ def _split_mixed(e, linear, read, read_later, env):
     for v, x in zip([v for v, u in zip(e.outvars, out_unknown) if not u], vals[:n_known]):
         env[v] = x
     return _LinearPart(unknown, vals[n_known:], [v for v, u in zip(ins, unknowns) if u],
-                       [v for v, u in zip(e.outvars, out_unknown) if u])
+                       [v for v, u in zip(e.outvars, out_unknown) if u], e.source_info)
 
 
 def _transpose_part(part: _LinearPart, outs_ct):
