@@ -91,3 +91,24 @@ def test_dlpack_export_to_numpy():
     spread = plax.device_put(jnp.arange(16.0), NamedSharding(mesh, PartitionSpec("d")))
     with pytest.raises(BufferError, match="from an array on a singular device"):
         spread.__dlpack__()
+
+
+def test_traced_operators_methods_and_ufuncs_skip_the_eager_dispatch(monkeypatch):
+    # A tracer's operators and methods, and a jnp.ufunc given a tracer, run the Python
+    # function behind the compiled eager form: with the eager dispatch's miss handler
+    # broken, a gradient through all of them is still right.
+    def f(x):
+        y = (x * 2.0 + 1.0 - x / 4.0) ** 2
+        return -jnp.add(abs(y), jnp.multiply(x, y)).sum() + (y @ x) + x.mean()
+
+    x = np.array([0.5, -1.5, 2.0], np.float32)
+
+    def broken(*args, **kwargs):
+        raise AssertionError("a traced operation went through the eager dispatch")
+
+    monkeypatch.setattr(plax.api.jit.JitWrapped, "_cpp_miss", broken)
+    got = plax.grad(f)(x)
+    y = (x * 2 + 1 - x / 4) ** 2
+    dy = 2 * (x * 2 + 1 - x / 4) * (2 - 1 / 4)
+    want = -(np.sign(y) * dy + y + x * dy) + (dy * x + y) + 1 / 3
+    np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -572,6 +572,9 @@ def eager_compiled(fun=None, *, static_argnames=()):
     A call the compiled form cannot take (an unhashable static argument, an argument type
     jit rejects, a failure while tracing) runs ``fun`` op by op, which raises the error the
     user should see or returns the answer.
+
+    The result's ``_traced_form`` is ``fun``: callers that know an operand is a tracer (its
+    operators) call it directly, without going through the eager dispatch first.
     """
     if fun is None:
         return functools.partial(eager_compiled, static_argnames=static_argnames)
@@ -586,7 +589,9 @@ def eager_compiled(fun=None, *, static_argnames=()):
         return wrapped._callable()
 
     if not static_argnames:  # the C++ callable itself: no Python frame on an eager call
-        return compile_it()
+        cpp = compile_it()
+        cpp._traced_form = fun
+        return cpp
     compiled = []  # made on the first eager call
 
     def call(*args, **kwargs):
@@ -602,6 +607,7 @@ def eager_compiled(fun=None, *, static_argnames=()):
         return fun(*args, **kwargs)
 
     functools.update_wrapper(call, fun)
+    call._traced_form = fun
     return call
 
 

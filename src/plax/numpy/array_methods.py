@@ -1,7 +1,9 @@
 """Operators and NumPy-style methods for plax.Array and for tracers.
 
 Both classes get the same methods, so code behaves alike inside and outside
-transformations. Each method forwards to the plax.numpy function of its name.
+transformations. Each method forwards to the plax.numpy function of its name; a
+tracer's forwards to that function's traced form (``_traced_form``: the Python function
+behind a compiled eager form), since its operand is traced by definition.
 """
 from __future__ import annotations
 
@@ -29,28 +31,43 @@ def _is_operand(x) -> bool:
 _OPERAND_TYPES = frozenset((ArrayImpl, KeyArray, float, int, bool, complex, np.ndarray))
 
 
-def _binop(name: str, reverse: bool = False):
-    fn = []  # the plax.numpy function, looked up on first use
+def _lookup(name: str, traced: bool):
+    """The plax.numpy function ``name``; for a tracer's methods (``traced``), its traced form."""
+    f = getattr(_jnp(), name)
+    return getattr(f, "_traced_form", f) if traced else f
+
+
+def _binop(name: str, reverse: bool = False, traced: bool = False):
+    fn = []  # looked up on first use
 
     def method(self, other):
-        if type(other) not in _OPERAND_TYPES and not _is_operand(other):
+        if type(other) not in _OPERAND_TYPES and not isinstance(other, Tracer) \
+                and not _is_operand(other):
             return NotImplemented
         if not fn:
-            fn.append(getattr(_jnp(), name))
+            fn.append(_lookup(name, traced))
         return fn[0](other, self) if reverse else fn[0](self, other)
     method.__name__ = f"__{'r' if reverse else ''}{name}__"
     return method
 
 
-def _unop(name: str):
+def _unop(name: str, traced: bool = False):
+    fn = []
+
     def method(self):
-        return getattr(_jnp(), name)(self)
+        if not fn:
+            fn.append(_lookup(name, traced))
+        return fn[0](self)
     return method
 
 
-def _forward(name: str):
+def _forward(name: str, traced: bool = False):
+    fn = []
+
     def method(self, *args, **kwargs):
-        return getattr(_jnp(), name)(self, *args, **kwargs)
+        if not fn:
+            fn.append(_lookup(name, traced))
+        return fn[0](self, *args, **kwargs)
     method.__name__ = name
     method.__doc__ = f"Same as plax.numpy.{name}(self, ...)."
     return method
@@ -198,16 +215,16 @@ def _iter(self):
     return (self[i] for i in range(self.shape[0]))
 
 
-def _install(cls) -> None:
+def _install(cls, traced: bool = False) -> None:
     for dunder, fn in _BINARY.items():
-        setattr(cls, f"__{dunder}__", _binop(fn))
-        setattr(cls, f"__r{dunder}__", _binop(fn, reverse=True))
+        setattr(cls, f"__{dunder}__", _binop(fn, traced=traced))
+        setattr(cls, f"__r{dunder}__", _binop(fn, reverse=True, traced=traced))
     for dunder, fn in _COMPARE.items():
-        setattr(cls, f"__{dunder}__", _binop(fn))
+        setattr(cls, f"__{dunder}__", _binop(fn, traced=traced))
     for dunder, fn in _UNARY.items():
-        setattr(cls, f"__{dunder}__", _unop(fn))
+        setattr(cls, f"__{dunder}__", _unop(fn, traced))
     for name in _METHODS:
-        setattr(cls, name, _forward(name))
+        setattr(cls, name, _forward(name, traced))
     cls.astype = _astype
     cls.reshape, cls.transpose, cls.flatten = _reshape, _transpose, _flatten
     cls.T = property(lambda self: _jnp().transpose(self))
@@ -230,4 +247,4 @@ def _install(cls) -> None:
 
 _install(ArrayImpl)
 _install(KeyArray)
-_install(Tracer)
+_install(Tracer, traced=True)

@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from plax import lax
-from plax.core.trace import get_aval
+from plax.core.trace import Tracer, get_aval
 from plax.numpy import creation, reductions, shape_ops, ufuncs
 from plax.numpy.util import check_arraylike
 from plax.numpy.vectorize import vectorize
@@ -65,7 +65,18 @@ class ufunc:
         if len(args) != self.nin:
             raise TypeError(f"{self.__name__}() takes {self.nin} positional argument(s) but "
                             f"{len(args)} were given.")
-        return self._call(*args)
+        call = self._call
+        for a in args:
+            if isinstance(a, Tracer):  # traced: the Python function, not the eager dispatch
+                return getattr(call, "_traced_form", call)(*args)
+        return call(*args)
+
+    @property
+    def _traced_form(self):
+        """What a call with ``nin`` operands, some traced, comes to: for the built-in ufuncs
+        the Python function behind their compiled eager form, else the ufunc itself (see
+        ``plax.api.jit.eager_compiled``; the tracer's operators call it)."""
+        return getattr(self._call, "_traced_form", self)
 
     # --- outer ---------------------------------------------------------------------------
     def outer(self, A, B, /):
