@@ -2,7 +2,12 @@
 in traced code (jit, make_jaxpr, eval_shape, loops, cond); legacy keys and the flag left off
 are never checked."""
 import inspect
+import json
+import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -548,3 +553,34 @@ def test_fold_in_does_not_consume_under_disable_jit():
         k = random.key(0)
         a, b = random.fold_in(k, 1), random.fold_in(k, 2)
     assert not np.array_equal(np.asarray(random.key_data(a)), np.asarray(random.key_data(b)))
+
+
+def test_the_checker_loads_when_the_flag_is_first_on():
+    # In a fresh process: import plax leaves the checker unloaded; turned on later (by the
+    # context manager, then by config.update) it checks eager calls, here of a jaxpr holding
+    # a jit traced with the flag off (pjit's eager rule, not a retrace, sees the keys).
+    code = textwrap.dedent("""
+        import json, sys
+        import plax
+        from plax import random
+        loaded = "plax.interpreters.key_reuse" in sys.modules
+        closed = plax.make_jaxpr(plax.jit(random.bits))(random.key(0))
+        def twice():
+            k = random.key(1)
+            plax.core.eval_jaxpr(closed.jaxpr, closed.consts, k)
+            try:
+                plax.core.eval_jaxpr(closed.jaxpr, closed.consts, k)
+            except plax.errors.KeyReuseError as e:
+                return str(e).split(":")[0]
+            return "not checked"
+        off = twice()
+        with plax.debug_key_reuse(True):
+            context = twice()
+        plax.config.update("jax_debug_key_reuse", True)
+        print(json.dumps([loaded, off, context, twice()]))
+        """)
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "src")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.path.abspath(src)), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == [False, "not checked", EAGER, EAGER]

@@ -19,15 +19,36 @@ from plax.core.source_info import flat_arg_names, fun_name, traced_call_code
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
+from plax.higher_order import pjit
 from plax.higher_order.pjit import pjit_p
 from plax.runtime import cpp_jit, dispatch, jitted, tokens, xla
 from plax.sharding import NamedSharding
 from plax.sharding.mesh import context_mesh
 from plax.sharding.named import typed_aval
-from plax.interpreters import key_reuse
 from plax.api.jit_options import (
     UNSPECIFIED, _broadcast_shardings, _jit_state, _jit_states, _traces_by_function)
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
+
+
+# --- the key-reuse checker (jax_debug_key_reuse) -----------------------------------------
+# plax.interpreters.key_reuse loads the first time the flag is found on, not at import.
+def _check_key_reuse(closed) -> None:
+    """With ``jax_debug_key_reuse`` on, check ``closed`` for a PRNG key consumed twice."""
+    if config.read("debug_key_reuse"):
+        from plax.interpreters import key_reuse
+        key_reuse.check_jaxpr(closed)
+
+
+def _check_key_reuse_of_eager_call(closed, args, run):
+    # Around every eager call of a jitted function (pjit's eager rule): the flag is read
+    # at the call, so turning it on (config.update, the context manager) takes effect there.
+    if not config.read("debug_key_reuse"):
+        return run()
+    from plax.interpreters import key_reuse
+    return key_reuse.check_call(closed, args, run)
+
+
+pjit.add_eager_call_check(_check_key_reuse_of_eager_call)
 
 
 # --- staging -----------------------------------------------------------------------------
@@ -96,8 +117,7 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
             jaxpr, consts = trace_to_jaxpr(flat_fun, avals, description=fname,
                                            arg_names=names if len(names) == len(avals) else None)
         closed = ClosedJaxpr(jaxpr, consts)
-        if key_reuse.enabled():
-            key_reuse.check_jaxpr(closed)
+        _check_key_reuse(closed)
         if return_shape:
             shapes = [ShapeDtypeStruct(v.aval.shape, v.aval.dtype, weak_type=v.aval.weak_type)
                       for v in jaxpr.outvars]
@@ -268,8 +288,8 @@ class JitWrapped:
                 traced = self._trace(args, kwargs, static_nums, in_tree, avals)
             entry = self._with_params(traced, dyn_args, dyn_kwargs, donated, donated_kw)
             if fresh:
-                if key_reuse.enabled():  # (the flag is part of the key: checked once per trace)
-                    key_reuse.check_jaxpr(entry.params["jaxpr"])
+                # (the flag is part of the key: checked once per trace)
+                _check_key_reuse(entry.params["jaxpr"])
                 self._explain_miss(key, entry)
                 if traced.cacheable:
                     function.traces[key] = traced
@@ -625,8 +645,7 @@ def eval_shape(fun, *args, **kwargs):
         return out_leaves
 
     jaxpr, _ = trace_to_jaxpr(flat_fun, avals, description=fun_name(fun))
-    if key_reuse.enabled():
-        key_reuse.check_jaxpr(jaxpr)
+    _check_key_reuse(jaxpr)
     shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in jaxpr.out_avals]
     return tree_util.tree_unflatten(out_tree_box[0], shapes)
 

@@ -31,7 +31,6 @@ from plax.core.config import config
 from plax.core.errors import KeyReuseError
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, open_jaxpr, subjaxprs
 from plax.core.rules import key_reuse_rules
-from plax.higher_order import pjit
 from plax.higher_order.cond import cond_p
 from plax.higher_order.loops import while_p
 from plax.higher_order.scan import scan_p
@@ -328,7 +327,8 @@ def check_jaxpr(closed) -> Signature:
 
 def check_call(closed: ClosedJaxpr, args, run):
     """Run ``run()`` (a jitted call of ``closed`` on concrete ``args``) under the checker:
-    consumed keys may not be consumed again, and the keys it consumes are marked."""
+    consumed keys may not be consumed again, and the keys it consumes are marked. (pjit's
+    eager rule calls it with the flag on: api/jit.py installs that check.)"""
     sig = check_jaxpr(closed)
     for i, (a, sinks) in enumerate(zip(args, sig.sinks)):
         where = consumed_at(a) if sinks else None
@@ -344,10 +344,3 @@ def check_call(closed: ClosedJaxpr, args, run):
         if earlier is not None:
             mark_consumed(outs[o], earlier)
     return outs
-
-
-def _check_eager_jit_call(closed, args, run):
-    return check_call(closed, args, run) if enabled() else run()
-
-
-pjit.add_eager_call_check(_check_eager_jit_call)
