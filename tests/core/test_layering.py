@@ -80,6 +80,10 @@ def imports_of(name: str, top_level_only: bool = False) -> set:
         for alias in node.names:
             full = f"{base}.{alias.name}"
             out.add(full if full in MODULES else _resolve(base))
+    if not top_level_only and _folder_rank(name) is None:
+        # A face loading a module on first use (PEP 562) names it in a string.
+        out.update(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                   and isinstance(n.value, str) and n.value in MODULES)
     return {m for m in out if m and m != name and m.startswith("plax")}
 
 

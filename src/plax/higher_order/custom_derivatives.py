@@ -37,7 +37,7 @@ import inspect
 
 import numpy as np
 
-from plax import lax, tree_util
+from plax import tree_util
 from plax.core import dtypes, errors
 from plax.core.avals import ShapedArray
 from plax.core.dce import dce_closed, jaxpr_has_effects
@@ -49,6 +49,9 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
 from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval, set_current_trace
+from plax.first_order import arithmetic as _arithmetic
+from plax.first_order import conversion as _conversion
+from plax.first_order import reductions as _reductions
 from plax.first_order.ad_util import zeros_like_aval
 from plax.first_order.batch_util import batched_aval, move_batch_dim, moveaxis
 from plax.lowering.consts import const_operands
@@ -192,7 +195,7 @@ def _stopped(x):
     def stop(v):
         if not isinstance(v, Tracer):
             return v
-        v = lax.stop_gradient(v)
+        v = _conversion.stop_gradient(v)
         while isinstance(v, JVPTracer) and type(v.tangent) is Zero:
             v = v.primal
         return v
@@ -425,7 +428,7 @@ class custom_jvp:
 
 
 def _add(a, b):
-    return lax.add(a, b)
+    return _arithmetic.add(a, b)
 
 
 def _jvp_rule(user_jvp, symbolic_zeros, static_vals, in_tree, out, name):
@@ -658,7 +661,7 @@ def _check_ct(c, a, where):
             f"{got.str_short()} corresponding to an input of type {a.str_short()}, so the shapes "
             "do not match.")
     if got.dtype != want.dtype:
-        c = lax.convert_element_type(c, want.dtype)
+        c = _conversion.convert_element_type(c, want.dtype)
     return c
 
 
@@ -935,7 +938,7 @@ def _batched_bwd(bwd_rule, res_dims, leaf_dims, ct_dims, axis):
         out = []
         for c, g, d in zip(in_cts, got, leaf_dims):
             if d is not_mapped and g is not not_mapped:
-                c = lax.reduce_sum(c, (g,))
+                c = _reductions.reduce_sum(c, (g,))
             elif d is not not_mapped:
                 c = _place(c, g, 0, axis.size, "")
             out.append(c)

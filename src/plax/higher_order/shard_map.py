@@ -25,6 +25,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              param_printers, register_lowering, replication_rules,
                              tangent_aval, transpose_rules)
 from plax.core.trace import extend_axis_env
+from plax.first_order import collectives  # noqa: F401  (sets core.replication's implicit pvary)
 from plax.first_order import shapes as _shapes
 from plax.first_order.batch_util import move_batch_dim
 from plax.core.effects import has_ordered_effects, nested_effect_rules, without_order

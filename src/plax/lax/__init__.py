@@ -5,6 +5,10 @@ level; a rule that needs a later family imports it in the function body): common
 batch_util < ad_util < conversion < shapes < elementwise_util < bitwise < comparison <
 arithmetic < transcendental < indexing < slicing < reductions < the others (dot <
 convolution, sort, collectives, fft, utility, key_layout < prng, sharding_constraint).
+
+The families a program may never use (control flow, scan, special functions, windowed and
+generic reductions, sort, FFT, collectives, typed-key primitives) load on first use of one
+of their names, so ``import plax`` does not pay for them.
 """
 from plax.first_order.arithmetic import *  # noqa: F401,F403
 from plax.first_order.transcendental import *  # noqa: F401,F403
@@ -14,24 +18,11 @@ from plax.first_order.conversion import *  # noqa: F401,F403
 from plax.first_order.shapes import *  # noqa: F401,F403
 from plax.first_order.slicing import *  # noqa: F401,F403
 from plax.first_order.reductions import *  # noqa: F401,F403
-from plax.higher_order.generic_reduce import reduce  # noqa: F401
-from plax.first_order.sort import *  # noqa: F401,F403
 from plax.first_order.indexing import *  # noqa: F401,F403
 from plax.first_order.dot import *  # noqa: F401,F403
 from plax.first_order.utility import *  # noqa: F401,F403
-from plax.higher_order.windowed import *  # noqa: F401,F403
 from plax.first_order.convolution import *  # noqa: F401,F403
-from plax.first_order.collectives import (  # noqa: F401
-    psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all, ppermute, pshuffle, axis_index,
-    axis_size, pvary, pbroadcast, pcast)
-from plax.higher_order.cond import cond, switch, cond_p  # noqa: F401
-from plax.higher_order.loops import while_loop, fori_loop, while_p  # noqa: F401
-from plax.higher_order.scan import scan, map, scan_p  # noqa: F401
-from plax.higher_order.associative_scan import associative_scan  # noqa: F401
-from plax.higher_order.special import *  # noqa: F401,F403
-from plax.first_order import prng  # noqa: F401  (the Threefry hash and typed-key primitives)
 from plax.first_order.sharding_constraint import with_sharding_constraint  # noqa: F401
-from plax.first_order.fft import fft, fft_p, FftType  # noqa: F401
 # The primitives themselves, under JAX's names (for jaxpr interpreters and custom rules).
 from plax.first_order.arithmetic import (  # noqa: F401
     abs_p, add_p, ceil_p, complex_p, conj_p, div_p, floor_p, imag_p, integer_pow_p, max_p,
@@ -42,9 +33,6 @@ from plax.first_order.transcendental import (  # noqa: F401
     digamma_p, erf_inv_p, erf_p, erfc_p, exp2_p, exp_p, expm1_p, lgamma_p, log1p_p, log_p,
     logistic_p, rsqrt_p, sin_p, sinh_p, sqrt_p, tan_p, tanh_p
 )
-from plax.first_order.collectives import (  # noqa: F401
-    all_gather_p, all_to_all_p, axis_index_p, pmax_p, pmin_p, ppermute_p, psum_p
-)
 from plax.first_order.bitwise import (  # noqa: F401
     and_p, clz_p, not_p, or_p, population_count_p, shift_left_p, shift_right_arithmetic_p,
     shift_right_logical_p, xor_p
@@ -52,9 +40,6 @@ from plax.first_order.bitwise import (  # noqa: F401
 from plax.first_order.reductions import (  # noqa: F401
     argmax_p, argmin_p, cumlogsumexp_p, cummax_p, cummin_p, cumprod_p, cumsum_p, reduce_and_p,
     reduce_max_p, reduce_min_p, reduce_or_p, reduce_prod_p, reduce_sum_p, reduce_xor_p
-)
-from plax.higher_order.special import (  # noqa: F401
-    bessel_i0e_p, bessel_i1e_p, igamma_grad_a_p, igamma_p, igammac_p, polygamma_p, zeta_p
 )
 from plax.first_order.conversion import (  # noqa: F401
     bitcast_convert_type_p, convert_element_type_p, stop_gradient_p
@@ -71,26 +56,52 @@ from plax.first_order.slicing import (  # noqa: F401
 from plax.first_order.indexing import (  # noqa: F401
     gather_p, scatter_p
 )
-from plax.higher_order.generic_reduce import (  # noqa: F401
-    reduce_p
-)
-from plax.higher_order.windowed import (  # noqa: F401
-    reduce_window_max_p, reduce_window_min_p, reduce_window_p, reduce_window_sum_p
-)
 from plax.first_order.sharding_constraint import (  # noqa: F401
     sharding_constraint_p
 )
-from plax.first_order.sort import (  # noqa: F401
-    sort_p, top_k_p
-)
+
+
+# Families loaded on first use of one of their names (PEP 562 ``__getattr__``): module ->
+# the names plax.lax takes from it (its ``__all__`` and its primitives; a test keeps the
+# two in step). Each registers its own primitives' rules, so nothing needs one of them
+# before a program reaches for one of its names.
+_LAZY_FAMILIES = {
+    "plax.higher_order.cond": ("cond", "switch", "cond_p"),
+    "plax.higher_order.loops": ("while_loop", "fori_loop", "while_p"),
+    "plax.higher_order.scan": ("scan", "map", "scan_p"),
+    "plax.higher_order.associative_scan": ("associative_scan",),
+    "plax.higher_order.generic_reduce": ("reduce", "reduce_p"),
+    "plax.higher_order.windowed": (
+        "reduce_window", "padtype_to_pads", "reduce_window_shape_tuple", "reduce_window_p",
+        "reduce_window_sum_p", "reduce_window_max_p", "reduce_window_min_p"),
+    "plax.higher_order.special": (
+        "igamma", "igammac", "igamma_grad_a", "random_gamma_grad", "polygamma", "zeta",
+        "bessel_i0e", "bessel_i1e", "betainc", "igamma_p", "igammac_p", "igamma_grad_a_p",
+        "polygamma_p", "zeta_p", "bessel_i0e_p", "bessel_i1e_p"),
+    "plax.first_order.sort": ("sort", "sort_key_val", "top_k", "sort_p", "top_k_p"),
+    "plax.first_order.fft": ("fft", "fft_p", "FftType"),
+    "plax.first_order.collectives": (
+        "psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "all_to_all", "ppermute",
+        "pshuffle", "axis_index", "axis_size", "pvary", "pbroadcast", "pcast", "psum_p",
+        "pmax_p", "pmin_p", "all_gather_p", "all_to_all_p", "ppermute_p", "axis_index_p"),
+}
+_LAZY_NAMES = {name: module for module, names in _LAZY_FAMILIES.items() for name in names}
+# Submodules: plax.lax.<name>.
+_LAZY_SUBMODULES = {"linalg": "plax.lax.linalg",
+                    "prng": "plax.first_order.prng"}  # the Threefry hash, typed-key primitives
 
 
 def __getattr__(name):
-    if name == "linalg":  # the submodule plax.lax.linalg loads on first use
-        import importlib
-        return importlib.import_module(f"{__name__}.linalg")  # also binds it here
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    if name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+    elif name in _LAZY_SUBMODULES:
+        value = importlib.import_module(_LAZY_SUBMODULES[name])
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
 
 
 def __dir__():
-    return sorted(set(globals()) | {"linalg"})
+    return sorted(set(globals()) | set(_LAZY_NAMES) | set(_LAZY_SUBMODULES))
