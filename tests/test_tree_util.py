@@ -350,6 +350,19 @@ def test_key_entries():
     assert len({DictKey("a"), DictKey("a"), GetAttrKey("a")}) == 2
 
 
+
+def test_key_entries_are_immutable_values_as_in_jax():
+    key = SequenceKey(idx=2)
+    assert repr(key) == "SequenceKey(idx=2)" and repr(GetAttrKey("x")) == "GetAttrKey(name='x')"
+    assert repr(FlattenedIndexKey(1)) == "FlattenedIndexKey(key=1)"
+    assert pickle.loads(pickle.dumps(DictKey("a"))) == DictKey("a")
+    with pytest.raises(AttributeError, match="immutable"):
+        key.idx = 3
+    match key:
+        case SequenceKey(i):
+            assert i == 2
+    assert key.idx == 2 and DictKey("a") != "a"
+
 def test_keystr():
     x = object()
     pairs = tu.tree_leaves_with_path({"a": [1, (2, x)]})
