@@ -275,7 +275,7 @@ def test_the_cache_drops_a_function_that_has_died():
 
     gc.collect()
     before = cpp_jit._shared_cache.size()
-    functions = api_jit_options._traces_by_function
+    functions = api_jit_options.traces_by_function
     n_functions = len(functions)
     f = make()
     ref = weakref.ref(f)

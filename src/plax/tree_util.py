@@ -17,7 +17,7 @@ import collections
 import functools
 
 from plax.core.tree_keys import (DictKey, FlattenedIndexKey, GetAttrKey, KeyEntry, KeyPath,
-                            SequenceKey, _simple_key_str, keystr)
+                            SequenceKey, keystr)
 
 __all__ = [
     "DictKey",
@@ -59,11 +59,12 @@ __all__ = [
 ]
 
 from plax.core.tree_core import (
-    PyTreeDef, _count_leaves, _is_namedtuple_type, _node_type_for, _registry, all_leaves,
-    build_tree, flatten_one_level, flatten_one_level_with_keys, is_tree_node, register_dataclass, register_pytree_node, register_pytree_node_class,
-    register_pytree_with_keys, register_pytree_with_keys_class, register_static,
-    tree_flatten, tree_flatten_with_path, tree_leaves, tree_leaves_with_path, tree_structure,
-    tree_unflatten, treedef_children, treedef_is_leaf, treedef_tuple)
+    PyTreeDef, all_leaves, build_tree, count_leaves, flatten_one_level,
+    flatten_one_level_with_keys, is_namedtuple_type, is_tree_node, node_registry,
+    node_type_for, register_dataclass, register_pytree_node, register_pytree_node_class,
+    register_pytree_with_keys, register_pytree_with_keys_class, register_static, tree_flatten,
+    tree_flatten_with_path, tree_leaves, tree_leaves_with_path, tree_structure, tree_unflatten,
+    treedef_children, treedef_is_leaf, treedef_tuple)
 
 
 # ---------------------------------------------------------------------------
@@ -97,10 +98,10 @@ class _NodeView:
             keys = [DictKey(k) for k in aux[1]]
         elif t is tuple or t is list:
             keys = [SequenceKey(i) for i in range(len(children))]
-        elif t not in _registry and _is_namedtuple_type(t):
+        elif t not in node_registry and is_namedtuple_type(t):
             keys = [GetAttrKey(f) for f in t._fields]
-        elif _registry[t].child_keys is not None:
-            keys = _registry[t].child_keys
+        elif node_registry[t].child_keys is not None:
+            keys = node_registry[t].child_keys
         else:
             keys = [FlattenedIndexKey(i) for i in range(len(children))]
         return [(k, _NodeView(c)) for k, c in zip(keys, children)], aux
@@ -129,7 +130,7 @@ def _find_mismatch(prefix, full, is_leaf, takes_path, name, which, path=()):
     if is_leaf is not None and (is_leaf(path, prefix) if takes_path
                                 else is_leaf(prefix)):
         return None
-    entry = _node_type_for(type(prefix))
+    entry = node_type_for(type(prefix))
     if entry is None:
         return None
     view = isinstance(full, _NodeView)
@@ -151,8 +152,8 @@ def _find_mismatch(prefix, full, is_leaf, takes_path, name, which, path=()):
                 f"elements, but {which} has one with {len(f_pairs)}.",
             )
     elif len(p_pairs) != len(f_pairs):
-        p_keys = " ".join(_simple_key_str(k) for k, _ in p_pairs)
-        f_keys = " ".join(_simple_key_str(k) for k, _ in f_pairs)
+        p_keys = keystr([k for k, _ in p_pairs], simple=True, separator=" ")
+        f_keys = keystr([k for k, _ in f_pairs], simple=True, separator=" ")
         return _mismatch_message(
             "different numbers of pytree children", name, path,
             f"Here the first tree's {pt} node has {len(p_pairs)} children "
@@ -264,7 +265,7 @@ def _broadcast_nodes(prefix, full, leaves, out) -> None:
     """Walk prefix node ``prefix`` and full node ``full`` together, appending each prefix
     leaf (taken from iterator ``leaves``) once per leaf of the full subtree under it."""
     if prefix is None:
-        out.extend([next(leaves)] * _count_leaves(full))
+        out.extend([next(leaves)] * count_leaves(full))
         return
     if full is None or prefix[0] is not full[0] or len(prefix[2]) != len(full[2]) \
             or prefix[1] != full[1]:

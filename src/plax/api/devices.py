@@ -80,7 +80,7 @@ def print_environment_info(return_string: bool = False):
 
 
 # --- data -------------------------------------------------------------------------------
-def _resolve_device(device):
+def resolve_device(device):
     """What ``device_put`` puts a leaf on: None, a Device, or a multi-device Sharding."""
     if device is None or isinstance(device, xla.Device):
         return device
@@ -105,7 +105,7 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     devices), a PartitionSpec (over the context mesh), or a pytree prefix of these. With a
     placement given, the result is committed."""
     def put_leaf(leaf, target):
-        dev = _resolve_device(target)
+        dev = resolve_device(target)
         if isinstance(leaf, Tracer):
             if isinstance(dev, NamedSharding):  # under jit: the layout, or the type, asked for
                 from plax.first_order import sharding_constraint as pin

@@ -26,7 +26,7 @@ import logging
 
 from plax import tree_util
 from plax.core.config import TRACE_FLAGS
-from plax.core.source_info import _is_plax_code, user_frame
+from plax.core.source_info import is_plax_code, user_frame
 
 logger = logging.getLogger("plax.cache_misses")
 
@@ -39,7 +39,7 @@ def explain(wrapped, key, entry, every: bool) -> None:
     """Log why ``wrapped`` (a JitWrapped) traced for ``key``. ``every``: explain each trace;
     otherwise only retraces of user functions, each cause once."""
     code = _code_of(wrapped._fun)
-    if not every and (code is None or _is_plax_code(code)):
+    if not every and (code is None or is_plax_code(code)):
         return
     name, n = wrapped._name, wrapped._state.function.n_traces
     defined = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "unknown"

@@ -26,7 +26,7 @@ from plax.sharding import NamedSharding
 from plax.sharding.mesh import context_mesh
 from plax.sharding.named import typed_aval
 from plax.api.jit_options import (
-    UNSPECIFIED, _broadcast_shardings, _jit_state, _jit_states, _traces_by_function)
+    UNSPECIFIED, broadcast_shardings, live_jit_states, shared_jit_state, traces_by_function)
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
 
 
@@ -156,7 +156,7 @@ def _forget_fast_paths(name: str) -> None:
     # The eager fast paths cache the executable chosen for uncommitted inputs: it changes
     # with the default device.
     if name in ("default_device", "platforms"):
-        for state in list(_jit_states):
+        for state in list(live_jit_states):
             state.fast.clear()
         cpp_jit.clear_all()
 
@@ -165,7 +165,7 @@ config._listeners.append(_forget_fast_paths)
 
 
 _plain, _overrides = config._plain, config._active_overrides  # see config.plain_dispatch()
-_trace_state = trace_mod._ctx
+_trace_state = trace_mod.trace_state
 
 
 def _placed_consts(entry, exe) -> tuple:
@@ -214,7 +214,7 @@ class JitWrapped:
         self._fun = fun
         self._name = fun_name(fun)
         # eager_only: see eager_compiled.
-        state = self._state = _jit_state(fun, dict(
+        state = self._state = shared_jit_state(fun, dict(
             in_shardings=in_shardings, out_shardings=out_shardings,
             static_argnums=static_argnums, static_argnames=static_argnames,
             donate_argnums=donate_argnums, donate_argnames=donate_argnames,
@@ -372,16 +372,16 @@ class JitWrapped:
         """One sharding (or None: unconstrained) per operand: consts, then argument leaves."""
         if self._in_shardings is None:
             return ()
-        per_arg = _broadcast_shardings(self._in_shardings, tuple(dyn_args), "in_shardings",
-                                       self._name)
+        per_arg = broadcast_shardings(self._in_shardings, tuple(dyn_args), "in_shardings",
+                                      self._name)
         n_kw = len(tree_util.tree_leaves(dyn_kwargs))
         return (None,) * n_consts + tuple(per_arg) + (None,) * n_kw
 
     def _flat_out_shardings(self, out_tree) -> tuple:
         if self._out_shardings is None:
             return ()
-        return tuple(_broadcast_shardings(self._out_shardings, out_tree, "out_shardings",
-                                          self._name))
+        return tuple(broadcast_shardings(self._out_shardings, out_tree, "out_shardings",
+                                         self._name))
 
     # --- calling ---
     def __call__(self, *args, **kwargs):
@@ -678,16 +678,16 @@ def named_call(fun, *, name: str | None = None):
 def clear_caches() -> None:
     """Drop every compilation and tracing cache (jitted functions retrace on next call)."""
     caches.clear_all()
-    for state in list(_jit_states):
+    for state in list(live_jit_states):
         state.function.clear()
     cpp_jit.clear_all()
-    _traces_by_function.clear()  # (options resolve to devices anew, as after clear_backends)
+    traces_by_function.clear()  # (options resolve to devices anew, as after clear_backends)
 
 
 def clear_backends() -> None:
     """Drop the XLA clients (and all caches); they are re-created on next use."""
     clear_caches()
-    dispatch._default_device[0] = None
+    dispatch.forget_default_device()
     tokens.clear()
     xla.clear_backends()
 

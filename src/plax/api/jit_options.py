@@ -6,7 +6,7 @@ import inspect
 import weakref
 
 from plax import tree_util
-from plax.api.devices import _resolve_device
+from plax.api.devices import resolve_device
 from plax.runtime import jitted, xla
 from plax.sharding import NamedSharding, PartitionSpec, Sharding
 from plax.sharding.named import resolve_spec
@@ -109,8 +109,8 @@ class _JitState:
 
 
 # function -> its _FunctionTraces; every _JitState, for clear_caches().
-_traces_by_function: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_jit_states: weakref.WeakSet = weakref.WeakSet()
+traces_by_function: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+live_jit_states: weakref.WeakSet = weakref.WeakSet()
 
 
 def _options_key(options: dict):
@@ -132,16 +132,16 @@ def _options_key(options: dict):
     return key
 
 
-def _jit_state(fun, options: dict) -> _JitState:
+def shared_jit_state(fun, options: dict) -> _JitState:
     """The state ``jit(fun, **options)`` shares with earlier jits of ``fun`` (made on first
     use; unshared when ``fun`` cannot be held weakly or hashed, or an option is unhashable)."""
     key = _options_key(options)
     function = None
     if key is not None:
         try:
-            function = _traces_by_function.get(fun)
+            function = traces_by_function.get(fun)
             if function is None:
-                function = _traces_by_function[fun] = _FunctionTraces()
+                function = traces_by_function[fun] = _FunctionTraces()
         except Exception:  # (fun is not weakly referenceable, hashable or comparable)
             key = None
     if function is None:  # caches of its own, unseen by any other jit
@@ -151,7 +151,7 @@ def _jit_state(fun, options: dict) -> _JitState:
         state = _JitState(_resolve_jit_options(fun, **options), function,
                           shared=key is not None)
         function.by_options[key] = state  # (key None: this state's own function entry)
-        _jit_states.add(state)
+        live_jit_states.add(state)
     return state
 
 
@@ -202,7 +202,7 @@ def _spmd_shardings(shardings):
     return None
 
 
-def _broadcast_shardings(prefix, tree, what: str, name: str) -> list:
+def broadcast_shardings(prefix, tree, what: str, name: str) -> list:
     """One sharding per leaf of ``tree`` (the arguments, or the outputs' treedef) from the
     prefix ``prefix`` (PartitionSpecs resolved against the context mesh)."""
     whole = "the arguments" if what == "in_shardings" else "the outputs"
@@ -229,7 +229,7 @@ def _jit_device(device, backend, in_shardings, out_shardings):
     """The single device a jitted function is pinned to, from device/backend/shardings."""
     chosen = None
     if device is not None:
-        chosen = _resolve_device(device)
+        chosen = resolve_device(device)
     if backend is not None:
         bdev = xla.get_backend(backend).local_devices()[0]
         if chosen is not None and chosen.platform != bdev.platform:

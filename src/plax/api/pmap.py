@@ -14,7 +14,7 @@ import numpy as np
 
 from plax import tree_util
 from plax.api.jit import ShapeDtypeStruct, jit
-from plax.api.shard_map import _shard_map
+from plax.api.shard_map import shard_mapped
 from plax.core.caches import BoundedCache
 from plax.experimental.multihost_utils import host_local_array_to_global_array
 from plax.core.trace import EvalTrace, current_trace, get_aval
@@ -170,8 +170,8 @@ def _build(fun, n_args, static_vals, tree, flat_axes, mesh, name, out_axes, dona
         return [o if ax is None else _shapes.expand_dims(o, (ax,))
                 for o, ax in zip(outs, box["axes"])]
 
-    mapped = _shard_map(body, mesh, in_specs, lambda: [_spec(ax, name) for ax in box["axes"]],
-                        False, frozenset())
+    mapped = shard_mapped(body, mesh, in_specs, lambda: [_spec(ax, name) for ax in box["axes"]],
+                          False, frozenset())
     def _fun(*leaves):  # (the name jaxprs show for pmap's jit, as JAX's)
         outs = mapped(*leaves)  # (tracing the body sets box["tree"])
         return tree_util.tree_unflatten(box["tree"], outs)

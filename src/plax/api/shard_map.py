@@ -45,10 +45,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=Infer, mesh=None, axis_names=fro
     if f is None:
         return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
                                  axis_names=axis_names, check_vma=check_vma)
-    return _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names)
+    return shard_mapped(f, mesh, in_specs, out_specs, check_vma, axis_names)
 
 
-def _shard_map(f, mesh, in_specs, out_specs, check_vma, axis_names):
+def shard_mapped(f, mesh, in_specs, out_specs, check_vma, axis_names):
+    """What ``shard_map(f, ...)`` returns, every option given (pmap and
+    experimental.shard_map build on it too)."""
     if not callable(f):
         raise TypeError(f"shard_map requires a callable for its first argument, but got {f} of "
                         f"type {type(f).__name__}.")

@@ -162,7 +162,8 @@ class _Context(threading.local):
 
 
 
-_ctx = _Context()
+# This thread's current trace, named-axis environment and name stack.
+trace_state = _Context()
 
 
 def _no_hook(value) -> None:
@@ -198,9 +199,9 @@ def install_eager_evaluation(apply_primitive) -> None:
 
 
 def current_trace() -> Trace:
-    t = _ctx.trace
+    t = trace_state.trace
     if t is None:
-        t = _ctx.trace = EvalTrace()
+        t = trace_state.trace = EvalTrace()
         _trace_changed(t)
     return t
 
@@ -215,20 +216,20 @@ class set_current_trace:
         self.trace = trace
 
     def __enter__(self):
-        self.prev = _ctx.trace
-        _ctx.trace = self.trace
+        self.prev = trace_state.trace
+        trace_state.trace = self.trace
         _trace_changed(self.trace)
         return self.trace
 
     def __exit__(self, *exc):
-        _ctx.trace = self.prev
+        trace_state.trace = self.prev
         _trace_changed(self.prev)
         return False
 
 
 def axis_env() -> tuple:
     """The named axes in scope, innermost last, as ``((name, size), ...)``."""
-    return _ctx.axis_env
+    return trace_state.axis_env
 
 
 @contextlib.contextmanager
@@ -239,40 +240,40 @@ def extend_axis_env(pairs):
         if not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], int) and p[1] >= 0):
             raise TypeError(f"axis_env entries must be (name, size) pairs with a non-negative "
                             f"int size, got {p!r}.")
-    prev = _ctx.axis_env
-    _ctx.axis_env = prev + pairs
-    _axis_env_changed(_ctx.axis_env)
+    prev = trace_state.axis_env
+    trace_state.axis_env = prev + pairs
+    _axis_env_changed(trace_state.axis_env)
     try:
         yield
     finally:
-        _ctx.axis_env = prev
+        trace_state.axis_env = prev
         _axis_env_changed(prev)
 
 
 def name_stack() -> tuple:
-    return _ctx.name_stack
+    return trace_state.name_stack
 
 
 @contextlib.contextmanager
 def extend_name_stack(name: str):
     """Push ``name`` on the name stack that staged equations record."""
-    prev = _ctx.name_stack
-    _ctx.name_stack = prev + (name,)
+    prev = trace_state.name_stack
+    trace_state.name_stack = prev + (name,)
     try:
         yield
     finally:
-        _ctx.name_stack = prev
+        trace_state.name_stack = prev
 
 
 @contextlib.contextmanager
 def fresh_name_stack():
     """An empty name stack, e.g. for a jitted body whose scopes are relative to the jit."""
-    prev = _ctx.name_stack
-    _ctx.name_stack = ()
+    prev = trace_state.name_stack
+    trace_state.name_stack = ()
     try:
         yield
     finally:
-        _ctx.name_stack = prev
+        trace_state.name_stack = prev
 
 
 class EvalTrace(Trace):

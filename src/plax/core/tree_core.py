@@ -29,9 +29,10 @@ class _NodeType(NamedTuple):
     child_keys: tuple | None = None  # the children's keys when the type fixes them
 
 
-_registry: dict[type, _NodeType] = {}
+# The registered pytree node types (namedtuples, recognised structurally, are not here).
+node_registry: dict[type, _NodeType] = {}
 # Called as hook(nodetype, entry) on each registration (jit's C++ dispatch mirrors them).
-_registration_hooks: list = []
+registration_hooks: list = []
 
 
 def _index_keys(flatten):
@@ -45,13 +46,13 @@ def _index_keys(flatten):
 
 
 def _register(nodetype, flatten, unflatten, flatten_with_keys, child_keys=None):
-    if nodetype in _registry:
+    if nodetype in node_registry:
         raise ValueError(
             f"Duplicate custom PyTreeDef type registration for {nodetype}: "
             "a type can only be registered as a pytree node once."
         )
-    _registry[nodetype] = entry = _NodeType(flatten, unflatten, flatten_with_keys, child_keys)
-    for hook in _registration_hooks:
+    node_registry[nodetype] = entry = _NodeType(flatten, unflatten, flatten_with_keys, child_keys)
+    for hook in registration_hooks:
         hook(nodetype, entry)
 
 
@@ -239,7 +240,8 @@ _register(
 )
 
 
-def _is_namedtuple_type(t) -> bool:
+def is_namedtuple_type(t) -> bool:
+    """Whether class ``t`` is a namedtuple (a tuple subclass with ``_fields``)."""
     return issubclass(t, tuple) and hasattr(t, "_fields")
 
 
@@ -260,10 +262,10 @@ def _namedtuple_entry(t) -> _NodeType:
     return entry
 
 
-def _node_type_for(t):
+def node_type_for(t):
     """The registry entry for type ``t`` (or a namedtuple's), else None."""
-    entry = _registry.get(t)
-    if entry is None and _is_namedtuple_type(t):
+    entry = node_registry.get(t)
+    if entry is None and is_namedtuple_type(t):
         return _namedtuple_entry(t)
     return entry
 
@@ -289,7 +291,7 @@ def _flatten(x, leaves):
         return (dict, keys, _flatten_children([x[k] for k in keys], leaves))
     if t is _NoneType:
         return _NONE_NODE
-    entry = _registry.get(t)
+    entry = node_registry.get(t)
     if entry is None:
         if isinstance(x, tuple) and hasattr(t, "_fields"):  # namedtuple
             return (t, None, _flatten_children(x, leaves))
@@ -304,7 +306,7 @@ def _flatten_children(children, leaves):
     append = nodes.append
     for c in children:
         # Anything that is neither registered nor a tuple subclass is a leaf.
-        if type(c) in _registry or isinstance(c, tuple):
+        if type(c) in node_registry or isinstance(c, tuple):
             append(_flatten(c, leaves))
         else:
             leaves.append(c)
@@ -317,7 +319,7 @@ def _flatten_is_leaf(x, leaves, is_leaf):
     if is_leaf(x):
         leaves.append(x)
         return None
-    entry = _node_type_for(type(x))
+    entry = node_type_for(type(x))
     if entry is None:
         leaves.append(x)
         return None
@@ -331,7 +333,7 @@ def _flatten_with_keys(x, path, out, is_leaf, takes_path):
     if is_leaf is not None and (is_leaf(path, x) if takes_path else is_leaf(x)):
         out.append((path, x))
         return None
-    entry = _node_type_for(type(x))
+    entry = node_type_for(type(x))
     if entry is None:
         out.append((path, x))
         return None
@@ -387,7 +389,7 @@ def tree_leaves_with_path(tree, is_leaf=None, is_leaf_takes_path=False):
 
 def flatten_one_level(tree):
     """Split a node into ``(children, aux_data)``; raise for a leaf."""
-    entry = _node_type_for(type(tree))
+    entry = node_type_for(type(tree))
     if entry is None:
         raise ValueError(f"can't tree-flatten a leaf of type {type(tree)}")
     children, aux = entry.flatten(tree)
@@ -396,7 +398,7 @@ def flatten_one_level(tree):
 
 def flatten_one_level_with_keys(tree):
     """Split a node into ``(((key, child), ...), aux_data)``."""
-    entry = _node_type_for(type(tree))
+    entry = node_type_for(type(tree))
     if entry is None:
         raise ValueError(f"can't tree-flatten a leaf of type {type(tree)}")
     pairs, aux = entry.flatten_with_keys(tree)
@@ -405,7 +407,7 @@ def flatten_one_level_with_keys(tree):
 
 def is_tree_node(x) -> bool:
     """Whether ``x`` is a pytree node (as opposed to a leaf)."""
-    return _node_type_for(type(x)) is not None
+    return node_type_for(type(x)) is not None
 
 
 def all_leaves(iterable, is_leaf=None) -> bool:
@@ -420,10 +422,11 @@ def all_leaves(iterable, is_leaf=None) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def _count_leaves(node) -> int:
+def count_leaves(node) -> int:
+    """The number of leaves under the structure node ``node`` (None is one leaf)."""
     if node is None:
         return 1
-    return sum(_count_leaves(c) for c in node[2])
+    return sum(count_leaves(c) for c in node[2])
 
 
 def _count_nodes(node) -> int:
@@ -454,7 +457,7 @@ def _unflatten(node, it):
         return values
     if t is dict:
         return dict(zip(aux, values))
-    return _node_type_for(t).unflatten(aux, tuple(values))
+    return node_type_for(t).unflatten(aux, tuple(values))
 
 
 def _node_repr(node) -> str:
@@ -470,7 +473,7 @@ def _node_repr(node) -> str:
         return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(aux, parts)) + "}"
     if t is _NoneType:
         return "None"
-    label = f"namedtuple[{t.__name__}]" if t not in _registry and _is_namedtuple_type(t) \
+    label = f"namedtuple[{t.__name__}]" if t not in node_registry and is_namedtuple_type(t) \
         else f"{t.__name__}[{aux}]"
     return f"CustomNode({label}, [{', '.join(parts)}])"
 
@@ -519,7 +522,7 @@ def _flatten_up_to(node, x, out):
                 "a leaf pass is_leaf=lambda x: x is None."
             )
         return
-    elif t not in _registry and _is_namedtuple_type(t):
+    elif t not in node_registry and is_namedtuple_type(t):
         if not (isinstance(x, tuple) and hasattr(xt, "_fields")):
             raise ValueError(f"Expected named tuple, got {_describe(x)}; the "
                              f"treedef has a {t} here.")
@@ -533,7 +536,7 @@ def _flatten_up_to(node, x, out):
                 f"Custom node type mismatch: the treedef has {t} but the tree "
                 f"has {xt}; value: {_describe(x)}."
             )
-        xs, xaux = _registry[t].flatten(x)
+        xs, xaux = node_registry[t].flatten(x)
         if xaux != aux:
             raise ValueError(
                 f"Mismatch custom node data: the treedef holds {aux!r} but "
@@ -561,7 +564,7 @@ def _from_iterable(node, xs):
             f"{len(children)} children but {len(xs)} values were given."
         )
     values = tuple(_from_iterable(c, x) for c, x in zip(children, xs))
-    return _node_type_for(t).unflatten(aux, values)
+    return node_type_for(t).unflatten(aux, values)
 
 
 def _compose(outer, inner):
@@ -601,7 +604,7 @@ class PyTreeDef:
     def num_leaves(self) -> int:
         """Number of leaves in trees of this structure."""
         if self._num_leaves is None:
-            self._num_leaves = _count_leaves(self._node)
+            self._num_leaves = count_leaves(self._node)
         return self._num_leaves
 
     @property

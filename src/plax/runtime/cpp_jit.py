@@ -80,9 +80,9 @@ def _mirror(nodetype, entry) -> None:
         registry.register_node(nodetype, entry.flatten, entry.unflatten)
 
 
-for _t, _entry in list(tree_core._registry.items()):
+for _t, _entry in list(tree_core.node_registry.items()):
     _mirror(_t, _entry)
-tree_core._registration_hooks.append(_mirror)
+tree_core.registration_hooks.append(_mirror)
 
 
 # --- arguments that are not Arrays -----------------------------------------------------------

@@ -52,12 +52,17 @@ def _resolve_default_device(setting):
     return setting
 
 
-def _forget_default_device(name: str) -> None:
+def forget_default_device() -> None:
+    """Drop the cached default device: the next ``default_device()`` resolves the setting anew."""
+    _default_device[0] = None
+
+
+def _default_device_setting_changed(name: str) -> None:
     if name in ("default_device", "platforms"):
-        _default_device[0] = None
+        forget_default_device()
 
 
-config._listeners.append(_forget_default_device)
+config._listeners.append(_default_device_setting_changed)
 
 
 # --- host data -> Array -------------------------------------------------------------
