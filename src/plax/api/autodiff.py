@@ -24,7 +24,7 @@ from plax.core.rules import Zero, tangent_aval
 from plax.first_order import arithmetic as _arith
 from plax.first_order import comparison as _cmp
 from plax.first_order.ad_util import instantiate
-from plax.first_order.conversion import _convert_weak, convert_element_type
+from plax.first_order.conversion import convert_element_type, convert_with_weak_type
 from plax.first_order.shapes import broadcasted_iota, reshape
 from plax.first_order.slicing import slice_in_dim
 from plax.runtime.dispatch import array_from_host
@@ -405,7 +405,7 @@ def _weak_like(x, example_aval):
     jacfwd, the input for jacrev), as JAX's do."""
     aval = get_aval(x)
     if example_aval.weak_type and not aval.weak_type and aval.dtype == example_aval.dtype:
-        return _convert_weak(x, aval.dtype, True)
+        return convert_with_weak_type(x, aval.dtype, True)
     return x
 
 

@@ -77,7 +77,7 @@ def convert_element_type(operand, new_dtype):
     return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=False, sharding=None)
 
 
-def _convert_weak(operand, new_dtype, weak_type: bool):
+def convert_with_weak_type(operand, new_dtype, weak_type: bool):
     """Internal: a conversion that can keep the weak type (used by plax.numpy promotion)."""
     return convert_element_type_p.bind(operand, new_dtype=np.dtype(new_dtype), weak_type=weak_type,
                                        sharding=None)

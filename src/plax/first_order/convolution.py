@@ -32,8 +32,8 @@ from plax.core.sharding_types import ShardingTypeError, first_sharding, like, sh
     spec_of
 from plax.core.trace import get_aval
 from plax.first_order import conversion as _conversion
-from plax.first_order.dot import (Precision, _canonical_preferred_element_type, _input_dtype,
-                          canonicalize_precision)
+from plax.first_order.dot import (Precision, canonical_preferred_element_type,
+                                  canonicalize_precision, common_input_dtype)
 from plax.first_order import shapes as _shapes
 from plax.first_order.ad_util import defbilinear
 from plax.first_order.batch_util import bdim_at_front
@@ -397,7 +397,7 @@ def _merge_dim(x, src: int, dst: int):
 # --- differentiation ---------------------------------------------------------------------
 def _common_operands(ct, other):
     """The cotangent and the known operand in one dtype (the wider of the two)."""
-    dt = _input_dtype(get_aval(ct).dtype, get_aval(other).dtype)
+    dt = common_input_dtype(get_aval(ct).dtype, get_aval(other).dtype)
     return (_conversion.convert_element_type(ct, dt),
             _conversion.convert_element_type(other, dt))
 
@@ -587,7 +587,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
         feature_group_count=_group_count(feature_group_count, "feature_group_count"),
         batch_group_count=_group_count(batch_group_count, "batch_group_count"),
         precision=canonicalize_precision(precision),
-        preferred_element_type=_canonical_preferred_element_type(preferred_element_type),
+        preferred_element_type=canonical_preferred_element_type(preferred_element_type),
         out_sharding=out_sharding)
 
 

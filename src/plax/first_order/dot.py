@@ -123,7 +123,8 @@ def _canonical_dimension_numbers(dimension_numbers) -> tuple:
             (_dims_tuple(lb, "lhs_batch"), _dims_tuple(rb, "rhs_batch")))
 
 
-def _canonical_preferred_element_type(dtype):
+def canonical_preferred_element_type(dtype):
+    """A ``preferred_element_type`` argument as a canonical dtype (None stays None)."""
     if dtype is None:
         return None
     return dtypes.canonicalize_user_dtype(dtype, "preferred_element_type")
@@ -145,7 +146,7 @@ def _dtype_rank(dt: np.dtype) -> tuple:
     return (2, dtypes.itemsize_bits(dt), int(dtypes.finfo(dt).maxexp))
 
 
-def _input_dtype(lhs_dtype: np.dtype, rhs_dtype: np.dtype) -> np.dtype:
+def common_input_dtype(lhs_dtype: np.dtype, rhs_dtype: np.dtype) -> np.dtype:
     """The dtype both operands are computed in (the lhs's on a tie)."""
     if lhs_dtype == rhs_dtype:
         return lhs_dtype
@@ -222,7 +223,7 @@ def _dot_general_abstract(lhs, rhs, *, dimension_numbers, precision, preferred_e
                           out_sharding=None):
     reject_keys("dot_general", lhs, rhs)
     shape = _dot_general_shape(lhs, rhs, dimension_numbers)
-    out_dtype = _result_dtype(_input_dtype(lhs.dtype, rhs.dtype), preferred_element_type)
+    out_dtype = _result_dtype(common_input_dtype(lhs.dtype, rhs.dtype), preferred_element_type)
     return ShapedArray(shape, out_dtype, weak_of(lhs, rhs))
 
 
@@ -404,7 +405,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     return dot_general_p.bind(
         lhs, rhs, dimension_numbers=dimension_numbers,
         precision=canonicalize_precision(precision),
-        preferred_element_type=_canonical_preferred_element_type(preferred_element_type),
+        preferred_element_type=canonical_preferred_element_type(preferred_element_type),
         out_sharding=out_sharding)
 
 

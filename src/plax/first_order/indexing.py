@@ -776,7 +776,8 @@ def _indices_batch_dim(idx, bi):
     return idx, bi
 
 
-def _gather_batch(axis, vals, dims, *, dimension_numbers, slice_sizes, **params):
+def gather_batch_rule(axis, vals, dims, *, dimension_numbers, slice_sizes, **params):
+    """gather's vmap rule (dynamic_slice's too, when its start indices are batched)."""
     (x, idx), (bx, bi) = vals, dims
     dn = dimension_numbers
     out_rank = len(dn.offset_dims) + get_aval(idx).ndim - (1 if bi is not_mapped else 2)
@@ -806,7 +807,8 @@ def _gather_batch(axis, vals, dims, *, dimension_numbers, slice_sizes, **params)
     return gather_p.bind(x, idx, dimension_numbers=new, slice_sizes=sizes, **params), q
 
 
-def _scatter_batch(prim):
+def scatter_batch_rule(prim):
+    """The vmap rule of the scatter primitive ``prim``."""
     def rule(axis, vals, dims, *, dimension_numbers, **params):
         (x, idx, u), (bx, bi, bu) = vals, dims
         dn = dimension_numbers
@@ -833,6 +835,6 @@ def _scatter_batch(prim):
     return rule
 
 
-batch_rules[gather_p] = _gather_batch
+batch_rules[gather_p] = gather_batch_rule
 for _prim in _SCATTERS:
-    batch_rules[_prim] = _scatter_batch(_prim)
+    batch_rules[_prim] = scatter_batch_rule(_prim)

@@ -37,7 +37,8 @@ __all__ = ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and"
 
 
 # --- scalar combiners, shared by reduce and reduce_window regions ---------------------
-def _binop(op: str):
+def binary_combiner(op: str):
+    """A combiner applying the StableHLO binary op ``op`` to two scalars."""
     return lambda ctx, a, b, aval: ctx.op1(op, [a, b], [aval, aval], aval)
 
 
@@ -46,16 +47,16 @@ def _complex_extremum(direction: str):
     return lambda ctx, a, b, aval: complex_extremum(ctx, direction, a, b, aval)
 
 
-def _extremum(op: str, bool_op: str, direction: str):
+def extremum_combiner(op: str, bool_op: str, direction: str):
     """max/min: NaN-propagating stablehlo op; and/or for bool; lexicographic for complex."""
     complex_combine = _complex_extremum(direction)
 
     def combine(ctx, a, b, aval):
         if dtypes.is_bool(aval.dtype):
-            return _binop(bool_op)(ctx, a, b, aval)
+            return binary_combiner(bool_op)(ctx, a, b, aval)
         if dtypes.is_complex(aval.dtype):
             return complex_combine(ctx, a, b, aval)
-        return _binop(op)(ctx, a, b, aval)
+        return binary_combiner(op)(ctx, a, b, aval)
     return combine
 
 
@@ -78,13 +79,15 @@ def _logaddexp(ctx, a, b, aval):
 # --- identity values ------------------------------------------------------------------
 
 
-def _all_ones(dtype):
+def all_bits_set(dtype):
+    """``dtype``'s value with every bit set (True for bool): the identity of an and-reduction."""
     if dtypes.is_bool(dtype):
         return True
     return dtypes.iinfo(dtype).max if dtypes.is_unsigned(dtype) else -1
 
 
-def _region(ctx, aval, combine):
+def scalar_combiner_region(ctx, aval, combine):
+    """A reduction region combining two scalars of ``aval``'s dtype with ``combine``."""
     scalar = ShapedArray((), aval.dtype)
     return ctx.region([scalar, scalar], lambda c, a, b: ([combine(c, a, b, scalar)], [scalar]))
 
@@ -121,7 +124,8 @@ def _expand_back(ct, aval, axes):
 
 
 # --- reduce_* ---------------------------------------------------------------------------
-def _check_axes(name: str, aval: ShapedArray, axes: tuple) -> None:
+def check_reduction_axes(name: str, aval: ShapedArray, axes: tuple) -> None:
+    """Raise unless ``axes`` are distinct and in range for ``aval`` (``name``: the reduction)."""
     bad = [a for a in axes if not 0 <= a < aval.ndim]
     if bad:
         raise ValueError(f"{name}: reduction axes {axes} contain out-of-bounds indices for an "
@@ -131,7 +135,8 @@ def _check_axes(name: str, aval: ShapedArray, axes: tuple) -> None:
         raise ValueError(f"{name}: duplicate value in reduction axes {axes}; list each axis once.")
 
 
-def _reduced_shape(shape: tuple, axes: tuple) -> tuple:
+def reduced_shape(shape: tuple, axes: tuple) -> tuple:
+    """``shape`` without the dimensions ``axes``."""
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
@@ -145,8 +150,8 @@ def _reduction(name: str, category: str, identity, combine, keeps_weak: bool, ex
             raise TypeError(f"{name}: logical reductions need an operand of dtype bool or integer, "
                             f"got {x.dtype.name}.")
         check_dtype(name, x, category)
-        _check_axes(name, x, axes)
-        return ShapedArray(_reduced_shape(x.shape, axes), x.dtype, x.weak_type and keeps_weak)
+        check_reduction_axes(name, x, axes)
+        return ShapedArray(reduced_shape(x.shape, axes), x.dtype, x.weak_type and keeps_weak)
 
     def lower(ctx, x, *, axes, **params):
         ain, aout = ctx.avals_in[0], ctx.avals_out[0]
@@ -156,7 +161,7 @@ def _reduction(name: str, category: str, identity, combine, keeps_weak: bool, ex
         init = ctx.constant(identity(ain.dtype), scalar)
         return ctx.op1("stablehlo.reduce", [x, init], [ain, scalar], aout,
                        props=f"dimensions = {i64_array(sorted(axes))}",
-                       regions=_region(ctx, ain, combine))
+                       regions=scalar_combiner_region(ctx, ain, combine))
 
     abstract_eval_rules[prim] = abstract
     register_lowering(prim, lower)
@@ -221,38 +226,41 @@ def _reduce_prod_jvp(primals, tangents, *, axes, **params):
 
 
 reduce_sum_p, reduce_sum = _reduction("reduce_sum", "numeric", lambda d: 0,
-                                      _binop("stablehlo.add"), True, {"out_sharding": None})
+                                      binary_combiner("stablehlo.add"), True,
+                                      {"out_sharding": None})
 reduce_sum.__doc__ = "Sum of ``operand`` over ``axes``."
 deflinear(reduce_sum_p)
 transpose_rules[reduce_sum_p] = lambda ct, x, *, axes, **p: [_expand_back(ct, x.aval, axes)]
 
 reduce_prod_p, reduce_prod = _reduction("reduce_prod", "numeric", lambda d: 1,
-                                        _binop("stablehlo.multiply"), True)
+                                        binary_combiner("stablehlo.multiply"), True)
 reduce_prod.__doc__ = "Product of ``operand`` over ``axes``."
 jvp_rules[reduce_prod_p] = _reduce_prod_jvp
 
-reduce_max_p, reduce_max = _reduction("reduce_max", "any", dtypes.lowest_value,
-                                      _extremum("stablehlo.maximum", "stablehlo.or", "GT"), True)
+reduce_max_p, reduce_max = _reduction(
+    "reduce_max", "any", dtypes.lowest_value,
+    extremum_combiner("stablehlo.maximum", "stablehlo.or", "GT"), True)
 reduce_max.__doc__ = "Maximum of ``operand`` over ``axes`` (NaN propagates; -inf when empty)."
 _chooser_jvp(reduce_max_p)
 
-reduce_min_p, reduce_min = _reduction("reduce_min", "any", dtypes.highest_value,
-                                      _extremum("stablehlo.minimum", "stablehlo.and", "LT"), True)
+reduce_min_p, reduce_min = _reduction(
+    "reduce_min", "any", dtypes.highest_value,
+    extremum_combiner("stablehlo.minimum", "stablehlo.and", "LT"), True)
 reduce_min.__doc__ = "Minimum of ``operand`` over ``axes`` (NaN propagates; +inf when empty)."
 _chooser_jvp(reduce_min_p)
 
-reduce_and_p, reduce_and = _reduction("reduce_and", "intbool", _all_ones,
-                                      _binop("stablehlo.and"), False)
+reduce_and_p, reduce_and = _reduction("reduce_and", "intbool", all_bits_set,
+                                      binary_combiner("stablehlo.and"), False)
 reduce_and.__doc__ = "Bitwise (logical for bool) AND of ``operand`` over ``axes``."
 defzero(reduce_and_p)
 
 reduce_or_p, reduce_or = _reduction("reduce_or", "intbool", lambda d: 0,
-                                    _binop("stablehlo.or"), False)
+                                    binary_combiner("stablehlo.or"), False)
 reduce_or.__doc__ = "Bitwise (logical for bool) OR of ``operand`` over ``axes``."
 defzero(reduce_or_p)
 
 reduce_xor_p, reduce_xor = _reduction("reduce_xor", "intbool", lambda d: 0,
-                                      _binop("stablehlo.xor"), False)
+                                      binary_combiner("stablehlo.xor"), False)
 reduce_xor.__doc__ = "Bitwise (logical for bool) XOR of ``operand`` over ``axes``."
 defzero(reduce_xor_p)
 
@@ -275,22 +283,21 @@ def _arg_reduction(name: str, direction: str, identity):
                              f"{x.shape} and axis={axis}.")
         if not dtypes.is_integer(index_dtype):
             raise TypeError(f"{name}: index_dtype must be an integer type, got {index_dtype.name}.")
-        return ShapedArray(_reduced_shape(x.shape, axes), index_dtype)
+        return ShapedArray(reduced_shape(x.shape, axes), index_dtype)
 
     def combine(ctx, va, ia, vb, ib, vaval, iaval):
         """Keep the pair that wins; ties (and two NaNs) go to the lower index."""
         pred = vaval.update(dtype=np.bool_)
+        or_, and_ = binary_combiner("stablehlo.or"), binary_combiner("stablehlo.and")
         a_wins = ctx.compare(direction, va, vb, vaval)
         tie = ctx.compare("EQ", va, vb, vaval)
         if dtypes.is_inexact(vaval.dtype):
             a_nan, b_nan = ctx.compare("NE", va, va, vaval), ctx.compare("NE", vb, vb, vaval)
             b_num = ctx.op1("stablehlo.not", [b_nan], [pred], pred)
-            a_wins = _binop("stablehlo.or")(ctx, a_wins, _binop("stablehlo.and")(ctx, a_nan, b_num, pred),
-                                            pred)
-            tie = _binop("stablehlo.or")(ctx, tie, _binop("stablehlo.and")(ctx, a_nan, b_nan, pred), pred)
+            a_wins = or_(ctx, a_wins, and_(ctx, a_nan, b_num, pred), pred)
+            tie = or_(ctx, tie, and_(ctx, a_nan, b_nan, pred), pred)
         a_first = ctx.compare("LT", ia, ib, iaval)
-        take_a = _binop("stablehlo.or")(ctx, a_wins, _binop("stablehlo.and")(ctx, tie, a_first, pred),
-                                        pred)
+        take_a = or_(ctx, a_wins, and_(ctx, tie, a_first, pred), pred)
         return [ctx.select(take_a, va, vb, vaval), ctx.select(take_a, ia, ib, iaval)]
 
     def lower(ctx, x, *, axes, index_dtype):
@@ -366,7 +373,7 @@ def _cumulative(name: str, category: str, identity, combine, doc: str):
                  f"window_strides = {i64_array([1] * aval.ndim)}, "
                  f"padding = dense<{pad_text}> : tensor<{aval.ndim}x2xi64>")
         return ctx.op1("stablehlo.reduce_window", [x, init], [aval, scalar], aval, props=props,
-                       regions=_region(ctx, aval, combine))
+                       regions=scalar_combiner_region(ctx, aval, combine))
 
     abstract_eval_rules[prim] = abstract
     register_lowering(prim, lower)
@@ -380,15 +387,16 @@ def _cumulative(name: str, category: str, identity, combine, doc: str):
     return prim, public
 
 
-cumsum_p, cumsum = _cumulative("cumsum", "numeric", lambda d: 0, _binop("stablehlo.add"),
+cumsum_p, cumsum = _cumulative("cumsum", "numeric", lambda d: 0, binary_combiner("stablehlo.add"),
                                "Cumulative sum along ``axis`` (from the end when ``reverse``).")
-cumprod_p, cumprod = _cumulative("cumprod", "numeric", lambda d: 1, _binop("stablehlo.multiply"),
+cumprod_p, cumprod = _cumulative("cumprod", "numeric", lambda d: 1,
+                                 binary_combiner("stablehlo.multiply"),
                                  "Cumulative product along ``axis`` (from the end when ``reverse``).")
 cummax_p, cummax = _cumulative("cummax", "numeric", dtypes.lowest_value,
-                               _extremum("stablehlo.maximum", "stablehlo.or", "GT"),
+                               extremum_combiner("stablehlo.maximum", "stablehlo.or", "GT"),
                                "Cumulative maximum along ``axis`` (from the end when ``reverse``).")
 cummin_p, cummin = _cumulative("cummin", "numeric", dtypes.highest_value,
-                               _extremum("stablehlo.minimum", "stablehlo.and", "LT"),
+                               extremum_combiner("stablehlo.minimum", "stablehlo.and", "LT"),
                                "Cumulative minimum along ``axis`` (from the end when ``reverse``).")
 cumlogsumexp_p, cumlogsumexp = _cumulative(
     "cumlogsumexp", "float", lambda d: -np.inf, _logaddexp,

@@ -178,10 +178,10 @@ def _full(shape, fill_value, dt, weak: bool, sharding):
             fill_value = np.asarray(fill_value).astype(dt)  # wraps around, as a conversion does
         fill = weak_host_value(fill_value, dt) if weak else np.array(fill_value, dt)
     elif (get_aval(fill_value).dtype, get_aval(fill_value).weak_type) != (dt, weak):
-        fill = _conv._convert_weak(fill_value, dt, weak)
+        fill = _conv.convert_with_weak_type(fill_value, dt, weak)
     else:
         fill = fill_value
-    if sharding is not None and _types_split(sharding):
+    if sharding is not None and is_explicit_sharding(sharding):
         return broadcast_in_dim(fill, shape, (), out_sharding=sharding)
     out = broadcast_in_dim(fill, shape, ())
     return out if sharding is None else _laid_out(out, sharding)
@@ -204,7 +204,7 @@ def _laid_out(x, sharding):
     return dispatch.reshard(x, sharding)
 
 
-def _types_split(sharding) -> bool:
+def is_explicit_sharding(sharding) -> bool:
     """Whether ``sharding`` (a PartitionSpec over the context mesh, or a NamedSharding) is on
     a mesh with Explicit axes, where it is part of the result's type."""
     if isinstance(sharding, PartitionSpec):

@@ -193,7 +193,7 @@ def _dynamic_slice_batch(axis, vals, dims, *, slice_sizes):
     dn = _indexing.GatherDimensionNumbers(offset_dims=tuple(range(ndim)),
                                           collapsed_slice_dims=(),
                                           start_index_map=tuple(range(ndim)))
-    return _indexing._gather_batch(
+    return _indexing.gather_batch_rule(
         axis, [x, _stacked_indices(idx, bis, axis.size)], [bx, 0], dimension_numbers=dn,
         slice_sizes=slice_sizes, mode=_indexing.CLIP, fill_value=None, indices_are_sorted=False,
         unique_indices=False)
@@ -254,7 +254,7 @@ def _dynamic_update_slice_batch(axis, vals, dims):
     dn = _indexing.ScatterDimensionNumbers(update_window_dims=tuple(range(ndim)),
                                            inserted_window_dims=(),
                                            scatter_dims_to_operand_dims=tuple(range(ndim)))
-    return _indexing._scatter_batch(_indexing.scatter_p)(
+    return _indexing.scatter_batch_rule(_indexing.scatter_p)(
         axis, [x, _stacked_indices(idx, bis, axis.size), upd], [bx, 0, bu],
         dimension_numbers=dn, mode=_indexing.CLIP, indices_are_sorted=True, unique_indices=True,
         update_jaxpr=None, update_consts=())

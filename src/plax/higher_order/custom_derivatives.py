@@ -90,7 +90,7 @@ class CustomVJPPrimal:
         return f"CustomVJPPrimal(value={self.value!r}, perturbed={self.perturbed})"
 
 
-class _Named:
+class NamedCallable:
     """A callable param that prints as the user function's name (as JAX shows it)."""
 
     __slots__ = ("fn", "name")
@@ -419,9 +419,10 @@ class custom_jvp:
         static_vals = [_stopped(v) for v in static_vals]
         leaves, in_tree = tree_util.tree_flatten(dyn)
         out = _OutType()
-        fun = _Named(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
-        rule = _Named(_jvp_rule(self.jvp, self.symbolic_zeros, static_vals, in_tree, out, name),
-                      fun_name(self.jvp))
+        fun = NamedCallable(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
+        rule = NamedCallable(
+            _jvp_rule(self.jvp, self.symbolic_zeros, static_vals, in_tree, out, name),
+            fun_name(self.jvp))
         outs = custom_jvp_call_p.bind(*leaves, fun=fun, jvp=rule,
                                       symbolic_zeros=self.symbolic_zeros, name=name)
         return tree_util.tree_unflatten(out.tree, outs)
@@ -557,13 +558,13 @@ class custom_vjp:
         _check_no_tracers(static_vals, name)
         leaves, in_tree = tree_util.tree_flatten(dyn)
         out = _OutType()
-        fun = _Named(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
+        fun = NamedCallable(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
         # The rules, not ``self``: a trace cache keyed by ``self`` would hold it forever.
-        fwd = _Named(_fwd_rule(self.fwd, self.bwd, self.symbolic_zeros, static_vals, nondiff,
-                               in_tree, out, [get_aval(x) for x in leaves], name),
+        fwd = NamedCallable(_fwd_rule(self.fwd, self.bwd, self.symbolic_zeros, static_vals,
+                                      nondiff, in_tree, out, [get_aval(x) for x in leaves], name),
                      fun_name(self.fwd))
         outs = custom_vjp_call_p.bind(*leaves, fun=fun, fwd=fwd,
-                                      bwd=_Named(None, fun_name(self.bwd)),
+                                      bwd=NamedCallable(None, fun_name(self.bwd)),
                                       symbolic_zeros=self.symbolic_zeros, name=name)
         return tree_util.tree_unflatten(out.tree, outs)
 
@@ -597,8 +598,8 @@ def _fwd_rule(user_fwd, user_bwd, symbolic_zeros, static_vals, nondiff, in_tree,
                                 f"residual that is not an array: {r!r} (of type "
                                 f"{type(r).__name__}). Residuals must be pytrees of arrays.") \
                     from None
-        bwd = _Named(_bwd_rule(user_bwd, symbolic_zeros, static_vals, res_tree, out.tree, in_tree,
-                               in_avals), fun_name(user_bwd))
+        bwd = NamedCallable(_bwd_rule(user_bwd, symbolic_zeros, static_vals, res_tree, out.tree,
+                                      in_tree, in_avals), fun_name(user_bwd))
         return outs, res_leaves, bwd
 
     return fwd
@@ -754,7 +755,7 @@ def _jvp_of_used(params, used):
     def rule(primals, tangents):
         outs, tans = jvp(primals, tangents)
         return [o for o, u in zip(outs, used) if u], [t for t, u in zip(tans, used) if u]
-    return {"jvp": _Named(rule, repr(jvp))}
+    return {"jvp": NamedCallable(rule, repr(jvp))}
 
 
 def _fwd_of_used(params, used):
@@ -769,8 +770,8 @@ def _fwd_of_used(params, used):
             it = iter(cts)
             return bwd(res, [next(it) if u else Zero(tangent_aval(a))
                              for a, u in zip(out_avals, used)])
-        return [o for o, u in zip(outs, used) if u], res, _Named(bwd_of_used, repr(bwd))
-    return {"fwd": _Named(rule, repr(fwd))}
+        return [o for o, u in zip(outs, used) if u], res, NamedCallable(bwd_of_used, repr(bwd))
+    return {"fwd": NamedCallable(rule, repr(fwd))}
 
 
 dce_rules[custom_jvp_call_p] = _dce_with(_jvp_of_used)
@@ -923,7 +924,7 @@ def _batched_fwd(fwd, dims, axis, rec, name, bwd_name):
         outs = [_place(o, g, w, axis.size, name)
                 for o, g, w in zip(got_vals[:m], got_dims[:m], want)]
         bwd = _batched_bwd(box["bwd"], got_dims[m:], dims, want, axis)
-        return outs, got_vals[m:], _Named(bwd, bwd_name)
+        return outs, got_vals[m:], NamedCallable(bwd, bwd_name)
     return batched
 
 
@@ -953,13 +954,13 @@ def _batch_functions(prim, trace, args, params):
     vals, dims = _front(vals, dims)
     axis, name = trace.axis, params["name"]
     rec = _OutDims(any(d is not not_mapped for d in dims))
-    new = dict(params, fun=_Named(_batched_fun(params["fun"], dims, axis, rec, name), name))
+    new = dict(params, fun=NamedCallable(_batched_fun(params["fun"], dims, axis, rec, name), name))
     if prim is custom_jvp_call_p:
-        new["jvp"] = _Named(_batched_jvp(params["jvp"], dims, axis, rec, name),
-                            repr(params["jvp"]))
+        new["jvp"] = NamedCallable(_batched_jvp(params["jvp"], dims, axis, rec, name),
+                                   repr(params["jvp"]))
     else:
-        new["fwd"] = _Named(_batched_fwd(params["fwd"], dims, axis, rec, name,
-                                         repr(params["bwd"])), repr(params["fwd"]))
+        new["fwd"] = NamedCallable(_batched_fwd(params["fwd"], dims, axis, rec, name,
+                                                repr(params["bwd"])), repr(params["fwd"]))
     with set_current_trace(trace.parent):
         outs = prim.bind(*vals, **new)
     return [trace.wrap(o, d) for o, d in zip(outs, rec.dims)]
@@ -972,7 +973,8 @@ def _custom_jvp_call_batch(axis, vals, dims, *, call_jaxpr, jvp, num_consts, sym
     body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name, out_dims=[0] * n_out)
     callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
     rule = _batched_jvp(jvp, dims[num_consts:], axis, _OutDims(True), name)
-    outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=callee, jvp=_Named(rule, repr(jvp)),
+    outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=callee,
+                                  jvp=NamedCallable(rule, repr(jvp)),
                                   num_consts=len(consts) + num_consts,
                                   symbolic_zeros=symbolic_zeros, name=name)
     return outs, [0] * n_out
@@ -985,7 +987,8 @@ def _custom_vjp_call_batch(axis, vals, dims, *, call_jaxpr, fwd, bwd, num_consts
     body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name, out_dims=[0] * n_out)
     callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
     rule = _batched_fwd(fwd, dims[num_consts:], axis, _OutDims(True), name, repr(bwd))
-    outs = custom_vjp_call_p.bind(*consts, *vals, call_jaxpr=callee, fwd=_Named(rule, repr(fwd)),
+    outs = custom_vjp_call_p.bind(*consts, *vals, call_jaxpr=callee,
+                                  fwd=NamedCallable(rule, repr(fwd)),
                                   bwd=bwd, num_consts=len(consts) + num_consts,
                                   symbolic_zeros=symbolic_zeros, name=name)
     return outs, [0] * n_out
@@ -999,7 +1002,7 @@ def _custom_lin_batch(axis, vals, dims, *, num_res, bwd, out_avals, nonzero, dif
     in_dims = [next(tan_dims) if nz else None for nz in nonzero]
     batched = tuple(batched_aval(a, 0, axis.size) for a in out_avals)
     rule = _batched_bwd(bwd, dims[:num_res], in_dims, [0] * len(out_avals), axis)
-    outs = custom_lin_p.bind(*vals, num_res=num_res, bwd=_Named(rule, repr(bwd)),
+    outs = custom_lin_p.bind(*vals, num_res=num_res, bwd=NamedCallable(rule, repr(bwd)),
                              out_avals=batched, nonzero=nonzero, diff_out=diff_out)
     return outs, [0] * len(outs)
 

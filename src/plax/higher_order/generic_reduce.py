@@ -47,7 +47,9 @@ reduce_p = Primitive("reduce", multiple_results=True)
 
 
 # --- the specialised reductions ---------------------------------------------------------
-def _is_identity(init, value) -> bool:
+def init_equals(init, value) -> bool:
+    """Whether the initial value ``init`` is known to equal ``value`` (False when it cannot be
+    read, e.g. while traced)."""
     try:
         return bool(np.asarray(init) == value)
     except (TypeError, ValueError):
@@ -61,20 +63,21 @@ def _monoid_reducer(computation, init, dtype):
         return None
     if hasattr(init, "aval"):  # a concrete Array
         init = np.asarray(init)
-    if computation is _arith.add and _is_identity(init, 0):
+    if computation is _arith.add and init_equals(init, 0):
         return _reductions.reduce_sum
-    if computation is _arith.mul and _is_identity(init, 1):
+    if computation is _arith.mul and init_equals(init, 1):
         return _reductions.reduce_prod
-    if computation is _arith.max and _is_identity(init, dtypes.lowest_value(dtype)):
+    if computation is _arith.max and init_equals(init, dtypes.lowest_value(dtype)):
         return _reductions.reduce_max
-    if computation is _arith.min and _is_identity(init, dtypes.highest_value(dtype)):
+    if computation is _arith.min and init_equals(init, dtypes.highest_value(dtype)):
         return _reductions.reduce_min
     if dtypes.is_integer(dtype) or dtypes.is_bool(dtype):
-        if computation is _bitwise.bitwise_and and _is_identity(init, _reductions._all_ones(dtype)):
+        if computation is _bitwise.bitwise_and and \
+                init_equals(init, _reductions.all_bits_set(dtype)):
             return _reductions.reduce_and
-        if computation is _bitwise.bitwise_or and _is_identity(init, 0):
+        if computation is _bitwise.bitwise_or and init_equals(init, 0):
             return _reductions.reduce_or
-        if computation is _bitwise.bitwise_xor and _is_identity(init, 0):
+        if computation is _bitwise.bitwise_xor and init_equals(init, 0):
             return _reductions.reduce_xor
     return None
 
@@ -83,7 +86,7 @@ def _monoid_reducer(computation, init, dtype):
 _combiners = WeakKeyCache("reduce computations")
 
 
-def _combiner_jaxpr(computation, scalar_avals: tuple, tree) -> ClosedJaxpr:
+def combiner_jaxpr(computation, scalar_avals: tuple, tree) -> ClosedJaxpr:
     """``computation(a, b)`` on scalar pytrees ``a``, ``b`` of structure ``tree``, as a jaxpr
     taking the leaves of ``a`` then those of ``b`` (cached per computation, held weakly)."""
     key = (scalar_avals, tree, name_stack())
@@ -114,7 +117,8 @@ def _trace_combiner(computation, scalar_avals: tuple, tree) -> ClosedJaxpr:
                 raise ValueError(f"reduce computation must return scalars of the operand types "
                                  f"({', '.join(a.str_short() for a in scalar_avals)}), got "
                                  f"{got.str_short()}.")
-            fixed.append(leaf if got.dtype == want.dtype else _conv._convert_weak(leaf, want.dtype, False))
+            fixed.append(leaf if got.dtype == want.dtype
+                         else _conv.convert_with_weak_type(leaf, want.dtype, False))
         return fixed
 
     jaxpr, consts = trace_to_jaxpr(flat, list(scalar_avals) * 2,
@@ -149,7 +153,7 @@ def reduce(operands, init_values, computation, dimensions):
     # Check the types before tracing the computation on them.
     abstract_eval_rules[reduce_p](*op_avals, *[get_aval(i) for i in flat_inits], jaxpr=None,
                                   computation=computation, dimensions=dims)
-    jaxpr = _combiner_jaxpr(computation, scalars, tree)
+    jaxpr = combiner_jaxpr(computation, scalars, tree)
     outs = reduce_p.bind(*flat_ops, *flat_inits, computation=computation, jaxpr=jaxpr,
                          dimensions=dims)
     return tree_util.tree_unflatten(tree, outs)
@@ -170,8 +174,8 @@ def _reduce_abstract(*avals, computation, jaxpr, dimensions):
     if any(o.shape != ops[0].shape for o in ops):
         raise ValueError(f"reduce operands must all have the same shape, got "
                          f"{[o.shape for o in ops]}.")
-    _reductions._check_axes("reduce", ops[0], dimensions)
-    shape = _reductions._reduced_shape(ops[0].shape, dimensions)
+    _reductions.check_reduction_axes("reduce", ops[0], dimensions)
+    shape = _reductions.reduced_shape(ops[0].shape, dimensions)
     return [ShapedArray(shape, o.dtype) for o in ops]
 
 
@@ -190,7 +194,7 @@ def _reduce_lowering(ctx, *args, computation, jaxpr, dimensions):
                   regions=region)
 
 
-def _combine(jaxpr: ClosedJaxpr, xs: list, ys: list) -> list:
+def apply_combiner(jaxpr: ClosedJaxpr, xs: list, ys: list) -> list:
     """The combiner applied elementwise to equal-shape arrays ``xs`` and ``ys``."""
     shape = get_aval(xs[0]).shape
     size = math.prod(shape)
@@ -213,8 +217,8 @@ def _tree_reduce(jaxpr, dimensions, n_ops):
         xs = [_shapes.reshape(x, (m,) + rest, perm) for x in ops]
         while m > 1:
             h = m // 2
-            pairs = _combine(jaxpr, [_slicing.slice_in_dim(x, 0, h, axis=0) for x in xs],
-                             [_slicing.slice_in_dim(x, h, 2 * h, axis=0) for x in xs])
+            pairs = apply_combiner(jaxpr, [_slicing.slice_in_dim(x, 0, h, axis=0) for x in xs],
+                                   [_slicing.slice_in_dim(x, h, 2 * h, axis=0) for x in xs])
             if m % 2:
                 pairs = [_shapes.concatenate([p, _slicing.slice_in_dim(x, 2 * h, m, axis=0)], 0)
                          for p, x in zip(pairs, xs)]
@@ -222,7 +226,7 @@ def _tree_reduce(jaxpr, dimensions, n_ops):
         start = [_shapes.broadcast_in_dim(i, rest, ()) for i in inits]
         if m == 0:
             return start
-        return _combine(jaxpr, start, [_shapes.reshape(x, rest) for x in xs])
+        return apply_combiner(jaxpr, start, [_shapes.reshape(x, rest) for x in xs])
     return run
 
 

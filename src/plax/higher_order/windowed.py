@@ -134,7 +134,7 @@ def _make_monoid(name, category, identity, combine):
         init = ctx.constant(identity(ain.dtype), scalar)
         return ctx.op1("stablehlo.reduce_window", [x, init], [ain, scalar], aout,
                        props=_window_props(*(params[p] for p in _PARAMS)),
-                       regions=_reductions._region(ctx, ain, combine))
+                       regions=_reductions.scalar_combiner_region(ctx, ain, combine))
 
     def batch(axis, vals, dims, *, window_dimensions, window_strides, padding, base_dilation,
               window_dilation):
@@ -152,13 +152,13 @@ def _make_monoid(name, category, identity, combine):
 
 
 reduce_window_sum_p = _make_monoid("reduce_window_sum", "numeric", lambda d: 0,
-                                   _reductions._binop("stablehlo.add"))
+                                   _reductions.binary_combiner("stablehlo.add"))
 reduce_window_max_p = _make_monoid(
     "reduce_window_max", "any", dtypes.lowest_value,
-    _reductions._extremum("stablehlo.maximum", "stablehlo.or", "GT"))
+    _reductions.extremum_combiner("stablehlo.maximum", "stablehlo.or", "GT"))
 reduce_window_min_p = _make_monoid(
     "reduce_window_min", "any", dtypes.highest_value,
-    _reductions._extremum("stablehlo.minimum", "stablehlo.and", "LT"))
+    _reductions.extremum_combiner("stablehlo.minimum", "stablehlo.and", "LT"))
 
 
 def _sum_transpose(ct, x, *, window_dimensions, window_strides, padding, base_dilation,
@@ -261,7 +261,7 @@ def _generic_unrolled(jaxpr, n, params, out_shape):
                                np.bool_(False), *(params[p] for p in _PARAMS), out_shape)
         acc = [_shapes.broadcast_in_dim(i, out_shape, ()) for i in inits]
         for k in range(len(per_op[0])):
-            new = _greduce._combine(jaxpr, acc, [s[k] for s in per_op])
+            new = _greduce.apply_combiner(jaxpr, acc, [s[k] for s in per_op])
             acc = [_cmp.select_n(valid[k], a, b) for a, b in zip(acc, new)]
         return acc
     return run
@@ -313,11 +313,11 @@ def _monoid_prim(computation, init):
     if hasattr(init, "aval"):
         init = np.asarray(init)
     dtype = dtypes.dtype(init, canonicalize=True)
-    if computation is _arith.add and _greduce._is_identity(init, 0):
+    if computation is _arith.add and _greduce.init_equals(init, 0):
         return reduce_window_sum_p
-    if computation is _arith.max and _greduce._is_identity(init, dtypes.lowest_value(dtype)):
+    if computation is _arith.max and _greduce.init_equals(init, dtypes.lowest_value(dtype)):
         return reduce_window_max_p
-    if computation is _arith.min and _greduce._is_identity(init, dtypes.highest_value(dtype)):
+    if computation is _arith.min and _greduce.init_equals(init, dtypes.highest_value(dtype)):
         return reduce_window_min_p
     return None
 
@@ -362,6 +362,6 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     abstract_eval_rules[reduce_window_p](*op_avals, *[get_aval(i) for i in flat_inits],
                                          jaxpr=None, **params)
     scalars = tuple(ShapedArray((), a.dtype) for a in op_avals)
-    jaxpr = _greduce._combiner_jaxpr(computation, scalars, tree)
+    jaxpr = _greduce.combiner_jaxpr(computation, scalars, tree)
     outs = reduce_window_p.bind(*flat_ops, *flat_inits, jaxpr=jaxpr, **params)
     return tree_util.tree_unflatten(tree, outs)

@@ -41,7 +41,8 @@ from plax.higher_order.scan import scan_p
 from plax.higher_order.pjit import pjit_p
 from plax.interpreters.checkify import (DivisionByZeroError, NaNError, OOBError, checkify_rules,
                                       effects_of, run_checkified)
-from plax.higher_order.custom_derivatives import _Named, custom_jvp_call_p, custom_vjp_call_p
+from plax.higher_order.custom_derivatives import (NamedCallable, custom_jvp_call_p,
+                                                  custom_vjp_call_p)
 from plax.higher_order.remat import checkpoint_p
 
 
@@ -424,7 +425,7 @@ def _custom_jvp_rule(trace, args, params):
         return [*primals[:ne], *outs], [*tangents[:ne], *out_tangents]
 
     outs = custom_jvp_call_p.bind(*operands, **dict(
-        params, call_jaxpr=body, jvp=_Named(jvp, repr(user_jvp)), num_consts=num_consts))
+        params, call_jaxpr=body, jvp=NamedCallable(jvp, repr(user_jvp)), num_consts=num_consts))
     _set_error(trace, [out_tree], outs[:ne])
     return outs[ne:]
 
@@ -441,10 +442,10 @@ def _custom_vjp_rule(trace, args, params):
         def bwd(res, cts):
             return [*(Zero(a) for a in err_avals), *user_bwd(res, list(cts[ne:]))]
 
-        return [*primals[:ne], *outs], res, _Named(bwd, repr(user_bwd))
+        return [*primals[:ne], *outs], res, NamedCallable(bwd, repr(user_bwd))
 
     outs = custom_vjp_call_p.bind(*operands, **dict(
-        params, call_jaxpr=body, fwd=_Named(fwd, repr(user_fwd)), num_consts=num_consts))
+        params, call_jaxpr=body, fwd=NamedCallable(fwd, repr(user_fwd)), num_consts=num_consts))
     _set_error(trace, [out_tree], outs[:ne])
     return outs[ne:]
 

@@ -240,7 +240,8 @@ def _like(name, a, dtype, shape):
     if hasattr(a, "shape") and hasattr(a, "dtype") and not is_arraylike(a):
         a_shape, a_dtype, a_weak = tuple(a.shape), _duck_dtype(a), False
         sharding = getattr(a, "sharding", None)
-        typed = sharding if sharding is not None and lax_shapes._types_split(sharding) else None
+        typed = sharding if sharding is not None and lax_shapes.is_explicit_sharding(sharding) \
+            else None
         placed = None if typed is not None else sharding
     else:
         check_arraylike(name, a)

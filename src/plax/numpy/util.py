@@ -46,7 +46,7 @@ def as_operand(x):
 
 def convert(x, dtype, weak_type: bool = False):
     """``x`` with ``dtype`` (and weak type), converting host values without tracing."""
-    from plax.first_order.conversion import _convert_weak
+    from plax.first_order.conversion import convert_with_weak_type
     if not isinstance(dtype, dtypes.ExtendedDType):
         dtype = np.dtype(dtype)
     if type(x) in _SCALARS or isinstance(x, (np.ndarray, np.generic)):
@@ -58,7 +58,7 @@ def convert(x, dtype, weak_type: bool = False):
     aval = get_aval(x)
     if aval.dtype == dtype and aval.weak_type == weak_type:
         return x
-    return _convert_weak(x, dtype, weak_type)
+    return convert_with_weak_type(x, dtype, weak_type)
 
 
 def promote_dtypes(*args):
@@ -162,6 +162,12 @@ def broadcast_to_shape(x, shape):
         raise ValueError(f"Incompatible shapes for broadcasting: {s} and requested shape {tuple(shape)}")
     # size-1 dims that grow are dropped from the mapping by squeezing them first
     return broadcast_in_dim(x, tuple(shape), tuple(range(nd - len(s), nd)))
+
+
+def filled_like(x, value):
+    """``value`` in ``x``'s shape, dtype and weak type."""
+    aval = get_aval(x)
+    return broadcast_to_shape(convert(value, aval.dtype, aval.weak_type), shape_of(x))
 
 
 def promote_shapes(name: str, *args, rank_only: bool = False, check_rank: bool = True):

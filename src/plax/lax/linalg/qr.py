@@ -22,11 +22,12 @@ from plax.lowering.inline import lower_fun
 __all__ = ["qr", "qr_p", "householder_product", "householder_product_p"]
 
 
-def _orgqr(dtype) -> str:
+def orgqr_routine(dtype) -> str:
+    """The LAPACK routine that forms Q from Householder reflectors (ungqr for complex)."""
     return "ungqr" if dtypes.is_complex(dtype) else "orgqr"
 
 
-def _cut(x, rows=None, cols=None):
+def resize_matrix(x, rows=None, cols=None):
     """``x`` with its last two dimensions cut (or zero-padded) to ``rows`` x ``cols``."""
     aval = get_aval(x)
     nb = aval.ndim - 2
@@ -58,7 +59,7 @@ def _hp_cpu(a, taus):
     aval = get_aval(a)
     if 0 in aval.shape:
         return eye_like(aval) if aval.size else a
-    return lapack.call(_orgqr(aval.dtype), [a, taus], [(aval.shape, aval.dtype, True)],
+    return lapack.call(orgqr_routine(aval.dtype), [a, taus], [(aval.shape, aval.dtype, True)],
                        matrix_operands=(True, False), aliases=((0, 0),))[0]
 
 
@@ -83,7 +84,8 @@ def householder_product(a, taus):
 qr_p = Primitive("qr", multiple_results=True)
 
 
-def _qr_shapes(shape, full_matrices):
+def qr_shapes(shape, full_matrices):
+    """The shapes of Q and R for an operand of ``shape``."""
     batch, (m, n) = shape[:-2], shape[-2:]
     k = m if full_matrices else min(m, n)
     return batch + (m, k), batch + (k, n)
@@ -94,7 +96,7 @@ def _qr_abstract(x, *, full_matrices):
         raise TypeError(f"Input 0 to qr must have rank at least 2, but got shape={x.shape}; "
                         "pass a matrix or a batch of matrices.")
     check_matrix("qr", x)
-    q, r = _qr_shapes(x.shape, full_matrices)
+    q, r = qr_shapes(x.shape, full_matrices)
     return [ShapedArray(q, x.dtype), ShapedArray(r, x.dtype)]
 
 
@@ -102,17 +104,17 @@ def _qr_cpu(x, *, full_matrices):
     aval = get_aval(x)
     batch, (m, n) = aval.shape[:-2], aval.shape[-2:]
     k = min(m, n)
-    q_shape, r_shape = _qr_shapes(aval.shape, full_matrices)
+    q_shape, r_shape = qr_shapes(aval.shape, full_matrices)
     if 0 in aval.shape:
         q = eye_like(ShapedArray(q_shape, aval.dtype))
         return [q, _shapes.full(r_shape, 0, aval.dtype)]
     factors, taus = lapack.call("geqrf", [x], [(aval.shape, aval.dtype, True),
                                                (batch + (k,), aval.dtype, False)],
                                 aliases=((0, 0),))
-    r = triangle(_cut(factors, rows=r_shape[-2]), lower=False)
+    r = triangle(resize_matrix(factors, rows=r_shape[-2]), lower=False)
     # orgqr builds c <= m columns from the reflectors: pad (n < c) or cut (n > c) to c.
-    reflectors = _cut(factors, cols=q_shape[-1])
-    q = lapack.call(_orgqr(aval.dtype), [reflectors, taus],
+    reflectors = resize_matrix(factors, cols=q_shape[-1])
+    q = lapack.call(orgqr_routine(aval.dtype), [reflectors, taus],
                     [(q_shape, aval.dtype, True)], matrix_operands=(True, False),
                     aliases=((0, 0),))[0]
     return [q, r]
@@ -146,12 +148,13 @@ def _full_q_jvp(q1, dq1, m, n, nb):
     z_h = solve(adjoint(a), adjoint(bottom(q1)))  # Zᴴ = (q_nn - I)⁻ᴴ q_pnᴴ
     dy = _arith.sub(bottom(dq1), matmul(adjoint(z_h), top(dq1)))
     dz_h = solve(adjoint(a), adjoint(dy))
-    shifted = _arith.sub(q1, _cut(eye_like(get_aval(a)), rows=m))
+    shifted = _arith.sub(q1, resize_matrix(eye_like(get_aval(a)), rows=m))
     dq2 = _arith.add(matmul(dq1, z_h), matmul(shifted, dz_h))
     return _shapes.concatenate([dq1, dq2], nb + 1)
 
 
-def _qr_jvp(primals, tangents, *, full_matrices):
+def qr_jvp(primals, tangents, *, full_matrices):
+    """qr's JVP rule (the pivoted QR's builds on it)."""
     (x,), (dx,) = primals, tangents
     q, r = qr_p.bind(x, full_matrices=full_matrices)
     if type(dx) is Zero:
@@ -159,11 +162,11 @@ def _qr_jvp(primals, tangents, *, full_matrices):
     m, n = get_aval(x).shape[-2:]
     nb = get_aval(x).ndim - 2
     if m >= n:
-        q1, r1 = _cut(q, cols=n), _cut(r, rows=n)
+        q1, r1 = resize_matrix(q, cols=n), resize_matrix(r, rows=n)
         dq1, dr1 = _economic_jvp(q1, r1, dx)
         if q1 is q:
-            return [q, r], [dq1, _cut(dr1, rows=get_aval(r).shape[-2])]
-        return [q, r], [_full_q_jvp(q1, dq1, m, n, nb), _cut(dr1, rows=m)]
+            return [q, r], [dq1, resize_matrix(dr1, rows=get_aval(r).shape[-2])]
+        return [q, r], [_full_q_jvp(q1, dq1, m, n, nb), resize_matrix(dr1, rows=m)]
     # Wide: x = [x1 x2] with x1 square; q r1 = x1, r2 = qᴴ x2.
     r1 = _slicing.slice_in_dim(r, 0, m, axis=nb + 1)
     x2 = _slicing.slice_in_dim(x, m, n, axis=nb + 1)
@@ -176,7 +179,7 @@ def _qr_jvp(primals, tangents, *, full_matrices):
 
 abstract_eval_rules[qr_p] = _qr_abstract
 register_lowering(qr_p, lower_fun(_qr_cpu, multiple_results=True), platform="cpu")
-jvp_rules[qr_p] = _qr_jvp
+jvp_rules[qr_p] = qr_jvp
 batched_on_front(qr_p)
 
 

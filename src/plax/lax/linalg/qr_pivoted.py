@@ -11,7 +11,7 @@ from plax.first_order import arithmetic as _arith
 from plax.first_order import shapes as _shapes
 from plax.lax.linalg import lapack
 from plax.lax.linalg.common import batched_on_front, check_matrix, eye_like, take_along, triangle
-from plax.lax.linalg.qr import _cut, _orgqr, _qr_jvp, _qr_shapes
+from plax.lax.linalg.qr import orgqr_routine, qr_jvp, qr_shapes, resize_matrix
 from plax.lowering.inline import lower_fun
 
 __all__ = ["pivoted_qr", "pivoted_qr_p"]
@@ -21,7 +21,7 @@ pivoted_qr_p = Primitive("qr_pivoted", multiple_results=True)
 
 def _abstract(x, *, full_matrices):
     check_matrix("qr", x)
-    q, r = _qr_shapes(x.shape, full_matrices)
+    q, r = qr_shapes(x.shape, full_matrices)
     return [ShapedArray(q, x.dtype), ShapedArray(r, x.dtype),
             ShapedArray(x.shape[:-2] + (x.shape[-1],), np.int32)]
 
@@ -29,7 +29,7 @@ def _abstract(x, *, full_matrices):
 def _cpu(x, *, full_matrices):
     aval = get_aval(x)
     batch, (m, n) = aval.shape[:-2], aval.shape[-2:]
-    q_shape, r_shape = _qr_shapes(aval.shape, full_matrices)
+    q_shape, r_shape = qr_shapes(aval.shape, full_matrices)
     columns = _shapes.broadcasted_iota(np.int32, batch + (n,), len(batch))
     if 0 in aval.shape:
         return [eye_like(ShapedArray(q_shape, aval.dtype)), _shapes.full(r_shape, 0, aval.dtype),
@@ -39,8 +39,8 @@ def _cpu(x, *, full_matrices):
         "geqp3", [x, free], [(aval.shape, aval.dtype, True), (batch + (n,), np.int32, False),
                              (batch + (min(m, n),), aval.dtype, False)],
         matrix_operands=(True, False), aliases=((0, 0), (1, 1)))
-    r = triangle(_cut(factors, rows=r_shape[-2]), lower=False)
-    q = lapack.call(_orgqr(aval.dtype), [_cut(factors, cols=q_shape[-1]), taus],
+    r = triangle(resize_matrix(factors, rows=r_shape[-2]), lower=False)
+    q = lapack.call(orgqr_routine(aval.dtype), [resize_matrix(factors, cols=q_shape[-1]), taus],
                     [(q_shape, aval.dtype, True)], matrix_operands=(True, False),
                     aliases=((0, 0),))[0]
     return [q, r, _arith.sub(jpvt, np.int32(1))]  # LAPACK counts columns from 1
@@ -58,7 +58,7 @@ def _jvp(primals, tangents, *, full_matrices):
     index = _shapes.broadcast_in_dim(p, get_aval(x).shape, tuple(range(nb)) + (nb + 1,))
     permuted = take_along(x, index, axis=nb + 1)
     d_permuted = take_along(dx, index, axis=nb + 1)
-    _, (dq, dr) = _qr_jvp([permuted], [d_permuted], full_matrices=full_matrices)
+    _, (dq, dr) = qr_jvp([permuted], [d_permuted], full_matrices=full_matrices)
     return [q, r, p], [dq, dr, p_tangent]
 
 
