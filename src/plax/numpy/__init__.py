@@ -10,7 +10,7 @@ from plax.numpy.creation import *  # noqa: F401,F403
 from plax.numpy import array_methods as _array_methods  # noqa: F401
 # The scalar types: callable on tracers (jnp.float32(x) is an Array), as in JAX.
 from plax.numpy.scalar_types import *  # noqa: F401,F403
-from plax.numpy.indexing import _rewriting_take, take, take_along_axis  # noqa: F401
+from plax.numpy.indexing import take, take_along_axis  # noqa: F401
 from plax.numpy.shape_ops import *  # noqa: F401,F403
 from plax.numpy.reductions import *  # noqa: F401,F403
 from plax.numpy.products import *  # noqa: F401,F403

@@ -95,15 +95,15 @@ def insert(arr, obj, values, axis=None):
     pos = lax.select(lax.lt(pos, np.int32(0)), lax.add(pos, np.int32(n)), pos)
     pos = lax.clamp(np.int32(0), pos, np.int32(n))
     order = sorting.argsort(pos, stable=True)
-    new_pos = lax.add(sorting._take0(pos, convert(order, np.int32)), _iota(k))
+    new_pos = lax.add(sorting.take_rows(pos, convert(order, np.int32)), _iota(k))
     keep = lax.broadcast_in_dim(np.bool_(True), (n + k,), ())
     keep = keep.at[new_pos].set(False) if k else keep
-    old_pos = sorting._compact(keep, n)
+    old_pos = sorting.first_true_positions(keep, n)
     a0, v0 = _along0(a, axis), _along0(v, axis)
     out = creation.zeros((n + k,) + get_aval(a0).shape[1:], aval.dtype)
     out = out.at[old_pos].set(a0)
     if k:
-        out = out.at[new_pos].set(sorting._take0(v0, convert(order, np.int32)))
+        out = out.at[new_pos].set(sorting.take_rows(v0, convert(order, np.int32)))
     return convert(shape_ops.moveaxis(out, 0, axis), aval.dtype, aval.weak_type)
 
 
@@ -129,7 +129,7 @@ def delete(arr, obj, axis=None, *, assume_unique_indices: bool = False):
         idx = convert(shape_ops.ravel(obj), np.int32)
         idx = lax.select(lax.lt(idx, np.int32(0)), lax.add(idx, np.int32(n)), idx)
         mask = lax.broadcast_in_dim(np.bool_(True), (n,), ()).at[idx].set(False)
-        pos = sorting._compact(mask, n - get_aval(idx).shape[0])
+        pos = sorting.first_true_positions(mask, n - get_aval(idx).shape[0])
         return _along_take(a, pos, axis)
     host = _host(obj, "'obj' array argument of jnp.delete(): pass concrete indices, or "
                       "assume_unique_indices=True so that the output size is known.")
@@ -149,7 +149,7 @@ def delete(arr, obj, axis=None, *, assume_unique_indices: bool = False):
 
 
 def _along_take(a, pos, axis):
-    return shape_ops.moveaxis(sorting._take0(_along0(a, axis), pos), 0, axis)
+    return shape_ops.moveaxis(sorting.take_rows(_along0(a, axis), pos), 0, axis)
 
 
 def _take_axis(a, keep: np.ndarray, axis: int):
@@ -160,7 +160,7 @@ def resize(a, new_shape):
     """An array of ``new_shape`` filled with ``a``'s entries repeated in order (zeros when
     ``a`` is empty)."""
     a = _arr("resize", a)
-    shape = shape_ops._int_tuple(new_shape, "new_shape")
+    shape = shape_ops.static_int_tuple(new_shape, "new_shape")
     if any(d < 0 for d in shape):
         raise ValueError(f"resize: new_shape must be non-negative, got {shape}.")
     size = int(np.prod(shape))
@@ -179,8 +179,8 @@ def trim_zeros(filt, trim: str = "fb", axis=None):
     a = _arr("trim_zeros", filt)
     if not isinstance(trim, str):
         raise TypeError(f"trim_zeros: trim must be a string, got {trim!r}.")
-    nz = _host(sorting._nonzero_mask(a), "Error arose in the `filt` argument of trim_zeros(): "
-                                          "its value sets the output shape.")
+    nz = _host(sorting.nonzero_mask(a), "Error arose in the `filt` argument of trim_zeros(): "
+                                         "its value sets the output shape.")
     ndim = nz.ndim
     if ndim == 0:
         raise ValueError("trim_zeros: filt must be at least 1-D.")
@@ -297,7 +297,7 @@ def put(a, ind, v, mode=None, *, inplace: bool = True):
     if nv == 0:
         raise ValueError("put: v must not be empty when ind is not.")
     if nv != m:
-        vals = sorting._take0(vals, lax.rem(_iota(m), np.int32(nv)))
+        vals = sorting.take_rows(vals, lax.rem(_iota(m), np.int32(nv)))
     if mode == "wrap":
         idx = ufuncs.remainder(idx, n)
     elif mode == "clip":
@@ -351,7 +351,7 @@ def packbits(a, axis=None, bitorder: str = "big"):
     if axis is None:
         a, axis = shape_ops.ravel(a), 0
     axis = canonicalize_axis(axis, get_aval(a).ndim)
-    bits = convert(shape_ops.moveaxis(sorting._nonzero_mask(a), axis, -1), np.uint8)
+    bits = convert(shape_ops.moveaxis(sorting.nonzero_mask(a), axis, -1), np.uint8)
     n = get_aval(bits).shape[-1]
     pad = -n % 8
     if pad:
@@ -445,7 +445,7 @@ def place(arr, mask, vals, *, inplace: bool = True):
     check_arraylike("place", arr, mask, vals)
     a = creation.asarray(arr)
     aval = get_aval(a)
-    m = shape_ops.ravel(sorting._nonzero_mask(creation.asarray(mask)))
+    m = shape_ops.ravel(sorting.nonzero_mask(creation.asarray(mask)))
     if get_aval(m).shape[0] != aval.size:
         raise ValueError(f"place: mask must have the size of arr ({aval.size}), got "
                          f"{get_aval(m).shape[0]}.")
@@ -455,6 +455,6 @@ def place(arr, mask, vals, *, inplace: bool = True):
         return a  # NumPy requires values only where the mask is set
     rank = lax.sub(lax.cumsum(convert(m, np.int32), axis=0), np.int32(1))
     rank = lax.rem(lax.max(rank, np.int32(0)), np.int32(nv))
-    src = convert(sorting._take0(v, rank), aval.dtype, aval.weak_type)
+    src = convert(sorting.take_rows(v, rank), aval.dtype, aval.weak_type)
     out = lax.select(m, src, shape_ops.ravel(a))
     return shape_ops.reshape(out, aval.shape)

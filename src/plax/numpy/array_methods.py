@@ -187,13 +187,13 @@ def _matrix_transpose(self):
 
 
 def _getitem(self, idx):
-    return _jnp()._rewriting_take(self, idx)
+    return _jnp().indexing.rewriting_take(self, idx)
 
 
 def _at(self):
     """``x.at[idx].set(y)`` and friends: functional index updates (see plax.numpy.indexing)."""
-    from plax.numpy.indexing import _IndexUpdateHelper
-    return _IndexUpdateHelper(self)
+    from plax.numpy.indexing import IndexUpdateHelper
+    return IndexUpdateHelper(self)
 
 
 def _round_dunder(self, ndigits=None):

@@ -11,7 +11,7 @@ from plax.numpy.util import check_arraylike, promote_dtypes_inexact
 __all__ = ["convolve", "correlate"]
 
 
-def _padding(mode: str, m: int) -> tuple:
+def sliding_padding(mode: str, m: int) -> tuple:
     """(lo, hi) of the sliding product with a kernel of length ``m`` for ``mode``."""
     if mode == "full":
         return (m - 1, m - 1)
@@ -25,7 +25,8 @@ def _slide(a, kernel, mode, precision, preferred_element_type):
     n, m = get_aval(a).shape[0], get_aval(kernel).shape[0]
     out = _conv.conv_general_dilated(
         _shapes.reshape(a, (1, 1, n)), _shapes.reshape(kernel, (1, 1, m)), (1,),
-        [_padding(mode, m)], precision=precision, preferred_element_type=preferred_element_type)
+        [sliding_padding(mode, m)], precision=precision,
+        preferred_element_type=preferred_element_type)
     return _shapes.reshape(out, get_aval(out).shape[2:])
 
 

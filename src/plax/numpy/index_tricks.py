@@ -247,7 +247,7 @@ def fill_diagonal(a, val, wrap: bool = False, *, inplace: bool = True):
     if nv == 0:
         raise ValueError("fill_diagonal: val must not be empty.")
     if nv != n:
-        v = sorting._take0(v, lax.rem(lax.iota(np.int32, n), np.int32(nv)))
+        v = sorting.take_rows(v, lax.rem(lax.iota(np.int32, n), np.int32(nv)))
     idx = lax.iota(np.int32, n)
     return a.at[(idx,) * len(shape)].set(v)
 

@@ -383,8 +383,8 @@ def _gather(arr, entries, *, mode=None, fill_value=None, indices_are_sorted=Fals
                                unique_indices=unique_indices)
 
 
-def _rewriting_take(arr, idx, *, mode=None, fill_value=None, indices_are_sorted=False,
-                    unique_indices=False):
+def rewriting_take(arr, idx, *, mode=None, fill_value=None, indices_are_sorted=False,
+                   unique_indices=False):
     """``arr[idx]``: basic indices stage as slices, advanced ones as one gather."""
     arr = util.as_operand(arr)
     entries = _parse(idx, get_aval(arr).shape)
@@ -450,7 +450,7 @@ def _scatter_update(x, idx, y, kind: str, *, indices_are_sorted=False, unique_in
     return util.convert(out, xa.dtype, xa.weak_type)
 
 
-class _IndexUpdateHelper:
+class IndexUpdateHelper:
     """``x.at``: index it to get a reference whose methods return updated copies of ``x``."""
     __slots__ = ("array",)
 

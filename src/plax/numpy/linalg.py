@@ -60,7 +60,7 @@ class SVDResult(NamedTuple):
 
 
 # --- helpers --------------------------------------------------------------------------------
-def _inexact(name, *args):
+def as_inexact_arrays(name, *args):
     """``args`` as arrays of their common inexact dtype (integers become the default float)."""
     check_arraylike(name, *args)
     return [jnp.asarray(a) for a in promote_dtypes_inexact(*args)]
@@ -72,7 +72,8 @@ def _square(name: str, a, what: str = "Argument to {name} must have shape [..., 
                          "or a batch of square matrices (the last two dimensions equal).")
 
 
-def _mm(a, b):
+def matmul_highest(a, b):
+    """``a @ b`` at HIGHEST precision."""
     return jnp.matmul(a, b, precision=Precision.HIGHEST)
 
 
@@ -80,7 +81,8 @@ def _t(x):
     return jnp.swapaxes(x, -1, -2)
 
 
-def _h(x):
+def conj_transpose(x):
+    """The conjugate transpose of the last two dimensions of ``x``."""
     return jnp.conj(_t(x)) if dtypes.is_complex(x.dtype) else _t(x)
 
 
@@ -117,7 +119,7 @@ def _solve_square_jvp(primals, tangents):
     (a, b), (da, db) = primals, tangents
     lu, _, perm = lax_linalg.lu(a)
     x = lu_solve(lu, perm, b, 0)
-    return x, lu_solve(lu, perm, db - _mm(da, x), 0)
+    return x, lu_solve(lu, perm, db - matmul_highest(da, x), 0)
 
 
 def _broadcast_batch(a, b):
@@ -131,7 +133,7 @@ def solve(a, b):
 
     As NumPy 2: ``b`` is a vector when it is 1-D, otherwise a (batch of) matrices; the
     batch dimensions of ``a`` and ``b`` broadcast. A singular ``a`` gives inf/NaN."""
-    a, b = _inexact("solve", a, b)
+    a, b = as_inexact_arrays("solve", a, b)
     if a.ndim < 2:
         raise ValueError(f"left hand array must be at least two dimensional; got a.shape="
                          f"{a.shape}. solve needs a square matrix (or a batch of them) as a.")
@@ -160,7 +162,7 @@ def solve(a, b):
 @jit
 def inv(a):
     """The inverse of each square matrix of ``a``; a singular matrix gives inf/NaN."""
-    a, = _inexact("inv", a)
+    a, = as_inexact_arrays("inv", a)
     _square("inv", a)
     return _solve_square(a, _eye_like(a))
 
@@ -219,7 +221,7 @@ def _det_jvp(primals, tangents):
 def det(a):
     """The determinant of each square matrix of ``a`` (through its LU factorisation). Its
     derivative is the adjugate, so it stays finite at singular matrices of rank n - 1."""
-    a, = _inexact("det", a)
+    a, = as_inexact_arrays("det", a)
     _square("det", a, "Argument to _det() must have shape [..., n, n]")
     return _det(a)
 
@@ -281,7 +283,7 @@ def slogdet(a, *, method=None):
     and the natural log of the absolute value of each determinant, from an LU factorisation
     (``method=None`` or ``'lu'``) or a QR one (``'qr'``). A singular matrix gives sign 0 and
     logabsdet -inf."""
-    a, = _inexact("slogdet", a)
+    a, = as_inexact_arrays("slogdet", a)
     _square("slogdet", a, "Argument to slogdet() must have shape [..., n, n]")
     if method is None:
         method = "lu"
@@ -297,9 +299,9 @@ def cholesky(a, *, upper=False, symmetrize_input=True):
     """The Cholesky factor of each Hermitian positive-definite matrix of ``a``: lower ``L``
     with ``L @ Lᴴ = a`` (or upper ``U = Lᴴ`` with ``upper``). With ``symmetrize_input`` the
     matrix factorised is (a + aᴴ) / 2. A matrix that is not positive definite gives NaNs."""
-    a, = _inexact("cholesky", a)
+    a, = as_inexact_arrays("cholesky", a)
     low = lax_linalg.cholesky(a, symmetrize_input=symmetrize_input)
-    return _h(low) if upper else low
+    return conj_transpose(low) if upper else low
 
 
 @functools.partial(jit, static_argnames=("mode",))
@@ -309,7 +311,7 @@ def qr(a, mode="reduced"):
     ``mode``: 'reduced' gives ``QRResult(Q, R)`` with Q m x k and R k x n; 'complete' gives
     Q m x m and R m x n; 'r' gives R alone (k x n); 'raw' gives ``QRResult(h, tau)``, LAPACK's
     compact form with ``h`` transposed (n x m), as NumPy's raw mode."""
-    a, = _inexact("qr", a)
+    a, = as_inexact_arrays("qr", a)
     if mode not in ("reduced", "complete", "r", "raw"):
         raise ValueError(f"Unsupported QR decomposition mode '{mode}'; use 'reduced', "
                          "'complete', 'r' or 'raw'.")
@@ -334,7 +336,7 @@ def _hermitian_svd(a, compute_uv):
     w = jnp.take_along_axis(w, order, axis=-1)
     u = jnp.take_along_axis(v, jnp.broadcast_to(order[..., None, :], v.shape), axis=-1)
     signs = jnp.sign(w).astype(a.dtype)
-    return SVDResult(u, s, _h(u * signs[..., None, :]))
+    return SVDResult(u, s, conj_transpose(u * signs[..., None, :]))
 
 
 @functools.partial(jit, static_argnames=("full_matrices", "compute_uv", "hermitian",
@@ -344,7 +346,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False, subset_by_index
     ``SVDResult(U, S, Vh)`` (S real, descending), or S alone when not ``compute_uv``.
     ``hermitian`` computes it from the eigendecomposition of a Hermitian ``a``;
     ``subset_by_index=(start, end)`` keeps singular triplets start..end-1."""
-    a, = _inexact("svd", a)
+    a, = as_inexact_arrays("svd", a)
     if hermitian:
         if subset_by_index is not None:
             raise ValueError("svd: subset_by_index is not supported with hermitian=True; "
@@ -379,7 +381,7 @@ def eigh(a, UPLO=None, symmetrize_input=True):
     eigenvalues in ascending order and unit eigenvectors as columns. With
     ``symmetrize_input`` the matrix decomposed is (a + aᴴ) / 2; otherwise only its ``UPLO``
     triangle ('L', the default, or 'U') is read."""
-    a, = _inexact("eigh", a)
+    a, = as_inexact_arrays("eigh", a)
     lower = _uplo_lower(UPLO)
     v, w = lax_linalg.eigh(a, lower=lower, symmetrize_input=symmetrize_input)
     return EighResult(w, v)
@@ -395,7 +397,7 @@ def eig(a):
     """``EigResult(eigenvalues, eigenvectors)`` of each square matrix of ``a`` (complex,
     eigenvectors as unit columns). The eigenvalues are differentiable, the eigenvectors not
     (as JAX). CPU only."""
-    a, = _inexact("eig", a)
+    a, = as_inexact_arrays("eig", a)
     w, v = lax_linalg.eig(a, compute_left_eigenvectors=False)
     return EigResult(w, v)
 
@@ -403,7 +405,7 @@ def eig(a):
 @jit
 def eigvals(a):
     """The (complex) eigenvalues of each square matrix of ``a``. CPU only."""
-    a, = _inexact("eigvals", a)
+    a, = as_inexact_arrays("eigvals", a)
     return lax_linalg.eig(a, compute_left_eigenvectors=False,
                           compute_right_eigenvectors=False)[0]
 
@@ -418,7 +420,7 @@ def _pinv(a, rtol, hermitian):
     u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
     cutoff = jnp.asarray(rtol, s.dtype)[..., None] * s[..., :1]
     s = jnp.where(s > cutoff, s, jnp.full_like(s, np.inf)).astype(u.dtype)
-    return _mm(_h(vh), _h(u) / s[..., :, None])
+    return matmul_highest(conj_transpose(vh), conj_transpose(u) / s[..., :, None])
 
 
 @_pinv.defjvp
@@ -428,11 +430,12 @@ def _pinv_jvp(hermitian, primals, tangents):
     a, rtol = primals
     da = tangents[0]
     p = _pinv(a, rtol, hermitian)
-    da_h = _h(da)
-    ap, pa = _mm(a, p), _mm(p, a)
+    da_h = conj_transpose(da)
+    ap, pa = matmul_highest(a, p), matmul_highest(p, a)
     left, right = _eye_like(ap) - ap, _eye_like(pa) - pa
-    dp = (-_mm(_mm(p, da), p) + _mm(_mm(_mm(p, _h(p)), da_h), left)
-          + _mm(_mm(right, da_h), _mm(_h(p), p)))
+    dp = (-matmul_highest(matmul_highest(p, da), p)
+          + matmul_highest(matmul_highest(matmul_highest(p, conj_transpose(p)), da_h), left)
+          + matmul_highest(matmul_highest(right, da_h), matmul_highest(conj_transpose(p), p)))
     return p, dp
 
 
@@ -449,7 +452,7 @@ def pinv(a, rtol=None, hermitian=False, *, rcond=None):
         raise ValueError("pinv: only one of rtol and rcond may be specified.")
     if rtol is None:
         rtol = rcond
-    a, = _inexact("pinv", a)
+    a, = as_inexact_arrays("pinv", a)
     if a.ndim < 2:
         raise ValueError(f"pinv: a must be a matrix or a batch of matrices (rank >= 2), got "
                          f"shape {a.shape}.")
@@ -466,7 +469,7 @@ def matrix_rank(M, rtol=None, *, hermitian=False, tol=None):
         raise ValueError("matrix_rank: only one of rtol and tol may be specified.")
     if rtol is None:
         rtol = tol
-    M, = _inexact("matrix_rank", M)
+    M, = as_inexact_arrays("matrix_rank", M)
     return _matrix_rank(M, rtol, bool(hermitian))
 
 
@@ -495,8 +498,8 @@ def _lstsq(a, b, rcond):
     rank = jnp.sum(mask, dtype=np.int32)
     safe = jnp.where(mask, s, jnp.ones_like(s))
     s_inv = jnp.where(mask, 1 / safe, jnp.zeros_like(s)).astype(dt)[:, None]
-    x = _mm(_h(vh), s_inv * _mm(_h(u), b))
-    resid = jnp.sum(jnp.abs(b - _mm(a, x)) ** 2, axis=0)
+    x = matmul_highest(conj_transpose(vh), s_inv * matmul_highest(conj_transpose(u), b))
+    resid = jnp.sum(jnp.abs(b - matmul_highest(a, x)) ** 2, axis=0)
     return x, resid, rank, s
 
 
@@ -506,7 +509,7 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
     dropped (default ``eps * max(m, n)``), giving the minimum-norm solution. ``resid`` holds
     the squared residual norms; with ``numpy_resid`` it is empty (as NumPy's) unless the
     rank is n and m > n, which needs a concrete rank (not under jit)."""
-    a, b = _inexact("lstsq", a, b)
+    a, b = as_inexact_arrays("lstsq", a, b)
     if a.ndim != 2:
         raise TypeError(f"{a.ndim}-dimensional array given. Array must be two-dimensional; "
                         f"lstsq takes a single matrix a, got shape {a.shape}.")
@@ -601,7 +604,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     a vector norm; two: a matrix norm; None: the whole array, a vector norm for 1-D ``x``,
     a matrix norm for 2-D, the flattened 2-norm otherwise when ``ord`` is None). Vector
     ords: any number, inf, -inf, 0. Matrix ords: 'fro', 'nuc', 1, -1, 2, -2, inf, -inf."""
-    x, = _inexact("norm", x)
+    x, = as_inexact_arrays("norm", x)
     if isinstance(axis, list):
         axis = tuple(axis)
     return _norm(x, _static_ord(ord), axis, bool(keepdims))
@@ -610,7 +613,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """The vector ``ord``-norm of ``x`` over ``axis`` (several axes count as one flattened
     vector; None: the whole array)."""
-    x, = _inexact("vector_norm", x)
+    x, = as_inexact_arrays("vector_norm", x)
     if isinstance(ord, str):
         raise ValueError(f"Invalid order '{ord}' for vector norm; use a number, inf or -inf.")
     if axis is None:
@@ -648,7 +651,7 @@ def _cond(x, p):
 def cond(x, p=None):
     """The condition number of each matrix of ``x`` in the norm ``p`` (None or 2: the ratio
     of the extreme singular values; other ords need square matrices)."""
-    x, = _inexact("cond", x)
+    x, = as_inexact_arrays("cond", x)
     if x.ndim < 2:
         raise ValueError(f"jnp.linalg.cond: input array must be at least 2D; got arr.shape="
                          f"{x.shape}")
@@ -685,17 +688,17 @@ def _matrix_power(a, n):
     square = a
     while n:
         if n & 1:
-            result = square if result is None else _mm(result, square)
+            result = square if result is None else matmul_highest(result, square)
         n >>= 1
         if n:
-            square = _mm(square, square)
+            square = matmul_highest(square, square)
     return result
 
 
 def tensorinv(a, ind=2):
     """The inverse of ``a`` seen as a linear map from its first ``ind`` axes' space to the
     rest: ``tensordot(tensorinv(a, ind), a, ind)`` is the identity."""
-    a, = _inexact("tensorinv", a)
+    a, = as_inexact_arrays("tensorinv", a)
     ind = operator.index(ind)
     if ind <= 0:
         raise ValueError(f"ind must be a positive integer; got ind={ind}")
@@ -711,7 +714,7 @@ def tensorinv(a, ind=2):
 def tensorsolve(a, b, axes=None):
     """The ``x`` with ``tensordot(a, x, x.ndim) == b``; ``axes`` of ``a`` are first moved to
     the end (those are the axes x spans)."""
-    a, b = _inexact("tensorsolve", a, b)
+    a, b = as_inexact_arrays("tensorsolve", a, b)
     if axes is not None:
         order = [i for i in range(a.ndim) if i not in _norm_axes(axes, a.ndim)]
         a = jnp.transpose(a, order + list(_norm_axes(axes, a.ndim)))

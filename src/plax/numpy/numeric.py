@@ -11,7 +11,7 @@ from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.numpy import creation, reductions, shape_ops, sorting, ufuncs
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
-                             check_arraylike, convert, promote_args, promote_dtypes,
+                             check_arraylike, convert, filled_like, promote_args, promote_dtypes,
                              promote_dtypes_inexact, promote_dtypes_numeric, shape_of)
 from plax.higher_order.custom_derivatives import custom_jvp
 
@@ -136,7 +136,7 @@ def _sinc_at_zero(k, x):
     """The k-th derivative of sin(x)/x at 0, in ``x``'s shape: 0 for odd k, else
     (-1)**(k/2) / (k + 1)."""
     value = 0.0 if k % 2 else (-1.0) ** (k // 2) / (k + 1)
-    return ufuncs._full_like(x, value)
+    return filled_like(x, value)
 
 
 @functools.lru_cache(maxsize=None)
@@ -177,13 +177,13 @@ def i0(x):
     small = lax.le(ax, _c(_I0_SWITCH, ax))
     xs = _where(small, xw, _c(0, xw))
     q = lax.mul(lax.mul(xs, xs), _c(0.25, xs))
-    term, total = ufuncs._full_like(xs, 1.0), ufuncs._full_like(xs, 1.0)
+    term, total = filled_like(xs, 1.0), filled_like(xs, 1.0)
     for k in range(1, 60):
         term = lax.mul(term, lax.div(q, _c(float(k * k), q)))
         total = lax.add(total, term)
     xl = _where(small, _c(2 * _I0_SWITCH, ax), ax)
     inv8x = lax.div(_c(0.125, xl), xl)
-    term, poly = ufuncs._full_like(xl, 1.0), ufuncs._full_like(xl, 1.0)
+    term, poly = filled_like(xl, 1.0), filled_like(xl, 1.0)
     for k in range(1, 30):
         term = lax.mul(term, lax.mul(inv8x, _c((2.0 * k - 1) ** 2 / k, xl)))
         poly = lax.add(poly, term)
@@ -204,10 +204,10 @@ def _gcd(a, b):
 
     def body(ab):
         a, b = ab
-        nz = lax.ne(b, ufuncs._full_like(b, 0))
-        return lax.select(nz, b, a), lax.select(nz, lax.rem(a, lax.select(nz, b, ufuncs._full_like(b, 1))),
-                                                 ufuncs._full_like(b, 0))
-    return lax.while_loop(lambda ab: lax.reduce_or(lax.ne(ab[1], ufuncs._full_like(ab[1], 0)), tuple(range(len(shape_of(a))))),
+        nz = lax.ne(b, filled_like(b, 0))
+        return lax.select(nz, b, a), lax.select(nz, lax.rem(a, lax.select(nz, b, filled_like(b, 1))),
+                                                 filled_like(b, 0))
+    return lax.while_loop(lambda ab: lax.reduce_or(lax.ne(ab[1], filled_like(ab[1], 0)), tuple(range(len(shape_of(a))))),
                           body, (a, b))[0]
 
 
@@ -222,9 +222,9 @@ def lcm(x1, x2, /):
     x1, x2 = _integer_args("lcm", x1, x2)
     g = _gcd(x1, x2)
     zero = lax.eq(g, _c(0, g))
-    safe = lax.select(zero, ufuncs._full_like(g, 1), g)
+    safe = lax.select(zero, filled_like(g, 1), g)
     out = ufuncs.abs(lax.mul(x1, lax.div(x2, safe)))
-    return lax.select(zero, ufuncs._full_like(g, 0), out)
+    return lax.select(zero, filled_like(g, 0), out)
 
 
 def _float_layout(dt):
@@ -483,9 +483,9 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     z = sub(mul(ai[0], bi[1]), mul(ai[1], bi[0]))
     if na == 2 and nb == 2:
         return z
-    zero = ufuncs._full_like(ai[0], 0)
+    zero = filled_like(ai[0], 0)
     a2 = ai[2] if na == 3 else zero
-    b2 = bi[2] if nb == 3 else ufuncs._full_like(bi[0], 0)
+    b2 = bi[2] if nb == 3 else filled_like(bi[0], 0)
     x = sub(mul(ai[1], b2), mul(a2, bi[1]))
     y = sub(mul(a2, bi[0]), mul(ai[0], b2))
     x, y, z = shape_ops.broadcast_arrays(x, y, z)
@@ -561,7 +561,7 @@ def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
     correct = _where(ufuncs.less(ufuncs.abs(dd), discont), 0, ufuncs.subtract(ddmod, dd))
     correct = convert(correct, _dt(p))
     cum = reductions.cumsum(correct, axis=axis)
-    cum = shape_ops.concatenate([ufuncs._full_like(_sl(p, 0, 1, axis), 0), cum], axis=axis)
+    cum = shape_ops.concatenate([filled_like(_sl(p, 0, 1, axis), 0), cum], axis=axis)
     return ufuncs.add(p, cum)
 
 

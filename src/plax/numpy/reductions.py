@@ -18,6 +18,7 @@ from plax.api.jit import eager_compiled
 from plax.core import dtypes
 from plax.core.source_info import user_entry_name
 from plax.core.trace import get_aval
+from plax.first_order.common import real_dtype
 from plax.numpy.util import (as_operand, broadcast_to_shape, canonicalize_axis, check_arraylike,
                              convert, promote_dtypes_inexact, shape_of)
 
@@ -74,13 +75,6 @@ def _user_dtype(dtype):
 
 def _inexact(dt) -> np.dtype:
     return np.dtype(dt) if dtypes.is_inexact(dt) else dtypes.default_float_dtype()
-
-
-def _real(dt) -> np.dtype:
-    dt = np.dtype(dt)
-    if dtypes.is_complex(dt):
-        return np.dtype(np.float64 if dt == np.complex128 else np.float32)
-    return dt
 
 
 def _upcast(dt) -> np.dtype:
@@ -301,7 +295,7 @@ def _normalize(total, count, correction, dt):
 
 
 def _var_dtypes(aval, dtype):
-    out_dtype = _real(_inexact(_user_dtype(dtype) or aval.dtype))
+    out_dtype = real_dtype(_inexact(_user_dtype(dtype) or aval.dtype))
     comp = _upcast(dtypes.promote_types(_inexact(aval.dtype), out_dtype))
     return out_dtype, comp
 
@@ -324,7 +318,7 @@ def _centered_sum_of_squares(name, a, aval, axes, keepdims, where, mean_, comp, 
     centered = lax.sub(x, broadcast_to_shape(mean_, aval.shape) if aval.shape else mean_)
     if ignore_nan:
         centered = _select(valid, centered, _scalar(0, comp))
-    real = _real(comp)
+    real = real_dtype(comp)
     total = _reduce(name, "sum", _abs2(centered, comp), axes, keepdims, where, None, real, real)
     return total, _count(aval.shape, axes, keepdims, where, real)
 
@@ -338,7 +332,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     axes = _axes(axis, aval.ndim)
     total, count = _centered_sum_of_squares("var", a, aval, axes, keepdims, where, mean, comp,
                                             False)
-    return convert(_normalize(total, count, corr, _real(comp)), out_dtype)
+    return convert(_normalize(total, count, corr, real_dtype(comp)), out_dtype)
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
@@ -578,7 +572,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=Non
     axes = _axes(axis, aval.ndim)
     total, count = _centered_sum_of_squares("nanvar", a, aval, axes, keepdims, where, mean, comp,
                                             dtypes.is_inexact(aval.dtype))
-    return convert(_normalize(total, count, ddof, _real(comp)), out_dtype)
+    return convert(_normalize(total, count, ddof, real_dtype(comp)), out_dtype)
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):

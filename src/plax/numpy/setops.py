@@ -35,11 +35,11 @@ def _members(e, t, method: str, equal_nan: bool = False):
     if method == "compare_all":
         ee = lax.broadcast_in_dim(e, (n, m), (0,))
         tt = lax.broadcast_in_dim(t, (n, m), (1,))
-        return lax.reduce_or(sorting._same(ee, tt, equal_nan), (1,))
+        return lax.reduce_or(sorting.equal_in_sort_order(ee, tt, equal_nan), (1,))
     s = sorting.sort(t)
     pos = sorting.searchsorted(s, e, method="sort" if method == "sort" else "scan")
     pos = lax.min(pos, _full((n,), m - 1, np.int32))
-    return sorting._same(sorting._take0(s, pos), e, equal_nan)
+    return sorting.equal_in_sort_order(sorting.take_rows(s, pos), e, equal_nan)
 
 
 def isin(element, test_elements, assume_unique: bool = False, invert: bool = False, *,
@@ -70,8 +70,8 @@ def _sorted_groups(x):
     s, perm = lax.sort([x, lax.iota(np.int32, n)], num_keys=1)
     if n == 0:
         return s, perm, _full((0,), False, np.bool_)
-    new = lax.bitwise_not(sorting._same(lax.slice_in_dim(s, 1, n),
-                                        lax.slice_in_dim(s, 0, n - 1), True))
+    new = lax.bitwise_not(sorting.equal_in_sort_order(lax.slice_in_dim(s, 1, n),
+                                                      lax.slice_in_dim(s, 0, n - 1), True))
     return s, perm, lax.concatenate([_full((1,), True, np.bool_), new], 0)
 
 
@@ -82,16 +82,16 @@ def _select_sorted(name, s, keep, size, fill_value, pad_first: bool):
     n = get_aval(s).shape[0]
     dt = get_aval(s).dtype
     if size is None:
-        size = sorting._concrete_int(lax.reduce_sum(convert(keep, np.int32), (0,)),
-                                     sorting._size_context(name))
-    size = sorting._static_size(size, name)
+        size = sorting.concrete_int(lax.reduce_sum(convert(keep, np.int32), (0,)),
+                                    sorting.static_size_context(name))
+    size = sorting.static_size(size, name)
     if n == 0:
         fill = 0 if fill_value is None else fill_value
         return (lax.broadcast_in_dim(convert(as_operand(fill), dt), (size,), ()),
                 _full((size,), 0, np.int32))
-    pos = sorting._compact(keep, size)
+    pos = sorting.first_true_positions(keep, size)
     valid = lax.lt(pos, _full((size,), n, np.int32))
-    values = sorting._take0(s, pos)
+    values = sorting.take_rows(s, pos)
     if fill_value is not None:
         fill = lax.broadcast_in_dim(convert(as_operand(fill_value), dt), (size,), ())
     elif pad_first and size:
@@ -145,8 +145,8 @@ def intersect1d(ar1, ar2, assume_unique: bool = False, return_indices: bool = Fa
     if n1 == 0 or n2 == 0:
         return values, _full((size,), n1, dt), _full((size,), n2, dt)
     valid = lax.lt(pos, _full((size,), n1, np.int32))
-    ind1 = lax.select(valid, sorting._take0(p1, pos), _full((size,), n1, np.int32))
+    ind1 = lax.select(valid, sorting.take_rows(p1, pos), _full((size,), n1, np.int32))
     s2, p2 = lax.sort([a2, lax.iota(np.int32, n2)], num_keys=1)
     at2 = lax.min(sorting.searchsorted(s2, values), _full((size,), n2 - 1, np.int32))
-    ind2 = lax.select(valid, sorting._take0(p2, at2), _full((size,), n2, np.int32))
+    ind2 = lax.select(valid, sorting.take_rows(p2, at2), _full((size,), n2, np.int32))
     return values, convert(ind1, dt), convert(ind2, dt)

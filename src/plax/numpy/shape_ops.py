@@ -38,7 +38,7 @@ def _shape(x) -> tuple:
     return get_aval(x).shape
 
 
-def _concrete(x, name: str):
+def static_value(x, name: str):
     """A host value for an argument that must be static (concrete arrays are fetched)."""
     if isinstance(x, Tracer):
         val = x.to_concrete_value()
@@ -50,13 +50,13 @@ def _concrete(x, name: str):
     if isinstance(x, ARRAY_TYPES):
         return np.asarray(x)
     if isinstance(x, (list, tuple)) and any(isinstance(v, ARRAY_TYPES) for v in x):
-        return [_concrete(v, name) for v in x]
+        return [static_value(v, name) for v in x]
     return x
 
 
-def _int_tuple(values, name: str) -> tuple:
+def static_int_tuple(values, name: str) -> tuple:
     """Static integers given as one int or a sequence of ints."""
-    values = _concrete(values, name)
+    values = static_value(values, name)
     if isinstance(values, np.ndarray):
         if values.ndim > 1:
             raise TypeError(f"{name} must be an integer or a 1-D sequence of integers, got an "
@@ -129,7 +129,7 @@ def reshape(a, shape=None, order: str = "C", *, newshape=None, copy=None, out_sh
         raise TypeError("reshape() missing required argument: 'shape'")
     a = _arr("reshape", a)
     old = _shape(a)
-    shape = _resolve_shape(_int_tuple(shape, "shape"), old)
+    shape = _resolve_shape(static_int_tuple(shape, "shape"), old)
     if order == "C":
         return lax.reshape(a, shape, out_sharding=out_sharding)
     if out_sharding is not None:
@@ -157,7 +157,7 @@ def transpose(a, axes=None):
     if axes is None:
         perm = tuple(range(ndim))[::-1]
     else:
-        perm = tuple(canonicalize_axis(ax, ndim) for ax in _int_tuple(axes, "axes"))
+        perm = tuple(canonicalize_axis(ax, ndim) for ax in static_int_tuple(axes, "axes"))
     return lax.transpose(a, perm)
 
 
@@ -190,7 +190,7 @@ def moveaxis(a, source, destination):
     """Move the axes ``source`` to the positions ``destination``; the others keep their order."""
     a = _arr("moveaxis", a)
     ndim = get_aval(a).ndim
-    src, dst = _int_tuple(source, "source"), _int_tuple(destination, "destination")
+    src, dst = static_int_tuple(source, "source"), static_int_tuple(destination, "destination")
     if len(src) != len(dst):
         raise ValueError(f"Inconsistent number of elements: {len(src)} vs {len(dst)}")
     src = canonicalize_axes(src, ndim)
@@ -217,7 +217,7 @@ def rollaxis(a, axis: int, start: int = 0):
 def expand_dims(a, axis):
     """Insert size-1 axes at the positions ``axis`` of the result."""
     a = _arr("expand_dims", a)
-    axes = _int_tuple(axis, "axis")
+    axes = static_int_tuple(axis, "axis")
     canon = canonicalize_axes(axes, get_aval(a).ndim + len(axes))
     return lax.expand_dims(a, canon)
 
@@ -229,7 +229,7 @@ def squeeze(a, axis=None):
     if axis is None:
         dims = tuple(i for i, d in enumerate(shape) if d == 1)
     else:
-        dims = tuple(canonicalize_axis(ax, len(shape)) for ax in _int_tuple(axis, "axis"))
+        dims = tuple(canonicalize_axis(ax, len(shape)) for ax in static_int_tuple(axis, "axis"))
         if len(set(dims)) != len(dims):
             raise ValueError(f"squeeze: dimensions are not unique: {tuple(axis)}")
     return lax.squeeze(a, dims)
@@ -358,7 +358,7 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
     shape = _shape(ary)
     axis = canonicalize_axis(axis, len(shape))
     size = shape[axis]
-    sections = _concrete(indices_or_sections, "indices_or_sections")
+    sections = static_value(indices_or_sections, "indices_or_sections")
     if isinstance(sections, np.ndarray) and sections.ndim == 0:
         sections = sections.item()
     if isinstance(sections, (int, np.integer)) and not isinstance(sections, bool):
@@ -374,7 +374,7 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
         bounds = np.cumsum([0] + sizes).tolist()
         pieces = list(zip(bounds[:-1], bounds[1:]))
     else:
-        idx = _int_tuple(sections, "indices_or_sections")
+        idx = static_int_tuple(sections, "indices_or_sections")
         # NumPy semantics: each piece is ary[prev:idx] as a Python slice
         pieces = []
         for lo, hi in zip((0,) + idx, idx + (size,)):
@@ -421,7 +421,7 @@ def dsplit(ary, indices_or_sections) -> list:
 def tile(A, reps):
     """``A`` repeated ``reps`` times along each axis (NumPy's rules for differing ranks)."""
     A = _arr("tile", A)
-    reps = _int_tuple(reps, "reps")
+    reps = static_int_tuple(reps, "reps")
     if any(r < 0 for r in reps):
         raise ValueError(f"tile: reps must be nonnegative, got {reps}.")
     shape = _shape(A)
@@ -439,7 +439,7 @@ def _static_repeats(repeats):
     """Repeats as a host int or 1-D int array, or None when they are traced."""
     if isinstance(repeats, Tracer) and repeats.to_concrete_value() is None:
         return None
-    r = np.asarray(_concrete(repeats, "repeats"))
+    r = np.asarray(static_value(repeats, "repeats"))
     if r.dtype.kind not in "iub":
         raise TypeError(f"repeat: repeats must be integers, got dtype {r.dtype}.")
     if r.ndim > 1:
@@ -567,7 +567,7 @@ def _repeat_traced(a, repeats, axis: int, total: int):
 # --- broadcasting -----------------------------------------------------------------------
 def broadcast_shapes(*shapes) -> tuple:
     """The shape that arrays of ``shapes`` broadcast to."""
-    shapes = [_int_tuple(s, "shape") for s in shapes]
+    shapes = [static_int_tuple(s, "shape") for s in shapes]
     return _broadcast_shapes(*shapes) if shapes else ()
 
 
@@ -575,7 +575,7 @@ def broadcast_shapes(*shapes) -> tuple:
 def broadcast_to(array, shape):
     """``array`` broadcast to ``shape`` (NumPy rules)."""
     a = _arr("broadcast_to", array)
-    shape = _int_tuple(shape, "shape")
+    shape = static_int_tuple(shape, "shape")
     old = _shape(a)
     if any(d < 0 for d in shape):
         raise ValueError(f"broadcast_to: shape must be nonnegative, got {shape}.")
@@ -602,7 +602,8 @@ def broadcast_arrays(*args) -> list:
 def flip(m, axis=None):
     """Reverse the order of elements along ``axis`` (all axes when None)."""
     m = _arr("flip", m)
-    axes = canonicalize_axes(None if axis is None else _int_tuple(axis, "axis"), get_aval(m).ndim)
+    axes = canonicalize_axes(None if axis is None else static_int_tuple(axis, "axis"),
+                             get_aval(m).ndim)
     return lax.rev(m, axes) if axes else m
 
 
@@ -644,7 +645,7 @@ def roll(a, shift, axis=None):
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), _shape(a))
     ndim = get_aval(a).ndim
-    axes = _int_tuple(axis, "axis")
+    axes = static_int_tuple(axis, "axis")
     if isinstance(shift, Tracer) and shift.to_concrete_value() is None:
         shifts = ([shift] if shift.ndim == 0 else list(unstack(shift)))
         if len(shifts) == 1:
@@ -656,7 +657,7 @@ def roll(a, shift, axis=None):
         for s, ax in zip(shifts, axes):
             a = _roll_dynamic(a, s, canonicalize_axis(ax, ndim))
         return a
-    shifts = np.asarray(_concrete(shift, "shift"))
+    shifts = np.asarray(static_value(shift, "shift"))
     if shifts.dtype.kind not in "iubf":
         raise TypeError(f"roll: shift must be integers, got {shifts!r}.")
     try:
@@ -677,7 +678,7 @@ def rot90(m, k: int = 1, axes=(0, 1)):
     if ndim < 2:
         raise ValueError(f"rot90 requires its first argument to have ndim at least two, but got "
                          f"first argument of shape {_shape(m)}, which has ndim {ndim}")
-    axes = _int_tuple(axes, "axes")
+    axes = static_int_tuple(axes, "axes")
     if len(axes) != 2:
         raise ValueError(f"rot90: len(axes) must be 2, got axes={axes}.")
     ax0, ax1 = canonicalize_axis(axes[0], ndim), canonicalize_axis(axes[1], ndim)
@@ -705,7 +706,7 @@ _PAD_KWARGS = {
 
 
 def _pad_widths(pad_width, ndim: int) -> list:
-    w = np.asarray(_concrete(pad_width, "pad_width"))
+    w = np.asarray(static_value(pad_width, "pad_width"))
     if w.size == 0:
         w = w.astype(np.int64)
     if w.dtype.kind not in "iu":

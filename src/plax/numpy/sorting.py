@@ -59,7 +59,7 @@ def _iota(dt, n: int):
     return lax.iota(np.dtype(dt), n)
 
 
-def _take0(x, idx):
+def take_rows(x, idx):
     """``x[idx]`` along axis 0 for a 1-D int array ``idx`` (indices clipped into range)."""
     rest = _shape(x)[1:]
     dn = GatherDimensionNumbers(offset_dims=tuple(range(1, 1 + len(rest))),
@@ -85,7 +85,7 @@ def _with_axis(name: str, a, axis):
     return a, canonicalize_axis(operator.index(axis), get_aval(a).ndim)
 
 
-def _concrete_int(x, context: str) -> int:
+def concrete_int(x, context: str) -> int:
     """The value of the scalar ``x``; ConcretizationTypeError while it is only traced."""
     if isinstance(x, Tracer):
         val = x.to_concrete_value()
@@ -95,13 +95,15 @@ def _concrete_int(x, context: str) -> int:
     return int(np.asarray(x))
 
 
-def _size_context(name: str) -> str:
+def static_size_context(name: str) -> str:
+    """The ConcretizationTypeError context for a ``size`` of ``jnp.<name>`` that is traced."""
     return (f"The size argument of jnp.{name} must be statically specified to use jnp.{name} "
             f"within JAX transformations: pass size= (and fill_value=) to plax.numpy.{name} "
             "so that the output shape does not depend on the data.")
 
 
-def _static_size(size, name: str) -> int:
+def static_size(size, name: str) -> int:
+    """``size`` as a non-negative Python int; TypeError or ValueError naming ``name`` otherwise."""
     try:
         size = operator.index(size)
     except TypeError:
@@ -149,7 +151,7 @@ def _less(x, y):
     return less
 
 
-def _same(x, y, equal_nan: bool):
+def equal_in_sort_order(x, y, equal_nan: bool):
     """Elementwise equality in sort's order (NaNs equal each other only if ``equal_nan``)."""
     out = None
     for px, py in zip(_parts(x), _parts(y)):
@@ -255,7 +257,7 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
     a, v = promote_dtypes(a, v)
     if sorter is not None:
         check_arraylike("searchsorted", sorter)
-        a = _take0(a, convert(as_operand(sorter), np.int32))
+        a = take_rows(a, convert(as_operand(sorter), np.int32))
     n, shape = _shape(a)[0], _shape(v)
     if n == 0 or 0 in shape:
         return _full(shape, 0, np.int32)
@@ -286,8 +288,8 @@ def _search_binary(a, v, side):
     step = 1 << (n.bit_length() - 1)
     while step:
         cand = lax.add(found, _full(shape, step, np.int32))
-        probe = _take0(a, _flat(lax.sub(lax.min(cand, _full(shape, n, np.int32)),
-                                        _full(shape, 1, np.int32))))
+        probe = take_rows(a, _flat(lax.sub(lax.min(cand, _full(shape, n, np.int32)),
+                                           _full(shape, 1, np.int32))))
         take = lax.bitwise_and(lax.le(cand, _full(shape, n, np.int32)),
                                _before(lax.reshape(probe, shape), v, side))
         found = lax.select(take, cand, found)
@@ -310,7 +312,7 @@ def _search_sort(a, v, side):
 
 
 # --- compaction: nonzero, argwhere ---------------------------------------------------------------
-def _compact(mask, size: int):
+def first_true_positions(mask, size: int):
     """Positions of the first ``size`` true entries of the 1-D ``mask`` in order, padded
     with ``len(mask)`` (int32)."""
     n = _shape(mask)[0]
@@ -321,7 +323,8 @@ def _compact(mask, size: int):
     return lax.concatenate([pos, _full((size - n,), n, np.int32)], 0)
 
 
-def _nonzero_mask(a):
+def nonzero_mask(a):
+    """Where ``a`` is nonzero, as a bool array (``a`` itself when it is bool)."""
     dt = get_aval(a).dtype
     if dtypes.is_bool(dt):
         return a
@@ -350,15 +353,15 @@ def nonzero(a, *, size=None, fill_value=None):
     if not shape:
         raise ValueError("Calling nonzero on 0d arrays is not allowed. Use "
                          "jnp.atleast_1d(scalar).nonzero() instead.")
-    mask = _flat(_nonzero_mask(a))
+    mask = _flat(nonzero_mask(a))
     if size is None:
-        size = _concrete_int(lax.reduce_sum(convert(mask, np.int32), (0,)),
-                             _size_context("nonzero"))
-    size = _static_size(size, "nonzero")
+        size = concrete_int(lax.reduce_sum(convert(mask, np.int32), (0,)),
+                            static_size_context("nonzero"))
+    size = static_size(size, "nonzero")
     fills = _fill_values(fill_value, len(shape), "nonzero")
     dt = _int_dtype()
     n = int(np.prod(shape))
-    pos = _compact(mask, size)
+    pos = first_true_positions(mask, size)
     valid = lax.lt(pos, _full((size,), n, np.int32))
     pos = convert(pos, dt)
     out = []
@@ -402,7 +405,7 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
     n, m = get_aval(arr).shape[axis], get_aval(cond).shape[0]
     if m > n:
         extra = cond[n:]
-        if bool(_concrete_int(lax.reduce_or(_nonzero_mask(extra), (0,)), "compress")):
+        if bool(concrete_int(lax.reduce_or(nonzero_mask(extra), (0,)), "compress")):
             raise ValueError("condition contains entries that are out of bounds")
         cond = cond[:n]
     elif m < n:  # as NumPy: a shorter condition selects among the first len(condition) slices
@@ -459,7 +462,7 @@ def _unique(x, keys, equal_nan, size, fill_value):
     n = _shape(x)[0]
     dt = _int_dtype()
     if n == 0:
-        size = 0 if size is None else _static_size(size, "unique")
+        size = 0 if size is None else static_size(size, "unique")
         if size and fill_value is None:
             raise ValueError("jnp.unique: for zero-sized input with nonzero size argument, "
                              "fill_value must be specified")
@@ -476,22 +479,22 @@ def _unique(x, keys, equal_nan, size, fill_value):
     for k, flag in zip(skeys, is_flag):
         # NaNs compare equal here; with equal_nan=False every row holding one starts a group
         k1 = lax.slice_in_dim(k, 1, n)
-        new = lax.bitwise_not(_same(k1, lax.slice_in_dim(k, 0, n - 1), True))
+        new = lax.bitwise_not(equal_in_sort_order(k1, lax.slice_in_dim(k, 0, n - 1), True))
         if not equal_nan and (flag or dtypes.is_float(get_aval(k).dtype)):
             new = lax.bitwise_or(new, k1 if flag else _isnan(k1))
         starts = lax.bitwise_or(starts, new)
     starts = lax.concatenate([_full((1,), True, np.bool_), starts], 0)
     if size is None:
-        size = _concrete_int(lax.reduce_sum(convert(starts, np.int32), (0,)),
-                             _size_context("unique"))
-    size = _static_size(size, "unique")
-    pos = _compact(starts, size + 1)  # one more: where the last kept group ends
+        size = concrete_int(lax.reduce_sum(convert(starts, np.int32), (0,)),
+                            static_size_context("unique"))
+    size = static_size(size, "unique")
+    pos = first_true_positions(starts, size + 1)  # one more: where the last kept group ends
     first = lax.slice_in_dim(pos, 0, size)
     valid = lax.lt(first, _full((size,), n, np.int32))
     # Padding entries repeat the first unique entry (the smallest), as JAX does.
     first_c = lax.select(valid, first, _full((size,), 0, np.int32))
-    rows = _take0(perm, first_c)
-    values = _take0(x, rows)
+    rows = take_rows(perm, first_c)
+    values = take_rows(x, rows)
     if fill_value is not None:
         vshape = _shape(values)
         fill = lax.broadcast_in_dim(convert(as_operand(fill_value), get_aval(x).dtype), vshape, ())

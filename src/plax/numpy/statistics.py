@@ -15,6 +15,7 @@ from plax import lax
 from plax.core import dtypes
 from plax.core.errors import ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
+from plax.first_order.common import real_dtype
 from plax.numpy import creation, products, reductions, shape_ops, sorting, ufuncs, util
 from plax.numpy.util import as_operand, check_arraylike, convert, promote_dtypes_inexact
 
@@ -85,7 +86,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     n = _aval(x).shape[1]
     if ddof is None:
         ddof = 0 if bias else 1
-    rdt = reductions._real(xdt)  # weights and the normalisation are real
+    rdt = real_dtype(xdt)  # weights and the normalisation are real
     w = None
     if fweights is not None:
         w = convert(_sample_weights("fweights", fweights, n, True), rdt)

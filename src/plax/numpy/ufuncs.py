@@ -8,6 +8,7 @@ import numpy as np
 from plax import lax
 from plax.api.jit import eager_compiled
 from plax.core import dtypes
+from plax.numpy import util
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, check_arraylike,
                              convert, promote_args, promote_args_inexact, promote_args_numeric,
                              promote_dtypes, promote_dtypes_inexact, promote_shapes, shape_of)
@@ -24,11 +25,6 @@ def _dtype(x):
 def _const(value, like):
     """A weakly typed scalar of ``like``'s dtype: it never changes the result's weak type."""
     return convert(value, _dtype(like), True)
-
-
-def _full_like(x, value):
-    """``value`` in ``x``'s shape, dtype and weak type."""
-    return broadcast_to_shape(convert(value, _dtype(x), get_aval(x).weak_type), shape_of(x))
 
 
 def _promote_full(promote, name, *args):
@@ -326,7 +322,7 @@ def _integer_power(x, y):
     """
     dt = _dtype(x)
     zero, one = _const(0, x), _const(1, x)
-    ones = _full_like(x, 1)
+    ones = util.filled_like(x, 1)
     negative = lax.lt(y, zero) if not dtypes.is_unsigned(dt) else None
     e = y if negative is None else lax.select(negative, lax.mul(y, zero), y)
     acc, base = ones, x
@@ -340,7 +336,8 @@ def _integer_power(x, y):
     y_odd = lax.ne(lax.bitwise_and(y, one), zero)
     minus_one_pow = lax.select(y_odd, lax.neg(ones), ones)
     neg_result = lax.select(lax.eq(x, one), ones,
-                            lax.select(lax.eq(x, lax.neg(one)), minus_one_pow, _full_like(x, 0)))
+                            lax.select(lax.eq(x, lax.neg(one)), minus_one_pow,
+                                       util.filled_like(x, 0)))
     return lax.select(negative, neg_result, acc)
 
 
@@ -491,12 +488,13 @@ def hypot(x, y, /):
         raise ValueError("plax.numpy.hypot is not defined for complex inputs; pass abs(x) instead.")
     x, y = lax.abs(x), lax.abs(y)
     big, small = lax.max(x, y), lax.min(x, y)
-    safe = lax.select(lax.eq(big, _zero_like(big)), _full_like(big, 1), big)
+    safe = lax.select(lax.eq(big, _zero_like(big)), util.filled_like(big, 1), big)
     ratio = lax.div(small, safe)
     r = lax.mul(big, lax.sqrt(lax.add(_const(1, big), lax.mul(ratio, ratio))))
     r = lax.select(lax.eq(big, _zero_like(big)), big, r)  # keeps 0 * inf out of gradients
     inf = _const(np.inf, x)
-    return lax.select(lax.bitwise_or(lax.eq(x, inf), lax.eq(y, inf)), _full_like(x, np.inf), r)
+    return lax.select(lax.bitwise_or(lax.eq(x, inf), lax.eq(y, inf)),
+                      util.filled_like(x, np.inf), r)
 
 
 def logaddexp(x, y, /):
@@ -645,7 +643,7 @@ def imag(x, /):
     """The imaginary part (zeros for real inputs)."""
     check_arraylike("imag", x)
     x = as_operand(x)
-    return lax.imag(x) if dtypes.is_complex(_dtype(x)) else _as_array(_full_like(x, 0))
+    return lax.imag(x) if dtypes.is_complex(_dtype(x)) else _as_array(util.filled_like(x, 0))
 
 
 def conjugate(x, /):
@@ -664,7 +662,7 @@ def angle(z, deg: bool = False):
     if dtypes.is_complex(_dtype(z)):
         re, im = lax.real(z), lax.imag(z)
     else:
-        re, im = z, _full_like(z, 0)  # not z * 0, which is -0.0 (angle -pi) for negative z
+        re, im = z, util.filled_like(z, 0)  # not z * 0, which is -0.0 (angle -pi) for negative z
     out = lax.atan2(im, re)
     return rad2deg(out) if deg else out
 
@@ -675,8 +673,8 @@ def heaviside(x1, x2, /):
     x1, x2 = _promote_full(functools.partial(promote_args_inexact, check_rank=False),
                            "heaviside", x1, x2)
     zero = _zero_like(x1)
-    out = lax.select(lax.lt(x1, zero), _full_like(x1, 0),
-                     lax.select(lax.eq(x1, zero), x2, _full_like(x1, 1)))
+    out = lax.select(lax.lt(x1, zero), util.filled_like(x1, 0),
+                     lax.select(lax.eq(x1, zero), x2, util.filled_like(x1, 1)))
     return lax.select(lax.ne(x1, x1), x1, out)  # NaN stays NaN
 
 

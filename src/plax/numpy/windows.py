@@ -23,7 +23,7 @@ _I0_TERMS = 256
 
 
 def _length(name: str, M) -> int:
-    M = shape_ops._concrete(M, "M (the window length)")
+    M = shape_ops.static_value(M, "M (the window length)")
     if isinstance(M, (bool, np.bool_)) or not isinstance(M, (int, float, np.integer,
                                                              np.floating, np.ndarray)):
         raise TypeError(f"{name}: M must be an integer, got {M!r}.")

@@ -21,7 +21,7 @@ from plax.core import dtypes
 from plax.lax import linalg as lax_linalg
 from plax.numpy import linalg as jnp_linalg
 from plax.lax.linalg.lu import lu_solve as _lu_solve
-from plax.numpy.linalg import _h, _inexact, _mm
+from plax.numpy.linalg import as_inexact_arrays, conj_transpose, matmul_highest
 from plax.numpy.util import check_arraylike, promote_dtypes
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "eigh_tridiagonal",
@@ -56,14 +56,14 @@ def _as_matrices(name, a, b):
 # --- Cholesky ---------------------------------------------------------------------------------
 @functools.partial(jit, static_argnames=("lower",))
 def _cholesky(a, lower):
-    a, = _inexact("cholesky", a)
+    a, = as_inexact_arrays("cholesky", a)
     _check_square("cholesky", a)
     # Only the named triangle is read, as SciPy's. The Hermitian matrix it stands for is
     # built explicitly, so derivatives are those of the triangle too.
     tri = jnp.tril(a) if lower else jnp.triu(a)
     strict = jnp.tril(a, -1) if lower else jnp.triu(a, 1)
-    low = lax_linalg.cholesky(tri + _h(strict), symmetrize_input=False)
-    return low if lower else _h(low)
+    low = lax_linalg.cholesky(tri + conj_transpose(strict), symmetrize_input=False)
+    return low if lower else conj_transpose(low)
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
@@ -83,7 +83,7 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
 
 @functools.partial(jit, static_argnames=("lower",))
 def _cho_solve(c, b, lower):
-    c, b = _inexact("cho_solve", c, b)
+    c, b = as_inexact_arrays("cho_solve", c, b)
     _check_square("cho_solve", c)
     c, b, vector = _as_matrices("cho_solve", c, b)
     solve = functools.partial(lax_linalg.triangular_solve, c, left_side=True, lower=lower)
@@ -106,7 +106,7 @@ _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
 
 @functools.partial(jit, static_argnames=("trans", "lower", "unit_diagonal"))
 def _solve_triangular(a, b, trans, lower, unit_diagonal):
-    a, b = _inexact("solve_triangular", a, b)
+    a, b = as_inexact_arrays("solve_triangular", a, b)
     _check_square("solve_triangular", a)
     a, b, vector = _as_matrices("solve_triangular", a, b)
     x = lax_linalg.triangular_solve(a, b, left_side=True, lower=lower, transpose_a=trans > 0,
@@ -129,7 +129,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 
 @functools.partial(jit, static_argnames=("permute_l",))
 def _lu(a, permute_l):
-    a, = _inexact("lu", a)
+    a, = as_inexact_arrays("lu", a)
     if a.ndim < 2:
         raise ValueError(f"lu: a must be a matrix or a batch of matrices, got shape {a.shape}.")
     factors, _, perm = lax_linalg.lu(a)
@@ -140,7 +140,7 @@ def _lu(a, permute_l):
     up = jnp.triu(factors[..., :k, :])
     # a = P L U with P[i, j] = 1 where perm[j] == i.
     p = (perm[..., None, :] == jnp.arange(m, dtype=perm.dtype)[:, None]).astype(a.dtype)
-    return (_mm(p, low), up) if permute_l else (p, low, up)
+    return (matmul_highest(p, low), up) if permute_l else (p, low, up)
 
 
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
@@ -153,7 +153,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
 
 @jit
 def _lu_factor(a):
-    a, = _inexact("lu_factor", a)
+    a, = as_inexact_arrays("lu_factor", a)
     factors, pivots, _ = lax_linalg.lu(a)
     return factors, pivots
 
@@ -167,7 +167,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
 
 @functools.partial(jit, static_argnames=("trans",))
 def _lu_solve_jit(lu_, piv, b, trans):
-    lu_, b = _inexact("lu_solve", lu_, b)
+    lu_, b = as_inexact_arrays("lu_solve", lu_, b)
     _check_square("lu_solve", lu_)
     perm = lax_linalg.lu_pivots_to_permutation(piv, lu_.shape[-1])
     batch = jnp.broadcast_shapes(lu_.shape[:-2], perm.shape[:-1])
@@ -223,7 +223,7 @@ def det(a, overwrite_a=False, check_finite=True):
 # --- QR, SVD, eigh ----------------------------------------------------------------------------
 @functools.partial(jit, static_argnames=("mode", "pivoting"))
 def _qr(a, mode, pivoting):
-    a, = _inexact("qr", a)
+    a, = as_inexact_arrays("qr", a)
     full = mode in ("full", "r")
     out = lax_linalg.qr(a, pivoting=pivoting, full_matrices=full)
     if mode == "r":
@@ -244,7 +244,7 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
 
 @functools.partial(jit, static_argnames=("full_matrices", "compute_uv", "algorithm"))
 def _svd(a, full_matrices, compute_uv, algorithm):
-    a, = _inexact("svd", a)
+    a, = as_inexact_arrays("svd", a)
     if a.ndim < 2:
         raise TypeError(f"Input 0 to svd must have rank at least 2, but got shape={a.shape}.")
     out = lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv,
@@ -266,7 +266,7 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
 
 @functools.partial(jit, static_argnames=("lower", "eigvals_only"))
 def _eigh(a, lower, eigvals_only):
-    a, = _inexact("eigh", a)
+    a, = as_inexact_arrays("eigh", a)
     v, w = lax_linalg.eigh(a, lower=lower, symmetrize_input=True)
     return w if eigvals_only else (w, v)
 
@@ -288,7 +288,7 @@ def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite
 
 @functools.partial(jit, static_argnames=("eigvals_only", "subset"))
 def _eigh_tridiagonal(d, e, eigvals_only, subset):
-    d, e = _inexact("eigh_tridiagonal", d, e)
+    d, e = as_inexact_arrays("eigh_tridiagonal", d, e)
     n = d.shape[-1]
     if e.shape[-1] != n - 1:
         raise ValueError(f"eigh_tridiagonal: e must hold the {n - 1} off-diagonal entries of "
@@ -363,7 +363,7 @@ def _qdwh_unitary(a, eps, max_iterations):
         keep, mix, root = (w[i].astype(a.dtype) for i in range(3))
         q, _ = lax_linalg.qr(jnp.concatenate([root * x, eye], axis=-2), full_matrices=False)
         m = x.shape[-2]
-        return keep * x + mix * _mm(q[..., :m, :], _h(q[..., m:, :])), None
+        return keep * x + mix * matmul_highest(q[..., :m, :], conj_transpose(q[..., m:, :])), None
 
     x, _ = lax.scan(step, x, jnp.asarray(steps, real))
     return x
@@ -371,19 +371,20 @@ def _qdwh_unitary(a, eps, max_iterations):
 
 @functools.partial(jit, static_argnames=("side", "method", "eps", "max_iterations"))
 def _polar(a, side, method, eps, max_iterations):
-    a, = _inexact("polar", a)
+    a, = as_inexact_arrays("polar", a)
     if a.ndim < 2:
         raise ValueError(f"The input `a` must be at least a 2-D array, got shape {a.shape}.")
     m, n = a.shape[-2:]
     if method == "svd":
         u, s, vh = jnp_linalg.svd(a, full_matrices=False)
-        unitary = _mm(u, vh)
+        unitary = matmul_highest(u, vh)
     elif m >= n:
         unitary = _qdwh_unitary(a, eps, max_iterations)
     else:  # the polar factor of a wide matrix is that of its (tall) adjoint, adjoined
-        unitary = _h(_qdwh_unitary(_h(a), eps, max_iterations))
-    p = _mm(_h(unitary), a) if side == "right" else _mm(a, _h(unitary))
-    return unitary, (p + _h(p)) / 2
+        unitary = conj_transpose(_qdwh_unitary(conj_transpose(a), eps, max_iterations))
+    p = (matmul_highest(conj_transpose(unitary), a) if side == "right"
+         else matmul_highest(a, conj_transpose(unitary)))
+    return unitary, (p + conj_transpose(p)) / 2
 
 
 def polar(a, side="right", *, method="qdwh", eps=None, max_iterations=None):
@@ -422,20 +423,20 @@ def _pade_parts(a, m):
     numerator is v + u and the denominator v - u."""
     c = _PADE[m]
     eye = jnp.eye(a.shape[-1], dtype=a.dtype)
-    a2 = _mm(a, a)
+    a2 = matmul_highest(a, a)
     if m == 13:
         # Higham's scheme: six products for degree 13.
-        a4 = _mm(a2, a2)
-        a6 = _mm(a4, a2)
-        u = _mm(a, _mm(a6, c[13] * a6 + c[11] * a4 + c[9] * a2)
-                + c[7] * a6 + c[5] * a4 + c[3] * a2 + c[1] * eye)
-        v = (_mm(a6, c[12] * a6 + c[10] * a4 + c[8] * a2)
+        a4 = matmul_highest(a2, a2)
+        a6 = matmul_highest(a4, a2)
+        u = matmul_highest(a, matmul_highest(a6, c[13] * a6 + c[11] * a4 + c[9] * a2)
+                           + c[7] * a6 + c[5] * a4 + c[3] * a2 + c[1] * eye)
+        v = (matmul_highest(a6, c[12] * a6 + c[10] * a4 + c[8] * a2)
              + c[6] * a6 + c[4] * a4 + c[2] * a2 + c[0] * eye)
         return u, v
     powers = [eye, a2]
     while len(powers) <= m // 2:
-        powers.append(_mm(powers[-1], a2))
-    u = _mm(a, sum(c[2 * k + 1] * powers[k] for k in range(m // 2 + 1)))
+        powers.append(matmul_highest(powers[-1], a2))
+    u = matmul_highest(a, sum(c[2 * k + 1] * powers[k] for k in range(m // 2 + 1)))
     v = sum(c[2 * k] * powers[k] for k in range(m // 2 + 1))
     return u, v
 
@@ -460,7 +461,7 @@ def _expm_single(a, upper_triangular, max_squarings):
         r = jnp_linalg.solve(den, num)
 
     def square(carry, i):
-        return lax.cond(i < s, lambda x: _mm(x, x), lambda x: x, carry), None
+        return lax.cond(i < s, lambda x: matmul_highest(x, x), lambda x: x, carry), None
 
     r, _ = lax.scan(square, r, jnp.arange(max_squarings, dtype=np.int32))
     return jnp.where(s > max_squarings, jnp.full_like(r, np.nan), r)
@@ -479,7 +480,7 @@ def expm(A, *, upper_triangular=False, max_squarings=16):
     dtype (3-13 in double precision, 3-7 in single), scaling by a power of two when even
     the top degree needs it. If more than ``max_squarings`` squarings would be needed the
     result is NaN. ``upper_triangular`` solves the Padé system by back substitution."""
-    A, = _inexact("expm", A)
+    A, = as_inexact_arrays("expm", A)
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError(f"Expected A to be a (batched) square matrix, got A.shape={A.shape}.")
     return _expm(A, bool(upper_triangular), int(max_squarings))

@@ -9,7 +9,7 @@ import numpy as np
 from plax import lax
 from plax.core.trace import get_aval
 from plax.numpy import creation, fft as _fft, shape_ops, ufuncs
-from plax.numpy.convolution import _padding
+from plax.numpy.convolution import sliding_padding
 from plax.numpy.util import check_arraylike, promote_dtypes_inexact
 
 __all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend"]
@@ -47,7 +47,7 @@ def _valid_order(name, in1, in2):
 def _slide(a, kernel, mode, precision):
     """``out[k] = sum_j a[k + j - lo] kernel[j]`` over every dimension (no flip), padded as
     ``mode`` says."""
-    return _slide_padded(a, kernel, [_padding(mode, m) for m in get_aval(kernel).shape],
+    return _slide_padded(a, kernel, [sliding_padding(mode, m) for m in get_aval(kernel).shape],
                          precision)
 
 
@@ -109,7 +109,7 @@ def _two_d(name, in1, in2, mode, boundary, fillvalue, precision, flip: bool):
     # convolve2d slides in2 reversed; correlate2d slides it conjugated, and its 'same' result
     # is centred the other way round for even kernel sizes (as SciPy's).
     kernel = ufuncs.conjugate(in2) if flip else lax.rev(in2, (0, 1))
-    widths = [_padding(mode, m)[::-1] if flip else _padding(mode, m)
+    widths = [sliding_padding(mode, m)[::-1] if flip else sliding_padding(mode, m)
               for m in get_aval(in2).shape]
     if boundary == "fill" and isinstance(fillvalue, (int, float)) and fillvalue == 0:
         return _slide_padded(in1, kernel, widths, precision)
