@@ -26,10 +26,10 @@ from plax.core import dtypes
 from plax.core.trace import concrete_or_error
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.random import threefry
-from plax.random.distributions import _gumbel
-from plax.random.keys import _check_key
-from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
-                                  _shape, _uniform, randint)
+from plax.random.distributions import draw_gumbel
+from plax.random.keys import check_key
+from plax.random.samplers import (check_param_shapes, checked_float_dtype, checked_shape,
+                                  draw_normal, draw_uniform, randint)
 
 __all__ = ["permutation", "choice", "categorical", "geometric", "lognormal", "triangular",
            "rayleigh", "wald"]
@@ -51,7 +51,7 @@ def permutation(key, x, axis=0, independent=False):
     """A random permutation of ``arange(x)`` (an integer ``x``) or of the slices of the array
     ``x`` along ``axis``; ``independent=True`` shuffles every 1-D lane along ``axis`` with its
     own order instead of one order for all."""
-    key = _check_key("permutation", key)
+    key = check_key("permutation", key)
     util.check_arraylike("permutation", x)
     axis = util.canonicalize_axis(axis, np.ndim(x) or 1)
     if not np.ndim(x):
@@ -87,7 +87,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
     ``arange(a)`` for an integer ``a``), with or without replacement, uniform or with the
     probabilities ``p`` (a 1-D vector of length ``a.shape[axis]``). ``mode`` ("low"/"high")
     is the Gumbel mode used for weighted draws without replacement."""
-    key = _check_key("choice", key)
+    key = check_key("choice", key)
     if not isinstance(shape, Sequence):
         raise TypeError(f"shape argument of jax.random.choice must be a sequence, got {shape}")
     util.check_arraylike("choice", a)
@@ -97,7 +97,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
     else:
         axis = util.canonicalize_axis(axis, arr.ndim)
         n_inputs = arr.shape[axis]
-    shape = _shape(shape)
+    shape = checked_shape(shape)
     n_draws = math.prod(shape)
     if n_draws == 0:
         return jnp.zeros(shape, dtype=arr.dtype)
@@ -133,13 +133,13 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
 @jit(static_argnums=(2,))
 def _choice_cdf(key, p, shape):
     cdf = jnp.cumsum(p)
-    r = cdf[-1] * (1 - _uniform(key, 0.0, 1.0, shape, cdf.dtype))
+    r = cdf[-1] * (1 - draw_uniform(key, 0.0, 1.0, shape, cdf.dtype))
     return jnp.searchsorted(cdf, r).astype(int)
 
 
 @jit(static_argnums=(2, 3))
 def _choice_top_k(key, p, k, mode):
-    g = _gumbel(key, (p.shape[0],), p.dtype, mode) + jnp.log(p)
+    g = draw_gumbel(key, (p.shape[0],), p.dtype, mode) + jnp.log(p)
     return lax.top_k(g, k)[1].astype(int)
 
 
@@ -150,16 +150,16 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     trick, or the Gumbel top-k trick when ``replace=False`` (then the leading dimensions of
     ``shape`` beyond the batch shape count the distinct samples per distribution). The result
     has ``shape``, by default the shape of ``logits`` without ``axis``."""
-    key = _check_key("categorical", key)
+    key = check_key("categorical", key)
     util.check_arraylike("categorical", logits)
     logits = jnp.asarray(logits)
     batch_shape = tuple(np.delete(logits.shape, axis))
     if shape is None:
         shape = batch_shape
     else:
-        shape = _shape(shape)
-        _check_param_shapes("categorical", shape, batch_shape)
-    dtype = _float_dtype(logits.dtype, "gumbel")
+        shape = checked_shape(shape)
+        check_param_shapes("categorical", shape, batch_shape)
+    dtype = checked_float_dtype(logits.dtype, "gumbel")
     mode = _gumbel_mode(mode)
     prefix = shape[:len(shape) - len(batch_shape)]
     if not replace:
@@ -182,13 +182,13 @@ def _categorical_max(key, logits, shape, batch_shape, axis, dtype, mode):
     prefix = shape[:len(shape) - len(batch_shape)]
     noise_shape = list(shape[len(shape) - len(batch_shape):])
     noise_shape.insert(axis % ndim, logits.shape[axis])
-    noise = _gumbel(key, (*prefix, *noise_shape), dtype, mode)
+    noise = draw_gumbel(key, (*prefix, *noise_shape), dtype, mode)
     return jnp.argmax(noise + lax.expand_dims(logits, tuple(range(len(prefix)))), axis=axis)
 
 
 @jit(static_argnums=(2, 3, 4, 5, 6))
 def _categorical_top_k(key, logits, shape, prefix, axis, dtype, mode):
-    logits = logits + _gumbel(key, logits.shape, dtype, mode)
+    logits = logits + draw_gumbel(key, logits.shape, dtype, mode)
     _, indices = lax.top_k(jnp.moveaxis(logits, axis, -1), math.prod(prefix))
     # indices: batch_shape + (k,); the k samples lead the result.
     last = indices.ndim - 1
@@ -204,8 +204,8 @@ def _check_broadcast_shapes(name, shape, *args):
         except ValueError:
             raise ValueError("Incompatible shapes for broadcasting: shapes="
                              f"{[tuple(s) for s in shapes]}") from None
-    shape = _shape(shape)
-    _check_param_shapes(name, shape, *shapes)
+    shape = checked_shape(shape)
+    check_param_shapes(name, shape, *shapes)
     return shape
 
 
@@ -225,7 +225,7 @@ def _user_dtype(dtype, default):
 def geometric(key, p, shape=None, dtype=None):
     """Geometric samples: the number of Bernoulli(``p``) trials up to the first success
     (integers >= 1, int32 by default, int64 with x64)."""
-    key = _check_key("geometric", key)
+    key = check_key("geometric", key)
     dtype = _user_dtype(dtype, dtypes.default_int_dtype())
     if not dtypes.is_integer(dtype):
         raise ValueError(f"dtype argument to `geometric` must be an int dtype, got {dtype}")
@@ -237,7 +237,7 @@ def geometric(key, p, shape=None, dtype=None):
 @jit(static_argnums=(2, 3))
 def _geometric(key, p, shape, dtype):
     p, = util.promote_dtypes_inexact(p)
-    u = _uniform(key, 0.0, 1.0, shape, p.dtype)
+    u = draw_uniform(key, 0.0, 1.0, shape, p.dtype)
     u = jnp.where(u == 0, 1, u)  # as JAX: a draw of 0 counts as 1 (no infinite log)
     log_q = jnp.broadcast_to(lax.log1p(-p), shape)
     return (lax.floor(lax.div(lax.log(u), log_q)) + 1).astype(dtype)
@@ -247,7 +247,7 @@ def _geometric(key, p, shape, dtype):
 def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
     """Log-normal samples: ``exp(sigma * normal)`` (complex dtypes use complex normals); the
     shape defaults to that of ``sigma``."""
-    key = _check_key("lognormal", key)
+    key = check_key("lognormal", key)
     dtype = _user_dtype(dtype, dtypes.default_float_dtype())
     if not dtypes.is_inexact(dtype):
         raise ValueError(f"dtype argument to `lognormal` must be a float or complex dtype, "
@@ -259,15 +259,15 @@ def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3))
 def _lognormal(key, sigma, shape, dtype):
-    return lax.exp(_normal(key, shape, dtype) * lax.convert_element_type(sigma, dtype))
+    return lax.exp(draw_normal(key, shape, dtype) * lax.convert_element_type(sigma, dtype))
 
 
 @takes_out_sharding
 def triangular(key, left, mode, right, shape=None, dtype=None):
     """Triangular samples on ``[left, right]`` with peak ``mode`` (inverse-CDF of one uniform
     draw); the shape defaults to the broadcast of the parameters."""
-    key = _check_key("triangular", key)
-    dtype = _float_dtype(dtype, "triangular")
+    key = check_key("triangular", key)
+    dtype = checked_float_dtype(dtype, "triangular")
     shape = _check_broadcast_shapes("triangular", shape, left, mode, right)
     _check_all_safe_to_cast("triangular", dtype, left, mode, right)
     return _triangular(key, left, mode, right, shape, dtype)
@@ -278,7 +278,7 @@ def _triangular(key, left, mode, right, shape, dtype):
     left, mode, right = (jnp.broadcast_to(lax.convert_element_type(v, dtype), shape)
                          for v in (left, mode, right))
     fc = (mode - left) / (right - left)
-    u = _uniform(key, 0.0, 1.0, shape, dtype)
+    u = draw_uniform(key, 0.0, 1.0, shape, dtype)
     below = left + lax.sqrt(u * (right - left) * (mode - left))
     above = right - lax.sqrt((1 - u) * (right - left) * (right - mode))
     return lax.select(u < fc, below, above)
@@ -288,8 +288,8 @@ def _triangular(key, left, mode, right, shape, dtype):
 def rayleigh(key, scale, shape=None, dtype=None):
     """Rayleigh samples of ``scale``: ``scale * sqrt(-2 log u)``; the shape defaults to that
     of ``scale``."""
-    key = _check_key("rayleigh", key)
-    dtype = _float_dtype(dtype, "rayleigh")
+    key = check_key("rayleigh", key)
+    dtype = checked_float_dtype(dtype, "rayleigh")
     shape = _check_broadcast_shapes("rayleigh", shape, scale)
     _check_all_safe_to_cast("rayleigh", dtype, scale)
     return _rayleigh(key, scale, shape, dtype)
@@ -297,7 +297,7 @@ def rayleigh(key, scale, shape=None, dtype=None):
 
 @jit(static_argnums=(2, 3))
 def _rayleigh(key, scale, shape, dtype):
-    u = _uniform(key, 0.0, 1.0, shape, dtype)
+    u = draw_uniform(key, 0.0, 1.0, shape, dtype)
     scale = jnp.broadcast_to(jnp.asarray(scale).astype(dtype), shape)
     return lax.mul(scale, lax.sqrt(lax.mul(lax.log(u), np.array(-2, dtype))))
 
@@ -307,8 +307,8 @@ def wald(key, mean, shape=None, dtype=None):
     """Wald (inverse Gaussian) samples of ``mean`` and unit shape parameter, from one normal
     and one uniform draw (Michael, Schucany and Haas); the shape defaults to that of
     ``mean``."""
-    key = _check_key("wald", key)
-    dtype = _float_dtype(dtype, "wald")
+    key = check_key("wald", key)
+    dtype = checked_float_dtype(dtype, "wald")
     shape = _check_broadcast_shapes("wald", shape, mean)
     _check_all_safe_to_cast("wald", dtype, mean)
     return _wald(key, mean, shape, dtype)
@@ -318,8 +318,8 @@ def wald(key, mean, shape=None, dtype=None):
 def _wald(key, mean, shape, dtype):
     keys = threefry.split(key, (2,))
     mean = jnp.broadcast_to(jnp.asarray(mean).astype(dtype), shape)
-    v = _normal(keys[0], shape, dtype)
-    z = _uniform(keys[1], 0.0, 1.0, shape, dtype)
+    v = draw_normal(keys[0], shape, dtype)
+    z = draw_uniform(keys[1], 0.0, 1.0, shape, dtype)
     y = lax.integer_pow(v, 2)
     y_sq = lax.integer_pow(y, 2)
     mean_sq = lax.integer_pow(mean, 2)

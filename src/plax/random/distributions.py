@@ -10,9 +10,10 @@ from plax.api.jit import jit
 from plax.core import dtypes
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.random import threefry
-from plax.random.keys import _check_key
-from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
-                                  _optional_shape, _result_shape, _shape, _uniform)
+from plax.random.keys import check_key
+from plax.random.samplers import (check_param_shapes, checked_float_dtype,
+                                  checked_optional_shape, checked_shape, draw_normal,
+                                  draw_uniform, result_shape)
 
 __all__ = ["bernoulli", "exponential", "gumbel", "laplace", "logistic", "cauchy",
            "rademacher", "maxwell", "truncated_normal", "pareto", "weibull_min",
@@ -26,12 +27,12 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     with a second draw, as JAX's)."""
     if mode not in ("high", "low"):
         raise ValueError(f"got mode={mode!r}, expected 'high' or 'low'")
-    key = _check_key("bernoulli", key)
+    key = check_key("bernoulli", key)
     dtype = dtypes.result_type(p)
     if not dtypes.is_float(dtype):
         raise TypeError(f"bernoulli probability `p` must have a floating dtype, got {dtype}.")
     p = jnp.asarray(p, dtype)
-    return _bernoulli(key, p, _optional_shape(shape), mode)
+    return _bernoulli(key, p, checked_optional_shape(shape), mode)
 
 
 @jit(static_argnums=(2, 3))
@@ -39,51 +40,57 @@ def _bernoulli(key, p, shape, mode):
     if shape is None:
         shape = np.shape(p)
     else:
-        _check_param_shapes("bernoulli", shape, np.shape(p))
+        check_param_shapes("bernoulli", shape, np.shape(p))
     dtype = p.dtype
     if mode == "high":
-        u = _uniform(key, 0.0, 1.0, (2,) + shape, dtype)
+        u = draw_uniform(key, 0.0, 1.0, (2,) + shape, dtype)
         return u[1] * (2.0 ** -dtypes.finfo(dtype).nmant) < p - u[0]
-    return _uniform(key, 0.0, 1.0, shape, dtype) < p
+    return draw_uniform(key, 0.0, 1.0, shape, dtype) < p
 
 
 def _simple(name, construct):
-    """A sampler ``name(key, shape=(), dtype=None)`` computing ``construct(key, shape, dtype)``."""
-    compiled = jit(construct, static_argnums=(1, 2))
+    """A sampler ``name(key, shape=(), dtype=None)`` computing ``construct(key, shape, dtype)``,
+    staged by jit under the name JAX's jaxprs show (``_<name>``)."""
+    def staged(key, shape, dtype):
+        return construct(key, shape, dtype)
+
+    staged.__name__ = staged.__qualname__ = f"_{name}"
+    compiled = jit(staged, static_argnums=(1, 2))
 
     def sampler(key, shape=(), dtype=None):
-        key = _check_key(name, key)
-        return compiled(key, _shape(shape), _float_dtype(dtype, name))
+        key = check_key(name, key)
+        return compiled(key, checked_shape(shape), checked_float_dtype(dtype, name))
 
     sampler.__name__ = sampler.__qualname__ = name
     return sampler
 
 
-def _exponential(key, shape, dtype):
-    return -jnp.log1p(-_uniform(key, 0.0, 1.0, shape, dtype))
+def draw_exponential(key, shape, dtype):
+    """Standard exponential values for a checked key, shape and float dtype."""
+    return -jnp.log1p(-draw_uniform(key, 0.0, 1.0, shape, dtype))
 
 
 def _laplace(key, shape, dtype):
-    u = _uniform(key, -1.0 + dtypes.finfo(dtype).epsneg, 1.0, shape, dtype)
+    u = draw_uniform(key, -1.0 + dtypes.finfo(dtype).epsneg, 1.0, shape, dtype)
     return jnp.sign(u) * jnp.log1p(-jnp.abs(u))
 
 
 def _logistic(key, shape, dtype):
-    x = _uniform(key, dtypes.finfo(dtype).tiny, 1.0, shape, dtype)
+    x = draw_uniform(key, dtypes.finfo(dtype).tiny, 1.0, shape, dtype)
     return jnp.log(x) - jnp.log1p(-x)
 
 
 def _cauchy(key, shape, dtype):
-    u = _uniform(key, dtypes.finfo(dtype).eps, 1.0, shape, dtype)
+    u = draw_uniform(key, dtypes.finfo(dtype).eps, 1.0, shape, dtype)
     return jnp.tan(np.array(np.pi, dtype) * (u - np.array(0.5, dtype)))
 
 
 def _maxwell(key, shape, dtype):
-    x = _normal(key, shape + (3,), dtype)
+    x = draw_normal(key, shape + (3,), dtype)
     return jnp.sqrt(jnp.sum(x * x, axis=-1))  # the norm of each 3-vector
 
 
-exponential = takes_out_sharding(_simple("exponential", _exponential))
+exponential = takes_out_sharding(_simple("exponential", draw_exponential))
 laplace = takes_out_sharding(_simple("laplace", _laplace))
 logistic = takes_out_sharding(_simple("logistic", _logistic))
 cauchy = takes_out_sharding(_simple("cauchy", _cauchy))
@@ -98,15 +105,14 @@ maxwell.__doc__ = "Maxwell samples: the norms of 3-dimensional standard normals.
 @takes_out_sharding
 def gumbel(key, shape=(), dtype=None, mode=None):
     """Standard Gumbel samples; ``mode`` "high"/"highest" resolve the tail further, as JAX's."""
-    key = _check_key("gumbel", key)
-    dtype = _float_dtype(dtype, "gumbel")
+    key = check_key("gumbel", key)
+    dtype = checked_float_dtype(dtype, "gumbel")
     mode = "low" if mode is None else mode
     if mode not in ("highest", "high", "low"):
         raise ValueError(f"Must provide valid mode for gumbel got: {mode}")
-    return _gumbel(key, _shape(shape), dtype, mode)
+    return draw_gumbel(key, checked_shape(shape), dtype, mode)
 
 
-@jit(static_argnums=(1, 2, 3))
 def _gumbel(key, shape, dtype, mode):
     info = dtypes.finfo(dtype)
     if mode == "highest" and dtype == np.float32:
@@ -119,11 +125,16 @@ def _gumbel(key, shape, dtype, mode):
         x = _safe_int_to_float(jnp.where(flip, raw, neg))
         return jnp.where(flip, -jnp.log(-jnp.log1p(-x)), -jnp.log(-jnp.log(x)))
     if mode in ("high", "highest"):
-        u = _uniform(key, 0.0, 1.0, (2,) + shape, dtype)
+        u = draw_uniform(key, 0.0, 1.0, (2,) + shape, dtype)
         high, low = u[0], u[1]
         x = jnp.where(high >= 0.5, high, high + 2.0 ** -info.nmant * low + info.tiny)
         return -jnp.log(-jnp.log1p(-x))
-    return -jnp.log(-jnp.log(_uniform(key, info.tiny, 1.0, shape, dtype)))
+    return -jnp.log(-jnp.log(draw_uniform(key, info.tiny, 1.0, shape, dtype)))
+
+
+# Standard Gumbel values for a checked key, shape, float dtype and mode;
+# staged by jit under the name JAX's jaxprs show (``pjit[name=_gumbel]``).
+draw_gumbel = jit(_gumbel, static_argnums=(1, 2, 3))
 
 
 def _safe_int_to_float(words):
@@ -145,33 +156,37 @@ def _safe_int_to_float(words):
 @takes_out_sharding
 def rademacher(key, shape=(), dtype=None):
     """Random signs -1 and +1 (integers by default)."""
-    key = _check_key("rademacher", key)
+    key = check_key("rademacher", key)
     dtype = np.dtype(np.int64 if dtypes.x64_enabled() else np.int32) if dtype is None else \
         dtypes.canonicalize_user_dtype(dtype)
-    return _rademacher(key, _shape(shape), dtype)
+    return draw_rademacher(key, checked_shape(shape), dtype)
 
 
-@jit(static_argnums=(1, 2))
 def _rademacher(key, shape, dtype):
     flips = _bernoulli(key, jnp.asarray(0.5, dtypes.default_float_dtype()), shape, "low")
     return (2 * flips.astype(dtype) - 1).astype(dtype)
 
 
+# Random signs for a checked key, shape and dtype;
+# staged by jit under the name JAX's jaxprs show (``pjit[name=_rademacher]``).
+draw_rademacher = jit(_rademacher, static_argnums=(1, 2))
+
+
 @takes_out_sharding
 def truncated_normal(key, lower, upper, shape=None, dtype=None):
     """Standard normal samples truncated to ``(lower, upper)``."""
-    key = _check_key("truncated_normal", key)
-    dtype = _float_dtype(dtype, "truncated_normal")
-    return _truncated_normal(key, lower, upper, _optional_shape(shape), dtype)
+    key = check_key("truncated_normal", key)
+    dtype = checked_float_dtype(dtype, "truncated_normal")
+    return _truncated_normal(key, lower, upper, checked_optional_shape(shape), dtype)
 
 
 @jit(static_argnums=(3, 4))
 def _truncated_normal(key, lower, upper, shape, dtype):
-    shape = _result_shape("truncated_normal", shape, lower, upper)
+    shape = result_shape("truncated_normal", shape, lower, upper)
     sqrt2 = np.array(np.sqrt(2), dtype)
     lower, upper = jnp.asarray(lower).astype(dtype), jnp.asarray(upper).astype(dtype)
     a, b = lax.erf(lower / sqrt2), lax.erf(upper / sqrt2)
-    out = sqrt2 * lax.erf_inv(_uniform(key, a, b, shape, dtype))
+    out = sqrt2 * lax.erf_inv(draw_uniform(key, a, b, shape, dtype))
     return jnp.clip(out, lax.nextafter(lax.stop_gradient(lower), np.array(np.inf, dtype)),
                     lax.nextafter(lax.stop_gradient(upper), np.array(-np.inf, dtype)))
 
@@ -179,35 +194,35 @@ def _truncated_normal(key, lower, upper, shape, dtype):
 @takes_out_sharding
 def pareto(key, b, shape=None, dtype=None):
     """Pareto samples of shape parameter ``b`` (support [1, inf))."""
-    key = _check_key("pareto", key)
-    dtype = _float_dtype(dtype, "pareto")
-    shape = _result_shape("pareto", _optional_shape(shape), b)
+    key = check_key("pareto", key)
+    dtype = checked_float_dtype(dtype, "pareto")
+    shape = result_shape("pareto", checked_optional_shape(shape), b)
     return _pareto(key, b, shape, dtype)
 
 
 @jit(static_argnums=(2, 3))
 def _pareto(key, b, shape, dtype):
-    return jnp.exp(_exponential(key, shape, dtype) / jnp.asarray(b).astype(dtype))
+    return jnp.exp(draw_exponential(key, shape, dtype) / jnp.asarray(b).astype(dtype))
 
 
 def weibull_min(key, scale, concentration, shape=(), dtype=None):
     """Weibull samples of ``scale`` and ``concentration``."""
-    key = _check_key("weibull_min", key)
-    dtype = _float_dtype(dtype, "weibull_min")
-    return _weibull_min(key, scale, concentration, _shape(shape), dtype)
+    key = check_key("weibull_min", key)
+    dtype = checked_float_dtype(dtype, "weibull_min")
+    return _weibull_min(key, scale, concentration, checked_shape(shape), dtype)
 
 
 @jit(static_argnums=(3, 4))
 def _weibull_min(key, scale, concentration, shape, dtype):
-    u = _uniform(key, 0.0, 1.0, shape, dtype)
+    u = draw_uniform(key, 0.0, 1.0, shape, dtype)
     return jnp.power(-jnp.log1p(-u), 1.0 / concentration) * scale
 
 
 def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
     """Maxwell samples with a random sign, scaled by ``scale`` around ``loc``."""
-    key = _check_key("double_sided_maxwell", key)
-    dtype = _float_dtype(dtype, "double_sided_maxwell")
-    return _double_sided_maxwell(key, loc, scale, _shape(shape), dtype)
+    key = check_key("double_sided_maxwell", key)
+    dtype = checked_float_dtype(dtype, "double_sided_maxwell")
+    return _double_sided_maxwell(key, loc, scale, checked_shape(shape), dtype)
 
 
 @jit(static_argnums=(3, 4))
@@ -216,7 +231,7 @@ def _double_sided_maxwell(key, loc, scale, shape, dtype):
     shape = (shape or params) + params
     keys = threefry.split(key, (2,))
     magnitude = _maxwell(keys[0], shape, dtype)
-    sign = _rademacher(keys[1], shape, dtype)
+    sign = draw_rademacher(keys[1], shape, dtype)
     return sign * magnitude * scale + loc
 
 
@@ -224,10 +239,10 @@ def _double_sided_maxwell(key, loc, scale, shape, dtype):
 def poisson(key, lam, shape=None, dtype=None):
     """Poisson counts of rate ``lam`` (Knuth's method below 10, Hormann's transformed
     rejection from 10 on, as JAX's)."""
-    key = _check_key("poisson", key)
+    key = check_key("poisson", key)
     dtype = np.dtype(np.int64 if dtypes.x64_enabled() else np.int32) if dtype is None else \
         dtypes.canonicalize_user_dtype(dtype)
-    shape = tuple(np.shape(lam)) if shape is None else _shape(shape)
+    shape = tuple(np.shape(lam)) if shape is None else checked_shape(shape)
     lam = jnp.broadcast_to(lam, shape).astype(np.float32)
     return _poisson(key, lam, shape, dtype)
 
@@ -239,7 +254,7 @@ def _poisson_knuth(key, lam, shape, dtype, max_iters):
         i, count, rng, log_prod = carry
         pair = threefry.split(rng, (2,))
         count = lax.select(log_prod > -lam, count + 1, count)
-        u = _uniform(pair[1], 0.0, 1.0, shape, np.dtype(np.float32))
+        u = draw_uniform(pair[1], 0.0, 1.0, shape, np.dtype(np.float32))
         return i + 1, count, pair[0], log_prod + jnp.log(u)
 
     def cond(carry):
@@ -262,8 +277,8 @@ def _poisson_rejection(key, lam, shape, dtype, max_iters):
     def body(carry):
         i, k_out, accepted, rng = carry
         keys = threefry.split(rng, (3,))
-        u = _uniform(keys[1], 0.0, 1.0, shape, lam.dtype) - 0.5
-        v = _uniform(keys[2], 0.0, 1.0, shape, lam.dtype)
+        u = draw_uniform(keys[1], 0.0, 1.0, shape, lam.dtype) - 0.5
+        v = draw_uniform(keys[2], 0.0, 1.0, shape, lam.dtype)
         u_shifted = 0.5 - jnp.abs(u)
         k = jnp.floor((2 * a / u_shifted + b) * u + lam + 0.43)
         s = jnp.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
@@ -297,9 +312,9 @@ def binomial(key, n, p, shape=None, dtype=None):
     """Binomial counts of ``n`` trials of success probability ``p``, as floats (inversion by
     geometric waiting times when ``n * min(p, 1-p) <= 10``, else the BTRS transformed
     rejection, as JAX's)."""
-    key = _check_key("binomial", key)
-    dtype = _float_dtype(dtype, "binomial")
-    return _binomial(key, n, p, _optional_shape(shape), dtype)
+    key = check_key("binomial", key)
+    dtype = checked_float_dtype(dtype, "binomial")
+    return _binomial(key, n, p, checked_optional_shape(shape), dtype)
 
 
 _STIRLING_TAIL = [0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
@@ -326,7 +341,7 @@ def _binomial_inversion(key, count, prob, shape, dtype, max_iters):
         i, num_geom, geom_sum, rng = carry
         pair = threefry.split(rng, (2,))
         num_geom = lax.select(geom_sum <= count, num_geom + 1, num_geom)
-        u = _uniform(pair[0], 0.0, 1.0, shape, prob.dtype)
+        u = draw_uniform(pair[0], 0.0, 1.0, shape, prob.dtype)
         return i + 1, num_geom, geom_sum + jnp.ceil(jnp.log(u) / log1m), pair[1]
 
     def cond(carry):
@@ -351,8 +366,8 @@ def _btrs(key, count, prob, shape, dtype, max_iters):
     def body(carry):
         i, k_out, accepted, rng = carry
         keys = threefry.split(rng, (3,))
-        u = _uniform(keys[1], 0.0, 1.0, shape, prob.dtype) - 0.5
-        v = _uniform(keys[2], 0.0, 1.0, shape, prob.dtype)
+        u = draw_uniform(keys[1], 0.0, 1.0, shape, prob.dtype) - 0.5
+        v = draw_uniform(keys[2], 0.0, 1.0, shape, prob.dtype)
         us = 0.5 - jnp.abs(u)
         accept1 = (us >= 0.07) & (v <= v_r)
         k = jnp.floor((2 * a / us + b) * u + c)
@@ -375,7 +390,7 @@ def _btrs(key, count, prob, shape, dtype, max_iters):
 
 @jit(static_argnums=(3, 4), inline=True)
 def _binomial(key, count, prob, shape, dtype):
-    shape = _result_shape("binomial", shape, count, prob)
+    shape = result_shape("binomial", shape, count, prob)
     prob = jnp.asarray(prob)
     if not dtypes.is_inexact(prob.dtype):
         prob = prob.astype(dtypes.default_float_dtype())
@@ -406,13 +421,13 @@ def _binomial(key, count, prob, shape, dtype):
 def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
     """Counts of ``n`` draws among the categories of ``p`` (last axis): one binomial per
     category on what the earlier categories left, in a scan, as JAX's."""
-    key = _check_key("multinomial", key)
+    key = check_key("multinomial", key)
     n, p = jnp.asarray(n), jnp.asarray(p)
     common = dtypes.result_type(n, p)
     if not dtypes.is_inexact(common):
         common = np.dtype(dtypes.default_float_dtype())
     n, p = n.astype(common), p.astype(common)
-    shape = tuple(p.shape) if shape is None else _shape(shape)
+    shape = tuple(p.shape) if shape is None else checked_shape(shape)
     n = jnp.broadcast_to(n, shape[:-1])
     p = jnp.moveaxis(jnp.broadcast_to(p, shape), -1, 0)
     left = lax.cumsum(p, 0, reverse=True)

@@ -21,10 +21,11 @@ from plax.core import dtypes
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.higher_order.special import random_gamma_grad
 from plax.random import threefry
-from plax.random.distributions import _exponential, _rademacher
-from plax.random.keys import _check_key
-from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
-                                  _optional_shape, _result_shape, _shape, _uniform)
+from plax.random.distributions import draw_exponential, draw_rademacher
+from plax.random.keys import check_key
+from plax.random.samplers import (check_param_shapes, checked_float_dtype,
+                                  checked_optional_shape, checked_shape, draw_normal,
+                                  draw_uniform, result_shape)
 from plax.higher_order.custom_derivatives import custom_jvp
 
 __all__ = ["gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
@@ -57,22 +58,22 @@ def _gamma_one(key, alpha, log_space: bool):
 
         def next_normal(kxv):
             pair = threefry.split(kxv[0], (2,))
-            x = _normal(pair[1], (), dtype)
+            x = draw_normal(pair[1], (), dtype)
             return pair[0], x, one + x * c
 
         _, x, v = lax.while_loop(lambda kxv: kxv[2] <= np.array(0, dtype), next_normal,
                                  (keys[1], np.array(0, dtype), np.array(-1, dtype)))
-        U = _uniform(keys[2], 0.0, 1.0, (), dtype)
+        U = draw_uniform(keys[2], 0.0, 1.0, (), dtype)
         return keys[0], x * x, v * v * v, U
 
     pair = threefry.split(key, (2,))
     _, _, V, _ = lax.while_loop(rejected, propose,
                                 (pair[0], np.array(0, dtype), one, np.array(2, dtype)))
     if log_space:
-        log_u = -_exponential(pair[1], (), dtype)
+        log_u = -draw_exponential(pair[1], (), dtype)
         log_boost = lax.select(boost | (log_u == 0), np.array(0, dtype), log_u * (one / alpha_orig))
         return jnp.log(d) + jnp.log(V) + log_boost
-    u = one - _uniform(pair[1], 0.0, 1.0, (), dtype)
+    u = one - draw_uniform(pair[1], 0.0, 1.0, (), dtype)
     return d * V * lax.select(boost, one, jnp.power(u, one / alpha_orig))
 
 
@@ -111,22 +112,22 @@ def _gamma_sample_grad(sample, a, log_space: bool):
 @takes_out_sharding
 def gamma(key, a, shape=None, dtype=None):
     """Gamma samples of shape parameter ``a`` (and scale 1); differentiable in ``a``."""
-    key = _check_key("gamma", key)
-    dtype = _float_dtype(dtype, "gamma")
-    return _gamma(key, a, _optional_shape(shape), dtype, False)
+    key = check_key("gamma", key)
+    dtype = checked_float_dtype(dtype, "gamma")
+    return _gamma(key, a, checked_optional_shape(shape), dtype, False)
 
 
 @takes_out_sharding
 def loggamma(key, a, shape=None, dtype=None):
     """The logs of Gamma(a) samples, accurate for small ``a`` where the samples underflow."""
-    key = _check_key("loggamma", key)
-    dtype = _float_dtype(dtype, "loggamma")
-    return _gamma(key, a, _optional_shape(shape), dtype, True)
+    key = check_key("loggamma", key)
+    dtype = checked_float_dtype(dtype, "loggamma")
+    return _gamma(key, a, checked_optional_shape(shape), dtype, True)
 
 
 @jit(static_argnums=(2, 3, 4))
 def _gamma(key, a, shape, dtype, log_space):
-    shape = _result_shape("gamma", shape, a)
+    shape = result_shape("gamma", shape, a)
     a = jnp.asarray(a).astype(dtype)
     if a.shape != shape:
         a = jnp.broadcast_to(a, shape)
@@ -136,14 +137,14 @@ def _gamma(key, a, shape, dtype, log_space):
 @takes_out_sharding
 def beta(key, a, b, shape=None, dtype=None):
     """Beta(a, b) samples, as ratios of log-space gamma samples."""
-    key = _check_key("beta", key)
-    dtype = _float_dtype(dtype, "beta")
-    return _beta(key, a, b, _optional_shape(shape), dtype)
+    key = check_key("beta", key)
+    dtype = checked_float_dtype(dtype, "beta")
+    return _beta(key, a, b, checked_optional_shape(shape), dtype)
 
 
 @jit(static_argnums=(3, 4))
 def _beta(key, a, b, shape, dtype):
-    shape = _result_shape("beta", shape, a, b)
+    shape = result_shape("beta", shape, a, b)
     keys = threefry.split(key, (2,))
     a = jnp.broadcast_to(jnp.asarray(a).astype(dtype), shape)
     b = jnp.broadcast_to(jnp.asarray(b).astype(dtype), shape)
@@ -157,12 +158,12 @@ def _beta(key, a, b, shape, dtype):
 @takes_out_sharding
 def dirichlet(key, alpha, shape=None, dtype=None):
     """Dirichlet samples (over the last axis of ``alpha``)."""
-    key = _check_key("dirichlet", key)
-    dtype = _float_dtype(dtype, "dirichlet")
+    key = check_key("dirichlet", key)
+    dtype = checked_float_dtype(dtype, "dirichlet")
     if not np.ndim(alpha) >= 1:
         raise ValueError(f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == "
                          f"{np.ndim(alpha)}")
-    return _dirichlet(key, alpha, _optional_shape(shape), dtype)
+    return _dirichlet(key, alpha, checked_optional_shape(shape), dtype)
 
 
 @jit(static_argnums=(2, 3))
@@ -170,7 +171,7 @@ def _dirichlet(key, alpha, shape, dtype):
     if shape is None:
         shape = tuple(np.shape(alpha)[:-1])
     else:
-        _check_param_shapes("dirichlet", shape, np.shape(alpha)[:-1])
+        check_param_shapes("dirichlet", shape, np.shape(alpha)[:-1])
     alpha = jnp.asarray(alpha).astype(dtype)
     logs = _gamma(key, alpha, shape + np.shape(alpha)[-1:], dtype, True)
     # A softmax over the last axis (of the log-gamma samples).
@@ -181,9 +182,9 @@ def _dirichlet(key, alpha, shape, dtype):
 @takes_out_sharding
 def chisquare(key, df, shape=None, dtype=None):
     """Chi-square samples with ``df`` degrees of freedom."""
-    key = _check_key("chisquare", key)
-    dtype = _float_dtype(dtype, "chisquare")
-    shape = _result_shape("chisquare", _optional_shape(shape), df)
+    key = check_key("chisquare", key)
+    dtype = checked_float_dtype(dtype, "chisquare")
+    shape = result_shape("chisquare", checked_optional_shape(shape), df)
     return _chisquare(key, df, shape, dtype)
 
 
@@ -196,9 +197,9 @@ def _chisquare(key, df, shape, dtype):
 @takes_out_sharding
 def f(key, dfnum, dfden, shape=None, dtype=None):
     """F-distribution samples: a ratio of two scaled chi-squares."""
-    key = _check_key("f", key)
-    dtype = _float_dtype(dtype, "f")
-    shape = _result_shape("f", _optional_shape(shape), dfnum, dfden)
+    key = check_key("f", key)
+    dtype = checked_float_dtype(dtype, "f")
+    shape = result_shape("f", checked_optional_shape(shape), dfnum, dfden)
     return _f(key, dfnum, dfden, shape, dtype)
 
 
@@ -214,17 +215,17 @@ def _f(key, dfnum, dfden, shape, dtype):
 @takes_out_sharding
 def t(key, df, shape=None, dtype=None):
     """Student's t samples with ``df`` degrees of freedom."""
-    key = _check_key("t", key)
-    dtype = _float_dtype(dtype, "t")
-    return _t(key, df, _optional_shape(shape), dtype)
+    key = check_key("t", key)
+    dtype = checked_float_dtype(dtype, "t")
+    return _t(key, df, checked_optional_shape(shape), dtype)
 
 
 @jit(static_argnums=(2, 3))
 def _t(key, df, shape, dtype):
-    shape = _result_shape("t", shape, df)
+    shape = result_shape("t", shape, df)
     df = jnp.asarray(df).astype(dtype)
     keys = threefry.split(key, (2,))
-    n = _normal(keys[0], shape, dtype)
+    n = draw_normal(keys[0], shape, dtype)
     half = df / np.array(2, dtype)
     g = _gamma(keys[1], half, shape, dtype, False)
     return n * jnp.sqrt(half / g)
@@ -233,32 +234,32 @@ def _t(key, df, shape, dtype):
 @takes_out_sharding
 def generalized_normal(key, p, shape=(), dtype=None):
     """Samples of density proportional to ``exp(-|x|**p)``."""
-    key = _check_key("generalized_normal", key)
-    dtype = _float_dtype(dtype, "generalized_normal")
-    _check_param_shapes("generalized_normal", _shape(shape), np.shape(p))
-    return _generalized_normal(key, p, _shape(shape), dtype)
+    key = check_key("generalized_normal", key)
+    dtype = checked_float_dtype(dtype, "generalized_normal")
+    check_param_shapes("generalized_normal", checked_shape(shape), np.shape(p))
+    return _generalized_normal(key, p, checked_shape(shape), dtype)
 
 
 @jit(static_argnums=(2, 3))
 def _generalized_normal(key, p, shape, dtype):
     keys = threefry.split(key, (2,))
     g = _gamma(keys[0], 1 / p, shape, dtype, False)
-    r = _rademacher(keys[1], shape, dtype)
+    r = draw_rademacher(keys[1], shape, dtype)
     return r * g ** (1 / p)
 
 
 @takes_out_sharding
 def ball(key, d, p=2, shape=(), dtype=None):
     """Points drawn uniformly from the unit ``p``-norm ball in ``d`` dimensions."""
-    key = _check_key("ball", key)
-    dtype = _float_dtype(dtype, "ball")
+    key = check_key("ball", key)
+    dtype = checked_float_dtype(dtype, "ball")
     d = int(d)
-    return _ball(key, p, d, _shape(shape), dtype)
+    return _ball(key, p, d, checked_shape(shape), dtype)
 
 
 @jit(static_argnums=(2, 3, 4))
 def _ball(key, p, d, shape, dtype):
     keys = threefry.split(key, (2,))
     g = _generalized_normal(keys[0], p, (*shape, d), dtype)
-    e = _exponential(keys[1], shape, dtype)
+    e = draw_exponential(keys[1], shape, dtype)
     return g / (((jnp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None]

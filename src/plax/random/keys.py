@@ -175,7 +175,7 @@ def typed_keys(name: str, keys, flag_checked: bool = True) -> tuple:
     return _prng.random_wrap(_as_legacy(name, keys, flag_checked), _DEFAULT_IMPL), True
 
 
-def _check_key(name: str, key):
+def check_key(name: str, key):
     """A single key as a typed key (legacy keys wrapped); errors name the function."""
     typed, legacy = typed_keys(name, key)
     _check_single(name, typed, key, legacy)

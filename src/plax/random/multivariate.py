@@ -10,9 +10,9 @@ from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.numpy.util import promote_dtypes_inexact
-from plax.random.keys import _check_key
-from plax.random.samplers import (_check_param_shapes, _float_dtype, _normal,
-                                  _optional_shape, _shape)
+from plax.random.keys import check_key
+from plax.random.samplers import (check_param_shapes, checked_float_dtype,
+                                  checked_optional_shape, checked_shape, draw_normal)
 
 __all__ = ["multivariate_normal", "orthogonal"]
 
@@ -27,9 +27,9 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     parameters); the result has shape ``shape + (n,)``."""
     if method not in _METHODS:
         raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
-    key = _check_key("multivariate_normal", key)
+    key = check_key("multivariate_normal", key)
     mean, cov = (jnp.asarray(x) for x in promote_dtypes_inexact(mean, cov))
-    dtype = mean.dtype if dtype is None else _float_dtype(dtype, "multivariate_normal")
+    dtype = mean.dtype if dtype is None else checked_float_dtype(dtype, "multivariate_normal")
     if mean.ndim < 1:
         raise ValueError(f"multivariate_normal requires mean.ndim >= 1, got mean.ndim == "
                          f"{mean.ndim}")
@@ -40,11 +40,11 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     if cov.shape[-2:] != (n, n):
         raise ValueError(f"multivariate_normal requires cov.shape == (..., n, n) for n={n}, but "
                          f"got cov.shape == {cov.shape}.")
-    shape = _optional_shape(shape)
+    shape = checked_optional_shape(shape)
     if shape is None:
         shape = tuple(np.broadcast_shapes(mean.shape[:-1], cov.shape[:-2]))
     else:
-        _check_param_shapes("normal", shape, mean.shape[:-1], cov.shape[:-2])
+        check_param_shapes("normal", shape, mean.shape[:-1], cov.shape[:-2])
     return _multivariate_normal(key, mean, cov, shape, np.dtype(dtype), method)
 
 
@@ -58,7 +58,7 @@ def _multivariate_normal(key, mean, cov, shape, dtype, method):
     else:
         u, s, _ = jnp.linalg.svd(cov)
         factor = u * jnp.sqrt(s)[..., None, :]
-    z = _normal(key, shape + mean.shape[-1:], dtype)
+    z = draw_normal(key, shape + mean.shape[-1:], dtype)
     return mean + jnp.einsum("...ij,...j->...i", factor, z)
 
 
@@ -67,16 +67,16 @@ def orthogonal(key, n, shape=(), dtype=None, m=None):
     """Random matrices with orthonormal columns (or rows), uniform in the Haar measure: n x n
     (n x ``m`` when given) with batch ``shape``, from the QR factorisation of a normal draw
     with the signs of R's diagonal moved into Q."""
-    key = _check_key("orthogonal", key)
-    dtype = _float_dtype(dtype, "orthogonal", kinds=("float", "complex"))
+    key = check_key("orthogonal", key)
+    dtype = checked_float_dtype(dtype, "orthogonal", kinds=("float", "complex"))
     n = operator.index(n)
     m = n if m is None else operator.index(m)
-    return _orthogonal(key, n, m, _shape(shape), dtype)
+    return _orthogonal(key, n, m, checked_shape(shape), dtype)
 
 
 @jit(static_argnums=(1, 2, 3, 4))
 def _orthogonal(key, n, m, shape, dtype):
-    z = _normal(key, shape + (max(n, m), min(n, m)), dtype)
+    z = draw_normal(key, shape + (max(n, m), min(n, m)), dtype)
     q, r = jnp.linalg.qr(z)
     d = jnp.diagonal(r, axis1=-2, axis2=-1)
     phase = d / jnp.abs(d).astype(d.dtype)

@@ -17,12 +17,13 @@ from plax.first_order import conversion as _conversion
 from plax.first_order import shapes as _shapes
 from plax.first_order import transcendental as _trans
 from plax.random import threefry
-from plax.random.keys import _check_key
+from plax.random.keys import check_key
 
 __all__ = ["bits", "uniform", "normal", "randint"]
 
 
-def _shape(shape) -> tuple:
+def checked_shape(shape) -> tuple:
+    """A shape argument as a tuple of Python ints (TypeError for anything else)."""
     try:
         return tuple(int(d) for d in shape) if isinstance(shape, Sequence) else (int(shape),)
     except TypeError:
@@ -30,26 +31,28 @@ def _shape(shape) -> tuple:
                         f"{shape!r}.") from None
 
 
-def _optional_shape(shape):
+def checked_optional_shape(shape):
     """A ``shape=None`` argument (the parameters' shape) kept as None, any other checked."""
-    return None if shape is None else _shape(shape)
+    return None if shape is None else checked_shape(shape)
 
 
 # --- samplers -----------------------------------------------------------------------------
 @takes_out_sharding
 def bits(key, shape=(), dtype=None):
     """Uniform random bits of an unsigned ``dtype`` (uint32 by default, uint64 with x64)."""
-    key = _check_key("bits", key)
+    key = check_key("bits", key)
     if dtype is None:
         dtype = np.dtype(np.uint64 if dtypes.x64_enabled() else np.uint32)
     else:
         dtype = dtypes.canonicalize_user_dtype(dtype)
     if not dtypes.is_unsigned(dtype):
         raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got {dtype}")
-    return threefry.random_bits(key, dtype.itemsize * 8, _shape(shape))
+    return threefry.random_bits(key, dtype.itemsize * 8, checked_shape(shape))
 
 
-def _float_dtype(dtype, name, kinds=("float",)):
+def checked_float_dtype(dtype, name, kinds=("float",)):
+    """``dtype`` (the default float when None) canonicalized; ValueError naming ``name``
+    unless it is a float dtype (or complex, where ``kinds`` allows)."""
     dtype = np.dtype(dtypes.default_float_dtype()) if dtype is None else \
         dtypes.canonicalize_user_dtype(dtype)
     ok = dtypes.is_float(dtype) or ("complex" in kinds and dtypes.is_complex(dtype))
@@ -62,12 +65,11 @@ def _float_dtype(dtype, name, kinds=("float",)):
 @takes_out_sharding
 def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     """Uniform random values in ``[minval, maxval)``."""
-    key = _check_key("uniform", key)
-    dtype = _float_dtype(dtype, "uniform")
-    return _uniform(key, minval, maxval, _shape(shape), dtype)
+    key = check_key("uniform", key)
+    dtype = checked_float_dtype(dtype, "uniform")
+    return draw_uniform(key, minval, maxval, checked_shape(shape), dtype)
 
 
-@jit(static_argnums=(3, 4))
 def _uniform(key, minval, maxval, shape, dtype):
     info = dtypes.finfo(dtype)
     nbits, nmant = info.bits, info.nmant
@@ -89,6 +91,11 @@ def _uniform(key, minval, maxval, shape, dtype):
     return _arith.max(minval, _shapes.reshape(scaled, shape))
 
 
+# Uniform values in [minval, maxval) for a checked key, shape and float dtype;
+# staged by jit under the name JAX's jaxprs show (``pjit[name=_uniform]``).
+draw_uniform = jit(_uniform, static_argnums=(3, 4))
+
+
 def _to_rank(x, rank: int):
     shape = get_aval(x).shape
     if len(shape) >= rank:
@@ -99,12 +106,11 @@ def _to_rank(x, rank: int):
 @takes_out_sharding
 def normal(key, shape=(), dtype=None):
     """Standard normal values (complex ones have independent parts of variance 1/2)."""
-    key = _check_key("normal", key)
-    dtype = _float_dtype(dtype, "normal", kinds=("float", "complex"))
-    return _normal(key, _shape(shape), dtype)
+    key = check_key("normal", key)
+    dtype = checked_float_dtype(dtype, "normal", kinds=("float", "complex"))
+    return draw_normal(key, checked_shape(shape), dtype)
 
 
-@jit(static_argnums=(1, 2))
 def _normal(key, shape, dtype):
     if dtypes.is_complex(dtype):
         real = np.dtype(np.finfo(dtype).dtype)
@@ -118,9 +124,14 @@ def _normal(key, shape, dtype):
     return _normal_real(key, shape, dtype)
 
 
+# Standard normal values for a checked key, shape and float or complex dtype;
+# staged by jit under the name JAX's jaxprs show (``pjit[name=_normal]``).
+draw_normal = jit(_normal, static_argnums=(1, 2))
+
+
 def _normal_real(key, shape, dtype):
     lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype), dtype=dtype)
-    u = _uniform(key, lo, np.array(1.0, dtype), shape, dtype)
+    u = draw_uniform(key, lo, np.array(1.0, dtype), shape, dtype)
     return _arith.mul(np.array(np.sqrt(2), dtype), _trans.erf_inv(u))
 
 
@@ -128,7 +139,7 @@ def _normal_real(key, shape, dtype):
 def randint(key, shape, minval, maxval, dtype=None):
     """Uniform random integers in ``[minval, maxval)`` (JAX's modulus construction from two
     draws of random bits, so values match JAX's)."""
-    key = _check_key("randint", key)
+    key = check_key("randint", key)
     dtype = np.dtype(np.int64 if dtypes.x64_enabled() else np.int32) if dtype is None else \
         dtypes.canonicalize_user_dtype(dtype)
     if not dtypes.is_integer(dtype):
@@ -139,12 +150,12 @@ def randint(key, shape, minval, maxval, dtype=None):
         sampling = np.dtype(np.int32)
         minval = jnp.clip(jnp.asarray(minval).astype(np.int32), int(info.min), int(info.max))
         maxval = jnp.clip(jnp.asarray(maxval).astype(np.int32), int(info.min), int(info.max) + 1)
-    return _randint(key, minval, maxval, _shape(shape), sampling).astype(dtype)
+    return _randint(key, minval, maxval, checked_shape(shape), sampling).astype(dtype)
 
 
 @jit(static_argnums=(3, 4))
 def _randint(key, minval, maxval, shape, dtype):
-    _check_param_shapes("randint", shape, np.shape(minval), np.shape(maxval))
+    check_param_shapes("randint", shape, np.shape(minval), np.shape(maxval))
     minval, maxval = jnp.asarray(minval), jnp.asarray(maxval)
     if not dtypes.is_integer(minval.dtype):
         minval = minval.astype(int)
@@ -177,17 +188,18 @@ def _clip_to(x, dtype):
     return jnp.clip(x, np.array(lo, x.dtype), np.array(hi, x.dtype)).astype(dtype)
 
 
-def _result_shape(name: str, shape, *params) -> tuple:
+def result_shape(name: str, shape, *params) -> tuple:
     """The shape of a draw: ``shape`` (checked against the parameters' shapes), or the
     broadcast of the parameters' shapes when ``shape`` is None."""
     shapes = [tuple(np.shape(p)) for p in params]
     if shape is None:
         return tuple(np.broadcast_shapes(*shapes))
-    _check_param_shapes(name, tuple(shape), *shapes)
+    check_param_shapes(name, tuple(shape), *shapes)
     return tuple(shape)
 
 
-def _check_param_shapes(name: str, shape: tuple, *param_shapes) -> None:
+def check_param_shapes(name: str, shape: tuple, *param_shapes) -> None:
+    """Raise unless the parameters' shapes broadcast to exactly ``shape``."""
     if param_shapes:
         try:
             got = np.broadcast_shapes(shape, *param_shapes)
