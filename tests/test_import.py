@@ -82,12 +82,13 @@ def test_lazy_submodules_and_names_work_after_a_bare_import():
     assert out["qr"] == "qr"
 
 
-def test_import_defers_the_rarely_used_lax_families_and_the_key_reuse_checker():
+def test_import_defers_the_rarely_used_families_and_the_key_reuse_checker():
     out = run_fresh("""
         import json, sys
         import plax, plax.numpy as jnp
-        deferred = [*plax.lax._LAZY_FAMILIES.keys(), *plax.lax._LAZY_SUBMODULES.values(),
-                    "plax.interpreters.key_reuse", "plax.runtime.compile_cache", "hashlib"]
+        deferred = [*plax.lax._LAZY_FAMILIES, *plax.lax._LAZY_SUBMODULES.values(),
+                    *jnp._LAZY_FAMILIES, "plax.interpreters.key_reuse",
+                    "plax.runtime.compile_cache", "hashlib"]
         loaded = [m for m in deferred if m in sys.modules]
         y = plax.lax.cond(True, lambda x: x + 1, lambda x: x - 1, 1.0)
         closed = plax.make_jaxpr(lambda x: plax.lax.cond(x > 0, jnp.sin, jnp.cos, x))(1.0)
@@ -96,26 +97,33 @@ def test_import_defers_the_rarely_used_lax_families_and_the_key_reuse_checker():
             "loaded": loaded, "cond": float(y), "printed": "cond[" in str(closed),
             "fori_loop": float(fori_loop(0, 3, lambda i, c: c * 2.0, 1.0)),
             "top_k": top_k(jnp.array([3.0, 1.0, 5.0]), 2)[0].tolist(),
+            "polyval": float(jnp.polyval(jnp.array([1.0, 2.0]), 3.0)),
             "families_loaded": sorted(m for m in plax.lax._LAZY_FAMILIES if m in sys.modules),
         }))
         """)
     assert out["loaded"] == []
     assert out["cond"] == 2.0 and out["printed"] and out["fori_loop"] == 8.0
-    assert out["top_k"] == [5.0, 3.0]
+    assert out["top_k"] == [5.0, 3.0] and out["polyval"] == 5.0
     # Each family loads alone (fori_loop runs as a scan): the others stay unloaded.
     assert out["families_loaded"] == ["plax.first_order.sort", "plax.higher_order.cond",
                                       "plax.higher_order.loops", "plax.higher_order.scan"]
 
 
-def test_lax_lazy_families_give_their_names():
+@pytest.mark.parametrize("face", [plax.lax, plax.numpy])
+def test_lazy_families_give_their_names(face):
     import importlib
-    names = dir(plax.lax)
-    for module, lazy in plax.lax._LAZY_FAMILIES.items():
+    names, star = dir(face), {}
+    exec(f"from {face.__name__} import *", star)
+    for module, lazy in face._LAZY_FAMILIES.items():
         family = importlib.import_module(module)
         assert set(getattr(family, "__all__", lazy)) <= set(lazy), module  # none forgotten
         for name in lazy:
-            assert getattr(plax.lax, name) is getattr(family, name), name
+            assert getattr(face, name) is getattr(family, name) is star[name], name
             assert name in names, name
+
+
+def test_lax_prng_is_the_typed_key_primitives_module():
+    import importlib
     assert plax.lax.prng is importlib.import_module("plax.first_order.prng")
 
 

@@ -30,18 +30,14 @@ from plax.api.autodiff import jacrev as jacobian  # noqa: F401
 from plax.sharding.mesh import make_mesh, set_mesh  # noqa: F401
 from plax.sharding import NamedSharding, PartitionSpec as P  # noqa: F401
 from plax.runtime.array import Shard  # noqa: F401
-from plax.api.arrays import (  # noqa: F401
-    make_array_from_callback, make_array_from_single_device_arrays,
-    make_array_from_process_local_data, device_put_sharded, device_put_replicated)
 from plax.api.vmap import vmap  # noqa: F401
-from plax.higher_order.remat import checkpoint, remat, checkpoint_policies  # noqa: F401
 from plax.higher_order.custom_derivatives import custom_jvp, custom_vjp, closure_convert  # noqa: F401
-from plax import core, lax, numpy, sharding, tree, tree_util, typing, version  # noqa: F401
+from plax import core, lax, numpy, sharding, tree_util, version  # noqa: F401
 
 # Loaded on first use. Submodules: plax.<name>.
 _LAZY_SUBMODULES = frozenset({
     "ad_checkpoint", "custom_derivatives", "debug", "drop_in", "experimental", "flatten_util",
-    "nn", "random", "scipy", "stages", "test_util"})
+    "nn", "random", "scipy", "stages", "test_util", "tree", "typing"})
 # Top-level names defined in a module loaded on first use: name -> (module, attribute).
 _LAZY_NAMES = {
     "shard_map": ("plax.api.shard_map", "shard_map"),
@@ -49,6 +45,15 @@ _LAZY_NAMES = {
     "pure_callback": ("plax.api.callbacks", "pure_callback"),
     "custom_gradient": ("plax.higher_order.custom_gradient", "custom_gradient"),
     "install_as_jax": ("plax.drop_in", "install_as_jax"),
+    "checkpoint": ("plax.higher_order.remat", "checkpoint"),
+    "remat": ("plax.higher_order.remat", "remat"),
+    "checkpoint_policies": ("plax.higher_order.remat", "checkpoint_policies"),
+    "make_array_from_callback": ("plax.api.arrays", "make_array_from_callback"),
+    "make_array_from_single_device_arrays": (
+        "plax.api.arrays", "make_array_from_single_device_arrays"),
+    "make_array_from_process_local_data": ("plax.api.arrays", "make_array_from_process_local_data"),
+    "device_put_sharded": ("plax.api.arrays", "device_put_sharded"),
+    "device_put_replicated": ("plax.api.arrays", "device_put_replicated"),
 }
 
 

@@ -7,8 +7,8 @@ arithmetic < transcendental < indexing < slicing < reductions < the others (dot 
 convolution, sort, collectives, fft, utility, key_layout < prng, sharding_constraint).
 
 The families a program may never use (control flow, scan, special functions, windowed and
-generic reductions, sort, FFT, collectives, typed-key primitives) load on first use of one
-of their names, so ``import plax`` does not pay for them.
+generic reductions, sort, convolution, FFT, collectives, typed-key primitives) load on first
+use of one of their names, so ``import plax`` does not pay for them.
 """
 from plax.first_order.arithmetic import *  # noqa: F401,F403
 from plax.first_order.transcendental import *  # noqa: F401,F403
@@ -21,7 +21,6 @@ from plax.first_order.reductions import *  # noqa: F401,F403
 from plax.first_order.indexing import *  # noqa: F401,F403
 from plax.first_order.dot import *  # noqa: F401,F403
 from plax.first_order.utility import *  # noqa: F401,F403
-from plax.first_order.convolution import *  # noqa: F401,F403
 from plax.first_order.sharding_constraint import with_sharding_constraint  # noqa: F401
 # The primitives themselves, under JAX's names (for jaxpr interpreters and custom rules).
 from plax.first_order.arithmetic import (  # noqa: F401
@@ -79,6 +78,11 @@ _LAZY_FAMILIES = {
         "bessel_i0e", "bessel_i1e", "betainc", "igamma_p", "igammac_p", "igamma_grad_a_p",
         "polygamma_p", "zeta_p", "bessel_i0e_p", "bessel_i1e_p"),
     "plax.first_order.sort": ("sort", "sort_key_val", "top_k", "sort_p", "top_k_p"),
+    "plax.first_order.convolution": (
+        "conv_general_dilated", "conv", "conv_with_general_padding", "conv_transpose",
+        "conv_dimension_numbers", "conv_general_permutations", "conv_shape_tuple",
+        "conv_general_shape_tuple", "ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers",
+        "conv_general_dilated_p"),
     "plax.first_order.fft": ("fft", "fft_p", "FftType"),
     "plax.first_order.collectives": (
         "psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "all_to_all", "ppermute",
@@ -86,6 +90,8 @@ _LAZY_FAMILIES = {
         "pmax_p", "pmin_p", "all_gather_p", "all_to_all_p", "ppermute_p", "axis_index_p"),
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY_FAMILIES.items() for name in names}
+# ``import *`` gives them too (loading their families).
+__all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY_NAMES))
 # Submodules: plax.lax.<name>.
 _LAZY_SUBMODULES = {"linalg": "plax.lax.linalg",
                     "prng": "plax.first_order.prng"}  # the Threefry hash, typed-key primitives

@@ -17,15 +17,7 @@ from plax.numpy.products import *  # noqa: F401,F403
 from plax.numpy.sorting import *  # noqa: F401,F403
 from plax.numpy.vectorize import vectorize  # noqa: F401
 from plax.numpy.ufunc_objects import *  # noqa: F401,F403  (jnp.add is a jnp.ufunc)
-from plax.numpy.conditionals import select, piecewise  # noqa: F401
 from plax.numpy.numeric import *  # noqa: F401,F403
-from plax.numpy.index_tricks import *  # noqa: F401,F403
-from plax.numpy.setops import *  # noqa: F401,F403
-from plax.numpy.array_edit import *  # noqa: F401,F403
-from plax.numpy.statistics import *  # noqa: F401,F403
-from plax.numpy.polynomial import *  # noqa: F401,F403
-from plax.numpy.windows import *  # noqa: F401,F403
-from plax.numpy.convolution import *  # noqa: F401,F403
 
 pi, e, inf, nan, euler_gamma, newaxis = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma, None
 generic, number, integer, signedinteger, unsignedinteger = (
@@ -36,16 +28,45 @@ bool = bool_  # noqa: F405
 single, double, csingle, cdouble = float32, float64, complex64, complex128  # noqa: F405
 int_, uint, float_, complex_ = int64, uint64, float64, complex128  # noqa: F405
 
-# The submodules plax.numpy.fft and plax.numpy.linalg load on first use.
+# Loaded on first use (PEP 562 ``__getattr__``), so ``import plax`` does not pay for them:
+# the submodules plax.numpy.fft and plax.numpy.linalg, and the families below, each on
+# first use of one of its names (module -> its ``__all__``: a test keeps the two in step).
 _LAZY_SUBMODULES = frozenset({"fft", "linalg"})
+_LAZY_FAMILIES = {
+    "plax.numpy.conditionals": ("select", "piecewise"),
+    "plax.numpy.index_tricks": (
+        "indices", "ix_", "unravel_index", "ravel_multi_index", "tril_indices", "triu_indices",
+        "tril_indices_from", "triu_indices_from", "diag_indices", "diag_indices_from",
+        "mask_indices", "fill_diagonal", "fromfunction", "mgrid", "ogrid", "s_", "index_exp",
+        "r_", "c_", "put_along_axis"),
+    "plax.numpy.setops": ("isin", "intersect1d", "union1d", "setdiff1d", "setxor1d"),
+    "plax.numpy.array_edit": (
+        "append", "insert", "delete", "resize", "trim_zeros", "block", "row_stack", "choose",
+        "put", "diagflat", "vander", "packbits", "unpackbits", "apply_along_axis",
+        "apply_over_axes", "extract", "place"),
+    "plax.numpy.statistics": (
+        "cov", "corrcoef", "bincount", "digitize", "histogram", "histogram_bin_edges",
+        "histogram2d", "histogramdd"),
+    "plax.numpy.polynomial": (
+        "polyval", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint", "poly",
+        "roots", "polyfit"),
+    "plax.numpy.windows": ("bartlett", "blackman", "hamming", "hanning", "kaiser"),
+    "plax.numpy.convolution": ("convolve", "correlate"),
+}
+_LAZY_NAMES = {name: module for module, names in _LAZY_FAMILIES.items() for name in names}
+# ``import *`` gives them too (loading their families).
+__all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY_NAMES))
 
 
 def __getattr__(name):
+    import importlib
     if name in _LAZY_SUBMODULES:
-        import importlib
         return importlib.import_module(f"{__name__}.{name}")  # also binds it here
+    if name in _LAZY_NAMES:
+        value = globals()[name] = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+        return value  # (bound here: later lookups skip this function)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | _LAZY_SUBMODULES)
+    return sorted(set(globals()) | _LAZY_SUBMODULES | set(_LAZY_NAMES))
