@@ -31,6 +31,8 @@ def _as_tuple(x) -> tuple:
 def _resolve_argnums_and_names(fun, argnums, argnames, what: str):
     """Fill in whichever of argnums/argnames is missing from the signature, as JAX does."""
     argnums, argnames = _as_tuple(argnums), _as_tuple(argnames)
+    if not argnums and not argnames:  # nothing to fill in or check: no signature needed
+        return argnums, argnames
     for i in argnums:
         if not isinstance(i, int):
             raise TypeError(f"{what}_argnums must be integers, got {i!r}.")
