@@ -208,13 +208,14 @@ def _letters(n: int) -> str:
 _KEYWORD, _KEYWORD_END = "\x1b[34;1m", "\x1b[39;22m"  # JAX's colours: keywords bold blue,
 _TYPE, _TYPE_END = "\x1b[35m", "\x1b[39m"                # binder types magenta
 # Printed text carries zero-width pieces: colour escapes, and ``\x00<n>\x01`` marks where
-# equation n starts (its annotations go at the end of that line).
-_ZERO_WIDTH = re.compile("\x1b\\[[0-9;]*m|\x00[0-9]+\x01")
-_MARK = re.compile("\x00([0-9]+)\x01")
+# equation n starts (its annotations go at the end of that line). (Patterns, compiled by re on
+# first use, i.e. when a jaxpr is first printed, not at import.)
+_ZERO_WIDTH = "\x1b\\[[0-9;]*m|\x00[0-9]+\x01"
+_MARK = "\x00([0-9]+)\x01"
 
 
 def _width(text: str) -> int:
-    return len(_ZERO_WIDTH.sub("", text))
+    return len(re.sub(_ZERO_WIDTH, "", text))
 
 
 class _Printer:
@@ -343,8 +344,8 @@ class _Printer:
         column = max(_width(line) for line in lines)
         out = []
         for line in lines:
-            notes = [n for i in _MARK.findall(line) for n in self.notes[int(i)]]
-            line = _MARK.sub("", line)
+            notes = [n for i in re.findall(_MARK, line) for n in self.notes[int(i)]]
+            line = re.sub(_MARK, "", line)
             if notes:
                 out.append(line + " " * (column - _width(line)) + " # " + notes[0])
                 out.extend(" " * column + " # " + n for n in notes[1:])

@@ -12,13 +12,13 @@ from plax.core.trace import get_aval
 _DIMS = r"\w+"
 _CORE = rf"\((?:{_DIMS}(?:,{_DIMS})*)?\)"
 _ARGS = rf"{_CORE}(?:,{_CORE})*"
-_SIGNATURE = re.compile(rf"^{_ARGS}->{_ARGS}$")
+_SIGNATURE = rf"^{_ARGS}->{_ARGS}$"  # (compiled by re on first use, not at import)
 
 
 def _parse_signature(signature: str):
     """``'(m,n),(n)->(m)'`` -> ``([('m', 'n'), ('n',)], [('m',)])``."""
     compact = re.sub(r"\s+", "", signature)
-    if not _SIGNATURE.match(compact):
+    if not re.match(_SIGNATURE, compact):
         raise ValueError(f"not a valid gufunc signature: {signature}")
     ins, outs = compact.split("->")
     parse = lambda side: [tuple(re.findall(_DIMS, group)) for group in re.findall(_CORE, side)]  # noqa: E731
