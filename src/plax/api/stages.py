@@ -1,8 +1,6 @@
 """Ahead-of-time stages of a jitted function: Traced -> Lowered -> Compiled."""
 from __future__ import annotations
 
-import dataclasses
-
 from plax import tree_util
 from plax.core.trace import get_aval
 from plax.runtime import dispatch, jitted, spmd, xla
@@ -103,7 +101,7 @@ def _lower_spmd(call, args):
                 isinstance(getattr(a, "sharding", None), NamedSharding):
             ins[i] = a.sharding
     given = tuple(ins) if any(s is not None for s in ins) else ()
-    where = jitted.placement(dataclasses.replace(call, in_shardings=given), args)
+    where = jitted.placement(call.replace(in_shardings=given), args)
     if where is None:
         return None
     devices, mesh = where

@@ -8,7 +8,6 @@ comparison done in C, which keeps cache lookups on the dispatch path cheap.
 from __future__ import annotations
 
 import collections
-import dataclasses
 from typing import Callable, NamedTuple
 
 from plax.core.tree_keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
@@ -112,6 +111,7 @@ def register_static(cls):
 
 def _dataclass_fields(nodetype, data_fields, meta_fields, drop_fields):
     """Work out (and check) the data/meta split for register_dataclass."""
+    import dataclasses  # (here, not at load: importing it is a cost every import plax paid)
     is_dc = dataclasses.is_dataclass(nodetype)
     if data_fields is None and meta_fields is None:
         if not is_dc:

@@ -9,8 +9,6 @@ parameters.
 """
 from __future__ import annotations
 
-import dataclasses
-
 from plax.core.caches import WeakKeyCache
 from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, open_jaxpr, subjaxprs
@@ -19,17 +17,48 @@ from plax.runtime import dispatch, spmd, xla
 from plax.runtime.dispatch import CompiledProgram, to_buffer
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
 class JitCall:
-    """What running a jitted jaxpr takes: a ``pjit`` equation's parameters but ``inline``."""
+    """What running a jitted jaxpr takes: a ``pjit`` equation's parameters but ``inline``.
+    Immutable (``replace`` makes a changed copy), compared by identity. (A plain class: as a
+    frozen dataclass it cost half a millisecond of ``import plax``.)"""
+
+    __slots__ = ("jaxpr", "name", "donated_invars", "keep_unused", "device",
+                 "compiler_options", "in_shardings", "out_shardings")
     jaxpr: ClosedJaxpr
     name: str
     donated_invars: tuple
     keep_unused: bool
-    device: object = None           # pinned by jit(device=...), else None
-    compiler_options: tuple | None = None
-    in_shardings: tuple = ()        # () or one per operand (None: unconstrained)
-    out_shardings: tuple = ()
+    device: object                  # pinned by jit(device=...), else None
+    compiler_options: tuple | None
+    in_shardings: tuple             # () or one per operand (None: unconstrained)
+    out_shardings: tuple
+
+    def __init__(self, jaxpr, name, donated_invars, keep_unused, device=None,
+                 compiler_options=None, in_shardings=(), out_shardings=()):
+        init = object.__setattr__
+        init(self, "jaxpr", jaxpr)
+        init(self, "name", name)
+        init(self, "donated_invars", donated_invars)
+        init(self, "keep_unused", keep_unused)
+        init(self, "device", device)
+        init(self, "compiler_options", compiler_options)
+        init(self, "in_shardings", in_shardings)
+        init(self, "out_shardings", out_shardings)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot assign to field {name!r}: a JitCall is immutable")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"cannot delete field {name!r}: a JitCall is immutable")
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"JitCall({fields})"
+
+    def replace(self, **changes) -> "JitCall":
+        """A copy with the fields in ``changes`` replaced."""
+        return JitCall(**{k: changes.pop(k, getattr(self, k)) for k in self.__slots__},
+                       **changes)  # (an unknown field: __init__'s TypeError names it)
 
     @classmethod
     def of(cls, params: dict) -> "JitCall":
