@@ -157,6 +157,24 @@ def test_mesh_device_ids_follow_device_order():
 
 
 @needs_8_devices
+def test_meshes_over_an_old_and_a_new_clients_devices_keep_their_own_programs():
+    # Same device ids, names and shape, but one mesh holds the devices of the client that
+    # clear_backends() dropped: they must not be equal, or a jitted shard_map over one reuses
+    # the program compiled for the other and its result names devices its buffers are not on.
+    x = np.linspace(-0.5, 1.0, 8).astype(np.float32)
+    old = Mesh(np.array(plax.devices()[:8]), ("i",))
+    plax.clear_backends()
+    new = Mesh(np.array(plax.devices()[:8]), ("i",))
+    assert old != new and old.device_ids.tolist() == new.device_ids.tolist()
+    for mesh in (new, old):
+        body = lambda b: plax.numpy.sin(b) * plax.lax.psum(b, "i")
+        out = plax.jit(lambda a: plax.shard_map(body, mesh=mesh, in_specs=P("i"),
+                                                out_specs=P("i"))(a))(x)
+        np.testing.assert_allclose(np.asarray(out), np.sin(x) * x.sum(), rtol=1e-6)
+        assert out.sharding.mesh == mesh
+
+
+@needs_8_devices
 def test_mesh_ndim_mismatch_error():
     with pytest.raises(ValueError, match=r"Mesh requires the ndim of its first argument \(`devices`\)"
                        r" to equal the length of its second argument \(`axis_names`\), but got "

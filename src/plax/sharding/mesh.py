@@ -173,8 +173,9 @@ class Mesh(_MeshShape):
         self.axis_sizes = tuple(devices.shape)
         self.axis_types = _axis_types(axis_types, len(self.axis_names), AxisType.Auto)
         self._flat = tuple(devices.flat)
-        self._identity = (tuple(d.id for d in self._flat), self.axis_sizes, self.axis_names,
-                          self.axis_types)
+        # The devices themselves, not their ids: after clear_backends() a mesh over the old
+        # client's devices must not equal (and share compiled programs with) one over the new.
+        self._identity = (self._flat, self.axis_sizes, self.axis_names, self.axis_types)
         self._hash = hash(("Mesh", self._identity))
         self._abstract = None
 
