@@ -28,8 +28,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.effects import (debug_effect, effect_rules, io_effect, no_effects,
-                               ordered_debug_effect, ordered_io_effect)
+from plax.core.effects import effect_rules, io_effect, no_effects, ordered_io_effect
 from plax.core.errors import JaxRuntimeError, record_callback_failure
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, batch_rules, impl_rules, jvp_rules,

@@ -22,7 +22,6 @@ import numpy as np
 
 from plax import tree_util
 from plax.core import dtypes
-from plax.core.avals import ShapedArray
 from plax.core.config import config
 from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, Var
