@@ -27,6 +27,7 @@ from plax.sharding.mesh import context_mesh
 from plax.sharding.named import typed_aval
 from plax.api.jit_options import (
     UNSPECIFIED, broadcast_shardings, live_jit_states, shared_jit_state, traces_by_function)
+from plax.api.stages import Traced
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
 
 
@@ -466,7 +467,6 @@ class JitWrapped:
 
     def trace(self, *args, **kwargs):
         """Trace for these arguments (arrays or ShapeDtypeStructs) -> ``stages.Traced``."""
-        from plax.api.stages import Traced
         entry, leaves = self._entry(args, kwargs)
         return Traced(self, entry, args, leaves)
 
