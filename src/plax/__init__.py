@@ -31,7 +31,8 @@ from plax.sharding.mesh import make_mesh, set_mesh  # noqa: F401
 from plax.sharding import NamedSharding, PartitionSpec as P  # noqa: F401
 from plax.runtime.array import Shard  # noqa: F401
 from plax.api.vmap import vmap  # noqa: F401
-from plax.higher_order.custom_derivatives import custom_jvp, custom_vjp, closure_convert  # noqa: F401
+from plax.higher_order.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
+from plax.higher_order.closure_convert import closure_convert  # noqa: F401
 from plax import core, lax, numpy, sharding, tree_util, version  # noqa: F401
 
 # Loaded on first use. Submodules: plax.<name>.

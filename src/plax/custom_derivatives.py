@@ -1,5 +1,6 @@
 """plax.custom_derivatives: user-defined derivative rules (as ``jax.custom_derivatives``)."""
+from plax.higher_order.closure_convert import closure_convert  # noqa: F401
 from plax.higher_order.custom_derivatives import (CustomVJPPrimal, SymbolicZero,  # noqa: F401
-                                                closure_convert, custom_jvp, custom_jvp_call_p,
-                                                custom_vjp, custom_vjp_call_p)
+                                                custom_jvp, custom_jvp_call_p, custom_vjp,
+                                                custom_vjp_call_p)
 from plax.higher_order.custom_gradient import custom_gradient  # noqa: F401

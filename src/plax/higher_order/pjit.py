@@ -42,7 +42,7 @@ def _impl(*args, **params):
     return run()
 
 
-# Checks an interpreter above installs around eager calls (the key-reuse checker): each takes
+# Checks installed from above around eager calls (api/jit's key-reuse check): each takes
 # (jaxpr, args, run) and returns run()'s outputs.
 _eager_call_checks: list = []
 
