@@ -201,8 +201,9 @@ def main() -> None:
         print_table(got["plax"], got.get("jax"))
     print(f"\nBest of {rounds} alternating rounds of fresh processes per row "
           f"({2 * rounds} for the import from bytecode).")
-    print("Targets (issue 31): no row slower than at wave 1 (commit 3ed67f1, measured with "
-          "PLAX_BASELINE_SRC); tracing rows no slower than JAX.")
+    print("Targets (issue 31): the rows from bytecode (what an install runs) no slower than at "
+          "wave 1 (commit 3ed67f1, measured with PLAX_BASELINE_SRC); tracing rows no slower than "
+          "JAX. The rows from source also show the compile cost of the code the import loads.")
     if "jax" not in got:
         print("\n(JAX not found: set JAX_PYTHON to a Python with jax installed to compare.)")
 
