@@ -100,6 +100,18 @@ def test_all_to_all(split, concat, tiled):
     np.testing.assert_array_equal(out, np.stack(want))
 
 
+@pytest.mark.parametrize("axis,shape", [(0, (4, 3)), (1, (3, 4)), (-1, (2, 4))])
+def test_pswapaxes_swaps_the_mapped_axis_with_axis(axis, shape):
+    x = sample((4,) + shape, F32)
+    out = vm(lambda v: lax.pswapaxes(v, "i", axis))(x)
+    # Member i's out[..., j, ...] is member j's x[..., i, ...].
+    np.testing.assert_array_equal(out, np.swapaxes(x, 0, axis % len(shape) + 1))
+    tree = vm(lambda v: lax.pswapaxes({"a": v, "b": (2 * v,)}, "i", axis))(x)
+    np.testing.assert_array_equal(tree["b"][0], 2 * np.swapaxes(x, 0, axis % len(shape) + 1))
+    with pytest.raises(ValueError, match="all_to_all requires the size of the mapped axis i to equal"):
+        vm(lambda v: lax.pswapaxes(v, "i", 0))(sample((4, 3), F32))
+
+
 def test_ppermute_and_pshuffle():
     x = sample((4, 3), F32)
     ring = [(i, (i + 1) % 4) for i in range(4)]

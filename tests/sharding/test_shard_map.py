@@ -106,6 +106,15 @@ def test_all_to_all(line):
     np.testing.assert_array_equal(np.asarray(un).reshape(8, 8), v.T)
 
 
+def test_pswapaxes(line):
+    v = np.arange(128.0, dtype=np.float32).reshape(8, 8, 2)  # device d holds v[d]
+    out = smap(lambda a: lax.pswapaxes(a, "i", 1), line, P("i"), P("i"))(v)
+    # device d's block [0, j] is device j's [0, d]: the two axes swapped
+    np.testing.assert_array_equal(np.asarray(out), np.swapaxes(v, 0, 1))
+    mapped = plax.pmap(lambda a: lax.pswapaxes(a, "i", 0), axis_name="i")(v)
+    np.testing.assert_array_equal(np.asarray(mapped), np.swapaxes(v, 0, 1))
+
+
 def test_ppermute_ring_and_partial_permutation(line):
     v = np.arange(8.0, dtype=np.float32)
     ring = smap(lambda a: lax.ppermute(a, "i", [(j, (j + 1) % 8) for j in range(8)]),

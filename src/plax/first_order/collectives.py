@@ -1,5 +1,5 @@
 """Collectives over named axes: psum, pmax, pmin, pmean, all_gather, psum_scatter,
-all_to_all, ppermute, axis_index and axis_size.
+all_to_all (and pswapaxes on it), ppermute, axis_index and axis_size.
 
 A collective names the mapped axes it communicates over. The names must be
 bound by an enclosing ``vmap(axis_name=...)`` (or ``make_jaxpr(axis_env=...)``);
@@ -335,15 +335,21 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
 all_to_all_p = Primitive("all_to_all")
 
 
+def _check_split(shape, split_axis, size, axis_name, tiled):
+    if shape[split_axis] % size if tiled else shape[split_axis] != size:
+        raise ValueError(
+            f"all_to_all requires the size of the mapped axis {axis_name} to "
+            f"{'divide' if tiled else 'equal'} x.shape[split_axis]: the split axis {split_axis} "
+            f"has size {shape[split_axis]}, which {'is not divisible by' if tiled else 'must equal'}"
+            f" the size {size} of axis {axis_name}.")
+
+
 def _all_to_all_abstract(x, *, split_axis, concat_axis, axis_name, axis_index_groups, tiled):
     names = _as_names(axis_name)
     _check_bound(names)
     size = axis_size(names)
     shape = list(x.shape)
-    if shape[split_axis] % size if tiled else shape[split_axis] != size:
-        raise ValueError(f"all_to_all: the split axis {split_axis} has size {shape[split_axis]}, "
-                         f"which {'is not divisible by' if tiled else 'must equal'} the size "
-                         f"{size} of axis {axis_name}.")
+    _check_split(shape, split_axis, size, axis_name, tiled)
     if tiled:
         shape[split_axis] //= size
         shape[concat_axis] *= size
@@ -364,6 +370,7 @@ def _all_to_all_batch(axis, vals, dims, *, split_axis, concat_axis, axis_name, a
                                  tiled=tiled), 0
     _single_name("all_to_all", names)
     s, c, size = split_axis + 1, concat_axis, axis.size
+    _check_split(get_aval(x).shape[1:], split_axis, size, axis_name, tiled)
     if tiled:  # split dimension -> (destination member, chunk)
         shape = get_aval(x).shape
         x = _shapes.reshape(x, shape[:s] + (size, shape[s] // size) + shape[s + 1:])
@@ -403,6 +410,12 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
         return all_to_all_p.bind(leaf, split_axis=split, concat_axis=concat, axis_name=axis_name,
                                  axis_index_groups=None, tiled=bool(tiled))
     return tree_util.tree_map(one, x)
+
+
+def pswapaxes(x, axis_name, axis, *, axis_index_groups=None):
+    """Swap the mapped axis ``axis_name`` with axis ``axis`` of ``x`` (whose size must be the
+    axis size): ``all_to_all`` splitting and stacking along ``axis``."""
+    return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
 
 
 ppermute_p = Primitive("ppermute")

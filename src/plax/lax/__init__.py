@@ -85,9 +85,10 @@ _LAZY_FAMILIES = {
         "conv_general_dilated_p"),
     "plax.first_order.fft": ("fft", "fft_p", "FftType"),
     "plax.first_order.collectives": (
-        "psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "all_to_all", "ppermute",
-        "pshuffle", "axis_index", "axis_size", "pvary", "pbroadcast", "pcast", "psum_p",
-        "pmax_p", "pmin_p", "all_gather_p", "all_to_all_p", "ppermute_p", "axis_index_p"),
+        "psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "all_to_all", "pswapaxes",
+        "ppermute", "pshuffle", "axis_index", "axis_size", "pvary", "pbroadcast", "pcast",
+        "psum_p", "pmax_p", "pmin_p", "all_gather_p", "all_to_all_p", "ppermute_p",
+        "axis_index_p"),
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY_FAMILIES.items() for name in names}
 # ``import *`` gives them too (loading their families).
