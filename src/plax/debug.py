@@ -9,6 +9,9 @@ array. ``explain_sharding(f, *args)`` prints the collectives XLA's partitioner p
 into ``jit(f)`` for these arguments, with the mesh axes (the user's names) whose devices
 communicate and the plax source line each comes from
 (``jit(f).lower(...).compile().collectives()`` gives them as a list).
+
+``show_jaxpr(f, *args, path=None)`` (beyond JAX) draws the jaxpr of ``f(*args)`` as a
+Graphviz graph: its DOT text, and an SVG/PNG picture when Graphviz's ``dot`` is installed.
 """
 from __future__ import annotations
 
@@ -16,12 +19,13 @@ import builtins
 
 from plax.api.jit import jit
 from plax.api.callbacks import debug_callback, debug_log, debug_print
+from plax.api.show_jaxpr import show_jaxpr
 from plax.core.effects import DebugEffect, OrderedDebugEffect  # noqa: F401
 from plax.first_order.sharding_constraint import inspect_array_sharding
 from plax.runtime.collectives import Collective, collectives_of  # noqa: F401
 
 __all__ = ["print", "callback", "log", "DebugEffect", "OrderedDebugEffect", "visualize_array_sharding", "visualize_sharding", "explain_sharding",
-           "inspect_array_sharding", "Collective", "collectives_of"]
+           "inspect_array_sharding", "Collective", "collectives_of", "show_jaxpr"]
 
 
 # --- explaining where communication comes from -------------------------------------------------
