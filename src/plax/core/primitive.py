@@ -17,6 +17,10 @@ class Primitive:
     """A named operation that traces can interpret."""
 
     multiple_results = False
+    # JAX's flags for primitives holding a function or mapping one (plax's higher-order
+    # primitives hold jaxprs in their params instead, so these stay False).
+    call_primitive = False
+    map_primitive = False
 
     def __init__(self, name: str, multiple_results: bool = False):
         self.name = name
@@ -39,6 +43,28 @@ class Primitive:
     def def_impl(self, rule):
         impl_rules[self] = rule
         return rule
+
+    # JAX's names for running a primitive's rules directly (extension libraries use them).
+    def bind_with_trace(self, trace, args, avals_or_params, params=None):
+        """Apply this primitive to ``args`` in ``trace`` (JAX's ``(trace, args, avals,
+        params)``; the older ``(trace, args, params)`` is accepted too)."""
+        if params is None:
+            params = avals_or_params
+        return trace.process_primitive(self, tuple(args), dict(params))
+
+    def impl(self, *args, **params):
+        """Evaluate this primitive on concrete values, eagerly."""
+        from plax.core.trace import EvalTrace
+        return EvalTrace().process_primitive(self, args, params)
+
+    def abstract_eval(self, *avals, **params):
+        """``(output avals, effects)`` of this primitive on inputs of types ``avals``."""
+        from plax.core.effects import no_effects
+        from plax.core.rules import effect_rules
+        out = abstract_eval(self, avals, params)
+        rule = effect_rules.get(self)
+        return (out if self.multiple_results else out[0]), \
+            (rule(params) if rule is not None else no_effects)
 
 
 def abstract_eval(prim: Primitive, avals, params):

@@ -240,6 +240,9 @@ class ModuleBuilder:
         self.devices = None  # the SPMD program's devices, in partition order
         self.channels = 0  # channel handles handed to collectives so far
         self.host_callbacks: list = []  # Python callables of host callbacks, by index
+        # Functions built outside this builder and added to it (lowering rules written with
+        # jaxlib's MLIR bindings), by what built them: key -> the name given here.
+        self.spliced: dict = {}
 
     def add_host_callback(self, fn) -> int:
         """Register ``fn`` to be handed to XLA with the executable; returns its index."""

@@ -332,6 +332,11 @@ def device_list(devices):
 
 
 # --- compile and execute ----------------------------------------------------------
+# plax.monitoring's report of compile times ``(text, seconds)``, installed when it is
+# imported (it sits above the runtime); None until then.
+compile_time_recorder = None
+
+
 def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
             spmd: bool = False, options=None):
     """Compile StableHLO ``text`` for ``devices``; returns a jaxlib LoadedExecutable.
@@ -377,6 +382,8 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
     except xc.XlaRuntimeError as e:
         from plax.core.errors import JaxRuntimeError
         raise JaxRuntimeError(f"XLA failed to compile the program: {e}\n--- module ---\n{text}") from e
+    if compile_time_recorder is not None:
+        compile_time_recorder(text, time.perf_counter() - start)
     if key is not None:
         compile_cache.store(key, text, lambda: client.serialize_executable(exe),
                             time.perf_counter() - start)
@@ -454,6 +461,12 @@ def raise_callback_failure(error) -> None:
 
 
 _mlir_context = None
+
+
+def mlir_context():
+    """The jaxlib MLIR context plax parses modules in (the dialects plax emits registered)."""
+    _parse_module("module {}")
+    return _mlir_context
 
 
 def _parse_module(text: str):

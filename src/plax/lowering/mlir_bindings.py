@@ -1,0 +1,291 @@
+"""Lowering rules written with jaxlib's MLIR Python bindings, run inside plax's lowering.
+
+JAX's lowering rules build ops with jaxlib's MLIR bindings: ``rule(ctx, *values, **params)``
+gets ``ir.Value`` operands and a ``LoweringRuleContext`` and returns the result values. plax
+lowers to StableHLO *text*. ``bindings_rule(jax_rule)`` is a plax lowering rule that runs such
+a rule in a scratch ``ir.Module`` of jaxlib's (a private function whose arguments are the
+operands), prints that function and splices it into the module plax is writing, then calls
+it with ``func.call``. XLA inlines the call. The printed function is cached by (rule, types,
+parameters, platform), so each distinct use builds once; a module holds one copy of it.
+
+This module and ``plax.runtime.xla`` are the only ones that import jaxlib.
+"""
+from __future__ import annotations
+
+import io
+import re
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import chlo, func as func_dialect, stablehlo as hlo  # noqa: F401
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.caches import BoundedCache
+from plax.lowering.stablehlo import (AbstractToken, RuleContext, abstract_token,
+                                     dense_elements, element_type, tensor_type)
+from plax.runtime.xla import mlir_context
+
+__all__ = ["LoweringRuleContext", "ModuleContext", "aval_to_ir_type", "bindings_rule",
+           "dense_int_array", "dense_int_elements", "dtype_to_ir_type", "flatten_ir_types",
+           "flatten_ir_values", "hlo", "i32_attr", "i64_attr", "ir", "ir_constant",
+           "ir_constants", "make_ir_context", "module_to_bytecode", "module_to_string",
+           "token_type", "unflatten_ir_values_like_types"]
+
+
+# --- what a rule sees --------------------------------------------------------------------
+class ModuleContext:
+    """The module a bindings rule builds into: ``context``, ``module`` (a scratch
+    ``ir.Module``), ``ip`` (its body's insertion point), ``symbol_table``, ``platforms``."""
+
+    def __init__(self, context, module, platform: str):
+        self.context = context
+        self.module = module
+        self.ip = ir.InsertionPoint(module.body)
+        self.symbol_table = ir.SymbolTable(module.operation)
+        self.platforms = (platform,)
+        self.backend = None
+        self.axis_context = None
+        self.keepalives: list = []
+        self.host_callbacks: list = []
+        self.lowering_parameters = None
+
+    def replace(self, **changes):
+        for name, value in changes.items():
+            setattr(self, name, value)
+        return self
+
+
+class LoweringRuleContext:
+    """What a bindings rule gets as ``ctx``: its primitive, operand and result types, the
+    module context and the platform (JAX's field names)."""
+
+    def __init__(self, module_context, primitive, avals_in, avals_out, platform: str):
+        self.module_context = module_context
+        self.primitive = primitive
+        self.avals_in = list(avals_in)
+        self.avals_out = list(avals_out)
+        self.name_stack = ()
+        self.traceback = None
+        self.tokens_in = None
+        self.tokens_out = None
+        self.const_lowering = {}
+        self.axis_size_env = None
+        self.dim_var_values = ()
+        self.jaxpr_eqn_ctx = None
+        self.platforms = (platform,)
+
+    def replace(self, **changes) -> "LoweringRuleContext":
+        new = object.__new__(LoweringRuleContext)
+        new.__dict__.update(self.__dict__, **changes)
+        return new
+
+    def set_tokens_out(self, tokens_out) -> None:
+        self.tokens_out = tokens_out
+
+    def is_forward_compat(self) -> bool:
+        return False
+
+
+# --- helpers rules use (JAX's names) ------------------------------------------------------
+def dtype_to_ir_type(dtype) -> ir.Type:
+    """The MLIR element type of ``dtype``."""
+    return ir.Type.parse(element_type(np.dtype(dtype)))
+
+
+def aval_to_ir_type(aval) -> ir.Type:
+    """The MLIR type of values of ``aval`` (a tensor type, or the token type)."""
+    return ir.Type.parse(tensor_type(aval))
+
+
+def token_type() -> ir.Type:
+    return ir.Type.parse("!stablehlo.token")
+
+
+def ir_constant(val) -> ir.Value:
+    """A ``stablehlo.constant`` holding ``val`` (a NumPy value or Python scalar)."""
+    arr = np.asarray(val)
+    aval = ShapedArray(arr.shape, dtypes.canonicalize_dtype(arr.dtype))
+    return hlo.constant(ir.Attribute.parse(dense_elements(arr, aval)))
+
+
+def ir_constants(val) -> tuple:
+    return (ir_constant(val),)
+
+
+def i32_attr(i) -> ir.Attribute:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(32), int(i))
+
+
+def i64_attr(i) -> ir.Attribute:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(i))
+
+
+def dense_int_array(xs) -> ir.Attribute:
+    return ir.DenseI64ArrayAttr.get([int(x) for x in xs])
+
+
+def dense_int_elements(xs) -> ir.Attribute:
+    return ir.DenseIntElementsAttr.get(np.asarray(xs, np.int64))
+
+
+def flatten_ir_values(xs) -> list:
+    """Values, or sequences of them, as one flat list of ``ir.Value``s."""
+    out = []
+    for x in xs:
+        if isinstance(x, ir.Value):
+            out.append(x)
+        elif isinstance(x, ir.OpView) or isinstance(x, ir.Operation):
+            out.extend(x.results)
+        else:
+            out.extend(flatten_ir_values(x))
+    return out
+
+
+def flatten_ir_types(xs) -> list:
+    out = []
+    for x in xs:
+        if isinstance(x, ir.Type):
+            out.append(x)
+        else:
+            out.extend(x)
+    return out
+
+
+def unflatten_ir_values_like_types(xs, ys) -> list:
+    """``xs`` (flat values) grouped as ``ys`` (types, or sequences of types) are."""
+    it, out = iter(xs), []
+    for y in ys:
+        out.append(next(it) if isinstance(y, ir.Type) else [next(it) for _ in y])
+    return out
+
+
+def module_to_string(module, enable_debug_info=None) -> str:
+    return module.operation.get_asm(enable_debug_info=bool(enable_debug_info))
+
+
+def module_to_bytecode(module) -> bytes:
+    out = io.BytesIO()
+    module.operation.write_bytecode(out)
+    return out.getvalue()
+
+
+def make_ir_context() -> ir.Context:
+    """The MLIR context plax lowers in (its dialects registered)."""
+    return mlir_context()
+
+
+# --- running a bindings rule --------------------------------------------------------------
+_PLACEHOLDER = "plax_bindings_rule"
+_DEFINED = re.compile(r"^\s*func\.func\s+(?:private\s+|public\s+)?@([\w$.]+)", re.M)
+_built = BoundedCache("MLIR-bindings lowering functions", maxsize=1024)
+
+
+def _build(jax_rule, prim, avals_in, avals_out, params, platform: str) -> str:
+    """The text of a private function computing ``jax_rule``'s ops (named _PLACEHOLDER)."""
+    with mlir_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        in_types = [aval_to_ir_type(a) for a in avals_in]
+        out_types = [aval_to_ir_type(a) for a in avals_out]
+        with ir.InsertionPoint(module.body):
+            fn = func_dialect.FuncOp(_PLACEHOLDER, ir.FunctionType.get(in_types, out_types),
+                                     visibility="private")
+        block = fn.add_entry_block()
+        ctx = LoweringRuleContext(ModuleContext(mlir_context(), module, platform), prim,
+                                  avals_in, avals_out, platform)
+        with ir.InsertionPoint(block):
+            outs = jax_rule(ctx, *block.arguments, **params)
+            try:
+                flat = flatten_ir_values(outs)
+            except TypeError:
+                raise TypeError(f"The lowering rule of {prim} must return a sequence of "
+                                f"ir.Value (or of sequences of them), got {outs!r}.") from None
+            got = [str(v.type) for v in flat]
+            want = [str(t) for t in out_types]
+            if got != want:
+                raise TypeError(f"The lowering rule of {prim} returned values of types "
+                                f"({', '.join(got)}) where the primitive's abstract evaluation "
+                                f"says ({', '.join(want)}).")
+            func_dialect.ReturnOp(flat)
+        return "\n".join(op.operation.get_asm(enable_debug_info=False)
+                         for op in module.body.operations)
+
+
+def _splice(module, key, text: str, main_name: str) -> str:
+    """Add ``text``'s functions to ``module`` under fresh names (the one built for the rule
+    named after ``main_name``); returns the rule function's name."""
+    known = module.spliced.get(key)
+    if known is not None:
+        return known
+    renames = {old: module.unique_name(main_name if old == _PLACEHOLDER else old)
+               for old in _DEFINED.findall(text)}
+    if renames:
+        text = re.sub(r"@([\w$.]+)", lambda m: "@" + renames.get(m.group(1), m.group(1)), text)
+    module.functions.append("  " + text.replace("\n", "\n  "))
+    if key is not None:
+        module.spliced[key] = renames[_PLACEHOLDER]
+    return renames[_PLACEHOLDER]
+
+
+def bindings_rule(jax_rule, prim):
+    """A plax lowering rule running ``jax_rule``, a rule written with jaxlib's MLIR bindings
+    (``jax_rule(ctx, *ir_values, **params) -> [ir.Value, ...]``)."""
+    def rule(ctx: RuleContext, *operands, **params):
+        if any(a is abstract_token or isinstance(a, AbstractToken)
+               for a in (*ctx.avals_in, *ctx.avals_out)):
+            raise NotImplementedError(f"The MLIR-bindings lowering of {prim} takes or makes "
+                                      "an effect token, which plax's adapter does not pass.")
+        platform = ctx.platform
+        try:
+            key = (jax_rule, tuple(ctx.avals_in), tuple(ctx.avals_out),
+                   tuple(sorted(params.items())), platform)
+            hash(key)
+        except TypeError:  # unhashable parameters: built for each use
+            key = None
+        text = _built.get(key) if key is not None else None
+        if text is None:
+            text = _build(jax_rule, prim, ctx.avals_in, ctx.avals_out, params, platform)
+            if key is not None:
+                _built.put(key, text)
+        name = _splice(ctx.fn.module, key, text, f"{prim.name}_lowering")
+        outs = ctx.op("func.call", list(operands), props=f"callee = @{name}")
+        return outs if prim.multiple_results else outs[0]
+    rule.bindings_rule = jax_rule
+    return rule
+
+
+# --- plax-lowered functions called from a bindings rule -----------------------------------
+_fresh = iter(range(1 << 62))
+
+
+def call_plax_lowering(ctx: LoweringRuleContext, plax_rule, multiple_results: bool, args,
+                       params) -> list:
+    """Inside a bindings rule: lower with the plax rule ``plax_rule`` (e.g. a ``lower_fun``
+    rule) on ``ctx``'s types, parse the result into the rule's module and call it on the
+    ``ir.Value``s ``args``; returns the results (a list)."""
+    from plax.lowering.stablehlo import FunctionBuilder, ModuleBuilder
+    platform = ctx.platforms[0]
+    builder = ModuleBuilder(platform=platform)
+    fn = FunctionBuilder(builder)
+    names = [f"%arg{i}" for i in range(len(args))]
+    outs = plax_rule(RuleContext(fn, ctx.avals_in, ctx.avals_out), *names, **params)
+    outs = [outs] if isinstance(outs, str) else list(outs)
+    in_types = [tensor_type(a) for a in ctx.avals_in]
+    out_types = [tensor_type(a) for a in ctx.avals_out]
+    sig = ", ".join(f"{n}: {t}" for n, t in zip(names, in_types))
+    body = "".join(f"    {line}\n" for line in fn.lines)
+    name = f"plax_lowered_{next(_fresh)}"
+    builder.functions.append(
+        f"  func.func private @{name}({sig}) -> ({', '.join(out_types)}) {{\n{body}"
+        f"    func.return {', '.join(outs)} : {', '.join(out_types)}\n  }}")
+    text = builder.text()
+    renames = {old: f"{old}_{next(_fresh)}" for old in _DEFINED.findall(text) if old != name}
+    if renames:
+        text = re.sub(r"@([\w$.]+)", lambda m: "@" + renames.get(m.group(1), m.group(1)), text)
+    parsed = ir.Module.parse(text)
+    target = ctx.module_context.module.body
+    for op in list(parsed.body.operations):
+        target.append(op.operation)
+    call = func_dialect.CallOp([aval_to_ir_type(a) for a in ctx.avals_out],
+                               ir.FlatSymbolRefAttr.get(name), list(args))
+    return list(call.results)
