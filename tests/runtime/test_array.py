@@ -243,3 +243,55 @@ def test_array_type_is_for_checks_not_construction():
     class Tagged(plax.Array):  # subclasses (type-tag classes) still construct
         pass
     assert isinstance(Tagged(), Tagged) and not isinstance(jnp.ones(2), Tagged)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.bool_, np.complex64,
+                                   ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn])
+def test_np_asarray_is_a_read_only_view_of_the_device_buffer(dtype):
+    host = (np.arange(6) % 3).reshape(2, 3).astype(dtype)
+    put = plax.device_put(host)
+    computed = lax.rev(put, (0,))  # a fresh buffer made by an executable
+    for x, want in ((put, host), (computed, host[::-1])):
+        a, b = np.asarray(x), np.asarray(x)
+        # zero copy on CPU: the host view is the device buffer's memory (as in JAX)
+        assert a.__array_interface__["data"][0] == x.unsafe_buffer_pointer()
+        assert a.__array_interface__["data"] == b.__array_interface__["data"]
+        assert np.shares_memory(a, b) and not a.flags.writeable
+        assert a.dtype == np.dtype(dtype) and a.tobytes() == want.tobytes()
+        with pytest.raises(ValueError, match="read-only"):
+            a[0, 0] = host[0, 0]
+    # a copy is the caller's own and writeable, and changing it leaves the array alone
+    c = np.array(computed)
+    assert c.flags.writeable and not np.shares_memory(c, np.asarray(computed))
+    c[...] = host[0, 1]
+    assert np.asarray(computed).tobytes() == host[::-1].tobytes()
+
+
+def test_np_asarray_shares_with_dlpack_export():
+    x = jnp.arange(6.0).reshape(2, 3) * 2
+    assert np.shares_memory(np.asarray(x), np.from_dlpack(x))
+    np.testing.assert_array_equal(np.from_dlpack(x), np.arange(6.0).reshape(2, 3) * 2)
+    with pytest.raises(ValueError, match="Unable to avoid"):
+        np.asarray(x, dtype=np.int32, copy=False)
+
+
+def test_array_namespace_is_plax_numpy():
+    x = jnp.ones((2, 3))
+    assert jnp.__array_api_version__ == "2024.12"
+    assert x.__array_namespace__() is jnp and plax.Array.__array_namespace__(x) is jnp
+    assert plax.Array.__array_namespace__(x, api_version="2024.12") is jnp
+    with pytest.raises(ValueError, match=r"api_version='2023.12' is not available"):
+        plax.Array.__array_namespace__(x, api_version="2023.12")
+    with pytest.raises(TypeError, match="positional argument"):
+        x.__array_namespace__("2024.12")
+    seen = []
+    plax.jit(lambda t: seen.append(plax.Array.__array_namespace__(t)) or t)(x)
+    assert seen == [jnp]
+    xp = x.__array_namespace__()  # array-API-generic code: the namespace computes
+    np.testing.assert_allclose(np.asarray(xp.sum(xp.exp(x), axis=1)), np.full(2, 3 * np.e),
+                               rtol=1e-6)
+
+    class Tagged(plax.Array):
+        pass
+    with pytest.raises(TypeError, match="Tagged objects are not arrays"):
+        Tagged().__array_namespace__()

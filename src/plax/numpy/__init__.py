@@ -19,6 +19,7 @@ from plax.numpy.vectorize import vectorize  # noqa: F401
 from plax.numpy.ufunc_objects import *  # noqa: F401,F403  (jnp.add is a jnp.ufunc)
 from plax.numpy.numeric import *  # noqa: F401,F403
 
+__array_api_version__ = "2024.12"  # the array API standard plax.numpy follows (as JAX's)
 pi, e, inf, nan, euler_gamma, newaxis = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma, None
 generic, number, integer, signedinteger, unsignedinteger = (
     _np.generic, _np.number, _np.integer, _np.signedinteger, _np.unsignedinteger)

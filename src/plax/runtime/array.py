@@ -390,6 +390,16 @@ class Array(metaclass=_ArrayMeta):
                             "plax.numpy.zeros(...) or plax.device_put(...).")
         return super().__new__(cls)
 
+    def __array_namespace__(self, /, *, api_version=None):
+        """The array API namespace of an array (``plax.numpy``), as the array's own method
+        (installed by plax.numpy on every array type) gives it: ``plax.Array`` has the
+        method too, as ``jax.Array`` does."""
+        own = getattr(type(self), "__array_namespace__", None)
+        if own is None or own is Array.__array_namespace__:  # a user's subclass of Array
+            raise TypeError(f"{type(self).__name__} objects are not arrays: "
+                            "__array_namespace__ is defined for plax arrays and tracers.")
+        return own(self, api_version=api_version)
+
 
 def _rebuild(value, weak_type):
     from plax.runtime.dispatch import array_from_host
