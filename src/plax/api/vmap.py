@@ -37,19 +37,44 @@ def _check_axes_spec(what: str, axes, positional: bool):
                         f"types as leaves, but got {axes}.")
 
 
-def flatten_axes(what: str, treedef, axes) -> list:
+def _prefix_mismatch(what: str, treedef, axes):
+    """The mismatch detail when ``axes`` is not a tree prefix of ``treedef`` (else None)."""
+    try:
+        tree_util.broadcast_prefix_to_treedef(axes, treedef, _is_none, name=what,
+                                              which="the value")
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def flatten_axes(what: str, treedef, axes, *, kws: bool = False,
+                 tupled_args: bool = False) -> list:
     """One axis (or None) per leaf of ``treedef``, broadcasting the prefix tree ``axes``.
 
     Raises JAX's "specification must be a tree prefix" error (with the first
     place where the trees differ) when ``axes`` does not fit. Works on the structure
     alone, as JAX does: no node of the value is rebuilt around the axis specs.
+    With ``kws``, ``treedef`` is that of ``(args, kwargs)`` and ``axes`` a pair whose first
+    entry is for ``args``: the error then describes the positional arguments alone. With
+    ``tupled_args`` (``axes`` is one entry per positional argument) the error adds a hint.
     """
     try:
         return tree_util.broadcast_prefix_to_treedef(axes, treedef, _is_none, name=what,
                                                      which="the value")
     except ValueError as e:
-        raise ValueError(f"{what} specification must be a tree prefix of the corresponding "
-                         f"value; \n  Mismatch details: {e}") from None
+        detail = str(e)
+    if kws:
+        treedef, axes = treedef.children()[0], axes[0]
+        detail = _prefix_mismatch(what, treedef, axes) or detail
+    hint = ""
+    if tupled_args:
+        hint = (f" Note that {what} that are non-trivial pytrees should always be wrapped in a "
+                "tuple representing the argument list.")
+        if len(treedef.children()) == 1 and _prefix_mismatch(what, treedef, (axes,)) is None:
+            hint += (f" In particular, you're passing in a single argument which means that "
+                     f"{what} might need to be wrapped in a singleton tuple.")
+    raise ValueError(f"{what} specification must be a tree prefix of the corresponding "
+                     f"value;{hint} \n  Mismatch details: {detail}") from None
 
 
 def _describe_arg(names, i) -> str:
