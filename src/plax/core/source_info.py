@@ -35,13 +35,27 @@ class SourceInfo(NamedTuple):
 
 # code object -> is it plax's own? (asked for every staged op)
 _in_plax = BoundedCache("code objects inside plax", 1 << 16)
+# Source paths whose frames are never the user's: plax's own, and those libraries built on
+# plax exclude (``register_exclusion``: their wrappers are not where an op comes from).
+excluded_paths: list = [_PLAX_DIR]
+_excluded = [(_PLAX_DIR,)]  # the same, as the tuple str.startswith takes
+
+
+def register_exclusion(path: str) -> None:
+    """Treat frames of source files under ``path`` as library code, never as the user's
+    call site, in source locations and warnings."""
+    if path not in excluded_paths:
+        excluded_paths.append(path)
+    _excluded[0] = tuple(excluded_paths)
+    _in_plax.clear()
 
 
 def is_plax_code(code) -> bool:
-    """Whether the code object ``code`` is plax's own source (cached per code object)."""
+    """Whether the code object ``code`` is plax's own source, or excluded as a library's
+    (cached per code object)."""
     inside = _in_plax.get(code)
     if inside is None:
-        inside = _in_plax.put(code, code.co_filename.startswith(_PLAX_DIR))
+        inside = _in_plax.put(code, code.co_filename.startswith(_excluded[0]))
     return inside
 
 
@@ -53,7 +67,7 @@ def user_frame():
         code = f.f_code
         inside = known.get(code)
         if inside is None:
-            inside = known.put(code, code.co_filename.startswith(_PLAX_DIR))
+            inside = known.put(code, code.co_filename.startswith(_excluded[0]))
         if not inside:
             return f
         f = f.f_back

@@ -1,0 +1,25 @@
+"""``plax._src``: the private ``jax._src`` names that libraries built on JAX import.
+
+With ``jax`` resolving to plax, ``jax._src.<module>`` is ``plax._src.<module>``. Each name here
+is a thin alias onto plax's own mechanism; plax itself never uses this package. The table
+lists every name and the library that needs it:
+
+============================================  =============================  =====================
+name                                          plax's mechanism               needed by
+============================================  =============================  =====================
+traceback_util.register_exclusion             core.source_info exclusions    equinox, flax
+traceback_util.api_boundary                   (plax keeps whole tracebacks)  flax
+traceback_util._exclude_paths                 core.source_info exclusions    flax
+dispatch.wait_for_tokens                      runtime.tokens: effects done   equinox
+dtypes.TypePromotionError, finfo, ...         core.dtypes                    equinox, flax
+core.trace_state_clean                        the current trace              numpyro
+core.ShapedArray, physical_aval               core.avals                     flax
+xla_bridge._backends                          runtime.xla's started clients  chex
+compiler.backend_compile_and_load             a jaxlib client's compile      chex
+tree_util._registry                           core.tree_core's node registry flax.nnx
+ad_util.stop_gradient_p                       lax's stop_gradient primitive  lineax
+flatten_util.ravel_pytree                     plax.flatten_util              blackjax
+checkify.*                                    interpreters.checkify          flax.nnx
+state.types.AbstractRef                       (plax has no mutable refs yet) flax.nnx
+============================================  =============================  =====================
+"""

@@ -1,0 +1,13 @@
+"""``jax._src.traceback_util``: which source files count as library code."""
+from plax.core.source_info import excluded_paths as _exclude_paths  # noqa: F401
+from plax.core.source_info import register_exclusion  # noqa: F401
+
+
+def api_boundary(fun=None, **options):
+    """Mark ``fun`` as a public entry point. JAX filters its own frames out of tracebacks
+    raised through such functions; plax keeps tracebacks whole, so ``fun`` is returned as it
+    is (usable as ``@api_boundary`` and ``@api_boundary(repro_api_name=...)``)."""
+    del options
+    if fun is None:
+        return lambda f: f
+    return fun
