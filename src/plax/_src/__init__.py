@@ -23,3 +23,15 @@ checkify.*                                    interpreters.checkify          fla
 state.types.AbstractRef                       (plax has no mutable refs yet) flax.nnx
 ============================================  =============================  =====================
 """
+
+_SUBMODULES = frozenset({
+    "ad_util", "checkify", "compiler", "core", "dispatch", "dtypes", "flatten_util", "state",
+    "traceback_util", "tree_util", "xla_bridge"})
+
+
+def __getattr__(name):
+    # ``jax._src.xla_bridge._backends`` is read without importing the submodule first.
+    if name in _SUBMODULES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
