@@ -144,3 +144,15 @@ def test_register_exclusion_moves_source_lines_to_the_caller(tmp_path):
                          env=dict(os.environ, PLAX_NUM_CPU_DEVICES="1"))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "8"]  # line 8: the make_jaxpr call in prog.py
+
+
+def test_include_frame_and_tangent_avals():
+    import sys as _sys
+    from plax._src import traceback_util
+    assert traceback_util.include_frame(_sys._getframe())  # this test file is user code
+    inner = []
+    plax.jit(lambda x: inner.append(_sys._getframe(1)) or x)(1.0)
+    assert not traceback_util.include_frame(inner[0])  # the frame calling it is plax's
+    assert ShapedArray((2,), np.dtype(np.int32)).to_tangent_aval().dtype == plax.dtypes.float0
+    f32 = ShapedArray((2,), F32, weak_type=True)
+    assert f32.to_tangent_aval() is f32 and f32.to_cotangent_aval() is f32

@@ -709,3 +709,28 @@ def test_custom_derivatives_module():
     assert cd.custom_gradient is plax.custom_gradient
     assert "custom_jvp_call[" in str(plax.make_jaxpr(log1pexp)(1.))
     assert cd.custom_jvp_call_p.name == "custom_jvp_call"
+
+
+def test_custom_vjp_bwd_none_placeholders_line_up_with_the_arguments():
+    """A bwd output may hold None where the argument holds None (equinox partitions trees
+    that way) and None for the zero cotangent of a whole subtree: each real cotangent must
+    still meet its own argument leaf (a None counted as a leaf once shifted them)."""
+    @plax.custom_vjp
+    def f(tree, scale):
+        return tree["a"].sum() * scale + tree["b"][1].sum()
+
+    def fwd(tree, scale):
+        return f(tree, scale), (tree, scale)
+
+    def bwd(res, g):
+        tree, scale = res
+        # None where the argument has None (tree["b"][0]); None for all of `scale`.
+        return {"a": g * scale * jnp.ones_like(tree["a"]),
+                "b": (None, 2.0 * g * jnp.ones_like(tree["b"][1]))}, None
+
+    f.defvjp(fwd, bwd)
+    tree = {"a": jnp.ones((5, 2)), "b": (None, jnp.ones(3))}
+    g_tree, g_scale = plax.grad(f, argnums=(0, 1))(tree, 3.0)
+    np.testing.assert_allclose(g_tree["a"], np.full((5, 2), 3.0))
+    np.testing.assert_allclose(g_tree["b"][1], np.full(3, 2.0))
+    assert g_tree["b"][0] is None and float(g_scale) == 0.0

@@ -9,6 +9,7 @@ name                                          plax's mechanism               nee
 ============================================  =============================  =====================
 traceback_util.register_exclusion             core.source_info exclusions    equinox, flax
 traceback_util.api_boundary                   (plax keeps whole tracebacks)  flax
+traceback_util.include_frame                  core.source_info exclusions    equinox
 traceback_util._exclude_paths                 core.source_info exclusions    flax
 dispatch.wait_for_tokens                      runtime.tokens: effects done   equinox
 dtypes.TypePromotionError, finfo, ...         core.dtypes                    equinox, flax

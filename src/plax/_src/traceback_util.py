@@ -11,3 +11,9 @@ def api_boundary(fun=None, **options):
     if fun is None:
         return lambda f: f
     return fun
+
+
+def include_frame(frame) -> bool:
+    """Whether ``frame`` is user code: not under plax's own source nor a path a library
+    excluded with ``register_exclusion``."""
+    return not frame.f_code.co_filename.startswith(tuple(_exclude_paths))

@@ -214,6 +214,15 @@ class ShapedArray(AbstractValue):
             return self._sharding
         return _replicated_sharding(len(self.shape))
 
+    def to_tangent_aval(self) -> "ShapedArray":
+        """The type of this type's tangents: the same, or float0 for integers, booleans and
+        keys (as ``plax.core.rules.tangent_aval``)."""
+        if dtypes.is_inexact(self.dtype):
+            return self
+        return self.update(dtype=dtypes.float0, weak_type=False)
+
+    to_cotangent_aval = to_tangent_aval
+
     def update(self, shape=None, dtype=None, weak_type=None, sharding=False,
                manual_axis_type=None) -> "ShapedArray":
         """A copy with some fields changed. The sharding is kept while the rank is

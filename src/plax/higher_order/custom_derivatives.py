@@ -638,16 +638,24 @@ def _check_bwd_out(out, in_tree, in_avals):
         if ct is None:
             flat.extend(Zero(tangent_aval(a)) for a in arg_avals)
             continue
-        pairs, ct_tree = tree_util.tree_flatten_with_path(ct, is_leaf=lambda x: x is None)
-        if ct_tree != arg_tree and tree_util.tree_structure(ct) != arg_tree:
-            raise TypeError(
-                "Custom VJP bwd rule must produce an output with the same container (pytree) "
-                "structure as the args tuple of the primal function, and in particular must "
-                "produce a tuple of length equal to the number of arguments to the primal "
-                f"function, but got bwd output structure {tree_util.tree_structure(out)} for "
-                f"primal input structure {in_tree}.")
-        for (path, c), a in zip(pairs, arg_avals):
-            flat.append(_check_ct(c, a, f"output[{i}]{tree_util.keystr(path)}"))
+        if tree_util.tree_structure(ct) == arg_tree:  # None only where the argument has None
+            pairs = [(f"output[{i}]{tree_util.keystr(path)}", c)
+                     for path, c in tree_util.tree_flatten_with_path(ct)[0]]
+        else:  # a None standing for the zero cotangent of a whole subtree
+            try:
+                leaves = tree_util.broadcast_prefix_to_treedef(ct, arg_tree,
+                                                               is_leaf=lambda x: x is None)
+            except ValueError:
+                raise TypeError(
+                    "Custom VJP bwd rule must produce an output with the same container "
+                    "(pytree) structure as the args tuple of the primal function, and in "
+                    "particular must produce a tuple of length equal to the number of arguments "
+                    "to the primal function, but got bwd output structure "
+                    f"{tree_util.tree_structure(out)} for primal input structure {in_tree}."
+                ) from None
+            pairs = [(f"output[{i}], leaf {j}", c) for j, c in enumerate(leaves)]
+        for (where, c), a in zip(pairs, arg_avals):
+            flat.append(_check_ct(c, a, where))
     return flat
 
 
