@@ -3,14 +3,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.plax-installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench ecosystem clean
 
 # The install also writes plax's bytecode (compileall writes it even under
 # PYTHONDONTWRITEBYTECODE=1, which otherwise has every run compile each module it imports).
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml ecosystem/fast-libraries.txt ecosystem/fast-dependencies.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -r ecosystem/fast-dependencies.txt
+	$(PY) -m pip install -q --no-deps -r ecosystem/fast-libraries.txt
 	$(PY) -m compileall -q src
 	touch $(STAMP)
 
@@ -41,6 +43,11 @@ bench: $(STAMP)
 	$(PY) bench/bench_fft.py
 	$(PY) bench/bench_linalg.py
 	$(PY) bench/bench_tracing.py
+
+# Libraries built on JAX (optax, chex, flax, equinox, ...) run on plax with their own tests, in
+# a separate venv; ARGS=--reference runs them on real JAX 0.10.2, ARGS="--only optax,chex".
+ecosystem: $(STAMP)
+	$(PY) ecosystem/run.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
