@@ -274,3 +274,13 @@ def test_nested_jit_scopes_are_relative_to_each_call_site():
     text = plax.jit(outer).lower(jnp.ones(2)).as_text(debug_info=True)
     assert 'loc("A/jit(<lambda>)/sin"' in text
     assert 'loc("B/jit(<lambda>)/sin"' in text
+
+
+def test_eval_shape_of_a_function_returning_shape_dtype_structs():
+    # lineax compares structures with eval_shape(lambda: tree) on trees that may already
+    # hold ShapeDtypeStructs: they come back as they are, beside the traced outputs.
+    given = plax.ShapeDtypeStruct((3,), np.float32)
+    out = plax.eval_shape(lambda x: {"given": given, "sum": x.sum(), "n": 2}, np.ones((2, 2)))
+    assert out["given"] is given
+    assert out["sum"].shape == () and out["sum"].dtype == np.float32
+    assert out["n"].shape == () and out["n"].weak_type

@@ -217,3 +217,29 @@ def test_lu_solve_each_transpose(trans):
                                    np.conj(np.swapaxes(a, -1, -2)))
         np.testing.assert_allclose(lu_solve(factors, perm, b, trans), np.linalg.solve(op, b),
                                    rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape, dtype", [((4, 3), np.float32), ((3, 3), np.float64),
+                                          ((5, 2), np.complex64)])
+@pytest.mark.parametrize("left, transpose", [(True, False), (True, True), (False, False),
+                                             (False, True)])
+def test_ormqr_multiplies_by_the_full_q(shape, dtype, left, transpose):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(shape).astype(dtype)
+    if np.iscomplexobj(a):
+        a = a + 1j * rng.standard_normal(shape).astype(a.real.dtype)
+    m = shape[0]
+    c = rng.standard_normal((m, 2) if left else (2, m)).astype(dtype)
+    with plax.enable_x64(dtype == np.float64):
+        h, taus = plax.numpy.linalg.qr(a, mode="raw")
+        got = plax.lax.linalg.ormqr(h.mT, taus, c, left=left, transpose=transpose)
+    q = np.linalg.qr(a, mode="complete")[0]  # LAPACK's geqrf + orgqr: the same Q
+    q = q.conj().T if transpose else q
+    want = q @ c if left else c @ q
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_ormqr_rejects_a_c_of_the_wrong_size():
+    a = np.ones((4, 3), np.float32)
+    with pytest.raises(ValueError, match="c's rows must number 4"):
+        plax.lax.linalg.ormqr(a, np.ones(3, np.float32), np.ones((3, 2), np.float32))

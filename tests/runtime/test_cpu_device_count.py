@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+import plax
+
 from plax.runtime.xla import _xla_flags_device_count
 
 FORCE = "--xla_force_host_platform_device_count="
@@ -59,3 +61,10 @@ def test_xla_flags_bad_count():
     with pytest.raises(ValueError, match="--xla_force_host_platform_device_count needs an "
                                          "integer, got 'four'"):
         _xla_flags_device_count(FORCE + "four")
+
+
+@pytest.mark.parametrize("backend", ["tpu", "gpu", "no_such_platform"])
+def test_an_absent_backend_is_an_unknown_backend(backend):
+    # JAX's phrase ("Unknown backend"): chex's device assertions match on it.
+    with pytest.raises(RuntimeError, match=f"Unknown backend '{backend}'.*Available backends"):
+        plax.devices(backend)

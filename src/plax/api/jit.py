@@ -636,17 +636,22 @@ def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes ``fun`` would return, as a pytree of ShapeDtypeStruct (no FLOPs)."""
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
     avals = _avals_of(leaves, f"of {fun_name(fun)}")
-    out_tree_box = []
+    out_tree_box, given = [], {}
 
     def flat_fun(*flat):
         a, k = tree_util.tree_unflatten(in_tree, list(flat))
         out_leaves, out_tree = tree_util.tree_flatten(fun(*a, **k))
         out_tree_box.append(out_tree)
-        return out_leaves
+        # A ShapeDtypeStruct the function returns (as JAX allows) is its own answer.
+        given.update((i, x) for i, x in enumerate(out_leaves) if isinstance(x, ShapeDtypeStruct))
+        return [x for i, x in enumerate(out_leaves) if i not in given]
 
     jaxpr, _ = trace_to_jaxpr(flat_fun, avals, description=fun_name(fun))
     _check_key_reuse(jaxpr)
-    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in jaxpr.out_avals]
+    traced = iter(ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+                  for a in jaxpr.out_avals)
+    shapes = [given[i] if i in given else next(traced)
+              for i in range(out_tree_box[0].num_leaves)]
     return tree_util.tree_unflatten(out_tree_box[0], shapes)
 
 

@@ -196,7 +196,8 @@ def get_backend(platform: str | None = None):
     if key == "gpu":
         key = "cuda"
     if key not in bs:
-        raise RuntimeError(f"Backend {platform!r} is not available; available: {sorted(bs)}.")
+        raise RuntimeError(f"Unknown backend {platform!r}: it is not available here. Available "
+                           f"backends are {sorted(bs)}.")
     return bs[key]
 
 
