@@ -180,3 +180,10 @@ def test_test_util_has_jax_signatures():
     wrong_vjp = lambda *a: (f(*a), lambda ct: (ct * 3.0,))  # noqa: E731
     with pytest.raises(AssertionError, match="VJP does not agree"):
         test_util.check_vjp(f, wrong_vjp, args)
+
+
+def test_lax_dtype_is_the_canonical_dtype_of_a_value():
+    assert plax.lax.dtype(np.ones(2)) == np.float32  # float64 without x64
+    assert plax.lax.dtype(3) == np.int32 and plax.lax.dtype(np.int8(3)) == np.int8
+    with plax.enable_x64(True):
+        assert plax.lax.dtype(np.ones(2)) == np.float64

@@ -284,3 +284,10 @@ def test_eval_shape_of_a_function_returning_shape_dtype_structs():
     assert out["given"] is given
     assert out["sum"].shape == () and out["sum"].dtype == np.float32
     assert out["n"].shape == () and out["n"].weak_type
+
+
+def test_lowered_cost_analysis_counts_the_program_as_lowered():
+    lowered = plax.jit(lambda x: x @ x + 1).lower(np.ones((4, 4), np.float32))
+    cost = lowered.cost_analysis()
+    assert cost["flops"] == 2 * 4 * 4 * 4 + 4 * 4  # the matmul's multiply-adds, then the add
+    assert cost["bytes accessed"] > 0

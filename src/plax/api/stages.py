@@ -52,6 +52,11 @@ class Lowered:
         """A pytree of ShapeDtypeStruct describing the outputs."""
         return self._entry.out_info()
 
+    def cost_analysis(self) -> dict:
+        """XLA's estimate of the program as lowered (before optimisation): flops,
+        transcendentals, bytes accessed, ..."""
+        return xla.hlo_cost_analysis(self._text)
+
     def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
         """The module ``compile`` hands to XLA, as StableHLO (the default) or ``"hlo"``.
 

@@ -22,6 +22,7 @@ from plax.first_order.indexing import *  # noqa: F401,F403
 from plax.first_order.dot import *  # noqa: F401,F403
 from plax.first_order.utility import *  # noqa: F401,F403
 from plax.first_order.sharding_constraint import with_sharding_constraint  # noqa: F401
+from plax.core import dtypes as _dtypes
 # The primitives themselves, under JAX's names (for jaxpr interpreters and custom rules).
 from plax.first_order.arithmetic import (  # noqa: F401
     abs_p, add_p, ceil_p, complex_p, conj_p, div_p, floor_p, imag_p, integer_pow_p, max_p,
@@ -83,6 +84,8 @@ _LAZY_FAMILIES = {
         "conv_dimension_numbers", "conv_general_permutations", "conv_shape_tuple",
         "conv_general_shape_tuple", "ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers",
         "conv_general_dilated_p"),
+    "plax.first_order.convolution_local": (
+        "conv_general_dilated_patches", "conv_general_dilated_local"),
     "plax.first_order.fft": ("fft", "fft_p", "FftType"),
     "plax.first_order.collectives": (
         "psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "all_to_all", "pswapaxes",
@@ -112,3 +115,8 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(_LAZY_NAMES) | set(_LAZY_SUBMODULES))
+
+
+def dtype(x):
+    """The dtype ``x`` has as a plax value (canonical: float64 is float32 unless x64 is on)."""
+    return _dtypes.dtype(x, canonicalize=True)

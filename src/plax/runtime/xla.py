@@ -532,6 +532,13 @@ def stablehlo_to_hlo_text(text: str, debug_info: bool = False) -> str:
     return computation.as_hlo_module().to_string(options)
 
 
+def hlo_cost_analysis(text: str, platform: str | None = None) -> dict:
+    """XLA's cost estimate (flops, bytes accessed, ...) of a StableHLO module as lowered,
+    before XLA's optimisations, on ``platform``'s backend."""
+    module = hlo_computation(text).get_hlo_module()
+    return dict(_jax.hlo_module_cost_analysis(get_backend(platform), module))
+
+
 # --- LAPACK kernels (CPU linear algebra) -------------------------------------------------
 _lapack_ready = False
 
