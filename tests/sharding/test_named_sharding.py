@@ -366,3 +366,17 @@ def test_rank_too_small():
     with pytest.raises(ValueError, match="is only valid for values of rank at least 2, but was "
                                          "applied to a value of rank 0"):
         s.check_shape(())
+
+
+def test_constraint_inside_jit_may_split_a_dimension_unevenly():
+    # As in JAX (flax's logical partitioning relies on it): XLA pads the last shards inside
+    # the program; only storing an array that way (device_put, out_shardings) is refused.
+    mesh = Mesh(np.array(plax.devices()[:8]).reshape(8, 1), ("in", "out"))
+    s = NamedSharding(mesh, PartitionSpec("in", "out"))
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    y = plax.jit(lambda x: plax.lax.with_sharding_constraint(x * 2, s))(x)
+    np.testing.assert_array_equal(y, x * 2)
+    with pytest.raises(IndivisibleError, match="partitioned 8 times, but the dimension size is 4"):
+        plax.device_put(x, s)
+    with pytest.raises(IndivisibleError, match="partitioned 8 times"):
+        plax.jit(lambda x: x + 1, out_shardings=s)(x)

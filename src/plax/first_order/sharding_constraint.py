@@ -64,7 +64,7 @@ def with_sharding_constraint(x, shardings):
             outs.append(leaf)
             continue
         s = _resolve(s)
-        s.check_shape(getattr(leaf, "shape", ()), "with_sharding_constraint: ")
+        s.check_shape(getattr(leaf, "shape", ()), "with_sharding_constraint: ", divisible=False)
         mesh = s.mesh
         if mesh.axis_names and all(t is AxisType.Explicit for t in mesh.axis_types):
             if any(e is UNCONSTRAINED for e in s.spec):

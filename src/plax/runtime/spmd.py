@@ -321,6 +321,9 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
     donated = dispatch.usable_donations(jaxpr, [bool(donated[i]) for i in kept], name)
     jaxpr, callbacks = _probes_as_results(jaxpr)
     out_shardings = _typed_results(jaxpr, out_shardings, in_shardings)
+    for sharding, v in zip(out_shardings, jaxpr.outvars):
+        if sharding is not None:  # a result is stored as laid out: it must split evenly
+            sharding.check_shape(v.aval.shape)
     out_shardings = tuple(out_shardings) + (None,) * len(callbacks)
 
     def attr(sharding, aval):

@@ -115,14 +115,18 @@ class NamedSharding(xla.GSPMDShardingBase):
             raise ValueError(f"Sharding {self!r} is only valid for values of rank at least "
                              f"{len(self.spec)}, but was applied to a value of rank {ndim}")
 
-    def check_shape(self, global_shape, what: str = "") -> None:
+    def check_shape(self, global_shape, what: str = "", divisible: bool = True) -> None:
         """JAX's errors for a shape this sharding cannot lay out (``what`` prefixes the rank
-        error, e.g. "One of device_put args is incompatible with ...: ")."""
+        error, e.g. "One of device_put args is incompatible with ...: "). With ``divisible``
+        False only the rank is checked: a constraint inside a program may split a dimension
+        unevenly (XLA pads the last shards), though an array cannot be stored that way."""
         global_shape = tuple(global_shape)
         try:
             self._check_rank(len(global_shape))
         except ValueError as e:
             raise ValueError(f"{what}{e}") from None
+        if not divisible:
+            return
         tiles = self._layout(len(global_shape)).tiles
         for d, (n, t) in enumerate(zip(global_shape, tiles)):
             if n % t:
