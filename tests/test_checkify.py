@@ -365,3 +365,28 @@ def test_checkified_program_holds_no_check():
     assert "check" not in str(jaxpr)
     staged = plax.make_jaxpr(positive_log)(jnp.ones(2))
     assert "check[debug=False]" in str(staged)
+
+
+def test_checks_inside_pmap_and_shard_map_report_the_failing_devices():
+    # As JAX: each device checks its block; the error names the failing devices by index.
+    from plax.experimental import checkify as ck
+    from plax.sharding import Mesh, PartitionSpec as P
+
+    def f(x):
+        ck.check(plax.numpy.all(x > 0), "neg")
+        return plax.lax.pmean(x, "i")
+
+    g = ck.checkify(plax.pmap(f, axis_name="i", devices=plax.devices()[:2]))
+    err, out = g(np.arange(1.0, 3.0).reshape(2, 1))
+    assert err.get() is None
+    np.testing.assert_allclose(out.ravel(), [1.5, 1.5])
+    err, _ = g(np.array([[1.0], [-1.0]]))
+    assert err.get() == "at mapped index 1: neg (`check` failed)"
+    mesh = Mesh(np.array(plax.devices()[:4]), ("i",))
+    h = ck.checkify(plax.jit(plax.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P())))
+    err, out = h(np.array([1.0, 2.0, -3.0, -4.0]))
+    assert err.get() == ("at mapped index 2: neg (`check` failed)\n"
+                         "at mapped index 3: neg (`check` failed)")
+    np.testing.assert_allclose(out, [-1.0])
+    with pytest.raises(ck.JaxRuntimeError, match="neg"):
+        err.throw()

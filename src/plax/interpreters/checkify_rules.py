@@ -39,6 +39,8 @@ from plax.higher_order.cond import cond_p
 from plax.higher_order.loops import while_p
 from plax.higher_order.scan import scan_p
 from plax.higher_order.pjit import pjit_p
+from plax.higher_order.shard_map import body_context, shard_map_p
+from plax.sharding.partition_spec import PartitionSpec
 from plax.interpreters.checkify import (DivisionByZeroError, NaNError, OOBError, checkify_rules,
                                       effects_of, run_checkified)
 from plax.higher_order.custom_derivatives import (NamedCallable, custom_jvp_call_p,
@@ -302,6 +304,37 @@ def _pjit_rule(trace, args, params):
 
 
 checkify_rules[pjit_p] = _pjit_rule
+
+
+def _shard_map_rule(trace, args, params):
+    """Each device checks its own block: the error goes in replicated and comes out with one
+    entry per device (a leading dimension split over the manual axes), so ``get()`` names
+    the failing devices by index, as for a vmapped check."""
+    leaves, tree, avals = _flat_error(trace.error)
+    mesh, manual = params["mesh"], params["manual_axes"]
+    with body_context(mesh, manual, params["check_vma"]):
+        body, out_tree = checkify_jaxpr(params["jaxpr"], trace.enabled, tree, avals,
+                                        "checkify(shard_map)")
+        n_err = out_tree.num_leaves
+
+        def per_device(*xs):
+            outs = eval_jaxpr(body.jaxpr, body.consts, *xs)
+            errs = [_shapes.broadcast_in_dim(e, (1,) + get_aval(e).shape,
+                                             tuple(range(1, 1 + get_aval(e).ndim)))
+                    for e in outs[:n_err]]
+            return errs + list(outs[n_err:])
+        stacked = trace_closed(per_device, body.in_avals, "checkify(shard_map)")
+    callee, consts = consts_as_inputs(stacked)
+    axes = tuple(a for a in mesh.axis_names if a in manual)
+    replicated = (PartitionSpec(),) * (len(consts) + len(leaves))
+    outs = shard_map_p.bind(*consts, *leaves, *args, **dict(
+        params, jaxpr=callee, in_specs=replicated + tuple(params["in_specs"]),
+        out_specs=(PartitionSpec(axes),) * n_err + tuple(params["out_specs"])))
+    _set_error(trace, [out_tree], outs[:n_err])
+    return outs[n_err:]
+
+
+checkify_rules[shard_map_p] = _shard_map_rule
 
 
 def _checkpoint_rule(trace, args, params):
