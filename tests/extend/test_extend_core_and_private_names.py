@@ -156,3 +156,24 @@ def test_include_frame_and_tangent_avals():
     assert ShapedArray((2,), np.dtype(np.int32)).to_tangent_aval().dtype == plax.dtypes.float0
     f32 = ShapedArray((2,), F32, weak_type=True)
     assert f32.to_tangent_aval() is f32 and f32.to_cotangent_aval() is f32
+
+
+def test_a_library_registers_its_own_value_type():
+    # TFP registers its variables this way (copying NumPy's entries); here a type of our own.
+    from plax.interpreters import xla as ixla
+
+    class Boxed:
+        def __init__(self, value):
+            self.value = np.asarray(value, np.float64)
+
+    plax.core.pytype_aval_mappings[Boxed] = lambda b: ShapedArray(b.value.shape, F32)
+    ixla.canonicalize_dtype_handlers[Boxed] = lambda b: b.value.astype(np.float32)
+    try:
+        b = Boxed([1.0, 2.0, 3.0])
+        np.testing.assert_allclose(plax.jit(jnp.sin)(b), np.sin([1.0, 2.0, 3.0]), rtol=1e-6)
+        assert plax.make_jaxpr(jnp.cos)(b).in_avals[0].shape == (3,)
+    finally:
+        del plax.core.pytype_aval_mappings[Boxed], ixla.canonicalize_dtype_handlers[Boxed]
+    assert ixla.canonicalize_dtype_handlers[np.ndarray](np.ones(2)).dtype == np.float32
+    out = ixla.apply_primitive(xcore.primitives.sin_p, np.float32(0.5))
+    np.testing.assert_allclose(out, np.sin(0.5), rtol=1e-6)

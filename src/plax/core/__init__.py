@@ -24,6 +24,7 @@ _PUBLIC = {
     "ensure_compile_time_eval": ("plax.api.jit", "ensure_compile_time_eval"),
     "eval_context": ("plax.api.jit", "eval_context"),
     "typeof": ("plax.api.jit", "typeof"),
+    "pytype_aval_mappings": ("plax.core.avals", "pytype_aval_mappings"),
 }
 
 Value = _Any

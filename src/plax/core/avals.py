@@ -342,6 +342,9 @@ def abstractify(x) -> ShapedArray:
                                       t is WeakHostArray)
     if hasattr(x, "__plax_array__"):
         return abstractify(x.__plax_array__())
+    handler = pytype_aval_mappings.get(t)
+    if handler is not None:  # a type a library registered (JAX's extension hook)
+        return handler(x)
     raise TypeError(f"Value {x!r} of type {t.__name__} is not a valid JAX type: "
                     "expected an array, a NumPy value or a Python scalar.")
 
@@ -349,3 +352,21 @@ def abstractify(x) -> ShapedArray:
 def is_valid_value(x) -> bool:
     return (type(x) in _SCALAR_TYPES or isinstance(x, (np.ndarray, np.generic))
             or isinstance(getattr(x, "aval", None), ShapedArray))
+
+
+# JAX's hooks for value types, by exact type: ``pytype_aval_mappings[t](x) -> aval`` and
+# ``canonicalize_dtype_handlers[t](x) -> x`` as a NumPy value of the canonical dtype. plax
+# knows arrays, NumPy values and Python scalars itself (their entries are here for libraries
+# that copy them onto their own types); a library registers other types (TFP's variables).
+def _numpy_aval(x) -> ShapedArray:
+    return unchecked_shaped_array(np.shape(x), dtypes.canonicalize_dtype(np.result_type(x)),
+                                  type(x) in _SCALAR_TYPES and type(x) is not bool)
+
+
+def _numpy_canonical(x):
+    return np.asarray(x, dtypes.canonicalize_dtype(np.result_type(x)))
+
+
+_HOST_TYPES = (np.ndarray, *_SCALAR_TYPES, *(np.dtype(c).type for c in "?bBhHiIlLqQefdgFDG"))
+pytype_aval_mappings: dict = dict.fromkeys(_HOST_TYPES, _numpy_aval)
+canonicalize_dtype_handlers: dict = dict.fromkeys(_HOST_TYPES, _numpy_canonical)

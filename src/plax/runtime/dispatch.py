@@ -10,7 +10,8 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.caches import BoundedCache
 from plax.core.config import config
-from plax.core.avals import ShapedArray, abstractify, physical_aval
+from plax.core.avals import (ShapedArray, abstractify, canonicalize_dtype_handlers,
+                             physical_aval)
 from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import Jaxpr, JaxprEqn, Var
 from plax.core.primitive import abstract_eval, impl_rules
@@ -66,9 +67,22 @@ config._listeners.append(_default_device_setting_changed)
 
 
 # --- host data -> Array -------------------------------------------------------------
+_KNOWN_HOST_TYPES = frozenset(canonicalize_dtype_handlers)  # plax's own entries
+
+
+def registered_host_value(x):
+    """``x`` through the handler a library registered for its type (``canonicalize_dtype_
+    handlers``), or unchanged for the types plax converts itself."""
+    if type(x) in _KNOWN_HOST_TYPES:
+        return x
+    handler = canonicalize_dtype_handlers.get(type(x))
+    return x if handler is None else handler(x)
+
+
 def canonical_host_value(x, dtype=None) -> tuple[np.ndarray, bool]:
     """``x`` as a host array of plax's canonical dtype, and whether it is weakly typed."""
     weak = type(x) in (int, float, complex)
+    x = registered_host_value(x)
     if dtype is not None:
         dt = dtypes.canonicalize_dtype(dtype)
         weak = False
@@ -207,7 +221,7 @@ def to_buffer(x, aval: ShapedArray, device):
         return buf
     if aval.dtype == dtypes.float0:
         x, aval = np.zeros(aval.shape, np.bool_), xla_aval(aval)
-    host = np.asarray(x, dtype=aval.dtype)
+    host = np.asarray(registered_host_value(x), dtype=aval.dtype)
     if host.ndim:
         return xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled())
     key = (host.tobytes(), aval, device)

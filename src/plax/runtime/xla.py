@@ -27,6 +27,7 @@ from plax.core.config import config
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
 XlaRuntimeError = xc.XlaRuntimeError
+Client = xc.Client  # the type of an XLA client (a backend)
 SingleDeviceShardingBase = xc.SingleDeviceSharding
 GSPMDShardingBase = xc.GSPMDSharding
 HloSharding = xc.HloSharding
