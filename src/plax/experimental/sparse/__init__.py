@@ -1,0 +1,31 @@
+"""plax.experimental.sparse: sparse arrays, as ``jax.experimental.sparse``.
+
+The BCOO (batched coordinate) format with its primitives (``bcoo.py`` and the modules it
+wraps), the format-generic ``todense``/``empty``/``eye`` (``api.py``) and the ``sparsify``
+transformation that runs dense code on sparse arrays (``transform.py``), differentiation
+with respect to sparse arrays (``ad.py``) and ``random_bcoo`` (``random.py``). Loaded only
+when imported.
+"""
+from plax.experimental.sparse._base import JAXSparse
+from plax.experimental.sparse.ad import grad, jacfwd, jacobian, jacrev, value_and_grad
+from plax.experimental.sparse.api import empty, eye, todense, todense_p
+from plax.experimental.sparse.bcoo import (
+    BCOO, bcoo_dot_general, bcoo_dot_general_p, bcoo_eliminate_zeros, bcoo_extract,
+    bcoo_extract_p, bcoo_fromdense, bcoo_fromdense_p, bcoo_multiply_dense, bcoo_multiply_sparse,
+    bcoo_reduce_sum, bcoo_sort_indices, bcoo_sort_indices_p, bcoo_sum_duplicates,
+    bcoo_sum_duplicates_p, bcoo_todense, bcoo_todense_p, bcoo_transpose, bcoo_transpose_p)
+from plax.experimental.sparse.random import random_bcoo
+from plax.experimental.sparse.transform import sparsify
+from plax.experimental.sparse.util import (CuSparseEfficiencyWarning, SparseEfficiencyError,
+                                           SparseEfficiencyWarning)
+
+__all__ = [
+    "JAXSparse", "BCOO", "empty", "eye", "todense", "todense_p", "sparsify", "random_bcoo",
+    "grad", "value_and_grad", "jacfwd", "jacrev", "jacobian",
+    "bcoo_dot_general", "bcoo_dot_general_p", "bcoo_eliminate_zeros", "bcoo_extract",
+    "bcoo_extract_p", "bcoo_fromdense", "bcoo_fromdense_p", "bcoo_multiply_dense",
+    "bcoo_multiply_sparse", "bcoo_reduce_sum", "bcoo_sort_indices", "bcoo_sort_indices_p",
+    "bcoo_sum_duplicates", "bcoo_sum_duplicates_p", "bcoo_todense", "bcoo_todense_p",
+    "bcoo_transpose", "bcoo_transpose_p", "CuSparseEfficiencyWarning", "SparseEfficiencyError",
+    "SparseEfficiencyWarning",
+]

@@ -1,0 +1,124 @@
+"""Shared pieces of the sparse formats: the static description of a sparse array
+(``SparseInfo``), BCOO layout checks, the sparse warnings and errors, and vmap helpers
+that map over leading batch dimensions (broadcasting those of size 1)."""
+from __future__ import annotations
+
+import operator
+from typing import NamedTuple
+
+from plax import numpy as jnp
+from plax.api.vmap import vmap
+from plax.core import dtypes
+from plax.core.trace import get_aval
+
+__all__ = ["SparseEfficiencyError", "SparseEfficiencyWarning", "CuSparseEfficiencyWarning",
+           "SparseInfo", "BCOOProperties", "validate_bcoo", "validate_bcoo_indices",
+           "nfold_vmap", "broadcasting_vmap", "count_stored_elements"]
+
+
+class SparseEfficiencyError(ValueError):
+    """A sparse operation would store (nearly) every element explicitly."""
+
+
+class SparseEfficiencyWarning(UserWarning):
+    """A sparse operation stores many more elements than the result needs."""
+
+
+class CuSparseEfficiencyWarning(SparseEfficiencyWarning):
+    """A GPU sparse kernel was not available and a generic implementation ran instead."""
+
+
+class SparseInfo(NamedTuple):
+    """The static part of a sparse array: its shape and what is known of its indices."""
+    shape: tuple
+    indices_sorted: bool = False
+    unique_indices: bool = False
+
+
+class BCOOProperties(NamedTuple):
+    """How a BCOO array's dimensions split, and how many elements it stores per batch."""
+    n_batch: int
+    n_sparse: int
+    n_dense: int
+    nse: int
+
+
+def canonical_shape(shape, what: str = "shape") -> tuple:
+    """``shape`` as a tuple of non-negative Python ints."""
+    try:
+        out = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of integers, got {shape!r}.") from None
+    if any(s < 0 for s in out):
+        raise ValueError(f"{what} must hold non-negative sizes, got {out}.")
+    return out
+
+
+def validate_bcoo_indices(indices, shape) -> BCOOProperties:
+    """The layout an index buffer of type ``indices`` gives an array of ``shape``."""
+    shape = tuple(shape)
+    if not dtypes.is_integer(indices.dtype):
+        raise TypeError(f"BCOO indices must have an integer dtype, got {indices.dtype}.")
+    if len(indices.shape) < 2:
+        raise ValueError(f"BCOO indices must have shape batch_dims + (nse, n_sparse), got "
+                         f"indices.shape={tuple(indices.shape)} for shape={shape}.")
+    nse, n_sparse = indices.shape[-2:]
+    n_batch = len(indices.shape) - 2
+    n_dense = len(shape) - n_batch - n_sparse
+    if n_dense < 0:
+        raise ValueError(f"Invalid indices.shape={tuple(indices.shape)} for shape={shape}: "
+                         f"{n_batch} batch and {n_sparse} sparse dimensions exceed the "
+                         f"{len(shape)} dimensions of the array.")
+    if any(s1 not in (1, s2) for s1, s2 in zip(indices.shape[:n_batch], shape[:n_batch])):
+        raise ValueError(f"indices batch dimensions not compatible for "
+                         f"indices.shape={tuple(indices.shape)}, shape={shape}")
+    return BCOOProperties(n_batch, n_sparse, n_dense, nse)
+
+
+def validate_bcoo(data, indices, shape) -> BCOOProperties:
+    """Check that ``data`` and ``indices`` (arrays or avals) describe an array of ``shape``."""
+    props = validate_bcoo_indices(indices, shape)
+    n_batch, n_sparse, n_dense, nse = props
+    shape = tuple(shape)
+    if any(s1 not in (1, s2) for s1, s2 in zip(data.shape[:n_batch], shape[:n_batch])):
+        raise ValueError(f"data batch dimensions not compatible for "
+                         f"data.shape={tuple(data.shape)}, shape={shape}")
+    if tuple(data.shape[n_batch:]) != (nse,) + shape[n_batch + n_sparse:]:
+        raise ValueError(f"Invalid data.shape={tuple(data.shape)} for nse={nse}, "
+                         f"n_batch={n_batch}, n_dense={n_dense}")
+    return props
+
+
+def broadcasting_vmap(fun, in_axes=0):
+    """``vmap(fun)`` over axis 0 of its array arguments (None in ``in_axes`` leaves one
+    unmapped), where an argument of size 1 along that axis is broadcast against the others
+    rather than mapped."""
+    def batched(*args):
+        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+        sizes = [get_aval(x).shape[0] for x, ax in zip(args, axes) if ax is not None]
+        size = max(sizes, default=1)
+        if size != 1:
+            if any(s not in (1, size) for s in sizes):
+                raise ValueError(f"broadcasting_vmap: mapped sizes {sizes} do not broadcast.")
+            pairs = [(x[0], None) if ax is not None and get_aval(x).shape[0] == 1 else (x, ax)
+                     for x, ax in zip(args, axes)]
+            args, axes = [x for x, _ in pairs], tuple(ax for _, ax in pairs)
+        return vmap(fun, in_axes=axes)(*args)
+    return batched
+
+
+def nfold_vmap(fun, n: int, *, broadcasted: bool = True, in_axes=0):
+    """``fun`` mapped over the ``n`` leading dimensions of its (mapped) arguments."""
+    for _ in range(n):
+        fun = broadcasting_vmap(fun, in_axes) if broadcasted else vmap(fun, in_axes=in_axes)
+    return fun
+
+
+def count_stored_elements(mat, n_batch: int = 0, n_dense: int = 0):
+    """The largest number of nonzero elements (nonzero blocks, with dense dimensions) of one
+    batch of ``mat``: the ``nse`` a BCOO form of it needs."""
+    mask = jnp.asarray(mat) != 0
+    if n_dense:
+        mask = jnp.any(mask, axis=tuple(range(mask.ndim - n_dense, mask.ndim)))
+    counts = jnp.sum(mask, axis=tuple(range(n_batch, mask.ndim)))
+    return jnp.max(counts, initial=0)
