@@ -19,8 +19,11 @@ import pytest
 import plax
 import plax.numpy as jnp
 from plax import lax
+from plax.api_util import debug_info
 from plax.core.dce import dce_closed
 from plax.core.jaxpr import eval_closed_jaxpr, open_jaxpr, subjaxprs
+from plax.extend import linear_util as lu
+from plax.extend.core.primitives import call_p, closed_call_p
 from plax.sharding import Mesh, PartitionSpec as P
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -162,6 +165,23 @@ def _shard_map(x, y):
 
 _X = np.array([0.3, -0.2, 0.5], np.float32)
 _Y = np.array([0.7, 0.1, -0.4], np.float32)
+
+
+def _call_body(x, y):
+    return [jnp.sin(x) * y, jnp.cos(x) * jnp.exp(y)]
+
+
+_CALL_JAXPR = plax.make_jaxpr(_call_body)(_X, _Y)
+
+
+def _closed_call(x, y):  # as a jaxpr's evaluation binds it: the ClosedJaxpr as a parameter
+    return tuple(closed_call_p.bind(x, y, call_jaxpr=_CALL_JAXPR))
+
+
+def _call(x, y):  # as JAX's call_p is bound: with a WrappedFun, traced into the equation
+    fun = lu.wrap_init(_call_body, debug_info=debug_info("call", _call_body, (x, y), {}))
+    return tuple(call_p.bind(fun, x, y))
+
 _N = len(plax.devices())
 _XS = np.linspace(-0.5, 0.6, _N).astype(np.float32)
 _YS = np.linspace(0.4, -0.3, _N).astype(np.float32)
@@ -178,6 +198,9 @@ ROWS = [
     Row("checkpoint",
         plax.checkpoint(lambda x, y: (jnp.sin(x) * y, jnp.cos(x) * jnp.exp(y))),
         lambda x, y: (np.sin(x) * y, np.cos(x) * np.exp(y)), (_X, _Y)),
+    Row("closed_call", _closed_call, lambda x, y: (np.sin(x) * y, np.cos(x) * np.exp(y)),
+        (_X, _Y)),
+    Row("call", _call, lambda x, y: (np.sin(x) * y, np.cos(x) * np.exp(y)), (_X, _Y)),
     Row("custom_jvp", _cj, lambda x, y: _sin_exp(np, x, y), (_X, _Y)),
     Row("custom_vjp", _cv, lambda x, y: _sin_exp(np, x, y), (_X, _Y),
         no_forward=_CUSTOM_VJP_FORWARD),

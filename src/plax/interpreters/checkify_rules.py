@@ -46,6 +46,7 @@ from plax.interpreters.checkify import (DivisionByZeroError, NaNError, OOBError,
 from plax.higher_order.custom_derivatives import (NamedCallable, custom_jvp_call_p,
                                                   custom_vjp_call_p)
 from plax.higher_order.remat import checkpoint_p
+from plax.higher_order.call import bind_body, body_of, call_p, closed_call_p
 
 
 # --- NaN checks ---------------------------------------------------------------------------
@@ -349,6 +350,23 @@ def _checkpoint_rule(trace, args, params):
 
 
 checkify_rules[checkpoint_p] = _checkpoint_rule
+
+
+def _call_rule_for(prim):
+    """A call of the checkified body (taking and returning the error's leaves first)."""
+    def rule(trace, args, params):
+        leaves, tree, avals = _flat_error(trace.error)
+        body, out_tree = checkify_jaxpr(body_of(params["call_jaxpr"]), trace.enabled, tree,
+                                        avals, f"checkify({prim.name})")
+        outs = bind_body(prim, body, [*leaves, *args])
+        n_out = out_tree.num_leaves
+        _set_error(trace, [out_tree], outs[:n_out])
+        return outs[n_out:]
+    return rule
+
+
+checkify_rules[closed_call_p] = _call_rule_for(closed_call_p)
+checkify_rules[call_p] = _call_rule_for(call_p)
 
 
 def _cond_rule(trace, args, params):

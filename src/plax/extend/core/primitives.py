@@ -11,6 +11,8 @@ import importlib as _importlib
 # usual place: ``plax.lax`` and its families.
 _WHERE = {
     "jit": ("plax.higher_order.pjit", "pjit_p"),
+    "call": ("plax.higher_order.call", "call_p"),
+    "closed_call": ("plax.higher_order.call", "closed_call_p"),
     "remat": ("plax.higher_order.remat", "checkpoint_p"),
     "name": ("plax.higher_order.remat", "name_p"),
     "cond": ("plax.higher_order.cond", "cond_p"),
@@ -27,9 +29,9 @@ _WHERE = {
 # Every JAX primitive plax has, by JAX's name without ``_p``.
 _NAMES = frozenset("""
 abs acos acosh add all_gather all_to_all and argmax argmin asin asinh atan atan2 atanh
-axis_index bessel_i0e bessel_i1e bitcast_convert_type broadcast_in_dim cbrt ceil cholesky
-clamp clz complex concatenate cond conj conv_general_dilated convert_element_type copy cos
-cosh cumlogsumexp cummax cummin cumprod cumsum custom_jvp_call custom_lin custom_vjp_call
+axis_index bessel_i0e bessel_i1e bitcast_convert_type broadcast_in_dim call cbrt ceil cholesky
+clamp closed_call clz complex concatenate cond conj conv_general_dilated convert_element_type
+copy cos cosh cumlogsumexp cummax cummin cumprod cumsum custom_jvp_call custom_lin custom_vjp_call
 digamma div dot_general dynamic_slice dynamic_update_slice eig eigh eq erf erf_inv erfc exp
 exp2 expm1 fft floor gather ge gt householder_product igamma igamma_grad_a igammac imag
 integer_pow iota is_finite jit le lgamma log log1p logistic lt lu max min mul name ne neg
