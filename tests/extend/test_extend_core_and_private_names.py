@@ -177,3 +177,19 @@ def test_a_library_registers_its_own_value_type():
     assert ixla.canonicalize_dtype_handlers[np.ndarray](np.ones(2)).dtype == np.float32
     out = ixla.apply_primitive(xcore.primitives.sin_p, np.float32(0.5))
     np.testing.assert_allclose(out, np.sin(0.5), rtol=1e-6)
+
+
+def test_equations_rebind_from_get_bind_params():
+    # equinox's jaxpr passes re-bind every equation this way.
+    closed = plax.make_jaxpr(lambda x: plax.jit(jnp.sin)(x) * 2)(np.float32(0.5))
+
+    def replay(*args):
+        env = dict(zip(closed.jaxpr.invars, args))
+        for eqn in closed.eqns:
+            subfuns, params = eqn.primitive.get_bind_params(eqn.params)
+            ins = [env[v] if isinstance(v, xcore.Var) else v.val for v in eqn.invars]
+            outs = eqn.primitive.bind(*subfuns, *ins, **params)
+            outs = outs if eqn.primitive.multiple_results else [outs]
+            env.update(zip(eqn.outvars, outs))
+        return env[closed.jaxpr.outvars[0]]
+    np.testing.assert_allclose(plax.jit(replay)(np.float32(0.5)), 2 * np.sin(0.5), rtol=1e-6)

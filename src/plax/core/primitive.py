@@ -52,6 +52,11 @@ class Primitive:
             params = avals_or_params
         return trace.process_primitive(self, tuple(args), dict(params))
 
+    def get_bind_params(self, params):
+        """``(subfuns, params)`` to re-bind an equation of this primitive from its params
+        (plax's primitives hold their jaxprs in their params: no functions to rebuild)."""
+        return [], dict(params)
+
     def impl(self, *args, **params):
         """Evaluate this primitive on concrete values, eagerly."""
         from plax.core.trace import EvalTrace
