@@ -5,10 +5,13 @@ Integer and boolean inputs are promoted to the default float type, as in JAX.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.numpy.util import check_arraylike, promote_args_inexact
@@ -17,7 +20,8 @@ from plax.higher_order.custom_derivatives import custom_jvp
 __all__ = ["logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv",
            "gammaln", "digamma", "xlogy", "xlog1py", "entr", "gammainc", "gammaincc", "betainc",
            "zeta", "polygamma", "i0e", "i1e", "i0", "i1", "ndtr", "ndtri", "log_ndtr", "gamma",
-           "beta", "betaln", "factorial", "multigammaln", "rel_entr", "kl_div", "exp1", "spence"]
+           "beta", "betaln", "factorial", "multigammaln", "rel_entr", "kl_div", "exp1", "expi",
+           "expn", "spence"]
 
 
 def _inexact(name: str, x):
@@ -391,30 +395,193 @@ def kl_div(p, q):
     return out.astype(_dtype(p))
 
 
-# --- exponential integral -----------------------------------------------------------------------
-def exp1(x):
-    """The exponential integral E1(x) = integral from x to inf of exp(-t) / t (x > 0)."""
-    x = _inexact("exp1", x)
+# --- exponential integrals ----------------------------------------------------------------------
+# E_n(x) = integral from 1 to inf of exp(-x t) / t**n dt (x > 0, n = 0, 1, 2, ...), E1 = E_1,
+# and Ei(x) = principal value of the integral from -inf to x of exp(t) / t = -E1(-x) for x < 0.
+_EXPN_SERIES_TERMS = 24      # x <= 1: x**k / k! falls below double eps well before k = 24
+_FRACTION_MAX_STEPS = 500    # x > 1: the continued fraction needs under 100 steps (at x = 1)
+_EI_ASYMPTOTIC_FROM = 40.0   # from here the asymptotic series' smallest term is below 1e-16
+
+
+# For integer n >= 1: 1 / (n-1)! and psi(n) = -euler_gamma + 1 + 1/2 + ... + 1/(n-1), exactly
+# (lax's lgamma and digamma are a few float32 ulps off at integers, which the series' cancellation
+# near x = 1 would magnify). Past n = 40 the series' lead term is below 1e-46: it is dropped.
+_LEAD_TERMS = 40
+_INV_FACTORIAL = np.array([1 / math.factorial(k) for k in range(_LEAD_TERMS)])
+_PSI_AT_INTEGERS = -np.euler_gamma + np.concatenate([[0.0], np.cumsum(
+    1 / np.arange(1, _LEAD_TERMS, dtype=float))])
+
+
+def _expn_series(n, x):
+    """E_n(x) for 0 < x <= 1 and integer n >= 1, from its power series:
+    (-x)**(n-1) / (n-1)! (psi(n) - log x) - sum over k != n-1 of (-x)**k / ((k-n+1) k!)."""
     dt = _dtype(x)
-    small = jnp.less_equal(x, 1.0)
-    xs = jnp.where(small, x, 0.5).astype(dt)
-    # E1(x) = -euler - log(x) - sum_k (-x)**k / (k k!)
-    total = jnp.zeros_like(xs)
-    term = jnp.ones_like(xs)
-    for k in range(1, 25):
-        term = jnp.multiply(term, jnp.negative(xs)) / k
+    log_x = jnp.log(x)
+    index = jnp.clip(n - 1, 0, _LEAD_TERMS - 1).astype(np.int32)
+    inv_factorial = jnp.take(_INV_FACTORIAL.astype(dt), index)
+    psi = jnp.take(_PSI_AT_INTEGERS.astype(dt), index)
+    odd = jnp.equal(jnp.remainder(n - 1, 2), 1)
+    lead = jnp.where(odd, -1.0, 1.0) * jnp.exp((n - 1) * log_x) * inv_factorial * (psi - log_x)
+    lead = jnp.where(jnp.greater(n, _LEAD_TERMS), 0.0, lead)
+
+    def add_term(k, state):                     # term = (-x)**k / k!
+        term, total = state
+        term = term * jnp.negative(x) / k
+        denom = k - n + 1
+        hit = jnp.equal(denom, 0)
+        return term, total + jnp.where(hit, 0.0, term / jnp.where(hit, 1.0, denom))
+
+    ones = jnp.ones_like(x)
+    first = jnp.where(jnp.equal(n, 1), 0.0, ones / (1 - n))       # k = 0
+    total = lax.fori_loop(1, _EXPN_SERIES_TERMS, add_term, (ones, first.astype(dt)))[1]
+    return (lead - total).astype(dt)
+
+
+def _expn_fraction(n, x):
+    """E_n(x) for x > 1 and integer n >= 1: exp(-x) times the continued fraction
+    1 / (x + n - 1 n / (x + n + 2 - 2 (n + 1) / (x + n + 4 - ...))), evaluated forwards
+    (modified Lentz) until each element's step changes it by less than eps."""
+    finfo = dtypes.finfo(_dtype(x))
+    eps, huge = float(finfo.eps), float(1 / finfo.tiny)
+
+    def step(state):
+        i, b, c, d, h, _ = state
+        a = jnp.negative(i * (n - 1 + i))
+        b = b + 2
+        d = 1 / (a * d + b)
+        c = b + a / c
+        delta = c * d
+        return i + 1, b, c, d, h * delta, jnp.all(jnp.abs(delta - 1) < eps)
+
+    def going(state):
+        return jnp.logical_and(jnp.logical_not(state[5]), state[0] < _FRACTION_MAX_STEPS)
+
+    b = x + n
+    init = (jnp.ones((), _dtype(x)), b, jnp.full_like(x, huge), 1 / b, 1 / b,
+            jnp.zeros((), bool))
+    h = lax.while_loop(going, step, init)[4]
+    return h * jnp.exp(jnp.negative(x))
+
+
+def _expn_positive(n, x):
+    """E_n(x) for integer n >= 1 and finite x > 0 (other elements give garbage)."""
+    small = jnp.less_equal(x, 1)
+    xs = jnp.where(small, x, 0.5).astype(x.dtype)
+    xl = jnp.where(small, 2.0, x).astype(x.dtype)
+    nn = jnp.maximum(n, 1)
+    return jnp.where(small, _expn_series(nn, xs), _expn_fraction(nn, xl))
+
+
+@custom_jvp
+@jit
+def _expn(n, x):
+    n, x = jnp.asarray(n), jnp.asarray(x)
+    n = jnp.trunc(n)                            # as SciPy: a float order is truncated
+    finite_pos = jnp.logical_and(jnp.greater(x, 0), jnp.isfinite(x))
+    safe_x = jnp.where(finite_pos, x, 1.0).astype(x.dtype)
+    out = _expn_positive(n, safe_x)
+    out = jnp.where(jnp.equal(n, 0), jnp.exp(jnp.negative(safe_x)) / safe_x, out)
+    # the edges: E_n(0) = 1 / (n - 1) (inf for n <= 1), E_n(inf) = 0, NaN for n < 0 or x < 0
+    at_zero = jnp.where(jnp.greater(n, 1), 1 / jnp.maximum(n - 1, 1), np.inf)
+    out = jnp.where(jnp.equal(x, 0), at_zero, out)
+    out = jnp.where(jnp.isposinf(x), 0.0, out)
+    bad = jnp.logical_or(jnp.less(n, 0), jnp.logical_not(jnp.greater_equal(x, 0)))
+    return jnp.where(jnp.logical_or(bad, jnp.isnan(n)), np.nan, out).astype(x.dtype)
+
+
+def _expn_jvp(primals, tangents):
+    n, x = primals
+    _, x_dot = tangents
+    # d/dx E_n = -E_{n-1}; for n = 0, d/dx (exp(-x) / x) = -exp(-x) (1 + x) / x**2
+    below = jnp.where(jnp.equal(jnp.trunc(n), 0),
+                      jnp.exp(jnp.negative(x)) * (1 + x) / jnp.square(x),
+                      _expn(jnp.maximum(n - 1, 0), x))
+    return _expn(n, x), jnp.negative(below) * x_dot
+
+
+_expn.defjvp(_expn_jvp)
+
+
+def _real_inexact(name, *args):
+    args = promote_args_inexact(name, *args)
+    if any(dtypes.issubdtype(_dtype(a), np.complexfloating) for a in args):
+        raise ValueError(f"{name} does not support complex-valued inputs.")
+    return args
+
+
+def expn(n, x):
+    """The generalized exponential integral E_n(x), the integral from 1 to inf of
+    exp(-x t) / t**n dt, for integer n >= 0 (a float n is truncated, as SciPy does) and
+    x >= 0; NaN elsewhere. Differentiable in x (d/dx E_n = -E_{n-1}); n gets no derivative."""
+    n, x = _real_inexact("expn", n, x)
+    n, x = jnp.broadcast_arrays(n, x)
+    return _expn(n, x)
+
+
+def exp1(x):
+    """The exponential integral E1(x), the integral from x to inf of exp(-t) / t (x >= 0;
+    NaN for x < 0). Its derivative is -exp(-x) / x."""
+    (x,) = _real_inexact("exp1", x)
+    return _expn(jnp.ones_like(x), x)
+
+
+def _ei_series(x):
+    """Ei(x) for 0 < x < 40: euler_gamma + log x + sum over k >= 1 of x**k / (k k!), summed
+    until each element's next term is below eps of its sum (all terms are positive)."""
+    eps = float(dtypes.finfo(_dtype(x)).eps)
+
+    def step(state):
+        k, term, total, _ = state
+        term = term * x / k
         total = total + term / k
-    ser = -np.asarray(np.euler_gamma, dt) - jnp.log(xs) - total
-    # x > 1: the continued fraction E1(x) = exp(-x) / (x + 1 / (1 + 1 / (x + 2 / (1 + ...)))),
-    # evaluated from the tail.
-    xl = jnp.where(small, 2.0, x).astype(dt)
-    frac = jnp.zeros_like(xl)
-    for k in range(40, 0, -1):
-        frac = k / (1 + k / (xl + frac))
-    cf = jnp.exp(-xl) / (xl + frac)
-    out = jnp.where(small, ser, cf)
-    out = jnp.where(jnp.equal(x, 0), np.inf, out)
-    return jnp.where(jnp.less(x, 0), np.nan, out).astype(dt)
+        return k + 1, term, total, jnp.all(term < eps * k * total)
+
+    def going(state):
+        return jnp.logical_not(state[3])
+
+    init = (jnp.ones((), _dtype(x)), jnp.ones_like(x), jnp.zeros_like(x), jnp.zeros((), bool))
+    total = lax.while_loop(going, step, init)[2]
+    return (np.euler_gamma + jnp.log(x)) + total
+
+
+def _ei_asymptotic(x):
+    """Ei(x) for x >= 40: exp(x) / x times sum over k < 40 of k! / x**k (the terms shrink
+    while k < x); exp(x - log x) rather than exp(x) / x, so as not to overflow early."""
+    def add_term(k, state):
+        term, total = state
+        term = term * k / x
+        return term, total + term
+
+    ones = jnp.ones_like(x)
+    total = lax.fori_loop(1, int(_EI_ASYMPTOTIC_FROM), add_term, (ones, ones))[1]
+    return jnp.exp(x - jnp.log(x)) * total
+
+
+@custom_jvp
+@jit
+def _expi(x):
+    x = jnp.asarray(x)
+    neg = jnp.less(x, 0)
+    big = jnp.greater_equal(x, _EI_ASYMPTOTIC_FROM)
+    mid = jnp.logical_and(jnp.greater(x, 0), jnp.less(x, _EI_ASYMPTOTIC_FROM))
+    e1 = _expn(jnp.ones_like(x), jnp.where(neg, jnp.negative(x), 1.0).astype(x.dtype))
+    series = _ei_series(jnp.where(mid, x, 1.0).astype(x.dtype))
+    asym = _ei_asymptotic(jnp.where(big, x, _EI_ASYMPTOTIC_FROM).astype(x.dtype))
+    out = jnp.where(neg, jnp.negative(e1), jnp.where(big, asym, series))
+    # Ei(0) = -inf (from either side), Ei(inf) = inf, Ei(nan) = nan
+    out = jnp.where(jnp.isposinf(x), np.inf, out)
+    return jnp.where(jnp.equal(x, 0), -np.inf, jnp.where(jnp.isnan(x), np.nan, out)
+                     ).astype(x.dtype)
+
+
+_expi.defjvps(lambda t, ans, x: t * jnp.exp(x) / x)
+
+
+def expi(x):
+    """The exponential integral Ei(x), the principal value of the integral from -inf to x of
+    exp(t) / t; -E1(-x) for x < 0. Its derivative is exp(x) / x."""
+    (x,) = _real_inexact("expi", x)
+    return _expi(x)
 
 
 # --- Spence's function (the dilogarithm) -------------------------------------------------------
