@@ -7,3 +7,4 @@ from plax.scipy.stats import multivariate_normal  # noqa: F401
 from plax.scipy.stats import nbinom, norm, pareto, poisson, t, truncnorm  # noqa: F401
 from plax.scipy.stats import uniform, vonmises, wrapcauchy  # noqa: F401
 from plax.scipy.stats._descriptive import mode, rankdata, sem  # noqa: F401
+from plax.scipy.stats.kde import gaussian_kde  # noqa: F401
