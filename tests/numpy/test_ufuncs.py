@@ -614,3 +614,17 @@ def test_logaddexp_derivative_where_the_arguments_meet():
     np.testing.assert_allclose(float(plax.grad(lambda x: jnp.logaddexp(x, 1.0))(0.0)),
                                1 / (1 + np.e), rtol=1e-6)
     assert float(plax.grad(lambda x: jnp.logaddexp(x, -np.inf))(0.0)) == 1.0
+
+
+@pytest.mark.parametrize("x", [np.array([0, 1, -1, 7, 127, -128], np.int8),
+                               np.array([3, 2**31 - 1, -5], np.int32),
+                               np.array([5, 65535], np.uint16), np.array([True, False])])
+def test_bitwise_count_matches_numpy(x):
+    got = jnp.bitwise_count(x)
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, np.bitwise_count(x))
+
+
+def test_bitwise_count_refuses_floats():
+    with pytest.raises(TypeError, match="population_count does not accept dtype float32"):
+        jnp.bitwise_count(np.ones(2, np.float32))

@@ -170,6 +170,21 @@ def bitwise_not(x, /):
 invert = bitwise_invert = bitwise_not
 
 
+def bitwise_count(x, /):
+    """The number of 1 bits in the magnitude of each element of integer or boolean ``x``,
+    as uint8 (NumPy's ``bitwise_count``)."""
+    check_arraylike("bitwise_count", x)
+    x = as_operand(x)
+    if type(x) in (int, bool):
+        x = convert(x, dtypes.result_type(x), type(x) is int)
+    dt = get_aval(x).dtype
+    if dtypes.is_bool(dt):
+        x = lax.convert_element_type(x, np.uint8)
+    elif not dtypes.is_unsigned(dt) and dtypes.is_integer(dt):
+        x = lax.abs(x)
+    return lax.convert_element_type(lax.population_count(x), np.uint8)
+
+
 def _to_bool(x):
     x = as_operand(x)
     dt = _dtype(x)
