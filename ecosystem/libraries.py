@@ -52,5 +52,5 @@ DEPENDENCIES = [
     "multipledispatch==1.0.0", "tqdm==4.70.1", "jmp==0.0.4", "tabulate==0.10.0",
     "fastprogress==1.0.3", "cloudpickle==3.1.3", "dm-tree==0.1.10", "attrs==26.1.0",
     "decorator", "gast", "tfp-nightly==0.26.0.dev20261027", "pytest", "pytest-xdist",
-    "hypothesis", "einops==0.8.2", "scikit-learn",
+    "hypothesis", "einops==0.8.2", "scikit-learn", "pandas",
 ]
