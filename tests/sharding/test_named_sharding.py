@@ -380,3 +380,12 @@ def test_constraint_inside_jit_may_split_a_dimension_unevenly():
         plax.device_put(x, s)
     with pytest.raises(IndivisibleError, match="partitioned 8 times"):
         plax.jit(lambda x: x + 1, out_shardings=s)(x)
+
+
+def test_a_jit_without_arguments_lays_out_its_results_over_its_constraint_mesh():
+    # flax's create_state(): a jit of no arguments whose only sharding is a constraint inside.
+    mesh = Mesh(np.array(plax.devices()[:8]).reshape(8, 1), ("in", "out"))
+    s = NamedSharding(mesh, PartitionSpec("in", None))
+    y = plax.jit(lambda: plax.lax.with_sharding_constraint(plax.numpy.ones((8, 4)), s))()
+    assert y.sharding == s
+    np.testing.assert_array_equal(y, np.ones((8, 4)))

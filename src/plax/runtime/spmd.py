@@ -278,8 +278,7 @@ class LoweredSpmd:
         exe = xla.compile(self.text, list(self.devices), num_partitions=len(self.devices),
                           spmd=True, options=options)
         chosen = xla.output_hlo_shardings(exe)
-        mesh = next(s.mesh for s in (*self.in_shardings, *self.out_shardings)
-                    if isinstance(s, NamedSharding))
+        mesh = self._layout_mesh()
         if chosen is None:  # one device: XLA partitioned nothing and reports no layouts
             outs = [s if s is not None else self._one_device_layout(mesh, v.aval)
                     for s, v in zip(self.out_shardings, self.jaxpr.outvars)]
@@ -294,6 +293,18 @@ class LoweredSpmd:
                            self.in_shardings, outs[:n], self.text, self.name,
                            probes=list(zip(avals[n:], outs[n:])))
 
+
+    def _layout_mesh(self) -> Mesh:
+        """The mesh the results' layouts are named over: the arguments' or results', else
+        that of a sharding constraint inside (a jit with no array arguments), else one axis
+        over the program's devices."""
+        for s in (*self.in_shardings, *self.out_shardings):
+            if isinstance(s, NamedSharding):
+                return s.mesh
+        for s in inner_shardings(ClosedJaxpr(self.jaxpr, [None] * len(self.jaxpr.constvars))):
+            if isinstance(s, NamedSharding) and getattr(s.mesh, "devices", None) is not None:
+                return s.mesh
+        return Mesh(np.array(self.devices), ("devices",))
 
     def _one_device_layout(self, mesh, aval) -> NamedSharding:
         """A result's layout on a one-device mesh, as JAX reports it: the first parameter's
