@@ -44,9 +44,8 @@ class _LoweredFun:
         self.plax_rule = _plax_lower_fun(fun, multiple_results)
 
     def __call__(self, ctx, *args, **params):
-        outs = _bindings.call_plax_lowering(ctx, self.plax_rule, self.multiple_results, args,
-                                            params)
-        return outs if self.multiple_results else outs
+        # A lowering rule returns its results as a list, one or many.
+        return _bindings.call_plax_lowering(ctx, self.plax_rule, args, params)
 
 
 def lower_fun(fun, multiple_results: bool = True):

@@ -258,8 +258,7 @@ def bindings_rule(jax_rule, prim):
 _fresh = iter(range(1 << 62))
 
 
-def call_plax_lowering(ctx: LoweringRuleContext, plax_rule, multiple_results: bool, args,
-                       params) -> list:
+def call_plax_lowering(ctx: LoweringRuleContext, plax_rule, args, params) -> list:
     """Inside a bindings rule: lower with the plax rule ``plax_rule`` (e.g. a ``lower_fun``
     rule) on ``ctx``'s types, parse the result into the rule's module and call it on the
     ``ir.Value``s ``args``; returns the results (a list)."""
