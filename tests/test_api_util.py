@@ -11,7 +11,7 @@ import plax.numpy as jnp
 from plax import api_util, tree_util
 from plax.extend import linear_util as lu
 
-from test_drop_in import assert_ok, run_script  # tests/ is on sys.path (conftest.py)
+from test_drop_in import assert_ok, program, run_script  # tests/ is on sys.path (conftest.py)
 
 
 def _wrap(f, args=(), kwargs=None):
@@ -193,24 +193,6 @@ def test_api_util_loads_lazily_and_is_complete():
 def test_jax_program_using_linear_util_and_api_util(tmp_path):
     """Library-style code (flax, numpyro, haiku) under `python -m plax`; expected lines
     printed by real JAX 0.10.2."""
-    proc = run_script(tmp_path, """
-        import jax, jax.numpy as jnp
-        from jax.extend import linear_util as lu
-        from jax.api_util import debug_info, flatten_fun_nokwargs
-
-        def f(x, y):
-            return {"s": x + y["a"], "p": x * y["b"]}
-
-        args = (jnp.float32(2.), {"a": jnp.float32(3.), "b": jnp.float32(4.)})
-        leaves, in_tree = jax.tree.flatten(args)
-        dbg = debug_info("demo", f, args, {})
-        print(dbg.arg_names)
-        wf, out_tree = flatten_fun_nokwargs(lu.wrap_init(f, debug_info=dbg), in_tree)
-        out = wf.call_wrapped(*leaves)
-        print({k: float(v) for k, v in jax.tree.unflatten(out_tree(), out).items()})
-        wf2, out_tree2 = flatten_fun_nokwargs(lu.wrap_init(f, debug_info=dbg), in_tree)
-        jaxpr = jax.make_jaxpr(wf2.call_wrapped)(*leaves)
-        print(len(jaxpr.jaxpr.eqns), out_tree2())
-    """)
+    proc = run_script(tmp_path, program("linear_util_and_api_util"))
     assert_ok(proc, "('x', \"y['a']\", \"y['b']\")", "{'p': 8.0, 's': 5.0}",
               "2 PyTreeDef({'p': *, 's': *})")

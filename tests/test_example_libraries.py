@@ -14,7 +14,7 @@ import plax.numpy as jnp
 from plax import random, tree_util
 from plax.example_libraries import optimizers, stax
 from plax.nn.initializers import normal
-from test_drop_in import assert_ok, run_script  # tests/ is on sys.path (conftest.py)
+from test_drop_in import assert_ok, program, run_script  # tests/ is on sys.path (conftest.py)
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -536,21 +536,6 @@ def test_example_libraries_is_a_lazy_submodule():
 
 
 def test_jax_example_libraries_resolve_to_plax(tmp_path):
-    proc = run_script(tmp_path, """
-        import sys
-        print("loaded at start", "plax.example_libraries" in sys.modules)
-        import jax
-        import jax.numpy as jnp
-        from jax.example_libraries import optimizers, stax
-
-        init_fun, apply_fun = stax.serial(stax.Dense(2), stax.Relu)
-        shape, params = init_fun(jax.random.PRNGKey(0), (-1, 3))
-        opt_init, opt_update, get_params = optimizers.sgd(0.1)
-        state = opt_init(params)
-        loss = lambda p: jnp.sum(apply_fun(p, jnp.ones((1, 3))))
-        state = jax.jit(opt_update)(0, jax.grad(loss)(get_params(state)), state)
-        print("shape", shape)
-        print(type(state).__name__, stax.__name__, optimizers.__name__)
-    """)
+    proc = run_script(tmp_path, program("example_libraries"))
     assert_ok(proc, "loaded at start False", "shape (-1, 2)",
               "OptimizerState plax.example_libraries.stax plax.example_libraries.optimizers")

@@ -8,7 +8,7 @@ import plax.numpy as jnp
 from plax.experimental import sparse
 from plax.experimental.sparse import BCOO
 from plax.test_util import check_grads
-from test_drop_in import assert_ok, run_script  # tests/ is on sys.path (conftest.py)
+from test_drop_in import assert_ok, program, run_script  # tests/ is on sys.path (conftest.py)
 
 X = np.array([[0., 1., 0., 2.], [3., 0., 0., 0.], [0., 0., 4., 0.]], np.float32)
 # Stored elements at (0, 1) twice, (2, 3), and two padding slots (indices out of range).
@@ -470,15 +470,6 @@ def test_errors():
 
 # --- as jax.experimental.sparse -------------------------------------------------------------------
 def test_drop_in_program(tmp_path):
-    proc = run_script(tmp_path, """
-        import jax, jax.numpy as jnp
-        from jax.experimental import sparse
-        from jax.experimental.sparse import BCOO
-        M = BCOO.fromdense(jnp.array([[0., 1., 0., 2.], [3., 0., 0., 0.], [0., 0., 4., 0.]]))
-        print(M)
-        print((M @ jnp.arange(4.)).tolist())
-        print(jax.grad(lambda v: (M.T @ v).sum())(jnp.array([3., 6., 5.])).tolist())
-        print(type(M).__module__)
-        """)
+    proc = run_script(tmp_path, program("sparse_bcoo"))
     assert_ok(proc, "BCOO(float32[3, 4], nse=4)", "[7.0, 0.0, 8.0]", "[3.0, 3.0, 4.0]",
               "plax.experimental.sparse.bcoo")

@@ -1,8 +1,9 @@
 """Programs written with libraries built on JAX (equinox, flax.linen + optax, diffrax), run
 with ``jax`` resolving to plax, give real JAX 0.10.2's numbers.
 
-The expected numbers were printed by the same programs (tests/ecosystem/programs/) under
-real JAX 0.10.2 in a scratch venv; each program prints its figures with 7 decimals.
+The expected numbers were printed by the same programs (tests/ecosystem/programs/*.jaxpy:
+JAX code, run only with jax -> plax) under real JAX 0.10.2 in a scratch venv; each program
+prints its figures with 7 decimals.
 ``make test`` installs the libraries with ``--no-deps`` (ecosystem/fast-libraries.txt), so
 their ``import jax`` can only be plax. ``make ecosystem`` runs the libraries' own suites."""
 import os
@@ -17,13 +18,13 @@ PROGRAMS = pathlib.Path(__file__).parent / "programs"
 
 JAX_OUTPUT = {
     # An equinox MLP trained 20 steps with filter_jit / filter_value_and_grad: losses.
-    "equinox_mlp.py": [[0.6581256, 0.4945076, 0.4324901, 0.3723024, 0.3156194, 0.2781745]],
+    "equinox_mlp.jaxpy": [[0.6581256, 0.4945076, 0.4324901, 0.3723024, 0.3156194, 0.2781745]],
     # flax.linen MLP and small CNN trained 50 steps with optax.adam: losses.
-    "flax_linen_train.py": [
+    "flax_linen_train.jaxpy": [
         [1.4007089, 0.6350363, 0.3230977, 0.1629599, 0.0845286, 0.0499742],
         [1.3689984, 0.4516791, 0.0777849, 0.0157776, 0.0059993, 0.0036752]],
     # A diffrax Tsit5 solve with a PID controller (jitted), and its gradient.
-    "diffrax_ode.py": [
+    "diffrax_ode.jaxpy": [
         [1.0, 2.0, 0.8138850, 1.5185732, 0.8625668, 1.3591521, 1.0059427, 1.3558804,
          1.1185782, 1.3651751],
         [-2.5596752]],

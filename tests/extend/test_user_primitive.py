@@ -4,7 +4,6 @@ ops) works under every plax transformation, and its rules land in plax's tables.
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -50,6 +49,15 @@ batching.fancy_primitive_batchers[scale_p] = lambda axis, vals, dims: (
     scale_p.bind(*[batching.bdim_at_front(v, d, axis.size) for v, d in zip(vals, dims)]), 0)
 mlir.register_lowering(my_sin_p, lambda ctx, x: [mlir.hlo.sine(x)])
 mlir.register_lowering(scale_p, lambda ctx, t, c: [mlir.hlo.multiply(t, c)])
+
+# JAX programs are kept as data (tests/jax_programs/*.jaxpy): no test file imports jax itself.
+PROGRAMS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jax_programs")
+
+
+def jax_program(name: str) -> str:
+    with open(os.path.join(PROGRAMS, name + ".jaxpy")) as f:
+        return f.read()
+
 
 X = np.linspace(-1.0, 2.0, 8).astype(np.float32)
 
@@ -135,24 +143,7 @@ def test_wrong_result_type_from_a_bindings_rule_is_named():
 
 
 def test_extension_api_with_jax_resolving_to_plax(tmp_path):
-    program = textwrap.dedent("""
-        import numpy as np
-        import jax, jax.numpy as jnp
-        from jax.extend.core import Primitive
-        from jax.interpreters import ad, batching, mlir
-        from jax.core import ShapedArray
-        from jaxlib.mlir.dialects import stablehlo as hlo
-
-        double_p = Primitive("double")
-        double_p.def_impl(lambda x: 2 * x)
-        double_p.def_abstract_eval(lambda x: ShapedArray(x.shape, x.dtype))
-        ad.deflinear2(double_p, lambda ct, x: [double_p.bind(ct)])
-        batching.defvectorized(double_p)
-        mlir.register_lowering(double_p, lambda ctx, x: [hlo.add(x, x)])
-        x = np.arange(4.0, dtype=np.float32)
-        f = lambda x: (double_p.bind(x) ** 2).sum()
-        print(jax.jit(f)(x), jax.grad(f)(x).tolist(), jax.vmap(double_p.bind)(x[None]).tolist())
-    """)
+    program = jax_program("user_primitive_extension_api")  # JAX code: runs only as jax -> plax
     (tmp_path / "prog.py").write_text(program)
     env = dict(os.environ, PLAX_NUM_CPU_DEVICES="1")
     out = subprocess.run([sys.executable, "-m", "plax", "prog.py"], cwd=tmp_path, env=env,
