@@ -148,9 +148,16 @@ class _JitEntry:
         return self.arg_names[i] if self.arg_names and i < len(self.arg_names) else f"leaf {i}"
 
     def out_info(self):
-        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
-                  for a in self.params["jaxpr"].out_avals]
+        shapes = [shape_dtype_struct_of(a) for a in self.params["jaxpr"].out_avals]
         return tree_util.tree_unflatten(self.out_tree, shapes)
+
+
+def shape_dtype_struct_of(aval) -> ShapeDtypeStruct:
+    """A result's ShapeDtypeStruct: with the sharding in its type when that names a mesh."""
+    sharding = getattr(aval, "_sharding", None)
+    if sharding is not None and not sharding.mesh.axis_names:
+        sharding = None
+    return ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding, weak_type=aval.weak_type)
 
 
 def _forget_fast_paths(name: str) -> None:
@@ -648,8 +655,7 @@ def eval_shape(fun, *args, **kwargs):
 
     jaxpr, _ = trace_to_jaxpr(flat_fun, avals, description=fun_name(fun))
     _check_key_reuse(jaxpr)
-    traced = iter(ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
-                  for a in jaxpr.out_avals)
+    traced = iter(shape_dtype_struct_of(a) for a in jaxpr.out_avals)
     shapes = [given[i] if i in given else next(traced)
               for i in range(out_tree_box[0].num_leaves)]
     return tree_util.tree_unflatten(out_tree_box[0], shapes)

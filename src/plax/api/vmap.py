@@ -170,6 +170,12 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         outs, out_dims = batch_flat(flat_fun, leaves, dims, axis, description=f"vmap({name})")
         out_tree = out_tree_box[0]
         dst = flatten_axes("vmap out_axes", out_tree, out_axes)
+        for i, (d, a) in enumerate(zip(out_dims, dst)):
+            if a is None and d is not not_mapped:
+                paths = [p for p, _ in tree_util.tree_flatten_with_path(
+                    tree_util.tree_unflatten(out_tree, list(range(len(outs)))))[0]]
+                raise ValueError(f"at vmap out_axes{tree_util.keystr(paths[i])}, got axis spec "
+                                 f"None but output was batched on axis {d}")
         moved = [_to_out_axis(o, d, a, size) for o, d, a in zip(outs, out_dims, dst)]
         return tree_util.tree_unflatten(out_tree, moved)
 
@@ -177,10 +183,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
 
 
 def _to_out_axis(x, src, dst, size):
-    if dst is None:
-        if src is not not_mapped:
-            raise ValueError(f"at vmap out_axes, got axis spec None but output was batched on "
-                             f"axis {src}")
+    if dst is None:  # (a batched output here was refused by the caller)
         out = x
     else:
         ndim = get_aval(x).ndim + (1 if src is not_mapped else 0)

@@ -328,6 +328,17 @@ def weak_host_value(value, dtype) -> np.ndarray:
     return np.asarray(value, dtype=dtype).view(WeakHostArray)
 
 
+def has_array_protocol(x) -> bool:
+    """Whether ``x`` converts itself to an array (JAX's ``__jax_array__``, or ``__plax_array__``)."""
+    return hasattr(x, "__jax_array__") or hasattr(x, "__plax_array__")
+
+
+def from_array_protocol(x):
+    """The array an object with ``__jax_array__`` (or ``__plax_array__``) stands for."""
+    method = getattr(x, "__jax_array__", None)
+    return method() if method is not None else x.__plax_array__()
+
+
 def abstractify(x) -> ShapedArray:
     """The ShapedArray of a concrete value (Array, Tracer, NumPy value or Python scalar)."""
     aval = getattr(x, "aval", None)
@@ -342,6 +353,12 @@ def abstractify(x) -> ShapedArray:
                                       t is WeakHostArray)
     if hasattr(x, "__plax_array__"):
         return abstractify(x.__plax_array__())
+    if hasattr(x, "__jax_array__"):
+        raise ValueError(
+            f"Triggering __jax_array__() during abstractification is no longer supported: a "
+            f"{t.__name__} was passed where an array was expected (to a jitted or transformed "
+            "function). Convert it with plax.numpy.asarray() first, or register its type as a "
+            "pytree.")
     handler = pytype_aval_mappings.get(t)
     if handler is not None:  # a type a library registered (JAX's extension hook)
         return handler(x)

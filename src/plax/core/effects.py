@@ -24,8 +24,9 @@ class Effect:
 
     ordered = False
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str | None = None):
+        # Subclasses defined by libraries (JAX's convention) take no name.
+        self.name = name if name is not None else type(self).__name__
 
     def __repr__(self):
         return self.name

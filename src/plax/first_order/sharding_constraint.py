@@ -17,12 +17,13 @@ from plax.core.rules import (abstract_eval_rules, batch_rules, effectful_primiti
                              jvp_rules, param_printers, register_lowering, transpose_rules)
 from plax.core.sharding_types import like, sharding_rules, spec_of
 from plax.core.source_info import pass_through_code
-from plax.core.trace import get_aval
+from plax.core.trace import EvalTrace, current_trace, get_aval
 from plax.first_order.ad_util import deflinear
 from plax.lowering.stablehlo import constrain_sharding
 from plax.runtime import dispatch
 from plax.runtime.array import CONCRETE
-from plax.sharding.mesh import AxisType, context_mesh, get_abstract_mesh, use_abstract_mesh
+from plax.sharding.mesh import (AxisType, Mesh, context_mesh, get_abstract_mesh,
+                                use_abstract_mesh, use_mesh)
 from plax.sharding.named import (NamedSharding, concrete_sharding, out_sharding_param,
                                  resolve_spec, type_sharding)
 from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
@@ -64,6 +65,9 @@ def with_sharding_constraint(x, shardings):
             outs.append(leaf)
             continue
         s = _resolve(s)
+        if not s.mesh.axis_names:  # a value's type off any mesh: nothing to lay out
+            outs.append(leaf)
+            continue
         s.check_shape(getattr(leaf, "shape", ()), "with_sharding_constraint: ", divisible=False)
         mesh = s.mesh
         if mesh.axis_names and all(t is AxisType.Explicit for t in mesh.axis_types):
@@ -85,6 +89,7 @@ def with_sharding_constraint(x, shardings):
 
 
 def _impl(x, *, sharding):
+    sharding = concrete_sharding(sharding)  # a type's sharding names only an abstract mesh
     if type(x) not in CONCRETE:
         return dispatch.put_sharded(x, sharding)
     return dispatch.reshard(x, sharding, committed=True)
@@ -131,6 +136,11 @@ def reshard(xs, out_shardings):
         target = out_sharding_param(s, aval.ndim, "reshard")
         if isinstance(s, NamedSharding):
             s.check_shape(aval.shape, "reshard: ")
+        if isinstance(s, NamedSharding) and isinstance(s.mesh, Mesh) and \
+                isinstance(current_trace(), EvalTrace):
+            with use_mesh(s.mesh):  # eagerly, the data goes to the devices the caller named
+                outs.append(reshard_p.bind(leaf, sharding=target))
+            continue
         outs.append(reshard_p.bind(leaf, sharding=target))
     return tree_util.tree_unflatten(tree, outs)
 

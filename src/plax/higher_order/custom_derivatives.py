@@ -57,6 +57,7 @@ from plax.first_order.ad_util import zeros_like_aval
 from plax.first_order.batch_util import batched_aval, move_batch_dim, moveaxis
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
+from plax.runtime.dispatch import array_from_host
 from plax.transforms.jvp import JVPTrace, JVPTracer
 from plax.transforms.linearize import PartialEvalTrace
 from plax.transforms.vmap import BatchTrace, batch_flat, batch_jaxpr
@@ -613,6 +614,9 @@ def _bwd_rule(user_bwd, symbolic_zeros, static_vals, res_tree, out_tree, in_tree
             cts = [SymbolicZero(c.aval) if type(c) is Zero else c for c in cts]
         else:
             cts = [_zeros(c.aval) if type(c) is Zero else c for c in cts]
+        # grad's seed may be a host scalar; the user's rule sees Arrays, as in JAX.
+        cts = [c if isinstance(c, (Tracer, SymbolicZero)) or hasattr(c, "aval")
+               or np.result_type(c) == dtypes.float0 else array_from_host(c) for c in cts]
         out = user_bwd(*static_vals, tree_util.tree_unflatten(res_tree, list(res)),
                      tree_util.tree_unflatten(out_tree, cts))
         return _check_bwd_out(out, in_tree, in_avals)

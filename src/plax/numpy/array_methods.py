@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from plax.core.avals import has_array_protocol
 from plax.core.trace import Tracer
 from plax.runtime.array import ARRAY_TYPES, ArrayImpl, KeyArray
 
@@ -25,7 +26,7 @@ def _jnp():
 
 def _is_operand(x) -> bool:
     return isinstance(x, (ARRAY_TYPES, np.ndarray, np.generic, bool, int, float, complex)) or \
-        hasattr(x, "__plax_array__")
+        has_array_protocol(x)
 
 
 _OPERAND_TYPES = frozenset((ArrayImpl, KeyArray, float, int, bool, complex, np.ndarray))

@@ -10,7 +10,7 @@ from plax import lax
 from plax.first_order import sharding_constraint, shapes as lax_shapes
 from plax.first_order.utility import copy_p
 from plax.core import dtypes, replication
-from plax.core.avals import WeakHostArray
+from plax.core.avals import from_array_protocol, has_array_protocol, WeakHostArray
 from plax.core.errors import shape_type_error
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
@@ -86,8 +86,8 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
         out = _stack_nested(object, dt)
         if dt is not None:
             out = convert(out, dt)
-    elif hasattr(object, "__plax_array__"):
-        return array(object.__plax_array__(), dtype, copy, order, ndmin)
+    elif has_array_protocol(object):
+        return array(from_array_protocol(object), dtype, copy, order, ndmin)
     else:
         if type(object) is int and dt is None:
             dt = dtypes.default_int_dtype()

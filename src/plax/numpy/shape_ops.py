@@ -9,6 +9,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
+from plax.core.avals import from_array_protocol, has_array_protocol
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.core.errors import SHAPE_PHRASE, ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
@@ -970,8 +971,8 @@ def isscalar(element) -> bool:
     answer is the same under jit."""
     if isinstance(element, (ARRAY_TYPES, np.ndarray)):  # tracers are Arrays to isinstance
         return element.ndim == 0
-    if hasattr(element, "__plax_array__"):
-        return get_aval(element.__plax_array__()).ndim == 0
+    if has_array_protocol(element):
+        return get_aval(from_array_protocol(element)).ndim == 0
     return bool(np.isscalar(element))
 
 

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 from plax.core import dtypes
-from plax.core.avals import weak_host_value
+from plax.core.avals import from_array_protocol, has_array_protocol, weak_host_value
 from plax.core.config import config
 from plax.core.source_info import user_stacklevel
 from plax.core.trace import get_aval
@@ -18,7 +18,7 @@ _SCALARS = (bool, int, float, complex)
 
 def is_arraylike(x) -> bool:
     return (type(x) in _SCALARS or isinstance(x, (ARRAY_TYPES, np.ndarray, np.generic))
-            or hasattr(x, "__plax_array__"))
+            or has_array_protocol(x))
 
 
 def check_arraylike(name: str, *args) -> None:
@@ -39,8 +39,8 @@ def as_operand(x):
     if isinstance(x, (np.ndarray, np.generic)):
         dt = dtypes.canonicalize_dtype(x.dtype)
         return x if x.dtype == dt else np.asarray(x, dt)
-    if hasattr(x, "__plax_array__"):
-        return x.__plax_array__()
+    if has_array_protocol(x):
+        return from_array_protocol(x)
     raise TypeError(f"Value of type {type(x).__name__} is not an array.")
 
 

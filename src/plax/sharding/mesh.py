@@ -111,6 +111,19 @@ class _MeshShape:
     def manual_axes(self) -> tuple:
         return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t is AxisType.Manual)
 
+    # Whether every axis has one type (False for a mesh without axes, as in JAX).
+    @property
+    def are_all_axes_explicit(self) -> bool:
+        return bool(self.axis_types) and all(t is AxisType.Explicit for t in self.axis_types)
+
+    @property
+    def are_all_axes_auto(self) -> bool:
+        return bool(self.axis_types) and all(t is AxisType.Auto for t in self.axis_types)
+
+    @property
+    def are_all_axes_manual(self) -> bool:
+        return bool(self.axis_types) and all(t is AxisType.Manual for t in self.axis_types)
+
 
 class AbstractMesh(_MeshShape):
     """A mesh without devices: axis sizes, names and types."""

@@ -1,0 +1,121 @@
+"""Behaviours libraries built on JAX rely on (found running flax.nnx's suite on plax), each
+checked against NumPy or JAX's documented behaviour."""
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax.extend.core import Effect
+from plax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec as P
+
+
+class _Boxed:
+    """A value that converts itself to an array with JAX's ``__jax_array__`` protocol."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __jax_array__(self):
+        return jnp.asarray(self.value)
+
+
+@pytest.mark.parametrize("name,fn,expected", [
+    ("dot", lambda b: jnp.dot(jnp.arange(3.0), b), 8.0),
+    ("asarray", lambda b: jnp.asarray(b), [1.0, 2.0, 3.0]),
+    ("add", lambda b: jnp.ones(3) + b, [2.0, 3.0, 4.0]),
+    ("sin", lambda b: jnp.sin(b), np.sin([1.0, 2.0, 3.0])),
+    ("sum", lambda b: jnp.sum(b), 6.0),
+])
+def test_jax_array_protocol_objects_are_operands(name, fn, expected):
+    out = fn(_Boxed(np.array([1.0, 2.0, 3.0], np.float32)))
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-6)
+
+
+def test_jax_array_protocol_scalar_and_jit_refusal():
+    assert jnp.isscalar(_Boxed(1.5)) and not jnp.isscalar(_Boxed([1.0]))
+    with pytest.raises(ValueError, match="Triggering __jax_array__"):
+        plax.jit(lambda a: a * 2)(_Boxed(3.0))
+
+
+def test_effect_subclasses_take_no_name():
+    class VariableEffect(Effect):
+        pass
+
+    effect = VariableEffect()
+    assert effect.name == "VariableEffect" and not effect.ordered
+    assert Effect("Named").name == "Named"
+
+
+def test_mesh_axis_type_queries():
+    explicit = plax.make_mesh((2, 4), ("a", "b"), axis_types=(AxisType.Explicit,) * 2)
+    mixed = plax.make_mesh((2, 4), ("a", "b"), axis_types=(AxisType.Explicit, AxisType.Auto))
+    table = [(explicit, (True, False, False)), (explicit.abstract_mesh, (True, False, False)),
+             (mixed, (False, False, False)),
+             (AbstractMesh((2,), ("m",), axis_types=(AxisType.Manual,)), (False, False, True)),
+             (plax.sharding.get_abstract_mesh(), (False, False, False))]  # no axes: False
+    for mesh, want in table:
+        assert (mesh.are_all_axes_explicit, mesh.are_all_axes_auto,
+                mesh.are_all_axes_manual) == want, mesh
+
+
+def test_sharding_of_a_value_off_any_mesh_constrains_nothing():
+    x = jnp.arange(6.0).reshape(2, 3)
+    typed = plax.typeof(x).sharding  # over an empty abstract mesh
+    assert not typed.mesh.axis_names
+    y = plax.lax.with_sharding_constraint(x, typed)
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(x))
+    bits = plax.random.bernoulli(plax.random.key(0), 0.5, (2, 3), out_sharding=typed)
+    want = plax.random.bernoulli(plax.random.key(0), 0.5, (2, 3))
+    np.testing.assert_array_equal(np.asarray(bits), np.asarray(want))
+
+
+def test_eager_constraint_over_an_abstract_mesh_needs_a_concrete_one():
+    abstract = AbstractMesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    with pytest.raises(ValueError, match="no concrete mesh of that shape"):
+        plax.lax.with_sharding_constraint(jnp.ones(4), NamedSharding(abstract, P("x")))
+    mesh = plax.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    with plax.set_mesh(mesh):
+        y = plax.lax.with_sharding_constraint(jnp.ones(4), NamedSharding(abstract, P("x")))
+    assert y.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(np.asarray(y), np.ones(4))
+
+
+def test_eager_reshard_onto_a_named_mesh_and_eval_shape_keeps_the_type():
+    mesh = plax.make_mesh((2, 2), ("a", "b"), axis_types=(AxisType.Explicit,) * 2)
+    x = plax.sharding.reshard(jnp.arange(16.0).reshape(4, 4), NamedSharding(mesh, P("a", "b")))
+    assert x.sharding == NamedSharding(mesh, P("a", "b"))
+    np.testing.assert_array_equal(np.asarray(x), np.arange(16.0).reshape(4, 4))
+    for out in (plax.eval_shape(lambda v: v * 2, x), plax.jit(lambda v: v * 2).eval_shape(x)):
+        assert out.shape == (4, 4) and out.sharding.spec == P("a", "b")
+        assert out.sharding.mesh == mesh.abstract_mesh
+    assert plax.eval_shape(lambda v: v * 2, jnp.ones(3)).sharding is None
+
+
+def test_custom_vjp_backward_rule_sees_arrays_for_grads_seed():
+    seen = []
+
+    @plax.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+
+    def bwd(cos_x, g):
+        seen.append((type(g), g.shape, g.dtype))
+        return (cos_x * g,)
+
+    f.defvjp(lambda x: (f(x), jnp.cos(x)), bwd)
+    np.testing.assert_allclose(float(plax.grad(f)(1.0)), np.cos(1.0), rtol=1e-6)
+    assert seen[0][0] is type(jnp.ones(())) and seen[0][1:] == ((), np.float32)
+
+
+def test_isclose_on_keys_is_equality():
+    k0, k1 = plax.random.key(0), plax.random.key(1)
+    assert bool(jnp.allclose(k0, k0)) and not bool(jnp.allclose(k0, k1))
+    keys = plax.random.split(k0, 3)
+    np.testing.assert_array_equal(np.asarray(jnp.isclose(keys, keys[1])), [False, True, False])
+
+
+def test_vmap_out_axes_none_error_names_the_output_path():
+    f = plax.vmap(lambda x: {"a": x, "broadcast": x}, out_axes={"a": 0, "broadcast": None})
+    with pytest.raises(ValueError, match=r"at vmap out_axes\['broadcast'\], got axis spec None "
+                                         "but output was batched on axis 0"):
+        f(jnp.ones(3))
