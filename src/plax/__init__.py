@@ -38,7 +38,7 @@ from plax import core, lax, numpy, sharding, tree_util, version  # noqa: F401
 # Loaded on first use. Submodules: plax.<name>.
 _LAZY_SUBMODULES = frozenset({
     "ad_checkpoint", "api_util", "custom_derivatives", "debug", "drop_in", "example_libraries",
-    "experimental", "flatten_util", "monitoring", "nn", "ops", "random", "scipy", "stages",
+    "experimental", "flatten_util", "monitoring", "nn", "ops", "random", "ref", "scipy", "stages",
     "test_util", "tree", "typing"})
 # Top-level names defined in a module loaded on first use: name -> (module, attribute).
 _LAZY_NAMES = {
@@ -56,6 +56,9 @@ _LAZY_NAMES = {
     "make_array_from_process_local_data": ("plax.api.arrays", "make_array_from_process_local_data"),
     "device_put_sharded": ("plax.api.arrays", "device_put_sharded"),
     "device_put_replicated": ("plax.api.arrays", "device_put_replicated"),
+    "Ref": ("plax.ref", "Ref"),
+    "new_ref": ("plax.ref", "new_ref"),
+    "freeze": ("plax.ref", "freeze"),
 }
 
 

@@ -13,6 +13,7 @@ from plax.core import caches, dtypes
 from plax.core import trace as trace_mod
 from plax.core.avals import ShapedArray, abstractify
 from plax.core.config import config
+from plax.core.hi_types import hi_value_types
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
 from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.source_info import flat_arg_names, fun_name, traced_call_code
@@ -27,6 +28,7 @@ from plax.sharding.mesh import context_mesh
 from plax.sharding.named import typed_aval
 from plax.api.jit_options import (
     UNSPECIFIED, broadcast_shardings, live_jit_states, shared_jit_state, traces_by_function)
+from plax.api.hi_values import call_with_hi_values, has_hi_values, returned_reference_error
 from plax.api.stages import Traced
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
 
@@ -330,6 +332,8 @@ class JitWrapped:
             out = fun(*full, **kw)
             out_leaves, out_tree = tree_util.tree_flatten(out)
             for j, leaf in enumerate(out_leaves):
+                if type(leaf) in hi_value_types:
+                    raise returned_reference_error(name, leaf, j)
                 if not _is_array_like(leaf):
                     raise TypeError(f"jitted function {name} returned a value of type "
                                     f"{type(leaf).__name__} at output leaf {j}; outputs must be "
@@ -403,6 +407,8 @@ class JitWrapped:
         """A call through the general path: under a transformation, with flags, or eager."""
         if config.read("disable_jit"):
             return self._fun(*args, **kwargs)
+        if hi_value_types and has_hi_values(args, kwargs):
+            return call_with_hi_values(self, args, kwargs)
         entry, leaves = self._entry(args, kwargs)
         if self._inline and not isinstance(current_trace(), EvalTrace):
             outs = eval_jaxpr(entry.params["jaxpr"].jaxpr, [], *entry.consts, *leaves)
@@ -413,7 +419,7 @@ class JitWrapped:
     def _cpp_miss(self, *args, **kwargs):
         """The C++ dispatch's miss handler: run the call in Python, and (for a plain eager
         call) say how C++ can run calls like it by itself from now on (None: it cannot)."""
-        if not _plain_eager():
+        if not _plain_eager() or (hi_value_types and has_hi_values(args, kwargs)):
             call = self._fun if self._eager_only else self._call_python
             return call(*args, **kwargs), None, False
         try:
@@ -448,6 +454,8 @@ class JitWrapped:
             leaves, in_tree = tree_util.tree_flatten(args)
         sig = _fast_signature(leaves)
         if sig is None:
+            if hi_value_types and has_hi_values(args, {}):
+                return call_with_hi_values(self, args, {}), None, leaves
             entry, leaves = self._entry(args, {})
             outs = pjit_p.bind(*entry.consts, *leaves, **entry.params)
             return tree_util.tree_unflatten(entry.out_tree, outs), None, leaves

@@ -52,6 +52,26 @@ class OrderedIOEffect(IOEffect, OrderedEffect):
     pass
 
 
+class EffectTypeSet:
+    """A set of effect classes (JAX's registries in which libraries declare their effects)."""
+
+    def __init__(self):
+        self._types: set = set()
+
+    def add_type(self, effect_type) -> None:
+        self._types.add(effect_type)
+
+    def contains(self, effect) -> bool:
+        return isinstance(effect, tuple(self._types))
+
+    def filter_not_in(self, effects) -> list:
+        return [e for e in effects if not self.contains(e)]
+
+
+# The effects libraries declare allowed inside control flow (JAX's registry). plax lets
+# every effect into cond/while/scan bodies, so it records the declarations only.
+control_flow_allowed_effects = EffectTypeSet()
+
 debug_effect = DebugEffect("Debug")
 ordered_debug_effect = OrderedDebugEffect("OrderedDebug")
 io_effect = IOEffect("IO")

@@ -1,0 +1,128 @@
+"""Hi values (``plax.core.hi_types``: mutable references, library-defined types) crossing a
+``jit`` boundary.
+
+A jit called with hi values among its arguments runs as a second jit over lo values:
+
+- each hi argument is replaced by its lo values (``lower_val``, or ``read_loval`` with the
+  value's current QDD), and the types and QDDs become part of the cache key;
+- inside, each is rebuilt from the traced lo values (``raise_val`` / ``new_from_loval``), so
+  the function sees a hi value whose contents are tracers;
+- on return, a mutable argument's final lo values (and QDD) are extra results, written back
+  into the caller's object in place (``update_from_loval``); hi results are lowered inside
+  and raised outside.
+"""
+from __future__ import annotations
+
+from plax import tree_util
+from plax.core.hi_types import hi_type_of, hi_value_types
+
+
+class _LoValues(tuple):
+    """A hi value's lo values in a pytree; the static part says how to raise it again."""
+
+    def __new__(cls, values, how):
+        self = super().__new__(cls, values)
+        self.how = how
+        return self
+
+
+tree_util.register_pytree_node(_LoValues, lambda lv: (tuple(lv), lv.how),
+                               lambda how, values: _LoValues(values, how))
+
+
+def has_hi_values(args, kwargs) -> bool:
+    if not hi_value_types:
+        return False
+    return any(type(leaf) in hi_value_types for leaf in tree_util.tree_leaves((args, kwargs)))
+
+
+def returned_reference_error(name: str, leaf, j: int) -> ValueError:
+    return ValueError(
+        f"function {name} traced for jit returned a mutable array reference of type "
+        f"{hi_type_of(leaf)} (output leaf {j}), but mutable array references cannot be "
+        "returned. Return its contents (ref[...]) instead.")
+
+
+def _lower(x):
+    """A hi value as _LoValues (with its type and QDD); other leaves unchanged."""
+    if type(x) not in hi_value_types:
+        return x
+    ty = hi_type_of(x)
+    if ty.has_qdd:
+        qdd = x.cur_qdd()
+        return _LoValues(ty.read_loval(qdd, x), ("mutable", ty, qdd))
+    return _LoValues(ty.lower_val(x), ("immutable", ty, None))
+
+
+def _raise(lo):
+    kind, ty, qdd = lo.how
+    return ty.new_from_loval(qdd, *lo) if kind == "mutable" else ty.raise_val(*lo)
+
+
+def _is_lo_values(x) -> bool:
+    return isinstance(x, _LoValues)
+
+
+def call_with_hi_values(jitted, args, kwargs):
+    """``jitted(*args, **kwargs)`` (a JitWrapped) where some argument leaves are hi values."""
+    inner = jitted.__dict__.get("_hi_inner")
+    if inner is None:
+        inner = jitted.__dict__["_hi_inner"] = _inner_jit(jitted)
+    n = len(args)
+    static_nums = {i % n for i in jitted._static_argnums if -n <= i < n}
+    # Static arguments travel as one hashable static argument of the inner jit.
+    static = (tuple((i, args[i]) for i in sorted(static_nums)),
+              tuple((k, v) for k, v in sorted(kwargs.items()) if k in jitted._static_argnames))
+    lowered = (tuple(None if i in static_nums else tree_util.tree_map(_lower, a)
+                     for i, a in enumerate(args)),
+               {k: tree_util.tree_map(_lower, v) for k, v in kwargs.items()
+                if k not in jitted._static_argnames})
+    outs, finals = inner(lowered, static)
+    # Write each mutable argument's final contents back into the caller's object.
+    originals = [leaf for leaf in tree_util.tree_leaves(lowered[:2], is_leaf=_is_lo_values)
+                 if _is_lo_values(leaf) and leaf.how[0] == "mutable"]
+    objects = [leaf for i, a in enumerate(args) if i not in static_nums
+               for leaf in tree_util.tree_leaves(a) if type(leaf) in hi_value_types]
+    objects += [leaf for k, v in kwargs.items() if k not in jitted._static_argnames
+                for leaf in tree_util.tree_leaves(v) if type(leaf) in hi_value_types]
+    objects = [o for o in objects if hi_type_of(o).has_qdd]
+    assert len(objects) == len(originals) == len(finals)
+    for obj, final in zip(objects, finals):
+        final.how[1].update_from_loval(final.how[2], obj, *final)
+    return tree_util.tree_map(lambda x: _raise(x) if _is_lo_values(x) else x, outs,
+                              is_leaf=_is_lo_values)
+
+
+def _inner_jit(jitted):
+    """A jit of ``(lowered arguments, static arguments) -> (results, final contents of the
+    mutable arguments)`` over lo values, with ``jitted``'s options."""
+    from plax.api.jit import jit  # (jit imports this module)
+    user_fun = jitted._fun
+
+    def lo_fun(lowered, static):
+        lowered_args, lowered_kwargs = tree_util.tree_map(
+            lambda x: _raise(x) if _is_lo_values(x) else x, lowered, is_leaf=_is_lo_values)
+        mutable = [x for x in tree_util.tree_leaves((lowered_args, lowered_kwargs))
+                   if type(x) in hi_value_types and hi_type_of(x).has_qdd]
+        full = list(lowered_args)
+        for i, value in static[0]:
+            full[i] = value
+        out = user_fun(*full, **lowered_kwargs, **dict(static[1]))
+        for j, leaf in enumerate(tree_util.tree_leaves(out)):
+            if type(leaf) in hi_value_types and hi_type_of(leaf).has_qdd:
+                raise returned_reference_error(jitted._name, leaf, j)
+        return tree_util.tree_map(_lower, out), [_lower(x) for x in mutable]
+
+    if jitted._in_shardings is not None or jitted._out_shardings is not None:
+        raise NotImplementedError(
+            f"jit of {jitted._name} with in_shardings/out_shardings was called with hi values "
+            "(references or library-defined hi types) among its arguments: lay out the arrays "
+            "inside them with device_put before the call instead.")
+    if jitted._donate_argnums or jitted._donate_argnames:
+        raise NotImplementedError(
+            f"jit of {jitted._name} with donated arguments was called with hi values "
+            "(references or library-defined hi types) among its arguments: donation is not "
+            "supported with them.")
+    return jit(lo_fun, static_argnums=(1,), keep_unused=jitted._keep_unused,
+               device=jitted._device, inline=jitted._inline,
+               compiler_options=dict(jitted._compiler_options or ()) or None)

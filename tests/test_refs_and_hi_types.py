@@ -1,0 +1,186 @@
+"""Mutable references (``plax.ref``) and library-defined hi types (``plax.experimental.hijax``):
+eagerly, through jit (written back after the call), under grad and vmap where the lo
+operations carry them, and the refusals that keep answers right. (The same programs as JAX
+code: tests/jax_programs/refs_and_hijax.jaxpy.)"""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax.experimental import hijax as hjx
+
+
+def test_ref_reads_writes_and_jit_writes_back():
+    r = plax.new_ref(jnp.arange(4.0))
+    r[1:3] = jnp.array([10.0, 20.0])
+    plax.ref.addupdate(r, 0, 1.0)
+    np.testing.assert_array_equal(np.asarray(r[...]), [1.0, 10.0, 20.0, 3.0])
+
+    calls = []
+
+    @plax.jit
+    def step(ref, lr):
+        calls.append(1)
+        ref[...] = ref[...] - lr * 2 * ref[...]
+        return (ref[...] ** 2).sum()
+
+    want = np.array([1.0, 10.0, 20.0, 3.0])
+    for _ in range(3):
+        want = want - 0.25 * 2 * want
+        np.testing.assert_allclose(float(step(r, 0.25)), (want ** 2).sum(), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(r[...]), want, rtol=1e-6)
+    assert len(calls) == 1  # traced once: later calls update the ref in the compiled program
+    np.testing.assert_array_equal(np.asarray(plax.freeze(r)), np.asarray(r[...]))
+
+
+def test_ref_inside_jit_under_vmap_reads_and_local_refs():
+    @plax.jit
+    def f(x):
+        acc = plax.new_ref(jnp.zeros_like(x))
+        for i in range(3):
+            acc[...] += x * i
+        return acc[...]
+
+    np.testing.assert_allclose(np.asarray(f(jnp.ones(2))), [3.0, 3.0])
+    r = plax.new_ref(jnp.array([1.0, 2.0]))
+    out = plax.vmap(lambda x: r[...] * x)(jnp.arange(3.0))
+    np.testing.assert_allclose(np.asarray(out), np.outer(np.arange(3.0), [1.0, 2.0]))
+    # grad of a function that updates a ref it creates itself
+    g = plax.grad(lambda x: (lambda q: (q.__setitem__(..., q[...] * x), q[...].sum())[1])(
+        plax.new_ref(jnp.arange(3.0))))(2.0)
+    assert float(g) == 3.0
+
+
+@pytest.mark.parametrize("program,match", [
+    (lambda r: plax.jit(lambda x: (r.__setitem__(..., r[...] + x), x)[1])(1.0),
+     "created outside a traced function is read or written inside it"),
+    (lambda r: plax.lax.scan(lambda c, _: (c + r[...], None), jnp.zeros(2), None, length=2),
+     "Pass the reference to the jitted function as an argument"),
+    (lambda r: plax.grad(lambda x: (r.__setitem__(..., x * r[...]), x)[1])(1.0),
+     "Move the array reference to be an argument of the differentiated function"),
+    (lambda r: plax.jit(lambda: plax.new_ref(1.0))(),
+     "mutable array references cannot be returned"),
+    (lambda r: r.__setitem__(..., jnp.ones(2, jnp.int32)), "Invalid dtype for `swap`"),
+    (lambda r: r.__setitem__(..., jnp.ones(3)), "Invalid shape for `swap`"),
+])
+def test_ref_refusals(program, match):
+    r = plax.new_ref(jnp.ones(2))
+    with pytest.raises(ValueError, match=match):
+        program(r)
+    np.testing.assert_array_equal(np.asarray(r[...]), [1.0, 1.0])  # left as it was
+
+
+class Box:
+    """A mutable hi value: holds one array whose shape may change."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def cur_qdd(self):
+        return BoxState(plax.typeof(self.value))
+
+
+@dataclasses.dataclass(frozen=True)
+class BoxState:
+    aval: object
+
+
+@dataclasses.dataclass(frozen=True)
+class BoxTy(hjx.MutableHiType):
+    def lo_ty_qdd(self, state):
+        return [state.aval]
+
+    def new_from_loval(self, state, value):
+        return Box(value)
+
+    def read_loval(self, state, box):
+        return [box.value]
+
+    def update_from_loval(self, state, box, value):
+        box.value = value
+
+    def to_tangent_aval(self):
+        return BoxTy()
+
+
+hjx.register_hitype(Box, lambda box: BoxTy())
+
+
+class BoxSet(hjx.HiPrimitive):
+    multiple_results = True
+
+    def abstract_eval(self, box_ty, value):
+        return [], set()
+
+    def to_lojax(self, box, value):
+        box.value = value
+        return []
+
+
+class Scaled:
+    """An immutable hi value: an array and a scale."""
+
+    def __init__(self, data, scale):
+        self.data, self.scale = data, scale
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledTy(hjx.HiType):
+    data: object
+    scale: object
+
+    def lo_ty(self):
+        return [self.data, self.scale]
+
+    def lower_val(self, s):
+        return [s.data, s.scale]
+
+    def raise_val(self, data, scale):
+        return Scaled(data, scale)
+
+
+hjx.register_hitype(Scaled, lambda s: ScaledTy(plax.typeof(s.data), plax.typeof(s.scale)))
+
+
+class Dequantize(hjx.HiPrimitive):
+    def abstract_eval(self, ty):
+        return ty.data, set()
+
+    def to_lojax(self, s):
+        return s.data * s.scale
+
+
+box_set, dequantize = BoxSet("box_set"), Dequantize("dequantize")
+
+
+def test_mutable_hi_value_through_jit_is_updated_and_may_change_type():
+    box = Box(jnp.zeros(2))
+
+    @plax.jit
+    def grow(box, x):
+        box_set.bind(box, jnp.concatenate([box.value, x[None]]))
+        return box.value.sum()
+
+    assert float(grow(box, 1.0)) == 1.0 and box.value.shape == (3,)
+    assert float(grow(box, 2.0)) == 3.0 and box.value.shape == (4,)  # a new type: retraced
+    np.testing.assert_array_equal(np.asarray(box.value), [0.0, 0.0, 1.0, 2.0])
+    assert plax.typeof(box) == BoxTy()
+
+
+def test_hi_primitive_expands_under_jit_grad_and_vmap():
+    s = Scaled(jnp.arange(3.0), jnp.float32(2.0))
+    assert plax.typeof(s) == ScaledTy(plax.typeof(s.data), plax.typeof(s.scale))
+    np.testing.assert_allclose(np.asarray(dequantize.bind(s)), [0.0, 2.0, 4.0])
+    out = plax.jit(lambda s, x: dequantize.bind(s) * x)(s, 3.0)
+    np.testing.assert_allclose(np.asarray(out), [0.0, 6.0, 12.0])
+    g = plax.grad(lambda c: dequantize.bind(Scaled(jnp.arange(3.0), c)).sum())(2.0)
+    assert float(g) == 3.0  # d/dc sum(data * c)
+    v = plax.vmap(lambda x: dequantize.bind(Scaled(x, jnp.sin(x))))(jnp.arange(3.0))
+    np.testing.assert_allclose(np.asarray(v), np.arange(3.0) * np.sin(np.arange(3.0)),
+                               rtol=1e-6)
+    # A jitted function may return an immutable hi value: it is raised again outside.
+    back = plax.jit(lambda s: Scaled(s.data + 1, s.scale))(s)
+    assert type(back) is Scaled
+    np.testing.assert_allclose(np.asarray(back.data), [1.0, 2.0, 3.0])
