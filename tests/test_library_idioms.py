@@ -119,3 +119,10 @@ def test_vmap_out_axes_none_error_names_the_output_path():
     with pytest.raises(ValueError, match=r"at vmap out_axes\['broadcast'\], got axis spec None "
                                          "but output was batched on axis 0"):
         f(jnp.ones(3))
+
+
+def test_closed_jaxpr_shows_its_jaxprs_variables():
+    closed = plax.make_jaxpr(lambda x, y: x * y + 1)(jnp.ones(3), 2.0)
+    assert closed.invars == closed.jaxpr.invars and len(closed.invars) == 2
+    assert closed.outvars == closed.jaxpr.outvars and len(closed.outvars) == 1
+    assert closed.constvars == closed.jaxpr.constvars and closed.literals == closed.consts

@@ -125,6 +125,11 @@ class ClosedJaxpr:
     out_avals = property(lambda self: self.jaxpr.out_avals)
     eqns = property(lambda self: self.jaxpr.eqns)
     effects = property(lambda self: jaxpr_effects(self.jaxpr))
+    # The inner jaxpr's variables, as JAX's ClosedJaxpr shows them.
+    constvars = property(lambda self: self.jaxpr.constvars)
+    invars = property(lambda self: self.jaxpr.invars)
+    outvars = property(lambda self: self.jaxpr.outvars)
+    literals = property(lambda self: self.consts)
 
     def __str__(self):
         return str(self.jaxpr)
