@@ -126,3 +126,55 @@ def test_closed_jaxpr_shows_its_jaxprs_variables():
     assert closed.invars == closed.jaxpr.invars and len(closed.invars) == 2
     assert closed.outvars == closed.jaxpr.outvars and len(closed.outvars) == 1
     assert closed.constvars == closed.jaxpr.constvars and closed.literals == closed.consts
+
+
+def test_a_trace_and_tracer_defined_by_a_library():
+    """haiku's to_dot builds its own trace: tracers made with JAX's ``Tracer(trace, aval)``,
+    forwarding each primitive to the trace below while recording it."""
+    from plax.core import Trace, Tracer
+    from plax.extend.core import set_current_trace, take_current_trace
+
+    class CountingTracer(Tracer):
+        def __init__(self, trace, val):
+            super().__init__(trace, plax.typeof(val))
+            self.val = val
+
+    class CountingTrace(Trace):
+        def __init__(self, parent):
+            super().__init__()
+            self.parent_trace, self.seen = parent, []
+
+        def to_val(self, x):
+            return x.val if isinstance(x, CountingTracer) and x._trace is self else x
+
+        def process_primitive(self, primitive, tracers, params):
+            vals = [self.to_val(t) for t in tracers]
+            out = primitive.bind_with_trace(self.parent_trace, vals, params)
+            self.seen.append(primitive.name)
+            if primitive.multiple_results:
+                return [CountingTracer(self, v) for v in out]
+            return CountingTracer(self, out)
+
+    def f(x):
+        return jnp.sin(x) * 2.0 + x.sum()
+
+    value = jnp.arange(3.0)
+    with take_current_trace() as parent:
+        trace = CountingTrace(parent)
+        with set_current_trace(trace):
+            x = CountingTracer(trace, value)
+            assert x.aval == plax.typeof(value) and x.shape == (3,)
+            out = trace.to_val(f(x))
+    np.testing.assert_allclose(np.asarray(out), np.sin(np.arange(3.0)) * 2 + 3, rtol=1e-6)
+    assert trace.seen[:2] == ["sin", "mul"] and "reduce_sum" in trace.seen
+
+
+def test_name_stack_prints_as_a_path():
+    def f(x):
+        with plax.named_scope("outer"):
+            with plax.named_scope("inner"):
+                return jnp.sin(x)
+
+    eqns = plax.make_jaxpr(lambda x: f(x).sum())(jnp.ones(2)).eqns
+    assert [(e.primitive.name, str(e.source_info.name_stack)) for e in eqns] == [
+        ("sin", "outer/inner"), ("reduce_sum", "")]

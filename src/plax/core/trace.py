@@ -62,9 +62,19 @@ class Tracer:
     __slots__ = ("_trace", "__weakref__")
     __array_priority__ = 1000
 
+    def __init__(self, trace: "Trace", aval=None):
+        """JAX's constructor, for tracers a library defines for a trace of its own (plax's
+        tracers set their fields themselves)."""
+        self._trace = trace
+        if aval is not None:
+            self.__dict__["_library_aval"] = aval  # (such subclasses have a __dict__)
+
     @property
     def aval(self) -> ShapedArray:
-        raise NotImplementedError
+        try:
+            return self.__dict__["_library_aval"]
+        except (AttributeError, KeyError):
+            raise NotImplementedError(f"{type(self).__name__} must define aval") from None
 
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
@@ -153,11 +163,27 @@ def _conversion_error(fn: str):
 
 
 # --- the current trace --------------------------------------------------------
+class NameStack(tuple):
+    """The enclosing named_scope / named_call / jit names, outermost first; prints as JAX's
+    name stack does (``outer/inner``)."""
+
+    __slots__ = ()
+
+    def __str__(self):
+        return "/".join(self)
+
+    def extend(self, name: str) -> "NameStack":
+        return NameStack((*self, name))
+
+
+EMPTY_NAME_STACK = NameStack()
+
+
 class _Context(threading.local):
     def __init__(self):
         self.trace = None
         self.axis_env = ()  # ((name, size), ...) of the named axes in scope
-        self.name_stack = ()  # named_scope / named_call / jit names, outermost first
+        self.name_stack = EMPTY_NAME_STACK
 
 
 
@@ -250,7 +276,7 @@ def extend_axis_env(pairs):
         _axis_env_changed(prev)
 
 
-def name_stack() -> tuple:
+def name_stack() -> NameStack:
     return trace_state.name_stack
 
 
@@ -258,7 +284,7 @@ def name_stack() -> tuple:
 def extend_name_stack(name: str):
     """Push ``name`` on the name stack that staged equations record."""
     prev = trace_state.name_stack
-    trace_state.name_stack = prev + (name,)
+    trace_state.name_stack = prev.extend(name)
     try:
         yield
     finally:
@@ -269,7 +295,7 @@ def extend_name_stack(name: str):
 def fresh_name_stack():
     """An empty name stack, e.g. for a jitted body whose scopes are relative to the jit."""
     prev = trace_state.name_stack
-    trace_state.name_stack = ()
+    trace_state.name_stack = EMPTY_NAME_STACK
     try:
         yield
     finally:

@@ -22,6 +22,7 @@ from jaxlib.mlir.dialects import chlo, func as func_dialect, stablehlo as hlo  #
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.caches import BoundedCache
+from plax.core.trace import EMPTY_NAME_STACK
 from plax.lowering.stablehlo import (AbstractToken, RuleContext, abstract_token,
                                      dense_elements, element_type, tensor_type)
 from plax.runtime.xla import mlir_context
@@ -65,7 +66,7 @@ class LoweringRuleContext:
         self.primitive = primitive
         self.avals_in = list(avals_in)
         self.avals_out = list(avals_out)
-        self.name_stack = ()
+        self.name_stack = EMPTY_NAME_STACK
         self.traceback = None
         self.tokens_in = None
         self.tokens_out = None
