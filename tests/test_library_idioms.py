@@ -178,3 +178,25 @@ def test_name_stack_prints_as_a_path():
     eqns = plax.make_jaxpr(lambda x: f(x).sum())(jnp.ones(2)).eqns
     assert [(e.primitive.name, str(e.source_info.name_stack)) for e in eqns] == [
         ("sin", "outer/inner"), ("reduce_sum", "")]
+
+
+def test_small_names_libraries_reach_for():
+    import plax.core
+    import plax.custom_derivatives as cd
+    import plax.stages
+    from plax.experimental.pjit import pjit
+
+    zeros = cd.zero_from_primal({"f": jnp.ones(2), "i": jnp.ones(3, jnp.int32)})
+    np.testing.assert_array_equal(np.asarray(zeros["f"]), [0.0, 0.0])
+    assert zeros["i"].dtype == plax.dtypes.float0 and zeros["i"].shape == (3,)
+    symbolic = cd.zero_from_primal((1.0, jnp.ones((2, 2))), symbolic_zeros=True)
+    assert [type(z) for z in symbolic] == [cd.SymbolicZero] * 2
+    assert symbolic[1].shape == (2, 2) and symbolic[1].dtype == np.float32
+    assert plax.config.x64_enabled is False
+    with plax.enable_x64():
+        assert plax.config.x64_enabled is True
+    assert float(pjit(lambda x: x + 1)(1.0)) == 2.0
+    assert plax.core.valid_jaxtype(1.0) and not plax.core.valid_jaxtype("text")
+    assert plax.core.DropVar is plax.extend.core.DropVar
+    assert plax.stages.CompilerOptions.__origin__ is dict
+    assert plax.stages.CompilerOptions.__args__[0] is str

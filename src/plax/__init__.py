@@ -38,8 +38,8 @@ from plax import core, lax, numpy, sharding, tree_util, version  # noqa: F401
 # Loaded on first use. Submodules: plax.<name>.
 _LAZY_SUBMODULES = frozenset({
     "ad_checkpoint", "api_util", "custom_derivatives", "debug", "drop_in", "example_libraries",
-    "experimental", "flatten_util", "monitoring", "nn", "ops", "random", "ref", "scipy", "stages",
-    "test_util", "tree", "typing"})
+    "experimental", "flatten_util", "lib", "monitoring", "nn", "ops", "random", "ref", "scipy",
+    "stages", "test_util", "tree", "typing"})
 # Top-level names defined in a module loaded on first use: name -> (module, attribute).
 _LAZY_NAMES = {
     "shard_map": ("plax.api.shard_map", "shard_map"),

@@ -25,6 +25,12 @@ _PUBLIC = {
     "eval_context": ("plax.api.jit", "eval_context"),
     "typeof": ("plax.api.jit", "typeof"),
     "pytype_aval_mappings": ("plax.core.avals", "pytype_aval_mappings"),
+    # Names JAX 0.10 still offers in jax.core (moved to jax.extend.core there).
+    "DropVar": ("plax.extend.core", "DropVar"),
+    "find_top_trace": ("plax.extend.core", "find_top_trace"),
+    "get_opaque_trace_state": ("plax.extend.core", "get_opaque_trace_state"),
+    "jaxprs_in_params": ("plax.extend.core", "jaxprs_in_params"),
+    "valid_jaxtype": ("plax.extend.core", "valid_jaxtype"),
 }
 
 Value = _Any

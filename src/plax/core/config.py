@@ -125,6 +125,11 @@ class Config:
     def __setattr__(self, name, value):
         raise AttributeError("Set flags with config.update(name, value).")
 
+    @property
+    def x64_enabled(self) -> bool:
+        """Whether 64-bit types are on (``jax_enable_x64``), as JAX's ``config.x64_enabled``."""
+        return bool(self.read("enable_x64"))
+
     def plain_dispatch(self) -> bool:
         """True when no flag changes how a jitted call runs (no disable_jit, debug_nans,
         debug_infs, and no override context active): one cheap check on the fast path."""

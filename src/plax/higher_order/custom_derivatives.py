@@ -78,6 +78,15 @@ class SymbolicZero:
         return f"SymbolicZero({self.aval.str_short()})"
 
 
+def zero_from_primal(val, symbolic_zeros: bool = False):
+    """Zero tangents for the primal pytree ``val``: arrays of zeros (float0 for integers),
+    or ``SymbolicZero``s with ``symbolic_zeros``."""
+    def zero(x):
+        aval = tangent_aval(get_aval(x))
+        return SymbolicZero(aval) if symbolic_zeros else _zeros(aval)
+    return tree_util.tree_map(zero, val)
+
+
 class CustomVJPPrimal:
     """A primal passed to a ``symbolic_zeros=True`` fwd rule: its value and whether it is
     being differentiated."""
