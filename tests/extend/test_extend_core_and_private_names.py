@@ -193,3 +193,17 @@ def test_equations_rebind_from_get_bind_params():
             env.update(zip(eqn.outvars, outs))
         return env[closed.jaxpr.outvars[0]]
     np.testing.assert_allclose(plax.jit(replay)(np.float32(0.5)), 2 * np.sin(0.5), rtol=1e-6)
+
+
+def test_extend_backend_names_the_clients():
+    from plax.extend import backend
+    clients = backend.backends()
+    assert list(clients) == ["cpu"] and backend.get_backend() is clients["cpu"]
+    assert backend.get_backend("cpu") is clients["cpu"]
+    assert backend.get_backend(clients["cpu"]) is clients["cpu"]
+    assert backend.get_default_device() == plax.devices()[0]
+    with pytest.raises(RuntimeError, match="Unknown backend"):
+        backend.get_backend("tpu")
+    import plax.extend as extend
+    assert sorted(n for n in dir(extend) if not n.startswith("_")) == [
+        "backend", "core", "linear_util", "source_info_util"]

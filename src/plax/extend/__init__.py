@@ -8,9 +8,7 @@ carries no compatibility promise across releases.
 
 The submodules load on first use.
 """
-_SUBMODULES = frozenset({
-    "backend", "core", "linear_util", "lowering", "mlir", "random", "sharding",
-    "source_info_util", "xla"})
+_SUBMODULES = frozenset({"backend", "core", "linear_util", "source_info_util"})
 
 
 def __getattr__(name):
