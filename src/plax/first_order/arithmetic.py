@@ -107,8 +107,9 @@ def _trunc(q):
 defbilinear(mul_p, lambda ct, x, y: unbroadcast(mul(ct, y), x.aval),
             lambda ct, x, y: unbroadcast(mul(x, ct), y.aval))
 # div is linear in x only, so it is not bilinear: its own jvp and a numerator-only transpose.
+# d(x/y)/dy as JAX writes it, -g * x * y**-2 (not -g * (x/y) / y, which rounds differently).
 defjvp(div_p, lambda g, ans, x, y: div(g, y),
-       lambda g, ans, x, y: mul(neg(g), div(ans, y)))
+       lambda g, ans, x, y: mul(mul(neg(g), x), integer_pow(y, -2)))
 defjvp(rem_p, lambda g, ans, x, y: g, lambda g, ans, x, y: mul(neg(g), _trunc(div(x, y))))
 transpose_rules[div_p] = _div_transpose
 

@@ -4,8 +4,9 @@
 key ``(k1, k2)`` (all uint32; rank-0 operands broadcast, as lax does) by the
 20 rounds of Threefry-2x32 (Salmon, Moraes, Dror and Shaw, "Parallel random
 numbers: as easy as 1, 2, 3", SC 2011), returning the two hashed words. The
-primitive lowers to the unrolled rounds on uint32, batches elementwise, and
-has zero derivatives.
+primitive lowers to the unrolled rounds on uint32 (on CPU, to a loop over the five groups
+of rounds: plax.higher_order.loops registers that rule), batches elementwise, and has zero
+derivatives.
 
 Typed keys (dtype ``key<fry>``) are made and used by ``random_seed``,
 ``random_bits``, ``random_split``, ``random_fold_in``, ``random_wrap``,

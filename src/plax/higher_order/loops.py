@@ -14,6 +14,9 @@ neither the outputs nor the predicate need.
 
 ``fori_loop`` with concrete bounds is a ``scan`` (so it is reverse-differentiable),
 and a ``while`` otherwise, as JAX decides.
+
+It also gives ``threefry2x32`` its CPU lowering, a loop over the hash's groups of rounds
+(JAX's CPU lowering), which ``first_order/prng.py`` cannot write below this layer.
 """
 from __future__ import annotations
 
@@ -30,18 +33,24 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              not_mapped, param_printers, partial_eval_rules, register_lowering,
                              tangent_aval, transpose_rules, replication_rules)
 from plax.core.trace import Tracer, get_aval
+from plax.first_order import arithmetic as _arith
+from plax.first_order import bitwise as _bitwise
 from plax.first_order import comparison as _comparison
 from plax.first_order import conversion as _conversion
+from plax.first_order import prng as _prng
 from plax.first_order import reductions as _reductions
 from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
 from plax.first_order.ad_util import instantiate
 from plax.first_order.batch_util import move_batch_dim
+from plax.first_order.common import check_same_shapes
 from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point, check_carry,
                                           closed_call, forwarded_inputs, hoist_consts,
                                           index_groups, mask_union, permute_body,
                                           promote_weak_inits, same_type, split, trace_body,
                                           trace_closed, widen_inputs, wrapper_for)
 from plax.lowering.consts import const_operands
+from plax.lowering.inline import lower_fun
 from plax.core.effects import has_ordered_effects
 from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr
@@ -441,3 +450,40 @@ def _replication(ins, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
 
 
 replication_rules[while_p] = _replication
+
+
+# --- threefry2x32 on CPU: its rounds as a loop ---------------------------------------------
+def _threefry_rolled_rounds(k1, k2, x1, x2):
+    """The 20 rounds of ``first_order.prng._rounds`` as a loop over the five groups of four:
+    threefry2x32's lowering on CPU, as JAX's is. The hashed words then come out of a while
+    loop rather than a long chain of integer ops that XLA fuses into the float code using
+    them, so that code compiles (and rounds) as in JAX's programs; it also compiles faster."""
+    shape = check_same_shapes("threefry2x32", *(get_aval(a) for a in (k1, k2, x1, x2)))
+    k1, k2, x1, x2 = (_shapes.broadcast_in_dim(a, shape, tuple(range(get_aval(a).ndim)))
+                      if get_aval(a).shape != shape else a for a in (k1, k2, x1, x2))
+    k3 = _bitwise.bitwise_xor(_bitwise.bitwise_xor(k1, k2), np.uint32(_prng._KEY_PARITY))
+    # Group g rotates by the distances _prng._ROTATIONS[g % 2] and then adds the keys
+    # (g + 1) % 3 and (g + 2) % 3: the loop carries the keys and the two tables of distances,
+    # each rotated by one place after a group.
+    tables = tuple(np.asarray(r, np.uint32) for r in _prng._ROTATIONS)
+
+    def group(g, state):
+        (a, b), keys, (table, next_table) = state
+        for j in range(4):
+            distance = _shapes.reshape(_slicing.slice(table, (j,), (j + 1,)), ())
+            a = _arith.add(a, b)
+            b = _bitwise.bitwise_xor(a, _bitwise.bitwise_or(
+                _bitwise.shift_left(b, distance),
+                _bitwise.shift_right_logical(b, _arith.sub(np.uint32(32), distance))))
+        step = _arith.add(_conversion.convert_element_type(g, np.dtype(np.uint32)), np.uint32(1))
+        a = _arith.add(a, keys[0])
+        b = _arith.add(_arith.add(b, keys[1]), step)
+        return (a, b), (keys[1], keys[2], keys[0]), (next_table, table)
+
+    x = (_arith.add(x1, k1), _arith.add(x2, k2))
+    x, _, _ = fori_loop(0, 5, group, (x, (k2, k3, k1), tables))
+    return list(x)
+
+
+register_lowering(_prng.threefry2x32_p,
+                  lower_fun(_threefry_rolled_rounds, multiple_results=True), "cpu")
