@@ -1,5 +1,5 @@
-"""Programs written with libraries built on JAX (equinox, flax.linen + optax, diffrax), run
-with ``jax`` resolving to plax, give real JAX 0.10.2's numbers.
+"""Programs written with libraries built on JAX (equinox, flax.linen + optax, diffrax,
+numpyro), run with ``jax`` resolving to plax, give real JAX 0.10.2's numbers.
 
 The expected numbers were printed by the same programs (tests/ecosystem/programs/*.jaxpy:
 JAX code, run only with jax -> plax) under real JAX 0.10.2 in a scratch venv; each program
@@ -28,6 +28,9 @@ JAX_OUTPUT = {
         [1.0, 2.0, 0.8138850, 1.5185732, 0.8625668, 1.3591521, 1.0059427, 1.3558804,
          1.1185782, 1.3651751],
         [-2.5596752]],
+    # numpyro NUTS (fixed key, 100 warmup + 200 samples): posterior means of a, b, s, and
+    # samples 0, 50 and 199 of a.
+    "numpyro_nuts.jaxpy": [[0.5006132, 1.9843572, 0.0761957], [0.4856678, 0.4964451, 0.4963522]],
 }
 
 

@@ -501,3 +501,11 @@ def test_copy_differentiates_batches_and_keeps_keys_and_layouts():
     y = x.copy()
     assert y.sharding == sharding
     np.testing.assert_array_equal(y, np.asarray(x))
+
+
+def test_linspace_runs_compiled_and_rounds_as_jax():
+    # One program with start/stop as arguments (XLA fuses start*(1-t) + stop*t), as JAX's
+    # jitted linspace: these elements differ by an ulp when computed op by op.
+    x = np.asarray(jnp.linspace(-1.0, 1.0, 20))
+    assert x[9:13].tobytes().hex() == "3a9457bd3c94573d28af213ea1bc863e"
+    np.testing.assert_allclose(x, np.linspace(-1.0, 1.0, 20), rtol=1e-6)

@@ -199,8 +199,9 @@ def _is_host_const(c) -> bool:
 def _plain_eager() -> bool:
     """No flag or context asks for Python, and nothing is being traced: a call may run from
     the C++ cache (and may be recorded there)."""
-    return _plain[0] and not _overrides[0] and type(_trace_state.trace) is EvalTrace \
-        and not _trace_state.axis_env
+    # (A thread's trace is made on first use: before that, the call is plain eager too.)
+    return _plain[0] and not _overrides[0] and \
+        type(_trace_state.trace or current_trace()) is EvalTrace and not _trace_state.axis_env
 
 
 def _miss_handler(wrapped):

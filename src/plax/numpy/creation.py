@@ -13,6 +13,7 @@ from plax.core import dtypes, replication
 from plax.core.avals import from_array_protocol, has_array_protocol, WeakHostArray
 from plax.core.errors import shape_type_error
 from plax.core.trace import Tracer, get_aval
+from plax.api.jit import eager_compiled
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
                              check_arraylike, convert, is_arraylike, shape_of)
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
@@ -403,6 +404,7 @@ def _bcast(x, shape, dims=None):
     return lax.broadcast_in_dim(x, tuple(shape), dims)
 
 
+@eager_compiled(static_argnames=("num", "endpoint", "retstep", "dtype", "axis", "device"))
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
     """``num`` evenly spaced values from ``start`` to ``stop``, stacked along ``axis``.
 
