@@ -200,3 +200,13 @@ def test_small_names_libraries_reach_for():
     assert plax.core.DropVar is plax.extend.core.DropVar
     assert plax.stages.CompilerOptions.__origin__ is dict
     assert plax.stages.CompilerOptions.__args__[0] is str
+
+
+def test_submodules_reached_as_attributes_after_import_plax():
+    import subprocess
+    import sys
+    code = ("import plax; print(type(plax.interpreters.ad.primitive_jvps).__name__, "
+            "plax.extend.core.Primitive.__name__, plax._src.dtypes.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split() == ["dict", "Primitive", "plax._src.dtypes"], out.stderr[-2000:]

@@ -37,8 +37,9 @@ from plax import core, lax, numpy, sharding, tree_util, version  # noqa: F401
 
 # Loaded on first use. Submodules: plax.<name>.
 _LAZY_SUBMODULES = frozenset({
-    "ad_checkpoint", "api_util", "custom_derivatives", "debug", "drop_in", "example_libraries",
-    "experimental", "flatten_util", "lib", "monitoring", "nn", "ops", "random", "ref", "scipy",
+    "_src", "ad_checkpoint", "api_util", "custom_derivatives", "debug", "drop_in",
+    "example_libraries", "experimental", "extend", "flatten_util", "interpreters", "lib",
+    "monitoring", "nn", "ops", "random", "ref", "scipy",
     "stages", "test_util", "tree", "typing"})
 # Top-level names defined in a module loaded on first use: name -> (module, attribute).
 _LAZY_NAMES = {
