@@ -184,3 +184,13 @@ def test_hi_primitive_expands_under_jit_grad_and_vmap():
     back = plax.jit(lambda s: Scaled(s.data + 1, s.scale))(s)
     assert type(back) is Scaled
     np.testing.assert_allclose(np.asarray(back.data), [1.0, 2.0, 3.0])
+
+
+def test_an_array_type_is_its_own_lo_type():
+    from plax.core.avals import ShapedArray
+    x = jnp.arange(3.0)
+    aval = plax.typeof(x)
+    assert aval.lo_ty() == [aval] and not aval.is_high and not aval.has_qdd
+    assert aval.lower_val(x) == [x] and aval.raise_val(x) is x
+    weak = ShapedArray((), np.dtype(np.float32), True)
+    assert weak.normalize() == ShapedArray((), np.dtype(np.float32), False)

@@ -244,6 +244,22 @@ class ShapedArray(AbstractValue):
     def strip_weak_type(self) -> "ShapedArray":
         return self.update(weak_type=False) if self.weak_type else self
 
+    normalize = strip_weak_type
+
+    # An array is its own lo value in the hi-type protocol (plax.core.hi_types), so hi types
+    # built from arrays can treat their array parts like any other part.
+    is_high = False
+    has_qdd = False
+
+    def lo_ty(self) -> list:
+        return [self]
+
+    def lower_val(self, value) -> list:
+        return [value]
+
+    def raise_val(self, value):
+        return value
+
     def __eq__(self, other):
         return (type(other) is ShapedArray and self.shape == other.shape
                 and self.dtype == other.dtype and self.weak_type == other.weak_type
