@@ -225,3 +225,13 @@ def check_table(cases, dtype, shape, rtol, atol):
         except AssertionError as e:
             failures.append(f"{fn.__module__}.{fn.__name__}: {e}")
     assert not failures, "\n".join(failures)
+
+
+def grad_check_defaults(dtype) -> dict:
+    """check_grads arguments for the table-driven lax gradient tests: a central-difference
+    step of +-5e-3 and tolerances of 2e-2 for 32-bit (and narrower) values, +-5e-6 and 1e-5
+    for 64-bit ones. (check_grads' own defaults are JAX's: a +-1e-4 step, which is tight for
+    float32 near singular points.)"""
+    if np.finfo(dtype).bits <= 32:
+        return {"eps": 5e-3, "atol": 2e-2, "rtol": 2e-2}
+    return {"eps": 5e-6, "atol": 1e-5, "rtol": 1e-5}

@@ -728,3 +728,23 @@ def test_jacobians_keep_the_weak_type_of_what_they_are_shaped_after():
     h = plax.hessian(lambda x: x ** 3)(2.0)
     assert h.weak_type and float(h) == 12.0
     assert not plax.jacfwd(lambda x: x ** 3)(np.float32(2.0)).weak_type
+
+
+def test_check_grads_follows_jaxs_numerics():
+    """check_grads differentiates numerically as JAX's does (a +-1e-4 central difference along
+    a RandomState(0) direction, tolerances per dtype scaled by size), so a check calibrated on
+    JAX passes here too: numpyro checks logdiffexp to third order next to a near-singular
+    point, which a coarser step fails."""
+    from plax.test_util import numerical_jvp
+
+    def log1mexp(x):
+        return jnp.where(x > -0.6931472, jnp.log(-jnp.expm1(x)), jnp.log1p(-jnp.exp(x)))
+
+    def logdiffexp(a, b):
+        return jnp.where(a > b, a + log1mexp(b - a), -jnp.inf)
+
+    check_grads(logdiffexp, (-0.32523, -0.34), order=3, rtol=0.01)
+    cube = lambda x: x * x * x  # noqa: E731
+    got = numerical_jvp(cube, (np.float64(2.0),), (np.float64(1.0),))
+    x, step = np.float64(2.0), np.float64(1e-4)
+    assert got == (cube(x + step) - cube(x - step)) * (0.5 / 1e-4)  # f(x +- eps*t)

@@ -1,4 +1,11 @@
-"""check_grads: compare plax's derivatives with finite differences (and jvp with vjp)."""
+"""check_grads: compare plax's derivatives with finite differences (and vjp with jvp).
+
+The numerics are JAX's (``jax.test_util``), so a test calibrated on JAX passes or fails
+the same way here: a central difference of step ``eps`` (default 1e-4) along one random
+direction drawn from ``np.random.RandomState(0)`` afresh for each check, tolerances per
+dtype (float32: 2e-3, float64: 1e-5, ...) scaled by the number of elements, and higher
+orders checking the jvp and vjp functions themselves.
+"""
 from __future__ import annotations
 
 import functools
@@ -7,150 +14,179 @@ import numpy as np
 
 from plax import tree_util
 from plax.core import dtypes
-from plax.core.trace import get_aval
 
-_DEFAULT_EPS = {np.dtype(np.float16): 1e-1, np.dtype(np.float32): 1e-2, np.dtype(np.float64): 1e-5}
-_DEFAULT_TOL = {np.dtype(np.float16): 1e-1, np.dtype(np.float32): 2e-2, np.dtype(np.float64): 1e-5}
+__all__ = ["check_grads", "check_jvp", "check_vjp"]
 
+EPS = 1e-4
 
-def _leaves(x):
-    return [np.asarray(v) for v in tree_util.tree_leaves(x)]
-
-
-def _dtype_of(args):
-    dts = [get_aval(x).dtype for x in tree_util.tree_leaves(args)]
-    widest = max(dts, key=lambda d: d.itemsize) if dts else np.dtype(np.float32)
-    return np.dtype(np.float64 if widest in (np.complex128,) else
-                    np.float32 if widest == np.complex64 else widest)
-
-
-def _rand_like(x, rng):
-    a = get_aval(x)
-    v = rng.standard_normal(a.shape)
-    if dtypes.is_complex(a.dtype):
-        v = v + 1j * rng.standard_normal(a.shape)
-    return np.asarray(v, a.dtype)
+# What values of each dtype may differ by in a derivative check (JAX's figures).
+_GRADIENT_TOLERANCE = {
+    np.dtype(dtypes.bfloat16): 1e-1, np.dtype(np.float16): 1e-2, np.dtype(np.float32): 2e-3,
+    np.dtype(np.float64): 1e-5, np.dtype(np.complex64): 1e-3, np.dtype(np.complex128): 1e-5,
+}
+# ... and for a dtype the gradient table does not name (exact for integers).
+_VALUE_TOLERANCE = {np.dtype(dtypes.bfloat16): 1e-2, np.dtype(np.float16): 1e-3,
+                    np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-15,
+                    np.dtype(np.complex64): 1e-6, np.dtype(np.complex128): 1e-15}
+_SCALAR_DTYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int64),
+                  float: np.dtype(np.float64), complex: np.dtype(np.complex128)}
 
 
-def _add_scaled(xs, ts, s):
-    return tuple(tree_util.tree_map(lambda x, t: np.asarray(np.asarray(x) + s * np.asarray(t),
-                                                            get_aval(x).dtype), x, t)
-                 for x, t in zip(xs, ts))
+def _is_scalar(x) -> bool:
+    return type(x) in _SCALAR_DTYPES
 
 
-def _resolve(tol, dtype, default):
-    """A tolerance for values of ``dtype``: ``tol`` itself, or, when ``tol`` is a dict mapping
-    dtypes (anything np.dtype takes) to tolerances as in JAX, its entry for ``dtype``;
-    ``default`` when there is none."""
+def _dtype(x) -> np.dtype:
+    if hasattr(x, "dtype"):
+        return np.dtype(x.dtype)
+    return _SCALAR_DTYPES.get(type(x)) or np.asarray(x).dtype
+
+
+def _tolerance_table(tol):
+    """``tol`` as a number, or as a dtype -> number table over the gradient defaults."""
+    if tol is None:
+        return _GRADIENT_TOLERANCE
     if not isinstance(tol, dict):
         return tol
-    by_dtype = {np.dtype(k): v for k, v in tol.items()}
-    return by_dtype.get(dtypes.canonicalize_dtype(np.dtype(dtype)), default)
+    return {**_GRADIENT_TOLERANCE, **{np.dtype(k): v for k, v in tol.items()}}
 
 
-def _assert_close(a, b, atol, rtol, what):
-    """``a`` and ``b`` leaf by leaf within ``atol``/``rtol`` (numbers, or ``(spec, default)``
-    pairs resolved per leaf dtype, the larger of the two leaves' entries as in JAX)."""
-    for x, y in zip(_leaves(a), _leaves(b)):
-        at, rt = (_per_leaf(t, x.dtype, y.dtype) for t in (atol, rtol))
-        np.testing.assert_allclose(x.astype(np.complex128), y.astype(np.complex128),
-                                   atol=at, rtol=rt, err_msg=what)
+def _tolerance_for(dtype, table) -> float:
+    if not isinstance(table, dict):
+        return table
+    dtype = dtypes.canonicalize_dtype(np.dtype(dtype)) if dtype != dtypes.float0 else dtype
+    if dtype in table:
+        return table[dtype]
+    return _VALUE_TOLERANCE.get(dtype, 0)
 
 
-def _per_leaf(tol, *leaf_dtypes):
-    if not isinstance(tol, tuple):
-        return tol
-    spec, default = tol
-    return max(_resolve(spec, dt, default) for dt in leaf_dtypes)
+def _assert_close(xs, ys, atol, rtol, what: str) -> None:
+    def close(x, y):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.shape == y.shape, f"{what}: shapes {x.shape} and {y.shape} differ"
+        if x.dtype == y.dtype == dtypes.float0:
+            np.testing.assert_array_equal(x, y, err_msg=what)
+            return
+        at = max(_tolerance_for(x.dtype, atol), _tolerance_for(y.dtype, atol)) * x.size
+        rt = max(_tolerance_for(x.dtype, rtol), _tolerance_for(y.dtype, rtol)) * y.size
+        widen = lambda v: v.astype(np.float32) if v.dtype == dtypes.bfloat16 else v  # noqa: E731
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_allclose(widen(x), widen(y), err_msg=what,
+                                       **({"atol": at} if at else {}),
+                                       **({"rtol": rt} if rt else {}))
+    tree_util.tree_map(close, xs, ys)
 
 
-def check_jvp(f, f_jvp, args, atol=None, rtol=None, eps=None, err_msg="", *, rng=None):
-    """``f_jvp(primals, tangents) -> (out, out_tangent)`` against a central finite difference
-    of ``f`` along a random tangent (``f_jvp`` is typically ``partial(plax.jvp, f)``)."""
-    args = tuple(args)
-    atol, rtol, eps = _tolerances(args, atol, rtol, eps)
-    rng = np.random.default_rng(0) if rng is None else rng
-    tangents = tuple(tree_util.tree_map(lambda x: _rand_like(x, rng), a) for a in args)
-    out, out_t = f_jvp(args, tangents)
-    _assert_close(out, f(*args), atol, rtol, err_msg or "JVP's primal output differs from f")
-    numeric = _numerical_jvp(f, args, tangents, eps)
-    _assert_close(out_t, numeric, atol, rtol, err_msg or "JVP does not match finite differences")
+def _random_like(rng, x):
+    """A standard normal value of ``x``'s shape and dtype (a Python scalar stays one)."""
+    dtype = _dtype(x)
+    draw = lambda: np.asarray(rng.randn(*np.shape(x)), dtype=dtype)  # noqa: E731
+    out = draw() + dtype.type(1j) * draw() if np.issubdtype(dtype, np.complexfloating) \
+        else draw()
+    return out.item() if _is_scalar(x) else out
 
 
-def _numerical_jvp(f, args, tangents, eps):
-    """The derivative of ``f`` at ``args`` along ``tangents``, by central differences."""
-    plus = f(*_add_scaled(args, tangents, eps / 2))
-    minus = f(*_add_scaled(args, tangents, -eps / 2))
-    return tree_util.tree_map(lambda p, m: (np.asarray(p) - np.asarray(m)) / eps, plus, minus)
+def _keep_type(op):
+    def apply(*xs):
+        out = np.array(op(*xs), dtype=_dtype(xs[0]))
+        return out.item() if all(_is_scalar(x) for x in xs) else out
+    return apply
 
 
-def check_vjp(f, f_vjp, args, atol=None, rtol=None, eps=None, err_msg="", *, rng=None):
-    """``f_vjp(*args) -> (out, vjp_fun)`` against finite differences: Re<t, conj(vjp(conj(ct)))>
-    must equal Re<jvp(t), ct> for random t, ct, the jvp taken numerically (so ``f`` may
-    be a custom_vjp function). ``f_vjp`` is typically ``partial(plax.vjp, f)``.
+def _scaled(xs, s):
+    def mul(x):
+        dtype = _dtype(x)
+        out = np.multiply(x, np.array(s, dtype=dtype), dtype=dtype)
+        return out.item() if _is_scalar(x) else out
+    return tree_util.tree_map(mul, xs)
 
-    The conjugations make this hold for complex (also non-holomorphic) functions under
-    the convention that vjp transposes the jvp without conjugating.
-    """
-    args = tuple(args)
-    atol, rtol, eps = _tolerances(args, atol, rtol, eps)
-    rng = np.random.default_rng(0) if rng is None else rng
+
+def _difference(x, y):
+    """``x - y`` with ``inf - inf == 0``."""
+    dtype = _dtype(x)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.equal(x, y), np.array(0, dtype), np.subtract(x, y, dtype=dtype))
+
+
+def numerical_jvp(f, primals, tangents, eps=EPS):
+    """The derivative of ``f`` at ``primals`` along ``tangents``, by central differences."""
+    delta = _scaled(tangents, eps)
+    plus = f(*tree_util.tree_map(_keep_type(np.add), primals, delta))
+    minus = f(*tree_util.tree_map(_keep_type(np.subtract), primals, delta))
+    return _scaled(tree_util.tree_map(_difference, plus, minus), 0.5 / eps)
+
+
+def _inner_product(xs, ys) -> float:
+    parts = tree_util.tree_map(lambda x, y: np.real(np.dot(np.conj(x).reshape(-1),
+                                                           np.asarray(y).reshape(-1))), xs, ys)
+    return functools.reduce(np.add, tree_util.tree_leaves(parts), 0.0)
+
+
+def _check_dtypes_match(xs, ys) -> None:
+    def same(x, y):
+        dx, dy = dtypes.canonicalize_dtype(_dtype(x)), dtypes.canonicalize_dtype(_dtype(y))
+        assert dx == dy, f"the primal output has dtype {dx} but its tangent {dy}"
+    tree_util.tree_map(same, xs, ys)
+
+
+def check_jvp(f, f_jvp, args, atol=None, rtol=None, eps=EPS, err_msg=""):
+    """``f_jvp(primals, tangents) -> (out, out_tangent)`` (typically
+    ``functools.partial(plax.jvp, f)``) against a central difference of ``f``."""
+    atol, rtol = _tolerance_table(atol), _tolerance_table(rtol)
+    tangent = tree_util.tree_map(functools.partial(_random_like, np.random.RandomState(0)),
+                                 args)
+    out, out_tangent = f_jvp(args, tangent)
+    _check_dtypes_match(out, out_tangent)
+    _assert_close(out, f(*args), atol, rtol, f"{err_msg or 'JVP'}: primal output differs from f")
+    expected = numerical_jvp(f, args, tangent, eps=eps)
+    _assert_close(out_tangent, expected, atol, rtol,
+                  f"{err_msg or 'JVP'} does not match finite differences (tangent)")
+
+
+def check_vjp(f, f_vjp, args, atol=None, rtol=None, eps=EPS, err_msg=""):
+    """``f_vjp(*args) -> (out, vjp_fun)`` (typically ``functools.partial(plax.vjp, f)``):
+    <t, vjp(ct)> must equal <jvp(t), ct> for random t and ct, the jvp taken numerically."""
+    atol, rtol = _tolerance_table(atol), _tolerance_table(rtol)
+    random_like = functools.partial(_random_like, np.random.RandomState(0))
     out, vjp_fun = f_vjp(*args)
-    _assert_close(out, f(*args), atol, rtol, err_msg or "VJP's primal output differs from f")
-    tangents = tuple(tree_util.tree_map(lambda x: _rand_like(x, rng), a) for a in args)
-    cts = tree_util.tree_map(lambda o: _rand_like(o, rng), out)
-    out_t = _numerical_jvp(f, args, tangents, eps)
-    ct_in = [np.conj(c) for c in _leaves(vjp_fun(tree_util.tree_map(np.conj, cts)))]
-    lhs = sum(np.real(np.vdot(t, c)) for t, c in zip(_leaves(tangents), ct_in))
-    rhs = sum(np.real(np.vdot(t, c)) for t, c in zip(_leaves(out_t), _leaves(cts)))
-    dt = _dtype_of(args)
-    atol, rtol = _per_leaf(atol, dt), _per_leaf(rtol, dt)
-    np.testing.assert_allclose(lhs, rhs, atol=atol * max(1, abs(rhs)), rtol=rtol,
-                               err_msg=err_msg or "VJP does not agree with JVP")
-
-
-def _tolerances(args, atol, rtol, eps):
-    """atol, rtol and eps for ``args``: a tolerance given as a dict from dtypes to numbers
-    (as JAX takes it) stays a ``(dict, default)`` pair, resolved for each compared value's
-    dtype; dtypes it does not name get the default for the arguments' dtype."""
-    if isinstance(eps, dict):
-        raise TypeError("check_grads: eps must be a number (the finite-difference step), got "
-                        "a dict; only atol and rtol take per-dtype dicts.")
-    dt = _dtype_of(args)
-    default = _DEFAULT_TOL.get(dt, 1e-3)
-    atol, rtol = ((default if t is None else (t, default) if isinstance(t, dict) else t)
-                  for t in (atol, rtol))
-    return atol, rtol, eps if eps is not None else _DEFAULT_EPS.get(dt, 1e-3)
+    _assert_close(out, f(*args), atol, rtol, f"{err_msg or 'VJP'}: primal output differs from f")
+    tangent = tree_util.tree_map(random_like, args)
+    tangent_out = numerical_jvp(f, args, tangent, eps=eps)
+    cotangent = tree_util.tree_map(random_like, out)
+    conj = functools.partial(tree_util.tree_map, _keep_type(np.conj))
+    cotangent_in = conj(vjp_fun(conj(cotangent)))
+    _assert_close(_inner_product(tangent, cotangent_in), _inner_product(tangent_out, cotangent),
+                  atol, rtol, f"{err_msg or 'VJP'} does not agree with JVP "
+                              "(cotangent projection)")
 
 
 def check_grads(f, args, order: int, modes=("fwd", "rev"), atol=None, rtol=None, eps=None):
-    """Check derivatives of ``f`` at ``args`` up to ``order`` against finite differences.
-
-    "fwd" checks jvp numerically; "rev" checks vjp against jvp. Higher orders check the
-    derivatives of the jvp/vjp functions themselves.
-    """
+    """Check derivatives of ``f`` at ``args`` up to ``order`` against finite differences
+    ("fwd": jvp; "rev": vjp against the numerical jvp; higher orders check the jvp and
+    vjp functions themselves)."""
+    from plax.api.autodiff import jvp, vjp
     args = tuple(args)
-    atol, rtol, eps = _tolerances(args, atol, rtol, eps)
-    rng = np.random.default_rng(0)
+    if isinstance(eps, dict):
+        raise TypeError("check_grads: eps must be a number (the finite-difference step), got "
+                        "a dict; only atol and rtol take per-dtype dicts.")
+    eps = eps or EPS
     for mode in modes:
         if mode not in ("fwd", "rev"):
             raise ValueError(f"check_grads modes must be 'fwd' or 'rev', got {mode!r}.")
-    _check(f, args, order, modes, atol, rtol, eps, rng)
 
+    def check(f, args, order, what):
+        if "fwd" in modes:
+            name = f"JVP of {what}" if what else "JVP"
+            check_jvp(f, functools.partial(jvp, f), args, atol, rtol, eps, name)
+            if order > 1:
+                check(functools.partial(jvp, f), (args, args), order - 1, name)
+        if "rev" in modes:
+            name = f"VJP of {what}" if what else "VJP"
+            check_vjp(f, functools.partial(vjp, f), args, atol, rtol, eps, name)
+            if order > 1:
+                def f_vjp(*primals):
+                    out, pullback = vjp(f, *primals)
+                    return pullback(out)
+                check(f_vjp, args, order - 1, name)
 
-def _check(f, args, order, modes, atol, rtol, eps, rng):
-    from plax.api.autodiff import jvp, vjp
-    if order <= 0:
-        return
-    if "fwd" in modes:
-        check_jvp(f, functools.partial(jvp, f), args, atol, rtol, eps, rng=rng)
-        if order > 1:
-            tangents = tuple(tree_util.tree_map(lambda x: _rand_like(x, rng), a) for a in args)
-            _check(lambda *p: jvp(f, p, tangents)[1], args, order - 1, ("fwd",), atol, rtol,
-                   eps, rng)
-    if "rev" in modes:
-        check_vjp(f, functools.partial(vjp, f), args, atol, rtol, eps, rng=rng)
-        if order > 1:
-            out = f(*args)
-            cts = tree_util.tree_map(lambda o: _rand_like(o, rng), out)
-            _check(lambda *p: vjp(f, *p)[1](cts), args, order - 1, ("rev",), atol, rtol, eps, rng)
+    check(f, args, order, "")

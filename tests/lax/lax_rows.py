@@ -327,7 +327,8 @@ def check_grad(row, dtype):
             def f(*values):
                 out = row.call(*merge(values))
                 return lax.square(out) if row.grad == "squared" else out
-            check_grads(f, [args[i] for i in diff], 2, modes=("fwd", "rev"), **row.grad_tol)
+            tol = {**helpers.grad_check_defaults(dtype), **row.grad_tol}
+            check_grads(f, [args[i] for i in diff], 2, modes=("fwd", "rev"), **tol)
         elif row.grad == "zero":
             # a zero tangent of the output's dtype; in reverse mode no contribution at all
             ones = [np.ones_like(args[i]) for i in diff]

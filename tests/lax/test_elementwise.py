@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.special as sp
 
+import helpers
 from helpers import BF16, BOOL, C64, F16, F32, I8, I32, U8, check, check_vmap, check_vmap_axes, \
     sample, wide
 from lax_rows import ALL_GRAD, F64, REAL_GRAD, Row, _x64, dtype_cases, table_tests
@@ -628,6 +629,7 @@ def _values(shape, dtype, lo=0.3, hi=2, seed=0):
 
 
 def _check(f, args, dtype, **kw):
+    kw = {**helpers.grad_check_defaults(dtype), **kw}
     with _x64(dtype):
         check_grads(f, args, 2, modes=("fwd", "rev"), **kw)
 

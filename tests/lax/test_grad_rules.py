@@ -11,6 +11,8 @@ import contextlib
 import numpy as np
 import pytest
 
+import helpers
+
 import plax
 from plax import lax
 from plax.test_util import check_grads
@@ -40,6 +42,7 @@ def _values(domain, shape, dtype):
     return np.asarray(v, dtype)
 
 def _check(f, args, dtype, **kw):
+    kw = {**helpers.grad_check_defaults(dtype), **kw}
     with _x64(dtype):
         check_grads(f, args, 2, modes=("fwd", "rev"), **kw)
 

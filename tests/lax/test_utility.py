@@ -26,7 +26,8 @@ def test_split_vmap_and_grad():
     f = lambda x: lax.split(x, (1, 3), axis=1)
     got = plax.vmap(f)(X)
     np.testing.assert_array_equal(np.asarray(got[1]), X[:, :, 1:])
-    check_grads(lambda x: lax.split(x, (1, 3), axis=2)[1] * 2.0, (X.astype(np.float64),), 2)
+    check_grads(lambda x: lax.split(x, (1, 3), axis=2)[1] * 2.0, (X.astype(np.float64),), 2,
+                eps=1e-2)
 
 
 def test_split_errors():
@@ -90,7 +91,7 @@ def test_index_take():
     got = plax.vmap(lambda x: lax.index_take(x, (np.array([2, 0]),), (1,)))(X)
     np.testing.assert_array_equal(np.asarray(got), X[:, :, [2, 0]].transpose(0, 2, 1))
     check_grads(lambda x: lax.index_take(x, (np.array([1, 1, 0]),), (1,)),
-                (X.astype(np.float64),), 2)
+                (X.astype(np.float64),), 2, eps=1e-2)
 
 
 def test_scatter_sub():
