@@ -78,15 +78,14 @@ def call_with_hi_values(jitted, args, kwargs):
                {k: tree_util.tree_map(_lower, v) for k, v in kwargs.items()
                 if k not in jitted._static_argnames})
     outs, finals = inner(lowered, static)
-    # Write each mutable argument's final contents back into the caller's object.
-    originals = [leaf for leaf in tree_util.tree_leaves(lowered[:2], is_leaf=_is_lo_values)
-                 if _is_lo_values(leaf) and leaf.how[0] == "mutable"]
+    # Write each mutable argument's final contents back into the caller's object (the inner
+    # function returns them in the order its arguments' leaves come).
     objects = [leaf for i, a in enumerate(args) if i not in static_nums
                for leaf in tree_util.tree_leaves(a) if type(leaf) in hi_value_types]
     objects += [leaf for k, v in kwargs.items() if k not in jitted._static_argnames
                 for leaf in tree_util.tree_leaves(v) if type(leaf) in hi_value_types]
     objects = [o for o in objects if hi_type_of(o).has_qdd]
-    assert len(objects) == len(originals) == len(finals)
+    assert len(objects) == len(finals)
     for obj, final in zip(objects, finals):
         final.how[1].update_from_loval(final.how[2], obj, *final)
     return tree_util.tree_map(lambda x: _raise(x) if _is_lo_values(x) else x, outs,
