@@ -194,3 +194,16 @@ def test_an_array_type_is_its_own_lo_type():
     assert aval.lower_val(x) == [x] and aval.raise_val(x) is x
     weak = ShapedArray((), np.dtype(np.float32), True)
     assert weak.normalize() == ShapedArray((), np.dtype(np.float32), False)
+
+
+def test_refs_passed_by_keyword_are_written_back_to_the_right_objects():
+    @plax.jit
+    def f(x, *, zeta, alpha):
+        zeta[...] = zeta[...] + x
+        alpha[...] = alpha[...] * x
+        return x
+
+    zeta, alpha = plax.new_ref(jnp.ones(2)), plax.new_ref(jnp.full(3, 2.0))
+    f(3.0, zeta=zeta, alpha=alpha)
+    np.testing.assert_array_equal(np.asarray(zeta[...]), [4.0, 4.0])
+    np.testing.assert_array_equal(np.asarray(alpha[...]), [6.0, 6.0, 6.0])

@@ -79,10 +79,10 @@ def call_with_hi_values(jitted, args, kwargs):
                 if k not in jitted._static_argnames})
     outs, finals = inner(lowered, static)
     # Write each mutable argument's final contents back into the caller's object (the inner
-    # function returns them in the order its arguments' leaves come).
+    # function returns them in pytree order: positional arguments, then keywords by name).
     objects = [leaf for i, a in enumerate(args) if i not in static_nums
                for leaf in tree_util.tree_leaves(a) if type(leaf) in hi_value_types]
-    objects += [leaf for k, v in kwargs.items() if k not in jitted._static_argnames
+    objects += [leaf for k, v in sorted(kwargs.items()) if k not in jitted._static_argnames
                 for leaf in tree_util.tree_leaves(v) if type(leaf) in hi_value_types]
     objects = [o for o in objects if hi_type_of(o).has_qdd]
     assert len(objects) == len(finals)
