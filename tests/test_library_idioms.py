@@ -210,3 +210,28 @@ def test_submodules_reached_as_attributes_after_import_plax():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.split() == ["dict", "Primitive", "plax._src.dtypes"], out.stderr[-2000:]
+
+
+class _ShapeLike:
+    """An iterable of ints that is neither a list nor a tuple (TensorFlow's TensorShape, as
+    TFP's JAX substrate passes shapes)."""
+
+    def __init__(self, dims):
+        self.dims = list(dims)
+
+    def __iter__(self):
+        return iter(self.dims)
+
+    def __len__(self):
+        return len(self.dims)
+
+
+def test_shapes_and_axes_may_be_any_iterable_of_ints():
+    x = jnp.arange(6.0).reshape(2, 3)
+    assert jnp.zeros(_ShapeLike([2, 3])).shape == (2, 3)
+    assert plax.random.normal(plax.random.key(0), _ShapeLike([4])).shape == (4,)
+    assert plax.lax.broadcast_in_dim(1.0, _ShapeLike([2, 2]), ()).shape == (2, 2)
+    np.testing.assert_array_equal(np.asarray(jnp.sum(x, axis=range(0, 1))), [3.0, 5.0, 7.0])
+    assert jnp.reshape(x, range(6, 7)).shape == (6,)
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values"):
+        jnp.zeros(2.0)

@@ -31,6 +31,20 @@ def short_dtype_name(dtype) -> str:
 _MAX_SIZE = 2 ** 63 - 1  # the largest element count or byte size XLA can represent
 
 
+def shape_entries(shape) -> tuple:
+    """The entries of a shape-like argument, as JAX reads one: a list or tuple as it is, the
+    items of any other iterable (``range``, TensorFlow's ``TensorShape``, ...), and one entry
+    for anything else (a scalar)."""
+    if isinstance(shape, (list, tuple)):
+        return tuple(shape)
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        return (shape,)
+    try:
+        return tuple(shape)
+    except TypeError:  # a 0-d array
+        return (shape,)
+
+
 def _checked_shape(shape: tuple, dtype: np.dtype) -> tuple:
     """``shape`` with Python-int sizes, after checking it can exist (the slow path of
     ShapedArray: zero-size, non-int sizes, negative sizes, or sizes too large)."""

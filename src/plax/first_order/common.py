@@ -7,7 +7,7 @@ import operator
 import numpy as np
 
 from plax.core import dtypes
-from plax.core.avals import ShapedArray
+from plax.core.avals import ShapedArray, shape_entries
 from plax.core.errors import shape_type_error
 
 # Named dtype categories a primitive may accept.
@@ -130,8 +130,7 @@ def as_int_tuple(values, name: str) -> tuple:
 
 def shape_tuple(shape, name: str) -> tuple:
     """A static shape given as a sequence of ints (or one int)."""
-    if not isinstance(shape, (list, tuple)):
-        shape = (shape,)
+    shape = shape_entries(shape)
     try:
         return tuple(int(operator.index(d)) for d in shape)
     except TypeError:

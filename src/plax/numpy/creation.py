@@ -10,7 +10,8 @@ from plax import lax
 from plax.first_order import sharding_constraint, shapes as lax_shapes
 from plax.first_order.utility import copy_p
 from plax.core import dtypes, replication
-from plax.core.avals import from_array_protocol, has_array_protocol, WeakHostArray
+from plax.core.avals import (WeakHostArray, from_array_protocol, has_array_protocol,
+                              shape_entries)
 from plax.core.errors import shape_type_error
 from plax.core.trace import Tracer, get_aval
 from plax.api.jit import eager_compiled
@@ -36,8 +37,7 @@ def _canonical_shape(shape, name="shape", negative=TypeError) -> tuple:
     """
     if type(shape) in CONCRETE or (isinstance(shape, np.ndarray) and shape.ndim <= 1):
         shape = np.asarray(shape).tolist()
-    if not isinstance(shape, (list, tuple)):
-        shape = (shape,)
+    shape = shape_entries(shape)
     try:
         out = tuple(operator.index(d) for d in shape)
     except TypeError:

@@ -16,6 +16,7 @@ import numpy as np
 from plax import lax
 from plax.api.jit import eager_compiled
 from plax.core import dtypes
+from plax.core.avals import shape_entries
 from plax.core.source_info import user_entry_name
 from plax.core.trace import get_aval
 from plax.first_order.common import real_dtype
@@ -48,7 +49,7 @@ def _axes(axis, ndim: int) -> tuple:
     """``axis`` (None, an int or a sequence of ints) as a tuple of non-negative axes."""
     if axis is None:
         return tuple(range(ndim))
-    items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    items = shape_entries(axis)  # (a range or other iterable of ints too, as JAX takes)
     try:
         items = tuple(operator.index(a) for a in items)
     except TypeError:

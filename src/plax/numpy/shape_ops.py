@@ -9,7 +9,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
-from plax.core.avals import from_array_protocol, has_array_protocol
+from plax.core.avals import from_array_protocol, has_array_protocol, shape_entries
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.core.errors import SHAPE_PHRASE, ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
@@ -63,8 +63,7 @@ def static_int_tuple(values, name: str) -> tuple:
             raise TypeError(f"{name} must be an integer or a 1-D sequence of integers, got an "
                             f"array of shape {values.shape}.")
         values = values.tolist() if values.ndim else values.item()
-    if not isinstance(values, (list, tuple)):
-        values = (values,)
+    values = shape_entries(values)
     try:
         return tuple(operator.index(v) for v in values)
     except TypeError:

@@ -2,13 +2,14 @@
 the same key gives the same numbers as JAX."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
 
 import numpy as np
 
 from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
+from plax.core.avals import shape_entries
 from plax.core.trace import get_aval
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.first_order import arithmetic as _arith
@@ -25,7 +26,7 @@ __all__ = ["bits", "uniform", "normal", "randint"]
 def checked_shape(shape) -> tuple:
     """A shape argument as a tuple of Python ints (TypeError for anything else)."""
     try:
-        return tuple(int(d) for d in shape) if isinstance(shape, Sequence) else (int(shape),)
+        return tuple(operator.index(d) for d in shape_entries(shape))
     except TypeError:
         raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
                         f"{shape!r}.") from None
