@@ -98,8 +98,7 @@ def test_concrete_array_paths_leave_tracers_alone():
     def f(x):
         assert plax.block_until_ready(x) is x
         assert plax.device_put(x) is x
-        with pytest.raises(TypeError, match="device_get received a traced value"):
-            plax.device_get(x)
+        assert plax.device_get(x) is x  # (as JAX: a traced value passes through)
         with pytest.raises(errors.TracerArrayConversionError, match="numpy.ndarray conversion"):
             np.asarray(x)
         return x + 1

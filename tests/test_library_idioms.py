@@ -235,3 +235,13 @@ def test_shapes_and_axes_may_be_any_iterable_of_ints():
     assert jnp.reshape(x, range(6, 7)).shape == (6,)
     with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values"):
         jnp.zeros(2.0)
+
+
+def test_traced_values_have_the_array_methods_var_and_std():
+    # (a staged tracer's own jaxpr variable once shadowed .var(): blackjax calls x.var(...)
+    # on the operand of a cond branch)
+    x = jnp.arange(4.0)
+    want = np.var(np.arange(4.0), ddof=1)
+    np.testing.assert_allclose(float(plax.jit(lambda v: v.var(ddof=1))(x)), want, rtol=1e-6)
+    out = plax.lax.cond(True, lambda v: v.var(ddof=1, keepdims=True), lambda v: v[:1], x)
+    np.testing.assert_allclose(np.asarray(out), [want], rtol=1e-6)

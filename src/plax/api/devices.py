@@ -142,7 +142,8 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
 
 
 def device_get(x):
-    """Fetch the leaves of ``x`` to host NumPy arrays (other leaves pass through)."""
+    """Fetch the leaves of ``x`` to host NumPy arrays (other leaves, traced values included,
+    pass through, as in JAX)."""
     leaves = tree_util.tree_leaves(x)
     for leaf in leaves:
         if type(leaf) in CONCRETE:
@@ -151,8 +152,6 @@ def device_get(x):
     def get_leaf(leaf):
         if type(leaf) in CONCRETE:  # typed PRNG keys have no NumPy form: they stay keys
             return leaf if dtypes.is_extended(leaf.dtype) else np.asarray(leaf)
-        if isinstance(leaf, Tracer):
-            raise TypeError("device_get received a traced value; it only works on concrete arrays.")
         return leaf
 
     return tree_util.tree_map(get_leaf, x)

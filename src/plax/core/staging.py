@@ -21,12 +21,12 @@ from plax.core.trace import (Trace, Tracer, aval_text, current_trace, name_stack
 
 
 class StagingTracer(Tracer):
-    __slots__ = ("_aval", "var")
+    __slots__ = ("_aval", "_var")  # (not "var": arrays have a var() method)
 
     def __init__(self, trace, aval: ShapedArray, var: Var):
         self._trace = trace
         self._aval = aval
-        self.var = var
+        self._var = var
 
     @property
     def aval(self):
@@ -38,11 +38,11 @@ class StagingTracer(Tracer):
     def _debug_origin(self) -> str:
         trace = self._trace
         where = f"The error occurred while tracing the function {trace.description or '<unknown>'}."
-        made_by = trace.equation_making(self.var)
+        made_by = trace.equation_making(self._var)
         if made_by is not None and made_by.source_info and made_by.source_info.file:
             where += (f" The value was created by {made_by.primitive.name} at "
                       f"{made_by.source_info.location()}.")
-        names = trace.argument_names_for(self.var)
+        names = trace.argument_names_for(self._var)
         if names:
             return (f"{where} The value depends on the argument{'s' if len(names) > 1 else ''} "
                     f"{', '.join(names)}.")
@@ -66,7 +66,7 @@ class StagingTrace(Trace):
 
     def new_arg(self, aval: ShapedArray) -> StagingTracer:
         t = StagingTracer(self, aval, Var(aval))
-        self.invars.append(t.var)
+        self.invars.append(t._var)
         return t
 
     def equation_making(self, var: Var):
@@ -93,7 +93,7 @@ class StagingTrace(Trace):
     def lift(self, x):
         """The jaxpr atom (Var or Literal) standing for ``x`` in this trace."""
         if isinstance(x, StagingTracer) and x._trace is self:
-            return x.var
+            return x._var
         if isinstance(x, Tracer):
             self.check_foreign_tracer(x)
             return self._const(x, x.aval)
@@ -145,7 +145,7 @@ def trace_to_jaxpr(fun, in_avals, description: str = "", arg_names=None):
         trace.finish()
     # Literals among the outputs become real outputs through constvars is not
     # needed: a jaxpr may return a literal directly.
-    jaxpr = Jaxpr(trace.const_order, [t.var for t in args], out_atoms, trace.eqns)
+    jaxpr = Jaxpr(trace.const_order, [t._var for t in args], out_atoms, trace.eqns)
     if config.read("enable_checks"):
         check_jaxpr(jaxpr)
     return jaxpr, list(trace.const_vals)

@@ -103,7 +103,7 @@ def trace_to_jaxpr_nounits(fun, pvals, instantiate=False):
             atoms = [pe.lift(o) for o, u in zip(outs, unknown) if u]
     finally:
         pe.finish()
-    jaxpr = Jaxpr(pe.const_order, [a.var for a in args if pe.is_unknown(a)], atoms, pe.eqns)
+    jaxpr = Jaxpr(pe.const_order, [a._var for a in args if pe.is_unknown(a)], atoms, pe.eqns)
     jaxpr, _ = dce_jaxpr(jaxpr, instantiate=True)
     used = set(jaxpr.constvars)
     consts = [c for v, c in zip(pe.const_order, pe.const_vals) if v in used]

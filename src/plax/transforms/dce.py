@@ -27,7 +27,7 @@ def stage_without_dead_code(run, kept):
         return run()
     first_eqn, first_const = len(trace.eqns), len(trace.const_order)
     result = run()
-    live = {x.var for x in tree_util.tree_leaves(kept(result))
+    live = {x._var for x in tree_util.tree_leaves(kept(result))
             if isinstance(x, StagingTracer) and x._trace is trace}
     trace.eqns[first_eqn:] = dce_eqns(trace.eqns[first_eqn:], live)
     _drop_unused_consts(trace, first_const, live)

@@ -79,7 +79,7 @@ def linearize_flat(fun, primals, description: str = "", num_aux=0):
                          for t, h in zip(out_tangents, has_out) if h]
     finally:
         pe.finish()
-    invars = [t.var for t in tangent_in if type(t) is not Zero]
+    invars = [t._var for t in tangent_in if type(t) is not Zero]
     return out_primals, _closed_dce(pe, invars, out_atoms), has_out
 
 
@@ -103,7 +103,7 @@ def trace_linear_flat(fun, in_avals, description: str = ""):
             out_atoms = [pe.lift(o) for o in fun(*args)]
     finally:
         pe.finish()
-    return _closed_dce(pe, [a.var for a in args], out_atoms)
+    return _closed_dce(pe, [a._var for a in args], out_atoms)
 
 
 # --- partial evaluation of a jaxpr (for the bodies of higher-order primitives) ---------------
@@ -144,7 +144,7 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns, instantiate, description: 
         finally:
             pe.finish()
         unknown_closed, _ = dce_closed(ClosedJaxpr(
-            Jaxpr(pe.const_order, [t.var for t, u in zip(ins, unknowns) if u], staged_outs,
+            Jaxpr(pe.const_order, [t._var for t, u in zip(ins, unknowns) if u], staged_outs,
                   pe.eqns), pe.const_vals), instantiate=True)
         box["unknown"], box["out_unknown"] = unknown_closed.jaxpr, out_unknown
         residuals = unknown_closed.consts

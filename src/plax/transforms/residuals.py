@@ -43,18 +43,18 @@ def _order(outer, res, made_at, k) -> tuple:
     """Arguments first (in order), then outputs in program order, then constants."""
     if not _is_own(outer, res):
         return (2, k)
-    if res.var in outer.invars:
-        return (0, outer.invars.index(res.var))
-    return (1, made_at[res.var])
+    if res._var in outer.invars:
+        return (0, outer.invars.index(res._var))
+    return (1, made_at[res._var])
 
 
 def _origin(outer: StagingTrace, res, names, made_at) -> str:
     if not _is_own(outer, res):
         return "from a constant"
-    if res.var in outer.invars:
-        i = outer.invars.index(res.var)
+    if res._var in outer.invars:
+        i = outer.invars.index(res._var)
         return f"from the argument {names[i] if i < len(names) else i}"
-    eqn = outer.eqns[made_at[res.var]]
+    eqn = outer.eqns[made_at[res._var]]
     where = eqn.source_info.location() if eqn.source_info else ""
     return f"output of {eqn.primitive.name}" + (f" from {where}" if where else "")
 
