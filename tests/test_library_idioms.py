@@ -245,3 +245,19 @@ def test_traced_values_have_the_array_methods_var_and_std():
     np.testing.assert_allclose(float(plax.jit(lambda v: v.var(ddof=1))(x)), want, rtol=1e-6)
     out = plax.lax.cond(True, lambda v: v.var(ddof=1, keepdims=True), lambda v: v[:1], x)
     np.testing.assert_allclose(np.asarray(out), [want], rtol=1e-6)
+
+
+def test_a_jvp_trace_names_itself_as_main():
+    """equinox's filter_jvp keeps the outputs whose tracers belong to its own jvp by comparing
+    ``tracer._trace.main`` with the top trace's ``main`` (None outside a transformation)."""
+    from plax.extend.core import find_top_trace
+    seen = []
+
+    def f(x):
+        top = find_top_trace([x])
+        seen.append((top.main is not None, x._trace.main is top.main))
+        return x * 2
+
+    plax.jvp(f, (1.0,), (1.0,))
+    assert seen == [(True, True)]
+    assert plax.core.Trace.main is None

@@ -20,6 +20,9 @@ class Trace:
     """Interprets primitives. Subclasses implement ``process_primitive``."""
 
     _ids = itertools.count()
+    # What identifies a transformation's trace to libraries (JAX's ``trace.main``: its tag for
+    # a jvp, None for evaluation and staging); equinox compares a tracer's ``_trace.main``.
+    main = None
 
     def __init__(self, parent: "Trace | None" = None, description: str = ""):
         self.parent = parent

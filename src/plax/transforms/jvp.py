@@ -60,6 +60,11 @@ class JVPTrace(Trace):
     def __init__(self, parent: Trace, description: str = ""):
         super().__init__(parent, description)
 
+    @property
+    def main(self):
+        """This jvp's identity (JAX's tag): the trace itself."""
+        return self
+
     def to_primal_tangent(self, x):
         if isinstance(x, JVPTracer) and x._trace is self:
             return x.primal, x.tangent
