@@ -30,10 +30,14 @@ tree_util.register_pytree_node(_LoValues, lambda lv: (tuple(lv), lv.how),
                                lambda how, values: _LoValues(values, how))
 
 
-def has_hi_values(args, kwargs) -> bool:
-    if not hi_value_types:
-        return False
-    return any(type(leaf) in hi_value_types for leaf in tree_util.tree_leaves((args, kwargs)))
+class HiValueArgument(TypeError):
+    """Raised by jit's argument check on a hi value: a call takes the path of this module
+    instead (jit's AOT stages, which do not, let it through as the error)."""
+
+    def __init__(self, fname: str):
+        super().__init__(f"{fname} was given a hi value (a mutable array reference or a "
+                         "library-defined hi type) as an argument: call the jitted function "
+                         "with it; its trace/lower/eval_shape stages take arrays only.")
 
 
 def returned_reference_error(name: str, leaf, j: int) -> ValueError:

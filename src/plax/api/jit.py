@@ -28,7 +28,7 @@ from plax.sharding.mesh import context_mesh
 from plax.sharding.named import typed_aval
 from plax.api.jit_options import (
     UNSPECIFIED, broadcast_shardings, live_jit_states, shared_jit_state, traces_by_function)
-from plax.api.hi_values import call_with_hi_values, has_hi_values, returned_reference_error
+from plax.api.hi_values import HiValueArgument, call_with_hi_values, returned_reference_error
 from plax.api.stages import Traced
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
 
@@ -80,7 +80,8 @@ def _avals_of(leaves, where: str) -> list:
 
 
 def _shape_dtype_aval(x) -> ShapedArray:
-    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.ndarray, np.generic, ARRAY_TYPES)):
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(
+            x, (np.ndarray, np.generic, ARRAY_TYPES)) and type(x) not in hi_value_types:
         aval = ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),
                            getattr(x, "weak_type", False))
         return typed_aval(aval, getattr(x, "sharding", None))  # Explicit axes: in the type
@@ -408,9 +409,10 @@ class JitWrapped:
         """A call through the general path: under a transformation, with flags, or eager."""
         if config.read("disable_jit"):
             return self._fun(*args, **kwargs)
-        if hi_value_types and has_hi_values(args, kwargs):
+        try:
+            entry, leaves = self._entry(args, kwargs)
+        except HiValueArgument:
             return call_with_hi_values(self, args, kwargs)
-        entry, leaves = self._entry(args, kwargs)
         if self._inline and not isinstance(current_trace(), EvalTrace):
             outs = eval_jaxpr(entry.params["jaxpr"].jaxpr, [], *entry.consts, *leaves)
         else:
@@ -420,11 +422,15 @@ class JitWrapped:
     def _cpp_miss(self, *args, **kwargs):
         """The C++ dispatch's miss handler: run the call in Python, and (for a plain eager
         call) say how C++ can run calls like it by itself from now on (None: it cannot)."""
-        if not _plain_eager() or (hi_value_types and has_hi_values(args, kwargs)):
+        if not _plain_eager():
             call = self._fun if self._eager_only else self._call_python
             return call(*args, **kwargs), None, False
         try:
             result, data = self._run_recording(args, kwargs)
+        except HiValueArgument:
+            if self._eager_only:  # (plax's own array functions run op by op: see below)
+                return self._fun(*args, **kwargs), None, False
+            return call_with_hi_values(self, args, kwargs), None, False
         except Exception:
             if not self._eager_only:
                 raise
@@ -455,9 +461,12 @@ class JitWrapped:
             leaves, in_tree = tree_util.tree_flatten(args)
         sig = _fast_signature(leaves)
         if sig is None:
-            if hi_value_types and has_hi_values(args, {}):
+            try:
+                entry, leaves = self._entry(args, {})
+            except HiValueArgument:
+                if self._eager_only:
+                    raise
                 return call_with_hi_values(self, args, {}), None, leaves
-            entry, leaves = self._entry(args, {})
             outs = pjit_p.bind(*entry.consts, *leaves, **entry.params)
             return tree_util.tree_unflatten(entry.out_tree, outs), None, leaves
         key = (in_tree, sig, config.trace_context())
@@ -548,7 +557,7 @@ def _jit_aval(x, fname: str, i: int, names):
     if isinstance(x, Tracer):
         return x.aval
     try:
-        return _shape_dtype_aval(x)
+        aval = _shape_dtype_aval(x)
     except TypeError:
         all_names = names()
         where = all_names[i] if i < len(all_names) else f"leaf {i}"
@@ -558,6 +567,9 @@ def _jit_aval(x, fname: str, i: int, names):
             "typically means that a jit-wrapped function was called with a non-array argument "
             "that was not marked as static using the static_argnums or static_argnames "
             "parameters of plax.jit.") from None
+    if type(aval) is not ShapedArray and getattr(aval, "is_high", False):
+        raise HiValueArgument(fname)  # (the call goes through api/hi_values.py)
+    return aval
 
 
 def jit(fun=None, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_argnums=None,
