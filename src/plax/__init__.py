@@ -37,10 +37,10 @@ from plax import core, lax, numpy, sharding, tree_util, version  # noqa: F401
 
 # Loaded on first use. Submodules: plax.<name>.
 _LAZY_SUBMODULES = frozenset({
-    "_src", "ad_checkpoint", "api_util", "custom_derivatives", "debug", "drop_in",
-    "example_libraries", "experimental", "extend", "flatten_util", "interpreters", "lib",
-    "monitoring", "nn", "ops", "random", "ref", "scipy",
-    "stages", "test_util", "tree", "typing"})
+    "_src", "ad_checkpoint", "api_util", "custom_batching", "custom_derivatives", "debug",
+    "dlpack", "drop_in", "example_libraries", "experimental", "export", "extend", "ffi",
+    "flatten_util", "interpreters", "lib", "monitoring", "nn", "ops", "profiler", "random",
+    "ref", "scipy", "stages", "test_util", "tree", "typing"})
 # Top-level names defined in a module loaded on first use: name -> (module, attribute).
 _LAZY_NAMES = {
     "shard_map": ("plax.api.shard_map", "shard_map"),
@@ -60,7 +60,25 @@ _LAZY_NAMES = {
     "Ref": ("plax.ref", "Ref"),
     "new_ref": ("plax.ref", "new_ref"),
     "freeze": ("plax.ref", "freeze"),
+    "empty_ref": ("plax.ref", "empty_ref"),
+    "free_ref": ("plax.ref", "free_ref"),
+    "ds": ("plax.ref", "ds"),
+    "default_prng_impl": ("plax.random.flags", "default_prng_impl"),
+    "legacy_prng_key": ("plax.random.flags", "legacy_prng_key"),
+    "enable_custom_prng": ("plax.random.flags", "enable_custom_prng"),
+    "reshard": ("plax.sharding.reshard", "reshard"),
+    "smap": ("plax.api.smap", "smap"),
+    "fwd_and_bwd": ("plax.api.fwd_and_bwd", "fwd_and_bwd"),
+    "ad": ("plax.api.fwd_and_bwd", "ad"),
+    "memory": ("plax.sharding.memory", "memory"),
 }
+# Context managers over runtime flags (plax.api.runtime_flags): name -> the same name there.
+_LAZY_NAMES.update((name, ("plax.api.runtime_flags", name)) for name in (
+    "transfer_guard", "transfer_guard_host_to_device", "transfer_guard_device_to_device",
+    "transfer_guard_device_to_host", "make_user_context", "no_tracing", "no_execution",
+    "thread_guard", "allow_f16_reductions", "array_garbage_collection_guard", "auto_pcast",
+    "explain_cache_misses", "jax2tf_associative_scan_reductions",
+    "remove_size_one_mesh_axis_from_type", "softmax_custom_jvp"))
 
 
 def __getattr__(name):
