@@ -6,12 +6,14 @@ the JVP) and transposes the linear jaxpr. All of them take and return pytrees.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 
 from plax import tree_util
 from plax.core import dtypes
+from plax.core.hi_types import MutableHiType, hi_type_of, is_hi_value
 from plax.core.jaxpr import eval_jaxpr
 from plax.core.source_info import fun_name
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
@@ -185,9 +187,90 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
                   else _zeros(tangent_aval(a)) for a in in_avals]
         return tree_util.tree_unflatten(p_tree, result)
 
+    f_vjp.in_tree, f_vjp.in_avals = p_tree, in_avals  # for with_refs
     primal_out = tree_util.tree_unflatten(out_tree, outs)
-    f_vjp = tree_util.Partial(f_vjp, list(lin.consts))  # a pytree of the residuals
+    f_vjp = VJPFunction(f_vjp, list(lin.consts))  # a pytree of the residuals
     return (primal_out, f_vjp, aux) if has_aux else (primal_out, f_vjp)
+
+
+# --- with_refs: where each input's cotangent goes (JAX's jax.ad markers) ---------------------
+@dataclasses.dataclass(frozen=True)
+class GradValue:
+    """with_refs: return this input's cotangent (what a plain VJP call does)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DontWant:
+    """with_refs: this input's cotangent is not wanted (``DidntWant()`` comes back)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GradRef:
+    """Returned by with_refs where the cotangent was added into the Ref given."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DidntWant:
+    """Returned by with_refs where ``DontWant()`` was given."""
+
+
+# Markers returned in place of a cotangent hold no arrays (pytrees without leaves).
+tree_util.register_pytree_node(GradRef, lambda _: ((), None), lambda _, __: GradRef())
+tree_util.register_pytree_node(DidntWant, lambda _: ((), None), lambda _, __: DidntWant())
+
+
+def _is_ref(x) -> bool:
+    return is_hi_value(x) and isinstance(hi_type_of(x), MutableHiType)
+
+
+def _deliver(want, ct):
+    if isinstance(want, GradValue):
+        return ct
+    if isinstance(want, DontWant):
+        return DidntWant()
+    want[...] = _arith.add(want[...], ct)  # a Ref: accumulate into it
+    return GradRef()
+
+
+def _pull_with_refs(f_vjp, in_tree, wants, residuals, ct):
+    cts = tree_util.tree_leaves(f_vjp(residuals, ct))
+    return tree_util.tree_unflatten(in_tree, [_deliver(w, c) for w, c in zip(wants, cts)])
+
+
+class VJPFunction(tree_util.Partial):
+    """What ``vjp`` returns: ``f_vjp(ct)`` pulls a cotangent back to the inputs;
+    ``f_vjp.with_refs(*wants)`` says per input leaf where its cotangent goes."""
+
+    def with_refs(self, *maybe_ct_refs):
+        """A VJP function that, per input leaf, returns the cotangent (``ad.GradValue()``),
+        skips it (``ad.DontWant()``: ``ad.DidntWant()`` comes back) or adds it into the
+        given Ref (``ad.GradRef()`` comes back). No arguments: every cotangent returned."""
+        in_tree = self.func.in_tree
+        if not maybe_ct_refs:
+            wants = [GradValue()] * in_tree.num_leaves
+        else:
+            wants, given = tree_util.tree_flatten(maybe_ct_refs)
+            if given != in_tree:
+                raise ValueError(f"with_refs takes one marker or Ref per input of the "
+                                 f"differentiated function, in its structure {in_tree}; got "
+                                 f"{given}.")
+        for w in wants:
+            if not isinstance(w, (GradValue, DontWant)) and not _is_ref(w):
+                raise TypeError(f"with_refs takes jax.ad.GradValue(), jax.ad.DontWant() or a "
+                                f"Ref per input, got {w!r}.")
+        in_avals = self.func.in_avals
+        for w, a in zip(wants, in_avals):
+            if _is_ref(w) and (w.shape != a.shape or w.dtype != tangent_aval(a).dtype):
+                raise ValueError(f"Accumulator aval mismatch: expected "
+                                 f"{tangent_aval(a).str_short()}, got a Ref of "
+                                 f"{get_aval(w[...]).str_short()}.")
+        return tree_util.Partial(functools.partial(_pull_with_refs, self.func, in_tree,
+                                                   tuple(wants)), *self.args)
+
+
+tree_util.register_pytree_node(
+    VJPFunction, lambda p: ((p.args, p.keywords), p.func),
+    lambda func, children: VJPFunction(func, *children[0], **children[1]))
 
 
 def _input_cotangent(ct, aval):
