@@ -1,0 +1,241 @@
+"""``lax.custom_linear_solve``: a linear solve differentiated implicitly, and its primitive
+``custom_linear_solve`` (``linear_solve_p``).
+
+The equation holds four bodies, each taking its constants as leading operands:
+``matvec`` (x -> A x), ``vecmat`` (y -> A^T y), ``solve`` (b -> A^{-1} b, plus any
+auxiliary outputs) and ``transpose_solve`` (b -> A^{-T} b); the last two are the user's.
+Its value is ``solve``'s. Differentiation never goes through the solver: with
+x = A^{-1} b, the tangent is A^{-1} (db - dA x) -- the same primitive again, on the
+tangent of ``matvec`` at x -- and the primitive is linear in b, its transpose being the
+primitive with the roles swapped (``solve`` <-> ``transpose_solve``, ``matvec`` <->
+``vecmat``). Batching batches all four bodies alike.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from plax import tree_util
+from plax.core.jaxpr import ClosedJaxpr, call_out_avals, consts_as_inputs, eval_jaxpr
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
+                             linear_primitives, not_mapped, register_lowering, tangent_aval,
+                             transpose_rules)
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import get_aval
+from plax.first_order import arithmetic as _arithmetic
+from plax.first_order.ad_util import instantiate
+from plax.first_order.batch_util import move_batch_dim
+from plax.lowering.consts import const_operands
+from plax.lowering.stablehlo import lower_jaxpr_body
+from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, transpose_jaxpr
+
+__all__ = ["custom_linear_solve", "linear_solve_p"]
+
+linear_solve_p = Primitive("custom_linear_solve", multiple_results=True)
+
+
+class _LinearSolveTuple(NamedTuple):
+    """One entry per body: its jaxpr (``jaxprs``) or its number of constants
+    (``const_lengths``)."""
+    matvec: object
+    vecmat: object
+    solve: object
+    transpose_solve: object
+
+    def transpose(self) -> "_LinearSolveTuple":
+        return _LinearSolveTuple(self.vecmat, self.matvec, self.transpose_solve, self.solve)
+
+
+def _check_tree(func_name, what, got, want, has_aux):
+    if has_aux:
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise TypeError(f"{func_name}() with has_aux=True must return a pair (solution, "
+                            f"aux), got {got!r}.")
+    if tree_util.tree_structure(got[0] if has_aux else got) != want:
+        raise TypeError(f"{func_name}() output pytree structure must match {what}, got "
+                        f"{tree_util.tree_structure(got[0] if has_aux else got)} and {want}.")
+
+
+def _check_avals(func_name, what, got, want):
+    for g, w in zip(got, want):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            raise TypeError(f"{func_name}() output shapes must match {what}, got "
+                            f"{[a.str_short() for a in got]} and "
+                            f"{[a.str_short() for a in want]}.")
+
+
+def _trace_body(fun, func_name, b_tree, b_avals, aux: bool):
+    """``fun`` (a function of the b pytree) as a const-free body and its constants."""
+    def flat(*xs):
+        out = fun(tree_util.tree_unflatten(b_tree, list(xs)))
+        _check_tree(func_name, "b", out, b_tree, aux)
+        if aux:
+            sol, extra = out
+            leaves = tree_util.tree_leaves(sol) + tree_util.tree_leaves(extra)
+        else:
+            leaves = tree_util.tree_leaves(out)
+        _check_avals(func_name, "b", [get_aval(x) for x in leaves[:len(b_avals)]], b_avals)
+        return leaves
+
+    jaxpr, consts = trace_to_jaxpr(flat, b_avals, description=func_name)
+    return consts_as_inputs(ClosedJaxpr(jaxpr, consts))
+
+
+def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
+                        has_aux=False):
+    """Solve ``matvec(x) == b`` with ``solve(matvec, b)``, differentiated implicitly.
+
+    Derivatives never differentiate ``solve``: forward mode solves again for the tangent
+    (``solve(matvec, db - dmatvec(x))``); reverse mode uses ``transpose_solve(vecmat, ct)``
+    (``vecmat`` being the transpose of ``matvec``), or ``solve`` when ``symmetric``.
+    ``matvec`` must be linear in its argument. With ``has_aux``, ``solve`` and
+    ``transpose_solve`` return ``(x, aux)``; ``aux`` is returned beside the solution and
+    carries no derivative.
+    """
+    b_flat, b_tree = tree_util.tree_flatten(b)
+    b_avals = [get_aval(x) for x in b_flat]
+    nb = len(b_flat)
+
+    matvec_body, matvec_consts = _trace_body(matvec, "matvec", b_tree, b_avals, False)
+    aux_tree = []
+
+    def solve_flat(x):
+        out = solve(matvec, x)
+        if has_aux:
+            _check_tree("solve", "b", out, b_tree, True)
+            aux_tree[:] = [tree_util.tree_structure(out[1])]
+        return out
+
+    solve_body, solve_consts = _trace_body(solve_flat, "solve", b_tree, b_avals, has_aux)
+
+    if symmetric:
+        vecmat_body, vecmat_consts = matvec_body, matvec_consts
+        tsolve_body, tsolve_consts = solve_body, solve_consts
+    elif transpose_solve is not None:
+        vecmat_t = transpose_jaxpr(matvec_body, [False] * len(matvec_consts) + [True] * nb,
+                                   [True] * nb, description="vecmat")
+
+        def vecmat(y):
+            leaves = tree_util.tree_leaves(y)
+            out = eval_jaxpr(vecmat_t.jaxpr, vecmat_t.consts, *matvec_consts, *leaves)
+            return tree_util.tree_unflatten(b_tree, out)
+
+        vecmat_body, vecmat_consts = _trace_body(vecmat, "vecmat", b_tree, b_avals, False)
+        tsolve_body, tsolve_consts = _trace_body(lambda y: transpose_solve(vecmat, y),
+                                                 "transpose_solve", b_tree, b_avals, has_aux)
+    else:
+        vecmat_body = tsolve_body = None
+        vecmat_consts = tsolve_consts = []
+
+    jaxprs = _LinearSolveTuple(matvec_body, vecmat_body, solve_body, tsolve_body)
+    lengths = _LinearSolveTuple(len(matvec_consts), len(vecmat_consts), len(solve_consts),
+                                len(tsolve_consts))
+    outs = linear_solve_p.bind(*matvec_consts, *vecmat_consts, *solve_consts, *tsolve_consts,
+                               *b_flat, const_lengths=lengths, jaxprs=jaxprs)
+    x = tree_util.tree_unflatten(b_tree, outs[:nb])
+    if has_aux:
+        return x, tree_util.tree_unflatten(aux_tree[0], outs[nb:])
+    return x
+
+
+# --- the primitive's rules -----------------------------------------------------------------
+def _split(args, const_lengths):
+    """``(per-body constants as a _LinearSolveTuple of lists, b)``."""
+    groups, i = [], 0
+    for n in const_lengths:
+        groups.append(list(args[i:i + n]))
+        i += n
+    return _LinearSolveTuple(*groups), list(args[i:])
+
+
+def _abstract(*avals, const_lengths, jaxprs):
+    consts, b = _split(avals, const_lengths)
+    return call_out_avals("custom_linear_solve solve", jaxprs.solve, [*consts.solve, *b])
+
+
+def _lowering(ctx, *args, const_lengths, jaxprs):
+    consts, b = _split(args, const_lengths)
+    body = jaxprs.solve
+    return lower_jaxpr_body(ctx.fn, body.jaxpr, [*const_operands(ctx, body), *consts.solve, *b])
+
+
+def _jvp(primals, tangents, *, const_lengths, jaxprs):
+    consts, b = _split(primals, const_lengths)
+    const_tans, b_tans = _split(tangents, const_lengths)
+    nb = len(b)
+    outs = linear_solve_p.bind(*primals, const_lengths=const_lengths, jaxprs=jaxprs)
+    x = outs[:nb]
+    aux_tans = [Zero(tangent_aval(get_aval(o))) for o in outs[nb:]]
+    # x = A^{-1} b, so dx = A^{-1} (db - dA x); dA x is matvec's tangent in its constants.
+    m_nonzero = [type(t) is not Zero for t in const_tans.matvec]
+    rhs = list(b_tans)
+    if any(m_nonzero):
+        body, _ = jvp_jaxpr(jaxprs.matvec, m_nonzero + [False] * nb, instantiate=True,
+                            description="matvec jvp")
+        res = eval_jaxpr(body.jaxpr, body.consts, *consts.matvec, *x,
+                         *(t for t in const_tans.matvec if type(t) is not Zero))
+        rhs = [_arithmetic.sub(instantiate(t), dm) for t, dm in zip(rhs, res[nb:])]
+    if all(type(t) is Zero for t in rhs):
+        return outs, [Zero(tangent_aval(get_aval(v))) for v in x] + aux_tans
+    rhs = [instantiate(t) for t in rhs]
+    n_consts = sum(const_lengths)
+    x_dot = linear_solve_p.bind(*primals[:n_consts], *rhs, const_lengths=const_lengths,
+                                jaxprs=jaxprs)[:nb]
+    return outs, list(x_dot) + aux_tans
+
+
+def _transpose(cts, *args, const_lengths, jaxprs):
+    if jaxprs.transpose_solve is None:
+        raise TypeError("transpose_solve required for backwards mode automatic "
+                        "differentiation of custom_linear_solve; pass transpose_solve, or "
+                        "symmetric=True when matvec is symmetric.")
+    n_consts = sum(const_lengths)
+    if any(is_undefined(a) for a in args[:n_consts]):
+        raise TypeError("custom_linear_solve is linear in b only: the values matvec and solve "
+                        "close over cannot be transposed.")
+    consts, b = _split(args, const_lengths)
+    nb = len(b)
+    x_cts = list(cts[:nb])
+    if all(type(c) is Zero for c in x_cts):
+        return [None] * len(args)
+    x_cts = [instantiate(c) for c in x_cts]
+    flipped = consts.transpose()
+    b_cts = linear_solve_p.bind(*flipped.matvec, *flipped.vecmat, *flipped.solve,
+                                *flipped.transpose_solve, *x_cts,
+                                const_lengths=const_lengths.transpose(),
+                                jaxprs=jaxprs.transpose())[:nb]
+    return [None] * n_consts + list(b_cts)
+
+
+def _batch(axis, vals, dims, *, const_lengths, jaxprs):
+    """Every body batched, with b (and so x) batched at 0."""
+    vals = [v if d is not_mapped else move_batch_dim(v, d, 0, axis.size)
+            for v, d in zip(vals, dims)]
+    dims = [not_mapped if d is not_mapped else 0 for d in dims]
+    consts, b = _split(vals, const_lengths)
+    const_dims, b_dims = _split(dims, const_lengths)
+    b = [move_batch_dim(v, d, 0, axis.size) for v, d in zip(b, b_dims)]
+    nb = len(b)
+    new_jaxprs, new_consts = [], []
+    for body, cs, cds in zip(jaxprs, consts, const_dims):
+        if body is None:
+            new_jaxprs.append(None)
+            new_consts.append([])
+            continue
+        batched, extra, _ = batch_jaxpr(body, axis, [*cds, *[0] * nb], description="vmap",
+                                        out_dims=[0] * len(body.out_avals))
+        callee, extra = consts_as_inputs(ClosedJaxpr(batched, extra))
+        new_jaxprs.append(callee)
+        new_consts.append([*extra, *cs])
+    lengths = _LinearSolveTuple(*(len(c) for c in new_consts))
+    outs = linear_solve_p.bind(*(c for cs in new_consts for c in cs), *b,
+                               const_lengths=lengths, jaxprs=_LinearSolveTuple(*new_jaxprs))
+    return outs, [0] * len(outs)
+
+
+abstract_eval_rules[linear_solve_p] = _abstract
+register_lowering(linear_solve_p, _lowering)
+jvp_rules[linear_solve_p] = _jvp
+transpose_rules[linear_solve_p] = _transpose
+batch_rules[linear_solve_p] = _batch
+linear_primitives.add(linear_solve_p)
