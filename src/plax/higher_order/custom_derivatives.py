@@ -101,6 +101,13 @@ class CustomVJPPrimal:
         return f"CustomVJPPrimal(value={self.value!r}, perturbed={self.perturbed})"
 
 
+def custom_vjp_primal_tree_values(tree):
+    """``tree`` with each ``CustomVJPPrimal`` (what a ``symbolic_zeros`` fwd rule receives)
+    replaced by its value."""
+    return tree_util.tree_map(lambda x: x.value if isinstance(x, CustomVJPPrimal) else x, tree,
+                              is_leaf=lambda x: isinstance(x, CustomVJPPrimal))
+
+
 class NamedCallable:
     """A callable param that prints as the user function's name (as JAX shows it)."""
 
