@@ -57,11 +57,12 @@ def lower_fun(fun, multiple_results: bool = True):
 def register_lowering(prim, rule, platform: str | None = None, inline: bool = True,
                       cacheable: bool = True):
     """Make ``rule`` ``prim``'s lowering (on ``platform``: "cpu", "cuda", "rocm", "gpu",
-    "tpu"; all platforms by default). ``rule`` is a ``lower_fun`` rule or a rule written
-    with jaxlib's MLIR bindings."""
+    "tpu"; all platforms by default). ``rule`` is a ``lower_fun`` rule (or another object
+    with a ``plax_rule``, as ``ffi.ffi_lowering`` makes) or a rule written with jaxlib's MLIR
+    bindings."""
     del inline, cacheable
-    plax_rule = rule.plax_rule if isinstance(rule, _LoweredFun) else \
-        _bindings.bindings_rule(rule, prim)
+    # A rule object carrying a plax rule (lower_fun's, ffi_lowering's) lowers with that.
+    plax_rule = getattr(rule, "plax_rule", None) or _bindings.bindings_rule(rule, prim)
     if platform is None:
         _register(prim, plax_rule)
     else:
