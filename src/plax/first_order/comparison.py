@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
@@ -20,7 +21,7 @@ __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "is_finite", "select_n", "select"
 
 
 # --- comparisons ----------------------------------------------------------------------------
-def _comparison(name: str, direction: str, category: str, doc: str):
+def _comparison(name: str, direction: str, category: str, doc: str, total_order: bool = False):
     prim, fn = binop(name, category, None, doc, out_bool=True)
 
     def lower(ctx, x, y):
@@ -28,7 +29,8 @@ def _comparison(name: str, direction: str, category: str, doc: str):
         (ax, ay), full = ctx.avals_in, ctx.avals_in[0].update(shape=shape)
         x = ctx.broadcast(x, ax, full, range(ax.ndim) if ax.ndim else ())
         y = ctx.broadcast(y, ay, full, range(ay.ndim) if ay.ndim else ())
-        return ctx.compare(direction, x, y, full)
+        kind = "TOTALORDER" if total_order and dtypes.is_float(full.dtype) else None
+        return ctx.compare(direction, x, y, full, kind)
 
     register_lowering(prim, lower)
     defzero(prim)
@@ -41,6 +43,11 @@ lt_p, lt = _comparison("lt", "LT", "real", "Elementwise x < y.")
 le_p, le = _comparison("le", "LE", "real", "Elementwise x <= y.")
 gt_p, gt = _comparison("gt", "GT", "real", "Elementwise x > y.")
 ge_p, ge = _comparison("ge", "GE", "real", "Elementwise x >= y.")
+# JAX's total-order comparisons (primitives only, no public function): floats compare as
+# -NaN < -inf < ... < -0.0 < 0.0 < ... < inf < NaN, so NaNs compare equal to themselves.
+eq_to_p, _ = _comparison("eq_to", "EQ", "equality", "Elementwise x == y in total order.", True)
+le_to_p, _ = _comparison("le_to", "LE", "real", "Elementwise x <= y in total order.", True)
+lt_to_p, _ = _comparison("lt_to", "LT", "real", "Elementwise x < y in total order.", True)
 
 is_finite_p, is_finite = unop("is_finite", "float", "stablehlo.is_finite",
                               "Elementwise test for finite (not inf, not NaN) values.",

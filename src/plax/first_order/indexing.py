@@ -416,6 +416,7 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
 def _combiner(kind: str):
     """The scalar combiner of a scatter region: (ctx, old, new, aval) -> SSA name."""
     ops = {"add": ("stablehlo.add", "stablehlo.or"), "mul": ("stablehlo.multiply", "stablehlo.and"),
+           "sub": ("stablehlo.subtract", "stablehlo.xor"),
            "min": ("stablehlo.minimum", "stablehlo.and"),
            "max": ("stablehlo.maximum", "stablehlo.or")}
 
@@ -440,6 +441,7 @@ def _update_jaxpr(kind: str, dtype):
     key = (kind, dtype)
     if key not in _update_jaxprs:
         boolean = {"add": _bitwise.bitwise_or, "mul": _bitwise.bitwise_and,
+                   "sub": _bitwise.bitwise_xor,
                    "min": _bitwise.bitwise_and, "max": _bitwise.bitwise_or}
         fn = boolean[kind] if dtypes.is_bool(dtype) else getattr(_arith, kind)
         scalar = ShapedArray((), dtype)
@@ -521,12 +523,14 @@ scatter_min_p, scatter_min = _make_scatter(
     "scatter-min", "min", "``operand`` with the minimum against ``updates`` at the selected windows.")
 scatter_max_p, scatter_max = _make_scatter(
     "scatter-max", "max", "``operand`` with the maximum against ``updates`` at the selected windows.")
+scatter_sub_p, scatter_sub = _make_scatter(
+    "scatter-sub", "sub", "``operand`` with ``updates`` subtracted at the windows the indices select.")
 
 
 # --- differentiation rules --------------------------------------------------------------------
 
 _SCATTERS = {scatter_p: scatter, scatter_add_p: scatter_add, scatter_mul_p: scatter_mul,
-             scatter_min_p: scatter_min, scatter_max_p: scatter_max}
+             scatter_min_p: scatter_min, scatter_max_p: scatter_max, scatter_sub_p: scatter_sub}
 
 
 def _zeros(shape, dtype):
@@ -595,6 +599,23 @@ def _scatter_add_transpose(ct, x, idx, u, *, dimension_numbers, mode, **params):
 
 jvp_rules[scatter_add_p] = _scatter_add_jvp
 transpose_rules[scatter_add_p] = _scatter_add_transpose
+
+
+def _scatter_sub_jvp(primals, tangents, **params):
+    (x, idx, u), (tx, _, tu) = primals, tangents
+    out = scatter_sub_p.bind(x, idx, u, **params)
+    if type(tx) is Zero and type(tu) is Zero:
+        return out, Zero(tangent_aval(get_aval(out)))
+    return out, scatter_sub_p.bind(instantiate(tx), idx, instantiate(tu), **params)
+
+
+def _scatter_sub_transpose(ct, x, idx, u, **params):
+    ct_x, _, ct_u = _scatter_add_transpose(ct, x, idx, u, **params)
+    return [ct_x, None, None if ct_u is None else _arith.neg(ct_u)]
+
+
+jvp_rules[scatter_sub_p] = _scatter_sub_jvp
+transpose_rules[scatter_sub_p] = _scatter_sub_transpose
 
 
 # Scatter (replace) with indices that may repeat: scatter each update's 1-based id to learn

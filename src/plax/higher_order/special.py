@@ -29,7 +29,7 @@ from plax.higher_order import loops as _loops
 from plax.lowering.inline import lower_fun
 
 __all__ = ["igamma", "igammac", "igamma_grad_a", "random_gamma_grad", "polygamma", "zeta",
-           "bessel_i0e", "bessel_i1e", "betainc"]
+           "bessel_i0e", "bessel_i1e", "betainc", "regularized_incomplete_beta_p"]
 
 add, sub, mul, div, neg = _a.add, _a.sub, _a.mul, _a.div, _a.neg
 lt, le, gt, ge, eq, ne = _c.lt, _c.le, _c.gt, _c.ge, _c.eq, _c.ne
@@ -585,3 +585,4 @@ betainc = _with_jvp("betainc", _betainc_impl, _betainc_jvp,
 igamma_p, igammac_p, igamma_grad_a_p, zeta_p, polygamma_p, bessel_i0e_p, bessel_i1e_p, \
     betainc_p = (f.primitive for f in (igamma, igammac, igamma_grad_a, zeta, polygamma,
                                        bessel_i0e, bessel_i1e, betainc))
+regularized_incomplete_beta_p = betainc_p  # JAX's name for it

@@ -48,13 +48,14 @@ from plax.first_order.shapes import (  # noqa: F401
     broadcast_in_dim_p, concatenate_p, iota_p, pad_p, reshape_p, rev_p, squeeze_p, transpose_p
 )
 from plax.first_order.comparison import (  # noqa: F401
-    clamp_p, eq_p, ge_p, gt_p, is_finite_p, le_p, lt_p, ne_p, select_n_p
+    clamp_p, eq_p, eq_to_p, ge_p, gt_p, is_finite_p, le_p, le_to_p, lt_p, lt_to_p, ne_p,
+    select_n_p
 )
 from plax.first_order.slicing import (  # noqa: F401
     dynamic_slice_p, dynamic_update_slice_p, slice_p
 )
 from plax.first_order.indexing import (  # noqa: F401
-    gather_p, scatter_p
+    gather_p, scatter_add_p, scatter_max_p, scatter_min_p, scatter_mul_p, scatter_p, scatter_sub_p
 )
 from plax.first_order.sharding_constraint import (  # noqa: F401
     sharding_constraint_p
@@ -77,7 +78,8 @@ _LAZY_FAMILIES = {
     "plax.higher_order.special": (
         "igamma", "igammac", "igamma_grad_a", "random_gamma_grad", "polygamma", "zeta",
         "bessel_i0e", "bessel_i1e", "betainc", "igamma_p", "igammac_p", "igamma_grad_a_p",
-        "polygamma_p", "zeta_p", "bessel_i0e_p", "bessel_i1e_p"),
+        "polygamma_p", "zeta_p", "bessel_i0e_p", "bessel_i1e_p",
+        "regularized_incomplete_beta_p"),
     "plax.first_order.sort": ("sort", "sort_key_val", "top_k", "sort_p", "top_k_p"),
     "plax.first_order.convolution": (
         "conv_general_dilated", "conv", "conv_with_general_padding", "conv_transpose",
