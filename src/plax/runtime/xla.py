@@ -624,3 +624,244 @@ def cpp_jit_function(name, fun, cache_miss, static_argnums, static_argnames, cac
 
 def clear_all_jit_caches() -> None:
     _jax.PjitFunctionCache.clear_all()
+
+
+# --- foreign functions (plax.ffi), DLPack, executables as bytes --------------------------
+def register_custom_call_target(name: str, fn, platform: str = "cpu", api_version: int = 1,
+                                **kwargs) -> None:
+    """Make ``fn`` (a PyCapsule holding an XLA FFI handler, or a dict of them by stage name)
+    the custom-call target ``name`` on ``platform``; ``api_version`` 1 is the typed FFI, 0
+    the older untyped custom call. Registered before the platform's client starts, it is
+    held by jaxlib until then."""
+    xc.register_custom_call_target(name, fn, platform, api_version, **kwargs)
+
+
+def register_custom_type(name: str, type_registration, platform: str = "cpu") -> None:
+    """Register a user type of the FFI (``{"type_id": capsule, "type_info": capsule}``)."""
+    xc.register_custom_type(name, type_registration, platform=platform)
+
+
+def register_custom_call_as_batch_partitionable(name: str) -> None:
+    """Tell XLA's partitioner that custom call ``name`` may run per shard of leading dims."""
+    xc.register_custom_call_as_batch_partitionable(name)
+
+
+def include_dir() -> str:
+    """The directory of C/C++ headers jaxlib ships (``xla/ffi/api/ffi.h``, ...)."""
+    package = jaxlib.__file__ or next(iter(getattr(jaxlib, "__path__", ())), None)
+    if package is None:
+        raise RuntimeError("Cannot determine jaxlib directory: the jaxlib package has neither "
+                           "__file__ nor __path__.")
+    root = os.path.dirname(os.path.abspath(package)) if jaxlib.__file__ else package
+    return os.path.join(root, "include")
+
+
+def from_dlpack(capsule, device, stream=None, copy=None, dl_device_type=None):
+    """A single-device jaxlib array over a DLPack capsule's data (no copy where XLA can use
+    the memory as it is: compact strides and aligned data; otherwise jaxlib copies)."""
+    with _answer_jaxlib_lookups:  # jaxlib makes the array's aval and sharding through "jax"
+        try:
+            return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy,
+                                                        dl_device_type)
+        except TypeError:  # a jaxlib whose binding has no device-type argument
+            return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)
+
+
+def buffer_pointer(buf) -> int:
+    """The address of a single-device jaxlib array's data."""
+    return buf.unsafe_buffer_pointer()
+
+
+def serialize_executable(exe) -> bytes:
+    """A loaded executable as bytes (``deserialize_executable`` loads it again)."""
+    return exe.client.serialize_executable(exe)
+
+
+def deserialize_executable(blob: bytes, devices):
+    """A loaded executable from ``serialize_executable``'s bytes, to run on ``devices``
+    (those it was compiled for, or as many others of the same client)."""
+    client = devices[0].client
+    return client.deserialize_executable(blob, xc.DeviceList(tuple(devices)))
+
+
+# --- the profiler ------------------------------------------------------------------
+# jaxlib's profiler: sessions writing TensorBoard/Perfetto traces, TraceMe annotations (cheap
+# when no session is active: one C++ flag read), the remote-capture server.
+from jaxlib import _profile_data, _profiler  # noqa: E402
+
+TraceMe = _profiler.TraceMe
+ProfileOptions = _profiler.ProfileOptions
+ProfileData = _profile_data.ProfileData
+ProfileEvent = _profile_data.ProfileEvent
+ProfilePlane = _profile_data.ProfilePlane
+profiler_active = TraceMe.is_enabled  # is a profiler session collecting annotations now?
+
+
+def profiler_session(options):
+    """Start collecting a trace (jaxlib's ProfilerSession; ``stop_and_export(dir)`` ends it)."""
+    return _profiler.ProfilerSession(options)
+
+
+def set_profiler_metadata(key: str, value: str) -> None:
+    """Metadata written with the next trace (versions); no-op where jaxlib lacks it."""
+    if hasattr(_profiler, "set_metadata"):
+        _profiler.set_metadata(key, value)
+
+
+def clear_profiler_metadata() -> None:
+    if hasattr(_profiler, "clear_metadata"):
+        _profiler.clear_metadata()
+
+
+def start_profiler_server(port: int):
+    """jaxlib's profiler server on ``port`` (stopped when the returned object is dropped)."""
+    return _profiler.start_server(port)
+
+
+def register_profiler_subprocess(pid: int, port: int):
+    return _profiler.register_subprocess(pid, port)
+
+
+def profiled_instructions_proto(tensorboard_dir: str) -> bytes:
+    return _profiler.get_profiled_instructions_proto(tensorboard_dir)
+
+
+def heap_profile(client) -> bytes:
+    """The client's live buffers and executables as a pprof protocol buffer (not gzipped)."""
+    return client.heap_profile()
+
+
+# plax.monitoring's recorders, installed when it is imported (it sits above the runtime;
+# with it not imported no listener can exist): ``event_recorder(event, **kwargs)`` and
+# ``span_recorder(event, start, end, **kwargs)`` (seconds since the epoch).
+event_recorder = None
+span_recorder = None
+
+
+def record_event(event: str) -> None:
+    """Report ``event`` to plax.monitoring's listeners, if it is loaded."""
+    if event_recorder is not None:
+        event_recorder(event)
+
+
+class step:
+    """One step of plax's pipeline (trace, lower, compile, execute) as the profiler and
+    plax.monitoring see it: while a profiler session is active, a TraceMe named
+    ``"<what> <fun_name>"``; with plax.monitoring loaded, the step's span reported as
+    ``event`` (when given). ``fun_name`` may be a function computing the name, called only
+    when someone looks. With neither, entering and leaving cost two flag reads."""
+
+    __slots__ = ("_what", "_event", "_fun_name", "_traceme", "_start")
+
+    def __init__(self, what: str, fun_name, event: str | None = None):
+        self._what, self._fun_name, self._event = what, fun_name, event
+
+    def _name(self) -> str:
+        name = self._fun_name
+        if callable(name):
+            name = self._fun_name = name()
+        return name
+
+    def __enter__(self):
+        self._traceme = None
+        if profiler_active():
+            self._traceme = TraceMe(f"{self._what} {self._name()}")
+            self._traceme.__enter__()
+        self._start = time.time() if self._event and span_recorder is not None else None
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._start is not None and exc_type is None:
+            span_recorder(self._event, self._start, time.time(), fun_name=self._name())
+        if self._traceme is not None:
+            self._traceme.__exit__(exc_type, exc, tb)
+        return False
+
+
+# --- transfer guards ------------------------------------------------------------------
+# jaxlib's C++ transfers check its guard state (host-to-device puts, device-to-device copies,
+# device-to-host reads off CPU); plax's jax_transfer_guard* flags set it.
+_guard_lib = _jax.guard_lib
+_GUARD_LEVELS = {
+    "allow": _guard_lib.TransferGuardLevel.ALLOW, "log": _guard_lib.TransferGuardLevel.LOG,
+    "disallow": _guard_lib.TransferGuardLevel.DISALLOW,
+    "log_explicit": _guard_lib.TransferGuardLevel.LOG_EXPLICIT,
+    "disallow_explicit": _guard_lib.TransferGuardLevel.DISALLOW_EXPLICIT,
+}
+TRANSFER_KINDS = ("host_to_device", "device_to_device", "device_to_host")
+
+
+def set_transfer_guard(kind: str, level: str | None, thread_local: bool):
+    """Set jaxlib's guard for ``kind`` of transfer to ``level`` (None: unset, fall back to
+    the global one, then to 'allow'), for this thread or for all; returns the old setting."""
+    state = _guard_lib.thread_local_state() if thread_local else _guard_lib.global_state()
+    old = getattr(state, kind)
+    setattr(state, kind, None if level is None else _GUARD_LEVELS[level])
+    return old
+
+
+def restore_transfer_guard(kind: str, old, thread_local: bool) -> None:
+    """Put back what ``set_transfer_guard`` returned."""
+    state = _guard_lib.thread_local_state() if thread_local else _guard_lib.global_state()
+    setattr(state, kind, old)
+
+
+class explicit_transfer:
+    """Marks the transfers inside as explicit (``device_put``/``device_get``), which the
+    '*_explicit' guard levels let through."""
+
+    __slots__ = ("_attr", "_old")
+
+    def __init__(self, direction: str):  # "put" or "get"
+        self._attr = "explicit_device_" + direction
+
+    def __enter__(self):
+        state = _guard_lib.thread_local_state()
+        self._old = getattr(state, self._attr)
+        setattr(state, self._attr, True)
+
+    def __exit__(self, *exc):
+        setattr(_guard_lib.thread_local_state(), self._attr, self._old)
+        return False
+
+
+def _follow_transfer_guard_flags(name: str | None = None) -> None:
+    # The flags' global values (config.update, or the environment at load) set jaxlib's;
+    # jax_transfer_guard sets the three directions' flags, as in JAX.
+    def global_value(flag):
+        return config._flag(flag).global_value
+    if name == "transfer_guard":
+        for kind in TRANSFER_KINDS:
+            config.update("transfer_guard_" + kind, global_value("transfer_guard"))
+        return
+    for kind in TRANSFER_KINDS:
+        if name in (None, "transfer_guard_" + kind):
+            level = global_value("transfer_guard_" + kind) or (
+                global_value("transfer_guard") if name is None else None)
+            setattr(_guard_lib.global_state(), kind,
+                    None if level is None else _GUARD_LEVELS[level])
+    if name in (None, "array_garbage_collection_guard"):
+        set_array_gc_guard(global_value("array_garbage_collection_guard"), thread_local=False)
+
+
+_GC_LEVELS = {"allow": _guard_lib.GarbageCollectionGuardLevel.ALLOW,
+              "log": _guard_lib.GarbageCollectionGuardLevel.LOG,
+              "fatal": _guard_lib.GarbageCollectionGuardLevel.FATAL}
+
+
+def set_array_gc_guard(level: str | None, thread_local: bool):
+    """What jaxlib does when an Array is freed by Python's cycle collector rather than by
+    its reference count ('allow', 'log' a warning, 'fatal': abort); returns the old setting."""
+    state = _guard_lib.thread_local_state() if thread_local else _guard_lib.global_state()
+    old = state.garbage_collect_array
+    state.garbage_collect_array = None if level is None else _GC_LEVELS[level]
+    return old
+
+
+def restore_array_gc_guard(old, thread_local: bool) -> None:
+    state = _guard_lib.thread_local_state() if thread_local else _guard_lib.global_state()
+    state.garbage_collect_array = old
+
+
+_follow_transfer_guard_flags()
+config._listeners.append(_follow_transfer_guard_flags)
