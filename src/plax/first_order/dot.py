@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import enum
 import operator
+from collections.abc import Sequence
+from typing import Union
 
 import numpy as np
 
@@ -21,14 +23,19 @@ from plax.core.rules import (abstract_eval_rules, batch_rules, out_sharding_para
 from plax.core.sharding_types import (ShardingTypeError, first_sharding, like, sharding_rules,
                                       spec_of, with_entry)
 from plax.core.trace import get_aval as _aval
+from plax.lowering.stablehlo import element_type
 from plax.first_order import conversion as _conv
 from plax.first_order import shapes as _shapes
+from plax.first_order import dot_algorithm as _algo
 from plax.first_order.ad_util import defbilinear
 from plax.first_order.common import reject_keys, weak_of
 from plax.sharding.named import out_sharding_param
 
 __all__ = ["Precision", "dot_general", "dot", "batch_matmul", "dot_general_p",
-           "canonicalize_precision"]
+           "canonicalize_precision", "DotAlgorithm", "DotAlgorithmPreset", "PrecisionLike",
+           "DotDimensionNumbers"]
+
+DotAlgorithm, DotAlgorithmPreset = _algo.DotAlgorithm, _algo.DotAlgorithmPreset
 
 
 # --- precision ----------------------------------------------------------------------
@@ -67,9 +74,10 @@ _PRECISION_NAMES = {
 
 def _precision_error(precision) -> ValueError:
     return ValueError(
-        "precision must be None, a lax.Precision, one of the strings "
-        f"{sorted(_PRECISION_NAMES)}, or a pair of lax.Precision values or such strings "
-        f"(one per operand); got {precision!r}.")
+        "Precision argument must be one of: None, a lax.Precision, one of the strings "
+        f"{sorted(_PRECISION_NAMES)}, a pair of lax.Precision values or such strings "
+        "(one per operand), a lax.DotAlgorithmPreset or the name of one, or a "
+        f"lax.DotAlgorithm; but got {precision!r} (precision must be one of those).")
 
 
 def _one_precision(p, whole) -> Precision:
@@ -81,7 +89,8 @@ def _one_precision(p, whole) -> Precision:
 
 
 def canonicalize_precision(precision):
-    """The hashable ``precision`` param: None or a ``(Precision, Precision)`` pair.
+    """The hashable ``precision`` param: None, a ``(Precision, Precision)`` pair, or a
+    ``DotAlgorithm``/``DotAlgorithmPreset``.
 
     ``None`` falls back to the ``default_matmul_precision`` config option.
     """
@@ -90,12 +99,25 @@ def canonicalize_precision(precision):
         if default is None:
             return None
         precision = default
-    if isinstance(precision, (Precision, str)):
+    if isinstance(precision, Precision) or (isinstance(precision, str)
+                                            and precision in _PRECISION_NAMES):
         p = _one_precision(precision, precision)
         return (p, p)
+    if _algo.is_algorithm(precision):  # before pairs: a DotAlgorithm is a tuple
+        return precision
     if isinstance(precision, (tuple, list)) and len(precision) == 2:
         return tuple(_one_precision(p, precision) for p in precision)
+    preset = _algo.preset_named(precision) if isinstance(precision, str) else None
+    if preset is not None:
+        return preset
     raise _precision_error(precision)
+
+
+# The type names of dot_general's arguments, as JAX spells them for annotations.
+PrecisionLike = Union[None, str, Precision, tuple[str, str], tuple[Precision, Precision],
+                      DotAlgorithm, DotAlgorithmPreset]
+DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]],
+                            tuple[Sequence[int], Sequence[int]]]
 
 
 # --- parameter canonicalisation -------------------------------------------------------
@@ -233,6 +255,8 @@ def _dims_attr(values) -> str:
 
 def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
                           out_sharding=None):
+    if _algo.is_algorithm(precision):
+        return _lower_with_algorithm(ctx, lhs, rhs, dimension_numbers, precision)
     (lc, rc), (lb, rb) = dimension_numbers
     la, ra = ctx.avals_in
     out = ctx.avals_out[0]
@@ -241,16 +265,41 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision, prefer
         lhs = ctx.convert(lhs, la, la.update(dtype=out.dtype, weak_type=False))
         rhs = ctx.convert(rhs, ra, ra.update(dtype=out.dtype, weak_type=False))
         la, ra = la.update(dtype=out.dtype), ra.update(dtype=out.dtype)
-    dnums = (f"#stablehlo.dot<lhs_batching_dimensions = {_dims_attr(lb)}, "
-             f"rhs_batching_dimensions = {_dims_attr(rb)}, "
-             f"lhs_contracting_dimensions = {_dims_attr(lc)}, "
-             f"rhs_contracting_dimensions = {_dims_attr(rc)}>")
     prec = precision or (Precision.DEFAULT, Precision.DEFAULT)
     config_attr = ", ".join(f"#stablehlo<precision {p.name}>" for p in prec)
     # A preferred_element_type is the dot's result type directly: XLA accepts e.g.
     # i8 x i8 -> i32, bf16 x bf16 -> f32 (accumulating in f32) and f32 x f32 -> i32.
     return ctx.op1("stablehlo.dot_general", [lhs, rhs], [la, ra], out,
-                   props=f"dot_dimension_numbers = {dnums}, precision_config = [{config_attr}]")
+                   props=f"dot_dimension_numbers = {_dnums_attr(dimension_numbers)}, "
+                         f"precision_config = [{config_attr}]")
+
+
+def _dnums_attr(dimension_numbers) -> str:
+    (lc, rc), (lb, rb) = dimension_numbers
+    return (f"#stablehlo.dot<lhs_batching_dimensions = {_dims_attr(lb)}, "
+            f"rhs_batching_dimensions = {_dims_attr(rb)}, "
+            f"lhs_contracting_dimensions = {_dims_attr(lc)}, "
+            f"rhs_contracting_dimensions = {_dims_attr(rc)}>")
+
+
+def _lower_with_algorithm(ctx, lhs, rhs, dimension_numbers, algorithm):
+    """A dot under a DotAlgorithm(Preset): operands converted to the algorithm's types, the
+    contraction accumulating in its accumulator type, then converted to the result type."""
+    _algo.check_platform(algorithm, ctx.platform)
+    la, ra = ctx.avals_in
+    out = ctx.avals_out[0]
+    lt, rt, acc = _algo.compute_types(algorithm, la.dtype, ra.dtype, out.dtype)
+    if la.dtype != lt:
+        lhs, la = ctx.convert(lhs, la, la.update(dtype=lt, weak_type=False)), la.update(dtype=lt)
+    if ra.dtype != rt:
+        rhs, ra = ctx.convert(rhs, ra, ra.update(dtype=rt, weak_type=False)), ra.update(dtype=rt)
+    acc_aval = out.update(dtype=acc, weak_type=False)
+    algo = _algo.attribute(algorithm, element_type(lt), element_type(rt))
+    default = "#stablehlo<precision DEFAULT>"
+    res = ctx.op1("stablehlo.dot_general", [lhs, rhs], [la, ra], acc_aval,
+                  props=f"dot_dimension_numbers = {_dnums_attr(dimension_numbers)}, "
+                        f"precision_config = [{default}, {default}]" + (f", {algo}" if algo else ""))
+    return res if acc == out.dtype else ctx.convert(res, acc_aval, out)
 
 
 abstract_eval_rules[dot_general_p] = _dot_general_abstract
