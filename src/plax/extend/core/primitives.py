@@ -24,6 +24,7 @@ _WHERE = {
     "reduce": ("plax.higher_order.generic_reduce", "reduce_p"),
     "reduce_window": ("plax.higher_order.windowed", "reduce_window_p"),
     "regularized_incomplete_beta": ("plax.higher_order.special", "betainc_p"),
+    "linear_solve": ("plax.higher_order.linear_solve", "linear_solve_p"),
     "add_jaxvals": ("plax.interpreters.ad", "add_jaxvals_p"),
 }
 
@@ -35,7 +36,7 @@ clamp closed_call clz complex concatenate cond conj conv_general_dilated convert
 copy cos cosh cumlogsumexp cummax cummin cumprod cumsum custom_jvp_call custom_lin custom_vjp_call
 digamma div dot_general dynamic_slice dynamic_update_slice eig eigh eq eq_to erf erf_inv erfc exp
 exp2 expm1 fft floor gather ge gt householder_product igamma igamma_grad_a igammac imag
-integer_pow iota is_finite jit le le_to lgamma log log1p logistic lt lt_to lu max min mul name ne neg
+integer_pow iota is_finite jit le le_to lgamma linear_solve log log1p logistic lt lt_to lu max min mul name ne neg
 nextafter not or pad pmax pmin polygamma population_count pow ppermute psum qr random_bits
 random_fold_in random_seed random_split real reduce reduce_and reduce_max reduce_min
 reduce_or reduce_precision reduce_prod reduce_sum reduce_window reduce_window_max
