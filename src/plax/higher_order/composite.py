@@ -22,7 +22,7 @@ from plax.core.trace import get_aval
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import define_function, dense_elements
 
-__all__ = ["composite", "composite_p"]
+__all__ = ["composite"]
 
 composite_p = Primitive("composite", multiple_results=True)
 

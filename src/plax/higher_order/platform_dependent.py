@@ -19,7 +19,7 @@ from plax.first_order.ad_util import defzero
 from plax.higher_order.cond import switch
 from plax.lowering.stablehlo import dense_elements
 
-__all__ = ["platform_dependent", "platform_index_p"]
+__all__ = ["platform_dependent"]
 
 platform_index_p = Primitive("platform_index")
 _INDEX_AVAL = ShapedArray((), np.dtype(np.int32))

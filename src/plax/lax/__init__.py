@@ -71,6 +71,10 @@ _LAZY_FAMILIES = {
     "plax.higher_order.loops": ("while_loop", "fori_loop", "while_p"),
     "plax.higher_order.scan": ("scan", "map", "scan_p"),
     "plax.higher_order.associative_scan": ("associative_scan",),
+    "plax.higher_order.linear_solve": ("custom_linear_solve", "linear_solve_p"),
+    "plax.higher_order.custom_root": ("custom_root",),
+    "plax.higher_order.composite": ("composite",),
+    "plax.higher_order.platform_dependent": ("platform_dependent",),
     "plax.higher_order.generic_reduce": ("reduce", "reduce_p"),
     "plax.higher_order.windowed": (
         "reduce_window", "padtype_to_pads", "reduce_window_shape_tuple", "reduce_window_p",
