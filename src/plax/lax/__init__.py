@@ -75,6 +75,7 @@ _LAZY_FAMILIES = {
     "plax.higher_order.custom_root": ("custom_root",),
     "plax.higher_order.composite": ("composite",),
     "plax.higher_order.platform_dependent": ("platform_dependent",),
+    "plax.first_order.tokens": ("create_token", "after_all", "create_token_p", "after_all_p"),
     "plax.higher_order.generic_reduce": ("reduce", "reduce_p"),
     "plax.higher_order.windowed": (
         "reduce_window", "padtype_to_pads", "reduce_window_shape_tuple", "reduce_window_p",
@@ -93,6 +94,8 @@ _LAZY_FAMILIES = {
     "plax.first_order.convolution_local": (
         "conv_general_dilated_patches", "conv_general_dilated_local"),
     "plax.first_order.fft": ("fft", "fft_p", "FftType"),
+    "plax.first_order.ragged_dot": (
+        "ragged_dot", "ragged_dot_general", "RaggedDotDimensionNumbers"),
     "plax.first_order.collectives": (
         "psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "all_to_all", "pswapaxes",
         "ppermute", "pshuffle", "axis_index", "axis_size", "pvary", "pbroadcast", "pcast",

@@ -25,15 +25,17 @@ _WHERE = {
     "reduce_window": ("plax.higher_order.windowed", "reduce_window_p"),
     "regularized_incomplete_beta": ("plax.higher_order.special", "betainc_p"),
     "linear_solve": ("plax.higher_order.linear_solve", "linear_solve_p"),
+    "create_token": ("plax.first_order.tokens", "create_token_p"),
+    "after_all": ("plax.first_order.tokens", "after_all_p"),
     "add_jaxvals": ("plax.interpreters.ad", "add_jaxvals_p"),
 }
 
 # Every JAX primitive plax has, by JAX's name without ``_p``.
 _NAMES = frozenset("""
-abs acos acosh add add_jaxvals all_gather all_to_all and argmax argmin asin asinh atan atan2 atanh
+abs acos acosh add add_jaxvals after_all all_gather all_to_all and argmax argmin asin asinh atan atan2 atanh
 axis_index bessel_i0e bessel_i1e bitcast_convert_type broadcast_in_dim call cbrt ceil cholesky
 clamp closed_call clz complex concatenate cond conj conv_general_dilated convert_element_type
-copy cos cosh cumlogsumexp cummax cummin cumprod cumsum custom_jvp_call custom_lin custom_vjp_call
+copy cos cosh create_token cumlogsumexp cummax cummin cumprod cumsum custom_jvp_call custom_lin custom_vjp_call
 digamma div dot_general dynamic_slice dynamic_update_slice eig eigh eq eq_to erf erf_inv erfc exp
 exp2 expm1 fft floor gather ge gt householder_product igamma igamma_grad_a igammac imag
 integer_pow iota is_finite jit le le_to lgamma linear_solve log log1p logistic lt lt_to lu max min mul name ne neg
