@@ -1,5 +1,5 @@
-"""plax.monitoring: the listener registry with JAX's call conventions, and the backend-compile
-events plax's runtime records."""
+"""plax.monitoring: the listener registry with JAX's call conventions, and the compile and
+persistent-cache events plax's runtime records (JAX's names, checked against JAX 0.10.2)."""
 import numpy as np
 import pytest
 
@@ -75,23 +75,66 @@ def test_a_listener_may_unregister_itself_while_called():
     assert log == ["/plax/a", ("other", "/plax/a", (), {}), ("other", "/plax/b", (), {})]
 
 
-def test_a_backend_compile_records_its_duration_span_and_start():
-    log = []
+TRACE = "/jax/core/compile/jaxpr_trace_duration"
+LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+COMPILE = "/jax/core/compile/backend_compile_duration"
+CACHE = "/jax/compilation_cache/"
+
+
+def listen_to_everything(log):
+    monitoring.register_event_listener(recorder(log, "event"))
     monitoring.register_event_duration_secs_listener(recorder(log, "duration"))
     monitoring.register_event_time_span_listener(recorder(log, "span"))
     monitoring.register_scalar_listener(recorder(log, "scalar"))
+
+
+def test_a_first_call_records_trace_lower_and_compile_as_jax_does():
+    log = []
+    listen_to_everything(log)
 
     def monitored_probe(x):  # a program no other test compiles, so no cache answers it
         return x * 1234.5 + 0.125
     f = plax.jit(monitored_probe)
     np.testing.assert_allclose(f(np.float32(2.0)), 2469.125)
-    event = "/jax/core/compile/backend_compile_duration"
-    ours = [entry for entry in log if entry[3] == {"fun_name": "jit(monitored_probe)"}]
-    assert [(tag, name) for tag, name, _, _ in ours] == [
-        ("scalar", event), ("duration", event), ("span", event)]
-    (start,), (duration,), (span_start, span_end) = (args for _, _, args, _ in ours)
+    steps = [(tag, name, kwargs) for tag, name, _, kwargs in log if name in (TRACE, LOWER, COMPILE)]
+    # Each step: its start as a scalar, its duration, its span; trace names the function,
+    # lower and compile name the jit (JAX's fun_name values).
+    assert steps == [(tag, event, {"fun_name": name})
+                     for event, name in ((TRACE, "monitored_probe"),
+                                         (LOWER, "jit(monitored_probe)"),
+                                         (COMPILE, "jit(monitored_probe)"))
+                     for tag in ("scalar", "duration", "span")]
+    compile_records = [args for _, name, args, _ in log if name == COMPILE]
+    (start,), (duration,), (span_start, span_end) = compile_records
     assert 0.0 <= duration < 60.0 and start == span_start
     assert span_end - span_start == pytest.approx(duration, abs=1e-3)
     log.clear()
-    f(np.float32(3.0))  # the executable is reused: nothing compiles
+    f(np.float32(3.0))  # the executable is reused: nothing traces or compiles
     assert log == []
+
+
+def test_the_persistent_cache_reports_misses_then_hits(tmp_path):
+    log = []
+    listen_to_everything(log)
+    before = plax.config.jax_compilation_cache_dir
+    plax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    try:
+        def cached_probe(x):
+            return x * 77.25 - 3.0
+        np.testing.assert_allclose(plax.jit(cached_probe)(np.float32(1.0)), 74.25)
+        events = [name for tag, name, _, _ in log if name.startswith(CACHE)]
+        assert events == [CACHE + "compile_requests_use_cache", CACHE + "cache_misses"]
+        log.clear()
+        plax.clear_caches()  # the next call compiles again: the disk answers
+        np.testing.assert_allclose(plax.jit(cached_probe)(np.float32(2.0)), 151.5)
+        events = [(tag, name) for tag, name, _, _ in log if name.startswith(CACHE)]
+        assert events == [("event", CACHE + "compile_requests_use_cache"),
+                          ("event", CACHE + "cache_hits"),
+                          ("duration", CACHE + "cache_retrieval_time_sec")]
+        (retrieval,) = [args[0] for tag, name, args, _ in log
+                        if name == CACHE + "cache_retrieval_time_sec"]
+        assert 0.0 <= retrieval < 60.0
+        # The compile step still reports, as JAX's does on a hit.
+        assert ("duration", COMPILE) in [(tag, name) for tag, name, _, _ in log]
+    finally:
+        plax.config.update("jax_compilation_cache_dir", before)

@@ -6,14 +6,15 @@ and a value with ``record_scalar(name, value)``; every listener registered for t
 called with the same arguments, keyword metadata included (``fun_name=...``). With no
 listener a record costs a loop over an empty list.
 
-plax records what JAX records around a backend compile: under
-``/jax/core/compile/backend_compile_duration``, the start time as a scalar, the duration and
-the time span, each with ``fun_name`` (``"jit(f)"``).
+plax records what JAX records when it compiles: for tracing a jitted function
+(``/jax/core/compile/jaxpr_trace_duration``, ``fun_name="f"``), lowering it to StableHLO
+(``/jax/core/compile/jaxpr_to_mlir_module_duration``) and XLA's compile
+(``/jax/core/compile/backend_compile_duration``, both ``fun_name="jit(f)"``) the start time as
+a scalar, the duration and the time span; and the persistent compilation cache's events
+(``/jax/compilation_cache/compile_requests_use_cache``, ``cache_hits``, ``cache_misses``, and
+the duration ``cache_retrieval_time_sec``).
 """
 from __future__ import annotations
-
-import re
-import time
 
 from plax.runtime import xla
 
@@ -25,7 +26,7 @@ __all__ = [
     "unregister_event_time_span_listener", "unregister_scalar_listener",
 ]
 
-BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+BACKEND_COMPILE_EVENT = xla.BACKEND_COMPILE_EVENT
 
 _event_listeners: list = []
 _duration_listeners: list = []
@@ -116,25 +117,23 @@ def clear_event_listeners() -> None:
         listeners.clear()
 
 
-_MODULE_NAME = re.compile(r"module @([\w.$-]+)")
+# The pipeline's steps, reported as JAX reports them: the start time as a scalar, the
+# duration and the time span, each with ``fun_name``. Other timed events (the persistent
+# cache's retrieval) report their duration only.
+_STEP_EVENTS = frozenset({
+    "/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    xla.BACKEND_COMPILE_EVENT})
 
 
-def _fun_name(text) -> str:
-    """JAX's ``fun_name`` of a compiled module: ``jit(f)`` for the module ``@jit_f``."""
-    found = _MODULE_NAME.search(str(text)[:500])
-    name = found.group(1) if found else "unknown"
-    return f"jit({name[4:]})" if name.startswith("jit_") else name
+def _record_span(event: str, start: float, end: float, **kwargs) -> None:
+    """The runtime's report of a timed step (``xla.span_recorder``)."""
+    if event in _STEP_EVENTS:
+        record_scalar(event, start, **kwargs)
+        record_event_duration_secs(event, end - start, **kwargs)
+        record_event_time_span(event, start, end, **kwargs)
+    else:
+        record_event_duration_secs(event, end - start, **kwargs)
 
 
-def _record_backend_compile(text, duration: float) -> None:
-    """The runtime's report of one XLA compile that took ``duration`` seconds."""
-    if not (_duration_listeners or _time_span_listeners or _scalar_listeners):
-        return
-    end = time.time()
-    start, fun_name = end - duration, _fun_name(text)
-    record_scalar(BACKEND_COMPILE_EVENT, start, fun_name=fun_name)
-    record_event_duration_secs(BACKEND_COMPILE_EVENT, duration, fun_name=fun_name)
-    record_event_time_span(BACKEND_COMPILE_EVENT, start, end, fun_name=fun_name)
-
-
-xla.compile_time_recorder = _record_backend_compile
+xla.event_recorder = record_event
+xla.span_recorder = _record_span

@@ -134,11 +134,13 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
             leaf.delete()
         return out
 
-    if _is_placement(device):
-        return tree_util.tree_map(lambda leaf: put_leaf(leaf, device), x)
-    leaves, tree = tree_util.tree_flatten(x)
-    targets = tree_util.broadcast_prefix(device, x, is_leaf=_is_placement, name="device_put")
-    return tree.unflatten([put_leaf(leaf, t) for leaf, t in zip(leaves, targets)])
+    with xla.explicit_transfer("put"):  # (the transfer guards let explicit puts through)
+        if _is_placement(device):
+            return tree_util.tree_map(lambda leaf: put_leaf(leaf, device), x)
+        leaves, tree = tree_util.tree_flatten(x)
+        targets = tree_util.broadcast_prefix(device, x, is_leaf=_is_placement,
+                                             name="device_put")
+        return tree.unflatten([put_leaf(leaf, t) for leaf, t in zip(leaves, targets)])
 
 
 def device_get(x):
@@ -154,7 +156,8 @@ def device_get(x):
             return leaf if dtypes.is_extended(leaf.dtype) else np.asarray(leaf)
         return leaf
 
-    return tree_util.tree_map(get_leaf, x)
+    with xla.explicit_transfer("get"):
+        return tree_util.tree_map(get_leaf, x)
 
 
 def block_until_ready(x):

@@ -176,6 +176,7 @@ config._listeners.append(_forget_fast_paths)
 
 
 _plain, _overrides = config._plain, config._active_overrides  # see config.plain_dispatch()
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"  # (plax.monitoring)
 _trace_state = trace_mod.trace_state
 
 
@@ -346,7 +347,8 @@ class JitWrapped:
         traced_call_code.add(flat_fun.__code__)
         names = flat_arg_names(fun, args, kwargs, static_nums)
         names = names if len(names) == len(avals) else None
-        with fresh_name_stack():  # scopes inside are relative; call sites add their own
+        # (the step: for the profiler and plax.monitoring)
+        with fresh_name_stack(), xla.step("trace", name, TRACE_EVENT):
             jaxpr, consts = trace_to_jaxpr(flat_fun, list(avals), description=name,
                                            arg_names=names)
         entry = _JitEntry()
@@ -691,7 +693,15 @@ def named_scope(name: str):
     """Context manager adding ``name`` to the name stack of staged ops (seen in lowered text)."""
     if not isinstance(name, str):
         raise TypeError(f"named_scope name argument must be a string, got {type(name).__name__}.")
+    if xla.profiler_active():  # the scope shows in a profile, around the ops traced in it
+        return _annotated_scope(name)
     return extend_name_stack(name)
+
+
+@contextlib.contextmanager
+def _annotated_scope(name: str):
+    with xla.TraceMe(f"named_scope {name}"), extend_name_stack(name):
+        yield
 
 
 def named_call(fun, *, name: str | None = None):

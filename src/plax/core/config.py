@@ -141,7 +141,7 @@ class Config:
             ctx = self._global_trace_context[0]
             if ctx is None:
                 ctx = self._global_trace_context[0] = tuple(
-                    self._flags[n].global_value for n in TRACE_FLAGS)
+                    self._by_any_name[n].global_value for n in TRACE_FLAGS)
             return ctx
         return tuple(self.read(n) for n in TRACE_FLAGS)
 
@@ -150,8 +150,7 @@ class Config:
         flag = self._flag(name)
         flag.global_value = flag._coerce(value)
         flag.source = "update"
-        self._plain[0] = not any(self._flags[n].global_value for n in _DISPATCH_FLAGS
-                                 if n in self._flags)
+        self._plain[0] = not any(self._by_any_name[n].global_value for n in _DISPATCH_FLAGS)
         self._global_trace_context[0] = None
         for fn in self._listeners:
             fn(flag.name)
@@ -225,10 +224,13 @@ class Config:
 _argv_parsed = False  # parse_flags_with_absl reads sys.argv once, as JAX's does
 
 
-_DISPATCH_FLAGS = ("disable_jit", "debug_nans", "debug_infs", "debug_key_reuse")
+# Flags under which a jitted call needs Python (not jaxlib's C++ fast path) when set globally.
+_DISPATCH_FLAGS = ("disable_jit", "debug_nans", "debug_infs", "debug_key_reuse", "no_execution")
 # Flags that change the jaxpr a function traces to: jitted functions retrace when they change.
-TRACE_FLAGS = ("enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
-               "default_matmul_precision", "threefry_partitionable", "debug_key_reuse")
+# (A list: make_user_context adds its contexts.)
+TRACE_FLAGS = ["enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
+               "default_matmul_precision", "threefry_partitionable", "debug_key_reuse",
+               "softmax_custom_jvp", "allow_f16_reductions", "auto_pcast"]
 
 
 def _check_default_device(value):
@@ -275,6 +277,13 @@ config.define("threefry_partitionable", True,
                    "default since 0.5); False gives JAX's original layout.")
 config.define("debug_key_reuse", False,
               help="Raise KeyReuseError when a typed PRNG key is consumed twice.")
+# set_xla_metadata and compute_on set these while they are open: what they attach to the
+# ops staged then is part of a trace, so they are part of jit's key.
+config.define("xla_metadata_context_manager", None, kind=object,
+              help="The XLA metadata set_xla_metadata attaches to ops staged now (set by it).")
+config.define("compute_on_context_manager", None, kind=object,
+              help="Where compute_on places ops staged now (set by it).")
+TRACE_FLAGS += ["xla_metadata_context_manager", "compute_on_context_manager"]
 config.define("default_device", None, kind=object, validator=_check_default_device,
               help="Device (or platform name) for new arrays and uncommitted computations.")
 config.define("platforms", None, kind=str, help="Comma-separated platforms to use, e.g. 'cpu'.")
@@ -323,7 +332,7 @@ for _name, _default in jax_flags.STRING_FLAGS.items():
 for _name, (_default, _choices) in jax_flags.CHOICE_FLAGS.items():
     config.define(_unprefixed(_name), _default, kind=str, choices=set(_choices), help=_STORED,
                   listed=False)
-config._plain[0] = not any(config._flags[n].global_value for n in _DISPATCH_FLAGS)
+config._plain[0] = not any(config._by_any_name[n].global_value for n in _DISPATCH_FLAGS)
 
 
 def enable_x64(new_val: bool = True):
@@ -385,3 +394,125 @@ def default_matmul_precision(new_val):
 def default_device(new_val):
     """Context manager: where new arrays and computations without committed inputs go."""
     return config.override("default_device", new_val)
+
+
+# --- flags as JAX's config States ----------------------------------------------------------
+_NO_VALUE = object()
+
+
+class State:
+    """A flag as JAX exposes it at the top level (``jax.no_tracing``, ``jax.transfer_guard_
+    host_to_device``, ...): ``.value`` is the value in effect in this thread; calling it
+    with a value gives a context manager (also usable as a decorator) setting the flag for
+    this thread; ``get_global``/``set_global`` read and set the process-wide value.
+
+    ``on_local(value) -> undo`` is called when a block sets the value for this thread, and the
+    ``undo`` it returns when the block ends (for state mirrored into jaxlib, such as the
+    transfer guards). Boolean flags default to True when called without a value."""
+
+    def __init__(self, name: str, on_local=None):
+        self._flag = config._flag(name)
+        self._on_local = on_local
+
+    @property
+    def name(self) -> str:
+        return "jax_" + self._flag.name if not self._flag.name.startswith("jax") \
+            else self._flag.name
+
+    @property
+    def value(self):
+        return config.read(self._flag.name)
+
+    def get_global(self):
+        return self._flag.global_value
+
+    def set_global(self, value) -> None:
+        config.update(self._flag.name, value)
+
+    def __call__(self, new_val=_NO_VALUE):
+        if new_val is _NO_VALUE:
+            if self._flag.kind is not bool and self._flag.validator is not _optional_bool:
+                raise TypeError(f"Context manager for {self.name.removeprefix('jax_')} config "
+                                "option requires an argument representing the new value for "
+                                "the config option.")
+            new_val = True
+        self._flag._coerce(new_val)  # a bad value raises here, before any block
+        return _StateBlock(self, new_val)
+
+    def __bool__(self):
+        raise TypeError(f"bool() not supported for instances of type 'State' (did you mean to "
+                        f"use '{self.name.removeprefix('jax_')}.value' instead?)")
+
+    def __repr__(self):
+        return f"<State {self.name}={self.value!r}>"
+
+
+class _StateBlock(contextlib.ContextDecorator):
+    """``with state(value):`` (and ``@state(value)``): the value for this thread inside."""
+
+    def __init__(self, state: State, value):
+        self._state, self._value = state, value
+        self._stack = []
+
+    def __enter__(self):
+        override = config.override(self._state._flag.name, self._value)
+        override.__enter__()
+        hook = self._state._on_local
+        undo = hook(self._flag_value()) if hook is not None else None
+        self._stack.append((override, undo))
+        return self
+
+    def _flag_value(self):
+        return self._state._flag._coerce(self._value)
+
+    def __exit__(self, *exc):
+        override, undo = self._stack.pop()
+        try:
+            if undo is not None:
+                undo()
+        finally:
+            override.__exit__(*exc)
+        return False
+
+
+# --- user contexts (make_user_context) -------------------------------------------------------
+_user_context_ids = itertools.count()
+
+
+class UserContext:
+    """A value of the user's that jitted functions depend on (``make_user_context``): part of
+    every trace's cache key, so changing it retraces and recompiles. ``.value`` reads it,
+    ``ctx(v)`` sets it for a block (a context manager or decorator), ``set_global`` sets it
+    for the process. Values must be hashable."""
+
+    def __init__(self, default_value=None):
+        name = f"user_context_{next(_user_context_ids)}"
+        config.define(name, default_value, kind=object, validator=_hashable, listed=False)
+        TRACE_FLAGS.append(name)
+        config._global_trace_context[0] = None
+        self._state = State(name)
+
+    @property
+    def value(self):
+        return self._state.value
+
+    def get_global(self):
+        return self._state.get_global()
+
+    def set_global(self, value) -> None:
+        self._state.set_global(value)
+
+    def __call__(self, new_value):
+        return self._state(new_value)
+
+    def __repr__(self):
+        return f"<UserContext value={self.value!r}>"
+
+
+def _hashable(value):
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"A user context's value must be hashable (it is part of jit's cache "
+                        f"key), got {value!r} of type {type(value).__name__}.") from None
+    return value

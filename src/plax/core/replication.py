@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 
 from plax.core.avals import ManualAxisType
+from plax.core.config import config
 from plax.core.caches import BoundedCache
 from plax.core.rules import replication_rules
 
@@ -113,6 +114,10 @@ def coerce(prim, args, params):
     target = union(sets)
     if all(s == target for s in sets):
         return args
+    if not config.read("auto_pcast"):  # (plax.auto_pcast(False): no implicit pvary)
+        raise ValueError(f"Primitive {prim} requires varying manual axes to match, but got "
+                         f"{sets}. pvary the less varying operands explicitly, or pass "
+                         "check_vma=False to shard_map.")
     out = []
     for a, s in zip(args, sets):
         if s != target and hasattr(a, "aval") and not _is_constant(a):

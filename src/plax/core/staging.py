@@ -135,6 +135,9 @@ def trace_to_jaxpr(fun, in_avals, description: str = "", arg_names=None):
     ``consts`` are the values of the jaxpr's constvars: concrete arrays, or
     tracers of enclosing traces that the caller must pass back in.
     """
+    if config.read("no_tracing"):
+        raise RuntimeError(f"re-tracing function {description or fun} for `jit`, but "
+                           "'no_tracing' is set (plax.no_tracing).")
     trace = StagingTrace(current_trace(), description, arg_names)
     args = [trace.new_arg(a) for a in in_avals]
     try:

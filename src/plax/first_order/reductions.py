@@ -13,6 +13,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
+from plax.core.config import config
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules,
                              out_sharding_params, register_lowering, tangent_aval,
@@ -229,6 +230,19 @@ reduce_sum_p, reduce_sum = _reduction("reduce_sum", "numeric", lambda d: 0,
                                       binary_combiner("stablehlo.add"), True,
                                       {"out_sharding": None})
 reduce_sum.__doc__ = "Sum of ``operand`` over ``axes``."
+_reduce_sum_abstract = abstract_eval_rules[reduce_sum_p]
+
+
+def _reduce_sum_abstract_checked(x, *, axes, **params):
+    # jax_allow_f16_reductions=False (plax.allow_f16_reductions) refuses half-precision sums.
+    if x.dtype in (np.float16, dtypes.bfloat16) and not config.read("allow_f16_reductions") \
+            and not all(x.shape[a] == 1 for a in axes):
+        raise ValueError(f"reduce_sum on operand {x.str_short()} is not allowed when "
+                         "jax_allow_f16_reductions=False.")
+    return _reduce_sum_abstract(x, axes=axes, **params)
+
+
+abstract_eval_rules[reduce_sum_p] = _reduce_sum_abstract_checked
 deflinear(reduce_sum_p)
 transpose_rules[reduce_sum_p] = lambda ct, x, *, axes, **p: [_expand_back(ct, x.aval, axes)]
 

@@ -20,6 +20,7 @@ from plax import lax
 from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
+from plax.core.config import config
 from plax.core.errors import ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.util import check_arraylike, is_arraylike, promote_args_inexact
@@ -281,7 +282,16 @@ def _softmax_operand(name: str, x):
 
 
 def _softmax_value(x, axis, where):
+    return _softmax_ops(x, axis, where, stop_peak_gradient=False)
+
+
+def _softmax_ops(x, axis, where, stop_peak_gradient):
+    # Two derivative paths, as JAX's jax_softmax_custom_jvp chooses: the custom_jvp rule
+    # below (flag on), or differentiating these ops with the peak held constant (off, the
+    # default); the derivatives agree.
     peak = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
+    if stop_peak_gradient:
+        peak = lax.stop_gradient(peak)
     kept = x if where is None else jnp.where(where, x, -np.inf)
     unnormalized = jnp.exp(jnp.subtract(kept, peak))
     out = jnp.divide(unnormalized, jnp.sum(unnormalized, axis, where=where, keepdims=True))
@@ -308,7 +318,9 @@ def softmax(x, axis=-1, where=None):
         check_arraylike("softmax", where)
     if isinstance(axis, list):
         axis = tuple(axis)
-    return _softmax(x, axis, where)
+    if config.read("softmax_custom_jvp"):  # (plax.softmax_custom_jvp)
+        return _softmax(x, axis, where)
+    return _softmax_ops(x, axis, where, stop_peak_gradient=True)
 
 
 @jit(static_argnames=("axis", "algorithm"))

@@ -259,14 +259,14 @@ class CompiledProgram:
         if self._takes_token or self._has_callbacks:
             outs = self._run_effectful(bufs, handlers)
         else:
-            outs = xla.execute(self.exe, bufs, handlers)
+            outs = xla.execute(self.exe, bufs, handlers, self.text)
         return arrays_from_results(outs, self.out_avals, committed, self._special)
 
     def _run_effectful(self, bufs, handlers) -> list:
         key = (self.device,)
         if self._takes_token:
             bufs = [tokens.ordered_token(key, sharding_for(self.device)), *bufs]
-        outs, done = xla.execute_with_completion(self.exe, bufs, handlers)
+        outs, done = xla.execute_with_completion(self.exe, bufs, handlers, self.text)
         tokens.note_run(done)
         if self._takes_token:
             tokens.set_ordered_token(key, outs[0])

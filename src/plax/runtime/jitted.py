@@ -125,6 +125,9 @@ class JitExecutable:
 
 
 
+LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"  # (plax.monitoring)
+
+
 def lower_jitted(call: JitCall, platform: str | None = None):
     """StableHLO text of a jitted computation on one device, the jaxpr lowered, the indices
     of the arguments it keeps and their donations; for ``platform`` (None: the default
@@ -133,8 +136,9 @@ def lower_jitted(call: JitCall, platform: str | None = None):
     donated = dispatch.usable_donations(jaxpr, [bool(call.donated_invars[i]) for i in kept],
                                         call.name)
     attrs = ["jax.buffer_donor = true" if d else "" for d in donated]
-    text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{call.name}", arg_attrs=attrs,
-                                 platform=platform or dispatch.default_device().platform)
+    with xla.step("lower", f"jit({call.name})", LOWER_EVENT):
+        text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{call.name}", arg_attrs=attrs,
+                                     platform=platform or dispatch.default_device().platform)
     return text, jaxpr, kept, donated
 
 

@@ -7,6 +7,7 @@ feature check where 0.10 and 0.11 differ.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
@@ -20,7 +21,7 @@ import numpy as np
 
 import jaxlib
 import jaxlib.xla_client as xc
-from jaxlib import _jax
+from jaxlib import _jax, _profile_data, _profiler
 
 from plax.core.config import config
 
@@ -87,6 +88,26 @@ def _make_cpu_client():
 
 # platform name -> factory. A GPU entry (the CUDA PJRT plugin) is added here.
 _FACTORIES = {"cpu": _make_cpu_client}
+
+
+def register_backend_factory(name: str, factory) -> None:
+    """Make ``factory()`` (returning a jaxlib client) the way platform ``name`` starts; it
+    is used once the backends start with ``name`` among the requested platforms (the
+    default: every registered one)."""
+    if not callable(factory):
+        raise TypeError(f"register_backend_factory: factory must be callable, got {factory!r}")
+    with _lock:
+        _FACTORIES[name.lower()] = factory
+
+
+def ifrt_proxy_module():
+    """jaxlib's IFRT proxy client module (``get_client(address, options)``), None where
+    this jaxlib has none."""
+    try:
+        from jaxlib import _ifrt_proxy
+    except ImportError:
+        return None
+    return _ifrt_proxy
 
 
 def _requested_platforms() -> list[str]:
@@ -334,9 +355,30 @@ def device_list(devices):
 
 
 # --- compile and execute ----------------------------------------------------------
-# plax.monitoring's report of compile times ``(text, seconds)``, installed when it is
-# imported (it sits above the runtime); None until then.
-compile_time_recorder = None
+_MODULE_NAME = re.compile(r"module @([\w.$-]+)")
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+CACHE_EVENTS = "/jax/compilation_cache/"  # the persistent cache's events (plax.monitoring)
+
+
+def compile_options(num_replicas: int = 1, num_partitions: int = 1, devices=None,
+                    spmd: bool = False, options=None):
+    """jaxlib's ``CompileOptions`` for a program of ``num_replicas`` x ``num_partitions``
+    on ``devices`` (replica-major; none: XLA's default assignment), with XLA's SPMD
+    partitioner (reading Shardy's attributes) when ``spmd``, and the XLA option pairs
+    ``options``."""
+    co = xc.CompileOptions()
+    co.num_replicas = num_replicas
+    co.num_partitions = num_partitions
+    if devices is not None:  # pin the logical->physical assignment (else: device 0)
+        ids = np.array([d.id for d in devices], dtype=np.int32).reshape(num_replicas,
+                                                                       num_partitions)
+        co.device_assignment = xc.DeviceAssignment.create(ids)
+    if spmd:
+        co.executable_build_options.use_spmd_partitioning = True
+        co.executable_build_options.use_shardy_partitioner = True
+    if options:
+        co.env_option_overrides = list(options)
+    return co
 
 
 def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
@@ -349,18 +391,13 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
     the persistent compilation cache (``runtime.compile_cache``): loaded from it when an
     entry exists, written to it after XLA compiles them.
     """
+    with step("compile", lambda: module_fun_name(text), BACKEND_COMPILE_EVENT):
+        return _compile(text, devices, num_replicas, num_partitions, spmd, options)
+
+
+def _compile(text, devices, num_replicas, num_partitions, spmd, options):
     client = devices[0].client
-    co = xc.CompileOptions()
-    co.num_replicas = num_replicas
-    co.num_partitions = num_partitions
-    # Pin the logical->physical assignment; without it XLA runs on device 0.
-    ids = np.array([d.id for d in devices], dtype=np.int32).reshape(num_replicas, num_partitions)
-    co.device_assignment = xc.DeviceAssignment.create(ids)
-    if spmd:  # XLA's partitioner, reading Shardy's sharding attributes
-        co.executable_build_options.use_spmd_partitioning = True
-        co.executable_build_options.use_shardy_partitioner = True
-    if options:
-        co.env_option_overrides = list(options)
+    co = compile_options(num_replicas, num_partitions, devices, spmd, options)
     callbacks = list(getattr(text, "host_callbacks", ()))
     device_list = xc.DeviceList(tuple(devices))
     key = None
@@ -370,10 +407,17 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
         if callbacks:  # their Python callables cannot be written to disk
             compile_cache.note_uncacheable(text, "host callbacks")
         else:
+            record_event(CACHE_EVENTS + "compile_requests_use_cache")
             key = _cache_key(text, client, devices, num_replicas, num_partitions, spmd, options)
+            fetch_start = time.time()
             exe = _cache_fetch(key, text, client, device_list, co)
             if exe is not None:
+                record_event(CACHE_EVENTS + "cache_hits")
+                if span_recorder is not None:
+                    span_recorder(CACHE_EVENTS + "cache_retrieval_time_sec", fetch_start,
+                                  time.time())
                 return exe
+            record_event(CACHE_EVENTS + "cache_misses")
     start = time.perf_counter()
     try:
         if callbacks:  # only the parsed-module overload takes host callbacks
@@ -384,8 +428,6 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
     except xc.XlaRuntimeError as e:
         from plax.core.errors import JaxRuntimeError
         raise JaxRuntimeError(f"XLA failed to compile the program: {e}\n--- module ---\n{text}") from e
-    if compile_time_recorder is not None:
-        compile_time_recorder(text, time.perf_counter() - start)
     if key is not None:
         compile_cache.store(key, text, lambda: client.serialize_executable(exe),
                             time.perf_counter() - start)
@@ -419,8 +461,23 @@ def result_handler(aval, sharding, committed: bool = True):
         return xc.array_result_handler(aval, sharding, committed)
 
 
-def execute(exe, args, handlers):
-    """Run ``exe`` on jaxlib arrays; returns jaxlib arrays built by ``handlers``."""
+def execute(exe, args, handlers, text=None):
+    """Run ``exe`` on jaxlib arrays; returns jaxlib arrays built by ``handlers``. ``text``,
+    the program's module, names it to the profiler and in errors."""
+    if _execution_watched():
+        return _watched(_execute, exe, args, handlers, text)
+    return _execute(exe, args, handlers)
+
+
+def execute_with_completion(exe, args, handlers, text=None):
+    """``execute``, also returning a token whose ``block_until_ready()`` waits until the run
+    (its host callbacks included) has finished."""
+    if _execution_watched():
+        return _watched(_execute_with_completion, exe, args, handlers, text)
+    return _execute_with_completion(exe, args, handlers)
+
+
+def _execute(exe, args, handlers):
     try:
         return exe.execute_sharded(args).consume_with_handlers(handlers)
     except XlaRuntimeError as e:
@@ -428,9 +485,7 @@ def execute(exe, args, handlers):
         raise
 
 
-def execute_with_completion(exe, args, handlers):
-    """``execute``, also returning a token whose ``block_until_ready()`` waits until the run
-    (its host callbacks included) has finished."""
+def _execute_with_completion(exe, args, handlers):
     try:
         results = exe.execute_sharded(args, with_tokens=True)
         done = results.consume_token()
@@ -438,6 +493,38 @@ def execute_with_completion(exe, args, handlers):
     except XlaRuntimeError as e:
         raise_callback_failure(e)
         raise
+
+
+_plain_flags, _active_overrides = config._plain, config._active_overrides
+
+
+def _execution_watched() -> bool:
+    """A flag may refuse runs (jax_no_execution) or a profiler session is collecting: two
+    list reads and a C++ flag read on every Python-path run."""
+    return not _plain_flags[0] or _active_overrides[0] or profiler_active()
+
+
+def _watched(run, exe, args, handlers, text):
+    name = module_fun_name(text) if text is not None else _executable_name(exe)
+    if config.read("no_execution"):
+        raise RuntimeError(f"JAX tried to execute function {name}, but the no_execution "
+                           "config option is set (plax.no_execution).")
+    with step("execute", name):
+        return run(exe, args, handlers)
+
+
+def _executable_name(exe) -> str:
+    try:
+        return "jit(" + exe.hlo_modules()[0].name.removeprefix("jit_") + ")"
+    except Exception:
+        return "an XLA executable"
+
+
+def module_fun_name(text) -> str:
+    """JAX's name of a compiled module: ``jit(f)`` for the module ``@jit_f``."""
+    found = _MODULE_NAME.search(str(text)[:500])
+    name = found.group(1) if found else "unknown"
+    return f"jit({name[4:]})" if name.startswith("jit_") else name
 
 
 def wait_for(token) -> None:
@@ -687,7 +774,6 @@ def deserialize_executable(blob: bytes, devices):
 # --- the profiler ------------------------------------------------------------------
 # jaxlib's profiler: sessions writing TensorBoard/Perfetto traces, TraceMe annotations (cheap
 # when no session is active: one C++ flag read), the remote-capture server.
-from jaxlib import _profile_data, _profiler  # noqa: E402
 
 TraceMe = _profiler.TraceMe
 ProfileOptions = _profiler.ProfileOptions
