@@ -55,6 +55,15 @@ _LAZY_FAMILIES = {
     "plax.numpy.convolution": ("convolve", "correlate"),
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY_FAMILIES.items() for name in names}
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """A plax Array over the data of ``x`` (an object with ``__dlpack__``): see
+    ``plax.dlpack.from_dlpack``."""
+    from plax.dlpack import from_dlpack as _from_dlpack  # (loaded when first used)
+    return _from_dlpack(x, device=device, copy=copy)
+
+
 # ``import *`` gives them too (loading their families).
 __all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY_NAMES))
 

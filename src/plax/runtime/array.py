@@ -35,6 +35,7 @@ class DLDeviceType(enum.IntEnum):
     """DLPack's device kinds (of those plax runs on)."""
     kDLCPU = 1
     kDLCUDA = 2
+    kDLCUDAHost = 3  # pinned host memory (a producer's; plax reads it as CUDA's)
     kDLROCM = 10
 
 
