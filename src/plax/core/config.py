@@ -279,9 +279,9 @@ config.define("debug_key_reuse", False,
               help="Raise KeyReuseError when a typed PRNG key is consumed twice.")
 # set_xla_metadata and compute_on set these while they are open: what they attach to the
 # ops staged then is part of a trace, so they are part of jit's key.
-config.define("xla_metadata_context_manager", None, kind=object,
+config.define("xla_metadata_context_manager", None, kind=object, listed=False,
               help="The XLA metadata set_xla_metadata attaches to ops staged now (set by it).")
-config.define("compute_on_context_manager", None, kind=object,
+config.define("compute_on_context_manager", None, kind=object, listed=False,
               help="Where compute_on places ops staged now (set by it).")
 TRACE_FLAGS += ["xla_metadata_context_manager", "compute_on_context_manager"]
 config.define("default_device", None, kind=object, validator=_check_default_device,

@@ -2,6 +2,7 @@
 names of user functions and of their arguments' leaves (for messages and jaxprs)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -21,6 +22,9 @@ class SourceInfo(NamedTuple):
     file: str | None
     line: int | None
     function: str | None
+    # (name, value) pairs the equation's ops carry as ``mhlo.frontend_attributes``
+    # (``set_xla_metadata``, ``compute_on``); usually empty.
+    frontend_attributes: tuple = ()
 
     def location(self) -> str:
         """``file:line (function)`` of the user code, or '' when unknown."""
@@ -105,6 +109,7 @@ def user_entry_name() -> str:
 
 class _StagingLocation(threading.local):
     at = None
+    frontend_attributes = ()
 
 
 # ``staging_location.at``: an equation's SourceInfo whose location (file, line, function)
@@ -118,14 +123,34 @@ staging_location = _StagingLocation()
 
 def current_source_info(name_stack: tuple) -> SourceInfo:
     at = staging_location.at
+    attrs = staging_location.frontend_attributes
     if at is not None and at.file is not None:
-        if at.name_stack is name_stack:
+        if at.name_stack is name_stack and at.frontend_attributes is attrs:
             return at
-        return SourceInfo(name_stack, at.file, at.line, at.function)
+        return SourceInfo(name_stack, at.file, at.line, at.function, attrs)
     f = user_frame()
     if f is None:
-        return SourceInfo(name_stack, None, None, None)
-    return SourceInfo(name_stack, f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+        return SourceInfo(name_stack, None, None, None, attrs)
+    return SourceInfo(name_stack, f.f_code.co_filename, f.f_lineno, f.f_code.co_name, attrs)
+
+
+@contextlib.contextmanager
+def staged_frontend_attributes(flag: str, value, attributes: dict, replace=()):
+    """Inside, staged equations record ``attributes`` (name -> str; they replace those of
+    the same name given by an enclosing block, and the names in ``replace`` are dropped
+    first), which their ops carry as ``mhlo.frontend_attributes``; the config flag ``flag``
+    holds ``value`` meanwhile, so jitted functions traced outside (where the flag differs)
+    trace anew."""
+    from plax.core.config import config
+    prev = staging_location.frontend_attributes
+    merged = {k: v for k, v in prev if k not in replace}
+    merged.update(attributes)
+    with config.override(flag, value):
+        staging_location.frontend_attributes = tuple(sorted(merged.items()))
+        try:
+            yield
+        finally:
+            staging_location.frontend_attributes = prev
 
 
 def fun_name(fun, qualified: bool = False) -> str:

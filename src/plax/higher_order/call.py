@@ -202,12 +202,17 @@ def _dce_for(prim):
     return dce
 
 
+def register_call_rules(prim) -> None:
+    """Give the call primitive ``prim`` every rule of a plain call of its body."""
+    abstract_eval_rules[prim] = _abstract_for(prim)
+    impl_rules[prim] = _impl
+    register_lowering(prim, _lowering)
+    jvp_rules[prim] = _jvp_for(prim)
+    partial_eval_rules[prim] = _partial_eval_for(prim)
+    transpose_rules[prim] = _transpose_for(prim)
+    batch_rules[prim] = _batch_for(prim)
+    dce_rules[prim] = _dce_for(prim)
+
+
 for _prim in (closed_call_p, call_p):
-    abstract_eval_rules[_prim] = _abstract_for(_prim)
-    impl_rules[_prim] = _impl
-    register_lowering(_prim, _lowering)
-    jvp_rules[_prim] = _jvp_for(_prim)
-    partial_eval_rules[_prim] = _partial_eval_for(_prim)
-    transpose_rules[_prim] = _transpose_for(_prim)
-    batch_rules[_prim] = _batch_for(_prim)
-    dce_rules[_prim] = _dce_for(_prim)
+    register_call_rules(_prim)

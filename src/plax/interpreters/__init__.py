@@ -1,7 +1,7 @@
 """Interpreters beyond the core transformations (checkify and the key-reuse checker), and
 ``jax.interpreters``' modules as faces over plax's rule tables: ``ad``, ``batching``,
-``mlir``, ``partial_eval`` and ``xla`` (loaded on first use, also as attributes)."""
-_FACES = frozenset({"ad", "batching", "mlir", "partial_eval", "xla"})
+``mlir``, ``partial_eval``, ``pxla`` and ``xla`` (loaded on first use, also as attributes)."""
+_FACES = frozenset({"ad", "batching", "mlir", "partial_eval", "pxla", "xla"})
 
 
 def __getattr__(name):

@@ -14,6 +14,7 @@ from typing import Any
 from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import Jaxpr
 from plax.core.rules import dce_rules  # noqa: F401
+from plax.higher_order.call import call_p as _call_p, closed_call_p as _closed_call_p
 from plax.core.staging import StagingTracer, trace_to_jaxpr
 from plax.core.trace import current_trace, set_current_trace
 from plax.transforms.linearize import PartialEvalTrace
@@ -23,7 +24,15 @@ JaxprTracer = StagingTracer  # the staged tracer of a partial-evaluation trace
 Val = Any
 
 __all__ = ["DynamicJaxprTracer", "JaxprTracer", "PartialVal", "Val", "dce_jaxpr",
-           "dce_jaxpr_consts", "dce_rules", "trace_to_jaxpr_dynamic", "trace_to_jaxpr_nounits"]
+           "dce_jaxpr_call_rule", "dce_jaxpr_closed_call_rule", "dce_jaxpr_consts",
+           "dce_rules", "trace_to_jaxpr_dynamic", "trace_to_jaxpr_nounits"]
+
+# The DCE rules of a call whose body is its ``call_jaxpr`` parameter, for a library's own
+# call primitives: ``dce_rules[my_call_p] = dce_jaxpr_call_rule``. The body is pruned to
+# the used outputs and the equation keeps the inputs the rest reads; ``call_jaxpr`` is an
+# open ``Jaxpr`` (``dce_jaxpr_call_rule``) or a ``ClosedJaxpr`` (``..._closed_call_rule``).
+dce_jaxpr_call_rule = dce_rules[_call_p]
+dce_jaxpr_closed_call_rule = dce_rules[_closed_call_p]
 
 
 class PartialVal(tuple):

@@ -181,6 +181,34 @@ def _module_context(module) -> ModuleContext:
     return module.context
 
 
+def _with_frontend_attributes(line: str, attributes) -> str:
+    """``line`` (the last line of an op as ``FunctionBuilder.emit`` writes it) with
+    ``attributes`` added to its ``mhlo.frontend_attributes``."""
+    cut = line.find(" : (")
+    before, after = line[:cut], line[cut:]
+    existing = "mhlo.frontend_attributes = {"
+    at = before.find(existing)
+    if at >= 0:
+        start = at + len(existing)
+        end = before.index("}", start)
+        present = {part.split("=")[0].strip() for part in before[start:end].split(",")}
+        extra = [f"{k} = {_quote(v)}" for k, v in attributes if k not in present]
+        if not extra:
+            return line
+        glue = ", " if end > start else ""
+        return before[:start] + ", ".join(extra) + glue + before[start:] + after
+    tagged = existing + ", ".join(f"{k} = {_quote(v)}" for k, v in attributes) + "}"
+    if before.endswith("}") and not before.endswith("}>"):  # it has an attribute dictionary
+        depth, j = 0, len(before) - 1
+        while j >= 0:
+            depth += {"}": 1, "{": -1}.get(before[j], 0)
+            if depth == 0:
+                break
+            j -= 1
+        return before[:j + 1] + tagged + ", " + before[j + 1:] + after
+    return before + " {" + tagged + "}" + after
+
+
 class FunctionBuilder:
     """Collects the body of one ``func.func``.
 
@@ -195,6 +223,9 @@ class FunctionBuilder:
         self.loc = ""  # the location attached to ops being emitted, e.g. loc("f/sin")
         self.scope: tuple = ()  # name-stack prefix of this function's ops (a jit's call site)
         self.eqn_scope: tuple = ()  # full name stack of the equation being lowered
+        # The equation's frontend attributes (set_xla_metadata, compute_on): every op
+        # emitted for it carries them as ``mhlo.frontend_attributes``.
+        self.frontend_attributes: tuple = ()
         # The current ordered-effect token (an SSA name) while lowering a function whose
         # jaxpr has ordered effects: each ordered op takes it and replaces it with its own.
         self.token: str | None = None
@@ -216,6 +247,10 @@ class FunctionBuilder:
             text += f" <{{{props}}}>"
         if regions:
             text += f" ({regions})"
+        if self.frontend_attributes:
+            tagged = "mhlo.frontend_attributes = {" + ", ".join(
+                f"{k} = {_quote(v)}" for k, v in self.frontend_attributes) + "}"
+            attrs = f"{attrs}, {tagged}" if attrs else tagged
         if attrs:
             text += f" {{{attrs}}}"
         text += f" : ({', '.join(operand_types)}) -> "
@@ -224,6 +259,20 @@ class FunctionBuilder:
             text += " " + self.loc
         self.lines.append(text)
         return results
+
+    def tag_defining_op(self, value: str, attributes) -> bool:
+        """Add ``attributes`` ((name, str) pairs) to the ``mhlo.frontend_attributes`` of the
+        op of this function that defined ``value`` (names it already has keep their
+        value). False when no op here defines it (a function argument)."""
+        base = value.split("#")[0]
+        for i in range(len(self.lines) - 1, -1, -1):
+            entry = self.lines[i]
+            if not (entry.startswith(base + " = ") or entry.startswith(base + ":")):
+                continue
+            head, sep, last = entry.rpartition("\n")  # an op with regions ends on its last line
+            self.lines[i] = head + sep + _with_frontend_attributes(last, attributes)
+            return True
+        return False
 
 
 class ModuleBuilder:
@@ -262,6 +311,11 @@ class ModuleBuilder:
         """A channel handle no other collective of this module uses."""
         self.channels += 1
         return self.channels
+
+    def next_sharding_group(self) -> int:
+        """A Shardy sharding-group id no other group of this module uses."""
+        self.sharding_groups = getattr(self, "sharding_groups", -1) + 1
+        return self.sharding_groups
 
     def mesh_symbol(self, mesh) -> str:
         """The symbol of ``mesh`` in this module, declaring it (``sdy.mesh``) on first use.
@@ -393,6 +447,7 @@ class RuleContext:
         self.fn.counter = sub.counter
         sig = ", ".join(f"{a}: {tensor_type(t)}" for a, t in zip(args, arg_avals))
         ret = f'"{terminator}"({", ".join(outs)}) : ({", ".join(tensor_type(a) for a in out_avals)}) -> ()'
+        sub.frontend_attributes = outer.frontend_attributes
         body = "\n".join("    " + line for line in sub.lines + [ret])
         if not arg_avals:  # an entry block without arguments needs no label
             return "{\n" + body + "\n}"
@@ -423,11 +478,12 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
             return RuleContext(fn, [], []).constant(v.val, v.aval)
         return env[v]
 
-    saved = fn.loc, fn.eqn_scope
+    saved = fn.loc, fn.eqn_scope, fn.frontend_attributes
     try:
         for eqn in jaxpr.eqns:
             if not inherit_location:
-                fn.eqn_scope = fn.scope + (eqn.source_info.name_stack if eqn.source_info else ())
+                info = eqn.source_info
+                fn.eqn_scope = fn.scope + (info.name_stack if info else ())
                 fn.loc = location(eqn, fn.scope)
             rule = lowering_rule(eqn.primitive, platform)
             if eqn.primitive in physical_lowering_rules and _has_extended(eqn):
@@ -436,6 +492,7 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
                 raise missing_rule_error(eqn.primitive, platform)
             ctx = RuleContext(fn, [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
             outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
+                fn.frontend_attributes = info.frontend_attributes if info else ()
             if isinstance(outs, str):
                 outs = [outs]
             pinned = out_sharding_params.get(eqn.primitive)
@@ -446,7 +503,7 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o
     finally:
-        fn.loc, fn.eqn_scope = saved
+        fn.loc, fn.eqn_scope, fn.frontend_attributes = saved
     return [read(v) for v in jaxpr.outvars]
 
 

@@ -19,6 +19,7 @@ from plax.core.primitive import Primitive  # noqa: F401
 from plax.core.sharding_types import with_dim as _with_dim, without_dim as _without_dim
 from plax.core import trace as _trace
 from plax.core.trace import concrete_or_error  # noqa: F401
+from plax.higher_order import call as _call
 from plax.lowering.stablehlo import AbstractToken  # noqa: F401
 from plax.runtime.array import Array as _Array
 
@@ -204,6 +205,19 @@ def unsafe_get_axis_names_DO_NOT_USE() -> list:
 def nonempty_axis_env_DO_NOT_USE() -> bool:
     """Whether any named axis is in scope."""
     return bool(_trace.axis_env())
+
+
+class CallPrimitive(_call.CallPrimitive):
+    """A call primitive of one's own (JAX's ``core.CallPrimitive``): bound with a function
+    (``p.bind(fun, *args)``, ``fun`` a ``linear_util.WrappedFun``) it runs it eagerly, and
+    under a trace it becomes one equation calling the traced body (``call_jaxpr``, a
+    ``ClosedJaxpr``). It gets the rules of plax's own ``closed_call``: abstract
+    evaluation, evaluation, lowering (the body inlined), jvp, partial evaluation,
+    transposition, batching and DCE, each giving a call of this primitive again."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        _call.register_call_rules(self)
 
 
 def call_impl(f, *args, **params):
