@@ -32,13 +32,13 @@ _WHERE = {
 
 # Every JAX primitive plax has, by JAX's name without ``_p``.
 _NAMES = frozenset("""
-abs acos acosh add add_jaxvals after_all all_gather all_to_all and argmax argmin asin asinh atan atan2 atanh
+abs acos acosh add add_jaxvals all_gather all_to_all and argmax argmin asin asinh atan atan2 atanh
 axis_index bessel_i0e bessel_i1e bitcast_convert_type broadcast_in_dim call cbrt ceil cholesky
 clamp closed_call clz complex concatenate cond conj conv_general_dilated convert_element_type
-copy cos cosh create_token cumlogsumexp cummax cummin cumprod cumsum custom_jvp_call custom_lin custom_vjp_call
+copy cos cosh cumlogsumexp cummax cummin cumprod cumsum custom_jvp_call custom_lin custom_vjp_call
 digamma div dot_general dynamic_slice dynamic_update_slice eig eigh eq eq_to erf erf_inv erfc exp
 exp2 expm1 fft floor gather ge gt householder_product igamma igamma_grad_a igammac imag
-integer_pow iota is_finite jit le le_to lgamma linear_solve log log1p logistic lt lt_to lu max min mul name ne neg
+integer_pow iota is_finite jit le le_to lgamma log log1p logistic lt lt_to lu max min mul name ne neg
 nextafter not or pad pmax pmin polygamma population_count pow ppermute psum qr random_bits
 random_fold_in random_seed random_split real reduce reduce_and reduce_max reduce_min
 reduce_or reduce_precision reduce_prod reduce_sum reduce_window reduce_window_max
@@ -47,6 +47,7 @@ rev round rsqrt scan scatter scatter_add scatter_max scatter_min scatter_mul sel
 sharding_constraint shift_left shift_right_arithmetic shift_right_logical sign sin sinh
 slice sort sqrt square squeeze stop_gradient sub svd tan tanh threefry2x32 top_k transpose
 triangular_solve tridiagonal_solve while xor zeta
+after_all create_token linear_solve
 """.split())
 
 
