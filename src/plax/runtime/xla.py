@@ -951,3 +951,11 @@ def restore_array_gc_guard(old, thread_local: bool) -> None:
 
 _follow_transfer_guard_flags()
 config._listeners.append(_follow_transfer_guard_flags)
+
+
+def approx_top_k_reduction_output_size(input_size: int, rank: int, k: int, recall_target: float,
+                                       aggregate_to_topk: bool, input_size_override: int) -> int:
+    """XLA's size of approx_top_k's reduced dimension (its ApproxTopK shape rule)."""
+    return int(_jax.approx_top_k_reduction_output_size(
+        input_size, rank, k, float(recall_target), bool(aggregate_to_topk),
+        input_size_override)[0])
