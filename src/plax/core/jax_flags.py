@@ -6,7 +6,7 @@ backends, Pallas, jax2tf, export, profiling, transfer guards, traceback filterin
 ``PLAX_<NAME>`` / ``JAX_<NAME>`` work for every one of them in plax, with JAX 0.10.2's defaults
 and value checks, so such programs run. The value is stored, but plax does not act on it,
 except for two: ``jax_legacy_prng_key`` ('warn'/'error' on legacy uint32 keys given to
-``plax.random``, as in JAX) and ``jax_default_prng_impl`` (only 'threefry2x32'). The flags plax
+``plax.random``, as in JAX) and ``jax_default_prng_impl`` (threefry2x32, rbg, unsafe_rbg). The flags plax
 acts on are the ones defined in ``plax.core.config``.
 """
 
@@ -79,9 +79,9 @@ _LEVELS = ("UNKNOWN", "O0", "O1", "O2", "O3")
 CHOICE_FLAGS = {  # name -> (default, the values JAX accepts); None is accepted too
     'jax_array_garbage_collection_guard': (None, ('allow', 'log', 'fatal')),
     'jax_cpu_collectives_implementation': ('gloo', ('gloo', 'mpi', 'megascale')),
-    # JAX also has threefry4x32, rbg, unsafe_rbg, philox2x32, philox4x32: plax implements
-    # only threefry2x32, so it refuses the others rather than draw other numbers silently.
-    'jax_default_prng_impl': ('threefry2x32', ('threefry2x32',)),
+    # JAX also has threefry4x32, philox2x32, philox4x32: plax implements threefry2x32, rbg
+    # and unsafe_rbg, so it refuses the others rather than draw other numbers silently.
+    'jax_default_prng_impl': ('threefry2x32', ('threefry2x32', 'rbg', 'unsafe_rbg')),
     'jax_error_checking_behavior_divide': ('ignore', ('ignore', 'raise')),
     'jax_error_checking_behavior_nan': ('ignore', ('ignore', 'raise')),
     'jax_error_checking_behavior_oob': ('ignore', ('ignore', 'raise')),

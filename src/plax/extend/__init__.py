@@ -8,7 +8,7 @@ carries no compatibility promise across releases.
 
 The submodules load on first use.
 """
-_SUBMODULES = frozenset({"backend", "core", "linear_util", "source_info_util"})
+_SUBMODULES = frozenset({"backend", "core", "linear_util", "random", "source_info_util"})
 
 
 def __getattr__(name):

@@ -19,15 +19,21 @@ from plax.core.dtypes import KeyType
 from plax.core.trace import Tracer, get_aval
 from plax.first_order import conversion as _conversion
 from plax.first_order import prng as _prng
-from plax.random import threefry
+from plax.random import rbg, threefry
 from plax.runtime.array import install_key_array_rebuilder
 from plax.runtime.dispatch import array_from_host
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
            "clone", "PRNGSpec"]
 
-_IMPLS = {"threefry2x32": threefry.threefry_prng_impl}
-_DEFAULT_IMPL = threefry.threefry_prng_impl
+_IMPLS = {"threefry2x32": threefry.threefry_prng_impl, "rbg": rbg.rbg_prng_impl,
+          "unsafe_rbg": rbg.unsafe_rbg_prng_impl}
+
+
+def default_impl() -> _prng.PRNGImpl:
+    """The implementation ``jax_default_prng_impl`` names (keys made without ``impl=``, and
+    legacy uint32 keys, are of it)."""
+    return _IMPLS[config.read("default_prng_impl")]
 
 
 class PRNGSpec:
@@ -55,14 +61,16 @@ class PRNGSpec:
 
 def _resolve_impl(impl) -> _prng.PRNGImpl:
     if impl is None:
-        return _DEFAULT_IMPL
+        return default_impl()
     if isinstance(impl, PRNGSpec):
         return impl._impl
     if isinstance(impl, _prng.PRNGImpl):
         return impl
     if isinstance(impl, str) and impl in ("threefry2x32", "threefry"):
         return _IMPLS["threefry2x32"]
-    raise ValueError(f"plax.random supports the 'threefry2x32' PRNG implementation only, got "
+    if isinstance(impl, str) and impl in _IMPLS:
+        return _IMPLS[impl]
+    raise ValueError(f"plax.random supports the PRNG implementations {sorted(_IMPLS)}, got "
                      f"impl={impl!r}.")
 
 
@@ -93,9 +101,10 @@ def key(seed, *, impl=None):
 
 
 def PRNGKey(seed, *, impl=None):
-    """A legacy key: the ``uint32[2]`` data of ``key(seed)``."""
-    return _prng.random_unwrap(_prng.random_seed(_seed_array("PRNGKey", seed),
-                                                 _resolve_impl(impl)))
+    """A legacy key: the uint32 data of ``key(seed)`` (``uint32[2]`` for Threefry); with
+    ``jax_enable_custom_prng`` on, the typed key itself."""
+    keys = _prng.random_seed(_seed_array("PRNGKey", seed), _resolve_impl(impl))
+    return keys if config.read("enable_custom_prng") else _prng.random_unwrap(keys)
 
 
 def key_data(keys):
@@ -128,7 +137,7 @@ def key_impl(keys) -> PRNGSpec:
     if is_typed(keys):
         return PRNGSpec(get_aval(keys).dtype._impl)
     _as_legacy("key_impl", keys)
-    return PRNGSpec(_DEFAULT_IMPL)
+    return PRNGSpec(default_impl())
 
 
 def is_typed(x) -> bool:
@@ -143,10 +152,13 @@ def _as_legacy(name: str, key, flag_checked: bool = True):
     if not (isinstance(key, (Tracer, np.ndarray, np.generic)) or hasattr(key, "aval")):
         raise TypeError(f"unexpected PRNG key type {type(key)}")
     aval = get_aval(key)
-    if not aval.shape or aval.shape[-1] != 2:
-        raise TypeError(f"{name}: invalid PRNG key data: expected key_data.shape to end with "
-                        f"(2,); got shape={aval.shape}. A key is a typed key made by "
-                        "jax.random.key, or a uint32[2] array made by PRNGKey.")
+    impl = default_impl()
+    k = len(impl.key_shape)
+    if aval.ndim < k or aval.shape[aval.ndim - k:] != impl.key_shape:
+        raise TypeError(f"{name}: JAX encountered invalid PRNG key data: expected "
+                        f"key_data.shape to end with {impl.key_shape}; got shape={aval.shape} "
+                        f"for impl={impl.name}. A key is a typed key made by jax.random.key, "
+                        f"or a uint32{list(impl.key_shape)} array made by PRNGKey.")
     if aval.dtype != np.uint32:
         raise TypeError(f"{name}: invalid PRNG key data: expected key_data.dtype = uint32; got "
                         f"dtype={aval.dtype}.")
@@ -172,7 +184,7 @@ def typed_keys(name: str, keys, flag_checked: bool = True) -> tuple:
     """``keys`` as typed keys (legacy ones wrapped), and whether they came as legacy keys."""
     if is_typed(keys):
         return keys, False
-    return _prng.random_wrap(_as_legacy(name, keys, flag_checked), _DEFAULT_IMPL), True
+    return _prng.random_wrap(_as_legacy(name, keys, flag_checked), default_impl()), True
 
 
 def check_key(name: str, key):
@@ -221,4 +233,5 @@ def _check_single(name, typed, key, legacy) -> None:
     if get_aval(typed).shape != ():
         shown = get_aval(key).shape
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
-                         f"{shown} != {(2,) if legacy else ()}. Use jax.vmap for batching.")
+                         f"{shown} != {default_impl().key_shape if legacy else ()}. Use jax.vmap "
+                         "for batching.")
