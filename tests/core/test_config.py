@@ -297,12 +297,13 @@ def restore_every_flag():
     before = {f: f.global_value for f in flags}
     yield
     for flag, value in before.items():
-        flag.global_value = value
+        if flag.global_value != value:  # (through update: some flags set jaxlib's state)
+            config.update(flag.name, value)
 
 
 @pytest.mark.parametrize("name, default, value", [  # JAX 0.10.2's defaults
     ("jax_traceback_filtering", "auto", "off"), ("jax_legacy_prng_key", "allow", "warn"),
-    ("jax_platform_name", "", "cpu"), ("jax_transfer_guard", None, "disallow"),
+    ("jax_platform_name", "", "cpu"), ("jax_use_magma", "auto", "on"),
     ("jax_pprint_use_color", True, False), ("jax_random_seed_offset", 0, 3),
     ("check_vma", False, True), ("jax_exec_time_optimization_effort", 0.0, 0.5),
     ("jax_default_prng_impl", "threefry2x32", "threefry2x32"),
