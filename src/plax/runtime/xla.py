@@ -449,8 +449,8 @@ def _cache_fetch(key, text, client, device_list, co):
     if "lapack_" in text:  # its kernels must be registered before XLA loads the program
         _load_lapack_kernels()
     from plax.runtime import compile_cache
-    return compile_cache.fetch(key, text,
-                               lambda blob: client.deserialize_executable(blob, device_list, co))
+    return compile_cache.fetch(key, text, lambda blob: _loaded_from(
+        client.deserialize_executable(blob, device_list, co), blob))
 
 
 def result_handler(aval, sharding, committed: bool = True):
@@ -759,8 +759,37 @@ def buffer_pointer(buf) -> int:
     return buf.unsafe_buffer_pointer()
 
 
+class _Serialized:
+    """The bytes an executable was loaded from, kept alive by the executable itself."""
+
+    __slots__ = ("blob", "__weakref__")
+
+    def __init__(self, blob: bytes):
+        self.blob = blob
+
+
+# id(executable) -> a weak reference to its _Serialized (the entry goes with the executable)
+_loaded_blobs: dict = {}
+
+
+def _loaded_from(exe, blob: bytes):
+    """``exe``, remembered as loaded from ``blob``: XLA:CPU serialises an executable it
+    loaded from bytes without its compiled functions (running what it writes fails with
+    "Function ... not found"), so ``serialize_executable`` hands back these bytes instead."""
+    import weakref
+    held = _Serialized(bytes(blob))
+    key = id(exe)
+    _loaded_blobs[key] = weakref.ref(held, lambda _, key=key: _loaded_blobs.pop(key, None))
+    exe.keep_alive(held)
+    return exe
+
+
 def serialize_executable(exe) -> bytes:
     """A loaded executable as bytes (``deserialize_executable`` loads it again)."""
+    ref = _loaded_blobs.get(id(exe))
+    held = ref() if ref is not None else None
+    if held is not None:
+        return held.blob
     return exe.client.serialize_executable(exe)
 
 
@@ -768,7 +797,11 @@ def deserialize_executable(blob: bytes, devices):
     """A loaded executable from ``serialize_executable``'s bytes, to run on ``devices``
     (those it was compiled for, or as many others of the same client)."""
     client = devices[0].client
-    return client.deserialize_executable(blob, xc.DeviceList(tuple(devices)))
+    co = xc.CompileOptions()  # the device assignment the program runs with (else its own)
+    co.device_assignment = xc.DeviceAssignment.create(
+        np.array([[d.id] for d in devices], dtype=np.int32))
+    return _loaded_from(client.deserialize_executable(blob, xc.DeviceList(tuple(devices)), co),
+                        blob)
 
 
 # --- the profiler ------------------------------------------------------------------
