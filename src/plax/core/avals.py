@@ -8,6 +8,7 @@ import operator
 import numpy as np
 
 from plax.core import dtypes
+from plax.core.errors import InconclusiveDimensionOperation
 
 _SHORT_NAMES = {
     "bool": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -50,6 +51,9 @@ def _checked_shape(shape: tuple, dtype: np.dtype) -> tuple:
     ShapedArray: zero-size, non-int sizes, negative sizes, or sizes too large)."""
     try:
         shape = tuple(operator.index(d) for d in shape)
+    except InconclusiveDimensionOperation:  # symbolic sizes (shape polymorphism): kept
+        from plax.core.symbolic_shapes import checked_symbolic_shape
+        return checked_symbolic_shape(shape)
     except TypeError:
         from plax.core.errors import shape_type_error
         raise shape_type_error(shape) from None

@@ -137,6 +137,11 @@ class KeyReuseError(JAXTypeError):
     """A consumed PRNG key was used again (with ``jax_debug_key_reuse`` on)."""
 
 
+class InconclusiveDimensionOperation(Exception):
+    """A comparison or operation on symbolic dimensions (shape polymorphism) whose result
+    depends on the values of the dimension variables."""
+
+
 class JaxRuntimeError(RuntimeError):
     """An error reported by XLA while compiling or running a program."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core import dtypes
+from plax.core.symbolic_shapes import DimExpr
 
 
 class ShapeDtypeStruct:
@@ -16,7 +17,7 @@ class ShapeDtypeStruct:
     def __init__(self, shape, dtype, sharding=None, weak_type: bool = False):
         if dtype is None:
             raise ValueError("ShapeDtypeStruct: dtype must be specified.")
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(d if type(d) is DimExpr else int(d) for d in shape)
         # Kept as given (float64 stays float64, as in JAX); tracing canonicalises it.
         # float0, the tangent type of integers, is allowed too (as in JAX).
         if dtypes.is_extended(dtype) or (isinstance(dtype, np.dtype) and dtype == dtypes.float0):

@@ -289,3 +289,97 @@ def call_plax_lowering(ctx: LoweringRuleContext, plax_rule, args, params) -> lis
     call = func_dialect.CallOp([aval_to_ir_type(a) for a in ctx.avals_out],
                                ir.FlatSymbolRefAttr.get(name), list(args))
     return list(call.results)
+
+
+# --- exported modules (plax.export): portable artifacts, splicing, shape refinement -------
+def stablehlo_version_range() -> tuple[str, str]:
+    """(oldest, newest) StableHLO versions jaxlib's serializer can target."""
+    return hlo.get_minimum_version(), hlo.get_current_version()
+
+
+def serialize_portable(text: str, target_version: str | None = None) -> bytes:
+    """A StableHLO module's text as a StableHLO portable artifact (versioned MLIR bytecode),
+    for ``target_version`` (default: the newest jaxlib writes)."""
+    from jaxlib import _jax
+    module = ir.Module.parse(text, context=mlir_context())
+    with mlir_context():
+        return _jax.mlir.serialize_portable_artifact(
+            module, target_version or hlo.get_current_version())
+
+
+def deserialize_portable(artifact: bytes) -> str:
+    """The text of the module in a StableHLO portable artifact; ValueError when jaxlib
+    cannot read it."""
+    from jaxlib import _jax
+    try:
+        module = _jax.mlir.deserialize_portable_artifact(bytes(artifact), mlir_context())
+    except Exception as e:  # jaxlib reports a bad artifact as RuntimeError or its own type
+        raise ValueError(f"The StableHLO portable artifact could not be read: {e}") from None
+    return module.operation.get_asm(enable_debug_info=False)
+
+
+def module_functions(text: str, entry_name: str) -> str:
+    """The ``func.func``s of the module ``text``, printed one after another, with its public
+    ``@main`` made private and named ``entry_name`` (the caller renames them on splicing)."""
+    module = ir.Module.parse(text, context=mlir_context())
+    out = "\n".join(op.operation.get_asm(enable_debug_info=False)
+                    for op in module.body.operations)
+    out = re.sub(r"func\.func public @", "func.func private @", out)
+    return re.sub(r"@main\b", "@" + entry_name, out)
+
+
+def refined_functions(text: str, arg_types: list, result_types: list, entry_name: str) -> str:
+    """The functions of the shape-polymorphic module ``text`` refined for static argument
+    types ``arg_types`` (MLIR type texts) with jaxlib's shape refinement, the entry
+    (taking ``arg_types`` and returning ``result_types``) named ``entry_name``."""
+    from jaxlib import _jax
+    inner = module_functions(text, "plax_polymorphic_main")
+    module = ir.Module.parse(text, context=mlir_context())
+    main = ir.SymbolTable(module.operation)["main"]
+    poly_in = [str(t) for t in main.type.inputs]
+    poly_out = [str(t) for t in main.type.results]
+    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(arg_types))
+    lines = [f"func.func public @main({args}) -> ({', '.join(result_types)}) {{"]
+    casts = []
+    for i, (t, p) in enumerate(zip(arg_types, poly_in)):
+        lines.append(f"  %c{i} = stablehlo.convert %a{i} : ({t}) -> {p}")
+        casts.append(f"%c{i}")
+    lines.append(f"  %r:{len(poly_out)} = func.call @plax_polymorphic_main({', '.join(casts)}) "
+                 f": ({', '.join(poly_in)}) -> ({', '.join(poly_out)})" if poly_out else
+                 f"  func.call @plax_polymorphic_main({', '.join(casts)}) : "
+                 f"({', '.join(poly_in)}) -> ()")
+    rets = []
+    for j, (t, p) in enumerate(zip(result_types, poly_out)):
+        lines.append(f"  %o{j} = stablehlo.convert %r#{j} : ({p}) -> {t}")
+        rets.append(f"%o{j}")
+    lines.append(f"  func.return {', '.join(rets)} : {', '.join(result_types)}" if rets
+                 else "  func.return")
+    lines.append("}")
+    wrapper = "module {\n" + "\n".join(lines) + "\n" + inner + "\n}\n"
+    parsed = ir.Module.parse(wrapper, context=mlir_context())
+    try:
+        refined = _jax.mlir.refine_polymorphic_shapes(module_to_bytecode(parsed),
+                                                      enable_shape_assertions=True,
+                                                      validate_static_shapes=True)
+    except Exception as e:
+        raise ValueError(f"The exported module's polymorphic shapes could not be refined for "
+                         f"arguments ({', '.join(arg_types)}): {e}") from None
+    return module_functions(_bytecode_text(refined), entry_name)
+
+
+def _bytecode_text(bytecode: bytes) -> str:
+    return ir.Module.parse(bytecode, context=mlir_context()).operation.get_asm(
+        enable_debug_info=False)
+
+
+def splice_functions(module, key, text: str, entry_name: str) -> str:
+    """Add the functions ``text`` (one of them named ``entry_name``) to the ModuleBuilder
+    ``module`` under fresh names, once per ``key``; returns the entry's name there."""
+    known = module.spliced.get(key)
+    if known is not None:
+        return known
+    renames = {old: module.unique_name(old) for old in _DEFINED.findall(text)}
+    text = re.sub(r"@([\w$.]+)", lambda m: "@" + renames.get(m.group(1), m.group(1)), text)
+    module.functions.append("  " + text.replace("\n", "\n  "))
+    module.spliced[key] = renames[entry_name]
+    return renames[entry_name]

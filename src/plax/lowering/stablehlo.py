@@ -72,7 +72,7 @@ def _tensor_type_of(shape: tuple, dtype) -> str:
     # Keyed on all the text depends on (not on the aval: a hit then costs no aval comparison).
     if isinstance(dtype, dtypes.ExtendedDType):  # a PRNG key is held as its uint32 words
         shape, dtype = shape + dtype.physical_shape, dtype.physical_dtype
-    dims = "".join(f"{d}x" for d in shape)
+    dims = "".join(f"{d}x" if type(d) is int else "?x" for d in shape)  # ?: a symbolic size
     return f"tensor<{dims}{element_type(dtype)}>"
 
 
@@ -361,6 +361,11 @@ class ModuleBuilder:
             "\n".join(self.functions) + "\n}\n"
 
 
+# How RuleContext.broadcast broadcasts to a shape with symbolic sizes (set by plax.export,
+# which makes such shapes): ``(ctx, x, aval_in, aval_out, dims) -> value``.
+symbolic_broadcast = None
+
+
 class RuleContext:
     """What a lowering rule sees: its types, and a way to emit ops."""
 
@@ -423,6 +428,8 @@ class RuleContext:
     def broadcast(self, x: str, aval_in: ShapedArray, aval_out: ShapedArray, dims=()) -> str:
         if aval_in.shape == aval_out.shape:
             return x
+        if symbolic_broadcast is not None and not all(type(d) is int for d in aval_out.shape):
+            return symbolic_broadcast(self, x, aval_in, aval_out, dims)
         return self.op1("stablehlo.broadcast_in_dim", [x], [aval_in], aval_out,
                         props=f"broadcast_dimensions = {i64_array(dims)}")
 

@@ -1,0 +1,800 @@
+"""Symbolic dimensions: array sizes known by a name (``b``) and arithmetic on names.
+
+A ``DimExpr`` is a polynomial with integer coefficients over *atoms*: dimension variables
+and the operations that are not polynomial (``floordiv``, ``mod``, ``max``, ``min``). Every
+dimension variable is at least 1, as in JAX. Comparisons are decided from the bounds of the
+difference: ``2*b >= b`` is True, ``b >= 2`` cannot be decided and raises
+``InconclusiveDimensionOperation``; ``==`` is True only when the two expressions are the
+same polynomial (``b == 3`` is False, as in JAX).
+
+Shapes with symbolic entries appear only where a user asks for shape polymorphism
+(``plax.export.symbolic_shape``): ``ShapedArray`` admits them on its slow path, and shape
+rules that only do arithmetic and comparisons work on them unchanged. An operation that
+needs a concrete size gets one through ``__index__``, which raises for a symbolic size.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import re
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.errors import InconclusiveDimensionOperation
+from plax.core.primitive import Primitive
+from plax.core.rules import abstract_eval_rules, batch_rules, jvp_rules
+
+_INF = math.inf
+
+
+class SymbolicScope:
+    """The dimension variables that may be combined, and the constraints on them (lower
+    and upper bounds of single variables, from ``constraints=("b >= 4", ...)``)."""
+
+    def __init__(self, constraints=()):
+        if isinstance(constraints, str):
+            raise ValueError("The symbolic constraints should be a sequence of strings. "
+                             f"Got {constraints!r}")
+        self._bounds: dict = {}
+        self._constraints = tuple(constraints)
+        for c in constraints:
+            self._add_constraint(c)
+
+    def _add_constraint(self, text: str) -> None:
+        m = re.fullmatch(r"\s*(.+?)\s*(>=|<=|>|<)\s*(.+?)\s*", text)
+        if not m:
+            raise ValueError(f"Unsupported symbolic constraint {text!r}: plax supports bounds "
+                             "of one dimension variable, e.g. 'b >= 4' or 'b <= 128'.")
+        lhs, op, rhs = m.groups()
+        if re.fullmatch(r"-?\d+", lhs):  # "4 <= b" -> "b >= 4"
+            lhs, rhs, op = rhs, lhs, {">=": "<=", "<=": ">=", ">": "<", "<": ">"}[op]
+        if not (re.fullmatch(r"[A-Za-z_][\w.]*", lhs) and re.fullmatch(r"-?\d+", rhs)):
+            raise ValueError(f"Unsupported symbolic constraint {text!r}: plax supports bounds "
+                             "of one dimension variable, e.g. 'b >= 4' or 'b <= 128'.")
+        k = int(rhs)
+        lo, hi = self._bounds.get(lhs, (1, _INF))
+        if op == ">=":
+            lo = max(lo, k)
+        elif op == ">":
+            lo = max(lo, k + 1)
+        elif op == "<=":
+            hi = min(hi, k)
+        else:
+            hi = min(hi, k - 1)
+        self._bounds[lhs] = (lo, hi)
+
+    def bounds(self, name: str) -> tuple:
+        return self._bounds.get(name, (1, _INF))
+
+    def __str__(self):
+        return f"SymbolicScope(constraints={list(self._constraints)})"
+
+    __repr__ = __str__
+
+
+# --- atoms ---------------------------------------------------------------------------------
+class _Var:
+    __slots__ = ("name", "scope", "_key")
+
+    def __init__(self, name: str, scope: SymbolicScope):
+        self.name, self.scope = name, scope
+        self._key = ("0", name)
+
+    def __eq__(self, other):
+        return isinstance(other, _Var) and self.name == other.name and \
+            self.scope is other.scope
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def bounds(self):
+        return self.scope.bounds(self.name)
+
+    def __str__(self):
+        return self.name
+
+    def evaluate(self, env):
+        try:
+            return env[self.name]
+        except KeyError:
+            raise KeyError(f"no value for the dimension variable {self.name!r}") from None
+
+    def variables(self):
+        return {self.name}
+
+
+class _Op:
+    """A non-polynomial operation on dimension expressions: floordiv, mod, max, min."""
+    __slots__ = ("kind", "args", "_key")
+
+    def __init__(self, kind: str, args: tuple):
+        self.kind, self.args = kind, args
+        self._key = ("1", kind, tuple(str(a) for a in args))
+
+    def __eq__(self, other):
+        return isinstance(other, _Op) and self.kind == other.kind and self.args == other.args
+
+    def __hash__(self):
+        return hash((self.kind, self.args))
+
+    def bounds(self):
+        (alo, ahi), (blo, bhi) = (_bounds(a) for a in self.args)
+        if self.kind == "max":
+            return max(alo, blo), max(ahi, bhi)
+        if self.kind == "min":
+            return min(alo, blo), min(ahi, bhi)
+        k = self.args[1]  # floordiv and mod divide by a positive constant
+        if self.kind == "mod":
+            return 0, k - 1
+        return (alo // k if alo != -_INF else -_INF), (ahi // k if ahi != _INF else _INF)
+
+    def __str__(self):
+        return f"{self.kind}({', '.join(str(a) for a in self.args)})"
+
+    def evaluate(self, env):
+        a, b = (_evaluate(x, env) for x in self.args)
+        return {"floordiv": floordiv, "mod": mod, "max": max_dim, "min": min_dim}[self.kind](a, b)
+
+    def variables(self):
+        out = set()
+        for a in self.args:
+            if isinstance(a, DimExpr):
+                out |= a.variables()
+        return out
+
+
+# --- expressions ---------------------------------------------------------------------------
+def _monomial_key(mono) -> tuple:
+    return tuple((atom._key, p) for atom, p in mono)
+
+
+class DimExpr:
+    """A symbolic dimension size: an integer polynomial over dimension variables and
+    floordiv/mod/max/min terms. Arithmetic with ints and other DimExprs; comparisons
+    decided where the bounds allow (else InconclusiveDimensionOperation)."""
+
+    __slots__ = ("_terms", "_scope", "_hash")
+
+    def __init__(self, terms: dict, scope):
+        # monomial (tuple of (atom, power), sorted) -> nonzero coefficient; () is the constant
+        self._terms = tuple(sorted(((m, c) for m, c in terms.items() if c),
+                                   key=lambda mc: (-sum(p for _, p in mc[0]),
+                                                   _monomial_key(mc[0]))))
+        self._scope = scope
+        self._hash = hash(self._terms)
+
+    # construction
+    @staticmethod
+    def _make(terms: dict, scope):
+        """The expression, or a Python int when it is constant."""
+        terms = {m: c for m, c in terms.items() if c}
+        if not terms:
+            return 0
+        if list(terms) == [()]:
+            return terms[()]
+        return DimExpr(terms, scope)
+
+    @staticmethod
+    def _atom(atom, scope) -> "DimExpr":
+        return DimExpr({((atom, 1),): 1}, scope)
+
+    @property
+    def scope(self) -> SymbolicScope:
+        return self._scope
+
+    def _terms_dict(self) -> dict:
+        return dict(self._terms)
+
+    def variables(self) -> set:
+        out = set()
+        for mono, _ in self._terms:
+            for atom, _ in mono:
+                out |= atom.variables()
+        return out
+
+    # arithmetic
+    def _coerce(self, other):
+        if isinstance(other, DimExpr):
+            if other._scope is not self._scope:
+                raise ValueError(
+                    "Invalid mixing of symbolic scopes: the dimension expressions "
+                    f"'{self}' and '{other}' come from different symbolic_shape calls. Create "
+                    "them in one call, or pass scope= to share one.")
+            return other._terms_dict()
+        try:
+            k = operator.index(other)
+        except TypeError:
+            return None
+        return {(): k}
+
+    def __add__(self, other):
+        o = self._coerce(other)
+        if o is None:
+            return NotImplemented
+        t = self._terms_dict()
+        for m, c in o.items():
+            t[m] = t.get(m, 0) + c
+        return DimExpr._make(t, self._scope)
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return DimExpr._make({m: -c for m, c in self._terms}, self._scope)
+
+    def __sub__(self, other):
+        o = self._coerce(other)
+        if o is None:
+            return NotImplemented
+        return self + DimExpr._make({m: -c for m, c in o.items()}, self._scope) \
+            if not (list(o) == [()]) else self + (-o[()])
+
+    def __rsub__(self, other):
+        o = self._coerce(other)
+        if o is None:
+            return NotImplemented
+        return (-self) + other
+
+    def __mul__(self, other):
+        o = self._coerce(other)
+        if o is None:
+            return NotImplemented
+        out: dict = {}
+        for m1, c1 in self._terms:
+            for m2, c2 in o.items():
+                powers: dict = {}
+                for atom, p in (*m1, *m2):
+                    powers[atom] = powers.get(atom, 0) + p
+                mono = tuple(sorted(powers.items(), key=lambda ap: ap[0]._key))
+                out[mono] = out.get(mono, 0) + c1 * c2
+        return DimExpr._make(out, self._scope)
+
+    __rmul__ = __mul__
+
+    def __pow__(self, power):
+        power = operator.index(power)
+        if power < 0:
+            raise InconclusiveDimensionOperation(
+                f"Symbolic dimension '{self}' raised to the negative power {power}")
+        out = 1
+        for _ in range(power):
+            out = out * self
+        return out
+
+    def __floordiv__(self, other):
+        if self._coerce(other) is None:
+            return NotImplemented
+        return floordiv(self, other)
+
+    def __rfloordiv__(self, other):
+        if self._coerce(other) is None:
+            return NotImplemented
+        return floordiv(other, self)
+
+    def __mod__(self, other):
+        if self._coerce(other) is None:
+            return NotImplemented
+        return mod(self, other)
+
+    def __rmod__(self, other):
+        if self._coerce(other) is None:
+            return NotImplemented
+        return mod(other, self)
+
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __truediv__(self, other):
+        # An exact division is a dimension again (JAX's behaviour); else a value is needed.
+        if isinstance(other, (int, DimExpr)) or hasattr(other, "__index__"):
+            q, r = floordiv(self, other), mod(self, other)
+            if isinstance(r, int) and r == 0:
+                return q
+            raise InconclusiveDimensionOperation(
+                f"Cannot divide '{self}' by '{other}': the quotient is not an integer "
+                "dimension. Use // for integer division, or jnp.asarray(dim) / other "
+                "for a value.")
+        return NotImplemented
+
+    # comparisons
+    def _diff_bounds(self, other):
+        o = self._coerce(other)
+        if o is None:
+            return None
+        return _bounds(self - DimExpr._make(o, self._scope) if len(o) > 1 or () not in o
+                       else self - o[()])
+
+    def _compare(self, other, op: str):
+        b = self._diff_bounds(other)
+        if b is None:
+            return NotImplemented
+        lo, hi = b
+        decided = {">=": (lo >= 0, hi < 0), ">": (lo > 0, hi <= 0),
+                   "<=": (hi <= 0, lo > 0), "<": (hi < 0, lo >= 0)}[op]
+        if decided[0]:
+            return True
+        if decided[1]:
+            return False
+        raise InconclusiveDimensionOperation(
+            f"Symbolic dimension comparison '{self}' {op} '{other}' is inconclusive.\n"
+            "This error arises for comparison operations with shapes that are non-constant, "
+            "and the result of the operation cannot be represented as a boolean value for all "
+            "values of the symbolic dimensions involved (dimension variables are >= 1).")
+
+    def __ge__(self, other):
+        return self._compare(other, ">=")
+
+    def __gt__(self, other):
+        return self._compare(other, ">")
+
+    def __le__(self, other):
+        return self._compare(other, "<=")
+
+    def __lt__(self, other):
+        return self._compare(other, "<")
+
+    def __eq__(self, other):
+        o = self._coerce(other) if not isinstance(other, DimExpr) or \
+            other._scope is self._scope else None
+        if o is None:
+            return False if isinstance(other, DimExpr) else NotImplemented
+        return self._terms_dict() == o
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        return self._hash
+
+    # conversions: a symbolic size where a concrete one is needed
+    def _needs_constant(self):
+        return InconclusiveDimensionOperation(
+            f"Symbolic dimension '{self}' used in a context that requires a constant.\n"
+            "This error arises for operations with shapes that are non-constant, where a "
+            "concrete size is needed (a Python int, a NumPy shape, a loop bound).")
+
+    def __index__(self):
+        raise self._needs_constant()
+
+    def __int__(self):
+        raise self._needs_constant()
+
+    def __float__(self):
+        raise self._needs_constant()
+
+    def __jax_array__(self):
+        return dimension_as_value(self)
+
+    def __str__(self):
+        parts = []
+        for mono, c in self._terms:
+            body = "*".join(str(a) + (f"^{p}" if p > 1 else "") for a, p in mono)
+            if not body:
+                text = str(abs(c))
+            elif abs(c) == 1:
+                text = body
+            else:
+                text = f"{abs(c)}*{body}"
+            if not parts:
+                parts.append(text if c > 0 else "-" + text)
+            else:
+                parts.append(("+ " if c > 0 else "- ") + text)
+        return " ".join(parts)
+
+    __repr__ = __str__
+
+    def evaluate(self, env):
+        return _evaluate(self, env)
+
+    def bounds(self) -> tuple:
+        return _bounds(self)
+
+
+# --- operations ----------------------------------------------------------------------------
+def is_symbolic_dim(d) -> bool:
+    """Whether ``d`` is a symbolic dimension (not a plain int)."""
+    return isinstance(d, DimExpr)
+
+
+def is_constant_dim(d) -> bool:
+    return not isinstance(d, DimExpr)
+
+
+def shape_is_symbolic(shape) -> bool:
+    return any(isinstance(d, DimExpr) for d in shape)
+
+
+def _scope_of(*xs):
+    for x in xs:
+        if isinstance(x, DimExpr):
+            return x._scope
+    return None
+
+
+def floordiv(a, b):
+    """``a // b`` for dimensions (b a positive constant, or an exact polynomial divisor)."""
+    if not isinstance(a, DimExpr) and not isinstance(b, DimExpr):
+        return operator.index(a) // operator.index(b)
+    scope = _scope_of(a, b)
+    if isinstance(b, DimExpr):
+        if isinstance(a, DimExpr) and a == b:
+            return 1
+        raise InconclusiveDimensionOperation(
+            f"Cannot divide '{a}' by the symbolic dimension '{b}'.")
+    b = operator.index(b)
+    if b == 0:
+        raise ZeroDivisionError(f"dimension '{a}' divided by 0")
+    if b < 0:
+        return floordiv(-a, -b)
+    if b == 1:
+        return a
+    terms = a._terms_dict()
+    if all(c % b == 0 for c in terms.values()):
+        return DimExpr._make({m: c // b for m, c in terms.items()}, scope)
+    return DimExpr._atom(_Op("floordiv", (a, b)), scope)
+
+
+def mod(a, b):
+    """``a % b`` for dimensions (b a positive constant)."""
+    if not isinstance(a, DimExpr) and not isinstance(b, DimExpr):
+        return operator.index(a) % operator.index(b)
+    scope = _scope_of(a, b)
+    if isinstance(b, DimExpr):
+        if isinstance(a, DimExpr) and a == b:
+            return 0
+        raise InconclusiveDimensionOperation(
+            f"Cannot take '{a}' modulo the symbolic dimension '{b}'.")
+    b = operator.index(b)
+    if b <= 0:
+        raise InconclusiveDimensionOperation(f"Cannot take '{a}' modulo {b}.")
+    terms = a._terms_dict()
+    if all(c % b == 0 for m, c in terms.items() if m):
+        return terms.get((), 0) % b
+    return DimExpr._atom(_Op("mod", (a, b)), scope)
+
+
+def _minmax(kind: str, a, b):
+    if not isinstance(a, DimExpr) and not isinstance(b, DimExpr):
+        return max(a, b) if kind == "max" else min(a, b)
+    first = a if isinstance(a, DimExpr) else b
+    try:
+        a_ge_b = first._compare(b if first is a else a, ">=")
+        if first is not a:
+            a_ge_b = not a_ge_b or a == b
+    except InconclusiveDimensionOperation:
+        return DimExpr._atom(_Op(kind, (a, b)), _scope_of(a, b))
+    return (a if a_ge_b else b) if kind == "max" else (b if a_ge_b else a)
+
+
+def max_dim(a, b):
+    """The larger of two dimensions (symbolic when it cannot be decided)."""
+    return _minmax("max", a, b)
+
+
+def min_dim(a, b):
+    """The smaller of two dimensions (symbolic when it cannot be decided)."""
+    return _minmax("min", a, b)
+
+
+def _bounds(e) -> tuple:
+    """An interval holding every value of ``e`` (dimension variables are >= 1)."""
+    if not isinstance(e, DimExpr):
+        return e, e
+    lo = hi = 0
+    for mono, c in e._terms:
+        mlo, mhi = 1, 1
+        for atom, p in mono:
+            alo, ahi = atom.bounds()
+            plo, phi = _interval_pow(alo, ahi, p)
+            mlo, mhi = _interval_mul(mlo, mhi, plo, phi)
+        tlo, thi = (c * mlo, c * mhi) if c > 0 else (c * mhi, c * mlo)
+        lo, hi = lo + tlo, hi + thi
+    return lo, hi
+
+
+def _mul(a, b):
+    if a == 0 or b == 0:
+        return 0
+    return a * b
+
+
+def _interval_mul(alo, ahi, blo, bhi):
+    prods = [_mul(alo, blo), _mul(alo, bhi), _mul(ahi, blo), _mul(ahi, bhi)]
+    return min(prods), max(prods)
+
+
+def _interval_pow(lo, hi, p):
+    out = (1, 1)
+    for _ in range(p):
+        out = _interval_mul(out[0], out[1], lo, hi)
+    if p % 2 == 0 and lo < 0 < hi:
+        out = (0, out[1])
+    return out
+
+
+def _evaluate(e, env):
+    """``e`` with its dimension variables replaced by ``env``'s values (ints or DimExprs)."""
+    if not isinstance(e, DimExpr):
+        return e
+    total = 0
+    for mono, c in e._terms:
+        term = c
+        for atom, p in mono:
+            v = atom.evaluate(env)
+            for _ in range(p):
+                term = term * v
+        total = total + term
+    return total
+
+
+def evaluate_shape(shape, env) -> tuple:
+    """``shape`` with its symbolic entries evaluated in ``env`` (name -> int or DimExpr)."""
+    if not env and not shape_is_symbolic(shape):
+        return tuple(shape)
+    return tuple(_evaluate(d, env) for d in shape)
+
+
+def _linear_in_one_variable(e):
+    """(name, k, c) when ``e`` is ``k*name + c``, else None."""
+    if len(e._terms) > 2:
+        return None
+    k = c = 0
+    name = None
+    for mono, coeff in e._terms:
+        if mono == ():
+            c = coeff
+        elif len(mono) == 1 and mono[0][1] == 1 and isinstance(mono[0][0], _Var):
+            name, k = mono[0][0].name, coeff
+        else:
+            return None
+    return (name, k, c) if name is not None else None
+
+
+def solve_dim_vars(specs, actual, names) -> dict:
+    """The values of the dimension variables in the shapes ``specs`` that make them equal
+    the shapes ``actual``; ValueError (JAX's "Shape mismatch") when none do."""
+    env: dict = {}
+    if not any(shape_is_symbolic(s) for s in specs):
+        for name, s, a in zip(names, specs, actual):
+            if tuple(s) != tuple(a):
+                _mismatch(name, s, a, [i for i, (x, y) in enumerate(zip(s, a)) if x != y][0])
+        return env
+    pending = []
+    for name, s, a in zip(names, specs, actual):
+        for i, (d, got) in enumerate(zip(s, a)):
+            if not isinstance(d, DimExpr):
+                if d != got:
+                    _mismatch(name, s, a, i)
+                continue
+            lin = _linear_in_one_variable(d)
+            if lin is None or lin[0] in env:
+                pending.append((name, s, a, i))
+                continue
+            var, k, c = lin
+            value = got - c
+            if isinstance(value, int):
+                if value % k:
+                    _no_solution(name, s, a, i, d, f"{got} - {c} is not divisible by {k}")
+                value //= k
+                if value < 1:
+                    _no_solution(name, s, a, i, d, f"it gives {var} = {value}, but dimension "
+                                 "variables must be >= 1")
+            elif k != 1:
+                value = floordiv(value, k)
+            env[var] = value
+            pending.append((name, s, a, i))
+    for name, s, a, i in pending:
+        try:
+            value = _evaluate(s[i], env)
+        except KeyError as e:
+            raise ValueError(f"Cannot solve for the dimension variables of {name}.shape[{i}] "
+                             f"= '{s[i]}' (called with shape {tuple(a)}): {e.args[0]}; each "
+                             "variable must appear alone (or as k*var + c) in some argument "
+                             "dimension.") from None
+        if value != a[i]:
+            _no_solution(name, s, a, i, s[i], f"it evaluates to {value} with {env}")
+    return env
+
+
+def _mismatch(name, spec, actual, i):
+    raise ValueError(f"Shape mismatch for {name}.shape[{i}] (expected same constant): "
+                     f"expected {tuple(spec)} and called with {tuple(actual)}")
+
+
+def _no_solution(name, spec, actual, i, d, why):
+    raise ValueError(f"Shape mismatch for {name}.shape[{i}]: the symbolic dimension '{d}' "
+                     f"of the expected shape {tuple(spec)} does not match the shape "
+                     f"{tuple(actual)} it was called with ({why}).")
+
+
+# --- parsing -------------------------------------------------------------------------------
+_TOKEN = re.compile(r"\s*(?:(?P<num>\d+)|(?P<name>[A-Za-z_][\w.]*)|(?P<op>\.\.\.|//|[-+*^(),%]))")
+
+
+class _Parser:
+    def __init__(self, text: str, scope: SymbolicScope, like, spec: str):
+        self.spec, self.scope, self.like = spec, scope, like
+        self.tokens = []
+        pos = 0
+        text = text.strip()
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            if not m or m.end() == pos:
+                raise ValueError(f"syntax error in symbolic shape '{spec}': unexpected "
+                                 f"character at {text[pos:]!r}")
+            kind = m.lastgroup
+            self.tokens.append((kind, m.group(kind)))
+            pos = m.end()
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+        self.i = 0
+
+    def peek(self):
+        return self.tokens[self.i] if self.i < len(self.tokens) else ("end", "")
+
+    def take(self, value=None):
+        tok = self.peek()
+        if value is not None and tok[1] != value:
+            raise ValueError(f"syntax error in symbolic shape '{self.spec}': expecting "
+                             f"{value!r} but found {tok[1] or 'the end'!r}")
+        self.i += 1
+        return tok
+
+    def shape(self) -> list:
+        toks = self.tokens
+        if toks and toks[0] == ("op", "(") and toks[-1] == ("op", ")") and \
+                self._outer_parens():
+            self.tokens = toks[1:-1]
+        dims = []
+        if self.peek()[0] == "end":
+            return dims
+        while True:
+            dims.append(self.dim(len(dims)))
+            if self.peek()[0] == "end":
+                return dims
+            self.take(",")
+            if self.peek()[0] == "end":  # a trailing comma: "b,"
+                return dims
+
+    def _outer_parens(self) -> bool:
+        depth = 0
+        for j, (_, v) in enumerate(self.tokens):
+            depth += v == "("
+            depth -= v == ")"
+            if depth == 0 and j < len(self.tokens) - 1:
+                return False
+        return True
+
+    def dim(self, index: int):
+        tok = self.peek()
+        if tok == ("name", "_"):
+            self.take()
+            if self.like is None or index >= len(self.like) or self.like[index] is None:
+                raise ValueError(f"symbolic shape '{self.spec}': dimension {index} is '_' but "
+                                 "like= gives no size for it.")
+            return self.like[index]
+        if tok == ("op", "..."):
+            self.take()
+            return Ellipsis
+        return self.expr()
+
+    def expr(self):
+        if self.peek() == ("op", "-"):
+            self.take()
+            value = -self.term()
+        else:
+            value = self.term()
+        while self.peek() in (("op", "+"), ("op", "-")):
+            op = self.take()[1]
+            rhs = self.term()
+            value = value + rhs if op == "+" else value - rhs
+        return value
+
+    def term(self):
+        value = self.power()
+        while self.peek() in (("op", "*"), ("op", "//"), ("op", "%")):
+            op = self.take()[1]
+            rhs = self.power()
+            value = value * rhs if op == "*" else floordiv(value, rhs) if op == "//" \
+                else mod(value, rhs)
+        return value
+
+    def power(self):
+        value = self.factor()
+        if self.peek() == ("op", "^"):
+            self.take()
+            kind, n = self.take()
+            if kind != "num":
+                raise ValueError(f"syntax error in symbolic shape '{self.spec}': a power "
+                                 "must be a number")
+            value = value ** int(n)
+        return value
+
+    def factor(self):
+        kind, text = self.take()
+        if kind == "num":
+            return int(text)
+        if kind == "name":
+            if text in ("floordiv", "mod", "max", "min") and self.peek() == ("op", "("):
+                self.take("(")
+                a = self.expr()
+                self.take(",")
+                b = self.expr()
+                self.take(")")
+                return {"floordiv": floordiv, "mod": mod, "max": max_dim,
+                        "min": min_dim}[text](a, b)
+            return DimExpr._atom(_Var(text, self.scope), self.scope)
+        if (kind, text) == ("op", "("):
+            value = self.expr()
+            self.take(")")
+            return value
+        if (kind, text) == ("op", "-"):
+            return -self.factor()
+        raise ValueError(f"syntax error in symbolic shape '{self.spec}': unexpected "
+                         f"{text or 'end'!r}")
+
+
+def parse_shape(spec: str, scope: SymbolicScope, like=None) -> tuple:
+    """The dimensions of the shape ``spec`` (``"b, 4"``, ``"2*b + 1, ..."``)."""
+    if not isinstance(spec, str):
+        raise ValueError(f"polymorphic shape spec should be a string, got {spec!r}")
+    dims = _Parser(spec, scope, like, spec).shape()
+    for d in dims:
+        if isinstance(d, int) and d < 0:
+            raise ValueError(f"symbolic shape '{spec}' has a negative dimension {d}")
+    return tuple(dims)
+
+
+def checked_symbolic_shape(shape) -> tuple:
+    """``shape`` (some entries symbolic) with its constant entries as Python ints, after
+    checking that no entry can be negative."""
+    out = []
+    for d in shape:
+        if isinstance(d, DimExpr):
+            if d.bounds()[0] < 0:
+                raise InconclusiveDimensionOperation(
+                    f"Shape {tuple(shape)} has the dimension '{d}', which may be negative.")
+            out.append(d)
+        else:
+            try:
+                d = operator.index(d)
+            except TypeError:
+                from plax.core.errors import shape_type_error
+                raise shape_type_error(tuple(shape)) from None
+            if d < 0:
+                raise TypeError(f"shape must have every element be nonnegative, got "
+                                f"{tuple(shape)}")
+            out.append(d)
+    return tuple(out)
+
+
+
+# --- a symbolic dimension as a value (x / x.shape[0], jnp.asarray(b)) -------------------------
+dim_as_value_p = Primitive("dim_as_value")
+
+
+def dimension_as_value(d):
+    """``d`` as an integer scalar value: ``d`` itself when constant, else the result of
+    ``dim_as_value`` (the size the function is called with, known when it is lowered)."""
+    if not isinstance(d, DimExpr):
+        return d
+    return dim_as_value_p.bind(dim=d)
+
+
+def _dim_as_value_abstract(*, dim):
+    from plax.core.avals import ShapedArray
+    return ShapedArray((), dtypes.canonicalize_dtype(np.int64), weak_type=True)
+
+
+def _dim_as_value_jvp(primals, tangents, *, dim):
+    from plax.core.rules import Zero
+    out = dim_as_value_p.bind(dim=dim)
+    return out, Zero(_dim_as_value_abstract(dim=dim).to_tangent_aval())
+
+
+abstract_eval_rules[dim_as_value_p] = _dim_as_value_abstract
+jvp_rules[dim_as_value_p] = _dim_as_value_jvp
+# nullary: vmap binds it unbatched
+batch_rules[dim_as_value_p] = lambda axis, vals, dims, *, dim: (dim_as_value_p.bind(dim=dim),
+                                                                 None)

@@ -1,0 +1,177 @@
+"""Calling an Exported: ``call_exported_p``, one equation running the exported module.
+
+Its lowering splices the module's functions into the module being written and calls its
+``@main`` (a shape-polymorphic module is first refined to the operands' static shapes by
+jaxlib's shape refinement, so XLA only ever sees static shapes). Differentiation goes
+through the VJPs the Exported carries (a ``custom_vjp``, as in JAX); ``vmap`` runs the
+module once per batch element in a loop (``lax.map``), since its body cannot be batched.
+"""
+from __future__ import annotations
+
+from plax import tree_util
+from plax.core.avals import ShapedArray
+from plax.core.dtypes import issubdtype, float0
+from plax.core.primitive import Primitive
+from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, not_mapped,
+                             register_lowering)
+from plax.core.symbolic_shapes import evaluate_shape, solve_dim_vars
+from plax.core.trace import get_aval
+from plax.lowering.stablehlo import tensor_type
+
+import numpy as np
+
+call_exported_p = Primitive("call_exported", multiple_results=True)
+
+
+# --- checking a call against what was exported ---------------------------------------------
+def _leaf_names(tree, n: int) -> list:
+    """``args[0]``, ``kwargs['y']``... for the leaves of an ``(args, kwargs)`` structure."""
+    try:
+        paths = [p for p, _ in tree_util.tree_flatten_with_path(
+            tree_util.tree_unflatten(tree, list(range(n))))[0]]
+    except Exception:
+        return [f"leaf {i}" for i in range(n)]
+    names = []
+    for path in paths:
+        head = "args" if getattr(path[0], "idx", 0) == 0 else "kwargs"
+        names.append(head + tree_util.keystr(tuple(path[1:])))
+    return names
+
+
+def check_call(exp, leaves, tree) -> tuple:
+    """The argument types of a call (raising JAX's errors where the call does not fit the
+    exported function) and the values of the symbolic dimensions."""
+    if tree != exp.in_tree:
+        raise ValueError(
+            "The invocation args and kwargs must have the same pytree structure as when the "
+            f"function '{exp.fun_name}' was exported, but they have the following structural "
+            f"differences: exported with {exp.in_tree}, called with {tree}.")
+    avals = [get_aval(x) for x in leaves]
+    names = _leaf_names(tree, len(leaves))
+    for name, got, want in zip(names, avals, exp.in_avals):
+        if got.dtype != want.dtype:
+            raise ValueError(f"Dtype mismatch for {name}: expected {want.dtype} and called "
+                             f"with {got.dtype}")
+        if len(got.shape) != len(want.shape):
+            raise ValueError(f"Rank mismatch for {name}: expected {tuple(want.shape)} and "
+                             f"called with {tuple(got.shape)}")
+    env = solve_dim_vars([a.shape for a in exp.in_avals], [a.shape for a in avals], names)
+    return avals, env
+
+
+def call_exported(exp, args, kwargs):
+    """``exp.call(*args, **kwargs)``."""
+    leaves, tree = tree_util.tree_flatten((args, kwargs))
+    check_call(exp, leaves, tree)
+    outs = _differentiable(exp)(*leaves)
+    return tree_util.tree_unflatten(exp.out_tree, list(outs))
+
+
+def _differentiable(exp):
+    """``exp``'s flat call as a custom_vjp whose backward pass calls ``exp.vjp()``."""
+    fn = exp.__dict__.get("_custom_vjp_call")
+    if fn is not None:
+        return fn
+    from plax.higher_order.custom_derivatives import custom_vjp
+
+    def call_flat(*leaves):
+        return tuple(call_exported_p.bind(*leaves, exported=exp))
+
+    def fwd(*leaves):
+        # The custom_vjp again (not the bare primitive), so that an enclosing
+        # differentiation sees a custom_vjp too and uses the next VJP.
+        return fn(*leaves), leaves
+
+    def bwd(leaves, cts):
+        vjp_exp = exp.vjp()
+        cts = [np.zeros(a.shape, a.dtype) if get_aval(c).dtype == float0 else c
+               for c, a in zip(cts, exported_out_avals(exp, leaves))] \
+            if any(get_aval(c).dtype == float0 for c in cts) else list(cts)
+        in_cts = vjp_exp.call(*leaves, *cts)
+        return tuple(None if not _differentiable_dtype(get_aval(x).dtype) else ct
+                     for x, ct in zip(leaves, in_cts))
+
+    fn = custom_vjp(call_flat)
+    fn.defvjp(fwd, bwd)
+    exp.__dict__["_custom_vjp_call"] = fn
+    return fn
+
+
+def exported_out_avals(exp, leaves) -> list:
+    """The result types of ``exp`` called on ``leaves``."""
+    return _abstract(*(get_aval(x) for x in leaves), exported=exp)
+
+
+def _differentiable_dtype(dtype) -> bool:
+    return issubdtype(dtype, np.inexact)
+
+
+# --- the primitive's rules ------------------------------------------------------------------
+def _abstract(*avals, exported):
+    env = solve_dim_vars([a.shape for a in exported.in_avals], [a.shape for a in avals],
+                         [f"args[{i}]" for i in range(len(avals))])
+    return [ShapedArray(evaluate_shape(a.shape, env), a.dtype, weak_type=a.weak_type)
+            for a in exported.out_avals]
+
+
+def _check_platform(exported, platform: str) -> None:
+    if platform in exported.platforms:
+        return
+    if any(str(c) == "platform" for c in exported.disabled_safety_checks):
+        return
+    raise ValueError(
+        f"Function '{exported.fun_name}' was exported for platforms "
+        f"'{exported.platforms}' but it is used on '{(platform,)}'.")
+
+
+def _lowering(ctx, *args, exported):
+    _check_platform(exported, ctx.platform)
+    from plax.lowering import mlir_bindings
+    in_types = tuple(tensor_type(a) for a in ctx.avals_in)
+    out_types = [tensor_type(a) for a in ctx.avals_out]
+    # The module's functions, refined for these operand types when it is polymorphic; kept
+    # with the Exported (they live and die with it).
+    texts = exported.__dict__.setdefault("_functions_by_types", {})
+    entry = "plax_exported_main"
+    text = texts.get(in_types)
+    if text is None:
+        if exported.uses_shape_polymorphism():
+            text = mlir_bindings.refined_functions(exported.mlir_module(), list(in_types),
+                                                   out_types, entry)
+        else:
+            text = mlir_bindings.module_functions(exported.mlir_module(), entry)
+        texts[in_types] = text
+    name = mlir_bindings.splice_functions(ctx.fn.module, ("exported", id(exported), in_types),
+                                          text, entry)
+    return ctx.op("func.call", list(args), props=f"callee = @{name}")
+
+
+def _batch(axis, vals, dims, *, exported):
+    from plax.first_order.batch_util import batch_size_of, bdim_at_front
+    from plax.higher_order.scan import map as lax_map
+    size = batch_size_of(vals, dims)
+    batched = [i for i, d in enumerate(dims) if d is not not_mapped]
+    moved = [bdim_at_front(vals[i], dims[i], size) for i in batched]
+
+    def one(xs):
+        full = list(vals)
+        for i, x in zip(batched, xs):
+            full[i] = x
+        return tuple(call_exported_p.bind(*full, exported=exported))
+    outs = lax_map(one, moved)
+    return list(outs), [0] * len(outs)
+
+
+def _jvp(primals, tangents, *, exported):
+    # Reached when a transformation differentiates a staged call (the body of a custom_vjp
+    # being differentiated again): without a VJP that is JAX's "No VJP is available".
+    exported.vjp()
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function: an "
+                    f"exported function ({exported.fun_name}) is differentiable in reverse "
+                    "mode only, through the VJPs it was exported with.")
+
+
+abstract_eval_rules[call_exported_p] = _abstract
+register_lowering(call_exported_p, _lowering)
+batch_rules[call_exported_p] = _batch
+jvp_rules[call_exported_p] = _jvp

@@ -1,0 +1,164 @@
+"""``Exported``: a jitted function lowered for given argument types, kept as StableHLO
+portable bytecode with what calling it needs (pytree structures, types, platforms)."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax import tree_util
+from plax.core.avals import ShapedArray
+from plax.core.effects import has_ordered_effects
+
+# The calling conventions plax writes and reads (JAX's numbering: version 9 added the
+# platform index argument of multi-platform modules, 10 the shape assertions; plax writes
+# single-platform modules, whose convention is the same in both).
+MINIMUM_CALLING_CONVENTION = 9
+MAXIMUM_CALLING_CONVENTION = 10
+CURRENT_CALLING_CONVENTION = 10
+
+
+class DisabledSafetyCheck:
+    """A safety check that ``export`` should skip: ``platform()`` (the module may be called
+    on a platform it was not exported for), ``custom_call(target)`` (a custom call target
+    not known to be stable), ``shape_assertions()`` (no checks of the symbolic dimensions'
+    constraints at call time)."""
+
+    __slots__ = ("_impl",)
+
+    def __init__(self, _impl: str):
+        self._impl = _impl
+
+    @classmethod
+    def platform(cls) -> "DisabledSafetyCheck":
+        return cls("platform")
+
+    @classmethod
+    def custom_call(cls, target_name: str) -> "DisabledSafetyCheck":
+        return cls("custom_call:" + target_name)
+
+    @classmethod
+    def shape_assertions(cls) -> "DisabledSafetyCheck":
+        return cls("shape_assertions")
+
+    def is_custom_call(self) -> str | None:
+        """The target name of a ``custom_call`` check, else None."""
+        return self._impl[len("custom_call:"):] if self._impl.startswith("custom_call:") \
+            else None
+
+    def __eq__(self, other):
+        return isinstance(other, DisabledSafetyCheck) and self._impl == other._impl
+
+    def __hash__(self):
+        return hash(self._impl)
+
+    def __str__(self):
+        return self._impl
+
+    __repr__ = __str__
+
+
+class Exported:
+    """A function lowered and kept for later calls (possibly in another process).
+
+    ``in_tree``/``out_tree`` are the pytree structures of ``(args, kwargs)`` and of the
+    result, ``in_avals``/``out_avals`` their leaves' types (shapes may hold symbolic
+    dimensions), ``mlir_module_serialized`` the module as StableHLO portable bytecode.
+    ``call(*args, **kwargs)`` runs it (under jit, vmap and, with a VJP, grad)."""
+
+    def __init__(self, fun_name, in_tree, in_avals, out_tree, out_avals, in_shardings_hlo,
+                 out_shardings_hlo, nr_devices, platforms, ordered_effects, unordered_effects,
+                 disabled_safety_checks, mlir_module_serialized, calling_convention_version,
+                 module_kept_var_idx, uses_global_constants, _get_vjp=None):
+        self.fun_name = fun_name
+        self.in_tree = in_tree
+        self.in_avals = tuple(in_avals)
+        self.out_tree = out_tree
+        self.out_avals = tuple(out_avals)
+        self.in_shardings_hlo = tuple(in_shardings_hlo)
+        self.out_shardings_hlo = tuple(out_shardings_hlo)
+        self.nr_devices = nr_devices
+        self.platforms = tuple(platforms)
+        self.ordered_effects = tuple(ordered_effects)
+        self.unordered_effects = tuple(unordered_effects)
+        self.disabled_safety_checks = tuple(disabled_safety_checks)
+        self.mlir_module_serialized = mlir_module_serialized
+        self.calling_convention_version = calling_convention_version
+        self.module_kept_var_idx = tuple(module_kept_var_idx)
+        self.uses_global_constants = uses_global_constants
+        self._get_vjp = _get_vjp
+        self._text = None
+
+    def __str__(self):
+        return f"Exported(fun_name={self.fun_name}, ...)"
+
+    def __repr__(self):
+        return (f"Exported(fun_name={self.fun_name!r}, in_tree={self.in_tree}, "
+                f"in_avals={self.in_avals}, out_tree={self.out_tree}, "
+                f"out_avals={self.out_avals}, platforms={self.platforms}, "
+                f"calling_convention_version={self.calling_convention_version})")
+
+    def mlir_module(self) -> str:
+        """The module's StableHLO text."""
+        if self._text is None:
+            from plax.lowering.mlir_bindings import deserialize_portable
+            self._text = deserialize_portable(self.mlir_module_serialized)
+        return self._text
+
+    def uses_shape_polymorphism(self) -> bool:
+        from plax.core.symbolic_shapes import is_symbolic_dim
+        return any(is_symbolic_dim(d) for a in self.in_avals for d in a.shape)
+
+    def has_vjp(self) -> bool:
+        """Whether ``vjp()`` is available (so the function can be differentiated)."""
+        return self._get_vjp is not None
+
+    def vjp(self) -> "Exported":
+        """The VJP as an Exported: ``(*primals, *out_cotangents) -> in_cotangents``."""
+        if self._get_vjp is None:
+            raise ValueError("No VJP is available")
+        return self._get_vjp(self)
+
+    def serialize(self, vjp_order: int = 0) -> bytearray:
+        """This Exported as bytes (``plax.export.deserialize`` reads them), with its VJPs up
+        to order ``vjp_order``, so the function read back is that many times differentiable."""
+        from plax.export.serialization import serialize
+        return serialize(self, vjp_order=vjp_order)
+
+    def in_shardings_jax(self, mesh):
+        """``in_shardings_hlo`` as shardings over ``mesh`` (None where unspecified)."""
+        return tuple(_sharding_on(mesh, s) for s in self.in_shardings_hlo)
+
+    def out_shardings_jax(self, mesh):
+        """``out_shardings_hlo`` as shardings over ``mesh`` (None where unspecified)."""
+        return tuple(_sharding_on(mesh, s) for s in self.out_shardings_hlo)
+
+    def call(self, *args, **kwargs):
+        """Run the exported module on ``args``/``kwargs`` (the structure and types it was
+        exported for; symbolic dimensions take the arguments' sizes)."""
+        from plax.export.calling import call_exported
+        return call_exported(self, args, kwargs)
+
+
+def _sharding_on(mesh, hlo_sharding):
+    if hlo_sharding is None:
+        return None
+    raise NotImplementedError("plax exports single-device modules, whose shardings are all "
+                              "unspecified (None).")
+
+
+def check_no_ordered_effects(jaxpr, fun_name: str) -> None:
+    if has_ordered_effects(jaxpr):
+        raise NotImplementedError(
+            f"Cannot export {fun_name}: it has ordered effects (io_callback, debug.print with "
+            "ordered=True), which plax's exported modules do not carry.")
+
+
+def shaped(aval) -> ShapedArray:
+    return ShapedArray(aval.shape, aval.dtype, weak_type=getattr(aval, "weak_type", False))
+
+
+def host_value(c) -> np.ndarray:
+    return np.asarray(c)
+
+
+def unflatten(tree, leaves):
+    return tree_util.tree_unflatten(tree, list(leaves))

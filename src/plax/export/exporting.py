@@ -1,0 +1,165 @@
+"""``export(jitted)(*args)``: trace a jitted function for argument types and lower it to a
+single-platform StableHLO module whose ``@main`` takes the arguments' leaves."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax import tree_util
+from plax.core.avals import ShapedArray
+from plax.core.dtypes import is_extended
+from plax.core.trace import Tracer
+from plax.export.exported import (CURRENT_CALLING_CONVENTION, DisabledSafetyCheck, Exported,
+                                  check_no_ordered_effects)
+from plax.lowering.stablehlo import (FunctionBuilder, ModuleBuilder, RuleContext,
+                                     define_function, tensor_type)
+
+
+def default_export_platform() -> str:
+    """The platform ``export`` lowers for when none is given: the default device's."""
+    from plax.runtime import dispatch
+    return dispatch.default_device().platform
+
+
+def export(fun_jit, *, platforms=None, disabled_checks=()):
+    """``export(jit(f))(*args, **kwargs) -> Exported``: ``f`` lowered for the types of the
+    arguments (arrays, or ShapeDtypeStructs, whose shapes may be symbolic)."""
+    if not hasattr(fun_jit, "trace") or not hasattr(fun_jit, "lower"):
+        raise ValueError(
+            f"Function to be exported must be the result of `jit` but is: {fun_jit!r}")
+    for check in disabled_checks:
+        if not isinstance(check, DisabledSafetyCheck):
+            raise ValueError(f"disabled_checks must hold DisabledSafetyCheck values, got "
+                             f"{check!r}.")
+    if platforms is None:
+        platforms = (default_export_platform(),)
+    else:
+        platforms = tuple(_canonical(p) for p in
+                          ((platforms,) if isinstance(platforms, str) else platforms))
+    if len(platforms) != 1:
+        raise NotImplementedError(
+            f"plax exports a module for one platform at a time; got platforms={platforms}. "
+            "Export once per platform.")
+
+    def do_export(*args, **kwargs) -> Exported:
+        return _export(fun_jit, args, kwargs, platforms, tuple(disabled_checks))
+    return do_export
+
+
+def _canonical(platform: str) -> str:
+    from plax.lowering.stablehlo import canonical_platform
+    p = canonical_platform(str(platform).lower())
+    return "cuda" if p == "gpu" else p
+
+
+def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
+    traced = fun_jit.trace(*args, **kwargs)
+    entry = traced._entry
+    name = getattr(fun_jit, "__name__", None) or entry.params["name"]
+    if any(s is not None for s in (*entry.params.get("in_shardings", ()),
+                                   *entry.params.get("out_shardings", ()))):
+        raise NotImplementedError(
+            f"Cannot export {name}: it has in_shardings/out_shardings; plax exports "
+            "single-device modules only.")
+    closed = entry.user_jaxpr
+    if any(isinstance(c, Tracer) for c in closed.consts):
+        raise ValueError(f"Cannot export {name}: it closes over traced values (export it "
+                         "outside any transformation).")
+    jaxpr = closed.jaxpr
+    check_no_ordered_effects(jaxpr, name)
+    in_avals = tuple(v.aval for v in jaxpr.invars)
+    out_avals = tuple(v.aval for v in jaxpr.outvars)
+    for a in (*in_avals, *out_avals, *(v.aval for v in jaxpr.constvars)):
+        if is_extended(a.dtype):
+            raise NotImplementedError(f"Cannot export {name}: it takes or returns {a.str_short()}"
+                                      " (typed PRNG keys are not supported by export; pass "
+                                      "key data, jax.random.key_data, instead).")
+    text = lower_for_export(jaxpr, closed.consts, name, platforms[0])
+    from plax.lowering.mlir_bindings import serialize_portable
+    try:
+        serialized = serialize_portable(text)
+    except Exception as e:  # MLIR refused the module: name the op and where it came from
+        why = (" An operation above cannot handle the symbolic dimensions of "
+               f"{[a.str_short() for a in in_avals]}." if _symbolic(in_avals) else "")
+        raise NotImplementedError(f"Cannot export {name}: the lowered module is not valid "
+                                  f"StableHLO: {e}.{why}") from None
+    exp = Exported(
+        fun_name=name, in_tree=entry.in_tree, in_avals=in_avals, out_tree=entry.out_tree,
+        out_avals=out_avals, in_shardings_hlo=(None,) * len(in_avals),
+        out_shardings_hlo=(None,) * len(out_avals), nr_devices=1, platforms=platforms,
+        ordered_effects=(), unordered_effects=tuple(jaxpr.effects),
+        disabled_safety_checks=disabled_checks, mlir_module_serialized=serialized,
+        calling_convention_version=CURRENT_CALLING_CONVENTION,
+        module_kept_var_idx=tuple(range(len(in_avals))), uses_global_constants=False,
+        _get_vjp=lambda exp: _export_vjp(fun_jit, exp, platforms, disabled_checks))
+    exp._text = text
+    return exp
+
+
+def lower_for_export(jaxpr, consts, name: str, platform: str) -> str:
+    """The module text: ``@main`` takes the jaxpr's inputs, holds its constants and calls
+    the jaxpr's function (``@_plax_exported``)."""
+    from plax.export.polymorphic import lower_polymorphic, uses_symbolic_dims
+    if uses_symbolic_dims(jaxpr):
+        return lower_polymorphic(jaxpr, consts, name, platform)
+    module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
+                                            for c in name), platform=platform)
+    body = module.unique_name("_plax_exported")
+    define_function(module.context, body, jaxpr)
+    fn = FunctionBuilder(module)
+    ctx = RuleContext(fn, [], [])
+    const_ssa = [ctx.constant(np.asarray(c), v.aval) for c, v in zip(consts, jaxpr.constvars)]
+    in_types = [tensor_type(v.aval) for v in jaxpr.invars]
+    out_types = [tensor_type(v.aval) for v in jaxpr.outvars]
+    args = [f"%arg{i}" for i in range(len(in_types))]
+    outs = fn.emit("func.call", const_ssa + args,
+                   [tensor_type(v.aval) for v in jaxpr.constvars] + in_types, out_types,
+                   props=f"callee = @{body}")
+    module.functions.append(main_function(fn, args, in_types, outs, out_types))
+    if module.host_callbacks:
+        raise NotImplementedError(f"Cannot export {name}: it has host callbacks "
+                                  "(pure_callback, io_callback, debug.print), whose Python "
+                                  "functions cannot be part of an exported module.")
+    return module.text("jax.uses_shape_polymorphism = false, mhlo.num_partitions = 1 : i32, "
+                       "mhlo.num_replicas = 1 : i32")
+
+
+def main_function(fn, args, in_types, outs, out_types) -> str:
+    """The text of the public ``@main`` whose body ``fn`` holds."""
+    sig = ", ".join(f"{a}: {t}" for a, t in zip(args, in_types))
+    results = ", ".join(f'{t} {{jax.result_info = "result[{i}]"}}'
+                        for i, t in enumerate(out_types))
+    body = "".join(f"    {line}\n" for line in fn.lines)
+    ret = f"    func.return {', '.join(outs)} : {', '.join(out_types)}" if outs else \
+        "    func.return"
+    return f"  func.func public @main({sig}) -> ({results}) {{\n{body}{ret}\n  }}"
+
+
+def _export_vjp(fun_jit, exp: Exported, platforms, disabled_checks) -> Exported:
+    """The VJP of the exported function, exported: ``(*primals, *out_cts) -> in_cts``."""
+    from plax.api.autodiff import vjp
+    from plax.api.jit import jit
+    n_in = len(exp.in_avals)
+
+    def fun_vjp_jax(*primals_and_cts):
+        primals, cts = primals_and_cts[:n_in], primals_and_cts[n_in:]
+
+        def flat_fun(*flat):
+            a, kw = tree_util.tree_unflatten(exp.in_tree, list(flat))
+            return tree_util.tree_leaves(fun_jit(*a, **kw))
+        _, pullback = vjp(flat_fun, *primals)
+        return tuple(pullback(list(cts)))
+
+    fun_vjp_jax.__name__ = "fun_vjp_jax"
+    specs = [_spec(a) for a in (*exp.in_avals, *exp.out_avals)]
+    return export(jit(fun_vjp_jax), platforms=platforms,
+                  disabled_checks=disabled_checks)(*specs)
+
+
+def _symbolic(avals) -> bool:
+    from plax.core.symbolic_shapes import shape_is_symbolic
+    return any(shape_is_symbolic(a.shape) for a in avals)
+
+
+def _spec(aval: ShapedArray):
+    from plax.core.shape_dtype_struct import ShapeDtypeStruct
+    return ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)

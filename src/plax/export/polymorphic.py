@@ -1,0 +1,275 @@
+"""Lowering a shape-polymorphic function for export.
+
+The module's ``@main`` takes tensors with dynamic sizes (``tensor<?x4xf32>``) for the
+symbolic dimensions, reads each dimension variable's value from an argument
+(``stablehlo.get_dimension_size``) and calls the function body with those values first
+(``tensor<i64>`` parameters marked ``jax.global_constant``). In the body, ops whose result
+shape is symbolic take their shape as a value computed from the dimension variables
+(``dynamic_broadcast_in_dim``, ``dynamic_iota``, ``dynamic_reshape``,
+``real_dynamic_slice``); every other op just has dynamic sizes in its types. At call time
+jaxlib's shape refinement turns the module static for the operands' shapes (calling.py).
+
+The dynamic rules wrap the ordinary lowering rules of those four primitives once this
+module is imported (only a program that uses plax.export pays a type check there), and
+take over only when a result's shape is symbolic.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core.jaxpr import ClosedJaxpr, Literal
+from plax.core.rules import lowering_rule, register_lowering
+from plax.core.staging import trace_to_jaxpr
+from plax.core.symbolic_shapes import (DimExpr, _Op, _Var, dim_as_value_p, shape_is_symbolic)
+from plax.lowering import stablehlo as stablehlo_lowering
+from plax.lowering.stablehlo import (FunctionBuilder, ModuleBuilder, RuleContext, i64_array,
+                                     lower_jaxpr_body, tensor_type)
+
+_I64 = "tensor<i64>"
+
+
+def uses_symbolic_dims(jaxpr) -> bool:
+    return any(shape_is_symbolic(v.aval.shape) for v in (*jaxpr.invars, *jaxpr.outvars))
+
+
+# --- dimension values in the body ------------------------------------------------------------
+def _dim_values(ctx) -> dict:
+    values = getattr(ctx.fn.module, "dim_values", None)
+    if values is None:
+        raise NotImplementedError(
+            "A symbolic dimension reached the lowering outside a shape-polymorphic export: "
+            "symbolic shapes (plax.export.symbolic_shape) are for plax.export.export only.")
+    return values
+
+
+def _i64_op(ctx, name: str, operands, props: str = "") -> str:
+    return ctx.fn.emit(name, list(operands), [_I64] * len(operands), [_I64], props=props)[0]
+
+
+def _i64_const(ctx, k: int) -> str:
+    return ctx.fn.emit("stablehlo.constant", [], [], [_I64],
+                       props=f"value = dense<{int(k)}> : tensor<i64>")[0]
+
+
+def dim_value(ctx, d) -> str:
+    """The SSA value (``tensor<i64>``) of the dimension ``d`` (an int or a DimExpr)."""
+    if not isinstance(d, DimExpr):
+        return _i64_const(ctx, d)
+    env = _dim_values(ctx)
+    total = None
+    for mono, coeff in d._terms:
+        term = None if coeff == 1 and mono else _i64_const(ctx, coeff)
+        for atom, power in mono:
+            a = _atom_value(ctx, atom, env)
+            for _ in range(power):
+                term = a if term is None else _i64_op(ctx, "stablehlo.multiply", [term, a])
+        total = term if total is None else _i64_op(ctx, "stablehlo.add", [total, term])
+    return total
+
+
+def _atom_value(ctx, atom, env) -> str:
+    if isinstance(atom, _Var):
+        return env[atom.name]
+    assert isinstance(atom, _Op)
+    a, b = (dim_value(ctx, x) for x in atom.args)
+    if atom.kind in ("max", "min"):
+        return _i64_op(ctx, "stablehlo.maximum" if atom.kind == "max" else "stablehlo.minimum",
+                       [a, b])
+    # floordiv and mod by a positive constant, rounding towards minus infinity
+    quotient = _i64_op(ctx, "stablehlo.divide", [a, b])
+    rem = _i64_op(ctx, "stablehlo.remainder", [a, b])
+    zero = _i64_const(ctx, 0)
+    negative = ctx.fn.emit("stablehlo.compare", [rem, zero], [_I64, _I64], ["tensor<i1>"],
+                           props="comparison_direction = #stablehlo<comparison_direction LT>, "
+                                 "compare_type = #stablehlo<comparison_type SIGNED>")[0]
+    if atom.kind == "floordiv":
+        fixed = _i64_op(ctx, "stablehlo.subtract", [quotient, _i64_const(ctx, 1)])
+        plain = quotient
+    else:
+        fixed = _i64_op(ctx, "stablehlo.add", [rem, b])
+        plain = rem
+    return ctx.fn.emit("stablehlo.select", [negative, fixed, plain],
+                       ["tensor<i1>", _I64, _I64], [_I64])[0]
+
+
+def shape_value(ctx, shape) -> str:
+    """The SSA value (``tensor<Nxi64>``) of a shape with symbolic entries."""
+    parts = [ctx.fn.emit("stablehlo.reshape", [dim_value(ctx, d)], [_I64],
+                         ["tensor<1xi64>"])[0] for d in shape]
+    if len(parts) == 1:
+        return parts[0]
+    return ctx.fn.emit("stablehlo.concatenate", parts, ["tensor<1xi64>"] * len(parts),
+                       [f"tensor<{len(parts)}xi64>"], props="dimension = 0 : i64")[0]
+
+
+def _shape_type(n: int) -> str:
+    return f"tensor<{n}xi64>"
+
+
+# --- the dynamic rules -------------------------------------------------------------------------
+def _dim_as_value_lowering(ctx, *, dim):
+    value = dim_value(ctx, dim)
+    out = ctx.avals_out[0]
+    if tensor_type(out) == _I64:
+        return value
+    return ctx.fn.emit("stablehlo.convert", [value], [_I64], [tensor_type(out)])[0]
+
+
+def _broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions, sharding=None):
+    s = shape_value(ctx, shape)
+    return ctx.fn.emit("stablehlo.dynamic_broadcast_in_dim", [x, s],
+                       [tensor_type(ctx.avals_in[0]), _shape_type(len(shape))],
+                       [tensor_type(ctx.avals_out[0])],
+                       props=f"broadcast_dimensions = {i64_array(broadcast_dimensions)}")[0]
+
+
+def _iota(ctx, *, dtype, shape, dimension, sharding=None):
+    s = shape_value(ctx, shape)
+    return ctx.fn.emit("stablehlo.dynamic_iota", [s], [_shape_type(len(shape))],
+                       [tensor_type(ctx.avals_out[0])],
+                       props=f"iota_dimension = {int(dimension)} : i64")[0]
+
+
+def _reshape(ctx, x, *, new_sizes, dimensions, sharding=None):
+    aval = ctx.avals_in[0]
+    if dimensions is not None:
+        moved = aval.update(shape=tuple(aval.shape[d] for d in dimensions))
+        x = ctx.op1("stablehlo.transpose", [x], [aval], moved,
+                    props=f"permutation = {i64_array(dimensions)}")
+        aval = moved
+    out = ctx.avals_out[0]
+    s = shape_value(ctx, out.shape)
+    return ctx.fn.emit("stablehlo.dynamic_reshape", [x, s],
+                       [tensor_type(aval), _shape_type(len(out.shape))], [tensor_type(out)])[0]
+
+
+def _slice(ctx, x, *, start_indices, limit_indices, strides):
+    n = len(start_indices)
+    strides = strides or (1,) * n
+    vals = [shape_value(ctx, v) for v in (start_indices, limit_indices, strides)]
+    return ctx.fn.emit("stablehlo.real_dynamic_slice", [x, *vals],
+                       [tensor_type(ctx.avals_in[0])] + [_shape_type(n)] * 3,
+                       [tensor_type(ctx.avals_out[0])])[0]
+
+
+def _symbolic_out(ctx) -> bool:
+    return any(shape_is_symbolic(a.shape) for a in ctx.avals_out)
+
+
+def _install_dynamic_rules() -> None:
+    from plax.first_order.shapes import broadcast_in_dim_p, iota_p, reshape_p
+    from plax.first_order.slicing import slice_p
+    for prim, dynamic in ((broadcast_in_dim_p, _broadcast_in_dim), (iota_p, _iota),
+                          (reshape_p, _reshape), (slice_p, _slice)):
+        static = lowering_rule(prim, "cpu")
+
+        def rule(ctx, *args, _static=static, _dynamic=dynamic, **params):
+            if _symbolic_out(ctx) or shape_is_symbolic(
+                    params.get("limit_indices", ()) + params.get("start_indices", ())):
+                return _dynamic(ctx, *args, **params)
+            return _static(ctx, *args, **params)
+        rule.static_rule = static
+        register_lowering(prim, rule)
+
+
+def _broadcast_helper(ctx, x, aval_in, aval_out, dims):
+    inner = RuleContext(ctx.fn, [aval_in], [aval_out])
+    return _broadcast_in_dim(inner, x, shape=aval_out.shape, broadcast_dimensions=tuple(dims))
+
+
+register_lowering(dim_as_value_p, _dim_as_value_lowering)
+_install_dynamic_rules()
+stablehlo_lowering.symbolic_broadcast = _broadcast_helper
+
+
+# --- the module --------------------------------------------------------------------------------
+def _inline_calls(closed: ClosedJaxpr):
+    """``closed`` traced again with nested jit calls inlined (their bodies then see the
+    dimension variables of the one function they are lowered into)."""
+    from plax.higher_order.pjit import pjit_p
+
+    def run(jaxpr, consts, args):
+        env = dict(zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args)))
+
+        def read(v):
+            return v.val if isinstance(v, Literal) else env[v]
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            if eqn.primitive is pjit_p:
+                body = eqn.params["jaxpr"]
+                outs = run(body.jaxpr, body.consts, ins)
+            else:
+                outs = eqn.primitive.bind(*ins, **eqn.params)
+                outs = outs if eqn.primitive.multiple_results else [outs]
+            for v, o in zip(eqn.outvars, outs):
+                env[v] = o
+        return [read(v) for v in jaxpr.outvars]
+
+    jaxpr = closed.jaxpr
+    return trace_to_jaxpr(lambda *args: run(jaxpr, closed.consts, args),
+                          [v.aval for v in jaxpr.invars])
+
+
+def _dimension_sources(jaxpr) -> dict:
+    """dimension variable -> (argument index, axis) of an argument dimension that is it."""
+    sources: dict = {}
+    wanted = set()
+    for i, v in enumerate(jaxpr.invars):
+        for axis, d in enumerate(v.aval.shape):
+            if isinstance(d, DimExpr):
+                wanted |= d.variables()
+                mono = d._terms
+                if len(mono) == 1 and mono[0][1] == 1 and len(mono[0][0]) == 1 and \
+                        mono[0][0][0][1] == 1 and isinstance(mono[0][0][0][0], _Var):
+                    sources.setdefault(mono[0][0][0][0].name, (i, axis))
+    missing = sorted(wanted - set(sources))
+    if missing:
+        raise NotImplementedError(
+            f"The dimension variables {missing} appear only inside expressions of the "
+            "argument shapes; plax exports need each variable alone as some argument "
+            "dimension (e.g. 'b' next to '2*b').")
+    return dict(sorted(sources.items()))
+
+
+def lower_polymorphic(jaxpr, consts, name: str, platform: str) -> str:
+    """The shape-polymorphic module text of ``jaxpr`` (see the module docstring)."""
+    from plax.export.exporting import main_function
+    jaxpr, consts = _inline_calls(ClosedJaxpr(jaxpr, consts))
+    sources = _dimension_sources(jaxpr)
+    module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
+                                            for c in name), platform=platform)
+    dim_names = {var: f"%dim{k}" for k, var in enumerate(sources)}
+    module.dim_values = dim_names
+    body_name = module.unique_name("_plax_exported")
+    fn = FunctionBuilder(module)
+    params = list(jaxpr.constvars) + list(jaxpr.invars)
+    arg_names = [f"%arg{i}" for i in range(len(params))]
+    outs = lower_jaxpr_body(fn, jaxpr, arg_names)
+    sig = [f'{dim_names[v]}: {_I64} {{jax.global_constant = "{v}"}}' for v in sources]
+    sig += [f"{a}: {tensor_type(v.aval)}" for a, v in zip(arg_names, params)]
+    out_types = [tensor_type(v.aval) for v in jaxpr.outvars]
+    body = "".join("    " + line.replace("\n", "\n    ") + "\n" for line in fn.lines)
+    module.functions.append(
+        f"  func.func private @{body_name}({', '.join(sig)}) -> ({', '.join(out_types)}) {{\n"
+        f"{body}    func.return {', '.join(outs)} : {', '.join(out_types)}\n  }}")
+    # @main: the dimension values from the arguments, the constants, the call.
+    main = FunctionBuilder(module)
+    ctx = RuleContext(main, [], [])
+    in_types = [tensor_type(v.aval) for v in jaxpr.invars]
+    main_args = [f"%arg{i}" for i in range(len(in_types))]
+    dims = []
+    for var, (i, axis) in sources.items():
+        size = main.emit("stablehlo.get_dimension_size", [main_args[i]], [in_types[i]],
+                         ["tensor<i32>"], props=f"dimension = {axis} : i64")[0]
+        dims.append(main.emit("stablehlo.convert", [size], ["tensor<i32>"], [_I64])[0])
+    const_ssa = [ctx.constant(np.asarray(c), v.aval) for c, v in zip(consts, jaxpr.constvars)]
+    results = main.emit("func.call", dims + const_ssa + main_args,
+                        [_I64] * len(dims) + [tensor_type(v.aval) for v in jaxpr.constvars]
+                        + in_types, out_types, props=f"callee = @{body_name}")
+    module.functions.append(main_function(main, main_args, in_types, results, out_types))
+    del module.dim_values
+    if module.host_callbacks:
+        raise NotImplementedError(f"Cannot export {name}: it has host callbacks, whose Python "
+                                  "functions cannot be part of an exported module.")
+    return module.text("jax.uses_shape_polymorphism = true, mhlo.num_partitions = 1 : i32, "
+                       "mhlo.num_replicas = 1 : i32")

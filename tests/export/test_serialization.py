@@ -1,0 +1,102 @@
+"""plax.export's container format: round trips, VJPs of every order, and refusing bytes
+that are not a whole, unchanged Exported."""
+import collections
+import struct
+
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax import export
+
+X = np.linspace(-1, 2, 6, dtype=np.float32)
+
+
+def _g(x):
+    return jnp.sin(x) * 2.0
+
+
+@pytest.fixture(scope="module")
+def exp():
+    return export.export(plax.jit(_g))(plax.ShapeDtypeStruct((6,), np.float32))
+
+
+def test_round_trip_keeps_everything(exp):
+    blob = exp.serialize()
+    assert isinstance(blob, bytearray) and blob[:8] == b"PLAXEXP\x00"
+    back = export.deserialize(blob)
+    for name in ("fun_name", "in_tree", "out_tree", "in_avals", "out_avals", "platforms",
+                 "nr_devices", "calling_convention_version", "module_kept_var_idx",
+                 "in_shardings_hlo", "out_shardings_hlo"):
+        assert getattr(back, name) == getattr(exp, name), name
+    assert back.mlir_module_serialized == exp.mlir_module_serialized
+    assert "stablehlo.sine" in back.mlir_module()
+    assert not back.has_vjp()
+
+
+@pytest.mark.parametrize("how", ["eager", "jit", "vmap"])
+def test_deserialized_call(exp, how):
+    back = export.deserialize(exp.serialize())
+    if how == "vmap":
+        xs = np.stack([X, X + 1])
+        np.testing.assert_allclose(plax.vmap(back.call)(xs), np.sin(xs) * 2, rtol=1e-6)
+        return
+    call = back.call if how == "eager" else plax.jit(back.call)
+    np.testing.assert_allclose(call(X), np.sin(X) * 2, rtol=1e-6)
+
+
+def test_vjp_order_sets_how_often_it_differentiates(exp):
+    x = X
+    e0 = export.deserialize(exp.serialize())
+    with pytest.raises(ValueError, match="No VJP is available"):
+        plax.grad(lambda x: e0.call(x).sum())(x)
+    e1 = export.deserialize(exp.serialize(vjp_order=1))
+    np.testing.assert_allclose(plax.grad(lambda x: e1.call(x).sum())(x), 2 * np.cos(x),
+                               rtol=1e-6)
+    np.testing.assert_allclose(plax.jit(plax.grad(lambda x: e1.call(x).sum()))(x),
+                               2 * np.cos(x), rtol=1e-6)
+    with pytest.raises(ValueError, match="No VJP is available"):
+        plax.grad(lambda x: plax.grad(lambda x: e1.call(x).sum())(x).sum())(x)
+    e2 = export.deserialize(exp.serialize(vjp_order=2))
+    second = plax.grad(lambda x: plax.grad(lambda x: e2.call(x).sum())(x).sum())(x)
+    np.testing.assert_allclose(second, -2 * np.sin(x), rtol=1e-5, atol=1e-6)
+    # under vmap too: per-example gradients
+    xs = np.stack([x, x * 2])
+    np.testing.assert_allclose(plax.vmap(plax.grad(lambda x: e1.call(x).sum()))(xs),
+                               2 * np.cos(xs), rtol=1e-6)
+
+
+def _corrupt(blob: bytearray, where: int) -> bytearray:
+    out = bytearray(blob)
+    out[where] ^= 0xFF
+    return out
+
+
+@pytest.mark.parametrize("mangle, match", [
+    (lambda b: b"", "shorter than"),
+    (lambda b: b[:30], "shorter than"),
+    (lambda b: b[:-7], "truncated"),
+    (lambda b: b + b"extra", "truncated or has trailing data"),
+    (lambda b: _corrupt(b, len(b) - 3), "checksum does not match"),
+    (lambda b: _corrupt(b, 60), "checksum does not match"),
+    (lambda b: b"\x89PNG\r\n\x1a\n" + b[8:], "magic bytes"),
+    (lambda b: b[:8] + struct.pack("<I", 99) + b[12:], "format version 99"),
+])
+def test_damaged_or_foreign_bytes_raise_value_error(exp, mangle, match):
+    with pytest.raises(ValueError, match=match):
+        export.deserialize(mangle(exp.serialize()))
+
+
+def test_custom_pytree_nodes_need_registration():
+    Pair = collections.namedtuple("Pair", "a b")
+    e = export.export(plax.jit(lambda p: Pair(p.b, p.a)))(
+        Pair(np.ones(2, np.float32), np.zeros(3, np.float32)))
+    with pytest.raises(ValueError, match="unregistered type"):
+        e.serialize()
+    export.register_namedtuple_serialization(Pair, serialized_name="test_export.Pair")
+    back = export.deserialize(e.serialize())
+    out = back.call(Pair(np.ones(2, np.float32), np.zeros(3, np.float32)))
+    assert isinstance(out, Pair) and out.a.shape == (3,) and out.b.shape == (2,)
+    with pytest.raises(ValueError, match="Duplicate serialization registration"):
+        export.register_namedtuple_serialization(Pair, serialized_name="other")
