@@ -54,10 +54,10 @@ def test_ref_inside_jit_under_vmap_reads_and_local_refs():
 
 
 @pytest.mark.parametrize("program,match", [
-    (lambda r: plax.jit(lambda x: (r.__setitem__(..., r[...] + x), x)[1])(1.0),
-     "created outside a traced function is read or written inside it"),
-    (lambda r: plax.lax.scan(lambda c, _: (c + r[...], None), jnp.zeros(2), None, length=2),
-     "Pass the reference to the jitted function as an argument"),
+    (lambda r: plax.vmap(lambda x: r.__setitem__(0, x))(jnp.arange(2.0)),
+     "set/swap operation with vmapped value on an unbatched array reference"),
+    (lambda r: plax.jit(lambda a, b: a[...] + b[...])(r, r),
+     "only one reference to a mutable array may be passed as an argument"),
     (lambda r: plax.grad(lambda x: (r.__setitem__(..., x * r[...]), x)[1])(1.0),
      "Move the array reference to be an argument of the differentiated function"),
     (lambda r: plax.jit(lambda: plax.new_ref(1.0))(),

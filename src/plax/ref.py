@@ -2,17 +2,14 @@
 in place (JAX's ``jax.ref``).
 
 A ``Ref`` is a hi value (``plax.core.hi_types``) whose one lo value is the array it holds.
-Eagerly it is a box. Passed to a jitted function it enters as its array; inside, reads and
-writes are ordinary array operations on a traced value, and when the function returns the
-final array is written back into the caller's ``Ref`` (so the update happens in the
-compiled program, and a cached call updates it again).
-
-What plax refuses, with an error rather than a wrong answer:
-- a Ref read or written inside a traced function (``jit``, ``scan``, ``cond`` bodies, ...)
-  that it did not receive as an argument: the value would be baked into the cached
-  program. Pass the Ref to the jitted function as an argument.
-- writing a value traced by a transformation (a ``grad``/``vmap`` tracer) into a Ref created
-  outside it, and returning a Ref from a jitted function, as JAX refuses both.
+Eagerly it is a box. Passed to a jitted function it enters as its array and the final array
+is written back after the call. A reference a traced function closes over (a ``jit``,
+``scan``, ``fori_loop``, ``while_loop`` or ``cond`` body) is discharged as JAX does: its
+value becomes an implicit input and its final value an implicit output, written back
+(``plax.higher_order.ref_effects``). Under ``grad`` a reference may be updated with values
+that are not differentiated, or with anything if it was made inside the differentiated
+function; ``vmap`` refuses writes to a reference made outside it. A reference cannot be
+returned from a jitted function (JAX's error).
 """
 from __future__ import annotations
 
@@ -20,10 +17,12 @@ import numpy as np
 
 from plax.core.hi_types import MutableHiType, register_hitype
 from plax.core.staging import StagingTrace
-from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
+from plax.core.trace import Tracer, current_trace, get_aval
+from plax.higher_order import ref_effects
 from plax.transforms.linearize import PartialEvalTrace
 
-__all__ = ["AbstractRef", "Ref", "new_ref", "freeze", "get", "set", "swap", "addupdate"]
+__all__ = ["AbstractRef", "Ref", "new_ref", "freeze", "get", "set", "swap", "addupdate",
+           "empty_ref", "free_ref"]
 
 
 class AbstractRef(MutableHiType):
@@ -59,10 +58,10 @@ class AbstractRef(MutableHiType):
         return Ref(value)
 
     def read_loval(self, qdd, ref):
-        return [ref._value]
+        return [ref_effects.read(ref)]
 
     def update_from_loval(self, qdd, ref, value):
-        ref._value = value
+        ref_effects.write(ref, value)
 
     def to_tangent_aval(self):
         return AbstractRef(self.inner_aval.to_tangent_aval())
@@ -71,11 +70,11 @@ class AbstractRef(MutableHiType):
 class Ref:
     """A mutable reference to an array: ``r[...]`` reads it, ``r[idx] = v`` writes it."""
 
-    __slots__ = ("_value", "_owner", "__weakref__")
+    __slots__ = ("_value", "_live", "__weakref__")
 
     def __init__(self, value):
         self._value = value
-        self._owner = current_trace()
+        self._live = current_trace()  # the trace its value lives in (see ref_effects)
 
     # --- what it holds ---
     @property
@@ -86,6 +85,10 @@ class Ref:
     dtype = property(lambda self: get_aval(self._value).dtype)
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    @property
+    def sharding(self):
+        return ref_effects.read(self).sharding
 
     def __len__(self):
         if not self.shape:
@@ -108,43 +111,51 @@ class Ref:
     def __setitem__(self, idx, value):
         set(self, idx, value)
 
-    def _check_access(self, writing_value=None) -> None:
-        """Refuse an access that would bake the held value into a cached program, or store a
-        tracer that outlives its transformation."""
-        owner, trace = self._owner, current_trace()
-        while trace is not owner:
-            if trace is None or (isinstance(owner, EvalTrace) and isinstance(trace, EvalTrace)):
-                break
-            if isinstance(trace, StagingTrace) and not isinstance(trace, PartialEvalTrace):
-                raise ValueError(
-                    f"A mutable array reference ({self.aval}) created outside a traced function "
-                    "is read or written inside it (while tracing "
-                    f"{trace.description or 'a function'}): plax would bake its contents into "
-                    "the compiled program. Pass the reference to the jitted function as an "
-                    "argument instead.")
-            trace = trace.parent
-        value = writing_value
-        if isinstance(value, Tracer) and value._trace is not owner and not _encloses(
-                value._trace, owner):
-            raise ValueError(
-                "Exception performing a set/swap operation with a differentiated value on a "
-                f"non-differentiated array reference of type {self.aval}: the value is traced "
-                f"by {value._trace.description or 'a transformation'} and would escape it. "
-                "Move the array reference to be an argument of the differentiated function?")
+    def addupdate(self, x, idx=None):
+        """Add ``x`` to ``self[idx]`` (the whole reference by default) in place."""
+        addupdate(self, idx, x)
 
 
-def _encloses(outer, inner) -> bool:
-    """Whether trace ``outer`` is ``inner`` or one of its ancestors."""
-    while inner is not None:
-        if inner is outer:
-            return True
-        inner = inner.parent
-    return False
+class Slice:
+    """``size`` elements from ``start`` (which may be traced), ``stride`` apart: a slice of a
+    reference whose start is only known at run time (made by ``plax.ds``)."""
+
+    __slots__ = ("start", "size", "stride")
+
+    def __init__(self, start, size, stride=1):
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool):
+            raise TypeError(f"ds: size must be a static int, got {size!r}.")
+        if int(size) < 0:
+            raise ValueError(f"ds: size must be non-negative, got {size}.")
+        if not isinstance(stride, (int, np.integer)) or int(stride) < 1:
+            raise ValueError(f"ds: stride must be a positive static int, got {stride!r}.")
+        self.start, self.size, self.stride = start, int(size), int(stride)
+
+    def __repr__(self):
+        return f"Slice(start={self.start!r}, size={self.size}, stride={self.stride})"
+
+    def __eq__(self, other):
+        return (type(other) is Slice and (self.start, self.size, self.stride)
+                == (other.start, other.size, other.stride))
+
+    def __hash__(self):
+        return hash((Slice, id(self.start) if isinstance(self.start, Tracer) else self.start,
+                     self.size, self.stride))
 
 
-def _as_value(ref: Ref, value, idx, what: str):
+def ds(start, size=None, stride=None):
+    """A slice ``start : start + size`` (``stride`` apart) whose ``start`` may be traced:
+    ``ds(None)`` is ``:``, ``ds(j)`` is ``:j``, ``ds(i, j)`` is ``i:i+j``. Use it to index
+    references, e.g. ``r[ds(i, 2)]`` inside a loop."""
+    if start is None:
+        return slice(None, None, None)
+    if size is None:
+        start, size = 0, start
+    return Slice(start, size, 1 if stride is None else stride)
+
+
+def _as_value(ref: Ref, value, want, what: str):
     import plax.numpy as jnp
-    want = get_aval(ref._value[idx] if idx is not None else ref._value)
     value = jnp.asarray(value)
     have = get_aval(value)
     if have.dtype != want.dtype:
@@ -164,18 +175,79 @@ def _whole(idx) -> bool:
         idx == () or idx == (Ellipsis,)))
 
 
+def _split_dynamic(idx, ndim: int):
+    """``idx`` with its ``Slice``s taken out: ``(slices, rest)``, ``slices`` a list of
+    ``(axis, Slice)`` and ``rest`` the index to apply to the block they cut (None: no Slice)."""
+    items = idx if type(idx) is tuple else (idx,)
+    if not any(type(i) is Slice for i in items):
+        return None, idx
+    if sum(i is Ellipsis for i in items) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(1 for i in items if i is not Ellipsis and i is not None)
+    expanded = []
+    for i in items:
+        expanded += [slice(None)] * (ndim - consumed) if i is Ellipsis else [i]
+    slices, rest, axis = [], [], 0
+    for i in expanded:
+        if type(i) is Slice:
+            slices.append((axis, i))
+            rest.append(slice(None, None, i.stride) if i.stride != 1 else slice(None))
+        else:
+            rest.append(i)
+        if i is not None:
+            axis += 1
+    return slices, tuple(rest)
+
+
+def _block_start_and_size(s: Slice):
+    return s.start, (s.size - 1) * s.stride + 1 if s.size else 0
+
+
+def _read(value, idx):
+    """``value[idx]``, with ``Slice``s (traced starts) as dynamic slices."""
+    if _whole(idx):
+        return value
+    slices, rest = _split_dynamic(idx, np.ndim(value))
+    if slices is None:
+        return value[idx]
+    from plax import lax
+    for axis, s in slices:
+        start, size = _block_start_and_size(s)
+        value = lax.dynamic_slice_in_dim(value, start, size, axis=axis)
+    return value[rest]
+
+
+def _written(value, idx, new):
+    """``value`` with ``value[idx]`` replaced by ``new``."""
+    if _whole(idx):
+        return new
+    slices, rest = _split_dynamic(idx, np.ndim(value))
+    if slices is None:
+        return value.at[idx].set(new)
+    from plax import lax
+    import plax.numpy as jnp
+    starts = [0] * np.ndim(value)
+    block = value
+    for axis, s in slices:
+        start, size = _block_start_and_size(s)
+        starts[axis] = start
+        block = lax.dynamic_slice_in_dim(block, start, size, axis=axis)
+    block = block.at[rest].set(new)
+    dtype = jnp.result_type(*[s for s in starts if not isinstance(s, int)] or [np.int32])
+    return lax.dynamic_update_slice(value, block, [jnp.asarray(s, dtype) for s in starts])
+
+
 def get(ref: Ref, idx=None):
     """The array ``ref`` holds (``ref[idx]``)."""
-    ref._check_access()
-    return ref._value if _whole(idx) else ref._value[idx]
+    return _read(ref_effects.read(ref), idx)
 
 
-def swap(ref: Ref, idx, value):
+def swap(ref: Ref, idx, value, _function_name: str = "swap"):
     """Write ``value`` at ``ref[idx]`` and return what was there."""
-    value = _as_value(ref, value, None if _whole(idx) else idx, "swap")
-    ref._check_access(value)
-    old = get(ref, idx)
-    ref._value = value if _whole(idx) else ref._value.at[idx].set(value)
+    current = ref_effects.read(ref)
+    old = _read(current, idx)
+    value = _as_value(ref, value, get_aval(old), _function_name)
+    ref_effects.write(ref, _written(current, idx, value))
     return old
 
 
@@ -186,9 +258,10 @@ def set(ref: Ref, idx, value) -> None:  # noqa: A001 (JAX's name)
 
 def addupdate(ref: Ref, idx, x) -> None:
     """Add ``x`` to ``ref[idx]`` in place."""
-    x = _as_value(ref, x, None if _whole(idx) else idx, "addupdate")
-    ref._check_access(x)
-    ref._value = ref._value + x if _whole(idx) else ref._value.at[idx].add(x)
+    current = ref_effects.read(ref)
+    old = _read(current, idx)
+    x = _as_value(ref, x, get_aval(old), "addupdate")
+    ref_effects.write(ref, _written(current, idx, old + x))
 
 
 def new_ref(init_val, *, memory_space=None, kind=None) -> Ref:
@@ -199,6 +272,32 @@ def new_ref(init_val, *, memory_space=None, kind=None) -> Ref:
                                   "places references like any array (leave it None).")
     value = jnp.asarray(init_val)
     return Ref(jnp.asarray(value, value.dtype))  # (a Python scalar's weak type dropped)
+
+
+def empty_ref(ty, memory_space=None) -> Ref:
+    """A new reference of type ``ty`` (anything with ``shape`` and ``dtype``) whose contents
+    are unspecified until written. As in JAX it has no eager form: use it inside ``jit``."""
+    import plax.numpy as jnp
+    if memory_space is not None:
+        raise NotImplementedError("empty_ref: memory_space is for accelerator kernels; "
+                                  "leave it None.")
+    trace = current_trace()
+    while trace is not None and not (isinstance(trace, StagingTrace)
+                                     and not isinstance(trace, PartialEvalTrace)):
+        trace = trace.parent
+    if trace is None:
+        raise NotImplementedError("Evaluation rule for 'empty_ref' not implemented (an empty "
+                                  "reference exists only inside a jitted function: use "
+                                  "new_ref(jnp.zeros(shape, dtype)) outside one).")
+    return Ref(jnp.zeros(ty.shape, ty.dtype))
+
+
+def free_ref(ref: Ref):
+    """Invalidate ``ref`` (a hint that its memory may be reused; reading it afterwards is
+    undefined). Returns ``()``, as JAX's does."""
+    if type(ref) is not Ref:
+        raise TypeError(f"free_ref expects a Ref, got {type(ref).__name__}.")
+    return ()
 
 
 def freeze(ref: Ref):

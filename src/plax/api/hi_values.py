@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from plax import tree_util
 from plax.core.hi_types import hi_type_of, hi_value_types
+from plax.core.trace import current_trace
+from plax.higher_order import ref_effects
 
 
 class _LoValues(tuple):
@@ -81,17 +83,35 @@ def call_with_hi_values(jitted, args, kwargs):
                      for i, a in enumerate(args)),
                {k: tree_util.tree_map(_lower, v) for k, v in kwargs.items()
                 if k not in jitted._static_argnames})
-    outs, finals = inner(lowered, static)
-    # Write each mutable argument's final contents back into the caller's object (the inner
-    # function returns them in pytree order: positional arguments, then keywords by name).
     objects = [leaf for i, a in enumerate(args) if i not in static_nums
                for leaf in tree_util.tree_leaves(a) if type(leaf) in hi_value_types]
     objects += [leaf for k, v in sorted(kwargs.items()) if k not in jitted._static_argnames
                 for leaf in tree_util.tree_leaves(v) if type(leaf) in hi_value_types]
     objects = [o for o in objects if hi_type_of(o).has_qdd]
+    for j, obj in enumerate(objects):
+        if any(obj is o for o in objects[:j]):
+            raise ValueError(
+                "only one reference to a mutable array may be passed as an argument to a "
+                f"function, but when tracing {jitted._name} for jit the mutable array "
+                f"reference of type {hi_type_of(obj)} appeared at two arguments "
+                f"(mutable arguments {objects.index(obj)} and {j}).")
+    here = current_trace()
+    while True:  # (references the function closes over: found as it is traced)
+        closed = list(jitted._closed_refs)
+        try:
+            outs, finals, closed_finals = inner(lowered, static, ref_effects.read_all(closed))
+            break
+        except ref_effects.RefsCaptured as e:
+            if e.target.parent is not here or all(any(r is q for q in closed) for r in e.refs):
+                raise
+            jitted.__dict__["_closed_refs"] = tuple(closed) + tuple(
+                r for r in e.refs if not any(r is q for q in closed))
+    # Write each mutable argument's final contents back into the caller's object (the inner
+    # function returns them in pytree order: positional arguments, then keywords by name).
     assert len(objects) == len(finals)
     for obj, final in zip(objects, finals):
         final.how[1].update_from_loval(final.how[2], obj, *final)
+    ref_effects.write_all(closed, closed_finals)
     return tree_util.tree_map(lambda x: _raise(x) if _is_lo_values(x) else x, outs,
                               is_leaf=_is_lo_values)
 
@@ -102,7 +122,7 @@ def _inner_jit(jitted):
     from plax.api.jit import jit  # (jit imports this module)
     user_fun = jitted._fun
 
-    def lo_fun(lowered, static):
+    def lo_fun(lowered, static, closed_values):
         lowered_args, lowered_kwargs = tree_util.tree_map(
             lambda x: _raise(x) if _is_lo_values(x) else x, lowered, is_leaf=_is_lo_values)
         mutable = [x for x in tree_util.tree_leaves((lowered_args, lowered_kwargs))
@@ -110,11 +130,14 @@ def _inner_jit(jitted):
         full = list(lowered_args)
         for i, value in static[0]:
             full[i] = value
-        out = user_fun(*full, **lowered_kwargs, **dict(static[1]))
-        for j, leaf in enumerate(tree_util.tree_leaves(out)):
-            if type(leaf) in hi_value_types and hi_type_of(leaf).has_qdd:
-                raise returned_reference_error(jitted._name, leaf, j)
-        return tree_util.tree_map(_lower, out), [_lower(x) for x in mutable]
+        closed = jitted._closed_refs[:len(closed_values)]
+        with ref_effects.bound(closed, closed_values):
+            out = user_fun(*full, **lowered_kwargs, **dict(static[1]))
+            for j, leaf in enumerate(tree_util.tree_leaves(out)):
+                if type(leaf) in hi_value_types and hi_type_of(leaf).has_qdd:
+                    raise returned_reference_error(jitted._name, leaf, j)
+            return (tree_util.tree_map(_lower, out), [_lower(x) for x in mutable],
+                    ref_effects.final_values(closed))
 
     if jitted._in_shardings is not None or jitted._out_shardings is not None:
         raise NotImplementedError(
@@ -126,6 +149,8 @@ def _inner_jit(jitted):
             f"jit of {jitted._name} with donated arguments was called with hi values "
             "(references or library-defined hi types) among its arguments: donation is not "
             "supported with them.")
-    return jit(lo_fun, static_argnums=(1,), keep_unused=jitted._keep_unused,
-               device=jitted._device, inline=jitted._inline,
-               compiler_options=dict(jitted._compiler_options or ()) or None)
+    inner = jit(lo_fun, static_argnums=(1,), keep_unused=jitted._keep_unused,
+                device=jitted._device, inline=jitted._inline,
+                compiler_options=dict(jitted._compiler_options or ()) or None)
+    getattr(inner, "_plax_jit", inner).__dict__["_catches_refs"] = False  # (done here)
+    return inner

@@ -21,6 +21,8 @@ from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.higher_order import pjit
+from plax.higher_order import ref_effects
+from plax.higher_order.ref_effects import RefsCaptured
 from plax.higher_order.pjit import pjit_p
 from plax.runtime import cpp_jit, dispatch, jitted, tokens, xla
 from plax.sharding import NamedSharding
@@ -117,9 +119,19 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
             return out_leaves
 
         names = flat_arg_names(fun, args, kwargs, static)
+
+        def trace(refs):
+            # References closed over are read as constants: nothing runs, nothing written.
+            held = ref_effects.read_all(refs)
+
+            def with_refs(*flat):
+                with ref_effects.bound(refs, held):
+                    return flat_fun(*flat)
+            return trace_to_jaxpr(with_refs if refs else flat_fun, avals, description=fname,
+                                  arg_names=names if len(names) == len(avals) else None)
+
         with extend_axis_env(axis_pairs):
-            jaxpr, consts = trace_to_jaxpr(flat_fun, avals, description=fname,
-                                           arg_names=names if len(names) == len(avals) else None)
+            jaxpr, consts = ref_effects.with_closed_refs(lambda: trace(()), trace)
         closed = ClosedJaxpr(jaxpr, consts)
         _check_key_reuse(closed)
         if return_shape:
@@ -284,6 +296,8 @@ class JitWrapped:
 
     def _entry(self, args, kwargs):
         """The cache entry for these arguments (tracing on a miss) and the dynamic leaves."""
+        if self._closed_refs:  # it closes over references: carried in and out (hi_values)
+            raise HiValueArgument(self._name)
         static_key, static_nums, dyn_args, dyn_kwargs, donated, donated_kw = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         avals = tuple(_jit_aval(x, self._name, i, lambda: flat_arg_names(
@@ -298,7 +312,7 @@ class JitWrapped:
             traced = function.traces.get(key)  # traced by a jit of this function before
             fresh = traced is None
             if fresh:
-                traced = self._trace(args, kwargs, static_nums, in_tree, avals)
+                traced = self._trace_or_find_refs(args, kwargs, static_nums, in_tree, avals)
             entry = self._with_params(traced, dyn_args, dyn_kwargs, donated, donated_kw)
             if fresh:
                 # (the flag is part of the key: checked once per trace)
@@ -320,6 +334,21 @@ class JitWrapped:
             return
         from plax.api.explain_cache_misses import explain
         explain(self, key, entry, every)
+
+    _closed_refs = ()  # references the function closes over (found when first traced)
+    _catches_refs = True
+
+    def _trace_or_find_refs(self, *trace_args) -> _JitEntry:
+        # A reference met from outside is carried as an implicit argument and result
+        # (JAX's discharge): noted, and the call goes the way of hi values.
+        try:
+            return self._trace(*trace_args)
+        except RefsCaptured as e:
+            if not self._catches_refs or e.target.parent is not current_trace():
+                raise
+            self.__dict__["_closed_refs"] = self._closed_refs + tuple(
+                r for r in e.refs if not any(r is q for q in self._closed_refs))
+            raise HiValueArgument(self._name) from None
 
     def _trace(self, args, kwargs, static_nums, in_tree, avals) -> _JitEntry:
         """Trace the function for these arguments (an entry without parameters)."""

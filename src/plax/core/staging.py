@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core import dtypes
-from plax.core.avals import ShapedArray, abstractify
+from plax.core.avals import ShapedArray, abstractify, pytype_aval_mappings
+from plax.core.hi_types import hi_value_types
 from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, check_jaxpr
 from plax.core.primitive import abstract_eval
@@ -129,6 +130,15 @@ class StagingTrace(Trace):
     process_primitive = stage  # every primitive is recorded (one call, not two: hot path)
 
 
+def _check_no_reference_returned(outs, description: str) -> None:
+    for x in outs:
+        if type(x) in hi_value_types and pytype_aval_mappings[type(x)](x).has_qdd:
+            raise ValueError(
+                f"function traced for {description or 'a transformation'} returned a mutable "
+                f"array reference of type {pytype_aval_mappings[type(x)](x)}, but mutable "
+                "array references cannot be returned. Return its contents (ref[...]) instead.")
+
+
 def trace_to_jaxpr(fun, in_avals, description: str = "", arg_names=None):
     """Trace ``fun(*tracers) -> list of outputs`` into ``(Jaxpr, consts)``.
 
@@ -143,6 +153,8 @@ def trace_to_jaxpr(fun, in_avals, description: str = "", arg_names=None):
     try:
         with set_current_trace(trace):
             outs = fun(*args)
+            if hi_value_types:
+                _check_no_reference_returned(outs, description)
             out_atoms = [trace.lift(x) for x in outs]
     finally:
         trace.finish()

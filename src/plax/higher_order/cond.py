@@ -36,6 +36,7 @@ from plax.first_order import conversion as _conversion
 from plax.first_order import shapes as _shapes
 from plax.first_order.ad_util import zeros_like_aval
 from plax.first_order.batch_util import move_batch_dim
+from plax.higher_order import ref_effects
 from plax.higher_order.bodies import (as_array, avals_of, check_branch_outputs,
                                           closed_call, forwarded_inputs, hoist_consts,
                                           mask_union, same_type, trace_body, trace_closed,
@@ -123,6 +124,26 @@ def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
 def _bind_cond(index, funs, names, operands, api):
     if config.read("disable_jit") and _is_concrete(index):
         return funs[int(index)](*operands)
+    # References the branches close over from outside: each branch returns their values.
+    return ref_effects.with_closed_refs(
+        lambda: _bind_cond_plain(index, funs, names, operands, api),
+        lambda refs: _cond_carrying_refs(refs, index, funs, names, operands, api))
+
+
+def _cond_carrying_refs(refs, index, funs, names, operands, api):
+    def carrying(fun):
+        def branch(held, *ops):
+            with ref_effects.bound(refs, held):
+                return fun(*ops), ref_effects.final_values(refs)
+        return branch
+
+    out, held = _bind_cond_plain(index, [carrying(f) for f in funs], names,
+                                 (ref_effects.read_all(refs), *operands), api)
+    ref_effects.write_all(refs, held)
+    return out
+
+
+def _bind_cond_plain(index, funs, names, operands, api):
     leaves, in_tree = tree_util.tree_flatten(tuple(operands))
     avals = avals_of(leaves)
     traced = [trace_body(f, in_tree, avals, f"{api} branch") for f in funs]

@@ -44,6 +44,7 @@ from plax.first_order import slicing as _slicing
 from plax.first_order.ad_util import instantiate
 from plax.first_order.batch_util import move_batch_dim
 from plax.first_order.common import check_same_shapes
+from plax.higher_order import ref_effects
 from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point, check_carry,
                                           closed_call, forwarded_inputs, hoist_consts,
                                           index_groups, mask_union, permute_body,
@@ -66,6 +67,34 @@ def while_loop(cond_fun, body_fun, init_val):
     returns the final ``val``. Not reverse-differentiable (use ``scan``)."""
     if not (callable(body_fun) and callable(cond_fun)):
         raise TypeError("lax.while_loop: body_fun and cond_fun arguments should be callable.")
+    # References the functions close over from outside are carried through the loop.
+    return ref_effects.with_closed_refs(
+        lambda: _while_loop(cond_fun, body_fun, init_val),
+        lambda refs: _while_carrying_refs(refs, cond_fun, body_fun, init_val))
+
+
+def _while_carrying_refs(refs, cond_fun, body_fun, init_val):
+    def cond(carry):
+        held, val = carry
+        with ref_effects.bound(refs, held):
+            pred = cond_fun(val)
+            if any(a is not b for a, b in zip(ref_effects.final_values(refs), held)):
+                raise ValueError("while_loop's cond_fun wrote to a mutable array reference: "
+                                 "only body_fun may update references.")
+        return pred
+
+    def body(carry):
+        held, val = carry
+        with ref_effects.bound(refs, held):
+            val = body_fun(val)
+            return ref_effects.final_values(refs), val
+
+    held, val = _while_loop(cond, body, (ref_effects.read_all(refs), init_val))
+    ref_effects.write_all(refs, held)
+    return val
+
+
+def _while_loop(cond_fun, body_fun, init_val):
     if config.read("disable_jit"):
         try:
             val = tree_util.tree_map(as_array, init_val)

@@ -37,6 +37,7 @@ from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
 from plax.first_order.ad_util import instantiate, zeros_like_aval
 from plax.first_order.batch_util import move_batch_dim, moveaxis
+from plax.higher_order import ref_effects
 from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point,
                                           check_carry, closed_call, forwarded_inputs,
                                           hoist_consts, index_groups, permute_body,
@@ -68,6 +69,28 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     the final carry and the stacked ``y``s. ``length`` is needed when ``xs`` is None."""
     if not callable(f):
         raise TypeError("lax.scan: f argument should be callable.")
+    # References the body closes over from outside are carried through the loop.
+    return ref_effects.with_closed_refs(
+        lambda: _scan(f, init, xs, length, reverse, unroll),
+        lambda refs: _scan_carrying_refs(refs, f, init, xs, length, reverse, unroll))
+
+
+def _scan_carrying_refs(refs, f, init, xs, length, reverse, unroll):
+    def body(carry, x):
+        held, c = carry
+        with ref_effects.bound(refs, held):
+            out = f(c, x)
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise TypeError(f"scan body output must be a pair, got {out}.")
+            return (ref_effects.final_values(refs), out[0]), out[1]
+
+    (held, carry), ys = _scan(body, (ref_effects.read_all(refs), init), xs, length, reverse,
+                              unroll)
+    ref_effects.write_all(refs, held)
+    return carry, ys
+
+
+def _scan(f, init, xs, length, reverse, unroll):
     init_leaves, init_tree = tree_util.tree_flatten(init)
     xs_leaves, xs_tree = tree_util.tree_flatten(xs)
     length = _scan_length(xs_leaves, length)

@@ -1,0 +1,159 @@
+"""Mutable references met by a traced function that did not create them: JAX's discharge.
+
+A reference (``plax.ref.Ref``) is a Python box whose ``_value`` lives in one trace, its
+``_live`` trace (where it was made, or where a transformation is carrying it now). Reads and
+writes from a trace nested inside that one go through this module:
+
+- A staging trace (a ``jit``, ``scan``, ``while_loop`` or ``cond`` body) between the current
+  trace and the live one cannot read the box now: its value would be baked into the
+  program. ``read``/``write`` raise ``RefsCaptured`` naming the outermost such trace. The
+  API that made that trace (``with_closed_refs``) catches it and traces again, this time
+  passing the reference's value in and its final value out: a jit takes it as an implicit
+  argument and writes it back after the call, a loop threads it as a carry, ``cond``
+  returns every branch's final value. Inside, the box is ``bound`` to the traced value.
+- A ``vmap`` between them refuses writes, and a value traced by ``grad``/``jvp`` cannot be
+  stored into a reference that outlives the differentiation: JAX's two errors.
+- Partial evaluation (``grad``'s linearize) is transparent: known values are stored as they
+  are.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from plax.core.rules import Zero
+from plax.core.staging import StagingTrace
+from plax.core.trace import EvalTrace, Tracer, current_trace
+from plax.transforms.jvp import JVPTracer
+from plax.transforms.linearize import PartialEvalTrace
+from plax.transforms.vmap import BatchTrace
+
+
+class RefsCaptured(ValueError):
+    """References a staging trace would have to carry: the API that made the trace catches
+    this and traces again with them threaded through (uncaught, it is the user's error)."""
+
+    def __init__(self, refs, target):
+        self.refs = list(refs)
+        self.target = target
+        super().__init__(
+            f"A mutable array reference ({refs[0].aval}) created outside a traced function is "
+            f"read or written inside it (while tracing {target.description or 'a function'}), "
+            "which cannot carry it in and out. Pass the reference to the function as an "
+            "argument instead.")
+
+
+def _encloses(outer, inner) -> bool:
+    """Whether trace ``outer`` is ``inner`` or one of its ancestors."""
+    while inner is not None:
+        if inner is outer:
+            return True
+        inner = inner.parent
+    return False
+
+
+def _path_to_live(ref) -> list:
+    """The traces from the current one up to (not including) the one ``ref`` lives in."""
+    live, trace, path = ref._live, current_trace(), []
+    while trace is not live:
+        if trace is None:
+            raise ValueError(
+                f"A mutable array reference ({ref.aval}) created inside a traced function is "
+                "used after that function returned (it escaped its trace): create it where "
+                "it is used, or pass it in as an argument.")
+        if isinstance(trace, EvalTrace) and isinstance(live, EvalTrace):
+            break  # (made eagerly on another thread)
+        path.append(trace)
+        trace = trace.parent
+    return path
+
+
+def _check_path(ref, path) -> None:
+    staging = [t for t in path
+               if isinstance(t, StagingTrace) and not isinstance(t, PartialEvalTrace)]
+    if staging:
+        raise RefsCaptured([ref], staging[-1])
+
+
+def read(ref):
+    """The value ``ref`` holds, as the current trace may use it."""
+    live, trace = ref._live, current_trace()
+    if trace is not live and not (isinstance(trace, EvalTrace) and isinstance(live, EvalTrace)):
+        _check_path(ref, _path_to_live(ref))
+    return ref._value
+
+
+def write(ref, value) -> None:
+    """Store ``value`` (an array of ``ref``'s type) into ``ref`` from the current trace."""
+    live, trace = ref._live, current_trace()
+    if trace is not live and not (isinstance(trace, EvalTrace) and isinstance(live, EvalTrace)):
+        path = _path_to_live(ref)
+        _check_path(ref, path)
+        if any(isinstance(t, BatchTrace) for t in path):
+            raise ValueError(
+                "Exception performing a set/swap operation with vmapped value on an unbatched "
+                f"array reference of type {ref.aval}. Move the array reference to be an "
+                "argument to the vmapped function?")
+        value = _settle(ref, value, live)
+    ref._value = value
+
+
+def _settle(ref, value, live):
+    """``value`` as a value of trace ``live`` (or of one outside it): a derivative that is
+    symbolically zero is dropped; anything else still traced inside is refused."""
+    while isinstance(value, Tracer) and not _encloses(value._trace, live):
+        if isinstance(value, JVPTracer) and type(value.tangent) is Zero:
+            value = value.primal
+            continue
+        what = ("a differentiated value" if isinstance(value, JVPTracer)
+                else f"a value traced by {value._trace.description or 'a transformation'}")
+        raise ValueError(
+            f"Exception performing a set/swap operation with {what} on a non-differentiated "
+            f"array reference of type {ref.aval}: the value would escape its transformation. "
+            "Move the array reference to be an argument of the differentiated function?")
+    return value
+
+
+@contextlib.contextmanager
+def bound(refs, values):
+    """Within: each of ``refs`` holds the matching value of ``values`` and lives in the
+    current trace (a traced body carrying them); restored afterwards."""
+    saved = [(r._value, r._live) for r in refs]
+    here = current_trace()
+    for r, v in zip(refs, values):
+        r._value, r._live = v, here
+    try:
+        yield
+    finally:
+        for r, (v, live) in zip(refs, saved):
+            r._value, r._live = v, live
+
+
+def final_values(refs) -> list:
+    """What ``refs`` hold now (inside ``bound``: the body's final values)."""
+    return [r._value for r in refs]
+
+
+def with_closed_refs(run_plain, run_threaded):
+    """``run_plain()``; if the trace it makes meets references from outside, ``run_threaded
+    (refs)`` instead, with every such reference found (traced again as more are found)."""
+    here = current_trace()
+    refs = []
+    while True:
+        try:
+            return run_threaded(refs) if refs else run_plain()
+        except RefsCaptured as e:
+            if e.target.parent is not here:
+                raise
+            new = [r for r in e.refs if not any(r is q for q in refs)]
+            if not new:
+                raise
+            refs += new
+
+
+def read_all(refs) -> list:
+    return [read(r) for r in refs]
+
+
+def write_all(refs, values) -> None:
+    for r, v in zip(refs, values):
+        write(r, v)
