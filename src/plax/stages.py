@@ -1,5 +1,5 @@
 """plax.stages: the ahead-of-time stages of a jitted function (JAX's ``jax.stages``)."""
-from plax.api.stages import Compiled, Lowered, Traced  # noqa: F401
+from plax.api.stages import ArgInfo, Compiled, Lowered, Traced, Wrapped  # noqa: F401
 
 from typing import Union as _Union
 

@@ -1,5 +1,9 @@
-"""Ahead-of-time stages of a jitted function: Traced -> Lowered -> Compiled."""
+"""Ahead-of-time stages of a jitted function: Traced -> Lowered -> Compiled; ``Wrapped``,
+what ``jit`` returns, and ``ArgInfo``, what the stages' ``args_info`` hold per argument."""
 from __future__ import annotations
+
+import dataclasses
+from typing import Protocol, runtime_checkable
 
 from plax import tree_util
 from plax.core.trace import get_aval
@@ -8,14 +12,62 @@ from plax.runtime.array import CONCRETE
 from plax.sharding.named import NamedSharding
 
 
+@dataclasses.dataclass(frozen=True)
+class ArgInfo:
+    """One argument of a traced, lowered or compiled function: its type and whether it is
+    donated."""
+
+    _aval: object
+    donated: bool
+
+    @property
+    def shape(self):
+        if not hasattr(self._aval, "shape"):
+            raise TypeError(f"No shape attribute with aval of type {type(self._aval)}")
+        return self._aval.shape
+
+    @property
+    def dtype(self):
+        if not hasattr(self._aval, "dtype"):
+            raise TypeError(f"No dtype attribute with aval of type {type(self._aval)}")
+        return self._aval.dtype
+
+
+def _args_info(entry):
+    """``(args, kwargs)`` of the dynamic arguments as ArgInfo values."""
+    donated = entry.call.donated_invars[len(entry.call.donated_invars) - len(entry.in_avals):]
+    return tree_util.tree_unflatten(
+        entry.in_tree, [ArgInfo(a, bool(d)) for a, d in zip(entry.in_avals, donated)])
+
+
+@runtime_checkable
+class Wrapped(Protocol):
+    """A function ready to be traced, lowered and compiled (what ``jit`` returns): calling it
+    compiles as needed and runs."""
+
+    def __call__(self, *args, **kwargs):
+        """Run the function, tracing and compiling as needed."""
+        raise NotImplementedError
+
+    def trace(self, *args, **kwargs) -> "Traced":
+        """Trace for these arguments -> ``Traced``."""
+        raise NotImplementedError
+
+    def lower(self, *args, **kwargs) -> "Lowered":
+        """Trace and lower for these arguments -> ``Lowered``."""
+        raise NotImplementedError
+
+
 class Traced:
     """A jitted function traced for particular argument types."""
 
-    def __init__(self, wrapped, entry, args_info, leaves=()):
+    def __init__(self, wrapped, entry, args, leaves=()):
         self._wrapped = wrapped
         self._entry = entry
-        self.args_info = args_info
         self._leaves = list(leaves)
+
+    args_info = property(lambda self: _args_info(self._entry),
+                         doc="The arguments' types and donation, as ``(args, kwargs)``.")
 
     @property
     def jaxpr(self):
@@ -46,6 +98,8 @@ class Lowered:
             call, (call.device or dispatch.default_device()).platform)
 
     in_tree = property(lambda self: self._entry.in_tree)
+    args_info = property(lambda self: _args_info(self._entry),
+                         doc="The arguments' types and donation, as ``(args, kwargs)``.")
 
     @property
     def out_info(self):
@@ -159,6 +213,8 @@ class Compiled:
         self._exe = exe
 
     in_tree = property(lambda self: self._entry.in_tree)
+    args_info = property(lambda self: _args_info(self._entry),
+                         doc="The arguments' types and donation, as ``(args, kwargs)``.")
 
     @property
     def out_info(self):

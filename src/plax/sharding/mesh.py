@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import enum
 import math
 import threading
@@ -125,11 +126,28 @@ class _MeshShape:
         return bool(self.axis_types) and all(t is AxisType.Manual for t in self.axis_types)
 
 
-class AbstractMesh(_MeshShape):
-    """A mesh without devices: axis sizes, names and types."""
+@dataclasses.dataclass(frozen=True)
+class AbstractDevice:
+    """The kind of device a mesh is made of (what an AbstractMesh keeps of its devices)."""
 
-    def __init__(self, axis_sizes, axis_names, axis_types=None, *, device_kind=None,
-                 num_cores=None, platform=None):
+    device_kind: str
+    num_cores: int | None
+    platform: str
+
+    def __repr__(self):
+        return (f"AbstractDevice(device_kind={self.device_kind}, num_cores={self.num_cores}, "
+                f"platform={self.platform})")
+
+
+class AbstractMesh(_MeshShape):
+    """A mesh without devices: axis sizes, names and types (and, from a concrete mesh, the
+    kind of its devices: ``abstract_device``)."""
+
+    def __init__(self, axis_sizes, axis_names, axis_types=None, *, abstract_device=None,
+                 device_kind=None, num_cores=None, platform=None):
+        if abstract_device is not None:
+            device_kind = abstract_device.device_kind
+            num_cores, platform = abstract_device.num_cores, abstract_device.platform
         self.device_kind, self.num_cores, self.platform = device_kind, num_cores, platform
         self.axis_sizes = tuple(int(s) for s in axis_sizes)
         self.axis_names = _axis_names(axis_names)
@@ -146,6 +164,12 @@ class AbstractMesh(_MeshShape):
     @property
     def abstract_mesh(self) -> "AbstractMesh":
         return self
+
+    @property
+    def abstract_device(self) -> AbstractDevice | None:
+        if self.device_kind is None:
+            return None
+        return AbstractDevice(self.device_kind, self.num_cores, self.platform)
 
     def _key(self):
         return (self.axis_sizes, self.axis_names, self.axis_types)

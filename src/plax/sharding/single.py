@@ -124,3 +124,9 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
 
 
 Sharding.register(SingleDeviceSharding)
+
+
+def make_single_device_sharding(device, *, memory_kind=None) -> SingleDeviceSharding:
+    """The sharding that puts a whole array on ``device`` (JAX's
+    ``jax.sharding.make_single_device_sharding``)."""
+    return SingleDeviceSharding(device, memory_kind=memory_kind)
