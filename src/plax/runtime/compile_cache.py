@@ -296,6 +296,14 @@ def evict(directory: str, bound: int, keep: str | None = None) -> int:
     return total
 
 
+def reset() -> None:
+    """Forget this process's view of the cache (size estimates, reported failures), as if
+    nothing had been compiled yet; the directory and its entries stay as they are."""
+    with _lock:
+        _estimates.clear()
+        _warned.clear()
+
+
 def clear(directory: str | None = None) -> None:
     """Remove every entry of the cache directory (the current one by default)."""
     directory = directory or cache_dir()
