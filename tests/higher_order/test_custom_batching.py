@@ -102,6 +102,26 @@ def test_derivatives():
     close(got[1], -np.sin(1.) * np.ones(3))
 
 
+def test_closed_over_values():
+    def scaled(k, x):
+        @custom_vmap
+        def f(y):
+            return k * y
+
+        @f.def_vmap
+        def rule(axis_size, in_batched, y):
+            return k * y, True
+        return f(x)
+
+    # differentiating a closed-over value works (the function's jvp uses its tangent)
+    close(plax.jvp(lambda k: scaled(k, 2.), (3.,), (1.,)), (6., 2.))
+    close(plax.grad(lambda k: scaled(k, 2.))(3.), 2.)
+    close(plax.vmap(lambda x: scaled(3., x))(X), 3 * X)
+    # a closed-over value batched by the vmap is out of the rule's sight
+    with pytest.raises(ValueError, match="closes over a value batched by this vmap"):
+        plax.vmap(lambda k: scaled(k, 2.))(X)
+
+
 def test_sequential_vmap():
     @sequential_vmap
     def norm(x):

@@ -160,15 +160,16 @@ def _batch(axis, vals, dims, *, call, rule, num_consts, name):
 
 
 def _jvp(primals, tangents, *, call, rule, num_consts, name):
-    if any(type(t) is not Zero for t in tangents[:num_consts]):
-        raise TypeError(f"The custom_vmap function {name} closes over a value that is being "
-                        "differentiated; pass it as an argument instead.")
+    # Tangents of closed-over values are arguments of the jvp's call (its function uses them);
+    # its rule cannot, so batching it with such a tangent is refused (in the rule).
+    closure_tangents = any(type(t) is not Zero for t in tangents[:num_consts])
     nonzeros = [type(t) is not Zero for t in tangents]
     differentiable = [tangent_aval(a).dtype != dtypes.float0 for a in call.out_avals]
     body, out_nonzeros = jvp_jaxpr(call, nonzeros, instantiate=differentiable,
                                    description=f"jvp({name})")
     arg_nonzeros = nonzeros[num_consts:]
-    jrule = NamedCallable(_jvp_rule(rule, arg_nonzeros, out_nonzeros, call.out_avals),
+    jrule = NamedCallable(_jvp_rule(rule, arg_nonzeros, out_nonzeros, call.out_avals,
+                                    sum(nonzeros[:num_consts]), closure_tangents, name),
                           f"jvp({rule!r})")
     outs = custom_vmap_call_p.bind(*primals, *(t for t in tangents if type(t) is not Zero),
                                    call=body, rule=jrule, num_consts=num_consts,
@@ -179,12 +180,17 @@ def _jvp(primals, tangents, *, call, rule, num_consts, name):
                       for a, nz in zip(call.out_avals, out_nonzeros)]
 
 
-def _jvp_rule(rule, arg_nonzeros, out_nonzeros, out_avals):
+def _jvp_rule(rule, arg_nonzeros, out_nonzeros, out_avals, n_closure_tangents,
+              closure_tangents, name):
     """The batching rule of the jvp: the jvp of ``rule`` (every output batched)."""
     def jrule(axis_size, in_batched, args):
-        n = len(arg_nonzeros)
-        primals, tans = list(args[:n]), list(args[n:])
-        p_batched, t_batched = list(in_batched[:n]), list(in_batched[n:])
+        if closure_tangents:
+            raise TypeError(f"The custom_vmap function {name} closes over a value that is "
+                            "being differentiated, and its vmap rule cannot account for that "
+                            "value's tangent; pass it as an argument instead.")
+        n, k = len(arg_nonzeros), n_closure_tangents
+        primals, tans = list(args[:n]), list(args[n + k:])
+        p_batched, t_batched = list(in_batched[:n]), list(in_batched[n + k:])
         it_t, it_b = iter(tans), iter(t_batched)
         full_t, batched = [], []
         for p, pb, nz in zip(primals, p_batched, arg_nonzeros):
