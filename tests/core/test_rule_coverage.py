@@ -54,6 +54,10 @@ EXEMPTIONS = {
     ("pmin", "jvp"): ("differentiating pmin (ties across the axis) is not implemented yet",
                       "issue 14"),
     ("iota", "batch"): (_NULLARY_BATCH, _NOT_NEEDED),
+    ("rng_uniform", "batch"): ("XLA's unkeyed generator: JAX 0.10.2 gives it no batching rule "
+                               "either (vmap raises)", _NOT_NEEDED),
+    ("rng_uniform", "jvp"): ("XLA's unkeyed generator: JAX 0.10.2 gives it no differentiation "
+                             "rule either", _NOT_NEEDED),
     ("lapack_call", "batch"): (_LOWERING_ONLY, _NOT_NEEDED),
     ("lapack_call", "jvp"): (_LOWERING_ONLY, _NOT_NEEDED),
     ("reduce", "partial_eval"): (_SCALAR_COMBINER, _NOT_NEEDED),

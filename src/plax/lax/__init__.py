@@ -94,6 +94,9 @@ _LAZY_FAMILIES = {
     "plax.first_order.convolution_local": (
         "conv_general_dilated_patches", "conv_general_dilated_local"),
     "plax.first_order.fft": ("fft", "fft_p", "FftType"),
+    "plax.first_order.rng_bit_generator": (
+        "RandomAlgorithm", "rng_bit_generator", "rng_bit_generator_p", "rng_uniform",
+        "rng_uniform_p"),
     "plax.first_order.approx_topk": ("approx_max_k", "approx_min_k", "approx_top_k_p"),
     "plax.first_order.ragged_dot": (
         "ragged_dot", "ragged_dot_general", "RaggedDotDimensionNumbers"),
