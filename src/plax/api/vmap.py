@@ -17,6 +17,8 @@ from plax.runtime.array import ARRAY_TYPES
 from plax.transforms.vmap import AxisData, batch_flat
 from plax.core.rules import not_mapped
 from plax.first_order.batch_util import move_batch_dim
+from plax.interpreters import batching
+from plax.api import vmappables
 from plax.runtime.dispatch import array_from_host
 
 _AXIS_TYPES = (int, type(None))
@@ -28,11 +30,13 @@ def _is_none(x) -> bool:
 
 def _check_axes_spec(what: str, axes, positional: bool):
     """Check an in_axes/out_axes value when vmap is called (before any argument is seen)."""
-    if positional and not (axes is None or type(axes) in (int, tuple)):
+    if positional and not (axes is None or type(axes) in (int, tuple)
+                           or type(axes) in batching.spec_types):
         raise TypeError(f"vmap {what} must be an int, None, or a tuple of entries corresponding "
                         f"to the positional arguments passed to the function, but got {axes}.")
     leaves = tree_util.tree_leaves(axes, is_leaf=_is_none)
-    if not all(type(leaf) in _AXIS_TYPES for leaf in leaves):
+    if not all(type(leaf) in _AXIS_TYPES or type(leaf) in batching.spec_types
+               for leaf in leaves):
         raise TypeError(f"vmap {what} must be an int, None, or (nested) container with those "
                         f"types as leaves, but got {axes}.")
 
@@ -146,6 +150,12 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     @functools.wraps(fun)
     def vmapped(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+        if batching.vmappables and not getattr(fun, "plax_flat_vmap", False):
+            # Containers registered with register_vmappable may be among the arguments or
+            # results: mapped through their handlers (api/vmappables.py).
+            return vmappables.call(vmap, fun, in_axes, out_axes, dict(
+                axis_name=axis_name, axis_size=axis_size, spmd_axis_name=spmd_axis_name),
+                args, kwargs)
             raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
                              "corresponding to the positional arguments passed to the function, "
                              f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")

@@ -19,10 +19,10 @@ from plax.first_order.ad_util import (add_tangents, defbilinear,  # noqa: F401
 from plax.core import dtypes
 from plax.core.jaxpr import Jaxpr, Var
 from plax.core.primitive import Primitive
-from plax.core.rules import abstract_eval_rules, register_lowering, tangent_aval
+from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering, tangent_aval
 from plax.core.trace import get_aval
 from plax.core.tree_core import tree_flatten, tree_unflatten
-from plax.first_order.batch_util import broadcasting as _broadcasting
+from plax.first_order.batch_util import bdim_at_front
 from plax.transforms.jvp import JVPTrace, JVPTracer, jvp_flat  # noqa: F401
 from plax.transforms.linearize import linearize_flat
 
@@ -49,7 +49,17 @@ register_lowering(add_jaxvals_p, _add_jaxvals_lowering)
 _ad_util.deflinear(add_jaxvals_p)
 primitive_transposes[add_jaxvals_p] = lambda ct, x, y: [
     ct if is_undefined_primal(x) else None, ct if is_undefined_primal(y) else None]
-_broadcasting(add_jaxvals_p)
+
+
+def _add_jaxvals_batch(axis, vals, dims):
+    (x, y), (dx, dy) = vals, dims
+    if dx == dy:
+        return add_jaxvals_p.bind(x, y), dx
+    return add_jaxvals_p.bind(bdim_at_front(x, dx, axis.size),
+                              bdim_at_front(y, dy, axis.size)), 0
+
+
+batch_rules[add_jaxvals_p] = _add_jaxvals_batch
 
 
 def add_jaxvals(x, y):

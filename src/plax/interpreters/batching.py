@@ -6,6 +6,10 @@ convention is JAX's: ``rule(axis_data, vals, dims, **params) -> (out, out_dim)``
 marks a value that does not vary. ``primitive_batchers[p] = rule(vals, dims, **params)`` and
 ``axis_primitive_batchers[p] = rule(axis_size, axis_name, trace_type, vals, dims, **params)``
 are JAX's older conventions, stored in that table wrapped.
+
+``register_vmappable`` makes a container type one that ``vmap`` maps over as a whole (its
+``in_axes``/``out_axes`` entries are the container's own spec type); ``plax.api.vmappables``
+is how vmap uses the handlers registered here.
 """
 from __future__ import annotations
 
@@ -92,4 +96,48 @@ def defreducer(prim):
         return (out, [0] * len(out)) if prim.multiple_results else (out, 0)
     fancy_primitive_batchers[prim] = rule
 
+
+# --- containers vmap maps over as a whole (JAX's vmappable types) ---------------------------
+vmappables: dict = {}  # data type -> (spec type, axis-size type)
+spec_types: set = set()  # types allowed as in_axes/out_axes entries besides int and None
+to_elt_handlers: dict = {}  # data type -> to_elt(cont, get_idx, x, spec) -> per-example value
+from_elt_handlers: dict = {}  # data type -> from_elt(cont, axis_size, elt, spec) -> container
+make_iota_handlers: dict = {}  # axis-size type -> make_iota(axis_size) -> index array
+
+
+def register_vmappable(data_type: type, spec_type: type, axis_size_type: type,
+                       to_elt, from_elt, make_iota=None) -> None:
+    """Let ``vmap`` map over values of ``data_type`` as a whole, with ``spec_type`` values
+    as their ``in_axes``/``out_axes`` entries.
+
+    ``to_elt(cont, get_idx, x, spec)`` gives the per-example value of ``x``, calling
+    ``cont(array, axis)`` for each array inside it mapped along ``axis`` (an int or None);
+    ``get_idx()`` is the example's index. ``from_elt(cont, axis_size, elt, spec)`` rebuilds
+    a batched container from a per-example one, calling ``cont(axis_size, array, axis)`` to
+    get each array inside with its batch dimension at ``axis``. ``make_iota(axis_size)``
+    makes the index array for axis sizes of ``axis_size_type``.
+    """
+    vmappables[data_type] = (spec_type, axis_size_type)
+    spec_types.add(spec_type)
+    to_elt_handlers[data_type] = to_elt
+    from_elt_handlers[data_type] = from_elt
+    if make_iota is not None:
+        make_iota_handlers[axis_size_type] = make_iota
+
+
+def unregister_vmappable(data_type: type) -> None:
+    """Stop mapping over ``data_type`` as a whole (its spec type stays accepted while
+    another registered type uses it)."""
+    spec_type, axis_size_type = vmappables.pop(data_type)
+    to_elt_handlers.pop(data_type, None)
+    from_elt_handlers.pop(data_type, None)
+    if all(s is not spec_type for s, _ in vmappables.values()):
+        spec_types.discard(spec_type)
+    if all(a is not axis_size_type for _, a in vmappables.values()):
+        make_iota_handlers.pop(axis_size_type, None)
+
+
+def is_vmappable(x) -> bool:
+    """Whether ``x`` is of a type registered with ``register_vmappable``."""
+    return type(x) in vmappables
 
