@@ -14,11 +14,12 @@ from plax.core import dtypes
 from plax.core.source_info import flat_arg_names, fun_name
 from plax.core.trace import get_aval
 from plax.runtime.array import ARRAY_TYPES
+from plax.core.hi_types import hi_type_of, hi_value_types
 from plax.transforms.vmap import AxisData, batch_flat
 from plax.core.rules import not_mapped
-from plax.first_order.batch_util import move_batch_dim
 from plax.interpreters import batching
 from plax.api import vmappables
+from plax.first_order.batch_util import move_batch_dim
 from plax.runtime.dispatch import array_from_host
 
 _AXIS_TYPES = (int, type(None))
@@ -149,13 +150,13 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
 
     @functools.wraps(fun)
     def vmapped(*args, **kwargs):
-        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
         if batching.vmappables and not getattr(fun, "plax_flat_vmap", False):
             # Containers registered with register_vmappable may be among the arguments or
             # results: mapped through their handlers (api/vmappables.py).
             return vmappables.call(vmap, fun, in_axes, out_axes, dict(
                 axis_name=axis_name, axis_size=axis_size, spmd_axis_name=spmd_axis_name),
                 args, kwargs)
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
                              "corresponding to the positional arguments passed to the function, "
                              f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
@@ -174,8 +175,11 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             out = fun(*a, **kw)
             out_leaves, out_tree = tree_util.tree_flatten(out)
             out_tree_box.append(out_tree)
+            if hi_value_types:  # a reference made inside comes out holding the batch
+                out_leaves = [_ref_contents(x, refs_out, i) for i, x in enumerate(out_leaves)]
             return out_leaves
 
+        refs_out = {}
         axis = AxisData(axis_name, size, spmd_axis_name)
         outs, out_dims = batch_flat(flat_fun, leaves, dims, axis, description=f"vmap({name})")
         out_tree = out_tree_box[0]
@@ -187,9 +191,18 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                 raise ValueError(f"at vmap out_axes{tree_util.keystr(paths[i])}, got axis spec "
                                  f"None but output was batched on axis {d}")
         moved = [_to_out_axis(o, d, a, size) for o, d, a in zip(outs, out_dims, dst)]
+        for i, ty in refs_out.items():
+            moved[i] = ty.new_from_loval(None, moved[i])
         return tree_util.tree_unflatten(out_tree, moved)
 
     return vmapped
+
+
+def _ref_contents(x, refs_out, i):
+    if type(x) in hi_value_types and hi_type_of(x).has_qdd:
+        ty = refs_out[i] = hi_type_of(x)
+        (x,) = ty.read_loval(None, x)
+    return x
 
 
 def _to_out_axis(x, src, dst, size):
