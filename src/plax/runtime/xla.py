@@ -793,13 +793,15 @@ def serialize_executable(exe) -> bytes:
     return exe.client.serialize_executable(exe)
 
 
-def deserialize_executable(blob: bytes, devices):
+def deserialize_executable(blob: bytes, devices, num_partitions: int = 1):
     """A loaded executable from ``serialize_executable``'s bytes, to run on ``devices``
-    (those it was compiled for, or as many others of the same client)."""
+    (those it was compiled for, or as many others of the same client), in replica-major
+    order over ``num_partitions`` partitions (an SPMD program: all of them)."""
     client = devices[0].client
     co = xc.CompileOptions()  # the device assignment the program runs with (else its own)
+    co.num_replicas, co.num_partitions = len(devices) // num_partitions, num_partitions
     co.device_assignment = xc.DeviceAssignment.create(
-        np.array([[d.id] for d in devices], dtype=np.int32))
+        np.array([d.id for d in devices], dtype=np.int32).reshape(-1, num_partitions))
     return _loaded_from(client.deserialize_executable(blob, xc.DeviceList(tuple(devices)), co),
                         blob)
 
