@@ -125,3 +125,20 @@ def test_what_cannot_be_serialised_is_refused():
     keyed = plax.jit(lambda k: plax.random.normal(k, (2,)))
     with pytest.raises(NotImplementedError, match="PRNG key array"):
         se.serialize(keyed.lower(plax.random.key(0)).compile())
+
+
+@pytest.mark.needs_devices(4)
+def test_a_program_over_several_devices():
+    from plax.sharding import NamedSharding, PartitionSpec as P
+    mesh = plax.make_mesh((4,), ("x",))
+    x = plax.device_put(np.arange(16.0, dtype=np.float32).reshape(8, 2), NamedSharding(mesh, P("x")))
+    f = plax.jit(lambda v: {"rows": (jnp.sin(v) * 2).sum(axis=1), "total": jnp.sum(v)})
+    compiled = f.lower(x).compile()
+    loaded = se.deserialize_and_load(*se.serialize(compiled))
+    out = loaded(x)
+    np.testing.assert_allclose(out["rows"], (np.sin(np.asarray(x)) * 2).sum(axis=1), rtol=1e-6)
+    assert float(out["total"]) == 120.0
+    assert out["rows"].sharding == compiled(x)["rows"].sharding
+    assert loaded.input_shardings == compiled.input_shardings
+    with pytest.raises(ValueError, match="not all among the execution devices"):
+        se.deserialize_and_load(*se.serialize(compiled), execution_devices=plax.devices()[4:])
