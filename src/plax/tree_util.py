@@ -56,6 +56,7 @@ __all__ = [
     "treedef_children",
     "treedef_is_leaf",
     "treedef_tuple",
+    "default_registry",
 ]
 
 from plax.core.tree_core import (
@@ -385,3 +386,41 @@ register_pytree_node(
     lambda p: ((p.args, p.keywords), p.func),
     lambda func, children: Partial(func, *children[0], **children[1]),
 )
+
+
+class PyTreeRegistry:
+    """The registry of pytree node types, as an object (JAX's ``default_registry``): its
+    methods flatten with it and register types into it."""
+
+    def flatten(self, tree, leaf_predicate=None):
+        """``(leaves, treedef)``, as ``tree_flatten``."""
+        return tree_flatten(tree, is_leaf=leaf_predicate)
+
+    def flatten_with_path(self, tree, leaf_predicate=None):
+        """``([(key path, leaf), ...], treedef)``, as ``tree_flatten_with_path``."""
+        return tree_flatten_with_path(tree, is_leaf=leaf_predicate)
+
+    def flatten_one_level(self, tree):
+        """``(children, aux_data)`` of a node; None for a leaf."""
+        return flatten_one_level(tree) if is_tree_node(tree) else None
+
+    def flatten_one_level_with_keys(self, tree):
+        """``(((key, child), ...), aux_data)`` of a node; None for a leaf."""
+        return flatten_one_level_with_keys(tree) if is_tree_node(tree) else None
+
+    def is_node(self, type):  # noqa: A002 (JAX's parameter name)
+        """Whether instances of ``type`` are pytree nodes."""
+        return node_type_for(type) is not None or type is _NoneType
+
+    def register_node(self, type, to_iterable, from_iterable,  # noqa: A002
+                      to_iterable_with_keys=None):
+        """Make ``type`` a node, as ``register_pytree_node``."""
+        register_pytree_node(type, to_iterable, from_iterable, to_iterable_with_keys)
+
+    def register_dataclass_node(self, type, data_fields, meta_fields, /):  # noqa: A002
+        """Make the dataclass ``type`` a node, as ``register_dataclass``."""
+        register_dataclass(type, data_fields, meta_fields)
+
+
+_NoneType = type(None)
+default_registry = PyTreeRegistry()
