@@ -20,11 +20,11 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
                              linear_primitives, not_mapped, register_lowering, tangent_aval,
                              transpose_rules)
-from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval
 from plax.first_order import arithmetic as _arithmetic
 from plax.first_order.ad_util import instantiate
 from plax.first_order.batch_util import move_batch_dim
+from plax.higher_order.bodies import as_array, trace_body, wrapper_for
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, transpose_jaxpr
@@ -46,39 +46,52 @@ class _LinearSolveTuple(NamedTuple):
         return _LinearSolveTuple(self.vecmat, self.matvec, self.transpose_solve, self.solve)
 
 
-def _check_tree(func_name, what, got, want, has_aux):
-    if has_aux:
-        if not (isinstance(got, tuple) and len(got) == 2):
+def _body(fun, func_name, b_tree, b_avals, aux: bool):
+    """``fun`` (a function of the b pytree; with ``aux``, returning ``(x, aux)``) as a
+    const-free body, its constants and its aux tree. Traced once per function and types
+    (``trace_body``), so that eager calls reuse the equation's compiled program."""
+    closed, out_tree = trace_body(fun, tree_util.tree_structure((b_tree.unflatten(b_avals),)),
+                                  b_avals, func_name)
+    sol_tree, aux_tree = out_tree, None
+    if aux:
+        parts = out_tree.children()
+        examples = [p.unflatten([0] * p.num_leaves) for p in parts]
+        if len(parts) != 2 or out_tree not in (tree_util.tree_structure(tuple(examples)),
+                                               tree_util.tree_structure(list(examples))):
             raise TypeError(f"{func_name}() with has_aux=True must return a pair (solution, "
-                            f"aux), got {got!r}.")
-    if tree_util.tree_structure(got[0] if has_aux else got) != want:
-        raise TypeError(f"{func_name}() output pytree structure must match {what}, got "
-                        f"{tree_util.tree_structure(got[0] if has_aux else got)} and {want}.")
+                            f"aux), got a pytree of structure {out_tree}.")
+        sol_tree, aux_tree = parts
+    if sol_tree != b_tree:
+        raise TypeError(f"{func_name}() output pytree structure must match b, got {sol_tree} "
+                        f"and {b_tree}.")
+    got = closed.out_avals[:len(b_avals)]
+    if any(g.shape != w.shape or g.dtype != w.dtype for g, w in zip(got, b_avals)):
+        raise TypeError(f"{func_name}() output shapes must match b, got "
+                        f"{[a.str_short() for a in got]} and {[a.str_short() for a in b_avals]}.")
+    body, consts = consts_as_inputs(closed)
+    return body, consts, aux_tree
 
 
-def _check_avals(func_name, what, got, want):
-    for g, w in zip(got, want):
-        if g.shape != w.shape or g.dtype != w.dtype:
-            raise TypeError(f"{func_name}() output shapes must match {what}, got "
-                            f"{[a.str_short() for a in got]} and "
-                            f"{[a.str_short() for a in want]}.")
+def _solve_wrapper(solve, linear_fn, kind):
+    """``b -> solve(linear_fn, b)``, made once per (solve, linear_fn) so its trace is reused."""
+    def make(get):
+        return lambda b: get()(linear_fn, b)
+    return wrapper_for(solve, (kind, linear_fn), make)
 
 
-def _trace_body(fun, func_name, b_tree, b_avals, aux: bool):
-    """``fun`` (a function of the b pytree) as a const-free body and its constants."""
-    def flat(*xs):
-        out = fun(tree_util.tree_unflatten(b_tree, list(xs)))
-        _check_tree(func_name, "b", out, b_tree, aux)
-        if aux:
-            sol, extra = out
-            leaves = tree_util.tree_leaves(sol) + tree_util.tree_leaves(extra)
-        else:
-            leaves = tree_util.tree_leaves(out)
-        _check_avals(func_name, "b", [get_aval(x) for x in leaves[:len(b_avals)]], b_avals)
-        return leaves
-
-    jaxpr, consts = trace_to_jaxpr(flat, b_avals, description=func_name)
-    return consts_as_inputs(ClosedJaxpr(jaxpr, consts))
+def _vecmat_of(matvec):
+    """The transpose of the linear ``matvec`` (one function per matvec)."""
+    def make(get):
+        def vecmat(y):
+            leaves, tree = tree_util.tree_flatten(y)
+            closed, _ = trace_body(get(), tree_util.tree_structure((y,)),
+                                   [get_aval(v) for v in leaves], "matvec")
+            body, consts = consts_as_inputs(closed)
+            t = transpose_jaxpr(body, [False] * len(consts) + [True] * len(leaves),
+                                [True] * len(body.out_avals), description="vecmat")
+            return tree.unflatten(eval_jaxpr(t.jaxpr, t.consts, *consts, *leaves))
+        return vecmat
+    return wrapper_for(matvec, "custom_linear_solve vecmat", make)
 
 
 def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
@@ -93,36 +106,22 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
     carries no derivative.
     """
     b_flat, b_tree = tree_util.tree_flatten(b)
+    b_flat = [as_array(x) for x in b_flat]
     b_avals = [get_aval(x) for x in b_flat]
     nb = len(b_flat)
 
-    matvec_body, matvec_consts = _trace_body(matvec, "matvec", b_tree, b_avals, False)
-    aux_tree = []
-
-    def solve_flat(x):
-        out = solve(matvec, x)
-        if has_aux:
-            _check_tree("solve", "b", out, b_tree, True)
-            aux_tree[:] = [tree_util.tree_structure(out[1])]
-        return out
-
-    solve_body, solve_consts = _trace_body(solve_flat, "solve", b_tree, b_avals, has_aux)
-
+    matvec_body, matvec_consts, _ = _body(matvec, "matvec", b_tree, b_avals, False)
+    solve_body, solve_consts, aux_tree = _body(_solve_wrapper(solve, matvec, "solve"), "solve",
+                                               b_tree, b_avals, has_aux)
     if symmetric:
         vecmat_body, vecmat_consts = matvec_body, matvec_consts
         tsolve_body, tsolve_consts = solve_body, solve_consts
     elif transpose_solve is not None:
-        vecmat_t = transpose_jaxpr(matvec_body, [False] * len(matvec_consts) + [True] * nb,
-                                   [True] * nb, description="vecmat")
-
-        def vecmat(y):
-            leaves = tree_util.tree_leaves(y)
-            out = eval_jaxpr(vecmat_t.jaxpr, vecmat_t.consts, *matvec_consts, *leaves)
-            return tree_util.tree_unflatten(b_tree, out)
-
-        vecmat_body, vecmat_consts = _trace_body(vecmat, "vecmat", b_tree, b_avals, False)
-        tsolve_body, tsolve_consts = _trace_body(lambda y: transpose_solve(vecmat, y),
-                                                 "transpose_solve", b_tree, b_avals, has_aux)
+        vecmat = _vecmat_of(matvec)
+        vecmat_body, vecmat_consts, _ = _body(vecmat, "vecmat", b_tree, b_avals, False)
+        tsolve_body, tsolve_consts, _ = _body(
+            _solve_wrapper(transpose_solve, vecmat, "transpose_solve"), "transpose_solve",
+            b_tree, b_avals, has_aux)
     else:
         vecmat_body = tsolve_body = None
         vecmat_consts = tsolve_consts = []
@@ -134,7 +133,7 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
                                *b_flat, const_lengths=lengths, jaxprs=jaxprs)
     x = tree_util.tree_unflatten(b_tree, outs[:nb])
     if has_aux:
-        return x, tree_util.tree_unflatten(aux_tree[0], outs[nb:])
+        return x, tree_util.tree_unflatten(aux_tree, outs[nb:])
     return x
 
 
