@@ -136,3 +136,19 @@ def test_total_order_comparisons():
     np.testing.assert_array_equal(np.asarray(lax.le_to_p.bind(a, b)), [1, 1, 0, 1, 1])
     np.testing.assert_array_equal(np.asarray(lax.lt_to_p.bind(np.arange(3), np.ones(3, int))),
                                   [1, 0, 0])
+
+
+@pytest.mark.parametrize("args,want", [
+    (((1, 3, 8, 8), (4, 3, 3, 3), (2, 2), "SAME", ("NCHW", "OIHW", "NCHW")), (1, 4, 16, 16)),
+    (((1, 3, 8, 8), (4, 3, 3, 3), (2, 2), [(1, 1), (0, 2)], ("NCHW", "OIHW", "NCHW")),
+     (1, 4, 15, 15)),
+    (((1, 8, 8, 3), (3, 3, 3, 4), (1, 2), "VALID", ("NHWC", "HWIO", "NHWC")), (1, 10, 17, 4)),
+])
+def test_conv_transpose_shape_tuple(args, want):
+    """JAX 0.10.2's figures; for string padding they are conv_transpose's output shape."""
+    assert lax.conv_transpose_shape_tuple(*args) == want
+    lhs_shape, rhs_shape, strides, padding, dn = args
+    if isinstance(padding, str):
+        out = lax.conv_transpose(np.ones(lhs_shape, np.float32), np.ones(rhs_shape, np.float32),
+                                 strides, padding, dimension_numbers=dn)
+        assert out.shape == want

@@ -45,7 +45,7 @@ from plax.sharding.named import out_sharding_param
 __all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "conv_general_dilated",
            "conv_general_dilated_p", "conv", "conv_with_general_padding", "conv_transpose",
            "conv_dimension_numbers", "conv_general_permutations", "conv_shape_tuple",
-           "conv_general_shape_tuple"]
+           "conv_general_shape_tuple", "conv_transpose_shape_tuple"]
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -626,6 +626,22 @@ def _transpose_padding(k: int, s: int, padding) -> tuple:
         raise ValueError(f"conv_transpose: invalid padding mode {padding!r}: expected 'SAME', "
                          "'VALID' or (low, high) pairs.")
     return lo, total - lo
+
+
+def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dimension_numbers):
+    """The output shape of ``conv_transpose`` (without rhs dilation) for these shapes, strides,
+    padding ('SAME', 'VALID' or (low, high) pairs, summed) and string dimension numbers."""
+    lhs_perm, rhs_perm, out_perm = conv_general_permutations(dimension_numbers)
+    lhs_t = [int(lhs_shape[i]) for i in lhs_perm]
+    rhs_t = [int(rhs_shape[i]) for i in rhs_perm]
+    if isinstance(padding, str):
+        pads = [sum(_transpose_padding(k, s, padding)) for k, s in zip(rhs_t[2:], window_strides)]
+    else:
+        pads = [int(sum(p)) for p in padding]
+    space = [(i - 1) * s - k + 2 + p
+             for i, k, s, p in zip(lhs_t[2:], rhs_t[2:], window_strides, pads)]
+    out_t = [lhs_t[0], rhs_t[0]] + space
+    return tuple(out_t[j] for j in np.argsort(out_perm))
 
 
 def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,

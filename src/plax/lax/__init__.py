@@ -89,8 +89,8 @@ _LAZY_FAMILIES = {
     "plax.first_order.convolution": (
         "conv_general_dilated", "conv", "conv_with_general_padding", "conv_transpose",
         "conv_dimension_numbers", "conv_general_permutations", "conv_shape_tuple",
-        "conv_general_shape_tuple", "ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers",
-        "conv_general_dilated_p"),
+        "conv_general_shape_tuple", "conv_transpose_shape_tuple", "ConvDimensionNumbers",
+        "ConvGeneralDilatedDimensionNumbers", "conv_general_dilated_p"),
     "plax.first_order.convolution_local": (
         "conv_general_dilated_patches", "conv_general_dilated_local"),
     "plax.first_order.fft": ("fft", "fft_p", "FftType"),
