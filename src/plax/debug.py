@@ -2,7 +2,8 @@
 and where communication comes from.
 
 ``print(fmt, *args)`` and ``callback(fn, *args)`` run at run time under jit, vmap, grad,
-loops and shard_map (see ``plax/api/callbacks.py``).
+loops and shard_map (see ``plax/api/callbacks.py``); so does ``breakpoint()``, a pdb-style
+prompt showing the traced function's values (``plax/api/debugger.py``).
 
 ``visualize_array_sharding(x)`` draws which device holds which block of a 1-D or 2-D
 array. ``explain_sharding(f, *args)`` prints the collectives XLA's partitioner put
@@ -19,12 +20,13 @@ import builtins
 
 from plax.api.jit import jit
 from plax.api.callbacks import debug_callback, debug_log, debug_print
+from plax.api.debugger import breakpoint  # noqa: F401
 from plax.api.show_jaxpr import show_jaxpr
 from plax.core.effects import DebugEffect, OrderedDebugEffect  # noqa: F401
 from plax.first_order.sharding_constraint import inspect_array_sharding
 from plax.runtime.collectives import Collective, collectives_of  # noqa: F401
 
-__all__ = ["print", "callback", "log", "DebugEffect", "OrderedDebugEffect", "visualize_array_sharding", "visualize_sharding", "explain_sharding",
+__all__ = ["breakpoint", "print", "callback", "log", "DebugEffect", "OrderedDebugEffect", "visualize_array_sharding", "visualize_sharding", "explain_sharding",
            "inspect_array_sharding", "Collective", "collectives_of", "show_jaxpr"]
 
 
