@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import functools
 import types
+from typing import NamedTuple
+
+import numpy as np
 
 from plax import tree_util
 from plax.core.dce import dce_closed, jaxpr_has_effects
@@ -75,7 +78,8 @@ def _partial_eval(trace, args, params):
     for e in j.eqns:
         if any(isinstance(v, Var) and v in unknown_vars for v in e.invars):
             unknown_vars.update(e.outvars)
-        elif policy is not None and policy(e.primitive, *[v.aval for v in e.invars], **e.params):
+        elif policy is not None and policy_saves(
+                policy(e.primitive, *[v.aval for v in e.invars], **e.params)):
             saved.extend(e.outvars)
     syntactic = [isinstance(v, Var) and v in unknown_vars for v in j.outvars]
     # Which outputs are unknown, seen through nested jits (a jit of primal and tangent work
@@ -177,6 +181,43 @@ transpose_rules[name_p] = lambda ct, x, *, name: [ct]
 vectorized(name_p)
 
 
+# --- what a policy returns ------------------------------------------------------------------
+class _Decision:
+    __slots__ = ("_name",)
+
+    def __init__(self, name):
+        self._name = name
+
+    def __repr__(self):
+        return self._name
+
+
+Recompute = _Decision("Recompute")  # the value is recomputed in the backward pass
+Saveable = _Decision("Saveable")  # the value is kept as a residual
+
+
+class Offloadable(NamedTuple):
+    """The value is kept as a residual, moved from memory kind ``src`` to ``dst`` while it
+    waits (plax keeps every array in device memory, so it stays where it is)."""
+
+    src: str
+    dst: str
+
+
+def policy_saves(decision) -> bool:
+    """Whether a policy's answer keeps the value: True, Saveable or Offloadable(...) do;
+    False and Recompute do not."""
+    if decision is True or decision is Saveable or isinstance(decision, Offloadable):
+        return True
+    if decision is False or decision is Recompute:
+        return False
+    if isinstance(decision, np.bool_):
+        return bool(decision)
+    raise TypeError("Value returned by a remat policy should be a bool or "
+                    "`ad_checkpoint.Recompute`, `ad_checkpoint.Saveable` or "
+                    f"`ad_checkpoint.Offloadable(...)`. Got {decision} of type {type(decision)}.")
+
+
 def checkpoint_name(x, name: str):
     """Tag the arrays of ``x`` with ``name`` so checkpoint policies can save them by name."""
     return tree_util.tree_map(lambda leaf: name_p.bind(leaf, name=name), x)
@@ -224,7 +265,49 @@ def save_from_both_policies(a, b):
                   or b(prim, *avals, **params), "save_from_both_policies")
 
 
+def save_anything_except_these_names(*names):
+    """Policy: save every value except those tagged with one of ``names``."""
+    excluded = frozenset(names)
+    return _named(lambda prim, *avals, **params: prim is not name_p or
+                  params["name"] not in excluded, "save_anything_except_these_names")
+
+
+def save_and_offload_only_these_names(*, names_which_can_be_saved, names_which_can_be_offloaded,
+                                      offload_src, offload_dst):
+    """Policy: save the values tagged with ``names_which_can_be_saved``, offload (from memory
+    kind ``offload_src`` to ``offload_dst``) those tagged with ``names_which_can_be_offloaded``,
+    recompute the rest."""
+    saved, offloaded = frozenset(names_which_can_be_saved), frozenset(names_which_can_be_offloaded)
+    both = saved & offloaded
+    if both:
+        raise ValueError("The names should be exclusive and should not intersect in "
+                         "`names_which_can_be_saved` and `names_which_can_be_offloaded`. Got "
+                         f"names_which_can_be_saved={saved}, names_which_can_be_offloaded="
+                         f"{offloaded} and the intersection={both}")
+
+    def policy(prim, *avals, **params):
+        if prim is name_p and params["name"] in saved:
+            return Saveable
+        if prim is name_p and params["name"] in offloaded:
+            return Offloadable(src=offload_src, dst=offload_dst)
+        return Recompute
+    return _named(policy, "save_and_offload_only_these_names")
+
+
+def offload_dot_with_no_batch_dims(offload_src, offload_dst):
+    """Policy: offload (from ``offload_src`` to ``offload_dst``) the results of dot products
+    without batch dimensions, recompute the rest."""
+    def policy(prim, *avals, **params):
+        if _is_dot(prim) and not params["dimension_numbers"][1][0]:
+            return Offloadable(src=offload_src, dst=offload_dst)
+        return Recompute
+    return _named(policy, "offload_dot_with_no_batch_dims")
+
+
 checkpoint_policies.save_only_these_names = save_only_these_names
+checkpoint_policies.save_anything_except_these_names = save_anything_except_these_names
+checkpoint_policies.save_and_offload_only_these_names = save_and_offload_only_these_names
+checkpoint_policies.offload_dot_with_no_batch_dims = offload_dot_with_no_batch_dims
 checkpoint_policies.save_any_names_but_these = save_any_names_but_these
 checkpoint_policies.save_from_both_policies = save_from_both_policies
 
