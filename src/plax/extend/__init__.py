@@ -8,7 +8,8 @@ carries no compatibility promise across releases.
 
 The submodules load on first use.
 """
-_SUBMODULES = frozenset({"backend", "core", "linear_util", "random", "source_info_util"})
+_SUBMODULES = frozenset({"backend", "core", "linear_util", "lowering", "mlir", "random", "sharding",
+                         "source_info_util", "xla"})
 
 
 def __getattr__(name):

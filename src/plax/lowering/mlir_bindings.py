@@ -130,6 +130,24 @@ def dense_int_elements(xs) -> ir.Attribute:
     return ir.DenseIntElementsAttr.get(np.asarray(xs, np.int64))
 
 
+def lower_with_sharding_in_types(ctx, op, aval):
+    """``op`` (an ``ir.Value``) pinned to the sharding ``aval`` carries in its type (an
+    ``sdy.sharding_constraint`` naming the mesh inline); ``op`` itself when ``aval`` has
+    no such sharding or its mesh has no Explicit axes."""
+    sharding = getattr(aval, "_sharding", None)
+    if sharding is None:
+        return op
+    mesh = sharding.mesh
+    if mesh.are_all_axes_auto or mesh.are_all_axes_manual:
+        return op
+    axes = ", ".join(f'"{n}"={size}' for n, size in mesh.shape.items())
+    attr = sharding.shardy_attribute(len(aval.shape)).replace("@mesh", f"mesh<[{axes}]>", 1)
+    constraint = ir.Operation.create(
+        "sdy.sharding_constraint", results=[op.type], operands=[op],
+        attributes={"sharding": ir.Attribute.parse(attr)})
+    return constraint.result
+
+
 def flatten_ir_values(xs) -> list:
     """Values, or sequences of them, as one flat list of ``ir.Value``s."""
     out = []
@@ -174,6 +192,40 @@ def module_to_bytecode(module) -> bytes:
 def make_ir_context() -> ir.Context:
     """The MLIR context plax lowers in (its dialects registered)."""
     return mlir_context()
+
+
+# --- JAX's MLIR context type and jaxlib's module functions (jax.extend.lowering/.mlir) ------
+def _jax_dialects():
+    from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+    registry = ir.DialectRegistry()
+    _jax_mlir_ext.register_dialects(registry)
+    return registry
+
+
+# The dialects JAX lowers to (func, stablehlo, chlo, sdy, ...), as a registry to append.
+upstream_dialects = _jax_dialects()
+
+
+class JaxIrContext(ir.Context):
+    """An MLIR context with the dialects JAX lowers to registered and loaded (StableHLO,
+    CHLO, MHLO, Shardy and the upstream ones)."""
+
+    def __init__(self, *args, **kwargs):
+        from jaxlib.mlir.dialects import mhlo, sdy
+        super().__init__(*args, **kwargs)
+        self.append_dialect_registry(upstream_dialects)
+        self.load_all_available_dialects()
+        for register in (sdy.register_dialect, mhlo.register_mhlo_dialect,
+                         chlo.register_dialect, hlo.register_dialect):
+            register(self)
+
+
+def jaxlib_module_functions():
+    """jaxlib's functions on MLIR modules: ``serialize_portable_artifact``,
+    ``deserialize_portable_artifact``, ``refine_polymorphic_shapes``, ``hlo_to_stablehlo``
+    (the ones ``jax.extend.mlir`` re-exports)."""
+    from jaxlib import _jax
+    return _jax.mlir
 
 
 # --- running a bindings rule --------------------------------------------------------------

@@ -360,6 +360,34 @@ BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 CACHE_EVENTS = "/jax/compilation_cache/"  # the persistent cache's events (plax.monitoring)
 
 
+# --- HLO passes of a program's own (jax.extend.xla) and HloSharding protos ------------------
+xla_client = xc  # jaxlib's xla_client module, as jax.extend.sharding re-exports it
+_hlo_transforms: set = set()  # (name, stage) of the passes registered on the CPU client
+
+
+def register_hlo_transform(name: str, stage: int, callback) -> None:
+    """Run ``callback(serialized HloModuleProto) -> bytes | None`` as an XLA pass named
+    ``name`` at pipeline ``stage`` (0: before scheduling, 1: after) of every CPU
+    compilation. Programs are not taken from the persistent cache meanwhile."""
+    from jaxlib import _xla
+    _xla.register_xla_transform(name, stage, callback)
+    _hlo_transforms.add((name, stage))
+
+
+def clear_hlo_transform(name: str, stage: int) -> bool:
+    """Remove the pass ``name`` at ``stage``; whether one was registered."""
+    from jaxlib import _xla
+    _hlo_transforms.discard((name, stage))
+    return bool(_xla.clear_xla_transform(name, stage))
+
+
+def op_sharding_from_proto(data: bytes):
+    """jaxlib's ``OpSharding`` parsed from a serialized OpSharding proto."""
+    proto = xc.OpSharding()
+    proto.ParseFromString(data)
+    return proto
+
+
 def compile_options(num_replicas: int = 1, num_partitions: int = 1, devices=None,
                     spmd: bool = False, options=None):
     """jaxlib's ``CompileOptions`` for a program of ``num_replicas`` x ``num_partitions``
@@ -406,6 +434,8 @@ def _compile(text, devices, num_replicas, num_partitions, spmd, options):
     if compile_cache.enabled():
         if callbacks:  # their Python callables cannot be written to disk
             compile_cache.note_uncacheable(text, "host callbacks")
+        elif _hlo_transforms:  # a registered pass must see every compilation
+            compile_cache.note_uncacheable(text, "registered HLO module transformations")
         else:
             record_event(CACHE_EVENTS + "compile_requests_use_cache")
             key = _cache_key(text, client, devices, num_replicas, num_partitions, spmd, options)
