@@ -11,17 +11,28 @@ import zlib
 
 import numpy as np
 
+import contextlib
+
 from plax import tree_util
 from plax.api.devices import device_put, devices, process_count, process_index
 from plax.api.jit import jit
 from plax.api.arrays import make_array_from_process_local_data
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive
+from plax.core.rules import (abstract_eval_rules, batch_rules, impl_rules, register_lowering,
+                             transpose_rules)
+from plax.core.trace import Tracer
+from plax.first_order.ad_util import deflinear, instantiate
+from plax.first_order.batch_util import vectorized
 from plax.runtime.array import CONCRETE
 from plax.sharding.mesh import Mesh
 from plax.sharding.named import NamedSharding
 from plax.sharding.partition_spec import PartitionSpec
 
 __all__ = ["host_local_array_to_global_array", "global_array_to_host_local_array",
-           "process_allgather", "broadcast_one_to_all", "sync_global_devices", "assert_equal"]
+           "process_allgather", "broadcast_one_to_all", "sync_global_devices", "assert_equal",
+           "host_local_array_to_global_array_p", "global_array_to_host_local_array_p",
+           "live_devices", "ProcessFailureError", "reached_preemption_sync_point"]
 
 
 def _specs(pspecs, tree):
@@ -32,29 +43,102 @@ def _specs(pspecs, tree):
             for s in tree_util.broadcast_prefix(pspecs, tree, is_leaf=is_leaf, name="pspecs")]
 
 
-def host_local_array_to_global_array(local_inputs, global_mesh: Mesh, pspecs):
-    """Each process's host-local leaves as global Arrays laid out over ``global_mesh`` by
-    ``pspecs`` (a pytree prefix of PartitionSpecs); one process: the leaves as they are."""
-    leaves, tree = tree_util.tree_flatten(local_inputs)
-    out = [make_array_from_process_local_data(NamedSharding(global_mesh, s),
-                                              np.asarray(x) if type(x) not in CONCRETE else x)
-           if process_count() > 1 or type(x) not in CONCRETE
-           else device_put(x, NamedSharding(global_mesh, s))
-           for x, s in zip(leaves, _specs(pspecs, local_inputs))]
-    return tree_util.tree_unflatten(tree, out)
+def _local_to_global(x, *, global_mesh, pspec):
+    if process_count() > 1 or type(x) not in CONCRETE:
+        return make_array_from_process_local_data(
+            NamedSharding(global_mesh, pspec), np.asarray(x) if type(x) not in CONCRETE else x)
+    return device_put(x, NamedSharding(global_mesh, pspec))
 
 
-def global_array_to_host_local_array(global_inputs, global_mesh: Mesh, pspecs):
-    """Global Arrays as this process's host-local ones (laid out by ``pspecs`` over its
-    devices); one process: the arrays laid out by ``pspecs`` over ``global_mesh``."""
+def _global_to_local(x, *, global_mesh, pspec):
     if process_count() > 1:
         raise NotImplementedError(
             "global_array_to_host_local_array across processes needs the distributed runtime "
             "(plax.distributed), which is not available yet.")
-    leaves, tree = tree_util.tree_flatten(global_inputs)
-    out = [device_put(x, NamedSharding(global_mesh, s))
-           for x, s in zip(leaves, _specs(pspecs, global_inputs))]
+    return device_put(x, NamedSharding(global_mesh, pspec))
+
+
+# One primitive each, as in JAX: eagerly they move data; traced (under jit) they are the
+# identity, and in one process a host-local value's type is its global type.
+host_local_array_to_global_array_p = Primitive("host_local_array_to_global_array")
+global_array_to_host_local_array_p = Primitive("global_array_to_host_local_array")
+
+
+def _same_type(x, *, global_mesh, pspec):
+    return ShapedArray(x.shape, x.dtype, weak_type=x.weak_type)
+
+
+def _ltg_batch(axis, vals, dims, *, global_mesh, pspec):
+    (x,), (d,) = vals, dims
+    if d is None:
+        return host_local_array_to_global_array_p.bind(x, global_mesh=global_mesh,
+                                                       pspec=pspec), None
+    parts = list(pspec) + [None] * (d - len(pspec))
+    parts.insert(d, None)  # the mapped dimension is not split
+    return host_local_array_to_global_array_p.bind(
+        x, global_mesh=global_mesh, pspec=PartitionSpec(*parts)), d
+
+
+for _prim, _impl in ((host_local_array_to_global_array_p, _local_to_global),
+                     (global_array_to_host_local_array_p, _global_to_local)):
+    abstract_eval_rules[_prim] = _same_type
+    impl_rules[_prim] = _impl
+    register_lowering(_prim, lambda ctx, x, **params: x)
+    deflinear(_prim)  # linear, and (as in JAX) its own transpose
+    transpose_rules[_prim] = lambda ct, x, _p=_prim, **params: [_p.bind(instantiate(ct),
+                                                                        **params)]
+batch_rules[host_local_array_to_global_array_p] = _ltg_batch
+vectorized(global_array_to_host_local_array_p)
+
+
+def _convert(prim, inputs, global_mesh, pspecs):
+    leaves, tree = tree_util.tree_flatten(inputs)
+    out = [prim.bind(x, global_mesh=global_mesh, pspec=s) if isinstance(x, Tracer)
+           else impl_rules[prim](x, global_mesh=global_mesh, pspec=s)
+           for x, s in zip(leaves, _specs(pspecs, inputs))]
     return tree_util.tree_unflatten(tree, out)
+
+
+def host_local_array_to_global_array(local_inputs, global_mesh: Mesh, pspecs):
+    """Each process's host-local leaves as global Arrays laid out over ``global_mesh`` by
+    ``pspecs`` (a pytree prefix of PartitionSpecs); one process: the leaves as they are.
+    Under jit, the identity."""
+    return _convert(host_local_array_to_global_array_p, local_inputs, global_mesh, pspecs)
+
+
+def global_array_to_host_local_array(global_inputs, global_mesh: Mesh, pspecs):
+    """Global Arrays as this process's host-local ones (laid out by ``pspecs`` over its
+    devices); one process: the arrays laid out by ``pspecs`` over ``global_mesh``. Under jit,
+    the identity."""
+    return _convert(global_array_to_host_local_array_p, global_inputs, global_mesh, pspecs)
+
+
+class ProcessFailureError(Exception):
+    """Raised by ``live_devices`` when processes have failed; ``failed_devices`` is the set
+    of their devices."""
+
+    def __init__(self, failed_devices):
+        super().__init__(f"Devices failed: {failed_devices}")
+        self.failed_devices = failed_devices
+
+
+@contextlib.contextmanager
+def live_devices(devices):
+    """The devices of ``devices`` whose processes are alive, for a fault-tolerant
+    multi-process program. It needs the distributed runtime: without it (plax has none yet),
+    it raises JAX's RuntimeError, as JAX's does in a program that never called
+    ``jax.distributed.initialize``."""
+    raise RuntimeError("Distributed JAX not initialized.")
+    yield devices  # (unreachable: makes this a generator)
+
+
+def reached_preemption_sync_point(step_id: int) -> bool:
+    """Whether every process has reached the step at which to save a checkpoint after a
+    preemption notice; one process never has (False), as in JAX."""
+    if process_count() == 1:
+        return False
+    raise RuntimeError("Preemption sync manager has not been initialized. Make sure the "
+                       "'jax_enable_preemption_service' config is enabled.")
 
 
 def _all_devices_mesh() -> Mesh:
