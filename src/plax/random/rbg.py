@@ -1,5 +1,5 @@
 """The 'rbg' and 'unsafe_rbg' PRNG implementations: keys of four uint32 words whose bits come
-from XLA's RngBitGenerator (its default algorithm), laid out as JAX lays them out.
+from XLA's RngBitGenerator (``lax.rng_bit_generator``, its default algorithm), laid out as JAX lays them out.
 
 Both seed a key as two copies of the Threefry seed words (``[hi, lo, hi, lo]``) and draw
 bits with one ``rng_bit_generator`` per key. They differ in how keys are derived:
@@ -18,69 +18,26 @@ import math
 
 import numpy as np
 
-from plax.core.avals import ShapedArray
-from plax.core.primitive import Primitive
-from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering
 from plax.core.trace import get_aval
 from plax.first_order import bitwise as _bitwise
 from plax.first_order import prng as _prng
 from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
-from plax.first_order.ad_util import defzero
-from plax.first_order.batch_util import bdim_at_front
 from plax.api.vmap import vmap
+from plax.first_order.rng_bit_generator import RandomAlgorithm, rng_bit_generator_p
 from plax.random import threefry
 
 __all__ = ["rbg_prng_impl", "unsafe_rbg_prng_impl"]
 
 U32 = np.dtype(np.uint32)
-_KEY = ShapedArray((4,), U32)
 _BITS_DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-
-# --- the generator: one key of four words -> (the next key, bits of a shape) ----------------
-# Private to these implementations (plax.lax has no rng_bit_generator of its own yet).
-_generate_p = Primitive("rng_bit_generator", multiple_results=True)
-
-
-def _generate_abstract(key, *, shape, dtype):
-    if key.shape != (4,) or key.dtype != U32:
-        raise TypeError(f"rng_bit_generator takes a uint32[4] key, got {key.str_short()}.")
-    return [_KEY, ShapedArray(tuple(shape), np.dtype(dtype))]
-
-
-def _generate_lowering(ctx, key, *, shape, dtype):
-    # XLA's generator takes its state as u64[2]: the four words, two by two, reinterpreted.
-    pairs, state = ShapedArray((2, 2), U32), ShapedArray((2,), np.dtype(np.uint64))
-    words = ctx.op1("stablehlo.reshape", [key], [_KEY], pairs)
-    state_in = ctx.op1("stablehlo.bitcast_convert", [words], [pairs], state)
-    state_out, bits = ctx.op(
-        "stablehlo.rng_bit_generator", [state_in], [state], [state, ctx.avals_out[1]],
-        props="rng_algorithm = #stablehlo<rng_algorithm DEFAULT>")
-    words_out = ctx.op1("stablehlo.bitcast_convert", [state_out], [state], pairs)
-    return [ctx.op1("stablehlo.reshape", [words_out], [pairs], _KEY), bits]
-
-
-def _generate_batch(axis, vals, dims, *, shape, dtype):
-    # As JAX batches its generator: one run from the first key gives every batch member's
-    # bits (one more leading dimension), and only the first key advances.
-    (keys,), (d,) = vals, dims
-    keys = bdim_at_front(keys, d, axis.size)
-    first = _shapes.reshape(_slicing.slice_in_dim(keys, 0, 1), (4,))
-    new_key, bits = _generate_p.bind(first, shape=(axis.size, *shape), dtype=dtype)
-    new_keys = _shapes.concatenate([_shapes.reshape(new_key, (1, 4)),
-                                    _slicing.slice_in_dim(keys, 1, axis.size)], 0)
-    return [new_keys, bits], [0, 0]
-
-
-abstract_eval_rules[_generate_p] = _generate_abstract
-register_lowering(_generate_p, _generate_lowering)
-batch_rules[_generate_p] = _generate_batch
-defzero(_generate_p)
 
 
 def _generate(key, shape, dtype):
-    """Bits of ``shape`` and ``dtype`` from one uint32[4] key (the next key is dropped)."""
-    return _generate_p.bind(key, shape=tuple(shape), dtype=np.dtype(dtype))[1]
+    """Bits of ``shape`` and ``dtype`` from one uint32[4] key with the platform's default
+    algorithm (the next key is dropped)."""
+    return rng_bit_generator_p.bind(key, shape=tuple(shape), dtype=np.dtype(dtype),
+                                    algorithm=RandomAlgorithm.RNG_DEFAULT, out_sharding=None)[1]
 
 
 def _per_key(fn, keys, *data):
