@@ -214,3 +214,32 @@ def test_device_kind_handler_is_used_for_its_kind():
     finally:
         del mesh_utils.device_kind_handler_dict[kind]
     assert calls and list(mesh_utils.create_device_mesh([2], devices)) == devices
+
+
+# --- layout.with_layout_constraint -------------------------------------------------------
+def test_layout_constraint_lowers_to_xlas_custom_call_and_keeps_values():
+    from plax.experimental.layout import Layout, with_layout_constraint
+
+    def f(x):
+        return with_layout_constraint(x * 2, Layout((1, 0)))
+
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    text = plax.jit(f).lower(x).as_text()
+    assert 'call_target_name = "LayoutConstraint"' in text
+    assert "result_layouts = [dense<[0, 1]> : tensor<2xindex>]" in text
+    np.testing.assert_array_equal(plax.jit(f)(x), 2 * x)
+    np.testing.assert_array_equal(f(x), 2 * x)
+    np.testing.assert_array_equal(plax.grad(lambda x: jnp.sum(f(x) ** 2))(x), 8 * x)
+    # vmap puts the batch dimension into the layout, most major.
+    batched = plax.jit(plax.vmap(f, in_axes=1)).lower(np.ones((2, 4, 3), F32)).as_text()
+    assert "result_layouts = [dense<[1, 0, 2]> : tensor<3xindex>]" in batched
+    np.testing.assert_array_equal(plax.vmap(f, in_axes=1)(np.ones((2, 4, 3), F32)),
+                                  np.full((4, 2, 3), 2, F32))
+
+
+def test_layout_constraint_refuses_a_layout_of_another_rank_or_type():
+    from plax.experimental.layout import Layout, with_layout_constraint
+    with pytest.raises(ValueError, match="does not fit a value of rank 1"):
+        with_layout_constraint(np.ones(3, F32), Layout((1, 0)))
+    with pytest.raises(ValueError, match="must be of type `Layout`"):
+        with_layout_constraint(np.ones(3, F32), "row-major")
