@@ -494,7 +494,7 @@ def result_handler(aval, sharding, committed: bool = True):
 def execute(exe, args, handlers, text=None):
     """Run ``exe`` on jaxlib arrays; returns jaxlib arrays built by ``handlers``. ``text``,
     the program's module, names it to the profiler and in errors."""
-    if _execution_watched():
+    if not _plain_flags[0] or _active_overrides[0] or profiler_active():  # (inlined: hot)
         return _watched(_execute, exe, args, handlers, text)
     return _execute(exe, args, handlers)
 
@@ -502,7 +502,7 @@ def execute(exe, args, handlers, text=None):
 def execute_with_completion(exe, args, handlers, text=None):
     """``execute``, also returning a token whose ``block_until_ready()`` waits until the run
     (its host callbacks included) has finished."""
-    if _execution_watched():
+    if not _plain_flags[0] or _active_overrides[0] or profiler_active():
         return _watched(_execute_with_completion, exe, args, handlers, text)
     return _execute_with_completion(exe, args, handlers)
 
@@ -525,13 +525,9 @@ def _execute_with_completion(exe, args, handlers):
         raise
 
 
+# A run is watched when a flag may refuse it (jax_no_execution: not plain, or an override
+# block) or a profiler session is collecting: two list reads and a C++ flag read per run.
 _plain_flags, _active_overrides = config._plain, config._active_overrides
-
-
-def _execution_watched() -> bool:
-    """A flag may refuse runs (jax_no_execution) or a profiler session is collecting: two
-    list reads and a C++ flag read on every Python-path run."""
-    return not _plain_flags[0] or _active_overrides[0] or profiler_active()
 
 
 def _watched(run, exe, args, handlers, text):
