@@ -5,4 +5,5 @@ from plax.higher_order.custom_derivatives import (CustomVJPPrimal, SymbolicZero,
                                                 custom_vjp_call_p, custom_vjp_primal_tree_values,
                                                 zero_from_primal)
 from plax.higher_order.linear_call import linear_call  # noqa: F401
+from plax.higher_order.remat_opt import remat_opt_p  # noqa: F401
 from plax.higher_order.custom_gradient import custom_gradient  # noqa: F401

@@ -55,6 +55,7 @@ from plax.first_order import conversion as _conversion
 from plax.first_order import reductions as _reductions
 from plax.first_order.ad_util import zeros_like_aval
 from plax.first_order.batch_util import batched_aval, move_batch_dim, moveaxis
+from plax.higher_order.remat_opt import remat_opt_fwd
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.runtime.dispatch import array_from_host
@@ -557,14 +558,21 @@ class custom_vjp:
         self.fwd = None
         self.bwd = None
         self.symbolic_zeros = False
+        self.optimize_remat = False
         self._sig = _signature(fun)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
     def defvjp(self, fwd, bwd, symbolic_zeros: bool = False, optimize_remat: bool = False):
-        """Set the forward (``fwd``) and backward (``bwd``) rules."""
+        """Set the forward (``fwd``) and backward (``bwd``) rules. With ``optimize_remat``,
+        a rematerialised forward pass whose residuals go unused runs the function instead
+        of ``fwd`` (``remat_opt``)."""
+        if symbolic_zeros and optimize_remat:
+            raise NotImplementedError("remat optimization for custom_vjp does not support "
+                                      "symbolic zeros")
         self.fwd, self.bwd, self.symbolic_zeros = fwd, bwd, symbolic_zeros
+        self.optimize_remat = optimize_remat
 
     def __call__(self, *args, **kwargs):
         name = fun_name(self.fun)
@@ -579,7 +587,8 @@ class custom_vjp:
         fun = NamedCallable(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
         # The rules, not ``self``: a trace cache keyed by ``self`` would hold it forever.
         fwd = NamedCallable(_fwd_rule(self.fwd, self.bwd, self.symbolic_zeros, static_vals,
-                                      nondiff, in_tree, out, [get_aval(x) for x in leaves], name),
+                                      nondiff, in_tree, out, [get_aval(x) for x in leaves], name,
+                                      fun if self.optimize_remat else None),
                      fun_name(self.fwd))
         outs = custom_vjp_call_p.bind(*leaves, fun=fun, fwd=fwd,
                                       bwd=NamedCallable(None, fun_name(self.bwd)),
@@ -588,14 +597,32 @@ class custom_vjp:
 
 
 def _fwd_rule(user_fwd, user_bwd, symbolic_zeros, static_vals, nondiff, in_tree, out, in_avals,
-              name):
+              name, remat_fun=None):
     """The flat forward rule: (primal leaves, which are perturbed) -> (out leaves, residual
-    leaves, backward rule)."""
+    leaves, backward rule). With ``remat_fun`` (the flat primal function: optimize_remat),
+    ``fwd`` runs as a ``remat_opt`` equation."""
     fwd_name = fun_name(user_fwd)
 
     def fwd(primals, perturbed):
         if symbolic_zeros:
             primals = [CustomVJPPrimal(p, d) for p, d in zip(primals, perturbed)]
+        if remat_fun is None:
+            outs, res_leaves, res_tree = run(primals)
+        else:
+            box = []
+
+            def fwd_flat(*ps):
+                o, r, t = run(list(ps))
+                box[:] = [t]
+                return o, r
+
+            outs, res_leaves = remat_opt_fwd(fwd_flat, remat_fun, list(primals), name)
+            res_tree = box[0]
+        bwd = NamedCallable(_bwd_rule(user_bwd, symbolic_zeros, static_vals, res_tree, out.tree,
+                                      in_tree, in_avals), fun_name(user_bwd))
+        return outs, res_leaves, bwd
+
+    def run(primals):
         args = _merge(nondiff, static_vals, tree_util.tree_unflatten(in_tree, list(primals)))
         res = user_fwd(*args)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
@@ -616,9 +643,7 @@ def _fwd_rule(user_fwd, user_bwd, symbolic_zeros, static_vals, nondiff, in_tree,
                                 f"residual that is not an array: {r!r} (of type "
                                 f"{type(r).__name__}). Residuals must be pytrees of arrays.") \
                     from None
-        bwd = NamedCallable(_bwd_rule(user_bwd, symbolic_zeros, static_vals, res_tree, out.tree,
-                                      in_tree, in_avals), fun_name(user_bwd))
-        return outs, res_leaves, bwd
+        return outs, res_leaves, res_tree
 
     return fwd
 
