@@ -6,13 +6,16 @@ that override the default at import, ``config.update("jax_<name>", value)`` to c
 (thread-local). ``config.parse_flags_with_absl()`` reads ``--jax_<name>=value`` arguments
 from ``sys.argv`` as JAX's does (absl itself is not needed).
 
-The flags defined below are the ones plax acts on; ``config.values()`` lists them. Every
-other flag of JAX 0.10.2 (``plax.core.jax_flags``: jax_traceback_filtering,
-jax_transfer_guard, jax_platform_name, the GPU/TPU/Pallas ones, ...) is accepted, checked
-and stored the same way so that programs setting it run, but plax does not act on it
-(except jax_legacy_prng_key, which plax.random honours, and jax_default_prng_impl, which
-takes only plax's 'threefry2x32'). A name JAX does not know raises AttributeError
-("Unrecognized config option"), as in JAX.
+The flags defined below are plax's own; ``config.values()`` lists them. Every other flag of
+JAX 0.10.2 (``plax.core.jax_flags``: jax_traceback_filtering, jax_platform_name, the
+GPU/TPU/Pallas ones, ...) is accepted, checked and stored the same way so that programs
+setting it run; plax acts on the few that module names (PRNG choices, transfer guards,
+no_tracing/no_execution, ...). A name JAX does not know raises AttributeError ("Unrecognized
+config option"), as in JAX.
+
+``State`` (JAX's config State: ``.value``, a context manager when called) and
+``UserContext`` (``make_user_context``) are the objects plax.api.runtime_flags exposes at
+the top level.
 """
 from __future__ import annotations
 

@@ -1,13 +1,16 @@
 """JAX's configuration flags beyond plax's own table, which plax accepts and stores.
 
 JAX programs and libraries set many flags that concern JAX's own machinery (GPU and TPU
-backends, Pallas, jax2tf, export, profiling, transfer guards, traceback filtering, ...).
+backends, Pallas, jax2tf, export, profiling, traceback filtering, ...).
 ``jax.config.update(name, value)``, ``jax.config.<name>`` and the environment variables
 ``PLAX_<NAME>`` / ``JAX_<NAME>`` work for every one of them in plax, with JAX 0.10.2's defaults
-and value checks, so such programs run. The value is stored, but plax does not act on it,
-except for two: ``jax_legacy_prng_key`` ('warn'/'error' on legacy uint32 keys given to
-``plax.random``, as in JAX) and ``jax_default_prng_impl`` (threefry2x32, rbg, unsafe_rbg). The flags plax
-acts on are the ones defined in ``plax.core.config``.
+and value checks, so such programs run. Most are stored only; plax acts on these:
+``jax_legacy_prng_key`` ('warn'/'error' on legacy uint32 keys given to ``plax.random``, as in
+JAX), ``jax_default_prng_impl`` (threefry2x32, rbg, unsafe_rbg), the transfer guards and
+``jax_array_garbage_collection_guard`` (jaxlib's guards, runtime/xla.py), ``jax_no_tracing``,
+``jax_no_execution``, ``jax_allow_f16_reductions``, ``jax_softmax_custom_jvp`` and
+``jax_auto_pcast`` (see plax/api/runtime_flags.py, whose context managers set them). The
+flags plax defines itself are in ``plax.core.config``.
 """
 
 # name -> JAX's default, by the kind of value the flag takes.
