@@ -54,6 +54,11 @@ EXEMPTIONS = {
     ("pmin", "jvp"): ("differentiating pmin (ties across the axis) is not implemented yet",
                       "issue 14"),
     ("iota", "batch"): (_NULLARY_BATCH, _NOT_NEEDED),
+    ("select_and_scatter", "batch"): ("the general select_and_scatter (traced select and "
+                                      "scatter): JAX 0.10.2 gives it no batching rule either",
+                                      _NOT_NEEDED),
+    ("select_and_scatter", "jvp"): ("the general select_and_scatter: JAX 0.10.2 gives it no "
+                                    "differentiation rule either", _NOT_NEEDED),
     ("rng_uniform", "batch"): ("XLA's unkeyed generator: JAX 0.10.2 gives it no batching rule "
                                "either (vmap raises)", _NOT_NEEDED),
     ("rng_uniform", "jvp"): ("XLA's unkeyed generator: JAX 0.10.2 gives it no differentiation "

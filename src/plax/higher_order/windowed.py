@@ -12,7 +12,11 @@ generic derivatives unroll the window: the operand is padded (and base-dilated),
 one strided slice is taken per window offset, and the slices are folded with
 the combiner starting from the init value, skipping padding as XLA does (for
 max/min a running select that keeps the tangent of the first chosen element),
-which is differentiable and transposable with pad/slice/select alone.
+which is differentiable and transposable with pad/slice/select alone. Without
+dilation the max/min tangent is JAX's select_and_gather_add primitive (lowered
+as that unrolled select), whose transpose is select_and_scatter_add
+(stablehlo.select_and_scatter: the cotangent added at each window's choice);
+select_and_scatter is the general form, with traced select and scatter functions.
 """
 from __future__ import annotations
 
@@ -26,9 +30,11 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules,
-                             not_mapped, param_printers, register_lowering, tangent_aval,
-                             transpose_rules)
-from plax.core.trace import Tracer, get_aval
+                             linear_primitives, not_mapped, param_printers, register_lowering,
+                             tangent_aval, transpose_rules)
+from plax.core.jaxpr import ClosedJaxpr
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import EvalTrace, Tracer, fresh_name_stack, get_aval, set_current_trace
 from plax.first_order import arithmetic as _arith
 from plax.first_order import comparison as _cmp
 from plax.higher_order import generic_reduce as _greduce
@@ -39,6 +45,7 @@ from plax.first_order.ad_util import deflinear
 from plax.first_order.batch_util import bdim_at_front
 from plax.first_order.common import as_int_tuple, check_dtype, pads_for, padtype_to_pads
 from plax.lowering.consts import const_operands
+from plax.lowering.inline import lower_fun
 from plax.lowering.stablehlo import i64_array, lower_jaxpr_body
 from plax.transforms.jvp import jvp_flat
 
@@ -186,32 +193,254 @@ deflinear(reduce_window_sum_p)
 transpose_rules[reduce_window_sum_p] = _sum_transpose
 
 
+def _selected_tangents(t, x, direction, window_dimensions, window_strides, padding,
+                       base_dilation, window_dilation):
+    """Per window, the tangent ``t`` at the first element of ``x`` attaining the window's
+    maximum (``direction`` "GT") or minimum ("LT"), the window unrolled into slices."""
+    dt = get_aval(x).dtype
+    init = np.array(dtypes.lowest_value(dt) if direction == "GT" else dtypes.highest_value(dt), dt)
+    args = (window_dimensions, window_strides, padding, base_dilation, window_dilation)
+    out_shape = _check_window("select_and_gather_add", get_aval(x).shape, *args)
+    vs = _window_slices(x, init, *args, out_shape)
+    ts = _window_slices(t, np.zeros((), get_aval(t).dtype), *args, out_shape)
+    better = _cmp.gt if direction == "GT" else _cmp.lt
+    cur_v, cur_t = vs[0], ts[0]
+    for v, tt in zip(vs[1:], ts[1:]):
+        take = better(v, cur_v)
+        cur_v = _cmp.select_n(take, cur_v, v)
+        cur_t = _cmp.select_n(take, cur_t, tt)
+    return cur_t
+
+
 def _chooser_jvp(prim, direction):
-    """max/min: the tangent of the first element of each window attaining the extremum."""
+    """max/min: the tangent of the first element of each window attaining the extremum, as
+    JAX computes it: select_and_gather_add (whose transpose is select_and_scatter_add). With
+    dilations (which those refuse to transpose) the window is unrolled in place."""
+    select_prim = _cmp.ge_p if direction == "GT" else _cmp.le_p
+
     def rule(primals, tangents, **params):
         (x,), (t,) = primals, tangents
         ans = prim.bind(x, **params)
         if type(t) is Zero:
             return ans, Zero(tangent_aval(get_aval(ans)))
-        dt = get_aval(x).dtype
-        init = np.array(dtypes.lowest_value(dt) if direction == "GT" else dtypes.highest_value(dt),
-                        dt)
-        out_shape = get_aval(ans).shape
-        args = [params[p] for p in _PARAMS]
-        vs = _window_slices(x, init, *args, out_shape)
-        ts = _window_slices(t, np.zeros((), get_aval(t).dtype), *args, out_shape)
-        better = _cmp.gt if direction == "GT" else _cmp.lt
-        cur_v, cur_t = vs[0], ts[0]
-        for v, tt in zip(vs[1:], ts[1:]):
-            take = better(v, cur_v)
-            cur_v = _cmp.select_n(take, cur_v, v)
-            cur_t = _cmp.select_n(take, cur_t, tt)
-        return ans, cur_t
+        if all(d == 1 for d in params["base_dilation"] + params["window_dilation"]):
+            return ans, select_and_gather_add_p.bind(t, x, select_prim=select_prim, **params)
+        return ans, _selected_tangents(t, x, direction, *(params[p] for p in _PARAMS))
     jvp_rules[prim] = rule
+
+
+# --- the windowed reductions' gradients, as JAX's primitives ------------------------------------
+def _direction(select_prim) -> str:
+    if select_prim is _cmp.ge_p:
+        return "GT"
+    if select_prim is _cmp.le_p:
+        return "LT"
+    raise ValueError(f"select_prim must be lax.ge_p or lax.le_p, got {select_prim}.")
+
+
+select_and_gather_add_p = Primitive("select_and_gather_add")
+
+
+def _gather_add_abstract(t, x, *, select_prim, window_dimensions, window_strides, padding,
+                         base_dilation, window_dilation):
+    _direction(select_prim)
+    if t.shape != x.shape:
+        raise TypeError(f"select_and_gather_add: tangents and operand must have one shape, got "
+                        f"{t.shape} and {x.shape}.")
+    shape = _check_window("select_and_gather_add", x.shape, window_dimensions, window_strides,
+                          padding, base_dilation, window_dilation)
+    return ShapedArray(shape, t.dtype, t.weak_type)
+
+
+def _gather_add_composite(t, x, *, select_prim, **params):
+    return _selected_tangents(t, x, _direction(select_prim), *(params[p] for p in _PARAMS))
+
+
+def _gather_add_jvp(primals, tangents, **params):
+    (t, x), (tt, _) = primals, tangents
+    out = select_and_gather_add_p.bind(t, x, **params)
+    if type(tt) is Zero:
+        return out, Zero(tangent_aval(get_aval(out)))
+    return out, select_and_gather_add_p.bind(tt, x, **params)
+
+
+def _gather_add_transpose(ct, t, x, *, select_prim, window_dimensions, window_strides, padding,
+                          base_dilation, window_dilation):
+    if any(d != 1 for d in base_dilation + window_dilation):
+        raise NotImplementedError("VJP not implemented for select_and_gather (MaxPool) with "
+                                  "dilation.")
+    if type(ct) is Zero:
+        return [None, None]
+    return [select_and_scatter_add_p.bind(ct, x, select_prim=select_prim,
+                                          window_dimensions=window_dimensions,
+                                          window_strides=window_strides, padding=padding), None]
+
+
+def _insert_unit_window(params, d):
+    ins = lambda t, v: t[:d] + (v,) + t[d:]  # noqa: E731
+    out = dict(params)
+    for name, unit in (("window_dimensions", 1), ("window_strides", 1), ("padding", (0, 0)),
+                       ("base_dilation", 1), ("window_dilation", 1)):
+        if name in params:
+            out[name] = ins(params[name], unit)
+    return out
+
+
+def _pair_batch(prim):
+    """Both operands batched alike (moved to the front), the window 1 wide there."""
+    def rule(axis, vals, dims, **params):
+        size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not not_mapped)
+        a, b = (bdim_at_front(v, d, size) for v, d in zip(vals, dims))
+        return prim.bind(a, b, **_insert_unit_window(params, 0)), 0
+    batch_rules[prim] = rule
+
+
+abstract_eval_rules[select_and_gather_add_p] = _gather_add_abstract
+register_lowering(select_and_gather_add_p, lower_fun(_gather_add_composite))
+jvp_rules[select_and_gather_add_p] = _gather_add_jvp
+transpose_rules[select_and_gather_add_p] = _gather_add_transpose
+linear_primitives.add(select_and_gather_add_p)
+_pair_batch(select_and_gather_add_p)
+
+
+select_and_scatter_add_p = Primitive("select_and_scatter_add")
+
+
+def _scatter_add_abstract(source, x, *, select_prim, window_dimensions, window_strides, padding):
+    _direction(select_prim)
+    ones = (1,) * x.ndim
+    shape = _check_window("select_and_scatter_add", x.shape, window_dimensions, window_strides,
+                          padding, ones, ones)
+    if source.shape != shape:
+        raise TypeError(f"select_and_scatter_add: source must have the windows' shape {shape}, "
+                        f"got {source.shape}.")
+    return ShapedArray(x.shape, source.dtype, source.weak_type)
+
+
+def _select_and_scatter_op(ctx, x, source, init, select_region, scatter_region,
+                           window_dimensions, window_strides, padding, operand_first=False):
+    xa, sa = ctx.avals_in[:2] if operand_first else (ctx.avals_in[1], ctx.avals_in[0])
+    ndim = len(window_dimensions)
+    pad_text = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in padding) + "]" if padding else "[]"
+    scalar = ShapedArray((), sa.dtype)
+    return ctx.op1("stablehlo.select_and_scatter", [x, source, init], [xa, sa, scalar],
+                   ctx.avals_out[0],
+                   props=f"window_dimensions = {i64_array(window_dimensions)}, "
+                         f"window_strides = {i64_array(window_strides)}, "
+                         f"padding = dense<{pad_text}> : tensor<{ndim}x2xi64>",
+                   regions=f"{select_region}, {scatter_region}")
+
+
+def _scatter_add_lowering(ctx, source, x, *, select_prim, window_dimensions, window_strides,
+                          padding):
+    xa, sa = ctx.avals_in[1], ctx.avals_in[0]
+    direction = "GE" if _direction(select_prim) == "GT" else "LE"
+    xs, ss = ShapedArray((), xa.dtype), ShapedArray((), sa.dtype)
+    select = ctx.region([xs, xs], lambda c, a, b: ([c.compare(direction, a, b, xs)],
+                                                   [xs.update(dtype=np.dtype(np.bool_))]))
+    scatter = ctx.region([ss, ss], lambda c, a, b: (
+        [c.op1("stablehlo.add", [a, b], [ss, ss], ss)], [ss]))
+    init = ctx.constant(np.zeros((), sa.dtype), ss)
+    return _select_and_scatter_op(ctx, x, source, init, select, scatter, window_dimensions,
+                                  window_strides, padding)
+
+
+def _scatter_add_jvp(primals, tangents, **params):
+    (s, x), (ts, _) = primals, tangents
+    out = select_and_scatter_add_p.bind(s, x, **params)
+    if type(ts) is Zero:
+        return out, Zero(tangent_aval(get_aval(out)))
+    return out, select_and_scatter_add_p.bind(ts, x, **params)
+
+
+def _scatter_add_transpose(ct, s, x, *, select_prim, window_dimensions, window_strides, padding):
+    if type(ct) is Zero:
+        return [None, None]
+    ones = (1,) * len(window_dimensions)
+    return [select_and_gather_add_p.bind(ct, x, select_prim=select_prim,
+                                         window_dimensions=window_dimensions,
+                                         window_strides=window_strides, padding=padding,
+                                         base_dilation=ones, window_dilation=ones), None]
+
+
+abstract_eval_rules[select_and_scatter_add_p] = _scatter_add_abstract
+register_lowering(select_and_scatter_add_p, _scatter_add_lowering)
+jvp_rules[select_and_scatter_add_p] = _scatter_add_jvp
+transpose_rules[select_and_scatter_add_p] = _scatter_add_transpose
+linear_primitives.add(select_and_scatter_add_p)
+_pair_batch(select_and_scatter_add_p)
 
 
 _chooser_jvp(reduce_window_max_p, "GT")
 _chooser_jvp(reduce_window_min_p, "LT")
+
+
+# select_and_scatter: the general form, with traced select (two operand scalars -> bool: keep
+# the first?) and scatter (two source scalars -> scalar) functions. As in JAX it has no
+# derivative or batching rule: it is what the specialised primitives lower to.
+select_and_scatter_p = Primitive("select_and_scatter")
+
+
+def _scalar_jaxpr(fn, dtype):
+    """``fn(a, b)`` on two scalars of ``dtype`` as an open jaxpr and its constants."""
+    scalar = ShapedArray((), np.dtype(dtype))
+    with set_current_trace(EvalTrace()), fresh_name_stack():
+        jaxpr, consts = trace_to_jaxpr(lambda a, b: [fn(a, b)], [scalar, scalar])
+    return jaxpr, tuple(consts)
+
+
+def _select_and_scatter_abstract(x, source, init, *, select_jaxpr, select_consts, scatter_jaxpr,
+                                 scatter_consts, window_dimensions, window_strides, padding):
+    if len(window_dimensions) != len(window_strides):
+        raise TypeError("select_and_scatter got inconsistent window_strides and "
+                        f"window_dimensions: got window_strides {window_strides} and "
+                        f"window_dimensions {window_dimensions}.")
+    ones = (1,) * x.ndim
+    shape = _check_window("select_and_scatter", x.shape, window_dimensions, window_strides,
+                          padding, ones, ones)
+    if source.shape != shape or source.dtype != init.dtype or init.shape != ():
+        raise TypeError(f"select_and_scatter: source must have the windows' shape {shape} and "
+                        f"init_value be a scalar of its dtype, got source {source.str_short()} "
+                        f"and init_value {init.str_short()}.")
+    return ShapedArray(x.shape, source.dtype)
+
+
+def _select_and_scatter_lowering(ctx, x, source, init, *, select_jaxpr, select_consts,
+                                 scatter_jaxpr, scatter_consts, window_dimensions,
+                                 window_strides, padding):
+    xs = ShapedArray((), ctx.avals_in[0].dtype)
+    ss = ShapedArray((), ctx.avals_in[1].dtype)
+
+    def body(jaxpr, consts, out_aval):
+        closed = ClosedJaxpr(jaxpr, list(consts))
+        return lambda c, *args: (lower_jaxpr_body(c.fn, jaxpr, const_operands(c, closed)
+                                                  + list(args)), [out_aval])
+
+    select = ctx.region([xs, xs], body(select_jaxpr, select_consts,
+                                       xs.update(dtype=np.dtype(np.bool_))))
+    scatter = ctx.region([ss, ss], body(scatter_jaxpr, scatter_consts, ss))
+    return _select_and_scatter_op(ctx, x, source, init, select, scatter, window_dimensions,
+                                  window_strides, padding, operand_first=True)
+
+
+abstract_eval_rules[select_and_scatter_p] = _select_and_scatter_abstract
+register_lowering(select_and_scatter_p, _select_and_scatter_lowering)
+
+
+def _select_and_scatter(operand, select, window_dimensions, window_strides, padding, source,
+                        init_value, scatter):
+    """Each window of ``operand`` picks one element (``select(a, b)``: keep ``a``?) and
+    ``source``'s entry for that window is combined into the result there with ``scatter``,
+    starting from ``init_value`` everywhere."""
+    dt = get_aval(operand).dtype
+    sel, sel_consts = _scalar_jaxpr(select, dt)
+    sct, sct_consts = _scalar_jaxpr(scatter, get_aval(source).dtype)
+    return select_and_scatter_p.bind(
+        operand, source, init_value, select_jaxpr=sel, select_consts=sel_consts,
+        scatter_jaxpr=sct, scatter_consts=sct_consts,
+        window_dimensions=as_int_tuple(window_dimensions, "window_dimensions"),
+        window_strides=as_int_tuple(window_strides, "window_strides"),
+        padding=tuple(as_int_tuple(p, "padding entry") for p in padding))
 
 
 # --- the generic primitive -------------------------------------------------------------------

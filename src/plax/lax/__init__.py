@@ -79,7 +79,8 @@ _LAZY_FAMILIES = {
     "plax.higher_order.generic_reduce": ("reduce", "reduce_p"),
     "plax.higher_order.windowed": (
         "reduce_window", "padtype_to_pads", "reduce_window_shape_tuple", "reduce_window_p",
-        "reduce_window_sum_p", "reduce_window_max_p", "reduce_window_min_p"),
+        "reduce_window_sum_p", "reduce_window_max_p", "reduce_window_min_p",
+        "select_and_scatter_p", "select_and_scatter_add_p", "select_and_gather_add_p"),
     "plax.higher_order.special": (
         "igamma", "igammac", "igamma_grad_a", "random_gamma_grad", "polygamma", "zeta",
         "bessel_i0e", "bessel_i1e", "betainc", "igamma_p", "igammac_p", "igamma_grad_a_p",

@@ -42,7 +42,8 @@ integer_pow iota is_finite jit le le_to lgamma log log1p logistic lt lt_to lu ma
 nextafter not or pad pmax pmin polygamma population_count pow ppermute psum qr random_bits
 random_fold_in random_seed random_split real reduce reduce_and reduce_max reduce_min
 reduce_or reduce_precision reduce_prod reduce_sum reduce_window reduce_window_max
-approx_top_k rng_bit_generator rng_uniform
+approx_top_k rng_bit_generator rng_uniform select_and_gather_add select_and_scatter
+select_and_scatter_add
 reduce_window_min reduce_window_sum reduce_xor regularized_incomplete_beta rem remat reshape
 rev round rsqrt scan scatter scatter_add scatter_max scatter_min scatter_mul select_n
 sharding_constraint shift_left shift_right_arithmetic shift_right_logical sign sin sinh
