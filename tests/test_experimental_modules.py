@@ -243,3 +243,49 @@ def test_layout_constraint_refuses_a_layout_of_another_rank_or_type():
         with_layout_constraint(np.ones(3, F32), Layout((1, 0)))
     with pytest.raises(ValueError, match="must be of type `Layout`"):
         with_layout_constraint(np.ones(3, F32), "row-major")
+
+
+# --- experimental.random: the stateful generator -----------------------------------------
+def test_stateful_rng_draws_fold_the_counter_into_the_key():
+    from plax.experimental import random as xrandom
+    rng = xrandom.stateful_rng(42)
+    base = plax.random.key(42)
+    draws = [float(rng.uniform()) for _ in range(2)]
+    want = [float(plax.random.uniform(plax.random.fold_in(base, i))) for i in range(2)]
+    assert draws == want
+    jitted = plax.jit(rng.uniform)
+    assert [float(jitted()), float(jitted())] == [
+        float(plax.random.uniform(plax.random.fold_in(base, i))) for i in (2, 3)]
+    assert int(rng._counter[...]) == 4
+    ints = rng.integers(0, 10, 4)
+    assert ints.shape == (4,) and ints.dtype == np.int32 and np.all((0 <= ints) & (ints < 10))
+    np.testing.assert_array_equal(ints, plax.random.randint(
+        plax.random.fold_in(base, 4), (4,), 0, 10))
+    assert rng.normal(size=3).shape == (3,) and rng.random(2).dtype == np.float32
+    assert rng.key((2,)).shape == (2,)
+
+
+def test_stateful_rng_inside_jit_spawn_and_split():
+    from plax.experimental import random as xrandom
+
+    def two_draws(seed):
+        r = xrandom.stateful_rng(seed)
+        return r.uniform() + r.uniform()
+
+    key = plax.random.key(3)
+    want = sum(float(plax.random.uniform(plax.random.fold_in(key, i))) for i in (0, 1))
+    assert float(plax.jit(two_draws)(3)) == pytest.approx(want, rel=1e-6)
+    children = xrandom.stateful_rng(123).spawn(2)
+    keys = plax.random.split(plax.random.fold_in(plax.random.key(123), 0), 2)
+    for child, k in zip(children, keys):
+        np.testing.assert_array_equal(plax.random.key_data(child._base_key),
+                                      plax.random.key_data(k))
+        assert int(child._counter[...]) == 0
+    split = xrandom.stateful_rng(123).split(3)
+    assert split._base_key.shape == (3,) and split._counter[...].shape == (3,)
+    with pytest.raises(ValueError, match="cannot operate on split stateful generator"):
+        split.key()
+    with pytest.raises(TypeError, match="requires an explicit seed"):
+        plax.jit(lambda: xrandom.stateful_rng().uniform())()
+    with pytest.raises(ValueError, match="Expected base_key to be a typed PRNG key"):
+        xrandom.StatefulPRNG(np.zeros(2, np.uint32), plax.new_ref(0))
