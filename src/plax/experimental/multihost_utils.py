@@ -23,7 +23,6 @@ from plax.core.rules import (abstract_eval_rules, batch_rules, impl_rules, regis
                              transpose_rules)
 from plax.core.trace import Tracer
 from plax.first_order.ad_util import deflinear, instantiate
-from plax.first_order.batch_util import vectorized
 from plax.runtime.array import CONCRETE
 from plax.sharding.mesh import Mesh
 from plax.sharding.named import NamedSharding
@@ -68,15 +67,15 @@ def _same_type(x, *, global_mesh, pspec):
     return ShapedArray(x.shape, x.dtype, weak_type=x.weak_type)
 
 
-def _ltg_batch(axis, vals, dims, *, global_mesh, pspec):
-    (x,), (d,) = vals, dims
-    if d is None:
-        return host_local_array_to_global_array_p.bind(x, global_mesh=global_mesh,
-                                                       pspec=pspec), None
-    parts = list(pspec) + [None] * (d - len(pspec))
-    parts.insert(d, None)  # the mapped dimension is not split
-    return host_local_array_to_global_array_p.bind(
-        x, global_mesh=global_mesh, pspec=PartitionSpec(*parts)), d
+def _batch_rule(prim):
+    def rule(axis, vals, dims, *, global_mesh, pspec):
+        (x,), (d,) = vals, dims
+        if d is None:
+            return prim.bind(x, global_mesh=global_mesh, pspec=pspec), None
+        parts = list(pspec) + [None] * (d - len(pspec))
+        parts.insert(d, None)  # the mapped dimension is not split
+        return prim.bind(x, global_mesh=global_mesh, pspec=PartitionSpec(*parts)), d
+    return rule
 
 
 for _prim, _impl in ((host_local_array_to_global_array_p, _local_to_global),
@@ -87,8 +86,7 @@ for _prim, _impl in ((host_local_array_to_global_array_p, _local_to_global),
     deflinear(_prim)  # linear, and (as in JAX) its own transpose
     transpose_rules[_prim] = lambda ct, x, _p=_prim, **params: [_p.bind(instantiate(ct),
                                                                         **params)]
-batch_rules[host_local_array_to_global_array_p] = _ltg_batch
-vectorized(global_array_to_host_local_array_p)
+    batch_rules[_prim] = _batch_rule(_prim)
 
 
 def _convert(prim, inputs, global_mesh, pspecs):
