@@ -48,7 +48,8 @@ static ffi::Error RmsNormImpl(float eps, F32 x, OutF32 y) {
   size_t n = dims.back(), total = x.element_count();
   for (size_t r = 0; r < total / n; ++r) {
     double ss = 0;
-    for (size_t i = 0; i < n; ++i) ss += double(x.typed_data()[r * n + i]) * x.typed_data()[r * n + i];
+    const float* row = x.typed_data() + r * n;
+    for (size_t i = 0; i < n; ++i) ss += double(row[i]) * row[i];
     float scale = 1.0f / std::sqrt(float(ss / n) + eps);
     for (size_t i = 0; i < n; ++i) y->typed_data()[r * n + i] = x.typed_data()[r * n + i] * scale;
   }
@@ -63,7 +64,8 @@ static ffi::Error RowAddImpl(F32 x, F32 v, OutF32 y) {
   size_t rows = y->element_count() / n, rx = x.element_count() / n, rv = v.element_count() / n;
   for (size_t r = 0; r < rows; ++r)
     for (size_t i = 0; i < n; ++i)
-      y->typed_data()[r * n + i] = x.typed_data()[(r % rx) * n + i] + v.typed_data()[(r % rv) * n + i];
+      y->typed_data()[r * n + i] =
+          x.typed_data()[(r % rx) * n + i] + v.typed_data()[(r % rv) * n + i];
   return ffi::Error::Success();
 }
 XLA_FFI_DEFINE_HANDLER_SYMBOL(RowAdd, RowAddImpl,

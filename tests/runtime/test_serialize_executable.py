@@ -73,13 +73,13 @@ def test_a_fresh_process_loads_and_runs_it(tmp_path):
     payload, in_tree, out_tree = se.serialize(compiled)
     (tmp_path / "exe.bin").write_bytes(payload)
     (tmp_path / "inputs.pkl").write_bytes(pickle.dumps((PARAMS, X)))
-    script = textwrap.dedent(f"""
+    script = textwrap.dedent("""
         import pickle, sys, numpy as np
         import plax
         from plax.experimental import serialize_executable as se
         params, x = pickle.loads(open(sys.argv[1] + "/inputs.pkl", "rb").read())
-        in_tree = plax.tree_util.tree_structure(((params, x, 2.0), {{}}))
-        out_tree = plax.tree_util.tree_structure({{"n": 0, "y": 0}})
+        in_tree = plax.tree_util.tree_structure(((params, x, 2.0), {}))
+        out_tree = plax.tree_util.tree_structure({"n": 0, "y": 0})
         loaded = se.deserialize_and_load(open(sys.argv[1] + "/exe.bin", "rb").read(),
                                          in_tree, out_tree)
         out = loaded(params, x, 2.0)
@@ -131,7 +131,8 @@ def test_what_cannot_be_serialised_is_refused():
 def test_a_program_over_several_devices():
     from plax.sharding import NamedSharding, PartitionSpec as P
     mesh = plax.make_mesh((4,), ("x",))
-    x = plax.device_put(np.arange(16.0, dtype=np.float32).reshape(8, 2), NamedSharding(mesh, P("x")))
+    x = plax.device_put(np.arange(16.0, dtype=np.float32).reshape(8, 2),
+                        NamedSharding(mesh, P("x")))
     f = plax.jit(lambda v: {"rows": (jnp.sin(v) * 2).sum(axis=1), "total": jnp.sum(v)})
     compiled = f.lower(x).compile()
     loaded = se.deserialize_and_load(*se.serialize(compiled))
