@@ -43,7 +43,7 @@ nextafter not or pad pmax pmin polygamma population_count pow ppermute psum qr r
 random_fold_in random_seed random_split real reduce reduce_and reduce_max reduce_min
 reduce_or reduce_precision reduce_prod reduce_sum reduce_window reduce_window_max
 approx_top_k rng_bit_generator rng_uniform select_and_gather_add select_and_scatter
-select_and_scatter_add
+select_and_scatter_add ragged_all_to_all
 reduce_window_min reduce_window_sum reduce_xor regularized_incomplete_beta rem remat reshape
 rev round rsqrt scan scatter scatter_add scatter_max scatter_min scatter_mul select_n
 sharding_constraint shift_left shift_right_arithmetic shift_right_logical sign sin sinh
