@@ -80,3 +80,30 @@ def test_channel_types_and_names():
         (1, 2, 3)
     assert mlir.Value is ir.Value and mlir.Token is ir.Value
     assert mlir.Mesh is plax.sharding.Mesh
+
+
+@pytest.mark.needs_devices(8)
+def test_bindings_rules_see_where_the_program_runs():
+    seen = []
+    probe_p = xcore.Primitive("axis_context_probe")
+    probe_p.def_abstract_eval(lambda x: x)
+    probe_p.def_impl(lambda x: x)
+
+    def rule(ctx, x):
+        seen.append(ctx.module_context.axis_context)
+        return [x]
+
+    mlir.register_lowering(probe_p, rule)
+    plax.jit(probe_p.bind)(np.ones(4, F32))
+    assert seen[-1] == mlir.ShardingContext(1, None)
+    mesh = plax.make_mesh((4, 2), ("x", "y"))
+    x = plax.device_put(np.ones((8, 2), F32), plax.sharding.NamedSharding(
+        mesh, plax.sharding.PartitionSpec("x")))
+    plax.jit(lambda v: probe_p.bind(v) + 1)(x)
+    assert isinstance(seen[-1], mlir.ShardingContext) and seen[-1].num_devices == 8
+    f = plax.shard_map(lambda v: probe_p.bind(v) * 2, mesh=mesh,
+                       in_specs=plax.sharding.PartitionSpec("x"),
+                       out_specs=plax.sharding.PartitionSpec("x"))
+    np.testing.assert_array_equal(plax.jit(f)(x), np.full((8, 2), 2, F32))
+    assert isinstance(seen[-1], mlir.SPMDAxisContext)
+    assert seen[-1].manual_axes == frozenset({"x", "y"}) and seen[-1].mesh.shape["x"] == 4

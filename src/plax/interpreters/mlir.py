@@ -24,7 +24,8 @@ from plax.sharding.mesh import Mesh  # noqa: F401
 from plax.lowering import mlir_bindings as _bindings
 from plax.lowering.inline import lower_fun as _plax_lower_fun
 from plax.lowering.mlir_bindings import (  # noqa: F401
-    LoweringRuleContext, ModuleContext, aval_to_ir_type, dense_int_array, dense_int_elements,
+    AxisContext, LoweringRuleContext, ModuleContext, SPMDAxisContext, ShardingContext,
+    aval_to_ir_type, dense_int_array, dense_int_elements,
     dtype_to_ir_type, flatten_ir_types, flatten_ir_values, hlo, i32_attr, i64_attr, ir,
     ir_constant, ir_constants, make_ir_context, module_to_bytecode, module_to_string,
     token_type, unflatten_ir_values_like_types)
@@ -34,7 +35,8 @@ __all__ = ["LoweringRuleContext", "ModuleContext", "aval_to_ir_type", "aval_to_i
            "flatten_ir_values", "i32_attr", "i64_attr", "ir", "ir_constant", "ir_constants",
            "lower_fun", "make_ir_context", "module_to_bytecode", "module_to_string",
            "register_lowering", "token_type", "unflatten_ir_values_like_types",
-           "DEVICE_TO_DEVICE_TYPE", "LoweringRule", "Mesh", "MeshAxisName",
+           "AxisContext", "DEVICE_TO_DEVICE_TYPE", "LoweringRule", "SPMDAxisContext",
+           "ShardingContext", "Mesh", "MeshAxisName",
            "RECV_FROM_HOST_TYPE", "SEND_TO_HOST_TYPE", "Token", "Value", "core_call_lowering",
            "ir_attribute", "jaxpr_subcomp", "merge_mlir_modules", "shape_tensor"]
 

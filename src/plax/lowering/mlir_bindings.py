@@ -12,8 +12,10 @@ This module and ``plax.runtime.xla`` are the only ones that import jaxlib.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
+from typing import Union
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -27,7 +29,8 @@ from plax.lowering.stablehlo import (AbstractToken, RuleContext, abstract_token,
                                      dense_elements, element_type, tensor_type)
 from plax.runtime.xla import mlir_context
 
-__all__ = ["LoweringRuleContext", "ModuleContext", "aval_to_ir_type", "bindings_rule",
+__all__ = ["AxisContext", "LoweringRuleContext", "ModuleContext", "SPMDAxisContext",
+           "ShardingContext", "aval_to_ir_type", "bindings_rule",
            "dense_int_array", "dense_int_elements", "dtype_to_ir_type", "flatten_ir_types",
            "flatten_ir_values", "hlo", "i32_attr", "i64_attr", "ir", "ir_constant",
            "ir_constants", "make_ir_context", "module_to_bytecode", "module_to_string",
@@ -228,13 +231,42 @@ def jaxlib_module_functions():
     return _jax.mlir
 
 
+# --- where the program runs, as a rule sees it (ctx.module_context.axis_context) ---------
+@dataclasses.dataclass(frozen=True)
+class ShardingContext:
+    """A program over ``num_devices`` devices (one, or an SPMD program), no axis manual."""
+    num_devices: int
+    device_assignment: tuple | None = None
+    abstract_mesh: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SPMDAxisContext:
+    """Lowering inside ``shard_map``: ``manual_axes`` of ``mesh`` are per-device."""
+    mesh: object
+    manual_axes: frozenset = frozenset()
+
+
+AxisContext = Union[SPMDAxisContext, ShardingContext]
+
+
+def _axis_context(ctx: RuleContext):
+    """The axis context of the equation ``ctx`` lowers."""
+    if ctx.manual_axes:
+        return SPMDAxisContext(ctx.mesh, frozenset(ctx.manual_axes))
+    devices = ctx.fn.module.devices
+    return ShardingContext(1 if devices is None else len(devices),
+                           None if devices is None else tuple(devices))
+
+
 # --- running a bindings rule --------------------------------------------------------------
 _PLACEHOLDER = "plax_bindings_rule"
 _DEFINED = re.compile(r"^\s*func\.func\s+(?:private\s+|public\s+)?@([\w$.]+)", re.M)
 _built = BoundedCache("MLIR-bindings lowering functions", maxsize=1024)
 
 
-def _build(jax_rule, prim, avals_in, avals_out, params, platform: str) -> str:
+def _build(jax_rule, prim, avals_in, avals_out, params, platform: str,
+           axis_context=None) -> str:
     """The text of a private function computing ``jax_rule``'s ops (named _PLACEHOLDER)."""
     with mlir_context(), ir.Location.unknown():
         module = ir.Module.create()
@@ -244,8 +276,9 @@ def _build(jax_rule, prim, avals_in, avals_out, params, platform: str) -> str:
             fn = func_dialect.FuncOp(_PLACEHOLDER, ir.FunctionType.get(in_types, out_types),
                                      visibility="private")
         block = fn.add_entry_block()
-        ctx = LoweringRuleContext(ModuleContext(mlir_context(), module, platform), prim,
-                                  avals_in, avals_out, platform)
+        module_context = ModuleContext(mlir_context(), module, platform)
+        module_context.axis_context = axis_context
+        ctx = LoweringRuleContext(module_context, prim, avals_in, avals_out, platform)
         with ir.InsertionPoint(block):
             outs = jax_rule(ctx, *block.arguments, **params)
             try:
@@ -289,15 +322,17 @@ def bindings_rule(jax_rule, prim):
             raise NotImplementedError(f"The MLIR-bindings lowering of {prim} takes or makes "
                                       "an effect token, which plax's adapter does not pass.")
         platform = ctx.platform
+        axis_context = _axis_context(ctx)
         try:
             key = (jax_rule, tuple(ctx.avals_in), tuple(ctx.avals_out),
-                   tuple(sorted(params.items())), platform)
+                   tuple(sorted(params.items())), platform, axis_context)
             hash(key)
         except TypeError:  # unhashable parameters: built for each use
             key = None
         text = _built.get(key) if key is not None else None
         if text is None:
-            text = _build(jax_rule, prim, ctx.avals_in, ctx.avals_out, params, platform)
+            text = _build(jax_rule, prim, ctx.avals_in, ctx.avals_out, params, platform,
+                          axis_context)
             if key is not None:
                 _built.put(key, text)
         name = _splice(ctx.fn.module, key, text, f"{prim.name}_lowering")
