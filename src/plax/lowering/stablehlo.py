@@ -447,6 +447,7 @@ class RuleContext:
         base = outer.counter  # reserved, so that a region nested in this one names its own
         sub.counter = outer.counter = base + 1
         sub.scope, sub.eqn_scope, sub.loc = outer.scope, outer.eqn_scope, outer.loc
+        sub.frontend_attributes = outer.frontend_attributes
         sub.token = outer.token  # a region sees the enclosing token; its owner threads it out
         args = [f"%arg_r{base}_{i}" for i in range(len(arg_avals))]
         inner = RuleContext(sub, arg_avals, [])
@@ -454,7 +455,6 @@ class RuleContext:
         self.fn.counter = sub.counter
         sig = ", ".join(f"{a}: {tensor_type(t)}" for a, t in zip(args, arg_avals))
         ret = f'"{terminator}"({", ".join(outs)}) : ({", ".join(tensor_type(a) for a in out_avals)}) -> ()'
-        sub.frontend_attributes = outer.frontend_attributes
         body = "\n".join("    " + line for line in sub.lines + [ret])
         if not arg_avals:  # an entry block without arguments needs no label
             return "{\n" + body + "\n}"
@@ -492,6 +492,7 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
                 info = eqn.source_info
                 fn.eqn_scope = fn.scope + (info.name_stack if info else ())
                 fn.loc = location(eqn, fn.scope)
+                fn.frontend_attributes = info.frontend_attributes if info else ()
             rule = lowering_rule(eqn.primitive, platform)
             if eqn.primitive in physical_lowering_rules and _has_extended(eqn):
                 rule = physical_lowering_rules[eqn.primitive]
@@ -499,7 +500,6 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
                 raise missing_rule_error(eqn.primitive, platform)
             ctx = RuleContext(fn, [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
             outs = rule(ctx, *[read(v) for v in eqn.invars], **eqn.params)
-                fn.frontend_attributes = info.frontend_attributes if info else ()
             if isinstance(outs, str):
                 outs = [outs]
             pinned = out_sharding_params.get(eqn.primitive)
