@@ -104,8 +104,9 @@ def test_jit_closing_over_reference_is_not_retraced_and_updates_each_call():
     got += [float(step(2.0)) for _ in range(3)]
     assert got == [4.0, 8.0, 16.0, 32.0] and len(traces) == n_traces
     np.testing.assert_array_equal(np.asarray(r[...]), [16.0, 16.0])
-    # make_jaxpr reads it as a constant and writes nothing
+    # make_jaxpr and eval_shape read it as a constant and write nothing
     plax.make_jaxpr(step)(3.0)
+    assert plax.eval_shape(step, 3.0).shape == ()
     np.testing.assert_array_equal(np.asarray(r[...]), [16.0, 16.0])
 
 
@@ -168,6 +169,18 @@ def test_grad_with_references():
     with pytest.raises(ValueError, match="set/swap operation with a differentiated value"):
         plax.grad(lambda x: (r.__setitem__(0, x), x)[1])(1.0)
     np.testing.assert_array_equal(np.asarray(r[...]), [5.0, 0.0, 0.0])
+    # ... also through a jit (closed over, or passed in) and a loop inside it
+    g = plax.grad(plax.jit(lambda x: (r.__setitem__(1, 9.0), x * r[1])[1]))(1.0)
+    assert float(g) == 9.0
+    g = plax.grad(lambda x: plax.jit(lambda q, x: (q.__setitem__(2, 4.0), x * q[2])[1])(r, x))(1.0)
+    assert float(g) == 4.0
+    np.testing.assert_array_equal(np.asarray(r[...]), [5.0, 9.0, 4.0])
+    with pytest.raises(ValueError, match="set/swap operation with a differentiated value"):
+        plax.grad(plax.jit(lambda x: (r.__setitem__(1, x), x)[1]))(1.0)
+    v, g = plax.value_and_grad(lambda x: plax.jit(lambda x: lax.fori_loop(
+        0, 3, lambda i, c: (r.__setitem__(i, 2.0), c * x)[1], 1.0))(x))(2.0)
+    assert (float(v), float(g)) == (8.0, 12.0)
+    np.testing.assert_array_equal(np.asarray(r[...]), [2.0, 2.0, 2.0])
 
 
 def test_vmap_of_functions_with_their_own_references():
@@ -183,6 +196,15 @@ def test_vmap_of_functions_with_their_own_references():
     np.testing.assert_allclose(np.asarray(plax.vmap(f)(jnp.arange(3.0))), [0.0, 3.0, 6.0])
     np.testing.assert_allclose(np.asarray(plax.jit(plax.vmap(f))(jnp.arange(3.0))),
                                [0.0, 3.0, 6.0])
+    # Reads of a reference made outside: fine, in a loop or a jit too.
+    r0 = plax.new_ref(jnp.float32(2))
+    read = plax.vmap(lambda x: lax.scan(lambda c, _: (c + r0[...] * x, None), 0.0, None,
+                                        length=2)[0])(jnp.arange(3.0))
+    np.testing.assert_allclose(np.asarray(read), [0.0, 4.0, 8.0])
+    np.testing.assert_allclose(np.asarray(plax.vmap(plax.jit(lambda x: r0[...] * x))(
+        jnp.arange(3.0))), [0.0, 2.0, 4.0])
+    with pytest.raises(ValueError, match="vmapped value on an unbatched array reference"):
+        plax.jit(plax.vmap(lambda x: r0.__setitem__(..., x)))(jnp.arange(3.0))
     # A reference made inside the vmapped function comes out holding the batch (as in JAX).
     r = plax.vmap(lambda x: plax.new_ref(x * 2))(jnp.arange(3.0))
     assert plax.typeof(r) == plax.ref.AbstractRef(plax.typeof(jnp.zeros(3)))
@@ -196,6 +218,10 @@ def test_vmap_of_functions_with_their_own_references():
      "mutable array references cannot be returned"),
     (lambda r: lax.while_loop(lambda i: (r.__setitem__(0, 1.0), i < 2)[1], lambda i: i + 1, 0),
      ValueError, "cond_fun wrote to a mutable array reference"),
+    (lambda r: lax.scan(lambda c, x: (c, None), r, None, length=1), ValueError,
+     "mutable array references cannot be returned"),
+    (lambda r: lax.fori_loop(0, 2, lambda i, q: q, r), ValueError,
+     "mutable array references cannot be returned"),
     (lambda r: plax.empty_ref(plax.typeof(jnp.ones(2))), NotImplementedError,
      "Evaluation rule for 'empty_ref' not implemented"),
     (lambda r: plax.checkpoint(lambda x: r[...] * x)(1.0), ValueError,
@@ -206,6 +232,16 @@ def test_reference_refusals(program, error, match):
     with pytest.raises(error, match=match):
         program(r)
     np.testing.assert_array_equal(np.asarray(r[...]), [0.0, 0.0])
+
+
+def test_reference_passed_to_cond_is_written_through():
+    r = plax.new_ref(jnp.zeros(3))
+    out = lax.cond(True, lambda q, x: (q.__setitem__(1, x), x * 2)[1],
+                   lambda q, x: x, r, 5.0)
+    assert float(out) == 10.0
+    plax.jit(lambda i: lax.switch(i, [lambda q: q.__setitem__(0, 1.0),
+                                      lambda q: q.__setitem__(2, 3.0)], r))(1)
+    np.testing.assert_array_equal(np.asarray(r[...]), [0.0, 5.0, 3.0])
 
 
 def test_empty_ref_and_free_ref():

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from plax import tree_util
 from plax.core.hi_types import hi_type_of, hi_value_types
-from plax.core.trace import current_trace
+from plax.core.staging import StagingTrace
+from plax.core.trace import EvalTrace, current_trace
+from plax.transforms.linearize import PartialEvalTrace
 from plax.higher_order import ref_effects
 
 
@@ -38,8 +40,9 @@ class HiValueArgument(TypeError):
 
     def __init__(self, fname: str):
         super().__init__(f"{fname} was given a hi value (a mutable array reference or a "
-                         "library-defined hi type) as an argument: call the jitted function "
-                         "with it; its trace/lower/eval_shape stages take arrays only.")
+                         "library-defined hi type) as an argument, or closes over a mutable "
+                         "array reference: call the jitted function itself; its "
+                         "trace/lower/eval_shape stages take arrays only.")
 
 
 def returned_reference_error(name: str, leaf, j: int) -> ValueError:
@@ -71,6 +74,12 @@ def _is_lo_values(x) -> bool:
 
 def call_with_hi_values(jitted, args, kwargs):
     """``jitted(*args, **kwargs)`` (a JitWrapped) where some argument leaves are hi values."""
+    if _differentiating_or_batching() and (jitted._closed_refs or any(
+            ref_effects.is_reference(x) for x in tree_util.tree_leaves((args, kwargs)))):
+        # Under grad or vmap the function runs inline, so that each write is checked where
+        # it happens (a value that is not differentiated may be stored; a jit's results
+        # would all carry derivatives).
+        return jitted._fun(*args, **kwargs)
     inner = jitted.__dict__.get("_hi_inner")
     if inner is None:
         inner = jitted.__dict__["_hi_inner"] = _inner_jit(jitted)
@@ -114,6 +123,11 @@ def call_with_hi_values(jitted, args, kwargs):
     ref_effects.write_all(closed, closed_finals)
     return tree_util.tree_map(lambda x: _raise(x) if _is_lo_values(x) else x, outs,
                               is_leaf=_is_lo_values)
+
+
+def _differentiating_or_batching() -> bool:
+    trace = current_trace()
+    return not isinstance(trace, (EvalTrace, StagingTrace)) or isinstance(trace, PartialEvalTrace)
 
 
 def _inner_jit(jitted):

@@ -119,19 +119,10 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
             return out_leaves
 
         names = flat_arg_names(fun, args, kwargs, static)
-
-        def trace(refs):
-            # References closed over are read as constants: nothing runs, nothing written.
-            held = ref_effects.read_all(refs)
-
-            def with_refs(*flat):
-                with ref_effects.bound(refs, held):
-                    return flat_fun(*flat)
-            return trace_to_jaxpr(with_refs if refs else flat_fun, avals, description=fname,
-                                  arg_names=names if len(names) == len(avals) else None)
-
         with extend_axis_env(axis_pairs):
-            jaxpr, consts = ref_effects.with_closed_refs(lambda: trace(()), trace)
+            jaxpr, consts = ref_effects.trace_reading_refs(flat_fun, lambda f: trace_to_jaxpr(
+                f, avals, description=fname,
+                arg_names=names if len(names) == len(avals) else None))
         closed = ClosedJaxpr(jaxpr, consts)
         _check_key_reuse(closed)
         if return_shape:
@@ -705,7 +696,8 @@ def eval_shape(fun, *args, **kwargs):
         given.update((i, x) for i, x in enumerate(out_leaves) if isinstance(x, ShapeDtypeStruct))
         return [x for i, x in enumerate(out_leaves) if i not in given]
 
-    jaxpr, _ = trace_to_jaxpr(flat_fun, avals, description=fun_name(fun))
+    jaxpr, _ = ref_effects.trace_reading_refs(
+        flat_fun, lambda f: trace_to_jaxpr(f, avals, description=fun_name(fun)))
     _check_key_reuse(jaxpr)
     traced = iter(shape_dtype_struct_of(a) for a in jaxpr.out_avals)
     shapes = [given[i] if i in given else next(traced)

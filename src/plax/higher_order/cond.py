@@ -124,10 +124,18 @@ def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
 def _bind_cond(index, funs, names, operands, api):
     if config.read("disable_jit") and _is_concrete(index):
         return funs[int(index)](*operands)
+    passed = ref_effects.refs_passed_in(tuple(operands))
+    if passed is not None:  # references among the operands: closed over by the branches
+        operands, put_back = passed
+        funs = [_with_refs_put_back(f, put_back) for f in funs]
     # References the branches close over from outside: each branch returns their values.
     return ref_effects.with_closed_refs(
         lambda: _bind_cond_plain(index, funs, names, operands, api),
         lambda refs: _cond_carrying_refs(refs, index, funs, names, operands, api))
+
+
+def _with_refs_put_back(fun, put_back):
+    return lambda *ops: fun(*put_back(ops))
 
 
 def _cond_carrying_refs(refs, index, funs, names, operands, api):

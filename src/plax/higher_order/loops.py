@@ -67,6 +67,7 @@ def while_loop(cond_fun, body_fun, init_val):
     returns the final ``val``. Not reverse-differentiable (use ``scan``)."""
     if not (callable(body_fun) and callable(cond_fun)):
         raise TypeError("lax.while_loop: body_fun and cond_fun arguments should be callable.")
+    ref_effects.refuse_carried_references("while_loop", init_val)
     # References the functions close over from outside are carried through the loop.
     return ref_effects.with_closed_refs(
         lambda: _while_loop(cond_fun, body_fun, init_val),

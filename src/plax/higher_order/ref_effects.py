@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import contextlib
 
+from plax import tree_util
+from plax.core.avals import pytype_aval_mappings
+from plax.core.hi_types import hi_value_types
 from plax.core.rules import Zero
 from plax.core.staging import StagingTrace
 from plax.core.trace import EvalTrace, Tracer, current_trace
@@ -82,17 +85,23 @@ def read(ref):
     return ref._value
 
 
-def write(ref, value) -> None:
-    """Store ``value`` (an array of ``ref``'s type) into ``ref`` from the current trace."""
+def write(ref, value, written_back: bool = False) -> None:
+    """Store ``value`` (an array of ``ref``'s type) into ``ref`` from the current trace.
+    ``written_back``: the final value of a call or loop that carried the reference, which a
+    ``vmap`` around it accepts unless it is batched."""
+    if value is ref._value:
+        return  # (carried through unchanged)
     live, trace = ref._live, current_trace()
     if trace is not live and not (isinstance(trace, EvalTrace) and isinstance(live, EvalTrace)):
         path = _path_to_live(ref)
         _check_path(ref, path)
-        if any(isinstance(t, BatchTrace) for t in path):
-            raise ValueError(
-                "Exception performing a set/swap operation with vmapped value on an unbatched "
-                f"array reference of type {ref.aval}. Move the array reference to be an "
-                "argument to the vmapped function?")
+        for t in path:
+            if isinstance(t, BatchTrace) and not (written_back and not (
+                    isinstance(value, Tracer) and _encloses(t, value._trace))):
+                raise ValueError(
+                    "Exception performing a set/swap operation with vmapped value on an "
+                    f"unbatched array reference of type {ref.aval}. Move the array reference "
+                    "to be an argument to the vmapped function?")
         value = _settle(ref, value, live)
     ref._value = value
 
@@ -150,10 +159,58 @@ def with_closed_refs(run_plain, run_threaded):
             refs += new
 
 
+def trace_reading_refs(flat_fun, trace):
+    """``trace(flat_fun)``, references closed over from outside read as constants and
+    nothing written back (nothing runs: make_jaxpr, eval_shape)."""
+    def attempt(refs):
+        held = read_all(refs)
+
+        def with_refs(*flat):
+            with bound(refs, held):
+                return flat_fun(*flat)
+        return trace(with_refs if refs else flat_fun)
+    return with_closed_refs(lambda: attempt(()), attempt)
+
+
 def read_all(refs) -> list:
     return [read(r) for r in refs]
 
 
 def write_all(refs, values) -> None:
+    """Write back the final values of a call or loop that carried ``refs``."""
     for r, v in zip(refs, values):
-        write(r, v)
+        write(r, v, written_back=True)
+
+
+def is_reference(x) -> bool:
+    return type(x) in hi_value_types and pytype_aval_mappings[type(x)](x).has_qdd
+
+
+def refs_passed_in(args):
+    """``args`` (a pytree) with its references taken out, and a function putting them back
+    into such a pytree; None when it holds none. (A reference passed to a body is then
+    closed over by it, and carried as every closed-over reference is.)"""
+    if not hi_value_types:
+        return None
+    leaves, tree = tree_util.tree_flatten(args)
+    if not any(is_reference(x) for x in leaves):
+        return None
+    kept = [None if is_reference(x) else x for x in leaves]
+
+    def put_back(without):
+        flat = tree_util.tree_leaves(without, is_leaf=lambda x: x is None)
+        return tree_util.tree_unflatten(tree, [x if is_reference(x) else w
+                                               for x, w in zip(leaves, flat)])
+    return tree_util.tree_unflatten(tree, kept), put_back
+
+
+def refuse_carried_references(api: str, values) -> None:
+    """JAX's error for a reference as a loop carry (the body would return it)."""
+    if hi_value_types:
+        for x in tree_util.tree_leaves(values):
+            if is_reference(x):
+                raise ValueError(
+                    f"function traced for {api} returned a mutable array reference of type "
+                    f"{pytype_aval_mappings[type(x)](x)}, but mutable array references cannot "
+                    "be returned: a reference cannot be a loop carry. Close over it in the "
+                    "body (it is carried for you) instead.")

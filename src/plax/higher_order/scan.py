@@ -69,6 +69,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     the final carry and the stacked ``y``s. ``length`` is needed when ``xs`` is None."""
     if not callable(f):
         raise TypeError("lax.scan: f argument should be callable.")
+    ref_effects.refuse_carried_references("scan", init)
     # References the body closes over from outside are carried through the loop.
     return ref_effects.with_closed_refs(
         lambda: _scan(f, init, xs, length, reverse, unroll),
