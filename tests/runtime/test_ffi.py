@@ -388,6 +388,9 @@ def test_the_older_custom_call_api(kernels):
 def test_bad_result_shape_dtypes_and_unknown_targets():
     with pytest.raises(ValueError, match="must have 'shape' and 'dtype' attributes"):
         ffi.ffi_call("plax_test_RmsNorm", 3)
+    from plax.lowering.stablehlo import abstract_token
+    with pytest.raises(NotImplementedError, match="is a token"):
+        ffi.ffi_call("plax_test_RmsNorm", [_like(np.ones(2)), abstract_token])
     with pytest.raises(JaxRuntimeError, match="plax_test_no_such_target"):
         ffi.ffi_call("plax_test_no_such_target", _like(np.ones(2)))(np.ones(2, np.float32))
 

@@ -57,6 +57,9 @@ def _result_avals(results) -> tuple:
             raise ValueError("All elements of result_shape_dtypes must have 'shape' and 'dtype' "
                              f"attributes. Got {r!r} at position {i}: describe each result "
                              "with plax.ShapeDtypeStruct(shape, dtype).")
+        if r.dtype is None:  # a token (core.abstract_token)
+            raise NotImplementedError(f"result_shape_dtypes[{i}] is a token: plax's ffi_call "
+                                      "returns arrays only.")
         avals.append(ShapedArray(tuple(int(d) for d in r.shape), np.dtype(r.dtype)))
     return tuple(avals)
 
