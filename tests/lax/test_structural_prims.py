@@ -152,3 +152,24 @@ def test_conv_transpose_shape_tuple(args, want):
         out = lax.conv_transpose(np.ones(lhs_shape, np.float32), np.ones(rhs_shape, np.float32),
                                  strides, padding, dimension_numbers=dn)
         assert out.shape == want
+
+
+def test_scatter_apply():
+    """JAX 0.10.2: the function runs once per index hitting an element (twice for index 1),
+    under jit and vmap; it has no derivative."""
+    x = np.arange(4.0, dtype=np.float32)
+    dn = lax.ScatterDimensionNumbers((), (0,), (0,))
+    f = lambda x: lax.scatter_apply(x, np.array([[1], [1], [3]]), lax.sin, dn,  # noqa: E731
+                                    update_shape=(3,))
+    want = [0.0, np.sin(np.sin(1.0)), 2.0, np.sin(3.0)]
+    np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(plax.jit(f)(x)), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(plax.vmap(f)(np.stack([x, x]))), [want] * 2, rtol=1e-6)
+    eqns = plax.make_jaxpr(f)(x).jaxpr.eqns
+    assert eqns[-1].primitive is lax.scatter_p and eqns[-1].params["update_jaxpr"] is not None
+    rows = lax.scatter_apply(np.arange(6.0, dtype=np.float32).reshape(2, 3), np.array([[0]]),
+                             lambda v: v * 10, lax.ScatterDimensionNumbers((1,), (0,), (0,)),
+                             update_shape=(1, 3))
+    np.testing.assert_array_equal(np.asarray(rows), [[0, 10, 20], [3, 4, 5]])
+    with pytest.raises(NotImplementedError, match="scatter_apply JVP not implemented"):
+        plax.grad(lambda x: f(x).sum())(x)

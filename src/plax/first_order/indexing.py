@@ -27,6 +27,7 @@ from plax.core.sharding_types import (ShardingTypeError, first_sharding, like, s
                                       spec_of)
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
                              lowering_rules, not_mapped, tangent_aval, transpose_rules)
+from plax.core.jaxpr import ClosedJaxpr
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, fresh_name_stack, get_aval, set_current_trace
 from plax.first_order import arithmetic as _arith
@@ -40,10 +41,11 @@ from plax.first_order.common import as_int_tuple, check_same_dtypes, complex_ext
 from plax.first_order.ad_util import instantiate
 from plax.first_order.batch_util import batch_size_of, move_batch_dim, moveaxis
 from plax.lowering.inline import lower_fun
-from plax.lowering.stablehlo import i64_array
+from plax.lowering.consts import const_operands
+from plax.lowering.stablehlo import i64_array, lower_jaxpr_body
 
 __all__ = ["GatherDimensionNumbers", "ScatterDimensionNumbers", "GatherScatterMode", "gather",
-           "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"]
+           "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max", "scatter_apply"]
 
 
 # --- parameters -------------------------------------------------------------------------
@@ -487,8 +489,13 @@ def _make_scatter(name: str, kind: str, doc: str):
             ("scatter_dims_to_operand_dims", dn.scatter_dims_to_operand_dims),
             ("index_vector_dim", ctx.avals_in[1].ndim - 1)])
         scalar = ShapedArray((), ctx.avals_in[0].dtype)
-        region = ctx.region([scalar, scalar],
-                            lambda c, a, b: ([combine(c, a, b, scalar)], [scalar]))
+        if kind == "replace" and update_jaxpr is not None:  # scatter_apply's function
+            closed = ClosedJaxpr(update_jaxpr, list(update_consts))
+            region = ctx.region([scalar, scalar], lambda c, a, b: (lower_jaxpr_body(
+                c.fn, update_jaxpr, const_operands(c, closed) + [a, b]), [scalar]))
+        else:
+            region = ctx.region([scalar, scalar],
+                                lambda c, a, b: ([combine(c, a, b, scalar)], [scalar]))
         return ctx.op1("stablehlo.scatter", [x, idx, upd],
                        props=f"indices_are_sorted = {_bool_attr(indices_are_sorted)}, "
                              f"scatter_dimension_numbers = {attr}, "
@@ -523,6 +530,43 @@ scatter_min_p, scatter_min = _make_scatter(
     "scatter-min", "min", "``operand`` with the minimum against ``updates`` at the selected windows.")
 scatter_max_p, scatter_max = _make_scatter(
     "scatter-max", "max", "``operand`` with the maximum against ``updates`` at the selected windows.")
+_apply_jaxprs = BoundedCache("scatter_apply function jaxprs", 256)
+
+
+def _apply_jaxpr(func, dtype):
+    """``func`` as scatter's combiner ``(old, update) -> func(old)``, traced on scalars."""
+    dtype = np.dtype(dtype)
+
+    def trace():
+        scalar = ShapedArray((), dtype)
+        with set_current_trace(EvalTrace()), fresh_name_stack():
+            return trace_to_jaxpr(lambda a, b: [func(a)], [scalar, scalar])
+    try:
+        hit = _apply_jaxprs.get((func, dtype))
+    except TypeError:  # an unhashable callable: traced every time
+        return trace()
+    if hit is None:
+        hit = trace()
+        _apply_jaxprs.put((func, dtype), hit)
+    return hit
+
+
+def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_shape=(),
+                  indices_are_sorted=False, unique_indices=False, mode=None):
+    """``operand`` with the elementwise ``func`` applied at the windows the indices select
+    (``update_shape``: their shape, as ``scatter``'s updates); an element selected k times
+    gets ``func`` applied k times. Not differentiable (as in JAX)."""
+    dn = _dimension_numbers(ScatterDimensionNumbers, dimension_numbers, "scatter_apply")
+    dtype = get_aval(operand).dtype
+    jaxpr, consts = _apply_jaxpr(func, dtype)
+    unused = _shapes.broadcast_in_dim(np.zeros((), dtype), tuple(update_shape), ())
+    return scatter_p.bind(operand, scatter_indices, unused, dimension_numbers=dn,
+                          indices_are_sorted=bool(indices_are_sorted),
+                          unique_indices=bool(unique_indices),
+                          mode=GatherScatterMode.from_any(mode), update_jaxpr=jaxpr,
+                          update_consts=tuple(consts))
+
+
 scatter_sub_p, scatter_sub = _make_scatter(
     "scatter-sub", "sub", "``operand`` with ``updates`` subtracted at the windows the indices select.")
 
@@ -648,6 +692,9 @@ def _masked(pred, t, aval):
 
 
 def _scatter_jvp(primals, tangents, *, dimension_numbers, mode, unique_indices, **params):
+    if params.get("update_jaxpr") is not None:
+        raise NotImplementedError("scatter_apply JVP not implemented (as in JAX): apply the "
+                                  "function to a gathered slice and scatter it back instead.")
     (x, idx, u), (tx, _, tu) = primals, tangents
     dn = dimension_numbers
     kw = dict(dimension_numbers=dn, mode=mode, unique_indices=unique_indices, **params)
