@@ -301,8 +301,8 @@ class DimExpr:
         o = self._coerce(other)
         if o is None:
             return None
-        return _bounds(self - DimExpr._make(o, self._scope) if len(o) > 1 or () not in o
-                       else self - o[()])
+        return _refined_bounds(self - DimExpr._make(o, self._scope)
+                               if len(o) > 1 or () not in o else self - o[()])
 
     def _compare(self, other, op: str):
         b = self._diff_bounds(other)
@@ -388,7 +388,7 @@ class DimExpr:
         return _evaluate(self, env)
 
     def bounds(self) -> tuple:
-        return _bounds(self)
+        return _refined_bounds(self)
 
 
 # --- operations ----------------------------------------------------------------------------
@@ -457,14 +457,12 @@ def mod(a, b):
 def _minmax(kind: str, a, b):
     if not isinstance(a, DimExpr) and not isinstance(b, DimExpr):
         return max(a, b) if kind == "max" else min(a, b)
-    first = a if isinstance(a, DimExpr) else b
-    try:
-        a_ge_b = first._compare(b if first is a else a, ">=")
-        if first is not a:
-            a_ge_b = not a_ge_b or a == b
-    except InconclusiveDimensionOperation:
-        return DimExpr._atom(_Op(kind, (a, b)), _scope_of(a, b))
-    return (a if a_ge_b else b) if kind == "max" else (b if a_ge_b else a)
+    lo, hi = _refined_bounds(a - b)
+    if lo >= 0:  # a >= b
+        return a if kind == "max" else b
+    if hi <= 0:  # a <= b
+        return b if kind == "max" else a
+    return DimExpr._atom(_Op(kind, (a, b)), _scope_of(a, b))
 
 
 def max_dim(a, b):
@@ -490,6 +488,27 @@ def _bounds(e) -> tuple:
             mlo, mhi = _interval_mul(mlo, mhi, plo, phi)
         tlo, thi = (c * mlo, c * mhi) if c > 0 else (c * mhi, c * mlo)
         lo, hi = lo + tlo, hi + thi
+    return lo, hi
+
+
+def _refined_bounds(e) -> tuple:
+    """``_bounds(e)``, tightened by replacing each ``min``/``max`` term by its arguments
+    (``min(p, q) <= p``, ``max(p, q) >= p``): ``min(3, b) - b`` is at most 0."""
+    lo, hi = _bounds(e)
+    if not isinstance(e, DimExpr):
+        return lo, hi
+    for mono, c in e._terms:
+        if len(mono) != 1 or mono[0][1] != 1 or not isinstance(mono[0][0], _Op) or \
+                mono[0][0].kind not in ("min", "max"):
+            continue
+        atom = mono[0][0]
+        rest = e - c * DimExpr._atom(atom, e._scope)
+        (plo, phi), (qlo, qhi) = (_bounds(rest + c * arg) for arg in atom.args)
+        # e = rest + c*max(p, q) = max(rest + c*p, rest + c*q) when c > 0, and so on
+        if (atom.kind == "max") == (c > 0):
+            lo, hi = max(lo, plo, qlo), min(hi, max(phi, qhi))
+        else:
+            lo, hi = max(lo, min(plo, qlo)), min(hi, phi, qhi)
     return lo, hi
 
 
@@ -752,7 +771,7 @@ def checked_symbolic_shape(shape) -> tuple:
     out = []
     for d in shape:
         if isinstance(d, DimExpr):
-            if d.bounds()[0] < 0:
+            if _refined_bounds(d)[0] < 0:
                 raise InconclusiveDimensionOperation(
                     f"Shape {tuple(shape)} has the dimension '{d}', which may be negative.")
             out.append(d)

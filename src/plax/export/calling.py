@@ -14,7 +14,7 @@ from plax.core.dtypes import issubdtype, float0
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, not_mapped,
                              register_lowering)
-from plax.core.symbolic_shapes import evaluate_shape, solve_dim_vars
+from plax.core.symbolic_shapes import evaluate_shape, shape_is_symbolic, solve_dim_vars
 from plax.core.trace import get_aval
 from plax.lowering.stablehlo import tensor_type
 
@@ -133,6 +133,10 @@ def _lowering(ctx, *args, exported):
     # with the Exported (they live and die with it).
     texts = exported.__dict__.setdefault("_functions_by_types", {})
     entry = "plax_exported_main"
+    if any(shape_is_symbolic(a.shape) for a in ctx.avals_in):
+        # Called inside another shape-polymorphic export: the module stays polymorphic (it
+        # reads its own dimension values) and is refined with the caller's module.
+        return _call_unrefined(ctx, args, exported, entry)
     text = texts.get(in_types)
     if text is None:
         if exported.uses_shape_polymorphism():
@@ -144,6 +148,23 @@ def _lowering(ctx, *args, exported):
     name = mlir_bindings.splice_functions(ctx.fn.module, ("exported", id(exported), in_types),
                                           text, entry)
     return ctx.op("func.call", list(args), props=f"callee = @{name}")
+
+
+def _call_unrefined(ctx, args, exported, entry: str):
+    from plax.lowering import mlir_bindings
+    text = exported.__dict__.get("_functions_unrefined")
+    if text is None:
+        text = exported.__dict__["_functions_unrefined"] = (
+            mlir_bindings.module_functions(exported.mlir_module(), entry),
+            mlir_bindings.main_signature(exported.mlir_module()))
+    functions, (callee_in, callee_out) = text
+    name = mlir_bindings.splice_functions(ctx.fn.module, ("exported", id(exported)),
+                                          functions, entry)
+    operands = [a if t == c else ctx.fn.emit("stablehlo.convert", [a], [t], [c])[0]
+                for a, t, c in zip(args, (tensor_type(v) for v in ctx.avals_in), callee_in)]
+    outs = ctx.fn.emit("func.call", operands, callee_in, callee_out, props=f"callee = @{name}")
+    return [o if t == c else ctx.fn.emit("stablehlo.convert", [o], [c], [t])[0]
+            for o, t, c in zip(outs, (tensor_type(v) for v in ctx.avals_out), callee_out)]
 
 
 def _batch(axis, vals, dims, *, exported):

@@ -2,15 +2,11 @@
 portable bytecode with what calling it needs (pytree structures, types, platforms)."""
 from __future__ import annotations
 
-import numpy as np
-
-from plax import tree_util
-from plax.core.avals import ShapedArray
 from plax.core.effects import has_ordered_effects
 
-# The calling conventions plax writes and reads (JAX's numbering: version 9 added the
-# platform index argument of multi-platform modules, 10 the shape assertions; plax writes
-# single-platform modules, whose convention is the same in both).
+# The calling-convention versions plax writes and reads, numbered as JAX's (the range JAX
+# 0.10 reads). plax writes single-platform modules whose @main takes the arguments' leaves
+# and returns the results' leaves, with no platform index or token arguments.
 MINIMUM_CALLING_CONVENTION = 9
 MAXIMUM_CALLING_CONVENTION = 10
 CURRENT_CALLING_CONVENTION = 10
@@ -115,7 +111,10 @@ class Exported:
         """The VJP as an Exported: ``(*primals, *out_cotangents) -> in_cotangents``."""
         if self._get_vjp is None:
             raise ValueError("No VJP is available")
-        return self._get_vjp(self)
+        vjp = self.__dict__.get("_vjp")
+        if vjp is None:
+            vjp = self.__dict__["_vjp"] = self._get_vjp(self)
+        return vjp
 
     def serialize(self, vjp_order: int = 0) -> bytearray:
         """This Exported as bytes (``plax.export.deserialize`` reads them), with its VJPs up
@@ -151,14 +150,3 @@ def check_no_ordered_effects(jaxpr, fun_name: str) -> None:
             f"Cannot export {fun_name}: it has ordered effects (io_callback, debug.print with "
             "ordered=True), which plax's exported modules do not carry.")
 
-
-def shaped(aval) -> ShapedArray:
-    return ShapedArray(aval.shape, aval.dtype, weak_type=getattr(aval, "weak_type", False))
-
-
-def host_value(c) -> np.ndarray:
-    return np.asarray(c)
-
-
-def unflatten(tree, leaves):
-    return tree_util.tree_unflatten(tree, list(leaves))

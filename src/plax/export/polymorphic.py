@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.jaxpr import ClosedJaxpr, Literal
 from plax.core.rules import lowering_rule, register_lowering
 from plax.core.staging import trace_to_jaxpr
-from plax.core.symbolic_shapes import (DimExpr, _Op, _Var, dim_as_value_p, shape_is_symbolic)
+from plax.core.symbolic_shapes import (DimExpr, _linear_in_one_variable, _Op, _Var, dim_as_value_p,
+                                       shape_is_symbolic)
 from plax.lowering import stablehlo as stablehlo_lowering
 from plax.lowering.stablehlo import (FunctionBuilder, ModuleBuilder, RuleContext, i64_array,
                                      lower_jaxpr_body, tensor_type)
@@ -211,24 +213,44 @@ def _inline_calls(closed: ClosedJaxpr):
 
 
 def _dimension_sources(jaxpr) -> dict:
-    """dimension variable -> (argument index, axis) of an argument dimension that is it."""
+    """dimension variable -> (argument index, axis, k, c) of an argument dimension that is
+    ``k*variable + c`` (the simplest such, preferring k = 1)."""
     sources: dict = {}
     wanted = set()
     for i, v in enumerate(jaxpr.invars):
         for axis, d in enumerate(v.aval.shape):
             if isinstance(d, DimExpr):
                 wanted |= d.variables()
-                mono = d._terms
-                if len(mono) == 1 and mono[0][1] == 1 and len(mono[0][0]) == 1 and \
-                        mono[0][0][0][1] == 1 and isinstance(mono[0][0][0][0], _Var):
-                    sources.setdefault(mono[0][0][0][0].name, (i, axis))
+                lin = _linear_in_one_variable(d)
+                if lin is not None:
+                    var, k, c = lin
+                    if k > 0 and (var not in sources or (abs(k), abs(c)) <
+                                  (abs(sources[var][2]), abs(sources[var][3]))):
+                        sources[var] = (i, axis, k, c)
     missing = sorted(wanted - set(sources))
     if missing:
         raise NotImplementedError(
-            f"The dimension variables {missing} appear only inside expressions of the "
-            "argument shapes; plax exports need each variable alone as some argument "
-            "dimension (e.g. 'b' next to '2*b').")
+            f"The dimension variables {missing} appear only inside non-linear expressions of "
+            "the argument shapes; plax exports need each variable in some argument dimension "
+            "of the form k*variable + c (e.g. 'b' or '2*b').")
     return dict(sorted(sources.items()))
+
+
+def _naming_the_op(error, name: str) -> Exception:
+    """``error`` (raised by a lowering rule given a symbolic shape) naming the equation."""
+    eqn, tb = None, error.__traceback__
+    while tb is not None:  # the innermost equation being lowered
+        if tb.tb_frame.f_code is lower_jaxpr_body.__code__:
+            eqn = tb.tb_frame.f_locals.get("eqn", eqn)
+        tb = tb.tb_next
+    if eqn is None:
+        return error
+    types = ", ".join(v.aval.str_short() for v in eqn.invars)
+    outs = ", ".join(v.aval.str_short() for v in eqn.outvars)
+    return InconclusiveDimensionOperation(
+        f"Cannot export {name}: the operation '{eqn.primitive.name}' ({types}) -> ({outs}) "
+        f"cannot be lowered with symbolic dimensions: {str(error).splitlines()[0]} "
+        "Export it for a concrete size of that dimension instead.")
 
 
 def lower_polymorphic(jaxpr, consts, name: str, platform: str) -> str:
@@ -244,7 +266,10 @@ def lower_polymorphic(jaxpr, consts, name: str, platform: str) -> str:
     fn = FunctionBuilder(module)
     params = list(jaxpr.constvars) + list(jaxpr.invars)
     arg_names = [f"%arg{i}" for i in range(len(params))]
-    outs = lower_jaxpr_body(fn, jaxpr, arg_names)
+    try:
+        outs = lower_jaxpr_body(fn, jaxpr, arg_names)
+    except InconclusiveDimensionOperation as e:
+        raise _naming_the_op(e, name) from None
     sig = [f'{dim_names[v]}: {_I64} {{jax.global_constant = "{v}"}}' for v in sources]
     sig += [f"{a}: {tensor_type(v.aval)}" for a, v in zip(arg_names, params)]
     out_types = [tensor_type(v.aval) for v in jaxpr.outvars]
@@ -258,10 +283,15 @@ def lower_polymorphic(jaxpr, consts, name: str, platform: str) -> str:
     in_types = [tensor_type(v.aval) for v in jaxpr.invars]
     main_args = [f"%arg{i}" for i in range(len(in_types))]
     dims = []
-    for var, (i, axis) in sources.items():
+    for var, (i, axis, k, c) in sources.items():
         size = main.emit("stablehlo.get_dimension_size", [main_args[i]], [in_types[i]],
                          ["tensor<i32>"], props=f"dimension = {axis} : i64")[0]
-        dims.append(main.emit("stablehlo.convert", [size], ["tensor<i32>"], [_I64])[0])
+        value = main.emit("stablehlo.convert", [size], ["tensor<i32>"], [_I64])[0]
+        if c:
+            value = _i64_op(ctx, "stablehlo.subtract", [value, _i64_const(ctx, c)])
+        if k != 1:
+            value = _i64_op(ctx, "stablehlo.divide", [value, _i64_const(ctx, k)])
+        dims.append(value)
     const_ssa = [ctx.constant(np.asarray(c), v.aval) for c, v in zip(consts, jaxpr.constvars)]
     results = main.emit("func.call", dims + const_ssa + main_args,
                         [_I64] * len(dims) + [tensor_type(v.aval) for v in jaxpr.constvars]

@@ -8,7 +8,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, shape_entries
-from plax.core.errors import shape_type_error
+from plax.core.errors import InconclusiveDimensionOperation, shape_type_error
 
 # Named dtype categories a primitive may accept.
 _CATEGORIES = {
@@ -124,6 +124,9 @@ def canonical_axis(axis: int, ndim: int, name: str = "axis") -> int:
 def as_int_tuple(values, name: str) -> tuple:
     try:
         return tuple(int(operator.index(v)) for v in values)
+    except InconclusiveDimensionOperation:  # symbolic sizes (plax.export)
+        from plax.core.symbolic_shapes import DimExpr
+        return tuple(v if type(v) is DimExpr else operator.index(v) for v in values)
     except TypeError as e:
         raise TypeError(f"{name} must be a sequence of integers, got {values!r}.") from e
 
@@ -133,6 +136,9 @@ def shape_tuple(shape, name: str) -> tuple:
     shape = shape_entries(shape)
     try:
         return tuple(int(operator.index(d)) for d in shape)
+    except InconclusiveDimensionOperation:  # symbolic sizes (plax.export)
+        from plax.core.symbolic_shapes import checked_symbolic_shape
+        return checked_symbolic_shape(shape)
     except TypeError:
         raise shape_type_error(shape, name) from None
 

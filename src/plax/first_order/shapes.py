@@ -10,6 +10,8 @@ parameters are shifted past it.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from plax.core import dtypes, replication
@@ -220,10 +222,10 @@ reshape_p = Primitive("reshape")
 def _reshape_abstract(x, *, new_sizes, dimensions, sharding=None):
     if any(d < 0 for d in new_sizes):
         raise TypeError(f"reshape new_sizes must all be nonnegative, got {new_sizes}.")
-    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+    if math.prod(new_sizes) != x.size:
         # A ValueError, as JAX's (which comes from the StableHLO verifier).
         raise ValueError(f"reshape total size must be unchanged, got new_sizes {new_sizes} "
-                        f"(size {int(np.prod(new_sizes, dtype=np.int64))}) for operand shape "
+                        f"(size {math.prod(new_sizes)}) for operand shape "
                         f"{x.shape} (size {x.size}).")
     if dimensions is not None and not _is_permutation(dimensions, x.ndim):
         raise TypeError("reshape dimensions must be a permutation of operand dimensions, got "

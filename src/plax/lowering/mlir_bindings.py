@@ -415,6 +415,13 @@ def module_functions(text: str, entry_name: str) -> str:
     return re.sub(r"@main\b", "@" + entry_name, out)
 
 
+def main_signature(text: str) -> tuple[list, list]:
+    """The argument and result types (MLIR type texts) of the module's ``@main``."""
+    module = ir.Module.parse(text, context=mlir_context())
+    main = ir.SymbolTable(module.operation)["main"]
+    return [str(t) for t in main.type.inputs], [str(t) for t in main.type.results]
+
+
 def refined_functions(text: str, arg_types: list, result_types: list, entry_name: str) -> str:
     """The functions of the shape-polymorphic module ``text`` refined for static argument
     types ``arg_types`` (MLIR type texts) with jaxlib's shape refinement, the entry

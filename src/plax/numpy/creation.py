@@ -12,7 +12,8 @@ from plax.first_order.utility import copy_p
 from plax.core import dtypes, replication
 from plax.core.avals import (WeakHostArray, from_array_protocol, has_array_protocol,
                               shape_entries)
-from plax.core.errors import shape_type_error
+from plax.core.errors import InconclusiveDimensionOperation, shape_type_error
+from plax.core.symbolic_shapes import DimExpr
 from plax.core.trace import Tracer, get_aval
 from plax.api.jit import eager_compiled
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
@@ -40,6 +41,9 @@ def _canonical_shape(shape, name="shape", negative=TypeError) -> tuple:
     shape = shape_entries(shape)
     try:
         out = tuple(operator.index(d) for d in shape)
+    except InconclusiveDimensionOperation:  # symbolic sizes (plax.export)
+        from plax.core.symbolic_shapes import checked_symbolic_shape
+        return checked_symbolic_shape(shape)
     except TypeError:
         raise shape_type_error(shape, name) from None
     if any(d < 0 for d in out):
@@ -328,6 +332,10 @@ def _arange_size(start, stop, step) -> int:
 
 def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
     """Evenly spaced values ``start + i * step`` in ``[start, stop)``; the bounds must be concrete."""
+    if stop is None and step is None and type(start) is DimExpr:  # arange(b), b symbolic
+        return _laid_out(lax.iota(_user_dtype(dtype) if dtype is not None else
+                                  dtypes.canonicalize_dtype(np.int64), start), device,
+                         out_sharding)
     start = _concrete_scalar(start, "start")
     stop = None if stop is None else _concrete_scalar(stop, "stop")
     step = None if step is None else _concrete_scalar(step, "step")

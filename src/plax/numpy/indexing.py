@@ -21,7 +21,9 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes, errors
+from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.source_info import pass_through_code, user_stacklevel
+from plax.core.symbolic_shapes import DimExpr, max_dim, min_dim
 from plax.core.trace import Tracer, get_aval
 from plax.first_order import indexing as lax_indexing
 from plax.first_order import sharding_constraint
@@ -160,6 +162,24 @@ def _is_advanced(entries) -> bool:
 
 
 # --- basic indexing: slice, rev, dynamic_slice ------------------------------------------
+def _symbolic_slice_bounds(s: slice, size, axis: int):
+    """(start, stop) of the unit-step slice ``s`` along an axis of symbolic ``size``."""
+    if s.step not in (None, 1):
+        raise InconclusiveDimensionOperation(
+            f"Slicing axis {axis} of symbolic size '{size}' with step {s.step}: plax slices "
+            "symbolic dimensions with step 1 only.")
+
+    def bound(v, default):
+        if v is None:
+            return default
+        v = v if type(v) is DimExpr else operator.index(v)
+        if not isinstance(v, DimExpr) and v < 0:
+            v = size + v
+        return min_dim(max_dim(v, 0), size)
+    start, stop = bound(s.start, 0), bound(s.stop, size)
+    return start, max_dim(start, stop)
+
+
 def _basic_take(arr, entries):
     """``arr[idx]`` for an index of integers, slices and None (entries from _parse)."""
     shape = get_aval(arr).shape
@@ -174,7 +194,13 @@ def _basic_take(arr, entries):
             out_pos += 1
             continue
         size = shape[axis]
-        if isinstance(i, slice):
+        if isinstance(i, slice) and type(size) is DimExpr:  # a symbolic size (plax.export)
+            start, stop = _symbolic_slice_bounds(i, size, axis)
+            starts.append(start)
+            limits.append(stop)
+            strides.append(1)
+            out_pos += 1
+        elif isinstance(i, slice):
             start, stop, step = i.indices(size)
             count = len(range(start, stop, step))
             if step > 0:

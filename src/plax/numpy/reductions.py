@@ -17,6 +17,7 @@ from plax import lax
 from plax.api.jit import eager_compiled
 from plax.core import dtypes
 from plax.core.avals import shape_entries
+from plax.core.symbolic_shapes import DimExpr, dimension_as_value
 from plax.core.source_info import user_entry_name
 from plax.core.trace import get_aval
 from plax.first_order.common import real_dtype
@@ -254,6 +255,8 @@ def _mean_dtypes(name, aval, dtype, upcast=True):
 def _divide(total, count, dt):
     if isinstance(count, int):
         return lax.div(total, _scalar(count, dt))
+    if type(count) is DimExpr:  # a symbolic size (plax.export): its value
+        count = dimension_as_value(count)
     return lax.div(total, convert(count, dt))
 
 
@@ -291,6 +294,8 @@ def _normalize(total, count, correction, dt):
         if n <= 0:
             return _full(shape_of(total), np.nan, dt)
         return lax.div(total, _scalar(n, dt))
+    if type(count) is DimExpr:  # a symbolic size (plax.export): its value
+        count = dimension_as_value(count)
     n = lax.sub(convert(count, dt), _scalar(correction, dt))
     return _select(lax.gt(n, _scalar(0, dt)), lax.div(total, n), _scalar(np.nan, dt))
 

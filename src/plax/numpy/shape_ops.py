@@ -11,7 +11,8 @@ from plax import lax
 from plax.core import dtypes
 from plax.core.avals import from_array_protocol, has_array_protocol, shape_entries
 from plax.first_order.sharding_constraint import takes_out_sharding
-from plax.core.errors import SHAPE_PHRASE, ConcretizationTypeError
+from plax.core.errors import SHAPE_PHRASE, ConcretizationTypeError, InconclusiveDimensionOperation
+from plax.core.symbolic_shapes import DimExpr
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.creation import asarray
 from plax.numpy.util import (as_operand, broadcast_shapes as _broadcast_shapes, canonicalize_axes,
@@ -66,13 +67,16 @@ def static_int_tuple(values, name: str) -> tuple:
     values = shape_entries(values)
     try:
         return tuple(operator.index(v) for v in values)
+    except InconclusiveDimensionOperation:  # symbolic sizes (plax.export)
+        return tuple(v if type(v) is DimExpr else operator.index(v) for v in values)
     except TypeError:
         raise TypeError(f"{SHAPE_PHRASE}, got "
                         f"{name}={tuple(values)!r}.") from None
 
 
 def _prod(values) -> int:
-    return int(math.prod(values))
+    n = math.prod(values)
+    return n if type(n) is DimExpr else int(n)
 
 
 def _as_sequence(name: str, arrays) -> list:

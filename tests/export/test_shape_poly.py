@@ -1,0 +1,194 @@
+"""Shape polymorphism in plax.export: symbolic dimensions, their arithmetic and comparisons,
+and functions exported once for every batch size."""
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax import export
+from plax.errors import InconclusiveDimensionOperation
+
+W = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+B, = export.symbolic_shape("b")
+
+
+# --- the dimension expressions -----------------------------------------------------------------
+@pytest.mark.parametrize("expr, text", [
+    (lambda b: b + 1, "b + 1"), (lambda b: 2 * b, "2*b"), (lambda b: b - 1, "b - 1"),
+    (lambda b: 3 - b, "-b + 3"), (lambda b: b * b, "b^2"), (lambda b: b // 2, "floordiv(b, 2)"),
+    (lambda b: b % 2, "mod(b, 2)"), (lambda b: (2 * b + 2) // 2, "b + 1"),
+    (lambda b: (4 * b) % 2, "0"), (lambda b: b - b, "0"),
+])
+def test_arithmetic(expr, text):
+    assert str(expr(B)) == text
+
+
+@pytest.mark.parametrize("expr, value", [
+    (lambda b: b >= 1, True), (lambda b: b > 0, True), (lambda b: b + 1 > b, True),
+    (lambda b: 2 * b >= b, True), (lambda b: b // 2 >= 0, True), (lambda b: b < 1, False),
+    (lambda b: b == b + 0, True), (lambda b: 2 * b == b * 2, True), (lambda b: b == 3, False),
+    (lambda b: b != 3, True), (lambda b: b % 3 < 3, True),
+])
+def test_decidable_comparisons(expr, value):
+    assert expr(B) is value
+
+
+@pytest.mark.parametrize("expr", [lambda b: b > 3, lambda b: b < 3, lambda b: b >= 2,
+                                  lambda b: int(b), lambda b: range(b)])
+def test_undecidable_comparisons_raise(expr):
+    with pytest.raises(InconclusiveDimensionOperation, match="inconclusive|requires a constant"):
+        expr(B)
+
+
+def test_parsing_and_constraints():
+    assert export.symbolic_shape("(b, 4)", scope=B.scope) == (B, 4)
+    assert export.symbolic_shape(" b , 4 ", scope=B.scope) == (B, 4)
+    b2, c = export.symbolic_shape("2*b + 1, max(b, 4)", scope=B.scope)
+    assert (b2 - 1) // 2 == B and str(c) == "max(b, 4)"
+    k, = export.symbolic_shape("k", constraints=["k >= 4"])
+    assert k >= 4 and (k > 3) is True
+    with pytest.raises(InconclusiveDimensionOperation):
+        k >= 5
+    with pytest.raises(ValueError, match="syntax error in symbolic shape"):
+        export.symbolic_shape("b, 4+")
+    c_, = export.symbolic_shape("c")
+    with pytest.raises(ValueError, match="Invalid mixing of symbolic scopes"):
+        B + c_
+    assert export.is_symbolic_dim(B) and not export.is_symbolic_dim(3)
+
+
+def test_symbolic_args_specs():
+    specs = export.symbolic_args_specs([np.ones((3, 4)), np.ones((3,), np.int32)], "b, ...")
+    assert [str(s.shape[0]) for s in specs] == ["b", "b"] and specs[0].shape[1] == 4
+    assert specs[0].shape[0] == specs[1].shape[0]  # one scope
+    assert specs[1].dtype == np.int32
+    assert str(plax.ShapeDtypeStruct(specs[0].shape, np.float32)) == \
+        "ShapeDtypeStruct(shape=(b, 4), dtype=float32)"
+
+
+# --- exported functions of a symbolic batch --------------------------------------------------
+def _ref_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+CASES = {
+    "elementwise": (lambda x: jnp.tanh(x) * x + 1, lambda x: np.tanh(x) * x + 1),
+    "matmul": (lambda x: x @ W, lambda x: x @ W),
+    "sum_batch": (lambda x: x.sum(0), lambda x: x.sum(0)),
+    "mean": (jnp.mean, np.mean),
+    "mean_batch": (lambda x: jnp.mean(x, axis=0), lambda x: x.mean(0)),
+    "var_batch": (lambda x: jnp.var(x, axis=0), lambda x: x.var(0)),
+    "reshape_flat": (lambda x: x.reshape(-1), lambda x: x.reshape(-1)),
+    "reshape_batch": (lambda x: x.reshape(x.shape[0], 2, 2), lambda x: x.reshape(-1, 2, 2)),
+    "reshape_minus1": (lambda x: x.reshape((-1, 2)), lambda x: x.reshape((-1, 2))),
+    "concat_batch": (lambda x: jnp.concatenate([x, 2 * x]), lambda x: np.concatenate([x, 2 * x])),
+    "concat_features": (lambda x: jnp.concatenate([x, x], 1), lambda x: np.concatenate([x, x], 1)),
+    "arange": (lambda x: x + jnp.arange(x.shape[0])[:, None],
+               lambda x: x + np.arange(x.shape[0])[:, None]),
+    "slice_tail": (lambda x: x[1:], lambda x: x[1:]),
+    "slice_head": (lambda x: x[:3], lambda x: x[:3]),
+    "slice_inner": (lambda x: x[1:-1], lambda x: x[1:-1]),
+    "first_row": (lambda x: x[0], lambda x: x[0]),
+    "shape_value": (lambda x: x * jnp.shape(x)[0], lambda x: x * x.shape[0]),
+    "divide_by_batch": (lambda x: x / x.shape[0], lambda x: x / x.shape[0]),
+    "zeros": (lambda x: jnp.zeros(x.shape) + jnp.ones_like(x), lambda x: np.ones_like(x)),
+    "softmax": (lambda x: plax.nn.softmax(x, axis=-1), _ref_softmax),
+    "gram": (lambda x: x.T @ x, lambda x: x.T @ x),
+    "where": (lambda x: jnp.where(x > 1, x, 0.0), lambda x: np.where(x > 1, x, 0.0)),
+    "nested_jit": (lambda x: plax.jit(lambda y: y * 2)(x) + 1, lambda x: 2 * x + 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_polymorphic_batch(name):
+    f, ref = CASES[name]
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct((B, 4), np.float32))
+    for n in (1, 2, 5):
+        x = np.random.RandomState(n).uniform(-1, 2, (n, 4)).astype(np.float32)
+        np.testing.assert_allclose(exp.call(x), ref(x), rtol=1e-5, atol=1e-5)
+
+
+def test_module_is_polymorphic_and_refined_per_call():
+    exp = export.export(plax.jit(lambda x: x @ W))(plax.ShapeDtypeStruct((B, 4), np.float32))
+    assert [str(a) for a in exp.in_avals] == ["float32[b,4]"]
+    assert [str(a) for a in exp.out_avals] == ["float32[b,3]"]
+    text = exp.mlir_module()
+    assert "jax.uses_shape_polymorphism = true" in text and "tensor<?x4xf32>" in text
+    assert "stablehlo.get_dimension_size" in text
+
+
+def _model(x):
+    h = jnp.tanh(x @ W)
+    return (h - jnp.mean(h, axis=0)) * jnp.shape(x)[0]
+
+
+def _model_ref(x):
+    h = np.tanh(x @ W)
+    return (h - h.mean(0)) * x.shape[0]
+
+
+def test_round_trip_jit_vmap_grad_with_a_polymorphic_batch():
+    specs = export.symbolic_args_specs(np.ones((2, 4), np.float32), "b, ...")
+    back = export.deserialize(export.export(plax.jit(_model))(specs).serialize(vjp_order=1))
+    assert [str(a) for a in back.in_avals] == ["float32[b,4]"]
+    called, jitted = back.call, plax.jit(back.call)
+    grad_exported = plax.grad(lambda x: back.call(x).sum())
+    for n in (1, 3):
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
+        np.testing.assert_allclose(called(x), _model_ref(x), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(jitted(x), _model_ref(x), rtol=1e-5, atol=1e-5)
+        # d/dx sum((tanh(xW) - mean) * n) = 0: the centred rows sum to zero
+        np.testing.assert_allclose(grad_exported(x), np.zeros_like(x), atol=1e-5)
+    grad_weighted = plax.grad(lambda x: (back.call(x) * x[:, :3]).sum())
+    x = np.random.RandomState(7).randn(2, 4).astype(np.float32)
+    np.testing.assert_allclose(grad_weighted(x),
+                               plax.grad(lambda x: (_model(x) * x[:, :3]).sum())(x),
+                               rtol=1e-4, atol=1e-5)
+    xs = np.random.RandomState(0).randn(2, 2, 4).astype(np.float32)
+    np.testing.assert_allclose(plax.vmap(back.call)(xs), np.stack([_model_ref(x) for x in xs]),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_dimension_variable_in_an_expression():
+    exp = export.export(plax.jit(lambda x: x.reshape(x.shape[0] // 2, 2)))(
+        plax.ShapeDtypeStruct((2 * B,), np.float32))
+    assert str(exp.out_avals[0]) == "float32[b,2]"
+    np.testing.assert_array_equal(exp.call(np.arange(6, dtype=np.float32)),
+                                  np.arange(6).reshape(3, 2))
+    with pytest.raises(ValueError, match=r"Shape mismatch for args\[0\]\.shape\[0\]"):
+        exp.call(np.arange(5, dtype=np.float32))
+
+
+@pytest.mark.parametrize("args, match", [
+    ((np.ones((3, 5), np.float32), np.ones(3, np.float32)),
+     r"Shape mismatch for args\[0\]\.shape\[1\] \(expected same constant\)"),
+    ((np.ones((3, 4), np.float32), np.ones(4, np.float32)),
+     r"Shape mismatch for args\[1\]\.shape\[0\]: the symbolic dimension 'b'"),
+])
+def test_call_checks_the_dimension_variables(args, match):
+    exp = export.export(plax.jit(lambda x, y: x.sum(1) + y))(
+        *export.symbolic_args_specs((np.ones((2, 4)), np.ones(2)), "b, ..."))
+    with pytest.raises(ValueError, match=match):
+        exp.call(*args)
+
+
+def test_unsupported_uses_of_a_symbolic_dimension_raise_clearly():
+    spec = plax.ShapeDtypeStruct((B, 4), np.float32)
+    with pytest.raises(InconclusiveDimensionOperation, match="'b' > '2' is inconclusive"):
+        export.export(plax.jit(lambda x: x if x.shape[0] > 2 else -x))(spec)
+    with pytest.raises(InconclusiveDimensionOperation,
+                       match=r"operation 'cumsum' \(f32\[b,4\]\) -> \(f32\[b,4\]\) cannot be "
+                             "lowered with symbolic dimensions"):
+        export.export(plax.jit(lambda x: jnp.cumsum(x, axis=0)))(spec)
+
+
+def test_polymorphic_exported_called_inside_another_polymorphic_export():
+    inner = export.export(plax.jit(lambda x: jnp.sum(x, 1)))(
+        plax.ShapeDtypeStruct((B, 3), np.float32))
+    c, = export.symbolic_shape("c")
+    outer = export.export(plax.jit(lambda x: inner.call(x[:, :3]) * 2))(
+        plax.ShapeDtypeStruct((c, 5), np.float32))
+    assert str(outer.out_avals[0]) == "float32[c]"
+    x = np.arange(10, dtype=np.float32).reshape(2, 5)
+    np.testing.assert_allclose(outer.call(x), 2 * x[:, :3].sum(1))
