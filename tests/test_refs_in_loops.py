@@ -312,3 +312,33 @@ def test_training_loop_with_state_in_references_matches_the_functional_one():
 
     many(x, y)
     np.testing.assert_allclose(np.asarray(log[...]), want[8:], rtol=1e-5)
+
+
+def test_vmap_over_reference_arguments_writes_each_example_back():
+    def f(q, x):
+        q[...] += x
+        q[0] = q[0] * 10
+        return q[...].sum()
+
+    r = plax.new_ref(jnp.arange(6.0).reshape(2, 3))
+    want = np.arange(6.0).reshape(2, 3)
+    out = plax.vmap(f)(r, jnp.arange(2.0))  # one row per example
+    want += np.arange(2.0)[:, None]
+    want[:, 0] *= 10
+    np.testing.assert_allclose(np.asarray(out), want.sum(1))
+    np.testing.assert_allclose(np.asarray(r[...]), want)
+    out = plax.jit(plax.vmap(f, in_axes=(1, None)))(r, 1.0)  # one column per example
+    want += 1
+    want[0] *= 10
+    np.testing.assert_allclose(np.asarray(out), want.sum(0))
+    np.testing.assert_allclose(np.asarray(r[...]), want)
+
+
+def test_differentiating_with_respect_to_a_reference_is_refused():
+    r = plax.new_ref(jnp.ones(3))
+    with pytest.raises(ValueError, match=r"Expected cotangent type Ref\{float32\[3\]\} but got "
+                                         r"float32\[3\]"):
+        plax.grad(lambda q: q[...].sum())(r)
+    # not differentiated (another argnum): fine
+    g = plax.grad(lambda x, q: (q.__setitem__(0, 2.0), x * q[0])[1])(3.0, r)
+    assert float(g) == 2.0 and float(r[0]) == 2.0

@@ -99,8 +99,9 @@ class Ref:
         return None
 
     def __repr__(self):
-        if isinstance(self._value, Tracer):
-            return f"Ref({self.aval})"
+        if isinstance(self._value, Tracer):  # (as JAX shows it: JitTracer(Ref{f32[3]}))
+            shown = getattr(self._value._trace, "tracer_repr", "Ref({})")
+            return shown.format(self.aval.str_short())
         text = repr(self._value)
         return "Ref(" + text[text.index("(") + 1:] if text.startswith("Array(") else f"Ref({text})"
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from plax import tree_util
 from plax.core import dtypes
-from plax.core.hi_types import MutableHiType, hi_type_of, is_hi_value
+from plax.core.hi_types import MutableHiType, hi_type_of, hi_value_types, is_hi_value
 from plax.core.jaxpr import eval_jaxpr
 from plax.core.source_info import fun_name
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
@@ -94,6 +94,7 @@ def jvp(fun, primals, tangents, has_aux: bool = False):
         raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; "
                         f"found {type(primals).__name__} and {type(tangents).__name__}.")
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
+    _refuse_references(p_leaves)
     t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
     if p_tree != t_tree:
         raise TypeError("primal and tangent arguments to jax.jvp must have the same tree "
@@ -123,6 +124,7 @@ def _materialize(t):
 def linearize(fun, *primals, has_aux: bool = False):
     """``(fun(*primals), f_jvp)`` where ``f_jvp`` evaluates the JVP without re-tracing."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
+    _refuse_references(p_leaves)
     box = {}
     flat = _flat_fun(lambda *a: fun(*a), p_tree, has_aux, box)
     outs, lin, has_out = linearize_flat(flat, p_leaves, fun_name(fun),
@@ -156,9 +158,22 @@ def linearize(fun, *primals, has_aux: bool = False):
     return (primal_out, f_jvp, aux) if has_aux else (primal_out, f_jvp)
 
 
+def _refuse_references(leaves) -> None:
+    """A mutable array reference differentiated as an input: JAX's error (its value can be)."""
+    if hi_value_types:
+        for x in leaves:
+            if _is_ref(x):
+                raise ValueError(
+                    f"Expected cotangent type {hi_type_of(x)} but got "
+                    f"{hi_type_of(x).inner_aval.str_short(short_dtypes=False)}: a mutable array reference "
+                    "cannot be differentiated with respect to. Differentiate with respect to "
+                    "its value (ref[...]) instead, or close over the reference.")
+
+
 def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
     """``(fun(*primals), f_vjp)`` where ``f_vjp(ct)`` pulls a cotangent back to the inputs."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
+    _refuse_references(p_leaves)
     box = {}
     flat = _flat_fun(lambda *a: fun(*a), p_tree, has_aux, box)
     outs, lin, has_out = linearize_flat(flat, p_leaves, fun_name(fun),

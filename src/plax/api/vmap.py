@@ -15,6 +15,7 @@ from plax.core.source_info import flat_arg_names, fun_name
 from plax.core.trace import get_aval
 from plax.runtime.array import ARRAY_TYPES
 from plax.core.hi_types import hi_type_of, hi_value_types
+from plax.higher_order import ref_effects
 from plax.transforms.vmap import AxisData, batch_flat
 from plax.core.rules import not_mapped
 from plax.interpreters import batching
@@ -166,22 +167,38 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                              "containing an array or axis_size must be specified, got empty "
                              f"*args={args} and **kwargs={kwargs}")
         axes = flatten_axes("vmap in_axes", in_tree, (in_axes, 0))
+        refs_in = {}  # position -> reference mapped over: its contents are batched
+        if hi_value_types:
+            refs_in = {i: x for i, (x, ax) in enumerate(zip(leaves, axes))
+                       if ax is not None and ref_effects.is_reference(x)}
+            leaves = [ref_effects.read(refs_in[i]) if i in refs_in else x
+                      for i, x in enumerate(leaves)]
         size = mapped_axis_size(leaves, axes, flat_arg_names(fun, args, kwargs), axis_size)
         dims = [None if ax is None else ax % get_aval(x).ndim for x, ax in zip(leaves, axes)]
         out_tree_box = []
 
         def flat_fun(*flat):
-            a, kw = tree_util.tree_unflatten(in_tree, list(flat))
+            flat = list(flat)
+            inner_refs = []
+            for i in refs_in:  # each mapped reference is one reference per example inside
+                flat[i] = hi_type_of(refs_in[i]).new_from_loval(None, flat[i])
+                inner_refs.append(flat[i])
+            a, kw = tree_util.tree_unflatten(in_tree, flat)
             out = fun(*a, **kw)
             out_leaves, out_tree = tree_util.tree_flatten(out)
             out_tree_box.append(out_tree)
             if hi_value_types:  # a reference made inside comes out holding the batch
                 out_leaves = [_ref_contents(x, refs_out, i) for i, x in enumerate(out_leaves)]
-            return out_leaves
+            return out_leaves + [ref_effects.read(r) for r in inner_refs]
 
         refs_out = {}
         axis = AxisData(axis_name, size, spmd_axis_name)
         outs, out_dims = batch_flat(flat_fun, leaves, dims, axis, description=f"vmap({name})")
+        if refs_in:  # the mapped references' final contents, written back on their axes
+            k = len(outs) - len(refs_in)
+            for (i, ref), o, d in zip(refs_in.items(), outs[k:], out_dims[k:]):
+                ref_effects.write(ref, _to_out_axis(o, d, dims[i], size), written_back=True)
+            outs, out_dims = outs[:k], out_dims[:k]
         out_tree = out_tree_box[0]
         dst = flatten_axes("vmap out_axes", out_tree, out_axes)
         for i, (d, a) in enumerate(zip(out_dims, dst)):
