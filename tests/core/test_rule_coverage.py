@@ -59,6 +59,8 @@ EXEMPTIONS = {
                                       _NOT_NEEDED),
     ("select_and_scatter", "jvp"): ("the general select_and_scatter: JAX 0.10.2 gives it no "
                                     "differentiation rule either", _NOT_NEEDED),
+    ("scaled_dot", "jvp"): ("JAX 0.10.2's scaled_dot is not differentiable either",
+                            _NOT_NEEDED),
     ("rng_uniform", "batch"): ("XLA's unkeyed generator: JAX 0.10.2 gives it no batching rule "
                                "either (vmap raises)", _NOT_NEEDED),
     ("rng_uniform", "jvp"): ("XLA's unkeyed generator: JAX 0.10.2 gives it no differentiation "

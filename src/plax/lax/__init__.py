@@ -98,6 +98,7 @@ _LAZY_FAMILIES = {
     "plax.first_order.rng_bit_generator": (
         "RandomAlgorithm", "rng_bit_generator", "rng_bit_generator_p", "rng_uniform",
         "rng_uniform_p"),
+    "plax.first_order.scaled_dot": ("scaled_dot",),
     "plax.first_order.ragged_all_to_all": ("ragged_all_to_all", "ragged_all_to_all_p"),
     "plax.first_order.approx_topk": ("approx_max_k", "approx_min_k", "approx_top_k_p"),
     "plax.first_order.ragged_dot": (
