@@ -100,3 +100,18 @@ def test_custom_pytree_nodes_need_registration():
     assert isinstance(out, Pair) and out.a.shape == (3,) and out.b.shape == (2,)
     with pytest.raises(ValueError, match="Duplicate serialization registration"):
         export.register_namedtuple_serialization(Pair, serialized_name="other")
+
+
+def test_integer_arguments_and_results_have_float0_cotangents():
+    e = export.export(plax.jit(lambda x, n: (x * n, n + 1)))(np.ones(3, np.float32),
+                                                              np.int32(2))
+    from plax.core.dtypes import float0
+    assert [a.dtype for a in e.vjp().in_avals][3] == float0
+    assert [a.dtype for a in e.vjp().out_avals] == [np.float32, float0]
+    back = export.deserialize(e.serialize(vjp_order=1))
+    x = np.arange(3, dtype=np.float32)
+    outs = back.call(x, np.int32(3))
+    np.testing.assert_allclose(outs[0], 3 * x)
+    assert int(outs[1]) == 4
+    np.testing.assert_allclose(plax.grad(lambda x: back.call(x, np.int32(3))[0].sum())(x),
+                               np.full(3, 3.0))

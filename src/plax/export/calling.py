@@ -84,9 +84,6 @@ def _differentiable(exp):
 
     def bwd(leaves, cts):
         vjp_exp = exp.vjp()
-        cts = [np.zeros(a.shape, a.dtype) if get_aval(c).dtype == float0 else c
-               for c, a in zip(cts, exported_out_avals(exp, leaves))] \
-            if any(get_aval(c).dtype == float0 for c in cts) else list(cts)
         in_cts = vjp_exp.call(*leaves, *cts)
         return tuple(None if not _differentiable_dtype(get_aval(x).dtype) else ct
                      for x, ct in zip(leaves, in_cts))

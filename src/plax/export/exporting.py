@@ -150,7 +150,8 @@ def _export_vjp(fun_jit, exp: Exported, platforms, disabled_checks) -> Exported:
         return tuple(pullback(list(cts)))
 
     fun_vjp_jax.__name__ = "fun_vjp_jax"
-    specs = [_spec(a) for a in (*exp.in_avals, *exp.out_avals)]
+    # cotangents are typed as tangents: float0 for integer results, as in JAX
+    specs = [_spec(a) for a in (*exp.in_avals, *(a.to_tangent_aval() for a in exp.out_avals))]
     return export(jit(fun_vjp_jax), platforms=platforms,
                   disabled_checks=disabled_checks)(*specs)
 

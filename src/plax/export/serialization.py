@@ -118,8 +118,9 @@ def _scope_constraints(exp) -> tuple:
 
 
 def _aval_to_json(aval) -> dict:
+    dtype = "float0" if aval.dtype == dtypes.float0 else np.dtype(aval.dtype).name
     return {"shape": [d if isinstance(d, int) else str(d) for d in aval.shape],
-            "dtype": np.dtype(aval.dtype).name, "weak_type": bool(aval.weak_type)}
+            "dtype": dtype, "weak_type": bool(aval.weak_type)}
 
 
 def _tree_to_json(node):
@@ -213,8 +214,9 @@ def _read_body(body: bytes) -> Exported:
 
 def _aval_from_json(d, scope) -> ShapedArray:
     shape = tuple(x if isinstance(x, int) else parse_shape(x, scope)[0] for x in d["shape"])
-    return ShapedArray(shape, dtypes.canonicalize_dtype(np.dtype(d["dtype"])),
-                       weak_type=d["weak_type"])
+    dtype = dtypes.float0 if d["dtype"] == "float0" else \
+        dtypes.canonicalize_dtype(np.dtype(d["dtype"]))
+    return ShapedArray(shape, dtype, weak_type=d["weak_type"])
 
 
 def _tree_from_json(j):
