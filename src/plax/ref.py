@@ -28,15 +28,29 @@ __all__ = ["AbstractRef", "Ref", "new_ref", "freeze", "get", "set", "swap", "add
 class AbstractRef(MutableHiType):
     """The type of a mutable reference to an array of type ``inner_aval``."""
 
-    __slots__ = ("inner_aval",)
+    __slots__ = ("inner_aval", "memory_space", "kind")
 
-    def __init__(self, inner_aval):
+    def __init__(self, inner_aval, memory_space=None, kind=None):
         self.inner_aval = inner_aval
+        self.memory_space, self.kind = memory_space, kind
 
     shape = property(lambda self: self.inner_aval.shape)
     dtype = property(lambda self: self.inner_aval.dtype)
     ndim = property(lambda self: len(self.inner_aval.shape))
     size = property(lambda self: int(np.prod(self.inner_aval.shape, dtype=np.int64)))
+    sharding = property(lambda self: getattr(self.inner_aval, "sharding", None))
+    weak_type = False  # (a reference's type is never weak)
+
+    def update(self, inner_aval=None, memory_space=None, kind=None):
+        """This type with the fields given replaced."""
+        return AbstractRef(self.inner_aval if inner_aval is None else inner_aval,
+                           self.memory_space if memory_space is None else memory_space,
+                           self.kind if kind is None else kind)
+
+    def strip_weak_type(self):
+        return self
+
+    normalize = strip_weak_type
 
     def __eq__(self, other):
         return type(other) is AbstractRef and other.inner_aval == self.inner_aval
