@@ -120,6 +120,17 @@ def test_tokens_eagerly_and_under_transformations():
     assert repr(tok) == "Token"
 
 
+def test_tokens_in_programs_over_a_mesh():
+    # (a mesh once made, jit looks at every value's type for shardings: a token's too)
+    mesh = plax.make_mesh((2,), ("x",))
+    with plax.set_mesh(mesh):
+        x = plax.device_put(jnp.ones(4), plax.sharding.NamedSharding(
+            mesh, plax.sharding.PartitionSpec("x")))
+        y, tok = plax.jit(with_tokens)(x)
+        close(y, 2 * np.ones(4))
+        close(plax.jit(plax.grad(lambda x: with_tokens(x)[0].sum()))(x), 2 * np.ones(4))
+
+
 def test_tokens_lower_to_stablehlo_tokens_that_xla_compiles():
     from plax.first_order.tokens import after_all_p, create_token_p
     closed = plax.make_jaxpr(lambda: lax.after_all(lax.create_token()))()

@@ -46,9 +46,11 @@ def element_type(dtype) -> str:
 
 
 class AbstractToken:
-    """The type of the ordered-effect token (``!stablehlo.token``) in lowering rules."""
+    """The type of the ordered-effect token (``!stablehlo.token``) in lowering rules, and of
+    ``lax.create_token``'s values in jaxprs (so it answers what code walking avals reads)."""
 
     shape, dtype, ndim = (), None, 0
+    _sharding, weak_type = None, False
 
     def __repr__(self):
         return "Token"
