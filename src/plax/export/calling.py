@@ -8,17 +8,18 @@ module once per batch element in a loop (``lax.map``), since its body cannot be 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from plax import tree_util
 from plax.core.avals import ShapedArray
-from plax.core.dtypes import issubdtype, float0
+from plax.core.dtypes import issubdtype
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, not_mapped,
                              register_lowering)
 from plax.core.symbolic_shapes import evaluate_shape, shape_is_symbolic, solve_dim_vars
 from plax.core.trace import get_aval
+from plax.higher_order.custom_derivatives import custom_vjp
 from plax.lowering.stablehlo import tensor_type
-
-import numpy as np
 
 call_exported_p = Primitive("call_exported", multiple_results=True)
 
@@ -72,8 +73,6 @@ def _differentiable(exp):
     fn = exp.__dict__.get("_custom_vjp_call")
     if fn is not None:
         return fn
-    from plax.higher_order.custom_derivatives import custom_vjp
-
     def call_flat(*leaves):
         return tuple(call_exported_p.bind(*leaves, exported=exp))
 
@@ -92,11 +91,6 @@ def _differentiable(exp):
     fn.defvjp(fwd, bwd)
     exp.__dict__["_custom_vjp_call"] = fn
     return fn
-
-
-def exported_out_avals(exp, leaves) -> list:
-    """The result types of ``exp`` called on ``leaves``."""
-    return _abstract(*(get_aval(x) for x in leaves), exported=exp)
 
 
 def _differentiable_dtype(dtype) -> bool:
