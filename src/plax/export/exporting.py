@@ -66,8 +66,9 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
                          "outside any transformation).")
     jaxpr = closed.jaxpr
     check_no_ordered_effects(jaxpr, name)
-    in_avals = tuple(v.aval for v in jaxpr.invars)
-    out_avals = tuple(v.aval for v in jaxpr.outvars)
+    # The module runs on one device: the types it records carry no sharding.
+    in_avals = tuple(_unsharded(v.aval) for v in jaxpr.invars)
+    out_avals = tuple(_unsharded(v.aval) for v in jaxpr.outvars)
     for a in (*in_avals, *out_avals, *(v.aval for v in jaxpr.constvars)):
         if is_extended(a.dtype):
             raise NotImplementedError(f"Cannot export {name}: it takes or returns {a.str_short()}"
@@ -154,6 +155,12 @@ def _export_vjp(fun_jit, exp: Exported, platforms, disabled_checks) -> Exported:
     specs = [_spec(a) for a in (*exp.in_avals, *(a.to_tangent_aval() for a in exp.out_avals))]
     return export(jit(fun_vjp_jax), platforms=platforms,
                   disabled_checks=disabled_checks)(*specs)
+
+
+def _unsharded(aval) -> ShapedArray:
+    if getattr(aval, "_sharding", None) is None:
+        return aval
+    return ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
 
 def _symbolic(avals) -> bool:
