@@ -7,6 +7,7 @@ import numpy as np
 from plax import tree_util
 from plax.core.avals import ShapedArray
 from plax.core.dtypes import is_extended
+from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.trace import Tracer
 from plax.export.exported import (CURRENT_CALLING_CONVENTION, DisabledSafetyCheck, Exported,
                                   check_no_ordered_effects)
@@ -52,7 +53,10 @@ def _canonical(platform: str) -> str:
 
 
 def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
-    traced = fun_jit.trace(*args, **kwargs)
+    try:
+        traced = fun_jit.trace(*args, **kwargs)
+    except InconclusiveDimensionOperation as e:
+        raise _naming_the_operation(e) from None
     entry = traced._entry
     name = getattr(fun_jit, "__name__", None) or entry.params["name"]
     if any(s is not None for s in (*entry.params.get("in_shardings", ()),
@@ -155,6 +159,30 @@ def _export_vjp(fun_jit, exp: Exported, platforms, disabled_checks) -> Exported:
     specs = [_spec(a) for a in (*exp.in_avals, *(a.to_tangent_aval() for a in exp.out_avals))]
     return export(jit(fun_vjp_jax), platforms=platforms,
                   disabled_checks=disabled_checks)(*specs)
+
+
+def _naming_the_operation(error) -> Exception:
+    """``error`` (a symbolic dimension met where plax needs a concrete one, while tracing)
+    saying which primitive's shape rule, or which plax function, met it."""
+    from plax.core.primitive import abstract_eval
+    where, tb = None, error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code is abstract_eval.__code__:
+            avals = ", ".join(a.str_short() for a in frame.f_locals.get("avals", ()))
+            where = f"the shape rule of '{frame.f_locals['prim'].name}' on ({avals})"
+        elif where is None or not where.startswith("the shape rule"):
+            module = frame.f_globals.get("__name__", "")
+            if module.startswith("plax.") and not module.startswith(
+                    ("plax.core.", "plax.api.", "plax.export.")):
+                code = frame.f_code
+                where = f"{module}.{getattr(code, 'co_qualname', code.co_name)}"
+        tb = tb.tb_next
+    if where is None:
+        return error
+    lines = str(error).split("\n", 1)
+    return InconclusiveDimensionOperation(
+        f"{lines[0]} (in {where}).\n" + (lines[1] if len(lines) > 1 else ""))
 
 
 def _unsharded(aval) -> ShapedArray:
