@@ -572,15 +572,18 @@ def _linear_in_one_variable(e):
 
 def solve_dim_vars(specs, actual, names) -> dict:
     """The values of the dimension variables in the shapes ``specs`` that make them equal
-    the shapes ``actual``; ValueError (JAX's "Shape mismatch") when none do."""
+    the shapes ``actual``; ValueError (JAX's "Shape mismatch") when none do. ``names[j]``
+    names argument j in messages (read only for an error)."""
     env: dict = {}
     if not any(shape_is_symbolic(s) for s in specs):
-        for name, s, a in zip(names, specs, actual):
+        for j, (s, a) in enumerate(zip(specs, actual)):
             if tuple(s) != tuple(a):
-                _mismatch(name, s, a, [i for i, (x, y) in enumerate(zip(s, a)) if x != y][0])
+                _mismatch(names[j], s, a,
+                          [i for i, (x, y) in enumerate(zip(s, a)) if x != y][0])
         return env
     pending = []
-    for name, s, a in zip(names, specs, actual):
+    for j, (s, a) in enumerate(zip(specs, actual)):
+        name = _Deferred(names, j)
         for i, (d, got) in enumerate(zip(s, a)):
             if not isinstance(d, DimExpr):
                 if d != got:
@@ -614,6 +617,19 @@ def solve_dim_vars(specs, actual, names) -> dict:
         if value != a[i]:
             _no_solution(name, s, a, i, s[i], f"it evaluates to {value} with {env}")
     return env
+
+
+class _Deferred:
+    """``names[j]``, looked up when printed."""
+
+    def __init__(self, names, j):
+        self._names, self._j = names, j
+
+    def __str__(self):
+        return str(self._names[self._j])
+
+    def __format__(self, spec):
+        return format(str(self), spec)
 
 
 def _mismatch(name, spec, actual, i):

@@ -39,6 +39,21 @@ def _leaf_names(tree, n: int) -> list:
     return names
 
 
+class _LazyNames:
+    """The leaves' names (``args[0]``...), computed on first use."""
+
+    def __init__(self, tree, n: int):
+        self._tree, self._n, self._names = tree, n, None
+
+    def __getitem__(self, i):
+        if self._names is None:
+            self._names = _leaf_names(self._tree, self._n)
+        return self._names[i]
+
+    def __iter__(self):
+        return (self[i] for i in range(self._n))
+
+
 def check_call(exp, leaves, tree) -> tuple:
     """The argument types of a call (raising JAX's errors where the call does not fit the
     exported function) and the values of the symbolic dimensions."""
@@ -48,8 +63,11 @@ def check_call(exp, leaves, tree) -> tuple:
             f"function '{exp.fun_name}' was exported, but they have the following structural "
             f"differences: exported with {exp.in_tree}, called with {tree}.")
     avals = [get_aval(x) for x in leaves]
-    names = _leaf_names(tree, len(leaves))
-    for name, got, want in zip(names, avals, exp.in_avals):
+    names = _LazyNames(tree, len(leaves))  # built only for an error message
+    for i, (got, want) in enumerate(zip(avals, exp.in_avals)):
+        if got.dtype == want.dtype and len(got.shape) == len(want.shape):
+            continue
+        name = names[i]
         if got.dtype != want.dtype:
             raise ValueError(f"Dtype mismatch for {name}: expected {want.dtype} and called "
                              f"with {got.dtype}")
