@@ -307,7 +307,9 @@ def arrays_from_results(bufs, avals, committed: bool, special: tuple) -> list:
 
 
 def compile_jaxpr(jaxpr: Jaxpr, device, name: str = "main") -> CompiledProgram:
-    text = lower_jaxpr_to_module(jaxpr, module_name=name, platform=device.platform)
+    shown = f"jit({name[4:]})" if name.startswith("jit_") else name  # (profiler, monitoring)
+    with xla.step("lower", shown, "/jax/core/compile/jaxpr_to_mlir_module_duration"):
+        text = lower_jaxpr_to_module(jaxpr, module_name=name, platform=device.platform)
     exe = xla.compile(text, [device])
     in_avals = [v.aval for v in list(jaxpr.constvars) + list(jaxpr.invars)]
     return CompiledProgram(exe, in_avals, [v.aval for v in jaxpr.outvars], device, text)

@@ -165,7 +165,7 @@ def compile_lowered(text, jaxpr, kept, donated, device, name, why: str = "",
         import logging
         logging.getLogger("plax").warning("Compiling %s for %s with arguments (%s)%s", name, device,
                                           ", ".join(v.aval.str_short() for v in jaxpr.invars), why)
-    exe = xla.compile(text, [device], options=options)
+    exe = xla.compile(text, [device], options=options, fun_name=f"jit({name})")
     program = CompiledProgram(exe, [v.aval for v in jaxpr.invars],
                               [v.aval for v in jaxpr.outvars], device, text)
     _report_inspections(jaxpr, dispatch.sharding_for(device))

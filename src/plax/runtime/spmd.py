@@ -276,7 +276,7 @@ class LoweredSpmd:
             logging.getLogger("plax").warning("Compiling %s for %d devices (SPMD)", self.name,
                                               len(self.devices))
         exe = xla.compile(self.text, list(self.devices), num_partitions=len(self.devices),
-                          spmd=True, options=options)
+                          spmd=True, options=options, fun_name=f"jit({self.name})")
         chosen = xla.output_hlo_shardings(exe)
         mesh = self._layout_mesh()
         if chosen is None:  # one device: XLA partitioned nothing and reports no layouts
@@ -351,9 +351,10 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
     arg_attrs = [arg_attr(d, s, v.aval) for d, s, v in zip(donated, in_shardings, jaxpr.invars)]
     result_attrs = [attr(s, v.aval) if s is not None else ""
                     for s, v in zip(out_shardings, jaxpr.outvars)]
-    text = lower_jaxpr_to_module(
-        jaxpr, module_name=f"jit_{name}", num_partitions=len(devices), arg_attrs=arg_attrs,
-        result_attrs=result_attrs, platform=devices[0].platform, devices=devices)
+    with xla.step("lower", f"jit({name})", "/jax/core/compile/jaxpr_to_mlir_module_duration"):
+        text = lower_jaxpr_to_module(
+            jaxpr, module_name=f"jit_{name}", num_partitions=len(devices), arg_attrs=arg_attrs,
+            result_attrs=result_attrs, platform=devices[0].platform, devices=devices)
     return LoweredSpmd(text, jaxpr, kept, in_shardings, out_shardings, devices, name, callbacks)
 
 

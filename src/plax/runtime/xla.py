@@ -410,16 +410,17 @@ def compile_options(num_replicas: int = 1, num_partitions: int = 1, devices=None
 
 
 def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
-            spmd: bool = False, options=None):
+            spmd: bool = False, options=None, fun_name: str | None = None):
     """Compile StableHLO ``text`` for ``devices``; returns a jaxlib LoadedExecutable.
 
     ``options`` are XLA compiler options as (name, value) pairs (jit's ``compiler_options``).
     The Python callables of the module's host callbacks (``text.host_callbacks``, a
     ``ModuleText``) are handed to XLA with it. Programs without host callbacks go through
     the persistent compilation cache (``runtime.compile_cache``): loaded from it when an
-    entry exists, written to it after XLA compiles them.
+    entry exists, written to it after XLA compiles them. ``fun_name`` (``"jit(f)"``) names
+    the program to the profiler and plax.monitoring (default: from the module's name).
     """
-    with step("compile", lambda: module_fun_name(text), BACKEND_COMPILE_EVENT):
+    with step("compile", fun_name or (lambda: module_fun_name(text)), BACKEND_COMPILE_EVENT):
         return _compile(text, devices, num_replicas, num_partitions, spmd, options)
 
 
