@@ -19,7 +19,7 @@ import numpy as np
 
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.jaxpr import ClosedJaxpr, Literal
-from plax.core.rules import lowering_rule, register_lowering
+from plax.core.rules import lowering_rules, register_lowering
 from plax.core.staging import trace_to_jaxpr
 from plax.core.symbolic_shapes import (DimExpr, _linear_in_one_variable, _Op, _Var, dim_as_value_p,
                                        shape_is_symbolic)
@@ -163,7 +163,7 @@ def _install_dynamic_rules() -> None:
     from plax.first_order.slicing import slice_p
     for prim, dynamic in ((broadcast_in_dim_p, _broadcast_in_dim), (iota_p, _iota),
                           (reshape_p, _reshape), (slice_p, _slice)):
-        static = lowering_rule(prim, "cpu")
+        static = lowering_rules[prim]  # the generic rule (platform rules take precedence)
 
         def rule(ctx, *args, _static=static, _dynamic=dynamic, **params):
             if _symbolic_out(ctx) or shape_is_symbolic(
