@@ -15,8 +15,6 @@ from plax import tree_util
 from plax.core import dtypes
 from plax.interpreters import batching
 
-_UNSET = object()
-
 
 class _Recorded:
     """What ``cont`` gives back on the recording run: a stand-in for a value to come."""
