@@ -97,6 +97,16 @@ CASES = {
     "gram": (lambda x: x.T @ x, lambda x: x.T @ x),
     "where": (lambda x: jnp.where(x > 1, x, 0.0), lambda x: np.where(x > 1, x, 0.0)),
     "nested_jit": (lambda x: plax.jit(lambda y: y * 2)(x) + 1, lambda x: 2 * x + 1),
+    "column": (lambda x: x[:, 2], lambda x: x[:, 2]),
+    "outer_sum": (lambda x: x[None] + x[:, None], lambda x: x[None] + x[:, None]),
+    "traced_row": (lambda x: x[jnp.sum(x[:, 0] > 0.5).astype(jnp.int32)],
+                   lambda x: x[min(int(np.sum(x[:, 0] > 0.5)), len(x) - 1)]),
+    "traced_negative_row": (lambda x: x[jnp.sum(x[:, 0] > 0.5).astype(jnp.int32) - 2],
+                            lambda x: x[max(int(np.sum(x[:, 0] > 0.5)) - 2 + len(x), 0)
+                                        if int(np.sum(x[:, 0] > 0.5)) < 2 else
+                                        int(np.sum(x[:, 0] > 0.5)) - 2]),
+    "last_row": (lambda x: plax.lax.dynamic_index_in_dim(x, -1, keepdims=False),
+                 lambda x: x[-1]),
 }
 
 

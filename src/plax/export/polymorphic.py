@@ -5,11 +5,12 @@ symbolic dimensions, reads each dimension variable's value from an argument
 (``stablehlo.get_dimension_size``) and calls the function body with those values first
 (``tensor<i64>`` parameters marked ``jax.global_constant``). In the body, ops whose result
 shape is symbolic take their shape as a value computed from the dimension variables
-(``dynamic_broadcast_in_dim``, ``dynamic_iota``, ``dynamic_reshape``,
-``real_dynamic_slice``); every other op just has dynamic sizes in its types. At call time
-jaxlib's shape refinement turns the module static for the operands' shapes (calling.py).
+(``dynamic_broadcast_in_dim``, ``dynamic_iota``, ``dynamic_reshape`` for reshape and
+squeeze, ``real_dynamic_slice``); every other op just has dynamic sizes in its types. At
+call time jaxlib's shape refinement turns the module static for the operands' shapes
+(calling.py).
 
-The dynamic rules wrap the ordinary lowering rules of those four primitives once this
+The dynamic rules wrap the ordinary lowering rules of those five primitives once this
 module is imported (only a program that uses plax.export pays a type check there), and
 take over only when a result's shape is symbolic.
 """
@@ -145,6 +146,14 @@ def _reshape(ctx, x, *, new_sizes, dimensions, sharding=None):
                        [tensor_type(aval), _shape_type(len(out.shape))], [tensor_type(out)])[0]
 
 
+def _squeeze(ctx, x, *, dimensions):
+    out = ctx.avals_out[0]
+    s = shape_value(ctx, out.shape)
+    return ctx.fn.emit("stablehlo.dynamic_reshape", [x, s],
+                       [tensor_type(ctx.avals_in[0]), _shape_type(len(out.shape))],
+                       [tensor_type(out)])[0]
+
+
 def _slice(ctx, x, *, start_indices, limit_indices, strides):
     n = len(start_indices)
     strides = strides or (1,) * n
@@ -159,10 +168,10 @@ def _symbolic_out(ctx) -> bool:
 
 
 def _install_dynamic_rules() -> None:
-    from plax.first_order.shapes import broadcast_in_dim_p, iota_p, reshape_p
+    from plax.first_order.shapes import broadcast_in_dim_p, iota_p, reshape_p, squeeze_p
     from plax.first_order.slicing import slice_p
     for prim, dynamic in ((broadcast_in_dim_p, _broadcast_in_dim), (iota_p, _iota),
-                          (reshape_p, _reshape), (slice_p, _slice)):
+                          (reshape_p, _reshape), (slice_p, _slice), (squeeze_p, _squeeze)):
         static = lowering_rules[prim]  # the generic rule (platform rules take precedence)
 
         def rule(ctx, *args, _static=static, _dynamic=dynamic, **params):

@@ -16,6 +16,7 @@ from plax.core.sharding_types import ShardingTypeError, sharding_rules, spec_of
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
                              not_mapped, register_lowering, transpose_rules)
 from plax.core.trace import get_aval
+from plax.core.symbolic_shapes import DimExpr, dimension_as_value
 from plax.first_order import arithmetic as _arith
 from plax.first_order import comparison as _cmp
 from plax.first_order import conversion as _conv
@@ -343,6 +344,15 @@ def _start_index_operands(prim: str, shape: tuple, start_indices, allow_negative
     info = dtypes.iinfo(dt)
     out = []
     for i, size, neg in zip(indices, shape, allow):
+        if type(size) is DimExpr and neg and (not _is_static_index(i) or int(i) < 0):
+            # an axis of symbolic size (plax.export): its size is a value
+            n = _as_index_dtype(dimension_as_value(size), dt)
+            if _is_static_index(i):
+                out.append(_arith.add(n, np.asarray(int(i), dt)[()]))
+                continue
+            i = _as_index_dtype(i, dt)
+            out.append(_cmp.select_n(_cmp.lt(i, np.asarray(0, dt)[()]), i, _arith.add(i, n)))
+            continue
         if _is_static_index(i):
             v = int(i) + size if neg and int(i) < 0 else int(i)
             out.append(np.asarray(min(max(v, int(info.min)), int(info.max)), dt)[()])
