@@ -107,3 +107,26 @@ def test_bindings_rules_see_where_the_program_runs():
     np.testing.assert_array_equal(plax.jit(f)(x), np.full((8, 2), 2, F32))
     assert isinstance(seen[-1], mlir.SPMDAxisContext)
     assert seen[-1].manual_axes == frozenset({"x", "y"}) and seen[-1].mesh.shape["x"] == 4
+
+
+def test_lower_jaxpr_to_fun_makes_a_callable_function_in_the_rules_module():
+    closed = plax.make_jaxpr(lambda x: jnp.cos(x) + np.float32(2))(np.ones(3, F32))
+    fun_p = xcore.Primitive("jaxpr_fun_test")
+    fun_p.def_abstract_eval(lambda x: x)
+    fun_p.def_impl(lambda x: jnp.cos(x) + 2)
+    names = []
+
+    def rule(ctx, x):
+        f1 = mlir.lower_jaxpr_to_fun(ctx.module_context, "helper", closed, [], num_const_args=0)
+        f2 = mlir.lower_jaxpr_to_fun(ctx.module_context, "helper", closed, [], num_const_args=0)
+        names.extend([f1.name.value, f2.name.value])
+        call = ir.Operation.create("func.call", results=[x.type], operands=[x], attributes={
+            "callee": ir.FlatSymbolRefAttr.get(f2.name.value)})
+        return [call.result]
+
+    mlir.register_lowering(fun_p, rule)
+    x = np.array([0.0, 1.0, 2.0], F32)
+    np.testing.assert_allclose(plax.jit(lambda v: fun_p.bind(v))(x), np.cos(x) + 2, rtol=1e-6)
+    assert names == ["helper", "helper_1"]
+    with pytest.raises(NotImplementedError, match="without effects"):
+        mlir.lower_jaxpr_to_fun(None, "f", closed, [object()], num_const_args=0)

@@ -38,7 +38,8 @@ __all__ = ["LoweringRuleContext", "ModuleContext", "aval_to_ir_type", "aval_to_i
            "AxisContext", "DEVICE_TO_DEVICE_TYPE", "LoweringRule", "SPMDAxisContext",
            "ShardingContext", "Mesh", "MeshAxisName",
            "RECV_FROM_HOST_TYPE", "SEND_TO_HOST_TYPE", "Token", "Value", "core_call_lowering",
-           "ir_attribute", "jaxpr_subcomp", "merge_mlir_modules", "shape_tensor"]
+           "ir_attribute", "jaxpr_subcomp", "lower_jaxpr_to_fun", "merge_mlir_modules",
+           "shape_tensor"]
 
 # JAX's platform names -> plax's (``gpu`` means every GPU platform).
 _PLATFORMS = {"cpu": ("cpu",), "cuda": ("cuda",), "rocm": ("rocm",), "gpu": ("cuda", "rocm"),
@@ -189,6 +190,35 @@ def jaxpr_subcomp(ctx, jaxpr, name_stack, tokens, consts, *args, dim_var_values=
                                    [v.aval for v in jaxpr.outvars], ctx.platforms[0])
     outs = _bindings.call_plax_lowering(rule_ctx, _lower_body(jaxpr, False), flat, {})
     return outs, tokens
+
+
+def lower_jaxpr_to_fun(ctx, name: str, jaxpr, effects, *, num_const_args: int = 0,
+                       main_function: bool = False, in_avals=None, **options):
+    """Inside a bindings rule: a private ``func.func`` named ``name`` (made unique) in the
+    rule's module (``ctx`` is ``ctx.module_context``) computing the ClosedJaxpr ``jaxpr``,
+    lowered by plax: its arguments are ``num_const_args`` leading constants (``jaxpr``'s
+    consts are inlined when 0), then the jaxpr's inputs. Returns the ``FuncOp``. Effects,
+    and the sharding, layout, donation and naming options of a main function, are JAX's
+    lowering's own: plax's adapter refuses them."""
+    given = sorted(k for k, v in options.items() if v not in (None, True, False, ()))
+    if effects or main_function or given:
+        raise NotImplementedError(
+            f"lower_jaxpr_to_fun: plax lowers helper functions without effects and without "
+            f"the options of a main function (got effects={list(effects)}, "
+            f"main_function={main_function}, options {given}).")
+    body = _body_of(jaxpr)
+    consts_as_args = num_const_args > 0
+    if consts_as_args and num_const_args != len(body.consts):
+        raise ValueError(f"lower_jaxpr_to_fun: num_const_args={num_const_args} but the jaxpr "
+                         f"has {len(body.consts)} constants")
+    if consts_as_args:
+        rule = _lower_body(body.jaxpr, False)
+        avals_in = [v.aval for v in (*body.jaxpr.constvars, *body.jaxpr.invars)]
+    else:
+        rule = _lower_body(body, True)
+        avals_in = list(in_avals) if in_avals is not None else body.in_avals
+    return _bindings.define_plax_function(ctx, ctx.platforms[0], rule, avals_in,
+                                          body.out_avals, name=name)
 
 
 def merge_mlir_modules(dst_module, sym_name: str, src_module, dst_symtab=None) -> str:

@@ -346,35 +346,53 @@ def bindings_rule(jax_rule, prim):
 _fresh = iter(range(1 << 62))
 
 
+def define_plax_function(module_context, platform: str, plax_rule, avals_in, avals_out,
+                         params=None, name: str | None = None):
+    """Inside a bindings rule: a private ``func.func`` in ``module_context``'s module that
+    computes what the plax rule ``plax_rule`` lowers on operands of types ``avals_in``
+    (results ``avals_out``); named ``name`` (made unique) or a fresh name. Returns the
+    ``FuncOp``."""
+    from plax.lowering.stablehlo import FunctionBuilder, ModuleBuilder
+    builder = ModuleBuilder(platform=platform)
+    fn = FunctionBuilder(builder)
+    names = [f"%arg{i}" for i in range(len(avals_in))]
+    outs = plax_rule(RuleContext(fn, list(avals_in), list(avals_out)), *names,
+                     **(params or {}))
+    outs = [outs] if isinstance(outs, str) else list(outs)
+    in_types = [tensor_type(a) for a in avals_in]
+    out_types = [tensor_type(a) for a in avals_out]
+    sig = ", ".join(f"{n}: {t}" for n, t in zip(names, in_types))
+    body = "".join(f"    {line}\n" for line in fn.lines)
+    target_table = ir.SymbolTable(module_context.module.operation)
+    fresh = f"plax_lowered_{next(_fresh)}"
+    if name is not None:
+        fresh, i = name, 0
+        while fresh in target_table:
+            i += 1
+            fresh = f"{name}_{i}"
+    ret = f"    func.return {', '.join(outs)} : {', '.join(out_types)}\n" if outs else \
+        "    func.return\n"
+    builder.functions.append(
+        f"  func.func private @{fresh}({sig}) -> ({', '.join(out_types)}) {{\n{body}{ret}  }}")
+    text = builder.text()
+    renames = {old: f"{old}_{next(_fresh)}" for old in _DEFINED.findall(text) if old != fresh}
+    if renames:
+        text = re.sub(r"@([\w$.]+)", lambda m: "@" + renames.get(m.group(1), m.group(1)), text)
+    parsed = ir.Module.parse(text)
+    target = module_context.module.body
+    for op in list(parsed.body.operations):
+        target.append(op.operation)
+    return ir.SymbolTable(module_context.module.operation)[fresh]
+
+
 def call_plax_lowering(ctx: LoweringRuleContext, plax_rule, args, params) -> list:
     """Inside a bindings rule: lower with the plax rule ``plax_rule`` (e.g. a ``lower_fun``
     rule) on ``ctx``'s types, parse the result into the rule's module and call it on the
     ``ir.Value``s ``args``; returns the results (a list)."""
-    from plax.lowering.stablehlo import FunctionBuilder, ModuleBuilder
-    platform = ctx.platforms[0]
-    builder = ModuleBuilder(platform=platform)
-    fn = FunctionBuilder(builder)
-    names = [f"%arg{i}" for i in range(len(args))]
-    outs = plax_rule(RuleContext(fn, ctx.avals_in, ctx.avals_out), *names, **params)
-    outs = [outs] if isinstance(outs, str) else list(outs)
-    in_types = [tensor_type(a) for a in ctx.avals_in]
-    out_types = [tensor_type(a) for a in ctx.avals_out]
-    sig = ", ".join(f"{n}: {t}" for n, t in zip(names, in_types))
-    body = "".join(f"    {line}\n" for line in fn.lines)
-    name = f"plax_lowered_{next(_fresh)}"
-    builder.functions.append(
-        f"  func.func private @{name}({sig}) -> ({', '.join(out_types)}) {{\n{body}"
-        f"    func.return {', '.join(outs)} : {', '.join(out_types)}\n  }}")
-    text = builder.text()
-    renames = {old: f"{old}_{next(_fresh)}" for old in _DEFINED.findall(text) if old != name}
-    if renames:
-        text = re.sub(r"@([\w$.]+)", lambda m: "@" + renames.get(m.group(1), m.group(1)), text)
-    parsed = ir.Module.parse(text)
-    target = ctx.module_context.module.body
-    for op in list(parsed.body.operations):
-        target.append(op.operation)
+    fn = define_plax_function(ctx.module_context, ctx.platforms[0], plax_rule, ctx.avals_in,
+                              ctx.avals_out, params)
     call = func_dialect.CallOp([aval_to_ir_type(a) for a in ctx.avals_out],
-                               ir.FlatSymbolRefAttr.get(name), list(args))
+                               ir.FlatSymbolRefAttr.get(fn.name.value), list(args))
     return list(call.results)
 
 
