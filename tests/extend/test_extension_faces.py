@@ -137,6 +137,7 @@ def test_backend_factory_registration_and_ifrt_proxy():
 # --- source_info_util ---------------------------------------------------------------------
 def test_name_stacks_set_and_transformed():
     assert str(siu.new_name_stack("a").extend("b")) == "a/b" and str(siu.new_name_stack()) == ""
+    assert siu.new_name_stack("a").transform("jvp").extend("b").stack == ("a", "jvp", "b")
     assert siu.new_source_info().file is None
 
     def f(x):

@@ -178,6 +178,16 @@ class NameStack(tuple):
     def extend(self, name: str) -> "NameStack":
         return NameStack((*self, name))
 
+    def transform(self, name: str) -> "NameStack":
+        """The stack under a transformation named ``name`` (JAX prints it ``name(...)``
+        around the scopes inside; plax shows it as one more scope)."""
+        return NameStack((*self, name))
+
+    @property
+    def stack(self) -> tuple:
+        """The names, outermost first (JAX's field)."""
+        return tuple(self)
+
 
 EMPTY_NAME_STACK = NameStack()
 
