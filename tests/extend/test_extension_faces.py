@@ -156,7 +156,7 @@ def test_user_context_stages_ops_at_another_equation_line():
     info = closed.eqns[0].source_info
 
     def g(x):
-        with siu.user_context(info, name_stack=siu.new_name_stack("moved")):
+        with siu.user_context(info.traceback, name_stack=siu.new_name_stack("moved")):
             return jnp.cos(x)
 
     (eqn,) = plax.make_jaxpr(g)(1.0).eqns

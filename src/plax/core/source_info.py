@@ -26,6 +26,13 @@ class SourceInfo(NamedTuple):
     # (``set_xla_metadata``, ``compute_on``); usually empty.
     frontend_attributes: tuple = ()
 
+    @property
+    def traceback(self) -> "SourceInfo":
+        """Where the equation came from, as JAX's ``source_info.traceback`` is passed on
+        (``source_info_util.user_context(eqn.source_info.traceback)``): plax's SourceInfo
+        is its own location, so itself."""
+        return self
+
     def location(self) -> str:
         """``file:line (function)`` of the user code, or '' when unknown."""
         if self.file is None:
