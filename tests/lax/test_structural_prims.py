@@ -173,3 +173,14 @@ def test_scatter_apply():
     np.testing.assert_array_equal(np.asarray(rows), [[0, 10, 20], [3, 4, 5]])
     with pytest.raises(NotImplementedError, match="scatter_apply JVP not implemented"):
         plax.grad(lambda x: f(x).sum())(x)
+
+
+def test_at_subtract_is_scatter_sub():
+    """x.at[i].subtract binds scatter-sub, as JAX's does; repeated indices accumulate."""
+    x = np.arange(5.0, dtype=np.float32)
+    f = lambda x: plax.numpy.asarray(x).at[np.array([0, 0, 3])].subtract(  # noqa: E731
+        x[:3] * 2)
+    assert lax.scatter_sub_p in [e.primitive for e in plax.make_jaxpr(f)(x).jaxpr.eqns]
+    np.testing.assert_allclose(np.asarray(f(x)), [-2, 1, 2, -1, 4])
+    np.testing.assert_allclose(np.asarray(plax.grad(lambda x: (f(x) ** 2).sum())(x)),
+                               [4, 10, 8, -2, 8])  # JAX 0.10.2's values

@@ -439,8 +439,8 @@ def _broadcast_updates(y, shape: tuple):
 
 
 _SCATTERS = {"set": lax_indexing.scatter, "add": lax_indexing.scatter_add,
-             "mul": lax_indexing.scatter_mul, "min": lax_indexing.scatter_min,
-             "max": lax_indexing.scatter_max}
+             "sub": lax_indexing.scatter_sub, "mul": lax_indexing.scatter_mul,
+             "min": lax_indexing.scatter_min, "max": lax_indexing.scatter_max}
 
 
 def _scatter_update(x, idx, y, kind: str, *, indices_are_sorted=False, unique_indices=False,
@@ -556,12 +556,11 @@ class _IndexUpdateRef:
     @_takes_out_sharding
     def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
                  wrap_negative_indices=True):
-        """``x[idx] -= values`` (a scatter-add of the negated values)."""
-        from plax.numpy import ufuncs
+        """``x[idx] -= values`` (repeated indices accumulate; a scatter-sub)."""
         if dtypes.is_bool(dtypes.result_type(self.array, values)):
             raise TypeError("subtract does not accept dtype bool: x.at[idx].subtract needs a "
                             "numeric array.")
-        return self._update("add", ufuncs.negative(values), dict(
+        return self._update("sub", values, dict(
             indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
             wrap_negative_indices=wrap_negative_indices))
 
