@@ -296,9 +296,9 @@ def _lower_with_algorithm(ctx, lhs, rhs, dimension_numbers, algorithm):
     acc_aval = out.update(dtype=acc, weak_type=False)
     algo = _algo.attribute(algorithm, element_type(lt), element_type(rt))
     default = "#stablehlo<precision DEFAULT>"
-    res = ctx.op1("stablehlo.dot_general", [lhs, rhs], [la, ra], acc_aval,
-                  props=f"dot_dimension_numbers = {_dnums_attr(dimension_numbers)}, "
-                        f"precision_config = [{default}, {default}]" + (f", {algo}" if algo else ""))
+    props = (f"dot_dimension_numbers = {_dnums_attr(dimension_numbers)}, "
+             f"precision_config = [{default}, {default}]" + (f", {algo}" if algo else ""))
+    res = ctx.op1("stablehlo.dot_general", [lhs, rhs], [la, ra], acc_aval, props=props)
     return res if acc == out.dtype else ctx.convert(res, acc_aval, out)
 
 

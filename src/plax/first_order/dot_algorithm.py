@@ -112,8 +112,10 @@ _ACCUMULATOR = {"DEFAULT": None, "ANY_F8_ANY_F8_ANY": None, "ANY_F8_ANY_F8_ANY_F
 # (lhs type, rhs type, accumulator, products) of the attribute each preset lowers to; "in"
 # stands for the operand's own (float8) type.
 _ATTRIBUTES = {
-    "ANY_F8_ANY_F8_F32": ("in", "in", "f32", 1), "ANY_F8_ANY_F8_F32_FAST_ACCUM": ("in", "in", "f32", 1),
-    "ANY_F8_ANY_F8_ANY": ("in", "in", "f32", 1), "ANY_F8_ANY_F8_ANY_FAST_ACCUM": ("in", "in", "f32", 1),
+    "ANY_F8_ANY_F8_F32": ("in", "in", "f32", 1),
+    "ANY_F8_ANY_F8_F32_FAST_ACCUM": ("in", "in", "f32", 1),
+    "ANY_F8_ANY_F8_ANY": ("in", "in", "f32", 1),
+    "ANY_F8_ANY_F8_ANY_FAST_ACCUM": ("in", "in", "f32", 1),
     "F16_F16_F16": ("f16", "f16", "f16", 1), "F16_F16_F32": ("f16", "f16", "f32", 1),
     "BF16_BF16_BF16": ("bf16", "bf16", "bf16", 1), "BF16_BF16_F32": ("bf16", "bf16", "f32", 1),
     "BF16_BF16_F32_X3": ("bf16", "bf16", "f32", 3), "BF16_BF16_F32_X6": ("bf16", "bf16", "f32", 6),

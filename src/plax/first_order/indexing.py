@@ -568,7 +568,8 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
 
 
 scatter_sub_p, scatter_sub = _make_scatter(
-    "scatter-sub", "sub", "``operand`` with ``updates`` subtracted at the windows the indices select.")
+    "scatter-sub", "sub",
+    "``operand`` with ``updates`` subtracted at the windows the indices select.")
 
 
 # --- differentiation rules --------------------------------------------------------------------

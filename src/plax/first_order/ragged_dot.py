@@ -22,14 +22,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
-from plax.core.rules import (UndefinedPrimal, Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
-                             linear_primitives, register_lowering, tangent_aval, transpose_rules)
+from plax.core.rules import (UndefinedPrimal, Zero, abstract_eval_rules, batch_rules,
+                             is_undefined, jvp_rules, linear_primitives, register_lowering,
+                             tangent_aval, transpose_rules)
 from plax.core.trace import get_aval
 from plax.first_order import arithmetic, bitwise, comparison, dot, reductions, shapes
-from plax.first_order.ad_util import add_tangents, instantiate
+from plax.first_order.ad_util import add_tangents
 from plax.first_order.batch_util import batch_size_of, move_batch_dim
 from plax.first_order.common import check_dtype
 from plax.lowering.inline import lower_fun
@@ -261,7 +261,8 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, prec
         raise NotImplementedError("ragged_dot_general: out_sharding is not supported; apply "
                                   "lax.with_sharding_constraint to the result.")
     return ragged_dot_general_p.bind(
-        lhs, rhs, group_sizes, ragged_dot_dimension_numbers=_canonical(ragged_dot_dimension_numbers),
+        lhs, rhs, group_sizes,
+        ragged_dot_dimension_numbers=_canonical(ragged_dot_dimension_numbers),
         precision=dot.canonicalize_precision(precision),
         preferred_element_type=dot.canonical_preferred_element_type(preferred_element_type),
         group_offset=None, out_sharding=None)

@@ -33,7 +33,8 @@ class RandomAlgorithm(enum.IntEnum):
         return self.name
 
 
-_HLO_ALGORITHM = {RandomAlgorithm.RNG_DEFAULT: "DEFAULT", RandomAlgorithm.RNG_THREE_FRY: "THREE_FRY",
+_HLO_ALGORITHM = {RandomAlgorithm.RNG_DEFAULT: "DEFAULT",
+                  RandomAlgorithm.RNG_THREE_FRY: "THREE_FRY",
                   RandomAlgorithm.RNG_PHILOX: "PHILOX"}
 _U32, _U64 = np.dtype(np.uint32), np.dtype(np.uint64)
 _BIT_DTYPES = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
