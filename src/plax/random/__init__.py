@@ -3,7 +3,9 @@
 Keys are typed keys (dtype ``key<fry>``) made by ``key``, or legacy ``uint32[2]``
 arrays made by ``PRNGKey``; ``split`` and ``fold_in`` derive new ones, and the
 samplers turn a key of either kind into values. The layout of the bits follows
-the flag ``jax_threefry_partitionable`` (on by default, as in JAX).
+the flag ``jax_threefry_partitionable`` (on by default, as in JAX). ``impl='rbg'`` and
+``'unsafe_rbg'`` (or the flag ``jax_default_prng_impl``) make keys of four words whose bits come
+from XLA's RngBitGenerator (``rbg.py``).
 """
 from plax.random.keys import (PRNGKey, clone, fold_in, key, key_data, key_impl, split,
                               wrap_key_data)
