@@ -66,7 +66,7 @@ _LAZY_NAMES = {
     "default_prng_impl": ("plax.random.flags", "default_prng_impl"),
     "legacy_prng_key": ("plax.random.flags", "legacy_prng_key"),
     "enable_custom_prng": ("plax.random.flags", "enable_custom_prng"),
-    "reshard": ("plax.sharding.reshard", "reshard"),
+    "reshard": ("plax.sharding", "reshard"),
     "smap": ("plax.api.smap", "smap"),
     "fwd_and_bwd": ("plax.api.fwd_and_bwd", "fwd_and_bwd"),
     "ad": ("plax.api.fwd_and_bwd", "ad"),
