@@ -11,8 +11,6 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 # Names of modules later issues build whole (the rest of JAX's public surface); each is
 # listed with its issue, and must stay missing until that issue lands (then drop it here).
 LATER = {
-    "jax.debug.breakpoint": 33, "jax.export": 33,
-    "jax.default_prng_impl": 33, "jax.enable_custom_prng": 33,
     "jax.scipy.sparse.linalg.cg": 34, "jax.scipy.sparse.linalg.gmres": 34,
     "jax.scipy.sparse.linalg.bicgstab": 34,
 }
