@@ -24,6 +24,7 @@ from plax.core.rules import lowering_rules, register_lowering
 from plax.core.staging import trace_to_jaxpr
 from plax.core.symbolic_shapes import (DimExpr, _linear_in_one_variable, _Op, _Var, dim_as_value_p,
                                        shape_is_symbolic)
+from plax.first_order.shapes import reshape_operand_in_order
 from plax.lowering import stablehlo as stablehlo_lowering
 from plax.lowering.stablehlo import (FunctionBuilder, ModuleBuilder, RuleContext, i64_array,
                                      lower_jaxpr_body, tensor_type)
@@ -134,12 +135,7 @@ def _iota(ctx, *, dtype, shape, dimension, sharding=None):
 
 
 def _reshape(ctx, x, *, new_sizes, dimensions, sharding=None):
-    aval = ctx.avals_in[0]
-    if dimensions is not None:
-        moved = aval.update(shape=tuple(aval.shape[d] for d in dimensions))
-        x = ctx.op1("stablehlo.transpose", [x], [aval], moved,
-                    props=f"permutation = {i64_array(dimensions)}")
-        aval = moved
+    x, aval = reshape_operand_in_order(ctx, x, dimensions)
     out = ctx.avals_out[0]
     s = shape_value(ctx, out.shape)
     return ctx.fn.emit("stablehlo.dynamic_reshape", [x, s],

@@ -233,13 +233,20 @@ def _reshape_abstract(x, *, new_sizes, dimensions, sharding=None):
     return ShapedArray(new_sizes, x.dtype, x.weak_type)
 
 
-def _reshape_lowering(ctx, x, *, new_sizes, dimensions, sharding=None):
+def reshape_operand_in_order(ctx, x, dimensions):
+    """A reshape's operand with its ``dimensions`` permutation applied first (a transpose when
+    given): (the value, its aval)."""
     aval = ctx.avals_in[0]
     if dimensions is not None:
         moved = aval.update(shape=tuple(aval.shape[d] for d in dimensions))
         x = ctx.op1("stablehlo.transpose", [x], [aval], moved,
                     props=f"permutation = {i64_array(dimensions)}")
         aval = moved
+    return x, aval
+
+
+def _reshape_lowering(ctx, x, *, new_sizes, dimensions, sharding=None):
+    x, aval = reshape_operand_in_order(ctx, x, dimensions)
     return ctx.op1("stablehlo.reshape", [x], [aval])
 
 
