@@ -91,6 +91,28 @@ def switch(index, branches, *operands, operand=_NO_OPERAND):
     return _bind_cond(index, branches, names, operands, "switch")
 
 
+def platform_switch(index, branches, platforms, *operands):
+    """``switch`` on a ``platform_index`` for ``lax.platform_dependent``: the equation keeps
+    ``branches_platforms``, so lowering for a platform emits only that platform's branch."""
+    names = ["branch 0"] + [f"branch{i}" for i in range(1, len(branches))]
+    return _bind_cond(index, branches, names, operands, "switch", platforms)
+
+
+def platform_branch(platform: str, platforms) -> int:
+    """The branch ``lax.platform_dependent`` takes on ``platform``: the one naming it, else
+    the default (``None``); NotImplementedError when there is neither."""
+    for i, names in enumerate(platforms):
+        if names is not None and platform in names:
+            return i
+    for i, names in enumerate(platforms):
+        if names is None:
+            return i
+    listed = sorted(n for names in platforms if names is not None for n in names)
+    raise NotImplementedError(
+        f"lax.platform_dependent has no branch for the platform '{platform}' being lowered "
+        f"for (branches: {listed}) and no default; pass default=.")
+
+
 def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one ``cond``
     equation (both branches are traced; only one runs)."""
@@ -121,7 +143,7 @@ def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
     return _bind_cond(index, (false_fun, true_fun), ["false_fun", "true_fun"], operands, "cond")
 
 
-def _bind_cond(index, funs, names, operands, api):
+def _bind_cond(index, funs, names, operands, api, platforms=None):
     if config.read("disable_jit") and _is_concrete(index):
         return funs[int(index)](*operands)
     passed = ref_effects.refs_passed_in(tuple(operands))
@@ -130,15 +152,15 @@ def _bind_cond(index, funs, names, operands, api):
         funs = [_with_refs_put_back(f, put_back) for f in funs]
     # References the branches close over from outside: each branch returns their values.
     return ref_effects.with_closed_refs(
-        lambda: _bind_cond_plain(index, funs, names, operands, api),
-        lambda refs: _cond_carrying_refs(refs, index, funs, names, operands, api))
+        lambda: _bind_cond_plain(index, funs, names, operands, api, platforms),
+        lambda refs: _cond_carrying_refs(refs, index, funs, names, operands, api, platforms))
 
 
 def _with_refs_put_back(fun, put_back):
     return lambda *ops: fun(*put_back(ops))
 
 
-def _cond_carrying_refs(refs, index, funs, names, operands, api):
+def _cond_carrying_refs(refs, index, funs, names, operands, api, platforms=None):
     def carrying(fun):
         def branch(held, *ops):
             with ref_effects.bound(refs, held):
@@ -146,12 +168,12 @@ def _cond_carrying_refs(refs, index, funs, names, operands, api):
         return branch
 
     out, held = _bind_cond_plain(index, [carrying(f) for f in funs], names,
-                                 (ref_effects.read_all(refs), *operands), api)
+                                 (ref_effects.read_all(refs), *operands), api, platforms)
     ref_effects.write_all(refs, held)
     return out
 
 
-def _bind_cond_plain(index, funs, names, operands, api):
+def _bind_cond_plain(index, funs, names, operands, api, platforms=None):
     leaves, in_tree = tree_util.tree_flatten(tuple(operands))
     avals = avals_of(leaves)
     traced = [trace_body(f, in_tree, avals, f"{api} branch") for f in funs]
@@ -168,14 +190,15 @@ def _bind_cond_plain(index, funs, names, operands, api):
     if any(f is not None for f in in_fwd):
         keep = [f is None for f in in_fwd]
         bodies = [dce_closed(b, keep, instantiate=True)[0] for b in bodies]
-    outs = iter(cond_p.bind(index, *consts, *leaves, branches=tuple(bodies)))
+    extra = {} if platforms is None else {"branches_platforms": platforms}
+    outs = iter(cond_p.bind(index, *consts, *leaves, branches=tuple(bodies), **extra))
     inputs = [*consts, *leaves]
     outs = [next(outs) if f is None else as_array(inputs[f]) for f in in_fwd]
     return tree_util.tree_unflatten(traced[0][1], outs)
 
 
 # --- abstract evaluation ------------------------------------------------------------------
-def _abstract(index, *avals, branches):
+def _abstract(index, *avals, branches, branches_platforms=None):
     if index.shape != () or index.dtype != np.int32:
         raise TypeError(f"cond index must be an int32 scalar, got {index.str_short()}.")
     if not branches:
@@ -196,11 +219,11 @@ def _abstract(index, *avals, branches):
 
 
 abstract_eval_rules[cond_p] = _abstract
-param_printers[cond_p] = lambda p: {"branches": p["branches"]}
+param_printers[cond_p] = lambda p: {k: p[k] for k in ("branches", "branches_platforms") if k in p}
 
 
 # --- jvp: every branch differentiated, with the same nonzero output tangents ---------------
-def _jvp(primals, tangents, *, branches):
+def _jvp(primals, tangents, *, branches, **params):
     index, ops = primals[0], primals[1:]
     nonzeros = [type(t) is not Zero for t in tangents[1:]]
     out_nz = mask_union(*(jvp_jaxpr(b, nonzeros, instantiate=False, description="jvp(cond)")[1]
@@ -209,7 +232,7 @@ def _jvp(primals, tangents, *, branches):
             for b in branches]
     bodies, consts = hoist_consts(jvps)
     outs = cond_p.bind(index, *consts, *ops, *(t for t in tangents[1:] if type(t) is not Zero),
-                       branches=tuple(bodies))
+                       branches=tuple(bodies), **params)
     n = len(out_nz)
     it = iter(outs[n:])
     return outs[:n], [next(it) if nz else Zero(tangent_aval(a))
@@ -266,7 +289,7 @@ def _partial_eval(trace, args, params):
         [_with_residual_slots(s[0], n_known, slots, p) for s, p in zip(splits, placements)])
     known_ops = [a for a, u in zip(ops, unknowns) if not u]
     known_out = trace.known(cond_p, [index, *known_consts, *known_ops],
-                            dict(branches=tuple(known_bodies)))
+                            dict(params, branches=tuple(known_bodies)))
     unknown_out = []
     if any(out_uk):
         uk_ops = [a for a, u in zip(ops, unknowns) if u]
@@ -275,7 +298,7 @@ def _partial_eval(trace, args, params):
             widen_inputs(s[1], uk_avals, p + [len(slots) + i for i in range(len(uk_ops))])
             for s, p in zip(splits, placements)]
         unknown_out = trace.stage(cond_p, [index, *known_out[n_known:], *uk_ops],
-                                  dict(branches=tuple(unknown_bodies)))
+                                  dict(params, branches=tuple(unknown_bodies)))
     k, u = iter(known_out[:n_known]), iter(unknown_out)
     return [next(u) if unk else next(k) for unk in out_uk]
 
@@ -284,7 +307,7 @@ partial_eval_rules[cond_p] = _partial_eval
 
 
 # --- transpose: every branch transposed ---------------------------------------------------
-def _transpose(cts, index, *ops, branches):
+def _transpose(cts, index, *ops, branches, **params):
     if is_undefined(index):
         raise ValueError("cond cannot be transposed with respect to its index.")
     linear = [is_undefined(a) for a in ops]
@@ -294,7 +317,7 @@ def _transpose(cts, index, *ops, branches):
     bodies, consts = hoist_consts(transposed)
     res = [a for a in ops if not is_undefined(a)]
     outs = iter(cond_p.bind(index, *consts, *res, *(c for c in cts if type(c) is not Zero),
-                            branches=tuple(bodies)))
+                            branches=tuple(bodies), **params))
     return [None] + [next(outs) if lin else None for lin in linear]
 
 
@@ -302,7 +325,7 @@ transpose_rules[cond_p] = _transpose
 
 
 # --- batching -----------------------------------------------------------------------------
-def _batch(axis, vals, dims, *, branches):
+def _batch(axis, vals, dims, *, branches, **params):
     index, ops = vals[0], vals[1:]
     index_dim, op_dims = dims[0], list(dims[1:])
     if index_dim is not not_mapped:
@@ -317,7 +340,7 @@ def _batch(axis, vals, dims, *, branches):
                                        out_dims=out_dims)
         batched.append(ClosedJaxpr(jaxpr, consts))
     bodies, consts = hoist_consts(batched)
-    return cond_p.bind(index, *consts, *ops, branches=tuple(bodies)), out_dims
+    return cond_p.bind(index, *consts, *ops, branches=tuple(bodies), **params), out_dims
 
 
 def _batch_as_select(axis, index, index_dim, ops, op_dims, branches):
@@ -359,7 +382,11 @@ dce_rules[cond_p] = _dce
 
 
 # --- lowering: stablehlo.case, its branches reading the operands from above ----------------
-def _lowering(ctx, index, *ops, branches):
+def _lowering(ctx, index, *ops, branches, branches_platforms=None):
+    if branches_platforms is not None:
+        # platform_dependent: only the platform's branch is lowered (another may use what
+        # this platform cannot lower); the index is a constant, a one-region case takes it.
+        branches = [branches[platform_branch(ctx.platform, branches_platforms)]]
     # With ordered effects, each branch returns the token it ends with, first.
     ordered = any(has_ordered_effects(b) for b in branches)
     regions = []

@@ -3,9 +3,10 @@
 ``platform_index_p`` is the index of the branch for the platform: its lowering is a
 constant, written when the platform is known (lowering time), and evaluated eagerly it
 runs as a one-equation program on the default device. Eagerly the branch is then called
-directly; traced, the branches become a ``switch`` on that index, so they are
-differentiated and batched as ``switch``'s are, and XLA, seeing a constant index, keeps
-only the platform's branch.
+directly; traced, the branches become a ``switch`` on that index whose ``cond`` equation
+keeps ``branches_platforms`` (as JAX's), so they are differentiated and batched as
+``switch``'s are, and lowering emits only the branch of the platform being compiled for (a
+branch other platforms cannot lower, such as a CUDA-only custom call, is never lowered).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, batch_rules, not_mapped, register_lowering
 from plax.core.trace import Tracer
 from plax.first_order.ad_util import defzero
-from plax.higher_order.cond import switch
+from plax.higher_order.cond import platform_branch, platform_switch
 from plax.lowering.stablehlo import dense_elements
 
 __all__ = ["platform_dependent"]
@@ -52,26 +53,13 @@ def platform_dependent(*args, default=None, **per_platform):
     index = platform_index_p.bind(platforms=platforms)
     if not isinstance(index, Tracer):
         return branches[int(index)](*args)
-    # (One branch is still a switch on the index, so that lowering for a platform it is not
-    # for fails as it should, instead of the switch collapsing to the branch.)
-    return switch(index, branches if len(branches) > 1 else branches * 2, *args)
-
-
-def _index_for(platform: str, platforms) -> int:
-    for i, names in enumerate(platforms):
-        if names is not None and platform in names:
-            return i
-    for i, names in enumerate(platforms):
-        if names is None:
-            return i
-    listed = sorted(n for names in platforms if names is not None for n in names)
-    raise NotImplementedError(
-        f"lax.platform_dependent has no branch for the platform '{platform}' being lowered "
-        f"for (branches: {listed}) and no default; pass default=.")
+    # (One branch is still a cond on the index, so that lowering for a platform it is not
+    # for fails as it should, instead of collapsing to the branch.)
+    return platform_switch(index, branches, platforms, *args)
 
 
 def _lowering(ctx, *, platforms):
-    i = _index_for(ctx.module_context.platform, platforms)
+    i = platform_branch(ctx.module_context.platform, platforms)
     return ctx.op1("stablehlo.constant", [], [], _INDEX_AVAL,
                     props=f"value = {dense_elements(np.int32(i), _INDEX_AVAL)}")
 

@@ -373,7 +373,7 @@ def _cond_rule(trace, args, params):
     index, ops = args[0], args[1:]
     _, leaves, bodies, out_trees = _checkified_bodies(trace, params["branches"], "checkify(cond)")
     bodies, consts = hoist_consts(bodies)
-    outs = cond_p.bind(index, *consts, *leaves, *ops, branches=tuple(bodies))
+    outs = cond_p.bind(index, *consts, *leaves, *ops, **dict(params, branches=tuple(bodies)))
     n = len(leaves)
     _set_error(trace, out_trees, outs[:n])
     return outs[n:]
