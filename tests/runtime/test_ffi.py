@@ -16,7 +16,7 @@ import pytest
 import plax
 import plax.numpy as jnp
 from plax import ffi
-from plax.core.errors import JaxRuntimeError
+from plax.errors import JaxRuntimeError
 from plax.runtime import xla
 from plax.test_util import check_grads
 
@@ -310,6 +310,9 @@ def test_a_kernel_error_is_raised_in_python(kernels):
     # (XLA's own error type, as JAX raises it: plax does not wrap errors of a running program)
     with pytest.raises(xla.XlaRuntimeError, match="eps must be >= 0"):
         np.asarray(rms_norm_call(np.ones(3, np.float32), eps=-1.0))
+    # the error XLA raises at run time is jax.errors.JaxRuntimeError itself (as in JAX)
+    with pytest.raises(JaxRuntimeError, match="eps must be >= 0"):
+        np.asarray(plax.jit(lambda x: rms_norm_call(x, eps=-1.0))(np.ones(3, np.float32)))
 
 
 def test_side_effects_keep_an_unused_call(kernels):

@@ -142,10 +142,6 @@ class InconclusiveDimensionOperation(Exception):
     depends on the values of the dimension variables."""
 
 
-class JaxRuntimeError(RuntimeError):
-    """An error reported by XLA while compiling or running a program."""
-
-
 # Exceptions raised inside host callbacks, oldest first. XLA reports a failed callback as
 # a bare "CpuCallback error"; the runtime takes the callback's own exception from here
 # and raises it instead (chained to XLA's error).

@@ -29,7 +29,7 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.effects import effect_rules, io_effect, no_effects, ordered_io_effect
-from plax.core.errors import JaxRuntimeError, record_callback_failure
+from plax.core.errors import record_callback_failure
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, batch_rules, impl_rules, jvp_rules,
                              not_mapped, register_lowering, transpose_rules)
@@ -37,6 +37,7 @@ from plax.higher_order.scan import scan
 from plax.first_order.batch_util import moveaxis
 from plax.first_order.shapes import broadcast
 from plax.lowering.stablehlo import abstract_token
+from plax.runtime.xla import JaxRuntimeError
 
 __all__ = ["pure_callback_p", "io_callback_p", "debug_callback_p", "VMAP_METHODS",
            "check_results"]

@@ -29,7 +29,6 @@ import numpy as np
 
 from plax import tree_util
 from plax.core import dtypes
-from plax.core import errors as core_errors
 from plax.core.jaxpr import ClosedJaxpr, Literal
 from plax.core.rules import (abstract_eval_rules, batch_rules, checkify_rules, effectful_primitives,
                              impl_rules, jvp_rules, param_printers, register_lowering)
@@ -46,6 +45,7 @@ from plax.first_order import reductions as _red
 from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
 from plax.first_order.batch_util import move_batch_dim
+from plax.runtime import xla
 from plax.runtime.array import ARRAY_TYPES
 
 __all__ = ["Error", "ErrorCategory", "JaxRuntimeError", "all_checks", "automatic_checks",
@@ -53,7 +53,7 @@ __all__ = ["Error", "ErrorCategory", "JaxRuntimeError", "all_checks", "automatic
            "index_checks", "init_error", "nan_checks", "user_checks"]
 
 
-class JaxRuntimeError(core_errors.JaxRuntimeError, ValueError):
+class JaxRuntimeError(xla.JaxRuntimeError, ValueError):
     """A failed check. A ValueError (as JAX's checkify raises) and a
     ``plax.errors.JaxRuntimeError``."""
 

@@ -28,6 +28,10 @@ from plax.core.config import config
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
 XlaRuntimeError = xc.XlaRuntimeError
+# jax.errors.JaxRuntimeError is jaxlib's class itself: what XLA raises while compiling or
+# running a program (a failing FFI kernel, a bad custom call) is caught by it; plax raises it
+# for its own reports of such failures too.
+JaxRuntimeError = XlaRuntimeError
 Client = xc.Client  # the type of an XLA client (a backend)
 SingleDeviceShardingBase = xc.SingleDeviceSharding
 GSPMDShardingBase = xc.GSPMDSharding
@@ -457,7 +461,6 @@ def _compile(text, devices, num_replicas, num_partitions, spmd, options):
         else:
             exe = client.compile_and_load(text, device_list, co)
     except xc.XlaRuntimeError as e:
-        from plax.core.errors import JaxRuntimeError
         raise JaxRuntimeError(f"XLA failed to compile the program: {e}\n--- module ---\n{text}") from e
     if key is not None:
         compile_cache.store(key, text, lambda: client.serialize_executable(exe),
@@ -566,7 +569,7 @@ def wait_for(token) -> None:
 def raise_callback_failure(error) -> None:
     """If ``error`` (XLA's) comes from a host callback that raised, raise what it raised,
     chained to XLA's error; otherwise return (the caller re-raises ``error``)."""
-    from plax.core.errors import JaxRuntimeError, take_callback_failure
+    from plax.core.errors import take_callback_failure
     if "allback error" not in str(error):
         return
     failure = take_callback_failure()
