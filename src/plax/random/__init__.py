@@ -17,7 +17,7 @@ from plax.random.distributions import (bernoulli, binomial, cauchy, double_sided
 from plax.random.discrete import (categorical, choice, geometric, lognormal, permutation,
                                   rayleigh, triangular, wald)
 from plax.random.gamma_family import (ball, beta, chisquare, dirichlet, f, gamma, generalized_normal,
-                               loggamma, t)
+                               loggamma, random_gamma_p, t)
 from plax.random.multivariate import multivariate_normal, orthogonal
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
@@ -27,4 +27,4 @@ __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "
            "binomial", "gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
            "generalized_normal", "ball", "permutation", "choice", "categorical", "geometric",
            "lognormal", "triangular", "rayleigh", "wald", "clone", "multinomial",
-           "multivariate_normal", "orthogonal"]
+           "multivariate_normal", "orthogonal", "random_gamma_p"]

@@ -6,6 +6,13 @@ The derivative of a gamma sample with respect to its shape parameter is
 ``-dF/da / dF/dx`` for the gamma CDF ``F``: ``plax.lax.random_gamma_grad`` computes it
 with the incomplete-gamma series (small ``x``) or continued fraction (large ``x``)
 carried together with their derivatives in ``a``.
+
+``random_gamma_p`` (JAX's ``random_gamma``) is the sampler as one primitive: ``(key, a)``
+with ``log_space`` -> samples shaped as ``a``, each element drawn with its own key split
+from ``key`` (a batch of keys leading ``a``'s dimensions: each key for its own block). Its
+jvp is the implicit-reparameterisation derivative above; vmap moves both batch dimensions
+to the front; it lowers by tracing the sampler; the key-reuse checker counts the key as
+consumed.
 """
 from __future__ import annotations
 
@@ -18,6 +25,11 @@ from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.api.vmap import vmap
 from plax.core import dtypes
+from plax.core.primitive import Primitive
+from plax.core.rules import abstract_eval_rules, batch_rules, key_reuse_rules, register_lowering
+from plax.first_order.ad_util import defjvp
+from plax.first_order.batch_util import bdim_at_front
+from plax.lowering.inline import lower_fun
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.higher_order.special import random_gamma_grad
 from plax.random import threefry
@@ -26,12 +38,11 @@ from plax.random.keys import check_key
 from plax.random.samplers import (check_param_shapes, checked_float_dtype,
                                   checked_optional_shape, checked_shape, draw_normal,
                                   draw_uniform, result_shape)
-from plax.higher_order.custom_derivatives import custom_jvp
 
 __all__ = ["gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
-           "generalized_normal", "ball", "random_gamma_grad"]
+           "generalized_normal", "ball", "random_gamma_grad", "random_gamma_p"]
 
-
+random_gamma_p = Primitive("random_gamma")
 
 
 # --- one gamma sample -------------------------------------------------------------------
@@ -77,27 +88,43 @@ def _gamma_one(key, alpha, log_space: bool):
     return d * V * lax.select(boost, one, jnp.power(u, one / alpha_orig))
 
 
-def _gamma_samples(key, a, log_space: bool):
-    """Gamma samples of the shape parameters ``a`` (any shape): one key per element."""
+def _gamma_samples(key, a, *, log_space: bool):
+    """Gamma samples of the shape parameters ``a`` (any shape): one key per element, split
+    from ``key`` (or from each of a batch of keys leading ``a``'s dimensions, for its block)."""
     count = math.prod(a.shape)
-    keys = threefry.split(key, (count,)) if count else jnp.zeros((0, 2), np.uint32)
+    if count == 0:
+        return jnp.zeros(a.shape, a.dtype)
+    keys = threefry.split(key, (math.prod(a.shape[key.ndim:]),))
+    keys = lax.reshape(keys, (count,))
     flat = jnp.reshape(a, (count,))
     samples = vmap(lambda k, x: _gamma_one(k, x, log_space))(keys, flat)
     return jnp.reshape(samples, a.shape)
 
 
-def _gamma_draw_fun(key, a, log_space):
-    return _gamma_samples(key, a, log_space)
+def _gamma_abstract(key, a, *, log_space):
+    if not dtypes.issubdtype(key.dtype, dtypes.prng_key) or key.shape != a.shape[:key.ndim]:
+        raise TypeError(f"random_gamma takes a typed key array whose shape leads the shape "
+                        f"parameters' ({a.str_short()}), got {key.str_short()}.")
+    return a
 
 
-_gamma_draw = custom_jvp(_gamma_draw_fun, nondiff_argnums=(2,))
+def _gamma_batch(axis, vals, dims, *, log_space):
+    key, a = (bdim_at_front(x, d, axis.size) for x, d in zip(vals, dims))
+    return random_gamma_p.bind(key, a, log_space=log_space), 0
 
 
-@_gamma_draw.defjvp
-def _gamma_draw_jvp(log_space, primals, tangents):
-    key, a = primals
-    sample = _gamma_draw(key, a, log_space)
-    return sample, tangents[1] * _gamma_sample_grad(sample, a, log_space)
+def _gamma_key_reuse(eqn, ins, state):
+    if ins[0] is not None:  # as JAX's: the key is consumed
+        state.sink(ins[0], eqn.primitive.name, 0)
+    return [None]
+
+
+abstract_eval_rules[random_gamma_p] = _gamma_abstract
+register_lowering(random_gamma_p, lower_fun(_gamma_samples))
+defjvp(random_gamma_p, None,
+       lambda t, sample, key, a, *, log_space: t * _gamma_sample_grad(sample, a, log_space))
+batch_rules[random_gamma_p] = _gamma_batch
+key_reuse_rules[random_gamma_p] = _gamma_key_reuse
 
 
 def _gamma_sample_grad(sample, a, log_space: bool):
@@ -131,7 +158,7 @@ def _gamma(key, a, shape, dtype, log_space):
     a = jnp.asarray(a).astype(dtype)
     if a.shape != shape:
         a = jnp.broadcast_to(a, shape)
-    return _gamma_draw(key, a, log_space)
+    return random_gamma_p.bind(key, a, log_space=log_space)
 
 
 @takes_out_sharding

@@ -25,6 +25,7 @@ _WHERE = {
     "reduce_window": ("plax.higher_order.windowed", "reduce_window_p"),
     "regularized_incomplete_beta": ("plax.higher_order.special", "betainc_p"),
     "linear_solve": ("plax.higher_order.linear_solve", "linear_solve_p"),
+    "random_gamma": ("plax.random.gamma_family", "random_gamma_p"),
     "create_token": ("plax.first_order.tokens", "create_token_p"),
     "after_all": ("plax.first_order.tokens", "after_all_p"),
     "add_jaxvals": ("plax.interpreters.ad", "add_jaxvals_p"),
@@ -49,7 +50,7 @@ rev round rsqrt scan scatter scatter_add scatter_max scatter_min scatter_mul sel
 sharding_constraint shift_left shift_right_arithmetic shift_right_logical sign sin sinh
 slice sort sqrt square squeeze stop_gradient sub svd tan tanh threefry2x32 top_k transpose
 triangular_solve tridiagonal_solve while xor zeta
-after_all create_token linear_solve
+after_all create_token linear_solve random_gamma
 """.split())
 
 
