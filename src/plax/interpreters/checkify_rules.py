@@ -7,7 +7,8 @@ primitives listed below (``nan_checks``), a zero divisor of ``div`` (``div_check
 out-of-bounds indices of ``gather``, ``dynamic_slice``, ``dynamic_update_slice`` and the
 scatters (``index_checks``, reporting the first bad index, its axis and the axis size).
 
-A body (of pjit, cond, scan, while, checkpoint, custom_jvp/custom_vjp) is checkified by
+A body (of pjit, cond, scan, while, checkpoint, custom_jvp/custom_vjp, the solve of
+custom_linear_solve) is checkified by
 ``checkify_jaxpr`` into a jaxpr taking and returning the error's leaves besides its own
 inputs and outputs. Loops and branches need the error to have one type in and out, so
 the kinds of error a body can add are found first and added to the incoming error as
@@ -34,7 +35,8 @@ from plax.first_order import reductions as _red
 from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
 from plax.higher_order import special as _special
-from plax.higher_order.bodies import hoist_consts, permute_body, split, trace_closed
+from plax.higher_order.bodies import (avals_of, closed_call, hoist_consts, permute_body, split,
+                                      trace_closed)
 from plax.higher_order.cond import cond_p
 from plax.higher_order.loops import while_p
 from plax.higher_order.scan import scan_p
@@ -47,11 +49,12 @@ from plax.higher_order.custom_derivatives import (NamedCallable, custom_jvp_call
                                                   custom_vjp_call_p)
 from plax.higher_order.remat import checkpoint_p
 from plax.higher_order.call import bind_body, body_of, call_p, closed_call_p
+from plax.higher_order.linear_solve import linear_solve_p
 
 
 # --- NaN checks ---------------------------------------------------------------------------
 # JAX's list of the primitives that can generate a NaN (regularized_incomplete_beta is
-# plax's betainc; JAX's linear_solve and rng_uniform have no plax primitive).
+# plax's betainc; JAX's rng_uniform has no plax primitive; custom_linear_solve's rule is below).
 NAN_PRIMITIVES = (
     "acos", "acosh", "add", "asin", "asinh", "atan2", "atan", "atanh", "bessel_i0e",
     "bessel_i1e", "cbrt", "conv_general_dilated", "cos", "cosh", "cumlogsumexp", "cummax",
@@ -503,3 +506,52 @@ def _custom_vjp_rule(trace, args, params):
 
 checkify_rules[custom_jvp_call_p] = _custom_jvp_rule
 checkify_rules[custom_vjp_call_p] = _custom_vjp_rule
+
+
+# --- custom_linear_solve: the solve checked, its error returned after its outputs -----------
+def _with_error_operands(body, ne, n_consts, description, keep_error: bool):
+    """A checkified solve body ``(err, consts, b) -> (err, outs)`` as a const-free body
+    taking ``(own consts, consts, err, b)`` and returning ``(outs, err)`` (or ``outs`` only),
+    with its own consts."""
+    def solve(*ops):
+        outs = closed_call(body)(*ops[n_consts:n_consts + ne], *ops[:n_consts],
+                                 *ops[n_consts + ne:])
+        return [*outs[ne:], *outs[:ne]] if keep_error else list(outs[ne:])
+
+    in_avals = [*body.in_avals[ne:ne + n_consts], *body.in_avals[:ne], *body.in_avals[ne + n_consts:]]
+    return consts_as_inputs(trace_closed(solve, in_avals, description))
+
+
+def _linear_solve_rule(trace, args, params):
+    """The solve body checkified: it takes the error's leaves as constants after its own and
+    returns them after its outputs (as auxiliary outputs, which carry no derivative); then
+    JAX's NaN check of the results. transpose_solve, which only derivatives run (on
+    cotangents), is checkified with its error dropped, as are the tangent solves'."""
+    lengths, jaxprs = params["const_lengths"], params["jaxprs"]
+    consts = []
+    i = 0
+    for n in lengths:
+        consts.append(list(args[i:i + n]))
+        i += n
+    b = list(args[i:])
+    description = "checkify(custom_linear_solve)"
+    bodies = [jaxprs.solve] + ([jaxprs.transpose_solve] if jaxprs.transpose_solve else [])
+    _, leaves, done, out_trees = _checkified_bodies(trace, bodies, description)
+    ne, n_out = len(leaves), len(jaxprs.solve.out_avals)
+    solve, own = _with_error_operands(done[0], ne, lengths.solve, description, True)
+    new_consts = consts[:2] + [[*own, *consts[2], *leaves], consts[3]]
+    new_jaxprs = jaxprs._replace(solve=solve)
+    if jaxprs.transpose_solve is not None:
+        tsolve, own = _with_error_operands(done[1], ne, lengths.transpose_solve, description,
+                                           False)
+        new_consts[3] = [*own, *consts[3], *leaves]
+        new_jaxprs = new_jaxprs._replace(transpose_solve=tsolve)
+    outs = linear_solve_p.bind(*(c for cs in new_consts for c in cs), *b, **dict(
+        params, const_lengths=type(lengths)(*(len(c) for c in new_consts)), jaxprs=new_jaxprs))
+    _set_error(trace, out_trees[:1], outs[n_out:])
+    outs = outs[:n_out]
+    check_nans(trace, linear_solve_p, outs)
+    return outs
+
+
+checkify_rules[linear_solve_p] = _linear_solve_rule
