@@ -13,10 +13,8 @@ from plax.lowering.stablehlo import lower_jaxpr_to_module
 
 cuda_only_p = Primitive("cuda_only_kernel")
 abstract_eval_rules[cuda_only_p] = lambda x: x
-register_lowering(
-    cuda_only_p,
-    lambda ctx, x: [ctx.op1("stablehlo.custom_call", [x], attrs='call_target_name = "my_cuda_kernel"')],
-    platform="cuda")
+register_lowering(cuda_only_p, lambda ctx, x: [ctx.op1(
+    "stablehlo.custom_call", [x], attrs='call_target_name = "my_cuda_kernel"')], platform="cuda")
 defjvp(cuda_only_p, lambda t, ans, x: t)
 batch_rules[cuda_only_p] = lambda axis, vals, dims: (cuda_only_p.bind(*vals), dims[0])
 

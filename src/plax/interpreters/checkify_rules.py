@@ -35,7 +35,7 @@ from plax.first_order import reductions as _red
 from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
 from plax.higher_order import special as _special
-from plax.higher_order.bodies import (avals_of, closed_call, hoist_consts, permute_body, split,
+from plax.higher_order.bodies import (closed_call, hoist_consts, permute_body, split,
                                       trace_closed)
 from plax.higher_order.cond import cond_p
 from plax.higher_order.loops import while_p
@@ -518,7 +518,8 @@ def _with_error_operands(body, ne, n_consts, description, keep_error: bool):
                                  *ops[n_consts + ne:])
         return [*outs[ne:], *outs[:ne]] if keep_error else list(outs[ne:])
 
-    in_avals = [*body.in_avals[ne:ne + n_consts], *body.in_avals[:ne], *body.in_avals[ne + n_consts:]]
+    ins = body.in_avals
+    in_avals = [*ins[ne:ne + n_consts], *ins[:ne], *ins[ne + n_consts:]]
     return consts_as_inputs(trace_closed(solve, in_avals, description))
 
 
