@@ -19,6 +19,7 @@ from plax.core.hi_types import MutableHiType, register_hitype
 from plax.core.staging import StagingTrace
 from plax.core.trace import Tracer, current_trace, get_aval
 from plax.higher_order import ref_effects
+from plax.numpy.indexing import Slice
 from plax.transforms.linearize import PartialEvalTrace
 
 __all__ = ["AbstractRef", "Ref", "new_ref", "freeze", "get", "set", "swap", "addupdate",
@@ -131,33 +132,6 @@ class Ref:
         addupdate(self, idx, x)
 
 
-class Slice:
-    """``size`` elements from ``start`` (which may be traced), ``stride`` apart: a slice of a
-    reference whose start is only known at run time (made by ``plax.ds``)."""
-
-    __slots__ = ("start", "size", "stride")
-
-    def __init__(self, start, size, stride=1):
-        if not isinstance(size, (int, np.integer)) or isinstance(size, bool):
-            raise TypeError(f"ds: size must be a static int, got {size!r}.")
-        if int(size) < 0:
-            raise ValueError(f"ds: size must be non-negative, got {size}.")
-        if not isinstance(stride, (int, np.integer)) or int(stride) < 1:
-            raise ValueError(f"ds: stride must be a positive static int, got {stride!r}.")
-        self.start, self.size, self.stride = start, int(size), int(stride)
-
-    def __repr__(self):
-        return f"Slice(start={self.start!r}, size={self.size}, stride={self.stride})"
-
-    def __eq__(self, other):
-        return (type(other) is Slice and (self.start, self.size, self.stride)
-                == (other.start, other.size, other.stride))
-
-    def __hash__(self):
-        return hash((Slice, id(self.start) if isinstance(self.start, Tracer) else self.start,
-                     self.size, self.stride))
-
-
 def ds(start, size=None, stride=None):
     """A slice ``start : start + size`` (``stride`` apart) whose ``start`` may be traced:
     ``ds(None)`` is ``:``, ``ds(j)`` is ``:j``, ``ds(i, j)`` is ``i:i+j``. Use it to index
@@ -190,66 +164,39 @@ def _whole(idx) -> bool:
         idx == () or idx == (Ellipsis,)))
 
 
-def _split_dynamic(idx, ndim: int):
-    """``idx`` with its ``Slice``s taken out: ``(slices, rest)``, ``slices`` a list of
-    ``(axis, Slice)`` and ``rest`` the index to apply to the block they cut (None: no Slice)."""
+def _check_static_bounds(idx, shape) -> None:
+    """JAX's error for a static integer index outside its axis (array indexing would clamp
+    it, and ``list(ref)`` would then never end)."""
     items = idx if type(idx) is tuple else (idx,)
-    if not any(type(i) is Slice for i in items):
-        return None, idx
-    if sum(i is Ellipsis for i in items) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(1 for i in items if i is not Ellipsis and i is not None)
-    expanded = []
-    for i in items:
-        expanded += [slice(None)] * (ndim - consumed) if i is Ellipsis else [i]
-    slices, rest, axis = [], [], 0
-    for i in expanded:
-        if type(i) is Slice:
-            slices.append((axis, i))
-            rest.append(slice(None, None, i.stride) if i.stride != 1 else slice(None))
-        else:
-            rest.append(i)
-        if i is not None:
-            axis += 1
-    return slices, tuple(rest)
-
-
-def _block_start_and_size(s: Slice):
-    return s.start, (s.size - 1) * s.stride + 1 if s.size else 0
+    ints = [(k, i) for k, i in enumerate(items)
+            if isinstance(i, (int, np.integer)) and not isinstance(i, bool)]
+    if not ints:
+        return
+    n_indexing = sum(1 for i in items if i is not None and i is not Ellipsis)
+    ellipsis_at = next((k for k, i in enumerate(items) if i is Ellipsis), None)
+    for k, i in ints:
+        before = items[:k]
+        axis = sum(1 for j in before if j is not None and j is not Ellipsis)
+        if ellipsis_at is not None and ellipsis_at < k:
+            axis += len(shape) - n_indexing
+        if axis < len(shape) and not -shape[axis] <= int(i) < shape[axis]:
+            raise ValueError(f"Out of bound indexer: idx={int(i)}, dim={shape[axis]}.")
 
 
 def _read(value, idx):
-    """``value[idx]``, with ``Slice``s (traced starts) as dynamic slices."""
+    """``value[idx]`` (``Slice``s, traced starts, as dynamic slices)."""
     if _whole(idx):
         return value
-    slices, rest = _split_dynamic(idx, np.ndim(value))
-    if slices is None:
-        return value[idx]
-    from plax import lax
-    for axis, s in slices:
-        start, size = _block_start_and_size(s)
-        value = lax.dynamic_slice_in_dim(value, start, size, axis=axis)
-    return value[rest]
+    _check_static_bounds(idx, np.shape(value))
+    return value[idx]
 
 
 def _written(value, idx, new):
     """``value`` with ``value[idx]`` replaced by ``new``."""
     if _whole(idx):
         return new
-    slices, rest = _split_dynamic(idx, np.ndim(value))
-    if slices is None:
-        return value.at[idx].set(new)
-    from plax import lax
-    import plax.numpy as jnp
-    starts = [0] * np.ndim(value)
-    block = value
-    for axis, s in slices:
-        start, size = _block_start_and_size(s)
-        starts[axis] = start
-        block = lax.dynamic_slice_in_dim(block, start, size, axis=axis)
-    block = block.at[rest].set(new)
-    dtype = jnp.result_type(*[s for s in starts if not isinstance(s, int)] or [np.int32])
-    return lax.dynamic_update_slice(value, block, [jnp.asarray(s, dtype) for s in starts])
+    _check_static_bounds(idx, np.shape(value))
+    return value.at[idx].set(new)
 
 
 def get(ref: Ref, idx=None):

@@ -86,12 +86,15 @@ def call_with_hi_values(jitted, args, kwargs):
     n = len(args)
     static_nums = {i % n for i in jitted._static_argnums if -n <= i < n}
     # Static arguments travel as one hashable static argument of the inner jit.
+    # The arguments travel flat (their structure is static): rebuilding a user's pytree node
+    # around lo values would run its validation on them (a dataclass's __post_init__).
+    leaves, structure = tree_util.tree_flatten(
+        (tuple(None if i in static_nums else a for i, a in enumerate(args)),
+         {k: v for k, v in kwargs.items() if k not in jitted._static_argnames}))
     static = (tuple((i, args[i]) for i in sorted(static_nums)),
-              tuple((k, v) for k, v in sorted(kwargs.items()) if k in jitted._static_argnames))
-    lowered = (tuple(None if i in static_nums else tree_util.tree_map(_lower, a)
-                     for i, a in enumerate(args)),
-               {k: tree_util.tree_map(_lower, v) for k, v in kwargs.items()
-                if k not in jitted._static_argnames})
+              tuple((k, v) for k, v in sorted(kwargs.items()) if k in jitted._static_argnames),
+              structure)
+    lowered = tuple(_lower(x) for x in leaves)
     objects = [leaf for i, a in enumerate(args) if i not in static_nums
                for leaf in tree_util.tree_leaves(a) if type(leaf) in hi_value_types]
     objects += [leaf for k, v in sorted(kwargs.items()) if k not in jitted._static_argnames
@@ -137,10 +140,9 @@ def _inner_jit(jitted):
     user_fun = jitted._fun
 
     def lo_fun(lowered, static, closed_values):
-        lowered_args, lowered_kwargs = tree_util.tree_map(
-            lambda x: _raise(x) if _is_lo_values(x) else x, lowered, is_leaf=_is_lo_values)
-        mutable = [x for x in tree_util.tree_leaves((lowered_args, lowered_kwargs))
-                   if type(x) in hi_value_types and hi_type_of(x).has_qdd]
+        leaves = [_raise(x) if _is_lo_values(x) else x for x in lowered]
+        mutable = [x for x in leaves if type(x) in hi_value_types and hi_type_of(x).has_qdd]
+        lowered_args, lowered_kwargs = tree_util.tree_unflatten(static[2], leaves)
         full = list(lowered_args)
         for i, value in static[0]:
             full[i] = value

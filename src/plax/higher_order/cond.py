@@ -149,6 +149,7 @@ def _bind_cond(index, funs, names, operands, api, platforms=None):
     passed = ref_effects.refs_passed_in(tuple(operands))
     if passed is not None:  # references among the operands: closed over by the branches
         operands, put_back = passed
+        operands = tuple(operands)
         funs = [_with_refs_put_back(f, put_back) for f in funs]
     # References the branches close over from outside: each branch returns their values.
     return ref_effects.with_closed_refs(

@@ -55,6 +55,7 @@ from plax.first_order import conversion as _conversion
 from plax.first_order import reductions as _reductions
 from plax.first_order.ad_util import zeros_like_aval
 from plax.first_order.batch_util import batched_aval, move_batch_dim, moveaxis
+from plax.higher_order import ref_effects
 from plax.higher_order.remat_opt import remat_opt_fwd
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
@@ -334,7 +335,16 @@ def _bind_staged(prim, args, params):
     """Trace the function to a jaxpr and bind the staged form (for every staging trace)."""
     staged = dict(params)
     fun = staged.pop("fun")
-    jaxpr, consts = trace_to_jaxpr(fun, [get_aval(a) for a in args], description=params["name"])
+    avals = [get_aval(a) for a in args]
+    # References the function reads are constants of its jaxpr (closed-over values, which
+    # the custom rule does not differentiate); writing one is refused, as in JAX.
+    jaxpr, consts = ref_effects.trace_reading_refs(
+        fun, lambda f: trace_to_jaxpr(f, avals, description=params["name"]),
+        writes_refused=NotImplementedError(
+            f"No state discharge rule implemented for primitive: {prim.name} (the function "
+            f"{params['name']} writes a mutable array reference it closes over while being "
+            "staged: under jit, write the reference outside the custom_jvp/custom_vjp "
+            "function, or return the new value)."))
     # Closed-over values become leading arguments, so enclosing traces see them as inputs.
     call, consts = consts_as_inputs(ClosedJaxpr(jaxpr, consts))
     return Primitive.bind(prim, *consts, *args, call_jaxpr=call, num_consts=len(consts),

@@ -159,15 +159,20 @@ def with_closed_refs(run_plain, run_threaded):
             refs += new
 
 
-def trace_reading_refs(flat_fun, trace):
+def trace_reading_refs(flat_fun, trace, writes_refused=None):
     """``trace(flat_fun)``, references closed over from outside read as constants and
-    nothing written back (nothing runs: make_jaxpr, eval_shape)."""
+    nothing written back (nothing runs: make_jaxpr, eval_shape). ``writes_refused``: the
+    error to raise if ``flat_fun`` writes one (a body whose primitive carries no state)."""
     def attempt(refs):
         held = read_all(refs)
 
         def with_refs(*flat):
             with bound(refs, held):
-                return flat_fun(*flat)
+                out = flat_fun(*flat)
+                if writes_refused is not None and any(
+                        a is not b for a, b in zip(final_values(refs), held)):
+                    raise writes_refused
+                return out
         return trace(with_refs if refs else flat_fun)
     return with_closed_refs(lambda: attempt(()), attempt)
 
@@ -187,21 +192,24 @@ def is_reference(x) -> bool:
 
 
 def refs_passed_in(args):
-    """``args`` (a pytree) with its references taken out, and a function putting them back
-    into such a pytree; None when it holds none. (A reference passed to a body is then
-    closed over by it, and carried as every closed-over reference is.)"""
+    """The leaves of ``args`` (a pytree) that are not references, and a function rebuilding
+    ``args`` from such leaves (the references put back); None when it holds none. (A
+    reference passed to a body is then closed over by it, and carried as every closed-over
+    reference is. The user's containers are only ever rebuilt around their own kinds of
+    values: a dataclass may check its fields.)"""
     if not hi_value_types:
         return None
     leaves, tree = tree_util.tree_flatten(args)
     if not any(is_reference(x) for x in leaves):
         return None
-    kept = [None if is_reference(x) else x for x in leaves]
+    kept = [i for i, x in enumerate(leaves) if not is_reference(x)]
 
-    def put_back(without):
-        flat = tree_util.tree_leaves(without, is_leaf=lambda x: x is None)
-        return tree_util.tree_unflatten(tree, [x if is_reference(x) else w
-                                               for x, w in zip(leaves, flat)])
-    return tree_util.tree_unflatten(tree, kept), put_back
+    def put_back(values):
+        full = list(leaves)
+        for i, v in zip(kept, values):
+            full[i] = v
+        return tree_util.tree_unflatten(tree, full)
+    return [leaves[i] for i in kept], put_back
 
 
 def refuse_carried_references(api: str, values) -> None:

@@ -20,12 +20,14 @@ from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, consts_as_inputs, eval_jaxp
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
                              is_undefined, jvp_rules, lowering_rules, param_printers,
-                             partial_eval_rules, register_lowering, transpose_rules)
+                             partial_eval_rules, register_lowering, tangent_aval,
+                             transpose_rules)
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval, set_current_trace
 from plax.first_order.batch_util import vectorized
 from plax.first_order.dot import dot_general_p
 from plax.first_order.utility import optimization_barrier
+from plax.higher_order import ref_effects
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.transforms.toolkit import (batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr,
@@ -59,11 +61,16 @@ def _bind(body: ClosedJaxpr, args, **params):
 def _jvp(primals, tangents, *, jaxpr, prevent_cse, differentiated, policy):
     """A checkpoint of the body's jvp (so the jvp is recomputed, not stored, too)."""
     nonzeros = [type(t) is not Zero for t in tangents]
-    body, _ = jvp_jaxpr(jaxpr, nonzeros, instantiate=True, description="checkpoint")
+    body, out_nonzeros = jvp_jaxpr(jaxpr, nonzeros, instantiate=False,
+                                   description="checkpoint")
     outs = _bind(body, [*primals, *(t for t in tangents if type(t) is not Zero)],
                  prevent_cse=prevent_cse, differentiated=True, policy=policy)
     m = len(jaxpr.out_avals)
-    return outs[:m], outs[m:]
+    # (An output that does not depend on the inputs has a symbolic zero tangent: a
+    # reference's final value may then be stored outside the differentiation.)
+    nonzero_tangents = iter(outs[m:])
+    return outs[:m], [next(nonzero_tangents) if nz else Zero(tangent_aval(a))
+                      for nz, a in zip(out_nonzeros, jaxpr.out_avals)]
 
 
 jvp_rules[checkpoint_p] = _jvp
@@ -324,25 +331,55 @@ def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnum
     def checkpointed(*args, **kwargs):
         n = len(args)
         static = {i % n for i in statics if -n <= i < n}
-        dyn = [a for i, a in enumerate(args) if i not in static]
-        leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
-        box = []
+        given = ([a for i, a in enumerate(args) if i not in static], kwargs)
+        rebuild = None
+        passed = ref_effects.refs_passed_in(given)
+        if passed is not None:  # references among the arguments: closed over by the body
+            given, rebuild = passed
 
-        def flat(*xs):
-            d, kw = tree_util.tree_unflatten(in_tree, list(xs))
+        def call(dyn_kw):
+            d, kw = dyn_kw if rebuild is None else rebuild(dyn_kw)
             it = iter(d)
-            full = [args[i] if i in static else next(it) for i in range(n)]
-            out_leaves, out_tree = tree_util.tree_flatten(fun(*full, **kw))
-            box.append(out_tree)
-            return out_leaves
+            return fun(*[args[i] if i in static else next(it) for i in range(n)], **kw)
 
-        jaxpr, consts = trace_to_jaxpr(flat, [get_aval(x) for x in leaves],
-                                       description=getattr(fun, "__name__", "checkpoint"))
-        outs = _bind(ClosedJaxpr(jaxpr, consts), leaves, prevent_cse=prevent_cse,
-                     differentiated=False, policy=policy)
-        return tree_util.tree_unflatten(box[0], outs)
+        leaves, in_tree = tree_util.tree_flatten(given)
+        name = getattr(fun, "__name__", "checkpoint")
+        params = dict(prevent_cse=prevent_cse, differentiated=False, policy=policy)
+        # References the body closes over (or was given) are discharged as a loop body's
+        # are: their values are extra inputs, their final values extra outputs, written back.
+        return ref_effects.with_closed_refs(
+            lambda: _checkpoint_call(call, name, leaves, in_tree, (), params),
+            lambda refs: _checkpoint_call(call, name, leaves, in_tree, refs, params))
 
     return checkpointed
+
+
+def _checkpoint_call(call, name, leaves, in_tree, refs, params):
+    """``call`` (of the unflattened ``leaves``) staged as one checkpoint equation (the values
+    ``refs`` hold passed in first; the final values of those it writes returned last and
+    written back)."""
+    box, written = [], []
+    k = len(refs)
+
+    def flat(*xs):
+        held, xs = xs[:k], xs[k:]
+        with ref_effects.bound(refs, held):
+            out_leaves, out_tree = tree_util.tree_flatten(
+                call(tree_util.tree_unflatten(in_tree, list(xs))))
+            finals = ref_effects.final_values(refs)
+        ref_effects.refuse_carried_references("checkpoint", out_leaves)
+        # Only the references the body wrote come out (a read-only one stays as it was).
+        written[:] = [r for r, f, h in zip(refs, finals, held) if f is not h]
+        box.append(out_tree)
+        return out_leaves + [f for f, h in zip(finals, held) if f is not h]
+
+    held = ref_effects.read_all(refs)
+    jaxpr, consts = trace_to_jaxpr(flat, [get_aval(x) for x in (*held, *leaves)],
+                                   description=name)
+    outs = _bind(ClosedJaxpr(jaxpr, consts), [*held, *leaves], **params)
+    m = len(outs) - len(written)
+    ref_effects.write_all(written, outs[m:])
+    return tree_util.tree_unflatten(box[0], outs[:m])
 
 
 remat = checkpoint

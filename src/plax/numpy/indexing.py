@@ -34,6 +34,87 @@ from plax.runtime.array import ARRAY_TYPES
 __all__ = ["take", "take_along_axis"]
 
 
+class Slice:
+    """``size`` elements from ``start`` (which may be traced), ``stride`` apart: a slice of a
+    reference or an array whose start is only known at run time (made by ``plax.ds``)."""
+
+    __slots__ = ("start", "size", "stride")
+
+    def __init__(self, start, size, stride=1):
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool):
+            raise TypeError(f"ds: size must be a static int, got {size!r}.")
+        if int(size) < 0:
+            raise ValueError(f"ds: size must be non-negative, got {size}.")
+        if not isinstance(stride, (int, np.integer)) or int(stride) < 1:
+            raise ValueError(f"ds: stride must be a positive static int, got {stride!r}.")
+        self.start, self.size, self.stride = start, int(size), int(stride)
+
+    def __repr__(self):
+        return f"Slice(start={self.start!r}, size={self.size}, stride={self.stride})"
+
+    def __eq__(self, other):
+        return (type(other) is Slice and (self.start, self.size, self.stride)
+                == (other.start, other.size, other.stride))
+
+    def __hash__(self):
+        return hash((Slice, id(self.start) if isinstance(self.start, Tracer) else self.start,
+                     self.size, self.stride))
+
+
+class _DynamicSlices(Exception):
+    """Raised by the index parser on a ``Slice``: the caller takes the dynamic-slice road
+    (so the common path pays nothing for it)."""
+
+
+def _split_dynamic(idx, ndim: int):
+    """``idx`` with its ``Slice``s taken out: ``(slices, rest)``, ``slices`` a list of
+    ``(axis, block start, block size)`` and ``rest`` the index to apply to the block."""
+    items = idx if type(idx) is tuple else (idx,)
+    if sum(i is Ellipsis for i in items) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(1 for i in items if i is not Ellipsis and i is not None)
+    expanded = []
+    for i in items:
+        expanded += [slice(None)] * (ndim - consumed) if i is Ellipsis else [i]
+    slices, rest, axis = [], [], 0
+    for i in expanded:
+        if type(i) is Slice:
+            slices.append((axis, i.start, (i.size - 1) * i.stride + 1 if i.size else 0))
+            rest.append(slice(None, None, i.stride) if i.stride != 1 else slice(None))
+        else:
+            rest.append(i)
+        if i is not None:
+            axis += 1
+    return slices, tuple(rest)
+
+
+def _cut_blocks(arr, idx):
+    """The block of ``arr`` the ``Slice``s of ``idx`` cut (dynamic slices, starts clamped
+    as ``lax.dynamic_slice`` clamps them), their start indices, and the rest of ``idx``."""
+    ndim = get_aval(arr).ndim
+    slices, rest = _split_dynamic(idx, ndim)
+    starts = [0] * ndim
+    for axis, start, size in slices:
+        starts[axis] = start
+        arr = lax.dynamic_slice_in_dim(arr, start, size, axis=axis)
+    return arr, starts, rest
+
+
+def _take_with_dynamic_slices(arr, idx, **kw):
+    block, _, rest = _cut_blocks(arr, idx)
+    return rewriting_take(block, rest, **kw)
+
+
+def _update_with_dynamic_slices(x, idx, y, kind, **kw):
+    x = util.as_operand(x)
+    block, starts, rest = _cut_blocks(x, idx)
+    block = _scatter_update(block, rest, y, kind, **kw)
+    traced = [s for s in starts if not isinstance(s, int)]
+    dtype = dtypes.result_type(*traced) if traced else np.dtype(np.int32)
+    return lax.dynamic_update_slice(x, block, [lax.convert_element_type(s, dtype)
+                                               for s in starts])
+
+
 # --- parsing an index -------------------------------------------------------------------
 class _Adv(NamedTuple):
     """An advanced index entry: an integer array (host or traced) indexing one axis, or the
@@ -110,6 +191,8 @@ def _convert_entry(i):
         if not np.iinfo(dt).min <= k <= np.iinfo(dt).max:
             raise OverflowError(f"Python int {k} too large to convert to {dt.name}")
         return k
+    if type(i) is Slice:
+        raise _DynamicSlices
     raise TypeError(f"Indexing with {i!r} of type {type(i).__name__} is not supported: indices "
                     "must be integers, slices, None, Ellipsis, or integer/boolean arrays.")
 
@@ -413,7 +496,12 @@ def rewriting_take(arr, idx, *, mode=None, fill_value=None, indices_are_sorted=F
                    unique_indices=False):
     """``arr[idx]``: basic indices stage as slices, advanced ones as one gather."""
     arr = util.as_operand(arr)
-    entries = _parse(idx, get_aval(arr).shape)
+    try:
+        entries = _parse(idx, get_aval(arr).shape)
+    except _DynamicSlices:  # plax.ds(start, size) entries: dynamic slices first
+        return _take_with_dynamic_slices(arr, idx, mode=mode, fill_value=fill_value,
+                                         indices_are_sorted=indices_are_sorted,
+                                         unique_indices=unique_indices)
     if not _is_advanced(entries) and mode is None and fill_value is None:
         return _basic_take(arr, entries)
     return _gather(arr, entries, mode=mode, fill_value=fill_value,
@@ -448,6 +536,13 @@ def _scatter_update(x, idx, y, kind: str, *, indices_are_sorted=False, unique_in
     """``x`` with ``y`` combined (``kind``) into ``x[idx]``: one scatter. The operation runs
     in the promoted dtype of ``x`` and ``y``; the result has the dtype of ``x``."""
     x = util.as_operand(x)
+    try:
+        entries = _parse(idx, get_aval(x).shape)
+    except _DynamicSlices:  # plax.ds(start, size) entries: a dynamic slice updated
+        return _update_with_dynamic_slices(
+            x, idx, y, kind, indices_are_sorted=indices_are_sorted,
+            unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices)
     if isinstance(y, (list, tuple)):
         y = np.asarray(y)
     util.check_arraylike(f"x.at[idx].{kind}", y)
@@ -463,7 +558,6 @@ def _scatter_update(x, idx, y, kind: str, *, indices_are_sorted=False, unique_in
     if dtypes.is_bool(dt) and kind in ("add", "mul"):
         raise TypeError(f"{kind} does not accept dtype bool: x.at[idx].{kind} needs a numeric "
                         "array (use set, min or max for booleans).")
-    entries = _parse(idx, xa.shape)
     basic = not _is_advanced(entries)
     plan = _plan(xa.shape, entries, wrap_negative_indices)
     y_p = _broadcast_updates(y_p, plan.out_shape)
@@ -526,7 +620,13 @@ class _IndexUpdateRef:
             wrap_negative_indices=True):
         """``x[idx]``, with control over out-of-bounds indices (and the result's sharding)."""
         x = util.as_operand(self.array)
-        entries = _parse(self.index, get_aval(x).shape)
+        try:
+            entries = _parse(self.index, get_aval(x).shape)
+        except _DynamicSlices:
+            block, _, rest = _cut_blocks(x, self.index)
+            return _IndexUpdateRef(block, rest).get(
+                indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                mode=mode, fill_value=fill_value, wrap_negative_indices=wrap_negative_indices)
         if (not _is_advanced(entries) and mode is None and fill_value is None
                 and wrap_negative_indices and _static_in_bounds(entries, get_aval(x).shape)):
             return _basic_take(x, entries)

@@ -79,6 +79,12 @@ def where_to_run(closed, args, in_shardings, out_shardings, name: str):
 _inner = WeakKeyCache("sharding constraints in jaxprs")
 
 
+def type_sharding(aval):
+    """The sharding ``aval`` carries in its type, or None: only arrays' types carry one (a
+    token's, a reference's or a library hi type's type has none)."""
+    return getattr(aval, "_sharding", None)
+
+
 def inner_shardings(closed) -> list:
     """The shardings of the sharding constraints in ``closed`` and the bodies it calls, and
     those in its values' types (over AbstractMeshes)."""
@@ -90,7 +96,7 @@ def inner_shardings(closed) -> list:
 
         def walk(jaxpr):
             for v in jaxpr.invars:
-                if v.aval._sharding is not None:
+                if type_sharding(v.aval) is not None:
                     found.append(v.aval._sharding)
             for eqn in jaxpr.eqns:
                 if eqn.primitive.name == "sharding_constraint":
@@ -101,7 +107,7 @@ def inner_shardings(closed) -> list:
                     found.extend(s for s in eqn.params.get(key) or ()
                                  if isinstance(s, NamedSharding))
                 for v in eqn.outvars:  # a type split over Explicit axes (an AbstractMesh)
-                    if v.aval._sharding is not None:
+                    if type_sharding(v.aval) is not None:
                         found.append(v.aval._sharding)
                         break
                 for sub in subjaxprs(eqn.params):
@@ -361,7 +367,7 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
 def _typed_results(jaxpr, out_shardings, in_shardings) -> tuple:
     """``out_shardings`` with the results XLA would choose for pinned to their types, where
     types carry shardings (Explicit axes): the results are laid out as typed."""
-    if not any(v.aval._sharding is not None for v in jaxpr.outvars) and not any(
+    if not any(type_sharding(v.aval) is not None for v in jaxpr.outvars) and not any(
             isinstance(s, NamedSharding) and s.mesh.explicit_axes
             for s in (*in_shardings, *out_shardings)):
         return tuple(out_shardings)
@@ -369,7 +375,7 @@ def _typed_results(jaxpr, out_shardings, in_shardings) -> tuple:
                  if isinstance(s, NamedSharding) and isinstance(s.mesh, Mesh)), None)
     out = []
     for s, v in zip(out_shardings, jaxpr.outvars):
-        if s is None and v.aval._sharding is not None:
+        if s is None and type_sharding(v.aval) is not None:
             s = concrete_sharding(v.aval._sharding, mesh)
         elif s is None and mesh is not None and mesh.axis_names and \
                 mesh.explicit_axes == mesh.axis_names:
