@@ -14,20 +14,35 @@ from plax.core.staging import StagingTrace, StagingTracer
 from plax.core.trace import current_trace
 
 
+# A context manager yielding a list that, once the block has run, holds the values stored
+# outside its result meanwhile (mutable references' new contents: these must stay too).
+# Installed by plax.higher_order.ref_effects, which sits above this module.
+_stores_tracker = None
+
+
+def install_stores_tracker(tracker) -> None:
+    global _stores_tracker
+    _stores_tracker = tracker
+
+
 def stage_without_dead_code(run, kept):
     """``run()``; under a jit/make_jaxpr trace, without what ``kept(result)`` does not need.
 
     Elsewhere (eagerly, or inside another transformation) this is just ``run()``.
     Only the equations (and hoisted constants) added while ``run`` ran are candidates,
     so what was staged before or after is untouched. Values computed by ``run`` must
-    leave it only through ``kept(result)``.
+    leave it only through ``kept(result)`` or a mutable reference.
     """
     trace = current_trace()
     if not (isinstance(trace, StagingTrace) and trace.records_all):
         return run()
     first_eqn, first_const = len(trace.eqns), len(trace.const_order)
-    result = run()
-    live = {x._var for x in tree_util.tree_leaves(kept(result))
+    if _stores_tracker is None:
+        result, stored = run(), []
+    else:
+        with _stores_tracker() as stored:
+            result = run()
+    live = {x._var for x in [*tree_util.tree_leaves(kept(result)), *stored]
             if isinstance(x, StagingTracer) and x._trace is trace}
     trace.eqns[first_eqn:] = dce_eqns(trace.eqns[first_eqn:], live)
     _drop_unused_consts(trace, first_const, live)
