@@ -37,8 +37,14 @@ def test_vmap_over_a_split_stateful_rng_matches_jax(transform):
 
 
 def test_vmap_over_an_unsplit_stateful_rng_is_refused():
-    with pytest.raises(ValueError, match="vmapped value on an unbatched array reference"):
+    with pytest.raises(ValueError, match="performing an addupdate operation with vmapped "
+                                         "value on an unbatched array reference"):
         plax.vmap(_draw, in_axes=(None, 0))(xrandom.stateful_rng(1), jnp.zeros(3))
+    r = plax.new_ref(jnp.float32(0.0))
+    with pytest.raises(ValueError, match="performing an addupdate operation with vmapped"):
+        plax.vmap(lambda x: r.addupdate(x))(jnp.ones(2))
+    with pytest.raises(ValueError, match="performing a set/swap operation with vmapped"):
+        plax.vmap(lambda x: r.__setitem__(..., x))(jnp.ones(2))
 
 
 # --- references inside checkpoint bodies ---------------------------------------------------

@@ -223,7 +223,7 @@ def addupdate(ref: Ref, idx, x) -> None:
     current = ref_effects.read(ref)
     old = _read(current, idx)
     x = _as_value(ref, x, get_aval(old), "addupdate")
-    ref_effects.write(ref, _written(current, idx, old + x))
+    ref_effects.write(ref, _written(current, idx, old + x), operation="an addupdate")
 
 
 def new_ref(init_val, *, memory_space=None, kind=None) -> Ref:

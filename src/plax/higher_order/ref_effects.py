@@ -86,10 +86,11 @@ def read(ref):
     return ref._value
 
 
-def write(ref, value, written_back: bool = False) -> None:
+def write(ref, value, written_back: bool = False, operation: str = "a set/swap") -> None:
     """Store ``value`` (an array of ``ref``'s type) into ``ref`` from the current trace.
     ``written_back``: the final value of a call or loop that carried the reference, which a
-    ``vmap`` around it accepts unless it is batched."""
+    ``vmap`` around it accepts unless it is batched. ``operation`` names the write in
+    errors."""
     if value is ref._value:
         return  # (carried through unchanged)
     live, trace = ref._live, current_trace()
@@ -100,7 +101,7 @@ def write(ref, value, written_back: bool = False) -> None:
             if isinstance(t, BatchTrace) and not (written_back and not (
                     isinstance(value, Tracer) and _encloses(t, value._trace))):
                 raise ValueError(
-                    "Exception performing a set/swap operation with vmapped value on an "
+                    f"Exception performing {operation} operation with vmapped value on an "
                     f"unbatched array reference of type {ref.aval}. Move the array reference "
                     "to be an argument to the vmapped function?")
         value = _settle(ref, value, live)
