@@ -29,3 +29,26 @@ __all__ = [
     "bcoo_transpose", "bcoo_transpose_p", "CuSparseEfficiencyWarning", "SparseEfficiencyError",
     "SparseEfficiencyWarning",
 ]
+
+# The other formats' names, loaded with their modules on first use: name -> module.
+_FORMAT_NAMES = {
+    **{name: "bcsr" for name in (
+        "BCSR", "bcsr_broadcast_in_dim", "bcsr_concatenate", "bcsr_dot_general",
+        "bcsr_dot_general_p", "bcsr_extract", "bcsr_extract_p", "bcsr_fromdense",
+        "bcsr_fromdense_p", "bcsr_sum_duplicates", "bcsr_todense", "bcsr_todense_p")},
+    **{name: "coo" for name in (
+        "COO", "coo_fromdense", "coo_fromdense_p", "coo_matmat", "coo_matmat_p", "coo_matvec",
+        "coo_matvec_p", "coo_todense", "coo_todense_p")},
+    **{name: "csr" for name in (
+        "CSR", "CSC", "csr_fromdense", "csr_fromdense_p", "csr_matmat", "csr_matmat_p",
+        "csr_matvec", "csr_matvec_p", "csr_todense", "csr_todense_p")},
+}
+
+
+def __getattr__(name):
+    import importlib
+    if name in _FORMAT_NAMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_FORMAT_NAMES[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
