@@ -16,7 +16,7 @@ the duration ``cache_retrieval_time_sec``).
 """
 from __future__ import annotations
 
-from plax.runtime import xla
+from plax.runtime import pipeline_steps, xla
 
 __all__ = [
     "clear_event_listeners", "record_event", "record_event_duration_secs",
@@ -126,7 +126,7 @@ _STEP_EVENTS = frozenset({
 
 
 def _record_span(event: str, start: float, end: float, **kwargs) -> None:
-    """The runtime's report of a timed step (``xla.span_recorder``)."""
+    """The runtime's report of a timed step (``pipeline_steps.span_recorder``)."""
     if event in _STEP_EVENTS:
         record_scalar(event, start, **kwargs)
         record_event_duration_secs(event, end - start, **kwargs)
@@ -135,5 +135,5 @@ def _record_span(event: str, start: float, end: float, **kwargs) -> None:
         record_event_duration_secs(event, end - start, **kwargs)
 
 
-xla.event_recorder = record_event
-xla.span_recorder = _record_span
+pipeline_steps.event_recorder = record_event
+pipeline_steps.span_recorder = _record_span

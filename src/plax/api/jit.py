@@ -24,7 +24,7 @@ from plax.higher_order import pjit
 from plax.higher_order import ref_effects
 from plax.higher_order.ref_effects import RefsCaptured
 from plax.higher_order.pjit import pjit_p
-from plax.runtime import cpp_jit, dispatch, jitted, tokens, xla
+from plax.runtime import cpp_jit, dispatch, jitted, pipeline_steps, tokens, xla
 from plax.sharding import NamedSharding
 from plax.sharding.mesh import context_mesh
 from plax.sharding.named import typed_aval
@@ -368,7 +368,7 @@ class JitWrapped:
         names = flat_arg_names(fun, args, kwargs, static_nums)
         names = names if len(names) == len(avals) else None
         # (the step: for the profiler and plax.monitoring)
-        with fresh_name_stack(), xla.step("trace", name, TRACE_EVENT):
+        with fresh_name_stack(), pipeline_steps.step("trace", name, TRACE_EVENT):
             jaxpr, consts = trace_to_jaxpr(flat_fun, list(avals), description=name,
                                            arg_names=names)
         entry = _JitEntry()

@@ -17,7 +17,7 @@ from plax.core.jaxpr import Jaxpr, JaxprEqn, Var
 from plax.core.primitive import abstract_eval, impl_rules
 from plax.core.trace import install_eager_evaluation
 from plax.lowering.stablehlo import lower_jaxpr_to_module
-from plax.runtime import tokens, xla
+from plax.runtime import pipeline_steps, tokens, xla
 from plax.runtime.array import CONCRETE, Array, buffer_of, make_array
 from plax.sharding.named import typed_aval
 from plax.sharding.single import SingleDeviceSharding
@@ -308,7 +308,7 @@ def arrays_from_results(bufs, avals, committed: bool, special: tuple) -> list:
 
 def compile_jaxpr(jaxpr: Jaxpr, device, name: str = "main") -> CompiledProgram:
     shown = f"jit({name[4:]})" if name.startswith("jit_") else name  # (profiler, monitoring)
-    with xla.step("lower", shown, "/jax/core/compile/jaxpr_to_mlir_module_duration"):
+    with pipeline_steps.step("lower", shown, "/jax/core/compile/jaxpr_to_mlir_module_duration"):
         text = lower_jaxpr_to_module(jaxpr, module_name=name, platform=device.platform)
     exe = xla.compile(text, [device])
     in_avals = [v.aval for v in list(jaxpr.constvars) + list(jaxpr.invars)]

@@ -13,7 +13,7 @@ from plax.core.caches import WeakKeyCache
 from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, open_jaxpr, subjaxprs
 from plax.lowering.stablehlo import lower_jaxpr_to_module
-from plax.runtime import dispatch, spmd, xla
+from plax.runtime import dispatch, pipeline_steps, spmd, xla
 from plax.runtime.dispatch import CompiledProgram, to_buffer
 
 
@@ -136,7 +136,7 @@ def lower_jitted(call: JitCall, platform: str | None = None):
     donated = dispatch.usable_donations(jaxpr, [bool(call.donated_invars[i]) for i in kept],
                                         call.name)
     attrs = ["jax.buffer_donor = true" if d else "" for d in donated]
-    with xla.step("lower", f"jit({call.name})", LOWER_EVENT):
+    with pipeline_steps.step("lower", f"jit({call.name})", LOWER_EVENT):
         text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{call.name}", arg_attrs=attrs,
                                      platform=platform or dispatch.default_device().platform)
     return text, jaxpr, kept, donated

@@ -24,7 +24,7 @@ from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, open_jaxpr, subjaxprs
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.core.effects import jaxpr_effects, ordered_effects_of
-from plax.runtime import dispatch, tokens, xla
+from plax.runtime import dispatch, pipeline_steps, tokens, xla
 from plax.runtime.dispatch import is_spread
 from plax.runtime.array import CONCRETE, Array, buffer_of
 from plax.sharding.mesh import Mesh, meshes_made
@@ -357,7 +357,7 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
     arg_attrs = [arg_attr(d, s, v.aval) for d, s, v in zip(donated, in_shardings, jaxpr.invars)]
     result_attrs = [attr(s, v.aval) if s is not None else ""
                     for s, v in zip(out_shardings, jaxpr.outvars)]
-    with xla.step("lower", f"jit({name})", "/jax/core/compile/jaxpr_to_mlir_module_duration"):
+    with pipeline_steps.step("lower", f"jit({name})", "/jax/core/compile/jaxpr_to_mlir_module_duration"):
         text = lower_jaxpr_to_module(
             jaxpr, module_name=f"jit_{name}", num_partitions=len(devices), arg_attrs=arg_attrs,
             result_attrs=result_attrs, platform=devices[0].platform, devices=devices)

@@ -24,6 +24,7 @@ import jaxlib.xla_client as xc
 from jaxlib import _jax, _profile_data, _profiler
 
 from plax.core.config import config
+from plax.runtime import pipeline_steps
 
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
@@ -424,7 +425,7 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
     entry exists, written to it after XLA compiles them. ``fun_name`` (``"jit(f)"``) names
     the program to the profiler and plax.monitoring (default: from the module's name).
     """
-    with step("compile", fun_name or (lambda: module_fun_name(text)), BACKEND_COMPILE_EVENT):
+    with pipeline_steps.step("compile", fun_name or (lambda: module_fun_name(text)), BACKEND_COMPILE_EVENT):
         return _compile(text, devices, num_replicas, num_partitions, spmd, options)
 
 
@@ -442,17 +443,17 @@ def _compile(text, devices, num_replicas, num_partitions, spmd, options):
         elif _hlo_transforms:  # a registered pass must see every compilation
             compile_cache.note_uncacheable(text, "registered HLO module transformations")
         else:
-            record_event(CACHE_EVENTS + "compile_requests_use_cache")
+            pipeline_steps.record_event(CACHE_EVENTS + "compile_requests_use_cache")
             key = _cache_key(text, client, devices, num_replicas, num_partitions, spmd, options)
             fetch_start = time.time()
             exe = _cache_fetch(key, text, client, device_list, co)
             if exe is not None:
-                record_event(CACHE_EVENTS + "cache_hits")
-                if span_recorder is not None:
-                    span_recorder(CACHE_EVENTS + "cache_retrieval_time_sec", fetch_start,
+                pipeline_steps.record_event(CACHE_EVENTS + "cache_hits")
+                if pipeline_steps.span_recorder is not None:
+                    pipeline_steps.span_recorder(CACHE_EVENTS + "cache_retrieval_time_sec", fetch_start,
                                   time.time())
                 return exe
-            record_event(CACHE_EVENTS + "cache_misses")
+            pipeline_steps.record_event(CACHE_EVENTS + "cache_misses")
     start = time.perf_counter()
     try:
         if callbacks:  # only the parsed-module overload takes host callbacks
@@ -539,7 +540,7 @@ def _watched(run, exe, args, handlers, text):
     if config.read("no_execution"):
         raise RuntimeError(f"JAX tried to execute function {name}, but the no_execution "
                            "config option is set (plax.no_execution).")
-    with step("execute", name):
+    with pipeline_steps.step("execute", name):
         return run(exe, args, handlers)
 
 
@@ -846,6 +847,7 @@ ProfileData = _profile_data.ProfileData
 ProfileEvent = _profile_data.ProfileEvent
 ProfilePlane = _profile_data.ProfilePlane
 profiler_active = TraceMe.is_enabled  # is a profiler session collecting annotations now?
+pipeline_steps.TraceMe = TraceMe
 
 
 def profiler_session(options):
@@ -880,53 +882,6 @@ def profiled_instructions_proto(tensorboard_dir: str) -> bytes:
 def heap_profile(client) -> bytes:
     """The client's live buffers and executables as a pprof protocol buffer (not gzipped)."""
     return client.heap_profile()
-
-
-# plax.monitoring's recorders, installed when it is imported (it sits above the runtime;
-# with it not imported no listener can exist): ``event_recorder(event, **kwargs)`` and
-# ``span_recorder(event, start, end, **kwargs)`` (seconds since the epoch).
-event_recorder = None
-span_recorder = None
-
-
-def record_event(event: str) -> None:
-    """Report ``event`` to plax.monitoring's listeners, if it is loaded."""
-    if event_recorder is not None:
-        event_recorder(event)
-
-
-class step:
-    """One step of plax's pipeline (trace, lower, compile, execute) as the profiler and
-    plax.monitoring see it: while a profiler session is active, a TraceMe named
-    ``"<what> <fun_name>"``; with plax.monitoring loaded, the step's span reported as
-    ``event`` (when given). ``fun_name`` may be a function computing the name, called only
-    when someone looks. With neither, entering and leaving cost two flag reads."""
-
-    __slots__ = ("_what", "_event", "_fun_name", "_traceme", "_start")
-
-    def __init__(self, what: str, fun_name, event: str | None = None):
-        self._what, self._fun_name, self._event = what, fun_name, event
-
-    def _name(self) -> str:
-        name = self._fun_name
-        if callable(name):
-            name = self._fun_name = name()
-        return name
-
-    def __enter__(self):
-        self._traceme = None
-        if profiler_active():
-            self._traceme = TraceMe(f"{self._what} {self._name()}")
-            self._traceme.__enter__()
-        self._start = time.time() if self._event and span_recorder is not None else None
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if self._start is not None and exc_type is None:
-            span_recorder(self._event, self._start, time.time(), fun_name=self._name())
-        if self._traceme is not None:
-            self._traceme.__exit__(exc_type, exc, tb)
-        return False
 
 
 # --- transfer guards ------------------------------------------------------------------
