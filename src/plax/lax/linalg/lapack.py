@@ -58,9 +58,19 @@ def _lowering(ctx, *operands, target, results, matrix_operands, config, aliases)
         props += ", output_operand_aliases = [" + ", ".join(
             f"#stablehlo.output_operand_alias<output_tuple_indices = [{index(out)}], "
             f"operand_index = {i}, operand_tuple_indices = []>" for out, i in aliases) + "]"
-    flags = ", ".join(f"{name} = {ord(value)} : ui8" for name, value in config)
+    flags = ", ".join(f"{name} = {_attribute(value)}" for name, value in config)
     return ctx.op("stablehlo.custom_call", list(operands), props=props,
                   attrs=f"mhlo.backend_config = {{{flags}}}")
+
+
+def _attribute(value) -> str:
+    """A kernel attribute: a letter is a ``ui8`` flag (its ASCII code), a bool a boolean, an
+    int an ``i32`` (gehrd's ``low``/``high``)."""
+    if isinstance(value, str):
+        return f"{ord(value)} : ui8"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"{int(value)} : i32"
 
 
 abstract_eval_rules[lapack_p] = _abstract
@@ -70,7 +80,8 @@ register_lowering(lapack_p, _lowering, platform="cpu")
 def call(fn: str, operands, results, *, matrix_operands=None, config=(), aliases=()):
     """The results of LAPACK kernel ``fn`` ("potrf", "getrf", ...) for the dtype of the first
     operand. ``results`` are (shape, dtype, is_matrix) triples; ``matrix_operands`` says
-    which operands are matrices (default: all); ``config`` holds (name, flag letter) pairs;
+    which operands are matrices (default: all); ``config`` holds (name, value) pairs (a flag letter,
+    a bool or an int);
     ``aliases`` (result index, operand index) pairs let a result reuse an operand's buffer."""
     dtype = np.dtype(get_aval(operands[0]).dtype)
     target = f"lapack_{_PREFIX[dtype]}{fn}_ffi"

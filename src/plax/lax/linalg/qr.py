@@ -80,36 +80,6 @@ def householder_product(a, taus):
     return householder_product_p.bind(a, taus)
 
 
-def ormqr(a, taus, c, *, left: bool = True, transpose: bool = False):
-    """``c`` multiplied by the m x m orthogonal (unitary) Q whose Householder reflectors are
-    stored below the diagonal of ``a`` (m x n, as geqrf leaves them) with scales ``taus``:
-    ``Q @ c`` (``left``), ``c @ Q`` (not ``left``); with ``transpose``, Q's (conjugate)
-    transpose instead (LAPACK ormqr/unmqr)."""
-    a_aval, t_aval, c_aval = get_aval(a), get_aval(taus), get_aval(c)
-    if a_aval.ndim < 2 or c_aval.ndim < 2:
-        raise TypeError(f"ormqr: a and c must be matrices (or batches of them), got shapes "
-                        f"{a_aval.shape} and {c_aval.shape}.")
-    m, n = a_aval.shape[-2:]
-    k = t_aval.shape[-1]
-    side = c_aval.shape[-2] if left else c_aval.shape[-1]
-    if side != m or k > min(m, n):
-        raise ValueError(
-            f"ormqr: a of shape {a_aval.shape} holds reflectors of length {m}, so c's "
-            f"{'rows' if left else 'columns'} must number {m} (c has shape {c_aval.shape}), and "
-            f"taus (shape {t_aval.shape}) at most min(m, n) = {min(m, n)} scales.")
-    # Q in full: reflectors past the k-th are the identity (a zero column, a zero scale).
-    batch = a_aval.shape[:-2]
-    reflectors = _slicing.slice_in_dim(a, 0, k, axis=a_aval.ndim - 1) if k < n else a
-    pad = [(0, 0, 0)] * len(batch)
-    zero = np.zeros((), a_aval.dtype)
-    full = _shapes.pad(reflectors, zero, pad + [(0, 0, 0), (0, m - k, 0)])
-    scales = _shapes.pad(taus, zero, pad + [(0, m - k, 0)])
-    q = householder_product(full, scales)
-    if transpose:
-        q = adjoint(q)
-    return matmul(q, c) if left else matmul(c, q)
-
-
 # --- qr ---------------------------------------------------------------------------------
 qr_p = Primitive("qr", multiple_results=True)
 
