@@ -17,6 +17,8 @@ _SHORT_NAMES = {
     "complex64": "c64", "complex128": "c128", "int4": "i4", "uint4": "u4",
     "float8_e4m3fn": "f8_e4m3fn", "float8_e4m3fnuz": "f8_e4m3fnuz", "float8_e5m2": "f8_e5m2",
     "float8_e5m2fnuz": "f8_e5m2fnuz", "float8_e4m3b11fnuz": "f8_e4m3b11fnuz",
+    "float8_e3m4": "f8_e3m4", "float8_e4m3": "f8_e4m3", "float8_e8m0fnu": "f8_e8m0fnu",
+    "float4_e2m1fn": "f4_e2m1fn", "int2": "i2", "uint2": "u2",
 }
 
 

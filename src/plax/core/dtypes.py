@@ -25,6 +25,16 @@ float8_e5m2fnuz = ml_dtypes.float8_e5m2fnuz
 float8_e4m3b11fnuz = ml_dtypes.float8_e4m3b11fnuz
 int4 = ml_dtypes.int4
 uint4 = ml_dtypes.uint4
+# The narrower ml_dtypes types XLA's CPU backend holds (JAX 0.10's set): block-scaled
+# formats' elements and scales (float4_e2m1fn, float8_e8m0fnu), the IEEE-style float8s, and
+# 2-bit integers. (float6_* and 1-bit integers are scalar types only: XLA's CPU client cannot
+# hold them.)
+float8_e3m4 = ml_dtypes.float8_e3m4
+float8_e4m3 = ml_dtypes.float8_e4m3
+float8_e8m0fnu = ml_dtypes.float8_e8m0fnu
+float4_e2m1fn = ml_dtypes.float4_e2m1fn
+int2 = ml_dtypes.int2
+uint2 = ml_dtypes.uint2
 bool_ = np.bool_
 int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
 uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
@@ -35,8 +45,11 @@ complex64, complex128 = np.complex64, np.complex128
 float0 = np.dtype([("float0", np.void, 0)])
 
 _FLOAT8 = [np.dtype(t) for t in (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,
-                                  float8_e5m2fnuz, float8_e4m3b11fnuz)]
-_SMALL_INT = [np.dtype(int4), np.dtype(uint4)]
+                                  float8_e5m2fnuz, float8_e4m3b11fnuz, float8_e3m4,
+                                  float8_e4m3, float8_e8m0fnu, float4_e2m1fn)]
+_SMALL_INT = [np.dtype(int4), np.dtype(uint4), np.dtype(int2), np.dtype(uint2)]
+_SUB_BYTE_BITS = {np.dtype(int4): 4, np.dtype(uint4): 4, np.dtype(int2): 2, np.dtype(uint2): 2,
+                  np.dtype(float4_e2m1fn): 4}
 _CUSTOM_FLOATS = set(_FLOAT8) | {np.dtype(bfloat16)}
 _CUSTOM_INTS = set(_SMALL_INT)
 
@@ -102,6 +115,16 @@ def is_extended(dtype) -> bool:
     return isinstance(dtype, ExtendedDType)
 
 
+# ml_dtypes types plax.numpy names (as JAX's) that no plax Array can hold.
+_UNHELD_ML_DTYPES = frozenset({"float6_e2m3fn", "float6_e3m2fn", "int1", "uint1"})
+
+def _refuse_unheld(dt: np.dtype, name: str) -> None:
+    if dt.name in _UNHELD_ML_DTYPES:
+        raise TypeError(f"{name} {dt} is not a valid JAX array type on this backend: XLA's "
+                        "client cannot hold arrays of it (as in JAX, it exists as a scalar "
+                        "type only). Use a wider type, e.g. float8_e4m3fn or int4.")
+
+
 # Every dtype that can live in a plax Array.
 supported_dtypes = frozenset([_BOOL, *_SIGNED, *_UNSIGNED, *_SMALL_INT, *_FLOATS, *_COMPLEX])
 
@@ -126,6 +149,7 @@ def canonicalize_dtype(dtype) -> np.dtype:
         return dtype
     dt = np.dtype(dtype)
     if dt not in supported_dtypes and dt != float0:
+        _refuse_unheld(dt, "dtype")
         raise TypeError(f"dtype {dt} is not a valid JAX array type: plax, like JAX, only "
                         "supports arrays of booleans, integers, floats and complex numbers.")
     return _canonicalize(dt, x64_enabled())
@@ -173,7 +197,8 @@ def issubdtype(a, b) -> bool:
         return a_dt == np.dtype(b)
     if a_dt in _CUSTOM_INTS:
         if _is_abstract(b):
-            kind = np.signedinteger if a_dt == np.dtype(int4) else np.unsignedinteger
+            kind = np.signedinteger if a_dt in (np.dtype(int4), np.dtype(int2)) \
+                else np.unsignedinteger
             return b in (kind, np.integer, np.number, np.generic)
         return a_dt == np.dtype(b)
     if not _is_abstract(b) and np.dtype(b) in (_CUSTOM_FLOATS | _CUSTOM_INTS):
@@ -241,7 +266,7 @@ def itemsize_bits(dtype) -> int:
     if isinstance(dtype, ExtendedDType):
         return dtype.itemsize * 8
     dt = np.dtype(dtype)
-    return 4 if dt in _CUSTOM_INTS else dt.itemsize * 8
+    return _SUB_BYTE_BITS.get(dt, dt.itemsize * 8)
 
 
 # --- the promotion lattice ----------------------------------------------------
@@ -327,9 +352,9 @@ def _join(nodes: tuple, x64: bool, strict: bool = False):
             "jax_numpy_dtype_promotion=strict. Cast the inputs to the dtype you want (e.g. "
             "x.astype('float32')), or set jax_numpy_dtype_promotion='standard'.")
     if any(n in _FLOAT8 for n in nodes):
-        why = "8-bit floats do not take part in implicit promotion"
+        why = "8-bit floats (and 4-bit ones) do not take part in implicit promotion"
     elif any(n in _SMALL_INT for n in nodes):
-        why = "4-bit integers do not take part in implicit promotion"
+        why = "2-bit and 4-bit integers do not take part in implicit promotion"
     else:
         why = "the lattice has no common type for them"
     raise TypePromotionError(
@@ -465,6 +490,7 @@ def check_user_dtype(dt, name: str = "dtype") -> np.dtype:
     except TypeError as e:
         raise TypeError(f"Invalid {name} argument: {dt!r} is not a dtype.") from e
     if out not in supported_dtypes:
+        _refuse_unheld(out, name)
         raise TypeError(f"{name} {out} is not a valid JAX array type: plax, like JAX, only "
                         "supports number and bool dtypes.")
     return out

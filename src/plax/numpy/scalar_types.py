@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import ml_dtypes as _ml_dtypes
+
 from plax.core import dtypes as _dtypes
 from plax.numpy.creation import asarray as _asarray
 
@@ -21,6 +23,8 @@ __all__ = [
     "bool_", "int4", "int8", "int16", "int32", "int64", "uint4", "uint8", "uint16", "uint32",
     "uint64", "bfloat16", "float16", "float32", "float64", "float8_e4m3fn", "float8_e4m3fnuz",
     "float8_e5m2", "float8_e5m2fnuz", "float8_e4m3b11fnuz", "complex64", "complex128",
+    "float8_e3m4", "float8_e4m3", "float8_e8m0fnu", "float4_e2m1fn", "int2", "uint2",
+    "float6_e2m3fn", "float6_e3m2fn", "int1", "uint1",
 ]
 
 
@@ -84,3 +88,14 @@ float8_e5m2fnuz = _make(_dtypes.float8_e5m2fnuz, "float8_e5m2fnuz")
 float8_e4m3b11fnuz = _make(_dtypes.float8_e4m3b11fnuz, "float8_e4m3b11fnuz")
 complex64 = _make(_dtypes.complex64, "complex64")
 complex128 = _make(_dtypes.complex128, "complex128")
+float8_e3m4 = _make(_dtypes.float8_e3m4, "float8_e3m4")
+float8_e4m3 = _make(_dtypes.float8_e4m3, "float8_e4m3")
+float8_e8m0fnu = _make(_dtypes.float8_e8m0fnu, "float8_e8m0fnu")
+float4_e2m1fn = _make(_dtypes.float4_e2m1fn, "float4_e2m1fn")
+int2 = _make(_dtypes.int2, "int2")
+uint2 = _make(_dtypes.uint2, "uint2")
+# Scalar types only, as in JAX: XLA's client holds no arrays of these (calling one raises).
+float6_e2m3fn = _make(_ml_dtypes.float6_e2m3fn, "float6_e2m3fn")
+float6_e3m2fn = _make(_ml_dtypes.float6_e3m2fn, "float6_e3m2fn")
+int1 = _make(_ml_dtypes.int1, "int1")
+uint1 = _make(_ml_dtypes.uint1, "uint1")
