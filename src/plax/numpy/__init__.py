@@ -12,6 +12,7 @@ from plax.numpy import array_methods as _array_methods  # noqa: F401
 from plax.numpy.scalar_types import *  # noqa: F401,F403
 from plax.numpy.indexing import take, take_along_axis  # noqa: F401
 from plax.numpy.shape_ops import *  # noqa: F401,F403
+from plax.numpy.padding import pad  # noqa: F401
 from plax.numpy.reductions import *  # noqa: F401,F403
 from plax.numpy.products import *  # noqa: F401,F403
 from plax.numpy.sorting import *  # noqa: F401,F403
@@ -24,6 +25,8 @@ pi, e, inf, nan, euler_gamma, newaxis = _np.pi, _np.e, _np.inf, _np.nan, _np.eul
 generic, number, integer, signedinteger, unsignedinteger = (
     _np.generic, _np.number, _np.integer, _np.signedinteger, _np.unsignedinteger)
 inexact, floating, complexfloating = _np.inexact, _np.floating, _np.complexfloating
+character, flexible, object_, iterable = _np.character, _np.flexible, _np.object_, _np.iterable
+ComplexWarning = _np.exceptions.ComplexWarning
 dtype = _np.dtype
 bool = bool_  # noqa: F405
 single, double, csingle, cdouble = float32, float64, complex64, complex128  # noqa: F405
@@ -53,6 +56,10 @@ _LAZY_FAMILIES = {
         "roots", "polyfit"),
     "plax.numpy.windows": ("bartlett", "blackman", "hamming", "hanning", "kaiser"),
     "plax.numpy.convolution": ("convolve", "correlate"),
+    "plax.numpy.printing": (
+        "printoptions", "set_printoptions", "get_printoptions", "array_str", "array_repr"),
+    "plax.numpy.io": (
+        "save", "savez", "load", "frombuffer", "fromstring", "fromiter", "fromfile"),
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY_FAMILIES.items() for name in names}
 
