@@ -12,7 +12,7 @@ from plax import lax
 from plax.core import dtypes
 from plax.core.errors import ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
-from plax.numpy import creation, products, shape_ops, sorting, ufuncs
+from plax.numpy import creation, padding, products, shape_ops, sorting, ufuncs
 from plax.numpy.util import (as_operand, canonicalize_axis, check_arraylike, convert,
                              promote_dtypes, shape_of)
 
@@ -355,7 +355,7 @@ def packbits(a, axis=None, bitorder: str = "big"):
     n = get_aval(bits).shape[-1]
     pad = -n % 8
     if pad:
-        bits = shape_ops.pad(bits, [(0, 0)] * (get_aval(bits).ndim - 1) + [(0, pad)])
+        bits = padding.pad(bits, [(0, 0)] * (get_aval(bits).ndim - 1) + [(0, pad)])
     shape = get_aval(bits).shape
     bits = lax.reshape(bits, shape[:-1] + ((n + pad) // 8, 8))
     weights = np.array([1 << (7 - i if bitorder == "big" else i) for i in range(8)], np.uint8)
@@ -391,7 +391,7 @@ def unpackbits(a, axis=None, count=None, bitorder: str = "big"):
         if keep <= total:
             bits = lax.slice_in_dim(bits, 0, keep, axis=len(shape) - 1)
         else:
-            bits = shape_ops.pad(bits, [(0, 0)] * (len(shape) - 1) + [(0, keep - total)])
+            bits = padding.pad(bits, [(0, 0)] * (len(shape) - 1) + [(0, keep - total)])
     return shape_ops.moveaxis(bits, -1, axis)
 
 

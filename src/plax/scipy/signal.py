@@ -8,7 +8,7 @@ import numpy as np
 
 from plax import lax
 from plax.core.trace import get_aval
-from plax.numpy import creation, fft as _fft, shape_ops, ufuncs
+from plax.numpy import creation, fft as _fft, padding, shape_ops, ufuncs
 from plax.numpy.convolution import sliding_padding
 from plax.numpy.util import check_arraylike, promote_dtypes_inexact
 
@@ -115,7 +115,7 @@ def _two_d(name, in1, in2, mode, boundary, fillvalue, precision, flip: bool):
         return _slide_padded(in1, kernel, widths, precision)
     # Pad in1 by the boundary rule as far as the kernel reaches, then slide without padding.
     kwargs = {"constant_values": fillvalue} if boundary == "fill" else {}
-    padded = shape_ops.pad(in1, widths, mode=_BOUNDARY_PAD[boundary], **kwargs)
+    padded = padding.pad(in1, widths, mode=_BOUNDARY_PAD[boundary], **kwargs)
     return _slide_padded(padded, kernel, [(0, 0), (0, 0)], precision)
 
 
