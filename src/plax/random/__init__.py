@@ -7,8 +7,8 @@ the flag ``jax_threefry_partitionable`` (on by default, as in JAX). ``impl='rbg'
 ``'unsafe_rbg'`` (or the flag ``jax_default_prng_impl``) make keys of four words whose bits come
 from XLA's RngBitGenerator (``rbg.py``).
 """
-from plax.random.keys import (PRNGKey, clone, fold_in, key, key_data, key_impl, split,
-                              wrap_key_data)
+from plax.random.keys import (PRNGKey, clone, fold_in, key, key_data, key_dtype, key_impl,
+                              split, wrap_key_data)
 from plax.random.samplers import bits, normal, randint, uniform
 from plax.random.distributions import (bernoulli, binomial, cauchy, double_sided_maxwell,
                                        exponential, gumbel, laplace, logistic, maxwell,
@@ -27,4 +27,4 @@ __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "
            "binomial", "gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
            "generalized_normal", "ball", "permutation", "choice", "categorical", "geometric",
            "lognormal", "triangular", "rayleigh", "wald", "clone", "multinomial",
-           "multivariate_normal", "orthogonal", "random_gamma_p"]
+           "multivariate_normal", "orthogonal", "random_gamma_p", "key_dtype"]

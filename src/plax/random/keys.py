@@ -24,7 +24,7 @@ from plax.runtime.array import install_key_array_rebuilder
 from plax.runtime.dispatch import array_from_host
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
-           "clone", "PRNGSpec"]
+           "clone", "PRNGSpec", "key_dtype"]
 
 _IMPLS = {"threefry2x32": threefry.threefry_prng_impl, "rbg": rbg.rbg_prng_impl,
           "unsafe_rbg": rbg.unsafe_rbg_prng_impl}
@@ -130,6 +130,12 @@ def rebuild_key_array(key_bits, impl_name: str):
 
 
 install_key_array_rebuilder(rebuild_key_array)  # pickles of key arrays name this function
+
+
+def key_dtype(impl_spec=None):
+    """The dtype of typed keys of the implementation ``impl_spec`` names (a name, a
+    ``PRNGSpec``, or None for the default one): ``key<fry>`` for Threefry."""
+    return _resolve_impl(impl_spec).dtype
 
 
 def key_impl(keys) -> PRNGSpec:
