@@ -51,6 +51,7 @@ sharding_constraint shift_left shift_right_arithmetic shift_right_logical sign s
 slice sort sqrt square squeeze stop_gradient sub svd tan tanh threefry2x32 top_k transpose
 triangular_solve tridiagonal_solve while xor zeta
 after_all create_token linear_solve random_gamma
+hessenberg schur tridiagonal
 """.split())
 
 

@@ -4,6 +4,9 @@ CPU only: the other platforms have no lowering for it (see lapack.py on GPU kern
 """
 from __future__ import annotations
 
+import enum
+import warnings
+
 import numpy as np
 
 from plax.core import dtypes
@@ -23,9 +26,17 @@ from plax.lax.linalg.common import check_square, diagonal, spread
 from plax.lax.linalg.lu import solve
 from plax.lowering.inline import lower_fun
 
-__all__ = ["eig", "eig_p"]
+__all__ = ["EigImplementation", "eig", "eig_p"]
 
 eig_p = Primitive("eig", multiple_results=True)
+
+
+class EigImplementation(enum.Enum):
+    """Which library computes ``eig``: plax's CPU kernels are LAPACK's; the GPU libraries
+    (cuSOLVER, MAGMA) are named so that programs choosing them still read."""
+    CUSOLVER = "cusolver"
+    MAGMA = "magma"
+    LAPACK = "lapack"
 
 
 def complex_dtype(dtype) -> np.dtype:
@@ -131,12 +142,23 @@ batched_on_front(eig_p)
 
 
 def eig(x, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
-        enable_eigvec_derivs: bool = False):
+        enable_eigvec_derivs: bool = False, implementation: EigImplementation | None = None,
+        use_magma: bool | None = None):
     """The eigendecomposition of each square matrix of ``x``: a list ``[w, vl, vr]`` (complex)
     of the eigenvalues, left eigenvectors (``vlᴴ x = diag(w) vlᴴ``) and right eigenvectors
     (``x vr = vr diag(w)``), each vector of unit norm, holding only the eigenvectors asked
     for. Where LAPACK fails the results are NaN. Eigenvalues are differentiable; eigenvectors
-    only with ``enable_eigvec_derivs`` (valid for distinct eigenvalues). CPU only."""
+    only with ``enable_eigvec_derivs`` (valid for distinct eigenvalues). CPU only:
+    ``implementation`` may be None or ``EigImplementation.LAPACK`` (``use_magma`` is its
+    deprecated spelling)."""
+    if use_magma is not None:
+        warnings.warn("use_magma is deprecated, please use implementation="
+                      "EigImplementation.MAGMA instead.", DeprecationWarning, stacklevel=2)
+        implementation = EigImplementation.MAGMA if use_magma else EigImplementation.LAPACK
+    if implementation is not None and implementation != EigImplementation.LAPACK:
+        raise ValueError(f"Only the lapack implementation is supported on CPU; got "
+                         f"implementation={implementation}. Pass None or "
+                         "EigImplementation.LAPACK.")
     check_square("eig", get_aval(x), "The input to eig must be a square matrix")
     return eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
                       compute_right_eigenvectors=bool(compute_right_eigenvectors),

@@ -1,6 +1,8 @@
 """eigh: eigenvalues and eigenvectors of Hermitian (real symmetric) matrices."""
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
 from plax.core import dtypes
@@ -18,7 +20,7 @@ from plax.lax.linalg.common import (adjoint, batched_on_front, check_square, dia
                                     symmetrize)
 from plax.lowering.inline import lower_fun
 
-__all__ = ["eigh", "eigh_p"]
+__all__ = ["EighImplementation", "eigh", "eigh_p"]
 
 eigh_p = Primitive("eigh", multiple_results=True)
 
@@ -80,13 +82,29 @@ jvp_rules[eigh_p] = _jvp
 batched_on_front(eigh_p)
 
 
+class EighImplementation(enum.Enum):
+    """Which algorithm computes ``eigh``: QR (LAPACK's, plax's CPU kernels), Jacobi and QDWH
+    (GPU/TPU algorithms in JAX, refused here)."""
+    QR = "qr"
+    JACOBI = "jacobi"
+    QDWH = "qdwh"
+
+
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
-         sort_eigenvalues: bool = True, subset_by_index=None):
+         sort_eigenvalues: bool = True, subset_by_index=None,
+         implementation: EighImplementation | None = None):
     """``(v, w)``: the eigenvectors (the columns of ``v``, unit norm) and the real eigenvalues
     ``w`` (ascending) of each Hermitian matrix of ``x``. With ``symmetrize_input`` the matrix
     decomposed is (x + xᴴ) / 2; otherwise only its ``lower`` (or upper) triangle is read.
     ``subset_by_index=(start, end)`` keeps eigenpairs start..end-1 of the ascending order.
-    Where LAPACK does not converge (NaN input, ...) both results are NaN, as JAX."""
+    Where LAPACK does not converge (NaN input, ...) both results are NaN, as JAX.
+    ``implementation`` may be None or ``EighImplementation.QR`` on CPU."""
+    if implementation == EighImplementation.QDWH:
+        raise NotImplementedError("QDWH implementation is only supported on TPU; use "
+                                  "implementation=None (or EighImplementation.QR) on CPU.")
+    if implementation == EighImplementation.JACOBI:
+        raise NotImplementedError("Jacobi implementation is not supported on CPU; use "
+                                  "implementation=None (or EighImplementation.QR).")
     aval = get_aval(x)
     check_square("eigh", aval, "Argument to symmetric eigendecomposition must have shape "
                  "[..., n, n]")

@@ -19,24 +19,44 @@ from plax.lax.linalg.common import (batched_on_front, check_matrix, eye_like, ma
 from plax.lax.linalg.triangular import triangular_solve_p
 from plax.lowering.inline import lower_fun
 
-__all__ = ["lu", "lu_p", "lu_pivots_to_permutation", "lu_solve", "solve"]
+__all__ = ["lu", "lu_p", "lu_pivots_to_permutation", "lu_pivots_to_permutation_p", "lu_solve",
+           "solve"]
 
 lu_p = Primitive("lu", multiple_results=True)
+
+
+lu_pivots_to_permutation_p = Primitive("lu_pivots_to_permutation")
 
 
 def lu_pivots_to_permutation(pivots, permutation_size: int):
     """The permutation (of ``permutation_size`` rows, batched like ``pivots``) made by
     swapping row i with row pivots[..., i] for each i in turn."""
-    from plax.higher_order.loops import fori_loop
     aval = get_aval(pivots)
     if aval.ndim < 1 or not dtypes.is_integer(aval.dtype):
         raise TypeError(f"lu_pivots_to_permutation: pivots must be an integer array of rank >= "
                         f"1, got {aval.dtype}{list(aval.shape)}.")
-    k, size = aval.shape[-1], int(permutation_size)
-    if k > size:
-        raise ValueError(f"lu_pivots_to_permutation: {k} pivots exceed permutation_size="
-                         f"{size}.")
     pivots = convert_element_type(pivots, np.int32)
+    return lu_pivots_to_permutation_p.bind(pivots, permutation_size=int(permutation_size))
+
+
+def _permutation_abstract(pivots, *, permutation_size):
+    k = pivots.shape[-1]
+    if k > permutation_size:
+        raise ValueError(f"Output permutation size {permutation_size} has to exceed the "
+                         f"trailing dimension of the pivots. Got pivots size {k}; pass "
+                         f"permutation_size >= {k}.")
+    return ShapedArray(pivots.shape[:-1] + (permutation_size,), np.int32)
+
+
+def _permutation_jvp(primals, tangents, *, permutation_size):
+    out = lu_pivots_to_permutation_p.bind(*primals, permutation_size=permutation_size)
+    return out, Zero(tangent_aval(get_aval(out)))
+
+
+def _permutation(pivots, *, permutation_size):
+    from plax.higher_order.loops import fori_loop
+    aval = get_aval(pivots)
+    k, size = aval.shape[-1], permutation_size
     batch = aval.shape[:-1]
     positions = _shapes.broadcasted_iota(np.int32, batch + (size,), len(batch))
 
@@ -52,6 +72,12 @@ def lu_pivots_to_permutation(pivots, permutation_size: int):
         return _cmp.select_n(here, _cmp.select_n(there, perm, at_i), at_target)
 
     return fori_loop(0, k, swap, positions)
+
+
+abstract_eval_rules[lu_pivots_to_permutation_p] = _permutation_abstract
+register_lowering(lu_pivots_to_permutation_p, lower_fun(_permutation))
+jvp_rules[lu_pivots_to_permutation_p] = _permutation_jvp
+batched_on_front(lu_pivots_to_permutation_p)
 
 
 def _pick(perm, mask, batch, size):
