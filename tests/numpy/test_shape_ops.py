@@ -299,6 +299,23 @@ def test_pad_traced_constant():
     _check(out, np.pad(x, 1, constant_values=5))
 
 
+def test_pad_callable_mode_matches_numpy():
+    """A callable mode fills each zero-padded line; plax's returns the line (NumPy's edits it)."""
+    def fill(vector, width, axis, kwargs):
+        vector = vector.at[:width[0]].set(kwargs.get("value", 7) + axis)
+        return vector.at[vector.shape[0] - width[1]:].set(-1) if width[1] else vector
+
+    def fill_in_place(vector, width, axis, kwargs):
+        vector[:width[0]] = kwargs.get("value", 7) + axis
+        if width[1]:
+            vector[-width[1]:] = -1
+
+    x = _val((2, 3), np.float32)
+    widths = ((1, 2), (2, 1))
+    _check(jnp.pad(x, widths, fill, value=3), np.pad(x, widths, fill_in_place, value=3))
+    _check(plax.jit(lambda a: jnp.pad(a, 1, fill))(x), np.pad(x, 1, fill_in_place))
+
+
 # --- sizes -------------------------------------------------------------------------------
 def test_ndim_shape_size():
     x = jnp.ones((2, 3))

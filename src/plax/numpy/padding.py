@@ -200,14 +200,15 @@ def pad(array, pad_width, mode="constant", **kwargs):
 
     Modes as numpy.pad: 'constant' (``constant_values``), 'edge', 'reflect' and 'symmetric'
     (``reflect_type`` 'even' or 'odd'), 'wrap', 'linear_ramp' (``end_values``), 'maximum',
-    'minimum', 'mean', 'median' (``stat_length``) and 'empty' (zeros here).
+    'minimum', 'mean', 'median' (``stat_length``) and 'empty' (zeros here). A callable mode
+    ``f(vector, (before, after), axis, kwargs)`` returns each zero-padded 1-D line filled in
+    (axis by axis, as NumPy's; unlike NumPy's it returns the vector rather than editing it).
     """
     x = _arr("pad", array)
     ndim = get_aval(x).ndim
     widths = _pad_widths(pad_width, ndim)
     if callable(mode):
-        raise NotImplementedError("pad with a callable mode is not supported; use one of "
-                                  f"{sorted(_PAD_KWARGS)}.")
+        return _pad_with_function(x, widths, mode, kwargs)
     if mode not in _PAD_KWARGS:
         raise NotImplementedError(f"Unimplemented padding mode {mode!r} for pad; use one of "
                                   f"{sorted(_PAD_KWARGS)}.")
@@ -259,4 +260,12 @@ def _pad_constant(x, widths, values):
                 config = [(0, 0, 0)] * ndim
                 config[axis] = (0, width, 0) if at_end else (width, 0, 0)
                 x = lax.pad(x, _scalar_like(v, x), config)
+    return x
+
+
+def _pad_with_function(x, widths, func, kwargs):
+    from plax.numpy.array_edit import apply_along_axis  # (array_edit imports this module)
+    x = _pad_constant(x, widths, 0)
+    for axis, width in enumerate(widths):
+        x = apply_along_axis(func, axis, x, tuple(width), axis, kwargs)
     return x
