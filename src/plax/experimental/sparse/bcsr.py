@@ -1,0 +1,586 @@
+"""BCSR (batched compressed sparse row) arrays: the ``BCSR`` class, the ``bcsr_*``
+functions, and the rules ``sparsify`` applies to BCSR values (``sparse_rules_bcsr``).
+
+The primitives and the buffer layout are in ``bcsr_prims``. Operations that regroup stored
+elements (``sum_duplicates``, ``eliminate_zeros``, concatenation along columns) go through
+the BCOO form (``to_bcoo``/``from_bcoo``) and BCOO's primitives.
+"""
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any, NamedTuple  # noqa: F401  (JAX's module exposes these names)
+
+import numpy as np
+
+from plax import lax
+from plax import numpy as jnp
+from plax.core import dtypes
+from plax.core.trace import get_aval
+from plax.experimental.sparse._base import JAXSparse
+from plax.experimental.sparse.bcoo import BCOO, bcoo_eliminate_zeros, bcoo_sum_duplicates
+from plax.experimental.sparse.bcsr_prims import (
+    BCSRProperties, bcoo_to_bcsr_indices, bcsr_dot_general_p, bcsr_extract_p, bcsr_fromdense_p,
+    bcsr_to_bcoo_indices, bcsr_todense_p, dot_general_bufs_bcsr, extract_bufs_bcsr,
+    fromdense_bufs_bcsr, todense_bufs_bcsr, validate_bcsr)
+from plax.experimental.sparse.util import (CuSparseEfficiencyWarning, SparseEfficiencyWarning,
+                                           SparseInfo, canonical_shape, nfold_vmap)
+from plax.first_order.dot import DotDimensionNumbers
+from plax.runtime.array import Array
+from plax.transforms.vmap import BatchTracer
+from plax.tree_util import register_pytree_node_class
+from plax.typing import ArrayLike, DTypeLike
+
+Shape = tuple[int, ...]
+
+__all__ = ["BCSR", "BCSRProperties", "bcsr_todense", "bcsr_todense_p", "bcsr_fromdense",
+           "bcsr_fromdense_p", "bcsr_extract", "bcsr_extract_p", "bcsr_dot_general",
+           "bcsr_dot_general_p", "bcsr_sum_duplicates", "bcsr_eliminate_zeros",
+           "bcsr_broadcast_in_dim", "bcsr_concatenate", "sparse_rules_bcsr", "nfold_vmap",
+           "SparseInfo", "JAXSparse", "Array", "ArrayLike", "DTypeLike", "DotDimensionNumbers",
+           "Shape", "SparseEfficiencyWarning", "CuSparseEfficiencyWarning"]
+
+_VMAP_AXIS_ERROR = ("Cannot map in_axis={axis} for BCSR array with n_batch={n_batch}. in_axes "
+                    "for batched BCSR operations must correspond to a batch dimension.")
+
+
+def _shape_of(x):
+    shape = getattr(x, "shape", None)
+    return tuple(shape) if isinstance(shape, tuple) else None
+
+
+def _shape_for_buffers(shape, data, indices, indptr):
+    """The array shape for buffers that may have lost or gained one batch dimension since
+    ``shape`` was recorded (vmap unflattens a BCSR on per-example buffers, then its results
+    on batched ones); ``shape`` itself when they did not, or are not arrays."""
+    dshape, ishape, pshape = _shape_of(data), _shape_of(indices), _shape_of(indptr)
+    if dshape is None or ishape is None or pshape is None:
+        return shape
+    n_batch = len(ishape) - 1
+    ndim = n_batch + 2 + len(dshape) - len(ishape)
+    if ndim == len(shape):
+        return shape
+    if ndim == len(shape) - 1:  # per-example buffers inside vmap
+        axis = next((x.batch_dim for x in (indices, indptr, data)
+                     if isinstance(x, BatchTracer) and x.batch_dim is not None), None)
+        if axis is not None:
+            if axis > n_batch:
+                raise ValueError(_VMAP_AXIS_ERROR.format(axis=axis, n_batch=n_batch + 1))
+            return shape[:axis] + shape[axis + 1:]
+    if ndim == len(shape) + 1 and n_batch >= 1:  # a batch dimension was added
+        leaf = tuple(max(a, b, c) for a, b, c in zip(dshape, ishape, pshape[:n_batch]))
+        for i in range(n_batch):
+            rest = leaf[:i] + leaf[i + 1:]
+            if all(b in (1, a) for a, b in zip(shape[:n_batch - 1], rest)):
+                return shape[:i] + (leaf[i],) + shape[i:]
+    return shape
+
+
+@register_pytree_node_class
+class BCSR(JAXSparse):
+    """A sparse array in batched compressed sparse row (BCSR) format.
+
+    ``BCSR((data, indices, indptr), shape=...)``: the array has ``n_batch`` leading batch
+    dimensions, two sparse dimensions (rows, columns) and ``n_dense`` trailing dense ones.
+    ``data`` (``batch + (nse,) + dense``) holds the stored elements, ``indices`` (``batch +
+    (nse,)``) their columns, and ``indptr`` (``batch + (rows + 1,)``) where each row's
+    elements start. A pytree whose leaves are the three buffers: it passes through jit,
+    grad (with respect to ``data``) and vmap (over batch dimensions).
+    """
+
+    def __init__(self, args, *, shape, indices_sorted: bool = False,
+                 unique_indices: bool = False):
+        try:
+            data, indices, indptr = args
+        except (TypeError, ValueError):
+            raise TypeError("BCSR expects args=(data, indices, indptr), three arrays, got "
+                            f"{type(args).__name__}.") from None
+        self.data, self.indices, self.indptr = map(jnp.asarray, (data, indices, indptr))
+        self.indices_sorted = indices_sorted
+        self.unique_indices = unique_indices
+        super().__init__(args, shape=shape)
+        validate_bcsr(get_aval(self.data), get_aval(self.indices), get_aval(self.indptr),
+                      self.shape)
+
+    # --- layout ---------------------------------------------------------------------------
+    @property
+    def _info(self) -> SparseInfo:
+        return SparseInfo(self.shape, self.indices_sorted, self.unique_indices)
+
+    @property
+    def _bufs(self) -> tuple:
+        return (self.data, self.indices, self.indptr)
+
+    @property
+    def nse(self) -> int:
+        return self.indices.shape[-1]
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def n_batch(self) -> int:
+        return self.indices.ndim - 1
+
+    @property
+    def n_sparse(self) -> int:
+        return 2
+
+    @property
+    def n_dense(self) -> int:
+        return self.data.ndim - self.indices.ndim
+
+    @property
+    def _sparse_shape(self) -> tuple:
+        return tuple(self.shape[self.n_batch:self.n_batch + 2])
+
+    def _repr_details(self) -> str:
+        out = f", nse={self.nse}"
+        if self.n_batch:
+            out += f", n_batch={self.n_batch}"
+        if self.n_dense:
+            out += f", n_dense={self.n_dense}"
+        return out
+
+    # --- pytree -----------------------------------------------------------------------------
+    def tree_flatten(self):
+        return self._bufs, self._info
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, children):
+        if not isinstance(aux_data, SparseInfo):
+            raise ValueError(f"BCSR.tree_unflatten: invalid aux_data={aux_data!r}")
+        obj = object.__new__(cls)
+        obj.data, obj.indices, obj.indptr = children
+        obj.shape = _shape_for_buffers(tuple(aux_data.shape), *children)
+        obj.indices_sorted = aux_data.indices_sorted
+        obj.unique_indices = aux_data.unique_indices
+        return obj
+
+    # --- constructors -------------------------------------------------------------------------
+    @classmethod
+    def fromdense(cls, mat, *, nse=None, index_dtype=np.int32, n_dense: int = 0,
+                  n_batch: int = 0) -> BCSR:
+        """The BCSR form of dense ``mat`` (see ``bcsr_fromdense``)."""
+        return bcsr_fromdense(mat, nse=nse, index_dtype=index_dtype, n_dense=n_dense,
+                              n_batch=n_batch)
+
+    @classmethod
+    def from_bcoo(cls, arr: BCOO) -> BCSR:
+        """The BCSR form of a BCOO array with two sparse dimensions: each batch's stored
+        elements regrouped by row (stably; duplicates are kept)."""
+        if not isinstance(arr, BCOO):
+            raise TypeError(f"BCSR.from_bcoo: arr must be a BCOO array, got {type(arr)}.")
+        if arr.n_sparse != 2:
+            raise NotImplementedError(f"BCSR.from_bcoo requires n_sparse=2; got "
+                                      f"arr.n_sparse={arr.n_sparse}")
+        n_rows = arr.shape[arr.n_batch]
+
+        def one(data, indices):
+            perm, indptr = bcoo_to_bcsr_indices(indices[:, 0], n_rows)
+            return jnp.take(data, perm, axis=0), jnp.take(indices[:, 1], perm), indptr
+        data, indices, indptr = nfold_vmap(one, arr.n_batch)(arr.data, arr.indices)
+        return cls((data, indices, indptr), shape=arr.shape)
+
+    @classmethod
+    def from_scipy_sparse(cls, mat, *, index_dtype=None, n_dense: int = 0,
+                          n_batch: int = 0) -> BCSR:
+        """The BCSR form of a ``scipy.sparse`` matrix or array (as its ``tocsr()``)."""
+        if n_dense != 0 or n_batch != 0:
+            raise NotImplementedError("BCSR from_scipy_sparse with nonzero n_dense/n_batch.")
+        csr = mat.tocsr()
+        index_dtype = dtypes.canonicalize_user_dtype(
+            np.int32 if index_dtype is None else index_dtype, "index_dtype")
+        return cls((jnp.asarray(csr.data), jnp.asarray(csr.indices.astype(index_dtype)),
+                    jnp.asarray(csr.indptr.astype(index_dtype))), shape=csr.shape)
+
+    @classmethod
+    def _empty(cls, shape, *, dtype=None, index_dtype="int32", n_dense: int = 0,
+               n_batch: int = 0, nse: int = 0) -> BCSR:
+        """An all-zero array storing ``nse`` padding elements (``sparse.empty``)."""
+        shape = canonical_shape(shape)
+        if n_dense < 0 or n_batch < 0 or nse < 0 or len(shape) - n_batch - n_dense != 2:
+            raise ValueError(f"Invalid inputs: shape={shape}, n_dense={n_dense}, "
+                             f"n_batch={n_batch}, nse={nse}")
+        batch, dense = shape[:n_batch], shape[n_batch + 2:]
+        index_dtype = dtypes.canonicalize_user_dtype(index_dtype, "index_dtype")
+        data = jnp.zeros(batch + (nse,) + dense, dtype)
+        indices = jnp.zeros(batch + (nse,), index_dtype)
+        indptr = jnp.zeros(batch + (shape[n_batch] + 1,), index_dtype)
+        return cls((data, indices, indptr), shape=shape)
+
+    # --- methods ------------------------------------------------------------------------------
+    def todense(self):
+        """The dense array."""
+        return bcsr_todense(self)
+
+    def to_bcoo(self) -> BCOO:
+        """The BCOO form: the same data, with (row, column) indices."""
+        return BCOO((self.data, bcsr_to_bcoo_indices(self.indices, self.indptr)),
+                    shape=self.shape)
+
+    def transpose(self, *args, **kwargs):
+        """Not available for BCSR (as in JAX): transpose the BCOO form (``to_bcoo()``)."""
+        raise NotImplementedError("Transpose is not implemented.")
+
+    def sum_duplicates(self, nse=None, remove_zeros: bool = True) -> BCSR:
+        """The array with repeated indices merged; with ``remove_zeros`` also stored zeros
+        dropped. ``nse`` fixes the number of stored elements (needed under jit)."""
+        if remove_zeros:
+            return bcsr_eliminate_zeros(self, nse=nse)
+        return bcsr_sum_duplicates(self, nse=nse)
+
+    def __matmul__(self, other):
+        other = jnp.asarray(other)
+        return bcsr_dot_general(self, other, dimension_numbers=_matmul_dims(self.ndim,
+                                                                            other.ndim))
+
+    def __rmatmul__(self, other):
+        raise NotImplementedError("bcsr_dot_general currently implemented for BCSR lhs and "
+                                  "ndarray rhs.")
+
+
+def _matmul_dims(lhs_ndim: int, rhs_ndim: int):
+    """``jnp.matmul``'s dimension numbers for a sparse lhs (batch dimensions of equal rank
+    are contracted as batch dimensions; a 1-D or 2-D rhs meets the lhs's last dimension)."""
+    if rhs_ndim == 0:
+        raise TypeError("matmul: the rhs must have at least one dimension, got a scalar.")
+    if rhs_ndim <= 2:
+        return (((lhs_ndim - 1,), (0,)), ((), ()))
+    if rhs_ndim != lhs_ndim:
+        raise NotImplementedError(f"matmul of a sparse array of rank {lhs_ndim} with a dense "
+                                  f"array of rank {rhs_ndim}: give batch dimensions of equal "
+                                  "rank, or call bcsr_dot_general.")
+    batch = tuple(range(lhs_ndim - 2))
+    return (((lhs_ndim - 1,), (rhs_ndim - 2,)), (batch, batch))
+
+
+# --- module functions ---------------------------------------------------------------------------
+def _check_bcsr(x, name: str, arg: str = "mat"):
+    if not isinstance(x, BCSR):
+        raise TypeError(f"{name}: {arg} must be a BCSR array, got {type(x).__name__}.")
+
+
+def bcsr_todense(mat: BCSR):
+    """The dense array ``mat`` represents."""
+    _check_bcsr(mat, "bcsr_todense")
+    return todense_bufs_bcsr(*mat._bufs, spinfo=mat._info)
+
+
+def bcsr_fromdense(mat, *, nse=None, n_batch: int = 0, n_dense: int = 0,
+                   index_dtype=np.int32) -> BCSR:
+    """The BCSR form of dense ``mat``: per batch of the first ``n_batch`` dimensions, the
+    nonzero elements (or nonzero blocks over the last ``n_dense`` dimensions) of the two
+    sparse dimensions row by row. ``nse`` (default: the largest count of a batch) must be
+    given under jit."""
+    mat = jnp.asarray(mat)
+    bufs = fromdense_bufs_bcsr(mat, nse=nse, n_batch=n_batch, n_dense=n_dense,
+                               index_dtype=index_dtype)
+    return BCSR(bufs, shape=get_aval(mat).shape)
+
+
+def bcsr_extract(indices, indptr, mat):
+    """The BCSR data for ``indices``/``indptr``: the elements of dense ``mat`` at each
+    stored position (zero at padding)."""
+    return extract_bufs_bcsr(indices, indptr, mat)
+
+
+def bcsr_dot_general(lhs, rhs, *, dimension_numbers, precision=None,
+                     preferred_element_type=None, out_sharding=None):
+    """``lax.dot_general`` of a BCSR lhs with a dense rhs; the result is dense. Contracting
+    and batch dimensions of the lhs must not be dense ones; batch dimensions must be batch
+    dimensions of its layout."""
+    del precision, out_sharding  # one algorithm; results are laid out by XLA
+    if isinstance(lhs, BCSR) and not isinstance(rhs, JAXSparse):
+        return dot_general_bufs_bcsr(*lhs._bufs, rhs, dimension_numbers=dimension_numbers,
+                                     preferred_element_type=preferred_element_type,
+                                     lhs_spinfo=lhs._info)
+    raise NotImplementedError("bcsr_dot_general currently implemented for BCSR lhs and "
+                              "ndarray rhs.")
+
+
+def bcsr_sum_duplicates(mat: BCSR, nse=None) -> BCSR:
+    """``mat`` with repeated indices merged (their data summed), each row's columns sorted.
+    ``nse`` sets the stored elements per batch; by default the fewest that hold every
+    distinct index, which needs concrete indices (give ``nse`` under jit)."""
+    _check_bcsr(mat, "bcsr_sum_duplicates")
+    return BCSR.from_bcoo(bcoo_sum_duplicates(mat.to_bcoo(), nse=nse))
+
+
+def bcsr_eliminate_zeros(mat: BCSR, nse=None) -> BCSR:
+    """``mat`` without stored zeros, duplicates merged (see ``bcsr_sum_duplicates``)."""
+    _check_bcsr(mat, "bcsr_eliminate_zeros")
+    return BCSR.from_bcoo(bcoo_eliminate_zeros(mat.to_bcoo(), nse=nse))
+
+
+def bcsr_broadcast_in_dim(mat: BCSR, *, shape, broadcast_dimensions, sharding=None) -> BCSR:
+    """``lax.broadcast_in_dim`` of a BCSR array: new dimensions before the sparse ones are
+    batch dimensions, new ones after the dense ones' start are dense; the two sparse
+    dimensions stay as they are."""
+    del sharding
+    _check_bcsr(mat, "bcsr_broadcast_in_dim")
+    shape = canonical_shape(shape)
+    dims = tuple(operator.index(d) for d in broadcast_dimensions)
+    if len(dims) != mat.ndim or any(not 0 <= d < len(shape) for d in dims) or \
+            list(dims) != sorted(set(dims)):
+        raise TypeError(f"broadcast_in_dim broadcast_dimensions must be strictly increasing, "
+                        f"one per operand dimension and within the result's rank; got "
+                        f"broadcast_dimensions={dims} for operand shape {mat.shape} and "
+                        f"shape={shape}.")
+    if any(mat.shape[i] not in (1, shape[d]) for i, d in enumerate(dims)):
+        raise TypeError(f"broadcast_in_dim operand dimension sizes must be 1 or equal to the "
+                        f"result's; got operand shape {mat.shape}, shape={shape} and "
+                        f"broadcast_dimensions={dims}.")
+    n_batch, n_dense = mat.n_batch, mat.n_dense
+    new_batch = dims[n_batch]
+    new_dense = len(shape) - dims[n_batch + 2] if n_dense else 0
+    if len(shape) - new_batch - new_dense != 2 or \
+            any(mat.shape[n_batch + k] != shape[dims[n_batch + k]] for k in range(2)):
+        raise NotImplementedError("Adding sparse dimensions with lengths != 1: BCSR keeps "
+                                  f"exactly its two sparse dimensions; got shape={shape}, "
+                                  f"broadcast_dimensions={dims} for {mat}.")
+    old_batch = {dims[i]: i for i in range(n_batch)}
+
+    def batch_shape(buf):  # new batch dimensions at full size; broadcast ones stay size 1
+        return tuple(buf.shape[old_batch[d]] if d in old_batch else shape[d]
+                     for d in range(new_batch))
+    batch_dims = tuple(dims[:n_batch])
+    dense_dims = tuple(d - new_batch - 1 for d in dims[n_batch + 2:])
+    data = lax.broadcast_in_dim(mat.data, batch_shape(mat.data) + (mat.nse,) +
+                                shape[new_batch + 2:], batch_dims + (new_batch,) + dense_dims)
+    indices = lax.broadcast_in_dim(mat.indices, batch_shape(mat.indices) + (mat.nse,),
+                                   batch_dims + (new_batch,))
+    indptr = lax.broadcast_in_dim(mat.indptr, batch_shape(mat.indptr) +
+                                  (mat.indptr.shape[-1],), batch_dims + (new_batch,))
+    return BCSR((data, indices, indptr), shape=shape)
+
+
+def _padding_to_column(mat: BCSR, column: int):
+    """``mat``'s column indices with every padding element (at or past ``indptr[-1]``, or
+    past the last column) pointing at ``column``."""
+    n_cols = mat.shape[mat.n_batch + 1]
+    pos = lax.broadcasted_iota(mat.indices.dtype, (mat.nse,), 0)
+    padding = (pos >= mat.indptr[..., -1:]) | (mat.indices >= n_cols)
+    return jnp.where(padding, jnp.asarray(column, mat.indices.dtype), mat.indices)
+
+
+def bcsr_concatenate(operands: Sequence[BCSR], *, dimension: int) -> BCSR:
+    """``lax.concatenate`` of BCSR arrays with equal layouts, along a batch or sparse
+    dimension."""
+    operands = list(operands)
+    if not operands:
+        raise ValueError("bcsr_concatenate: operands must be a non-empty sequence.")
+    for op in operands:
+        if not isinstance(op, BCSR):
+            raise TypeError(f"bcsr_concatenate: every operand must be a BCSR array, got "
+                            f"{type(op).__name__}.")
+    shapes = [op.shape for op in operands]
+    if len({len(s) for s in shapes}) != 1:
+        raise TypeError("Cannot concatenate arrays with different numbers of dimensions: got "
+                        f"{', '.join(map(str, shapes))}.")
+    ndim = len(shapes[0])
+    dimension = operator.index(dimension)
+    if not 0 <= dimension < ndim:
+        raise TypeError(f"concatenate dimension out of bounds: dimension {dimension} for "
+                        f"shapes {', '.join(map(str, shapes))}.")
+    if any(s[:dimension] + s[dimension + 1:] != shapes[0][:dimension] + shapes[0][dimension + 1:]
+           for s in shapes):
+        raise TypeError("Cannot concatenate arrays with shapes that differ in dimensions other "
+                        f"than the one being concatenated: concatenating along dimension "
+                        f"{dimension} for shapes {', '.join(map(str, shapes))}.")
+    n_batch, n_dense = operands[0].n_batch, operands[0].n_dense
+    if any(op.n_batch != n_batch or op.n_dense != n_dense for op in operands):
+        raise ValueError("bcsr_concatenate: operands must have the same n_batch and n_dense; "
+                         f"got {', '.join(map(repr, operands))}.")
+    out_shape = list(shapes[0])
+    out_shape[dimension] = sum(s[dimension] for s in shapes)
+    out_shape = tuple(out_shape)
+    if dimension >= n_batch + 2:
+        raise NotImplementedError("Concatenation along dense dimensions.")
+    if dimension < n_batch:
+        return _concat_batch(operands, dimension, out_shape)
+    if dimension == n_batch:
+        return _concat_rows(operands, out_shape)
+    return _concat_columns(operands, out_shape)
+
+
+def _concat_batch(operands, dimension, out_shape):
+    n_batch = operands[0].n_batch
+    nse = max(op.nse for op in operands)
+    n_cols = out_shape[n_batch + 1]
+    datas, indices, indptrs = [], [], []
+    for op in operands:
+        full = tuple(op.shape[:n_batch])
+        pad = nse - op.nse
+        data = jnp.broadcast_to(op.data, full + op.data.shape[n_batch:])
+        ind = jnp.broadcast_to(_padding_to_column(op, n_cols), full + (op.nse,))
+        if pad:
+            data = jnp.concatenate([data, jnp.zeros(full + (pad,) + data.shape[n_batch + 1:],
+                                                    data.dtype)], axis=n_batch)
+            ind = jnp.concatenate([ind, jnp.full(full + (pad,), n_cols, ind.dtype)],
+                                  axis=n_batch)
+        datas.append(data)
+        indices.append(ind)
+        indptrs.append(jnp.broadcast_to(op.indptr, full + op.indptr.shape[n_batch:]))
+    return BCSR((jnp.concatenate(datas, axis=dimension),
+                 jnp.concatenate(indices, axis=dimension),
+                 jnp.concatenate(indptrs, axis=dimension)), shape=out_shape)
+
+
+def _concat_rows(operands, out_shape):
+    n_batch = operands[0].n_batch
+    batch = out_shape[:n_batch]
+    n_cols = out_shape[n_batch + 1]
+
+    def full(x):
+        return jnp.broadcast_to(x, tuple(batch) + x.shape[n_batch:])
+    datas = [full(op.data) for op in operands]
+    # A padding element would otherwise count toward the next operand's first row.
+    indices = [full(_padding_to_column(op, n_cols)) for op in operands]
+    indptrs, offset = [], 0
+    for k, op in enumerate(operands):
+        ptr = full(op.indptr)
+        indptrs.append(ptr if k == 0 else ptr[..., 1:] + jnp.asarray(offset, ptr.dtype))
+        offset += op.nse
+    return BCSR((jnp.concatenate(datas, axis=n_batch), jnp.concatenate(indices, axis=n_batch),
+                 jnp.concatenate(indptrs, axis=n_batch)), shape=out_shape)
+
+
+def _concat_columns(operands, out_shape):
+    n_batch = operands[0].n_batch
+    batch = out_shape[:n_batch]
+    n_rows, total = out_shape[n_batch], out_shape[n_batch + 1]
+    datas, coos, offset = [], [], 0
+    for op in operands:
+        coo = bcsr_to_bcoo_indices(op.indices, op.indptr)
+        rows, cols = coo[..., 0], coo[..., 1]
+        valid = (rows < n_rows) & (cols < op.shape[n_batch + 1])
+        cols = jnp.where(valid, cols + jnp.asarray(offset, cols.dtype),
+                         jnp.asarray(total, cols.dtype))
+        coos.append(jnp.broadcast_to(jnp.stack([rows, cols], axis=-1),
+                                     tuple(batch) + coo.shape[n_batch:]))
+        datas.append(jnp.broadcast_to(op.data, tuple(batch) + op.data.shape[n_batch:]))
+        offset += op.shape[n_batch + 1]
+    arr = BCOO((jnp.concatenate(datas, axis=n_batch), jnp.concatenate(coos, axis=n_batch)),
+               shape=out_shape)
+    return BCSR.from_bcoo(arr)
+
+
+# --- sparsify rules for BCSR values ---------------------------------------------------------------
+# Each rule takes the interpreter's values (``transform.SparseValue``: ``.is_sparse``,
+# ``.array()`` giving a BCSR or dense array) and the equation's parameters, and returns a
+# list of values, as the BCOO rules in ``transform.py`` do.
+sparse_rules_bcsr: dict = {}
+
+
+def _value(x):
+    from plax.experimental.sparse.transform import SparseValue
+    return SparseValue.of(x)
+
+
+def _with_data(mat: BCSR, data) -> BCSR:
+    return BCSR((data, mat.indices, mat.indptr), shape=mat.shape,
+                indices_sorted=mat.indices_sorted, unique_indices=mat.unique_indices)
+
+
+def _unique(mat: BCSR) -> BCSR:
+    """``mat`` with repeated indices merged, so that an elementwise map of its data is right."""
+    if mat.unique_indices:
+        return mat
+    out = bcsr_sum_duplicates(mat, nse=mat.nse)
+    out.unique_indices = True
+    return out
+
+
+def _zero_preserving_unary(prim, linear: bool):
+    def rule(x, **params):
+        mat = x.array() if linear else _unique(x.array())
+        return [_value(_with_data(mat, prim.bind(mat.data, **params)))]
+    sparse_rules_bcsr[prim] = rule
+
+
+for _p in (lax.conj_p, lax.copy_p, lax.imag_p, lax.neg_p, lax.real_p):
+    _zero_preserving_unary(_p, linear=True)
+for _p in (lax.abs_p, lax.asin_p, lax.asinh_p, lax.atan_p, lax.atanh_p, lax.bessel_i1e_p,
+           lax.expm1_p, lax.log1p_p, lax.sign_p, lax.sin_p, lax.sinh_p, lax.sqrt_p,
+           lax.square_p, lax.tan_p, lax.tanh_p, lax.convert_element_type_p):
+    _zero_preserving_unary(_p, linear=False)
+
+
+def _integer_pow(x, *, y):
+    if y <= 0:
+        raise NotImplementedError(
+            f"sparse rule for {lax.integer_pow_p} with non-positive exponent {y} is not "
+            "implemented because it would result in dense output. If this is your intent, use "
+            "sparse.todense() to convert your argument to a dense array.")
+    mat = _unique(x.array())
+    return [_value(_with_data(mat, lax.integer_pow_p.bind(mat.data, y=y)))]
+
+
+def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None,
+                 **params):
+    out = bcsr_dot_general(lhs.array(), rhs.array(), dimension_numbers=dimension_numbers,
+                           preferred_element_type=preferred_element_type)
+    return [_value(out)]
+
+
+def _broadcast_in_dim(x, *, shape, broadcast_dimensions, **params):
+    return [_value(bcsr_broadcast_in_dim(x.array(), shape=shape,
+                                         broadcast_dimensions=broadcast_dimensions))]
+
+
+def _all_sparse(values, what: str):
+    arrays = [v.array() for v in values]
+    if not all(isinstance(a, BCSR) for a in arrays):
+        raise NotImplementedError(f"sparse rule for {what} with a mix of BCSR and dense "
+                                  "operands is not implemented.")
+    return arrays
+
+
+def _concatenate(*values, dimension):
+    return [_value(bcsr_concatenate(_all_sparse(values, "concatenate"), dimension=dimension))]
+
+
+def _stack(*values, axis):
+    arrays = _all_sparse(values, "stack")
+    expanded = []
+    for mat in arrays:
+        if axis > mat.n_batch:
+            raise NotImplementedError("sparse rule for stack: BCSR arrays can only be stacked "
+                                      f"along a batch dimension; got axis={axis} for {mat}.")
+        shape = mat.shape[:axis] + (1,) + mat.shape[axis:]
+        dims = tuple(d if d < axis else d + 1 for d in range(mat.ndim))
+        expanded.append(bcsr_broadcast_in_dim(mat, shape=shape, broadcast_dimensions=dims))
+    return [_value(bcsr_concatenate(expanded, dimension=axis))]
+
+
+def _todense(*values, tree):
+    arr = values[0].array()
+    return [_value(arr.todense() if isinstance(arr, JAXSparse) else arr)]
+
+
+def _inline(*values, jaxpr, **params):
+    from plax.experimental.sparse.transform import eval_sparse
+    return eval_sparse(jaxpr.jaxpr, jaxpr.consts, list(values))
+
+
+def _inline_custom_jvp(*values, call_jaxpr, **params):
+    from plax.experimental.sparse.transform import eval_sparse
+    return eval_sparse(call_jaxpr.jaxpr, call_jaxpr.consts, list(values))
+
+
+def _register_rules():
+    from plax.experimental.sparse.api import todense_p
+    from plax.first_order.utility import stack_p
+    from plax.higher_order.custom_derivatives import custom_jvp_call_p
+    from plax.higher_order.pjit import pjit_p
+    sparse_rules_bcsr.update({
+        lax.integer_pow_p: _integer_pow, lax.dot_general_p: _dot_general,
+        lax.broadcast_in_dim_p: _broadcast_in_dim, lax.concatenate_p: _concatenate,
+        stack_p: _stack, todense_p: _todense, pjit_p: _inline,
+        custom_jvp_call_p: _inline_custom_jvp,
+    })
+
+
+_register_rules()
