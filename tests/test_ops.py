@@ -124,3 +124,38 @@ def test_errors_name_the_argument_and_the_fix():
         ops.segment_sum(DATA, np.array([0, 1, 1]), 2)
     with pytest.raises(ValueError, match="bucket_size must be a positive int"):
         ops.segment_sum(DATA, IDS, 4, bucket_size=0)
+
+
+def test_grad_of_segment_prod_is_the_product_of_the_others():
+    x = np.array([1.5, 3.0, 2.0, -2.0, 5.0, 0.5, 0.0, 4.0], np.float32)
+    ids = np.array([0, 0, 5, -1, 2, 2, 3, 3])  # segment 3 holds a zero
+    weights = np.arange(1.0, 5.0, dtype=np.float32)
+    grad = plax.grad(lambda v: jnp.sum(weights * ops.segment_prod(v, ids, 4)))(x)
+    # d/dx_i prod(segment) = the product of the segment's other entries, times its weight
+    np.testing.assert_allclose(grad, [3.0, 1.5, 0.0, 0.0, 1.5, 15.0, 16.0, 0.0])
+    check_grads(lambda v: ops.segment_prod(v, IDS, 4), (DATA,), order=2)
+    check_grads(lambda v: ops.segment_prod(v, IDS, 4, bucket_size=3), (DATA,), order=1)
+    # with unique ids (the case JAX differentiates) the values are JAX 0.10.2's
+    ids = np.array([0, 1, 5, -1, 2, 4, 3, 6])
+    grad = plax.grad(lambda v: jnp.sum(ops.segment_prod(v, ids, 7, unique_indices=True)
+                                       * jnp.arange(1.0, 8.0)))(x)
+    np.testing.assert_array_equal(grad, [1.0, 2.0, 6.0, 0.0, 3.0, 5.0, 4.0, 7.0])
+
+
+def test_jvp_of_segment_max_averages_tied_tangents():
+    x = np.array([1.0, 3.0, 2.0, 2.0, 5.0, 5.0, 0.0, 4.0], np.float32)
+    ids = np.array([0, 0, 5, -1, 2, 2, 3, 3])
+    tangent = np.arange(8.0, dtype=np.float32)
+    out, dout = plax.jvp(lambda v: ops.segment_max(v, ids, 4), (x,), (tangent,))
+    np.testing.assert_array_equal(out, [3.0, -np.inf, 5.0, 4.0])
+    np.testing.assert_array_equal(dout, [1.0, 0.0, 4.5, 7.0])  # JAX 0.10.2's values
+    _, dout = plax.jvp(lambda v: ops.segment_min(v, ids, 4), (x,), (tangent,))
+    np.testing.assert_array_equal(dout, [0.0, 0.0, 4.5, 6.0])
+
+
+def test_vmap_over_data_and_ids_together():
+    x = np.array([1.5, 3.0, 2.0, -2.0, 5.0, 0.5, 0.0, 4.0], np.float32)
+    ids = np.array([0, 1, 5, -1, 2, 4, 3, 6]) % 4
+    out = plax.vmap(lambda d, i: ops.segment_min(d, i, 4))(np.stack([x, -x]),
+                                                           np.stack([ids, ids[::-1]]))
+    np.testing.assert_array_equal(out, [[0.5, 2.0, 4.0, -2.0], [-4.0, -0.5, -1.5, -5.0]])
