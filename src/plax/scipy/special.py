@@ -662,3 +662,13 @@ def spence(x):
         raise TypeError(f"x.dtype={dtypes.canonicalize_dtype(dt).name} is not supported, see "
                         "docstring for supported types.")
     return _spence(jnp.asarray(x))
+
+
+# --- families in sibling modules ------------------------------------------------------------------
+from plax.scipy.special_gamma_family import (  # noqa: E402
+    bernoulli, boxcox, boxcox1p, comb, gammasgn, loggamma, poch)
+from plax.scipy.special_faddeeva import dawsn, erfcx, fresnel, wofz  # noqa: E402
+from plax.scipy.special_integrals import owens_t, sici  # noqa: E402
+
+__all__ += ["bernoulli", "boxcox", "boxcox1p", "comb", "gammasgn", "loggamma", "poch", "dawsn",
+            "erfcx", "fresnel", "wofz", "owens_t", "sici"]
