@@ -311,13 +311,14 @@ def bcoo_transpose(mat: BCOO, *, permutation) -> BCOO:
 
 def bcoo_dot_general(lhs, rhs, *, dimension_numbers, precision=None,
                      preferred_element_type=None, out_sharding=None):
-    """``lax.dot_general`` where one operand is a BCOO array; the result is dense.
+    """``lax.dot_general`` where one operand is a BCOO array (the result is dense) or both
+    are (the result is BCOO).
     ``precision`` and ``out_sharding`` are accepted and unused, as in JAX."""
     del precision, out_sharding
     if isinstance(lhs, BCOO) and isinstance(rhs, BCOO):
-        raise NotImplementedError("bcoo_dot_general of two BCOO arrays (bcoo_spdot_general) "
-                                  "is not implemented in plax; densify one operand with "
-                                  ".todense().")
+        from plax.experimental.sparse.bcoo_spdot import spdot_general
+        return spdot_general(lhs, rhs, dimension_numbers=dimension_numbers,
+                             preferred_element_type=preferred_element_type)
     if isinstance(lhs, BCOO):
         return dot_general_bufs(lhs.data, lhs.indices, rhs, dimension_numbers=dimension_numbers,
                                 preferred_element_type=preferred_element_type,
