@@ -669,6 +669,7 @@ from plax.scipy.special_gamma_family import (  # noqa: E402
     bernoulli, boxcox, boxcox1p, comb, gammasgn, loggamma, poch)
 from plax.scipy.special_faddeeva import dawsn, erfcx, fresnel, wofz  # noqa: E402
 from plax.scipy.special_integrals import owens_t, sici  # noqa: E402
+from plax.scipy.special_hypergeometric import hyp1f1, hyp2f1  # noqa: E402
 
 __all__ += ["bernoulli", "boxcox", "boxcox1p", "comb", "gammasgn", "loggamma", "poch", "dawsn",
-            "erfcx", "fresnel", "wofz", "owens_t", "sici"]
+            "erfcx", "fresnel", "wofz", "owens_t", "sici", "hyp1f1", "hyp2f1"]
