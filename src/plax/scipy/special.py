@@ -670,6 +670,8 @@ from plax.scipy.special_gamma_family import (  # noqa: E402
 from plax.scipy.special_faddeeva import dawsn, erfcx, fresnel, wofz  # noqa: E402
 from plax.scipy.special_integrals import owens_t, sici  # noqa: E402
 from plax.scipy.special_hypergeometric import hyp1f1, hyp2f1  # noqa: E402
+from plax.scipy.special_orthogonal import bessel_jn, sph_harm_y  # noqa: E402
 
 __all__ += ["bernoulli", "boxcox", "boxcox1p", "comb", "gammasgn", "loggamma", "poch", "dawsn",
-            "erfcx", "fresnel", "wofz", "owens_t", "sici", "hyp1f1", "hyp2f1"]
+            "erfcx", "fresnel", "wofz", "owens_t", "sici", "hyp1f1", "hyp2f1", "bessel_jn",
+            "sph_harm_y"]
