@@ -468,15 +468,20 @@ def _concat_columns(operands, out_shape):
 
 
 # --- sparsify rules for BCSR values ---------------------------------------------------------------
-# Each rule takes the interpreter's values (``transform.SparseValue``: ``.is_sparse``,
-# ``.array()`` giving a BCSR or dense array) and the equation's parameters, and returns a
-# list of values, as the BCOO rules in ``transform.py`` do.
+# Each rule takes the interpreter's environment and values (``transform.SparsifyEnv``,
+# ``SparsifyValue``) and the equation's parameters, and returns a list of values, as the
+# BCOO rules do; transform.py looks here when an operand is BCSR.
 sparse_rules_bcsr: dict = {}
 
 
-def _value(x):
-    from plax.experimental.sparse.transform import SparseValue
-    return SparseValue.of(x)
+def _arrays(spenv, *spvalues):
+    from plax.experimental.sparse.transform import spvalues_to_arrays
+    return spvalues_to_arrays(spenv, list(spvalues))
+
+
+def _values(spenv, *arrays):
+    from plax.experimental.sparse.transform import arrays_to_spvalues
+    return arrays_to_spvalues(spenv, list(arrays))
 
 
 def _with_data(mat: BCSR, data) -> BCSR:
@@ -489,14 +494,14 @@ def _unique(mat: BCSR) -> BCSR:
     if mat.unique_indices:
         return mat
     out = bcsr_sum_duplicates(mat, nse=mat.nse)
-    out.unique_indices = True
-    return out
+    return BCSR(out._bufs, shape=out.shape, indices_sorted=True, unique_indices=True)
 
 
 def _zero_preserving_unary(prim, linear: bool):
-    def rule(x, **params):
-        mat = x.array() if linear else _unique(x.array())
-        return [_value(_with_data(mat, prim.bind(mat.data, **params)))]
+    def rule(spenv, x, **params):
+        mat, = _arrays(spenv, x)
+        mat = mat if linear else _unique(mat)
+        return _values(spenv, _with_data(mat, prim.bind(mat.data, **params)))
     sparse_rules_bcsr[prim] = rule
 
 
@@ -508,66 +513,69 @@ for _p in (lax.abs_p, lax.asin_p, lax.asinh_p, lax.atan_p, lax.atanh_p, lax.bess
     _zero_preserving_unary(_p, linear=False)
 
 
-def _integer_pow(x, *, y):
+def _integer_pow(spenv, x, *, y):
     if y <= 0:
         raise NotImplementedError(
             f"sparse rule for {lax.integer_pow_p} with non-positive exponent {y} is not "
             "implemented because it would result in dense output. If this is your intent, use "
             "sparse.todense() to convert your argument to a dense array.")
-    mat = _unique(x.array())
-    return [_value(_with_data(mat, lax.integer_pow_p.bind(mat.data, y=y)))]
+    mat = _unique(_arrays(spenv, x)[0])
+    return _values(spenv, _with_data(mat, lax.integer_pow_p.bind(mat.data, y=y)))
 
 
-def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None,
-                 **params):
-    out = bcsr_dot_general(lhs.array(), rhs.array(), dimension_numbers=dimension_numbers,
-                           preferred_element_type=preferred_element_type)
-    return [_value(out)]
+def _dot_general(spenv, lhs, rhs, *, dimension_numbers, precision=None,
+                 preferred_element_type=None, **params):
+    lhs, rhs = _arrays(spenv, lhs, rhs)
+    return _values(spenv, bcsr_dot_general(lhs, rhs, dimension_numbers=dimension_numbers,
+                                           preferred_element_type=preferred_element_type))
 
 
-def _broadcast_in_dim(x, *, shape, broadcast_dimensions, **params):
-    return [_value(bcsr_broadcast_in_dim(x.array(), shape=shape,
-                                         broadcast_dimensions=broadcast_dimensions))]
+def _broadcast_in_dim(spenv, x, *, shape, broadcast_dimensions, **params):
+    mat, = _arrays(spenv, x)
+    return _values(spenv, bcsr_broadcast_in_dim(mat, shape=shape,
+                                                broadcast_dimensions=broadcast_dimensions))
 
 
-def _all_sparse(values, what: str):
-    arrays = [v.array() for v in values]
+def _all_bcsr(spenv, spvalues, what: str):
+    arrays = _arrays(spenv, *spvalues)
     if not all(isinstance(a, BCSR) for a in arrays):
-        raise NotImplementedError(f"sparse rule for {what} with a mix of BCSR and dense "
-                                  "operands is not implemented.")
+        raise NotImplementedError(f"sparse rule for {what} with operands other than BCSR "
+                                  "arrays (dense or BCOO) is not implemented.")
     return arrays
 
 
-def _concatenate(*values, dimension):
-    return [_value(bcsr_concatenate(_all_sparse(values, "concatenate"), dimension=dimension))]
+def _concatenate(spenv, *spvalues, dimension):
+    operands = _all_bcsr(spenv, spvalues, "concatenate")
+    return _values(spenv, bcsr_concatenate(operands, dimension=dimension))
 
 
-def _stack(*values, axis):
-    arrays = _all_sparse(values, "stack")
+def _stack(spenv, *spvalues, axis):
     expanded = []
-    for mat in arrays:
+    for mat in _all_bcsr(spenv, spvalues, "stack"):
         if axis > mat.n_batch:
             raise NotImplementedError("sparse rule for stack: BCSR arrays can only be stacked "
                                       f"along a batch dimension; got axis={axis} for {mat}.")
         shape = mat.shape[:axis] + (1,) + mat.shape[axis:]
         dims = tuple(d if d < axis else d + 1 for d in range(mat.ndim))
         expanded.append(bcsr_broadcast_in_dim(mat, shape=shape, broadcast_dimensions=dims))
-    return [_value(bcsr_concatenate(expanded, dimension=axis))]
+    return _values(spenv, bcsr_concatenate(expanded, dimension=axis))
 
 
-def _todense(*values, tree):
-    arr = values[0].array()
-    return [_value(arr.todense() if isinstance(arr, JAXSparse) else arr)]
+def _todense(spenv, *spvalues, tree):
+    arr = _arrays(spenv, spvalues[0])[0]
+    return _values(spenv, arr.todense() if isinstance(arr, JAXSparse) else arr)
 
 
-def _inline(*values, jaxpr, **params):
+def _inline(spenv, *spvalues, jaxpr, **params):
+    """A nested jit's body evaluated in place (sparse values flow through it)."""
     from plax.experimental.sparse.transform import eval_sparse
-    return eval_sparse(jaxpr.jaxpr, jaxpr.consts, list(values))
+    return eval_sparse(jaxpr.jaxpr, jaxpr.consts, list(spvalues), spenv)
 
 
-def _inline_custom_jvp(*values, call_jaxpr, **params):
+def _inline_custom_jvp(spenv, *spvalues, call_jaxpr, **params):
+    """A custom_jvp function's primal body evaluated in place (its rule is not kept)."""
     from plax.experimental.sparse.transform import eval_sparse
-    return eval_sparse(call_jaxpr.jaxpr, call_jaxpr.consts, list(values))
+    return eval_sparse(call_jaxpr.jaxpr, call_jaxpr.consts, list(spvalues), spenv)
 
 
 def _register_rules():
