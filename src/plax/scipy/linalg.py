@@ -17,16 +17,19 @@ import numpy as np
 from plax import lax
 from plax import numpy as jnp
 from plax.api.jit import jit
-from plax.core import dtypes
+from plax.api.autodiff import jvp
 from plax.lax import linalg as lax_linalg
 from plax.numpy import linalg as jnp_linalg
 from plax.lax.linalg.lu import lu_solve as _lu_solve
 from plax.numpy.linalg import as_inexact_arrays, conj_transpose, matmul_highest
 from plax.numpy.util import check_arraylike, promote_dtypes
 
-__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "eigh_tridiagonal",
-           "expm", "hilbert", "inv", "lu", "lu_factor", "lu_solve", "polar", "qr", "solve",
-           "solve_triangular", "svd", "toeplitz"]
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion",
+           "convolution_matrix", "det", "dft", "eigh", "eigh_tridiagonal", "expm", "expm_frechet",
+           "fiedler", "fiedler_companion", "funm", "hadamard", "hankel", "helmert", "hessenberg",
+           "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu", "lu_factor", "lu_solve",
+           "pascal", "polar", "qr", "qr_multiply", "rsf2csf", "schur", "solve", "solve_sylvester",
+           "solve_triangular", "sqrtm", "svd", "toeplitz"]
 
 
 def _check_square(name, a):
@@ -240,6 +243,66 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
         raise ValueError(f"Unsupported QR decomposition mode '{mode}'; use 'full', 'economic' "
                          "or 'r'.")
     return _qr(a, mode, bool(pivoting))
+
+
+@functools.partial(jit, static_argnames=("mode", "pivoting", "conjugate"))
+def _qr_multiply(a, c, mode, pivoting, conjugate):
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = jnp.broadcast_shapes(a.shape[:-2], c.shape[:-2])
+    a = jnp.broadcast_to(a, batch + a.shape[-2:])
+    c = jnp.broadcast_to(c, batch + c.shape[-2:])
+    if pivoting:
+        q, r, p = lax_linalg.qr(a, pivoting=True, full_matrices=True)
+        q = jnp.conj(q) if conjugate else q
+        product = (matmul_highest(q[..., :k], c) if mode == "left"
+                   else matmul_highest(c, q[..., :k]))
+        return product, jnp.triu(r[..., :k, :]), p
+    packed, taus = lax_linalg.geqrf(a)
+    if mode == "left" and m > k:  # Q[:, :k] c = Q [c; 0]
+        c = jnp.concatenate([c, jnp.zeros(c.shape[:-2] + (m - k,) + c.shape[-1:], c.dtype)],
+                            axis=-2)
+    if conjugate:  # conj(Q) c = (cᵀ Qᴴ)ᵀ and c conj(Q) = (Qᴴ cᵀ)ᵀ: no conjugation needed
+        product = jnp.swapaxes(lax_linalg.ormqr(packed, taus, jnp.swapaxes(c, -1, -2),
+                                                left=mode != "left", transpose=True), -1, -2)
+    else:
+        product = lax_linalg.ormqr(packed, taus, c, left=mode == "left")
+    if mode == "right":
+        product = product[..., :k]
+    return product, jnp.triu(packed[..., :k, :])
+
+
+def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a=False,
+                overwrite_c=False):
+    """The QR factorisation a = Q R (Q m x m, k = min(m, n)) multiplied into ``c`` without
+    forming Q: ``mode='left'`` gives ``(Q[:, :k] @ c, R)`` (c is (..., k, p)), 'right'
+    ``(c @ Q[:, :k], R)`` (c is (..., p, m)), with R k x n; ``conjugate`` uses conj(Q). A 1-D
+    ``c`` is a column (left) or row (right) and the product comes back 1-D. ``pivoting``
+    (column-pivoted QR) adds the permutation p. Differentiable in ``c``."""
+    del overwrite_a, overwrite_c
+    a, c = as_inexact_arrays("qr_multiply", a, c)
+    if mode not in ("right", "left"):
+        raise ValueError(f"mode must be 'right' or 'left', got {mode!r}")
+    if a.ndim < 2:
+        raise ValueError(f"qr_multiply: a must be a matrix (or a batch of them), got shape "
+                         f"{a.shape}.")
+    onedim = c.ndim == 1
+    if onedim:
+        c = c[:, None] if mode == "left" else c[None, :]
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if mode == "left" and c.shape[-2] != k:
+        raise ValueError(f"Array shapes are not compatible for Q @ c operation: a has shape "
+                         f"{a.shape} so Q has {k} columns, but c has {c.shape[-2]} rows "
+                         f"(expected {k}).")
+    if mode == "right" and c.shape[-1] != m:
+        raise ValueError(f"Array shapes are not compatible for c @ Q operation: a has shape "
+                         f"{a.shape} so Q has {m} rows, but c has {c.shape[-1]} columns "
+                         f"(expected {m}).")
+    out = _qr_multiply(a, c, mode, bool(pivoting), bool(conjugate))
+    if onedim:
+        out = (out[0].ravel(),) + tuple(out[1:])
+    return out
 
 
 @functools.partial(jit, static_argnames=("full_matrices", "compute_uv", "algorithm"))
@@ -486,6 +549,29 @@ def expm(A, *, upper_triangular=False, max_squarings=16):
     return _expm(A, bool(upper_triangular), int(max_squarings))
 
 
+@functools.partial(jit, static_argnames=("compute_expm",))
+def _expm_frechet(a, e, compute_expm):
+    expm_a, frechet = jvp(functools.partial(_expm, upper_triangular=False, max_squarings=16),
+                          (a,), (e,))
+    return (expm_a, frechet) if compute_expm else frechet
+
+
+def expm_frechet(A, E, *, method=None, compute_expm=True):
+    """The Fréchet derivative of the matrix exponential at each matrix of ``A`` in the
+    direction ``E`` (the JVP of ``expm``), and with ``compute_expm`` (default) ``expm(A)``
+    first: ``(expm(A), L(A, E))``. ``method`` is accepted and unused. Differentiable."""
+    del method
+    a, e = as_inexact_arrays("expm_frechet", A, E)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"expected A to be a (batched) square matrix, got A.shape={a.shape}")
+    if e.ndim < 2 or e.shape[-1] != e.shape[-2]:
+        raise ValueError(f"expected E to be a (batched) square matrix, got E.shape={e.shape}")
+    if a.shape != e.shape:
+        raise ValueError(f"expected A and E to be the same shape, got A.shape={a.shape} "
+                         f"E.shape={e.shape}")
+    return _expm_frechet(a, e, bool(compute_expm))
+
+
 # --- constructed matrices ---------------------------------------------------------------------
 def block_diag(*arrs):
     """The block-diagonal matrix with the (at most 2-D) ``arrs`` as its blocks, in order; 0-
@@ -508,29 +594,10 @@ def block_diag(*arrs):
     return jnp.concatenate(rows, axis=0)
 
 
-def toeplitz(c, r=None):
-    """The Toeplitz matrix with first column ``c`` and first row ``r`` (default conj(c); its
-    first entry is replaced by c's). Leading dimensions of ``c`` and ``r`` broadcast to a
-    batch of matrices."""
-    if r is None:
-        check_arraylike("toeplitz", c)
-        c = jnp.asarray(c)
-        r = jnp.conj(c)
-    check_arraylike("toeplitz", c, r)
-    c, r = (jnp.atleast_1d(jnp.asarray(x)) for x in promote_dtypes(c, r))
-    m, n = c.shape[-1], r.shape[-1]
-    batch = jnp.broadcast_shapes(c.shape[:-1], r.shape[:-1])
-    c = jnp.broadcast_to(c, batch + (m,))
-    r = jnp.broadcast_to(r, batch + (n,))
-    # Entry (i, j) is values[m - 1 + j - i]: c reversed, then r without its first entry.
-    values = jnp.concatenate([c[..., ::-1], r[..., 1:]], axis=-1)
-    index = (m - 1) + np.arange(n)[None, :] - np.arange(m)[:, None]
-    return jnp.take(values, index, axis=-1)
-
-
-def hilbert(n):
-    """The n x n Hilbert matrix, H[i, j] = 1 / (i + j + 1)."""
-    n = int(n)
-    i = np.arange(n)
-    return jnp.asarray(1.0 / (i[:, None] + i[None, :] + 1), dtype=dtypes.default_float_dtype()) \
-        if n else jnp.zeros((0, 0))
+# The special matrices and the Schur-based functions live in sibling files, by family.
+from plax.scipy.linalg_matrices import (circulant, companion, convolution_matrix,  # noqa: E402
+                                        dft, fiedler, fiedler_companion, hadamard, hankel,
+                                        helmert, hilbert, invhilbert, invpascal, leslie,
+                                        pascal, toeplitz)
+from plax.scipy.linalg_schur import (funm, hessenberg, rsf2csf, schur,  # noqa: E402
+                                     solve_sylvester, sqrtm)
