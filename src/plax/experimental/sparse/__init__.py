@@ -1,7 +1,7 @@
 """plax.experimental.sparse: sparse arrays, as ``jax.experimental.sparse``.
 
-The BCOO (batched coordinate) format with its primitives (``bcoo.py`` and the modules it
-wraps), the format-generic ``todense``/``empty``/``eye`` (``api.py``) and the ``sparsify``
+The BCOO (batched coordinate) format with its primitives and operations (``bcoo.py`` and
+the ``bcoo_*`` modules), the format-generic ``todense``/``empty``/``eye`` (``api.py``) and the ``sparsify``
 transformation that runs dense code on sparse arrays (``transform.py``), differentiation
 with respect to sparse arrays (``ad.py``) and ``random_bcoo`` (``random.py``). Loaded only
 when imported.
@@ -10,12 +10,15 @@ from plax.experimental.sparse._base import JAXSparse
 from plax.experimental.sparse.ad import grad, jacfwd, jacobian, jacrev, value_and_grad
 from plax.experimental.sparse.api import empty, eye, todense, todense_p
 from plax.experimental.sparse.bcoo import (
-    BCOO, bcoo_dot_general, bcoo_dot_general_p, bcoo_eliminate_zeros, bcoo_extract,
-    bcoo_extract_p, bcoo_fromdense, bcoo_fromdense_p, bcoo_multiply_dense, bcoo_multiply_sparse,
-    bcoo_reduce_sum, bcoo_sort_indices, bcoo_sort_indices_p, bcoo_sum_duplicates,
-    bcoo_sum_duplicates_p, bcoo_todense, bcoo_todense_p, bcoo_transpose, bcoo_transpose_p)
+    BCOO, bcoo_broadcast_in_dim, bcoo_concatenate, bcoo_conv_general_dilated, bcoo_dot_general,
+    bcoo_dot_general_p, bcoo_dot_general_sampled, bcoo_dot_general_sampled_p,
+    bcoo_dynamic_slice, bcoo_eliminate_zeros, bcoo_extract, bcoo_extract_p, bcoo_fromdense,
+    bcoo_fromdense_p, bcoo_gather, bcoo_multiply_dense, bcoo_multiply_sparse, bcoo_reduce_sum,
+    bcoo_reshape, bcoo_rev, bcoo_slice, bcoo_sort_indices, bcoo_sort_indices_p,
+    bcoo_spdot_general_p, bcoo_squeeze, bcoo_sum_duplicates, bcoo_sum_duplicates_p,
+    bcoo_todense, bcoo_todense_p, bcoo_transpose, bcoo_transpose_p, bcoo_update_layout)
 from plax.experimental.sparse.random import random_bcoo
-from plax.experimental.sparse.transform import sparsify
+from plax.experimental.sparse.transform import SparseTracer, sparsify
 from plax.experimental.sparse.util import (CuSparseEfficiencyWarning, SparseEfficiencyError,
                                            SparseEfficiencyWarning)
 
@@ -27,7 +30,10 @@ __all__ = [
     "bcoo_multiply_sparse", "bcoo_reduce_sum", "bcoo_sort_indices", "bcoo_sort_indices_p",
     "bcoo_sum_duplicates", "bcoo_sum_duplicates_p", "bcoo_todense", "bcoo_todense_p",
     "bcoo_transpose", "bcoo_transpose_p", "CuSparseEfficiencyWarning", "SparseEfficiencyError",
-    "SparseEfficiencyWarning",
+    "SparseEfficiencyWarning", "SparseTracer", "bcoo_broadcast_in_dim", "bcoo_concatenate",
+    "bcoo_conv_general_dilated", "bcoo_dot_general_sampled", "bcoo_dot_general_sampled_p",
+    "bcoo_dynamic_slice", "bcoo_gather", "bcoo_reshape", "bcoo_rev", "bcoo_slice",
+    "bcoo_spdot_general_p", "bcoo_squeeze", "bcoo_update_layout",
 ]
 
 # The other formats' names, loaded with their modules on first use: name -> module.

@@ -3,13 +3,16 @@
 The primitives live in ``bcoo_convert`` (todense, fromdense, extract), ``bcoo_layout``
 (transpose, sort_indices, sum_duplicates) and ``bcoo_dot`` (dot_general); this module
 wraps them for BCOO values and adds the operations built from them (reduce_sum,
-multiply_dense, multiply_sparse). Arithmetic operators and ``sum``/``astype`` come from
-``sparsify`` (``transform.py`` attaches them).
+multiply_dense, multiply_sparse). Reshaping, slicing and joining are in ``bcoo_shape``,
+gather and convolution in ``bcoo_index``, sparse-sparse products in ``bcoo_spdot`` (all
+brought into this namespace at the end, as JAX's module has them). Arithmetic operators,
+indexing and ``sum``/``astype``/``reshape`` come from ``sparsify`` (``bcoo_rules.py``).
 """
 from __future__ import annotations
 
 import math
 import operator
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,9 +29,16 @@ from plax.experimental.sparse.bcoo_dot import (bcoo_dot_general_p, dot_general_b
 from plax.experimental.sparse.bcoo_layout import (bcoo_sort_indices_p, bcoo_sum_duplicates_p,
                                                   bcoo_transpose_p, sort_indices_bufs,
                                                   sum_duplicates_bufs, transpose_bufs)
-from plax.experimental.sparse.util import (SparseInfo, canonical_shape, nfold_vmap,
-                                           validate_bcoo)
+from plax.experimental.sparse.util import (  # noqa: F401 (JAX's module exposes these names)
+    BCOOProperties, CuSparseEfficiencyWarning, Shape, SparseEfficiencyError,
+    SparseEfficiencyWarning, SparseInfo, canonical_shape, nfold_vmap, validate_bcoo)
+from plax.api.vmap import vmap  # noqa: F401
+from plax.first_order.dot import DotDimensionNumbers  # noqa: F401
+from plax.lax import GatherDimensionNumbers, GatherScatterMode  # noqa: F401
+from plax.numpy.util import canonicalize_axis  # noqa: F401
+from plax.runtime.array import Array  # noqa: F401
 from plax.transforms.vmap import BatchTracer
+from plax.typing import ArrayLike, DTypeLike  # noqa: F401
 from plax.tree_util import register_pytree_node_class
 
 __all__ = ["BCOO", "bcoo_todense", "bcoo_fromdense", "bcoo_extract", "bcoo_transpose",
@@ -248,6 +258,13 @@ class BCOO(JAXSparse):
     def sort_indices(self) -> BCOO:
         """The array with each batch's indices sorted."""
         return bcoo_sort_indices(self)
+
+    def update_layout(self, *, n_batch=None, n_dense=None, on_inefficient="error") -> BCOO:
+        """The same array with ``n_batch`` batch and ``n_dense`` dense dimensions (see
+        ``bcoo_update_layout``)."""
+        from plax.experimental.sparse.bcoo_shape import bcoo_update_layout
+        return bcoo_update_layout(self, n_batch=n_batch, n_dense=n_dense,
+                                  on_inefficient=on_inefficient)
 
     def sum_duplicates(self, nse=None, remove_zeros: bool = True) -> BCOO:
         """The array with repeated indices merged and indices sorted; with ``remove_zeros``
@@ -485,3 +502,49 @@ def bcoo_multiply_sparse(lhs: BCOO, rhs: BCOO) -> BCOO:
         return data, idx
     data, indices = nfold_vmap(one, n_batch)(lhs.data, lhs.indices, rhs.data, rhs.indices)
     return BCOO((data, indices), shape=shape)
+
+
+# --- the rest of JAX's bcoo module namespace ----------------------------------------------------
+class Buffer(Protocol):
+    """What a BCOO buffer (or its abstract value) provides: a shape and a dtype."""
+
+    @property
+    def shape(self) -> Shape: ...
+
+    @property
+    def dtype(self) -> Any: ...
+
+
+# The data and index dtypes cuSPARSE kernels take (JAX's GPU lowering checks them).
+CUSPARSE_DATA_DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+CUSPARSE_INDEX_DTYPES = [np.int32]
+
+
+def ranges_like(*xs):
+    """Consecutive ranges as long as each of ``xs`` (one after the other)."""
+    start = 0
+    for x in xs:
+        yield range(start, start + len(x))
+        start += len(x)
+
+
+def remaining(original, *removed_lists):
+    """The items of ``original`` in none of ``removed_lists``, in order."""
+    removed = set().union(*map(set, removed_lists))
+    return [i for i in original if i not in removed]
+
+
+# The operations built on BCOO live in their own modules (they import this one); JAX's bcoo
+# module holds them all.
+from plax.experimental.sparse.bcoo_shape import (  # noqa: E402
+    bcoo_broadcast_in_dim, bcoo_concatenate, bcoo_dynamic_slice, bcoo_reshape, bcoo_rev,
+    bcoo_slice, bcoo_squeeze, bcoo_update_layout)
+from plax.experimental.sparse.bcoo_spdot import (  # noqa: E402
+    bcoo_dot_general_sampled, bcoo_dot_general_sampled_p, bcoo_spdot_general_p)
+from plax.experimental.sparse.bcoo_index import (  # noqa: E402
+    bcoo_conv_general_dilated, bcoo_gather)
+
+__all__ += ["bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_dynamic_slice", "bcoo_reshape",
+            "bcoo_rev", "bcoo_slice", "bcoo_squeeze", "bcoo_update_layout",
+            "bcoo_dot_general_sampled", "bcoo_dot_general_sampled_p", "bcoo_spdot_general_p",
+            "bcoo_conv_general_dilated", "bcoo_gather", "BCOOProperties", "Buffer"]

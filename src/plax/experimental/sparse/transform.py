@@ -1,153 +1,189 @@
-"""``sparsify``: run a function written for dense arrays on BCOO arrays.
+"""``sparsify``: run a function written for dense arrays on sparse arrays.
 
-The function is traced to a jaxpr on the dense types of its arguments, then the jaxpr is
-evaluated with each value either dense or sparse (BCOO buffers). An equation whose
-operands are all dense binds its primitive as usual; one with a sparse operand runs the
-primitive's sparse rule (``sparse_rules_bcoo``), which returns sparse or dense values.
-Primitives without a rule raise NotImplementedError, saying whether the result would
-have been dense. BCOO's arithmetic operators, ``sum`` and ``astype`` are sparsified
-``plax.numpy`` functions, attached at the end of this module.
+Sparse values live in a ``SparsifyEnv``: a list of buffers (dense arrays, or the data,
+indices and indptr of sparse ones) that ``SparsifyValue`` records point into by position.
+Two values holding the same ``indices_ref`` have the same sparsity pattern, so a rule may
+combine their data directly (values entering separately never share one).
+
+Two interpreters use them. By default the function is traced to a jaxpr on the dense types
+of its arguments and the jaxpr is evaluated by ``eval_sparse``; with ``use_tracer=True`` it
+runs on ``SparseTracer`` values under a ``SparseTrace``. Either way an operation whose
+operands are all dense binds its primitive as usual, and one with a sparse operand runs the
+primitive's sparse rule (``sparse_rules_bcoo``, or ``sparse_rules_bcsr`` from ``bcsr.py`` for
+BCSR operands), which returns sparse or dense values. Primitives without a rule raise
+NotImplementedError, saying whether the result would have been dense. The rules live in
+``bcoo_rules.py``; BCOO's operators and methods made from ``sparsify`` are attached there too.
 """
 from __future__ import annotations
 
 import functools
+import sys
+from typing import Any, NamedTuple
 
-from plax import lax
-from plax import numpy as jnp
-from plax import tree_util
+from plax.api_util import flatten_fun_nokwargs  # noqa: F401 (re-exported, as JAX's module)
 from plax.core.avals import ShapedArray
 from plax.core.jaxpr import Literal
 from plax.core.staging import trace_to_jaxpr
-from plax.core.trace import get_aval
-from plax.experimental.sparse.api import todense_p
-from plax.experimental.sparse.bcoo import (BCOO, bcoo_dot_general, bcoo_multiply_sparse,
-                                           bcoo_reduce_sum, bcoo_sum_duplicates, bcoo_transpose,
-                                           multiply_dense_bufs)
-from plax.higher_order.custom_derivatives import custom_jvp_call_p
-from plax.higher_order.pjit import pjit_p
+from plax.core.trace import Trace, Tracer, current_trace, get_aval, set_current_trace
+from plax.experimental.sparse._base import JAXSparse
+from plax.experimental.sparse.bcoo import (BCOO, bcoo_multiply_dense,  # noqa: F401
+                                           bcoo_multiply_sparse)
+from plax.tree_util import tree_flatten, tree_map, tree_unflatten
+from plax.typing import Array  # noqa: F401 (re-exported, as JAX's module)
 
-__all__ = ["sparsify", "sparse_rules_bcoo", "SparseValue"]
+__all__ = ["sparsify", "sparse_rules_bcoo", "SparsifyEnv", "SparsifyValue", "SparseTracer",
+           "SparseTrace", "arrays_to_spvalues", "spvalues_to_arrays", "spvalues_to_avals",
+           "eval_sparse", "sparsify_raw", "sparsify_fun", "sparsify_subtrace"]
+
+ArrayOrSparse = Any
+
+_BCSR_MODULE = "plax.experimental.sparse.bcsr"
 
 
-class SparseValue:
-    """One value of the sparse interpreter: a dense array (``indices`` None) or the buffers
-    and static description of a BCOO array."""
+def _bcsr_class():
+    """The BCSR class when its module is loaded (a BCSR value implies it is), else None."""
+    module = sys.modules.get(_BCSR_MODULE)
+    return getattr(module, "BCSR", None)
 
-    __slots__ = ("shape", "data", "indices", "indices_sorted", "unique_indices", "pattern")
 
-    def __init__(self, shape, data, indices=None, indices_sorted=False, unique_indices=False,
-                 pattern=None):
-        self.shape = tuple(shape)
-        self.data, self.indices = data, indices
-        self.indices_sorted, self.unique_indices = indices_sorted, unique_indices
-        # Values derived from one another inside one evaluation share their indices: rules
-        # then combine their data directly (values entering separately never do, as in JAX).
-        self.pattern = object() if pattern is None else pattern
+def __getattr__(name):
+    # The BCSR rules live with the BCSR format (bcsr.py), loaded on first use.
+    if name == "sparse_rules_bcsr":
+        import importlib
+        try:
+            return importlib.import_module(_BCSR_MODULE).sparse_rules_bcsr
+        except (ImportError, AttributeError):
+            pass
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def same_indices(self, other) -> bool:
-        return self.pattern is other.pattern
+
+# --- values and their environment -------------------------------------------------------------
+class SparsifyValue(NamedTuple):
+    """One value of the sparse interpreter: its shape and the positions (in a
+    ``SparsifyEnv``) of its buffers: ``data_ref`` alone for a dense array, with
+    ``indices_ref`` for BCOO, and ``indptr_ref`` too for BCSR."""
+    shape: tuple
+    data_ref: int | None
+    indices_ref: int | None = None
+    indptr_ref: int | None = None
+    indices_sorted: bool = False
+    unique_indices: bool = False
 
     @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
     def is_sparse(self) -> bool:
-        return self.indices is not None
+        return self.indices_ref is not None
 
-    @property
-    def aval(self) -> ShapedArray:
-        data = get_aval(self.data)
-        return ShapedArray(self.shape, data.dtype, data.weak_type)
+    def is_dense(self) -> bool:
+        return self.indices_ref is None
 
-    @classmethod
-    def of(cls, x) -> "SparseValue":
+    def is_bcoo(self) -> bool:
+        return self.indices_ref is not None and self.indptr_ref is None
+
+    def is_bcsr(self) -> bool:
+        return self.indptr_ref is not None
+
+
+class SparsifyEnv:
+    """The buffers that ``SparsifyValue`` records point into (by position)."""
+
+    def __init__(self, bufs=()):
+        self._buffers = list(bufs)
+
+    def _push(self, arr) -> int:
+        self._buffers.append(arr)
+        return len(self._buffers) - 1
+
+    def data(self, spvalue: SparsifyValue):
+        """The dense array, or the stored data of a sparse one."""
+        return self._buffers[spvalue.data_ref]
+
+    def indices(self, spvalue: SparsifyValue):
+        return self._buffers[spvalue.indices_ref]
+
+    def indptr(self, spvalue: SparsifyValue):
+        return self._buffers[spvalue.indptr_ref]
+
+    def dense(self, data) -> SparsifyValue:
+        """A dense value holding ``data``."""
+        return SparsifyValue(tuple(get_aval(data).shape), self._push(data))
+
+    def sparse(self, shape, data=None, indices=None, indptr=None, *, data_ref=None,
+               indices_ref=None, indptr_ref=None, indices_sorted=False,
+               unique_indices=False) -> SparsifyValue:
+        """A sparse value: each buffer given as an array (added) or a ref (shared)."""
+        if data is not None:
+            data_ref = self._push(data)
+        if indices is not None:
+            indices_ref = self._push(indices)
+        if indptr is not None:
+            indptr_ref = self._push(indptr)
+        if data_ref is None or indices_ref is None:
+            raise ValueError("SparsifyEnv.sparse: a sparse value needs data and indices.")
+        return SparsifyValue(tuple(shape), data_ref, indices_ref, indptr_ref,
+                             indices_sorted, unique_indices)
+
+
+def _is_sparse_obj(x) -> bool:
+    return isinstance(x, JAXSparse)
+
+
+def _is_spvalue(x) -> bool:
+    return isinstance(x, SparsifyValue)
+
+
+def arrays_to_spvalues(spenv: SparsifyEnv, args):
+    """``args`` (a pytree of dense and sparse arrays) with each array made a value of
+    ``spenv``."""
+    bcsr = _bcsr_class()
+
+    def convert(x):
         if isinstance(x, BCOO):
-            return cls(x.shape, x.data, x.indices, x.indices_sorted, x.unique_indices)
-        x = jnp.asarray(x)
-        return cls(get_aval(x).shape, x)
-
-    def array(self):
-        """The BCOO array or dense array this value stands for."""
-        if not self.is_sparse:
-            return self.data
-        return BCOO((self.data, self.indices), shape=self.shape,
-                    indices_sorted=self.indices_sorted, unique_indices=self.unique_indices)
-
-    def with_data(self, data) -> "SparseValue":
-        """The same indices holding other data (of the same shape)."""
-        return SparseValue(self.shape, data, self.indices, self.indices_sorted,
-                           self.unique_indices, self.pattern)
+            return spenv.sparse(x.shape, x.data, x.indices, indices_sorted=x.indices_sorted,
+                                unique_indices=x.unique_indices)
+        if bcsr is not None and isinstance(x, bcsr):
+            return spenv.sparse(x.shape, x.data, x.indices, x.indptr,
+                                indices_sorted=x.indices_sorted,
+                                unique_indices=x.unique_indices)
+        if isinstance(x, JAXSparse):
+            raise NotImplementedError(f"sparsify does not support {type(x).__name__} inputs; "
+                                      "convert them to BCOO or BCSR.")
+        return spenv.dense(x)
+    return tree_map(convert, args, is_leaf=_is_sparse_obj)
 
 
-def _is_bcoo(x) -> bool:
-    return isinstance(x, BCOO)
+def spvalues_to_arrays(spenv: SparsifyEnv, spvalues):
+    """The dense and sparse arrays ``spvalues`` (a pytree of values) stand for."""
+    def convert(v):
+        if v.is_bcsr():
+            return _bcsr_class()((spenv.data(v), spenv.indices(v), spenv.indptr(v)),
+                                 shape=v.shape, indices_sorted=v.indices_sorted,
+                                 unique_indices=v.unique_indices)
+        if v.is_bcoo():
+            return BCOO((spenv.data(v), spenv.indices(v)), shape=v.shape,
+                        indices_sorted=v.indices_sorted, unique_indices=v.unique_indices)
+        return spenv.data(v)
+    return tree_map(convert, spvalues, is_leaf=_is_spvalue)
 
 
-# --- the interpreter ----------------------------------------------------------------------------
+def spvalues_to_avals(spenv: SparsifyEnv, spvalues):
+    """The dense types (ShapedArray) of ``spvalues``."""
+    def convert(v):
+        data = get_aval(spenv.data(v))
+        return ShapedArray(v.shape, data.dtype, data.weak_type)
+    return tree_map(convert, spvalues, is_leaf=_is_spvalue)
+
+
+# --- rule lookup --------------------------------------------------------------------------------
 sparse_rules_bcoo: dict = {}
 
-
-def eval_sparse(jaxpr, consts, values):
-    """Evaluate ``jaxpr`` on ``values`` (SparseValues; the constants are dense)."""
-    env = {}
-
-    def read(v):
-        return SparseValue.of(v.value()) if isinstance(v, Literal) else env[v]
-
-    for var, c in zip(jaxpr.constvars, consts):
-        env[var] = SparseValue.of(c)
-    for var, val in zip(jaxpr.invars, values):
-        env[var] = val
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        prim = eqn.primitive
-        if any(x.is_sparse for x in ins):
-            rule = sparse_rules_bcoo.get(prim)
-            if rule is None:
-                _unimplemented(prim)
-            outs = rule(*ins, **eqn.params)
-        else:
-            out = prim.bind(*[x.data for x in ins], **eqn.params)
-            outs = [SparseValue.of(o) for o in (out if prim.multiple_results else [out])]
-        for var, val in zip(eqn.outvars, outs):
-            env[var] = val
-    return [read(v) for v in jaxpr.outvars]
-
-
-def sparsify(f, use_tracer: bool = False):
-    """``f`` made to accept BCOO arrays anywhere among its (pytree) arguments.
-
-    ``f`` runs on the dense types of its arguments; wherever a BCOO value meets a primitive
-    with a sparse rule the work stays sparse (elementwise ops that keep zeros, products,
-    sums, transposes, ...), and the results are BCOO or dense arrays accordingly. Keyword
-    arguments are passed through as static values. (``use_tracer`` is accepted for JAX's
-    signature; plax always interprets the traced jaxpr.)
-    """
-    del use_tracer
-
-    @functools.wraps(f)
-    def wrapped(*args, **params):
-        values = tree_util.tree_map(SparseValue.of, args, is_leaf=_is_bcoo)
-        flat, in_tree = tree_util.tree_flatten(values,
-                                               is_leaf=lambda x: isinstance(x, SparseValue))
-        out_tree = []
-
-        def flat_fun(*xs):
-            out = f(*tree_util.tree_unflatten(in_tree, list(xs)), **params)
-            leaves, tree = tree_util.tree_flatten(out)
-            out_tree.append(tree)
-            return leaves
-
-        jaxpr, consts = trace_to_jaxpr(flat_fun, [v.aval for v in flat],
-                                       description=f"sparsify({getattr(f, '__name__', f)})")
-        outs = eval_sparse(jaxpr, consts, flat)
-        return tree_util.tree_unflatten(out_tree[0], [o.array() for o in outs])
-    return wrapped
-
-
-# --- sparse rules -------------------------------------------------------------------------------
 _DENSIFYING = frozenset(["acos", "acosh", "bessel_i0e", "cos", "cosh", "eq", "exp", "ge", "gt",
                          "le", "lt", "log", "ne", "xor"])
 
 
-def _unimplemented(prim):
+def _raise_unimplemented_primitive(prim):
     if prim.name in _DENSIFYING:
         raise NotImplementedError(
             f"sparse rule for {prim} is not implemented because it would result in dense "
@@ -156,180 +192,174 @@ def _unimplemented(prim):
     raise NotImplementedError(f"sparse rule for {prim} is not implemented.")
 
 
-def _unique(x: SparseValue) -> SparseValue:
-    """``x`` with repeated indices merged, so that an elementwise map of its data is right."""
-    if not x.is_sparse or x.unique_indices:
-        return x
-    arr = x.array()
-    return SparseValue.of(bcoo_sum_duplicates(arr, nse=arr.nse))
+def _apply(spenv: SparsifyEnv, prim, spvalues, params) -> list:
+    """``prim`` applied to ``spvalues``: its sparse rule when one is sparse, else the
+    primitive itself on the dense arrays."""
+    if any(v.is_sparse() for v in spvalues):
+        if any(v.is_bcsr() for v in spvalues):
+            rules = sys.modules[_BCSR_MODULE].sparse_rules_bcsr
+        else:
+            rules = sparse_rules_bcoo
+        rule = rules.get(prim)
+        if rule is None:
+            _raise_unimplemented_primitive(prim)
+        return list(rule(spenv, *spvalues, **params))
+    out = prim.bind(*(spenv.data(v) for v in spvalues), **params)
+    return [spenv.dense(o) for o in (out if prim.multiple_results else [out])]
 
 
-def _zero_preserving_unary(prim, linear: bool):
-    def rule(x, **params):
-        if not linear:
-            x = _unique(x)
-        return [x.with_data(prim.bind(x.data, **params))]
-    sparse_rules_bcoo[prim] = rule
+# --- the jaxpr interpreter ----------------------------------------------------------------------
+def eval_sparse(jaxpr, consts, spvalues, spenv: SparsifyEnv):
+    """Evaluate ``jaxpr`` on ``spvalues`` (the constants are dense arrays); returns the
+    output values."""
+    env = {}
+
+    def read(v):
+        return spenv.dense(v.value()) if isinstance(v, Literal) else env[v]
+
+    for var, c in zip(jaxpr.constvars, consts):
+        env[var] = spenv.dense(c)
+    for var, val in zip(jaxpr.invars, spvalues):
+        env[var] = val
+    for eqn in jaxpr.eqns:
+        outs = _apply(spenv, eqn.primitive, [read(v) for v in eqn.invars], eqn.params)
+        for var, val in zip(eqn.outvars, outs):
+            env[var] = val
+    return [read(v) for v in jaxpr.outvars]
 
 
-for _p in (lax.conj_p, lax.copy_p, lax.imag_p, lax.neg_p, lax.real_p):
-    _zero_preserving_unary(_p, linear=True)
-for _p in (lax.abs_p, lax.asin_p, lax.asinh_p, lax.atan_p, lax.atanh_p, lax.bessel_i1e_p,
-           lax.expm1_p, lax.log1p_p, lax.sign_p, lax.sin_p, lax.sinh_p, lax.sqrt_p,
-           lax.square_p, lax.tan_p, lax.tanh_p, lax.convert_element_type_p):
-    _zero_preserving_unary(_p, linear=False)
+def sparsify_raw(f):
+    """``f`` as a function of ``(spenv, *spvalues, **params)`` (pytrees of values) returning
+    ``(output values, output tree)``: traced on the dense types, evaluated sparsely."""
+    def wrapped(spenv: SparsifyEnv, *spvalues, **params):
+        flat, in_tree = tree_flatten(spvalues, is_leaf=_is_spvalue)
+        out_tree = []
+
+        def flat_fun(*xs):
+            out = f(*tree_unflatten(in_tree, list(xs)), **params)
+            leaves, tree = tree_flatten(out)
+            out_tree.append(tree)
+            return leaves
+        jaxpr, consts = trace_to_jaxpr(flat_fun, spvalues_to_avals(spenv, flat),
+                                       description=f"sparsify({getattr(f, '__name__', f)})")
+        return eval_sparse(jaxpr, consts, flat, spenv), out_tree[0]
+    return wrapped
 
 
-def _integer_pow(x, *, y):
-    if y <= 0:
-        raise NotImplementedError(
-            f"sparse rule for {lax.integer_pow_p} with non-positive exponent {y} is not "
-            "implemented because it would result in dense output. If this is your intent, use "
-            "sparse.todense() to convert your argument to a dense array.")
-    x = _unique(x)
-    return [x.with_data(lax.integer_pow_p.bind(x.data, y=y))]
+# --- the tracer interpreter ---------------------------------------------------------------------
+class SparseTracer(Tracer):
+    """A value of a ``SparseTrace``: a dense or sparse array, as a ``SparsifyValue`` of the
+    trace's environment. Its type is the dense array's."""
+
+    __slots__ = ("_spvalue",)
+
+    def __init__(self, trace: "SparseTrace", *, spvalue: SparsifyValue):
+        if not hasattr(trace, "spenv"):
+            raise RuntimeError("Internal: trace does not have spenv defined.")
+        self._trace = trace
+        self._spvalue = spvalue
+
+    @property
+    def spenv(self) -> SparsifyEnv:
+        return self._trace.spenv
+
+    @property
+    def aval(self) -> ShapedArray:
+        return spvalues_to_avals(self._trace.spenv, [self._spvalue])[0]
+
+    def full_lower(self):
+        return self
 
 
-sparse_rules_bcoo[lax.integer_pow_p] = _integer_pow
+class SparseTrace(Trace):
+    """Runs primitives on ``SparseTracer`` values through the sparse rules."""
+
+    def __init__(self, parent_trace: Trace, spenv: SparsifyEnv, description: str = "sparsify"):
+        super().__init__(parent_trace, description)
+        self.spenv = spenv
+
+    @property
+    def parent_trace(self) -> Trace:
+        return self.parent
+
+    def to_sparse_tracer(self, val) -> SparseTracer:
+        """``val`` as a tracer of this trace (values from outside it are dense)."""
+        if isinstance(val, SparseTracer) and val._trace is self:
+            return val
+        if isinstance(val, Tracer):
+            self.check_foreign_tracer(val)
+        with set_current_trace(self.parent):
+            spvalue, = arrays_to_spvalues(self.spenv, [val])
+        return SparseTracer(self, spvalue=spvalue)
+
+    def process_primitive(self, prim, args, params):
+        spvalues = [self.to_sparse_tracer(a)._spvalue for a in args]
+        with set_current_trace(self.parent):
+            outs = _apply(self.spenv, prim, spvalues, params)
+        tracers = [SparseTracer(self, spvalue=v) for v in outs]
+        return tracers if prim.multiple_results else tracers[0]
 
 
-def _add(x, y, **params):
-    out_shape = tuple(jnp.broadcast_shapes(x.shape, y.shape))
-    if x.is_sparse and y.is_sparse:
-        if x.shape != y.shape:
-            raise NotImplementedError("Addition between sparse matrices of different shapes.")
-        if x.same_indices(y):
-            return [x.with_data(lax.add(x.data, y.data))]
-        xi, yi = get_aval(x.indices), get_aval(y.indices)
-        if xi.ndim != yi.ndim or get_aval(x.data).ndim != get_aval(y.data).ndim:
-            raise NotImplementedError("Addition between sparse matrices with different "
-                                      "batch/dense dimensions.")
-        n_batch = xi.ndim - 2
-        xd, yd, xind, yind = _common_batch(x.data, y.data, x.indices, y.indices, n_batch)
-        data = lax.concatenate([xd, yd], n_batch)
-        indices = lax.concatenate([xind, yind], n_batch)
-        return [SparseValue(x.shape, data, indices)]
-    sp, dense = (x, y) if x.is_sparse else (y, x)
-    if dense.shape != out_shape:
-        raise NotImplementedError(
-            "Addition between a sparse array X and a dense array Y is not implemented when the "
-            "output shape is larger than Y.shape. This is to prevent silent densification of a "
-            "large sparse array. If this is your intent, you can explicitly cast the sparse "
-            "array to a dense matrix.")
-    return [SparseValue.of(sp.array().todense() + dense.data)]
+def sparsify_subtrace(f, spenv: SparsifyEnv, spvalues):
+    """Run ``f`` (flat inputs to a flat list of outputs) on tracers of a fresh
+    ``SparseTrace`` for ``spvalues``; returns the output values (in ``spenv``)."""
+    trace = SparseTrace(current_trace(), spenv)
+    try:
+        with set_current_trace(trace):
+            outs = f(*(SparseTracer(trace, spvalue=v) for v in spvalues))
+            return [trace.to_sparse_tracer(o)._spvalue for o in outs]
+    finally:
+        trace.finish()
 
 
-def _common_batch(xd, yd, xi, yi, n_batch):
-    """Buffers of two BCOO arrays broadcast to common batch sizes (to be concatenated)."""
-    sizes = [max(get_aval(b).shape[k] for b in (xd, yd, xi, yi)) for k in range(n_batch)]
-
-    def full(b):
-        shape = get_aval(b).shape
-        return jnp.broadcast_to(b, tuple(sizes) + shape[n_batch:])
-    return full(xd), full(yd), full(xi), full(yi)
+def sparsify_fun(wrapped_fun, args):
+    """``wrapped_fun`` (flat inputs to a flat list of outputs) run with the tracer
+    interpreter on ``args`` (dense and sparse arrays); returns its output arrays."""
+    spenv = SparsifyEnv()
+    spvalues = arrays_to_spvalues(spenv, list(args))
+    return spvalues_to_arrays(spenv, sparsify_subtrace(wrapped_fun, spenv, spvalues))
 
 
-def _sub(x, y, **params):
-    if x.is_sparse and y.is_sparse:
-        return _add(x, y.with_data(lax.neg(y.data)))
-    raise NotImplementedError("Subtraction between sparse and dense array.")
+def _sparsify_with_tracer(fun):
+    @functools.wraps(fun)
+    def wrapped(*args, **params):
+        flat, in_tree = tree_flatten(args, is_leaf=_is_sparse_obj)
+        out_tree = []
+
+        def flat_fun(*xs):
+            out = fun(*tree_unflatten(in_tree, list(xs)), **params)
+            leaves, tree = tree_flatten(out, is_leaf=_is_sparse_obj)
+            out_tree.append(tree)
+            return leaves
+        out = sparsify_fun(flat_fun, flat)
+        return tree_unflatten(out_tree[0], out)
+    return wrapped
 
 
-def _mul(x, y, **params):
-    if x.is_sparse and y.is_sparse:
-        if x.same_indices(y) and x.unique_indices:
-            return [x.with_data(lax.mul(x.data, y.data))]
-        out = bcoo_multiply_sparse(x.array(), y.array())
-        return [SparseValue(out.shape, out.data, out.indices)]
-    sp, dense = (x, y) if x.is_sparse else (y, x)
-    return [sp.with_data(multiply_dense_bufs(sp.data, sp.indices, dense.data,
-                                             spinfo=sp.array()._info))]
+def _sparsify_with_interpreter(fun):
+    @functools.wraps(fun)
+    def wrapped(*args, **params):
+        spenv = SparsifyEnv()
+        spvalues = arrays_to_spvalues(spenv, args)
+        out, out_tree = sparsify_raw(fun)(spenv, *spvalues, **params)
+        return tree_unflatten(out_tree, spvalues_to_arrays(spenv, out))
+    return wrapped
 
 
-def _div(x, y, **params):
-    if y.is_sparse:
-        raise NotImplementedError(
-            "Division by a sparse array is not implemented because it would result in dense "
-            "output. If this is your intent, use sparse.todense() to convert your arguments to "
-            "a dense array.")
-    one = jnp.ones((), get_aval(y.data).dtype)
-    return [x.with_data(multiply_dense_bufs(x.data, x.indices, lax.div(one, y.data),
-                                            spinfo=x.array()._info))]
+def sparsify(f, use_tracer: bool = False):
+    """``f`` made to accept sparse arrays (BCOO, BCSR) anywhere among its (pytree)
+    arguments.
+
+    ``f`` runs on the dense types of its arguments; wherever a sparse value meets a
+    primitive with a sparse rule the work stays sparse (elementwise ops that keep zeros,
+    products, sums, transposes, reshapes, slices, control flow, ...), and the results are
+    sparse or dense arrays accordingly. Keyword arguments are passed through as static
+    values. ``use_tracer=True`` runs ``f`` on tracers instead of interpreting its jaxpr.
+    """
+    if use_tracer:
+        return _sparsify_with_tracer(f)
+    return _sparsify_with_interpreter(f)
 
 
-def _dot_general(x, y, *, dimension_numbers, precision=None, preferred_element_type=None,
-                 **params):
-    out = bcoo_dot_general(x.array(), y.array(), dimension_numbers=dimension_numbers,
-                           preferred_element_type=preferred_element_type)
-    return [SparseValue.of(out)]
-
-
-def _reduce_sum(x, *, axes, **params):
-    out = bcoo_reduce_sum(x.array(), axes=axes)
-    if out.shape == ():
-        return [SparseValue.of(jnp.sum(out.data, dtype=out.dtype))]
-    return [SparseValue.of(out)]
-
-
-def _transpose(x, *, permutation):
-    return [SparseValue.of(bcoo_transpose(x.array(), permutation=permutation))]
-
-
-def _todense(*values, tree):
-    return [SparseValue.of(values[0].array().todense())]
-
-
-def _inline(*values, jaxpr, **params):
-    """pjit: the body evaluated in place (sparse values flow through it)."""
-    return eval_sparse(jaxpr.jaxpr, jaxpr.consts, list(values))
-
-
-def _inline_custom_jvp(*values, call_jaxpr, num_consts=0, **params):
-    """A custom_jvp function's body evaluated in place: the result is its primal computation
-    (the custom derivative rule is not kept)."""
-    return eval_sparse(call_jaxpr.jaxpr, call_jaxpr.consts, list(values))
-
-
-sparse_rules_bcoo.update({
-    lax.add_p: _add, lax.sub_p: _sub, lax.mul_p: _mul, lax.div_p: _div,
-    lax.dot_general_p: _dot_general, lax.reduce_sum_p: _reduce_sum,
-    lax.transpose_p: _transpose, todense_p: _todense, pjit_p: _inline,
-    custom_jvp_call_p: _inline_custom_jvp,
-})
-
-
-# --- BCOO methods made by sparsify ----------------------------------------------------------------
-def _swap(f):
-    return lambda a, b: f(b, a)
-
-
-def _sum(self, *args, **kwargs):
-    """The sum over ``axis`` (all by default): BCOO, or dense when every axis is summed."""
-    return sparsify(lambda x: x.sum(*args, **kwargs))(self)
-
-
-def _astype(self, *args, **kwargs):
-    """The array converted to another dtype."""
-    return sparsify(lambda x: x.astype(*args, **kwargs))(self)
-
-
-def _pow(self, exponent):
-    return sparsify(lambda x: jnp.power(x, exponent))(self)
-
-
-_BCOO_METHODS = {
-    "sum": _sum, "astype": _astype, "__pow__": _pow,
-    "__abs__": sparsify(jnp.abs), "__neg__": sparsify(jnp.negative),
-    "__pos__": sparsify(jnp.positive),
-    "__matmul__": sparsify(jnp.matmul), "__rmatmul__": sparsify(_swap(jnp.matmul)),
-    "__mul__": sparsify(jnp.multiply), "__rmul__": sparsify(_swap(jnp.multiply)),
-    "__truediv__": sparsify(jnp.divide), "__rtruediv__": sparsify(_swap(jnp.divide)),
-    "__add__": sparsify(jnp.add), "__radd__": sparsify(_swap(jnp.add)),
-    "__sub__": sparsify(jnp.subtract), "__rsub__": sparsify(_swap(jnp.subtract)),
-    "__rpow__": sparsify(_swap(jnp.power)),
-    "__gt__": sparsify(jnp.greater), "__ge__": sparsify(jnp.greater_equal),
-    "__lt__": sparsify(jnp.less), "__le__": sparsify(jnp.less_equal),
-    "__eq__": sparsify(jnp.equal), "__ne__": sparsify(jnp.not_equal),
-}
-for _name, _method in _BCOO_METHODS.items():
-    setattr(BCOO, _name, _method)
+# The rules and BCOO's sparsified methods register themselves.
+from plax.experimental.sparse import bcoo_rules as _bcoo_rules  # noqa: E402,F401

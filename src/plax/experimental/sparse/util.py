@@ -16,6 +16,9 @@ __all__ = ["SparseEfficiencyError", "SparseEfficiencyWarning", "CuSparseEfficien
            "nfold_vmap", "broadcasting_vmap", "count_stored_elements"]
 
 
+Shape = tuple[int, ...]
+
+
 class SparseEfficiencyError(ValueError):
     """A sparse operation would store (nearly) every element explicitly."""
 
