@@ -24,11 +24,11 @@ def _abstract(a, taus, c, *, left, transpose):
     if left and c.shape[-2] != m:
         raise ValueError(f"ormqr with left=True expects c to have the same number of rows as "
                          f"the Householder matrix a. Got a shape {a.shape} and c shape "
-                         f"{c.shape}.")
+                         f"{c.shape}: c's rows must number {m}.")
     if not left and c.shape[-1] != m:
         raise ValueError(f"ormqr with left=False expects c to have the same number of columns "
                          f"as the Householder matrix a has rows. Got a shape {a.shape} and c "
-                         f"shape {c.shape}.")
+                         f"shape {c.shape}: c's columns must number {m}.")
     if (taus.ndim != a.ndim - 1 or taus.shape[-1] > min(m, n)
             or not a.shape[:-2] == taus.shape[:-1] == c.shape[:-2]):
         raise ValueError(f"ormqr: a {a.shape}, taus {taus.shape} and c {c.shape} must share "
