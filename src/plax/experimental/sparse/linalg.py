@@ -1,0 +1,254 @@
+"""Sparse linear algebra: ``lobpcg_standard`` (top eigenpairs of a symmetric operator)
+and ``spsolve`` (a direct solve of a CSR system).
+
+``lobpcg_standard`` is written in plax's own lax/jnp operations (jittable; a loop, so not
+differentiable, as JAX's). ``spsolve`` is the primitive ``spsolve_p``: on CPU it runs
+SciPy's sparse solver through a host callback (as JAX does on CPU); its jvp and its
+transpose (in ``b``) are solves again, so it is differentiable with respect to ``data`` and
+``b``. Under vmap it solves each member in turn.
+"""
+from __future__ import annotations
+
+import functools  # noqa: F401  (JAX's module exposes the name)
+from collections.abc import Callable  # noqa: F401
+
+import numpy as np
+
+from plax import lax
+from plax import numpy as jnp
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined,
+                             linear_primitives, register_lowering, transpose_rules)
+from plax.core.trace import get_aval
+from plax.first_order.ad_util import defjvp
+from plax.first_order.batch_util import moveaxis
+from plax.lowering.inline import lower_fun
+
+__all__ = ["lobpcg_standard", "spsolve", "spsolve_p"]
+
+
+# --- lobpcg_standard ---------------------------------------------------------------------------
+def _mm(a, b):
+    return jnp.matmul(a, b, precision=lax.Precision.HIGHEST)
+
+
+def _check_lobpcg_inputs(A, X):
+    """JAX's contract: X is (n, k) with 0 < 5k < n, A an (n, n) array of X's inexact dtype
+    (or a callable)."""
+    if getattr(X, "ndim", None) != 2:
+        raise ValueError(f"lobpcg_standard: X must be an (n, k) array of initial search "
+                         f"directions, got shape {getattr(X, 'shape', None)}.")
+    n, k = X.shape
+    if not dtypes.is_inexact(X.dtype):
+        raise ValueError(f"data type {X.dtype} not inexact")
+    if k == 0:
+        raise ValueError(f"must have search dim > 0, got {k}")
+    if k * 5 >= n:
+        raise ValueError(f"expected search dim * 5 < matrix dim (got {k * 5}, {n})")
+    if not callable(A):
+        if getattr(A, "shape", None) != (n, n):
+            raise ValueError(f"lobpcg_standard: A must be an (n, n) array with n={n} (the "
+                             f"rows of X) or a callable, got shape {getattr(A, 'shape', None)}.")
+        if A.dtype != X.dtype:
+            raise ValueError(f"A, X must have same dtypes (were {A.dtype}, {X.dtype})")
+
+
+def _orthonormalize(S):
+    """``(Q, keep)``: an orthonormal basis of the span of ``S``'s columns, one column per
+    column of ``S`` (columns left over by (near) linear dependence are zero, and ``keep``
+    says which are not), by a scaled Gram eigendecomposition (SVQB)."""
+    eps = jnp.finfo(S.dtype).eps
+    norms = jnp.linalg.norm(S, axis=0)
+    live = norms > jnp.max(norms, initial=0) * eps
+    S = S * jnp.where(live, 1 / jnp.where(live, norms, 1), 0)
+    gram = _mm(S.T, S)
+    lam, V = jnp.linalg.eigh((gram + gram.T) / 2)
+    keep = lam > jnp.max(lam) * eps * S.shape[1] * 10
+    return _mm(S, V * jnp.where(keep, lax.rsqrt(jnp.where(keep, lam, 1)), 0)), keep
+
+
+def _project_out(basis, U):
+    """``U`` without its components along the orthonormal ``basis`` (twice, for accuracy)."""
+    for _ in range(2):
+        U = U - _mm(basis, _mm(basis.T, U))
+    return U
+
+
+def _rayleigh_ritz(S, AS, keep, k):
+    """The top ``k`` Ritz pairs of the operator on the span of orthonormal ``S`` (columns
+    not kept, which are zero, pushed to the bottom of the spectrum): ``(theta, C)``."""
+    H = _mm(S.T, AS)
+    H = (H + H.T) / 2
+    big = 2 * jnp.max(jnp.abs(H)) + 1
+    H = H - jnp.diag(jnp.where(keep, 0, big))
+    w, V = jnp.linalg.eigh(H)
+    return w[::-1][:k], V[:, ::-1][:, :k]
+
+
+def lobpcg_standard(A, X, m: int = 100, tol=None):
+    """The ``k`` largest eigenvalues and their eigenvectors of the symmetric ``(n, n)``
+    operator ``A`` (an array, or a callable applying it to an ``(n, k)`` block), by LOBPCG
+    from the initial search directions ``X`` (``(n, k)``, numerically independent; it needs
+    ``0 < 5k < n``).
+
+    Each of at most ``m`` iterations takes the top Ritz pairs of ``A`` on the span of the
+    current vectors, their residuals and the previous search directions (kept
+    orthonormal). An eigenpair ``(lam, v)`` has converged when ``|A v - lam v| < tol * 10 *
+    n * (|lam| + |A v|)``; ``tol`` defaults to the dtype's epsilon. Returns ``(theta, U,
+    i)``: eigenvalues (descending), eigenvectors as columns, and iterations run.
+    """
+    X = jnp.asarray(X)
+    if not callable(A):
+        A = jnp.asarray(A)
+    _check_lobpcg_inputs(A, X)
+    n, k = X.shape
+    dtype = X.dtype
+    apply = A if callable(A) else (lambda v: _mm(A, v))
+    tol = jnp.asarray(jnp.finfo(dtype).eps if tol is None else tol, dtype)
+
+    def converged(theta, Xs, AX):
+        resid = jnp.linalg.norm(AX - Xs * theta, axis=0)
+        bound = tol * 10 * n * (jnp.abs(theta) + jnp.linalg.norm(AX, axis=0))
+        return resid < bound
+
+    Xs, keep = _orthonormalize(X)
+    AXs = apply(Xs)
+    theta, C = _rayleigh_ritz(Xs, AXs, keep, k)
+    Xs, AXs = _mm(Xs, C), _mm(AXs, C)
+    P = jnp.zeros_like(Xs)
+    # At least one iteration runs (when m > 0), as in JAX.
+    state = (0, Xs, AXs, P, theta, jnp.zeros((k,), bool))
+
+    def cond(state):
+        i, *_, conv = state
+        return (i < m) & ~jnp.all(conv)
+
+    def body(state):
+        i, Xs, AXs, P, theta, _ = state
+        R = AXs - Xs * theta
+        Q, _ = _orthonormalize(_project_out(Xs, jnp.concatenate([P, R], axis=1)))
+        Q, keep_q = _orthonormalize(_project_out(Xs, Q))
+        S = jnp.concatenate([Xs, Q], axis=1)
+        AS = jnp.concatenate([AXs, apply(Q)], axis=1)
+        keep = jnp.concatenate([jnp.ones((k,), bool), keep_q])
+        theta, C = _rayleigh_ritz(S, AS, keep, k)
+        Xn, AXn = _mm(S, C), _mm(AS, C)
+        P = _mm(Q, C[k:])  # the step's part outside the previous vectors
+        return (i + 1, Xn, AXn, P, theta, converged(theta, Xn, AXn))
+
+    i, Xs, _, _, theta, _ = lax.while_loop(cond, body, state)
+    return theta, Xs, i
+
+
+# --- spsolve ------------------------------------------------------------------------------------------
+spsolve_p = Primitive("spsolve")
+
+
+def spsolve(data, indices, indptr, b, tol=1e-6, reorder=1):
+    """The solution ``x`` of ``A x = b`` for the square CSR matrix ``A`` given by ``data``,
+    ``indices`` and ``indptr`` (on CPU by SciPy's sparse direct solver; ``tol`` and
+    ``reorder`` are the GPU solver's settings, accepted and kept). Differentiable with
+    respect to ``data`` and ``b``; ``x`` has ``b``'s dtype and shape."""
+    data, indices, indptr, b = map(jnp.asarray, (data, indices, indptr, b))
+    return spsolve_p.bind(data, indices, indptr, b, tol=float(tol), reorder=int(reorder))
+
+
+def _spsolve_abstract(data, indices, indptr, b, *, tol, reorder):
+    if not (data.ndim == indices.ndim == indptr.ndim == b.ndim == 1):
+        raise ValueError("Arrays must be one-dimensional. Got data.shape="
+                         f"{tuple(data.shape)} indices.shape={tuple(indices.shape)} "
+                         f"indptr.shape={tuple(indptr.shape)} b.shape={tuple(b.shape)}")
+    if indptr.shape[0] != b.shape[0] + 1 or data.shape != indices.shape:
+        raise ValueError(f"Invalid CSR buffer sizes: data.shape={tuple(data.shape)} "
+                         f"indices.shape={tuple(indices.shape)} "
+                         f"indptr.shape={tuple(indptr.shape)} (b.shape={tuple(b.shape)}: "
+                         "indptr needs len(b) + 1 entries)")
+    if data.dtype != b.dtype:
+        raise ValueError(f"data types do not match: data.dtype={data.dtype} "
+                         f"b.dtype={b.dtype}")
+    if not dtypes.is_integer(indices.dtype) or not dtypes.is_integer(indptr.dtype):
+        raise ValueError(f"spsolve: indices and indptr must be integer arrays, got "
+                         f"{indices.dtype} and {indptr.dtype}.")
+    return ShapedArray(tuple(b.shape), b.dtype)
+
+
+def _host_solve(data, indices, indptr, b):
+    import scipy.sparse
+    import scipy.sparse.linalg
+    n = b.shape[0]
+    A = scipy.sparse.csr_matrix((data, indices, indptr), shape=(n, n))
+    return np.asarray(scipy.sparse.linalg.spsolve(A, b)).astype(b.dtype).reshape(b.shape)
+
+
+def _spsolve_impl(data, indices, indptr, b, *, tol, reorder):
+    from plax.api.callbacks import pure_callback
+    from plax.core.shape_dtype_struct import ShapeDtypeStruct
+    b_aval = get_aval(b)
+    return pure_callback(_host_solve, ShapeDtypeStruct(b_aval.shape, b_aval.dtype),
+                         data, indices, indptr, b)
+
+
+def csr_transpose(data, indices, indptr):
+    """The CSR buffers of the transpose of a square CSR matrix (padding past
+    ``indptr[-1]`` dropped to the end)."""
+    n = get_aval(indptr).shape[0] - 1
+    nse = get_aval(indices).shape[0]
+    ends = jnp.zeros((nse,), indptr.dtype).at[indptr[1:]].add(1, mode="drop")
+    rows = jnp.cumsum(ends, dtype=indptr.dtype)  # padding: row n
+    cols = jnp.where(rows < n, indices, jnp.asarray(n, indices.dtype))
+    cols, rows, data = lax.sort((cols, rows, data), num_keys=2)
+    counts = jnp.zeros((n,), indptr.dtype).at[cols].add(1, mode="drop")
+    new_indptr = jnp.concatenate([jnp.zeros((1,), indptr.dtype),
+                                  jnp.cumsum(counts, dtype=indptr.dtype)])
+    return data, jnp.where(rows < n, rows, 0).astype(indices.dtype), new_indptr
+
+
+def _csr_matvec(data, indices, indptr, x):
+    n = get_aval(indptr).shape[0] - 1
+    nse = get_aval(indices).shape[0]
+    ends = jnp.zeros((nse,), indptr.dtype).at[indptr[1:]].add(1, mode="drop")
+    rows = jnp.cumsum(ends, dtype=indptr.dtype)
+    prod = data * x.at[indices].get(mode="fill", fill_value=0)
+    return jnp.zeros((n,), get_aval(prod).dtype).at[rows].add(prod, mode="drop")
+
+
+def _jvp_data(data_dot, ans, data, indices, indptr, b, **params):
+    # d(A^-1 b) = -A^-1 (dA) x
+    return -spsolve_p.bind(data, indices, indptr, _csr_matvec(data_dot, indices, indptr, ans),
+                           **params)
+
+
+def _jvp_b(b_dot, ans, data, indices, indptr, b, **params):
+    return spsolve_p.bind(data, indices, indptr, b_dot, **params)
+
+
+def _spsolve_transpose(ct, data, indices, indptr, b, **params):
+    if not is_undefined(b) or is_undefined(data) or is_undefined(indices) or \
+            is_undefined(indptr):
+        raise ValueError("spsolve is linear in b only: cannot transpose with respect to the "
+                         "matrix")
+    if type(ct) is Zero:
+        return [None, None, None, None]
+    return [None, None, None, spsolve_p.bind(*csr_transpose(data, indices, indptr), ct,
+                                             **params)]
+
+
+def _spsolve_batch(axis, vals, dims, **params):
+    vals = [x if d is None else moveaxis(x, d, 0) for x, d in zip(vals, dims)]
+    batched = [d is not None for d in dims]
+
+    def one(xs):
+        it = iter(xs)
+        args = [next(it) if bat else v for v, bat in zip(vals, batched)]
+        return spsolve_p.bind(*args, **params)
+    return lax.map(one, [v for v, bat in zip(vals, batched) if bat]), 0
+
+
+abstract_eval_rules[spsolve_p] = _spsolve_abstract
+register_lowering(spsolve_p, lower_fun(_spsolve_impl))
+defjvp(spsolve_p, _jvp_data, None, None, _jvp_b)
+linear_primitives.add(spsolve_p)
+transpose_rules[spsolve_p] = _spsolve_transpose
+batch_rules[spsolve_p] = _spsolve_batch
