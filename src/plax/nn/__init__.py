@@ -7,4 +7,6 @@ from plax.nn.functions import (  # noqa: F401
     sparse_plus, sparse_sigmoid, glu, tanh, logsumexp, logmeanexp, log_softmax, softmax,
     standardize, one_hot, log1mexp)
 from plax.nn.attention import dot_product_attention  # noqa: F401
+from plax.nn.scaled import (  # noqa: F401
+    get_scaled_dot_general_config, scaled_dot_general, scaled_matmul)
 from plax.nn import initializers  # noqa: F401
