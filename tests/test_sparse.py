@@ -458,8 +458,6 @@ def test_errors():
          lambda: plax.vmap(lambda a: a.todense())(m)),
         (ValueError, "in_axes for batched BCOO operations must correspond to a batch dimension",
          lambda: plax.vmap(lambda a: a.todense(), in_axes=1)(mb)),
-        (NotImplementedError, "not implemented in plax", lambda: sparse.empty((2, 2),
-                                                                              sparse_format="csr")),
         (ValueError, "not recognized", lambda: sparse.eye(2, sparse_format="dense")),
         (TypeError, "bcoo_todense: mat must be a BCOO array", lambda: sparse.bcoo_todense(X)),
     ]

@@ -1,4 +1,5 @@
-"""Format-generic sparse functions: ``todense`` (and its primitive), ``empty``, ``eye``."""
+"""Format-generic sparse functions: ``todense`` (and its primitive), ``empty``, ``eye`` (for
+every format: BCOO here, the others from their modules on first use)."""
 from __future__ import annotations
 
 import operator
@@ -14,10 +15,12 @@ from plax.experimental.sparse.bcoo import BCOO
 from plax.experimental.sparse.bcoo_convert import (batch_to_front, extract_bufs, todense_bufs,
                                                    unbroadcast)
 from plax.lowering.inline import lower_fun
+from plax.runtime.array import Array  # noqa: F401 (JAX's module exposes these names)
+from plax.typing import DTypeLike  # noqa: F401
 
 __all__ = ["todense", "todense_p", "empty", "eye"]
 
-# The formats JAX has; plax implements BCOO.
+# The formats JAX has (and plax).
 _JAX_FORMATS = ("bcsr", "bcoo", "coo", "csr", "csc")
 
 todense_p = Primitive("todense")
@@ -31,8 +34,8 @@ def todense(arr):
 
 def _rebuild(tree, bufs):
     arr = tree_util.tree_unflatten(tree, list(bufs))
-    if not isinstance(arr, BCOO) and len(bufs) != 1:
-        raise TypeError(f"todense: expected a BCOO array or a dense array, got {type(arr)}.")
+    if not isinstance(arr, JAXSparse) and len(bufs) != 1:
+        raise TypeError(f"todense: expected a sparse array or a dense array, got {type(arr)}.")
     return arr
 
 
@@ -67,6 +70,12 @@ def _transpose(ct, *bufs, tree):
 def _batch(axis, vals, dims, *, tree):
     if len(vals) == 1:
         return vals[0], dims[0]
+    if len(vals) != 2 or not isinstance(tree_util.tree_unflatten(tree, [object(), object()]),
+                                        BCOO):  # other formats: their own operations, mapped
+        from plax.api.vmap import vmap
+        out = vmap(lambda *bufs: _impl(*bufs, tree=tree), in_axes=tuple(dims),
+                   axis_size=axis.size)(*vals)
+        return out, 0
     info = tree_util.tree_unflatten(tree, [object(), object()])._info
     data, indices, info = batch_to_front(*vals, dims, info, axis.size)
     return todense_bufs(data, indices, spinfo=info), 0
@@ -80,12 +89,24 @@ transpose_rules[todense_p] = _transpose
 batch_rules[todense_p] = _batch
 
 
+_FORMAT_CLASSES = {"bcsr": ("bcsr", "BCSR"), "coo": ("coo", "COO"), "csr": ("csr", "CSR"),
+                   "csc": ("csr", "CSC")}
+
+
+def __getattr__(name):
+    # The other formats' classes, from their modules on first use (as JAX's module has them).
+    for module, cls in _FORMAT_CLASSES.values():
+        if name == cls:
+            import importlib
+            return getattr(importlib.import_module(f"plax.experimental.sparse.{module}"), cls)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _format(sparse_format: str):
     if sparse_format == "bcoo":
         return BCOO
-    if sparse_format in _JAX_FORMATS:
-        raise NotImplementedError(f"sparse_format={sparse_format!r} is not implemented in plax; "
-                                  "only 'bcoo' is.")
+    if sparse_format in _FORMAT_CLASSES:
+        return __getattr__(_FORMAT_CLASSES[sparse_format][1])
     raise ValueError(f"sparse_format={sparse_format!r} not recognized; must be one of "
                      f"{list(_JAX_FORMATS)}")
 

@@ -102,7 +102,7 @@ def bcoo_conv_general_dilated(lhs, rhs, *, window_strides, padding, lhs_dilation
     """``lax.conv_general_dilated`` where an operand is BCOO, as a BCOO array. As in JAX,
     only one spatial dimension, one batch element and one feature (shapes ``(1, 1, n)``),
     unit strides and no dilation are supported."""
-    from plax.api import make_jaxpr
+    from plax.api.jit import make_jaxpr
     jaxpr = make_jaxpr(lambda a, b: lax.conv_general_dilated(
         a, b, window_strides, padding, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
         dimension_numbers=dimension_numbers, feature_group_count=feature_group_count,

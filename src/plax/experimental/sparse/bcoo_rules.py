@@ -301,11 +301,15 @@ def _cond(spenv, index, *operands, branches, **params):
             out_kinds.append(k)
             return flat
         return run
-    out = lax.switch(spenv.data(index), [branch(b) for b in branches], *bufs)
+    from plax.api.jit import eval_shape
+    runs = [branch(b) for b in branches]
+    for run in runs:  # the branches' output structures, compared before lax.switch sees them
+        eval_shape(run, *bufs)
     if any(k != out_kinds[0] for k in out_kinds):
-        raise TypeError("sparsified true_fun output and sparsified false_fun output must have "
-                        f"identical types, got {_describe(out_kinds[0])} and "
-                        f"{_describe(out_kinds[1])}.")
+        raise TypeError("sparsified true_fun output must have same type structure as "
+                        "sparsified false_fun output, but they differ: "
+                        f"{_describe(out_kinds[-1])} and {_describe(out_kinds[0])}.")
+    out = lax.switch(spenv.data(index), runs, *bufs)
     return _unflatten(spenv, out, out_kinds[0])
 
 

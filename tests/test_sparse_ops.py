@@ -1,0 +1,314 @@
+"""plax.experimental.sparse: the BCOO shape operations (slice, reshape, concatenate, ...),
+gather and indexing, sparse-sparse and sampled products, and sparsify's rules and control
+flow, against NumPy, under jit, vmap and grad (with respect to the data)."""
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax import lax
+from plax.experimental import sparse
+from plax.experimental.sparse import BCOO
+from plax.test_util import check_grads
+from helpers import grad_check_defaults
+from test_drop_in import assert_ok, run_script  # tests/ is on sys.path (conftest.py)
+
+X = np.array([[0., 1., 0., 2.], [3., 0., 0., 0.], [0., 0., 4., 0.]], np.float32)
+GRAD = dict(order=1, modes=["fwd", "rev"], **grad_check_defaults(np.float32))
+
+
+def layouts(x):
+    """BCOO forms of 2-D ``x``: no batch or dense dimension, either, or both."""
+    return [BCOO.fromdense(x, n_batch=b, n_dense=d) for b, d in [(0, 0), (1, 0), (0, 1), (1, 1)]]
+
+
+# op name -> (BCOO function, the same on NumPy arrays)
+SHAPE_OPS = {
+    "slice": (lambda m: sparse.bcoo_slice(m, start_indices=(1, 1), limit_indices=(3, 4)),
+              lambda x: x[1:3, 1:4]),
+    "slice_strided": (lambda m: sparse.bcoo_slice(m, start_indices=(0, 1), limit_indices=(3, 4),
+                                                  strides=(2, 2)),
+                      lambda x: x[0:3:2, 1:4:2]),
+    "dynamic_slice": (lambda m: sparse.bcoo_dynamic_slice(m, (1, 2), (2, 2)),
+                      lambda x: x[1:3, 2:4]),
+    "dynamic_slice_clamped": (lambda m: sparse.bcoo_dynamic_slice(m, (7, 3), (2, 3)),
+                              lambda x: x[1:3, 1:4]),
+    "rev": (lambda m: sparse.bcoo_rev(m, (0, 1)), lambda x: x[::-1, ::-1]),
+    "squeeze": (lambda m: sparse.bcoo_squeeze(
+        sparse.bcoo_broadcast_in_dim(m, shape=(3, 1, 4), broadcast_dimensions=(0, 2))
+        if m.n_dense == 0 else sparse.bcoo_broadcast_in_dim(m, shape=(1, 3, 4),
+                                                            broadcast_dimensions=(1, 2)),
+        dimensions=(1,) if m.n_dense == 0 else (0,)), lambda x: x),
+    "broadcast_batch": (lambda m: sparse.bcoo_broadcast_in_dim(m, shape=(2, 3, 4),
+                                                               broadcast_dimensions=(1, 2)),
+                        lambda x: np.broadcast_to(x, (2, 3, 4))),
+    "concatenate_0": (lambda m: sparse.bcoo_concatenate([m, m * 2], dimension=0),
+                      lambda x: np.concatenate([x, x * 2], 0)),
+    "update_layout": (lambda m: sparse.bcoo_update_layout(m, n_batch=0, n_dense=0),
+                      lambda x: x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE_OPS))
+def test_shape_ops_against_numpy(name):
+    op, ref = SHAPE_OPS[name]
+    for m in layouts(X):
+        out = op(m)
+        assert isinstance(out, BCOO), (name, m)
+        np.testing.assert_array_equal(out.todense(), ref(X), err_msg=f"{name} on {m}")
+
+
+def test_reshape_and_concatenate_along_sparse():
+    m = BCOO.fromdense(X)
+    np.testing.assert_array_equal(sparse.bcoo_reshape(m, new_sizes=(2, 6)).todense(),
+                                  X.reshape(2, 6))
+    np.testing.assert_array_equal(
+        sparse.bcoo_reshape(m, new_sizes=(12,), dimensions=(1, 0)).todense(), X.T.reshape(12))
+    mb = BCOO.fromdense(X, n_batch=1)
+    out = sparse.bcoo_reshape(mb, new_sizes=(3, 2, 2))
+    assert out.n_batch == 1
+    np.testing.assert_array_equal(out.todense(), X.reshape(3, 2, 2))
+    for a in (m, mb):
+        out = sparse.bcoo_concatenate([a, a], dimension=1)
+        np.testing.assert_array_equal(out.todense(), np.concatenate([X, X], 1))
+    # update_layout both ways keeps the values; the layout is the one asked for
+    for b, d in [(1, 1), (2, 0)]:
+        out = m.update_layout(n_batch=b, n_dense=d, on_inefficient=None)
+        assert (out.n_batch, out.n_dense) == (b, d)
+        np.testing.assert_array_equal(out.todense(), X)
+
+
+def test_shape_ops_jit_vmap_grad():
+    m = BCOO.fromdense(X)
+    ops = [SHAPE_OPS["dynamic_slice"][0], lambda a: sparse.bcoo_reshape(
+        sparse.bcoo_rev(a, (0,)), new_sizes=(2, 6))]
+
+    def f(data):
+        a = BCOO((data, m.indices), shape=m.shape)
+        return [op(a).todense() for op in ops]
+    jitted = plax.jit(f)(m.data)
+    for got, want in zip(jitted, f(m.data)):
+        np.testing.assert_array_equal(got, want)
+    check_grads(lambda d: sum(jnp.sum(o * (i + 1)) for i, o in enumerate(f(d))), (m.data,),
+                **GRAD)
+    # vmap over a batch dimension: each example sliced / reversed on its own
+    mb = BCOO.fromdense(np.stack([X, -X]), n_batch=1)
+    out = plax.vmap(lambda a: sparse.bcoo_slice(a, start_indices=(1, 0),
+                                                limit_indices=(3, 2)).todense())(mb)
+    np.testing.assert_array_equal(out, np.stack([X, -X])[:, 1:3, 0:2])
+    out = plax.vmap(lambda a, i: sparse.bcoo_dynamic_slice(a, (i, 0), (1, 4)).todense())(
+        mb, jnp.array([0, 2]))
+    np.testing.assert_array_equal(out, np.stack([X[0:1], -X[2:3]]))
+
+
+# --- indexing and gather ---------------------------------------------------------------------------
+INDICES = [1, (1, 2), (slice(1, 3), slice(None, None, 2)), (slice(None), 1), (Ellipsis, 2),
+           (-1, None), np.array([0, 2]), (slice(None), np.array([3, 0]))]
+
+
+@pytest.mark.parametrize("n_batch", [0, 1])
+def test_getitem_against_numpy(n_batch):
+    m = BCOO.fromdense(X, n_batch=n_batch)
+    for idx in INDICES[::n_batch + 1]:
+        out = m[jnp.asarray(idx) if isinstance(idx, np.ndarray) else idx]
+        assert isinstance(out, BCOO), idx
+        np.testing.assert_array_equal(out.todense(), X[idx], err_msg=str(idx))
+    rows = list(m)
+    assert len(rows) == 3
+    np.testing.assert_array_equal(rows[2].todense(), X[2])
+
+
+def test_getitem_traced_and_gather():
+    m = BCOO.fromdense(X)
+    out = plax.jit(lambda a, i: a[i].todense())(m, 2)
+    np.testing.assert_array_equal(out, X[2])
+    check_grads(lambda d: BCOO((d, m.indices), shape=m.shape)[jnp.array([2, 0])].todense(),
+                (m.data,), **GRAD)
+    dnums = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,),
+                                       start_index_map=(0,))
+    out = sparse.bcoo_gather(m, jnp.array([[2], [1], [2]]), dnums, (1, 4))
+    np.testing.assert_array_equal(out.todense(), X[[2, 1, 2]])
+    with pytest.raises(NotImplementedError, match="not yet supported"):
+        sparse.bcoo_gather(m, jnp.array([[2]]), dnums, (1, 4), mode="fill")
+
+
+# --- products ---------------------------------------------------------------------------------------
+SPDOT_CASES = [  # (lhs n_batch, rhs n_batch, lhs, rhs, dimension numbers)
+    (0, 0, X, X.T, (([1], [0]), ([], []))),
+    (1, 0, X, X.T, (([1], [0]), ([], []))),
+    (0, 1, X, X, (([1], [1]), ([], []))),
+    (0, 0, X, X, (([0], [0]), ([], []))),
+    (1, 1, X, X, (([1], [1]), ([0], [0]))),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SPDOT_CASES)))
+def test_sparse_sparse_dot_general(case):
+    lb, rb, lhs, rhs, dims = SPDOT_CASES[case]
+    a, b = BCOO.fromdense(lhs, n_batch=lb), BCOO.fromdense(rhs, n_batch=rb)
+    want = np.asarray(lax.dot_general(lhs, rhs, dims))
+    out = sparse.bcoo_dot_general(a, b, dimension_numbers=dims)
+    assert isinstance(out, BCOO)
+    np.testing.assert_allclose(out.todense(), want)
+    if case:
+        return
+    np.testing.assert_allclose(
+        plax.jit(lambda a, b: sparse.bcoo_dot_general(a, b, dimension_numbers=dims).todense())(
+            a, b), want)
+
+    def f(ld, rd):
+        return sparse.bcoo_dot_general(BCOO((ld, a.indices), shape=a.shape),
+                                       BCOO((rd, b.indices), shape=b.shape),
+                                       dimension_numbers=dims).todense()
+    check_grads(f, (a.data, b.data), **GRAD)
+
+
+def test_spdot_under_vmap_and_its_primitive():
+    a = BCOO.fromdense(np.stack([X, 2 * X]), n_batch=1)
+    b = BCOO.fromdense(X.T)
+    out = plax.vmap(lambda x: (x @ b).todense())(a)
+    np.testing.assert_allclose(out, np.stack([X @ X.T, 2 * X @ X.T]))
+    assert sparse.bcoo_spdot_general_p.name == "bcoo_spdot_general"
+    with pytest.raises(NotImplementedError, match="dense dimensions"):
+        sparse.bcoo_dot_general(BCOO.fromdense(X, n_dense=1), BCOO.fromdense(X, n_dense=1),
+                                dimension_numbers=(([1], [1]), ([], [])))
+
+
+def test_dot_general_sampled():
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(3, 5)).astype(np.float32), rng.normal(size=(5, 4)).astype(np.float32)
+    m = BCOO.fromdense(X)
+    dims = (([1], [0]), ([], []))
+
+    def f(a, b):
+        return sparse.bcoo_dot_general_sampled(a, b, m.indices, dimension_numbers=dims)
+    want = (A @ B)[m.indices[:, 0], m.indices[:, 1]]
+    np.testing.assert_allclose(f(A, B), want, rtol=1e-5)
+    np.testing.assert_allclose(plax.jit(f)(A, B), want, rtol=1e-5)
+    np.testing.assert_allclose(plax.vmap(f, in_axes=(0, None))(np.stack([A, -A]), B),
+                               np.stack([want, -want]), rtol=1e-5)
+    check_grads(f, (A, B), **GRAD)
+
+
+def test_conv_general_dilated():
+    x = np.array([[[0., 1., 0., 2., 0., 3.]]], np.float32)
+    k = np.array([[[1., 2., 3.]]], np.float32)
+    for padding, mode in [("SAME", "same"), ("VALID", "valid")]:
+        out = sparse.bcoo_conv_general_dilated(BCOO.fromdense(x), k, window_strides=(1,),
+                                               padding=padding)
+        np.testing.assert_allclose(out.todense()[0, 0], np.convolve(x[0, 0], k[0, 0, ::-1], mode))
+    with pytest.raises(NotImplementedError, match="non-unit window_strides"):
+        sparse.bcoo_conv_general_dilated(BCOO.fromdense(x), k, window_strides=(2,),
+                                         padding="SAME")
+
+
+# --- sparsify --------------------------------------------------------------------------------------
+def _dense_fn(x, y):
+    """Ordinary jnp code: elementwise ops, a product, slicing, reshapes, joins, reductions."""
+    z = jnp.sin(x) * 2.0 - x
+    w = jnp.concatenate([z, x[::-1]], axis=0)          # (6, 4)
+    v = w.reshape(3, 8)[:, 2:6] + jnp.flip(x, 1)       # (3, 4) sparse + sparse
+    u = jnp.einsum("ij,kj->ik", v, y)                  # sparse @ dense -> dense
+    return u, jnp.expand_dims(v, 0).sum(0), v.T
+
+
+def test_sparsify_unmodified_function():
+    m = BCOO.fromdense(X)
+    y = np.arange(12, dtype=np.float32).reshape(3, 4)
+    want = _dense_fn(X, y)
+    for f in (sparse.sparsify(_dense_fn), sparse.sparsify(_dense_fn, use_tracer=True),
+              plax.jit(sparse.sparsify(_dense_fn))):
+        u, v, t = f(m, y)
+        assert not isinstance(u, BCOO) and isinstance(v, BCOO) and isinstance(t, BCOO)
+        np.testing.assert_allclose(u, want[0], rtol=1e-5)
+        np.testing.assert_allclose(v.todense(), want[1], rtol=1e-5)
+        np.testing.assert_allclose(t.todense(), want[2], rtol=1e-5)
+
+
+def test_sparsify_control_flow():
+    m = BCOO.fromdense(X)
+    loop = sparse.sparsify(lambda x: lax.while_loop(lambda c: c[0] < 3,
+                                                    lambda c: (c[0] + 1, c[1] * 2.0), (0, x))[1])
+    np.testing.assert_array_equal(loop(m).todense(), 8 * X)
+    branch = sparse.sparsify(lambda p, x: lax.cond(p, lambda a: a * 2.0, lambda a: -a, x))
+    np.testing.assert_array_equal(branch(True, m).todense(), 2 * X)
+    np.testing.assert_array_equal(branch(False, m).todense(), -X)
+    scan = sparse.sparsify(lambda x: lax.scan(lambda c, s: (c * s, c * s), x,
+                                              jnp.arange(1.0, 4.0)))
+    carry, ys = scan(m)
+    np.testing.assert_array_equal(carry.todense(), 6 * X)
+    assert ys.shape == (3, 3, 4) and ys.n_batch == 1
+    np.testing.assert_array_equal(ys.todense(), np.stack([X, 2 * X, 6 * X]))
+    tracer_fn = sparse.sparsify(lambda x: plax.jit(lambda a: a * 3.0)(x).sum(0), use_tracer=True)
+    np.testing.assert_array_equal(tracer_fn(m).todense(), 3 * X.sum(0))
+    with pytest.raises(TypeError, match="must have same type structure"):
+        sparse.sparsify(lambda p, x: lax.cond(p, lambda a: a, lambda a: jnp.zeros(a.shape),
+                                              x))(True, m)
+    with pytest.raises(NotImplementedError, match="sparse rule for max is not implemented"):
+        sparse.sparsify(plax.nn.relu)(m)
+
+
+def test_sparsify_grad_and_vmap():
+    m = BCOO.fromdense(X)
+    f = sparse.sparsify(lambda x: jnp.sum(jnp.sin(x[1:]) * x[1:]))
+    check_grads(lambda d: f(BCOO((d, m.indices), shape=m.shape)), (m.data,), **GRAD)
+    mb = BCOO.fromdense(np.stack([X, -X]), n_batch=1)
+    out = plax.vmap(sparse.sparsify(lambda x: (x[:, 1:] * 2.0).sum(0)))(mb)
+    np.testing.assert_array_equal(out.todense(), np.stack([2 * X[:, 1:].sum(0),
+                                                           -2 * X[:, 1:].sum(0)]))
+
+
+def test_transform_internals():
+    from plax.experimental.sparse import transform
+    env = transform.SparsifyEnv()
+    m = BCOO.fromdense(X)
+    values = transform.arrays_to_spvalues(env, (m, jnp.ones(3)))
+    assert values[0].is_sparse() and values[0].is_bcoo() and not values[0].is_bcsr()
+    assert values[1].is_dense() and values[1].ndim == 1
+    avals = transform.spvalues_to_avals(env, values)
+    assert avals[0].shape == (3, 4) and avals[0].dtype == np.float32
+    out, tree = transform.sparsify_raw(lambda a, b: (a * 2.0).sum(1) + b)(env, *values)
+    np.testing.assert_array_equal(transform.spvalues_to_arrays(env, out)[0], 2 * X.sum(1) + 1)
+    assert isinstance(sparse.SparseTracer, type) and sparse.SparseTracer is transform.SparseTracer
+    outs = transform.sparsify_fun(lambda a: [a * 3.0], [m])
+    np.testing.assert_array_equal(outs[0].todense(), 3 * X)
+
+
+def test_errors_name_the_problem():
+    m, mb = BCOO.fromdense(X), BCOO.fromdense(X, n_batch=1)
+    cases = [
+        (ValueError, "cannot mix batch and sparse dimensions",
+         lambda: sparse.bcoo_reshape(mb, new_sizes=(12,))),
+        (NotImplementedError, "Concatenation along dense dimensions",
+         lambda: sparse.bcoo_concatenate([BCOO.fromdense(X, n_dense=1)] * 2, dimension=1)),
+        (ValueError, "matching batch dimensions",
+         lambda: sparse.bcoo_concatenate([mb, m], dimension=1)),
+        (sparse.SparseEfficiencyError, "increasing n_batch from 0 to 1",
+         lambda: sparse.bcoo_update_layout(m, n_batch=1)),
+        (NotImplementedError, "Adding sparse dimensions with lengths != 1",
+         lambda: sparse.bcoo_broadcast_in_dim(m, shape=(3, 4, 2), broadcast_dimensions=(0, 1))),
+        (TypeError, "limit_indices must be less than or equal to operand shape",
+         lambda: sparse.bcoo_slice(m, start_indices=(0, 0), limit_indices=(5, 5))),
+        (NotImplementedError, "sparse rule for scan with x values",
+         lambda: sparse.sparsify(lambda xs: lax.scan(lambda c, x: (c, x), 0.0, xs))(m)),
+    ]
+    for exc, match, fn in cases:
+        with pytest.raises(exc, match=match):
+            fn()
+
+
+def test_drop_in_program(tmp_path):
+    proc = run_script(tmp_path, """
+        import jax, jax.numpy as jnp, numpy as np
+        from jax.experimental import sparse
+        x = np.array([[0., 1., 0., 2.], [3., 0., 0., 0.], [0., 0., 4., 0.]], np.float32)
+        m = sparse.BCOO.fromdense(x)
+        print(m[1:, ::2].todense().tolist())
+        print(sparse.bcoo_concatenate([m, m], dimension=0).shape)
+        f = sparse.sparsify(lambda a, v: jnp.flip(a, 0).reshape(2, 6).sum(1) * (a.T @ v).sum())
+        print(jax.jit(f)(m, jnp.ones(3)).todense().tolist())
+        print((m @ m.T).todense().tolist()[0])
+        print(type(sparse.SparseTracer).__name__, sparse.SparseTracer.__module__)
+    """)
+    assert_ok(proc, "[[3.0, 0.0], [0.0, 4.0]]", "(6, 4)", "[70.0, 30.0]", "[5.0, 0.0, 0.0]",
+              "type plax.experimental.sparse.transform")
