@@ -13,11 +13,15 @@ from plax.api import autodiff
 from plax.experimental.sparse._base import JAXSparse
 from plax.experimental.sparse.bcoo import BCOO
 
-__all__ = ["grad", "value_and_grad", "jacfwd", "jacrev", "jacobian"]
+__all__ = ["grad", "value_and_grad", "jacfwd", "jacrev", "jacobian", "is_sparse"]
 
 
-def _is_sparse(x) -> bool:
+def is_sparse(x) -> bool:
+    """Whether ``x`` is a sparse array (BCOO, BCSR, COO, CSR, CSC)."""
     return isinstance(x, JAXSparse)
+
+
+_is_sparse = is_sparse
 
 
 def _argnums(argnums, nargs: int) -> tuple:

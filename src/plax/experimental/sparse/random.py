@@ -11,6 +11,8 @@ from plax import random
 from plax.api.vmap import vmap
 from plax.core import dtypes
 from plax.experimental.sparse.bcoo import BCOO
+from plax.runtime.array import Array  # noqa: F401 (JAX's module exposes these names)
+from plax.typing import DTypeLike  # noqa: F401
 
 __all__ = ["random_bcoo"]
 

@@ -48,10 +48,10 @@ def _bcsr_class():
 
 def __getattr__(name):
     # The BCSR rules live with the BCSR format (bcsr.py), loaded on first use.
-    if name == "sparse_rules_bcsr":
+    if name in ("sparse_rules_bcsr", "BCSR"):
         import importlib
         try:
-            return importlib.import_module(_BCSR_MODULE).sparse_rules_bcsr
+            return getattr(importlib.import_module(_BCSR_MODULE), name)
         except (ImportError, AttributeError):
             pass
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,6 +8,9 @@ from typing import NamedTuple
 
 from plax import numpy as jnp
 from plax.api.vmap import vmap
+from plax.api_util import flatten_axes  # noqa: F401 (JAX's module exposes these names)
+from plax.first_order.dot import DotDimensionNumbers  # noqa: F401
+from plax.runtime.array import Array  # noqa: F401
 from plax.core import dtypes
 from plax.core.trace import get_aval
 
