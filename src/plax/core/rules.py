@@ -74,6 +74,9 @@ checkify_rules: dict = {}
 # prim -> rule(eqn, ins, state) -> outs: the key-reuse checker's per-equation analysis (ids of
 # the key elements of each operand and result; None for a non-key value or a fresh key).
 key_reuse_rules: dict = {}
+# prim -> rule(primals, series, **params) -> (primal_out, series_out): Taylor-mode propagation
+# of normalized Taylor coefficients (plax.experimental.jet's table, filled there).
+jet_rules: dict = {}
 
 # Primitives that are linear in (some of) their inputs: they need a transpose rule.
 linear_primitives: set = set()
