@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import itertools
 import operator
-from functools import reduce
+from functools import partial, reduce
 
 import numpy as np
 
 from plax import numpy as jnp
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.numpy.util import check_arraylike, promote_dtypes_inexact
 from plax.tree_util import register_pytree_node
@@ -82,30 +83,35 @@ class RegularGridInterpolator:
             raise ValueError(f"RegularGridInterpolator: the requested sample points xi have "
                              f"dimension {xi.shape[-1]}, but this RegularGridInterpolator has "
                              f"dimension {ndim}.")
-        lead = xi.shape[:-1]
-        xi = xi.reshape(-1, ndim)
-        lower, fraction, outside = [], [], jnp.zeros(xi.shape[0], bool)
-        for x, grid in zip(xi.T, self.grid):
-            # the cell [grid[i], grid[i + 1]] holding x (the first or last beyond the ends)
-            i = jnp.clip(jnp.searchsorted(grid, x) - 1, 0, grid.shape[0] - 2)
-            lower.append(i)
-            fraction.append((x - grid[i]) / (grid[i + 1] - grid[i]))
-            outside = outside | (x < grid[0]) | (x > grid[-1])
-        trailing = (slice(None),) + (None,) * (self.values.ndim - ndim)
-        if method == "linear":
-            result = None
-            for corner in itertools.product((0, 1), repeat=ndim):
-                index = tuple(i + step for i, step in zip(lower, corner))
-                weight = reduce(operator.mul, [t if step else 1 - t
-                                               for t, step in zip(fraction, corner)])
-                term = self.values[index] * weight[trailing]
-                result = term if result is None else result + term
-        else:
-            result = self.values[tuple(jnp.where(t <= 0.5, i, i + 1)
-                                       for i, t in zip(lower, fraction))]
-        if self.fill_value is not None:
-            result = jnp.where(outside[trailing], self.fill_value, result)
-        return result.reshape(lead + self.values.shape[ndim:])
+        return _interpolate(self.grid, self.values, self.fill_value, xi, method)
+
+
+@partial(jit, static_argnums=(4,))
+def _interpolate(grids, values, fill_value, xi, method):
+    ndim = len(grids)
+    lead = xi.shape[:-1]
+    xi = xi.reshape(-1, ndim)
+    lower, fraction, outside = [], [], jnp.zeros(xi.shape[0], bool)
+    for x, grid in zip(xi.T, grids):
+        # the cell [grid[i], grid[i + 1]] holding x (the first or last beyond the ends)
+        i = jnp.clip(jnp.searchsorted(grid, x) - 1, 0, grid.shape[0] - 2)
+        lower.append(i)
+        fraction.append((x - grid[i]) / (grid[i + 1] - grid[i]))
+        outside = outside | (x < grid[0]) | (x > grid[-1])
+    trailing = (slice(None),) + (None,) * (values.ndim - ndim)
+    if method == "linear":
+        result = None
+        for corner in itertools.product((0, 1), repeat=ndim):
+            index = tuple(i + step for i, step in zip(lower, corner))
+            weight = reduce(operator.mul, [t if step else 1 - t
+                                           for t, step in zip(fraction, corner)])
+            term = values[index] * weight[trailing]
+            result = term if result is None else result + term
+    else:
+        result = values[tuple(jnp.where(t <= 0.5, i, i + 1) for i, t in zip(lower, fraction))]
+    if fill_value is not None:
+        result = jnp.where(outside[trailing], fill_value, result)
+    return result.reshape(lead + values.shape[ndim:])
 
 
 def _flatten(interpolator):
