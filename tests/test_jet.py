@@ -161,6 +161,9 @@ def test_jet_bad_input(primals, series, match):
 def test_jet_without_a_rule_raises():
     with pytest.raises(NotImplementedError, match=r"Taylor-mode \(jet\) rule for 'sort'"):
         jet(jnp.sort, (jnp.array([2., 1.]),), ([jnp.ones(2)],))
+    with pytest.raises(KeyError, match=r"rule for 'while' not implemented"):  # JAX: a KeyError
+        jet(lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * x),
+                                     (0, x))[1], (0.5,), ([1.0],))
 
 
 def test_rule_table_helpers():

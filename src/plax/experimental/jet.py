@@ -85,6 +85,14 @@ def weakref_lru_cache(fn: Callable) -> Callable:
 
 
 # --- the trace ------------------------------------------------------------------------------
+class _MissingJetRule(NotImplementedError, KeyError):
+    """A primitive without a ``jet_rules`` entry (a KeyError too, as JAX's table lookup
+    raises)."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
 class JetTracer(Tracer):
     """A value under ``jet``: its primal and its normalized Taylor coefficients (a list of
     ``order`` terms, or ``zero_series``)."""
@@ -141,7 +149,7 @@ class JetTrace(Trace):
                 return JetTracer(self, out, zero_series)
             rule = jet_rules.get(prim)
             if rule is None:
-                raise NotImplementedError(
+                raise _MissingJetRule(
                     f"Taylor-mode (jet) rule for '{prim.name}' not implemented: jet_rules has "
                     "no entry for it.")
             series = [_instantiate_series(p, s, self.order) for p, s in zip(primals, series)]
