@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, NamedTuple  # noqa: F401  (JAX's module exposes these names)
 
 import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.experimental.sparse._base import JAXSparse
@@ -41,7 +43,7 @@ __all__ = ["BCSR", "BCSRProperties", "bcsr_todense", "bcsr_todense_p", "bcsr_fro
            "Shape", "SparseEfficiencyWarning", "CuSparseEfficiencyWarning"]
 
 _VMAP_AXIS_ERROR = ("Cannot map in_axis={axis} for BCSR array with n_batch={n_batch}. in_axes "
-                    "for batched BCSR operations must correspond to a batch dimension.")
+                    "for batched BCSR operations must correspond to a batched dimension.")
 
 
 def _shape_of(x):
@@ -175,13 +177,9 @@ class BCSR(JAXSparse):
         if arr.n_sparse != 2:
             raise NotImplementedError(f"BCSR.from_bcoo requires n_sparse=2; got "
                                       f"arr.n_sparse={arr.n_sparse}")
-        n_rows = arr.shape[arr.n_batch]
-
-        def one(data, indices):
-            perm, indptr = bcoo_to_bcsr_indices(indices[:, 0], n_rows)
-            return jnp.take(data, perm, axis=0), jnp.take(indices[:, 1], perm), indptr
-        data, indices, indptr = nfold_vmap(one, arr.n_batch)(arr.data, arr.indices)
-        return cls((data, indices, indptr), shape=arr.shape)
+        bufs = _from_bcoo_bufs(arr.data, arr.indices, n_rows=arr.shape[arr.n_batch],
+                               n_batch=arr.n_batch)
+        return cls(bufs, shape=arr.shape)
 
     @classmethod
     def from_scipy_sparse(cls, mat, *, index_dtype=None, n_dense: int = 0,
@@ -239,6 +237,15 @@ class BCSR(JAXSparse):
     def __rmatmul__(self, other):
         raise NotImplementedError("bcsr_dot_general currently implemented for BCSR lhs and "
                                   "ndarray rhs.")
+
+
+@partial(jit, static_argnames=("n_rows", "n_batch"))
+def _from_bcoo_bufs(data, indices, *, n_rows: int, n_batch: int):
+    """BCSR buffers of BCOO ones with two sparse dimensions (rows regrouped stably)."""
+    def one(d, ind):
+        perm, indptr = bcoo_to_bcsr_indices(ind[:, 0], n_rows)
+        return jnp.take(d, perm, axis=0), jnp.take(ind[:, 1], perm), indptr
+    return nfold_vmap(one, n_batch)(data, indices)
 
 
 def _matmul_dims(lhs_ndim: int, rhs_ndim: int):

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from plax import lax
+from plax.api.jit import jit
 from plax import numpy as jnp
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
@@ -100,6 +101,7 @@ def _rows_unbatched(indptr, nse: int):
     return jnp.cumsum(ends, dtype=get_aval(indptr).dtype)
 
 
+@jit  # one executable per layout for eager calls (to_bcoo, concatenation, ...)
 def bcsr_to_bcoo_indices(indices, indptr):
     """BCOO indices (``batch + (nse, 2)``: row and column) of BCSR ``indices``/``indptr``."""
     n_batch = get_aval(indices).ndim - 1

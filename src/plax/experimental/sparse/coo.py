@@ -97,7 +97,7 @@ def check_coords(name: str, data, coords, shape):
 def spmv(data, row, col, v, out_rows: int):
     """``sum_k data[k] * v[col[k]]`` into ``out[row[k]]``; coordinates out of range add
     nothing. ``v`` may have trailing (matmat) columns."""
-    vals = v.at[col].get(mode="fill", fill_value=0)
+    vals = jnp.asarray(v).at[col].get(mode="fill", fill_value=0)
     prod = lax.expand_dims(data, tuple(range(1, vals.ndim))) * vals if vals.ndim > 1 \
         else data * vals
     out_shape = (out_rows,) + tuple(get_aval(v).shape[1:])
@@ -106,8 +106,8 @@ def spmv(data, row, col, v, out_rows: int):
 
 def sampled_product(ct, v, row, col):
     """The cotangent of the data of ``A @ v``: ``ct[row[k]] . v[col[k]]`` per element."""
-    a = ct.at[row].get(mode="fill", fill_value=0)
-    b = v.at[col].get(mode="fill", fill_value=0)
+    a = jnp.asarray(ct).at[row].get(mode="fill", fill_value=0)
+    b = jnp.asarray(v).at[col].get(mode="fill", fill_value=0)
     return a * b if get_aval(a).ndim == 1 else jnp.sum(a * b, axis=tuple(range(1, a.ndim)))
 
 
@@ -127,7 +127,7 @@ def _todense_impl(data, row, col, *, spinfo):
 def _todense_transpose(ct, data, row, col, *, spinfo):
     if is_undefined(row) or is_undefined(col):
         raise ValueError("Cannot transpose with respect to sparse indices")
-    return [ct.at[row, col].get(mode="fill", fill_value=0), None, None]
+    return [jnp.asarray(ct).at[row, col].get(mode="fill", fill_value=0), None, None]
 
 
 abstract_eval_rules[coo_todense_p] = _todense_abstract
@@ -176,7 +176,7 @@ def _fromdense_jvp(primals, tangents, *, nse, index_dtype):
     if type(mat_dot) is Zero:
         data_dot = Zero(tangent_aval(get_aval(data)))
     else:
-        picked = mat_dot.at[row, col].get(mode="fill", fill_value=0)
+        picked = jnp.asarray(mat_dot).at[row, col].get(mode="fill", fill_value=0)
         data_dot = jnp.where(padding_mask_dense(mat, nse), picked,
                              jnp.zeros((), get_aval(picked).dtype))
     zero = Zero(tangent_aval(get_aval(row)))

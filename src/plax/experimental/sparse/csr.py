@@ -66,7 +66,7 @@ def _todense_impl(data, indices, indptr, *, shape):
 
 
 def _picked(mat, indices, indptr):
-    return mat.at[_rows(indices, indptr), indices].get(mode="fill", fill_value=0)
+    return jnp.asarray(mat).at[_rows(indices, indptr), indices].get(mode="fill", fill_value=0)
 
 
 def _todense_transpose(ct, data, indices, indptr, *, shape):
