@@ -1,6 +1,7 @@
 """plax.experimental: as ``jax.experimental`` (mesh_utils, shard_map, multihost_utils,
 checkify, io_callback, hijax and its ``cur_qdd``; the submodules shard_alike, compute_on,
-control_deps, xla_metadata, layout, random, key_reuse and the others load when imported).
+control_deps, xla_metadata, layout, random, key_reuse, ode, jet, rnn and the others load
+when imported).
 
 ``EArray`` and ``primal_tangent_dtype`` are absent: plax's extended dtypes are PRNG key
 types only."""
