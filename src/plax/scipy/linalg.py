@@ -18,6 +18,7 @@ from plax import lax
 from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.api.autodiff import jvp
+from plax.higher_order.custom_derivatives import custom_jvp
 from plax.lax import linalg as lax_linalg
 from plax.numpy import linalg as jnp_linalg
 from plax.lax.linalg.lu import lu_solve as _lu_solve
@@ -57,15 +58,39 @@ def _as_matrices(name, a, b):
 
 
 # --- Cholesky ---------------------------------------------------------------------------------
+def _hermitian_from_triangle(a, lower):
+    """The Hermitian matrix whose ``lower`` (or upper) triangle is that of ``a``, as a lower
+    factorisation reads it: lower-triangle form."""
+    if lower:
+        return jnp.tril(a) + conj_transpose(jnp.tril(a, -1))
+    return conj_transpose(jnp.triu(a)) + jnp.triu(a, 1)
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
+def _factor_triangle(a, lower):
+    """The lower Cholesky factor of the Hermitian matrix given by ``a``'s ``lower`` (or upper)
+    triangle. potrf reads only the lower triangle of what it is given, so the primal path
+    is a plain (conjugate) transpose, one layout copy as in JAX; building the Hermitian
+    matrix explicitly cost a slow transposed select per call (about 5x the copy at 512)."""
+    return lax_linalg.cholesky(a if lower else conj_transpose(a), symmetrize_input=False)
+
+
+@_factor_triangle.defjvp
+def _factor_triangle_jvp(lower, primals, tangents):
+    # Derivatives are those of the triangle read: the Hermitian matrices are built from
+    # that triangle alone (only under differentiation, so only then paid for), the primal
+    # too, so that derivatives of this rule (higher orders) see the triangle only.
+    (a,), (da,) = primals, tangents
+    return jvp(lambda x: lax_linalg.cholesky(x, symmetrize_input=False),
+               (_hermitian_from_triangle(a, lower),), (_hermitian_from_triangle(da, lower),))
+
+
 @functools.partial(jit, static_argnames=("lower",))
 def _cholesky(a, lower):
     a, = as_inexact_arrays("cholesky", a)
     _check_square("cholesky", a)
-    # Only the named triangle is read, as SciPy's. The Hermitian matrix it stands for is
-    # built explicitly, so derivatives are those of the triangle too.
-    tri = jnp.tril(a) if lower else jnp.triu(a)
-    strict = jnp.tril(a, -1) if lower else jnp.triu(a, 1)
-    low = lax_linalg.cholesky(tri + conj_transpose(strict), symmetrize_input=False)
+    # Only the named triangle is read, as SciPy's (and only it carries derivatives).
+    low = _factor_triangle(a, lower)
     return low if lower else conj_transpose(low)
 
 
