@@ -13,6 +13,7 @@ import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.higher_order.custom_derivatives import custom_jvp
@@ -49,11 +50,30 @@ def _complex_of(dtype):
     return np.dtype(np.complex128 if np.dtype(dtype).itemsize == 8 else np.complex64)
 
 
+# The series and fractions below run as loops rather than unrolled: XLA compiles the unrolled
+# complex arithmetic slowly (seconds), the loops in a fraction of that.
 def _horner(coefficients, z):
-    acc = jnp.zeros_like(z)
-    for c in coefficients:
-        acc = acc * z + float(c)
-    return acc
+    """The polynomial with ``coefficients`` (highest power first) at z."""
+    table = jnp.asarray(coefficients, _real_part_dtype(_dtype(z)))
+
+    def add(i, acc):
+        return acc * z + table[i]
+
+    return lax.fori_loop(0, len(coefficients), add, jnp.zeros_like(z))
+
+
+def _real_part_dtype(dtype):
+    return np.dtype(np.float64 if np.dtype(dtype) in (np.complex128, np.float64) else np.float32)
+
+
+def _fraction(x, depth, sign):
+    """t = x + sign (k / 2) / t from k = depth down to 1, starting from t = x: Laplace's
+    continued fraction for w (sign -1) and its form on the imaginary axis (sign +1)."""
+    def level(i, t):
+        k = (depth - i).astype(_real_part_dtype(_dtype(x)))
+        return x + sign * (k / 2) / t
+
+    return lax.fori_loop(0, depth, level, x)
 
 
 def _w_rational(z):
@@ -66,10 +86,7 @@ def _w_rational(z):
 
 def _w_fraction(z):
     """w(z) for Im z >= 0 and large |z|: (i / sqrt(pi)) / (z - (1/2) / (z - 1 / (z - ...)))."""
-    t = z
-    for k in range(_FRACTION_DEPTH, 0, -1):
-        t = z - (k / 2) / t
-    return (1j * _INV_SQRT_PI) / t
+    return (1j * _INV_SQRT_PI) / _fraction(z, _FRACTION_DEPTH, -1)
 
 
 def _w_upper(z):
@@ -81,6 +98,7 @@ def _w_upper(z):
 
 
 @custom_jvp
+@jit
 def _wofz(z):
     lower = jnp.less(jnp.imag(z), 0)
     upper_z = jnp.where(lower, jnp.negative(z), z)
@@ -121,14 +139,12 @@ def _erfcx_nonnegative(x):
     p = _horner(_COEFFS, (_L - near) / denominator)
     rational = 2 * p / jnp.square(denominator) + _INV_SQRT_PI / denominator
     far = jnp.where(inside, _RATIONAL_RADIUS, x).astype(_dtype(x))
-    s = far
-    for k in range(_FRACTION_DEPTH, 0, -1):
-        s = far + (k / 2) / s
-    fraction = _INV_SQRT_PI / s
+    fraction = _INV_SQRT_PI / _fraction(far, _FRACTION_DEPTH, 1)
     return jnp.where(inside, rational, fraction)
 
 
 @custom_jvp
+@jit
 def _erfcx(x):
     negative = jnp.less(x, 0)
     out = _erfcx_nonnegative(jnp.abs(x))
@@ -158,13 +174,16 @@ _DAWSN_SERIES_TERMS = 14    # the terms fall by 2 x**2 / (2n + 3) <= 1/6 each be
 def _dawsn_series(x):
     """sum over n of (-2 x**2)**n x / (1 * 3 * ... * (2n + 1))."""
     x2 = jnp.square(x)
-    acc = jnp.zeros_like(x)
-    for n in range(_DAWSN_SERIES_TERMS, 0, -1):
-        acc = (1 - acc) * (2 * x2 / (2 * n + 1))
-    return x * (1 - acc)
+
+    def nest(i, acc):
+        n = (_DAWSN_SERIES_TERMS - i).astype(_dtype(x))
+        return (1 - acc) * (2 * x2 / (2 * n + 1))
+
+    return x * (1 - lax.fori_loop(0, _DAWSN_SERIES_TERMS, nest, jnp.zeros_like(x)))
 
 
 @custom_jvp
+@jit
 def _dawsn(x):
     dt = _dtype(x)
     ax = jnp.abs(x)
@@ -176,10 +195,7 @@ def _dawsn(x):
         lax.convert_element_type(mid_x, _complex_of(dt))))
     # on the real axis the continued fraction is real: D(x) = 1 / (2 t)
     far_x = jnp.where(far, ax, _RATIONAL_RADIUS).astype(dt)
-    t = far_x
-    for k in range(_FRACTION_DEPTH, 0, -1):
-        t = far_x - (k / 2) / t
-    fraction = 0.5 / t
+    fraction = 0.5 / _fraction(far_x, _FRACTION_DEPTH, -1)
     magnitude = jnp.where(far, fraction, mid)
     out = jnp.where(small, series, jnp.copysign(magnitude, x))
     return jnp.where(jnp.isinf(x), jnp.copysign(jnp.zeros_like(x), x), out).astype(dt)
@@ -203,14 +219,18 @@ def _fresnel_series(x):
     """S(x) and C(x) from their power series in u = pi x**2 / 2:
     S = x sum (-1)**n u**(2n+1) / ((2n+1)! (4n+3)), C = x sum (-1)**n u**(2n) / ((2n)! (4n+1))."""
     u = (np.pi / 2) * jnp.square(x)
-    s_total, c_total = jnp.zeros_like(x), jnp.zeros_like(x)
-    term = jnp.ones_like(x)                       # (-1)**k u**k / k! for k = 0, 1, 2, ...
-    for k in range(2 * _FRESNEL_SERIES_TERMS):
-        if k % 2 == 0:
-            c_total = c_total + term / (2 * k + 1)
-        else:
-            s_total = s_total + term / (2 * k + 1)
-        term = term * u / (k + 1) * (-1 if k % 2 else 1)
+
+    def add_pair(n, state):                       # the terms k = 2n (C) and 2n + 1 (S)
+        term, s_total, c_total = state            # term = (-1)**n u**(2n) / (2n)!
+        k = (2 * n).astype(_dtype(x))
+        c_total = c_total + term / (2 * k + 1)
+        odd = term * u / (k + 1)
+        s_total = s_total + odd / (2 * k + 3)
+        return jnp.negative(odd * u / (k + 2)), s_total, c_total
+
+    zeros = jnp.zeros_like(x)
+    _, s_total, c_total = lax.fori_loop(0, _FRESNEL_SERIES_TERMS, add_pair,
+                                        (jnp.ones_like(x), zeros, zeros))
     return x * s_total, x * c_total
 
 
@@ -234,6 +254,7 @@ def _fresnel_values(x):
 
 
 @custom_jvp
+@jit
 def _fresnel(x):
     return _fresnel_values(x)
 

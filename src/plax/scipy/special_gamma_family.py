@@ -10,6 +10,7 @@ import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.higher_order.custom_derivatives import custom_jvp
@@ -70,6 +71,7 @@ def _gamma_sign_real(x):
 
 
 @custom_jvp
+@jit
 def _poch(z, m):
     dt = _dtype(z)
     z_pole, zm_pole = _is_nonpositive_integer(z), _is_nonpositive_integer(z + m)
@@ -114,6 +116,11 @@ def comb(N, k, *, repetition=False):
     the gamma function (so for real N and k too); 0 where k < 0, N < 0 or k > N. With
     ``repetition``, combinations with replacement: comb(N + k - 1, k)."""
     N, k = _real("comb", N, k)
+    return _comb(N, k, bool(repetition))
+
+
+@jit(static_argnames="repetition")
+def _comb(N, k, repetition):
     dt = _dtype(N)
     if repetition:
         top = N + k - 1
@@ -132,6 +139,7 @@ def comb(N, k, *, repetition=False):
 
 
 # --- Box-Cox ---------------------------------------------------------------------------------------
+@jit
 def _boxcox_from_log(log_x, lmbda):
     """(exp(lmbda log_x) - 1) / lmbda, and log_x itself where lmbda == 0."""
     zero = jnp.equal(lmbda, 0)

@@ -15,6 +15,7 @@ import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.higher_order.custom_derivatives import custom_jvp
@@ -49,6 +50,7 @@ def _product(factors):
     return out
 
 
+@jit(static_argnames="with_derivatives")
 def _series(numer, denom, x, with_derivatives=False):
     """sum over k of prod (p)_k / prod (q)_k * x**k / k!, for the parameter lists ``numer`` and
     ``denom`` (arrays of x's shape and dtype); with ``with_derivatives`` also the sum's
@@ -123,6 +125,7 @@ def _hyp1f1_value(a, b, x):
 
 
 @custom_jvp
+@jit
 def _hyp1f1(a, b, x):
     return _hyp1f1_value(a, b, x)
 
@@ -211,6 +214,7 @@ def _hyp2f1_value(a, b, c, x):
 
 
 @custom_jvp
+@jit
 def _hyp2f1(a, b, c, x):
     return _hyp2f1_value(a, b, c, x)
 

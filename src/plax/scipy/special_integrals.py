@@ -6,6 +6,7 @@ import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.higher_order.custom_derivatives import custom_jvp
@@ -38,15 +39,17 @@ _E1_FRACTION_DEPTH = 40      # E1(i x) by its continued fraction, double precisi
 def _sici_series(x):
     """Si(x) = sum (-1)**n x**(2n+1) / ((2n+1) (2n+1)!) and
     Ci(x) - euler_gamma - log(x) = sum_{n>=1} (-1)**n x**(2n) / (2n (2n)!)."""
-    si, ci_rest = jnp.zeros_like(x), jnp.zeros_like(x)
-    term = jnp.ones_like(x)                      # x**k / k!
-    for k in range(1, _SICI_SERIES_TERMS + 1):
+    def add_pair(n, state):                      # the terms k = 2n + 1 (Si) and 2n + 2 (Ci)
+        term, si, ci_rest = state                # term = (-1)**n x**(2n) / (2n)!
+        k = (2 * n + 1).astype(_dtype(x))
         term = term * x / k
-        signed = term / k if (k // 2) % 2 == 0 else jnp.negative(term) / k
-        if k % 2:
-            si = si + signed
-        else:
-            ci_rest = ci_rest + signed
+        si = si + term / k
+        term = jnp.negative(term * x / (k + 1))
+        return term, si, ci_rest + term / (k + 1)
+
+    zeros = jnp.zeros_like(x)
+    _, si, ci_rest = lax.fori_loop(0, _SICI_SERIES_TERMS // 2, add_pair,
+                                   (jnp.ones_like(x), zeros, zeros))
     return si, ci_rest
 
 
@@ -54,9 +57,13 @@ def _sici_large(x):
     """From E1(i x) = -Ci(x) + i (Si(x) - pi / 2), with E1(z) = exp(-z) / (z + 1 - 1 / (z + 3 -
     4 / (z + 5 - 9 / ...))) evaluated from the bottom."""
     z = lax.convert_element_type(x, _complex_of(_dtype(x))) * 1j
-    t = z + (2 * _E1_FRACTION_DEPTH + 1)
-    for k in range(_E1_FRACTION_DEPTH, 0, -1):
-        t = z + (2 * k - 1) - (k * k) / t
+    real = _dtype(x)
+
+    def level(i, t):
+        k = (_E1_FRACTION_DEPTH - i).astype(real)
+        return z + (2 * k - 1) - (k * k) / t
+
+    t = lax.fori_loop(0, _E1_FRACTION_DEPTH, level, z + (2 * _E1_FRACTION_DEPTH + 1))
     e1 = lax.complex(jnp.cos(x), jnp.negative(jnp.sin(x))) / t
     return jnp.imag(e1) + np.pi / 2, jnp.negative(jnp.real(e1))
 
@@ -83,6 +90,7 @@ def _sici_values(x):
 
 
 @custom_jvp
+@jit
 def _sici(x):
     return _sici_values(x)
 
@@ -149,6 +157,11 @@ def owens_t(h, a):
     """Owen's T function, T(h, a) = 1 / (2 pi) times the integral from 0 to a of
     exp(-h**2 (1 + x**2) / 2) / (1 + x**2) dx. Real input only; differentiable in both."""
     h, a = _real("owens_t", h, a)
+    return _owens_t(h, a)
+
+
+@jit
+def _owens_t(h, a):
     dt = _dtype(h)
     ah_, aa = jnp.abs(h), jnp.abs(a)
     big_a = jnp.greater(aa, 1)

@@ -8,6 +8,7 @@ import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
+from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.numpy.util import promote_args_inexact
@@ -46,7 +47,12 @@ def bessel_jn(z, *, v, n_iter=50):
     shape = get_aval(z).shape
     if v < 0:
         return jnp.zeros((0,) + shape, dt)
-    start = max(n_iter, v + 1)
+    return _bessel_jn(z, v, max(n_iter, v + 1))
+
+
+@jit(static_argnums=(1, 2))
+def _bessel_jn(z, v, start):
+    dt, shape = _dtype(z), get_aval(z).shape
     at_zero = jnp.equal(z, 0)
     safe_z = jnp.where(at_zero, 1.0, z).astype(dt)
     two_over_z = 2 / safe_z
@@ -97,7 +103,12 @@ def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
             raise TypeError("sph_harm_y needs a concrete n to find n_max; under jit, pass "
                             "n_max (a static bound on n).") from None
     n_max = _static_int("n_max", n_max)
-    n, m, theta, phi = jnp.broadcast_arrays(n, m, theta, phi)
+    return _sph_harm_y(*jnp.broadcast_arrays(n, m, theta, phi), n_max)
+
+
+@jit(static_argnums=4)
+def _sph_harm_y(n, m, theta, phi, n_max):
+    dt = _dtype(theta)
     abs_m = jnp.abs(m)
     mf, nf = abs_m.astype(dt), n.astype(dt)
     cos_t, sin_t = jnp.cos(theta), jnp.sin(theta)
