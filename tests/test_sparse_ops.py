@@ -316,3 +316,20 @@ def test_drop_in_program(tmp_path):
     """)
     assert_ok(proc, "[[3.0, 0.0], [0.0, 4.0]]", "(6, 4)", "[70.0, 30.0]", "[5.0, 0.0, 0.0]",
               "type plax.experimental.sparse.transform")
+
+
+def test_flatten_fun_for_sparse_ad():
+    from plax.experimental.sparse.ad import flatten_fun_for_sparse_ad, is_sparse
+    m, y = BCOO.fromdense(X), jnp.arange(4.0)
+    fun_flat, nums, flat, post = flatten_fun_for_sparse_ad(lambda a, b: (a @ b).sum() * 2,
+                                                           (0, 1), (m, y))
+    assert nums == (0, 2) and len(flat) == 3  # m's data (not its indices), then y
+    grad_m, grad_y = post(plax.grad(fun_flat, argnums=nums)(*flat))
+    assert is_sparse(grad_m) and not is_sparse(grad_y)
+    np.testing.assert_array_equal(grad_m.data, 2 * np.asarray(y)[m.indices[:, 1]])
+    np.testing.assert_array_equal(grad_y, 2 * X.sum(0))
+    fun_flat, nums, flat, post = flatten_fun_for_sparse_ad(lambda a: a @ y, 0, (m,))
+    jac = post(plax.jacrev(fun_flat, argnums=nums)(*flat))
+    assert jac.shape == (3, 3, 4) and jac.n_batch == 1  # the output dimension leads
+    np.testing.assert_array_equal(jac.todense(), np.einsum("ij,kl->ikl", np.eye(3),
+                                                           np.asarray(y)[None]) * (X != 0))

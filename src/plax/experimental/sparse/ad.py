@@ -10,10 +10,12 @@ import operator
 from plax import numpy as jnp
 from plax import tree_util
 from plax.api import autodiff
+from plax.api.vmap import vmap
 from plax.experimental.sparse._base import JAXSparse
 from plax.experimental.sparse.bcoo import BCOO
 
-__all__ = ["grad", "value_and_grad", "jacfwd", "jacrev", "jacobian", "is_sparse"]
+__all__ = ["grad", "value_and_grad", "jacfwd", "jacrev", "jacobian", "is_sparse",
+           "flatten_fun_for_sparse_ad"]
 
 
 def is_sparse(x) -> bool:
@@ -99,6 +101,53 @@ def _sparse_transform(transform, fun, argnums, has_aux, kwargs, with_value=False
             return view.derivatives(out[0], single), out[1]
         return view.derivatives(out, single)
     return wrapped
+
+
+def flatten_fun_for_sparse_ad(fun, argnums, args):
+    """``(fun_flat, argnums_flat, args_flat, postprocess_gradients)`` for differentiating
+    ``fun`` at ``args`` with respect to ``argnums`` through a transformation of dense
+    arguments: ``args_flat`` are every buffer of ``args`` (a sparse array's data, indices,
+    ...), ``fun_flat`` takes them, ``argnums_flat`` numbers the buffers to differentiate
+    (the data only, for a sparse array), and ``postprocess_gradients`` turns the gradients
+    of those buffers into gradients shaped like the arguments (sparse arrays with their
+    indices; leading Jacobian dimensions of a data gradient become batch dimensions)."""
+    nums = _argnums(argnums, len(args))
+    top, top_tree = tree_util.tree_flatten(args, is_leaf=is_sparse)
+    owner = [i for i, a in enumerate(args)
+             for _ in range(len(tree_util.tree_flatten(a, is_leaf=is_sparse)[0]))]
+    parts = [tree_util.tree_flatten(leaf) for leaf in top]
+    starts, args_flat = [], []
+    for bufs, _ in parts:
+        starts.append(len(args_flat))
+        args_flat.extend(bufs)
+    chosen = [j for j in range(len(top)) if owner[j] in nums]
+    argnums_flat = tuple(starts[j] + k for j in chosen
+                         for k in range(1 if is_sparse(top[j]) else len(parts[j][0])))
+
+    def fun_flat(*bufs, **kw):
+        leaves = [tree_util.tree_unflatten(tree, list(bufs[st:st + len(b)]))
+                  for st, (b, tree) in zip(starts, parts)]
+        return fun(*tree_util.tree_unflatten(top_tree, leaves), **kw)
+
+    def rebuild(j, grad):
+        if not is_sparse(top[j]):
+            return grad
+        if isinstance(top[j], BCOO):
+            return _with_data(top[j], grad, leading=True)
+        bufs, tree = parts[j]
+        make = lambda g: tree_util.tree_unflatten(tree, [g, *bufs[1:]])  # noqa: E731
+        for _ in range(jnp.ndim(grad) - jnp.ndim(bufs[0])):
+            make = vmap(make)
+        return make(grad)
+
+    def postprocess_gradients(grads_out):
+        leaf_grads = [None] * len(top)
+        for j, g in zip(chosen, grads_out):
+            leaf_grads[j] = rebuild(j, g)
+        per_arg = [tree_util.tree_unflatten(top_tree, leaf_grads)[i] for i in nums]
+        return per_arg[0] if len(per_arg) == 1 else tuple(per_arg)
+
+    return fun_flat, argnums_flat, args_flat, postprocess_gradients
 
 
 def value_and_grad(fun, argnums=0, has_aux: bool = False, **kwargs):
