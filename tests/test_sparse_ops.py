@@ -331,5 +331,5 @@ def test_flatten_fun_for_sparse_ad():
     fun_flat, nums, flat, post = flatten_fun_for_sparse_ad(lambda a: a @ y, 0, (m,))
     jac = post(plax.jacrev(fun_flat, argnums=nums)(*flat))
     assert jac.shape == (3, 3, 4) and jac.n_batch == 1  # the output dimension leads
-    np.testing.assert_array_equal(jac.todense(), np.einsum("ij,kl->ikl", np.eye(3),
-                                                           np.asarray(y)[None]) * (X != 0))
+    np.testing.assert_array_equal(jac.todense(),
+                                  np.eye(3)[:, :, None] * np.asarray(y) * (X != 0))
