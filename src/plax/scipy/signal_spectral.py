@@ -193,7 +193,7 @@ def _spectral(x, y, fs, window, nperseg, noverlap, nfft, detrend, return_oneside
         index = jnp.where(index < (nfft + 1) // 2, index, index - nfft)
     freqs = index * (jnp.asarray(fs, real_dtype) / nfft)
     n_segments = _shape(result)[-2]
-    offset = nperseg / 2 - (nperseg // 2 if boundary is not None else 0)
+    offset = 0.0 if boundary is not None else nperseg / 2
     times = (np.arange(n_segments) * step + offset).astype(real_dtype) / jnp.asarray(
         fs, real_dtype)
     return freqs, times, jnp.moveaxis(result, -1, -2), axis
