@@ -61,6 +61,28 @@ def test_shape_ops_against_numpy():
             np.testing.assert_array_equal(dense, SHAPE_OPS[name][1](X), err_msg=f"{name} on {m}")
 
 
+
+def test_shape_ops_grad_and_vmap():
+    names = sorted(SHAPE_OPS)
+    ops = [SHAPE_OPS[n][0] for n in names] + [lambda a: a[jnp.array([2, 0])],
+                                               lambda a: a.reshape(2, 6)]
+    refs = [SHAPE_OPS[n][1] for n in names] + [lambda x: x[[2, 0]], lambda x: x.reshape(2, 6)]
+    m = BCOO.fromdense(X)
+    rng = np.random.default_rng(1)
+    weights = [rng.normal(size=r(X).shape).astype(np.float32) for r in refs]
+
+    @plax.jit
+    def f(data):  # every op's output, weighted and summed: linear in the data
+        a = BCOO((data, m.indices), shape=m.shape)
+        return sum(jnp.sum(op(a).todense() * w) for op, w in zip(ops, weights))
+    check_grads(f, (m.data,), order=1, modes=["rev"], **grad_check_defaults(np.float32))
+    # vmap over a leading batch dimension: each example goes through each op on its own
+    xs = np.stack([X, -2 * X])
+    outs = plax.jit(plax.vmap(lambda a: [op(a).todense() for op in ops]))(
+        BCOO.fromdense(xs, n_batch=1))
+    for name, out, ref in zip(names + ["gather", "reshape"], outs, refs):
+        np.testing.assert_array_equal(out, np.stack([ref(x) for x in xs]), err_msg=name)
+
 def test_reshape_and_concatenate_along_sparse():
     m = BCOO.fromdense(X)
     np.testing.assert_array_equal(sparse.bcoo_reshape(m, new_sizes=(2, 6)).todense(),

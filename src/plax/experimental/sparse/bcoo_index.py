@@ -60,12 +60,17 @@ def bcoo_gather(operand: BCOO, start_indices, dimension_numbers, slice_sizes, *,
         sizes[d] = slice_sizes[d]
     collapsed = tuple(dnums.collapsed_slice_dims)
 
-    def one(starts):
+    piece_shape = []
+
+    def one(starts):  # buffers only: the array is rebuilt with its shape below
         piece = bcoo_dynamic_slice(operand, list(starts), sizes)
-        return bcoo_squeeze(piece, dimensions=collapsed) if collapsed else piece
+        piece = bcoo_squeeze(piece, dimensions=collapsed) if collapsed else piece
+        piece_shape.append(piece.shape)
+        return piece.data, piece.indices
 
     from plax.api.vmap import vmap
-    result = vmap(one)(jnp.stack(columns, axis=-1))
+    data, indices = vmap(one)(jnp.stack(columns, axis=-1))
+    result = BCOO((data, indices), shape=(get_aval(flat_starts).shape[0],) + piece_shape[0])
     result = bcoo_reshape(result, new_sizes=index_batch + result.shape[1:])
     # lax.gather puts the slice (offset) dimensions at offset_dims, index dimensions around.
     offset_dims = tuple(dnums.offset_dims)
