@@ -10,7 +10,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, NamedTuple  # noqa: F401  (JAX's module exposes these names)
 
 import numpy as np
 

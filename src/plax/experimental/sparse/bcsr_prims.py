@@ -34,7 +34,8 @@ from plax.first_order.ad_util import defjvp
 from plax.first_order.batch_util import moveaxis, move_batch_dim
 from plax.lowering.inline import lower_fun
 
-__all__ = ["BCSRProperties", "validate_bcsr", "validate_bcsr_indices", "bcsr_to_bcoo_indices",
+__all__ = ["BCSRProperties", "validate_bcsr", "validate_bcsr_indices", "csr_rows",
+           "bcsr_to_bcoo_indices",
            "bcoo_to_bcsr_indices", "bcsr_todense_p", "bcsr_fromdense_p", "bcsr_extract_p",
            "bcsr_dot_general_p", "todense_bufs_bcsr", "fromdense_bufs_bcsr",
            "extract_bufs_bcsr", "dot_general_bufs_bcsr"]
@@ -94,7 +95,7 @@ def validate_bcsr(data, indices, indptr, shape) -> BCSRProperties:
 
 
 # --- index conversions --------------------------------------------------------------------------
-def _rows_unbatched(indptr, nse: int):
+def csr_rows(indptr, nse: int):
     """The row of each of ``nse`` stored elements (``rows`` for those at or past
     ``indptr[-1]``, which are padding): how many row ends lie at or before it."""
     ends = jnp.zeros((nse,), get_aval(indptr).dtype).at[indptr[1:]].add(1, mode="drop")
@@ -108,7 +109,7 @@ def bcsr_to_bcoo_indices(indices, indptr):
     nse = get_aval(indices).shape[-1]
 
     def one(ind, ptr):
-        return jnp.stack([_rows_unbatched(ptr, nse), ind], axis=-1)
+        return jnp.stack([csr_rows(ptr, nse), ind], axis=-1)
     return nfold_vmap(one, n_batch)(indices, indptr)
 
 

@@ -9,8 +9,6 @@ none for these formats; plax maps the lowering).
 from __future__ import annotations
 
 import operator
-import warnings  # noqa: F401  (JAX's module exposes the name)
-from collections.abc import Sequence  # noqa: F401
 from typing import Any, NamedTuple
 
 import numpy as np

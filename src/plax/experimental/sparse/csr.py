@@ -8,9 +8,6 @@ the same buffers and the other way round.
 """
 from __future__ import annotations
 
-import operator  # noqa: F401  (JAX's module exposes the name)
-import warnings  # noqa: F401
-
 import numpy as np
 
 from plax import numpy as jnp
@@ -21,7 +18,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefine
                              linear_primitives, register_lowering, tangent_aval, transpose_rules)
 from plax.core.trace import get_aval
 from plax.experimental.sparse._base import JAXSparse
-from plax.experimental.sparse.bcsr_prims import _rows_unbatched
+from plax.experimental.sparse.bcsr_prims import csr_rows
 from plax.experimental.sparse.coo import (COOInfo, check_coords, check_operand, sampled_product,
                                           spmv, static_nse, vmapped_batch_rule)
 from plax.experimental.sparse.util import CuSparseEfficiencyWarning, canonical_shape
@@ -48,7 +45,7 @@ def _check_csr_bufs(name, data, indices, indptr, shape):
 
 
 def _rows(indices, indptr):
-    return _rows_unbatched(indptr, get_aval(indices).shape[0])
+    return csr_rows(indptr, get_aval(indices).shape[0])
 
 
 # --- csr_todense ----------------------------------------------------------------------------------

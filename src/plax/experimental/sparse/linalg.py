@@ -9,9 +9,6 @@ transpose (in ``b``) are solves again, so it is differentiable with respect to `
 """
 from __future__ import annotations
 
-import functools  # noqa: F401  (JAX's module exposes the name)
-from collections.abc import Callable  # noqa: F401
-
 import numpy as np
 
 from plax import lax
@@ -22,6 +19,8 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined,
                              linear_primitives, register_lowering, transpose_rules)
 from plax.core.trace import get_aval
+from plax.experimental.sparse.bcsr_prims import csr_rows
+from plax.experimental.sparse.csr import csr_matvec_p
 from plax.first_order.ad_util import defjvp
 from plax.first_order.batch_util import moveaxis
 from plax.lowering.inline import lower_fun
@@ -192,11 +191,9 @@ def _spsolve_impl(data, indices, indptr, b, *, tol, reorder):
 
 def csr_transpose(data, indices, indptr):
     """The CSR buffers of the transpose of a square CSR matrix (padding past
-    ``indptr[-1]`` dropped to the end)."""
+    ``indptr[-1]`` moved to the end)."""
     n = get_aval(indptr).shape[0] - 1
-    nse = get_aval(indices).shape[0]
-    ends = jnp.zeros((nse,), indptr.dtype).at[indptr[1:]].add(1, mode="drop")
-    rows = jnp.cumsum(ends, dtype=indptr.dtype)  # padding: row n
+    rows = csr_rows(indptr, get_aval(indices).shape[0])  # padding: row n
     cols = jnp.where(rows < n, indices, jnp.asarray(n, indices.dtype))
     cols, rows, data = lax.sort((cols, rows, data), num_keys=2)
     counts = jnp.zeros((n,), indptr.dtype).at[cols].add(1, mode="drop")
@@ -205,19 +202,11 @@ def csr_transpose(data, indices, indptr):
     return data, jnp.where(rows < n, rows, 0).astype(indices.dtype), new_indptr
 
 
-def _csr_matvec(data, indices, indptr, x):
-    n = get_aval(indptr).shape[0] - 1
-    nse = get_aval(indices).shape[0]
-    ends = jnp.zeros((nse,), indptr.dtype).at[indptr[1:]].add(1, mode="drop")
-    rows = jnp.cumsum(ends, dtype=indptr.dtype)
-    prod = data * x.at[indices].get(mode="fill", fill_value=0)
-    return jnp.zeros((n,), get_aval(prod).dtype).at[rows].add(prod, mode="drop")
-
-
 def _jvp_data(data_dot, ans, data, indices, indptr, b, **params):
     # d(A^-1 b) = -A^-1 (dA) x
-    return -spsolve_p.bind(data, indices, indptr, _csr_matvec(data_dot, indices, indptr, ans),
-                           **params)
+    n = get_aval(b).shape[0]
+    dA_x = csr_matvec_p.bind(data_dot, indices, indptr, ans, shape=(n, n), transpose=False)
+    return -spsolve_p.bind(data, indices, indptr, dA_x, **params)
 
 
 def _jvp_b(b_dot, ans, data, indices, indptr, b, **params):
