@@ -413,12 +413,13 @@ def test_csr_csc_buffers_and_transposes():
     np.testing.assert_array_equal(back.todense(), M)
 
 
-@pytest.mark.parametrize("cls", [COO, CSR, CSC])
+@pytest.mark.parametrize("fmt", ["coo", "csr", "csc", "bcsr"])
 @pytest.mark.parametrize("k", [-1, 2])
-def test_eye_and_empty(cls, k):
-    e = cls._eye(3, 4, k)
+def test_eye_and_empty(fmt, k):
+    e = sparse.eye(3, 4, k, sparse_format=fmt)
+    assert type(e).__name__ == fmt.upper()
     np.testing.assert_array_equal(e.todense(), np.eye(3, 4, k))
-    z = cls._empty((3, 4))
+    z = sparse.empty((3, 4), sparse_format=fmt)
     assert z.nse == 0
     np.testing.assert_array_equal(z.todense(), np.zeros((3, 4)))
 

@@ -207,6 +207,15 @@ class BCSR(JAXSparse):
         indptr = jnp.zeros(batch + (shape[n_batch] + 1,), index_dtype)
         return cls((data, indices, indptr), shape=shape)
 
+    @classmethod
+    def _eye(cls, N: int, M: int, k: int, *, dtype=None, index_dtype="int32", n_batch: int = 0,
+             n_dense: int = 0) -> BCSR:
+        """Ones on the ``k``-th diagonal of an N x M array (``sparse.eye``)."""
+        if n_batch or n_dense:
+            raise ValueError(f"A 2-D BCSR array has no batch or dense dimensions: got "
+                             f"n_batch={n_batch}, n_dense={n_dense}.")
+        return cls.from_bcoo(BCOO._eye(N, M, k, dtype=dtype, index_dtype=index_dtype))
+
     # --- methods ------------------------------------------------------------------------------
     def todense(self):
         """The dense array."""
