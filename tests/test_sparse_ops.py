@@ -355,3 +355,23 @@ def test_flatten_fun_for_sparse_ad():
     assert jac.shape == (3, 3, 4) and jac.n_batch == 1  # the output dimension leads
     np.testing.assert_array_equal(jac.todense(),
                                   np.eye(3)[:, :, None] * np.asarray(y) * (X != 0))
+
+
+def test_coo_kernels():
+    from plax.experimental.sparse.bcoo import coo_spmm_p, coo_spmv_p
+    data = jnp.array([1.0, 2.0, 3.0])
+    row, col = jnp.array([0, 2, 0], jnp.int32), jnp.array([1, 0, 1], jnp.int32)
+    dense = np.zeros((3, 2), np.float32)
+    np.add.at(dense, (np.asarray(row), np.asarray(col)), np.asarray(data))  # repeats add up
+    x, y, b = jnp.array([1.0, 5.0]), jnp.array([1.0, 2.0, 3.0]), jnp.ones((2, 4))
+    spmv = lambda d, v, t=False: coo_spmv_p.bind(d, row, col, v, transpose=t, shape=(3, 2))  # noqa: E731
+    np.testing.assert_allclose(spmv(data, x), dense @ np.asarray(x))
+    np.testing.assert_allclose(spmv(data, y, True), dense.T @ np.asarray(y))
+    np.testing.assert_allclose(
+        plax.jit(lambda d, m: coo_spmm_p.bind(d, row, col, m, transpose=False, shape=(3, 2)))(
+            data, b), dense @ np.ones((2, 4)))
+    check_grads(spmv, (data, x), **GRAD)
+    np.testing.assert_allclose(plax.vmap(lambda v: spmv(data, v))(jnp.stack([x, 2 * x])),
+                               np.stack([dense @ np.asarray(x), 2 * dense @ np.asarray(x)]))
+    with pytest.raises(ValueError, match="does not fit a matrix of shape"):
+        spmv(data, y)

@@ -540,7 +540,8 @@ from plax.experimental.sparse.bcoo_shape import (  # noqa: E402
     bcoo_broadcast_in_dim, bcoo_concatenate, bcoo_dynamic_slice, bcoo_reshape, bcoo_rev,
     bcoo_slice, bcoo_squeeze, bcoo_update_layout)
 from plax.experimental.sparse.bcoo_spdot import (  # noqa: E402
-    bcoo_dot_general_sampled, bcoo_dot_general_sampled_p, bcoo_spdot_general_p)
+    bcoo_dot_general_sampled, bcoo_dot_general_sampled_p, bcoo_spdot_general_p, coo_spmm_p,
+    coo_spmv_p)
 from plax.experimental.sparse.bcoo_index import (  # noqa: E402
     bcoo_conv_general_dilated, bcoo_gather)
 

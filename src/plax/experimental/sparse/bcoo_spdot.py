@@ -221,3 +221,54 @@ def spdot_general(lhs: BCOO, rhs: BCOO, *, dimension_numbers, preferred_element_
 
 
 _bilinear_rules(bcoo_spdot_general_p, _spdot_impl, linear=(0, 2), index_args=(1, 3))
+
+
+# --- COO matrix-vector and matrix-matrix kernels ----------------------------------------------
+# JAX has these as cuSPARSE calls (GPU only) behind bcoo_dot_general; here they are the same
+# products written on plax operations, so they run on every platform.
+coo_spmv_p = Primitive("coo_spmv")
+coo_spmm_p = Primitive("coo_spmm")
+
+
+def _coo_check(data, row, col, x, transpose, shape, x_ndim, name):
+    shapes = [get_aval(a).shape for a in (data, row, col, x)]
+    if not shapes[0] == shapes[1] == shapes[2] or len(shapes[1]) != 1:
+        raise ValueError(f"{name}: data, row and col must be 1-D of one length, got shapes "
+                         f"{shapes[0]}, {shapes[1]}, {shapes[2]}.")
+    if get_aval(row).dtype != get_aval(col).dtype or \
+            not dtypes.is_integer(get_aval(row).dtype):
+        raise TypeError(f"{name}: row and col must have one integer dtype, got "
+                        f"{get_aval(row).dtype} and {get_aval(col).dtype}.")
+    if get_aval(data).dtype != get_aval(x).dtype:
+        raise TypeError(f"{name}: data and x must have one dtype, got {get_aval(data).dtype} "
+                        f"and {get_aval(x).dtype}.")
+    if len(shape) != 2 or len(shapes[3]) != x_ndim or \
+            shapes[3][0] != (shape[0] if transpose else shape[1]):
+        raise ValueError(f"{name}: x of shape {shapes[3]} does not fit a matrix of shape "
+                         f"{tuple(shape)} (transpose={transpose}).")
+
+
+def _coo_product(data, row, col, x, *, transpose, shape):
+    """``A @ x`` (or ``A.T @ x``) for the COO matrix ``A`` of ``shape`` (repeats add up;
+    out-of-range entries are dropped)."""
+    rows, cols = (col, row) if transpose else (row, col)
+    n_out = shape[1] if transpose else shape[0]
+    taken = x.at[cols].get(mode="fill", fill_value=0)
+    terms = lax.expand_dims(data, tuple(range(1, taken.ndim))) * taken
+    return jnp.zeros((n_out,) + get_aval(x).shape[1:], get_aval(x).dtype).at[rows].add(
+        terms, mode="drop")
+
+
+def _coo_spmv_impl(data, row, col, x, *, transpose, shape):
+    _coo_check(data, row, col, x, transpose, shape, 1, "coo_spmv")
+    return _coo_product(data, row, col, x, transpose=transpose, shape=shape)
+
+
+def _coo_spmm_impl(data, row, col, x, *, transpose, shape):
+    _coo_check(data, row, col, x, transpose, shape, 2, "coo_spmm")
+    return _coo_product(data, row, col, x, transpose=transpose, shape=shape)
+
+
+_bilinear_rules(coo_spmv_p, _coo_spmv_impl, linear=(0, 3), index_args=(1, 2))
+_bilinear_rules(coo_spmm_p, _coo_spmm_impl, linear=(0, 3), index_args=(1, 2))
+__all__ += ["coo_spmv_p", "coo_spmm_p"]
