@@ -1,6 +1,8 @@
-"""plax.lax.linalg: linear-algebra primitives (factorisations and triangular solves).
+"""plax.lax.linalg: linear-algebra primitives (factorisations, reductions and solves).
 
-On CPU each lowers to jaxlib's LAPACK kernels (``lapack.py``). One file per family.
+On CPU the factorisations and reductions lower to jaxlib's LAPACK kernels (``lapack.py``);
+cholesky_update, symmetric_product and lu_pivots_to_permutation are plax programs, and qdwh
+an ordinary function built on qr and cholesky. One file per family.
 """
 from plax.lax.linalg.triangular import triangular_solve, triangular_solve_p  # noqa: F401
 from plax.lax.linalg.cholesky import cholesky, cholesky_p  # noqa: F401
