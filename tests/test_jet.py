@@ -190,3 +190,19 @@ def test_rule_table_helpers():
         body_size(owner, 2)
     holder = type("Holder", (), {"__len__": lambda self: 3})()
     assert body_size(holder, 2) == 6 and body_size(holder, 2) == 6 and cached_calls == [2]
+
+
+def test_linear_util_pieces_compose_as_in_jax():
+    """jet_subtrace, jet_fun and traceable compose into a flat function of (primals, series)
+    leaves, the way a call rule builds a Taylor body."""
+    from plax.extend import linear_util as lu
+    fun = lu.wrap_init(lambda x: [jnp.sin(x)],
+                       debug_info=plax.api_util.debug_info("jet", jnp.sin, (0.5,), {}))
+    flat, in_tree = plax.tree_util.tree_flatten(([0.5], [[1.0, 0.0]]))
+    flat_fun, out_tree = jet_module.traceable(
+        jet_module.jet_fun(jet_module.jet_subtrace(fun), 2), in_tree)
+    (primal,), ((c1, c2),) = plax.tree_util.tree_unflatten(out_tree(),
+                                                           flat_fun.call_wrapped(*flat))
+    # Taylor coefficients of sin(0.5 + t)
+    np.testing.assert_allclose([float(primal), float(c1), float(c2)],
+                               [np.sin(0.5), np.cos(0.5), -np.sin(0.5) / 2], rtol=1e-6)
