@@ -201,8 +201,8 @@ def test_linear_util_pieces_compose_as_in_jax():
     flat, in_tree = plax.tree_util.tree_flatten(([0.5], [[1.0, 0.0]]))
     flat_fun, out_tree = jet_module.traceable(
         jet_module.jet_fun(jet_module.jet_subtrace(fun), 2), in_tree)
-    (primal,), ((c1, c2),) = plax.tree_util.tree_unflatten(out_tree(),
-                                                           flat_fun.call_wrapped(*flat))
+    leaves = flat_fun.call_wrapped(*flat)
+    (primal,), ((c1, c2),) = plax.tree_util.tree_unflatten(out_tree(), leaves)
     # Taylor coefficients of sin(0.5 + t)
     np.testing.assert_allclose([float(primal), float(c1), float(c2)],
                                [np.sin(0.5), np.cos(0.5), -np.sin(0.5) / 2], rtol=1e-6)
