@@ -375,3 +375,13 @@ def test_coo_kernels():
                                np.stack([dense @ np.asarray(x), 2 * dense @ np.asarray(x)]))
     with pytest.raises(ValueError, match="does not fit a matrix of shape"):
         spmv(data, y)
+
+
+def test_nested_vmap_returns_bcoo():
+    xs = np.stack([X, -X])
+    m3 = BCOO.fromdense(xs, n_batch=1)
+    out = plax.vmap(lambda m: plax.vmap(lambda s: m * s)(jnp.arange(1.0, 3.0)))(m3)
+    assert out.shape == (2, 2, 3, 4) and out.n_batch == 2
+    np.testing.assert_array_equal(out.todense(), xs[:, None] * np.array([1.0, 2.0])[:, None, None])
+    out = plax.vmap(lambda m: plax.vmap(lambda i: m[i])(jnp.arange(2)))(m3)
+    np.testing.assert_array_equal(out.todense(), xs[:, :2])

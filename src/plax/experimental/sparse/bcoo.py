@@ -76,10 +76,13 @@ def _shape_for_buffers(shape, data, indices):
     dshape, ishape = _buffer_shape(data), _buffer_shape(indices)
     if dshape is None or ishape is None:
         return shape
-    if len(ishape) >= 2 and len(ishape) - 2 + ishape[-1] + len(dshape) - len(ishape) + 1 \
-            == len(shape):
+    rank = (len(ishape) - 2 + ishape[-1] + len(dshape) - len(ishape) + 1
+            if len(ishape) >= 2 else None)
+    if rank == len(shape):
         return shape  # the buffers fit the shape as recorded
-    axis = _mapped_dim(data, indices)
+    # Buffers one dimension short are per-example values inside vmap (one longer, batched
+    # results: the buffers may then be tracers of an enclosing vmap).
+    axis = _mapped_dim(data, indices) if rank in (None, len(shape) - 1) else None
     if axis is not None:  # per-example buffers inside vmap: the mapped axis must be a batch one
         n_batch = len(ishape) - 1
         if axis >= n_batch:
