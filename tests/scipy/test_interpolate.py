@@ -78,3 +78,9 @@ def test_errors_name_the_argument_and_the_fix():
         RegularGridInterpolator(POINTS, np.ones(3))
     with pytest.raises(TypeError, match="requires ndarray or scalar arguments"):
         RegularGridInterpolator(POINTS, VALUES)([1.5, 2.0])
+    with pytest.raises(ValueError, match="points in dimension 1 must be strictly ascending"):
+        RegularGridInterpolator((POINTS[0], POINTS[1][::-1]), VALUES)
+    # a traced grid cannot be checked, and is accepted
+    out = plax.jit(lambda g: RegularGridInterpolator((g, POINTS[1]), VALUES)(
+        np.array([[1.5, 0.5]])))(POINTS[0])
+    np.testing.assert_allclose(out, [10.5])

@@ -10,6 +10,7 @@ import numpy as np
 from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
+from plax.core.trace import Tracer
 from plax.numpy.util import check_arraylike, promote_dtypes_inexact
 from plax.tree_util import register_pytree_node
 
@@ -36,6 +37,20 @@ def _sample_points(xi, ndim):
     check_arraylike("RegularGridInterpolator", xi)
     xi = jnp.asarray(xi)
     return xi.reshape(-1, ndim) if xi.ndim == 1 else xi
+
+
+def _check_ascending(axis, points):
+    """A grid axis known now must be strictly increasing (a decreasing one would give wrong
+    values silently); a traced one cannot be checked."""
+    if isinstance(points, Tracer) and points.to_concrete_value() is None:
+        return
+    values = np.asarray(points if not isinstance(points, Tracer)
+                        else points.to_concrete_value())
+    if values.ndim != 1 or values.shape[0] < 2 or not np.all(np.diff(values) > 0):
+        raise ValueError(f"RegularGridInterpolator: the points in dimension {axis} must be "
+                         f"strictly ascending, with at least two of them, got {values}. "
+                         "(Descending axes are not supported: reverse the axis and that "
+                         "axis of values.)")
 
 
 class RegularGridInterpolator:
@@ -67,6 +82,8 @@ class RegularGridInterpolator:
                                  f"of a type compatible with values ({values.dtype}), got "
                                  f"{fill_value.dtype}.")
         check_arraylike("RegularGridInterpolator", *points)
+        for axis, p in enumerate(points):
+            _check_ascending(axis, p)
         self.method = method
         self.bounds_error = bounds_error
         self.fill_value = fill_value
