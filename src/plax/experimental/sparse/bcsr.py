@@ -19,7 +19,8 @@ from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.experimental.sparse._base import JAXSparse
-from plax.experimental.sparse.bcoo import BCOO, bcoo_eliminate_zeros, bcoo_sum_duplicates
+from plax.experimental.sparse.bcoo import (BCOO, bcoo_eliminate_zeros, bcoo_sort_indices,
+                                           bcoo_sum_duplicates)
 from plax.experimental.sparse.bcsr_prims import (
     BCSRProperties, bcoo_to_bcsr_indices, bcsr_dot_general_p, bcsr_extract_p, bcsr_fromdense_p,
     bcsr_to_bcoo_indices, bcsr_todense_p, dot_general_bufs_bcsr, extract_bufs_bcsr,
@@ -415,9 +416,7 @@ def bcsr_concatenate(operands: Sequence[BCSR], *, dimension: int) -> BCSR:
         raise NotImplementedError("Concatenation along dense dimensions.")
     if dimension < n_batch:
         return _concat_batch(operands, dimension, out_shape)
-    if dimension == n_batch:
-        return _concat_rows(operands, out_shape)
-    return _concat_columns(operands, out_shape)
+    return _concat_sparse(operands, dimension, out_shape)
 
 
 def _concat_batch(operands, dimension, out_shape):
@@ -443,43 +442,34 @@ def _concat_batch(operands, dimension, out_shape):
                  jnp.concatenate(indptrs, axis=dimension)), shape=out_shape)
 
 
-def _concat_rows(operands, out_shape):
+def _concat_sparse(operands, dimension, out_shape):
+    """Concatenation along rows or columns, through the BCOO form: each operand's indices
+    shifted along ``dimension``, the elements sorted by (row, column), regrouped by row
+    (JAX's layout). Padding keeps pointing past the last column, so that it never becomes
+    an element of the next operand."""
     n_batch = operands[0].n_batch
-    batch = out_shape[:n_batch]
+    batch = tuple(out_shape[:n_batch])
     n_cols = out_shape[n_batch + 1]
-
-    def full(x):
-        return jnp.broadcast_to(x, tuple(batch) + x.shape[n_batch:])
-    datas = [full(op.data) for op in operands]
-    # A padding element would otherwise count toward the next operand's first row.
-    indices = [full(_padding_to_column(op, n_cols)) for op in operands]
-    indptrs, offset = [], 0
-    for k, op in enumerate(operands):
-        ptr = full(op.indptr)
-        indptrs.append(ptr if k == 0 else ptr[..., 1:] + jnp.asarray(offset, ptr.dtype))
-        offset += op.nse
-    return BCSR((jnp.concatenate(datas, axis=n_batch), jnp.concatenate(indices, axis=n_batch),
-                 jnp.concatenate(indptrs, axis=n_batch)), shape=out_shape)
-
-
-def _concat_columns(operands, out_shape):
-    n_batch = operands[0].n_batch
-    batch = out_shape[:n_batch]
-    n_rows, total = out_shape[n_batch], out_shape[n_batch + 1]
+    axis = dimension - n_batch  # 0: rows, 1: columns
     datas, coos, offset = [], [], 0
     for op in operands:
         coo = bcsr_to_bcoo_indices(op.indices, op.indptr)
         rows, cols = coo[..., 0], coo[..., 1]
-        valid = (rows < n_rows) & (cols < op.shape[n_batch + 1])
-        cols = jnp.where(valid, cols + jnp.asarray(offset, cols.dtype),
-                         jnp.asarray(total, cols.dtype))
+        own_rows, own_cols = op.shape[n_batch], op.shape[n_batch + 1]
+        shift = jnp.asarray(offset, cols.dtype)
+        if axis == 0:
+            bad = (rows >= own_rows) | (cols >= own_cols)
+            rows, cols = rows + shift, jnp.where(bad, jnp.asarray(n_cols, cols.dtype), cols)
+        else:
+            bad = (rows < own_rows) & (cols >= own_cols)
+            cols = jnp.where(bad, jnp.asarray(n_cols, cols.dtype), cols + shift)
         coos.append(jnp.broadcast_to(jnp.stack([rows, cols], axis=-1),
-                                     tuple(batch) + coo.shape[n_batch:]))
-        datas.append(jnp.broadcast_to(op.data, tuple(batch) + op.data.shape[n_batch:]))
-        offset += op.shape[n_batch + 1]
+                                     batch + coo.shape[n_batch:]))
+        datas.append(jnp.broadcast_to(op.data, batch + op.data.shape[n_batch:]))
+        offset += op.shape[dimension]
     arr = BCOO((jnp.concatenate(datas, axis=n_batch), jnp.concatenate(coos, axis=n_batch)),
                shape=out_shape)
-    return BCSR.from_bcoo(arr)
+    return BCSR.from_bcoo(bcoo_sort_indices(arr))
 
 
 # --- sparsify rules for BCSR values ---------------------------------------------------------------
