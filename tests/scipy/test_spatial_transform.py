@@ -164,5 +164,7 @@ def test_errors_name_the_argument_and_the_fix():
         Slerp.init([0], R[:1])
     with pytest.raises(ValueError, match="Expected number of rotations to be equal to number"):
         Slerp.init([0, 1, 2], R[:2])
+    with pytest.raises(ValueError, match="times must be in strictly increasing order"):
+        Slerp.init([1.0, 0.0], R[:2])
     with pytest.raises(ValueError, match="`times` must be at most 1-dimensional"):
         Slerp.init([0, 1], R[:2])(np.ones((2, 2)))

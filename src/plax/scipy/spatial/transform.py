@@ -16,6 +16,7 @@ import numpy as np
 
 from plax import numpy as jnp
 from plax.api.jit import jit
+from plax.core.trace import Tracer
 from plax.numpy.util import promote_dtypes_inexact
 
 __all__ = ["Rotation", "Slerp"]
@@ -350,6 +351,10 @@ class Slerp(typing.NamedTuple):
             raise ValueError(f"Expected number of rotations to be equal to number of "
                              f"timestamps given, got {len(rotations)} rotations and "
                              f"{times.shape[0]} timestamps.")
+        known = times if not isinstance(times, Tracer) else times.to_concrete_value()
+        if known is not None and not np.all(np.diff(np.asarray(known)) > 0):
+            raise ValueError(f"Slerp.init: times must be in strictly increasing order, got "
+                             f"{np.asarray(known)}.")
         starts = Rotation(rotations.quat[:-1])
         steps = starts.inv() * Rotation(rotations.quat[1:])
         return cls(times=times, timedelta=jnp.diff(times), rotations=starts,
