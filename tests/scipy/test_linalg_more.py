@@ -158,11 +158,13 @@ def test_funm_error_estimate_batches_and_repeated_eigenvalues():
         np.testing.assert_allclose(err, err_ref, rtol=1e-6)
         batch = plax.vmap(lambda m: sl.funm(m, jnp.exp))(np.stack([a, a.T]))
         np.testing.assert_allclose(batch[1], sla.expm(a.T), rtol=1e-9, atol=1e-9)
-        # a repeated eigenvalue with a non-trivial Jordan block: as JAX, the numerator is
-        # kept where the recurrence would divide by zero (exactly right for exp here: the
-        # divided difference e^λ - e^λ is 0 and the block's term is t_ij f(λ)... kept finite)
+        # a repeated eigenvalue in a Jordan block: Parlett's recurrence would divide by zero;
+        # like SciPy's (and JAX's) the numerator is kept, and the error estimate says 1
         jordan = np.array([[2.0, 1.0], [0.0, 2.0]])
-        assert np.isfinite(np.asarray(sl.funm(jordan, jnp.exp))).all()
+        f, err = sl.funm(jordan, jnp.exp, disp=False)
+        f_ref, err_ref = sla.funm(jordan, np.exp, disp=False)
+        np.testing.assert_allclose(f, f_ref, rtol=1e-12)
+        assert float(err) == err_ref == 1
 
 
 # --- solve_sylvester ----------------------------------------------------------------------------
