@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from plax import lax
 from plax import numpy as jnp
 from plax import tree_util
@@ -35,7 +37,7 @@ def _matvec(A, what: str):
         return _identity
     if callable(A):
         return A
-    if isinstance(A, (ArrayImpl, Tracer)) or type(A).__module__ == "numpy":
+    if isinstance(A, (ArrayImpl, Tracer, np.ndarray)):
         A = jnp.asarray(A)
         if A.ndim != 2 or A.shape[0] != A.shape[1]:
             raise ValueError(f"linear operator must be a square matrix, but has shape: "
