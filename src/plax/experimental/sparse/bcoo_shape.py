@@ -67,7 +67,7 @@ def _cap_nse(data, indices, shape, n_batch: int, n_sparse: int):
     return data, indices
 
 
-def _batch_slicer(buffer, mat, i):
+def _stored_whole(buffer, mat, i):
     """Whether ``buffer``'s batch dimension ``i`` is stored whole (else broadcast, size 1)."""
     return get_aval(buffer).shape[i] == mat.shape[i]
 
@@ -84,9 +84,9 @@ def bcoo_slice(mat: BCOO, *, start_indices, limit_indices, strides=None) -> BCOO
     n_batch, n_sparse = mat.n_batch, mat.n_sparse
     data, indices = mat.data, mat.indices
     for i in range(n_batch):  # batch dimensions: slice the buffers that store them whole
-        if _batch_slicer(data, mat, i):
+        if _stored_whole(data, mat, i):
             data = lax.slice_in_dim(data, start[i], limit[i], strides[i], axis=i)
-        if _batch_slicer(indices, mat, i):
+        if _stored_whole(indices, mat, i):
             indices = lax.slice_in_dim(indices, start[i], limit[i], strides[i], axis=i)
     for d in range(n_batch + n_sparse, mat.ndim):  # dense dimensions: slice the data
         axis = d - n_sparse + 1
@@ -119,7 +119,7 @@ def bcoo_dynamic_slice(mat: BCOO, start_indices, slice_sizes) -> BCOO:
     def buffer_slice(buf, tail_starts, tail_sizes):
         b_starts, b_sizes = [], []
         for i in range(n_batch):
-            whole = _batch_slicer(buf, mat, i)
+            whole = _stored_whole(buf, mat, i)
             b_starts.append(starts[i] if whole else zero)
             b_sizes.append(sizes[i] if whole else 1)
         return lax.dynamic_slice(buf, b_starts + tail_starts, b_sizes + tail_sizes)
@@ -148,9 +148,9 @@ def bcoo_rev(operand: BCOO, dimensions) -> BCOO:
     dense_shape_of(lax.rev, mat, dimensions=dims)
     n_batch, n_sparse = mat.n_batch, mat.n_sparse
     data, indices = mat.data, mat.indices
-    data_dims = [d for d in dims if d < n_batch and _batch_slicer(data, mat, d)]
+    data_dims = [d for d in dims if d < n_batch and _stored_whole(data, mat, d)]
     data_dims += [d - n_sparse + 1 for d in dims if d >= n_batch + n_sparse]
-    index_dims = [d for d in dims if d < n_batch and _batch_slicer(indices, mat, d)]
+    index_dims = [d for d in dims if d < n_batch and _stored_whole(indices, mat, d)]
     if data_dims:
         data = lax.rev(data, tuple(data_dims))
     if index_dims:
@@ -168,9 +168,9 @@ def bcoo_squeeze(arr: BCOO, *, dimensions) -> BCOO:
     """``lax.squeeze`` of a BCOO array: the given dimensions (of size 1) removed."""
     _check(arr, "bcoo_squeeze")
     mat = arr
-    dims = sorted({operator.index(d) % max(mat.ndim, 1) if -mat.ndim <= operator.index(d)
-                   < mat.ndim else operator.index(d) for d in dimensions})
-    out_shape = dense_shape_of(lax.squeeze, mat, dimensions=tuple(dims)).shape
+    dims = tuple(operator.index(d) for d in dimensions)
+    out_shape = dense_shape_of(lax.squeeze, mat, dimensions=dims).shape  # checks the dims
+    dims = sorted({d % mat.ndim for d in dims})
     n_batch, n_sparse = mat.n_batch, mat.n_sparse
     batch = tuple(d for d in dims if d < n_batch)
     sparse = [d - n_batch for d in dims if n_batch <= d < n_batch + n_sparse]
