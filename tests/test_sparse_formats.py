@@ -225,6 +225,18 @@ def test_bcsr_concatenate_matches_numpy(dimension):
     assert out.nse == 11
 
 
+def test_bcsr_concatenate_buffers_match_jax():
+    b = BCSR.fromdense(M, nse=6)
+    out = bcsr_mod.bcsr_concatenate([b, b], dimension=0)
+    # JAX 0.10.2's buffers: elements sorted by (row, column), padding past the last column.
+    np.testing.assert_array_equal(out.data, [1, 2, 3, 4, 1, 2, 0, 0, 3, 4, 0, 0])
+    np.testing.assert_array_equal(out.indices, [1, 3, 0, 3, 1, 3, 4, 4, 0, 3, 4, 4])
+    np.testing.assert_array_equal(out.indptr, [0, 2, 2, 4, 8, 8, 10])
+    out = bcsr_mod.bcsr_concatenate([b, b], dimension=1)
+    np.testing.assert_array_equal(out.indices, [1, 3, 5, 7, 0, 3, 4, 7, 4, 4, 8, 8])
+    np.testing.assert_array_equal(out.indptr, [0, 4, 4, 8])
+
+
 def test_bcsr_concatenate_batch_and_errors():
     x = sparse_array((2, 3, 4), seed=6)
     a, c = BCSR.fromdense(x, n_batch=1), BCSR.fromdense(x, n_batch=1, nse=6)

@@ -130,7 +130,7 @@ def lobpcg_standard(A, X, m: int = 100, tol=None):
         Q, _ = _orthonormalize(_project_out(Xs, jnp.concatenate([P, R], axis=1)))
         Q, keep_q = _orthonormalize(_project_out(Xs, Q))
         S = jnp.concatenate([Xs, Q], axis=1)
-        AS = jnp.concatenate([AXs, apply(Q)], axis=1)
+        AS = apply(S)  # all of it afresh: A X carried over would gather rounding error
         keep = jnp.concatenate([jnp.ones((k,), bool), keep_q])
         theta, C = _rayleigh_ritz(S, AS, keep, k)
         Xn, AXn = _mm(S, C), _mm(AS, C)
