@@ -111,7 +111,7 @@ def test_shape_ops_vmap_with_batched_starts():
     np.testing.assert_array_equal(out, np.stack([X[0:1], -X[2:3]]))
 
 
-# --- indexing and gather ---------------------------------------------------------------------------
+# --- indexing and gather --------------------------------------------------------------------------
 INDICES = [1, (1, 2), (slice(1, 3), slice(None, None, 2)), (slice(None), 1), (Ellipsis, 2),
            (-1, None), np.array([0, 2]), (slice(None), np.array([3, 0]))]
 
@@ -143,7 +143,7 @@ def test_getitem_traced_and_gather():
         sparse.bcoo_gather(m, jnp.array([[2]]), dnums, (1, 4), mode="fill")
 
 
-# --- products ---------------------------------------------------------------------------------------
+# --- products -------------------------------------------------------------------------------------
 SPDOT_CASES = [  # (lhs n_batch, rhs n_batch, lhs, rhs, dimension numbers)
     (0, 0, X, X.T, (([1], [0]), ([], []))),
     (1, 0, X, X.T, (([1], [0]), ([], []))),
@@ -213,7 +213,7 @@ def test_conv_general_dilated():
                                          padding="SAME")
 
 
-# --- sparsify --------------------------------------------------------------------------------------
+# --- sparsify -------------------------------------------------------------------------------------
 def _dense_fn(x, y):
     """Ordinary jnp code: elementwise ops, a product, slicing, reshapes, joins, reductions."""
     z = jnp.sin(x) * 2.0 - x
@@ -349,7 +349,8 @@ def test_coo_kernels():
     dense = np.zeros((3, 2), np.float32)
     np.add.at(dense, (np.asarray(row), np.asarray(col)), np.asarray(data))  # repeats add up
     x, y, b = jnp.array([1.0, 5.0]), jnp.array([1.0, 2.0, 3.0]), jnp.ones((2, 4))
-    spmv = lambda d, v, t=False: coo_spmv_p.bind(d, row, col, v, transpose=t, shape=(3, 2))  # noqa: E731
+    def spmv(d, v, t=False):
+        return coo_spmv_p.bind(d, row, col, v, transpose=t, shape=(3, 2))
     np.testing.assert_allclose(spmv(data, x), dense @ np.asarray(x))
     np.testing.assert_allclose(spmv(data, y, True), dense.T @ np.asarray(y))
     np.testing.assert_allclose(
