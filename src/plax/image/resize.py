@@ -86,14 +86,20 @@ def _resample(image, shape, spatial_dims, scales, translations, method, antialia
         method = ResizeMethod.CUBIC
     radius, kernel = KERNELS[method]
     edge_padding = method is ResizeMethod.CUBIC_PYTORCH
-    # each contraction puts its new axis first; one transpose at the end restores the order
+    # a contraction puts its new axis first (when it replaces the leading axis) or last;
+    # `order` tracks where each axis went, and one transpose at the end restores it
     out, order = image, list(range(image.ndim))
     for axis, scale, translation in zip(spatial_dims, scales, translations):
         weights = weight_matrix(image.shape[axis], shape[axis], scale, translation, kernel,
                                 antialias, edge_padding, radius).astype(image.dtype)
-        out = lax.dot_general(weights, out, (((0,), (order.index(axis),)), ((), ())),
-                              precision=precision)
-        order = [axis] + [a for a in order if a != axis]
+        rest = [a for a in order if a != axis]
+        if order[0] == axis:
+            out = lax.dot_general(weights, out, (((0,), (0,)), ((), ())), precision=precision)
+            order = [axis] + rest
+        else:
+            out = lax.dot_general(out, weights, (((order.index(axis),), (0,)), ((), ())),
+                                  precision=precision)
+            order = rest + [axis]
     if order != sorted(order):
         out = lax.transpose(out, tuple(order.index(a) for a in range(image.ndim)))
     return out
