@@ -129,7 +129,7 @@ def _real(name, x):
     return x
 
 
-# --- erfcx: w on the imaginary axis, in real arithmetic ------------------------------------------
+# --- erfcx: w on the imaginary axis, in real arithmetic ---------------------------------------
 def _erfcx_nonnegative(x):
     """erfcx(x) = w(i x) for x >= 0: there (L + i z) / (L - i z) = (L - x) / (L + x) is real,
     and the continued fraction's denominators are i times real ones."""
@@ -166,7 +166,7 @@ def erfcx(x):
     return _erfcx(_real("erfcx", x))
 
 
-# --- Dawson's integral ---------------------------------------------------------------------------
+# --- Dawson's integral ------------------------------------------------------------------------
 _DAWSN_SERIES_BELOW = 0.5
 _DAWSN_SERIES_TERMS = 14    # the terms fall by 2 x**2 / (2n + 3) <= 1/6 each below 0.5
 
@@ -210,7 +210,7 @@ def dawsn(x):
     return _dawsn(_real("dawsn", x))
 
 
-# --- the Fresnel integrals -----------------------------------------------------------------------
+# --- the Fresnel integrals --------------------------------------------------------------------
 _FRESNEL_SERIES_BELOW = 1.2
 _FRESNEL_SERIES_TERMS = 16
 

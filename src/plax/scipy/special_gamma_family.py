@@ -53,7 +53,7 @@ def loggamma(x):
     (x,) = promote_args_inexact("loggamma", x)
     if dtypes.issubdtype(_dtype(x), np.complexfloating):
         return _complex_loggamma(x)
-    return jnp.where(jnp.greater(x, 0), lax.lgamma(x), np.nan).astype(_dtype(x))
+    return jnp.where(jnp.greater(x, 0), lax.lgamma(x), np.nan)
 
 
 # log(gamma(w)) for Re w >= 10 by Stirling's series (w - 1/2) log w - w + log(2 pi) / 2 +
@@ -96,7 +96,7 @@ def _complex_loggamma(z):
     return jnp.where(bad, complex(np.nan, np.nan), out).astype(_dtype(z))
 
 
-# --- the Pochhammer symbol ------------------------------------------------------------------------
+# --- the Pochhammer symbol --------------------------------------------------------------------
 def _log_abs_gamma_ratio(z, m):
     """log |gamma(z + m) / gamma(z)| and its sign, for z and z + m off the poles."""
     zm = z + m
@@ -161,29 +161,28 @@ def comb(N, k, *, repetition=False):
 
 @jit(static_argnames="repetition")
 def _comb(N, k, repetition):
-    dt = _dtype(N)
     if repetition:
         top = N + k - 1
         valid = jnp.greater_equal(k, 0) & jnp.greater_equal(N, 0) & jnp.greater_equal(top, k)
     else:
         top = N
         valid = (jnp.greater_equal(k, 0) & jnp.greater_equal(N, 0) & jnp.greater_equal(N, k))
-    safe_top = jnp.where(valid, top, 1.0).astype(dt)
-    safe_k = jnp.where(valid, k, 0.0).astype(dt)
+    safe_top = jnp.where(valid, top, 1.0)
+    safe_k = jnp.where(valid, k, 0.0)
     log_value = (lax.lgamma(safe_top + 1) - lax.lgamma(safe_k + 1)
                  - lax.lgamma(safe_top - safe_k + 1))
     out = jnp.where(valid, jnp.exp(log_value), 0.0)
     if repetition:  # choosing nothing from N >= 0 things: exactly one way, N = 0 included
         out = jnp.where(jnp.equal(k, 0) & jnp.greater_equal(N, 0), 1.0, out)
-    return out.astype(dt)
+    return out
 
 
-# --- Box-Cox ---------------------------------------------------------------------------------------
+# --- Box-Cox ----------------------------------------------------------------------------------
 @jit
 def _boxcox_from_log(log_x, lmbda):
     """(exp(lmbda log_x) - 1) / lmbda, and log_x itself where lmbda == 0."""
     zero = jnp.equal(lmbda, 0)
-    safe = jnp.where(zero, 1.0, lmbda).astype(_dtype(lmbda))
+    safe = jnp.where(zero, 1.0, lmbda)
     return jnp.where(zero, log_x, jnp.expm1(safe * log_x) / safe)
 
 
@@ -200,7 +199,7 @@ def boxcox1p(x, lmbda):
     return _boxcox_from_log(jnp.log1p(x), lmbda)
 
 
-# --- Bernoulli numbers ---------------------------------------------------------------------------
+# --- Bernoulli numbers ------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
 def _bernoulli_fractions(n):
     """B_0 ... B_n exactly (B_1 = -1/2), from the recurrence sum_{j<=m} C(m+1, j) B_j = 0."""

@@ -30,7 +30,7 @@ def _complex_of(dtype):
     return np.dtype(np.complex128 if np.dtype(dtype).itemsize == 8 else np.complex64)
 
 
-# --- sine and cosine integrals -------------------------------------------------------------------
+# --- sine and cosine integrals ----------------------------------------------------------------
 _SICI_SERIES_BELOW = 4.0
 _SICI_SERIES_TERMS = 40      # x**k / k! at x = 4 is below 1e-17 of the sum by k = 40
 _E1_FRACTION_DEPTH = 40      # E1(i x) by its continued fraction, double precision from x = 4
@@ -110,7 +110,7 @@ def sici(x):
     return _sici(x)
 
 
-# --- Owen's T function ---------------------------------------------------------------------------
+# --- Owen's T function ------------------------------------------------------------------------
 # T(h, a) = 1 / (2 pi) times the integral from 0 to a of exp(-h**2 (1 + x**2) / 2) / (1 + x**2).
 # For |a| <= 1 it is integrated by Gauss-Legendre rules: in x when |h| <= 1 (a smooth integrand
 # on [0, a]); in y = h x when |h| > 1, over [0, min(h a, 12)] in six equal pieces (the integrand

@@ -28,7 +28,7 @@ def _static_int(name, value):
                         f"mark it static).") from None
 
 
-# --- Bessel functions of the first kind ----------------------------------------------------------
+# --- Bessel functions of the first kind -------------------------------------------------------
 _RESCALE_ABOVE = 1e10        # the backward recurrence's values are divided down past this
 
 
@@ -79,7 +79,7 @@ def _bessel_jn(z, v, start):
     return jnp.where(at_zero, unit, out)
 
 
-# --- spherical harmonics ---------------------------------------------------------------------------
+# --- spherical harmonics ----------------------------------------------------------------------
 def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
     """The spherical harmonic Y_n^m(theta, phi) of degree n and order m (integer arrays), with
     theta the polar angle and phi the azimuth, as scipy.special.sph_harm_y: orthonormal, with
