@@ -300,6 +300,14 @@ def test_qdwh_counts_like_jax_and_honours_max_iterations_and_padding():
         L.qdwh(np.stack([x, x]))
 
 
+def test_qdwh_is_differentiable_in_both_modes():
+    # JAX's stops with a while loop (no reverse mode); plax's loops are scans
+    with plax.enable_x64():
+        x = rand((4, 3), F64, seed=16)
+        check_grads(lambda x: L.qdwh(x)[0], (x,), 1, modes=["fwd", "rev"],
+                    **grad_check_defaults(F64))
+
+
 # --- the implementation enums and extend's primitives ------------------------------------------
 def test_implementation_enums_refuse_what_the_cpu_lacks():
     assert [m.value for m in L.EigImplementation] == ["cusolver", "magma", "lapack"]

@@ -419,42 +419,11 @@ def eigh_tridiagonal(d, e, *, eigvals_only=False, select="a", select_range=None,
 
 
 # --- polar --------------------------------------------------------------------------------------
-def _qdwh_schedule(dtype, eps, max_iterations):
-    """The QDWH iteration's weights (Nakatsukasa, Bai and Gygi 2010) for singular values
-    starting in [l0, 1], l0 = the dtype's eps: per step (b/c, (a - b/c)/sqrt(c), sqrt(c)),
-    until the lower bound l reaches 1 - eps. They do not depend on the matrix."""
-    l = float(np.finfo(dtype).eps)
-    steps = []
-    while 1 - l > eps and len(steps) < max_iterations:
-        l2 = l * l
-        gamma = (4 * (1 - l2) / (l2 * l2)) ** (1 / 3)
-        root = math.sqrt(1 + gamma)
-        a = root + 0.5 * math.sqrt(8 - 4 * gamma + 8 * (2 - l2) / (l2 * root))
-        b = (a - 1) ** 2 / 4
-        c = a + b - 1
-        steps.append((b / c, (a - b / c) / math.sqrt(c), math.sqrt(c)))
-        l = min(1.0, l * (a + b * l2) / (1 + c * l2))
-    return np.asarray(steps, np.float64).reshape(-1, 3)
-
-
 def _qdwh_unitary(a, eps, max_iterations):
-    """The unitary polar factor of tall ``a`` (m >= n) by QDWH: each step is a QR of
-    [sqrt(c) x; I]."""
-    n = a.shape[-1]
-    x = a / jnp.linalg.norm(a, axis=(-2, -1), keepdims=True).astype(a.dtype)
-    real = np.dtype(np.finfo(a.dtype).dtype)
-    steps = _qdwh_schedule(a.dtype, float(np.finfo(a.dtype).eps) if eps is None else eps,
-                           10 if max_iterations is None else max_iterations)
-    eye = jnp.broadcast_to(jnp.eye(n, dtype=a.dtype), a.shape[:-2] + (n, n))
-
-    def step(x, w):
-        keep, mix, root = (w[i].astype(a.dtype) for i in range(3))
-        q, _ = lax_linalg.qr(jnp.concatenate([root * x, eye], axis=-2), full_matrices=False)
-        m = x.shape[-2]
-        return keep * x + mix * matmul_highest(q[..., :m, :], conj_transpose(q[..., m:, :])), None
-
-    x, _ = lax.scan(step, x, jnp.asarray(steps, real))
-    return x
+    """The unitary polar factor of each tall matrix (m >= n) of ``a`` by lax.linalg.qdwh."""
+    def single(x):
+        return lax_linalg.qdwh(x, eps=eps, max_iterations=max_iterations)[0]
+    return jnp.vectorize(single, signature="(m,n)->(m,n)")(a)
 
 
 @functools.partial(jit, static_argnames=("side", "method", "eps", "max_iterations"))
@@ -479,8 +448,8 @@ def polar(a, side="right", *, method="qdwh", eps=None, max_iterations=None):
     """The polar decomposition of each matrix of ``a`` (m x n): ``(u, p)`` with u having
     orthonormal columns (or rows, for wide a) and p Hermitian positive semi-definite, where
     ``a = u @ p`` (``side='right'``, p n x n) or ``a = p @ u`` ('left', p m x m). ``method``
-    'qdwh' iterates QR-based dynamically weighted Halley steps (at most ``max_iterations``,
-    default 10, stopping once singular values are within ``eps`` of 1); 'svd' uses the SVD."""
+    'qdwh' iterates QR-based dynamically weighted Halley steps (``lax.linalg.qdwh``: at
+    most ``max_iterations``, default 10, ``eps`` its tolerance); 'svd' uses the SVD."""
     if side not in ("right", "left"):
         raise ValueError("The argument `side` must be either 'right' or 'left'.")
     if method not in ("qdwh", "svd"):

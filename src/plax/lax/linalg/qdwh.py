@@ -6,7 +6,8 @@ each step depend only on the dtype's eps (a lower bound on the scaled smallest s
 value), so they are computed here in Python: early steps (large weight c) take a QR of
 [sqrt(c) u; I], later ones the cheaper Cholesky of c uᴴu + I; once the weights have settled,
 plain Halley steps run until the iterate stops moving (at most ``max_iterations`` steps in
-all), and one Newton-Schulz step polishes the result.
+all), and one Newton-Schulz step polishes the result. Every loop is a scan, so unlike
+JAX's (a while loop) it is differentiable in reverse mode too.
 """
 from __future__ import annotations
 
@@ -87,7 +88,8 @@ def _cholesky_step(u, rows, cols, weights):
 def _iterate(x, rows, cols, max_iterations, eps):
     import plax.numpy as jnp
     from plax import lax
-    from plax.higher_order.loops import fori_loop, while_loop
+    from plax.higher_order.loops import fori_loop
+    from plax.higher_order.scan import scan
     dtype = x.dtype
     real = np.finfo(dtype).dtype
     norm1 = jnp.max(jnp.sum(jnp.abs(x), axis=0))
@@ -119,17 +121,24 @@ def _iterate(x, rows, cols, max_iterations, eps):
 
     halley = tuple(np.asarray(w, dtype) for w in (1 / 3, 3 - 1 / 3, 3))  # a, b, c = 3, 1, 3
 
-    def going(state):
-        k, _, moving = state
-        return jnp.logical_and(moving, k < max_iterations)
+    # Plain Halley steps while the iterate still moves, up to max_iterations steps in all: a
+    # scan over the steps left whose body skips once settled (so reverse mode works, where
+    # a while loop's would not), counting the steps taken.
+    def halley_step(state, _):
+        k, u, moving = state
 
-    def halley_step(state):
-        k, u, _ = state
-        new = _cholesky_step(u, rows, cols, halley)
-        return k + 1, new, jnp.linalg.norm(new - u) > tol
+        def advance(u):
+            new = _cholesky_step(u, rows, cols, halley)
+            return new, jnp.linalg.norm(new - u) > tol
 
-    num_iters, u, moving = while_loop(going, halley_step,
-                                      (len(qr_steps) + len(chol_steps), u, moving))
+        u, still = lax.cond(moving, advance, lambda u: (u, jnp.asarray(False)), u)
+        return (k + moving.astype(np.int32), u, still), None
+
+    done = len(qr_steps) + len(chol_steps)
+    state = (jnp.asarray(done, np.int32), u, moving)
+    if max_iterations > done:
+        state, _ = scan(halley_step, state, None, length=max_iterations - done)
+    num_iters, u, moving = state
     # One Newton-Schulz step: u (3 I - uᴴu) / 2.
     u = 1.5 * u - 0.5 * jnp.matmul(u, jnp.matmul(u.conj().T, u, precision="highest"),
                                    precision="highest")
@@ -145,7 +154,7 @@ def qdwh(x, *, is_hermitian: bool = False, max_iterations: int | None = None,
     steps taken and whether the iterate settled (‖uₖ - uₖ₋₁‖ below (5 eps)^(1/3)) within
     ``max_iterations`` (default 10) steps. ``dynamic_shape=(m, n)`` treats ``x`` as an m x n
     matrix padded with zeros. ``is_hermitian`` is accepted and unused, as in JAX. One
-    matrix at a time (vmap it for batches)."""
+    matrix at a time (vmap it for batches). Differentiable (JAX's is not in reverse mode)."""
     import plax.numpy as jnp
     concrete_or_error(bool, is_hermitian, "The `is_hermitian` argument must be statically "
                       "specified to use `qdwh` within JAX transformations.")
