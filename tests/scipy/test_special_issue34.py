@@ -153,6 +153,11 @@ def test_hypergeometric_values():
     with plax.enable_x64():
         close(S.hyp1f1(*args1), sp.hyp1f1(*args1), F64, 1e-14)
         close(plax.vmap(S.hyp2f1)(*args2), sp.hyp2f1(*args2), F64, 1e-14)
+    # NaN in, NaN out; 1F1(a; b; -inf) = 0 for a > 0
+    close(S.hyp1f1(np.float32([1, np.nan, 1]), 2.0, np.float32([np.nan, 1, -np.inf])),
+          [np.nan, np.nan, 0], F32)
+    close(S.hyp2f1(np.float32([1, np.nan]), 2.0, 3.0, np.float32([np.nan, 0.5])),
+          [np.nan, np.nan], F32)
     # the edges: inf at c's poles and for x > 1, Gauss's sum at x = 1
     close(S.hyp2f1(np.float32([1, 1, 1]), 2.0, np.float32([-2, 3, 4]), np.float32([0.3, 1.5, 1])),
           [np.inf, np.inf, 3.0], F32, 2e-6)
@@ -164,6 +169,8 @@ def test_bessel_jn():
     close(plax.jit(lambda z: S.bessel_jn(z, v=5))(z.astype(np.float32)), want, F32, 2e-5, 1e-6)
     with plax.enable_x64():
         close(S.bessel_jn(z, v=5), want, F64, 1e-12, 1e-15)
+        close(plax.vmap(lambda z: S.bessel_jn(z, v=5))(z), want.T, F64, 1e-12, 1e-15)
+    close(S.bessel_jn(np.float32([np.inf, -np.inf, np.nan]), v=1), [[0, 0, np.nan]] * 2, F32)
     assert S.bessel_jn(np.ones((2, 3), np.float32), v=2).shape == (3, 2, 3)
     assert S.bessel_jn(1.0, v=-1).shape == (0,)
     with pytest.raises(TypeError, match="static Python integer"):

@@ -174,7 +174,7 @@ def _comb(N, k, repetition):
     out = jnp.where(valid, jnp.exp(log_value), 0.0)
     if repetition:  # choosing nothing from N >= 0 things: exactly one way, N = 0 included
         out = jnp.where(jnp.equal(k, 0) & jnp.greater_equal(N, 0), 1.0, out)
-    return out
+    return jnp.where(jnp.isnan(N) | jnp.isnan(k), np.nan, out)
 
 
 # --- Box-Cox ----------------------------------------------------------------------------------

@@ -121,7 +121,10 @@ def _hyp1f1_value(a, b, x):
     safe_b = jnp.where(b_pole, 1.0, b).astype(dt)
     total = _series([jnp.where(b_pole, 0.0, p).astype(dt)], [safe_b], y)
     out = jnp.where(kummer, jnp.exp(x) * total, total)
-    return jnp.where(b_pole, np.inf, out).astype(dt)
+    # 1F1(a; b; -inf) = 0 for a > 0 (it decays as (-x)**-a)
+    out = jnp.where(jnp.isneginf(x) & jnp.greater(a, 0), 0.0, out)
+    out = jnp.where(b_pole, np.inf, out)
+    return jnp.where(jnp.isnan(a) | jnp.isnan(b) | jnp.isnan(x), np.nan, out).astype(dt)
 
 
 @custom_jvp
@@ -210,7 +213,9 @@ def _hyp2f1_value(a, b, c, x):
     at_one = jnp.where(gauss_ok, g_c * g_s * r_ca * r_cb, np.inf)
     out = jnp.where(jnp.equal(x, 1), at_one, jnp.where(jnp.greater(x, 1), np.inf, general))
     out = jnp.where(polynomial, poly, out)
-    return jnp.where(c_pole, np.inf, out).astype(dt)
+    out = jnp.where(c_pole, np.inf, out)
+    any_nan = jnp.isnan(a) | jnp.isnan(b) | jnp.isnan(c) | jnp.isnan(x)
+    return jnp.where(any_nan, np.nan, out).astype(dt)
 
 
 @custom_jvp

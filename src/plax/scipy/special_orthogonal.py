@@ -54,7 +54,7 @@ def bessel_jn(z, *, v, n_iter=50):
 def _bessel_jn(z, v, start):
     dt, shape = _dtype(z), get_aval(z).shape
     at_zero = jnp.equal(z, 0)
-    safe_z = jnp.where(at_zero, 1.0, z).astype(dt)
+    safe_z = jnp.where(at_zero | jnp.isinf(z), 1.0, z).astype(dt)
     two_over_z = 2 / safe_z
 
     def step(i, state):
@@ -76,7 +76,8 @@ def _bessel_jn(z, v, start):
     _, j0, norm, out = lax.fori_loop(0, start, step, init)
     out = out / (j0 + norm)
     unit = (jnp.arange(v + 1) == 0).astype(dt).reshape((v + 1,) + (1,) * len(shape))
-    return jnp.where(at_zero, unit, out)
+    out = jnp.where(at_zero, unit, out)
+    return jnp.where(jnp.isinf(z), 0.0, out)  # each J_n decays to 0 at infinity
 
 
 # --- spherical harmonics ----------------------------------------------------------------------
