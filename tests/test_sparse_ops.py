@@ -371,3 +371,30 @@ def test_nested_vmap_returns_bcoo():
     np.testing.assert_array_equal(out.todense(), xs[:, None] * np.array([1.0, 2.0])[:, None, None])
     out = plax.vmap(lambda m: plax.vmap(lambda i: m[i])(jnp.arange(2)))(m3)
     np.testing.assert_array_equal(out.todense(), xs[:, :2])
+
+
+def test_sparsify_keeps_custom_jvp_rules():
+    m = BCOO.fromdense(X)
+
+    @plax.custom_jvp
+    def f(x):
+        return jnp.sin(x)
+    f.defjvp(lambda p, t: (f(p[0]), 100.0 * t[0]))  # not sin's derivative: the rule is used
+
+    def on_data(d, **kw):
+        return sparse.sparsify(f, **kw)(BCOO((d, m.indices), shape=m.shape, unique_indices=True))
+    np.testing.assert_allclose(on_data(m.data).todense(), np.sin(X), rtol=1e-6)
+    for kw in ({}, {"use_tracer": True}):
+        np.testing.assert_array_equal(
+            plax.grad(lambda d: on_data(d, **kw).data.sum())(m.data), np.full(4, 100.0))
+    _, tangent = plax.jvp(lambda d: on_data(d).data, (m.data,), (jnp.ones(4),))
+    np.testing.assert_array_equal(tangent, np.full(4, 100.0))
+
+    @plax.custom_jvp
+    def g(x):
+        return jnp.sin(x)
+    g.defjvp(lambda p, t: (g(p[0]), jnp.cos(p[0]) * t[0]))  # cos would densify
+    np.testing.assert_allclose(sparse.sparsify(g)(m).todense(), np.sin(X), rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="sparse rule for cos"):
+        plax.grad(lambda d: sparse.sparsify(g)(BCOO((d, m.indices), shape=m.shape)).data.sum())(
+            m.data)

@@ -5,7 +5,8 @@ A rule takes the ``SparsifyEnv`` and the operands' ``SparsifyValue`` records (an
 primitive's parameters) and returns the output records. Elementwise rules reuse the operand's
 ``indices_ref`` (the result has its sparsity pattern); the others call the BCOO functions.
 Control flow (``while``, ``cond``, ``scan``) runs the sparse interpreter inside the bodies,
-carrying each sparse value as its data and indices buffers.
+carrying each sparse value as its data and indices buffers; a custom_jvp function stays one
+(on the buffers), its rule evaluated sparsely.
 """
 from __future__ import annotations
 
@@ -218,10 +219,108 @@ def _pjit(spenv, *spvalues, jaxpr, **params):
     return eval_sparse(jaxpr.jaxpr, jaxpr.consts, list(spvalues), spenv)
 
 
-def _custom_jvp(spenv, *spvalues, call_jaxpr, **params):
-    """A custom_jvp function's primal computation evaluated in place (its custom derivative
-    rule is not kept: derivatives go through the operations it runs)."""
-    return eval_sparse(call_jaxpr.jaxpr, call_jaxpr.consts, list(spvalues), spenv)
+def _custom_jvp(spenv, *spvalues, call_jaxpr, jvp, num_consts=0, symbolic_zeros=False,
+                name="", **params):
+    """A custom_jvp function on sparse values: still a custom_jvp call, on the buffers. Its
+    primal is the body evaluated sparsely; its rule is the function's own JVP rule evaluated
+    sparsely with each tangent sharing its primal's indices, so a rule that keeps sparsity
+    patterns (an elementwise one) differentiates as written."""
+    if not any(v.is_sparse() for v in spvalues):
+        return eval_sparse(call_jaxpr.jaxpr, call_jaxpr.consts, list(spvalues), spenv)
+    bufs, kinds = _flatten(spenv, spvalues)
+    flags = _flags(spvalues)
+    records = []
+
+    def fun(*in_bufs):
+        inner = SparsifyEnv()
+        ins = _unflatten(inner, in_bufs, kinds, flags=flags)
+        outs = eval_sparse(call_jaxpr.jaxpr, call_jaxpr.consts, ins, inner)
+        records.append(_pattern_sources(inner, ins, outs))
+        return _flatten(inner, outs)[0]
+
+    def rule(primals, tangents):  # (under differentiation it runs instead of fun)
+        return _custom_jvp_rule(primals, tangents, kinds, flags, jvp, num_consts, name,
+                                records)
+    outs = custom_jvp_call_p.bind(*bufs, fun=fun, jvp=rule, symbolic_zeros=False, name=name)
+    # Outputs keeping an input's indices share its pattern (so later rules can match them).
+    values, it = [], iter(outs)
+    for shape, source, flags in records[-1]:
+        if shape is None:
+            values.append(spenv.dense(next(it)))
+            continue
+        data, indices = next(it), next(it)
+        if source is None:
+            values.append(spenv.sparse(shape, data, indices, indices_sorted=flags[0],
+                                       unique_indices=flags[1]))
+        else:
+            values.append(spenv.sparse(shape, data, indices_ref=spvalues[source].indices_ref,
+                                       indices_sorted=flags[0], unique_indices=flags[1]))
+    return values
+
+
+def _pattern_sources(env, ins, outs):
+    """Per output value: ``(shape or None for dense, the input whose indices it keeps or
+    None, (indices_sorted, unique_indices))``."""
+    out = []
+    for v in outs:
+        if v.is_dense():
+            out.append((None, None, None))
+            continue
+        source = next((j for j, w in enumerate(ins) if w.is_sparse()
+                       and w.indices_ref == v.indices_ref), None)
+        out.append((v.shape, source, (v.indices_sorted, v.unique_indices)))
+    return out
+
+
+def _custom_jvp_rule(primals, tangents, kinds, flags, jvp, num_consts, name, records):
+    """The JVP of a sparsified custom_jvp call on buffers: the function's rule evaluated
+    sparsely, each tangent sharing its primal's indices."""
+    from plax.core.avals import ShapedArray
+    from plax.core.rules import Zero, tangent_aval
+    from plax.core.staging import trace_to_jaxpr
+    inner = SparsifyEnv()
+    p_vals = _unflatten(inner, primals, kinds, flags=flags)
+    t_vals, it = [], iter(tangents)
+    for v, kind in zip(p_vals, kinds):
+        t = next(it)
+        data = inner.data(v)
+        if type(t) is Zero:
+            t = jnp.zeros(get_aval(data).shape, get_aval(data).dtype)
+        if kind is None:
+            t_vals.append(inner.dense(t))
+        else:
+            next(it)  # the indices have no tangent
+            t_vals.append(inner.sparse(v.shape, t, indices_ref=v.indices_ref,
+                                       indices_sorted=v.indices_sorted,
+                                       unique_indices=v.unique_indices))
+    n = len(p_vals)
+
+    def dense_rule(*args):  # the function's own rule, on dense types
+        outs, tans = jvp(list(args[num_consts:n]), list(args[n + num_consts:]))
+        tans = [jnp.zeros(get_aval(o).shape, get_aval(o).dtype) if type(t) is Zero else t
+                for o, t in zip(outs, tans)]
+        return list(outs) + tans
+    avals = [ShapedArray(v.shape, get_aval(inner.data(v)).dtype) for v in p_vals + t_vals]
+    jaxpr, consts = trace_to_jaxpr(dense_rule, avals, description=f"custom_jvp rule of {name}")
+    outs = eval_sparse(jaxpr, consts, p_vals + t_vals, inner)
+    m = len(outs) // 2
+    p_out, t_out = outs[:m], outs[m:]
+    records.append(_pattern_sources(inner, p_vals, p_out))
+    flat, tans = [], []
+    for p, t in zip(p_out, t_out):
+        if p.is_sparse():
+            if t.indices_ref != p.indices_ref:
+                raise NotImplementedError(
+                    f"sparsify: the custom_jvp rule of {name} gives a tangent whose sparsity "
+                    "pattern differs from its output's, which a derivative of the output's "
+                    "data cannot express; densify its argument with sparse.todense().")
+            flat += [inner.data(p), inner.indices(p)]
+            tans += [inner.data(t), Zero(tangent_aval(get_aval(inner.indices(p))))]
+        else:
+            flat.append(inner.data(p))
+            tans.append(inner.data(t) if not t.is_sparse() else
+                        spvalues_to_arrays(inner, [t])[0].todense())
+    return flat, tans
 
 
 def _flatten(spenv, spvalues):
@@ -241,14 +340,23 @@ def _flatten(spenv, spvalues):
     return bufs, tuple(kinds)
 
 
-def _unflatten(spenv, bufs, kinds, lead=()):
+def _unflatten(spenv, bufs, kinds, lead=(), flags=None):
+    """Values of ``spenv`` for buffers ``_flatten`` gave; ``flags`` (per value, what is
+    known of its indices: ``(sorted, unique)``) default to nothing known."""
     out, it = [], iter(bufs)
-    for shape in kinds:
+    for shape, known in zip(kinds, flags or [None] * len(kinds)):
         if shape is None:
             out.append(spenv.dense(next(it)))
         else:
-            out.append(spenv.sparse(tuple(lead) + tuple(shape), next(it), next(it)))
+            sort, unique = known or (False, False)
+            out.append(spenv.sparse(tuple(lead) + tuple(shape), next(it), next(it),
+                                    indices_sorted=sort, unique_indices=unique))
     return out
+
+
+def _flags(spvalues):
+    return tuple((v.indices_sorted, v.unique_indices) if v.is_sparse() else None
+                 for v in spvalues)
 
 
 def _run_body(spenv, closed, consts, bufs, kinds):
