@@ -398,3 +398,17 @@ def test_sparsify_keeps_custom_jvp_rules():
     with pytest.raises(NotImplementedError, match="sparse rule for cos"):
         plax.grad(lambda d: sparse.sparsify(g)(BCOO((d, m.indices), shape=m.shape)).data.sum())(
             m.data)
+
+
+def test_ad_wraps_names_the_wrapper():
+    from plax.experimental.sparse.ad import wraps
+
+    def f(x):
+        """doc of f"""
+        return x
+
+    @wraps(f, namestr="sparse_{fun}", docstr="Sparse {fun}: {doc}")
+    def g(x):
+        return x
+    assert (g.__name__, g.__doc__, g.__wrapped__, g.__qualname__) == (
+        "sparse_f", "Sparse f: doc of f", f, f.__qualname__)

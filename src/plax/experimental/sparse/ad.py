@@ -15,7 +15,29 @@ from plax.experimental.sparse._base import JAXSparse
 from plax.experimental.sparse.bcoo import BCOO
 
 __all__ = ["grad", "value_and_grad", "jacfwd", "jacrev", "jacobian", "is_sparse",
-           "flatten_fun_for_sparse_ad"]
+           "flatten_fun_for_sparse_ad", "wraps"]
+
+
+def wraps(wrapped, namestr=None, docstr=None, **kwargs):
+    """A decorator giving a function ``wrapped``'s name, docstring, module and attributes
+    (as ``functools.wraps``); ``namestr`` and ``docstr`` are format strings for a new name
+    and docstring (``{fun}`` is the wrapped name, ``{doc}`` its docstring, and ``kwargs``
+    fill other fields)."""
+    def decorate(fun):
+        name = getattr(wrapped, "__name__", None) or type(wrapped).__name__
+        doc = getattr(wrapped, "__doc__", "") or ""
+        try:
+            fun.__dict__.update(getattr(wrapped, "__dict__", {}))
+            fun.__annotations__ = getattr(wrapped, "__annotations__", {})
+            fun.__name__ = name if namestr is None else namestr.format(fun=name)
+            fun.__qualname__ = getattr(wrapped, "__qualname__", fun.__name__)
+            fun.__module__ = getattr(wrapped, "__module__", "<unknown module>")
+            fun.__doc__ = doc if docstr is None else docstr.format(fun=name, doc=doc, **kwargs)
+            fun.__wrapped__ = wrapped
+        except (AttributeError, TypeError):  # a callable whose attributes are read-only
+            pass
+        return fun
+    return decorate
 
 
 def is_sparse(x) -> bool:
