@@ -412,3 +412,14 @@ def test_ad_wraps_names_the_wrapper():
         return x
     assert (g.__name__, g.__doc__, g.__wrapped__, g.__qualname__) == (
         "sparse_f", "Sparse f: doc of f", f, f.__qualname__)
+
+
+def test_sparse_grad_argnums_as_jax():
+    m, y = BCOO.fromdense(X), jnp.ones(4)
+
+    def f(a, b):
+        return (a @ b).sum()
+    assert isinstance(sparse.grad(f, argnums=(0,))(m, y), BCOO)  # alone, as in JAX
+    g_m, g_y = sparse.grad(f, argnums=(0, 1))(m, y)
+    np.testing.assert_array_equal(g_m.todense(), (X != 0).astype(np.float32))
+    np.testing.assert_array_equal(g_y, X.sum(0))

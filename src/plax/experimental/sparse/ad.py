@@ -1,7 +1,9 @@
 """Differentiation with respect to sparse arrays: ``grad``, ``value_and_grad``, ``jacfwd``,
-``jacrev`` (``jacobian``) as plax's, except that a BCOO argument is differentiated in its
-sparsity pattern: through its ``data`` only, and its derivative is a BCOO array with the
-same indices (and, for Jacobians, the output dimensions as leading batch dimensions)."""
+``jacrev`` (``jacobian``) as plax's, except that a sparse argument is differentiated in its
+sparsity pattern: through its ``data`` only, and its derivative is a sparse array with the
+same indices (and, for Jacobians, the output dimensions as leading batch dimensions). All
+go through ``flatten_fun_for_sparse_ad``; as in JAX, a single differentiated argument's
+derivative comes alone even when ``argnums`` is a tuple."""
 from __future__ import annotations
 
 import functools
@@ -45,8 +47,6 @@ def is_sparse(x) -> bool:
     return isinstance(x, JAXSparse)
 
 
-_is_sparse = is_sparse
-
 
 def _argnums(argnums, nargs: int) -> tuple:
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
@@ -59,40 +59,6 @@ def _argnums(argnums, nargs: int) -> tuple:
     return tuple(i % nargs for i in nums)
 
 
-class _DataView:
-    """The arguments with each BCOO among the differentiated ones replaced by its data."""
-
-    def __init__(self, args, nums):
-        self.nums = nums
-        self.trees, self.templates, self.args = {}, {}, list(args)
-        for i in nums:
-            leaves, tree = tree_util.tree_flatten(args[i], is_leaf=_is_sparse)
-            self.trees[i], self.templates[i] = tree, leaves
-            self.args[i] = tree_util.tree_unflatten(
-                tree, [x.data if _is_sparse(x) else x for x in leaves])
-
-    def restore(self, args):
-        """The arguments with the BCOO arrays rebuilt around (traced) data."""
-        args = list(args)
-        for i in self.nums:
-            values = self.trees[i].flatten_up_to(args[i])
-            args[i] = tree_util.tree_unflatten(
-                self.trees[i], [_with_data(t, v) if _is_sparse(t) else v
-                                for t, v in zip(self.templates[i], values)])
-        return args
-
-    def derivatives(self, grads, single: bool):
-        """Derivatives of the data (with any leading output dimensions) made BCOO arrays;
-        ``grads`` holds one tree per argument number, or is that tree when ``single``."""
-        out = []
-        for i, g in zip(self.nums, (grads,) if single else grads):
-            values = self.trees[i].flatten_up_to(g)
-            out.append(tree_util.tree_unflatten(
-                self.trees[i], [_with_data(t, v, leading=True) if _is_sparse(t) else v
-                                for t, v in zip(self.templates[i], values)]))
-        return out[0] if single else tuple(out)
-
-
 def _with_data(template: BCOO, data, leading: bool = False) -> BCOO:
     """A BCOO array with ``template``'s indices holding ``data``; with ``leading``, extra
     leading dimensions of ``data`` become batch dimensions (the indices repeated)."""
@@ -103,26 +69,6 @@ def _with_data(template: BCOO, data, leading: bool = False) -> BCOO:
         indices = jnp.broadcast_to(indices, lead + indices.shape)
     return BCOO((data, indices), shape=tuple(data.shape[:extra]) + template.shape,
                 indices_sorted=template.indices_sorted, unique_indices=template.unique_indices)
-
-
-def _sparse_transform(transform, fun, argnums, has_aux, kwargs, with_value=False):
-    @functools.wraps(fun)
-    def wrapped(*args, **call_kwargs):
-        nums = _argnums(argnums, len(args))
-        view = _DataView(args, nums)
-
-        def on_data(*data_args):
-            return fun(*view.restore(data_args), **call_kwargs)
-        single = isinstance(argnums, int)
-        out = transform(on_data, argnums=nums[0] if single else nums, has_aux=has_aux,
-                        **kwargs)(*view.args)
-        if with_value:
-            value, grads = out
-            return value, view.derivatives(grads, single)
-        if has_aux:
-            return view.derivatives(out[0], single), out[1]
-        return view.derivatives(out, single)
-    return wrapped
 
 
 def flatten_fun_for_sparse_ad(fun, argnums, args):
@@ -170,6 +116,23 @@ def flatten_fun_for_sparse_ad(fun, argnums, args):
         return per_arg[0] if len(per_arg) == 1 else tuple(per_arg)
 
     return fun_flat, argnums_flat, args_flat, postprocess_gradients
+
+
+def _sparse_transform(transform, fun, argnums, has_aux, kwargs, with_value=False):
+    """``transform`` (plax's grad, jacfwd, ...) of ``fun`` through its arguments' buffers:
+    sparse arguments differentiated through their data (``flatten_fun_for_sparse_ad``)."""
+    @functools.wraps(fun)
+    def wrapped(*args, **call_kwargs):
+        fun_flat, nums, args_flat, postprocess = flatten_fun_for_sparse_ad(fun, argnums, args)
+        out = transform(functools.partial(fun_flat, **call_kwargs), argnums=nums,
+                        has_aux=has_aux, **kwargs)(*args_flat)
+        if with_value:
+            value, grads = out
+            return value, postprocess(grads)
+        if has_aux:
+            return postprocess(out[0]), out[1]
+        return postprocess(out)
+    return wrapped
 
 
 def value_and_grad(fun, argnums=0, has_aux: bool = False, **kwargs):
