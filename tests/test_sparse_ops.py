@@ -423,3 +423,16 @@ def test_sparse_grad_argnums_as_jax():
     g_m, g_y = sparse.grad(f, argnums=(0, 1))(m, y)
     np.testing.assert_array_equal(g_m.todense(), (X != 0).astype(np.float32))
     np.testing.assert_array_equal(g_y, X.sum(0))
+
+
+def test_empty_eye_todense_every_format():
+    from plax.experimental.sparse import api
+    for fmt, cls in [("bcoo", "BCOO"), ("bcsr", "BCSR"), ("coo", "COO"), ("csr", "CSR"),
+                     ("csc", "CSC")]:
+        e = sparse.eye(3, k=1, sparse_format=fmt)
+        assert type(e).__name__ == cls and type(e) is getattr(api, cls)
+        np.testing.assert_array_equal(sparse.todense(e), np.eye(3, k=1))
+        z = sparse.empty((2, 3), sparse_format=fmt)
+        np.testing.assert_array_equal(sparse.todense(z), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="not recognized"):
+        sparse.empty((2, 2), sparse_format="dense")
