@@ -85,3 +85,19 @@ def abstract_eval(prim: Primitive, avals, params):
     if replication.vma_in_types[0]:
         out = replication.propagate(prim, avals, out, params)
     return out
+
+
+class NamedCallable:
+    """A callable param that prints as the user function's name (as JAX shows it)."""
+
+    __slots__ = ("fn", "name")
+
+    def __init__(self, fn, name):
+        self.fn = fn
+        self.name = name
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+    def __repr__(self):
+        return self.name

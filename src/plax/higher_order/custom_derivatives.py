@@ -44,16 +44,17 @@ from plax.core import dtypes, errors
 from plax.core.avals import ShapedArray
 from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, call_out_avals, consts_as_inputs, eval_jaxpr
-from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, dce_rules, impl_rules, jvp_rules,
-                             lowering_rules, param_printers, partial_eval_rules, tangent_aval,
-                             transpose_rules)
+from plax.core.primitive import NamedCallable, Primitive
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
+                             jvp_rules, lowering_rules, param_printers, partial_eval_rules,
+                             tangent_aval, transpose_rules)
 from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval, set_current_trace
 from plax.first_order import arithmetic as _arithmetic
 from plax.first_order import conversion as _conversion
 from plax.first_order.ad_util import zeros_like_aval
+from plax.higher_order import custom_derivatives_batching as _batching
 from plax.higher_order import ref_effects
 from plax.higher_order.remat_opt import remat_opt_fwd
 from plax.lowering.consts import const_operands
@@ -107,22 +108,6 @@ def custom_vjp_primal_tree_values(tree):
     replaced by its value."""
     return tree_util.tree_map(lambda x: x.value if isinstance(x, CustomVJPPrimal) else x, tree,
                               is_leaf=lambda x: isinstance(x, CustomVJPPrimal))
-
-
-class NamedCallable:
-    """A callable param that prints as the user function's name (as JAX shows it)."""
-
-    __slots__ = ("fn", "name")
-
-    def __init__(self, fn, name):
-        self.fn = fn
-        self.name = name
-
-    def __call__(self, *args):
-        return self.fn(*args)
-
-    def __repr__(self):
-        return self.name
 
 
 class ClosedOverTracerError(TypeError, errors.UnexpectedTracerError):
@@ -326,7 +311,7 @@ def _bind_functions(prim, trace, args, params):
     if isinstance(trace, PartialEvalTrace):
         return trace.process_primitive(prim, args, params)  # (known: bound below; else _inline)
     if isinstance(trace, BatchTrace):
-        return batch_functions(prim, trace, args, params)
+        return _batching.batch_functions(prim, trace, args, params)
     return _bind_staged(prim, args, params)
 
 
@@ -840,6 +825,6 @@ def _fwd_of_used(params, used):
 dce_rules[custom_jvp_call_p] = _dce_with(_jvp_of_used)
 dce_rules[custom_vjp_call_p] = _dce_with(_fwd_of_used)
 
-
-# Batch rules (registered on import); that module imports this one.
-from plax.higher_order.custom_derivatives_batching import batch_functions  # noqa: E402
+batch_rules[custom_jvp_call_p] = _batching.staged_jvp_call_rule(custom_jvp_call_p)
+batch_rules[custom_vjp_call_p] = _batching.staged_vjp_call_rule(custom_vjp_call_p)
+batch_rules[custom_lin_p] = _batching.custom_lin_rule(custom_lin_p)

@@ -3,12 +3,11 @@ with the function (custom_derivatives.py binds them; a batch trace comes here)."
 from __future__ import annotations
 
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs
-from plax.core.rules import Zero, batch_rules, not_mapped
+from plax.core.primitive import NamedCallable
+from plax.core.rules import Zero, not_mapped
 from plax.core.trace import set_current_trace
 from plax.first_order import reductions as _reductions
 from plax.first_order.batch_util import batched_aval, move_batch_dim, moveaxis
-from plax.higher_order.custom_derivatives import (NamedCallable, custom_jvp_call_p,
-                                                  custom_lin_p, custom_vjp_call_p)
 from plax.transforms.vmap import batch_flat, batch_jaxpr
 
 
@@ -149,7 +148,7 @@ def batch_functions(prim, trace, args, params):
     axis, name = trace.axis, params["name"]
     rec = _OutDims(any(d is not not_mapped for d in dims))
     new = dict(params, fun=NamedCallable(_batched_fun(params["fun"], dims, axis, rec, name), name))
-    if prim is custom_jvp_call_p:
+    if "jvp" in params:  # custom_jvp_call (custom_vjp_call holds fwd and bwd)
         new["jvp"] = NamedCallable(_batched_jvp(params["jvp"], dims, axis, rec, name),
                                    repr(params["jvp"]))
     else:
@@ -160,47 +159,51 @@ def batch_functions(prim, trace, args, params):
     return [trace.wrap(o, d) for o, d in zip(outs, rec.dims)]
 
 
-def _custom_jvp_call_batch(axis, vals, dims, *, call_jaxpr, jvp, num_consts, symbolic_zeros,
-                           name):
-    vals, dims = _front(vals, dims)
-    n_out = len(call_jaxpr.out_avals)
-    body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name, out_dims=[0] * n_out)
-    callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
-    rule = _batched_jvp(jvp, dims[num_consts:], axis, _OutDims(True), name)
-    outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=callee,
-                                  jvp=NamedCallable(rule, repr(jvp)),
-                                  num_consts=len(consts) + num_consts,
-                                  symbolic_zeros=symbolic_zeros, name=name)
-    return outs, [0] * n_out
+def staged_jvp_call_rule(prim):
+    """The batch rule of the staged ``custom_jvp_call`` primitive ``prim``."""
+    def rule(axis, vals, dims, *, call_jaxpr, jvp, num_consts, symbolic_zeros, name):
+        vals, dims = _front(vals, dims)
+        n_out = len(call_jaxpr.out_avals)
+        body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name,
+                                      out_dims=[0] * n_out)
+        callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
+        batched_rule = _batched_jvp(jvp, dims[num_consts:], axis, _OutDims(True), name)
+        outs = prim.bind(*consts, *vals, call_jaxpr=callee,
+                         jvp=NamedCallable(batched_rule, repr(jvp)),
+                         num_consts=len(consts) + num_consts,
+                         symbolic_zeros=symbolic_zeros, name=name)
+        return outs, [0] * n_out
+    return rule
 
 
-def _custom_vjp_call_batch(axis, vals, dims, *, call_jaxpr, fwd, bwd, num_consts, symbolic_zeros,
-                           name):
-    vals, dims = _front(vals, dims)
-    n_out = len(call_jaxpr.out_avals)
-    body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name, out_dims=[0] * n_out)
-    callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
-    rule = _batched_fwd(fwd, dims[num_consts:], axis, _OutDims(True), name, repr(bwd))
-    outs = custom_vjp_call_p.bind(*consts, *vals, call_jaxpr=callee,
-                                  fwd=NamedCallable(rule, repr(fwd)),
-                                  bwd=bwd, num_consts=len(consts) + num_consts,
-                                  symbolic_zeros=symbolic_zeros, name=name)
-    return outs, [0] * n_out
+def staged_vjp_call_rule(prim):
+    """The batch rule of the staged ``custom_vjp_call`` primitive ``prim``."""
+    def rule(axis, vals, dims, *, call_jaxpr, fwd, bwd, num_consts, symbolic_zeros, name):
+        vals, dims = _front(vals, dims)
+        n_out = len(call_jaxpr.out_avals)
+        body, consts, _ = batch_jaxpr(call_jaxpr, axis, dims, description=name,
+                                      out_dims=[0] * n_out)
+        callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
+        batched_rule = _batched_fwd(fwd, dims[num_consts:], axis, _OutDims(True), name, repr(bwd))
+        outs = prim.bind(*consts, *vals, call_jaxpr=callee,
+                         fwd=NamedCallable(batched_rule, repr(fwd)),
+                         bwd=bwd, num_consts=len(consts) + num_consts,
+                         symbolic_zeros=symbolic_zeros, name=name)
+        return outs, [0] * n_out
+    return rule
 
 
-def _custom_lin_batch(axis, vals, dims, *, num_res, bwd, out_avals, nonzero, diff_out):
-    """The linear part of a custom_vjp function, for batched residuals or tangents."""
-    vals, dims = _front(vals, dims)
-    tan_dims = iter(dims[num_res:])
-    # Cotangents come back for every primal input; those without a tangent are dropped.
-    in_dims = [next(tan_dims) if nz else None for nz in nonzero]
-    batched = tuple(batched_aval(a, 0, axis.size) for a in out_avals)
-    rule = _batched_bwd(bwd, dims[:num_res], in_dims, [0] * len(out_avals), axis)
-    outs = custom_lin_p.bind(*vals, num_res=num_res, bwd=NamedCallable(rule, repr(bwd)),
-                             out_avals=batched, nonzero=nonzero, diff_out=diff_out)
-    return outs, [0] * len(outs)
-
-
-batch_rules[custom_jvp_call_p] = _custom_jvp_call_batch
-batch_rules[custom_vjp_call_p] = _custom_vjp_call_batch
-batch_rules[custom_lin_p] = _custom_lin_batch
+def custom_lin_rule(prim):
+    """The batch rule of the staged ``custom_lin`` primitive ``prim``."""
+    def rule(axis, vals, dims, *, num_res, bwd, out_avals, nonzero, diff_out):
+        """The linear part of a custom_vjp function, for batched residuals or tangents."""
+        vals, dims = _front(vals, dims)
+        tan_dims = iter(dims[num_res:])
+        # Cotangents come back for every primal input; those without a tangent are dropped.
+        in_dims = [next(tan_dims) if nz else None for nz in nonzero]
+        batched = tuple(batched_aval(a, 0, axis.size) for a in out_avals)
+        batched_rule = _batched_bwd(bwd, dims[:num_res], in_dims, [0] * len(out_avals), axis)
+        outs = prim.bind(*vals, num_res=num_res, bwd=NamedCallable(batched_rule, repr(bwd)),
+                         out_avals=batched, nonzero=nonzero, diff_out=diff_out)
+        return outs, [0] * len(outs)
+    return rule

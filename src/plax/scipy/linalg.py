@@ -24,6 +24,12 @@ from plax.numpy import linalg as jnp_linalg
 from plax.lax.linalg.lu import lu_solve as _lu_solve
 from plax.numpy.linalg import as_inexact_arrays, conj_transpose, matmul_highest
 from plax.numpy.util import check_arraylike, promote_dtypes
+from plax.scipy.linalg_matrices import (circulant, companion, convolution_matrix,
+                                        dft, fiedler, fiedler_companion, hadamard, hankel,
+                                        helmert, hilbert, invhilbert, invpascal, leslie,
+                                        pascal, toeplitz)
+from plax.scipy.linalg_schur import (funm, hessenberg, rsf2csf, schur,
+                                     solve_sylvester, sqrtm)
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion",
            "convolution_matrix", "det", "dft", "eigh", "eigh_tridiagonal", "expm", "expm_frechet",
@@ -586,12 +592,3 @@ def block_diag(*arrs):
         rows.append(jnp.pad(b, ((0, 0), (left, right))))
         left += b.shape[1]
     return jnp.concatenate(rows, axis=0)
-
-
-# The special matrices and the Schur-based functions live in sibling files, by family.
-from plax.scipy.linalg_matrices import (circulant, companion, convolution_matrix,  # noqa: E402
-                                        dft, fiedler, fiedler_companion, hadamard, hankel,
-                                        helmert, hilbert, invhilbert, invpascal, leslie,
-                                        pascal, toeplitz)
-from plax.scipy.linalg_schur import (funm, hessenberg, rsf2csf, schur,  # noqa: E402
-                                     solve_sylvester, sqrtm)

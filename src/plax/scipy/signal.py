@@ -11,6 +11,7 @@ from plax.core.trace import get_aval
 from plax.numpy import creation, fft as _fft, padding, shape_ops, ufuncs
 from plax.numpy.convolution import sliding_padding
 from plax.numpy.util import check_arraylike, promote_dtypes_inexact
+from plax.scipy.signal_spectral import csd, istft, stft, welch
 
 __all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend", "stft",
            "istft", "welch", "csd"]
@@ -209,6 +210,3 @@ def detrend(data, axis=-1, type="linear", bp=0, overwrite_data=None):
         pieces.append(ufuncs.subtract(centred, ufuncs.multiply(slope, t)))
     out = shape_ops.concatenate(pieces, axis=-1) if len(pieces) > 1 else pieces[0]
     return shape_ops.moveaxis(out, -1, axis)
-
-
-from plax.scipy.signal_spectral import csd, istft, stft, welch  # noqa: E402

@@ -16,6 +16,12 @@ from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.numpy.util import check_arraylike, promote_args_inexact
 from plax.higher_order.custom_derivatives import custom_jvp
+from plax.scipy.special_gamma_family import (
+    bernoulli, boxcox, boxcox1p, comb, gammasgn, loggamma, poch)
+from plax.scipy.special_faddeeva import dawsn, erfcx, fresnel, wofz
+from plax.scipy.special_integrals import owens_t, sici
+from plax.scipy.special_hypergeometric import hyp1f1, hyp2f1
+from plax.scipy.special_orthogonal import bessel_jn, sph_harm_y
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv",
            "gammaln", "digamma", "xlogy", "xlog1py", "entr", "gammainc", "gammaincc", "betainc",
@@ -663,14 +669,6 @@ def spence(x):
                         "docstring for supported types.")
     return _spence(jnp.asarray(x))
 
-
-# --- families in sibling modules ------------------------------------------------------------------
-from plax.scipy.special_gamma_family import (  # noqa: E402
-    bernoulli, boxcox, boxcox1p, comb, gammasgn, loggamma, poch)
-from plax.scipy.special_faddeeva import dawsn, erfcx, fresnel, wofz  # noqa: E402
-from plax.scipy.special_integrals import owens_t, sici  # noqa: E402
-from plax.scipy.special_hypergeometric import hyp1f1, hyp2f1  # noqa: E402
-from plax.scipy.special_orthogonal import bessel_jn, sph_harm_y  # noqa: E402
 
 __all__ += ["bernoulli", "boxcox", "boxcox1p", "comb", "gammasgn", "loggamma", "poch", "dawsn",
             "erfcx", "fresnel", "wofz", "owens_t", "sici", "hyp1f1", "hyp2f1", "bessel_jn",
