@@ -16,7 +16,28 @@ import math
 
 import numpy as np
 
-from plax.core.trace import concrete_or_error
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.config import config
+from plax.core.jaxpr import consts_as_inputs
+from plax.core.staging import trace_to_closed_jaxpr
+from plax.core.trace import Tracer, concrete_or_error, fresh_name_stack, get_aval
+from plax.first_order import arithmetic as _arith
+from plax.first_order import bitwise as _bitwise
+from plax.first_order import comparison as _cmp
+from plax.first_order import reductions as _reductions
+from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.first_order.conversion import convert_element_type
+from plax.first_order.transcendental import rsqrt, sqrt
+from plax.higher_order.cond import cond
+from plax.higher_order.pjit import pjit_p
+from plax.higher_order.scan import scan
+from plax.lax.linalg.cholesky import cholesky
+from plax.lax.linalg.common import adjoint, conj_if_complex, eye_like, matmul, symmetrize
+from plax.lax.linalg.qr import qr
+from plax.lax.linalg.triangular import triangular_solve
+from plax.runtime.dispatch import array_from_host
 
 __all__ = ["qdwh"]
 
@@ -39,82 +60,94 @@ def _weights(eps: float, max_iterations: int):
     return steps
 
 
-def _within(x, rows, cols, fill):
-    """``x`` where (row < rows, col < cols), ``fill`` elsewhere (the padding of a matrix
-    whose true shape is rows x cols; None means the whole dimension)."""
-    import plax.numpy as jnp
-    from plax import lax
+def _eye(n: int, dtype):
+    return eye_like(ShapedArray((n, n), dtype))
+
+
+def _within(x, rows, cols, fill=None):
+    """``x`` where (row < rows, col < cols), ``fill`` (default zeros) elsewhere: the padding
+    of a matrix whose true shape is rows x cols (a None size means the whole dimension)."""
+    shape = get_aval(x).shape
     keep = None
     for axis, size in ((0, rows), (1, cols)):
         if size is not None:
-            inside = lax.broadcasted_iota(np.int32, x.shape, axis) < size
-            keep = inside if keep is None else keep & inside
-    return x if keep is None else jnp.where(keep, x, fill)
+            inside = _cmp.lt(_shapes.broadcasted_iota(np.int32, shape, axis), size)
+            keep = inside if keep is None else _bitwise.bitwise_and(keep, inside)
+    if keep is None:
+        return x
+    return _cmp.select(keep, x, _shapes.full(shape, 0, get_aval(x).dtype) if fill is None
+                       else fill)
+
+
+def _frobenius(x):
+    """‖x‖_F = sqrt(Σ |x_ij|²)."""
+    squares = _arith.mul(x, conj_if_complex(x))
+    if dtypes.is_complex(get_aval(x).dtype):
+        squares = _arith.real(squares)
+    return sqrt(_reductions.reduce_sum(squares, (0, 1)))
 
 
 def _qr_step(u, rows, cols, weights):
     """u ↦ (b/c) u + (a - b/c)/sqrt(c) · q1 q2ᴴ for [sqrt(c) u; I] = [q1; q2] r."""
-    import plax.numpy as jnp
-    from plax.lax.linalg.qr import qr
     keep, mix, root = weights
-    big_m, big_n = u.shape
-    eye = jnp.eye(big_n, dtype=u.dtype)
+    big_m, big_n = get_aval(u).shape
+    eye = _eye(big_n, get_aval(u).dtype)
     # Padding rows of u are zero, so they give zero rows of q wherever they sit.
-    q, _ = qr(jnp.concatenate([root * u, eye], axis=0), full_matrices=False)
-    q1 = _within(q[:big_m], rows, cols, 0)
-    q2 = _within(q[big_m:], cols, cols, 0)
-    return keep * u + mix * jnp.matmul(q1, q2.conj().T, precision="highest")
+    q, _ = qr(_shapes.concatenate([_arith.mul(root, u), eye], 0), full_matrices=False)
+    q1 = _within(_slicing.slice_in_dim(q, 0, big_m, axis=0), rows, cols)
+    q2 = _within(_slicing.slice_in_dim(q, big_m, None, axis=0), cols, cols)
+    return _arith.add(_arith.mul(keep, u), _arith.mul(mix, matmul(q1, adjoint(q2))))
 
 
 def _cholesky_step(u, rows, cols, weights):
     """u ↦ (b/c) u + (a - b/c) · u (c uᴴu + I)⁻¹, through the Cholesky factor of c uᴴu + I."""
-    import plax.numpy as jnp
-    from plax.lax.linalg.cholesky import cholesky
-    from plax.lax.linalg.triangular import triangular_solve
     keep, mix, c = weights
-    big_n = u.shape[1]
-    eye = jnp.eye(big_n, dtype=u.dtype)
-    gram = c * jnp.matmul(u.conj().T, u, precision="highest") + eye
+    eye = _eye(get_aval(u).shape[1], get_aval(u).dtype)
+    u_h = adjoint(u)
+    gram = _arith.add(_arith.mul(c, matmul(u_h, u)), eye)
     gram = _within(gram, cols, cols, eye)  # keep the padded corner positive definite
     low = cholesky(gram, symmetrize_input=False)
     # z = u (L Lᴴ)⁻¹, as (L Lᴴ)⁻ᴴ uᴴ = L⁻ᴴ L⁻¹ uᴴ (the Gram matrix is Hermitian).
-    half = triangular_solve(low, u.conj().T, left_side=True, lower=True, transpose_a=False,
+    half = triangular_solve(low, u_h, left_side=True, lower=True, transpose_a=False,
                             conjugate_a=False)
-    z = triangular_solve(low, half, left_side=True, lower=True, transpose_a=True,
-                         conjugate_a=True).conj().T
-    return keep * u + mix * z
+    z = adjoint(triangular_solve(low, half, left_side=True, lower=True, transpose_a=True,
+                                 conjugate_a=True))
+    return _arith.add(_arith.mul(keep, u), _arith.mul(mix, z))
 
 
 def _iterate(x, rows, cols, max_iterations, eps):
-    import plax.numpy as jnp
-    from plax import lax
-    from plax.higher_order.loops import fori_loop
-    from plax.higher_order.scan import scan
-    dtype = x.dtype
+    dtype = get_aval(x).dtype
     real = np.finfo(dtype).dtype
-    norm1 = jnp.max(jnp.sum(jnp.abs(x), axis=0))
-    norm_inf = jnp.max(jnp.sum(jnp.abs(x), axis=1))
+    magnitude = _arith.abs(x)
+    norm1 = _reductions.reduce_max(_reductions.reduce_sum(magnitude, (0,)), (0,))
+    norm_inf = _reductions.reduce_max(_reductions.reduce_sum(magnitude, (1,)), (0,))
     # 1 / sqrt(‖x‖₁ ‖x‖∞) ≤ 1 / ‖x‖₂: the scaled iterate has singular values at most 1.
-    scale = jnp.where(norm1 == 0, jnp.ones((), real), lax.rsqrt(norm1) * lax.rsqrt(norm_inf))
-    u = x * scale.astype(dtype)
+    scale = _cmp.select(_cmp.eq(norm1, np.zeros((), real)), np.ones((), real),
+                        _arith.mul(rsqrt(norm1), rsqrt(norm_inf)))
+    u = _arith.mul(x, convert_element_type(scale, dtype))
     tol = (5 * eps) ** (1 / 3)
+
+    def moved(new, old):
+        return _cmp.gt(_frobenius(_arith.sub(new, old)), np.asarray(tol, real))
 
     steps = _weights(eps, max_iterations)
     qr_steps = [(b / c, (a - b / c) / math.sqrt(c), math.sqrt(c)) for a, b, c in steps
                 if c > _QR_ABOVE]
     chol_steps = [(b / c, a - b / c, c) for a, b, c in steps if c <= _QR_ABOVE]
+    true = np.asarray(True)
 
     def run(u, table, step, watch):
+        """One scan over the rows of ``table`` (the steps' weights, as constants of x's
+        dtype); whether the last step still moved the iterate (True when not watched)."""
         if not table:
-            return u, jnp.asarray(True)
-        weights = jnp.asarray(np.asarray(table, np.float64)).astype(dtype)
+            return u, true
+        columns = tuple(np.asarray(table, np.float64).astype(dtype).T)
 
-        def body(k, carry):
+        def body(carry, weights):
             u, _ = carry
-            new = step(u, rows, cols, tuple(weights[k, i] for i in range(3)))
-            moving = (jnp.linalg.norm(new - u) > tol) if watch else jnp.asarray(True)
-            return new, moving
-        return fori_loop(0, len(table), body, (u, jnp.asarray(True)))
+            new = step(u, rows, cols, weights)
+            return (new, moved(new, u) if watch else true), None
+        return scan(body, (u, true), columns)[0]
 
     u, _ = run(u, qr_steps, _qr_step, False)
     u, moving = run(u, chol_steps, _cholesky_step, True)
@@ -129,21 +162,30 @@ def _iterate(x, rows, cols, max_iterations, eps):
 
         def advance(u):
             new = _cholesky_step(u, rows, cols, halley)
-            return new, jnp.linalg.norm(new - u) > tol
+            return new, moved(new, u)
 
-        u, still = lax.cond(moving, advance, lambda u: (u, jnp.asarray(False)), u)
-        return (k + moving.astype(np.int32), u, still), None
+        u, still = cond(moving, advance, lambda u: (u, np.asarray(False)), u)
+        return (_arith.add(k, convert_element_type(moving, np.int32)), u, still), None
 
     done = len(qr_steps) + len(chol_steps)
-    state = (jnp.asarray(done, np.int32), u, moving)
+    state = (np.asarray(done, np.int32), u, moving)
     if max_iterations > done:
         state, _ = scan(halley_step, state, None, length=max_iterations - done)
     num_iters, u, moving = state
     # One Newton-Schulz step: u (3 I - uᴴu) / 2.
-    u = 1.5 * u - 0.5 * jnp.matmul(u, jnp.matmul(u.conj().T, u, precision="highest"),
-                                   precision="highest")
-    h = jnp.matmul(u.conj().T, x, precision="highest")
-    return u, (h + h.conj().T) / 2, num_iters, jnp.logical_not(moving)
+    u_h = adjoint(u)
+    u = _arith.sub(_arith.mul(np.asarray(1.5, dtype), u),
+                   _arith.mul(np.asarray(0.5, dtype), matmul(u, matmul(u_h, u))))
+    h = matmul(adjoint(u), x)
+    return u, symmetrize(h), num_iters, _bitwise.bitwise_not(moving)
+
+
+def _as_array(x):
+    """``x`` as a plax value: tracers and Arrays as they are, host data (NumPy values,
+    nested lists, Python scalars) copied over once."""
+    if isinstance(x, Tracer) or hasattr(x, "aval"):
+        return x
+    return array_from_host(np.asarray(x) if isinstance(x, (list, tuple)) else x)
 
 
 def qdwh(x, *, is_hermitian: bool = False, max_iterations: int | None = None,
@@ -155,34 +197,67 @@ def qdwh(x, *, is_hermitian: bool = False, max_iterations: int | None = None,
     ``max_iterations`` (default 10) steps. ``dynamic_shape=(m, n)`` treats ``x`` as an m x n
     matrix padded with zeros. ``is_hermitian`` is accepted and unused, as in JAX. One
     matrix at a time (vmap it for batches). Differentiable (JAX's is not in reverse mode)."""
-    import plax.numpy as jnp
     concrete_or_error(bool, is_hermitian, "The `is_hermitian` argument must be statically "
                       "specified to use `qdwh` within JAX transformations.")
     max_iterations = 10 if max_iterations is None else int(concrete_or_error(
         int, max_iterations, "The `max_iterations` argument must be statically specified to "
         "use `qdwh` within JAX transformations."))
-    x = jnp.asarray(x)
-    if x.ndim != 2:
-        raise ValueError(f"qdwh takes one matrix (rank 2), got shape {x.shape}; use "
+    x = _as_array(x)
+    aval = get_aval(x)
+    if aval.ndim != 2:
+        raise ValueError(f"qdwh takes one matrix (rank 2), got shape {aval.shape}; use "
                          "jax.vmap(qdwh) for a batch of matrices.")
-    if x.shape[0] < x.shape[1]:
-        raise ValueError(f"The input matrix of shape M x N must have M >= N; got {x.shape}. "
+    if aval.shape[0] < aval.shape[1]:
+        raise ValueError(f"The input matrix of shape M x N must have M >= N; got {aval.shape}. "
                          "Decompose the adjoint of a wide matrix instead.")
-    if not jnp.issubdtype(x.dtype, jnp.inexact):
-        x = x.astype(jnp.result_type(float))
-    eps = float(np.finfo(x.dtype).eps) if eps is None else float(eps)
-    return _compiled()(x, dynamic_shape, max_iterations=max_iterations, eps=eps)
+    if not dtypes.is_inexact(aval.dtype):
+        x = convert_element_type(x, dtypes.default_float_dtype())
+    eps = float(np.finfo(get_aval(x).dtype).eps) if eps is None else float(eps)
+    sizes = () if dynamic_shape is None else tuple(dynamic_shape)
+    if config.read("disable_jit"):
+        return _qdwh(x, sizes, max_iterations, eps)
+    return _compiled_call(x, sizes, max_iterations, eps)
 
 
-def _qdwh(x, dynamic_shape, *, max_iterations, eps):
-    rows, cols = (None, None) if dynamic_shape is None else dynamic_shape
-    if dynamic_shape is not None:
-        x = _within(x, rows, cols, 0)
+def _qdwh(x, sizes, max_iterations, eps):
+    """The iteration on ``x``, a ``sizes = (rows, cols)`` matrix padded with zeros (``()``:
+    the whole of ``x``)."""
+    rows, cols = sizes if sizes else (None, None)
+    if sizes:
+        x = _within(x, rows, cols)
     return _iterate(x, rows, cols, max_iterations, eps)
 
 
-@functools.cache
-def _compiled():
-    """jit(_qdwh), built on first use (plax.api is not importable while plax.lax loads)."""
-    from plax.api.jit import jit
-    return jit(_qdwh, static_argnames=("max_iterations", "eps"))
+def _compiled_call(x, sizes, max_iterations, eps):
+    """``_qdwh`` as one compiled call, as JAX's jitted qdwh is: a pjit equation staged once
+    per input type and static argument (here, below plax.api, from the pieces a jit is
+    made of). The sizes of ``dynamic_shape`` are operands, not constants."""
+    operands = [x, *(s for s in sizes if s is not None)]
+    present = tuple(s is not None for s in sizes)
+    callee, consts = _staged(tuple(get_aval(a) for a in operands), present, max_iterations,
+                             eps, config.trace_context())
+    ins = [*consts, *operands]
+    return tuple(pjit_p.bind(*ins, **_CALL_PARAMS, jaxpr=callee, name="qdwh",
+                             donated_invars=(False,) * len(ins)))
+
+
+# A plain jit's parameters: no shardings asked for, no donation, not inlined.
+_CALL_PARAMS = dict(keep_unused=False, inline=False, device=None, compiler_options=None,
+                    in_shardings=(), out_shardings=())
+
+
+@functools.lru_cache(maxsize=64)
+def _staged(avals, present, max_iterations, eps, trace_context):
+    """``(callee, consts)``: ``_qdwh`` traced on ``avals`` (x, then the sizes ``present``
+    marks), its constants (the steps' weights) split off as leading inputs."""
+    del trace_context  # (a key part only: the flags that change what tracing produces)
+
+    def flat(x, *given):
+        it = iter(given)
+        sizes = tuple(next(it) if p else None for p in present)
+        return list(_qdwh(x, sizes, max_iterations, eps))
+
+    with fresh_name_stack():
+        closed = trace_to_closed_jaxpr(flat, list(avals), description="qdwh")
+    callee, consts = consts_as_inputs(closed)
+    return callee, tuple(consts)
