@@ -9,6 +9,7 @@ when imported.
 from plax.experimental.sparse._base import JAXSparse
 from plax.experimental.sparse.ad import grad, jacfwd, jacobian, jacrev, value_and_grad
 from plax.experimental.sparse.api import empty, eye, todense, todense_p
+from plax.experimental.sparse import bcoo_rules  # noqa: F401 (fills sparsify's BCOO rules)
 from plax.experimental.sparse.bcoo import (
     BCOO, bcoo_broadcast_in_dim, bcoo_concatenate, bcoo_conv_general_dilated, bcoo_dot_general,
     bcoo_dot_general_p, bcoo_dot_general_sampled, bcoo_dot_general_sampled_p,

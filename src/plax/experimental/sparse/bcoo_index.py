@@ -15,9 +15,9 @@ import numpy as np
 from plax import lax
 from plax import numpy as jnp
 from plax.core.trace import get_aval
-from plax.experimental.sparse.bcoo import BCOO, bcoo_transpose
+from plax.experimental.sparse.bcoo_array import BCOO, bcoo_transpose, bcoo_update_layout
 from plax.experimental.sparse.bcoo_shape import (bcoo_dynamic_slice, bcoo_reshape, bcoo_squeeze,
-                                                 bcoo_update_layout, dense_shape_of)
+                                                 dense_shape_of)
 from plax.lax import GatherDimensionNumbers, GatherScatterMode
 
 __all__ = ["bcoo_gather", "bcoo_conv_general_dilated"]

@@ -1,5 +1,6 @@
 """BCOO operations that reshape, cut or join arrays: slice, dynamic_slice, rev, squeeze,
-reshape, broadcast_in_dim, concatenate and update_layout.
+reshape, broadcast_in_dim and concatenate (update_layout, which the BCOO class's method
+needs, is in ``bcoo_array``).
 
 Each is written on plax operations applied to the buffers (no primitive of its own), so it
 runs under jit, vmap and grad (with respect to ``data``) through those operations. The
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import math
 import operator
-import warnings
 
 import numpy as np
 
@@ -18,8 +18,8 @@ from plax import lax
 from plax import numpy as jnp
 from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.trace import get_aval
-from plax.experimental.sparse.bcoo import BCOO, bcoo_sum_duplicates, bcoo_transpose
-from plax.experimental.sparse.util import SparseEfficiencyError, SparseEfficiencyWarning
+from plax.experimental.sparse.bcoo_array import (  # noqa: F401 (bcoo_update_layout re-exported)
+    BCOO, bcoo_sum_duplicates, bcoo_transpose, bcoo_update_layout, mask_data, sparse_limits)
 
 __all__ = ["bcoo_slice", "bcoo_dynamic_slice", "bcoo_rev", "bcoo_squeeze", "bcoo_reshape",
            "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_update_layout",
@@ -40,21 +40,9 @@ def _check(mat, name: str):
         raise TypeError(f"{name}: input should be a BCOO array, got type(mat)={type(mat)}")
 
 
-def _sparse_limits(mat, dtype=None):
-    """The sparse dimensions' sizes as an array broadcasting against ``mat.indices``."""
-    sizes = mat.shape[mat.n_batch:mat.n_batch + mat.n_sparse]
-    return jnp.asarray(np.array(sizes, dtype or mat.indices.dtype))
-
-
 def _valid(mat):
     """Whether each stored element is a real one (``batch + (nse,)``), not padding."""
-    return jnp.all(mat.indices < _sparse_limits(mat), axis=-1)
-
-
-def _mask_data(data, keep, n_batch: int):
-    """``data`` with the stored elements where ``keep`` is False set to zero."""
-    keep = lax.expand_dims(keep, tuple(range(keep.ndim, data.ndim)))
-    return jnp.where(keep, data, jnp.zeros((), data.dtype))
+    return jnp.all(mat.indices < sparse_limits(mat), axis=-1)
 
 
 def _cap_nse(data, indices, shape, n_batch: int, n_sparse: int):
@@ -98,7 +86,7 @@ def bcoo_slice(mat: BCOO, *, start_indices, limit_indices, strides=None) -> BCOO
         new_size = jnp.asarray(np.array(out_shape[sl], indices.dtype))
         keep = jnp.all((indices >= lo) & (indices < hi) & ((indices - lo) % step == 0), axis=-1)
         indices = jnp.where(keep[..., None], (indices - lo) // step, new_size)
-        data = _mask_data(data, keep, n_batch)
+        data = mask_data(data, keep, n_batch)
         data, indices = _cap_nse(data, indices, out_shape, n_batch, n_sparse)
     return BCOO((data, indices), shape=out_shape)
 
@@ -129,13 +117,13 @@ def bcoo_dynamic_slice(mat: BCOO, start_indices, slice_sizes) -> BCOO:
     indices = buffer_slice(mat.indices, [zero, zero], [mat.nse, n_sparse])
     if n_sparse:
         dtype = indices.dtype
-        full = _sparse_limits(mat, dtype)
+        full = sparse_limits(mat, dtype)
         want = jnp.asarray(np.array(sizes[n_batch:n_batch + n_sparse], dtype))
         lo = jnp.stack([s.astype(dtype) for s in starts[n_batch:n_batch + n_sparse]])
         lo = jnp.clip(jnp.where(lo < 0, lo + full, lo), 0, full - want)
         keep = jnp.all((indices >= lo) & (indices < lo + want), axis=-1)
         indices = jnp.where(keep[..., None], indices - lo, want)
-        data = _mask_data(data, keep, n_batch)
+        data = mask_data(data, keep, n_batch)
         data, indices = _cap_nse(data, indices, sizes, n_batch, n_sparse)
     return BCOO((data, indices), shape=sizes)
 
@@ -158,7 +146,7 @@ def bcoo_rev(operand: BCOO, dimensions) -> BCOO:
     flip = np.zeros(n_sparse, bool)
     flip[[d - n_batch for d in dims if n_batch <= d < n_batch + n_sparse]] = True
     if flip.any():
-        size = _sparse_limits(mat, indices.dtype)
+        size = sparse_limits(mat, indices.dtype)
         # Padding (an index at or past the size) stays padding.
         indices = jnp.where(jnp.asarray(flip) & (indices < size), size - 1 - indices, indices)
     return BCOO((data, indices), shape=mat.shape)
@@ -179,13 +167,13 @@ def bcoo_squeeze(arr: BCOO, *, dimensions) -> BCOO:
     indices = lax.squeeze(mat.indices, batch)
     if sparse:
         kept = [k for k in range(n_sparse) if k not in sparse]
-        valid = jnp.all(indices < _sparse_limits(mat), axis=-1)
+        valid = jnp.all(indices < sparse_limits(mat), axis=-1)
         indices = indices[..., np.array(kept, np.int32)] if kept else indices[..., :0]
         if kept:  # an element that was padding only in a removed dimension stays padding
             sizes = jnp.asarray(np.array([mat.shape[n_batch + k] for k in kept], indices.dtype))
             indices = jnp.where(valid[..., None], indices, sizes)
         else:
-            data = _mask_data(data, valid, n_batch - len(batch))
+            data = mask_data(data, valid, n_batch - len(batch))
     return BCOO((data, indices), shape=out_shape, indices_sorted=mat.indices_sorted,
                 unique_indices=mat.unique_indices)
 
@@ -376,138 +364,3 @@ def bcoo_concatenate(operands, *, dimension: int) -> BCOO:
     idxs = [i.astype(index_dtype) for i in idxs]
     return BCOO((lax.concatenate(datas, n_batch), lax.concatenate(idxs, n_batch)),
                 shape=out_shape)
-
-
-# --- update_layout ----------------------------------------------------------------------------
-def bcoo_update_layout(mat: BCOO, *, n_batch=None, n_dense=None,
-                       on_inefficient="error") -> BCOO:
-    """The same array stored with ``n_batch`` batch and ``n_dense`` dense dimensions.
-    Turning sparse dimensions into batch or dense ones stores many zeros: that raises
-    ``SparseEfficiencyError`` (``on_inefficient='error'``), warns (``'warn'``) or is
-    allowed (None)."""
-    _check(mat, "bcoo_update_layout")
-    n_batch = mat.n_batch if n_batch is None else operator.index(n_batch)
-    n_dense = mat.n_dense if n_dense is None else operator.index(n_dense)
-    if (n_batch, n_dense) == (mat.n_batch, mat.n_dense):
-        return mat
-    if on_inefficient not in ("error", "warn", None):
-        raise ValueError(f"on_inefficient={on_inefficient!r}; expected one of "
-                         "['error', 'warn', None].")
-    if n_batch < 0:
-        raise ValueError(f"n_batch must be non-negative; got {n_batch}")
-    if n_dense < 0:
-        raise ValueError(f"n_dense must be non-negative; got {n_dense}")
-    if n_batch + n_dense > mat.ndim:
-        raise ValueError(f"sum of n_batch={n_batch} and n_dense={n_dense} cannot be larger "
-                         f"than mat.ndim={mat.ndim}.")
-
-    def inefficient(msg):
-        if on_inefficient == "error":
-            raise SparseEfficiencyError(msg + " To disable this error, set the on_inefficient "
-                                        "argument of bcoo_update_layout to 'warn' or None.")
-        if on_inefficient == "warn":
-            warnings.warn(msg + " To disable this warning, set the on_inefficient argument of "
-                          "bcoo_update_layout to None.", SparseEfficiencyWarning, stacklevel=3)
-
-    shape = mat.shape
-    if n_dense > mat.n_dense and any(d > 1 for d in shape[mat.ndim - n_dense:
-                                                          mat.ndim - mat.n_dense]):
-        inefficient(f"For matrix of shape {shape}, increasing n_dense from {mat.n_dense} to "
-                    f"{n_dense} results in inefficient storage.")
-    if n_batch > mat.n_batch and any(d > 1 for d in shape[mat.n_batch:n_batch]):
-        inefficient(f"For matrix of shape {shape}, increasing n_batch from {mat.n_batch} to "
-                    f"{n_batch} results in inefficient storage.")
-    if n_dense < mat.n_dense:
-        mat = _dense_to_sparse(mat, mat.n_dense - n_dense)
-    if n_batch < mat.n_batch:
-        mat = _batch_to_sparse(mat, mat.n_batch - n_batch)
-    if n_dense > mat.n_dense:
-        mat = _sparse_to_dense(mat, n_dense - mat.n_dense)
-    if n_batch > mat.n_batch:
-        mat = _sparse_to_batch(mat, n_batch - mat.n_batch)
-    return mat
-
-
-def _dense_to_sparse(mat: BCOO, n: int) -> BCOO:
-    """The first ``n`` dense dimensions made sparse: each block splits into its elements."""
-    nb, ns = mat.n_batch, mat.n_sparse
-    moved = mat.shape[nb + ns:nb + ns + n]
-    count = math.prod(moved)
-    data = mat.data
-    rest = data.shape[nb + 1 + n:]
-    data = data.reshape(data.shape[:nb] + (mat.nse * count,) + rest)
-    grid = np.stack(np.unravel_index(np.arange(count), moved), axis=-1) if moved else \
-        np.zeros((1, 0))
-    idx = mat.indices
-    old = jnp.repeat(idx, count, axis=nb, total_repeat_length=mat.nse * count)
-    new = jnp.broadcast_to(jnp.asarray(np.tile(grid, (mat.nse, 1)).astype(idx.dtype)),
-                           idx.shape[:nb] + (mat.nse * count, n))
-    valid = jnp.all(old < _sparse_limits(mat), axis=-1, keepdims=True)
-    new = jnp.where(valid, new, jnp.asarray(np.array(moved, idx.dtype)))
-    return BCOO((data, jnp.concatenate([old, new], axis=-1)), shape=mat.shape)
-
-
-def _batch_to_sparse(mat: BCOO, n: int) -> BCOO:
-    """The last ``n`` batch dimensions made sparse: their batches join the stored elements."""
-    nb = mat.n_batch
-    keep = nb - n
-    batch = mat.shape[:nb]
-    moved = batch[keep:]
-    data = jnp.broadcast_to(mat.data, batch + mat.data.shape[nb:])
-    idx = jnp.broadcast_to(mat.indices, batch + mat.indices.shape[nb:])
-    nse = mat.nse * math.prod(moved)
-    grid = [lax.broadcasted_iota(idx.dtype, batch + (mat.nse,), keep + k) for k in range(n)]
-    valid = jnp.all(idx < _sparse_limits(mat), axis=-1)
-    fill = [jnp.where(valid, g, size) for g, size in zip(grid, moved)]
-    idx = jnp.concatenate([jnp.stack(fill, axis=-1).astype(idx.dtype), idx], axis=-1) if n \
-        else idx
-    data = data.reshape(batch[:keep] + (nse,) + data.shape[nb + 1:])
-    idx = idx.reshape(batch[:keep] + (nse, idx.shape[-1]))
-    return BCOO((data, idx), shape=mat.shape)
-
-
-def _sparse_to_dense(mat: BCOO, n: int) -> BCOO:
-    """The last ``n`` sparse dimensions made dense: each element becomes a block holding it
-    at its position (zeros elsewhere)."""
-    nb, ns = mat.n_batch, mat.n_sparse
-    moved = mat.shape[nb + ns - n:nb + ns]
-    idx = mat.indices
-    kept, pos = idx[..., :ns - n], idx[..., ns - n:]
-    valid = jnp.all(idx < _sparse_limits(mat), axis=-1)
-    dense = mat.data.shape[nb + 1:]
-    one_hot = jnp.ones(idx.shape[:-1], bool)
-    for k, size in enumerate(moved):
-        hot = pos[..., k, None] == jnp.arange(size, dtype=idx.dtype)
-        one_hot = one_hot[..., None] & hot.reshape(hot.shape[:nb + 1] + (1,) * k + (size,))
-    one_hot = one_hot & lax.expand_dims(valid, tuple(range(nb + 1, nb + 1 + n)))
-    data = lax.expand_dims(mat.data, tuple(range(nb + 1, nb + 1 + n)))
-    one_hot = lax.expand_dims(one_hot, tuple(range(one_hot.ndim, one_hot.ndim + len(dense))))
-    data = jnp.where(one_hot, data, jnp.zeros((), data.dtype))
-    sizes = jnp.asarray(np.array(mat.shape[nb:nb + ns - n], idx.dtype))
-    kept = jnp.where(valid[..., None], kept, sizes)
-    return BCOO((data, kept), shape=mat.shape)
-
-
-def _sparse_to_batch(mat: BCOO, n: int) -> BCOO:
-    """The first ``n`` sparse dimensions made batch dimensions: each batch keeps the
-    elements lying in it (the others become padding)."""
-    nb, ns = mat.n_batch, mat.n_sparse
-    moved = mat.shape[nb:nb + n]
-    batch = mat.shape[:nb]
-    idx = jnp.broadcast_to(mat.indices, batch + mat.indices.shape[nb:])
-    data = jnp.broadcast_to(mat.data, batch + mat.data.shape[nb:])
-    new_batch = batch + moved
-    here = jnp.ones(new_batch + (mat.nse,), bool)
-    for k, size in enumerate(moved):
-        pos = lax.broadcasted_iota(idx.dtype, new_batch + (mat.nse,), nb + k)
-        col = lax.expand_dims(idx[..., k], tuple(range(nb, nb + n)))
-        here = here & (col == pos)
-    idx_rest = lax.expand_dims(idx[..., n:], tuple(range(nb, nb + n)))
-    sizes = jnp.asarray(np.array(mat.shape[nb + n:nb + ns], idx.dtype))
-    new_idx = jnp.where(here[..., None], idx_rest, sizes)
-    new_idx = jnp.broadcast_to(new_idx, new_batch + (mat.nse, ns - n))
-    data = lax.expand_dims(data, tuple(range(nb, nb + n)))
-    data = _mask_data(jnp.broadcast_to(data, new_batch + data.shape[nb + n:]), here,
-                      nb + n)
-    return BCOO((data, new_idx), shape=mat.shape)
-

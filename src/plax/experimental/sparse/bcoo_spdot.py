@@ -24,10 +24,11 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefine
                              linear_primitives, register_lowering, tangent_aval, transpose_rules)
 from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.trace import get_aval
-from plax.experimental.sparse.bcoo import BCOO, bcoo_sum_duplicates, bcoo_transpose
+from plax.experimental.sparse.bcoo_array import (BCOO, bcoo_sum_duplicates, bcoo_transpose,
+                                                 bcoo_update_layout)
 from plax.experimental.sparse.bcoo_convert import extract_bufs
 from plax.experimental.sparse.bcoo_dot import canonical_dimension_numbers
-from plax.experimental.sparse.bcoo_shape import bcoo_update_layout
+from plax.experimental.sparse.bcoo_shape import dense_shape_of
 from plax.experimental.sparse.util import SparseInfo, nfold_vmap, validate_bcoo_indices
 from plax.lowering.inline import lower_fun
 
@@ -118,7 +119,6 @@ def bcoo_dot_general_sampled(A, B, indices, *, dimension_numbers):
     that product): what a BCOO array with those indices would store. A, B are dense."""
     A, B, indices = jnp.asarray(A), jnp.asarray(B), jnp.asarray(indices)
     dims = canonical_dimension_numbers(dimension_numbers)
-    from plax.experimental.sparse.bcoo_shape import dense_shape_of
     out_shape = dense_shape_of(lax.dot_general, A, B, dimension_numbers=dims).shape
     validate_bcoo_indices(get_aval(indices), out_shape)
     return bcoo_dot_general_sampled_p.bind(A, B, indices, dimension_numbers=dims)
@@ -203,7 +203,6 @@ def _spdot_check(lhs_spinfo, rhs_spinfo, lhs_props, rhs_props, dims):
 def spdot_general(lhs: BCOO, rhs: BCOO, *, dimension_numbers, preferred_element_type=None):
     """``lax.dot_general`` of two BCOO arrays, as a BCOO array (batch dimensions: the
     contraction's and the lhs's free batch dimensions)."""
-    from plax.experimental.sparse.bcoo_shape import dense_shape_of
     dims = canonical_dimension_numbers(dimension_numbers)
     if preferred_element_type is not None:
         preferred_element_type = dtypes.canonicalize_user_dtype(preferred_element_type,

@@ -19,15 +19,21 @@ from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.experimental.sparse._base import JAXSparse
+from plax.experimental.sparse.api import todense_p
 from plax.experimental.sparse.bcoo import (BCOO, bcoo_eliminate_zeros, bcoo_sort_indices,
                                            bcoo_sum_duplicates)
 from plax.experimental.sparse.bcsr_prims import (
     BCSRProperties, bcoo_to_bcsr_indices, bcsr_dot_general_p, bcsr_extract_p, bcsr_fromdense_p,
     bcsr_to_bcoo_indices, bcsr_todense_p, dot_general_bufs_bcsr, extract_bufs_bcsr,
     fromdense_bufs_bcsr, todense_bufs_bcsr, validate_bcsr)
+from plax.experimental.sparse.transform import (arrays_to_spvalues, eval_sparse,
+                                                spvalues_to_arrays)
 from plax.experimental.sparse.util import (CuSparseEfficiencyWarning, SparseEfficiencyWarning,
                                            SparseInfo, canonical_shape, nfold_vmap)
 from plax.first_order.dot import DotDimensionNumbers
+from plax.first_order.utility import stack_p
+from plax.higher_order.custom_derivatives import custom_jvp_call_p
+from plax.higher_order.pjit import pjit_p
 from plax.runtime.array import Array
 from plax.transforms.vmap import BatchTracer
 from plax.tree_util import register_pytree_node_class
@@ -480,12 +486,10 @@ sparse_rules_bcsr: dict = {}
 
 
 def _arrays(spenv, *spvalues):
-    from plax.experimental.sparse.transform import spvalues_to_arrays
     return spvalues_to_arrays(spenv, list(spvalues))
 
 
 def _values(spenv, *arrays):
-    from plax.experimental.sparse.transform import arrays_to_spvalues
     return arrays_to_spvalues(spenv, list(arrays))
 
 
@@ -573,27 +577,17 @@ def _todense(spenv, *spvalues, tree):
 
 def _inline(spenv, *spvalues, jaxpr, **params):
     """A nested jit's body evaluated in place (sparse values flow through it)."""
-    from plax.experimental.sparse.transform import eval_sparse
     return eval_sparse(jaxpr.jaxpr, jaxpr.consts, list(spvalues), spenv)
 
 
 def _inline_custom_jvp(spenv, *spvalues, call_jaxpr, **params):
     """A custom_jvp function's primal body evaluated in place (its rule is not kept)."""
-    from plax.experimental.sparse.transform import eval_sparse
     return eval_sparse(call_jaxpr.jaxpr, call_jaxpr.consts, list(spvalues), spenv)
 
 
-def _register_rules():
-    from plax.experimental.sparse.api import todense_p
-    from plax.first_order.utility import stack_p
-    from plax.higher_order.custom_derivatives import custom_jvp_call_p
-    from plax.higher_order.pjit import pjit_p
-    sparse_rules_bcsr.update({
-        lax.integer_pow_p: _integer_pow, lax.dot_general_p: _dot_general,
-        lax.broadcast_in_dim_p: _broadcast_in_dim, lax.concatenate_p: _concatenate,
-        stack_p: _stack, todense_p: _todense, pjit_p: _inline,
-        custom_jvp_call_p: _inline_custom_jvp,
-    })
-
-
-_register_rules()
+sparse_rules_bcsr.update({
+    lax.integer_pow_p: _integer_pow, lax.dot_general_p: _dot_general,
+    lax.broadcast_in_dim_p: _broadcast_in_dim, lax.concatenate_p: _concatenate,
+    stack_p: _stack, todense_p: _todense, pjit_p: _inline,
+    custom_jvp_call_p: _inline_custom_jvp,
+})

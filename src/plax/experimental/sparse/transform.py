@@ -12,7 +12,9 @@ operands are all dense binds its primitive as usual, and one with a sparse opera
 primitive's sparse rule (``sparse_rules_bcoo``, or ``sparse_rules_bcsr`` from ``bcsr.py`` for
 BCSR operands), which returns sparse or dense values. Primitives without a rule raise
 NotImplementedError, saying whether the result would have been dense. The rules live in
-``bcoo_rules.py``; BCOO's operators and methods made from ``sparsify`` are attached there too.
+``bcoo_rules.py``, which fills ``sparse_rules_bcoo`` and attaches BCOO's operators and methods
+made from ``sparsify``; the package's ``__init__`` imports it, so they are in place whenever
+any module of ``plax.experimental.sparse`` is.
 """
 from __future__ import annotations
 
@@ -360,6 +362,3 @@ def sparsify(f, use_tracer: bool = False):
         return _sparsify_with_tracer(f)
     return _sparsify_with_interpreter(f)
 
-
-# The rules and BCOO's sparsified methods register themselves.
-from plax.experimental.sparse import bcoo_rules as _bcoo_rules  # noqa: E402,F401
