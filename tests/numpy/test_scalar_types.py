@@ -319,3 +319,37 @@ def test_numpy_accepts_the_types(name, np_type):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no NumPy deprecation warning for the dtype protocol
         np.dtype(t)
+
+
+# Under x64, where a float is needed an integer or bool input computes in float32 up to 32
+# bits and in float64 from 64 bits (JAX's rule; NumPy would give float64 throughout).
+_INEXACT_OF = {"bool": "float32", "int8": "float32", "uint8": "float32", "int16": "float32",
+               "uint16": "float32", "int32": "float32", "uint32": "float32",
+               "int64": "float64", "uint64": "float64", "float16": "float16"}
+_NEEDS_FLOAT = {
+    "sin": jnp.sin, "sqrt": jnp.sqrt, "true_divide": lambda x: x / x, "mean": jnp.mean,
+    "var": jnp.var, "norm": jnp.linalg.norm, "erf": lambda x: plax.scipy.special.erf(x),
+    "linspace": lambda x: jnp.linspace(x[0], 3 * x[0], 3),
+}
+_WANT = {"sin": np.sin(1.0), "sqrt": 1.0, "true_divide": 1.0, "mean": 1.0, "var": 0.0,
+         "norm": np.sqrt(3.0), "erf": 0.8427007929497149, "linspace": [1.0, 2.0, 3.0]}
+
+
+@pytest.mark.parametrize("fn", sorted(_NEEDS_FLOAT))
+@pytest.mark.parametrize("dtype", sorted(_INEXACT_OF))
+def test_x64_float_of_integers_follows_jax(fn, dtype):
+    with plax.enable_x64():
+        got = _NEEDS_FLOAT[fn](jnp.ones(3, dtype))
+        # (3 * True is a 64-bit integer, so bool's linspace is float64 as in JAX.)
+        want_dtype = "float64" if (fn, dtype) == ("linspace", "bool") else _INEXACT_OF[dtype]
+        assert got.dtype == np.dtype(want_dtype)
+        want = np.broadcast_to(np.asarray(_WANT[fn], np.float64), got.shape)
+        np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-3, atol=1e-6)
+
+
+def test_x64_float_of_python_and_mixed_integers():
+    with plax.enable_x64():
+        assert jnp.sin(3).dtype == np.float64  # a Python int is a weak 64-bit integer
+        assert (jnp.ones(3, "int32") * 1.5).dtype == np.float64  # a weak float: float64
+        assert jnp.pad(jnp.ones(3, "int8"), 1, "mean").dtype == np.int8  # cast back
+        assert (jnp.ones(2, "int32") / jnp.ones(2, "int64")).dtype == np.float64

@@ -62,6 +62,14 @@ NOT_PROVIDED: dict[tuple[str, str], str] = {
         "threads ordered-effect tokens through a rule written with jaxlib's bindings, which "
         "plax's adapter does not do; pure_callback/io_callback cover host calls")
        for name in ("TokenSet", "emit_python_callback")},
+    **{("jax.experimental.sparse.transform", name): (
+        "a loop variable JAX's module leaves behind after registering its rules (it holds "
+        "whichever rule or name came last), not an API")
+       for name in ("bcoo_impl", "bcsr_impl", "impl", "method", "prim")},
+    ("jax.experimental.sparse.transform", "lift_jvp"):
+        "adapts the jvp_jaxpr_fun parameter of JAX's custom_jvp_call (a WrappedFun giving a "
+        "jaxpr per symbolic-zero pattern); plax's custom_jvp_call holds the user's rule, so "
+        "nothing in plax makes or takes that form",
 }
 
 

@@ -173,6 +173,17 @@ def default_complex_dtype() -> np.dtype:
     return canonicalize_dtype(complex128)
 
 
+def to_inexact_dtype(dtype) -> np.dtype:
+    """The float type a non-inexact ``dtype`` computes in where a float is needed (``sin``,
+    ``/``, ``mean``, ...): float32 for booleans and integers of up to 32 bits, float64 (when
+    x64 is on) for 64-bit integers, as JAX's; inexact dtypes are their own."""
+    dt = np.dtype(dtype)
+    if is_inexact(dt):
+        return dt
+    wide = dt.kind in "iu" and dt.itemsize == 8
+    return canonicalize_dtype(float64 if wide else np.float32)
+
+
 # --- categories ---------------------------------------------------------------
 def issubdtype(a, b) -> bool:
     """Like ``np.issubdtype`` but knowing that bfloat16/float8 are floats and int4 an integer."""

@@ -392,8 +392,7 @@ def copy(a, order=None):
 
 # --- ranges -----------------------------------------------------------------------------
 def _inexact_of(*args) -> np.dtype:
-    dt = dtypes.result_type(*args)
-    return dt if dtypes.is_inexact(dt) else dtypes.default_float_dtype()
+    return dtypes.to_inexact_dtype(dtypes.result_type(*args))
 
 
 def _cast_result(y, dtype):

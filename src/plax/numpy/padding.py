@@ -126,7 +126,7 @@ def _odd(chunk, edge):
 
 def _to_float(x):
     dt = get_aval(x).dtype
-    return x if dtypes.is_inexact(dt) else lax.convert_element_type(x, dtypes.default_float_dtype())
+    return x if dtypes.is_inexact(dt) else lax.convert_element_type(x, dtypes.to_inexact_dtype(dt))
 
 
 def _from_float(y, dtype):

@@ -76,7 +76,7 @@ def _user_dtype(dtype):
 
 
 def _inexact(dt) -> np.dtype:
-    return np.dtype(dt) if dtypes.is_inexact(dt) else dtypes.default_float_dtype()
+    return dtypes.to_inexact_dtype(dt)
 
 
 def _upcast(dt) -> np.dtype:

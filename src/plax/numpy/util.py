@@ -106,7 +106,7 @@ def promote_dtypes_inexact(*args):
     args = [as_operand(a) for a in args]
     dtype, weak = dtypes.result_type(*args, return_weak_type_flag=True)
     if not dtypes.is_inexact(dtype):
-        dtype, weak = dtypes.default_float_dtype(), weak
+        dtype = dtypes.to_inexact_dtype(dtype)
     return [convert(a, dtype, weak) for a in args]
 
 
