@@ -115,6 +115,9 @@ def test_ravel_pytree_round_trip_and_dtypes():
     back = unravel(flat)
     assert back["b"][0].dtype == np.int32
     np.testing.assert_array_equal(np.asarray(back["b"][0]), [0, 1, 2])
+    lone, unravel_lone = ravel_pytree(1.5)  # one weak scalar stays weak, as in JAX
+    assert lone.weak_type and lone.shape == (1,) and float(unravel_lone(lone)) == 1.5
+    assert not ravel_pytree([1.5, jnp.ones(1)])[0].weak_type
     empty, unravel_empty = ravel_pytree([])
     assert empty.shape == (0,) and empty.dtype == np.float32 and unravel_empty(empty) == []
     mixed, unravel_mixed = ravel_pytree([np.ones(2, np.float16), np.ones(1, np.int32)])

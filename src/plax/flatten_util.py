@@ -27,10 +27,12 @@ def ravel_pytree(pytree):
         flat = jnp.zeros((0,), flat_dtype)
     else:
         flat_dtype = dtypes.result_type(*leaf_dtypes)
-        flat = jnp.concatenate([jnp.ravel(lax.convert_element_type(x, flat_dtype))
+    uniform = len(set(leaf_dtypes)) <= 1
+    if leaves:
+        # Leaves of one dtype are not converted, so a lone weak scalar stays weak (as JAX).
+        flat = jnp.concatenate([jnp.ravel(x if uniform else lax.convert_element_type(x, flat_dtype))
                                 for x in leaves])
     total = sum(sizes)
-    uniform = len(set(leaf_dtypes)) <= 1
     offsets = np.cumsum([0] + sizes)
 
     def unravel(arr):
