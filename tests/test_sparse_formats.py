@@ -453,3 +453,29 @@ def test_format_jaxprs_name_their_primitives():
     assert "coo_todense" in text
     text = str(plax.make_jaxpr(lambda m: m.todense())(BCSR.fromdense(M)))
     assert "bcsr_todense" in text
+
+
+@pytest.mark.parametrize("cls", [BCSR, COO, CSR, CSC])
+def test_todense_differentiates_every_format_by_its_data(cls):
+    x = jnp.array([[1., 0, 2], [0, 3, 0]])
+    mat = cls.fromdense(x)
+    bufs, tree = plax.tree_util.tree_flatten(mat)
+
+    def loss(data):
+        dense = sparse.todense(plax.tree_util.tree_unflatten(tree, [data, *bufs[1:]]))
+        return (dense * jnp.arange(1., 7.).reshape(2, 3)).sum()
+    # d/d data of sum(dense * w) is w read at each stored element's place.
+    want = np.asarray(cls.fromdense(jnp.arange(1., 7.).reshape(2, 3) * (x != 0)).data)
+    np.testing.assert_allclose(np.asarray(plax.jit(plax.grad(loss))(mat.data)), want)
+    batched = plax.vmap(plax.grad(loss))(jnp.stack([mat.data, 2 * mat.data]))
+    np.testing.assert_allclose(np.asarray(batched), np.stack([want, want]))
+
+
+@pytest.mark.parametrize("cls", [BCSR, COO, CSR])
+@pytest.mark.parametrize("op", ["neg", "add", "sum", "getitem", "rmatmul"])
+def test_operators_a_format_leaves_out_raise_not_implemented(cls, op):
+    mat = cls.fromdense(jnp.eye(3))
+    run = {"neg": lambda m: -m, "add": lambda m: m + m, "sum": lambda m: m.sum(),
+           "getitem": lambda m: m[0], "rmatmul": lambda m: jnp.ones(3) @ m}[op]
+    with pytest.raises(NotImplementedError, match=cls.__name__):
+        run(mat)

@@ -1,4 +1,5 @@
-"""``JAXSparse``: what every sparse array type shares (shape, size, ndim, ``.T``, repr)."""
+"""``JAXSparse``: what every sparse array type shares (shape, size, ndim, ``.T``, repr), and
+the operators a format may leave out, which raise ``NotImplementedError``."""
 from __future__ import annotations
 
 import abc
@@ -79,3 +80,18 @@ class JAXSparse(abc.ABC):
         for buf in self.tree_flatten()[0]:
             buf.block_until_ready()
         return self
+
+
+def _not_implemented(name: str):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self)}.{name}")
+    method.__name__ = name
+    method.__doc__ = "Not implemented by every sparse format (raises NotImplementedError)."
+    return method
+
+
+# Operations a format may leave out (as in JAX, they raise rather than being abstract).
+for _name in ("sum", "__neg__", "__pos__", "__matmul__", "__rmatmul__", "__mul__", "__rmul__",
+              "__add__", "__radd__", "__sub__", "__rsub__", "__getitem__"):
+    setattr(JAXSparse, _name, _not_implemented(_name))
+del _name

@@ -63,8 +63,13 @@ def _transpose(ct, *bufs, tree):
         raise ValueError("Cannot transpose with respect to sparse indices")
     if len(bufs) == 1:
         return [ct]
-    data, indices = bufs
-    return [unbroadcast(extract_bufs(indices, ct), data.aval.shape), None]
+    data, *rest = bufs
+    if len(rest) == 1:  # BCOO: the cotangent read at the indices
+        return [unbroadcast(extract_bufs(rest[0], ct), data.aval.shape), None]
+    # Other formats: the transpose of their own todense, which is linear in the data.
+    from plax.api.autodiff import linear_transpose
+    dense_of = linear_transpose(lambda d: _impl(d, *rest, tree=tree), data.aval)
+    return [dense_of(ct)[0], *[None] * len(rest)]
 
 
 def _batch(axis, vals, dims, *, tree):
