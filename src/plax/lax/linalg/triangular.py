@@ -1,6 +1,7 @@
 """triangular_solve: solve op(a) x = b (or x op(a) = b) for triangular ``a``."""
 from __future__ import annotations
 
+from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, is_undefined, jvp_rules,
@@ -44,7 +45,9 @@ def _cpu(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
         return b
     if conjugate_a and not transpose_a:  # the kernel conjugates only while transposing
         a, conjugate_a = conj_if_complex(a), False
-    trans = "N" if not transpose_a else ("C" if conjugate_a else "T")
+    # A real matrix's conjugate transpose is its transpose: ask the kernel for "T" (as JAX).
+    complex_a = dtypes.is_complex(aval.dtype)
+    trans = "N" if not transpose_a else ("C" if conjugate_a and complex_a else "T")
     config = (("side", "L" if left_side else "R"), ("uplo", "L" if lower else "U"),
               ("trans_x", trans), ("diag", "U" if unit_diagonal else "N"))
     return lapack.call("trsm", [a, b], [(aval.shape, aval.dtype, True)], config=config,
