@@ -13,7 +13,6 @@ from plax import lax
 from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
-from plax.core.trace import get_aval
 from plax.numpy.util import check_arraylike, promote_args_inexact
 from plax.higher_order.custom_derivatives import custom_jvp
 from plax.scipy.special_gamma_family import (
@@ -22,6 +21,7 @@ from plax.scipy.special_faddeeva import dawsn, erfcx, fresnel, wofz
 from plax.scipy.special_integrals import owens_t, sici
 from plax.scipy.special_hypergeometric import hyp1f1, hyp2f1
 from plax.scipy.special_orthogonal import bessel_jn, sph_harm_y
+from plax.scipy.special_common import dtype_of as _dtype, real_args
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv",
            "gammaln", "digamma", "xlogy", "xlog1py", "entr", "gammainc", "gammaincc", "betainc",
@@ -34,9 +34,6 @@ def _inexact(name: str, x):
     (x,) = promote_args_inexact(name, x)
     return x
 
-
-def _dtype(x):
-    return get_aval(x).dtype
 
 
 def _unary(lax_fn, name: str, doc: str):
@@ -508,18 +505,12 @@ def _expn_jvp(primals, tangents):
 _expn.defjvp(_expn_jvp)
 
 
-def _real_inexact(name, *args):
-    args = promote_args_inexact(name, *args)
-    if any(dtypes.issubdtype(_dtype(a), np.complexfloating) for a in args):
-        raise ValueError(f"{name} does not support complex-valued inputs.")
-    return args
-
 
 def expn(n, x):
     """The generalized exponential integral E_n(x), the integral from 1 to inf of
     exp(-x t) / t**n dt, for integer n >= 0 (a float n is truncated, as SciPy does) and
     x >= 0; NaN elsewhere. Differentiable in x (d/dx E_n = -E_{n-1}); n gets no derivative."""
-    n, x = _real_inexact("expn", n, x)
+    n, x = real_args("expn", n, x, broadcast=False)
     n, x = jnp.broadcast_arrays(n, x)
     return _expn(n, x)
 
@@ -527,7 +518,7 @@ def expn(n, x):
 def exp1(x):
     """The exponential integral E1(x), the integral from x to inf of exp(-t) / t (x >= 0;
     NaN for x < 0). Its derivative is -exp(-x) / x."""
-    (x,) = _real_inexact("exp1", x)
+    (x,) = real_args("exp1", x, broadcast=False)
     return _expn(jnp.ones_like(x), x)
 
 
@@ -586,7 +577,7 @@ _expi.defjvps(lambda t, ans, x: t * jnp.exp(x) / x)
 def expi(x):
     """The exponential integral Ei(x), the principal value of the integral from -inf to x of
     exp(t) / t; -E1(-x) for x < 0. Its derivative is exp(x) / x."""
-    (x,) = _real_inexact("expi", x)
+    (x,) = real_args("expi", x, broadcast=False)
     return _expi(x)
 
 

@@ -15,9 +15,9 @@ from plax import lax
 from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
-from plax.core.trace import get_aval
 from plax.higher_order.custom_derivatives import custom_jvp
 from plax.numpy.util import promote_args_inexact
+from plax.scipy.special_common import dtype_of as _dtype, real_args
 
 __all__ = ["wofz", "erfcx", "dawsn", "fresnel"]
 
@@ -40,9 +40,6 @@ def _weideman_coefficients(n_terms):
 
 _COEFFS, _L = _weideman_coefficients(_TERMS)
 
-
-def _dtype(x):
-    return get_aval(x).dtype
 
 
 def _complex_of(dtype):
@@ -122,12 +119,6 @@ def wofz(z):
     return _wofz(z)
 
 
-def _real(name, x):
-    (x,) = promote_args_inexact(name, x)
-    if dtypes.issubdtype(_dtype(x), np.complexfloating):
-        raise ValueError(f"{name} does not support complex-valued inputs.")
-    return x
-
 
 # --- erfcx: w on the imaginary axis, in real arithmetic ---------------------------------------
 def _erfcx_nonnegative(x):
@@ -163,7 +154,7 @@ def _erfcx_jvp(primals, tangents):
 def erfcx(x):
     """The scaled complementary error function exp(x**2) erfc(x), without the overflow and
     underflow of computing the two apart. Real input only."""
-    return _erfcx(_real("erfcx", x))
+    return _erfcx(real_args("erfcx", x)[0])
 
 
 # --- Dawson's integral ------------------------------------------------------------------------
@@ -207,7 +198,7 @@ _dawsn.defjvps(lambda t, ans, x: t * (1 - 2 * x * ans))
 def dawsn(x):
     """Dawson's integral exp(-x**2) times the integral from 0 to x of exp(t**2) dt. Real
     input only; its derivative is 1 - 2 x dawsn(x)."""
-    return _dawsn(_real("dawsn", x))
+    return _dawsn(real_args("dawsn", x)[0])
 
 
 # --- the Fresnel integrals --------------------------------------------------------------------
@@ -270,4 +261,4 @@ def _fresnel_jvp(primals, tangents):
 def fresnel(x):
     """The Fresnel integrals (S(x), C(x)): the integrals from 0 to x of sin(pi t**2 / 2) and
     cos(pi t**2 / 2). Real input only."""
-    return _fresnel(_real("fresnel", x))
+    return _fresnel(real_args("fresnel", x)[0])

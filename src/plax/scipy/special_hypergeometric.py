@@ -17,9 +17,8 @@ from plax import lax
 from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
-from plax.core.trace import get_aval
 from plax.higher_order.custom_derivatives import custom_jvp
-from plax.numpy.util import promote_args_inexact
+from plax.scipy.special_common import dtype_of as _dtype, real_args as _real
 
 __all__ = ["hyp1f1", "hyp2f1"]
 
@@ -28,15 +27,6 @@ _CONNECTION_FROM = 0.9      # 2F1's series in x above it is replaced by the one 
 _NEAR_INTEGER = 0.05        # ... unless c - a - b is this close to an integer
 
 
-def _dtype(x):
-    return get_aval(x).dtype
-
-
-def _real(name, *args):
-    args = promote_args_inexact(name, *args)
-    if any(dtypes.issubdtype(_dtype(a), np.complexfloating) for a in args):
-        raise ValueError(f"{name} does not support complex-valued inputs.")
-    return jnp.broadcast_arrays(*args)
 
 
 def _is_nonpositive_integer(x):

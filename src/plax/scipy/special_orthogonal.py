@@ -12,12 +12,10 @@ from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.numpy.util import promote_args_inexact
+from plax.scipy.special_common import dtype_of as _dtype, real_args
 
 __all__ = ["bessel_jn", "sph_harm_y"]
 
-
-def _dtype(x):
-    return get_aval(x).dtype
 
 
 def _static_int(name, value):
@@ -40,10 +38,8 @@ def bessel_jn(z, *, v, n_iter=50):
     larger z). Real input only; differentiable in z."""
     v = _static_int("v", v)
     n_iter = _static_int("n_iter", n_iter)
-    (z,) = promote_args_inexact("bessel_jn", z)
+    (z,) = real_args("bessel_jn", z)
     dt = _dtype(z)
-    if dtypes.issubdtype(dt, np.complexfloating):
-        raise ValueError("bessel_jn does not support complex-valued inputs.")
     shape = get_aval(z).shape
     if v < 0:
         return jnp.zeros((0,) + shape, dt)
@@ -111,7 +107,7 @@ def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
 def _sph_harm_y(n, m, theta, phi, n_max):
     dt = _dtype(theta)
     abs_m = jnp.abs(m)
-    mf, nf = abs_m.astype(dt), n.astype(dt)
+    mf = abs_m.astype(dt)
     cos_t, sin_t = jnp.cos(theta), jnp.sin(theta)
     # the normalized P_|m|^|m|: (-1)**m sqrt((2m + 1) / (4 pi) * prod_{k<=m} (2k - 1) / (2k))
     # |sin(theta)|**m (that is, (1 - cos(theta)**2)**(m/2): the functions of cos(theta)), the
