@@ -82,8 +82,8 @@ def _batch(axis, vals, dims, *, tree):
                    axis_size=axis.size)(*vals)
         return out, 0
     info = tree_util.tree_unflatten(tree, [object(), object()])._info
-    data, indices, info = batch_to_front(*vals, dims, info, axis.size)
-    return todense_bufs(data, indices, spinfo=info), 0
+    bufs, info = batch_to_front(vals, dims, info, axis.size)
+    return todense_bufs(*bufs, spinfo=info), 0
 
 
 abstract_eval_rules[todense_p] = _abstract

@@ -20,12 +20,12 @@ from plax import lax
 from plax import numpy as jnp
 from plax.core import dtypes
 from plax.core.trace import get_aval
-from plax.experimental.sparse._base import JAXSparse
+from plax.experimental.sparse._base import BatchedSparse, check_sparse
 from plax.experimental.sparse.bcoo_convert import extract_bufs, fromdense_bufs, todense_bufs
 from plax.experimental.sparse.bcoo_layout import (sort_indices_bufs, sum_duplicates_bufs,
                                                   transpose_bufs)
 from plax.experimental.sparse.util import (SparseEfficiencyError, SparseEfficiencyWarning,
-                                           SparseInfo, canonical_shape, validate_bcoo)
+                                           canonical_shape, validate_bcoo)
 from plax.transforms.vmap import BatchTracer
 from plax.tree_util import register_pytree_node_class
 
@@ -88,7 +88,7 @@ def _shape_for_buffers(shape, data, indices):
 
 
 @register_pytree_node_class
-class BCOO(JAXSparse):
+class BCOO(BatchedSparse):
     """A sparse array in batched coordinate (BCOO) format.
 
     ``BCOO((data, indices), shape=...)``: ``data`` has shape ``batch + (nse,) + dense`` and
@@ -99,71 +99,15 @@ class BCOO(JAXSparse):
     dimensions).
     """
     __module__ = "plax.experimental.sparse.bcoo"  # the public home, as JAX's is its bcoo module
-
-    def __init__(self, args, *, shape, indices_sorted: bool = False,
-                 unique_indices: bool = False):
-        try:
-            data, indices = args
-        except (TypeError, ValueError):
-            raise TypeError("BCOO expects args=(data, indices), a pair of arrays, got "
-                            f"{type(args).__name__}.") from None
-        self.data, self.indices = jnp.asarray(data), jnp.asarray(indices)
-        self.indices_sorted = indices_sorted
-        self.unique_indices = unique_indices
-        super().__init__(args, shape=shape)
-        validate_bcoo(get_aval(self.data), get_aval(self.indices), self.shape)
-
-    # --- layout ---------------------------------------------------------------------------
-    @property
-    def _info(self) -> SparseInfo:
-        return SparseInfo(self.shape, self.indices_sorted, self.unique_indices)
-
-    @property
-    def _bufs(self) -> tuple:
-        return (self.data, self.indices)
-
-    @property
-    def nse(self) -> int:
-        return self.indices.shape[-2]
-
-    @property
-    def dtype(self):
-        return self.data.dtype
-
-    @property
-    def n_batch(self) -> int:
-        return self.indices.ndim - 2
+    _buffer_names = ("data", "indices")
+    _index_dims = 2  # indices: batch + (nse, n_sparse)
+    _args_text = "a pair of arrays"
+    _validate = staticmethod(validate_bcoo)
+    _shape_for_buffers = staticmethod(_shape_for_buffers)
 
     @property
     def n_sparse(self) -> int:
         return self.indices.shape[-1]
-
-    @property
-    def n_dense(self) -> int:
-        return self.data.ndim - 1 - self.n_batch
-
-    def _repr_details(self) -> str:
-        out = f", nse={self.nse}"
-        if self.n_batch:
-            out += f", n_batch={self.n_batch}"
-        if self.n_dense:
-            out += f", n_dense={self.n_dense}"
-        return out
-
-    # --- pytree -----------------------------------------------------------------------------
-    def tree_flatten(self):
-        return (self.data, self.indices), self._info
-
-    @classmethod
-    def tree_unflatten(cls, aux_data, children):
-        if not isinstance(aux_data, SparseInfo):
-            raise ValueError(f"BCOO.tree_unflatten: invalid aux_data={aux_data!r}")
-        obj = object.__new__(cls)
-        obj.data, obj.indices = children
-        obj.shape = _shape_for_buffers(tuple(aux_data.shape), obj.data, obj.indices)
-        obj.indices_sorted = aux_data.indices_sorted
-        obj.unique_indices = aux_data.unique_indices
-        return obj
 
     # --- constructors -------------------------------------------------------------------------
     @classmethod
@@ -266,8 +210,7 @@ class BCOO(JAXSparse):
 
 # --- module functions ---------------------------------------------------------------------------
 def _check_bcoo(x, name: str, arg: str = "mat"):
-    if not isinstance(x, BCOO):
-        raise TypeError(f"{name}: {arg} must be a BCOO array, got {type(x).__name__}.")
+    check_sparse(x, BCOO, name, arg)
 
 
 def bcoo_todense(mat: BCOO):

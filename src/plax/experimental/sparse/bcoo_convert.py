@@ -14,19 +14,17 @@ from plax import lax
 from plax import numpy as jnp
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefined, jvp_rules,
-                             linear_primitives, register_lowering, tangent_aval, transpose_rules)
-from plax.core.trace import concrete_or_error, get_aval
-from plax.core import dtypes
-from plax.experimental.sparse.util import (SparseInfo, count_stored_elements, nfold_vmap,
-                                           validate_bcoo, validate_bcoo_indices)
-from plax.first_order.ad_util import defjvp
+from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering, transpose_rules
+from plax.core.trace import get_aval
+from plax.experimental.sparse.util import (SparseInfo, check_indices_known, fromdense_statics,
+                                           fromdense_jvp, linear_in, nfold_vmap, validate_bcoo,
+                                           validate_bcoo_indices)
 from plax.first_order.batch_util import moveaxis, move_batch_dim
 from plax.lowering.inline import lower_fun
 
 __all__ = ["bcoo_todense_p", "bcoo_fromdense_p", "bcoo_extract_p", "todense_bufs",
-           "fromdense_bufs", "extract_bufs", "batch_to_front", "first_occurrence", "unbroadcast",
-           "element_index"]
+           "fromdense_bufs", "extract_bufs", "to_front", "batch_to_front", "todense_batch_rule",
+           "first_occurrence", "unbroadcast", "element_index"]
 
 
 # --- helpers shared by the BCOO primitives ----------------------------------------------------
@@ -58,12 +56,16 @@ def first_occurrence(indices):
     return jnp.zeros((nse,), bool).at[perm].set(starts)
 
 
-def batch_to_front(data, indices, dims, spinfo: SparseInfo, size: int):
-    """Batched BCOO buffers with the vmapped dimension as a new leading batch dimension
-    (size 1 for an unbatched buffer, which BCOO broadcasts), and the matching SparseInfo."""
-    def front(x, d):
-        return lax.expand_dims(x, (0,)) if d is None else moveaxis(x, d, 0)
-    return (front(data, dims[0]), front(indices, dims[1]),
+def to_front(x, d):
+    """A sparse buffer with its vmapped dimension ``d`` first (a new leading dimension of
+    size 1 when unbatched: the batched formats broadcast it)."""
+    return lax.expand_dims(x, (0,)) if d is None else moveaxis(x, d, 0)
+
+
+def batch_to_front(vals, dims, spinfo: SparseInfo, size: int):
+    """Batched buffers of a BCOO or BCSR array with the vmapped dimension as a new leading
+    batch dimension, and the matching SparseInfo."""
+    return ([to_front(x, d) for x, d in zip(vals, dims)],
             spinfo._replace(shape=(size,) + tuple(spinfo.shape)))
 
 
@@ -100,24 +102,25 @@ def _todense_impl(data, indices, *, spinfo):
 
 
 def _todense_transpose(ct, data, indices, *, spinfo):
-    if is_undefined(indices):
-        raise ValueError("Cannot transpose with respect to sparse indices")
+    check_indices_known(indices)
     data_ct = extract_bufs(indices, ct)
     return [unbroadcast(data_ct, data.aval.shape), None]
 
 
-def _todense_batch(axis, vals, dims, *, spinfo):
-    data, indices, spinfo = batch_to_front(*vals, dims, spinfo, axis.size)
-    return todense_bufs(data, indices, spinfo=spinfo), 0
+def todense_batch_rule(prim):
+    """The batching rule of a todense primitive ``prim(*bufs, spinfo)`` (BCOO's, BCSR's): the
+    vmapped dimension becomes a leading batch dimension of the array."""
+    def rule(axis, vals, dims, *, spinfo):
+        bufs, spinfo = batch_to_front(vals, dims, spinfo, axis.size)
+        return prim.bind(*bufs, spinfo=spinfo), 0
+    return rule
 
 
 abstract_eval_rules[bcoo_todense_p] = _todense_abstract
 register_lowering(bcoo_todense_p, lower_fun(_todense_impl))
-defjvp(bcoo_todense_p, lambda t, ans, data, indices, *, spinfo:
-       todense_bufs(t, indices, spinfo=spinfo), None)
-linear_primitives.add(bcoo_todense_p)
+linear_in(bcoo_todense_p, 0)
 transpose_rules[bcoo_todense_p] = _todense_transpose
-batch_rules[bcoo_todense_p] = _todense_batch
+batch_rules[bcoo_todense_p] = todense_batch_rule(bcoo_todense_p)
 
 
 def unbroadcast(x, shape):
@@ -162,8 +165,7 @@ def _extract_impl(indices, arr, *, assume_unique):
 
 
 def _extract_transpose(ct, indices, arr, *, assume_unique):
-    if is_undefined(indices):
-        raise ValueError("Cannot transpose with respect to sparse indices")
+    check_indices_known(indices)
     if not assume_unique:
         n_batch = get_aval(indices).ndim - 2
         first = nfold_vmap(first_occurrence, n_batch, broadcasted=False)(indices)
@@ -173,27 +175,19 @@ def _extract_transpose(ct, indices, arr, *, assume_unique):
 
 def _extract_batch(axis, vals, dims, *, assume_unique):
     (indices, arr), (di, da) = vals, dims
-    indices = lax.expand_dims(indices, (0,)) if di is None else moveaxis(indices, di, 0)
     arr = move_batch_dim(arr, da, 0, axis.size)
-    return extract_bufs(indices, arr, assume_unique=assume_unique), 0
+    return extract_bufs(to_front(indices, di), arr, assume_unique=assume_unique), 0
 
 
 abstract_eval_rules[bcoo_extract_p] = _extract_abstract
 register_lowering(bcoo_extract_p, lower_fun(_extract_impl))
-defjvp(bcoo_extract_p, None, lambda t, ans, indices, arr, *, assume_unique:
-       extract_bufs(indices, t, assume_unique=assume_unique))
-linear_primitives.add(bcoo_extract_p)
+linear_in(bcoo_extract_p, 1)
 transpose_rules[bcoo_extract_p] = _extract_transpose
 batch_rules[bcoo_extract_p] = _extract_batch
 
 
 # --- bcoo_fromdense ---------------------------------------------------------------------------
 bcoo_fromdense_p = Primitive("bcoo_fromdense", multiple_results=True)
-
-TRACED_NSE_ERROR = (
-    "The error arose for the nse argument of bcoo_fromdense. In order for BCOO.fromdense() to "
-    "be used in traced/compiled code, you must pass a concrete value to the nse (number of "
-    "stored elements) argument.")
 
 
 def fromdense_bufs(mat, *, nse=None, n_batch: int = 0, n_dense: int = 0, index_dtype=np.int32):
@@ -205,12 +199,8 @@ def fromdense_bufs(mat, *, nse=None, n_batch: int = 0, n_dense: int = 0, index_d
     if n_batch < 0 or n_dense < 0 or n_batch + n_dense > ndim:
         raise ValueError(f"bcoo_fromdense: n_batch={n_batch} and n_dense={n_dense} must be "
                          f"non-negative and together at most mat.ndim={ndim}.")
-    if nse is None:
-        nse = count_stored_elements(mat, n_batch, n_dense)
-    nse = concrete_or_error(int, nse, TRACED_NSE_ERROR)
-    index_dtype = dtypes.canonicalize_user_dtype(index_dtype, "index_dtype")
-    if not dtypes.is_integer(index_dtype):
-        raise TypeError(f"bcoo_fromdense: index_dtype must be an integer dtype, got {index_dtype}.")
+    nse, index_dtype = fromdense_statics(mat, nse, index_dtype, "bcoo_fromdense", "BCOO",
+                                         n_batch, n_dense)
     return bcoo_fromdense_p.bind(mat, nse=nse, n_batch=n_batch, n_dense=n_dense,
                                  index_dtype=index_dtype)
 
@@ -244,13 +234,8 @@ def _fromdense_impl(mat, *, nse, n_batch, n_dense, index_dtype):
     return [data, indices]
 
 
-def _fromdense_jvp(primals, tangents, *, nse, n_batch, n_dense, index_dtype):
-    (mat,), (mat_dot,) = primals, tangents
-    data, indices = bcoo_fromdense_p.bind(mat, nse=nse, n_batch=n_batch, n_dense=n_dense,
-                                          index_dtype=index_dtype)
-    data_dot = (Zero(tangent_aval(get_aval(data))) if type(mat_dot) is Zero
-                else extract_bufs(indices, mat_dot))
-    return [data, indices], [data_dot, Zero(tangent_aval(get_aval(indices)))]
+def _fromdense_extract(x, index_bufs, mat, **params):
+    return extract_bufs(index_bufs[0], x)
 
 
 def _fromdense_batch(axis, vals, dims, *, nse, n_batch, n_dense, index_dtype):
@@ -262,5 +247,5 @@ def _fromdense_batch(axis, vals, dims, *, nse, n_batch, n_dense, index_dtype):
 
 abstract_eval_rules[bcoo_fromdense_p] = _fromdense_abstract
 register_lowering(bcoo_fromdense_p, lower_fun(_fromdense_impl, multiple_results=True))
-jvp_rules[bcoo_fromdense_p] = _fromdense_jvp
+fromdense_jvp(bcoo_fromdense_p, _fromdense_extract)
 batch_rules[bcoo_fromdense_p] = _fromdense_batch

@@ -17,17 +17,17 @@ from plax import numpy as jnp
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
-from plax.core.rules import (abstract_eval_rules, batch_rules, is_undefined, linear_primitives,
-                             register_lowering, transpose_rules)
+from plax.core.rules import (abstract_eval_rules, batch_rules, is_undefined, register_lowering,
+                             transpose_rules)
 from plax.core.trace import get_aval
 from plax.experimental.sparse.bcoo_convert import unbroadcast, batch_to_front, extract_bufs
-from plax.experimental.sparse.util import SparseInfo, broadcasting_vmap, validate_bcoo
-from plax.first_order.ad_util import defjvp
+from plax.experimental.sparse.util import (SparseInfo, broadcasting_vmap, check_indices_known,
+                                           linear_in, validate_bcoo)
 from plax.first_order.dot import dot_general_p
 from plax.lowering.inline import lower_fun
 
 __all__ = ["bcoo_dot_general_p", "dot_general_bufs", "rdot_general_bufs",
-           "canonical_dimension_numbers"]
+           "canonical_dimension_numbers", "dot_batch_rule"]
 
 bcoo_dot_general_p = Primitive("bcoo_dot_general")
 
@@ -160,8 +160,7 @@ def _consecutive(*lengths):
 
 def _transpose(ct, lhs_data, lhs_indices, rhs, *, dimension_numbers, preferred_element_type,
                lhs_spinfo):
-    if is_undefined(lhs_indices):
-        raise ValueError("Cannot transpose with respect to sparse indices")
+    check_indices_known(lhs_indices)
     (lc, rc), (lb, rb) = dimension_numbers
     lhs_ndim = len(lhs_spinfo.shape)
     rhs_aval = rhs.aval if is_undefined(rhs) else get_aval(rhs)
@@ -182,34 +181,30 @@ def _transpose(ct, lhs_data, lhs_indices, rhs, *, dimension_numbers, preferred_e
     return [None, None, rhs_ct.astype(rhs_aval.dtype)]
 
 
-def _batch(axis, vals, dims, *, dimension_numbers, preferred_element_type, lhs_spinfo):
-    lhs_data, lhs_indices, rhs = vals
-    rhs_dim = dims[2]
-    data, indices, spinfo = batch_to_front(lhs_data, lhs_indices, dims[:2], lhs_spinfo,
-                                           axis.size)
-    (lc, rc), (lb, rb) = dimension_numbers
-    lc, lb = tuple(d + 1 for d in lc), tuple(d + 1 for d in lb)
-    if rhs_dim is None:  # the new lhs batch dimension is a free one: first of the lhs's
-        new = ((lc, rc), (lb, rb))
-        out_dim = len(lb)
-    else:
-        shift = lambda d: d + 1 if d >= rhs_dim else d  # noqa: E731
-        new = ((lc, tuple(map(shift, rc))), ((0,) + lb, (rhs_dim,) + tuple(map(shift, rb))))
-        out_dim = 0
-    out = bcoo_dot_general_p.bind(data, indices, rhs, dimension_numbers=new,
-                                  preferred_element_type=preferred_element_type,
-                                  lhs_spinfo=spinfo)
-    return out, out_dim
+def dot_batch_rule(prim, n_bufs: int):
+    """The batching rule of a sparse-lhs product ``prim(*lhs_bufs, rhs)`` (BCOO's, BCSR's):
+    the lhs buffers gain the vmapped dimension as a leading batch dimension; with the rhs
+    vmapped too it is a batch dimension of the product, else a free one of the lhs."""
+    def rule(axis, vals, dims, **params):
+        bufs, spinfo = batch_to_front(vals[:n_bufs], dims[:n_bufs], params["lhs_spinfo"],
+                                      axis.size)
+        rhs_dim = dims[n_bufs]
+        (lc, rc), (lb, rb) = params["dimension_numbers"]
+        lc, lb = tuple(d + 1 for d in lc), tuple(d + 1 for d in lb)
+        if rhs_dim is None:  # the new lhs batch dimension is a free one: first of the lhs's
+            new, out_dim = ((lc, rc), (lb, rb)), len(lb)
+        else:
+            shift = lambda d: d + 1 if d >= rhs_dim else d  # noqa: E731
+            new = ((lc, tuple(map(shift, rc))), ((0,) + lb, (rhs_dim,) + tuple(map(shift, rb))))
+            out_dim = 0
+        out = prim.bind(*bufs, vals[n_bufs], **dict(params, dimension_numbers=new,
+                                                    lhs_spinfo=spinfo))
+        return out, out_dim
+    return rule
 
 
 abstract_eval_rules[bcoo_dot_general_p] = _abstract
 register_lowering(bcoo_dot_general_p, lower_fun(_impl))
-defjvp(bcoo_dot_general_p,
-       lambda t, ans, data, indices, rhs, **params: bcoo_dot_general_p.bind(t, indices, rhs,
-                                                                           **params),
-       None,
-       lambda t, ans, data, indices, rhs, **params: bcoo_dot_general_p.bind(data, indices, t,
-                                                                           **params))
-linear_primitives.add(bcoo_dot_general_p)
+linear_in(bcoo_dot_general_p, 0, 2)
 transpose_rules[bcoo_dot_general_p] = _transpose
-batch_rules[bcoo_dot_general_p] = _batch
+batch_rules[bcoo_dot_general_p] = dot_batch_rule(bcoo_dot_general_p, 2)

@@ -109,7 +109,7 @@ def _transpose_transpose(cts, data, indices, *, permutation, spinfo):
 
 
 def _transpose_batch(axis, vals, dims, *, permutation, spinfo):
-    data, indices, spinfo = batch_to_front(*vals, dims, spinfo, axis.size)
+    (data, indices), spinfo = batch_to_front(vals, dims, spinfo, axis.size)
     perm = (0,) + tuple(p + 1 for p in permutation)
     out = bcoo_transpose_p.bind(data, indices, permutation=perm, spinfo=spinfo)
     outs = [o if d is not None else _squeeze_front(o) for o, d in zip(out, dims)]
@@ -222,7 +222,7 @@ def _sort_jvp(primals, tangents, *, spinfo):
 
 
 def _sort_batch(axis, vals, dims, *, spinfo):
-    data, indices, spinfo = batch_to_front(*vals, dims, spinfo, axis.size)
+    (data, indices), spinfo = batch_to_front(vals, dims, spinfo, axis.size)
     new_data, new_indices = bcoo_sort_indices_p.bind(data, indices, spinfo=spinfo)
     if dims[1] is None:  # unbatched indices stay unbatched (the data becomes batched)
         return [new_data, _squeeze_front(new_indices)], [0, None]
@@ -316,7 +316,7 @@ def _sum_duplicates_jvp(primals, tangents, *, spinfo, nse):
 
 
 def _sum_duplicates_batch(axis, vals, dims, *, spinfo, nse):
-    data, indices, spinfo = batch_to_front(*vals, dims, spinfo, axis.size)
+    (data, indices), spinfo = batch_to_front(vals, dims, spinfo, axis.size)
     new_data, new_indices = bcoo_sum_duplicates_p.bind(data, indices, spinfo=spinfo, nse=nse)
     if dims[1] is None:
         return [new_data, _squeeze_front(new_indices)], [0, None]

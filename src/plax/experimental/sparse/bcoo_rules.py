@@ -61,20 +61,29 @@ def _zero_preserving_unary(prim, linear: bool):
     return rule
 
 
-for _p in (lax.conj_p, lax.copy_p, lax.imag_p, lax.neg_p, lax.real_p):
+# Unary primitives mapping zero to zero, so applied to the stored data alone (BCSR's rules
+# use these too): the linear ones also where indices repeat, the others once merged.
+LINEAR_UNARY = (lax.conj_p, lax.copy_p, lax.imag_p, lax.neg_p, lax.real_p)
+NONLINEAR_UNARY = (lax.abs_p, lax.asin_p, lax.asinh_p, lax.atan_p, lax.atanh_p, lax.bessel_i1e_p,
+                   lax.expm1_p, lax.log1p_p, lax.sign_p, lax.sin_p, lax.sinh_p, lax.sqrt_p,
+                   lax.square_p, lax.tan_p, lax.tanh_p, lax.convert_element_type_p)
+for _p in LINEAR_UNARY:
     sparse_rules_bcoo[_p] = _zero_preserving_unary(_p, linear=True)
-for _p in (lax.abs_p, lax.asin_p, lax.asinh_p, lax.atan_p, lax.atanh_p, lax.bessel_i1e_p,
-           lax.expm1_p, lax.log1p_p, lax.sign_p, lax.sin_p, lax.sinh_p, lax.sqrt_p,
-           lax.square_p, lax.tan_p, lax.tanh_p, lax.convert_element_type_p):
+for _p in NONLINEAR_UNARY:
     sparse_rules_bcoo[_p] = _zero_preserving_unary(_p, linear=False)
 
 
-def _integer_pow(spenv, v, *, y):
+def check_integer_pow(y: int):
+    """``integer_pow`` keeps a sparse array sparse only for a positive exponent."""
     if y <= 0:
         raise NotImplementedError(
             f"sparse rule for {lax.integer_pow_p} with non-positive exponent {y} is not "
             "implemented because it would result in dense output. If this is your intent, use "
             "sparse.todense() to convert your argument to a dense array.")
+
+
+def _integer_pow(spenv, v, *, y):
+    check_integer_pow(y)
     v = _unique(spenv, v)
     return [_same_pattern(spenv, v, lax.integer_pow_p.bind(spenv.data(v), y=y))]
 

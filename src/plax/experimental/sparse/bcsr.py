@@ -18,10 +18,11 @@ from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
-from plax.experimental.sparse._base import JAXSparse
+from plax.experimental.sparse._base import BatchedSparse, JAXSparse, check_sparse
 from plax.experimental.sparse.api import todense_p
 from plax.experimental.sparse.bcoo import (BCOO, bcoo_eliminate_zeros, bcoo_sort_indices,
                                            bcoo_sum_duplicates)
+from plax.experimental.sparse.bcoo_rules import LINEAR_UNARY, NONLINEAR_UNARY, check_integer_pow
 from plax.experimental.sparse.bcsr_prims import (
     BCSRProperties, bcoo_to_bcsr_indices, bcsr_dot_general_p, bcsr_extract_p, bcsr_fromdense_p,
     bcsr_to_bcoo_indices, bcsr_todense_p, dot_general_bufs_bcsr, extract_bufs_bcsr,
@@ -85,7 +86,7 @@ def _shape_for_buffers(shape, data, indices, indptr):
 
 
 @register_pytree_node_class
-class BCSR(JAXSparse):
+class BCSR(BatchedSparse):
     """A sparse array in batched compressed sparse row (BCSR) format.
 
     ``BCSR((data, indices, indptr), shape=...)``: the array has ``n_batch`` leading batch
@@ -96,75 +97,15 @@ class BCSR(JAXSparse):
     grad (with respect to ``data``) and vmap (over batch dimensions).
     """
 
-    def __init__(self, args, *, shape, indices_sorted: bool = False,
-                 unique_indices: bool = False):
-        try:
-            data, indices, indptr = args
-        except (TypeError, ValueError):
-            raise TypeError("BCSR expects args=(data, indices, indptr), three arrays, got "
-                            f"{type(args).__name__}.") from None
-        self.data, self.indices, self.indptr = map(jnp.asarray, (data, indices, indptr))
-        self.indices_sorted = indices_sorted
-        self.unique_indices = unique_indices
-        super().__init__(args, shape=shape)
-        validate_bcsr(get_aval(self.data), get_aval(self.indices), get_aval(self.indptr),
-                      self.shape)
-
-    # --- layout ---------------------------------------------------------------------------
-    @property
-    def _info(self) -> SparseInfo:
-        return SparseInfo(self.shape, self.indices_sorted, self.unique_indices)
-
-    @property
-    def _bufs(self) -> tuple:
-        return (self.data, self.indices, self.indptr)
-
-    @property
-    def nse(self) -> int:
-        return self.indices.shape[-1]
-
-    @property
-    def dtype(self):
-        return self.data.dtype
-
-    @property
-    def n_batch(self) -> int:
-        return self.indices.ndim - 1
+    _buffer_names = ("data", "indices", "indptr")
+    _index_dims = 1  # indices: batch + (nse,)
+    _args_text = "three arrays"
+    _validate = staticmethod(validate_bcsr)
+    _shape_for_buffers = staticmethod(_shape_for_buffers)
 
     @property
     def n_sparse(self) -> int:
         return 2
-
-    @property
-    def n_dense(self) -> int:
-        return self.data.ndim - self.indices.ndim
-
-    @property
-    def _sparse_shape(self) -> tuple:
-        return tuple(self.shape[self.n_batch:self.n_batch + 2])
-
-    def _repr_details(self) -> str:
-        out = f", nse={self.nse}"
-        if self.n_batch:
-            out += f", n_batch={self.n_batch}"
-        if self.n_dense:
-            out += f", n_dense={self.n_dense}"
-        return out
-
-    # --- pytree -----------------------------------------------------------------------------
-    def tree_flatten(self):
-        return self._bufs, self._info
-
-    @classmethod
-    def tree_unflatten(cls, aux_data, children):
-        if not isinstance(aux_data, SparseInfo):
-            raise ValueError(f"BCSR.tree_unflatten: invalid aux_data={aux_data!r}")
-        obj = object.__new__(cls)
-        obj.data, obj.indices, obj.indptr = children
-        obj.shape = _shape_for_buffers(tuple(aux_data.shape), *children)
-        obj.indices_sorted = aux_data.indices_sorted
-        obj.unique_indices = aux_data.unique_indices
-        return obj
 
     # --- constructors -------------------------------------------------------------------------
     @classmethod
@@ -279,14 +220,9 @@ def _matmul_dims(lhs_ndim: int, rhs_ndim: int):
 
 
 # --- module functions ---------------------------------------------------------------------------
-def _check_bcsr(x, name: str, arg: str = "mat"):
-    if not isinstance(x, BCSR):
-        raise TypeError(f"{name}: {arg} must be a BCSR array, got {type(x).__name__}.")
-
-
 def bcsr_todense(mat: BCSR):
     """The dense array ``mat`` represents."""
-    _check_bcsr(mat, "bcsr_todense")
+    check_sparse(mat, BCSR, "bcsr_todense")
     return todense_bufs_bcsr(*mat._bufs, spinfo=mat._info)
 
 
@@ -326,13 +262,13 @@ def bcsr_sum_duplicates(mat: BCSR, nse=None) -> BCSR:
     """``mat`` with repeated indices merged (their data summed), each row's columns sorted.
     ``nse`` sets the stored elements per batch; by default the fewest that hold every
     distinct index, which needs concrete indices (give ``nse`` under jit)."""
-    _check_bcsr(mat, "bcsr_sum_duplicates")
+    check_sparse(mat, BCSR, "bcsr_sum_duplicates")
     return BCSR.from_bcoo(bcoo_sum_duplicates(mat.to_bcoo(), nse=nse))
 
 
 def bcsr_eliminate_zeros(mat: BCSR, nse=None) -> BCSR:
     """``mat`` without stored zeros, duplicates merged (see ``bcsr_sum_duplicates``)."""
-    _check_bcsr(mat, "bcsr_eliminate_zeros")
+    check_sparse(mat, BCSR, "bcsr_eliminate_zeros")
     return BCSR.from_bcoo(bcoo_eliminate_zeros(mat.to_bcoo(), nse=nse))
 
 
@@ -341,7 +277,7 @@ def bcsr_broadcast_in_dim(mat: BCSR, *, shape, broadcast_dimensions, sharding=No
     batch dimensions, new ones after the dense ones' start are dense; the two sparse
     dimensions stay as they are."""
     del sharding
-    _check_bcsr(mat, "bcsr_broadcast_in_dim")
+    check_sparse(mat, BCSR, "bcsr_broadcast_in_dim")
     shape = canonical_shape(shape)
     dims = tuple(operator.index(d) for d in broadcast_dimensions)
     if len(dims) != mat.ndim or any(not 0 <= d < len(shape) for d in dims) or \
@@ -514,20 +450,14 @@ def _zero_preserving_unary(prim, linear: bool):
     sparse_rules_bcsr[prim] = rule
 
 
-for _p in (lax.conj_p, lax.copy_p, lax.imag_p, lax.neg_p, lax.real_p):
+for _p in LINEAR_UNARY:
     _zero_preserving_unary(_p, linear=True)
-for _p in (lax.abs_p, lax.asin_p, lax.asinh_p, lax.atan_p, lax.atanh_p, lax.bessel_i1e_p,
-           lax.expm1_p, lax.log1p_p, lax.sign_p, lax.sin_p, lax.sinh_p, lax.sqrt_p,
-           lax.square_p, lax.tan_p, lax.tanh_p, lax.convert_element_type_p):
+for _p in NONLINEAR_UNARY:
     _zero_preserving_unary(_p, linear=False)
 
 
 def _integer_pow(spenv, x, *, y):
-    if y <= 0:
-        raise NotImplementedError(
-            f"sparse rule for {lax.integer_pow_p} with non-positive exponent {y} is not "
-            "implemented because it would result in dense output. If this is your intent, use "
-            "sparse.todense() to convert your argument to a dense array.")
+    check_integer_pow(y)
     mat = _unique(_arrays(spenv, x)[0])
     return _values(spenv, _with_data(mat, lax.integer_pow_p.bind(mat.data, y=y)))
 

@@ -22,15 +22,14 @@ from plax import numpy as jnp
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules,
-                             is_undefined, jvp_rules, linear_primitives, register_lowering,
-                             tangent_aval, transpose_rules)
-from plax.core.trace import concrete_or_error, get_aval
-from plax.experimental.sparse.bcoo_convert import extract_bufs, fromdense_bufs, todense_bufs
+from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering, transpose_rules
+from plax.core.trace import get_aval
+from plax.experimental.sparse.bcoo_convert import (extract_bufs, fromdense_bufs, to_front,
+                                                   todense_batch_rule, todense_bufs)
 from plax.experimental.sparse.bcoo_dot import (bcoo_dot_general_p, canonical_dimension_numbers,
-                                               dot_general_bufs)
-from plax.experimental.sparse.util import SparseInfo, count_stored_elements, nfold_vmap
-from plax.first_order.ad_util import defjvp
+                                               dot_batch_rule, dot_general_bufs)
+from plax.experimental.sparse.util import (SparseInfo, check_indices_known, fromdense_statics,
+                                           fromdense_jvp, linear_in, nfold_vmap)
 from plax.first_order.batch_util import moveaxis, move_batch_dim
 from plax.lowering.inline import lower_fun
 
@@ -125,15 +124,6 @@ def bcoo_to_bcsr_indices(rows, n_rows: int):
     return perm, indptr
 
 
-def batch_to_front(vals, dims, spinfo: SparseInfo, size: int):
-    """Batched BCSR buffers with the vmapped dimension as a new leading batch dimension
-    (size 1 for an unbatched buffer, which BCSR broadcasts), and the matching SparseInfo."""
-    def front(x, d):
-        return lax.expand_dims(x, (0,)) if d is None else moveaxis(x, d, 0)
-    return ([front(x, d) for x, d in zip(vals, dims)],
-            spinfo._replace(shape=(size,) + tuple(spinfo.shape)))
-
-
 def _bcoo_indices_aval(indices):
     return ShapedArray(tuple(indices.shape) + (2,), indices.dtype)
 
@@ -159,23 +149,15 @@ def _todense_impl(data, indices, indptr, *, spinfo):
 
 
 def _todense_transpose(ct, data, indices, indptr, *, spinfo):
-    if is_undefined(indices) or is_undefined(indptr):
-        raise ValueError("Cannot transpose with respect to sparse indices")
+    check_indices_known(indices, indptr)
     return [extract_bufs_bcsr(indices, indptr, ct).astype(data.aval.dtype), None, None]
-
-
-def _todense_batch(axis, vals, dims, *, spinfo):
-    bufs, spinfo = batch_to_front(vals, dims, spinfo, axis.size)
-    return todense_bufs_bcsr(*bufs, spinfo=spinfo), 0
 
 
 abstract_eval_rules[bcsr_todense_p] = _todense_abstract
 register_lowering(bcsr_todense_p, lower_fun(_todense_impl))
-defjvp(bcsr_todense_p, lambda t, ans, data, indices, indptr, *, spinfo:
-       bcsr_todense_p.bind(t, indices, indptr, spinfo=spinfo), None, None)
-linear_primitives.add(bcsr_todense_p)
+linear_in(bcsr_todense_p, 0)
 transpose_rules[bcsr_todense_p] = _todense_transpose
-batch_rules[bcsr_todense_p] = _todense_batch
+batch_rules[bcsr_todense_p] = todense_batch_rule(bcsr_todense_p)
 
 
 # --- bcsr_extract -----------------------------------------------------------------------------
@@ -201,35 +183,26 @@ def _extract_impl(indices, indptr, mat):
 
 
 def _extract_transpose(ct, indices, indptr, mat):
-    if is_undefined(indices) or is_undefined(indptr):
-        raise ValueError("Cannot transpose with respect to sparse indices")
+    check_indices_known(indices, indptr)
     dense = todense_bufs_bcsr(ct, indices, indptr, spinfo=SparseInfo(tuple(mat.aval.shape)))
     return [None, None, dense]
 
 
 def _extract_batch(axis, vals, dims):
     (indices, indptr, mat), (di, dp, dm) = vals, dims
-    front = lambda x, d: lax.expand_dims(x, (0,)) if d is None else moveaxis(x, d, 0)  # noqa
     mat = move_batch_dim(mat, dm, 0, axis.size)
-    return extract_bufs_bcsr(front(indices, di), front(indptr, dp), mat), 0
+    return extract_bufs_bcsr(to_front(indices, di), to_front(indptr, dp), mat), 0
 
 
 abstract_eval_rules[bcsr_extract_p] = _extract_abstract
 register_lowering(bcsr_extract_p, lower_fun(_extract_impl))
-defjvp(bcsr_extract_p, None, None, lambda t, ans, indices, indptr, mat:
-       bcsr_extract_p.bind(indices, indptr, t))
-linear_primitives.add(bcsr_extract_p)
+linear_in(bcsr_extract_p, 2)
 transpose_rules[bcsr_extract_p] = _extract_transpose
 batch_rules[bcsr_extract_p] = _extract_batch
 
 
 # --- bcsr_fromdense ---------------------------------------------------------------------------
 bcsr_fromdense_p = Primitive("bcsr_fromdense", multiple_results=True)
-
-TRACED_NSE_ERROR = (
-    "The error arose for the nse argument of bcsr_fromdense. In order for BCSR.fromdense() to "
-    "be used in traced/compiled code, you must pass a concrete value to the nse (number of "
-    "stored elements) argument.")
 
 
 def fromdense_bufs_bcsr(mat, *, nse=None, n_batch: int = 0, n_dense: int = 0,
@@ -242,13 +215,8 @@ def fromdense_bufs_bcsr(mat, *, nse=None, n_batch: int = 0, n_dense: int = 0,
     if n_batch < 0 or n_dense < 0 or ndim - n_batch - n_dense != 2:
         raise ValueError("bcsr_fromdense: must have 2 sparse dimensions: got "
                          f"mat.ndim={ndim}, n_batch={n_batch}, n_dense={n_dense}.")
-    if nse is None:
-        nse = count_stored_elements(mat, n_batch, n_dense)
-    nse = concrete_or_error(int, nse, TRACED_NSE_ERROR)
-    index_dtype = dtypes.canonicalize_user_dtype(index_dtype, "index_dtype")
-    if not dtypes.is_integer(index_dtype):
-        raise TypeError(f"bcsr_fromdense: index_dtype must be an integer dtype, got "
-                        f"{index_dtype}.")
+    nse, index_dtype = fromdense_statics(mat, nse, index_dtype, "bcsr_fromdense", "BCSR",
+                                         n_batch, n_dense)
     return tuple(bcsr_fromdense_p.bind(mat, nse=nse, n_batch=n_batch, n_dense=n_dense,
                                        index_dtype=index_dtype))
 
@@ -272,15 +240,8 @@ def _fromdense_impl(mat, *, nse, n_batch, n_dense, index_dtype):
     return [data, coo[..., 1], indptr]
 
 
-def _fromdense_jvp(primals, tangents, *, nse, n_batch, n_dense, index_dtype):
-    (mat,), (mat_dot,) = primals, tangents
-    data, indices, indptr = bcsr_fromdense_p.bind(mat, nse=nse, n_batch=n_batch,
-                                                  n_dense=n_dense, index_dtype=index_dtype)
-    data_dot = (Zero(tangent_aval(get_aval(data))) if type(mat_dot) is Zero
-                else extract_bufs_bcsr(indices, indptr, mat_dot))
-    return ([data, indices, indptr],
-            [data_dot, Zero(tangent_aval(get_aval(indices))),
-             Zero(tangent_aval(get_aval(indptr)))])
+def _fromdense_extract(x, index_bufs, mat, **params):
+    return extract_bufs_bcsr(*index_bufs, x)
 
 
 def _fromdense_batch(axis, vals, dims, *, nse, n_batch, n_dense, index_dtype):
@@ -292,7 +253,7 @@ def _fromdense_batch(axis, vals, dims, *, nse, n_batch, n_dense, index_dtype):
 
 abstract_eval_rules[bcsr_fromdense_p] = _fromdense_abstract
 register_lowering(bcsr_fromdense_p, lower_fun(_fromdense_impl, multiple_results=True))
-jvp_rules[bcsr_fromdense_p] = _fromdense_jvp
+fromdense_jvp(bcsr_fromdense_p, _fromdense_extract)
 batch_rules[bcsr_fromdense_p] = _fromdense_batch
 
 
@@ -338,8 +299,7 @@ def _dot_impl(lhs_data, lhs_indices, lhs_indptr, rhs, *, dimension_numbers,
 
 def _dot_transpose(ct, lhs_data, lhs_indices, lhs_indptr, rhs, *, dimension_numbers,
                    preferred_element_type, lhs_spinfo):
-    if is_undefined(lhs_indices) or is_undefined(lhs_indptr):
-        raise ValueError("Cannot transpose with respect to sparse indices")
+    check_indices_known(lhs_indices, lhs_indptr)
     # BCOO's rule on the BCOO form of the indices does the work.
     coo = bcsr_to_bcoo_indices(lhs_indices, lhs_indptr)
     data_ct, _, rhs_ct = transpose_rules[bcoo_dot_general_p](
@@ -349,31 +309,8 @@ def _dot_transpose(ct, lhs_data, lhs_indices, lhs_indptr, rhs, *, dimension_numb
     return [data_ct, None, None, rhs_ct]
 
 
-def _dot_batch(axis, vals, dims, *, dimension_numbers, preferred_element_type, lhs_spinfo):
-    rhs, rhs_dim = vals[3], dims[3]
-    (data, indices, indptr), spinfo = batch_to_front(vals[:3], dims[:3], lhs_spinfo, axis.size)
-    (lc, rc), (lb, rb) = dimension_numbers
-    lc, lb = tuple(d + 1 for d in lc), tuple(d + 1 for d in lb)
-    if rhs_dim is None:  # the new lhs batch dimension is a free one: first of the lhs's
-        new, out_dim = ((lc, rc), (lb, rb)), len(lb)
-    else:
-        shift = lambda d: d + 1 if d >= rhs_dim else d  # noqa: E731
-        new = ((lc, tuple(map(shift, rc))), ((0,) + lb, (rhs_dim,) + tuple(map(shift, rb))))
-        out_dim = 0
-    out = bcsr_dot_general_p.bind(data, indices, indptr, rhs, dimension_numbers=new,
-                                  preferred_element_type=preferred_element_type,
-                                  lhs_spinfo=spinfo)
-    return out, out_dim
-
-
 abstract_eval_rules[bcsr_dot_general_p] = _dot_abstract
 register_lowering(bcsr_dot_general_p, lower_fun(_dot_impl))
-defjvp(bcsr_dot_general_p,
-       lambda t, ans, data, indices, indptr, rhs, **params:
-       bcsr_dot_general_p.bind(t, indices, indptr, rhs, **params),
-       None, None,
-       lambda t, ans, data, indices, indptr, rhs, **params:
-       bcsr_dot_general_p.bind(data, indices, indptr, t, **params))
-linear_primitives.add(bcsr_dot_general_p)
+linear_in(bcsr_dot_general_p, 0, 3)
 transpose_rules[bcsr_dot_general_p] = _dot_transpose
-batch_rules[bcsr_dot_general_p] = _dot_batch
+batch_rules[bcsr_dot_general_p] = dot_batch_rule(bcsr_dot_general_p, 3)

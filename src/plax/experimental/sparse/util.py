@@ -1,6 +1,7 @@
 """Shared pieces of the sparse formats: the static description of a sparse array
 (``SparseInfo``), BCOO layout checks, the sparse warnings and errors, and vmap helpers
-that map over leading batch dimensions (broadcasting those of size 1)."""
+that map over leading batch dimensions (broadcasting those of size 1); and the rule pieces
+every format's primitives share (index buffers have no tangent, fromdense's jvp, ``nse``)."""
 from __future__ import annotations
 
 import operator
@@ -12,11 +13,14 @@ from plax.api_util import flatten_axes  # noqa: F401 (JAX's module exposes these
 from plax.first_order.dot import DotDimensionNumbers  # noqa: F401
 from plax.runtime.array import Array  # noqa: F401
 from plax.core import dtypes
-from plax.core.trace import get_aval
+from plax.core.rules import Zero, is_undefined, jvp_rules, linear_primitives, tangent_aval
+from plax.core.trace import concrete_or_error, get_aval
+from plax.first_order.ad_util import defjvp
 
 __all__ = ["SparseEfficiencyError", "SparseEfficiencyWarning", "CuSparseEfficiencyWarning",
            "SparseInfo", "BCOOProperties", "validate_bcoo", "validate_bcoo_indices",
-           "nfold_vmap", "broadcasting_vmap", "count_stored_elements"]
+           "nfold_vmap", "broadcasting_vmap", "count_stored_elements", "fromdense_statics",
+           "diagonal_length", "check_indices_known", "linear_in", "fromdense_jvp"]
 
 
 Shape = tuple[int, ...]
@@ -128,3 +132,59 @@ def count_stored_elements(mat, n_batch: int = 0, n_dense: int = 0):
         mask = jnp.any(mask, axis=tuple(range(mask.ndim - n_dense, mask.ndim)))
     counts = jnp.sum(mask, axis=tuple(range(n_batch, mask.ndim)))
     return jnp.max(counts, initial=0)
+
+
+TRACED_NSE_ERROR = ("The error arose for the nse argument of {name}. In order for {cls}."
+                    "fromdense() to be used in traced/compiled code, you must pass a concrete "
+                    "value to the nse (number of stored elements) argument.")
+
+
+def fromdense_statics(mat, nse, index_dtype, name: str, cls: str, n_batch: int = 0,
+                      n_dense: int = 0) -> tuple:
+    """``(nse, index_dtype)`` as the fromdense primitive of ``name`` (``cls.fromdense``)
+    takes them: ``nse`` a Python int, by default the largest count of nonzeros of a batch
+    of ``mat`` (which must then be concrete); ``index_dtype`` an integer dtype."""
+    if nse is None:
+        nse = count_stored_elements(mat, n_batch, n_dense)
+    nse = concrete_or_error(operator.index, nse, TRACED_NSE_ERROR.format(name=name, cls=cls))
+    index_dtype = dtypes.canonicalize_user_dtype(index_dtype, "index_dtype")
+    if not dtypes.is_integer(index_dtype):
+        raise TypeError(f"{name}: index_dtype must be an integer dtype, got {index_dtype}.")
+    return nse, index_dtype
+
+
+def diagonal_length(N: int, M: int, k: int) -> int:
+    """How many elements the ``k``-th diagonal of an N x M matrix has (``sparse.eye``)."""
+    return min(N, M - k) if k > 0 else min(N + k, M)
+
+
+# --- rule pieces the formats' primitives share ---------------------------------------------------
+def check_indices_known(*index_bufs):
+    """A transpose rule's check: index buffers are never the linear unknown."""
+    if any(is_undefined(b) for b in index_bufs):
+        raise ValueError("Cannot transpose with respect to sparse indices")
+
+
+def linear_in(prim, *positions: int):
+    """The jvp of a primitive linear in the operands at ``positions`` (the data, a dense
+    operand) with its index buffers fixed: each such tangent bound in its operand's place.
+    The primitive is marked linear: it registers a transpose rule too."""
+    def tangent_at(i):
+        return lambda t, ans, *args, **params: prim.bind(*args[:i], t, *args[i + 1:], **params)
+    defjvp(prim, *(tangent_at(i) if i in positions else None
+                   for i in range(max(positions) + 1)))
+    linear_primitives.add(prim)
+
+
+def fromdense_jvp(prim, extract):
+    """The jvp of a fromdense primitive, ``prim(mat) -> [data, *index_bufs]``: with the
+    indices fixed the data is linear in ``mat``, so its tangent is what
+    ``extract(mat_dot, index_bufs, mat, **params)`` reads off the tangent at the positions
+    stored; the index buffers' tangents are zero."""
+    def rule(primals, tangents, **params):
+        (mat,), (mat_dot,) = primals, tangents
+        data, *index = prim.bind(mat, **params)
+        data_dot = (Zero(tangent_aval(get_aval(data))) if type(mat_dot) is Zero
+                    else extract(mat_dot, index, mat, **params))
+        return [data, *index], [data_dot, *(Zero(tangent_aval(get_aval(b))) for b in index)]
+    jvp_rules[prim] = rule
