@@ -10,8 +10,10 @@ import math
 from plax import numpy as jnp
 from plax.core.trace import Tracer, get_aval
 from plax.experimental.sparse.util import SparseInfo, canonical_shape
+from plax.transforms.vmap import BatchTracer
 
-__all__ = ["JAXSparse", "StoredBuffers", "BatchedSparse", "check_sparse"]
+__all__ = ["JAXSparse", "StoredBuffers", "BatchedSparse", "check_sparse", "buffer_shape",
+           "mapped_dim"]
 
 
 class JAXSparse(abc.ABC):
@@ -124,6 +126,19 @@ def check_sparse(x, cls, name: str, arg: str = "mat"):
     if not isinstance(x, cls):
         raise TypeError(f"{name}: {arg} must be a {cls.__name__} {cls._noun}, got "
                         f"{type(x).__name__}.")
+
+
+def buffer_shape(x):
+    """A pytree leaf's shape as a tuple; None for a leaf that is not an array (vmap's axis
+    specs are unflattened as sparse arrays too)."""
+    shape = getattr(x, "shape", None)
+    return tuple(shape) if isinstance(shape, tuple) else None
+
+
+def mapped_dim(*bufs):
+    """The dimension vmap maps the buffers over, when they are its per-example values."""
+    return next((x.batch_dim for x in bufs
+                 if isinstance(x, BatchTracer) and x.batch_dim is not None), None)
 
 
 class BatchedSparse(StoredBuffers):

@@ -20,13 +20,13 @@ from plax import lax
 from plax import numpy as jnp
 from plax.core import dtypes
 from plax.core.trace import get_aval
-from plax.experimental.sparse._base import BatchedSparse, check_sparse
+from plax.experimental.sparse._base import (BatchedSparse, buffer_shape, check_sparse,
+                                            mapped_dim)
 from plax.experimental.sparse.bcoo_convert import extract_bufs, fromdense_bufs, todense_bufs
 from plax.experimental.sparse.bcoo_layout import (sort_indices_bufs, sum_duplicates_bufs,
                                                   transpose_bufs)
 from plax.experimental.sparse.util import (SparseEfficiencyError, SparseEfficiencyWarning,
-                                           canonical_shape, validate_bcoo)
-from plax.transforms.vmap import BatchTracer
+                                           batch_fits, canonical_shape, validate_bcoo)
 from plax.tree_util import register_pytree_node_class
 
 __all__ = ["BCOO", "bcoo_todense", "bcoo_fromdense", "bcoo_extract", "bcoo_transpose",
@@ -37,29 +37,11 @@ _VMAP_AXIS_ERROR = ("Cannot map in_axis={axis} for BCOO array with n_batch={n_ba
                     "for batched BCOO operations must correspond to a batch dimension.")
 
 
-def _buffer_shape(x):
-    shape = getattr(x, "shape", None)
-    return tuple(shape) if isinstance(shape, tuple) else None
-
-
-def _mapped_dim(data, indices):
-    """The dimension vmap maps the buffers over, when they are its per-example values."""
-    for x in (indices, data):
-        if isinstance(x, BatchTracer) and x.batch_dim is not None:
-            return x.batch_dim
-    return None
-
-
-def _fits(batch, leaf_batch) -> bool:
-    """Whether buffer batch sizes ``leaf_batch`` (1 = broadcast) fit array batch sizes."""
-    return len(batch) == len(leaf_batch) and all(b in (1, a) for a, b in zip(batch, leaf_batch))
-
-
 def _shape_for_buffers(shape, data, indices):
     """The array shape for buffers that may have lost or gained one batch dimension since
     ``shape`` was recorded (vmap unflattens a BCOO on per-example buffers, then its results
     on batched ones); ``shape`` itself when they did not, or are not arrays."""
-    dshape, ishape = _buffer_shape(data), _buffer_shape(indices)
+    dshape, ishape = buffer_shape(data), buffer_shape(indices)
     if dshape is None or ishape is None:
         return shape
     rank = (len(ishape) - 2 + ishape[-1] + len(dshape) - len(ishape) + 1
@@ -68,7 +50,7 @@ def _shape_for_buffers(shape, data, indices):
         return shape  # the buffers fit the shape as recorded
     # Buffers one dimension short are per-example values inside vmap (one longer, batched
     # results: the buffers may then be tracers of an enclosing vmap).
-    axis = _mapped_dim(data, indices) if rank in (None, len(shape) - 1) else None
+    axis = mapped_dim(indices, data) if rank in (None, len(shape) - 1) else None
     if axis is not None:  # per-example buffers inside vmap: the mapped axis must be a batch one
         n_batch = len(ishape) - 1
         if axis >= n_batch:
@@ -81,7 +63,7 @@ def _shape_for_buffers(shape, data, indices):
     leaf_batch = tuple(max(a, b) for a, b in zip(dshape[:n_batch], ishape[:n_batch]))
     if n_batch + n_sparse + len(rest) == len(shape) + 1:  # a batch dimension was added
         for i in range(n_batch):
-            if _fits(shape[:n_batch - 1], leaf_batch[:i] + leaf_batch[i + 1:]) and \
+            if batch_fits(leaf_batch[:i] + leaf_batch[i + 1:], shape[:n_batch - 1]) and \
                     shape[n_batch - 1 + n_sparse:] == rest:
                 return shape[:i] + (leaf_batch[i],) + shape[i:]
     return shape

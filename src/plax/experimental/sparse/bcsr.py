@@ -18,7 +18,8 @@ from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.trace import get_aval
-from plax.experimental.sparse._base import BatchedSparse, JAXSparse, check_sparse
+from plax.experimental.sparse._base import (BatchedSparse, JAXSparse, buffer_shape,
+                                            check_sparse, mapped_dim)
 from plax.experimental.sparse.api import todense_p
 from plax.experimental.sparse.bcoo import (BCOO, bcoo_eliminate_zeros, bcoo_sort_indices,
                                            bcoo_sum_duplicates)
@@ -30,13 +31,12 @@ from plax.experimental.sparse.bcsr_prims import (
 from plax.experimental.sparse.transform import (arrays_to_spvalues, eval_sparse,
                                                 spvalues_to_arrays)
 from plax.experimental.sparse.util import (CuSparseEfficiencyWarning, SparseEfficiencyWarning,
-                                           SparseInfo, canonical_shape, nfold_vmap)
+                                           SparseInfo, batch_fits, canonical_shape, nfold_vmap)
 from plax.first_order.dot import DotDimensionNumbers
 from plax.first_order.utility import stack_p
 from plax.higher_order.custom_derivatives import custom_jvp_call_p
 from plax.higher_order.pjit import pjit_p
 from plax.runtime.array import Array
-from plax.transforms.vmap import BatchTracer
 from plax.tree_util import register_pytree_node_class
 from plax.typing import ArrayLike, DTypeLike
 
@@ -53,16 +53,11 @@ _VMAP_AXIS_ERROR = ("Cannot map in_axis={axis} for BCSR array with n_batch={n_ba
                     "for batched BCSR operations must correspond to a batched dimension.")
 
 
-def _shape_of(x):
-    shape = getattr(x, "shape", None)
-    return tuple(shape) if isinstance(shape, tuple) else None
-
-
 def _shape_for_buffers(shape, data, indices, indptr):
     """The array shape for buffers that may have lost or gained one batch dimension since
     ``shape`` was recorded (vmap unflattens a BCSR on per-example buffers, then its results
     on batched ones); ``shape`` itself when they did not, or are not arrays."""
-    dshape, ishape, pshape = _shape_of(data), _shape_of(indices), _shape_of(indptr)
+    dshape, ishape, pshape = buffer_shape(data), buffer_shape(indices), buffer_shape(indptr)
     if dshape is None or ishape is None or pshape is None:
         return shape
     n_batch = len(ishape) - 1
@@ -70,8 +65,7 @@ def _shape_for_buffers(shape, data, indices, indptr):
     if ndim == len(shape):
         return shape
     if ndim == len(shape) - 1:  # per-example buffers inside vmap
-        axis = next((x.batch_dim for x in (indices, indptr, data)
-                     if isinstance(x, BatchTracer) and x.batch_dim is not None), None)
+        axis = mapped_dim(indices, indptr, data)
         if axis is not None:
             if axis > n_batch:
                 raise ValueError(_VMAP_AXIS_ERROR.format(axis=axis, n_batch=n_batch + 1))
@@ -79,8 +73,7 @@ def _shape_for_buffers(shape, data, indices, indptr):
     if ndim == len(shape) + 1 and n_batch >= 1:  # a batch dimension was added
         leaf = tuple(max(a, b, c) for a, b, c in zip(dshape, ishape, pshape[:n_batch]))
         for i in range(n_batch):
-            rest = leaf[:i] + leaf[i + 1:]
-            if all(b in (1, a) for a, b in zip(shape[:n_batch - 1], rest)):
+            if batch_fits(leaf[:i] + leaf[i + 1:], shape[:n_batch - 1]):
                 return shape[:i] + (leaf[i],) + shape[i:]
     return shape
 

@@ -28,7 +28,7 @@ from plax.experimental.sparse.bcoo_convert import (extract_bufs, fromdense_bufs,
                                                    todense_batch_rule, todense_bufs)
 from plax.experimental.sparse.bcoo_dot import (bcoo_dot_general_p, canonical_dimension_numbers,
                                                dot_batch_rule, dot_general_bufs)
-from plax.experimental.sparse.util import (SparseInfo, check_indices_known, fromdense_statics,
+from plax.experimental.sparse.util import (SparseInfo, batch_fits, check_indices_known, fromdense_statics,
                                            fromdense_jvp, linear_in, nfold_vmap)
 from plax.first_order.batch_util import moveaxis, move_batch_dim
 from plax.lowering.inline import lower_fun
@@ -45,11 +45,6 @@ class BCSRProperties(NamedTuple):
     n_batch: int
     n_dense: int
     nse: int
-
-
-def _compatible(buffer_batch, batch) -> bool:
-    return len(buffer_batch) == len(batch) and all(b in (1, a) for a, b in
-                                                   zip(batch, buffer_batch))
 
 
 def validate_bcsr_indices(indices, indptr, shape) -> BCSRProperties:
@@ -73,7 +68,7 @@ def validate_bcsr_indices(indices, indptr, shape) -> BCSRProperties:
                          f"indptr.shape={tuple(indptr.shape)} for shape={shape} with "
                          f"n_batch={n_batch}.")
     for name, buf in (("indices", indices), ("indptr", indptr)):
-        if not _compatible(tuple(buf.shape[:n_batch]), shape[:n_batch]):
+        if not batch_fits(tuple(buf.shape[:n_batch]), shape[:n_batch]):
             raise ValueError(f"{name} batch dimensions not compatible for {name}.shape="
                              f"{tuple(buf.shape)}, shape={shape}")
     return BCSRProperties(n_batch, n_dense, indices.shape[-1])
@@ -84,7 +79,7 @@ def validate_bcsr(data, indices, indptr, shape) -> BCSRProperties:
     props = validate_bcsr_indices(indices, indptr, shape)
     n_batch, n_dense, nse = props
     shape = tuple(shape)
-    if not _compatible(tuple(data.shape[:n_batch]), shape[:n_batch]):
+    if not batch_fits(tuple(data.shape[:n_batch]), shape[:n_batch]):
         raise ValueError(f"data batch dimensions not compatible for data.shape="
                          f"{tuple(data.shape)}, shape={shape}")
     if tuple(data.shape[n_batch:]) != (nse,) + shape[n_batch + 2:]:

@@ -20,7 +20,7 @@ from plax.first_order.ad_util import defjvp
 __all__ = ["SparseEfficiencyError", "SparseEfficiencyWarning", "CuSparseEfficiencyWarning",
            "SparseInfo", "BCOOProperties", "validate_bcoo", "validate_bcoo_indices",
            "nfold_vmap", "broadcasting_vmap", "count_stored_elements", "fromdense_statics",
-           "diagonal_length", "check_indices_known", "linear_in", "fromdense_jvp"]
+           "diagonal_length", "batch_fits", "check_indices_known", "linear_in", "fromdense_jvp"]
 
 
 Shape = tuple[int, ...]
@@ -51,6 +51,12 @@ class BCOOProperties(NamedTuple):
     n_sparse: int
     n_dense: int
     nse: int
+
+
+def batch_fits(buffer_batch, batch) -> bool:
+    """Whether a buffer's batch sizes fit an array's (each equal, or 1: broadcast)."""
+    return len(buffer_batch) == len(batch) and all(b in (1, a) for a, b in
+                                                   zip(batch, buffer_batch))
 
 
 def canonical_shape(shape, what: str = "shape") -> tuple:
