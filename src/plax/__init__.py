@@ -38,7 +38,7 @@ from plax import core, lax, numpy, sharding, tree_util, version  # noqa: F401
 # Loaded on first use. Submodules: plax.<name>.
 _LAZY_SUBMODULES = frozenset({
     "_src", "ad_checkpoint", "api_util", "custom_batching", "custom_derivatives", "debug",
-    "dlpack", "drop_in", "example_libraries", "experimental", "export", "extend", "ffi",
+    "distributed", "dlpack", "drop_in", "example_libraries", "experimental", "export", "extend", "ffi",
     "flatten_util", "image", "interpreters", "lib", "monitoring", "nn", "ops", "profiler", "random",
     "ref", "scipy", "stages", "test_util", "tree", "typing"})
 # Top-level names defined in a module loaded on first use: name -> (module, attribute).

@@ -10,7 +10,7 @@ import pytest
 
 import plax
 
-from plax.runtime.xla import _xla_flags_device_count
+from plax.runtime.cpu_devices import _xla_flags_device_count
 
 FORCE = "--xla_force_host_platform_device_count="
 _COUNT = "import plax; print(plax.device_count(), len(plax.devices()), plax.local_device_count())"

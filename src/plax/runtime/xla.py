@@ -25,6 +25,7 @@ from jaxlib import _jax, _profile_data, _profiler
 
 from plax.core.config import config
 from plax.runtime import pipeline_steps
+from plax.runtime.cpu_devices import cpu_device_count
 
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
@@ -53,42 +54,16 @@ _backends: dict = {}
 _default_platform: str | None = None
 
 
-def cpu_device_count() -> tuple[int, str]:
-    """How many CPU devices the client gets, and what said so. First ``jax_num_cpu_devices``
-    when the program set it (``config.update`` or JAX's ``JAX_NUM_CPU_DEVICES``: in JAX too
-    it beats XLA_FLAGS), then ``--xla_force_host_platform_device_count=N`` in ``XLA_FLAGS``
-    (as the environment, or ``os.environ`` before the backend starts, holds it: what JAX
-    programs and test suites set), then plax's ``PLAX_NUM_CPU_DEVICES``, then 1."""
-    source = config.source("num_cpu_devices")
-    if source not in ("update", "JAX_NUM_CPU_DEVICES"):
-        forced = _xla_flags_device_count(os.environ.get("XLA_FLAGS", ""))
-        if forced is not None:
-            return forced, "XLA_FLAGS"
-        if "PLAX_NUM_CPU_DEVICES" in os.environ:
-            return int(os.environ["PLAX_NUM_CPU_DEVICES"]), "PLAX_NUM_CPU_DEVICES"
-    return int(config.read("num_cpu_devices")), "jax_num_cpu_devices"
-
-
-def _xla_flags_device_count(text: str) -> int | None:
-    """The last ``--xla_force_host_platform_device_count=N`` in ``text`` (XLA's own flag
-    syntax: whitespace-separated ``--name=value``), or None."""
-    count = None
-    for word in text.split():
-        name, _, value = word.partition("=")
-        if name == "--xla_force_host_platform_device_count":
-            try:
-                count = int(value)
-            except ValueError:
-                raise ValueError(f"XLA_FLAGS: --xla_force_host_platform_device_count needs an "
-                                 f"integer, got {value!r}.") from None
-    return count
-
-
 def _make_cpu_client():
     n, said_by = cpu_device_count()
     if n < 1:
         raise ValueError(f"{said_by} must give at least 1 CPU device, got {n}.")
-    return xc.make_cpu_client(asynchronous=True, num_devices=n)
+    if _distributed_runtime is None:
+        return xc.make_cpu_client(asynchronous=True, num_devices=n)
+    client, process_id, num_processes, hostname = _distributed_runtime
+    gloo = _jax.make_gloo_tcp_collectives(distributed_client=client, hostname=hostname)
+    return xc.make_cpu_client(asynchronous=True, num_devices=n, distributed_client=client,
+                              node_id=process_id, num_nodes=num_processes, collectives=gloo)
 
 
 # platform name -> factory. A GPU entry (the CUDA PJRT plugin) is added here.
@@ -242,6 +217,40 @@ def clear_backends() -> None:
 
 def process_index(platform=None) -> int:
     return get_backend(platform).process_index()
+
+
+# --- the distributed runtime (many processes: runtime/distributed.py drives it) ---------
+_distributed_runtime = None  # (client, process_id, num_processes, hostname): CPU client joins
+
+
+def distributed_service(address: str, num_processes: int, heartbeat_timeout: int,
+                        shutdown_timeout: int):
+    """Start XLA's coordination service on ``address`` (process 0 only)."""
+    return _jax.get_distributed_runtime_service(address, num_processes,
+                                                heartbeat_timeout=heartbeat_timeout,
+                                                shutdown_timeout=shutdown_timeout)
+
+
+def distributed_client(address: str, process_id: int, init_timeout: int,
+                       heartbeat_timeout: int, shutdown_timeout: int, on_failure):
+    """A coordination-service client (not yet connected); ``on_failure(status)`` is called
+    on a runtime thread when the service reports a failed peer (instead of aborting)."""
+    return _jax.get_distributed_runtime_client(
+        address, process_id, init_timeout=init_timeout, heartbeat_timeout=heartbeat_timeout,
+        shutdown_timeout=shutdown_timeout, missed_heartbeat_callback=on_failure,
+        shutdown_on_destruction=False, use_compression=True)
+
+
+def join_distributed_runtime(client, process_id: int, num_processes: int, hostname) -> None:
+    """Make the CPU client, when it starts, one of ``num_processes`` joined by ``client``
+    (gloo collectives over TCP on ``hostname``); None leaves them apart again."""
+    global _distributed_runtime
+    _distributed_runtime = None if client is None else (client, process_id, num_processes,
+                                                         hostname)
+
+
+def backends_started() -> bool:
+    return bool(_backends)
 
 
 # --- transfers ------------------------------------------------------------------
