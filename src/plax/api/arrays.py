@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from plax import tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
 from plax.runtime import dispatch, xla
@@ -18,14 +19,15 @@ __all__ = ["make_array_from_callback", "make_array_from_single_device_arrays",
            "make_array_from_process_local_data", "device_put_sharded", "device_put_replicated"]
 
 
-def _assemble(shape, sharding, pieces: dict, dtype, weak_type: bool = False) -> Array:
-    """One Array from a device -> single-device Array map (checked: XLA trusts shapes)."""
+def assemble_shards(shape, sharding, pieces: dict, dtype, weak_type: bool = False) -> Array:
+    """One Array of ``shape`` laid out by ``sharding`` from a device -> single-device Array
+    map covering the devices of ``sharding`` this process holds (no copy; checked: XLA
+    trusts shapes)."""
     shape = tuple(int(d) for d in shape)
     sharding.check_shape(shape)
     want = sharding.shard_shape(shape)
-    devices = sharding._device_assignment
     bufs = []
-    for d in devices:
+    for d in dispatch.addressable_assignment(sharding):
         piece = pieces[d]
         if tuple(piece.shape) != want:
             raise ValueError(f"Expected shard shape {want} doesn't match the single device array "
@@ -41,12 +43,14 @@ def _assemble(shape, sharding, pieces: dict, dtype, weak_type: bool = False) -> 
 
 def make_array_from_callback(shape, sharding, data_callback, dtype=None) -> Array:
     """An array of ``shape`` laid out by ``sharding`` whose shard on each device is
-    ``data_callback(index)`` (``index`` a tuple of slices into the global array)."""
+    ``data_callback(index)`` (``index`` a tuple of slices into the global array); called
+    for this process's devices only."""
     shape = tuple(int(d) for d in shape)
     sharding.check_shape(shape, "make_array_from_callback: ")
+    where = sharding.devices_indices_map(shape)
     pieces = {}
-    for d, index in sharding.devices_indices_map(shape).items():
-        data = data_callback(index)
+    for d in dispatch.addressable_assignment(sharding):
+        data = data_callback(where[d])
         if type(data) in CONCRETE:
             data = dispatch.to_device(data, d)
         else:
@@ -55,14 +59,14 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None) -> Arra
             data = dispatch.array_from_host(host, device=d, committed=True)
         pieces[d] = data
     first = next(iter(pieces.values()))
-    return _assemble(shape, sharding, pieces, first.dtype)
+    return assemble_shards(shape, sharding, pieces, first.dtype)
 
 
 def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None) -> Array:
     """An array of ``shape`` laid out by ``sharding`` from one single-device Array per device
     (each on its device, holding that device's shard)."""
     arrays = list(arrays)
-    devices = sharding._device_assignment
+    devices = dispatch.addressable_assignment(sharding)
     if len(arrays) != len(devices):
         raise ValueError(f"Expected {len(devices)} per-device arrays (this is how many devices "
                          f"are addressable by the sharding), but got {len(arrays)}")
@@ -77,16 +81,100 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
         raise ValueError(f"make_array_from_single_device_arrays: no array is on {missing[0]}, "
                          "one of the sharding's devices (each array must be on its device).")
     dt = arrays[0].dtype if dtype is None else dtypes.canonicalize_user_dtype(dtype)
-    return _assemble(shape, sharding, pieces, dt)
+    return assemble_shards(shape, sharding, pieces, dt)
 
 
-def make_array_from_process_local_data(sharding, local_data, global_shape=None) -> Array:
-    """An array laid out by ``sharding`` from this process's data (in one process: all of it)."""
-    local = np.asarray(local_data)
-    if global_shape is not None and tuple(global_shape) != local.shape:
-        raise ValueError(f"In a single process the local data is the whole array: its shape "
-                         f"{local.shape} must equal global_shape {tuple(global_shape)}.")
-    return dispatch.put_sharded(local, sharding)
+def make_array_from_process_local_data(sharding, local_data, global_shape=None):
+    """An array laid out by ``sharding`` from this process's data (in one process: all of
+    it). Along each dimension the local data is either the whole global extent or exactly
+    the blocks this process's devices hold; ``global_shape`` (default: inferred, assuming
+    each process holds its own distinct blocks) says which. ``local_data`` may be a pytree,
+    ``sharding`` and ``global_shape`` prefixes of it."""
+    leaves, tree = tree_util.tree_flatten(local_data)
+    shardings = tree_util.broadcast_prefix(sharding, local_data, name="sharding")
+    shapes = tree_util.broadcast_prefix(global_shape, local_data, name="global_shape",
+                                        is_leaf=lambda x: x is None or isinstance(x, tuple))
+    out = [_from_process_local(x if type(x) in CONCRETE else np.asarray(x), s, g)
+           for x, s, g in zip(leaves, shardings, shapes)]
+    return tree_util.tree_unflatten(tree, out)
+
+
+def _from_process_local(local, sharding, global_shape) -> Array:
+    local_shape = tuple(local.shape)
+    if sharding.is_fully_addressable:
+        if global_shape is not None and tuple(global_shape) != local_shape:
+            raise ValueError(
+                "When calling `make_array_from_process_local_data` on a single process, "
+                f"global_shape should be None or equal to local_data.shape: got global_shape="
+                f"{tuple(global_shape)} and local_data.shape={local_shape}.")
+        return dispatch.put_sharded(local, sharding)
+    if type(local) in CONCRETE:
+        local = np.asarray(local)
+    blocks = _process_blocks(sharding, len(local_shape))
+    if global_shape is None:
+        global_shape = _global_shape(local_shape, blocks)
+    global_shape = tuple(global_shape)
+    if None in global_shape or len(global_shape) != len(local_shape):
+        raise ValueError(f"make_array_from_process_local_data: global_shape={global_shape} must "
+                         f"give every one of the local data's {len(local_shape)} dimensions.")
+    sharding.check_shape(global_shape, "make_array_from_process_local_data: ")
+    block = sharding.shard_shape(global_shape)
+    mine = blocks[0]
+    whole = []
+    for i, (n, g) in enumerate(zip(local_shape, global_shape)):
+        whole.append(n == g)
+        held = len(mine[i]) * block[i]
+        if n != g and n != held:
+            raise ValueError(
+                "Invalid host data, each dimension should match either global or process shape. "
+                f"In dimension {i} the local data has {n} elements, but this process's devices "
+                f"hold {held} of the {g} (global_shape={global_shape}).")
+    # Along a dimension where the local data is this process's part, its blocks lie in the
+    # order of their global positions.
+    rank = [{pos: k for k, pos in enumerate(sorted(mine[i]))} for i in range(len(block))]
+
+    def local_piece(index):
+        def part(i, slc):
+            if whole[i]:
+                return slc
+            k = rank[i][(slc.start or 0) // block[i]]
+            return slice(k * block[i], (k + 1) * block[i])
+        return local[tuple(part(i, slc) for i, slc in enumerate(index))]
+    return make_array_from_callback(global_shape, sharding, local_piece)
+
+
+def _process_blocks(sharding, ndim: int):
+    """Per dimension: the block positions this process's devices hold, the number of
+    blocks, and whether the processes' parts are uniform (every process holds as many
+    positions, each process's set equal or disjoint to this one's): only then is the global
+    extent the local one scaled."""
+    n = len(sharding.device_set)
+    probe = (n,) * ndim  # any tiling of n devices divides n
+    block = sharding.shard_shape(probe)
+    counts = [n // b for b in block]
+    per_process = {}
+    for d, index in sharding.devices_indices_map(probe).items():
+        sets = per_process.setdefault(d.process_index, [set() for _ in range(ndim)])
+        for i, slc in enumerate(index):
+            sets[i].add((slc.start or 0) // block[i])
+    mine = per_process[dispatch.addressable_assignment(sharding)[0].process_index]
+    uniform = [all(len(p[i]) == len(mine[i]) and (p[i] == mine[i] or not p[i] & mine[i])
+                   for p in per_process.values()) for i in range(ndim)]
+    return mine, counts, uniform
+
+
+def _global_shape(local_shape, blocks) -> tuple:
+    mine, counts, uniform = blocks
+    out = []
+    for i, n in enumerate(local_shape):
+        held = len(mine[i])
+        if not uniform[i] or n % held:
+            raise ValueError(
+                "Unable to compute global_shape due to non-uniform sharding: the processes hold "
+                f"unlike parts of dimension {i} (or its {n} local elements do not split into "
+                f"this process's {held} blocks). Specify global_shape directly.")
+        out.append(n // held * counts[i])
+    return tuple(out)
 
 
 def _stacked_sharding(devices) -> NamedSharding:

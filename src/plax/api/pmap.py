@@ -16,7 +16,8 @@ from plax import tree_util
 from plax.api.jit import ShapeDtypeStruct, jit
 from plax.api.shard_map import shard_mapped
 from plax.core.caches import BoundedCache
-from plax.experimental.multihost_utils import host_local_array_to_global_array
+from plax.experimental.multihost_utils import (global_array_to_host_local_array,
+                                               host_local_array_to_global_array)
 from plax.core.trace import EvalTrace, current_trace, get_aval
 from plax.first_order import shapes as _shapes
 from plax.runtime.array import CONCRETE
@@ -66,7 +67,7 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
     cache: dict = {}  # (structure, statics, ranks), mapped size -> (jit, its box)
     axes_cache: dict = {}  # (structure, statics, ranks) -> each leaf's mapped axis
 
-    def prepare(args, kwargs):
+    def prepare(args, kwargs, spans=False):
         for i in statics:
             if i >= len(args):
                 raise ValueError(f"pmapped function has static_broadcasted_argnums={statics} "
@@ -99,10 +100,10 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
             flat_axes = axes_cache[shape_key] = tuple(
                 _canonical(ax, leaf) for ax, leaf in zip(_flat_axes(axes, dyn, "in_axes"), leaves))
         size = _mapped_size(leaves, flat_axes, axis_size)
-        key = (shape_key, size)
+        key = (shape_key, size, spans)
         built = cache.get(key)
         if built is None:
-            mesh = _mesh(size, devs, backend, name)
+            mesh = _mesh(size, devs, backend, name, spans)
             n_kw = len(leaves) - len(tree_util.tree_leaves(dyn[0]))
             donate = [i in donated for i in dyn_idx]
             flags = [d for i, d in zip(dyn_idx, donate) for _ in
@@ -113,11 +114,17 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        (plain, placed, box), leaves = prepare(args, kwargs)
+        eager = isinstance(current_trace(), EvalTrace)
+        # Called eagerly in a run of several processes, each maps over its own devices and
+        # collectives span them all: one program over every process's devices, as in JAX.
+        spans = eager and devs is None and _process_count(backend) > 1
+        (plain, placed, box), leaves = prepare(args, kwargs, spans)
+        if spans:
+            return _run_across_processes(placed, box, leaves, name)
         # Called eagerly, the results are laid out as pmap promises (over the devices along
         # their out_axes, even on one device, where every layout is the same); under a
         # transformation the enclosing computation decides, as in JAX.
-        jitted = placed if isinstance(current_trace(), EvalTrace) else plain
+        jitted = placed if eager else plain
         # Host data, and device arrays not yet split along their mapped axis, go straight to
         # their devices, one slice each (rather than whole to every device, then sliced).
         placements = box["placements"]
@@ -141,6 +148,20 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
 
     wrapped.lower = lower
     return wrapped
+
+
+def _process_count(backend) -> int:
+    return len({d.process_index for d in xla.get_backend(backend).devices()})
+
+
+def _run_across_processes(jitted, box, leaves, name):
+    """A pmap over every process's devices: this process's arguments (mapped over its own
+    devices) made parts of global arrays, and the results' parts on its devices returned."""
+    mesh = box["mesh"]
+    outs = jitted(*host_local_array_to_global_array(list(leaves), mesh, list(box["in_specs"])))
+    flat, tree = tree_util.tree_flatten(outs)
+    local = global_array_to_host_local_array(flat, mesh, [_spec(ax, name) for ax in box["axes"]])
+    return tree_util.tree_unflatten(tree, local)
 
 
 def _build(fun, n_args, static_vals, tree, flat_axes, mesh, name, out_axes, donated):
@@ -262,25 +283,38 @@ def _mapped_size(leaves, axes, axis_size) -> int:
 _meshes = BoundedCache("pmap meshes", 256)
 
 
-def _mesh(size: int, devices, backend, name) -> Mesh:
-    key = (size, devices, backend, name)
+def _mesh(size: int, devices, backend, name, spans: bool = False) -> Mesh:
+    key = (size, devices, backend, name, spans)
     mesh = _meshes.get(key) if not _inside[0] else None
     if mesh is None:
-        mesh = _meshes.put(key, _new_mesh(size, devices, backend, name))
+        mesh = _meshes.put(key, _new_mesh(size, devices, backend, name, spans))
     return mesh
 
 
-def _new_mesh(size: int, devices, backend, name) -> Mesh:
+def _new_mesh(size: int, devices, backend, name, spans: bool = False) -> Mesh:
+    """The one-axis mesh of a pmap over ``size`` devices (``devices``, else this process's);
+    ``spans``: over the first ``size`` devices of every process, process by process."""
     if _inside[0]:
         raise ValueError(
             "pmap of pmap is not supported: plax builds pmap on shard_map, as JAX 0.10 does, and "
             "the inner pmap's mesh should match the mesh passed to shard_map. Use one pmap over "
             "a flattened axis, or shard_map over a 2-D mesh.")
-    available = list(devices) if devices is not None else list(xla.get_backend(backend).devices())
+    client = xla.get_backend(backend)
+    available = list(devices) if devices is not None else \
+        [d for d in client.devices() if d.process_index == client.process_index()]
     if size > len(available):
         raise ValueError(
             f"compiling computation that requires {size} logical devices, but only "
             f"{len(available)} XLA devices are available (num_replicas={size})")
+    if spans:
+        by_process: dict = {}
+        for d in client.devices():
+            by_process.setdefault(d.process_index, []).append(d)
+        if any(len(ds) < size for ds in by_process.values()):
+            raise ValueError(f"pmap over {size} devices per process needs that many on every "
+                             "process; some process has fewer.")
+        chosen = [d for p in sorted(by_process) for d in by_process[p][:size]]
+        return Mesh(np.array(chosen, dtype=object), (name,))
     return Mesh(np.array(available[:size], dtype=object), (name,))
 
 

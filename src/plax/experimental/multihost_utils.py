@@ -7,22 +7,22 @@ contributes its devices' part).
 """
 from __future__ import annotations
 
-import zlib
+import contextlib
+import math
 
 import numpy as np
-
-import contextlib
 
 from plax import tree_util
 from plax.api.devices import device_put, devices, process_count, process_index
 from plax.api.jit import jit
-from plax.api.arrays import make_array_from_process_local_data
+from plax.api.arrays import assemble_shards, make_array_from_process_local_data
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, batch_rules, impl_rules, register_lowering,
                              transpose_rules)
 from plax.core.trace import Tracer
 from plax.first_order.ad_util import deflinear, instantiate
+from plax.runtime import dispatch, distributed
 from plax.runtime.array import CONCRETE
 from plax.sharding.mesh import Mesh
 from plax.sharding.named import NamedSharding
@@ -42,19 +42,50 @@ def _specs(pspecs, tree):
             for s in tree_util.broadcast_prefix(pspecs, tree, is_leaf=is_leaf, name="pspecs")]
 
 
+def _process_factor(global_mesh, pspec, ndim: int) -> list:
+    """Per dimension: how many processes' parts make up its global extent under ``pspec``
+    (the mesh axes splitting it, over the part of them on this process's devices)."""
+    local = global_mesh.local_mesh
+    out = []
+    for i in range(ndim):
+        entry = pspec[i] if i < len(pspec) else None
+        axes = () if entry is None else (entry if isinstance(entry, tuple) else (entry,))
+        out.append(math.prod(global_mesh.shape[a] // local.shape[a] for a in axes))
+    return out
+
+
 def _local_to_global(x, *, global_mesh, pspec):
-    if process_count() > 1 or type(x) not in CONCRETE:
-        return make_array_from_process_local_data(
-            NamedSharding(global_mesh, pspec), np.asarray(x) if type(x) not in CONCRETE else x)
-    return device_put(x, NamedSharding(global_mesh, pspec))
+    sharding = NamedSharding(global_mesh, pspec)
+    if not global_mesh.is_multi_process:
+        if type(x) not in CONCRETE:
+            return make_array_from_process_local_data(sharding, np.asarray(x))
+        return device_put(x, sharding)
+    if type(x) in CONCRETE and not x.is_fully_addressable:
+        return x  # already global
+    factor = _process_factor(global_mesh, pspec, np.ndim(x))
+    global_shape = tuple(n * f for n, f in zip(np.shape(x), factor))
+    local = NamedSharding(global_mesh.local_mesh, pspec)
+    if type(x) in CONCRETE and x.sharding.is_equivalent_to(local, x.ndim):
+        # Each local device's shard of ``x`` is its shard of the global array: no copy.
+        pieces = {s.device: s.data for s in x.addressable_shards}
+        return assemble_shards(global_shape, sharding, pieces, x.dtype, x.weak_type)
+    return make_array_from_process_local_data(sharding, np.asarray(x), global_shape)
 
 
 def _global_to_local(x, *, global_mesh, pspec):
-    if process_count() > 1:
-        raise NotImplementedError(
-            "global_array_to_host_local_array across processes needs the distributed runtime "
-            "(plax.distributed), which is not available yet.")
-    return device_put(x, NamedSharding(global_mesh, pspec))
+    sharding = NamedSharding(global_mesh, pspec)
+    if not global_mesh.is_multi_process:
+        return device_put(x, sharding)
+    if type(x) not in CONCRETE:  # host data: the whole global value, on every process
+        x = device_put(np.asarray(x), sharding)
+    elif not x.sharding.is_equivalent_to(sharding, x.ndim):
+        x = dispatch.reshard(x, sharding)
+    factor = _process_factor(global_mesh, pspec, x.ndim)
+    local_shape = tuple(n // f for n, f in zip(x.shape, factor))
+    # Each local device's shard of the global array is its shard of the local one.
+    pieces = {s.device: s.data for s in x.addressable_shards}
+    return assemble_shards(local_shape, NamedSharding(global_mesh.local_mesh, pspec), pieces,
+                           x.dtype, x.weak_type)
 
 
 # One primitive each, as in JAX: eagerly they move data; traced (under jit) they are the
@@ -146,15 +177,31 @@ def _all_devices_mesh() -> Mesh:
     return Mesh(grid.reshape(n, len(devs) // n), ("processes", "local"))
 
 
+def _gather_global(x) -> np.ndarray:
+    """The whole value of an array spanning several processes, on this one."""
+    s = x.sharding
+    mesh = s.mesh if isinstance(s, NamedSharding) else \
+        Mesh(np.array(s._device_assignment, dtype=object), ("devices",))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return np.asarray(jit(lambda v: v, out_shardings=replicated)(x))
+
+
 def process_allgather(in_tree, tiled: bool = False):
     """Every process's leaves of ``in_tree``, as NumPy arrays: stacked along a new leading axis
-    (one entry per process), or concatenated along the first axis when ``tiled``."""
+    (one entry per process), or concatenated along the first axis when ``tiled``. A leaf that
+    is a global array (spanning processes) is gathered whole, which needs ``tiled=True``."""
     mesh = _all_devices_mesh()
     by_process = NamedSharding(mesh, PartitionSpec("processes"))
     replicated = NamedSharding(mesh, PartitionSpec())
     gather = jit(lambda x: x, out_shardings=replicated)
 
     def one(x):
+        if type(x) in CONCRETE and not x.is_fully_addressable:
+            if not tiled:
+                raise ValueError("Gathering global non-fully-addressable arrays only supports "
+                                 "tiled=True: such an array already holds every process's "
+                                 "part; pass tiled=True to get its whole value.")
+            return _gather_global(x)
         local = np.asarray(x)[None]
         stacked = np.asarray(gather(make_array_from_process_local_data(
             by_process, local, (process_count(),) + local.shape[1:])))
@@ -176,15 +223,35 @@ def broadcast_one_to_all(in_tree, is_source: bool | None = None):
     return tree_util.tree_map(lambda g: np.asarray(g[source]), gathered)
 
 
+_syncs = [0]  # sync_global_devices calls made by this process (the same count on every one)
+
+
 def sync_global_devices(name: str) -> None:
-    """A barrier across processes (every process must call it with the same ``name``)."""
-    h = np.asarray(zlib.crc32(name.encode()), np.uint32)
-    assert_equal(h, f"sync_global_devices name mismatch ({name!r})")
+    """A barrier across processes: returns once every process has called it (with the same
+    ``name``: a different one raises AssertionError). A name may be used again."""
+    if process_count() == 1:
+        return
+    run = distributed.current()
+    call = _syncs[0]
+    _syncs[0] += 1
+    prefix = f"plax/sync_global_devices/{call}/"
+    run.client.key_value_set(prefix + str(run.process_id), name)
+    distributed.barrier("plax_sync_global_devices")
+    for pid in range(run.num_processes):
+        other = run.client.blocking_key_value_get(prefix + str(pid), 60_000)
+        if other != name:
+            raise AssertionError(f"sync_global_devices name mismatch ('{name}'): process "
+                                 f"{pid} called it with {other!r} at the same point.")
 
 
 def assert_equal(in_tree, fail_message: str = "") -> None:
-    """Raise AssertionError unless every process holds the same values of ``in_tree``."""
-    for g in tree_util.tree_leaves(process_allgather(in_tree)):
-        if not all(np.array_equal(g[0], g[i]) for i in range(1, g.shape[0])):
-            raise AssertionError(f"{fail_message} Expected equal values on every process, "
-                                 f"got {g}.".strip())
+    """Raise AssertionError unless every process holds the same values of ``in_tree`` (a
+    global array, one value across the processes, agrees with itself)."""
+    leaves, tree = tree_util.tree_flatten(in_tree)
+    local = [x for x in leaves if not (type(x) in CONCRETE and not x.is_fully_addressable)]
+    gathered = process_allgather(local, tiled=True)
+    for x, g in zip(local, gathered):
+        x = np.asarray(x)
+        if not np.array_equal(np.concatenate([x.reshape(-1) if x.ndim == 0 else x] *
+                                             process_count()), g):
+            raise AssertionError(f"{fail_message}. Expected: {g}; got: {x}.")

@@ -39,8 +39,15 @@ class DLDeviceType(enum.IntEnum):
     kDLROCM = 10
 
 
+NOT_ADDRESSABLE = (
+    "Fetching value for `jax.Array` that spans non-addressable (non process local) devices is "
+    "not possible. This process holds only some of the array's shards: gather the whole value "
+    "onto every process with plax.experimental.multihost_utils.process_allgather, or read this "
+    "process's part through the array's .addressable_shards.")
+
+
 class Shard:
-    """One device's piece of an Array."""
+    """One device's piece of an Array (``data`` is None for another process's device)."""
 
     __slots__ = ("device", "index", "data", "replica_id")
 
@@ -124,8 +131,20 @@ class _ArrayMethods:
 
     @property
     def global_shards(self) -> list:
-        """Every shard (all addressable in a single process)."""
-        return self.addressable_shards
+        """A shard per device of the sharding, in its device order; a shard on another
+        process's device has ``data`` None."""
+        if self.is_fully_addressable:
+            return self.addressable_shards
+        mine = {s.device: s for s in self.addressable_shards}
+        index_map = self._sharding.devices_indices_map(self.shape)
+        replicas = self._sharding.replica_ids(self.shape)
+        return [mine.get(d) or Shard(d, index_map[d], None, replicas[d])
+                for d in self._sharding._device_assignment]
+
+    def _readable(self) -> bool:
+        """Whether this process can read the whole value: it holds every shard, or one of
+        many full copies."""
+        return self._sharding.is_fully_addressable or self._sharding.is_fully_replicated
 
     def addressable_data(self, index: int):
         """The data of addressable shard ``index``."""
@@ -148,6 +167,10 @@ class _ArrayMethods:
             buf = buffer_of(self)
             if type(self._sharding) is SingleDeviceSharding:
                 val = xla.to_numpy(buf)
+            elif not self._sharding.is_fully_addressable:
+                if not self._sharding.is_fully_replicated:
+                    raise RuntimeError(NOT_ADDRESSABLE)
+                val = xla.to_numpy(xla.shards(buf)[0])  # a full copy this process holds
             else:
                 bufs = xla.shards(buf)
                 val = xla.to_numpy(bufs[0]) if len(bufs) == 1 else self._assemble_on_host(bufs)
@@ -198,14 +221,20 @@ class _ArrayMethods:
     def __bool__(self):
         return bool(self._value())
 
+    def _scalar(self):
+        if self.ndim:
+            raise TypeError("Only scalar arrays can be converted to Python scalars; got "
+                            f"arr.ndim={self.ndim}")
+        return self._value()
+
     def __int__(self):
-        return int(self._value())
+        return int(self._scalar())
 
     def __float__(self):
-        return float(self._value())
+        return float(self._scalar())
 
     def __complex__(self):
-        return complex(self._value())
+        return complex(self._scalar())
 
     def __index__(self):
         if not dtypes.is_integer(self.dtype):
@@ -226,6 +255,9 @@ class _ArrayMethods:
     def __repr__(self):
         if self.is_deleted():
             return "Array(<deleted>)"
+        if not self._readable():  # another process holds part of it: its type only
+            weak = ", weak_type=True" if self.weak_type else ""
+            return f"Array(shape={self.shape}, dtype={self.dtype.name}{weak})"
         if dtypes.is_extended(self.dtype):
             return f"Array({self.shape}, dtype={self.dtype.name}) overlaying:\n" \
                    f"{self._physical_value()}"
@@ -236,12 +268,12 @@ class _ArrayMethods:
         return f"Array({body}{shape}, dtype={self.dtype.name}{weak})"
 
     def __str__(self):
-        if dtypes.is_extended(self.dtype):
+        if dtypes.is_extended(self.dtype) or not self._readable():
             return repr(self)
         return str(self._value())
 
     def __format__(self, spec):
-        if dtypes.is_extended(self.dtype):
+        if dtypes.is_extended(self.dtype) or not self._readable():
             return format(str(self), spec)
         if self.ndim == 0:
             return format(self._value()[()], spec)
@@ -284,7 +316,10 @@ class _ArrayMethods:
     # --- lifetime ---
     def block_until_ready(self):
         self._check_alive()
-        _cpp_block_until_ready(buffer_of(self))
+        if xla.distributed_runtime_joined():  # a dead peer must raise, not trap the wait
+            xla.block_until_ready((buffer_of(self),))
+        else:
+            _cpp_block_until_ready(buffer_of(self))
         return self
 
     def is_ready(self) -> bool:

@@ -107,10 +107,41 @@ def array_from_host(x, dtype=None, weak_type=None, device=None, committed=False)
     return xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled(), committed)
 
 
+def addressable_assignment(sharding) -> tuple:
+    """The devices of ``sharding`` this process holds, in the sharding's device order (all of
+    them in a single process)."""
+    devices = sharding._device_assignment
+    pid = devices[0].client.process_index()
+    return tuple(d for d in devices if d.process_index == pid)
+
+
+def check_host_arg_sharding(sharding, what: str = "jit") -> None:
+    """Raise JAX's error for host (NumPy) data given a layout split over other processes'
+    devices: no process holds the whole value to cut it from."""
+    if not sharding.is_fully_addressable and not sharding.is_fully_replicated:
+        raise ValueError(
+            f"Passing non-trivial shardings for numpy inputs is not allowed ({what} was given "
+            f"host data for {sharding}, which spans other processes' devices). Either ask for a "
+            "replicated sharding explicitly, or build a plax.Array first: "
+            "plax.make_array_from_process_local_data(...) from each process's local data, or "
+            "plax.make_array_from_callback(...) when every process has the whole value.")
+
+
 def put_sharded(x, sharding, committed: bool = True) -> Array:
-    """Host data ``x`` (or an Array, read back) laid out over devices by ``sharding``."""
+    """Host data ``x`` (or an Array, read back) laid out over devices by ``sharding``; with
+    other processes' devices in ``sharding``, this process puts only its devices' pieces of
+    ``x`` (each process holds the whole value, as JAX's device_put expects)."""
     if type(x) in CONCRETE:
         x._check_alive()
+        if not x._readable():  # part of it lives in other processes: XLA moves it
+            from plax.runtime import spmd  # (spmd builds on this module)
+            moved = spmd.reshard_on_device(x, sharding)
+            if moved is None:
+                raise ValueError(
+                    f"Cannot lay out an array spanning several processes ({x.sharding}) by "
+                    f"{sharding}: only a layout over the same devices can be reached without "
+                    "gathering it (use plax.experimental.multihost_utils.process_allgather).")
+            return moved if committed else make_array(buffer_of(moved), moved.aval, False)
         host, weak, aval = x._physical_value(), x.weak_type, x.aval
     else:
         host, weak = canonical_host_value(x)
@@ -120,7 +151,7 @@ def put_sharded(x, sharding, committed: bool = True) -> Array:
     sharding.check_shape(aval.shape, "One of device_put args is incompatible with its sharding "
                                      f"annotation {sharding!r}: ")
     aval = typed_aval(aval, sharding)
-    devices = sharding._device_assignment
+    devices = addressable_assignment(sharding)
     where = sharding.devices_indices_map(aval.shape)
     pieces = [np.ascontiguousarray(host[where[d]]) for d in devices]
     buf = xla.put_pieces(pieces, physical_aval(aval), sharding, devices, dtypes.x64_enabled(),

@@ -161,6 +161,7 @@ def _buffer(x, aval, sharding):
             return buf
         return buffer_of(dispatch.reshard(x, sharding))
     host = np.asarray(x, dtype=aval.dtype) if not dtypes.is_extended(aval.dtype) else x
+    dispatch.check_host_arg_sharding(sharding)
     return buffer_of(dispatch.put_sharded(host, sharding))
 
 

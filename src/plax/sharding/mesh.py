@@ -230,6 +230,24 @@ class Mesh(_MeshShape):
         return len({d.process_index for d in self._flat}) > 1
 
     @property
+    def local_mesh(self) -> "Mesh":
+        """The part of this mesh on this process's devices, with the same axes (the whole
+        mesh in a single process); they must form a sub-grid of it."""
+        if not self.is_multi_process:
+            return self
+        local = np.vectorize(lambda d: d.process_index == d.client.process_index(),
+                             otypes=[bool])(self.devices)
+        ndim = local.ndim
+        rows = [np.flatnonzero(local.any(axis=tuple(j for j in range(ndim) if j != i)))
+                for i in range(ndim)]
+        sub = local[np.ix_(*rows)]
+        if not sub.all():
+            raise ValueError(f"This process's devices do not form a sub-grid of {self}: it has "
+                             "no local mesh. Order the mesh's devices so that each process's "
+                             "devices are a block of it (e.g. by process along the first axis).")
+        return Mesh(self.devices[np.ix_(*rows)], self.axis_names, self.axis_types)
+
+    @property
     def abstract_mesh(self) -> AbstractMesh:
         if self._abstract is None:
             first = self._flat[0] if self._flat else None
