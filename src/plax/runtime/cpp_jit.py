@@ -123,6 +123,8 @@ def fastpath_data(exe, consts, leaves, result):
     """What the C++ cache needs to run ``exe`` (a jitted JitExecutable, an SpmdProgram or
     one primitive's CompiledProgram) again for arguments like ``leaves`` with no Python in
     between; None when such calls must keep going through Python."""
+    if xla.distributed_runtime_joined():
+        return None  # runs must go through Python, where a dead peer is watched for
     full = (*consts, *leaves)
     if isinstance(exe, spmd.SpmdProgram):
         program, kept = exe, exe.kept

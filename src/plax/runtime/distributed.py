@@ -7,11 +7,18 @@ CPU client is then created joined to the others (gloo collectives over TCP), so
 Failures are reported, never waited on forever:
 - a coordinator that cannot be reached makes ``initialize`` raise after
   ``initialization_timeout`` seconds;
-- a peer that dies is found by the service's heartbeats (``heartbeat_timeout_seconds``):
-  the runtime then calls ``_on_peer_failure`` (instead of aborting the process), which
-  records it; the next program run or barrier raises ``PeerFailureError`` naming the
-  process, and a program already blocked in a collective fails with the same error as soon
-  as gloo loses the peer's connection.
+- a peer that dies is noticed by a watchdog thread in each process. It asks the service
+  which processes are alive (``get_live_nodes``: every live process's watchdog takes part,
+  and the service counts a process dead once it has missed ``heartbeat_timeout_seconds`` of
+  heartbeats). The service's tasks are recoverable, so XLA itself does not abort the
+  survivors.
+- the main thread learns of it wherever it would otherwise wait for ever, and raises
+  ``PeerFailureError`` naming the dead processes: programs run on a runner thread while
+  the caller waits in Python (the C++ jit fast path is off for a distributed run), waits
+  on results poll the arrays, and ``barrier`` polls too. XLA's threads may stay stuck on the
+  dead peer, so a process that saw one ends with ``os._exit`` after its exit handlers.
+- ``shutdown`` (also at exit) first meets every process at a barrier, so one that finishes
+  early does not look dead to the others.
 """
 from __future__ import annotations
 
@@ -20,17 +27,22 @@ import os
 import re
 import sys
 import threading
+import time
 
-from plax.runtime import xla
+from plax.runtime import coordinator, xla
 
 __all__ = ["initialize", "shutdown", "is_initialized", "PeerFailureError"]
 
 DEFAULT_HEARTBEAT_TIMEOUT = 10  # seconds: a dead peer is reported within about this long
+_WATCH_INTERVAL = 0.5  # seconds between two liveness rounds
 
 
 class PeerFailureError(RuntimeError):
     """Another process of the distributed run died or stopped answering the coordination
     service: the collective programs of this run cannot finish."""
+
+
+PeerFailureError.__module__ = "plax.distributed"
 
 
 class _Runtime:
@@ -41,7 +53,10 @@ class _Runtime:
         self.service = service
         self.client = client
         self.local_device_ids = local_ids
-        self.failure: str | None = None  # what the service reported about a failed peer
+        self.dead: list[int] = []  # the processes the watchdog found dead
+        self.raised = False  # whether the main thread has been told (PeerFailureError)
+        self.closing = threading.Event()  # set once every process reached shutdown
+        self.barriers: dict[str, int] = {}  # barrier name -> how many times it was used
 
 
 _state: _Runtime | None = None
@@ -147,38 +162,62 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
                                  f"seconds, got {value!r}.")
         local_ids = _local_ids(local_device_ids)
         service = None
-        if process_id == 0:
+        if process_id == 0:  # the service runs in a process of its own (runtime/coordinator.py)
             port = coordinator_address.rsplit(":", 1)[1]
-            bind = coordinator_bind_address or f"[::]:{port}"
-            try:
-                service = xla.distributed_service(bind, num_processes,
-                                                  heartbeat_timeout_seconds,
-                                                  shutdown_timeout_seconds)
-            except xla.XlaRuntimeError as e:
-                raise RuntimeError(f"distributed.initialize: process 0 could not start the "
-                                   f"coordination service on {bind} ({e}); is the port free?"
-                                   ) from None
-        client = xla.distributed_client(coordinator_address, process_id,
-                                        initialization_timeout, heartbeat_timeout_seconds,
-                                        shutdown_timeout_seconds, _on_peer_failure)
+            service = coordinator.start(coordinator_bind_address or f"[::]:{port}",
+                                        num_processes, heartbeat_timeout_seconds,
+                                        shutdown_timeout_seconds)
+        # XLA's own connect timeout aborts the process; so it gets none, and the wait for
+        # every process to arrive is ours (a Python error).
+        client = xla.distributed_client(coordinator_address, process_id, _NEVER,
+                                        heartbeat_timeout_seconds, shutdown_timeout_seconds)
         try:
-            client.connect()
-        except xla.XlaRuntimeError as e:
+            _connect(client, coordinator_address, process_id, num_processes,
+                     initialization_timeout)
+        except RuntimeError:
             if service is not None:
-                service.shutdown()
-            raise RuntimeError(
-                f"distributed.initialize: process {process_id} of {num_processes} could not "
-                f"join the run at {coordinator_address} within {initialization_timeout} s "
-                f"(initialization_timeout). Check that process 0 runs with the same "
-                f"coordinator_address and num_processes, and that the address is reachable. "
-                f"XLA said: {_first_line(e)}") from None
+                service.kill()
+            raise
         host = coordinator_address.rsplit(":", 1)[0]
         loopback = host in ("127.0.0.1", "localhost", "[::1]")
         xla.join_distributed_runtime(client, process_id, num_processes,
-                                     "127.0.0.1" if loopback else None)
+                                     "127.0.0.1" if loopback else None, wait_watching,
+                                     run_watching)
         _state = _Runtime(coordinator_address, process_id, num_processes, service, client,
                           local_ids)
+        _state.shutdown_timeout = shutdown_timeout_seconds
+        if num_processes > 1:
+            threading.Thread(target=_watch, args=(_state,), name="plax-distributed-watchdog",
+                             daemon=True).start()
     atexit.register(_shutdown_at_exit)
+
+
+_NEVER = 10 ** 7  # seconds: a timeout XLA never reaches
+
+
+def _connect(client, address, process_id, num_processes, timeout) -> None:
+    """Connect ``client`` (which waits for every process to arrive) within ``timeout``
+    seconds, or raise a RuntimeError saying who is missing."""
+    outcome: list = []
+
+    def connect():
+        try:
+            client.connect()
+            outcome.append(None)
+        except Exception as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=connect, name="plax-distributed-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive() or outcome[0] is not None:  # (a stuck connect thread is abandoned)
+        said = f" XLA said: {_first_line(outcome[0])}" if outcome else ""
+        raise RuntimeError(
+            f"distributed.initialize: process {process_id} of {num_processes} could not join "
+            f"the run at {address} within {timeout} s (initialization_timeout): the "
+            f"coordinator did not answer, or not every process arrived. Check that process 0 "
+            f"runs with this coordinator_address, that the address is reachable from here, "
+            f"and that all {num_processes} processes were started.{said}")
 
 
 def _check_arguments(address, count, pid) -> None:
@@ -216,72 +255,154 @@ def _first_line(error) -> str:
 
 
 def shutdown() -> None:
-    """Leave the distributed run: wait (up to ``shutdown_timeout_seconds``) for the other
-    processes to leave too, then disconnect; process 0 stops the service last."""
+    """Leave the distributed run: meet the other processes at a barrier (up to
+    ``shutdown_timeout_seconds``), then disconnect; process 0 stops the service last."""
     global _state
     with _lock:
-        state, _state = _state, None
+        state = _state
         if state is None:
             return
-        xla.join_distributed_runtime(None, 0, 1, None)
         try:
-            if state.failure is None:
-                state.client.shutdown()
+            if not state.dead and state.num_processes > 1:
+                barrier("plax_shutdown", timeout=state.shutdown_timeout)
         finally:
+            state.closing.set()
+            _state = None
+            xla.join_distributed_runtime(None, 0, 1, None)
+            if not state.dead:
+                state.client.shutdown()
             if state.service is not None:
-                state.service.shutdown()
+                coordinator.stop(state.service)
 
 
 def _shutdown_at_exit() -> None:
+    state = _state
+    if state is not None and state.dead:
+        # XLA's threads may wait on the dead peer for ever, and the coordination service
+        # would abort the process at teardown: leave now, with a failing status.
+        _exit_with(None)
     try:
         shutdown()
+    except PeerFailureError as e:
+        _exit_with(str(e))
     except Exception as e:  # at exit: report, do not raise into the interpreter's teardown
-        print(f"plax.distributed: shutdown at exit failed: {e}", file=sys.stderr)
+        print(f"plax.distributed: shutdown at exit failed: {e}", file=sys.stderr, flush=True)
+
+
+def _exit_with(message) -> None:
+    if message:
+        print(f"plax.distributed: {message}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 # --- failures -----------------------------------------------------------------------------------
-_TASK = re.compile(r"task[:_ ]?(\d+)")
+def _watch(state: _Runtime) -> None:
+    """The watchdog: rounds of get_live_nodes (all live processes' watchdogs take part)
+    until a process is missing or the run closes; then it records the dead processes (the
+    main thread raises on its next wait) and reports them on stderr."""
+    everyone = list(range(state.num_processes))
+    while not state.closing.is_set():
+        try:
+            alive = set(state.client.get_live_nodes(everyone))
+        except Exception:  # the service is gone: process 0 died (or the run is closing)
+            alive = set(everyone) - {0} if state.process_id != 0 else {0}
+        if state.closing.is_set():
+            return
+        dead = [p for p in everyone if p not in alive]
+        if dead:
+            state.dead = dead
+            break
+        state.closing.wait(_WATCH_INTERVAL)
+    else:
+        return
+    print(f"plax.distributed: {_describe(state)}", file=sys.stderr, flush=True)
 
 
-def _on_peer_failure(status, *rest) -> None:
-    """Called by the runtime (on its own thread) when the service reports a failed peer."""
+def _describe(state: _Runtime) -> str:
+    who = ", ".join(f"process {p}" for p in state.dead)
+    verb = "is" if len(state.dead) == 1 else "are"
+    return (f"{who} of the {state.num_processes} in this distributed run (coordinator "
+            f"{state.coordinator}) {verb} no longer alive (it died, or missed the "
+            f"coordination service's heartbeats), so process {state.process_id} cannot finish "
+            f"programs that need it. Restart the run.")
+
+
+def check_peers() -> None:
+    """Raise PeerFailureError if the watchdog found a dead process."""
     state = _state
-    text = str(status)
-    if state is not None and state.failure is None:
-        state.failure = text
-    print(f"plax.distributed: process {_state.process_id if _state else '?'} was told by the "
-          f"coordination service that a peer failed: {text}", file=sys.stderr, flush=True)
+    if state is not None and state.dead:
+        state.raised = True
+        raise PeerFailureError(_describe(state))
 
 
 def failed_processes() -> list[int]:
-    """The processes the coordination service no longer counts as alive (empty when all
-    are, or when this process is not in a distributed run)."""
+    """The processes found dead so far (empty when all are alive, or outside a run)."""
     state = _state
-    if state is None:
-        return []
-    everyone = list(range(state.num_processes))
-    try:
-        alive = set(state.client.get_live_nodes(everyone))
-    except xla.XlaRuntimeError:
-        alive = {state.process_id}  # the service itself is gone with process 0
-        if state.process_id != 0:
-            return [0]
-    return [p for p in everyone if p not in alive]
+    return list(state.dead) if state is not None else []
 
 
-def peer_failure_error(cause=None) -> PeerFailureError | None:
-    """The error to raise for a failed peer, or None when every process is alive (and the
-    service reported nothing)."""
+def wait_watching(values) -> None:
+    """Wait until ``values`` (jaxlib arrays or tokens) are ready, raising PeerFailureError
+    instead of waiting for ever when a peer dies."""
+    check_peers()
+    pending = [v for v in values if hasattr(v, "is_ready")]
+    pause = 0.0001
+    while pending:
+        pending = [v for v in pending if not v.is_ready()]
+        if not pending:
+            return
+        check_peers()
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
+
+
+_runner = None  # the thread programs run on (one at a time, in order), made on first use
+
+
+def run_watching(run, *args):
+    """``run(*args)`` (a program's execution) on the runner thread, waited for here so that
+    PeerFailureError can be raised while it is stuck on a dead peer."""
+    global _runner
+    check_peers()
+    if _runner is None:
+        import concurrent.futures
+        _runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="plax-run")
+    future = _runner.submit(run, *args)
+    while True:
+        try:
+            return future.result(timeout=0.05)
+        except TimeoutError:
+            check_peers()
+
+
+def barrier(name: str, timeout: float = 300.0) -> None:
+    """Wait until every process reaches the barrier ``name`` (a name may be used again: each
+    use is its own barrier), raising PeerFailureError if a process dies first and
+    TimeoutError after ``timeout`` seconds."""
     state = _state
-    if state is None:
-        return None
-    dead = failed_processes()
-    if not dead and state.failure is None:
-        return None
-    who = (", ".join(f"process {p}" for p in dead) if dead else "a peer process")
-    said = f" The coordination service said: {state.failure}" if state.failure else ""
-    because = f" XLA said: {_first_line(cause)}" if cause is not None else ""
-    return PeerFailureError(
-        f"{who} of the {state.num_processes} in this distributed run (coordinator "
-        f"{state.coordinator}) died or stopped answering, so process {state.process_id} "
-        f"cannot run collective programs any more.{said}{because} Restart the run.")
+    if state is None or state.num_processes == 1:
+        return
+    count = state.barriers.get(name, 0)
+    state.barriers[name] = count + 1
+    key = f"{name}#{count}"
+    outcome: list = []
+
+    def wait():
+        try:
+            state.client.wait_at_barrier(key, int(timeout * 1000))
+            outcome.append(None)
+        except Exception as e:  # the barrier failed or timed out
+            outcome.append(e)
+
+    thread = threading.Thread(target=wait, name=f"plax-barrier-{name}", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        check_peers()
+        thread.join(0.05)
+    check_peers()
+    if outcome and outcome[0] is not None:
+        raise TimeoutError(f"plax.distributed: process {state.process_id} waited {timeout} s "
+                           f"at barrier {name!r} and not every process arrived "
+                           f"({_first_line(outcome[0])}).")

@@ -225,28 +225,40 @@ _distributed_runtime = None  # (client, process_id, num_processes, hostname): CP
 
 def distributed_service(address: str, num_processes: int, heartbeat_timeout: int,
                         shutdown_timeout: int):
-    """Start XLA's coordination service on ``address`` (process 0 only)."""
+    """Start XLA's coordination service on ``address`` (process 0 only). Its tasks are
+    "recoverable": a dead one is reported to whoever asks (``get_live_nodes``) instead of
+    making the runtime abort every other process."""
     return _jax.get_distributed_runtime_service(address, num_processes,
                                                 heartbeat_timeout=heartbeat_timeout,
-                                                shutdown_timeout=shutdown_timeout)
+                                                shutdown_timeout=shutdown_timeout,
+                                                recoverable=True)
 
 
 def distributed_client(address: str, process_id: int, init_timeout: int,
-                       heartbeat_timeout: int, shutdown_timeout: int, on_failure):
-    """A coordination-service client (not yet connected); ``on_failure(status)`` is called
-    on a runtime thread when the service reports a failed peer (instead of aborting)."""
+                       heartbeat_timeout: int, shutdown_timeout: int):
+    """A coordination-service client, not yet connected."""
     return _jax.get_distributed_runtime_client(
         address, process_id, init_timeout=init_timeout, heartbeat_timeout=heartbeat_timeout,
-        shutdown_timeout=shutdown_timeout, missed_heartbeat_callback=on_failure,
-        shutdown_on_destruction=False, use_compression=True)
+        shutdown_timeout=shutdown_timeout, shutdown_on_destruction=False, use_compression=True)
 
 
-def join_distributed_runtime(client, process_id: int, num_processes: int, hostname) -> None:
+def join_distributed_runtime(client, process_id: int, num_processes: int, hostname,
+                             wait=None, call=None) -> None:
     """Make the CPU client, when it starts, one of ``num_processes`` joined by ``client``
-    (gloo collectives over TCP on ``hostname``); None leaves them apart again."""
-    global _distributed_runtime
+    (gloo collectives over TCP on ``hostname``). So that a dead peer raises instead of
+    trapping the caller: ``wait(bufs)`` is called before every blocking wait on results,
+    and every program runs as ``call(run, *run_args)``. A None client undoes it."""
+    global _distributed_runtime, _distributed_wait, _distributed_call
     _distributed_runtime = None if client is None else (client, process_id, num_processes,
                                                          hostname)
+    _distributed_wait, _distributed_call = wait, call
+
+
+_distributed_wait = _distributed_call = None
+
+
+def distributed_runtime_joined() -> bool:
+    return _distributed_call is not None
 
 
 def backends_started() -> bool:
@@ -283,6 +295,8 @@ def put_pieces(pieces: list, aval, sharding, devices, x64: bool, single_sharding
 
 def to_numpy(buf) -> np.ndarray:
     """Read a single-device jaxlib array back to a read-only host array (every dtype)."""
+    if _distributed_wait is not None:
+        _distributed_wait((buf,))
     try:
         try:
             # The buffer protocol: waits for the value, no copy on CPU. (Not np.asarray(buf),
@@ -321,6 +335,8 @@ def copy_to_devices(buf, devices, sharding):
 
 
 def block_until_ready(bufs) -> None:
+    if _distributed_wait is not None:
+        _distributed_wait(bufs)
     try:
         xc.batched_block_until_ready(list(bufs))
     except XlaRuntimeError as e:
@@ -508,6 +524,8 @@ def result_handler(aval, sharding, committed: bool = True):
 def execute(exe, args, handlers, text=None):
     """Run ``exe`` on jaxlib arrays; returns jaxlib arrays built by ``handlers``. ``text``,
     the program's module, names it to the profiler and in errors."""
+    if _distributed_call is not None:  # many processes: run it where a dead peer can't trap us
+        return _distributed_call(_run_checked, _execute, exe, args, handlers, text)
     if not _plain_flags[0] or _active_overrides[0] or profiler_active():  # (inlined: hot)
         return _watched(_execute, exe, args, handlers, text)
     return _execute(exe, args, handlers)
@@ -516,9 +534,16 @@ def execute(exe, args, handlers, text=None):
 def execute_with_completion(exe, args, handlers, text=None):
     """``execute``, also returning a token whose ``block_until_ready()`` waits until the run
     (its host callbacks included) has finished."""
+    if _distributed_call is not None:
+        return _distributed_call(_run_checked, _execute_with_completion, exe, args, handlers,
+                                 text)
+    return _run_checked(_execute_with_completion, exe, args, handlers, text)
+
+
+def _run_checked(run, exe, args, handlers, text):
     if not _plain_flags[0] or _active_overrides[0] or profiler_active():
-        return _watched(_execute_with_completion, exe, args, handlers, text)
-    return _execute_with_completion(exe, args, handlers)
+        return _watched(run, exe, args, handlers, text)
+    return run(exe, args, handlers)
 
 
 def _execute(exe, args, handlers):
@@ -569,6 +594,8 @@ def module_fun_name(text) -> str:
 
 def wait_for(token) -> None:
     """Block on a completion token of ``execute_with_completion``."""
+    if _distributed_wait is not None:
+        _distributed_wait((token,))
     try:
         token.block_until_ready()
     except XlaRuntimeError as e:
