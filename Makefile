@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.plax-installed
 
-.PHONY: demo test bench ecosystem clean
+.PHONY: distributed demo test bench ecosystem clean
 
 # The install also writes plax's bytecode (compileall writes it even under
 # PYTHONDONTWRITEBYTECODE=1, which otherwise has every run compile each module it imports).
@@ -24,8 +24,9 @@ demo: $(STAMP)
 # Two worker processes (one per core on CI), each test file kept on one worker. Then the
 # sharding and pmap tests again on one device, as a machine with a single device runs them
 # (tests needing more are deselected: the needs_devices mark; ~7 s in one process).
+# The slower multi-process tests (marked distributed_slow) run in `make distributed`.
 test: $(STAMP)
-	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile tests
+	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile -m "not distributed_slow" tests
 	PLAX_NUM_CPU_DEVICES=1 $(PY) -m pytest -q tests/sharding \
 		tests/test_debug_print.py::test_pmap_prints_once_per_device
 
@@ -43,6 +44,11 @@ bench: $(STAMP)
 	$(PY) bench/bench_fft.py
 	$(PY) bench/bench_linalg.py
 	$(PY) bench/bench_tracing.py
+
+# Many processes on this machine (python -m plax.distributed.launch): every multi-process test,
+# the slow ones too (a dead process 0, the training step against one process).
+distributed: $(STAMP)
+	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q tests/distributed
 
 # Libraries built on JAX (optax, chex, flax, equinox, ...) run on plax with their own tests, in
 # a separate venv; ARGS=--reference runs them on real JAX 0.10.2, ARGS="--only optax,chex".

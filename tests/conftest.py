@@ -16,6 +16,9 @@ sys.path.insert(0, os.path.dirname(__file__))  # for `import helpers`
 
 def pytest_configure(config):
     config.addinivalue_line(
+        "markers", "distributed_slow: a slower multi-process test, run by `make distributed` "
+                   "(`make test` runs the fast ones)")
+    config.addinivalue_line(
         "markers", "needs_devices(n): the test builds meshes or maps over n devices; in a run "
                    "with fewer (the suite's one-device run of the sharding and pmap tests) it is "
                    "deselected, never skipped. The closest mark wins, so a test in a module "

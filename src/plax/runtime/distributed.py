@@ -278,9 +278,7 @@ def shutdown() -> None:
 def _shutdown_at_exit() -> None:
     state = _state
     if state is not None and state.dead:
-        # XLA's threads may wait on the dead peer for ever, and the coordination service
-        # would abort the process at teardown: leave now, with a failing status.
-        _exit_with(None)
+        return
     try:
         shutdown()
     except PeerFailureError as e:
