@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_fft.py
 	$(PY) bench/bench_linalg.py
 	$(PY) bench/bench_tracing.py
+	$(PY) bench/bench_distributed.py
 
 # Many processes on this machine (python -m plax.distributed.launch): every multi-process test,
 # the slow ones too (a dead process 0, the training step against one process).
