@@ -1,8 +1,9 @@
 """Many processes on XLA's distributed runtime (``plax.distributed`` is the public face).
 
-Process 0 starts XLA's coordination service; every process connects a client to it, and the
-CPU client is then created joined to the others (gloo collectives over TCP), so
-``devices()`` lists every process's devices and one SPMD program runs across them all.
+Process 0 starts XLA's coordination service (in a process of its own: runtime/coordinator.py);
+every process connects a client to it, and the CPU client is then created joined to the
+others (gloo collectives over TCP), so ``devices()`` lists every process's devices and one
+SPMD program runs across them all.
 
 Failures are reported, never waited on forever:
 - a coordinator that cannot be reached makes ``initialize`` raise after
@@ -16,7 +17,7 @@ Failures are reported, never waited on forever:
   ``PeerFailureError`` naming the dead processes: programs run on a runner thread while
   the caller waits in Python (the C++ jit fast path is off for a distributed run), waits
   on results poll the arrays, and ``barrier`` polls too. XLA's threads may stay stuck on the
-  dead peer, so a process that saw one ends with ``os._exit`` after its exit handlers.
+  dead peer; they are abandoned when the process ends.
 - ``shutdown`` (also at exit) first meets every process at a barrier, so one that finishes
   early does not look dead to the others.
 """
@@ -46,13 +47,15 @@ PeerFailureError.__module__ = "plax.distributed"
 
 
 class _Runtime:
-    def __init__(self, coordinator, process_id, num_processes, service, client, local_ids):
+    def __init__(self, coordinator, process_id, num_processes, service, client, local_ids,
+                 shutdown_timeout):
         self.coordinator = coordinator
         self.process_id = process_id
         self.num_processes = num_processes
         self.service = service
         self.client = client
         self.local_device_ids = local_ids
+        self.shutdown_timeout = shutdown_timeout
         self.dead: list[int] = []  # the processes the watchdog found dead
         self.raised = False  # whether the main thread has been told (PeerFailureError)
         self.closing = threading.Event()  # set once every process reached shutdown
@@ -184,8 +187,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
                                      "127.0.0.1" if loopback else None, wait_watching,
                                      run_watching)
         _state = _Runtime(coordinator_address, process_id, num_processes, service, client,
-                          local_ids)
-        _state.shutdown_timeout = shutdown_timeout_seconds
+                          local_ids, shutdown_timeout_seconds)
         if num_processes > 1:
             threading.Thread(target=_watch, args=(_state,), name="plax-distributed-watchdog",
                              daemon=True).start()
@@ -277,22 +279,12 @@ def shutdown() -> None:
 
 def _shutdown_at_exit() -> None:
     state = _state
-    if state is not None and state.dead:
+    if state is None or state.dead:  # (after a failure: leave without waiting for anyone)
         return
     try:
         shutdown()
-    except PeerFailureError as e:
-        _exit_with(str(e))
     except Exception as e:  # at exit: report, do not raise into the interpreter's teardown
         print(f"plax.distributed: shutdown at exit failed: {e}", file=sys.stderr, flush=True)
-
-
-def _exit_with(message) -> None:
-    if message:
-        print(f"plax.distributed: {message}", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(1)
 
 
 # --- failures -----------------------------------------------------------------------------------
