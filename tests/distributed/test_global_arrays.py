@@ -63,7 +63,7 @@ ARRAY_CHECKS = {
     "addressable_shards", "global_shards", "addressable_data", "read_asarray",
     "read___array__", "read_tolist", "read_item", "read_device_get", "float_not_scalar",
     "repr", "replicated_readable", "device_put_split", "device_put_partial",
-    "device_put_replicated", "device_put_global_reshard", "local_data_infer_rows",
+    "device_put_replicated", "device_put_global_reshard", "eager_ops", "copy", "local_data_infer_rows",
     "local_data_infer_split", "local_data_infer_whole_dim", "local_data_explicit_global",
     "local_data_mixed_dims", "local_data_pytree", "local_data_bad_dim", "single_device_arrays",
     "single_device_arrays_count", "jit_global_arg", "jit_in_out_shardings",

@@ -307,7 +307,13 @@ class _ArrayMethods:
     def __copy__(self):
         self._check_alive()
         s = self._sharding
-        buf = xla.copy_to_devices(buffer_of(self), s._device_assignment, s)
+        if s.is_fully_addressable:
+            buf = xla.copy_to_devices(buffer_of(self), s._device_assignment, s)
+        else:  # this process copies its own shards (XLA copies only to addressable devices)
+            pieces = [xla.copy_to_devices(b, [xla.shard_device(b)],
+                                          SingleDeviceSharding(xla.shard_device(b)))
+                      for b in xla.shards(buffer_of(self))]
+            buf = xla.assemble(buffer_of(self).aval, s, pieces, self._committed)
         return make_array(buf, self.aval, self._committed)
 
     def __deepcopy__(self, memo):

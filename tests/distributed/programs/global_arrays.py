@@ -2,6 +2,7 @@
 each check prints ``CHECK <name> PASS`` or ``CHECK <name> FAIL <detail>``; ``DONE`` at the
 end. Values are compared with NumPy here; the data-parallel step's parameters are printed
 (``PARAMS <hex>``) for the test to compare with its single-process run."""
+import copy
 import os
 import sys
 
@@ -114,6 +115,15 @@ e = jax.make_array_from_single_device_arrays((16,), by_x, pieces)
 check("single_device_arrays", e.shape == (16,) and shards_match(e, G))
 raises("single_device_arrays_count", ValueError, "Expected 4",
        lambda: jax.make_array_from_single_device_arrays((16,), by_x, pieces[:3]))
+
+# --- eager operations on a global array run over its devices ---
+check("eager_ops", shards_match(a + 1, G + 1) and shards_match(jnp.where(a > 3, a, 0), np.where(G > 3, G, 0))
+      and float(a[3]) == 3.0 and float(a.sum()) == G.sum()
+      and shards_match(jax.grad(lambda v: (v ** 2).sum())(a), 2 * G))
+dup = copy.copy(a)
+check("copy", dup.sharding == a.sharding and shards_match(dup, G)
+      and all(s.data.unsafe_buffer_pointer() != t.data.unsafe_buffer_pointer()
+              for s, t in zip(dup.addressable_shards, a.addressable_shards)))
 
 # --- jit over the global mesh ---
 doubled = jax.jit(lambda x: x * 2 + 1)(a)
