@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import threading
 import time
-import types
 
 # First, before jaxlib loads: the environment variables it (and SciPy's OpenBLAS) read then.
 from plax.runtime import xla_env  # noqa: F401  (keep above the jaxlib imports)
@@ -26,6 +24,7 @@ from jaxlib import _jax, _profile_data, _profiler
 from plax.core.config import config
 from plax.runtime import pipeline_steps
 from plax.runtime.cpu_devices import cpu_device_count
+from plax.runtime.jaxlib_lookups import answer_jaxlib_lookups as _answer_jaxlib_lookups
 
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
@@ -119,64 +118,6 @@ def backends() -> dict:
         _default_platform = next(iter(_backends))
         _pin_aval_class(_backends[_default_platform])
     return _backends
-
-
-class _AnswerJaxlibLookups:
-    """While open, the ``jax`` modules jaxlib's C++ code imports are plax's stand-ins.
-
-    jaxlib's array code reaches for JAX itself on some paths: it imports
-    ``jax.core`` for ``ShapedArray`` (to build an aval when reading an array back;
-    the class is looked up once per process and kept) and
-    ``jax._src.sharding_impls`` for ``make_single_device_sharding`` (on each
-    first read of an array through jaxlib). What ``import jax`` finds must not
-    matter: under the drop-in alias it is plax, with a real JAX installed it
-    would be that JAX (imported as a side effect of a read), with neither each
-    failed import costs a search of ``sys.path``. So those names are briefly
-    modules holding plax's answers. Names a real JAX has already loaded are left
-    alone: that JAX answers its own lookups.
-    """
-
-    _stand_ins = None  # built once, on first use
-
-    def __enter__(self):
-        stand_ins = self._stand_ins or self._make_stand_ins()
-        self._saved = {}
-        for name, module in stand_ins.items():
-            current = sys.modules.get(name)
-            if current is None or getattr(current, "__name__", "").startswith("plax"):
-                self._saved[name] = current
-                sys.modules[name] = module
-        return self
-
-    @classmethod
-    def _make_stand_ins(cls) -> dict:
-        from plax.core.avals import ShapedArray
-        from plax.sharding.single import SingleDeviceSharding
-        core = types.ModuleType("jax.core")
-        core.ShapedArray = ShapedArray
-        impls = types.ModuleType("jax._src.sharding_impls")
-        impls.make_single_device_sharding = (
-            lambda device, memory_kind=None: SingleDeviceSharding(device, memory_kind=memory_kind))
-        src = types.ModuleType("jax._src")
-        src.__path__ = []
-        src.sharding_impls = impls
-        parent = types.ModuleType("jax")  # importing "jax.core" imports "jax" first
-        parent.__path__ = []
-        parent.core, parent._src = core, src
-        cls._stand_ins = {"jax": parent, "jax.core": core, "jax._src": src,
-                          "jax._src.sharding_impls": impls}
-        return cls._stand_ins
-
-    def __exit__(self, *exc):
-        for name, module in self._saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
-        return False
-
-
-_answer_jaxlib_lookups = _AnswerJaxlibLookups()
 
 
 def _pin_aval_class(client) -> None:
