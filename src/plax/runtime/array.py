@@ -41,7 +41,7 @@ class DLDeviceType(enum.IntEnum):
 
 NOT_ADDRESSABLE = (
     "Fetching value for `jax.Array` that spans non-addressable (non process local) devices is "
-    "not possible. This process holds only some of the array's shards: gather the whole value "
+    "not possible. This process does not hold all of the array's shards: gather the whole value "
     "onto every process with plax.experimental.multihost_utils.process_allgather, or read this "
     "process's part through the array's .addressable_shards.")
 
@@ -144,7 +144,8 @@ class _ArrayMethods:
     def _readable(self) -> bool:
         """Whether this process can read the whole value: it holds every shard, or one of
         many full copies."""
-        return self._sharding.is_fully_addressable or self._sharding.is_fully_replicated
+        s = self._sharding
+        return s.is_fully_addressable or (s.is_fully_replicated and bool(s.addressable_devices))
 
     def addressable_data(self, index: int):
         """The data of addressable shard ``index``."""
@@ -165,10 +166,11 @@ class _ArrayMethods:
         if val is None or self.is_deleted():  # (jaxlib keeps the host copy past a delete)
             self._check_alive()
             buf = buffer_of(self)
-            if type(self._sharding) is SingleDeviceSharding:
+            if type(self._sharding) is SingleDeviceSharding and \
+                    self._sharding.device_for_dispatch.process_index == xla.process_index():
                 val = xla.to_numpy(buf)
             elif not self._sharding.is_fully_addressable:
-                if not self._sharding.is_fully_replicated:
+                if not self._readable():
                     raise RuntimeError(NOT_ADDRESSABLE)
                 val = xla.to_numpy(xla.shards(buf)[0])  # a full copy this process holds
             else:
@@ -273,7 +275,9 @@ class _ArrayMethods:
         return str(self._value())
 
     def __format__(self, spec):
-        if dtypes.is_extended(self.dtype) or not self._readable():
+        if not self._readable():
+            return repr(self)  # (its type only: no format applies, as in JAX)
+        if dtypes.is_extended(self.dtype):
             return format(str(self), spec)
         if self.ndim == 0:
             return format(self._value()[()], spec)

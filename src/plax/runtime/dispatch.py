@@ -193,7 +193,9 @@ def to_device(x: Array, device, committed=True) -> Array:
         if type(x.sharding) is not SingleDeviceSharding:  # a one-device mesh's layout
             return relabel(x, sharding_for(device), committed)
         return x if x._committed == committed else make_array(buffer_of(x), x.aval, committed)
-    if len(x.sharding.device_set) > 1:  # gathered through the host
+    if len(x.sharding.device_set) > 1 or device.process_index != device.client.process_index():
+        # gathered through the host; or another process's device (that process puts it: this
+        # one holds no shard of the result)
         return put_sharded(x, sharding_for(device), committed)
     buf = xla.copy_to_devices(buffer_of(x), [device], sharding_for(device))
     return make_array(buf, x.aval, committed)

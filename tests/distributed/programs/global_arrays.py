@@ -90,6 +90,13 @@ check("device_put_replicated", np.array_equal(np.asarray(r), H) and not r.is_ful
 moved = jax.device_put(a, NamedSharding(mesh, P()))  # a global array, moved by XLA
 check("device_put_global_reshard", np.array_equal(np.asarray(moved), G))
 
+other = next(dv for dv in devs if dv.process_index != pid)
+far = jax.device_put(np.ones(3, np.float32), other)  # another process's device: no shard here
+check("remote_device", not far.is_fully_addressable and far.addressable_shards == []
+      and repr(far) == "Array(shape=(3,), dtype=float32)"
+      and repr(jax.jit(lambda v: v + 1)(far)) == repr(far), repr(far))
+raises("remote_device_read", RuntimeError, PHRASE, lambda: np.asarray(far))
+
 # --- make_array_from_process_local_data / make_array_from_single_device_arrays ---
 local = np.arange(6, dtype=np.float32).reshape(3, 2) + 100 * pid
 d = jax.make_array_from_process_local_data(NamedSharding(grid, P("p")), local)
