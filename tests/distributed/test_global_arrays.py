@@ -102,3 +102,28 @@ def test_data_parallel_step_matches_one_process_bit_for_bit(arrays_run):
 
 def test_multihost_utils_across_two_processes(tmp_path):
     assert_all_passed(launch("multihost.py", str(tmp_path)), MULTIHOST_CHECKS)
+
+
+@pytest.mark.needs_devices(8)
+def test_process_local_data_in_one_process_takes_trees_and_specs():
+    mesh = Mesh(np.array(plax.devices()[:8]), ("x",))
+    got = plax.make_array_from_process_local_data(
+        {"a": NamedSharding(mesh, P("x")), "b": NamedSharding(mesh, P())},
+        {"a": np.arange(8.0), "b": np.ones(3)})
+    assert got["a"].sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(np.asarray(got["a"]), np.arange(8.0))
+    np.testing.assert_array_equal(np.asarray(got["b"]), np.ones(3))
+    with plax.set_mesh(mesh):
+        spec = plax.make_array_from_process_local_data(P("x"), np.arange(8.0))
+    assert spec.sharding.spec == P("x") and spec.is_fully_addressable
+    np.testing.assert_array_equal(np.asarray(spec), np.arange(8.0))
+    with pytest.raises(ValueError, match="global_shape should be None or equal to"):
+        plax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), np.arange(8.0),
+                                                (16,))
+    with pytest.raises(ValueError, match="no mesh is set"):
+        plax.make_array_from_process_local_data(P("x"), np.arange(8.0))
+
+
+def test_local_mesh_of_a_one_process_mesh_is_itself():
+    mesh = Mesh(np.array(plax.devices()), ("x",))
+    assert mesh.local_mesh is mesh and not mesh.is_multi_process

@@ -12,7 +12,7 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
 from plax.runtime import dispatch, xla
 from plax.runtime.array import CONCRETE, Array, buffer_of, make_array
-from plax.sharding.named import typed_aval
+from plax.sharding.named import resolve_spec, typed_aval
 from plax.sharding import Mesh, NamedSharding, PartitionSpec
 
 __all__ = ["make_array_from_callback", "make_array_from_single_device_arrays",
@@ -91,9 +91,12 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
     each process holds its own distinct blocks) says which. ``local_data`` may be a pytree,
     ``sharding`` and ``global_shape`` prefixes of it."""
     leaves, tree = tree_util.tree_flatten(local_data)
-    shardings = tree_util.broadcast_prefix(sharding, local_data, name="sharding")
+    shardings = tree_util.broadcast_prefix(sharding, local_data, name="sharding",
+                                           is_leaf=lambda s: isinstance(s, PartitionSpec))
     shapes = tree_util.broadcast_prefix(global_shape, local_data, name="global_shape",
                                         is_leaf=lambda x: x is None or isinstance(x, tuple))
+    shardings = [resolve_spec(s, "make_array_from_process_local_data")
+                 if isinstance(s, PartitionSpec) else s for s in shardings]
     out = [_from_process_local(x if type(x) in CONCRETE else np.asarray(x), s, g)
            for x, s, g in zip(leaves, shardings, shapes)]
     return tree_util.tree_unflatten(tree, out)
