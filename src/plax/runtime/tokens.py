@@ -30,10 +30,10 @@ _MAX_PENDING = 256      # beyond this, the oldest are waited on (they are long d
 def ordered_token(devices: tuple, sharding):
     """The token the next ordered run on ``devices`` takes (a fresh one at first)."""
     token = _ordered.get(devices)
-    if token is None:
-        pieces = [np.zeros(0, np.bool_) for _ in devices]
-        token = xla.put(pieces if len(devices) > 1 else pieces[0], TOKEN_AVAL, sharding,
-                        list(devices), False)
+    if token is None:  # (one piece per device of this process: others put their own)
+        local = [d for d in devices if d.process_index == d.client.process_index()]
+        token = xla.put([np.zeros(0, np.bool_) for _ in local], TOKEN_AVAL, sharding, local,
+                        False)
     return token
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 import jax
 import jax.numpy as jnp
+from jax.experimental import io_callback
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -154,6 +155,24 @@ check("shard_map_psum", np.array_equal(np.asarray(summed), G.reshape(8, 2).sum(a
 ids = jax.jit(jax.shard_map(lambda x: x * 0 + jax.lax.axis_index("x"), mesh=mesh,
                             in_specs=P("x"), out_specs=P("x")))(a)
 check("shard_map_axis_index", shards_match(ids, np.repeat(np.arange(8.0), 2)))
+
+# --- host callbacks: each process runs its own devices' ordered callbacks ---
+got = []
+
+
+def record(v):
+    got.append(float(v))
+    return np.float32(v)
+
+
+per_device = G.reshape(8, 2).sum(axis=1)
+out = jax.jit(jax.shard_map(
+    lambda x: x + io_callback(record, jax.ShapeDtypeStruct((), jnp.float32), x.sum(),
+                              ordered=True),
+    mesh=mesh, in_specs=P("x"), out_specs=P("x")))(a)
+jax.effects_barrier()
+check("ordered_callback_in_shard_map", sorted(got) == sorted(per_device[4 * pid:4 * pid + 4])
+      and shards_match(out, G + np.repeat(per_device, 2)), str(got))
 
 # --- pmap: each process maps over its devices, collectives span both ---
 mine = np.arange(4.0, dtype=np.float32) + 10 * pid
