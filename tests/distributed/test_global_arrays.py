@@ -69,7 +69,7 @@ ARRAY_CHECKS = {
     "local_data_mixed_dims", "local_data_pytree", "local_data_bad_dim", "single_device_arrays",
     "single_device_arrays_count", "jit_global_arg", "jit_in_out_shardings",
     "jit_global_result", "jit_numpy_split", "jit_numpy_replicated", "shard_map_psum",
-    "shard_map_axis_index", "ordered_callback_in_shard_map", "pmap_psum", "pmap_result_local", "pmap_axis_index",
+    "shard_map_axis_index", "ordered_callback_in_shard_map", "pmap_psum", "pmap_result_local", "pmap_axis_index", "pmap_given_devices",
     "pmap_chained"}
 
 MULTIHOST_CHECKS = {

@@ -117,7 +117,8 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
         eager = isinstance(current_trace(), EvalTrace)
         # Called eagerly in a run of several processes, each maps over its own devices and
         # collectives span them all: one program over every process's devices, as in JAX.
-        spans = eager and devs is None and _process_count(backend) > 1
+        spans = eager and (_process_count(backend) > 1 if devs is None else
+                           len({d.process_index for d in devs}) > 1)
         (plain, placed, box), leaves = prepare(args, kwargs, spans)
         if spans:
             return _run_across_processes(placed, box, leaves, name)
@@ -293,7 +294,8 @@ def _mesh(size: int, devices, backend, name, spans: bool = False) -> Mesh:
 
 def _new_mesh(size: int, devices, backend, name, spans: bool = False) -> Mesh:
     """The one-axis mesh of a pmap over ``size`` devices (``devices``, else this process's);
-    ``spans``: over the first ``size`` devices of every process, process by process."""
+    ``spans``: over the first ``size`` devices of every process (of ``devices``, else of all
+    devices), process by process."""
     if _inside[0]:
         raise ValueError(
             "pmap of pmap is not supported: plax builds pmap on shard_map, as JAX 0.10 does, and "
@@ -302,14 +304,16 @@ def _new_mesh(size: int, devices, backend, name, spans: bool = False) -> Mesh:
     client = xla.get_backend(backend)
     available = list(devices) if devices is not None else \
         [d for d in client.devices() if d.process_index == client.process_index()]
+    if spans:
+        by_process: dict = {}
+        for d in (devices if devices is not None else client.devices()):
+            by_process.setdefault(d.process_index, []).append(d)
+        available = by_process.get(client.process_index(), [])
     if size > len(available):
         raise ValueError(
             f"compiling computation that requires {size} logical devices, but only "
             f"{len(available)} XLA devices are available (num_replicas={size})")
     if spans:
-        by_process: dict = {}
-        for d in client.devices():
-            by_process.setdefault(d.process_index, []).append(d)
         if any(len(ds) < size for ds in by_process.values()):
             raise ValueError(f"pmap over {size} devices per process needs that many on every "
                              "process; some process has fewer.")

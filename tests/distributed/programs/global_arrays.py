@@ -183,6 +183,8 @@ check("pmap_psum", ps.shape == (4,) and ps.is_fully_addressable
 check("pmap_result_local", {s.device for s in ps.addressable_shards} == set(jax.local_devices()))
 idx = jax.pmap(lambda x: x * 0 + jax.lax.axis_index("i"), axis_name="i")(mine)
 check("pmap_axis_index", np.array_equal(np.asarray(idx), np.arange(4.0) + 4 * pid))
+given = jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i", devices=devs)(mine)
+check("pmap_given_devices", np.array_equal(np.asarray(given), np.full(4, everyone)))
 again = jax.pmap(lambda x, y: x * 2 + y, in_axes=(0, None))(ps, np.float32(pid))
 check("pmap_chained", np.array_equal(np.asarray(again), np.full(4, 2 * everyone + pid)))
 
