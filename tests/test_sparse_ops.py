@@ -1,6 +1,8 @@
 """plax.experimental.sparse: the BCOO shape operations (slice, reshape, concatenate, ...),
 gather and indexing, sparse-sparse and sampled products, and sparsify's rules and control
 flow, against NumPy, under jit, vmap and grad (with respect to the data)."""
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -309,18 +311,8 @@ def test_errors_name_the_problem():
 
 
 def test_drop_in_program(tmp_path):
-    proc = run_script(tmp_path, """
-        import jax, jax.numpy as jnp, numpy as np
-        from jax.experimental import sparse
-        x = np.array([[0., 1., 0., 2.], [3., 0., 0., 0.], [0., 0., 4., 0.]], np.float32)
-        m = sparse.BCOO.fromdense(x)
-        print(m[1:, ::2].todense().tolist())
-        print(sparse.bcoo_concatenate([m, m], dimension=0).shape)
-        f = sparse.sparsify(lambda a, v: jnp.flip(a, 0).reshape(2, 6).sum(1) * (a.T @ v).sum())
-        print(jax.jit(f)(m, jnp.ones(3)).todense().tolist())
-        print((m @ m.T).todense().tolist()[0])
-        print(type(sparse.SparseTracer).__name__, sparse.SparseTracer.__module__)
-    """)
+    program = (pathlib.Path(__file__).parent / "sparse_drop_in.jaxpy").read_text()
+    proc = run_script(tmp_path, program)
     assert_ok(proc, "[[3.0, 0.0], [0.0, 4.0]]", "(6, 4)", "[70.0, 30.0]", "[5.0, 0.0, 0.0]",
               "type plax.experimental.sparse.transform")
 

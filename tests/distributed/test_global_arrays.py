@@ -55,7 +55,7 @@ def assert_all_passed(run: dict, expected: set) -> None:
 
 @pytest.fixture(scope="module")
 def arrays_run():
-    return launch("global_arrays.py")
+    return launch("global_arrays.jaxpy")
 
 
 ARRAY_CHECKS = {
@@ -101,7 +101,7 @@ def test_data_parallel_step_matches_one_process_bit_for_bit(arrays_run):
 
 
 def test_multihost_utils_across_two_processes(tmp_path):
-    assert_all_passed(launch("multihost.py", str(tmp_path)), MULTIHOST_CHECKS)
+    assert_all_passed(launch("multihost.jaxpy", str(tmp_path)), MULTIHOST_CHECKS)
 
 
 @pytest.mark.needs_devices(8)
