@@ -105,6 +105,14 @@ except RuntimeError as e:
 import plax
 plax.distributed.initialize("127.0.0.1:{free_port()}", 1, 0)
 print("ONE", plax.process_count(), plax.distributed.is_initialized())
+from plax.experimental import multihost_utils as mh
+with mh.live_devices(plax.devices()[::-1]) as live:
+    print("LIVE", [d.id for d in live])
+try:
+    with mh.live_devices([]):
+        pass
+except ValueError as e:
+    print("EMPTY", e)
 try:
     plax.distributed.initialize("127.0.0.1:1", 1, 0)
 except RuntimeError as e:
@@ -115,6 +123,8 @@ print("AFTER", plax.distributed.is_initialized())
     run = _python(code)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "ONE 1 True" in run.stdout
+    assert f"LIVE {list(range(8))}" in run.stdout  # (sorted by id)
+    assert "EMPTY No devices provided." in run.stdout
     assert "TWICE distributed.initialize should only be called once." in run.stdout
     assert "AFTER False" in run.stdout
 
@@ -135,6 +145,20 @@ def test_arguments_come_from_the_environment_and_slurm(monkeypatch):
     assert distributed._from_environment("deactivate") == (None, None, 4)
     monkeypatch.setenv("SLURM_STEP_NODELIST", "gpu17,gpu18")
     assert distributed._from_environment("slurm")[0] == "gpu17:61444"
+
+
+def test_live_devices_yields_the_live_ones_and_reports_a_death_in_the_block():
+    run = _launch("live_devices.py")
+    out = run.stdout
+    for p in (0, 1):
+        assert f"[{p}] BLOCK1 8 28.0" in out, out[-3000:] + run.stderr[-3000:]
+        assert re.search(rf"\[{p}\] NOLOCAL Provided devices do not have any local devices",
+                         out)
+    assert "[1] DYING" in out
+    # process 0 ran programs in the block until the death was noticed: their error is the cause
+    assert "[0] FAILED 4 True PeerFailureError" in out, out[-3000:] + run.stderr[-3000:]
+    assert "[0] BLOCK3 [0, 1, 2, 3]" in out
+    assert "[1] BLOCK3" not in out and run.returncode == 3
 
 
 def test_the_launcher_reports_failures_and_timeouts(tmp_path):

@@ -153,12 +153,36 @@ class ProcessFailureError(Exception):
 
 @contextlib.contextmanager
 def live_devices(devices):
-    """The devices of ``devices`` whose processes are alive, for a fault-tolerant
-    multi-process program. It needs the distributed runtime: without it (plax has none yet),
-    it raises JAX's RuntimeError, as JAX's does in a program that never called
-    ``jax.distributed.initialize``."""
-    raise RuntimeError("Distributed JAX not initialized.")
-    yield devices  # (unreachable: makes this a generator)
+    """A block of code run on those of ``devices`` whose processes are alive (JAX's
+    experimental fault-tolerance API). Entering waits for every live process hosting some
+    of ``devices`` (so all agree on the set) and yields its devices, sorted by id. Leaving
+    meets those processes again: if any died meanwhile, every survivor raises
+    ProcessFailureError naming the lost devices (chained to the block's own error, if any).
+
+    After a death, plax runs no more programs that span processes (they raise
+    ``plax.distributed.PeerFailureError``): the run has to be restarted."""
+    if not distributed.is_initialized():
+        raise RuntimeError("Distributed JAX not initialized.")
+    devices = list(devices)
+    if not devices:
+        raise ValueError("No devices provided.")
+    processes = {d.process_index for d in devices}
+    if process_index() not in processes:
+        raise ValueError(f"Provided devices do not have any local devices: live_devices "
+                         f"needs some of process {process_index()}'s devices, and got devices "
+                         f"of processes {sorted(processes)} only.")
+    alive = distributed.meet_live(processes)
+    error = None
+    try:
+        yield sorted((d for d in devices if d.process_index in alive), key=lambda d: d.id)
+    except Exception as e:  # noqa: BLE001 (re-raised below, or chained to the failure)
+        error = e
+    still_alive = distributed.meet_live(alive)
+    failed = {d for d in devices if d.process_index in alive - still_alive}
+    if failed:
+        raise ProcessFailureError(failed) from error
+    if error is not None:
+        raise error
 
 
 def reached_preemption_sync_point(step_id: int) -> bool:

@@ -57,7 +57,6 @@ class _Runtime:
         self.local_device_ids = local_ids
         self.shutdown_timeout = shutdown_timeout
         self.dead: list[int] = []  # the processes the watchdog found dead
-        self.raised = False  # whether the main thread has been told (PeerFailureError)
         self.closing = threading.Event()  # set once every process reached shutdown
         self.barriers: dict[str, int] = {}  # barrier name -> how many times it was used
 
@@ -290,8 +289,9 @@ def _shutdown_at_exit() -> None:
 # --- failures -----------------------------------------------------------------------------------
 def _watch(state: _Runtime) -> None:
     """The watchdog: rounds of get_live_nodes (all live processes' watchdogs take part)
-    until a process is missing or the run closes; then it records the dead processes (the
-    main thread raises on its next wait) and reports them on stderr."""
+    until the run closes. A process missing from a round is recorded as dead (the main
+    thread raises on its next wait) and reported on stderr; the survivors go on being
+    watched, for ``multihost_utils.live_devices``."""
     everyone = list(range(state.num_processes))
     while not state.closing.is_set():
         try:
@@ -300,14 +300,11 @@ def _watch(state: _Runtime) -> None:
             alive = set(everyone) - {0} if state.process_id != 0 else {0}
         if state.closing.is_set():
             return
-        dead = [p for p in everyone if p not in alive]
-        if dead:
-            state.dead = dead
-            break
+        newly_dead = [p for p in everyone if p not in alive and p not in state.dead]
+        if newly_dead:
+            state.dead = sorted(state.dead + newly_dead)
+            print(f"plax.distributed: {_describe(state)}", file=sys.stderr, flush=True)
         state.closing.wait(_WATCH_INTERVAL)
-    else:
-        return
-    print(f"plax.distributed: {_describe(state)}", file=sys.stderr, flush=True)
 
 
 def _describe(state: _Runtime) -> str:
@@ -319,11 +316,11 @@ def _describe(state: _Runtime) -> str:
             f"programs that need it. Restart the run.")
 
 
-def check_peers() -> None:
-    """Raise PeerFailureError if the watchdog found a dead process."""
+def check_peers(processes=None) -> None:
+    """Raise PeerFailureError if the watchdog found a dead process (among ``processes``,
+    when given)."""
     state = _state
-    if state is not None and state.dead:
-        state.raised = True
+    if state is not None and any(processes is None or p in processes for p in state.dead):
         raise PeerFailureError(_describe(state))
 
 
@@ -331,6 +328,22 @@ def failed_processes() -> list[int]:
     """The processes found dead so far (empty when all are alive, or outside a run)."""
     state = _state
     return list(state.dead) if state is not None else []
+
+
+def meet_live(processes, timeout: float = 300.0) -> set[int]:
+    """Wait at a barrier for those of ``processes`` still alive, and return them. A process
+    that dies while the others wait is left out (the others meet again without it), so the
+    processes that return agree on the set; TimeoutError after ``timeout`` seconds."""
+    state = _state
+    while True:
+        alive = [p for p in sorted(set(processes)) if p not in state.dead]
+        if len(alive) <= 1:
+            return set(alive)
+        try:
+            barrier("plax_live:" + ",".join(map(str, alive)), timeout, processes=alive)
+            return set(alive)
+        except PeerFailureError:
+            continue  # one of them died meanwhile: meet again, without it
 
 
 def wait_watching(values) -> None:
@@ -367,21 +380,22 @@ def run_watching(run, *args):
             check_peers()
 
 
-def barrier(name: str, timeout: float = 300.0) -> None:
-    """Wait until every process reaches the barrier ``name`` (a name may be used again: each
-    use is its own barrier), raising PeerFailureError if a process dies first and
-    TimeoutError after ``timeout`` seconds."""
+def barrier(name: str, timeout: float = 300.0, processes=None) -> None:
+    """Wait until every process (or every one of ``processes``) reaches the barrier ``name``
+    (a name may be used again: each use is its own barrier), raising PeerFailureError if one
+    of them dies first and TimeoutError after ``timeout`` seconds."""
     state = _state
     if state is None or state.num_processes == 1:
         return
     count = state.barriers.get(name, 0)
     state.barriers[name] = count + 1
     key = f"{name}#{count}"
+    ids = None if processes is None else sorted(processes)
     outcome: list = []
 
     def wait():
         try:
-            state.client.wait_at_barrier(key, int(timeout * 1000))
+            state.client.wait_at_barrier(key, int(timeout * 1000), ids)
             outcome.append(None)
         except Exception as e:  # the barrier failed or timed out
             outcome.append(e)
@@ -389,10 +403,11 @@ def barrier(name: str, timeout: float = 300.0) -> None:
     thread = threading.Thread(target=wait, name=f"plax-barrier-{name}", daemon=True)
     thread.start()
     while thread.is_alive():
-        check_peers()
+        check_peers(ids)
         thread.join(0.05)
-    check_peers()
-    if outcome and outcome[0] is not None:
-        raise TimeoutError(f"plax.distributed: process {state.process_id} waited {timeout} s "
-                           f"at barrier {name!r} and not every process arrived "
-                           f"({_first_line(outcome[0])}).")
+    if outcome and outcome[0] is None:
+        return  # everyone arrived (a death after that is for the next wait to report)
+    check_peers(ids)
+    raise TimeoutError(f"plax.distributed: process {state.process_id} waited {timeout} s "
+                       f"at barrier {name!r} and not every process arrived "
+                       f"({_first_line(outcome[0])}).")
