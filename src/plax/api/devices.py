@@ -53,7 +53,9 @@ host_id, host_count, host_ids = process_index, process_count, process_indices
 
 
 def default_backend() -> str:
-    return xla.default_platform()
+    """The platform of the default backend: "cpu", or "gpu" on NVIDIA GPUs (as JAX names it)."""
+    platform = xla.default_platform()
+    return "gpu" if platform in ("cuda", "rocm") else platform
 
 
 def copy_to_host_async(x):

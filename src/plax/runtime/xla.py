@@ -6,10 +6,13 @@ feature check where 0.10 and 0.11 differ.
 """
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import re
 import threading
 import time
+import warnings
 
 # First, before jaxlib loads: the environment variables it (and SciPy's OpenBLAS) read then.
 from plax.runtime import xla_env  # noqa: F401  (keep above the jaxlib imports)
@@ -22,7 +25,7 @@ import jaxlib.xla_client as xc
 from jaxlib import _jax, _profile_data, _profiler
 
 from plax.core.config import config
-from plax.runtime import pipeline_steps
+from plax.runtime import cuda_plugin, pipeline_steps
 from plax.runtime.cpu_devices import cpu_device_count
 from plax.runtime.jaxlib_lookups import answer_jaxlib_lookups as _answer_jaxlib_lookups
 
@@ -65,8 +68,63 @@ def _make_cpu_client():
                               node_id=process_id, num_nodes=num_processes, collectives=gloo)
 
 
-# platform name -> factory. A GPU entry (the CUDA PJRT plugin) is added here.
-_FACTORIES = {"cpu": _make_cpu_client}
+_cuda_api = None  # the loaded CUDA plugin's PJRT C API (loaded once per process)
+
+
+def _make_cuda_client():
+    """A client of NVIDIA's CUDA PJRT plugin (runtime/cuda_plugin.py finds it), with its GPU
+    kernels registered: cuSOLVER/cuBLAS, Python callbacks, threefry."""
+    global _cuda_api
+    plugin = cuda_plugin.find()
+    if plugin is None:
+        raise RuntimeError("no CUDA plugin is installed; install one with "
+                           "pip install 'plax[cuda13]' (or 'plax[cuda12]')")
+    if _cuda_api is None:
+        cuda_plugin.preload_nvidia_libraries()
+        try:
+            _cuda_api = xc.load_pjrt_plugin_dynamically("cuda", plugin.library)
+            xc.initialize_pjrt_plugin("cuda")
+        except Exception as e:
+            raise RuntimeError(f"the CUDA plugin at {plugin.library} (found through "
+                               f"{plugin.found_by}) could not be loaded: {e}") from None
+        _register_cuda_kernels(_cuda_api, plugin.kernels)
+    os.environ.update(cuda_plugin.client_settings())  # PLAX_ names -> XLA_ ones, read below
+    options = xc.generate_pjrt_gpu_plugin_options()
+    distributed = None
+    if _distributed_runtime is not None:
+        distributed, process_id, num_processes, _ = _distributed_runtime
+        options.update(node_id=process_id, num_nodes=num_processes)
+    return xc.make_c_api_client("cuda", options, distributed)
+
+
+def _register_cuda_kernels(api, kernels) -> None:
+    """Make the plugin's custom calls known to XLA for platform CUDA: the FFI handlers and
+    types of its extension (Python callbacks among them), then jaxlib's lists of the
+    cuSOLVER, linalg and PRNG kernels. plax.ffi targets registered for "cuda" earlier are
+    passed on by the handler."""
+    if kernels is None:
+        warnings.warn("plax: the CUDA plugin's kernels (jax_cuda13_plugin or "
+                      "jax_cuda12_plugin) are not installed: GPU linear algebra and Python "
+                      "callbacks will not compile. Install plax[cuda13].", stacklevel=3)
+        return
+    ext = importlib.import_module(f"{kernels}.cuda_plugin_extension")
+    xc.register_custom_call_handler("CUDA", functools.partial(ext.register_custom_call_target,
+                                                              api))
+    xc.register_custom_type_handler("CUDA", functools.partial(ext.register_custom_type, api))
+    for name, value in ext.ffi_types().items():
+        xc.register_custom_type(name, value, platform="CUDA")
+    for name, value in ext.ffi_handlers().items():
+        xc.register_custom_call_target(name, value, platform="CUDA", api_version=1)
+    from jaxlib import gpu_linalg, gpu_prng, gpu_solver
+    for module in (gpu_solver, gpu_linalg, gpu_prng):
+        for name, value, api_version in module.registrations().get("CUDA", ()):
+            xc.register_custom_call_target(name, value, platform="CUDA",
+                                           api_version=api_version)
+
+
+# platform name -> factory, in the order platforms are tried (the first started is the
+# default): the GPU first, where a CUDA plugin is installed.
+_FACTORIES = {"cuda": _make_cuda_client, "cpu": _make_cpu_client}
 
 
 def register_backend_factory(name: str, factory) -> None:
@@ -89,32 +147,52 @@ def ifrt_proxy_module():
     return _ifrt_proxy
 
 
-def _requested_platforms() -> list[str]:
+_ALIASES = {"gpu": "cuda"}
+
+
+def requested_platforms() -> tuple[list[str], bool]:
+    """The platforms to start, in order, and whether the user named them (``PLAX_PLATFORMS``
+    or ``jax_platforms``, e.g. "cuda,cpu"; "gpu" means "cuda"). By default: the CUDA plugin
+    where one is installed, then the CPU, then any other registered platform."""
     text = os.environ.get("PLAX_PLATFORMS") or config.read("platforms") or ""
     names = [p.strip().lower() for p in text.split(",") if p.strip()]
-    return names or list(_FACTORIES)
+    if names:
+        return list(dict.fromkeys(_ALIASES.get(n, n) for n in names)), True
+    default = [n for n in _FACTORIES if n != "cuda" or cuda_plugin.find() is not None]
+    return default, False
 
 
 def backends() -> dict:
-    """Initialise (once) and return ``{platform: client}`` for the requested platforms."""
+    """Initialise (once) and return ``{platform: client}`` for the requested platforms. A
+    platform the user named must start (else RuntimeError); one tried by default (the GPU)
+    that fails gives one warning, and plax goes on without it."""
     global _default_platform
     if _backends:
         return _backends
     with _lock:
         if _backends:
             return _backends
-        errors = []
-        for name in _requested_platforms():
+        names, named = requested_platforms()
+        for name in names:
             factory = _FACTORIES.get(name)
-            if factory is None:
-                errors.append(f"unknown platform {name!r} (known: {sorted(_FACTORIES)})")
-                continue
             try:
+                if factory is None:
+                    raise RuntimeError(f"unknown platform (known: {sorted(_FACTORIES)} and "
+                                       f"'gpu')")
                 _backends[name] = factory()
-            except Exception as e:  # a platform that fails to start is reported below
-                errors.append(f"{name}: {e}")
+            except Exception as e:  # noqa: BLE001 (reported either way, below)
+                said = (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(".")
+                if named:
+                    _backends.clear()
+                    raise RuntimeError(
+                        f"Unable to initialize backend '{name}': {said} (it was asked for "
+                        f"by PLAX_PLATFORMS/jax_platforms={','.join(names)}; drop it from "
+                        f"there to run without it).") from e
+                warnings.warn(f"Unable to initialize backend '{name}': {said}. plax runs on "
+                              f"the other platforms; set PLAX_PLATFORMS=cpu to skip {name}, "
+                              f"or uninstall its plugin.", RuntimeWarning, stacklevel=2)
         if not _backends:
-            raise RuntimeError("Unable to initialize any backend: " + "; ".join(errors))
+            raise RuntimeError("Unable to initialize any backend.")
         _default_platform = next(iter(_backends))
         _pin_aval_class(_backends[_default_platform])
     return _backends
@@ -136,8 +214,7 @@ def get_backend(platform: str | None = None):
     if platform is None:
         return bs[_default_platform]
     key = platform.lower()
-    if key == "gpu":
-        key = "cuda"
+    key = _ALIASES.get(key, key)
     if key not in bs:
         raise RuntimeError(f"Unknown backend {platform!r}: it is not available here. Available "
                            f"backends are {sorted(bs)}.")
