@@ -1,6 +1,8 @@
 """cholesky: the lower Cholesky factor of Hermitian positive-definite matrices."""
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from plax.core.avals import ShapedArray
@@ -26,15 +28,23 @@ def _abstract(x):
     return ShapedArray(x.shape, x.dtype)
 
 
-def _cpu(x):
+def _factorise(potrf, x):
     aval = get_aval(x)
     if 0 in aval.shape:
         return x
-    factor, info = lapack.call("potrf", [x], [(aval.shape, aval.dtype, True),
-                                              (aval.shape[:-2], np.int32, False)],
-                               config=(("uplo", "L"),), aliases=((0, 0),))
+    factor, info = potrf([x], [(aval.shape, aval.dtype, True),
+                               (aval.shape[:-2], np.int32, False)], aliases=((0, 0),))
     # potrf leaves the strict upper triangle as it found it; the public function masks it.
     return lapack.nan_unless_ok(info, factor)
+
+
+def _cpu(x):
+    return _factorise(partial(lapack.call, "potrf", config=(("uplo", "L"),)), x)
+
+
+def _cuda(x):
+    return _factorise(partial(lapack.call_target, "cusolver_potrf_ffi",
+                              config=(("lower", True),)), x)
 
 
 def _jvp(primals, tangents):
@@ -58,6 +68,7 @@ def _jvp(primals, tangents):
 
 abstract_eval_rules[cholesky_p] = _abstract
 register_lowering(cholesky_p, lower_fun(_cpu), platform="cpu")
+register_lowering(cholesky_p, lower_fun(_cuda), platform="cuda")
 jvp_rules[cholesky_p] = _jvp
 batched_on_front(cholesky_p)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+from functools import partial
 
 import numpy as np
 
@@ -37,19 +38,24 @@ def _abstract(x, *, lower, sort_eigenvalues, subset_by_index):
             ShapedArray(x.shape[:-2] + (d,), real_dtype(x.dtype))]
 
 
-def _cpu(x, *, lower, sort_eigenvalues, subset_by_index):
-    # syevd/heevd return the eigenvalues in ascending order whatever sort_eigenvalues says.
+def _eigh(x, *, lower, sort_eigenvalues, subset_by_index, platform):
+    # syevd/heevd (and cuSOLVER's syevd) return the eigenvalues in ascending order whatever
+    # sort_eigenvalues says.
     aval = get_aval(x)
     real = real_dtype(aval.dtype)
     if 0 in aval.shape:
         v, w = x, _shapes.full(aval.shape[:-1], 0, real)
     else:
-        fn = "heevd" if dtypes.is_complex(aval.dtype) else "syevd"
-        v, w, info = lapack.call(fn, [x], [(aval.shape, aval.dtype, True),
-                                           (aval.shape[:-1], real, False),
-                                           (aval.shape[:-2], np.int32, False)],
-                                 config=(("mode", "V"), ("uplo", "L" if lower else "U")),
-                                 aliases=((0, 0),))
+        results = [(aval.shape, aval.dtype, True), (aval.shape[:-1], real, False),
+                   (aval.shape[:-2], np.int32, False)]
+        if platform == "cuda":  # algorithm 0: cuSOLVER's default (syevd, or Jacobi if small)
+            v, w, info = lapack.call_target(
+                "cusolver_syevd_ffi", [x], results, aliases=((0, 0),),
+                config=(("algorithm", np.uint8(0)), ("lower", bool(lower))))
+        else:
+            fn = "heevd" if dtypes.is_complex(aval.dtype) else "syevd"
+            v, w, info = lapack.call(fn, [x], results, aliases=((0, 0),),
+                                     config=(("mode", "V"), ("uplo", "L" if lower else "U")))
         v, w = lapack.nan_unless_ok(info, v, w)
     if subset_by_index is not None:
         v, w = take_columns(v, *subset_by_index), take_columns(w, *subset_by_index)
@@ -77,7 +83,10 @@ def _jvp(primals, tangents, *, lower, sort_eigenvalues, subset_by_index):
 
 
 abstract_eval_rules[eigh_p] = _abstract
-register_lowering(eigh_p, lower_fun(_cpu, multiple_results=True), platform="cpu")
+register_lowering(eigh_p, lower_fun(partial(_eigh, platform="cpu"), multiple_results=True),
+                  platform="cpu")
+register_lowering(eigh_p, lower_fun(partial(_eigh, platform="cuda"), multiple_results=True),
+                  platform="cuda")
 jvp_rules[eigh_p] = _jvp
 batched_on_front(eigh_p)
 

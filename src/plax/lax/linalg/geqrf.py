@@ -3,6 +3,8 @@
 """
 from __future__ import annotations
 
+from functools import partial
+
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, jvp_rules, register_lowering
@@ -23,14 +25,17 @@ def _abstract(x):
     return [ShapedArray(x.shape, x.dtype), ShapedArray(batch + (min(m, n),), x.dtype)]
 
 
-def _cpu(x):
+def householder_factors(x, platform: str):
+    """``(a, taus)`` of geqrf on ``platform`` ("cpu": LAPACK; "cuda": cuSOLVER)."""
     aval = get_aval(x)
     batch, (m, n) = aval.shape[:-2], aval.shape[-2:]
     k = min(m, n)
     if 0 in aval.shape:
         return [x, _shapes.full(batch + (k,), 0, aval.dtype)]
-    return lapack.call("geqrf", [x], [(aval.shape, aval.dtype, True),
-                                      (batch + (k,), aval.dtype, False)], aliases=((0, 0),))
+    results = [(aval.shape, aval.dtype, True), (batch + (k,), aval.dtype, False)]
+    if platform == "cuda":
+        return lapack.call_target("cusolver_geqrf_ffi", [x], results, aliases=((0, 0),))
+    return lapack.call("geqrf", [x], results, aliases=((0, 0),))
 
 
 def _jvp(primals, tangents):
@@ -39,7 +44,10 @@ def _jvp(primals, tangents):
 
 
 abstract_eval_rules[geqrf_p] = _abstract
-register_lowering(geqrf_p, lower_fun(_cpu, multiple_results=True), platform="cpu")
+register_lowering(geqrf_p, lower_fun(partial(householder_factors, platform="cpu"),
+                                     multiple_results=True), platform="cpu")
+register_lowering(geqrf_p, lower_fun(partial(householder_factors, platform="cuda"),
+                                     multiple_results=True), platform="cuda")
 jvp_rules[geqrf_p] = _jvp
 batched_on_front(geqrf_p)
 

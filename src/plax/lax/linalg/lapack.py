@@ -1,18 +1,20 @@
-"""Calling jaxlib's CPU LAPACK kernels: the internal ``lapack_p`` primitive.
+"""Calling solver kernels: jaxlib's CPU LAPACK kernels, and on NVIDIA GPUs the CUDA plugin's
+cuSOLVER/cuBLAS ones, through the internal ``lapack_p`` primitive.
 
-Each linear-algebra primitive lowers on CPU through ``lower_fun`` to a plax function that
-calls ``call(...)`` (one ``stablehlo.custom_call @lapack_<p><fn>_ffi``) and post-processes
-the kernel's results with ordinary lax ops (NaN where LAPACK reported failure, masks). So
+Each linear-algebra primitive lowers through ``lower_fun`` to a plax function that calls
+``call(...)`` on CPU (one ``stablehlo.custom_call @lapack_<p><fn>_ffi``) or ``call_target(...)``
+on CUDA (``@cusolver_<fn>_ffi``, one kernel for every dtype), and post-processes the
+kernel's results with ordinary lax ops (NaN where the kernel reported failure, masks). So
 ``lapack_p`` only ever appears inside lowering rules, after every transformation has run:
 it has no jvp or batch rule, by design.
 
 The kernels' contract (learned from the kernels' FFI signatures and checked by the
 round-trip tests): matrices are column-major with the batch dimensions major (XLA inserts
 the layout copies), vectors are row-major, every leading dimension is a batch dimension,
-and flags are ASCII codes as ``ui8`` attributes of ``mhlo.backend_config``.
-
-GPU: the CUDA plugin ships cuSOLVER kernels as custom calls too; they plug in as each
-primitive's ``register_lowering(prim, rule, platform="cuda")``, next to the CPU rule.
+and flags are ASCII codes as ``ui8`` attributes of ``mhlo.backend_config``. The cuSOLVER
+kernels keep the same layouts; their flags are booleans (``lower``, ``full_matrices``) and
+small ``ui8`` numbers (``algorithm``). Each primitive registers its CUDA rule next to its
+CPU rule.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from plax.first_order import comparison as _cmp
 from plax.first_order import shapes as _shapes
 from plax.runtime import xla
 
-__all__ = ["call", "nan_unless_ok"]
+__all__ = ["call", "call_target", "nan_unless_ok"]
 
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
@@ -48,9 +50,11 @@ def _abstract(*operands, target, results, **_):
 
 
 def _lowering(ctx, *operands, target, results, matrix_operands, config, aliases):
+    if ctx.platform == "cpu":
+        target = xla.lapack_target(target)  # (registers jaxlib's LAPACK kernels first)
     in_layouts = ", ".join(_layout(a.ndim, m) for a, m in zip(ctx.avals_in, matrix_operands))
     out_layouts = ", ".join(_layout(len(shape), m) for shape, _, m in results)
-    props = (f'call_target_name = "{xla.lapack_target(target)}", api_version = 1 : i32, '
+    props = (f'call_target_name = "{target}", api_version = 1 : i32, '
              f"operand_layouts = [{in_layouts}], result_layouts = [{out_layouts}]")
     if aliases:
         # A single result is not a tuple: its alias has no tuple index.
@@ -64,10 +68,12 @@ def _lowering(ctx, *operands, target, results, matrix_operands, config, aliases)
 
 
 def _attribute(value) -> str:
-    """A kernel attribute: a letter is a ``ui8`` flag (its ASCII code), a bool a boolean, an
-    int an ``i32`` (gehrd's ``low``/``high``)."""
+    """A kernel attribute: a letter is a ``ui8`` flag (its ASCII code), a bool a boolean, a
+    NumPy ``uint8`` a ``ui8`` number, an int an ``i32`` (gehrd's ``low``/``high``)."""
     if isinstance(value, str):
         return f"{ord(value)} : ui8"
+    if isinstance(value, np.uint8):
+        return f"{int(value)} : ui8"
     if isinstance(value, bool):
         return "true" if value else "false"
     return f"{int(value)} : i32"
@@ -75,16 +81,24 @@ def _attribute(value) -> str:
 
 abstract_eval_rules[lapack_p] = _abstract
 register_lowering(lapack_p, _lowering, platform="cpu")
+register_lowering(lapack_p, _lowering, platform="cuda")
 
 
 def call(fn: str, operands, results, *, matrix_operands=None, config=(), aliases=()):
     """The results of LAPACK kernel ``fn`` ("potrf", "getrf", ...) for the dtype of the first
     operand. ``results`` are (shape, dtype, is_matrix) triples; ``matrix_operands`` says
-    which operands are matrices (default: all); ``config`` holds (name, value) pairs (a flag letter,
-    a bool or an int);
-    ``aliases`` (result index, operand index) pairs let a result reuse an operand's buffer."""
+    which operands are matrices (default: all); ``config`` holds (name, value) pairs (a flag
+    letter, a bool or an int); ``aliases`` (result index, operand index) pairs let a result
+    reuse an operand's buffer."""
     dtype = np.dtype(get_aval(operands[0]).dtype)
-    target = f"lapack_{_PREFIX[dtype]}{fn}_ffi"
+    return call_target(f"lapack_{_PREFIX[dtype]}{fn}_ffi", operands, results,
+                       matrix_operands=matrix_operands, config=config, aliases=aliases)
+
+
+def call_target(target: str, operands, results, *, matrix_operands=None, config=(),
+                aliases=()):
+    """The results of the kernel named ``target`` (a LAPACK one, or on CUDA the plugin's
+    "cusolver_potrf_ffi", ...), with the arguments of ``call``."""
     if matrix_operands is None:
         matrix_operands = (True,) * len(operands)
     results = tuple((tuple(s), np.dtype(d), bool(m)) for s, d, m in results)

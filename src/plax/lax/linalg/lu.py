@@ -1,6 +1,8 @@
 """lu: the pivoted LU factorisation P a = L U, and pivots -> permutation."""
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from plax.core import dtypes
@@ -74,8 +76,18 @@ def _permutation(pivots, *, permutation_size):
     return fori_loop(0, k, swap, positions)
 
 
+def _permutation_cuda(pivots, *, permutation_size):
+    aval = get_aval(pivots)
+    if 0 in aval.shape:
+        return _permutation(pivots, permutation_size=permutation_size)
+    out = (aval.shape[:-1] + (permutation_size,), np.int32, False)
+    return lapack.call_target("cu_lu_pivots_to_permutation", [pivots], [out],
+                              matrix_operands=(False,))[0]
+
+
 abstract_eval_rules[lu_pivots_to_permutation_p] = _permutation_abstract
 register_lowering(lu_pivots_to_permutation_p, lower_fun(_permutation))
+register_lowering(lu_pivots_to_permutation_p, lower_fun(_permutation_cuda), platform="cuda")
 jvp_rules[lu_pivots_to_permutation_p] = _permutation_jvp
 batched_on_front(lu_pivots_to_permutation_p)
 
@@ -96,21 +108,25 @@ def _abstract(x):
             ShapedArray(batch + (m,), np.int32)]
 
 
-def _cpu(x):
+def _lu(x, *, platform):
     aval = get_aval(x)
     batch, (m, n) = aval.shape[:-2], aval.shape[-2:]
     k = min(m, n)
     if 0 in aval.shape:
         pivots = _shapes.broadcasted_iota(np.int32, batch + (k,), len(batch))
         return [x, pivots, _shapes.broadcasted_iota(np.int32, batch + (m,), len(batch))]
-    factors, ipiv, info = lapack.call(
-        "getrf", [x], [(aval.shape, aval.dtype, True), (batch + (k,), np.int32, False),
-                       (batch, np.int32, False)], aliases=((0, 0),))
+    results = [(aval.shape, aval.dtype, True), (batch + (k,), np.int32, False),
+               (batch, np.int32, False)]
+    if platform == "cuda":
+        factors, ipiv, info = lapack.call_target("cusolver_getrf_ffi", [x], results,
+                                                 aliases=((0, 0),))
+    else:
+        factors, ipiv, info = lapack.call("getrf", [x], results, aliases=((0, 0),))
     # info > 0 only says U is singular (the factors are complete); info < 0 is a failure.
     failed = _cmp.lt(info, np.int32(0))
     mask = _shapes.broadcast_in_dim(failed, aval.shape, tuple(range(len(batch))))
     factors = _cmp.select_n(mask, factors, _shapes.full(aval.shape, np.nan, aval.dtype))
-    pivots = _arith.sub(ipiv, np.int32(1))  # LAPACK counts rows from 1
+    pivots = _arith.sub(ipiv, np.int32(1))  # LAPACK and cuSOLVER count rows from 1
     return [factors, pivots, lu_pivots_to_permutation(pivots, m)]
 
 
@@ -159,7 +175,10 @@ def _fit(x, shape, nb):
 
 
 abstract_eval_rules[lu_p] = _abstract
-register_lowering(lu_p, lower_fun(_cpu, multiple_results=True), platform="cpu")
+register_lowering(lu_p, lower_fun(partial(_lu, platform="cpu"), multiple_results=True),
+                  platform="cpu")
+register_lowering(lu_p, lower_fun(partial(_lu, platform="cuda"), multiple_results=True),
+                  platform="cuda")
 jvp_rules[lu_p] = _jvp
 batched_on_front(lu_p)
 

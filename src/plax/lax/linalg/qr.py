@@ -1,6 +1,8 @@
 """qr: QR factorisations (Householder, LAPACK geqrf), and householder_product (orgqr)."""
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from plax.core import dtypes
@@ -13,6 +15,7 @@ from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
 from plax.first_order.conversion import convert_element_type
 from plax.lax.linalg import lapack
+from plax.lax.linalg.geqrf import householder_factors
 from plax.lax.linalg.common import (adjoint, batched_on_front, check_matrix, eye_like, matmul,
                                     triangle)
 from plax.lax.linalg.lu import solve
@@ -55,12 +58,18 @@ def _hp_abstract(a, taus):
     return ShapedArray(a.shape, a.dtype)
 
 
-def _hp_cpu(a, taus):
+def reflectors_product(a, taus, platform: str):
+    """orgqr/ungqr on ``platform`` ("cpu": LAPACK; "cuda": cuSOLVER): Q's columns from the
+    reflectors of ``a`` and their scales."""
     aval = get_aval(a)
     if 0 in aval.shape:
         return eye_like(aval) if aval.size else a
-    return lapack.call(orgqr_routine(aval.dtype), [a, taus], [(aval.shape, aval.dtype, True)],
-                       matrix_operands=(True, False), aliases=((0, 0),))[0]
+    args = ([a, taus], [(aval.shape, aval.dtype, True)])
+    if platform == "cuda":
+        return lapack.call_target("cusolver_orgqr_ffi", *args, matrix_operands=(True, False),
+                                  aliases=((0, 0),))[0]
+    return lapack.call(orgqr_routine(aval.dtype), *args, matrix_operands=(True, False),
+                       aliases=((0, 0),))[0]
 
 
 def _hp_jvp(primals, tangents):
@@ -69,7 +78,10 @@ def _hp_jvp(primals, tangents):
 
 
 abstract_eval_rules[householder_product_p] = _hp_abstract
-register_lowering(householder_product_p, lower_fun(_hp_cpu), platform="cpu")
+register_lowering(householder_product_p,
+                  lower_fun(partial(reflectors_product, platform="cpu")), platform="cpu")
+register_lowering(householder_product_p,
+                  lower_fun(partial(reflectors_product, platform="cuda")), platform="cuda")
 jvp_rules[householder_product_p] = _hp_jvp
 batched_on_front(householder_product_p)
 
@@ -100,24 +112,17 @@ def _qr_abstract(x, *, full_matrices):
     return [ShapedArray(q, x.dtype), ShapedArray(r, x.dtype)]
 
 
-def _qr_cpu(x, *, full_matrices):
+def _qr(x, *, full_matrices, platform):
     aval = get_aval(x)
-    batch, (m, n) = aval.shape[:-2], aval.shape[-2:]
-    k = min(m, n)
     q_shape, r_shape = qr_shapes(aval.shape, full_matrices)
     if 0 in aval.shape:
         q = eye_like(ShapedArray(q_shape, aval.dtype))
         return [q, _shapes.full(r_shape, 0, aval.dtype)]
-    factors, taus = lapack.call("geqrf", [x], [(aval.shape, aval.dtype, True),
-                                               (batch + (k,), aval.dtype, False)],
-                                aliases=((0, 0),))
+    factors, taus = householder_factors(x, platform)
     r = triangle(resize_matrix(factors, rows=r_shape[-2]), lower=False)
     # orgqr builds c <= m columns from the reflectors: pad (n < c) or cut (n > c) to c.
     reflectors = resize_matrix(factors, cols=q_shape[-1])
-    q = lapack.call(orgqr_routine(aval.dtype), [reflectors, taus],
-                    [(q_shape, aval.dtype, True)], matrix_operands=(True, False),
-                    aliases=((0, 0),))[0]
-    return [q, r]
+    return [reflectors_product(reflectors, taus, platform), r]
 
 
 def _economic_jvp(q, r, dx):
@@ -178,7 +183,10 @@ def qr_jvp(primals, tangents, *, full_matrices):
 
 
 abstract_eval_rules[qr_p] = _qr_abstract
-register_lowering(qr_p, lower_fun(_qr_cpu, multiple_results=True), platform="cpu")
+register_lowering(qr_p, lower_fun(partial(_qr, platform="cpu"), multiple_results=True),
+                  platform="cpu")
+register_lowering(qr_p, lower_fun(partial(_qr, platform="cuda"), multiple_results=True),
+                  platform="cuda")
 jvp_rules[qr_p] = qr_jvp
 batched_on_front(qr_p)
 

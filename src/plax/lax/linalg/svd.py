@@ -1,7 +1,9 @@
-"""svd: singular value decomposition x = u diag(s) vh, through LAPACK gesdd (or gesvd)."""
+"""svd: singular value decomposition x = u diag(s) vh, through LAPACK gesdd (or gesvd) on
+CPU and cuSOLVER gesvdj (or gesvd, gesvdp) on NVIDIA GPUs."""
 from __future__ import annotations
 
 import enum
+from functools import partial
 
 import numpy as np
 
@@ -26,7 +28,8 @@ __all__ = ["SvdAlgorithm", "svd", "svd_p"]
 
 class SvdAlgorithm(enum.Enum):
     """Which SVD algorithm to run. On CPU: DEFAULT and DIVIDE_AND_CONQUER run LAPACK's
-    gesdd, QR runs gesvd; JACOBI and POLAR have no CPU implementation."""
+    gesdd, QR runs gesvd; JACOBI and POLAR have no CPU implementation. On NVIDIA GPUs:
+    DEFAULT is Jacobi up to 1024x1024 and QR beyond; DIVIDE_AND_CONQUER is ROCm's only."""
     DEFAULT = "default"
     QR = "QR"
     JACOBI = "Jacobi"
@@ -73,10 +76,25 @@ def _empty(aval, full_matrices, compute_uv, subset_by_index):
     return out
 
 
-def _cpu(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
+def _svd(x, *, full_matrices, compute_uv, subset_by_index, algorithm, platform):
     aval = get_aval(x)
     if 0 in aval.shape:
         return _empty(aval, full_matrices, compute_uv, subset_by_index)
+    kernel = _cuda_kernel if platform == "cuda" else _cpu_kernel
+    s, u, vt, info = kernel(x, aval, full_matrices, compute_uv, algorithm)
+    if not compute_uv:
+        s = lapack.nan_unless_ok(info, s)
+        return [s if subset_by_index is None else take_columns(s, *subset_by_index)]
+    s, u, vt = lapack.nan_unless_ok(info, s, u, vt)
+    if subset_by_index is not None:
+        start, end = subset_by_index
+        s, u = take_columns(s, start, end), take_columns(u, start, end)
+        vt = _take_rows(vt, start, end)
+    return [s, u, vt]
+
+
+def _cpu_kernel(x, aval, full_matrices, compute_uv, algorithm):
+    """(s, u, vt, info) from LAPACK: gesdd, or gesvd for SvdAlgorithm.QR."""
     if algorithm in (SvdAlgorithm.JACOBI, SvdAlgorithm.POLAR):
         raise NotImplementedError("The SVD Jacobi and Polar algorithms are not implemented on "
                                   "CPU; use algorithm=None (divide and conquer) or "
@@ -97,15 +115,60 @@ def _cpu(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
                (batch, np.int32, False)]
     _, s, u, vt, info = lapack.call(fn, [x], results, config=(("mode", mode),),
                                     aliases=((0, 0),))
+    return s, u, vt, info
+
+
+def _cuda_kernel(x, aval, full_matrices, compute_uv, algorithm):
+    """(s, u, vt, info) from cuSOLVER, chosen as JAX does: Jacobi (gesvdj) up to 1024x1024,
+    else QR (gesvd); POLAR is gesvdp."""
+    batch, (m, n) = aval.shape[:-2], aval.shape[-2:]
+    k, dt = min(m, n), aval.dtype
+    if algorithm is SvdAlgorithm.DIVIDE_AND_CONQUER:
+        raise NotImplementedError("Divide-and-conquer SVD (SvdAlgorithm.DIVIDE_AND_CONQUER) is "
+                                  "only supported on AMD (ROCm) GPUs, not on NVIDIA CUDA; use "
+                                  "the default algorithm or SvdAlgorithm.QR.")
+    if algorithm in (None, SvdAlgorithm.DEFAULT):
+        algorithm = SvdAlgorithm.JACOBI if m <= 1024 and n <= 1024 else SvdAlgorithm.QR
+    s_out = (batch + (k,), real_dtype(dt), False)
+    info_out = (batch, np.int32, False)
+    if algorithm is SvdAlgorithm.QR:
+        # gesvd wants m >= n: a wide matrix is given as its (row-major) transpose, whose
+        # factors come back swapped.
+        transposed = m < n
+        if compute_uv:
+            u_shape = batch + (m, m if full_matrices else k)
+            vt_shape = batch + (n if full_matrices else k, n)
+        else:
+            u_shape = vt_shape = ()
+        major = not transposed
+        first, second = (vt_shape, u_shape) if transposed else (u_shape, vt_shape)
+        _, s, one, two, info = lapack.call_target(
+            "cusolver_gesvd_ffi", [x],
+            [(aval.shape, dt, major), s_out, (first, dt, major and len(first) == aval.ndim),
+             (second, dt, major and len(second) == aval.ndim), info_out],
+            matrix_operands=(major,), aliases=((0, 0),),
+            config=(("compute_uv", bool(compute_uv)), ("full_matrices", bool(full_matrices)),
+                    ("transposed", transposed)))
+        u, vt = (two, one) if transposed else (one, two)
+        return s, u, vt, info
+    # Jacobi (gesvdj) and polar (gesvdp) return V, not Vᴴ, and always need u and v. Batched
+    # Jacobi has no economic mode: small matrices get full factors, cut afterwards.
+    target = "cusolver_gesvdp_ffi" if algorithm is SvdAlgorithm.POLAR else "cusolver_gesvdj_ffi"
+    econ = not full_matrices and (algorithm is SvdAlgorithm.POLAR or (m > 32 and n > 32))
+    u_shape = batch + (m, k if econ else m)
+    v_shape = batch + (n, k if econ else n)
+    _, s, u, v, info = lapack.call_target(
+        target, [x], [(aval.shape, dt, True), s_out, (u_shape, dt, True), (v_shape, dt, True),
+                      info_out],
+        aliases=((0, 0),),
+        config=(("compute_uv", bool(compute_uv)), ("full_matrices", not econ)))
     if not compute_uv:
-        s = lapack.nan_unless_ok(info, s)
-        return [s if subset_by_index is None else take_columns(s, *subset_by_index)]
-    s, u, vt = lapack.nan_unless_ok(info, s, u, vt)
-    if subset_by_index is not None:
-        start, end = subset_by_index
-        s, u = take_columns(s, start, end), take_columns(u, start, end)
-        vt = _take_rows(vt, start, end)
-    return [s, u, vt]
+        return s, None, None, info
+    vt = adjoint(v)
+    if not full_matrices and not econ:
+        u = take_columns(u, 0, k)
+        vt = _take_rows(vt, 0, k)
+    return s, u, vt, info
 
 
 def _jvp(primals, tangents, *, full_matrices, compute_uv, subset_by_index, algorithm):
@@ -183,7 +246,10 @@ def _pick(s, subset_by_index):
 
 
 abstract_eval_rules[svd_p] = _abstract
-register_lowering(svd_p, lower_fun(_cpu, multiple_results=True), platform="cpu")
+register_lowering(svd_p, lower_fun(partial(_svd, platform="cpu"), multiple_results=True),
+                  platform="cpu")
+register_lowering(svd_p, lower_fun(partial(_svd, platform="cuda"), multiple_results=True),
+                  platform="cuda")
 jvp_rules[svd_p] = _jvp
 batched_on_front(svd_p)
 

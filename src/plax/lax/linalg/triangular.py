@@ -9,6 +9,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, is_undefined, jvp_rules,
 from plax.core.trace import get_aval
 from plax.first_order import arithmetic as _arith
 from plax.first_order import shapes as _shapes
+from plax.first_order.common import real_dtype
 from plax.lax.linalg import lapack
 from plax.lax.linalg.common import (batched_on_front, check_matrix, conj_if_complex, matmul,
                                     swap_last, triangle)
@@ -54,6 +55,24 @@ def _cpu(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
                        aliases=((0, 1),))[0]
 
 
+def _cuda(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    # XLA's own triangular_solve: on GPUs it calls cuBLAS trsm.
+    a_aval = ctx.avals_in[0]
+    if conjugate_a and not transpose_a and dtypes.is_complex(a_aval.dtype):
+        real = ShapedArray(a_aval.shape, real_dtype(a_aval.dtype))
+        re = ctx.op1("stablehlo.real", [a], [a_aval], real)
+        im = ctx.op1("stablehlo.imag", [a], [a_aval], real)
+        minus_im = ctx.op1("stablehlo.negate", [im], [real], real)
+        a = ctx.op1("stablehlo.complex", [re, minus_im], [real, real], a_aval)
+    trans = ("NO_TRANSPOSE" if not transpose_a else
+             "ADJOINT" if conjugate_a and dtypes.is_complex(a_aval.dtype) else "TRANSPOSE")
+    flag = lambda v: "true" if v else "false"  # noqa: E731
+    return [ctx.op1("stablehlo.triangular_solve", [a, b],
+                    props=f"left_side = {flag(left_side)}, lower = {flag(lower)}, "
+                          f"transpose_a = #stablehlo<transpose {trans}>, "
+                          f"unit_diagonal = {flag(unit_diagonal)}")]
+
+
 def _op(a, transpose_a, conjugate_a):
     if transpose_a:
         a = swap_last(a)
@@ -86,6 +105,7 @@ def _transpose(ct, a, b, *, transpose_a, **params):
 
 abstract_eval_rules[triangular_solve_p] = _abstract
 register_lowering(triangular_solve_p, lower_fun(_cpu), platform="cpu")
+register_lowering(triangular_solve_p, _cuda, platform="cuda")
 jvp_rules[triangular_solve_p] = _jvp
 transpose_rules[triangular_solve_p] = _transpose
 batched_on_front(triangular_solve_p)
