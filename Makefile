@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.plax-installed
 
-.PHONY: distributed demo test bench ecosystem clean
+.PHONY: distributed gpu demo test bench ecosystem clean
 
 # The install also writes plax's bytecode (compileall writes it even under
 # PYTHONDONTWRITEBYTECODE=1, which otherwise has every run compile each module it imports).
@@ -26,7 +26,7 @@ demo: $(STAMP)
 # (tests needing more are deselected: the needs_devices mark; ~7 s in one process).
 # The slower multi-process tests (marked distributed_slow) run in `make distributed`.
 test: $(STAMP)
-	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile -m "not distributed_slow" tests
+	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile -m "not distributed_slow and not gpu" tests
 	PLAX_NUM_CPU_DEVICES=1 $(PY) -m pytest -q tests/sharding \
 		tests/test_debug_print.py::test_pmap_prints_once_per_device
 
@@ -50,6 +50,12 @@ bench: $(STAMP)
 # the slow ones too (a dead process 0, the training step against one process).
 distributed: $(STAMP)
 	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q tests/distributed
+
+# On a machine with an NVIDIA GPU: the cuda13 extra, then the GPU-marked tests (they skip,
+# saying why, where no GPU is). bench/gpu_check.sh does this and more in one command.
+gpu: $(STAMP)
+	$(PY) -m pip install -q -e '.[cuda13]'
+	$(PY) -m pytest -q -m gpu tests/gpu
 
 # Libraries built on JAX (optax, chex, flax, equinox, ...) run on plax with their own tests, in
 # a separate venv; ARGS=--reference runs them on real JAX 0.10.2, ARGS="--only optax,chex".

@@ -19,6 +19,9 @@ def pytest_configure(config):
         "markers", "distributed_slow: a slower multi-process test, run by `make distributed` "
                    "(`make test` runs the fast ones)")
     config.addinivalue_line(
+        "markers", "gpu: needs an NVIDIA GPU (the CUDA plugin): run by `make gpu` and "
+                   "bench/gpu_check.sh; `make test` leaves them out, and without a GPU they skip")
+    config.addinivalue_line(
         "markers", "needs_devices(n): the test builds meshes or maps over n devices; in a run "
                    "with fewer (the suite's one-device run of the sharding and pmap tests) it is "
                    "deselected, never skipped. The closest mark wins, so a test in a module "
