@@ -23,14 +23,19 @@ import subprocess
 import sys
 import tempfile
 
-PROGRAM = r'''
-import json, sys, time
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import PRELUDE  # noqa: E402  (the timers and the MLP, shared with bench/)
+
+HEADER = r'''
+import sys
 lib_name = sys.argv[1]
 lib = __import__(lib_name)
 jnp = lib.numpy
 lax = lib.lax
 assert lib.default_backend() == "gpu", lib.devices()
+'''
+
+BODY = r'''
 
 def best(fn, n, rounds=5):
     fn()
@@ -49,24 +54,12 @@ x8 = lib.device_put(np.ones(8, np.float32))
 f = lib.jit(lambda v: v * 2 + 1)
 results["dispatch_us"] = best(lambda: f(x8).block_until_ready(), 2000) * 1e6
 
-# MLP 784-512x6-10, batch 128
-rng = np.random.default_rng(0)
-sizes = (784,) + (512,) * 6 + (10,)
-params = [(lib.device_put((rng.standard_normal((m, k)) / np.sqrt(m)).astype(np.float32)),
-           lib.device_put(np.zeros(k, np.float32))) for m, k in zip(sizes[:-1], sizes[1:])]
-x = lib.device_put(rng.standard_normal((128, 784)).astype(np.float32))
-y = lib.device_put(np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)])
-
-def loss(params, x, y):
-    h = x
-    for w, b in params[:-1]:
-        h = jnp.tanh(h @ w + b)
-    w, b = params[-1]
-    return jnp.mean((h @ w + b - y) ** 2)
+# MLP 784-512x6-10, batch 128 (harness.PRELUDE's MLP)
+params, x, y = mlp_data((784,) + (512,) * 6 + (10,), 128)
 
 @lib.jit
 def step(params, x, y):
-    g = lib.grad(loss)(params, x, y)
+    g = lib.grad(mlp_loss)(params, x, y)
     return [(w - 0.01 * gw, b - 0.01 * gb) for (w, b), (gw, gb) in zip(params, g)]
 
 state = [params]
@@ -74,9 +67,10 @@ def mlp_step():
     state[0] = step(state[0], x, y)
     return state[0]
 results["mlp_step_us"] = best(mlp_step, 200) * 1e6
-results["mlp_check"] = float(loss(state[0], x, y))
+results["mlp_check"] = float(mlp_loss(state[0], x, y))
 
 # bf16: the matmul ceiling, then the big MLP step
+rng = np.random.default_rng(0)
 D = B = 8192
 L = 4
 a = lib.device_put(rng.standard_normal((D, D)).astype(np.float32)).astype(jnp.bfloat16)
@@ -108,6 +102,7 @@ results["bf16_mlp_tflops"] = 2 * B * D * D * (3 * L - 1) / t / 1e12
 results["bf16_mlp_ms"] = t * 1e3
 print("RESULT", json.dumps(results), flush=True)
 '''
+PROGRAM = HEADER + PRELUDE + BODY
 
 ROWS = [("dispatch_us", "dispatch (µs/call)", "at most 1.0x"),
         ("mlp_step_us", "mlp 784-512x6-10 step (µs)", "at most 1.02x"),

@@ -184,7 +184,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         loopback = host in ("127.0.0.1", "localhost", "[::1]")
         xla.join_distributed_runtime(client, process_id, num_processes,
                                      "127.0.0.1" if loopback else None, wait_watching,
-                                     run_watching)
+                                     run_watching, local_ids)
         _state = _Runtime(coordinator_address, process_id, num_processes, service, client,
                           local_ids, shutdown_timeout_seconds)
         if num_processes > 1:
@@ -241,7 +241,7 @@ def _check_arguments(address, count, pid) -> None:
 
 
 def _local_ids(ids):
-    """``local_device_ids`` as a tuple (kept for accelerator backends: a CPU process always
+    """``local_device_ids`` as a tuple: the GPUs this process drives (a CPU process always
     has its ``num_cpu_devices`` devices)."""
     if ids is None:
         return None

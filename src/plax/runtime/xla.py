@@ -62,7 +62,7 @@ def _make_cpu_client():
         raise ValueError(f"{said_by} must give at least 1 CPU device, got {n}.")
     if _distributed_runtime is None:
         return xc.make_cpu_client(asynchronous=True, num_devices=n)
-    client, process_id, num_processes, hostname = _distributed_runtime
+    client, process_id, num_processes, hostname, _ = _distributed_runtime
     gloo = _jax.make_gloo_tcp_collectives(distributed_client=client, hostname=hostname)
     return xc.make_cpu_client(asynchronous=True, num_devices=n, distributed_client=client,
                               node_id=process_id, num_nodes=num_processes, collectives=gloo)
@@ -91,9 +91,11 @@ def _make_cuda_client():
     os.environ.update(cuda_plugin.client_settings())  # PLAX_ names -> XLA_ ones, read below
     options = xc.generate_pjrt_gpu_plugin_options()
     distributed = None
-    if _distributed_runtime is not None:
-        distributed, process_id, num_processes, _ = _distributed_runtime
+    if _distributed_runtime is not None:  # one GPU process of many: NCCL collectives
+        distributed, process_id, num_processes, _, local_ids = _distributed_runtime
         options.update(node_id=process_id, num_nodes=num_processes)
+        if local_ids is not None:
+            options["visible_devices"] = list(local_ids)
     return xc.make_c_api_client("cuda", options, distributed)
 
 
@@ -238,7 +240,8 @@ def process_index(platform=None) -> int:
 
 
 # --- the distributed runtime (many processes: runtime/distributed.py drives it) ---------
-_distributed_runtime = None  # (client, process_id, num_processes, hostname): CPU client joins
+# (client, process_id, num_processes, hostname, local device ids): the clients join the run
+_distributed_runtime = None
 
 
 def distributed_service(address: str, num_processes: int, heartbeat_timeout: int,
@@ -261,14 +264,15 @@ def distributed_client(address: str, process_id: int, init_timeout: int,
 
 
 def join_distributed_runtime(client, process_id: int, num_processes: int, hostname,
-                             wait=None, call=None) -> None:
-    """Make the CPU client, when it starts, one of ``num_processes`` joined by ``client``
-    (gloo collectives over TCP on ``hostname``). So that a dead peer raises instead of
+                             wait=None, call=None, local_device_ids=None) -> None:
+    """Make the clients, when they start, one of ``num_processes`` joined by ``client``: the
+    CPU client with gloo collectives over TCP on ``hostname``, the CUDA one with NCCL on the
+    GPUs ``local_device_ids`` (all when None). So that a dead peer raises instead of
     trapping the caller: ``wait(bufs)`` is called before every blocking wait on results,
     and every program runs as ``call(run, *run_args)``. A None client undoes it."""
     global _distributed_runtime, _distributed_wait, _distributed_call
     _distributed_runtime = None if client is None else (client, process_id, num_processes,
-                                                         hostname)
+                                                         hostname, local_device_ids)
     _distributed_wait, _distributed_call = wait, call
 
 
