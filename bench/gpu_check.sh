@@ -10,8 +10,7 @@
 #      sealed GPU machine), the venv sees the system's packages (a jaxlib with its CUDA
 #      plugin already there) and plax is installed without dependencies.
 #   2. devices: plax's device list and default backend.
-#   3. tests: the test suite's GPU-marked subset, and the CPU-only discovery and lowering
-#      tests beside it (tests/gpu).
+#   3. tests: the test suite's GPU-marked subset (tests/gpu, -m gpu).
 #   4. smoke: the showcase (examples/demo.py) on the GPU. It covers arrays, grad, vmap, scan,
 #      control flow, shard_map over the GPUs, pure_callback, linalg and random.
 #   5. bench: bench/bench_gpu.py, plax next to JAX on the same GPU. JAX comes from a scratch
@@ -82,7 +81,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi -L
 stage install install
 if [ $FAILED = 0 ]; then
     stage devices devices
-    stage tests "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/gpu
+    stage tests "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m gpu tests/gpu
     stage smoke "$VENV/bin/python" examples/demo.py
     stage bench bench
 fi
