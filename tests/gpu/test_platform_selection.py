@@ -116,3 +116,11 @@ def test_nvidia_libraries_that_cannot_load_are_skipped(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert cuda_plugin.preload_nvidia_libraries() == []
+
+
+@pytest.mark.parametrize("platform,named", [("cpu", "cpu"), ("cuda", "gpu"), ("rocm", "gpu")])
+def test_default_backend_names_gpus_gpu_as_jax_does(monkeypatch, platform, named):
+    import plax
+    from plax.runtime import xla
+    monkeypatch.setattr(xla, "default_platform", lambda: platform)
+    assert plax.default_backend() == named
