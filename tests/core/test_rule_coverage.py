@@ -44,6 +44,7 @@ _SCALAR_COMBINER = (
     "the jaxpr it holds is a combiner of scalars, with nothing to split or prune: the "
     "equation is staged whole when an operand is unknown and kept whole while a result is "
     "used (JAX has no such rule either)")
+_ONE_SIDED = "a one-sided send or receive (GPUs only), paired with its partner by channel"
 _LOWERING_ONLY = ("the internal LAPACK custom call exists only inside CPU lowering rules, after "
                   "every transformation has run")
 
@@ -67,6 +68,15 @@ EXEMPTIONS = {
                              "rule either", _NOT_NEEDED),
     ("lapack_call", "batch"): (_LOWERING_ONLY, _NOT_NEEDED),
     ("lapack_call", "jvp"): (_LOWERING_ONLY, _NOT_NEEDED),
+    ("psend", "jvp"): (_ONE_SIDED + "; JAX 0.10.2 does not differentiate it either",
+                       _NOT_NEEDED),
+    ("precv", "jvp"): (_ONE_SIDED + "; JAX 0.10.2 does not differentiate it either",
+                       _NOT_NEEDED),
+    ("psend", "batch"): (_ONE_SIDED + ", between devices: a vmapped axis has no partner "
+                         "program to receive it (JAX's rule, ppermute's, cannot apply to a "
+                         "token)", _NOT_NEEDED),
+    ("precv", "batch"): (_ONE_SIDED + ", between devices: a vmapped axis has no partner "
+                         "program to send it", _NOT_NEEDED),
     ("reduce", "partial_eval"): (_SCALAR_COMBINER, _NOT_NEEDED),
     ("reduce", "dce"): (_SCALAR_COMBINER, _NOT_NEEDED),
     ("reduce_window", "partial_eval"): (_SCALAR_COMBINER, _NOT_NEEDED),

@@ -280,3 +280,23 @@ def test_transformations_compose_on_gpu():
     assert float(summed) == sum(range(4 * n))
     mapped = plax.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(jnp.ones((n, 3)))
     np.testing.assert_array_equal(np.asarray(mapped), n * np.ones((n, 3)))
+
+
+def test_psend_and_precv_move_data_between_gpus():
+    from plax.experimental.shard_map import shard_map
+    from plax.sharding import Mesh, PartitionSpec as P
+
+    gpus = plax.devices("gpu")
+    if len(gpus) < 2:
+        pytest.skip(f"psend/precv need two GPUs; this machine has {len(gpus)}")
+    n = len(gpus)
+    ring = [(i, (i + 1) % n) for i in range(n)]
+
+    def body(x):
+        token = lax.psend(x, "d", ring)
+        return lax.precv(token, plax.ShapeDtypeStruct(x.shape, x.dtype), "d", ring)
+
+    f = plax.jit(shard_map(body, mesh=Mesh(np.array(gpus), ("d",)), in_specs=P("d"),
+                           out_specs=P("d")))
+    x = np.arange(2.0 * n).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(f(x)), np.roll(x.reshape(n, 2), 1, 0).ravel())

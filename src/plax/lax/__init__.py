@@ -103,6 +103,7 @@ _LAZY_FAMILIES = {
     "plax.first_order.approx_topk": ("approx_max_k", "approx_min_k", "approx_top_k_p"),
     "plax.first_order.ragged_dot": (
         "ragged_dot", "ragged_dot_general", "RaggedDotDimensionNumbers"),
+    "plax.first_order.send_recv": ("psend", "precv"),
     "plax.first_order.collectives": (
         "psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "all_to_all", "pswapaxes",
         "ppermute", "pshuffle", "axis_index", "axis_size", "pvary", "pbroadcast", "pcast",
