@@ -21,7 +21,7 @@ from plax.first_order.collectives import (_as_names, _axis_names_param, _check_b
 from plax.first_order.tokens import Token, create_token_p
 from plax.lowering.stablehlo import abstract_token
 
-__all__ = ["psend", "precv", "psend_p", "precv_p"]
+__all__ = ["psend", "precv"]
 
 psend_p = Primitive("psend")
 precv_p = Primitive("precv")
