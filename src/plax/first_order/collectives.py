@@ -455,18 +455,25 @@ deflinear(ppermute_p)
 transpose_rules[ppermute_p] = _ppermute_transpose
 
 
+def checked_perm(prim: str, names, perm) -> tuple:
+    """``perm`` as (source, destination) int pairs, each source and destination used once and
+    inside the axes ``names`` (whose size is known here)."""
+    perm = tuple((int(s), int(d)) for s, d in perm)
+    size = axis_size(names)
+    srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
+    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
+        raise ValueError(f"{prim} sources and destinations must be unique, got perm={perm}.")
+    if any(not 0 <= i < size for i in srcs + dsts):
+        raise ValueError(f"{prim} perm={perm} has an index outside the axis {names} of size "
+                         f"{size}.")
+    return perm
+
+
 def ppermute(x, axis_name, perm):
     """Send ``x`` from member ``src`` to member ``dst`` for each ``(src, dst)`` in ``perm``;
     members that receive nothing get zeros."""
     names = _as_names(axis_name)
-    size = axis_size(names)
-    perm = tuple((int(s), int(d)) for s, d in perm)
-    srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
-    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
-        raise ValueError(f"ppermute sources and destinations must be unique, got perm={perm}.")
-    if any(not 0 <= i < size for i in srcs + dsts):
-        raise ValueError(f"ppermute perm={perm} has an index outside the axis {axis_name} of "
-                         f"size {size}.")
+    perm = checked_perm("ppermute", names, perm)
     return tree_util.tree_map(
         lambda leaf: ppermute_p.bind(_varying_over(leaf, names), axis_name=names, perm=perm), x)
 

@@ -16,7 +16,7 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, collective_axis_names, effect_rules,
                              register_lowering, replication_rules)
 from plax.first_order.collectives import (_as_names, _axis_names_param, _check_bound,
-                                          _manual_names, _varying_over, axis_size,
+                                          _manual_names, _varying_over, checked_perm,
                                           replica_groups)
 from plax.first_order.tokens import Token, create_token_p
 from plax.lowering.stablehlo import abstract_token
@@ -34,24 +34,12 @@ class SingleSideCollectiveEffect(Effect):
 single_side_collective_effect = SingleSideCollectiveEffect("one-sided communication")
 
 
-def _checked_perm(prim: str, names, perm) -> tuple:
-    perm = tuple((int(s), int(d)) for s, d in perm)
-    size = axis_size(names)
-    srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
-    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
-        raise ValueError(f"{prim} sources and destinations must be unique, got {perm}.")
-    if any(not 0 <= i < size for i in srcs + dsts):
-        raise ValueError(f"{prim} perm={perm} has an index outside the axis {names} of size "
-                         f"{size}.")
-    return perm
-
-
 def psend(x, axis_name, perm):
     """Send ``x`` (each leaf of a pytree) from member ``src`` to member ``dst`` of the named
     axis for each ``(src, dst)`` in ``perm``; returns a token (one per leaf) for ``precv`` to
     follow. GPUs only."""
     names = _as_names(axis_name)
-    perm = _checked_perm("psend", names, perm)
+    perm = checked_perm("psend", names, perm)
     return tree_util.tree_map(
         lambda leaf: Token(psend_p.bind(_varying_over(leaf, names), axis_name=names,
                                         perm=perm)), x)
@@ -61,7 +49,7 @@ def precv(token, out_shape, axis_name, perm):
     """Receive an array of ``out_shape`` (a ShapeDtypeStruct) from the sender ``perm`` pairs
     this member with, after ``token`` (from ``psend`` or ``lax.create_token``). GPUs only."""
     names = _as_names(axis_name)
-    perm = _checked_perm("precv", names, perm)
+    perm = checked_perm("precv", names, perm)
     if not isinstance(token, Token):
         raise TypeError(f"precv takes a token (from psend or lax.create_token), got "
                         f"{type(token).__name__}.")
