@@ -24,7 +24,9 @@ Failures are reported, never waited on forever:
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import os
+import queue
 import re
 import sys
 import threading
@@ -199,26 +201,45 @@ _NEVER = 10 ** 7  # seconds: a timeout XLA never reaches
 def _connect(client, address, process_id, num_processes, timeout) -> None:
     """Connect ``client`` (which waits for every process to arrive) within ``timeout``
     seconds, or raise a RuntimeError saying who is missing."""
-    outcome: list = []
-
-    def connect():
-        try:
-            client.connect()
-            outcome.append(None)
-        except Exception as e:
-            outcome.append(e)
-
-    thread = threading.Thread(target=connect, name="plax-distributed-connect", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive() or outcome[0] is not None:  # (a stuck connect thread is abandoned)
-        said = f" XLA said: {_first_line(outcome[0])}" if outcome else ""
-        raise RuntimeError(
+    future = _in_background(client.connect, name="plax-distributed-connect")
+    try:
+        future.result(timeout)
+        return
+    except TimeoutError:  # (the stuck connect is abandoned)
+        said = ""
+    except Exception as e:
+        said = f" XLA said: {_first_line(e)}"
+    raise RuntimeError(
             f"distributed.initialize: process {process_id} of {num_processes} could not join "
             f"the run at {address} within {timeout} s (initialization_timeout): the "
             f"coordinator did not answer, or not every process arrived. Check that process 0 "
             f"runs with this coordinator_address, that the address is reachable from here, "
             f"and that all {num_processes} processes were started.{said}")
+
+
+def _in_background(fn, *args, name: str) -> concurrent.futures.Future:
+    """``fn(*args)`` on a daemon thread of its own, as a Future: a call stuck on a dead peer
+    is abandoned when the process ends instead of holding up its exit."""
+    future = concurrent.futures.Future()
+
+    def run():
+        try:
+            future.set_result(fn(*args))
+        except BaseException as e:  # noqa: BLE001 (handed to whoever waits)
+            future.set_exception(e)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
+def _await(future: concurrent.futures.Future, processes=None):
+    """``future``'s result, raising PeerFailureError instead if one of ``processes`` (any
+    process, when None) dies while it is awaited."""
+    while True:
+        try:
+            return future.result(timeout=0.05)
+        except TimeoutError:
+            check_peers(processes)
 
 
 def _check_arguments(address, count, pid) -> None:
@@ -361,23 +382,30 @@ def wait_watching(values) -> None:
         pause = min(pause * 2, 0.01)
 
 
-_runner = None  # the thread programs run on (one at a time, in order), made on first use
+_runs: queue.SimpleQueue | None = None  # programs for the runner thread, made on first use
+
+
+def _runner(runs: queue.SimpleQueue) -> None:
+    while True:
+        future, run, args = runs.get()
+        try:
+            future.set_result(run(*args))
+        except BaseException as e:  # noqa: BLE001 (handed to the caller)
+            future.set_exception(e)
 
 
 def run_watching(run, *args):
-    """``run(*args)`` (a program's execution) on the runner thread, waited for here so that
-    PeerFailureError can be raised while it is stuck on a dead peer."""
-    global _runner
+    """``run(*args)`` (a program's execution) on the runner thread, one at a time in order,
+    waited for here so that PeerFailureError can be raised while it is stuck on a dead peer.
+    The runner is a daemon thread: stuck, it does not hold up the process's exit."""
+    global _runs
     check_peers()
-    if _runner is None:
-        import concurrent.futures
-        _runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="plax-run")
-    future = _runner.submit(run, *args)
-    while True:
-        try:
-            return future.result(timeout=0.05)
-        except TimeoutError:
-            check_peers()
+    if _runs is None:
+        _runs = queue.SimpleQueue()
+        threading.Thread(target=_runner, args=(_runs,), name="plax-run", daemon=True).start()
+    future = concurrent.futures.Future()
+    _runs.put((future, run, args))
+    return _await(future)
 
 
 def barrier(name: str, timeout: float = 300.0, processes=None) -> None:
@@ -391,23 +419,14 @@ def barrier(name: str, timeout: float = 300.0, processes=None) -> None:
     state.barriers[name] = count + 1
     key = f"{name}#{count}"
     ids = None if processes is None else sorted(processes)
-    outcome: list = []
-
-    def wait():
-        try:
-            state.client.wait_at_barrier(key, int(timeout * 1000), ids)
-            outcome.append(None)
-        except Exception as e:  # the barrier failed or timed out
-            outcome.append(e)
-
-    thread = threading.Thread(target=wait, name=f"plax-barrier-{name}", daemon=True)
-    thread.start()
-    while thread.is_alive():
+    future = _in_background(state.client.wait_at_barrier, key, int(timeout * 1000), ids,
+                            name=f"plax-barrier-{name}")
+    try:
+        _await(future, ids)  # (a death after everyone arrived is for the next wait to report)
+    except PeerFailureError:
+        raise
+    except Exception as e:  # the barrier failed or timed out
         check_peers(ids)
-        thread.join(0.05)
-    if outcome and outcome[0] is None:
-        return  # everyone arrived (a death after that is for the next wait to report)
-    check_peers(ids)
-    raise TimeoutError(f"plax.distributed: process {state.process_id} waited {timeout} s "
-                       f"at barrier {name!r} and not every process arrived "
-                       f"({_first_line(outcome[0])}).")
+        raise TimeoutError(f"plax.distributed: process {state.process_id} waited {timeout} s "
+                           f"at barrier {name!r} and not every process arrived "
+                           f"({_first_line(e)}).") from None
