@@ -27,6 +27,7 @@ from plax.core.effects import has_ordered_effects
 from plax.core.jaxpr import Jaxpr, Literal
 from plax.core.rules import (lowering_rule, out_sharding_params, physical_lowering_rules,
                              platform_lowering_rules)
+from plax.runtime import platforms
 
 
 _ELEMENT_TYPES = {
@@ -130,10 +131,7 @@ def compare_type(dtype) -> str:
     return "SIGNED"
 
 
-def canonical_platform(platform: str) -> str:
-    """The lowering name of a platform: lower case, "gpu" meaning "cuda"."""
-    name = str(platform).lower()
-    return "cuda" if name == "gpu" else name
+canonical_platform = platforms.canonical  # the lowering name of a platform ("gpu": "cuda")
 
 
 def platform_of(device) -> str:

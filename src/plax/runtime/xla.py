@@ -25,7 +25,7 @@ import jaxlib.xla_client as xc
 from jaxlib import _jax, _profile_data, _profiler
 
 from plax.core.config import config
-from plax.runtime import cuda_plugin, pipeline_steps
+from plax.runtime import cuda_plugin, pipeline_steps, platforms
 from plax.runtime.cpu_devices import cpu_device_count
 from plax.runtime.jaxlib_lookups import answer_jaxlib_lookups as _answer_jaxlib_lookups
 
@@ -124,19 +124,12 @@ def _register_cuda_kernels(api, kernels) -> None:
                                            api_version=api_version)
 
 
-# platform name -> factory, in the order platforms are tried (the first started is the
-# default): the GPU first, where a CUDA plugin is installed.
-_FACTORIES = {"cuda": _make_cuda_client, "cpu": _make_cpu_client}
-
-
-def register_backend_factory(name: str, factory) -> None:
-    """Make ``factory()`` (returning a jaxlib client) the way platform ``name`` starts; it
-    is used once the backends start with ``name`` among the requested platforms (the
-    default: every registered one)."""
-    if not callable(factory):
-        raise TypeError(f"register_backend_factory: factory must be callable, got {factory!r}")
-    with _lock:
-        _FACTORIES[name.lower()] = factory
+# Tried in this order (the first started is the default): the GPU first, where a CUDA
+# plugin is installed.
+platforms.register_factory("cuda", _make_cuda_client)
+platforms.register_factory("cpu", _make_cpu_client)
+register_backend_factory = platforms.register_factory
+_FACTORIES = platforms.FACTORIES
 
 
 def ifrt_proxy_module():
@@ -149,52 +142,16 @@ def ifrt_proxy_module():
     return _ifrt_proxy
 
 
-_ALIASES = {"gpu": "cuda"}
-
-
-def requested_platforms() -> tuple[list[str], bool]:
-    """The platforms to start, in order, and whether the user named them (``PLAX_PLATFORMS``
-    or ``jax_platforms``, e.g. "cuda,cpu"; "gpu" means "cuda"). By default: the CUDA plugin
-    where one is installed, then the CPU, then any other registered platform."""
-    text = os.environ.get("PLAX_PLATFORMS") or config.read("platforms") or ""
-    names = [p.strip().lower() for p in text.split(",") if p.strip()]
-    if names:
-        return list(dict.fromkeys(_ALIASES.get(n, n) for n in names)), True
-    default = [n for n in _FACTORIES if n != "cuda" or cuda_plugin.find() is not None]
-    return default, False
-
-
 def backends() -> dict:
-    """Initialise (once) and return ``{platform: client}`` for the requested platforms. A
-    platform the user named must start (else RuntimeError); one tried by default (the GPU)
-    that fails gives one warning, and plax goes on without it."""
+    """Initialise (once) and return ``{platform: client}`` for the requested platforms
+    (runtime/platforms.py says which, in which order, and what a failure means)."""
     global _default_platform
     if _backends:
         return _backends
     with _lock:
         if _backends:
             return _backends
-        names, named = requested_platforms()
-        for name in names:
-            factory = _FACTORIES.get(name)
-            try:
-                if factory is None:
-                    raise RuntimeError(f"unknown platform (known: {sorted(_FACTORIES)} and "
-                                       f"'gpu')")
-                _backends[name] = factory()
-            except Exception as e:  # noqa: BLE001 (reported either way, below)
-                said = (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(".")
-                if named:
-                    _backends.clear()
-                    raise RuntimeError(
-                        f"Unable to initialize backend '{name}': {said} (it was asked for "
-                        f"by PLAX_PLATFORMS/jax_platforms={','.join(names)}; drop it from "
-                        f"there to run without it).") from e
-                warnings.warn(f"Unable to initialize backend '{name}': {said}. plax runs on "
-                              f"the other platforms; set PLAX_PLATFORMS=cpu to skip {name}, "
-                              f"or uninstall its plugin.", RuntimeWarning, stacklevel=2)
-        if not _backends:
-            raise RuntimeError("Unable to initialize any backend.")
+        _backends.update(platforms.start())
         _default_platform = next(iter(_backends))
         _pin_aval_class(_backends[_default_platform])
     return _backends
@@ -215,8 +172,7 @@ def get_backend(platform: str | None = None):
     bs = backends()
     if platform is None:
         return bs[_default_platform]
-    key = platform.lower()
-    key = _ALIASES.get(key, key)
+    key = platforms.canonical(platform)
     if key not in bs:
         raise RuntimeError(f"Unknown backend {platform!r}: it is not available here. Available "
                            f"backends are {sorted(bs)}.")

@@ -1,0 +1,73 @@
+"""Which platforms plax starts, in which order, and what a failure to start one means.
+
+The user names platforms with ``PLAX_PLATFORMS`` (or JAX's ``JAX_PLATFORMS`` /
+``jax_platforms``), e.g. "cuda,cpu"; "gpu" means "cuda". Named, each must start or plax
+raises JAX's "Unable to initialize backend". Unnamed, plax tries every platform it has a
+client factory for, the GPU first where a CUDA plugin is installed; one that fails then
+warns once and plax goes on without it. The factories themselves (jaxlib clients) live in
+runtime/xla.py; nothing here touches jaxlib.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+from plax.core.config import config
+from plax.runtime import cuda_plugin
+
+_ALIASES = {"gpu": "cuda"}
+# platform name -> the factory of its jaxlib client, in the order platforms are tried
+FACTORIES: dict = {}
+
+
+def canonical(platform: str) -> str:
+    """A platform's own name: lower case, "gpu" meaning "cuda"."""
+    name = str(platform).lower()
+    return _ALIASES.get(name, name)
+
+
+def register_factory(name: str, factory) -> None:
+    """Make ``factory()`` (returning a jaxlib client) the way platform ``name`` starts; it
+    is used once the backends start with ``name`` among the requested platforms (the
+    default: every registered one)."""
+    if not callable(factory):
+        raise TypeError(f"register_backend_factory: factory must be callable, got {factory!r}")
+    FACTORIES[name.lower()] = factory
+
+
+def requested(known) -> tuple[list[str], bool]:
+    """The platforms to start, in order, and whether the user named them. By default: those
+    of ``known`` (the factories' names, in their order), the CUDA one only where a plugin is
+    installed."""
+    text = os.environ.get("PLAX_PLATFORMS") or config.read("platforms") or ""
+    names = [canonical(p.strip()) for p in text.split(",") if p.strip()]
+    if names:
+        return list(dict.fromkeys(names)), True
+    return [n for n in known if n != "cuda" or cuda_plugin.find() is not None], False
+
+
+def start() -> dict:
+    """``{platform: client}`` for the requested platforms, each made by its registered
+    factory, in order (the first is the default)."""
+    factories = FACTORIES
+    names, named = requested(factories)
+    started = {}
+    for name in names:
+        factory = factories.get(name)
+        try:
+            if factory is None:
+                raise RuntimeError(f"unknown platform (known: {sorted(factories)} and 'gpu')")
+            started[name] = factory()
+        except Exception as e:  # noqa: BLE001 (reported either way, below)
+            said = (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(".")
+            if named:
+                raise RuntimeError(
+                    f"Unable to initialize backend '{name}': {said} (it was asked for by "
+                    f"PLAX_PLATFORMS/jax_platforms={','.join(names)}; drop it from there to "
+                    f"run without it).") from e
+            warnings.warn(f"Unable to initialize backend '{name}': {said}. plax runs on the "
+                          f"other platforms; set PLAX_PLATFORMS=cpu to skip {name}, or "
+                          f"uninstall its plugin.", RuntimeWarning, stacklevel=4)
+    if not started:
+        raise RuntimeError("Unable to initialize any backend.")
+    return started
