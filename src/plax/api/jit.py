@@ -529,6 +529,7 @@ class JitWrapped:
     def clear_cache(self) -> None:
         """Drop this function's traces and executables (shared by every jit of it)."""
         self._state.function.clear()
+        self._state.clear()
         if self._cpp is not None:
             self._cpp._clear_cache()
 
@@ -743,6 +744,7 @@ def clear_caches() -> None:
     caches.clear_all()
     for state in list(live_jit_states):
         state.function.clear()
+        state.clear()
     cpp_jit.clear_all()
     traces_by_function.clear()  # (options resolve to devices anew, as after clear_backends)
 

@@ -144,6 +144,9 @@ def shared_jit_state(fun, options: dict) -> _JitState:
             function = traces_by_function.get(fun)
             if function is None:
                 function = traces_by_function[fun] = _FunctionTraces()
+                # Its states refer back to it: when ``fun`` goes, let them go by reference
+                # counting alone (with the consts their traces hold), as JAX's do.
+                weakref.finalize(fun, function.by_options.clear)
         except Exception:  # (fun is not weakly referenceable, hashable or comparable)
             key = None
     if function is None:  # caches of its own, unseen by any other jit
@@ -152,7 +155,8 @@ def shared_jit_state(fun, options: dict) -> _JitState:
     if state is None:
         state = _JitState(_resolve_jit_options(fun, **options), function,
                           shared=key is not None)
-        function.by_options[key] = state  # (key None: this state's own function entry)
+        if key is not None:  # (an unshared state is its function's only one: no entry)
+            function.by_options[key] = state
         live_jit_states.add(state)
     return state
 

@@ -83,7 +83,10 @@ class BoundedCache:
     def put(self, key, value):
         entries = self._entries
         if len(entries) >= self.maxsize and key not in entries:
-            del entries[next(iter(entries))]
+            try:  # (another thread may evict the same oldest entry first)
+                entries.pop(next(iter(entries)), None)
+            except (StopIteration, RuntimeError):
+                pass
         entries[key] = value
         return value
 
@@ -92,6 +95,9 @@ class BoundedCache:
 
     def clear(self) -> None:
         self._entries.clear()
+
+    def values(self) -> list:
+        return list(self._entries.values())
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -161,25 +161,34 @@ class _ArrayMethods:
         return self._physical_value()
 
     def _physical_value(self) -> np.ndarray:
-        """The data as stored (a PRNG key array: its uint32 words), read-only and cached."""
+        """The data as stored (a PRNG key array: its uint32 words), read-only.
+
+        A host copy is cached on the array; a view of the device buffer itself (the CPU's
+        zero-copy read) is not, as in JAX: holding it would pin the buffer (it could no
+        longer be donated), and reading it again costs nothing.
+        """
         val = self._npy_value
         if val is None or self.is_deleted():  # (jaxlib keeps the host copy past a delete)
             self._check_alive()
             buf = buffer_of(self)
             if type(self._sharding) is SingleDeviceSharding and \
                     self._sharding.device_for_dispatch.process_index == xla.process_index():
-                val = xla.to_numpy(buf)
+                val, copied = xla.to_numpy_did_copy(buf)
             elif not self._sharding.is_fully_addressable:
                 if not self._readable():
                     raise RuntimeError(NOT_ADDRESSABLE)
-                val = xla.to_numpy(xla.shards(buf)[0])  # a full copy this process holds
+                val, copied = xla.to_numpy_did_copy(xla.shards(buf)[0])  # a full copy here
             else:
                 bufs = xla.shards(buf)
-                val = xla.to_numpy(bufs[0]) if len(bufs) == 1 else self._assemble_on_host(bufs)
+                if len(bufs) == 1:
+                    val, copied = xla.to_numpy_did_copy(bufs[0])
+                else:
+                    val, copied = self._assemble_on_host(bufs), True
             shape = physical_aval(self.aval).shape
             val = val.reshape(shape) if val.shape != shape else val
             val.flags.writeable = False
-            self._npy_value = val
+            if copied:
+                self._npy_value = val
         return val
 
     def _assemble_on_host(self, bufs) -> np.ndarray:
@@ -397,12 +406,25 @@ def make_array(buf, aval: ShapedArray, committed: bool):
     return xla.rewrap(buf, aval, committed)
 
 
+# Stores of arrays plax keeps for itself (device copies of constants), as functions listing
+# them: not the user's arrays, so live_arrays() leaves them out, as JAX's lists none of its own.
+_internal_stores: list = []
+
+
+def register_internal_store(list_arrays) -> None:
+    """Leave the arrays ``list_arrays()`` returns out of ``all_arrays()``."""
+    _internal_stores.append(list_arrays)
+
+
 def all_arrays() -> list:
-    """Every concrete array alive in this process (a scan: for rare calls like live_arrays);
-    the words under a key array are counted as the key array."""
+    """Every concrete array the program holds (a scan: for rare calls like live_arrays);
+    the words under a key array are counted as the key array, and plax's own stores are
+    left out."""
     found = [o for o in gc.get_objects() if type(o) in CONCRETE]
-    words = {id(o._base) for o in found if type(o) is KeyArray}
-    return [o for o in found if id(o) not in words]
+    hidden = {id(o._base) for o in found if type(o) is KeyArray}
+    for list_arrays in _internal_stores:
+        hidden.update(id(a) for a in list_arrays())
+    return [o for o in found if id(o) not in hidden]
 
 
 class _ArrayMeta(type):

@@ -18,7 +18,8 @@ from plax.core.primitive import abstract_eval, impl_rules
 from plax.core.trace import install_eager_evaluation
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import pipeline_steps, tokens, xla
-from plax.runtime.array import CONCRETE, Array, buffer_of, make_array
+from plax.runtime.array import (CONCRETE, Array, buffer_of, make_array,
+                                register_internal_store)
 from plax.sharding.named import typed_aval
 from plax.sharding.single import SingleDeviceSharding
 
@@ -232,6 +233,7 @@ def pick_device(args, what: str):
 # Device copies of host scalars (eager ``x * 2`` reuses the buffer for 2).
 # Buffers are immutable; one a donating jit consumed is put again.
 _scalar_buffers = BoundedCache("scalar buffers", 512)
+register_internal_store(_scalar_buffers.values)
 
 
 def xla_aval(aval: ShapedArray) -> ShapedArray:

@@ -272,18 +272,24 @@ def put_pieces(pieces: list, aval, sharding, devices, x64: bool, single_sharding
 
 
 def to_numpy(buf) -> np.ndarray:
-    """Read a single-device jaxlib array back to a read-only host array (every dtype)."""
+    """Read a single-device jaxlib array back to a host array (every dtype)."""
+    return to_numpy_did_copy(buf)[0]
+
+
+def to_numpy_did_copy(buf) -> tuple[np.ndarray, bool]:
+    """Read a single-device jaxlib array back: the host array, and whether it is a copy.
+
+    On the CPU the host array is the device buffer itself (no copy). Its base is a
+    capsule holding the buffer, never the Python array object: a host copy cached on
+    the array must not refer back to the array, or the pair is a cycle the garbage
+    collector cannot see (the C++ array type does not traverse its cached value), and
+    every array ever read would stay alive with its buffer.
+    """
     if _distributed_wait is not None:
         _distributed_wait((buf,))
     try:
-        try:
-            # The buffer protocol: waits for the value, no copy on CPU. (Not np.asarray(buf),
-            # which would fall back to plax's own __array__ where the protocol fails.)
-            return np.asarray(memoryview(buf))
-        except BufferError:  # bf16, fp8, int4 and non-CPU buffers: jaxlib's own conversion
-            with _answer_jaxlib_lookups:
-                arr, _ = buf._single_device_array_to_np_array_did_copy()
-            return arr
+        with _answer_jaxlib_lookups:
+            return buf._single_device_array_to_np_array_did_copy()
     except XlaRuntimeError as e:  # a host callback of the program that made it failed
         raise_callback_failure(e)
         raise
