@@ -18,6 +18,10 @@ sys.argv[1:] = ARGS and its folder first on sys.path); -m runs a module as
 `python -m MODULE` does (e.g. `python -m plax -m pytest tests/`), -c a string
 of code. From Python, plax.install_as_jax() installs the same alias.
 
+The Python processes the program starts (multiprocessing with any start
+method, ProcessPoolExecutor, subprocess running sys.executable) resolve
+`jax` to plax too: a start-up hook reaches them through PYTHONPATH.
+
 It refuses to start if a real `jax` is already imported in the process.
 """
 
@@ -41,12 +45,13 @@ def main(argv: list[str]) -> int:
     if argv[0] == "--version":
         print(_version_text())
         return 0
-    from plax.drop_in import install_as_jax
+    from plax.drop_in import install_as_jax, reach_child_processes
     try:
         install_as_jax()
     except RuntimeError as e:
         print(f"python -m plax: {e}", file=sys.stderr)
         return 1
+    reach_child_processes()
     if argv[0] in ("-m", "-c"):
         if len(argv) < 2:
             print(f"python -m plax: option {argv[0]} needs an argument\n\n{USAGE}",

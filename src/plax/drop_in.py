@@ -3,13 +3,15 @@
 ``install_as_jax()`` puts a finder at the front of ``sys.meta_path`` that answers
 ``jax`` with the ``plax`` module and ``jax.<sub>`` with ``plax.<sub>``: the very
 same module objects, so ``jax.numpy is plax.numpy``. ``python -m plax script.py``
-installs it and then runs the script.
+installs it, has the Python processes the script starts install it too (through the
+start-up hook in ``_startup/``), and then runs the script.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.abc
 import importlib.util
+import os
 import sys
 
 _ALIAS = "jax"
@@ -91,3 +93,21 @@ def install_as_jax() -> None:
     if not is_installed():
         sys.meta_path.insert(0, JaxAliasFinder())
     sys.modules[_ALIAS] = importlib.import_module(_TARGET)
+
+
+# The folder of the start-up hook (its sitecustomize.py) that carries the alias into the
+# Python processes a ``python -m plax`` program starts.
+STARTUP_HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_startup")
+
+
+def reach_child_processes() -> None:
+    """Have every Python process this one starts from now on resolve ``jax`` to plax too.
+
+    The start-up hook's folder goes first on ``PYTHONPATH``, which children inherit:
+    ``multiprocessing`` ("spawn", "forkserver"), ``ProcessPoolExecutor``, ``subprocess``
+    running ``sys.executable``, and their own children. (A forked child is a copy of this
+    process and has the alias already.)
+    """
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if STARTUP_HOOK_DIR not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([STARTUP_HOOK_DIR, *parts])
