@@ -1,6 +1,7 @@
 """The persistent compilation cache: reuse across processes, damaged entries, the off switch,
 the directory flag, the size bound, uncacheable programs (host callbacks), SPMD and LAPACK
 programs loaded from disk."""
+import hashlib
 import json
 import logging
 import os
@@ -62,31 +63,89 @@ def test_dir_flag_places_entries_and_a_second_compile_hits(cache, tmp_path_facto
     assert entries(other) == [name]  # the same key in the new directory
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "foreign"])
-def test_damaged_entry_is_ignored_and_rewritten(cache, damage):
+DAMAGE = {  # how an entry is damaged -> what the warning says of it
+    "garbage": "not a plax cache entry",
+    "truncated": "truncated: ",
+    "header only": "truncated: ",
+    "foreign": "names another program's key",
+    "flipped byte": "corrupt: its bytes do not match their sha256 checksum",
+    "old format": "written in entry format 0",
+    "a directory": "unreadable (IsADirectoryError",
+    "unloadable": "not loadable by XLA",
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_entry_is_replaced_with_one_warning(cache, damage):
+    compile_cache.reset()  # (the warning is given once per process)
     fresh()(X)
     (name,) = entries(cache)
     path = cache / name
     good = path.read_bytes()
+    key = bytes.fromhex(name[:64])
+    size = compile_cache._HEADER.size
     if damage == "garbage":
         path.write_bytes(os.urandom(len(good)))
     elif damage == "truncated":
         path.write_bytes(good[: len(good) // 2])
-    else:  # another program's entry under this name: its header names another key
+    elif damage == "header only":
+        path.write_bytes(good[: size // 2])
+    elif damage == "foreign":  # another program's entry under this name
         fresh(3.0)(X)
         (other,) = set(entries(cache)) - {name}
         path.write_bytes((cache / other).read_bytes())
+    elif damage == "flipped byte":
+        path.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+    elif damage == "old format":
+        path.write_bytes(good[:8] + (0).to_bytes(4, "little") + good[12:])
+    elif damage == "a directory":
+        path.unlink()
+        path.mkdir()
+    else:  # a whole entry whose payload XLA cannot load
+        payload = b"not an executable"
+        path.write_bytes(compile_cache._HEADER.pack(
+            compile_cache._MAGIC, compile_cache.FORMAT_VERSION, key,
+            hashlib.sha256(payload).digest(), len(payload)) + payload)
     rejected = compile_cache.stats["rejected"]
-    np.testing.assert_allclose(fresh()(X), want(X), rtol=1e-6)
+    with pytest.warns(UserWarning, match="Error reading persistent compilation cache entry") \
+            as caught:
+        np.testing.assert_allclose(fresh()(X), want(X), rtol=1e-6)
+    (warning,) = [w for w in caught if "persistent compilation cache" in str(w.message)]
+    assert name in str(warning.message) and DAMAGE[damage] in str(warning.message)
     assert compile_cache.stats["rejected"] == rejected + 1
-    # rewritten as a whole entry of this program's key (its length may differ from the first
+    # replaced by a whole entry of this program's key (its length may differ from the first
     # write's by a byte or two: XLA's serialisation counts the programs the process compiled)
-    key = bytes.fromhex(name[:64])
     assert compile_cache._read_payload(str(path), key) is not None
-    assert compile_cache.stats["rejected"] == rejected + 1
     hits = compile_cache.stats["hits"]
     np.testing.assert_allclose(fresh()(X), want(X), rtol=1e-6)
     assert compile_cache.stats["hits"] == hits + 1
+
+
+def test_cache_faults_warn_once_per_process_then_log(cache, caplog):
+    compile_cache.reset()
+    for scale in (11.0, 12.0):
+        fresh(scale)(X)
+    for name in entries(cache):
+        (cache / name).write_bytes(b"rubbish")
+    with pytest.warns(UserWarning, match="persistent compilation cache entry") as caught, \
+            caplog.at_level(logging.INFO, logger="plax"):
+        for scale in (11.0, 12.0):
+            np.testing.assert_allclose(fresh(scale)(X), want(X, scale), rtol=1e-6, atol=1e-6)
+    assert len([w for w in caught if "compilation cache" in str(w.message)]) == 1
+    logged = [r for r in caplog.records if "Error reading persistent" in r.getMessage()]
+    assert len(logged) == 1
+
+
+def test_raise_persistent_cache_errors_raises_the_fault(cache):
+    fresh(13.0)(X)
+    (name,) = entries(cache)
+    (cache / name).write_bytes(b"rubbish")
+    config.update("jax_raise_persistent_cache_errors", True)
+    try:
+        with pytest.raises(RuntimeError, match="jax_raise_persistent_cache_errors is set"):
+            fresh(13.0)(X)
+    finally:
+        config.update("jax_raise_persistent_cache_errors", False)
 
 
 def test_off_switch_writes_nothing(cache):

@@ -7,8 +7,9 @@ decides the machine code: the StableHLO text, the compile options, the devices, 
 platform and its version, jaxlib's version, the host CPU and ``XLA_FLAGS``. A file holds a
 fixed header (magic, format version, the key digest, the payload's length and sha256)
 and then the serialised executable, so a truncated, corrupted or foreign file is
-recognised before XLA sees a byte of it; such a file is removed and the program compiled
-afresh. Writes go to a temporary file in the same directory, renamed into place, so
+recognised before XLA sees a byte of it; such a file (or one XLA fails to load, or one that
+cannot be read) is removed and the program compiled afresh and written anew, with one
+warning per process naming the entry and what was wrong with it. Writes go to a temporary file in the same directory, renamed into place, so
 concurrent processes see whole entries or none. The directory is kept under
 ``jax_compilation_cache_max_size`` bytes by removing the least recently used entries (a hit
 refreshes an entry's modification time).
@@ -24,6 +25,7 @@ import os
 import struct
 import threading
 import time
+import warnings
 
 from plax.core.config import config
 
@@ -135,49 +137,91 @@ def note_uncacheable(text: str, why: str) -> None:
 
 
 def _read_payload(path: str, key: bytes) -> bytes | None:
-    """The payload of the entry at ``path``, or None when it is absent or not a whole,
-    matching entry (then it is removed)."""
+    """The payload of the entry at ``path``, or None when there is none. An entry that is
+    not whole and this program's raises ``_BadEntry`` saying why."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return None
-    if len(data) >= _HEADER.size:
-        magic, version, digest, checksum, length = _HEADER.unpack_from(data)
-        payload = data[_HEADER.size:]
-        if (magic == _MAGIC and version == FORMAT_VERSION and digest == key
-                and length == len(payload) and hashlib.sha256(payload).digest() == checksum):
-            return payload
-    _reject(path)
-    return None
+    except OSError as e:
+        if not os.path.isdir(os.path.dirname(path)):
+            raise  # the directory itself is unusable: reported as such by the caller
+        raise _BadEntry(f"unreadable ({type(e).__name__}: {e.strerror or e})") from e
+    if len(data) < _HEADER.size:
+        raise _BadEntry(f"truncated: {len(data)} bytes, shorter than an entry's "
+                        f"{_HEADER.size}-byte header")
+    magic, version, digest, checksum, length = _HEADER.unpack_from(data)
+    payload = data[_HEADER.size:]
+    if magic != _MAGIC:
+        raise _BadEntry("not a plax cache entry (it does not start with plax's mark)")
+    if version != FORMAT_VERSION:
+        raise _BadEntry(f"written in entry format {version}; this plax reads format "
+                        f"{FORMAT_VERSION}")
+    if digest != key:
+        raise _BadEntry("its header names another program's key (a file copied or renamed "
+                        "over it)")
+    if length != len(payload):
+        raise _BadEntry(f"truncated: {len(payload)} of its {length} bytes"
+                        if len(payload) < length else
+                        f"{len(payload) - length} bytes longer than its header says")
+    if hashlib.sha256(payload).digest() != checksum:
+        raise _BadEntry("corrupt: its bytes do not match their sha256 checksum")
+    return payload
 
 
-def _reject(path: str) -> None:
+class _BadEntry(Exception):
+    """An entry of the cache that cannot be used (the message says why)."""
+
+
+_fault_reported = False  # one warning per process; later faults go to the log
+
+
+def _replace_bad_entry(path: str, text: str, why: str) -> None:
+    """Remove a bad entry (the program is compiled afresh and written anew) and say so:
+    a warning the first time in this process, a log line after that. With
+    ``jax_raise_persistent_cache_errors`` the fault is raised instead."""
+    global _fault_reported
     stats["rejected"] += 1
     try:
-        os.unlink(path)
+        os.rmdir(path) if os.path.isdir(path) else os.unlink(path)
     except OSError:
         pass
+    message = (f"Error reading persistent compilation cache entry for '{module_name(text)}': "
+               f"{path} is {why}. plax removed it and compiles the program afresh, writing "
+               f"a new entry.")
+    if config.read("raise_persistent_cache_errors"):
+        raise RuntimeError(message + " (Raised because jax_raise_persistent_cache_errors is "
+                                     "set; unset it to go on with a warning.)")
+    if _fault_reported:
+        _log.info("%s", message)
+        return
+    _fault_reported = True
+    warnings.warn(message + " (Further faults of the cache in this process are logged to the "
+                            "'plax' logger, not warned.)", stacklevel=2)
 
 
 def fetch(key: bytes, text: str, deserialize):
     """The executable stored under ``key`` (``deserialize(payload)`` makes it), or None.
 
-    An entry that fails to load is removed: the caller compiles and stores afresh.
+    An entry that is damaged or fails to load is replaced: removed, reported, and the
+    caller compiles and stores afresh.
     """
     directory = cache_dir()
     path = _path(directory, key)
+    exe = None
     try:
         payload = _read_payload(path, key)
+        if payload is not None:
+            try:
+                exe = deserialize(payload)
+            except Exception as e:  # noqa: BLE001 - e.g. an entry XLA no longer accepts
+                raise _BadEntry(f"not loadable by XLA ({type(e).__name__}: "
+                                f"{str(e).strip()[:300]})") from e
+    except _BadEntry as bad:
+        _replace_bad_entry(path, text, str(bad))
     except OSError as e:
         _report_io_failure(directory, e)
-        payload = None
-    exe = None
-    if payload is not None:
-        try:
-            exe = deserialize(payload)
-        except Exception:  # noqa: BLE001 - e.g. an entry XLA no longer accepts
-            _reject(path)
     if exe is None:
         stats["misses"] += 1
         return None
@@ -299,9 +343,11 @@ def evict(directory: str, bound: int, keep: str | None = None) -> int:
 def reset() -> None:
     """Forget this process's view of the cache (size estimates, reported failures), as if
     nothing had been compiled yet; the directory and its entries stay as they are."""
+    global _fault_reported
     with _lock:
         _estimates.clear()
         _warned.clear()
+        _fault_reported = False
 
 
 def clear(directory: str | None = None) -> None:

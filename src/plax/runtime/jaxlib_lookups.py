@@ -1,7 +1,9 @@
 """The ``jax`` modules jaxlib's C++ code imports, answered by plax while xla.py calls it."""
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import types
 
 
@@ -22,15 +24,32 @@ class _AnswerJaxlibLookups:
 
     _stand_ins = None  # built once, on first use
 
-    def __enter__(self):
-        stand_ins = self._stand_ins or self._make_stand_ins()
+    def __init__(self):
+        # Threads read arrays at once: the first to enter puts the stand-ins in, the last to
+        # leave takes them out (one saved set, so none is left behind in sys.modules).
+        self._lock = threading.Lock()
+        self._depth = 0
         self._saved = {}
-        for name, module in stand_ins.items():
-            current = sys.modules.get(name)
-            if current is None or getattr(current, "__name__", "").startswith("plax"):
-                self._saved[name] = current
-                sys.modules[name] = module
+
+    def __enter__(self):
+        with self._lock:
+            if self._depth == 0:
+                stand_ins = self._stand_ins or self._make_stand_ins()
+                for name, module in stand_ins.items():
+                    current = sys.modules.get(name)
+                    if current is None or getattr(current, "__name__", "").startswith("plax"):
+                        self._saved[name] = current
+                        sys.modules[name] = module
+            self._depth += 1
         return self
+
+    def _reset_in_forked_child(self) -> None:
+        # Only the forking thread lives on in the child: a read another thread had open
+        # never ends there, so its lock and stand-ins are undone here.
+        self._lock = threading.Lock()
+        if self._depth:
+            self._depth = 1
+            self.__exit__()
 
     @classmethod
     def _make_stand_ins(cls) -> dict:
@@ -52,12 +71,18 @@ class _AnswerJaxlibLookups:
         return cls._stand_ins
 
     def __exit__(self, *exc):
-        for name, module in self._saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                for name, module in self._saved.items():
+                    if module is None:
+                        sys.modules.pop(name, None)
+                    else:
+                        sys.modules[name] = module
+                self._saved = {}
         return False
 
 
 answer_jaxlib_lookups = _AnswerJaxlibLookups()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=answer_jaxlib_lookups._reset_in_forked_child)

@@ -70,4 +70,46 @@ def start() -> dict:
                           f"uninstall its plugin.", RuntimeWarning, stacklevel=4)
     if not started:
         raise RuntimeError("Unable to initialize any backend.")
+    global _started_in_pid
+    _started_in_pid = os.getpid()
+    _warn_at_every_fork()
     return started
+
+
+_fork_warning_installed = False
+_started_in_pid = None  # the process whose backends start() made
+
+
+def check_compiler_usable() -> None:
+    """Raise instead of hanging when this process is a fork of one whose backends started.
+
+    XLA compiles (and loads serialised programs) on threads of its client; a forked child
+    has the client's memory but none of its threads, so a compile there waits forever (in
+    JAX too). Programs compiled before the fork still run in the child, and arrays can be
+    made and read there.
+    """
+    if _started_in_pid is not None and os.getpid() != _started_in_pid:
+        raise RuntimeError(
+            "plax cannot compile a new program in this process: it was forked (os.fork(), or "
+            "multiprocessing's 'fork' start method) after plax's backend started in its "
+            f"parent (process {_started_in_pid}), and XLA's compiler threads do not survive "
+            "a fork, so the compile would never finish. Programs compiled before the fork "
+            "still run here, and arrays can be made and read. Start the child with "
+            "multiprocessing.get_context('spawn') or 'forkserver' instead (under `python -m "
+            "plax` those children resolve jax to plax too), or fork before plax first runs "
+            "anything.")
+
+
+def _warn_before_fork() -> None:
+    warnings.warn("os.fork() was called. os.fork() is incompatible with multithreaded code, "
+                  "and plax (as JAX) runs XLA's threads once a backend has started, so the "
+                  "child may deadlock. Start processes with multiprocessing's 'spawn' or "
+                  "'forkserver' method instead.", RuntimeWarning, stacklevel=2)
+
+
+def _warn_at_every_fork() -> None:
+    """From now on, every ``os.fork()`` warns, as JAX's does once its backends started."""
+    global _fork_warning_installed
+    if not _fork_warning_installed and hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=_warn_before_fork)
+        _fork_warning_installed = True

@@ -272,7 +272,6 @@ def put_pieces(pieces: list, aval, sharding, devices, x64: bool, single_sharding
 
 
 def to_numpy(buf) -> np.ndarray:
-    """Read a single-device jaxlib array back to a host array (every dtype)."""
     return to_numpy_did_copy(buf)[0]
 
 
@@ -439,6 +438,7 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
 
 
 def _compile(text, devices, num_replicas, num_partitions, spmd, options):
+    platforms.check_compiler_usable()
     client = devices[0].client
     co = compile_options(num_replicas, num_partitions, devices, spmd, options)
     callbacks = list(getattr(text, "host_callbacks", ()))
@@ -848,6 +848,7 @@ def deserialize_executable(blob: bytes, devices, num_partitions: int = 1):
     """A loaded executable from ``serialize_executable``'s bytes, to run on ``devices``
     (those it was compiled for, or as many others of the same client), in replica-major
     order over ``num_partitions`` partitions (an SPMD program: all of them)."""
+    platforms.check_compiler_usable()
     client = devices[0].client
     co = xc.CompileOptions()  # the device assignment the program runs with (else its own)
     co.num_replicas, co.num_partitions = len(devices) // num_partitions, num_partitions
