@@ -25,19 +25,22 @@ from plax.core import tree_core
 from plax.core.avals import ShapedArray, WeakHostArray, weak_host_value
 from plax.core import trace as trace_mod
 from plax.core.config import config
-from plax.runtime import dispatch, jitted, spmd, xla
+from plax.runtime import dispatch, jitted, shutdown, spmd, xla
 from plax.runtime.array import CONCRETE, ArrayImpl, KeyArray, buffer_of
 from plax.sharding.single import SingleDeviceSharding
 
 
 def _jit_context():
-    return config.trace_context(), config.read("default_device"), config._plain[0]
+    # (exiting: a new key, so every call misses and reaches Python, where daemon threads park)
+    return (config.trace_context(), config.read("default_device"), config._plain[0],
+            shutdown.exiting[0])
 
 
 _disable_jit = xla.jit_key_setting("plax_disable_jit", False)
 _x64 = xla.jit_key_setting("plax_enable_x64", bool(config.read("enable_x64")))
 _post_hook = xla.jit_key_setting("plax_jit_post_hook", None, in_key=False)
 _context = xla.jit_key_setting("plax_jit_context", _jit_context())
+shutdown.on_exit(lambda: _context.set_global(_jit_context()))
 xla.install_jit_settings(_disable_jit, _x64, _post_hook)
 # Per thread: the current trace, the named axes in scope, the depth of config overrides. Only
 # plain eager calls (an EvalTrace, no named axes, no override) are ever recorded in C++, so

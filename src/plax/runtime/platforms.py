@@ -13,7 +13,7 @@ import os
 import warnings
 
 from plax.core.config import config
-from plax.runtime import cuda_plugin
+from plax.runtime import cuda_plugin, shutdown
 
 _ALIASES = {"gpu": "cuda"}
 # platform name -> the factory of its jaxlib client, in the order platforms are tried
@@ -73,6 +73,7 @@ def start() -> dict:
     global _started_in_pid
     _started_in_pid = os.getpid()
     _warn_at_every_fork()
+    shutdown.install()
     return started
 
 

@@ -25,9 +25,11 @@ import jaxlib.xla_client as xc
 from jaxlib import _jax, _profile_data, _profiler
 
 from plax.core.config import config
-from plax.runtime import cuda_plugin, pipeline_steps, platforms
+from plax.runtime import cuda_plugin, pipeline_steps, platforms, shutdown
 from plax.runtime.cpu_devices import cpu_device_count
 from plax.runtime.jaxlib_lookups import answer_jaxlib_lookups as _answer_jaxlib_lookups
+
+_exiting = shutdown.exiting  # (read inline on every path into jaxlib)
 
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
@@ -250,6 +252,8 @@ def put(host: np.ndarray, aval, sharding, devices, x64: bool, committed: bool = 
     ``host`` must already have the canonical dtype of ``aval``: 64-bit data with
     x64 off would otherwise be narrowed silently.
     """
+    if _exiting[0]:  # the program exits: a daemon thread parks (runtime/shutdown.py)
+        shutdown.park()
     pieces = host if isinstance(host, list) else [host]
     # IMMUTABLE_ONLY_DURING_CALL: the runtime copies before returning (the host array may
     # change afterwards), so no second, forced copy is needed.
@@ -284,6 +288,8 @@ def to_numpy_did_copy(buf) -> tuple[np.ndarray, bool]:
     collector cannot see (the C++ array type does not traverse its cached value), and
     every array ever read would stay alive with its buffer.
     """
+    if _exiting[0]:  # the program exits: a daemon thread parks (runtime/shutdown.py)
+        shutdown.park()
     if _distributed_wait is not None:
         _distributed_wait((buf,))
     try:
@@ -318,6 +324,8 @@ def copy_to_devices(buf, devices, sharding):
 
 
 def block_until_ready(bufs) -> None:
+    if _exiting[0]:  # the program exits: a daemon thread parks (runtime/shutdown.py)
+        shutdown.park()
     if _distributed_wait is not None:
         _distributed_wait(bufs)
     try:
@@ -438,6 +446,8 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
 
 
 def _compile(text, devices, num_replicas, num_partitions, spmd, options):
+    if _exiting[0]:
+        shutdown.park()
     platforms.check_compiler_usable()
     client = devices[0].client
     co = compile_options(num_replicas, num_partitions, devices, spmd, options)
@@ -508,6 +518,8 @@ def result_handler(aval, sharding, committed: bool = True):
 def execute(exe, args, handlers, text=None):
     """Run ``exe`` on jaxlib arrays; returns jaxlib arrays built by ``handlers``. ``text``,
     the program's module, names it to the profiler and in errors."""
+    if _exiting[0]:  # the program exits: a daemon thread parks (runtime/shutdown.py)
+        shutdown.park()
     if _distributed_call is not None:  # many processes: run it where a dead peer can't trap us
         return _distributed_call(_run_checked, _execute, exe, args, handlers, text)
     if not _plain_flags[0] or _active_overrides[0] or profiler_active():  # (inlined: hot)
@@ -518,6 +530,8 @@ def execute(exe, args, handlers, text=None):
 def execute_with_completion(exe, args, handlers, text=None):
     """``execute``, also returning a token whose ``block_until_ready()`` waits until the run
     (its host callbacks included) has finished."""
+    if _exiting[0]:  # the program exits: a daemon thread parks (runtime/shutdown.py)
+        shutdown.park()
     if _distributed_call is not None:
         return _distributed_call(_run_checked, _execute_with_completion, exe, args, handlers,
                                  text)
