@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.plax-installed
 
-.PHONY: distributed gpu demo test bench ecosystem clean
+.PHONY: distributed gpu demo test bench ecosystem reliability clean
 
 # The install also writes plax's bytecode (compileall writes it even under
 # PYTHONDONTWRITEBYTECODE=1, which otherwise has every run compile each module it imports).
@@ -56,6 +56,12 @@ distributed: $(STAMP)
 gpu: $(STAMP)
 	$(PY) -m pip install -q -e '.[cuda13]'
 	$(PY) -m pytest -q -m gpu tests/gpu
+
+# plax under threads, long runs (memory), compile-cache faults, interrupts, errors, child
+# processes and exits, each case in its own process; JAX_PYTHON=/path/to/venv-with-jax/bin/python
+# runs every case under real JAX too, side by side. `make test` runs the fast cases.
+reliability: $(STAMP)
+	$(PY) reliability/run.py $(ARGS)
 
 # Libraries built on JAX (optax, chex, flax, equinox, ...) run on plax with their own tests, in
 # a separate venv; ARGS=--reference runs them on real JAX 0.10.2, ARGS="--only optax,chex".

@@ -25,11 +25,12 @@ import jaxlib.xla_client as xc
 from jaxlib import _jax, _profile_data, _profiler
 
 from plax.core.config import config
-from plax.runtime import cuda_plugin, pipeline_steps, platforms, shutdown
+from plax.runtime import cuda_plugin, loaded_bytes, pipeline_steps, platforms, shutdown
 from plax.runtime.cpu_devices import cpu_device_count
 from plax.runtime.jaxlib_lookups import answer_jaxlib_lookups as _answer_jaxlib_lookups
 
-_exiting = shutdown.exiting  # (read inline on every path into jaxlib)
+# Once the program exits, daemon threads park on every path into jaxlib (runtime/shutdown.py).
+_exiting = shutdown.exiting
 
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
@@ -252,8 +253,7 @@ def put(host: np.ndarray, aval, sharding, devices, x64: bool, committed: bool = 
     ``host`` must already have the canonical dtype of ``aval``: 64-bit data with
     x64 off would otherwise be narrowed silently.
     """
-    if _exiting[0]:  # the program exits: a daemon thread parks (runtime/shutdown.py)
-        shutdown.park()
+    _exiting[0] and shutdown.park()
     pieces = host if isinstance(host, list) else [host]
     # IMMUTABLE_ONLY_DURING_CALL: the runtime copies before returning (the host array may
     # change afterwards), so no second, forced copy is needed.
@@ -288,8 +288,7 @@ def to_numpy_did_copy(buf) -> tuple[np.ndarray, bool]:
     collector cannot see (the C++ array type does not traverse its cached value), and
     every array ever read would stay alive with its buffer.
     """
-    if _exiting[0]:  # the program exits: a daemon thread parks (runtime/shutdown.py)
-        shutdown.park()
+    _exiting[0] and shutdown.park()
     if _distributed_wait is not None:
         _distributed_wait((buf,))
     try:
@@ -324,8 +323,7 @@ def copy_to_devices(buf, devices, sharding):
 
 
 def block_until_ready(bufs) -> None:
-    if _exiting[0]:  # the program exits: a daemon thread parks (runtime/shutdown.py)
-        shutdown.park()
+    _exiting[0] and shutdown.park()
     if _distributed_wait is not None:
         _distributed_wait(bufs)
     try:
@@ -446,8 +444,7 @@ def compile(text: str, devices, num_replicas: int = 1, num_partitions: int = 1,
 
 
 def _compile(text, devices, num_replicas, num_partitions, spmd, options):
-    if _exiting[0]:
-        shutdown.park()
+    _exiting[0] and shutdown.park()
     platforms.check_compiler_usable()
     client = devices[0].client
     co = compile_options(num_replicas, num_partitions, devices, spmd, options)
@@ -503,7 +500,7 @@ def _cache_fetch(key, text, client, device_list, co):
     if "lapack_" in text:  # its kernels must be registered before XLA loads the program
         _load_lapack_kernels()
     from plax.runtime import compile_cache
-    return compile_cache.fetch(key, text, lambda blob: _loaded_from(
+    return compile_cache.fetch(key, text, lambda blob: loaded_bytes.remember(
         client.deserialize_executable(blob, device_list, co), blob))
 
 
@@ -518,8 +515,7 @@ def result_handler(aval, sharding, committed: bool = True):
 def execute(exe, args, handlers, text=None):
     """Run ``exe`` on jaxlib arrays; returns jaxlib arrays built by ``handlers``. ``text``,
     the program's module, names it to the profiler and in errors."""
-    if _exiting[0]:  # the program exits: a daemon thread parks (runtime/shutdown.py)
-        shutdown.park()
+    _exiting[0] and shutdown.park()
     if _distributed_call is not None:  # many processes: run it where a dead peer can't trap us
         return _distributed_call(_run_checked, _execute, exe, args, handlers, text)
     if not _plain_flags[0] or _active_overrides[0] or profiler_active():  # (inlined: hot)
@@ -530,8 +526,7 @@ def execute(exe, args, handlers, text=None):
 def execute_with_completion(exe, args, handlers, text=None):
     """``execute``, also returning a token whose ``block_until_ready()`` waits until the run
     (its host callbacks included) has finished."""
-    if _exiting[0]:  # the program exits: a daemon thread parks (runtime/shutdown.py)
-        shutdown.park()
+    _exiting[0] and shutdown.park()
     if _distributed_call is not None:
         return _distributed_call(_run_checked, _execute_with_completion, exe, args, handlers,
                                  text)
@@ -824,38 +819,10 @@ def buffer_pointer(buf) -> int:
     return buf.unsafe_buffer_pointer()
 
 
-class _Serialized:
-    """The bytes an executable was loaded from, kept alive by the executable itself."""
-
-    __slots__ = ("blob", "__weakref__")
-
-    def __init__(self, blob: bytes):
-        self.blob = blob
-
-
-# id(executable) -> a weak reference to its _Serialized (the entry goes with the executable)
-_loaded_blobs: dict = {}
-
-
-def _loaded_from(exe, blob: bytes):
-    """``exe``, remembered as loaded from ``blob``: XLA:CPU serialises an executable it
-    loaded from bytes without its compiled functions (running what it writes fails with
-    "Function ... not found"), so ``serialize_executable`` hands back these bytes instead."""
-    import weakref
-    held = _Serialized(bytes(blob))
-    key = id(exe)
-    _loaded_blobs[key] = weakref.ref(held, lambda _, key=key: _loaded_blobs.pop(key, None))
-    exe.keep_alive(held)
-    return exe
-
-
 def serialize_executable(exe) -> bytes:
     """A loaded executable as bytes (``deserialize_executable`` loads it again)."""
-    ref = _loaded_blobs.get(id(exe))
-    held = ref() if ref is not None else None
-    if held is not None:
-        return held.blob
-    return exe.client.serialize_executable(exe)
+    blob = loaded_bytes.loaded_from(exe)
+    return blob if blob is not None else exe.client.serialize_executable(exe)
 
 
 def deserialize_executable(blob: bytes, devices, num_partitions: int = 1):
@@ -868,8 +835,8 @@ def deserialize_executable(blob: bytes, devices, num_partitions: int = 1):
     co.num_replicas, co.num_partitions = len(devices) // num_partitions, num_partitions
     co.device_assignment = xc.DeviceAssignment.create(
         np.array([d.id for d in devices], dtype=np.int32).reshape(-1, num_partitions))
-    return _loaded_from(client.deserialize_executable(blob, xc.DeviceList(tuple(devices)), co),
-                        blob)
+    exe = client.deserialize_executable(blob, xc.DeviceList(tuple(devices)), co)
+    return loaded_bytes.remember(exe, blob)
 
 
 # --- the profiler ------------------------------------------------------------------
