@@ -22,12 +22,14 @@ ad_util.stop_gradient_p                       lax's stop_gradient primitive  lin
 flatten_util.ravel_pytree                     plax.flatten_util              blackjax
 checkify.*                                    interpreters.checkify          flax.nnx
 state.types.AbstractRef                       (plax has no mutable refs yet) flax.nnx
+tree_util.flatten_one_level                   core.tree_core                 orbax-checkpoint
+distributed.global_state                      runtime.distributed's run      orbax-checkpoint
 ============================================  =============================  =====================
 """
 
 _SUBMODULES = frozenset({
-    "ad_util", "checkify", "compiler", "core", "dispatch", "dtypes", "flatten_util", "state",
-    "traceback_util", "tree_util", "xla_bridge"})
+    "ad_util", "checkify", "compiler", "core", "dispatch", "distributed", "dtypes",
+    "flatten_util", "state", "traceback_util", "tree_util", "xla_bridge"})
 
 
 def __getattr__(name):

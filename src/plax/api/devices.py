@@ -11,6 +11,7 @@ from plax.runtime import dispatch, xla
 from plax.runtime.array import CONCRETE, all_arrays, buffer_of
 from plax.sharding import (AbstractMesh, NamedSharding, PartitionSpec, Sharding,
                            SingleDeviceSharding)
+from plax.sharding.layouts import Format, Layout, default_layout
 from plax.sharding.named import resolve_spec
 
 
@@ -99,14 +100,32 @@ def resolve_device(device):
 
 
 def _is_placement(x) -> bool:
-    return x is None or isinstance(x, (xla.Device, Sharding, PartitionSpec))
+    return x is None or isinstance(x, (xla.Device, Sharding, PartitionSpec, Format))
+
+
+def _placement_of_format(leaf, fmt: Format):
+    """The sharding a ``Format`` places ``leaf`` by, once its layout is one plax gives: none
+    (XLA's choice) or the default row-major one."""
+    ndim = np.ndim(leaf)
+    if fmt.layout is not None and fmt.layout != default_layout(ndim):
+        if fmt.layout is Layout.AUTO:
+            raise ValueError(f"device_put: sharding and layout in `Format` should be concrete; "
+                             f"got {fmt} for an array of shape {np.shape(leaf)}. Pass a Layout "
+                             "or None (the default layout).")
+        raise NotImplementedError(
+            f"device_put: plax places arrays in XLA's default layout "
+            f"({default_layout(ndim)} for shape {np.shape(leaf)}), not in {fmt.layout}. Pass "
+            "Format(None, sharding), or the sharding alone.")
+    return fmt.sharding
 
 
 def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     """Put the leaves of ``x`` on ``device``: a Device, a Sharding (laid out over its
-    devices), a PartitionSpec (over the context mesh), or a pytree prefix of these. With a
-    placement given, the result is committed."""
+    devices), a PartitionSpec (over the context mesh), a Format (its sharding, in the default
+    layout), or a pytree prefix of these. With a placement given, the result is committed."""
     def put_leaf(leaf, target):
+        if isinstance(target, Format):
+            target = _placement_of_format(leaf, target)
         dev = resolve_device(target)
         if isinstance(leaf, Tracer):
             if isinstance(dev, NamedSharding):  # under jit: the layout, or the type, asked for

@@ -27,6 +27,16 @@ class ShapeDtypeStruct:
         self.sharding = sharding
         self.weak_type = bool(weak_type)
 
+    def update(self, **changes) -> "ShapeDtypeStruct":
+        """A copy with some of ``shape``, ``dtype``, ``sharding`` and ``weak_type`` changed."""
+        unknown = set(changes) - set(self.__slots__)
+        if unknown:
+            raise TypeError(f"ShapeDtypeStruct.update() got unexpected keyword arguments "
+                            f"{sorted(unknown)}; it takes {list(self.__slots__)}.")
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return type(self)(**fields)
+
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 

@@ -2,8 +2,9 @@
 
 ``Layout(major_to_minor)`` names a dimension order (``(0, 1)`` is row-major for a matrix);
 ``Format(layout, sharding)`` pairs a layout with a sharding, as JAX's APIs that take either
-accept. plax lets XLA choose every layout (the default, row-major on CPU), so these are the
-values libraries build and inspect; placing an array with a non-default layout is not offered.
+accept (they live in plax/sharding/layouts.py). plax lets XLA choose every layout (the
+default, row-major on CPU): ``device_put(x, Format(layout, sharding))`` places by the
+sharding with the default layout, and refuses another layout with a clear error.
 
 ``with_layout_constraint(x, layouts)`` asks XLA to give the values of ``x`` the layouts
 ``layouts`` where they are computed inside a jitted function (a ``LayoutConstraint`` custom
@@ -18,60 +19,7 @@ from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering,
 from plax.core.trace import get_aval
 from plax.core.tree_core import tree_flatten, tree_unflatten
 from plax.first_order import ad_util
-
-
-class Layout:
-    """A dimension order, most major first (``Layout.AUTO``: let the compiler choose)."""
-
-    AUTO: "Layout"
-
-    def __init__(self, major_to_minor: tuple = (), _tiling=None,
-                 _sub_byte_element_size_in_bits: int = 0):
-        self.major_to_minor = tuple(int(d) for d in major_to_minor)
-        self._tiling = None if _tiling is None else tuple(tuple(t) for t in _tiling)
-        self._sub_byte_element_size_in_bits = int(_sub_byte_element_size_in_bits)
-
-    def _key(self):
-        return (self.major_to_minor, self._tiling, self._sub_byte_element_size_in_bits)
-
-    def __eq__(self, other):
-        return isinstance(other, Layout) and self._key() == other._key()
-
-    def __hash__(self):
-        return hash(self._key())
-
-    def __repr__(self):
-        if self is Layout.AUTO:
-            return "AUTO"
-        extra = f", _tiling={self._tiling}" if self._tiling else ""
-        return f"Layout(major_to_minor={self.major_to_minor}{extra})"
-
-
-Layout.AUTO = Layout.__new__(Layout)
-Layout.AUTO.major_to_minor, Layout.AUTO._tiling = None, None
-Layout.AUTO._sub_byte_element_size_in_bits = 0
-
-
-class Format:
-    """A layout (or None: the default) and a sharding (or None) for an array."""
-
-    __slots__ = ("layout", "sharding")
-
-    def __init__(self, layout: Layout | None = None, sharding=None):
-        if layout is not None and not isinstance(layout, Layout):
-            raise TypeError(f"Format: layout must be a Layout or None, got {layout!r}")
-        self.layout = layout
-        self.sharding = sharding
-
-    def __eq__(self, other):
-        return isinstance(other, Format) and (self.layout, self.sharding) == (
-            other.layout, other.sharding)
-
-    def __hash__(self):
-        return hash((self.layout, self.sharding))
-
-    def __repr__(self):
-        return f"Format(layout={self.layout!r}, sharding={self.sharding!r})"
+from plax.sharding.layouts import Format, Layout  # noqa: F401  (this module's public names)
 
 
 # --- with_layout_constraint -------------------------------------------------------------

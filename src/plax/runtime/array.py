@@ -429,7 +429,8 @@ def all_arrays() -> list:
 
 class _ArrayMeta(type):
     """``isinstance(x, plax.Array)`` holds for concrete arrays and for tracers (traced code
-    sees arrays), as in JAX; ``issubclass`` only for the concrete types."""
+    sees arrays), as in JAX; ``issubclass`` for ``Array`` itself, its subclasses and the
+    concrete types, not tracers."""
 
     def __instancecheck__(cls, x):
         if cls is Array:
@@ -437,8 +438,9 @@ class _ArrayMeta(type):
         return type.__instancecheck__(cls, x)
 
     def __subclasscheck__(cls, sub):
-        if cls is Array:
-            return isinstance(sub, type) and issubclass(sub, CONCRETE)
+        if cls is Array:  # Array itself and its subclasses, and the concrete types (as JAX's)
+            return type.__subclasscheck__(cls, sub) or (
+                isinstance(sub, type) and issubclass(sub, CONCRETE))
         return type.__subclasscheck__(cls, sub)
 
 

@@ -318,7 +318,7 @@ def _rebuild(mesh, spec, memory_kind):
 Sharding.register(NamedSharding)
 # The methods every Sharding shares.
 for _name in ("addressable_devices", "is_fully_addressable", "addressable_devices_indices_map",
-              "is_equivalent_to"):
+              "is_equivalent_to", "_addressable_device_assignment"):
     setattr(NamedSharding, _name, getattr(Sharding, _name))
 
 

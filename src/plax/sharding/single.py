@@ -23,6 +23,12 @@ class Sharding(abc.ABC):
         return len(self.addressable_devices) == len(self.device_set)
 
     @property
+    def _addressable_device_assignment(self) -> tuple:
+        """This process's devices of the sharding, in its device order."""
+        pid = xla.process_index()
+        return tuple(d for d in self._device_assignment if d.process_index == pid)
+
+    @property
     def num_devices(self) -> int:
         return len(self.device_set)
 
@@ -60,6 +66,7 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
 
     addressable_devices = Sharding.addressable_devices
     is_fully_addressable = Sharding.is_fully_addressable
+    _addressable_device_assignment = Sharding._addressable_device_assignment
     num_devices = Sharding.num_devices
     addressable_devices_indices_map = Sharding.addressable_devices_indices_map
     is_equivalent_to = Sharding.is_equivalent_to

@@ -1,0 +1,83 @@
+"""What orbax-checkpoint needs of JAX, as JAX 0.10.2 has it: jax.Array as a virtual base class
+(issubclass), Sharding._addressable_device_assignment, device_put with a Format,
+ShapeDtypeStruct.update, jax._src.distributed.global_state, jax._src.tree_util.flatten_one_level."""
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax.core.trace import Tracer
+from plax.experimental.layout import Format, Layout
+from plax.runtime.array import ArrayImpl, KeyArray
+from plax.sharding import NamedSharding, PartitionSpec as P, SingleDeviceSharding
+
+
+class UserArray(plax.Array):
+    pass
+
+
+@pytest.mark.parametrize("sub, want", [
+    (plax.Array, True), (ArrayImpl, True), (KeyArray, True), (UserArray, True),
+    (Tracer, False), (int, False), (np.ndarray, False)])
+def test_issubclass_of_array_answers_as_jax(sub, want):
+    assert issubclass(sub, plax.Array) is want
+
+
+def test_isinstance_of_array_still_holds_for_tracers_and_not_for_numpy():
+    seen = []
+    plax.grad(lambda x: seen.append(isinstance(x, plax.Array)) or x)(1.0)
+    assert seen == [True] and not isinstance(np.ones(2), plax.Array)
+    assert isinstance(jnp.ones(2), plax.Array)
+
+
+def test_addressable_device_assignment_lists_this_processs_devices_in_order():
+    devices = plax.devices()
+    mesh = plax.make_mesh((2, 4), ("a", "b"))
+    named = NamedSharding(mesh, P("a"))
+    assert named._addressable_device_assignment == tuple(mesh.devices.flat)
+    assert SingleDeviceSharding(devices[3])._addressable_device_assignment == (devices[3],)
+
+
+def test_device_put_takes_a_format_or_a_pytree_of_them():
+    devices = plax.devices()
+    x = jnp.arange(6.0).reshape(2, 3)
+    one = SingleDeviceSharding(devices[2])
+    y = plax.device_put(x, Format(Layout((0, 1)), one))
+    assert y.sharding == one and y.committed and y.tolist() == x.tolist()
+    mesh = plax.make_mesh((8,), ("x",))
+    tree = plax.device_put({"a": np.arange(8.0), "b": x},
+                           {"a": Format(None, NamedSharding(mesh, P("x"))), "b": Format()})
+    assert tree["a"].sharding == NamedSharding(mesh, P("x"))
+    assert tree["a"].tolist() == list(np.arange(8.0)) and not tree["b"].committed
+
+
+def test_device_put_refuses_a_layout_it_cannot_give():
+    x = jnp.ones((2, 3))
+    one = SingleDeviceSharding(plax.devices()[0])
+    with pytest.raises(NotImplementedError, match=r"default layout .*\(0, 1\).* not in"):
+        plax.device_put(x, Format(Layout((1, 0)), one))
+    with pytest.raises(ValueError, match="should be concrete"):
+        plax.device_put(x, Format(Layout.AUTO, one))
+
+
+def test_shape_dtype_struct_update():
+    mesh = plax.make_mesh((8,), ("x",))
+    s = NamedSharding(mesh, P("x"))
+    base = plax.ShapeDtypeStruct((8, 3), jnp.float32)
+    assert base.update(shape=(16,)) == plax.ShapeDtypeStruct((16,), jnp.float32)
+    changed = base.update(dtype=jnp.int32, sharding=s, weak_type=True)
+    assert (changed.shape, changed.dtype, changed.sharding, changed.weak_type) == \
+        ((8, 3), np.dtype(np.int32), s, True)
+    assert base.shape == (8, 3) and base.sharding is None  # the original is unchanged
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['layout'\]"):
+        base.update(layout=None)
+
+
+def test_private_distributed_state_and_flatten_one_level():
+    from plax._src import distributed, tree_util
+    state = distributed.global_state
+    assert (state.process_id, state.num_processes, state.client, state.service) == (0, 1, None,
+                                                                                    None)
+    assert tree_util.flatten_one_level({"b": 2, "a": (1, 3)}) == (((1, 3), 2), ("a", "b"))
+    with pytest.raises(ValueError, match="can't tree-flatten"):
+        tree_util.flatten_one_level(3)
