@@ -2,6 +2,8 @@
 
 Data (all in this folder):
 - ``jax-0.10.2-public.json``: module -> public names, listed from a real ``jax==0.10.2``.
+- ``jax-0.10.2-more.json``: the same for modules that list left out and libraries import
+  (orbax-checkpoint, grain: array_serialization, colocated_python, topologies, ...).
 - ``exempt_imports.json``: names those modules merely import (``jax.experimental.ode.jnp``,
   ``typing.Any``, ``functools.partial``, ...): listed by ``dir()`` but not API.
 - ``awaiting.txt``: names plax does not have yet, each tagged with the issue that builds it
@@ -74,7 +76,10 @@ NOT_PROVIDED: dict[tuple[str, str], str] = {
 
 
 def load_surface() -> dict[str, list[str]]:
-    return json.loads((HERE / "jax-0.10.2-public.json").read_text())
+    """The public list, and the modules libraries import that it left out (the "more" list)."""
+    surface = json.loads((HERE / "jax-0.10.2-public.json").read_text())
+    surface.update(json.loads((HERE / "jax-0.10.2-more.json").read_text()))
+    return surface
 
 
 def load_exempt() -> dict[str, dict[str, str]]:

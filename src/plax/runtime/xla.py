@@ -34,6 +34,7 @@ _exiting = shutdown.exiting
 
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
+DeviceList = xc.DeviceList
 XlaRuntimeError = xc.XlaRuntimeError
 # jax.errors.JaxRuntimeError is jaxlib's class itself: what XLA raises while compiling or
 # running a program (a failing FFI kernel, a bad custom call) is caught by it; plax raises it

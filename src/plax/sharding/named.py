@@ -95,7 +95,7 @@ class NamedSharding(xla.GSPMDShardingBase):
                 raise TypeError(f"NamedSharding's spec must be a PartitionSpec, got {spec!r}.")
         check_spec(mesh, spec)
         self.mesh, self.spec = mesh, spec
-        self._kind = memory_kind
+        self._kind = None if memory_kind == "device" else memory_kind  # ("device": the default)
         self._layouts = {}
         self._hash = hash(("NamedSharding", self._key()))
         self._mesh_devices = tuple(mesh.devices.flat) if isinstance(mesh, Mesh) else ()
