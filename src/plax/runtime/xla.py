@@ -35,6 +35,7 @@ _exiting = shutdown.exiting
 JAXLIB_VERSION = jaxlib.__version__
 Device = xc.Device
 DeviceList = xc.DeviceList
+ifrt_programs = _jax.ifrt_programs  # jaxlib's IFRT program builders (jax.extend.ifrt_programs)
 XlaRuntimeError = xc.XlaRuntimeError
 # jax.errors.JaxRuntimeError is jaxlib's class itself: what XLA raises while compiling or
 # running a program (a failing FFI kernel, a bad custom call) is caught by it; plax raises it
