@@ -1,5 +1,5 @@
 """Programs written with libraries built on JAX (equinox, flax.linen + optax, diffrax,
-numpyro), run with ``jax`` resolving to plax, give real JAX 0.10.2's numbers.
+numpyro, orbax-checkpoint), run with ``jax`` resolving to plax, give real JAX 0.10.2's numbers.
 
 The expected numbers were printed by the same programs (tests/ecosystem/programs/*.jaxpy:
 JAX code, run only with jax -> plax) under real JAX 0.10.2 in a scratch venv; each program
@@ -31,16 +31,26 @@ JAX_OUTPUT = {
     # numpyro NUTS (fixed key, 100 warmup + 200 samples): posterior means of a, b, s, and
     # samples 0, 50 and 199 of a.
     "numpyro_nuts.jaxpy": [[0.5006132, 1.9843572, 0.0761957], [0.4856678, 0.4964451, 0.4963522]],
+    # An optax loop on 8 devices checkpointed by orbax's CheckpointManager, stopped at step 13,
+    # resumed from step 10: losses of the straight run and of the resumed one; then the step
+    # resumed from, resumed losses == straight (1), final parameters identical (1), a restore
+    # onto a replicated sharding (1: True), the final step.
+    "orbax_checkpoint_resume.jaxpy": [
+        [1.1648206, 0.8055677, 0.7653700, 0.7460862, 0.7288014],
+        [1.1648206, 0.8055677, 0.7653700, 0.7460862, 0.7288014],
+        [10, 1, 1, 1, 20]],
 }
+DEVICES = {"orbax_checkpoint_resume.jaxpy": "8"}  # (the others run on one device)
 
 
 @pytest.mark.parametrize("program", sorted(JAX_OUTPUT))
 def test_program_matches_jax(program):
-    env = dict(os.environ, PLAX_NUM_CPU_DEVICES="1")
+    env = dict(os.environ, PLAX_NUM_CPU_DEVICES=DEVICES.get(program, "1"))
     out = subprocess.run([sys.executable, "-m", "plax", str(PROGRAMS / program)],
                          capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    got = [[float(v) for v in line.split()] for line in out.stdout.strip().splitlines()]
+    got = [[float(v == "True") if v in ("True", "False") else float(v) for v in line.split()]
+           for line in out.stdout.strip().splitlines()]
     assert len(got) == len(JAX_OUTPUT[program])
     for line, want in zip(got, JAX_OUTPUT[program]):
         np.testing.assert_allclose(line, want, rtol=1e-5, atol=2e-7)
