@@ -81,3 +81,11 @@ def test_private_distributed_state_and_flatten_one_level():
     assert tree_util.flatten_one_level({"b": 2, "a": (1, 3)}) == (((1, 3), 2), ("a", "b"))
     with pytest.raises(ValueError, match="can't tree-flatten"):
         tree_util.flatten_one_level(3)
+
+
+def test_each_shard_of_a_replicated_scalar_holds_a_scalar():
+    mesh = plax.make_mesh((2, 4), ("a", "b"))
+    x = plax.device_put(jnp.int32(7), NamedSharding(mesh, P()))
+    for shard in x.addressable_shards:  # (read through the buffer protocol, as NumPy does)
+        assert memoryview(shard.data).shape == () and np.asarray(shard.data).shape == ()
+        assert int(np.asarray(shard.data)) == 7

@@ -154,7 +154,8 @@ def put_sharded(x, sharding, committed: bool = True) -> Array:
     aval = typed_aval(aval, sharding)
     devices = addressable_assignment(sharding)
     where = sharding.devices_indices_map(aval.shape)
-    pieces = [np.ascontiguousarray(host[where[d]]) for d in devices]
+    # (np.asarray with order="C", not np.ascontiguousarray: that makes a scalar 1-d)
+    pieces = [np.asarray(host[where[d]], order="C") for d in devices]
     buf = xla.put_pieces(pieces, physical_aval(aval), sharding, devices, dtypes.x64_enabled(),
                          [sharding_for(d) for d in devices])
     return make_array(buf, aval, committed)
