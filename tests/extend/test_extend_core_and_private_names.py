@@ -206,5 +206,5 @@ def test_extend_backend_names_the_clients():
         backend.get_backend("tpu")
     import plax.extend as extend
     assert sorted(n for n in dir(extend) if not n.startswith("_")) == [
-        "backend", "core", "linear_util", "lowering", "mlir", "random", "sharding",
+        "backend", "core", "ifrt_programs", "linear_util", "lowering", "mlir", "random", "sharding",
         "source_info_util", "xla"]
