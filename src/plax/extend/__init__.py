@@ -8,8 +8,8 @@ carries no compatibility promise across releases.
 
 The submodules load on first use.
 """
-_SUBMODULES = frozenset({"backend", "core", "ifrt_programs", "linear_util", "lowering", "mlir", "random",
-                         "sharding", "source_info_util", "xla"})
+_SUBMODULES = frozenset({"backend", "core", "ifrt_programs", "linear_util", "lowering", "mlir",
+                         "random", "sharding", "source_info_util", "xla"})
 
 
 def __getattr__(name):

@@ -9,8 +9,9 @@ fixed header (magic, format version, the key digest, the payload's length and sh
 and then the serialised executable, so a truncated, corrupted or foreign file is
 recognised before XLA sees a byte of it; such a file (or one XLA fails to load, or one that
 cannot be read) is removed and the program compiled afresh and written anew, with one
-warning per process naming the entry and what was wrong with it. Writes go to a temporary file in the same directory, renamed into place, so
-concurrent processes see whole entries or none. The directory is kept under
+warning per process naming the entry and what was wrong with it. Writes go to a temporary
+file in the same directory, renamed into place, so concurrent processes see whole entries or
+none. The directory is kept under
 ``jax_compilation_cache_max_size`` bytes by removing the least recently used entries (a hit
 refreshes an entry's modification time).
 
