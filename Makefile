@@ -20,6 +20,8 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 	@echo "--- an unmodified JAX program, run with jax -> plax (python -m plax) ---"
 	$(PY) -m plax examples/jax_style_training.jaxpy
+	@echo "--- a training run checkpointed with orbax-checkpoint, stopped and resumed ---"
+	$(PY) examples/checkpointing.py
 
 # Two worker processes (one per core on CI), each test file kept on one worker. Then the
 # sharding and pmap tests again on one device, as a machine with a single device runs them
