@@ -89,3 +89,9 @@ def test_each_shard_of_a_replicated_scalar_holds_a_scalar():
     for shard in x.addressable_shards:  # (read through the buffer protocol, as NumPy does)
         assert memoryview(shard.data).shape == () and np.asarray(shard.data).shape == ()
         assert int(np.asarray(shard.data)) == 7
+
+
+def test_private_lib_names_the_jaxlib_extension_version():
+    from plax._src import lib  # grain reads it to choose its profiler hooks
+    import jaxlib.xla_client
+    assert lib.jaxlib_extension_version == jaxlib.xla_client._version >= 448

@@ -24,12 +24,13 @@ checkify.*                                    interpreters.checkify          fla
 state.types.AbstractRef                       (plax has no mutable refs yet) flax.nnx
 tree_util.flatten_one_level                   core.tree_core                 orbax-checkpoint
 distributed.global_state                      runtime.distributed's run      orbax-checkpoint
+lib.jaxlib_extension_version                  jaxlib's extension version     grain
 ============================================  =============================  =====================
 """
 
 _SUBMODULES = frozenset({
     "ad_util", "checkify", "compiler", "core", "dispatch", "distributed", "dtypes",
-    "flatten_util", "state", "traceback_util", "tree_util", "xla_bridge"})
+    "flatten_util", "lib", "state", "traceback_util", "tree_util", "xla_bridge"})
 
 
 def __getattr__(name):

@@ -33,6 +33,7 @@ from plax.runtime.jaxlib_lookups import answer_jaxlib_lookups as _answer_jaxlib_
 _exiting = shutdown.exiting
 
 JAXLIB_VERSION = jaxlib.__version__
+JAXLIB_EXTENSION_VERSION = getattr(xc, "_version", 0)  # the C++ extension's API version
 Device = xc.Device
 DeviceList = xc.DeviceList
 ifrt_programs = _jax.ifrt_programs  # jaxlib's IFRT program builders (jax.extend.ifrt_programs)
