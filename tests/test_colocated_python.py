@@ -61,7 +61,7 @@ def test_specialize_checks_inputs_and_outputs_and_refuses_twice():
     assert neg(x).tolist() == [0.0, -1.0, -2.0]
     with pytest.raises(ValueError, match="arguments, leaf 0"):
         neg(plax.device_put(jnp.arange(4.0), device))
-    with pytest.raises(ValueError, match="in specs already specified"):
+    with pytest.raises(ValueError, match="in_specs already specified"):
         neg.specialize(in_specs=((spec,), {}))
     wrong = cp.colocated_python(lambda v: v[:2]).specialize(out_specs_fn=lambda s: s)
     with pytest.raises(ValueError, match="results, leaf 0"):

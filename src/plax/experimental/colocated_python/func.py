@@ -23,8 +23,7 @@ class Specialization:
     def update(self, **changes) -> "Specialization":
         for name, value in changes.items():
             if value is not None and getattr(self, name) is not None:
-                raise ValueError(f"{name.replace('_', ' ', 1) if name != 'devices' else name} "
-                                 f"already specified")
+                raise ValueError(f"{name} already specified")
         merged = {k: v for k, v in changes.items() if v is not None}
         if merged.get("devices") is not None:
             merged["devices"] = tuple(merged["devices"])
