@@ -12,16 +12,12 @@ from plax import tree_util
 from plax.experimental.array_serialization import tensorstore_impl as ts_impl
 from plax.experimental.array_serialization.tensorstore_impl import (  # noqa: F401
     async_deserialize, async_serialize)
-from plax.runtime import distributed, xla
+from plax.api.devices import process_count, process_index
+from plax.runtime import distributed
 from plax.sharding.layouts import Format  # noqa: F401  (a name of this module in JAX)
 
 _log = logging.getLogger(__name__)
 _SUCCESS = "checkpoint_write_success"
-
-
-def _process_count() -> int:
-    run = distributed.current()
-    return 1 if run is None else run.num_processes
 
 
 def __getattr__(name):
@@ -109,10 +105,10 @@ class AsyncManager:
         try:
             for future in self._commit_futures or ():
                 future.result()
-            if _process_count() > 1:
+            if process_count() > 1:
                 key = f"plax_checkpoint_{self._count}"
                 self._client.wait_at_barrier(key, self._timeout_secs * 1000)
-                if xla.process_index() == 0 and self._on_commit_callback is not None:
+                if process_index() == 0 and self._on_commit_callback is not None:
                     self._on_commit_callback()
                     self._client.key_value_set(key, _SUCCESS)
             elif self._on_commit_callback is not None:
@@ -140,7 +136,7 @@ class AsyncManager:
             self._thread.join()
             self._thread = None
         self.check_for_errors()
-        if _process_count() > 1 and self._count:
+        if process_count() > 1 and self._count:
             self._client.blocking_key_value_get(f"plax_checkpoint_{self._count}",
                                                 self._timeout_secs * 1000)
 

@@ -259,7 +259,7 @@ async def _read_block(store, index: tuple, shape: tuple, dtype) -> np.ndarray:
     wanted = ts.IndexTransform(input_shape=shape)[index].domain
     have = store.domain.intersect(wanted)
     out = np.zeros(wanted.shape, dtype)
-    if all(n > 0 for n in have.shape) or not have.shape:
+    if all(n > 0 for n in have.shape):  # (a scalar's empty shape: its one element)
         into = tuple(slice(lo - w, lo - w + n) for lo, w, n in
                      zip(have.inclusive_min, wanted.inclusive_min, have.shape))
         out[into] = await store[have].read()
