@@ -19,6 +19,7 @@ anything, so a truncated, corrupted or foreign file raises ValueError (never rea
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import struct
@@ -66,9 +67,34 @@ def register_namedtuple_serialization(nodetype, *, serialized_name: str):
             and hasattr(nodetype, "_fields")):
         raise ValueError(f"Cannot register namedtuple serialization for {nodetype}: it is "
                          "not a namedtuple class.")
+    fields = list(nodetype._fields)
+
+    def fields_back(data: bytes) -> None:
+        # (the field names are stored, as JAX stores them, and must still be the class's)
+        stored = json.loads(data.decode("utf-8")) if data else fields
+        if stored != fields:
+            raise ValueError(f"Cannot deserialize a {nodetype.__name__} with the fields "
+                             f"{stored}: the registered class {nodetype} has the fields "
+                             f"{fields}.")
+        return None
     return register_pytree_node_serialization(
         nodetype, serialized_name=serialized_name,
-        serialize_auxdata=lambda aux: b"", deserialize_auxdata=lambda data: None)
+        serialize_auxdata=lambda aux: json.dumps(fields).encode("utf-8"),
+        deserialize_auxdata=fields_back)
+
+
+def _ordereddict_keys_to_bytes(keys) -> bytes:
+    if not all(isinstance(k, str) for k in keys):
+        raise NotImplementedError("Serialization of collections.OrderedDict is supported only "
+                                  f"when the keys are strings. Found keys: {list(keys)}.")
+    return json.dumps(list(keys)).encode("utf-8")
+
+
+# Registered from the start, under the name JAX gives it (files move between the two).
+register_pytree_node_serialization(
+    collections.OrderedDict, serialized_name="collections.OrderedDict",
+    serialize_auxdata=_ordereddict_keys_to_bytes,
+    deserialize_auxdata=lambda data: tuple(json.loads(data.decode("utf-8"))))
 
 
 # --- writing -------------------------------------------------------------------------------

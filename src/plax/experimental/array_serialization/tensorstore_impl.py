@@ -56,6 +56,29 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+class _LimitInFlightBytes:
+    """Bounds the host memory reads hold at once: a read asks for its bytes first and gives
+    them back when its block is on the device. One read larger than the whole budget
+    raises the budget to its size rather than waiting forever."""
+
+    def __init__(self, host_memory_bytes_limit: int):
+        self._max_bytes = self._available_bytes = int(host_memory_bytes_limit)
+        self._changed = asyncio.Condition()
+
+    async def wait_for_bytes(self, requested_bytes: int) -> None:
+        async with self._changed:
+            if requested_bytes > self._max_bytes:
+                self._available_bytes += requested_bytes - self._max_bytes
+                self._max_bytes = requested_bytes
+            await self._changed.wait_for(lambda: self._available_bytes >= requested_bytes)
+            self._available_bytes -= requested_bytes
+
+    async def release_bytes(self, requested_bytes: int) -> None:
+        async with self._changed:
+            self._available_bytes += requested_bytes
+            self._changed.notify_all()
+
+
 def make_single_device_sharding(device, memory_kind=None) -> SingleDeviceSharding:
     return SingleDeviceSharding(device, memory_kind=memory_kind)
 
@@ -293,8 +316,17 @@ async def async_deserialize(in_type, tensorstore_spec, global_shape=None, dtype=
 
     async def read(device, index):
         index = tuple(index) if index is not None else tuple(slice(None) for _ in shape)
-        block = await _read_block(store, index, shape, out_dtype)
-        return device_put(block, make_single_device_sharding(device))
+        if byte_limiter is None:
+            block = await _read_block(store, index, shape, out_dtype)
+            return device_put(block, make_single_device_sharding(device))
+        wanted = ts.IndexTransform(input_shape=shape)[index].domain
+        footprint = estimate_read_memory_footprint(store, store.domain.intersect(wanted))
+        await byte_limiter.wait_for_bytes(footprint)
+        try:
+            block = await _read_block(store, index, shape, out_dtype)
+            return device_put(block, make_single_device_sharding(device))
+        finally:
+            await byte_limiter.release_bytes(footprint)
     pieces = await asyncio.gather(*[read(d, i) for d, i in index_map.items()])
     out_dtype = _dtypes.canonicalize_dtype(out_dtype)
     return make_array_from_single_device_arrays(shape, sharding, list(pieces),
@@ -313,7 +345,8 @@ def _run_deserialization(shardings, tensorstore_specs, global_shapes=None, dtype
     dtypes = dtypes or [None] * len(tensorstore_specs)
 
     async def run():
+        limiter = _LimitInFlightBytes(concurrent_gb * 10 ** 9)
         return await asyncio.gather(*[
-            async_deserialize(sh, spec, shape, dt)
+            async_deserialize(sh, spec, shape, dt, byte_limiter=limiter)
             for sh, spec, shape, dt in zip(shardings, tensorstore_specs, global_shapes, dtypes)])
     return list(asyncio.run(run()))
