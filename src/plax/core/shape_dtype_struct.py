@@ -7,6 +7,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.symbolic_shapes import DimExpr
+from plax.core.trace import get_aval
 
 
 class ShapeDtypeStruct:
@@ -36,6 +37,18 @@ class ShapeDtypeStruct:
         fields = {name: getattr(self, name) for name in self.__slots__}
         fields.update(changes)
         return type(self)(**fields)
+
+    @classmethod
+    def like(cls, x) -> "ShapeDtypeStruct":
+        """The ShapeDtypeStruct of ``x`` (an array, a tracer, a NumPy value, another
+        ShapeDtypeStruct): its shape, dtype and weak type, and its sharding when ``x`` is
+        committed to one."""
+        if isinstance(x, ShapeDtypeStruct):
+            return cls(x.shape, x.dtype, sharding=x.sharding, weak_type=x.weak_type)
+        aval = get_aval(x)
+        sharding = getattr(x, "sharding", None) if getattr(x, "_committed", True) else None
+        return cls(aval.shape, aval.dtype, sharding=sharding,
+                   weak_type=getattr(aval, "weak_type", False))
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))

@@ -96,32 +96,50 @@ def body_of(call_jaxpr) -> ClosedJaxpr:
     return closed
 
 
+# The parameter holding each call primitive's body ("call_jaxpr" unless registered with
+# another name); a call's other parameters go through every rule unchanged.
+_body_params: dict = {}
+
+
+def _body_param(prim) -> str:
+    return _body_params.get(prim, "call_jaxpr")
+
+
+def _split(prim, params) -> tuple:
+    """``(body, the other parameters)`` of a call's parameters."""
+    rest = dict(params)
+    return body_of(rest.pop(_body_param(prim))), rest
+
+
 def bind_body(prim, body: ClosedJaxpr, args, **params):
     """``prim`` bound on ``args`` calling ``body`` (its consts become leading operands)."""
     callee, consts = consts_as_inputs(body)
-    return prim.bind(*consts, *args, **dict(
-        params, call_jaxpr=callee.jaxpr if prim is call_p else callee))
+    return prim.bind(*consts, *args, **_params(prim, callee, params))
 
 
 def _abstract_for(prim):
-    return lambda *avals, call_jaxpr: call_out_avals(prim.name, body_of(call_jaxpr), avals)
+    return lambda *avals, **params: call_out_avals(prim.name, _split(prim, params)[0], avals)
 
 
-def _impl(*args, call_jaxpr):
-    body = body_of(call_jaxpr)
-    return eval_jaxpr(body.jaxpr, body.consts, *args)
+def _impl_for(prim):
+    def impl(*args, **params):
+        body = _split(prim, params)[0]
+        return eval_jaxpr(body.jaxpr, body.consts, *args)
+    return impl
 
 
-def _lowering(ctx, *args, call_jaxpr):
-    """The body inlined (no function boundary: XLA would inline the call anyway)."""
-    body = body_of(call_jaxpr)
-    return lower_jaxpr_body(ctx.fn, body.jaxpr, [*const_operands(ctx, body), *args])
+def _lowering_for(prim):
+    def lowering(ctx, *args, **params):
+        """The body inlined (no function boundary: XLA would inline the call anyway)."""
+        body = _split(prim, params)[0]
+        return lower_jaxpr_body(ctx.fn, body.jaxpr, [*const_operands(ctx, body), *args])
+    return lowering
 
 
 # --- jvp: a call of the body's jvp ----------------------------------------------------------
 def _jvp_for(prim):
-    def jvp(primals, tangents, *, call_jaxpr):
-        body = body_of(call_jaxpr)
+    def jvp(primals, tangents, **params):
+        body, rest = _split(prim, params)
         nonzeros = [type(t) is not Zero for t in tangents]
         # Integer and boolean outputs have float0 tangents, which XLA cannot carry: Zero.
         out_tan_avals = [tangent_aval(a) for a in body.out_avals]
@@ -129,7 +147,7 @@ def _jvp_for(prim):
         jvp_body, out_nonzeros = jvp_jaxpr(body, nonzeros, instantiate=differentiable,
                                            description=f"jvp({prim.name})")
         outs = bind_body(prim, jvp_body,
-                         [*primals, *(t for t in tangents if type(t) is not Zero)])
+                         [*primals, *(t for t in tangents if type(t) is not Zero)], **rest)
         m = len(out_tan_avals)
         it = iter(outs[m:])
         return outs[:m], [next(it) if nz else Zero(a)
@@ -140,55 +158,56 @@ def _jvp_for(prim):
 # --- partial evaluation: a known call now, an unknown call of the residuals staged ---------
 def _partial_eval_for(prim):
     def partial_eval(trace, args, params):
-        body = body_of(params["call_jaxpr"])
+        body, rest = _split(prim, params)
         unknowns = [trace.is_unknown(a) for a in args]
         known, unknown, out_unknowns, num_res = partial_eval_jaxpr(
             body, unknowns, instantiate=False, description=prim.name)
         callee, consts = consts_as_inputs(known)
         known_out = trace.known(prim, [*consts, *(a for a, u in zip(args, unknowns) if not u)],
-                                _params(prim, callee))
+                                _params(prim, callee, rest))
         n_known = len(known_out) - num_res
         unknown_out = []
         if any(out_unknowns):
             callee, consts = consts_as_inputs(unknown)
             unknown_out = trace.stage(prim, [*consts, *known_out[n_known:],
                                              *(a for a, u in zip(args, unknowns) if u)],
-                                      _params(prim, callee))
+                                      _params(prim, callee, rest))
         k, u = iter(known_out[:n_known]), iter(unknown_out)
         return [next(u) if unk else next(k) for unk in out_unknowns]
     return partial_eval
 
 
-def _params(prim, callee: ClosedJaxpr) -> dict:
-    return {"call_jaxpr": callee.jaxpr if prim is call_p else callee}
+def _params(prim, callee: ClosedJaxpr, rest: dict) -> dict:
+    return {**rest, _body_param(prim): callee.jaxpr if prim is call_p else callee}
 
 
 # --- transpose: a call of the body's backward pass -------------------------------------------
 def _transpose_for(prim):
-    def transpose(cts, *args, call_jaxpr):
+    def transpose(cts, *args, **params):
+        body, rest = _split(prim, params)
         linear = [is_undefined(a) for a in args]
         nonzero = [type(c) is not Zero for c in cts]
-        body = transpose_jaxpr(body_of(call_jaxpr), linear, nonzero,
-                               description=f"transpose({prim.name})")
+        body = transpose_jaxpr(body, linear, nonzero, description=f"transpose({prim.name})")
         outs = iter(bind_body(prim, body, [*(a for a in args if not is_undefined(a)),
-                                           *(c for c in cts if type(c) is not Zero)]))
+                                           *(c for c in cts if type(c) is not Zero)], **rest))
         return [next(outs) if lin else None for lin in linear]
     return transpose
 
 
 # --- batching: a call of the batched body ----------------------------------------------------
 def _batch_for(prim):
-    def batch(axis, vals, dims, *, call_jaxpr):
-        body, consts, out_dims = batch_jaxpr(body_of(call_jaxpr), axis, dims,
+    def batch(axis, vals, dims, **params):
+        body, rest = _split(prim, params)
+        body, consts, out_dims = batch_jaxpr(body, axis, dims,
                                              description=f"vmap({prim.name})")
-        return bind_body(prim, ClosedJaxpr(body, consts), vals), out_dims
+        return bind_body(prim, ClosedJaxpr(body, consts), vals, **rest), out_dims
     return batch
 
 
 # --- dead code: the body pruned to the used outputs, on the inputs they read ----------------
 def _dce_for(prim):
     def dce(used_outputs, eqn):
-        body = body_of(eqn.params["call_jaxpr"])
+        body, rest = _split(prim, eqn.params)
         if not any(used_outputs) and not jaxpr_has_effects(body):
             return [False] * len(eqn.invars), None
         pruned, used_inputs = dce_closed(body, used_outputs)
@@ -198,15 +217,18 @@ def _dce_for(prim):
         return used_inputs, eqn.replace(
             invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
             outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
-            params=dict(eqn.params, call_jaxpr=pruned.jaxpr if prim is call_p else pruned))
+            params=_params(prim, pruned, rest))
     return dce
 
 
-def register_call_rules(prim) -> None:
-    """Give the call primitive ``prim`` every rule of a plain call of its body."""
+def register_call_rules(prim, body_param: str = "call_jaxpr", lowering=None) -> None:
+    """Give the call primitive ``prim`` every rule of a plain call of its body (a
+    ClosedJaxpr in its parameter ``body_param``), lowered inline unless ``lowering`` is
+    given. Its other parameters are kept through every transformation."""
+    _body_params[prim] = body_param
     abstract_eval_rules[prim] = _abstract_for(prim)
-    impl_rules[prim] = _impl
-    register_lowering(prim, _lowering)
+    impl_rules[prim] = _impl_for(prim)
+    register_lowering(prim, lowering or _lowering_for(prim))
     jvp_rules[prim] = _jvp_for(prim)
     partial_eval_rules[prim] = _partial_eval_for(prim)
     transpose_rules[prim] = _transpose_for(prim)

@@ -786,6 +786,16 @@ def register_custom_call_target(name: str, fn, platform: str = "cpu", api_versio
     xc.register_custom_call_target(name, fn, platform, api_version, **kwargs)
 
 
+# Cross-host array transfers (jax.experimental.transfer): jaxlib's server and connection.
+TransferServer, TransferConnection = _jax.TransferServer, _jax.TransferConnection
+start_transfer_server = _jax.start_transfer_server
+make_error_array = getattr(_jax, "_make_error_array", None)
+
+# What a buffer callback gets: its buffers, the execution context and its stages.
+FfiBuffer, FfiExecutionContext, FfiExecutionStage = \
+    _jax.ffi.Buffer, _jax.ffi.ExecutionContext, _jax.ffi.ExecutionStage
+
+
 def register_custom_type(name: str, type_registration, platform: str = "cpu") -> None:
     """Register a user type of the FFI (``{"type_id": capsule, "type_info": capsule}``)."""
     xc.register_custom_type(name, type_registration, platform=platform)
