@@ -59,11 +59,12 @@ for pid in (1, 0):  # process 1: nobody listens; process 0: process 1 never arri
 """
     run = _python(code)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert re.search(r"RAISED 1 [23] distributed.initialize: process 1 of 2 could not join the "
+    # (it gives up near the timeout, not never: a loaded machine may take a few s more)
+    assert re.search(r"RAISED 1 [2-6] distributed.initialize: process 1 of 2 could not join the "
                      r"run at 127.0.0.1:\d+ within 2 s \(initialization_timeout\)", run.stdout)
     run = _python(code.replace("(1, 0)", "(0,)"))
     assert run.returncode == 0, run.stderr[-3000:]
-    assert re.search(r"RAISED 0 [23] .*process 0 of 2 could not join.*all 2 processes were "
+    assert re.search(r"RAISED 0 [2-6] .*process 0 of 2 could not join.*all 2 processes were "
                      r"started", run.stdout)
 
 

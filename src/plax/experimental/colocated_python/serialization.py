@@ -3,6 +3,8 @@
 meshes and shardings written as CPU device ids and looked up again on arrival."""
 from __future__ import annotations
 
+import collections.abc
+import copyreg
 import io
 import pickle
 
@@ -83,12 +85,18 @@ def _serialize(obj) -> bytes:
     reducers = {Mesh: _reduce_mesh, NamedSharding: _reduce_named_sharding,
                 SingleDeviceSharding: _reduce_single_device_sharding,
                 DeviceList: _reduce_device_list}
-    out = io.BytesIO()
-    pickler = _pickler_module.Pickler(out)
-    pickler.dispatch_table = {**getattr(pickler, "dispatch_table", {}), **reducers}
     for device_type in {type(d) for d in _all_devices()} | {Device}:
-        pickler.dispatch_table[device_type] = _reduce_device
-    pickler.dump(obj)
+        reducers[device_type] = _reduce_device
+    base = getattr(_pickler_module.Pickler, "dispatch_table", None)
+    if not isinstance(base, collections.abc.Mapping):  # (pickle's C Pickler: a slot)
+        base = copyreg.dispatch_table
+
+    # A pickler reads its dispatch table when made (cloudpickle's is a class attribute
+    # that an instance's assignment would not replace): a subclass carries ours.
+    class _Pickler(_pickler_module.Pickler):
+        dispatch_table = collections.ChainMap(reducers, base)
+    out = io.BytesIO()
+    _Pickler(out).dump(obj)
     return out.getvalue()
 
 
