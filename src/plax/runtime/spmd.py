@@ -154,8 +154,8 @@ def _buffer(x, aval, sharding):
     if type(x) in CONCRETE:
         buf = buffer_of(x)
         own = buf._sharding
-        if own is sharding or (own == sharding and not buf.is_deleted()):
-            return buf  # the common cases, checked cheaply
+        if (own is sharding or own == sharding) and not buf.is_deleted():
+            return buf  # the common cases, checked cheaply (XLA crashes on a deleted buffer)
         x._check_alive()
         if own.is_equivalent_to(sharding, aval.ndim):
             return buf
@@ -199,7 +199,9 @@ def _search_spec(hlo, mesh, ndim: int) -> NamedSharding:
 
 
 # --- compiled SPMD programs -----------------------------------------------------------------------
-_in_flight = [None]  # the outputs of the last program with collectives still running
+# The completion token of the last program with collectives that may still be running (its
+# outputs would not do: they may have been donated or deleted since).
+_in_flight = [None]
 
 
 class SpmdProgram:
@@ -233,14 +235,16 @@ class SpmdProgram:
             # way on 2 cores). One such program runs at a time.
             previous, _in_flight[0] = _in_flight[0], None
             if previous is not None:
-                xla.block_until_ready(previous)
+                xla.wait_for(previous)
         handlers = self.handlers[committed]
         if any(self._effects):
-            outs = self._run_effectful(bufs, handlers)
+            outs, done = self._run_effectful(bufs, handlers)
+        elif self.collective:
+            outs, done = xla.execute_with_completion(self.exe, bufs, handlers)
         else:
             outs = xla.execute(self.exe, bufs, handlers)
         if self.collective:
-            _in_flight[0] = outs
+            _in_flight[0] = done
         if len(outs) != len(self.out_avals):  # (inspection probes are not returned)
             outs = outs[:len(self.out_avals)]
         return dispatch.arrays_from_results(outs, self.out_avals, committed, self._special)
@@ -261,7 +265,7 @@ class SpmdProgram:
         if takes_token:
             tokens.set_ordered_token(key, outs[0])
             outs = outs[1:]
-        return outs
+        return outs, done
 
 
 class LoweredSpmd:
