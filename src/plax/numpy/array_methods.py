@@ -95,11 +95,11 @@ def _compress(self, condition, axis=None, **kwargs):
     return _jnp().compress(condition, self, axis, **kwargs)
 
 
-def _reshape(self, *args, order="C", **kwargs):
-    """Same as plax.numpy.reshape(self, shape); the shape may also be given as separate ints."""
-    if args:
-        kwargs["shape"] = args[0] if len(args) == 1 else args
-    return _jnp().reshape(self, order=order, **kwargs)
+def _reshape(self, *args, order="C", out_sharding=None):
+    """Same as plax.numpy.reshape(self, shape); the shape may also be given as separate ints,
+    and none at all means shape ``()`` (a size-1 array to a scalar)."""
+    shape = args[0] if len(args) == 1 else args
+    return _jnp().shape_ops.reshape_to(self, shape, order, out_sharding)
 
 
 def _transpose(self, *axes):

@@ -102,48 +102,55 @@ def _promote_all(arrays, dtype):
 
 
 # --- reshaping --------------------------------------------------------------------------
-def _resolve_shape(shape: tuple, old: tuple) -> tuple:
-    """``shape`` with a -1 entry replaced by the size that keeps the element count."""
+def _resolve_shape(shape: tuple, old: tuple, given) -> tuple:
+    """``shape`` with a -1 entry replaced by the size that keeps the element count (errors
+    show the shape as the caller ``given`` it, as JAX's do)."""
     size = _prod(old)
     if shape.count(-1) > 1:
-        raise TypeError(f"can only specify one unknown axis size with a `-1` value, got {shape}")
+        raise TypeError(f"can only specify one unknown axis size with a `-1` value, got {given}")
     if -1 in shape:
         known = _prod(d for d in shape if d != -1)
         if known <= 0 or size % known:
             raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape "
-                            f"{shape} because the product of specified axis sizes ({known}) "
+                            f"{given} because the product of specified axis sizes ({known}) "
                             f"does not evenly divide {size}")
         shape = tuple(size // known if d == -1 else d for d in shape)
     if any(d < 0 for d in shape) or _prod(shape) != size:
-        raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape {shape} "
+        raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape {given} "
                         f"(size {_prod(shape)})")
     return shape
 
 
-def reshape(a, shape=None, order: str = "C", *, newshape=None, copy=None, out_sharding=None):
+def reshape(a, shape, order: str = "C", *, copy=None, out_sharding=None):
     """``a`` with a new shape holding the same elements; one entry of ``shape`` may be -1.
+    ``order``: "C" (row-major) or "F" (column-major). (``copy`` is accepted, as in JAX: the
+    result is a new array either way.)"""
+    return reshape_to(_arr("reshape", a), shape, order, out_sharding)
 
-    ``newshape`` is NumPy's older name for ``shape``.
-    """
-    if newshape is not None:
-        if shape is not None:
-            raise TypeError("reshape got both `shape` and its older name `newshape`; pass only "
-                            "`shape`.")
-        shape = newshape
-    if shape is None:
-        raise TypeError("reshape() missing required argument: 'shape'")
-    a = _arr("reshape", a)
+
+def reshape_to(a, shape, order: str = "C", out_sharding=None):
+    """``reshape`` of an array, shared with the ``Array.reshape`` method."""
+    if order == "A":
+        raise NotImplementedError("np.reshape order=A is not implemented.")
+    if order not in ("C", "F"):
+        raise ValueError(f"Unexpected value for 'order' argument: {order}.")
     old = _shape(a)
-    shape = _resolve_shape(static_int_tuple(shape, "shape"), old)
+    try:
+        dims = static_int_tuple(shape, "shape")
+    except TypeError as e:
+        if not str(e).startswith(SHAPE_PHRASE):
+            raise
+        shown = shape if isinstance(shape, (list, tuple)) else [shape]
+        raise TypeError(f"{SHAPE_PHRASE}, got {shown}.") from None
+    shape = _resolve_shape(dims, old, shape)
     if order == "C":
         return lax.reshape(a, shape, out_sharding=out_sharding)
     if out_sharding is not None:
         raise NotImplementedError("reshape: out_sharding= is supported with order='C' only.")
-    if order == "F":  # Fortran order: reshape the reversed-axes view, then reverse back
-        rev_in = tuple(range(len(old)))[::-1]
-        out = lax.reshape(lax.transpose(a, rev_in), shape[::-1])
-        return lax.transpose(out, tuple(range(len(shape)))[::-1])
-    raise NotImplementedError(f"reshape order={order!r} is not implemented; use 'C' or 'F'.")
+    # Fortran order: reshape the reversed-axes view, then reverse back
+    rev_in = tuple(range(len(old)))[::-1]
+    out = lax.reshape(lax.transpose(a, rev_in), shape[::-1])
+    return lax.transpose(out, tuple(range(len(shape)))[::-1])
 
 
 @takes_out_sharding
