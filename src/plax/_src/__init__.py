@@ -25,11 +25,13 @@ state.types.AbstractRef                       (plax has no mutable refs yet) fla
 tree_util.flatten_one_level                   core.tree_core                 orbax-checkpoint
 distributed.global_state                      runtime.distributed's run      orbax-checkpoint
 lib.jaxlib_extension_version                  jaxlib's extension version     grain
+api_util.infer_argnums_and_argnames           a signature's parameters       e3nn-jax (jax-md)
+core.Primitive                                core.primitive (extend.core's) jax-md
 ============================================  =============================  =====================
 """
 
 _SUBMODULES = frozenset({
-    "ad_util", "checkify", "compiler", "core", "dispatch", "distributed", "dtypes",
+    "ad_util", "api_util", "checkify", "compiler", "core", "dispatch", "distributed", "dtypes",
     "flatten_util", "lib", "state", "traceback_util", "tree_util", "xla_bridge"})
 
 

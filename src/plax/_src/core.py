@@ -1,5 +1,6 @@
 """``jax._src.core``: the few core names libraries reach for privately."""
 from plax.core.avals import ShapedArray, physical_aval  # noqa: F401
+from plax.core.primitive import Primitive  # noqa: F401
 from plax.core.trace import EvalTrace as _EvalTrace, current_trace as _current_trace
 
 

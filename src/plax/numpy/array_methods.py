@@ -249,3 +249,7 @@ def _install(cls, traced: bool = False) -> None:
 _install(ArrayImpl)
 _install(KeyArray)
 _install(Tracer, traced=True)
+# A traced value copied (copy.copy, copy.deepcopy, dataclasses.astuple) is a traced copy, as
+# in JAX; without these, deepcopy would reduce it through NumPy and fail.
+Tracer.__copy__ = lambda self: self.copy()
+Tracer.__deepcopy__ = lambda self, memo: self.copy()
