@@ -23,13 +23,11 @@ from plax.core.avals import ShapedArray
 from plax.core.effects import Effect, control_flow_allowed_effects, no_effects
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, batch_rules, effect_rules, jvp_rules,
-                             not_mapped, register_lowering, transpose_rules)
+                             register_lowering, transpose_rules)
 from plax.core.trace import get_aval
-from plax.ffi.custom_call import CustomCallSpec, emit
-from plax.first_order.batch_util import moveaxis
-from plax.first_order.shapes import broadcast
-from plax.higher_order.callbacks import VMAP_METHODS
-from plax.higher_order.callbacks import _sequential as sequential_batch
+from plax.ffi.call import checked_aliases
+from plax.ffi.custom_call import CustomCallSpec, convert_layout, emit
+from plax.higher_order.callbacks import VMAP_METHODS, batch_by_method
 
 __all__ = ["buffer_callback", "buffer_callback_p", "BufferCallbackEffect"]
 
@@ -64,26 +62,13 @@ def buffer_callback(callback, result_shape_dtypes, *, has_side_effect: bool = Fa
     def wrapped(*args, **kwargs):
         flat_args, in_tree = tree_core.tree_flatten((args, kwargs))
         in_avals = [get_aval(x) for x in flat_args]
-        aliases = []
-        for i, o in sorted((int(i), int(o)) for i, o in (input_output_aliases or {}).items()):
-            pair = f"'{i}:{o}'"
-            if not 0 <= i < len(in_avals):
-                raise ValueError(f"input_output_aliases contains the mapping {pair} with input "
-                                 f"index {i} outside the range [0, {len(in_avals)}).")
-            if not 0 <= o < len(result_avals):
-                raise ValueError(f"input_output_aliases contains the mapping {pair} with "
-                                 f"output index {o} outside the range "
-                                 f"[0, {len(result_avals)}).")
-            a, b = in_avals[i], result_avals[o]
-            if a.shape != b.shape or a.dtype != b.dtype:
-                raise ValueError(f"input_output_aliases contains the mapping {pair} referring "
-                                 f"to an input with abstract value {a} and an "
-                                 f"output with a different abstract value {b}.")
-            aliases.append((i, o))
+        layouts = [convert_layout(a) for a in in_avals], \
+            [convert_layout(a) for a in result_avals]
+        aliases = checked_aliases(input_output_aliases, in_avals, result_avals, *layouts)
         outs = buffer_callback_p.bind(
             *flat_args, callback=callback, result_avals=result_avals, in_tree=in_tree,
             out_tree=out_tree, vmap_method=vmap_method, has_side_effect=bool(has_side_effect),
-            input_output_aliases=tuple(aliases),
+            input_output_aliases=aliases,
             command_buffer_compatible=bool(command_buffer_compatible))
         return tree_core.tree_unflatten(out_tree, outs)
 
@@ -111,29 +96,7 @@ transpose_rules[buffer_callback_p] = _no_transpose
 
 
 def _batch(axis, vals, dims, *, vmap_method, result_avals, **params):
-    params = dict(params, vmap_method=vmap_method)
-    if vmap_method in ("sequential", "sequential_unrolled"):
-        return sequential_batch(buffer_callback_p, vals, dims,
-                                dict(params, result_avals=result_avals),
-                                vmap_method == "sequential_unrolled")
-    if vmap_method not in ("expand_dims", "broadcast_all", "legacy_vectorized"):
-        raise NotImplementedError(
-            "vmap is only supported for the buffer_callback primitive when vmap_method is one "
-            "of 'sequential', 'sequential_unrolled', 'expand_dims', 'broadcast_all', or "
-            f"'legacy_vectorized'. Got vmap_method={vmap_method!r}: pass vmap_method= to "
-            "buffer_callback to say how a batch of inputs reaches the callback.")
-    size = next(v.shape[d] for v, d in zip(vals, dims) if d is not not_mapped)
-    args = []
-    for v, d in zip(vals, dims):
-        if d is not not_mapped:
-            args.append(moveaxis(v, d, 0))
-        elif vmap_method == "legacy_vectorized":
-            args.append(v)
-        else:
-            args.append(broadcast(v, (size if vmap_method == "broadcast_all" else 1,)))
-    batched = tuple(ShapedArray((size, *a.shape), a.dtype) for a in result_avals)
-    outs = buffer_callback_p.bind(*args, result_avals=batched, **params)
-    return list(outs), [0] * len(outs)
+    return batch_by_method(buffer_callback_p, vals, dims, params, result_avals, vmap_method)
 
 
 batch_rules[buffer_callback_p] = _batch

@@ -73,7 +73,9 @@ def _layouts(avals, layouts, what: str, count_name: str) -> tuple:
     return tuple(convert_layout(a, lay, major_to_minor=True) for a, lay in zip(avals, layouts))
 
 
-def _aliases(mapping, in_avals, out_avals, in_layouts, out_layouts) -> tuple:
+def checked_aliases(mapping, in_avals, out_avals, in_layouts, out_layouts) -> tuple:
+    """``input_output_aliases`` as sorted (input, output) pairs, each checked: in range,
+    the same type and layout on both sides (JAX's errors)."""
     found = []
     for i, o in sorted((int(i), int(o)) for i, o in (mapping or {}).items()):
         pair = f"'{i}:{o}'"
@@ -86,8 +88,8 @@ def _aliases(mapping, in_avals, out_avals, in_layouts, out_layouts) -> tuple:
         a, b = in_avals[i], out_avals[o]
         if a.shape != b.shape or a.dtype != b.dtype:
             raise ValueError(f"input_output_aliases contains the mapping {pair} referring to an "
-                             f"input with abstract value {a.str_short()} and an output with a "
-                             f"different abstract value {b.str_short()}.")
+                             f"input with abstract value {a} and an output with a "
+                             f"different abstract value {b}.")
         if in_layouts[i] != out_layouts[o]:
             raise ValueError(f"input_output_aliases contains the mapping {pair} referring to an "
                              f"input with layout {in_layouts[i]} and an output with a "
@@ -127,7 +129,7 @@ def ffi_call(target_name: str, result_shape_dtypes, *, has_side_effect: bool = F
         results = ffi_call_p.bind(
             *args, result_avals=result_avals, vmap_method=vmap_method, target_name=target_name,
             has_side_effect=bool(has_side_effect), input_layouts=ins, output_layouts=outs,
-            input_output_aliases=_aliases(input_output_aliases, in_avals, result_avals, ins,
+            input_output_aliases=checked_aliases(input_output_aliases, in_avals, result_avals, ins,
                                           outs),
             custom_call_api_version=int(custom_call_api_version),
             legacy_backend_config=legacy_backend_config,

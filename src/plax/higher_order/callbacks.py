@@ -40,7 +40,7 @@ from plax.lowering.stablehlo import abstract_token
 from plax.runtime.xla import JaxRuntimeError
 
 __all__ = ["pure_callback_p", "io_callback_p", "debug_callback_p", "VMAP_METHODS",
-           "check_results"]
+           "check_results", "batch_by_method"]
 
 pure_callback_p = Primitive("pure_callback", multiple_results=True)
 io_callback_p = Primitive("io_callback", multiple_results=True)
@@ -178,18 +178,21 @@ def _sequential(prim, vals, dims, params, unroll: bool):
     return list(outs), [0] * len(outs)
 
 
-def _pure_batch(axis, vals, dims, *, callback, result_avals, sharding, vmap_method):
-    params = dict(callback=callback, result_avals=result_avals, sharding=sharding,
-                  vmap_method=vmap_method)
+def batch_by_method(prim, vals, dims, params, result_avals, vmap_method):
+    """vmap of a callback-like primitive (``params`` its other parameters) by its
+    ``vmap_method``: a scan of calls (sequential), or one call given every argument with a
+    leading dimension (expand_dims: 1 where unbatched; broadcast_all: the batch size) or
+    only the batched ones (legacy_vectorized)."""
+    params = dict(params, vmap_method=vmap_method)
     if vmap_method in ("sequential", "sequential_unrolled"):
-        return _sequential(pure_callback_p, vals, dims, params,
+        return _sequential(prim, vals, dims, dict(params, result_avals=result_avals),
                            vmap_method == "sequential_unrolled")
     if vmap_method not in ("expand_dims", "broadcast_all", "legacy_vectorized"):
         raise NotImplementedError(
-            "vmap is only supported for the pure_callback primitive when vmap_method is one "
+            f"vmap is only supported for the {prim.name} primitive when vmap_method is one "
             "of 'sequential', 'sequential_unrolled', 'expand_dims', 'broadcast_all', or "
             f"'legacy_vectorized'. Got vmap_method={vmap_method!r}: pass vmap_method= to "
-            "pure_callback to say how a batch of inputs reaches the callback.")
+            f"{prim.name} to say how a batch of inputs reaches the callback.")
     size = _batch_size(vals, dims)
     args = []
     for v, d in zip(vals, dims):
@@ -200,9 +203,14 @@ def _pure_batch(axis, vals, dims, *, callback, result_avals, sharding, vmap_meth
         else:  # a leading dimension of 1 (expand_dims) or of the batch size (broadcast_all)
             args.append(broadcast(v, (size if vmap_method == "broadcast_all" else 1,)))
     batched_avals = tuple(ShapedArray((size, *a.shape), a.dtype) for a in result_avals)
-    outs = pure_callback_p.bind(*args, callback=callback, result_avals=batched_avals,
-                                sharding=sharding, vmap_method=vmap_method)
+    outs = prim.bind(*args, **dict(params, result_avals=batched_avals))
     return list(outs), [0] * len(outs)
+
+
+def _pure_batch(axis, vals, dims, *, callback, result_avals, sharding, vmap_method):
+    return batch_by_method(pure_callback_p, vals, dims,
+                           dict(callback=callback, sharding=sharding), result_avals,
+                           vmap_method)
 
 
 def _io_batch(axis, vals, dims, *, callback, result_avals, sharding, ordered):

@@ -59,23 +59,29 @@ def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused,
     # The body's scopes are relative to the jit: prefix them with this call site's.
     define_function(ctx.module_context, callee, jaxpr.jaxpr,
                     scope=ctx.fn.eqn_scope + (f"jit({name})",))
-    consts = const_operands(ctx, jaxpr)
-    const_avals = [v.aval for v in jaxpr.jaxpr.constvars]
     # A nested jit's shardings, inside an SPMD program, constrain its operands and results.
     spmd = ctx.fn.module.devices is not None
     if spmd and in_shardings and len(in_shardings) == len(args):
         args = _constrained(ctx, args, ctx.avals_in, in_shardings)
+    outs = call_function(ctx, callee, jaxpr, args)
+    if spmd and out_shardings and len(out_shardings) == len(outs):
+        outs = _constrained(ctx, outs, ctx.avals_out, out_shardings)
+    return outs
+
+
+def call_function(ctx, callee: str, jaxpr: ClosedJaxpr, args) -> list:
+    """A ``func.call`` of the private function ``callee`` (``jaxpr`` lowered) on ``args``
+    after the jaxpr's consts, threading the ordered-effect token when the body has one."""
+    consts = const_operands(ctx, jaxpr)
+    const_avals = [v.aval for v in jaxpr.jaxpr.constvars]
     if has_ordered_effects(jaxpr):  # the callee takes and returns the token first
         outs = ctx.op("func.call", [ctx.fn.token, *consts, *args],
                       [abstract_token, *const_avals, *ctx.avals_in],
                       [abstract_token, *ctx.avals_out], props=f"callee = @{callee}")
         ctx.fn.token, outs = outs[0], outs[1:]
-    else:
-        outs = ctx.op("func.call", [*consts, *args], [*const_avals, *ctx.avals_in],
-                      props=f"callee = @{callee}")
-    if spmd and out_shardings and len(out_shardings) == len(outs):
-        outs = _constrained(ctx, outs, ctx.avals_out, out_shardings)
-    return outs
+        return outs
+    return ctx.op("func.call", [*consts, *args], [*const_avals, *ctx.avals_in],
+                  props=f"callee = @{callee}")
 
 
 def _constrained(ctx, values, avals, shardings) -> list:

@@ -11,7 +11,6 @@ and the call to it carries the pairs as ``mhlo.frontend_attributes`` (string val
 from __future__ import annotations
 
 from plax.core import tree_core
-from plax.core.effects import has_ordered_effects
 from plax.core.jaxpr import ClosedJaxpr
 from plax.core.primitive import Primitive
 from plax.core.rules import dce_rules
@@ -19,8 +18,8 @@ from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval
 from plax.higher_order.call import bind_body, register_call_rules
-from plax.lowering.consts import const_operands
-from plax.lowering.stablehlo import abstract_token, define_function
+from plax.higher_order.pjit import call_function
+from plax.lowering.stablehlo import define_function
 
 __all__ = ["xla_metadata_call", "xla_metadata_call_p", "scheduling_group",
            "dce_jaxpr_xla_metadata_rule"]
@@ -63,23 +62,12 @@ def _lowering(ctx, *args, jaxpr: ClosedJaxpr, **meta):
     callee = ctx.fn.module.unique_name("xla_metadata_call")
     define_function(ctx.module_context, callee, jaxpr.jaxpr,
                     scope=ctx.fn.eqn_scope + ("xla_metadata_call",))
-    consts = const_operands(ctx, jaxpr)
-    const_avals = [v.aval for v in jaxpr.jaxpr.constvars]
-    ordered = has_ordered_effects(jaxpr)
     saved = ctx.fn.frontend_attributes
     ctx.fn.frontend_attributes = tuple(p for p in saved if p[0] not in meta) + pairs
     try:
-        if ordered:  # the callee takes and returns the token first
-            outs = ctx.op("func.call", [ctx.fn.token, *consts, *args],
-                          [abstract_token, *const_avals, *ctx.avals_in],
-                          [abstract_token, *ctx.avals_out], props=f"callee = @{callee}")
-            ctx.fn.token, outs = outs[0], outs[1:]
-        else:
-            outs = ctx.op("func.call", [*consts, *args], [*const_avals, *ctx.avals_in],
-                          props=f"callee = @{callee}")
+        return call_function(ctx, callee, jaxpr, args)
     finally:
         ctx.fn.frontend_attributes = saved
-    return outs
 
 
 def attribute_value(x) -> str:
