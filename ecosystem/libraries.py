@@ -5,12 +5,17 @@ Each entry:
   dependencies are in ``DEPENDENCIES``);
 - ``tests``: where the suite comes from: ``("package", [paths])`` for tests shipped inside
   the installed package, ``("sdist", [paths])`` for tests in the source distribution (fetched
-  with ``pip download --no-binary``), or ``("readme", [])`` for a library whose published
-  packages hold no tests: the Python code blocks of its README (from the installed
-  package's metadata) are run one by one instead;
+  with ``pip download --no-binary``), ``("git", url, commit, [paths])`` for the test files
+  alone of a commit of the library's repository (run against the installed package), or
+  ``("readme", [])`` for a library whose published packages and repository hold no tests
+  found here: the Python code blocks of its README (from the installed package's metadata)
+  are run one by one instead;
 - ``ignore``: test files left out (each with the reason);
 - ``devices``: the CPU device count the suite expects (its own conftest's, or 8);
 - ``timeout``: seconds for the whole suite;
+- ``file_per_process``: run each test file in a pytest of its own (for suites written for
+  Bazel, whose test files leave global state behind);
+- ``pytest_args``: more pytest arguments (``-p NAME`` loads ``ecosystem/plugins/NAME.py``);
 - ``env``: environment variables the suite needs.
 """
 
@@ -55,6 +60,46 @@ LIBRARIES = {
     "einops": dict(pip="einops==0.8.2", tests=("package", ["einops/tests"]), devices=1,
                    timeout=600, env={"EINOPS_TEST_BACKENDS": "numpy,jax"}),
     "jaxtyping": dict(pip="jaxtyping==0.3.11", tests=("readme", []), devices=1, timeout=600),
+    # orbax's packages hold no tests: its repository's, at a commit of 0.12.4+ (the newest
+    # at hand), run against 0.12.8; a subset covering the checkpoint manager, checkpointers,
+    # handlers, serialization, arrays, trees, metadata, paths and the v1 API. Its tests meant
+    # for several processes run in one (plugins/orbax_repository.py), except those that need
+    # several; like Bazel, a process per test file (in one, handlers registered by one file
+    # stay for the next).
+    "orbax-checkpoint": dict(pip="orbax-checkpoint==0.12.8", tests=(
+        "git", "https://github.com/google/orbax", "3ff7b24aa0e23db4a575f7dc4bc6f815008ac6fd",
+        [f"checkpoint/orbax/checkpoint/{path}" for path in (
+            "checkpoint_args_test.py", "checkpoint_manager_options_test.py",
+            "checkpoint_manager_test.py", "checkpoint_utils_test.py", "msgpack_utils_test.py",
+            "single_host_test.py", "test_utils_test.py", "transform_utils_test.py",
+            "_src/arrays", "_src/asyncio_utils_test.py", "_src/checkpoint_managers",
+            "_src/checkpointers", "_src/composite_test.py", "_src/futures", "_src/handlers",
+            "_src/logging/standard_logger_test.py", "_src/logging/prometheus_monitoring_test.py",
+            "_src/metadata", "_src/multihost/dispatchers_test.py", "_src/path",
+            "_src/serialization", "_src/tree", "experimental/model_surgery",
+            "experimental/v1")]), devices=8, timeout=3600, file_per_process=True,
+        pytest_args=["--import-mode=importlib", "-p", "orbax_repository"], ignore={
+            f"checkpoint/orbax/checkpoint/{path}": why for path, why in {
+                "_src/metadata/sharding_tpu_test.py": "needs TPUs",
+                "_src/path/gcs_utils_test.py": "needs Google Cloud Storage",
+                "_src/serialization/cloud_pathways_array_handler_test.py": "needs Pathways",
+                "experimental/v1/_src/layout/orbax_layout_multiprocess_test.py":
+                    "needs 2 processes",
+                "experimental/v1/_src/layout/safetensors_layout_multiprocess_test.py":
+                    "needs 4 processes",
+                "experimental/v1/_src/partial/saving_multihost_test.py": "needs 2 processes",
+                "experimental/v1/_src/synchronization/multihost_test.py": "needs 4 processes",
+            }.items()}),
+    "grain": dict(pip="grain==0.2.18", tests=("package", ["grain/_src/python", "grain/_src/core"]),
+                  devices=1, timeout=2400, pytest_args=["-p", "absl_flags_parsed"], ignore={
+                      "grain/_src/core/tf_import_smoke_test.py": "needs TensorFlow",
+                      "grain/_src/python/dataset/sources/parquet_dataset_test.py":
+                          "needs pyarrow (grain's optional parquet dependency)",
+                      **dict.fromkeys([
+                          "grain/_src/python/dataset/elastic_iterator_test.py",
+                          "grain/_src/python/dataset/transformations/prefetch_test.py",
+                          "grain/_src/python/dataset/transformations/process_prefetch_test.py"],
+                          "each over 4 minutes under JAX here (worker processes by the dozen)")}),
 }
 
 # The libraries' dependencies that do not depend on JAX, pinned (tfp-nightly is distrax's
@@ -66,4 +111,8 @@ DEPENDENCIES = [
     "fastprogress==1.0.3", "cloudpickle==3.1.3", "dm-tree==0.1.10", "attrs==26.1.0",
     "decorator", "gast", "tfp-nightly==0.26.0.dev20261027", "pytest", "pytest-xdist",
     "hypothesis", "einops==0.8.2", "scikit-learn", "pandas",
+    "etils[epath,epy]==1.15.0", "fsspec==2026.9.0", "zipp==4.1.2", "prometheus_client==0.26.0",
+    "aiofiles==25.1.0", "protobuf==7.36.2", "humanize==4.17.0", "simplejson==4.3.0",
+    "psutil==7.2.2", "uvloop==0.23.0", "tensorstore==0.1.86", "array-record==0.8.6",
+    "portpicker==1.6.0", "parameterized==0.9.0", "safetensors==0.8.0",
 ]

@@ -10,7 +10,11 @@ library, version, passed / failed / errors / skipped, the pass rate over the tes
 real JAX, and the most common failure causes. The reference run writes the tests JAX passes to
 ``ecosystem/reference/<library>.json`` (committed, so a plax run needs no JAX); the plax run
 writes ``bench/ecosystem.md``. Libraries whose published packages hold no tests run the Python
-code blocks of their README instead, each compared with real JAX's output.
+code blocks of their README instead, each compared with real JAX's output. Libraries whose
+packages hold no tests but whose repository does get the test files of a pinned commit of it
+(``git fetch``ed into ``.ecosystem-cache/``); on a machine without internet, point
+``ECOSYSTEM_GIT_MIRROR`` at local copies of those repositories, a template such as
+``/srv/git/{owner}+{name}.git`` that each repository's owner and name fill in.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".ecosystem-cache"
 REFERENCE = ROOT / "ecosystem" / "reference"
 REPORT = ROOT / "bench" / "ecosystem.md"
+PLUGINS = ROOT / "ecosystem" / "plugins"  # pytest plugins a library's pytest_args may name
 JAX_PINS = ["jax==0.10.2", "jaxlib==0.10.2"]
 
 
@@ -85,10 +90,37 @@ def sdist_root(python: pathlib.Path, pip_spec: str) -> pathlib.Path:
     return target
 
 
+def git_tests(name: str, url: str, commit: str) -> pathlib.Path:
+    """The test files (``*_test.py``, ``conftest.py``) of ``url`` at ``commit``, and nothing
+    else of it, so that the installed package, not the repository's source, is imported."""
+    target = CACHE / f"{name}-{commit[:12]}-tests"
+    if target.exists():
+        return target
+    owner, repo = url.rstrip("/").removesuffix(".git").split("/")[-2:]
+    source = os.environ.get("ECOSYSTEM_GIT_MIRROR", url).format(owner=owner, name=repo)
+    git = CACHE / f"{name}-{commit[:12]}.git"
+    shutil.rmtree(git, ignore_errors=True)
+    subprocess.run(["git", "init", "-q", "--bare", str(git)], check=True)
+    subprocess.run(["git", "-C", str(git), "fetch", "-q", "--depth", "1", source, commit],
+                   check=True)
+    files = subprocess.run(["git", "-C", str(git), "ls-tree", "-r", "--name-only", commit],
+                           capture_output=True, text=True, check=True).stdout.split()
+    wanted = [f for f in files if f.endswith("_test.py") or f.endswith("/conftest.py")]
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(git), "archive", commit, "--", *wanted],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(partial)], input=archive, check=True)
+    shutil.rmtree(git)
+    partial.rename(target)
+    return target
+
+
 # --- running a suite ------------------------------------------------------------------------
 def environment(lib: dict, reference: bool) -> dict:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", JAX_PLATFORMS="cpu")
-    env.pop("PYTHONPATH", None)
+    env["PYTHONPATH"] = str(PLUGINS)
     env.update(lib.get("env", {}))
     n = lib["devices"]
     if reference:
@@ -98,28 +130,58 @@ def environment(lib: dict, reference: bool) -> dict:
     return env
 
 
+def test_files(root: pathlib.Path, paths: list[str], ignored) -> list[str]:
+    files = []
+    for path in paths:
+        found = [root / path] if (root / path).is_file() else sorted(
+            {*(root / path).rglob("*_test.py"), *(root / path).rglob("test_*.py")})
+        files += [str(f.relative_to(root)) for f in found]
+    return [f for f in files if f not in ignored]
+
+
 def run_pytest(python, lib: dict, name: str, reference: bool) -> dict:
-    kind, paths = lib["tests"]
+    kind, *_, paths = lib["tests"]
     if kind == "package":
         root = site_packages(python)
+    elif kind == "git":
+        root = git_tests(name, *lib["tests"][1:3])
     else:
         root = sdist_root(python, lib["pip"])
-    xml = CACHE / f"{name}-{'jax' if reference else 'plax'}.xml"
-    CACHE.mkdir(exist_ok=True)
-    cmd = [str(python), *([] if reference else ["-m", "plax"]), "-m", "pytest", "-q",
-           "-p", "no:cacheprovider", "--rootdir", str(root), f"--junitxml={xml}",
-           "-o", "junit_family=xunit1", "--continue-on-collection-errors", *paths]
-    for ignored in lib.get("ignore", {}):
-        cmd += ["--ignore", ignored]
-    started = time.time()
-    try:
-        subprocess.run(cmd, cwd=root, env=environment(lib, reference), capture_output=True,
-                       timeout=lib["timeout"])
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    return dict(parse_junit(xml) if xml.exists() else dict(outcomes={}, causes={}),
-                seconds=round(time.time() - started), timed_out=timed_out)
+    stem = CACHE / f"{name}-{'jax' if reference else 'plax'}"
+    xmls, log, tmp = (pathlib.Path(f"{stem}{suffix}") for suffix in ("-xml", ".log", "-tmp"))
+    # absltest's temporary directories outlive a run (some tests refuse existing ones)
+    for folder in (xmls, tmp):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    env = dict(environment(lib, reference), TEST_TMPDIR=str(tmp))
+    ignored = lib.get("ignore", {})
+    # A suite written for one process per test file (as Bazel runs it) leaks state from file
+    # to file in one process: each of its files gets a pytest of its own.
+    runs = [[f] for f in test_files(root, paths, ignored)] if lib.get("file_per_process") \
+        else [[*paths, *(arg for f in ignored for arg in ("--ignore", f))]]
+    started, timed_out = time.time(), False
+    outcomes, causes = {}, collections.Counter()
+    with open(log, "w") as out:
+        for i, args in enumerate(runs):
+            xml = xmls / f"{i}.xml"
+            cmd = [str(python), *([] if reference else ["-m", "plax"]), "-m", "pytest", "-q",
+                   "-p", "no:cacheprovider", "--rootdir", str(root), f"--junitxml={xml}",
+                   "-o", "junit_family=xunit1", "--continue-on-collection-errors",
+                   *lib.get("pytest_args", []), *args]
+            try:
+                out.flush()
+                subprocess.run(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                               timeout=max(1, lib["timeout"] - (time.time() - started)))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            if xml.exists():
+                result = parse_junit(xml)
+                outcomes.update(result["outcomes"])
+                causes.update(result["causes"])
+            if timed_out:
+                break
+    return dict(outcomes=outcomes, causes=dict(causes), seconds=round(time.time() - started),
+                timed_out=timed_out)
 
 
 def parse_junit(xml: pathlib.Path) -> dict:
