@@ -1,6 +1,8 @@
 """What orbax-checkpoint needs of JAX, as JAX 0.10.2 has it: jax.Array as a virtual base class
 (issubclass), Sharding._addressable_device_assignment, device_put with a Format,
 ShapeDtypeStruct.update, jax._src.distributed.global_state, jax._src.tree_util.flatten_one_level."""
+from unittest import mock
+
 import numpy as np
 import pytest
 
@@ -95,3 +97,34 @@ def test_private_lib_names_the_jaxlib_extension_version():
     from plax._src import lib  # grain reads it to choose its profiler hooks
     import jaxlib.xla_client
     assert lib.jaxlib_extension_version == jaxlib.xla_client._version >= 448
+
+
+# --- found by orbax-checkpoint's own suite (make ecosystem) ---------------------------------
+def test_shards_and_single_device_placements_keep_their_memory_kind():
+    mesh = plax.make_mesh((8,), ("x",))
+    x = plax.device_put(np.arange(16.0), NamedSharding(mesh, P("x"), memory_kind="pinned_host"))
+    assert {s.data.sharding.memory_kind for s in x.addressable_shards} == {"pinned_host"}
+    assert np.asarray(x.addressable_shards[1].data).tolist() == [2.0, 3.0]
+    y = plax.device_put(np.ones(4), SingleDeviceSharding(plax.devices()[1],
+                                                         memory_kind="pinned_host"))
+    assert y.sharding.memory_kind == "pinned_host" and y.devices() == {plax.devices()[1]}
+    assert np.asarray(y).tolist() == [1.0] * 4
+
+
+def test_the_array_class_declares_what_arrays_have():
+    for name in ("shape", "dtype", "ndim", "size", "sharding", "__getitem__", "__add__",
+                 "reshape", "addressable_shards", "item"):
+        assert hasattr(plax.Array, name), name
+    fake = mock.Mock(spec=plax.Array, __getitem__=lambda self, i: 7)
+    assert fake[0] == 7
+
+    class Partial(plax.Array):
+        pass
+    with pytest.raises(NotImplementedError, match="does not define `shape`"):
+        Partial().shape
+
+
+def test_array_equal_compares_shapes_first():
+    assert not bool(jnp.array_equal(plax.random.key(0), plax.random.PRNGKey(0)))
+    assert not bool(jnp.array_equal([1, 2], [[1, 2]]))
+    assert bool(jnp.array_equal([1, 2], jnp.array([1.0, 2.0])))

@@ -93,7 +93,9 @@ def resolve_device(device):
         return device  # a type's sharding: usable under jit only (see put_leaf)
     devs = getattr(device, "device_set", None)
     if devs is not None:
-        return next(iter(devs)) if isinstance(device, SingleDeviceSharding) else device
+        if isinstance(device, SingleDeviceSharding) and device.memory_kind in (None, "device"):
+            return next(iter(devs))  # (another memory kind keeps the sharding, to place by)
+        return device
     raise ValueError(f"device_put only accepts None, a Sharding, a PartitionSpec or a Device as "
                      f"its device. Received invalid value: {device!r} (of type "
                      f"{type(device).__name__}); pick one of plax.devices() instead.")

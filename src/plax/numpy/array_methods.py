@@ -11,7 +11,7 @@ import numpy as np
 
 from plax.core.avals import has_array_protocol
 from plax.core.trace import Tracer
-from plax.runtime.array import ARRAY_TYPES, ArrayImpl, KeyArray
+from plax.runtime.array import ARRAY_TYPES, Array, ArrayImpl, KeyArray
 
 
 _jnp_module = []
@@ -249,6 +249,12 @@ def _install(cls, traced: bool = False) -> None:
 _install(ArrayImpl)
 _install(KeyArray)
 _install(Tracer, traced=True)
+# plax.Array, the base class, carries the same methods, as jax.Array does (a Mock with
+# spec=jax.Array, and protocol checks, read them off the class); its own
+# __array_namespace__ (refusing a user's subclass) stays.
+_namespace = Array.__array_namespace__
+_install(Array)
+Array.__array_namespace__ = _namespace
 # A traced value copied (copy.copy, copy.deepcopy, dataclasses.astuple) is a traced copy, as
 # in JAX; without these, deepcopy would reduce it through NumPy and fail.
 Tracer.__copy__ = lambda self: self.copy()

@@ -83,17 +83,23 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     return reductions.all(isclose(a, b, rtol, atol, equal_nan))
 
 
+def _as_arrays(name, a1, a2):
+    return tuple(creation.asarray(a) if isinstance(a, (list, tuple)) else _arr(name, a)
+                 for a in (a1, a2))
+
+
 def _equal_arrays(name, a1, a2):
-    a1, a2 = (creation.asarray(a) if isinstance(a, (list, tuple)) else _arr(name, a)
-              for a in (a1, a2))
-    return promote_dtypes(a1, a2)
+    return promote_dtypes(*_as_arrays(name, a1, a2))
 
 
 def array_equal(a1, a2, equal_nan=False):
-    """Whether ``a1`` and ``a2`` have the same shape and elements (NaNs equal with equal_nan)."""
-    a1, a2 = _equal_arrays("array_equal", a1, a2)
+    """Whether ``a1`` and ``a2`` have the same shape and elements (NaNs equal with equal_nan).
+    Shapes are compared first, as in JAX: different shapes are unequal whatever the dtypes
+    (a typed key and its raw key data included)."""
+    a1, a2 = _as_arrays("array_equal", a1, a2)
     if shape_of(a1) != shape_of(a2):
         return creation.asarray(False)
+    a1, a2 = promote_dtypes(a1, a2)
     eq = ufuncs.equal(a1, a2)
     if equal_nan:
         eq = ufuncs.logical_or(eq, ufuncs.logical_and(ufuncs.isnan(a1), ufuncs.isnan(a2)))

@@ -123,8 +123,8 @@ class _ArrayMethods:
         for b in bufs:
             dev = xla.shard_device(b)
             # jaxlib hands out shards with its own SingleDeviceSharding: give them plax's.
-            b = xla.assemble(physical_aval(aval), SingleDeviceSharding(dev), [b],
-                             self._committed)
+            b = xla.assemble(physical_aval(aval), SingleDeviceSharding(
+                dev, memory_kind=self._sharding.memory_kind), [b], self._committed)
             out.append(Shard(dev, index_map[dev], make_array(b, aval, self._committed),
                              replicas[dev]))
         return out
@@ -469,6 +469,26 @@ class Array(metaclass=_ArrayMeta):
             raise TypeError(f"{type(self).__name__} objects are not arrays: "
                             "__array_namespace__ is defined for plax arrays and tracers.")
         return own(self, api_version=api_version)
+
+
+def _declared(name: str, is_property: bool):
+    """A member every array has, declared on the base class as JAX's base class declares it
+    (ArrayImpl, KeyArray and tracers define their own): reached only by a user's subclass
+    of Array that lacks it."""
+    def missing(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} subclasses plax.Array but does not "
+                                  f"define `{name}`.")
+    missing.__name__ = name
+    return property(missing) if is_property else missing
+
+
+for _name in ("shape", "dtype", "ndim", "size", "itemsize", "nbytes", "sharding", "device",
+              "committed", "addressable_shards", "global_shards", "is_fully_addressable",
+              "is_fully_replicated", "flat"):
+    setattr(Array, _name, _declared(_name, True))
+for _name in ("addressable_data", "copy_to_host_async", "item", "byteswap", "__copy__",
+              "__deepcopy__"):
+    setattr(Array, _name, _declared(_name, False))
 
 
 def _rebuild(value, weak_type):
