@@ -109,6 +109,17 @@ def test_shards_and_single_device_placements_keep_their_memory_kind():
                                                          memory_kind="pinned_host"))
     assert y.sharding.memory_kind == "pinned_host" and y.devices() == {plax.devices()[1]}
     assert np.asarray(y).tolist() == [1.0] * 4
+    # an array on device moved to pinned host memory in the same layout (orbax's transfer)
+    on_device = plax.device_put(jnp.arange(4.0), plax.devices()[2])
+    moved = plax.device_put(on_device, SingleDeviceSharding(plax.devices()[2],
+                                                            memory_kind="pinned_host"))
+    assert moved.sharding.memory_kind == "pinned_host" and on_device.sharding.memory_kind == \
+        "device" and np.asarray(moved).tolist() == [0.0, 1.0, 2.0, 3.0]
+    # partly replicated: each device's piece is put in that memory too
+    mesh = plax.make_mesh((4, 2), ("x", "y"))
+    z = plax.device_put(np.arange(8.0), NamedSharding(mesh, P("x"), memory_kind="pinned_host"))
+    assert {s.data.sharding.memory_kind for s in z.addressable_shards} == {"pinned_host"}
+    assert np.asarray(z).tolist() == list(range(8))
 
 
 def test_the_array_class_declares_what_arrays_have():
@@ -116,7 +127,8 @@ def test_the_array_class_declares_what_arrays_have():
                  "reshape", "addressable_shards", "item"):
         assert hasattr(plax.Array, name), name
     fake = mock.Mock(spec=plax.Array, __getitem__=lambda self, i: 7)
-    assert fake[0] == 7
+    assert fake[0] == 7 and isinstance(fake, plax.Array)
+    assert not isinstance(object(), plax.Array) and not isinstance(3.0, plax.Array)
 
     class Partial(plax.Array):
         pass

@@ -433,8 +433,8 @@ class _ArrayMeta(type):
     concrete types, not tracers."""
 
     def __instancecheck__(cls, x):
-        if cls is Array:
-            return isinstance(x, ARRAY_TYPES)
+        if cls is Array:  # (or an object whose __class__ says it is one: Mock(spec=Array))
+            return isinstance(x, ARRAY_TYPES) or type.__instancecheck__(cls, x)
         return type.__instancecheck__(cls, x)
 
     def __subclasscheck__(cls, sub):
