@@ -219,6 +219,16 @@ def test_at_updates_broadcast_and_traced_indices():
     np.testing.assert_array_equal(_np(out)[[0, 1], [1, 2]], [7, 8])
 
 
+
+def test_at_update_lists_holding_traced_values():
+    # gymnax's minatar freeway: new_cars.at[i, :].set([0, i + 1, jnp.abs(s), s]) under jit
+    f = plax.jit(lambda s: jnp.zeros((2, 4), jnp.int32).at[1, :].set([0, 2, jnp.abs(s), s]))
+    out = f(np.int32(-3))
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(_np(out), [[0, 0, 0, 0], [0, 2, 3, -3]])
+    g = plax.jit(lambda s: jnp.zeros(3, np.float32).at[:2].add((s, 2 * s)))
+    np.testing.assert_array_equal(_np(g(np.float32(1.5))), [1.5, 3.0, 0.0])
+
 def test_at_out_of_bounds_updates():
     x = np.arange(6, dtype=np.float32)
     idx = np.array([9, -1, -9, 2])

@@ -543,8 +543,9 @@ def _scatter_update(x, idx, y, kind: str, *, indices_are_sorted=False, unique_in
             x, idx, y, kind, indices_are_sorted=indices_are_sorted,
             unique_indices=unique_indices, mode=mode,
             wrap_negative_indices=wrap_negative_indices)
-    if isinstance(y, (list, tuple)):
-        y = np.asarray(y)
+    if isinstance(y, (list, tuple)):  # a list may hold traced values: x.at[i].set([0, t])
+        from plax.numpy.creation import asarray
+        y = asarray(y) if _holds_plax_values(y) else np.asarray(y)
     util.check_arraylike(f"x.at[idx].{kind}", y)
     y = util.as_operand(y)
     xa = get_aval(x)
