@@ -9,7 +9,9 @@ Each entry:
   alone of a commit of the library's repository (run against the installed package), or
   ``("readme", [])`` for a library whose published packages and repository hold no tests
   found here: the Python code blocks of its README (from the installed package's metadata)
-  are run one by one instead;
+  are run one by one instead; or ``("programs", [paths])``: a README's examples completed
+  into programs of ours (``ecosystem/programs/``) that print figures;
+  README blocks and programs alike pass when they print what they print under real JAX;
 - ``ignore``: test files left out (each with the reason);
 - ``devices``: the CPU device count the suite expects (its own conftest's, or 8);
 - ``timeout``: seconds for the whole suite;
@@ -90,6 +92,31 @@ LIBRARIES = {
                 "experimental/v1/_src/partial/saving_multihost_test.py": "needs 2 processes",
                 "experimental/v1/_src/synchronization/multihost_test.py": "needs 4 processes",
             }.items()}),
+    # gymnax's and jax-md's source distributions hold their suites. jax-md's whole suite takes
+    # far over an hour under JAX on 2 cores: its core (spaces, neighbour lists, energies,
+    # integrators, minimisers) without the machine-learned potentials and force-field files.
+    "gymnax": dict(pip="gymnax==1.0.1", tests=("sdist", ["tests"]), devices=1, timeout=1200),
+    "gymnax.readme": dict(pip="gymnax==1.0.1", tests=("programs", [
+        "gymnax_readme.py"]), devices=1, timeout=600),
+    "jax-md": dict(pip="jax-md==0.2.29", tests=("sdist", [
+        f"tests/{name}_test.py" for name in (
+            "space", "partition", "smap", "energy", "simulate", "minimize", "quantity",
+            "elasticity", "rigid_body", "custom_smap", "custom_partition")]),
+        devices=1, timeout=3600),
+    "jax-md.readme": dict(pip="jax-md==0.2.29", tests=("programs", ["jax_md_readme.py"]),
+                          devices=1, timeout=600),
+    # evosax's and ott-jax's packages hold no tests: their repositories', at the commit of the
+    # newest release tagged there (evosax 0.3.1's, run against 0.3.2); ott's own fast selection.
+    "evosax": dict(pip="evosax==0.3.2", tests=(
+        "git", "https://github.com/RobertTLange/evosax",
+        "d4b4127708cb2cd0cc906b910ddcd091013153a9", ["tests"]), devices=1, timeout=2400),
+    "evosax.readme": dict(pip="evosax==0.3.2", tests=("programs", ["evosax_readme.py"]),
+                          devices=1, timeout=600),
+    "ott-jax": dict(pip="ott-jax==0.6.0", tests=(
+        "git", "https://github.com/ott-jax/ott", "5aa6da0fbd8fe9c255b749ac5fb49f3092860cc4",
+        ["tests"]), devices=1, timeout=3600, pytest_args=["-m", "fast"]),
+    "ott-jax.readme": dict(pip="ott-jax==0.6.0", tests=("programs", ["ott_readme.py"]),
+                           devices=1, timeout=600),
     "grain": dict(pip="grain==0.2.18", tests=("package", ["grain/_src/python", "grain/_src/core"]),
                   devices=1, timeout=2400, pytest_args=["-p", "absl_flags_parsed"], ignore={
                       "grain/_src/core/tf_import_smoke_test.py": "needs TensorFlow",
@@ -115,4 +142,11 @@ DEPENDENCIES = [
     "aiofiles==25.1.0", "protobuf==7.36.2", "humanize==4.17.0", "simplejson==4.3.0",
     "psutil==7.2.2", "uvloop==0.23.0", "tensorstore==0.1.86", "array-record==0.8.6",
     "portpicker==1.6.0", "parameterized==0.9.0", "safetensors==0.8.0",
+    "gymnasium==1.2.2", "pygame==2.6.1", "matplotlib==3.11.2", "seaborn==0.13.2",
+    "dotmap==1.3.30", "sympy==1.14.0", "frozendict==2.5.1", "ml_collections==1.1.0",
+    "networkx", "netCDF4==1.7.5.1.post1", "ase==3.29.0",
 ]
+
+# Libraries built on JAX that the suites need but that are not measured themselves: installed
+# with ``--no-deps`` too, so that their ``import jax`` is plax.
+JAX_DEPENDENT = ["e3nn-jax==0.21.0", "jaxopt==0.8.5"]

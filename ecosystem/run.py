@@ -32,13 +32,14 @@ import time
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from libraries import DEPENDENCIES, LIBRARIES  # noqa: E402
+from libraries import DEPENDENCIES, JAX_DEPENDENT, LIBRARIES  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".ecosystem-cache"
 REFERENCE = ROOT / "ecosystem" / "reference"
 REPORT = ROOT / "bench" / "ecosystem.md"
 PLUGINS = ROOT / "ecosystem" / "plugins"  # pytest plugins a library's pytest_args may name
+PROGRAMS = ROOT / "ecosystem" / "programs"  # README examples completed into programs
 JAX_PINS = ["jax==0.10.2", "jaxlib==0.10.2"]
 
 
@@ -46,7 +47,8 @@ JAX_PINS = ["jax==0.10.2", "jaxlib==0.10.2"]
 def venv_for(reference: bool) -> pathlib.Path:
     venv = ROOT / (".venv-ecosystem-jax" if reference else ".venv-ecosystem")
     python = venv / "bin" / "python"
-    wanted = "\n".join(sorted([*DEPENDENCIES, *{lib["pip"] for lib in LIBRARIES.values()},
+    no_deps = sorted({*JAX_DEPENDENT, *(lib["pip"] for lib in LIBRARIES.values())})
+    wanted = "\n".join(sorted([*DEPENDENCIES, *no_deps,
                                *(JAX_PINS if reference else ["plax (editable)"])]))
     stamp = venv / ".ecosystem-installed"
     if stamp.exists() and stamp.read_text() == wanted:
@@ -58,8 +60,7 @@ def venv_for(reference: bool) -> pathlib.Path:
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
     subprocess.run([*pip, *(JAX_PINS if reference else ["-e", str(ROOT)])], check=True)
     subprocess.run([*pip, *DEPENDENCIES], check=True)
-    subprocess.run([*pip, "--no-deps", *sorted({lib["pip"] for lib in LIBRARIES.values()})],
-                   check=True)
+    subprocess.run([*pip, "--no-deps", *no_deps], check=True)
     stamp.write_text(wanted)
     return python
 
@@ -91,28 +92,34 @@ def sdist_root(python: pathlib.Path, pip_spec: str) -> pathlib.Path:
 
 
 def git_tests(name: str, url: str, commit: str) -> pathlib.Path:
-    """The test files (``*_test.py``, ``conftest.py``) of ``url`` at ``commit``, and nothing
-    else of it, so that the installed package, not the repository's source, is imported."""
+    """The test files (``*_test.py``, ``test_*.py``, ``conftest.py``, and all of a top-level
+    ``tests/`` folder) of ``url`` at ``commit``, and nothing else of it, so that the installed
+    package, not the repository's source, is imported."""
     target = CACHE / f"{name}-{commit[:12]}-tests"
     if target.exists():
         return target
     owner, repo = url.rstrip("/").removesuffix(".git").split("/")[-2:]
     source = os.environ.get("ECOSYSTEM_GIT_MIRROR", url).format(owner=owner, name=repo)
-    git = CACHE / f"{name}-{commit[:12]}.git"
-    shutil.rmtree(git, ignore_errors=True)
-    subprocess.run(["git", "init", "-q", "--bare", str(git)], check=True)
-    subprocess.run(["git", "-C", str(git), "fetch", "-q", "--depth", "1", source, commit],
-                   check=True)
+    if os.path.isdir(source):  # a local mirror: read straight from it (it may lack blobs
+        git = pathlib.Path(source)  # the tests do not need, which a fetch would refuse)
+    else:
+        git = CACHE / f"{name}-{commit[:12]}.git"
+        shutil.rmtree(git, ignore_errors=True)
+        subprocess.run(["git", "init", "-q", "--bare", str(git)], check=True)
+        subprocess.run(["git", "-C", str(git), "fetch", "-q", "--depth", "1", source, commit],
+                       check=True)
     files = subprocess.run(["git", "-C", str(git), "ls-tree", "-r", "--name-only", commit],
                            capture_output=True, text=True, check=True).stdout.split()
-    wanted = [f for f in files if f.endswith("_test.py") or f.endswith("/conftest.py")]
+    wanted = [f for f in files if f.startswith("tests/") or f.endswith("/conftest.py")
+              or f.endswith("_test.py") or f.rsplit("/", 1)[-1].startswith("test_")]
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(git), "archive", commit, "--", *wanted],
                              capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(partial)], input=archive, check=True)
-    shutil.rmtree(git)
+    if git.is_relative_to(CACHE):
+        shutil.rmtree(git)
     partial.rename(target)
     return target
 
@@ -213,11 +220,17 @@ def readme_blocks(python, lib: dict) -> list[str]:
 
 
 def run_readme(python, lib: dict, name: str, reference: bool) -> dict:
+    """Runs a README's code blocks, or the programs ``lib`` names, each in a process of its
+    own; a case passes when it exits cleanly (and, in the report, prints what JAX prints)."""
     outcomes, outputs, causes = {}, {}, collections.Counter()
     work = CACHE / f"{name}-readme-{'jax' if reference else 'plax'}"
     work.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    for i, block in enumerate(readme_blocks(python, lib)):
+    if lib["tests"][0] == "programs":
+        cases = {f"program {p}": (PROGRAMS / p).read_text() for p in lib["tests"][1]}
+    else:
+        cases = {f"README block {i}": block for i, block in enumerate(readme_blocks(python, lib))}
+    for i, (test_id, block) in enumerate(cases.items()):
         script = work / f"block_{i}.py"
         script.write_text(block)
         cmd = [str(python), *([] if reference else ["-m", "plax"]), str(script)]
@@ -227,7 +240,6 @@ def run_readme(python, lib: dict, name: str, reference: bool) -> dict:
             ok, out, err = proc.returncode == 0, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired:
             ok, out, err = False, "", "timed out"
-        test_id = f"README block {i}"
         outcomes[test_id] = "passed" if ok else "failed"
         outputs[test_id] = out
         if not ok:
@@ -286,7 +298,7 @@ def main() -> None:
     for name in names:
         lib = LIBRARIES[name]
         print(f"{name} ...", flush=True)
-        runner = run_readme if lib["tests"][0] == "readme" else run_pytest
+        runner = run_readme if lib["tests"][0] in ("readme", "programs") else run_pytest
         result = runner(python, lib, name, args.reference)
         ref_file = REFERENCE / f"{name}.json"
         if args.reference:
