@@ -489,8 +489,12 @@ def _threefry_rolled_rounds(k1, k2, x1, x2):
     loop rather than a long chain of integer ops that XLA fuses into the float code using
     them, so that code compiles (and rounds) as in JAX's programs; it also compiles faster."""
     shape = check_same_shapes("threefry2x32", *(get_aval(a) for a in (k1, k2, x1, x2)))
+    # One key's words stay scalars through the loop (as in JAX's lowering): broadcast to the
+    # counters' shape, they would be three more full-size arrays read and written per group.
+    one_key = get_aval(k1).shape == get_aval(k2).shape == ()
     k1, k2, x1, x2 = (_shapes.broadcast_in_dim(a, shape, tuple(range(get_aval(a).ndim)))
-                      if get_aval(a).shape != shape else a for a in (k1, k2, x1, x2))
+                      if get_aval(a).shape != shape and not (one_key and i < 2) else a
+                      for i, a in enumerate((k1, k2, x1, x2)))
     k3 = _bitwise.bitwise_xor(_bitwise.bitwise_xor(k1, k2), np.uint32(_prng._KEY_PARITY))
     # Group g rotates by the distances _prng._ROTATIONS[g % 2] and then adds the keys
     # (g + 1) % 3 and (g + 2) % 3: the loop carries the keys and the two tables of distances,

@@ -72,7 +72,8 @@ def _hash_counters(keys, shape):
     k1, k2 = _words(keys)
     batch = get_aval(k1).shape
     hi, lo = iota_2x32(shape)
-    k1, k2 = (_over_batch(k, batch, shape, True) for k in (k1, k2))
+    if batch:  # (one key's words stay scalars: the hash broadcasts them where they are used)
+        k1, k2 = (_over_batch(k, batch, shape, True) for k in (k1, k2))
     hi, lo = (_over_batch(c, batch, shape, False) for c in (hi, lo))
     return threefry2x32(k1, k2, hi, lo)
 
@@ -172,7 +173,8 @@ def threefry_2x32(keys, counts):
               _slicing.slice_in_dim(counts, half, 2 * half, axis=last)]
     if last == 0 and batch:
         halves = [_over_batch(x, batch, (half,), False) for x in halves]
-    k1, k2 = (_over_batch(k, batch, (half,), True) for k in (k1, k2))
+    if batch:
+        k1, k2 = (_over_batch(k, batch, (half,), True) for k in (k1, k2))
     out = _shapes.concatenate(list(threefry2x32(k1, k2, *halves)), len(batch))
     return _slicing.slice_in_dim(out, 0, n, axis=len(batch))
 
