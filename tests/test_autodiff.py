@@ -637,7 +637,7 @@ def test_reverse_mode_keeps_jits_nested():
     from plax.runtime import jitted
     f = plax.jit(lambda x: jnp.sin(x) * 2)
     closed = plax.make_jaxpr(plax.grad(f))(1.)
-    names = [e.params["name"] for e in closed.jaxpr.eqns if e.primitive.name == "pjit"]
+    names = [e.params["name"] for e in closed.jaxpr.eqns if e.primitive.name == "jit"]
     assert len(names) == 2 and names[1].startswith("transpose("), str(closed)
     assert "sin" not in str(closed.jaxpr.eqns[1].params["jaxpr"])
     # grad drops the primal value: the known jit no longer computes it.

@@ -14,7 +14,7 @@ def sds(x):
 
 
 def sin_cb(x):
-    assert isinstance(x, np.ndarray)
+    assert isinstance(x, plax.Array)  # as JAX's callbacks get jax.Arrays
     return np.sin(x)
 
 

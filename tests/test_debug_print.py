@@ -156,14 +156,14 @@ def test_two_call_forms(capfd):
     assert printed(capfd) == ["t 1", "cb 2"]
 
 
-def test_debug_callback_gets_numpy_values_and_static_args():
+def test_debug_callback_gets_arrays_and_static_args():
     seen = []
     f = plax.jit(lambda x: plax.debug.callback(lambda v, tag: seen.append((v, tag)),
                                                x, "tag"))
     f(jnp.ones((2, 3)))
     plax.effects_barrier()
     (v, tag), = seen
-    assert isinstance(v, np.ndarray) and v.shape == (2, 3) and v.dtype == np.float32
+    assert isinstance(v, plax.Array) and v.shape == (2, 3) and v.dtype == np.float32
     assert tag == "tag"
     np.testing.assert_array_equal(v, np.ones((2, 3)))
 

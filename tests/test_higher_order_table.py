@@ -194,7 +194,7 @@ ROWS = [
     Row("fori_loop_traced_bounds", lambda x, y: _fori_jitted(x, y, 3), _loop_ref, (_X, _Y),
         no_reverse=_WHILE_REVERSE),
     Row("scan", _scan, _scan_ref, (_X, _Y)),
-    Row("pjit", _nested_jit, lambda x, y: (np.sin(x) * y, np.cos(x + y)), (_X, _Y)),
+    Row("jit", _nested_jit, lambda x, y: (np.sin(x) * y, np.cos(x + y)), (_X, _Y)),
     Row("checkpoint",
         plax.checkpoint(lambda x, y: (jnp.sin(x) * y, jnp.cos(x) * jnp.exp(y))),
         lambda x, y: (np.sin(x) * y, np.cos(x) * np.exp(y)), (_X, _Y)),

@@ -1,5 +1,5 @@
 """plax.jit: decorator forms, static and donated arguments, the tracing cache, devices,
-nested jit as the pjit primitive, pytrees in and out, debug flags and tracer leaks."""
+nested jit as the jit primitive (printed jit[...], as in JAX 0.10), pytrees in and out, debug flags and tracer leaks."""
 import functools
 import logging
 import os
@@ -488,20 +488,21 @@ def test_bad_shardings_raise():
         plax.jit(lambda a: a, device=devs[1], in_shardings=SingleDeviceSharding(devs[2]))
 
 
-# --- nested jit: the pjit primitive ---------------------------------------------------------
+# --- nested jit: the jit primitive ----------------------------------------------------------
 def test_nested_jit_prints_as_pjit():
     @plax.jit
     def f(a):
         return jnp.sin(a) * 2
     text = str(plax.make_jaxpr(lambda a: f(a) + 1)(X))
-    assert "pjit[" in text and "name=f" in text and "jaxpr={ lambda ; a:f32[3]. let" in text
+    assert "jit[" in text and "pjit" not in text and "name=f" in text
+    assert "jaxpr={ lambda ; a:f32[3]. let" in text
     assert "sin a" in text
 
 
 def test_inline_has_no_pjit_equation():
     g = plax.jit(lambda a: jnp.sin(a) * 2, inline=True)
     text = str(plax.make_jaxpr(lambda a: g(a) + 1)(X))
-    assert "pjit" not in text and "sin" in text
+    assert "jit[" not in text and "sin" in text
     np.testing.assert_allclose(plax.jit(lambda a: g(a) + 1)(X), np.sin(X) * 2 + 1, rtol=1e-6)
     np.testing.assert_allclose(g(X), np.sin(X) * 2, rtol=1e-6)  # top-level call still compiles
 
@@ -535,7 +536,7 @@ def test_closures_over_arrays_and_outer_tracers():
     np.testing.assert_array_equal(plax.jit(outer)(X), X * 5)
     np.testing.assert_array_equal(outer(X), X * 5)
     text = str(plax.make_jaxpr(outer)(X))
-    assert text.count("pjit[") == 2 and "name=inner" in text
+    assert text.count("jit[") == 2 and "name=inner" in text
 
 
 def test_outputs_pytrees_none_and_python_scalars():

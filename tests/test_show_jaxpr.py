@@ -164,11 +164,11 @@ def test_nested_jit_custom_jvp_and_checkpoint_are_clusters():
         return plax.checkpoint(lambda v: g_(inner(v)))(x)
 
     g = Dot(show_jaxpr(f, np.ones(2, np.float32)))
-    assert set(g.clusters) == {"checkpoint", "pjit inner", "custom_jvp_call g_"}
-    assert g.clusters["pjit inner"] < g.clusters["checkpoint"]  # nested clusters
-    assert g.node("tanh") in g.clusters["pjit inner"]
+    assert set(g.clusters) == {"checkpoint", "jit inner", "custom_jvp_call g_"}
+    assert g.clusters["jit inner"] < g.clusters["checkpoint"]  # nested clusters
+    assert g.node("tanh") in g.clusters["jit inner"]
     assert g.node("exp") in g.clusters["custom_jvp_call g_"]
-    assert "name=inner" in g.labels[g.node("pjit")].split("\n")
+    assert "name=inner" in g.labels[g.node("jit")].split("\n")
 
 
 @pytest.mark.needs_devices(2)

@@ -233,7 +233,7 @@ def test_vmap_of_jit_batches_the_body_once():
     (entry,) = f._cache.values()  # (other entries of the cache may come and go with GC)
     assert len(_batched_callees.variants(entry.params["jaxpr"])) == 1
     jaxpr = str(plax.make_jaxpr(g)(xs(4, 2)))
-    assert "pjit" in jaxpr and "f32[4,2]" in jaxpr
+    assert "jit[" in jaxpr and "f32[4,2]" in jaxpr
 
 
 # --- composition with differentiation -------------------------------------------------------

@@ -195,14 +195,14 @@ def test_dce_never_removes_effectful_equations(effect_primitive):
     new, used = dce_jaxpr(Jaxpr([], [x], [out], eqns))
     assert [e.primitive.name for e in new.eqns] == ["test_effect", "sin"]
     # Inside a nested jit, too: the call survives with no used output.
-    call = next(p for p in all_primitives if p.name == "pjit")
+    call = next(p for p in all_primitives if p.name == "jit")
     body = ClosedJaxpr(Jaxpr([], [x], [out], eqns), [])
     y, r = Var(a), Var(a)
     outer = Jaxpr([], [y], [y], [JaxprEqn([y], [r], call, dict(
         jaxpr=body, name="f", donated_invars=(False,), keep_unused=False, inline=False,
         device=None, compiler_options=None))])
     new, _ = dce_jaxpr(outer)
-    assert [e.primitive.name for e in new.eqns] == ["pjit"]
+    assert [e.primitive.name for e in new.eqns] == ["jit"]
     with pytest.raises(ValueError, match="used_outputs has 2 entries for 1 outputs"):
         dce_jaxpr(outer, [True, False])
 
@@ -225,7 +225,7 @@ def test_check_jaxpr_recurses_into_nested_jaxprs():
     x, undefined, out = Var(a), Var(a), Var(a)
     sin_p = next(p for p in all_primitives if p.name == "sin")
     bad = ClosedJaxpr(Jaxpr([], [x], [out], [JaxprEqn([undefined], [out], sin_p, {})]), [])
-    call = next(p for p in all_primitives if p.name == "pjit")
+    call = next(p for p in all_primitives if p.name == "jit")
     y, r = Var(a), Var(a)
     outer = Jaxpr([], [y], [r], [JaxprEqn([y], [r], call, dict(
         jaxpr=bad, name="f", donated_invars=(False,), keep_unused=False, inline=False,

@@ -262,7 +262,7 @@ def test_discovery_finds_the_primitives_of_every_family():
     """Guards the scan itself: if it found nothing, every coverage test would vanish."""
     for name in ("add", "sin", "convert_element_type", "broadcast_in_dim", "iota",
                  "reduce_sum", "cumsum", "reduce", "sort", "gather", "scatter-add",
-                 "dot_general", "pjit", "checkpoint", "psum", "axis_index",
+                 "dot_general", "jit", "checkpoint", "psum", "axis_index",
                  "custom_jvp_call", "custom_vjp_call"):
         assert name in BY_NAME, f"the scan of plax modules did not find primitive {name!r}"
 
@@ -270,7 +270,7 @@ def test_discovery_finds_the_primitives_of_every_family():
 def test_discovery_finds_every_primitive_holding_jaxprs():
     """Guards the tracing of _HOP_PROGRAMS: each of these must be seen holding a jaxpr."""
     found = {p.name for p in JAXPR_HOLDERS}
-    for name in ("cond", "while", "scan", "pjit", "checkpoint", "custom_jvp_call",
+    for name in ("cond", "while", "scan", "jit", "checkpoint", "custom_jvp_call",
                  "custom_vjp_call", "shard_map", "reduce", "reduce_window"):
         assert name in found, f"no traced program showed primitive {name!r} holding a jaxpr"
     assert all(p in OWNERS for p in JAXPR_HOLDERS), "a jaxpr holder no plax module defines"

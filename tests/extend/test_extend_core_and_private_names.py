@@ -21,7 +21,7 @@ F32 = np.dtype(np.float32)
 
 def test_primitives_table_maps_jax_names_onto_plax_primitives():
     prims = xcore.primitives
-    assert prims.jit_p.name == "pjit" and prims.scatter_add_p.name == "scatter-add"
+    assert prims.jit_p.name == "jit" and prims.scatter_add_p.name == "scatter-add"
     assert prims.remat_p.name == "checkpoint" and prims.sin_p.name == "sin"
     closed = plax.make_jaxpr(lambda x: plax.jit(jnp.sin)(x))(np.ones(3, F32))
     assert closed.eqns[0].primitive is prims.jit_p

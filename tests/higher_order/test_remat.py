@@ -56,7 +56,7 @@ def test_counts_include_nested_jaxprs():
     # Under an outer jit everything is inside one pjit equation: the same counts as above.
     for fun, sins, barriers in ((f, 2, 0), (plax.checkpoint(f), 3, 1)):
         j = plax.make_jaxpr(plax.jit(plax.value_and_grad(fun)))(0.3)
-        assert [e.primitive.name for e in j.jaxpr.eqns] == ["pjit"], str(j)
+        assert [e.primitive.name for e in j.jaxpr.eqns] == ["jit"], str(j)
         assert count(j, "sin") == sins and count(j, "optimization_barrier") == barriers, str(j)
     # A checkpoint equation holds its body.
     j = plax.make_jaxpr(plax.checkpoint(f))(0.3)
@@ -70,12 +70,12 @@ def test_checkpoint_of_a_jitted_function_recomputes_in_the_backward_jit():
     # Without checkpointing a forward jit computes the residuals (sin x, cos x, cos sin x)
     # and a backward jit multiplies them; with it, only the backward jit is left, and it
     # recomputes them from the (barriered) input.
-    assert count(plain, "pjit") == 2 and count(plain, "optimization_barrier") == 0
-    assert count(remat, "pjit") == 1 and count(remat, "optimization_barrier") == 1
+    assert count(plain, "jit") == 2 and count(plain, "optimization_barrier") == 0
+    assert count(remat, "jit") == 1 and count(remat, "optimization_barrier") == 1
     for j in (plain, remat):
         assert count(j, "sin") == 1 and count(j, "cos") == 2, str(j)
         assert not [e for e in j.jaxpr.eqns if e.primitive.name in ("sin", "cos")]
-    (backward,) = [e for e in remat.jaxpr.eqns if e.primitive.name == "pjit"]
+    (backward,) = [e for e in remat.jaxpr.eqns if e.primitive.name == "jit"]
     assert count(backward.params["jaxpr"], "sin") == 1
     assert float(plax.grad(plax.checkpoint(fj))(0.3)) == pytest.approx(float(plax.grad(f)(0.3)),
                                                                         rel=1e-6)

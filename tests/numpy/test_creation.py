@@ -207,6 +207,31 @@ def test_like_functions_on_shape_dtype_structs_as_jax():
     np.testing.assert_array_equal(np.asarray(plax.random.key_data(keys)), np.zeros((2, 2)))
     f0 = jnp.zeros_like(plax.ShapeDtypeStruct((3,), plax.dtypes.float0))
     assert isinstance(f0, np.ndarray) and f0.dtype == plax.dtypes.float0 and f0.shape == (3,)
+
+
+F0 = plax.dtypes.float0
+FLOAT0_MAKERS = {  # as JAX 0.10.2: each a host (NumPy) array of float0s
+    "zeros": lambda: jnp.zeros((2,), F0), "ones": lambda: jnp.ones((2,), F0),
+    "full": lambda: jnp.full((2,), 0, F0), "empty": lambda: jnp.empty((2,), F0),
+    "zeros_like": lambda: jnp.zeros_like(np.ones(2), F0),
+    "astype": lambda: jnp.ones(2).astype(F0), "asarray": lambda: jnp.asarray(jnp.ones(2), F0),
+    "convert_element_type": lambda: plax.lax.convert_element_type(jnp.ones(2), F0),
+    "array of float0s": lambda: jnp.array(np.zeros(2, F0)),
+    "under jit": lambda: plax.jit(lambda x: jnp.zeros_like(x, F0))(jnp.ones(2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT0_MAKERS))
+def test_float0_arrays_are_host_arrays(name):
+    out = FLOAT0_MAKERS[name]()
+    assert isinstance(out, np.ndarray) and out.dtype == F0 and out.shape == (2,)
+
+
+def test_float0_takes_part_in_no_operation():
+    with pytest.raises(TypeError, match="Called iota with a float0 array"):
+        jnp.arange(3, dtype=F0)
+    with pytest.raises(TypeError, match="Called reduce_sum with a float0 array"):
+        jnp.sum(jnp.ones(2), dtype=F0)
     tree = {"w": plax.ShapeDtypeStruct((2, 2), jnp.float32), "b": plax.ShapeDtypeStruct((2,), jnp.int8)}
     out = plax.tree_util.tree_map(jnp.zeros_like, tree)
     _check(out["w"], np.zeros((2, 2)), np.float32, False)

@@ -44,6 +44,10 @@ def test_normal():
     check_grads(S.log_ndtr, (np.float32(-1.3),), order=1, modes=("fwd", "rev"), rtol=2e-2)
     p = np.array([0.0, 1e-30, 1e-10, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999999, 1.0, -1.0], np.float32)
     check(S.ndtri(p), sp.ndtri(p.astype(np.float64)), rtol=5e-5, atol=1e-5)
+    # where ndtri is infinite (p = 0, 1) its derivative is 0, as JAX's is; so the second
+    np.testing.assert_array_equal([float(plax.grad(S.ndtri)(p)) for p in (0.0, 1.0)], [0, 0])
+    np.testing.assert_array_equal([float(plax.grad(plax.grad(S.ndtri))(p)) for p in (0.0, 1.0)],
+                                  [0, 0])
     np.testing.assert_allclose(float(plax.grad(S.ndtri)(0.3)),
                                np.sqrt(2 * np.pi) * np.exp(sp.ndtri(0.3) ** 2 / 2), rtol=1e-5)
     with pytest.raises(ValueError, match="series_order must be non-negative"):

@@ -200,7 +200,7 @@ def _held_jaxprs(params):
 
 
 def _cluster_title(eqn, title: str) -> str:
-    """``pjit train_step``, ``scan``, ``while: body``, ``cond: branches[1]``."""
+    """``jit train_step``, ``scan``, ``while: body``, ``cond: branches[1]``."""
     name = eqn.params.get("name")
     head = eqn.primitive.name + (f" {name}" if isinstance(name, str) and name else "")
     part = title.replace("_jaxpr", "")

@@ -500,7 +500,7 @@ def check_user_dtype(dt, name: str = "dtype") -> np.dtype:
         out = np.dtype(dt)
     except TypeError as e:
         raise TypeError(f"Invalid {name} argument: {dt!r} is not a dtype.") from e
-    if out not in supported_dtypes:
+    if out not in supported_dtypes and out != float0:
         _refuse_unheld(out, name)
         raise TypeError(f"{name} {out} is not a valid JAX array type: plax, like JAX, only "
                         "supports number and bool dtypes.")

@@ -10,7 +10,8 @@ Three primitives, one mechanism:
 Eagerly each calls its Python function right away. Under jit each lowers to a
 ``stablehlo.custom_call @xla_ffi_python_cpu_callback`` (``..._gpu_callback`` on GPUs)
 whose ``index`` names a Python callable handed to XLA at compile time
-(``ModuleBuilder.add_host_callback``). The callable gets NumPy arrays, checks what the
+(``ModuleBuilder.add_host_callback``). The callable gets NumPy arrays and hands the user's
+function plax Arrays (as JAX's callbacks get jax.Arrays); it checks what the
 user's function returned against the declared types (the runtime does not: a wrong
 dtype would be read as garbage), and records an exception it raises so that the
 runtime can raise it in the caller's thread (``runtime/xla.raise_callback_failure``).
@@ -86,8 +87,10 @@ def _callback_name(callback) -> str:
 
 
 def _host_values(args) -> list:
-    """Concrete arguments as NumPy arrays (what callbacks receive)."""
-    return [np.array(a) for a in args]  # a copy the callback may keep
+    """What callbacks receive: their arguments as plax Arrays on the host's device (as JAX's
+    callbacks get jax.Arrays), each a copy the callback may keep."""
+    from plax.runtime.dispatch import array_from_host
+    return [array_from_host(np.array(a)) for a in args]
 
 
 def _to_arrays(values, result_avals) -> list:
@@ -233,7 +236,7 @@ class PerMember:
 
     def __call__(self, *arrays):
         for i in range(self.size):
-            self.callback(*[a if d is not_mapped else np.take(a, i, axis=d)
+            self.callback(*[a if d is not_mapped else a[(slice(None),) * d + (i,)]
                             for a, d in zip(arrays, self.dims)])
         return ()
 
@@ -277,8 +280,8 @@ def _host_entry(callback, result_avals, with_token: bool, returns: bool):
         try:
             if with_token:
                 token, arrays = arrays[0], arrays[1:]
-            # The arrays may be views of XLA's buffers, valid only during the call.
-            out = callback(*[np.array(a) for a in arrays])
+            # (the arrays may be views of XLA's buffers, valid only during the call)
+            out = callback(*_host_values(arrays))
             out = check_results(out, result_avals, what) if returns else ()
         except BaseException as e:
             record_callback_failure(e)

@@ -26,7 +26,7 @@ from plax.runtime.jitted import JitCall, call_jitted
 from plax.sharding.named import NamedSharding
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
-pjit_p = Primitive("pjit", multiple_results=True)
+pjit_p = Primitive("jit", multiple_results=True)  # printed jit[...], as in JAX 0.10
 
 
 def _abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline, device,

@@ -101,6 +101,8 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
             if host.dtype == object.__class__ or host.dtype.kind == "O":
                 _not_numeric(object, host)
         host = np.asarray(object, dtype=dt)
+        if host.dtype == dtypes.float0:  # float0s hold no data: they stay on the host, as in JAX
+            return np.zeros((1,) * max(0, ndmin - host.ndim) + host.shape, dtypes.float0)
         if host.dtype not in dtypes.supported_dtypes and host.dtype.kind not in "iufcb":
             _not_numeric(object, host)
         canon = dtypes.canonicalize_dtype(host.dtype)

@@ -133,7 +133,7 @@ def _gumbel(key, shape, dtype, mode):
 
 
 # Standard Gumbel values for a checked key, shape, float dtype and mode;
-# staged by jit under the name JAX's jaxprs show (``pjit[name=_gumbel]``).
+# staged by jit under the name JAX's jaxprs show (``jit[name=_gumbel]``).
 draw_gumbel = jit(_gumbel, static_argnums=(1, 2, 3))
 
 
@@ -168,7 +168,7 @@ def _rademacher(key, shape, dtype):
 
 
 # Random signs for a checked key, shape and dtype;
-# staged by jit under the name JAX's jaxprs show (``pjit[name=_rademacher]``).
+# staged by jit under the name JAX's jaxprs show (``jit[name=_rademacher]``).
 draw_rademacher = jit(_rademacher, static_argnums=(1, 2))
 
 

@@ -93,7 +93,7 @@ def _uniform(key, minval, maxval, shape, dtype):
 
 
 # Uniform values in [minval, maxval) for a checked key, shape and float dtype;
-# staged by jit under the name JAX's jaxprs show (``pjit[name=_uniform]``).
+# staged by jit under the name JAX's jaxprs show (``jit[name=_uniform]``).
 draw_uniform = jit(_uniform, static_argnums=(3, 4))
 
 
@@ -126,7 +126,7 @@ def _normal(key, shape, dtype):
 
 
 # Standard normal values for a checked key, shape and float or complex dtype;
-# staged by jit under the name JAX's jaxprs show (``pjit[name=_normal]``).
+# staged by jit under the name JAX's jaxprs show (``jit[name=_normal]``).
 draw_normal = jit(_normal, static_argnums=(1, 2))
 
 

@@ -401,7 +401,7 @@ def _probes_as_results(jaxpr: Jaxpr):
         if e.primitive.name == "inspect_sharding":
             values.append(e.invars[0])
             callbacks.append(e.params["callback"])
-        elif e.primitive.name == "pjit" and any(
+        elif e.primitive.name == "jit" and any(
                 sub.primitive.name == "inspect_sharding"
                 for sub in _all_eqns(e.params["jaxpr"].jaxpr)):
             closed = e.params["jaxpr"]

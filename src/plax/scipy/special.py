@@ -252,8 +252,16 @@ def _ndtri(p):
     return jnp.where(jnp.logical_or(outside, jnp.isnan(p)), np.nan, x).astype(dt)
 
 
-_ndtri.defjvps(lambda t, ans, p: jnp.multiply(
-    t, jnp.multiply(np.sqrt(2 * np.pi), jnp.exp(jnp.multiply(0.5, jnp.square(ans))))))
+def _ndtri_jvp(t, ans, p):
+    # 1 / phi(ndtri(p)); at p = 0 and 1, where ndtri is infinite, 0 as in JAX (whose ndtri
+    # is differentiated through the branch that returns the constant infinity)
+    infinite = jnp.isinf(ans)
+    safe = jnp.where(infinite, 0, ans)
+    slope = jnp.multiply(np.sqrt(2 * np.pi), jnp.exp(jnp.multiply(0.5, jnp.square(safe))))
+    return jnp.multiply(t, jnp.where(infinite, 0, slope).astype(_dtype(ans)))
+
+
+_ndtri.defjvps(_ndtri_jvp)
 
 
 def ndtri(p):

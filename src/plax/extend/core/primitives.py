@@ -1,9 +1,9 @@
 """``plax.extend.core.primitives``: plax's built-in primitives under JAX's names.
 
 A name maps to the plax primitive JAX's of that name corresponds to (``jit_p`` is plax's
-``pjit``, ``remat_p`` its ``checkpoint``, ``scatter_add_p`` its ``scatter-add``, ...). The
-families load when a name is first read. A JAX primitive plax has no counterpart for is
-absent.
+``pjit_p``, named ``jit``; ``remat_p`` its ``checkpoint``; ``scatter_add_p`` its
+``scatter-add``; ...). The families load when a name is first read. A JAX primitive plax
+has no counterpart for is absent.
 """
 import importlib as _importlib
 
