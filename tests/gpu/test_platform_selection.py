@@ -1,6 +1,7 @@
 """Finding the CUDA plugin and choosing platforms, on a machine without a GPU: fake plugin
 paths stand in for a broken install. A platform tried by default that fails warns once and
-plax runs on the CPU; one the user named (PLAX_PLATFORMS, jax_platforms) must start or raise.
+plax runs on the CPU; one the user named (PLAX_PLATFORMS, jax_platforms) must start or raise,
+unless its plugin is not installed at all and other platforms are named too.
 Each case runs in a fresh process (backends start once per process)."""
 import os
 import subprocess
@@ -66,6 +67,15 @@ def test_naming_cuda_without_a_plugin_says_how_to_install_one():
     run = _run({"PLAX_PLATFORMS": "cuda"})
     assert "Unable to initialize backend 'cuda': no CUDA plugin is installed" in run.stderr
     assert "plax[cuda13]" in run.stderr
+
+
+@pytest.mark.parametrize("variable", ["PLAX_PLATFORMS", "JAX_PLATFORMS"])
+def test_a_named_platform_with_no_plugin_installed_is_passed_over(variable):
+    # as JAX 0.10.2: JAX_PLATFORMS=cuda,cpu without a CUDA plugin runs on the CPU, quietly
+    run = _run({variable: "cuda,cpu"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "DEVICES ['cpu'" in run.stdout and " cpu 6" in run.stdout
+    assert "Unable to initialize" not in run.stderr
 
 
 def test_naming_only_the_cpu_never_touches_the_plugin(broken_library):

@@ -2,7 +2,8 @@
 
 The user names platforms with ``PLAX_PLATFORMS`` (or JAX's ``JAX_PLATFORMS`` /
 ``jax_platforms``), e.g. "cuda,cpu"; "gpu" means "cuda". Named, each must start or plax
-raises JAX's "Unable to initialize backend". Unnamed, plax tries every platform it has a
+raises JAX's "Unable to initialize backend", except one whose plugin is not installed at
+all, which is passed over when other platforms are named too. Unnamed, plax tries every platform it has a
 client factory for, the GPU first where a CUDA plugin is installed; one that fails then
 warns once and plax goes on without it. The factories themselves (jaxlib clients) live in
 runtime/xla.py; nothing here touches jaxlib.
@@ -16,6 +17,12 @@ from plax.core.config import config
 from plax.runtime import cuda_plugin, shutdown
 
 _ALIASES = {"gpu": "cuda"}
+
+
+class PlatformNotInstalled(RuntimeError):
+    """Raised by a factory whose platform's plugin is not installed at all (as opposed to
+    installed but failing to start): a named platform of this kind is passed over when
+    others are named too ("cuda,cpu" on a machine without CUDA runs on the CPU, as JAX)."""
 # platform name -> the factory of its jaxlib client, in the order platforms are tried
 FACTORIES: dict = {}
 
@@ -51,7 +58,7 @@ def start() -> dict:
     factory, in order (the first is the default)."""
     factories = FACTORIES
     names, named = requested(factories)
-    started = {}
+    started, absent = {}, None
     for name in names:
         factory = factories.get(name)
         try:
@@ -60,6 +67,9 @@ def start() -> dict:
             started[name] = factory()
         except Exception as e:  # noqa: BLE001 (reported either way, below)
             said = (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(".")
+            if named and isinstance(e, PlatformNotInstalled) and len(names) > 1:
+                absent = absent or (name, said, e)  # the next named platform may start
+                continue
             if named:
                 raise RuntimeError(
                     f"Unable to initialize backend '{name}': {said} (it was asked for by "
@@ -68,6 +78,11 @@ def start() -> dict:
             warnings.warn(f"Unable to initialize backend '{name}': {said}. plax runs on the "
                           f"other platforms; set PLAX_PLATFORMS=cpu to skip {name}, or "
                           f"uninstall its plugin.", RuntimeWarning, stacklevel=4)
+    if not started and absent is not None:
+        name, said, e = absent
+        raise RuntimeError(f"Unable to initialize backend '{name}': {said} (and none of the "
+                           f"other platforms named by PLAX_PLATFORMS/jax_platforms="
+                           f"{','.join(names)} started).") from e
     if not started:
         raise RuntimeError("Unable to initialize any backend.")
     global _started_in_pid

@@ -83,8 +83,8 @@ def _make_cuda_client():
     global _cuda_api
     plugin = cuda_plugin.find()
     if plugin is None:
-        raise RuntimeError("no CUDA plugin is installed; install one with "
-                           "pip install 'plax[cuda13]' (or 'plax[cuda12]')")
+        raise platforms.PlatformNotInstalled("no CUDA plugin is installed; install one with "
+                                             "pip install 'plax[cuda13]' (or 'plax[cuda12]')")
     if _cuda_api is None:
         cuda_plugin.preload_nvidia_libraries()
         try:
