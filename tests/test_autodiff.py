@@ -381,6 +381,26 @@ def test_jacobian_dtype_errors_and_allow_int():
     assert np.asarray(jn).dtype == i32
 
 
+
+class _ArrayNode:  # the "Custom pytree nodes" doc page's node: unflatten calls jnp.asarray
+    def __init__(self, a):
+        self.a = jnp.asarray(a)
+
+
+plax.tree_util.register_pytree_node(_ArrayNode, lambda t: ((t.a,), None),
+                                    lambda _, children: _ArrayNode(*children))
+
+
+@pytest.mark.parametrize("jac", [plax.jacobian, plax.jacfwd, plax.jacrev, plax.hessian])
+def test_jacobian_input_checks_rebuild_custom_nodes_around_none_as_jax(jac):
+    # JAX checks the inputs with tree_map, so the node is rebuilt around None: its
+    # jnp.asarray(None) raises JAX's ValueError before anything is differentiated
+    with pytest.raises(ValueError, match="None is not a valid value for jnp.array"):
+        jac(lambda x: x)(_ArrayNode(jnp.arange(5.0)))
+    with pytest.raises(ValueError, match="None is not a valid value for jnp.array"):
+        jnp.asarray(None)
+    assert plax.jacobian.__name__ == "jacobian"
+
 def test_hessian():
     def f(x, y):
         return jnp.sum(x ** 3 * y)

@@ -26,7 +26,7 @@ from plax.api.jit import (  # noqa: F401
 )
 from plax.api.autodiff import (  # noqa: F401
     jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose)
-from plax.api.autodiff import jacrev as jacobian  # noqa: F401
+from plax.api.autodiff import jacobian  # noqa: F401
 from plax.sharding.mesh import make_mesh, set_mesh  # noqa: F401
 from plax.sharding import NamedSharding, PartitionSpec as P  # noqa: F401
 from plax.runtime.array import Shard  # noqa: F401

@@ -453,20 +453,30 @@ def _is_array(x) -> bool:
 # jacfwd pushes every standard basis vector of the inputs through one jvp, and jacrev pulls
 # every basis vector of the outputs back through one vjp, both batched with vmap. The
 # Jacobian pytree nests the input structure inside the output's.
+def _check_each_input(dyn, check) -> None:
+    """``check`` every input leaf, by tree_map as JAX does: the inputs' own pytree nodes are
+    rebuilt around the checks' ``None`` results (an unflatten that refuses None fails here,
+    as on JAX)."""
+    tree_util.tree_map(check, dyn)
+
+
 def _jac_inputs(args, nums, holomorphic, what):
     dyn = tuple(args[i] for i in nums)
-    for leaf in tree_util.tree_leaves(dyn):
-        dt = get_aval(leaf).dtype
-        if holomorphic and not dtypes.is_complex(dt):
-            raise TypeError(f"{what} with holomorphic=True requires inputs with complex dtype, "
-                            f"but got {dt.name}.")
-        if not holomorphic and not dtypes.is_float(dt):
-            raise TypeError(f"{what} requires real-valued inputs (input dtype that is a sub-dtype "
-                            f"of np.floating), but got {dt.name}. For holomorphic "
-                            "differentiation, pass holomorphic=True. For differentiation of "
-                            "non-holomorphic functions involving complex inputs or integer "
-                            f"inputs, use plax.jvp directly.")
+    _check_each_input(dyn, lambda leaf: _check_jacfwd_input(leaf, holomorphic, what))
     return dyn
+
+
+def _check_jacfwd_input(leaf, holomorphic, what):
+    dt = get_aval(leaf).dtype
+    if holomorphic and not dtypes.is_complex(dt):
+        raise TypeError(f"{what} with holomorphic=True requires inputs with complex dtype, "
+                        f"but got {dt.name}.")
+    if not holomorphic and not dtypes.is_float(dt):
+        raise TypeError(f"{what} requires real-valued inputs (input dtype that is a sub-dtype "
+                        f"of np.floating), but got {dt.name}. For holomorphic "
+                        "differentiation, pass holomorphic=True. For differentiation of "
+                        "non-holomorphic functions involving complex inputs or integer "
+                        f"inputs, use plax.jvp directly.")
 
 
 def _std_basis(avals):
@@ -559,8 +569,7 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
     def jacfun(*args, **kwargs):
         nums = _check_argnums(argnums, len(args), fun_name(fun))
         dyn = tuple(args[i] for i in nums)
-        for leaf in tree_util.tree_leaves(dyn):
-            _check_input_dtype(leaf, holomorphic, allow_int, "jacrev")
+        _check_each_input(dyn, lambda x: _check_input_dtype(x, holomorphic, allow_int, "jacrev"))
         in_leaves, in_tree = tree_util.tree_flatten(dyn)
         in_avals = [get_aval(x) for x in in_leaves]
         f_dyn = _with_args_at(fun, args, kwargs, nums)
@@ -593,6 +602,13 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
         return (jac, res[2]) if has_aux else jac
 
     return jacfun
+
+
+def jacobian(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+             allow_int: bool = False):
+    """The Jacobian of ``fun``: ``jacrev``'s other name."""
+    return jacrev(fun, argnums=argnums, has_aux=has_aux, holomorphic=holomorphic,
+                  allow_int=allow_int)
 
 
 def _nest(blocks, out_tree, in_tree, single_argnum: bool):

@@ -84,6 +84,8 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
     if order not in (None, "K", "A", "C"):
         raise NotImplementedError(f"plax arrays are always C-ordered; order={order!r} is not supported.")
     dt = None if dtype is None else dtypes.canonicalize_user_dtype(dtype)
+    if object is None:
+        raise ValueError("None is not a valid value for jnp.array")
     if isinstance(object, ARRAY_TYPES):
         out = copy_p.bind(object) if copy else object  # (a new buffer: see lax.utility.copy_p)
         out = out if dt is None else lax.convert_element_type(out, dt)
