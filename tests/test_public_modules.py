@@ -142,7 +142,8 @@ def test_ravel_pytree_under_grad_jit_and_vmap():
 
 
 def test_jacobian_is_jacrev_and_typeof():
-    assert plax.jacobian is plax.jacrev
+    # JAX 0.10's jacobian is a function of its own that calls jacrev
+    assert plax.jacobian is not plax.jacrev and plax.jacobian.__name__ == "jacobian"
     x = np.array([0.5, -1.0], np.float32)
     j = plax.jacobian(lambda v: jnp.sin(v) * v)(x)
     np.testing.assert_allclose(np.asarray(j), np.diag(np.cos(x) * x + np.sin(x)), rtol=1e-6)
@@ -168,6 +169,70 @@ def test_print_saved_residuals(capsys):
     found = saved_residuals(lambda p: jnp.sum(p["w"] @ p["x"]),
                             {"w": jnp.ones((2, 3)), "x": jnp.ones(3)})
     assert [why for _, why in found] == ["from the argument p['w']", "from the argument p['x']"]
+
+
+def _doc_page_loss(params, x, y):
+    """The model of JAX's "Gradient checkpointing with jax.checkpoint" page."""
+    from plax.ad_checkpoint import checkpoint_name
+    *ws, w_last = params
+    for i, w in enumerate(ws):
+        x = jnp.sin(jnp.dot(w, x))
+        x = checkpoint_name(x, name=f"layer{i}_output")
+    return jnp.sum((jnp.dot(w_last, x) - y) ** 2)
+
+
+_ARGS = ["f32[5,4] from the argument params[0]", "f32[6,5] from the argument params[1]",
+         "f32[7,6] from the argument params[2]", "f32[4] from the argument x"]
+_Y = "f32[7] from the argument y"
+# policy -> what JAX 0.10.2 saves, in its order (without the source locations)
+SAVED_BY_POLICY = {
+    "none": [*_ARGS, "f32[5] output of cos", "f32[5] named 'layer0_output'",
+             "f32[6] output of cos", "f32[6] named 'layer1_output'", "f32[7] output of mul"],
+    "default": [*_ARGS, _Y],
+    "nothing_saveable": [*_ARGS, _Y],
+    "everything_saveable": [*_ARGS, "f32[5] output of cos", "f32[5] named 'layer0_output'",
+                            "f32[6] output of cos", "f32[6] named 'layer1_output'",
+                            "f32[7] output of mul"],
+    "dots_saveable": [*_ARGS, _Y, *(f"f32[{n}] output of dot_general" for n in (5, 6, 7))],
+    "dots_with_no_batch_dims_saveable": [
+        *_ARGS, _Y, *(f"f32[{n}] output of dot_general" for n in (5, 6, 7))],
+    "save_any_names_but_these": [*_ARGS, _Y, "f32[5] named 'layer0_output'"],
+    "save_anything_except_these_names": [
+        *_ARGS, "f32[5] output of cos", "f32[5] named 'layer0_output'", "f32[6] output of cos",
+        "f32[6] named 'layer1_output'", "f32[7] output of mul"],
+    "save_only_these_names": [*_ARGS, _Y, "f32[6] named 'layer1_output'"],
+    "save_from_both_policies": [*_ARGS, _Y, "f32[5] output of dot_general",
+                                "f32[5] named 'layer0_output'", "f32[6] output of dot_general",
+                                "f32[7] output of dot_general"],
+}
+
+
+def _policy(name):
+    p = plax.checkpoint_policies
+    return {"save_any_names_but_these": lambda: p.save_any_names_but_these("layer1_output"),
+            "save_anything_except_these_names":
+                lambda: p.save_anything_except_these_names("layer1_output"),
+            "save_only_these_names": lambda: p.save_only_these_names("layer1_output"),
+            "save_from_both_policies": lambda: p.save_from_both_policies(
+                p.dots_saveable, p.save_only_these_names("layer0_output"))}.get(
+        name, lambda: getattr(p, name))()
+
+
+@pytest.mark.parametrize("name", sorted(SAVED_BY_POLICY))
+def test_each_checkpoint_policy_saves_what_jax_saves(name):
+    from plax.ad_checkpoint import saved_residuals
+    f = _doc_page_loss if name == "none" else plax.checkpoint(_doc_page_loss) \
+        if name == "default" else plax.checkpoint(_doc_page_loss, policy=_policy(name))
+    params = [jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6))]
+    found = saved_residuals(f, params, jnp.ones(4), jnp.ones(7))
+    got = [f"{aval.str_short()} {why.split(' from ')[0] if '.py:' in why else why}"
+           for aval, why in found]
+    assert got == SAVED_BY_POLICY[name]
+    # a saved output names the user's line, column and function, as JAX does
+    for _, why in found:
+        if why.startswith(("output of", "named")):
+            assert "test_public_modules.py:" in why and why.endswith("(_doc_page_loss)")
+            assert why.split(" from ")[1].split(":")[2].split(" ")[0].isdigit()  # the column
 
 
 def test_test_util_has_jax_signatures():

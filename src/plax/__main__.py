@@ -74,7 +74,9 @@ def main(argv: list[str]) -> int:
         return 2
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(os.path.abspath(script))  # where `python SCRIPT` looks first
-    runpy.run_path(script, run_name="__main__")
+    # (the script's code is named by its absolute path, as `python SCRIPT` names it: tracebacks
+    # and source locations show that path)
+    runpy.run_path(os.path.abspath(script), run_name="__main__")
     return 0
 
 

@@ -542,9 +542,9 @@ def test_traced_error_names_the_line_of_the_checked_function():
         return a + random.normal(k)
     line = [None]
     with pytest.raises(plax.errors.KeyReuseError,
-                       match=rf"{BITS}: it was consumed at .*test_key_reuse\.py:(\d+) \(f\)"):
+                       match=rf"{BITS}: it was consumed at .*test_key_reuse\.py:(\d+):12 \(f\)"):
         plax.make_jaxpr(f)(random.key(1))
-    with pytest.raises(plax.errors.KeyReuseError, match=r"test_key_reuse\.py:\d+ \(f\)"):
+    with pytest.raises(plax.errors.KeyReuseError, match=r"test_key_reuse\.py:\d+:\d+ \(f\)"):
         plax.jit(f)(random.key(2))
 
 

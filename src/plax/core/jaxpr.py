@@ -12,6 +12,7 @@ from plax.core.caches import WeakKeyCache
 from plax.core.effects import eqn_effects, jaxpr_effects
 from plax.core.primitive import abstract_eval
 from plax.core.rules import param_printers
+from plax.core.source_info import staging_location
 
 
 class Var:
@@ -462,13 +463,21 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
     def read(v):
         return v.value() if isinstance(v, Literal) else env[v]
 
-    for e in jaxpr.eqns:
-        out = e.primitive.bind(*[read(v) for v in e.invars], **e.params)
-        if e.primitive.multiple_results:
-            for v, x in zip(e.outvars, out):
-                env[v] = x
-        else:
-            env[e.outvars[0]] = out
+    # What an equation stages again records that equation's user line (as JAX's eval_jaxpr
+    # does), not the line that called eval_jaxpr: a plain attribute set, this loop is hot.
+    location = staging_location
+    outer = location.at
+    try:
+        for e in jaxpr.eqns:
+            location.at = e.source_info or outer
+            out = e.primitive.bind(*[read(v) for v in e.invars], **e.params)
+            if e.primitive.multiple_results:
+                for v, x in zip(e.outvars, out):
+                    env[v] = x
+            else:
+                env[e.outvars[0]] = out
+    finally:
+        location.at = outer
     return [read(v) for v in jaxpr.outvars]
 
 

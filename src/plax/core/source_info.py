@@ -25,6 +25,21 @@ class SourceInfo(NamedTuple):
     # (name, value) pairs the equation's ops carry as ``mhlo.frontend_attributes``
     # (``set_xla_metadata``, ``compute_on``); usually empty.
     frontend_attributes: tuple = ()
+    # (code object, instruction offset) of the user's frame: its column, read when asked
+    # for (``column``), as staging every equation must stay cheap.
+    position: tuple | None = None
+
+    @property
+    def column(self) -> int | None:
+        """The 0-based column where the user's expression starts (as JAX reports it)."""
+        if self.position is None:
+            return None
+        code, lasti = self.position
+        starts = _column_starts.get(code)
+        if starts is None:
+            starts = _column_starts.put(code, [p[2] for p in code.co_positions()])
+        i = lasti // 2
+        return starts[i] if 0 <= i < len(starts) else None
 
     @property
     def traceback(self) -> "SourceInfo":
@@ -34,10 +49,14 @@ class SourceInfo(NamedTuple):
         return self
 
     def location(self) -> str:
-        """``file:line (function)`` of the user code, or '' when unknown."""
+        """``file:line:column (function)`` of the user code (``file:line (function)`` when
+        the column is unknown), or '' when unknown."""
         if self.file is None:
             return ""
-        return f"{self.file}:{self.line} ({self.function})"
+        column = self.column
+        where = f"{self.file}:{self.line}" if column is None else \
+            f"{self.file}:{self.line}:{column}"
+        return f"{where} ({self.function})"
 
     def scope(self, prim_name: str) -> str:
         """The name-stack path of an equation, e.g. ``outer/inner/sin``."""
@@ -46,6 +65,8 @@ class SourceInfo(NamedTuple):
 
 # code object -> is it plax's own? (asked for every staged op)
 _in_plax = BoundedCache("code objects inside plax", 1 << 16)
+# code object -> the start column of each of its instructions (for SourceInfo.column)
+_column_starts = BoundedCache("instruction columns of code objects", 1 << 10)
 # Source paths whose frames are never the user's: plax's own, and those libraries built on
 # plax exclude (``register_exclusion``: their wrappers are not where an op comes from).
 excluded_paths: list = [_PLAX_DIR]
@@ -134,11 +155,13 @@ def current_source_info(name_stack: tuple) -> SourceInfo:
     if at is not None and at.file is not None:
         if at.name_stack is name_stack and at.frontend_attributes is attrs:
             return at
-        return SourceInfo(name_stack, at.file, at.line, at.function, attrs)
+        return SourceInfo(name_stack, at.file, at.line, at.function, attrs, at.position)
     f = user_frame()
     if f is None:
         return SourceInfo(name_stack, None, None, None, attrs)
-    return SourceInfo(name_stack, f.f_code.co_filename, f.f_lineno, f.f_code.co_name, attrs)
+    code = f.f_code
+    return SourceInfo(name_stack, code.co_filename, f.f_lineno, code.co_name, attrs,
+                      (code, f.f_lasti))
 
 
 @contextlib.contextmanager

@@ -12,7 +12,8 @@ def saved_residuals(fun, *args, **kwargs) -> list:
     """``[(aval, why), ...]``: each value the backward pass of ``fun`` at ``args`` keeps.
 
     ``why`` says where it comes from: an argument (by name), the output of a
-    primitive (with the user's source line), or a constant.
+    primitive or a value named by ``checkpoint_name`` (with the user's source line and
+    column), or a constant.
     """
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
     names = flat_arg_names(fun, args, kwargs)
@@ -30,6 +31,11 @@ def saved_residuals(fun, *args, **kwargs) -> list:
     finally:
         outer.finish()
     made_at = {v: i for i, e in enumerate(outer.eqns) for v in e.outvars}
+    # A value checkpoint_name names is reported as the named value (``name`` is an identity
+    # JAX forwards its input through), where the name is given.
+    for i, e in enumerate(outer.eqns):
+        if e.primitive.name == "name" and e.invars[0] in made_at:
+            made_at[e.invars[0]] = i
     found = [(_order(outer, res, made_at, k), var.aval, _origin(outer, res, names, made_at))
              for k, (res, var) in enumerate(zip(linear.consts, linear.jaxpr.constvars))]
     return [(aval, why) for _, aval, why in sorted(found, key=lambda t: t[0])]
@@ -56,7 +62,9 @@ def _origin(outer: StagingTrace, res, names, made_at) -> str:
         return f"from the argument {names[i] if i < len(names) else i}"
     eqn = outer.eqns[made_at[res._var]]
     where = eqn.source_info.location() if eqn.source_info else ""
-    return f"output of {eqn.primitive.name}" + (f" from {where}" if where else "")
+    what = f"named '{eqn.params['name']}'" if eqn.primitive.name == "name" else \
+        f"output of {eqn.primitive.name}"
+    return what + (f" from {where}" if where else "")
 
 
 def print_saved_residuals(fun, *args, **kwargs) -> None:
