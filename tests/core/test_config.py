@@ -390,3 +390,14 @@ def test_parse_flags_with_absl_values_and_errors(argv):
     argv("--jax_numpy_rank_promotion=bogus")
     with pytest.raises(ValueError, match="Illegal value for flag --jax_numpy_rank_promotion"):
         config.parse_flags_with_absl()
+
+
+def test_parse_flags_with_absl_leaves_absl_flags_parsed():
+    # as JAX's: suites that call it rather than absltest.main then read absl flags
+    # (jax-md's test helpers read FLAGS.test_srcdir); in a process of its own (absl's state)
+    code = ("from absl import flags\nflags.DEFINE_string('data_dir', 'here', 'where')\n"
+            "import plax\nassert not flags.FLAGS.is_parsed()\n"
+            "plax.config.parse_flags_with_absl()\nprint(flags.FLAGS.data_dir)\n")
+    out = subprocess.run([sys.executable, "-c", code, "--jax_enable_x64"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["here"], out.stderr[-2000:]

@@ -628,3 +628,17 @@ def test_bitwise_count_matches_numpy(x):
 def test_bitwise_count_refuses_floats():
     with pytest.raises(TypeError, match="population_count does not accept dtype float32"):
         jnp.bitwise_count(np.ones(2, np.float32))
+
+
+def test_int_enum_members_are_integers():
+    # jax-md's PartitionErrorCode (an IntEnum) in bitwise operations, as JAX takes it
+    import enum
+
+    class Code(enum.IntEnum):
+        NONE = 0
+        OVERFLOW = 4
+
+    x = jnp.int32(5)
+    assert int(jnp.bitwise_and(x, Code.OVERFLOW)) == 4 and int(x & Code.OVERFLOW) == 4
+    assert int(plax.jit(lambda v: v | Code.OVERFLOW)(jnp.int32(1))) == 5
+    assert jnp.asarray(Code.OVERFLOW).dtype == np.int32

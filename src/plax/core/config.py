@@ -222,6 +222,19 @@ class Config:
         for name, value in updates:
             self.update(name, value)
         _argv_parsed = True
+        _mark_absl_flags_parsed()
+
+
+def _mark_absl_flags_parsed() -> None:
+    """As JAX's parse_flags_with_absl, leave absl's flags parsed (with their defaults): absl
+    test helpers read them (``FLAGS.test_srcdir``) in suites that call it instead of
+    ``absltest.main``. absl is optional: without it there is nothing to mark."""
+    try:
+        from absl import flags
+    except ImportError:
+        return
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS([sys.argv[0] if sys.argv else ""], known_only=True)
 
 
 _argv_parsed = False  # parse_flags_with_absl reads sys.argv once, as JAX's does

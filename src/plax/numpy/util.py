@@ -17,8 +17,9 @@ _SCALARS = (bool, int, float, complex)
 
 
 def is_arraylike(x) -> bool:
+    # (subclasses of the Python scalar types count, as in JAX: an IntEnum member is an int)
     return (type(x) in _SCALARS or isinstance(x, (ARRAY_TYPES, np.ndarray, np.generic))
-            or has_array_protocol(x))
+            or isinstance(x, _SCALARS) or has_array_protocol(x))
 
 
 def check_arraylike(name: str, *args) -> None:
@@ -36,6 +37,8 @@ def as_operand(x):
     """A value lax primitives accept: Arrays and tracers as they are, host data canonicalised."""
     if isinstance(x, ARRAY_TYPES) or type(x) in _SCALARS:
         return x
+    if isinstance(x, _SCALARS):  # an int/float/complex subclass (IntEnum): its plain value
+        return next(t for t in _SCALARS if isinstance(x, t))(x)
     if isinstance(x, (np.ndarray, np.generic)):
         dt = dtypes.canonicalize_dtype(x.dtype)
         return x if x.dtype == dt else np.asarray(x, dt)
