@@ -128,3 +128,14 @@ def test_spsolve_errors(case, match):
            "matrix_b": np.ones((4, 2), np.float32)}[case]
     with pytest.raises(ValueError, match=match):
         splinalg.spsolve(data, indices, indptr, rhs)
+
+
+def test_linalg_is_an_attribute_of_the_sparse_package_in_a_fresh_process():
+    # as in JAX, `import jax.experimental.sparse as jesp; jesp.linalg.lobpcg_standard` (ott-jax)
+    import subprocess
+    import sys
+    code = ("import plax.experimental.sparse as jesp\n"
+            "print(jesp.linalg.lobpcg_standard.__name__, jesp.coo.COO.__name__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["lobpcg_standard", "COO"], out.stderr

@@ -52,8 +52,14 @@ _FORMAT_NAMES = {
 }
 
 
+# Submodules loaded on first use, attributes of the package as in JAX (jesp.linalg.lobpcg_...).
+_LAZY_SUBMODULES = frozenset({"linalg", "bcsr", "coo", "csr"})
+
+
 def __getattr__(name):
     import importlib
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     if name in _FORMAT_NAMES:
         value = getattr(importlib.import_module(f"{__name__}.{_FORMAT_NAMES[name]}"), name)
         globals()[name] = value
