@@ -99,7 +99,7 @@ def test_locations_carry_named_scope_and_named_call():
 
     text = plax.jit(body).lower(X).as_text(debug_info=True)
     line = next(l for l in text.splitlines() if "stablehlo.sine" in l)
-    assert re.search(r'loc\("my_scope/sin"\(".*test_stages\.py":\d+:0\)\)', line), line
+    assert re.search(r'loc\("my_scope/sin"\(".*test_stages\.py":\d+:\d+\)\)', line), line
 
     text = plax.jit(plax.named_call(body, name="layer1")).lower(X).as_text(debug_info=True)
     assert 'loc("layer1/my_scope/sin"' in text

@@ -170,7 +170,7 @@ def test_lower_fun_ops_carry_the_equations_location(make_prim):
     text = plax.jit(f).lower(X).as_text(debug_info=True)
     for op in ("stablehlo.cosine", "stablehlo.sine"):
         line = next(l for l in text.splitlines() if op in l)
-        assert re.search(r'loc\("outer/test_lower_fun_loc"\(".*test_lowering_context\.py":\d+:0\)\)',
+        assert re.search(r'loc\("outer/test_lower_fun_loc"\(".*test_lowering_context\.py":\d+:\d+\)\)',
                          line), line
     np.testing.assert_allclose(plax.jit(f)(X), np.sin(np.cos(X)), rtol=1e-6)
 
@@ -203,7 +203,7 @@ def test_ops_in_regions_carry_the_enclosing_scope():
 
     text = plax.jit(outer).lower(X).as_text(debug_info=True)
     # The comparator of sort's region: ops the sort rule emits itself.
-    assert re.search(r'loc\("A/jit\(inner\)/sort"\(".*test_lowering_context\.py":\d+:0\)\)',
+    assert re.search(r'loc\("A/jit\(inner\)/sort"\(".*test_lowering_context\.py":\d+:\d+\)\)',
                      _line_with(text, "stablehlo.compare")), text
     # The reduce computation's own equations, lowered inside reduce's region.
     assert 'loc("A/jit(inner)/mul"' in _line_with(text, "stablehlo.multiply"), text

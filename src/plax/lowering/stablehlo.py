@@ -532,14 +532,15 @@ def _quote(text: str) -> str:
 
 
 def location(eqn, prefix: tuple = ()) -> str:
-    """``loc("scope/prim"("file":line:0))``: the op's name-stack path and user source line."""
+    """``loc("scope/prim"("file":line:column))``: the op's name-stack path and the user's
+    source line and column (0 when unknown)."""
     info = eqn.source_info
     if info is None:
         return f"loc({_quote('/'.join((*prefix, eqn.primitive.name)))})"
     name = _quote("/".join((*prefix, info.scope(eqn.primitive.name))))
     if info.file is None:
         return f"loc({name})"
-    return f"loc({name}({_quote(info.file)}:{info.line}:0))"
+    return f"loc({name}({_quote(info.file)}:{info.line}:{info.column or 0}))"
 
 
 def define_function(module, name: str, jaxpr: Jaxpr, public: bool = False,
