@@ -88,9 +88,10 @@ def _callback_name(callback) -> str:
 
 def _host_values(args) -> list:
     """What callbacks receive: their arguments as plax Arrays on the host's device (as JAX's
-    callbacks get jax.Arrays), each a copy the callback may keep."""
+    callbacks get jax.Arrays), each a copy the callback may keep (array_from_host copies
+    before it returns, so views of XLA's buffers need no copy of their own)."""
     from plax.runtime.dispatch import array_from_host
-    return [array_from_host(np.array(a)) for a in args]
+    return [array_from_host(np.asarray(a)) for a in args]
 
 
 def _to_arrays(values, result_avals) -> list:

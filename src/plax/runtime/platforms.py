@@ -3,10 +3,10 @@
 The user names platforms with ``PLAX_PLATFORMS`` (or JAX's ``JAX_PLATFORMS`` /
 ``jax_platforms``), e.g. "cuda,cpu"; "gpu" means "cuda". Named, each must start or plax
 raises JAX's "Unable to initialize backend", except one whose plugin is not installed at
-all, which is passed over when other platforms are named too. Unnamed, plax tries every platform it has a
-client factory for, the GPU first where a CUDA plugin is installed; one that fails then
-warns once and plax goes on without it. The factories themselves (jaxlib clients) live in
-runtime/xla.py; nothing here touches jaxlib.
+all, which is passed over when other platforms are named too. Unnamed, plax tries every
+platform it has a client factory for, the GPU first where a CUDA plugin is installed; one
+that fails then warns once and plax goes on without it. The factories themselves (jaxlib
+clients) live in runtime/xla.py; nothing here touches jaxlib.
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ class PlatformNotInstalled(RuntimeError):
     """Raised by a factory whose platform's plugin is not installed at all (as opposed to
     installed but failing to start): a named platform of this kind is passed over when
     others are named too ("cuda,cpu" on a machine without CUDA runs on the CPU, as JAX)."""
+
+
 # platform name -> the factory of its jaxlib client, in the order platforms are tried
 FACTORIES: dict = {}
 
