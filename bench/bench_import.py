@@ -7,8 +7,12 @@ statement alone (interpreter start-up not counted):
   compiled bytecode from a scratch ``PYTHONPYCACHEPREFIX`` filled by a first, untimed run;
 - "import, compiled from source": no bytecode anywhere (an empty prefix, nothing written),
   so each child compiles every module it loads;
-- "shared: numpy, ml_dtypes, jaxlib": what both libraries import from others (bytecode
-  cached), and "own part": the first row less this one.
+- "shared: numpy, jaxlib": what both libraries import from others (bytecode cached), and
+  "own part": the first row less this one (JAX's includes ml_dtypes, which plax imports on
+  first need);
+- "import and a first result": the import and ``numpy.ones(3).block_until_ready()``, which
+  starts the CPU client. plax imports ml_dtypes (bfloat16, the float8s) on first need, and
+  jaxlib needs it for its first array: this row pays it in both libraries.
 
     JAX_PYTHON=/tmp/jaxvenv/bin/python .venv/bin/python bench/bench_import.py [ROUNDS]
 """
@@ -34,19 +38,21 @@ def best_ms(stmt, env, n=7):
 
 name = lib.__name__
 mine = f"import {name}, {name}.numpy"
-shared = "import numpy, ml_dtypes, jaxlib.xla_client"
+shared = "import numpy, jaxlib.xla_client"
 with tempfile.TemporaryDirectory() as cached, tempfile.TemporaryDirectory() as empty:
     warm = dict(os.environ, PYTHONPYCACHEPREFIX=cached)
     warm.pop("PYTHONDONTWRITEBYTECODE", None)
     subprocess.run([sys.executable, "-c", mine], env=warm, check=True)  # writes the bytecode
     cold = dict(os.environ, PYTHONPYCACHEPREFIX=empty, PYTHONDONTWRITEBYTECODE="1")
     with_pyc = best_ms(mine, warm)
+    first = best_ms(mine + f"; {name}.numpy.ones(3).block_until_ready()", warm)
     base = best_ms(shared, warm)
     print(json.dumps({
         "import, bytecode cached (ms)": with_pyc,
         "import, compiled from source (ms)": best_ms(mine, cold, n=4),
-        "shared: numpy, ml_dtypes, jaxlib (ms)": base,
+        "shared: numpy, jaxlib (ms)": base,
         "own part, bytecode cached (ms)": with_pyc - base,
+        "import and a first result (ms)": first,
     }))
 '''
 

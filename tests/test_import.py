@@ -1,5 +1,5 @@
 """What ``import plax, plax.numpy`` loads: the core, lax and numpy, not the submodules a program
-may never use, no SciPy or opt_einsum, and no XLA client; the lazy names still resolve.
+may never use, no SciPy, opt_einsum or ml_dtypes, and no XLA client; the lazy names still resolve.
 
 The checks that look at ``sys.modules`` run in a fresh interpreter.
 """
@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import plax
@@ -40,7 +41,8 @@ def test_import_loads_neither_the_optional_submodules_nor_a_backend():
         subs = %r
         print(json.dumps({
             "loaded": [s for s in subs if "plax." + s in sys.modules],
-            "third_party": [m for m in ("scipy", "opt_einsum") if m in sys.modules],
+            "third_party": [m for m in ("scipy", "opt_einsum", "ml_dtypes")
+                            if m in sys.modules],
             "linalg_fft": [m for m in ("plax.numpy.linalg", "plax.numpy.fft", "plax.lax.linalg")
                            if m in sys.modules],
             "clients_made": len(made), "backends": list(xla._backends),
@@ -107,6 +109,50 @@ def test_import_defers_the_rarely_used_families_and_the_key_reuse_checker():
     # Each family loads alone (fori_loop runs as a scan): the others stay unloaded.
     assert out["families_loaded"] == ["plax.first_order.sort", "plax.higher_order.cond",
                                       "plax.higher_order.loops", "plax.higher_order.scan"]
+
+
+ML_DTYPES_AFTER_IMPORT = [
+    # (what a program does first, the JSON-able result it must print)
+    ("jnp.zeros(2, 'bfloat16').dtype.name", "bfloat16"),
+    ("jnp.ones(2).astype('float8_e4m3fn').dtype.name", "float8_e4m3fn"),
+    ("str(jnp.bfloat16(1.5).dtype)", "bfloat16"),
+    ("float(jnp.finfo('bfloat16').eps)", 0.0078125),
+    ("int(jnp.iinfo('int4').max)", 7),
+    ("plax.dtypes.bfloat16.__name__", "bfloat16"),
+    ("str(jnp.promote_types(jnp.bfloat16, jnp.float16))", "float32"),
+    ("plax.dtypes.itemsize_bits('int4')", 4),
+    # ml_dtypes imported by the user, never named through plax: its values still work.
+    ("jnp.asarray(np.ones(2, __import__('ml_dtypes').bfloat16)).sum().dtype.name", "bfloat16"),
+    ("str((jnp.ones(2) + np.ones(2, __import__('ml_dtypes').bfloat16)).dtype)", "float32"),
+    ("str(jnp.result_type(np.dtype(__import__('ml_dtypes').int4), 1))", "int4"),
+]
+
+
+@pytest.mark.parametrize("first, expected", ML_DTYPES_AFTER_IMPORT)
+def test_ml_dtypes_load_on_first_need(first, expected):
+    # Each in a fresh interpreter, where the float32 promotion lattice was built (and
+    # cached) before ml_dtypes' types were known.
+    out = run_fresh("""
+        import json, sys
+        import numpy as np
+        import plax, plax.numpy as jnp
+        before = "ml_dtypes" in sys.modules
+        lattice = str(jnp.result_type(jnp.float32, jnp.int8, 1.0))
+        print(json.dumps([before, lattice, %s]))
+        """ % first)
+    assert out == [False, "float32", expected]
+
+
+def test_ml_dtypes_names_are_unchanged():
+    import ml_dtypes
+    star = {}
+    exec("from plax.numpy import *", star)
+    for name in plax.core.dtypes.ML_DTYPE_NAMES | plax.core.dtypes.ML_SCALAR_ONLY_NAMES:
+        assert np.dtype(getattr(plax.numpy, name)) == np.dtype(getattr(ml_dtypes, name)), name
+        assert star[name] is getattr(plax.numpy, name) and name in dir(plax.numpy), name
+    assert plax.dtypes.bfloat16 is ml_dtypes.bfloat16 is plax.core.dtypes.bfloat16
+    with pytest.raises(AttributeError, match="has no attribute 'float8_e9'"):
+        plax.core.dtypes.float8_e9  # noqa: B018
 
 
 @pytest.mark.parametrize("face", [plax.lax, plax.numpy])

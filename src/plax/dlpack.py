@@ -12,7 +12,6 @@ source afterwards changes what plax reads, which plax (like JAX) leaves undefine
 """
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from plax.core import dtypes
@@ -21,10 +20,9 @@ from plax.runtime.array import DLDeviceType
 
 __all__ = ["from_dlpack", "is_supported_dtype"]
 
-SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
+SUPPORTED_DTYPES = frozenset(np.dtype(t).name for t in (
     np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-    np.float16, ml_dtypes.bfloat16, np.float32, np.float64, np.complex64, np.complex128,
-    np.bool_))
+    np.float16, np.float32, np.float64, np.complex64, np.complex128, np.bool_)) | {"bfloat16"}
 
 _PLATFORMS = {DLDeviceType.kDLCPU: "cpu", DLDeviceType.kDLCUDA: "cuda",
               DLDeviceType.kDLCUDAHost: "cuda", DLDeviceType.kDLROCM: "rocm"}
@@ -34,7 +32,7 @@ def is_supported_dtype(dtype) -> bool:
     """Whether arrays of ``dtype`` can cross DLPack to and from plax."""
     if dtype is None:
         raise TypeError(f"Expected a string or dtype-like object; got {dtype=}")
-    return np.dtype(dtype) in SUPPORTED_DTYPES
+    return dtypes.np_dtype(dtype).name in SUPPORTED_DTYPES
 
 
 def _single_device(device):

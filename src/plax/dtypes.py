@@ -4,9 +4,15 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core.dtypes import (  # noqa: F401
-    ExtendedDType, TypePromotionError, bfloat16, canonicalize_dtype, extended, finfo, float0,
+    ExtendedDType, TypePromotionError, canonicalize_dtype, extended, finfo, float0,
     iinfo, issubdtype, itemsize_bits, prng_key, result_type)
 from plax.core import dtypes as _core
+
+
+def __getattr__(name):
+    if name == "bfloat16":  # ml_dtypes' type, imported on first use (see plax.core.dtypes)
+        return _core.ml_dtypes_module().bfloat16
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def scalar_type_of(x) -> type:

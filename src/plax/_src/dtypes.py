@@ -2,10 +2,18 @@
 import numpy as _np
 
 from plax.core.dtypes import (  # noqa: F401
-    ExtendedDType, TypePromotionError, bfloat16, canonicalize_dtype, dtype, extended, finfo,
+    ExtendedDType, TypePromotionError, canonicalize_dtype, dtype, extended, finfo,
     float0, iinfo, is_weakly_typed, issubdtype, promote_types, result_type)
 
+from plax.core import dtypes as _core
+
 DType = _np.dtype
+
+
+def __getattr__(name):
+    if name in _core.ML_DTYPE_NAMES:  # ml_dtypes' types, imported on first use
+        return getattr(_core.ml_dtypes_module(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def supports_inf(dtype) -> bool:

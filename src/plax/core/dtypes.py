@@ -9,32 +9,75 @@ With 64-bit types off (the default) every 64-bit dtype is narrowed to its
 from __future__ import annotations
 
 import functools
+import sys
+import threading
 import warnings
 
-import ml_dtypes
 import numpy as np
 
 from plax.core.config import config
 
 # --- the dtypes plax knows ----------------------------------------------------
-bfloat16 = ml_dtypes.bfloat16
-float8_e4m3fn = ml_dtypes.float8_e4m3fn
-float8_e4m3fnuz = ml_dtypes.float8_e4m3fnuz
-float8_e5m2 = ml_dtypes.float8_e5m2
-float8_e5m2fnuz = ml_dtypes.float8_e5m2fnuz
-float8_e4m3b11fnuz = ml_dtypes.float8_e4m3b11fnuz
-int4 = ml_dtypes.int4
-uint4 = ml_dtypes.uint4
-# The narrower ml_dtypes types XLA's CPU backend holds (JAX 0.10's set): block-scaled
-# formats' elements and scales (float4_e2m1fn, float8_e8m0fnu), the IEEE-style float8s, and
-# 2-bit integers. (float6_* and 1-bit integers are scalar types only: XLA's CPU client cannot
-# hold them.)
-float8_e3m4 = ml_dtypes.float8_e3m4
-float8_e4m3 = ml_dtypes.float8_e4m3
-float8_e8m0fnu = ml_dtypes.float8_e8m0fnu
-float4_e2m1fn = ml_dtypes.float4_e2m1fn
-int2 = ml_dtypes.int2
-uint2 = ml_dtypes.uint2
+# ml_dtypes' types (bfloat16, the float8s, int4, ...) are loaded on first need: importing
+# ml_dtypes costs more than the rest of ``import plax``. Reading one of the names below
+# (``dtypes.bfloat16``, ``jnp.float8_e4m3fn``) imports it; so does a dtype string plax does
+# not know (``"bfloat16"``). A value of one of its types can only exist once someone
+# imported it, so the tables below learn them (``_learn_ml_dtypes``) on their first miss.
+# The names XLA's CPU client holds arrays of (JAX 0.10's set): bfloat16, the float8s, block-
+# scaled formats' elements and scales (float4_e2m1fn, float8_e8m0fnu), 2- and 4-bit integers.
+# (float6_* and 1-bit integers are scalar types only: XLA's CPU client cannot hold them.)
+_ML_FLOAT8_NAMES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                    "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "float8_e8m0fnu",
+                    "float4_e2m1fn")
+_ML_SMALL_INT_BITS = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}
+ML_DTYPE_NAMES = frozenset({"bfloat16", *_ML_FLOAT8_NAMES, *_ML_SMALL_INT_BITS})
+_ml_dtypes = None  # the module, once loaded
+_ml_dtypes_lock = threading.Lock()
+
+
+def ml_dtypes_module():
+    """ml_dtypes, imported on the first call (and plax's dtype tables taught its types)."""
+    if _ml_dtypes is None:
+        with _ml_dtypes_lock:  # two threads must not teach the tables twice
+            if _ml_dtypes is None:
+                import ml_dtypes
+                _learn_ml_dtypes(ml_dtypes)
+    return _ml_dtypes
+
+
+def _sync_ml_dtypes() -> bool:
+    """Teach the tables ml_dtypes' types if someone imported it since; True if they changed."""
+    if _ml_dtypes is None and "ml_dtypes" in sys.modules:
+        ml_dtypes_module()
+        return True
+    return False
+
+
+def __getattr__(name):
+    if name in ML_DTYPE_NAMES:
+        return getattr(ml_dtypes_module(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _DtypeSet(set):
+    """A set of dtypes that learns ml_dtypes' types on a miss (see ``_sync_ml_dtypes``)."""
+
+    def __contains__(self, item) -> bool:
+        return set.__contains__(self, item) or (
+            _sync_ml_dtypes() and set.__contains__(self, item))
+
+
+def np_dtype(x) -> np.dtype:
+    """``np.dtype(x)``, also for ml_dtypes' names (``"bfloat16"``) before ml_dtypes loads."""
+    try:
+        return np.dtype(x)
+    except TypeError:
+        if _ml_dtypes is None and isinstance(x, str):
+            ml_dtypes_module()
+            return np.dtype(x)
+        raise
+
+
 bool_ = np.bool_
 int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
 uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
@@ -44,18 +87,14 @@ complex64, complex128 = np.complex64, np.complex128
 # float0 is the tangent type of integer and boolean values: it carries no data.
 float0 = np.dtype([("float0", np.void, 0)])
 
-_FLOAT8 = [np.dtype(t) for t in (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,
-                                  float8_e5m2fnuz, float8_e4m3b11fnuz, float8_e3m4,
-                                  float8_e4m3, float8_e8m0fnu, float4_e2m1fn)]
-_SMALL_INT = [np.dtype(int4), np.dtype(uint4), np.dtype(int2), np.dtype(uint2)]
-_SUB_BYTE_BITS = {np.dtype(int4): 4, np.dtype(uint4): 4, np.dtype(int2): 2, np.dtype(uint2): 2,
-                  np.dtype(float4_e2m1fn): 4}
-_CUSTOM_FLOATS = set(_FLOAT8) | {np.dtype(bfloat16)}
-_CUSTOM_INTS = set(_SMALL_INT)
-
+_FLOAT8: list = []  # ml_dtypes' floats but bfloat16, filled by _learn_ml_dtypes
+_SMALL_INT: list = []  # int4, uint4, int2, uint2, likewise
+_SUB_BYTE_BITS: dict = {}
+_CUSTOM_FLOATS = _DtypeSet()  # _FLOAT8 and bfloat16
+_CUSTOM_INTS = _DtypeSet()  # _SMALL_INT
 _SIGNED = [np.dtype(t) for t in (int8, int16, int32, int64)]
 _UNSIGNED = [np.dtype(t) for t in (uint8, uint16, uint32, uint64)]
-_FLOATS = _FLOAT8 + [np.dtype(t) for t in (bfloat16, float16, float32, float64)]
+_FLOATS = [np.dtype(t) for t in (float16, float32, float64)]  # NumPy's
 _COMPLEX = [np.dtype(complex64), np.dtype(complex128)]
 _BOOL = np.dtype(bool_)
 
@@ -116,17 +155,35 @@ def is_extended(dtype) -> bool:
 
 
 # ml_dtypes types plax.numpy names (as JAX's) that no plax Array can hold.
-_UNHELD_ML_DTYPES = frozenset({"float6_e2m3fn", "float6_e3m2fn", "int1", "uint1"})
+ML_SCALAR_ONLY_NAMES = frozenset({"float6_e2m3fn", "float6_e3m2fn", "int1", "uint1"})
 
 def _refuse_unheld(dt: np.dtype, name: str) -> None:
-    if dt.name in _UNHELD_ML_DTYPES:
+    if dt.name in ML_SCALAR_ONLY_NAMES:
         raise TypeError(f"{name} {dt} is not a valid JAX array type on this backend: XLA's "
                         "client cannot hold arrays of it (as in JAX, it exists as a scalar "
                         "type only). Use a wider type, e.g. float8_e4m3fn or int4.")
 
 
 # Every dtype that can live in a plax Array.
-supported_dtypes = frozenset([_BOOL, *_SIGNED, *_UNSIGNED, *_SMALL_INT, *_FLOATS, *_COMPLEX])
+supported_dtypes = _DtypeSet([_BOOL, *_SIGNED, *_UNSIGNED, *_FLOATS, *_COMPLEX])
+
+
+def _learn_ml_dtypes(ml) -> None:
+    """Add ml_dtypes' types to the tables; the promotion lattice is rebuilt with them."""
+    global _ml_dtypes
+    float8 = [np.dtype(getattr(ml, n)) for n in _ML_FLOAT8_NAMES]
+    small = [np.dtype(getattr(ml, n)) for n in _ML_SMALL_INT_BITS]
+    bf16 = np.dtype(ml.bfloat16)
+    _FLOAT8.extend(float8)
+    _SMALL_INT.extend(small)
+    _SUB_BYTE_BITS.update({np.dtype(getattr(ml, n)): b for n, b in _ML_SMALL_INT_BITS.items()})
+    _SUB_BYTE_BITS[np.dtype(ml.float4_e2m1fn)] = 4
+    set.update(_CUSTOM_FLOATS, float8 + [bf16])
+    set.update(_CUSTOM_INTS, small)
+    set.update(supported_dtypes, small + float8 + [bf16])
+    _upper_bounds.cache_clear()
+    _join.cache_clear()
+    _ml_dtypes = ml
 
 _NARROW = {np.dtype(int64): np.dtype(int32), np.dtype(uint64): np.dtype(uint32),
            np.dtype(float64): np.dtype(float32), np.dtype(complex128): np.dtype(complex64)}
@@ -147,7 +204,7 @@ def canonicalize_dtype(dtype) -> np.dtype:
     """The dtype an array of ``dtype`` really has in plax (64-bit narrowed when x64 is off)."""
     if isinstance(dtype, ExtendedDType):
         return dtype
-    dt = np.dtype(dtype)
+    dt = np_dtype(dtype)
     if dt not in supported_dtypes and dt != float0:
         _refuse_unheld(dt, "dtype")
         raise TypeError(f"dtype {dt} is not a valid JAX array type: plax, like JAX, only "
@@ -199,20 +256,19 @@ def issubdtype(a, b) -> bool:
         return isinstance(b, type) and issubclass(a, b)
     if isinstance(b, type) and issubclass(b, extended):
         return False
-    a_dt = a if isinstance(a, np.dtype) else (np.dtype(a) if not _is_abstract(a) else None)
+    a_dt = a if isinstance(a, np.dtype) else (np_dtype(a) if not _is_abstract(a) else None)
     if a_dt is None:
         return np.issubdtype(a, b)
     if a_dt in _CUSTOM_FLOATS:
         if _is_abstract(b):
             return b in (np.floating, np.inexact, np.number, np.generic)
-        return a_dt == np.dtype(b)
+        return a_dt == np_dtype(b)
     if a_dt in _CUSTOM_INTS:
         if _is_abstract(b):
-            kind = np.signedinteger if a_dt in (np.dtype(int4), np.dtype(int2)) \
-                else np.unsignedinteger
+            kind = np.signedinteger if a_dt.name in ("int4", "int2") else np.unsignedinteger
             return b in (kind, np.integer, np.number, np.generic)
-        return a_dt == np.dtype(b)
-    if not _is_abstract(b) and np.dtype(b) in (_CUSTOM_FLOATS | _CUSTOM_INTS):
+        return a_dt == np_dtype(b)
+    if not _is_abstract(b) and np_dtype(b).name in ML_DTYPE_NAMES:
         return False
     return np.issubdtype(a_dt, b)
 
@@ -248,11 +304,24 @@ def is_bool(dtype) -> bool:
 
 
 def finfo(dtype):
-    return ml_dtypes.finfo(dtype)
+    """Machine limits of a floating-point type (``ml_dtypes.finfo``: NumPy's and ml_dtypes')."""
+    ml = _ml_dtypes_for(dtype)
+    return np.finfo(dtype) if ml is None else ml.finfo(dtype)
 
 
 def iinfo(dtype):
-    return ml_dtypes.iinfo(dtype)
+    """Machine limits of an integer type (``ml_dtypes.iinfo``: NumPy's and ml_dtypes')."""
+    ml = _ml_dtypes_for(dtype)
+    return np.iinfo(dtype) if ml is None else ml.iinfo(dtype)
+
+
+def _ml_dtypes_for(dtype):
+    """ml_dtypes if ``dtype`` may be one of its types (or names); None while it cannot be."""
+    _sync_ml_dtypes()
+    if _ml_dtypes is None and isinstance(dtype, str) and (
+            dtype in ML_DTYPE_NAMES or dtype in ML_SCALAR_ONLY_NAMES):
+        ml_dtypes_module()
+    return _ml_dtypes
 
 
 def lowest_value(dtype):
@@ -276,7 +345,9 @@ def highest_value(dtype):
 def itemsize_bits(dtype) -> int:
     if isinstance(dtype, ExtendedDType):
         return dtype.itemsize * 8
-    dt = np.dtype(dtype)
+    dt = np_dtype(dtype)
+    if dt.name in ML_DTYPE_NAMES:
+        ml_dtypes_module()
     return _SUB_BYTE_BITS.get(dt, dt.itemsize * 8)
 
 
@@ -302,18 +373,22 @@ def _lattice(x64: bool, strict: bool = False) -> dict:
     b1 = _BOOL
     i8, i16, i32, i64 = _SIGNED
     u8, u16, u32, u64 = _UNSIGNED
-    bf16, f16, f32, f64 = d(bfloat16), d(float16), d(float32), d(float64)
+    f16, f32, f64 = d(float16), d(float32), d(float64)
     c64, c128 = _COMPLEX
     edges = {
         b1: [WEAK_INT],
         WEAK_INT: [u8, i8, *_SMALL_INT],
         u8: [i16, u16], u16: [i32, u32], u32: [i64, u64], u64: [WEAK_FLOAT],
         i8: [i16], i16: [i32], i32: [i64], i64: [WEAK_FLOAT],
-        WEAK_FLOAT: [*_FLOAT8, bf16, f16, WEAK_COMPLEX],
-        bf16: [f32], f16: [f32], f32: [f64, c64], f64: [c128],
+        WEAK_FLOAT: [*_FLOAT8, f16, WEAK_COMPLEX],
+        f16: [f32], f32: [f64, c64], f64: [c128],
         WEAK_COMPLEX: [c64], c64: [c128], c128: [],
         **{t: [] for t in _FLOAT8 + _SMALL_INT},
     }
+    if _ml_dtypes is not None:  # bfloat16 sits beside float16
+        bf16 = d(_ml_dtypes.bfloat16)
+        edges[WEAK_FLOAT].append(bf16)
+        edges[bf16] = [f32]
     if strict:  # jax_numpy_dtype_promotion='strict': a Python scalar meets its kind or wider
         concrete = [t for t in edges if not isinstance(t, _Weak)]
         edges = {t: [] for t in concrete}
@@ -393,6 +468,8 @@ def _node_of(x):
         raise ValueError("float0 values cannot take part in type promotion.")
     if weak and dt.kind in _WEAK_OF_KIND:
         return _WEAK_OF_KIND[dt.kind], True
+    if dt.name in ML_DTYPE_NAMES:
+        ml_dtypes_module()  # the lattice learns its types (the user imported ml_dtypes)
     return dt, False
 
 
@@ -458,9 +535,9 @@ def dtype(x, canonicalize: bool = False) -> np.dtype:
         dt = x.dtype
         if isinstance(dt, ExtendedDType):
             return dt
-        dt = np.dtype(dt)
+        dt = np_dtype(dt)
     else:
-        dt = np.dtype(x)
+        dt = np_dtype(x)
     return canonicalize_dtype(dt) if canonicalize else dt
 
 
@@ -497,7 +574,7 @@ def check_user_dtype(dt, name: str = "dtype") -> np.dtype:
     if isinstance(dt, ExtendedDType):
         return dt
     try:
-        out = np.dtype(dt)
+        out = np_dtype(dt)
     except TypeError as e:
         raise TypeError(f"Invalid {name} argument: {dt!r} is not a dtype.") from e
     if out not in supported_dtypes and out != float0:

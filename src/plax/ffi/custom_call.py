@@ -120,7 +120,7 @@ def _scalar_text(value, dtype) -> str:
         return "true" if bool(value) else "false"
     if dtype.kind in "iu":
         return f"{int(value)} : {element_type(dtype)}"
-    if dtype.kind == "f" or dtype == dtypes.bfloat16:
+    if dtype.kind == "f" or dtype.name == "bfloat16":
         return f"{_hex_float(value, dtype)} : {element_type(dtype)}"
     raise TypeError(f"Unsupported scalar attribute type: {type(value)} (dtype {dtype}); FFI "
                     "attributes are integer, floating-point or boolean scalars.")

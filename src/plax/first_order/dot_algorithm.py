@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-import ml_dtypes
 import numpy as np
 
 from plax.core import dtypes
@@ -19,11 +18,14 @@ from plax.lowering.stablehlo import element_type
 
 __all__ = ["DotAlgorithm", "DotAlgorithmPreset"]
 
-_F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-_FP8 = tuple(np.dtype(getattr(ml_dtypes, n)) for n in (
-    "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-    "float8_e3m4", "float8_e4m3", "float8_e8m0fnu") if hasattr(ml_dtypes, n))
+# Types by name: bfloat16 and the float8s are ml_dtypes', imported when first needed.
+_F16, _F32, _F64, _BF16 = "float16", "float32", "float64", "bfloat16"
+_FP8 = ("float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+        "float8_e5m2fnuz", "float8_e3m4", "float8_e4m3", "float8_e8m0fnu")
+
+
+def _dtypes_named(names):
+    return None if names is None else tuple(dtypes.np_dtype(n) for n in names)
 
 
 class DotAlgorithm(NamedTuple):
@@ -74,7 +76,7 @@ class DotAlgorithmPreset(enum.Enum):
     def supported_lhs_types(self):
         """The operand types the algorithm computes in (None: any); an operand of another
         type is converted to the first."""
-        return _OPERAND_TYPES.get(self.name, (_F32,))
+        return _dtypes_named(_OPERAND_TYPES.get(self.name, (_F32,)))
 
     @property
     def supported_rhs_types(self):
@@ -83,17 +85,18 @@ class DotAlgorithmPreset(enum.Enum):
     @property
     def accumulation_type(self):
         """The accumulator's type (None: the result type decides)."""
-        return _ACCUMULATOR.get(self.name, _F32)
+        acc = _ACCUMULATOR.get(self.name, _F32)
+        return None if acc is None else dtypes.np_dtype(acc)
 
     def supported_output_types(self, lhs_dtype, rhs_dtype):
         """The result types the algorithm can produce for these operand types (None: any)."""
         name = self.name
         if name.startswith("ANY_F8_ANY_F8_F32"):
-            return (_F32, _F16, _BF16) + _FP8
+            return _dtypes_named((_F32, _F16, _BF16) + _FP8)
         narrow = {"F16_F16_F32": _F16, "BF16_BF16_F32": _BF16}.get(name)
         if narrow is not None:
-            both = dtypes.result_type(np.dtype(lhs_dtype), np.dtype(rhs_dtype))
-            return (_F32, narrow) if both == narrow else (_F32,)
+            both = dtypes.result_type(dtypes.np_dtype(lhs_dtype), dtypes.np_dtype(rhs_dtype))
+            return _dtypes_named((_F32, narrow) if both.name == narrow else (_F32,))
         acc = self.accumulation_type
         return None if acc is None else (acc,)
 

@@ -235,7 +235,7 @@ _reduce_sum_abstract = abstract_eval_rules[reduce_sum_p]
 
 def _reduce_sum_abstract_checked(x, *, axes, **params):
     # jax_allow_f16_reductions=False (plax.allow_f16_reductions) refuses half-precision sums.
-    if x.dtype in (np.float16, dtypes.bfloat16) and not config.read("allow_f16_reductions") \
+    if x.dtype.name in ("float16", "bfloat16") and not config.read("allow_f16_reductions") \
             and not all(x.shape[a] == 1 for a in axes):
         raise ValueError(f"reduce_sum on operand {x.str_short()} is not allowed when "
                          "jax_allow_f16_reductions=False.")

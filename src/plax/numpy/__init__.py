@@ -10,6 +10,7 @@ from plax.numpy.creation import *  # noqa: F401,F403
 from plax.numpy import array_methods as _array_methods  # noqa: F401
 # The scalar types: callable on tracers (jnp.float32(x) is an Array), as in JAX.
 from plax.numpy.scalar_types import *  # noqa: F401,F403
+from plax.numpy import scalar_types as _scalar_types
 from plax.numpy.indexing import take, take_along_axis  # noqa: F401
 from plax.numpy.shape_ops import *  # noqa: F401,F403
 from plax.numpy.padding import pad  # noqa: F401
@@ -71,12 +72,16 @@ def from_dlpack(x, /, *, device=None, copy=None):
     return _from_dlpack(x, device=device, copy=copy)
 
 
-# ``import *`` gives them too (loading their families).
-__all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY_NAMES))
+# ``import *`` gives them too (loading their families, and ml_dtypes).
+__all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY_NAMES)
+                 | _scalar_types.ML_SCALAR_NAMES)
 
 
 def __getattr__(name):
     import importlib
+    if name in _scalar_types.ML_SCALAR_NAMES:  # bfloat16, float8_*, int4, ...: ml_dtypes'
+        value = globals()[name] = getattr(_scalar_types, name)
+        return value
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")  # also binds it here
     if name in _LAZY_NAMES:
@@ -86,4 +91,5 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | _LAZY_SUBMODULES | set(_LAZY_NAMES))
+    return sorted(set(globals()) | _LAZY_SUBMODULES | set(_LAZY_NAMES)
+                  | _scalar_types.ML_SCALAR_NAMES)

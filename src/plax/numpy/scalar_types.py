@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
-import ml_dtypes as _ml_dtypes
-
 from plax.core import dtypes as _dtypes
 from plax.numpy.creation import asarray as _asarray
 
 __all__ = [
-    "bool_", "int4", "int8", "int16", "int32", "int64", "uint4", "uint8", "uint16", "uint32",
-    "uint64", "bfloat16", "float16", "float32", "float64", "float8_e4m3fn", "float8_e4m3fnuz",
-    "float8_e5m2", "float8_e5m2fnuz", "float8_e4m3b11fnuz", "complex64", "complex128",
-    "float8_e3m4", "float8_e4m3", "float8_e8m0fnu", "float4_e2m1fn", "int2", "uint2",
-    "float6_e2m3fn", "float6_e3m2fn", "int1", "uint1",
+    "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128",
 ]
+# ml_dtypes' types, made on first use (module ``__getattr__``): importing ml_dtypes costs more
+# than the rest of ``import plax`` (see plax.core.dtypes). float6_* and the 1-bit integers are
+# scalar types only, as in JAX: XLA's client holds no arrays of them (calling one raises).
+ML_SCALAR_NAMES = _dtypes.ML_DTYPE_NAMES | _dtypes.ML_SCALAR_ONLY_NAMES
 
 
 class _ScalarType(type):
@@ -67,35 +66,23 @@ def _make(numpy_type, name: str) -> _ScalarType:
 
 
 bool_ = _make(_dtypes.bool_, "bool")  # named bool, as np.bool_ (and JAX's type) are
-int4 = _make(_dtypes.int4, "int4")
 int8 = _make(_dtypes.int8, "int8")
 int16 = _make(_dtypes.int16, "int16")
 int32 = _make(_dtypes.int32, "int32")
 int64 = _make(_dtypes.int64, "int64")
-uint4 = _make(_dtypes.uint4, "uint4")
 uint8 = _make(_dtypes.uint8, "uint8")
 uint16 = _make(_dtypes.uint16, "uint16")
 uint32 = _make(_dtypes.uint32, "uint32")
 uint64 = _make(_dtypes.uint64, "uint64")
-bfloat16 = _make(_dtypes.bfloat16, "bfloat16")
 float16 = _make(_dtypes.float16, "float16")
 float32 = _make(_dtypes.float32, "float32")
 float64 = _make(_dtypes.float64, "float64")
-float8_e4m3fn = _make(_dtypes.float8_e4m3fn, "float8_e4m3fn")
-float8_e4m3fnuz = _make(_dtypes.float8_e4m3fnuz, "float8_e4m3fnuz")
-float8_e5m2 = _make(_dtypes.float8_e5m2, "float8_e5m2")
-float8_e5m2fnuz = _make(_dtypes.float8_e5m2fnuz, "float8_e5m2fnuz")
-float8_e4m3b11fnuz = _make(_dtypes.float8_e4m3b11fnuz, "float8_e4m3b11fnuz")
 complex64 = _make(_dtypes.complex64, "complex64")
 complex128 = _make(_dtypes.complex128, "complex128")
-float8_e3m4 = _make(_dtypes.float8_e3m4, "float8_e3m4")
-float8_e4m3 = _make(_dtypes.float8_e4m3, "float8_e4m3")
-float8_e8m0fnu = _make(_dtypes.float8_e8m0fnu, "float8_e8m0fnu")
-float4_e2m1fn = _make(_dtypes.float4_e2m1fn, "float4_e2m1fn")
-int2 = _make(_dtypes.int2, "int2")
-uint2 = _make(_dtypes.uint2, "uint2")
-# Scalar types only, as in JAX: XLA's client holds no arrays of these (calling one raises).
-float6_e2m3fn = _make(_ml_dtypes.float6_e2m3fn, "float6_e2m3fn")
-float6_e3m2fn = _make(_ml_dtypes.float6_e3m2fn, "float6_e3m2fn")
-int1 = _make(_ml_dtypes.int1, "int1")
-uint1 = _make(_ml_dtypes.uint1, "uint1")
+
+
+def __getattr__(name):
+    if name in ML_SCALAR_NAMES:
+        made = globals()[name] = _make(getattr(_dtypes.ml_dtypes_module(), name), name)
+        return made  # (bound here: later lookups skip this function)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,6 @@ import warnings
 # First, before jaxlib loads: the environment variables it (and SciPy's OpenBLAS) read then.
 from plax.runtime import xla_env  # noqa: F401  (keep above the jaxlib imports)
 
-import ml_dtypes
 import numpy as np
 
 import jaxlib
@@ -169,7 +168,7 @@ def _pin_aval_class(client) -> None:
     from plax.core.avals import ShapedArray
     from plax.sharding.single import SingleDeviceSharding
     dev = client.local_devices()[0]
-    probe = np.zeros((), ml_dtypes.bfloat16)  # not readable by the buffer protocol
+    probe = np.zeros((), np.float32)
     buf = put(probe, ShapedArray((), probe.dtype), SingleDeviceSharding(dev), [dev], False)
     to_numpy(buf)
 
