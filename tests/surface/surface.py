@@ -31,10 +31,6 @@ NOT_PROVIDED: dict[tuple[str, str], str] = {
     ("jax", "remove_size_one_mesh_axis_from_type"):
         "a plax array's sharding type is fixed by jaxlib when the array is made; arrays made "
         "before the flag changed would keep the old type where JAX recomputes it",
-    ("jax.experimental", "EArray"):
-        "plax's extended dtypes are PRNG key types only; general extended-dtype arrays are not built",
-    ("jax.experimental", "primal_tangent_dtype"):
-        "custom tangent dtypes need general extended dtypes (see EArray)",
     ("jax.experimental.compute_on", "compute_on2"):
         "places results in memory spaces, which plax's arrays do not have",
     ("jax.experimental.custom_partitioning", "*"):

@@ -3,7 +3,7 @@ import numpy as _np
 
 from plax.core.dtypes import (  # noqa: F401
     ExtendedDType, TypePromotionError, canonicalize_dtype, dtype, extended, finfo,
-    float0, iinfo, is_weakly_typed, issubdtype, promote_types, result_type)
+    float0, iinfo, is_weakly_typed, issubdtype, primal_tangent_dtype, promote_types, result_type)
 
 from plax.core import dtypes as _core
 

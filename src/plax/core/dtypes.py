@@ -112,13 +112,24 @@ class ExtendedDType:
     ``physical_dtype`` with shape ``physical_shape`` (trailing dimensions of the buffer).
 
     Arithmetic does not apply to these values; shape operations, selection and comparison
-    for equality do, on the physical layout.
+    for equality do, on the physical layout. PRNG key types are plax's own; a user's
+    subclass (as JAX's extension API has it) says how its values behave in ``_rules``:
+    ``physical_element_aval(dtype)`` (the stored element), ``convert_to(other, dtype)`` /
+    ``convert_from(dtype, other)`` or ``allow_conversion`` (``convert_element_type`` to and
+    from the physical type), and for differentiation ``tangent_dtype(dtype)``, with
+    ``zero(dtype)`` and ``add(dtype, x, y)`` where the tangents are of this dtype.
     """
     type = extended
     kind = "V"  # numeric and boolean branches keyed on ``dtype.kind`` never take it
     name: str
-    physical_shape: tuple
-    physical_dtype: np.dtype
+
+    @property
+    def physical_shape(self) -> tuple:
+        return tuple(self._rules.physical_element_aval(self).shape)
+
+    @property
+    def physical_dtype(self) -> np.dtype:
+        return np.dtype(self._rules.physical_element_aval(self).dtype)
 
     @property
     def itemsize(self) -> int:
@@ -136,6 +147,8 @@ class ExtendedDType:
 class KeyType(ExtendedDType):
     """The dtype of typed PRNG keys of one implementation, printed ``key<tag>``."""
     type = prng_key
+    physical_shape: tuple = ()  # (set per implementation: plain attributes, not _rules)
+    physical_dtype = np.dtype(np.uint32)
 
     def __init__(self, impl):
         self._impl = impl
@@ -148,6 +161,53 @@ class KeyType(ExtendedDType):
 
     def __hash__(self):
         return hash(("KeyType", id(self._impl)))
+
+
+class primal_tangent_dtype_scalar(extended):
+    """The scalar type of the dtypes ``primal_tangent_dtype`` makes."""
+
+
+class _PrimalTangentRules:
+    def __init__(self, dt):
+        self._dt = dt
+
+    def physical_element_aval(self, dtype):
+        from plax.core.avals import ShapedArray
+        return ShapedArray((), self._dt.primal_dtype)
+
+    def tangent_dtype(self, dtype):
+        return self._dt.tangent_dtype
+
+    allow_conversion = True
+
+
+class PrimalTangentDType(ExtendedDType):
+    """Values stored as ``primal_dtype`` whose tangents have dtype ``tangent_dtype``."""
+    type = primal_tangent_dtype_scalar
+
+    def __init__(self, primal_dtype, tangent_dtype, name: str):
+        self.primal_dtype, self.tangent_dtype, self.name = primal_dtype, tangent_dtype, name
+        self._rules = _PrimalTangentRules(self)
+
+    def __eq__(self, other):
+        return type(other) is PrimalTangentDType and (
+            other.primal_dtype, other.tangent_dtype, other.name) == (
+            self.primal_dtype, self.tangent_dtype, self.name)
+
+    def __hash__(self):
+        return hash((PrimalTangentDType, self.primal_dtype, self.tangent_dtype, self.name))
+
+
+def primal_tangent_dtype(primal_dtype, tangent_dtype, name: str | None = None):
+    """An extended dtype whose values are stored as ``primal_dtype`` and whose tangents have
+    ``tangent_dtype`` (``jax.experimental.primal_tangent_dtype``): convert a value to it
+    with ``convert_element_type`` for derivatives carried in another type (a bfloat16
+    tangent for a float32 value, a float tangent for an integer one)."""
+    primal, tangent = np_dtype(primal_dtype), np_dtype(tangent_dtype)
+    short = lambda d: (d.name.replace("float", "f").replace("uint", "u")  # noqa: E731
+                       .replace("int", "i").replace("complex", "c"))
+    return PrimalTangentDType(primal, tangent,
+                              name or f"PrimalTangentDType{{{short(primal)}/{short(tangent)}}}")
 
 
 def is_extended(dtype) -> bool:

@@ -80,6 +80,10 @@ jet_rules: dict = {}
 
 # Primitives that are linear in (some of) their inputs: they need a transpose rule.
 linear_primitives: set = set()
+# Primitives transposed even when every cotangent of their results is zero (others are
+# skipped then): a user's backward rule (custom_vjp's) may give nonzero input cotangents
+# for zero output ones, as JAX's backward pass calls it.
+transposed_on_zero_cotangents: set = set()
 
 
 def register_lowering(prim, rule, platform: str | None = None):
@@ -139,4 +143,7 @@ def tangent_aval(aval: ShapedArray) -> ShapedArray:
     """The tangent type of values of ``aval``: same, or float0 for integers and booleans."""
     if dtypes.is_inexact(aval.dtype):
         return aval
+    rules = getattr(aval.dtype, "_rules", None)  # a user's extended dtype says
+    if rules is not None:
+        return aval.update(dtype=rules.tangent_dtype(aval.dtype), weak_type=False)
     return ShapedArray(aval.shape, dtypes.float0)  # integers, booleans and PRNG keys

@@ -20,12 +20,20 @@ def zeros_like_aval(aval):
     """A concrete (or staged) zero array of ``aval``'s type."""
     if aval.dtype == dtypes.float0:
         return np.zeros(aval.shape, dtypes.float0)
+    from plax.first_order.shapes import broadcast_in_dim
+    if dtypes.is_extended(aval.dtype):  # a user's extended dtype: its rules give the zero
+        dt = aval.dtype
+        zero = getattr(dt._rules, "zero", None)
+        if zero is None:  # (no zero of its own: its representation's)
+            from plax.first_order.conversion import convert_element_type
+            return convert_element_type(np.zeros(aval.shape + dt.physical_shape,
+                                                 dt.physical_dtype), dt)
+        return broadcast_in_dim(zero(dt), aval.shape, ())
     zero = np.zeros((), aval.dtype)
     if aval.weak_type:  # a Python scalar zero keeps the weak type
         py = zero.item()
         if get_aval(py).dtype == aval.dtype:
             zero = py
-    from plax.first_order.shapes import broadcast_in_dim
     return broadcast_in_dim(zero, aval.shape, ())
 
 
@@ -40,6 +48,9 @@ def add_tangents(a, b):
         return b
     if type(b) is Zero:
         return a
+    dt = get_aval(a).dtype
+    if dtypes.is_extended(dt):  # a user's extended dtype: its rules say how tangents add
+        return dt._rules.add(dt, a, b)
     from plax.first_order.arithmetic import add
     return add(a, b)
 

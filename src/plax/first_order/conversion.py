@@ -24,10 +24,38 @@ convert_element_type_p = Primitive("convert_element_type")
 
 def _convert_abstract(x, *, new_dtype, weak_type, sharding=None):
     if (dtypes.is_extended(x.dtype) or dtypes.is_extended(new_dtype)) and x.dtype != new_dtype:
+        return ShapedArray(_extended_conversion_shape(x, new_dtype), new_dtype, False)
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+def _extended_conversion_shape(x, new_dtype) -> tuple:
+    """The shape of ``x`` converted to or from an extended dtype whose ``_rules`` allow it
+    (to: trailing dimensions of the physical element dropped; from: added), or the error."""
+    edt, other = (new_dtype, x.dtype) if dtypes.is_extended(new_dtype) else (x.dtype, new_dtype)
+    rules = getattr(edt, "_rules", None)
+    if rules is None or dtypes.is_extended(other):
         raise TypeError(f"convert_element_type cannot convert {x.dtype} to {new_dtype}: PRNG keys "
                         "are not numbers. Use jax.random.key_data(keys) for their uint32 data and "
                         "jax.random.wrap_key_data(data) for keys from data.")
-    return ShapedArray(x.shape, new_dtype, weak_type)
+    ask = getattr(rules, "convert_to" if edt is new_dtype else "convert_from", None)
+    allowed = ask(other, edt) if edt is new_dtype and ask else ask(edt, other) if ask else \
+        getattr(rules, "allow_conversion", False)
+    if not allowed:
+        raise ValueError(f"Cannot convert_element_type from {x.dtype} to {new_dtype}: the "
+                         f"rules of {edt} do not allow it.")
+    if other != edt.physical_dtype:
+        way = "to extended dtype from" if edt is new_dtype else "from extended dtype to"
+        raise ValueError(f"Cannot convert_element_type from {x.dtype} to {new_dtype}: one can "
+                         f"only convert {way} its representation dtype, which for {edt} is "
+                         f"{edt.physical_dtype}.")
+    element = edt.physical_shape
+    if edt is x.dtype:
+        return x.shape + element
+    n = len(x.shape) - len(element)
+    if n < 0 or x.shape[n:] != element:
+        raise ValueError(f"Cannot convert_element_type from {x.str_short()} to {new_dtype}: the "
+                         f"representation array must end with the element shape {element}.")
+    return x.shape[:n]
 
 
 def _convert_lowering(ctx, x, *, new_dtype, weak_type, sharding=None):
@@ -39,7 +67,8 @@ def _convert_lowering(ctx, x, *, new_dtype, weak_type, sharding=None):
     if aout.dtype == np.bool_ and ain.dtype != np.bool_:
         zero = ctx.broadcast(ctx.constant(0, ShapedArray((), ain.dtype)), ShapedArray((), ain.dtype), ain)
         return ctx.compare("NE", x, zero, ain)
-    if ain.dtype == aout.dtype:
+    if ain.dtype == aout.dtype or dtypes.is_extended(ain.dtype) or \
+            dtypes.is_extended(aout.dtype):  # (an extended dtype's representation: no change)
         return x
     return ctx.op1("stablehlo.convert", [x], [ain], aout)
 
@@ -47,15 +76,18 @@ def _convert_lowering(ctx, x, *, new_dtype, weak_type, sharding=None):
 def _convert_jvp(primals, tangents, *, new_dtype, weak_type, sharding=None):
     (x,), (t,) = primals, tangents
     ans = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type, sharding=sharding)
-    if type(t) is Zero or not dtypes.is_inexact(new_dtype) or not dtypes.is_inexact(get_aval(x).dtype):
-        return ans, Zero(tangent_aval(get_aval(ans)))
-    return ans, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type,
+    out_t = tangent_aval(get_aval(ans))
+    if type(t) is Zero or out_t.dtype == dtypes.float0 or \
+            tangent_aval(get_aval(x)).dtype == dtypes.float0:
+        return ans, Zero(out_t)
+    # (Tangents convert between the tangent dtypes: an extended dtype's may be its own.)
+    return ans, convert_element_type_p.bind(t, new_dtype=out_t.dtype, weak_type=weak_type,
                                             sharding=sharding)
 
 
 def _convert_transpose(ct, x, *, new_dtype, weak_type, sharding=None):
-    return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype, weak_type=x.aval.weak_type,
-                                        sharding=None)]
+    return [convert_element_type_p.bind(ct, new_dtype=tangent_aval(x.aval).dtype,
+                                        weak_type=x.aval.weak_type, sharding=None)]
 
 
 abstract_eval_rules[convert_element_type_p] = _convert_abstract

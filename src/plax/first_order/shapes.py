@@ -154,6 +154,8 @@ def full(shape, fill_value, dtype=None, *, sharding=None):
         dt, weak = dtypes.dtype(fill_value, canonicalize=True), dtypes.is_weakly_typed(fill_value)
     else:
         dt, weak = dtypes.canonicalize_user_dtype(dtype), False
+        if hasattr(dt, "_rules"):  # a user's extended dtype fills its own way
+            return dt._rules.full(shape, fill_value, dt)
     return _full(shape, fill_value, dt, weak, sharding)
 
 

@@ -47,7 +47,7 @@ from plax.core.jaxpr import ClosedJaxpr, call_out_avals, consts_as_inputs, eval_
 from plax.core.primitive import NamedCallable, Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
                              jvp_rules, lowering_rules, param_printers, partial_eval_rules,
-                             tangent_aval, transpose_rules)
+                             tangent_aval, transpose_rules, transposed_on_zero_cotangents)
 from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval, set_current_trace
@@ -773,6 +773,7 @@ impl_rules[custom_lin_p] = _custom_lin_impl
 lowering_rules[custom_lin_p] = _custom_lin_lowering
 jvp_rules[custom_lin_p] = _custom_lin_jvp
 transpose_rules[custom_lin_p] = _custom_lin_transpose
+transposed_on_zero_cotangents.add(custom_lin_p)
 param_printers[custom_lin_p] = lambda p: {"num_res": p["num_res"], "bwd": p["bwd"]}
 
 

@@ -35,7 +35,7 @@ from plax.first_order import arithmetic as _arith
 from plax.first_order import prng as _prng
 from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
-from plax.first_order.ad_util import instantiate, zeros_like_aval
+from plax.first_order.ad_util import add_tangents, instantiate, zeros_like_aval
 from plax.first_order.batch_util import move_batch_dim, moveaxis
 from plax.higher_order import ref_effects
 from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point,
@@ -488,7 +488,7 @@ def _transpose_linear(cts, *args, jaxpr, num_consts, num_carry, linear, reverse,
         rc, acc, cc, rx, cy = split(a, [n_rc, n_lc, nc, n_rx])
         outs = closed_call(body_t)(*rc, *rx, *cc, *cy)
         ct_lc, ct_c, ct_lx = split(outs, [n_lc, nc])
-        return [_arith.add(x, y) for x, y in zip(acc, ct_lc)] + ct_c + ct_lx
+        return [add_tangents(x, y) for x, y in zip(acc, ct_lc)] + ct_c + ct_lx
 
     slice_avals = [without_dim(a, 0) for a in avals_of(res_xs + ct_ys_nz)]
     in_avals = avals_of(res_consts) + lin_const_avals + avals_of(ct_carry) + slice_avals
@@ -576,7 +576,8 @@ def _scan_loop(*args, reverse, length, jaxpr, num_consts, num_carry, linear, unr
     left over, each reading its slice of ``xs`` and writing its slice of the ``ys``."""
     consts, carry, xs = split(args, [num_consts, num_carry])
     y_avals = jaxpr.out_avals[num_carry:]
-    ys = [_prng.filled_keys((length,) + a.shape, a.dtype) if dtypes.is_extended(a.dtype)
+    ys = [_prng.filled_keys((length,) + a.shape, a.dtype) if isinstance(a.dtype, dtypes.KeyType)
+          else zeros_like_aval(a.update(shape=(length,) + a.shape)) if dtypes.is_extended(a.dtype)
           else _shapes.full((length,) + a.shape, 0, a.dtype, sharding=with_entry(a._sharding, 0))
           for a in y_avals]
     unroll = length if unroll == 0 else max(1, min(unroll, max(length, 1)))

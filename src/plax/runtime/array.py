@@ -359,7 +359,9 @@ class _ArrayMethods:
 
 
 class KeyArray(_ArrayMethods):
-    """An array of PRNG keys: its key type (``aval``) over the uint32 array of its words."""
+    """An array of an extended dtype: PRNG keys (``aval``'s key type over the uint32 array of
+    their words), or a user's extended dtype over its representation array. Also
+    ``jax.experimental.EArray``: ``EArray(aval, data)``."""
 
     __slots__ = ("aval", "_base", "_npy_value", "__weakref__")
 
@@ -382,6 +384,8 @@ xla.attach_methods(ArrayImpl, {k: v for k, v in vars(_ArrayMethods).items()
                                if k not in ("__module__", "__qualname__", "__doc__",
                                             "__slots__", "__dict__", "__weakref__")})
 ArrayImpl.__doc__ = "A plax array on devices (jaxlib's C++ array, with plax's methods)."
+
+EArray = KeyArray
 
 # The concrete array types, and every type whose instances are ``plax.Array`` instances (a
 # tuple for isinstance: a C-level check, unlike ``plax.Array``'s Python one).

@@ -14,7 +14,8 @@ from typing import NamedTuple
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_closed
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, eval_jaxpr
-from plax.core.rules import UndefinedPrimal, Zero, partial_eval_rules, transpose_rules
+from plax.core.rules import (UndefinedPrimal, Zero, partial_eval_rules, transpose_rules,
+                             transposed_on_zero_cotangents)
 from plax.core.source_info import staging_location
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer
@@ -80,7 +81,9 @@ def backward_pass(jaxpr: Jaxpr, consts, linear_in: list, cts_out: list,
             add_ct(v, ct)
         for e in reversed(linear_eqns):
             outs_ct = [cts.pop(v, Zero(v.aval)) for v in e.outvars]
-            if all(type(c) is Zero for c in outs_ct):
+            if all(type(c) is Zero for c in outs_ct) and (
+                    isinstance(e, _LinearPart)
+                    or e.primitive not in transposed_on_zero_cotangents):
                 continue
             location.at = e.source_info
             if isinstance(e, _LinearPart):

@@ -1,0 +1,1 @@
+"""``jax._src.interpreters``: the interpreter modules libraries import by this path."""
