@@ -653,3 +653,33 @@ def test_unused_argument_feeding_only_dead_code_is_pruned():
     f = plax.jit(lambda a, b: (a * b, a)[1])
     assert float(f(1.0, 2.0)) == 1.0
     assert "multiply" not in f.lower(1.0, 2.0).as_text()
+
+
+# Closed-over constants are constants of the compiled program, as in JAX's (not parameters):
+# XLA then folds x / c into x * (1 / c) as it does for JAX, so the bits are JAX 0.10.2's.
+# (A numpyro NUTS chain closing over its data drifted from JAX's through this.)
+C8 = np.float32([15, 10, 16, 11, 9, 11, 10, 18])
+Y8 = np.float32([28, 8, -3, 7, -1, 1, 18, 12])
+X8 = np.float32([0.3, -1.7, 2.2, 0.9, -0.4, 1.1, 3.3, -2.5])
+CLOSED_OVER = [
+    ("host constant", lambda x: x / C8,
+     [1017370379, 3190690939, 1041026253, 1034391627, 3174435681, 1036831949, 1051260355,
+      3188603108]),
+    ("device constant", lambda x: x / jnp.asarray(C8),
+     [1017370379, 3190690939, 1041026253, 1034391627, 3174435681, 1036831949, 1051260355,
+      3188603108]),
+    ("gradient", lambda x: plax.grad(lambda x: jnp.sum(-0.5 * ((Y8 - x) / C8) ** 2))(x),
+     [1039933872, 1036429295, 3165021798, 1028554265, 3153246679, 3126371811, 1041663787,
+      1027034884]),
+]
+
+
+@pytest.mark.parametrize("name,f,bits", CLOSED_OVER, ids=[c[0] for c in CLOSED_OVER])
+def test_closed_over_constants_are_compiled_in_as_jax_does(name, f, bits):
+    jf = plax.jit(f)
+    text = jf.lower(X8).as_text()
+    assert "@main(%arg0: tensor<8xf32>)" in text and "%arg1" not in text
+    assert "stablehlo.constant" in text
+    # The C++/fast path, a call with a keyword (the general path) and the AOT executable.
+    for run in (jf, lambda x: jf(x=x), jf.lower(X8).compile()):
+        assert np.asarray(run(X8)).view(np.uint32).tolist() == bits

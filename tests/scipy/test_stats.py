@@ -211,3 +211,36 @@ def test_grads():
         # as in JAX, betainc has no derivative in a or b
         with pytest.raises(ValueError, match="gradient with respect to a and b not supported"):
             plax.grad(S.beta.cdf, argnums=1)(0.3, 2.5, 1.5)
+
+
+# norm.logpdf and cauchy.logpdf in JAX's order of operations, so that values and gradients
+# round as JAX 0.10.2's, eagerly and under jit (bits below; blackjax's window adaptation
+# drifted through them). Per row: the values, then d/dloc and d/dscale eagerly and jitted.
+BITS_X = np.float32([28, 8, -3, 7, -1, 1, 18, 12])
+BITS_SCALE = np.float32([15, 10, 16, 11, 9, 11, 10, 18])
+JAX_BITS = [
+    (S.norm.logpdf,
+     [3232305122, 3227466485, 3228432400, 3227436574, 3225981823, 3226750233, 3231119780,
+      3229627424],
+     (1054324363, [1042144286, 3175043836, 3178385244, 3178903777, 3185274820, 3183086360,
+                   1045172908, 3171540978]),
+     (1054324362, [1042144286, 3175043836, 3178385244, 3178903778, 3185274820, 3183086360,
+                   1045172908, 3171540978])),
+    (S.cauchy.logpdf,
+     [3232370314, 3229087596, 3229485794, 3228885578, 3227001078, 3227698830, 3231358560,
+      3230384478],
+     (1050374616, [1024617618, 3170475956, 3177579142, 3174853377, 3184779397, 3183077297,
+                   1028419474, 3167079422]),
+     (1050374616, [1024617618, 3170475953, 3177579142, 3174853377, 3184779397, 3183077297,
+                   1028419473, 3167079422])),
+]
+
+
+@pytest.mark.parametrize("f,value,eager,jitted", JAX_BITS, ids=["norm", "cauchy"])
+def test_logpdf_bits_as_jax(f, value, eager, jitted):
+    bits = lambda a: np.asarray(a).view(np.uint32).tolist()
+    loss = lambda loc, scale: plax.numpy.sum(f(BITS_X, loc, scale))
+    for run, grads in ((lambda g: g, eager), (plax.jit, jitted)):
+        assert bits(run(f)(BITS_X, np.float32(0.7), BITS_SCALE)) == value
+        g_loc, g_scale = run(plax.grad(loss, (0, 1)))(np.float32(0.7), BITS_SCALE)
+        assert (bits(g_loc), bits(g_scale)) == grads

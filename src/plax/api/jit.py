@@ -197,6 +197,14 @@ def _placed_consts(entry, exe) -> tuple:
     return placed
 
 
+def _embeddable(c) -> bool:
+    """Can a closed-over constant be compiled into a one-device program's text (as JAX
+    compiles them all)? A host array or an Array on one device can; a reference cannot."""
+    if isinstance(c, (np.ndarray, np.generic)):
+        return c.dtype != dtypes.float0
+    return type(c) in ARRAY_TYPES and not dispatch.is_spread(c)
+
+
 def _is_host_const(c) -> bool:
     return isinstance(c, np.ndarray) and c.dtype != dtypes.float0  # (float0 has no data)
 
@@ -401,6 +409,8 @@ class JitWrapped:
                                                                  dyn_kwargs),
                             out_shardings=self._flat_out_shardings(traced.out_tree))
         entry.call = jitted.JitCall.of(entry.params)
+        if consts and entry.cacheable and all(_embeddable(c) for c in consts):
+            entry.call = entry.call.replace(embedded=tuple(consts))
         return entry
 
     # --- shardings: pytree prefixes resolved to one entry per leaf ---
@@ -437,6 +447,8 @@ class JitWrapped:
             return call_with_hi_values(self, args, kwargs)
         if self._inline and not isinstance(current_trace(), EvalTrace):
             outs = eval_jaxpr(entry.params["jaxpr"].jaxpr, [], *entry.consts, *leaves)
+        elif entry.call.embedded and isinstance(current_trace(), EvalTrace):
+            outs = pjit.run_call(entry.call, [*entry.consts, *leaves])  # (as the fast path)
         else:
             outs = pjit_p.bind(*entry.consts, *leaves, **entry.params)
         return tree_util.tree_unflatten(entry.out_tree, outs)
@@ -489,7 +501,8 @@ class JitWrapped:
                 if self._eager_only:
                     raise
                 return call_with_hi_values(self, args, {}), None, leaves
-            outs = pjit_p.bind(*entry.consts, *leaves, **entry.params)
+            outs = pjit.run_call(entry.call, [*entry.consts, *leaves]) if entry.call.embedded \
+                else pjit_p.bind(*entry.consts, *leaves, **entry.params)
             return tree_util.tree_unflatten(entry.out_tree, outs), None, leaves
         key = (in_tree, sig, config.trace_context())
         if self._shardings_given:  # PartitionSpecs resolve against the context mesh

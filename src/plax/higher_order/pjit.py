@@ -35,7 +35,11 @@ def _abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inl
 
 
 def _impl(*args, **params):
-    call = JitCall.of(params)
+    return run_call(JitCall.of(params), args)
+
+
+def run_call(call: JitCall, args):
+    """Run ``call`` on concrete ``args`` eagerly (pjit's eager rule), with the eager checks."""
     run = functools.partial(call_jitted, call, args)
     for check in _eager_call_checks:
         run = functools.partial(check, call.jaxpr, args, run)

@@ -27,6 +27,7 @@ from plax.core.effects import has_ordered_effects
 from plax.core.jaxpr import Jaxpr, Literal
 from plax.core.rules import (lowering_rule, out_sharding_params, physical_lowering_rules,
                              platform_lowering_rules)
+from plax.lowering.consts import host_value
 from plax.runtime import platforms
 
 
@@ -544,8 +545,10 @@ def location(eqn, prefix: tuple = ()) -> str:
 
 
 def define_function(module, name: str, jaxpr: Jaxpr, public: bool = False,
-                    arg_attrs=None, scope: tuple = (), result_attrs=None) -> None:
-    """Add ``func.func @name`` computing ``jaxpr`` (parameters: constvars, then invars).
+                    arg_attrs=None, scope: tuple = (), result_attrs=None,
+                    consts=None) -> None:
+    """Add ``func.func @name`` computing ``jaxpr`` (parameters: constvars, then invars; with
+    ``consts``, the constvars' values, which the body holds as constants instead).
 
     ``module`` is the ``ModuleContext`` to lower under, or a ``ModuleBuilder``
     (lowered under its own context). ``scope`` prefixes the name-stack path of
@@ -554,12 +557,16 @@ def define_function(module, name: str, jaxpr: Jaxpr, public: bool = False,
     fn = FunctionBuilder(module)
     module = fn.module
     fn.scope = scope
-    params = list(jaxpr.constvars) + list(jaxpr.invars)
+    params = list(jaxpr.invars) if consts is not None else \
+        list(jaxpr.constvars) + list(jaxpr.invars)
     arg_names = [f"%arg{i}" for i in range(len(params))]
     threaded = has_ordered_effects(jaxpr)
     if threaded:  # an ordered-effect token comes in first and goes out first
         fn.token = "%arg_token"
-    outs = lower_jaxpr_body(fn, jaxpr, arg_names)
+    const_names = [] if consts is None else [
+        RuleContext(fn, [], []).constant(host_value(c), v.aval)
+        for v, c in zip(jaxpr.constvars, consts)]
+    outs = lower_jaxpr_body(fn, jaxpr, const_names + arg_names)
     attrs = arg_attrs or [""] * len(params)
     sig = ", ".join(f"{a}: {tensor_type(v.aval)}" + (f" {{{at}}}" if at else "")
                     for a, v, at in zip(arg_names, params, attrs))
@@ -580,8 +587,10 @@ def define_function(module, name: str, jaxpr: Jaxpr, public: bool = False,
 def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "plax_module",
                           num_partitions: int = 1, num_replicas: int = 1,
                           arg_attrs=None, *, platform: str = "cpu", mesh=None,
-                          manual_axes=frozenset(), result_attrs=None, devices=None) -> str:
-    """A complete StableHLO module whose public ``@main`` takes constvars then invars.
+                          manual_axes=frozenset(), result_attrs=None, devices=None,
+                          consts=None) -> str:
+    """A complete StableHLO module whose public ``@main`` takes constvars then invars (only
+    the invars when ``consts``, the constvars' values, are given: they are constants then).
 
     Rules are picked for ``platform`` (that of the device the module is compiled
     for); ``mesh`` and ``manual_axes`` are what rules see as ``ctx.mesh`` and
@@ -596,7 +605,7 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "
                                if attrs is not None else None
                                for attrs in (arg_attrs, result_attrs))
     define_function(module.context, name, jaxpr, public=True, arg_attrs=arg_attrs,
-                    result_attrs=result_attrs)
+                    result_attrs=result_attrs, consts=consts)
     mattrs = f"mhlo.num_partitions = {num_partitions} : i32, mhlo.num_replicas = {num_replicas} : i32"
     return ModuleText(module.text(mattrs), module.host_callbacks, has_ordered_effects(jaxpr))
 

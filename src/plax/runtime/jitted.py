@@ -23,7 +23,7 @@ class JitCall:
     frozen dataclass it cost half a millisecond of ``import plax``.)"""
 
     __slots__ = ("jaxpr", "name", "donated_invars", "keep_unused", "device",
-                 "compiler_options", "in_shardings", "out_shardings")
+                 "compiler_options", "in_shardings", "out_shardings", "embedded")
     jaxpr: ClosedJaxpr
     name: str
     donated_invars: tuple
@@ -32,9 +32,12 @@ class JitCall:
     compiler_options: tuple | None
     in_shardings: tuple             # () or one per operand (None: unconstrained)
     out_shardings: tuple
+    # The values of the leading operands that are a jitted function's closed-over constants:
+    # a one-device program has them as constants in its text (as JAX's does), not parameters.
+    embedded: tuple
 
     def __init__(self, jaxpr, name, donated_invars, keep_unused, device=None,
-                 compiler_options=None, in_shardings=(), out_shardings=()):
+                 compiler_options=None, in_shardings=(), out_shardings=(), embedded=()):
         init = object.__setattr__
         init(self, "jaxpr", jaxpr)
         init(self, "name", name)
@@ -44,6 +47,7 @@ class JitCall:
         init(self, "compiler_options", compiler_options)
         init(self, "in_shardings", in_shardings)
         init(self, "out_shardings", out_shardings)
+        init(self, "embedded", embedded)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"cannot assign to field {name!r}: a JitCall is immutable")
@@ -84,7 +88,8 @@ def executable_for(call: JitCall, args):
         device, committed = call.device, True
     else:
         device, committed = dispatch.pick_device(args, f"jitted function {call.name}")
-    key = (device, call.donated_invars, call.keep_unused, call.compiler_options)
+    key = (device, call.donated_invars, call.keep_unused, call.compiler_options,
+           bool(call.embedded))
     exe = _executables.get(call.jaxpr, key)
     if exe is None:
         why = ""
@@ -133,12 +138,19 @@ def lower_jitted(call: JitCall, platform: str | None = None):
     of the arguments it keeps and their donations; for ``platform`` (None: the default
     device's)."""
     jaxpr, kept = dispatch.live_part(call.jaxpr.jaxpr, call.keep_unused)
+    n = len(call.embedded)
+    consts = [call.embedded[i] for i in kept if i < n]
+    if n:  # the embedded operands it uses become constvars, with their values in the text
+        jaxpr = Jaxpr(jaxpr.invars[:len(consts)], jaxpr.invars[len(consts):], jaxpr.outvars,
+                      jaxpr.eqns)
+        kept = tuple(i for i in kept if i >= n)
     donated = dispatch.usable_donations(jaxpr, [bool(call.donated_invars[i]) for i in kept],
                                         call.name)
     attrs = ["jax.buffer_donor = true" if d else "" for d in donated]
     with pipeline_steps.step("lower", f"jit({call.name})", LOWER_EVENT):
         text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{call.name}", arg_attrs=attrs,
-                                     platform=platform or dispatch.default_device().platform)
+                                     platform=platform or dispatch.default_device().platform,
+                                     consts=consts)
     return text, jaxpr, kept, donated
 
 

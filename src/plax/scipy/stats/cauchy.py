@@ -5,7 +5,7 @@ import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
-from plax.scipy.stats._common import LOG_PI, promote, standardize
+from plax.scipy.stats._common import promote, standardize
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf"]
 
@@ -14,7 +14,9 @@ def logpdf(x, loc=0, scale=1):
     """Log of the Cauchy density at ``x``."""
     x, loc, scale = promote("cauchy.logpdf", x, loc, scale)
     z = standardize(x, loc, scale)
-    return jnp.negative(jnp.add(jnp.add(LOG_PI, jnp.log(scale)), jnp.log1p(jnp.square(z))))
+    # -(log(pi scale) + log1p(z z)), in JAX's order (its values and gradients round the same).
+    log_norm = lax.log(lax.mul(lax.full_like(x, np.pi, shape=()), scale))
+    return lax.neg(lax.add(log_norm, lax.log1p(lax.mul(z, z))))
 
 
 def pdf(x, loc=0, scale=1):

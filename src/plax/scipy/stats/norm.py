@@ -1,20 +1,24 @@
 """The normal distribution N(loc, scale**2)."""
 from __future__ import annotations
 
+import numpy as np
+
 from plax import lax
 from plax import numpy as jnp
 from plax.scipy import special
-from plax.scipy.stats._common import LOG_2PI, log_abs, log_ndtr, promote, standardize
+from plax.scipy.stats._common import log_ndtr, promote, standardize
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf"]
 
 
 def logpdf(x, loc=0, scale=1):
-    """Log of the normal density at ``x``."""
+    """Log of the normal density at ``x``: (log(2 pi scale**2) + (x - loc)**2 / scale**2) / -2,
+    in that order (JAX's: its values and gradients round the same)."""
     x, loc, scale = promote("norm.logpdf", x, loc, scale)
-    z = standardize(x, loc, scale)
-    log_norm = jnp.add(log_abs(scale), 0.5 * LOG_2PI)
-    return jnp.subtract(jnp.multiply(-0.5, jnp.square(z)), log_norm)
+    var = lax.square(scale)
+    log_norm = lax.log(lax.mul(lax.full_like(x, 2 * np.pi, shape=()), var))
+    return lax.div(lax.add(log_norm, lax.div(lax.square(lax.sub(x, loc)), var)),
+                   lax.full_like(x, -2, shape=()))
 
 
 def pdf(x, loc=0, scale=1):
