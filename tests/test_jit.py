@@ -683,3 +683,11 @@ def test_closed_over_constants_are_compiled_in_as_jax_does(name, f, bits):
     # The C++/fast path, a call with a keyword (the general path) and the AOT executable.
     for run in (jf, lambda x: jf(x=x), jf.lower(X8).compile()):
         assert np.asarray(run(X8)).view(np.uint32).tolist() == bits
+
+
+def test_closed_over_constants_over_a_mebibyte_stay_parameters():
+    # Written into the program's text they would make compiling it slow (seconds for 40 MB).
+    big = np.arange(300_000, dtype=np.float32)  # 1.2 MB
+    jf = plax.jit(lambda x: jnp.sum(x * big))
+    assert "%arg1" in jf.lower(np.float32(2)).as_text()
+    assert float(jf(np.float32(2))) == pytest.approx(2 * big.astype(np.float64).sum(), rel=1e-6)
