@@ -769,3 +769,51 @@ def test_check_grads_follows_jaxs_numerics():
     got = numerical_jvp(cube, (np.float64(2.0),), (np.float64(1.0),))
     x, step = np.float64(2.0), np.float64(1e-4)
     assert got == (cube(x + step) - cube(x - step)) * (0.5 / 1e-4)  # f(x +- eps*t)
+
+
+# --- results with symbolic-zero tangents are no tracers of the jvp (as in JAX) -------------
+_CONST = np.float32(3.0)
+ZERO_TANGENT_CASES = [  # (function of x, which results are tracers of the jvp)
+    ("jit, one result independent of x",
+     lambda x: plax.jit(lambda a, c: (a * 2, c + 1))(x, _CONST), [True, False]),
+    ("jit, integer result", lambda x: plax.jit(lambda a: (a * 2, a.astype(jnp.int32)))(x),
+     [True, False]),
+    ("primitive of a constant", lambda x: (x * 2, jnp.sin(_CONST)), [True, False]),
+    ("integer conversion", lambda x: (x.astype(jnp.int32), x + 1), [False, True]),
+]
+
+
+@pytest.mark.parametrize("name, fn, tracers", ZERO_TANGENT_CASES,
+                         ids=[c[0] for c in ZERO_TANGENT_CASES])
+def test_zero_tangent_results_are_not_jvp_tracers(name, fn, tracers):
+    from plax.interpreters.ad import JVPTracer
+    seen = []
+
+    def f(x):
+        outs = fn(x)
+        seen.extend(isinstance(o, JVPTracer) for o in outs)
+        return outs
+
+    primals, tangents = plax.jvp(f, (np.float32(0.5),), (np.float32(1.0),))
+    assert seen == tracers
+    want = fn(np.float32(0.5))
+    for p, t, w in zip(primals, tangents, want):
+        np.testing.assert_allclose(p, w, rtol=1e-6)
+    np.testing.assert_allclose(tangents[0] if tracers[0] else tangents[1],
+                               2.0 if "jit" in name or "constant" in name else 1.0)
+
+
+class _NamelessCallable:
+    """A callable whose ``__name__`` is no string (as an equinox Module's can be)."""
+    __name__ = object()
+
+    def __call__(self, x):
+        return x * 2
+
+
+@pytest.mark.parametrize("transform, x, want", [
+    (plax.vmap, np.ones(3, np.float32), np.full(3, 2.0)),
+    (plax.grad, np.float32(1.5), 2.0), (plax.jacfwd, np.float32(1.5), 2.0),
+    (plax.jacrev, np.float32(1.5), 2.0)], ids=["vmap", "grad", "jacfwd", "jacrev"])
+def test_transforming_a_callable_whose_name_is_no_string(transform, x, want):
+    np.testing.assert_allclose(transform(_NamelessCallable())(x), want)

@@ -351,3 +351,9 @@ def test_multihost_single_process_names():
     with pytest.raises(RuntimeError, match="Distributed JAX not initialized"):
         with mh.live_devices(plax.devices()):
             pass
+
+
+def test_lib_version_is_the_jaxlib_version():
+    import jaxlib
+    import plax.lib
+    assert plax.lib.__version__ == jaxlib.__version__ == "0.10.2"

@@ -179,20 +179,66 @@ def test_a_library_registers_its_own_value_type():
     np.testing.assert_allclose(out, np.sin(0.5), rtol=1e-6)
 
 
-def test_equations_rebind_from_get_bind_params():
-    # equinox's jaxpr passes re-bind every equation this way.
-    closed = plax.make_jaxpr(lambda x: plax.jit(jnp.sin)(x) * 2)(np.float32(0.5))
+@plax.custom_jvp
+def _sin_with_rule(x):
+    return jnp.sin(x)
+
+
+_sin_with_rule.defjvp(lambda p, t: (jnp.sin(p[0]), 3.0 * t[0]))  # (a rule one can tell apart)
+REBIND_CASES = [  # (function, its value at 0.5, its derivative at 0.5)
+    ("jit", lambda x: plax.jit(jnp.sin)(x) * 2, 2 * np.sin(0.5), 2 * np.cos(0.5)),
+    ("custom_jvp", lambda x: _sin_with_rule(x) * 2, 2 * np.sin(0.5), 6.0),
+    ("custom_jvp closing over a traced value",
+     lambda x: plax.jit(lambda y: _sin_with_rule(y * x))(x), np.sin(0.25), 3.0),
+]
+
+
+@pytest.mark.parametrize("name, fn, value, derivative", REBIND_CASES,
+                         ids=[c[0] for c in REBIND_CASES])
+def test_equations_rebind_from_get_bind_params(name, fn, value, derivative):
+    # equinox's jaxpr passes re-bind every equation this way (JAX 0.10.2's convention: the
+    # params, with a primitive's functions as ``subfuns`` in them).
+    closed = plax.make_jaxpr(fn)(np.float32(0.5))
 
     def replay(*args):
         env = dict(zip(closed.jaxpr.invars, args))
         for eqn in closed.eqns:
-            subfuns, params = eqn.primitive.get_bind_params(eqn.params)
+            params = eqn.primitive.get_bind_params(eqn.params)
+            assert isinstance(params, dict)
             ins = [env[v] if isinstance(v, xcore.Var) else v.val for v in eqn.invars]
-            outs = eqn.primitive.bind(*subfuns, *ins, **params)
+            outs = eqn.primitive.bind(*ins, **params)
             outs = outs if eqn.primitive.multiple_results else [outs]
             env.update(zip(eqn.outvars, outs))
         return env[closed.jaxpr.outvars[0]]
-    np.testing.assert_allclose(plax.jit(replay)(np.float32(0.5)), 2 * np.sin(0.5), rtol=1e-6)
+    np.testing.assert_allclose(plax.jit(replay)(np.float32(0.5)), value, rtol=1e-6)
+    np.testing.assert_allclose(plax.grad(replay)(np.float32(0.5)), derivative, rtol=1e-6)
+
+
+def test_custom_jvp_subfuns_call_the_function_and_rule():
+    closed = plax.make_jaxpr(_sin_with_rule)(np.float32(0.5))
+    (eqn,) = closed.eqns
+    fun, jvp = eqn.primitive.get_bind_params(eqn.params)["subfuns"]
+    np.testing.assert_allclose(fun.call_wrapped(np.float32(0.5))[0], np.sin(0.5), rtol=1e-6)
+    out, tangent = jvp.call_wrapped(np.float32(0.5), np.float32(2.0))
+    np.testing.assert_allclose([out, tangent], [np.sin(0.5), 6.0], rtol=1e-6)
+
+
+_twice_p = xcore.Primitive("twice_impl_test")
+_twice_p.def_impl(lambda x: x * 2)
+_twice_p.def_abstract_eval(lambda x: x)
+
+
+@pytest.mark.parametrize("prim, params, fn", [
+    (_twice_p, {}, lambda x: x * 2),  # its impl rule, traced: no twice_impl_test equation
+    (xcore.primitives.sin_p, {"accuracy": None}, np.sin),  # no impl rule: bound
+])
+def test_primitive_impl_on_tracers_traces_the_rule(prim, params, fn):
+    closed = plax.make_jaxpr(lambda x: prim.impl(x, **params))(np.float32(0.5))
+    assert "twice_impl_test" not in str(closed)
+    np.testing.assert_allclose(plax.jit(lambda x: prim.impl(x, **params))(np.float32(0.5)),
+                               fn(np.float32(0.5)), rtol=1e-6)
+    np.testing.assert_allclose(prim.impl(np.float32(0.5), **params), fn(np.float32(0.5)),
+                               rtol=1e-6)
 
 
 def test_extend_backend_names_the_clients():

@@ -15,7 +15,7 @@ from plax import tree_util
 from plax.core import dtypes
 from plax.core.hi_types import MutableHiType, hi_type_of, hi_value_types, is_hi_value
 from plax.core.jaxpr import eval_jaxpr
-from plax.core.source_info import fun_name
+from plax.core.source_info import fun_name, wraps
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
 from plax.transforms.jvp import jvp_flat
 from plax.transforms.linearize import linearize_flat, trace_linear_flat
@@ -358,7 +358,7 @@ def _check_input_dtype(x, holomorphic: bool, allow_int: bool, what: str):
 def value_and_grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
                    allow_int: bool = False, reduce_axes=()):
     """A function returning ``(fun(*args), gradient of fun with respect to args[argnums])``."""
-    @functools.wraps(fun)
+    @wraps(fun)
     def value_and_grad_f(*args, **kwargs):
         return _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
                                keep_value=True)
@@ -369,7 +369,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
 def grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
          allow_int: bool = False, reduce_axes=()):
     """A function returning the gradient of scalar-valued ``fun`` with respect to args[argnums]."""
-    @functools.wraps(fun)
+    @wraps(fun)
     def grad_f(*args, **kwargs):
         out, g = _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
                                  keep_value=False)
@@ -526,7 +526,7 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     """The Jacobian of ``fun`` by forward mode (a jvp per input element, vmapped)."""
     from plax.api.vmap import vmap
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def jacfun(*args, **kwargs):
         nums = _check_argnums(argnums, len(args), fun_name(fun))
         dyn = _jac_inputs(args, nums, holomorphic, "jacfwd")
@@ -565,7 +565,7 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
     """The Jacobian of ``fun`` by reverse mode (a vjp per output element, vmapped)."""
     from plax.api.vmap import vmap
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def jacfun(*args, **kwargs):
         nums = _check_argnums(argnums, len(args), fun_name(fun))
         dyn = tuple(args[i] for i in nums)

@@ -16,7 +16,7 @@ from plax.core.config import config
 from plax.core.hi_types import hi_value_types
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
 from plax.core.shape_dtype_struct import ShapeDtypeStruct
-from plax.core.source_info import flat_arg_names, fun_name, traced_call_code
+from plax.core.source_info import flat_arg_names, fun_name, traced_call_code, wraps
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
@@ -101,7 +101,7 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
     axis_pairs = tuple(tuple(p) for p in (axis_env or ()))
     fname = fun_name(fun)
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def make_jaxpr_f(*args, **kwargs):
         static = _check_static_argnums(static_argnums, len(args), fname)
         dyn_args = [a for i, a in enumerate(args) if i not in static]
@@ -758,7 +758,7 @@ def named_call(fun, *, name: str | None = None):
     if not isinstance(scope, str):
         raise TypeError(f"named_call name must be a string, got {type(scope).__name__}.")
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def named(*args, **kwargs):
         with extend_name_stack(scope):
             return fun(*args, **kwargs)

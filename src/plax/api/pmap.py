@@ -8,7 +8,6 @@ their ``out_axes`` (each device's result expanded back), the whole a jit of a
 """
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 
@@ -19,6 +18,7 @@ from plax.core.caches import BoundedCache
 from plax.experimental.multihost_utils import (global_array_to_host_local_array,
                                                host_local_array_to_global_array)
 from plax.core.trace import EvalTrace, current_trace, get_aval
+from plax.core.source_info import wraps
 from plax.first_order import shapes as _shapes
 from plax.runtime.array import CONCRETE
 from plax.runtime import xla
@@ -112,7 +112,7 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
                                          list(flat_axes), mesh, name, out_axes, flags)
         return built, leaves
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def wrapped(*args, **kwargs):
         eager = isinstance(current_trace(), EvalTrace)
         # Called eagerly in a run of several processes, each maps over its own devices and

@@ -17,7 +17,7 @@ import math
 from plax import tree_util
 from plax.core.avals import abstractify
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs
-from plax.core.source_info import fun_name
+from plax.core.source_info import fun_name, wraps
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval
 from plax import lax
@@ -59,7 +59,7 @@ def shard_mapped(f, mesh, in_specs, out_specs, check_vma, axis_names):
     name = fun_name(f)
     resolved = []  # the mesh, the axes made manual, those already manual: fixed by the 1st call
 
-    @functools.wraps(f)
+    @wraps(f)
     def wrapped(*args):
         if resolved:
             given, manual, outer = resolved[0]

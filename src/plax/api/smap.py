@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 
 from plax import tree_util
+from plax.core.source_info import wraps
 from plax.api.shard_map import shard_mapped
 from plax.sharding.mesh import AxisType, get_abstract_mesh
 from plax.sharding.partition_spec import Infer, PartitionSpec
@@ -60,7 +61,7 @@ def _smap(f, *, in_axes, out_axes, axis_name):
     out_specs = tree_util.tree_map(to_spec, out_axes, is_leaf=is_none)
     mapped = shard_mapped(f, None, in_specs, out_specs, True, frozenset({axis_name}))
 
-    @functools.wraps(f)
+    @wraps(f)
     def wrapped(*args):
         mesh = get_abstract_mesh()
         if mesh.empty:

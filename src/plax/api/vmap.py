@@ -7,11 +7,10 @@ dimension to where ``out_axes`` asks.
 """
 from __future__ import annotations
 
-import functools
 
 from plax import tree_util
 from plax.core import dtypes
-from plax.core.source_info import flat_arg_names, fun_name
+from plax.core.source_info import flat_arg_names, fun_name, wraps
 from plax.core.trace import get_aval
 from plax.runtime.array import ARRAY_TYPES
 from plax.core.hi_types import hi_type_of, hi_value_types
@@ -149,7 +148,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                         f"{spmd_axis_name!r}.")
     name = fun_name(fun)
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def vmapped(*args, **kwargs):
         if batching.vmappables and not getattr(fun, "plax_flat_vmap", False):
             # Containers registered with register_vmappable may be among the arguments or

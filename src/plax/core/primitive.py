@@ -53,13 +53,21 @@ class Primitive:
         return trace.process_primitive(self, tuple(args), dict(params))
 
     def get_bind_params(self, params):
-        """``(subfuns, params)`` to re-bind an equation of this primitive from its params
-        (plax's primitives hold their jaxprs in their params: no functions to rebuild)."""
-        return [], dict(params)
+        """The keyword arguments re-binding an equation of this primitive takes, from its
+        params (plax's primitives hold their jaxprs in their params: the params as they
+        are; JAX's ``subfuns`` functions, where a primitive has any, are in them)."""
+        return dict(params)
 
     def impl(self, *args, **params):
-        """Evaluate this primitive on concrete values, eagerly."""
-        from plax.core.trace import EvalTrace
+        """Evaluate this primitive: its impl rule called directly (on tracers it traces what
+        the rule does, as JAX's ``prim.impl`` does); without one, eagerly on concrete
+        values, or bound in the current trace when given tracers."""
+        from plax.core.trace import EvalTrace, Tracer
+        rule = impl_rules.get(self)
+        if rule is not None:
+            return rule(*args, **params)
+        if any(isinstance(a, Tracer) for a in args):
+            return self.bind(*args, **params)
         return EvalTrace().process_primitive(self, args, params)
 
     def abstract_eval(self, *avals, **params):

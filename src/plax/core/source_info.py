@@ -192,6 +192,18 @@ def fun_name(fun, qualified: bool = False) -> str:
     return name or getattr(fun, "__name__", None) or type(fun).__name__
 
 
+def wraps(wrapped):
+    """``functools.wraps(wrapped)`` that gives up, as JAX's transformations do, where
+    ``wrapped``'s attributes cannot be copied (a callable object whose ``__name__`` is no
+    string): the wrapper then keeps what it had copied so far."""
+    def decorate(fun):
+        try:
+            return functools.update_wrapper(fun, wrapped)
+        except (AttributeError, TypeError):
+            return fun
+    return decorate
+
+
 def flat_arg_names(fun, args, kwargs, static=()) -> list[str]:
     """Readable names (``x``, ``params['w']``) of the leaves of the arguments of a call
     ``fun(*args, **kwargs)``, leaving out the positional arguments numbered in ``static``."""

@@ -297,9 +297,43 @@ class _CustomCallPrimitive(Primitive):
     until a trace needs a jaxpr, then in the staged form (``call_jaxpr=``)."""
 
     def bind(self, *args, **params):
+        if "subfuns" in params:
+            params = _from_subfuns(params)
         if "fun" not in params:
             return super().bind(*args, **params)
         return _bind_functions(self, current_trace(), args, params)
+
+    def get_bind_params(self, params):
+        """custom_jvp_call's as JAX's: the function and its JVP rule as ``subfuns``
+        (WrappedFuns: ``fun(*args)``, ``jvp(*primals, *tangents)`` giving outputs then
+        tangents; constants are leading arguments)."""
+        if self is not custom_jvp_call_p or "call_jaxpr" not in params:
+            return dict(params)
+        from plax.core.debug_info import DebugInfo
+        from plax.extend.linear_util import wrap_init
+        rest = dict(params)
+        call, n, rule = rest.pop("call_jaxpr"), rest.pop("num_consts"), rest.pop("jvp")
+
+        def jvp(*xs):
+            half = len(xs) // 2
+            outs, tans = rule(list(xs[n:half]), list(xs[half + n:]))
+            return [*outs, *tans]
+        info = DebugInfo("custom_jvp_call", str(rest.get("name", "fun")), None, None)
+        rest["subfuns"] = (wrap_init(lambda *a: eval_jaxpr(call.jaxpr, call.consts, *a),
+                                     debug_info=info), wrap_init(jvp, debug_info=info))
+        return rest
+
+
+def _from_subfuns(params):
+    """custom_jvp_call's params with JAX's ``subfuns`` as plax's bound-function form."""
+    rest = dict(params)
+    fun, jvp = rest.pop("subfuns")
+
+    def rule(primals, tangents):
+        out = jvp.call_wrapped(*primals, *tangents)
+        half = len(out) // 2
+        return list(out[:half]), list(out[half:])
+    return dict(rest, fun=lambda *a: fun.call_wrapped(*a), jvp=rule)
 
 
 def _bind_functions(prim, trace, args, params):

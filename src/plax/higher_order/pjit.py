@@ -125,10 +125,9 @@ def _params(params):
 # --- jvp: a jit of the body's jvp --------------------------------------------------------
 def _jvp(primals, tangents, *, jaxpr, name, **params):
     nonzeros = [type(t) is not Zero for t in tangents]
-    # Integer/boolean outputs have float0 tangents, which XLA cannot carry: they stay Zero.
+    # An output not depending on a nonzero tangent keeps a symbolic-zero tangent (as JAX's).
     out_tan_avals = [tangent_aval(a) for a in jaxpr.out_avals]
-    differentiable = [a.dtype != dtypes.float0 for a in out_tan_avals]
-    body, out_nonzeros = jvp_jaxpr(jaxpr, nonzeros, instantiate=differentiable,
+    body, out_nonzeros = jvp_jaxpr(jaxpr, nonzeros, instantiate=False,
                                    description=f"jvp({name})")
     outs = _call(body, [*primals, *(t for t in tangents if type(t) is not Zero)],
                  _params(params), f"jvp({name})")

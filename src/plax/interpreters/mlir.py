@@ -15,10 +15,13 @@ from typing import Any as _Any
 
 import numpy as _np
 
+from plax.core.errors import record_callback_failure as _record_callback_failure
 from plax.core.rules import register_lowering as _register
+from plax.higher_order.callbacks import check_results as _check_results
 from plax.higher_order.call import body_of as _body_of
 from plax.lowering.consts import const_operands as _const_operands
 from plax.core.effects import has_ordered_effects as _has_ordered_effects
+from plax.lowering.stablehlo import abstract_token as _abstract_token
 from plax.lowering.stablehlo import lower_jaxpr_body as _lower_jaxpr_body
 from plax.sharding.mesh import Mesh  # noqa: F401
 from plax.lowering import mlir_bindings as _bindings
@@ -38,7 +41,7 @@ __all__ = ["LoweringRuleContext", "ModuleContext", "aval_to_ir_type", "aval_to_i
            "AxisContext", "DEVICE_TO_DEVICE_TYPE", "LoweringRule", "SPMDAxisContext",
            "ShardingContext", "Mesh", "MeshAxisName",
            "RECV_FROM_HOST_TYPE", "SEND_TO_HOST_TYPE", "Token", "Value", "core_call_lowering",
-           "ir_attribute", "jaxpr_subcomp", "lower_jaxpr_to_fun", "merge_mlir_modules",
+           "emit_python_callback", "ir_attribute", "jaxpr_subcomp", "lower_jaxpr_to_fun", "merge_mlir_modules",
            "shape_tensor"]
 
 # JAX's platform names -> plax's (``gpu`` means every GPU platform).
@@ -90,6 +93,48 @@ def register_lowering(prim, rule, platform: str | None = None, inline: bool = Tr
         for p in platforms:
             _register(prim, plax_rule, p)
     return rule
+
+
+def emit_python_callback(ctx, callback, token, operands, operand_avals, result_avals, *,
+                         has_side_effect: bool, returns_token: bool = True,
+                         partitioned: bool = False, sharding=None):
+    """Inside a bindings rule: ops calling the Python function ``callback`` on the host
+    (NumPy arrays of ``operand_avals`` in, a sequence of arrays of ``result_avals`` out,
+    checked) with ``operands``; ``token`` (an ``ir.Value`` of the token type, or None) is
+    threaded through. Returns (results, the next token or None, the callable XLA calls, for
+    ``ctx.module_context.add_keepalive``)."""
+    del returns_token  # (it only matters for TPUs' send/receive lowering, which plax lacks)
+    if partitioned:
+        raise NotImplementedError("emit_python_callback(partitioned=True): plax lowers a "
+                                  "callback that runs on whole arrays only.")
+    if sharding is not None:
+        raise NotImplementedError("emit_python_callback(sharding=...): plax places a "
+                                  "bindings rule's callback on the program's device only.")
+    operand_avals, result_avals = list(operand_avals), list(result_avals)
+    declared = tuple(result_avals)
+    what = getattr(callback, "__qualname__", None) or repr(callback)
+    threaded = token is not None
+
+    def entry(*arrays):
+        try:
+            if threaded:
+                tok, arrays = arrays[0], arrays[1:]
+            out = _check_results(callback(*(_np.array(a) for a in arrays)), declared,
+                                 what)
+        except BaseException as e:
+            _record_callback_failure(e)
+            raise
+        return (tok, *out) if threaded else out
+
+    if threaded:
+        operands = [token, *operands]
+        operand_avals = [_abstract_token, *operand_avals]
+        result_avals = [_abstract_token, *result_avals]
+    results = _bindings.host_call(ctx.module_context, entry, list(operands), operand_avals,
+                                  result_avals, ctx.platforms[0], has_side_effect)
+    if threaded:
+        token, results = results[0], results[1:]
+    return results, token, entry
 
 
 # --- JAX's names for what rules exchange ------------------------------------------------

@@ -1,1 +1,3 @@
-"""``plax.lib``: JAX's ``jax.lib`` (a package with no public names in JAX 0.10)."""
+"""``plax.lib``: JAX's ``jax.lib``: only ``__version__``, the version string of the jaxlib
+plax runs on (as JAX 0.10's)."""
+from plax.version import jaxlib_version as __version__  # noqa: F401

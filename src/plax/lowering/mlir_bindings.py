@@ -59,6 +59,15 @@ class ModuleContext:
             setattr(self, name, value)
         return self
 
+    def add_keepalive(self, keepalive) -> None:
+        """Keep ``keepalive`` alive as long as the module is."""
+        self.keepalives.append(keepalive)
+
+    def add_host_callback(self, callback) -> int:
+        """Register a host callback of this rule; its slot number (see ``host_call``)."""
+        self.host_callbacks.append(callback)
+        return len(self.host_callbacks) - 1
+
 
 class LoweringRuleContext:
     """What a bindings rule gets as ``ctx``: its primitive, operand and result types, the
@@ -104,6 +113,55 @@ def aval_to_ir_type(aval) -> ir.Type:
 
 def token_type() -> ir.Type:
     return ir.Type.parse("!stablehlo.token")
+
+
+# A host callback a bindings rule registers is numbered within the rule's scratch module
+# (from _SLOT_BASE up, an index no real module reaches); splicing renumbers it.
+_SLOT_BASE = 1 << 63
+_SLOT = re.compile(r"index = (\d+) : ui64")
+
+
+def _layout_attr(aval) -> str:
+    n = 0 if isinstance(aval, AbstractToken) else len(aval.shape)
+    dims = ", ".join(str(d) for d in reversed(range(n)))
+    return f"dense<[{dims}]> : tensor<{n}xindex>" if n else "dense<> : tensor<0xindex>"
+
+
+def host_call(module_context, entry, operands, operand_avals, result_avals, platform: str,
+              has_side_effect: bool) -> list:
+    """Inside a bindings rule: a ``stablehlo.custom_call`` of jaxlib's Python host-callback
+    target that calls ``entry`` (flat NumPy arrays -> flat results) on ``operands`` (of
+    ``operand_avals``); returns its results (of ``result_avals``)."""
+    slot = _SLOT_BASE + module_context.add_host_callback(entry)
+    device = "gpu" if platform in ("cuda", "rocm") else "cpu"
+    attrs = {
+        "call_target_name": ir.StringAttr.get(f"xla_ffi_python_{device}_callback"),
+        "backend_config": ir.StringAttr.get(""),
+        "mhlo.backend_config": ir.Attribute.parse(f"{{index = {slot} : ui64}}"),
+        "has_side_effect": ir.BoolAttr.get(bool(has_side_effect)),
+        "operand_layouts": ir.Attribute.parse(
+            f"[{', '.join(_layout_attr(a) for a in operand_avals)}]"),
+        "result_layouts": ir.Attribute.parse(
+            f"[{', '.join(_layout_attr(a) for a in result_avals)}]")}
+    op = ir.Operation.create("stablehlo.custom_call",
+                             results=[aval_to_ir_type(a) for a in result_avals],
+                             operands=list(operands), attributes=attrs)
+    return list(op.results)
+
+
+def _renumber_slots(text: str, callbacks, module) -> str:
+    """``text`` with its host-callback slots replaced by indices of ``module``'s own host
+    callbacks (``callbacks`` registered there)."""
+    if not callbacks:
+        return text
+    indices = [module.add_host_callback(cb) for cb in callbacks]
+
+    def renumber(m):
+        value = int(m.group(1))
+        if value < _SLOT_BASE:
+            return m.group(0)
+        return f"index = {indices[value - _SLOT_BASE]} : ui64"
+    return _SLOT.sub(renumber, text)
 
 
 def ir_constant(val) -> ir.Value:
@@ -266,8 +324,9 @@ _built = BoundedCache("MLIR-bindings lowering functions", maxsize=1024)
 
 
 def _build(jax_rule, prim, avals_in, avals_out, params, platform: str,
-           axis_context=None) -> str:
-    """The text of a private function computing ``jax_rule``'s ops (named _PLACEHOLDER)."""
+           axis_context=None) -> tuple[str, list]:
+    """The text of a private function computing ``jax_rule``'s ops (named _PLACEHOLDER), and
+    the host callbacks it calls (by slot)."""
     with mlir_context(), ir.Location.unknown():
         module = ir.Module.create()
         in_types = [aval_to_ir_type(a) for a in avals_in]
@@ -293,8 +352,8 @@ def _build(jax_rule, prim, avals_in, avals_out, params, platform: str,
                                 f"({', '.join(got)}) where the primitive's abstract evaluation "
                                 f"says ({', '.join(want)}).")
             func_dialect.ReturnOp(flat)
-        return "\n".join(op.operation.get_asm(enable_debug_info=False)
-                         for op in module.body.operations)
+        return ("\n".join(op.operation.get_asm(enable_debug_info=False)
+                           for op in module.body.operations), module_context.host_callbacks)
 
 
 def _splice(module, key, text: str, main_name: str) -> str:
@@ -331,9 +390,11 @@ def bindings_rule(jax_rule, prim):
             key = None
         text = _built.get(key) if key is not None else None
         if text is None:
-            text = _build(jax_rule, prim, ctx.avals_in, ctx.avals_out, params, platform,
-                          axis_context)
-            if key is not None:
+            text, callbacks = _build(jax_rule, prim, ctx.avals_in, ctx.avals_out, params,
+                                     platform, axis_context)
+            if callbacks:  # each build has callbacks of its own, indexed in this module
+                key, text = None, _renumber_slots(text, callbacks, ctx.fn.module)
+            elif key is not None:
                 _built.put(key, text)
         name = _splice(ctx.fn.module, key, text, f"{prim.name}_lowering")
         outs = ctx.op("func.call", list(operands), props=f"callee = @{name}")

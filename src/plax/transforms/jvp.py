@@ -75,22 +75,24 @@ class JVPTrace(Trace):
     def new(self, primal, tangent):
         return JVPTracer(self, primal, tangent)
 
+    def maybe_new(self, primal, tangent):
+        """A result of this trace: ``primal`` itself when its tangent is a symbolic zero
+        (as in JAX, such a result is no tracer of this jvp), else a tracer."""
+        return primal if type(tangent) is Zero else JVPTracer(self, primal, tangent)
+
     def process_primitive(self, prim, args, params):
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
         with set_current_trace(self.parent):
             if all(type(t) is Zero for t in tangents):
-                out = prim.bind(*primals, **params)
-                if prim.multiple_results:
-                    return [self.new(o, Zero(tangent_aval(get_aval(o)))) for o in out]
-                return self.new(out, Zero(tangent_aval(get_aval(out))))
+                return prim.bind(*primals, **params)
             rule = jvp_rules.get(prim)
             if rule is None:
                 raise NotImplementedError(
                     f"Differentiation rule for '{prim.name}' not implemented")
             out, tan = rule(list(primals), list(tangents), **params)
         if prim.multiple_results:
-            return [self.new(o, t) for o, t in zip(out, tan)]
-        return self.new(out, tan)
+            return [self.maybe_new(o, t) for o, t in zip(out, tan)]
+        return self.maybe_new(out, tan)
 
 
 def jvp_flat(fun, primals, tangents, description=""):
