@@ -803,6 +803,19 @@ def test_zero_tangent_results_are_not_jvp_tracers(name, fn, tracers):
                                2.0 if "jit" in name or "constant" in name else 1.0)
 
 
+PASSED_THROUGH_TANGENTS = [  # (function, its tangent at 1.0, whether that is an Array: JAX's)
+    (lambda x: x, 1.0, False), (lambda x: x + 1, 1.0, True), (lambda x: 1 - x, -1.0, True),
+    (lambda x: x * 2, 2.0, True), (lambda x: (x, 2.0)[0], 1.0, False),
+]
+
+
+@pytest.mark.parametrize("fn, want, is_array", PASSED_THROUGH_TANGENTS)
+def test_a_tangent_an_operation_passes_through_is_an_array(fn, want, is_array):
+    primal, tangent = plax.jvp(fn, (1.0,), (1.0,))
+    assert isinstance(tangent, plax.Array) is is_array
+    assert float(tangent) == want and float(primal) == float(fn(1.0))
+
+
 class _NamelessCallable:
     """A callable whose ``__name__`` is no string (as an equinox Module's can be)."""
     __name__ = object()

@@ -38,7 +38,7 @@ from plax.higher_order.scan import scan
 from plax.first_order.batch_util import moveaxis
 from plax.first_order.shapes import broadcast
 from plax.lowering.stablehlo import abstract_token
-from plax.runtime.xla import JaxRuntimeError
+from plax.runtime.xla import JaxRuntimeError, callback_error
 
 __all__ = ["pure_callback_p", "io_callback_p", "debug_callback_p", "VMAP_METHODS",
            "check_results", "batch_by_method"]
@@ -105,7 +105,10 @@ def _abstract_eval(*avals, result_avals=(), **_):
 
 
 def _run_now(prim, args, callback, result_avals=()):
-    out = callback(*_host_values(args))
+    try:
+        out = callback(*_host_values(args))
+    except Exception as e:  # as under jit (and as JAX raises it eagerly too)
+        raise callback_error(e) from e
     if prim is debug_callback_p:
         return []
     return _to_arrays(check_results(out, result_avals, _callback_name(callback)), result_avals)
