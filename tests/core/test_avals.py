@@ -126,3 +126,14 @@ def test_unchecked_constructions_equal_checked_ones():
         assert got == want and hash(got) == hash(want), (got, want)
         assert all(type(d) is int for d in got.shape) and type(got.weak_type) is bool
         assert got.dtype == want.dtype and got.manual_axis_type is want.manual_axis_type
+
+
+def test_a_replicated_sharding_given_to_a_type_is_no_sharding():
+    # flax's scan rebuilds its carries' avals with ``sharding=x.aval.sharding`` (the replicated
+    # sharding the property gives): that is the plain type, so a jit inside does not retrace.
+    plain = ShapedArray((4, 3), np.float32)
+    given = ShapedArray((4, 3), np.float32, sharding=plain.sharding)
+    assert given == plain and hash(given) == hash(plain) and given._sharding is None
+    assert str(given) == "float32[4,3]"
+    with pytest.raises(ValueError, match="one entry per dimension"):
+        ShapedArray((4,), np.float32, sharding=plain.sharding)

@@ -27,12 +27,15 @@ distributed.global_state                      runtime.distributed's run      orb
 lib.jaxlib_extension_version                  jaxlib's extension version     grain
 api_util.infer_argnums_and_argnames           a signature's parameters       e3nn-jax (jax-md)
 core.Primitive                                core.primitive (extend.core's) jax-md
+earray.EArray                                 runtime.array (KeyArray)       flax (fp8)
+interpreters.pxla                             plax.interpreters.pxla         flax (fp8)
 ============================================  =============================  =====================
 """
 
 _SUBMODULES = frozenset({
     "ad_util", "api_util", "checkify", "compiler", "core", "dispatch", "distributed", "dtypes",
-    "flatten_util", "lib", "state", "traceback_util", "tree_util", "xla_bridge"})
+    "earray", "flatten_util", "interpreters", "lib", "state", "traceback_util", "tree_util",
+    "xla_bridge"})
 
 
 def __getattr__(name):

@@ -203,12 +203,15 @@ class ShapedArray(AbstractValue):
         self.shape = shape
         self.dtype = dtype
         self.weak_type = bool(weak_type)
-        self._sharding = sharding
         if sharding is not None:
-            sharding_in_types[0] = True
             if len(sharding.spec) != len(shape):
                 raise ValueError(f"the sharding {sharding.spec} of a type must have one entry per "
                                  f"dimension of shape {shape}")
+            if _names_no_axis(sharding.spec):
+                sharding = None  # replicated (``aval.sharding`` given back, as flax's scan does)
+            else:
+                sharding_in_types[0] = True
+        self._sharding = sharding
         # Inside shard_map: the manual mesh axes the value varies over (printed {V:x}).
         if type(manual_axis_type) is not ManualAxisType:
             raise TypeError("ShapedArray's manual_axis_type must be a ManualAxisType, got "
@@ -312,6 +315,11 @@ class ShapedArray(AbstractValue):
 
     def __str__(self):  # as JAX prints a type: ``~float32[8@x,4]`` (~: weakly typed)
         return ("~" if self.weak_type else "") + self.str_short(short_dtypes=False)
+
+
+def _names_no_axis(spec) -> bool:
+    return all(entry is None for entry in spec) and not getattr(spec, "unreduced", None) \
+        and not getattr(spec, "reduced", None)
 
 
 _new_object = object.__new__
