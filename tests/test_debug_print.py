@@ -168,6 +168,19 @@ def test_debug_callback_gets_arrays_and_static_args():
     np.testing.assert_array_equal(v, np.ones((2, 3)))
 
 
+def test_debug_callback_under_jit_stages_a_concrete_array_as_a_host_value():
+    # A concrete array meeting a traced one under jit (a cotangent a custom_vjp's bwd made
+    # from a Python float) is an operand: the callback gets it as a non-weak host value.
+    seen, weak = [], plax.device_put(3.0)
+    assert weak.weak_type
+    f = plax.jit(lambda x: plax.debug.callback(lambda *v: seen.extend(v), x, weak,
+                                               ordered=True))
+    f(jnp.float32(1))
+    plax.effects_barrier()
+    assert [(repr(v), v.weak_type) for v in seen] == [
+        ("Array(1., dtype=float32)", False), ("Array(3., dtype=float32)", False)]
+
+
 def test_effects_on_jaxprs_and_dce_keeps_them():
     def f(x):
         plax.debug.print("{}", x)

@@ -151,3 +151,35 @@ def test_extension_api_with_jax_resolving_to_plax(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["56.0", "[0.0,", "8.0,", "16.0,", "24.0]",
                                   "[[0.0,", "2.0,", "4.0,", "6.0]]"]
+
+
+@pytest.mark.parametrize("table", ["jvp", "fancy", "plain", "axis"])
+def test_rules_get_operands_and_dims_as_tuples(table):
+    # As JAX's: a rule may use them as a pytree's structure (vmap's in_axes for the operands).
+    seen = []
+    p = Primitive(f"add_{table}")
+    p.def_impl(lambda x, y: x + y)
+    p.def_abstract_eval(_same)
+
+    def through_vmap(vals, dims):
+        seen.append((type(vals), type(dims)))
+        return plax.vmap(lambda x, y: x + y, in_axes=dims)(*vals), 0
+
+    if table == "jvp":
+        def jvp(primals, tangents):
+            seen.append((type(primals), type(tangents)))
+            return p.bind(*primals), sum(ad.instantiate_zeros(t) for t in tangents)
+        ad.primitive_jvps[p] = jvp
+        out = plax.jvp(lambda x: p.bind(x, x), (X,), (X,))
+    elif table == "fancy":
+        batching.fancy_primitive_batchers[p] = lambda axis, vals, dims: through_vmap(vals, dims)
+    elif table == "plain":
+        batching.primitive_batchers[p] = through_vmap
+    else:
+        batching.axis_primitive_batchers[p] = lambda size, name, _, vals, dims: \
+            through_vmap(vals, dims)
+    if table != "jvp":
+        out = plax.vmap(p.bind, in_axes=(0, None))(X[:4], X[0])
+    assert seen[0] == (tuple, tuple)
+    np.testing.assert_allclose(out[-1] if table == "jvp" else out,
+                               2 * X if table == "jvp" else X[:4] + X[0], rtol=1e-6)

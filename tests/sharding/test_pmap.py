@@ -165,6 +165,26 @@ def test_lower_and_data_parallel_step():
     assert "dynamic-slice" not in pstep.lower(w, xb, yb).compile().as_text()
 
 
+@pytest.mark.parametrize("fun, kw, args", [
+    # None leaves (no buffers) among the mapped pytree's, as a filtering wrapper passes them
+    (lambda t: 2 * t[1][0] + 4, {}, ((None, (X, None), None, None),)),
+    (lambda d, z: d["a"] * z, dict(in_axes=({"a": 0}, None)), ({"a": X}, np.float32(2))),
+    (lambda x, s: x * s, dict(static_broadcasted_argnums=(1,)), (X, 3.0)),
+    (lambda x, y: x + y, dict(donate_argnums=0), (X, X)),
+])
+def test_compiled_takes_the_arguments_as_pmap_does(fun, kw, args):
+    f = plax.pmap(fun, **kw)
+    statics = kw.get("static_broadcasted_argnums", ())
+    dyn = tuple(a for i, a in enumerate(args) if i not in statics)
+    compiled = f.lower(*args).compile()
+    assert compiled.in_tree == plax.tree.structure((dyn, {}))
+    assert plax.tree.structure(compiled.args_info) == compiled.in_tree
+    want = np.asarray(f(*args))
+    np.testing.assert_allclose(np.asarray(compiled(*plax.tree.map(jnp.asarray, dyn))), want)
+    with pytest.raises(TypeError, match="does not match the input pytree"):
+        compiled(*dyn, None)
+
+
 def test_device_arrays_are_split_before_the_call():
     whole = jnp.asarray(X)  # on one device
     out = plax.pmap(lambda a: a * 3)(whole)

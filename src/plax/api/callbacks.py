@@ -22,6 +22,7 @@ from plax.core.source_info import user_frame
 from plax.core.trace import Tracer
 from plax.higher_order.callbacks import (VMAP_METHODS, debug_callback_p, io_callback_p,
                                          pure_callback_p)
+from plax.runtime.array import CONCRETE
 
 __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "debug_log"]
 
@@ -50,8 +51,10 @@ class FlatCallback:
 
 
 def _is_dynamic(leaf) -> bool:
-    return isinstance(leaf, (Tracer, np.ndarray, np.generic, int, float, complex, bool)) or \
-        hasattr(leaf, "__jax_array__") or type(leaf).__name__ == "Array"
+    # Concrete plax arrays are staged too, so the callback sees them as the host values
+    # its traced arguments become (not weakly typed), as JAX's callbacks do.
+    return isinstance(leaf, (Tracer, *CONCRETE, np.ndarray, np.generic, int, float, complex,
+                             bool)) or hasattr(leaf, "__jax_array__")
 
 
 def _split(fn, args, kwargs, returns: bool = True):

@@ -14,6 +14,7 @@ import numpy as np
 from plax import tree_util
 from plax.api.jit import ShapeDtypeStruct, jit
 from plax.api.shard_map import shard_mapped
+from plax.api.stages import Lowered
 from plax.core.caches import BoundedCache
 from plax.experimental.multihost_utils import (global_array_to_host_local_array,
                                                host_local_array_to_global_array)
@@ -145,7 +146,11 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
         stand_ins = [x if where is None or getattr(x, "sharding", None) == where
                      else _stand_in(x, where)
                      for x, where in zip(leaves, box["placements"])]
-        return jitted.lower(*stand_ins)
+        dyn = tuple(a for i, a in enumerate(args) if i not in statics)
+        traced = jitted.trace(*stand_ins)
+        # (compiled, it takes the arguments as pmap does: the dynamic ones, as a pytree)
+        return Lowered(traced._wrapped, traced._entry, traced._leaves,
+                       tree_util.tree_structure((dyn, kwargs)))
 
     wrapped.lower = lower
     return wrapped

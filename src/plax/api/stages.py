@@ -33,11 +33,11 @@ class ArgInfo:
         return self._aval.dtype
 
 
-def _args_info(entry):
+def _args_info(entry, in_tree=None):
     """``(args, kwargs)`` of the dynamic arguments as ArgInfo values."""
     donated = entry.call.donated_invars[len(entry.call.donated_invars) - len(entry.in_avals):]
     return tree_util.tree_unflatten(
-        entry.in_tree, [ArgInfo(a, bool(d)) for a, d in zip(entry.in_avals, donated)])
+        in_tree or entry.in_tree, [ArgInfo(a, bool(d)) for a, d in zip(entry.in_avals, donated)])
 
 
 @runtime_checkable
@@ -86,9 +86,12 @@ class Lowered:
     """A jitted function lowered to StableHLO for particular argument types (one SPMD
     module over a mesh when shardings or sharded arguments ask for it)."""
 
-    def __init__(self, wrapped, entry, leaves=()):
+    def __init__(self, wrapped, entry, leaves=(), in_tree=None):
         self._wrapped = wrapped
         self._entry = entry
+        # A function taking the leaves of its caller's arguments (pmap's jit) is lowered and
+        # compiled for that caller's argument structure, ``in_tree``.
+        self._in_tree = in_tree or entry.in_tree
         call = entry.call
         self._spmd = _lower_spmd(call, list(entry.consts) + list(leaves))
         if self._spmd is not None:
@@ -97,8 +100,8 @@ class Lowered:
         self._text, self._jaxpr, self._kept, self._donated = jitted.lower_jitted(
             call, (call.device or dispatch.default_device()).platform)
 
-    in_tree = property(lambda self: self._entry.in_tree)
-    args_info = property(lambda self: _args_info(self._entry),
+    in_tree = property(lambda self: self._in_tree)
+    args_info = property(lambda self: _args_info(self._entry, self._in_tree),
                          doc="The arguments' types and donation, as ``(args, kwargs)``.")
 
     @property
@@ -144,11 +147,12 @@ class Lowered:
         options.update(compiler_options or {})
         options = jitted.compiler_options_key(options)
         if self._spmd is not None:
-            return Compiled(self._wrapped, self._entry, self._spmd.compile(options))
+            return Compiled(self._wrapped, self._entry, self._spmd.compile(options),
+                            self._in_tree)
         device = call.device or dispatch.default_device()
         exe = jitted.compile_lowered(self._text, self._jaxpr, self._kept, self._donated, device,
                                      call.name, options=options)
-        return Compiled(self._wrapped, self._entry, exe)
+        return Compiled(self._wrapped, self._entry, exe, self._in_tree)
 
 
 def _lower_spmd(call, args):
@@ -207,13 +211,14 @@ def _strip_locations(text: str) -> str:
 class Compiled:
     """A jitted function compiled by XLA; calling it checks the arguments match."""
 
-    def __init__(self, wrapped, entry, exe):
+    def __init__(self, wrapped, entry, exe, in_tree=None):
         self._wrapped = wrapped
         self._entry = entry
         self._exe = exe
+        self._in_tree = in_tree or entry.in_tree
 
-    in_tree = property(lambda self: self._entry.in_tree)
-    args_info = property(lambda self: _args_info(self._entry),
+    in_tree = property(lambda self: self._in_tree)
+    args_info = property(lambda self: _args_info(self._entry, self._in_tree),
                          doc="The arguments' types and donation, as ``(args, kwargs)``.")
 
     @property
@@ -254,10 +259,10 @@ class Compiled:
             by_param = dict(zip(self._exe.kept, self._exe.in_shardings))
             mesh = self._exe.in_shardings[0].mesh if self._exe.in_shardings else None
             flat = [by_param.get(n_consts + i) or NamedSharding(mesh, ()) for i in
-                    range(self._entry.in_tree.num_leaves)]
-            return tree_util.tree_unflatten(self._entry.in_tree, flat)
+                    range(self._in_tree.num_leaves)]
+            return tree_util.tree_unflatten(self._in_tree, flat)
         s = dispatch.sharding_for(self._exe.program.device)
-        return tree_util.tree_unflatten(self._entry.in_tree, [s] * self._entry.in_tree.num_leaves)
+        return tree_util.tree_unflatten(self._in_tree, [s] * self._in_tree.num_leaves)
 
     @property
     def output_shardings(self):
@@ -269,12 +274,12 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         # As in JAX, a Compiled takes only the dynamic arguments: static ones are baked in.
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
-        if in_tree != self._entry.in_tree:
+        if in_tree != self._in_tree:
             w = self._wrapped
             hint = (" Static arguments are compiled in: pass only the others."
                     if w._static_argnums or w._static_argnames else "")
             raise TypeError(f"Function compiled with input pytree does not match the input pytree "
-                            f"it was called with: compiled for {self._entry.in_tree}, called "
+                            f"it was called with: compiled for {self._in_tree}, called "
                             f"with {in_tree}.{hint}")
         avals = [get_aval(x) for x in leaves]
         for i, (got, want) in enumerate(zip(avals, self._entry.in_avals)):

@@ -474,6 +474,16 @@ def usable_donations(jaxpr: Jaxpr, donated: list, name: str) -> tuple:
     return tuple(usable)
 
 
+def donation_aliases(jaxpr: Jaxpr, donated) -> list:
+    """Per input: the output whose buffer a donated input becomes (the first unclaimed one of
+    its shape and dtype, inputs in order, as JAX pairs them), or None."""
+    free: dict = {}
+    for i, v in enumerate(jaxpr.outvars):
+        free.setdefault((v.aval.shape, v.aval.dtype), []).append(i)
+    return [free[key].pop(0) if d and free.get(key := (v.aval.shape, v.aval.dtype)) else None
+            for v, d in zip(jaxpr.invars, donated)]
+
+
 def has_bad_values(x, nans: bool, infs: bool) -> bool:
     if not dtypes.is_inexact(x.dtype) or x.size == 0:
         return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from plax.core.caches import WeakKeyCache
 from plax.core.config import config
+from plax.core.effects import has_ordered_effects
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, open_jaxpr, subjaxprs
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import dispatch, pipeline_steps, spmd, xla
@@ -146,7 +147,12 @@ def lower_jitted(call: JitCall, platform: str | None = None):
         kept = tuple(i for i in kept if i >= n)
     donated = dispatch.usable_donations(jaxpr, [bool(call.donated_invars[i]) for i in kept],
                                         call.name)
-    attrs = ["jax.buffer_donor = true" if d else "" for d in donated]
+    # Naming the output each donated input becomes lets XLA reuse its buffer for that very
+    # output; a bare donor mark leaves the pairing to XLA, which may not reuse it. (An
+    # ordered-effect token comes first among @main's results.)
+    first = int(has_ordered_effects(jaxpr))
+    attrs = ["" if a is None else f"tf.aliasing_output = {a + first} : i32"
+             for a in dispatch.donation_aliases(jaxpr, donated)]
     with pipeline_steps.step("lower", f"jit({call.name})", LOWER_EVENT):
         text = lower_jaxpr_to_module(jaxpr, module_name=f"jit_{call.name}", arg_attrs=attrs,
                                      platform=platform or dispatch.default_device().platform,

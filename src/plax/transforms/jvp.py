@@ -90,7 +90,7 @@ class JVPTrace(Trace):
             if rule is None:
                 raise NotImplementedError(
                     f"Differentiation rule for '{prim.name}' not implemented")
-            out, tan = rule(list(primals), list(tangents), **params)
+            out, tan = rule(primals, tangents, **params)  # tuples, as JAX's rules get
             # A user's tangent passed through unchanged (x + 1) leaves an array, as in JAX.
             if prim.multiple_results:
                 tan = [_as_array(t) if type(t) in _HOST_SCALARS else t for t in tan]

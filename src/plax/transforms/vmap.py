@@ -99,7 +99,7 @@ class BatchTrace(Trace):
         if rule is None:
             raise NotImplementedError(f"Batching rule for '{prim.name}' not implemented")
         with set_current_trace(self.parent):
-            out, out_dim = rule(self.axis, list(vals), list(dims), **params)
+            out, out_dim = rule(self.axis, vals, dims, **params)  # tuples, as in JAX
         if prim.multiple_results:
             return [self.wrap(o, d) for o, d in zip(out, out_dim)]
         return self.wrap(out, out_dim)
