@@ -12,6 +12,7 @@ from plax.core.config import config
 from plax.core.source_info import user_stacklevel
 from plax.core.trace import get_aval
 from plax.runtime.array import ARRAY_TYPES
+from plax.transforms.jvp import JVPTracer
 
 _SCALARS = (bool, int, float, complex)
 
@@ -59,9 +60,15 @@ def convert(x, dtype, weak_type: bool = False):
             x = np.asarray(x).astype(dtype)  # out-of-range ints wrap around, as in JAX
         return weak_host_value(x, dtype) if weak_type else np.asarray(x, dtype)
     aval = get_aval(x)
-    if aval.dtype == dtype and aval.weak_type == weak_type:
+    if aval.dtype == dtype and aval.weak_type == weak_type and not _host_tangent(x):
         return x
     return convert_with_weak_type(x, dtype, weak_type)
+
+
+def _host_tangent(x) -> bool:
+    """Is ``x`` differentiated along a Python scalar (``jvp(f, (1.0,), (1.0,))``)? JAX's
+    promotion converts such a value even to its own dtype, making the tangent an Array."""
+    return type(x) is JVPTracer and type(x.tangent) in _SCALARS
 
 
 def promote_dtypes(*args):
@@ -101,6 +108,8 @@ def _array_with_scalar(a, b):
     if aval.dtype.kind == "V" and not dtypes.is_float(aval.dtype):
         return None
     converted = convert(scalar, aval.dtype, aval.weak_type)
+    if _host_tangent(arr):
+        arr = convert(arr, aval.dtype, aval.weak_type)
     return [converted, arr] if swap else [arr, converted]
 
 

@@ -17,7 +17,6 @@ from plax.core.rules import Zero, jvp_rules, tangent_aval
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Trace, Tracer, aval_text, current_trace, get_aval, set_current_trace
 from plax.first_order.ad_util import instantiate as instantiate_zeros
-from plax.first_order.conversion import convert_with_weak_type
 
 def _part_text(x) -> str:
     if type(x) is Zero:
@@ -91,22 +90,9 @@ class JVPTrace(Trace):
                 raise NotImplementedError(
                     f"Differentiation rule for '{prim.name}' not implemented")
             out, tan = rule(primals, tangents, **params)  # tuples, as JAX's rules get
-            # A user's tangent passed through unchanged (x + 1) leaves an array, as in JAX.
-            if prim.multiple_results:
-                tan = [_as_array(t) if type(t) in _HOST_SCALARS else t for t in tan]
-            elif type(tan) in _HOST_SCALARS:
-                tan = _as_array(tan)
         if prim.multiple_results:
             return [self.maybe_new(o, t) for o, t in zip(out, tan)]
         return self.maybe_new(out, tan)
-
-
-_HOST_SCALARS = frozenset({float, int, complex, bool})
-
-
-def _as_array(t):
-    aval = get_aval(t)
-    return convert_with_weak_type(t, aval.dtype, aval.weak_type)
 
 
 def jvp_flat(fun, primals, tangents, description=""):
