@@ -64,6 +64,10 @@ class StagingTrace(Trace):
         self.const_vals: list = []              # values, kept alive and in order
         self.const_order: list[Var] = []
         self.literals: dict[int, Literal] = {}
+        self.host_scalars: dict[int, tuple] = {}  # id -> (0-d array, its host value)
+
+    def note_host_scalar(self, array, value) -> None:
+        self.host_scalars[id(array)] = (array, value)
 
     def new_arg(self, aval: ShapedArray) -> StagingTracer:
         t = StagingTracer(self, aval, Var(aval))
@@ -103,6 +107,9 @@ class StagingTrace(Trace):
         if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype in dtypes.supported_dtypes:
             aval = abstractify(x)
             return Literal(np.asarray(x, aval.dtype)[()], aval)
+        born = self.host_scalars.get(id(x))
+        if born is not None and born[0] is x:  # a scalar made from host data while tracing
+            return Literal(born[1], abstractify(x))
         return self._const(x, abstractify(x))
 
     def _const(self, x, aval) -> Var:

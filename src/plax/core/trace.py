@@ -33,6 +33,12 @@ class Trace:
     def process_primitive(self, prim, args, params):
         raise NotImplementedError
 
+    def note_host_scalar(self, array, value) -> None:
+        """``array`` (0-d) was just made from the host scalar ``value``: the nearest staging
+        trace takes it as a literal, as JAX's traces fold such constants."""
+        if self.parent is not None:
+            self.parent.note_host_scalar(array, value)
+
     def finish(self):
         """Mark the trace done; its tracers are leaked if they are ever used again."""
         self.alive = False

@@ -184,8 +184,21 @@ defjvp(expm1_p, lambda g, ans, x, accuracy=None: _arith.mul(
 log1p_p, log1p = accuracy_unop("log1p", "inexact", "stablehlo.log_plus_one",
                                "Elementwise log(1 + x).")
 defjvp(log1p_p, lambda g, ans, x, accuracy=None: _arith.div(g, _arith.add(x, const(x, 1))))
-logistic_p, logistic = accuracy_unop("logistic", "inexact", "stablehlo.logistic",
-                                     "Elementwise 1 / (1 + e**-x).")
+logistic_p, logistic = accuracy_unop("logistic", "inexact", None, "Elementwise 1 / (1 + e**-x).")
+
+
+def _logistic_lowering(ctx, x, accuracy=None):
+    """``1 / (1 + exp(-x))`` spelled out, as JAX lowers it (not stablehlo.logistic, which XLA
+    compiles to other bits inside larger fusions); the accuracy is dropped, as in JAX."""
+    aval = ctx.avals_in[0]
+    one = ctx.broadcast(ctx.constant(1.0, ShapedArray((), aval.dtype)),
+                        ShapedArray((), aval.dtype), aval)
+    e = ctx.op1("stablehlo.exponential", [ctx.op1("stablehlo.negate", [x], [aval])], [aval])
+    return ctx.op1("stablehlo.divide", [one, ctx.op1("stablehlo.add", [one, e], [aval, aval])],
+                   [aval, aval])
+
+
+register_lowering(logistic_p, _logistic_lowering)
 defjvp(logistic_p, lambda g, ans, x, accuracy=None: _arith.mul(g, _arith.mul(
     ans, logistic(_arith.neg(x)) if accuracy is AccuracyMode.HIGHEST
     else _arith.sub(const(x, 1), ans))))

@@ -407,29 +407,16 @@ def _batch(axis, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncons
 batch_rules[while_p] = _batch
 
 
-# --- dead code: the carries neither the outputs nor the predicate need ----------------------
+# --- dead code: the whole loop or none of it ------------------------------------------------
 def _dce(used_outputs, eqn):
+    """A loop some output of which is used (or with effects) is kept whole, carries and all,
+    as JAX keeps it: pruning its unused carries changes the program XLA optimizes, and with
+    it the bits (blackjax's NUTS)."""
     p = eqn.params
-    cn, bn = p["cond_nconsts"], p["body_nconsts"]
-    cond_jaxpr, body = p["cond_jaxpr"], p["body_jaxpr"]
-    if jaxpr_has_effects(cond_jaxpr) or jaxpr_has_effects(body):
+    if any(used_outputs) or jaxpr_has_effects(p["cond_jaxpr"]) or jaxpr_has_effects(
+            p["body_jaxpr"]):
         return [True] * len(eqn.invars), eqn
-    _, used_c = dce_closed(cond_jaxpr, [True])
-    used_carry = carry_fixed_point(mask_union(used_outputs, used_c[cn:]),
-                                   lambda used: dce_closed(body, used)[1][bn:])
-    if not any(used_outputs):
-        return [False] * len(eqn.invars), None
-    if all(used_carry):
-        return [True] * len(eqn.invars), eqn
-    new_body, used_b = dce_closed(body, used_carry, instantiate=[False] * bn + used_carry)
-    new_cond, used_c = dce_closed(cond_jaxpr, [True], instantiate=[False] * cn + used_carry)
-    used_inputs = used_c[:cn] + used_b[:bn] + used_carry
-    new = eqn.replace(
-        invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
-        outvars=[v for v, u in zip(eqn.outvars, used_carry) if u],
-        params=dict(p, cond_jaxpr=new_cond, body_jaxpr=new_body, cond_nconsts=sum(used_c[:cn]),
-                    body_nconsts=sum(used_b[:bn])))
-    return used_inputs, new
+    return [False] * len(eqn.invars), None
 
 
 dce_rules[while_p] = _dce

@@ -15,7 +15,7 @@ from plax.core.avals import (ShapedArray, abstractify, canonicalize_dtype_handle
 from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import Jaxpr, JaxprEqn, Var
 from plax.core.primitive import abstract_eval, impl_rules
-from plax.core.trace import install_eager_evaluation
+from plax.core.trace import current_trace, install_eager_evaluation
 from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import pipeline_steps, tokens, xla
 from plax.runtime.array import (CONCRETE, Array, buffer_of, make_array,
@@ -105,7 +105,10 @@ def array_from_host(x, dtype=None, weak_type=None, device=None, committed=False)
         raise TypeError(f"Arrays of dtype {host.dtype} are not supported by plax.")
     device = device if device is not None else default_device()
     aval = ShapedArray(host.shape, host.dtype, weak)
-    return xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled(), committed)
+    out = xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled(), committed)
+    if not host.ndim:  # a trace takes a scalar made while it runs as a literal (as JAX's)
+        current_trace().note_host_scalar(out, host[()])
+    return out
 
 
 def addressable_assignment(sharding) -> tuple:

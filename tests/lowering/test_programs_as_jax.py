@@ -1,0 +1,86 @@
+"""Programs built as JAX builds them, so that XLA compiles them to JAX's bits (issue 45:
+blackjax's NUTS warmup drifted from JAX's): scalars made while tracing are literals, logistic
+is spelled out, a while loop keeps its unused carries."""
+import re
+
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax import lax
+from plax.core.jaxpr import Literal
+
+bits = lambda a: np.asarray(a).view(np.uint32).tolist()
+
+
+@plax.jit
+def _less(x, p):
+    return x < p
+
+
+@pytest.mark.parametrize("make", [lambda: jnp.asarray(0.5, jnp.float32), lambda: jnp.array(0.5),
+                                  lambda: jnp.float32(0.5), lambda: jnp.full((), 0.5)],
+                         ids=["asarray", "array", "float32", "full"])
+def test_scalar_made_while_tracing_is_a_literal(make):
+    jaxpr = plax.make_jaxpr(lambda x: _less(x, make()))(1.0).jaxpr
+    assert not jaxpr.constvars
+    p = jaxpr.eqns[-1].invars[1]
+    assert isinstance(p, Literal) and float(p.val) == 0.5
+
+
+def test_scalar_made_before_tracing_stays_a_constant():
+    c = jnp.asarray(0.5, jnp.float32)
+    closed = plax.make_jaxpr(lambda x: x * c)(1.0)
+    assert len(closed.jaxpr.constvars) == 1 and float(closed.consts[0]) == 0.5
+    # an array made while tracing is a constant too (only scalars are literals, as in JAX)
+    closed = plax.make_jaxpr(lambda x: x * jnp.asarray([1.0, 2.0]))(1.0)
+    assert [c.shape for c in closed.consts] == [(2,)]
+
+
+def test_bernoulli_probability_is_a_literal_in_a_loop_body():
+    """JAX's NUTS loop passes no 0.5 into its loops (blackjax draws a direction bernoulli)."""
+    def body(c, k):
+        return c + plax.random.bernoulli(k).astype(jnp.float32), None
+    keys = plax.random.split(plax.random.key(0), 3)
+    closed = plax.make_jaxpr(lambda ks: lax.scan(body, jnp.float32(0), ks))(keys)
+    (scan,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "scan"]
+    assert scan.params["num_consts"] == 0
+
+
+X = np.float32([-3.5, -0.7, 0.0, 1.0058417, 4.25, 20.0])
+JAX_EXPIT = [1022369844, 1051321163, 1056964608, 1060860371, 1065117268, 1065353216]
+JAX_EXPIT_GRAD = [1021908560, 1046677683, 1048576000, 1044957529, 1013132654, 0]
+
+
+def test_logistic_lowers_as_jax():
+    text = plax.jit(plax.scipy.special.expit).lower(X).as_text()
+    assert "stablehlo.logistic" not in text
+    assert re.search(r"stablehlo\.exponential", text) and re.search(r"stablehlo\.divide", text)
+    assert bits(plax.jit(plax.scipy.special.expit)(X)) == JAX_EXPIT
+    grad = plax.jit(plax.vmap(plax.grad(plax.nn.sigmoid)))(X)
+    assert bits(grad) == JAX_EXPIT_GRAD
+    np.testing.assert_allclose(plax.scipy.special.expit(X), 1 / (1 + np.exp(-X.astype(float))),
+                               rtol=1e-6)
+
+
+def _while_operands(text):
+    (line,) = [ln for ln in text.split("\n") if "stablehlo.while" in ln]
+    return len(re.search(r'"stablehlo\.while"\(([^)]*)\)', line).group(1).split(","))
+
+
+def test_while_keeps_unused_carries_as_jax():
+    def f(x):
+        _, a, _ = lax.while_loop(lambda c: c[0] < 3,
+                                 lambda c: (c[0] + 1, c[1] * 2.0, c[2] + 1.0), (0, x, x))
+        return a
+    text = plax.jit(f).lower(np.float32(1.0)).as_text()
+    assert _while_operands(text) == 3  # JAX's loop carries all three
+    assert float(plax.jit(f)(np.float32(1.0))) == 8.0
+
+
+def test_unused_while_is_dropped():
+    def f(x):
+        lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0)
+        return x * 2
+    assert "stablehlo.while" not in plax.jit(f).lower(np.float32(1.0)).as_text()
