@@ -237,3 +237,16 @@ def test_callback_receives_its_own_copy():
         f(jnp.full(4, float(i)))
     plax.effects_barrier()
     assert [k.tolist() for k in kept] == [[2.0 * i] * 4 for i in range(3)]
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+def test_callbacks_receive_arrays_of_keys_as_keys(mode):
+    # As JAX's: a key array reaches the callback as a key array (XLA moves its words).
+    seen = []
+    keys = plax.random.split(plax.random.key(0), 5)
+    call = lambda k: plax.debug.callback(lambda v: seen.append(v), k)
+    (plax.jit(call) if mode == "jit" else call)(keys)
+    plax.effects_barrier()
+    (got,) = seen
+    assert got.shape == (5,) and got.dtype == keys.dtype
+    np.testing.assert_array_equal(plax.random.key_data(got), plax.random.key_data(keys))

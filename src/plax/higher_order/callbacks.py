@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core import dtypes
-from plax.core.avals import ShapedArray
+from plax.core.avals import ShapedArray, physical_aval
 from plax.core.effects import effect_rules, io_effect, no_effects, ordered_io_effect
 from plax.core.errors import record_callback_failure
 from plax.core.primitive import Primitive
@@ -86,12 +86,24 @@ def _callback_name(callback) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
-def _host_values(args) -> list:
+def _host_values(args, avals=None) -> list:
     """What callbacks receive: their arguments as plax Arrays on the host's device (as JAX's
     callbacks get jax.Arrays), each a copy the callback may keep (array_from_host copies
-    before it returns, so views of XLA's buffers need no copy of their own)."""
+    before it returns, so views of XLA's buffers need no copy of their own). ``avals``: the
+    arguments' types when ``args`` are the physical arrays XLA hands over (keys come back
+    keys); without them, arrays of an extended dtype are passed as they are."""
+    from plax.runtime.array import make_array
     from plax.runtime.dispatch import array_from_host
-    return [array_from_host(np.asarray(a)) for a in args]
+    out = []
+    for i, a in enumerate(args):
+        aval = avals[i] if avals is not None else getattr(a, "aval", None)
+        if aval is None or not dtypes.is_extended(aval.dtype):
+            out.append(array_from_host(np.asarray(a)))
+        elif avals is None:
+            out.append(a)  # (an array of keys: immutable, no copy needed)
+        else:
+            out.append(make_array(array_from_host(np.asarray(a)), aval, False))
+    return out
 
 
 def _to_arrays(values, result_avals) -> list:
@@ -269,15 +281,15 @@ def _layout(aval) -> str:
     """Row-major layout (minor-to-major dimension numbers) of an operand or result."""
     if aval is abstract_token:
         return "dense<> : tensor<0xindex>"
-    n = len(aval.shape)
+    n = len(physical_aval(aval).shape)  # (an array of keys: with its words' dimension)
     if n == 0:
         return "dense<> : tensor<0xindex>"
     return f"dense<[{', '.join(str(d) for d in reversed(range(n)))}]> : tensor<{n}xindex>"
 
 
-def _host_entry(callback, result_avals, with_token: bool, returns: bool):
-    """The callable XLA calls: NumPy arrays in, a tuple of checked arrays out (``returns``:
-    False for debug callbacks, whose return value is ignored)."""
+def _host_entry(callback, arg_avals, result_avals, with_token: bool, returns: bool):
+    """The callable XLA calls: NumPy arrays (of ``arg_avals``' physical types) in, a tuple of
+    checked arrays out (``returns``: False for debug callbacks, whose value is ignored)."""
     what = _callback_name(callback)
 
     def entry(*arrays):
@@ -285,7 +297,7 @@ def _host_entry(callback, result_avals, with_token: bool, returns: bool):
             if with_token:
                 token, arrays = arrays[0], arrays[1:]
             # (the arrays may be views of XLA's buffers, valid only during the call)
-            out = callback(*_host_values(arrays))
+            out = callback(*_host_values(arrays, arg_avals))
             out = check_results(out, result_avals, what) if returns else ()
         except BaseException as e:
             record_callback_failure(e)
@@ -303,7 +315,7 @@ def emit_host_callback(ctx, callback, operands, result_avals, *, ordered: bool,
     if ordered and ctx.fn.token is None:
         raise NotImplementedError("An ordered callback was lowered in a function that has "
                                   "no ordered-effect token (a plax bug).")
-    entry = _host_entry(callback, tuple(result_avals), ordered, returns)
+    entry = _host_entry(callback, tuple(ctx.avals_in), tuple(result_avals), ordered, returns)
     index = module.add_host_callback(entry)
     in_avals, out_avals = list(ctx.avals_in), list(result_avals)
     if ordered:
