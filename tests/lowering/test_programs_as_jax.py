@@ -29,6 +29,23 @@ def test_scalar_made_while_tracing_is_a_literal(make):
     assert isinstance(p, Literal) and float(p.val) == 0.5
 
 
+def test_a_literal_made_while_tracing_evaluates_to_its_array():
+    # Evaluated again (as a transformation of the jaxpr does), the literal is the Array it
+    # came from, as in JAX, not a Python scalar: diffrax's loops read its .shape.
+    from plax.core.jaxpr import eval_jaxpr
+    closed = plax.make_jaxpr(lambda x: lax.while_loop(lambda c: c[0] < 3,
+                                                      lambda c: (c[0] + 1, c[1] * 2),
+                                                      (jnp.asarray(0), x)))(1.0)
+    (loop,) = closed.jaxpr.eqns
+    start = loop.invars[-2]
+    assert isinstance(start, Literal) and start.value().shape == ()
+    outs = eval_jaxpr(closed.jaxpr, closed.consts, np.float32(1.0))
+    assert [int(outs[0]), float(outs[1])] == [3, 8.0]
+    _, tangents = plax.jvp(lambda x: eval_jaxpr(closed.jaxpr, closed.consts, x)[1],
+                           (np.float32(1.0),), (np.float32(1.0),))
+    assert float(tangents) == 8.0
+
+
 def test_scalar_made_before_tracing_stays_a_constant():
     c = jnp.asarray(0.5, jnp.float32)
     closed = plax.make_jaxpr(lambda x: x * c)(1.0)

@@ -109,7 +109,7 @@ class StagingTrace(Trace):
             return Literal(np.asarray(x, aval.dtype)[()], aval)
         born = self.host_scalars.get(id(x))
         if born is not None and born[0] is x:  # a scalar made from host data while tracing
-            return Literal(born[1], abstractify(x))
+            return Literal(x, abstractify(x))  # (evaluated again, it is that Array, as in JAX)
         return self._const(x, abstractify(x))
 
     def _const(self, x, aval) -> Var:
