@@ -121,6 +121,7 @@ ML_DTYPES_AFTER_IMPORT = [
     ("plax.dtypes.bfloat16.__name__", "bfloat16"),
     ("str(jnp.promote_types(jnp.bfloat16, jnp.float16))", "float32"),
     ("plax.dtypes.itemsize_bits('int4')", 4),
+    ("[jnp.dtype('bfloat16').name, jnp.dtype is np.dtype]", ["bfloat16", True]),
     # ml_dtypes imported by the user, never named through plax: its values still work.
     ("jnp.asarray(np.ones(2, __import__('ml_dtypes').bfloat16)).sum().dtype.name", "bfloat16"),
     ("str((jnp.ones(2) + np.ones(2, __import__('ml_dtypes').bfloat16)).dtype)", "float32"),

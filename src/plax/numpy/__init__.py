@@ -28,7 +28,6 @@ generic, number, integer, signedinteger, unsignedinteger = (
 inexact, floating, complexfloating = _np.inexact, _np.floating, _np.complexfloating
 character, flexible, object_, iterable = _np.character, _np.flexible, _np.object_, _np.iterable
 ComplexWarning = _np.exceptions.ComplexWarning
-dtype = _np.dtype
 bool = bool_  # noqa: F405
 single, double, csingle, cdouble = float32, float64, complex64, complex128  # noqa: F405
 int_, uint, float_, complex_ = int64, uint64, float64, complex128  # noqa: F405
@@ -74,13 +73,18 @@ def from_dlpack(x, /, *, device=None, copy=None):
 
 # ``import *`` gives them too (loading their families, and ml_dtypes).
 __all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY_NAMES)
-                 | _scalar_types.ML_SCALAR_NAMES)
+                 | _scalar_types.ML_SCALAR_NAMES | {"dtype"})
 
 
 def __getattr__(name):
     import importlib
     if name in _scalar_types.ML_SCALAR_NAMES:  # bfloat16, float8_*, int4, ...: ml_dtypes'
         value = globals()[name] = getattr(_scalar_types, name)
+        return value
+    if name == "dtype":  # NumPy's, which reads "bfloat16" once ml_dtypes has registered it
+        from plax.core.dtypes import ml_dtypes_module
+        ml_dtypes_module()
+        value = globals()[name] = _np.dtype
         return value
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")  # also binds it here
@@ -92,4 +96,4 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | _LAZY_SUBMODULES | set(_LAZY_NAMES)
-                  | _scalar_types.ML_SCALAR_NAMES)
+                  | _scalar_types.ML_SCALAR_NAMES | {"dtype"})
