@@ -14,7 +14,7 @@ whose ``index`` names a Python callable handed to XLA at compile time
 function plax Arrays (as JAX's callbacks get jax.Arrays); it checks what the
 user's function returned against the declared types (the runtime does not: a wrong
 dtype would be read as garbage), and records an exception it raises so that the
-runtime can raise it in the caller's thread (``runtime/xla.raise_callback_failure``).
+runtime can raise it in the caller's thread (``runtime/callback_errors.raise_callback_failure``).
 
 Ordered callbacks take the function's current token and give the next
 (``ctx.fn.token``). In an SPMD program a callback runs on one device (the first, or the
@@ -38,7 +38,8 @@ from plax.higher_order.scan import scan
 from plax.first_order.batch_util import moveaxis
 from plax.first_order.shapes import broadcast
 from plax.lowering.stablehlo import abstract_token
-from plax.runtime.xla import JaxRuntimeError, callback_error
+from plax.runtime.callback_errors import callback_error
+from plax.runtime.xla import JaxRuntimeError
 
 __all__ = ["pure_callback_p", "io_callback_p", "debug_callback_p", "VMAP_METHODS",
            "check_results", "batch_by_method"]
