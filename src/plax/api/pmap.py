@@ -8,7 +8,6 @@ their ``out_axes`` (each device's result expanded back), the whole a jit of a
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from plax import tree_util

@@ -64,10 +64,10 @@ class StagingTrace(Trace):
         self.const_vals: list = []              # values, kept alive and in order
         self.const_order: list[Var] = []
         self.literals: dict[int, Literal] = {}
-        self.host_scalars: dict[int, tuple] = {}  # id -> (0-d array, its host value)
+        self.host_scalars: dict[int, object] = {}  # id -> 0-d array made while tracing
 
-    def note_host_scalar(self, array, value) -> None:
-        self.host_scalars[id(array)] = (array, value)
+    def note_host_scalar(self, array) -> None:
+        self.host_scalars[id(array)] = array
 
     def new_arg(self, aval: ShapedArray) -> StagingTracer:
         t = StagingTracer(self, aval, Var(aval))
@@ -107,8 +107,7 @@ class StagingTrace(Trace):
         if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype in dtypes.supported_dtypes:
             aval = abstractify(x)
             return Literal(np.asarray(x, aval.dtype)[()], aval)
-        born = self.host_scalars.get(id(x))
-        if born is not None and born[0] is x:  # a scalar made from host data while tracing
+        if self.host_scalars.get(id(x)) is x:  # a scalar made from host data while tracing
             return Literal(x, abstractify(x))  # (evaluated again, it is that Array, as in JAX)
         return self._const(x, abstractify(x))
 

@@ -33,11 +33,11 @@ class Trace:
     def process_primitive(self, prim, args, params):
         raise NotImplementedError
 
-    def note_host_scalar(self, array, value) -> None:
-        """``array`` (0-d) was just made from the host scalar ``value``: the nearest staging
+    def note_host_scalar(self, array) -> None:
+        """``array`` (0-d) was just made from a host scalar: the nearest staging
         trace takes it as a literal, as JAX's traces fold such constants."""
         if self.parent is not None:
-            self.parent.note_host_scalar(array, value)
+            self.parent.note_host_scalar(array)
 
     def finish(self):
         """Mark the trace done; its tracers are leaked if they are ever used again."""

@@ -107,7 +107,7 @@ def array_from_host(x, dtype=None, weak_type=None, device=None, committed=False)
     aval = ShapedArray(host.shape, host.dtype, weak)
     out = xla.put(host, aval, sharding_for(device), [device], dtypes.x64_enabled(), committed)
     if not host.ndim:  # a trace takes a scalar made while it runs as a literal (as JAX's)
-        current_trace().note_host_scalar(out, host[()])
+        current_trace().note_host_scalar(out)
     return out
 
 
