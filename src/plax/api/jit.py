@@ -458,7 +458,8 @@ class JitWrapped:
             entry, leaves = self._entry(args, kwargs)
         except HiValueArgument:
             return call_with_hi_values(self, args, kwargs)
-        if self._inline and not isinstance(current_trace(), EvalTrace):
+        trace = current_trace()
+        if self._inline and not isinstance(trace, EvalTrace) and not trace.evaluates_eagerly():
             outs = eval_jaxpr(entry.params["jaxpr"].jaxpr, [], *entry.consts, *leaves)
         elif entry.call.embedded and isinstance(current_trace(), EvalTrace):
             outs = pjit.run_call(entry.call, [*entry.consts, *leaves])  # (as the fast path)
@@ -470,7 +471,7 @@ class JitWrapped:
         """The C++ dispatch's miss handler: run the call in Python, and (for a plain eager
         call) say how C++ can run calls like it by itself from now on (None: it cannot)."""
         if not _plain_eager():
-            call = self._fun if self._eager_only else self._call_python
+            call = self._traced_call if self._eager_only else self._call_python
             return call(*args, **kwargs), None, False
         try:
             result, data = self._run_recording(args, kwargs)
@@ -483,6 +484,18 @@ class JitWrapped:
                 raise
             return self._fun(*args, **kwargs), None, False  # (see eager_compiled)
         return result, data, False
+
+    def _traced_call(self, *args, **kwargs):
+        """An ``eager_compiled`` function called under a transformation. As JAX's
+        ``jit(inline=True)`` functions: one jit when the transformation evaluates eagerly
+        (eager grad, jvp, vmap: its known part then runs as one program, whose bits XLA's
+        rewrites may change), else ``fun`` itself, its primitives staged."""
+        if current_trace().evaluates_eagerly():
+            try:
+                return self._call_python(*args, **kwargs)
+            except Exception:
+                pass  # (``fun`` raises the error the user should see: see eager_compiled)
+        return self._fun(*args, **kwargs)
 
     def _run_recording(self, args, kwargs):
         """A plain eager call, and the fast-path data C++ needs to run such calls."""
@@ -663,15 +676,17 @@ cpp_jit.install_methods(__getattr__=_jit_wrapped_attribute,
 def eager_compiled(fun=None, *, static_argnames=()):
     """Decorator for plax's own array functions (``plax.numpy``'s ufuncs and reductions):
     an eager call runs as one program compiled for its argument signature and dispatched
-    from C++, as JAX's jitted ``jax.numpy`` functions do, instead of op by op; a call under
-    a transformation runs ``fun`` itself, so jaxprs show its primitives.
+    from C++, as JAX's jitted ``jax.numpy`` functions do, instead of op by op. A call
+    under a transformation that evaluates eagerly (eager grad, jvp, vmap) is one jit too,
+    so its known part runs as one program with JAX's bits; under a staging trace it runs
+    ``fun`` itself, so jaxprs show its primitives (JAX's ``jit(inline=True)``).
 
     A call the compiled form cannot take (an unhashable static argument, an argument type
     jit rejects, a failure while tracing) runs ``fun`` op by op, which raises the error the
     user should see or returns the answer.
 
-    The result's ``_traced_form`` is ``fun``: callers that know an operand is a tracer (its
-    operators) call it directly, without going through the eager dispatch first.
+    The result's ``_traced_form`` is the traced call alone: callers that know an operand is
+    a tracer (its operators) call it directly, without going through the eager dispatch.
     """
     if fun is None:
         return functools.partial(eager_compiled, static_argnames=static_argnames)
@@ -687,24 +702,31 @@ def eager_compiled(fun=None, *, static_argnames=()):
 
     if not static_argnames:  # the C++ callable itself: no Python frame on an eager call
         cpp = compile_it()
-        cpp._traced_form = fun
+        cpp._traced_form = getattr(cpp, "_plax_jit", cpp)._traced_call
         return cpp
     compiled = []  # made on the first eager call
 
     def call(*args, **kwargs):
         # Static arguments may be unhashable (axis=[0, 1]), which C++ would reject before
-        # Python sees the call: those and traced calls run ``fun`` itself.
-        if _plain_eager():
-            if not compiled:
-                compiled.append(compile_it())
-            try:
-                return compiled[0](*args, **kwargs)
-            except Exception:  # (see the docstring)
-                pass
-        return fun(*args, **kwargs)
+        # Python sees the call: those run ``fun`` itself.
+        if not _plain_eager():
+            return traced(*args, **kwargs)
+        if not compiled:
+            compiled.append(compile_it())
+        try:
+            return compiled[0](*args, **kwargs)
+        except Exception:  # (see the docstring)
+            return fun(*args, **kwargs)
+
+    def traced(*args, **kwargs):
+        if not current_trace().evaluates_eagerly():
+            return fun(*args, **kwargs)
+        if not compiled:
+            compiled.append(compile_it())
+        return getattr(compiled[0], "_plax_jit", compiled[0])._traced_call(*args, **kwargs)
 
     functools.update_wrapper(call, fun)
-    call._traced_form = fun
+    call._traced_form = traced
     return call
 
 
@@ -792,6 +814,9 @@ def effects_barrier() -> None:
 
 class _CompileTimeEvalTrace(EvalTrace):
     """Evaluates ops on concrete values now, even inside a trace; traced inputs still stage."""
+
+    def evaluates_eagerly(self) -> bool:
+        return False  # (its traced inputs belong to a staging trace)
 
     def process_primitive(self, prim, args, params):
         for a in args:

@@ -173,16 +173,20 @@ def consts_as_inputs(closed: "ClosedJaxpr"):
     """``(callee, consts)``: a ClosedJaxpr without constants that takes ``consts`` as its
     leading inputs. Higher-order primitives keep bodies in this form and pass the
     constants (which may be tracers of an enclosing trace) as operands."""
-    j = closed.jaxpr
-    if not j.constvars:
+    if not closed.jaxpr.constvars:
         return closed, []
-    # The same body gives the same callee (whatever ClosedJaxpr wraps it), so that
-    # executables compiled for it are reused.
+    return callee_of(closed.jaxpr), list(closed.consts)
+
+
+def callee_of(j: "Jaxpr") -> "ClosedJaxpr":
+    """A ClosedJaxpr without constants taking ``j``'s constvars as its leading inputs. The
+    same body gives the same callee (whatever ClosedJaxpr wraps it, even a new one per
+    call), so that executables compiled for it are reused."""
     callee = _callees.get(j, None)
     if callee is None:
         callee = ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.outvars, j.eqns), [])
         _callees.put(j, None, callee)
-    return callee, list(closed.consts)
+    return callee
 
 
 _callees = WeakKeyCache("consts_as_inputs")

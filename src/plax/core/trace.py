@@ -33,6 +33,12 @@ class Trace:
     def process_primitive(self, prim, args, params):
         raise NotImplementedError
 
+    def evaluates_eagerly(self) -> bool:
+        """Whether what this trace passes down is evaluated now, not staged: a jit bound
+        under it runs as compiled programs (eager ``grad``, ``jvp``, ``vmap``), as JAX's
+        ``jit(inline=True)`` functions do outside a staging trace."""
+        return False
+
     def note_host_scalar(self, array) -> None:
         """``array`` (0-d) was just made from a host scalar: the nearest staging
         trace takes it as a literal, as JAX's traces fold such constants."""
@@ -326,6 +332,9 @@ class EvalTrace(Trace):
 
     def __init__(self):
         super().__init__(None, "eager evaluation")
+
+    def evaluates_eagerly(self) -> bool:
+        return True
 
     def process_primitive(self, prim, args, params):
         for a in args:

@@ -14,7 +14,7 @@ import functools
 from plax.core import dtypes
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_jaxpr, jaxpr_has_effects
-from plax.core.jaxpr import ClosedJaxpr, call_out_avals, consts_as_inputs
+from plax.core.jaxpr import ClosedJaxpr, call_out_avals, callee_of, consts_as_inputs
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
                              is_undefined, jvp_rules, param_printers, partial_eval_rules,
@@ -140,9 +140,12 @@ jvp_rules[pjit_p] = _jvp
 
 
 # --- partial evaluation: a known jit now, an unknown jit of residuals staged --------------
+# An inline jit (plax.numpy's functions) is inlined when staged under a jit; under an eager
+# linearize its known part still runs as one program, as JAX's does.
 def _partial_eval(trace, args, params):
     closed = params["jaxpr"]
-    if params["inline"]:
+    inline = params["inline"]
+    if inline and not trace.parent.evaluates_eagerly():
         return trace.eval_jaxpr(closed, args)
     unknowns = [trace.is_unknown(a) for a in args]
     known, unknown, out_unknowns, num_res = partial_eval_jaxpr(
@@ -155,8 +158,12 @@ def _partial_eval(trace, args, params):
     unknown_out = []
     if any(out_unknowns):
         unknown_in = [*known_out[n_known:], *(a for a, u in zip(args, unknowns) if u)]
-        unknown_out = trace.stage(pjit_p, unknown_in, dict(
-            params, jaxpr=unknown, donated_invars=(False,) * len(unknown_in), **_UNCONSTRAINED))
+        if inline:  # (its known part ran as one program; the rest is staged op by op)
+            unknown_out = trace.eval_jaxpr(unknown, unknown_in)
+        else:
+            unknown_out = trace.stage(pjit_p, unknown_in, dict(
+                params, jaxpr=unknown, donated_invars=(False,) * len(unknown_in),
+                **_UNCONSTRAINED))
     k, u = iter(known_out[:n_known]), iter(unknown_out)
     return [next(u) if unk else next(k) for unk in out_unknowns]
 
@@ -181,7 +188,7 @@ transpose_rules[pjit_p] = _transpose
 # --- batching: a jit of the batched body ------------------------------------------------------
 def _batch(axis, vals, dims, *, jaxpr, name, donated_invars, **params):
     body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description=f"vmap({name})")
-    callee, _ = consts_as_inputs(ClosedJaxpr(body, consts))
+    callee = callee_of(body)
     outs = pjit_p.bind(*consts, *vals, jaxpr=callee, name=name,
                        donated_invars=(False,) * len(consts) + tuple(donated_invars),
                        **dict(params, **_UNCONSTRAINED))

@@ -60,6 +60,9 @@ class JVPTrace(Trace):
     def __init__(self, parent: Trace, description: str = ""):
         super().__init__(parent, description)
 
+    def evaluates_eagerly(self) -> bool:
+        return self.parent.evaluates_eagerly()
+
     @property
     def main(self):
         """This jvp's identity (JAX's tag): the trace itself."""

@@ -32,6 +32,9 @@ class PartialEvalTrace(StagingTrace):
     partial_eval = True  # a JVP trace under this one is linearizing: JVPTracer shows as GradTracer
     records_all = False
 
+    def evaluates_eagerly(self) -> bool:
+        return self.parent.evaluates_eagerly()
+
     def is_unknown(self, x) -> bool:
         return isinstance(x, StagingTracer) and x._trace is self
 

@@ -75,6 +75,9 @@ class BatchTrace(Trace):
         super().__init__(parent, description)
         self.axis = axis
 
+    def evaluates_eagerly(self) -> bool:
+        return self.parent.evaluates_eagerly()
+
     def to_batch_info(self, x):
         if isinstance(x, BatchTracer):
             if x._trace is self:
