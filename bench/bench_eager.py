@@ -27,6 +27,13 @@ res = {
   "eager sin f32[8] (us)": best_of(lambda: lax.sin(small).block_until_ready(), 300),
   "eager x*2+1 f32[8] via numpy ops (us)": best_of(lambda: (small * 2 + 1).block_until_ready(), 200),
   "eager add f32[1000,1000] (us)": best_of(lambda: lax.add(big, big).block_until_ready(), 50),
+  # jnp functions under eager transformations: one program per call, as JAX's jitted ones
+  "eager grad of sum(tanh(2x+1)/3) f32[8] (us)": best_of(
+      lambda: lib.grad(lambda x: jnp.sum(jnp.tanh(x * 2.0 + 1.0) / 3.0))(small)
+      .block_until_ready(), 50),
+  "eager vmap of the same over f32[4,8] (us)": best_of(
+      lambda: lib.vmap(lambda x: jnp.sum(jnp.tanh(x * 2.0 + 1.0) / 3.0))(
+          jnp.ones((4, 8))).block_until_ready(), 50),
   "device_put 1 MiB (us)": best_of(lambda: lib.device_put(host).block_until_ready(), 100),
   "device_get 1 MiB (us)": best_of(lambda: np.asarray(lax.add(big, 0.0)), 20),
 }

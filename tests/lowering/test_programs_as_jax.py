@@ -101,3 +101,28 @@ def test_unused_while_is_dropped():
         lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0)
         return x * 2
     assert "stablehlo.while" not in plax.jit(f).lower(np.float32(1.0)).as_text()
+
+
+def test_scan_body_is_a_call_of_its_own_function_as_jax():
+    """JAX runs a scan's body through ``closed_call``, a private function of the program.
+    XLA folds less across the call: a constant mask that reaches a loop nested in the body
+    as an argument stays a select, as in JAX's program (numpyro's NUTS under fori_collect
+    got JAX's bits only so)."""
+    mask = np.array([True, True, False, True])
+    sig = np.float32([15.0, 10.0, 16.0, 11.0])
+
+    def inner(v):
+        def body(c):
+            i, w = c
+            return i + 1, jnp.where(mask, ((w - 1.0) / sig) ** 2 * -0.5, -jnp.inf)
+        return lax.while_loop(lambda c: c[0] < 3, body, (0, v))[1]
+
+    f = plax.jit(lambda v: lax.fori_loop(0, 2, lambda i, w: inner(w), v))
+    x = np.linspace(0.5, 3.0, 4, dtype=np.float32)
+    lowered = f.lower(x)
+    assert len(re.findall(r"callee = @closed_call\b", lowered.as_text())) == 1
+    assert len(re.findall(r" select\(", lowered.compile().as_text())) == 1
+    want = x.astype(np.float64)
+    for _ in range(2 * 3):  # two outer steps of three inner ones
+        want = np.where(mask, ((want - 1.0) / sig) ** 2 * -0.5, -np.inf)
+    np.testing.assert_allclose(f(x), want, rtol=1e-6)

@@ -26,7 +26,8 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, current_trace, get_aval
 from plax.lowering.consts import const_operands
-from plax.lowering.stablehlo import lower_jaxpr_body
+from plax.higher_order.pjit import call_function
+from plax.lowering.stablehlo import define_function, lower_jaxpr_body
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
 
@@ -130,10 +131,20 @@ def _impl_for(prim):
 
 def _lowering_for(prim):
     def lowering(ctx, *args, **params):
-        """The body inlined (no function boundary: XLA would inline the call anyway)."""
+        """The body inlined (no function boundary)."""
         body = _split(prim, params)[0]
         return lower_jaxpr_body(ctx.fn, body.jaxpr, [*const_operands(ctx, body), *args])
     return lowering
+
+
+def _lowering_as_function(ctx, *args, call_jaxpr):
+    """``closed_call``: a private function ``closed_call`` and a ``func.call`` of it, as JAX
+    lowers it. The boundary matters to XLA: a constant passed into the call is a parameter
+    there, so XLA folds less inside (a scan's body is one; JAX's loops get their bits so)."""
+    callee = ctx.fn.module.unique_name("closed_call")
+    define_function(ctx.module_context, callee, call_jaxpr.jaxpr,
+                    scope=ctx.fn.eqn_scope + ("closed_call",))
+    return call_function(ctx, callee, call_jaxpr, args)
 
 
 # --- jvp: a call of the body's jvp ----------------------------------------------------------
@@ -236,5 +247,5 @@ def register_call_rules(prim, body_param: str = "call_jaxpr", lowering=None) -> 
     dce_rules[prim] = _dce_for(prim)
 
 
-for _prim in (closed_call_p, call_p):
-    register_call_rules(_prim)
+register_call_rules(closed_call_p, lowering=_lowering_as_function)
+register_call_rules(call_p)

@@ -44,6 +44,7 @@ from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point,
                                           promote_weak_inits, same_type, split, trace_body,
                                           trace_closed, wrapper_for)
 from plax.higher_order.loops import while_loop
+from plax.higher_order.call import closed_call_p
 from plax.lowering.inline import lower_fun
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from plax.transforms.vmap import AxisData, batch_flat
@@ -584,7 +585,8 @@ def _scan_loop(*args, reverse, length, jaxpr, num_consts, num_carry, linear, unr
     trips, rest = divmod(length, unroll)
     if unroll > 1 and trips == 1 and rest == 0:  # fully unrolled: no loop at all
         trips, rest = 0, length
-    run = closed_call(jaxpr)
+    # The body as JAX's scan runs it: a call (a function of its own in the program).
+    run = lambda *operands: closed_call_p.bind(*operands, call_jaxpr=jaxpr)
 
     def step(i, carry, ys):
         index = (length - 1 - i) if reverse else i
