@@ -16,6 +16,7 @@ from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_jaxpr, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, call_out_avals, callee_of, consts_as_inputs
 from plax.core.primitive import Primitive
+from plax.core.trace import get_aval
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
                              is_undefined, jvp_rules, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules)
@@ -187,7 +188,8 @@ transpose_rules[pjit_p] = _transpose
 
 # --- batching: a jit of the batched body ------------------------------------------------------
 def _batch(axis, vals, dims, *, jaxpr, name, donated_invars, **params):
-    body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description=f"vmap({name})")
+    body, consts, out_dims = batch_jaxpr(jaxpr, axis, dims, description=f"vmap({name})",
+                                         in_avals=[get_aval(v) for v in vals])
     callee = callee_of(body)
     outs = pjit_p.bind(*consts, *vals, jaxpr=callee, name=name,
                        donated_invars=(False,) * len(consts) + tuple(donated_invars),

@@ -157,21 +157,24 @@ def jaxpr_axis_names(jaxpr) -> frozenset:
 
 
 # --- batching a jaxpr (for primitives that hold one: pjit, checkpoint, custom rules) ----------
-def batch_jaxpr(closed, axis: AxisData, dims, description: str = "", out_dims=None):
+def batch_jaxpr(closed, axis: AxisData, dims, description: str = "", out_dims=None,
+                in_avals=None):
     """Stage the batched version of ``closed`` for inputs batched along ``dims``.
 
     Returns ``(jaxpr, consts, out_dims)``: a Jaxpr whose constvars take ``consts``
     (values it closes over, e.g. tracers of enclosing traces) and the batch
     dimension of each output. ``out_dims``, when given, fixes where each output's
     batch goes (unbatched outputs are broadcast there; ``not_mapped`` asks for an
-    output that is unbatched, as a loop's fixed point establishes).
+    output that is unbatched, as a loop's fixed point establishes). ``in_avals``, when
+    given, are the batched operands' own types (their explicit shardings kept).
     """
     key = (tuple(dims), None if out_dims is None else tuple(out_dims), axis.name, axis.size,
-           axis.spmd_name, axis_env())
+           axis.spmd_name, axis_env(), None if in_avals is None else tuple(in_avals))
     hit = _batched_jaxprs.get(closed, key)
     if hit is not None:
         return hit
-    in_avals = [batched_aval(a, d, axis.size) for a, d in zip(closed.in_avals, dims)]
+    if in_avals is None:
+        in_avals = [batched_aval(a, d, axis.size) for a, d in zip(closed.in_avals, dims)]
     box = []
 
     def body(*xs):
