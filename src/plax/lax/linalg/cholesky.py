@@ -11,11 +11,9 @@ from plax.core.rules import abstract_eval_rules, jvp_rules, register_lowering
 from plax.core.trace import get_aval
 from plax.first_order import arithmetic as _arith
 from plax.lax.linalg import lapack
-from plax.lax.linalg.common import (batched_on_front, check_matrix, matmul, symmetrize,
-                                    triangle, triangle_mask)
+from plax.lax.linalg.common import (batched_on_front, check_matrix, eye_like, matmul, symmetrize,
+                                    triangle)
 from plax.lax.linalg.triangular import triangular_solve_p
-from plax.first_order import comparison as _cmp
-from plax.first_order import shapes as _shapes
 from plax.lowering.inline import lower_fun
 
 __all__ = ["cholesky", "cholesky_p"]
@@ -49,21 +47,17 @@ def _cuda(x):
 
 def _jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
-    factor = cholesky_p.bind(x)
-    low = triangle(factor, lower=True)
-    # With L Lᴴ = A:  dL = L Φ(L⁻¹ dA L⁻ᴴ), Φ taking the lower triangle with half the diagonal.
-    dx = symmetrize(dx)
+    # With L Lᴴ = A:  dL = L Φ(L⁻¹ dA L⁻ᴴ), Φ taking the lower triangle with half the diagonal
+    # (Murray 2016), written as JAX's rule writes it, so that programs are JAX's: no
+    # symmetrising of dA here (the public functions symmetrise A), and Φ as a division.
+    low = triangle(cholesky_p.bind(x), lower=True)
     right = triangular_solve_p.bind(low, dx, left_side=False, lower=True, transpose_a=True,
                                     conjugate_a=True, unit_diagonal=False)
     middle = triangular_solve_p.bind(low, right, left_side=True, lower=True, transpose_a=False,
                                      conjugate_a=False, unit_diagonal=False)
-    half = np.array(0.5, get_aval(middle).dtype)
     aval = get_aval(middle)
-    phi = _arith.mul(triangle(middle, lower=True),
-                     _cmp.select_n(triangle_mask(aval.shape, lower=True, k=-1),
-                                   _shapes.full(aval.shape, half, aval.dtype),
-                                   _shapes.full(aval.shape, 1, aval.dtype)))
-    return factor, matmul(low, phi)
+    one_plus_eye = _arith.add(np.array(1, aval.dtype), eye_like(aval))
+    return low, matmul(low, _arith.div(triangle(middle, lower=True), one_plus_eye))
 
 
 abstract_eval_rules[cholesky_p] = _abstract
