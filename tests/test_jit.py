@@ -566,7 +566,10 @@ def test_closures_over_arrays_and_outer_tracers():
     g = plax.jit(lambda a: a * c)
     np.testing.assert_array_equal(g(X), X * (X + 10))
     text = str(plax.make_jaxpr(g)(X))
-    assert text.startswith("{ lambda a:f32[3]; b:f32[3]. let")  # c is a constant of the jaxpr
+    # c is a constant of the nested jit's own jaxpr, as JAX 0.10 shows it (and lowers it: a
+    # constant of the callee's function)
+    assert text.startswith("{ lambda ; a:f32[3]. let") and "jaxpr={ lambda a:f32[3]; b:f32[3]." \
+        in text
     np.testing.assert_array_equal(plax.jit(plax.jit(lambda a: a + c))(X), X * 2 + 10)
 
     def outer(a):

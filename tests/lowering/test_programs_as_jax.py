@@ -149,3 +149,65 @@ def test_cholesky_derivative_is_jax_rule():
             loss(tuple(jnp.float32(1.0 - (i == j) * 1e-2) for j in range(3)))) / 2e-2
            for i in range(3)]
     np.testing.assert_allclose(grads, num, rtol=2e-2)
+
+
+_SIG = np.float32([15.0, 10.0, 16.0])
+
+
+def test_nested_jit_keeps_its_constants_as_jax():
+    """A jit staged inside another keeps its concrete closed-over constants in its own jaxpr,
+    and they are constants of its function in the program, as JAX 0.10's: passed in as
+    arguments (through a loop's carries), XLA could not fold them, and numpyro's
+    fori_collect, whose step is such a jit, drifted from JAX's bits."""
+    inner = plax.jit(lambda v: (v - 1.0) / _SIG)
+    f = lambda x: lax.fori_loop(0, 2, lambda i, v: inner(v), x)
+    closed = plax.make_jaxpr(f)(np.ones(3, np.float32))
+    assert not closed.jaxpr.constvars
+    (scan,) = closed.jaxpr.eqns
+    assert scan.params["num_consts"] == 0
+    (call,) = [e for e in scan.params["jaxpr"].jaxpr.eqns if e.primitive.name == "jit"]
+    assert len(call.invars) == 1 and [c.tolist() for c in call.params["jaxpr"].consts] == \
+        [_SIG.tolist()]
+    text = plax.jit(f).lower(np.ones(3, np.float32)).as_text()
+    callee = text[text.index("func.func private @_lambda_"):]
+    callee = callee[:callee.index("\n  }")]
+    assert "stablehlo.constant" in callee and "tensor<3xf32>" in callee
+    x = np.float32([2.0, 3.0, 4.0])
+    np.testing.assert_allclose(plax.jit(f)(x), ((x - 1) / _SIG - 1) / _SIG, rtol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["eval_jaxpr", "grad", "vmap", "jit_grad", "jvp"])
+def test_nested_jit_with_constants_under_transformations(how):
+    from plax.core.jaxpr import eval_jaxpr
+    inner = plax.jit(lambda v: jnp.sum((v * _SIG) ** 2))
+    outer = lambda v: inner(v) * 2.0
+    x = np.float32([0.5, -1.0, 2.0])
+    want_val = 2.0 * np.sum((x * _SIG) ** 2)
+    want_grad = 4.0 * x * _SIG ** 2
+    if how == "eval_jaxpr":
+        closed = plax.make_jaxpr(outer)(x)
+        np.testing.assert_allclose(eval_jaxpr(closed.jaxpr, closed.consts, x)[0], want_val,
+                                   rtol=1e-6)
+    elif how == "grad":
+        np.testing.assert_allclose(plax.grad(lambda v: plax.jit(outer)(v))(x), want_grad,
+                                   rtol=1e-6)
+    elif how == "jit_grad":
+        np.testing.assert_allclose(plax.jit(plax.grad(plax.jit(outer)))(x), want_grad,
+                                   rtol=1e-6)
+    elif how == "vmap":
+        xs = np.stack([x, 2 * x])
+        np.testing.assert_allclose(plax.vmap(plax.jit(outer))(xs),
+                                   [want_val, 4 * want_val], rtol=1e-6)
+    else:
+        _, t = plax.jvp(plax.jit(outer), (x,), (np.ones(3, np.float32),))
+        np.testing.assert_allclose(t, np.sum(want_grad), rtol=1e-6)
+
+
+def test_nested_jit_keeps_a_large_constant_as_an_operand():
+    big = np.arange(300_000, dtype=np.float32)  # over the 1 MiB compiled into programs
+    inner = plax.jit(lambda v: v + jnp.asarray(big)[:3])
+    closed = plax.make_jaxpr(lambda x: inner(x) * 2.0)(np.ones(3, np.float32))
+    (call,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "jit"]
+    assert len(call.invars) == 2 and not call.params["jaxpr"].consts
+    np.testing.assert_allclose(plax.jit(lambda x: inner(x) * 2.0)(np.ones(3, np.float32)),
+                               [2.0, 4.0, 6.0])

@@ -463,6 +463,11 @@ class JitWrapped:
             outs = eval_jaxpr(entry.params["jaxpr"].jaxpr, [], *entry.consts, *leaves)
         elif entry.call.embedded and isinstance(current_trace(), EvalTrace):
             outs = pjit.run_call(entry.call, [*entry.consts, *leaves])  # (as the fast path)
+        elif entry.consts and entry.cacheable and not isinstance(trace, EvalTrace) and \
+                not trace.evaluates_eagerly() and _embeddable(entry.consts):
+            # Staged inside another jit: the constants stay in the callee, as JAX's (up to
+            # the size compiled into programs; larger ones stay operands).
+            outs = pjit_p.bind(*leaves, **_nested_params(entry))
         else:
             outs = pjit_p.bind(*entry.consts, *leaves, **entry.params)
         return tree_util.tree_unflatten(entry.out_tree, outs)
@@ -609,6 +614,15 @@ def _hashable_static(value, where: str):
             f"hash an object of type {type(value)}, {value!r}, passed as static {where}. The "
             f"error was: {e}. Pass a hashable value (e.g. a tuple instead of a list).") from None
     return value
+
+
+def _nested_params(entry) -> dict:
+    """``entry``'s pjit parameters with its (concrete) constants kept in the callee."""
+    n = len(entry.consts)
+    shardings = entry.params.get("in_shardings") or ()
+    return dict(entry.params, jaxpr=entry.user_jaxpr,
+                donated_invars=entry.params["donated_invars"][n:],
+                in_shardings=tuple(shardings[n:]) if shardings else ())
 
 
 def _is_array_like(x) -> bool:

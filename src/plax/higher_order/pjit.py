@@ -14,7 +14,7 @@ import functools
 from plax.core import dtypes
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_jaxpr, jaxpr_has_effects
-from plax.core.jaxpr import ClosedJaxpr, call_out_avals, callee_of, consts_as_inputs
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, call_out_avals, callee_of, consts_as_inputs
 from plax.core.primitive import Primitive
 from plax.core.trace import get_aval
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
@@ -36,6 +36,15 @@ def _abstract(*avals, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inl
 
 
 def _impl(*args, **params):
+    closed = params["jaxpr"]
+    if closed.consts:  # (a nested jit's constants, run now: leading operands again)
+        n = len(closed.consts)
+        callee, consts = consts_as_inputs(closed)
+        shardings = params.get("in_shardings") or ()
+        params = dict(params, jaxpr=callee, donated_invars=(False,) * n + tuple(
+            params["donated_invars"]), in_shardings=(None,) * n + tuple(shardings)
+            if shardings else ())
+        args = [*consts, *args]
     return run_call(JitCall.of(params), args)
 
 
@@ -61,9 +70,15 @@ def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused,
               device, compiler_options, in_shardings=(), out_shardings=()):
     """A private function holding the callee, and a call to it."""
     callee = ctx.fn.module.unique_name(name)
-    # The body's scopes are relative to the jit: prefix them with this call site's.
+    # The body's scopes are relative to the jit: prefix them with this call site's. A nested
+    # jit's closed-over constants are constants of its function, as JAX's (XLA folds them
+    # there; passed in, they would be arguments).
     define_function(ctx.module_context, callee, jaxpr.jaxpr,
-                    scope=ctx.fn.eqn_scope + (f"jit({name})",))
+                    scope=ctx.fn.eqn_scope + (f"jit({name})",),
+                    consts=list(jaxpr.consts) if jaxpr.consts else None)
+    if jaxpr.consts:
+        jaxpr = ClosedJaxpr(Jaxpr([], jaxpr.jaxpr.invars, jaxpr.jaxpr.outvars,
+                                  jaxpr.jaxpr.eqns), [])
     # A nested jit's shardings, inside an SPMD program, constrain its operands and results.
     spmd = ctx.fn.module.devices is not None
     if spmd and in_shardings and len(in_shardings) == len(args):
