@@ -4,6 +4,7 @@ for plax.monitoring's listeners) and ``record_event`` (a point event). No jaxlib
 profiler's TraceMe is installed by runtime/xla.py, which imports this module."""
 from __future__ import annotations
 
+import re
 import time
 
 # jaxlib's profiler annotation (cheap to ask ``is_enabled()``: one C++ flag read), set by
@@ -55,3 +56,22 @@ class step:
         if self._traceme is not None:
             self._traceme.__exit__(exc_type, exc, tb)
         return False
+
+
+# --- the names steps go by -------------------------------------------------------------
+_MODULE_NAME = re.compile(r"module @([\w.$-]+)")
+
+
+def executable_name(exe) -> str:
+    """JAX's name of a compiled executable: ``jit(f)`` for its module ``jit_f``."""
+    try:
+        return "jit(" + exe.hlo_modules()[0].name.removeprefix("jit_") + ")"
+    except Exception:
+        return "an XLA executable"
+
+
+def module_fun_name(text) -> str:
+    """JAX's name of a compiled module: ``jit(f)`` for the module ``@jit_f``."""
+    found = _MODULE_NAME.search(str(text)[:500])
+    name = found.group(1) if found else "unknown"
+    return f"jit({name[4:]})" if name.startswith("jit_") else name

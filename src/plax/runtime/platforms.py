@@ -4,8 +4,9 @@ The user names platforms with ``PLAX_PLATFORMS`` (or JAX's ``JAX_PLATFORMS`` /
 ``jax_platforms``), e.g. "cuda,cpu"; "gpu" means "cuda". Named, each must start or plax
 raises JAX's "Unable to initialize backend", except one whose plugin is not installed at
 all, which is passed over when other platforms are named too. Unnamed, plax tries every
-platform it has a client factory for, the GPU first where a CUDA plugin is installed; one
-that fails then warns once and plax goes on without it. The factories themselves (jaxlib
+platform it has a client factory for, in JAX's order: the TPU where libtpu is installed,
+then the GPU where a CUDA plugin is, then the CPU; one that fails then warns once and plax
+goes on without it. The factories themselves (jaxlib
 clients) live in runtime/xla.py; nothing here touches jaxlib.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import warnings
 
 from plax.core.config import config
-from plax.runtime import cuda_plugin, shutdown
+from plax.runtime import cuda_plugin, shutdown, tpu_plugin
 
 _ALIASES = {"gpu": "cuda"}
 
@@ -52,7 +53,8 @@ def requested(known) -> tuple[list[str], bool]:
     names = [canonical(p.strip()) for p in text.split(",") if p.strip()]
     if names:
         return list(dict.fromkeys(names)), True
-    return [n for n in known if n != "cuda" or cuda_plugin.find() is not None], False
+    return [n for n in known if (n != "cuda" or cuda_plugin.find() is not None)
+            and (n != "tpu" or tpu_plugin.find() is not None)], False
 
 
 def start() -> dict:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-import re
 import threading
 import time
 import warnings
@@ -24,7 +23,9 @@ import jaxlib.xla_client as xc
 from jaxlib import _jax, _profile_data, _profiler
 
 from plax.core.config import config
-from plax.runtime import cuda_plugin, loaded_bytes, pipeline_steps, platforms, shutdown
+from plax.runtime import (cuda_plugin, loaded_bytes, pipeline_steps, platforms, shutdown,
+                          tpu_plugin)
+from plax.runtime.pipeline_steps import executable_name, module_fun_name
 from plax.runtime.callback_errors import raise_callback_failure
 from plax.runtime.cpu_devices import cpu_device_count
 from plax.runtime.jaxlib_lookups import answer_jaxlib_lookups as _answer_jaxlib_lookups
@@ -130,8 +131,29 @@ def _register_cuda_kernels(api, kernels) -> None:
                                            api_version=api_version)
 
 
-# Tried in this order (the first started is the default): the GPU first, where a CUDA
-# plugin is installed.
+def _make_tpu_client():
+    """A client of libtpu's PJRT plugin (runtime/tpu_plugin.py finds it), with the client
+    options JAX passes (``jax_pjrt_client_create_options``)."""
+    library = tpu_plugin.find()
+    if library is None:
+        raise platforms.PlatformNotInstalled("libtpu is not installed; install it with pip "
+                                             "install 'plax[tpu]'")
+    tpu_plugin.set_up_environment(JAXLIB_VERSION)
+    try:
+        if not xc.pjrt_plugin_loaded("tpu"):
+            xc.load_pjrt_plugin_dynamically("tpu", library.path)
+        if not xc.pjrt_plugin_initialized("tpu"):
+            xc.initialize_pjrt_plugin("tpu")
+        options = tpu_plugin.client_options(config.read("pjrt_client_create_options"))
+        distributed = _distributed_runtime[0] if _distributed_runtime is not None else None
+        return xc.make_c_api_client("tpu", options, distributed)
+    except Exception as e:  # noqa: BLE001 (said in the user's terms)
+        raise RuntimeError(tpu_plugin.explain_failure(e, library)) from None
+
+
+# Tried in this order (the first started is the default): the TPU, then the GPU, where their
+# plugins are installed, then the CPU.
+platforms.register_factory("tpu", _make_tpu_client)
 platforms.register_factory("cuda", _make_cuda_client)
 platforms.register_factory("cpu", _make_cpu_client)
 register_backend_factory = platforms.register_factory
@@ -377,7 +399,6 @@ def device_list(devices):
 
 
 # --- compile and execute ----------------------------------------------------------
-_MODULE_NAME = re.compile(r"module @([\w.$-]+)")
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 CACHE_EVENTS = "/jax/compilation_cache/"  # the persistent cache's events (plax.monitoring)
 
@@ -566,26 +587,12 @@ _plain_flags, _active_overrides = config._plain, config._active_overrides
 
 
 def _watched(run, exe, args, handlers, text):
-    name = module_fun_name(text) if text is not None else _executable_name(exe)
+    name = module_fun_name(text) if text is not None else executable_name(exe)
     if config.read("no_execution"):
         raise RuntimeError(f"JAX tried to execute function {name}, but the no_execution "
                            "config option is set (plax.no_execution).")
     with pipeline_steps.step("execute", name):
         return run(exe, args, handlers)
-
-
-def _executable_name(exe) -> str:
-    try:
-        return "jit(" + exe.hlo_modules()[0].name.removeprefix("jit_") + ")"
-    except Exception:
-        return "an XLA executable"
-
-
-def module_fun_name(text) -> str:
-    """JAX's name of a compiled module: ``jit(f)`` for the module ``@jit_f``."""
-    found = _MODULE_NAME.search(str(text)[:500])
-    name = found.group(1) if found else "unknown"
-    return f"jit({name[4:]})" if name.startswith("jit_") else name
 
 
 def wait_for(token) -> None:
