@@ -78,27 +78,49 @@ class Traced:
     def out_info(self):
         return self._entry.out_info()
 
-    def lower(self) -> "Lowered":
-        return Lowered(self._wrapped, self._entry, self._leaves)
+    def lower(self, *, lowering_platforms: tuple[str, ...] | None = None,
+              _private_parameters=None) -> "Lowered":
+        """Lower to StableHLO; ``lowering_platforms`` (e.g. ``("tpu",)``) lowers for another
+        platform than the devices', from any machine (such a module is read or exported,
+        not compiled here)."""
+        del _private_parameters
+        platform = None
+        if lowering_platforms is not None:
+            names = tuple(lowering_platforms)
+            if len(names) != 1:
+                raise NotImplementedError(
+                    f"lowering_platforms={names}: plax lowers a jitted function for one "
+                    "platform at a time; lower once per platform, or use plax.export.export("
+                    "..., platforms=[...]).")
+            from plax.export.exporting import _canonical
+            platform = _canonical(names[0])
+        return Lowered(self._wrapped, self._entry, self._leaves, platform=platform)
 
 
 class Lowered:
     """A jitted function lowered to StableHLO for particular argument types (one SPMD
     module over a mesh when shardings or sharded arguments ask for it)."""
 
-    def __init__(self, wrapped, entry, leaves=(), in_tree=None):
+    def __init__(self, wrapped, entry, leaves=(), in_tree=None, platform=None):
         self._wrapped = wrapped
         self._entry = entry
         # A function taking the leaves of its caller's arguments (pmap's jit) is lowered and
         # compiled for that caller's argument structure, ``in_tree``.
         self._in_tree = in_tree or entry.in_tree
         call = entry.call
+        own = (call.device or dispatch.default_device()).platform
+        self._platform = platform or own
         self._spmd = _lower_spmd(call, list(entry.consts) + list(leaves))
         if self._spmd is not None:
+            if self._platform != own:
+                raise NotImplementedError(
+                    f"lowering_platforms=('{platform}',) for a function that runs over several "
+                    f"{own} devices: plax lowers SPMD programs for the devices' own platform "
+                    "only.")
             self._text = self._spmd.text
             return
         self._text, self._jaxpr, self._kept, self._donated = jitted.lower_jitted(
-            call, (call.device or dispatch.default_device()).platform)
+            call, self._platform)
 
     in_tree = property(lambda self: self._in_tree)
     args_info = property(lambda self: _args_info(self._entry, self._in_tree),
@@ -150,6 +172,12 @@ class Lowered:
             return Compiled(self._wrapped, self._entry, self._spmd.compile(options),
                             self._in_tree)
         device = call.device or dispatch.default_device()
+        if self._platform != device.platform:
+            raise ValueError(
+                f"This module was lowered for platform '{self._platform}' (lowering_platforms), "
+                f"but it would be compiled for {device}, a '{device.platform}' device. Compile "
+                f"it where a {self._platform} device is, or export it (plax.export) to run "
+                "there.")
         exe = jitted.compile_lowered(self._text, self._jaxpr, self._kept, self._donated, device,
                                      call.name, options=options)
         return Compiled(self._wrapped, self._entry, exe, self._in_tree)

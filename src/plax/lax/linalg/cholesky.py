@@ -63,6 +63,9 @@ def _jvp(primals, tangents):
 abstract_eval_rules[cholesky_p] = _abstract
 register_lowering(cholesky_p, lower_fun(_cpu), platform="cpu")
 register_lowering(cholesky_p, lower_fun(_cuda), platform="cuda")
+# On TPUs XLA's own op (its compiler expands it), as JAX lowers it there.
+register_lowering(cholesky_p, lambda ctx, x: [ctx.op1("stablehlo.cholesky", [x],
+                                                      props="lower = true")], platform="tpu")
 jvp_rules[cholesky_p] = _jvp
 batched_on_front(cholesky_p)
 

@@ -26,13 +26,15 @@ def _abstract(x):
 
 
 def householder_factors(x, platform: str):
-    """``(a, taus)`` of geqrf on ``platform`` ("cpu": LAPACK; "cuda": cuSOLVER)."""
+    """``(a, taus)`` of geqrf on ``platform`` ("cpu": LAPACK; "cuda": cuSOLVER; "tpu": XLA)."""
     aval = get_aval(x)
     batch, (m, n) = aval.shape[:-2], aval.shape[-2:]
     k = min(m, n)
     if 0 in aval.shape:
         return [x, _shapes.full(batch + (k,), 0, aval.dtype)]
     results = [(aval.shape, aval.dtype, True), (batch + (k,), aval.dtype, False)]
+    if platform == "tpu":  # XLA's Qr, expanded by its TPU compiler
+        return lapack.call_target("Qr", [x], results)
     if platform == "cuda":
         return lapack.call_target("cusolver_geqrf_ffi", [x], results, aliases=((0, 0),))
     return lapack.call("geqrf", [x], results, aliases=((0, 0),))
@@ -48,6 +50,8 @@ register_lowering(geqrf_p, lower_fun(partial(householder_factors, platform="cpu"
                                      multiple_results=True), platform="cpu")
 register_lowering(geqrf_p, lower_fun(partial(householder_factors, platform="cuda"),
                                      multiple_results=True), platform="cuda")
+register_lowering(geqrf_p, lower_fun(partial(householder_factors, platform="tpu"),
+                                     multiple_results=True), platform="tpu")
 jvp_rules[geqrf_p] = _jvp
 batched_on_front(geqrf_p)
 

@@ -79,7 +79,21 @@ def _attribute(value) -> str:
     return f"{int(value)} : i32"
 
 
+def _tpu_lowering(ctx, *operands, target, results, matrix_operands, config, aliases):
+    """On TPUs the targets are XLA's own ("LuDecomposition", "Qr", ...), which its TPU
+    compiler expands: no layouts, no aliasing; ``config`` may give the call's
+    ``api_version`` and ``backend_config`` string, as JAX's TPU rules write them."""
+    del matrix_operands, aliases
+    settings = dict(config)
+    props = f'call_target_name = "{target}"'
+    if "backend_config" in settings:
+        props += f', backend_config = "{settings["backend_config"]}"'
+    props += f', api_version = {int(settings.get("api_version", 1))} : i32'
+    return ctx.op("stablehlo.custom_call", list(operands), props=props)
+
+
 abstract_eval_rules[lapack_p] = _abstract
+register_lowering(lapack_p, _tpu_lowering, platform="tpu")
 register_lowering(lapack_p, _lowering, platform="cpu")
 register_lowering(lapack_p, _lowering, platform="cuda")
 
@@ -97,8 +111,9 @@ def call(fn: str, operands, results, *, matrix_operands=None, config=(), aliases
 
 def call_target(target: str, operands, results, *, matrix_operands=None, config=(),
                 aliases=()):
-    """The results of the kernel named ``target`` (a LAPACK one, or on CUDA the plugin's
-    "cusolver_potrf_ffi", ...), with the arguments of ``call``."""
+    """The results of the kernel named ``target`` (a LAPACK one, on CUDA the plugin's
+    "cusolver_potrf_ffi", ..., on TPU XLA's "LuDecomposition", ...), with the arguments of
+    ``call``."""
     if matrix_operands is None:
         matrix_operands = (True,) * len(operands)
     results = tuple((tuple(s), np.dtype(d), bool(m)) for s, d, m in results)

@@ -117,6 +117,10 @@ def _lu(x, *, platform):
         return [x, pivots, _shapes.broadcasted_iota(np.int32, batch + (m,), len(batch))]
     results = [(aval.shape, aval.dtype, True), (batch + (k,), np.int32, False),
                (batch, np.int32, False)]
+    if platform == "tpu":  # XLA's LuDecomposition: the factors, 0-based pivots, permutation
+        return lapack.call_target("LuDecomposition", [x], [
+            (aval.shape, aval.dtype, True), (batch + (k,), np.int32, False),
+            (batch + (m,), np.int32, False)], config=(("api_version", 2),))
     if platform == "cuda":
         factors, ipiv, info = lapack.call_target("cusolver_getrf_ffi", [x], results,
                                                  aliases=((0, 0),))
@@ -179,6 +183,8 @@ register_lowering(lu_p, lower_fun(partial(_lu, platform="cpu"), multiple_results
                   platform="cpu")
 register_lowering(lu_p, lower_fun(partial(_lu, platform="cuda"), multiple_results=True),
                   platform="cuda")
+register_lowering(lu_p, lower_fun(partial(_lu, platform="tpu"), multiple_results=True),
+                  platform="tpu")
 jvp_rules[lu_p] = _jvp
 batched_on_front(lu_p)
 

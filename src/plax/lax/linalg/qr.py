@@ -59,12 +59,14 @@ def _hp_abstract(a, taus):
 
 
 def reflectors_product(a, taus, platform: str):
-    """orgqr/ungqr on ``platform`` ("cpu": LAPACK; "cuda": cuSOLVER): Q's columns from the
-    reflectors of ``a`` and their scales."""
+    """orgqr/ungqr on ``platform`` ("cpu": LAPACK; "cuda": cuSOLVER; "tpu": XLA): Q's
+    columns from the reflectors of ``a`` and their scales."""
     aval = get_aval(a)
     if 0 in aval.shape:
         return eye_like(aval) if aval.size else a
     args = ([a, taus], [(aval.shape, aval.dtype, True)])
+    if platform == "tpu":  # XLA's, expanded by its TPU compiler
+        return lapack.call_target("ProductOfElementaryHouseholderReflectors", *args)[0]
     if platform == "cuda":
         return lapack.call_target("cusolver_orgqr_ffi", *args, matrix_operands=(True, False),
                                   aliases=((0, 0),))[0]
@@ -82,6 +84,8 @@ register_lowering(householder_product_p,
                   lower_fun(partial(reflectors_product, platform="cpu")), platform="cpu")
 register_lowering(householder_product_p,
                   lower_fun(partial(reflectors_product, platform="cuda")), platform="cuda")
+register_lowering(householder_product_p,
+                  lower_fun(partial(reflectors_product, platform="tpu")), platform="tpu")
 jvp_rules[householder_product_p] = _hp_jvp
 batched_on_front(householder_product_p)
 
@@ -187,6 +191,8 @@ register_lowering(qr_p, lower_fun(partial(_qr, platform="cpu"), multiple_results
                   platform="cpu")
 register_lowering(qr_p, lower_fun(partial(_qr, platform="cuda"), multiple_results=True),
                   platform="cuda")
+register_lowering(qr_p, lower_fun(partial(_qr, platform="tpu"), multiple_results=True),
+                  platform="tpu")
 jvp_rules[qr_p] = qr_jvp
 batched_on_front(qr_p)
 

@@ -55,8 +55,8 @@ def _cpu(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
                        aliases=((0, 1),))[0]
 
 
-def _cuda(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
-    # XLA's own triangular_solve: on GPUs it calls cuBLAS trsm.
+def _xla_op(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    # XLA's own triangular_solve: on GPUs it calls cuBLAS trsm; on TPUs XLA expands it.
     a_aval = ctx.avals_in[0]
     if conjugate_a and not transpose_a and dtypes.is_complex(a_aval.dtype):
         real = ShapedArray(a_aval.shape, real_dtype(a_aval.dtype))
@@ -105,7 +105,8 @@ def _transpose(ct, a, b, *, transpose_a, **params):
 
 abstract_eval_rules[triangular_solve_p] = _abstract
 register_lowering(triangular_solve_p, lower_fun(_cpu), platform="cpu")
-register_lowering(triangular_solve_p, _cuda, platform="cuda")
+register_lowering(triangular_solve_p, _xla_op, platform="cuda")
+register_lowering(triangular_solve_p, _xla_op, platform="tpu")
 jvp_rules[triangular_solve_p] = _jvp
 transpose_rules[triangular_solve_p] = _transpose
 batched_on_front(triangular_solve_p)
