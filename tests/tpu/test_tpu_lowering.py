@@ -69,3 +69,25 @@ def test_a_module_lowered_for_tpu_is_not_compiled_for_the_cpu():
     # lowered for its own platform, it compiles and runs as usual
     own = plax.jit(jnp.sin).trace(A).lower(lowering_platforms=("cpu",)).compile()
     np.testing.assert_allclose(own(A), np.sin(A), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fun, direction, config", [
+    (lambda x: lax.approx_max_k(x, 2), "gt",
+     "aggregate_to_topk = true, recall_target = 0.949999988079071 : f32, reduction_dim = 1 : "
+     "i64, reduction_input_size_override = -1 : i64, top_k = 2 : i64"),
+    (lambda x: lax.approx_min_k(x, 3, recall_target=0.9, aggregate_to_topk=False), "lt",
+     "aggregate_to_topk = false, recall_target = 0.8999999761581421 : f32, reduction_dim = 1 "
+     ": i64, reduction_input_size_override = -1 : i64, top_k = 3 : i64"),
+], ids=["max_k", "min_k"])
+def test_approx_top_k_is_xla_custom_call_on_tpu(fun, direction, config):
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    exported = export.export(plax.jit(fun), platforms=["tpu"])(x)
+    text = exported.mlir_module()
+    assert _facts(text) == ({"ApproxTopK"}, set())
+    assert f"called_computations = [@top_k_{direction}_f32_comparator]" in text
+    assert f"mhlo.backend_config = {{{config}}}" in text
+    assert f"comparison_direction {direction.upper()}" in text
+    # on the CPU the same function is XLA's exact fallback
+    vals, idx = plax.jit(fun)(x)
+    want = np.sort(x, 1)[:, ::-1][:, :2] if direction == "gt" else np.sort(x, 1)
+    np.testing.assert_array_equal(vals, want)

@@ -20,6 +20,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules,
 from plax.core.trace import get_aval
 from plax.first_order import indexing, shapes, slicing, sort
 from plax.lowering.inline import lower_fun
+from plax.lowering.stablehlo import element_type, tensor_type
 from plax.runtime import xla
 
 __all__ = ["approx_max_k", "approx_min_k", "approx_top_k_p"]
@@ -101,8 +102,44 @@ def _batch(axis_data, vals, dims, *, reduction_dimension, **params):
     return outs, [d, d]
 
 
+def _tpu(ctx, x, *, k, reduction_dimension, recall_target, is_max_k,
+         reduction_input_size_override, aggregate_to_topk):
+    """XLA's ApproxTopK custom call, which its TPU compiler implements, as JAX lowers it
+    there: the operand with its indices, the initial values, and a comparator function."""
+    aval = ctx.avals_in[0]
+    axis = _axis(reduction_dimension, aval.ndim)
+    scalar, index = ShapedArray((), aval.dtype), ShapedArray((), np.dtype(np.int32))
+    direction = "GT" if is_max_k else "LT"
+    module = ctx.fn.module
+    comparator = module.unique_name(
+        f"top_k_{direction.lower()}_{element_type(aval.dtype)}_comparator")
+    st, it = tensor_type(scalar), tensor_type(index)
+    module.functions.append(
+        f"  func.func private @{comparator}(%arg0: {st}, %arg1: {st}, %arg2: {it}, %arg3: {it})"
+        f" -> (tensor<i1>) {{\n"
+        f'    %0 = "stablehlo.compare"(%arg0, %arg1) <{{comparison_direction = '
+        f"#stablehlo<comparison_direction {direction}>, compare_type = "
+        f"#stablehlo<comparison_type FLOAT>}}> : ({st}, {st}) -> tensor<i1>\n"
+        f"    func.return %0 : tensor<i1>\n  }}")
+    indices_aval = ShapedArray(aval.shape, np.dtype(np.int32))
+    indices = ctx.op1("stablehlo.iota", [], [], indices_aval,
+                      props=f"iota_dimension = {axis} : i64")
+    init = ctx.constant(np.array(-np.inf if is_max_k else np.inf, aval.dtype), scalar)
+    init_index = ctx.constant(np.array(-1, np.int32), index)
+    config = (f"aggregate_to_topk = {'true' if aggregate_to_topk else 'false'}, "
+              f"recall_target = {float(np.float32(recall_target))!r} : f32, "
+              f"reduction_dim = {axis} : i64, "
+              f"reduction_input_size_override = {int(reduction_input_size_override)} : i64, "
+              f"top_k = {int(k)} : i64")
+    return ctx.op("stablehlo.custom_call", [x, indices, init, init_index],
+                  [aval, indices_aval, scalar, index],
+                  props=f'call_target_name = "ApproxTopK", called_computations = [@{comparator}]',
+                  attrs=f"mhlo.backend_config = {{{config}}}")
+
+
 abstract_eval_rules[approx_top_k_p] = _abstract
 register_lowering(approx_top_k_p, lower_fun(_exact, multiple_results=True))
+register_lowering(approx_top_k_p, _tpu, platform="tpu")
 jvp_rules[approx_top_k_p] = _jvp
 batch_rules[approx_top_k_p] = _batch
 
