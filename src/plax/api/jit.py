@@ -459,14 +459,15 @@ class JitWrapped:
         except HiValueArgument:
             return call_with_hi_values(self, args, kwargs)
         trace = current_trace()
-        if self._inline and not isinstance(trace, EvalTrace) and not trace.evaluates_eagerly():
+        # Staged (into a jit, make_jaxpr, ...), not evaluated now or under eager transforms.
+        staged = not isinstance(trace, EvalTrace) and not trace.evaluates_eagerly()
+        if self._inline and staged:
             outs = eval_jaxpr(entry.params["jaxpr"].jaxpr, [], *entry.consts, *leaves)
-        elif entry.call.embedded and isinstance(current_trace(), EvalTrace):
+        elif entry.call.embedded and isinstance(trace, EvalTrace):
             outs = pjit.run_call(entry.call, [*entry.consts, *leaves])  # (as the fast path)
-        elif entry.consts and entry.cacheable and not isinstance(trace, EvalTrace) and \
-                not trace.evaluates_eagerly() and _embeddable(entry.consts):
-            # Staged inside another jit: the constants stay in the callee, as JAX's (up to
-            # the size compiled into programs; larger ones stay operands).
+        elif staged and entry.consts and entry.cacheable and _embeddable(entry.consts):
+            # The constants stay in the callee, as JAX's (up to the size compiled into
+            # programs; larger ones stay operands).
             outs = pjit_p.bind(*leaves, **_nested_params(entry))
         else:
             outs = pjit_p.bind(*entry.consts, *leaves, **entry.params)
