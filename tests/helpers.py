@@ -1,4 +1,9 @@
-"""Shared test helpers: dtype shorthands, random samples by domain, tolerant comparisons."""
+"""Shared test helpers: dtype shorthands, random samples by domain, tolerant comparisons, a
+fresh interpreter's choice of platforms."""
+import os
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 
@@ -235,3 +240,28 @@ def grad_check_defaults(dtype) -> dict:
     if np.finfo(dtype).bits <= 32:
         return {"eps": 5e-3, "atol": 2e-2, "rtol": 2e-2}
     return {"eps": 5e-6, "atol": 1e-5, "rtol": 1e-5}
+
+
+# --- platform selection in a fresh interpreter (backends start once per process) ------------
+PLATFORM_PROBE = """
+import warnings
+warnings.simplefilter("always")
+import plax, plax.numpy as jnp
+print("DEVICES", [d.platform for d in plax.devices()], plax.default_backend(),
+      int((jnp.arange(3) + 1).sum()))
+"""
+
+# What names or finds a platform; the tests give each case its own.
+_PLATFORM_VARIABLES = ("PLAX_PLATFORMS", "JAX_PLATFORMS", "PJRT_NAMES_AND_LIBRARY_PATHS",
+                       "TPU_LIBRARY_PATH")
+
+
+def run_platform_probe(env_updates, code=PLATFORM_PROBE, path_extra=None):
+    """``code`` run by a fresh interpreter whose platform settings are only ``env_updates``
+    (``path_extra`` put first on its import path)."""
+    env = {k: v for k, v in os.environ.items() if k not in _PLATFORM_VARIABLES}
+    env.update(env_updates)
+    if path_extra:
+        env["PYTHONPATH"] = os.pathsep.join([str(path_extra), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)

@@ -3,32 +3,12 @@ paths stand in for a broken install. A platform tried by default that fails warn
 plax runs on the CPU; one the user named (PLAX_PLATFORMS, jax_platforms) must start or raise,
 unless its plugin is not installed at all and other platforms are named too.
 Each case runs in a fresh process (backends start once per process)."""
-import os
-import subprocess
-import sys
 import warnings
 
 import pytest
+from helpers import PLATFORM_PROBE, run_platform_probe  # tests/ is on sys.path (conftest.py)
 
 from plax.runtime import cuda_plugin
-
-PROBE = """
-import warnings
-warnings.simplefilter("always")
-import plax, plax.numpy as jnp
-print("DEVICES", [d.platform for d in plax.devices()], plax.default_backend(),
-      int((jnp.arange(3) + 1).sum()))
-"""
-
-
-def _run(env_updates, code=PROBE, path_extra=None):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PLAX_PLATFORMS", "JAX_PLATFORMS", "PJRT_NAMES_AND_LIBRARY_PATHS")}
-    env.update(env_updates)
-    if path_extra:
-        env["PYTHONPATH"] = os.pathsep.join([str(path_extra), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120)
 
 
 @pytest.fixture
@@ -40,14 +20,14 @@ def broken_library(tmp_path):
 
 def test_without_a_plugin_only_the_cpu_starts_quietly():
     assert cuda_plugin.find() is None  # (the test environment has no CUDA plugin)
-    run = _run({})
+    run = run_platform_probe({})
     assert run.returncode == 0, run.stderr[-2000:]
     assert "DEVICES ['cpu'" in run.stdout and " cpu 6" in run.stdout
     assert "Unable to initialize" not in run.stderr
 
 
 def test_a_broken_plugin_warns_once_and_falls_back_to_the_cpu(broken_library):
-    run = _run({"PJRT_NAMES_AND_LIBRARY_PATHS": f"cuda:{broken_library}"})
+    run = run_platform_probe({"PJRT_NAMES_AND_LIBRARY_PATHS": f"cuda:{broken_library}"})
     assert run.returncode == 0, run.stderr[-2000:]
     assert " cpu 6" in run.stdout
     assert run.stderr.count("Unable to initialize backend 'cuda'") == 1
@@ -56,7 +36,7 @@ def test_a_broken_plugin_warns_once_and_falls_back_to_the_cpu(broken_library):
 
 @pytest.mark.parametrize("platforms", ["cuda", "gpu", "cuda,cpu"])
 def test_a_named_platform_that_cannot_start_is_an_error(broken_library, platforms):
-    run = _run({"PJRT_NAMES_AND_LIBRARY_PATHS": f"cuda:{broken_library}",
+    run = run_platform_probe({"PJRT_NAMES_AND_LIBRARY_PATHS": f"cuda:{broken_library}",
                 "PLAX_PLATFORMS": platforms})
     assert run.returncode != 0
     assert "RuntimeError: Unable to initialize backend 'cuda'" in run.stderr
@@ -64,7 +44,7 @@ def test_a_named_platform_that_cannot_start_is_an_error(broken_library, platform
 
 
 def test_naming_cuda_without_a_plugin_says_how_to_install_one():
-    run = _run({"PLAX_PLATFORMS": "cuda"})
+    run = run_platform_probe({"PLAX_PLATFORMS": "cuda"})
     assert "Unable to initialize backend 'cuda': no CUDA plugin is installed" in run.stderr
     assert "plax[cuda13]" in run.stderr
 
@@ -72,23 +52,23 @@ def test_naming_cuda_without_a_plugin_says_how_to_install_one():
 @pytest.mark.parametrize("variable", ["PLAX_PLATFORMS", "JAX_PLATFORMS"])
 def test_a_named_platform_with_no_plugin_installed_is_passed_over(variable):
     # as JAX 0.10.2: JAX_PLATFORMS=cuda,cpu without a CUDA plugin runs on the CPU, quietly
-    run = _run({variable: "cuda,cpu"})
+    run = run_platform_probe({variable: "cuda,cpu"})
     assert run.returncode == 0, run.stderr[-2000:]
     assert "DEVICES ['cpu'" in run.stdout and " cpu 6" in run.stdout
     assert "Unable to initialize" not in run.stderr
 
 
 def test_naming_only_the_cpu_never_touches_the_plugin(broken_library):
-    run = _run({"PJRT_NAMES_AND_LIBRARY_PATHS": f"cuda:{broken_library}",
+    run = run_platform_probe({"PJRT_NAMES_AND_LIBRARY_PATHS": f"cuda:{broken_library}",
                 "PLAX_PLATFORMS": "cpu"})
     assert run.returncode == 0 and " cpu 6" in run.stdout
     assert "Unable to initialize" not in run.stderr
 
 
 def test_jax_platforms_is_read_too_and_unknown_names_are_refused():
-    run = _run({"JAX_PLATFORMS": "cpu,metal"})
+    run = run_platform_probe({"JAX_PLATFORMS": "cpu,metal"})
     assert "Unable to initialize backend 'metal': unknown platform" in run.stderr
-    run = _run({"JAX_PLATFORMS": "cpu"})
+    run = run_platform_probe({"JAX_PLATFORMS": "cpu"})
     assert run.returncode == 0 and " cpu 6" in run.stdout
 
 
@@ -101,8 +81,8 @@ def test_the_plugin_is_found_in_a_jax_plugins_folder_without_importing_it(tmp_pa
     (folder / "xla_cuda_plugin.so").write_text("not a shared library")
     code = ("from plax.runtime import cuda_plugin\n"
             "p = cuda_plugin.find()\nprint('FOUND', p.library, p.kernels, p.found_by)\n") \
-        + PROBE
-    run = _run({}, code=code, path_extra=tmp_path)
+        + PLATFORM_PROBE
+    run = run_platform_probe({}, code=code, path_extra=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"FOUND {folder / 'xla_cuda_plugin.so'} None the xla_cuda13 package" in run.stdout
     assert " cpu 6" in run.stdout

@@ -2,29 +2,11 @@
 paths and a fake ``libtpu`` package stand in (found, missing, broken), and the errors a
 held chip gives are checked on their messages. Platform choices run in a fresh process each
 (backends start once per process)."""
-import os
-import subprocess
-import sys
 
 import pytest
+from helpers import run_platform_probe  # tests/ is on sys.path (conftest.py)
 
 from plax.runtime import platforms, tpu_plugin
-
-PROBE = """
-import warnings
-warnings.simplefilter("always")
-import plax, plax.numpy as jnp
-print("DEVICES", [d.platform for d in plax.devices()], plax.default_backend(),
-      int((jnp.arange(3) + 1).sum()))
-"""
-
-
-def _run(env_updates, code=PROBE):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PLAX_PLATFORMS", "JAX_PLATFORMS", "TPU_LIBRARY_PATH")}
-    env.update(env_updates)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120)
 
 
 @pytest.fixture
@@ -93,7 +75,7 @@ def test_a_held_chip_is_explained():
 
 
 def test_a_broken_libtpu_warns_once_and_falls_back_to_the_cpu(broken_library):
-    run = _run({"TPU_LIBRARY_PATH": str(broken_library)})
+    run = run_platform_probe({"TPU_LIBRARY_PATH": str(broken_library)})
     assert run.returncode == 0, run.stderr[-2000:]
     assert "DEVICES ['cpu'" in run.stdout and " cpu 6" in run.stdout
     assert run.stderr.count("Unable to initialize backend 'tpu'") == 1
@@ -103,20 +85,20 @@ def test_a_broken_libtpu_warns_once_and_falls_back_to_the_cpu(broken_library):
 @pytest.mark.parametrize("variable, value", [("PLAX_PLATFORMS", "tpu"),
                                              ("JAX_PLATFORMS", "tpu,cpu")])
 def test_a_named_tpu_that_cannot_start_is_an_error(broken_library, variable, value):
-    run = _run({"TPU_LIBRARY_PATH": str(broken_library), variable: value})
+    run = run_platform_probe({"TPU_LIBRARY_PATH": str(broken_library), variable: value})
     assert run.returncode != 0
     assert "RuntimeError: Unable to initialize backend 'tpu'" in run.stderr
     assert "could not start" in run.stderr and str(broken_library) in run.stderr
 
 
 def test_naming_tpu_without_libtpu_says_how_to_install_it():
-    run = _run({"PLAX_PLATFORMS": "tpu"})
+    run = run_platform_probe({"PLAX_PLATFORMS": "tpu"})
     assert run.returncode != 0
     assert "Unable to initialize backend 'tpu': libtpu is not installed" in run.stderr
     assert "plax[tpu]" in run.stderr
 
 
 def test_a_named_tpu_without_libtpu_is_passed_over_beside_the_cpu():
-    run = _run({"JAX_PLATFORMS": "tpu,cpu"})
+    run = run_platform_probe({"JAX_PLATFORMS": "tpu,cpu"})
     assert run.returncode == 0, run.stderr[-2000:]
     assert "DEVICES ['cpu'" in run.stdout and "Unable to initialize" not in run.stderr

@@ -14,7 +14,7 @@ import functools
 from plax.core import dtypes
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_jaxpr, jaxpr_has_effects
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, call_out_avals, callee_of, consts_as_inputs
+from plax.core.jaxpr import ClosedJaxpr, call_out_avals, callee_of, consts_as_inputs
 from plax.core.primitive import Primitive
 from plax.core.trace import get_aval
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
@@ -76,24 +76,22 @@ def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused,
     define_function(ctx.module_context, callee, jaxpr.jaxpr,
                     scope=ctx.fn.eqn_scope + (f"jit({name})",),
                     consts=list(jaxpr.consts) if jaxpr.consts else None)
-    if jaxpr.consts:
-        jaxpr = ClosedJaxpr(Jaxpr([], jaxpr.jaxpr.invars, jaxpr.jaxpr.outvars,
-                                  jaxpr.jaxpr.eqns), [])
     # A nested jit's shardings, inside an SPMD program, constrain its operands and results.
     spmd = ctx.fn.module.devices is not None
     if spmd and in_shardings and len(in_shardings) == len(args):
         args = _constrained(ctx, args, ctx.avals_in, in_shardings)
-    outs = call_function(ctx, callee, jaxpr, args)
+    outs = call_function(ctx, callee, jaxpr, args, consts_inside=bool(jaxpr.consts))
     if spmd and out_shardings and len(out_shardings) == len(outs):
         outs = _constrained(ctx, outs, ctx.avals_out, out_shardings)
     return outs
 
 
-def call_function(ctx, callee: str, jaxpr: ClosedJaxpr, args) -> list:
+def call_function(ctx, callee: str, jaxpr: ClosedJaxpr, args, consts_inside=False) -> list:
     """A ``func.call`` of the private function ``callee`` (``jaxpr`` lowered) on ``args``
-    after the jaxpr's consts, threading the ordered-effect token when the body has one."""
-    consts = const_operands(ctx, jaxpr)
-    const_avals = [v.aval for v in jaxpr.jaxpr.constvars]
+    after the jaxpr's consts (none with ``consts_inside``: the callee holds them as
+    constants), threading the ordered-effect token when the body has one."""
+    consts = [] if consts_inside else const_operands(ctx, jaxpr)
+    const_avals = [] if consts_inside else [v.aval for v in jaxpr.jaxpr.constvars]
     if has_ordered_effects(jaxpr):  # the callee takes and returns the token first
         outs = ctx.op("func.call", [ctx.fn.token, *consts, *args],
                       [abstract_token, *const_avals, *ctx.avals_in],
