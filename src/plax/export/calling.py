@@ -133,19 +133,31 @@ def _check_platform(exported, platform: str) -> None:
         f"'{exported.platforms}' but it is used on '{(platform,)}'.")
 
 
+def _platform_index(ctx, exported) -> list:
+    """The operands a module exported for several platforms takes first: the index of the
+    platform being lowered for among them (the first, where the platform check is off)."""
+    if len(exported.platforms) == 1:
+        return []
+    platforms = exported.platforms
+    index = platforms.index(ctx.platform) if ctx.platform in platforms else 0
+    return [ctx.constant(np.int32(index), ShapedArray((), np.int32))]
+
+
 def _lowering(ctx, *args, exported):
     _check_platform(exported, ctx.platform)
     from plax.lowering import mlir_bindings
-    in_types = tuple(tensor_type(a) for a in ctx.avals_in)
-    out_types = [tensor_type(a) for a in ctx.avals_out]
-    # The module's functions, refined for these operand types when it is polymorphic; kept
-    # with the Exported (they live and die with it).
-    texts = exported.__dict__.setdefault("_functions_by_types", {})
     entry = "plax_exported_main"
     if any(shape_is_symbolic(a.shape) for a in ctx.avals_in):
         # Called inside another shape-polymorphic export: the module stays polymorphic (it
         # reads its own dimension values) and is refined with the caller's module.
         return _call_unrefined(ctx, args, exported, entry)
+    args = _platform_index(ctx, exported) + list(args)
+    in_types = ("tensor<i32>",) * (len(args) - len(ctx.avals_in)) + \
+        tuple(tensor_type(a) for a in ctx.avals_in)
+    out_types = [tensor_type(a) for a in ctx.avals_out]
+    # The module's functions, refined for these operand types when it is polymorphic; kept
+    # with the Exported (they live and die with it).
+    texts = exported.__dict__.setdefault("_functions_by_types", {})
     text = texts.get(in_types)
     if text is None:
         if exported.uses_shape_polymorphism():
@@ -156,7 +168,7 @@ def _lowering(ctx, *args, exported):
         texts[in_types] = text
     name = mlir_bindings.splice_functions(ctx.fn.module, ("exported", id(exported), in_types),
                                           text, entry)
-    return ctx.op("func.call", list(args), props=f"callee = @{name}")
+    return ctx.fn.emit("func.call", args, list(in_types), out_types, props=f"callee = @{name}")
 
 
 def _call_unrefined(ctx, args, exported, entry: str):
@@ -169,8 +181,11 @@ def _call_unrefined(ctx, args, exported, entry: str):
     functions, (callee_in, callee_out) = text
     name = mlir_bindings.splice_functions(ctx.fn.module, ("exported", id(exported)),
                                           functions, entry)
+    args = _platform_index(ctx, exported) + list(args)
+    arg_types = ["tensor<i32>"] * (len(args) - len(ctx.avals_in)) + \
+        [tensor_type(v) for v in ctx.avals_in]
     operands = [a if t == c else ctx.fn.emit("stablehlo.convert", [a], [t], [c])[0]
-                for a, t, c in zip(args, (tensor_type(v) for v in ctx.avals_in), callee_in)]
+                for a, t, c in zip(args, arg_types, callee_in)]
     outs = ctx.fn.emit("func.call", operands, callee_in, callee_out, props=f"callee = @{name}")
     return [o if t == c else ctx.fn.emit("stablehlo.convert", [o], [c], [t])[0]
             for o, t, c in zip(outs, (tensor_type(v) for v in ctx.avals_out), callee_out)]

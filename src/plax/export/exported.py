@@ -5,8 +5,8 @@ from __future__ import annotations
 from plax.core.effects import has_ordered_effects
 
 # The calling-convention versions plax writes and reads, numbered as JAX's (the range JAX
-# 0.10 reads). plax writes single-platform modules whose @main takes the arguments' leaves
-# and returns the results' leaves, with no platform index or token arguments.
+# 0.10 reads). plax's @main takes the arguments' leaves (after the platform index, an i32,
+# in a module for several platforms) and returns the results' leaves; no token arguments.
 MINIMUM_CALLING_CONVENTION = 9
 MAXIMUM_CALLING_CONVENTION = 10
 CURRENT_CALLING_CONVENTION = 10

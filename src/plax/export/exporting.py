@@ -1,5 +1,6 @@
 """``export(jitted)(*args)``: trace a jitted function for argument types and lower it to a
-single-platform StableHLO module whose ``@main`` takes the arguments' leaves."""
+StableHLO module whose ``@main`` takes the arguments' leaves (after the platform's index when
+it was exported for several platforms)."""
 from __future__ import annotations
 
 import numpy as np
@@ -36,10 +37,8 @@ def export(fun_jit, *, platforms=None, disabled_checks=()):
     else:
         platforms = tuple(_canonical(p) for p in
                           ((platforms,) if isinstance(platforms, str) else platforms))
-    if len(platforms) != 1:
-        raise NotImplementedError(
-            f"plax exports a module for one platform at a time; got platforms={platforms}. "
-            "Export once per platform.")
+    if len(set(platforms)) != len(platforms):
+        raise ValueError(f"export: platforms={platforms} names a platform more than once.")
 
     def do_export(*args, **kwargs) -> Exported:
         return _export(fun_jit, args, kwargs, platforms, tuple(disabled_checks))
@@ -78,7 +77,10 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
             raise NotImplementedError(f"Cannot export {name}: it takes or returns {a.str_short()}"
                                       " (typed PRNG keys are not supported by export; pass "
                                       "key data, jax.random.key_data, instead).")
-    text = lower_for_export(jaxpr, closed.consts, name, platforms[0])
+    if len(platforms) == 1:
+        text = lower_for_export(jaxpr, closed.consts, name, platforms[0])
+    else:
+        text = lower_for_platforms(jaxpr, closed.consts, name, platforms)
     from plax.lowering.mlir_bindings import serialize_portable
     try:
         serialized = serialize_portable(text)
@@ -94,7 +96,8 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
         ordered_effects=(), unordered_effects=tuple(jaxpr.effects),
         disabled_safety_checks=disabled_checks, mlir_module_serialized=serialized,
         calling_convention_version=CURRENT_CALLING_CONVENTION,
-        module_kept_var_idx=tuple(range(len(in_avals))), uses_global_constants=False,
+        module_kept_var_idx=tuple(range(len(in_avals))),
+        uses_global_constants=len(platforms) > 1 or _symbolic(in_avals),
         _get_vjp=lambda exp: _export_vjp(fun_jit, exp, platforms, disabled_checks))
     exp._text = text
     return exp
@@ -126,6 +129,47 @@ def lower_for_export(jaxpr, consts, name: str, platform: str) -> str:
                                   "functions cannot be part of an exported module.")
     return module.text("jax.uses_shape_polymorphism = false, mhlo.num_partitions = 1 : i32, "
                        "mhlo.num_replicas = 1 : i32")
+
+
+PLATFORM_INDEX_TYPE = 'tensor<i32> {jax.global_constant = "_platform_index"}'
+
+
+def lower_for_platforms(jaxpr, consts, name: str, platforms) -> str:
+    """The module text for several platforms: its ``@main`` takes the index of the platform
+    it runs on (in ``platforms``) first, as JAX's do, and a ``stablehlo.case`` on it calls
+    the module lowered for that platform (XLA folds the case, the index being a constant
+    where the module is called)."""
+    from plax.lowering import mlir_bindings
+    module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
+                                            for c in name), platform=platforms[0])
+    entries = []
+    for platform in platforms:
+        text = lower_for_export(jaxpr, consts, name, platform)
+        entry = f"_plax_main_{platform}"
+        while f"@{entry}(" in text:  # (a module exported for several platforms, called here)
+            entry += "_"
+        entries.append(mlir_bindings.splice_functions(
+            module, ("platform", platform), mlir_bindings.module_functions(text, entry), entry))
+    in_types = [tensor_type(v.aval) for v in jaxpr.invars]
+    out_types = [tensor_type(v.aval) for v in jaxpr.outvars]
+    args = [f"%arg{i + 1}" for i in range(len(in_types))]
+    fn = FunctionBuilder(module)
+    ctx = RuleContext(fn, [], [])
+    out_avals = [v.aval for v in jaxpr.outvars]
+
+    def branch(entry):
+        def build(c):
+            return c.fn.emit("func.call", args, in_types, out_types,
+                             props=f"callee = @{entry}"), out_avals
+        return build
+    regions = ", ".join(ctx.region([], branch(entry)) for entry in entries)
+    index = ShapedArray((), np.int32)
+    outs = ctx.op("stablehlo.case", ["%arg0"], [index], out_avals, regions=regions)
+    module.functions.append(main_function(fn, ["%arg0", *args], [PLATFORM_INDEX_TYPE, *in_types],
+                                          outs, out_types))
+    symbolic = "true" if _symbolic([v.aval for v in jaxpr.invars]) else "false"
+    return module.text(f"jax.uses_shape_polymorphism = {symbolic}, mhlo.num_partitions = 1 : "
+                       "i32, mhlo.num_replicas = 1 : i32")
 
 
 def main_function(fn, args, in_types, outs, out_types) -> str:
