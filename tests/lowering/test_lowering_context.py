@@ -100,7 +100,8 @@ def test_cpu_rule_wins_over_the_default_on_cpu(make_prim):
 def test_primitive_with_only_a_cuda_rule_fails_clearly_on_cpu(make_prim):
     prim = make_prim("test_cuda_only")
     rules.register_lowering(prim, _exp, platform="cuda")
-    msg = r"No lowering rule for primitive 'test_cuda_only' on platform 'cpu' \(it has lowering rules for: cuda\)"
+    msg = (r"MLIR translation rule for primitive 'test_cuda_only' not found for platform cpu "
+           r"\(it has lowering rules for: cuda\)")
     with pytest.raises(NotImplementedError, match=msg):
         prim.bind(jnp.asarray(X))
     with pytest.raises(NotImplementedError, match=msg):
@@ -110,7 +111,8 @@ def test_primitive_with_only_a_cuda_rule_fails_clearly_on_cpu(make_prim):
 
 def test_primitive_without_any_rule_names_primitive_and_platform(make_prim):
     prim = make_prim("test_no_rule")
-    with pytest.raises(NotImplementedError, match=r"primitive 'test_no_rule' on platform 'cpu'$"):
+    with pytest.raises(NotImplementedError,
+                       match=r"primitive 'test_no_rule' not found for platform cpu$"):
         plax.jit(prim.bind).lower(X)
 
 

@@ -10,7 +10,9 @@ Three primitives, one mechanism:
 Eagerly each calls its Python function right away. Under jit each lowers to a
 ``stablehlo.custom_call @xla_ffi_python_cpu_callback`` (``..._gpu_callback`` on GPUs)
 whose ``index`` names a Python callable handed to XLA at compile time
-(``ModuleBuilder.add_host_callback``). The callable gets NumPy arrays and hands the user's
+(``ModuleBuilder.add_host_callback``). On TPUs, as in JAX, the operands are sent to the host
+and the results received from it instead (``stablehlo.send``/``recv`` host transfers, a
+``HostTransferCallback`` that the runtime makes jaxlib's host callback). The callable gets NumPy arrays and hands the user's
 function plax Arrays (as JAX's callbacks get jax.Arrays); it checks what the
 user's function returned against the declared types (the runtime does not: a wrong
 dtype would be read as garbage), and records an exception it raises so that the
@@ -37,7 +39,7 @@ from plax.core.rules import (abstract_eval_rules, batch_rules, impl_rules, jvp_r
 from plax.higher_order.scan import scan
 from plax.first_order.batch_util import moveaxis
 from plax.first_order.shapes import broadcast
-from plax.lowering.stablehlo import abstract_token
+from plax.lowering.stablehlo import HostTransferCallback, abstract_token, tensor_type
 from plax.runtime.callback_errors import callback_error
 from plax.runtime.xla import JaxRuntimeError
 
@@ -316,6 +318,9 @@ def emit_host_callback(ctx, callback, operands, result_avals, *, ordered: bool,
     if ordered and ctx.fn.token is None:
         raise NotImplementedError("An ordered callback was lowered in a function that has "
                                   "no ordered-effect token (a plax bug).")
+    if ctx.platform == "tpu":
+        return _emit_host_transfers(ctx, callback, operands, result_avals, ordered=ordered,
+                                    returns=returns, where=_one_device(ctx, sharding))
     entry = _host_entry(callback, tuple(ctx.avals_in), tuple(result_avals), ordered, returns)
     index = module.add_host_callback(entry)
     in_avals, out_avals = list(ctx.avals_in), list(result_avals)
@@ -338,6 +343,77 @@ def emit_host_callback(ctx, callback, operands, result_avals, *, ordered: bool,
     if ordered:
         ctx.fn.token, outs = outs[0], outs[1:]
     return outs
+
+
+_RENDEZVOUS = "pjrt_rendezvous"  # the host-transfer handler PJRT's TPU client runs
+
+
+def _emit_host_transfers(ctx, callback, operands, result_avals, *, ordered, returns, where):
+    """The callback as TPUs run one, as JAX lowers it there: each operand sent to the host
+    (``stablehlo.send``), each result received from it (``stablehlo.recv``), in a chain of
+    tokens. A TPU cannot receive an empty array, so empty results are constants here; a
+    callback without operands sends a dummy, and one that must finish before the program
+    goes on (ordered or debug) but has no result receives a dummy."""
+    fn, module = ctx.fn, ctx.fn.module
+    physical = [physical_aval(a) for a in ctx.avals_in]
+    received = [physical_aval(a) for a in result_avals if 0 not in physical_aval(a).shape]
+    entry = _host_entry(callback, tuple(ctx.avals_in), tuple(result_avals), False, returns)
+    dummy_in = not operands
+    dummy_out = not received and (ordered or not returns)
+
+    def on_host(*arrays):
+        out = entry(*([] if dummy_in else arrays))
+        kept = tuple(np.asarray(o) for o in out if 0 not in np.shape(o))
+        return (np.zeros((), np.float32),) if dummy_out else kept
+
+    token = fn.token if ordered else fn.emit("stablehlo.create_token", [], [],
+                                             ["!stablehlo.token"])[0]
+    if dummy_in:
+        dummy = ShapedArray((1,), np.float32)
+        operands, physical = [ctx.constant(np.zeros(1, np.float32), dummy)], [dummy]
+    if dummy_out:
+        received = [ShapedArray((), np.float32)]
+    sends, recvs, values = [], [], []
+    for x, aval in zip(operands, physical):
+        channel = module.next_channel()
+        token = _transfer(fn, "stablehlo.send", [x, token],
+                          [tensor_type(aval), "!stablehlo.token"], ["!stablehlo.token"],
+                          channel, 2, where)[0]
+        sends.append(channel)
+    for aval in received:
+        channel = module.next_channel()
+        value, token = _transfer(fn, "stablehlo.recv", [token], ["!stablehlo.token"],
+                                 [tensor_type(aval), "!stablehlo.token"], channel, 3, where)
+        values.append(value)
+        recvs.append(channel)
+    module.add_host_callback(HostTransferCallback(
+        on_host, tuple((a.shape, a.dtype) for a in physical),
+        tuple((a.shape, a.dtype) for a in received), tuple(sends), tuple(recvs)))
+    if ordered:
+        fn.token = token
+    if dummy_out:
+        return [ctx.constant(np.zeros(a.shape, a.dtype), a) for a in result_avals]
+    got = iter(values)
+    return [ctx.constant(np.zeros(a.shape, a.dtype), a) if 0 in physical_aval(a).shape
+            else next(got) for a in result_avals]
+
+
+def _transfer(fn, op, operands, operand_types, result_types, channel, kind, where):
+    """One host transfer op (``kind``: 2 device to host, 3 host to device) on ``channel``."""
+    saved = fn.frontend_attributes
+    fn.frontend_attributes = tuple(saved) + (("_xla_host_transfer_handler_name", _RENDEZVOUS),
+                                             ("_xla_host_transfer_rendezvous", str(channel)))
+    attrs = ""
+    if where is not None:
+        symbol = fn.module.maximal_mesh_symbol(where)
+        entries = ", ".join([f"<@{symbol}, []>"] * len(result_types))
+        attrs = f"sdy.sharding = #sdy.sharding_per_value<[{entries}]>"
+    try:
+        return fn.emit(op, operands, operand_types, result_types, attrs=attrs,
+                       props=f"channel_handle = #stablehlo.channel_handle<handle = {channel}, "
+                             f"type = {kind}>, is_host_transfer = true")
+    finally:
+        fn.frontend_attributes = saved
 
 
 def _one_device(ctx, sharding):

@@ -18,6 +18,7 @@ shortcuts. The rule of an equation is looked up for the module's platform.
 from __future__ import annotations
 
 import functools
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -278,6 +279,18 @@ class FunctionBuilder:
         return False
 
 
+class HostTransferCallback(NamedTuple):
+    """A host callback reached by host transfers (on TPUs): the program sends its operands
+    on ``send_channels`` and receives its results on ``recv_channels``; ``fn`` takes the
+    sent arrays and returns those to receive. ``sent`` and ``received`` are their
+    (shape, dtype) pairs. The runtime makes it jaxlib's host callback when it compiles."""
+    fn: Callable
+    sent: tuple
+    received: tuple
+    send_channels: tuple
+    recv_channels: tuple
+
+
 class ModuleBuilder:
     """Collects the functions of one module; ``context`` is the module's ``ModuleContext``."""
 
@@ -465,11 +478,13 @@ class RuleContext:
 
 
 def missing_rule_error(prim, platform: str) -> NotImplementedError:
-    """The error for a primitive without a lowering rule on ``platform``."""
+    """The error for a primitive without a lowering rule on ``platform`` (JAX's words: a
+    primitive JAX does not lower for TPUs, such as ``eig``, raises this there)."""
     others = sorted(platform_lowering_rules.get(prim, {}))
     has = f" (it has lowering rules for: {', '.join(others)})" if others else ""
     return NotImplementedError(
-        f"No lowering rule for primitive {prim.name!r} on platform {platform!r}{has}")
+        f"MLIR translation rule for primitive {prim.name!r} not found for platform "
+        f"{platform}{has}")
 
 
 def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import pickle
 import threading
 import time
 import warnings
@@ -472,7 +473,8 @@ def _compile(text, devices, num_replicas, num_partitions, spmd, options):
     platforms.check_compiler_usable()
     client = devices[0].client
     co = compile_options(num_replicas, num_partitions, devices, spmd, options)
-    callbacks = list(getattr(text, "host_callbacks", ()))
+    callbacks = [host_transfer_callback(client, c) if hasattr(c, "send_channels") else c
+                 for c in getattr(text, "host_callbacks", ())]
     device_list = xc.DeviceList(tuple(devices))
     key = None
     # Imported here, not at load: it brings hashlib (OpenSSL), a cost every import paid.
@@ -507,6 +509,16 @@ def _compile(text, devices, num_replicas, num_partitions, spmd, options):
         compile_cache.store(key, text, lambda: client.serialize_executable(exe),
                             time.perf_counter() - start)
     return exe
+
+
+def host_transfer_callback(client, callback):
+    """jaxlib's host callback for a ``lowering.stablehlo.HostTransferCallback`` (a TPU
+    program's send/recv host transfers): the client runs its function on their arrays."""
+    def shapes(pairs):
+        return [xc.Shape.array_shape(np.dtype(dtype), tuple(shape)) for shape, dtype in pairs]
+    return client.make_python_callback_from_host_send_and_recv(
+        callback.fn, shapes(callback.sent), shapes(callback.received),
+        list(callback.send_channels), list(callback.recv_channels), pickle.dumps)
 
 
 def _cache_key(text, client, devices, num_replicas, num_partitions, spmd, options) -> bytes:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
+from plax.core.config import config
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, is_undefined, jvp_rules,
                              register_lowering, tangent_aval, transpose_rules)
 from plax.core.trace import get_aval
 from plax.lax.linalg import lapack
-from plax.lax.linalg.common import batched_on_front, check_matrix, conj_if_complex
+from plax.lax.linalg.common import (batched_on_front, check_matrix, conj_if_complex, eye_like,
+                                    triangle)
 from plax.lowering.inline import lower_fun
 
 __all__ = ["ormqr", "ormqr_p"]
@@ -50,6 +52,37 @@ def _cpu(a, taus, c, *, left, transpose):
                        config=(("left", bool(left)), ("transpose", bool(transpose))))[0]
 
 
+def _by_reflectors(a, taus, c, *, left, transpose):
+    """Platforms without a kernel (TPUs): the reflectors H_i = I - tau_i v_i v_iᴴ applied to
+    ``c`` one at a time in a loop, at full matmul precision, as JAX lowers ormqr there."""
+    from plax import lax
+    k = get_aval(taus).shape[-1]
+    aval = get_aval(a)
+    *batch, m, _ = aval.shape
+    complex_ = dtypes.is_complex(aval.dtype)
+    vectors = triangle(a[..., :, :k], lower=True, k=-1) + \
+        eye_like(ShapedArray((*batch, m, k), aval.dtype))
+    scales = lax.conj(taus) if transpose and complex_ else taus
+    backwards = left != transpose  # Q c and c Qᴴ apply the last reflector first
+    nb = tuple(range(len(batch)))
+
+    def reflect(i, c):
+        j = k - 1 - i if backwards else i
+        tau = lax.expand_dims(scales[..., j], (-1, -2))
+        v = vectors[..., :, j]
+        vh = lax.conj(v) if complex_ else v
+        if left:  # c - tau v (vᴴ c)
+            w = lax.dot_general(vh, c, (((v.ndim - 1,), (c.ndim - 2,)), (nb, nb)))
+            update = lax.expand_dims(v, (-1,)) * lax.expand_dims(w, (-2,))
+        else:  # c - tau (c v) vᴴ
+            w = lax.dot_general(c, v, (((c.ndim - 1,), (v.ndim - 1,)), (nb, nb)))
+            update = lax.expand_dims(w, (-1,)) * lax.expand_dims(vh, (-2,))
+        return c - tau * update
+
+    with config.override("default_matmul_precision", "highest"):
+        return lax.fori_loop(0, k, reflect, c)
+
+
 def _jvp(primals, tangents, *, left, transpose):
     a, taus, c = primals
     da, dtaus, dc = tangents
@@ -77,6 +110,7 @@ def _transpose(ct, a, taus, c, *, left, transpose):
 
 abstract_eval_rules[ormqr_p] = _abstract
 register_lowering(ormqr_p, lower_fun(_cpu), platform="cpu")
+register_lowering(ormqr_p, lower_fun(_by_reflectors))
 jvp_rules[ormqr_p] = _jvp
 transpose_rules[ormqr_p] = _transpose
 batched_on_front(ormqr_p)
