@@ -148,6 +148,26 @@ def test_arguments_come_from_the_environment_and_slurm(monkeypatch):
     assert distributed._from_environment("slurm")[0] == "gpu17:61444"
 
 
+def test_a_tpu_pods_workers_give_the_arguments(monkeypatch):
+    from plax.runtime import distributed
+    for name in ("PLAX_COORDINATOR_ADDRESS", "PLAX_NUM_PROCESSES", "PLAX_PROCESS_ID",
+                 "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
+                 "OMPI_MCA_orte_hnp_uri", "SLURM_JOB_ID", "TPU_PROCESS_ADDRESSES",
+                 "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID",
+                 "MEGASCALE_COORDINATOR_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "t-0.svc,t-1.svc,t-2.svc,t-3.svc")
+    monkeypatch.setenv("TPU_WORKER_ID", "2")
+    assert distributed._from_environment(None) == ("t-0.svc:8482", 4, 2)
+    # two slices of four workers: this is worker 2 of slice 1, the run's process 6
+    monkeypatch.setenv("MEGASCALE_NUM_SLICES", "2")
+    monkeypatch.setenv("MEGASCALE_SLICE_ID", "1")
+    monkeypatch.setenv("MEGASCALE_COORDINATOR_ADDRESS", "s0-w0.svc:9000")
+    assert distributed._from_environment("gketpu") == ("s0-w0.svc:8482", 8, 6)
+    with pytest.raises(ValueError, match="cluster_detection_method='tpu' is not one"):
+        distributed._from_environment("tpu")
+
+
 def test_live_devices_yields_the_live_ones_and_reports_a_death_in_the_block():
     run = _launch("live_devices.py")
     out = run.stdout

@@ -108,12 +108,29 @@ def _open_mpi():
     return f"{host}:{port}", int(env["OMPI_COMM_WORLD_SIZE"]), int(env["OMPI_COMM_WORLD_RANK"])
 
 
-_CLUSTERS = {"slurm": _slurm, "ompi": _open_mpi}
+def _tpu_pod():
+    """A TPU pod slice (or several, with Megascale) whose workers the environment lists, as
+    GKE sets it (TPU_WORKER_HOSTNAMES or TPU_PROCESS_ADDRESSES, TPU_WORKER_ID): process 0 of
+    the first slice coordinates, on JAX's port 8482. (Cloud TPU VMs that give these only
+    through the metadata server need coordinator_address and the rest passed.)"""
+    env = os.environ
+    workers = env.get("TPU_PROCESS_ADDRESSES") or env.get("TPU_WORKER_HOSTNAMES")
+    if workers is None or "TPU_WORKER_ID" not in env:
+        return None
+    workers = workers.split(",")
+    slices = int(env.get("MEGASCALE_NUM_SLICES") or 1)
+    slice_id = int(env.get("MEGASCALE_SLICE_ID") or 0)
+    head = (env.get("MEGASCALE_COORDINATOR_ADDRESS") or workers[0]).split(":")[0]
+    return (f"{head}:8482", len(workers) * slices,
+            int(env["TPU_WORKER_ID"]) + slice_id * len(workers))
+
+
+_CLUSTERS = {"slurm": _slurm, "ompi": _open_mpi, "gketpu": _tpu_pod}
 
 
 def _from_environment(method):
     """(coordinator, num_processes, process_id) from plax's variables, then a detected
-    cluster (SLURM, Open MPI); None for each value nothing gives."""
+    cluster (SLURM, Open MPI, a TPU pod); None for each value nothing gives."""
     env = os.environ
     own = (env.get("PLAX_COORDINATOR_ADDRESS") or env.get("JAX_COORDINATOR_ADDRESS"),
            env.get("PLAX_NUM_PROCESSES") or env.get("JAX_NUM_PROCESSES"),
@@ -143,7 +160,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     """Join this process to a distributed run of ``num_processes`` processes (see the
     module docstring). Arguments left out come from ``PLAX_COORDINATOR_ADDRESS``,
     ``PLAX_NUM_PROCESSES`` and ``PLAX_PROCESS_ID`` (or JAX's names), then from a SLURM or
-    Open MPI job. Call it once, before anything starts a backend."""
+    Open MPI job or a TPU pod's worker list. Call it once, before anything starts a backend."""
     global _state
     with _lock:
         if _state is not None:

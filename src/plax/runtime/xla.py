@@ -141,8 +141,9 @@ def _make_tpu_client():
                                              "install 'plax[tpu]'")
     tpu_plugin.set_up_environment(JAXLIB_VERSION)
     try:
-        if not xc.pjrt_plugin_loaded("tpu"):
-            xc.load_pjrt_plugin_dynamically("tpu", library.path)
+        if not xc.pjrt_plugin_loaded("tpu"):  # (its profiler joins plax's traces, as JAX's)
+            _profiler.register_plugin_profiler(
+                xc.load_pjrt_plugin_dynamically("tpu", library.path))
         if not xc.pjrt_plugin_initialized("tpu"):
             xc.initialize_pjrt_plugin("tpu")
         options = tpu_plugin.client_options(config.read("pjrt_client_create_options"))
