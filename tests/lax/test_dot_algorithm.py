@@ -98,3 +98,18 @@ def test_preset_properties():
     assert P.BF16_BF16_F32.supported_output_types(BF16, BF16) == (np.float32, BF16)
     algo = lax.DotAlgorithm(np.float16, np.float16, np.float32)
     assert algo.num_primitive_operations == 1 and not algo.allow_imprecise_accumulation
+
+
+def test_a_preset_as_the_default_matmul_precision():
+    # as JAX's config accepts the presets' names; a convolution keeps the default precision
+    with plax.default_matmul_precision("F16_F16_F16"):
+        eqns = plax.make_jaxpr(lambda a: a @ a)(X).jaxpr.eqns
+        assert [e.params["precision"] for e in eqns] == [P.F16_F16_F16]
+        np.testing.assert_allclose(np.asarray(plax.jit(lambda a: a @ a)(X)),
+                                   _rounded_product(np.float16), rtol=2e-3)
+        conv = plax.jit(lambda a: lax.conv(a[None, None], a[None, None], (1, 1), "VALID"))(X)
+        assert "precision DEFAULT" in plax.jit(
+            lambda a: lax.conv(a[None, None], a[None, None], (1, 1), "VALID")).lower(X).as_text()
+    np.testing.assert_allclose(np.asarray(conv).ravel(), [np.sum(X * X)], rtol=1e-6)
+    with pytest.raises(ValueError, match="must be one of"):
+        plax.config.update("jax_default_matmul_precision", "F17_F17_F17")

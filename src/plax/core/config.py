@@ -283,8 +283,15 @@ config.define("check_tracer_leaks", False, help="Check for leaked tracers after 
 config.define("numpy_rank_promotion", "allow", kind=str, choices={"allow", "warn", "raise"},
               help="How plax.numpy treats implicit rank promotion.")
 config.define("default_matmul_precision", None, kind=str,
-              choices={None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32"},
-              help="Default precision of matmuls and convolutions.")
+              choices={None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
+                       # the dot algorithm presets (lax.DotAlgorithmPreset's names)
+                       "ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM", "ANY_F8_ANY_F8_ANY",
+                       "ANY_F8_ANY_F8_ANY_FAST_ACCUM", "F16_F16_F16", "F16_F16_F32",
+                       "BF16_BF16_BF16", "BF16_BF16_F32", "BF16_BF16_F32_X3",
+                       "BF16_BF16_F32_X6", "BF16_BF16_F32_X9", "TF32_TF32_F32",
+                       "TF32_TF32_F32_X3", "F32_F32_F32", "F64_F64_F64"},
+              help="Default precision of matmuls and convolutions: a Precision name, or a dot "
+                   "algorithm preset's.")
 config.define("numpy_dtype_promotion", "standard", kind=str, choices={"standard", "strict"},
               help="'strict' disallows implicit promotion between different dtypes in plax.numpy.")
 config.define("enable_checks", False, help="Type-check every traced jaxpr (slower).")

@@ -318,7 +318,10 @@ def _conv_props(*, window_strides, padding, lhs_dilation, rhs_dilation, dimensio
                f"{_layout(out_spec, ('b', 'f'))}")
     n = len(padding)
     pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in padding) + "]" if n else ""
-    prec = precision or (Precision.DEFAULT, Precision.DEFAULT)
+    # (a dot algorithm, e.g. from the default_matmul_precision config, is for dots: a
+    # convolution runs at the default precision then, as JAX's)
+    prec = precision if isinstance(precision, tuple) and len(precision) == 2 and \
+        isinstance(precision[0], Precision) else (Precision.DEFAULT, Precision.DEFAULT)
     config = ", ".join(f"#stablehlo<precision {p.name}>" for p in prec)
     return (f"batch_group_count = {batch_group_count} : i64, "
             f"dimension_numbers = #stablehlo.conv<{layouts}>, "
