@@ -72,8 +72,9 @@ class _Flag:
         if self.validator is not None:
             return self.validator(value)
         if self.choices is not None and value is not None and value not in self.choices:
-            # key=str: the choices may mix None and strings, which do not compare.
-            allowed = ", ".join(repr(c) for c in sorted(self.choices, key=str))
+            # None first: the choices may mix None and strings, which do not compare.
+            allowed = ", ".join(repr(c) for c in sorted(self.choices,
+                                                        key=lambda c: (c is not None, str(c))))
             raise ValueError(f"Flag {self.name!r} must be one of {allowed}, got {value!r}.")
         return value
 
