@@ -4,6 +4,7 @@ is spelled out, a while loop keeps its unused carries."""
 import re
 
 import numpy as np
+import scipy.special
 import pytest
 
 import plax
@@ -79,6 +80,20 @@ def test_logistic_lowers_as_jax():
     assert bits(grad) == JAX_EXPIT_GRAD
     np.testing.assert_allclose(plax.scipy.special.expit(X), 1 / (1 + np.exp(-X.astype(float))),
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("fun, op, reference", [
+    (lambda x: plax.lax.zeta(x + 1.5, x + 0.5), "chlo.zeta",
+     lambda x: scipy.special.zeta(x + 1.5, x + 0.5)),
+    (lambda x: plax.lax.polygamma(np.float32(2), x + 0.5), "chlo.polygamma",
+     lambda x: scipy.special.polygamma(2, x + 0.5)),
+    (lambda x: plax.lax.bessel_i1e(x - 1), "chlo.bessel_i1e", lambda x: scipy.special.i1e(x - 1)),
+], ids=["zeta", "polygamma", "bessel_i1e"])
+def test_special_functions_are_chlo_ops_as_jax(fun, op, reference):
+    # XLA expands them the same way for plax's program as for JAX's
+    x = np.abs(X)
+    assert f'"{op}"' in plax.jit(fun).lower(x).as_text()
+    np.testing.assert_allclose(plax.jit(fun)(x), reference(x.astype(np.float64)), rtol=2e-6)
 
 
 def _while_operands(text):

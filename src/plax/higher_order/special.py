@@ -25,6 +25,7 @@ from plax.first_order import shapes as _s
 from plax.first_order import transcendental as _t
 from plax.first_order.batch_util import broadcasting
 from plax.first_order.common import check_dtype, check_same_dtypes, check_same_shapes, weak_of
+from plax.first_order.elementwise_util import standard_lowering
 from plax.higher_order import loops as _loops
 from plax.lowering.inline import lower_fun
 
@@ -81,14 +82,16 @@ def _tiny(x):
 
 
 def _with_jvp(name, impl, jvp_rule, doc):
-    """An elementwise primitive computed by ``impl`` (plax.lax ops, lowered in its place)
-    whose derivative is ``jvp_rule(primals, tangents)`` (``Zero`` tangents for unperturbed
-    operands); operands are floats of one dtype, rank-0 ones broadcast."""
+    """An elementwise primitive computed by ``impl`` (plax.lax ops, lowered in its place,
+    or the name of the CHLO op it lowers to, which XLA expands) whose derivative is
+    ``jvp_rule(primals, tangents)`` (``Zero`` tangents for unperturbed operands); operands
+    are floats of one dtype, rank-0 ones broadcast."""
     prim = Primitive(name)
     abstract_eval_rules[prim] = lambda *avals: ShapedArray(
         check_same_shapes(name, *avals), avals[0].dtype, weak_of(*avals))
     # (batching may bind it on a rank-0 operand next to a batched one: broadcast first)
-    register_lowering(prim, lower_fun(lambda *xs: impl(*_prepare(name, *xs))))
+    register_lowering(prim, standard_lowering(impl) if isinstance(impl, str) else
+                      lower_fun(lambda *xs: impl(*_prepare(name, *xs))))
     broadcasting(prim)
     jvp_rules[prim] = jvp_rule
 
@@ -357,67 +360,9 @@ def _fraction_sample_derivative(x, a, enabled):
 
 
 # --- Hurwitz zeta and polygamma ---------------------------------------------------------
-_BERNOULLI = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510,
-              43867 / 798, -174611 / 330, 854513 / 138, -236364091 / 2730]
-_ZETA_DIRECT = 12
-
-
-def _pow_neg(base, s):
-    """base**(-s) for real base (negative bases need an integer s, else NaN)."""
-    mag = exp(neg(mul(s, log(_a.abs(base)))))
-    s_int = eq(_a.floor(s), s)
-    odd = ne(_a.rem(s, _k(s, 2)), _k(s, 0))
-    neg_val = _where(s_int, _where(odd, neg(mag), mag), np.nan)
-    return _c.select(lt(base, _k(base, 0)), neg_val, mag)
-
-
-def _zeta_impl(x, q):
-    one = _k(x, 1)
-    total = _k(x, 0)
-    for k in range(_ZETA_DIRECT):
-        total = add(total, _pow_neg(add(q, _k(q, k)), x))
-    w = add(q, _k(q, _ZETA_DIRECT))
-    w_pos = gt(w, _k(w, 0))
-    w = _where(w_pos, w, 1.0)
-    wx = exp(neg(mul(x, log(w))))  # w**-x
-    xm1 = sub(x, one)
-    total = add(total, div(mul(wx, w), _where(eq(xm1, _k(x, 0)), 1.0, xm1)))
-    total = add(total, mul(wx, _k(x, 0.5)))
-    poch = x
-    term_w = div(wx, w)  # w**(-x-1)
-    fact = 2.0
-    inv_w2 = div(one, mul(w, w))
-    for j, bern in enumerate(_BERNOULLI, start=1):
-        if j > 1:
-            poch = mul(poch, mul(add(x, _k(x, 2 * j - 3)), add(x, _k(x, 2 * j - 2))))
-            term_w = mul(term_w, inv_w2)
-            fact *= (2 * j - 1) * (2 * j)
-        total = add(total, mul(_k(x, bern / fact), mul(poch, term_w)))
-    total = _where(w_pos, total, np.nan)
-    total = _where(eq(x, one), np.inf, _where(lt(x, one), np.nan, total))
-    return total
-
-
-zeta = _with_jvp("zeta", _zeta_impl, _no_jvp("zeta"),
+# zeta, polygamma and bessel_i1e are CHLO's ops, as JAX lowers them (so the same bits).
+zeta = _with_jvp("zeta", "chlo.zeta", _no_jvp("zeta"),
                  "Elementwise Hurwitz zeta function: sum over n >= 0 of (n + q)**-x.")
-
-
-def _polygamma_impl(m, x):
-    is_int = and_(eq(_a.floor(m), m), ge(m, _k(m, 0)))
-    sm = _where(is_int, m, 1.0)
-    m_zero = eq(sm, _k(sm, 0))
-    sm1 = _where(m_zero, 1.0, sm)
-    odd = ne(_a.rem(sm1, _k(sm1, 2)), _k(sm1, 0))
-    sign = _where(odd, _k(m, 1), -1.0)
-    z = _zeta_impl(add(sm1, _k(sm1, 1)), x)
-    # m! * zeta(m + 1, x); lgamma keeps the factorial's magnitude without overflow first
-    val = mul(sign, mul(exp(lgamma(add(sm1, _k(sm1, 1)))), z))
-    # Poles at the non-positive integers.
-    pole = and_(le(x, _k(x, 0)), eq(_a.floor(x), x))
-    val = _where(pole, np.inf, val)
-    dg = digamma(x)
-    out = _c.select(m_zero, dg, val)
-    return _where(is_int, out, np.nan)
 
 
 def _polygamma_jvp(primals, tangents):
@@ -431,7 +376,7 @@ def _polygamma_jvp(primals, tangents):
     return out, mul(tx, polygamma(add(m, _k(m, 1)), x))
 
 
-polygamma = _with_jvp("polygamma", _polygamma_impl, _polygamma_jvp,
+polygamma = _with_jvp("polygamma", "chlo.polygamma", _polygamma_jvp,
                       "Elementwise polygamma function: the m-th derivative of digamma.")
 
 
@@ -477,10 +422,6 @@ def _i0e_impl(x):
     return _bessel_ie(x, 0)
 
 
-def _i1e_impl(x):
-    return _bessel_ie(x, 1)
-
-
 def _i0e_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
     y = bessel_i0e(x)
@@ -498,7 +439,7 @@ def _i1e_jvp(primals, tangents):
 
 bessel_i0e = _with_jvp("bessel_i0e", _i0e_impl, _i0e_jvp,
                        "Elementwise exponentially scaled modified Bessel function of order 0.")
-bessel_i1e = _with_jvp("bessel_i1e", _i1e_impl, _i1e_jvp,
+bessel_i1e = _with_jvp("bessel_i1e", "chlo.bessel_i1e", _i1e_jvp,
                        "Elementwise exponentially scaled modified Bessel function of order 1.")
 
 
