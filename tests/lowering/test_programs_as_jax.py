@@ -96,6 +96,16 @@ def test_special_functions_are_chlo_ops_as_jax(fun, op, reference):
     np.testing.assert_allclose(plax.jit(fun)(x), reference(x.astype(np.float64)), rtol=2e-6)
 
 
+def test_cumlogsumexp_combines_as_jax():
+    x = np.float32([[0.0, 1.0, -np.inf, np.inf, np.nan], [-np.inf, -np.inf, 2.0, 5.0, 1.0]])
+    text = plax.jit(lambda a: lax.cumlogsumexp(a, 1)).lower(x).as_text()
+    assert "stablehlo.is_finite" not in text and "comparison_direction NE" in text
+    got = np.asarray(lax.cumlogsumexp(x, 1))
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(got, np.logaddexp.accumulate(x.astype(np.float64), 1),
+                                   rtol=1e-6)
+
+
 def _while_operands(text):
     (line,) = [ln for ln in text.split("\n") if "stablehlo.while" in ln]
     return len(re.search(r'"stablehlo\.while"\(([^)]*)\)', line).group(1).split(","))

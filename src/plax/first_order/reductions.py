@@ -62,19 +62,17 @@ def extremum_combiner(op: str, bool_op: str, direction: str):
 
 
 def _logaddexp(ctx, a, b, aval):
-    """log(exp(a) + exp(b)) computed as max + log1p(exp(min - max)).
-
-    When the max is infinite (or NaN) the difference is replaced by -inf so that
-    inf/inf and -inf/-inf pairs give inf and -inf rather than NaN.
-    """
-    hi = ctx.op1("stablehlo.maximum", [a, b], [aval, aval], aval)
-    lo = ctx.op1("stablehlo.minimum", [a, b], [aval, aval], aval)
-    finite = ctx.op1("stablehlo.is_finite", [hi], [aval], aval.update(dtype=np.bool_))
-    diff = ctx.select(finite, ctx.op1("stablehlo.subtract", [lo, hi], [aval, aval], aval),
-                   ctx.constant(-np.inf, aval), aval)
-    tail = ctx.op1("stablehlo.log_plus_one", [ctx.op1("stablehlo.exponential", [diff], [aval], aval)],
-                   [aval], aval)
-    return ctx.op1("stablehlo.add", [hi, tail], [aval, aval], aval)
+    """log(exp(a) + exp(b)) as JAX's combiner computes it: max + log1p(exp(-|a - b|)), or
+    a + b where a - b is NaN (a NaN, or infinities of one sign)."""
+    def op(name, *args):
+        return ctx.op1(name, list(args), [aval] * len(args), aval)
+    hi = op("stablehlo.maximum", a, b)
+    delta = op("stablehlo.subtract", a, b)
+    nan = ctx.op1("stablehlo.compare", [delta, delta], [aval, aval], aval.update(dtype=np.bool_),
+                  props="comparison_direction = #stablehlo<comparison_direction NE>")
+    tail = op("stablehlo.log_plus_one", op("stablehlo.exponential", op(
+        "stablehlo.negate", op("stablehlo.abs", delta))))
+    return ctx.select(nan, op("stablehlo.add", a, b), op("stablehlo.add", hi, tail), aval)
 
 
 # --- identity values ------------------------------------------------------------------
