@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.plax-installed
 
-.PHONY: distributed gpu demo test bench ecosystem reliability clean
+.PHONY: distributed gpu tpu demo test bench ecosystem reliability clean
 
 # The install also writes plax's bytecode (compileall writes it even under
 # PYTHONDONTWRITEBYTECODE=1, which otherwise has every run compile each module it imports).
@@ -28,7 +28,8 @@ demo: $(STAMP)
 # (tests needing more are deselected: the needs_devices mark; ~7 s in one process).
 # The slower multi-process tests (marked distributed_slow) run in `make distributed`.
 test: $(STAMP)
-	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile -m "not distributed_slow and not gpu" tests
+	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile \
+		-m "not distributed_slow and not gpu and not tpu" tests
 	PLAX_NUM_CPU_DEVICES=1 $(PY) -m pytest -q tests/sharding \
 		tests/test_debug_print.py::test_pmap_prints_once_per_device
 
@@ -58,6 +59,13 @@ distributed: $(STAMP)
 gpu: $(STAMP)
 	$(PY) -m pip install -q -e '.[cuda13]'
 	$(PY) -m pytest -q -m gpu tests/gpu
+
+# On a machine with a TPU (JAX's jaxlib and libtpu installed, e.g. `pip install -e '.[tpu]'`):
+# the TPU-marked tests, part of the suite on the chip and bench/bench_tpu.py next to JAX, in
+# one command under 10 minutes (the TPU-marked tests fail where no TPU is; `make test` leaves
+# them out).
+tpu:
+	bash bench/tpu_check.sh
 
 # plax under threads, long runs (memory), compile-cache faults, interrupts, errors, child
 # processes and exits, each case in its own process; JAX_PYTHON=/path/to/venv-with-jax/bin/python

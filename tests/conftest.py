@@ -5,6 +5,8 @@ import shutil
 import sys
 import tempfile
 
+import pytest
+
 os.environ.setdefault("PLAX_NUM_CPU_DEVICES", "8")
 # The persistent compilation cache stays on, in a directory of this session's (subprocesses
 # inherit it), never the user's.
@@ -21,6 +23,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "gpu: needs an NVIDIA GPU (the CUDA plugin): run by `make gpu` and "
                    "bench/gpu_check.sh; `make test` leaves them out, and without a GPU they skip")
+    config.addinivalue_line(
+        "markers", "tpu: needs a real TPU (libtpu and a chip): run by `make tpu` and "
+                   "bench/tpu_check.sh; `make test` deselects them, and without a TPU they fail")
     config.addinivalue_line(
         "markers", "needs_devices(n): the test builds meshes or maps over n devices; in a run "
                    "with fewer (the suite's one-device run of the sharding and pmap tests) it is "
@@ -40,3 +45,16 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=dropped)
         gone = set(dropped)
         items[:] = [item for item in items if item not in gone]
+
+
+def pytest_runtest_call(item):
+    """A test marked tpu fails at once, saying why, where plax's default backend is no TPU (such
+    tests are deselected where no TPU is, never skipped)."""
+    if item.get_closest_marker("tpu") is None:
+        return
+    import plax
+    backend = plax.default_backend()
+    if backend != "tpu":
+        pytest.fail(f"no TPU: plax's default backend is {backend!r} ({plax.devices()}); this "
+                    "test needs a TPU chip and libtpu (pip install 'plax[tpu]'). `make test` "
+                    "deselects it.", pytrace=False)

@@ -190,6 +190,7 @@ def test_retrace_on_pytree_structure_and_static_values():
     assert d.n == 2
 
 
+@pytest.mark.needs_devices(2)
 def test_committed_device_change_recompiles_without_retracing(caplog):
     devs = plax.devices()
     f = counted(lambda x: x + 1)
@@ -479,6 +480,7 @@ def test_keep_unused():
     np.testing.assert_array_equal(kept(X, X[:2], X), X * X)
 
 
+@pytest.mark.needs_devices(8)
 def test_device_and_backend():
     devs = plax.devices()
     assert len(devs) == 8
@@ -496,6 +498,7 @@ def test_device_and_backend():
     assert out.devices() == {devs[0]} and not out.committed
 
 
+@pytest.mark.needs_devices(2)
 def test_incompatible_committed_devices():
     devs = plax.devices()
     a0, a1 = plax.device_put(X, devs[0]), plax.device_put(X, devs[1])
@@ -503,6 +506,7 @@ def test_incompatible_committed_devices():
         plax.jit(lambda a, b: a + b)(a0, a1)
 
 
+@pytest.mark.needs_devices(5)
 def test_single_device_shardings():
     devs = plax.devices()
     s = SingleDeviceSharding(devs[2])
@@ -515,6 +519,7 @@ def test_single_device_shardings():
     assert out.devices() == {devs[4]}
 
 
+@pytest.mark.needs_devices(3)
 def test_bad_shardings_raise():
     devs = plax.devices()
 

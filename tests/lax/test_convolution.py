@@ -422,6 +422,7 @@ def test_dimension_number_errors():
 
 
 # --- sharding in types --------------------------------------------------------------------------
+@pytest.mark.needs_devices(8)
 def test_sharding_keeps_the_batch_split_and_refuses_ambiguous_ones():
     mesh = plax.make_mesh((2, 4), ("x", "y"))
     xs, ws = rand((8, 4, 4, 4), seed=1), rand((2, 2, 4, 4), seed=2)

@@ -150,6 +150,7 @@ def test_copy_is_equal_and_distinct():
     np.testing.assert_array_equal(np.asarray(y), [1, 2, 3])
 
 
+@pytest.mark.needs_devices(8)
 def test_devices_api():
     devs = plax.devices()
     assert len(devs) == plax.device_count() == 8  # tests run with PLAX_NUM_CPU_DEVICES=8
@@ -160,6 +161,7 @@ def test_devices_api():
     assert isinstance(devs[0], plax.Device)
 
 
+@pytest.mark.needs_devices(4)
 def test_device_put_commits_and_computation_follows():
     d3 = plax.devices()[3]
     x = plax.device_put(np.arange(4.0, dtype=np.float32), d3)
@@ -173,6 +175,7 @@ def test_device_put_commits_and_computation_follows():
     assert z.devices() == {d3}
 
 
+@pytest.mark.needs_devices(3)
 def test_uncommitted_by_default_and_conflicting_commitments_raise():
     x = plax.device_put(np.ones(2, np.float32))
     assert not x.committed and x.devices() == {plax.devices()[0]}
@@ -184,6 +187,7 @@ def test_uncommitted_by_default_and_conflicting_commitments_raise():
     np.testing.assert_array_equal(np.asarray(lax.add(moved, b)), [2, 2])
 
 
+@pytest.mark.needs_devices(6)
 def test_device_put_pytree_and_sharding_argument():
     d = plax.devices()[5]
     tree = plax.device_put({"a": np.ones(2), "b": (1, 2.0)}, plax.sharding.SingleDeviceSharding(d))
@@ -199,6 +203,7 @@ def test_device_get():
     np.testing.assert_array_equal(out["x"], [1, 2])
 
 
+@pytest.mark.needs_devices(3)
 def test_addressable_shards_and_sharding():
     x = plax.device_put(np.arange(3.0), plax.devices()[2])
     shards = x.addressable_shards

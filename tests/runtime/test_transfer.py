@@ -15,6 +15,7 @@ def _server():
     return transfer.start_transfer_server(client, "127.0.0.1:0", ["127.0.0.1:0"])
 
 
+@pytest.mark.needs_devices(8)
 def test_a_pytree_of_sharded_arrays_is_pulled_from_a_peer():
     serving, pulling = _server(), _server()
     assert isinstance(serving, transfer.TransferServer)
