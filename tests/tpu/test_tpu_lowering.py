@@ -9,8 +9,11 @@ import pytest
 import plax
 import plax.numpy as jnp
 from plax import export, lax
+from plax.scipy import linalg as jsp_linalg
 
 A = np.eye(4, dtype=np.float32)[None].repeat(2, 0) * 3 + 1
+QDWH_SVD = {"Eigh", "Qr", "ProductOfElementaryHouseholderReflectors"}
+QDWH_OPS = {"cholesky", "triangular_solve"}
 
 # (name, function, custom-call targets, XLA linear-algebra ops)
 ROWS = [
@@ -27,6 +30,27 @@ ROWS = [
      {"triangular_solve"}),
     ("jnp.linalg.det", lambda x: jnp.linalg.det(x), {"LuDecomposition"}, set()),
     ("jnp.linalg.cholesky", lambda x: jnp.linalg.cholesky(x), set(), {"cholesky"}),
+    # eigh up to 256 rows: XLA's Jacobi call alone
+    ("eigh", lambda x: lax.linalg.eigh(x), {"Eigh"}, set()),
+    ("eigh_subset", lambda x: lax.linalg.eigh(x, subset_by_index=(1, 3)), {"Eigh"}, set()),
+    ("jnp.linalg.eigh", lambda x: jnp.linalg.eigh(x), {"Eigh"}, set()),
+    ("jnp.linalg.eigvalsh", lambda x: jnp.linalg.eigvalsh(x), {"Eigh"}, set()),
+    # the QDWH SVD: QR and Cholesky steps of the polar decomposition, then the Jacobi eigh
+    ("svd", lambda x: jnp.linalg.svd(x), QDWH_SVD, QDWH_OPS),
+    ("svd_values", lambda x: jnp.linalg.svd(x, compute_uv=False), QDWH_SVD, QDWH_OPS),
+    ("svd_wide", lambda x: jnp.linalg.svd(x[..., :3, :], full_matrices=False), QDWH_SVD,
+     QDWH_OPS),
+    ("jnp.linalg.pinv", lambda x: jnp.linalg.pinv(x), QDWH_SVD, QDWH_OPS),
+    ("jnp.linalg.lstsq", lambda x: jnp.linalg.lstsq(x[0], x[0])[0], QDWH_SVD, QDWH_OPS),
+    ("jnp.linalg.matrix_rank", lambda x: jnp.linalg.matrix_rank(x), QDWH_SVD, QDWH_OPS),
+    ("jnp.linalg.norm_2", lambda x: jnp.linalg.norm(x, ord=2, axis=(-2, -1)), QDWH_SVD,
+     QDWH_OPS),
+    ("jnp.linalg.cond", lambda x: jnp.linalg.cond(x), QDWH_SVD, QDWH_OPS),
+    ("scipy.linalg.polar", lambda x: jsp_linalg.polar(x[0]),
+     {"Qr", "ProductOfElementaryHouseholderReflectors"}, QDWH_OPS),
+    # the Thomas algorithm in lax ops
+    ("tridiagonal_solve", lambda x: lax.linalg.tridiagonal_solve(x[..., 0], x[..., 1],
+                                                                 x[..., 2], x), set(), set()),
 ]
 
 
@@ -91,3 +115,55 @@ def test_approx_top_k_is_xla_custom_call_on_tpu(fun, direction, config):
     vals, idx = plax.jit(fun)(x)
     want = np.sort(x, 1)[:, ::-1][:, :2] if direction == "gt" else np.sort(x, 1)
     np.testing.assert_array_equal(vals, want)
+
+
+def _lower_for_tpu(fun, x):
+    return plax.jit(fun).trace(x).lower(lowering_platforms=("tpu",)).as_text()
+
+
+def _eigh_calls(text):
+    return re.findall(r'call_target_name = "Eigh", backend_config = "([^"]*)", '
+                      r'api_version = 1 : i32}> : \((tensor<[^>]*>)\)', text)
+
+
+@pytest.mark.parametrize("kwargs, config", [
+    ({}, "1,1,100,1e-6"),
+    (dict(lower=False, symmetrize_input=False, sort_eigenvalues=False), "0,0,100,1e-6"),
+    (dict(implementation=lax.linalg.EighImplementation.JACOBI), "1,1,100,1e-6"),
+])
+def test_small_eigh_on_tpu_is_one_jacobi_call_with_jax_config(kwargs, config):
+    text = _lower_for_tpu(lambda x: lax.linalg.eigh(x, **kwargs), A[0])
+    assert _eigh_calls(text) == [(config, "tensor<4x4xf32>")]
+
+
+def test_large_eigh_on_tpu_is_qdwh_divide_and_conquer_with_jacobi_leaves():
+    x = np.eye(300, dtype=np.float32)
+    text = _lower_for_tpu(lambda x: lax.linalg.eigh(x), x)
+    assert _facts(text) == ({"Eigh", "Qr", "ProductOfElementaryHouseholderReflectors"},
+                            {"cholesky", "triangular_solve"})
+    # the leaves: unsorted Jacobi on the 256-row bucket; the recursion: a while loop
+    assert _eigh_calls(text) == [("1,0,100,1e-6", "tensor<256x256xf32>")]
+    assert "stablehlo.while" in text and "lapack_" not in text
+    # Jacobi asked for: one call on the whole matrix
+    jacobi = _lower_for_tpu(
+        lambda x: lax.linalg.eigh(x, implementation=lax.linalg.EighImplementation.JACOBI), x)
+    assert _facts(jacobi) == ({"Eigh"}, set())
+    assert _eigh_calls(jacobi) == [("1,1,100,1e-6", "tensor<300x300xf32>")]
+
+
+def test_tpu_refuses_the_algorithms_jax_refuses_there():
+    with pytest.raises(NotImplementedError, match="QR algorithm is not supported on TPU"):
+        _lower_for_tpu(lambda x: lax.linalg.eigh(
+            x, implementation=lax.linalg.EighImplementation.QR), A)
+    with pytest.raises(NotImplementedError, match="Only the POLAR .* SVD algorithm is "
+                                                  "supported on TPU"):
+        _lower_for_tpu(lambda x: lax.linalg.svd(x, algorithm=lax.linalg.SvdAlgorithm.QR), A)
+    # POLAR is the TPU's default
+    text = _lower_for_tpu(lambda x: lax.linalg.svd(x, algorithm=lax.linalg.SvdAlgorithm.POLAR),
+                          A)
+    assert _facts(text) == (QDWH_SVD, QDWH_OPS)
+
+
+def test_empty_svd_on_tpu_needs_no_computation():
+    text = _lower_for_tpu(lambda x: lax.linalg.svd(x), np.zeros((2, 0, 3), np.float32))
+    assert _facts(text) == (set(), set())

@@ -21,3 +21,4 @@ from plax.lax.linalg.ormqr import ormqr, ormqr_p  # noqa: F401
 from plax.lax.linalg.cholesky_update import cholesky_update, cholesky_update_p  # noqa: F401
 from plax.lax.linalg.symmetric_product import symmetric_product, symmetric_product_p  # noqa: F401
 from plax.lax.linalg.qdwh import qdwh  # noqa: F401
+from plax.lax.linalg import eigh_tpu, svd_qdwh  # noqa: F401  (TPU lowerings of eigh, svd)

@@ -10,6 +10,7 @@ from plax.core import dtypes
 from plax.core.rules import batch_rules, not_mapped
 from plax.core.trace import get_aval
 from plax.first_order import arithmetic as _arith
+from plax.first_order import bitwise as _bitwise
 from plax.first_order import comparison as _cmp
 from plax.first_order.dot import Precision, dot_general
 from plax.first_order.indexing import GatherDimensionNumbers, gather
@@ -17,8 +18,10 @@ from plax.first_order import reductions as _reductions
 from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
 from plax.first_order.shapes import broadcasted_iota
-from plax.first_order.batch_util import batch_size_of, bdim_at_front
+from plax.first_order.batch_util import batch_size_of, bdim_at_front, move_batch_dim
 from plax.first_order.conversion import convert_element_type
+from plax.first_order.transcendental import sqrt
+from plax.transforms.vmap import AxisData, batch_flat
 
 _KERNEL_DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
@@ -99,12 +102,15 @@ def triangle(x, lower: bool, k: int = 0):
     return _cmp.select_n(triangle_mask(aval.shape, lower, k), zeros, x)
 
 
+def _eye_mask(shape):
+    n = len(shape)
+    return _cmp.eq(broadcasted_iota(np.int32, shape, n - 2),
+                   broadcasted_iota(np.int32, shape, n - 1))
+
+
 def eye_like(aval):
     """Identity matrices of ``aval``'s shape and dtype."""
-    n = aval.ndim
-    rows = broadcasted_iota(np.int32, aval.shape, n - 2)
-    cols = broadcasted_iota(np.int32, aval.shape, n - 1)
-    return convert_element_type(_cmp.eq(rows, cols), aval.dtype)
+    return convert_element_type(_eye_mask(aval.shape), aval.dtype)
 
 
 def symmetrize(x):
@@ -136,8 +142,18 @@ def subset_bounds(name: str, subset, size: int):
 
 
 def diagonal(x):
-    """The diagonals of the (batched, square) matrices ``x``."""
-    return _reductions.reduce_sum(_arith.mul(x, eye_like(get_aval(x))), (get_aval(x).ndim - 1,))
+    """The diagonals of the (batched, square) matrices ``x`` (what lies off the diagonal,
+    even inf or NaN, does not touch them)."""
+    aval = get_aval(x)
+    zeros = _shapes.full(aval.shape, 0, aval.dtype)
+    return _reductions.reduce_sum(_cmp.select(_eye_mask(aval.shape), x, zeros), (aval.ndim - 1,))
+
+
+def diagonal_matrix(v):
+    """The (batched) square matrices with the vectors ``v`` on their diagonals."""
+    aval = get_aval(v)
+    shape = aval.shape + aval.shape[-1:]
+    return _cmp.select(_eye_mask(shape), spread(v, -1), _shapes.full(shape, 0, aval.dtype))
 
 
 def spread(w, axis: int):
@@ -166,8 +182,60 @@ def take_along(x, index, axis: int):
     return gather(x, index, dn, (1,) * aval.ndim)
 
 
+def take(x, index, axis: int):
+    """``x`` indexed along ``axis`` by the vector ``index`` (integers in range), one gather:
+    ``x[index]`` of a vector, ``x[:, index]`` of a matrix (axis 1)."""
+    shape = get_aval(x).shape
+    dn = GatherDimensionNumbers(offset_dims=tuple(d for d in range(len(shape)) if d != axis),
+                                collapsed_slice_dims=(axis,), start_index_map=(axis,))
+    window = tuple(1 if d == axis else s for d, s in enumerate(shape))
+    return gather(x, _shapes.expand_dims(index, (1,)), dn, window)
+
+
 def permute_rows(x, perm):
     """``x[..., perm, :]`` for each matrix of ``x`` (``perm`` batched like ``x``)."""
     nb = get_aval(x).ndim - 2
     index = _shapes.broadcast_in_dim(perm, get_aval(x).shape, tuple(range(nb + 1)))
     return take_along(x, index, axis=nb)
+
+
+def within(x, sizes, fill=None):
+    """``x`` where every index is below its dimension's entry of ``sizes`` (an int, a traced
+    int, or None for the whole dimension), ``fill`` (default zeros) elsewhere: the padding
+    of an array whose true shape is ``sizes``."""
+    shape = get_aval(x).shape
+    keep = None
+    for axis, size in enumerate(sizes):
+        if size is not None:
+            inside = _cmp.lt(broadcasted_iota(np.int32, shape, axis), size)
+            keep = inside if keep is None else _bitwise.bitwise_and(keep, inside)
+    if keep is None:
+        return x
+    if fill is None:
+        fill = _shapes.full(shape, 0, get_aval(x).dtype)
+    elif not get_aval(fill).shape:
+        fill = _shapes.broadcast_in_dim(fill, shape, ())
+    return _cmp.select(keep, x, fill)
+
+
+def over_batch(fn, nbatch: int):
+    """``fn`` (one matrix per operand in, a list of arrays out) vectorized over ``nbatch``
+    leading batch dimensions, as nested vmaps: each output batched at the front."""
+    if nbatch == 0:
+        return fn
+    inner = over_batch(fn, nbatch - 1)
+
+    def run(*operands):
+        size = get_aval(operands[0]).shape[0]
+        outs, dims = batch_flat(lambda *xs: list(inner(*xs)), list(operands),
+                                [0] * len(operands), AxisData(None, size), "linalg")
+        return [move_batch_dim(o, d, 0, size) for o, d in zip(outs, dims)]
+    return run
+
+
+def norm2(x, axes):
+    """sqrt(Σ |x|²) over ``axes``: a matrix's Frobenius norm, or vectors' 2-norms."""
+    squares = _arith.mul(x, conj_if_complex(x))
+    if dtypes.is_complex(get_aval(x).dtype):
+        squares = _arith.real(squares)
+    return sqrt(_reductions.reduce_sum(squares, tuple(axes)))

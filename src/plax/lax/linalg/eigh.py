@@ -26,7 +26,16 @@ __all__ = ["EighImplementation", "eigh", "eigh_p"]
 eigh_p = Primitive("eigh", multiple_results=True)
 
 
-def _abstract(x, *, lower, sort_eigenvalues, subset_by_index):
+class EighImplementation(enum.Enum):
+    """Which algorithm computes ``eigh``: QR (LAPACK's on CPU, cuSOLVER's syevd on NVIDIA
+    GPUs), Jacobi (NVIDIA GPUs, and XLA's on TPUs) and QDWH (the spectral divide and conquer,
+    TPUs' default)."""
+    QR = "qr"
+    JACOBI = "jacobi"
+    QDWH = "qdwh"
+
+
+def _abstract(x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
     check_square("eigh", x, "Argument to symmetric eigendecomposition must have shape [..., n, n]")
     n = x.shape[-1]
     if subset_by_index is None:
@@ -38,9 +47,16 @@ def _abstract(x, *, lower, sort_eigenvalues, subset_by_index):
             ShapedArray(x.shape[:-2] + (d,), real_dtype(x.dtype))]
 
 
-def _eigh(x, *, lower, sort_eigenvalues, subset_by_index, platform):
+def _eigh(x, *, lower, sort_eigenvalues, subset_by_index, algorithm, platform):
     # syevd/heevd (and cuSOLVER's syevd) return the eigenvalues in ascending order whatever
     # sort_eigenvalues says.
+    if algorithm == EighImplementation.QDWH:
+        raise NotImplementedError("QDWH implementation is only supported on TPU; use "
+                                  "implementation=None (or EighImplementation.QR) on "
+                                  f"{platform.upper()}.")
+    if algorithm == EighImplementation.JACOBI and platform == "cpu":
+        raise NotImplementedError("Jacobi implementation is not supported on CPU; use "
+                                  "implementation=None (or EighImplementation.QR).")
     aval = get_aval(x)
     real = real_dtype(aval.dtype)
     if 0 in aval.shape:
@@ -48,10 +64,11 @@ def _eigh(x, *, lower, sort_eigenvalues, subset_by_index, platform):
     else:
         results = [(aval.shape, aval.dtype, True), (aval.shape[:-1], real, False),
                    (aval.shape[:-2], np.int32, False)]
-        if platform == "cuda":  # algorithm 0: cuSOLVER's default (syevd, or Jacobi if small)
+        if platform == "cuda":  # cuSOLVER's algorithm 0 (syevd, or Jacobi if small), 1 (QR), 2
+            code = {None: 0, EighImplementation.QR: 1, EighImplementation.JACOBI: 2}[algorithm]
             v, w, info = lapack.call_target(
                 "cusolver_syevd_ffi", [x], results, aliases=((0, 0),),
-                config=(("algorithm", np.uint8(0)), ("lower", bool(lower))))
+                config=(("algorithm", np.uint8(code)), ("lower", bool(lower))))
         else:
             fn = "heevd" if dtypes.is_complex(aval.dtype) else "syevd"
             v, w, info = lapack.call(fn, [x], results, aliases=((0, 0),),
@@ -62,12 +79,13 @@ def _eigh(x, *, lower, sort_eigenvalues, subset_by_index, platform):
     return [v, w]
 
 
-def _jvp(primals, tangents, *, lower, sort_eigenvalues, subset_by_index):
+def _jvp(primals, tangents, *, lower, sort_eigenvalues, subset_by_index, algorithm):
     # Distinct eigenvalues: with P = vᴴ dA v, dw = Re diag(P) and dv = v (F ∘ P), where
     # F_ij = 1 / (w_j - w_i) off the diagonal and 0 on it. dA is taken as given (Hermitian,
     # as the public function makes it by default). A subset is a slice of the whole.
     (x,), (dx,) = primals, tangents
-    v, w = eigh_p.bind(x, lower=lower, sort_eigenvalues=sort_eigenvalues, subset_by_index=None)
+    v, w = eigh_p.bind(x, lower=lower, sort_eigenvalues=sort_eigenvalues, subset_by_index=None,
+                       algorithm=algorithm)
     aval = get_aval(x)
     eye = eye_like(aval)
     wc = convert_element_type(w, aval.dtype)
@@ -91,14 +109,6 @@ jvp_rules[eigh_p] = _jvp
 batched_on_front(eigh_p)
 
 
-class EighImplementation(enum.Enum):
-    """Which algorithm computes ``eigh``: QR (LAPACK's, plax's CPU kernels), Jacobi and QDWH
-    (GPU/TPU algorithms in JAX, refused here)."""
-    QR = "qr"
-    JACOBI = "jacobi"
-    QDWH = "qdwh"
-
-
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
          sort_eigenvalues: bool = True, subset_by_index=None,
          implementation: EighImplementation | None = None):
@@ -107,13 +117,11 @@ def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
     decomposed is (x + xᴴ) / 2; otherwise only its ``lower`` (or upper) triangle is read.
     ``subset_by_index=(start, end)`` keeps eigenpairs start..end-1 of the ascending order.
     Where LAPACK does not converge (NaN input, ...) both results are NaN, as JAX.
-    ``implementation`` may be None or ``EighImplementation.QR`` on CPU."""
-    if implementation == EighImplementation.QDWH:
-        raise NotImplementedError("QDWH implementation is only supported on TPU; use "
-                                  "implementation=None (or EighImplementation.QR) on CPU.")
-    if implementation == EighImplementation.JACOBI:
-        raise NotImplementedError("Jacobi implementation is not supported on CPU; use "
-                                  "implementation=None (or EighImplementation.QR).")
+    ``implementation`` picks the algorithm (None: the platform's default; the CPU has QR
+    only, TPUs have JACOBI and QDWH)."""
+    if implementation is not None and not isinstance(implementation, EighImplementation):
+        raise TypeError(f"eigh: implementation must be None or a member of EighImplementation "
+                        f"(e.g. EighImplementation.QR), got {implementation!r}.")
     aval = get_aval(x)
     check_square("eigh", aval, "Argument to symmetric eigendecomposition must have shape "
                  "[..., n, n]")
@@ -125,5 +133,5 @@ def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
     if symmetrize_input:
         x = symmetrize(x)
     v, w = eigh_p.bind(x, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues),
-                       subset_by_index=subset_by_index)
+                       subset_by_index=subset_by_index, algorithm=implementation)
     return v, w

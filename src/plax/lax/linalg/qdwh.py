@@ -29,12 +29,12 @@ from plax.first_order import reductions as _reductions
 from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
 from plax.first_order.conversion import convert_element_type
-from plax.first_order.transcendental import rsqrt, sqrt
+from plax.first_order.transcendental import cbrt, rsqrt
 from plax.higher_order.cond import cond
 from plax.higher_order.pjit import pjit_p
 from plax.higher_order.scan import scan
 from plax.lax.linalg.cholesky import cholesky
-from plax.lax.linalg.common import adjoint, conj_if_complex, eye_like, matmul, symmetrize
+from plax.lax.linalg.common import adjoint, eye_like, matmul, norm2, symmetrize, within
 from plax.lax.linalg.qr import qr
 from plax.lax.linalg.triangular import triangular_solve
 from plax.runtime.dispatch import array_from_host
@@ -64,38 +64,22 @@ def _eye(n: int, dtype):
     return eye_like(ShapedArray((n, n), dtype))
 
 
-def _within(x, rows, cols, fill=None):
-    """``x`` where (row < rows, col < cols), ``fill`` (default zeros) elsewhere: the padding
-    of a matrix whose true shape is rows x cols (a None size means the whole dimension)."""
-    shape = get_aval(x).shape
-    keep = None
-    for axis, size in ((0, rows), (1, cols)):
-        if size is not None:
-            inside = _cmp.lt(_shapes.broadcasted_iota(np.int32, shape, axis), size)
-            keep = inside if keep is None else _bitwise.bitwise_and(keep, inside)
-    if keep is None:
-        return x
-    return _cmp.select(keep, x, _shapes.full(shape, 0, get_aval(x).dtype) if fill is None
-                       else fill)
-
-
-def _frobenius(x):
-    """‖x‖_F = sqrt(Σ |x_ij|²)."""
-    squares = _arith.mul(x, conj_if_complex(x))
-    if dtypes.is_complex(get_aval(x).dtype):
-        squares = _arith.real(squares)
-    return sqrt(_reductions.reduce_sum(squares, (0, 1)))
-
-
 def _qr_step(u, rows, cols, weights):
     """u ↦ (b/c) u + (a - b/c)/sqrt(c) · q1 q2ᴴ for [sqrt(c) u; I] = [q1; q2] r."""
     keep, mix, root = weights
     big_m, big_n = get_aval(u).shape
     eye = _eye(big_n, get_aval(u).dtype)
-    # Padding rows of u are zero, so they give zero rows of q wherever they sit.
-    q, _ = qr(_shapes.concatenate([_arith.mul(root, u), eye], 0), full_matrices=False)
-    q1 = _within(_slicing.slice_in_dim(q, 0, big_m, axis=0), rows, cols)
-    q2 = _within(_slicing.slice_in_dim(q, big_m, None, axis=0), cols, cols)
+    scaled = _arith.mul(root, u)
+    if rows is None:
+        stacked, at = _shapes.concatenate([scaled, eye], 0), big_m
+    else:  # the identity right below the true rows, the (zero) padding rows after it, as JAX
+        zero = np.zeros((), get_aval(u).dtype)
+        stacked = _slicing.dynamic_update_slice_in_dim(
+            _shapes.pad(scaled, zero, [(0, big_n, 0), (0, 0, 0)]), eye, rows, 0)
+        at = rows
+    q, _ = qr(stacked, full_matrices=False)
+    q1 = within(_slicing.slice_in_dim(q, 0, big_m, axis=0), (rows, cols))
+    q2 = within(_slicing.dynamic_slice_in_dim(q, at, big_n, axis=0), (cols, cols))
     return _arith.add(_arith.mul(keep, u), _arith.mul(mix, matmul(q1, adjoint(q2))))
 
 
@@ -105,7 +89,7 @@ def _cholesky_step(u, rows, cols, weights):
     eye = _eye(get_aval(u).shape[1], get_aval(u).dtype)
     u_h = adjoint(u)
     gram = _arith.add(_arith.mul(c, matmul(u_h, u)), eye)
-    gram = _within(gram, cols, cols, eye)  # keep the padded corner positive definite
+    gram = within(gram, (cols, cols), eye)  # keep the padded corner positive definite
     low = cholesky(gram, symmetrize_input=False)
     # z = u (L Lᴴ)⁻¹, as (L Lᴴ)⁻ᴴ uᴴ = L⁻ᴴ L⁻¹ uᴴ (the Gram matrix is Hermitian).
     half = triangular_solve(low, u_h, left_side=True, lower=True, transpose_a=False,
@@ -125,10 +109,11 @@ def _iterate(x, rows, cols, max_iterations, eps):
     scale = _cmp.select(_cmp.eq(norm1, np.zeros((), real)), np.ones((), real),
                         _arith.mul(rsqrt(norm1), rsqrt(norm_inf)))
     u = _arith.mul(x, convert_element_type(scale, dtype))
-    tol = (5 * eps) ** (1 / 3)
+    # As JAX: the cube root taken by XLA, in the default float type, then cast.
+    tol = convert_element_type(cbrt(np.asarray(5 * eps, dtypes.default_float_dtype())), real)
 
     def moved(new, old):
-        return _cmp.gt(_frobenius(_arith.sub(new, old)), np.asarray(tol, real))
+        return _cmp.gt(norm2(_arith.sub(new, old), (0, 1)), tol)
 
     steps = _weights(eps, max_iterations)
     qr_steps = [(b / c, (a - b / c) / math.sqrt(c), math.sqrt(c)) for a, b, c in steps
@@ -224,7 +209,7 @@ def _qdwh(x, sizes, max_iterations, eps):
     the whole of ``x``)."""
     rows, cols = sizes if sizes else (None, None)
     if sizes:
-        x = _within(x, rows, cols)
+        x = within(x, (rows, cols))
     return _iterate(x, rows, cols, max_iterations, eps)
 
 

@@ -63,7 +63,7 @@ def _abstract(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
     return [ShapedArray(s, d) for s, d in zip(shapes, dts)]
 
 
-def _empty(aval, full_matrices, compute_uv, subset_by_index):
+def empty_svd(aval, full_matrices, compute_uv, subset_by_index):
     """An SVD with nothing to compute: no singular values; a full u or vh of a matrix with
     no columns (or rows) is the identity, as JAX gives it."""
     shapes = _shapes_out(aval.shape, full_matrices, compute_uv, subset_by_index)
@@ -79,7 +79,7 @@ def _empty(aval, full_matrices, compute_uv, subset_by_index):
 def _svd(x, *, full_matrices, compute_uv, subset_by_index, algorithm, platform):
     aval = get_aval(x)
     if 0 in aval.shape:
-        return _empty(aval, full_matrices, compute_uv, subset_by_index)
+        return empty_svd(aval, full_matrices, compute_uv, subset_by_index)
     kernel = _cuda_kernel if platform == "cuda" else _cpu_kernel
     s, u, vt, info = kernel(x, aval, full_matrices, compute_uv, algorithm)
     if not compute_uv:

@@ -10,8 +10,10 @@ from plax.core.rules import (Zero, abstract_eval_rules, is_undefined, jvp_rules,
 from plax.core.trace import get_aval
 from plax.first_order import arithmetic as _arith
 from plax.first_order import shapes as _shapes
+from plax.first_order import slicing as _slicing
+from plax.higher_order.scan import scan
 from plax.lax.linalg import lapack
-from plax.lax.linalg.common import batched_on_front, check_matrix
+from plax.lax.linalg.common import batched_on_front, check_matrix, over_batch
 from plax.lowering.inline import lower_fun
 
 __all__ = ["tridiagonal_solve", "tridiagonal_solve_p"]
@@ -47,6 +49,37 @@ def _cpu(dl, d, du, b):
                                                  (batch, np.int32, False)],
         matrix_operands=(False, False, False, True), aliases=((0, 0), (1, 1), (2, 2), (3, 3)))
     return lapack.nan_unless_ok(info, x)
+
+
+def thomas_solve(dl, d, du, b):
+    """``x`` solving ``T x = b`` for one system (diagonals (m,), b (m, n)) by the Thomas
+    algorithm, Gaussian elimination without pivoting: JAX's solver where no kernel is (TPUs),
+    so a zero pivot gives inf/NaN."""
+    def eliminate(carry, row):
+        c_prev, y_prev = carry
+        low, mid, up, rhs = row
+        pivot = _arith.sub(mid, _arith.mul(low, c_prev))
+        c = _arith.div(up, pivot)
+        y = _arith.div(_arith.sub(rhs, _arith.mul(low, y_prev)), pivot)
+        return (c, y), (c_prev, y_prev)
+
+    def substitute(x_next, row):
+        c, y = row
+        return _arith.sub(y, _arith.mul(c, x_next)), x_next
+
+    du0, b0, d0 = (_slicing.index_in_dim(v, 0, 0, False) for v in (du, b, d))
+    rest = tuple(_slicing.slice_in_dim(v, 1, None, axis=0) for v in (dl, d, du, b))
+    (_, last), rows = scan(eliminate, (_arith.div(du0, d0), _arith.div(b0, d0)), rest,
+                           unroll=32)
+    x0, xs = scan(substitute, last, rows, reverse=True, unroll=32)
+    return _shapes.concatenate([_shapes.expand_dims(x0, (0,)), xs], 0)
+
+
+def _tpu(dl, d, du, b):
+    aval = get_aval(b)
+    if aval.shape[-2] == 0:
+        return b
+    return over_batch(lambda *system: [thomas_solve(*system)], aval.ndim - 2)(dl, d, du, b)[0]
 
 
 def _shift(v, by: int):
@@ -98,6 +131,7 @@ def _transpose(ct, dl, d, du, b):
 
 abstract_eval_rules[tridiagonal_solve_p] = _abstract
 register_lowering(tridiagonal_solve_p, lower_fun(_cpu), platform="cpu")
+register_lowering(tridiagonal_solve_p, lower_fun(_tpu), platform="tpu")
 jvp_rules[tridiagonal_solve_p] = _jvp
 transpose_rules[tridiagonal_solve_p] = _transpose
 batched_on_front(tridiagonal_solve_p)
