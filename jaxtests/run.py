@@ -1,0 +1,128 @@
+"""`make jaxtests JAX_TESTS=<dir>`: JAX's own test files, run on plax.
+
+    python jaxtests/run.py --tests DIR [--reference] [--only fft,lax_numpy] [--timeout S]
+
+Each ``*_test.py`` file in DIR runs in its own pytest process with ``jax`` resolving to plax
+(``python -m plax -m pytest``), on 8 CPU devices and with ``JAX_NUM_GENERATED_CASES`` fixed
+(``CASES`` below), so that the parameterized cases are the ones JAX's run generates. The
+table gives, per file, how many of the cases that pass on real JAX 0.10.2 pass on plax.
+
+``--reference`` runs the files on real JAX instead (the Python named by ``JAX_PYTHON``, with
+JAX 0.10.2 installed, outside this repository) and writes the ids of the cases that pass to
+``jaxtests/reference/<file>.txt``: the data a plax run is scored against, kept in the
+repository (test ids only, nothing of the files themselves).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "jaxtests" / "reference"
+CASES = "10"  # JAX_NUM_GENERATED_CASES, JAX's own default
+DEVICES = "8"
+
+
+def test_files(directory: pathlib.Path, only: list[str] | None) -> list[pathlib.Path]:
+    files = sorted(directory.glob("*_test.py"))
+    if only:
+        files = [f for f in files if any(f.stem == o or f.stem == o + "_test" for o in only)]
+    return files
+
+
+def environment(reference: bool) -> dict:
+    env = dict(os.environ, JAX_NUM_GENERATED_CASES=CASES, PLAX_NUM_CPU_DEVICES=DEVICES,
+               XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}",
+               JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1")
+    if not reference:  # plax from this checkout
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return env
+
+
+def run_file(path: pathlib.Path, reference: bool, timeout: float) -> tuple[dict, float, str]:
+    """The outcome of every case of one file (id -> passed, failed, error or skipped), the
+    seconds it took, and a note (a timeout, or a file that did not collect)."""
+    python = os.environ.get("JAX_PYTHON") if reference else sys.executable
+    if reference and not python:
+        sys.exit("--reference needs JAX_PYTHON: a Python with JAX 0.10.2 installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        report = pathlib.Path(tmp) / "report.xml"
+        command = [python, *([] if reference else ["-m", "plax"]), "-m", "pytest", "-q",
+                   "-p", "no:cacheprovider", f"--junitxml={report}", "-o",
+                   "junit_family=xunit1", path.name]
+        start = time.time()
+        note = ""
+        try:
+            done = subprocess.run(command, cwd=path.parent, env=environment(reference),
+                                  capture_output=True, text=True, timeout=timeout)
+            if done.returncode not in (0, 1):
+                tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [""]
+                note = f"exit {done.returncode}: {tail[0][:120]}"
+        except subprocess.TimeoutExpired:
+            note = f"timed out after {timeout:.0f} s"
+        seconds = time.time() - start
+        outcomes = read_report(report) if report.exists() else {}
+    return outcomes, seconds, note
+
+
+def read_report(report: pathlib.Path) -> dict:
+    outcomes = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        outcome = ("error" if "error" in kinds else "failed" if "failure" in kinds
+                   else "skipped" if "skipped" in kinds else "passed")
+        outcomes[name] = outcome
+    return outcomes
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tests", required=True, type=pathlib.Path,
+                        help="a folder of JAX's test files (e.g. ../shared/jax-tests/tests)")
+    parser.add_argument("--reference", action="store_true",
+                        help="run real JAX (JAX_PYTHON) and write jaxtests/reference/")
+    parser.add_argument("--only", help="comma-separated file names (fft or fft_test)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per file")
+    args = parser.parse_args(argv)
+    files = test_files(args.tests.resolve(), args.only.split(",") if args.only else None)
+    if not files:
+        sys.exit(f"no *_test.py files in {args.tests}")
+    REFERENCE.mkdir(parents=True, exist_ok=True)
+    total_ref = total_pass = 0
+    print(f"{'file':<36} {'passing':>9} {'of JAX':>7} {'share':>7} {'seconds':>8}  note",
+          flush=True)
+    for path in files:
+        outcomes, seconds, note = run_file(path, args.reference, args.timeout)
+        passed = sorted(i for i, o in outcomes.items() if o == "passed")
+        if args.reference:
+            (REFERENCE / f"{path.stem}.txt").write_text("".join(f"{i}\n" for i in passed))
+            print(f"{path.stem:<36} {len(passed):>9} {len(outcomes):>7} {'':>7} "
+                  f"{seconds:>8.0f}  {note}", flush=True)
+            continue
+        ref_file = REFERENCE / f"{path.stem}.txt"
+        if not ref_file.exists():
+            print(f"{path.stem:<36} {'(no reference: run --reference)':>25}", flush=True)
+            continue
+        wanted = set(ref_file.read_text().split())
+        got = wanted & set(passed)
+        total_ref += len(wanted)
+        total_pass += len(got)
+        share = f"{100 * len(got) / len(wanted):.1f}%" if wanted else "-"
+        print(f"{path.stem:<36} {len(got):>9} {len(wanted):>7} {share:>7} {seconds:>8.0f}  "
+              f"{note}", flush=True)
+    if not args.reference and total_ref:
+        print(f"{'all':<36} {total_pass:>9} {total_ref:>7} "
+              f"{100 * total_pass / total_ref:>6.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
