@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.plax-installed
 
-.PHONY: distributed gpu tpu demo test bench ecosystem reliability clean
+.PHONY: distributed gpu tpu demo test bench ecosystem jaxtests reliability clean
 
 # The install also writes plax's bytecode (compileall writes it even under
 # PYTHONDONTWRITEBYTECODE=1, which otherwise has every run compile each module it imports).
@@ -77,6 +77,12 @@ reliability: $(STAMP)
 # a separate venv; ARGS=--reference runs them on real JAX 0.10.2, ARGS="--only optax,chex".
 ecosystem: $(STAMP)
 	$(PY) ecosystem/run.py $(ARGS)
+
+# JAX's own test files (JAX_TESTS=<dir>, e.g. ../shared/jax-tests/tests) on plax, one pytest
+# process per file, scored against the cases real JAX 0.10.2 passes (jaxtests/reference/);
+# ARGS="--only fft,lax_numpy_operators", or ARGS=--reference with JAX_PYTHON to rebuild those.
+jaxtests: $(STAMP)
+	$(PY) jaxtests/run.py --tests $(JAX_TESTS) $(ARGS)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,76 @@
+"""jaxtests/run.py: JAX's test files run on plax, one pytest process per file, scored against
+the ids of the cases real JAX passes."""
+import importlib.util
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("jaxtests_run", ROOT / "jaxtests" / "run.py")
+runner = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(runner)
+
+FILE = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+
+class SumTest:
+    def test_sum(self):
+        assert float(jnp.sum(jnp.arange(4.0))) == 6.0
+
+    def test_wrong(self):
+        assert jax.numpy.zeros(2).shape == (3,)
+
+    @pytest.mark.skip(reason="skipped here")
+    def test_skipped(self):
+        pass
+
+
+class TestSum(SumTest):
+    pass
+
+
+def test_x64_default_is_off():
+    assert jnp.arange(2.0).dtype == np.float32
+'''
+
+
+def test_a_file_runs_with_jax_as_plax_and_is_scored(tmp_path, monkeypatch, capsys):
+    (tmp_path / "sum_test.py").write_text(FILE)
+    (tmp_path / "helper.py").write_text("")  # not a *_test.py file: not run
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    # JAX passes three cases, one of which plax fails and one plax does not have
+    (reference / "sum_test.txt").write_text(
+        "TestSum::test_sum\nTestSum::test_wrong\nsum_test::test_x64_default_is_off\n"
+        "TestSum::test_gone\n")
+    monkeypatch.setattr(runner, "REFERENCE", reference)
+    outcomes, seconds, note = runner.run_file(tmp_path / "sum_test.py", False, 120)
+    assert outcomes == {"TestSum::test_sum": "passed", "TestSum::test_wrong": "failed",
+                        "TestSum::test_skipped": "skipped",
+                        "sum_test::test_x64_default_is_off": "passed"}, note
+    assert note == "" and seconds > 0
+    assert runner.main(["--tests", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (row,) = [line for line in lines if line.startswith("sum_test")]
+    assert row.split()[:4] == ["sum_test", "2", "4", "50.0%"]
+    assert lines[-1].split()[:4] == ["all", "2", "4", "50.0%"]
+
+
+def test_a_file_that_does_not_collect_gets_a_note(tmp_path):
+    (tmp_path / "broken_test.py").write_text("from jax._src import no_such_module\n")
+    outcomes, _, note = runner.run_file(tmp_path / "broken_test.py", False, 120)
+    assert outcomes == {"::broken_test": "error"}
+    assert note.startswith("exit 2: 1 error")
+
+
+def test_the_reference_needs_a_python_with_jax(tmp_path, monkeypatch):
+    monkeypatch.delenv("JAX_PYTHON", raising=False)
+    (tmp_path / "a_test.py").write_text("")
+    assert [p.name for p in runner.test_files(tmp_path, ["a"])] == ["a_test.py"]
+    assert runner.test_files(tmp_path, ["b"]) == []
+    with pytest.raises(SystemExit, match="--reference needs JAX_PYTHON"):
+        runner.run_file(tmp_path / "a_test.py", True, 10)
