@@ -12,6 +12,6 @@ _face_getattr = _face.face_getattr(__name__, {}, _public)
 
 def __getattr__(name):
     if name == "SUPPORTED_DTYPES_SET":  # bfloat16 is ml_dtypes', loaded on first use
-        return frozenset(getattr(_dtypes.ml_dtypes_module(), n) if n == "bfloat16"
-                         else _np.dtype(n) for n in _public.SUPPORTED_DTYPES)
+        return frozenset(_np.dtype(getattr(_dtypes.ml_dtypes_module(), n) if n == "bfloat16"
+                                   else n) for n in _public.SUPPORTED_DTYPES)
     return _face_getattr(name)
