@@ -1,8 +1,10 @@
 """``plax._src``: the private ``jax._src`` names that libraries built on JAX import.
 
 With ``jax`` resolving to plax, ``jax._src.<module>`` is ``plax._src.<module>``. Each name here
-is a thin alias onto plax's own mechanism; plax itself never uses this package. The table
-lists every name and the library that needs it:
+is a thin alias onto plax's own mechanism; plax itself never uses this package. A face answers
+JAX's other names from the public plax module of the same role (``_face.face_getattr``); a
+name plax does not provide raises an AttributeError naming it and why, and is listed with its
+reason in that module's docstring. The table lists the names and who needs them:
 
 ============================================  =============================  =====================
 name                                          plax's mechanism               needed by
@@ -21,7 +23,7 @@ tree_util._registry                           core.tree_core's node registry fla
 ad_util.stop_gradient_p                       lax's stop_gradient primitive  lineax
 flatten_util.ravel_pytree                     plax.flatten_util              blackjax
 checkify.*                                    interpreters.checkify          flax.nnx
-state.types.AbstractRef                       (plax has no mutable refs yet) flax.nnx
+state.types.AbstractRef                       plax.ref                       flax.nnx
 tree_util.flatten_one_level                   core.tree_core                 orbax-checkpoint
 distributed.global_state                      runtime.distributed's run      orbax-checkpoint
 lib.jaxlib_extension_version                  jaxlib's extension version     grain
@@ -29,13 +31,40 @@ api_util.infer_argnums_and_argnames           a signature's parameters       e3n
 core.Primitive                                core.primitive (extend.core's) jax-md
 earray.EArray                                 runtime.array (KeyArray)       flax (fp8)
 interpreters.pxla                             plax.interpreters.pxla         flax (fp8)
+config.<flag>, bool_state, ...                core.config flags as States    JAX's tests
+core.*                                        core avals/jaxpr/trace, extend JAX's tests
+dtypes.*                                      core.dtypes (its lattice)      JAX's tests
+util.safe_map, cache, ...                     jaxlib.utils, core.caches      JAX's tests
+lib.xla_client, _jax, version, ...            runtime.xla's jaxlib           JAX's tests
+lib.mlir.ir, lib.mlir.dialects.hlo            lowering.mlir_bindings         JAX's tests
+interpreters.ad/batching/mlir/...             plax.interpreters              JAX's tests
+linear_util, source_info_util                 plax.extend                    JAX's tests
+effects.ordered_effects, ...                  core.effects (Effect.ordered)  JAX's tests
+dispatch.apply_primitive, simple_impl         runtime.dispatch               JAX's tests
+xla_bridge.get_backend, devices, ...          runtime.xla, api.devices       JAX's tests
+sharding(_impls), mesh, layout                plax.sharding                  JAX's tests
+shard_map, xla_metadata, compute_on           api.shard_map, experimental    JAX's tests
+lax.lax/control_flow/linalg/...               plax.lax, higher_order         JAX's tests
+numpy.util/fft/indexing                       plax.numpy                     JAX's tests
+scipy.special, scipy.sparse.linalg            plax.scipy                     JAX's tests
+random.prng/core/threefry2x32/rbg             first_order.prng, random       JAX's tests
+state.primitives.ref_get, ...                 plax.ref                       JAX's tests
+export.shape_poly                             core.symbolic_shapes           JAX's tests
+tpu.linalg.qdwh, svd                          lax.linalg.qdwh, svd_qdwh      JAX's tests
+api, api_util, array, typing, ...             the public plax modules        JAX's tests
 ============================================  =============================  =====================
 """
 
 _SUBMODULES = frozenset({
-    "ad_util", "api_util", "checkify", "compiler", "core", "dispatch", "distributed", "dtypes",
-    "earray", "flatten_util", "interpreters", "lib", "state", "traceback_util", "tree_util",
-    "xla_bridge"})
+    "abstract_arrays", "ad_checkpoint", "ad_util", "api", "api_util", "array",
+    "blocked_sampler", "callback", "checkify", "cloud_tpu_init", "compilation_cache",
+    "compilation_cache_interface", "compiler", "compute_on", "config", "core",
+    "custom_derivatives", "dispatch", "distributed", "dlpack", "dtypes", "earray", "effects",
+    "error_check", "export", "flatten_util", "hijax", "indexing", "interpreters", "jaxpr_util",
+    "lax", "layout", "lib", "linear_util", "literals", "mesh", "mesh_utils", "monitoring",
+    "named_sharding", "numpy", "op_shardings", "path", "pretty_printer", "profiler", "random",
+    "scipy", "shard_map", "sharding", "sharding_impls", "source_info_util", "state", "tpu",
+    "traceback_util", "tree_util", "typing", "util", "xla_bridge", "xla_metadata"})
 
 
 def __getattr__(name):

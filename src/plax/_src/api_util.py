@@ -1,6 +1,22 @@
-"""``jax._src.api_util``: ``infer_argnums_and_argnames``, how a transformation fills in the
-argnames of given argnums (and the other way round) from a function's signature."""
+"""``jax._src.api_util``: as ``jax.api_util`` (``plax.api_util``: flattening wrapped
+functions, debug info, donation), with ``infer_argnums_and_argnames`` (how a transformation
+fills in the argnames of given argnums, and the other way round, from a function's
+signature) and ``resolve_kwargs``."""
 import inspect
+
+from plax import api_util as _public
+
+from plax._src import _face
+
+_REFUSED = {
+    "flatten_axis_resources": "plax checks jit's shardings against the arguments' tree in "
+                              "jit itself (plax.api.jit_options)",
+    "save_wrapped_fun_debug_info": "plax's debug info is read off the function itself "
+                                   "(plax.core.debug_info); it keeps none saved on wrappers",
+}
+
+__doc__ = _face.document(__doc__, _REFUSED)
+__getattr__ = _face.face_getattr(__name__, _REFUSED, _public)
 
 _POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
 
@@ -26,3 +42,14 @@ def infer_argnums_and_argnames(sig: inspect.Signature, argnums, argnames) -> tup
         argnames = tuple(name for i, (name, p) in enumerate(params)
                          if p.kind == _POSITIONAL_OR_KEYWORD and i in argnums)
     return argnums, argnames
+
+
+def resolve_kwargs(fun, args, kwargs) -> tuple:
+    """``args`` with ``kwargs`` (and the defaults) put in their positions in ``fun``'s
+    signature; a keyword-only argument raises TypeError."""
+    bound = inspect.signature(fun).bind(*args, **kwargs)
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise TypeError(f"keyword arguments {sorted(bound.kwargs)} could not be resolved to "
+                        "positions")
+    return bound.args

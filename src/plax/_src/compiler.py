@@ -1,4 +1,6 @@
-"""``jax._src.compiler``: compiling an MLIR module with a jaxlib client."""
+"""``jax._src.compiler``: compiling an MLIR module with a jaxlib client, and the compile
+options plax builds (``plax.extend.backend.get_compile_options``)."""
+from plax.extend.backend import get_compile_options  # noqa: F401
 
 
 def backend_compile_and_load(backend, module, executable_devices, options, host_callbacks=()):

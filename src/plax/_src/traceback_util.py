@@ -2,6 +2,14 @@
 from plax.core.source_info import excluded_paths as _exclude_paths  # noqa: F401
 from plax.core.source_info import register_exclusion  # noqa: F401
 
+from plax._src import _face
+
+_REFUSED = {"UnfilteredStackTrace": "plax keeps tracebacks whole (it filters no frames), so "
+                                    "there is no unfiltered trace to attach"}
+
+__doc__ = _face.document(__doc__, _REFUSED)
+__getattr__ = _face.face_getattr(__name__, _REFUSED)
+
 
 def api_boundary(fun=None, **options):
     """Mark ``fun`` as a public entry point. JAX filters its own frames out of tracebacks

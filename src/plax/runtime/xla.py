@@ -396,6 +396,11 @@ def jaxlib_version() -> str:
     return jaxlib.__version__
 
 
+def jaxlib_submodule(name: str):
+    """jaxlib's module ``jaxlib.<name>`` (``jax._src.lib`` re-exports jaxlib's modules)."""
+    return importlib.import_module(f"jaxlib.{name}")
+
+
 def device_list(devices):
     return xc.DeviceList(tuple(devices))
 

@@ -1,1 +1,8 @@
-"""``jax._src.interpreters``: the interpreter modules libraries import by this path."""
+"""``jax._src.interpreters``: ``ad``, ``batching``, ``mlir``, ``partial_eval``, ``pxla``: each
+plax's ``plax.interpreters`` module of the same name under its private path."""
+
+from plax._src import _face
+
+_SUBMODULES = (
+    "ad", "batching", "mlir", "partial_eval", "pxla")
+__getattr__ = _face.package_getattr(__name__, _SUBMODULES)

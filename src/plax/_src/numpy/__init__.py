@@ -1,0 +1,8 @@
+"""``jax._src.numpy``: plax's NumPy API by JAX's private modules: ``util``, ``fft``,
+``indexing``; ``hijax`` and ``error`` refuse their names."""
+
+from plax._src import _face
+
+_SUBMODULES = (
+    "util", "fft", "indexing", "hijax", "error")
+__getattr__ = _face.package_getattr(__name__, _SUBMODULES)

@@ -1,0 +1,11 @@
+"""``jax._src.tpu.linalg.svd``: the SVD by QDWH then eigh (``plax.lax.linalg.svd_qdwh``)."""
+from plax.lax.linalg.svd_qdwh import svd_qdwh as _svd_qdwh
+
+
+def svd(a, full_matrices: bool, compute_uv: bool = True, hermitian: bool = False,
+        max_iterations: int = 10, subset_by_index=None):
+    """``(u, s, vh)`` (``s`` alone without ``compute_uv``) of matrix ``a``, ``s``
+    descending."""
+    return _svd_qdwh(a, full_matrices=full_matrices, compute_uv=compute_uv,
+                     subset_by_index=subset_by_index, hermitian=hermitian,
+                     max_iterations=max_iterations)

@@ -1,0 +1,120 @@
+"""The private ``jax._src`` faces JAX's own test files import (``plax._src``): every module
+imports, each name plax refuses raises an AttributeError naming it, and the adapters act on
+plax's machinery (checked in this process, the modules being the ones ``jax._src`` gives)."""
+import importlib
+import os
+import pkgutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import plax
+import plax._src
+import plax.numpy as jnp
+
+FACES = sorted(m.name for m in pkgutil.walk_packages(plax._src.__path__, "plax._src."))
+
+
+def test_every_face_imports_and_is_reached_by_its_package():
+    assert len(FACES) > 80
+    for name in FACES:
+        module = importlib.import_module(name)
+        package, _, leaf = name.rpartition(".")
+        if not leaf.startswith("_"):
+            assert getattr(importlib.import_module(package), leaf) is module, name
+
+
+def _refusals():
+    for name in FACES:
+        refused = getattr(importlib.import_module(name), "_REFUSED", {})
+        for attr in sorted(refused):
+            yield name, attr
+
+
+@pytest.mark.parametrize("module_name, attr", list(_refusals()))
+def test_a_refused_name_raises_attribute_error_naming_it(module_name, attr):
+    module = importlib.import_module(module_name)
+    jax_name = "jax" + module_name[len("plax"):]
+    with pytest.raises(AttributeError, match=rf"{jax_name}\.{attr} is not provided by plax: "):
+        getattr(module, attr)
+    assert attr in module.__doc__  # listed with its reason
+
+
+def test_an_unknown_name_is_a_plain_attribute_error():
+    from plax._src import core
+    with pytest.raises(AttributeError, match="'jax._src.core' has no attribute 'no_such'"):
+        core.no_such  # noqa: B018
+
+
+def test_util_helpers_and_caches():
+    from plax._src import util
+    assert util.safe_map(lambda a, b: a + b, [1, 2], (3, 4)) == [4, 6]
+    with pytest.raises(ValueError, match="length"):
+        util.safe_zip([1], [1, 2])
+    assert util.split_list(range(5), [1, 2]) == [[0], [1, 2], [3, 4]]
+    assert util.curry(lambda a, b, c: a * b + c)(2)(3, 4) == 10
+    assert util.tuple_insert((1, 2), 1, 9) == (1, 9, 2)
+    assert util.merge_lists([True, False], *util.partition_list([True, False], "ab")) == ["a", "b"]
+    calls = []
+    cached = util.cache()(lambda x: calls.append(x) or x * 2)
+    assert cached(3) == cached(3) == 6 and calls == [3]
+    util.clear_all_caches()
+    assert cached(3) == 6 and calls == [3, 3]
+
+
+def test_dtypes_and_core_adapters():
+    from plax._src import core, dtypes
+    assert dtypes.lattice_result_type(int, float) == (np.dtype(np.float32), True)
+    assert dtypes.safe_to_cast("int16", "float32") and not dtypes.safe_to_cast("float32", "int16")
+    assert dtypes._jax_type(np.dtype(np.float16), True) is float
+    assert core.definitely_equal(3, 3) and core.stride_dim(10, 3, 2) == 4
+    assert core.call(plax.extend.linear_util.wrap_init(
+        lambda x: [x + 1], debug_info=plax.api_util.debug_info("f", len, (1,), {})), 1.0) == [2.0]
+
+
+def test_lax_random_and_sharding_adapters():
+    from plax._src import effects, sharding_impls
+    from plax._src.lax import windowed_reductions as wr
+    from plax._src.numpy import indexing
+    from plax._src.random import core as random_core, prng, threefry2x32 as fry
+    x = jnp.arange(16.0).reshape(4, 4)
+    no_pad = ((0, 0), (0, 0))
+    picked = wr._select_and_gather_add(x, x, plax.lax.ge_p, (2, 2), (2, 2), no_pad, (1, 1),
+                                       (1, 1))
+    np.testing.assert_array_equal(picked, [[5, 7], [13, 15]])
+    impl = prng.PRNGImpl(key_shape=(2,), seed=fry.threefry_seed, split=fry.threefry_split,
+                         random_bits=fry.threefry_random_bits, fold_in=fry.threefry_fold_in,
+                         tag="mine")
+    assert str(prng.random_seed(np.uint32(0), impl).dtype) == "key<mine>"
+    with pytest.raises(RuntimeError, match="u32 -> f32"):
+        random_core._safe_int_to_float(np.zeros(2, np.int32), np.float32)
+    with pytest.raises(NotImplementedError, match="only IndexingStrategy.AUTO"):
+        indexing.rewriting_take(x, 0, strategy=indexing.IndexingStrategy.GATHER)
+    mesh = plax.sharding.Mesh(np.array(plax.devices()), ("d",))
+    named = sharding_impls.NamedSharding(mesh, sharding_impls.PartitionSpec("d"))
+    assert sharding_impls.local_to_global_shape(named, (len(plax.devices()), 3)) \
+        == (len(plax.devices()), 3)
+
+    class Ordered(effects.Effect):
+        pass
+    effects.ordered_effects.add_type(Ordered)
+    assert Ordered().ordered and effects.ordered_effects.contains(Ordered())
+
+
+def test_the_faces_are_jax_src_under_python_m_plax(tmp_path):
+    code = ("from jax._src import config, core, dtypes\nfrom jax._src.lib.mlir import ir\n"
+            "from jax._src.random import prng\nimport jax.numpy as jnp\n"
+            "with config.enable_x64(True):\n    print(jnp.arange(2.0).dtype)\n"
+            "print(core.ShapedArray is jax.core.ShapedArray, dtypes.float0 is jax.dtypes.float0,"
+            " 'threefry2x32' in prng.prngs)\n"
+            "try:\n    from jax._src.sharding_impls import GSPMDSharding\n"
+            "except ImportError as e:\n    print(type(e).__name__)\n")
+    src = os.path.dirname(os.path.dirname(plax.__file__))
+    env = dict(os.environ, PLAX_NUM_CPU_DEVICES="1",
+               PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-m", "plax", "-c", "import jax\n" + code],
+                         capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["float64", "True", "True", "True", "ImportError"]
