@@ -7,6 +7,10 @@ Each ``*_test.py`` file in DIR runs in its own pytest process with ``jax`` resol
 (``CASES`` below), so that the parameterized cases are the ones JAX's run generates. The
 table gives, per file, how many of the cases that pass on real JAX 0.10.2 pass on plax.
 
+Every case's outcome is written to ``RESULTS/<file>.json`` (``--results``, default
+``/tmp/plax-jaxtests``), so that ``--score`` can print the table again without running
+anything (after a reference file has been added, for instance), and the failures can be read.
+
 ``--reference`` runs the files on real JAX instead (the Python named by ``JAX_PYTHON``, with
 JAX 0.10.2 installed, outside this repository) and writes the ids of the cases that pass to
 ``jaxtests/reference/<file>.txt``: the data a plax run is scored against, kept in the
@@ -15,6 +19,7 @@ repository (test ids only, nothing of the files themselves).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import subprocess
@@ -91,6 +96,11 @@ def main(argv=None) -> int:
                         help="run real JAX (JAX_PYTHON) and write jaxtests/reference/")
     parser.add_argument("--only", help="comma-separated file names (fft or fft_test)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per file")
+    parser.add_argument("--results", type=pathlib.Path,
+                        default=pathlib.Path(tempfile.gettempdir()) / "plax-jaxtests",
+                        help="where each file's outcomes are written (and --score reads them)")
+    parser.add_argument("--score", action="store_true",
+                        help="print the table from the outcomes of an earlier run")
     args = parser.parse_args(argv)
     files = test_files(args.tests.resolve(), args.only.split(",") if args.only else None)
     if not files:
@@ -99,8 +109,20 @@ def main(argv=None) -> int:
     total_ref = total_pass = 0
     print(f"{'file':<36} {'passing':>9} {'of JAX':>7} {'share':>7} {'seconds':>8}  note",
           flush=True)
+    args.results.mkdir(parents=True, exist_ok=True)
     for path in files:
-        outcomes, seconds, note = run_file(path, args.reference, args.timeout)
+        saved = args.results / f"{path.stem}.json"
+        if args.score:
+            if not saved.exists():
+                print(f"{path.stem:<36} {'(not run)':>25}", flush=True)
+                continue
+            record = json.loads(saved.read_text())
+            outcomes, seconds, note = record["outcomes"], record["seconds"], record["note"]
+        else:
+            outcomes, seconds, note = run_file(path, args.reference, args.timeout)
+            if not args.reference:
+                saved.write_text(json.dumps({"outcomes": outcomes, "seconds": seconds,
+                                             "note": note}, indent=0, sort_keys=True))
         passed = sorted(i for i, o in outcomes.items() if o == "passed")
         if args.reference:
             (REFERENCE / f"{path.stem}.txt").write_text("".join(f"{i}\n" for i in passed))

@@ -53,11 +53,16 @@ def test_a_file_runs_with_jax_as_plax_and_is_scored(tmp_path, monkeypatch, capsy
                         "TestSum::test_skipped": "skipped",
                         "sum_test::test_x64_default_is_off": "passed"}, note
     assert note == "" and seconds > 0
-    assert runner.main(["--tests", str(tmp_path)]) == 0
+    results = tmp_path / "results"
+    assert runner.main(["--tests", str(tmp_path), "--results", str(results)]) == 0
     lines = capsys.readouterr().out.splitlines()
     (row,) = [line for line in lines if line.startswith("sum_test")]
     assert row.split()[:4] == ["sum_test", "2", "4", "50.0%"]
     assert lines[-1].split()[:4] == ["all", "2", "4", "50.0%"]
+    # the outcomes are kept: --score prints the table again without running the file
+    (tmp_path / "sum_test.py").write_text("raise SystemExit('not run again')\n")
+    assert runner.main(["--tests", str(tmp_path), "--results", str(results), "--score"]) == 0
+    assert capsys.readouterr().out.splitlines() == lines
 
 
 def test_a_file_that_does_not_collect_gets_a_note(tmp_path):
