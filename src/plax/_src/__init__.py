@@ -29,13 +29,16 @@ api_util.infer_argnums_and_argnames           a signature's parameters       e3n
 core.Primitive                                core.primitive (extend.core's) jax-md
 earray.EArray                                 runtime.array (KeyArray)       flax (fp8)
 interpreters.pxla                             plax.interpreters.pxla         flax (fp8)
+test_util (jtu): JaxTestCase, sample_product  plax's API; test_util_parts  JAX's own tests
+internal_test_util.lax_test_util              plax.lax, test_util            JAX's lax tests
+hypothesis_test_util.setup_hypothesis         hypothesis, test_util          JAX's state tests
 ============================================  =============================  =====================
 """
 
 _SUBMODULES = frozenset({
     "ad_util", "api_util", "checkify", "compiler", "core", "dispatch", "distributed", "dtypes",
-    "earray", "flatten_util", "interpreters", "lib", "state", "traceback_util", "tree_util",
-    "xla_bridge"})
+    "earray", "flatten_util", "hypothesis_test_util", "internal_test_util", "interpreters", "lib",
+    "state", "test_util", "traceback_util", "tree_util", "xla_bridge"})
 
 
 def __getattr__(name):
