@@ -325,3 +325,23 @@ def test_ignore_warning_and_assert_warns():
                 pass
     finally:
         case.doCleanups()
+
+
+# --- jax.experimental.sparse.test_util --------------------------------------------------------
+
+def test_sparse_generators_draw_what_jaxs_draw():
+    from plax.experimental.sparse import test_util as sptu
+    rng = np.random.RandomState(0)
+    m = sptu.rand_bcoo(rng)((3, 4), np.float32)
+    assert (m.shape, m.nse) == ((3, 4), 6)
+    assert np.asarray(m.indices).tolist() == [[0, 3], [2, 0], [0, 0], [2, 1], [2, 3], [2, 0]]
+    np.testing.assert_allclose(np.asarray(m.data)[:3], [5.2922, 1.2005, 2.9362], atol=1e-4)
+    b = sptu.rand_bcsr(rng)((3, 4), np.float32)
+    assert np.asarray(b.indices).tolist() == [3, 3, 0, 2, 3, 0]
+    assert np.asarray(b.indptr).tolist() == [0, 3, 3, 5]
+    d = sptu.rand_sparse(rng)((2, 5), np.float32)
+    assert (d != 0).astype(int).tolist() == [[1, 0, 0, 0, 1], [1, 1, 0, 0, 1]]
+    assert [tuple(x) for x in sptu.iter_bcsr_layouts((2, 3, 4))] == [(0, 1, 2), (1, 0, 2)]
+    assert len(list(sptu.iter_sparse_layouts((2, 3)))) == 6
+    with pytest.raises(ValueError, match="bcsr array must have 2 sparse dimensions"):
+        sptu.rand_bcsr(rng)((3,), np.float32)
