@@ -284,6 +284,9 @@ def test_counters_count_real_traces_lowerings_and_compiles():
     assert (misses(), lo()) == (0, 0)
     with jtu.assert_num_jit_and_pmap_compilations(1):
         plax.jit(lambda v: v + 2)(x)
+    with jtu.collect_lowered_jaxprs() as lowered:
+        plax.jit(lambda v: v - 2)(x)
+    assert len(lowered) == 1 and "sub" in str(lowered[0][0])
 
 
 def test_count_primitive_compiles():

@@ -46,7 +46,7 @@ from plax._src.test_util_parts.devices import (  # noqa: F401
     request_cpu_devices, run_on_devices, skip_on_devices, skip_on_flag, supported_dtypes,
     test_device_matches, with_explicit_mesh, with_mesh, with_mesh_from_kwargs)
 from plax._src.test_util_parts.events import (  # noqa: F401
-    assert_num_jit_and_pmap_compilations, count_aot_jit_cpp_cache_miss,
+    assert_num_jit_and_pmap_compilations, collect_lowered_jaxprs, count_aot_jit_cpp_cache_miss,
     count_compilation_after_persistent_cache_miss, count_device_put,
     count_device_put_fast_path_hit, count_events, count_jax_array_shard_arg_calls,
     count_jit_and_pmap_lowerings, count_jit_compilation_cache_miss,

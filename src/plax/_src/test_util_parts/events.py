@@ -12,7 +12,8 @@ opens and removed when the last one closes):
   ``jit_cpp_cache_miss``;
 - a call of an AOT-compiled function (``Compiled.__call__``): plax runs every one in
   Python, so each counts, as a miss of JAX's C++ path would;
-- ``plax.device_put`` calls (outermost ones only).
+- ``plax.device_put`` calls (outermost ones only);
+- the jaxprs of jitted functions lowered for one device (``collect_lowered_jaxprs``).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class _State(threading.local):
     def __init__(self):
         self.counts = {}
         self.device_put_depth = 0
+        self.lowered = None  # the list collect_lowered_jaxprs fills, while one is open
 
 
 _state = _State()
@@ -96,6 +98,16 @@ def _device_put_wrapper(original):
     return device_put
 
 
+def _lowering_wrapper(original):
+    @functools.wraps(original)
+    def lower_jitted(call, *args, **kwargs):
+        out = original(call, *args, **kwargs)
+        if _state.lowered is not None:
+            _state.lowered.append((call.jaxpr, out[0]))
+        return out
+    return lower_jitted
+
+
 # (owner, attribute, wrapper): the hooks the counts need.
 _HOOKS = (
     (_steps, "span_recorder", _span_wrapper),
@@ -103,6 +115,7 @@ _HOOKS = (
     (_jit.JitWrapped, "_cpp_miss", _counting("jit_cpp_cache_miss")),
     (_stages.Compiled, "__call__", _counting("stages_compiled_call")),
     (_dispatch, "compile_jaxpr", _counting("xla_primitive_callable_cache_miss")),
+    (_jitted, "lower_jitted", _lowering_wrapper),
     (plax, "device_put", _device_put_wrapper),
     (_api_devices, "device_put", _device_put_wrapper),
 )
@@ -155,6 +168,19 @@ count_compilation_after_persistent_cache_miss = count_events(
     "compile_after_persistent_compilation_miss")
 count_jax_array_shard_arg_calls = count_events("_array_shard_arg")  # (plax: never)
 count_primitive_compile_misses = count_events("xla_primitive_callable_cache_miss")
+
+
+@contextlib.contextmanager
+def collect_lowered_jaxprs():
+    """Yields a list that gets ``(closed jaxpr, StableHLO text)`` for each jitted function
+    lowered (on one device) in this thread inside the block."""
+    assert _state.lowered is None, "collect_lowered_jaxprs blocks do not nest"
+    collection = _state.lowered = []
+    try:
+        with watching():
+            yield collection
+    finally:
+        _state.lowered = None
 
 
 @contextlib.contextmanager
