@@ -52,6 +52,9 @@ state.primitives.ref_get, ...                 plax.ref                       JAX
 export.shape_poly                             core.symbolic_shapes           JAX's tests
 tpu.linalg.qdwh, svd                          lax.linalg.qdwh, svd_qdwh      JAX's tests
 api, api_util, array, typing, ...             the public plax modules        JAX's tests
+test_util (jtu): JaxTestCase, sample_product  plax's API; test_util_parts  JAX's own tests
+internal_test_util.lax_test_util              plax.lax, test_util            JAX's lax tests
+hypothesis_test_util.setup_hypothesis         hypothesis, test_util          JAX's state tests
 ============================================  =============================  =====================
 """
 
@@ -64,7 +67,8 @@ _SUBMODULES = frozenset({
     "lax", "layout", "lib", "linear_util", "literals", "mesh", "mesh_utils", "monitoring",
     "named_sharding", "numpy", "op_shardings", "path", "pretty_printer", "profiler", "random",
     "scipy", "shard_map", "sharding", "sharding_impls", "source_info_util", "state", "tpu",
-    "traceback_util", "tree_util", "typing", "util", "xla_bridge", "xla_metadata"})
+    "traceback_util", "tree_util", "typing", "util", "xla_bridge", "xla_metadata",
+    "hypothesis_test_util", "internal_test_util", "test_util"})
 
 
 def __getattr__(name):
