@@ -470,3 +470,28 @@ def test_can_cast_isdtype_common_type():
     assert jnp.common_type(np.ones(2, F16)) is np.float16
     with pytest.raises(TypeError, match="can't get common type for non-numeric array"):
         jnp.common_type(np.array([True]))
+
+
+def test_loop_functions_compile_once_per_signature_as_jaxs_jitted_ones():
+    # gcd, lcm (a while loop) and polyval (a scan) are one program each, as JAX's jitted
+    # functions: a second eager call with the same types compiles nothing
+    from plax._src import test_util as jtu
+    a, b = np.int8([12, 18, 7]), np.int8([8, 24, 0])
+    p, x = np.float32([1, 2, 3]), np.float32([2, 3])
+    calls = [lambda: jnp.gcd(a, b), lambda: jnp.lcm(a, b), lambda: jnp.polyval(p, x),
+             lambda: jnp.polyval(p, x, unroll=2)]
+    first = [np.asarray(c()) for c in calls]
+    with jtu.count_primitive_compiles() as count:
+        again = [np.asarray(c()) for c in calls]
+    assert count() == 0
+    for got, want in zip(again, [np.gcd(a, b), np.lcm(a, b), np.polyval(p, x),
+                                 np.polyval(p, x)]):
+        np.testing.assert_array_equal(got, want)
+    for f, s in zip(first, again):
+        np.testing.assert_array_equal(f, s)
+
+
+def test_abs_is_its_own_function_named_abs():
+    assert jnp.abs.__name__ == "abs" and jnp.absolute.__name__ == "absolute"
+    assert jnp.abs is not jnp.absolute
+    np.testing.assert_array_equal(jnp.abs(np.int32([-3, 4])), [3, 4])

@@ -7,6 +7,7 @@ import functools
 import numpy as np
 
 from plax import lax
+from plax.api.jit import eager_compiled
 from plax.core import dtypes
 from plax.core.trace import get_aval
 from plax.numpy import creation, reductions, shape_ops, sorting, ufuncs
@@ -219,12 +220,14 @@ def _gcd(a, b):
                           body, (a, b))[0]
 
 
+@eager_compiled  # (its loop compiled once per signature, as JAX's jitted gcd)
 def gcd(x1, x2, /):
     """Elementwise greatest common divisor of integers (gcd(0, 0) is 0)."""
     # JAX checks jax_numpy_rank_promotion in lcm but not in gcd
     return _gcd(*_integer_args("gcd", x1, x2, check_rank=False))
 
 
+@eager_compiled
 def lcm(x1, x2, /):
     """Elementwise least common multiple of integers (0 if either is 0)."""
     x1, x2 = _integer_args("lcm", x1, x2)

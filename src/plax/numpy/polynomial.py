@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from plax import lax
+from plax.api.jit import eager_compiled
 from plax.core.errors import ConcretizationTypeError
 from plax.core.trace import Tracer, get_aval
 from plax.numpy import creation, shape_ops, ufuncs, util
@@ -73,6 +74,7 @@ def _trim_leading(p, name: str, argname: str, keep_one: bool = True):
 
 
 # --- evaluation, addition -----------------------------------------------------------------
+@eager_compiled(static_argnames=("unroll",))  # (its scan compiled once, as JAX's)
 def polyval(p, x, *, unroll=16):
     """Value of the polynomial with coefficients ``p`` (highest power first) at ``x``,
     by Horner's rule (a scan over the coefficients, ``unroll`` steps per iteration)."""

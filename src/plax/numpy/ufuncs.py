@@ -389,7 +389,9 @@ def absolute(x, /):
     return lax.abs(x)
 
 
-abs = absolute
+def abs(x, /):  # noqa: A001 (numpy's name; its own function, named abs, as JAX's)
+    """Elementwise absolute value (``absolute``)."""
+    return absolute(x)
 
 
 def fabs(x, /):
