@@ -242,3 +242,14 @@ def test_jax_image_resize_under_python_m_plax(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["(2,", "2,", "3)", "36.2857", "ResizeMethod.LANCZOS3"]
+
+
+@pytest.mark.parametrize("method", ["linear", "lanczos3", "cubic", "area"])
+def test_resize_under_strict_rank_and_dtype_promotion(method):
+    # JAX's own tests run with both strict: the library keeps its ranks explicit
+    x = np.arange(4 * 6 * 3, dtype=np.float32).reshape(4, 6, 3)
+    want = plax.image.resize(x, (8, 3, 3), method)
+    with plax.numpy_rank_promotion("raise"), plax.numpy_dtype_promotion("strict"):
+        got = plax.image.resize(x, (8, 3, 3), method)
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == (8, 3, 3)

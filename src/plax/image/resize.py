@@ -57,14 +57,14 @@ def weight_matrix(in_size: int, out_size: int, scale, translation, kernel, antia
         # the overlap of output pixel j's footprint [left, left + 1/scale) with input pixel i
         left = outputs * inv_scale - translation * inv_scale
         pixels = jnp.arange(in_size, dtype=dtype)[:, None]
-        weights = jnp.maximum(0.0, jnp.minimum(left + inv_scale, pixels + 1.0)
-                              - jnp.maximum(left, pixels))
+        weights = jnp.maximum(0.0, jnp.minimum(left[None, :] + inv_scale, pixels + 1.0)
+                              - jnp.maximum(left[None, :], pixels))
     else:
         # edge padding evaluates the kernel on `radius` pixels past each edge and moves their
         # weight onto the edge pixel (PyTorch's bicubic without antialiasing)
         pad = radius if edge_padding else 0
         pixels = jnp.arange(-pad, in_size + pad, dtype=dtype)[:, None]
-        distance = jnp.abs(sample - pixels)
+        distance = jnp.abs(sample[None, :] - pixels)  # (ranks explicit, as JAX's code keeps)
         if antialias:
             distance = distance / jnp.maximum(inv_scale, 1.0)
         weights = kernel(distance)
