@@ -139,3 +139,14 @@ def test_linalg_is_an_attribute_of_the_sparse_package_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.split() == ["lobpcg_standard", "COO"], out.stderr
+
+
+def test_lobpcg_under_strict_rank_and_dtype_promotion():
+    # JAX's own lobpcg tests run with both strict: the solver keeps its ranks explicit
+    a = np.diag(np.arange(1.0, 101.0)).astype(np.float32)
+    x = np.random.default_rng(0).normal(size=(100, 10)).astype(np.float32)
+    want = splinalg.lobpcg_standard(a, x, m=20)[0]
+    with plax.numpy_rank_promotion("raise"), plax.numpy_dtype_promotion("strict"):
+        got = splinalg.lobpcg_standard(a, x, m=20)[0]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, np.arange(100.0, 90.0, -1), rtol=1e-4)

@@ -61,11 +61,11 @@ def _orthonormalize(S):
     eps = jnp.finfo(S.dtype).eps
     norms = jnp.linalg.norm(S, axis=0)
     live = norms > jnp.max(norms, initial=0) * eps
-    S = S * jnp.where(live, 1 / jnp.where(live, norms, 1), 0)
+    S = S * jnp.where(live, 1 / jnp.where(live, norms, 1), 0)[None, :]
     gram = _mm(S.T, S)
     lam, V = jnp.linalg.eigh((gram + gram.T) / 2)
     keep = lam > jnp.max(lam) * eps * S.shape[1] * 10
-    return _mm(S, V * jnp.where(keep, lax.rsqrt(jnp.where(keep, lam, 1)), 0)), keep
+    return _mm(S, V * jnp.where(keep, lax.rsqrt(jnp.where(keep, lam, 1)), 0)[None, :]), keep
 
 
 def _project_out(basis, U):
@@ -108,7 +108,7 @@ def lobpcg_standard(A, X, m: int = 100, tol=None):
     tol = jnp.asarray(jnp.finfo(dtype).eps if tol is None else tol, dtype)
 
     def converged(theta, Xs, AX):
-        resid = jnp.linalg.norm(AX - Xs * theta, axis=0)
+        resid = jnp.linalg.norm(AX - Xs * theta[None, :], axis=0)
         bound = tol * 10 * n * (jnp.abs(theta) + jnp.linalg.norm(AX, axis=0))
         return resid < bound
 
@@ -126,7 +126,7 @@ def lobpcg_standard(A, X, m: int = 100, tol=None):
 
     def body(state):
         i, Xs, AXs, P, theta, _ = state
-        R = AXs - Xs * theta
+        R = AXs - Xs * theta[None, :]
         Q, _ = _orthonormalize(_project_out(Xs, jnp.concatenate([P, R], axis=1)))
         Q, keep_q = _orthonormalize(_project_out(Xs, Q))
         S = jnp.concatenate([Xs, Q], axis=1)
