@@ -192,3 +192,21 @@ ERRORS = [
 def test_errors(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("name, fun", [
+    ("detrend", lambda x: S.detrend(x, bp=[10, 30])),
+    ("welch", lambda x: S.welch(x, nperseg=16)[1]),
+    ("welch_median_complex", lambda x: S.welch(x.astype(np.complex64), nperseg=16,
+                                                  average="median", detrend="linear")[1]),
+    ("csd", lambda x: S.csd(x, x[:1], nperseg=16, scaling="spectrum")[1]),
+    ("istft", lambda x: S.istft(S.stft(x, nperseg=16)[2], nperseg=16)[1]),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_spectral_functions_under_strict_rank_and_dtype_promotion(name, fun):
+    # JAX's own signal tests run with both strict: the library keeps ranks and dtypes explicit
+    x = np.random.default_rng(0).normal(size=(2, 64)).astype(np.float32)
+    want = np.asarray(fun(x))
+    with plax.numpy_rank_promotion("raise"), plax.numpy_dtype_promotion("strict"):
+        got = np.asarray(fun(x))
+    np.testing.assert_array_equal(got, want)
+    assert np.all(np.isfinite(got))

@@ -203,6 +203,7 @@ def detrend(data, axis=-1, type="linear", bp=0, overwrite_data=None):
         seg = moved[..., lo:hi]
         t = creation.arange(hi - lo, dtype=get_aval(data).dtype)
         t = ufuncs.subtract(t, t.mean())
+        t = t.reshape((1,) * (seg.ndim - 1) + t.shape)  # (ranks explicit, as JAX's code keeps)
         centred = ufuncs.subtract(seg, seg.mean(axis=-1, keepdims=True))
         denom = ufuncs.multiply(t, t).sum()
         denom = ufuncs.where(denom == 0, 1, denom)  # a one-point segment has no slope

@@ -169,7 +169,8 @@ def _spectral(x, y, fs, window, nperseg, noverlap, nfft, detrend, return_oneside
         return data
 
     def transform(data):
-        segs = _detrended(_segments(data, nperseg, step), detrend) * win
+        segs = _detrended(_segments(data, nperseg, step), detrend)
+        segs = segs * _last_axis(win.astype(segs.dtype), segs.ndim)
         return (jnp.fft.rfft(segs, n=nfft, axis=-1) if onesided
                 else jnp.fft.fft(segs, n=nfft, axis=-1))
 
@@ -177,17 +178,17 @@ def _spectral(x, y, fs, window, nperseg, noverlap, nfft, detrend, return_oneside
     result = transform(x)
     if mode == "psd":
         other = result if same else transform(prepare(y))
-        result = jnp.conj(result) * other * scale
+        result = jnp.conj(result) * other * jnp.asarray(scale, result.dtype)
         if onesided:
             doubled = np.full(nfft // 2 + 1, 2.0)
             doubled[0] = 1.0
             if nfft % 2 == 0:
                 doubled[-1] = 1.0
-            result = result * doubled.astype(real_dtype)
+            result = result * _last_axis(jnp.asarray(doubled, result.dtype), result.ndim)
         if same:
             result = jnp.real(result)
     else:
-        result = result * scale
+        result = result * jnp.asarray(scale, result.dtype)
     index = jnp.arange(nfft // 2 + 1 if onesided else nfft, dtype=real_dtype)
     if not onesided:  # fftfreq's order: 0, 1, ..., then the negative frequencies
         index = jnp.where(index < (nfft + 1) // 2, index, index - nfft)
@@ -209,6 +210,12 @@ def _empty_result(x, complex_values):
     real = _real_dtype(get_aval(x).dtype)
     values = np.complex128 if real == np.float64 else np.complex64
     return jnp.zeros(_shape(x), real), jnp.zeros(_shape(x), values if complex_values else real)
+
+
+def _last_axis(v, ndim: int):
+    """The vector ``v`` as an array of ``ndim`` dimensions along the last one (the library
+    keeps its ranks explicit, so it runs under jax_numpy_rank_promotion='raise')."""
+    return v.reshape((1,) * (ndim - 1) + v.shape)
 
 
 def stft(x, fs=1.0, window="hann", nperseg=256, noverlap=None, nfft=None, detrend=False,
@@ -322,7 +329,7 @@ def istft(Zxx, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
         if _shape(win) != (nperseg,):
             raise ValueError(f"window must have length of {nperseg}")
         win = win.astype(real_dtype)
-    pieces = pieces * jnp.sum(win) * win
+    pieces = pieces * jnp.sum(win) * _last_axis(win, pieces.ndim)
     n_segments = _shape(pieces)[-2]
     length = nperseg + (n_segments - 1) * step
     index = np.arange(n_segments)[:, None] * step + np.arange(nperseg)[None, :]
@@ -333,7 +340,7 @@ def istft(Zxx, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
     if boundary:
         half = nperseg // 2
         out, norm = out[..., half:length - half], norm[half:length - half]
-    out = out / jnp.where(norm > 1e-10, norm, 1.0)
+    out = out / _last_axis(jnp.where(norm > 1e-10, norm, 1.0), out.ndim)
     if input_onesided:
         out = jnp.real(out)
     if ndim > 2 and time_axis != ndim - 1:
