@@ -324,3 +324,12 @@ def test_histogram2d(bins):
     close(c, np.histogram2d(x, y, [-1.0, 0.0, 1.0])[0], I32)
     with pytest.raises(ValueError, match="x and y must be 1-D arrays of the same length"):
         jnp.histogram2d(np.ones(3), np.ones(4))
+
+
+def test_cov_with_weights_under_strict_rank_promotion():
+    # JAX's own tests run with jax_numpy_rank_promotion='raise': cov keeps its ranks explicit
+    x = np.arange(10, dtype=np.float32).reshape(2, 5) ** 1.5
+    fw, aw = np.array([1, 2, 1, 3, 1]), np.float32([0.5, 1.0, 2.0, 1.0, 0.25])
+    with plax.numpy_rank_promotion("raise"):
+        got = jnp.cov(x, fweights=fw, aweights=aw)
+    np.testing.assert_allclose(got, np.cov(x, fweights=fw, aweights=aw), rtol=1e-5)

@@ -108,7 +108,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
                 ufuncs.multiply(ddof, reductions.sum(ufuncs.multiply(w, aw))), w_sum))
     fact = ufuncs.maximum(fact, creation.zeros((), _aval(fact).dtype))
     xc = ufuncs.subtract(x, avg[:, None])
-    xt = xc if w is None else ufuncs.multiply(xc, w)
+    xt = xc if w is None else ufuncs.multiply(xc, w[None, :])  # (ranks explicit)
     c = products.dot(xc, ufuncs.conj(lax.transpose(xt, (1, 0))))
     c = ufuncs.true_divide(c, fact)
     return shape_ops.squeeze(c)
