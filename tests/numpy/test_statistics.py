@@ -333,3 +333,17 @@ def test_cov_with_weights_under_strict_rank_promotion():
     with plax.numpy_rank_promotion("raise"):
         got = jnp.cov(x, fweights=fw, aweights=aw)
     np.testing.assert_allclose(got, np.cov(x, fweights=fw, aweights=aw), rtol=1e-5)
+
+
+def test_var_picks_jaxs_dtypes_without_promotion():
+    # a given dtype is the computation's and the result's (so strict promotion allows it);
+    # complex values need a complex dtype, as in JAX
+    x = np.arange(12, dtype=np.float16).reshape(3, 4)
+    with plax.numpy_dtype_promotion("strict"):
+        got = jnp.var(x, dtype=np.float32)
+        assert got.dtype == np.float32 and jnp.std(x, axis=0, ddof=1).dtype == np.float16
+        c = jnp.var(x.astype(np.complex64), dtype=np.complex64)
+    np.testing.assert_allclose(got, np.var(x.astype(np.float64)), rtol=1e-6)
+    assert c.dtype == np.complex64 and float(c.real) == pytest.approx(float(got))
+    with pytest.raises(ValueError, match="does not yet support real dtype parameters"):
+        jnp.var(x.astype(np.complex64), dtype=np.float32)

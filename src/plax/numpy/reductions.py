@@ -301,9 +301,19 @@ def _normalize(total, count, correction, dt):
 
 
 def _var_dtypes(aval, dtype):
-    out_dtype = real_dtype(_inexact(_user_dtype(dtype) or aval.dtype))
-    comp = _upcast(dtypes.promote_types(_inexact(aval.dtype), out_dtype))
-    return out_dtype, comp
+    """(result dtype, computation dtype) of var/std, as JAX picks them (no promotion, so
+    strict dtype promotion has nothing to refuse): a given ``dtype`` is both, else the
+    input's real counterpart computed in its inexact dtype; 16-bit floats compute in f32."""
+    user = _user_dtype(dtype)
+    if user is not None:
+        user = _inexact(user)
+        if dtypes.is_complex(aval.dtype) and not dtypes.is_complex(user):
+            raise ValueError("jax.numpy.var does not yet support real dtype parameters when "
+                             "computing the variance of an array of complex values: pass a "
+                             f"complex dtype (got {user} for {aval.dtype} values).")
+        return user, _upcast(user)
+    comp = _inexact(aval.dtype)
+    return real_dtype(comp), _upcast(comp)
 
 
 def _centered_sum_of_squares(name, a, aval, axes, keepdims, where, mean_, comp, ignore_nan):
