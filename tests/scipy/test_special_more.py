@@ -94,3 +94,16 @@ def test_special_grads_and_vmap():
                 rtol=2e-2)
     out = plax.vmap(S.gammaincc, in_axes=(0, None))(np.array([1.0, 2.0], np.float32), 1.0)
     check(out, sp.gammaincc([1.0, 2.0], 1.0), rtol=3e-5)
+
+
+def test_bessel_jn_and_multigammaln_under_strict_rank_promotion():
+    # JAX's own scipy tests run with jax_numpy_rank_promotion='raise'
+    import scipy.special as ss
+    from plax.scipy import special as ps
+    z = np.linspace(0, 5, 6, dtype=np.float32).reshape(3, 1, 2)
+    a = np.float32([[3.0, 4.5]])
+    with plax.numpy_rank_promotion("raise"):
+        jn = ps.bessel_jn(z, v=4)
+        mg = ps.multigammaln(a, 3)
+    np.testing.assert_allclose(jn, np.stack([ss.jv(n, z) for n in range(5)]), atol=2e-6)
+    np.testing.assert_allclose(mg, ss.multigammaln(a.astype(np.float64), 3), rtol=1e-5)

@@ -365,6 +365,7 @@ def multigammaln(a, d):
     dt = _dtype(a)
     consts = np.asarray(d * (d - 1) / 4 * np.log(np.pi), dt)
     offsets = np.arange(d, dtype=dt) / np.asarray(2, dt)
+    offsets = offsets.reshape((1,) * jnp.ndim(a) + offsets.shape)  # (ranks explicit)
     terms = lax.lgamma(jnp.subtract(jnp.expand_dims(a, -1), offsets))
     return jnp.add(jnp.sum(terms, axis=-1), consts)
 

@@ -65,15 +65,15 @@ def _bessel_jn(z, v, start):
         scale = jnp.abs(j_prev)
         big = jnp.greater(scale, _RESCALE_ABOVE)
         divisor = jnp.where(big, scale, 1.0).astype(dt)
-        return j_cur / divisor, j_prev / divisor, norm / divisor, out / divisor
+        return j_cur / divisor, j_prev / divisor, norm / divisor, out / divisor[None]
 
     init = (jnp.zeros_like(safe_z), jnp.ones_like(safe_z), jnp.zeros_like(safe_z),
             jnp.zeros((v + 1,) + shape, dt))
     _, j0, norm, out = lax.fori_loop(0, start, step, init)
-    out = out / (j0 + norm)
+    out = out / (j0 + norm)[None]  # (ranks explicit)
     unit = (jnp.arange(v + 1) == 0).astype(dt).reshape((v + 1,) + (1,) * len(shape))
-    out = jnp.where(at_zero, unit, out)
-    return jnp.where(jnp.isinf(z), 0.0, out)  # each J_n decays to 0 at infinity
+    out = jnp.where(at_zero[None], unit, out)
+    return jnp.where(jnp.isinf(z)[None], 0.0, out)  # each J_n decays to 0 at infinity
 
 
 # --- spherical harmonics ----------------------------------------------------------------------
