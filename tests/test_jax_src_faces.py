@@ -118,3 +118,22 @@ def test_the_faces_are_jax_src_under_python_m_plax(tmp_path):
                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["float64", "True", "True", "True", "ImportError"]
+
+
+def test_dispatch_runtime_tokens_clear_waits_and_ordered_effects_go_on():
+    from plax._src import dispatch
+    from plax.experimental import io_callback
+    seen = []
+
+    def f(x):
+        io_callback(lambda v: seen.append(int(v)), None, x, ordered=True)
+        return x + 1
+    plax.jit(f)(1)
+    dispatch.runtime_tokens.clear()  # JAX's tests call it in tearDown
+    assert seen == [1]
+    plax.jit(f)(2)
+    plax.jit(f)(3)
+    dispatch.runtime_tokens.block_until_ready()
+    assert seen == [1, 2, 3]
+    with pytest.raises(AttributeError, match="current_tokens"):
+        dispatch.runtime_tokens.current_tokens

@@ -2,12 +2,12 @@
 for the effects of programs already issued (``plax.runtime.tokens``)."""
 from plax.core.rules import impl_rules as _impl_rules
 from plax.runtime import dispatch as _runtime
+from plax.runtime import tokens as _tokens
 from plax.runtime.tokens import barrier as wait_for_tokens  # noqa: F401
 
 from plax._src import _face
 
-_REFUSED = {"runtime_tokens": "plax keeps one ordered-effect token per set of devices "
-                              "(plax.runtime.tokens), not one per effect"}
+_REFUSED: dict = {}
 
 __doc__ = _face.document(__doc__, _REFUSED)
 __getattr__ = _face.face_getattr(__name__, _REFUSED)
@@ -22,3 +22,20 @@ def simple_impl(prim) -> None:
     """Have ``prim`` run eagerly as a one-equation compiled program (plax's way for any
     primitive without an impl rule of its own)."""
     _impl_rules.pop(prim, None)
+
+
+class RuntimeTokens:
+    """JAX's ``dispatch.runtime_tokens`` as far as plax has one: ``clear()`` waits for the
+    effects issued so far and forgets the ordered-effect tokens (plax keeps one token per
+    set of devices, ``plax.runtime.tokens``, not one per effect, so there is no
+    ``current_tokens`` to read)."""
+
+    def clear(self) -> None:
+        _tokens.barrier()
+        _tokens.clear()
+
+    def block_until_ready(self) -> None:
+        _tokens.barrier()
+
+
+runtime_tokens = RuntimeTokens()
