@@ -508,3 +508,21 @@ def test_traced_static_arguments_raise():
         plax.make_jaxpr(lambda r: jnp.repeat(x, r))(np.ones(6, np.int32))
     with pytest.raises(ConcretizationTypeError, match="indices_or_sections"):
         plax.make_jaxpr(lambda i: jnp.split(x, i))(np.array([2], np.int32))
+
+
+def test_a_shape_may_be_any_sequence_of_length_and_items():
+    # as JAX reads a shape: an object with __len__ and __getitem__ only (JAX's tests pass one
+    # for the shape of a Python scalar) is a sequence; a NumPy integer is one entry
+    class Shape:
+        def __init__(self, *dims):
+            self.dims = dims
+
+        def __len__(self):
+            return len(self.dims)
+
+        def __getitem__(self, i):
+            return self.dims[i]
+    assert jnp.reshape(jnp.ones(1), Shape()).shape == ()
+    assert jnp.reshape(jnp.arange(6), Shape(2, 3)).shape == (2, 3)
+    assert jnp.zeros(Shape(4)).shape == (4,) and jnp.zeros(np.int64(3)).shape == (3,)
+    assert jnp.broadcast_to(1.0, Shape(2)).shape == (2,)

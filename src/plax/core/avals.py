@@ -36,11 +36,13 @@ _MAX_SIZE = 2 ** 63 - 1  # the largest element count or byte size XLA can repres
 
 def shape_entries(shape) -> tuple:
     """The entries of a shape-like argument, as JAX reads one: a list or tuple as it is, the
-    items of any other iterable (``range``, TensorFlow's ``TensorShape``, ...), and one entry
+    items of any other iterable (``range``, TensorFlow's ``TensorShape``, a sequence with only
+    ``__len__`` and ``__getitem__``, ...), and one entry
     for anything else (a scalar)."""
     if isinstance(shape, (list, tuple)):
         return tuple(shape)
-    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+    if isinstance(shape, (str, bytes)) or not (hasattr(shape, "__iter__")
+                                               or hasattr(shape, "__getitem__")):
         return (shape,)
     try:
         return tuple(shape)
