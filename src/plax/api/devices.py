@@ -7,7 +7,7 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.trace import Tracer
-from plax.runtime import dispatch, xla
+from plax.runtime import dispatch, transfer_guards, xla
 from plax.runtime.array import CONCRETE, all_arrays, buffer_of
 from plax.sharding import (AbstractMesh, NamedSharding, PartitionSpec, Sharding,
                            SingleDeviceSharding)
@@ -157,7 +157,7 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
             leaf.delete()
         return out
 
-    with xla.explicit_transfer("put"):  # (the transfer guards let explicit puts through)
+    with transfer_guards.explicit_transfer("put"):  # (the transfer guards let explicit puts through)
         if _is_placement(device):
             return tree_util.tree_map(lambda leaf: put_leaf(leaf, device), x)
         leaves, tree = tree_util.tree_flatten(x)
@@ -179,7 +179,7 @@ def device_get(x):
             return leaf if dtypes.is_extended(leaf.dtype) else np.asarray(leaf)
         return leaf
 
-    with xla.explicit_transfer("get"):
+    with transfer_guards.explicit_transfer("get"):
         return tree_util.tree_map(get_leaf, x)
 
 

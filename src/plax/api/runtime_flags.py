@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 
 from plax.core.config import State, UserContext
-from plax.runtime import xla
+from plax.runtime import transfer_guards
 
 __all__ = [
     "transfer_guard", "transfer_guard_host_to_device", "transfer_guard_device_to_device",
@@ -47,14 +47,14 @@ __all__ = [
 
 def _guard_hook(kind: str):
     def set_for_this_thread(level):
-        old = xla.set_transfer_guard(kind, level, thread_local=True)
-        return lambda: xla.restore_transfer_guard(kind, old, thread_local=True)
+        old = transfer_guards.set_transfer_guard(kind, level, thread_local=True)
+        return lambda: transfer_guards.restore_transfer_guard(kind, old, thread_local=True)
     return set_for_this_thread
 
 
 def _gc_guard_hook(level):
-    old = xla.set_array_gc_guard(level, thread_local=True)
-    return lambda: xla.restore_array_gc_guard(old, thread_local=True)
+    old = transfer_guards.set_array_gc_guard(level, thread_local=True)
+    return lambda: transfer_guards.restore_array_gc_guard(old, thread_local=True)
 
 
 transfer_guard_host_to_device = State("transfer_guard_host_to_device",
