@@ -10,32 +10,8 @@ _spec = importlib.util.spec_from_file_location("jaxtests_run", ROOT / "jaxtests"
 runner = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(runner)
 
-FILE = '''
-import jax
-import jax.numpy as jnp
-import numpy as np
-import pytest
-
-
-class SumTest:
-    def test_sum(self):
-        assert float(jnp.sum(jnp.arange(4.0))) == 6.0
-
-    def test_wrong(self):
-        assert jax.numpy.zeros(2).shape == (3,)
-
-    @pytest.mark.skip(reason="skipped here")
-    def test_skipped(self):
-        pass
-
-
-class TestSum(SumTest):
-    pass
-
-
-def test_x64_default_is_off():
-    assert jnp.arange(2.0).dtype == np.float32
-'''
+# A small JAX test file (run with jax resolving to plax), written out as sum_test.py.
+FILE = (ROOT / "tests" / "data" / "jaxtests_sum_test.jaxpy").read_text()
 
 
 def test_a_file_runs_with_jax_as_plax_and_is_scored(tmp_path, monkeypatch, capsys):
