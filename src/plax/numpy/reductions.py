@@ -21,6 +21,7 @@ from plax.core.symbolic_shapes import DimExpr, dimension_as_value
 from plax.core.source_info import user_entry_name
 from plax.core.trace import get_aval
 from plax.first_order.common import real_dtype
+from plax.numpy import util
 from plax.numpy.util import (as_operand, broadcast_to_shape, canonicalize_axis, check_arraylike,
                              convert, promote_dtypes_inexact, shape_of)
 
@@ -225,7 +226,8 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     return _reduce("min", "min", a, axis, keepdims, where, initial, aval.dtype, aval.dtype)
 
 
-amax, amin = max, min
+amax = util.alias(max, "amax")
+amin = util.alias(min, "amin")
 
 
 @eager_compiled(static_argnames=("axis", "out", "keepdims"))

@@ -82,7 +82,10 @@ log = _unary_inexact(lax.log, "log")
 log1p = _unary_inexact(lax.log1p, "log1p")
 sqrt = _unary_inexact(lax.sqrt, "sqrt")
 cbrt = _unary_inexact(lax.cbrt, "cbrt")
-asin, acos, atan, asinh, acosh, atanh = arcsin, arccos, arctan, arcsinh, arccosh, arctanh
+asin, acos, atan = (_unary_inexact(lax_fn, name) for lax_fn, name in
+                    ((lax.asin, "asin"), (lax.acos, "acos"), (lax.atan, "atan")))
+asinh, acosh, atanh = (_unary_inexact(lax_fn, name) for lax_fn, name in
+                       ((lax.asinh, "asinh"), (lax.acosh, "acosh"), (lax.atanh, "atanh")))
 
 
 def log2(x, /):
@@ -103,7 +106,7 @@ subtract = _binary(lax.sub, "subtract")
 maximum = _binary(lax.max, "maximum")
 minimum = _binary(lax.min, "minimum")
 arctan2 = _binary(lax.atan2, "arctan2", promote_args_inexact)
-atan2 = arctan2
+atan2 = util.alias(arctan2, "atan2")
 nextafter = _binary(lax.nextafter, "nextafter", promote_args_inexact)
 equal = _binary(lax.eq, "equal")
 not_equal = _binary(lax.ne, "not_equal")
@@ -167,7 +170,8 @@ def bitwise_not(x, /):
     return lax.bitwise_not(x)
 
 
-invert = bitwise_invert = bitwise_not
+invert = util.alias(bitwise_not, "invert")
+bitwise_invert = util.alias(bitwise_not, "bitwise_invert")
 
 
 def bitwise_count(x, /):
@@ -233,7 +237,8 @@ def right_shift(x, y, /):
     return lax.shift_right_arithmetic(x, y)
 
 
-bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+bitwise_left_shift = util.alias(left_shift, "bitwise_left_shift")
+bitwise_right_shift = util.alias(right_shift, "bitwise_right_shift")
 
 
 @eager_compiled
@@ -243,7 +248,7 @@ def true_divide(x, y, /):
     return lax.div(x, y)
 
 
-divide = true_divide
+divide = util.alias(true_divide, "divide")
 
 
 def _zero_like(x):
@@ -297,7 +302,7 @@ def remainder(x, y, /):
     return lax.select(fix, lax.add(r, y), r)
 
 
-mod = remainder
+mod = util.alias(remainder, "mod")
 
 
 def fmod(x, y, /):
@@ -327,7 +332,7 @@ def power(x, y, /):
     return _integer_power(*_promote_full(promote_args, "power", x, y))
 
 
-pow = power
+pow = util.alias(power, "pow")
 
 
 def _integer_power(x, y):
@@ -432,7 +437,7 @@ def trunc(x, /):
     return lax.select(lax.lt(x, _zero_like(x)), lax.ceil(x), lax.floor(x))
 
 
-fix = trunc
+fix = util.alias(trunc, "fix")
 
 
 def round(a, decimals: int = 0, out=None):
@@ -459,7 +464,7 @@ def _round_float(x, decimals, dt):
     return lax.div(lax.round(lax.mul(x, factor), lax.RoundingMethod.TO_NEAREST_EVEN), factor)
 
 
-around = round
+around = util.alias(round, "around")
 
 
 def rint(x, /):
@@ -495,7 +500,8 @@ def rad2deg(x, /):
     return lax.mul(x, _const(180 / np.pi, x))
 
 
-radians, degrees = deg2rad, rad2deg
+radians = util.alias(deg2rad, "radians")
+degrees = util.alias(rad2deg, "degrees")
 
 
 def hypot(x, y, /):
@@ -670,7 +676,7 @@ def conjugate(x, /):
     return lax.conj(x) if dtypes.is_complex(_dtype(x)) else _as_array(x)
 
 
-conj = conjugate
+conj = util.alias(conjugate, "conj")
 
 
 def angle(z, deg: bool = False):

@@ -1,6 +1,7 @@
 """Argument checks, dtype promotion and shape broadcasting shared by plax.numpy."""
 from __future__ import annotations
 
+import functools
 import operator
 import warnings
 
@@ -15,6 +16,17 @@ from plax.runtime.array import ARRAY_TYPES
 from plax.transforms.jvp import JVPTracer
 
 _SCALARS = (bool, int, float, complex)
+
+
+def alias(fn, name: str):
+    """``fn`` under another of NumPy's names for it, as a function object of its own whose
+    ``__name__`` is that name (JAX's aliases are distinct functions, and code keys on names)."""
+    @functools.wraps(fn)
+    def named(*args, **kwargs):
+        return fn(*args, **kwargs)
+    named.__name__ = named.__qualname__ = name
+    named.__doc__ = f"Alias of :func:`plax.numpy.{fn.__name__}`."
+    return named
 
 
 def is_arraylike(x) -> bool:
