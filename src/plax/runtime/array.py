@@ -384,6 +384,8 @@ xla.attach_methods(ArrayImpl, {k: v for k, v in vars(_ArrayMethods).items()
                                if k not in ("__module__", "__qualname__", "__doc__",
                                             "__slots__", "__dict__", "__weakref__")})
 ArrayImpl.__doc__ = "A plax array on devices (jaxlib's C++ array, with plax's methods)."
+xla.answer_lookups_in(ArrayImpl, ("unsafe_buffer_pointer", "on_device_size_in_bytes",
+                                  "__cuda_array_interface__", "_fully_replicated_shard"))
 
 EArray = KeyArray
 

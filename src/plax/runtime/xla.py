@@ -338,8 +338,9 @@ def shard_device(shard_buf):
 
 
 def copy_to_host_async(buf) -> None:
-    for s in buf._arrays:
-        s._copy_single_device_array_to_host_async()
+    with _answer_jaxlib_lookups:  # (each piece's sharding is made through "jax")
+        for s in buf._arrays:
+            s._copy_single_device_array_to_host_async()
 
 
 def copy_to_devices(buf, devices, sharding):
@@ -747,6 +748,26 @@ def attach_methods(cls, methods: dict) -> None:
     """Give jaxlib's C++ class ``cls`` (ArrayImpl, JitFunction) these methods and attributes."""
     for name, value in methods.items():
         setattr(cls, name, value)
+
+
+def answer_lookups_in(cls, names) -> None:
+    """Have jaxlib's own members ``names`` of ``cls`` (methods or properties a user calls
+    directly) run with the ``jax`` modules they import answered by plax. A JAX installed
+    beside plax would otherwise be imported by them, and it puts its own methods on these
+    shared C++ classes in place of plax's."""
+    for name in names:
+        member = cls.__dict__[name]
+        if isinstance(member, property):
+            def getter(self, _get=member.__get__):
+                with _answer_jaxlib_lookups:
+                    return _get(self)
+            setattr(cls, name, property(getter, doc=member.__doc__))
+        else:
+            def method(self, *args, _cpp=member, **kwargs):
+                with _answer_jaxlib_lookups:
+                    return _cpp(self, *args, **kwargs)
+            method.__name__, method.__doc__ = name, member.__doc__
+            setattr(cls, name, method)
 
 
 class FastpathData(tuple):
