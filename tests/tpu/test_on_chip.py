@@ -42,7 +42,9 @@ def test_tpu_devices_describe_themselves_as_in_jax():
     for i, d in enumerate(plax.devices()):
         assert d.platform == "tpu" and d.id == i and d.process_index == 0
         assert d.device_kind == "TPU v5 lite"
-        assert re.fullmatch(r"TPU_\d+\(process=0,\(\d+,\d+,\d+,\d+\)\)", repr(d)), repr(d)
+        # (jaxlib's TPU device, as JAX 0.10.2 shows it on a v5e)
+        assert re.fullmatch(rf"TpuDevice\(id={i}, process_index=0, coords=\(\d+,\d+,\d+\), "
+                            r"core_on_chip=0\)", repr(d)), repr(d)
         coords = tuple(d.coords)
         assert len(coords) == 3 and all(isinstance(c, int) and c >= 0 for c in coords)
         assert d.core_on_chip == 0
@@ -82,7 +84,7 @@ def test_jit_grad_and_vmap():
     per_example = plax.jit(plax.vmap(plax.grad(lambda w, r: jnp.sum(jnp.tanh(w * r))),
                                      in_axes=(None, 0)))(np.float32(0.5), rows)
     np.testing.assert_allclose(np.asarray(per_example),
-                               (rows / np.cosh(0.5 * rows) ** 2).sum(1), rtol=2e-5, atol=2e-6)
+                               (rows / np.cosh(0.5 * rows) ** 2).sum(1), rtol=1e-4, atol=2e-6)
 
 
 def test_control_flow_on_the_chip():

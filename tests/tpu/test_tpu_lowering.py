@@ -167,3 +167,35 @@ def test_tpu_refuses_the_algorithms_jax_refuses_there():
 def test_empty_svd_on_tpu_needs_no_computation():
     text = _lower_for_tpu(lambda x: lax.linalg.svd(x), np.zeros((2, 0, 3), np.float32))
     assert _facts(text) == (set(), set())
+
+
+# libtpu stops the whole process (a CHECK failure, JAX's too) on a dot whose operands and
+# result differ in being complex, and on a conversion of real values to complex128.
+_MM = (((1,), (0,)), ((), ()))
+
+
+@pytest.mark.parametrize("operand, result", [(np.float32, np.complex64),
+                                             (np.int8, np.complex64),
+                                             (np.complex64, np.float32)])
+def test_dot_between_real_and_complex_runs_in_complex(operand, result):
+    lhs, rhs = np.ones((2, 3), operand), np.ones((3, 4), operand) * 2
+    fun = lambda a, b: lax.dot_general(a, b, _MM, preferred_element_type=result)
+    text = plax.jit(fun).trace(lhs, rhs).lower(lowering_platforms=("tpu",)).as_text()
+    (dot,) = [line for line in text.splitlines() if "stablehlo.dot_general" in line]
+    assert dot.count("complex<f32>") == 3, dot  # both operands and the product
+    np.testing.assert_array_equal(fun(lhs, rhs), np.full((2, 4), 6, result))
+
+
+def test_real_to_complex_conversion_goes_through_the_real_type():
+    text = _lower_for_tpu(lambda x: x.astype(np.complex64), np.arange(4, dtype=np.int32))
+    assert re.findall(r"\((tensor<4x\w+>)\) -> (tensor<4x[\w<>]+>)", text) == [
+        ("tensor<4xi32>", "tensor<4xf32>"), ("tensor<4xf32>", "tensor<4xcomplex<f32>>")]
+
+
+def test_conversion_to_complex128_is_refused_on_tpu_only():
+    with plax.enable_x64():
+        x = np.arange(4.0)
+        with pytest.raises(NotImplementedError, match="to complex128 is not supported on TPU"):
+            _lower_for_tpu(lambda v: v.astype(np.complex128), x)
+        assert "complex<f64>" in plax.jit(lambda v: v.astype(np.complex128)).trace(x).lower(
+            lowering_platforms=("cpu",)).as_text()

@@ -59,7 +59,12 @@ def _extended_conversion_shape(x, new_dtype) -> tuple:
 
 
 def _convert_lowering(ctx, x, *, new_dtype, weak_type, sharding=None):
-    ain, aout = ctx.avals_in[0], ctx.avals_out[0]
+    return lower_conversion(ctx, x, ctx.avals_in[0], ctx.avals_out[0])
+
+
+def lower_conversion(ctx, x, ain, aout):
+    """``x`` of type ``ain`` converted to ``aout``'s dtype in the lowering, by NumPy's rules
+    (complex to real keeps the real part; to bool is ``!= 0``)."""
     if dtypes.is_complex(ain.dtype) and not dtypes.is_complex(aout.dtype):
         real_aval = ain.update(dtype=real_dtype(ain.dtype))
         x = ctx.op1("stablehlo.real", [x], [ain], real_aval)
@@ -70,6 +75,19 @@ def _convert_lowering(ctx, x, *, new_dtype, weak_type, sharding=None):
     if ain.dtype == aout.dtype or dtypes.is_extended(ain.dtype) or \
             dtypes.is_extended(aout.dtype):  # (an extended dtype's representation: no change)
         return x
+    if dtypes.is_complex(aout.dtype) and not dtypes.is_complex(ain.dtype) and \
+            ctx.platform == "tpu" and aout.dtype == np.complex128:
+        # (libtpu stops the whole process on any real -> c128 conversion, JAX's too.)
+        raise NotImplementedError(
+            f"convert_element_type from {ain.dtype.name} to complex128 is not supported on TPU: "
+            "the TPU compiler cannot make complex128 values from real ones. Use complex64, or "
+            "run this part on the CPU (plax.default_device(plax.devices('cpu')[0])).")
+    if dtypes.is_complex(aout.dtype) and not dtypes.is_complex(ain.dtype) and \
+            ain.dtype != real_dtype(aout.dtype):
+        # To complex through its real type (s32 -> f32 -> c64): the two steps give the same
+        # value everywhere, and libtpu has no direct conversions of that kind.
+        real_aval = ain.update(dtype=real_dtype(aout.dtype))
+        x, ain = ctx.op1("stablehlo.convert", [x], [ain], real_aval), real_aval
     return ctx.op1("stablehlo.convert", [x], [ain], aout)
 
 

@@ -267,11 +267,22 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision, prefer
         la, ra = la.update(dtype=out.dtype), ra.update(dtype=out.dtype)
     prec = precision or (Precision.DEFAULT, Precision.DEFAULT)
     config_attr = ", ".join(f"#stablehlo<precision {p.name}>" for p in prec)
+    props = (f"dot_dimension_numbers = {_dnums_attr(dimension_numbers)}, "
+             f"precision_config = [{config_attr}]")
+    if dtypes.is_complex(la.dtype) != dtypes.is_complex(out.dtype):
+        # Between real and complex the dot runs in complex, its result then converted: libtpu
+        # aborts the process on a dot whose operands and result differ in being complex.
+        wide = out.dtype if dtypes.is_complex(out.dtype) else la.dtype
+        if not dtypes.is_complex(la.dtype):
+            lhs = _conv.lower_conversion(ctx, lhs, la, la.update(dtype=wide, weak_type=False))
+            rhs = _conv.lower_conversion(ctx, rhs, ra, ra.update(dtype=wide, weak_type=False))
+            la, ra = la.update(dtype=wide), ra.update(dtype=wide)
+        wide_out = out.update(dtype=wide, weak_type=False)
+        product = ctx.op1("stablehlo.dot_general", [lhs, rhs], [la, ra], wide_out, props=props)
+        return _conv.lower_conversion(ctx, product, wide_out, out)
     # A preferred_element_type is the dot's result type directly: XLA accepts e.g.
     # i8 x i8 -> i32, bf16 x bf16 -> f32 (accumulating in f32) and f32 x f32 -> i32.
-    return ctx.op1("stablehlo.dot_general", [lhs, rhs], [la, ra], out,
-                   props=f"dot_dimension_numbers = {_dnums_attr(dimension_numbers)}, "
-                         f"precision_config = [{config_attr}]")
+    return ctx.op1("stablehlo.dot_general", [lhs, rhs], [la, ra], out, props=props)
 
 
 def _dnums_attr(dimension_numbers) -> str:
