@@ -133,7 +133,7 @@ def main(argv=None) -> int:
         if not ref_file.exists():
             print(f"{path.stem:<36} {'(no reference: run --reference)':>25}", flush=True)
             continue
-        wanted = set(ref_file.read_text().split())
+        wanted = set(ref_file.read_text().splitlines()) - {""}
         got = wanted & set(passed)
         total_ref += len(wanted)
         total_pass += len(got)
