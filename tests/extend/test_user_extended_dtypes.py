@@ -123,7 +123,7 @@ def test_values_of_a_user_dtype_are_earrays_eagerly_and_from_jit():
     (np.arange(3, dtype=np.int32), MAXF32, ValueError,
      "Cannot convert_element_type from int32 to maxf32: the rules of maxf32 do not allow"),
     (None, np.int32, ValueError, "Cannot convert_element_type from maxf32 to int32"),
-    (None, "key", TypeError, "cannot convert maxf32 to key"),
+    (None, "key", ValueError, "cannot directly convert between extended dtypes: from maxf32"),
 ])
 def test_conversions_a_user_dtype_refuses(value, dtype, error, match):
     value = to_max(jnp.ones(3)) if value is None else value
