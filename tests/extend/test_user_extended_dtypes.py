@@ -172,3 +172,29 @@ def test_custom_vjp_backward_runs_when_its_outputs_have_zero_cotangents():
     gx, gs = plax.grad(f, argnums=(0, 1))(jnp.ones(2), jnp.array([3.0, 4.0]))
     np.testing.assert_array_equal(gx, [0.0, 0.0])
     np.testing.assert_array_equal(gs, [4.0, 5.0])
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_vjp_of_an_integer_primal_with_a_float_tangent_dtype(jit):
+    """An int8 primal whose tangent dtype is bfloat16 is differentiable: its cotangent is the
+    custom backward rule's (integers alone would get float0 zeros)."""
+    from plax.experimental import primal_tangent_dtype
+    bf16 = dtypes.ml_dtypes_module().bfloat16
+    dt = primal_tangent_dtype(np.int8, bf16)
+
+    @plax.custom_vjp
+    def f(x):
+        return lax.convert_element_type(lax.convert_element_type(x, np.int8), bf16) * 2
+
+    f.defvjp(lambda x: (f(x), None), lambda _, g: (3 * g,))
+    x = lax.convert_element_type(jnp.array([1, 2, 3], np.int8), dt)
+    g = jnp.array([1.0, 2.0, 4.0], bf16)
+
+    def run(x, g):
+        out, bwd = plax.vjp(f, x)
+        return out, bwd(g)[0]
+
+    out, ct = (plax.jit(run) if jit else run)(x, g)
+    np.testing.assert_array_equal(np.asarray(out, np.float32), [2.0, 4.0, 6.0])
+    assert ct.dtype == bf16
+    np.testing.assert_array_equal(np.asarray(ct, np.float32), [3.0, 6.0, 12.0])
