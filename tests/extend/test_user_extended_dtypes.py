@@ -198,3 +198,28 @@ def test_vjp_of_an_integer_primal_with_a_float_tangent_dtype(jit):
     np.testing.assert_array_equal(np.asarray(out, np.float32), [2.0, 4.0, 6.0])
     assert ct.dtype == bf16
     np.testing.assert_array_equal(np.asarray(ct, np.float32), [3.0, 6.0, 12.0])
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_custom_vjp_cotangent_of_a_user_dtype_for_a_float_primal(jit):
+    """A bwd rule may give a float32 input a cotangent of a user dtype: it is kept (not cast
+    to float32), so uses of the value accumulate it by the dtype's rules (max, not +)."""
+    @plax.custom_vjp
+    def tag(x):
+        return x
+
+    tag.defvjp(lambda x: (x, None), lambda _, g: (to_max(g),))
+
+    @plax.custom_vjp
+    def release(x):
+        return x
+
+    release.defvjp(lambda x: (x, None), lambda _, g: (to_f32(g),))
+
+    def f(x):
+        y = release(x)
+        return jnp.sum(tag(y) * 2.0 + tag(y) * 3.0)
+
+    grad = plax.grad(f)
+    g = (plax.jit(grad) if jit else grad)(jnp.ones(2))
+    np.testing.assert_array_equal(g, [3.0, 3.0])  # max(2, 3), where a sum would give 5
