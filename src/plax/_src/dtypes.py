@@ -1,15 +1,17 @@
 """``jax._src.dtypes``: plax's dtype machinery (``plax.core.dtypes``: canonical dtypes, the
 promotion lattice, extended dtypes) under JAX's private names. ml_dtypes' types (bfloat16,
 the float8s, int4, ...) are loaded on first use."""
+import warnings as _warnings
+
 import numpy as _np
 
 from plax.core import dtypes as _core
+from plax.core.config import config as _config
 from plax.core.avals import canonicalize_dtype_handlers as _canonicalize_handlers
 from plax.core.dtypes import (  # noqa: F401
-    ExtendedDType, TypePromotionError, canonicalize_dtype, default_complex_dtype,
-    default_float_dtype, default_int_dtype, dtype, extended, finfo, float0, iinfo,
-    is_weakly_typed, issubdtype, itemsize_bits, primal_tangent_dtype, prng_key, promote_types,
-    result_type, to_inexact_dtype)
+    ExtendedDType, TypePromotionError, default_complex_dtype, default_float_dtype,
+    default_int_dtype, extended, finfo, float0, iinfo, is_weakly_typed, issubdtype,
+    itemsize_bits, primal_tangent_dtype, prng_key, promote_types, to_inexact_dtype)
 from plax.core.dtypes import python_scalar_dtypes as python_scalar_types_to_dtypes  # noqa: F401
 from plax.numpy.numeric import isdtype  # noqa: F401
 
@@ -61,6 +63,83 @@ def supports_inf(dt) -> bool:
         return bool(_np.isinf(_np.array(_np.inf).astype(dt)))
 
 
+def canonicalize_dtype(dt, allow_extended_dtype: bool = False):
+    """``dt`` as arrays hold it (64-bit types narrowed when x64 is off); the scalar-only
+    ml_dtypes types (float6_*, int1, uint1) are dtypes too, and are their own."""
+    if not isinstance(dt, ExtendedDType):
+        np_dt = _core.np_dtype(dt)
+        if np_dt.name in _core.ML_SCALAR_ONLY_NAMES:
+            return np_dt
+    return _core.canonicalize_dtype(dt)
+
+
+def _is_jax_dtype(dt) -> bool:
+    return (isinstance(dt, ExtendedDType) or dt in _core.supported_dtypes or dt == float0
+            or dt in _core.scalar_only_dtypes)
+
+
+def _explicit(dt, fun_name: str):
+    """An explicitly requested dtype as ``jax_explicit_x64_dtypes`` says: kept ('allow' or
+    with x64 on), narrowed with a warning ('warn') or refused ('error')."""
+    mode = _config.read("explicit_x64_dtypes")
+    if mode == "allow" or _core.x64_enabled():
+        return dt
+    canon = canonicalize_dtype(dt)
+    if canon == dt:
+        return dt
+    where = f" requested in {fun_name}" if fun_name else ""
+    if mode == "error":
+        raise ValueError(f"Explicitly requested dtype {dt}{where} is not available. To enable "
+                         "more dtypes, set the jax_enable_x64 or jax_explicit_x64_dtypes "
+                         "configuration options.")
+    _warnings.warn(f"Explicitly requested dtype {dt}{where} is not available, and will be "
+                   f"truncated to dtype {canon.name}. To enable more dtypes, set the "
+                   "jax_enable_x64 configuration option or the JAX_ENABLE_X64 shell "
+                   "environment variable.", UserWarning, stacklevel=3)
+    return canon
+
+
+def dtype(x):
+    """The dtype of a value or type, as JAX's ``dtypes.dtype`` gives it: Python scalars and
+    their types give the canonical defaults, NumPy types and dtype names are explicit
+    requests (see ``_explicit``), values carrying an aval (arrays, typed literals) keep
+    their dtype, and other values are canonicalised."""
+    if x is None:
+        raise ValueError(f"Invalid argument to dtype: {x}.")
+    if isinstance(x, type):
+        if x in python_scalar_types_to_dtypes:
+            return canonicalize_dtype(python_scalar_types_to_dtypes[x])
+        if issubclass(x, _np.generic):
+            return _explicit(_np.dtype(x), "dtype")
+    elif type(x) in python_scalar_types_to_dtypes:
+        return canonicalize_dtype(python_scalar_types_to_dtypes[type(x)])
+    elif hasattr(x, "aval") and hasattr(x, "dtype"):
+        return x.dtype
+    if isinstance(x, (str, _np.dtype)):
+        dt = _core.np_dtype(x)
+        if not _is_jax_dtype(dt):
+            raise TypeError(f"Value '{x}' with dtype {dt} is not a valid JAX array type. "
+                            "Only arrays of numeric types are supported by JAX.")
+        return _explicit(dt, "dtype")
+    dt = getattr(x, "dtype", None)
+    if not isinstance(dt, (_np.dtype, ExtendedDType)):
+        try:
+            dt = _np.result_type(x)
+        except TypeError as err:
+            raise TypeError(f"Cannot determine dtype of {x}") from err
+    if not _is_jax_dtype(dt):
+        raise TypeError(f"Value '{x}' with dtype {dt} is not a valid JAX array type. "
+                        "Only arrays of numeric types are supported by JAX.")
+    return canonicalize_dtype(dt)
+
+
+def result_type(*args, return_weak_type_flag: bool = False):
+    """plax's promotion of ``args`` (values or dtypes); ``None`` stands for the default float
+    dtype, as ``np.result_type(None)`` is float64."""
+    args = tuple(default_float_dtype() if a is None else a for a in args)
+    return _core.result_type(*args, return_weak_type_flag=return_weak_type_flag)
+
+
 def _jax_type(dt, weak_type: bool):
     """The lattice node of ``dt``: itself, or the Python type of its kind when weak."""
     if not weak_type or dt == _np.dtype(bool):
@@ -77,12 +156,7 @@ def _dtype_and_weaktype(value) -> tuple:
 
 def lattice_result_type(*args) -> tuple:
     """``(dtype, weak_type)`` where plax's promotion lattice joins ``args``."""
-    nodes = tuple(dict.fromkeys(_core._node_of(a)[0] for a in args))
-    node = nodes[0] if len(nodes) == 1 else _core._join(
-        nodes, _core.x64_enabled(), _core._strict_promotion())
-    if isinstance(node, _core._Weak):
-        return canonicalize_dtype(_core._WEAK_DEFAULT[node]), True
-    return node, False
+    return _core.lattice_result(*args)
 
 
 def check_and_canonicalize_user_dtype(dt, fun_name=None) -> _np.dtype:

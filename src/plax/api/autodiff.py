@@ -22,7 +22,7 @@ from plax.transforms.linearize import linearize_flat, trace_linear_flat
 from plax.transforms.dce import stage_without_dead_code
 from plax.transforms.transpose import backward_pass
 from plax.core.avals import sharding_in_types
-from plax.core.rules import Zero, tangent_aval
+from plax.core.rules import Zero, differentiable, tangent_aval
 from plax.first_order import arithmetic as _arith
 from plax.first_order import comparison as _cmp
 from plax.first_order.ad_util import instantiate
@@ -130,7 +130,7 @@ def linearize(fun, *primals, has_aux: bool = False):
     outs, lin, has_out = linearize_flat(flat, p_leaves, fun_name(fun),
                                         num_aux=lambda: box["num_aux"])
     out_tree, outs, aux = _unbox(box, outs)
-    inexact = [dtypes.is_inexact(get_aval(p).dtype) for p in p_leaves]
+    inexact = [differentiable(get_aval(p)) for p in p_leaves]
     out_tangent_avals = [tangent_aval(get_aval(o)) for o in outs]
 
     def f_jvp(residuals, *tangents):
@@ -195,10 +195,10 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
                     f"unexpected type (shape/dtype) of the cotangent passed to the VJP function: "
                     f"got {ca.str_short()}, but expected {want.str_short()} (the tangent type of "
                     f"the corresponding output, {a.str_short()}).")
-        cts = [None if get_aval(c).dtype == dtypes.float0 or not dtypes.is_inexact(a.dtype)
+        cts = [None if get_aval(c).dtype == dtypes.float0 or not differentiable(a)
                else _typed_like(c, a) for c, a, h in zip(ct_leaves, out_avals, has_out) if h]
         lin_cts = iter(backward_pass(lin.jaxpr, residuals, [True] * len(lin.jaxpr.invars), cts))
-        result = [_input_cotangent(next(lin_cts), a) if dtypes.is_inexact(a.dtype)
+        result = [_input_cotangent(next(lin_cts), tangent_aval(a)) if differentiable(a)
                   else _zeros(tangent_aval(a)) for a in in_avals]
         return tree_util.tree_unflatten(p_tree, result)
 

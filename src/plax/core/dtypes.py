@@ -215,7 +215,8 @@ def is_extended(dtype) -> bool:
 
 
 # ml_dtypes types plax.numpy names (as JAX's) that no plax Array can hold.
-ML_SCALAR_ONLY_NAMES = frozenset({"float6_e2m3fn", "float6_e3m2fn", "int1", "uint1"})
+_ML_FLOAT6_NAMES = ("float6_e2m3fn", "float6_e3m2fn")
+ML_SCALAR_ONLY_NAMES = frozenset({*_ML_FLOAT6_NAMES, "int1", "uint1"})
 
 def _refuse_unheld(dt: np.dtype, name: str) -> None:
     if dt.name in ML_SCALAR_ONLY_NAMES:
@@ -226,6 +227,7 @@ def _refuse_unheld(dt: np.dtype, name: str) -> None:
 
 # Every dtype that can live in a plax Array.
 supported_dtypes = _DtypeSet([_BOOL, *_SIGNED, *_UNSIGNED, *_FLOATS, *_COMPLEX])
+scalar_only_dtypes = _DtypeSet()  # float6_*, int1, uint1 (ML_SCALAR_ONLY_NAMES)
 
 
 def _learn_ml_dtypes(ml) -> None:
@@ -234,13 +236,18 @@ def _learn_ml_dtypes(ml) -> None:
     float8 = [np.dtype(getattr(ml, n)) for n in _ML_FLOAT8_NAMES]
     small = [np.dtype(getattr(ml, n)) for n in _ML_SMALL_INT_BITS]
     bf16 = np.dtype(ml.bfloat16)
-    _FLOAT8.extend(float8)
-    _SMALL_INT.extend(small)
+    # The scalar-only types are dtypes (categories, sizes, promotion) but not array types.
+    float6 = [np.dtype(getattr(ml, n)) for n in _ML_FLOAT6_NAMES]
+    int1 = [np.dtype(ml.int1), np.dtype(ml.uint1)]
+    _FLOAT8.extend(float8 + float6)
+    _SMALL_INT.extend(small + int1)
     _SUB_BYTE_BITS.update({np.dtype(getattr(ml, n)): b for n, b in _ML_SMALL_INT_BITS.items()})
-    _SUB_BYTE_BITS[np.dtype(ml.float4_e2m1fn)] = 4
-    set.update(_CUSTOM_FLOATS, float8 + [bf16])
-    set.update(_CUSTOM_INTS, small)
+    _SUB_BYTE_BITS.update({np.dtype(ml.float4_e2m1fn): 4, **dict.fromkeys(float6, 6),
+                           **dict.fromkeys(int1, 1)})
+    set.update(_CUSTOM_FLOATS, float8 + float6 + [bf16])
+    set.update(_CUSTOM_INTS, small + int1)
     set.update(supported_dtypes, small + float8 + [bf16])
+    set.update(scalar_only_dtypes, float6 + int1)
     _upper_bounds.cache_clear()
     _join.cache_clear()
     _ml_dtypes = ml
@@ -325,7 +332,8 @@ def issubdtype(a, b) -> bool:
         return a_dt == np_dtype(b)
     if a_dt in _CUSTOM_INTS:
         if _is_abstract(b):
-            kind = np.signedinteger if a_dt.name in ("int4", "int2") else np.unsignedinteger
+            kind = np.signedinteger if a_dt.kind == "i" or a_dt.name.startswith("int") \
+                else np.unsignedinteger
             return b in (kind, np.integer, np.number, np.generic)
         return a_dt == np_dtype(b)
     if not _is_abstract(b) and np_dtype(b).name in ML_DTYPE_NAMES:
@@ -403,10 +411,12 @@ def highest_value(dtype):
 
 
 def itemsize_bits(dtype) -> int:
+    if dtype is None:
+        raise ValueError("dtype cannot be None.")
     if isinstance(dtype, ExtendedDType):
         return dtype.itemsize * 8
     dt = np_dtype(dtype)
-    if dt.name in ML_DTYPE_NAMES:
+    if dt.name in ML_DTYPE_NAMES or dt.name in ML_SCALAR_ONLY_NAMES:
         ml_dtypes_module()
     return _SUB_BYTE_BITS.get(dt, dt.itemsize * 8)
 
@@ -452,8 +462,10 @@ def _lattice(x64: bool, strict: bool = False) -> dict:
     if strict:  # jax_numpy_dtype_promotion='strict': a Python scalar meets its kind or wider
         concrete = [t for t in edges if not isinstance(t, _Weak)]
         edges = {t: [] for t in concrete}
-        edges[WEAK_INT] = [WEAK_FLOAT] + [t for t in concrete if t.kind in "iu"]
-        edges[WEAK_FLOAT] = [WEAK_COMPLEX] + [t for t in concrete if t.kind == "f"]
+        edges[WEAK_INT] = [WEAK_FLOAT] + [t for t in concrete
+                                          if t.kind in "iu" or t in _SMALL_INT]
+        edges[WEAK_FLOAT] = [WEAK_COMPLEX] + [t for t in concrete
+                                              if t.kind == "f" or t in _CUSTOM_FLOATS]
         edges[WEAK_COMPLEX] = [t for t in concrete if t.kind == "c"]
     elif not x64:
         # Without x64 no promotion may create a 64-bit type from narrower inputs.
@@ -497,10 +509,12 @@ def _join(nodes: tuple, x64: bool, strict: bool = False):
             f"Input dtypes {names} have no available implicit dtype promotion path when "
             "jax_numpy_dtype_promotion=strict. Cast the inputs to the dtype you want (e.g. "
             "x.astype('float32')), or set jax_numpy_dtype_promotion='standard'.")
-    if any(n in _FLOAT8 for n in nodes):
-        why = "8-bit floats (and 4-bit ones) do not take part in implicit promotion"
+    small_floats = [n for n in nodes if n in _FLOAT8]
+    if small_floats:
+        bits = _SUB_BYTE_BITS.get(small_floats[0], 8)
+        why = f"{bits}-bit floats do not support implicit promotion"
     elif any(n in _SMALL_INT for n in nodes):
-        why = "2-bit and 4-bit integers do not take part in implicit promotion"
+        why = "1-bit, 2-bit and 4-bit integers do not support implicit promotion"
     else:
         why = "the lattice has no common type for them"
     raise TypePromotionError(
@@ -508,15 +522,14 @@ def _join(nodes: tuple, x64: bool, strict: bool = False):
         "Cast the inputs explicitly, e.g. x.astype('float32').")
 
 
-def _node_of(x):
-    """The lattice node of a value or dtype, and whether it is weak."""
+def _dtype_and_weak(x) -> tuple:
+    """The dtype of a value or dtype as promotion sees it (not narrowed), and whether it is
+    weak (Python scalars and the types int/float/complex; values whose aval says so)."""
     if x is None:
         raise ValueError("None is not a valid value for result_type")
-    t = type(x)
-    if t in _PY_SCALAR_DEFAULT:
-        return (_BOOL, False) if t is bool else (_WEAK_OF_KIND[_PY_SCALAR_DEFAULT[t].kind], True)
-    if isinstance(x, type) and x in _PY_SCALAR_DEFAULT:  # the types int, float, complex, bool
-        return (_BOOL, False) if x is bool else (_WEAK_OF_KIND[_PY_SCALAR_DEFAULT[x].kind], True)
+    py = x if isinstance(x, type) and x in _PY_SCALAR_DEFAULT else type(x)
+    if py in _PY_SCALAR_DEFAULT:
+        return _PY_SCALAR_DEFAULT[py], py is not bool
     aval = getattr(x, "aval", None)
     if aval is not None and hasattr(aval, "weak_type"):
         dt, weak = aval.dtype, aval.weak_type
@@ -526,30 +539,65 @@ def _node_of(x):
         dt, weak = dtype(x), False
     if dt == float0:
         raise ValueError("float0 values cannot take part in type promotion.")
-    if weak and dt.kind in _WEAK_OF_KIND:
-        return _WEAK_OF_KIND[dt.kind], True
-    if dt.name in ML_DTYPE_NAMES:
+    if isinstance(dt, np.dtype) and dt.name in ML_DTYPE_NAMES | ML_SCALAR_ONLY_NAMES:
         ml_dtypes_module()  # the lattice learns its types (the user imported ml_dtypes)
-    return dt, False
+    return dt, weak and dt != _BOOL
+
+
+def _weak_node(dt):
+    """The lattice node of a weakly typed value of ``dt``: its Python scalar kind."""
+    return WEAK_FLOAT if dt in _CUSTOM_FLOATS else _WEAK_OF_KIND[dt.kind]
+
+
+def _node_of(x):
+    """The lattice node of a value or dtype, and whether it is weak."""
+    dt, weak = _dtype_and_weak(x)
+    return (_weak_node(dt), True) if weak else (dt, False)
+
+
+def lattice_result(*args) -> tuple:
+    """``(dtype, weak)`` where the promotion lattice joins ``args`` (64-bit types narrowed when
+    x64 is off). A lone value keeps its dtype and weakness; equal dtypes meet as themselves;
+    values all weak meet as their dtypes, the result weak; otherwise a weak value meets as
+    its Python scalar kind."""
+    x64, strict = x64_enabled(), _strict_promotion()
+    # Inputs are narrowed before they meet (as in JAX): with x64 off, uint64 + int8
+    # is uint32 + int8 = int32, not the float that uint64 + int8 would give.
+    pairs = [(_canonical_node(d, x64), w) for d, w in map(_dtype_and_weak, args)]
+    if len(pairs) == 1:
+        return pairs[0]
+    all_weak = all(w for _, w in pairs)
+    if len({d for d, _ in pairs}) == 1 and not all_weak:
+        return pairs[0][0], False
+    if all_weak and not strict:
+        nodes = tuple(dict.fromkeys(d for d, _ in pairs))
+    else:
+        nodes = tuple(dict.fromkeys(_weak_node(d) if w else d for d, w in pairs))
+    if len(nodes) > 1 and any(isinstance(n, ExtendedDType) for n in nodes):
+        raise_extended_promotion(nodes)
+    node = nodes[0] if len(nodes) == 1 else _join(nodes, x64, strict)
+    if isinstance(node, _Weak):
+        return _canonicalize(_WEAK_DEFAULT[node], x64), True
+    return node, all_weak and not strict and node != _BOOL
 
 
 def result_type(*args, return_weak_type_flag: bool = False):
     """The dtype plax gives to an operation on ``args`` (values or dtypes).
 
-    Python scalars are weak: they adopt the dtype of the array they meet.
+    Python scalars are weak: they adopt the dtype of the array they meet. A weak result has
+    the default dtype of its kind (bfloat16 and the float8s count as floats).
     """
     if not args:
         raise ValueError("at least one array or dtype is required")
-    x64 = x64_enabled()
-    # Inputs are narrowed before they meet (as in JAX): with x64 off, uint64 + int8
-    # is uint32 + int8 = int32, not the float that uint64 + int8 would give.
-    nodes = tuple(dict.fromkeys(_canonical_node(_node_of(a)[0], x64) for a in args))
-    if len(nodes) > 1 and any(isinstance(n, ExtendedDType) for n in nodes):
-        raise_extended_promotion(nodes)
-    node = nodes[0] if len(nodes) == 1 else _join(nodes, x64, _strict_promotion())
-    weak = isinstance(node, _Weak)
-    dtype = _canonicalize(_WEAK_DEFAULT[node] if weak else node, x64)
-    return (dtype, weak) if return_weak_type_flag else dtype
+    dt, weak = lattice_result(*args)
+    if weak:
+        kind = "f" if dt in _CUSTOM_FLOATS else dt.kind
+        dt = _canonicalize(_KIND_DEFAULT[kind], x64_enabled())
+    return (dt, weak) if return_weak_type_flag else dt
+
+
+_KIND_DEFAULT = {"i": np.dtype(int64), "u": np.dtype(uint64), "f": np.dtype(float64),
+                 "c": np.dtype(complex128)}
 
 
 def raise_extended_promotion(nodes) -> None:
@@ -633,6 +681,9 @@ def check_user_dtype(dt, name: str = "dtype") -> np.dtype:
     """Validate a dtype a user passed, with a clear error if plax cannot hold it."""
     if isinstance(dt, ExtendedDType):
         return dt
+    if hasattr(dt, "aval"):  # an Array or a Tracer (np.dtype would read its .dtype)
+        raise ValueError("Passing an array as a dtype argument is no longer supported; "
+                         "instead of dtype=arr use dtype=arr.dtype.")
     try:
         out = np_dtype(dt)
     except TypeError as e:

@@ -139,6 +139,12 @@ def is_undefined(x) -> bool:
 not_mapped = None
 
 
+def differentiable(aval: ShapedArray) -> bool:
+    """Whether values of ``aval`` have (non-float0) tangents: inexact dtypes, and extended
+    dtypes whose rules give a tangent dtype (``primal_tangent_dtype(int8, bfloat16)``)."""
+    return dtypes.is_inexact(aval.dtype) or tangent_aval(aval).dtype != dtypes.float0
+
+
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
     """The tangent type of values of ``aval``: same, or float0 for integers and booleans."""
     if dtypes.is_inexact(aval.dtype):

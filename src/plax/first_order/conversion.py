@@ -32,8 +32,12 @@ def _extended_conversion_shape(x, new_dtype) -> tuple:
     """The shape of ``x`` converted to or from an extended dtype whose ``_rules`` allow it
     (to: trailing dimensions of the physical element dropped; from: added), or the error."""
     edt, other = (new_dtype, x.dtype) if dtypes.is_extended(new_dtype) else (x.dtype, new_dtype)
+    if dtypes.is_extended(other):
+        raise ValueError(f"cannot directly convert between extended dtypes: from {x.dtype} to "
+                         f"{new_dtype}. Convert to and from their representation dtypes "
+                         "instead.")
     rules = getattr(edt, "_rules", None)
-    if rules is None or dtypes.is_extended(other):
+    if rules is None:
         raise TypeError(f"convert_element_type cannot convert {x.dtype} to {new_dtype}: PRNG keys "
                         "are not numbers. Use jax.random.key_data(keys) for their uint32 data and "
                         "jax.random.wrap_key_data(data) for keys from data.")
@@ -53,8 +57,9 @@ def _extended_conversion_shape(x, new_dtype) -> tuple:
         return x.shape + element
     n = len(x.shape) - len(element)
     if n < 0 or x.shape[n:] != element:
-        raise ValueError(f"Cannot convert_element_type from {x.str_short()} to {new_dtype}: the "
-                         f"representation array must end with the element shape {element}.")
+        raise ValueError(f"Cannot convert_element_type from {x.str_short()} to {new_dtype}: one "
+                         "can only convert to an extended dtype from an array whose trailing "
+                         f"dimensions are its element shape {element}.")
     return x.shape[:n]
 
 

@@ -743,7 +743,9 @@ def _check_ct(c, a, where):
             f"the primal function, but at {where} the bwd rule produced an output of type "
             f"{got.str_short()} corresponding to an input of type {a.str_short()}, so the shapes "
             "do not match.")
-    if got.dtype != want.dtype:
+    # A cotangent of an extended dtype passes as it is (as in JAX): a user's dtype whose rules
+    # accumulate cotangents their own way (e.g. by max) may stand in for a float's.
+    if got.dtype != want.dtype and not dtypes.is_extended(got.dtype):
         c = _conversion.convert_element_type(c, want.dtype)
     return c
 

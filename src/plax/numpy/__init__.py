@@ -64,6 +64,12 @@ _LAZY_FAMILIES = {
 _LAZY_NAMES = {name: module for module, names in _LAZY_FAMILIES.items() for name in names}
 
 
+def __array_namespace_info__():
+    """The array API inspection namespace (capabilities, devices, dtypes by kind)."""
+    from plax.numpy.array_api_info import ArrayNamespaceInfo  # (loaded when first used)
+    return ArrayNamespaceInfo()
+
+
 def from_dlpack(x, /, *, device=None, copy=None):
     """A plax Array over the data of ``x`` (an object with ``__dlpack__``): see
     ``plax.dlpack.from_dlpack``."""

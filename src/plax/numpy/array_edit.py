@@ -220,7 +220,7 @@ def block(arrays):
     depth, leaves = _block_depth(arrays)
     check_arraylike("block", *leaves)
     ndim = max([depth] + [len(shape_of(as_operand(x))) for x in leaves])
-    dt, weak = dtypes.result_type(*leaves, return_weak_type_flag=True)
+    dt, weak = dtypes.lattice_result(*leaves)
 
     def build(x, level):
         if not isinstance(x, list):

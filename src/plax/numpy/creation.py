@@ -191,7 +191,7 @@ def _filled(shape, fill_value, dt, weak: bool):
         check_arraylike("full", fill_value)
         fill = as_operand(fill_value)
     if dt is None:
-        dt, weak = dtypes.result_type(fill, return_weak_type_flag=True)
+        dt, weak = dtypes.lattice_result(fill)
     fill = convert(fill, dt, weak)
     if shape_of(fill) == shape:
         return asarray(fill)

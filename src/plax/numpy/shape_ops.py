@@ -95,7 +95,7 @@ def _as_sequence(name: str, arrays) -> list:
 def _promote_all(arrays, dtype):
     """Convert ``arrays`` to their common dtype (or ``dtype``), keeping weak types as JAX does."""
     if dtype is None:
-        dt, weak = dtypes.result_type(*arrays, return_weak_type_flag=True)
+        dt, weak = dtypes.lattice_result(*arrays)
     else:
         dt, weak = dtypes.canonicalize_user_dtype(dtype), False
     return [asarray(convert(a, dt, weak)) for a in arrays]

@@ -712,6 +712,11 @@ def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):
     if arr is None:
         raise TypeError("clip() needs an array argument.")
     check_arraylike("clip", arr)
+    if any(isinstance(v, complex) or (hasattr(v, "dtype") and dtypes.is_complex(v.dtype))
+           for v in (arr, min, max)):
+        raise ValueError("Clip received a complex value either through the input or the "
+                         "min/max keywords. Complex values have no ordering and cannot be "
+                         "clipped. Take the real or imaginary part first (jnp.real/jnp.imag).")
     if min is not None:
         arr = maximum(min, arr)
     if max is not None:

@@ -95,7 +95,7 @@ def promote_dtypes(*args):
         fast = _array_with_scalar(*args)
         if fast is not None:
             return fast
-    dtype, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    dtype, weak = dtypes.lattice_result(*args)
     return [convert(a, dtype, weak) for a in args]
 
 
@@ -128,7 +128,7 @@ def _array_with_scalar(a, b):
 def promote_dtypes_inexact(*args):
     """Like promote_dtypes, then to the default float type if the result is not inexact."""
     args = [as_operand(a) for a in args]
-    dtype, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    dtype, weak = dtypes.lattice_result(*args)
     if not dtypes.is_inexact(dtype):
         dtype = dtypes.to_inexact_dtype(dtype)
     return [convert(a, dtype, weak) for a in args]
@@ -137,7 +137,7 @@ def promote_dtypes_inexact(*args):
 def promote_dtypes_numeric(*args):
     """Like promote_dtypes, then bool to the default int type."""
     args = [as_operand(a) for a in args]
-    dtype, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    dtype, weak = dtypes.lattice_result(*args)
     if dtypes.is_bool(dtype):
         dtype = dtypes.default_int_dtype()
     return [convert(a, dtype, weak) for a in args]

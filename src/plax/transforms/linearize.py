@@ -18,7 +18,7 @@ from plax.core import dtypes
 from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_closed
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, as_mask, eval_jaxpr
-from plax.core.rules import Zero, partial_eval_rules, tangent_aval
+from plax.core.rules import Zero, differentiable, partial_eval_rules, tangent_aval
 from plax.core.staging import StagingTrace, StagingTracer, trace_to_jaxpr
 from plax.core.trace import Tracer, current_trace, get_aval, set_current_trace
 from plax.first_order.ad_util import zeros_like_aval
@@ -68,7 +68,7 @@ def linearize_flat(fun, primals, description: str = "", num_aux=0):
     are not part of the jaxpr (``num_aux`` may be a callable, asked once ``fun`` has run).
     """
     pe = PartialEvalTrace(current_trace(), description)
-    tangent_in = [pe.new_arg(get_aval(p)) if dtypes.is_inexact(get_aval(p).dtype)
+    tangent_in = [pe.new_arg(tangent_aval(get_aval(p))) if differentiable(get_aval(p))
                   else Zero(tangent_aval(get_aval(p))) for p in primals]
     try:
         with set_current_trace(pe):

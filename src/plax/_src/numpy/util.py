@@ -12,7 +12,7 @@ __getattr__ = _face.face_getattr(__name__, {}, _util)
 
 def promote_dtypes_complex(*args) -> list:
     """``args`` converted to the complex dtype their promoted dtype computes in."""
-    dtype, weak = _dtypes.result_type(*args, return_weak_type_flag=True)
+    dtype, weak = _dtypes.lattice_result(*args)
     complex_dtype = _dtypes.canonicalize_dtype(
         _dtypes.result_type(_dtypes.to_inexact_dtype(dtype), 1j))
     return [_util.convert(x, complex_dtype, weak) for x in args]
