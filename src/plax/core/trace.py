@@ -156,7 +156,11 @@ class Tracer:
             t, "The problem arose with the `tolist` method.")).tolist()
 
     def __repr__(self):
-        return f"{type(self).__name__}<{aval_text(self.aval)}>"
+        try:
+            aval = self.aval
+        except NotImplementedError:  # a library's tracer made without one
+            return f"{type(self).__name__}<None>"
+        return f"{type(self).__name__}<{aval_text(aval)}>"
 
 
 def aval_text(aval) -> str:
