@@ -30,6 +30,7 @@ from plax.first_order.conversion import convert_element_type, convert_with_weak_
 from plax.first_order.shapes import broadcasted_iota, reshape
 from plax.first_order.slicing import slice_in_dim
 from plax.runtime.dispatch import array_from_host
+from plax.core.tracebacks import api_boundary
 
 
 def _flat_fun(fun, in_tree, has_aux: bool, box: dict):
@@ -88,6 +89,7 @@ def _check_tangent(p, t, where="jvp"):
                          f"shape {pa.shape} and tangent shape as {ta.shape}")
 
 
+@api_boundary
 def jvp(fun, primals, tangents, has_aux: bool = False):
     """``(fun(*primals), J(primals) @ tangents)``: forward-mode differentiation."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
@@ -121,6 +123,7 @@ def _materialize(t):
     return t
 
 
+@api_boundary
 def linearize(fun, *primals, has_aux: bool = False):
     """``(fun(*primals), f_jvp)`` where ``f_jvp`` evaluates the JVP without re-tracing."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
@@ -170,6 +173,7 @@ def _refuse_references(leaves) -> None:
                     "its value (ref[...]) instead, or close over the reference.")
 
 
+@api_boundary
 def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
     """``(fun(*primals), f_vjp)`` where ``f_vjp(ct)`` pulls a cotangent back to the inputs."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
@@ -359,6 +363,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
                    allow_int: bool = False, reduce_axes=()):
     """A function returning ``(fun(*args), gradient of fun with respect to args[argnums])``."""
     @wraps(fun)
+    @api_boundary
     def value_and_grad_f(*args, **kwargs):
         return _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
                                keep_value=True)
@@ -370,6 +375,7 @@ def grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
          allow_int: bool = False, reduce_axes=()):
     """A function returning the gradient of scalar-valued ``fun`` with respect to args[argnums]."""
     @wraps(fun)
+    @api_boundary
     def grad_f(*args, **kwargs):
         out, g = _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
                                  keep_value=False)

@@ -23,6 +23,7 @@ from plax.core.trace import Tracer
 from plax.higher_order.callbacks import (VMAP_METHODS, debug_callback_p, io_callback_p,
                                          pure_callback_p)
 from plax.runtime.array import CONCRETE
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "debug_log"]
 
@@ -85,6 +86,7 @@ def _check_sharding(sharding, what: str):
     return sharding
 
 
+@api_boundary
 def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any,
                   sharding=None, vmap_method: str | None = None, **kwargs: Any):
     """Call the pure Python function ``callback(*args, **kwargs)`` from traced code.
@@ -107,6 +109,7 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
     return tree_util.tree_unflatten(out_tree, list(outs))
 
 
+@api_boundary
 def io_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any,
                 sharding=None, ordered: bool = False, **kwargs: Any):
     """Call the Python function ``callback(*args, **kwargs)``, which may have side

@@ -21,6 +21,7 @@ from plax.interpreters import batching
 from plax.api import vmappables
 from plax.first_order.batch_util import move_batch_dim
 from plax.runtime.dispatch import array_from_host
+from plax.core.tracebacks import api_boundary
 
 _AXIS_TYPES = (int, type(None))
 
@@ -149,6 +150,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     name = fun_name(fun)
 
     @wraps(fun)
+    @api_boundary
     def vmapped(*args, **kwargs):
         if batching.vmappables and not getattr(fun, "plax_flat_vmap", False):
             # Containers registered with register_vmappable may be among the arguments or

@@ -46,6 +46,7 @@ from plax.core.effects import has_ordered_effects
 from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from plax.transforms.vmap import batch_flat
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["cond", "switch", "cond_p"]
 
@@ -67,6 +68,7 @@ def _single_operand(operands, operand):
     return (operand,)
 
 
+@api_boundary
 def switch(index, branches, *operands, operand=_NO_OPERAND):
     """Apply ``branches[index](*operands)``; ``index`` is clamped into range, as in JAX."""
     if not isinstance(branches, Sequence) or not all(callable(b) for b in branches):
@@ -113,6 +115,7 @@ def platform_branch(platform: str, platforms) -> int:
         f"for (branches: {listed}) and no default; pass default=.")
 
 
+@api_boundary
 def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one ``cond``
     equation (both branches are traced; only one runs)."""

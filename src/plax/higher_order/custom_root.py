@@ -15,6 +15,7 @@ from plax.first_order.ad_util import instantiate
 from plax.higher_order.closure_convert import closure_convert
 from plax.higher_order.custom_derivatives import custom_jvp, zero_from_primal
 from plax.transforms.jvp import jvp_flat
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["custom_root"]
 
@@ -27,6 +28,7 @@ def _tangent(fun, primals, tangents):
     return [instantiate(t) for t in tans]
 
 
+@api_boundary
 def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     """A root of ``f`` (``f(x) == 0``) found by ``solve(f, initial_guess)``, whose derivative
     is found implicitly with ``tangent_solve(g, y)`` (solving the linear ``g(x) == y``)
