@@ -61,6 +61,13 @@ def _contains_traced(obj) -> bool:
     return False
 
 
+def _nested_leaves(obj):
+    """The entries of nested lists/tuples, Python scalars as they are (weakly typed)."""
+    if isinstance(obj, (list, tuple)):
+        return [leaf for o in obj for leaf in _nested_leaves(o)]
+    return [obj if isinstance(obj, (int, float, complex, bool)) else as_operand(obj)]
+
+
 def _stack_nested(obj, dtype):
     """Build an array from nested sequences that contain plax arrays or tracers."""
     from plax.first_order.shapes import broadcast_in_dim, concatenate
@@ -90,6 +97,8 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
         out = copy_p.bind(object) if copy else object  # (a new buffer: see lax.utility.copy_p)
         out = out if dt is None else lax.convert_element_type(out, dt)
     elif _contains_traced(object):
+        if dt is None:  # one promotion over all leaves, so Python scalars stay weak
+            dt = dtypes.result_type(*_nested_leaves(object))
         out = _stack_nested(object, dt)
         if dt is not None:
             out = convert(out, dt)
