@@ -11,7 +11,7 @@ from plax.first_order import sharding_constraint, shapes as lax_shapes
 from plax.first_order.utility import copy_p
 from plax.core import dtypes, replication
 from plax.core.avals import (WeakHostArray, from_array_protocol, has_array_protocol,
-                              shape_entries)
+                              masked_array_error, shape_entries)
 from plax.core.errors import InconclusiveDimensionOperation, shape_type_error
 from plax.core.symbolic_shapes import DimExpr
 from plax.core.trace import Tracer, get_aval
@@ -105,6 +105,8 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
     elif has_array_protocol(object):
         return array(from_array_protocol(object), dtype, copy, order, ndmin)
     else:
+        if isinstance(object, np.ma.MaskedArray):
+            raise masked_array_error()
         if type(object) is int and dt is None:
             dt = dtypes.default_int_dtype()
         if isinstance(object, (list, tuple)) and dt is None:
