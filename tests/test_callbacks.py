@@ -48,6 +48,18 @@ def test_pure_callback_float64_result_is_canonicalised_without_x64():
     np.testing.assert_allclose(out, [2.0, 2.0])
 
 
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.float64, np.complex128])
+def test_64_bit_result_types_are_refused_without_x64(api, dtype):
+    call = getattr(plax, api) if api == "pure_callback" else plax.experimental.io_callback
+    with pytest.raises(ValueError, match="result_shape_dtypes cannot specify 64-bit types"):
+        plax.jit(lambda: call(lambda: np.zeros((), dtype), plax.ShapeDtypeStruct((), dtype)))()
+    with plax.enable_x64(True):
+        out = plax.jit(lambda: call(lambda: np.ones((), dtype),
+                                    plax.ShapeDtypeStruct((), dtype)))()
+        assert out.dtype == dtype and np.asarray(out) == 1
+
+
 def _batched_call(method, record):
     def cb(a, b):
         record.append((a.shape, b.shape))

@@ -73,8 +73,16 @@ def _result_avals(result_shape_dtypes, what: str):
         if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
             raise TypeError(f"{what}: result_shape_dtypes must be a pytree of objects with "
                             f"shape and dtype (plax.ShapeDtypeStruct, arrays), got {leaf!r}.")
+        if not dtypes.x64_enabled() and not dtypes.is_extended(leaf.dtype) and \
+                np.dtype(leaf.dtype) in _WIDE:
+            raise ValueError(f"{what}: result_shape_dtypes cannot specify 64-bit types when "
+                             f"`jax_enable_x64` is disabled (got {np.dtype(leaf.dtype).name}); "
+                             "declare the 32-bit type the callback's results will have.")
         avals.append(ShapedArray(tuple(leaf.shape), dtypes.canonicalize_dtype(leaf.dtype)))
     return tuple(avals), tree
+
+
+_WIDE = frozenset(map(np.dtype, (np.int64, np.uint64, np.float64, np.complex128)))
 
 
 def _check_sharding(sharding, what: str):
