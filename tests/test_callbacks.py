@@ -174,6 +174,16 @@ def test_exceptions_surface_with_their_type_and_the_process_stays_usable(mode):
                                np.sin(np.ones(3)), rtol=1e-6)
 
 
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+def test_failed_callbacks_are_logged_with_their_traceback(api, caplog):
+    call = getattr(plax, api) if api == "pure_callback" else io_callback
+    with pytest.raises(CustomFailure, match="bad value 2.0"):
+        plax.jit(lambda a: call(failing, sds(a), a))(jnp.ones(2))
+    failed = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in failed] == [f"jax.{api} failed"]
+    assert type(failed[0].exc_info[1]) is CustomFailure
+
+
 def test_exception_in_debug_callback_surfaces_at_barrier_or_call():
     f = plax.jit(lambda x: plax.debug.callback(failing, x))
     with pytest.raises(CustomFailure, match="bad value 2.0"):
