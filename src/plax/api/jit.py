@@ -103,6 +103,7 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
     fname = fun_name(fun)
 
     @wraps(fun)
+    @api_boundary
     def make_jaxpr_f(*args, **kwargs):
         static = _check_static_argnums(static_argnums, len(args), fname)
         dyn_args = [a for i, a in enumerate(args) if i not in static]

@@ -394,13 +394,13 @@ def _lowering(ctx, index, *ops, branches, branches_platforms=None):
     # With ordered effects, each branch returns the token it ends with, first.
     ordered = any(has_ordered_effects(b) for b in branches)
     regions = []
-    for b in branches:
+    for i, b in enumerate(branches):
         def build(c, b=b):
             outs = lower_jaxpr_body(c.fn, b.jaxpr, const_operands(c, b) + list(ops))
             if ordered:
                 return [c.fn.token, *outs], [abstract_token, *b.out_avals]
             return outs, b.out_avals
-        regions.append(ctx.region([], build))
+        regions.append(ctx.region([], build, scope=("cond", f"branch_{i}_fun")))
     out_avals = [abstract_token, *ctx.avals_out] if ordered else ctx.avals_out
     outs = ctx.op("stablehlo.case", [index], [ctx.avals_in[0]], out_avals,
                   regions=", ".join(regions))

@@ -451,7 +451,8 @@ def _lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
                                const_operands(c, body_jaxpr) + bconsts + carry)
         return ([c.fn.token] if ordered else []) + cconsts + bconsts + new, state_avals
 
-    regions = ctx.region(state_avals, cond_region) + ", " + ctx.region(state_avals, body_region)
+    regions = ctx.region(state_avals, cond_region, scope=("while", "cond")) + ", " + \
+        ctx.region(state_avals, body_region, scope=("while", "body"))
     operands = ([ctx.fn.token] if ordered else []) + list(args)
     outs = ctx.op("stablehlo.while", operands, state_avals, state_avals, regions=regions)
     if ordered:
