@@ -48,6 +48,18 @@ def test_pure_callback_float64_result_is_canonicalised_without_x64():
     np.testing.assert_allclose(out, [2.0, 2.0])
 
 
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.float64, np.complex128])
+def test_64_bit_result_types_are_refused_without_x64(api, dtype):
+    call = getattr(plax, api) if api == "pure_callback" else plax.experimental.io_callback
+    with pytest.raises(ValueError, match="result_shape_dtypes cannot specify 64-bit types"):
+        plax.jit(lambda: call(lambda: np.zeros((), dtype), plax.ShapeDtypeStruct((), dtype)))()
+    with plax.enable_x64(True):
+        out = plax.jit(lambda: call(lambda: np.ones((), dtype),
+                                    plax.ShapeDtypeStruct((), dtype)))()
+        assert out.dtype == dtype and np.asarray(out) == 1
+
+
 def _batched_call(method, record):
     def cb(a, b):
         record.append((a.shape, b.shape))
@@ -160,6 +172,16 @@ def test_exceptions_surface_with_their_type_and_the_process_stays_usable(mode):
     np.testing.assert_allclose(plax.jit(lambda a: a + 1)(x), [2.0, 2.0, 2.0])
     np.testing.assert_allclose(plax.jit(lambda a: plax.pure_callback(sin_cb, sds(a), a))(x),
                                np.sin(np.ones(3)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+def test_failed_callbacks_are_logged_with_their_traceback(api, caplog):
+    call = getattr(plax, api) if api == "pure_callback" else io_callback
+    with pytest.raises(CustomFailure, match="bad value 2.0"):
+        plax.jit(lambda a: call(failing, sds(a), a))(jnp.ones(2))
+    failed = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in failed] == [f"jax.{api} failed"]
+    assert type(failed[0].exc_info[1]) is CustomFailure
 
 
 def test_exception_in_debug_callback_surfaces_at_barrier_or_call():

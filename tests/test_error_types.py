@@ -14,6 +14,10 @@ import plax.numpy as jnp
 from plax import lax
 
 
+def _masked():
+    return np.ma.array([1, 2, 3], mask=[True, False, True])
+
+
 def ones(jnp, *shape, dtype=np.float32):
     return jnp.ones(shape, dtype)
 
@@ -272,6 +276,16 @@ CASES = [
      ValueError, "device_put` only accepts|device_put only accepts"),
     ("device_put int device", lambda p, jnp, lax: p.device_put(ones(jnp, 2), 3),
      ValueError, "Received invalid value: 3"),
+    ("device_put masked array", lambda p, jnp, lax: p.device_put(_masked()),
+     ValueError, "numpy masked arrays are not supported"),
+    ("asarray masked array", lambda p, jnp, lax: jnp.asarray(_masked()),
+     ValueError, "numpy masked arrays are not supported"),
+    ("jit of masked array", lambda p, jnp, lax: p.jit(lambda x: x)(_masked()),
+     ValueError, "numpy masked arrays are not supported"),
+    ("jnp.add of masked array", lambda p, jnp, lax: jnp.add(_masked(), 1),
+     ValueError, "numpy masked arrays are not supported"),
+    ("lax.add of masked array", lambda p, jnp, lax: lax.add(_masked(), _masked()),
+     ValueError, "numpy masked arrays are not supported"),
     # --- pytrees ------------------------------------------------------------------------------------------
     ("tree_map lengths", lambda p, jnp, lax: p.tree_util.tree_map(lambda a, b: a, [1, 2], [1]),
      ValueError, "pytree structure error: different lengths of list"),

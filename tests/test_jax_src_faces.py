@@ -137,3 +137,22 @@ def test_dispatch_runtime_tokens_clear_waits_and_ordered_effects_go_on():
     assert seen == [1, 2, 3]
     with pytest.raises(AttributeError, match="current_tokens"):
         dispatch.runtime_tokens.current_tokens
+
+
+@pytest.mark.parametrize("value,dtype,weak", [
+    (1, np.int32, True), (2.5, np.float32, True), (np.float32(3), np.float32, False),
+    (np.arange(6, dtype=np.int16).reshape(2, 3), np.int16, False)])
+def test_batched_device_put_builds_the_array_from_pieces(value, dtype, weak):
+    from plax._src.interpreters import pxla
+    from plax.core.avals import ShapedArray
+    from plax.sharding import SingleDeviceSharding
+    device = plax.devices()[1]
+    aval = ShapedArray(np.shape(value), np.dtype(dtype), weak)
+    for piece in (value, jnp.asarray(value)):  # host data, or an array copied across
+        out = pxla.batched_device_put(aval, SingleDeviceSharding(device), [piece], [device])
+        np.testing.assert_array_equal(np.asarray(out), np.asarray(value, dtype))
+        assert out.dtype == dtype and out.sharding.device_set == {device}
+    out = pxla.batched_device_put(aval, SingleDeviceSharding(device), [value], [device])
+    assert out.aval.weak_type == weak
+    with pytest.raises(ValueError, match="one piece per device"):
+        pxla.batched_device_put(aval, SingleDeviceSharding(device), [value, value], [device])

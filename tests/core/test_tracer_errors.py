@@ -89,3 +89,22 @@ def test_tracer_repr():
     seen = []
     plax.make_jaxpr(lambda x: seen.append(repr(x)) or x)(np.ones(2, np.float32))
     assert seen == ["JitTracer(float32[2])"]
+
+
+class _BareTracer(plax.core.Tracer):
+    """A library's tracer made without an aval."""
+
+    def __init__(self):
+        super().__init__(None, None)
+
+
+@pytest.mark.parametrize("name", [
+    "ConcretizationTypeError", "TracerBoolConversionError", "TracerIntegerConversionError",
+    "TracerArrayConversionError", "NonConcreteBooleanIndexError", "KeyReuseError",
+    "UnexpectedTracerError", "JAXIndexError", "JAXTypeError"])
+def test_errors_point_at_their_entry_on_the_errors_page(name):
+    cls = getattr(errors, name)
+    err = cls(_BareTracer())  # a tracer without an aval still gives a message
+    assert str(err).endswith(f"errors.html#jax.errors.{name}")
+    with pytest.raises(cls, match=r"See https://docs\.jax\.dev/en/latest/errors\.html#"):
+        raise err

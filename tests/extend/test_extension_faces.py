@@ -137,7 +137,9 @@ def test_backend_factory_registration_and_ifrt_proxy():
 # --- source_info_util ---------------------------------------------------------------------
 def test_name_stacks_set_and_transformed():
     assert str(siu.new_name_stack("a").extend("b")) == "a/b" and str(siu.new_name_stack()) == ""
-    assert siu.new_name_stack("a").transform("jvp").extend("b").stack == ("a", "jvp", "b")
+    transformed = siu.new_name_stack("a").transform("jvp").extend("b")
+    assert [str(e) for e in transformed.stack] == ["a", "jvp", "b"]
+    assert str(transformed) == "a/jvp(b)" and str(siu.new_name_stack("a").transform("t")) == "a/t()"
     assert siu.new_source_info().file is None
 
     def f(x):
@@ -148,7 +150,7 @@ def test_name_stacks_set_and_transformed():
         return z
 
     text = plax.jit(f).lower(1.0).as_text(debug_info=True)
-    assert 'loc("zz/sin"' in text and 'loc("tt/cos"' in text
+    assert 'loc("zz/sin"' in text and 'loc("tt()/cos"' in text
 
 
 def test_user_context_stages_ops_at_another_equation_line():

@@ -175,3 +175,17 @@ def test_custom_root_has_aux():
     close(x, 2.)
     assert int(n) == 30
     close(plax.grad(lambda a: f(a)[0])(4.), 0.25)
+
+
+def test_custom_root_traces_tangent_solve_at_the_call():
+    class Failed(Exception):
+        pass
+
+    def failing_solve(g, y):
+        raise Failed("tangent_solve ran")
+
+    # Not differentiated, yet tangent_solve is traced (on the guess's type), as JAX's is.
+    with pytest.raises(Failed, match="tangent_solve ran"):
+        lax.custom_root(lambda x: x ** 2 - 4.0, 1.0, newton, failing_solve)
+    with pytest.raises(TypeError, match="tangent_solve\\(\\) output pytree structure"):
+        lax.custom_root(lambda x: x ** 2 - 4.0, 1.0, newton, lambda g, y: (y, y))

@@ -99,6 +99,11 @@ def test_array_of_tracers():
     _check(out, [1.5, 3.0, 3.0], np.float32)
     out = _eval(lambda x: jnp.array([[x, x], [x, x]], dtype=jnp.int32), np.float32(2.5))
     _check(out, [[2, 2], [2, 2]], np.int32)
+    # Python ints beside a float tracer are weak, even in rows of their own and under strict
+    # promotion: one dtype for all entries.
+    with plax.numpy_dtype_promotion("strict"):
+        out = _eval(lambda x: jnp.array([[x, 0], [0, 1]]), np.float32(2.5))
+    _check(out, [[2.5, 0], [0, 1]], np.float32)
 
 
 @pytest.mark.parametrize("value,ndmin,shape", [

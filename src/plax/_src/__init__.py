@@ -10,7 +10,7 @@ reason in that module's docstring. The table lists the names and who needs them:
 name                                          plax's mechanism               needed by
 ============================================  =============================  =====================
 traceback_util.register_exclusion             core.source_info exclusions    equinox, flax
-traceback_util.api_boundary                   (plax keeps whole tracebacks)  flax
+traceback_util.api_boundary                   core.tracebacks                flax
 traceback_util.include_frame                  core.source_info exclusions    equinox
 traceback_util._exclude_paths                 core.source_info exclusions    flax
 dispatch.wait_for_tokens                      runtime.tokens: effects done   equinox

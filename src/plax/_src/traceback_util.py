@@ -1,24 +1,16 @@
-"""``jax._src.traceback_util``: which source files count as library code."""
+"""``jax._src.traceback_util``: which source files count as library code, and the filtering
+of tracebacks at public entry points (``plax.core.tracebacks``)."""
 from plax.core.source_info import excluded_paths as _exclude_paths  # noqa: F401
 from plax.core.source_info import register_exclusion  # noqa: F401
+from plax.core.tracebacks import (  # noqa: F401
+    UnfilteredStackTrace, api_boundary, filter_traceback)
 
 from plax._src import _face
 
-_REFUSED = {"UnfilteredStackTrace": "plax keeps tracebacks whole (it filters no frames), so "
-                                    "there is no unfiltered trace to attach"}
+_REFUSED: dict = {}
 
 __doc__ = _face.document(__doc__, _REFUSED)
 __getattr__ = _face.face_getattr(__name__, _REFUSED)
-
-
-def api_boundary(fun=None, **options):
-    """Mark ``fun`` as a public entry point. JAX filters its own frames out of tracebacks
-    raised through such functions; plax keeps tracebacks whole, so ``fun`` is returned as it
-    is (usable as ``@api_boundary`` and ``@api_boundary(repro_api_name=...)``)."""
-    del options
-    if fun is None:
-        return lambda f: f
-    return fun
 
 
 def include_frame(frame) -> bool:

@@ -30,10 +30,13 @@ from plax.first_order.conversion import convert_element_type, convert_with_weak_
 from plax.first_order.shapes import broadcasted_iota, reshape
 from plax.first_order.slicing import slice_in_dim
 from plax.runtime.dispatch import array_from_host
+from plax.core.trace import transform_name_stack
+from plax.core.tracebacks import api_boundary
 
 
-def _flat_fun(fun, in_tree, has_aux: bool, box: dict):
-    """``fun`` on flat leaves returning flat leaves.
+def _flat_fun(fun, in_tree, has_aux: bool, box: dict, transform: str | None = "jvp"):
+    """``fun`` on flat leaves returning flat leaves, its equations under ``transform`` in the
+    name stack (as ``jvp(...)``).
 
     The output tree goes into ``box``; with ``has_aux``, so do the aux tree and leaves,
     and the traced aux leaves are appended to the outputs (so that the transformation
@@ -41,7 +44,11 @@ def _flat_fun(fun, in_tree, has_aux: bool, box: dict):
     """
     def flat(*leaves):
         args = tree_util.tree_unflatten(in_tree, list(leaves))
-        out = fun(*args)
+        if transform is None:
+            out = fun(*args)
+        else:
+            with transform_name_stack(transform):
+                out = fun(*args)
         traced = []
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -88,6 +95,7 @@ def _check_tangent(p, t, where="jvp"):
                          f"shape {pa.shape} and tangent shape as {ta.shape}")
 
 
+@api_boundary
 def jvp(fun, primals, tangents, has_aux: bool = False):
     """``(fun(*primals), J(primals) @ tangents)``: forward-mode differentiation."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
@@ -121,6 +129,7 @@ def _materialize(t):
     return t
 
 
+@api_boundary
 def linearize(fun, *primals, has_aux: bool = False):
     """``(fun(*primals), f_jvp)`` where ``f_jvp`` evaluates the JVP without re-tracing."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
@@ -170,6 +179,7 @@ def _refuse_references(leaves) -> None:
                     "its value (ref[...]) instead, or close over the reference.")
 
 
+@api_boundary
 def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
     """``(fun(*primals), f_vjp)`` where ``f_vjp(ct)`` pulls a cotangent back to the inputs."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
@@ -197,7 +207,9 @@ def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
                     f"the corresponding output, {a.str_short()}).")
         cts = [None if get_aval(c).dtype == dtypes.float0 or not differentiable(a)
                else _typed_like(c, a) for c, a, h in zip(ct_leaves, out_avals, has_out) if h]
-        lin_cts = iter(backward_pass(lin.jaxpr, residuals, [True] * len(lin.jaxpr.invars), cts))
+        with transform_name_stack("transpose"):
+            lin_cts = iter(backward_pass(lin.jaxpr, residuals, [True] * len(lin.jaxpr.invars),
+                                         cts))
         result = [_input_cotangent(next(lin_cts), tangent_aval(a)) if differentiable(a)
                   else _zeros(tangent_aval(a)) for a in in_avals]
         return tree_util.tree_unflatten(p_tree, result)
@@ -359,6 +371,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
                    allow_int: bool = False, reduce_axes=()):
     """A function returning ``(fun(*args), gradient of fun with respect to args[argnums])``."""
     @wraps(fun)
+    @api_boundary
     def value_and_grad_f(*args, **kwargs):
         return _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
                                keep_value=True)
@@ -370,6 +383,7 @@ def grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
          allow_int: bool = False, reduce_axes=()):
     """A function returning the gradient of scalar-valued ``fun`` with respect to args[argnums]."""
     @wraps(fun)
+    @api_boundary
     def grad_f(*args, **kwargs):
         out, g = _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
                                  keep_value=False)
@@ -527,6 +541,7 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     from plax.api.vmap import vmap
 
     @wraps(fun)
+    @api_boundary
     def jacfun(*args, **kwargs):
         nums = _check_argnums(argnums, len(args), fun_name(fun))
         dyn = _jac_inputs(args, nums, holomorphic, "jacfwd")
@@ -566,6 +581,7 @@ def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False,
     from plax.api.vmap import vmap
 
     @wraps(fun)
+    @api_boundary
     def jacfun(*args, **kwargs):
         nums = _check_argnums(argnums, len(args), fun_name(fun))
         dyn = tuple(args[i] for i in nums)
@@ -637,7 +653,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
     p_leaves, p_tree = tree_util.tree_flatten(primals)
     in_avals = [_spec_aval(x) for x in p_leaves]
     box = {}
-    lin = trace_linear_flat(_flat_fun(lambda *a: fun(*a), p_tree, False, box), in_avals,
+    lin = trace_linear_flat(_flat_fun(lambda *a: fun(*a), p_tree, False, box, None), in_avals,
                             fun_name(fun))
     out_tree = box["out"]
     out_avals = [v.aval for v in lin.jaxpr.outvars]

@@ -23,6 +23,7 @@ from plax.core.trace import Tracer
 from plax.higher_order.callbacks import (VMAP_METHODS, debug_callback_p, io_callback_p,
                                          pure_callback_p)
 from plax.runtime.array import CONCRETE
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "debug_log"]
 
@@ -72,8 +73,16 @@ def _result_avals(result_shape_dtypes, what: str):
         if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
             raise TypeError(f"{what}: result_shape_dtypes must be a pytree of objects with "
                             f"shape and dtype (plax.ShapeDtypeStruct, arrays), got {leaf!r}.")
+        if not dtypes.x64_enabled() and not dtypes.is_extended(leaf.dtype) and \
+                np.dtype(leaf.dtype) in _WIDE:
+            raise ValueError(f"{what}: result_shape_dtypes cannot specify 64-bit types when "
+                             f"`jax_enable_x64` is disabled (got {np.dtype(leaf.dtype).name}); "
+                             "declare the 32-bit type the callback's results will have.")
         avals.append(ShapedArray(tuple(leaf.shape), dtypes.canonicalize_dtype(leaf.dtype)))
     return tuple(avals), tree
+
+
+_WIDE = frozenset(map(np.dtype, (np.int64, np.uint64, np.float64, np.complex128)))
 
 
 def _check_sharding(sharding, what: str):
@@ -85,6 +94,7 @@ def _check_sharding(sharding, what: str):
     return sharding
 
 
+@api_boundary
 def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any,
                   sharding=None, vmap_method: str | None = None, **kwargs: Any):
     """Call the pure Python function ``callback(*args, **kwargs)`` from traced code.
@@ -107,6 +117,7 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
     return tree_util.tree_unflatten(out_tree, list(outs))
 
 
+@api_boundary
 def io_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any,
                 sharding=None, ordered: bool = False, **kwargs: Any):
     """Call the Python function ``callback(*args, **kwargs)``, which may have side

@@ -18,6 +18,7 @@ from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
 from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.source_info import flat_arg_names, fun_name, traced_call_code, wraps
 from plax.core.staging import trace_to_jaxpr
+from plax.core.tracebacks import api_boundary
 from plax.core.trace import (EvalTrace, Tracer, current_trace, extend_axis_env, extend_name_stack,
                              fresh_name_stack, get_aval, set_current_trace)
 from plax.higher_order import pjit
@@ -102,6 +103,7 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
     fname = fun_name(fun)
 
     @wraps(fun)
+    @api_boundary
     def make_jaxpr_f(*args, **kwargs):
         static = _check_static_argnums(static_argnums, len(args), fname)
         dyn_args = [a for i, a in enumerate(args) if i not in static]
@@ -234,6 +236,7 @@ def _miss_handler(wrapped):
     # Through a weak reference: the C++ callable is held by ``wrapped``.
     ref = weakref.ref(wrapped)
 
+    @api_boundary
     def cache_miss(*args, **kwargs):
         return ref()._cpp_miss(*args, **kwargs)
     return cache_miss
@@ -443,6 +446,7 @@ class JitWrapped:
                                          self._name))
 
     # --- calling ---
+    @api_boundary
     def __call__(self, *args, **kwargs):
         if self._cpp is not None:  # jaxlib's C++ dispatch (runtime/cpp_jit.py)
             return self._cpp(*args, **kwargs)
@@ -746,6 +750,7 @@ def eager_compiled(fun=None, *, static_argnames=()):
 
 
 # --- staging utilities ------------------------------------------------------------------------
+@api_boundary
 def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes ``fun`` would return, as a pytree of ShapeDtypeStruct (no FLOPs)."""
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))

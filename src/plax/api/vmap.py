@@ -21,6 +21,8 @@ from plax.interpreters import batching
 from plax.api import vmappables
 from plax.first_order.batch_util import move_batch_dim
 from plax.runtime.dispatch import array_from_host
+from plax.core.trace import transform_name_stack
+from plax.core.tracebacks import api_boundary
 
 _AXIS_TYPES = (int, type(None))
 
@@ -149,6 +151,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     name = fun_name(fun)
 
     @wraps(fun)
+    @api_boundary
     def vmapped(*args, **kwargs):
         if batching.vmappables and not getattr(fun, "plax_flat_vmap", False):
             # Containers registered with register_vmappable may be among the arguments or
@@ -183,7 +186,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                 flat[i] = hi_type_of(refs_in[i]).new_from_loval(None, flat[i])
                 inner_refs.append(flat[i])
             a, kw = tree_util.tree_unflatten(in_tree, flat)
-            out = fun(*a, **kw)
+            with transform_name_stack("vmap"):
+                out = fun(*a, **kw)
             out_leaves, out_tree = tree_util.tree_flatten(out)
             out_tree_box.append(out_tree)
             if hi_value_types:  # a reference made inside comes out holding the batch

@@ -395,6 +395,8 @@ def abstractify(x) -> ShapedArray:
         return unchecked_shaped_array(
             (), dtypes.canonicalize_dtype(dtypes.python_scalar_dtypes[t]), t is not bool)
     if isinstance(x, (np.ndarray, np.generic)):  # NumPy shapes are valid (and dtypes narrow)
+        if isinstance(x, np.ma.MaskedArray):
+            raise masked_array_error()
         return unchecked_shaped_array(x.shape, dtypes.canonicalize_dtype(x.dtype),
                                       t is WeakHostArray)
     if hasattr(x, "__plax_array__"):
@@ -410,6 +412,13 @@ def abstractify(x) -> ShapedArray:
         return handler(x)
     raise TypeError(f"Value {x!r} of type {t.__name__} is not a valid JAX type: "
                     "expected an array, a NumPy value or a Python scalar.")
+
+
+def masked_array_error() -> ValueError:
+    """NumPy masked arrays are refused, not read as their data: the mask would be lost."""
+    return ValueError("numpy masked arrays are not supported as inputs to plax functions (their "
+                      "mask would be lost). Use arr.filled(value) to make a standard numpy "
+                      "array first.")
 
 
 def is_valid_value(x) -> bool:

@@ -6,13 +6,44 @@ searches for them find answers; the explanations are plax's own.
 from __future__ import annotations
 
 
-class JAXTypeError(TypeError):
+ERRORS_PAGE = "https://docs.jax.dev/en/latest/errors.html"
+
+
+class _Documented:
+    """An error whose message ends with a pointer to its entry on JAX's errors page (whose
+    explanations fit plax, which keeps JAX's API), as JAX's own messages do."""
+
+    def __init__(self, message=""):
+        super().__init__(f"{message}\nSee {ERRORS_PAGE}#jax.errors.{type(self).__name__}")
+
+
+class JAXTypeError(_Documented, TypeError):
     pass
 
 
 def _origin(tracer) -> str:
     info = getattr(tracer, "_debug_origin", None)
-    return info() if callable(info) else ""
+    try:
+        return info() if callable(info) else ""
+    except Exception:  # a library's tracer without a trace
+        return ""
+
+
+def _shown_aval(tracer) -> str:
+    """The short type of ``tracer`` (``f32[3]``) for a message, ``aval None`` for a library's
+    tracer that has none."""
+    try:
+        aval = tracer.aval
+    except Exception:
+        aval = None
+    return aval.str_short() if hasattr(aval, "str_short") else f"aval {aval!r}"
+
+
+def _shape(tracer):
+    try:
+        return tracer.shape
+    except Exception:
+        return "?"
 
 
 class ConcretizationTypeError(JAXTypeError):
@@ -20,8 +51,7 @@ class ConcretizationTypeError(JAXTypeError):
 
     def __init__(self, tracer, context: str = ""):
         self.tracer = tracer
-        aval = getattr(tracer, "aval", None)
-        shown = aval.str_short() if hasattr(aval, "str_short") else repr(aval)
+        shown = _shown_aval(tracer)
         msg = (f"Abstract tracer value encountered where concrete value is expected: "
                f"a traced {shown} value.\n")
         if context:
@@ -41,7 +71,7 @@ class TracerBoolConversionError(ConcretizationTypeError):
 
     def __init__(self, tracer):
         super().__init__(tracer, "Attempted boolean conversion of traced array with shape "
-                         f"{getattr(tracer, 'shape', '?')}. Python control flow on a traced "
+                         f"{_shape(tracer)}. Python control flow on a traced "
                          "value cannot be traced: use plax.lax.cond / plax.numpy.where, or "
                          "make the argument static.")
 
@@ -50,12 +80,11 @@ class TracerIntegerConversionError(JAXTypeError):
     """``int(tracer)`` or ``tracer.__index__()``, e.g. as a list index."""
 
     def __init__(self, tracer):
-        aval = getattr(tracer, "aval", None)
-        shown = aval.str_short() if hasattr(aval, "str_short") else repr(aval)
+        shown = _shown_aval(tracer)
         origin = _origin(tracer)
         super().__init__(
             f"The __index__() method was called on traced array with shape "
-            f"{getattr(tracer, 'shape', '?')} ({shown}).\n"
+            f"{_shape(tracer)} ({shown}).\n"
             + (origin + "\n" if origin else "")
             + "A traced value cannot be used as a Python integer, for example to index a "
               "Python list or as a size. Use plax.numpy indexing on an array instead, or "
@@ -66,12 +95,11 @@ class TracerArrayConversionError(JAXTypeError):
     """``np.asarray(tracer)``: a traced value cannot become a NumPy array."""
 
     def __init__(self, tracer):
-        aval = getattr(tracer, "aval", None)
-        shown = aval.str_short() if hasattr(aval, "str_short") else repr(aval)
+        shown = _shown_aval(tracer)
         origin = _origin(tracer)
         super().__init__(
             f"The numpy.ndarray conversion method __array__() was called on traced array "
-            f"with shape {getattr(tracer, 'shape', '?')} ({shown}).\n"
+            f"with shape {_shape(tracer)} ({shown}).\n"
             + (origin + "\n" if origin else "")
             + "NumPy functions cannot run on traced values: use the plax.numpy function of "
               "the same name instead.")
@@ -109,7 +137,7 @@ def _entry_text(d) -> str:
     return repr(d)
 
 
-class JAXIndexError(IndexError):
+class JAXIndexError(_Documented, IndexError):
     """Base of plax's indexing errors (JAX's name, so ``except`` clauses carry over)."""
 
 
@@ -117,8 +145,7 @@ class NonConcreteBooleanIndexError(JAXIndexError):
     """A boolean mask index that is only traced: the result's shape would depend on values."""
 
     def __init__(self, tracer):
-        aval = getattr(tracer, "aval", None)
-        shown = aval.str_short() if hasattr(aval, "str_short") else repr(aval)
+        shown = _shown_aval(tracer)
         super().__init__(
             f"Array boolean indices must be concrete; got {shown}. The number of selected "
             "elements (and so the result's shape) would depend on traced values. Use "
@@ -126,11 +153,8 @@ class NonConcreteBooleanIndexError(JAXIndexError):
             "plax.numpy.nonzero and index with the result.")
 
 
-class UnexpectedTracerError(Exception):
+class UnexpectedTracerError(_Documented, Exception):
     """A tracer escaped the transformation that made it and was used afterwards."""
-
-    def __init__(self, msg: str):
-        super().__init__(msg)
 
 
 class KeyReuseError(JAXTypeError):

@@ -12,7 +12,7 @@ from plax.core.caches import WeakKeyCache
 from plax.core.effects import eqn_effects, jaxpr_effects
 from plax.core.primitive import abstract_eval
 from plax.core.rules import param_printers
-from plax.core.source_info import staging_location
+from plax.core.source_info import scope_path, staging_location
 
 
 class Var:
@@ -339,7 +339,7 @@ class _Printer:
         if self.source_info and info is not None and info.location():
             notes.append(info.location())
         if self.name_stack:
-            notes.append("[" + "/".join(info.name_stack if info is not None else ()) + "]")
+            notes.append("[" + scope_path(info.name_stack if info is not None else ()) + "]")
         if not notes:
             return ""
         self.notes.append(notes)

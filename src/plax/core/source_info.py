@@ -17,6 +17,45 @@ from plax.core.tree_keys import keystr
 _PLAX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+class Transform(str):
+    """A transformation's entry in a name stack (``jvp``, ``vmap``, ``transpose``): printed
+    around the scope after it, ``jvp(foo)`` (``jvp()`` when none follows), as JAX's is. It
+    never equals a scope of the same name."""
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return type(other) is Transform and str.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(("transform", str(self)))
+
+    def __repr__(self):
+        return f"Transform({str.__repr__(self)})"
+
+
+def scope_path(entries) -> str:
+    """The ``/``-joined path of name-stack entries, each transform around the scope after
+    it: ``(foo, Transform('vmap'), bar, baz)`` is ``foo/vmap(bar)/baz``."""
+    if not any(type(e) is Transform for e in entries):
+        return "/".join(entries)
+    out: list = []
+    for e in reversed(entries):
+        if type(e) is Transform:
+            out = [f"{e}({out[0]})", *out[1:]] if out else [f"{e}()"]
+        else:
+            out.insert(0, e)
+    return "/".join(out)
+
+
+def op_path(entries, prim_name: str) -> str:
+    """An operation's name-stack path: its scopes, then its primitive (which no transform
+    wraps: ``jvp()/sin``)."""
+    return f"{scope_path(entries)}/{prim_name}" if entries else prim_name
+
+
 class SourceInfo(NamedTuple):
     name_stack: tuple      # enclosing named_scope / named_call / jit names, outermost first
     file: str | None
@@ -60,7 +99,7 @@ class SourceInfo(NamedTuple):
 
     def scope(self, prim_name: str) -> str:
         """The name-stack path of an equation, e.g. ``outer/inner/sin``."""
-        return "/".join((*self.name_stack, prim_name))
+        return op_path(self.name_stack, prim_name)
 
 
 # code object -> is it plax's own? (asked for every staged op)
@@ -153,6 +192,8 @@ def current_source_info(name_stack: tuple) -> SourceInfo:
     at = staging_location.at
     attrs = staging_location.frontend_attributes
     if at is not None and at.file is not None:
+        if at.name_stack:  # an equation staged again: its scopes, under the current ones
+            name_stack = name_stack + at.name_stack if name_stack else at.name_stack
         if at.name_stack is name_stack and at.frontend_attributes is attrs:
             return at
         return SourceInfo(name_stack, at.file, at.line, at.function, attrs, at.position)

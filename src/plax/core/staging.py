@@ -17,8 +17,8 @@ from plax.core.config import config
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, check_jaxpr
 from plax.core.primitive import abstract_eval
 from plax.core.source_info import current_source_info
-from plax.core.trace import (Trace, Tracer, aval_text, current_trace, name_stack,
-                             set_current_trace)
+from plax.core.trace import (Trace, Tracer, aval_text, current_trace, fresh_name_stack,
+                             name_stack, set_current_trace)
 
 
 class StagingTracer(Tracer):
@@ -156,8 +156,8 @@ def trace_to_jaxpr(fun, in_avals, description: str = "", arg_names=None):
                            "'no_tracing' is set (plax.no_tracing).")
     trace = StagingTrace(current_trace(), description, arg_names)
     args = [trace.new_arg(a) for a in in_avals]
-    try:
-        with set_current_trace(trace):
+    try:  # (the equations' scopes are relative to the traced body, as JAX's)
+        with set_current_trace(trace), fresh_name_stack():
             outs = fun(*args)
             if hi_value_types:
                 _check_no_reference_returned(outs, description)

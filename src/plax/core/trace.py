@@ -14,6 +14,7 @@ import threading
 
 from plax.core import dtypes, errors
 from plax.core.avals import ShapedArray, abstractify
+from plax.core.source_info import Transform, scope_path
 
 
 class Trace:
@@ -156,7 +157,11 @@ class Tracer:
             t, "The problem arose with the `tolist` method.")).tolist()
 
     def __repr__(self):
-        return f"{type(self).__name__}<{aval_text(self.aval)}>"
+        try:
+            aval = self.aval
+        except NotImplementedError:  # a library's tracer made without one
+            return f"{type(self).__name__}<None>"
+        return f"{type(self).__name__}<{aval_text(aval)}>"
 
 
 def aval_text(aval) -> str:
@@ -185,15 +190,18 @@ class NameStack(tuple):
     __slots__ = ()
 
     def __str__(self):
-        return "/".join(self)
+        return scope_path(self)
+
+    def __add__(self, other):
+        return NameStack(tuple.__add__(self, tuple(other)))
 
     def extend(self, name: str) -> "NameStack":
         return NameStack((*self, name))
 
     def transform(self, name: str) -> "NameStack":
-        """The stack under a transformation named ``name`` (JAX prints it ``name(...)``
-        around the scopes inside; plax shows it as one more scope)."""
-        return NameStack((*self, name))
+        """The stack under a transformation named ``name``: printed ``name(...)`` around
+        the scope after it."""
+        return NameStack((*self, Transform(name)))
 
     @property
     def stack(self) -> tuple:
@@ -310,6 +318,18 @@ def extend_name_stack(name: str):
     """Push ``name`` on the name stack that staged equations record."""
     prev = trace_state.name_stack
     trace_state.name_stack = prev.extend(name)
+    try:
+        yield
+    finally:
+        trace_state.name_stack = prev
+
+
+@contextlib.contextmanager
+def transform_name_stack(name: str):
+    """Stage equations inside under the transformation ``name`` (``jvp``, ``vmap``,
+    ``transpose``), as JAX's name stacks record the transformations applied."""
+    prev = trace_state.name_stack
+    trace_state.name_stack = prev.transform(name)
     try:
         yield
     finally:

@@ -12,6 +12,7 @@ from plax.core.source_info import (SourceInfo, current_source_info, register_exc
 from plax.core.trace import (EMPTY_NAME_STACK, NameStack, extend_name_stack,  # noqa: F401
                              fresh_name_stack as reset_name_stack,
                              name_stack as current_name_stack, trace_state)
+from plax.core.trace import transform_name_stack as _transform_name_stack
 
 __all__ = ["NameStack", "SourceInfo", "current", "current_name_stack", "extend_name_stack",
            "new_name_stack", "new_source_info", "register_exclusion", "reset_name_stack",
@@ -41,10 +42,9 @@ def set_name_stack(name_stack):
 
 
 def transform_name_stack(name: str):
-    """Record the operations staged inside under a ``name`` entry of the name stack (JAX
-    marks transformations, e.g. ``jvp``, this way; plax shows it as a scope,
-    ``jvp/...``, where JAX writes ``jvp(...)``)."""
-    return extend_name_stack(name)
+    """Record the operations staged inside under the transformation ``name`` (e.g.
+    ``jvp``), printed around the scope after it: ``jvp(foo)``."""
+    return _transform_name_stack(name)
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from plax import tree_util
 from plax.core.trace import get_aval
 from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["associative_scan"]
 
@@ -52,6 +53,7 @@ def _weave(evens, odds, axis: int):
     return _shapes.concatenate([merged, last], axis)
 
 
+@api_boundary
 def associative_scan(fn, elems, reverse=False, axis=0):
     """Inclusive scan of the pytree ``elems`` along ``axis`` with the associative ``fn``.
 

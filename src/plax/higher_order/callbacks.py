@@ -27,6 +27,8 @@ sequential callback is a scan over the batch members.
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from plax.core import dtypes
@@ -52,6 +54,8 @@ debug_callback_p = Primitive("debug_callback", multiple_results=True)
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
                 "legacy_vectorized")
+
+_logger = logging.getLogger("plax.callbacks")
 
 
 # --- checking what a callback returned -----------------------------------------------
@@ -290,9 +294,12 @@ def _layout(aval) -> str:
     return f"dense<[{', '.join(str(d) for d in reversed(range(n)))}]> : tensor<{n}xindex>"
 
 
-def _host_entry(callback, arg_avals, result_avals, with_token: bool, returns: bool):
+def _host_entry(callback, arg_avals, result_avals, with_token: bool, returns: bool,
+                api: str):
     """The callable XLA calls: NumPy arrays (of ``arg_avals``' physical types) in, a tuple of
-    checked arrays out (``returns``: False for debug callbacks, whose value is ignored)."""
+    checked arrays out (``returns``: False for debug callbacks, whose value is ignored). A
+    failure is logged (with its traceback, as the user's program only sees it raised again
+    once XLA's call returns) and recorded for the runtime to raise."""
     what = _callback_name(callback)
 
     def entry(*arrays):
@@ -303,6 +310,8 @@ def _host_entry(callback, arg_avals, result_avals, with_token: bool, returns: bo
             out = callback(*_host_values(arrays, arg_avals))
             out = check_results(out, result_avals, what) if returns else ()
         except BaseException as e:
+            if isinstance(e, Exception):
+                _logger.exception("jax.%s failed", api)
             record_callback_failure(e)
             raise
         return (token, *out) if with_token else out
@@ -318,10 +327,12 @@ def emit_host_callback(ctx, callback, operands, result_avals, *, ordered: bool,
     if ordered and ctx.fn.token is None:
         raise NotImplementedError("An ordered callback was lowered in a function that has "
                                   "no ordered-effect token (a plax bug).")
+    api = "debug_callback" if not returns else "io_callback" if side_effect else "pure_callback"
     if ctx.platform == "tpu":
         return _emit_host_transfers(ctx, callback, operands, result_avals, ordered=ordered,
-                                    returns=returns, where=_one_device(ctx, sharding))
-    entry = _host_entry(callback, tuple(ctx.avals_in), tuple(result_avals), ordered, returns)
+                                    returns=returns, where=_one_device(ctx, sharding), api=api)
+    entry = _host_entry(callback, tuple(ctx.avals_in), tuple(result_avals), ordered, returns,
+                        api)
     index = module.add_host_callback(entry)
     in_avals, out_avals = list(ctx.avals_in), list(result_avals)
     if ordered:
@@ -348,7 +359,8 @@ def emit_host_callback(ctx, callback, operands, result_avals, *, ordered: bool,
 _RENDEZVOUS = "pjrt_rendezvous"  # the host-transfer handler PJRT's TPU client runs
 
 
-def _emit_host_transfers(ctx, callback, operands, result_avals, *, ordered, returns, where):
+def _emit_host_transfers(ctx, callback, operands, result_avals, *, ordered, returns, where,
+                         api):
     """The callback as TPUs run one, as JAX lowers it there: each operand sent to the host
     (``stablehlo.send``), each result received from it (``stablehlo.recv``), in a chain of
     tokens. A TPU cannot receive an empty array, so empty results are constants here; a
@@ -357,7 +369,8 @@ def _emit_host_transfers(ctx, callback, operands, result_avals, *, ordered, retu
     fn, module = ctx.fn, ctx.fn.module
     physical = [physical_aval(a) for a in ctx.avals_in]
     received = [physical_aval(a) for a in result_avals if 0 not in physical_aval(a).shape]
-    entry = _host_entry(callback, tuple(ctx.avals_in), tuple(result_avals), False, returns)
+    entry = _host_entry(callback, tuple(ctx.avals_in), tuple(result_avals), False, returns,
+                        api)
     dummy_in = not operands
     dummy_out = not received and (ordered or not returns)
 

@@ -46,6 +46,7 @@ from plax.core.effects import has_ordered_effects
 from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from plax.transforms.vmap import batch_flat
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["cond", "switch", "cond_p"]
 
@@ -67,6 +68,7 @@ def _single_operand(operands, operand):
     return (operand,)
 
 
+@api_boundary
 def switch(index, branches, *operands, operand=_NO_OPERAND):
     """Apply ``branches[index](*operands)``; ``index`` is clamped into range, as in JAX."""
     if not isinstance(branches, Sequence) or not all(callable(b) for b in branches):
@@ -113,6 +115,7 @@ def platform_branch(platform: str, platforms) -> int:
         f"for (branches: {listed}) and no default; pass default=.")
 
 
+@api_boundary
 def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one ``cond``
     equation (both branches are traced; only one runs)."""
@@ -391,13 +394,13 @@ def _lowering(ctx, index, *ops, branches, branches_platforms=None):
     # With ordered effects, each branch returns the token it ends with, first.
     ordered = any(has_ordered_effects(b) for b in branches)
     regions = []
-    for b in branches:
+    for i, b in enumerate(branches):
         def build(c, b=b):
             outs = lower_jaxpr_body(c.fn, b.jaxpr, const_operands(c, b) + list(ops))
             if ordered:
                 return [c.fn.token, *outs], [abstract_token, *b.out_avals]
             return outs, b.out_avals
-        regions.append(ctx.region([], build))
+        regions.append(ctx.region([], build, scope=("cond", f"branch_{i}_fun")))
     out_avals = [abstract_token, *ctx.avals_out] if ordered else ctx.avals_out
     outs = ctx.op("stablehlo.case", [index], [ctx.avals_in[0]], out_avals,
                   regions=", ".join(regions))

@@ -63,6 +63,7 @@ from plax.runtime.dispatch import array_from_host
 from plax.transforms.jvp import JVPTrace, JVPTracer
 from plax.transforms.linearize import PartialEvalTrace
 from plax.transforms.vmap import BatchTrace
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["custom_jvp", "custom_vjp", "SymbolicZero", "CustomVJPPrimal"]
 
@@ -456,6 +457,7 @@ class custom_jvp:
         jvp.tangents_per_argument = True
         self.defjvp(jvp, symbolic_zeros=True)
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         name = fun_name(self.fun)
         if self.jvp is None:
@@ -602,6 +604,7 @@ class custom_vjp:
         self.fwd, self.bwd, self.symbolic_zeros = fwd, bwd, symbolic_zeros
         self.optimize_remat = optimize_remat
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         name = fun_name(self.fun)
         if self.fwd is None:

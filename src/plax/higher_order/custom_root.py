@@ -14,7 +14,10 @@ from plax.first_order import conversion as _conversion
 from plax.first_order.ad_util import instantiate
 from plax.higher_order.closure_convert import closure_convert
 from plax.higher_order.custom_derivatives import custom_jvp, zero_from_primal
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import get_aval
 from plax.transforms.jvp import jvp_flat
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["custom_root"]
 
@@ -27,6 +30,7 @@ def _tangent(fun, primals, tangents):
     return [instantiate(t) for t in tans]
 
 
+@api_boundary
 def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     """A root of ``f`` (``f(x) == 0``) found by ``solve(f, initial_guess)``, whose derivative
     is found implicitly with ``tangent_solve(g, y)`` (solving the linear ``g(x) == y``)
@@ -38,6 +42,27 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
 
     def f_at(x_leaves, theta):
         return f_conv(tree_util.tree_unflatten(guess_tree, list(x_leaves)), *theta)
+
+    def f_lin_at(x, theta):
+        def f_lin(t):
+            t_leaves = [instantiate(v) for v in tree_util.tree_leaves(t)]
+            return tree_util.tree_unflatten(
+                guess_tree, _tangent(lambda *xs: f_at(xs, theta), x, t_leaves))
+        return f_lin
+
+    # As JAX does, tangent_solve is traced now (on the guess's types), so that its errors
+    # and an output that does not match the guess surface at the call, not when the root is
+    # differentiated.
+    def solve_tangents(*x):
+        out = tangent_solve(f_lin_at(list(x), list(f_consts)),
+                            tree_util.tree_unflatten(guess_tree, list(x)))
+        if tree_util.tree_structure(out) != guess_tree:
+            raise TypeError("custom_root: tangent_solve() output pytree structure must match "
+                            f"initial_guess, got {tree_util.tree_structure(out)} and "
+                            f"{guess_tree}.")
+        return tree_util.tree_leaves(out)
+    trace_to_jaxpr(solve_tangents, [get_aval(g) for g in guess_leaves],
+                   description="custom_root tangent_solve")
 
     def solve_with(guess, *theta):
         out = solve(lambda x: f_conv(x, *theta), guess)
@@ -68,13 +93,7 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
         # df/dtheta . dtheta at the root, then dx = -tangent_solve(df/dx, that).
         rhs = _tangent(lambda *th: f_at(x, th), theta, theta_dot)
         rhs_tree = tree_util.tree_unflatten(guess_tree, rhs)
-
-        def f_lin(t):
-            t_leaves = [instantiate(v) for v in tree_util.tree_leaves(t)]
-            return tree_util.tree_unflatten(
-                guess_tree, _tangent(lambda *xs: f_at(xs, theta), x, t_leaves))
-
-        x_dot = tree_util.tree_map(_arithmetic.neg, tangent_solve(f_lin, rhs_tree))
+        x_dot = tree_util.tree_map(_arithmetic.neg, tangent_solve(f_lin_at(x, theta), rhs_tree))
         if has_aux:
             return out, (x_dot, zero_from_primal(out[1], symbolic_zeros=True))
         return out, x_dot

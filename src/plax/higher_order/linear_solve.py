@@ -28,6 +28,7 @@ from plax.higher_order.bodies import as_array, trace_body, wrapper_for
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, transpose_jaxpr
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["custom_linear_solve", "linear_solve_p"]
 
@@ -94,6 +95,7 @@ def _vecmat_of(matvec):
     return wrapper_for(matvec, "custom_linear_solve vecmat", make)
 
 
+@api_boundary
 def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
                         has_aux=False):
     """Solve ``matvec(x) == b`` with ``solve(matvec, b)``, differentiated implicitly.

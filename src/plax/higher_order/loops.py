@@ -55,6 +55,7 @@ from plax.lowering.inline import lower_fun
 from plax.core.effects import has_ordered_effects
 from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["while_loop", "fori_loop", "while_p"]
 
@@ -62,6 +63,7 @@ while_p = Primitive("while", multiple_results=True)
 
 
 # --- the public functions -----------------------------------------------------------------
+@api_boundary
 def while_loop(cond_fun, body_fun, init_val):
     """Repeat ``val = body_fun(val)`` while ``cond_fun(val)``, starting from ``init_val``;
     returns the final ``val``. Not reverse-differentiable (use ``scan``)."""
@@ -153,6 +155,7 @@ def _while_loop(cond_fun, body_fun, init_val):
 
 
 
+@api_boundary
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """``val = body_fun(i, val)`` for ``i`` in ``range(lower, upper)``.
 
@@ -448,7 +451,8 @@ def _lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
                                const_operands(c, body_jaxpr) + bconsts + carry)
         return ([c.fn.token] if ordered else []) + cconsts + bconsts + new, state_avals
 
-    regions = ctx.region(state_avals, cond_region) + ", " + ctx.region(state_avals, body_region)
+    regions = ctx.region(state_avals, cond_region, scope=("while", "cond")) + ", " + \
+        ctx.region(state_avals, body_region, scope=("while", "body"))
     operands = ([ctx.fn.token] if ordered else []) + list(args)
     outs = ctx.op("stablehlo.while", operands, state_avals, state_avals, regions=regions)
     if ordered:

@@ -144,7 +144,7 @@ def _jvp(primals, tangents, *, jaxpr, name, **params):
     body, out_nonzeros = jvp_jaxpr(jaxpr, nonzeros, instantiate=False,
                                    description=f"jvp({name})")
     outs = _call(body, [*primals, *(t for t in tangents if type(t) is not Zero)],
-                 _params(params), f"jvp({name})")
+                 _params(params), name)  # (JAX keeps the name: the name stack says jvp)
     m = len(out_tan_avals)
     it = iter(outs[m:])
     return outs[:m], [next(it) if nz else Zero(a) for a, nz in zip(out_tan_avals, out_nonzeros)]
@@ -192,7 +192,7 @@ def _transpose(cts, *args, jaxpr, name, **params):
     body = transpose_jaxpr(jaxpr, linear, nonzero, description=f"transpose({name})")
     res = [a for a in args if not is_undefined(a)]
     outs = iter(_call(body, [*res, *(c for c in cts if type(c) is not Zero)], _params(params),
-                      f"transpose({name})"))
+                      name))
     return [next(outs) if lin else None for lin in linear]
 
 

@@ -22,6 +22,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              is_undefined, jvp_rules, lowering_rules, param_printers,
                              partial_eval_rules, register_lowering, tangent_aval,
                              transpose_rules)
+from plax.core.source_info import scope_path
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval, set_current_trace
 from plax.first_order.batch_util import vectorized
@@ -45,7 +46,16 @@ def _impl(*args, jaxpr, prevent_cse, differentiated, policy):
 
 
 def _lowering(ctx, *args, jaxpr, prevent_cse, differentiated, policy):
-    return lower_jaxpr_body(ctx.fn, jaxpr.jaxpr, [*const_operands(ctx, jaxpr), *args])
+    # The body's ops are scoped ``checkpoint/`` (``checkpoint/rematted_computation/`` where
+    # it is the recomputation of a differentiated checkpoint), as JAX names them.
+    fn = ctx.fn
+    scope = ("checkpoint", "rematted_computation") if differentiated else ("checkpoint",)
+    saved = fn.scope
+    fn.scope = (scope_path(fn.eqn_scope), *scope) if fn.eqn_scope else scope
+    try:
+        return lower_jaxpr_body(fn, jaxpr.jaxpr, [*const_operands(ctx, jaxpr), *args])
+    finally:
+        fn.scope = saved
 
 
 abstract_eval_rules[checkpoint_p] = _abstract

@@ -48,6 +48,7 @@ from plax.higher_order.call import closed_call_p
 from plax.lowering.inline import lower_fun
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from plax.transforms.vmap import AxisData, batch_flat
+from plax.core.tracebacks import api_boundary
 
 __all__ = ["scan", "map", "scan_p"]
 
@@ -65,6 +66,7 @@ def _slice_type(aval):
     return without_dim(aval, 0)
 
 
+@api_boundary
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
     """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs`` (pytrees), returning
     the final carry and the stacked ``y``s. ``length`` is needed when ``xs`` is None."""
@@ -217,6 +219,7 @@ def _python_scan(f, init, xs_leaves, xs_tree, length, reverse):
     return carry, stacked
 
 
+@api_boundary
 def map(f, xs, *, batch_size=None):
     """``f`` applied to each slice of ``xs`` along its leading axis, as a ``scan``; with
     ``batch_size``, ``batch_size`` slices at a time are vectorized (``vmap``)."""

@@ -26,6 +26,7 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
 from plax.core.effects import has_ordered_effects
 from plax.core.jaxpr import Jaxpr, Literal
+from plax.core.source_info import op_path, scope_path
 from plax.core.rules import (lowering_rule, out_sharding_params, physical_lowering_rules,
                              platform_lowering_rules)
 from plax.lowering.consts import host_value
@@ -450,19 +451,23 @@ class RuleContext:
                         props=f"broadcast_dimensions = {i64_array(dims)}")
 
     def region(self, arg_avals, build, *, terminator: str = "stablehlo.return",
-               module_context=None) -> str:
+               module_context=None, scope: tuple = ()) -> str:
         """A region ``^bb0(args): body; stablehlo.return`` built by ``build(ctx, *args)``
         (``terminator`` names another return op; ``module_context`` lowers the body under
         other manual axes, for shard_map).
 
-        Its ops carry the enclosing equation's location (and name-stack scope), as
-        the ops of the region's owner do.
+        Its ops carry the enclosing equation's location, as the ops of the region's owner
+        do; the equations of a body jaxpr lowered in it (whose name stacks are relative to
+        their body) are scoped under the enclosing equation's scope and ``scope`` (e.g.
+        ``("while", "body")``).
         """
         outer = self.fn
         sub = FunctionBuilder(module_context or outer.module_context)
         base = outer.counter  # reserved, so that a region nested in this one names its own
         sub.counter = outer.counter = base + 1
-        sub.scope, sub.eqn_scope, sub.loc = outer.scope, outer.eqn_scope, outer.loc
+        # (the equation's scope closes before the region's names: ``vmap()/cond/...``)
+        sub.scope = (scope_path(outer.eqn_scope), *scope) if outer.eqn_scope else tuple(scope)
+        sub.eqn_scope, sub.loc = outer.eqn_scope, outer.loc
         sub.frontend_attributes = outer.frontend_attributes
         sub.token = outer.token  # a region sees the enclosing token; its owner threads it out
         args = [f"%arg_r{base}_{i}" for i in range(len(arg_avals))]
@@ -552,8 +557,8 @@ def location(eqn, prefix: tuple = ()) -> str:
     source line and column (0 when unknown)."""
     info = eqn.source_info
     if info is None:
-        return f"loc({_quote('/'.join((*prefix, eqn.primitive.name)))})"
-    name = _quote("/".join((*prefix, info.scope(eqn.primitive.name))))
+        return f"loc({_quote(op_path(prefix, eqn.primitive.name))})"
+    name = _quote(op_path((*prefix, *info.name_stack), eqn.primitive.name))
     if info.file is None:
         return f"loc({name})"
     return f"loc({name}({_quote(info.file)}:{info.line}:{info.column or 0}))"

@@ -11,7 +11,7 @@ from plax.first_order import sharding_constraint, shapes as lax_shapes
 from plax.first_order.utility import copy_p
 from plax.core import dtypes, replication
 from plax.core.avals import (WeakHostArray, from_array_protocol, has_array_protocol,
-                              shape_entries)
+                              masked_array_error, shape_entries)
 from plax.core.errors import InconclusiveDimensionOperation, shape_type_error
 from plax.core.symbolic_shapes import DimExpr
 from plax.core.trace import Tracer, get_aval
@@ -61,6 +61,13 @@ def _contains_traced(obj) -> bool:
     return False
 
 
+def _nested_leaves(obj):
+    """The entries of nested lists/tuples, Python scalars as they are (weakly typed)."""
+    if isinstance(obj, (list, tuple)):
+        return [leaf for o in obj for leaf in _nested_leaves(o)]
+    return [obj if isinstance(obj, (int, float, complex, bool)) else as_operand(obj)]
+
+
 def _stack_nested(obj, dtype):
     """Build an array from nested sequences that contain plax arrays or tracers."""
     from plax.first_order.shapes import broadcast_in_dim, concatenate
@@ -90,12 +97,16 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
         out = copy_p.bind(object) if copy else object  # (a new buffer: see lax.utility.copy_p)
         out = out if dt is None else lax.convert_element_type(out, dt)
     elif _contains_traced(object):
+        if dt is None:  # one promotion over all leaves, so Python scalars stay weak
+            dt = dtypes.result_type(*_nested_leaves(object))
         out = _stack_nested(object, dt)
         if dt is not None:
             out = convert(out, dt)
     elif has_array_protocol(object):
         return array(from_array_protocol(object), dtype, copy, order, ndmin)
     else:
+        if isinstance(object, np.ma.MaskedArray):
+            raise masked_array_error()
         if type(object) is int and dt is None:
             dt = dtypes.default_int_dtype()
         if isinstance(object, (list, tuple)) and dt is None:

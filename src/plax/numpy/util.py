@@ -8,7 +8,8 @@ import warnings
 import numpy as np
 
 from plax.core import dtypes
-from plax.core.avals import from_array_protocol, has_array_protocol, weak_host_value
+from plax.core.avals import (from_array_protocol, has_array_protocol, masked_array_error,
+                             weak_host_value)
 from plax.core.config import config
 from plax.core.source_info import user_stacklevel
 from plax.core.trace import get_aval
@@ -53,6 +54,8 @@ def as_operand(x):
     if isinstance(x, _SCALARS):  # an int/float/complex subclass (IntEnum): its plain value
         return next(t for t in _SCALARS if isinstance(x, t))(x)
     if isinstance(x, (np.ndarray, np.generic)):
+        if isinstance(x, np.ma.MaskedArray):
+            raise masked_array_error()
         dt = dtypes.canonicalize_dtype(x.dtype)
         return x if x.dtype == dt else np.asarray(x, dt)
     if has_array_protocol(x):

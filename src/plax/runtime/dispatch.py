@@ -11,7 +11,7 @@ from plax.core import dtypes
 from plax.core.caches import BoundedCache
 from plax.core.config import config
 from plax.core.avals import (ShapedArray, abstractify, canonicalize_dtype_handlers,
-                             physical_aval)
+                             masked_array_error, physical_aval)
 from plax.core.dce import dce_jaxpr
 from plax.core.jaxpr import Jaxpr, JaxprEqn, Var
 from plax.core.primitive import abstract_eval, impl_rules
@@ -84,6 +84,8 @@ def canonical_host_value(x, dtype=None) -> tuple[np.ndarray, bool]:
     """``x`` as a host array of plax's canonical dtype, and whether it is weakly typed."""
     weak = type(x) in (int, float, complex)
     x = registered_host_value(x)
+    if isinstance(x, np.ma.MaskedArray):
+        raise masked_array_error()
     if dtype is not None:
         dt = dtypes.canonicalize_dtype(dtype)
         weak = False

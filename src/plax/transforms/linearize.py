@@ -20,7 +20,8 @@ from plax.core.dce import dce_closed
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, as_mask, eval_jaxpr
 from plax.core.rules import Zero, differentiable, partial_eval_rules, tangent_aval
 from plax.core.staging import StagingTrace, StagingTracer, trace_to_jaxpr
-from plax.core.trace import Tracer, current_trace, get_aval, set_current_trace
+from plax.core.trace import (NameStack, Tracer, current_trace, get_aval, name_stack,
+                             set_current_trace)
 from plax.first_order.ad_util import zeros_like_aval
 from plax.transforms.jvp import jvp_flat
 
@@ -67,6 +68,7 @@ def linearize_flat(fun, primals, description: str = "", num_aux=0):
     last ``num_aux`` outputs are auxiliary: their primals are returned, their tangents
     are not part of the jaxpr (``num_aux`` may be a callable, asked once ``fun`` has run).
     """
+    base = name_stack()
     pe = PartialEvalTrace(current_trace(), description)
     tangent_in = [pe.new_arg(tangent_aval(get_aval(p))) if differentiable(get_aval(p))
                   else Zero(tangent_aval(get_aval(p))) for p in primals]
@@ -83,7 +85,27 @@ def linearize_flat(fun, primals, description: str = "", num_aux=0):
     finally:
         pe.finish()
     invars = [t._var for t in tangent_in if type(t) is not Zero]
-    return out_primals, _closed_dce(pe, invars, out_atoms), has_out
+    return out_primals, _relative_scopes(_closed_dce(pe, invars, out_atoms), base), has_out
+
+
+def _relative_scopes(closed: ClosedJaxpr, base) -> ClosedJaxpr:
+    """``closed`` with the name stack ``base`` (the caller's, in force while the equations
+    were staged) taken off the front of theirs: the linear jaxpr is a body of its own,
+    whose scopes are relative to it (as a traced body's are), so that where its equations
+    are staged again (transposed) they go under the stack in force then."""
+    if not base:
+        return closed
+    n, eqns, changed = len(base), [], False
+    for e in closed.jaxpr.eqns:
+        info = e.source_info
+        if info is not None and tuple(info.name_stack[:n]) == tuple(base):
+            e = e.replace(source_info=info._replace(name_stack=NameStack(info.name_stack[n:])))
+            changed = True
+        eqns.append(e)
+    if not changed:
+        return closed
+    j = closed.jaxpr
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, j.outvars, eqns), closed.consts)
 
 
 def _closed_dce(pe: PartialEvalTrace, invars, out_atoms) -> ClosedJaxpr:
