@@ -33,8 +33,9 @@ nested_effect_rules  ``rule(inner_effects, params) -> frozenset``: the effects o
                  an equation holds, seen from outside (``plax.core.effects``)
 checkify_rules   ``rule(trace, args, params) -> outs``: the primitive under checkify, adding
                  its checks (``plax.interpreters.checkify``)
-key_reuse_rules  ``rule(eqn, ins, state) -> [ids | None]``: which key elements an equation
-                 consumes and passes on (``plax.interpreters.key_reuse``)
+key_reuse_rules  a ``KeyReuseSignature``, or ``rule(eqn) -> KeyReuseSignature``: which key
+                 inputs an equation consumes, which outputs are fresh keys or its inputs
+                 (``plax.interpreters.key_reuse``)
 """
 from __future__ import annotations
 
@@ -76,8 +77,8 @@ nested_effect_rules: dict = {}
 effectful_primitives: set = set()
 # prim -> rule(trace, args, params) -> outs, run in the parent trace of a CheckifyTrace.
 checkify_rules: dict = {}
-# prim -> rule(eqn, ins, state) -> outs: the key-reuse checker's per-equation analysis (ids of
-# the key elements of each operand and result; None for a non-key value or a fresh key).
+# prim -> KeyReuseSignature, or rule(eqn) -> KeyReuseSignature: what the key-reuse checker
+# takes an equation to do with keys (sinks, sources, forwards).
 key_reuse_rules: dict = {}
 # prim -> rule(primals, series, **params) -> (primal_out, series_out): Taylor-mode propagation
 # of normalized Taylor coefficients (plax.experimental.jet's table, filled there).
