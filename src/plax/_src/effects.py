@@ -4,15 +4,14 @@ lowering threads a token through its equations). plax lets every effect into low
 control flow, remat and custom derivatives, so those registries record declarations only
 (as plax's own ``control_flow_allowed_effects``)."""
 from plax.core import effects as _core
-from plax.core.effects import (Effect, EffectTypeSet, control_flow_allowed_effects,  # noqa: F401
-                               no_effects)
+from plax.core.effects import (Effect, EffectTypeSet, JaxprInputEffect,  # noqa: F401
+                               control_flow_allowed_effects, no_effects)
 
 from plax._src import _face
 
 Effects = frozenset
 
-_REFUSED = {"JaxprInputEffect": "plax's effects are not tied to a jaxpr's inputs (a traced "
-                                "body's refs are discharged, plax.higher_order.ref_effects)"}
+_REFUSED: dict = {}
 
 __doc__ = _face.document(__doc__, _REFUSED)
 __getattr__ = _face.face_getattr(__name__, _REFUSED, _core)

@@ -16,7 +16,8 @@ objects. What the rest of plax does with them:
 from __future__ import annotations
 
 from plax.core.caches import WeakKeyCache
-from plax.core.rules import effect_rules, effectful_primitives, nested_effect_rules
+from plax.core.rules import (aval_effect_rules, effect_rules, effectful_primitives,
+                             nested_effect_rules)
 
 
 class Effect:
@@ -50,6 +51,44 @@ class IOEffect(Effect):
 
 class OrderedIOEffect(IOEffect, OrderedEffect):
     pass
+
+
+class JaxprInputEffect(Effect):
+    """An effect on one input of a jaxpr (``input_index``): equal effects are of the same
+    type on the same input. ``replace(input_index=i)`` re-aims it when the input moves."""
+
+    def __init__(self, input_index):
+        self.input_index = input_index
+
+    name = property(lambda self: type(self).__name__)
+
+    def replace(self, *, input_index=None):
+        return type(self)(self.input_index if input_index is None else input_index)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.input_index == self.input_index
+
+    def __hash__(self):
+        return hash((type(self), self.input_index))
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.input_index})"
+
+
+class RefEffect(JaxprInputEffect):
+    """An effect on a mutable reference given as input ``input_index`` (``plax.ref``)."""
+
+
+class ReadEffect(RefEffect):
+    """Reading a reference."""
+
+
+class WriteEffect(RefEffect):
+    """Writing a reference."""
+
+
+class AccumEffect(RefEffect):
+    """Adding into a reference."""
 
 
 class EffectTypeSet:
@@ -93,11 +132,10 @@ def eqn_effects(eqn) -> frozenset:
     """The effects of one equation: its primitive's, and those of the jaxprs it holds."""
     prim, params = eqn.primitive, eqn.params
     if prim not in effect_rules and prim not in effectful_primitives and (
-            not params or not _holds_jaxprs(params)):
+            prim not in aval_effect_rules) and (not params or not _holds_jaxprs(params)):
         return no_effects
     from plax.core.jaxpr import subjaxprs  # (jaxpr builds on this module)
-    rule = effect_rules.get(prim)
-    own = rule(params) if rule is not None else no_effects
+    own = own_effects(prim, [v.aval for v in eqn.invars], params)
     if prim in effectful_primitives:
         own = own | {generic_effect}
     inner = no_effects
@@ -109,6 +147,14 @@ def eqn_effects(eqn) -> frozenset:
         nested = nested_effect_rules.get(prim)
         own = own | (nested(inner, params) if nested is not None else inner)
     return own
+
+
+def own_effects(prim, avals, params) -> frozenset:
+    """The effects ``prim`` itself declares when applied to inputs of types ``avals``."""
+    rule = effect_rules.get(prim)
+    own = rule(params) if rule is not None else no_effects
+    rule = aval_effect_rules.get(prim)
+    return own | frozenset(rule(avals, params)) if rule is not None else own
 
 
 # {Jaxpr, ClosedJaxpr}, set on first use (core/jaxpr builds on this module).

@@ -27,12 +27,15 @@ replication_rules  ``rule(ins, **params) -> [frozenset]``: the mesh axes each re
 sharding_rules   ``rule(avals_in, avals_out, **params) -> [sharding | None]``: the results'
                  shardings in types (``plax.core.sharding_types``)
 effect_rules     ``rule(params) -> frozenset of Effect``: an equation's own effects
+aval_effect_rules  ``rule(avals, params) -> frozenset``: effects that depend on the input
+                 types too (``Primitive.def_effectful_abstract_eval``)
 nested_effect_rules  ``rule(inner_effects, params) -> frozenset``: the effects of the jaxprs
                  an equation holds, seen from outside (``plax.core.effects``)
 checkify_rules   ``rule(trace, args, params) -> outs``: the primitive under checkify, adding
                  its checks (``plax.interpreters.checkify``)
-key_reuse_rules  ``rule(eqn, ins, state) -> [ids | None]``: which key elements an equation
-                 consumes and passes on (``plax.interpreters.key_reuse``)
+key_reuse_rules  a ``KeyReuseSignature``, or ``rule(eqn) -> KeyReuseSignature``: which key
+                 inputs an equation consumes, which outputs are fresh keys or its inputs
+                 (``plax.interpreters.key_reuse``)
 """
 from __future__ import annotations
 
@@ -62,6 +65,9 @@ replication_rules: dict = {}
 sharding_rules: dict = {}
 # prim -> ``rule(params) -> frozenset of Effect``; the effects of one of its equations.
 effect_rules: dict = {}
+# prim -> ``rule(avals, params) -> frozenset``: effects read off the input types as well
+# (a primitive declared with ``def_effectful_abstract_eval``).
+aval_effect_rules: dict = {}
 # prim -> ``rule(inner_effects, params) -> frozenset``: what the effects of the jaxprs an
 # equation holds are, seen from outside (default: the same). shard_map orders its body's
 # ordered effects per device, so outside they are unordered.
@@ -71,8 +77,8 @@ nested_effect_rules: dict = {}
 effectful_primitives: set = set()
 # prim -> rule(trace, args, params) -> outs, run in the parent trace of a CheckifyTrace.
 checkify_rules: dict = {}
-# prim -> rule(eqn, ins, state) -> outs: the key-reuse checker's per-equation analysis (ids of
-# the key elements of each operand and result; None for a non-key value or a fresh key).
+# prim -> KeyReuseSignature, or rule(eqn) -> KeyReuseSignature: what the key-reuse checker
+# takes an equation to do with keys (sinks, sources, forwards).
 key_reuse_rules: dict = {}
 # prim -> rule(primals, series, **params) -> (primal_out, series_out): Taylor-mode propagation
 # of normalized Taylor coefficients (plax.experimental.jet's table, filled there).

@@ -20,8 +20,6 @@ concrete key array: it remembers where, and consuming it again raises ``KeyReuse
 """
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from plax.core import dtypes
@@ -241,22 +239,17 @@ batch_rules[random_wrap_p] = _wrap_batch
 # --- eager key consumption (jax_debug_key_reuse) ---------------------------------------------
 KEY_REUSE_ADVICE = ("Each key may be used once: split it (jax.random.split) to get as many "
                     "fresh keys as you need, or copy it with jax.random.clone.")
-_consumed: dict = {}  # id(array) -> (weak reference to it, where it was consumed)
 
 
 def consumed_at(x) -> str | None:
     """Where the concrete key array ``x`` was consumed, or None (not consumed, or no array)."""
-    entry = _consumed.get(id(x)) if type(x) in CONCRETE else None
-    if entry is None or entry[0]() is not x:
-        return None
-    return entry[1]
+    return getattr(x, "_consumed_at", None) if type(x) in CONCRETE else None
 
 
 def mark_consumed(x, where: str) -> None:
     """Remember that the concrete key array ``x`` was consumed at ``where`` (first time only)."""
     if type(x) in CONCRETE and isinstance(x.aval.dtype, KeyType) and consumed_at(x) is None:
-        i = id(x)
-        _consumed[i] = (weakref.ref(x, lambda _, i=i: _consumed.pop(i, None)), where)
+        x._consumed_at = where
 
 
 def call_site() -> str:

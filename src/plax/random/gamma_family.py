@@ -26,6 +26,7 @@ from plax.api.jit import jit
 from plax.api.vmap import vmap
 from plax.core import dtypes
 from plax.core.primitive import Primitive
+from plax.core.key_reuse_signatures import KeyReuseSignature, Sink
 from plax.core.rules import abstract_eval_rules, batch_rules, key_reuse_rules, register_lowering
 from plax.first_order.ad_util import defjvp
 from plax.first_order.batch_util import bdim_at_front
@@ -113,18 +114,12 @@ def _gamma_batch(axis, vals, dims, *, log_space):
     return random_gamma_p.bind(key, a, log_space=log_space), 0
 
 
-def _gamma_key_reuse(eqn, ins, state):
-    if ins[0] is not None:  # as JAX's: the key is consumed
-        state.sink(ins[0], eqn.primitive.name, 0)
-    return [None]
-
-
 abstract_eval_rules[random_gamma_p] = _gamma_abstract
 register_lowering(random_gamma_p, lower_fun(_gamma_samples))
 defjvp(random_gamma_p, None,
        lambda t, sample, key, a, *, log_space: t * _gamma_sample_grad(sample, a, log_space))
 batch_rules[random_gamma_p] = _gamma_batch
-key_reuse_rules[random_gamma_p] = _gamma_key_reuse
+key_reuse_rules[random_gamma_p] = KeyReuseSignature(Sink(0))  # (as JAX: the key is consumed)
 
 
 def _gamma_sample_grad(sample, a, log_space: bool):

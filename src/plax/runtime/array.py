@@ -363,12 +363,17 @@ class KeyArray(_ArrayMethods):
     their words), or a user's extended dtype over its representation array. Also
     ``jax.experimental.EArray``: ``EArray(aval, data)``."""
 
-    __slots__ = ("aval", "_base", "_npy_value", "__weakref__")
+    # ``_consumed_at``: where the key-reuse checker saw these keys consumed (None: fresh).
+    __slots__ = ("aval", "_base", "_npy_value", "_consumed_at", "__weakref__")
 
     def __init__(self, aval: ShapedArray, base):
         self.aval = aval
         self._base = base
         self._npy_value = None
+        self._consumed_at = None
+
+    _consumed = property(lambda self: self._consumed_at is not None,
+                         doc="Whether the key-reuse checker saw these keys consumed.")
 
     _sharding = property(lambda self: self._base._sharding)
     _committed = property(lambda self: self._base._committed)
