@@ -95,7 +95,8 @@ def test_an_explicit_device_order_runs_too():
 
 @pytest.mark.parametrize("make, error, match", [
     (lambda d: GSPMDSharding(d[:4], NamedSharding(mesh_of((4, 2)), P("x"))
-                             ._to_xla_hlo_sharding(1)), ValueError, "over 8 devices, but 4"),
+                             ._to_xla_hlo_sharding(1)).devices_indices_map((8,)), ValueError,
+     "over 8 devices, but 4"),
     (lambda d: GSPMDSharding(d, "replicated"), TypeError, "OpSharding or an HloSharding"),
     (lambda d: GSPMDSharding.get_replicated(d, memory_kind="my_host"), ValueError,
      "Could not find memory addressable by device"),
@@ -108,3 +109,17 @@ def test_an_explicit_device_order_runs_too():
 def test_errors(make, error, match):
     with pytest.raises(error, match=match):
         make(plax.devices())
+
+
+def test_shardy_attribute_with_the_mesh_inline():
+    ns = NamedSharding(mesh_of((4, 2)), P(None, ("y", "x")))
+    assert ns._to_sdy_sharding(2) == '#sdy.sharding<mesh<["x"=4, "y"=2]>, [{}, {"y", "x"}]>'
+    gs = GSPMDSharding(ns._device_assignment, ns._to_xla_hlo_sharding(2))
+    assert gs._to_sdy_sharding(2) == \
+        '#sdy.sharding<mesh<["_axis_0"=4, "_axis_1"=2]>, [{}, {"_axis_1", "_axis_0"}]>'
+    op = xc.OpSharding()
+    op.type = xc.OpSharding.Type.OTHER
+    op.tile_assignment_dimensions = [2]
+    op.tile_assignment_devices = [1, 0]
+    with pytest.raises(TypeError, match="Cannot convert GSPMDSharding"):
+        GSPMDSharding(plax.devices()[:2], op)._to_sdy_sharding(1)

@@ -58,9 +58,6 @@ class GSPMDSharding(xla.GSPMDShardingBase):
         if not isinstance(devices, xla.DeviceList):
             devices = xla.device_list(devices)
         hlo = _hlo_of(op_sharding)
-        if hlo.is_tiled() and hlo.num_devices() != len(devices):
-            raise ValueError(f"GSPMDSharding: the sharding {hlo} lays an array out over "
-                             f"{hlo.num_devices()} devices, but {len(devices)} were given.")
         # (jaxlib's base checks and canonicalizes the memory kind: None is the default one)
         xla.GSPMDShardingBase.__init__(self, devices, hlo, memory_kind)
         self._hash = None
@@ -142,11 +139,21 @@ class GSPMDSharding(xla.GSPMDShardingBase):
         tiles, _ = self._tiling(len(global_shape))
         return tuple(n // t for n, t in zip(global_shape, tiles))
 
+    def _check_devices(self) -> None:
+        """The HloSharding's device numbers must index the device list (as far as it is
+        used: a sharding is made without this check, as JAX's is)."""
+        hlo = self._hlo_sharding
+        if not self.is_fully_replicated and hlo.num_devices() != len(self._devices):
+            raise ValueError(f"GSPMDSharding: the sharding {hlo} lays an array out over "
+                             f"{hlo.num_devices()} devices, but {len(self._devices)} were "
+                             "given.")
+
     def _blocks(self, ndim: int) -> list:
         """Per device (in device-list order): its block coordinates and replica id."""
         devices = len(self._devices)
         if self.is_fully_replicated:
             return [((0,) * ndim, i) for i in range(devices)]
+        self._check_devices()
         tiles, copies = self._tiling(ndim)
         out = [None] * devices
         for n, dev in enumerate(self._hlo_sharding.tile_assignment_devices()):
@@ -180,6 +187,7 @@ class GSPMDSharding(xla.GSPMDShardingBase):
         kind = self._memory_kind
         if self.is_fully_replicated:
             return NamedSharding(Mesh(devices, ("_axis_0",)), PartitionSpec(), memory_kind=kind)
+        self._check_devices()
         hlo = self._hlo_sharding
         ndim = len(num_ways_dim_sharded(hlo)[0])
         if not hlo.is_tile_assignment_iota():
@@ -198,6 +206,15 @@ class GSPMDSharding(xla.GSPMDShardingBase):
             raise NotImplementedError(f"plax cannot run a program over the GSPMDSharding "
                                       f"{self}: no mesh axes describe it.") from None
         return NamedSharding(named.mesh, named.spec, memory_kind=kind)
+
+    def _to_sdy_sharding(self, num_dimensions: int) -> str:
+        """The Shardy attribute of the view, its mesh written inline (see NamedSharding's);
+        a TypeError for a sharding no mesh describes in this device order."""
+        hlo = self._hlo_sharding
+        if not self.is_fully_replicated and not hlo.is_tile_assignment_iota():
+            raise TypeError(f"Cannot convert GSPMDSharding {hlo} into SdyArray: its devices "
+                            "are not in the order of any mesh's.")
+        return self.named_view._to_sdy_sharding(num_dimensions)
 
     # --- identity ---
     def __eq__(self, other):

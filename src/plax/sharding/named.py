@@ -207,6 +207,15 @@ class NamedSharding(xla.GSPMDShardingBase):
 
     def shardy_attribute(self, ndim: int, mesh_name: str = "mesh") -> str:
         """``#sdy.sharding<@mesh, [{"a"}, {}]>`` for an ``ndim``-dimensional value."""
+        return self._shardy(ndim, f"@{mesh_name}")
+
+    def _to_sdy_sharding(self, num_dimensions: int) -> str:
+        """The Shardy attribute with the mesh written inline, as a lone constraint takes it:
+        ``#sdy.sharding<mesh<["a"=2]>, [{"a"}, {}]>``."""
+        axes = ", ".join(f'"{n}"={size}' for n, size in self.mesh.shape.items())
+        return self._shardy(num_dimensions, f"mesh<[{axes}]>")
+
+    def _shardy(self, ndim: int, mesh_ref: str) -> str:
         dims = []
         for d in range(ndim):
             entry = self.spec[d] if d < len(self.spec) else None
@@ -214,7 +223,7 @@ class NamedSharding(xla.GSPMDShardingBase):
                 dims.append("{?}")
             else:
                 dims.append("{" + ", ".join(f'"{a}"' for a in self.spec.axes_of(d)) + "}")
-        return f"#sdy.sharding<@{mesh_name}, [{', '.join(dims)}]>"
+        return f"#sdy.sharding<{mesh_ref}, [{', '.join(dims)}]>"
 
     # --- identity ---
     def _key(self):
