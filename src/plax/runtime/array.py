@@ -355,6 +355,11 @@ class _ArrayMethods:
 
     _check_if_deleted = _check_alive  # (JAX's name)
 
+    def _check_and_rearrange(self, arrays, sharding, aval) -> list:
+        """jaxlib's array constructor asks this of the single-device arrays it is given (see
+        ``single_device_arrays_in_order``)."""
+        return single_device_arrays_in_order(arrays, sharding, aval)
+
     def copy_to_host_async(self) -> None:
         self._check_alive()
         xla.copy_to_host_async(buffer_of(self))
@@ -401,6 +406,50 @@ ARRAY_TYPES = (ArrayImpl, Tracer, KeyArray)
 def buffer_of(x):
     """The jaxlib array holding a concrete array's data (a key array: its words)."""
     return x if type(x) is ArrayImpl else x._base
+
+
+def single_device_arrays_in_order(arrays, sharding, aval) -> list:
+    """JAX's checks of the single-device arrays an array of type ``aval`` laid out by
+    ``sharding`` is made of (one per device of the sharding this process holds, each on its
+    own device, of ``aval``'s dtype and the shard shape); they are returned in the
+    sharding's device order."""
+    by_id = {}
+    for a in arrays:
+        held = a.sharding._device_assignment
+        if len(held) != 1:
+            raise ValueError("When making an array from single-device arrays the input arrays "
+                             f"must have one shard each. An argument array had {len(held)} "
+                             "shard(s).")
+        by_id[held[0].id] = a
+    mine = sharding._addressable_device_assignment
+    if len(arrays) != len(mine):
+        raise ValueError(f"Expected {len(mine)} per-device arrays (this is how many devices "
+                         f"are addressable by the sharding), but got {len(arrays)}")
+    if len(by_id) != len(arrays):
+        ids = [a.sharding._device_assignment[0].id for a in arrays]
+        raise ValueError("When making an array from single-device arrays, the input arrays "
+                         f"must be from distinct devices, but got device IDs {ids}")
+    wanted = {d.id for d in mine}
+    if wanted != set(by_id):
+        message = "Addressable devices and per-device arrays devices do not match."
+        if wanted - set(by_id):
+            message += (f" Sharding contains devices {wanted - set(by_id)} that are not "
+                        "present in per-device arrays.")
+        if set(by_id) - wanted:
+            message += (f" Per-device arrays contain devices {set(by_id) - wanted} that are "
+                        "not present in the sharding.")
+        raise ValueError(message)
+    shard_shape = tuple(sharding.shard_shape(aval.shape))
+    for d in mine:
+        a = by_id[d.id]
+        if a.dtype != aval.dtype:
+            raise ValueError(f"Input buffers to `Array` must have matching dtypes. Got "
+                             f"{a.dtype}, expected {aval.dtype} for the buffer on {d}.")
+        if tuple(a.shape) != shard_shape:
+            raise ValueError(f"Expected shard shape {shard_shape} doesn't match the single "
+                             f"device array shape {tuple(a.shape)}. Shape of Array is "
+                             f"{aval.str_short(short_dtypes=False)} with sharding {sharding}")
+    return [by_id[d.id] for d in mine]
 
 
 def make_array(buf, aval: ShapedArray, committed: bool):
