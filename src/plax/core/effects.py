@@ -16,7 +16,8 @@ objects. What the rest of plax does with them:
 from __future__ import annotations
 
 from plax.core.caches import WeakKeyCache
-from plax.core.rules import effect_rules, effectful_primitives, nested_effect_rules
+from plax.core.rules import (aval_effect_rules, effect_rules, effectful_primitives,
+                             nested_effect_rules)
 
 
 class Effect:
@@ -93,11 +94,10 @@ def eqn_effects(eqn) -> frozenset:
     """The effects of one equation: its primitive's, and those of the jaxprs it holds."""
     prim, params = eqn.primitive, eqn.params
     if prim not in effect_rules and prim not in effectful_primitives and (
-            not params or not _holds_jaxprs(params)):
+            not params or not _holds_jaxprs(params)) and prim not in aval_effect_rules:
         return no_effects
     from plax.core.jaxpr import subjaxprs  # (jaxpr builds on this module)
-    rule = effect_rules.get(prim)
-    own = rule(params) if rule is not None else no_effects
+    own = own_effects(prim, [v.aval for v in eqn.invars], params)
     if prim in effectful_primitives:
         own = own | {generic_effect}
     inner = no_effects
@@ -109,6 +109,15 @@ def eqn_effects(eqn) -> frozenset:
         nested = nested_effect_rules.get(prim)
         own = own | (nested(inner, params) if nested is not None else inner)
     return own
+
+
+def own_effects(prim, avals, params) -> frozenset:
+    """The effects a primitive declares for itself (not those of jaxprs it holds)."""
+    rule = effect_rules.get(prim)
+    if rule is not None:
+        return rule(params)
+    rule = aval_effect_rules.get(prim)
+    return rule(avals, params) if rule is not None else no_effects
 
 
 # {Jaxpr, ClosedJaxpr}, set on first use (core/jaxpr builds on this module).

@@ -40,6 +40,14 @@ class Primitive:
         abstract_eval_rules[self] = rule
         return rule
 
+    def def_effectful_abstract_eval(self, rule):
+        """Register ``rule(*avals, **params) -> (output avals, effects)`` (JAX's form): the
+        avals as the abstract evaluation rule, the effects as the equation's own."""
+        from plax.core.rules import aval_effect_rules
+        abstract_eval_rules[self] = lambda *avals, **params: rule(*avals, **params)[0]
+        aval_effect_rules[self] = lambda avals, params: frozenset(rule(*avals, **params)[1])
+        return rule
+
     def def_impl(self, rule):
         impl_rules[self] = rule
         return rule
@@ -72,12 +80,9 @@ class Primitive:
 
     def abstract_eval(self, *avals, **params):
         """``(output avals, effects)`` of this primitive on inputs of types ``avals``."""
-        from plax.core.effects import no_effects
-        from plax.core.rules import effect_rules
+        from plax.core.effects import own_effects
         out = abstract_eval(self, avals, params)
-        rule = effect_rules.get(self)
-        return (out if self.multiple_results else out[0]), \
-            (rule(params) if rule is not None else no_effects)
+        return (out if self.multiple_results else out[0]), own_effects(self, avals, params)
 
 
 def abstract_eval(prim: Primitive, avals, params):

@@ -27,6 +27,8 @@ replication_rules  ``rule(ins, **params) -> [frozenset]``: the mesh axes each re
 sharding_rules   ``rule(avals_in, avals_out, **params) -> [sharding | None]``: the results'
                  shardings in types (``plax.core.sharding_types``)
 effect_rules     ``rule(params) -> frozenset of Effect``: an equation's own effects
+aval_effect_rules  ``rule(avals_in, params) -> frozenset``: the same, for rules that read the
+                 operands' types too (JAX's ``def_effectful_abstract_eval``)
 nested_effect_rules  ``rule(inner_effects, params) -> frozenset``: the effects of the jaxprs
                  an equation holds, seen from outside (``plax.core.effects``)
 checkify_rules   ``rule(trace, args, params) -> outs``: the primitive under checkify, adding
@@ -62,6 +64,9 @@ replication_rules: dict = {}
 sharding_rules: dict = {}
 # prim -> ``rule(params) -> frozenset of Effect``; the effects of one of its equations.
 effect_rules: dict = {}
+# prim -> ``rule(avals_in, params) -> frozenset of Effect`` (an effect_rules rule that reads
+# the operands' types).
+aval_effect_rules: dict = {}
 # prim -> ``rule(inner_effects, params) -> frozenset``: what the effects of the jaxprs an
 # equation holds are, seen from outside (default: the same). shard_map orders its body's
 # ordered effects per device, so outside they are unordered.
