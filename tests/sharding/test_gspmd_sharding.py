@@ -1,5 +1,5 @@
 """GSPMDSharding: layouts equal to those of the NamedShardings whose HloSharding it is given,
-identity, pickling, programs over it, and its errors."""
+identity, pickling, programs over it, and its errors (and SingleDeviceSharding's pickling)."""
 import numpy as np
 import pytest
 
@@ -123,3 +123,10 @@ def test_shardy_attribute_with_the_mesh_inline():
     op.tile_assignment_devices = [1, 0]
     with pytest.raises(TypeError, match="Cannot convert GSPMDSharding"):
         GSPMDSharding(plax.devices()[:2], op)._to_sdy_sharding(1)
+
+
+def test_single_device_sharding_pickles_by_device_and_memory_kind():
+    from plax.sharding import SingleDeviceSharding
+    s = SingleDeviceSharding(plax.devices()[1], memory_kind="pinned_host")
+    rebuild, args = s.__reduce__()
+    assert rebuild(*args) is s

@@ -637,8 +637,8 @@ def _first_two():
     (lambda s, x: [plax.device_put(x, plax.devices()[0])] * 2, None, ValueError,
      "must be from distinct devices, but got device IDs \\[0, 0\\]"),
     (lambda s, x: [plax.device_put(x, plax.devices()[0]),
-                   plax.device_put(x.astype(np.int32), plax.devices()[1])], None, ValueError, "Input buffers to `Array` must have matching dtypes. Got int32, "
-     "expected float32"),
+                   plax.device_put(x.astype(np.int32), plax.devices()[1])], None, ValueError,
+     "Input buffers to `Array` must have matching dtypes. Got int32, expected float32"),
     (lambda s, x: [plax.device_put(x, s)], None, ValueError,
      r"must have one shard each. An argument array had 2 shard\(s\)"),
     (lambda s, x: [], None, ValueError, "If the Array has no addressable shards, `dtype`"),

@@ -108,6 +108,9 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
     def __deepcopy__(self, memo):
         return self
 
+    def __reduce__(self):
+        return (_rebuild_single, (self._the_device, self._kind))
+
     @property
     def memory_kind(self):
         return self._kind if self._kind is not None else "device"
@@ -146,6 +149,10 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
 
 
 Sharding.register(SingleDeviceSharding)
+
+
+def _rebuild_single(device, memory_kind):
+    return SingleDeviceSharding(device, memory_kind=memory_kind)
 
 
 def make_single_device_sharding(device, *, memory_kind=None) -> SingleDeviceSharding:
