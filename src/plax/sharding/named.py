@@ -114,8 +114,14 @@ class NamedSharding(xla.GSPMDShardingBase):
 
     def _check_rank(self, ndim: int) -> None:
         if len(self.spec) > ndim:
+            scalar = " For scalars the PartitionSpec should be P()." if ndim == 0 else ""
             raise ValueError(f"Sharding {self!r} is only valid for values of rank at least "
-                             f"{len(self.spec)}, but was applied to a value of rank {ndim}")
+                             f"{len(self.spec)}, but was applied to a value of rank {ndim}."
+                             f"{scalar}")
+
+    def check_compatible_aval(self, aval_shape) -> None:
+        """JAX's error for a shape of lower rank than the spec has entries."""
+        self._check_rank(len(tuple(aval_shape)))
 
     def check_shape(self, global_shape, what: str = "", divisible: bool = True) -> None:
         """JAX's errors for a shape this sharding cannot lay out (``what`` prefixes the rank
