@@ -291,3 +291,24 @@ def test_named_axes_are_found_in_jaxprs_held_in_tuples():
     assert uses_axis_name(sin_p, {"branches": (closed_of(jnp.sin, F(1.0)), body)}, "i")
     assert not uses_axis_name(sin_p, {"branches": (body,)}, "j")
     assert not uses_axis_name(sin_p, {"branches": (closed_of(jnp.sin, F(1.0)),)}, "i")
+
+
+def test_effectful_abstract_eval_gives_avals_and_the_equations_effects():
+    from plax.core.effects import Effect, eqn_effects
+    from plax.core.rules import aval_effect_rules
+    mine = Effect("Mine")
+    prim = Primitive("test_effectful_eval")
+    prim.def_effectful_abstract_eval(
+        lambda x, *, tag: (x.update(shape=(x.shape[0] * 2,)), {mine} if tag else set()))
+    try:
+        a = ShapedArray((3,), np.dtype(F))
+        assert prim.abstract_eval(a, tag=True) == (ShapedArray((6,), np.dtype(F)),
+                                                  frozenset({mine}))
+        x, y = Var(a), Var(ShapedArray((6,), np.dtype(F)))
+        assert eqn_effects(JaxprEqn([x], [y], prim, {"tag": True})) == {mine}
+        assert eqn_effects(JaxprEqn([x], [y], prim, {"tag": False})) == frozenset()
+        new, _ = dce_jaxpr(Jaxpr([], [x], [x], [JaxprEqn([x], [y], prim, {"tag": True})]))
+        assert [e.primitive.name for e in new.eqns] == ["test_effectful_eval"]
+    finally:
+        del abstract_eval_rules[prim], aval_effect_rules[prim]
+        all_primitives.remove(prim)

@@ -65,7 +65,7 @@ def test_sharding_protos_round_trip():
     assert sharding.get_hlo_sharding_from_serialized_proto(data) == hlo
     op = sharding.get_op_sharding_from_serialized_proto(data)
     assert op.type == sharding.xla_client.OpSharding.Type.REPLICATED
-    assert not hasattr(sharding, "GSPMDSharding")
+    assert sharding.GSPMDSharding.get_replicated(plax.devices()).is_fully_replicated
 
 
 def test_hlo_module_transformation_sees_each_compilation_until_cleared():

@@ -128,11 +128,14 @@ def test_block_until_ready_and_delete():
     y = lax.sin(x)
     y.delete()
     assert y.is_deleted()
-    with pytest.raises(RuntimeError, match="has been deleted"):
+    with pytest.raises(RuntimeError, match=r"has been deleted with shape=float32\[2\]"):
         np.asarray(y)
     with pytest.raises(RuntimeError, match="has been deleted"):
         lax.cos(y)
+    with pytest.raises(RuntimeError, match="has been deleted"):
+        y._check_if_deleted()
     assert "deleted" in repr(y)
+    np.testing.assert_array_equal(x._value, [1.0, 2.0])  # (JAX's property: the host value)
 
 
 def test_pickle_roundtrip():

@@ -325,3 +325,13 @@ def test_on_device_reshard_moves_every_block(spec):
         np.testing.assert_array_equal(np.asarray(shard.data), base[shard.index])
     other = Mesh(np.array(plax.devices()[:4]), ("x",))
     assert spmd.reshard_on_device(x, NamedSharding(other, P("x"))) is None  # other devices
+
+
+def test_check_compatible_aval_names_the_spec_and_scalars():
+    s = NamedSharding(mesh_2x4(), P(None, ("b",), None))
+    with pytest.raises(ValueError, match=r"P\(None, 'b', None\).* only valid for values of rank "
+                                         r"at least 3, but was applied to a value of rank 2"):
+        s.check_compatible_aval((4, 4))
+    with pytest.raises(ValueError, match=r"For scalars the PartitionSpec should be P\(\)"):
+        NamedSharding(mesh_2x4(), P("a")).check_compatible_aval(())
+    s.check_compatible_aval((4, 4, 4))

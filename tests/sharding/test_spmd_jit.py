@@ -625,6 +625,59 @@ def test_make_array_from_single_device_arrays_errors():
         plax.make_array_from_single_device_arrays(x.shape, s, bad)
 
 
+def _first_two():
+    mesh = Mesh(np.array(plax.devices()[:2]).reshape(1, 2), ("x", "y"))
+    return NamedSharding(mesh, P("x")), np.arange(16, dtype=np.float32).reshape(8, 2)
+
+
+@pytest.mark.parametrize("arrays, dtype, error, match", [
+    (lambda s, x: [plax.device_put(x, d) for d in plax.devices()[2:4]], None, ValueError,
+     r"Sharding contains devices \{0, 1\} that are not present in per-device arrays. "
+     r"Per-device arrays contain devices \{2, 3\}"),
+    (lambda s, x: [plax.device_put(x, plax.devices()[0])] * 2, None, ValueError,
+     "must be from distinct devices, but got device IDs \\[0, 0\\]"),
+    (lambda s, x: [plax.device_put(x, plax.devices()[0]),
+                   plax.device_put(x.astype(np.int32), plax.devices()[1])], None, ValueError,
+     "Input buffers to `Array` must have matching dtypes. Got int32, expected float32"),
+    (lambda s, x: [plax.device_put(x, s)], None, ValueError,
+     r"must have one shard each. An argument array had 2 shard\(s\)"),
+    (lambda s, x: [], None, ValueError, "If the Array has no addressable shards, `dtype`"),
+    (lambda s, x: [plax.device_put(x, d) for d in s._device_assignment], np.int32,
+     ValueError, "If `dtype` is provided"),
+    (lambda s, x: plax.device_put(x, s), None, TypeError, "`arrays` argument must be a list"),
+])
+def test_make_array_from_single_device_arrays_bad_arrays(arrays, dtype, error, match):
+    s, x = _first_two()
+    with pytest.raises(error, match=match):
+        plax.make_array_from_single_device_arrays(x.shape, s, arrays(s, x), dtype=dtype)
+
+
+def test_array_impl_constructor_checks_and_orders_the_arrays():
+    from plax.core.avals import ShapedArray
+    from plax.runtime.array import ArrayImpl
+    s, x = _first_two()
+    pieces = [plax.device_put(x, d) for d in reversed(s._device_assignment)]
+    a = ArrayImpl(ShapedArray(x.shape, np.float32), s, pieces, committed=True)
+    assert [sh.device for sh in a.addressable_shards] == list(s._device_assignment)
+    with pytest.raises(ValueError, match=r"Expected 2 per-device arrays .* but got 1"):
+        ArrayImpl(ShapedArray(x.shape, np.float32), s, pieces[:1], committed=True)
+
+
+def test_make_array_inside_jit_is_refused():
+    s, x = _first_two()
+    with pytest.raises(ValueError, match="requires a list of concrete arrays"):
+        plax.jit(lambda v: plax.make_array_from_single_device_arrays(v.shape, s, [v]))(x)
+    with pytest.raises(plax.errors.UnexpectedTracerError, match="cannot be called within a "
+                                                               "traced context"):
+        plax.jit(lambda v: plax.make_array_from_callback(v.shape, s, lambda i: v[i]))(x)
+
+
+def test_make_array_from_process_local_data_on_a_device():
+    out = plax.make_array_from_process_local_data(plax.devices()[1], {"a": np.arange(4.0)})
+    assert out["a"].sharding.device_set == {plax.devices()[1]}
+    np.testing.assert_array_equal(out["a"], np.arange(4.0))
+
+
 def test_make_array_from_process_local_data():
     mesh = mesh_2x4()
     x = X()

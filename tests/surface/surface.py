@@ -44,9 +44,6 @@ NOT_PROVIDED: dict[tuple[str, str], str] = {
     ("jax.lax", "empty2_p"): "an internal of JAX's scan (memory spaces)",
     ("jax.extend.core.primitives", "get_p"): _REFS_DISCHARGED,
     ("jax.extend.core.primitives", "swap_p"): _REFS_DISCHARGED,
-    ("jax.extend.sharding", "GSPMDSharding"):
-        "plax lays arrays out by meshes and Shardy attributes; a sharding given by an "
-        "HloSharding alone has no plax meaning",
     ("jax.interpreters.partial_eval", "custom_partial_eval_rules"):
         "JAX's partial-eval rule convention (JaxprTrace recipes) differs from plax's table; "
         "exposing plax's under this name would silently misbehave",

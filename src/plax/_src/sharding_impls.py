@@ -1,16 +1,16 @@
 """``jax._src.sharding_impls``: plax's shardings (``plax.sharding``) under JAX's private
-module: NamedSharding, SingleDeviceSharding, PartitionSpec, meshes, and the global shape an
-array made of this process's data has."""
+module: NamedSharding, SingleDeviceSharding, GSPMDSharding, PartitionSpec, meshes, and the
+global shape an array made of this process's data has."""
 from plax import sharding as _public
 from plax.api.arrays import _process_blocks
 from plax.sharding import (NamedSharding, PartitionSpec, SingleDeviceSharding,  # noqa: F401
                            make_single_device_sharding)
+from plax.sharding.gspmd import GSPMDSharding  # noqa: F401
 from plax.sharding.mesh import make_mesh, set_mesh  # noqa: F401
 
 from plax._src import _face
 
-_REFUSED = {"GSPMDSharding": "plax lays arrays out by meshes (NamedSharding); it has no "
-                             "sharding given by an HloSharding alone"}
+_REFUSED: dict = {}
 
 __doc__ = _face.document(__doc__, _REFUSED)
 __getattr__ = _face.face_getattr(__name__, _REFUSED, _public)

@@ -10,8 +10,11 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
+from plax.core.errors import UnexpectedTracerError
+from plax.core.trace import Tracer
 from plax.runtime import dispatch, xla
-from plax.runtime.array import CONCRETE, Array, buffer_of, make_array
+from plax.runtime.array import (CONCRETE, Array, buffer_of, make_array,
+                                 single_device_arrays_in_order)
 from plax.sharding.named import resolve_spec, typed_aval
 from plax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -25,19 +28,9 @@ def assemble_shards(shape, sharding, pieces: dict, dtype, weak_type: bool = Fals
     trusts shapes)."""
     shape = tuple(int(d) for d in shape)
     sharding.check_shape(shape)
-    want = sharding.shard_shape(shape)
-    bufs = []
-    for d in dispatch.addressable_assignment(sharding):
-        piece = pieces[d]
-        if tuple(piece.shape) != want:
-            raise ValueError(f"Expected shard shape {want} doesn't match the single device array "
-                             f"shape {tuple(piece.shape)}. Shape of Array is "
-                             f"{ShapedArray(shape, dtype).str_short(short_dtypes=False)} with sharding {sharding}.")
-        if piece.dtype != dtype:
-            raise ValueError(f"The single-device arrays must all have dtype {dtype}, got "
-                             f"{piece.dtype} on {d}.")
-        bufs.append(buffer_of(piece))
     aval = typed_aval(ShapedArray(shape, dtype, weak_type), sharding)
+    ordered = single_device_arrays_in_order(list(pieces.values()), sharding, aval)
+    bufs = [buffer_of(p) for p in ordered]
     return make_array(xla.assemble(physical_aval(aval), sharding, bufs, True), aval, True)
 
 
@@ -51,6 +44,11 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None) -> Arra
     pieces = {}
     for d in dispatch.addressable_assignment(sharding):
         data = data_callback(where[d])
+        if isinstance(data, Tracer):
+            raise UnexpectedTracerError(
+                "jax.make_array_from_callback cannot be called within a traced context: its "
+                f"callback returned a traced value ({data.aval.str_short()}). Call it outside "
+                "jit, or use jax.device_put inside.")
         if type(data) in CONCRETE:
             data = dispatch.to_device(data, d)
         else:
@@ -65,23 +63,30 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None) -> Arra
 def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None) -> Array:
     """An array of ``shape`` laid out by ``sharding`` from one single-device Array per device
     (each on its device, holding that device's shard)."""
+    what = "jax.make_array_from_single_device_arrays"
+    if not isinstance(arrays, (list, tuple)):
+        raise TypeError(f"{what} `arrays` argument must be a list or tuple, but got "
+                        f"{type(arrays).__name__}.")
     arrays = list(arrays)
-    devices = dispatch.addressable_assignment(sharding)
-    if len(arrays) != len(devices):
-        raise ValueError(f"Expected {len(devices)} per-device arrays (this is how many devices "
-                         f"are addressable by the sharding), but got {len(arrays)}")
-    pieces = {}
+    if any(isinstance(a, Tracer) for a in arrays):
+        raise ValueError(f"{what} requires a list of concrete arrays as input, but got types "
+                         f"{sorted({type(a).__name__ for a in arrays})}: it cannot be called "
+                         "within a traced context.")
     for a in arrays:
-        if type(a) not in CONCRETE or len(a.sharding.device_set) != 1:
-            raise TypeError("make_array_from_single_device_arrays takes single-device plax "
-                            f"Arrays, got {type(a).__name__}.")
-        pieces[next(iter(a.sharding.device_set))] = a
-    missing = [d for d in devices if d not in pieces]
-    if missing:
-        raise ValueError(f"make_array_from_single_device_arrays: no array is on {missing[0]}, "
-                         "one of the sharding's devices (each array must be on its device).")
-    dt = arrays[0].dtype if dtype is None else dtypes.canonicalize_user_dtype(dtype)
-    return assemble_shards(shape, sharding, pieces, dt)
+        if type(a) not in CONCRETE:
+            raise TypeError(f"{what} takes single-device plax Arrays, got {type(a).__name__}.")
+    if dtype is None:
+        if not arrays:
+            raise ValueError(f"If the Array has no addressable shards, `dtype` must be provided "
+                             f"via the `dtype` argument to `{what}`.")
+        dt = arrays[0].dtype
+    else:
+        dt = dtypes.canonicalize_user_dtype(dtype)
+        if arrays and arrays[0].dtype != dt:
+            raise ValueError(f"If `dtype` is provided to `{what}`, it must match the dtype of "
+                             f"the addressable shards (got dtype={dt}, the shards are "
+                             f"{arrays[0].dtype}).")
+    return assemble_shards(shape, sharding, {i: a for i, a in enumerate(arrays)}, dt)
 
 
 def make_array_from_process_local_data(sharding, local_data, global_shape=None):
@@ -96,7 +101,9 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
     shapes = tree_util.broadcast_prefix(global_shape, local_data, name="global_shape",
                                         is_leaf=lambda x: x is None or isinstance(x, tuple))
     shardings = [resolve_spec(s, "make_array_from_process_local_data")
-                 if isinstance(s, PartitionSpec) else s for s in shardings]
+                 if isinstance(s, PartitionSpec) else
+                 dispatch.sharding_for(s) if isinstance(s, xla.Device) else s
+                 for s in shardings]
     out = [_from_process_local(x if type(x) in CONCRETE else np.asarray(x), s, g)
            for x, s, g in zip(leaves, shardings, shapes)]
     return tree_util.tree_unflatten(tree, out)

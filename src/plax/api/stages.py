@@ -9,6 +9,7 @@ from plax import tree_util
 from plax.core.trace import get_aval
 from plax.runtime import dispatch, jitted, spmd, xla
 from plax.runtime.array import CONCRETE
+from plax.sharding.gspmd import GSPMDSharding, as_mesh_sharding
 from plax.sharding.named import NamedSharding
 
 
@@ -110,7 +111,10 @@ class Lowered:
         call = entry.call
         own = (call.device or dispatch.default_device()).platform
         self._platform = platform or own
-        self._spmd = _lower_spmd(call, list(entry.consts) + list(leaves))
+        args = list(entry.consts) + list(leaves)
+        self._spmd, ins = _lower_spmd(call, args)
+        # (what says whether results are reported as GSPMDShardings)
+        self._asked = (ins, call.out_shardings, args)
         if self._spmd is not None:
             if self._platform != own:
                 raise NotImplementedError(
@@ -169,7 +173,11 @@ class Lowered:
         options.update(compiler_options or {})
         options = jitted.compiler_options_key(options)
         if self._spmd is not None:
-            return Compiled(self._wrapped, self._entry, self._spmd.compile(options),
+            program = self._spmd.compile(options)
+            labels = spmd.gspmd_labels(program, *self._asked)
+            if labels is not None:
+                program = program.labelled(labels)
+            return Compiled(self._wrapped, self._entry, program,
                             self._in_tree)
         device = call.device or dispatch.default_device()
         if self._platform != device.platform:
@@ -185,23 +193,25 @@ class Lowered:
 
 def _lower_spmd(call, args):
     """The SPMD lowering of a jitted call for ``args`` (Arrays, or ShapeDtypeStructs whose
-    ``sharding`` counts as a requested one), or None when it runs on one device."""
+    ``sharding`` counts as a requested one), or None when it runs on one device; and the
+    shardings asked for the arguments."""
     ins = list(call.in_shardings or (None,) * len(args))
     for i, a in enumerate(args):
         if ins[i] is None and type(a) not in CONCRETE and \
-                isinstance(getattr(a, "sharding", None), NamedSharding):
+                isinstance(getattr(a, "sharding", None), (NamedSharding, GSPMDSharding)):
             ins[i] = a.sharding
     given = tuple(ins) if any(s is not None for s in ins) else ()
     where = jitted.placement(call.replace(in_shardings=given), args)
     if where is None:
-        return None
+        return None, ins
     devices, mesh = where
     avals = [v.aval for v in call.jaxpr.jaxpr.invars]
     params = spmd.parameter_shardings(args, avals, ins, devices, mesh,
                                       f"jitted computation {call.name}")
-    outs = tuple(call.out_shardings or (None,) * len(call.jaxpr.jaxpr.outvars))
+    outs = tuple(as_mesh_sharding(s, mesh) for s in
+                 call.out_shardings or (None,) * len(call.jaxpr.jaxpr.outvars))
     return spmd.lower_spmd(call.jaxpr.jaxpr, call.name, params, outs, devices,
-                           call.donated_invars, call.keep_unused)
+                           call.donated_invars, call.keep_unused), ins
 
 
 def _strip_locations(text: str) -> str:

@@ -22,6 +22,7 @@ from plax.first_order.ad_util import deflinear
 from plax.lowering.stablehlo import constrain_sharding
 from plax.runtime import dispatch
 from plax.runtime.array import CONCRETE
+from plax.sharding.gspmd import GSPMDSharding
 from plax.sharding.mesh import (AxisType, Mesh, context_mesh, get_abstract_mesh,
                                 use_abstract_mesh, use_mesh)
 from plax.sharding.named import (NamedSharding, concrete_sharding, out_sharding_param,
@@ -40,6 +41,8 @@ def _resolve(sharding) -> NamedSharding:
         return resolve_spec(sharding, "with_sharding_constraint")
     if isinstance(sharding, NamedSharding):
         return sharding
+    if isinstance(sharding, GSPMDSharding):
+        return sharding.named_view
     raise TypeError(f"with_sharding_constraint takes NamedShardings or PartitionSpecs, got "
                     f"{type(sharding).__name__}.")
 
@@ -48,7 +51,8 @@ def _per_leaf(x, shardings):
     """The leaves of ``x``, its treedef, and the entry of the prefix tree ``shardings`` (of
     shardings, PartitionSpecs or None) for each leaf."""
     leaves, tree = tree_util.tree_flatten(x)
-    is_leaf = lambda s: s is None or isinstance(s, (NamedSharding, PartitionSpec))  # noqa: E731
+    is_leaf = lambda s: s is None or isinstance(  # noqa: E731
+        s, (NamedSharding, GSPMDSharding, PartitionSpec))
     if is_leaf(shardings):
         return leaves, tree, [shardings] * len(leaves)
     return leaves, tree, tree_util.broadcast_prefix_to_treedef(

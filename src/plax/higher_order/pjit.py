@@ -24,6 +24,7 @@ from plax.lowering.consts import const_operands
 from plax.core.effects import has_ordered_effects
 from plax.lowering.stablehlo import abstract_token, constrain_sharding, define_function
 from plax.runtime.jitted import JitCall, call_jitted
+from plax.sharding.gspmd import as_mesh_sharding
 from plax.sharding.named import NamedSharding
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
@@ -103,6 +104,7 @@ def call_function(ctx, callee: str, jaxpr: ClosedJaxpr, args, consts_inside=Fals
 
 
 def _constrained(ctx, values, avals, shardings) -> list:
+    shardings = [as_mesh_sharding(s) for s in shardings]
     return [v if not isinstance(s, NamedSharding) else constrain_sharding(ctx, v, a, s)
             for v, a, s in zip(values, avals, shardings)]
 

@@ -201,8 +201,7 @@ def lower_with_sharding_in_types(ctx, op, aval):
     mesh = sharding.mesh
     if mesh.are_all_axes_auto or mesh.are_all_axes_manual:
         return op
-    axes = ", ".join(f'"{n}"={size}' for n, size in mesh.shape.items())
-    attr = sharding.shardy_attribute(len(aval.shape)).replace("@mesh", f"mesh<[{axes}]>", 1)
+    attr = sharding._to_sdy_sharding(len(aval.shape))
     constraint = ir.Operation.create(
         "sdy.sharding_constraint", results=[op.type], operands=[op],
         attributes={"sharding": ir.Attribute.parse(attr)})

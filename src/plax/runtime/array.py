@@ -152,6 +152,7 @@ class _ArrayMethods:
         return self.addressable_shards[index].data
 
     # --- host interop ---
+    @property
     def _value(self) -> np.ndarray:
         """The data as a read-only host array, fetched once and cached."""
         if dtypes.is_extended(self.aval.dtype):
@@ -206,7 +207,7 @@ class _ArrayMethods:
         return out
 
     def __array__(self, dtype=None, copy=None):
-        val = self._value()
+        val = self._value
         if copy is False and dtype is not None and np.dtype(dtype) != val.dtype:
             raise ValueError("Unable to avoid a copy while converting the dtype of a plax Array.")
         if dtype is not None and np.dtype(dtype) != val.dtype:
@@ -214,11 +215,11 @@ class _ArrayMethods:
         return val.copy() if copy else val
 
     def item(self, *args):
-        return self._value().item(*args)
+        return self._value.item(*args)
 
     def tobytes(self, order="C") -> bytes:
         """The data's bytes, as NumPy's ``tobytes`` gives them."""
-        return self._value().tobytes(order)
+        return self._value.tobytes(order)
 
     @property
     def flat(self):
@@ -227,16 +228,16 @@ class _ArrayMethods:
                                   "arr.ravel() instead.")
 
     def tolist(self):
-        return self._value().tolist()
+        return self._value.tolist()
 
     def __bool__(self):
-        return bool(self._value())
+        return bool(self._value)
 
     def _scalar(self):
         if self.ndim:
             raise TypeError("Only scalar arrays can be converted to Python scalars; got "
                             f"arr.ndim={self.ndim}")
-        return self._value()
+        return self._value
 
     def __int__(self):
         return int(self._scalar())
@@ -251,7 +252,7 @@ class _ArrayMethods:
         if not dtypes.is_integer(self.dtype):
             raise TypeError(f"Only integer scalar arrays can be converted to a scalar index, "
                             f"not an array of {self.dtype}.")
-        return int(self._value())
+        return int(self._value)
 
     def __hash__(self):
         raise TypeError("unhashable type: 'Array'. plax arrays are mutable-looking values; "
@@ -261,7 +262,7 @@ class _ArrayMethods:
         if dtypes.is_extended(self.dtype):
             return (_key_array_rebuilder,
                     (np.asarray(self._physical_value()), self.dtype._impl.name))
-        return (_rebuild, (np.asarray(self._value()), self.weak_type))
+        return (_rebuild, (np.asarray(self._value), self.weak_type))
 
     def __repr__(self):
         if self.is_deleted():
@@ -272,7 +273,7 @@ class _ArrayMethods:
         if dtypes.is_extended(self.dtype):
             return f"Array({self.shape}, dtype={self.dtype.name}) overlaying:\n" \
                    f"{self._physical_value()}"
-        val = self._value()
+        val = self._value
         body = np.array2string(val, separator=", ", prefix="Array(")
         weak = ", weak_type=True" if self.weak_type else ""
         shape = f", shape={self.shape}" if self.size == 0 else ""  # [] alone hides the shape
@@ -281,7 +282,7 @@ class _ArrayMethods:
     def __str__(self):
         if dtypes.is_extended(self.dtype) or not self._readable():
             return repr(self)
-        return str(self._value())
+        return str(self._value)
 
     def __format__(self, spec):
         if not self._readable():
@@ -289,7 +290,7 @@ class _ArrayMethods:
         if dtypes.is_extended(self.dtype):
             return format(str(self), spec)
         if self.ndim == 0:
-            return format(self._value()[()], spec)
+            return format(self._value[()], spec)
         return format(str(self), spec)
 
     # --- DLPack (NumPy's and PyTorch's from_dlpack take plax arrays) ---
@@ -347,8 +348,17 @@ class _ArrayMethods:
 
     def _check_alive(self):
         if self.is_deleted():
-            raise RuntimeError("Array has been deleted (it was donated to a computation or "
-                               "deleted with .delete()); it cannot be used again.")
+            raise RuntimeError(f"Array has been deleted with shape="
+                               f"{self.aval.str_short(short_dtypes=False)} (it was donated to "
+                               "a computation or deleted with .delete()); it cannot be used "
+                               "again.")
+
+    _check_if_deleted = _check_alive  # (JAX's name)
+
+    def _check_and_rearrange(self, arrays, sharding, aval) -> list:
+        """jaxlib's array constructor asks this of the single-device arrays it is given (see
+        ``single_device_arrays_in_order``)."""
+        return single_device_arrays_in_order(arrays, sharding, aval)
 
     def copy_to_host_async(self) -> None:
         self._check_alive()
@@ -403,6 +413,50 @@ ARRAY_TYPES = (ArrayImpl, Tracer, KeyArray)
 def buffer_of(x):
     """The jaxlib array holding a concrete array's data (a key array: its words)."""
     return x if type(x) is ArrayImpl else x._base
+
+
+def single_device_arrays_in_order(arrays, sharding, aval) -> list:
+    """JAX's checks of the single-device arrays an array of type ``aval`` laid out by
+    ``sharding`` is made of (one per device of the sharding this process holds, each on its
+    own device, of ``aval``'s dtype and the shard shape); they are returned in the
+    sharding's device order."""
+    by_id = {}
+    for a in arrays:
+        held = a.sharding._device_assignment
+        if len(held) != 1:
+            raise ValueError("When making an array from single-device arrays the input arrays "
+                             f"must have one shard each. An argument array had {len(held)} "
+                             "shard(s).")
+        by_id[held[0].id] = a
+    mine = sharding._addressable_device_assignment
+    if len(arrays) != len(mine):
+        raise ValueError(f"Expected {len(mine)} per-device arrays (this is how many devices "
+                         f"are addressable by the sharding), but got {len(arrays)}")
+    if len(by_id) != len(arrays):
+        ids = [a.sharding._device_assignment[0].id for a in arrays]
+        raise ValueError("When making an array from single-device arrays, the input arrays "
+                         f"must be from distinct devices, but got device IDs {ids}")
+    wanted = {d.id for d in mine}
+    if wanted != set(by_id):
+        message = "Addressable devices and per-device arrays devices do not match."
+        if wanted - set(by_id):
+            message += (f" Sharding contains devices {wanted - set(by_id)} that are not "
+                        "present in per-device arrays.")
+        if set(by_id) - wanted:
+            message += (f" Per-device arrays contain devices {set(by_id) - wanted} that are "
+                        "not present in the sharding.")
+        raise ValueError(message)
+    shard_shape = tuple(sharding.shard_shape(aval.shape))
+    for d in mine:
+        a = by_id[d.id]
+        if a.dtype != aval.dtype:
+            raise ValueError(f"Input buffers to `Array` must have matching dtypes. Got "
+                             f"{a.dtype}, expected {aval.dtype} for the buffer on {d}.")
+        if tuple(a.shape) != shard_shape:
+            raise ValueError(f"Expected shard shape {shard_shape} doesn't match the single "
+                             f"device array shape {tuple(a.shape)}. Shape of Array is "
+                             f"{aval.str_short(short_dtypes=False)} with sharding {sharding}")
+    return [by_id[d.id] for d in mine]
 
 
 def make_array(buf, aval: ShapedArray, committed: bool):

@@ -12,8 +12,7 @@ wrong shard shape makes XLA abort the process, so nothing reaches it unchecked.
 """
 from __future__ import annotations
 
-import itertools
-import math
+import copy
 
 import numpy as np
 
@@ -27,8 +26,9 @@ from plax.core.effects import jaxpr_effects, ordered_effects_of
 from plax.runtime import dispatch, pipeline_steps, tokens, xla
 from plax.runtime.dispatch import is_spread
 from plax.runtime.array import CONCRETE, Array, buffer_of
+from plax.sharding.gspmd import GSPMDSharding, as_mesh_sharding
 from plax.sharding.mesh import Mesh, meshes_made
-from plax.sharding.named import NamedSharding, concrete_sharding, typed_aval
+from plax.sharding.named import NamedSharding, concrete_sharding, named_sharding_of, typed_aval
 from plax.sharding.partition_spec import PartitionSpec
 
 _COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
@@ -40,13 +40,19 @@ def placement(args, in_shardings, out_shardings, what: str, closed=None):
     out over several devices, or sharding constraints inside ``closed``), or None when it
     runs on one device."""
     given = [s for s in (*in_shardings, *out_shardings) if s is not None]
+    spread = [a.sharding for a in args if is_spread(a)]
+    # (a GSPMDSharding as its view: a NamedSharding over a mesh of its own)
+    views = {id(s.named_view) for s in (*given, *spread) if isinstance(s, GSPMDSharding)}
+    given = [as_mesh_sharding(s) for s in given]
+    spread = [as_mesh_sharding(s) for s in spread]
     if closed is not None:
         given += inner_shardings(closed)
-    spread = [a.sharding for a in args if is_spread(a)]
     typed = [s for s in given if not isinstance(s.mesh, Mesh)]
     if typed:  # shardings in types: on the mesh of a concrete one, or the context mesh's
         given = [s for s in given if isinstance(s.mesh, Mesh)]
-        known = next((s.mesh for s in (*given, *spread) if isinstance(s, NamedSharding)), None)
+        meshes = [s.mesh for s in (*given, *spread) if isinstance(s, NamedSharding)]
+        known = next((m for m in meshes if m.abstract_mesh == typed[0].mesh),
+                     meshes[0] if meshes else None)
         given.append(concrete_sharding(typed[0], known))
     shardings = given + spread
     if not (spread or any(isinstance(s, NamedSharding) for s in given)):
@@ -59,7 +65,9 @@ def placement(args, in_shardings, out_shardings, what: str, closed=None):
                 f"devices {[d.id for d in devices]} and another on "
                 f"{[d.id for d in s._device_assignment]}. Reshard the arguments onto one "
                 "mesh first (plax.device_put).")
-    mesh = next((s.mesh for s in shardings if isinstance(s, NamedSharding)), None)
+    meshes = [s.mesh for s in shardings if isinstance(s, NamedSharding)]
+    mesh = next((s.mesh for s in shardings if isinstance(s, NamedSharding) and
+                 id(s) not in views), meshes[0] if meshes else None)
     if mesh is None:
         raise ValueError(f"{what} needs a NamedSharding to run over {len(devices)} devices.")
     return devices, mesh
@@ -104,8 +112,8 @@ def inner_shardings(closed) -> list:
                 if eqn.primitive.name == "shard_map":  # runs over its mesh
                     found.append(NamedSharding(eqn.params["mesh"], PartitionSpec()))
                 for key in ("in_shardings", "out_shardings"):  # a nested jit's
-                    found.extend(s for s in eqn.params.get(key) or ()
-                                 if isinstance(s, NamedSharding))
+                    found.extend(as_mesh_sharding(s) for s in eqn.params.get(key) or ()
+                                 if isinstance(s, (NamedSharding, GSPMDSharding)))
                 for v in eqn.outvars:  # a type split over Explicit axes (an AbstractMesh)
                     if type_sharding(v.aval) is not None:
                         found.append(v.aval._sharding)
@@ -121,7 +129,8 @@ def parameter_shardings(args, avals, in_shardings, devices, mesh, what: str) -> 
     """The sharding each parameter is laid out with (requested, its own, or replicated)."""
     out = []
     for i, (a, aval, s) in enumerate(zip(args, avals, in_shardings)):
-        own = a.sharding if type(a) in CONCRETE else None
+        own = as_mesh_sharding(a.sharding, mesh) if type(a) in CONCRETE else None
+        s = as_mesh_sharding(s, mesh)
         if s is None:
             if own is not None and tuple(own._device_assignment) == devices:
                 # (a one-device array of a one-device mesh's program: the mesh's layout)
@@ -165,39 +174,6 @@ def _buffer(x, aval, sharding):
     return buffer_of(dispatch.put_sharded(host, sharding))
 
 
-# --- results: XLA's HloSharding back to a NamedSharding -----------------------------------------
-_specs = BoundedCache("output shardings", 1024)
-
-
-def named_sharding_of(hlo, mesh, ndim: int) -> NamedSharding:
-    """The NamedSharding on ``mesh`` that lays ``ndim``-dimensional values out as ``hlo``."""
-    key = (str(hlo), mesh, ndim)
-    hit = _specs.get(key)
-    if hit is None:
-        hit = _specs.put(key, _search_spec(hlo, mesh, ndim))
-    return hit
-
-
-def _search_spec(hlo, mesh, ndim: int) -> NamedSharding:
-    if hlo.is_replicated():
-        return NamedSharding(mesh, PartitionSpec())
-    tiles = list(hlo.tile_assignment_dimensions())[:ndim]
-    names, sizes = mesh.axis_names, mesh.shape
-    for dims_of_axes in itertools.product(range(-1, ndim), repeat=len(names)):
-        groups = [[n for n, d in zip(names, dims_of_axes) if d == dim] for dim in range(ndim)]
-        if [math.prod(sizes[n] for n in g) for g in groups] != tiles:
-            continue
-        for orders in itertools.product(*(itertools.permutations(g) for g in groups)):
-            entries = [None if not o else (o[0] if len(o) == 1 else tuple(o)) for o in orders]
-            while entries and entries[-1] is None:
-                entries.pop()
-            candidate = NamedSharding(mesh, PartitionSpec(*entries))
-            if candidate._to_xla_hlo_sharding(ndim) == hlo:
-                return candidate
-    raise NotImplementedError(f"XLA laid a result out as {hlo}, which no PartitionSpec over "
-                              f"mesh {mesh} describes (plax cannot represent it yet).")
-
-
 # --- compiled SPMD programs -----------------------------------------------------------------------
 # The completion token of the last program with collectives that may still be running (its
 # outputs would not do: they may have been donated or deleted since).
@@ -208,7 +184,8 @@ class SpmdProgram:
     """An SPMD executable with the layouts of its parameters and results."""
 
     __slots__ = ("exe", "kept", "in_avals", "out_avals", "in_shardings", "out_shardings",
-                 "handlers", "collective", "text", "name", "_slots", "_effects", "_special")
+                 "handlers", "collective", "text", "name", "_slots", "_effects", "_special",
+                 "_labelled")
 
     def __init__(self, exe, kept, in_avals, out_avals, in_shardings, out_shardings, text, name,
                  probes=()):
@@ -226,6 +203,26 @@ class SpmdProgram:
         self.collective = any(c in hlo for c in _COLLECTIVES)
         self._slots = tuple(zip(self.kept, self.in_avals, self.in_shardings))
         self._special = dispatch.special_results(self.out_avals)
+        self._labelled = {}
+
+    def labelled(self, labels: tuple) -> "SpmdProgram":
+        """This program with result ``i`` reported as laid out by ``labels[i]`` where that is
+        not None (a sharding laying it out as the program does, over its devices in order)."""
+        hit = self._labelled.get(labels)
+        if hit is None:
+            hit = copy.copy(self)
+            hit._labelled = {}
+            hit.out_shardings = tuple(s if label is None else label
+                                      for s, label in zip(self.out_shardings, labels))
+            first = 1 if self._effects[0] else 0  # (after the token's handler)
+            hit.handlers = {c: list(hs) for c, hs in self.handlers.items()}
+            for i, label in enumerate(labels):
+                if label is not None:
+                    made = dispatch.result_handlers([(self.out_avals[i], label)])
+                    for c, hs in hit.handlers.items():
+                        hs[first + i] = made[c][0]
+            hit = self._labelled.setdefault(labels, hit)
+        return hit
 
     def run(self, args, committed: bool = True) -> list:
         bufs = [_buffer(args[i], aval, s) for i, aval, s in self._slots]
@@ -472,10 +469,36 @@ def program_for(call, args, where) -> SpmdProgram:
     params = parameter_shardings(args, avals, on_mesh(call.in_shardings or (None,) * len(args),
                                                       mesh),
                                  devices, mesh, f"jitted computation {call.name}")
-    outs = on_mesh(call.out_shardings, mesh) if call.out_shardings else \
-        (None,) * len(closed.jaxpr.outvars)
-    return spmd_program(closed, call.name, call.donated_invars, call.keep_unused, params, outs,
-                        devices, call.compiler_options)
+    outs = on_mesh([as_mesh_sharding(s, mesh) for s in call.out_shardings], mesh) \
+        if call.out_shardings else (None,) * len(closed.jaxpr.outvars)
+    program = spmd_program(closed, call.name, call.donated_invars, call.keep_unused, params,
+                           outs, devices, call.compiler_options)
+    labels = gspmd_labels(program, call.in_shardings, call.out_shardings, args)
+    return program if labels is None else program.labelled(labels)
+
+
+def gspmd_labels(program, in_shardings, out_shardings, args):
+    """How a program's results are reported when GSPMDShardings were asked for: a requested
+    one as itself, the others (when no NamedSharding was given or held by an argument) as
+    the GSPMDSharding of XLA's layout; None when nothing is relabelled."""
+    own = [a.sharding for a in args if type(a) in CONCRETE and a._committed]
+    asked = [s for s in (*(in_shardings or ()), *(out_shardings or ()), *own) if s is not None]
+    if not any(isinstance(s, GSPMDSharding) for s in asked):
+        return None
+    all_gspmd = not any(isinstance(s, NamedSharding) for s in asked)
+    wanted = tuple(out_shardings) if out_shardings else (None,) * len(program.out_shardings)
+    labels = []
+    for w, s, aval in zip(wanted, program.out_shardings, program.out_avals):
+        if isinstance(w, GSPMDSharding):
+            label = w if w._device_assignment == s._device_assignment else None
+        elif w is None and all_gspmd and isinstance(s, NamedSharding):
+            label = GSPMDSharding(s._device_assignment,
+                                  s._to_xla_hlo_sharding(physical_aval(aval).ndim),
+                                  memory_kind=s.memory_kind)
+        else:
+            label = None
+        labels.append(label)
+    return tuple(labels) if any(label is not None for label in labels) else None
 
 
 _prim_programs = BoundedCache("SPMD primitive executables", 2048)
@@ -498,7 +521,8 @@ def primitive_program(prim, args, avals, params) -> SpmdProgram:
                                devices, (False,) * len(args), True)
         if key is not None:
             _prim_programs.put(key, program)
-    return program
+    labels = gspmd_labels(program, (), (), args)
+    return program if labels is None else program.labelled(labels)
 
 
 __all__ = ["is_spread", "placement", "parameter_shardings", "named_sharding_of",

@@ -217,6 +217,10 @@ class Mesh(_MeshShape):
         self._abstract = None
 
     @property
+    def _flat_devices_tuple(self) -> tuple:
+        return self._flat
+
+    @property
     def device_ids(self) -> np.ndarray:
         return np.vectorize(lambda d: d.id, otypes=[int])(self.devices) if self.devices.size \
             else np.zeros(self.devices.shape, int)

@@ -8,11 +8,13 @@ here from one description, ``_Layout``.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
 from plax.core.avals import install_replicated_sharding
+from plax.core.caches import BoundedCache
 from plax.runtime import xla
 from plax.sharding.mesh import AbstractMesh, Mesh, context_mesh, get_abstract_mesh
 from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
@@ -112,8 +114,14 @@ class NamedSharding(xla.GSPMDShardingBase):
 
     def _check_rank(self, ndim: int) -> None:
         if len(self.spec) > ndim:
+            scalar = " For scalars the PartitionSpec should be P()." if ndim == 0 else ""
             raise ValueError(f"Sharding {self!r} is only valid for values of rank at least "
-                             f"{len(self.spec)}, but was applied to a value of rank {ndim}")
+                             f"{len(self.spec)}, but was applied to a value of rank {ndim}."
+                             f"{scalar}")
+
+    def check_compatible_aval(self, aval_shape) -> None:
+        """JAX's error for a shape of lower rank than the spec has entries."""
+        self._check_rank(len(tuple(aval_shape)))
 
     def check_shape(self, global_shape, what: str = "", divisible: bool = True) -> None:
         """JAX's errors for a shape this sharding cannot lay out (``what`` prefixes the rank
@@ -205,6 +213,15 @@ class NamedSharding(xla.GSPMDShardingBase):
 
     def shardy_attribute(self, ndim: int, mesh_name: str = "mesh") -> str:
         """``#sdy.sharding<@mesh, [{"a"}, {}]>`` for an ``ndim``-dimensional value."""
+        return self._shardy(ndim, f"@{mesh_name}")
+
+    def _to_sdy_sharding(self, num_dimensions: int) -> str:
+        """The Shardy attribute with the mesh written inline, as a lone constraint takes it:
+        ``#sdy.sharding<mesh<["a"=2]>, [{"a"}, {}]>``."""
+        axes = ", ".join(f'"{n}"={size}' for n, size in self.mesh.shape.items())
+        return self._shardy(num_dimensions, f"mesh<[{axes}]>")
+
+    def _shardy(self, ndim: int, mesh_ref: str) -> str:
         dims = []
         for d in range(ndim):
             entry = self.spec[d] if d < len(self.spec) else None
@@ -212,7 +229,7 @@ class NamedSharding(xla.GSPMDShardingBase):
                 dims.append("{?}")
             else:
                 dims.append("{" + ", ".join(f'"{a}"' for a in self.spec.axes_of(d)) + "}")
-        return f"#sdy.sharding<@{mesh_name}, [{', '.join(dims)}]>"
+        return f"#sdy.sharding<{mesh_ref}, [{', '.join(dims)}]>"
 
     # --- identity ---
     def _key(self):
@@ -242,6 +259,41 @@ def resolve_spec(spec, what: str) -> NamedSharding:
         raise ValueError(f"{what} was given the PartitionSpec {spec!r} but no mesh is set: use "
                          "plax.set_mesh(mesh), or pass NamedSharding(mesh, spec).")
     return NamedSharding(mesh, spec)
+
+
+# --- results: XLA's HloSharding back to a NamedSharding -----------------------------------------
+_specs = BoundedCache("output shardings", 1024)
+
+
+def named_sharding_of(hlo, mesh, ndim: int) -> NamedSharding:
+    """The NamedSharding on ``mesh`` that lays ``ndim``-dimensional values out as ``hlo``."""
+    key = (str(hlo), mesh, ndim)
+    hit = _specs.get(key)
+    if hit is None:
+        hit = _specs.put(key, _search_spec(hlo, mesh, ndim))
+    return hit
+
+
+def _search_spec(hlo, mesh, ndim: int) -> NamedSharding:
+    """Try the ways of splitting the array's dimensions over the mesh's axes until one has
+    XLA's layout ``hlo``."""
+    if hlo.is_replicated():
+        return NamedSharding(mesh, PartitionSpec())
+    tiles = list(hlo.tile_assignment_dimensions())[:ndim]
+    names, sizes = mesh.axis_names, mesh.shape
+    for dims_of_axes in itertools.product(range(-1, ndim), repeat=len(names)):
+        groups = [[n for n, d in zip(names, dims_of_axes) if d == dim] for dim in range(ndim)]
+        if [math.prod(sizes[n] for n in g) for g in groups] != tiles:
+            continue
+        for orders in itertools.product(*(itertools.permutations(g) for g in groups)):
+            entries = [None if not o else (o[0] if len(o) == 1 else tuple(o)) for o in orders]
+            while entries and entries[-1] is None:
+                entries.pop()
+            candidate = NamedSharding(mesh, PartitionSpec(*entries))
+            if candidate._to_xla_hlo_sharding(ndim) == hlo:
+                return candidate
+    raise NotImplementedError(f"XLA laid a result out as {hlo}, which no PartitionSpec over "
+                              f"mesh {mesh} describes (plax cannot represent it yet).")
 
 
 # --- shardings in types (Explicit axes) ---------------------------------------------------------

@@ -44,11 +44,26 @@ class Sharding(abc.ABC):
         """Whether ``other`` lays out ``ndim``-dimensional arrays exactly as this does."""
         return (isinstance(other, Sharding)
                 and tuple(self._device_assignment) == tuple(other._device_assignment)
-                and self._to_xla_hlo_sharding(ndim) == other._to_xla_hlo_sharding(ndim))
+                and are_hlo_shardings_equal(self._to_xla_hlo_sharding(ndim),
+                                            other._to_xla_hlo_sharding(ndim)))
 
     def replica_ids(self, global_shape) -> dict:
         """Which copy of its block each device holds (0 for the first)."""
         return {d: 0 for d in self.device_set}
+
+
+def is_hlo_sharding_replicated(hlo) -> bool:
+    """Whether every device holds the whole array (one device counts as replicated)."""
+    return hlo.num_devices() == 1 or hlo.is_replicated()
+
+
+def are_hlo_shardings_equal(a, b) -> bool:
+    """Whether two HloShardings lay an array out alike (any two replicated ones do)."""
+    if a is b:
+        return True
+    if is_hlo_sharding_replicated(a) and is_hlo_sharding_replicated(b):
+        return True
+    return a == b
 
 
 _instances: dict = {}  # (class, device, memory kind) -> the SingleDeviceSharding
@@ -93,6 +108,9 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
     def __deepcopy__(self, memo):
         return self
 
+    def __reduce__(self):
+        return (_rebuild_single, (self._the_device, self._kind))
+
     @property
     def memory_kind(self):
         return self._kind if self._kind is not None else "device"
@@ -131,6 +149,10 @@ class SingleDeviceSharding(xla.SingleDeviceShardingBase):
 
 
 Sharding.register(SingleDeviceSharding)
+
+
+def _rebuild_single(device, memory_kind):
+    return SingleDeviceSharding(device, memory_kind=memory_kind)
 
 
 def make_single_device_sharding(device, *, memory_kind=None) -> SingleDeviceSharding:
