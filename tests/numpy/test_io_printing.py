@@ -141,3 +141,32 @@ def test_each_alias_is_its_own_function_named_as_called(alias, target, args):
     fn = getattr(jnp, alias)
     assert fn.__name__ == alias and fn is not getattr(jnp, target)
     np.testing.assert_allclose(fn(*args), getattr(np, target)(*args), rtol=1e-6)
+
+
+class _Wrapped:  # converts itself to an array (__jax_array__), with no shape of its own
+    def __init__(self, value):
+        self.value = value
+
+    def __jax_array__(self):
+        return jnp.asarray(self.value)
+
+
+class _DuckShapeOnly:  # a shape and dtype, and a __jax_array__ that must not be called
+    shape, dtype = (2, 3), np.dtype("float32")
+
+    def __jax_array__(self):
+        raise ValueError("__jax_array__ was called")
+
+
+def test_shape_queries_and_roll_read_jax_array_objects():
+    w = _Wrapped(np.ones((5, 3), np.complex64))
+    assert (jnp.shape(w), jnp.size(w), jnp.ndim(w), jnp.iscomplexobj(w)) == ((5, 3), 15, 2, True)
+    np.testing.assert_array_equal(jnp.roll(jnp.arange(5.0), _Wrapped(np.array([2]))),
+                                  np.roll(np.arange(5.0), 2))
+
+
+@pytest.mark.parametrize("fn", [jnp.zeros_like, jnp.ones_like, jnp.empty_like,
+                                lambda a: jnp.full_like(a, 2.0)])
+def test_like_functions_prefer_shape_and_dtype_to_jax_array(fn):
+    out = fn(_DuckShapeOnly())
+    assert out.shape == (2, 3) and out.dtype == np.float32

@@ -654,6 +654,8 @@ def _roll_dynamic(a, shift, axis: int):
 def roll(a, shift, axis=None):
     """Shift elements cyclically by ``shift`` along ``axis`` (the flattened array when None)."""
     a = _arr("roll", a)
+    if has_array_protocol(shift):
+        shift = as_operand(shift)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), _shape(a))
     ndim = get_aval(a).ndim
@@ -718,6 +720,8 @@ def shape(a) -> tuple:
     """The shape of ``a``."""
     if isinstance(a, ARRAY_TYPES):
         return _shape(a)
+    if has_array_protocol(a):
+        return _shape(as_operand(a))
     return tuple(int(d) for d in np.shape(a))
 
 
@@ -746,6 +750,8 @@ def iscomplexobj(x) -> bool:
     ``jnp.complex64``) is judged by it, as in JAX."""
     if x is None:
         return False
+    if has_array_protocol(x):
+        x = as_operand(x)
     dt = getattr(x, "dtype", None)
     if not isinstance(dt, np.dtype) and not dtypes.is_extended(dt):
         if isinstance(x, (type, np.dtype)):
