@@ -21,6 +21,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes, errors
+from plax.core.config import config
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.source_info import pass_through_code, user_stacklevel
 from plax.core.symbolic_shapes import DimExpr, max_dim, min_dim
@@ -155,13 +156,20 @@ def _holds_plax_values(seq) -> bool:
 def _convert_entry(i):
     """An index entry as None, Ellipsis, a slice, a scalar integer (static int or 0-d
     integer plax value), an _Adv or a _Mask."""
-    if i is None or i is Ellipsis or isinstance(i, slice):
+    if isinstance(i, slice):
+        if any(isinstance(v, Tracer) for v in (i.start, i.stop, i.step)):
+            raise IndexError(
+                "Array slice indices must have static start/stop/step to be used with NumPy "
+                f"indexing syntax. Found {i}. To index a statically sized array at a dynamic "
+                "position, try lax.dynamic_slice/dynamic_update_slice (or plax.ds).")
+        return i
+    if i is None or i is Ellipsis:
         return i
     if isinstance(i, (bool, np.bool_)):
         return _bool0(i)
     if isinstance(i, str):
-        raise TypeError(f"String indices are not supported: plax does not support string "
-                        f"indexing; got idx={i!r}")
+        raise TypeError(f"JAX does not support string indexing (nor does plax); got "
+                        f"idx={i!r}")
     if isinstance(i, ARRAY_TYPES):
         aval = get_aval(i)
         if dtypes.is_bool(aval.dtype):
@@ -492,12 +500,49 @@ def _gather(arr, entries, *, mode=None, fill_value=None, indices_are_sorted=Fals
                                unique_indices=unique_indices)
 
 
+def _checks_static_indices(mode) -> bool:
+    """Whether ``jax_check_static_indices`` asks to validate static integers: for the modes
+    that promise in-bounds indices (None and 'promise_in_bounds')."""
+    return config.read("jax_check_static_indices") and (
+        mode is None or GatherScatterMode.from_any(mode) is GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+def validate_static_indices(entries, shape: tuple, normalize: bool = True) -> None:
+    """An IndexError for a static integer entry (of ``_parse``) out of bounds; negative
+    ones count from the end when ``normalize``."""
+    axis = 0
+    for e in entries:
+        if isinstance(e, (int, np.integer)) and not isinstance(e, bool):
+            size = shape[axis]
+            k = int(e) + size if normalize and e < 0 else int(e)
+            if not 0 <= k < size:
+                raise IndexError(f"index {int(e)} out of bounds for axis {axis} with size "
+                                 f"{size} (normalize_indices={normalize})")
+        axis += _consumed(e)
+
+
+def gather_take(arr, idx, *, mode=None, fill_value=None, indices_are_sorted=False,
+                unique_indices=False, wrap_negative=True):
+    """``arr[idx]`` as one gather, whatever the index (``plax.ds`` slices cut first)."""
+    arr = util.as_operand(arr)
+    kw = dict(mode=mode, fill_value=fill_value, indices_are_sorted=indices_are_sorted,
+              unique_indices=unique_indices)
+    try:
+        entries = _parse(idx, get_aval(arr).shape)
+    except _DynamicSlices:
+        block, _, rest = _cut_blocks(arr, idx)
+        return gather_take(block, rest, wrap_negative=wrap_negative, **kw)
+    return _gather(arr, entries, wrap_negative=wrap_negative, **kw)
+
+
 def rewriting_take(arr, idx, *, mode=None, fill_value=None, indices_are_sorted=False,
                    unique_indices=False):
     """``arr[idx]``: basic indices stage as slices, advanced ones as one gather."""
     arr = util.as_operand(arr)
     try:
         entries = _parse(idx, get_aval(arr).shape)
+        if _checks_static_indices(mode):
+            validate_static_indices(entries, get_aval(arr).shape)
     except _DynamicSlices:  # plax.ds(start, size) entries: dynamic slices first
         return _take_with_dynamic_slices(arr, idx, mode=mode, fill_value=fill_value,
                                          indices_are_sorted=indices_are_sorted,
@@ -623,6 +668,8 @@ class _IndexUpdateRef:
         x = util.as_operand(self.array)
         try:
             entries = _parse(self.index, get_aval(x).shape)
+            if _checks_static_indices(mode):
+                validate_static_indices(entries, get_aval(x).shape, wrap_negative_indices)
         except _DynamicSlices:
             block, _, rest = _cut_blocks(x, self.index)
             return _IndexUpdateRef(block, rest).get(
