@@ -109,7 +109,11 @@ def _take_with_dynamic_slices(arr, idx, **kw):
 def _update_with_dynamic_slices(x, idx, y, kind, **kw):
     x = util.as_operand(x)
     block, starts, rest = _cut_blocks(x, idx)
-    block = _scatter_update(block, rest, y, kind, **kw)
+    return _write_block(x, _scatter_update(block, rest, y, kind, **kw), starts)
+
+
+def _write_block(x, block, starts):
+    """``x`` with ``block`` written back where ``_cut_blocks`` cut it."""
     traced = [s for s in starts if not isinstance(s, int)]
     dtype = dtypes.result_type(*traced) if traced else np.dtype(np.int32)
     return lax.dynamic_update_slice(x, block, [lax.convert_element_type(s, dtype)
@@ -230,14 +234,19 @@ def _parse(idx, shape: tuple) -> list:
         raise IndexError(f"Too many indices: array is {ndim}-dimensional, but {used} were indexed")
     if not any(e is Ellipsis for e in entries):
         entries.append(Ellipsis)
-    out, axis = [], 0
+    out, axis = _Entries(), 0
+    # NumPy's rule: advanced entries apart in the index as written (an Ellipsis between them
+    # separates them even where it stands for no axis) put their result axes first.
+    adv = [k for k, e in enumerate(entries) if isinstance(e, (_Adv, _Mask)) or _is_scalar(e)]
+    out.apart = bool(adv) and adv != list(range(adv[0], adv[-1] + 1))
     for pos, e in enumerate(entries):
         if e is Ellipsis:
             out.extend([slice(None)] * (ndim - used))
             axis += ndim - used
         elif isinstance(e, _Mask):
             k = e.value.ndim
-            if e.value.shape != shape[axis:axis + k]:
+            # (an empty mask selects nothing whatever its shape, as in NumPy)
+            if e.value.shape != shape[axis:axis + k] and e.value.size:
                 raise IndexError(f"boolean index did not match shape of indexed array in index "
                                  f"{pos}: got {e.value.shape}, expected {list(shape[axis:axis + k])}")
             out.extend(_Adv(a) for a in np.nonzero(e.value))
@@ -246,6 +255,11 @@ def _parse(idx, shape: tuple) -> list:
             out.append(e)
             axis += _consumed(e)
     return out
+
+
+class _Entries(list):
+    """The entries of a parsed index; ``apart``: its advanced entries were not adjacent."""
+    apart = False
 
 
 def _is_advanced(entries) -> bool:
@@ -306,6 +320,8 @@ def _basic_take(arr, entries):
                 reverse.append(axis)
             out_pos += 1
         elif isinstance(i, Tracer):
+            if size == 0:
+                raise IndexError(f"index is out of bounds for axis {axis} with size 0")
             dynamic[axis] = i
             starts.append(0)
             limits.append(size)
@@ -404,7 +420,8 @@ def _plan(shape: tuple, entries: list, wrap_negative: bool = True) -> _Plan:
     adv_vals = [e.value if isinstance(e, _Adv) else e for k, e in enumerate(entries)
                 if k in adv_pos]
     bshape = util.broadcast_shapes(*[util.shape_of(v) for v in adv_vals]) if adv_vals else ()
-    contiguous = adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) if adv_pos else True
+    contiguous = (adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) if adv_pos else True) \
+        and not getattr(entries, "apart", False)
     batch_sizes: list = []      # index batch axes, in output order
     out_kinds: list = []        # "b" (batch) or "o" (window) per output axis
     components: list = []       # (operand axis, value, its batch axes)
@@ -761,22 +778,26 @@ class _IndexUpdateRef:
 
     def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None,
               wrap_negative_indices=True):
-        """``x[idx] = func(x[idx])`` for an elementwise ``func``: a gather, ``func``, then a
-        scatter. An element indexed several times gets ``func`` applied once."""
+        """``x[idx] = func(x[idx])`` for an elementwise ``func``, as one scatter: an element
+        indexed k times gets ``func`` applied k times (as NumPy's ``ufunc.at``)."""
         x = util.as_operand(self.array)
+        try:
+            entries = _parse(self.index, get_aval(x).shape)
+        except _DynamicSlices:  # plax.ds entries: apply within the dynamic block
+            block, starts, rest = _cut_blocks(x, self.index)
+            block = _IndexUpdateRef(block, rest).apply(
+                func, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                mode=mode, wrap_negative_indices=wrap_negative_indices)
+            return _write_block(x, block, starts)
         xa = get_aval(x)
-        get_mode = "clip" if mode in ("clip", GatherScatterMode.CLIP) else "fill"
-        current = self.get(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-                           mode=get_mode, fill_value=0, wrap_negative_indices=wrap_negative_indices)
-        new = func(current)
-        na = get_aval(util.as_operand(new))
-        if na.dtype != xa.dtype or na.shape != get_aval(current).shape:
-            raise TypeError(f"x.at[idx].apply's func must map {get_aval(current).str_short()} to "
-                            f"values of the same shape and dtype, got {na.str_short()}.")
-        return _scatter_update(x, self.index, new, "set",
-                               indices_are_sorted=indices_are_sorted,
-                               unique_indices=unique_indices, mode=mode,
-                               wrap_negative_indices=wrap_negative_indices)
+        plan = _plan(xa.shape, entries, wrap_negative_indices)
+        if any(xa.shape[d] == 0 for d in plan.collapsed_dims) or 0 in plan.out_shape:
+            return x  # nothing is selected
+        basic = not _is_advanced(entries)
+        return lax_indexing.scatter_apply(
+            x, plan.indices, func, plan.scatter_dnums(), update_shape=plan.out_shape,
+            indices_are_sorted=indices_are_sorted or basic,
+            unique_indices=unique_indices or basic, mode=mode)
 
 
 def _ones_like(x):
