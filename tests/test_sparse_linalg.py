@@ -55,7 +55,10 @@ def test_lobpcg_under_jit_with_mixed_signs_and_max_iterations():
     (np.ones((5, 5), np.float32), np.ones((5, 2), np.float32),
      r"expected search dim \* 5 < matrix dim \(got 10, 5\)"),
     (np.ones((20, 20), np.float32), np.ones((20,), np.float32), "X must be an"),
-    (np.ones((20, 19), np.float32), np.ones((20, 2), np.float32), "A must be an"),
+    (np.ones((20, 19), np.float32), np.ones((20, 2), np.float32), r"A must be \(20, 20\)"),
+    (lambda x: x.astype(np.float16), np.ones((20, 2), np.float32),
+     r"A, X must have same dtypes \(were float16, float32\)"),
+    (lambda x: x[:10], np.ones((20, 2), np.float32), r"A must be \(20, 20\) matrix A"),
     (np.ones((20, 20), np.int32), np.ones((20, 2), np.int32), "not inexact"),
     (np.ones((20, 20), np.float32), np.ones((20, 0), np.float32), "search dim > 0"),
 ])
@@ -150,3 +153,21 @@ def test_lobpcg_under_strict_rank_and_dtype_promotion():
         got = splinalg.lobpcg_standard(a, x, m=20)[0]
     np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(got, np.arange(100.0, 90.0, -1), rtol=1e-4)
+
+
+def test_lobpcg_debug_runs_every_iteration_with_diagnostics():
+    # (JAX's private entry points, which its tests use): with debug, all m iterations run
+    # and each diagnostic is stacked over them
+    rng = np.random.default_rng(3)
+    A = np.diag(np.arange(1.0, 41.0)).astype(np.float32)
+    X = rng.standard_normal((40, 3)).astype(np.float32)
+    theta, U, i, info = splinalg._lobpcg_standard_matrix(A, X, 12, tol=0.0, debug=True)
+    assert int(i) == 12 and np.asarray(info["lambda history"]).shape == (12, 3)
+    np.testing.assert_allclose(theta, [40, 39, 38], rtol=1e-4)
+    np.testing.assert_allclose(info["lambda history"][-1], theta)
+    assert not np.asarray(info["X zeros"]).any()
+    for key in ("residual history", "P zeros", "basis rank", "converged", "X orth", "P orth",
+                "P.X", "adjusted residual max", "adjusted residual p50", "adjusted residual min"):
+        assert np.asarray(info[key]).shape[0] == 12
+    theta2, *_ = splinalg._lobpcg_standard_callable(lambda v: A @ v, X, 12, None)
+    np.testing.assert_allclose(theta2, theta, rtol=1e-4)

@@ -183,9 +183,11 @@ def test_at_apply():
     idx = np.array([4, 1, 9])  # 9 is out of bounds: dropped
     helpers.check(jnp.asarray(x).at[idx].apply(jnp.negative), [0, -1, 2, 3, -4, 5], np.float32)
     helpers.check(jnp.asarray(x).at[1:3].apply(lambda v: v * v), [0, 1, 4, 3, 4, 5], np.float32)
-    # repeated indices: func is applied once per element (JAX applies it once per occurrence)
-    helpers.check(jnp.asarray(x).at[np.array([2, 2])].apply(lambda v: v + 1),
-                  [0, 1, 3, 3, 4, 5], np.float32)
+    # repeated indices: func is applied once per occurrence (as JAX and NumPy's ufunc.at)
+    helpers.check(jnp.asarray(x).at[np.array([2, 2, -4])].apply(lambda v: v + 1),
+                  [0, 1, 5, 3, 4, 5], np.float32)
+    helpers.check(jnp.asarray(x).at[plax.ds(1, 2)].apply(jnp.negative),
+                  [0, -1, -2, 3, 4, 5], np.float32)
     with pytest.raises(TypeError, match="same shape and dtype"):
         jnp.asarray(np.arange(3)).at[1].apply(jnp.sqrt)
 
@@ -497,3 +499,36 @@ def test_empty_operand_axis():
     assert picked.shape == (0,) and picked.dtype == keys.dtype
     weak = plax.lax.broadcast(2.0, (0,))[np.zeros(0, np.int32)]
     assert weak.shape == (0,) and weak.aval.weak_type
+
+
+# (shape, index) where NumPy's layout rules matter: an Ellipsis (even of no axes) or a None
+# between advanced entries puts the broadcast axes first; an empty mask selects nothing
+NUMPY_LAYOUT_CASES = [
+    ((3, 4, 5), (slice(None), np.array([0, 1]), Ellipsis, np.array([0, 1]))),
+    ((3, 4, 5), (slice(None), np.array([0, 1]), None, np.array([0, 1]))),
+    ((3, 4, 5), (slice(None), np.array([0, 1]), np.array([0, 1]))),
+    ((3,), np.empty((0,), bool)),
+    ((3, 4), np.empty((0, 4), bool)),
+    ((3, 4, 5), np.empty((3, 0), bool)),
+]
+
+
+@pytest.mark.parametrize("shape,idx", NUMPY_LAYOUT_CASES)
+def test_numpy_layout_of_advanced_indices(shape, idx):
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    np.testing.assert_array_equal(jnp.asarray(x)[idx], x[idx])
+    want = x.copy()
+    np.add.at(want, idx, 1.0)
+    np.testing.assert_array_equal(jnp.asarray(x).at[idx].add(1.0), want)
+
+
+def test_weak_typed_updates_and_empty_axis_errors():
+    from plax._src.lax.lax import _convert_element_type
+    from plax.core.dtypes import is_weakly_typed
+    x = _convert_element_type(jnp.arange(5), float, weak_type=True)  # float: float32 here
+    assert x.dtype == np.float32 and is_weakly_typed(x)
+    for update in (x.at[0].set, x.at[0].add, x.at[0].mul):
+        y = update(1.0)
+        assert y.dtype == np.float32 and is_weakly_typed(y)
+    with pytest.raises(IndexError, match="out of bounds for axis 1 with size 0"):
+        plax.jit(lambda i: jnp.ones((2, 0))[0, i])(0)

@@ -66,7 +66,7 @@ def test_index_errors():
         x[..., 0, ...]
     with pytest.raises(TypeError, match="non-tuple sequence"):
         x[[0, 1]]
-    with pytest.raises(TypeError, match="not supported"):
+    with pytest.raises(TypeError, match="does not support string indexing"):
         x["a"]
     with pytest.raises(IndexError, match="out of bounds for axis 0 with size 0"):
         jnp.zeros((0, 2))[0]
@@ -77,3 +77,45 @@ def test_static_out_of_bounds_integers_clamp_as_jax():
     np.testing.assert_array_equal(x[3], np.asarray(A)[-1])     # clamped to the last row
     np.testing.assert_array_equal(x[-7], np.asarray(A)[0])     # wrapped once, then clamped
     np.testing.assert_array_equal(x[1, 9], np.asarray(A)[1, -1])
+
+
+def test_rewriting_take_strategies():
+    from plax._src.numpy.indexing import IndexingStrategy as S, rewriting_take
+    x = np.arange(24.0).reshape(4, 6)
+    # (index, strategy, mode, normalize_indices, what NumPy reads)
+    cases = [((1, slice(None, None, -1)), S.STATIC_SLICE, None, True, x[1, ::-1]),
+             ((slice(1, 3), -2), S.DYNAMIC_SLICE, None, True, x[1:3, -2]),
+             ((np.array([0, 3]), 2), S.GATHER, None, True, x[[0, 3], 2]),
+             ((plax.ds(1, 2), 0), S.GATHER, None, True, x[1:3, 0]),
+             ((10, -2), S.STATIC_SLICE, "clip", True, x[3, -2]),
+             ((-2, 10), S.GATHER, "clip", False, x[0, 5]),       # no wrap: -2 clips to 0
+             ((-2, 1), S.DYNAMIC_SLICE, "clip", False, x[0, 1])]
+    for idx, strategy, mode, normalize, want in cases:
+        got = rewriting_take(x, idx, strategy=strategy, mode=mode, normalize_indices=normalize)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(TypeError, match="static_slice: indices must be static scalars"):
+        rewriting_take(x, (np.arange(2), 0), strategy=S.STATIC_SLICE)
+    with pytest.raises(IndexError, match="index 4 out of bounds for axis 0 with size 4"):
+        rewriting_take(x, 4, strategy=S.STATIC_SLICE)
+    with pytest.raises(TypeError, match="dynamic_slice: only unit steps supported"):
+        rewriting_take(x, slice(None, None, 2), strategy=S.DYNAMIC_SLICE)
+    with pytest.raises(ValueError, match="requires mode='promise_in_bounds' or mode='clip'"):
+        rewriting_take(x, 0, strategy=S.STATIC_SLICE, mode="fill")
+    with pytest.raises(TypeError, match="Expected strategy to be IndexingStrategy"):
+        rewriting_take(x, 0, strategy="gather")
+
+
+def test_check_static_indices_flag_and_traced_slice_bounds():
+    x = jnp.zeros((2, 3, 5))
+    np.testing.assert_array_equal(x[:, 4].shape, (2, 5))  # clamped: the flag is off
+    with plax.config.override("jax_check_static_indices", True):
+        for take in (lambda: x[:, 4], lambda: plax.jit(lambda a: a[:, 4])(x),
+                     lambda: x.at[:, 4].get(), lambda: x[np.arange(2), 6, None]):
+            with pytest.raises(IndexError, match="index [46] out of bounds for axis 1 with "
+                                                 "size 3"):
+                take()
+        np.testing.assert_array_equal(x.at[:, 4].get(mode="clip"), x[:, 2])
+    with pytest.raises(IndexError, match="Array slice indices must have static start/stop"):
+        plax.jit(lambda a, i: a[i:])(x, 1)
+    with pytest.raises(TypeError, match="JAX does not support string indexing"):
+        x["abc"]

@@ -92,3 +92,25 @@ def test_promotion_and_nan():
         jnp.union1d([1], A)
     with pytest.raises(ValueError, match="size must be non-negative"):
         jnp.setdiff1d(A, B, size=-1)
+
+
+def test_setdiff1d_keeps_ar1_dtype_and_setxor1d_assume_unique():
+    a, b = np.array([5, 1, 3, 3, 9], np.int16), np.array([3.0, 7.0], np.float32)
+    for kw in ({}, {"size": 6}, {"size": 2, "fill_value": -1}):
+        got = jnp.setdiff1d(a, b, **kw)
+        assert got.dtype == np.int16
+    np.testing.assert_array_equal(jnp.setdiff1d(a, b), np.setdiff1d(a, b))
+    # assume_unique: nothing deduplicated, so a value repeated within one input drops out
+    x, y = np.array([[3, 1], [2, 2]]), np.array([2, 9, 5, 9])
+    np.testing.assert_array_equal(jnp.setxor1d(x, y, assume_unique=True),
+                                  np.setxor1d(x.ravel(), y, assume_unique=True))
+    np.testing.assert_array_equal(jnp.setxor1d(x, y, assume_unique=True, size=4, fill_value=0),
+                                  [1, 3, 5, 0])
+
+
+def test_unique_size_fills_with_a_slice():
+    x = np.array([[[1, 2], [1, 2], [3, 4]], [[1, 5], [1, 5], [0, 0]]], np.float32)
+    fill = np.array([[7, 8], [9, 10]], np.float32)  # one slice along axis 1
+    got = jnp.unique(x, axis=1, size=4, fill_value=fill)
+    want = np.concatenate([np.unique(x, axis=1), np.stack([fill, fill], 1)], axis=1)
+    np.testing.assert_array_equal(got, want)

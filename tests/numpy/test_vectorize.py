@@ -63,3 +63,34 @@ def test_signature_errors():
         jnp.vectorize(lambda a: a.sum(), signature="(n)->(n)")(jnp.ones(3))
     with pytest.raises(ValueError, match="not a valid gufunc signature: bad"):
         jnp.vectorize(lambda a: a, signature="bad")(jnp.ones(3))
+
+
+# (function, signature, excluded, arguments, error type, message)
+CALL_ERRORS = [
+    (jnp.dot, "(n,m),(m,k)->(n,k),()", (), (np.ones((2, 2)), np.ones((2, 2))), TypeError,
+     "output must be a tuple when multiple outputs are expected"),
+    (lambda *a: a, "(),()->(),(),()", (), (1.0, 2.0), TypeError,
+     "wrong number of output arguments: expected 3, got 2"),
+    (jnp.dot, "(n,m),(m,k)->(n,n)", (), (np.ones((2, 3)), np.ones((3, 4))), ValueError,
+     "inconsistent size for core dimension 'n': 4 vs 2"),
+    (lambda x, y: x, "(k),(k)->(k)", (), (np.ones(3), None), ValueError,
+     r"Cannot pass None at locations \{1\} with signature='\(k\),\(k\)->\(k\)'"),
+]
+
+
+@pytest.mark.parametrize("fn,signature,excluded,args,error,message", CALL_ERRORS)
+def test_call_errors(fn, signature, excluded, args, error, message):
+    f = jnp.vectorize(fn, signature=signature, excluded=frozenset(excluded))
+    with pytest.raises(error, match=message):
+        f(*args)
+
+
+def test_excluded_errors_and_none_arguments():
+    with pytest.raises(TypeError, match="can only exclude integer or string arguments"):
+        jnp.vectorize(lambda x: x, excluded={1.5})
+    with pytest.raises(ValueError, match=r"excluded=\{-1\} contains negative numbers"):
+        jnp.vectorize(lambda x: x, excluded={-1})
+    # a None argument passes through unmapped, as NumPy's object arrays would not
+    f = jnp.vectorize(lambda x, y: x if y is None else x + y)
+    np.testing.assert_array_equal(f(np.arange(4), None), np.arange(4))
+    np.testing.assert_array_equal(f(np.arange(4), np.arange(4)), 2 * np.arange(4))

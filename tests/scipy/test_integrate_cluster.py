@@ -70,3 +70,12 @@ def test_vq_errors():
         vq(np.ones((3, 2, 1)), np.ones((3, 2, 1)))
     with pytest.raises(TypeError, match="requires ndarray or scalar arguments"):
         vq([[1.0]], np.ones((1, 1)))
+
+
+def test_trapezoid_with_an_nd_x_reads_its_axis_as_given():
+    # x of fewer dimensions than y: NumPy/SciPy difference x along `axis` counted in x's own
+    # dimensions (here its first of two), then broadcast against y
+    y = RNG.normal(size=(2, 3, 10)).astype(np.float32)
+    x = np.cumsum(RNG.uniform(0.1, 1, size=(3, 10)), axis=0).astype(np.float32)
+    np.testing.assert_allclose(trapezoid(y, x, axis=-2), osp_integrate.trapezoid(y, x, axis=-2),
+                               rtol=1e-5, atol=1e-5)

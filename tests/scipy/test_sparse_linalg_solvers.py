@@ -9,6 +9,7 @@ import scipy.sparse.linalg as sla
 import plax
 import plax.numpy as jnp
 from plax.scipy.sparse.linalg import bicgstab, cg, gmres
+from plax.core.dtypes import is_weakly_typed
 from plax.test_util import check_grads
 
 N = 24
@@ -127,7 +128,8 @@ def test_complex_systems(name):
     A = (G @ G.conj().T + 6 * np.eye(6) if name == "cg" else G + 6 * np.eye(6))
     A = A.astype(np.complex64)
     b = (rng.normal(size=6) + 1j * rng.normal(size=6)).astype(np.complex64)
-    x, _ = solve(jnp.asarray(A), jnp.asarray(b), tol=1e-6)
+    with plax.numpy_dtype_promotion("strict"):  # no implicit real-complex mix inside
+        x, _ = solve(jnp.asarray(A), jnp.asarray(b), tol=1e-6)
     assert x.dtype == np.complex64
     np.testing.assert_allclose(np.asarray(x), np.linalg.solve(A, b), rtol=1e-4, atol=1e-4)
 
@@ -189,7 +191,30 @@ def test_derivatives_through_the_solve(name):
      "cg solves for floating-point or complex b, got an array of dtype int32"),
     (lambda: cg(jnp.eye(2), jnp.ones(2), M=jnp.ones((2, 3))), ValueError,
      "preconditioner M must be an n x n matrix"),
+    (lambda: gmres(_MatmulOnly(jnp.ones((2, 3))), jnp.ones(2)), ValueError,
+     r"linear operator must be a square matrix, but has shape: \(2, 3\)"),
 ])
 def test_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+class _MatmulOnly:
+    """A matrix-like operator: only ``shape`` and ``@``."""
+
+    def __init__(self, A):
+        self.A, self.shape = A, A.shape
+
+    def __matmul__(self, x):
+        return self.A @ x
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_matmul_objects_and_weak_types(name):
+    solve, A = SOLVERS[name]
+    x, _ = solve(_MatmulOnly(jnp.asarray(A)), B, tol=1e-6)
+    _close(x, A, B)
+    # a weakly typed b gives a weakly typed solution, as JAX's
+    x, _ = solve(lambda v: v, 1.0)
+    assert is_weakly_typed(x) and float(x) == 1.0
+    assert is_weakly_typed(plax.jit(lambda b: solve(lambda v: v, b)[0])(1.0))

@@ -229,3 +229,32 @@ def test_errors():
         S.expit([1., 2.])
     with pytest.raises(ValueError, match="out of bounds"):
         S.logsumexp(np.ones(3, np.float32), axis=1)
+
+
+def test_logsumexp_where_leaves_masked_terms_out_of_the_derivative():
+    x = np.array([0., 0., 0., 0., 100.], np.float32)  # exp(100) overflows float32
+    g = plax.grad(lambda v: S.logsumexp(v, where=np.arange(5) < 4))(x)
+    np.testing.assert_allclose(g, [0.25, 0.25, 0.25, 0.25, 0.0])
+
+
+def test_xlogx_and_entr():
+    from plax._src.scipy.special import _xlogx
+    x = np.array([0.0, 0.5, 1.0, 3.0], np.float32)
+    np.testing.assert_allclose(_xlogx(x), sp.xlogy(x, x), rtol=1e-6)
+    np.testing.assert_allclose(plax.grad(_xlogx)(2.0), np.log(2.0) + 1, rtol=1e-6)
+    assert float(plax.jacfwd(S.entr)(0.0)) == np.inf == float(plax.jacrev(S.entr)(0.0))
+
+
+@pytest.mark.parametrize("lo,hi", [(0.01, 5.0), (0.5, 50.0), (5.0, 500.0), (20.0, 1e6),
+                                   (1e-3, 1e4)])
+def test_betaln_keeps_precision_when_an_argument_is_large(lo, hi):
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(lo, hi, 500).astype(np.float32) for _ in range(2))
+    want = sp.betaln(a.astype(np.float64), b.astype(np.float64))
+    got = np.asarray(S.betaln(a, b), np.float64)
+    assert np.max(np.abs(got - want) / np.maximum(1, np.abs(want))) < 5e-6
+    # betaln(x, 1) = -log(x), and its derivative -1/x, over thirty decades
+    xs = np.geomspace(1, 1e30, 200).astype(np.float32)
+    out, tangent = plax.jvp(S.betaln, (xs, np.float32(1)), (np.ones_like(xs), np.float32(0)))
+    np.testing.assert_allclose(out, -np.log(xs.astype(np.float64)), atol=1e-5)
+    np.testing.assert_allclose(tangent, -1 / xs.astype(np.float64), atol=1e-5)

@@ -559,6 +559,10 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
     dn = _dimension_numbers(ScatterDimensionNumbers, dimension_numbers, "scatter_apply")
     dtype = get_aval(operand).dtype
     jaxpr, consts = _apply_jaxpr(func, dtype)
+    out = jaxpr.out_avals[0]
+    if out.shape != () or out.dtype != dtype:
+        raise TypeError(f"scatter_apply's func must map {dtype.name}[] to a value of the same "
+                        f"shape and dtype, got {out.str_short()}.")
     unused = _shapes.broadcast_in_dim(np.zeros((), dtype), tuple(update_shape), ())
     return scatter_p.bind(operand, scatter_indices, unused, dimension_numbers=dn,
                           indices_are_sorted=bool(indices_are_sorted),

@@ -151,7 +151,9 @@ def _split(args, const_lengths):
 
 def _abstract(*avals, const_lengths, jaxprs):
     consts, b = _split(avals, const_lengths)
-    return call_out_avals("custom_linear_solve solve", jaxprs.solve, [*consts.solve, *b])
+    out = call_out_avals("custom_linear_solve solve", jaxprs.solve, [*consts.solve, *b])
+    # the solution has b's types (weak ones included, as JAX's), whatever solve computed in
+    return [o.update(weak_type=w.weak_type) for o, w in zip(out, b)] + list(out[len(b):])
 
 
 def _lowering(ctx, *args, const_lengths, jaxprs):

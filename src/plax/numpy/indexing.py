@@ -21,6 +21,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes, errors
+from plax.core.config import config
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.source_info import pass_through_code, user_stacklevel
 from plax.core.symbolic_shapes import DimExpr, max_dim, min_dim
@@ -108,7 +109,11 @@ def _take_with_dynamic_slices(arr, idx, **kw):
 def _update_with_dynamic_slices(x, idx, y, kind, **kw):
     x = util.as_operand(x)
     block, starts, rest = _cut_blocks(x, idx)
-    block = _scatter_update(block, rest, y, kind, **kw)
+    return _write_block(x, _scatter_update(block, rest, y, kind, **kw), starts)
+
+
+def _write_block(x, block, starts):
+    """``x`` with ``block`` written back where ``_cut_blocks`` cut it."""
     traced = [s for s in starts if not isinstance(s, int)]
     dtype = dtypes.result_type(*traced) if traced else np.dtype(np.int32)
     return lax.dynamic_update_slice(x, block, [lax.convert_element_type(s, dtype)
@@ -155,13 +160,20 @@ def _holds_plax_values(seq) -> bool:
 def _convert_entry(i):
     """An index entry as None, Ellipsis, a slice, a scalar integer (static int or 0-d
     integer plax value), an _Adv or a _Mask."""
-    if i is None or i is Ellipsis or isinstance(i, slice):
+    if isinstance(i, slice):
+        if any(isinstance(v, Tracer) for v in (i.start, i.stop, i.step)):
+            raise IndexError(
+                "Array slice indices must have static start/stop/step to be used with NumPy "
+                f"indexing syntax. Found {i}. To index a statically sized array at a dynamic "
+                "position, try lax.dynamic_slice/dynamic_update_slice (or plax.ds).")
+        return i
+    if i is None or i is Ellipsis:
         return i
     if isinstance(i, (bool, np.bool_)):
         return _bool0(i)
     if isinstance(i, str):
-        raise TypeError(f"String indices are not supported: plax does not support string "
-                        f"indexing; got idx={i!r}")
+        raise TypeError(f"JAX does not support string indexing (nor does plax); got "
+                        f"idx={i!r}")
     if isinstance(i, ARRAY_TYPES):
         aval = get_aval(i)
         if dtypes.is_bool(aval.dtype):
@@ -222,14 +234,19 @@ def _parse(idx, shape: tuple) -> list:
         raise IndexError(f"Too many indices: array is {ndim}-dimensional, but {used} were indexed")
     if not any(e is Ellipsis for e in entries):
         entries.append(Ellipsis)
-    out, axis = [], 0
+    out, axis = _Entries(), 0
+    # NumPy's rule: advanced entries apart in the index as written (an Ellipsis between them
+    # separates them even where it stands for no axis) put their result axes first.
+    adv = [k for k, e in enumerate(entries) if isinstance(e, (_Adv, _Mask)) or _is_scalar(e)]
+    out.apart = bool(adv) and adv != list(range(adv[0], adv[-1] + 1))
     for pos, e in enumerate(entries):
         if e is Ellipsis:
             out.extend([slice(None)] * (ndim - used))
             axis += ndim - used
         elif isinstance(e, _Mask):
             k = e.value.ndim
-            if e.value.shape != shape[axis:axis + k]:
+            # (an empty mask selects nothing whatever its shape, as in NumPy)
+            if e.value.shape != shape[axis:axis + k] and e.value.size:
                 raise IndexError(f"boolean index did not match shape of indexed array in index "
                                  f"{pos}: got {e.value.shape}, expected {list(shape[axis:axis + k])}")
             out.extend(_Adv(a) for a in np.nonzero(e.value))
@@ -238,6 +255,11 @@ def _parse(idx, shape: tuple) -> list:
             out.append(e)
             axis += _consumed(e)
     return out
+
+
+class _Entries(list):
+    """The entries of a parsed index; ``apart``: its advanced entries were not adjacent."""
+    apart = False
 
 
 def _is_advanced(entries) -> bool:
@@ -298,6 +320,8 @@ def _basic_take(arr, entries):
                 reverse.append(axis)
             out_pos += 1
         elif isinstance(i, Tracer):
+            if size == 0:
+                raise IndexError(f"index is out of bounds for axis {axis} with size 0")
             dynamic[axis] = i
             starts.append(0)
             limits.append(size)
@@ -396,7 +420,8 @@ def _plan(shape: tuple, entries: list, wrap_negative: bool = True) -> _Plan:
     adv_vals = [e.value if isinstance(e, _Adv) else e for k, e in enumerate(entries)
                 if k in adv_pos]
     bshape = util.broadcast_shapes(*[util.shape_of(v) for v in adv_vals]) if adv_vals else ()
-    contiguous = adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) if adv_pos else True
+    contiguous = (adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) if adv_pos else True) \
+        and not getattr(entries, "apart", False)
     batch_sizes: list = []      # index batch axes, in output order
     out_kinds: list = []        # "b" (batch) or "o" (window) per output axis
     components: list = []       # (operand axis, value, its batch axes)
@@ -492,12 +517,49 @@ def _gather(arr, entries, *, mode=None, fill_value=None, indices_are_sorted=Fals
                                unique_indices=unique_indices)
 
 
+def _checks_static_indices(mode) -> bool:
+    """Whether ``jax_check_static_indices`` asks to validate static integers: for the modes
+    that promise in-bounds indices (None and 'promise_in_bounds')."""
+    return config.read("jax_check_static_indices") and (
+        mode is None or GatherScatterMode.from_any(mode) is GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+def validate_static_indices(entries, shape: tuple, normalize: bool = True) -> None:
+    """An IndexError for a static integer entry (of ``_parse``) out of bounds; negative
+    ones count from the end when ``normalize``."""
+    axis = 0
+    for e in entries:
+        if isinstance(e, (int, np.integer)) and not isinstance(e, bool):
+            size = shape[axis]
+            k = int(e) + size if normalize and e < 0 else int(e)
+            if not 0 <= k < size:
+                raise IndexError(f"index {int(e)} out of bounds for axis {axis} with size "
+                                 f"{size} (normalize_indices={normalize})")
+        axis += _consumed(e)
+
+
+def gather_take(arr, idx, *, mode=None, fill_value=None, indices_are_sorted=False,
+                unique_indices=False, wrap_negative=True):
+    """``arr[idx]`` as one gather, whatever the index (``plax.ds`` slices cut first)."""
+    arr = util.as_operand(arr)
+    kw = dict(mode=mode, fill_value=fill_value, indices_are_sorted=indices_are_sorted,
+              unique_indices=unique_indices)
+    try:
+        entries = _parse(idx, get_aval(arr).shape)
+    except _DynamicSlices:
+        block, _, rest = _cut_blocks(arr, idx)
+        return gather_take(block, rest, wrap_negative=wrap_negative, **kw)
+    return _gather(arr, entries, wrap_negative=wrap_negative, **kw)
+
+
 def rewriting_take(arr, idx, *, mode=None, fill_value=None, indices_are_sorted=False,
                    unique_indices=False):
     """``arr[idx]``: basic indices stage as slices, advanced ones as one gather."""
     arr = util.as_operand(arr)
     try:
         entries = _parse(idx, get_aval(arr).shape)
+        if _checks_static_indices(mode):
+            validate_static_indices(entries, get_aval(arr).shape)
     except _DynamicSlices:  # plax.ds(start, size) entries: dynamic slices first
         return _take_with_dynamic_slices(arr, idx, mode=mode, fill_value=fill_value,
                                          indices_are_sorted=indices_are_sorted,
@@ -623,6 +685,8 @@ class _IndexUpdateRef:
         x = util.as_operand(self.array)
         try:
             entries = _parse(self.index, get_aval(x).shape)
+            if _checks_static_indices(mode):
+                validate_static_indices(entries, get_aval(x).shape, wrap_negative_indices)
         except _DynamicSlices:
             block, _, rest = _cut_blocks(x, self.index)
             return _IndexUpdateRef(block, rest).get(
@@ -714,22 +778,26 @@ class _IndexUpdateRef:
 
     def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None,
               wrap_negative_indices=True):
-        """``x[idx] = func(x[idx])`` for an elementwise ``func``: a gather, ``func``, then a
-        scatter. An element indexed several times gets ``func`` applied once."""
+        """``x[idx] = func(x[idx])`` for an elementwise ``func``, as one scatter: an element
+        indexed k times gets ``func`` applied k times (as NumPy's ``ufunc.at``)."""
         x = util.as_operand(self.array)
+        try:
+            entries = _parse(self.index, get_aval(x).shape)
+        except _DynamicSlices:  # plax.ds entries: apply within the dynamic block
+            block, starts, rest = _cut_blocks(x, self.index)
+            block = _IndexUpdateRef(block, rest).apply(
+                func, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                mode=mode, wrap_negative_indices=wrap_negative_indices)
+            return _write_block(x, block, starts)
         xa = get_aval(x)
-        get_mode = "clip" if mode in ("clip", GatherScatterMode.CLIP) else "fill"
-        current = self.get(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-                           mode=get_mode, fill_value=0, wrap_negative_indices=wrap_negative_indices)
-        new = func(current)
-        na = get_aval(util.as_operand(new))
-        if na.dtype != xa.dtype or na.shape != get_aval(current).shape:
-            raise TypeError(f"x.at[idx].apply's func must map {get_aval(current).str_short()} to "
-                            f"values of the same shape and dtype, got {na.str_short()}.")
-        return _scatter_update(x, self.index, new, "set",
-                               indices_are_sorted=indices_are_sorted,
-                               unique_indices=unique_indices, mode=mode,
-                               wrap_negative_indices=wrap_negative_indices)
+        plan = _plan(xa.shape, entries, wrap_negative_indices)
+        if any(xa.shape[d] == 0 for d in plan.collapsed_dims) or 0 in plan.out_shape:
+            return x  # nothing is selected
+        basic = not _is_advanced(entries)
+        return lax_indexing.scatter_apply(
+            x, plan.indices, func, plan.scatter_dnums(), update_shape=plan.out_shape,
+            indices_are_sorted=indices_are_sorted or basic,
+            unique_indices=unique_indices or basic, mode=mode)
 
 
 def _ones_like(x):

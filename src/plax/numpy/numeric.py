@@ -460,15 +460,15 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
     nd = len(shape_of(y))
     if nd == 0:
         raise ValueError("trapezoid requires y of at least one dimension.")
-    axis = canonicalize_axis(axis, nd)
+    given_axis, axis = axis, canonicalize_axis(axis, nd)
     if x is not None:
         if len(shape_of(x)) == 1:
             shape = [1] * nd
             shape[axis] = shape_of(x)[0]
             x = shape_ops.reshape(x, shape)
             d = diff(x, axis=axis)
-        else:
-            d = diff(x, axis=axis)
+        else:  # (as NumPy: the axis as given, counted in x's own dimensions)
+            d = diff(x, axis=given_axis)
     n = shape_of(y)[axis]
     avg = ufuncs.multiply(ufuncs.add(_sl(y, 1, n, axis), _sl(y, 0, max(n - 1, 0), axis)), 0.5)
     return reductions.sum(ufuncs.multiply(d, avg), axis=axis)

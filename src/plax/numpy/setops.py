@@ -112,20 +112,31 @@ def union1d(ar1, ar2, *, size=None, fill_value=None):
 
 
 def setdiff1d(ar1, ar2, assume_unique: bool = False, *, size=None, fill_value=None):
-    """The sorted unique entries of ``ar1`` that are not in ``ar2``."""
-    a1, a2 = _prepare("setdiff1d", ar1, ar2)
+    """The sorted unique entries of ``ar1`` that are not in ``ar2`` (``ar1``'s dtype; the
+    entries are compared in the promoted dtype)."""
+    check_arraylike("setdiff1d", ar1, ar2)
+    a1 = as_operand(ar1)
+    a1 = lax.reshape(a1, (int(np.prod(shape_of(a1))),))
     s, _, starts = _sorted_groups(a1)
-    keep = lax.bitwise_and(starts, lax.bitwise_not(_members(s, a2, "auto")))
+    s_p, a2 = _prepare("setdiff1d", s, ar2)
+    keep = lax.bitwise_and(starts, lax.bitwise_not(_members(s_p, a2, "auto")))
     return _select_sorted("setdiff1d", s, keep, size, fill_value, False)[0]
 
 
 def setxor1d(ar1, ar2, assume_unique: bool = False, *, size=None, fill_value=None):
-    """The sorted unique entries found in exactly one of the inputs."""
+    """The sorted unique entries found in exactly one of the inputs. With ``assume_unique``
+    the inputs are not deduplicated (as NumPy): the entries occurring exactly once in
+    both together."""
     a1, a2 = _prepare("setxor1d", ar1, ar2)
     s, _, starts = _sorted_groups(lax.concatenate([a1, a2], 0))
-    in1 = _members(s, a1, "auto", equal_nan=True)
-    in2 = _members(s, a2, "auto", equal_nan=True)
-    keep = lax.bitwise_and(starts, lax.ne(in1, in2))
+    n = get_aval(s).shape[0]
+    if assume_unique and n:
+        ends = lax.concatenate([lax.slice_in_dim(starts, 1, n), _full((1,), True, np.bool_)], 0)
+        keep = lax.bitwise_and(starts, ends)
+    else:
+        in1 = _members(s, a1, "auto", equal_nan=True)
+        in2 = _members(s, a2, "auto", equal_nan=True)
+        keep = lax.bitwise_and(starts, lax.ne(in1, in2))
     return _select_sorted("setxor1d", s, keep, size, fill_value, True)[0]
 
 

@@ -456,6 +456,13 @@ def _unique_keys(k):
     return [(flag, True), (lax.select(flag, _full(_shape(k), 0, get_aval(k).dtype), k), False)]
 
 
+def _fill_rows(fill_value, dtype, shape):
+    """``fill_value`` (a scalar, or one slice: the shape of a row) broadcast to ``shape``."""
+    fill = convert(as_operand(fill_value), dtype)
+    nd, fd = len(shape), get_aval(fill).ndim
+    return lax.broadcast_in_dim(fill, shape, tuple(range(nd - fd, nd)))
+
+
 def _unique(x, keys, equal_nan, size, fill_value):
     """Unique rows of ``x`` (rows along axis 0, compared by the 1-D ``keys``): values, first
     indices, inverse and counts, padded to ``size`` when it is given."""
@@ -468,8 +475,7 @@ def _unique(x, keys, equal_nan, size, fill_value):
                              "fill_value must be specified")
         values = _full((size,) + _shape(x)[1:], 0, get_aval(x).dtype)
         if size:
-            values = lax.broadcast_in_dim(convert(as_operand(fill_value), get_aval(x).dtype),
-                                          _shape(values), ())
+            values = _fill_rows(fill_value, get_aval(x).dtype, _shape(values))
         zeros = _full((size,), 0, dt)
         return values, zeros, _full((0,), 0, dt), zeros
     keys, is_flag = zip(*[p for k in keys for p in _unique_keys(k)]) if keys else ((), ())
@@ -497,7 +503,7 @@ def _unique(x, keys, equal_nan, size, fill_value):
     values = take_rows(x, rows)
     if fill_value is not None:
         vshape = _shape(values)
-        fill = lax.broadcast_in_dim(convert(as_operand(fill_value), get_aval(x).dtype), vshape, ())
+        fill = _fill_rows(fill_value, get_aval(x).dtype, vshape)
         values = lax.select(lax.broadcast_in_dim(valid, vshape, (0,)), values, fill)
     counts = lax.sub(lax.slice_in_dim(pos, 1, size + 1), first)
     group = lax.sub(lax.cumsum(convert(starts, dt), axis=0), _full((n,), 1, dt))

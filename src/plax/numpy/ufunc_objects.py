@@ -4,7 +4,11 @@
 The fourteen ufuncs JAX makes objects of wrap the plain functions of ``ufuncs.py`` (which
 plax's own code keeps calling directly). Their methods use the matching reduction,
 cumulative op or indexed update where one exists; any other function (``frompyfunc``)
-is applied elementwise in order, with a scan, as NumPy's definition reads.
+is applied elementwise in order, with a loop, as NumPy's definition reads.
+
+Every method runs compiled, with the ufunc itself a static argument (as JAX jits them):
+an eager call compiles once per signature, and the ufunc's properties are read-only so that
+it stays a valid static argument.
 """
 from __future__ import annotations
 
@@ -13,9 +17,11 @@ import operator
 import numpy as np
 
 from plax import lax
+from plax.api.jit import eager_compiled, eval_shape
+from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.trace import Tracer, get_aval
 from plax.numpy import creation, reductions, shape_ops, ufuncs
-from plax.numpy.util import check_arraylike
+from plax.numpy.util import canonicalize_axes, canonicalize_axis, check_arraylike
 from plax.numpy.vectorize import vectorize
 
 __all__ = ["ufunc", "frompyfunc", "add", "subtract", "multiply", "maximum", "minimum",
@@ -27,33 +33,48 @@ _AT_MESSAGE = ("Because plax arrays are immutable, jnp.ufunc.at() cannot operate
                ">>> arr = jnp.add.at(arr, ind, val, inplace=False)")
 
 
+def _static_axis(axis):
+    """``axis`` as a hashable static argument (a list becomes a tuple)."""
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
 class ufunc:
     """A universal function: called elementwise (broadcasting), with the methods ``outer``,
     ``reduce``, ``accumulate``, ``reduceat`` and ``at``. ``call``/``reduce``/... override
-    the generic (scan-based) methods with faster equivalents."""
+    the generic (loop-based) methods with faster equivalents."""
 
     def __init__(self, func, /, nin: int, nout: int, *, name=None, nargs=None, identity=None,
                  call=None, reduce=None, accumulate=None, at=None, reduceat=None):
-        self._func = func
-        self.nin, self.nout = operator.index(nin), operator.index(nout)
-        self.nargs = self.nin if nargs is None else operator.index(nargs)
-        self.identity = identity
+        nin = operator.index(nin)
+        self.__props = {"func": func, "nin": nin, "nout": operator.index(nout),
+                        "nargs": nin if nargs is None else operator.index(nargs),
+                        "identity": identity, "call": call or vectorize(func),
+                        "reduce": reduce, "accumulate": accumulate, "at": at,
+                        "reduceat": reduceat}
         self.__name__ = name or getattr(func, "__name__", "ufunc")
         self.__doc__ = getattr(func, "__doc__", None)
-        self._call = call or vectorize(func)
-        self._reduce, self._accumulate, self._at, self._reduceat = reduce, accumulate, at, reduceat
+
+    # Read-only: a ufunc is a static argument of its compiled methods.
+    _func = property(lambda self: self.__props["func"])
+    nin = property(lambda self: self.__props["nin"])
+    nout = property(lambda self: self.__props["nout"])
+    nargs = property(lambda self: self.__props["nargs"])
+    identity = property(lambda self: self.__props["identity"])
+
+    def _override(self, method: str):
+        return self.__props[method]
+
+    def _key(self):
+        return (self._func, self.__name__, self.identity, self.nin, self.nout, self.nargs)
 
     def __repr__(self):
         return f"<jnp.ufunc '{self.__name__}'>"
 
     def __hash__(self):
-        return hash((self._func, self.__name__, self.nin, self.nout))
+        return hash(self._key())
 
     def __eq__(self, other):
-        return isinstance(other, ufunc) and (self._func, self.__name__, self.nin, self.nout,
-                                             self.identity) == (other._func, other.__name__,
-                                                                other.nin, other.nout,
-                                                                other.identity)
+        return isinstance(other, ufunc) and self._key() == other._key()
 
     def __call__(self, *args, out=None, where=None):
         if out is not None:
@@ -65,7 +86,7 @@ class ufunc:
         if len(args) != self.nin:
             raise TypeError(f"{self.__name__}() takes {self.nin} positional argument(s) but "
                             f"{len(args)} were given.")
-        call = self._call
+        call = self.__props["call"]
         for a in args:
             if isinstance(a, Tracer):  # traced: the Python function, not the eager dispatch
                 return getattr(call, "_traced_form", call)(*args)
@@ -76,18 +97,8 @@ class ufunc:
         """What a call with ``nin`` operands, some traced, comes to: for the built-in ufuncs
         the Python function behind their compiled eager form, else the ufunc itself (see
         ``plax.api.jit.eager_compiled``; the tracer's operators call it)."""
-        return getattr(self._call, "_traced_form", self)
+        return getattr(self.__props["call"], "_traced_form", self)
 
-    # --- outer ---------------------------------------------------------------------------
-    def outer(self, A, B, /):
-        """``func(a, b)`` for every pair of elements: shape A.shape + B.shape."""
-        self._check_method("outer")
-        check_arraylike(f"{self.__name__}.outer", A, B)
-        A, B = creation.asarray(A), creation.asarray(B)
-        nb = get_aval(B).ndim
-        return self(lax.reshape(A, get_aval(A).shape + (1,) * nb) if nb else A, B)
-
-    # --- reduce --------------------------------------------------------------------------
     def _check_method(self, method: str, out=None):
         """The checks every method but ``at`` makes: a binary ufunc, and no ``out=``."""
         if self.nin != 2 or self.nout != 1:
@@ -97,66 +108,97 @@ class ufunc:
             raise NotImplementedError(f"out argument of {self.__name__}.{method}: plax arrays "
                                       "are immutable; use the returned value.")
 
+    def _result_dtype(self, *operands):
+        """The dtype ``func`` returns for scalars of the operands' dtypes."""
+        scalars = [ShapeDtypeStruct((), get_aval(creation.asarray(x)).dtype) for x in operands]
+        return eval_shape(self._func, *scalars).dtype
+
+    def outer(self, A, B, /):
+        """``func(a, b)`` for every pair of elements: shape A.shape + B.shape."""
+        self._check_method("outer")
+        check_arraylike(f"{self.__name__}.outer", A, B)
+        return _outer(A, B, ufunc=self)
+
     def reduce(self, a, axis=0, dtype=None, out=None, keepdims=False, initial=None,
                where=None):
-        """``func`` folded over ``axis`` (an int, a tuple, or None for every axis)."""
+        """``func`` folded over ``axis`` (an int, a tuple, or None for every axis); ``where``
+        picks the elements folded in (then the fold needs an identity or ``initial``)."""
         self._check_method("reduce", out)
         check_arraylike(f"{self.__name__}.reduce", a)
-        if self._reduce is not None:
-            return self._reduce(a, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial,
-                                where=where)
+        if initial is not None:
+            check_arraylike(f"{self.__name__}.reduce", initial)
         if where is not None:
-            raise NotImplementedError(f"where argument of {self.__name__}.reduce is supported "
-                                      "for the built-in ufuncs only.")
-        a = creation.asarray(a) if dtype is None else creation.asarray(a).astype(dtype)
-        ndim = get_aval(a).ndim
-        axes = tuple(range(ndim)) if axis is None else (
-            (axis,) if np.ndim(axis) == 0 else tuple(axis))
-        axes = sorted({operator.index(ax) % ndim for ax in axes})
-        result = a
-        for ax in reversed(axes):  # each axis folded in order (one axis at a time)
-            result = self._fold(result, ax, initial)
-            initial = None if len(axes) > 1 else initial
-        if keepdims:
-            result = lax.expand_dims(result, tuple(axes))
-        return result
+            check_arraylike(f"{self.__name__}.reduce", where)
+            if self.identity is None and initial is None:
+                raise ValueError(f"reduction operation {self.__name__!r} does not have an "
+                                 "identity, so to use a where mask one has to specify "
+                                 "'initial'.")
+            if get_aval(creation.asarray(where)).dtype != np.bool_:
+                raise ValueError("where argument must have dtype=bool; got dtype="
+                                 f"{get_aval(creation.asarray(where)).dtype}")
+        return _reduce(a, initial, where, ufunc=self, axis=_static_axis(axis), dtype=dtype,
+                       keepdims=bool(keepdims))
 
-    def _fold(self, a, axis: int, initial):
-        moved = shape_ops.moveaxis(a, axis, 0)
-        n = get_aval(moved).shape[0]
-        if initial is None:  # as JAX: the identity starts the fold, else the first element
-            if self.identity is not None:
-                initial = self.identity
-            elif n == 0:
+    def _reduce_via_loop(self, a, axis=0, dtype=None, keepdims=False, initial=None,
+                         where=None):
+        a = creation.asarray(a)
+        shape = get_aval(a).shape
+        if initial is None:
+            initial = self.identity
+        if dtype is None:
+            dtype = self._result_dtype(a, a)
+        axes = canonicalize_axes(axis, len(shape))
+        rest = tuple(d for i, d in enumerate(shape) if i not in axes)
+        final_shape = (tuple(1 if i in axes else d for i, d in enumerate(shape)) if keepdims
+                       else rest)
+        n = int(np.prod([shape[i] for i in axes], dtype=int))
+
+        def folded(x):  # the reduced axes first, as one axis
+            return shape_ops.moveaxis(x, axes, tuple(range(len(axes)))).reshape((n, *rest))
+        arr = folded(a)
+        if where is not None:
+            where = folded(shape_ops.broadcast_to(where, shape))
+        if n == 0:
+            if initial is None:
                 raise ValueError(f"zero-size array to reduction operation {self.__name__} "
-                                 "which has no identity; pass initial=.")
-            else:
-                start, rest = moved[0], moved[1:]
-                return lax.scan(lambda c, x: (self._func(c, x), None), start, rest)[0]
-        start = creation.full(get_aval(moved).shape[1:], initial, get_aval(moved).dtype)
-        return lax.scan(lambda c, x: (self._func(c, x), None), start, moved)[0]
+                                 "which has no identity")
+            return creation.full(final_shape, initial, dtype)
 
-    # --- accumulate ----------------------------------------------------------------------
+        def body(i, val):
+            new = self(val, arr[i].astype(dtype))
+            return new if where is None else ufuncs.where(where[i], new, val)
+        if initial is None:
+            start, value = 1, arr[0]
+        else:
+            start, value = 0, initial
+        value = shape_ops.broadcast_to(creation.asarray(value).astype(dtype), rest)
+        return lax.fori_loop(start, n, body, value).reshape(final_shape)
+
     def accumulate(self, a, axis: int = 0, dtype=None, out=None):
         """The running ``func`` along ``axis`` (result[i] = func(result[i-1], a[i]))."""
         self._check_method("accumulate", out)
         check_arraylike(f"{self.__name__}.accumulate", a)
-        if self._accumulate is not None:
-            return self._accumulate(a, axis=axis, dtype=dtype)
-        a = creation.asarray(a) if dtype is None else creation.asarray(a).astype(dtype)
-        axis = operator.index(axis) % max(get_aval(a).ndim, 1)
-        moved = shape_ops.moveaxis(a, axis, 0)
-        if get_aval(moved).shape[0] == 0:
-            return a
+        if axis is None or isinstance(axis, (tuple, list)):
+            raise ValueError("accumulate does not allow multiple axes")
+        return _accumulate(a, ufunc=self, axis=operator.index(axis), dtype=dtype)
+
+    def _accumulate_via_loop(self, a, axis=0, dtype=None):
+        a = creation.asarray(a)
+        if dtype is None:
+            dtype = self._result_dtype(a, a)
+        aval = get_aval(a)
+        axis = canonicalize_axis(axis, max(aval.ndim, 1))
+        if aval.size == 0:
+            return creation.full(aval.shape, 0, dtype)
+        moved = shape_ops.moveaxis(a, axis, 0).astype(dtype)
 
         def step(c, x):
-            y = self._func(c, x)
+            y = self(c, x)
             return y, y
         first = moved[0]
         _, rest = lax.scan(step, first, moved[1:])
         return shape_ops.moveaxis(shape_ops.concatenate([first[None], rest], 0), 0, axis)
 
-    # --- at ------------------------------------------------------------------------------
     def at(self, a, indices, b=None, /, *, inplace: bool = True):
         """``a`` with ``func`` applied at ``indices`` (with ``b`` for binary ufuncs), each
         repeated index applied again. Needs ``inplace=False``: arrays are immutable."""
@@ -167,49 +209,92 @@ class ufunc:
         if (b is None) != (self.nin == 1):
             raise ValueError(f"{self.__name__}.at: a binary ufunc needs b, a unary one takes "
                              "none.")
-        if self._at is not None:
-            return self._at(a, indices, b)
-        a = creation.asarray(a)
-        index_shape = get_aval(creation.asarray(a)[indices]).shape
-        positions = creation.arange(int(np.prod(get_aval(a).shape)), dtype=np.int32)
-        flat_index = positions.reshape(get_aval(a).shape)[indices].ravel()
-        values = None if b is None else shape_ops.broadcast_to(b, index_shape).ravel()
+        check_arraylike(f"{self.__name__}.at", a, *([] if b is None else [b]))
+        return _at(a, indices, b, ufunc=self)
+
+    def _at_via_loop(self, a, indices, b=None):
+        dtype = self._result_dtype(a, *([] if b is None else [b]))
+        a = creation.asarray(a).astype(dtype)
+        shape = get_aval(a).shape
+        index_shape = get_aval(a[indices]).shape
+        positions = creation.arange(int(np.prod(shape, dtype=int)), dtype=np.int32)
+        flat_index = positions.reshape(shape)[indices].ravel()
+        values = (None if b is None else
+                  shape_ops.broadcast_to(creation.asarray(b).astype(dtype), index_shape).ravel())
 
         def step(flat, k):
             i = flat_index[k]
-            new = self._func(flat[i]) if values is None else self._func(flat[i], values[k])
+            new = self(flat[i]) if values is None else self(flat[i], values[k])
             return flat.at[i].set(new), None
-        flat, _ = lax.scan(step, a.ravel(), creation.arange(flat_index.shape[0]))
-        return flat.reshape(get_aval(a).shape)
+        flat, _ = lax.scan(step, a.ravel(), creation.arange(get_aval(flat_index).shape[0]))
+        return flat.reshape(shape)
 
-    # --- reduceat ------------------------------------------------------------------------
     def reduceat(self, a, indices, axis: int = 0, dtype=None, out=None):
         """``func`` folded over each slice a[indices[i]:indices[i+1]] along ``axis`` (just
         a[indices[i]] where indices[i] >= indices[i+1]; the last runs to the end)."""
         self._check_method("reduceat", out)
-        check_arraylike(f"{self.__name__}.reduceat", a)
+        check_arraylike(f"{self.__name__}.reduceat", a, indices)
+        if axis is None or isinstance(axis, (tuple, list)):
+            raise ValueError("reduceat requires a single integer axis.")
+        return _reduceat(a, indices, ufunc=self, axis=operator.index(axis), dtype=dtype)
+
+    def _reduceat_via_loop(self, a, indices, axis=0, dtype=None):
         a = creation.asarray(a) if dtype is None else creation.asarray(a).astype(dtype)
         indices = creation.asarray(indices)
+        if get_aval(a).ndim == 0:
+            raise ValueError(f"reduceat: a must have 1 or more dimension, got shape "
+                             f"{get_aval(a).shape}")
         if get_aval(indices).ndim != 1:
             raise ValueError(f"{self.__name__}.reduceat: indices must be one-dimensional, got "
                              f"shape {get_aval(indices).shape}.")
-        axis = operator.index(axis) % get_aval(a).ndim
+        axis = canonicalize_axis(axis, get_aval(a).ndim)
         moved = shape_ops.moveaxis(a, axis, 0)
         n = get_aval(moved).shape[0]
         ends = shape_ops.concatenate([indices[1:], creation.full((1,), n, get_aval(indices).dtype)])
         out = moved[indices]
         expand = (slice(None),) + (None,) * (get_aval(moved).ndim - 1)
 
-        def step(acc, j):
+        def body(j, acc):
             inside = ((j > indices) & (j < ends))[expand]
-            return ufuncs.where(inside, self._func(acc, moved[j]), acc), None
-        out, _ = lax.scan(step, out, creation.arange(n))
-        return shape_ops.moveaxis(out, 0, axis)
+            return ufuncs.where(inside, self(acc, lax.expand_dims(moved[j], (0,))), acc)
+        return shape_ops.moveaxis(lax.fori_loop(0, n, body, out), 0, axis)
 
 
 def frompyfunc(func, /, nin: int, nout: int, *, identity=None):
     """A jnp.ufunc made from ``func``, a Python function of scalars (vectorized with vmap)."""
     return ufunc(func, nin, nout, identity=identity)
+
+
+# --- the compiled methods (the ufunc a static argument) ----------------------------------------
+@eager_compiled(static_argnames=("ufunc",))
+def _outer(A, B, *, ufunc):
+    A, B = creation.asarray(A), creation.asarray(B)
+    sa, sb = get_aval(A).shape, get_aval(B).shape
+    return ufunc(A.reshape(sa + (1,) * len(sb)), B.reshape((1,) * len(sa) + sb))
+
+
+@eager_compiled(static_argnames=("ufunc", "axis", "dtype", "keepdims"))
+def _reduce(a, initial, where, *, ufunc, axis, dtype, keepdims):
+    reduce = ufunc._override("reduce") or ufunc._reduce_via_loop
+    return reduce(a, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
+
+
+@eager_compiled(static_argnames=("ufunc", "axis", "dtype"))
+def _accumulate(a, *, ufunc, axis, dtype):
+    accumulate = ufunc._override("accumulate") or ufunc._accumulate_via_loop
+    return accumulate(a, axis=axis, dtype=dtype)
+
+
+@eager_compiled(static_argnames=("ufunc",))
+def _at(a, indices, b, *, ufunc):
+    at = ufunc._override("at")
+    return at(a, indices, b) if at is not None else ufunc._at_via_loop(a, indices, b)
+
+
+@eager_compiled(static_argnames=("ufunc", "axis", "dtype"))
+def _reduceat(a, indices, *, ufunc, axis, dtype):
+    reduceat = ufunc._override("reduceat") or ufunc._reduceat_via_loop
+    return reduceat(a, indices, axis=axis, dtype=dtype)
 
 
 # --- the built-in ufunc objects ----------------------------------------------------------------
@@ -246,15 +331,6 @@ def _indexed(method, transform=None):
     return at
 
 
-add = ufunc(ufuncs.add, 2, 1, identity=0, reduce=_reduction(reductions.sum),
-            accumulate=_cumulative(reductions.cumsum), at=_indexed("add"))
-multiply = ufunc(ufuncs.multiply, 2, 1, identity=1, reduce=_reduction(reductions.prod),
-                 accumulate=_cumulative(reductions.cumprod), at=_indexed("multiply"))
-subtract = ufunc(ufuncs.subtract, 2, 1, at=_indexed("add", ufuncs.negative))
-maximum = ufunc(ufuncs.maximum, 2, 1, reduce=_no_dtype_reduction(reductions.max),
-                accumulate=_lax_cumulative(lax.cummax), at=_indexed("max"))
-minimum = ufunc(ufuncs.minimum, 2, 1, reduce=_no_dtype_reduction(reductions.min),
-                accumulate=_lax_cumulative(lax.cummin), at=_indexed("min"))
 def _truth_reduction(fn, combine):
     def reduce(a, axis=0, dtype=None, keepdims=False, initial=None, where=None):
         out = fn(a, axis=axis, keepdims=keepdims, where=where)
@@ -263,19 +339,28 @@ def _truth_reduction(fn, combine):
     return reduce
 
 
-logical_and = ufunc(ufuncs.logical_and, 2, 1, identity=True,
-                    reduce=_truth_reduction(reductions.all, ufuncs.logical_and))
-logical_or = ufunc(ufuncs.logical_or, 2, 1, identity=False,
-                   reduce=_truth_reduction(reductions.any, ufuncs.logical_or))
-logical_xor = ufunc(ufuncs.logical_xor, 2, 1, identity=False)
-bitwise_and = ufunc(ufuncs.bitwise_and, 2, 1, identity=-1)
-bitwise_or = ufunc(ufuncs.bitwise_or, 2, 1, identity=0)
-bitwise_xor = ufunc(ufuncs.bitwise_xor, 2, 1, identity=0)
-logaddexp = ufunc(ufuncs.logaddexp, 2, 1, identity=-np.inf)
-logaddexp2 = ufunc(ufuncs.logaddexp2, 2, 1, identity=-np.inf)
-negative = ufunc(ufuncs.negative, 1, 1, at=lambda a, indices, b: creation.asarray(a).at[indices]
-                 .apply(ufuncs.negative))
-for _u in (add, multiply, subtract, maximum, minimum, logical_and, logical_or, logical_xor,
-           bitwise_and, bitwise_or, bitwise_xor, logaddexp, logaddexp2, negative):
-    _u._call = _u._func  # the plain function broadcasts already: no vectorize needed
-del _u
+def _builtin(fn, nin: int, **methods):
+    """The ufunc object of one of plax's ufuncs: ``fn`` broadcasts already (no vectorize)."""
+    return ufunc(fn, nin, 1, call=fn, **methods)
+
+
+add = _builtin(ufuncs.add, 2, identity=0, reduce=_reduction(reductions.sum),
+               accumulate=_cumulative(reductions.cumsum), at=_indexed("add"))
+multiply = _builtin(ufuncs.multiply, 2, identity=1, reduce=_reduction(reductions.prod),
+                    accumulate=_cumulative(reductions.cumprod), at=_indexed("multiply"))
+subtract = _builtin(ufuncs.subtract, 2, at=_indexed("add", ufuncs.negative))
+maximum = _builtin(ufuncs.maximum, 2, reduce=_no_dtype_reduction(reductions.max),
+                   accumulate=_lax_cumulative(lax.cummax), at=_indexed("max"))
+minimum = _builtin(ufuncs.minimum, 2, reduce=_no_dtype_reduction(reductions.min),
+                   accumulate=_lax_cumulative(lax.cummin), at=_indexed("min"))
+logical_and = _builtin(ufuncs.logical_and, 2, identity=True,
+                       reduce=_truth_reduction(reductions.all, ufuncs.logical_and))
+logical_or = _builtin(ufuncs.logical_or, 2, identity=False,
+                      reduce=_truth_reduction(reductions.any, ufuncs.logical_or))
+logical_xor = _builtin(ufuncs.logical_xor, 2, identity=False)
+bitwise_and = _builtin(ufuncs.bitwise_and, 2, identity=-1)
+bitwise_or = _builtin(ufuncs.bitwise_or, 2, identity=0)
+bitwise_xor = _builtin(ufuncs.bitwise_xor, 2, identity=0)
+logaddexp = _builtin(ufuncs.logaddexp, 2, identity=-np.inf)
+logaddexp2 = _builtin(ufuncs.logaddexp2, 2, identity=-np.inf)
+negative = _builtin(ufuncs.negative, 1)  # (at: by the loop; a repeated index negates again)

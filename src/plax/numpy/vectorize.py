@@ -33,18 +33,28 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
     mapped over the broadcast leading (loop) dimensions. Arguments named in
     ``excluded`` (positions or keyword names) are passed through unmapped.
     """
+    if any(not isinstance(e, (int, str)) for e in excluded):
+        raise TypeError("jax.numpy.vectorize can only exclude integer or string arguments "
+                        f"(positions or keyword names), but excluded={excluded!r}")
+    if any(isinstance(e, int) and e < 0 for e in excluded):
+        raise ValueError(f"excluded={excluded!r} contains negative numbers")
     excluded = frozenset(excluded)
-    for e in excluded:
-        if not isinstance(e, (int, str)):
-            raise TypeError(f"jnp.vectorize: excluded must hold argument positions (int) or "
-                            f"keyword names (str), got {e!r}.")
     in_core, out_core = _parse_signature(signature) if signature is not None else (None, None)
     where = f"on vectorized function with excluded={excluded!r} and signature={signature!r}"
 
     @functools.wraps(pyfunc)
     def wrapped(*args, **kwargs):
         import plax.numpy as jnp
-        mapped_pos = [i for i in range(len(args)) if i not in excluded]
+        not_excluded = [i for i in range(len(args)) if i not in excluded]
+        # None arguments pass through unmapped, as excluded ones (their core must be ())
+        none_at = {k for k, i in enumerate(not_excluded) if args[i] is None}
+        cores = in_core if in_core is not None else [()] * len(not_excluded)
+        if none_at:
+            if any(k < len(cores) and cores[k] != () for k in none_at):
+                raise ValueError(f"Cannot pass None at locations {none_at} with "
+                                 f"signature={signature!r}")
+            cores = [c for k, c in enumerate(cores) if k not in none_at]
+        mapped_pos = [i for k, i in enumerate(not_excluded) if k not in none_at]
         mapped_kw = sorted(k for k in kwargs if k not in excluded)
         values = [jnp.asarray(args[i]) for i in mapped_pos] + [jnp.asarray(kwargs[k])
                                                              for k in mapped_kw]
@@ -57,7 +67,8 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
             kw.update(zip(mapped_kw, mapped[len(mapped_pos):]))
             return pyfunc(*full, **kw)
 
-        cores = in_core if in_core is not None else [()] * len(values)
+        if in_core is None:
+            cores = [()] * len(values)
         if len(cores) != len(values):
             raise TypeError(f"wrong number of positional arguments: expected {len(cores)}, got "
                             f"{len(values)} {where}")
@@ -81,16 +92,23 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
         def checked(*mapped):
             out = call(*mapped)
             if out_core is not None:
+                if len(out_core) > 1 and not isinstance(out, tuple):
+                    raise TypeError("output must be a tuple when multiple outputs are "
+                                    f"expected, got: {out!r}\n{where}")
                 outs = out if isinstance(out, tuple) else (out,)
                 if len(outs) != len(out_core):
-                    raise TypeError(f"wrong number of outputs from the function: expected "
+                    raise TypeError(f"wrong number of output arguments: expected "
                                     f"{len(out_core)}, got {len(outs)} {where}")
+                seen = dict(sizes)
                 for o, core in zip(outs, out_core):
                     shape = get_aval(o).shape
-                    if len(shape) != len(core) or any(
-                            sizes.setdefault(n, s) != s for n, s in zip(core, shape)):
+                    if len(shape) != len(core):
                         raise ValueError(f"output shape {shape} does not match core dimensions "
                                          f"{core} {where}")
+                    for name, size in zip(core, shape):
+                        if seen.setdefault(name, size) != size:
+                            raise ValueError(f"inconsistent size for core dimension {name!r}: "
+                                             f"{size} vs {seen[name]} {where}")
             return out
 
         from plax.api.vmap import vmap

@@ -329,7 +329,8 @@ def istft(Zxx, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
         if _shape(win) != (nperseg,):
             raise ValueError(f"window must have length of {nperseg}")
         win = win.astype(real_dtype)
-    pieces = pieces * jnp.sum(win) * _last_axis(win, pieces.ndim)
+    wp = win.astype(get_aval(pieces).dtype)  # (complex pieces: no implicit real-complex mix)
+    pieces = pieces * jnp.sum(wp) * _last_axis(wp, pieces.ndim)
     n_segments = _shape(pieces)[-2]
     length = nperseg + (n_segments - 1) * step
     index = np.arange(n_segments)[:, None] * step + np.arange(nperseg)[None, :]
@@ -340,7 +341,8 @@ def istft(Zxx, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
     if boundary:
         half = nperseg // 2
         out, norm = out[..., half:length - half], norm[half:length - half]
-    out = out / _last_axis(jnp.where(norm > 1e-10, norm, 1.0), out.ndim)
+    norm = jnp.where(norm > 1e-10, norm, 1.0).astype(get_aval(out).dtype)
+    out = out / _last_axis(norm, out.ndim)
     if input_onesided:
         out = jnp.real(out)
     if ndim > 2 and time_axis != ndim - 1:

@@ -78,6 +78,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         # turn 0 * inf into nan.
         a = jnp.where(jnp.not_equal(b, 0), a, -np.inf)
         a = jnp.broadcast_to(a, shape)
+    if where is not None:  # masked terms are left out as -inf too: their exp cannot overflow
+        a = jnp.where(where, a, -np.inf)  # (which would make the derivatives nan)
     is_complex = dtypes.is_complex(_dtype(a))
     real_a = jnp.real(a) if is_complex else a
     shift = _finite_shift(jnp.max(real_a, axis=axis, keepdims=True, where=where,
@@ -151,18 +153,19 @@ def xlog1py(x, y):
 
 
 @custom_jvp
-def _entr(x):
-    neg_inf, zero = jnp.full_like(x, -np.inf), jnp.full_like(x, -0.0)  # -0.0 at 0, as JAX
-    return jnp.where(jnp.less(x, 0), neg_inf,
-                     jnp.where(jnp.equal(x, 0), zero, jnp.negative(jnp.multiply(x, jnp.log(x)))))
+def _xlogx(x):
+    """x log(x), 0 at 0 (as xlogy(x, x)); its derivative log(x) + 1 (JAX's private helper,
+    behind entr)."""
+    return jnp.where(jnp.equal(x, 0), jnp.zeros_like(x), jnp.multiply(x, jnp.log(x)))
 
 
-_entr.defjvps(lambda t, ans, x: jnp.multiply(t, jnp.negative(jnp.add(jnp.log(x), 1))))
+_xlogx.defjvps(lambda t, ans, x: jnp.multiply(t, jnp.add(jnp.log(x), 1)))
 
 
 def entr(x):
     """Elementwise entropy term: -x log(x) for x > 0, 0 at 0 and -inf for x < 0."""
-    return _entr(_inexact("entr", x))
+    x = _inexact("entr", x)
+    return jnp.where(jnp.less(x, 0), jnp.full_like(x, -np.inf), jnp.negative(_xlogx(x)))
 
 
 # --- incomplete gamma and beta, zeta, polygamma, Bessel ------------------------------------
@@ -337,10 +340,44 @@ def gamma(x):
     return jnp.where(neg_int, np.nan, out)
 
 
+# The asymptotic (Stirling) series of lgamma: coefficients of 1/x, 1/x^3, 1/x^5, ...
+_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 156)
+
+
+def _stirling_correction(x):
+    """lgamma(x) minus Stirling's (x - 1/2) log x - x + log(2 pi) / 2, for x >= 10 (seven
+    terms of the asymptotic series: error below 1e-16 there)."""
+    r = jnp.reciprocal(x)
+    r2 = jnp.square(r)
+    acc = jnp.full_like(r, _STIRLING[-1])
+    for c in _STIRLING[-2::-1]:
+        acc = acc * r2 + c
+    return r * acc
+
+
 def betaln(a, b):
-    """The log of the absolute value of the beta function."""
+    """The log of the absolute value of the beta function. For positive arguments of which
+    one is large, Stirling's series of the lgamma differences, which cancel badly when
+    subtracted directly (betaln(x, 1) = -log x to rounding over any range of x)."""
     a, b = _broadcast_inexact("betaln", a, b)
-    return lax.sub(lax.add(lax.lgamma(a), lax.lgamma(b)), lax.lgamma(lax.add(a, b)))
+    lo, hi = jnp.minimum(a, b), jnp.maximum(a, b)
+    direct = lax.sub(lax.add(lax.lgamma(a), lax.lgamma(b)), lax.lgamma(lax.add(a, b)))
+    one_big = jnp.logical_and(jnp.greater(lo, 0), jnp.greater_equal(hi, 10))
+    both_big = jnp.greater_equal(lo, 10)
+    corr = _stirling_correction
+    # (safe stand-ins where a branch is not taken: its derivatives stay finite)
+    h = jnp.where(one_big, hi, 10)
+    l1 = jnp.where(one_big, lo, 1)
+    s1 = l1 + h
+    # lgamma(lo) + [lgamma(hi) - lgamma(lo + hi)], the bracket by Stirling's series
+    small_big = (lax.lgamma(l1) + l1 - (h - 0.5) * jnp.log1p(l1 / h) - l1 * jnp.log(s1)
+                 + corr(h) - corr(s1))
+    l2 = jnp.where(both_big, lo, 10)
+    h2 = jnp.where(both_big, hi, 10)
+    s2 = l2 + h2
+    big_big = (float(0.5 * np.log(2 * np.pi)) - 0.5 * jnp.log(s2) + (l2 - 0.5) * jnp.log(l2 / s2)
+               - (h2 - 0.5) * jnp.log1p(l2 / h2) + corr(l2) + corr(h2) - corr(s2))
+    return jnp.where(both_big, big_big, jnp.where(one_big, small_big, direct))
 
 
 def beta(a, b):

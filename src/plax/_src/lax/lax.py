@@ -16,7 +16,8 @@ __getattr__ = _face.face_getattr(__name__, _REFUSED, _public)
 
 def _convert_element_type(operand, new_dtype=None, weak_type=False, sharding=None,
                           warn_on_complex_to_real_cast=True):
-    """``operand`` converted to ``new_dtype`` (its own by default), weakly typed or not."""
+    """``operand`` converted to ``new_dtype`` (its own by default; canonicalized, so float
+    is float32 without x64), weakly typed or not."""
     del sharding, warn_on_complex_to_real_cast
-    return _convert(operand, _dtypes.dtype(operand) if new_dtype is None else new_dtype,
-                    weak_type)
+    return _convert(operand, _dtypes.dtype(operand) if new_dtype is None
+                    else _dtypes.canonicalize_dtype(new_dtype), weak_type)

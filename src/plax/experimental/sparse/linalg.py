@@ -33,9 +33,9 @@ def _mm(a, b):
     return jnp.matmul(a, b, precision=lax.Precision.HIGHEST)
 
 
-def _check_lobpcg_inputs(A, X):
-    """JAX's contract: X is (n, k) with 0 < 5k < n, A an (n, n) array of X's inexact dtype
-    (or a callable)."""
+def _check_lobpcg_inputs(apply, X):
+    """JAX's contract: X is (n, k) with 0 < 5k < n, of an inexact dtype, and the operator
+    maps (n, 1) blocks of X's dtype to (n, 1) blocks of that dtype (checked abstractly)."""
     if getattr(X, "ndim", None) != 2:
         raise ValueError(f"lobpcg_standard: X must be an (n, k) array of initial search "
                          f"directions, got shape {getattr(X, 'shape', None)}.")
@@ -46,12 +46,14 @@ def _check_lobpcg_inputs(A, X):
         raise ValueError(f"must have search dim > 0, got {k}")
     if k * 5 >= n:
         raise ValueError(f"expected search dim * 5 < matrix dim (got {k * 5}, {n})")
-    if not callable(A):
-        if getattr(A, "shape", None) != (n, n):
-            raise ValueError(f"lobpcg_standard: A must be an (n, n) array with n={n} (the "
-                             f"rows of X) or a callable, got shape {getattr(A, 'shape', None)}.")
-        if A.dtype != X.dtype:
-            raise ValueError(f"A, X must have same dtypes (were {A.dtype}, {X.dtype})")
+    from plax.api.jit import eval_shape
+    from plax.core.shape_dtype_struct import ShapeDtypeStruct
+    out = eval_shape(apply, ShapeDtypeStruct((n, 1), X.dtype))
+    if out.dtype != X.dtype:
+        raise ValueError(f"A, X must have same dtypes (were {out.dtype}, {X.dtype})")
+    if tuple(out.shape) != (n, 1):
+        raise ValueError(f"A must be ({n}, {n}) matrix A, got output {tuple(out.shape)} for an "
+                         f"({n}, 1) block")
 
 
 def _orthonormalize(S):
@@ -98,22 +100,38 @@ def lobpcg_standard(A, X, m: int = 100, tol=None):
     n * (|lam| + |A v|)``; ``tol`` defaults to the dtype's epsilon. Returns ``(theta, U,
     i)``: eigenvalues (descending), eigenvectors as columns, and iterations run.
     """
+    if callable(A):
+        return _lobpcg_standard_callable(A, X, m, tol)
+    return _lobpcg_standard_matrix(A, X, m, tol)
+
+
+def _lobpcg_standard_matrix(A, X, m, tol, debug: bool = False):
+    """``lobpcg_standard`` for an ``(n, n)`` array ``A``; see ``_lobpcg_standard_callable``
+    for ``debug``."""
+    A, X = jnp.asarray(A), jnp.asarray(X)
+    n = X.shape[0] if X.ndim == 2 else None
+    if n is not None and A.shape != (n, n):
+        raise ValueError(f"A must be ({n}, {n}) matrix A, got shape {A.shape}")
+    return _lobpcg_standard_callable(lambda v: _mm(A, v), X, m, tol, debug)
+
+
+def _lobpcg_standard_callable(A, X, m, tol, debug: bool = False):
+    """``lobpcg_standard`` for a callable ``A``. With ``debug`` all ``m`` iterations run
+    (convergence does not stop them) and a fourth result is a dict of per-iteration
+    diagnostics, each stacked over the iterations (JAX's keys: 'lambda history', 'residual
+    history', 'X zeros', 'P zeros', 'basis rank', 'converged', 'adjusted residual
+    max'/'p50'/'min', 'X orth', 'P orth', 'P.X')."""
     X = jnp.asarray(X)
-    if not callable(A):
-        A = jnp.asarray(A)
     _check_lobpcg_inputs(A, X)
     n, k = X.shape
     dtype = X.dtype
-    apply = A if callable(A) else (lambda v: _mm(A, v))
     tol = jnp.asarray(jnp.finfo(dtype).eps if tol is None else tol, dtype)
 
-    def converged(theta, Xs, AX):
-        resid = jnp.linalg.norm(AX - Xs * theta[None, :], axis=0)
-        bound = tol * 10 * n * (jnp.abs(theta) + jnp.linalg.norm(AX, axis=0))
-        return resid < bound
+    def bound(theta, AX):
+        return 10 * n * (jnp.abs(theta) + jnp.linalg.norm(AX, axis=0))
 
     Xs, keep = _orthonormalize(X)
-    AXs = apply(Xs)
+    AXs = A(Xs)
     theta, C = _rayleigh_ritz(Xs, AXs, keep, k)
     Xs, AXs = _mm(Xs, C), _mm(AXs, C)
     P = jnp.zeros_like(Xs)
@@ -130,15 +148,40 @@ def lobpcg_standard(A, X, m: int = 100, tol=None):
         Q, _ = _orthonormalize(_project_out(Xs, jnp.concatenate([P, R], axis=1)))
         Q, keep_q = _orthonormalize(_project_out(Xs, Q))
         S = jnp.concatenate([Xs, Q], axis=1)
-        AS = apply(S)  # all of it afresh: A X carried over would gather rounding error
+        AS = A(S)  # all of it afresh: A X carried over would gather rounding error
         keep = jnp.concatenate([jnp.ones((k,), bool), keep_q])
         theta, C = _rayleigh_ritz(S, AS, keep, k)
         Xn, AXn = _mm(S, C), _mm(AS, C)
         P = _mm(Q, C[k:])  # the step's part outside the previous vectors
-        return (i + 1, Xn, AXn, P, theta, converged(theta, Xn, AXn))
+        resid = jnp.linalg.norm(AXn - Xn * theta[None, :], axis=0)
+        conv = resid < tol * bound(theta, AXn)
+        new = (i + 1, Xn, AXn, P, theta, conv)
+        if not debug:
+            return new
+        return new, _diagnostics(keep, Xn, P, theta, resid, resid / bound(theta, AXn), conv)
 
-    i, Xs, _, _, theta, _ = lax.while_loop(cond, body, state)
-    return theta, Xs, i
+    if debug:
+        state, info = lax.scan(lambda st, _: body(st), state, None, length=m)
+    else:
+        state = lax.while_loop(cond, body, state)
+    i, Xs, _, _, theta, _ = state
+    return (theta, Xs, i, info) if debug else (theta, Xs, i)
+
+
+def _diagnostics(keep, X, P, theta, resid, adjusted, conv):
+    """One iteration's debug diagnostics (see ``_lobpcg_standard_callable``)."""
+    k = X.shape[1]
+
+    def off_diagonal(G):  # mean absolute off-diagonal entry (orthogonality loss)
+        return jnp.sum(jnp.abs(G - jnp.diag(jnp.diag(G)))) / k ** 2
+
+    zero_columns = lambda M: jnp.sum(jnp.all(M == 0, axis=0))  # noqa: E731
+    return {"basis rank": jnp.sum(keep), "X zeros": zero_columns(X),
+            "P zeros": zero_columns(P), "lambda history": theta, "residual history": resid,
+            "converged": jnp.sum(conv), "adjusted residual max": jnp.max(adjusted),
+            "adjusted residual p50": jnp.median(adjusted),
+            "adjusted residual min": jnp.min(adjusted), "X orth": off_diagonal(_mm(X.T, X)),
+            "P orth": off_diagonal(_mm(P.T, P)), "P.X": jnp.sum(jnp.abs(_mm(X.T, P))) / k ** 2}
 
 
 # --- spsolve ------------------------------------------------------------------------------------------

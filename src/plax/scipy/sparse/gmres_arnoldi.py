@@ -75,21 +75,23 @@ def _arnoldi_step(k, A, M, V, H, dtype):
 
 
 def _givens(a, b):
-    """``(c, s, r)`` with ``[[c, s], [-conj(s), c]] @ [a, b] == [r, 0]`` (``c`` real)."""
+    """``(c, s, r)`` with ``[[c, s], [-conj(s), c]] @ [a, b] == [r, 0]`` (``c`` real).
+    Real and complex values are cast explicitly (strict dtype promotion refuses a mix)."""
     abs_a, abs_b = jnp.abs(a), jnp.abs(b)
     r_abs = jnp.sqrt(abs_a * abs_a + abs_b * abs_b)
-    safe_r = jnp.where(r_abs == 0, 1, r_abs)
-    phase = jnp.where(abs_a == 0, jnp.ones_like(a), a / jnp.where(abs_a == 0, 1, abs_a))
-    c = jnp.where(r_abs == 0, 1, abs_a / safe_r)
-    s = jnp.where(r_abs == 0, 0, phase * jnp.conj(b) / safe_r).astype(a.dtype)
-    s = jnp.where(abs_a == 0, jnp.where(r_abs == 0, 0, jnp.conj(b) / safe_r), s).astype(a.dtype)
-    r = jnp.where(abs_a == 0, r_abs.astype(a.dtype), phase * r_abs)
-    return c.astype(abs_a.dtype), s, r
+    safe_r = jnp.where(r_abs == 0, jnp.ones_like(r_abs), r_abs).astype(a.dtype)
+    safe_abs_a = jnp.where(abs_a == 0, jnp.ones_like(abs_a), abs_a).astype(a.dtype)
+    phase = jnp.where(abs_a == 0, jnp.ones_like(a), a / safe_abs_a)
+    c = jnp.where(r_abs == 0, jnp.ones_like(r_abs), abs_a / jnp.where(r_abs == 0, 1, r_abs))
+    s = jnp.where(r_abs == 0, jnp.zeros_like(a), phase * jnp.conj(b) / safe_r)
+    r = phase * r_abs.astype(a.dtype)
+    return c, s, r
 
 
 def _rotate(x, i, c, s):
     """Apply rotation ``(c, s)`` to entries ``i, i + 1`` of the vector ``x``."""
     xi, xj = x[i], x[i + 1]
+    c = c.astype(x.dtype)  # (real: no mixed real-complex product, which strict promotion refuses)
     x = x.at[i].set((c * xi + s * xj).astype(x.dtype))
     return x.at[i + 1].set((-jnp.conj(s) * xi + c * xj).astype(x.dtype))
 

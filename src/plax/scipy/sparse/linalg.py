@@ -13,6 +13,7 @@ the solution has NaNs and 0 otherwise.
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
@@ -32,7 +33,8 @@ def _identity(x):
 
 
 def _matvec(A, what: str):
-    """``A`` as a function: itself when callable, else ``x -> A @ x`` for a square matrix."""
+    """``A`` as a function: itself when callable, else ``x -> A @ x`` for a square matrix
+    (an array, or any object with ``__matmul__``)."""
     if A is None:
         return _identity
     if callable(A):
@@ -44,6 +46,12 @@ def _matvec(A, what: str):
                              f"{A.shape} (the {what} must be an n x n matrix or a function "
                              "computing its product with a vector).")
         return functools.partial(jnp.dot, A, precision=kt.HIGHEST)
+    if hasattr(A, "__matmul__"):  # any matrix-like object (a sparse matrix, ...)
+        shape = getattr(A, "shape", None)
+        if shape is not None and (len(shape) != 2 or shape[0] != shape[1]):
+            raise ValueError(f"linear operator must be a square matrix, but has shape: "
+                             f"{tuple(shape)} (the {what}).")
+        return functools.partial(operator.matmul, A)
     raise TypeError(f"linear operator must be either a function or ndarray: {A!r} (the "
                     f"{what}).")
 
