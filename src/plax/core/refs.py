@@ -305,7 +305,7 @@ def transformed_aval(inner_aval, transforms):
     """The type of the value seen through ``transforms`` from a value of ``inner_aval``."""
     aval = inner_aval
     for t in transforms:
-        if not hasattr(aval, "shape"):  # (a token: only the whole value)
+        if not hasattr(aval, "update"):  # (a token: only the whole value)
             if type(t) is NDIndexer and not t.indices:
                 continue
             raise TypeError(f"A value of type {aval} cannot be indexed or reshaped.")

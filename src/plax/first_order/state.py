@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from plax.core import dtypes
 from plax.core.effects import AccumEffect, ReadEffect, WriteEffect
 from plax.core.jaxpr import Literal
 from plax.core.primitive import Primitive
@@ -433,6 +434,13 @@ discharge_rules[addupdate_p] = _addupdate_discharge
 
 
 # --- differentiation ------------------------------------------------------------------------
+def _tangent(t):
+    """A real tangent for ``t``: a scalar zero is a constant (a literal when staged)."""
+    if type(t) is Zero and t.aval.shape == () and not dtypes.is_extended(t.aval.dtype):
+        return np.zeros((), t.aval.dtype)
+    return instantiate(t)
+
+
 def _get_jvp(primals, tangents, *, tree):
     ref, *leaves = primals
     out = get_p.bind(ref, *leaves, tree=tree)
@@ -448,15 +456,15 @@ def _swap_jvp(primals, tangents, *, tree):
     ref_t, val_t = tangents[:2]
     if type(ref_t) is Zero:
         return out, Zero(get_aval(out).to_tangent_aval())
-    return out, swap_p.bind(ref_t, instantiate(val_t), *leaves, tree=tree)
+    return out, swap_p.bind(ref_t, _tangent(val_t), *leaves, tree=tree)
 
 
 def _addupdate_jvp(primals, tangents, *, tree):
     ref, val, *leaves = primals
     addupdate_p.bind(ref, val, *leaves, tree=tree)
     ref_t, val_t = tangents[:2]
-    if type(ref_t) is not Zero and type(val_t) is not Zero:
-        addupdate_p.bind(ref_t, val_t, *leaves, tree=tree)
+    if type(ref_t) is not Zero:
+        addupdate_p.bind(ref_t, _tangent(val_t), *leaves, tree=tree)
     return [], []
 
 
@@ -498,8 +506,10 @@ def _insert(t: tuple, at: int, item) -> tuple:
 
 def _batch_indexer(t: NDIndexer, dims, value_dim, size: int):
     """``t`` (its index leaves batched along ``dims``, a matching tree) applied to a value
-    batched along ``value_dim``: the indexer doing it for every member at once, and where
-    the batch dimension is in what it selects."""
+    batched along ``value_dim``: the indexer doing it for every member at once, where the
+    batch dimension is in what it selects, and the permutation (or None) taking that to the
+    members' own layout (an iota index for the value's batch dimension may part the integer
+    indices, whose dimensions then go first)."""
     int_dims = [d for i, d in zip(t.indices, dims) if type(i) is not Slice]
     if any(type(i) is Slice and d.start is not not_mapped for i, d in zip(t.indices, dims)):
         raise NotImplementedError("vmap of a reference slice whose start is batched.")
@@ -511,8 +521,8 @@ def _batch_indexer(t: NDIndexer, dims, value_dim, size: int):
         k = sum(1 for i in new.indices[:value_dim] if type(i) is Slice)
         if new.int_positions():
             start = new.int_dims_start()
-            return new, k if k < start else k + len(new.int_indexer_shape)
-        return new, k
+            return new, k if k < start else k + len(new.int_indexer_shape), None
+        return new, k, None
     rank = len(t.int_indexer_shape)
     indices = []
     for i, d in zip(t.indices, dims):
@@ -526,12 +536,24 @@ def _batch_indexer(t: NDIndexer, dims, value_dim, size: int):
         iota = shapes.broadcasted_iota(np.int32, (size,) + (1,) * rank, 0)
         indices, shape = _insert(tuple(indices), value_dim, iota), _insert(shape, value_dim, size)
     new = NDIndexer(indices, shape, (size,) + t.int_indexer_shape)
-    return new, new.int_dims_start()
+    start = t.int_dims_start()
+    if new.int_dims_first() and start:  # (batch, ints, slices) -> (batch, slices[:s], ints, ..)
+        k, n = len(t.int_indexer_shape), len(new.get_indexer_shape())
+        perm = ((0,) + tuple(range(1 + k, 1 + k + start)) + tuple(range(1, 1 + k))
+                + tuple(range(1 + k + start, n)))
+        return new, 0, perm
+    return new, new.int_dims_start(), None
 
 
 def _batch_transforms(transforms, dims, ref_dim, size: int):
-    new, at = [], ref_dim
+    """The transforms doing ``transforms`` for every member at once, where the batch
+    dimension is in what they select, and the permutation (or None) putting that in the
+    members' layout."""
+    new, at, perm = [], ref_dim, None
     for t, d in zip(transforms, dims):
+        if perm is not None:
+            raise NotImplementedError("vmap of a reference view whose batched indices are "
+                                      "parted by its batch dimension, viewed further.")
         if type(t) is RefReshaper:
             if at is not not_mapped:
                 if at != 0:
@@ -540,9 +562,17 @@ def _batch_transforms(transforms, dims, ref_dim, size: int):
                 t = RefReshaper(t.dtype, (size,) + t.shape)
             new.append(t)
         else:
-            t, at = _batch_indexer(t, d.indices, at, size)
+            t, at, perm = _batch_indexer(t, d.indices, at, size)
             new.append(t)
-    return tuple(new), at
+    return tuple(new), at, perm
+
+
+def _permuted(x, perm):
+    return x if perm is None else shapes.transpose(x, perm)
+
+
+def _unpermuted(x, perm):
+    return x if perm is None else shapes.transpose(x, tuple(np.argsort(perm)))
 
 
 def _unflatten_dims(tree, dims):
@@ -552,9 +582,9 @@ def _unflatten_dims(tree, dims):
 def _get_batch(axis, vals, dims, *, tree):
     ref, *leaves = vals
     transforms = tree_unflatten(tree, leaves)
-    new, at = _batch_transforms(transforms, _unflatten_dims(tree, dims[1:]), dims[0],
-                                axis.size)
-    return _bind(get_p, ref, new), at
+    new, at, perm = _batch_transforms(transforms, _unflatten_dims(tree, dims[1:]), dims[0],
+                                      axis.size)
+    return _permuted(_bind(get_p, ref, new), perm), at
 
 
 def _check_batched_ref(ref_dim, val_dim, dims, prim: str) -> None:
@@ -569,21 +599,21 @@ def _check_batched_ref(ref_dim, val_dim, dims, prim: str) -> None:
 def _swap_batch(axis, vals, dims, *, tree):
     ref, val, *leaves = vals
     _check_batched_ref(dims[0], dims[1], dims[2:], "set/swap")
-    new, at = _batch_transforms(tree_unflatten(tree, leaves),
-                                _unflatten_dims(tree, dims[2:]), dims[0], axis.size)
+    new, at, perm = _batch_transforms(tree_unflatten(tree, leaves),
+                                      _unflatten_dims(tree, dims[2:]), dims[0], axis.size)
     if at is not_mapped:
         return _bind(swap_p, ref, new, val), not_mapped
-    val = move_batch_dim(val, dims[1], at, axis.size)
-    return _bind(swap_p, ref, new, val), at
+    val = _unpermuted(move_batch_dim(val, dims[1], at, axis.size), perm)
+    return _permuted(_bind(swap_p, ref, new, val), perm), at
 
 
 def _addupdate_batch(axis, vals, dims, *, tree):
     ref, val, *leaves = vals
     _check_batched_ref(dims[0], dims[1], dims[2:], "addupdate")
-    new, at = _batch_transforms(tree_unflatten(tree, leaves),
-                                _unflatten_dims(tree, dims[2:]), dims[0], axis.size)
+    new, at, perm = _batch_transforms(tree_unflatten(tree, leaves),
+                                      _unflatten_dims(tree, dims[2:]), dims[0], axis.size)
     if at is not not_mapped:
-        val = move_batch_dim(val, dims[1], at, axis.size)
+        val = _unpermuted(move_batch_dim(val, dims[1], at, axis.size), perm)
     _bind(addupdate_p, ref, new, val)
     return [], []
 

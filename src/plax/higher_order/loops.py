@@ -564,18 +564,13 @@ def _discharge(which, in_avals, out_avals, *args, cond_jaxpr, body_jaxpr, cond_n
             held[slot(w)] = f
         return held, outs
 
-    if cwrites:  # the predicate is computed (writing) after each step, and carried
-        pred, held = run_cond(values, carry)
-
-        def body(state):
-            _, held, vals = state
-            held, vals = run_body(held, vals)
-            pred, held = run_cond(held, vals)
-            return pred, held, vals
-        _, held, outs = while_loop(lambda state: state[0], body, (pred, held, list(carry)))
-    else:
-        held, outs = while_loop(lambda state: run_cond(*state)[0],
-                                lambda state: run_body(*state), (list(values), list(carry)))
+    def body(state):
+        held, vals = state
+        if cwrites:  # (what the predicate wrote, once per step taken, as JAX's discharge)
+            held = run_cond(held, vals)[1]
+        return run_body(held, vals)
+    held, outs = while_loop(lambda state: run_cond(*state)[0], body,
+                            (list(values), list(carry)))
     finals = [held[slot(w)] if w else None for w in cwhich + bwhich]
     return finals + [None] * len(carry), outs
 
