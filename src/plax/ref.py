@@ -15,71 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from plax.core.hi_types import MutableHiType, register_hitype
+from plax.core.hi_types import register_hitype
+from plax.core.refs import AbstractRef, Slice, install_ref_box
 from plax.core.staging import StagingTrace
 from plax.core.trace import Tracer, current_trace, get_aval
+from plax.first_order import state
 from plax.higher_order import ref_effects
-from plax.numpy.indexing import Slice
 from plax.transforms.linearize import PartialEvalTrace
 
 __all__ = ["AbstractRef", "Ref", "new_ref", "freeze", "get", "set", "swap", "addupdate",
            "empty_ref", "free_ref"]
-
-
-class AbstractRef(MutableHiType):
-    """The type of a mutable reference to an array of type ``inner_aval``."""
-
-    __slots__ = ("inner_aval", "memory_space", "kind")
-
-    def __init__(self, inner_aval, memory_space=None, kind=None):
-        self.inner_aval = inner_aval
-        self.memory_space, self.kind = memory_space, kind
-
-    shape = property(lambda self: self.inner_aval.shape)
-    dtype = property(lambda self: self.inner_aval.dtype)
-    ndim = property(lambda self: len(self.inner_aval.shape))
-    size = property(lambda self: int(np.prod(self.inner_aval.shape, dtype=np.int64)))
-    sharding = property(lambda self: getattr(self.inner_aval, "sharding", None))
-    weak_type = False  # (a reference's type is never weak)
-
-    def update(self, inner_aval=None, memory_space=None, kind=None):
-        """This type with the fields given replaced."""
-        return AbstractRef(self.inner_aval if inner_aval is None else inner_aval,
-                           self.memory_space if memory_space is None else memory_space,
-                           self.kind if kind is None else kind)
-
-    def strip_weak_type(self):
-        return self
-
-    normalize = strip_weak_type
-
-    def __eq__(self, other):
-        return type(other) is AbstractRef and other.inner_aval == self.inner_aval
-
-    def __hash__(self):
-        return hash((AbstractRef, self.inner_aval))
-
-    def __repr__(self):
-        return f"Ref{{{self.inner_aval.str_short(short_dtypes=False)}}}"
-
-    def str_short(self, short_dtypes=False, **_):
-        return f"Ref{{{self.inner_aval.str_short(short_dtypes)}}}"
-
-    # The hi-type protocol: a Ref is made of the one array it holds; its type never changes.
-    def lo_ty_qdd(self, qdd):
-        return [self.inner_aval]
-
-    def new_from_loval(self, qdd, value):
-        return Ref(value)
-
-    def read_loval(self, qdd, ref):
-        return [ref_effects.read(ref)]
-
-    def update_from_loval(self, qdd, ref, value):
-        ref_effects.write(ref, value)
-
-    def to_tangent_aval(self):
-        return AbstractRef(self.inner_aval.to_tangent_aval())
 
 
 class Ref:
@@ -116,7 +61,7 @@ class Ref:
     def __repr__(self):
         if isinstance(self._value, Tracer):  # (as JAX shows it: JitTracer(Ref{f32[3]}))
             shown = getattr(self._value._trace, "tracer_repr", "Ref({})")
-            return shown.format(self.aval.str_short())
+            return shown.format(self.aval.str_short(short_dtypes=False))
         text = repr(self._value)
         return "Ref(" + text[text.index("(") + 1:] if text.startswith("Array(") else f"Ref({text})"
 
@@ -130,6 +75,32 @@ class Ref:
     def addupdate(self, x, idx=None):
         """Add ``x`` to ``self[idx]`` (the whole reference by default) in place."""
         addupdate(self, idx, x)
+
+    @property
+    def at(self):
+        """``ref.at[idx]``: a view of part of this reference (a ``TransformedRef``)."""
+        return state.RefIndexer(self)
+
+    def reshape(self, *shape):
+        """A view of this reference as another shape."""
+        return state.reshape_ref(self, *shape)
+
+    # --- reads and writes through a view (plax.first_order.state calls these) ---
+    def _transformed_get(self, transforms):
+        return state.read_view(ref_effects.read(self), transforms)
+
+    def _transformed_swap(self, transforms, value):
+        current = ref_effects.read(self)
+        old = state.read_view(current, transforms)
+        value = _as_value(self, value, get_aval(old), "swap")
+        ref_effects.write(self, state.update_view(current, transforms, value))
+        return old
+
+    def _transformed_addupdate(self, transforms, x):
+        current = ref_effects.read(self)
+        x = _as_value(self, x, get_aval(state.read_view(current, transforms)), "addupdate")
+        ref_effects.write(self, state.update_view(current, transforms, x, accumulate=True),
+                          operation="an addupdate")
 
 
 def ds(start, size=None, stride=None):
@@ -201,11 +172,15 @@ def _written(value, idx, new):
 
 def get(ref: Ref, idx=None):
     """The array ``ref`` holds (``ref[idx]``)."""
+    if type(ref) is not Ref:  # (a reference in a jaxpr, or a view)
+        return state.ref_get(ref, idx)
     return _read(ref_effects.read(ref), idx)
 
 
 def swap(ref: Ref, idx, value, _function_name: str = "swap"):
     """Write ``value`` at ``ref[idx]`` and return what was there."""
+    if type(ref) is not Ref:
+        return state.ref_swap(ref, idx, value, _function_name)
     current = ref_effects.read(ref)
     old = _read(current, idx)
     value = _as_value(ref, value, get_aval(old), _function_name)
@@ -220,6 +195,8 @@ def set(ref: Ref, idx, value) -> None:  # noqa: A001 (JAX's name)
 
 def addupdate(ref: Ref, idx, x) -> None:
     """Add ``x`` to ``ref[idx]`` in place."""
+    if type(ref) is not Ref:
+        return state.ref_addupdate(ref, idx, x)
     current = ref_effects.read(ref)
     old = _read(current, idx)
     x = _as_value(ref, x, get_aval(old), "addupdate")
@@ -268,3 +245,4 @@ def freeze(ref: Ref):
 
 
 register_hitype(Ref, lambda ref: ref.aval)
+install_ref_box(Ref, ref_effects.read, ref_effects.write)

@@ -23,7 +23,7 @@ tree_util._registry                           core.tree_core's node registry fla
 ad_util.stop_gradient_p                       lax's stop_gradient primitive  lineax
 flatten_util.ravel_pytree                     plax.flatten_util              blackjax
 checkify.*                                    interpreters.checkify          flax.nnx
-state.types.AbstractRef                       plax.ref                       flax.nnx
+state.types.AbstractRef                       core.refs                      flax.nnx
 tree_util.flatten_one_level                   core.tree_core                 orbax-checkpoint
 distributed.global_state                      runtime.distributed's run      orbax-checkpoint
 lib.jaxlib_extension_version                  jaxlib's extension version     grain
@@ -48,7 +48,7 @@ lax.lax/control_flow/linalg/...               plax.lax, higher_order         JAX
 numpy.util/fft/indexing                       plax.numpy                     JAX's tests
 scipy.special, scipy.sparse.linalg            plax.scipy                     JAX's tests
 random.prng/core/threefry2x32/rbg             first_order.prng, random       JAX's tests
-state.primitives.ref_get, ...                 plax.ref                       JAX's tests
+state.primitives.get_p, discharge_state, ...  first_order.state, discharge JAX's tests
 export.shape_poly                             core.symbolic_shapes           JAX's tests
 tpu.linalg.qdwh, svd                          lax.linalg.qdwh, svd_qdwh      JAX's tests
 api, api_util, array, typing, ...             the public plax modules        JAX's tests

@@ -11,6 +11,7 @@ import numpy as np
 from plax import tree_util
 from plax.core import caches, dtypes
 from plax.core import trace as trace_mod
+from plax.core.refs import AbstractRef
 from plax.core.avals import ShapedArray, abstractify
 from plax.core.config import config
 from plax.core.hi_types import hi_value_types
@@ -83,6 +84,8 @@ def _avals_of(leaves, where: str) -> list:
 
 
 def _shape_dtype_aval(x) -> ShapedArray:
+    if isinstance(x, AbstractRef):  # (a reference's type: traced as a reference)
+        return x
     if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(
             x, (np.ndarray, np.generic, ARRAY_TYPES)) and type(x) not in hi_value_types:
         aval = ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),

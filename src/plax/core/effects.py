@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from plax.core.caches import WeakKeyCache
 from plax.core.rules import (aval_effect_rules, effect_rules, effectful_primitives,
-                             nested_effect_rules)
+                             jaxpr_operand_rules, nested_effect_rules)
 
 
 class Effect:
@@ -54,29 +54,34 @@ class OrderedIOEffect(IOEffect, OrderedEffect):
 
 
 class JaxprInputEffect(Effect):
-    """An effect on one input of a jaxpr (``input_index``): equal effects are of the same
-    type on the same input. ``replace(input_index=i)`` re-aims it when the input moves."""
+    """An effect on one input of an equation or a jaxpr: ``input`` is that input's ``Var``
+    (in an abstract-evaluation rule, which has no variables, the operand's position, which
+    ``eqn.effects`` resolves). Equal effects are of the same type on the same input."""
 
-    def __init__(self, input_index):
-        self.input_index = input_index
+    def __init__(self, input):  # noqa: A002 (JAX's name)
+        self.input = input
 
     name = property(lambda self: type(self).__name__)
 
-    def replace(self, *, input_index=None):
-        return type(self)(self.input_index if input_index is None else input_index)
+    def replace(self, input):  # noqa: A002
+        """This effect on another input."""
+        return type(self)(input)
 
     def __eq__(self, other):
-        return type(other) is type(self) and other.input_index == self.input_index
+        return type(other) is type(self) and other.input == self.input
 
     def __hash__(self):
-        return hash((type(self), self.input_index))
+        return hash((type(self), self.input))
 
     def __repr__(self):
-        return f"{type(self).__name__}({self.input_index})"
+        return f"{type(self).__name__}({self.input})"
 
 
 class RefEffect(JaxprInputEffect):
-    """An effect on a mutable reference given as input ``input_index`` (``plax.ref``)."""
+    """An effect on a mutable reference given as ``input`` (``plax.core.refs``)."""
+
+    def __str__(self):
+        return f"{self.name[:-len('Effect')]}<{self.input}>"
 
 
 class ReadEffect(RefEffect):
@@ -129,24 +134,70 @@ def without_order(effects) -> frozenset:
 
 
 def eqn_effects(eqn) -> frozenset:
-    """The effects of one equation: its primitive's, and those of the jaxprs it holds."""
+    """The effects of one equation: its primitive's, and those of the jaxprs it holds (an
+    effect on an input of a held jaxpr becomes one on the operand passed to that input)."""
     prim, params = eqn.primitive, eqn.params
     if prim not in effect_rules and prim not in effectful_primitives and (
             prim not in aval_effect_rules) and (not params or not _holds_jaxprs(params)):
         return no_effects
     from plax.core.jaxpr import subjaxprs  # (jaxpr builds on this module)
-    own = own_effects(prim, [v.aval for v in eqn.invars], params)
+    own = resolve_input_effects(own_effects(prim, [v.aval for v in eqn.invars], params),
+                                eqn.invars)
     if prim in effectful_primitives:
         own = own | {generic_effect}
     inner = no_effects
-    for sub in subjaxprs(params):
+    maps = jaxpr_operand_rules.get(prim)
+    pairs = maps(params) if maps is not None else [(s, None) for s in subjaxprs(params)]
+    for sub, positions in pairs:
         found = jaxpr_effects(sub)
         if found:
-            inner = inner | found
+            inner = inner | _seen_from_outside(found, sub, eqn.invars, positions)
     if inner:
         nested = nested_effect_rules.get(prim)
         own = own | (nested(inner, params) if nested is not None else inner)
     return own
+
+
+def resolve_input_effects(effects, invars) -> frozenset:
+    """``effects`` with each input effect given by position aimed at that operand (dropped
+    where the operand is a literal)."""
+    if not any(isinstance(e, JaxprInputEffect) and isinstance(e.input, int) for e in effects):
+        return frozenset(effects)
+    out = set()
+    for e in effects:
+        if isinstance(e, JaxprInputEffect) and isinstance(e.input, int):
+            v = invars[e.input]
+            if not hasattr(v, "count"):  # a Literal
+                continue
+            e = e.replace(v)
+        out.add(e)
+    return frozenset(out)
+
+
+def _seen_from_outside(effects, sub, invars, positions) -> frozenset:
+    """The effects of jaxpr ``sub`` held by an equation with operands ``invars``: an input
+    effect moves to the operand passed to that input (``positions[i]`` for input i; by
+    default the inputs are the last operands). One whose operand is not of the input's kind
+    (a reference allocated by the equation, fed by a plain value) stays inside."""
+    if not any(isinstance(e, JaxprInputEffect) for e in effects):
+        return effects
+    sub_invars = getattr(sub, "jaxpr", sub).invars
+    if positions is None:
+        start = len(invars) - len(sub_invars)
+        positions = range(start, len(invars)) if start >= 0 else ()
+    where = {v: p for v, p in zip(sub_invars, positions)}
+    out = set()
+    for e in effects:
+        if isinstance(e, JaxprInputEffect):
+            p = where.get(e.input)
+            if p is None:
+                continue
+            v = invars[p]
+            if not hasattr(v, "count") or type(v.aval) is not type(e.input.aval):
+                continue
+            e = e.replace(v)
+        out.add(e)
+    return frozenset(out)
 
 
 def own_effects(prim, avals, params) -> frozenset:
@@ -182,7 +233,8 @@ _jaxpr_effects = WeakKeyCache("jaxpr effects")
 
 
 def jaxpr_effects(jaxpr) -> frozenset:
-    """The effects of the equations of ``jaxpr`` (a Jaxpr or ClosedJaxpr), cached."""
+    """The effects of the equations of ``jaxpr`` (a Jaxpr or ClosedJaxpr), cached. An effect
+    on a reference the jaxpr allocates itself is no effect of the jaxpr."""
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
     known = _jaxpr_effects.get(jaxpr, None)
     if known is None:
@@ -191,6 +243,10 @@ def jaxpr_effects(jaxpr) -> frozenset:
             eff = eqn_effects(e)
             if eff:
                 found = found | eff
+        if any(isinstance(e, JaxprInputEffect) for e in found):
+            inputs = set(jaxpr.constvars) | set(jaxpr.invars)
+            found = frozenset(e for e in found if not isinstance(e, JaxprInputEffect)
+                              or e.input in inputs)
         known = _jaxpr_effects.put(jaxpr, None, found)
     return known
 

@@ -11,7 +11,7 @@ from plax.core.avals import ShapedArray, weak_host_value
 from plax.core.caches import WeakKeyCache
 from plax.core.effects import eqn_effects, jaxpr_effects
 from plax.core.primitive import abstract_eval
-from plax.core.rules import param_printers
+from plax.core.rules import param_printers, pp_eqn_rules
 from plax.core.source_info import scope_path, staging_location
 
 
@@ -316,6 +316,9 @@ class _Printer:
 
     def eqn(self, e: JaxprEqn, indent: int, flat: bool = False) -> str:
         """The equation's text starting at column ``indent`` (without the indentation)."""
+        own = pp_eqn_rules.get(e.primitive) if self.custom_rules else None
+        if own is not None:
+            return self.mark(e) + own(e, self)
         lhs = " ".join(self.out_binder(v) for v in e.outvars)
         args = " ".join(self.name(v) for v in e.invars)
         shown = param_printers.get(e.primitive) if self.custom_rules else None

@@ -31,6 +31,16 @@ aval_effect_rules  ``rule(avals, params) -> frozenset``: effects that depend on 
                  types too (``Primitive.def_effectful_abstract_eval``)
 nested_effect_rules  ``rule(inner_effects, params) -> frozenset``: the effects of the jaxprs
                  an equation holds, seen from outside (``plax.core.effects``)
+jaxpr_operand_rules  ``rule(params) -> [(jaxpr, positions)]``: for each jaxpr the params
+                 hold, the operand each of its inputs receives (default: its inputs are the
+                 last operands); effects on its inputs follow them outwards
+discharge_rules  ``rule(should_discharge, in_avals, out_avals, *args, **params) ->
+                 (new_values, outs)``: the equation with the references marked in
+                 ``should_discharge`` passed as their values (``args``); ``new_values`` their
+                 values afterwards (None: unchanged) (``plax.transforms.discharge``)
+pp_eqn_rules     ``rule(eqn, printer) -> str``: an equation as the jaxpr printer shows it
+                 (``printer.name(atom)``, ``printer.out_binder(var)``) instead of
+                 ``outs = prim[params] ins``
 checkify_rules   ``rule(trace, args, params) -> outs``: the primitive under checkify, adding
                  its checks (``plax.interpreters.checkify``)
 key_reuse_rules  a ``KeyReuseSignature``, or ``rule(eqn) -> KeyReuseSignature``: which key
@@ -72,6 +82,12 @@ aval_effect_rules: dict = {}
 # equation holds are, seen from outside (default: the same). shard_map orders its body's
 # ordered effects per device, so outside they are unordered.
 nested_effect_rules: dict = {}
+# prim -> rule(params) -> [(held jaxpr, operand position of each of its inputs)].
+jaxpr_operand_rules: dict = {}
+# prim -> discharge rule (references as values; ``plax.transforms.discharge``).
+discharge_rules: dict = {}
+# prim -> rule(eqn, printer) -> text: the equation's own printed form.
+pp_eqn_rules: dict = {}
 # Primitives whose equations have an (unnamed) effect: never removed as dead code. Named
 # effects (ordered or not) are declared in ``effect_rules``.
 effectful_primitives: set = set()

@@ -20,7 +20,8 @@ from plax.core.caches import WeakKeyCache
 from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, call_out_avals, consts_as_inputs, eval_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, discharge_rules,
+                             impl_rules,
                              is_undefined, jvp_rules, partial_eval_rules, register_lowering,
                              tangent_aval, transpose_rules)
 from plax.core.staging import trace_to_jaxpr
@@ -28,6 +29,7 @@ from plax.core.trace import EvalTrace, current_trace, get_aval
 from plax.lowering.consts import const_operands
 from plax.higher_order.pjit import call_function
 from plax.lowering.stablehlo import define_function, lower_jaxpr_body
+from plax.transforms.discharge import call_discharge_rule
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
 
@@ -245,6 +247,7 @@ def register_call_rules(prim, body_param: str = "call_jaxpr", lowering=None) -> 
     transpose_rules[prim] = _transpose_for(prim)
     batch_rules[prim] = _batch_for(prim)
     dce_rules[prim] = _dce_for(prim)
+    discharge_rules[prim] = call_discharge_rule(body_param)
 
 
 register_call_rules(closed_call_p, lowering=_lowering_as_function)

@@ -27,7 +27,9 @@ from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, open_jaxpr
 from plax.core.primitive import Primitive
 from plax.core.replication import union
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, is_undefined,
+from plax.core.effects import AccumEffect, WriteEffect
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, discharge_rules,
+                             is_undefined,
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules, replication_rules)
 from plax.core.trace import Tracer, get_aval
@@ -44,6 +46,7 @@ from plax.higher_order.bodies import (as_array, avals_of, check_branch_outputs,
 from plax.lowering.consts import const_operands
 from plax.core.effects import has_ordered_effects
 from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
+from plax.transforms.discharge import run_discharged
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from plax.transforms.vmap import batch_flat
 from plax.core.tracebacks import api_boundary
@@ -420,3 +423,30 @@ def _replication(ins, *, branches, **params):
 
 
 replication_rules[cond_p] = _replication
+
+
+# --- discharge: references the branches use become operands, those written results -------
+def writes_input(closed, k: int) -> bool:
+    """Whether jaxpr ``closed`` writes (or adds into) its reference input ``k``."""
+    v = open_jaxpr(closed).invars[k]
+    return any(isinstance(e, (WriteEffect, AccumEffect)) and e.input is v
+               for e in closed.effects)
+
+
+def _discharge(which, in_avals, out_avals, index, *ops, branches, **params):
+    which = which[1:]
+    written = [w and any(writes_input(b, k) for b in branches) for k, w in enumerate(which)]
+
+    def branch(b):
+        def run(*vals):
+            outs, finals = run_discharged(b, which, vals)
+            kept = iter(finals)
+            return list(outs) + [f for f, w in zip(kept, (w for w, m in zip(written, which)
+                                                           if m)) if w]
+        return run
+    outs = switch(index, [branch(b) for b in branches], *ops)
+    finals = iter(outs[len(out_avals):])
+    return [None] + [next(finals) if w else None for w in written], outs[:len(out_avals)]
+
+
+discharge_rules[cond_p] = _discharge

@@ -29,7 +29,8 @@ from plax.core.config import config
 from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, open_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, jvp_rules,
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, discharge_rules,
+                             jaxpr_operand_rules, jvp_rules,
                              not_mapped, param_printers, partial_eval_rules, register_lowering,
                              tangent_aval, transpose_rules, replication_rules)
 from plax.core.trace import Tracer, get_aval
@@ -54,6 +55,7 @@ from plax.lowering.consts import const_operands
 from plax.lowering.inline import lower_fun
 from plax.core.effects import has_ordered_effects
 from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
+from plax.transforms.discharge import run_discharged
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr
 from plax.core.tracebacks import api_boundary
 
@@ -512,3 +514,65 @@ def _threefry_rolled_rounds(k1, k2, x1, x2):
 
 register_lowering(_prng.threefry2x32_p,
                   lower_fun(_threefry_rolled_rounds, multiple_results=True), "cpu")
+
+
+# --- effects and discharge of references the loop's functions use ---------------------------
+def _operands(p):
+    cn, bn = p["cond_nconsts"], p["body_nconsts"]
+    n = len(open_jaxpr(p["body_jaxpr"]).invars) - bn  # the carry
+    return [(p["cond_jaxpr"], list(range(cn)) + list(range(cn + bn, cn + bn + n))),
+            (p["body_jaxpr"], list(range(cn, cn + bn + n)))]
+
+
+jaxpr_operand_rules[while_p] = _operands
+
+
+def _discharge(which, in_avals, out_avals, *args, cond_jaxpr, body_jaxpr, cond_nconsts,
+               body_nconsts):
+    from plax.higher_order.cond import writes_input
+    cn, bn = cond_nconsts, body_nconsts
+    cconsts, bconsts, carry = split(list(args), [cn, bn])
+    cwhich, bwhich = which[:cn], which[cn:cn + bn]
+    # The references, each once (one may be a const of both functions): carried.
+    refs, values = [], []
+    for x, w in zip(cconsts + bconsts, cwhich + bwhich):
+        if w and not any(w is r for r in refs):
+            refs.append(w)
+            values.append(x)
+    slot = lambda w: next(i for i, r in enumerate(refs) if r is w)  # noqa: E731
+    cwrites = {slot(w) for k, w in enumerate(cwhich) if w and writes_input(cond_jaxpr, k)}
+    bwrites = {slot(w) for k, w in enumerate(bwhich) if w and writes_input(body_jaxpr, k)}
+    if cwrites & bwrites:
+        raise NotImplementedError("Cannot write to the same ref in both cond and body.")
+
+    def with_refs(consts, mask, held):
+        return [held[slot(w)] if w else x for x, w in zip(consts, mask)]
+
+    def run_cond(held, vals):
+        outs, finals = run_discharged(cond_jaxpr, cwhich, with_refs(cconsts, cwhich, held)
+                                      + list(vals))
+        held = list(held)
+        for w, f in zip([w for w in cwhich if w], finals):
+            held[slot(w)] = f
+        return outs[0], held
+
+    def run_body(held, vals):
+        outs, finals = run_discharged(body_jaxpr, bwhich, with_refs(bconsts, bwhich, held)
+                                      + list(vals))
+        held = list(held)
+        for w, f in zip([w for w in bwhich if w], finals):
+            held[slot(w)] = f
+        return held, outs
+
+    def body(state):
+        held, vals = state
+        if cwrites:  # (what the predicate wrote, once per step taken, as JAX's discharge)
+            held = run_cond(held, vals)[1]
+        return run_body(held, vals)
+    held, outs = while_loop(lambda state: run_cond(*state)[0], body,
+                            (list(values), list(carry)))
+    finals = [held[slot(w)] if w else None for w in cwhich + bwhich]
+    return finals + [None] * len(carry), outs
+
+
+discharge_rules[while_p] = _discharge

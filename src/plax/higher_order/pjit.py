@@ -17,7 +17,8 @@ from plax.core.dce import dce_jaxpr, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, call_out_avals, callee_of, consts_as_inputs
 from plax.core.primitive import Primitive
 from plax.core.trace import get_aval
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, discharge_rules,
+                             impl_rules,
                              is_undefined, jvp_rules, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules)
 from plax.lowering.consts import const_operands
@@ -26,6 +27,7 @@ from plax.lowering.stablehlo import abstract_token, constrain_sharding, define_f
 from plax.runtime.jitted import JitCall, call_jitted
 from plax.sharding.gspmd import as_mesh_sharding
 from plax.sharding.named import NamedSharding
+from plax.transforms.discharge import call_discharge_rule
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
 pjit_p = Primitive("jit", multiple_results=True)  # printed jit[...], as in JAX 0.10
@@ -255,3 +257,5 @@ def _dce(used_outputs, eqn):
 
 _pruned_bodies = WeakKeyCache("pjit dce")
 dce_rules[pjit_p] = _dce
+# References a nested jit reads or writes are discharged with its body, inlined.
+discharge_rules[pjit_p] = call_discharge_rule("jaxpr")

@@ -18,7 +18,8 @@ from plax import tree_util
 from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, consts_as_inputs, eval_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, discharge_rules,
+                             impl_rules,
                              is_undefined, jvp_rules, lowering_rules, param_printers,
                              partial_eval_rules, register_lowering, tangent_aval,
                              transpose_rules)
@@ -31,6 +32,7 @@ from plax.first_order.utility import optimization_barrier
 from plax.higher_order import ref_effects
 from plax.lowering.consts import const_operands
 from plax.lowering.stablehlo import lower_jaxpr_body
+from plax.transforms.discharge import call_discharge_rule
 from plax.transforms.toolkit import (batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr,
                                      transpose_jaxpr)
 
@@ -186,6 +188,7 @@ def _dce(used_outputs, eqn):
 
 
 dce_rules[checkpoint_p] = _dce
+discharge_rules[checkpoint_p] = call_discharge_rule("jaxpr")
 
 
 # --- names and policies ---------------------------------------------------------------------

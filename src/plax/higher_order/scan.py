@@ -26,7 +26,8 @@ from plax.core.config import config
 from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, Var
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, is_undefined,
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, discharge_rules,
+                             is_undefined,
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
                              register_lowering, tangent_aval, transpose_rules)
 from plax.core.sharding_types import with_dim, with_entry, without_dim
@@ -46,6 +47,7 @@ from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point,
 from plax.higher_order.loops import while_loop
 from plax.higher_order.call import closed_call_p
 from plax.lowering.inline import lower_fun
+from plax.transforms.discharge import run_discharged
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from plax.transforms.vmap import AxisData, batch_flat
 from plax.core.tracebacks import api_boundary
@@ -618,3 +620,33 @@ def _scan_loop(*args, reverse, length, jaxpr, num_consts, num_carry, linear, unr
 
 register_lowering(scan_p, lower_fun(_scan_loop, multiple_results=True))
 
+
+
+# --- discharge: references the body writes are carried; those it only reads are consts -----
+def _discharge(which, in_avals, out_avals, *args, reverse, length, jaxpr, num_consts,
+               num_carry, linear, unroll):
+    from plax.higher_order.cond import writes_input
+    consts, carry, xs = split(list(args), [num_consts, num_carry])
+    cwhich = which[:num_consts]
+    if any(which[num_consts:]):
+        raise NotImplementedError("scan over a mutable array reference as a carry or a "
+                                  "scanned operand cannot be discharged.")
+    written = [bool(w) and writes_input(jaxpr, k) for k, w in enumerate(cwhich)]
+
+    def body(state, x):
+        held, c = state
+        it = iter(held)
+        ins = [next(it) if w else v for v, w in zip(consts, written)]
+        outs, finals = run_discharged(jaxpr, cwhich, ins + list(c) + list(x))
+        finals = iter(finals)
+        held = [f for f, w in zip(finals, (w for w, m in zip(written, cwhich) if m)) if w]
+        return (held, outs[:num_carry]), outs[num_carry:]
+
+    (held, c), ys = scan(body, ([v for v, w in zip(consts, written) if w], list(carry)),
+                         list(xs), length=length, reverse=reverse, unroll=unroll)
+    held = iter(held)
+    return ([next(held) if w else None for w in written] + [None] * (len(args) - num_consts),
+            list(c) + list(ys))
+
+
+discharge_rules[scan_p] = _discharge

@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core.avals import has_array_protocol
+from plax.core.refs import AbstractRef
 from plax.core.trace import Tracer
+from plax.first_order import state
 from plax.runtime.array import ARRAY_TYPES, Array, ArrayImpl, KeyArray
 
 
@@ -249,6 +251,23 @@ def _install(cls, traced: bool = False) -> None:
 _install(ArrayImpl)
 _install(KeyArray)
 _install(Tracer, traced=True)
+
+
+# A tracer of a reference (its type an AbstractRef: a jaxpr's Ref variable) is read, written,
+# viewed and reshaped with the state primitives (plax.first_order.state).
+def _ref_aware(array_method, ref_method):
+    def method(self, *args, **kwargs):
+        if isinstance(self.aval, AbstractRef):
+            return ref_method(self, *args, **kwargs)
+        return array_method(self, *args, **kwargs)
+    method.__name__, method.__doc__ = array_method.__name__, array_method.__doc__
+    return method
+
+
+Tracer.__getitem__ = _ref_aware(_getitem, state.ref_get)
+Tracer.__setitem__ = _ref_aware(_setitem, state.ref_set)
+Tracer.reshape = _ref_aware(_reshape, lambda self, *shape, **_: state.reshape_ref(self, *shape))
+Tracer.at = property(_ref_aware(_at, state.RefIndexer))
 # plax.Array, the base class, carries the same methods, as jax.Array does (a Mock with
 # spec=jax.Array, and protocol checks, read them off the class); its own
 # __array_namespace__ (refusing a user's subclass) stays.

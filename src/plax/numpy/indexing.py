@@ -23,6 +23,7 @@ from plax import lax
 from plax.core import dtypes, errors
 from plax.core.config import config
 from plax.core.errors import InconclusiveDimensionOperation
+from plax.core.refs import Slice  # noqa: F401 (plax.ds makes them; indexing takes them)
 from plax.core.source_info import pass_through_code, user_stacklevel
 from plax.core.symbolic_shapes import DimExpr, max_dim, min_dim
 from plax.core.trace import Tracer, get_aval
@@ -33,33 +34,6 @@ from plax.numpy import util
 from plax.runtime.array import ARRAY_TYPES
 
 __all__ = ["take", "take_along_axis"]
-
-
-class Slice:
-    """``size`` elements from ``start`` (which may be traced), ``stride`` apart: a slice of a
-    reference or an array whose start is only known at run time (made by ``plax.ds``)."""
-
-    __slots__ = ("start", "size", "stride")
-
-    def __init__(self, start, size, stride=1):
-        if not isinstance(size, (int, np.integer)) or isinstance(size, bool):
-            raise TypeError(f"ds: size must be a static int, got {size!r}.")
-        if int(size) < 0:
-            raise ValueError(f"ds: size must be non-negative, got {size}.")
-        if not isinstance(stride, (int, np.integer)) or int(stride) < 1:
-            raise ValueError(f"ds: stride must be a positive static int, got {stride!r}.")
-        self.start, self.size, self.stride = start, int(size), int(stride)
-
-    def __repr__(self):
-        return f"Slice(start={self.start!r}, size={self.size}, stride={self.stride})"
-
-    def __eq__(self, other):
-        return (type(other) is Slice and (self.start, self.size, self.stride)
-                == (other.start, other.size, other.stride))
-
-    def __hash__(self):
-        return hash((Slice, id(self.start) if isinstance(self.start, Tracer) else self.start,
-                     self.size, self.stride))
 
 
 class _DynamicSlices(Exception):

@@ -1,10 +1,8 @@
-"""``jax._src.state.discharge``: turning stateful jaxprs into pure ones. plax discharges the
-refs a traced body uses itself (``plax.higher_order.ref_effects``) and has no state jaxprs."""
+"""``jax._src.state.discharge``: stateful jaxprs turned into pure ones
+(``plax.transforms.discharge``) and ``run_state`` (``plax.higher_order.run_state``)."""
+from plax.higher_order.run_state import run_state, run_state_p, run_state_reference  # noqa: F401
+from plax.transforms.discharge import discharge_state, register_discharge_rule  # noqa: F401
+
 from plax._src import _face
-from plax._src.state import _NO_STATE_IR
 
-_REFUSED = dict.fromkeys(("run_state", "run_state_reference", "discharge_state",
-                          "register_discharge_rule"), _NO_STATE_IR)
-
-__doc__ = _face.document(__doc__, _REFUSED)
-__getattr__ = _face.face_getattr(__name__, _REFUSED)
+__getattr__ = _face.face_getattr(__name__, {})

@@ -1,12 +1,11 @@
-"""``jax._src.state.types``: the abstract type of a mutable array reference (``plax.ref``)."""
+"""``jax._src.state.types``: the type of a mutable reference (``plax.core.refs``), its effects
+and the views it is read through."""
 from plax.core.effects import AccumEffect, ReadEffect, RefEffect, WriteEffect  # noqa: F401
-from plax.ref import AbstractRef  # noqa: F401
+from plax.core.refs import (AbstractRef, RefReshaper, shaped_array_ref,  # noqa: F401
+                            uninitialized)
+from plax.core.refs import ref_type_aval_mappings as _ref_type_aval_mappings  # noqa: F401
+from plax.first_order.state import TransformedRef  # noqa: F401
 
 from plax._src import _face
-from plax._src.state import _NO_STATE_IR
 
-_REFUSED = dict.fromkeys(("TransformedRef", "shaped_array_ref", "uninitialized",
-                          "_ref_type_aval_mappings"), _NO_STATE_IR)
-
-__doc__ = _face.document(__doc__, _REFUSED)
-__getattr__ = _face.face_getattr(__name__, _REFUSED)
+__getattr__ = _face.face_getattr(__name__, {})
