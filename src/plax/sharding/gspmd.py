@@ -125,13 +125,7 @@ class GSPMDSharding(xla.GSPMDShardingBase):
             raise ValueError(f"{what}{e}") from None
         if not divisible:
             return
-        for d, (n, t) in enumerate(zip(global_shape, tiles)):
-            if n % t:
-                raise IndivisibleError(
-                    f"Sharding {self!r} implies that array axis {d} is partitioned {t} "
-                    f"times, but the dimension size is {n} (full shape: {global_shape}, "
-                    f"per-dimension tiling factors: {list(tiles)} should evenly divide the "
-                    "shape)")
+        check_divisible(self, global_shape, tiles)
 
     def shard_shape(self, global_shape) -> tuple:
         global_shape = tuple(global_shape)

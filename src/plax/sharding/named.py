@@ -78,6 +78,18 @@ def _mixed_radix(digits, radices) -> int:
     return n
 
 
+
+def check_divisible(sharding, global_shape: tuple, tiles) -> None:
+    """JAX's IndivisibleError when a dimension of ``global_shape`` is not a multiple of the
+    number of pieces ``sharding`` cuts it into (``tiles``, one per dimension)."""
+    for d, (n, t) in enumerate(zip(global_shape, tiles)):
+        if n % t:
+            raise IndivisibleError(
+                f"Sharding {sharding!r} implies that array axis {d} is partitioned {t} "
+                f"times, but the dimension size is {n} (full shape: {global_shape}, "
+                f"per-dimension tiling factors: {list(tiles)} should evenly divide the "
+                "shape)")
+
 class NamedSharding(xla.GSPMDShardingBase):
     """An array over ``mesh`` with its dimensions split as ``spec`` says.
 
@@ -135,14 +147,7 @@ class NamedSharding(xla.GSPMDShardingBase):
             raise ValueError(f"{what}{e}") from None
         if not divisible:
             return
-        tiles = self._layout(len(global_shape)).tiles
-        for d, (n, t) in enumerate(zip(global_shape, tiles)):
-            if n % t:
-                raise IndivisibleError(
-                    f"Sharding {self!r} implies that array axis {d} is partitioned {t} "
-                    f"times, but the dimension size is {n} (full shape: {global_shape}, "
-                    f"per-dimension tiling factors: {list(tiles)} should evenly divide the "
-                    "shape)")
+        check_divisible(self, global_shape, self._layout(len(global_shape)).tiles)
 
     def shard_shape(self, global_shape) -> tuple:
         global_shape = tuple(global_shape)
