@@ -145,6 +145,8 @@ def _platform_index(ctx, exported) -> list:
 
 def _lowering(ctx, *args, exported):
     _check_platform(exported, ctx.platform)
+    if exported.uses_global_constants:
+        ctx.fn.module.embeds_global_constants = True
     from plax.lowering import mlir_bindings
     entry = "plax_exported_main"
     if any(shape_is_symbolic(a.shape) for a in ctx.avals_in):

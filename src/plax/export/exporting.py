@@ -97,7 +97,7 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
         disabled_safety_checks=disabled_checks, mlir_module_serialized=serialized,
         calling_convention_version=CURRENT_CALLING_CONVENTION,
         module_kept_var_idx=tuple(range(len(in_avals))),
-        uses_global_constants=len(platforms) > 1 or _symbolic(in_avals),
+        uses_global_constants=module_uses_global_constants(text),
         _get_vjp=lambda exp: _export_vjp(fun_jit, exp, platforms, disabled_checks))
     exp._text = text
     return exp
@@ -127,8 +127,20 @@ def lower_for_export(jaxpr, consts, name: str, platform: str) -> str:
         raise NotImplementedError(f"Cannot export {name}: it has host callbacks "
                                   "(pure_callback, io_callback, debug.print), whose Python "
                                   "functions cannot be part of an exported module.")
-    return module.text("jax.uses_shape_polymorphism = false, mhlo.num_partitions = 1 : i32, "
-                       "mhlo.num_replicas = 1 : i32")
+    return module.text(f"jax.uses_shape_polymorphism = {_global_constants(module)}, "
+                       "mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32")
+
+
+def _global_constants(module) -> str:
+    """Whether ``module`` holds functions with ``jax.global_constant`` parameters (of an
+    exported module called in it), which the module's attribute says: "true" or "false"."""
+    return "true" if getattr(module, "embeds_global_constants", False) else "false"
+
+
+def module_uses_global_constants(text: str) -> bool:
+    """Whether the module ``text`` says it uses global constants (platform index, dimension
+    variables), which its callers refine away."""
+    return "jax.uses_shape_polymorphism = true" in text.split("\n", 1)[0]
 
 
 PLATFORM_INDEX_TYPE = 'tensor<i32> {jax.global_constant = "_platform_index"}'
@@ -167,8 +179,8 @@ def lower_for_platforms(jaxpr, consts, name: str, platforms) -> str:
     outs = ctx.op("stablehlo.case", ["%arg0"], [index], out_avals, regions=regions)
     module.functions.append(main_function(fn, ["%arg0", *args], [PLATFORM_INDEX_TYPE, *in_types],
                                           outs, out_types))
-    symbolic = "true" if _symbolic([v.aval for v in jaxpr.invars]) else "false"
-    return module.text(f"jax.uses_shape_polymorphism = {symbolic}, mhlo.num_partitions = 1 : "
+    # The platform index is a global constant (as a dimension variable would be).
+    return module.text("jax.uses_shape_polymorphism = true, mhlo.num_partitions = 1 : "
                        "i32, mhlo.num_replicas = 1 : i32")
 
 
