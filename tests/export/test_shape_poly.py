@@ -15,9 +15,14 @@ B, = export.symbolic_shape("b")
 # --- the dimension expressions -----------------------------------------------------------------
 @pytest.mark.parametrize("expr, text", [
     (lambda b: b + 1, "b + 1"), (lambda b: 2 * b, "2*b"), (lambda b: b - 1, "b - 1"),
-    (lambda b: 3 - b, "-b + 3"), (lambda b: b * b, "b^2"), (lambda b: b // 2, "floordiv(b, 2)"),
+    (lambda b: 3 - b, "- b + 3"), (lambda b: b * b, "b^2"), (lambda b: b // 2, "floordiv(b, 2)"),
     (lambda b: b % 2, "mod(b, 2)"), (lambda b: (2 * b + 2) // 2, "b + 1"),
     (lambda b: (4 * b) % 2, "0"), (lambda b: b - b, "0"),
+    # terms print in JAX's order: larger ones first, names descending, the constant last
+    (lambda b: (b + 2) * (b + 1), "b^2 + 3*b + 2"), (lambda b: b * b * 3 // b, "3*b"),
+    (lambda b: (b * b + 24 * b) % b, "0"), (lambda b: (b + 13) // b, "floordiv(b + 13, b)"),
+    (lambda b: (b + 13) % b, "mod(b + 13, b)"), (lambda b: (2 * b + 1) // 2, "b"),
+    (lambda b: (2 * b + 1) % 2, "1"), (lambda b: (b * b - 1) // (b + 1), "b - 1"),
 ])
 def test_arithmetic(expr, text):
     assert str(expr(B)) == text
@@ -38,6 +43,15 @@ def test_decidable_comparisons(expr, value):
 def test_undecidable_comparisons_raise(expr):
     with pytest.raises(InconclusiveDimensionOperation, match="inconclusive|requires a constant"):
         expr(B)
+
+
+def test_several_variables_print_in_jax_order_and_parse_back():
+    a, b, c = export.symbolic_shape("a, b, c")
+    for e, text in [(a + 2 * b, "2*b + a"), (a + b + c, "c + b + a"), (2 * a + b, "b + 2*a"),
+                    (a * b + a * a + b, "a*b + a^2 + b"), (c * c, "c^2"), (4 - a, "- a + 4"),
+                    (a % 5 + b, "mod(a, 5) + b"), (b * a * a + 12, "a^2*b + 12")]:
+        assert str(e) == text
+        assert export.symbolic_shape(text, scope=a.scope) == (e,)
 
 
 def test_parsing_and_constraints():
