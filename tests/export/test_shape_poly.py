@@ -1,5 +1,7 @@
 """Shape polymorphism in plax.export: symbolic dimensions, their arithmetic and comparisons,
 and functions exported once for every batch size."""
+import re
+
 import numpy as np
 import pytest
 
@@ -180,7 +182,8 @@ def test_dimension_variable_in_an_expression():
     assert str(exp.out_avals[0]) == "float32[b,2]"
     np.testing.assert_array_equal(exp.call(np.arange(6, dtype=np.float32)),
                                   np.arange(6).reshape(3, 2))
-    with pytest.raises(ValueError, match=r"Shape mismatch for args\[0\]\.shape\[0\]"):
+    with pytest.raises(ValueError, match=r"Division had remainder 1 when computing the value "
+                                         r"of 'b'"):
         exp.call(np.arange(5, dtype=np.float32))
 
 
@@ -188,13 +191,84 @@ def test_dimension_variable_in_an_expression():
     ((np.ones((3, 5), np.float32), np.ones(3, np.float32)),
      r"Shape mismatch for args\[0\]\.shape\[1\] \(expected same constant\)"),
     ((np.ones((3, 4), np.float32), np.ones(4, np.float32)),
-     r"Shape mismatch for args\[1\]\.shape\[0\]: the symbolic dimension 'b'"),
+     r"Found inconsistency between dimension size args\[1\]\.shape\[0\] \(= 4\) and the "
+     r"specification 'b' \(= 3\)"),
 ])
 def test_call_checks_the_dimension_variables(args, match):
     exp = export.export(plax.jit(lambda x, y: x.sum(1) + y))(
         *export.symbolic_args_specs((np.ones((2, 4)), np.ones(2)), "b, ..."))
     with pytest.raises(ValueError, match=match):
         exp.call(*args)
+
+
+_SOLVED_A = "'a' = 2 from specification 'a' for dimension args[0].shape[1] (= 2), "
+
+
+@pytest.mark.parametrize("spec, shape, message", [
+    ("a + 2*b, a, a + b + c", (8, 2, 9), None),  # a = 2, b = 3, c = 4
+    ("a + 2*b, a, a + b + c", (2, 2, 6),
+     "Expected value >= 1 for dimension variable 'b'. Using the following polymorphic "
+     "shapes specifications: args[0].shape = (2*b + a, a, c + b + a). Obtained dimension "
+     "variables: " + _SOLVED_A + "'b' = 0 from specification '2*b + a' for dimension "
+     "args[0].shape[0] (= 2), . Please see"),
+    ("a + 2*b, a, a + b + c", (3, 2, 6),
+     "Division had remainder 1 when computing the value of 'b'. Using the following "
+     "polymorphic shapes specifications: args[0].shape = (2*b + a, a, c + b + a). Obtained "
+     "dimension variables: " + _SOLVED_A + ". "),
+    ("a + 2*b, a, a + b", (8, 2, 6),
+     "Found inconsistency between dimension size args[0].shape[0] (= 8) and the "
+     "specification '2*b + a' (= 10)."),
+    ("b, a + 1", (4, 1), "Expected value >= 1 for dimension variable 'a'"),
+])
+def test_dimension_variables_are_solved_from_linear_equations_in_rounds(spec, shape, message):
+    exp = export.export(plax.jit(lambda x: x * 2))(
+        plax.ShapeDtypeStruct(export.symbolic_shape(spec), np.float32))
+    x = np.ones(shape, np.float32)
+    if message is None:
+        np.testing.assert_array_equal(exp.call(x), x * 2)
+    else:
+        with pytest.raises(ValueError, match="^Input shapes do not match the polymorphic "
+                                             "shapes specification. " + re.escape(message)):
+            exp.call(x)
+    # the same checks are in the module, as shape assertions
+    assert "shape_assertion" in exp.mlir_module()
+
+
+def test_a_variable_that_no_linear_equation_gives_is_refused_at_export():
+    with pytest.raises(ValueError, match=re.escape(
+            "Cannot solve for values of dimension variables {'c'}. We can only solve linear "
+            "uni-variate constraints.") + r".*Unprocessed specifications: 'c\^2' for "
+            r"dimension size args\[0\]\.shape\[2\]"):
+        export.export(plax.jit(lambda x: x))(
+            plax.ShapeDtypeStruct(export.symbolic_shape("2*a + b, a, c*c"), np.float32))
+
+
+def test_constraints_of_the_scope_are_checked_at_call():
+    b, = export.symbolic_shape("b", constraints=["b >= 4"])
+    exp = export.export(plax.jit(lambda x: x + 1))(plax.ShapeDtypeStruct((b,), np.float32))
+    np.testing.assert_array_equal(exp.call(np.zeros(5, np.float32)), np.ones(5))
+    with pytest.raises(ValueError, match=re.escape(
+            "Input shapes do not match the symbolic shape constraint b >= 4. Expected 'b - 4' "
+            "to be greater or equal to 0, but found -2.")):
+        exp.call(np.zeros(2, np.float32))
+
+
+def test_called_inside_another_export_the_checks_use_its_dimensions():
+    inner = export.export(plax.jit(lambda x: x * 2))(
+        plax.ShapeDtypeStruct(export.symbolic_shape("3, 4, 5*a"), np.float32))
+
+    def outer(spec):
+        return export.export(plax.jit(inner.call))(
+            plax.ShapeDtypeStruct(export.symbolic_shape(spec), np.float32))
+    with pytest.raises(ValueError, match=re.escape("Division had remainder mod(c, 5) when "
+                                                   "computing the value of 'a'")):
+        outer("3, 4, c")
+    exp = outer("3, 4, 25*c")
+    x = np.ones((3, 4, 25), np.float32)
+    np.testing.assert_array_equal(exp.call(x), 2 * x)
+    with pytest.raises(ValueError, match="Division had remainder 12 when computing the value "
+                                         "of 'c'"):
+        exp.call(np.ones((3, 4, 12), np.float32))
 
 
 def test_unsupported_uses_of_a_symbolic_dimension_raise_clearly():

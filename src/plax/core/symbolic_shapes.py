@@ -37,6 +37,7 @@ class SymbolicScope:
             raise ValueError("The symbolic constraints should be a sequence of strings. "
                              f"Got {constraints!r}")
         self._bounds: dict = {}
+        self._constraint_bounds: list = []
         self._constraints = tuple(constraints)
         for c in constraints:
             self._add_constraint(c)
@@ -53,6 +54,8 @@ class SymbolicScope:
             raise ValueError(f"Unsupported symbolic constraint {text!r}: plax supports bounds "
                              "of one dimension variable, e.g. 'b >= 4' or 'b <= 128'.")
         k = int(rhs)
+        self._constraint_bounds.append((text, lhs, op in (">=", ">"),
+                                        k + (op == ">") - (op == "<")))
         lo, hi = self._bounds.get(lhs, (1, _INF))
         if op == ">=":
             lo = max(lo, k)
@@ -66,6 +69,10 @@ class SymbolicScope:
 
     def bounds(self, name: str) -> tuple:
         return self._bounds.get(name, (1, _INF))
+
+    def constraint_bounds(self) -> list:
+        """The constraints as (text, variable, is a lower bound, bound), in their order."""
+        return list(self._constraint_bounds)
 
     def __str__(self):
         return f"SymbolicScope(constraints={list(self._constraints)})"
@@ -605,95 +612,6 @@ def evaluate_shape(shape, env) -> tuple:
     if not env and not shape_is_symbolic(shape):
         return tuple(shape)
     return tuple(_evaluate(d, env) for d in shape)
-
-
-def _linear_in_one_variable(e):
-    """(name, k, c) when ``e`` is ``k*name + c``, else None."""
-    if len(e._terms) > 2:
-        return None
-    k = c = 0
-    name = None
-    for mono, coeff in e._terms:
-        if mono == ():
-            c = coeff
-        elif len(mono) == 1 and mono[0][1] == 1 and isinstance(mono[0][0], _Var):
-            name, k = mono[0][0].name, coeff
-        else:
-            return None
-    return (name, k, c) if name is not None else None
-
-
-def solve_dim_vars(specs, actual, names) -> dict:
-    """The values of the dimension variables in the shapes ``specs`` that make them equal
-    the shapes ``actual``; ValueError (JAX's "Shape mismatch") when none do. ``names[j]``
-    names argument j in messages (read only for an error)."""
-    env: dict = {}
-    if not any(shape_is_symbolic(s) for s in specs):
-        for j, (s, a) in enumerate(zip(specs, actual)):
-            if tuple(s) != tuple(a):
-                _mismatch(names[j], s, a,
-                          [i for i, (x, y) in enumerate(zip(s, a)) if x != y][0])
-        return env
-    pending = []
-    for j, (s, a) in enumerate(zip(specs, actual)):
-        name = _Deferred(names, j)
-        for i, (d, got) in enumerate(zip(s, a)):
-            if not isinstance(d, DimExpr):
-                if d != got:
-                    _mismatch(name, s, a, i)
-                continue
-            lin = _linear_in_one_variable(d)
-            if lin is None or lin[0] in env:
-                pending.append((name, s, a, i))
-                continue
-            var, k, c = lin
-            value = got - c
-            if isinstance(value, int):
-                if value % k:
-                    _no_solution(name, s, a, i, d, f"{got} - {c} is not divisible by {k}")
-                value //= k
-                if value < 1:
-                    _no_solution(name, s, a, i, d, f"it gives {var} = {value}, but dimension "
-                                 "variables must be >= 1")
-            elif k != 1:
-                value = floordiv(value, k)
-            env[var] = value
-            pending.append((name, s, a, i))
-    for name, s, a, i in pending:
-        try:
-            value = _evaluate(s[i], env)
-        except KeyError as e:
-            raise ValueError(f"Cannot solve for the dimension variables of {name}.shape[{i}] "
-                             f"= '{s[i]}' (called with shape {tuple(a)}): {e.args[0]}; each "
-                             "variable must appear alone (or as k*var + c) in some argument "
-                             "dimension.") from None
-        if value != a[i]:
-            _no_solution(name, s, a, i, s[i], f"it evaluates to {value} with {env}")
-    return env
-
-
-class _Deferred:
-    """``names[j]``, looked up when printed."""
-
-    def __init__(self, names, j):
-        self._names, self._j = names, j
-
-    def __str__(self):
-        return str(self._names[self._j])
-
-    def __format__(self, spec):
-        return format(str(self), spec)
-
-
-def _mismatch(name, spec, actual, i):
-    raise ValueError(f"Shape mismatch for {name}.shape[{i}] (expected same constant): "
-                     f"expected {tuple(spec)} and called with {tuple(actual)}")
-
-
-def _no_solution(name, spec, actual, i, d, why):
-    raise ValueError(f"Shape mismatch for {name}.shape[{i}]: the symbolic dimension '{d}' "
-                     f"of the expected shape {tuple(spec)} does not match the shape "
-                     f"{tuple(actual)} it was called with ({why}).")
 
 
 # --- parsing -------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from plax.core.avals import ShapedArray
 from plax.core.dtypes import is_extended
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.trace import Tracer
-from plax.export.exported import (CURRENT_CALLING_CONVENTION, DisabledSafetyCheck, Exported,
+from plax.export.exported import (CURRENT_CALLING_CONVENTION, MAXIMUM_CALLING_CONVENTION,
+                                  MINIMUM_CALLING_CONVENTION, DisabledSafetyCheck, Exported,
                                   check_no_ordered_effects)
 from plax.lowering.stablehlo import (FunctionBuilder, ModuleBuilder, RuleContext,
                                      define_function, tensor_type)
@@ -51,7 +52,21 @@ def _canonical(platform: str) -> str:
     return "cuda" if p == "gpu" else p
 
 
+def _calling_convention() -> int:
+    """The calling-convention version to write (``jax_export_calling_convention_version``)."""
+    from plax.core.config import config
+    version = config.read("export_calling_convention_version")
+    if version is None:
+        return CURRENT_CALLING_CONVENTION
+    if not MINIMUM_CALLING_CONVENTION <= version <= MAXIMUM_CALLING_CONVENTION:
+        raise ValueError(
+            f"The requested export calling convention version {version} is outside the range "
+            f"of supported versions [{MINIMUM_CALLING_CONVENTION}..{MAXIMUM_CALLING_CONVENTION}]")
+    return version
+
+
 def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
+    version = _calling_convention()
     try:
         traced = fun_jit.trace(*args, **kwargs)
     except InconclusiveDimensionOperation as e:
@@ -77,10 +92,13 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
             raise NotImplementedError(f"Cannot export {name}: it takes or returns {a.str_short()}"
                                       " (typed PRNG keys are not supported by export; pass "
                                       "key data, jax.random.key_data, instead).")
+    from plax.export.calling import _leaf_names
+    poly = dict(arg_names=_leaf_names(entry.in_tree, len(in_avals)),
+                assertions=DisabledSafetyCheck.shape_assertions() not in disabled_checks)
     if len(platforms) == 1:
-        text = lower_for_export(jaxpr, closed.consts, name, platforms[0])
+        text = lower_for_export(jaxpr, closed.consts, name, platforms[0], **poly)
     else:
-        text = lower_for_platforms(jaxpr, closed.consts, name, platforms)
+        text = lower_for_platforms(jaxpr, closed.consts, name, platforms, **poly)
     from plax.lowering.mlir_bindings import serialize_portable
     try:
         serialized = serialize_portable(text)
@@ -95,7 +113,7 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
         out_shardings_hlo=(None,) * len(out_avals), nr_devices=1, platforms=platforms,
         ordered_effects=(), unordered_effects=tuple(jaxpr.effects),
         disabled_safety_checks=disabled_checks, mlir_module_serialized=serialized,
-        calling_convention_version=CURRENT_CALLING_CONVENTION,
+        calling_convention_version=version,
         module_kept_var_idx=tuple(range(len(in_avals))),
         uses_global_constants=module_uses_global_constants(text),
         _get_vjp=lambda exp: _export_vjp(fun_jit, exp, platforms, disabled_checks))
@@ -103,12 +121,12 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
     return exp
 
 
-def lower_for_export(jaxpr, consts, name: str, platform: str) -> str:
+def lower_for_export(jaxpr, consts, name: str, platform: str, **poly) -> str:
     """The module text: ``@main`` takes the jaxpr's inputs, holds its constants and calls
-    the jaxpr's function (``@_plax_exported``)."""
+    the jaxpr's function (``@_plax_exported``). ``poly`` goes to lower_polymorphic."""
     from plax.export.polymorphic import lower_polymorphic, uses_symbolic_dims
     if uses_symbolic_dims(jaxpr):
-        return lower_polymorphic(jaxpr, consts, name, platform)
+        return lower_polymorphic(jaxpr, consts, name, platform, **poly)
     module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
                                             for c in name), platform=platform)
     body = module.unique_name("_plax_exported")
@@ -146,7 +164,7 @@ def module_uses_global_constants(text: str) -> bool:
 PLATFORM_INDEX_TYPE = 'tensor<i32> {jax.global_constant = "_platform_index"}'
 
 
-def lower_for_platforms(jaxpr, consts, name: str, platforms) -> str:
+def lower_for_platforms(jaxpr, consts, name: str, platforms, **poly) -> str:
     """The module text for several platforms: its ``@main`` takes the index of the platform
     it runs on (in ``platforms``) first, as JAX's do, and a ``stablehlo.case`` on it calls
     the module lowered for that platform (XLA folds the case, the index being a constant
@@ -156,7 +174,7 @@ def lower_for_platforms(jaxpr, consts, name: str, platforms) -> str:
                                             for c in name), platform=platforms[0])
     entries = []
     for platform in platforms:
-        text = lower_for_export(jaxpr, consts, name, platform)
+        text = lower_for_export(jaxpr, consts, name, platform, **poly)
         entry = f"_plax_main_{platform}"
         while f"@{entry}(" in text:  # (a module exported for several platforms, called here)
             entry += "_"
