@@ -296,3 +296,17 @@ def test_polymorphic_exported_called_inside_another_polymorphic_export():
     assert str(outer.out_avals[0]) == "float32[c]"
     x = np.arange(10, dtype=np.float32).reshape(2, 5)
     np.testing.assert_allclose(outer.call(x), 2 * x[:, :3].sum(1))
+
+
+def test_the_vjp_of_a_polymorphic_export_with_an_integer_argument():
+    def f(xi, xf):
+        return 2 * xi.T, xf.T * xf.T
+    specs = export.symbolic_args_specs([np.ones((2, 3), np.int32), np.ones((3, 4), np.float32)],
+                                       shapes_specs=["2, a", "a, 4"])
+    exp = export.deserialize(export.export(plax.jit(f))(*specs).serialize(vjp_order=1))
+    xi = np.arange(6, dtype=np.int32).reshape(2, 3)
+    xf = np.arange(12, dtype=np.float32).reshape(3, 4)
+    (oi, of), pullback = plax.vjp(exp.call, xi, xf)
+    ct_i, ct_f = pullback((np.zeros(oi.shape, plax.dtypes.float0), np.ones_like(of)))
+    assert ct_i.dtype == plax.dtypes.float0 and ct_i.shape == (2, 3)
+    np.testing.assert_allclose(ct_f, 2 * xf)
