@@ -310,3 +310,11 @@ def test_the_vjp_of_a_polymorphic_export_with_an_integer_argument():
     ct_i, ct_f = pullback((np.zeros(oi.shape, plax.dtypes.float0), np.ones_like(of)))
     assert ct_i.dtype == plax.dtypes.float0 and ct_i.shape == (2, 3)
     np.testing.assert_allclose(ct_f, 2 * xf)
+
+
+def test_dimensions_of_different_scopes_are_refused_at_export():
+    x = plax.ShapeDtypeStruct(export.symbolic_shape("w, h1"), np.float32)
+    y = plax.ShapeDtypeStruct(export.symbolic_shape("w, h2"), np.float32)
+    with pytest.raises(ValueError, match=r"Invalid mixing of symbolic scopes when exporting "
+                                         r"<lambda>.*from args\[0\].*for 'w' \(args\[1\]\)"):
+        export.export(plax.jit(lambda x, y: x + y))(x, y)

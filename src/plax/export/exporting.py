@@ -65,8 +65,29 @@ def _calling_convention() -> int:
     return version
 
 
+def _check_one_scope(name: str, args, kwargs) -> None:
+    """ValueError (JAX's) when the arguments' symbolic dimensions come from several scopes."""
+    from plax.core.symbolic_shapes import DimExpr
+    first = None
+    leaves = tree_util.tree_leaves((args, kwargs))
+    for j, x in enumerate(leaves):
+        for d in getattr(x, "shape", ()):
+            if not isinstance(d, DimExpr):
+                continue
+            if first is None:
+                first = (d.scope, j)
+            elif d.scope is not first[0]:
+                from plax.export.calling import _leaf_names
+                names = _leaf_names(tree_util.tree_structure((args, kwargs)), len(leaves))
+                raise ValueError(
+                    f"Invalid mixing of symbolic scopes when exporting {name}. Expected "
+                    f"current (from {names[first[1]]}) scope {first[0]} and found for '{d}' "
+                    f"({names[j]}) scope {d.scope}")
+
+
 def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
     version = _calling_convention()
+    _check_one_scope(getattr(fun_jit, "__name__", "<unnamed>"), args, kwargs)
     try:
         traced = fun_jit.trace(*args, **kwargs)
     except InconclusiveDimensionOperation as e:
