@@ -76,3 +76,13 @@ def test_a_module_calling_a_multi_platform_one_says_it_uses_global_constants():
     np.testing.assert_allclose(single.call(X), np.sin(X), rtol=1e-6)
     plain = export.export(plax.jit(jnp.sin))(X)
     assert not plain.uses_global_constants
+
+
+def test_donation_must_be_supported_by_all_or_none_of_the_platforms():
+    f = plax.jit(jnp.sin, donate_argnums=(0,))
+    exp = export.export(f, platforms=["cpu", "tpu"])(X)
+    np.testing.assert_allclose(plax.jit(lambda x: x + exp.call(x))(X), X + np.sin(X),
+                               rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="either all or no lowering platforms should "
+                                                  "support donation"):
+        export.export(f, platforms=["cpu", "tpu", "other"])(X)

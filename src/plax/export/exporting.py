@@ -52,6 +52,10 @@ def _canonical(platform: str) -> str:
     return "cuda" if p == "gpu" else p
 
 
+# The platforms whose compilers take buffer donation (JAX's list).
+_PLATFORMS_WITH_DONATION = ("cpu", "cuda", "rocm", "tpu", "neuron")
+
+
 def _calling_convention() -> int:
     """The calling-convention version to write (``jax_export_calling_convention_version``)."""
     from plax.core.config import config
@@ -99,6 +103,14 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
         raise NotImplementedError(
             f"Cannot export {name}: it has in_shardings/out_shardings; plax exports "
             "single-device modules only.")
+    if len(platforms) > 1 and any(entry.params.get("donated_invars", ())):
+        with_donation = [p in _PLATFORMS_WITH_DONATION for p in platforms]
+        if any(with_donation) and not all(with_donation):
+            raise NotImplementedError(
+                "In multi-platform lowering either all or no lowering platforms should support "
+                f"donation: {name} donates arguments and is exported for {platforms}, of "
+                f"which only {tuple(p for p in platforms if p in _PLATFORMS_WITH_DONATION)} "
+                "support it.")
     closed = entry.user_jaxpr
     if any(isinstance(c, Tracer) for c in closed.consts):
         raise ValueError(f"Cannot export {name}: it closes over traced values (export it "
