@@ -137,3 +137,17 @@ def test_an_export_calling_an_export_can_itself_be_called_in_an_export():
     want = np.cos(np.sin(np.sin(X3))) + np.cos(np.sin(np.sin(2 * X3)))
     np.testing.assert_allclose(outer.call(X3), want, rtol=1e-6)
     np.testing.assert_allclose(plax.jit(outer.call)(X3), want, rtol=1e-6)
+
+
+def test_lowering_rules_can_be_overridden_for_one_export():
+    from plax import lax
+    from plax.interpreters import mlir
+
+    def cosine(ctx, x, **_):
+        return [mlir.hlo.cosine(x)]
+    x = np.float32(0.5)
+    exp = export.export(plax.jit(jnp.sin), _override_lowering_rules=((lax.sin_p, cosine),))(x)
+    assert "stablehlo.cosine" in exp.mlir_module()
+    np.testing.assert_allclose(exp.call(x), np.cos(x), rtol=1e-6)
+    # the registered rule is untouched
+    assert "stablehlo.sine" in export.export(plax.jit(jnp.sin))(x).mlir_module()

@@ -23,9 +23,12 @@ def default_export_platform() -> str:
     return dispatch.default_device().platform
 
 
-def export(fun_jit, *, platforms=None, disabled_checks=()):
+def export(fun_jit, *, platforms=None, disabled_checks=(), _override_lowering_rules=None):
     """``export(jit(f))(*args, **kwargs) -> Exported``: ``f`` lowered for the types of the
-    arguments (arrays, or ShapeDtypeStructs, whose shapes may be symbolic)."""
+    arguments (arrays, or ShapeDtypeStructs, whose shapes may be symbolic).
+    ``_override_lowering_rules``: ``(primitive, rule)`` pairs, rules (written with jaxlib's
+    MLIR bindings, as for ``mlir.register_lowering``) used instead of the registered ones."""
+    overrides = _plax_rules(_override_lowering_rules or ())
     if not hasattr(fun_jit, "trace") or not hasattr(fun_jit, "lower"):
         raise ValueError(
             f"Function to be exported must be the result of `jit` but is: {fun_jit!r}")
@@ -42,8 +45,16 @@ def export(fun_jit, *, platforms=None, disabled_checks=()):
         raise ValueError(f"export: platforms={platforms} names a platform more than once.")
 
     def do_export(*args, **kwargs) -> Exported:
-        return _export(fun_jit, args, kwargs, platforms, tuple(disabled_checks))
+        return _export(fun_jit, args, kwargs, platforms, tuple(disabled_checks), overrides)
     return do_export
+
+
+def _plax_rules(pairs) -> dict:
+    from plax.lowering import mlir_bindings
+    out = {}
+    for prim, rule in pairs:
+        out[prim] = getattr(rule, "plax_rule", None) or mlir_bindings.bindings_rule(rule, prim)
+    return out
 
 
 def _canonical(platform: str) -> str:
@@ -89,7 +100,7 @@ def _check_one_scope(name: str, args, kwargs) -> None:
                     f"({names[j]}) scope {d.scope}")
 
 
-def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
+def _export(fun_jit, args, kwargs, platforms, disabled_checks, overrides=None) -> Exported:
     version = _calling_convention()
     _check_one_scope(getattr(fun_jit, "__name__", "<unnamed>"), args, kwargs)
     try:
@@ -126,7 +137,7 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
                                       " (typed PRNG keys are not supported by export; pass "
                                       "key data, jax.random.key_data, instead).")
     from plax.export.calling import _leaf_names
-    poly = dict(arg_names=_leaf_names(entry.in_tree, len(in_avals)),
+    poly = dict(arg_names=_leaf_names(entry.in_tree, len(in_avals)), overrides=overrides or {},
                 assertions=DisabledSafetyCheck.shape_assertions() not in disabled_checks)
     if len(platforms) == 1:
         text = lower_for_export(jaxpr, closed.consts, name, platforms[0], **poly)
@@ -154,14 +165,16 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
     return exp
 
 
-def lower_for_export(jaxpr, consts, name: str, platform: str, **poly) -> str:
+def lower_for_export(jaxpr, consts, name: str, platform: str, overrides=None, **poly) -> str:
     """The module text: ``@main`` takes the jaxpr's inputs, holds its constants and calls
-    the jaxpr's function (``@_plax_exported``). ``poly`` goes to lower_polymorphic."""
+    the jaxpr's function (``@_plax_exported``). ``overrides``: prim -> plax lowering rule
+    used instead of the registered one; ``poly`` goes to lower_polymorphic."""
     from plax.export.polymorphic import lower_polymorphic, uses_symbolic_dims
     if uses_symbolic_dims(jaxpr):
-        return lower_polymorphic(jaxpr, consts, name, platform, **poly)
+        return lower_polymorphic(jaxpr, consts, name, platform, overrides=overrides, **poly)
     module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
                                             for c in name), platform=platform)
+    module.override_rules = dict(overrides or {})
     body = module.unique_name("_plax_exported")
     define_function(module.context, body, jaxpr)
     fn = FunctionBuilder(module)

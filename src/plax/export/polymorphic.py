@@ -252,7 +252,7 @@ def _naming_the_op(error, name: str) -> Exception:
 
 
 def lower_polymorphic(jaxpr, consts, name: str, platform: str, arg_names=None,
-                      assertions: bool = True) -> str:
+                      assertions: bool = True, overrides=None) -> str:
     """The shape-polymorphic module text of ``jaxpr`` (see the module docstring);
     ``arg_names[j]`` names argument j in the shape assertions (``args[0]``...)."""
     from plax.export.exporting import main_function
@@ -262,6 +262,7 @@ def lower_polymorphic(jaxpr, consts, name: str, platform: str, arg_names=None,
     sources = solution.values
     module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
                                             for c in name), platform=platform)
+    module.override_rules = dict(overrides or {})
     dim_names = {var: f"%dim{k}" for k, var in enumerate(sources)}
     module.dim_values = dim_names
     body_name = module.unique_name("_wrapped_jax_export_main")
