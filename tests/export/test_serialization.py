@@ -1,6 +1,7 @@
 """plax.export's container format: round trips, VJPs of every order, and refusing bytes
 that are not a whole, unchanged Exported."""
 import collections
+import re
 import struct
 
 import numpy as np
@@ -134,3 +135,9 @@ def test_integer_arguments_and_results_have_float0_cotangents():
     assert int(outs[1]) == 4
     np.testing.assert_allclose(plax.grad(lambda x: back.call(x, np.int32(3))[0].sum())(x),
                                np.full(3, 3.0))
+
+
+def test_the_module_read_back_shows_its_locations():
+    exp = export.export(plax.jit(lambda x: jnp.sin(x.T)))(np.ones((2, 3), np.float32))
+    text = export.deserialize(exp.serialize()).mlir_module()
+    assert re.search(r"@main\(%arg0: tensor<2x3xf32> loc\(", text)

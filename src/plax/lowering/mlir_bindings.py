@@ -473,14 +473,14 @@ def serialize_portable(text: str, target_version: str | None = None) -> bytes:
 
 
 def deserialize_portable(artifact: bytes) -> str:
-    """The text of the module in a StableHLO portable artifact; ValueError when jaxlib
-    cannot read it."""
+    """The text of the module in a StableHLO portable artifact, with its locations (as
+    JAX's ``mlir_module()`` shows them); ValueError when jaxlib cannot read it."""
     from jaxlib import _jax
     try:
         module = _jax.mlir.deserialize_portable_artifact(bytes(artifact), mlir_context())
     except Exception as e:  # jaxlib reports a bad artifact as RuntimeError or its own type
         raise ValueError(f"The StableHLO portable artifact could not be read: {e}") from None
-    return module.operation.get_asm(enable_debug_info=False)
+    return module.operation.get_asm(enable_debug_info=True)
 
 
 def module_functions(text: str, entry_name: str) -> str:
