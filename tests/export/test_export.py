@@ -127,3 +127,27 @@ def test_exported_for_another_platform_is_refused_on_cpu():
 def test_forward_mode_is_refused_as_in_jax(exp):
     with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
         plax.jvp(lambda x: exp.call(x, Y)[0], (X,), (X,))
+
+
+def test_an_export_calling_an_export_can_itself_be_called_in_an_export():
+    inner = export.export(plax.jit(jnp.sin))(X3 := np.arange(4, dtype=np.float32))
+    middle = export.export(plax.jit(lambda x: jnp.cos(inner.call(inner.call(x)))))(X3)
+    middle = export.deserialize(middle.serialize())
+    outer = export.export(plax.jit(lambda x: middle.call(x) + middle.call(2 * x)))(X3)
+    want = np.cos(np.sin(np.sin(X3))) + np.cos(np.sin(np.sin(2 * X3)))
+    np.testing.assert_allclose(outer.call(X3), want, rtol=1e-6)
+    np.testing.assert_allclose(plax.jit(outer.call)(X3), want, rtol=1e-6)
+
+
+def test_lowering_rules_can_be_overridden_for_one_export():
+    from plax import lax
+    from plax.interpreters import mlir
+
+    def cosine(ctx, x, **_):
+        return [mlir.hlo.cosine(x)]
+    x = np.float32(0.5)
+    exp = export.export(plax.jit(jnp.sin), _override_lowering_rules=((lax.sin_p, cosine),))(x)
+    assert "stablehlo.cosine" in exp.mlir_module()
+    np.testing.assert_allclose(exp.call(x), np.cos(x), rtol=1e-6)
+    # the registered rule is untouched
+    assert "stablehlo.sine" in export.export(plax.jit(jnp.sin))(x).mlir_module()

@@ -66,3 +66,23 @@ def test_a_platform_it_was_not_exported_for_is_refused():
         exp.call(X)
     with pytest.raises(ValueError, match="names a platform more than once"):
         export.export(plax.jit(jnp.sin), platforms=["cpu", "tpu", "cpu"])
+
+
+def test_a_module_calling_a_multi_platform_one_says_it_uses_global_constants():
+    exp = export.export(plax.jit(_per_platform), platforms=["tpu", "cpu"])(X)
+    single = export.export(plax.jit(exp.call))(X)
+    assert single.uses_global_constants
+    assert "jax.uses_shape_polymorphism = true" in single.mlir_module().split("\n")[0]
+    np.testing.assert_allclose(single.call(X), np.sin(X), rtol=1e-6)
+    plain = export.export(plax.jit(jnp.sin))(X)
+    assert not plain.uses_global_constants
+
+
+def test_donation_must_be_supported_by_all_or_none_of_the_platforms():
+    f = plax.jit(jnp.sin, donate_argnums=(0,))
+    exp = export.export(f, platforms=["cpu", "tpu"])(X)
+    np.testing.assert_allclose(plax.jit(lambda x: x + exp.call(x))(X), X + np.sin(X),
+                               rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="either all or no lowering platforms should "
+                                                  "support donation"):
+        export.export(f, platforms=["cpu", "tpu", "other"])(X)

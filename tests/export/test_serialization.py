@@ -1,6 +1,7 @@
 """plax.export's container format: round trips, VJPs of every order, and refusing bytes
 that are not a whole, unchanged Exported."""
 import collections
+import re
 import struct
 
 import numpy as np
@@ -102,6 +103,25 @@ def test_custom_pytree_nodes_need_registration():
         export.register_namedtuple_serialization(Pair, serialized_name="other")
 
 
+class _NotANode:
+    pass
+
+
+@pytest.mark.parametrize("register, error, match", [
+    (lambda: export.register_pytree_node_serialization(
+        _NotANode, serialized_name="test_export.NotANode", serialize_auxdata=lambda a: b"",
+        deserialize_auxdata=lambda b: None), ValueError,
+     "you must call first `jax.tree_util.register_pytree_node`"),
+    (lambda: export.register_namedtuple_serialization(str, serialized_name="n/a"), ValueError,
+     "Use `export.register_pytree_node_serialization` for types other than"),
+    (lambda: export.export(plax.jit(lambda d: d[(0, 1)]))({(0, 1): np.float32(1)}).serialize(),
+     TypeError, "Serialization is supported only for dictionaries with string keys"),
+])
+def test_what_cannot_be_registered_or_serialized_is_refused(register, error, match):
+    with pytest.raises(error, match=match):
+        register()
+
+
 def test_integer_arguments_and_results_have_float0_cotangents():
     e = export.export(plax.jit(lambda x, n: (x * n, n + 1)))(np.ones(3, np.float32),
                                                               np.int32(2))
@@ -115,3 +135,9 @@ def test_integer_arguments_and_results_have_float0_cotangents():
     assert int(outs[1]) == 4
     np.testing.assert_allclose(plax.grad(lambda x: back.call(x, np.int32(3))[0].sum())(x),
                                np.full(3, 3.0))
+
+
+def test_the_module_read_back_shows_its_locations():
+    exp = export.export(plax.jit(lambda x: jnp.sin(x.T)))(np.ones((2, 3), np.float32))
+    text = export.deserialize(exp.serialize()).mlir_module()
+    assert re.search(r"@main\(%arg0: tensor<2x3xf32> loc\(", text)

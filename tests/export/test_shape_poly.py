@@ -1,5 +1,7 @@
 """Shape polymorphism in plax.export: symbolic dimensions, their arithmetic and comparisons,
 and functions exported once for every batch size."""
+import re
+
 import numpy as np
 import pytest
 
@@ -15,9 +17,14 @@ B, = export.symbolic_shape("b")
 # --- the dimension expressions -----------------------------------------------------------------
 @pytest.mark.parametrize("expr, text", [
     (lambda b: b + 1, "b + 1"), (lambda b: 2 * b, "2*b"), (lambda b: b - 1, "b - 1"),
-    (lambda b: 3 - b, "-b + 3"), (lambda b: b * b, "b^2"), (lambda b: b // 2, "floordiv(b, 2)"),
+    (lambda b: 3 - b, "- b + 3"), (lambda b: b * b, "b^2"), (lambda b: b // 2, "floordiv(b, 2)"),
     (lambda b: b % 2, "mod(b, 2)"), (lambda b: (2 * b + 2) // 2, "b + 1"),
     (lambda b: (4 * b) % 2, "0"), (lambda b: b - b, "0"),
+    # terms print in JAX's order: larger ones first, names descending, the constant last
+    (lambda b: (b + 2) * (b + 1), "b^2 + 3*b + 2"), (lambda b: b * b * 3 // b, "3*b"),
+    (lambda b: (b * b + 24 * b) % b, "0"), (lambda b: (b + 13) // b, "floordiv(b + 13, b)"),
+    (lambda b: (b + 13) % b, "mod(b + 13, b)"), (lambda b: (2 * b + 1) // 2, "b"),
+    (lambda b: (2 * b + 1) % 2, "1"), (lambda b: (b * b - 1) // (b + 1), "b - 1"),
 ])
 def test_arithmetic(expr, text):
     assert str(expr(B)) == text
@@ -38,6 +45,15 @@ def test_decidable_comparisons(expr, value):
 def test_undecidable_comparisons_raise(expr):
     with pytest.raises(InconclusiveDimensionOperation, match="inconclusive|requires a constant"):
         expr(B)
+
+
+def test_several_variables_print_in_jax_order_and_parse_back():
+    a, b, c = export.symbolic_shape("a, b, c")
+    for e, text in [(a + 2 * b, "2*b + a"), (a + b + c, "c + b + a"), (2 * a + b, "b + 2*a"),
+                    (a * b + a * a + b, "a*b + a^2 + b"), (c * c, "c^2"), (4 - a, "- a + 4"),
+                    (a % 5 + b, "mod(a, 5) + b"), (b * a * a + 12, "a^2*b + 12")]:
+        assert str(e) == text
+        assert export.symbolic_shape(text, scope=a.scope) == (e,)
 
 
 def test_parsing_and_constraints():
@@ -166,7 +182,8 @@ def test_dimension_variable_in_an_expression():
     assert str(exp.out_avals[0]) == "float32[b,2]"
     np.testing.assert_array_equal(exp.call(np.arange(6, dtype=np.float32)),
                                   np.arange(6).reshape(3, 2))
-    with pytest.raises(ValueError, match=r"Shape mismatch for args\[0\]\.shape\[0\]"):
+    with pytest.raises(ValueError, match=r"Division had remainder 1 when computing the value "
+                                         r"of 'b'"):
         exp.call(np.arange(5, dtype=np.float32))
 
 
@@ -174,13 +191,84 @@ def test_dimension_variable_in_an_expression():
     ((np.ones((3, 5), np.float32), np.ones(3, np.float32)),
      r"Shape mismatch for args\[0\]\.shape\[1\] \(expected same constant\)"),
     ((np.ones((3, 4), np.float32), np.ones(4, np.float32)),
-     r"Shape mismatch for args\[1\]\.shape\[0\]: the symbolic dimension 'b'"),
+     r"Found inconsistency between dimension size args\[1\]\.shape\[0\] \(= 4\) and the "
+     r"specification 'b' \(= 3\)"),
 ])
 def test_call_checks_the_dimension_variables(args, match):
     exp = export.export(plax.jit(lambda x, y: x.sum(1) + y))(
         *export.symbolic_args_specs((np.ones((2, 4)), np.ones(2)), "b, ..."))
     with pytest.raises(ValueError, match=match):
         exp.call(*args)
+
+
+_SOLVED_A = "'a' = 2 from specification 'a' for dimension args[0].shape[1] (= 2), "
+
+
+@pytest.mark.parametrize("spec, shape, message", [
+    ("a + 2*b, a, a + b + c", (8, 2, 9), None),  # a = 2, b = 3, c = 4
+    ("a + 2*b, a, a + b + c", (2, 2, 6),
+     "Expected value >= 1 for dimension variable 'b'. Using the following polymorphic "
+     "shapes specifications: args[0].shape = (2*b + a, a, c + b + a). Obtained dimension "
+     "variables: " + _SOLVED_A + "'b' = 0 from specification '2*b + a' for dimension "
+     "args[0].shape[0] (= 2), . Please see"),
+    ("a + 2*b, a, a + b + c", (3, 2, 6),
+     "Division had remainder 1 when computing the value of 'b'. Using the following "
+     "polymorphic shapes specifications: args[0].shape = (2*b + a, a, c + b + a). Obtained "
+     "dimension variables: " + _SOLVED_A + ". "),
+    ("a + 2*b, a, a + b", (8, 2, 6),
+     "Found inconsistency between dimension size args[0].shape[0] (= 8) and the "
+     "specification '2*b + a' (= 10)."),
+    ("b, a + 1", (4, 1), "Expected value >= 1 for dimension variable 'a'"),
+])
+def test_dimension_variables_are_solved_from_linear_equations_in_rounds(spec, shape, message):
+    exp = export.export(plax.jit(lambda x: x * 2))(
+        plax.ShapeDtypeStruct(export.symbolic_shape(spec), np.float32))
+    x = np.ones(shape, np.float32)
+    if message is None:
+        np.testing.assert_array_equal(exp.call(x), x * 2)
+    else:
+        with pytest.raises(ValueError, match="^Input shapes do not match the polymorphic "
+                                             "shapes specification. " + re.escape(message)):
+            exp.call(x)
+    # the same checks are in the module, as shape assertions
+    assert "shape_assertion" in exp.mlir_module()
+
+
+def test_a_variable_that_no_linear_equation_gives_is_refused_at_export():
+    with pytest.raises(ValueError, match=re.escape(
+            "Cannot solve for values of dimension variables {'c'}. We can only solve linear "
+            "uni-variate constraints.") + r".*Unprocessed specifications: 'c\^2' for "
+            r"dimension size args\[0\]\.shape\[2\]"):
+        export.export(plax.jit(lambda x: x))(
+            plax.ShapeDtypeStruct(export.symbolic_shape("2*a + b, a, c*c"), np.float32))
+
+
+def test_constraints_of_the_scope_are_checked_at_call():
+    b, = export.symbolic_shape("b", constraints=["b >= 4"])
+    exp = export.export(plax.jit(lambda x: x + 1))(plax.ShapeDtypeStruct((b,), np.float32))
+    np.testing.assert_array_equal(exp.call(np.zeros(5, np.float32)), np.ones(5))
+    with pytest.raises(ValueError, match=re.escape(
+            "Input shapes do not match the symbolic shape constraint b >= 4. Expected 'b - 4' "
+            "to be greater or equal to 0, but found -2.")):
+        exp.call(np.zeros(2, np.float32))
+
+
+def test_called_inside_another_export_the_checks_use_its_dimensions():
+    inner = export.export(plax.jit(lambda x: x * 2))(
+        plax.ShapeDtypeStruct(export.symbolic_shape("3, 4, 5*a"), np.float32))
+
+    def outer(spec):
+        return export.export(plax.jit(inner.call))(
+            plax.ShapeDtypeStruct(export.symbolic_shape(spec), np.float32))
+    with pytest.raises(ValueError, match=re.escape("Division had remainder mod(c, 5) when "
+                                                   "computing the value of 'a'")):
+        outer("3, 4, c")
+    exp = outer("3, 4, 25*c")
+    x = np.ones((3, 4, 25), np.float32)
+    np.testing.assert_array_equal(exp.call(x), 2 * x)
+    with pytest.raises(ValueError, match="Division had remainder 12 when computing the value "
+                                         "of 'c'"):
+        exp.call(np.ones((3, 4, 12), np.float32))
 
 
 def test_unsupported_uses_of_a_symbolic_dimension_raise_clearly():
@@ -208,3 +296,25 @@ def test_polymorphic_exported_called_inside_another_polymorphic_export():
     assert str(outer.out_avals[0]) == "float32[c]"
     x = np.arange(10, dtype=np.float32).reshape(2, 5)
     np.testing.assert_allclose(outer.call(x), 2 * x[:, :3].sum(1))
+
+
+def test_the_vjp_of_a_polymorphic_export_with_an_integer_argument():
+    def f(xi, xf):
+        return 2 * xi.T, xf.T * xf.T
+    specs = export.symbolic_args_specs([np.ones((2, 3), np.int32), np.ones((3, 4), np.float32)],
+                                       shapes_specs=["2, a", "a, 4"])
+    exp = export.deserialize(export.export(plax.jit(f))(*specs).serialize(vjp_order=1))
+    xi = np.arange(6, dtype=np.int32).reshape(2, 3)
+    xf = np.arange(12, dtype=np.float32).reshape(3, 4)
+    (oi, of), pullback = plax.vjp(exp.call, xi, xf)
+    ct_i, ct_f = pullback((np.zeros(oi.shape, plax.dtypes.float0), np.ones_like(of)))
+    assert ct_i.dtype == plax.dtypes.float0 and ct_i.shape == (2, 3)
+    np.testing.assert_allclose(ct_f, 2 * xf)
+
+
+def test_dimensions_of_different_scopes_are_refused_at_export():
+    x = plax.ShapeDtypeStruct(export.symbolic_shape("w, h1"), np.float32)
+    y = plax.ShapeDtypeStruct(export.symbolic_shape("w, h2"), np.float32)
+    with pytest.raises(ValueError, match=r"Invalid mixing of symbolic scopes when exporting "
+                                         r"<lambda>.*from args\[0\].*for 'w' \(args\[1\]\)"):
+        export.export(plax.jit(lambda x, y: x + y))(x, y)

@@ -78,6 +78,10 @@ def _unbox(box, outs):
 
 
 def _zeros(aval):
+    from plax.core.symbolic_shapes import shape_is_symbolic
+    if shape_is_symbolic(aval.shape):  # (a shape-polymorphic export's VJP): zeros traced
+        from plax.first_order.shapes import broadcast
+        return broadcast(np.zeros((), aval.dtype), aval.shape)
     return np.zeros(aval.shape, aval.dtype)
 
 

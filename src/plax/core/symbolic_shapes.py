@@ -37,6 +37,7 @@ class SymbolicScope:
             raise ValueError("The symbolic constraints should be a sequence of strings. "
                              f"Got {constraints!r}")
         self._bounds: dict = {}
+        self._constraint_bounds: list = []
         self._constraints = tuple(constraints)
         for c in constraints:
             self._add_constraint(c)
@@ -53,6 +54,8 @@ class SymbolicScope:
             raise ValueError(f"Unsupported symbolic constraint {text!r}: plax supports bounds "
                              "of one dimension variable, e.g. 'b >= 4' or 'b <= 128'.")
         k = int(rhs)
+        self._constraint_bounds.append((text, lhs, op in (">=", ">"),
+                                        k + (op == ">") - (op == "<")))
         lo, hi = self._bounds.get(lhs, (1, _INF))
         if op == ">=":
             lo = max(lo, k)
@@ -66,6 +69,10 @@ class SymbolicScope:
 
     def bounds(self, name: str) -> tuple:
         return self._bounds.get(name, (1, _INF))
+
+    def constraint_bounds(self) -> list:
+        """The constraints as (text, variable, is a lower bound, bound), in their order."""
+        return list(self._constraint_bounds)
 
     def __str__(self):
         return f"SymbolicScope(constraints={list(self._constraints)})"
@@ -124,10 +131,12 @@ class _Op:
             return max(alo, blo), max(ahi, bhi)
         if self.kind == "min":
             return min(alo, blo), min(ahi, bhi)
-        k = self.args[1]  # floordiv and mod divide by a positive constant
+        if blo < 1:  # (a divisor that may be negative: a constant one is made positive)
+            return -_INF, _INF
         if self.kind == "mod":
-            return 0, k - 1
-        return (alo // k if alo != -_INF else -_INF), (ahi // k if ahi != _INF else _INF)
+            return 0, bhi - 1
+        quotients = [_floor_quotient(x, y) for x in (alo, ahi) for y in (blo, bhi)]
+        return min(quotients), max(quotients)
 
     def __str__(self):
         return f"{self.kind}({', '.join(str(a) for a in self.args)})"
@@ -144,9 +153,40 @@ class _Op:
         return out
 
 
+def _floor_quotient(x, y):
+    """``x // y`` for bounds (``y >= 1``; either may be infinite)."""
+    if abs(x) == _INF:
+        return x
+    if y == _INF:
+        return 0 if x >= 0 else -1
+    return x // y
+
+
 # --- expressions ---------------------------------------------------------------------------
 def _monomial_key(mono) -> tuple:
     return tuple((atom._key, p) for atom, p in mono)
+
+
+# JAX's syntactic order of terms, which decides how an expression prints ("2*b + a", the
+# constant last) and which term polynomial division starts from: by a size (1 for a
+# variable; an operation's is 1 + its operands'), then by names and operands.
+def _atom_order(atom) -> tuple:
+    if isinstance(atom, _Var):
+        return (1, atom.name)
+    args = tuple(_expr_order(a) for a in atom.args)
+    return (1 + sum(a[0] for a in args), atom.kind, args)
+
+
+def _term_order(mono) -> tuple:
+    factors = sorted((_atom_order(atom), p) for atom, p in mono)
+    return (sum(1 + p * f[0] for f, p in factors), tuple(factors))
+
+
+def _expr_order(e) -> tuple:
+    if not isinstance(e, DimExpr):
+        return (1, (((0, ()), e),))
+    terms = tuple((_term_order(m), c) for m, c in e._terms)
+    return (sum(1 + abs(c) * t[0] for t, c in terms), terms)
 
 
 class DimExpr:
@@ -159,8 +199,7 @@ class DimExpr:
     def __init__(self, terms: dict, scope):
         # monomial (tuple of (atom, power), sorted) -> nonzero coefficient; () is the constant
         self._terms = tuple(sorted(((m, c) for m, c in terms.items() if c),
-                                   key=lambda mc: (-sum(p for _, p in mc[0]),
-                                                   _monomial_key(mc[0]))))
+                                   key=lambda mc: _term_order(mc[0]), reverse=True))
         self._scope = scope
         self._hash = hash(self._terms)
 
@@ -369,18 +408,17 @@ class DimExpr:
     def __str__(self):
         parts = []
         for mono, c in self._terms:
-            body = "*".join(str(a) + (f"^{p}" if p > 1 else "") for a, p in mono)
+            factors = sorted(mono, key=lambda ap: _atom_order(ap[0]))
+            body = "*".join(str(a) + (f"^{p}" if p > 1 else "") for a, p in factors)
             if not body:
                 text = str(abs(c))
             elif abs(c) == 1:
                 text = body
             else:
                 text = f"{abs(c)}*{body}"
-            if not parts:
-                parts.append(text if c > 0 else "-" + text)
-            else:
-                parts.append(("+ " if c > 0 else "- ") + text)
-        return " ".join(parts)
+            parts.append(("+ " if c > 0 else "- ") + text)
+        text = " ".join(parts)
+        return text[2:] if text.startswith("+ ") else text
 
     __repr__ = __str__
 
@@ -412,46 +450,68 @@ def _scope_of(*xs):
     return None
 
 
-def floordiv(a, b):
-    """``a // b`` for dimensions (b a positive constant, or an exact polynomial divisor)."""
+def _divmod(a, b) -> tuple:
+    """``(a // b, a % b)`` by polynomial division from the leading term (JAX's): exact
+    quotients are expressions, and a constant divisor may leave a constant remainder; where
+    the division does not come out, ``floordiv(a, b)`` and ``mod(a, b)`` terms."""
     if not isinstance(a, DimExpr) and not isinstance(b, DimExpr):
-        return operator.index(a) // operator.index(b)
+        return divmod(operator.index(a), operator.index(b))
     scope = _scope_of(a, b)
-    if isinstance(b, DimExpr):
-        if isinstance(a, DimExpr) and a == b:
-            return 1
-        raise InconclusiveDimensionOperation(
-            f"Cannot divide '{a}' by the symbolic dimension '{b}'.")
-    b = operator.index(b)
-    if b == 0:
-        raise ZeroDivisionError(f"dimension '{a}' divided by 0")
-    if b < 0:
-        return floordiv(-a, -b)
-    if b == 1:
-        return a
-    terms = a._terms_dict()
-    if all(c % b == 0 for c in terms.values()):
-        return DimExpr._make({m: c // b for m, c in terms.items()}, scope)
-    return DimExpr._atom(_Op("floordiv", (a, b)), scope)
+    if not isinstance(b, DimExpr):
+        b = operator.index(b)
+        if b == 0:
+            raise ZeroDivisionError(f"dimension '{a}' divided by 0")
+        if b < 0:
+            q, r = _divmod(-a, -b)
+            return q, -r
+    elif isinstance(a, DimExpr) and a._scope is not b._scope:
+        a._coerce(b)  # raises the error for mixed scopes
+    dividend, quotient = a, 0
+    while isinstance(dividend, DimExpr):
+        mono, count = dividend._terms[0]
+        if isinstance(b, DimExpr):
+            dmono, dcount = b._terms[0]
+            qmono = _divide_monomial(mono, dmono)
+        else:
+            qmono, dcount = mono, b
+        qcount, rcount = divmod(count, dcount)
+        if qmono is None or rcount:
+            break
+        q = DimExpr._make({qmono: qcount}, scope)
+        quotient = quotient + q
+        dividend = dividend - q * b
+    else:
+        if not isinstance(b, DimExpr):
+            q, r = divmod(dividend, b)
+            return quotient + q, r
+        if dividend == 0:
+            return quotient, 0
+    return (DimExpr._atom(_Op("floordiv", (a, b)), scope),
+            DimExpr._atom(_Op("mod", (a, b)), scope))
+
+
+def _divide_monomial(mono, divisor):
+    """``mono / divisor`` as a monomial, or None when it is not one."""
+    powers = dict(mono)
+    for atom, p in divisor:
+        left = powers.get(atom, 0) - p
+        if left < 0:
+            return None
+        if left:
+            powers[atom] = left
+        else:
+            del powers[atom]
+    return tuple(sorted(powers.items(), key=lambda ap: ap[0]._key))
+
+
+def floordiv(a, b):
+    """``a // b`` for dimensions (a ``floordiv`` term where it does not come out)."""
+    return _divmod(a, b)[0]
 
 
 def mod(a, b):
-    """``a % b`` for dimensions (b a positive constant)."""
-    if not isinstance(a, DimExpr) and not isinstance(b, DimExpr):
-        return operator.index(a) % operator.index(b)
-    scope = _scope_of(a, b)
-    if isinstance(b, DimExpr):
-        if isinstance(a, DimExpr) and a == b:
-            return 0
-        raise InconclusiveDimensionOperation(
-            f"Cannot take '{a}' modulo the symbolic dimension '{b}'.")
-    b = operator.index(b)
-    if b <= 0:
-        raise InconclusiveDimensionOperation(f"Cannot take '{a}' modulo {b}.")
-    terms = a._terms_dict()
-    if all(c % b == 0 for m, c in terms.items() if m):
-        return terms.get((), 0) % b
-    return DimExpr._atom(_Op("mod", (a, b)), scope)
+    """``a % b`` for dimensions (a ``mod`` term where it does not come out)."""
+    return _divmod(a, b)[1]
 
 
 def _minmax(kind: str, a, b):
@@ -552,95 +612,6 @@ def evaluate_shape(shape, env) -> tuple:
     if not env and not shape_is_symbolic(shape):
         return tuple(shape)
     return tuple(_evaluate(d, env) for d in shape)
-
-
-def _linear_in_one_variable(e):
-    """(name, k, c) when ``e`` is ``k*name + c``, else None."""
-    if len(e._terms) > 2:
-        return None
-    k = c = 0
-    name = None
-    for mono, coeff in e._terms:
-        if mono == ():
-            c = coeff
-        elif len(mono) == 1 and mono[0][1] == 1 and isinstance(mono[0][0], _Var):
-            name, k = mono[0][0].name, coeff
-        else:
-            return None
-    return (name, k, c) if name is not None else None
-
-
-def solve_dim_vars(specs, actual, names) -> dict:
-    """The values of the dimension variables in the shapes ``specs`` that make them equal
-    the shapes ``actual``; ValueError (JAX's "Shape mismatch") when none do. ``names[j]``
-    names argument j in messages (read only for an error)."""
-    env: dict = {}
-    if not any(shape_is_symbolic(s) for s in specs):
-        for j, (s, a) in enumerate(zip(specs, actual)):
-            if tuple(s) != tuple(a):
-                _mismatch(names[j], s, a,
-                          [i for i, (x, y) in enumerate(zip(s, a)) if x != y][0])
-        return env
-    pending = []
-    for j, (s, a) in enumerate(zip(specs, actual)):
-        name = _Deferred(names, j)
-        for i, (d, got) in enumerate(zip(s, a)):
-            if not isinstance(d, DimExpr):
-                if d != got:
-                    _mismatch(name, s, a, i)
-                continue
-            lin = _linear_in_one_variable(d)
-            if lin is None or lin[0] in env:
-                pending.append((name, s, a, i))
-                continue
-            var, k, c = lin
-            value = got - c
-            if isinstance(value, int):
-                if value % k:
-                    _no_solution(name, s, a, i, d, f"{got} - {c} is not divisible by {k}")
-                value //= k
-                if value < 1:
-                    _no_solution(name, s, a, i, d, f"it gives {var} = {value}, but dimension "
-                                 "variables must be >= 1")
-            elif k != 1:
-                value = floordiv(value, k)
-            env[var] = value
-            pending.append((name, s, a, i))
-    for name, s, a, i in pending:
-        try:
-            value = _evaluate(s[i], env)
-        except KeyError as e:
-            raise ValueError(f"Cannot solve for the dimension variables of {name}.shape[{i}] "
-                             f"= '{s[i]}' (called with shape {tuple(a)}): {e.args[0]}; each "
-                             "variable must appear alone (or as k*var + c) in some argument "
-                             "dimension.") from None
-        if value != a[i]:
-            _no_solution(name, s, a, i, s[i], f"it evaluates to {value} with {env}")
-    return env
-
-
-class _Deferred:
-    """``names[j]``, looked up when printed."""
-
-    def __init__(self, names, j):
-        self._names, self._j = names, j
-
-    def __str__(self):
-        return str(self._names[self._j])
-
-    def __format__(self, spec):
-        return format(str(self), spec)
-
-
-def _mismatch(name, spec, actual, i):
-    raise ValueError(f"Shape mismatch for {name}.shape[{i}] (expected same constant): "
-                     f"expected {tuple(spec)} and called with {tuple(actual)}")
-
-
-def _no_solution(name, spec, actual, i, d, why):
-    raise ValueError(f"Shape mismatch for {name}.shape[{i}]: the symbolic dimension '{d}' "
-                     f"of the expected shape {tuple(spec)} does not match the shape "
-                     f"{tuple(actual)} it was called with ({why}).")
 
 
 # --- parsing -------------------------------------------------------------------------------

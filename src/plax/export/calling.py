@@ -16,8 +16,9 @@ from plax.core.dtypes import issubdtype
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, not_mapped,
                              register_lowering)
-from plax.core.symbolic_shapes import evaluate_shape, shape_is_symbolic, solve_dim_vars
+from plax.core.symbolic_shapes import evaluate_shape, is_symbolic_dim, shape_is_symbolic
 from plax.core.trace import get_aval
+from plax.export import shape_checks
 from plax.higher_order.custom_derivatives import custom_vjp
 from plax.lowering.stablehlo import tensor_type
 
@@ -74,8 +75,31 @@ def check_call(exp, leaves, tree) -> tuple:
         if len(got.shape) != len(want.shape):
             raise ValueError(f"Rank mismatch for {name}: expected {tuple(want.shape)} and "
                              f"called with {tuple(got.shape)}")
-    env = solve_dim_vars([a.shape for a in exp.in_avals], [a.shape for a in avals], names)
-    return avals, env
+    return avals, dim_values(exp, avals, names)
+
+
+def dim_values(exp, avals, names=None) -> dict:
+    """The values of ``exp``'s dimension variables for a call with argument types ``avals``
+    (ints, or the caller's symbolic dimensions); ValueError (JAX's messages) where the
+    shapes do not fit the exported ones."""
+    if names is None:
+        names = _LazyNames(exp.in_tree, len(avals))
+    symbolic = False
+    for j, (got, want) in enumerate(zip(avals, exp.in_avals)):
+        for i, d in enumerate(want.shape):
+            if is_symbolic_dim(d):
+                symbolic = True
+            elif d != got.shape[i]:
+                raise ValueError(f"Shape mismatch for {names[j]}.shape[{i}] (expected same "
+                                 f"constant): expected {tuple(want.shape)} and called with "
+                                 f"{tuple(got.shape)}")
+    if not symbolic:
+        return {}
+    solution = exp.__dict__.get("_solution")
+    if solution is None:
+        solution = exp.__dict__["_solution"] = shape_checks.solve(
+            exp.in_avals, _leaf_names(exp.in_tree, len(exp.in_avals)))
+    return solution.for_call([a.shape for a in avals])
 
 
 def call_exported(exp, args, kwargs):
@@ -117,8 +141,7 @@ def _differentiable_dtype(dtype) -> bool:
 
 # --- the primitive's rules ------------------------------------------------------------------
 def _abstract(*avals, exported):
-    env = solve_dim_vars([a.shape for a in exported.in_avals], [a.shape for a in avals],
-                         [f"args[{i}]" for i in range(len(avals))])
+    env = dim_values(exported, avals)
     return [ShapedArray(evaluate_shape(a.shape, env), a.dtype, weak_type=a.weak_type)
             for a in exported.out_avals]
 
@@ -145,6 +168,8 @@ def _platform_index(ctx, exported) -> list:
 
 def _lowering(ctx, *args, exported):
     _check_platform(exported, ctx.platform)
+    if exported.uses_global_constants:
+        ctx.fn.module.embeds_global_constants = True
     from plax.lowering import mlir_bindings
     entry = "plax_exported_main"
     if any(shape_is_symbolic(a.shape) for a in ctx.avals_in):

@@ -10,7 +10,8 @@ from plax.core.avals import ShapedArray
 from plax.core.dtypes import is_extended
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.trace import Tracer
-from plax.export.exported import (CURRENT_CALLING_CONVENTION, DisabledSafetyCheck, Exported,
+from plax.export.exported import (CURRENT_CALLING_CONVENTION, MAXIMUM_CALLING_CONVENTION,
+                                  MINIMUM_CALLING_CONVENTION, DisabledSafetyCheck, Exported,
                                   check_no_ordered_effects)
 from plax.lowering.stablehlo import (FunctionBuilder, ModuleBuilder, RuleContext,
                                      define_function, tensor_type)
@@ -22,9 +23,12 @@ def default_export_platform() -> str:
     return dispatch.default_device().platform
 
 
-def export(fun_jit, *, platforms=None, disabled_checks=()):
+def export(fun_jit, *, platforms=None, disabled_checks=(), _override_lowering_rules=None):
     """``export(jit(f))(*args, **kwargs) -> Exported``: ``f`` lowered for the types of the
-    arguments (arrays, or ShapeDtypeStructs, whose shapes may be symbolic)."""
+    arguments (arrays, or ShapeDtypeStructs, whose shapes may be symbolic).
+    ``_override_lowering_rules``: ``(primitive, rule)`` pairs, rules (written with jaxlib's
+    MLIR bindings, as for ``mlir.register_lowering``) used instead of the registered ones."""
+    overrides = _plax_rules(_override_lowering_rules or ())
     if not hasattr(fun_jit, "trace") or not hasattr(fun_jit, "lower"):
         raise ValueError(
             f"Function to be exported must be the result of `jit` but is: {fun_jit!r}")
@@ -41,8 +45,16 @@ def export(fun_jit, *, platforms=None, disabled_checks=()):
         raise ValueError(f"export: platforms={platforms} names a platform more than once.")
 
     def do_export(*args, **kwargs) -> Exported:
-        return _export(fun_jit, args, kwargs, platforms, tuple(disabled_checks))
+        return _export(fun_jit, args, kwargs, platforms, tuple(disabled_checks), overrides)
     return do_export
+
+
+def _plax_rules(pairs) -> dict:
+    from plax.lowering import mlir_bindings
+    out = {}
+    for prim, rule in pairs:
+        out[prim] = getattr(rule, "plax_rule", None) or mlir_bindings.bindings_rule(rule, prim)
+    return out
 
 
 def _canonical(platform: str) -> str:
@@ -51,7 +63,46 @@ def _canonical(platform: str) -> str:
     return "cuda" if p == "gpu" else p
 
 
-def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
+# The platforms whose compilers take buffer donation (JAX's list).
+_PLATFORMS_WITH_DONATION = ("cpu", "cuda", "rocm", "tpu", "neuron")
+
+
+def _calling_convention() -> int:
+    """The calling-convention version to write (``jax_export_calling_convention_version``)."""
+    from plax.core.config import config
+    version = config.read("export_calling_convention_version")
+    if version is None:
+        return CURRENT_CALLING_CONVENTION
+    if not MINIMUM_CALLING_CONVENTION <= version <= MAXIMUM_CALLING_CONVENTION:
+        raise ValueError(
+            f"The requested export calling convention version {version} is outside the range "
+            f"of supported versions [{MINIMUM_CALLING_CONVENTION}..{MAXIMUM_CALLING_CONVENTION}]")
+    return version
+
+
+def _check_one_scope(name: str, args, kwargs) -> None:
+    """ValueError (JAX's) when the arguments' symbolic dimensions come from several scopes."""
+    from plax.core.symbolic_shapes import DimExpr
+    first = None
+    leaves = tree_util.tree_leaves((args, kwargs))
+    for j, x in enumerate(leaves):
+        for d in getattr(x, "shape", ()):
+            if not isinstance(d, DimExpr):
+                continue
+            if first is None:
+                first = (d.scope, j)
+            elif d.scope is not first[0]:
+                from plax.export.calling import _leaf_names
+                names = _leaf_names(tree_util.tree_structure((args, kwargs)), len(leaves))
+                raise ValueError(
+                    f"Invalid mixing of symbolic scopes when exporting {name}. Expected "
+                    f"current (from {names[first[1]]}) scope {first[0]} and found for '{d}' "
+                    f"({names[j]}) scope {d.scope}")
+
+
+def _export(fun_jit, args, kwargs, platforms, disabled_checks, overrides=None) -> Exported:
+    version = _calling_convention()
+    _check_one_scope(getattr(fun_jit, "__name__", "<unnamed>"), args, kwargs)
     try:
         traced = fun_jit.trace(*args, **kwargs)
     except InconclusiveDimensionOperation as e:
@@ -63,6 +114,14 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
         raise NotImplementedError(
             f"Cannot export {name}: it has in_shardings/out_shardings; plax exports "
             "single-device modules only.")
+    if len(platforms) > 1 and any(entry.params.get("donated_invars", ())):
+        with_donation = [p in _PLATFORMS_WITH_DONATION for p in platforms]
+        if any(with_donation) and not all(with_donation):
+            raise NotImplementedError(
+                "In multi-platform lowering either all or no lowering platforms should support "
+                f"donation: {name} donates arguments and is exported for {platforms}, of "
+                f"which only {tuple(p for p in platforms if p in _PLATFORMS_WITH_DONATION)} "
+                "support it.")
     closed = entry.user_jaxpr
     if any(isinstance(c, Tracer) for c in closed.consts):
         raise ValueError(f"Cannot export {name}: it closes over traced values (export it "
@@ -77,10 +136,13 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
             raise NotImplementedError(f"Cannot export {name}: it takes or returns {a.str_short()}"
                                       " (typed PRNG keys are not supported by export; pass "
                                       "key data, jax.random.key_data, instead).")
+    from plax.export.calling import _leaf_names
+    poly = dict(arg_names=_leaf_names(entry.in_tree, len(in_avals)), overrides=overrides or {},
+                assertions=DisabledSafetyCheck.shape_assertions() not in disabled_checks)
     if len(platforms) == 1:
-        text = lower_for_export(jaxpr, closed.consts, name, platforms[0])
+        text = lower_for_export(jaxpr, closed.consts, name, platforms[0], **poly)
     else:
-        text = lower_for_platforms(jaxpr, closed.consts, name, platforms)
+        text = lower_for_platforms(jaxpr, closed.consts, name, platforms, **poly)
     from plax.lowering.mlir_bindings import serialize_portable
     try:
         serialized = serialize_portable(text)
@@ -95,22 +157,24 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks) -> Exported:
         out_shardings_hlo=(None,) * len(out_avals), nr_devices=1, platforms=platforms,
         ordered_effects=(), unordered_effects=tuple(jaxpr.effects),
         disabled_safety_checks=disabled_checks, mlir_module_serialized=serialized,
-        calling_convention_version=CURRENT_CALLING_CONVENTION,
+        calling_convention_version=version,
         module_kept_var_idx=tuple(range(len(in_avals))),
-        uses_global_constants=len(platforms) > 1 or _symbolic(in_avals),
+        uses_global_constants=module_uses_global_constants(text),
         _get_vjp=lambda exp: _export_vjp(fun_jit, exp, platforms, disabled_checks))
     exp._text = text
     return exp
 
 
-def lower_for_export(jaxpr, consts, name: str, platform: str) -> str:
+def lower_for_export(jaxpr, consts, name: str, platform: str, overrides=None, **poly) -> str:
     """The module text: ``@main`` takes the jaxpr's inputs, holds its constants and calls
-    the jaxpr's function (``@_plax_exported``)."""
+    the jaxpr's function (``@_plax_exported``). ``overrides``: prim -> plax lowering rule
+    used instead of the registered one; ``poly`` goes to lower_polymorphic."""
     from plax.export.polymorphic import lower_polymorphic, uses_symbolic_dims
     if uses_symbolic_dims(jaxpr):
-        return lower_polymorphic(jaxpr, consts, name, platform)
+        return lower_polymorphic(jaxpr, consts, name, platform, overrides=overrides, **poly)
     module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
                                             for c in name), platform=platform)
+    module.override_rules = dict(overrides or {})
     body = module.unique_name("_plax_exported")
     define_function(module.context, body, jaxpr)
     fn = FunctionBuilder(module)
@@ -127,14 +191,26 @@ def lower_for_export(jaxpr, consts, name: str, platform: str) -> str:
         raise NotImplementedError(f"Cannot export {name}: it has host callbacks "
                                   "(pure_callback, io_callback, debug.print), whose Python "
                                   "functions cannot be part of an exported module.")
-    return module.text("jax.uses_shape_polymorphism = false, mhlo.num_partitions = 1 : i32, "
-                       "mhlo.num_replicas = 1 : i32")
+    return module.text(f"jax.uses_shape_polymorphism = {_global_constants(module)}, "
+                       "mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32")
+
+
+def _global_constants(module) -> str:
+    """Whether ``module`` holds functions with ``jax.global_constant`` parameters (of an
+    exported module called in it), which the module's attribute says: "true" or "false"."""
+    return "true" if getattr(module, "embeds_global_constants", False) else "false"
+
+
+def module_uses_global_constants(text: str) -> bool:
+    """Whether the module ``text`` says it uses global constants (platform index, dimension
+    variables), which its callers refine away."""
+    return "jax.uses_shape_polymorphism = true" in text.split("\n", 1)[0]
 
 
 PLATFORM_INDEX_TYPE = 'tensor<i32> {jax.global_constant = "_platform_index"}'
 
 
-def lower_for_platforms(jaxpr, consts, name: str, platforms) -> str:
+def lower_for_platforms(jaxpr, consts, name: str, platforms, **poly) -> str:
     """The module text for several platforms: its ``@main`` takes the index of the platform
     it runs on (in ``platforms``) first, as JAX's do, and a ``stablehlo.case`` on it calls
     the module lowered for that platform (XLA folds the case, the index being a constant
@@ -144,7 +220,7 @@ def lower_for_platforms(jaxpr, consts, name: str, platforms) -> str:
                                             for c in name), platform=platforms[0])
     entries = []
     for platform in platforms:
-        text = lower_for_export(jaxpr, consts, name, platform)
+        text = lower_for_export(jaxpr, consts, name, platform, **poly)
         entry = f"_plax_main_{platform}"
         while f"@{entry}(" in text:  # (a module exported for several platforms, called here)
             entry += "_"
@@ -167,8 +243,8 @@ def lower_for_platforms(jaxpr, consts, name: str, platforms) -> str:
     outs = ctx.op("stablehlo.case", ["%arg0"], [index], out_avals, regions=regions)
     module.functions.append(main_function(fn, ["%arg0", *args], [PLATFORM_INDEX_TYPE, *in_types],
                                           outs, out_types))
-    symbolic = "true" if _symbolic([v.aval for v in jaxpr.invars]) else "false"
-    return module.text(f"jax.uses_shape_polymorphism = {symbolic}, mhlo.num_partitions = 1 : "
+    # The platform index is a global constant (as a dimension variable would be).
+    return module.text("jax.uses_shape_polymorphism = true, mhlo.num_partitions = 1 : "
                        "i32, mhlo.num_replicas = 1 : i32")
 
 

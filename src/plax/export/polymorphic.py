@@ -22,8 +22,8 @@ from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.jaxpr import ClosedJaxpr, Literal
 from plax.core.rules import lowering_rules, register_lowering
 from plax.core.staging import trace_to_jaxpr
-from plax.core.symbolic_shapes import (DimExpr, _linear_in_one_variable, _Op, _Var, dim_as_value_p,
-                                       shape_is_symbolic)
+from plax.core.symbolic_shapes import DimExpr, _Op, _Var, dim_as_value_p, shape_is_symbolic
+from plax.export import shape_checks
 from plax.first_order.shapes import reshape_operand_in_order
 from plax.lowering import stablehlo as stablehlo_lowering
 from plax.lowering.stablehlo import (FunctionBuilder, ModuleBuilder, RuleContext, i64_array,
@@ -217,28 +217,21 @@ def _inline_calls(closed: ClosedJaxpr):
                           [v.aval for v in jaxpr.invars])
 
 
-def _dimension_sources(jaxpr) -> dict:
-    """dimension variable -> (argument index, axis, k, c) of an argument dimension that is
-    ``k*variable + c`` (the simplest such, preferring k = 1)."""
-    sources: dict = {}
-    wanted = set()
-    for i, v in enumerate(jaxpr.invars):
-        for axis, d in enumerate(v.aval.shape):
-            if isinstance(d, DimExpr):
-                wanted |= d.variables()
-                lin = _linear_in_one_variable(d)
-                if lin is not None:
-                    var, k, c = lin
-                    if k > 0 and (var not in sources or (abs(k), abs(c)) <
-                                  (abs(sources[var][2]), abs(sources[var][3]))):
-                        sources[var] = (i, axis, k, c)
-    missing = sorted(wanted - set(sources))
-    if missing:
-        raise NotImplementedError(
-            f"The dimension variables {missing} appear only inside non-linear expressions of "
-            "the argument shapes; plax exports need each variable in some argument dimension "
-            "of the form k*variable + c (e.g. 'b' or '2*b').")
-    return dict(sorted(sources.items()))
+def _shape_assertion(ctx, check) -> None:
+    """A ``shape_assertion`` custom call of ``check`` (a Check over the argument sizes): the
+    module's own record of what a call's shapes must satisfy, decided when the module is
+    refined for static shapes."""
+    left, right = dim_value(ctx, check.left), dim_value(ctx, check.right)
+    direction = "EQ" if check.kind == "==" else "GE"
+    ok = ctx.fn.emit("stablehlo.compare", [left, right], [_I64, _I64], ["tensor<i1>"],
+                     props=f"comparison_direction = #stablehlo<comparison_direction "
+                           f"{direction}>, compare_type = #stablehlo<comparison_type SIGNED>")[0]
+    message, inputs = check.message_template()
+    values = [dim_value(ctx, d) for d in inputs]
+    text = message.replace("\\", "\\\\").replace('"', '\\"')
+    ctx.fn.emit("stablehlo.custom_call", [ok, *values], ["tensor<i1>"] + [_I64] * len(values),
+                [], props='api_version = 2 : i32, call_target_name = "shape_assertion", '
+                          'has_side_effect = true', attrs=f'error_message = "{text}"')
 
 
 def _naming_the_op(error, name: str) -> Exception:
@@ -258,16 +251,21 @@ def _naming_the_op(error, name: str) -> Exception:
         "Export it for a concrete size of that dimension instead.")
 
 
-def lower_polymorphic(jaxpr, consts, name: str, platform: str) -> str:
-    """The shape-polymorphic module text of ``jaxpr`` (see the module docstring)."""
+def lower_polymorphic(jaxpr, consts, name: str, platform: str, arg_names=None,
+                      assertions: bool = True, overrides=None) -> str:
+    """The shape-polymorphic module text of ``jaxpr`` (see the module docstring);
+    ``arg_names[j]`` names argument j in the shape assertions (``args[0]``...)."""
     from plax.export.exporting import main_function
     jaxpr, consts = _inline_calls(ClosedJaxpr(jaxpr, consts))
-    sources = _dimension_sources(jaxpr)
+    solution = shape_checks.solve([v.aval for v in jaxpr.invars],
+                                  arg_names or [f"args[{j}]" for j in range(len(jaxpr.invars))])
+    sources = solution.values
     module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
                                             for c in name), platform=platform)
+    module.override_rules = dict(overrides or {})
     dim_names = {var: f"%dim{k}" for k, var in enumerate(sources)}
     module.dim_values = dim_names
-    body_name = module.unique_name("_plax_exported")
+    body_name = module.unique_name("_wrapped_jax_export_main")
     fn = FunctionBuilder(module)
     params = list(jaxpr.constvars) + list(jaxpr.invars)
     arg_names = [f"%arg{i}" for i in range(len(params))]
@@ -287,16 +285,16 @@ def lower_polymorphic(jaxpr, consts, name: str, platform: str) -> str:
     ctx = RuleContext(main, [], [])
     in_types = [tensor_type(v.aval) for v in jaxpr.invars]
     main_args = [f"%arg{i}" for i in range(len(in_types))]
-    dims = []
-    for var, (i, axis, k, c) in sources.items():
+    sizes = {}
+    for size_name, i, axis in solution.synthetic:
         size = main.emit("stablehlo.get_dimension_size", [main_args[i]], [in_types[i]],
                          ["tensor<i32>"], props=f"dimension = {axis} : i64")[0]
-        value = main.emit("stablehlo.convert", [size], ["tensor<i32>"], [_I64])[0]
-        if c:
-            value = _i64_op(ctx, "stablehlo.subtract", [value, _i64_const(ctx, c)])
-        if k != 1:
-            value = _i64_op(ctx, "stablehlo.divide", [value, _i64_const(ctx, k)])
-        dims.append(value)
+        sizes[size_name] = main.emit("stablehlo.convert", [size], ["tensor<i32>"], [_I64])[0]
+    module.dim_values = sizes
+    if assertions:
+        for check in solution.checks:
+            _shape_assertion(ctx, check)
+    dims = [dim_value(ctx, value) for value in sources.values()]
     const_ssa = [ctx.constant(np.asarray(c), v.aval) for c, v in zip(consts, jaxpr.constvars)]
     results = main.emit("func.call", dims + const_ssa + main_args,
                         [_I64] * len(dims) + [tensor_type(v.aval) for v in jaxpr.constvars]

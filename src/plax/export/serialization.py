@@ -47,7 +47,17 @@ def register_pytree_node_serialization(nodetype, *, serialized_name: str,
                                        serialize_auxdata, deserialize_auxdata):
     """Let pytrees with ``nodetype`` nodes be (de)serialized: ``serialize_auxdata(aux) ->
     bytes`` and ``deserialize_auxdata(bytes) -> aux``; ``serialized_name`` names the type in
-    the file. Returns ``nodetype`` (usable as a decorator)."""
+    the file. ``nodetype`` must be a registered pytree node type. Returns ``nodetype``
+    (usable as a decorator)."""
+    from plax.core.tree_core import node_registry
+    if nodetype not in node_registry and nodetype not in _node_serializers:
+        raise ValueError("If `from_children` is not present, you must call first "
+                         f"`jax.tree_util.register_pytree_node` for `{nodetype}` (plax "
+                         "rebuilds the nodes it reads with the pytree registry).")
+    return _register(nodetype, serialized_name, serialize_auxdata, deserialize_auxdata)
+
+
+def _register(nodetype, serialized_name, serialize_auxdata, deserialize_auxdata):
     if nodetype in _node_serializers:
         raise ValueError(f"Duplicate serialization registration for type {nodetype}. "
                          "Previous registration was with serialized_name "
@@ -65,8 +75,8 @@ def register_namedtuple_serialization(nodetype, *, serialized_name: str):
     """Let pytrees holding the namedtuple class ``nodetype`` be (de)serialized."""
     if not (isinstance(nodetype, type) and issubclass(nodetype, tuple)
             and hasattr(nodetype, "_fields")):
-        raise ValueError(f"Cannot register namedtuple serialization for {nodetype}: it is "
-                         "not a namedtuple class.")
+        raise ValueError("Use `export.register_pytree_node_serialization` for types other "
+                         f"than `collections.namedtuple` (got {nodetype}).")
     fields = list(nodetype._fields)
 
     def fields_back(data: bytes) -> None:
@@ -77,10 +87,8 @@ def register_namedtuple_serialization(nodetype, *, serialized_name: str):
                              f"{stored}: the registered class {nodetype} has the fields "
                              f"{fields}.")
         return None
-    return register_pytree_node_serialization(
-        nodetype, serialized_name=serialized_name,
-        serialize_auxdata=lambda aux: json.dumps(fields).encode("utf-8"),
-        deserialize_auxdata=fields_back)
+    return _register(nodetype, serialized_name,
+                     lambda aux: json.dumps(fields).encode("utf-8"), fields_back)
 
 
 def _ordereddict_keys_to_bytes(keys) -> bytes:
@@ -163,8 +171,8 @@ def _tree_to_json(node):
     if kind is dict:
         keys = list(aux)
         if not all(isinstance(k, str) for k in keys):
-            raise ValueError(f"Cannot serialize a pytree with dict keys {keys}: plax's "
-                             "container holds string keys only.")
+            raise TypeError("Serialization is supported only for dictionaries with string "
+                            f"keys; found the keys {keys}.")
         return {"t": "dict", "k": keys, "c": kids}
     entry = _node_serializers.get(kind)
     if entry is None:

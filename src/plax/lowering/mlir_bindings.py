@@ -473,14 +473,14 @@ def serialize_portable(text: str, target_version: str | None = None) -> bytes:
 
 
 def deserialize_portable(artifact: bytes) -> str:
-    """The text of the module in a StableHLO portable artifact; ValueError when jaxlib
-    cannot read it."""
+    """The text of the module in a StableHLO portable artifact, with its locations (as
+    JAX's ``mlir_module()`` shows them); ValueError when jaxlib cannot read it."""
     from jaxlib import _jax
     try:
         module = _jax.mlir.deserialize_portable_artifact(bytes(artifact), mlir_context())
     except Exception as e:  # jaxlib reports a bad artifact as RuntimeError or its own type
         raise ValueError(f"The StableHLO portable artifact could not be read: {e}") from None
-    return module.operation.get_asm(enable_debug_info=False)
+    return module.operation.get_asm(enable_debug_info=True)
 
 
 def module_functions(text: str, entry_name: str) -> str:
@@ -490,6 +490,13 @@ def module_functions(text: str, entry_name: str) -> str:
     out = "\n".join(op.operation.get_asm(enable_debug_info=False)
                     for op in module.body.operations)
     out = re.sub(r"func\.func public @", "func.func private @", out)
+    if re.search(rf"@{re.escape(entry_name)}\b", out):
+        # A function of that name is already there (a module spliced into this one when it
+        # was lowered): it takes a name not in the text, so that @main can take this one.
+        n = 0
+        while re.search(rf"@{re.escape(entry_name)}_inner{n}\b", out):
+            n += 1
+        out = re.sub(rf"@{re.escape(entry_name)}\b", f"@{entry_name}_inner{n}", out)
     return re.sub(r"@main\b", "@" + entry_name, out)
 
 

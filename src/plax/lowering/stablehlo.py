@@ -309,6 +309,9 @@ class ModuleBuilder:
         # Functions built outside this builder and added to it (lowering rules written with
         # jaxlib's MLIR bindings), by what built them: key -> the name given here.
         self.spliced: dict = {}
+        # prim -> rule used instead of the registered ones in this module (export's
+        # _override_lowering_rules)
+        self.override_rules: dict = {}
 
     def add_host_callback(self, fn) -> int:
         """Register ``fn`` to be handed to XLA with the executable; returns its index."""
@@ -509,6 +512,7 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
         return env[v]
 
     saved = fn.loc, fn.eqn_scope, fn.frontend_attributes
+    overrides = fn.module.override_rules
     try:
         for eqn in jaxpr.eqns:
             if not inherit_location:
@@ -516,7 +520,8 @@ def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,
                 fn.eqn_scope = fn.scope + (info.name_stack if info else ())
                 fn.loc = location(eqn, fn.scope)
                 fn.frontend_attributes = info.frontend_attributes if info else ()
-            rule = lowering_rule(eqn.primitive, platform)
+            rule = lowering_rule(eqn.primitive, platform) if eqn.primitive not in overrides \
+                else overrides[eqn.primitive]
             if eqn.primitive in physical_lowering_rules and _has_extended(eqn):
                 rule = physical_lowering_rules[eqn.primitive]
             if rule is None:
