@@ -10,7 +10,7 @@ import numpy as np
 
 from plax.runtime import xla
 from plax.sharding.mesh import Mesh
-from plax.sharding.named import IndivisibleError, NamedSharding, named_sharding_of
+from plax.sharding.named import NamedSharding, check_divisible, named_sharding_of
 from plax.sharding.partition_spec import PartitionSpec
 from plax.sharding.single import (Sharding, are_hlo_shardings_equal,  # noqa: F401
                                   is_hlo_sharding_replicated)
