@@ -42,7 +42,7 @@ from plax.sharding.mesh import AxisType
 __all__ = ["JaxValueError", "set_error_if", "raise_if_error", "error_checking_context",
            "wrap_for_export", "unwrap_from_import", "error_checking_behavior",
            "set_error_if_nan", "set_error_if_divide_by_zero", "set_error_if_with_category",
-           "check_precondition_oob_gather"]
+           "check_gather_in_bounds", "check_precondition_oob_gather"]
 
 # The code of "no error": the largest uint32, so the minimum over codes is the first error.
 NO_ERROR = np.uint32(np.iinfo(np.uint32).max)
@@ -353,13 +353,25 @@ def set_error_if_divide_by_zero(y, /) -> None:
     set_error_if(lax.eq(y, lax.full_like(y, 0)), "Division by zero encountered")
 
 
-def check_precondition_oob_gather(shape, gather_indices) -> None:
-    """Record an error if a gather's ``gather_indices`` reach outside ``shape`` (negative
-    indices count from the end; out-of-bounds checks on)."""
-    if not _raising("oob") or not np.size(gather_indices):
+def check_gather_in_bounds(sizes, indices, negatives_wrap: bool = False) -> None:
+    """Record "Out of bounds" if a gather's ``indices`` (last axis: one index per entry of
+    ``sizes``, the sizes of the axes indexed) reach outside them (out-of-bounds checks on).
+    ``negatives_wrap``: ``-size <= i < 0`` counts from the end (else negatives are out)."""
+    if not _raising("oob") or not np.size(indices):
         return
+    sizes = tuple(sizes)
+    if np.shape(indices)[-1:] != (len(sizes),):
+        raise ValueError(f"gather indices of shape {np.shape(indices)} do not hold one index "
+                         f"per dimension of {sizes}.")
     import plax.numpy as jnp
-    indices = jnp.asarray(gather_indices)
-    bound = jnp.asarray(shape, dtype=indices.dtype)
-    set_error_if(jnp.logical_or(jnp.min(indices) < -bound, jnp.max(indices) >= bound),
+    indices = jnp.asarray(indices)
+    bound = jnp.asarray(sizes, dtype=indices.dtype)
+    low = -bound if negatives_wrap else jnp.zeros_like(bound)
+    set_error_if(jnp.logical_or(indices < low, indices >= bound),
                  "Out of bounds encountered before calling `lax.gather`")
+
+
+def check_precondition_oob_gather(shape, gather_indices) -> None:
+    """JAX's form: ``gather_indices`` (last axis: one index per dimension of ``shape``,
+    negatives counting from the end) checked against ``shape``."""
+    check_gather_in_bounds(shape, gather_indices, negatives_wrap=True)
