@@ -30,11 +30,17 @@ import numpy as np
 from plax import lax
 from plax.api.jit import eval_context
 from plax.core import dtypes
+from plax.core.avals import ShapedArray
 from plax.core.config import config
+from plax.core.primitive import Primitive
+from plax.core.rules import abstract_eval_rules, batch_rules, not_mapped, register_lowering
+from plax.core.sharding_types import sharding_rules
 from plax.core.tracebacks import filter_traceback
 from plax.core.trace import Tracer, get_aval
 from plax.core.tree_core import register_dataclass
 from plax.export.serialization import register_pytree_node_serialization
+from plax.first_order.ad_util import defzero
+from plax.lowering.inline import lower_fun
 from plax.runtime import xla
 from plax.sharding import mesh as mesh_lib
 from plax.sharding.mesh import AxisType
@@ -125,12 +131,24 @@ def _call_site():
     return None if tb is None else filter_traceback(tb.as_python_traceback())
 
 
+# Whether a predicate holds anywhere, the axes vmap added included: the error state is one
+# for the whole batch, so under vmap the answer is one unbatched scalar.
+any_anywhere_p = Primitive("any_anywhere")
+abstract_eval_rules[any_anywhere_p] = lambda pred: ShapedArray((), np.dtype(np.bool_))
+sharding_rules[any_anywhere_p] = lambda avals_in, avals_out: [None]
+register_lowering(any_anywhere_p, lower_fun(
+    lambda pred: lax.reduce_or(pred, tuple(range(np.ndim(pred))))))
+batch_rules[any_anywhere_p] = lambda axis, vals, dims: (any_anywhere_p.bind(vals[0]),
+                                                        not_mapped)
+defzero(any_anywhere_p)
+
+
 def _any_per_code(pred, ref):
     """``pred`` reduced to the shape of the codes ``ref`` holds: a scalar, or (per device)
     whether ``pred``'s block on that device holds anywhere."""
     codes = get_aval(ref[...])
     if not codes.shape:
-        return lax.reduce_or(pred, tuple(range(np.ndim(pred))))
+        return any_anywhere_p.bind(pred)
     codes_sharding = codes.sharding if hasattr(codes, "sharding") else None
     state_mesh = codes_sharding.mesh if codes_sharding is not None else None
     pred_sharding = getattr(get_aval(pred), "sharding", None)
@@ -165,11 +183,15 @@ def _as_predicate(pred):
 def _record(ref, pred, code):
     """Store ``code`` (a number, or codes shaped as the state) where ``pred`` holds and no
     error is stored yet."""
+    from plax.higher_order import ref_effects
     old = ref[...]
     clear = lax.eq(old, lax.full_like(old, NO_ERROR))
     if isinstance(code, (int, np.integer)):
         code = lax.full_like(old, code)
-    ref[...] = lax.select(lax.bitwise_and(clear, pred), code, old)
+    # The new codes are unbatched (``any_anywhere_p``), as a carried reference's final value
+    # is: a vmap around this accepts such a write (``written_back``) and refuses a batched one.
+    ref_effects.write(ref, lax.select(lax.bitwise_and(clear, pred), code, old),
+                      written_back=True)
 
 
 def set_error_if(pred, /, msg: str) -> None:
