@@ -38,7 +38,6 @@ from plax.core.sharding_types import sharding_rules
 from plax.core.tracebacks import filter_traceback
 from plax.core.trace import Tracer, get_aval
 from plax.core.tree_core import register_dataclass
-from plax.export.serialization import register_pytree_node_serialization
 from plax.first_order.ad_util import defzero
 from plax.lowering.inline import lower_fun
 from plax.runtime import xla
@@ -254,10 +253,12 @@ def _entries_from_json(data: bytes) -> tuple:
     return (tuple((str(m), str(t)) for m, t in entries),)
 
 
-register_pytree_node_serialization(
-    _ErrorClass, serialized_name="jax._src.error_check._ErrorClass",
-    serialize_auxdata=lambda aux: json.dumps(aux, ensure_ascii=False).encode("utf-8"),
-    deserialize_auxdata=_entries_from_json)
+def register_export_serialization(register) -> None:
+    """Let ``_ErrorClass`` values be serialized with exported functions (``register``:
+    plax.export's ``register_pytree_node_serialization``, which registers it on import)."""
+    register(_ErrorClass, serialized_name="jax._src.error_check._ErrorClass",
+             serialize_auxdata=lambda aux: json.dumps(aux, ensure_ascii=False).encode("utf-8"),
+             deserialize_auxdata=_entries_from_json)
 
 
 def _traceback_text(tb) -> str:
