@@ -157,7 +157,7 @@ def _any_per_code(pred, ref):
                       "`set_error_if` will cause implicit communication between devices. To "
                       "avoid this, consider converting the mesh axis in auto mode to explicit "
                       "mode.", RuntimeWarning, stacklevel=3)
-        return lax.broadcast(lax.reduce_or(pred, tuple(range(np.ndim(pred)))), codes.shape)
+        return lax.broadcast(any_anywhere_p.bind(pred), codes.shape)
     if state_mesh is None or not mesh_lib.same_mesh(pred_mesh, state_mesh):
         raise ValueError("The error code state and the predicate must be on the same mesh, "
                          f"but got {state_mesh} and {pred_mesh} respectively. Please use "
@@ -167,7 +167,8 @@ def _any_per_code(pred, ref):
     from plax.sharding.partition_spec import PartitionSpec
 
     def per_device(block):
-        return lax.reshape(lax.reduce_or(block, tuple(range(block.ndim))), (1,) * len(codes.shape))
+        return lax.reshape(lax.reduce_or(block, tuple(range(block.ndim))),
+                           (1,) * len(codes.shape))
     in_spec = pred_sharding.spec if pred_sharding is not None else PartitionSpec()
     return shard_map(per_device, mesh=state_mesh, in_specs=in_spec,
                      out_specs=PartitionSpec(*state_mesh.axis_names))(pred)
