@@ -642,3 +642,10 @@ def test_int_enum_members_are_integers():
     assert int(jnp.bitwise_and(x, Code.OVERFLOW)) == 4 and int(x & Code.OVERFLOW) == 4
     assert int(plax.jit(lambda v: v | Code.OVERFLOW)(jnp.int32(1))) == 5
     assert jnp.asarray(Code.OVERFLOW).dtype == np.int32
+
+
+def test_public_functions_name_plax_numpy_as_their_module():
+    # (as JAX's name jax.numpy, whichever file defines them; lazily loaded ones too)
+    for name in ("sin", "add", "divmod", "true_divide", "polyfit", "take", "where"):
+        assert getattr(jnp, name).__module__ == "plax.numpy", name
+    assert jnp.linalg.norm.__module__ == "plax.numpy.linalg"

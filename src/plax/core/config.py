@@ -247,7 +247,10 @@ _DISPATCH_FLAGS = ("disable_jit", "debug_nans", "debug_infs", "debug_key_reuse",
 # (A list: make_user_context adds its contexts.)
 TRACE_FLAGS = ["enable_x64", "numpy_rank_promotion", "numpy_dtype_promotion",
                "default_matmul_precision", "threefry_partitionable", "debug_key_reuse",
-               "softmax_custom_jvp", "allow_f16_reductions", "auto_pcast"]
+               "softmax_custom_jvp", "allow_f16_reductions", "auto_pcast",
+               # (plax.numpy's functions stage error checks when these say "raise")
+               "error_checking_behavior_nan", "error_checking_behavior_divide",
+               "error_checking_behavior_oob"]
 
 
 def _check_default_device(value):

@@ -9,8 +9,9 @@ and value checks, so such programs run. Most are stored only; plax acts on these
 JAX), ``jax_default_prng_impl`` (threefry2x32, rbg, unsafe_rbg), the transfer guards and
 ``jax_array_garbage_collection_guard`` (jaxlib's guards, runtime/xla.py), ``jax_no_tracing``,
 ``jax_no_execution``, ``jax_allow_f16_reductions``, ``jax_softmax_custom_jvp`` and
-``jax_auto_pcast`` (see plax/api/runtime_flags.py, whose context managers set them). The
-flags plax defines itself are in ``plax.core.config``.
+``jax_auto_pcast`` (see plax/api/runtime_flags.py, whose context managers set them), and
+``jax_error_checking_behavior_{nan,divide,oob}`` (plax.numpy/error_checks.py). The flags plax
+defines itself are in ``plax.core.config``.
 """
 
 # name -> JAX's default, by the kind of value the flag takes.

@@ -17,6 +17,10 @@ from plax.export import polymorphic  # noqa: F401  (the lowering of symbolic sha
 from plax.export.serialization import (deserialize, register_namedtuple_serialization,
                                        register_pytree_node_serialization)
 from plax.export.shape_specs import symbolic_args_specs, symbolic_shape
+from plax.numpy import error_checks as _error_checks
+
+# (the errors error_checks.wrap_for_export returns travel in exported functions' results)
+_error_checks.register_export_serialization(register_pytree_node_serialization)
 
 __all__ = ["DisabledSafetyCheck", "Exported", "SymbolicScope", "default_export_platform",
            "deserialize", "export", "is_symbolic_dim",

@@ -82,6 +82,20 @@ __all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY_NAM
                  | _scalar_types.ML_SCALAR_NAMES | {"dtype"})
 
 
+def _as_public(value):
+    """``value``, a function of one of this package's modules, named as plax.numpy's (JAX's
+    functions name jax.numpy as their ``__module__``, whichever file defines them)."""
+    if callable(value) and not isinstance(value, type) and \
+            str(getattr(value, "__module__", "")).startswith(__name__ + "."):
+        value.__module__ = __name__
+    return value
+
+
+for _name in __all__:
+    if _name in globals():
+        _as_public(globals()[_name])
+
+
 def __getattr__(name):
     import importlib
     if name in _scalar_types.ML_SCALAR_NAMES:  # bfloat16, float8_*, int4, ...: ml_dtypes'
@@ -95,7 +109,8 @@ def __getattr__(name):
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")  # also binds it here
     if name in _LAZY_NAMES:
-        value = globals()[name] = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+        value = globals()[name] = _as_public(
+            getattr(importlib.import_module(_LAZY_NAMES[name]), name))
         return value  # (bound here: later lookups skip this function)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -30,7 +30,7 @@ from plax.core.trace import Tracer, get_aval
 from plax.first_order import indexing as lax_indexing
 from plax.first_order import sharding_constraint
 from plax.first_order.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
-from plax.numpy import util
+from plax.numpy import error_checks, util
 from plax.runtime.array import ARRAY_TYPES
 
 __all__ = ["take", "take_along_axis"]
@@ -481,10 +481,14 @@ def _empty_axis_result(arr, plan: _Plan):
 
 def _gather(arr, entries, *, mode=None, fill_value=None, indices_are_sorted=False,
             unique_indices=False, wrap_negative=True):
-    plan = _plan(get_aval(arr).shape, entries, wrap_negative)
+    shape = get_aval(arr).shape
+    plan = _plan(shape, entries, wrap_negative)
     empty = _empty_axis_result(arr, plan)
     if empty is not None:
         return empty
+    if mode is None:  # (a mode given says what out-of-bounds indices mean: not an error)
+        error_checks.check_gather_in_bounds([shape[a] for a in plan.index_map],
+                                            plan.indices)
     return lax_indexing.gather(arr, plan.indices, plan.gather_dnums(), plan.slice_sizes,
                                mode=mode, fill_value=fill_value,
                                indices_are_sorted=indices_are_sorted,

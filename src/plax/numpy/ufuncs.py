@@ -9,6 +9,7 @@ from plax import lax
 from plax.api.jit import eager_compiled
 from plax.core import dtypes
 from plax.numpy import util
+from plax.numpy.error_checks import set_error_if_divide_by_zero, set_error_if_nan
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, check_arraylike,
                              convert, promote_args, promote_args_inexact, promote_args_numeric,
                              promote_dtypes, promote_dtypes_inexact, promote_shapes, shape_of)
@@ -45,64 +46,78 @@ def _as_array(x):
     return array_from_host(x, aval.dtype, aval.weak_type)
 
 
-def _unary_inexact(lax_fn, name):
+def _unary_inexact(lax_fn, name, nan_check=False):
+    """``lax_fn`` on ``x`` promoted to inexact; ``nan_check``: a NaN it produces is an error
+    when NaN checks are on (``error_checks``)."""
     def fn(x, /):
         check_arraylike(name, x)
         (x,) = promote_dtypes_inexact(x)
-        return lax_fn(x)
+        out = lax_fn(x)
+        if nan_check:
+            set_error_if_nan(out)
+        return out
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}, as numpy.{name} (integers are promoted to float)."
     return eager_compiled(fn)
 
 
-def _binary(lax_fn, name, promote=promote_args):
+def _binary(lax_fn, name, promote=promote_args, nan_check=False):
     def fn(x, y, /):
-        return lax_fn(*promote(name, x, y))
+        out = lax_fn(*promote(name, x, y))
+        if nan_check:
+            set_error_if_nan(out)
+        return out
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}, as numpy.{name}."
     return fn
 
 
-sin = _unary_inexact(lax.sin, "sin")
-cos = _unary_inexact(lax.cos, "cos")
-tan = _unary_inexact(lax.tan, "tan")
-arcsin = _unary_inexact(lax.asin, "arcsin")
-arccos = _unary_inexact(lax.acos, "arccos")
+sin = _unary_inexact(lax.sin, "sin", True)
+cos = _unary_inexact(lax.cos, "cos", True)
+tan = _unary_inexact(lax.tan, "tan", True)
+arcsin = _unary_inexact(lax.asin, "arcsin", True)
+arccos = _unary_inexact(lax.acos, "arccos", True)
 arctan = _unary_inexact(lax.atan, "arctan")
 sinh = _unary_inexact(lax.sinh, "sinh")
 cosh = _unary_inexact(lax.cosh, "cosh")
 tanh = _unary_inexact(lax.tanh, "tanh")
 arcsinh = _unary_inexact(lax.asinh, "arcsinh")
-arccosh = _unary_inexact(lax.acosh, "arccosh")
-arctanh = _unary_inexact(lax.atanh, "arctanh")
+arccosh = _unary_inexact(lax.acosh, "arccosh", True)
+arctanh = _unary_inexact(lax.atanh, "arctanh", True)
 exp = _unary_inexact(lax.exp, "exp")
 exp2 = _unary_inexact(lax.exp2, "exp2")
 expm1 = _unary_inexact(lax.expm1, "expm1")
-log = _unary_inexact(lax.log, "log")
-log1p = _unary_inexact(lax.log1p, "log1p")
-sqrt = _unary_inexact(lax.sqrt, "sqrt")
+log = _unary_inexact(lax.log, "log", True)
+log1p = _unary_inexact(lax.log1p, "log1p", True)
+sqrt = _unary_inexact(lax.sqrt, "sqrt", True)
 cbrt = _unary_inexact(lax.cbrt, "cbrt")
-asin, acos, atan = (_unary_inexact(lax_fn, name) for lax_fn, name in
-                    ((lax.asin, "asin"), (lax.acos, "acos"), (lax.atan, "atan")))
-asinh, acosh, atanh = (_unary_inexact(lax_fn, name) for lax_fn, name in
-                       ((lax.asinh, "asinh"), (lax.acosh, "acosh"), (lax.atanh, "atanh")))
+asin, acos, atan = (_unary_inexact(lax_fn, name, check) for lax_fn, name, check in
+                    ((lax.asin, "asin", True), (lax.acos, "acos", True),
+                     (lax.atan, "atan", False)))
+asinh, acosh, atanh = (_unary_inexact(lax_fn, name, check) for lax_fn, name, check in
+                       ((lax.asinh, "asinh", False), (lax.acosh, "acosh", True),
+                        (lax.atanh, "atanh", True)))
 
 
 def log2(x, /):
     """Elementwise base-2 logarithm."""
     check_arraylike("log2", x)
     (x,) = promote_dtypes_inexact(x)
-    return lax.div(lax.log(x), lax.log(convert(2, _dtype(x))))
+    out = lax.div(lax.log(x), lax.log(convert(2, _dtype(x))))
+    set_error_if_nan(out)
+    return out
 
 
 def log10(x, /):
     """Elementwise base-10 logarithm."""
     check_arraylike("log10", x)
     (x,) = promote_dtypes_inexact(x)
-    return lax.div(lax.log(x), lax.log(convert(10, _dtype(x))))
+    out = lax.div(lax.log(x), lax.log(convert(10, _dtype(x))))
+    set_error_if_nan(out)
+    return out
 
 
-subtract = _binary(lax.sub, "subtract")
+subtract = _binary(lax.sub, "subtract", nan_check=True)
 maximum = _binary(lax.max, "maximum")
 minimum = _binary(lax.min, "minimum")
 arctan2 = _binary(lax.atan2, "arctan2", promote_args_inexact)
@@ -116,7 +131,11 @@ not_equal = _binary(lax.ne, "not_equal")
 def add(x, y, /):
     """Elementwise sum (logical OR for booleans)."""
     x, y = promote_args("add", x, y)
-    return lax.bitwise_or(x, y) if _dtype(x) == np.bool_ else lax.add(x, y)
+    if _dtype(x) == np.bool_:
+        return lax.bitwise_or(x, y)
+    out = lax.add(x, y)
+    set_error_if_nan(out)
+    return out
 
 
 def _ordering(lax_fn, strict_fn, name):
@@ -245,7 +264,10 @@ bitwise_right_shift = util.alias(right_shift, "bitwise_right_shift")
 def true_divide(x, y, /):
     """Elementwise x / y, always in an inexact dtype."""
     x, y = promote_args_inexact("true_divide", x, y)
-    return lax.div(x, y)
+    set_error_if_divide_by_zero(y)
+    out = lax.div(x, y)
+    set_error_if_nan(out)
+    return out
 
 
 divide = util.alias(true_divide, "divide")
@@ -258,6 +280,7 @@ def _zero_like(x):
 def floor_divide(x, y, /):
     """Elementwise x // y, rounding toward minus infinity like NumPy."""
     x, y = promote_args_numeric("floor_divide", x, y)
+    set_error_if_divide_by_zero(y)
     dt = _dtype(x)
     if dtypes.is_unsigned(dt):
         return lax.div(x, y)
@@ -294,12 +317,15 @@ def remainder(x, y, /):
     dt = _dtype(x)
     if dtypes.is_complex(dt):
         raise TypeError("remainder does not support complex numbers.")
+    set_error_if_divide_by_zero(y)
     r = lax.rem(x, y)
     if dtypes.is_unsigned(dt):
         return r
     fix = lax.bitwise_and(lax.ne(r, _zero_like(r)),
                           lax.ne(lax.lt(r, _zero_like(r)), lax.lt(y, _zero_like(y))))
-    return lax.select(fix, lax.add(r, y), r)
+    out = lax.select(fix, lax.add(r, y), r)
+    set_error_if_nan(out)
+    return out
 
 
 mod = util.alias(remainder, "mod")
@@ -308,7 +334,9 @@ mod = util.alias(remainder, "mod")
 def fmod(x, y, /):
     """Elementwise remainder with the sign of the dividend (C's fmod)."""
     x, y = promote_args_numeric("fmod", x, y)
-    return lax.rem(x, y)
+    out = lax.rem(x, y)
+    set_error_if_nan(out)
+    return out
 
 
 def divmod(x, y, /):
@@ -328,7 +356,9 @@ def power(x, y, /):
     x, y = promote_args_numeric("power", x, y)
     dt = _dtype(x)
     if dtypes.is_inexact(dt):
-        return lax.pow(x, y)
+        out = lax.pow(x, y)
+        set_error_if_nan(out)
+        return out
     return _integer_power(*_promote_full(promote_args, "power", x, y))
 
 
@@ -363,7 +393,9 @@ def _integer_power(x, y):
 
 def float_power(x, y, /):
     """Elementwise x ** y in an inexact dtype (as JAX: not widened to float64)."""
-    return lax.pow(*promote_args_inexact("float_power", x, y))
+    out = lax.pow(*promote_args_inexact("float_power", x, y))
+    set_error_if_nan(out)
+    return out
 
 
 @eager_compiled
