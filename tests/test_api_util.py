@@ -196,3 +196,29 @@ def test_jax_program_using_linear_util_and_api_util(tmp_path):
     proc = run_script(tmp_path, program("linear_util_and_api_util"))
     assert_ok(proc, "('x', \"y['a']\", \"y['b']\")", "{'p': 8.0, 's': 5.0}",
               "2 PyTreeDef({'p': *, 's': *})")
+
+
+def _kw_fun(x, y, z=5, *, kw=True):
+    return x
+
+
+def _var_kw_fun(x, **kw):
+    return x
+
+
+@pytest.mark.parametrize("fun,args,kwargs,expected", [
+    (_kw_fun, (1, 2), {"z": 3}, (1, 2, 3)),
+    (_kw_fun, (1, 2), {}, (1, 2, 5)),            # defaults fill positions
+    (_kw_fun, (1,), {"y": 2, "z": 3}, (1, 2, 3)),
+    (_var_kw_fun, (1,), {}, (1,))])
+def test_resolve_kwargs(fun, args, kwargs, expected):
+    from plax._src import api_util as src_api_util
+    assert src_api_util.resolve_kwargs(fun, args, kwargs) == expected
+
+
+@pytest.mark.parametrize("fun,kwargs,name", [(_kw_fun, {"kw": False}, "kw"),
+                                              (_var_kw_fun, {"a": 2}, "a")])
+def test_resolve_kwargs_without_a_position(fun, kwargs, name):
+    from plax._src import api_util as src_api_util
+    with pytest.raises(TypeError, match=f"could not be resolved to positions: {name}"):
+        src_api_util.resolve_kwargs(fun, (1, 2) if fun is _kw_fun else (1,), kwargs)

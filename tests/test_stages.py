@@ -291,3 +291,36 @@ def test_lowered_cost_analysis_counts_the_program_as_lowered():
     cost = lowered.cost_analysis()
     assert cost["flops"] == 2 * 4 * 4 * 4 + 4 * 4  # the matmul's multiply-adds, then the add
     assert cost["bytes accessed"] > 0
+
+
+def test_compiled_describes_its_inputs_and_constants():
+    const = jnp.arange(16.0) + 42.0
+
+    @plax.jit
+    def f(x, y, *, k):
+        return {"out": const[:8] + x + k}
+
+    c = f.lower(jnp.arange(8.0), 2.0, k=jnp.float32(3)).compile()
+    assert [a.shape for a in c.in_avals[0]] == [(8,), ()] and c.in_avals[1]["k"].shape == ()
+    assert c.in_avals[0][1].weak_type
+    fmt = c.input_formats[0][0]
+    assert fmt.layout.major_to_minor == (0,) and fmt.sharding == c.input_shardings[0][0]
+    assert c.output_formats["out"].layout.major_to_minor == (0,)
+    assert c._params.const_args == []  # a one-device program holds its constants in its text
+    assert [a.shape for a in c._executable.in_avals] == [(8,), ()]  # y is unused: dropped
+    np.testing.assert_allclose(c(jnp.arange(8.0), 2.0, k=jnp.float32(3))["out"],
+                               2 * np.arange(8.0) + 42 + 3)
+
+
+def test_compiled_calls_after_the_first_stay_in_cpp(monkeypatch):
+    from plax.api import stages
+    calls = []
+    original = stages.Compiled._call_python
+    monkeypatch.setattr(stages.Compiled, "_call_python",
+                        lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    c = plax.jit(lambda a: a * 2).lower(jnp.ones(3)).compile()
+    for _ in range(3):
+        np.testing.assert_allclose(c(jnp.ones(3)), [2.0, 2.0, 2.0])
+    assert len(calls) == 1
+    with pytest.raises(TypeError, match="Argument types differ"):
+        c(jnp.ones(4))

@@ -345,3 +345,31 @@ def test_deleted_arrays_raise_instead_of_crashing():
         with pytest.raises(RuntimeError, match="Array has been deleted"):
             read()
     assert x.is_deleted() and repr(x) == "Array(<deleted>)"
+
+
+# --- calls inside config contexts ------------------------------------------------------------
+def test_calls_inside_a_config_context_stay_in_cpp_and_follow_it(misses):
+    f = plax.jit(lambda a: a - 1)
+    # (a Python scalar goes to the default device; an Array elsewhere would be moved)
+    with plax.default_device(plax.devices()[3]):
+        assert [f(2.0).devices() for _ in range(3)] == [{plax.devices()[3]}] * 3
+    assert misses == ["<lambda>"]
+    assert f(2.0).devices() == {plax.devices()[0]}  # outside: its own signature
+    with plax.default_device(plax.devices()[4]):
+        assert f(2.0).devices() == {plax.devices()[4]}
+    assert misses == ["<lambda>"] * 3
+    g = plax.jit(lambda a: a + 1)
+    assert g(1).dtype == np.int32
+    with config.override("enable_x64", True):  # C++ types Python scalars as the thread does
+        assert g(1).dtype == np.int64 and g(1).dtype == np.int64
+    assert g(1).dtype == np.int32
+
+
+def test_debug_flags_in_a_context_keep_calls_in_python(misses):
+    f = plax.jit(lambda a: a * 0.0 / 0.0)
+    x = arr(1.0)
+    with config.override("debug_nans", True):
+        for _ in range(2):
+            with pytest.raises(FloatingPointError, match="invalid value"):
+                f(x)
+    assert misses == []  # (not plain eager: never recorded)

@@ -271,7 +271,7 @@ def test_create_device_mesh():
     assert [d.id for d in grid.flat] == [4, 5, 6, 7]
     m = Mesh(mesh_utils.create_device_mesh((4, 2)), ("a", "b"))
     assert m.device_ids.tolist() == [[0, 1], [2, 3], [4, 5], [6, 7]]
-    with pytest.raises(ValueError, match=r"Number of devices 8 must be >= the product of "
+    with pytest.raises(ValueError, match=r"Number of devices 8 must equal the product of "
                                          r"mesh_shape \(4, 4\)"):
         mesh_utils.create_device_mesh((4, 4))
 

@@ -68,7 +68,7 @@ _SUBMODULES = frozenset({
     "named_sharding", "numpy", "op_shardings", "path", "pretty_printer", "profiler", "random",
     "scipy", "shard_map", "sharding", "sharding_impls", "source_info_util", "state", "tpu",
     "traceback_util", "tree_util", "typing", "util", "xla_bridge", "xla_metadata",
-    "hypothesis_test_util", "internal_test_util", "test_util"})
+    "hypothesis_test_util", "internal_test_util", "test_util", "test_warning_util"})
 
 
 def __getattr__(name):

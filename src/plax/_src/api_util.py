@@ -46,10 +46,12 @@ def infer_argnums_and_argnames(sig: inspect.Signature, argnums, argnames) -> tup
 
 def resolve_kwargs(fun, args, kwargs) -> tuple:
     """``args`` with ``kwargs`` (and the defaults) put in their positions in ``fun``'s
-    signature; a keyword-only argument raises TypeError."""
+    signature; a keyword argument given that has no position raises TypeError (keyword-only
+    parameters left to their defaults are not part of the result)."""
     bound = inspect.signature(fun).bind(*args, **kwargs)
     bound.apply_defaults()
-    if bound.kwargs:
-        raise TypeError(f"keyword arguments {sorted(bound.kwargs)} could not be resolved to "
-                        "positions")
+    left = [k for k in bound.kwargs if k in kwargs]
+    if left:
+        raise TypeError("The following keyword arguments could not be resolved to positions: "
+                        + ", ".join(left))
     return bound.args

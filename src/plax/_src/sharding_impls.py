@@ -18,10 +18,9 @@ __getattr__ = _face.face_getattr(__name__, _REFUSED, _public)
 
 def local_to_global_shape(sharding, local_shape) -> tuple:
     """The global shape of an array of which this process holds ``local_shape``: per
-    dimension, the local extent scaled by how many of the sharding's blocks it holds, or
+    dimension, the local extent times how many distinct parts the processes hold, or
     None where the processes hold unlike parts."""
     if sharding.is_fully_addressable:
         return tuple(local_shape)
-    mine, counts, uniform = _process_blocks(sharding, len(local_shape))
-    return tuple(n // len(mine[i]) * counts[i] if uniform[i] and n % len(mine[i]) == 0
-                 else None for i, n in enumerate(local_shape))
+    distinct = _process_blocks(sharding, len(local_shape))[1]
+    return tuple(None if k is None else n * k for n, k in zip(local_shape, distinct))

@@ -154,36 +154,40 @@ def _from_process_local(local, sharding, global_shape) -> Array:
 
 
 def _process_blocks(sharding, ndim: int):
-    """Per dimension: the block positions this process's devices hold, the number of
-    blocks, and whether the processes' parts are uniform (every process holds as many
-    positions, each process's set equal or disjoint to this one's): only then is the global
-    extent the local one scaled."""
+    """Per dimension: the block positions this process's devices hold, and how many distinct
+    parts the processes hold (None where they are not uniform: every process must hold as
+    many positions, any two processes' sets equal or disjoint); only for uniform dimensions
+    is the global extent the local one scaled."""
     n = len(sharding.device_set)
     probe = (n,) * ndim  # any tiling of n devices divides n
     block = sharding.shard_shape(probe)
-    counts = [n // b for b in block]
     per_process = {}
     for d, index in sharding.devices_indices_map(probe).items():
         sets = per_process.setdefault(d.process_index, [set() for _ in range(ndim)])
         for i, slc in enumerate(index):
             sets[i].add((slc.start or 0) // block[i])
     mine = per_process[dispatch.addressable_assignment(sharding)[0].process_index]
-    uniform = [all(len(p[i]) == len(mine[i]) and (p[i] == mine[i] or not p[i] & mine[i])
-                   for p in per_process.values()) for i in range(ndim)]
-    return mine, counts, uniform
+    distinct = []
+    for i in range(ndim):
+        parts = {frozenset(p[i]) for p in per_process.values()}
+        union = set().union(*parts)
+        same_size = all(len(p) == len(mine[i]) for p in parts)
+        distinct.append(len(parts) if same_size and sum(map(len, parts)) == len(union)
+                        else None)
+    return mine, distinct
 
 
 def _global_shape(local_shape, blocks) -> tuple:
-    mine, counts, uniform = blocks
+    mine, distinct = blocks
     out = []
     for i, n in enumerate(local_shape):
         held = len(mine[i])
-        if not uniform[i] or n % held:
+        if distinct[i] is None or n % held:
             raise ValueError(
                 "Unable to compute global_shape due to non-uniform sharding: the processes hold "
                 f"unlike parts of dimension {i} (or its {n} local elements do not split into "
                 f"this process's {held} blocks). Specify global_shape directly.")
-        out.append(n // held * counts[i])
+        out.append(n * distinct[i])
     return tuple(out)
 
 

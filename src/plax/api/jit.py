@@ -231,7 +231,7 @@ def _plain_eager() -> bool:
     """No flag or context asks for Python, and nothing is being traced: a call may run from
     the C++ cache (and may be recorded there)."""
     # (A thread's trace is made on first use: before that, the call is plain eager too.)
-    return _plain[0] and not _overrides[0] and \
+    return _plain[0] and (not _overrides[0] or config.dispatch_flags_off()) and \
         type(_trace_state.trace or current_trace()) is EvalTrace and not _trace_state.axis_env
 
 
@@ -453,7 +453,7 @@ class JitWrapped:
     def __call__(self, *args, **kwargs):
         if self._cpp is not None:  # jaxlib's C++ dispatch (runtime/cpp_jit.py)
             return self._cpp(*args, **kwargs)
-        if _plain_eager() and self._fast_ok and not kwargs:
+        if _plain_eager() and self._fast_ok and not kwargs and not _overrides[0]:
             return self._run_fast(args)[0]
         return self._call_python(*args, **kwargs)
 
@@ -512,7 +512,7 @@ class JitWrapped:
 
     def _run_recording(self, args, kwargs):
         """A plain eager call, and the fast-path data C++ needs to run such calls."""
-        if self._fast_ok and not kwargs:
+        if self._fast_ok and not kwargs and not _overrides[0]:  # (its key has no overrides)
             result, hit, leaves = self._run_fast(args)
         else:
             entry, leaves = self._entry(args, kwargs)

@@ -3,13 +3,16 @@ what ``jit`` returns, and ``ArgInfo``, what the stages' ``args_info`` hold per a
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Protocol, runtime_checkable
 
 from plax import tree_util
 from plax.core.trace import get_aval
-from plax.runtime import dispatch, jitted, spmd, xla
+from plax.core.tracebacks import api_boundary
+from plax.runtime import cpp_jit, dispatch, jitted, spmd, xla
 from plax.runtime.array import CONCRETE
 from plax.sharding.gspmd import GSPMDSharding, as_mesh_sharding
+from plax.sharding.layouts import Format, default_layout
 from plax.sharding.named import NamedSharding
 
 
@@ -246,6 +249,26 @@ def _strip_locations(text: str) -> str:
         i = k
 
 
+def _compiled_key(*args, **kwargs):
+    """(The function C++ files a Compiled's signatures under; never called.)"""
+    raise AssertionError("a Compiled is called through its miss handler")
+
+
+def _compiled_miss(compiled):
+    # Through a weak reference: the C++ callable is held by ``compiled``.
+    ref = weakref.ref(compiled)
+
+    @api_boundary
+    def cache_miss(*args, **kwargs):
+        return ref()._cpp_miss(*args, **kwargs)
+    return cache_miss
+
+
+@dataclasses.dataclass(frozen=True)
+class _CallParams:
+    const_args: list
+
+
 class Compiled:
     """A jitted function compiled by XLA; calling it checks the arguments match."""
 
@@ -291,6 +314,36 @@ class Compiled:
         return collectives_of(self.as_text(), mesh)
 
     @property
+    def in_avals(self):
+        """The arguments' types, as ``(args, kwargs)``."""
+        return tree_util.tree_map(lambda info: info._aval, self.args_info)
+
+    @property
+    def input_formats(self):
+        """Per argument, as ``(args, kwargs)``: its Format (XLA's default row-major layout,
+        and the sharding the executable takes it in)."""
+        return tree_util.tree_map(lambda a, s: Format(default_layout(len(a.shape)), s),
+                                  self.in_avals, self.input_shardings)
+
+    @property
+    def output_formats(self):
+        """Per result: its Format (row-major layout, the sharding it is made in)."""
+        return tree_util.tree_map(lambda a, s: Format(default_layout(len(a.shape)), s),
+                                  self.out_info, self.output_shardings)
+
+    @property
+    def _executable(self):
+        """The executable: its ``in_avals`` are the types of the parameters it takes."""
+        return self._exe
+
+    @property
+    def _params(self) -> "_CallParams":
+        """What a call passes besides the arguments: ``const_args``, the closed-over
+        constants the executable takes as parameters (not written into its program)."""
+        consts = self._entry.consts
+        return _CallParams([consts[i] for i in self._exe.kept if i < len(consts)])
+
+    @property
     def input_shardings(self):
         if isinstance(self._exe, spmd.SpmdProgram):
             n_consts = len(self._entry.consts)
@@ -311,6 +364,28 @@ class Compiled:
 
     def __call__(self, *args, **kwargs):
         # As in JAX, a Compiled takes only the dynamic arguments: static ones are baked in.
+        # Calls go through jaxlib's C++ jit cache; the first of a signature (and any call it
+        # cannot run alone) reaches ``_call_python``.
+        cpp = self.__dict__.get("_cpp")
+        if cpp is None:
+            cpp = self.__dict__["_cpp"] = cpp_jit.make(
+                f"compiled_{self._entry.params['name']}", _compiled_key,
+                _compiled_miss(self), (), ())
+        return cpp(*args, **kwargs)
+
+    def _cpp_miss(self, *args, **kwargs):
+        """The C++ cache's miss handler: the call in Python, and for a plain eager call the
+        data that lets C++ run calls like it alone (None: it cannot)."""
+        from plax.api.jit import _placed_consts, _plain_eager
+        result = self._call_python(*args, **kwargs)
+        data = None
+        if _plain_eager() and self._entry.cacheable:
+            leaves = tree_util.tree_leaves((args, kwargs))
+            data = cpp_jit.fastpath_data(self._exe, _placed_consts(self._entry, self._exe),
+                                         leaves, result)
+        return result, data, False
+
+    def _call_python(self, *args, **kwargs):
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
         if in_tree != self._in_tree:
             w = self._wrapped
@@ -326,7 +401,8 @@ class Compiled:
                     f"Argument types differ from the types for which this computation was "
                     f"compiled. Leaf {i} ({self._entry.arg_name(i)}) is {got.str_short()} but "
                     f"the computation was compiled for {want.str_short()}.")
-        full = list(self._entry.consts) + list(leaves)
+        from plax.api.jit import _placed_consts
+        full = list(_placed_consts(self._entry, self._exe)) + list(leaves)
         if isinstance(self._exe, spmd.SpmdProgram):
             return tree_util.tree_unflatten(self._entry.out_tree, self._exe.run(full))
         _, committed = dispatch.pick_device(full, f"compiled function {self._entry.params['name']}")

@@ -89,8 +89,8 @@ class Config:
         object.__setattr__(self, "_plain", [True])  # see plain_dispatch()
         object.__setattr__(self, "_local", threading.local())
         object.__setattr__(self, "_listeners", [])
-        # See install_override_depth_hook.
-        object.__setattr__(self, "_override_depth_hook", [lambda depth: None])
+        # See install_override_hook.
+        object.__setattr__(self, "_override_hook", [lambda overridden: None])
         object.__setattr__(self, "_global_trace_context", [None])  # see trace_context()
 
     def define(self, name, default, kind=bool, help="", choices=None, validator=None,
@@ -168,29 +168,41 @@ class Config:
         old = over.get(flag.name, missing)
         over[flag.name] = flag._coerce(value)
         self._active_overrides[0] += 1
-        depth = getattr(self._local, "depth", 0)
-        self._local.depth = depth + 1
-        self._override_depth_hook[0](depth + 1)
+        self._override_hook[0](self._override_signature(over))
         try:
             yield
         finally:
             self._active_overrides[0] -= 1
-            self._local.depth = depth
-            self._override_depth_hook[0](depth)
             if old is missing:
                 del over[flag.name]
             else:
                 over[flag.name] = old
+            self._override_hook[0](self._override_signature(over))
+
+    @staticmethod
+    def _override_signature(over: dict) -> tuple:
+        def hashable(v):
+            try:
+                hash(v)
+                return v
+            except TypeError:
+                return repr(v)
+        return tuple(sorted((name, hashable(v)) for name, v in over.items()))
+
+    def dispatch_flags_off(self) -> bool:
+        """No flag that makes jitted calls run through Python (disable_jit, debug_nans, ...)
+        is on for this thread."""
+        return not any(self.read(n) for n in _DISPATCH_FLAGS)
 
     def source(self, name: str) -> str:
         """Where the flag's global value came from: "default", "update" (config.update), or
         the environment variable that set it ("PLAX_<NAME>" or "JAX_<NAME>")."""
         return self._flag(name).source
 
-    def install_override_depth_hook(self, hook) -> None:
-        """Report this thread's depth of ``override`` blocks to ``hook(depth)`` on each change
-        (jit's C++ dispatch keys on it)."""
-        self._override_depth_hook[0] = hook
+    def install_override_hook(self, hook) -> None:
+        """Report this thread's overridden flags (a sorted tuple of (name, value); () when
+        none) to ``hook`` on each change (jit's C++ dispatch keys on it)."""
+        self._override_hook[0] = hook
 
     def values(self) -> dict:
         """The value of every flag plax acts on (JAX's other flags are not listed)."""

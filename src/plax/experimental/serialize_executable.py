@@ -126,6 +126,8 @@ class _LoadedEntry:
         self.params = {"name": state["name"],
                        "device": device if state["fixed_device"] else None}
         self._out_avals = state["program_out_avals"]
+        self.cacheable = True  # (its constants are values: calls may be run from C++)
+        self.placed_consts = {}  # device -> the constants put there (by Compiled's calls)
 
     def arg_name(self, i: int) -> str:
         return self.arg_names[i] if i < len(self.arg_names) else f"leaf {i}"

@@ -15,7 +15,8 @@ collectives on CPU) get no fast-path data, so they stay on the Python path.
 Whatever changes what a call means outside its arguments is mirrored into settings the C++
 key includes: globally the x64 flag, the other flags that change tracing, the default
 device and the debug flags; per thread the current trace, the named axes in scope and the
-depth of config overrides. Only plain eager calls are recorded, so any other call misses.
+flags overridden in config contexts, with their values. Only plain eager calls are recorded,
+so any other call misses.
 """
 from __future__ import annotations
 
@@ -42,19 +43,28 @@ _post_hook = xla.jit_key_setting("plax_jit_post_hook", None, in_key=False)
 _context = xla.jit_key_setting("plax_jit_context", _jit_context())
 shutdown.on_exit(lambda: _context.set_global(_jit_context()))
 xla.install_jit_settings(_disable_jit, _x64, _post_hook)
-# Per thread: the current trace, the named axes in scope, the depth of config overrides. Only
-# plain eager calls (an EvalTrace, no named axes, no override) are ever recorded in C++, so
-# calls in any other state miss and reach Python.
+# Per thread: the current trace, the named axes in scope, the flags overridden (and their
+# values). Only plain eager calls (an EvalTrace, no named axes, no flag that asks for Python)
+# are ever recorded in C++, so calls in any other state miss and reach Python.
 _trace_key = xla.jit_key_setting("plax_current_trace", None)
 _axis_env_key = xla.jit_key_setting("plax_axis_env", ())
-_override_key = xla.jit_key_setting("plax_override_depth", 0)
+_override_key = xla.jit_key_setting("plax_overridden_flags", ())
 trace_mod.install_dispatch_hooks(_trace_key.set_local, _axis_env_key.set_local)
-config.install_override_depth_hook(_override_key.set_local)
+
+
+def _overrides_changed(overridden: tuple) -> None:
+    # The thread's overridden flags are in the key; C++ reads x64 itself (how it types
+    # Python scalars), so that follows the thread's value while it is overridden.
+    _override_key.set_local(overridden)
+    x64 = any(name == "enable_x64" for name, _ in overridden)
+    xla.set_local_jit_setting(_x64, bool(config.read("enable_x64")) if x64 else None)
+
+
+config.install_override_hook(_overrides_changed)
 
 
 def _follow_config(name: str) -> None:
-    # The C++ path runs only when no override is active, so the global values are the ones
-    # that matter.
+    # The global values (a thread's overridden flags are in its own key and settings).
     _x64.set_global(bool(config.read("enable_x64")))
     _scalar_args.clear()
     _context.set_global(_jit_context())

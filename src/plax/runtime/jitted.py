@@ -124,6 +124,11 @@ class JitExecutable:
         self.donated = donated    # per kept argument: is its buffer donated?
         self.name = name
 
+    @property
+    def in_avals(self) -> tuple:
+        """The types of the parameters the executable takes (the kept arguments)."""
+        return tuple(self.program.in_avals)
+
     def run(self, args, committed: bool) -> list:
         device = self.program.device
         bufs = [to_buffer(args[i], aval, device) for i, aval in zip(self.kept, self.program.in_avals)]

@@ -790,6 +790,11 @@ def jit_key_setting(name: str, value, in_key: bool = True):
     return _jax.config.Config(name, value, include_in_jit_key=in_key)
 
 
+def set_local_jit_setting(setting, value) -> None:
+    """Set a jit setting for this thread; ``value`` None clears it (the global one holds)."""
+    setting.set_local(_jax.config.unset if value is None else value)
+
+
 def install_jit_settings(disable_jit, enable_x64, post_hook) -> None:
     """Point jaxlib's C++ jit at the settings it consults: whether jit is disabled, whether
     Python scalars are 64-bit, and a hook called after each fast-path run (None: none)."""

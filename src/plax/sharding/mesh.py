@@ -20,7 +20,7 @@ from plax.core.avals import sharding_in_types
 from plax.core.caches import BoundedCache
 from plax.runtime import xla
 
-__all__ = ["AxisType", "Mesh", "AbstractMesh", "make_mesh", "create_device_mesh", "set_mesh",
+__all__ = ["AxisType", "Mesh", "AbstractMesh", "make_mesh", "set_mesh",
            "use_mesh", "get_mesh", "get_abstract_mesh", "use_abstract_mesh", "context_mesh"]
 
 
@@ -51,9 +51,17 @@ def _axis_types(axis_types, n: int, default) -> tuple:
 
 
 def _axis_names(axis_names) -> tuple:
+    """The axis names as a tuple: any hashable names but None (as JAX, which names axes by
+    strings in practice)."""
     names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
-    if not all(isinstance(n, str) for n in names):
-        raise TypeError(f"Mesh axis names must be strings, got {names!r}.")
+    if any(n is None for n in names):
+        raise ValueError(f"Mesh axis names cannot be None. Got: {names!r}")
+    for n in names:
+        try:
+            hash(n)
+        except TypeError:
+            raise TypeError(f"Mesh axis names must be hashable, got {n!r} in {names!r}.") \
+                from None
     return names
 
 
@@ -239,16 +247,28 @@ class Mesh(_MeshShape):
         mesh in a single process); they must form a sub-grid of it."""
         if not self.is_multi_process:
             return self
-        local = np.vectorize(lambda d: d.process_index == d.client.process_index(),
+        return self._process_part(self._flat[0].client.process_index(), contiguous=False)
+
+    def _local_mesh(self, process_index) -> "Mesh":
+        """The part of this mesh on process ``process_index``'s devices, which must be a
+        contiguous block of it (ValueError otherwise)."""
+        return self._process_part(process_index, contiguous=True)
+
+    def _process_part(self, process_index, contiguous: bool) -> "Mesh":
+        local = np.vectorize(lambda d: d.process_index == process_index,
                              otypes=[bool])(self.devices)
         ndim = local.ndim
         rows = [np.flatnonzero(local.any(axis=tuple(j for j in range(ndim) if j != i)))
                 for i in range(ndim)]
+        if contiguous:
+            rows = [np.arange(r.min(), r.max() + 1) if r.size else r for r in rows]
         sub = local[np.ix_(*rows)]
-        if not sub.all():
-            raise ValueError(f"This process's devices do not form a sub-grid of {self}: it has "
-                             "no local mesh. Order the mesh's devices so that each process's "
-                             "devices are a block of it (e.g. by process along the first axis).")
+        if not sub.all() or not sub.size:
+            block = "a contiguous subcube" if contiguous else "a sub-grid"
+            raise ValueError(f"The devices of process {process_index} must form {block} of "
+                             f"the global device mesh {self}: it has no local mesh. Order the "
+                             "mesh's devices so that each process's devices are a block of it "
+                             "(e.g. by process along the first axis).")
         return Mesh(self.devices[np.ix_(*rows)], self.axis_names, self.axis_types)
 
     @property
@@ -294,35 +314,34 @@ class Mesh(_MeshShape):
         return False
 
 
-def create_device_mesh(mesh_shape, devices=None, *, contiguous_submeshes: bool = False,
-                       allow_split_physical_axes: bool = False):
-    """An array of ``devices`` (all devices by default) of shape ``mesh_shape``, in device
-    order (CPU and GPU devices have no physical topology to follow)."""
-    mesh_shape = tuple(int(s) for s in mesh_shape)
-    devices = list(xla.get_backend().devices() if devices is None else devices)
-    need = math.prod(mesh_shape)
-    if len(devices) < need:
-        raise ValueError(f"Number of devices {len(devices)} must be >= the product of "
-                         f"mesh_shape {mesh_shape}")
-    if len(devices) != need:
-        raise ValueError(f"Number of devices {len(devices)} must equal the product of "
-                         f"mesh_shape {mesh_shape}")
-    grid = np.empty(need, dtype=object)
-    grid[:] = devices
-    return grid.reshape(mesh_shape)
-
-
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh:
-    """A mesh of ``axis_shapes`` over ``devices`` (all devices by default); its axes are
-    Explicit unless ``axis_types`` says otherwise, as in JAX 0.10."""
-    axis_shapes = tuple(int(s) for s in axis_shapes)
+    """A mesh of ``axis_shapes`` over the first of ``devices`` (all devices by default), laid
+    out as ``mesh_utils.create_device_mesh`` does; its axes are Explicit unless
+    ``axis_types`` says otherwise, as in JAX 0.10."""
+    from plax.sharding import device_mesh as mesh_utils
+    try:
+        axis_shapes = tuple(int(s) for s in axis_shapes)
+    except (TypeError, ValueError):
+        raise ValueError("`axis_shapes` passed to `make_mesh` should be a sequence of ints. "
+                         f"Got {axis_shapes}") from None
     names = _axis_names(axis_names)
     if len(axis_shapes) != len(names):
         raise ValueError(f"make_mesh needs one axis name per axis size, got {axis_shapes} and "
                          f"{names}.")
-    if devices is None:
-        devices = xla.get_backend().devices()[:math.prod(axis_shapes)]
-    grid = create_device_mesh(axis_shapes, devices=devices)
+    devices = list(xla.get_backend().devices() if devices is None else devices)
+    need = math.prod(axis_shapes)
+    if need > len(devices):
+        raise ValueError(f"Number of devices {len(devices)} must be >= the product of "
+                         f"mesh_shape {axis_shapes}")
+    devices = devices[:need]
+    # As JAX: only v5e slices may have physical axes split between logical ones.
+    split = getattr(devices[0], "device_kind", None) in (mesh_utils._TPU_V5_LITE,
+                                                         mesh_utils._TPU_V5E)
+    grid = mesh_utils.create_device_mesh(axis_shapes, devices,
+                                         allow_split_physical_axes=split)
+    if len({getattr(d, "slice_index", 0) for d in grid.flat}) > 1:
+        raise ValueError("`jax.make_mesh` does not support multi-slice topologies. Please use "
+                         "jax.experimental.mesh_utils.create_hybrid_device_mesh")
     return Mesh(grid, names, _axis_types(axis_types, len(names), AxisType.Explicit))
 
 

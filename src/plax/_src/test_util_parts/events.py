@@ -113,7 +113,7 @@ _HOOKS = (
     (_steps, "span_recorder", _span_wrapper),
     (_steps, "event_recorder", _event_wrapper),
     (_jit.JitWrapped, "_cpp_miss", _counting("jit_cpp_cache_miss")),
-    (_stages.Compiled, "__call__", _counting("stages_compiled_call")),
+    (_stages.Compiled, "_call_python", _counting("stages_compiled_call")),
     (_dispatch, "compile_jaxpr", _counting("xla_primitive_callable_cache_miss")),
     (_jitted, "lower_jitted", _lowering_wrapper),
     (plax, "device_put", _device_put_wrapper),
