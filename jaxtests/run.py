@@ -51,6 +51,12 @@ def environment(reference: bool) -> dict:
     return env
 
 
+def as_jax_id(test_id: str) -> str:
+    """A plax case's id as JAX's run names the same case: some ids are built from a function's
+    ``__module__``, "plax.numpy" where JAX's is "jax.numpy"."""
+    return test_id.replace("plax.", "jax.")
+
+
 def run_file(path: pathlib.Path, reference: bool, timeout: float) -> tuple[dict, float, str]:
     """The outcome of every case of one file (id -> passed, failed, error or skipped), the
     seconds it took, and a note (a timeout, or a file that did not collect)."""
@@ -134,7 +140,7 @@ def main(argv=None) -> int:
             print(f"{path.stem:<36} {'(no reference: run --reference)':>25}", flush=True)
             continue
         wanted = set(ref_file.read_text().splitlines()) - {""}
-        got = wanted & set(passed)
+        got = wanted & {as_jax_id(i) for i in passed}
         total_ref += len(wanted)
         total_pass += len(got)
         share = f"{100 * len(got) / len(wanted):.1f}%" if wanted else "-"

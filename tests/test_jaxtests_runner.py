@@ -19,23 +19,26 @@ def test_a_file_runs_with_jax_as_plax_and_is_scored(tmp_path, monkeypatch, capsy
     (tmp_path / "helper.py").write_text("")  # not a *_test.py file: not run
     reference = tmp_path / "reference"
     reference.mkdir()
-    # JAX passes five cases, one of which plax fails and one plax does not have
+    # JAX passes six cases, one of which plax fails and one plax does not have
     (reference / "sum_test.txt").write_text(
         "TestSum::test_sum\nTestSum::test_wrong\nsum_test::test_x64_default_is_off\n"
-        "TestSum::test_gone\nsum_test::test_an_id_with_spaces[<class 'float'>]\n")
+        "TestSum::test_gone\nsum_test::test_an_id_with_spaces[<class 'float'>]\n"
+        "sum_test::test_named_by_a_module[jax.numpy.sum]\n")
     monkeypatch.setattr(runner, "REFERENCE", reference)
     outcomes, seconds, note = runner.run_file(tmp_path / "sum_test.py", False, 120)
     assert outcomes == {"TestSum::test_sum": "passed", "TestSum::test_wrong": "failed",
                         "TestSum::test_skipped": "skipped",
                         "sum_test::test_x64_default_is_off": "passed",
-                        "sum_test::test_an_id_with_spaces[<class 'float'>]": "passed"}, note
+                        "sum_test::test_an_id_with_spaces[<class 'float'>]": "passed",
+                        "sum_test::test_named_by_a_module[plax.numpy.sum]": "passed"}, note
     assert note == "" and seconds > 0
     results = tmp_path / "results"
     assert runner.main(["--tests", str(tmp_path), "--results", str(results)]) == 0
     lines = capsys.readouterr().out.splitlines()
     (row,) = [line for line in lines if line.startswith("sum_test")]
-    assert row.split()[:4] == ["sum_test", "3", "5", "60.0%"]  # (an id may hold spaces)
-    assert lines[-1].split()[:4] == ["all", "3", "5", "60.0%"]
+    # (an id may hold spaces; one named by a module is matched as JAX names it)
+    assert row.split()[:4] == ["sum_test", "4", "6", "66.7%"]
+    assert lines[-1].split()[:4] == ["all", "4", "6", "66.7%"]
     # the outcomes are kept: --score prints the table again without running the file
     (tmp_path / "sum_test.py").write_text("raise SystemExit('not run again')\n")
     assert runner.main(["--tests", str(tmp_path), "--results", str(results), "--score"]) == 0
