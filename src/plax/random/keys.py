@@ -19,7 +19,7 @@ from plax.core.dtypes import KeyType
 from plax.core.trace import Tracer, get_aval
 from plax.first_order import conversion as _conversion
 from plax.first_order import prng as _prng
-from plax.random import rbg, threefry
+from plax.random import counter_prngs, rbg, threefry
 from plax.runtime.array import install_key_array_rebuilder
 from plax.runtime.dispatch import array_from_host
 
@@ -27,7 +27,10 @@ __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "
            "clone", "PRNGSpec", "key_dtype"]
 
 _IMPLS = {"threefry2x32": threefry.threefry_prng_impl, "rbg": rbg.rbg_prng_impl,
-          "unsafe_rbg": rbg.unsafe_rbg_prng_impl}
+          "unsafe_rbg": rbg.unsafe_rbg_prng_impl,
+          "threefry4x32": counter_prngs.threefry4x32_prng_impl,
+          "philox2x32": counter_prngs.philox2x32_prng_impl,
+          "philox4x32": counter_prngs.philox4x32_prng_impl}
 
 
 def default_impl() -> _prng.PRNGImpl:
@@ -70,8 +73,9 @@ def _resolve_impl(impl) -> _prng.PRNGImpl:
         return _IMPLS["threefry2x32"]
     if isinstance(impl, str) and impl in _IMPLS:
         return _IMPLS[impl]
-    raise ValueError(f"plax.random supports the PRNG implementations {sorted(_IMPLS)}, got "
-                     f"impl={impl!r}.")
+    names = ", ".join(f'"{n}"' for n in _IMPLS)
+    raise ValueError(f"unrecognized PRNG implementation {impl!r}. plax.random supports the PRNG "
+                     f"implementations {names}.")
 
 
 # --- making keys ----------------------------------------------------------------------------
