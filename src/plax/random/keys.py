@@ -87,9 +87,9 @@ def _seed_array(name: str, seed):
                         f"{np.shape(seed)} != (). Use jax.vmap for batching")
     if isinstance(seed, (int, np.integer, np.bool_)):  # bools count as the ints 0 and 1
         seed = int(seed)
-        if not -2 ** 63 <= seed < 2 ** 64:
+        if not -2 ** 63 <= seed < 2 ** 63:
             raise OverflowError("Python int too large to convert to C long")
-        value = np.array(seed if seed < 2 ** 63 else seed - 2 ** 64, np.int64)
+        value = np.array(seed, np.int64)
         return array_from_host(value if dtypes.x64_enabled() else value.astype(np.int32))
     if not isinstance(seed, Tracer) and not hasattr(seed, "aval"):
         seed = array_from_host(np.asarray(seed))
