@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from plax.api.vmap import vmap
 from plax.core import dtypes
 from plax.core.config import config
 from plax.core.source_info import user_stacklevel
@@ -76,6 +77,40 @@ def _resolve_impl(impl) -> _prng.PRNGImpl:
     names = ", ".join(f'"{n}"' for n in _IMPLS)
     raise ValueError(f"unrecognized PRNG implementation {impl!r}. plax.random supports the PRNG "
                      f"implementations {names}.")
+
+
+def _over_leading(fn, n_lead: int):
+    """``fn`` mapped over the first ``n_lead`` dimensions of its first argument (and of the
+    second, when given as an array of the same leading shape)."""
+    for _ in range(n_lead):
+        fn = vmap(fn)
+    return fn
+
+
+def impl_from_key_functions(name: str, tag: str, key_shape, seed, split, random_bits,
+                            fold_in) -> _prng.PRNGImpl:
+    """A PRNG implementation from functions on one key's uint32 data (of ``key_shape``), as
+    JAX's ``PRNGImpl`` takes them: ``seed(seed) -> key``, ``split(key, shape) -> keys``,
+    ``random_bits(key, bit_width, shape) -> bits``, ``fold_in(key, data) -> key``; arrays of
+    keys map them with ``vmap``."""
+    key_shape = tuple(int(d) for d in key_shape)
+    k = len(key_shape)
+
+    def batched_seed(seeds):
+        return _over_leading(seed, get_aval(seeds).ndim)(seeds)
+
+    def batched_split(keys, shape):
+        return _over_leading(lambda key: split(key, tuple(shape)), get_aval(keys).ndim - k)(keys)
+
+    def batched_fold_in(keys, data):
+        return _over_leading(fold_in, get_aval(keys).ndim - k)(keys, data)
+
+    def batched_bits(keys, bit_width, shape):
+        one = lambda key: random_bits(key, bit_width, tuple(shape))  # noqa: E731
+        return _over_leading(one, get_aval(keys).ndim - k)(keys)
+
+    return _prng.PRNGImpl(name, tag, key_shape, seed=batched_seed, split=batched_split,
+                          fold_in=batched_fold_in, random_bits=batched_bits)
 
 
 # --- making keys ----------------------------------------------------------------------------
