@@ -75,8 +75,8 @@ def _resolve_impl(impl) -> _prng.PRNGImpl:
     if isinstance(impl, str) and impl in _IMPLS:
         return _IMPLS[impl]
     names = ", ".join(f'"{n}"' for n in _IMPLS)
-    raise ValueError(f"unrecognized PRNG implementation {impl!r}. plax.random supports the PRNG "
-                     f"implementations {names}.")
+    raise ValueError(f'unrecognized PRNG implementation "{impl}". Did you mean one of: '
+                     f"{names}?")
 
 
 def _over_leading(fn, n_lead: int):
