@@ -88,6 +88,22 @@ def test_lax_random_and_sharding_adapters():
                          random_bits=fry.threefry_random_bits, fold_in=fry.threefry_fold_in,
                          tag="mine")
     assert str(prng.random_seed(np.uint32(0), impl).dtype) == "key<mine>"
+    # its functions take one key's data: arrays of keys map them (a (2, 2) key of two
+    # threefry keys whose split maps threefry's over its rows, as JAX's tests write one)
+    pair = prng.PRNGImpl(
+        key_shape=(2, 2), seed=lambda s: jnp.vstack([fry.threefry_seed(s)] * 2),
+        split=lambda k, shape: plax.vmap(fry.threefry_split, (0, None), len(shape))(k, shape),
+        random_bits=lambda k, width, shape: fry.threefry_random_bits(k[0], width, shape),
+        fold_in=lambda k, d: jnp.vstack([fry.threefry_fold_in(k[0], d)] * 2), tag="pair")
+    keys = plax.random.split(prng.random_seed(73, pair), 3)
+    split_each = plax.vmap(plax.random.split)(keys)
+    assert split_each.shape == (3, 2)
+    for i in range(3):
+        np.testing.assert_array_equal(plax.random.key_data(split_each[i]),
+                                      plax.random.key_data(plax.random.split(keys[i])))
+    folded = plax.vmap(plax.vmap(plax.random.fold_in), in_axes=(1, 0))(
+        plax.random.split(keys[0], 6).reshape((2, 3)), np.arange(6).reshape(3, 2))
+    assert folded.shape == (3, 2)
     with pytest.raises(RuntimeError, match="u32 -> f32"):
         random_core._safe_int_to_float(np.zeros(2, np.int32), np.float32)
     np.testing.assert_array_equal(

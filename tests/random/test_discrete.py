@@ -374,3 +374,17 @@ def test_vmap_over_parameters():
     got = plax.vmap(lambda x: PR.permutation(k, x))(xs)
     np.testing.assert_array_equal(np.asarray(got), np.stack([np.asarray(PR.permutation(k, x))
                                                             for x in xs]))
+
+
+def test_categorical_axis_may_be_a_concrete_array():
+    logits = np.log(np.array([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]], np.float32))
+    for axis in (-1, 0, 1):
+        for replace, shape in ((True, None), (False, (2,))):
+            shape = shape and shape + tuple(np.delete(logits.shape, axis))
+            got = PR.categorical(PR.key(3), logits, axis=jnp.array(axis), shape=shape,
+                                     replace=replace)
+            want = PR.categorical(PR.key(3), logits, axis=axis, shape=shape,
+                                      replace=replace)
+            np.testing.assert_array_equal(got, want)
+    with pytest.raises(plax.errors.ConcretizationTypeError, match="axis argument of categorical"):
+        plax.jit(lambda a: PR.categorical(PR.key(0), logits, axis=a))(1)

@@ -17,5 +17,6 @@ def test_key_dtype_names_the_keys_dtype(spec, name):
 def test_key_dtype_takes_a_spec_and_refuses_unknown_names():
     k = plax.random.key(1, impl="rbg")
     assert plax.random.key_dtype(plax.random.key_impl(k)) == k.dtype
-    with pytest.raises(ValueError, match="impl='nope'"):
+    with pytest.raises(ValueError, match='unrecognized PRNG implementation "nope". Did you '
+                                         'mean one of: "threefry2x32"'):
         plax.random.key_dtype("nope")

@@ -50,6 +50,30 @@ def test_prng_key_errors():
         random.uniform(random.PRNGKey(0), (2,), jnp.int32)
     with pytest.raises(ValueError, match="dtype argument to `bits` must be an unsigned int"):
         random.bits(random.PRNGKey(0), (2,), jnp.int32)
+    # Python seeds must fit int64, as NumPy converts them
+    assert as_list(random.PRNGKey(2 ** 63 - 1)) == [0, 2 ** 32 - 1]
+    for seed in (2 ** 63, 2 ** 64 - 1, -2 ** 63 - 1):
+        with pytest.raises(OverflowError, match="Python int too large to convert to C long"):
+            random.key(seed)
+
+
+def test_element_indices_past_2_32_are_64_bit():
+    """The counters of arrays of more than 2**32 elements are 64-bit row-major indices,
+    computed as uint32 (high, low) word pairs."""
+    from plax.random import threefry
+    hi, lo = threefry.iota_2x32((3, 4, 5), wide=True)
+    assert not np.any(hi) and as_list(lo) == np.arange(60).reshape(3, 4, 5).tolist()
+    x = np.array([0, 1, 7, 2 ** 31, 2 ** 32 - 1], np.uint32)
+    for c in (1, 12345, 2 ** 32 - 1, 2 ** 32, 2 ** 40 + 98765, 2 ** 64 - 1):
+        hi, lo = threefry.times_u64(x, c)
+        got = [(h << 32) | w for h, w in zip(as_list(hi), as_list(lo))]
+        assert got == [int(v) * c % 2 ** 64 for v in x]
+    a = (np.array([0, 1, 2 ** 32 - 1], np.uint32), np.array([2 ** 32 - 1, 2 ** 31, 5], np.uint32))
+    b = (np.array([0, 3, 0], np.uint32), np.array([1, 2 ** 31, 2 ** 32 - 1], np.uint32))
+    assert [as_list(w) for w in threefry.add_u64(a, b)] == [[1, 5, 0], [0, 0, 4]]
+    # a draw of 2**35 elements lowers (running it would need 64 GiB)
+    lowered = plax.jit(lambda: random.uniform(random.key(3), (2 ** 20, 2 ** 15))).lower()
+    assert "stablehlo" in lowered.as_text()
 
 
 def test_split_fold_in_bits_uniform_normal_match_jax():

@@ -113,3 +113,18 @@ def test_orthogonal_errors():
         R.orthogonal(R.PRNGKey(0), 2, dtype=jnp.int32)
     with pytest.raises(TypeError, match="integer"):
         R.orthogonal(R.PRNGKey(0), 2.5)
+
+
+@pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
+def test_multivariate_normal_batch_shape_under_rank_promotion_raise(method):
+    """A mean without the batch dimensions broadcasts inside the sampler, so the flag
+    jax_numpy_rank_promotion='raise' (which governs the caller's code) does not refuse it.
+    A singular covariance gives NaN by Cholesky and exact copies by the other two."""
+    with plax.numpy_rank_promotion("raise"):
+        x = np.asarray(R.multivariate_normal(R.key(0), jnp.zeros(2), jnp.ones((2, 2)), (10,),
+                                             method=method))
+    assert x.shape == (10, 2)
+    if method == "cholesky":
+        assert np.isnan(x).all()
+    else:
+        np.testing.assert_allclose(x[:, 0], x[:, 1], atol=1e-5)

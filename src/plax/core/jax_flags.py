@@ -6,7 +6,8 @@ backends, Pallas, jax2tf, export, profiling, traceback filtering, ...).
 ``PLAX_<NAME>`` / ``JAX_<NAME>`` work for every one of them in plax, with JAX 0.10.2's defaults
 and value checks, so such programs run. Most are stored only; plax acts on these:
 ``jax_legacy_prng_key`` ('warn'/'error' on legacy uint32 keys given to ``plax.random``, as in
-JAX), ``jax_default_prng_impl`` (threefry2x32, rbg, unsafe_rbg), the transfer guards and
+JAX), ``jax_default_prng_impl`` (threefry2x32, rbg, unsafe_rbg, threefry4x32, philox2x32,
+philox4x32), the transfer guards and
 ``jax_array_garbage_collection_guard`` (jaxlib's guards, runtime/xla.py), ``jax_no_tracing``,
 ``jax_no_execution``, ``jax_allow_f16_reductions``, ``jax_softmax_custom_jvp`` and
 ``jax_auto_pcast`` (see plax/api/runtime_flags.py, whose context managers set them), and
@@ -83,9 +84,8 @@ _LEVELS = ("UNKNOWN", "O0", "O1", "O2", "O3")
 CHOICE_FLAGS = {  # name -> (default, the values JAX accepts); None is accepted too
     'jax_array_garbage_collection_guard': (None, ('allow', 'log', 'fatal')),
     'jax_cpu_collectives_implementation': ('gloo', ('gloo', 'mpi', 'megascale')),
-    # JAX also has threefry4x32, philox2x32, philox4x32: plax implements threefry2x32, rbg
-    # and unsafe_rbg, so it refuses the others rather than draw other numbers silently.
-    'jax_default_prng_impl': ('threefry2x32', ('threefry2x32', 'rbg', 'unsafe_rbg')),
+    'jax_default_prng_impl': ('threefry2x32', ('threefry2x32', 'rbg', 'unsafe_rbg',
+                                               'threefry4x32', 'philox2x32', 'philox4x32')),
     'jax_error_checking_behavior_divide': ('ignore', ('ignore', 'raise')),
     'jax_error_checking_behavior_nan': ('ignore', ('ignore', 'raise')),
     'jax_error_checking_behavior_oob': ('ignore', ('ignore', 'raise')),

@@ -12,13 +12,12 @@ import math
 import numpy as np
 
 from plax.api.jit import jit
-from plax.api.vmap import vmap
 from plax.core.trace import get_aval
 from plax.first_order import shapes as _shapes
 from plax.first_order import prng as _prng
 from plax.first_order.prng import PRNGImpl, threefry2x32_p
 from plax.random import threefry as _threefry
-from plax.random.keys import PRNGSpec, _resolve_impl, key as _key
+from plax.random.keys import PRNGSpec, _resolve_impl, impl_from_key_functions, key as _key
 from plax.random.rbg import rbg_prng_impl, unsafe_rbg_prng_impl
 from plax.random.threefry import threefry_prng_impl
 from plax.runtime.dispatch import array_from_host
@@ -27,38 +26,14 @@ __all__ = ["define_prng_impl", "random_seed", "rbg_prng_impl", "seed_with_impl",
            "threefry2x32_p", "threefry_2x32", "threefry_prng_impl", "unsafe_rbg_prng_impl"]
 
 
-def _over_leading(fn, n_lead: int):
-    """``fn`` mapped over the first ``n_lead`` dimensions of its first argument (and of the
-    second, when given as an array of the same leading shape)."""
-    for _ in range(n_lead):
-        fn = vmap(fn)
-    return fn
-
-
 def define_prng_impl(*, key_shape, seed, split, random_bits, fold_in, name: str = "<unnamed>",
                      tag: str = "?"):
     """A new PRNG implementation from functions on one key's uint32 data (of ``key_shape``):
     ``seed(seed) -> key``, ``split(key, shape) -> keys`` (``shape + key_shape``),
     ``random_bits(key, bit_width, shape) -> bits`` and ``fold_in(key, data) -> key``. Pass
     the result as ``impl=`` to ``random.key``, ``wrap_key_data``, ... ."""
-    key_shape = tuple(int(d) for d in key_shape)
-    k = len(key_shape)
-
-    def batched_seed(seeds):
-        return _over_leading(seed, get_aval(seeds).ndim)(seeds)
-
-    def batched_split(keys, shape):
-        return _over_leading(lambda key: split(key, tuple(shape)), get_aval(keys).ndim - k)(keys)
-
-    def batched_fold_in(keys, data):
-        return _over_leading(fold_in, get_aval(keys).ndim - k)(keys, data)
-
-    def batched_bits(keys, bit_width, shape):
-        one = lambda key: random_bits(key, bit_width, tuple(shape))  # noqa: E731
-        return _over_leading(one, get_aval(keys).ndim - k)(keys)
-
-    return PRNGSpec(PRNGImpl(name, tag, key_shape, seed=batched_seed, split=batched_split,
-                             fold_in=batched_fold_in, random_bits=batched_bits))
+    return PRNGSpec(impl_from_key_functions(name, tag, key_shape, seed, split, random_bits,
+                                            fold_in))
 
 
 def seed_with_impl(impl, seed):

@@ -14,6 +14,7 @@ the same draws of bits), so that the same legacy key gives JAX's values.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -153,6 +154,7 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     key = check_key("categorical", key)
     util.check_arraylike("categorical", logits)
     logits = jnp.asarray(logits)
+    axis = concrete_or_error(operator.index, axis, "The axis argument of categorical")
     batch_shape = tuple(np.delete(logits.shape, axis))
     if shape is None:
         shape = batch_shape

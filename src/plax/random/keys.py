@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from plax.api.vmap import vmap
 from plax.core import dtypes
 from plax.core.config import config
 from plax.core.source_info import user_stacklevel
@@ -19,7 +20,7 @@ from plax.core.dtypes import KeyType
 from plax.core.trace import Tracer, get_aval
 from plax.first_order import conversion as _conversion
 from plax.first_order import prng as _prng
-from plax.random import rbg, threefry
+from plax.random import counter_prngs, rbg, threefry
 from plax.runtime.array import install_key_array_rebuilder
 from plax.runtime.dispatch import array_from_host
 
@@ -27,7 +28,10 @@ __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "
            "clone", "PRNGSpec", "key_dtype"]
 
 _IMPLS = {"threefry2x32": threefry.threefry_prng_impl, "rbg": rbg.rbg_prng_impl,
-          "unsafe_rbg": rbg.unsafe_rbg_prng_impl}
+          "unsafe_rbg": rbg.unsafe_rbg_prng_impl,
+          "threefry4x32": counter_prngs.threefry4x32_prng_impl,
+          "philox2x32": counter_prngs.philox2x32_prng_impl,
+          "philox4x32": counter_prngs.philox4x32_prng_impl}
 
 
 def default_impl() -> _prng.PRNGImpl:
@@ -70,8 +74,43 @@ def _resolve_impl(impl) -> _prng.PRNGImpl:
         return _IMPLS["threefry2x32"]
     if isinstance(impl, str) and impl in _IMPLS:
         return _IMPLS[impl]
-    raise ValueError(f"plax.random supports the PRNG implementations {sorted(_IMPLS)}, got "
-                     f"impl={impl!r}.")
+    names = ", ".join(f'"{n}"' for n in _IMPLS)
+    raise ValueError(f'unrecognized PRNG implementation "{impl}". Did you mean one of: '
+                     f"{names}?")
+
+
+def _over_leading(fn, n_lead: int):
+    """``fn`` mapped over the first ``n_lead`` dimensions of its first argument (and of the
+    second, when given as an array of the same leading shape)."""
+    for _ in range(n_lead):
+        fn = vmap(fn)
+    return fn
+
+
+def impl_from_key_functions(name: str, tag: str, key_shape, seed, split, random_bits,
+                            fold_in) -> _prng.PRNGImpl:
+    """A PRNG implementation from functions on one key's uint32 data (of ``key_shape``), as
+    JAX's ``PRNGImpl`` takes them: ``seed(seed) -> key``, ``split(key, shape) -> keys``,
+    ``random_bits(key, bit_width, shape) -> bits``, ``fold_in(key, data) -> key``; arrays of
+    keys map them with ``vmap``."""
+    key_shape = tuple(int(d) for d in key_shape)
+    k = len(key_shape)
+
+    def batched_seed(seeds):
+        return _over_leading(seed, get_aval(seeds).ndim)(seeds)
+
+    def batched_split(keys, shape):
+        return _over_leading(lambda key: split(key, tuple(shape)), get_aval(keys).ndim - k)(keys)
+
+    def batched_fold_in(keys, data):
+        return _over_leading(fold_in, get_aval(keys).ndim - k)(keys, data)
+
+    def batched_bits(keys, bit_width, shape):
+        one = lambda key: random_bits(key, bit_width, tuple(shape))  # noqa: E731
+        return _over_leading(one, get_aval(keys).ndim - k)(keys)
+
+    return _prng.PRNGImpl(name, tag, key_shape, seed=batched_seed, split=batched_split,
+                          fold_in=batched_fold_in, random_bits=batched_bits)
 
 
 # --- making keys ----------------------------------------------------------------------------
@@ -83,9 +122,9 @@ def _seed_array(name: str, seed):
                         f"{np.shape(seed)} != (). Use jax.vmap for batching")
     if isinstance(seed, (int, np.integer, np.bool_)):  # bools count as the ints 0 and 1
         seed = int(seed)
-        if not -2 ** 63 <= seed < 2 ** 64:
+        if not -2 ** 63 <= seed < 2 ** 63:
             raise OverflowError("Python int too large to convert to C long")
-        value = np.array(seed if seed < 2 ** 63 else seed - 2 ** 64, np.int64)
+        value = np.array(seed, np.int64)
         return array_from_host(value if dtypes.x64_enabled() else value.astype(np.int32))
     if not isinstance(seed, Tracer) and not hasattr(seed, "aval"):
         seed = array_from_host(np.asarray(seed))

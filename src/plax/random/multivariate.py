@@ -59,7 +59,9 @@ def _multivariate_normal(key, mean, cov, shape, dtype, method):
         u, s, _ = jnp.linalg.svd(cov)
         factor = u * jnp.sqrt(s)[..., None, :]
     z = draw_normal(key, shape + mean.shape[-1:], dtype)
-    return mean + jnp.einsum("...ij,...j->...i", factor, z)
+    out = jnp.einsum("...ij,...j->...i", factor, z)
+    # the leading batch dimensions explicitly (so jax_numpy_rank_promotion='raise' is fine)
+    return mean.reshape((1,) * (out.ndim - mean.ndim) + mean.shape) + out
 
 
 @takes_out_sharding

@@ -22,10 +22,12 @@ from plax.api.jit import jit
 from plax.core.config import config
 from plax.core.trace import get_aval
 from plax.first_order import bitwise as _bitwise
+from plax.first_order import comparison as _comparison
 from plax.first_order import conversion as _conversion
 from plax.first_order import prng as _prng
 from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
+from plax.first_order import utility as _utility
 from plax.first_order.arithmetic import add, mul
 from plax.first_order.prng import threefry2x32
 from plax.first_order.utility import optimization_barrier
@@ -135,23 +137,44 @@ def threefry_random_bits(keys, bit_width: int, shape):
     return _shapes.reshape(bits, batch + shape)
 
 
-def iota_2x32(shape):
-    """The row-major index of every element of ``shape``, as (high, low) uint32 words."""
+def iota_2x32(shape, wide: bool | None = None):
+    """The row-major index of every element of ``shape``, as (high, low) uint32 words.
+
+    The high words are computed (in 64-bit arithmetic on word pairs) when ``wide``, by
+    default when the shape has more than 2**32 elements; otherwise they are zero."""
     shape = tuple(shape)
-    if math.prod(shape) >= 2 ** 32:
-        raise NotImplementedError(f"random arrays of {math.prod(shape)} elements (2**32 or "
-                                  "more) are not supported yet.")
-    if not shape:
-        zero = _shapes.full((), 0, U32)
-        return zero, zero
-    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
-    lo = None
-    for d, stride in enumerate(strides):
+    size = math.prod(shape)
+    if size > 2 ** 64:
+        raise NotImplementedError("random bits array of size exceeding 2 ** 64")
+    wide = size > 2 ** 32 if wide is None else wide
+    zero = _shapes.full(shape, 0, U32)
+    hi, lo = zero, zero
+    for d in range(len(shape)):
+        stride = math.prod(shape[d + 1:])
+        if stride >= 2 ** 64:  # only when the shape is empty
+            continue
         term = _shapes.broadcasted_iota(U32, shape, d)
-        if stride != 1:
-            term = mul(term, np.uint32(stride))
-        lo = term if lo is None else add(lo, term)
-    return _shapes.full(shape, 0, U32), lo
+        if wide:
+            hi, lo = add_u64((hi, lo), times_u64(term, stride))
+        else:
+            lo = add(lo, term if stride == 1 else mul(term, np.uint32(stride)))
+    return hi, lo
+
+
+def times_u64(x, c: int):
+    """uint32 ``x`` times the constant ``c`` (< 2**64): the (high, low) words of the product
+    mod 2**64."""
+    c_hi, c_lo = divmod(c, 2 ** 32)
+    lo = mul(x, np.uint32(c_lo))
+    hi = _utility.mulhi(x, _shapes.full(get_aval(x).shape, c_lo, U32))
+    return (add(hi, mul(x, np.uint32(c_hi))) if c_hi else hi), lo
+
+
+def add_u64(a, b):
+    """The sum mod 2**64 of two numbers given as (high, low) uint32 words."""
+    lo = add(a[1], b[1])
+    carry = _conversion.convert_element_type(_comparison.lt(lo, b[1]), U32)
+    return add(add(a[0], b[0]), carry), lo
 
 
 def threefry_2x32(keys, counts):

@@ -1,6 +1,6 @@
 """``jax._src.random``: plax's random (``plax.random``) with its typed-key primitives
-(``random_clone_p``, ...), and JAX's private modules: ``prng``, ``core``, ``threefry2x32``,
-``rbg``; ``threefry4x32``, ``philox2x32`` and ``philox4x32`` refuse their names."""
+(``random_clone_p``, ...), and JAX's private modules: ``prng``, ``core``, ``rbg`` and the
+counter-based PRNGs ``threefry2x32``, ``threefry4x32``, ``philox2x32`` and ``philox4x32``."""
 from plax import random as _public
 from plax.first_order.prng import (random_bits_p, random_clone_p, random_fold_in_p,  # noqa: F401
                                    random_seed_p, random_split_p, random_unwrap_p,

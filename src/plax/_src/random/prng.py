@@ -9,6 +9,7 @@ from plax.first_order.prng import (random_bits, random_bits_p, random_clone,  # 
                                    random_unwrap, random_unwrap_p, random_wrap, random_wrap_p,
                                    threefry2x32_p)
 from plax.random.keys import _IMPLS as prngs  # noqa: F401
+from plax.random.keys import impl_from_key_functions
 from plax.random.rbg import rbg_prng_impl, unsafe_rbg_prng_impl  # noqa: F401
 from plax.random.threefry import threefry_prng_impl  # noqa: F401
 
@@ -18,12 +19,14 @@ __getattr__ = _face.face_getattr(__name__, {}, _prng)
 
 
 class PRNGImpl(_prng.PRNGImpl):
-    """plax's PRNG implementation, made with JAX's argument order and defaults."""
+    """plax's PRNG implementation, made with JAX's argument order and defaults from functions
+    on one key's data (arrays of keys map them with ``vmap``, as in JAX)."""
 
     def __init__(self, key_shape, seed, split, random_bits, fold_in, name="<unnamed>",
                  tag="?"):
-        super().__init__(name, tag, key_shape, seed=seed, split=split, fold_in=fold_in,
-                         random_bits=random_bits)
+        made = impl_from_key_functions(name, tag, key_shape, seed, split, random_bits, fold_in)
+        super().__init__(name, tag, made.key_shape, seed=made.seed, split=made.split,
+                         fold_in=made.fold_in, random_bits=made.random_bits)
 
 
 def seed_with_impl(impl, seed):

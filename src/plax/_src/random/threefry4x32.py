@@ -1,10 +1,9 @@
-"""``jax._src.random.threefry4x32``: JAX's threefry4x32 PRNG, which plax does not implement
-(its PRNGs are threefry2x32, rbg and unsafe_rbg; ``jax_default_prng_impl`` refuses the
-others)."""
+"""``jax._src.random.threefry4x32``: the Threefry-4x32 hash ``threefry4x32_p``
+(``plax.first_order.counter_hashes``) and its PRNG ``threefry4x32_prng_impl``
+(keys ``key<fry4>``, ``plax.random.counter_prngs``)."""
+from plax.first_order.counter_hashes import threefry4x32_p  # noqa: F401
+from plax.random.counter_prngs import threefry4x32_prng_impl  # noqa: F401
+
 from plax._src import _face
 
-_REFUSED = dict.fromkeys(("threefry4x32_p", "threefry4x32", "threefry4x32_prng_impl"),
-                         "plax implements the threefry2x32, rbg and unsafe_rbg PRNGs only")
-
-__doc__ = _face.document(__doc__, _REFUSED)
-__getattr__ = _face.face_getattr(__name__, _REFUSED)
+__getattr__ = _face.face_getattr(__name__, {})
