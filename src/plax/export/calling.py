@@ -166,7 +166,16 @@ def _impl(*args, exported):
 
 def _devices_check(ctx, exported) -> None:
     """JAX's error for a module exported for several devices, called over another number
-    (a one-device module runs anywhere)."""
+    (a one-device module runs anywhere), and for a module with Shardy's shardings called
+    with Shardy turned off (``jax_use_shardy_partitioner``)."""
+    from plax.core.config import config
+    if not config.read("use_shardy_partitioner") and any(
+            s is not None for s in (*exported._in_named_shardings,
+                                    *exported._out_named_shardings)):
+        raise ValueError(
+            f"The function {exported.fun_name} was exported with shardy enabled but you are "
+            "calling it with Shardy disabled. Please enable Shardy using "
+            "`--jax_use_shardy_partitioner=True`.")
     devices = ctx.fn.module.devices
     n = len(devices) if devices else 1
     if exported.nr_devices != 1 and n != exported.nr_devices:
