@@ -37,8 +37,7 @@ from plax.export.exported import (MAXIMUM_CALLING_CONVENTION, MINIMUM_CALLING_CO
                                   DisabledSafetyCheck, Exported)
 
 MAGIC = b"PLAXEXP\x00"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # (1: without shardings, all unspecified)
+FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sIQ32s")  # magic, version, body length, sha256 of the body
 
 # Custom pytree nodes that may appear in an exported function's structures:
@@ -217,9 +216,9 @@ def deserialize(blob) -> Exported:
     if magic != MAGIC:
         raise ValueError(f"Not a serialized plax Exported: it starts with {magic!r}, not the "
                          f"magic bytes {MAGIC!r}.")
-    if version not in READABLE_VERSIONS:
+    if version != FORMAT_VERSION:
         raise ValueError(f"Serialized Exported has format version {version}; this plax reads "
-                         f"versions {list(READABLE_VERSIONS)}. Export it again with this plax.")
+                         f"version {FORMAT_VERSION}. Export it again with this plax.")
     body = data[_PREFIX.size:]
     if len(body) != length:
         raise ValueError(f"Serialized Exported is truncated or has trailing data: the header "
@@ -255,6 +254,7 @@ def _read_body(body: bytes) -> Exported:
         in_avals=tuple(_aval_from_json(a, scope) for a in header["in_avals"]),
         out_tree=PyTreeDef._make(_tree_from_json(header["out_tree"])),
         out_avals=tuple(_aval_from_json(a, scope) for a in header["out_avals"]),
+        # (absent from files written before sharded export: all unspecified)
         in_shardings=[_sharding_from_json(x) for x in
                       header.get("in_shardings", [None] * len(header["in_avals"]))],
         out_shardings=[_sharding_from_json(x) for x in
