@@ -279,16 +279,20 @@ def _call_unrefined(ctx, args, exported, entry: str):
             mlir_bindings.module_functions(exported.mlir_module(), entry),
             mlir_bindings.main_signature(exported.mlir_module()))
     functions, (callee_in, callee_out) = text
-    name = mlir_bindings.splice_functions(ctx.fn.module, ("exported", id(exported)),
-                                          functions, entry)
-    args = _platform_index(ctx, exported) + list(args)
+    key = ("exported", id(exported))
+    name = mlir_bindings.splice_functions(ctx.fn.module, key, functions, entry)
+    in_attrs, out_attrs = _main_shardings(exported)
+    renames = ctx.fn.module.spliced[("renames", key)]
+    args = _platform_index(ctx, exported) + \
+        _constrained(ctx, list(args), ctx.avals_in, in_attrs, renames)
     arg_types = ["tensor<i32>"] * (len(args) - len(ctx.avals_in)) + \
         [tensor_type(v) for v in ctx.avals_in]
     operands = [a if t == c else ctx.fn.emit("stablehlo.convert", [a], [t], [c])[0]
                 for a, t, c in zip(args, arg_types, callee_in)]
     outs = ctx.fn.emit("func.call", operands, callee_in, callee_out, props=f"callee = @{name}")
-    return [o if t == c else ctx.fn.emit("stablehlo.convert", [o], [c], [t])[0]
+    outs = [o if t == c else ctx.fn.emit("stablehlo.convert", [o], [c], [t])[0]
             for o, t, c in zip(outs, (tensor_type(v) for v in ctx.avals_out), callee_out)]
+    return _constrained(ctx, outs, ctx.avals_out, out_attrs, renames)
 
 
 def _batch(axis, vals, dims, *, exported):
