@@ -21,9 +21,9 @@ from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, consts_a
 from plax.core import replication
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, body_context_rules,
-                             dce_rules, impl_rules, is_undefined, jvp_rules, not_mapped, partial_eval_rules,
-                             param_printers, register_lowering, replication_rules,
-                             tangent_aval, transpose_rules)
+                             dce_rules, impl_rules, is_undefined, jvp_rules, not_mapped,
+                             partial_eval_rules, param_printers, register_lowering,
+                             replication_rules, tangent_aval, transpose_rules)
 from plax.core.trace import extend_axis_env
 from plax.first_order import collectives  # noqa: F401  (sets core.replication's implicit pvary)
 from plax.first_order import shapes as _shapes
