@@ -1,6 +1,7 @@
 """The jaxpr IR: variables, literals, equations, jaxprs; printing, checking, evaluation."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 
@@ -11,7 +12,7 @@ from plax.core.avals import ShapedArray, weak_host_value
 from plax.core.caches import WeakKeyCache
 from plax.core.effects import eqn_effects, jaxpr_effects
 from plax.core.primitive import abstract_eval
-from plax.core.rules import param_printers, pp_eqn_rules
+from plax.core.rules import body_context_rules, param_printers, pp_eqn_rules
 from plax.core.source_info import scope_path, staging_location
 
 
@@ -406,20 +407,22 @@ def _same_type(a: ShapedArray, b: ShapedArray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype
 
 
-def check_jaxpr(jaxpr: Jaxpr) -> None:
+def check_jaxpr(jaxpr: Jaxpr, _seen=None) -> None:
     """Check that every variable is defined before use and every equation is well typed,
-    in ``jaxpr`` and in every jaxpr its equations hold."""
+    in ``jaxpr`` and in every jaxpr its equations hold (under what their equations bind:
+    ``body_context_rules``)."""
+    seen = set() if _seen is None else _seen
     _check_one(jaxpr)
-    seen = set()
-    stack = [jaxpr]
-    while stack:
-        for e in stack.pop().eqns:
-            for sub in subjaxprs(e.params):
-                sub = open_jaxpr(sub)
-                if id(sub) not in seen:
-                    seen.add(id(sub))
-                    _check_one(sub)
-                    stack.append(sub)
+    for e in jaxpr.eqns:
+        subs = [open_jaxpr(sub) for sub in subjaxprs(e.params)]
+        subs = [sub for sub in subs if id(sub) not in seen]
+        if not subs:
+            continue
+        rule = body_context_rules.get(e.primitive)
+        with rule(e.params) if rule is not None else contextlib.nullcontext():
+            for sub in subs:
+                seen.add(id(sub))
+                check_jaxpr(sub, seen)
 
 
 def _check_one(jaxpr: Jaxpr) -> None:

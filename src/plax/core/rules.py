@@ -82,6 +82,9 @@ aval_effect_rules: dict = {}
 # equation holds are, seen from outside (default: the same). shard_map orders its body's
 # ordered effects per device, so outside they are unordered.
 nested_effect_rules: dict = {}
+# prim -> rule(params) -> context manager under which the jaxprs an equation holds are typed
+# (shard_map: its manual mesh axes bound, for the collectives naming them).
+body_context_rules: dict = {}
 # prim -> rule(params) -> [(held jaxpr, operand position of each of its inputs)].
 jaxpr_operand_rules: dict = {}
 # prim -> discharge rule (references as values; ``plax.transforms.discharge``).

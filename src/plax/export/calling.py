@@ -14,13 +14,14 @@ from plax import tree_util
 from plax.core.avals import ShapedArray
 from plax.core.dtypes import issubdtype
 from plax.core.primitive import Primitive
-from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, not_mapped,
-                             register_lowering)
+from plax.core.rules import (abstract_eval_rules, batch_rules, impl_rules, jvp_rules,
+                             not_mapped, register_lowering)
 from plax.core.symbolic_shapes import evaluate_shape, is_symbolic_dim, shape_is_symbolic
 from plax.core.trace import get_aval
 from plax.export import shape_checks
 from plax.higher_order.custom_derivatives import custom_vjp
 from plax.lowering.stablehlo import tensor_type
+from plax.runtime import dispatch
 
 call_exported_p = Primitive("call_exported", multiple_results=True)
 
@@ -142,8 +143,59 @@ def _differentiable_dtype(dtype) -> bool:
 # --- the primitive's rules ------------------------------------------------------------------
 def _abstract(*avals, exported):
     env = dim_values(exported, avals)
-    return [ShapedArray(evaluate_shape(a.shape, env), a.dtype, weak_type=a.weak_type)
+    return [ShapedArray(evaluate_shape(a.shape, env), a.dtype, weak_type=a.weak_type,
+                        sharding=getattr(a, "_sharding", None))
             for a in exported.out_avals]
+
+
+def _impl(*args, exported):
+    """An eager call: one program, over the devices of the arguments, or of the context
+    mesh for a module exported for several devices (as jit places it)."""
+    if exported.nr_devices == 1:
+        return dispatch.run_primitive(call_exported_p, args, {"exported": exported})
+    jitted = exported.__dict__.get("_jitted_call")
+    if jitted is None:
+        from plax.api.jit import jit
+
+        def run(*leaves):
+            return call_exported_p.bind(*leaves, exported=exported)
+        run.__name__ = f"call_exported_{exported.fun_name}"
+        jitted = exported.__dict__["_jitted_call"] = jit(run)
+    return jitted(*args)
+
+
+def _devices_check(ctx, exported) -> None:
+    """JAX's error for a module exported for several devices, called over another number
+    (a one-device module runs anywhere), and for a module with Shardy's shardings called
+    with Shardy turned off (``jax_use_shardy_partitioner``)."""
+    from plax.core.config import config
+    if not config.read("use_shardy_partitioner") and any(
+            s is not None for s in (*exported._in_named_shardings,
+                                    *exported._out_named_shardings)):
+        raise ValueError(
+            f"The function {exported.fun_name} was exported with shardy enabled but you are "
+            "calling it with Shardy disabled. Please enable Shardy using "
+            "`--jax_use_shardy_partitioner=True`.")
+    devices = ctx.fn.module.devices
+    n = len(devices) if devices else 1
+    if exported.nr_devices != 1 and n != exported.nr_devices:
+        raise ValueError(
+            f"Function {exported.fun_name} was exported for {exported.nr_devices} devices and "
+            f"is called in a context with {n} devices, which is not allowed.")
+
+
+def _constrained(ctx, values, avals, attrs, renames) -> list:
+    """``values`` pinned to the layouts the exported module's ``@main`` declares for them
+    (``attrs``: its ``sdy.sharding`` attribute texts, None where it declares none)."""
+    from plax.lowering import mlir_bindings
+    out = []
+    for v, aval, attr in zip(values, avals, attrs):
+        if attr is not None:
+            v = ctx.fn.emit("sdy.sharding_constraint", [v], [tensor_type(aval)],
+                            [tensor_type(aval)],
+                            props=f"sharding = {mlir_bindings.rename_symbols(attr, renames)}")[0]
+        out.append(v)
+    return out
 
 
 def _check_platform(exported, platform: str) -> None:
@@ -168,6 +220,7 @@ def _platform_index(ctx, exported) -> list:
 
 def _lowering(ctx, *args, exported):
     _check_platform(exported, ctx.platform)
+    _devices_check(ctx, exported)
     if exported.uses_global_constants:
         ctx.fn.module.embeds_global_constants = True
     from plax.lowering import mlir_bindings
@@ -191,9 +244,31 @@ def _lowering(ctx, *args, exported):
         else:
             text = mlir_bindings.module_functions(exported.mlir_module(), entry)
         texts[in_types] = text
-    name = mlir_bindings.splice_functions(ctx.fn.module, ("exported", id(exported), in_types),
-                                          text, entry)
-    return ctx.fn.emit("func.call", args, list(in_types), out_types, props=f"callee = @{name}")
+    key = ("exported", id(exported), in_types)
+    name = mlir_bindings.splice_functions(ctx.fn.module, key, text, entry)
+    in_attrs, out_attrs = _main_shardings(exported)
+    renames = ctx.fn.module.spliced[("renames", key)]
+    n_index = len(args) - len(ctx.avals_in)
+    args = args[:n_index] + _constrained(ctx, args[n_index:], ctx.avals_in, in_attrs, renames)
+    outs = ctx.fn.emit("func.call", args, list(in_types), out_types, props=f"callee = @{name}")
+    return _constrained(ctx, outs, ctx.avals_out, out_attrs, renames)
+
+
+def _main_shardings(exported) -> tuple:
+    """The ``sdy.sharding`` attributes of the exported ``@main``'s function arguments (after
+    a platform index) and results; all None for a one-device module."""
+    hit = exported.__dict__.get("_main_shardings")
+    if hit is None:
+        n_in, n_out = len(exported.in_avals), len(exported.out_avals)
+        if not any(s is not None for s in (*exported._in_named_shardings,
+                                           *exported._out_named_shardings)):
+            hit = ([None] * n_in, [None] * n_out)
+        else:
+            from plax.lowering import mlir_bindings
+            ins, outs = mlir_bindings.main_shardings(exported.mlir_module())
+            hit = (ins[len(ins) - n_in:], outs)
+        exported.__dict__["_main_shardings"] = hit
+    return hit
 
 
 def _call_unrefined(ctx, args, exported, entry: str):
@@ -204,16 +279,20 @@ def _call_unrefined(ctx, args, exported, entry: str):
             mlir_bindings.module_functions(exported.mlir_module(), entry),
             mlir_bindings.main_signature(exported.mlir_module()))
     functions, (callee_in, callee_out) = text
-    name = mlir_bindings.splice_functions(ctx.fn.module, ("exported", id(exported)),
-                                          functions, entry)
-    args = _platform_index(ctx, exported) + list(args)
+    key = ("exported", id(exported))
+    name = mlir_bindings.splice_functions(ctx.fn.module, key, functions, entry)
+    in_attrs, out_attrs = _main_shardings(exported)
+    renames = ctx.fn.module.spliced[("renames", key)]
+    args = _platform_index(ctx, exported) + \
+        _constrained(ctx, list(args), ctx.avals_in, in_attrs, renames)
     arg_types = ["tensor<i32>"] * (len(args) - len(ctx.avals_in)) + \
         [tensor_type(v) for v in ctx.avals_in]
     operands = [a if t == c else ctx.fn.emit("stablehlo.convert", [a], [t], [c])[0]
                 for a, t, c in zip(args, arg_types, callee_in)]
     outs = ctx.fn.emit("func.call", operands, callee_in, callee_out, props=f"callee = @{name}")
-    return [o if t == c else ctx.fn.emit("stablehlo.convert", [o], [c], [t])[0]
+    outs = [o if t == c else ctx.fn.emit("stablehlo.convert", [o], [c], [t])[0]
             for o, t, c in zip(outs, (tensor_type(v) for v in ctx.avals_out), callee_out)]
+    return _constrained(ctx, outs, ctx.avals_out, out_attrs, renames)
 
 
 def _batch(axis, vals, dims, *, exported):
@@ -242,6 +321,7 @@ def _jvp(primals, tangents, *, exported):
 
 
 abstract_eval_rules[call_exported_p] = _abstract
+impl_rules[call_exported_p] = _impl
 register_lowering(call_exported_p, _lowering)
 batch_rules[call_exported_p] = _batch
 jvp_rules[call_exported_p] = _jvp

@@ -58,10 +58,14 @@ class Exported:
     ``in_tree``/``out_tree`` are the pytree structures of ``(args, kwargs)`` and of the
     result, ``in_avals``/``out_avals`` their leaves' types (shapes may hold symbolic
     dimensions), ``mlir_module_serialized`` the module as StableHLO portable bytecode.
-    ``call(*args, **kwargs)`` runs it (under jit, vmap and, with a VJP, grad)."""
+    ``call(*args, **kwargs)`` runs it (under jit, vmap and, with a VJP, grad).
 
-    def __init__(self, fun_name, in_tree, in_avals, out_tree, out_avals, in_shardings_hlo,
-                 out_shardings_hlo, nr_devices, platforms, ordered_effects, unordered_effects,
+    An SPMD module (``nr_devices`` > 1, or shardings given) keeps the layouts of its inputs
+    and results as NamedShardings over AbstractMeshes (None: unspecified), and as XLA's
+    HloShardings in ``in_shardings_hlo``/``out_shardings_hlo``."""
+
+    def __init__(self, fun_name, in_tree, in_avals, out_tree, out_avals, in_shardings,
+                 out_shardings, nr_devices, platforms, ordered_effects, unordered_effects,
                  disabled_safety_checks, mlir_module_serialized, calling_convention_version,
                  module_kept_var_idx, uses_global_constants, _get_vjp=None):
         self.fun_name = fun_name
@@ -69,8 +73,10 @@ class Exported:
         self.in_avals = tuple(in_avals)
         self.out_tree = out_tree
         self.out_avals = tuple(out_avals)
-        self.in_shardings_hlo = tuple(in_shardings_hlo)
-        self.out_shardings_hlo = tuple(out_shardings_hlo)
+        self._in_named_shardings = tuple(in_shardings)
+        self._out_named_shardings = tuple(out_shardings)
+        self.in_shardings_hlo = _hlo_shardings(self._in_named_shardings, self.in_avals)
+        self.out_shardings_hlo = _hlo_shardings(self._out_named_shardings, self.out_avals)
         self.nr_devices = nr_devices
         self.platforms = tuple(platforms)
         self.ordered_effects = tuple(ordered_effects)
@@ -123,12 +129,15 @@ class Exported:
         return serialize(self, vjp_order=vjp_order)
 
     def in_shardings_jax(self, mesh):
-        """``in_shardings_hlo`` as shardings over ``mesh`` (None where unspecified)."""
-        return tuple(_sharding_on(mesh, s) for s in self.in_shardings_hlo)
+        """The inputs' layouts as NamedShardings over ``mesh``, which must have the axes of
+        the export's mesh (None where unspecified; over the AbstractMesh for mesh=None)."""
+        from plax.export.sharded import on_mesh
+        return tuple(on_mesh(s, mesh) for s in self._in_named_shardings)
 
     def out_shardings_jax(self, mesh):
-        """``out_shardings_hlo`` as shardings over ``mesh`` (None where unspecified)."""
-        return tuple(_sharding_on(mesh, s) for s in self.out_shardings_hlo)
+        """The results' layouts as NamedShardings over ``mesh`` (see ``in_shardings_jax``)."""
+        from plax.export.sharded import on_mesh
+        return tuple(on_mesh(s, mesh) for s in self._out_named_shardings)
 
     def call(self, *args, **kwargs):
         """Run the exported module on ``args``/``kwargs`` (the structure and types it was
@@ -137,11 +146,10 @@ class Exported:
         return call_exported(self, args, kwargs)
 
 
-def _sharding_on(mesh, hlo_sharding):
-    if hlo_sharding is None:
-        return None
-    raise NotImplementedError("plax exports single-device modules, whose shardings are all "
-                              "unspecified (None).")
+def _hlo_shardings(shardings, avals) -> tuple:
+    from plax.core.avals import physical_aval
+    return tuple(None if s is None else s._to_xla_hlo_sharding(physical_aval(a).ndim)
+                 for s, a in zip(shardings, avals))
 
 
 def check_no_ordered_effects(jaxpr, fun_name: str) -> None:

@@ -3,6 +3,8 @@ StableHLO module whose ``@main`` takes the arguments' leaves (after the platform
 it was exported for several platforms)."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from plax import tree_util
@@ -109,11 +111,8 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks, overrides=None) -
         raise _naming_the_operation(e) from None
     entry = traced._entry
     name = getattr(fun_jit, "__name__", None) or entry.params["name"]
-    if any(s is not None for s in (*entry.params.get("in_shardings", ()),
-                                   *entry.params.get("out_shardings", ()))):
-        raise NotImplementedError(
-            f"Cannot export {name}: it has in_shardings/out_shardings; plax exports "
-            "single-device modules only.")
+    from plax.export.sharded import layout_for
+    layout = layout_for(entry, traced._leaves, name)  # (None: a one-device module)
     if len(platforms) > 1 and any(entry.params.get("donated_invars", ())):
         with_donation = [p in _PLATFORMS_WITH_DONATION for p in platforms]
         if any(with_donation) and not all(with_donation):
@@ -128,9 +127,11 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks, overrides=None) -
                          "outside any transformation).")
     jaxpr = closed.jaxpr
     check_no_ordered_effects(jaxpr, name)
-    # The module runs on one device: the types it records carry no sharding.
-    in_avals = tuple(_unsharded(v.aval) for v in jaxpr.invars)
-    out_avals = tuple(_unsharded(v.aval) for v in jaxpr.outvars)
+    # A one-device module's types carry no sharding; an SPMD module's keep their Explicit
+    # axes' (over AbstractMeshes).
+    keep = (lambda a: a) if layout is not None else _unsharded
+    in_avals = tuple(keep(v.aval) for v in jaxpr.invars)
+    out_avals = tuple(keep(v.aval) for v in jaxpr.outvars)
     for a in (*in_avals, *out_avals, *(v.aval for v in jaxpr.constvars)):
         if is_extended(a.dtype):
             raise NotImplementedError(f"Cannot export {name}: it takes or returns {a.str_short()}"
@@ -138,11 +139,13 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks, overrides=None) -
                                       "key data, jax.random.key_data, instead).")
     from plax.export.calling import _leaf_names
     poly = dict(arg_names=_leaf_names(entry.in_tree, len(in_avals)), overrides=overrides or {},
-                assertions=DisabledSafetyCheck.shape_assertions() not in disabled_checks)
-    if len(platforms) == 1:
-        text = lower_for_export(jaxpr, closed.consts, name, platforms[0], **poly)
-    else:
-        text = lower_for_platforms(jaxpr, closed.consts, name, platforms, **poly)
+                assertions=DisabledSafetyCheck.shape_assertions() not in disabled_checks,
+                layout=layout)
+    with layout.context() if layout is not None else contextlib.nullcontext():
+        if len(platforms) == 1:
+            text = lower_for_export(jaxpr, closed.consts, name, platforms[0], **poly)
+        else:
+            text = lower_for_platforms(jaxpr, closed.consts, name, platforms, **poly)
     from plax.lowering.mlir_bindings import serialize_portable
     try:
         serialized = serialize_portable(text)
@@ -153,28 +156,33 @@ def _export(fun_jit, args, kwargs, platforms, disabled_checks, overrides=None) -
                                   f"StableHLO: {e}.{why}") from None
     exp = Exported(
         fun_name=name, in_tree=entry.in_tree, in_avals=in_avals, out_tree=entry.out_tree,
-        out_avals=out_avals, in_shardings_hlo=(None,) * len(in_avals),
-        out_shardings_hlo=(None,) * len(out_avals), nr_devices=1, platforms=platforms,
+        out_avals=out_avals,
+        in_shardings=layout.abstract_in() if layout else (None,) * len(in_avals),
+        out_shardings=layout.abstract_out() if layout else (None,) * len(out_avals),
+        nr_devices=len(layout.devices) if layout else 1, platforms=platforms,
         ordered_effects=(), unordered_effects=tuple(jaxpr.effects),
         disabled_safety_checks=disabled_checks, mlir_module_serialized=serialized,
         calling_convention_version=version,
         module_kept_var_idx=tuple(range(len(in_avals))),
         uses_global_constants=module_uses_global_constants(text),
-        _get_vjp=lambda exp: _export_vjp(fun_jit, exp, platforms, disabled_checks))
+        _get_vjp=lambda exp: _export_vjp(fun_jit, exp, platforms, disabled_checks, layout))
     exp._text = text
     return exp
 
 
-def lower_for_export(jaxpr, consts, name: str, platform: str, overrides=None, **poly) -> str:
+def lower_for_export(jaxpr, consts, name: str, platform: str, overrides=None, layout=None,
+                     **poly) -> str:
     """The module text: ``@main`` takes the jaxpr's inputs, holds its constants and calls
     the jaxpr's function (``@_plax_exported``). ``overrides``: prim -> plax lowering rule
-    used instead of the registered one; ``poly`` goes to lower_polymorphic."""
+    used instead of the registered one; ``layout``: an SPMD module's (sharded.Layout);
+    ``poly`` goes to lower_polymorphic."""
     from plax.export.polymorphic import lower_polymorphic, uses_symbolic_dims
     if uses_symbolic_dims(jaxpr):
-        return lower_polymorphic(jaxpr, consts, name, platform, overrides=overrides, **poly)
-    module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
-                                            for c in name), platform=platform)
+        return lower_polymorphic(jaxpr, consts, name, platform, overrides=overrides,
+                                 layout=layout, **poly)
+    module = export_module(name, platform, layout)
     module.override_rules = dict(overrides or {})
+    arg_attrs, result_attrs = main_attrs(module, layout, jaxpr)
     body = module.unique_name("_plax_exported")
     define_function(module.context, body, jaxpr)
     fn = FunctionBuilder(module)
@@ -186,13 +194,37 @@ def lower_for_export(jaxpr, consts, name: str, platform: str, overrides=None, **
     outs = fn.emit("func.call", const_ssa + args,
                    [tensor_type(v.aval) for v in jaxpr.constvars] + in_types, out_types,
                    props=f"callee = @{body}")
-    module.functions.append(main_function(fn, args, in_types, outs, out_types))
+    module.functions.append(main_function(fn, args, in_types, outs, out_types, arg_attrs,
+                                          result_attrs))
     if module.host_callbacks:
         raise NotImplementedError(f"Cannot export {name}: it has host callbacks "
                                   "(pure_callback, io_callback, debug.print), whose Python "
                                   "functions cannot be part of an exported module.")
     return module.text(f"jax.uses_shape_polymorphism = {_global_constants(module)}, "
-                       "mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32")
+                       + partitions(layout))
+
+
+def export_module(name: str, platform: str, layout) -> ModuleBuilder:
+    """An empty module for exporting ``name``; an SPMD one numbers the layout's devices."""
+    module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
+                                            for c in name), platform=platform)
+    if layout is not None:
+        module.devices = list(layout.devices)
+    return module
+
+
+def main_attrs(module, layout, jaxpr) -> tuple:
+    """``@main``'s parameter and result attributes (``sdy.sharding``) for ``layout``."""
+    if layout is None:
+        return None, None
+    return (layout.arg_attrs(module, [v.aval for v in jaxpr.invars]),
+            layout.result_attrs(module, [v.aval for v in jaxpr.outvars]))
+
+
+def partitions(layout) -> str:
+    """The module attributes saying over how many devices it runs."""
+    n = len(layout.devices) if layout is not None else 1
+    return f"mhlo.num_partitions = {n} : i32, mhlo.num_replicas = 1 : i32"
 
 
 def _global_constants(module) -> str:
@@ -216,8 +248,9 @@ def lower_for_platforms(jaxpr, consts, name: str, platforms, **poly) -> str:
     the module lowered for that platform (XLA folds the case, the index being a constant
     where the module is called)."""
     from plax.lowering import mlir_bindings
-    module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
-                                            for c in name), platform=platforms[0])
+    layout = poly.get("layout")
+    module = export_module(name, platforms[0], layout)
+    arg_attrs, result_attrs = main_attrs(module, layout, jaxpr)
     entries = []
     for platform in platforms:
         text = lower_for_export(jaxpr, consts, name, platform, **poly)
@@ -241,26 +274,33 @@ def lower_for_platforms(jaxpr, consts, name: str, platforms, **poly) -> str:
     regions = ", ".join(ctx.region([], branch(entry)) for entry in entries)
     index = ShapedArray((), np.int32)
     outs = ctx.op("stablehlo.case", ["%arg0"], [index], out_avals, regions=regions)
-    module.functions.append(main_function(fn, ["%arg0", *args], [PLATFORM_INDEX_TYPE, *in_types],
-                                          outs, out_types))
+    module.functions.append(main_function(
+        fn, ["%arg0", *args], [PLATFORM_INDEX_TYPE, *in_types], outs, out_types,
+        None if arg_attrs is None else ["", *arg_attrs], result_attrs))
     # The platform index is a global constant (as a dimension variable would be).
-    return module.text("jax.uses_shape_polymorphism = true, mhlo.num_partitions = 1 : "
-                       "i32, mhlo.num_replicas = 1 : i32")
+    return module.text("jax.uses_shape_polymorphism = true, " + partitions(layout))
 
 
-def main_function(fn, args, in_types, outs, out_types) -> str:
-    """The text of the public ``@main`` whose body ``fn`` holds."""
-    sig = ", ".join(f"{a}: {t}" for a, t in zip(args, in_types))
-    results = ", ".join(f'{t} {{jax.result_info = "result[{i}]"}}'
-                        for i, t in enumerate(out_types))
+def main_function(fn, args, in_types, outs, out_types, arg_attrs=None,
+                  result_attrs=None) -> str:
+    """The text of the public ``@main`` whose body ``fn`` holds; ``arg_attrs`` and
+    ``result_attrs`` are attribute texts of its parameters and results ("" for none)."""
+    arg_attrs = arg_attrs or [""] * len(args)
+    result_attrs = result_attrs or [""] * len(out_types)
+    sig = ", ".join(f"{a}: {t}" + (f" {{{at}}}" if at else "")
+                    for a, t, at in zip(args, in_types, arg_attrs))
+    results = ", ".join(f'{t} {{jax.result_info = "result[{i}]"' + (f", {at}}}" if at else "}")
+                        for i, (t, at) in enumerate(zip(out_types, result_attrs)))
     body = "".join(f"    {line}\n" for line in fn.lines)
     ret = f"    func.return {', '.join(outs)} : {', '.join(out_types)}" if outs else \
         "    func.return"
     return f"  func.func public @main({sig}) -> ({results}) {{\n{body}{ret}\n  }}"
 
 
-def _export_vjp(fun_jit, exp: Exported, platforms, disabled_checks) -> Exported:
-    """The VJP of the exported function, exported: ``(*primals, *out_cts) -> in_cts``."""
+def _export_vjp(fun_jit, exp: Exported, platforms, disabled_checks, layout) -> Exported:
+    """The VJP of the exported function, exported: ``(*primals, *out_cts) -> in_cts``; an
+    SPMD function's takes the primals and cotangents laid out as the primals and results
+    were, and gives the input cotangents laid out as the primals."""
     from plax.api.autodiff import vjp
     from plax.api.jit import jit
     n_in = len(exp.in_avals)
@@ -277,8 +317,12 @@ def _export_vjp(fun_jit, exp: Exported, platforms, disabled_checks) -> Exported:
     fun_vjp_jax.__name__ = "fun_vjp_jax"
     # cotangents are typed as tangents: float0 for integer results, as in JAX
     specs = [_spec(a) for a in (*exp.in_avals, *(a.to_tangent_aval() for a in exp.out_avals))]
-    return export(jit(fun_vjp_jax), platforms=platforms,
-                  disabled_checks=disabled_checks)(*specs)
+    shardings = {} if layout is None else dict(
+        in_shardings=(*layout.in_shardings, *layout.out_shardings),
+        out_shardings=tuple(layout.in_shardings))
+    with layout.context() if layout is not None else contextlib.nullcontext():
+        return export(jit(fun_vjp_jax, **shardings), platforms=platforms,
+                      disabled_checks=disabled_checks)(*specs)
 
 
 def _naming_the_operation(error) -> Exception:
@@ -318,4 +362,5 @@ def _symbolic(avals) -> bool:
 
 def _spec(aval: ShapedArray):
     from plax.core.shape_dtype_struct import ShapeDtypeStruct
-    return ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
+    return ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type,
+                            sharding=getattr(aval, "_sharding", None))

@@ -26,7 +26,7 @@ from plax.core.symbolic_shapes import DimExpr, _Op, _Var, dim_as_value_p, shape_
 from plax.export import shape_checks
 from plax.first_order.shapes import reshape_operand_in_order
 from plax.lowering import stablehlo as stablehlo_lowering
-from plax.lowering.stablehlo import (FunctionBuilder, ModuleBuilder, RuleContext, i64_array,
+from plax.lowering.stablehlo import (FunctionBuilder, RuleContext, i64_array,
                                      lower_jaxpr_body, tensor_type)
 
 _I64 = "tensor<i64>"
@@ -252,17 +252,18 @@ def _naming_the_op(error, name: str) -> Exception:
 
 
 def lower_polymorphic(jaxpr, consts, name: str, platform: str, arg_names=None,
-                      assertions: bool = True, overrides=None) -> str:
+                      assertions: bool = True, overrides=None, layout=None) -> str:
     """The shape-polymorphic module text of ``jaxpr`` (see the module docstring);
-    ``arg_names[j]`` names argument j in the shape assertions (``args[0]``...)."""
-    from plax.export.exporting import main_function
+    ``arg_names[j]`` names argument j in the shape assertions (``args[0]``...); ``layout``
+    an SPMD module's (export/sharded.py)."""
+    from plax.export.exporting import export_module, main_attrs, main_function, partitions
     jaxpr, consts = _inline_calls(ClosedJaxpr(jaxpr, consts))
     solution = shape_checks.solve([v.aval for v in jaxpr.invars],
                                   arg_names or [f"args[{j}]" for j in range(len(jaxpr.invars))])
     sources = solution.values
-    module = ModuleBuilder("jit_" + "".join(c if c.isalnum() or c == "_" else "_"
-                                            for c in name), platform=platform)
+    module = export_module(name, platform, layout)
     module.override_rules = dict(overrides or {})
+    arg_attrs, result_attrs = main_attrs(module, layout, jaxpr)
     dim_names = {var: f"%dim{k}" for k, var in enumerate(sources)}
     module.dim_values = dim_names
     body_name = module.unique_name("_wrapped_jax_export_main")
@@ -299,10 +300,10 @@ def lower_polymorphic(jaxpr, consts, name: str, platform: str, arg_names=None,
     results = main.emit("func.call", dims + const_ssa + main_args,
                         [_I64] * len(dims) + [tensor_type(v.aval) for v in jaxpr.constvars]
                         + in_types, out_types, props=f"callee = @{body_name}")
-    module.functions.append(main_function(main, main_args, in_types, results, out_types))
+    module.functions.append(main_function(main, main_args, in_types, results, out_types,
+                                          arg_attrs, result_attrs))
     del module.dim_values
     if module.host_callbacks:
         raise NotImplementedError(f"Cannot export {name}: it has host callbacks, whose Python "
                                   "functions cannot be part of an exported module.")
-    return module.text("jax.uses_shape_polymorphism = true, mhlo.num_partitions = 1 : i32, "
-                       "mhlo.num_replicas = 1 : i32")
+    return module.text("jax.uses_shape_polymorphism = true, " + partitions(layout))

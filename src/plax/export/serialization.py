@@ -30,6 +30,9 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.symbolic_shapes import SymbolicScope, is_symbolic_dim, parse_shape
 from plax.core.tree_core import PyTreeDef
+from plax.sharding.mesh import AbstractMesh, AxisType
+from plax.sharding.named import NamedSharding
+from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
 from plax.export.exported import (MAXIMUM_CALLING_CONVENTION, MINIMUM_CALLING_CONVENTION,
                                   DisabledSafetyCheck, Exported)
 
@@ -123,6 +126,8 @@ def serialize(exp: Exported, vjp_order: int = 0) -> bytearray:
         "out_tree": _tree_to_json(exp.out_tree._node),
         "in_avals": [_aval_to_json(a) for a in exp.in_avals],
         "out_avals": [_aval_to_json(a) for a in exp.out_avals],
+        "in_shardings": [_sharding_to_json(x) for x in exp._in_named_shardings],
+        "out_shardings": [_sharding_to_json(x) for x in exp._out_named_shardings],
         "constraints": list(_scope_constraints(exp)),
         "nr_devices": exp.nr_devices,
         "platforms": list(exp.platforms),
@@ -153,8 +158,23 @@ def _scope_constraints(exp) -> tuple:
 
 def _aval_to_json(aval) -> dict:
     dtype = "float0" if aval.dtype == dtypes.float0 else np.dtype(aval.dtype).name
-    return {"shape": [d if isinstance(d, int) else str(d) for d in aval.shape],
-            "dtype": dtype, "weak_type": bool(aval.weak_type)}
+    out = {"shape": [d if isinstance(d, int) else str(d) for d in aval.shape],
+           "dtype": dtype, "weak_type": bool(aval.weak_type)}
+    if getattr(aval, "_sharding", None) is not None:  # (Explicit axes of an SPMD module)
+        out["sharding"] = _sharding_to_json(aval._sharding)
+    return out
+
+
+def _sharding_to_json(sharding):
+    """A NamedSharding over an AbstractMesh as JSON (None stays None)."""
+    if sharding is None:
+        return None
+    mesh = sharding.mesh
+    spec = [e if e is None or isinstance(e, str) else
+            {"unconstrained": True} if e is UNCONSTRAINED else list(e) for e in sharding.spec]
+    return {"mesh": {"sizes": list(mesh.axis_sizes), "names": list(mesh.axis_names),
+                     "types": [t.name for t in mesh.axis_types]},
+            "spec": spec, "memory_kind": sharding._kind}
 
 
 def _tree_to_json(node):
@@ -234,8 +254,11 @@ def _read_body(body: bytes) -> Exported:
         in_avals=tuple(_aval_from_json(a, scope) for a in header["in_avals"]),
         out_tree=PyTreeDef._make(_tree_from_json(header["out_tree"])),
         out_avals=tuple(_aval_from_json(a, scope) for a in header["out_avals"]),
-        in_shardings_hlo=(None,) * len(header["in_avals"]),
-        out_shardings_hlo=(None,) * len(header["out_avals"]),
+        # (absent from files written before sharded export: all unspecified)
+        in_shardings=[_sharding_from_json(x) for x in
+                      header.get("in_shardings", [None] * len(header["in_avals"]))],
+        out_shardings=[_sharding_from_json(x) for x in
+                       header.get("out_shardings", [None] * len(header["out_avals"]))],
         nr_devices=header["nr_devices"], platforms=tuple(header["platforms"]),
         ordered_effects=(), unordered_effects=(),
         disabled_safety_checks=tuple(DisabledSafetyCheck(c)
@@ -250,7 +273,19 @@ def _aval_from_json(d, scope) -> ShapedArray:
     shape = tuple(x if isinstance(x, int) else parse_shape(x, scope)[0] for x in d["shape"])
     dtype = dtypes.float0 if d["dtype"] == "float0" else \
         dtypes.canonicalize_dtype(np.dtype(d["dtype"]))
-    return ShapedArray(shape, dtype, weak_type=d["weak_type"])
+    return ShapedArray(shape, dtype, weak_type=d["weak_type"],
+                       sharding=_sharding_from_json(d.get("sharding")))
+
+
+def _sharding_from_json(j):
+    if j is None:
+        return None
+    mesh = j["mesh"]
+    abstract = AbstractMesh(tuple(mesh["sizes"]), tuple(mesh["names"]),
+                            tuple(AxisType[t] for t in mesh["types"]))
+    spec = PartitionSpec(*[UNCONSTRAINED if isinstance(e, dict) else
+                           tuple(e) if isinstance(e, list) else e for e in j["spec"]])
+    return NamedSharding(abstract, spec, memory_kind=j["memory_kind"])
 
 
 def _tree_from_json(j):

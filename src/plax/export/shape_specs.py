@@ -42,6 +42,8 @@ def symbolic_args_specs(args, shapes_specs, constraints=(), scope=None):
     if isinstance(shapes_specs, (str, type(None))):
         specs = [shapes_specs] * len(leaves)
     else:
+        if isinstance(args, tuple) and isinstance(shapes_specs, list):
+            shapes_specs = tuple(shapes_specs)  # (a list of specs for a tuple of arguments)
         specs = tree_util.broadcast_prefix(shapes_specs, args,
                                            is_leaf=lambda x: x is None)
     out = []

@@ -20,10 +20,10 @@ from plax.core.dce import dce_jaxpr, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, consts_as_inputs
 from plax.core import replication
 from plax.core.primitive import Primitive
-from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
-                             is_undefined, jvp_rules, not_mapped, partial_eval_rules,
-                             param_printers, register_lowering, replication_rules,
-                             tangent_aval, transpose_rules)
+from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, body_context_rules,
+                             dce_rules, impl_rules, is_undefined, jvp_rules, not_mapped,
+                             partial_eval_rules, param_printers, register_lowering,
+                             replication_rules, tangent_aval, transpose_rules)
 from plax.core.trace import extend_axis_env
 from plax.first_order import collectives  # noqa: F401  (sets core.replication's implicit pvary)
 from plax.first_order import shapes as _shapes
@@ -171,6 +171,7 @@ replication_rules[shard_map_p] = lambda ins, *, out_specs, **params: [
     replication.union(ins)] * len(out_specs)
 impl_rules[shard_map_p] = _impl
 register_lowering(shard_map_p, _lowering)
+body_context_rules[shard_map_p] = lambda params: _axes_bound(params)
 nested_effect_rules[shard_map_p] = lambda inner, params: without_order(inner)
 
 

@@ -464,12 +464,14 @@ def stablehlo_version_range() -> tuple[str, str]:
 
 def serialize_portable(text: str, target_version: str | None = None) -> bytes:
     """A StableHLO module's text as a StableHLO portable artifact (versioned MLIR bytecode),
-    for ``target_version`` (default: the newest jaxlib writes)."""
+    for ``target_version`` (default: the newest jaxlib writes). Shardy's ops and attributes
+    (an SPMD module's meshes and shardings) are kept as they are (mixed serialization, as
+    JAX writes them), not turned into XLA's older sharding attributes."""
     from jaxlib import _jax
     module = ir.Module.parse(text, context=mlir_context())
     with mlir_context():
         return _jax.mlir.serialize_portable_artifact(
-            module, target_version or hlo.get_current_version())
+            module, target_version or hlo.get_current_version(), "sdy." in text)
 
 
 def deserialize_portable(artifact: bytes) -> str:
@@ -551,14 +553,44 @@ def _bytecode_text(bytecode: bytes) -> str:
         enable_debug_info=False)
 
 
+_MESH = re.compile(r"^\s*sdy\.mesh\s+@([\w$.]+)\s*=\s*(<.*>)\s*$", re.M)
+
+
 def splice_functions(module, key, text: str, entry_name: str) -> str:
     """Add the functions ``text`` (one of them named ``entry_name``) to the ModuleBuilder
-    ``module`` under fresh names, once per ``key``; returns the entry's name there."""
+    ``module`` under fresh names, once per ``key``; returns the entry's name there. The
+    text's meshes (``sdy.mesh``) join the module's declarations: one the module declares
+    alike is shared, the others are declared under fresh names."""
     known = module.spliced.get(key)
     if known is not None:
         return known
-    renames = {old: module.unique_name(old) for old in _DEFINED.findall(text)}
-    text = re.sub(r"@([\w$.]+)", lambda m: "@" + renames.get(m.group(1), m.group(1)), text)
+    renames = {name: module.declare_mesh(name, body) for name, body in _MESH.findall(text)}
+    text = _MESH.sub("", text).strip("\n")
+    renames.update({old: module.unique_name(old) for old in _DEFINED.findall(text)})
+    text = rename_symbols(text, renames)
     module.functions.append("  " + text.replace("\n", "\n  "))
     module.spliced[key] = renames[entry_name]
+    module.spliced[("renames", key)] = renames
     return renames[entry_name]
+
+
+def rename_symbols(text: str, renames: dict) -> str:
+    """``text`` with its symbol references (``@name``) renamed as ``renames`` says."""
+    return re.sub(r"@([\w$.]+)", lambda m: "@" + renames.get(m.group(1), m.group(1)), text)
+
+
+def main_shardings(text: str) -> tuple[list, list]:
+    """The ``sdy.sharding`` attributes (texts, None where absent) of the parameters and the
+    results of the module's ``@main``."""
+    module = ir.Module.parse(text, context=mlir_context())
+    main = ir.SymbolTable(module.operation)["main"]
+
+    def of(name, n):
+        if name not in main.attributes:
+            return [None] * n
+        out = []
+        for d in ir.ArrayAttr(main.attributes[name]):
+            d = ir.DictAttr(d)
+            out.append(str(d["sdy.sharding"]) if "sdy.sharding" in d else None)
+        return out
+    return (of("arg_attrs", len(main.type.inputs)), of("res_attrs", len(main.type.results)))

@@ -350,14 +350,28 @@ class ModuleBuilder:
                 mesh = concrete_sharding(self._abstract_sharding(mesh)).mesh
         name = self.meshes.get(mesh)
         if name is None:
-            name = self.meshes[mesh] = "mesh" if not self.meshes else f"mesh_{len(self.meshes)}"
             axes = ", ".join(f'"{n}"={s}' for n, s in mesh.shape.items())
             flat = list(mesh.devices.flat)
             order = list(range(len(flat))) if self.devices is None else \
                 [self.devices.index(d) for d in flat]
             ids = "" if order == list(range(len(order))) else \
                 f", device_ids=[{', '.join(map(str, order))}]"
-            self.preamble.append(f"sdy.mesh @{name} = <[{axes}]{ids}>")
+            name = self.meshes[mesh] = self._declare_mesh(
+                "mesh" if not self.meshes else f"mesh_{len(self.meshes)}", f"<[{axes}]{ids}>")
+        return name
+
+    def declare_mesh(self, name: str, body: str) -> str:
+        """The symbol of the mesh ``body`` (``<["x"=2]>``, as ``sdy.mesh`` declares it) in
+        this module: one already declared the same, else ``name`` made unique, declared."""
+        for line in self.preamble:
+            head, _, known = line.partition(" = ")
+            if head.startswith("sdy.mesh @") and known == body:
+                return head[len("sdy.mesh @"):]
+        return self._declare_mesh(name, body)
+
+    def _declare_mesh(self, name: str, body: str) -> str:
+        name = self.unique_name(name)
+        self.preamble.append(f"sdy.mesh @{name} = {body}")
         return name
 
     @staticmethod

@@ -27,7 +27,7 @@ from plax.runtime import dispatch, pipeline_steps, tokens, xla
 from plax.runtime.dispatch import is_spread
 from plax.runtime.array import CONCRETE, Array, buffer_of
 from plax.sharding.gspmd import GSPMDSharding, as_mesh_sharding
-from plax.sharding.mesh import Mesh, meshes_made
+from plax.sharding.mesh import Mesh, context_mesh, meshes_made
 from plax.sharding.named import NamedSharding, concrete_sharding, named_sharding_of, typed_aval
 from plax.sharding.partition_spec import PartitionSpec
 
@@ -45,8 +45,8 @@ def placement(args, in_shardings, out_shardings, what: str, closed=None):
     views = {id(s.named_view) for s in (*given, *spread) if isinstance(s, GSPMDSharding)}
     given = [as_mesh_sharding(s) for s in given]
     spread = [as_mesh_sharding(s) for s in spread]
-    if closed is not None:
-        given += inner_shardings(closed)
+    inner = inner_shardings(closed) if closed is not None else []
+    given += [s for s in inner if s is not CONTEXT_MESH]
     typed = [s for s in given if not isinstance(s.mesh, Mesh)]
     if typed:  # shardings in types: on the mesh of a concrete one, or the context mesh's
         given = [s for s in given if isinstance(s.mesh, Mesh)]
@@ -54,9 +54,12 @@ def placement(args, in_shardings, out_shardings, what: str, closed=None):
         known = next((m for m in meshes if m.abstract_mesh == typed[0].mesh),
                      meshes[0] if meshes else None)
         given.append(concrete_sharding(typed[0], known))
-    shardings = given + spread
     if not (spread or any(isinstance(s, NamedSharding) for s in given)):
-        return None
+        mesh = context_mesh()
+        if CONTEXT_MESH not in inner or not isinstance(mesh, Mesh) or mesh.size < 2:
+            return None
+        given.append(NamedSharding(mesh, PartitionSpec()))  # (on the context mesh's devices)
+    shardings = given + spread
     devices = tuple(shardings[0]._device_assignment)
     for s in shardings[1:]:
         if tuple(s._device_assignment) != devices:
@@ -87,6 +90,18 @@ def where_to_run(closed, args, in_shardings, out_shardings, name: str):
 _inner = WeakKeyCache("sharding constraints in jaxprs")
 
 
+class _ContextMesh:
+    """In ``inner_shardings``: a call that needs several devices without naming them (an
+    exported SPMD module): the computation runs over the context mesh when nothing else
+    places it."""
+
+    def __repr__(self):
+        return "CONTEXT_MESH"
+
+
+CONTEXT_MESH = _ContextMesh()
+
+
 def type_sharding(aval):
     """The sharding ``aval`` carries in its type, or None: only arrays' types carry one (a
     token's, a reference's or a library hi type's type has none)."""
@@ -95,7 +110,8 @@ def type_sharding(aval):
 
 def inner_shardings(closed) -> list:
     """The shardings of the sharding constraints in ``closed`` and the bodies it calls, and
-    those in its values' types (over AbstractMeshes)."""
+    those in its values' types (over AbstractMeshes); CONTEXT_MESH for a call of an
+    exported SPMD module."""
     if not meshes_made[0]:  # each of them names a mesh, and none was ever made
         return []
     hit = _inner.get(closed, None)
@@ -111,6 +127,9 @@ def inner_shardings(closed) -> list:
                     found.append(eqn.params["sharding"])
                 if eqn.primitive.name == "shard_map":  # runs over its mesh
                     found.append(NamedSharding(eqn.params["mesh"], PartitionSpec()))
+                if eqn.primitive.name == "call_exported" and \
+                        eqn.params["exported"].nr_devices > 1:
+                    found.append(CONTEXT_MESH)
                 for key in ("in_shardings", "out_shardings"):  # a nested jit's
                     found.extend(as_mesh_sharding(s) for s in eqn.params.get(key) or ()
                                  if isinstance(s, (NamedSharding, GSPMDSharding)))
@@ -339,26 +358,19 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
     in_shardings = [in_shardings[i] for i in kept]
     donated = dispatch.usable_donations(jaxpr, [bool(donated[i]) for i in kept], name)
     jaxpr, callbacks = _probes_as_results(jaxpr)
-    out_shardings = _typed_results(jaxpr, out_shardings, in_shardings)
+    out_shardings = typed_results(jaxpr, out_shardings, in_shardings)
     for sharding, v in zip(out_shardings, jaxpr.outvars):
         if sharding is not None:  # a result is stored as laid out: it must split evenly
             sharding.check_shape(v.aval.shape)
     out_shardings = tuple(out_shardings) + (None,) * len(callbacks)
 
-    def attr(sharding, aval):
-        def text(module) -> str:
-            symbol = module.mesh_symbol(sharding.mesh)
-            return f"sdy.sharding = {sharding.shardy_attribute(physical_aval(aval).ndim, symbol)}"
-        return text
-
     def arg_attr(donate, sharding, aval):
-        sharded = attr(sharding, aval)
-        return (lambda module: f"jax.buffer_donor = true, {sharded(module)}") if donate \
-            else sharded
+        return (lambda module: f"jax.buffer_donor = true, {sharding_attr(module, sharding, aval)}"
+                ) if donate else (lambda module: sharding_attr(module, sharding, aval))
 
     arg_attrs = [arg_attr(d, s, v.aval) for d, s, v in zip(donated, in_shardings, jaxpr.invars)]
-    result_attrs = [attr(s, v.aval) if s is not None else ""
-                    for s, v in zip(out_shardings, jaxpr.outvars)]
+    result_attrs = [(lambda module, s=s, a=v.aval: sharding_attr(module, s, a))
+                    if s is not None else "" for s, v in zip(out_shardings, jaxpr.outvars)]
     with pipeline_steps.step("lower", f"jit({name})", "/jax/core/compile/jaxpr_to_mlir_module_duration"):
         text = lower_jaxpr_to_module(
             jaxpr, module_name=f"jit_{name}", num_partitions=len(devices), arg_attrs=arg_attrs,
@@ -366,7 +378,14 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
     return LoweredSpmd(text, jaxpr, kept, in_shardings, out_shardings, devices, name, callbacks)
 
 
-def _typed_results(jaxpr, out_shardings, in_shardings) -> tuple:
+def sharding_attr(module, sharding, aval) -> str:
+    """``sdy.sharding = ...``: the attribute of a parameter or result of ``@main`` laid out by
+    ``sharding`` (its mesh declared in ``module``, a ModuleBuilder)."""
+    symbol = module.mesh_symbol(sharding.mesh)
+    return f"sdy.sharding = {sharding.shardy_attribute(physical_aval(aval).ndim, symbol)}"
+
+
+def typed_results(jaxpr, out_shardings, in_shardings) -> tuple:
     """``out_shardings`` with the results XLA would choose for pinned to their types, where
     types carry shardings (Explicit axes): the results are laid out as typed."""
     if not any(type_sharding(v.aval) is not None for v in jaxpr.outvars) and not any(
