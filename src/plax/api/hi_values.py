@@ -111,7 +111,15 @@ def call_with_hi_values(jitted, args, kwargs):
     while True:  # (references the function closes over: found as it is traced)
         closed = list(jitted._closed_refs)
         try:
-            outs, finals, closed_finals = inner(lowered, static, ref_effects.read_all(closed))
+            with ref_effects.noting_const_reads() as refs_read:
+                outs, finals, closed_finals = inner(lowered, static,
+                                                    ref_effects.read_all(closed))
+            # (read as constants this time: carried in on later calls)
+            outside = [r for r in refs_read if ref_effects.lives_outside(r, here)
+                       and not any(r is q for q in closed)]
+            if outside:
+                jitted.__dict__["_closed_refs"] = tuple(closed) + tuple(
+                    r for j, r in enumerate(outside) if not any(r is q for q in outside[:j]))
             break
         except ref_effects.RefsCaptured as e:
             if e.target.parent is not here or all(any(r is q for q in closed) for r in e.refs):

@@ -79,11 +79,40 @@ def _check_path(ref, path) -> None:
 
 
 def read(ref):
-    """The value ``ref`` holds, as the current trace may use it."""
+    """The value ``ref`` holds, as the current trace may use it. Read inside a staging trace
+    the reference does not live in, the value is a constant of that trace (closed over as
+    any outer value is): right for this one trace, so the API that made it must not reuse
+    it for another call (``noting_const_reads``). Only a write makes the API carry it."""
     live, trace = ref._live, current_trace()
     if trace is not live and not (isinstance(trace, EvalTrace) and isinstance(live, EvalTrace)):
-        _check_path(ref, _path_to_live(ref))
+        path = _path_to_live(ref)
+        if any(isinstance(t, StagingTrace) and not isinstance(t, PartialEvalTrace)
+               for t in path):
+            for log in _const_read_logs:
+                log.append(ref)
     return ref._value
+
+
+# The lists of references read as constants while a trace that may be cached is made.
+_const_read_logs: list = []
+
+
+@contextlib.contextmanager
+def noting_const_reads():
+    """Within: each reference read as a constant of a staging trace (see ``read``) is
+    appended to the list yielded (a trace that read one must not be cached)."""
+    log = []
+    _const_read_logs.append(log)
+    try:
+        yield log
+    finally:
+        del _const_read_logs[next(i for i, x in enumerate(_const_read_logs) if x is log)]
+
+
+def lives_outside(ref, trace) -> bool:
+    """Whether ``ref`` lives in ``trace`` or a trace enclosing it."""
+    return _encloses(ref._live, trace) or (isinstance(ref._live, EvalTrace)
+                                           and isinstance(trace, EvalTrace))
 
 
 def write(ref, value, written_back: bool = False, operation: str = "a set/swap") -> None:
