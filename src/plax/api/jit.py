@@ -649,6 +649,8 @@ def _is_array_like(x) -> bool:
 def _jit_aval(x, fname: str, i: int, names):
     if isinstance(x, Tracer):
         return x.aval
+    if ref_effects.is_reference_view(x):
+        raise HiValueArgument(fname)  # (a view of a reference: as a reference)
     try:
         aval = _shape_dtype_aval(x)
     except TypeError:

@@ -26,6 +26,7 @@ from plax.core.hi_types import hi_value_types
 from plax.core.rules import Zero
 from plax.core.staging import StagingTrace
 from plax.core.trace import EvalTrace, Tracer, current_trace
+from plax.first_order.state import TransformedRef
 from plax.transforms import dce as _staged_dce
 from plax.transforms.jvp import JVPTracer
 from plax.transforms.linearize import PartialEvalTrace
@@ -242,18 +243,49 @@ def is_reference(x) -> bool:
     return type(x) in hi_value_types and pytype_aval_mappings[type(x)](x).has_qdd
 
 
+def refuse_aliased_references(leaves, names, fname: str, api: str) -> None:
+    """JAX's error when one reference is given twice among a call's argument ``leaves``
+    (named ``names``, as ``flat_arg_names`` gives them)."""
+    seen = {}
+    for j, x in enumerate(leaves):
+        if is_reference(x):
+            name = names[j] if j < len(names) else f"argument leaf {j}"
+            if id(x) in seen:
+                raise ValueError(
+                    "only one reference to a mutable array may be passed as an argument to a "
+                    f"function, but when tracing {fname} for {api} the mutable array "
+                    f"reference of type {x.aval} appeared at both {seen[id(x)]} and {name}.")
+            seen[id(x)] = name
+
+
+def refuse_closed_and_passed(refs, leaves, names, fname: str, api: str) -> None:
+    """JAX's error when a reference the function closes over is also one of its arguments."""
+    for j, x in enumerate(leaves):
+        if is_reference(x) and any(x is r for r in refs):
+            name = names[j] if j < len(names) else f"argument leaf {j}"
+            raise ValueError(
+                f"when tracing {fname} for {api}, a mutable array reference of type {x.aval} "
+                f"was both closed over and passed as the argument {name}")
+
+
+def is_reference_view(x) -> bool:
+    """Whether ``x`` is a view (``ref.at[...]``, ``ref.reshape(...)``) of a reference box."""
+    return type(x) is TransformedRef and is_reference(x.ref)
+
+
 def refs_passed_in(args):
-    """The leaves of ``args`` (a pytree) that are not references, and a function rebuilding
-    ``args`` from such leaves (the references put back); None when it holds none. (A
+    """The leaves of ``args`` (a pytree) that are not references (or views of them), and a
+    function rebuilding ``args`` from such leaves (the references put back); None when it
+    holds none. (A
     reference passed to a body is then closed over by it, and carried as every closed-over
     reference is. The user's containers are only ever rebuilt around their own kinds of
     values: a dataclass may check its fields.)"""
     if not hi_value_types:
         return None
     leaves, tree = tree_util.tree_flatten(args)
-    if not any(is_reference(x) for x in leaves):
+    if not any(is_reference(x) or is_reference_view(x) for x in leaves):
         return None
-    kept = [i for i, x in enumerate(leaves) if not is_reference(x)]
+    kept = [i for i, x in enumerate(leaves) if not (is_reference(x) or is_reference_view(x))]
 
     def put_back(values):
         full = list(leaves)
