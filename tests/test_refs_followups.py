@@ -332,3 +332,41 @@ def _return_new(x):
 def test_reference_argument_errors_name_the_arguments(program, error, match):
     with pytest.raises(error, match=match):
         program(plax.new_ref(jnp.zeros(2)))
+
+
+def _cvjp(fwd):
+    @plax.custom_vjp
+    def f(x, ref):
+        return x
+    f.defvjp(fwd, lambda res, g: (g, None))
+    return f
+
+
+def _cvjp_returning_ref():
+    @plax.custom_vjp
+    def f(ref):
+        return ref
+    f.defvjp(lambda ref: (ref, None), lambda res, g: (None,))
+    return f
+
+
+@pytest.mark.parametrize("program, match", [
+    (lambda r: _cvjp_returning_ref()(r), "custom_vjp primal function f returned a mutable"),
+    (lambda r: plax.vjp(_cvjp(lambda x, _: (x, plax.new_ref(0))), 3.0, r), r"custom_vjp fwd "
+     r"function <lambda> returned a mutable array reference .* at output tree path \[1\]"),
+    (lambda r: _cvjp(lambda x, _: (x, None))(r, r), "custom_vjp function f got the same mutable "
+     "array reference of type .* at x and ref"),
+    (lambda r: plax.vjp(lambda x, ref: x * ref[...], 3.0, r)[1](1.0),
+     "Expected cotangent type Ref"),
+])
+def test_custom_vjp_and_vjp_reference_errors(program, match):
+    with pytest.raises(ValueError, match=match):
+        program(plax.new_ref(jnp.float32(2.0)))
+
+
+def test_vjp_with_a_reference_among_the_primals_differentiates_until_called():
+    r = plax.new_ref(jnp.float32(2.0))
+    out, _ = plax.vjp(lambda x, ref: x * ref[...], 3.0, r)  # (JAX refuses only the call)
+    assert float(out) == 6.0
+    out, _ = plax.vjp(_cvjp(lambda x, ref: (x, ref)), 3.0, r)  # fwd may keep its argument
+    assert float(out) == 3.0
