@@ -378,3 +378,11 @@ def test_bodies_only_reading_a_closed_over_reference_are_traced_once():
         return plax.jit(lambda: jnp.sin(ref[...]))()
     grads = plax.grad(h)(0.5)
     np.testing.assert_allclose(grads, np.cos(0.5), rtol=1e-6)
+
+
+def test_aot_stages_of_a_jit_reading_a_closed_over_reference_are_refused():
+    r = plax.new_ref(jnp.float32(2.0))
+    f = plax.jit(lambda x: x * r[...])
+    with pytest.raises(TypeError, match="closes over a mutable array reference"):
+        f.lower(1.0)
+    assert float(f(1.0)) == 2.0

@@ -576,6 +576,8 @@ class JitWrapped:
     def trace(self, *args, **kwargs):
         """Trace for these arguments (arrays or ShapeDtypeStructs) -> ``stages.Traced``."""
         entry, leaves = self._entry(args, kwargs)
+        if self._closed_refs:  # (it read a reference's value now: a later run would not)
+            raise HiValueArgument(self._name)
         return Traced(self, entry, args, leaves)
 
     def lower(self, *args, **kwargs):
