@@ -281,3 +281,92 @@ def test_reference_written_by_a_custom_vjp_forward_rule_under_jit_of_grad():
     w = plax.new_ref(jnp.float32(0.0))
     g = plax.jit(plax.grad(lambda x: (w.__setitem__(..., 5.0), x * 2)[1]))(1.0)
     assert float(g) == 2.0 and float(w[...]) == 5.0
+
+
+# --- views of references passed into staged functions; JAX's argument-naming errors --------
+def _shard_map(f):
+    mesh = plax.make_mesh((1,), ("x",), axis_types=(plax.sharding.AxisType.Explicit,))
+    return plax.shard_map(f, out_specs=None, mesh=mesh)
+
+
+def _write_ones(v):
+    v[...] += jnp.ones(v.shape)
+
+
+@pytest.mark.parametrize("transform", [
+    plax.jit, plax.checkpoint, _shard_map,
+    lambda f: lambda v: lax.cond(True, f, lambda _: None, v),
+], ids=["jit", "remat", "shard_map", "cond"])
+def test_a_view_of_a_reference_is_written_through_by_a_staged_function(transform):
+    @plax.jit
+    def f():
+        r = plax.new_ref(jnp.zeros(7))
+        transform(_write_ones)(r.at[1:6])
+        return r[...]
+    np.testing.assert_array_equal(f(), np.r_[0.0, np.ones(5), 0.0])
+
+
+def _return_new(x):
+    return plax.new_ref(x)
+
+
+@pytest.mark.parametrize("program, error, match", [
+    (lambda r: plax.jit(lambda a_ref, b_ref: a_ref[...] + b_ref[...])(r, r), ValueError,
+     "appeared at both a_ref and b_ref"),
+    (lambda r: plax.jit(lambda b_ref: r[...] + b_ref[...])(r), ValueError,
+     "closed over and passed as the argument b_ref"),
+    (lambda r: lax.scan(lambda c, _: (None, None), (r, r), None, length=1), ValueError,
+     r"appeared at both c\[0\] and c\[1\]"),
+    (lambda r: lax.cond(True, lambda p, q: None, lambda p, q: None, r, r), ValueError,
+     "for cond.*at both p and q"),
+    (lambda r: plax.vmap(lambda p, q: None)(r, r), ValueError, "for vmap.*at both p and q"),
+    (lambda r: plax.jit(lambda x_ref: x_ref)(r), ValueError,
+     r"traced for jit returned a mutable array reference.*\n\n.*passed in as the argument x_ref"),
+    (lambda r: plax.jit(_return_new)(jnp.arange(3)), ValueError,
+     r"traced for jit returned a mutable array reference.*\n\n.*was created on line"),
+    (lambda r: lax.scan(lambda c, x: (plax.new_ref(c), x), 0, jnp.arange(3)), ValueError,
+     "traced for scan returned a mutable array reference of type"),
+    (lambda r: plax.jit(lambda: plax.vmap(lambda v: v)(plax.new_ref(jnp.zeros(3)).at[1:]))(),
+     TypeError, "for vmap, TransformedRefs are not allowed"),
+])
+def test_reference_argument_errors_name_the_arguments(program, error, match):
+    with pytest.raises(error, match=match):
+        program(plax.new_ref(jnp.zeros(2)))
+
+
+def _cvjp(fwd):
+    @plax.custom_vjp
+    def f(x, ref):
+        return x
+    f.defvjp(fwd, lambda res, g: (g, None))
+    return f
+
+
+def _cvjp_returning_ref():
+    @plax.custom_vjp
+    def f(ref):
+        return ref
+    f.defvjp(lambda ref: (ref, None), lambda res, g: (None,))
+    return f
+
+
+@pytest.mark.parametrize("program, match", [
+    (lambda r: _cvjp_returning_ref()(r), "custom_vjp primal function f returned a mutable"),
+    (lambda r: plax.vjp(_cvjp(lambda x, _: (x, plax.new_ref(0))), 3.0, r), r"custom_vjp fwd "
+     r"function <lambda> returned a mutable array reference .* at output tree path \[1\]"),
+    (lambda r: _cvjp(lambda x, _: (x, None))(r, r), "custom_vjp function f got the same mutable "
+     "array reference of type .* at x and ref"),
+    (lambda r: plax.vjp(lambda x, ref: x * ref[...], 3.0, r)[1](1.0),
+     "Expected cotangent type Ref"),
+])
+def test_custom_vjp_and_vjp_reference_errors(program, match):
+    with pytest.raises(ValueError, match=match):
+        program(plax.new_ref(jnp.float32(2.0)))
+
+
+def test_vjp_with_a_reference_among_the_primals_differentiates_until_called():
+    r = plax.new_ref(jnp.float32(2.0))
+    out, _ = plax.vjp(lambda x, ref: x * ref[...], 3.0, r)  # (JAX refuses only the call)
+    assert float(out) == 6.0
+    out, _ = plax.vjp(_cvjp(lambda x, ref: (x, ref)), 3.0, r)  # fwd may keep its argument
+    assert float(out) == 3.0

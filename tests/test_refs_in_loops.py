@@ -340,3 +340,49 @@ def test_differentiating_with_respect_to_a_reference_is_refused():
     # not differentiated (another argnum): fine
     g = plax.grad(lambda x, q: (q.__setitem__(0, 2.0), x * q[0])[1])(3.0, r)
     assert float(g) == 2.0 and float(r[0]) == 2.0
+
+
+def test_bodies_only_reading_a_closed_over_reference_are_traced_once():
+    # A body that only reads a reference from outside takes its value as a constant (JAX
+    # traces such bodies once: one popping from a list would fail a second time), and a
+    # later call sees the reference's new value.
+    r = plax.new_ref(jnp.float32(2.0))
+    calls = []
+
+    def body(c, x):
+        calls.append(1)
+        return c + r[...] * x, None
+
+    def f(x):
+        return lax.scan(body, 0.0, x)[0]
+    xs = jnp.arange(3.0)
+    assert float(f(xs)) == 6.0
+    r[...] = 3.0
+    assert float(f(xs)) == 9.0
+    assert len(calls) == 2  # (once per call: the first trace is not reused)
+
+    jcalls = []
+
+    @plax.jit
+    def g(x):
+        jcalls.append(1)
+        return x * r[...]
+    assert float(g(2.0)) == 6.0
+    assert len(jcalls) == 1
+    r[...] = 4.0
+    assert float(g(2.0)) == 8.0
+    assert float(g(3.0)) == 12.0
+    # grad through a reference made inside the differentiated function and read by a jit
+    def h(v):
+        ref = plax.new_ref(v)
+        return plax.jit(lambda: jnp.sin(ref[...]))()
+    grads = plax.grad(h)(0.5)
+    np.testing.assert_allclose(grads, np.cos(0.5), rtol=1e-6)
+
+
+def test_aot_stages_of_a_jit_reading_a_closed_over_reference_are_refused():
+    r = plax.new_ref(jnp.float32(2.0))
+    f = plax.jit(lambda x: x * r[...])
+    with pytest.raises(TypeError, match="closes over a mutable array reference"):
+        f.lower(1.0)
+    assert float(f(1.0)) == 2.0

@@ -17,6 +17,7 @@ import numpy as np
 
 from plax.core.hi_types import register_hitype
 from plax.core.refs import AbstractRef, Slice, install_ref_box
+from plax.core.source_info import user_frame
 from plax.core.staging import StagingTrace
 from plax.core.trace import Tracer, current_trace, get_aval
 from plax.first_order import state
@@ -30,11 +31,14 @@ __all__ = ["AbstractRef", "Ref", "new_ref", "freeze", "get", "set", "swap", "add
 class Ref:
     """A mutable reference to an array: ``r[...]`` reads it, ``r[idx] = v`` writes it."""
 
-    __slots__ = ("_value", "_live", "__weakref__")
+    __slots__ = ("_value", "_live", "_made_at", "__weakref__")
 
     def __init__(self, value):
         self._value = value
         self._live = current_trace()  # the trace its value lives in (see ref_effects)
+        f = user_frame()  # (named when a traced function returns it: JAX's error)
+        self._made_at = None if f is None else (f.f_code.co_filename, f.f_lineno,
+                                                f.f_code.co_qualname)
 
     # --- what it holds ---
     @property

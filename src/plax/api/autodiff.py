@@ -14,6 +14,7 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.hi_types import MutableHiType, hi_type_of, hi_value_types, is_hi_value
+from plax.higher_order import ref_effects
 from plax.core.jaxpr import eval_jaxpr
 from plax.core.source_info import fun_name, wraps
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
@@ -187,7 +188,15 @@ def _refuse_references(leaves) -> None:
 def vjp(fun, *primals, has_aux: bool = False, reduce_axes=()):
     """``(fun(*primals), f_vjp)`` where ``f_vjp(ct)`` pulls a cotangent back to the inputs."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
-    _refuse_references(p_leaves)
+    if hi_value_types and any(_is_ref(x) for x in p_leaves):
+        # JAX differentiates the function as usual (a reference is closed over) and
+        # refuses a reference's cotangent when the VJP function is called.
+        kept, put_back = ref_effects.refs_passed_in(primals)
+        res = vjp(lambda *ks: fun(*put_back(ks)), *kept, has_aux=has_aux)
+
+        def refused(*_):
+            _refuse_references(p_leaves)
+        return (res[0], refused, *res[2:])
     box = {}
     flat = _flat_fun(lambda *a: fun(*a), p_tree, has_aux, box)
     outs, lin, has_out = linearize_flat(flat, p_leaves, fun_name(fun),

@@ -13,10 +13,15 @@ A jit called with hi values among its arguments runs as a second jit over lo val
 """
 from __future__ import annotations
 
+import numpy as np
+
 from plax import tree_util
 from plax.core.hi_types import hi_type_of, hi_value_types
+from plax.core.source_info import flat_arg_names
+from plax.core import staging
 from plax.core.staging import StagingTrace
-from plax.core.trace import EvalTrace, current_trace
+from plax.core.trace import EvalTrace, Tracer, current_trace
+from plax.first_order.state import TransformedRef
 from plax.transforms.linearize import PartialEvalTrace
 from plax.higher_order import ref_effects
 
@@ -45,15 +50,23 @@ class HiValueArgument(TypeError):
                          "trace/lower/eval_shape stages take arrays only.")
 
 
-def returned_reference_error(name: str, leaf, j: int) -> ValueError:
-    return ValueError(
-        f"function {name} traced for jit returned a mutable array reference of type "
-        f"{hi_type_of(leaf)} (output leaf {j}), but mutable array references cannot be "
-        "returned. Return its contents (ref[...]) instead.")
+def returned_reference_error(name: str, leaf, j: int, arg_name=None) -> ValueError:
+    """JAX's error for a jitted function returning a reference (its output leaf ``j``)."""
+    return staging.returned_reference_error(name, "jit", leaf, arg_name)
 
 
 def _lower(x):
-    """A hi value as _LoValues (with its type and QDD); other leaves unchanged."""
+    """A hi value as _LoValues (with its type and QDD); other leaves unchanged. A view of a
+    reference box (``ref.at[i]``) is its box's lo values and its transforms' array leaves
+    (Python integers in them stay static)."""
+    if ref_effects.is_reference_view(x):
+        box = _lower(x.ref)
+        leaves, tree = tree_util.tree_flatten(x.transforms)
+        dynamic = [i for i, v in enumerate(leaves) if isinstance(v, (Tracer, np.ndarray))
+                   or hasattr(v, "aval")]
+        static = tuple((i, v) for i, v in enumerate(leaves) if i not in dynamic)
+        return _LoValues((*box, *[leaves[i] for i in dynamic]),
+                         ("view", box.how, len(box), tree, static))
     if type(x) not in hi_value_types:
         return x
     ty = hi_type_of(x)
@@ -64,8 +77,22 @@ def _lower(x):
 
 
 def _raise(lo):
+    if lo.how[0] == "view":
+        _, how, n, tree, static = lo.how
+        box = _raise(_LoValues(lo[:n], how))
+        dynamic = iter(lo[n:])
+        statics = dict(static)
+        leaves = [statics[i] if i in statics else next(dynamic)
+                  for i in range(len(static) + len(lo) - n)]
+        return TransformedRef(box, tree_util.tree_unflatten(tree, leaves))
     kind, ty, qdd = lo.how
     return ty.new_from_loval(qdd, *lo) if kind == "mutable" else ty.raise_val(*lo)
+
+
+def _mutable_objects(leaves) -> list:
+    """The mutable hi values among ``leaves`` (for a view, the box it views)."""
+    boxes = [x.ref if ref_effects.is_reference_view(x) else x for x in leaves]
+    return [x for x in boxes if type(x) in hi_value_types and hi_type_of(x).has_qdd]
 
 
 def _is_lo_values(x) -> bool:
@@ -75,7 +102,8 @@ def _is_lo_values(x) -> bool:
 def call_with_hi_values(jitted, args, kwargs):
     """``jitted(*args, **kwargs)`` (a JitWrapped) where some argument leaves are hi values."""
     if _differentiating_or_batching() and (jitted._closed_refs or any(
-            ref_effects.is_reference(x) for x in tree_util.tree_leaves((args, kwargs)))):
+            ref_effects.is_reference(x) or ref_effects.is_reference_view(x)
+            for x in tree_util.tree_leaves((args, kwargs)))):
         # Under grad or vmap the function runs inline, so that each write is checked where
         # it happens (a value that is not differentiated may be stored; a jit's results
         # would all carry derivatives).
@@ -95,27 +123,36 @@ def call_with_hi_values(jitted, args, kwargs):
               tuple((k, v) for k, v in sorted(kwargs.items()) if k in jitted._static_argnames),
               structure)
     lowered = tuple(_lower(x) for x in leaves)
-    objects = [leaf for i, a in enumerate(args) if i not in static_nums
-               for leaf in tree_util.tree_leaves(a) if type(leaf) in hi_value_types]
-    objects += [leaf for k, v in sorted(kwargs.items()) if k not in jitted._static_argnames
-                for leaf in tree_util.tree_leaves(v) if type(leaf) in hi_value_types]
-    objects = [o for o in objects if hi_type_of(o).has_qdd]
-    for j, obj in enumerate(objects):
-        if any(obj is o for o in objects[:j]):
-            raise ValueError(
-                "only one reference to a mutable array may be passed as an argument to a "
-                f"function, but when tracing {jitted._name} for jit the mutable array "
-                f"reference of type {hi_type_of(obj)} appeared at two arguments "
-                f"(mutable arguments {objects.index(obj)} and {j}).")
+    arg_leaves = [leaf for i, a in enumerate(args) if i not in static_nums
+                  for leaf in tree_util.tree_leaves(a)]
+    arg_leaves += [leaf for k, v in sorted(kwargs.items()) if k not in jitted._static_argnames
+                   for leaf in tree_util.tree_leaves(v)]
+    names = flat_arg_names(jitted._fun, args, {k: v for k, v in kwargs.items()
+                                               if k not in jitted._static_argnames},
+                           static_nums)
+    ref_effects.refuse_aliased_references(arg_leaves, names, jitted._name, "jit")
+    objects = _mutable_objects(arg_leaves)
     here = current_trace()
     while True:  # (references the function closes over: found as it is traced)
         closed = list(jitted._closed_refs)
         try:
-            outs, finals, closed_finals = inner(lowered, static, ref_effects.read_all(closed))
+            with ref_effects.noting_const_reads() as refs_read:
+                outs, finals, closed_finals = inner(lowered, static,
+                                                    ref_effects.read_all(closed))
+            # (read as constants this time: carried in on later calls)
+            outside = [r for r in refs_read if ref_effects.lives_outside(r, here)
+                       and not any(r is q for q in closed)]
+            ref_effects.refuse_closed_and_passed(outside, arg_leaves, names, jitted._name,
+                                                 "jit")
+            if outside:
+                jitted.__dict__["_closed_refs"] = tuple(closed) + tuple(
+                    r for j, r in enumerate(outside) if not any(r is q for q in outside[:j]))
             break
         except ref_effects.RefsCaptured as e:
             if e.target.parent is not here or all(any(r is q for q in closed) for r in e.refs):
                 raise
+            ref_effects.refuse_closed_and_passed(e.refs, arg_leaves, names, jitted._name,
+                                                 "jit")
             jitted.__dict__["_closed_refs"] = tuple(closed) + tuple(
                 r for r in e.refs if not any(r is q for q in closed))
     # Write each mutable argument's final contents back into the caller's object (the inner
@@ -141,7 +178,7 @@ def _inner_jit(jitted):
 
     def lo_fun(lowered, static, closed_values):
         leaves = [_raise(x) if _is_lo_values(x) else x for x in lowered]
-        mutable = [x for x in leaves if type(x) in hi_value_types and hi_type_of(x).has_qdd]
+        mutable = _mutable_objects(leaves)
         lowered_args, lowered_kwargs = tree_util.tree_unflatten(static[2], leaves)
         full = list(lowered_args)
         for i, value in static[0]:
@@ -149,9 +186,14 @@ def _inner_jit(jitted):
         closed = jitted._closed_refs[:len(closed_values)]
         with ref_effects.bound(closed, closed_values):
             out = user_fun(*full, **lowered_kwargs, **dict(static[1]))
+            arg_names = flat_arg_names(user_fun, full, lowered_kwargs, [i for i, _ in static[0]])
+            arg_leaves = tree_util.tree_leaves(([a for i, a in enumerate(full)
+                                                 if i not in dict(static[0])], lowered_kwargs))
             for j, leaf in enumerate(tree_util.tree_leaves(out)):
                 if type(leaf) in hi_value_types and hi_type_of(leaf).has_qdd:
-                    raise returned_reference_error(jitted._name, leaf, j)
+                    given = [n for x, n in zip(arg_leaves, arg_names) if x is leaf]
+                    raise returned_reference_error(jitted._name, leaf, j,
+                                                   given[0] if given else None)
             return (tree_util.tree_map(_lower, out), [_lower(x) for x in mutable],
                     ref_effects.final_values(closed))
 

@@ -395,15 +395,24 @@ class JitWrapped:
         names = flat_arg_names(fun, args, kwargs, static_nums)
         names = names if len(names) == len(avals) else None
         # (the step: for the profiler and plax.monitoring)
-        with fresh_name_stack(), pipeline_steps.step("trace", name, TRACE_EVENT):
+        here = current_trace()
+        with fresh_name_stack(), pipeline_steps.step("trace", name, TRACE_EVENT), \
+                ref_effects.noting_const_reads() as refs_read:
             jaxpr, consts = trace_to_jaxpr(flat_fun, list(avals), description=name,
                                            arg_names=names)
+        # A reference from outside read as a constant: right for this call; later calls
+        # carry it in (the hi-values path) instead of reusing this trace.
+        outside = [r for r in refs_read if ref_effects.lives_outside(r, here)]
+        if outside and self._catches_refs:
+            self.__dict__["_closed_refs"] = self._closed_refs + tuple(
+                r for j, r in enumerate(outside) if not any(
+                    r is q for q in (*self._closed_refs, *outside[:j])))
         entry = _JitEntry()
         entry.user_jaxpr = ClosedJaxpr(jaxpr, consts)
         entry.consts = consts
         entry.in_tree, entry.out_tree, entry.in_avals = in_tree, out_tree_box[0], avals
         entry.arg_names = names
-        entry.cacheable = not any(isinstance(c, Tracer) for c in consts)
+        entry.cacheable = not refs_read and not any(isinstance(c, Tracer) for c in consts)
         return entry
 
     def _with_params(self, traced, dyn_args, dyn_kwargs, donated, donated_kw) -> _JitEntry:
@@ -567,6 +576,8 @@ class JitWrapped:
     def trace(self, *args, **kwargs):
         """Trace for these arguments (arrays or ShapeDtypeStructs) -> ``stages.Traced``."""
         entry, leaves = self._entry(args, kwargs)
+        if self._closed_refs:  # (it read a reference's value now: a later run would not)
+            raise HiValueArgument(self._name)
         return Traced(self, entry, args, leaves)
 
     def lower(self, *args, **kwargs):
@@ -640,6 +651,8 @@ def _is_array_like(x) -> bool:
 def _jit_aval(x, fname: str, i: int, names):
     if isinstance(x, Tracer):
         return x.aval
+    if ref_effects.is_reference_view(x):
+        raise HiValueArgument(fname)  # (a view of a reference: as a reference)
     try:
         aval = _shape_dtype_aval(x)
     except TypeError:

@@ -16,12 +16,14 @@ import math
 
 from plax import tree_util
 from plax.core.avals import abstractify
+from plax.core.hi_types import hi_value_types
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs
 from plax.core.source_info import fun_name, wraps
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval
 from plax import lax
 from plax.core.replication import vma
+from plax.higher_order import ref_effects
 from plax.higher_order.shard_map import body_context, check_out_replication, local_aval, shard_map_p
 from plax.sharding.mesh import (AbstractMesh, AxisType, Mesh, base_mesh, context_mesh,
                                 get_abstract_mesh, same_mesh)
@@ -56,6 +58,53 @@ def shard_mapped(f, mesh, in_specs, out_specs, check_vma, axis_names):
                         f"type {type(f).__name__}.")
     if mesh is not None:  # checked now; a context mesh is read (and checked) when called
         _checked_mesh(mesh, in_specs, out_specs, axis_names)
+    plain = _shard_mapped_plain(f, mesh, in_specs, out_specs, check_vma, axis_names)
+
+    def plain_of(fun, i_specs, o_specs):
+        return _shard_mapped_plain(fun, mesh, i_specs, o_specs, check_vma, axis_names)
+
+    @wraps(f)
+    def wrapped(*args):
+        if not hi_value_types or callable(out_specs):
+            return plain(*args)
+        return _carrying_refs(plain, plain_of, f, args, in_specs, out_specs)
+    return wrapped
+
+
+def _carrying_refs(plain, plain_of, f, args, in_specs, out_specs):
+    """A shard_map call whose function is given references (or views of them) or closes
+    over references: as a loop body's, each is carried in and out replicated (its value an
+    extra argument, its final value an extra result written back)."""
+    passed = ref_effects.refs_passed_in(args)
+    if passed is None:
+        kept, fun, specs = args, f, in_specs
+    else:
+        kept, put_back = passed
+        fun = lambda *xs: f(*put_back(xs))  # noqa: E731
+        specs = in_specs
+        if in_specs is not Infer:
+            flat = _prefix_leaves("in_specs", in_specs, args)
+            specs = tuple(sp for sp, x in zip(flat, tree_util.tree_leaves(args))
+                          if not (ref_effects.is_reference(x)
+                                  or ref_effects.is_reference_view(x)))
+
+    def threaded(refs):
+        k = len(refs)
+
+        def body(held, *xs):
+            with ref_effects.bound(refs, held):
+                return fun(*xs), tuple(ref_effects.final_values(refs))
+        held_specs = Infer if specs is Infer else ((PartitionSpec(),) * k, *specs)
+        out, held = plain_of(body, held_specs, (out_specs, (PartitionSpec(),) * k))(
+            tuple(ref_effects.read_all(refs)), *kept)
+        ref_effects.write_all(refs, held)
+        return out
+    run = plain if passed is None else plain_of(fun, specs, out_specs)
+    return ref_effects.with_closed_refs(lambda: run(*kept), threaded)
+
+
+def _shard_mapped_plain(f, mesh, in_specs, out_specs, check_vma, axis_names):
+    """``shard_mapped`` for arguments and a function holding no references."""
     name = fun_name(f)
     resolved = []  # the mesh, the axes made manual, those already manual: fixed by the 1st call
 

@@ -136,13 +136,30 @@ class StagingTrace(Trace):
     process_primitive = stage  # every primitive is recorded (one call, not two: hot path)
 
 
+def returned_reference_error(fname: str, api: str, ref, arg_name=None) -> ValueError:
+    """JAX's error for a function traced for ``api`` returning the reference ``ref`` (made
+    inside it, or passed in as argument ``arg_name``)."""
+    made_at = getattr(ref, "_made_at", None)
+    if arg_name is not None:
+        origin = f"passed in as the argument {arg_name}."
+    elif made_at is not None:
+        origin = f"created on line {made_at[0]}:{made_at[1]} ({made_at[2]})."
+    else:
+        origin = "created inside the function."
+    return ValueError(
+        f"function {fname + ' ' if fname else ''}traced for {api} returned a mutable array "
+        f"reference of type {pytype_aval_mappings[type(ref)](ref)}, but mutable array "
+        "references cannot be returned. Return its contents (ref[...]) instead.\n\n"
+        f"The returned mutable array was {origin}")
+
+
 def _check_no_reference_returned(outs, description: str) -> None:
     for x in outs:
         if type(x) in hi_value_types and pytype_aval_mappings[type(x)](x).has_qdd:
-            raise ValueError(
-                f"function traced for {description or 'a transformation'} returned a mutable "
-                f"array reference of type {pytype_aval_mappings[type(x)](x)}, but mutable "
-                "array references cannot be returned. Return its contents (ref[...]) instead.")
+            api = description or "a transformation"
+            for tail in (" body", " branch"):  # ("scan body" is traced for scan)
+                api = api[:-len(tail)] if api.endswith(tail) else api
+            raise returned_reference_error("", api, x)
 
 
 def trace_to_jaxpr(fun, in_avals, description: str = "", arg_names=None):

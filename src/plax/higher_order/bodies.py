@@ -20,6 +20,7 @@ from plax.core.source_info import fun_name
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval, name_stack
 from plax.first_order import conversion
+from plax.higher_order import ref_effects
 from plax.runtime.dispatch import array_from_host
 from plax.core.tree_keys import keystr
 
@@ -40,8 +41,10 @@ def trace_body(fun, in_tree, in_avals, description: str):
     except TypeError:  # not weakly referenceable: traced every time
         return _trace(fun, in_tree, in_avals, description)
     if hit is None:
-        hit = _trace(fun, in_tree, in_avals, description)
-        if not any(isinstance(c, Tracer) for c in hit[0].consts):
+        with ref_effects.noting_const_reads() as refs_read:
+            hit = _trace(fun, in_tree, in_avals, description)
+        # (a reference's value read as a constant is the value now, not on a later call)
+        if not refs_read and not any(isinstance(c, Tracer) for c in hit[0].consts):
             _traced_bodies.put(fun, key, hit)
     return hit
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from plax import tree_util
+from plax.core.source_info import flat_arg_names, fun_name
 from plax.core import dtypes
 from plax.core.config import config
 from plax.core.dce import dce_closed, jaxpr_has_effects
@@ -154,6 +155,9 @@ def _bind_cond(index, funs, names, operands, api, platforms=None):
         return funs[int(index)](*operands)
     passed = ref_effects.refs_passed_in(tuple(operands))
     if passed is not None:  # references among the operands: closed over by the branches
+        ref_effects.refuse_aliased_references(
+            tree_util.tree_leaves(tuple(operands)), flat_arg_names(funs[-1], operands, {}),
+            fun_name(funs[-1]), api)
         operands, put_back = passed
         operands = tuple(operands)
         funs = [_with_refs_put_back(f, put_back) for f in funs]

@@ -48,7 +48,8 @@ from plax.core.primitive import NamedCallable, Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
                              jvp_rules, lowering_rules, param_printers, partial_eval_rules,
                              tangent_aval, transpose_rules, transposed_on_zero_cotangents)
-from plax.core.source_info import fun_name
+from plax.core.source_info import flat_arg_names, fun_name
+from plax.core.hi_types import hi_value_types
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval, set_current_trace
 from plax.first_order import arithmetic as _arithmetic
@@ -236,6 +237,11 @@ def _flat_fun(fun, nondiff, static_vals, in_tree, out: _OutType):
     def flat(*xs):
         res = fun(*_merge(nondiff, static_vals, tree_util.tree_unflatten(in_tree, list(xs))))
         leaves, out.tree = tree_util.tree_flatten(res)
+        for x in leaves:
+            if ref_effects.is_reference(x):
+                raise ValueError(f"custom_vjp primal function {fun_name(fun)} returned a "
+                                 f"mutable array reference of type {x.aval} that was not an "
+                                 "argument.")
         out.avals = [get_aval(x) for x in leaves]
         return leaves
     return flat
@@ -614,6 +620,8 @@ class custom_vjp:
         static_vals, dyn = _split(args, nondiff)
         _check_no_tracers(static_vals, name)
         leaves, in_tree = tree_util.tree_flatten(dyn)
+        if hi_value_types:
+            _refuse_aliased_references(self.fun, args, nondiff, leaves, name)
         out = _OutType()
         fun = NamedCallable(_flat_fun(self.fun, nondiff, static_vals, in_tree, out), name)
         # The rules, not ``self``: a trace cache keyed by ``self`` would hold it forever.
@@ -625,6 +633,21 @@ class custom_vjp:
                                       bwd=NamedCallable(None, fun_name(self.bwd)),
                                       symbolic_zeros=self.symbolic_zeros, name=name)
         return tree_util.tree_unflatten(out.tree, outs)
+
+
+def _refuse_aliased_references(fun, args, nondiff, leaves, name) -> None:
+    """JAX's error for one reference given twice to a custom_vjp function."""
+    names = flat_arg_names(fun, args, {}, set(nondiff))
+    seen = {}
+    for j, x in enumerate(leaves):
+        if ref_effects.is_reference(x):
+            here = names[j] if j < len(names) else f"argument leaf {j}"
+            if id(x) in seen:
+                raise ValueError(
+                    "only one reference to a mutable array may be passed as an argument to a "
+                    f"function, but custom_vjp function {name} got the same mutable array "
+                    f"reference of type {x.aval} at {seen[id(x)]} and {here}.")
+            seen[id(x)] = here
 
 
 def _fwd_rule(user_fwd, user_bwd, symbolic_zeros, static_vals, nondiff, in_tree, out, in_avals,
@@ -666,6 +689,13 @@ def _fwd_rule(user_fwd, user_bwd, symbolic_zeros, static_vals, nondiff, in_tree,
                 f"{res}.")
         outs = _check_primal_outs(res[0], out, f"Custom VJP fwd rule {fwd_name}", name)
         res_leaves, res_tree = tree_util.tree_flatten(res[1])
+        if hi_value_types:
+            for path, r in tree_util.tree_flatten_with_path(res)[0]:
+                if ref_effects.is_reference(r) and not any(r is p for p in primals):
+                    raise ValueError(
+                        f"custom_vjp fwd function {fwd_name} returned a mutable array "
+                        f"reference of type {r.aval} at output tree path "
+                        f"{tree_util.keystr(path)} that was not an argument.")
         for r in res_leaves:
             try:
                 get_aval(r)

@@ -26,6 +26,7 @@ from plax.core.hi_types import hi_value_types
 from plax.core.rules import Zero
 from plax.core.staging import StagingTrace
 from plax.core.trace import EvalTrace, Tracer, current_trace
+from plax.first_order.state import TransformedRef
 from plax.transforms import dce as _staged_dce
 from plax.transforms.jvp import JVPTracer
 from plax.transforms.linearize import PartialEvalTrace
@@ -79,11 +80,40 @@ def _check_path(ref, path) -> None:
 
 
 def read(ref):
-    """The value ``ref`` holds, as the current trace may use it."""
+    """The value ``ref`` holds, as the current trace may use it. Read inside a staging trace
+    the reference does not live in, the value is a constant of that trace (closed over as
+    any outer value is): right for this one trace, so the API that made it must not reuse
+    it for another call (``noting_const_reads``). Only a write makes the API carry it."""
     live, trace = ref._live, current_trace()
     if trace is not live and not (isinstance(trace, EvalTrace) and isinstance(live, EvalTrace)):
-        _check_path(ref, _path_to_live(ref))
+        path = _path_to_live(ref)
+        if any(isinstance(t, StagingTrace) and not isinstance(t, PartialEvalTrace)
+               for t in path):
+            for log in _const_read_logs:
+                log.append(ref)
     return ref._value
+
+
+# The lists of references read as constants while a trace that may be cached is made.
+_const_read_logs: list = []
+
+
+@contextlib.contextmanager
+def noting_const_reads():
+    """Within: each reference read as a constant of a staging trace (see ``read``) is
+    appended to the list yielded (a trace that read one must not be cached)."""
+    log = []
+    _const_read_logs.append(log)
+    try:
+        yield log
+    finally:
+        del _const_read_logs[next(i for i, x in enumerate(_const_read_logs) if x is log)]
+
+
+def lives_outside(ref, trace) -> bool:
+    """Whether ``ref`` lives in ``trace`` or a trace enclosing it."""
+    return _encloses(ref._live, trace) or (isinstance(ref._live, EvalTrace)
+                                           and isinstance(trace, EvalTrace))
 
 
 def write(ref, value, written_back: bool = False, operation: str = "a set/swap") -> None:
@@ -213,18 +243,49 @@ def is_reference(x) -> bool:
     return type(x) in hi_value_types and pytype_aval_mappings[type(x)](x).has_qdd
 
 
+def refuse_aliased_references(leaves, names, fname: str, api: str) -> None:
+    """JAX's error when one reference is given twice among a call's argument ``leaves``
+    (named ``names``, as ``flat_arg_names`` gives them)."""
+    seen = {}
+    for j, x in enumerate(leaves):
+        if is_reference(x):
+            name = names[j] if j < len(names) else f"argument leaf {j}"
+            if id(x) in seen:
+                raise ValueError(
+                    "only one reference to a mutable array may be passed as an argument to a "
+                    f"function, but when tracing {fname} for {api} the mutable array "
+                    f"reference of type {x.aval} appeared at both {seen[id(x)]} and {name}.")
+            seen[id(x)] = name
+
+
+def refuse_closed_and_passed(refs, leaves, names, fname: str, api: str) -> None:
+    """JAX's error when a reference the function closes over is also one of its arguments."""
+    for j, x in enumerate(leaves):
+        if is_reference(x) and any(x is r for r in refs):
+            name = names[j] if j < len(names) else f"argument leaf {j}"
+            raise ValueError(
+                f"when tracing {fname} for {api}, a mutable array reference of type {x.aval} "
+                f"was both closed over and passed as the argument {name}")
+
+
+def is_reference_view(x) -> bool:
+    """Whether ``x`` is a view (``ref.at[...]``, ``ref.reshape(...)``) of a reference box."""
+    return type(x) is TransformedRef and is_reference(x.ref)
+
+
 def refs_passed_in(args):
-    """The leaves of ``args`` (a pytree) that are not references, and a function rebuilding
-    ``args`` from such leaves (the references put back); None when it holds none. (A
+    """The leaves of ``args`` (a pytree) that are not references (or views of them), and a
+    function rebuilding ``args`` from such leaves (the references put back); None when it
+    holds none. (A
     reference passed to a body is then closed over by it, and carried as every closed-over
     reference is. The user's containers are only ever rebuilt around their own kinds of
     values: a dataclass may check its fields.)"""
     if not hi_value_types:
         return None
     leaves, tree = tree_util.tree_flatten(args)
-    if not any(is_reference(x) for x in leaves):
+    if not any(is_reference(x) or is_reference_view(x) for x in leaves):
         return None
-    kept = [i for i, x in enumerate(leaves) if not is_reference(x)]
+    kept = [i for i, x in enumerate(leaves) if not (is_reference(x) or is_reference_view(x))]
 
     def put_back(values):
         full = list(leaves)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from plax import tree_util
+from plax.core.hi_types import hi_value_types
+from plax.core.source_info import flat_arg_names, fun_name
 from plax.core import dtypes
 from plax.core.config import config
 from plax.core.dce import dce_closed, jaxpr_has_effects
@@ -74,6 +76,10 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     the final carry and the stacked ``y``s. ``length`` is needed when ``xs`` is None."""
     if not callable(f):
         raise TypeError("lax.scan: f argument should be callable.")
+    if hi_value_types:
+        ref_effects.refuse_aliased_references(
+            tree_util.tree_leaves((init, xs)), flat_arg_names(f, (init, xs), {}), fun_name(f),
+            "scan")
     ref_effects.refuse_carried_references("scan", init)
     # References the body closes over from outside are carried through the loop.
     return ref_effects.with_closed_refs(
