@@ -1,5 +1,5 @@
 """``jax._src.numpy``: plax's NumPy API by JAX's private modules: ``util``, ``fft``,
-``indexing``; ``hijax`` and ``error`` refuse their names."""
+``indexing``, ``hijax``; ``error`` refuses its names."""
 
 from plax._src import _face
 
