@@ -63,6 +63,23 @@ def _lower(x):
     return _LoValues(ty.lower_val(x), ("immutable", ty, None))
 
 
+def _lower_final(x):
+    """A mutable argument at the end of the jit: its type, QDD and what it returns
+    (``read_loval_out``; the type and QDD are static)."""
+    ty, qdd = hi_type_of(x), x.cur_qdd()
+    return _Static((ty, qdd)), ty.read_loval_out(qdd, x)
+
+
+class _Static:
+    """A static value among a jit's results (hashable by identity)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+tree_util.register_pytree_node(_Static, lambda s: ((), s.value), lambda v, _: _Static(v))
+
+
 def _raise(lo):
     kind, ty, qdd = lo.how
     return ty.new_from_loval(qdd, *lo) if kind == "mutable" else ty.raise_val(*lo)
@@ -121,8 +138,9 @@ def call_with_hi_values(jitted, args, kwargs):
     # Write each mutable argument's final contents back into the caller's object (the inner
     # function returns them in pytree order: positional arguments, then keywords by name).
     assert len(objects) == len(finals)
-    for obj, final in zip(objects, finals):
-        final.how[1].update_from_loval(final.how[2], obj, *final)
+    for obj, (static, final) in zip(objects, finals):
+        ty, qdd = static.value
+        ty.update_from_loval2(qdd, obj, final)
     ref_effects.write_all(closed, closed_finals)
     return tree_util.tree_map(lambda x: _raise(x) if _is_lo_values(x) else x, outs,
                               is_leaf=_is_lo_values)
@@ -152,7 +170,7 @@ def _inner_jit(jitted):
             for j, leaf in enumerate(tree_util.tree_leaves(out)):
                 if type(leaf) in hi_value_types and hi_type_of(leaf).has_qdd:
                     raise returned_reference_error(jitted._name, leaf, j)
-            return (tree_util.tree_map(_lower, out), [_lower(x) for x in mutable],
+            return (tree_util.tree_map(_lower, out), [_lower_final(x) for x in mutable],
                     ref_effects.final_values(closed))
 
     if jitted._in_shardings is not None or jitted._out_shardings is not None:

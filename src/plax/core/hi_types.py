@@ -70,6 +70,15 @@ class MutableHiType(AbstractValue):
     def read_loval_in(self, qdd, val):
         return self.read_loval(qdd, val)
 
+    def read_loval_out(self, qdd, val):
+        """What a jit returns for this argument when it ends (any pytree of lo values; a
+        writer's is what it accumulated inside)."""
+        return list(self.read_loval(qdd, val))
+
+    def update_from_loval2(self, qdd, val, lo_tree) -> None:
+        """Update ``val`` from what ``read_loval_out`` gave inside a jit."""
+        self.update_from_loval(qdd, val, *lo_tree)
+
     def to_ct_aval(self):
         return self.to_tangent_aval()
 
@@ -120,6 +129,19 @@ class aval_property:
 
     def __init__(self, fget):
         self.fget = fget
+
+
+class MappingSpec:
+    """JAX's base class for how a hi type is mapped by vmap/scan (``in_axes=Spec(...)``).
+    plax maps hi values through their lo values instead: its vmap refuses these."""
+
+
+class HiPspec:
+    """JAX's base class for how a hi type is partitioned by shard_map. plax shards hi
+    values through their lo values instead: its shard_map refuses these."""
+
+    def to_lo(self) -> tuple:
+        raise NotImplementedError(f"{type(self).__name__} must define to_lo")
 
 
 def register_hitype(value_class, typeof_fn) -> None:

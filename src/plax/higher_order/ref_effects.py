@@ -131,6 +131,11 @@ _staged_dce.install_stores_tracker(_logging_stores)
 def _settle(ref, value, live):
     """``value`` as a value of trace ``live`` (or of one outside it): a derivative that is
     symbolically zero is dropped; anything else still traced inside is refused."""
+    if not isinstance(value, Tracer):  # (a box holds a pytree: each leaf settled)
+        leaves, tree = tree_util.tree_flatten(value)
+        if any(isinstance(x, Tracer) for x in leaves):
+            return tree_util.tree_unflatten(tree, [_settle(ref, x, live) for x in leaves])
+        return value
     while isinstance(value, Tracer) and not _encloses(value._trace, live):
         if isinstance(value, JVPTracer) and type(value.tangent) is Zero:
             value = value.primal
@@ -200,13 +205,22 @@ def trace_reading_refs(flat_fun, trace, writes_refused=None):
 
 
 def read_all(refs) -> list:
-    return [read(r) for r in refs]
+    """The values a body carrying ``refs`` starts from (a writer, such as a log, starts
+    empty: ``_carry_in()``)."""
+    return [r._carry_in() if hasattr(r, "_carry_in") else read(r) for r in refs]
 
 
 def write_all(refs, values) -> None:
-    """Write back the final values of a call or loop that carried ``refs``."""
+    """Write back the final values of a call or loop that carried ``refs`` (a writer adds
+    what the body wrote: ``_carried_out(final)``)."""
     for r, v in zip(refs, values):
-        write(r, v, written_back=True)
+        write(r, r._carried_out(v) if hasattr(r, "_carried_out") else v, written_back=True)
+
+
+def is_writer(ref) -> bool:
+    """Whether ``ref`` only accumulates (a log): a loop body's writes come out per
+    iteration instead of being carried."""
+    return hasattr(ref, "_carry_in")
 
 
 def is_reference(x) -> bool:

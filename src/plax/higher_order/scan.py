@@ -82,17 +82,23 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
 
 
 def _scan_carrying_refs(refs, f, init, xs, length, reverse, unroll):
+    # A writer (a log) is not carried: each iteration starts it empty and what it wrote
+    # comes out as ys, stacked along the iterations, then is added to it.
+    carried = [r for r in refs if not ref_effects.is_writer(r)]
+    writers = [r for r in refs if ref_effects.is_writer(r)]
+
     def body(carry, x):
         held, c = carry
-        with ref_effects.bound(refs, held):
+        with ref_effects.bound(carried + writers, held + ref_effects.read_all(writers)):
             out = f(c, x)
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise TypeError(f"scan body output must be a pair, got {out}.")
-            return (ref_effects.final_values(refs), out[0]), out[1]
+            finals = ref_effects.final_values(carried + writers)
+            return (finals[:len(carried)], out[0]), (finals[len(carried):], out[1])
 
-    (held, carry), ys = _scan(body, (ref_effects.read_all(refs), init), xs, length, reverse,
-                              unroll)
-    ref_effects.write_all(refs, held)
+    (held, carry), (written, ys) = _scan(body, (ref_effects.read_all(carried), init), xs,
+                                         length, reverse, unroll)
+    ref_effects.write_all(carried + writers, held + written)
     return carry, ys
 
 

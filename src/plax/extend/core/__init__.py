@@ -92,9 +92,17 @@ def jaxpr_as_fun(closed_jaxpr: ClosedJaxpr, *args):
     return fun(*args) if args else fun
 
 
+# A library's aval class -> (map(size, axis, aval), unmap(size, axis, explicit_mesh_axis,
+# aval)): how mapped_aval/unmapped_aval treat its avals (JAX's table).
+aval_mapping_handlers: dict = {}
+
+
 def mapped_aval(size: int, axis, aval):
     """``aval`` with its dimension ``axis`` (of length ``size``) removed; unchanged for
     ``axis=None``."""
+    handlers = aval_mapping_handlers.get(type(aval))
+    if handlers is not None:
+        return handlers[0](size, axis, aval)
     if axis is None:
         return aval
     if not isinstance(aval, _ShapedArray):
@@ -108,6 +116,9 @@ def mapped_aval(size: int, axis, aval):
 def unmapped_aval(size: int, axis, aval, explicit_mesh_axis=None):
     """``aval`` with a dimension of length ``size`` inserted at ``axis`` (sharded over
     ``explicit_mesh_axis`` when given); unchanged for ``axis=None``."""
+    handlers = aval_mapping_handlers.get(type(aval))
+    if handlers is not None:
+        return handlers[1](size, axis, explicit_mesh_axis, aval)
     if axis is None:
         return aval
     if not isinstance(aval, _ShapedArray):
