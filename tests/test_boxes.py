@@ -108,3 +108,13 @@ def test_aval_mapping_handlers_and_mapping_specs():
 
     with pytest.raises(NotImplementedError, match="MappingSpec"):
         plax.vmap(lambda x: x, in_axes=Spec())(jnp.ones(3))
+
+
+def test_closed_box_type_change_in_loop_refused():
+    box = Box([1.0])
+
+    def body(i):
+        box.set(box.get() * 2)  # a list twice as long
+        return i + 1
+    with pytest.raises(TypeError, match="type-changing mutations not allowed"):
+        plax.lax.while_loop(lambda i: i < 3, body, 0)

@@ -190,3 +190,48 @@ class _Plain(VJPHiPrimitive):
 
     def expand(self, x):
         return x
+
+
+class _PowLin(VJPHiPrimitive):
+    """x**p with lin/linearized only (no jvp): forward and reverse mode both use them."""
+
+    def __init__(self, aval, p):
+        self.in_avals, self.out_aval, self.params = (aval,), aval, dict(p=p)
+        super().__init__()
+
+    def expand(self, x):
+        return x ** self.p
+
+    def lin(self, nzs, x):
+        return self(x), x
+
+    def linearized(self, x, t):
+        return t * self.p * x ** (self.p - 1)
+
+
+def test_vjp_hi_primitive_lin_and_accumulators():
+    f = lambda v: _PowLin(plax.typeof(v), 3)(v)  # noqa: E731
+    assert float(plax.linearize(f, 2.0)[1](1.0)) == 12.0
+    assert float(plax.grad(f)(2.0)) == 12.0
+
+    class Mul(VJPHiPrimitive):
+        def __init__(self, aval):
+            self.in_avals, self.out_aval, self.params = (aval, aval), aval, {}
+            super().__init__()
+
+        def expand(self, x, y):
+            return x * y
+
+        def vjp_fwd(self, nzs, x, y):
+            seen.append(tuple(nzs))
+            return self(x, y), (x, y)
+
+        def vjp_bwd(self, res, g, x_acc, y_acc):
+            x_acc.accum(g * res[1])
+            y_acc.accum(g * res[0])
+
+    seen = []
+    mul = lambda x, y: Mul(plax.typeof(x))(x, y)  # noqa: E731
+    assert float(plax.grad(mul, 1)(2.0, 3.0)) == 2.0
+    assert seen == [(False, True)]
+

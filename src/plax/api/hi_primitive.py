@@ -5,20 +5,22 @@ pytree of types), ``out_aval`` (a pytree) and ``params`` (a dict of hashable val
 readable as attributes), and calling the instance applies it. Its methods are its rules:
 
 - ``expand(*args)``: the operation in plax array operations (evaluation and lowering);
-- ``jvp(primals, tangents)``; ``vjp_fwd(nonzeros, *args) -> (out, residuals[, out
-  nonzeros])`` with ``vjp_bwd_retval(residuals, out_ct)`` (input cotangents, returned) or
-  ``vjp_bwd(residuals, out_ct, *accums)`` (added into ``GradAccum``s);
+- ``jvp(primals, tangents)``; ``lin(nonzeros, *args) -> (out, residuals)`` with
+  ``linearized(residuals, *tangents)`` (linear in the tangents); ``vjp_fwd(nonzeros,
+  *args) -> (out, residuals[, out nonzeros])`` with ``vjp_bwd_retval(residuals, out_ct)``
+  (input cotangents, returned) or ``vjp_bwd(residuals, out_ct, *accums)`` (added into
+  ``GradAccum``s);
 - ``transpose(out_ct, *args_or_accums)`` for an operation linear in some inputs;
 - ``batch(axis_data, args, dims) -> (out, out_dims)``, or ``batch_dim_rule(axis_data,
   dims) -> out_dims``, which then maps ``expand`` with vmap (``VmapOf``).
 
 How plax runs it: an operation on arrays only binds ``call_hi_primitive`` (an equation
 holding the instance), whose rules call the methods above. Under forward differentiation
-its ``jvp`` runs; while linearizing (grad, vjp) its ``vjp_fwd``, with a ``custom_lin``
-equation whose transpose calls the backward rule (as custom_vjp's). An operation with a hi
-type among its inputs or outputs is expanded when called, as plax expands its other hi
-primitives (``plax.experimental.hijax``): its derivatives and batching are those of
-``expand``.
+its ``jvp`` runs; while linearizing (grad, vjp) its ``lin``/``linearized`` if it has them,
+else its ``vjp_fwd``, with a ``custom_lin`` equation whose transpose calls the backward rule
+(as custom_vjp's). An operation with a hi type among its inputs or outputs is expanded when
+called, as plax expands its other hi primitives (``plax.experimental.hijax``): its
+derivatives and batching are those of ``expand``.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from plax.core.rules import (Zero, UndefinedPrimal, abstract_eval_rules, batch_r
                              effect_rules, impl_rules, jvp_rules, register_lowering,
                              tangent_aval, transpose_rules)
 from plax.core.trace import current_trace, get_aval
-from plax.first_order.ad_util import add_tangents
+from plax.first_order.ad_util import add_tangents, instantiate
 from plax.first_order.batch_util import batched_aval
 from plax.higher_order.custom_derivatives import jvp_by_fwd
 from plax.lowering.inline import lower_fun
@@ -111,6 +113,14 @@ class VJPHiPrimitive:
     def jvp(self, primals, tangents):
         raise NotImplementedError(f"for jvp support, subclass {type(self)} must "
                                   "implement `jvp`")
+
+    def lin(self, nzs_in, *primals):
+        raise NotImplementedError(f"for linearize support, subclass {type(self)} "
+                                  "must implement `lin` and `linearized`")
+
+    def linearized(self, residuals, *tangents):
+        raise NotImplementedError(f"for linearize support, subclass {type(self)} "
+                                  "must implement `lin` and `linearized`")
 
     def transpose(self, out_ct, *maybe_accums):
         raise NotImplementedError(f"for transpose support, subclass {type(self)} "
@@ -217,8 +227,10 @@ def _overrides(prim, name) -> bool:
 
 
 def _jvp(primals, tangents, *, _prim):
-    use_vjp = _overrides(_prim, "vjp_fwd") and (_linearizing() or not _overrides(_prim, "jvp"))
-    if use_vjp:
+    prefer_lin = _linearizing() or not _overrides(_prim, "jvp")
+    if prefer_lin and _overrides(_prim, "lin"):
+        return _jvp_by_lin(_prim, primals, tangents)
+    if prefer_lin and _overrides(_prim, "vjp_fwd"):
         return jvp_by_fwd(_fwd_rule(_prim), primals, tangents)
     unflat = tree_util.tree_unflatten
     outs, tans = _prim.jvp(unflat(_prim.in_tree, list(primals)),
@@ -228,6 +240,17 @@ def _jvp(primals, tangents, *, _prim):
                                       is_leaf=lambda x: x is None or type(x) is Zero)
     tans = [Zero(tangent_aval(get_aval(o))) if t is None else t for o, t in zip(outs, tans)]
     return outs, tans
+
+
+def _jvp_by_lin(prim, primals, tangents):
+    """Outputs and their tangents from ``lin`` (outputs, residuals) and ``linearized``
+    (residuals, input tangents -> output tangents)."""
+    unflat = tree_util.tree_unflatten
+    nzs = unflat(prim.in_tree, [type(t) is not Zero for t in tangents])
+    got = prim.lin(nzs, *unflat(prim.in_tree, list(primals)))
+    outs = _leaves_checked(prim.out_tree, got[0], prim)
+    tans = prim.linearized(got[1], *unflat(prim.in_tree, [instantiate(t) for t in tangents]))
+    return outs, _leaves_checked(prim.out_tree, tans, prim)
 
 
 def _fwd_rule(prim):

@@ -92,7 +92,9 @@ def _while_carrying_refs(refs, cond_fun, body_fun, init_val):
         held, val = carry
         with ref_effects.bound(refs, held):
             val = body_fun(val)
-            return ref_effects.final_values(refs), val
+            finals = ref_effects.final_values(refs)
+        ref_effects.check_types_kept(refs, held, finals, "while_loop")
+        return finals, val
 
     held, val = _while_loop(cond, body, (ref_effects.read_all(refs), init_val))
     ref_effects.write_all(refs, held)

@@ -25,7 +25,7 @@ from plax.core.avals import pytype_aval_mappings
 from plax.core.hi_types import hi_value_types
 from plax.core.rules import Zero
 from plax.core.staging import StagingTrace
-from plax.core.trace import EvalTrace, Tracer, current_trace
+from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
 from plax.transforms import dce as _staged_dce
 from plax.transforms.jvp import JVPTracer
 from plax.transforms.linearize import PartialEvalTrace
@@ -215,6 +215,21 @@ def write_all(refs, values) -> None:
     what the body wrote: ``_carried_out(final)``)."""
     for r, v in zip(refs, values):
         write(r, r._carried_out(v) if hasattr(r, "_carried_out") else v, written_back=True)
+
+
+def check_types_kept(refs, before, after, api: str) -> None:
+    """JAX's error for a loop body that changed the type of a reference it carries (a box
+    set to a value of another structure, shape or dtype)."""
+    def types(v):
+        leaves, tree = tree_util.tree_flatten(v)
+        return tree, [(getattr(a, "shape", None), getattr(a, "dtype", None))
+                      for a in map(get_aval, leaves)]
+    for r, old, new in zip(refs, before, after):
+        if types(old) != types(new):
+            raise TypeError(f"type-changing mutations not allowed in a {api} body: a "
+                            f"reference of type {r.aval} held {types(old)[0]} of types "
+                            f"{types(old)[1]} and was set to {types(new)[0]} of types "
+                            f"{types(new)[1]}.")
 
 
 def is_writer(ref) -> bool:

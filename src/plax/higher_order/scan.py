@@ -94,7 +94,8 @@ def _scan_carrying_refs(refs, f, init, xs, length, reverse, unroll):
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise TypeError(f"scan body output must be a pair, got {out}.")
             finals = ref_effects.final_values(carried + writers)
-            return (finals[:len(carried)], out[0]), (finals[len(carried):], out[1])
+        ref_effects.check_types_kept(carried, held, finals[:len(carried)], "scan")
+        return (finals[:len(carried)], out[0]), (finals[len(carried):], out[1])
 
     (held, carry), (written, ys) = _scan(body, (ref_effects.read_all(carried), init), xs,
                                          length, reverse, unroll)
