@@ -118,3 +118,38 @@ def test_closed_box_type_change_in_loop_refused():
         return i + 1
     with pytest.raises(TypeError, match="type-changing mutations not allowed"):
         plax.lax.while_loop(lambda i: i < 3, body, 0)
+
+
+def test_immutable_hi_values_as_loop_carries_and_ys():
+    import dataclasses
+    from plax.experimental import hijax as hjx
+
+    @dataclasses.dataclass(frozen=True)
+    class Pair:
+        a: object
+        b: object
+
+    @dataclasses.dataclass(frozen=True)
+    class PairTy(hjx.HiType):
+        ta: object
+        tb: object
+
+        def lo_ty(self):
+            return [self.ta, self.tb]
+
+        def lower_val(self, p):
+            return [p.a, p.b]
+
+        def raise_val(self, a, b):
+            return Pair(a, b)
+
+    hjx.register_hitype(Pair, lambda p: PairTy(plax.typeof(p.a), plax.typeof(p.b)))
+    out = plax.lax.while_loop(lambda p: p.a < 3, lambda p: Pair(p.a + 1, p.b * 2),
+                              Pair(jnp.int32(0), jnp.float32(1)))
+    assert isinstance(out, Pair) and int(out.a) == 3 and float(out.b) == 8.0
+
+    def body(c, x):
+        return Pair(c.a + x, c.b), Pair(x, 2 * x)
+    c, ys = plax.jit(lambda: plax.lax.scan(body, Pair(jnp.float32(0), jnp.float32(1)), jnp.arange(3.0)))()
+    assert float(c.a) == 3.0 and isinstance(ys, Pair)
+    np.testing.assert_array_equal(ys.b, [0.0, 2.0, 4.0])

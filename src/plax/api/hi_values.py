@@ -14,24 +14,12 @@ A jit called with hi values among its arguments runs as a second jit over lo val
 from __future__ import annotations
 
 from plax import tree_util
-from plax.core.hi_types import hi_type_of, hi_value_types
+from plax.core.hi_types import (hi_type_of, hi_value_types, is_lo_values as _is_lo_values,
+                                 lower_hi as _lower, raise_hi as _raise)
 from plax.core.staging import StagingTrace
 from plax.core.trace import EvalTrace, current_trace
 from plax.transforms.linearize import PartialEvalTrace
 from plax.higher_order import ref_effects
-
-
-class _LoValues(tuple):
-    """A hi value's lo values in a pytree; the static part says how to raise it again."""
-
-    def __new__(cls, values, how):
-        self = super().__new__(cls, values)
-        self.how = how
-        return self
-
-
-tree_util.register_pytree_node(_LoValues, lambda lv: (tuple(lv), lv.how),
-                               lambda how, values: _LoValues(values, how))
 
 
 class HiValueArgument(TypeError):
@@ -52,17 +40,6 @@ def returned_reference_error(name: str, leaf, j: int) -> ValueError:
         "returned. Return its contents (ref[...]) instead.")
 
 
-def _lower(x):
-    """A hi value as _LoValues (with its type and QDD); other leaves unchanged."""
-    if type(x) not in hi_value_types:
-        return x
-    ty = hi_type_of(x)
-    if ty.has_qdd:
-        qdd = x.cur_qdd()
-        return _LoValues(ty.read_loval(qdd, x), ("mutable", ty, qdd))
-    return _LoValues(ty.lower_val(x), ("immutable", ty, None))
-
-
 def _lower_final(x):
     """A mutable argument at the end of the jit: its type, QDD and what it returns
     (``read_loval_out``; the type and QDD are static)."""
@@ -78,15 +55,6 @@ class _Static:
 
 
 tree_util.register_pytree_node(_Static, lambda s: ((), s.value), lambda v, _: _Static(v))
-
-
-def _raise(lo):
-    kind, ty, qdd = lo.how
-    return ty.new_from_loval(qdd, *lo) if kind == "mutable" else ty.raise_val(*lo)
-
-
-def _is_lo_values(x) -> bool:
-    return isinstance(x, _LoValues)
 
 
 def call_with_hi_values(jitted, args, kwargs):

@@ -39,6 +39,8 @@ from plax.first_order import slicing as _slicing
 from plax.first_order.ad_util import add_tangents, instantiate, zeros_like_aval
 from plax.first_order.batch_util import move_batch_dim, moveaxis
 from plax.higher_order import ref_effects
+from plax.higher_order.loops import lower_carry
+from plax.core.hi_types import hi_value_types, lower_tree, raise_tree
 from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point,
                                           check_carry, closed_call, forwarded_inputs,
                                           hoist_consts, index_groups, permute_body,
@@ -75,6 +77,21 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     if not callable(f):
         raise TypeError("lax.scan: f argument should be callable.")
     ref_effects.refuse_carried_references("scan", init)
+    lowered = lower_tree(init)
+    if lowered is not None or hi_value_types:  # hi values in the carry or ys: as lo values
+        def lo_body(c, x):
+            out = f(raise_tree(c) if lowered is not None else c, x)
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise TypeError(f"scan body output must be a pair, got {out}.")
+            return lower_carry(out[0]), lower_carry(out[1])
+        carry, ys = _scan_refs(lo_body, init if lowered is None else lowered, xs, length,
+                               reverse, unroll)
+        n = length if length is not None else get_aval(tree_util.tree_leaves(xs)[0]).shape[0]
+        return raise_tree(carry), raise_tree(ys, stacked=n)
+    return _scan_refs(f, init, xs, length, reverse, unroll)
+
+
+def _scan_refs(f, init, xs, length, reverse, unroll):
     # References the body closes over from outside are carried through the loop.
     return ref_effects.with_closed_refs(
         lambda: _scan(f, init, xs, length, reverse, unroll),

@@ -12,6 +12,7 @@ import contextlib as _contextlib
 from plax.core.avals import ShapedArray as _ShapedArray
 from plax.core.dtypes import float0 as _float0, is_inexact as _is_inexact
 from plax.core.effects import Effect, no_effects  # noqa: F401
+from plax.core.hi_types import aval_mapping_handlers  # JAX's table (mapped_aval reads it)
 from plax.core.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, JaxprTypeError, Literal,  # noqa: F401
                              Var, check_jaxpr, eval_closed_jaxpr as _eval_closed_jaxpr)
 from plax.core.jaxpr import subjaxprs as _subjaxprs_of_params
@@ -90,11 +91,6 @@ def jaxpr_as_fun(closed_jaxpr: ClosedJaxpr, *args):
     def fun(*xs):
         return _eval_closed_jaxpr(closed_jaxpr, *xs)
     return fun(*args) if args else fun
-
-
-# A library's aval class -> (map(size, axis, aval), unmap(size, axis, explicit_mesh_axis,
-# aval)): how mapped_aval/unmapped_aval treat its avals (JAX's table).
-aval_mapping_handlers: dict = {}
 
 
 def mapped_aval(size: int, axis, aval):
