@@ -20,8 +20,8 @@ from plax.core.trace import (EvalTrace as _EvalTrace, Trace, Tracer,  # noqa: F4
 from plax.api.jit import typeof  # noqa: F401
 from plax.api_util import shaped_abstractify  # noqa: F401
 from plax.extend import core as _extend_core
-from plax.extend.core import (AbstractToken, TraceTag, jaxprs_in_params,  # noqa: F401
-                              mapped_aval, primal_dtype_to_tangent_dtype, set_current_trace,
+from plax.extend.core import (AbstractToken, TraceTag, aval_mapping_handlers,  # noqa: F401
+                              jaxprs_in_params, mapped_aval, primal_dtype_to_tangent_dtype, set_current_trace,
                               take_current_trace, unmapped_aval, valid_jaxtype)
 from plax.higher_order.call import call_p, closed_call_p  # noqa: F401
 from plax.lowering.stablehlo import abstract_token  # noqa: F401
@@ -34,8 +34,6 @@ _PRINTER = ("plax prints jaxprs with its own printer (plax.core.jaxpr), which ha
             "pretty-printer documents, contexts or settings")
 _REFUSED = {
     "JaxprPpContext": _PRINTER, "JaxprPpSettings": _PRINTER, "pp_kv_pair": _PRINTER,
-    "aval_mapping_handlers": "plax batches a hi type through its lo values; it has no "
-                             "per-type table of vmap mapping functions",
     "modify_spec_for_auto_manual": "plax's shard_map keeps the manual axes in the aval "
                                    "(ManualAxisType), not in a rewritten PartitionSpec",
 }

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from plax import tree_util
-from plax.core.hi_types import hi_type_of, hi_value_types
+from plax.core.hi_types import (LoValues, hi_type_of, hi_value_types,
+                                 is_lo_values as _is_lo_values, lower_hi, raise_hi)
 from plax.core.source_info import flat_arg_names
 from plax.core import staging
 from plax.core.staging import StagingTrace
@@ -24,19 +25,6 @@ from plax.core.trace import EvalTrace, Tracer, current_trace
 from plax.first_order.state import TransformedRef
 from plax.transforms.linearize import PartialEvalTrace
 from plax.higher_order import ref_effects
-
-
-class _LoValues(tuple):
-    """A hi value's lo values in a pytree; the static part says how to raise it again."""
-
-    def __new__(cls, values, how):
-        self = super().__new__(cls, values)
-        self.how = how
-        return self
-
-
-tree_util.register_pytree_node(_LoValues, lambda lv: (tuple(lv), lv.how),
-                               lambda how, values: _LoValues(values, how))
 
 
 class HiValueArgument(TypeError):
@@ -56,7 +44,7 @@ def returned_reference_error(name: str, leaf, j: int, arg_name=None) -> ValueErr
 
 
 def _lower(x):
-    """A hi value as _LoValues (with its type and QDD); other leaves unchanged. A view of a
+    """A hi value as LoValues (with its type and QDD); other leaves unchanged. A view of a
     reference box (``ref.at[i]``) is its box's lo values and its transforms' array leaves
     (Python integers in them stay static)."""
     if ref_effects.is_reference_view(x):
@@ -65,28 +53,21 @@ def _lower(x):
         dynamic = [i for i, v in enumerate(leaves) if isinstance(v, (Tracer, np.ndarray))
                    or hasattr(v, "aval")]
         static = tuple((i, v) for i, v in enumerate(leaves) if i not in dynamic)
-        return _LoValues((*box, *[leaves[i] for i in dynamic]),
-                         ("view", box.how, len(box), tree, static))
-    if type(x) not in hi_value_types:
-        return x
-    ty = hi_type_of(x)
-    if ty.has_qdd:
-        qdd = x.cur_qdd()
-        return _LoValues(ty.read_loval(qdd, x), ("mutable", ty, qdd))
-    return _LoValues(ty.lower_val(x), ("immutable", ty, None))
+        return LoValues((*box, *[leaves[i] for i in dynamic]),
+                        ("view", box.how, len(box), tree, static))
+    return lower_hi(x)
 
 
 def _raise(lo):
     if lo.how[0] == "view":
         _, how, n, tree, static = lo.how
-        box = _raise(_LoValues(lo[:n], how))
+        box = _raise(LoValues(lo[:n], how))
         dynamic = iter(lo[n:])
         statics = dict(static)
         leaves = [statics[i] if i in statics else next(dynamic)
                   for i in range(len(static) + len(lo) - n)]
         return TransformedRef(box, tree_util.tree_unflatten(tree, leaves))
-    kind, ty, qdd = lo.how
-    return ty.new_from_loval(qdd, *lo) if kind == "mutable" else ty.raise_val(*lo)
+    return raise_hi(lo)
 
 
 def _mutable_objects(leaves) -> list:
@@ -95,8 +76,21 @@ def _mutable_objects(leaves) -> list:
     return [x for x in boxes if type(x) in hi_value_types and hi_type_of(x).has_qdd]
 
 
-def _is_lo_values(x) -> bool:
-    return isinstance(x, _LoValues)
+def _lower_final(x):
+    """A mutable argument at the end of the jit: its type, QDD and what it returns
+    (``read_loval_out``; the type and QDD are static)."""
+    ty, qdd = hi_type_of(x), x.cur_qdd()
+    return _Static((ty, qdd)), ty.read_loval_out(qdd, x)
+
+
+class _Static:
+    """A static value among a jit's results (hashable by identity)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+tree_util.register_pytree_node(_Static, lambda s: ((), s.value), lambda v, _: _Static(v))
 
 
 def call_with_hi_values(jitted, args, kwargs):
@@ -158,8 +152,9 @@ def call_with_hi_values(jitted, args, kwargs):
     # Write each mutable argument's final contents back into the caller's object (the inner
     # function returns them in pytree order: positional arguments, then keywords by name).
     assert len(objects) == len(finals)
-    for obj, final in zip(objects, finals):
-        final.how[1].update_from_loval(final.how[2], obj, *final)
+    for obj, (static, final) in zip(objects, finals):
+        ty, qdd = static.value
+        ty.update_from_loval2(qdd, obj, final)
     ref_effects.write_all(closed, closed_finals)
     return tree_util.tree_map(lambda x: _raise(x) if _is_lo_values(x) else x, outs,
                               is_leaf=_is_lo_values)
@@ -194,7 +189,7 @@ def _inner_jit(jitted):
                     given = [n for x, n in zip(arg_leaves, arg_names) if x is leaf]
                     raise returned_reference_error(jitted._name, leaf, j,
                                                    given[0] if given else None)
-            return (tree_util.tree_map(_lower, out), [_lower(x) for x in mutable],
+            return (tree_util.tree_map(_lower, out), [_lower_final(x) for x in mutable],
                     ref_effects.final_values(closed))
 
     if jitted._in_shardings is not None or jitted._out_shardings is not None:

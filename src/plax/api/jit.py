@@ -14,7 +14,7 @@ from plax.core import trace as trace_mod
 from plax.core.refs import AbstractRef
 from plax.core.avals import ShapedArray, abstractify
 from plax.core.config import config
-from plax.core.hi_types import hi_value_types
+from plax.core.hi_types import hi_type_of, hi_value_types
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
 from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.source_info import flat_arg_names, fun_name, traced_call_code, wraps
@@ -383,6 +383,8 @@ class JitWrapped:
             out_leaves, out_tree = tree_util.tree_flatten(out)
             for j, leaf in enumerate(out_leaves):
                 if type(leaf) in hi_value_types:
+                    if not hi_type_of(leaf).has_qdd:  # returned as its lo values
+                        raise HiValueArgument(name)
                     raise returned_reference_error(name, leaf, j)
                 if not _is_array_like(leaf):
                     raise TypeError(f"jitted function {name} returned a value of type "

@@ -13,7 +13,7 @@ from plax.core import dtypes
 from plax.core.source_info import flat_arg_names, fun_name, wraps
 from plax.core.trace import get_aval
 from plax.runtime.array import ARRAY_TYPES
-from plax.core.hi_types import hi_type_of, hi_value_types
+from plax.core.hi_types import MappingSpec, hi_type_of, hi_value_types
 from plax.higher_order import ref_effects
 from plax.transforms.vmap import AxisData, batch_flat
 from plax.core.rules import not_mapped
@@ -33,6 +33,10 @@ def _is_none(x) -> bool:
 
 def _check_axes_spec(what: str, axes, positional: bool):
     """Check an in_axes/out_axes value when vmap is called (before any argument is seen)."""
+    if any(isinstance(x, MappingSpec) for x in tree_util.tree_leaves(axes, is_leaf=_is_none)):
+        raise NotImplementedError(
+            f"vmap {what}: mapping a hi type by a MappingSpec ({axes}) is not provided by "
+            "plax: it maps hi values through their lo values (give the lo values' axes).")
     if positional and not (axes is None or type(axes) in (int, tuple)
                            or type(axes) in batching.spec_types):
         raise TypeError(f"vmap {what} must be an int, None, or a tuple of entries corresponding "

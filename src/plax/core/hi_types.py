@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 
 from plax.core.avals import AbstractValue, pytype_aval_mappings
+from plax.core.tree_core import register_pytree_node, tree_flatten, tree_unflatten
 
 # The value classes registered with ``register_hitype`` (looked up by exact type).
 hi_value_types: set = set()
@@ -69,6 +70,15 @@ class MutableHiType(AbstractValue):
 
     def read_loval_in(self, qdd, val):
         return self.read_loval(qdd, val)
+
+    def read_loval_out(self, qdd, val):
+        """What a jit returns for this argument when it ends (any pytree of lo values; a
+        writer's is what it accumulated inside)."""
+        return list(self.read_loval(qdd, val))
+
+    def update_from_loval2(self, qdd, val, lo_tree) -> None:
+        """Update ``val`` from what ``read_loval_out`` gave inside a jit."""
+        self.update_from_loval(qdd, val, *lo_tree)
 
     def to_ct_aval(self):
         return self.to_tangent_aval()
@@ -122,6 +132,19 @@ class aval_property:
         self.fget = fget
 
 
+class MappingSpec:
+    """JAX's base class for how a hi type is mapped by vmap/scan (``in_axes=Spec(...)``).
+    plax maps hi values through their lo values instead: its vmap refuses these."""
+
+
+class HiPspec:
+    """JAX's base class for how a hi type is partitioned by shard_map. plax shards hi
+    values through their lo values instead: its shard_map refuses these."""
+
+    def to_lo(self) -> tuple:
+        raise NotImplementedError(f"{type(self).__name__} must define to_lo")
+
+
 def register_hitype(value_class, typeof_fn) -> None:
     """Make ``typeof_fn(value)`` the type of ``value_class``'s instances, and let them cross
     ``jit`` boundaries as their lo values."""
@@ -141,3 +164,70 @@ def hi_type_of(x):
 def cur_qdd(x):
     """The current QDD of mutable hi value ``x`` (its type state)."""
     return x.cur_qdd()
+
+
+# --- hi values as lo values inside pytrees (jit arguments, loop carries) ------------------
+# A library's aval class -> (map(size, axis, aval), unmap(size, axis, explicit_mesh_axis,
+# aval)): its type with a mapped dimension removed / added (JAX's table).
+aval_mapping_handlers: dict = {}
+
+
+class LoValues(tuple):
+    """A hi value's lo values in a pytree; the static part (``how``: kind, type, QDD) says
+    how to raise it again."""
+
+    def __new__(cls, values, how):
+        self = super().__new__(cls, values)
+        self.how = how
+        return self
+
+
+register_pytree_node(LoValues, lambda lv: (tuple(lv), lv.how),
+                     lambda how, values: LoValues(values, how))
+
+
+def is_lo_values(x) -> bool:
+    return isinstance(x, LoValues)
+
+
+def lower_hi(x):
+    """A hi value as ``LoValues`` (with its type and QDD); any other leaf unchanged."""
+    if type(x) not in hi_value_types:
+        return x
+    ty = hi_type_of(x)
+    if ty.has_qdd:
+        qdd = x.cur_qdd()
+        return LoValues(ty.read_loval(qdd, x), ("mutable", ty, qdd))
+    return LoValues(ty.lower_val(x), ("immutable", ty, None))
+
+
+def raise_hi(lo):
+    """The hi value ``lower_hi`` gave ``lo`` for."""
+    kind, ty, qdd = lo.how
+    return ty.new_from_loval(qdd, *lo) if kind == "mutable" else ty.raise_val(*lo)
+
+
+def lower_tree(tree):
+    """``tree`` with its hi-value leaves as ``LoValues`` (None when it holds none)."""
+    leaves, treedef = tree_flatten(tree)
+    if not any(type(x) in hi_value_types for x in leaves):
+        return None
+    return tree_unflatten(treedef, [lower_hi(x) for x in leaves])
+
+
+def raise_tree(tree, stacked: int | None = None):
+    """``tree`` with each ``LoValues`` raised again. With ``stacked``: values a loop stacked
+    ``stacked`` times along a new leading axis, raised with the type's ``inc_rank`` where it
+    has one, else by its per-iteration type's ``raise_val`` (which then gets the stacked lo
+    values)."""
+    leaves, treedef = tree_flatten(tree, is_leaf=is_lo_values)
+    if not any(map(is_lo_values, leaves)):
+        return tree  # (the user's containers are not rebuilt)
+    out = []
+    for x in leaves:
+        if is_lo_values(x) and stacked is not None:
+            kind, ty, qdd = x.how
+            if hasattr(ty, "inc_rank"):
+                x = LoValues(tuple(x), (kind, ty.inc_rank(stacked, 0), qdd))
+        out.append(raise_hi(x) if is_lo_values(x) else x)
+    return tree_unflatten(treedef, out)

@@ -8,8 +8,10 @@ transposition and batching are then those of the lo operations. (JAX keeps the p
 in the jaxpr and expands it before lowering; the values are the same, but a jaxpr printed
 by plax shows the lo operations.) A HiPrimitive whose ``is_high`` says False for some
 arguments is an ordinary primitive there: its ``impl``, ``abstract_eval``, ``jvp`` and
-``transpose`` methods are its rules, and ``to_lojax`` its lowering.
+``transpose`` methods are its rules, and ``to_lojax`` its lowering. ``VJPHiPrimitive``, the
+class form (one instance per operation), is ``plax.api.hi_primitive``.
 """
+from plax.api.hi_primitive import VJPHiPrimitive  # noqa: F401
 from plax.core.avals import AbstractValue, ShapedArray  # noqa: F401
 from plax.core.effects import control_flow_allowed_effects  # noqa: F401
 from plax.core.hi_types import (  # noqa: F401
@@ -24,8 +26,8 @@ from plax.interpreters.mlir import lower_fun, register_lowering
 from plax.ref import AbstractRef  # noqa: F401
 
 __all__ = ["AbstractValue", "ShapedArray", "AbstractRef", "AvalQDD", "AvalMutableQDD",
-           "HiPrimitive", "HiType", "MutableHiType", "Zero", "aval_method", "aval_property",
-           "control_flow_allowed_effects", "instantiate_zeros", "is_undefined_primal",
+           "HiPrimitive", "HiType", "MutableHiType", "VJPHiPrimitive", "Zero", "aval_method",
+           "aval_property", "control_flow_allowed_effects", "instantiate_zeros", "is_undefined_primal",
            "register_hitype"]
 
 

@@ -407,7 +407,7 @@ def _jvp_functions(prim, trace, args, params):
         elif prim is custom_jvp_call_p:
             outs, tans = params["jvp"](list(primals), list(tangents))
         else:
-            outs, tans = _jvp_by_fwd(params["fwd"], list(primals), list(tangents))
+            outs, tans = jvp_by_fwd(params["fwd"], list(primals), list(tangents))
     return [trace.new(o, t) for o, t in zip(outs, tans)]
 
 
@@ -786,10 +786,10 @@ def _check_ct(c, a, where):
 def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd, bwd, num_consts,
                          symbolic_zeros, name):
     _check_closure(tangents, num_consts, name, "custom_vjp")
-    return _jvp_by_fwd(fwd, primals[num_consts:], tangents[num_consts:])
+    return jvp_by_fwd(fwd, primals[num_consts:], tangents[num_consts:])
 
 
-def _jvp_by_fwd(fwd, primals, tans):
+def jvp_by_fwd(fwd, primals, tans):
     """Outputs and output tangents from the flat ``fwd`` rule and ``custom_lin``."""
     nonzero = tuple(type(t) is not Zero for t in tans)
     outs, res, bwd_rule = fwd(list(primals), nonzero)

@@ -58,6 +58,7 @@ from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
 from plax.transforms.discharge import run_discharged
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr
 from plax.core.tracebacks import api_boundary
+from plax.core.hi_types import lower_tree, raise_tree
 
 __all__ = ["while_loop", "fori_loop", "while_p"]
 
@@ -72,10 +73,20 @@ def while_loop(cond_fun, body_fun, init_val):
     if not (callable(body_fun) and callable(cond_fun)):
         raise TypeError("lax.while_loop: body_fun and cond_fun arguments should be callable.")
     ref_effects.refuse_carried_references("while_loop", init_val)
+    lowered = lower_tree(init_val)
+    if lowered is not None:  # hi values in the carry: carried as their lo values
+        return raise_tree(while_loop(lambda c: cond_fun(raise_tree(c)),
+                                     lambda c: lower_carry(body_fun(raise_tree(c))), lowered))
     # References the functions close over from outside are carried through the loop.
     return ref_effects.with_closed_refs(
         lambda: _while_loop(cond_fun, body_fun, init_val),
         lambda refs: _while_carrying_refs(refs, cond_fun, body_fun, init_val))
+
+
+def lower_carry(tree):
+    """A loop body's new carry with its hi values as lo values."""
+    lowered = lower_tree(tree)
+    return tree if lowered is None else lowered
 
 
 def _while_carrying_refs(refs, cond_fun, body_fun, init_val):
@@ -92,7 +103,9 @@ def _while_carrying_refs(refs, cond_fun, body_fun, init_val):
         held, val = carry
         with ref_effects.bound(refs, held):
             val = body_fun(val)
-            return ref_effects.final_values(refs), val
+            finals = ref_effects.final_values(refs)
+        ref_effects.check_types_kept(refs, held, finals, "while_loop")
+        return finals, val
 
     held, val = _while_loop(cond, body, (ref_effects.read_all(refs), init_val))
     ref_effects.write_all(refs, held)

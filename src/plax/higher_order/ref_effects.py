@@ -25,7 +25,7 @@ from plax.core.avals import pytype_aval_mappings
 from plax.core.hi_types import hi_value_types
 from plax.core.rules import Zero
 from plax.core.staging import StagingTrace
-from plax.core.trace import EvalTrace, Tracer, current_trace
+from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
 from plax.first_order.state import TransformedRef
 from plax.transforms import dce as _staged_dce
 from plax.transforms.jvp import JVPTracer
@@ -161,6 +161,11 @@ _staged_dce.install_stores_tracker(_logging_stores)
 def _settle(ref, value, live):
     """``value`` as a value of trace ``live`` (or of one outside it): a derivative that is
     symbolically zero is dropped; anything else still traced inside is refused."""
+    if not isinstance(value, Tracer):  # (a box holds a pytree: each leaf settled)
+        leaves, tree = tree_util.tree_flatten(value)
+        if any(isinstance(x, Tracer) for x in leaves):
+            return tree_util.tree_unflatten(tree, [_settle(ref, x, live) for x in leaves])
+        return value
     while isinstance(value, Tracer) and not _encloses(value._trace, live):
         if isinstance(value, JVPTracer) and type(value.tangent) is Zero:
             value = value.primal
@@ -230,13 +235,37 @@ def trace_reading_refs(flat_fun, trace, writes_refused=None):
 
 
 def read_all(refs) -> list:
-    return [read(r) for r in refs]
+    """The values a body carrying ``refs`` starts from (a writer, such as a log, starts
+    empty: ``_carry_in()``)."""
+    return [r._carry_in() if hasattr(r, "_carry_in") else read(r) for r in refs]
 
 
 def write_all(refs, values) -> None:
-    """Write back the final values of a call or loop that carried ``refs``."""
+    """Write back the final values of a call or loop that carried ``refs`` (a writer adds
+    what the body wrote: ``_carried_out(final)``)."""
     for r, v in zip(refs, values):
-        write(r, v, written_back=True)
+        write(r, r._carried_out(v) if hasattr(r, "_carried_out") else v, written_back=True)
+
+
+def check_types_kept(refs, before, after, api: str) -> None:
+    """JAX's error for a loop body that changed the type of a reference it carries (a box
+    set to a value of another structure, shape or dtype)."""
+    def types(v):
+        leaves, tree = tree_util.tree_flatten(v)
+        return tree, [(getattr(a, "shape", None), getattr(a, "dtype", None))
+                      for a in map(get_aval, leaves)]
+    for r, old, new in zip(refs, before, after):
+        if types(old) != types(new):
+            raise TypeError(f"type-changing mutations not allowed in a {api} body: a "
+                            f"reference of type {r.aval} held {types(old)[0]} of types "
+                            f"{types(old)[1]} and was set to {types(new)[0]} of types "
+                            f"{types(new)[1]}.")
+
+
+def is_writer(ref) -> bool:
+    """Whether ``ref`` only accumulates (a log): a loop body's writes come out per
+    iteration instead of being carried."""
+    return hasattr(ref, "_carry_in")
 
 
 def is_reference(x) -> bool:

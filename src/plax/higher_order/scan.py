@@ -41,6 +41,8 @@ from plax.first_order import slicing as _slicing
 from plax.first_order.ad_util import add_tangents, instantiate, zeros_like_aval
 from plax.first_order.batch_util import move_batch_dim, moveaxis
 from plax.higher_order import ref_effects
+from plax.higher_order.loops import lower_carry
+from plax.core.hi_types import hi_value_types, lower_tree, raise_tree
 from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point,
                                           check_carry, closed_call, forwarded_inputs,
                                           hoist_consts, index_groups, permute_body,
@@ -81,6 +83,21 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
             tree_util.tree_leaves((init, xs)), flat_arg_names(f, (init, xs), {}), fun_name(f),
             "scan")
     ref_effects.refuse_carried_references("scan", init)
+    lowered = lower_tree(init)
+    if lowered is not None or hi_value_types:  # hi values in the carry or ys: as lo values
+        def lo_body(c, x):
+            out = f(raise_tree(c) if lowered is not None else c, x)
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise TypeError(f"scan body output must be a pair, got {out}.")
+            return lower_carry(out[0]), lower_carry(out[1])
+        carry, ys = _scan_refs(lo_body, init if lowered is None else lowered, xs, length,
+                               reverse, unroll)
+        n = length if length is not None else get_aval(tree_util.tree_leaves(xs)[0]).shape[0]
+        return raise_tree(carry), raise_tree(ys, stacked=n)
+    return _scan_refs(f, init, xs, length, reverse, unroll)
+
+
+def _scan_refs(f, init, xs, length, reverse, unroll):
     # References the body closes over from outside are carried through the loop.
     return ref_effects.with_closed_refs(
         lambda: _scan(f, init, xs, length, reverse, unroll),
@@ -88,17 +105,24 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
 
 
 def _scan_carrying_refs(refs, f, init, xs, length, reverse, unroll):
+    # A writer (a log) is not carried: each iteration starts it empty and what it wrote
+    # comes out as ys, stacked along the iterations, then is added to it.
+    carried = [r for r in refs if not ref_effects.is_writer(r)]
+    writers = [r for r in refs if ref_effects.is_writer(r)]
+
     def body(carry, x):
         held, c = carry
-        with ref_effects.bound(refs, held):
+        with ref_effects.bound(carried + writers, held + ref_effects.read_all(writers)):
             out = f(c, x)
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise TypeError(f"scan body output must be a pair, got {out}.")
-            return (ref_effects.final_values(refs), out[0]), out[1]
+            finals = ref_effects.final_values(carried + writers)
+        ref_effects.check_types_kept(carried, held, finals[:len(carried)], "scan")
+        return (finals[:len(carried)], out[0]), (finals[len(carried):], out[1])
 
-    (held, carry), ys = _scan(body, (ref_effects.read_all(refs), init), xs, length, reverse,
-                              unroll)
-    ref_effects.write_all(refs, held)
+    (held, carry), (written, ys) = _scan(body, (ref_effects.read_all(carried), init), xs,
+                                         length, reverse, unroll)
+    ref_effects.write_all(carried + writers, held + written)
     return carry, ys
 
 

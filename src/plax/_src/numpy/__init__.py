@@ -1,5 +1,5 @@
 """``jax._src.numpy``: plax's NumPy API by JAX's private modules: ``util``, ``fft``,
-``indexing``, ``error``; ``hijax`` refuses its names."""
+``indexing``, ``hijax``, ``error``."""
 
 from plax._src import _face
 

@@ -12,6 +12,7 @@ import contextlib as _contextlib
 from plax.core.avals import ShapedArray as _ShapedArray
 from plax.core.dtypes import float0 as _float0, is_inexact as _is_inexact
 from plax.core.effects import Effect, no_effects  # noqa: F401
+from plax.core.hi_types import aval_mapping_handlers  # JAX's table (mapped_aval reads it)
 from plax.core.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, JaxprTypeError, Literal,  # noqa: F401
                              Var, check_jaxpr, eval_closed_jaxpr as _eval_closed_jaxpr)
 from plax.core.jaxpr import subjaxprs as _subjaxprs_of_params
@@ -95,6 +96,9 @@ def jaxpr_as_fun(closed_jaxpr: ClosedJaxpr, *args):
 def mapped_aval(size: int, axis, aval):
     """``aval`` with its dimension ``axis`` (of length ``size``) removed; unchanged for
     ``axis=None``."""
+    handlers = aval_mapping_handlers.get(type(aval))
+    if handlers is not None:
+        return handlers[0](size, axis, aval)
     if axis is None:
         return aval
     if not isinstance(aval, _ShapedArray):
@@ -108,6 +112,9 @@ def mapped_aval(size: int, axis, aval):
 def unmapped_aval(size: int, axis, aval, explicit_mesh_axis=None):
     """``aval`` with a dimension of length ``size`` inserted at ``axis`` (sharded over
     ``explicit_mesh_axis`` when given); unchanged for ``axis=None``."""
+    handlers = aval_mapping_handlers.get(type(aval))
+    if handlers is not None:
+        return handlers[1](size, axis, explicit_mesh_axis, aval)
     if axis is None:
         return aval
     if not isinstance(aval, _ShapedArray):
