@@ -48,8 +48,20 @@ _ONE_SIDED = "a one-sided send or receive (GPUs only), paired with its partner b
 _LOWERING_ONLY = ("the internal LAPACK custom call exists only inside CPU lowering rules, after "
                   "every transformation has run")
 
+_DISCHARGED = ("a state primitive on a Ref: every program is discharged (transforms/discharge.py "
+               "turns it into array operations) before lowering, as in JAX")
+_PINNED = ("a pinned buffer is an opaque value for one program's memory placement: JAX has no "
+           "such rule either")
+
 # (primitive name, rule kind) -> (reason, issue that will fill it).
 EXEMPTIONS = {
+    ("get", "lowering"): (_DISCHARGED, _NOT_NEEDED),
+    ("swap", "lowering"): (_DISCHARGED, _NOT_NEEDED),
+    ("addupdate", "lowering"): (_DISCHARGED, _NOT_NEEDED),
+    ("pin", "batch"): (_PINNED, _NOT_NEEDED),
+    ("pin", "jvp"): (_PINNED, _NOT_NEEDED),
+    ("unpin", "batch"): (_PINNED, _NOT_NEEDED),
+    ("unpin", "jvp"): (_PINNED, _NOT_NEEDED),
     ("pmax", "jvp"): ("differentiating pmax (ties across the axis) is not implemented yet",
                       "issue 14"),
     ("pmin", "jvp"): ("differentiating pmin (ties across the axis) is not implemented yet",

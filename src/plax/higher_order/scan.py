@@ -89,6 +89,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
             out = f(raise_tree(c) if lowered is not None else c, x)
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise TypeError(f"scan body output must be a pair, got {out}.")
+            ref_effects.refuse_carried_references("scan", out[0])  # (before it is lowered)
             return lower_carry(out[0]), lower_carry(out[1])
         carry, ys = _scan_refs(lo_body, init if lowered is None else lowered, xs, length,
                                reverse, unroll)

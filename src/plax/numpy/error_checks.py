@@ -36,7 +36,7 @@ from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, batch_rules, not_mapped, register_lowering
 from plax.core.sharding_types import sharding_rules
 from plax.core.tracebacks import filter_traceback
-from plax.core.trace import Tracer, get_aval
+from plax.core.trace import EvalTrace, current_trace, get_aval
 from plax.core.tree_core import register_dataclass
 from plax.first_order.ad_util import defzero
 from plax.lowering.inline import lower_fun
@@ -219,13 +219,13 @@ def _lookup(code):
 def raise_if_error() -> None:
     """Raise the recorded error, if any, as a ``JaxValueError`` (and clear it). Call it
     outside traced code."""
+    if not isinstance(current_trace(), EvalTrace):
+        raise ValueError("raise_if_error() should not be called within a traced context, "
+                         "such as within a jitted function.")
     ref = _state.ref
     if ref is None:
         return
     codes = ref[...]
-    if isinstance(codes, Tracer):
-        raise ValueError("raise_if_error() should not be called within a traced context, "
-                         "such as within a jitted function.")
     code = int(np.min(np.asarray(codes)))
     if code == NO_ERROR:
         return
