@@ -637,17 +637,13 @@ class custom_vjp:
 
 def _refuse_aliased_references(fun, args, nondiff, leaves, name) -> None:
     """JAX's error for one reference given twice to a custom_vjp function."""
-    names = flat_arg_names(fun, args, {}, set(nondiff))
-    seen = {}
-    for j, x in enumerate(leaves):
-        if ref_effects.is_reference(x):
-            here = names[j] if j < len(names) else f"argument leaf {j}"
-            if id(x) in seen:
-                raise ValueError(
-                    "only one reference to a mutable array may be passed as an argument to a "
-                    f"function, but custom_vjp function {name} got the same mutable array "
-                    f"reference of type {x.aval} at {seen[id(x)]} and {here}.")
-            seen[id(x)] = here
+    found = ref_effects.aliased_reference(leaves, flat_arg_names(fun, args, {}, set(nondiff)))
+    if found is not None:
+        x, first, second = found
+        raise ValueError(
+            "only one reference to a mutable array may be passed as an argument to a "
+            f"function, but custom_vjp function {name} got the same mutable array "
+            f"reference of type {x.aval} at {first} and {second}.")
 
 
 def _fwd_rule(user_fwd, user_bwd, symbolic_zeros, static_vals, nondiff, in_tree, out, in_avals,

@@ -272,19 +272,28 @@ def is_reference(x) -> bool:
     return type(x) in hi_value_types and pytype_aval_mappings[type(x)](x).has_qdd
 
 
-def refuse_aliased_references(leaves, names, fname: str, api: str) -> None:
-    """JAX's error when one reference is given twice among a call's argument ``leaves``
-    (named ``names``, as ``flat_arg_names`` gives them)."""
+def aliased_reference(leaves, names):
+    """The first reference given twice among argument ``leaves`` (named ``names``, as
+    ``flat_arg_names`` gives them), with the names of both places; None if there is none."""
     seen = {}
     for j, x in enumerate(leaves):
         if is_reference(x):
             name = names[j] if j < len(names) else f"argument leaf {j}"
             if id(x) in seen:
-                raise ValueError(
-                    "only one reference to a mutable array may be passed as an argument to a "
-                    f"function, but when tracing {fname} for {api} the mutable array "
-                    f"reference of type {x.aval} appeared at both {seen[id(x)]} and {name}.")
+                return x, seen[id(x)], name
             seen[id(x)] = name
+    return None
+
+
+def refuse_aliased_references(leaves, names, fname: str, api: str) -> None:
+    """JAX's error when one reference is given twice among a call's argument ``leaves``."""
+    found = aliased_reference(leaves, names)
+    if found is not None:
+        x, first, second = found
+        raise ValueError(
+            "only one reference to a mutable array may be passed as an argument to a "
+            f"function, but when tracing {fname} for {api} the mutable array "
+            f"reference of type {x.aval} appeared at both {first} and {second}.")
 
 
 def refuse_closed_and_passed(refs, leaves, names, fname: str, api: str) -> None:

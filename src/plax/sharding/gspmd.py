@@ -10,7 +10,8 @@ import numpy as np
 
 from plax.runtime import xla
 from plax.sharding.mesh import Mesh
-from plax.sharding.named import NamedSharding, check_divisible, named_sharding_of
+from plax.sharding.named import (NamedSharding, check_divisible, named_sharding_of,
+                                 register_sharding)
 from plax.sharding.partition_spec import PartitionSpec
 from plax.sharding.single import (Sharding, are_hlo_shardings_equal,  # noqa: F401
                                   is_hlo_sharding_replicated)
@@ -238,11 +239,7 @@ def _rebuild(devices, op_sharding, memory_kind):
     return GSPMDSharding(devices, op_sharding, memory_kind=memory_kind)
 
 
-Sharding.register(GSPMDSharding)
-# The methods every Sharding shares.
-for _name in ("addressable_devices", "is_fully_addressable", "addressable_devices_indices_map",
-              "is_equivalent_to", "_addressable_device_assignment"):
-    setattr(GSPMDSharding, _name, getattr(Sharding, _name))
+register_sharding(GSPMDSharding)
 
 
 def as_mesh_sharding(sharding, mesh=None):

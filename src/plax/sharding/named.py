@@ -372,11 +372,17 @@ def _rebuild(mesh, spec, memory_kind):
     return NamedSharding(mesh, spec, memory_kind=memory_kind)
 
 
-Sharding.register(NamedSharding)
-# The methods every Sharding shares.
-for _name in ("addressable_devices", "is_fully_addressable", "addressable_devices_indices_map",
-              "is_equivalent_to", "_addressable_device_assignment"):
-    setattr(NamedSharding, _name, getattr(Sharding, _name))
+def register_sharding(cls) -> None:
+    """Make jaxlib's sharding class ``cls`` a plax Sharding, with the methods every Sharding
+    shares."""
+    Sharding.register(cls)
+    for name in ("addressable_devices", "is_fully_addressable",
+                 "addressable_devices_indices_map", "is_equivalent_to",
+                 "_addressable_device_assignment"):
+        setattr(cls, name, getattr(Sharding, name))
+
+
+register_sharding(NamedSharding)
 
 
 def _replicated_on_context_mesh(ndim: int) -> NamedSharding:
