@@ -18,7 +18,9 @@
 #   4. bench: bench/bench_tpu.py, plax next to JAX on the chip (JAX_PYTHON, else python3).
 # Each stage is time-limited (its budget, within a deadline of PLAX_TPU_DEADLINE seconds for
 # the whole check, default 570); a stage out of time is stopped with SIGINT, so pytest still
-# prints what it ran. PLAX_TPU_STAGES="tests bench" runs some stages only.
+# prints what it ran. The suite stage names each test as it runs (-v): libtpu aborts the whole
+# process on some programs, and the log then still says which test it was.
+# PLAX_TPU_STAGES="tests bench" runs some stages only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PLAX_TPU_PYTHON:-python3}
@@ -135,7 +137,7 @@ stage devices 60 bash -c devices
 stage tests 120 env PLAX_PLATFORMS=tpu,cpu "$PY" -m pytest -q -p no:cacheprovider -rfE \
     -m tpu tests/tpu
 stage suite 270 env PLAX_PLATFORMS=tpu PLAX_DEFAULT_MATMUL_PRECISION=highest \
-    "$PY" -m pytest -q -p no:cacheprovider -rfE --durations=15 "${SUITE[@]}"
+    "$PY" -m pytest -v -p no:cacheprovider -rfE --tb=short --durations=15 "${SUITE[@]}"
 stage bench 240 "$PY" bench/bench_tpu.py
 
 echo
