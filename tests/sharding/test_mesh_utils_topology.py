@@ -219,6 +219,7 @@ def test_mesh_axis_names_may_be_any_hashable():
         Mesh(np.array(devices, dtype=object), [["a"]])
 
 
+@pytest.mark.needs_devices(2)
 def test_make_mesh_takes_the_first_devices_it_is_given():
     devices = plax.devices()
     mesh = plax.make_mesh((len(devices) // 2,), ("x",), devices=devices[::-1])

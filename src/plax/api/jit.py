@@ -265,6 +265,10 @@ class JitWrapped:
             compiler_options=compiler_options, eager_only=eager_only))
         self.__dict__.update(state.resolved)
         self._cache, self._fast = state.entries, state.fast
+        if eager_only:
+            # plax's own array functions never carry a reference from then on: a call that
+            # meets one (jnp's error checks write theirs) runs op by op, that call alone.
+            self._catches_refs = False
         # The C++ callable holds this object, which holds it weakly: no cycle, so a
         # temporary ``jit(obj.method)`` goes at once (and its cache with the bound method).
         self._cpp_ref = None
