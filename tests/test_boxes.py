@@ -150,6 +150,7 @@ def test_immutable_hi_values_as_loop_carries_and_ys():
 
     def body(c, x):
         return Pair(c.a + x, c.b), Pair(x, 2 * x)
-    c, ys = plax.jit(lambda: plax.lax.scan(body, Pair(jnp.float32(0), jnp.float32(1)), jnp.arange(3.0)))()
+    c, ys = plax.jit(lambda: plax.lax.scan(body, Pair(jnp.float32(0), jnp.float32(1)),
+                                           jnp.arange(3.0)))()
     assert float(c.a) == 3.0 and isinstance(ys, Pair)
     np.testing.assert_array_equal(ys.b, [0.0, 2.0, 4.0])

@@ -114,7 +114,8 @@ def test_vmap_of_a_read_matches_numpy(ref_dim, idx_dim):
         return [ref_get(r, (slice(None), i))]
     batched = plax.vmap(f, in_axes=(ref_dim, idx_dim))
     rshape = xs.shape
-    closed = _trace(batched, shaped_array_ref(rshape, np.float32), ShapedArray(idxs.shape, np.int32))
+    closed = _trace(batched, shaped_array_ref(rshape, np.float32),
+                    ShapedArray(idxs.shape, np.int32))
     out, _ = eval_jaxpr(discharge_state(closed).jaxpr, discharge_state(closed).consts, xs, idxs)
     for k in range(n):
         xk = x[k] if ref_dim is not None else x[0]

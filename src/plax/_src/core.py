@@ -21,8 +21,9 @@ from plax.api.jit import typeof  # noqa: F401
 from plax.api_util import shaped_abstractify  # noqa: F401
 from plax.extend import core as _extend_core
 from plax.extend.core import (AbstractToken, TraceTag, aval_mapping_handlers,  # noqa: F401
-                              jaxprs_in_params, mapped_aval, primal_dtype_to_tangent_dtype, set_current_trace,
-                              take_current_trace, unmapped_aval, valid_jaxtype)
+                              jaxprs_in_params, mapped_aval, primal_dtype_to_tangent_dtype,
+                              set_current_trace, take_current_trace, unmapped_aval,
+                              valid_jaxtype)
 from plax.higher_order.call import call_p, closed_call_p  # noqa: F401
 from plax.lowering.stablehlo import abstract_token  # noqa: F401
 from plax.ref import freeze, new_ref  # noqa: F401

@@ -27,8 +27,8 @@ from plax.ref import AbstractRef  # noqa: F401
 
 __all__ = ["AbstractValue", "ShapedArray", "AbstractRef", "AvalQDD", "AvalMutableQDD",
            "HiPrimitive", "HiType", "MutableHiType", "VJPHiPrimitive", "Zero", "aval_method",
-           "aval_property", "control_flow_allowed_effects", "instantiate_zeros", "is_undefined_primal",
-           "register_hitype"]
+           "aval_property", "control_flow_allowed_effects", "instantiate_zeros",
+           "is_undefined_primal", "register_hitype"]
 
 
 def _typeof(x):

@@ -10,8 +10,9 @@ from plax.runtime import xla as _xla
 from plax.runtime.xla import xla_client  # noqa: F401
 from plax.sharding.gspmd import GSPMDSharding  # noqa: F401
 
-__all__ = ["GSPMDSharding", "get_hlo_sharding_from_serialized_proto", "get_op_sharding_from_serialized_proto",
-           "get_serialized_proto_from_hlo_sharding", "xla_client"]
+__all__ = ["GSPMDSharding", "get_hlo_sharding_from_serialized_proto",
+           "get_op_sharding_from_serialized_proto", "get_serialized_proto_from_hlo_sharding",
+           "xla_client"]
 
 
 def get_op_sharding_from_serialized_proto(sharding: bytes):
