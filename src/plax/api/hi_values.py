@@ -124,7 +124,7 @@ def call_with_hi_values(jitted, args, kwargs):
     names = flat_arg_names(jitted._fun, args, {k: v for k, v in kwargs.items()
                                                if k not in jitted._static_argnames},
                            static_nums)
-    ref_effects.refuse_aliased_references(arg_leaves, names, jitted._name, "jit")
+    ref_effects.refuse_aliased_references(arg_leaves, lambda: names, jitted._name, "jit")
     objects = _mutable_objects(arg_leaves)
     here = current_trace()
     while True:  # (references the function closes over: found as it is traced)

@@ -175,11 +175,13 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         axes = flatten_axes("vmap in_axes", in_tree, (in_axes, 0))
         refs_in = {}  # position -> reference mapped over: its contents are batched
         if hi_value_types:
-            names = flat_arg_names(fun, args, kwargs)
-            for x, n in zip(leaves, names):
+            def names():  # (only an error needs them)
+                return flat_arg_names(fun, args, kwargs)
+            for j, x in enumerate(leaves):
                 if ref_effects.is_reference_view(x):
                     raise TypeError(f"When tracing {name} for vmap, TransformedRefs are not "
-                                    f"allowed, but got a TransformedRef with name {n}.")
+                                    "allowed, but got a TransformedRef with name "
+                                    f"{ref_effects.leaf_name(names(), j)}.")
             ref_effects.refuse_aliased_references(leaves, names, name, "vmap")
             refs_in = {i: x for i, (x, ax) in enumerate(zip(leaves, axes))
                        if ax is not None and ref_effects.is_reference(x)}

@@ -156,7 +156,7 @@ def _bind_cond(index, funs, names, operands, api, platforms=None):
     passed = ref_effects.refs_passed_in(tuple(operands))
     if passed is not None:  # references among the operands: closed over by the branches
         ref_effects.refuse_aliased_references(
-            tree_util.tree_leaves(tuple(operands)), flat_arg_names(funs[-1], operands, {}),
+            tree_util.tree_leaves(tuple(operands)), lambda: flat_arg_names(funs[-1], operands, {}),
             fun_name(funs[-1]), api)
         operands, put_back = passed
         operands = tuple(operands)

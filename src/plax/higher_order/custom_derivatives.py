@@ -637,13 +637,15 @@ class custom_vjp:
 
 def _refuse_aliased_references(fun, args, nondiff, leaves, name) -> None:
     """JAX's error for one reference given twice to a custom_vjp function."""
-    found = ref_effects.aliased_reference(leaves, flat_arg_names(fun, args, {}, set(nondiff)))
+    found = ref_effects.aliased_reference(leaves)
     if found is not None:
-        x, first, second = found
+        x, i, j = found
+        names = flat_arg_names(fun, args, {}, set(nondiff))
         raise ValueError(
             "only one reference to a mutable array may be passed as an argument to a "
             f"function, but custom_vjp function {name} got the same mutable array "
-            f"reference of type {x.aval} at {first} and {second}.")
+            f"reference of type {x.aval} at {ref_effects.leaf_name(names, i)} and "
+            f"{ref_effects.leaf_name(names, j)}.")
 
 
 def _fwd_rule(user_fwd, user_bwd, symbolic_zeros, static_vals, nondiff, in_tree, out, in_avals,

@@ -272,28 +272,35 @@ def is_reference(x) -> bool:
     return type(x) in hi_value_types and pytype_aval_mappings[type(x)](x).has_qdd
 
 
-def aliased_reference(leaves, names):
-    """The first reference given twice among argument ``leaves`` (named ``names``, as
-    ``flat_arg_names`` gives them), with the names of both places; None if there is none."""
+def aliased_reference(leaves):
+    """The first reference given twice among argument ``leaves``, with the positions of both
+    places; None if there is none."""
     seen = {}
     for j, x in enumerate(leaves):
         if is_reference(x):
-            name = names[j] if j < len(names) else f"argument leaf {j}"
             if id(x) in seen:
-                return x, seen[id(x)], name
-            seen[id(x)] = name
+                return x, seen[id(x)], j
+            seen[id(x)] = j
     return None
 
 
+def leaf_name(names, j: int) -> str:
+    """The name of argument leaf ``j`` (``names`` as ``flat_arg_names`` gives them)."""
+    return names[j] if j < len(names) else f"argument leaf {j}"
+
+
 def refuse_aliased_references(leaves, names, fname: str, api: str) -> None:
-    """JAX's error when one reference is given twice among a call's argument ``leaves``."""
-    found = aliased_reference(leaves, names)
+    """JAX's error when one reference is given twice among a call's argument ``leaves``.
+    ``names`` gives the leaves' names when called: only an error needs them."""
+    found = aliased_reference(leaves)
     if found is not None:
-        x, first, second = found
+        x, i, j = found
+        names = names()
         raise ValueError(
             "only one reference to a mutable array may be passed as an argument to a "
             f"function, but when tracing {fname} for {api} the mutable array "
-            f"reference of type {x.aval} appeared at both {first} and {second}.")
+            f"reference of type {x.aval} appeared at both {leaf_name(names, i)} and "
+            f"{leaf_name(names, j)}.")
 
 
 def refuse_closed_and_passed(refs, leaves, names, fname: str, api: str) -> None:

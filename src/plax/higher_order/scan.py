@@ -80,8 +80,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         raise TypeError("lax.scan: f argument should be callable.")
     if hi_value_types:
         ref_effects.refuse_aliased_references(
-            tree_util.tree_leaves((init, xs)), flat_arg_names(f, (init, xs), {}), fun_name(f),
-            "scan")
+            tree_util.tree_leaves((init, xs)), lambda: flat_arg_names(f, (init, xs), {}),
+            fun_name(f), "scan")
     ref_effects.refuse_carried_references("scan", init)
     lowered = lower_tree(init)
     if lowered is not None or hi_value_types:  # hi values in the carry or ys: as lo values
