@@ -348,3 +348,34 @@ def test_sparse_generators_draw_what_jaxs_draw():
     assert len(list(sptu.iter_sparse_layouts((2, 3)))) == 6
     with pytest.raises(ValueError, match="bcsr array must have 2 sparse dimensions"):
         sptu.rand_bcsr(rng)((3,), np.float32)
+
+
+# --- harnesses (test_harnesses' machinery) ------------------------------------------------
+
+def test_harness_names_arguments_and_filters():
+    from plax._src.internal_test_util import test_harnesses as th
+    h = th.Harness("dynamic_slice", "shape=[2, 3]", lambda x, i, n: x[i:i + n],
+                   [th.RandArg((5,), np.float32), 1, th.StaticArg(2)], dtype=np.float32,
+                   jax_unimplemented=[th.Limitation("no f32 on tpu", devices="tpu",
+                                                    dtypes=[np.float32])])
+    assert h.fullname == "dynamic_slice_shape_2_3_" and str(h) == h.fullname
+    rng = np.random.RandomState(0)
+    x, i = h.dyn_args_maker(rng)
+    assert x.shape == (5,) and x.dtype == np.float32 and i == 1
+    np.testing.assert_array_equal(h.dyn_fun(x, i), x[1:3])
+    assert h.filter("cpu") and not h.filter("tpu") and h.filter("tpu", include_jax_unimpl=True)
+    assert not h.filter("cpu", one_containing="gather")
+    assert th.dtypes_to_str([np.int8, np.int16, np.int32, np.int64, np.float32]) == \
+        "float32, signed"
+    assert th.dtypes_to_str([], empty_means_all=True) == "all"
+
+    class Cases(parameterized.TestCase):
+        @th.parameterized([h, th.Harness("neg", "", np.negative, [th.RandArg((2,), np.int32)],
+                                         dtype=np.int32)])
+        def test_harness(self, harness):
+            self.assertIsInstance(harness, th.Harness)
+
+    names = sorted(n for n in dir(Cases) if n.startswith("test_harness"))
+    assert names == ["test_harness_dynamic_slice_shape_2_3_", "test_harness_neg_"]
+    with pytest.raises(ValueError, match="no harness's name contains 'nope'"):
+        th.parameterized([h], one_containing="nope")
