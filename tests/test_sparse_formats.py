@@ -479,3 +479,26 @@ def test_operators_a_format_leaves_out_raise_not_implemented(cls, op):
            "getitem": lambda m: m[0], "rmatmul": lambda m: jnp.ones(3) @ m}[op]
     with pytest.raises(NotImplementedError, match=cls.__name__):
         run(mat)
+
+
+@pytest.mark.parametrize("fmt,name,transpose", [("coo", "spmv", True), ("coo", "spmm", False),
+                                                ("csr", "spmv", False), ("csr", "spmm", True)])
+def test_lowerings_primitives_multiply_as_scipy(fmt, name, transpose):
+    """sparse._lowerings' coo_/csr_ spmv/spmm primitives (JAX's cuSPARSE ones) on the CPU."""
+    from plax.experimental.sparse import _lowerings
+    rng = np.random.RandomState(1)
+    m = rng.randn(4, 5).astype(np.float32)
+    m[np.abs(m) < 0.6] = 0
+    x = rng.randn(*((m.shape[0] if transpose else m.shape[1],) + ((3,) if name == "spmm"
+                                                                     else ())))
+    x = x.astype(np.float32)
+    if fmt == "coo":
+        row, col = np.nonzero(m)
+        bufs = (m[row, col], row.astype(np.int32), col.astype(np.int32))
+    else:
+        s = scipy.sparse.csr_matrix(m)
+        bufs = (s.data, s.indices.astype(np.int32), s.indptr.astype(np.int32))
+    prim = getattr(_lowerings, f"{fmt}_{name}_p")
+    out = prim.bind(*map(jnp.asarray, bufs), jnp.asarray(x), transpose=transpose, shape=m.shape)
+    np.testing.assert_allclose(out, (m.T if transpose else m) @ x, rtol=1e-5, atol=1e-5)
+    assert np.float64 in _lowerings.SUPPORTED_DATA_DTYPES
