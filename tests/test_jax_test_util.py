@@ -379,3 +379,24 @@ def test_harness_names_arguments_and_filters():
     assert names == ["test_harness_dynamic_slice_shape_2_3_", "test_harness_neg_"]
     with pytest.raises(ValueError, match="no harness's name contains 'nope'"):
         th.parameterized([h], one_containing="nope")
+
+
+def test_harnesses_windows_family_matches_jax_catalogue():
+    from collections import Counter
+
+    from plax._src.internal_test_util import test_harnesses as th
+    counts = Counter(h.group_name for h in th.all_harnesses)
+    on_cpu = Counter(h.group_name for h in th.all_harnesses if h.filter("cpu"))
+    for group, n in (("select_and_scatter_add", 21), ("reduce", 25), ("reduce_window_max", 54),
+                     ("reduce_window_mul", 30), ("dot_general", 246), ("clamp", 16),
+                     ("conv_general_dilated", 110), ("rng_bit_generator", 9)):
+        assert counts[group] == n, group
+    assert on_cpu["clamp"] == 14
+    names = {h.fullname: h for h in th.all_harnesses}
+    assert ("rng_bit_generator_key_dtype_class_numpy_uint32_shape_uint32_5_7_algorithm_"
+            "RandomAlgorithm_RNG_PHILOX:_2_") in names
+    h = names["reduce_gen_max_min_shape_int32_4_6_initvalue_3_nr_operands_2_dimensions_1_"]
+    x, y = h.dyn_args_maker(np.random.RandomState(0))
+    hi, lo = h.dyn_fun(x, y)
+    np.testing.assert_array_equal(hi, np.maximum(x.max(axis=1), 3))
+    np.testing.assert_array_equal(lo, np.minimum(y.min(axis=1), 0))

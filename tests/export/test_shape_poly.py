@@ -88,6 +88,18 @@ def _ref_softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
+def _pair_max(x):
+    return plax.lax.reduce_window(x, -np.inf, plax.lax.max, (1, 2), (1, 1), "VALID")
+
+
+def _ref_pair_max_grad(x):
+    right = x[:, 1:] > x[:, :-1]
+    g = np.zeros_like(x)
+    g[:, :-1] += ~right
+    g[:, 1:] += right
+    return g
+
+
 CASES = {
     "elementwise": (lambda x: jnp.tanh(x) * x + 1, lambda x: np.tanh(x) * x + 1),
     "matmul": (lambda x: x @ W, lambda x: x @ W),
@@ -123,6 +135,14 @@ CASES = {
                                         int(np.sum(x[:, 0] > 0.5)) - 2]),
     "last_row": (lambda x: plax.lax.dynamic_index_in_dim(x, -1, keepdims=False),
                  lambda x: x[-1]),
+    # windowed reductions with a symbolic dimension (max, its jvp and its gradient)
+    "window_max": (lambda x: _pair_max(x), lambda x: np.maximum(x[:, :-1], x[:, 1:])),
+    "window_sum_over_batch": (
+        lambda x: plax.lax.reduce_window(x, 0., plax.lax.add, (2, 1), (1, 1), "VALID"),
+        lambda x: x[:-1] + x[1:]),
+    "window_max_jvp": (lambda x: plax.jvp(_pair_max, (x,), (2 * x,))[1],
+                       lambda x: 2 * np.maximum(x[:, :-1], x[:, 1:])),
+    "window_max_grad": (plax.grad(lambda x: _pair_max(x).sum()), _ref_pair_max_grad),
 }
 
 
@@ -318,3 +338,17 @@ def test_dimensions_of_different_scopes_are_refused_at_export():
     with pytest.raises(ValueError, match=r"Invalid mixing of symbolic scopes when exporting "
                                          r"<lambda>.*from args\[0\].*for 'w' \(args\[1\]\)"):
         export.export(plax.jit(lambda x, y: x + y))(x, y)
+
+
+def test_rng_bit_generator_with_a_symbolic_batch_of_keys():
+    """vmap over b keys draws (b, 5, 7) bits from the first key: XLA's dynamic generator."""
+    f = plax.vmap(lambda k: plax.lax.rng_bit_generator(k, (5, 7), dtype=np.uint32))
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct((B, 4), np.uint32))
+    assert "dynamic_rng_bit_generator" in exp.mlir_module()
+    for n in (1, 3):
+        keys = np.arange(4 * n, dtype=np.uint32).reshape(n, 4)
+        new_keys, bits = exp.call(keys)
+        want_keys, want_bits = plax.jit(f)(keys)
+        assert bits.shape == (n, 5, 7)
+        np.testing.assert_array_equal(bits, want_bits)
+        np.testing.assert_array_equal(new_keys, want_keys)

@@ -6,11 +6,11 @@ symbolic dimensions, reads each dimension variable's value from an argument
 (``tensor<i64>`` parameters marked ``jax.global_constant``). In the body, ops whose result
 shape is symbolic take their shape as a value computed from the dimension variables
 (``dynamic_broadcast_in_dim``, ``dynamic_iota``, ``dynamic_reshape`` for reshape and
-squeeze, ``real_dynamic_slice``); every other op just has dynamic sizes in its types. At
-call time jaxlib's shape refinement turns the module static for the operands' shapes
-(calling.py).
+squeeze, ``real_dynamic_slice``, the ``dynamic_rng_bit_generator`` custom call); every
+other op just has dynamic sizes in its types. At call time jaxlib's shape refinement turns
+the module static for the operands' shapes (calling.py).
 
-The dynamic rules wrap the ordinary lowering rules of those five primitives once this
+The dynamic rules wrap the ordinary lowering rules of those six primitives once this
 module is imported (only a program that uses plax.export pays a type check there), and
 take over only when a result's shape is symbolic.
 """
@@ -24,6 +24,7 @@ from plax.core.rules import lowering_rules, register_lowering
 from plax.core.staging import trace_to_jaxpr
 from plax.core.symbolic_shapes import DimExpr, _Op, _Var, dim_as_value_p, shape_is_symbolic
 from plax.export import shape_checks
+from plax.first_order.rng_bit_generator import lower_bits
 from plax.first_order.shapes import reshape_operand_in_order
 from plax.lowering import stablehlo as stablehlo_lowering
 from plax.lowering.stablehlo import (FunctionBuilder, RuleContext, i64_array,
@@ -159,15 +160,21 @@ def _slice(ctx, x, *, start_indices, limit_indices, strides):
                        [tensor_type(ctx.avals_out[0])])[0]
 
 
+def _rng_bit_generator(ctx, key, *, shape, algorithm, **_):
+    return lower_bits(ctx, key, algorithm, shape_value(ctx, shape))
+
+
 def _symbolic_out(ctx) -> bool:
     return any(shape_is_symbolic(a.shape) for a in ctx.avals_out)
 
 
 def _install_dynamic_rules() -> None:
     from plax.first_order.shapes import broadcast_in_dim_p, iota_p, reshape_p, squeeze_p
+    from plax.first_order.rng_bit_generator import rng_bit_generator_p
     from plax.first_order.slicing import slice_p
     for prim, dynamic in ((broadcast_in_dim_p, _broadcast_in_dim), (iota_p, _iota),
-                          (reshape_p, _reshape), (slice_p, _slice), (squeeze_p, _squeeze)):
+                          (reshape_p, _reshape), (slice_p, _slice), (squeeze_p, _squeeze),
+                          (rng_bit_generator_p, _rng_bit_generator)):
         static = lowering_rules[prim]  # the generic rule (platform rules take precedence)
 
         def rule(ctx, *args, _static=static, _dynamic=dynamic, **params):

@@ -51,16 +51,30 @@ def _bits_abstract(key, *, shape, dtype, algorithm, out_sharding):
 
 
 def _bits_lowering(ctx, key, *, shape, dtype, algorithm, out_sharding):
-    key_aval, out_key_aval = ctx.avals_in[0], ctx.avals_out[0]
+    return lower_bits(ctx, key, algorithm)
+
+
+def lower_bits(ctx, key, algorithm, shape_value=None):
+    """The generator on XLA's u64[2] state; ``shape_value`` (the SSA i64 vector of the bits'
+    symbolic shape, in a shape-polymorphic export) makes it XLA's
+    ``stablehlo.dynamic_rng_bit_generator`` custom call, which shape refinement makes static."""
+    key_aval, out_key_aval, bits_aval = ctx.avals_in[0], *ctx.avals_out
     words = ShapedArray((2,), _U64)
     if key_aval.dtype == _U32:  # XLA's state is u64[2]: the four words, pairwise
         pairs = ShapedArray((2, 2), _U32)
         key = ctx.op1("stablehlo.bitcast_convert",
                       [ctx.op1("stablehlo.reshape", [key], [key_aval], pairs)], [pairs], words)
-    state, bits = ctx.op("stablehlo.rng_bit_generator", [key], [words],
-                         [words, ctx.avals_out[1]],
-                         props=f"rng_algorithm = #stablehlo<rng_algorithm "
-                               f"{_HLO_ALGORITHM[algorithm]}>")
+    alg = f"rng_algorithm = #stablehlo<rng_algorithm {_HLO_ALGORITHM[algorithm]}>"
+    if shape_value is None:
+        state, bits = ctx.op("stablehlo.rng_bit_generator", [key], [words], [words, bits_aval],
+                             props=alg)
+    else:
+        state, bits = ctx.op(
+            "stablehlo.custom_call", [key, shape_value],
+            [words, ShapedArray((len(bits_aval.shape),), np.dtype(np.int64))],
+            [words, bits_aval], attrs=alg,
+            props='api_version = 2 : i32, call_target_name = '
+                  '"stablehlo.dynamic_rng_bit_generator"')
     if key_aval.dtype == _U32:
         pairs = ShapedArray((2, 2), _U32)
         state = ctx.op1("stablehlo.reshape", [ctx.op1("stablehlo.bitcast_convert", [state],

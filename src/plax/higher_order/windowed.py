@@ -34,6 +34,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, jvp_rules,
                              tangent_aval, transpose_rules)
 from plax.core.jaxpr import ClosedJaxpr
 from plax.core.staging import trace_to_jaxpr
+from plax.core.symbolic_shapes import is_symbolic_dim, max_dim
 from plax.core.trace import EvalTrace, Tracer, fresh_name_stack, get_aval, set_current_trace
 from plax.first_order import arithmetic as _arith
 from plax.first_order import comparison as _cmp
@@ -67,8 +68,8 @@ def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, 
     out = []
     for size, (lo, hi), window, stride in zip(operand_shape, padding, window_dimensions,
                                               window_strides):
-        padded = int(size) + int(lo) + int(hi)
-        out.append(max(0, (padded - int(window)) // int(stride) + 1) if padded >= window else 0)
+        padded = (size if is_symbolic_dim(size) else int(size)) + int(lo) + int(hi)
+        out.append(max_dim((padded - int(window)) // int(stride) + 1, 0))
     return tuple(out)
 
 
