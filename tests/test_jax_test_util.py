@@ -400,3 +400,30 @@ def test_harnesses_windows_family_matches_jax_catalogue():
     hi, lo = h.dyn_fun(x, y)
     np.testing.assert_array_equal(hi, np.maximum(x.max(axis=1), 3))
     np.testing.assert_array_equal(lo, np.minimum(y.min(axis=1), 0))
+
+
+def test_harnesses_indexing_family():
+    from collections import Counter
+    from plax._src.internal_test_util import test_harnesses as th
+    counts = Counter(h.group_name for h in th.all_harnesses)
+    expected = dict(  # real JAX 0.10.2's catalogue
+        gather=162, scatter=485, scatter_add=665, scatter_mul=665, scatter_max=665,
+        scatter_min=669, pad=132, dynamic_slice=60, dynamic_update_slice=38, select_n=24,
+        slice=20, squeeze=19, transpose=13, complex=3, conj=3, real=1, imag=1)
+    assert {g: counts[g] for g in expected} == expected
+    by_name = {h.fullname: h for h in th.all_harnesses}
+    assert "gather_from_slicing_name_:_:2_:_enable_xla_False" in by_name
+    assert "conj_kwargs_operand_float32_3_4_kwargs_input_dtype_:_class_numpy_float32_" \
+        in by_name
+    off_cpu = [h.fullname for h in th.all_harnesses
+               if h.group_name.startswith("scatter") and not h.filter("cpu")]
+    assert sorted(off_cpu) == sorted(
+        f"scatter_{op}_dtypes_shape_bool_5_scatterindices_0_2_updateshape_2_dimension_numbers_"
+        "ScatterDimensionNumbers_update_window_dims_inserted_window_dims_0_scatter_dims_to_"
+        "operand_dims_0_operand_batching_dims_scatter_indices_batching_dims_indicesaresorted_"
+        "False_uniqueindices_False_mode_GatherScatterMode_FILL_OR_DROP_enablexla_True"
+        for op in ("add", "mul"))
+    h = by_name["dynamic_slice_shapes_a_float32_5_start_indices_-6_limit_indices_-5_"
+                "enablexla_True"]
+    x, i = h.dyn_args_maker(np.random.RandomState(0))
+    np.testing.assert_array_equal(h.dyn_fun(x, i), x[:1])  # the start is clamped

@@ -100,6 +100,18 @@ def _ref_pair_max_grad(x):
     return g
 
 
+def _row_window(size):
+    return lambda r, s: plax.lax.dynamic_slice(r, (s,), (size,))
+
+
+def _row_starts(x):
+    return (2 * (x[:, 0] > 0.5)).astype(jnp.int32)
+
+
+def _np_starts(x):
+    return (2 * (x[:, 0] > 0.5)).astype(np.int32)
+
+
 CASES = {
     "elementwise": (lambda x: jnp.tanh(x) * x + 1, lambda x: np.tanh(x) * x + 1),
     "matmul": (lambda x: x @ W, lambda x: x @ W),
@@ -143,6 +155,14 @@ CASES = {
     "window_max_jvp": (lambda x: plax.jvp(_pair_max, (x,), (2 * x,))[1],
                        lambda x: 2 * np.maximum(x[:, :-1], x[:, 1:])),
     "window_max_grad": (plax.grad(lambda x: _pair_max(x).sum()), _ref_pair_max_grad),
+    # vmap of dynamic_slice over rows and starts: a gather with a batching dimension pair
+    "vmap_dynamic_slice": (lambda x: plax.vmap(_row_window(2))(x, _row_starts(x)),
+                           lambda x: np.stack([r[s:s + 2] for r, s in zip(x, _np_starts(x))])),
+    "vmap_dynamic_slice_empty": (lambda x: plax.vmap(_row_window(0))(x, _row_starts(x)),
+                                 lambda x: np.zeros((len(x), 0), x.dtype)),
+    # conj_p bound without input_dtype, with other parameters (as JAX's unop rules allow)
+    "conj_bind": (lambda x: plax.lax.conj_p.bind(x, _input_dtype=np.float32),
+                  lambda x: x.astype(np.complex64)),
 }
 
 

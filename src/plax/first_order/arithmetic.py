@@ -361,14 +361,14 @@ transpose_rules[imag_p] = lambda ct, x: [complex_p.bind(full_of(ct, 0), neg(ct))
 conj_p = Primitive("conj")
 
 
-def _conj_abstract(x, *, input_dtype):
+def _conj_abstract(x, **params):  # input_dtype matters to the transpose alone
     if not (dtypes.is_complex(x.dtype) or x.dtype in (np.float32, np.float64)):
         raise TypeError(f"conj does not accept dtype {x.dtype.name}. Accepted dtypes are "
                         "float32, float64 and complexfloating.")
     return x.update(dtype=x.dtype if dtypes.is_complex(x.dtype) else complex_dtype(x.dtype))
 
 
-def _conj_lowering(ctx, x, *, input_dtype):
+def _conj_lowering(ctx, x, **params):
     ain, aout = ctx.avals_in[0], ctx.avals_out[0]
     if dtypes.is_complex(ain.dtype):
         return ctx.op1("chlo.conj", [x])

@@ -29,6 +29,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefine
                              lowering_rules, not_mapped, tangent_aval, transpose_rules)
 from plax.core.jaxpr import ClosedJaxpr
 from plax.core.staging import trace_to_jaxpr
+from plax.core.symbolic_shapes import min_dim
 from plax.core.trace import EvalTrace, fresh_name_stack, get_aval, set_current_trace
 from plax.first_order import arithmetic as _arith
 from plax.first_order import bitwise as _bitwise
@@ -336,7 +337,9 @@ def _gather_lowering(ctx, x, idx, *, dimension_numbers, slice_sizes, mode, fill_
     out = ctx.avals_out[0]
     if out.size == 0:
         # Nothing is read; XLA is not asked (the windows need not fit an empty operand).
-        return ctx.constant(np.zeros(out.shape, out.dtype), out)
+        # (a broadcast zero: the output's size may be symbolic, e.g. under vmap when exported)
+        scalar = ShapedArray((), out.dtype)
+        return ctx.broadcast(ctx.constant(np.zeros((), out.dtype), scalar), scalar, out)
     if mode is CLIP or mode is FILL_OR_DROP:
         via = _lower_gather_clip if mode is CLIP else _lower_gather_fill_or_drop
         return via(ctx, x, idx, dimension_numbers=dn, slice_sizes=slice_sizes, mode=mode,
@@ -875,7 +878,7 @@ def gather_batch_rule(axis, vals, dims, *, dimension_numbers, slice_sizes, **par
     new = GatherDimensionNumbers(_shift(dn.offset_dims, q), _shift(dn.collapsed_slice_dims, bx),
                                  _shift(dn.start_index_map, bx), obd, ibd)
     # Over an empty batch axis the paired window is empty too: a window of 1 would not fit.
-    pair = min(get_aval(x).shape[bx], 1)
+    pair = min_dim(get_aval(x).shape[bx], 1)  # decided for a symbolic batch size (>= 1)
     sizes = slice_sizes[:bx] + (pair,) + slice_sizes[bx:]
     return gather_p.bind(x, idx, dimension_numbers=new, slice_sizes=sizes, **params), q
 
