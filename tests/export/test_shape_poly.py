@@ -123,6 +123,8 @@ CASES = {
                                         int(np.sum(x[:, 0] > 0.5)) - 2]),
     "last_row": (lambda x: plax.lax.dynamic_index_in_dim(x, -1, keepdims=False),
                  lambda x: x[-1]),
+    "argmax_features": (lambda x: jnp.argmax(x, axis=1), lambda x: np.argmax(x, axis=1)),
+    "argmin_batch": (lambda x: plax.lax.argmin(x, 0, np.int16), lambda x: np.argmin(x, 0)),
 }
 
 
