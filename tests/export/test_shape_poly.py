@@ -4,6 +4,7 @@ import re
 
 import numpy as np
 import pytest
+import scipy.special
 
 import plax
 import plax.numpy as jnp
@@ -125,6 +126,7 @@ CASES = {
                  lambda x: x[-1]),
     "argmax_features": (lambda x: jnp.argmax(x, axis=1), lambda x: np.argmax(x, axis=1)),
     "argmin_batch": (lambda x: plax.lax.argmin(x, 0, np.int16), lambda x: np.argmin(x, 0)),
+    "bessel_i0e": (plax.lax.bessel_i0e, scipy.special.i0e),  # a loop's closed_call inside
 }
 
 
