@@ -427,3 +427,18 @@ def test_harnesses_indexing_family():
                 "enablexla_True"]
     x, i = h.dyn_args_maker(np.random.RandomState(0))
     np.testing.assert_array_equal(h.dyn_fun(x, i), x[:1])  # the start is clamped
+
+
+def test_elementwise_harness_family_matches_jaxs_catalogue():
+    import collections
+    from plax._src.internal_test_util import test_harnesses as th
+    counts = collections.Counter(h.group_name for h in th.all_harnesses)
+    expected = {"convert_element_type": 109, "integer_pow": 66, "argmin": 54, "sign": 20,
+                "bitcast_convert_type": 31, "min": 21, "rem": 15, "and": 9, "cbrt": 3}
+    assert {g: counts[g] for g in expected} == expected  # JAX 0.10.2's (without x64)
+    names = {h.fullname: h for h in th.all_harnesses}
+    assert "round_rounding_methods_shape_float32_2_5_roundingmethod_1" in names
+    assert "device_put_devices_shape_float32_3_4_device_cpu_" in names
+    special = names["argmax_special_equal_shape_int32_3_axes_0_indexdtype_int32_enable_xla_False"]
+    assert special.dtype == np.dtype(np.int32) and isinstance(special.dtype, np.dtype)
+    assert all(h.filter("cpu") for h in th.all_harnesses if h.group_name == "nextafter")

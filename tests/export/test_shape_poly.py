@@ -4,6 +4,7 @@ import re
 
 import numpy as np
 import pytest
+import scipy.special
 
 import plax
 import plax.numpy as jnp
@@ -163,6 +164,9 @@ CASES = {
     # conj_p bound without input_dtype, with other parameters (as JAX's unop rules allow)
     "conj_bind": (lambda x: plax.lax.conj_p.bind(x, _input_dtype=np.float32),
                   lambda x: x.astype(np.complex64)),
+    "argmax_features": (lambda x: jnp.argmax(x, axis=1), lambda x: np.argmax(x, axis=1)),
+    "argmin_batch": (lambda x: plax.lax.argmin(x, 0, np.int16), lambda x: np.argmin(x, 0)),
+    "bessel_i0e": (plax.lax.bessel_i0e, scipy.special.i0e),  # a loop's closed_call inside
 }
 
 

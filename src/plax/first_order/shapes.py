@@ -17,9 +17,9 @@ import numpy as np
 from plax.core import dtypes, replication
 from plax.core.avals import ShapedArray, weak_host_value
 from plax.core.primitive import Primitive
-from plax.core.rules import (abstract_eval_rules, batch_rules, is_undefined, not_mapped,
-                             out_sharding_params, param_printers, register_lowering,
-                             transpose_rules)
+from plax.core.rules import (abstract_eval_rules, batch_rules, is_undefined, lowering_rules,
+                             not_mapped, out_sharding_params, param_printers,
+                             register_lowering, transpose_rules)
 from plax.core.sharding_types import (ShardingTypeError, axes_of, first_sharding,
                                       given_or_replicated, like, same_as_operand, sharding_rules,
                                       spec_of)
@@ -32,7 +32,7 @@ from plax.first_order.ad_util import deflinear, defzero
 from plax.first_order.batch_util import common_dim, move_batch_dim
 from plax.first_order.common import (as_int_tuple, canonical_axis, check_dtype, check_nonnegative,
                              check_same_dtypes, shape_tuple, weak_of)
-from plax.lowering.stablehlo import i64_array
+from plax.lowering.stablehlo import RuleContext, i64_array
 from plax.sharding.mesh import context_mesh
 from plax.sharding.named import NamedSharding, out_sharding_param
 from plax.sharding.partition_spec import PartitionSpec
@@ -589,6 +589,14 @@ register_lowering(iota_p, lambda ctx, *, dtype, shape, dimension, sharding=None:
     "stablehlo.iota", [], props=f"iota_dimension = {int(dimension)} : i64"))
 defzero(iota_p)
 # iota has no operands, so it is never batched.
+
+
+def lower_iota(ctx, aval, dimension: int) -> str:
+    """An iota of ``aval`` along ``dimension``, emitted inside another primitive's lowering
+    rule through iota's own rule (so that a symbolic shape becomes a ``dynamic_iota`` when
+    exporting with shape polymorphism)."""
+    return lowering_rules[iota_p](RuleContext(ctx.fn, [], [aval]), dtype=aval.dtype,
+                                  shape=aval.shape, dimension=dimension)
 
 
 def broadcasted_iota(dtype, shape, dimension, *, out_sharding=None):

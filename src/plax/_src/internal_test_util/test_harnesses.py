@@ -13,3 +13,4 @@ from plax._src.internal_test_util.harness_core import (  # noqa: F401  (the modu
     all_harnesses, define, dtypes_to_str, parameterized)
 from plax._src.internal_test_util import harnesses_windows  # noqa: F401  (defines harnesses)
 from plax._src.internal_test_util import harnesses_indexing  # noqa: F401  (defines harnesses)
+from plax._src.internal_test_util import harnesses_elementwise  # noqa: F401  (defines harnesses)
