@@ -875,7 +875,9 @@ def gather_batch_rule(axis, vals, dims, *, dimension_numbers, slice_sizes, **par
     new = GatherDimensionNumbers(_shift(dn.offset_dims, q), _shift(dn.collapsed_slice_dims, bx),
                                  _shift(dn.start_index_map, bx), obd, ibd)
     # Over an empty batch axis the paired window is empty too: a window of 1 would not fit.
-    pair = min(get_aval(x).shape[bx], 1)
+    # (A symbolic batch size is at least 1.)
+    n = get_aval(x).shape[bx]
+    pair = min(n, 1) if isinstance(n, (int, np.integer)) else 1
     sizes = slice_sizes[:bx] + (pair,) + slice_sizes[bx:]
     return gather_p.bind(x, idx, dimension_numbers=new, slice_sizes=sizes, **params), q
 
