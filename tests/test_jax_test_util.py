@@ -442,3 +442,25 @@ def test_elementwise_harness_family_matches_jaxs_catalogue():
     special = names["argmax_special_equal_shape_int32_3_axes_0_indexdtype_int32_enable_xla_False"]
     assert special.dtype == np.dtype(np.int32) and isinstance(special.dtype, np.dtype)
     assert all(h.filter("cpu") for h in th.all_harnesses if h.group_name == "nextafter")
+
+
+def test_linalg_family_of_the_harness_catalogue():
+    """Facts of JAX's catalogue: harnesses per group (all, and those that run on the CPU)."""
+    import collections
+    from plax._src.internal_test_util import test_harnesses as th
+    counts = {"cummin": (26, 26), "cumlogsumexp": (10, 10), "top_k": (12, 12),
+              "sort": (25, 25), "cholesky": (20, 15), "qr": (40, 20), "fft": (22, 22),
+              "svd": (80, 40), "eig": (48, 24), "eigh": (24, 12), "lu": (12, 6),
+              "triangular_solve": (22, 22), "custom_linear_solve": (3, 3),
+              "tridiagonal_solve": (2, 2), "random_gamma": (4, 4), "random_split": (1, 1),
+              "random_categorical": (9, 9), "random_randint": (9, 9)}
+    every = collections.Counter(h.group_name for h in th.all_harnesses)
+    on_cpu = collections.Counter(h.group_name for h in th.all_harnesses if h.filter("cpu"))
+    assert {g: (every[g], on_cpu[g]) for g in counts} == counts
+    by_name = {h.fullname: h for h in th.all_harnesses}
+    h = by_name["sort_multiple_arrays_num_arrays_2_shape_int32_100_axis_0_isstable_False"
+                "_num_keys_1"]
+    assert h.dtype == np.dtype(np.int32) and isinstance(h.dtype, np.dtype)
+    assert by_name["fft_dtypes_shape_complex64_14_15_16_17_ffttype_0_fftlengths_17_"].dtype \
+        is np.complex64
+    assert not by_name["qr_multi_array_shape_bfloat16_1_1_fullmatrices_False"].filter("cpu")

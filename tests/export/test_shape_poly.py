@@ -167,7 +167,39 @@ CASES = {
     "argmax_features": (lambda x: jnp.argmax(x, axis=1), lambda x: np.argmax(x, axis=1)),
     "argmin_batch": (lambda x: plax.lax.argmin(x, 0, np.int16), lambda x: np.argmin(x, 0)),
     "bessel_i0e": (plax.lax.bessel_i0e, scipy.special.i0e),  # a loop's closed_call inside
+    # a LAPACK custom call with symbolic result sizes (given as shape operands)
+    "cholesky": (lambda x: jnp.linalg.cholesky(_spd(x)), lambda x: np.linalg.cholesky(_spd(x))),
+    "svd_p_without_algorithm": (  # as JAX's, svd_p's algorithm parameter defaults to None
+        lambda x: plax.lax.linalg.svd_p.bind(x.reshape(-1, 2, 2), full_matrices=False,
+                                             compute_uv=False, subset_by_index=None)[0],
+        lambda x: np.linalg.svd(x.reshape(-1, 2, 2), compute_uv=False)),
+    "dynamic_slice_clamped": (lambda x: plax.lax.dynamic_slice(x, (0, 3), (x.shape[0], 2)),
+                              lambda x: x[:, 2:]),
+    "jit_in_loop": (lambda x: plax.lax.fori_loop(0, 2, lambda i, c: plax.jit(_double)(c), x),
+                    lambda x: 4 * x),
+    "empty_fft": (lambda x: jnp.fft.fft(jnp.zeros((x.shape[0], 0, 3), np.complex64)),
+                  lambda x: np.zeros((len(x), 0, 3), np.complex64)),
+    "vmap_gather": (lambda x: plax.vmap(lambda r, i: r[i])(x, jnp.argmax(x, axis=1)),
+                    lambda x: x.max(1)),
 }
+
+
+def _spd(x):
+    a = x.reshape(-1, 2, 2)
+    return a @ a.swapaxes(-1, -2) + 2 * np.eye(2, dtype=np.float32)
+
+
+def _double(y):
+    return y * 2
+
+
+def test_polymorphic_gamma_samples_keys_in_a_loop():
+    """random.gamma: jitted samplers in a while loop, squeezed key arrays."""
+    def f(a):
+        return plax.vmap(lambda ai: plax.random.gamma(plax.random.key(42), ai))(a)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct((B,), np.float32))
+    a = np.array([0.5, 1.0, 3.0], np.float32)
+    np.testing.assert_allclose(exp.call(a), plax.jit(f)(a), rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

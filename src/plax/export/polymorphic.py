@@ -6,11 +6,11 @@ symbolic dimensions, reads each dimension variable's value from an argument
 (``tensor<i64>`` parameters marked ``jax.global_constant``). In the body, ops whose result
 shape is symbolic take their shape as a value computed from the dimension variables
 (``dynamic_broadcast_in_dim``, ``dynamic_iota``, ``dynamic_reshape`` for reshape and
-squeeze, ``real_dynamic_slice``, the ``dynamic_rng_bit_generator`` custom call); every
-other op just has dynamic sizes in its types. At call time jaxlib's shape refinement turns
-the module static for the operands' shapes (calling.py).
+squeeze, ``real_dynamic_slice`` for slice and dynamic_slice, the ``dynamic_rng_bit_generator``
+custom call); every other op just has dynamic sizes in its types. At call time jaxlib's
+shape refinement turns the module static for the operands' shapes (calling.py).
 
-The dynamic rules wrap the ordinary lowering rules of those six primitives once this
+The dynamic rules wrap the ordinary lowering rules of those primitives once this
 module is imported (only a program that uses plax.export pays a type check there), and
 take over only when a result's shape is symbolic.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from plax.core.avals import physical_aval
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.jaxpr import ClosedJaxpr, Literal
 from plax.core.rules import lowering_rules, register_lowering
@@ -144,7 +145,7 @@ def _reshape(ctx, x, *, new_sizes, dimensions, sharding=None):
 
 
 def _squeeze(ctx, x, *, dimensions):
-    out = ctx.avals_out[0]
+    out = physical_aval(ctx.avals_out[0])  # a key array's words stay (no key-layout rule)
     s = shape_value(ctx, out.shape)
     return ctx.fn.emit("stablehlo.dynamic_reshape", [x, s],
                        [tensor_type(ctx.avals_in[0]), _shape_type(len(out.shape))],
@@ -164,6 +165,33 @@ def _rng_bit_generator(ctx, key, *, shape, algorithm, **_):
     return lower_bits(ctx, key, algorithm, shape_value(ctx, shape))
 
 
+def _dynamic_slice(ctx, x, *idx, slice_sizes):
+    """``real_dynamic_slice`` from the start indices clamped into ``[0, size - slice]`` (a
+    dynamic_slice clamps them; a real_dynamic_slice does not)."""
+    n = len(idx)
+    x_aval, out = ctx.avals_in[0], ctx.avals_out[0]
+    parts = []
+    for i, aval in zip(idx, ctx.avals_in[1:]):
+        i = ctx.convert(i, aval, aval.update(dtype=np.int64))
+        parts.append(ctx.fn.emit("stablehlo.reshape", [i], [_I64], ["tensor<1xi64>"])[0])
+    start = parts[0] if n == 1 else ctx.fn.emit(
+        "stablehlo.concatenate", parts, ["tensor<1xi64>"] * n, [_shape_type(n)],
+        props="dimension = 0 : i64")[0]
+    sizes = shape_value(ctx, out.shape)
+    vec = [_shape_type(n)] * 2
+    room = ctx.fn.emit("stablehlo.subtract", [shape_value(ctx, x_aval.shape), sizes], vec,
+                       [_shape_type(n)])[0]
+    zeros = ctx.fn.emit("stablehlo.constant", [], [], [_shape_type(n)],
+                        props=f"value = dense<0> : {_shape_type(n)}")[0]
+    start = ctx.fn.emit("stablehlo.clamp", [zeros, start, room], [_shape_type(n)] * 3,
+                        [_shape_type(n)])[0]
+    limit = ctx.fn.emit("stablehlo.add", [start, sizes], vec, [_shape_type(n)])[0]
+    ones = ctx.fn.emit("stablehlo.constant", [], [], [_shape_type(n)],
+                       props=f"value = dense<1> : {_shape_type(n)}")[0]
+    return ctx.fn.emit("stablehlo.real_dynamic_slice", [x, start, limit, ones],
+                       [tensor_type(x_aval)] + [_shape_type(n)] * 3, [tensor_type(out)])[0]
+
+
 def _symbolic_out(ctx) -> bool:
     return any(shape_is_symbolic(a.shape) for a in ctx.avals_out)
 
@@ -171,10 +199,11 @@ def _symbolic_out(ctx) -> bool:
 def _install_dynamic_rules() -> None:
     from plax.first_order.shapes import broadcast_in_dim_p, iota_p, reshape_p, squeeze_p
     from plax.first_order.rng_bit_generator import rng_bit_generator_p
-    from plax.first_order.slicing import slice_p
+    from plax.first_order.slicing import dynamic_slice_p, slice_p
     for prim, dynamic in ((broadcast_in_dim_p, _broadcast_in_dim), (iota_p, _iota),
                           (reshape_p, _reshape), (slice_p, _slice), (squeeze_p, _squeeze),
-                          (rng_bit_generator_p, _rng_bit_generator)):
+                          (rng_bit_generator_p, _rng_bit_generator),
+                          (dynamic_slice_p, _dynamic_slice)):
         static = lowering_rules[prim]  # the generic rule (platform rules take precedence)
 
         def rule(ctx, *args, _static=static, _dynamic=dynamic, **params):
@@ -194,6 +223,7 @@ def _broadcast_helper(ctx, x, aval_in, aval_out, dims):
 register_lowering(dim_as_value_p, _dim_as_value_lowering)
 _install_dynamic_rules()
 stablehlo_lowering.symbolic_broadcast = _broadcast_helper
+stablehlo_lowering.symbolic_shape_value = shape_value
 
 
 # --- the module --------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from plax.core import dtypes
+from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering, transpose_rules
 from plax.core.sharding_types import same_as_operand, sharding_rules
@@ -109,7 +110,8 @@ def _fft_lowering(ctx, x, *, fft_type, fft_lengths):
     ain, aout = ctx.avals_in[0], ctx.avals_out[0]
     if ain.size == 0 or aout.size == 0:
         # Empty transforms (an RFFT of zero points gives its one zero bin); XLA is not asked.
-        return ctx.constant(np.zeros(aout.shape, aout.dtype), aout)
+        zero = ShapedArray((), aout.dtype)  # broadcast: the shape may be symbolic (export)
+        return ctx.broadcast(ctx.constant(np.zeros((), aout.dtype), zero), zero, aout)
     return ctx.op1("stablehlo.fft", [x],
                    props=f"fft_type = #stablehlo<fft_type {fft_type.name}>, "
                          f"fft_length = {i64_array(fft_lengths)}")

@@ -315,7 +315,7 @@ def _arg_reduction(name: str, direction: str, identity):
     def lower(ctx, x, *, axes, index_dtype):
         ain, aout = ctx.avals_in[0], ctx.avals_out[0]
         iota_aval = ShapedArray(ain.shape, index_dtype)
-        iota = _shapes.lower_iota(ctx, iota_aval, axes[0])
+        iota = ctx.iota(iota_aval, axes[0])
         vs, is_ = ShapedArray((), ain.dtype), ShapedArray((), index_dtype)
         # Identity (the extreme value at index 0): whenever it ties, every element
         # equals it, so index 0 is also the right answer.

@@ -591,14 +591,6 @@ defzero(iota_p)
 # iota has no operands, so it is never batched.
 
 
-def lower_iota(ctx, aval, dimension: int) -> str:
-    """An iota of ``aval`` along ``dimension``, emitted inside another primitive's lowering
-    rule through iota's own rule (so that a symbolic shape becomes a ``dynamic_iota`` when
-    exporting with shape polymorphism)."""
-    return lowering_rules[iota_p](RuleContext(ctx.fn, [], [aval]), dtype=aval.dtype,
-                                  shape=aval.shape, dimension=dimension)
-
-
 def broadcasted_iota(dtype, shape, dimension, *, out_sharding=None):
     """An array of ``shape`` whose values count 0, 1, ... along ``dimension``."""
     dtype = dtypes.canonicalize_user_dtype(dtype, fun_name="broadcasted_iota")

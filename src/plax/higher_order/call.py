@@ -25,11 +25,10 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              is_undefined, jvp_rules, partial_eval_rules, register_lowering,
                              tangent_aval, transpose_rules)
 from plax.core.staging import trace_to_jaxpr
-from plax.core.symbolic_shapes import shape_is_symbolic
 from plax.core.trace import EvalTrace, current_trace, get_aval
 from plax.lowering.consts import const_operands
 from plax.higher_order.pjit import call_function
-from plax.lowering.stablehlo import define_function, lower_jaxpr_body
+from plax.lowering.stablehlo import define_function, inlines_calls, lower_jaxpr_body
 from plax.transforms.discharge import call_discharge_rule
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 
@@ -144,12 +143,10 @@ def _lowering_as_function(ctx, *args, call_jaxpr):
     """``closed_call``: a private function ``closed_call`` and a ``func.call`` of it, as JAX
     lowers it. The boundary matters to XLA: a constant passed into the call is a parameter
     there, so XLA folds less inside (a scan's body is one; JAX's loops get their bits so).
-    A body with symbolic sizes (a shape-polymorphic export) is inlined instead: its ops read
-    the dimension values of the function it is lowered into."""
-    body = call_jaxpr.jaxpr
-    if any(shape_is_symbolic(getattr(v.aval, "shape", ()))
-           for v in (*body.constvars, *body.invars, *body.outvars)):
-        return lower_jaxpr_body(ctx.fn, body, [*const_operands(ctx, call_jaxpr), *args])
+    Inlined where the module needs it (``inlines_calls``)."""
+    if inlines_calls(ctx.fn):
+        return lower_jaxpr_body(ctx.fn, call_jaxpr.jaxpr,
+                                [*const_operands(ctx, call_jaxpr), *args])
     callee = ctx.fn.module.unique_name("closed_call")
     define_function(ctx.module_context, callee, call_jaxpr.jaxpr,
                     scope=ctx.fn.eqn_scope + ("closed_call",))

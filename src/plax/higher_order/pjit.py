@@ -23,7 +23,8 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, 
                              register_lowering, tangent_aval, transpose_rules)
 from plax.lowering.consts import const_operands
 from plax.core.effects import has_ordered_effects
-from plax.lowering.stablehlo import abstract_token, constrain_sharding, define_function
+from plax.lowering.stablehlo import (abstract_token, constrain_sharding, define_function,
+                                     inlines_calls, lower_jaxpr_body)
 from plax.runtime.jitted import JitCall, call_jitted
 from plax.sharding.gspmd import as_mesh_sharding
 from plax.sharding.named import NamedSharding
@@ -71,7 +72,10 @@ def add_eager_call_check(check) -> None:
 
 def _lowering(ctx, *args, jaxpr: ClosedJaxpr, name, donated_invars, keep_unused, inline,
               device, compiler_options, in_shardings=(), out_shardings=()):
-    """A private function holding the callee, and a call to it."""
+    """A private function holding the callee, and a call to it (the body inlined where the
+    module needs it: ``inlines_calls``)."""
+    if inlines_calls(ctx.fn):
+        return lower_jaxpr_body(ctx.fn, jaxpr.jaxpr, [*const_operands(ctx, jaxpr), *args])
     callee = ctx.fn.module.unique_name(name)
     # The body's scopes are relative to the jit: prefix them with this call site's. A nested
     # jit's closed-over constants are constants of its function, as JAX's (XLA folds them

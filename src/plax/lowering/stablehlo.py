@@ -398,6 +398,9 @@ class ModuleBuilder:
 # How RuleContext.broadcast broadcasts to a shape with symbolic sizes (set by plax.export,
 # which makes such shapes): ``(ctx, x, aval_in, aval_out, dims) -> value``.
 symbolic_broadcast = None
+# The value (``tensor<Nxi64>``) of a shape with symbolic sizes, set by plax.export as well:
+# ``(ctx, shape) -> value`` (custom calls take their results' shapes so).
+symbolic_shape_value = None
 
 
 class RuleContext:
@@ -467,6 +470,15 @@ class RuleContext:
         return self.op1("stablehlo.broadcast_in_dim", [x], [aval_in], aval_out,
                         props=f"broadcast_dimensions = {i64_array(dims)}")
 
+    def iota(self, aval: ShapedArray, dimension: int) -> str:
+        """Indices along ``dimension`` of the shape of ``aval`` (of its dtype)."""
+        props = f"iota_dimension = {int(dimension)} : i64"
+        if symbolic_shape_value is not None and not all(type(d) is int for d in aval.shape):
+            n = len(aval.shape)
+            return self.op1("stablehlo.dynamic_iota", [symbolic_shape_value(self, aval.shape)],
+                            [ShapedArray((n,), np.int64)], aval, props=props)
+        return self.op1("stablehlo.iota", [], [], aval, props=props)
+
     def region(self, arg_avals, build, *, terminator: str = "stablehlo.return",
                module_context=None, scope: tuple = ()) -> str:
         """A region ``^bb0(args): body; stablehlo.return`` built by ``build(ctx, *args)``
@@ -507,6 +519,13 @@ def missing_rule_error(prim, platform: str) -> NotImplementedError:
     return NotImplementedError(
         f"MLIR translation rule for primitive {prim.name!r} not found for platform "
         f"{platform}{has}")
+
+
+def inlines_calls(fn: FunctionBuilder) -> bool:
+    """Whether a call lowered into ``fn`` inlines its body rather than calling a private
+    function: so in a shape-polymorphic export, where bodies read the dimension variables
+    that only the exported function has."""
+    return bool(getattr(fn.module, "dim_values", None))
 
 
 def lower_jaxpr_body(fn: FunctionBuilder, jaxpr: Jaxpr, args, *,

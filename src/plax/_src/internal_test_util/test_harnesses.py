@@ -8,6 +8,7 @@ in the ``harnesses_*`` modules imported here.
 """
 from __future__ import annotations
 
+from plax._src.internal_test_util import harnesses_linalg  # noqa: F401  (defines harnesses)
 from plax._src.internal_test_util.harness_core import (  # noqa: F401  (the module's names)
     ArgDescriptor, CustomArg, DType, Harness, Limitation, RandArg, Rng, StaticArg,
     all_harnesses, define, dtypes_to_str, parameterized)

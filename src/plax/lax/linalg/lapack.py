@@ -23,9 +23,11 @@ import numpy as np
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, register_lowering
+from plax.core.symbolic_shapes import shape_is_symbolic
 from plax.core.trace import get_aval
 from plax.first_order import comparison as _cmp
 from plax.first_order import shapes as _shapes
+from plax.lowering import stablehlo
 from plax.runtime import xla
 
 __all__ = ["call", "call_target", "nan_unless_ok"]
@@ -63,8 +65,20 @@ def _lowering(ctx, *operands, target, results, matrix_operands, config, aliases)
             f"#stablehlo.output_operand_alias<output_tuple_indices = [{index(out)}], "
             f"operand_index = {i}, operand_tuple_indices = []>" for out, i in aliases) + "]"
     flags = ", ".join(f"{name} = {_attribute(value)}" for name, value in config)
-    return ctx.op("stablehlo.custom_call", list(operands), props=props,
-                  attrs=f"mhlo.backend_config = {{{flags}}}")
+    attrs = f"mhlo.backend_config = {{{flags}}}"
+    operands, in_avals = list(operands), list(ctx.avals_in)
+    if any(shape_is_symbolic(shape) for shape, _, _ in results):
+        # Symbolic result sizes: the results' shapes follow as operands, which shape
+        # refinement reads (then drops) once the sizes are known.
+        first = len(operands)
+        operands += [stablehlo.symbolic_shape_value(ctx, shape) for shape, _, _ in results]
+        in_avals += [ShapedArray((len(shape),), np.int64) for shape, _, _ in results]
+        props = props.replace("], result_layouts", ", ".join(
+            [""] + ["dense<0> : tensor<1xindex>"] * len(results)) + "], result_layouts", 1)
+        indices = ", ".join(str(first + i) for i in range(len(results)))
+        attrs += f", indices_of_shape_operands = dense<[{indices}]> : tensor<{len(results)}xi64>"
+    return ctx.op("stablehlo.custom_call", operands, operand_avals=in_avals, props=props,
+                  attrs=attrs)
 
 
 def _attribute(value) -> str:

@@ -56,7 +56,7 @@ def _shapes_out(shape, full_matrices, compute_uv, subset_by_index):
             batch + (n if full_matrices else k, n)]
 
 
-def _abstract(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
+def _abstract(x, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     check_matrix("svd", x)
     shapes = _shapes_out(x.shape, full_matrices, compute_uv, subset_by_index)
     dts = [real_dtype(x.dtype)] + [x.dtype] * (len(shapes) - 1)
@@ -76,7 +76,7 @@ def empty_svd(aval, full_matrices, compute_uv, subset_by_index):
     return out
 
 
-def _svd(x, *, full_matrices, compute_uv, subset_by_index, algorithm, platform):
+def _svd(x, *, full_matrices, compute_uv, subset_by_index, algorithm=None, platform):
     aval = get_aval(x)
     if 0 in aval.shape:
         return empty_svd(aval, full_matrices, compute_uv, subset_by_index)
@@ -171,7 +171,8 @@ def _cuda_kernel(x, aval, full_matrices, compute_uv, algorithm):
     return s, u, vt, info
 
 
-def _jvp(primals, tangents, *, full_matrices, compute_uv, subset_by_index, algorithm):
+def _jvp(primals, tangents, *, full_matrices, compute_uv, subset_by_index,
+         algorithm=None):
     # Economic SVD a = U S Vᴴ, k = min(m, n), P = Uᴴ da V:  ds = Re diag(P);
     # dU = U (F ∘ (P S + S Pᴴ) + i Im diag(P) / S) + (I - U Uᴴ) da V S⁻¹,
     # dV = V (F ∘ (S P + Pᴴ S)) + (I - V Vᴴ) daᴴ U S⁻¹, with F_ij = 1 / (s_j² - s_i²), 0 on
