@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,15 +27,14 @@ from plax.core.rules import abstract_eval_rules, batch_rules, jvp_rules
 
 
 
-class _Constraint(tuple):
+class _Constraint(NamedTuple):
     """An explicit constraint ``e1 == e2`` or ``e1 >= e2`` (``cmp`` is "==" or ">="), as
     written (``text``), with ``diff = e1 - e2`` taken before it became a rewrite rule."""
-    __slots__ = ()
-
-    def __new__(cls, cmp, text, e1, e2, diff):
-        return super().__new__(cls, (cmp, text, e1, e2, diff))
-
-    cmp, text, e1, e2, diff = (property(lambda self, i=i: self[i]) for i in range(5))
+    cmp: str
+    text: str
+    e1: object
+    e2: object
+    diff: object
 
     def __repr__(self):
         return f"Constraint({self.text})"
@@ -142,9 +142,11 @@ class _Atom:
         """The variable's name, or None for an operation."""
         return self.name if isinstance(self, _Var) else None
 
-    get_vars = property(lambda self: self.variables)
+    def get_vars(self) -> set:
+        return self.variables()
 
-    __repr__ = lambda self: str(self)  # noqa: E731
+    def __repr__(self):
+        return str(self)
 
 
 class _Var(_Atom):
