@@ -81,11 +81,13 @@ def _atom_value(ctx, atom, env) -> str:
     if atom.kind in ("max", "min"):
         return _i64_op(ctx, "stablehlo.maximum" if atom.kind == "max" else "stablehlo.minimum",
                        [a, b])
-    # floordiv and mod by a positive constant, rounding towards minus infinity
+    # floordiv and mod rounding towards minus infinity: the truncated quotient is one too
+    # big when the remainder is nonzero with the sign opposite to the divisor's
     quotient = _i64_op(ctx, "stablehlo.divide", [a, b])
     rem = _i64_op(ctx, "stablehlo.remainder", [a, b])
     zero = _i64_const(ctx, 0)
-    negative = ctx.fn.emit("stablehlo.compare", [rem, zero], [_I64, _I64], ["tensor<i1>"],
+    signs = _i64_op(ctx, "stablehlo.multiply", [rem, b])
+    negative = ctx.fn.emit("stablehlo.compare", [signs, zero], [_I64, _I64], ["tensor<i1>"],
                            props="comparison_direction = #stablehlo<comparison_direction LT>, "
                                  "compare_type = #stablehlo<comparison_type SIGNED>")[0]
     if atom.kind == "floordiv":
