@@ -195,6 +195,7 @@ class DimExpr:
     decided where the bounds allow (else InconclusiveDimensionOperation)."""
 
     __slots__ = ("_terms", "_scope", "_hash")
+    __array_priority__ = 1000  # NumPy values defer to the reflected operations below
 
     def __init__(self, terms: dict, scope):
         # monomial (tuple of (atom, power), sorted) -> nonzero coefficient; () is the constant
@@ -247,16 +248,24 @@ class DimExpr:
             return None
         return {(): k}
 
+    def _value_op(self, name: str, other):
+        """The operation on ``self`` as a value (``dim_as_value``): with a float, an array or
+        a traced value the result is an array, as in JAX."""
+        return getattr(dimension_as_value(self), name)(other)
+
     def __add__(self, other):
         o = self._coerce(other)
         if o is None:
-            return NotImplemented
+            return self._value_op("__add__", other)
         t = self._terms_dict()
         for m, c in o.items():
             t[m] = t.get(m, 0) + c
         return DimExpr._make(t, self._scope)
 
-    __radd__ = __add__
+    def __radd__(self, other):
+        if self._coerce(other) is None:
+            return self._value_op("__radd__", other)
+        return self + other
 
     def __neg__(self):
         return DimExpr._make({m: -c for m, c in self._terms}, self._scope)
@@ -264,20 +273,20 @@ class DimExpr:
     def __sub__(self, other):
         o = self._coerce(other)
         if o is None:
-            return NotImplemented
+            return self._value_op("__sub__", other)
         return self + DimExpr._make({m: -c for m, c in o.items()}, self._scope) \
             if not (list(o) == [()]) else self + (-o[()])
 
     def __rsub__(self, other):
         o = self._coerce(other)
         if o is None:
-            return NotImplemented
+            return self._value_op("__rsub__", other)
         return (-self) + other
 
     def __mul__(self, other):
         o = self._coerce(other)
         if o is None:
-            return NotImplemented
+            return self._value_op("__mul__", other)
         out: dict = {}
         for m1, c1 in self._terms:
             for m2, c2 in o.items():
@@ -288,13 +297,21 @@ class DimExpr:
                 out[mono] = out.get(mono, 0) + c1 * c2
         return DimExpr._make(out, self._scope)
 
-    __rmul__ = __mul__
+    def __rmul__(self, other):
+        if self._coerce(other) is None:
+            return self._value_op("__rmul__", other)
+        return self * other
 
     def __pow__(self, power):
-        power = operator.index(power)
-        if power < 0:
-            raise InconclusiveDimensionOperation(
-                f"Symbolic dimension '{self}' raised to the negative power {power}")
+        if isinstance(power, DimExpr):  # b ** b is a value
+            return power.__rpow__(self)
+        if power != int(power):
+            raise ValueError("Symbolic dimension cannot be raised to non-integer powers: "
+                             f"'{self}' ** '{power}'")
+        power = int(power)
+        if power < 0:  # (integer values have no negative powers either)
+            raise ValueError("Symbolic dimension cannot be raised to negative powers: "
+                             f"'{self}' ** '{power}'")
         out = 1
         for _ in range(power):
             out = out * self
@@ -302,38 +319,39 @@ class DimExpr:
 
     def __floordiv__(self, other):
         if self._coerce(other) is None:
-            return NotImplemented
-        return floordiv(self, other)
+            return self._value_op("__floordiv__", other)
+        return floordiv(self, other if isinstance(other, DimExpr) else operator.index(other))
 
     def __rfloordiv__(self, other):
         if self._coerce(other) is None:
-            return NotImplemented
-        return floordiv(other, self)
+            return self._value_op("__rfloordiv__", other)
+        return floordiv(operator.index(other), self)
 
     def __mod__(self, other):
         if self._coerce(other) is None:
-            return NotImplemented
-        return mod(self, other)
+            return self._value_op("__mod__", other)
+        return mod(self, other if isinstance(other, DimExpr) else operator.index(other))
 
     def __rmod__(self, other):
         if self._coerce(other) is None:
-            return NotImplemented
-        return mod(other, self)
+            return self._value_op("__rmod__", other)
+        return mod(operator.index(other), self)
 
     def __divmod__(self, other):
         return self // other, self % other
 
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    def __rpow__(self, other):
+        return self._value_op("__rpow__", other)
+
     def __truediv__(self, other):
-        # An exact division is a dimension again (JAX's behaviour); else a value is needed.
-        if isinstance(other, (int, DimExpr)) or hasattr(other, "__index__"):
-            q, r = floordiv(self, other), mod(self, other)
-            if isinstance(r, int) and r == 0:
-                return q
-            raise InconclusiveDimensionOperation(
-                f"Cannot divide '{self}' by '{other}': the quotient is not an integer "
-                "dimension. Use // for integer division, or jnp.asarray(dim) / other "
-                "for a value.")
-        return NotImplemented
+        # "/" always gives a (float) value, as in JAX; "//" keeps a dimension.
+        return self._value_op("__truediv__", other)
+
+    def __rtruediv__(self, other):
+        return self._value_op("__rtruediv__", other)
 
     # comparisons
     def _diff_bounds(self, other):

@@ -1,0 +1,79 @@
+"""Symbolic dimensions used as values under a polymorphic export: returned from a function,
+combined with floats, NumPy values and arrays, divided with ``/`` and raised to powers."""
+import operator
+
+import numpy as np
+import pytest
+
+import plax
+from plax import export
+
+B, = export.symbolic_shape("b")
+
+
+def _run(f, n=3):
+    """``f(x)`` exported for ``x: i32[b]`` and called with ``b = n``; with the output."""
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct((B,), np.int32))
+    return exp.call(np.arange(n, dtype=np.int32))
+
+
+@pytest.mark.parametrize("f, expected", [
+    (lambda x: x.shape[0], 3),
+    (lambda x: 2 * x.shape[0] + 1, 7),
+    (lambda x: (x.shape[0], x.shape[0] ** 2), (3, 9)),
+])
+def test_a_returned_dimension_is_its_value(f, expected):
+    np.testing.assert_array_equal(_run(f), expected)
+
+
+OPS = [operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod,
+       operator.truediv]
+OTHERS = [2.0, np.float32(2), np.array(2.0, np.float32), np.arange(1.0, 5.0, dtype=np.float32),
+          np.arange(1, 5, dtype=np.int32), 2, np.int32(2), np.array(2, np.int32)]
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.__name__)
+@pytest.mark.parametrize("other", OTHERS, ids=repr)
+@pytest.mark.parametrize("swap", [False, True])
+def test_dimension_with_other_operands_matches_numpy(op, other, swap):
+    def f(x):
+        d = 2 * x.shape[0]
+        return op(other, d) if swap else op(d, other)
+    d = 6
+    expected = op(other, d) if swap else op(d, other)
+    got = _run(f)
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-6)
+    assert np.shape(got) == np.shape(expected)
+
+
+def test_operations_with_integers_stay_dimensions():
+    assert str(B + np.int32(2)) == "b + 2" and str(np.int32(2) * B) == "2*b"
+    assert str(B ** 3) == "b^3" and B ** 0 == 1
+
+
+@pytest.mark.parametrize("f, expected", [
+    (lambda x: 2 ** x.shape[0], 8), (lambda x: x.shape[0] ** x.shape[0], 27),
+    (lambda x: x.shape[0] / 2, 1.5), (lambda x: 6 / x.shape[0], 2.0),
+])
+def test_powers_and_true_division_give_values(f, expected):
+    np.testing.assert_allclose(_run(f), expected)
+
+
+@pytest.mark.parametrize("power, match", [
+    (-2, "cannot be raised to negative powers: 'b' \\*\\* '-2'"),
+    (1.5, "cannot be raised to non-integer powers: 'b' \\*\\* '1.5'"),
+])
+def test_bad_powers_raise(power, match):
+    with pytest.raises(ValueError, match=match):
+        B ** power
+
+
+def test_a_dimension_as_a_value_outside_export_raises():
+    with pytest.raises(NotImplementedError, match="outside a shape-polymorphic export"):
+        B + 2.0
+
+
+def test_integer_numpy_operands_keep_dimensions():
+    two = np.array(2, np.int32)
+    assert str(two % B) == "mod(2, b)" and str(B // two) == "floordiv(b, 2)"
+    assert tuple(map(str, divmod(two, B))) == ("floordiv(2, b)", "mod(2, b)")
