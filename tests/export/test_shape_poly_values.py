@@ -77,3 +77,9 @@ def test_integer_numpy_operands_keep_dimensions():
     two = np.array(2, np.int32)
     assert str(two % B) == "mod(2, b)" and str(B // two) == "floordiv(b, 2)"
     assert tuple(map(str, divmod(two, B))) == ("floordiv(2, b)", "mod(2, b)")
+
+
+def test_an_array_of_a_symbolic_shape():
+    f = lambda x: plax.numpy.array([x.shape[0], 2.5])  # noqa: E731
+    np.testing.assert_array_equal(_run(f, n=4), [4.0, 2.5])
+    np.testing.assert_array_equal(_run(lambda x: plax.numpy.sum(plax.numpy.array(x.shape))), 3)

@@ -54,7 +54,7 @@ def _canonical_shape(shape, name="shape", negative=TypeError) -> tuple:
 
 
 def _contains_traced(obj) -> bool:
-    if isinstance(obj, ARRAY_TYPES):
+    if isinstance(obj, (*ARRAY_TYPES, DimExpr)):  # (a symbolic dimension is a traced value)
         return True
     if isinstance(obj, (list, tuple)):
         return any(_contains_traced(o) for o in obj)
