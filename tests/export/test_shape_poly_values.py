@@ -83,3 +83,14 @@ def test_an_array_of_a_symbolic_shape():
     f = lambda x: plax.numpy.array([x.shape[0], 2.5])  # noqa: E731
     np.testing.assert_array_equal(_run(f, n=4), [4.0, 2.5])
     np.testing.assert_array_equal(_run(lambda x: plax.numpy.sum(plax.numpy.array(x.shape))), 3)
+
+
+def test_a_polymorphic_function_without_results():
+    a, = export.symbolic_shape("a", constraints=["a >= 8"])
+
+    def f(x):
+        assert x.shape[0] >= 6  # decided from the constraint
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct((a,), np.int32))
+    assert exp.out_avals == () and exp.call(np.zeros(9, np.int32)) is None
+    with pytest.raises(ValueError, match="symbolic shape constraint a >= 8"):
+        exp.call(np.zeros(7, np.int32))
