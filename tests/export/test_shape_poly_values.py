@@ -94,3 +94,11 @@ def test_a_polymorphic_function_without_results():
     assert exp.out_avals == () and exp.call(np.zeros(9, np.int32)) is None
     with pytest.raises(ValueError, match="symbolic shape constraint a >= 8"):
         exp.call(np.zeros(7, np.int32))
+
+
+def test_the_value_of_a_dimension_is_weakly_typed():
+    def f(x):
+        assert plax.numpy.array(x.shape[0]).aval.weak_type
+        assert (x.shape[0] + 1.5).aval.weak_type
+        return x
+    _run(f)
