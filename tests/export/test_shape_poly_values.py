@@ -102,3 +102,13 @@ def test_the_value_of_a_dimension_is_weakly_typed():
         assert (x.shape[0] + 1.5).aval.weak_type
         return x
     _run(f)
+
+
+@pytest.mark.parametrize("idx", [np.s_[::2], np.s_[1::3], np.s_[::-1], np.s_[::-2],
+                                 np.s_[-2::-2], np.s_[-1:-5:-2], np.s_[2:0:-1], np.s_[-9::-1],
+                                 np.s_[:-9:-3], np.s_[1:5:2]], ids=str)
+def test_slicing_a_symbolic_axis_with_a_step_matches_numpy(idx):
+    exp = export.export(plax.jit(lambda x: x[idx]))(plax.ShapeDtypeStruct((B,), np.int32))
+    for n in range(1, 11):
+        x = np.arange(n, dtype=np.int32)
+        np.testing.assert_array_equal(exp.call(x), x[idx])

@@ -242,11 +242,9 @@ def _is_advanced(entries) -> bool:
 
 # --- basic indexing: slice, rev, dynamic_slice ------------------------------------------
 def _symbolic_slice_bounds(s: slice, size, axis: int):
-    """(start, stop) of the unit-step slice ``s`` along an axis of symbolic ``size``."""
-    if s.step not in (None, 1):
-        raise InconclusiveDimensionOperation(
-            f"Slicing axis {axis} of symbolic size '{size}' with step {s.step}: plax slices "
-            "symbolic dimensions with step 1 only.")
+    """(start, stop, step) of the slice ``s`` (step > 0, or one that ``_reverse_symbolic``
+    made positive) along an axis of symbolic ``size``, clamped into ``[0, size]``."""
+    step = 1 if s.step is None else operator.index(s.step)
 
     def bound(v, default):
         if v is None:
@@ -256,11 +254,40 @@ def _symbolic_slice_bounds(s: slice, size, axis: int):
             v = size + v
         return min_dim(max_dim(v, 0), size)
     start, stop = bound(s.start, 0), bound(s.stop, size)
-    return start, max_dim(start, stop)
+    return start, max_dim(start, stop), step
+
+
+def _reverse_symbolic(arr, entries):
+    """``arr`` reversed along the symbolic axes sliced with a negative step, and the entries
+    with those slices as the positive-step slices of the reversed axes (index ``i`` of an axis
+    of size ``n`` is ``n - 1 - i`` once reversed)."""
+    shape = get_aval(arr).shape
+    axis, out, rev = 0, [], []
+    for e in entries:
+        if isinstance(e, slice) and type(shape[axis]) is DimExpr and e.step is not None \
+                and operator.index(e.step) < 0:
+            size = shape[axis]
+
+            def flip(v, default):  # the reversed-axis position of a start or stop
+                if v is None:
+                    return default
+                v = v if type(v) is DimExpr else operator.index(v)
+                if not isinstance(v, DimExpr) and v < 0:  # (counted from the end)
+                    return min_dim(-1 - v, size)
+                return max_dim(size - 1 - v, 0)
+            e = slice(flip(e.start, 0), flip(e.stop, size), -operator.index(e.step))
+            rev.append(axis)
+        if e is None:
+            out.append(e)
+            continue
+        out.append(e)
+        axis += 1
+    return (lax.rev(arr, tuple(rev)) if rev else arr), out
 
 
 def _basic_take(arr, entries):
     """``arr[idx]`` for an index of integers, slices and None (entries from _parse)."""
+    arr, entries = _reverse_symbolic(arr, entries)
     shape = get_aval(arr).shape
     starts, limits, strides, reverse, squeeze = [], [], [], [], []
     dynamic = {}       # axis -> traced index
@@ -274,10 +301,10 @@ def _basic_take(arr, entries):
             continue
         size = shape[axis]
         if isinstance(i, slice) and type(size) is DimExpr:  # a symbolic size (plax.export)
-            start, stop = _symbolic_slice_bounds(i, size, axis)
+            start, stop, step = _symbolic_slice_bounds(i, size, axis)
             starts.append(start)
             limits.append(stop)
-            strides.append(1)
+            strides.append(step)
             out_pos += 1
         elif isinstance(i, slice):
             start, stop, step = i.indices(size)
