@@ -7,6 +7,7 @@ import pytest
 
 import plax
 from plax import export
+from plax.higher_order.run_state import run_state
 
 B, = export.symbolic_shape("b")
 
@@ -112,3 +113,16 @@ def test_slicing_a_symbolic_axis_with_a_step_matches_numpy(idx):
     for n in range(1, 11):
         x = np.arange(n, dtype=np.int32)
         np.testing.assert_array_equal(exp.call(x), x[idx])
+
+
+@pytest.mark.parametrize("slc", [np.s_[:], np.s_[-3:], np.s_[1:-1]], ids=str)
+def test_reference_slices_of_a_symbolic_axis(slc):
+    def body(ref):
+        ref[slc] = ref[slc] * 2 + 1
+    f = run_state(body)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct((B,), np.float32))
+    for n in (3, 7):
+        x = np.arange(n, dtype=np.float32)
+        want = x.copy()
+        want[slc] = want[slc] * 2 + 1
+        np.testing.assert_array_equal(exp.call(x), want)

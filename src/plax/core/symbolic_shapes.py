@@ -794,6 +794,23 @@ def checked_symbolic_shape(shape) -> tuple:
 
 
 
+def clamped_slice(s: slice, size) -> tuple:
+    """``(start, stop, step)`` of the slice ``s`` (step > 0) along an axis of ``size`` (some
+    of them symbolic), NumPy's way: negative bounds count from the end, then both are clamped
+    into ``[0, size]``, and ``stop >= start``."""
+    step = 1 if s.step is None else operator.index(s.step)
+
+    def bound(v, default):
+        if v is None:
+            return default
+        v = v if type(v) is DimExpr else operator.index(v)
+        if not isinstance(v, DimExpr) and v < 0:
+            v = size + v
+        return min_dim(max_dim(v, 0), size)
+    start, stop = bound(s.start, 0), bound(s.stop, size)
+    return start, max_dim(start, stop), step
+
+
 # --- a symbolic dimension as a value (x / x.shape[0], jnp.asarray(b)) -------------------------
 dim_as_value_p = Primitive("dim_as_value")
 

@@ -25,7 +25,7 @@ from plax.core.config import config
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.refs import Slice  # noqa: F401 (plax.ds makes them; indexing takes them)
 from plax.core.source_info import pass_through_code, user_stacklevel
-from plax.core.symbolic_shapes import DimExpr, max_dim, min_dim
+from plax.core.symbolic_shapes import DimExpr, clamped_slice, max_dim, min_dim
 from plax.core.trace import Tracer, get_aval
 from plax.first_order import indexing as lax_indexing
 from plax.first_order import sharding_constraint
@@ -241,22 +241,6 @@ def _is_advanced(entries) -> bool:
 
 
 # --- basic indexing: slice, rev, dynamic_slice ------------------------------------------
-def _symbolic_slice_bounds(s: slice, size, axis: int):
-    """(start, stop, step) of the slice ``s`` (step > 0, or one that ``_reverse_symbolic``
-    made positive) along an axis of symbolic ``size``, clamped into ``[0, size]``."""
-    step = 1 if s.step is None else operator.index(s.step)
-
-    def bound(v, default):
-        if v is None:
-            return default
-        v = v if type(v) is DimExpr else operator.index(v)
-        if not isinstance(v, DimExpr) and v < 0:
-            v = size + v
-        return min_dim(max_dim(v, 0), size)
-    start, stop = bound(s.start, 0), bound(s.stop, size)
-    return start, max_dim(start, stop), step
-
-
 def _reverse_symbolic(arr, entries):
     """``arr`` reversed along the symbolic axes sliced with a negative step, and the entries
     with those slices as the positive-step slices of the reversed axes (index ``i`` of an axis
@@ -277,11 +261,8 @@ def _reverse_symbolic(arr, entries):
                 return max_dim(size - 1 - v, 0)
             e = slice(flip(e.start, 0), flip(e.stop, size), -operator.index(e.step))
             rev.append(axis)
-        if e is None:
-            out.append(e)
-            continue
         out.append(e)
-        axis += 1
+        axis += e is not None  # (None makes an axis, takes none)
     return (lax.rev(arr, tuple(rev)) if rev else arr), out
 
 
@@ -301,7 +282,7 @@ def _basic_take(arr, entries):
             continue
         size = shape[axis]
         if isinstance(i, slice) and type(size) is DimExpr:  # a symbolic size (plax.export)
-            start, stop, step = _symbolic_slice_bounds(i, size, axis)
+            start, stop, step = clamped_slice(i, size)
             starts.append(start)
             limits.append(stop)
             strides.append(step)
