@@ -126,3 +126,15 @@ def test_reference_slices_of_a_symbolic_axis(slc):
         want = x.copy()
         want[slc] = want[slc] * 2 + 1
         np.testing.assert_array_equal(exp.call(x), want)
+
+
+@pytest.mark.parametrize("f, text", [
+    (lambda x, y: x[:y.shape[0]], "min(a, b)"), (lambda x, y: x[2:], "- min(a, 2) + a"),
+    (lambda x, y: x[:-2], "max(0, a - 2)"), (lambda x, y: x[::2], "floordiv(a + 1, 2)"),
+])
+def test_symbolic_slice_sizes_have_jax_forms(f, text):
+    # (the forms a scope's equality constraints are written against)
+    a, b = export.symbolic_shape("a, b")
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct((a,), np.int32),
+                                     plax.ShapeDtypeStruct((b,), np.int32))
+    assert str(exp.out_avals[0].shape[0]) == text

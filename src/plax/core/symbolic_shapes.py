@@ -795,9 +795,10 @@ def checked_symbolic_shape(shape) -> tuple:
 
 
 def clamped_slice(s: slice, size) -> tuple:
-    """``(start, stop, step)`` of the slice ``s`` (step > 0) along an axis of ``size`` (some
-    of them symbolic), NumPy's way: negative bounds count from the end, then both are clamped
-    into ``[0, size]``, and ``stop >= start``."""
+    """``(start, limit, step)`` of the slice ``s`` (step > 0) along an axis of ``size`` (some
+    of them symbolic), NumPy's way: a negative bound counts from the end (``max(0, size +
+    v)``), others are ``min(size, v)``; ``limit`` is ``start + max(0, stop - start)``. (JAX's
+    forms, so that a scope's equalities on them apply.)"""
     step = 1 if s.step is None else operator.index(s.step)
 
     def bound(v, default):
@@ -805,10 +806,10 @@ def clamped_slice(s: slice, size) -> tuple:
             return default
         v = v if type(v) is DimExpr else operator.index(v)
         if not isinstance(v, DimExpr) and v < 0:
-            v = size + v
-        return min_dim(max_dim(v, 0), size)
+            return max_dim(0, size + v)
+        return min_dim(size, v)
     start, stop = bound(s.start, 0), bound(s.stop, size)
-    return start, max_dim(start, stop), step
+    return start, start + max_dim(0, stop - start), step
 
 
 # --- a symbolic dimension as a value (x / x.shape[0], jnp.asarray(b)) -------------------------
