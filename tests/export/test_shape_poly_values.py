@@ -138,3 +138,18 @@ def test_symbolic_slice_sizes_have_jax_forms(f, text):
     exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct((a,), np.int32),
                                      plax.ShapeDtypeStruct((b,), np.int32))
     assert str(exp.out_avals[0].shape[0]) == text
+
+
+@pytest.mark.parametrize("shape, new, expected", [
+    ((2 * B,), (2, -1), (2, B)), ((B, 3), (-1,), (3 * B,)), ((B, 4), (B, 2, -1), (B, 2, 2)),
+    ((2 * B + 2,), (-1, 2), (B + 1, 2)),
+])
+def test_reshape_with_minus_one_of_symbolic_shapes(shape, new, expected):
+    out = plax.eval_shape(lambda x: x.reshape(new), plax.ShapeDtypeStruct(shape, np.float32))
+    assert out.shape == expected
+
+
+def test_reshape_with_minus_one_that_may_not_divide_raises():
+    with pytest.raises(TypeError, match=r"product of specified axis sizes \(2\) does not "
+                                        "evenly divide b"):
+        plax.eval_shape(lambda x: x.reshape(2, -1), plax.ShapeDtypeStruct((B,), np.float32))
