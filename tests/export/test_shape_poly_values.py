@@ -7,6 +7,7 @@ import pytest
 
 import plax
 from plax import export
+from plax.errors import InconclusiveDimensionOperation
 from plax.higher_order.run_state import run_state
 
 B, = export.symbolic_shape("b")
@@ -153,3 +154,22 @@ def test_reshape_with_minus_one_that_may_not_divide_raises():
     with pytest.raises(TypeError, match=r"product of specified axis sizes \(2\) does not "
                                         "evenly divide b"):
         plax.eval_shape(lambda x: x.reshape(2, -1), plax.ShapeDtypeStruct((B,), np.float32))
+
+
+@pytest.mark.parametrize("f, g", [
+    (lambda x: x[-x.shape[0]:], lambda x: x), (lambda x: x[:-x.shape[0]], lambda x: x[:0]),
+    (lambda x: x[-2 * x.shape[0]::-1], lambda x: x[:0]),
+    (lambda x: x[x.shape[0]::-2], lambda x: x[::-2]),
+])
+def test_symbolic_slice_bounds_of_either_sign(f, g):
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct((B,), np.int32))
+    for n in (1, 4, 7):
+        x = np.arange(n, dtype=np.int32)
+        np.testing.assert_array_equal(exp.call(x), g(x))
+
+
+def test_a_slice_bound_of_unknown_sign_raises():
+    with pytest.raises(InconclusiveDimensionOperation,
+                       match=r"the start \(b - 3\) must be resolved statically if it is >= 0"):
+        export.export(plax.jit(lambda x: x[x.shape[0] - 3:]))(
+            plax.ShapeDtypeStruct((B,), np.int32))

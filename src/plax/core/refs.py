@@ -150,10 +150,10 @@ class Slice:
     def from_slice(cls, s: slice, dim: int) -> "Slice":
         """The ``Slice`` a Python slice with static bounds cuts from an axis of ``dim``."""
         if any(type(v) is DimExpr for v in (dim, s.start, s.stop)):
-            start, stop, step = clamped_slice(s, dim)
-            if step < 1:
+            if s.step is not None and s.step < 1:
                 raise NotImplementedError("Reference slices with a negative or zero step are "
                                           f"not supported (got {s}).")
+            start, stop, step, _ = clamped_slice(s, dim)
             size = (stop - start + step - 1) // step
             # (a symbolic start is an operand: its value)
             return cls(dimension_as_value(start), size, step)

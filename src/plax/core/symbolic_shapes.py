@@ -795,21 +795,31 @@ def checked_symbolic_shape(shape) -> tuple:
 
 
 def clamped_slice(s: slice, size) -> tuple:
-    """``(start, limit, step)`` of the slice ``s`` (step > 0) along an axis of ``size`` (some
-    of them symbolic), NumPy's way: a negative bound counts from the end (``max(0, size +
-    v)``), others are ``min(size, v)``; ``limit`` is ``start + max(0, stop - start)``. (JAX's
-    forms, so that a scope's equalities on them apply.)"""
+    """``(start, limit, step, reversed)`` of the slice ``s`` along an axis of ``size`` (some
+    of them symbolic), NumPy's way in JAX's forms (so that a scope's equalities apply): a
+    bound ``v >= 0`` is ``min(size, v)``, a negative one ``max(0, size + v)``; ``limit`` is
+    ``start + max(0, stop - start)``. A negative step gives the positive-step slice of the
+    axis reversed (``reversed``; position ``i`` there is ``size - 1 - i``)."""
     step = 1 if s.step is None else operator.index(s.step)
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
 
-    def bound(v, default):
+    def bound(v, default, which):
         if v is None:
             return default
         v = v if type(v) is DimExpr else operator.index(v)
-        if not isinstance(v, DimExpr) and v < 0:
-            return max_dim(0, size + v)
-        return min_dim(size, v)
-    start, stop = bound(s.start, 0), bound(s.stop, size)
-    return start, start + max_dim(0, stop - start), step
+        try:
+            nonnegative = v >= 0
+        except InconclusiveDimensionOperation as e:
+            raise InconclusiveDimensionOperation(
+                f"In slice with non-constant elements the {which} ({v}) must be resolved "
+                f"statically if it is >= 0.\nDetails: {e}") from None
+        if step > 0:
+            return min_dim(size, v) if nonnegative else max_dim(0, size + v)
+        # the position in the reversed axis of v clamped into [-1, size - 1]
+        return max_dim(0, size - 1 - v) if nonnegative else min_dim(size, -1 - v)
+    start, stop = bound(s.start, 0, "start"), bound(s.stop, size, "stop")
+    return start, start + max_dim(0, stop - start), abs(step), step < 0
 
 
 # --- a symbolic dimension as a value (x / x.shape[0], jnp.asarray(b)) -------------------------

@@ -25,7 +25,7 @@ from plax.core.config import config
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.refs import Slice  # noqa: F401 (plax.ds makes them; indexing takes them)
 from plax.core.source_info import pass_through_code, user_stacklevel
-from plax.core.symbolic_shapes import DimExpr, clamped_slice, max_dim, min_dim
+from plax.core.symbolic_shapes import DimExpr, clamped_slice
 from plax.core.trace import Tracer, get_aval
 from plax.first_order import indexing as lax_indexing
 from plax.first_order import sharding_constraint
@@ -243,24 +243,15 @@ def _is_advanced(entries) -> bool:
 # --- basic indexing: slice, rev, dynamic_slice ------------------------------------------
 def _reverse_symbolic(arr, entries):
     """``arr`` reversed along the symbolic axes sliced with a negative step, and the entries
-    with those slices as the positive-step slices of the reversed axes (index ``i`` of an axis
-    of size ``n`` is ``n - 1 - i`` once reversed)."""
+    with those slices as the positive-step slices of the reversed axes."""
     shape = get_aval(arr).shape
     axis, out, rev = 0, [], []
     for e in entries:
-        if isinstance(e, slice) and type(shape[axis]) is DimExpr and e.step is not None \
-                and operator.index(e.step) < 0:
-            size = shape[axis]
-
-            def flip(v, default):  # the reversed-axis position of a start or stop
-                if v is None:
-                    return default
-                v = v if type(v) is DimExpr else operator.index(v)
-                if not isinstance(v, DimExpr) and v < 0:  # (counted from the end)
-                    return min_dim(-1 - v, size)
-                return max_dim(size - 1 - v, 0)
-            e = slice(flip(e.start, 0), flip(e.stop, size), -operator.index(e.step))
-            rev.append(axis)
+        if isinstance(e, slice) and type(shape[axis]) is DimExpr:
+            start, limit, step, flip = clamped_slice(e, shape[axis])
+            e = slice(start, limit, step)
+            if flip:
+                rev.append(axis)
         out.append(e)
         axis += e is not None  # (None makes an axis, takes none)
     return (lax.rev(arr, tuple(rev)) if rev else arr), out
@@ -282,10 +273,9 @@ def _basic_take(arr, entries):
             continue
         size = shape[axis]
         if isinstance(i, slice) and type(size) is DimExpr:  # a symbolic size (plax.export)
-            start, stop, step = clamped_slice(i, size)
-            starts.append(start)
-            limits.append(stop)
-            strides.append(step)
+            starts.append(i.start)  # (made positive and clamped by _reverse_symbolic)
+            limits.append(i.stop)
+            strides.append(i.step)
             out_pos += 1
         elif isinstance(i, slice):
             start, stop, step = i.indices(size)
