@@ -153,7 +153,7 @@ class Slice:
             if s.step is not None and s.step < 1:
                 raise NotImplementedError("Reference slices with a negative or zero step are "
                                           f"not supported (got {s}).")
-            start, stop, step, _ = clamped_slice(s, dim)
+            start, stop, step = clamped_slice(s, dim)
             size = (stop - start + step - 1) // step
             # (a symbolic start is an operand: its value)
             return cls(dimension_as_value(start), size, step)

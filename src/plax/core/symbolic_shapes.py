@@ -795,14 +795,13 @@ def checked_symbolic_shape(shape) -> tuple:
 
 
 def clamped_slice(s: slice, size) -> tuple:
-    """``(start, limit, step, reversed)`` of the slice ``s`` along an axis of ``size`` (some
-    of them symbolic), NumPy's way in JAX's forms (so that a scope's equalities apply): a
-    bound ``v >= 0`` is ``min(size, v)``, a negative one ``max(0, size + v)``; ``limit`` is
-    ``start + max(0, stop - start)``. A negative step gives the positive-step slice of the
-    axis reversed (``reversed``; position ``i`` there is ``size - 1 - i``)."""
+    """``(start, limit, step)`` of the slice ``s`` (step > 0) along an axis of ``size`` (some
+    of them symbolic), NumPy's clamping in JAX's forms: a bound ``v >= 0`` is ``min(size,
+    v)``, a negative one ``max(0, size + v)``; ``limit`` is ``start + max(0, stop - start)``.
+    (plax.numpy.indexing slices arrays the same way.)"""
     step = 1 if s.step is None else operator.index(s.step)
-    if step == 0:
-        raise ValueError("slice step cannot be zero")
+    if step <= 0:
+        raise ValueError(f"clamped_slice takes positive steps, got {s}")
 
     def bound(v, default, which):
         if v is None:
@@ -814,12 +813,9 @@ def clamped_slice(s: slice, size) -> tuple:
             raise InconclusiveDimensionOperation(
                 f"In slice with non-constant elements the {which} ({v}) must be resolved "
                 f"statically if it is >= 0.\nDetails: {e}") from None
-        if step > 0:
-            return min_dim(size, v) if nonnegative else max_dim(0, size + v)
-        # the position in the reversed axis of v clamped into [-1, size - 1]
-        return max_dim(0, size - 1 - v) if nonnegative else min_dim(size, -1 - v)
+        return min_dim(size, v) if nonnegative else max_dim(0, size + v)
     start, stop = bound(s.start, 0, "start"), bound(s.stop, size, "stop")
-    return start, start + max_dim(0, stop - start), abs(step), step < 0
+    return start, start + max_dim(0, stop - start), step
 
 
 # --- a symbolic dimension as a value (x / x.shape[0], jnp.asarray(b)) -------------------------

@@ -25,7 +25,7 @@ from plax.core.config import config
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.refs import Slice  # noqa: F401 (plax.ds makes them; indexing takes them)
 from plax.core.source_info import pass_through_code, user_stacklevel
-from plax.core.symbolic_shapes import DimExpr, clamped_slice
+from plax.core.symbolic_shapes import DimExpr, max_dim, min_dim
 from plax.core.trace import Tracer, get_aval
 from plax.first_order import indexing as lax_indexing
 from plax.first_order import sharding_constraint
@@ -241,25 +241,26 @@ def _is_advanced(entries) -> bool:
 
 
 # --- basic indexing: slice, rev, dynamic_slice ------------------------------------------
-def _reverse_symbolic(arr, entries):
-    """``arr`` reversed along the symbolic axes sliced with a negative step, and the entries
-    with those slices as the positive-step slices of the reversed axes."""
-    shape = get_aval(arr).shape
-    axis, out, rev = 0, [], []
-    for e in entries:
-        if isinstance(e, slice) and type(shape[axis]) is DimExpr:
-            start, limit, step, flip = clamped_slice(e, shape[axis])
-            e = slice(start, limit, step)
-            if flip:
-                rev.append(axis)
-        out.append(e)
-        axis += e is not None  # (None makes an axis, takes none)
-    return (lax.rev(arr, tuple(rev)) if rev else arr), out
+def _symbolic_slice_bounds(s: slice, size, axis: int):
+    """(start, stop) of the unit-step slice ``s`` along an axis of symbolic ``size``."""
+    if s.step not in (None, 1):
+        raise InconclusiveDimensionOperation(
+            f"Slicing axis {axis} of symbolic size '{size}' with step {s.step}: plax slices "
+            "symbolic dimensions with step 1 only.")
+
+    def bound(v, default):
+        if v is None:
+            return default
+        v = v if type(v) is DimExpr else operator.index(v)
+        if not isinstance(v, DimExpr) and v < 0:
+            v = size + v
+        return min_dim(max_dim(v, 0), size)
+    start, stop = bound(s.start, 0), bound(s.stop, size)
+    return start, max_dim(start, stop)
 
 
 def _basic_take(arr, entries):
     """``arr[idx]`` for an index of integers, slices and None (entries from _parse)."""
-    arr, entries = _reverse_symbolic(arr, entries)
     shape = get_aval(arr).shape
     starts, limits, strides, reverse, squeeze = [], [], [], [], []
     dynamic = {}       # axis -> traced index
@@ -273,9 +274,10 @@ def _basic_take(arr, entries):
             continue
         size = shape[axis]
         if isinstance(i, slice) and type(size) is DimExpr:  # a symbolic size (plax.export)
-            starts.append(i.start)  # (made positive and clamped by _reverse_symbolic)
-            limits.append(i.stop)
-            strides.append(i.step)
+            start, stop = _symbolic_slice_bounds(i, size, axis)
+            starts.append(start)
+            limits.append(stop)
+            strides.append(1)
             out_pos += 1
         elif isinstance(i, slice):
             start, stop, step = i.indices(size)
