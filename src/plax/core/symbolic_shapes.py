@@ -330,7 +330,7 @@ class DimExpr:
     decided where the bounds allow (else InconclusiveDimensionOperation)."""
 
     __slots__ = ("_terms", "_scope", "_hash")
-    __array_priority__ = 1000
+    __array_priority__ = 1000  # NumPy values defer to the reflected operations below
 
     def __init__(self, terms: dict, scope):
         # (monomial, nonzero coefficient), the largest term first; () is the constant
@@ -427,18 +427,26 @@ class DimExpr:
             return None
         return {(): k}
 
+    def _value_op(self, name: str, other):
+        """The operation on ``self`` as a value (``dim_as_value``): with a float, an array or
+        a traced value the result is an array, as in JAX."""
+        return getattr(dimension_as_value(self), name)(other)
+
     def __add__(self, other):
         if isinstance(other, int) and other == 0:
             return self  # (as JAX: no rewrite by the scope's equalities)
         o = self._coerce(other, "for linear combination")
         if o is None:
-            return NotImplemented
+            return self._value_op("__add__", other)
         t = self._terms_dict()
         for m, c in o.items():
             t[m] = t.get(m, 0) + c
         return DimExpr._make(t, self._scope)
 
-    __radd__ = __add__
+    def __radd__(self, other):
+        if self._coerce(other) is None:
+            return self._value_op("__radd__", other)
+        return self + other
 
     def __neg__(self):
         return DimExpr._make({m: -c for m, c in self._terms}, self._scope)
@@ -448,7 +456,7 @@ class DimExpr:
             return self  # (as JAX: no rewrite by the scope's equalities)
         o = self._coerce(other, "for linear combination")
         if o is None:
-            return NotImplemented
+            return self._value_op("__sub__", other)
         t = self._terms_dict()
         for m, c in o.items():
             t[m] = t.get(m, 0) - c
@@ -457,7 +465,7 @@ class DimExpr:
     def __rsub__(self, other):
         o = self._coerce(other)
         if o is None:
-            return NotImplemented
+            return self._value_op("__rsub__", other)
         return (-self) + other
 
     def __mul__(self, other):
@@ -465,7 +473,7 @@ class DimExpr:
             return self if other else 0
         o = self._coerce(other, "for mul")
         if o is None:
-            return NotImplemented
+            return self._value_op("__mul__", other)
         out: dict = {}
         for m1, c1 in self._terms:
             for m2, c2 in o.items():
@@ -473,19 +481,21 @@ class DimExpr:
                 out[mono] = out.get(mono, 0) + c1 * c2
         return DimExpr._make(out, self._scope)
 
-    __rmul__ = __mul__
+    def __rmul__(self, other):
+        if self._coerce(other) is None:
+            return self._value_op("__rmul__", other)
+        return self * other
 
     def __pow__(self, power):
-        try:
-            power = operator.index(power)
-        except TypeError:
-            raise InconclusiveDimensionOperation(
-                f"Symbolic dimension cannot be raised to non-integer powers: '{self}' ^ "
-                f"'{power}'") from None
-        if power < 0:
-            raise InconclusiveDimensionOperation(
-                f"Symbolic dimension cannot be raised to negative powers: '{self}' ^ "
-                f"'{power}'")
+        if isinstance(power, DimExpr):  # b ** b is a value
+            return power.__rpow__(self)
+        if power != int(power):
+            raise ValueError("Symbolic dimension cannot be raised to non-integer powers: "
+                             f"'{self}' ** '{power}'")
+        power = int(power)
+        if power < 0:  # (integer values have no negative powers either)
+            raise ValueError("Symbolic dimension cannot be raised to negative powers: "
+                             f"'{self}' ** '{power}'")
         out = 1
         for _ in range(power):
             out = out * self
@@ -493,45 +503,43 @@ class DimExpr:
 
     def __floordiv__(self, other):
         if self._coerce(other, "for floordiv") is None:
-            return NotImplemented
-        return floordiv(self, other)
+            return self._value_op("__floordiv__", other)
+        return floordiv(self, other if isinstance(other, DimExpr) else operator.index(other))
 
     def __rfloordiv__(self, other):
         if self._coerce(other) is None:
-            return NotImplemented
-        return floordiv(other, self)
+            return self._value_op("__rfloordiv__", other)
+        return floordiv(operator.index(other), self)
 
     def __mod__(self, other):
         if self._coerce(other, "for mod") is None:
-            return NotImplemented
-        return mod(self, other)
+            return self._value_op("__mod__", other)
+        return mod(self, other if isinstance(other, DimExpr) else operator.index(other))
 
     def __rmod__(self, other):
         if self._coerce(other) is None:
-            return NotImplemented
-        return mod(other, self)
+            return self._value_op("__rmod__", other)
+        return mod(operator.index(other), self)
 
     def __divmod__(self, other):
         if self._coerce(other, "for divmod") is None:
-            return NotImplemented
-        return _divmod(self, other)
+            return self._value_op("__divmod__", other)
+        return _divmod(self, other if isinstance(other, DimExpr) else operator.index(other))
 
     def __rdivmod__(self, other):
         if self._coerce(other) is None:
-            return NotImplemented
-        return _divmod(other, self)
+            return self._value_op("__rdivmod__", other)
+        return _divmod(operator.index(other), self)
+
+    def __rpow__(self, other):
+        return self._value_op("__rpow__", other)
 
     def __truediv__(self, other):
-        # An exact division is a dimension again (JAX's behaviour); else a value is needed.
-        if isinstance(other, (int, DimExpr)) or hasattr(other, "__index__"):
-            q, r = _divmod(self, other)
-            if isinstance(r, int) and r == 0:
-                return q
-            raise InconclusiveDimensionOperation(
-                f"Cannot divide '{self}' by '{other}': the quotient is not an integer "
-                "dimension. Use // for integer division, or jnp.asarray(dim) / other "
-                "for a value.")
-        return NotImplemented
+        # "/" always gives a (float) value, as in JAX; "//" keeps a dimension.
+        return self._value_op("__truediv__", other)
+
+    def __rtruediv__(self, other):
+        return self._value_op("__rtruediv__", other)
 
     # comparisons
     def _compare(self, other, op: str):
@@ -806,6 +814,30 @@ def checked_symbolic_shape(shape) -> tuple:
             out.append(d)
     return tuple(out)
 
+
+
+def clamped_slice(s: slice, size) -> tuple:
+    """``(start, limit, step)`` of the slice ``s`` (step > 0) along an axis of ``size`` (some
+    of them symbolic), NumPy's clamping in JAX's forms: a bound ``v >= 0`` is ``min(size,
+    v)``, a negative one ``max(0, size + v)``; ``limit`` is ``start + max(0, stop - start)``.
+    (plax.numpy.indexing slices arrays the same way.)"""
+    step = 1 if s.step is None else operator.index(s.step)
+    if step <= 0:
+        raise ValueError(f"clamped_slice takes positive steps, got {s}")
+
+    def bound(v, default, which):
+        if v is None:
+            return default
+        v = v if type(v) is DimExpr else operator.index(v)
+        try:
+            nonnegative = v >= 0
+        except InconclusiveDimensionOperation as e:
+            raise InconclusiveDimensionOperation(
+                f"In slice with non-constant elements the {which} ({v}) must be resolved "
+                f"statically if it is >= 0.\nDetails: {e}") from None
+        return min_dim(size, v) if nonnegative else max_dim(0, size + v)
+    start, stop = bound(s.start, 0, "start"), bound(s.stop, size, "stop")
+    return start, start + max_dim(0, stop - start), step
 
 
 # --- a symbolic dimension as a value (x / x.shape[0], jnp.asarray(b)) -------------------------

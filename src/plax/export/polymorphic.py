@@ -317,9 +317,10 @@ def lower_polymorphic(jaxpr, consts, name: str, platform: str, arg_names=None,
     sig += [f"{a}: {tensor_type(v.aval)}" for a, v in zip(arg_names, params)]
     out_types = [tensor_type(v.aval) for v in jaxpr.outvars]
     body = "".join("    " + line.replace("\n", "\n    ") + "\n" for line in fn.lines)
+    ret = f"func.return {', '.join(outs)} : {', '.join(out_types)}" if outs else "func.return"
     module.functions.append(
         f"  func.func private @{body_name}({', '.join(sig)}) -> ({', '.join(out_types)}) {{\n"
-        f"{body}    func.return {', '.join(outs)} : {', '.join(out_types)}\n  }}")
+        f"{body}    {ret}\n  }}")
     # @main: the dimension values from the arguments, the constants, the call.
     main = FunctionBuilder(module)
     ctx = RuleContext(main, [], [])
