@@ -35,8 +35,8 @@ test: $(STAMP)
 		tests/test_debug_print.py::test_pmap_prints_once_per_device
 
 # The slower integration runs `make test` leaves out (marked slow): the rest of the JAX
-# programs compared with real JAX's output, the library programs, plax's jit and autodiff
-# tests once more through the jax alias.
+# programs compared with real JAX's output, the library programs, the longer drop-in programs,
+# plax's jit and autodiff tests once more through the jax alias.
 slow: $(STAMP)
 	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile \
 		-m "slow and not gpu and not tpu" tests

@@ -116,12 +116,14 @@ def test_control_flow_program_runs_through_python_m_plax(tmp_path):
               "jaxpr True")
 
 
+@pytest.mark.slow  # (long: its numbers are the unit tests' too)
 def test_linalg_program_runs_through_python_m_plax(tmp_path):
     assert_ok(run_script(tmp_path, program("linalg")), "mean True True", "grad True",
               "descent True", "logdet True True True", "tri True", "vmap True", "expm True",
               "qr QRResult True")
 
 
+@pytest.mark.slow  # (long: its numbers are the unit tests' too)
 def test_random_and_nn_program_gives_jax_numbers_through_python_m_plax(tmp_path):
     assert_ok(run_script(tmp_path, program("random_nn")), "x True", "w True", "probs True",
               "att True", "vmap True", "labels True True", "perm True", "gamma_grad True")
