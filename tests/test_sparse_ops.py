@@ -448,3 +448,22 @@ def test_bcoo_ops_do_not_rely_on_rank_promotion():
         ]
         for got, want in checks:
             np.testing.assert_array_equal(got.todense(), want)
+
+
+def test_jaxs_private_buffer_functions_round_trip():
+    """The buffer-level names JAX's sparse tests call (bcoo._bcoo_fromdense/_todense/_extract/
+    _dot_general, bcsr._bcsr_fromdense, util._count_stored_elements) on a batched matrix."""
+    from plax.experimental.sparse import bcoo, bcsr, util
+    x = np.array([[[0., 2., 0.], [1., 0., 0.]], [[0., 0., 0.], [3., 4., 5.]]], np.float32)
+    nse = int(util._count_stored_elements(x, n_batch=1))
+    assert nse == 3
+    data, indices = bcoo._bcoo_fromdense(x, nse=nse, n_batch=1)
+    info = sparse.util.SparseInfo(x.shape)
+    np.testing.assert_array_equal(bcoo._bcoo_todense(data, indices, spinfo=info), x)
+    np.testing.assert_array_equal(bcoo._bcoo_extract(indices, 2 * x), 2 * data)
+    y = np.arange(6, dtype=np.float32).reshape(3, 2)
+    out = bcoo._bcoo_dot_general(data, indices, y, lhs_spinfo=info,
+                                 dimension_numbers=(((2,), (0,)), ((), ())))
+    np.testing.assert_allclose(out, x @ y)
+    d, ind, ptr = bcsr._bcsr_fromdense(x, nse=nse, n_batch=1)
+    np.testing.assert_array_equal(sparse.BCSR((d, ind, ptr), shape=x.shape).todense(), x)

@@ -25,7 +25,8 @@ from plax.experimental.sparse.bcoo_array import (
     BCOO, _check_bcoo, bcoo_eliminate_zeros, bcoo_extract, bcoo_fromdense, bcoo_sort_indices,
     bcoo_sum_duplicates, bcoo_todense, bcoo_transpose, bcoo_update_layout)
 from plax.experimental.sparse.bcoo_convert import (bcoo_extract_p, bcoo_fromdense_p,
-                                                   bcoo_todense_p, extract_bufs)
+                                                   bcoo_todense_p, extract_bufs, fromdense_bufs,
+                                                   todense_bufs)
 from plax.experimental.sparse.bcoo_dot import (bcoo_dot_general_p, dot_general_bufs,
                                                rdot_general_bufs)
 from plax.experimental.sparse.bcoo_index import bcoo_conv_general_dilated, bcoo_gather
@@ -47,6 +48,12 @@ from plax.lax import GatherDimensionNumbers, GatherScatterMode  # noqa: F401
 from plax.numpy.util import canonicalize_axis  # noqa: F401
 from plax.runtime.array import Array  # noqa: F401
 from plax.typing import ArrayLike, DTypeLike  # noqa: F401
+
+# JAX's private names for the buffer-level primitives' wrappers (its tests call them).
+_bcoo_extract = extract_bufs
+_bcoo_todense = todense_bufs
+_bcoo_fromdense = fromdense_bufs
+_bcoo_dot_general = dot_general_bufs
 
 __all__ = ["BCOO", "bcoo_todense", "bcoo_fromdense", "bcoo_extract", "bcoo_transpose",
            "bcoo_dot_general", "bcoo_multiply_dense", "bcoo_multiply_sparse", "bcoo_reduce_sum",

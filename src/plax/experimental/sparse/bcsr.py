@@ -52,6 +52,9 @@ __all__ = ["BCSR", "BCSRProperties", "bcsr_todense", "bcsr_todense_p", "bcsr_fro
 _VMAP_AXIS_ERROR = ("Cannot map in_axis={axis} for BCSR array with n_batch={n_batch}. in_axes "
                     "for batched BCSR operations must correspond to a batched dimension.")
 
+# JAX's private name for the buffer-level fromdense (its tests call it).
+_bcsr_fromdense = fromdense_bufs_bcsr
+
 
 def _shape_for_buffers(shape, data, indices, indptr):
     """The array shape for buffers that may have lost or gained one batch dimension since
@@ -311,7 +314,7 @@ def _padding_to_column(mat: BCSR, column: int):
     """``mat``'s column indices with every padding element (at or past ``indptr[-1]``, or
     past the last column) pointing at ``column``."""
     n_cols = mat.shape[mat.n_batch + 1]
-    pos = lax.broadcasted_iota(mat.indices.dtype, (mat.nse,), 0)
+    pos = lax.broadcasted_iota(mat.indices.dtype, mat.indices.shape, mat.indices.ndim - 1)
     padding = (pos >= mat.indptr[..., -1:]) | (mat.indices >= n_cols)
     return jnp.where(padding, jnp.asarray(column, mat.indices.dtype), mat.indices)
 

@@ -141,6 +141,9 @@ def count_stored_elements(mat, n_batch: int = 0, n_dense: int = 0):
     return jnp.max(counts, initial=0)
 
 
+_count_stored_elements = count_stored_elements  # JAX's private name for it
+
+
 TRACED_NSE_ERROR = ("The error arose for the nse argument of {name}. In order for {cls}."
                     "fromdense() to be used in traced/compiled code, you must pass a concrete "
                     "value to the nse (number of stored elements) argument.")
