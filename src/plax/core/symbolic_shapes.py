@@ -126,7 +126,7 @@ class _Op:
         return hash((self.kind, self.args))
 
     def bounds(self):
-        (alo, ahi), (blo, bhi) = (_bounds(a) for a in self.args)
+        (alo, ahi), (blo, bhi) = (_refined_bounds(a) for a in self.args)
         if self.kind == "max":
             return max(alo, blo), max(ahi, bhi)
         if self.kind == "min":
@@ -551,11 +551,12 @@ def _bounds(e) -> tuple:
     return lo, hi
 
 
-def _refined_bounds(e) -> tuple:
+def _refined_bounds(e, depth: int = 3) -> tuple:
     """``_bounds(e)``, tightened by replacing each ``min``/``max`` term by its arguments
-    (``min(p, q) <= p``, ``max(p, q) >= p``): ``min(3, b) - b`` is at most 0."""
+    (``min(p, q) <= p``, ``max(p, q) >= p``): ``min(3, b) - b`` is at most 0. Nested and
+    further ``min``/``max`` terms are replaced in turn, ``depth`` levels deep."""
     lo, hi = _bounds(e)
-    if not isinstance(e, DimExpr):
+    if not isinstance(e, DimExpr) or depth <= 0:
         return lo, hi
     for mono, c in e._terms:
         if len(mono) != 1 or mono[0][1] != 1 or not isinstance(mono[0][0], _Op) or \
@@ -563,7 +564,8 @@ def _refined_bounds(e) -> tuple:
             continue
         atom = mono[0][0]
         rest = e - c * DimExpr._atom(atom, e._scope)
-        (plo, phi), (qlo, qhi) = (_bounds(rest + c * arg) for arg in atom.args)
+        (plo, phi), (qlo, qhi) = (_refined_bounds(rest + c * arg, depth - 1)
+                                  for arg in atom.args)
         # e = rest + c*max(p, q) = max(rest + c*p, rest + c*q) when c > 0, and so on
         if (atom.kind == "max") == (c > 0):
             lo, hi = max(lo, plo, qlo), min(hi, max(phi, qhi))

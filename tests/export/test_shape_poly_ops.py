@@ -1,0 +1,73 @@
+"""NumPy operations on symbolic shapes under plax.export: slices whose bounds and steps are
+dimension expressions, compared with NumPy for several sizes of the exported function."""
+import numpy as np
+import pytest
+
+import plax
+from plax import export
+from plax.core.symbolic_shapes import max_dim, min_dim
+from plax.errors import InconclusiveDimensionOperation
+
+C, B = export.symbolic_shape("c, b")
+SIZES = [(16, 8), (5, 3), (1, 1), (9, 4)]
+
+
+def _check(f, *, spec="c, b", sizes=SIZES, dtype=np.float32):
+    """``f`` exported once for the shape ``spec`` agrees with ``f`` on NumPy arrays."""
+    shape = export.symbolic_shape(spec, scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, dtype))
+    for size in sizes:
+        x = np.arange(np.prod(size), dtype=dtype).reshape(size)
+        np.testing.assert_array_equal(exp.call(x), f(x))
+
+
+# (start, stop, step) as functions of the size b of the second axis; the slice is of the
+# first axis (size c), so bounds fall inside, beyond and before it
+_BOUNDS = {
+    "None": lambda b: None, "0": lambda b: 0, "2": lambda b: 2, "b": lambda b: b,
+    "2b+2": lambda b: 2 * b + 2, "-2": lambda b: -2, "-b": lambda b: -b,
+    "-2b-2": lambda b: -2 * b - 2, "1": lambda b: 1, "-1": lambda b: -1,
+}
+_SLICES = [
+    ("-b", "None", "None"), ("b", "None", "None"), ("None", "-b", "None"),
+    ("2", "2b+2", "2"), ("None", "None", "b"), ("-2b-2", "2b+2", "b"),
+    ("None", "None", "-1"), ("-2", "None", "-2"), ("b", "-2b-2", "-b"),
+    ("2b+2", "0", "-1"), ("-b", "2", "-b"), ("0", "b", "-1"), ("2b+2", "-2", "1"),
+    ("-2b-2", "-b", "2"), ("None", "-2b-2", "-2"),
+]
+
+
+@pytest.mark.parametrize("start, stop, step", _SLICES)
+def test_slices_with_symbolic_bounds_and_steps(start, stop, step):
+    lo, hi, st = _BOUNDS[start], _BOUNDS[stop], _BOUNDS[step]
+    _check(lambda x: x[lo(x.shape[1]):hi(x.shape[1]):st(x.shape[1])])
+
+
+def test_symbolic_bounds_on_a_constant_axis_and_several_axes():
+    _check(lambda x: x[:x.shape[0] - 1, ::-x.shape[0]], spec="b, 5",
+           sizes=[(1, 5), (3, 5), (7, 5)])
+
+
+@pytest.mark.parametrize("index, error, match", [
+    (lambda b: slice(None, None, 0 * b), ValueError, "slice step cannot be zero"),
+    (lambda b: slice(b - 3, None), InconclusiveDimensionOperation,
+     "Cannot determine the sign of the slice start"),
+    (lambda b: slice(None, 4 - b, -1), InconclusiveDimensionOperation,
+     "Cannot determine the sign of the slice stop"),
+    (lambda b: slice(None, None, b - 2), InconclusiveDimensionOperation,
+     "Cannot determine the sign of the slice step"),
+])
+def test_slices_with_undecidable_or_zero_steps_raise(index, error, match):
+    spec = plax.ShapeDtypeStruct((C, B), np.float32)
+    with pytest.raises(error, match=match):
+        export.export(plax.jit(lambda x: x[index(x.shape[1])]))(spec)
+
+
+@pytest.mark.parametrize("expr, value", [
+    (lambda: max_dim(min_dim(B, C), min_dim(2, C)) <= C, True),
+    (lambda: min_dim(C, 2) + max_dim(0, min_dim(C, B) - min_dim(C, 2)) <= C, True),
+    (lambda: (max_dim(0, min_dim(C, B) - min_dim(C, 2)) + B - 1) // B >= 0, True),
+    (lambda: max_dim(0, C - B) + max_dim(0, min_dim(C, 2 * B) - max_dim(0, C - B)) > C, False),
+])
+def test_comparisons_through_nested_min_and_max(expr, value):
+    assert expr() is value
