@@ -71,3 +71,60 @@ def test_slices_with_undecidable_or_zero_steps_raise(index, error, match):
 ])
 def test_comparisons_through_nested_min_and_max(expr, value):
     assert expr() is value
+
+
+@pytest.mark.parametrize("index", [
+    lambda x: x[1], lambda x: x[-2], lambda x: x[5], lambda x: x[np.array([0, -1, 1])],
+    lambda x: x[plax.numpy.arange(x.shape[0])[::-1] - 1],
+])
+def test_integer_and_array_indices_on_a_symbolic_axis(index):
+    # out-of-bounds indices clamp, as in JAX (NumPy would raise), so the reference clamps
+    def ref(x):
+        return index(np.concatenate([x, np.repeat(x[-1:], 8, 0)]) if x.shape[0] < 6 else x)
+    shape = export.symbolic_shape("b, 3", scope=C.scope)
+    exp = export.export(plax.jit(index))(plax.ShapeDtypeStruct(shape, np.float32))
+    for n in (1, 2, 7):
+        x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        got = exp.call(x)
+        np.testing.assert_array_equal(got, plax.jit(index)(x))
+        if n == 7:
+            np.testing.assert_array_equal(got, ref(x))
+
+
+# arange(start, stop, step) with dimension expressions of b (the size of the argument)
+@pytest.mark.parametrize("args", [
+    lambda b: (b,), lambda b: (0, b + 1), lambda b: (0, 5 * b + 1, 2), lambda b: (b, 5 * b + 2, 2),
+    lambda b: (0, b - 3, 2), lambda b: (0, -b, 2), lambda b: (b, 0, -1), lambda b: (b, -1, -1),
+    lambda b: (5 * b + 1, 0, -2), lambda b: (b - 3, 0, -2), lambda b: (0, 10, b),
+    lambda b: (0, 0, b), lambda b: (10, 0, -b), lambda b: (b, 1, -b),
+])
+def test_arange_with_symbolic_arguments(args):
+    shape = export.symbolic_shape("b", scope=C.scope)
+    f = lambda x: plax.numpy.arange(*args(x.shape[0]))  # noqa: E731
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    for n in (1, 2, 3, 6):
+        got = exp.call(np.zeros(n, np.float32))
+        np.testing.assert_array_equal(got, np.arange(*args(n)))
+        assert got.dtype == np.int32
+
+
+def test_arange_with_symbolic_arguments_as_floats():
+    shape = export.symbolic_shape("b", scope=C.scope)
+    f = lambda x: plax.numpy.arange(1, 2 * x.shape[0], 3, np.float32)  # noqa: E731
+    got = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32)).call(np.zeros(5))
+    np.testing.assert_array_equal(got, np.arange(1, 10, 3, np.float32))
+    assert got.dtype == np.float32
+
+
+@pytest.mark.parametrize("args, error, match", [
+    (lambda b: (0., b), ValueError, "must be either dimension expressions or integers"),
+    (lambda b: (0, b, 0.5), ValueError, "must be either dimension expressions or integers"),
+    (lambda b: (0, b, 0), ValueError, "has step == 0"),
+    (lambda b: (0, b, b - 2), InconclusiveDimensionOperation,
+     "must be resolved statically if it is > 0 or < 0"),
+])
+def test_arange_with_symbolic_arguments_raises(args, error, match):
+    shape = export.symbolic_shape("b", scope=C.scope)
+    with pytest.raises(error, match=match):
+        export.export(plax.jit(lambda x: plax.numpy.arange(*args(x.shape[0]))))(
+            plax.ShapeDtypeStruct(shape, np.float32))

@@ -13,7 +13,7 @@ from plax.core import dtypes, replication
 from plax.core.avals import (WeakHostArray, from_array_protocol, has_array_protocol,
                               masked_array_error, shape_entries)
 from plax.core.errors import InconclusiveDimensionOperation, shape_type_error
-from plax.core.symbolic_shapes import DimExpr
+from plax.core.symbolic_shapes import DimExpr, dimension_as_value, max_dim
 from plax.core.trace import Tracer, get_aval
 from plax.api.jit import eager_compiled
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
@@ -346,12 +346,46 @@ def _arange_size(start, stop, step) -> int:
     return max(0, int(np.ceil((stop - start) / step)))
 
 
+def _arange_symbolic(start, stop, step, dtype):
+    """``arange`` where a bound or the step is a symbolic dimension (plax.export): the others
+    must be integers, and the sign of the step known."""
+    if any(v is not None and type(v) is not DimExpr and
+           not (isinstance(v, (int, np.integer)) and not isinstance(v, bool))
+           for v in (start, stop, step)):
+        raise ValueError("In arange with non-constant arguments all of start, stop, and step "
+                         "must be either dimension expressions or integers: "
+                         f"start={start}, stop={stop}, step={step}")
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    if type(step) is not DimExpr and step == 0:
+        raise ValueError(f"arange has step == 0: start={start}, stop={stop}")
+    try:
+        positive = bool(step > 0)
+    except InconclusiveDimensionOperation as e:
+        raise InconclusiveDimensionOperation(
+            f"In arange with non-constant arguments the step ({step}) must be resolved "
+            f"statically if it is > 0 or < 0.\n{e}") from e
+    # the number of values: ceil((stop - start) / step), at least 0
+    size = max_dim(0, (stop - start + step - 1) // step) if positive else \
+        max_dim(0, (start - stop - step - 1) // (-step))
+    dt = _user_dtype(dtype) if dtype is not None else dtypes.canonicalize_dtype(np.int64)
+    out = lax.iota(dt, size)
+
+    def value(v):
+        return lax.convert_element_type(dimension_as_value(v), dt)
+    if type(step) is DimExpr or step != 1:
+        out = lax.mul(value(step), out)
+    if type(start) is DimExpr or start != 0:
+        out = lax.add(value(start), out)
+    return out
+
+
 def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
-    """Evenly spaced values ``start + i * step`` in ``[start, stop)``; the bounds must be concrete."""
-    if stop is None and step is None and type(start) is DimExpr:  # arange(b), b symbolic
-        return _laid_out(lax.iota(_user_dtype(dtype) if dtype is not None else
-                                  dtypes.canonicalize_dtype(np.int64), start), device,
-                         out_sharding)
+    """Evenly spaced values ``start + i * step`` in ``[start, stop)``; the bounds are concrete
+    or (under plax.export) symbolic dimensions and integers."""
+    if any(type(v) is DimExpr for v in (start, stop, step)):
+        return _laid_out(_arange_symbolic(start, stop, step, dtype), device, out_sharding)
     start = _concrete_scalar(start, "start")
     stop = None if stop is None else _concrete_scalar(stop, "stop")
     step = None if step is None else _concrete_scalar(step, "step")

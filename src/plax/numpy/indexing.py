@@ -25,7 +25,7 @@ from plax.core.config import config
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.refs import Slice  # noqa: F401 (plax.ds makes them; indexing takes them)
 from plax.core.source_info import pass_through_code, user_stacklevel
-from plax.core.symbolic_shapes import DimExpr, max_dim, min_dim
+from plax.core.symbolic_shapes import DimExpr, dimension_as_value, max_dim, min_dim
 from plax.core.trace import Tracer, get_aval
 from plax.first_order import indexing as lax_indexing
 from plax.first_order import sharding_constraint
@@ -335,7 +335,7 @@ def _basic_take(arr, entries):
             if size == 0:
                 raise IndexError(f"index is out of bounds for axis {axis} with size 0")
             # As JAX: negative indices wrap once, then out-of-bounds indices clamp.
-            k = min(max(k + size if k < 0 else k, 0), size - 1)
+            k = min_dim(max_dim(k + size if k < 0 else k, 0), size - 1)
             starts.append(k)
             limits.append(k + 1)
             strides.append(1)
@@ -380,7 +380,8 @@ class _Plan(NamedTuple):
 
 
 def _index_dtype(shape) -> np.dtype:
-    big = any(n > np.iinfo(np.int32).max for n in shape)
+    """int32 where every dimension fits in it; else (or with symbolic ones) the default int."""
+    big = any(type(n) is DimExpr or n > np.iinfo(np.int32).max for n in shape)
     return dtypes.canonicalize_dtype(np.int64) if big else np.dtype(np.int32)
 
 
@@ -388,15 +389,20 @@ def _normalize_component(v, size: int, dtype: np.dtype, wrap: bool):
     """An index component in ``dtype`` with negative values counted from the end."""
     if not isinstance(v, ARRAY_TYPES):
         v = np.asarray(v)
-        if wrap and v.dtype.kind == "i":
+        wrap_here = wrap and v.dtype.kind == "i" and bool((v < 0).any())
+        if wrap_here and type(size) is not DimExpr:
             v = np.where(v < 0, v + size, v)
         info = np.iinfo(dtype)
-        return np.clip(v, info.min, info.max).astype(dtype)
+        v = np.clip(v, info.min, info.max).astype(dtype)
+        if not (wrap_here and type(size) is DimExpr):
+            return v
     src = get_aval(v).dtype
     if src != dtype:
         v = lax.convert_element_type(v, dtype)
     if wrap and not dtypes.is_unsigned(src):
-        v = lax.select_n(lax.lt(v, np.zeros((), dtype)), v, lax.add(v, np.asarray(size, dtype)))
+        n = lax.convert_element_type(dimension_as_value(size), dtype) \
+            if type(size) is DimExpr else np.asarray(size, dtype)
+        v = lax.select_n(lax.lt(v, np.zeros((), dtype)), v, lax.add(v, n))
     return v
 
 
