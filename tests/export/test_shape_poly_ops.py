@@ -128,3 +128,29 @@ def test_arange_with_symbolic_arguments_raises(args, error, match):
     with pytest.raises(error, match=match):
         export.export(plax.jit(lambda x: plax.numpy.arange(*args(x.shape[0]))))(
             plax.ShapeDtypeStruct(shape, np.float32))
+
+
+# einsum with symbolic sizes: (subscripts, operand shape specs, NumPy shapes for b = 1, 3)
+@pytest.mark.parametrize("subscripts, specs", [
+    ("...i->...", ["b, 4"]), ("...ij,...jk->...ik", ["b, 4, 5", "b, 5, 6"]),
+    ("ij,jk->ik", ["3, b", "b, 5"]), ("ab,bc,cd->ad", ["b, 2", "2, 3", "3, 4"]),
+    ("ii->i", ["b, b"]), ("ij,ij->j", ["b, 2", "1, 2"]),
+])
+def test_einsum_with_symbolic_sizes(subscripts, specs):
+    shapes = [export.symbolic_shape(s, scope=C.scope) for s in specs]
+    f = lambda *xs: plax.numpy.einsum(subscripts, *xs)  # noqa: E731
+    exp = export.export(plax.jit(f))(*[plax.ShapeDtypeStruct(s, np.float32) for s in shapes])
+    rng = np.random.RandomState(0)
+    for n in (1, 3):
+        xs = [rng.randn(*[n if d == "b" else int(d) for d in s.split(", ")]).astype(np.float32)
+              for s in specs]
+        np.testing.assert_allclose(exp.call(*xs), np.einsum(subscripts, *xs), rtol=1e-5,
+                                   atol=1e-5)
+
+
+def test_einsum_contracting_unequal_symbolic_sizes_raises():
+    x, y = export.symbolic_shape("2, b0", scope=C.scope), export.symbolic_shape("2, b1",
+                                                                                scope=C.scope)
+    with pytest.raises(AssertionError, match="Incompatible reduction dimensions"):
+        export.export(plax.jit(lambda a, b: plax.numpy.einsum("ab,cb->ac", a, b)))(
+            plax.ShapeDtypeStruct(x, np.float32), plax.ShapeDtypeStruct(y, np.float32))
