@@ -154,3 +154,20 @@ def test_einsum_contracting_unequal_symbolic_sizes_raises():
     with pytest.raises(AssertionError, match="Incompatible reduction dimensions"):
         export.export(plax.jit(lambda a, b: plax.numpy.einsum("ab,cb->ac", a, b)))(
             plax.ShapeDtypeStruct(x, np.float32), plax.ShapeDtypeStruct(y, np.float32))
+
+
+@pytest.mark.parametrize("f, ref", [
+    (lambda x: plax.lax.index_in_dim(x, -1, axis=0, keepdims=False), lambda x: x[-1]),
+    (lambda x: plax.lax.index_in_dim(x, x.shape[0] - 1, axis=0), lambda x: x[-1:]),
+    (lambda x: plax.lax.slice_in_dim(x, 0, x.shape[0] - 1), lambda x: x[:-1]),
+    (lambda x: plax.lax.slice_in_dim(x, 1, None, 2), lambda x: x[1::2]),
+    (lambda x: plax.lax.dynamic_slice_in_dim(x, 0, x.shape[0], axis=0), lambda x: x),
+    (lambda x: plax.numpy.average(x), np.average),
+    (lambda x: plax.numpy.average(x, axis=0), lambda x: np.average(x, axis=0)),
+])
+def test_lax_slices_and_average_with_symbolic_sizes(f, ref):
+    shape = export.symbolic_shape("b, 3", scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    for n in (1, 2, 5):
+        x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        np.testing.assert_allclose(exp.call(x), ref(x), rtol=1e-6)
