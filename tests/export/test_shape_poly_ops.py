@@ -171,3 +171,14 @@ def test_lax_slices_and_average_with_symbolic_sizes(f, ref):
     for n in (1, 2, 5):
         x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
         np.testing.assert_allclose(exp.call(x), ref(x), rtol=1e-6)
+
+
+def test_eigh_of_one_matrix_of_symbolic_size():
+    # one matrix: the custom call's batch shape is empty, its sizes symbolic
+    shape = export.symbolic_shape("n, n", scope=C.scope)
+    exp = export.export(plax.jit(lambda a: plax.numpy.linalg.eigvalsh(a)))(
+        plax.ShapeDtypeStruct(shape, np.float32))
+    for n in (1, 3, 4):
+        a = np.random.RandomState(n).randn(n, n).astype(np.float32)
+        a = a + a.T
+        np.testing.assert_allclose(exp.call(a), np.linalg.eigvalsh(a), rtol=1e-4, atol=1e-4)

@@ -102,6 +102,9 @@ def shape_value(ctx, shape) -> str:
     """The SSA value (``tensor<Nxi64>``) of a shape with symbolic entries."""
     parts = [ctx.fn.emit("stablehlo.reshape", [dim_value(ctx, d)], [_I64],
                          ["tensor<1xi64>"])[0] for d in shape]
+    if not parts:  # (a rank-0 shape, e.g. the batch shape of one matrix)
+        return ctx.fn.emit("stablehlo.constant", [], [], [_shape_type(0)],
+                           props=f"value = dense<> : {_shape_type(0)}")[0]
     if len(parts) == 1:
         return parts[0]
     return ctx.fn.emit("stablehlo.concatenate", parts, ["tensor<1xi64>"] * len(parts),
