@@ -182,3 +182,19 @@ def test_eigh_of_one_matrix_of_symbolic_size():
         a = np.random.RandomState(n).randn(n, n).astype(np.float32)
         a = a + a.T
         np.testing.assert_allclose(exp.call(a), np.linalg.eigvalsh(a), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["promise_in_bounds", "clip", "fill"])
+def test_gather_with_symbolic_slice_sizes(mode):
+    # each window is a whole row of the (3, b) operand: its slice size is symbolic
+    dn = plax.lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,),
+                                         start_index_map=(0, 1))
+    starts = np.array([[2, 0], [0, 0], [1, 0]], np.int32)
+
+    def f(x):
+        return plax.lax.gather(x, starts, dn, slice_sizes=(1, x.shape[1]), mode=mode)
+    shape = export.symbolic_shape("3, b", scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    for n in (1, 4):
+        x = np.arange(3 * n, dtype=np.float32).reshape(3, n)
+        np.testing.assert_array_equal(exp.call(x), x[[2, 0, 1]])

@@ -195,6 +195,35 @@ def _dynamic_slice(ctx, x, *idx, slice_sizes):
                        [tensor_type(x_aval)] + [_shape_type(n)] * 3, [tensor_type(out)])[0]
 
 
+def _install_dynamic_gather() -> None:
+    """A gather whose slice sizes are symbolic is a ``dynamic_gather`` (the sizes an operand);
+    CLIP and FILL_OR_DROP gathers lower through a PROMISE_IN_BOUNDS one, which gets here."""
+    from plax.first_order import indexing
+    static = lowering_rules[indexing.gather_p]
+
+    def rule(ctx, x, idx, *, dimension_numbers, slice_sizes, mode, **params):
+        if not shape_is_symbolic(slice_sizes) or mode is not indexing.PROMISE or \
+                ctx.avals_out[0].size == 0:
+            return static(ctx, x, idx, dimension_numbers=dimension_numbers,
+                          slice_sizes=slice_sizes, mode=mode, **params)
+        dn = dimension_numbers
+        attr = indexing._dims_attr("gather", [
+            ("offset_dims", dn.offset_dims), ("collapsed_slice_dims", dn.collapsed_slice_dims),
+            ("operand_batching_dims", dn.operand_batching_dims),
+            ("start_indices_batching_dims", dn.start_indices_batching_dims),
+            ("start_index_map", dn.start_index_map),
+            ("index_vector_dim", ctx.avals_in[1].ndim - 1)])
+        sizes = shape_value(ctx, slice_sizes)
+        sorted_attr = indexing._bool_attr(params["indices_are_sorted"])
+        return ctx.fn.emit("stablehlo.dynamic_gather", [x, idx, sizes],
+                           [tensor_type(a) for a in ctx.avals_in] +
+                           [_shape_type(len(slice_sizes))], [tensor_type(ctx.avals_out[0])],
+                           props=f"dimension_numbers = {attr}, "
+                                 f"indices_are_sorted = {sorted_attr}")[0]
+    rule.static_rule = static
+    register_lowering(indexing.gather_p, rule)
+
+
 def _symbolic_out(ctx) -> bool:
     return any(shape_is_symbolic(a.shape) for a in ctx.avals_out)
 
@@ -225,6 +254,7 @@ def _broadcast_helper(ctx, x, aval_in, aval_out, dims):
 
 register_lowering(dim_as_value_p, _dim_as_value_lowering)
 _install_dynamic_rules()
+_install_dynamic_gather()
 stablehlo_lowering.symbolic_broadcast = _broadcast_helper
 stablehlo_lowering.symbolic_shape_value = shape_value
 
