@@ -198,3 +198,26 @@ def test_gather_with_symbolic_slice_sizes(mode):
     for n in (1, 4):
         x = np.arange(3 * n, dtype=np.float32).reshape(3, n)
         np.testing.assert_array_equal(exp.call(x), x[[2, 0, 1]])
+
+
+@pytest.mark.parametrize("method, out", [
+    ("nearest", lambda s: (2 * s[0], s[1] + 1)), ("linear", lambda s: (2 * s[0], s[1])),
+    ("linear", lambda s: (6, 5)), ("cubic", lambda s: (s[0], 2 * s[1] - 1)),
+])
+def test_image_resize_to_symbolic_sizes(method, out):
+    # the exported resize agrees with the resize of each concrete image
+    f = lambda x: plax.image.resize(x, out(x.shape), method)  # noqa: E731
+    shape = export.symbolic_shape("c, b", scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    for size in [(2, 3), (5, 4), (1, 1)]:
+        x = np.random.RandomState(size[0]).rand(*size).astype(np.float32)
+        np.testing.assert_allclose(exp.call(x), f(x), rtol=1e-5, atol=1e-6)
+        if method == "nearest":  # output j takes input floor((j + 0.5) * m / n)
+            rows = ((np.arange(2 * size[0]) + 0.5) * size[0] / (2 * size[0])).astype(int)
+            cols = ((np.arange(size[1] + 1) + 0.5) * size[1] / (size[1] + 1)).astype(int)
+            np.testing.assert_array_equal(exp.call(x), x[rows][:, cols])
+
+
+def test_take_clips_indices_on_a_symbolic_axis():
+    f = lambda x: plax.numpy.take(x, np.array([0, 5, -1, 2]), axis=0, mode="clip")  # noqa
+    _check(f, sizes=[(3, 2), (8, 1), (1, 3)])
