@@ -221,3 +221,43 @@ def test_image_resize_to_symbolic_sizes(method, out):
 def test_take_clips_indices_on_a_symbolic_axis():
     f = lambda x: plax.numpy.take(x, np.array([0, 5, -1, 2]), axis=0, mode="clip")  # noqa
     _check(f, sizes=[(3, 2), (8, 1), (1, 3)])
+
+
+def _np_conv1d_same(x, w, stride):
+    """NumPy reference: a 'SAME' 1-D convolution (cross-correlation), x (N, W, I), w (K, I, O)."""
+    n, size, _ = x.shape
+    k = w.shape[0]
+    out = -(-size // stride)
+    total = max((out - 1) * stride + k - size, 0)
+    xp = np.pad(x, ((0, 0), (total // 2, total - total // 2), (0, 0)))
+    return np.stack([np.einsum("nki,kio->no", xp[:, j * stride:j * stride + k], w)
+                     for j in range(out)], axis=1)
+
+
+@pytest.mark.parametrize("spec, stride", [("1, b, 3", 1), ("1, b, 3", 2), ("b, 5, 3", 2),
+                                          ("c, b, 3", 3)])
+def test_conv_with_same_padding_of_symbolic_sizes(spec, stride):
+    w = np.random.RandomState(0).randn(4, 3, 2).astype(np.float32)
+
+    def f(x):
+        return plax.lax.conv_general_dilated(x, w, (stride,), "SAME",
+                                             dimension_numbers=("NWC", "WIO", "NWC"))
+    shape = export.symbolic_shape(spec, scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    for b in (1, 4, 7):
+        size = [b if d == "b" else 2 if d == "c" else int(d) for d in spec.split(", ")]
+        x = np.random.RandomState(b).randn(*size).astype(np.float32)
+        np.testing.assert_allclose(exp.call(x), _np_conv1d_same(x, w, stride), rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_conv_transpose_of_a_symbolic_size():
+    w = np.random.RandomState(0).randn(4, 3, 2).astype(np.float32)
+    f = lambda x: plax.lax.conv_transpose(x, w, (2,), "SAME")  # noqa: E731
+    shape = export.symbolic_shape("2, b, 3", scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    for b in (1, 5):
+        x = np.random.RandomState(b).randn(2, b, 3).astype(np.float32)
+        got = exp.call(x)
+        assert got.shape == (2, 2 * b, 2)
+        np.testing.assert_allclose(got, f(x), rtol=1e-5, atol=1e-5)
