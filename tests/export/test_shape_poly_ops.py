@@ -261,3 +261,17 @@ def test_conv_transpose_of_a_symbolic_size():
         got = exp.call(x)
         assert got.shape == (2, 2 * b, 2)
         np.testing.assert_allclose(got, f(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("f, ref", [
+    (lambda x: plax.numpy.tril(x, k=x.shape[1] - 3), lambda x: np.tril(x, k=x.shape[1] - 3)),
+    (lambda x: plax.numpy.triu(x, k=-x.shape[0]), lambda x: np.triu(x, k=-x.shape[0])),
+    (lambda x: plax.numpy.tri(x.shape[0], x.shape[1], k=1 - x.shape[0]) * x,
+     lambda x: np.tri(*x.shape, k=1 - x.shape[0]) * x),
+])
+def test_triangles_with_symbolic_diagonals(f, ref):
+    shape = export.symbolic_shape("c, b", scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    for size in [(3, 4), (1, 1), (5, 2)]:
+        x = np.arange(1, 1 + np.prod(size), dtype=np.float32).reshape(size)
+        np.testing.assert_array_equal(exp.call(x), ref(x))

@@ -564,9 +564,15 @@ def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy")
 
 
 # --- triangles --------------------------------------------------------------------------
+def _diagonal(k):
+    return k if type(k) is DimExpr else operator.index(k)
+
+
 def _tri_mask(n: int, m: int, k: int, lower: bool):
     """Boolean (n, m) mask: j <= i + k for the lower triangle, j >= i + k for the upper."""
-    rows = lax.add(lax.broadcasted_iota(np.int32, (n, m), 0), np.int32(k))
+    offset = lax.convert_element_type(dimension_as_value(k), np.int32) if type(k) is DimExpr \
+        else np.int32(k)  # (a symbolic diagonal: its value, plax.export)
+    rows = lax.add(lax.broadcasted_iota(np.int32, (n, m), 0), offset)
     cols = lax.broadcasted_iota(np.int32, (n, m), 1)
     return lax.ge(rows, cols) if lower else lax.le(rows, cols)
 
@@ -575,7 +581,7 @@ def tri(N, M=None, k: int = 0, dtype=None):
     """An (N, M) array with ones at and below the k-th diagonal."""
     M = N if M is None else M
     N, M = _canonical_shape((N, M))
-    return lax.convert_element_type(_tri_mask(N, M, operator.index(k), True), _default_dtype(dtype))
+    return lax.convert_element_type(_tri_mask(N, M, _diagonal(k), True), _default_dtype(dtype))
 
 
 def _triangle(name: str, m, k, lower: bool):
@@ -586,7 +592,7 @@ def _triangle(name: str, m, k, lower: bool):
         raise ValueError(f"Argument to plax.numpy.{name} must be at least 2D, got shape "
                          f"{aval.shape}.")
     n, cols = aval.shape[-2:]
-    mask = _tri_mask(n, cols, operator.index(k), lower)
+    mask = _tri_mask(n, cols, _diagonal(k), lower)
     mask = lax.broadcast_in_dim(mask, aval.shape, (aval.ndim - 2, aval.ndim - 1))
     zero = lax.broadcast_in_dim(convert(0, aval.dtype, aval.weak_type), aval.shape, ())
     return lax.select(mask, m, zero)
