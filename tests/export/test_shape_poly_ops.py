@@ -275,3 +275,29 @@ def test_triangles_with_symbolic_diagonals(f, ref):
     for size in [(3, 4), (1, 1), (5, 2)]:
         x = np.arange(1, 1 + np.prod(size), dtype=np.float32).reshape(size)
         np.testing.assert_array_equal(exp.call(x), ref(x))
+
+
+@pytest.mark.parametrize("f, ref", [
+    (lambda x: plax.numpy.split(x, (2,)), lambda x: np.split(x, (2,))),
+    (lambda x: plax.numpy.split(x, (x.shape[0] - 2, x.shape[0] + 3)),
+     lambda x: np.split(x, (x.shape[0] - 2, x.shape[0] + 3))),
+    (lambda x: plax.numpy.array_split(x, (-x.shape[0] // 2 - 1, 1)),
+     lambda x: np.array_split(x, (-x.shape[0] // 2 - 1, 1))),
+])
+def test_split_at_symbolic_indices(f, ref):
+    shape = export.symbolic_shape("b + 2", scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    for n in (3, 4, 8):
+        x = np.arange(n, dtype=np.float32)
+        for got, want in zip(exp.call(x), ref(x), strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_split_into_symbolic_sections_raises():
+    shape = export.symbolic_shape("b", scope=C.scope)
+    with pytest.raises(ValueError, match="symbolic number of sections is not supported"):
+        export.export(plax.jit(lambda x: plax.numpy.split(x, x.shape[0] // 2)))(
+            plax.ShapeDtypeStruct(shape, np.float32))
+    with pytest.raises(ValueError, match="give the split indices instead"):
+        export.export(plax.jit(lambda x: plax.numpy.array_split(x, 2)))(
+            plax.ShapeDtypeStruct(shape, np.float32))

@@ -370,6 +370,10 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
     shape = _shape(ary)
     axis = canonicalize_axis(axis, len(shape))
     size = shape[axis]
+    if type(indices_or_sections) is DimExpr:
+        raise ValueError(f"jax.numpy.split with a symbolic number of sections is not "
+                         f"supported: {name} got {indices_or_sections} sections; give the "
+                         "split indices instead.")
     sections = static_value(indices_or_sections, "indices_or_sections")
     if isinstance(sections, np.ndarray) and sections.ndim == 0:
         sections = sections.item()
@@ -382,6 +386,10 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
                              f"size {size} cannot be split into {n} equal sections (use "
                              "array_split for unequal sections).")
         base, extra = divmod(size, n)
+        if type(extra) is DimExpr:
+            raise ValueError(f"{name}: the axis of symbolic size {size} is split into {n} "
+                             "sections whose sizes depend on its value; give the split "
+                             "indices instead.")
         sizes = [base + 1] * extra + [base] * (n - extra)
         bounds = np.cumsum([0] + sizes).tolist()
         pieces = list(zip(bounds[:-1], bounds[1:]))
@@ -390,6 +398,10 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
         # NumPy semantics: each piece is ary[prev:idx] as a Python slice
         pieces = []
         for lo, hi in zip((0,) + idx, idx + (size,)):
+            if any(type(v) is DimExpr for v in (lo, hi, size)):  # (plax.export)
+                from plax.numpy.indexing import _symbolic_slice
+                pieces.append(_symbolic_slice(builtins.slice(lo, hi), size)[:2])
+                continue
             lo, hi, _ = builtins.slice(lo, hi).indices(size)
             pieces.append((lo, max(lo, hi)))
     return [lax.slice_in_dim(ary, lo, hi, 1, axis) for lo, hi in pieces]
