@@ -301,3 +301,31 @@ def test_split_into_symbolic_sections_raises():
     with pytest.raises(ValueError, match="give the split indices instead"):
         export.export(plax.jit(lambda x: plax.numpy.array_split(x, 2)))(
             plax.ShapeDtypeStruct(shape, np.float32))
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_repeat_a_symbolic_number_of_times(axis):
+    f = lambda x: plax.numpy.repeat(x, x.shape[0], axis=axis)  # noqa: E731
+    shape = export.symbolic_shape("b, 2", scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    for n in (1, 3):
+        x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+        np.testing.assert_array_equal(exp.call(x), np.repeat(x, n, axis=axis))
+    with pytest.raises(ValueError, match="non-constant `repeats` is supported only"):
+        export.export(plax.jit(lambda x: plax.numpy.repeat(x, x.shape[0],
+                                                           total_repeat_length=8)))(
+            plax.ShapeDtypeStruct(shape, np.float32))
+
+
+def test_linspace_with_a_symbolic_number_of_samples():
+    b, = export.symbolic_shape("b", constraints=("b >= 2",))
+    f = lambda x: plax.numpy.linspace(0, 100, x.shape[0], retstep=True)  # noqa: E731
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct((b,), np.float32))
+    for n in (2, 7):
+        got, step = exp.call(np.zeros(n, np.float32))
+        want, want_step = np.linspace(0, 100, n, retstep=True)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        np.testing.assert_allclose(step, want_step, rtol=1e-6)
+    with pytest.raises(InconclusiveDimensionOperation, match="inconclusive"):
+        export.export(plax.jit(lambda x: plax.numpy.linspace(0, 1, x.shape[0])))(
+            plax.ShapeDtypeStruct((B,), np.float32))

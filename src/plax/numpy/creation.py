@@ -371,13 +371,10 @@ def _arange_symbolic(start, stop, step, dtype):
         max_dim(0, (start - stop - step - 1) // (-step))
     dt = _user_dtype(dtype) if dtype is not None else dtypes.canonicalize_dtype(np.int64)
     out = lax.iota(dt, size)
-
-    def value(v):
-        return lax.convert_element_type(dimension_as_value(v), dt)
     if type(step) is DimExpr or step != 1:
-        out = lax.mul(value(step), out)
+        out = lax.mul(_dim_as(step, dt), out)
     if type(start) is DimExpr or start != 0:
-        out = lax.add(value(start), out)
+        out = lax.add(_dim_as(start, dt), out)
     return out
 
 
@@ -461,13 +458,24 @@ def _bcast(x, shape, dims=None):
     return lax.broadcast_in_dim(x, tuple(shape), dims)
 
 
+def _dim_as(d, dtype):
+    """A dimension (symbolic ones as their values) converted to ``dtype``."""
+    if type(d) is DimExpr:
+        return lax.convert_element_type(dimension_as_value(d), dtype)
+    return convert(d, dtype)
+
+
 @eager_compiled(static_argnames=("num", "endpoint", "retstep", "dtype", "axis", "device"))
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
     """``num`` evenly spaced values from ``start`` to ``stop``, stacked along ``axis``.
 
     ``start`` and ``stop`` may be arrays; they broadcast together.
     """
-    num = operator.index(_concrete_scalar(num, "num", "linspace"))
+    if type(num) is DimExpr:  # (plax.export) the scope must tell that there are >= 2
+        if not num >= 2:
+            raise ValueError(f"linspace: a symbolic number of samples, {num}, must be >= 2.")
+    else:
+        num = operator.index(_concrete_scalar(num, "num", "linspace"))
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     check_arraylike("linspace", start, stop)
@@ -488,7 +496,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     else:
         n = num - 1 if endpoint else num
         shape_n = bshape[:axis] + (n,) + bshape[axis:]
-        t = lax.div(lax.broadcasted_iota(ct, shape_n, axis), convert(div, ct))
+        t = lax.div(lax.broadcasted_iota(ct, shape_n, axis), _dim_as(div, ct))
         lo_n, hi_n = (lax.broadcast_in_dim(v, shape_n, other) if bshape else v for v in (lo, hi))
         out = lax.add(lax.mul(lo_n, lax.sub(convert(1, ct), t)), lax.mul(hi_n, t))
         if endpoint:
@@ -498,7 +506,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if not retstep:
         return out
     if div > 0:
-        step = lax.div(lax.sub(hi, lo), convert(div, ct))
+        step = lax.div(lax.sub(hi, lo), _dim_as(div, ct))
     else:
         step = lax.broadcast_in_dim(convert(np.nan, ct), bshape, ())
     return out, asarray(step)

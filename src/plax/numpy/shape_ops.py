@@ -493,6 +493,12 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     total = None if total_repeat_length is None else operator.index(total_repeat_length)
     if n == 0 and total:
         raise ValueError(f"repeat: cannot fill total_repeat_length={total} from an empty axis.")
+    if type(repeats) is DimExpr:  # (plax.export) every element a symbolic number of times
+        if total is not None:
+            raise ValueError("jnp.repeat with a non-constant `repeats` is supported only for "
+                             f"an integer or a symbolic dimension without total_repeat_length, "
+                             f"got repeats={repeats} and total_repeat_length={total}.")
+        return _repeat_int(a, repeats, axis)
     reps = _static_repeats(repeats)
     if reps is None:
         if total is None:
