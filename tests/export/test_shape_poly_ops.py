@@ -329,3 +329,35 @@ def test_linspace_with_a_symbolic_number_of_samples():
     with pytest.raises(InconclusiveDimensionOperation, match="inconclusive"):
         export.export(plax.jit(lambda x: plax.numpy.linspace(0, 1, x.shape[0])))(
             plax.ShapeDtypeStruct((B,), np.float32))
+
+
+@pytest.mark.parametrize("mode, kwargs, widths", [
+    ("constant", {"constant_values": 7}, lambda b: [[b, 0], [b - 1, 1]]),
+    ("edge", {}, lambda b: [[b, 1], [2, b]]), ("wrap", {}, lambda b: [[b, 0], [1, 6]]),
+    ("maximum", {}, lambda b: [[b, 0], [b, 1]]),
+    ("mean", {"stat_length": ((1, 2), (2, 2))}, lambda b: [[b, 0], [1, 1]]),
+    ("linear_ramp", {"end_values": 3}, lambda b: [[b, 2], [0, b]]),
+    ("symmetric", {}, lambda b: [[b, 0], [3, 1]]),
+])
+def test_pad_by_symbolic_widths(mode, kwargs, widths):
+    f = lambda x: plax.numpy.pad(x, widths(x.shape[0]), mode=mode, **kwargs)  # noqa: E731
+    shape = export.symbolic_shape("b, 5", scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    for n in (1, 3):
+        x = np.arange(5 * n, dtype=np.float32).reshape(n, 5) ** 1.5
+        np.testing.assert_allclose(exp.call(x), np.pad(x, widths(n), mode=mode, **kwargs),
+                                   rtol=1e-5)
+
+
+def test_pad_with_symbolic_stat_length_and_undecidable_reflection():
+    shape = export.symbolic_shape("b, 5", scope=C.scope)
+    f = lambda x: plax.numpy.pad(x, [[x.shape[0], 0], [2, 2]], mode="maximum",  # noqa: E731
+                                 stat_length=((x.shape[0] // 2 + 1, 2), (2, 2)))
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.float32))
+    x = np.random.RandomState(0).rand(4, 5).astype(np.float32)
+    np.testing.assert_array_equal(exp.call(x), np.pad(x, [[4, 0], [2, 2]], mode="maximum",
+                                                      stat_length=((3, 2), (2, 2))))
+    with pytest.raises(ValueError, match="Shape polymorphism is supported for jnp.pad"):
+        export.export(plax.jit(lambda x: plax.numpy.pad(x, [[x.shape[0] - 1, 0], [0, 0]],
+                                                        mode="reflect")))(
+            plax.ShapeDtypeStruct(shape, np.float32))

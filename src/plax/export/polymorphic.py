@@ -195,6 +195,23 @@ def _dynamic_slice(ctx, x, *idx, slice_sizes):
                        [tensor_type(x_aval)] + [_shape_type(n)] * 3, [tensor_type(out)])[0]
 
 
+def _install_dynamic_pad() -> None:
+    """A pad whose widths are symbolic is a ``dynamic_pad`` (the widths operands)."""
+    from plax.first_order.shapes import pad_p
+    static = lowering_rules[pad_p]
+
+    def rule(ctx, x, value, *, padding_config):
+        if not shape_is_symbolic(sum(padding_config, ())):
+            return static(ctx, x, value, padding_config=padding_config)
+        n = len(padding_config)
+        widths = [shape_value(ctx, part) for part in zip(*padding_config)]
+        return ctx.fn.emit("stablehlo.dynamic_pad", [x, value, *widths],
+                           [tensor_type(a) for a in ctx.avals_in] + [_shape_type(n)] * 3,
+                           [tensor_type(ctx.avals_out[0])])[0]
+    rule.static_rule = static
+    register_lowering(pad_p, rule)
+
+
 def _install_dynamic_gather() -> None:
     """A gather whose slice sizes are symbolic is a ``dynamic_gather`` (the sizes an operand);
     CLIP and FILL_OR_DROP gathers lower through a PROMISE_IN_BOUNDS one, which gets here."""
@@ -255,6 +272,7 @@ def _broadcast_helper(ctx, x, aval_in, aval_out, dims):
 register_lowering(dim_as_value_p, _dim_as_value_lowering)
 _install_dynamic_rules()
 _install_dynamic_gather()
+_install_dynamic_pad()
 stablehlo_lowering.symbolic_broadcast = _broadcast_helper
 stablehlo_lowering.symbolic_shape_value = shape_value
 
