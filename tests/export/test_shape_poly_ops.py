@@ -361,3 +361,12 @@ def test_pad_with_symbolic_stat_length_and_undecidable_reflection():
         export.export(plax.jit(lambda x: plax.numpy.pad(x, [[x.shape[0] - 1, 0], [0, 0]],
                                                         mode="reflect")))(
             plax.ShapeDtypeStruct(shape, np.float32))
+
+
+def test_one_hot_with_a_symbolic_number_of_classes():
+    f = lambda x: plax.nn.one_hot(x, x.shape[0] + 1, axis=0)  # noqa: E731
+    shape = export.symbolic_shape("b", scope=C.scope)
+    exp = export.export(plax.jit(f))(plax.ShapeDtypeStruct(shape, np.int32))
+    for n in (1, 4):
+        x = (np.arange(n, dtype=np.int32) * 3) % (n + 2) - 1
+        np.testing.assert_array_equal(exp.call(x), np.eye(n + 2)[x + 1].T[1:])
