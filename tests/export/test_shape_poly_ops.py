@@ -370,3 +370,12 @@ def test_one_hot_with_a_symbolic_number_of_classes():
     for n in (1, 4):
         x = (np.arange(n, dtype=np.int32) * 3) % (n + 2) - 1
         np.testing.assert_array_equal(exp.call(x), np.eye(n + 2)[x + 1].T[1:])
+
+
+def test_squeeze_of_symbolic_shapes():
+    shape = export.symbolic_shape("b, 1", scope=C.scope)
+    exp = export.export(plax.jit(lambda x: plax.numpy.squeeze(x, 1)))(
+        plax.ShapeDtypeStruct(shape, np.float32))
+    np.testing.assert_array_equal(exp.call(np.ones((3, 1), np.float32)), np.ones(3))
+    with pytest.raises(ValueError, match="jnp.squeeze with axis=None is not supported"):
+        export.export(plax.jit(plax.numpy.squeeze))(plax.ShapeDtypeStruct(shape, np.float32))

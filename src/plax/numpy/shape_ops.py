@@ -239,6 +239,10 @@ def squeeze(a, axis=None):
     a = _arr("squeeze", a)
     shape = _shape(a)
     if axis is None:
+        if any(type(d) is DimExpr for d in shape):  # (whether a symbolic size is 1 is unknown)
+            raise ValueError(f"jnp.squeeze with axis=None is not supported with shape "
+                             f"polymorphism: the shape {shape} has symbolic dimensions; give "
+                             "the axes to squeeze.")
         dims = tuple(i for i, d in enumerate(shape) if d == 1)
     else:
         dims = tuple(canonicalize_axis(ax, len(shape)) for ax in static_int_tuple(axis, "axis"))
