@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.plax-installed
 
-.PHONY: distributed gpu tpu demo test bench ecosystem jaxtests reliability clean
+.PHONY: distributed gpu tpu demo test slow bench ecosystem jaxtests reliability clean
 
 # The install also writes plax's bytecode (compileall writes it even under
 # PYTHONDONTWRITEBYTECODE=1, which otherwise has every run compile each module it imports).
@@ -26,12 +26,20 @@ demo: $(STAMP)
 # Two worker processes (one per core on CI), each test file kept on one worker. Then the
 # sharding and pmap tests again on one device, as a machine with a single device runs them
 # (tests needing more are deselected: the needs_devices mark; ~7 s in one process).
-# The slower multi-process tests (marked distributed_slow) run in `make distributed`.
+# The slower multi-process tests (marked distributed_slow) run in `make distributed`, the
+# slower integration runs (marked slow) in `make slow`.
 test: $(STAMP)
 	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile \
-		-m "not distributed_slow and not gpu and not tpu" tests
+		-m "not distributed_slow and not slow and not gpu and not tpu" tests
 	PLAX_NUM_CPU_DEVICES=1 $(PY) -m pytest -q tests/sharding \
 		tests/test_debug_print.py::test_pmap_prints_once_per_device
+
+# The slower integration runs `make test` leaves out (marked slow): the rest of the JAX
+# programs compared with real JAX's output, the library programs, the longer drop-in programs,
+# plax's jit and autodiff tests once more through the jax alias.
+slow: $(STAMP)
+	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile \
+		-m "slow and not gpu and not tpu" tests
 
 bench: $(STAMP)
 	$(PY) bench/bench_eager.py

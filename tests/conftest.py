@@ -31,6 +31,10 @@ def pytest_configure(config):
                    "with fewer (the suite's one-device run of the sharding and pmap tests) it is "
                    "deselected, never skipped. The closest mark wins, so a test in a module "
                    "marked needs_devices(8) can say needs_devices(1).")
+    config.addinivalue_line(
+        "markers", "slow: a slower integration run (whole JAX programs, library programs, test "
+                   "files again through the jax alias) whose checks the unit tests also make: "
+                   "run by `make slow`; `make test` deselects them and runs a fast subset")
 
 
 def pytest_collection_modifyitems(config, items):

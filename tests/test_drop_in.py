@@ -116,12 +116,14 @@ def test_control_flow_program_runs_through_python_m_plax(tmp_path):
               "jaxpr True")
 
 
+@pytest.mark.slow  # (long: its numbers are the unit tests' too)
 def test_linalg_program_runs_through_python_m_plax(tmp_path):
     assert_ok(run_script(tmp_path, program("linalg")), "mean True True", "grad True",
               "descent True", "logdet True True True", "tri True", "vmap True", "expm True",
               "qr QRResult True")
 
 
+@pytest.mark.slow  # (long: its numbers are the unit tests' too)
 def test_random_and_nn_program_gives_jax_numbers_through_python_m_plax(tmp_path):
     assert_ok(run_script(tmp_path, program("random_nn")), "x True", "w True", "probs True",
               "att True", "vmap True", "labels True True", "perm True", "gamma_grad True")
@@ -227,10 +229,12 @@ def test_missing_jax_submodule_does_not_fall_through_to_a_real_jax(tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("files", [["tests/test_jit.py", "tests/test_autodiff.py",
-                                    "tests/test_vmap.py"]])
+@pytest.mark.parametrize("files", [
+    ["tests/test_vmap.py"],
+    pytest.param(["tests/test_jit.py", "tests/test_autodiff.py"], marks=pytest.mark.slow)])
 def test_core_suites_pass_through_the_alias(files):
-    """plax's own jit, autodiff and vmap tests, once more with `jax` resolving to plax."""
+    """plax's own jit, autodiff and vmap tests, once more with `jax` resolving to plax (vmap's
+    in `make test`, the longer jit and autodiff files in `make slow`)."""
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"))
     env.setdefault("PLAX_NUM_CPU_DEVICES", "8")
     proc = subprocess.run([sys.executable, "-m", "plax", "-m", "pytest", "-q", "-x",

@@ -18,6 +18,11 @@ PROGRAMS = os.path.join(HERE, "jax_programs")
 EXPECTED = os.path.join(PROGRAMS, "expected")
 
 NAMES = sorted(f[:-len(".out")] for f in os.listdir(EXPECTED) if f.endswith(".out"))
+# The longer programs (each 5-20 s): their features have unit tests of their own, so they run
+# in `make slow`; `make test` runs the others.
+SLOW = {"custom_pytree_nodes", "custom_transformation_rules", "explicit_sharding_training",
+        "export_round_trip", "host_reads_free_arrays", "nested_checkpoints",
+        "shard_map_global_mesh", "training_cookbook"}
 
 
 def run_under_plax(name, tmp_path, devices="8"):
@@ -30,7 +35,8 @@ def run_under_plax(name, tmp_path, devices="8"):
                           capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in NAMES])
 def test_program_prints_what_real_jax_prints(name, tmp_path):
     proc = run_under_plax(name, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -41,5 +47,6 @@ def test_program_prints_what_real_jax_prints(name, tmp_path):
 
 def test_every_expected_output_has_its_program():
     assert NAMES, "no expected outputs found"
+    assert SLOW <= set(NAMES), SLOW - set(NAMES)
     for name in NAMES:
         assert os.path.exists(os.path.join(PROGRAMS, name + ".jaxpy")), name

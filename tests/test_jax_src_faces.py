@@ -186,3 +186,17 @@ def test_batched_device_put_builds_the_array_from_pieces(value, dtype, weak):
     assert out.aval.weak_type == weak
     with pytest.raises(ValueError, match="one piece per device"):
         pxla.batched_device_put(aval, SingleDeviceSharding(device), [value, value], [device])
+
+
+def test_tpu_svd_face_is_one_compiled_program():
+    """jax._src.tpu.linalg.svd.svd is jitted with static options, as JAX's: values as NumPy's,
+    and a repeated eager call compiles nothing."""
+    from plax._src.test_util_parts.events import count_primitive_compile_misses
+    from plax._src.tpu.linalg import svd
+    a = np.random.RandomState(0).randn(5, 3).astype(np.float32)
+    u, s, vh = svd.svd(a, True, True)
+    np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), rtol=1e-5)
+    np.testing.assert_allclose((u[:, :3] * s) @ vh, a, atol=1e-5)
+    with count_primitive_compile_misses() as compiles:
+        svd.svd(a, True, True)
+    assert compiles() == 0

@@ -18,7 +18,7 @@ def numpy_lstm(x, h0, c0, w, lengths, num_layers, bidirectional):
     sig = lambda z: 1 / (1 + np.exp(-z))
     W_ih, W_hh, b_ih, b_hh = (
         {k: np.asarray(v, np.float64) for k, v in d.items()}
-        for d in rnn.unpack_lstm_weights(w, I, H, num_layers, bidirectional))
+        for d in rnn.unpack_lstm_weights(np.asarray(w), I, H, num_layers, bidirectional))
     dirs = 2 if bidirectional else 1
     x = np.asarray(x, np.float64)
     y = np.zeros((B, T, dirs * H))
@@ -48,12 +48,13 @@ def numpy_lstm(x, h0, c0, w, lengths, num_layers, bidirectional):
 
 
 def make_inputs(num_layers, bidirectional, seed=0):
+    # The data come from NumPy (a plax sampler compiles once per shape); the weights from
+    # init_lstm_weight.
     dirs = 2 if bidirectional else 1
-    k = random.split(random.key(seed), 4)
-    x = random.normal(k[0], (B, T, I))
-    h0 = random.normal(k[1], (dirs * num_layers, B, H))
-    c0 = random.normal(k[2], (dirs * num_layers, B, H))
-    w = rnn.init_lstm_weight(k[3], I, H, num_layers, bidirectional)
+    rng = np.random.default_rng(seed)
+    x, h0, c0 = (jnp.asarray(rng.standard_normal(shape), jnp.float32)
+                 for shape in [(B, T, I), (dirs * num_layers, B, H), (dirs * num_layers, B, H)])
+    w = rnn.init_lstm_weight(random.key(seed), I, H, num_layers, bidirectional)
     return x, h0, c0, w
 
 

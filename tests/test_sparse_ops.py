@@ -428,3 +428,23 @@ def test_empty_eye_todense_every_format():
         np.testing.assert_array_equal(sparse.todense(z), np.zeros((2, 3)))
     with pytest.raises(ValueError, match="not recognized"):
         sparse.empty((2, 2), sparse_format="dense")
+
+
+def test_bcoo_ops_do_not_rely_on_rank_promotion():
+    """BCOO's own computations broadcast explicitly: they work with jax_numpy_rank_promotion
+    set to 'raise' (as JAX's test suite runs), and give the dense answers."""
+    x = np.array([[0., 1., 0., 2.], [3., 0., 0., 0.], [0., 0., 4., 5.]], np.float32)
+    with plax.numpy_rank_promotion("raise"):
+        m = sparse.BCOO.fromdense(x)
+        checks = [
+            (sparse.bcoo_slice(m, start_indices=(1, 0), limit_indices=(3, 4)), x[1:3]),
+            (sparse.bcoo_dynamic_slice(m, (1, 1), (2, 2)), x[1:3, 1:3]),
+            (sparse.bcoo_rev(m, (1,)), x[:, ::-1]),
+            (sparse.bcoo_reshape(m, new_sizes=(4, 3)), x.reshape(4, 3)),
+            (sparse.bcoo_concatenate([m, m], dimension=1), np.concatenate([x, x], 1)),
+            (sparse.bcoo_multiply_sparse(m, m), x * x),
+            (sparse.bcoo_reduce_sum(m, axes=(0,)), x.sum(0)),
+            (sparse.bcoo_sum_duplicates(m), x),
+        ]
+        for got, want in checks:
+            np.testing.assert_array_equal(got.todense(), want)

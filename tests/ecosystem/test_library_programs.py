@@ -43,7 +43,12 @@ JAX_OUTPUT = {
 DEVICES = {"orbax_checkpoint_resume.jaxpy": "8"}  # (the others run on one device)
 
 
-@pytest.mark.parametrize("program", sorted(JAX_OUTPUT))
+# The longer ones (10-15 s each) run in `make slow`; `make test` runs equinox's and orbax's.
+SLOW = {"diffrax_ode.jaxpy", "flax_linen_train.jaxpy", "numpyro_nuts.jaxpy"}
+
+
+@pytest.mark.parametrize("program", [pytest.param(p, marks=pytest.mark.slow) if p in SLOW else p
+                                     for p in sorted(JAX_OUTPUT)])
 def test_program_matches_jax(program):
     env = dict(os.environ, PLAX_NUM_CPU_DEVICES=DEVICES.get(program, "1"))
     out = subprocess.run([sys.executable, "-m", "plax", str(PROGRAMS / program)],

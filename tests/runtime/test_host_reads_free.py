@@ -17,9 +17,14 @@ import plax.numpy as jnp
 from plax.sharding import NamedSharding, PartitionSpec as P
 
 
+@pytest.fixture(scope="module")
+def collected_once():
+    gc.collect()  # (a full collection per test costs seconds in a long-lived worker)
+
+
 @pytest.fixture
-def no_cycle_collector():
-    gc.collect()
+def no_cycle_collector(collected_once):
+    """Only reference counting frees anything during the test."""
     gc.disable()
     try:
         yield

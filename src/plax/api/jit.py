@@ -17,6 +17,7 @@ from plax.core.config import config
 from plax.core.hi_types import hi_type_of, hi_value_types
 from plax.core.jaxpr import ClosedJaxpr, consts_as_inputs, eval_jaxpr
 from plax.core.shape_dtype_struct import ShapeDtypeStruct
+from plax.core.symbolic_shapes import DimExpr, dimension_as_value
 from plax.core.source_info import flat_arg_names, fun_name, traced_call_code, wraps
 from plax.core.staging import trace_to_jaxpr
 from plax.core.tracebacks import api_boundary
@@ -385,6 +386,9 @@ class JitWrapped:
             kw.update(d_kwargs)
             out = fun(*full, **kw)
             out_leaves, out_tree = tree_util.tree_flatten(out)
+            # a symbolic dimension returned is its value (JAX's dimension_as_value)
+            out_leaves = [dimension_as_value(x) if isinstance(x, DimExpr) else x
+                          for x in out_leaves]
             for j, leaf in enumerate(out_leaves):
                 if type(leaf) in hi_value_types:
                     if not hi_type_of(leaf).has_qdd:  # returned as its lo values

@@ -38,13 +38,15 @@ ParamDict = dict
 
 
 def max_dim(d1, d2):
-    """The larger of two dimension sizes (plax's shapes are always concrete integers)."""
-    return max(d1, d2)
+    """The larger of two dimension sizes (symbolic ``max(d1, d2)`` when undecided)."""
+    from plax.core.symbolic_shapes import max_dim
+    return max_dim(d1, d2)
 
 
 def min_dim(d1, d2):
-    """The smaller of two dimension sizes."""
-    return min(d1, d2)
+    """The smaller of two dimension sizes (symbolic ``min(d1, d2)`` when undecided)."""
+    from plax.core.symbolic_shapes import min_dim
+    return min_dim(d1, d2)
 
 
 def __getattr__(name):

@@ -390,6 +390,29 @@ def pretty_print_jaxpr(jaxpr: Jaxpr, *, source_info=False, print_shapes=True,
                     use_color=bool(use_color), width=width).top(jaxpr)
 
 
+class _EqnMarker(_Printer):
+    """A printer that marks where every equation's text starts (for ``equation_lines``)."""
+
+    def mark(self, e: JaxprEqn) -> str:
+        self.notes.append(e)
+        return f"\x00{len(self.notes) - 1}\x01"
+
+
+def equation_lines(jaxpr: Jaxpr, *, width: int = 80) -> list:
+    """``jaxpr`` printed (as ``str(jaxpr)`` at ``width``), line by line: ``[(text,
+    [(column, eqn), ...]), ...]``, each line with the equations whose text starts on it."""
+    printer = _EqnMarker(width=width)
+    out = []
+    for line in printer.jaxpr(jaxpr, 0).split("\n"):
+        pieces = re.split(_MARK, line)  # text, equation number, text, ...
+        text, starts = pieces[0], []
+        for i in range(1, len(pieces), 2):
+            starts.append((len(text), printer.notes[int(pieces[i])]))
+            text += pieces[i + 1]
+        out.append((text, starts))
+    return out
+
+
 # Doc.format's other options: JAX's HTML output, separable lines and source maps.
 _FORMAT_OPTIONS = {"output_format", "separable_lines", "annotation_prefix", "source_map"}
 

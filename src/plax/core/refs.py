@@ -19,6 +19,8 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.hi_types import MutableHiType
+from plax.core.symbolic_shapes import (DimExpr, checked_symbolic_shape, clamped_slice,
+                                       dimension_as_value)
 from plax.core.trace import Tracer
 from plax.core.tree_core import register_pytree_node
 
@@ -121,13 +123,17 @@ class Slice:
     __slots__ = ("start", "size", "stride")
 
     def __init__(self, start, size, stride=1):
-        if not isinstance(size, (int, np.integer)) or isinstance(size, bool):
+        if type(size) is DimExpr:  # (a symbolic size, under a polymorphic export)
+            size = checked_symbolic_shape((size,))[0]
+        elif not isinstance(size, (int, np.integer)) or isinstance(size, bool):
             raise TypeError(f"ds: size must be a static int, got {size!r}.")
-        if int(size) < 0:
+        elif int(size) < 0:
             raise ValueError(f"ds: size must be non-negative, got {size}.")
+        else:
+            size = int(size)
         if not isinstance(stride, (int, np.integer)) or int(stride) < 1:
             raise ValueError(f"ds: stride must be a positive static int, got {stride!r}.")
-        self.start, self.size, self.stride = start, int(size), int(stride)
+        self.start, self.size, self.stride = start, size, int(stride)
 
     def __repr__(self):
         return f"Slice(start={self.start!r}, size={self.size}, stride={self.stride})"
@@ -143,6 +149,14 @@ class Slice:
     @classmethod
     def from_slice(cls, s: slice, dim: int) -> "Slice":
         """The ``Slice`` a Python slice with static bounds cuts from an axis of ``dim``."""
+        if any(type(v) is DimExpr for v in (dim, s.start, s.stop)):
+            if s.step is not None and s.step < 1:
+                raise NotImplementedError("Reference slices with a negative or zero step are "
+                                          f"not supported (got {s}).")
+            start, stop, step = clamped_slice(s, dim)
+            size = (stop - start + step - 1) // step
+            # (a symbolic start is an operand: its value)
+            return cls(dimension_as_value(start), size, step)
         start, stop, step = s.indices(dim)
         if step < 1:
             raise NotImplementedError("Reference slices with a negative or zero step are not "

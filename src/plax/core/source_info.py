@@ -102,6 +102,82 @@ class SourceInfo(NamedTuple):
         return op_path(self.name_stack, prim_name)
 
 
+class TracebackFrame(NamedTuple):
+    """One frame of a ``Traceback``, as jaxlib's ``Traceback.Frame`` names its fields."""
+    file_name: str
+    function_name: str
+    function_start_line: int
+    line_num: int
+
+
+def code_position(code, lasti: int) -> tuple:
+    """``(line, column)`` of the instruction at offset ``lasti`` of ``code`` (column 0-based;
+    either None when unknown)."""
+    positions = list(code.co_positions())
+    i = lasti // 2
+    line, _, column, _ = positions[i] if 0 <= i < len(positions) else (None,) * 4
+    return line, column
+
+
+class Traceback:
+    """A stack of user frames, innermost first, each a ``(code, instruction offset)``: where
+    an equation came from (``traceback_of``) followed by where the equations enclosing it
+    did (``+``). plax records one frame per equation, the user's call site."""
+    __slots__ = ("_frames",)
+
+    def __init__(self, frames=()):
+        self._frames = tuple(frames)
+
+    def raw_frames(self) -> tuple:
+        """``(code objects, instruction offsets)``, innermost first."""
+        return [c for c, _ in self._frames], [i for _, i in self._frames]
+
+    @property
+    def frames(self) -> list:
+        """The frames as ``TracebackFrame``s, innermost first."""
+        return [TracebackFrame(c.co_filename, c.co_qualname, c.co_firstlineno,
+                               code_position(c, i)[0]) for c, i in self._frames]
+
+    @staticmethod
+    def code_addr2line(code, lasti: int):
+        """The source line of the instruction at offset ``lasti`` of ``code``."""
+        return code_position(code, lasti)[0]
+
+    def __add__(self, other: "Traceback") -> "Traceback":
+        if not isinstance(other, Traceback):
+            return NotImplemented
+        return Traceback(self._frames + other._frames)
+
+    def __len__(self):
+        return len(self._frames)
+
+    def __getitem__(self, index: slice) -> "Traceback":
+        if not isinstance(index, slice):
+            raise TypeError("a Traceback is sliced into a Traceback; use raw_frames() or "
+                            "frames for its frames")
+        return Traceback(self._frames[index])
+
+    def __eq__(self, other):
+        return isinstance(other, Traceback) and self._frames == other._frames
+
+    def __hash__(self):
+        return hash(self._frames)
+
+    def __str__(self):
+        return "\n".join(f"{f.file_name}:{f.line_num} ({f.function_name})" for f in self.frames)
+
+    def __repr__(self):
+        return f"Traceback({len(self._frames)} frames)"
+
+
+def traceback_of(info) -> "Traceback | None":
+    """The ``Traceback`` of an equation's ``SourceInfo``: its user frame; None when it has
+    none."""
+    if info is None or info.position is None:
+        return None
+    return Traceback((info.position,))
+
+
 # code object -> is it plax's own? (asked for every staged op)
 _in_plax = BoundedCache("code objects inside plax", 1 << 16)
 # code object -> the start column of each of its instructions (for SourceInfo.column)

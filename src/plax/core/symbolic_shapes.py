@@ -14,9 +14,9 @@ needs a concrete size gets one through ``__index__``, which raises for a symboli
 """
 from __future__ import annotations
 
-import math
+import functools
 import operator
-import re
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,63 +25,131 @@ from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, batch_rules, jvp_rules
 
-_INF = math.inf
+
+
+class _Constraint(NamedTuple):
+    """An explicit constraint ``e1 == e2`` or ``e1 >= e2`` (``cmp`` is "==" or ">="), as
+    written (``text``), with ``diff = e1 - e2`` taken before it became a rewrite rule."""
+    cmp: str
+    text: str
+    e1: object
+    e2: object
+    diff: object
+
+    def __repr__(self):
+        return f"Constraint({self.text})"
 
 
 class SymbolicScope:
-    """The dimension variables that may be combined, and the constraints on them (lower
-    and upper bounds of single variables, from ``constraints=("b >= 4", ...)``)."""
+    """The dimension variables that may be combined, and the constraints on them:
+    ``e1 >= e2``, ``e1 <= e2`` and ``e1 == e2`` over dimension expressions. An equality
+    whose left side is one term (``b == a + 1``, ``mod(a, 4) == 0``) also rewrites that
+    term wherever an expression of this scope is built."""
 
     def __init__(self, constraints=()):
         if isinstance(constraints, str):
             raise ValueError("The symbolic constraints should be a sequence of strings. "
                              f"Got {constraints!r}")
-        self._bounds: dict = {}
-        self._constraint_bounds: list = []
         self._constraints = tuple(constraints)
-        for c in constraints:
+        self._explicit_constraints: list = []
+        self._normalization_rules: dict = {}  # monomial -> (terms dict, its coefficient)
+        self._bounds_cache: dict = {}
+        self._decision_initial_state = None
+        self._initialized = False
+        for c in self._constraints:
             self._add_constraint(c)
+            self._bounds_cache.clear()
+        self._initialized = True
 
-    def _add_constraint(self, text: str) -> None:
-        m = re.fullmatch(r"\s*(.+?)\s*(>=|<=|>|<)\s*(.+?)\s*", text)
-        if not m:
-            raise ValueError(f"Unsupported symbolic constraint {text!r}: plax supports bounds "
-                             "of one dimension variable, e.g. 'b >= 4' or 'b <= 128'.")
-        lhs, op, rhs = m.groups()
-        if re.fullmatch(r"-?\d+", lhs):  # "4 <= b" -> "b >= 4"
-            lhs, rhs, op = rhs, lhs, {">=": "<=", "<=": ">=", ">": "<", "<": ">"}[op]
-        if not (re.fullmatch(r"[A-Za-z_][\w.]*", lhs) and re.fullmatch(r"-?\d+", rhs)):
-            raise ValueError(f"Unsupported symbolic constraint {text!r}: plax supports bounds "
-                             "of one dimension variable, e.g. 'b >= 4' or 'b <= 128'.")
-        k = int(rhs)
-        self._constraint_bounds.append((text, lhs, op in (">=", ">"),
-                                        k + (op == ">") - (op == "<")))
-        lo, hi = self._bounds.get(lhs, (1, _INF))
-        if op == ">=":
-            lo = max(lo, k)
-        elif op == ">":
-            lo = max(lo, k + 1)
-        elif op == "<=":
-            hi = min(hi, k)
+    def _add_constraint(self, text) -> None:
+        if not isinstance(text, str):
+            raise ValueError(f"SymbolicScope constraint must be a string: got {text!r}")
+        for sym, cmp, flip in (("==", "==", False), (">=", ">=", False), ("<=", ">=", True)):
+            pos = text.find(sym)
+            if pos >= 0:
+                break
         else:
-            hi = min(hi, k - 1)
-        self._bounds[lhs] = (lo, hi)
+            raise ValueError("Constraint parsing error: must contain one of '==' or '>=' "
+                             "or '<='")
+        from plax.core.symbolic_parse import parse_dim
+        e1, e2 = (parse_dim(side, self) for side in (text[:pos], text[pos + 2:]))
+        if flip:
+            e1, e2 = e2, e1
+        self._process_constraint(_Constraint(cmp, text, e1, e2, e1 - e2))
 
-    def bounds(self, name: str) -> tuple:
-        return self._bounds.get(name, (1, _INF))
+    def _process_constraint(self, c: _Constraint) -> None:
+        if not isinstance(c.diff, DimExpr):
+            if c.diff != 0 if c.cmp == "==" else c.diff < 0:
+                raise ValueError(f"Unsatisfiable explicit constraint: {c.text}")
+            return  # trivially true: dropped
+        if c.cmp == "==":
+            if not isinstance(c.e1, DimExpr) or len(c.e1._terms) != 1:
+                raise ValueError(f"Invalid equality constraint: {c.e1} == {c.e2}. The "
+                                 "left-hand-side must be of the form `term * coefficient`.")
+            (mono, k), = c.e1._terms
+            if mono in self._normalization_rules:
+                raise NotImplementedError("Found multiple equality constraints with the same "
+                                          f"left-hand-side: {_term_str(mono)}")
+            self._normalization_rules[mono] = (_as_terms(c.e2), k)
+            atom = mono[0][0] if len(mono) == 1 and mono[0][1] == 1 else None
+            if k == 1 and c.e2 == 0 and isinstance(atom, _Op) and atom.kind == "mod" and \
+                    not isinstance(atom.args[1], DimExpr):
+                # mod(x, n) == 0 also gives n*floordiv(x, n) == x
+                x, n = atom.args
+                lhs = n * DimExpr._make({((_Op("floordiv", (x, n)), 1),): 1}, self)
+                self._process_constraint(_Constraint("==", f"{lhs} == {x}", lhs, x, lhs - x))
+        self._explicit_constraints.append(c)
 
-    def constraint_bounds(self) -> list:
-        """The constraints as (text, variable, is a lower bound, bound), in their order."""
-        return list(self._constraint_bounds)
+    def _describe(self) -> str:
+        if not self._explicit_constraints:
+            return "SymbolicScope without constraints"
+        return "SymbolicScope with constraints:" + "".join(
+            f"\n  {c.text}" for c in self._explicit_constraints)
+
+    def _check_same_scope(self, other, when: str = "") -> None:
+        if isinstance(other, DimExpr) and other._scope is not self:
+            raise ValueError(
+                f"Invalid mixing of symbolic scopes{' ' + when if when else ''}.\n"
+                f"Expected {self._describe()}\nand found for '{other}' "
+                f"{other._scope._describe()}")
 
     def __str__(self):
-        return f"SymbolicScope(constraints={list(self._constraints)})"
+        return self._describe()
 
     __repr__ = __str__
 
 
-# --- atoms ---------------------------------------------------------------------------------
-class _Var:
+# --- atoms (JAX's "factors") ---------------------------------------------------------------
+class _Atom:
+    """A factor of a term: a dimension variable or a non-polynomial operation. Atoms are
+    ordered syntactically (``_atom_order``: by size, then names and operands), which
+    decides the printed order of factors and terms."""
+    __slots__ = ()
+
+    def __lt__(self, other):
+        return _atom_order(self) < _atom_order(other)
+
+    def __le__(self, other):
+        return _atom_order(self) <= _atom_order(other)
+
+    def __gt__(self, other):
+        return _atom_order(self) > _atom_order(other)
+
+    def __ge__(self, other):
+        return _atom_order(self) >= _atom_order(other)
+
+    def to_var(self):
+        """The variable's name, or None for an operation."""
+        return self.name if isinstance(self, _Var) else None
+
+    def get_vars(self) -> set:
+        return self.variables()
+
+    def __repr__(self):
+        return str(self)
+
+
+class _Var(_Atom):
     __slots__ = ("name", "scope", "_key")
 
     def __init__(self, name: str, scope: SymbolicScope):
@@ -94,9 +162,6 @@ class _Var:
 
     def __hash__(self):
         return hash(self.name)
-
-    def bounds(self):
-        return self.scope.bounds(self.name)
 
     def __str__(self):
         return self.name
@@ -111,7 +176,7 @@ class _Var:
         return {self.name}
 
 
-class _Op:
+class _Op(_Atom):
     """A non-polynomial operation on dimension expressions: floordiv, mod, max, min."""
     __slots__ = ("kind", "args", "_key")
 
@@ -125,21 +190,10 @@ class _Op:
     def __hash__(self):
         return hash((self.kind, self.args))
 
-    def bounds(self):
-        (alo, ahi), (blo, bhi) = (_refined_bounds(a) for a in self.args)
-        if self.kind == "max":
-            return max(alo, blo), max(ahi, bhi)
-        if self.kind == "min":
-            return min(alo, blo), min(ahi, bhi)
-        if blo < 1:  # (a divisor that may be negative: a constant one is made positive)
-            return -_INF, _INF
-        if self.kind == "mod":
-            return 0, bhi - 1
-        quotients = [_floor_quotient(x, y) for x in (alo, ahi) for y in (blo, bhi)]
-        return min(quotients), max(quotients)
-
     def __str__(self):
-        return f"{self.kind}({', '.join(str(a) for a in self.args)})"
+        # a negative constant operand prints as JAX's expressions do ("- 2")
+        args = (f"- {-a}" if isinstance(a, int) and a < 0 else str(a) for a in self.args)
+        return f"{self.kind}({', '.join(args)})"
 
     def evaluate(self, env):
         a, b = (_evaluate(x, env) for x in self.args)
@@ -153,23 +207,11 @@ class _Op:
         return out
 
 
-def _floor_quotient(x, y):
-    """``x // y`` for bounds (``y >= 1``; either may be infinite)."""
-    if abs(x) == _INF:
-        return x
-    if y == _INF:
-        return 0 if x >= 0 else -1
-    return x // y
-
-
 # --- expressions ---------------------------------------------------------------------------
-def _monomial_key(mono) -> tuple:
-    return tuple((atom._key, p) for atom, p in mono)
-
-
 # JAX's syntactic order of terms, which decides how an expression prints ("2*b + a", the
-# constant last) and which term polynomial division starts from: by a size (1 for a
-# variable; an operation's is 1 + its operands'), then by names and operands.
+# constant last) and which term polynomial division and bounds start from: by a size (1 for
+# a variable; an operation's is 1 + its operands'), then by names and operands; the factors
+# of a term compare largest first.
 def _atom_order(atom) -> tuple:
     if isinstance(atom, _Var):
         return (1, atom.name)
@@ -177,8 +219,9 @@ def _atom_order(atom) -> tuple:
     return (1 + sum(a[0] for a in args), atom.kind, args)
 
 
+@functools.lru_cache(maxsize=16384)
 def _term_order(mono) -> tuple:
-    factors = sorted((_atom_order(atom), p) for atom, p in mono)
+    factors = sorted(((_atom_order(atom), p) for atom, p in mono), reverse=True)
     return (sum(1 + p * f[0] for f, p in factors), tuple(factors))
 
 
@@ -189,25 +232,120 @@ def _expr_order(e) -> tuple:
     return (sum(1 + abs(c) * t[0] for t, c in terms), terms)
 
 
+def _sorted(terms) -> tuple:
+    """(monomial, coefficient) pairs without zeros, the largest term first."""
+    return tuple(sorted(((m, c) for m, c in terms if c),
+                        key=lambda mc: _term_order(mc[0]), reverse=True))
+
+
+def _mono_mul(m1, m2) -> tuple:
+    powers: dict = {}
+    for atom, p in (*m1, *m2):
+        powers[atom] = powers.get(atom, 0) + p
+    return tuple(sorted(powers.items(), key=lambda ap: ap[0]._key))
+
+
+def _term_str(mono) -> str:
+    return "*".join(str(a) + (f"^{p}" if p > 1 else "")
+                    for a, p in sorted(mono, key=lambda ap: _atom_order(ap[0])))
+
+
+def _as_terms(x) -> dict:
+    return x._terms_dict() if isinstance(x, DimExpr) else ({(): x} if x else {})
+
+
+def _normalize(terms: dict, scope) -> dict:
+    """``terms`` after the first rewrite by the scope's equality constraints that applies
+    (``t*k -> e``: a term ``t*(n*k)``, or a product holding the factor ``t``, becomes
+    ``e*n``)."""
+    rules = scope._normalization_rules
+    for mono, k in _sorted(terms.items()):
+        if not mono:
+            continue
+        candidates = [(mono, ())]
+        if len(mono) > 1:
+            candidates += [(((atom, p),), tuple(ap for ap in mono if ap[0] != atom))
+                           for atom, p in mono]
+        for lhs, rest in candidates:
+            rule = rules.get(lhs)
+            if rule is not None and k % rule[1] == 0:
+                out = dict(terms)
+                del out[mono]
+                for m2, c2 in rule[0].items():
+                    m2 = _mono_mul(m2, rest)
+                    out[m2] = out.get(m2, 0) + c2 * (k // rule[1])
+                return out
+    return terms
+
+
+class _DimTerm:
+    """A term (a product of atoms with powers, ``()`` for the constant 1) as a value that
+    compares in JAX's syntactic order: the face of plax's monomial tuples."""
+    __slots__ = ("_mono",)
+
+    def __init__(self, mono: tuple):
+        self._mono = mono
+
+    def __eq__(self, other):
+        return isinstance(other, _DimTerm) and self._mono == other._mono
+
+    def __hash__(self):
+        return hash(self._mono)
+
+    def __lt__(self, other):
+        return _term_order(self._mono) < _term_order(other._mono)
+
+    def __le__(self, other):
+        return _term_order(self._mono) <= _term_order(other._mono)
+
+    def __gt__(self, other):
+        return _term_order(self._mono) > _term_order(other._mono)
+
+    def __ge__(self, other):
+        return _term_order(self._mono) >= _term_order(other._mono)
+
+    def __str__(self):
+        return _term_str(self._mono)
+
+    __repr__ = __str__
+
+    is_constant = property(lambda self: not self._mono)
+
+    def to_factor(self):
+        """The single atom of a term ``atom^1``, else None."""
+        m = self._mono
+        return m[0][0] if len(m) == 1 and m[0][1] == 1 else None
+
+    def to_var(self):
+        f = self.to_factor()
+        return f.to_var() if f is not None else None
+
+    def get_vars(self) -> set:
+        return set().union(*(a.variables() for a, _ in self._mono))
+
+
 class DimExpr:
     """A symbolic dimension size: an integer polynomial over dimension variables and
     floordiv/mod/max/min terms. Arithmetic with ints and other DimExprs; comparisons
     decided where the bounds allow (else InconclusiveDimensionOperation)."""
 
     __slots__ = ("_terms", "_scope", "_hash")
+    __array_priority__ = 1000  # NumPy values defer to the reflected operations below
 
     def __init__(self, terms: dict, scope):
-        # monomial (tuple of (atom, power), sorted) -> nonzero coefficient; () is the constant
-        self._terms = tuple(sorted(((m, c) for m, c in terms.items() if c),
-                                   key=lambda mc: _term_order(mc[0]), reverse=True))
+        # (monomial, nonzero coefficient), the largest term first; () is the constant
+        self._terms = _sorted(terms.items())
         self._scope = scope
-        self._hash = hash(self._terms)
+        self._hash = hash((self._terms, id(scope)))
 
     # construction
     @staticmethod
     def _make(terms: dict, scope):
-        """The expression, or a Python int when it is constant."""
+        """The expression in normal form (the scope's rewrites applied), or a Python int
+        when it is constant."""
         terms = {m: c for m, c in terms.items() if c}
+        if scope is not None and scope._normalization_rules:
+            terms = {m: c for m, c in _normalize(terms, scope).items() if c}
         if not terms:
             return 0
         if list(terms) == [()]:
@@ -216,7 +354,7 @@ class DimExpr:
 
     @staticmethod
     def _atom(atom, scope) -> "DimExpr":
-        return DimExpr({((atom, 1),): 1}, scope)
+        return DimExpr._make({((atom, 1),): 1}, scope)
 
     @property
     def scope(self) -> SymbolicScope:
@@ -232,14 +370,56 @@ class DimExpr:
                 out |= atom.variables()
         return out
 
+    # JAX's private views of an expression (jax._src.export.shape_poly._DimExpr)
+    _get_vars = variables
+
+    @property
+    def _size(self) -> int:
+        return _expr_order(self)[0]
+
+    @property
+    def _sorted_terms(self) -> tuple:
+        return tuple((_DimTerm(m), c) for m, c in self._terms)
+
+    @property
+    def _leading_term(self) -> tuple:
+        return self._sorted_terms[0]
+
+    @staticmethod
+    def _from_term(term: _DimTerm, count: int, scope):
+        return DimExpr._make({term._mono: count}, scope)
+
+    def _to_term(self):
+        """The single term of ``1*term``, else None."""
+        if len(self._terms) == 1 and self._terms[0][1] == 1:
+            return _DimTerm(self._terms[0][0])
+        return None
+
+    def _to_factor(self):
+        t = self._to_term()
+        return t.to_factor() if t is not None else None
+
+    def _to_var(self):
+        f = self._to_factor()
+        return f.to_var() if f is not None else None
+
+    def _to_single_term(self):
+        """``(k, c, term)`` for ``k + c*term``, else None."""
+        rest = [(m, c) for m, c in self._terms if m]
+        if len(rest) != 1:
+            return None
+        return (dict(self._terms).get((), 0), rest[0][1], _DimTerm(rest[0][0]))
+
+    def _eq(self, other) -> bool:
+        return not isinstance(self - other, DimExpr) and self - other == 0
+
+    def _evaluate(self, env):
+        return _evaluate(self, env)
+
     # arithmetic
-    def _coerce(self, other):
+    def _coerce(self, other, when: str = ""):
         if isinstance(other, DimExpr):
-            if other._scope is not self._scope:
-                raise ValueError(
-                    "Invalid mixing of symbolic scopes: the dimension expressions "
-                    f"'{self}' and '{other}' come from different symbolic_shape calls. Create "
-                    "them in one call, or pass scope= to share one.")
+            self._scope._check_same_scope(other, when)
             return other._terms_dict()
         try:
             k = operator.index(other)
@@ -247,115 +427,137 @@ class DimExpr:
             return None
         return {(): k}
 
+    def _value_op(self, name: str, other):
+        """The operation on ``self`` as a value (``dim_as_value``): with a float, an array or
+        a traced value the result is an array, as in JAX."""
+        return getattr(dimension_as_value(self), name)(other)
+
     def __add__(self, other):
-        o = self._coerce(other)
+        if isinstance(other, int) and other == 0:
+            return self  # (as JAX: no rewrite by the scope's equalities)
+        o = self._coerce(other, "for linear combination")
         if o is None:
-            return NotImplemented
+            return self._value_op("__add__", other)
         t = self._terms_dict()
         for m, c in o.items():
             t[m] = t.get(m, 0) + c
         return DimExpr._make(t, self._scope)
 
-    __radd__ = __add__
+    def __radd__(self, other):
+        if self._coerce(other) is None:
+            return self._value_op("__radd__", other)
+        return self + other
 
     def __neg__(self):
         return DimExpr._make({m: -c for m, c in self._terms}, self._scope)
 
     def __sub__(self, other):
-        o = self._coerce(other)
+        if isinstance(other, int) and other == 0:
+            return self  # (as JAX: no rewrite by the scope's equalities)
+        o = self._coerce(other, "for linear combination")
         if o is None:
-            return NotImplemented
-        return self + DimExpr._make({m: -c for m, c in o.items()}, self._scope) \
-            if not (list(o) == [()]) else self + (-o[()])
+            return self._value_op("__sub__", other)
+        t = self._terms_dict()
+        for m, c in o.items():
+            t[m] = t.get(m, 0) - c
+        return DimExpr._make(t, self._scope)
 
     def __rsub__(self, other):
         o = self._coerce(other)
         if o is None:
-            return NotImplemented
+            return self._value_op("__rsub__", other)
         return (-self) + other
 
     def __mul__(self, other):
-        o = self._coerce(other)
+        if isinstance(other, int) and other in (0, 1):
+            return self if other else 0
+        o = self._coerce(other, "for mul")
         if o is None:
-            return NotImplemented
+            return self._value_op("__mul__", other)
         out: dict = {}
         for m1, c1 in self._terms:
             for m2, c2 in o.items():
-                powers: dict = {}
-                for atom, p in (*m1, *m2):
-                    powers[atom] = powers.get(atom, 0) + p
-                mono = tuple(sorted(powers.items(), key=lambda ap: ap[0]._key))
+                mono = _mono_mul(m1, m2)
                 out[mono] = out.get(mono, 0) + c1 * c2
         return DimExpr._make(out, self._scope)
 
-    __rmul__ = __mul__
+    def __rmul__(self, other):
+        if self._coerce(other) is None:
+            return self._value_op("__rmul__", other)
+        return self * other
 
     def __pow__(self, power):
-        power = operator.index(power)
-        if power < 0:
-            raise InconclusiveDimensionOperation(
-                f"Symbolic dimension '{self}' raised to the negative power {power}")
+        if isinstance(power, DimExpr):  # b ** b is a value
+            return power.__rpow__(self)
+        if power != int(power):
+            raise ValueError("Symbolic dimension cannot be raised to non-integer powers: "
+                             f"'{self}' ** '{power}'")
+        power = int(power)
+        if power < 0:  # (integer values have no negative powers either)
+            raise ValueError("Symbolic dimension cannot be raised to negative powers: "
+                             f"'{self}' ** '{power}'")
         out = 1
         for _ in range(power):
             out = out * self
         return out
 
     def __floordiv__(self, other):
-        if self._coerce(other) is None:
-            return NotImplemented
-        return floordiv(self, other)
+        if self._coerce(other, "for floordiv") is None:
+            return self._value_op("__floordiv__", other)
+        return floordiv(self, other if isinstance(other, DimExpr) else operator.index(other))
 
     def __rfloordiv__(self, other):
         if self._coerce(other) is None:
-            return NotImplemented
-        return floordiv(other, self)
+            return self._value_op("__rfloordiv__", other)
+        return floordiv(operator.index(other), self)
 
     def __mod__(self, other):
-        if self._coerce(other) is None:
-            return NotImplemented
-        return mod(self, other)
+        if self._coerce(other, "for mod") is None:
+            return self._value_op("__mod__", other)
+        return mod(self, other if isinstance(other, DimExpr) else operator.index(other))
 
     def __rmod__(self, other):
         if self._coerce(other) is None:
-            return NotImplemented
-        return mod(other, self)
+            return self._value_op("__rmod__", other)
+        return mod(operator.index(other), self)
 
     def __divmod__(self, other):
-        return self // other, self % other
+        if self._coerce(other, "for divmod") is None:
+            return self._value_op("__divmod__", other)
+        return _divmod(self, other if isinstance(other, DimExpr) else operator.index(other))
+
+    def __rdivmod__(self, other):
+        if self._coerce(other) is None:
+            return self._value_op("__rdivmod__", other)
+        return _divmod(operator.index(other), self)
+
+    def __rpow__(self, other):
+        return self._value_op("__rpow__", other)
 
     def __truediv__(self, other):
-        # An exact division is a dimension again (JAX's behaviour); else a value is needed.
-        if isinstance(other, (int, DimExpr)) or hasattr(other, "__index__"):
-            q, r = floordiv(self, other), mod(self, other)
-            if isinstance(r, int) and r == 0:
-                return q
-            raise InconclusiveDimensionOperation(
-                f"Cannot divide '{self}' by '{other}': the quotient is not an integer "
-                "dimension. Use // for integer division, or jnp.asarray(dim) / other "
-                "for a value.")
-        return NotImplemented
+        # "/" always gives a (float) value, as in JAX; "//" keeps a dimension.
+        return self._value_op("__truediv__", other)
+
+    def __rtruediv__(self, other):
+        return self._value_op("__rtruediv__", other)
 
     # comparisons
-    def _diff_bounds(self, other):
-        o = self._coerce(other)
-        if o is None:
-            return None
-        return _refined_bounds(self - DimExpr._make(o, self._scope)
-                               if len(o) > 1 or () not in o else self - o[()])
-
     def _compare(self, other, op: str):
-        b = self._diff_bounds(other)
-        if b is None:
+        o = self._coerce(other, f"when comparing '{self}' {op} '{other}'")
+        if o is None:
             return NotImplemented
-        lo, hi = b
+        from plax.core.symbolic_decide import BoundsPrecision, bounds
+        lo, hi = bounds(self - DimExpr._make(o, self._scope), BoundsPrecision.FOR_GEQ0_OR_LT0)
         decided = {">=": (lo >= 0, hi < 0), ">": (lo > 0, hi <= 0),
                    "<=": (hi <= 0, lo > 0), "<": (hi < 0, lo >= 0)}[op]
         if decided[0]:
             return True
         if decided[1]:
             return False
+        using = (f"\nUsing symbolic scope {self._scope}"
+                 if self._scope._explicit_constraints else "")
         raise InconclusiveDimensionOperation(
-            f"Symbolic dimension comparison '{self}' {op} '{other}' is inconclusive.\n"
+            f"Symbolic dimension comparison '{self}' {op} '{other}' is inconclusive.{using}\n"
             "This error arises for comparison operations with shapes that are non-constant, "
             "and the result of the operation cannot be represented as a boolean value for all "
             "values of the symbolic dimensions involved (dimension variables are >= 1).")
@@ -373,11 +575,17 @@ class DimExpr:
         return self._compare(other, "<")
 
     def __eq__(self, other):
-        o = self._coerce(other) if not isinstance(other, DimExpr) or \
-            other._scope is self._scope else None
-        if o is None:
-            return False if isinstance(other, DimExpr) else NotImplemented
-        return self._terms_dict() == o
+        # Equal when the difference is the constant 0 (JAX's cheap, syntactic equality).
+        if isinstance(other, DimExpr):
+            if other._scope is not self._scope:
+                return False
+        else:
+            try:
+                other = operator.index(other)
+            except TypeError:
+                return NotImplemented
+        diff = self - other
+        return not isinstance(diff, DimExpr) and diff == 0
 
     def __ne__(self, other):
         eq = self.__eq__(other)
@@ -408,8 +616,7 @@ class DimExpr:
     def __str__(self):
         parts = []
         for mono, c in self._terms:
-            factors = sorted(mono, key=lambda ap: _atom_order(ap[0]))
-            body = "*".join(str(a) + (f"^{p}" if p > 1 else "") for a, p in factors)
+            body = _term_str(mono)
             if not body:
                 text = str(abs(c))
             elif abs(c) == 1:
@@ -417,7 +624,7 @@ class DimExpr:
             else:
                 text = f"{abs(c)}*{body}"
             parts.append(("+ " if c > 0 else "- ") + text)
-        text = " ".join(parts)
+        text = " ".join(parts) or "0"
         return text[2:] if text.startswith("+ ") else text
 
     __repr__ = __str__
@@ -426,7 +633,9 @@ class DimExpr:
         return _evaluate(self, env)
 
     def bounds(self) -> tuple:
-        return _refined_bounds(self)
+        """Lower and upper bounds of the values (``-inf``/``inf`` where unbounded)."""
+        from plax.core.symbolic_decide import bounds
+        return bounds(self)
 
 
 # --- operations ----------------------------------------------------------------------------
@@ -461,11 +670,10 @@ def _divmod(a, b) -> tuple:
         b = operator.index(b)
         if b == 0:
             raise ZeroDivisionError(f"dimension '{a}' divided by 0")
-        if b < 0:
-            q, r = _divmod(-a, -b)
-            return q, -r
-    elif isinstance(a, DimExpr) and a._scope is not b._scope:
-        a._coerce(b)  # raises the error for mixed scopes
+    elif isinstance(a, DimExpr):
+        a._coerce(b, "for divmod")  # raises the error for mixed scopes
+    else:
+        a = operator.index(a)
     dividend, quotient = a, 0
     while isinstance(dividend, DimExpr):
         mono, count = dividend._terms[0]
@@ -475,7 +683,7 @@ def _divmod(a, b) -> tuple:
         else:
             qmono, dcount = mono, b
         qcount, rcount = divmod(count, dcount)
-        if qmono is None or rcount:
+        if qmono is None or rcount or not mono:
             break
         q = DimExpr._make({qmono: qcount}, scope)
         quotient = quotient + q
@@ -517,12 +725,32 @@ def mod(a, b):
 def _minmax(kind: str, a, b):
     if not isinstance(a, DimExpr) and not isinstance(b, DimExpr):
         return max(a, b) if kind == "max" else min(a, b)
-    lo, hi = _refined_bounds(a - b)
+    scope = _scope_of(a, b)
+    a, b = (_dim_operand(x, scope, kind) for x in (a, b))
+    from plax.core.symbolic_decide import BoundsPrecision, bounds
+    lo, hi = bounds(a - b, BoundsPrecision.FOR_GEQ0_OR_LEQ0)
     if lo >= 0:  # a >= b
         return a if kind == "max" else b
     if hi <= 0:  # a <= b
         return b if kind == "max" else a
-    return DimExpr._atom(_Op(kind, (a, b)), _scope_of(a, b))
+    return DimExpr._atom(_Op(kind, (a, b)), scope)
+
+
+def _dim_operand(x, scope, kind: str):
+    """``x`` as an operand of ``max_dim``/``min_dim`` with a symbolic one: a DimExpr of
+    ``scope`` or an integer (a tracer raises ConcretizationTypeError)."""
+    if isinstance(x, DimExpr):
+        scope._check_same_scope(x, f"for {kind}")
+        return x
+    from plax.core.trace import concrete_or_error
+
+    def index(v):
+        try:
+            return operator.index(v)
+        except TypeError:
+            raise TypeError("Only integer scalar arrays can be converted to a scalar index, "
+                            f"not {v!r}, as an operand of core.{kind}_dim") from None
+    return concrete_or_error(index, x, f"an operand of core.{kind}_dim")
 
 
 def max_dim(a, b):
@@ -533,65 +761,6 @@ def max_dim(a, b):
 def min_dim(a, b):
     """The smaller of two dimensions (symbolic when it cannot be decided)."""
     return _minmax("min", a, b)
-
-
-def _bounds(e) -> tuple:
-    """An interval holding every value of ``e`` (dimension variables are >= 1)."""
-    if not isinstance(e, DimExpr):
-        return e, e
-    lo = hi = 0
-    for mono, c in e._terms:
-        mlo, mhi = 1, 1
-        for atom, p in mono:
-            alo, ahi = atom.bounds()
-            plo, phi = _interval_pow(alo, ahi, p)
-            mlo, mhi = _interval_mul(mlo, mhi, plo, phi)
-        tlo, thi = (c * mlo, c * mhi) if c > 0 else (c * mhi, c * mlo)
-        lo, hi = lo + tlo, hi + thi
-    return lo, hi
-
-
-def _refined_bounds(e, depth: int = 3) -> tuple:
-    """``_bounds(e)``, tightened by replacing each ``min``/``max`` term by its arguments
-    (``min(p, q) <= p``, ``max(p, q) >= p``): ``min(3, b) - b`` is at most 0. Nested and
-    further ``min``/``max`` terms are replaced in turn, ``depth`` levels deep."""
-    lo, hi = _bounds(e)
-    if not isinstance(e, DimExpr) or depth <= 0:
-        return lo, hi
-    for mono, c in e._terms:
-        if len(mono) != 1 or mono[0][1] != 1 or not isinstance(mono[0][0], _Op) or \
-                mono[0][0].kind not in ("min", "max"):
-            continue
-        atom = mono[0][0]
-        rest = e - c * DimExpr._atom(atom, e._scope)
-        (plo, phi), (qlo, qhi) = (_refined_bounds(rest + c * arg, depth - 1)
-                                  for arg in atom.args)
-        # e = rest + c*max(p, q) = max(rest + c*p, rest + c*q) when c > 0, and so on
-        if (atom.kind == "max") == (c > 0):
-            lo, hi = max(lo, plo, qlo), min(hi, max(phi, qhi))
-        else:
-            lo, hi = max(lo, min(plo, qlo)), min(hi, phi, qhi)
-    return lo, hi
-
-
-def _mul(a, b):
-    if a == 0 or b == 0:
-        return 0
-    return a * b
-
-
-def _interval_mul(alo, ahi, blo, bhi):
-    prods = [_mul(alo, blo), _mul(alo, bhi), _mul(ahi, blo), _mul(ahi, bhi)]
-    return min(prods), max(prods)
-
-
-def _interval_pow(lo, hi, p):
-    out = (1, 1)
-    for _ in range(p):
-        out = _interval_mul(out[0], out[1], lo, hi)
-    if p % 2 == 0 and lo < 0 < hi:
-        out = (0, out[1])
-    return out
 
 
 def _evaluate(e, env):
@@ -616,142 +785,11 @@ def evaluate_shape(shape, env) -> tuple:
     return tuple(_evaluate(d, env) for d in shape)
 
 
-# --- parsing -------------------------------------------------------------------------------
-_TOKEN = re.compile(r"\s*(?:(?P<num>\d+)|(?P<name>[A-Za-z_][\w.]*)|(?P<op>\.\.\.|//|[-+*^(),%]))")
-
-
-class _Parser:
-    def __init__(self, text: str, scope: SymbolicScope, like, spec: str):
-        self.spec, self.scope, self.like = spec, scope, like
-        self.tokens = []
-        pos = 0
-        text = text.strip()
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            if not m or m.end() == pos:
-                raise ValueError(f"syntax error in symbolic shape '{spec}': unexpected "
-                                 f"character at {text[pos:]!r}")
-            kind = m.lastgroup
-            self.tokens.append((kind, m.group(kind)))
-            pos = m.end()
-            while pos < len(text) and text[pos].isspace():
-                pos += 1
-        self.i = 0
-
-    def peek(self):
-        return self.tokens[self.i] if self.i < len(self.tokens) else ("end", "")
-
-    def take(self, value=None):
-        tok = self.peek()
-        if value is not None and tok[1] != value:
-            raise ValueError(f"syntax error in symbolic shape '{self.spec}': expecting "
-                             f"{value!r} but found {tok[1] or 'the end'!r}")
-        self.i += 1
-        return tok
-
-    def shape(self) -> list:
-        toks = self.tokens
-        if toks and toks[0] == ("op", "(") and toks[-1] == ("op", ")") and \
-                self._outer_parens():
-            self.tokens = toks[1:-1]
-        dims = []
-        if self.peek()[0] == "end":
-            return dims
-        while True:
-            dims.append(self.dim(len(dims)))
-            if self.peek()[0] == "end":
-                return dims
-            self.take(",")
-            if self.peek()[0] == "end":  # a trailing comma: "b,"
-                return dims
-
-    def _outer_parens(self) -> bool:
-        depth = 0
-        for j, (_, v) in enumerate(self.tokens):
-            depth += v == "("
-            depth -= v == ")"
-            if depth == 0 and j < len(self.tokens) - 1:
-                return False
-        return True
-
-    def dim(self, index: int):
-        tok = self.peek()
-        if tok == ("name", "_"):
-            self.take()
-            if self.like is None or index >= len(self.like) or self.like[index] is None:
-                raise ValueError(f"symbolic shape '{self.spec}': dimension {index} is '_' but "
-                                 "like= gives no size for it.")
-            return self.like[index]
-        if tok == ("op", "..."):
-            self.take()
-            return Ellipsis
-        return self.expr()
-
-    def expr(self):
-        if self.peek() == ("op", "-"):
-            self.take()
-            value = -self.term()
-        else:
-            value = self.term()
-        while self.peek() in (("op", "+"), ("op", "-")):
-            op = self.take()[1]
-            rhs = self.term()
-            value = value + rhs if op == "+" else value - rhs
-        return value
-
-    def term(self):
-        value = self.power()
-        while self.peek() in (("op", "*"), ("op", "//"), ("op", "%")):
-            op = self.take()[1]
-            rhs = self.power()
-            value = value * rhs if op == "*" else floordiv(value, rhs) if op == "//" \
-                else mod(value, rhs)
-        return value
-
-    def power(self):
-        value = self.factor()
-        if self.peek() == ("op", "^"):
-            self.take()
-            kind, n = self.take()
-            if kind != "num":
-                raise ValueError(f"syntax error in symbolic shape '{self.spec}': a power "
-                                 "must be a number")
-            value = value ** int(n)
-        return value
-
-    def factor(self):
-        kind, text = self.take()
-        if kind == "num":
-            return int(text)
-        if kind == "name":
-            if text in ("floordiv", "mod", "max", "min") and self.peek() == ("op", "("):
-                self.take("(")
-                a = self.expr()
-                self.take(",")
-                b = self.expr()
-                self.take(")")
-                return {"floordiv": floordiv, "mod": mod, "max": max_dim,
-                        "min": min_dim}[text](a, b)
-            return DimExpr._atom(_Var(text, self.scope), self.scope)
-        if (kind, text) == ("op", "("):
-            value = self.expr()
-            self.take(")")
-            return value
-        if (kind, text) == ("op", "-"):
-            return -self.factor()
-        raise ValueError(f"syntax error in symbolic shape '{self.spec}': unexpected "
-                         f"{text or 'end'!r}")
-
-
-def parse_shape(spec: str, scope: SymbolicScope, like=None) -> tuple:
-    """The dimensions of the shape ``spec`` (``"b, 4"``, ``"2*b + 1, ..."``)."""
-    if not isinstance(spec, str):
-        raise ValueError(f"polymorphic shape spec should be a string, got {spec!r}")
-    dims = _Parser(spec, scope, like, spec).shape()
-    for d in dims:
-        if isinstance(d, int) and d < 0:
-            raise ValueError(f"symbolic shape '{spec}' has a negative dimension {d}")
-    return tuple(dims)
+def parse_shape(spec, scope: SymbolicScope, like=None) -> tuple:
+    """The dimensions of the shape ``spec`` (``"b, 4"``, ``"2*b + 1, ..."``); the parser
+    lives in ``plax.core.symbolic_parse``."""
+    from plax.core.symbolic_parse import parse_shape as parse
+    return parse(spec, scope, like)
 
 
 def checked_symbolic_shape(shape) -> tuple:
@@ -760,7 +798,7 @@ def checked_symbolic_shape(shape) -> tuple:
     out = []
     for d in shape:
         if isinstance(d, DimExpr):
-            if _refined_bounds(d)[0] < 0:
+            if d.bounds()[0] < 0:
                 raise InconclusiveDimensionOperation(
                     f"Shape {tuple(shape)} has the dimension '{d}', which may be negative.")
             out.append(d)
@@ -776,6 +814,30 @@ def checked_symbolic_shape(shape) -> tuple:
             out.append(d)
     return tuple(out)
 
+
+
+def clamped_slice(s: slice, size) -> tuple:
+    """``(start, limit, step)`` of the slice ``s`` (step > 0) along an axis of ``size`` (some
+    of them symbolic), NumPy's clamping in JAX's forms: a bound ``v >= 0`` is ``min(size,
+    v)``, a negative one ``max(0, size + v)``; ``limit`` is ``start + max(0, stop - start)``.
+    (plax.numpy.indexing slices arrays the same way.)"""
+    step = 1 if s.step is None else operator.index(s.step)
+    if step <= 0:
+        raise ValueError(f"clamped_slice takes positive steps, got {s}")
+
+    def bound(v, default, which):
+        if v is None:
+            return default
+        v = v if type(v) is DimExpr else operator.index(v)
+        try:
+            nonnegative = v >= 0
+        except InconclusiveDimensionOperation as e:
+            raise InconclusiveDimensionOperation(
+                f"In slice with non-constant elements the {which} ({v}) must be resolved "
+                f"statically if it is >= 0.\nDetails: {e}") from None
+        return min_dim(size, v) if nonnegative else max_dim(0, size + v)
+    start, stop = bound(s.start, 0, "start"), bound(s.stop, size, "stop")
+    return start, start + max_dim(0, stop - start), step
 
 
 # --- a symbolic dimension as a value (x / x.shape[0], jnp.asarray(b)) -------------------------

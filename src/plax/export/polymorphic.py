@@ -81,11 +81,13 @@ def _atom_value(ctx, atom, env) -> str:
     if atom.kind in ("max", "min"):
         return _i64_op(ctx, "stablehlo.maximum" if atom.kind == "max" else "stablehlo.minimum",
                        [a, b])
-    # floordiv and mod by a positive constant, rounding towards minus infinity
+    # floordiv and mod rounding towards minus infinity: the truncated quotient is one too
+    # big when the remainder is nonzero with the sign opposite to the divisor's
     quotient = _i64_op(ctx, "stablehlo.divide", [a, b])
     rem = _i64_op(ctx, "stablehlo.remainder", [a, b])
     zero = _i64_const(ctx, 0)
-    negative = ctx.fn.emit("stablehlo.compare", [rem, zero], [_I64, _I64], ["tensor<i1>"],
+    signs = _i64_op(ctx, "stablehlo.multiply", [rem, b])
+    negative = ctx.fn.emit("stablehlo.compare", [signs, zero], [_I64, _I64], ["tensor<i1>"],
                            props="comparison_direction = #stablehlo<comparison_direction LT>, "
                                  "compare_type = #stablehlo<comparison_type SIGNED>")[0]
     if atom.kind == "floordiv":
@@ -366,9 +368,10 @@ def lower_polymorphic(jaxpr, consts, name: str, platform: str, arg_names=None,
     sig += [f"{a}: {tensor_type(v.aval)}" for a, v in zip(arg_names, params)]
     out_types = [tensor_type(v.aval) for v in jaxpr.outvars]
     body = "".join("    " + line.replace("\n", "\n    ") + "\n" for line in fn.lines)
+    ret = f"func.return {', '.join(outs)} : {', '.join(out_types)}" if outs else "func.return"
     module.functions.append(
         f"  func.func private @{body_name}({', '.join(sig)}) -> ({', '.join(out_types)}) {{\n"
-        f"{body}    func.return {', '.join(outs)} : {', '.join(out_types)}\n  }}")
+        f"{body}    {ret}\n  }}")
     # @main: the dimension values from the arguments, the constants, the call.
     main = FunctionBuilder(module)
     ctx = RuleContext(main, [], [])

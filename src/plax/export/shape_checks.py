@@ -152,16 +152,15 @@ def solve(avals, names) -> Solution:
 
 
 def _constraint_checks(scope, env, using, solved) -> list:
-    """Checks of the scope's constraints (``b >= 4``) on the solved values."""
+    """Checks of the scope's constraints (``b >= 4``, ``a == 2*b``) on the solved values."""
     out = []
-    for text, var, lower, k in scope.constraint_bounds():
-        if var not in env:
+    for c in scope._explicit_constraints:
+        if not isinstance(c.diff, DimExpr) or not c.diff.variables() <= set(env):
             continue
-        v = DimExpr._atom(_Var(var, scope), scope)
-        diff = v - k if lower else k - v
-        value = _evaluate(diff, env)
-        out.append(Check(">=", value, 0, [
-            f"Input shapes do not match the symbolic shape constraint {text}. Expected "
-            f"'{diff}' to be greater or equal to 0, but found ", value, ". " + using,
+        value = _evaluate(c.diff, env)
+        relation = "equal" if c.cmp == "==" else "greater or equal"
+        out.append(Check(c.cmp, value, 0, [
+            f"Input shapes do not match the symbolic shape constraint {c.text}. Expected "
+            f"'{c.diff}' to be {relation} to 0, but found ", value, ". " + using,
             *solved, _SHAPE_ERRORS]))
     return out

@@ -8,7 +8,7 @@ from plax.core.symbolic_shapes import SymbolicScope, parse_shape
 
 def symbolic_shape(shape_spec, *, constraints=(), scope=None, like=None) -> tuple:
     """The shape described by ``shape_spec`` (``"b, 4"``, ``"2*b, b + 1"``): ints and
-    symbolic dimensions. ``constraints`` bound single variables (``"b >= 2"``); ``scope``
+    symbolic dimensions. ``constraints`` relate them (``"b >= 2"``, ``"a == 2*b"``); ``scope``
     shares variables with earlier shapes; ``like`` fills the ``_`` entries."""
     if scope is None:
         scope = SymbolicScope(constraints)
@@ -17,16 +17,6 @@ def symbolic_shape(shape_spec, *, constraints=(), scope=None, like=None) -> tupl
     if shape_spec is None:
         shape_spec = "..."
     dims = parse_shape(shape_spec, scope, like)
-    if Ellipsis in dims:
-        if like is None:
-            raise ValueError(f"symbolic shape '{shape_spec}': '...' needs like= to say the "
-                             "sizes it stands for.")
-        i = dims.index(Ellipsis)
-        tail = len(dims) - i - 1
-        dims = dims[:i] + tuple(like[i:len(like) - tail]) + dims[i + 1:]
-    if like is not None and len(dims) != len(like):
-        raise ValueError(f"symbolic shape '{shape_spec}' has {len(dims)} dimensions, but "
-                         f"like={tuple(like)} has {len(like)}.")
     return dims
 
 

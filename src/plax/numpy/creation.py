@@ -56,8 +56,8 @@ def _canonical_shape(shape, name="shape", negative=TypeError) -> tuple:
 def _contains_traced(obj) -> bool:
     if isinstance(obj, ARRAY_TYPES):
         return True
-    if isinstance(obj, (list, tuple)):
-        return any(_contains_traced(o) for o in obj)
+    if isinstance(obj, (list, tuple)):  # (a symbolic dimension in one is a traced value)
+        return any(isinstance(o, DimExpr) or _contains_traced(o) for o in obj)
     return False
 
 

@@ -110,11 +110,18 @@ def _resolve_shape(shape: tuple, old: tuple, given) -> tuple:
         raise TypeError(f"can only specify one unknown axis size with a `-1` value, got {given}")
     if -1 in shape:
         known = _prod(d for d in shape if d != -1)
-        if known <= 0 or size % known:
+        if isinstance(size, DimExpr) or isinstance(known, DimExpr):
+            # JAX's form: divided by the product with the -1 in it (-known), so that a
+            # scope's equalities such as mod(a + mod(a, 2), -2) == 0 apply
+            q, r = divmod(size, -known)
+            missing = -q if isinstance(r, int) and r == 0 else None
+        else:
+            missing = size // known if known > 0 and not size % known else None
+        if missing is None:
             raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape "
                             f"{given} because the product of specified axis sizes ({known}) "
                             f"does not evenly divide {size}")
-        shape = tuple(size // known if d == -1 else d for d in shape)
+        shape = tuple(missing if d == -1 else d for d in shape)
     if any(d < 0 for d in shape) or _prod(shape) != size:
         raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape {given} "
                         f"(size {_prod(shape)})")

@@ -1,9 +1,9 @@
-"""``jax._src.export.shape_poly_decision``: JAX's decision procedure for symbolic dimension
-comparisons (by elimination); plax decides from bounds in ``plax.core.symbolic_shapes``."""
+"""``jax._src.export.shape_poly_decision``: the decision procedure for comparisons of
+symbolic dimensions by elimination of terms (``plax.core.symbolic_decide``)."""
+from plax.core.symbolic_decide import Decision as _DecisionByElimination  # noqa: F401
+from plax.core.symbolic_decide import bounds as bounds_decision  # noqa: F401
+
 from plax._src import _face
-from plax._src.export.shape_poly import _DECIDE
 
-_REFUSED = {"_DecisionByElimination": _DECIDE}
-
-__doc__ = _face.document(__doc__, _REFUSED)
-__getattr__ = _face.face_getattr(__name__, _REFUSED)
+__doc__ = _face.document(__doc__, {})
+__getattr__ = _face.face_getattr(__name__, {})

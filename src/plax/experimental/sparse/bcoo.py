@@ -40,6 +40,7 @@ from plax.experimental.sparse.bcoo_spdot import (  # noqa: F401 (JAX's module ho
 from plax.experimental.sparse.util import (  # noqa: F401 (JAX's module exposes these names)
     BCOOProperties, CuSparseEfficiencyWarning, Shape, SparseEfficiencyError,
     SparseEfficiencyWarning, SparseInfo, canonical_shape, nfold_vmap, validate_bcoo)
+from plax.experimental.sparse.util import index_row
 from plax.api.vmap import vmap  # noqa: F401
 from plax.first_order.dot import DotDimensionNumbers  # noqa: F401
 from plax.lax import GatherDimensionNumbers, GatherScatterMode  # noqa: F401
@@ -94,7 +95,7 @@ def bcoo_reduce_sum(mat: BCOO, *, axes) -> BCOO:
     if dense_axes:
         data = jnp.sum(data, axis=dense_axes, dtype=data.dtype)
     if n_sparse:  # padding must not leak into summed sparse dimensions
-        limit = jnp.asarray(np.array(shape[n_batch:n_batch + n_sparse], indices.dtype))
+        limit = index_row(np.array(shape[n_batch:n_batch + n_sparse], indices.dtype), indices)
         valid = jnp.all(indices < limit, axis=-1)
         valid = lax.expand_dims(valid, tuple(range(valid.ndim, data.ndim)))
         data = jnp.where(valid, data, jnp.zeros((), data.dtype))
@@ -192,8 +193,8 @@ def bcoo_multiply_sparse(lhs: BCOO, rhs: BCOO) -> BCOO:
     rfill = np.array(rshape[:n_sparse], np.int64)
 
     def one(ld, li, rd, ri):
-        lvalid = jnp.all(li < lfill.astype(li.dtype), axis=-1)
-        rvalid = jnp.all(ri < rfill.astype(ri.dtype), axis=-1)
+        lvalid = jnp.all(li < index_row(lfill, li), axis=-1)
+        rvalid = jnp.all(ri < index_row(rfill, ri), axis=-1)
         match = lvalid[:, None] & rvalid[None, :]
         if compared.size:
             match = match & jnp.all(jnp.take(li, compared, axis=-1)[:, None, :]

@@ -26,7 +26,8 @@ from plax.experimental.sparse.bcoo_convert import extract_bufs, fromdense_bufs, 
 from plax.experimental.sparse.bcoo_layout import (sort_indices_bufs, sum_duplicates_bufs,
                                                   transpose_bufs)
 from plax.experimental.sparse.util import (SparseEfficiencyError, SparseEfficiencyWarning,
-                                           batch_fits, canonical_shape, validate_bcoo)
+                                           batch_fits, canonical_shape, index_row,
+                                           validate_bcoo)
 from plax.tree_util import register_pytree_node_class
 
 __all__ = ["BCOO", "bcoo_todense", "bcoo_fromdense", "bcoo_extract", "bcoo_transpose",
@@ -268,10 +269,11 @@ def bcoo_eliminate_zeros(mat: BCOO, nse=None) -> BCOO:
 
 
 # --- buffer helpers -------------------------------------------------------------------------
-def sparse_limits(mat, dtype=None):
-    """The sparse dimensions' sizes as an array broadcasting against ``mat.indices``."""
-    sizes = mat.shape[mat.n_batch:mat.n_batch + mat.n_sparse]
-    return jnp.asarray(np.array(sizes, dtype or mat.indices.dtype))
+def sparse_limits(mat, dtype=None, like=None):
+    """The sparse dimensions' sizes, as an array of the rank of ``like`` (``mat.indices``)."""
+    sizes = np.array(mat.shape[mat.n_batch:mat.n_batch + mat.n_sparse], dtype or
+                     mat.indices.dtype)
+    return index_row(sizes, mat.indices if like is None else like)
 
 
 def mask_data(data, keep, n_batch: int):
@@ -347,7 +349,7 @@ def _dense_to_sparse(mat: BCOO, n: int) -> BCOO:
     new = jnp.broadcast_to(jnp.asarray(np.tile(grid, (mat.nse, 1)).astype(idx.dtype)),
                            idx.shape[:nb] + (mat.nse * count, n))
     valid = jnp.all(old < sparse_limits(mat), axis=-1, keepdims=True)
-    new = jnp.where(valid, new, jnp.asarray(np.array(moved, idx.dtype)))
+    new = jnp.where(valid, new, index_row(np.array(moved, idx.dtype), new))
     return BCOO((data, jnp.concatenate([old, new], axis=-1)), shape=mat.shape)
 
 
@@ -381,7 +383,7 @@ def _sparse_to_dense(mat: BCOO, n: int) -> BCOO:
     dense = mat.data.shape[nb + 1:]
     one_hot = jnp.ones(idx.shape[:-1], bool)
     for k, size in enumerate(moved):
-        hot = pos[..., k, None] == jnp.arange(size, dtype=idx.dtype)
+        hot = pos[..., k, None] == index_row(np.arange(size, dtype=idx.dtype), pos)
         one_hot = one_hot[..., None] & hot.reshape(hot.shape[:nb + 1] + (1,) * k + (size,))
     one_hot = one_hot & lax.expand_dims(valid, tuple(range(nb + 1, nb + 1 + n)))
     data = lax.expand_dims(mat.data, tuple(range(nb + 1, nb + 1 + n)))

@@ -12,7 +12,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefine
                              linear_primitives, register_lowering, tangent_aval, transpose_rules)
 from plax.core.trace import Tracer, concrete_or_error, get_aval
 from plax.experimental.sparse.bcoo_convert import batch_to_front
-from plax.experimental.sparse.util import SparseInfo, nfold_vmap, validate_bcoo
+from plax.experimental.sparse.util import SparseInfo, index_row, nfold_vmap, validate_bcoo
 from plax.lowering.inline import lower_fun
 
 __all__ = ["bcoo_transpose_p", "bcoo_sort_indices_p", "bcoo_sum_duplicates_p",
@@ -145,9 +145,9 @@ def _unique_unbatched(indices, sparse_shape):
     goes among them (``nse``, out of range, for an out-of-range index); ``count`` is how
     many distinct in-range indices there are."""
     nse, n_sparse = get_aval(indices).shape
-    limit = jnp.asarray(np.array(sparse_shape, get_aval(indices).dtype))
+    limit = index_row(np.array(sparse_shape, get_aval(indices).dtype), indices)
     valid = jnp.all((indices >= 0) & (indices < limit), axis=-1)
-    clean = jnp.where(valid[:, None], indices, limit[None, :])
+    clean = jnp.where(valid[:, None], indices, limit)
     ordered, perm = _sort_unbatched(clean)
     valid_sorted = _take_rows(valid, perm)
     if nse:

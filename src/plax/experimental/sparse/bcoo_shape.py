@@ -20,6 +20,7 @@ from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.trace import get_aval
 from plax.experimental.sparse.bcoo_array import (  # noqa: F401 (bcoo_update_layout re-exported)
     BCOO, bcoo_sum_duplicates, bcoo_transpose, bcoo_update_layout, mask_data, sparse_limits)
+from plax.experimental.sparse.util import index_row
 
 __all__ = ["bcoo_slice", "bcoo_dynamic_slice", "bcoo_rev", "bcoo_squeeze", "bcoo_reshape",
            "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_update_layout",
@@ -81,9 +82,8 @@ def bcoo_slice(mat: BCOO, *, start_indices, limit_indices, strides=None) -> BCOO
         data = lax.slice_in_dim(data, start[d], limit[d], strides[d], axis=axis)
     if n_sparse:
         sl = slice(n_batch, n_batch + n_sparse)
-        lo, hi, step = (jnp.asarray(np.array(v[sl], indices.dtype)) for v in (start, limit,
-                                                                           strides))
-        new_size = jnp.asarray(np.array(out_shape[sl], indices.dtype))
+        lo, hi, step, new_size = (index_row(np.array(v[sl], indices.dtype), indices)
+                                  for v in (start, limit, strides, out_shape))
         keep = jnp.all((indices >= lo) & (indices < hi) & ((indices - lo) % step == 0), axis=-1)
         indices = jnp.where(keep[..., None], (indices - lo) // step, new_size)
         data = mask_data(data, keep, n_batch)
@@ -118,8 +118,9 @@ def bcoo_dynamic_slice(mat: BCOO, start_indices, slice_sizes) -> BCOO:
     if n_sparse:
         dtype = indices.dtype
         full = sparse_limits(mat, dtype)
-        want = jnp.asarray(np.array(sizes[n_batch:n_batch + n_sparse], dtype))
-        lo = jnp.stack([s.astype(dtype) for s in starts[n_batch:n_batch + n_sparse]])
+        want = index_row(np.array(sizes[n_batch:n_batch + n_sparse], dtype), indices)
+        lo = index_row(jnp.stack([s.astype(dtype) for s in starts[n_batch:n_batch + n_sparse]]),
+                       indices)
         lo = jnp.clip(jnp.where(lo < 0, lo + full, lo), 0, full - want)
         keep = jnp.all((indices >= lo) & (indices < lo + want), axis=-1)
         indices = jnp.where(keep[..., None], indices - lo, want)
@@ -146,9 +147,10 @@ def bcoo_rev(operand: BCOO, dimensions) -> BCOO:
     flip = np.zeros(n_sparse, bool)
     flip[[d - n_batch for d in dims if n_batch <= d < n_batch + n_sparse]] = True
     if flip.any():
-        size = sparse_limits(mat, indices.dtype)
+        size = sparse_limits(mat, indices.dtype, like=indices)
         # Padding (an index at or past the size) stays padding.
-        indices = jnp.where(jnp.asarray(flip) & (indices < size), size - 1 - indices, indices)
+        flip = index_row(flip, indices, bool)
+        indices = jnp.where(flip & (indices < size), size - 1 - indices, indices)
     return BCOO((data, indices), shape=mat.shape)
 
 
@@ -167,7 +169,7 @@ def bcoo_squeeze(arr: BCOO, *, dimensions) -> BCOO:
     indices = lax.squeeze(mat.indices, batch)
     if sparse:
         kept = [k for k in range(n_sparse) if k not in sparse]
-        valid = jnp.all(indices < sparse_limits(mat), axis=-1)
+        valid = jnp.all(indices < sparse_limits(mat, like=indices), axis=-1)
         indices = indices[..., np.array(kept, np.int32)] if kept else indices[..., :0]
         if kept:  # an element that was padding only in a removed dimension stays padding
             sizes = jnp.asarray(np.array([mat.shape[n_batch + k] for k in kept], indices.dtype))
@@ -240,7 +242,7 @@ def _reindex(indices, old_sparse, new_sparse):
     elements, row-major order); padding stays padding."""
     dtype = indices.dtype
     size = math.prod(old_sparse)
-    valid = jnp.all(indices < jnp.asarray(np.array(old_sparse, dtype)), axis=-1) if \
+    valid = jnp.all(indices < index_row(np.array(old_sparse, dtype), indices), axis=-1) if \
         old_sparse else jnp.ones(indices.shape[:-1], bool)
     flat = jnp.zeros(indices.shape[:-1], dtype)
     for k, n in enumerate(old_sparse):
@@ -348,15 +350,14 @@ def bcoo_concatenate(operands, *, dimension: int) -> BCOO:
     # Along a sparse dimension: shift each operand's indices, join the stored elements.
     k = dimension - n_batch
     batch = out_shape[:n_batch]
-    new_size = jnp.asarray(np.array(out_shape[n_batch:n_batch + n_sparse],
-                                    operands[0].indices.dtype))
+    new_size = np.array(out_shape[n_batch:n_batch + n_sparse], operands[0].indices.dtype)
     datas, idxs, offset = [], [], 0
     for op in operands:
         shift = np.zeros(n_sparse, np.int64)
         shift[k] = offset
         ind = op.indices
-        ind = jnp.where(_valid(op)[..., None], ind + jnp.asarray(shift.astype(ind.dtype)),
-                        new_size.astype(ind.dtype))
+        ind = jnp.where(_valid(op)[..., None], ind + index_row(shift, ind),
+                        index_row(new_size, ind))
         datas.append(jnp.broadcast_to(op.data, batch + op.data.shape[n_batch:]))
         idxs.append(jnp.broadcast_to(ind, batch + ind.shape[n_batch:]))
         offset += op.shape[dimension]

@@ -29,7 +29,8 @@ from plax.experimental.sparse.bcoo_array import (BCOO, bcoo_sum_duplicates, bcoo
 from plax.experimental.sparse.bcoo_convert import extract_bufs
 from plax.experimental.sparse.bcoo_dot import canonical_dimension_numbers
 from plax.experimental.sparse.bcoo_shape import dense_shape_of
-from plax.experimental.sparse.util import SparseInfo, nfold_vmap, validate_bcoo_indices
+from plax.experimental.sparse.util import (SparseInfo, index_row, nfold_vmap,
+                                          validate_bcoo_indices)
 from plax.lowering.inline import lower_fun
 
 __all__ = ["bcoo_dot_general_sampled", "bcoo_dot_general_sampled_p", "bcoo_spdot_general_p",
@@ -161,8 +162,8 @@ def _spdot_impl(lhs_data, lhs_indices, rhs_data, rhs_indices, *, dimension_numbe
     fill = np.array(out_sparse, index_dtype)
 
     def one(ld, li, rd, ri):
-        lvalid = jnp.all(li < jnp.asarray(np.array(l_sizes, li.dtype)), axis=-1)
-        rvalid = jnp.all(ri < jnp.asarray(np.array(r_sizes, ri.dtype)), axis=-1)
+        lvalid = jnp.all(li < index_row(np.array(l_sizes, li.dtype), li), axis=-1)
+        rvalid = jnp.all(ri < index_row(np.array(r_sizes, ri.dtype), ri), axis=-1)
         match = lvalid[:, None] & rvalid[None, :]
         for a, b in zip(l_con, r_con):
             match = match & (li[:, a][:, None] == ri[:, b][None, :])

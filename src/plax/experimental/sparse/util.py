@@ -8,6 +8,7 @@ import operator
 from typing import NamedTuple
 
 from plax import numpy as jnp
+from plax import lax
 from plax.api.vmap import vmap
 from plax.api_util import flatten_axes  # noqa: F401 (JAX's module exposes these names)
 from plax.first_order.dot import DotDimensionNumbers  # noqa: F401
@@ -194,3 +195,11 @@ def fromdense_jvp(prim, extract):
                     else extract(mat_dot, index, mat, **params))
         return [data, *index], [data_dot, *(Zero(tangent_aval(get_aval(b))) for b in index)]
     jvp_rules[prim] = rule
+
+
+def index_row(values, like, dtype=None):
+    """``values`` (one per sparse dimension) as an array of the rank of ``like`` (indices:
+    leading dimensions of size 1), so that it combines with them under any
+    ``jax_numpy_rank_promotion`` setting."""
+    values = jnp.asarray(values, dtype or like.dtype)
+    return lax.expand_dims(values, tuple(range(like.ndim - values.ndim)))
