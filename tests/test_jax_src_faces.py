@@ -74,6 +74,20 @@ def test_dtypes_and_core_adapters():
         lambda x: [x + 1], debug_info=plax.api_util.debug_info("f", len, (1,), {})), 1.0) == [2.0]
 
 
+@pytest.mark.parametrize("dtype, shape, axes", [
+    (np.float32, (3, 3), (0, 1)), (np.int32, (2, 4, 2), (0, 2)), (np.float32, (3, 1), (0, 1)),
+    (np.bool_, (2, 3), (1,)), (np.float32, (2, 2, 2), (0, 1, 2)),
+])
+def test_lax_delta_is_the_kronecker_delta_over_axes(dtype, shape, axes):
+    from plax._src.lax import lax as lax_internal
+    want = np.zeros(shape, dtype)
+    for idx in np.ndindex(*shape):
+        want[idx] = len({idx[a] for a in axes}) == 1
+    got = lax_internal._delta(dtype, shape, axes)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 def test_lax_random_and_sharding_adapters():
     from plax._src import effects, sharding_impls
     from plax._src.lax import windowed_reductions as wr

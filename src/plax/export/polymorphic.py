@@ -104,6 +104,9 @@ def shape_value(ctx, shape) -> str:
     """The SSA value (``tensor<Nxi64>``) of a shape with symbolic entries."""
     parts = [ctx.fn.emit("stablehlo.reshape", [dim_value(ctx, d)], [_I64],
                          ["tensor<1xi64>"])[0] for d in shape]
+    if not parts:  # (a rank-0 shape, e.g. the batch shape of one matrix)
+        return ctx.fn.emit("stablehlo.constant", [], [], [_shape_type(0)],
+                           props=f"value = dense<> : {_shape_type(0)}")[0]
     if len(parts) == 1:
         return parts[0]
     return ctx.fn.emit("stablehlo.concatenate", parts, ["tensor<1xi64>"] * len(parts),
@@ -194,6 +197,52 @@ def _dynamic_slice(ctx, x, *idx, slice_sizes):
                        [tensor_type(x_aval)] + [_shape_type(n)] * 3, [tensor_type(out)])[0]
 
 
+def _install_dynamic_pad() -> None:
+    """A pad whose widths are symbolic is a ``dynamic_pad`` (the widths operands)."""
+    from plax.first_order.shapes import pad_p
+    static = lowering_rules[pad_p]
+
+    def rule(ctx, x, value, *, padding_config):
+        if not shape_is_symbolic(sum(padding_config, ())):
+            return static(ctx, x, value, padding_config=padding_config)
+        n = len(padding_config)
+        widths = [shape_value(ctx, part) for part in zip(*padding_config)]
+        return ctx.fn.emit("stablehlo.dynamic_pad", [x, value, *widths],
+                           [tensor_type(a) for a in ctx.avals_in] + [_shape_type(n)] * 3,
+                           [tensor_type(ctx.avals_out[0])])[0]
+    rule.static_rule = static
+    register_lowering(pad_p, rule)
+
+
+def _install_dynamic_gather() -> None:
+    """A gather whose slice sizes are symbolic is a ``dynamic_gather`` (the sizes an operand);
+    CLIP and FILL_OR_DROP gathers lower through a PROMISE_IN_BOUNDS one, which gets here."""
+    from plax.first_order import indexing
+    static = lowering_rules[indexing.gather_p]
+
+    def rule(ctx, x, idx, *, dimension_numbers, slice_sizes, mode, **params):
+        if not shape_is_symbolic(slice_sizes) or mode is not indexing.PROMISE or \
+                ctx.avals_out[0].size == 0:
+            return static(ctx, x, idx, dimension_numbers=dimension_numbers,
+                          slice_sizes=slice_sizes, mode=mode, **params)
+        dn = dimension_numbers
+        attr = indexing._dims_attr("gather", [
+            ("offset_dims", dn.offset_dims), ("collapsed_slice_dims", dn.collapsed_slice_dims),
+            ("operand_batching_dims", dn.operand_batching_dims),
+            ("start_indices_batching_dims", dn.start_indices_batching_dims),
+            ("start_index_map", dn.start_index_map),
+            ("index_vector_dim", ctx.avals_in[1].ndim - 1)])
+        sizes = shape_value(ctx, slice_sizes)
+        sorted_attr = indexing._bool_attr(params["indices_are_sorted"])
+        return ctx.fn.emit("stablehlo.dynamic_gather", [x, idx, sizes],
+                           [tensor_type(a) for a in ctx.avals_in] +
+                           [_shape_type(len(slice_sizes))], [tensor_type(ctx.avals_out[0])],
+                           props=f"dimension_numbers = {attr}, "
+                                 f"indices_are_sorted = {sorted_attr}")[0]
+    rule.static_rule = static
+    register_lowering(indexing.gather_p, rule)
+
+
 def _symbolic_out(ctx) -> bool:
     return any(shape_is_symbolic(a.shape) for a in ctx.avals_out)
 
@@ -224,6 +273,8 @@ def _broadcast_helper(ctx, x, aval_in, aval_out, dims):
 
 register_lowering(dim_as_value_p, _dim_as_value_lowering)
 _install_dynamic_rules()
+_install_dynamic_gather()
+_install_dynamic_pad()
 stablehlo_lowering.symbolic_broadcast = _broadcast_helper
 stablehlo_lowering.symbolic_shape_value = shape_value
 

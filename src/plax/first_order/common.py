@@ -191,10 +191,13 @@ def pads_for(in_shape, window_shape, window_strides, padding: str) -> tuple:
     if kind not in ("SAME", "SAME_LOWER"):
         raise RuntimeError(f"Unrecognized padding type: expected 'VALID', 'SAME', or 'SAME_LOWER', "
                            f"got {padding}.")
+    from plax.core.symbolic_shapes import DimExpr, max_dim
     pads = []
     for size, window, stride in zip(in_shape, window_shape, window_strides):
-        out = -(-int(size) // int(stride))
-        total = max((out - 1) * int(stride) + int(window) - int(size), 0)
+        size, window, stride = (d if type(d) is DimExpr else int(d)  # (symbolic: plax.export)
+                                for d in (size, window, stride))
+        out = (size + stride - 1) // stride
+        total = max_dim((out - 1) * stride + window - size, 0)
         small, big = total // 2, total - total // 2
         pads.append((small, big) if kind == "SAME" else (big, small))
     return tuple(pads)

@@ -39,7 +39,9 @@ from plax.first_order.ad_util import defbilinear
 from plax.first_order.batch_util import bdim_at_front
 from plax.first_order.common import as_int_tuple, check_dtype, padtype_to_pads, reject_keys, weak_of
 from plax.core.primitive import Primitive
-from plax.lowering.stablehlo import i64_array
+from plax.core.symbolic_shapes import DimExpr, max_dim, shape_is_symbolic
+from plax.lowering import stablehlo as _stablehlo
+from plax.lowering.stablehlo import i64_array, tensor_type
 from plax.sharding.named import out_sharding_param
 
 __all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "conv_general_dilated",
@@ -148,7 +150,8 @@ def _dilate(sizes, dilation) -> tuple:
 def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count=1):
     """The result shape of a convolution with operands in (N, C, spatial...) and (O, I,
     spatial...) order (already dilated); ``pads`` is a padding string or (lo, hi) pairs."""
-    lhs_shape, rhs_shape = tuple(int(d) for d in lhs_shape), tuple(int(d) for d in rhs_shape)
+    lhs_shape, rhs_shape = (tuple(d if type(d) is DimExpr else int(d) for d in shape)
+                            for shape in (lhs_shape, rhs_shape))
     if isinstance(pads, str):
         pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
     if len(pads) != len(lhs_shape) - 2:
@@ -158,7 +161,8 @@ def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count=1):
     if any(p < 0 for p in padded):
         raise ValueError("Negative padding is larger than the size of the corresponding "
                          f"dimension: got padding={tuple(pads)} for lhs_shape[2:]={lhs_shape[2:]}.")
-    space = tuple(max(0, (p - k) // s + 1) for p, k, s in zip(padded, rhs_shape[2:], strides))
+    space = tuple(max_dim(0, (p - k) // s + 1) for p, k, s in zip(padded, rhs_shape[2:],
+                                                                   strides))
     return (lhs_shape[0] // batch_group_count, rhs_shape[0]) + space
 
 
@@ -318,6 +322,9 @@ def _conv_props(*, window_strides, padding, lhs_dilation, rhs_dilation, dimensio
                f"{_layout(out_spec, ('b', 'f'))}")
     n = len(padding)
     pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in padding) + "]" if n else ""
+    # (symbolic pads are dynamic_conv's padding operand instead)
+    pad_attr = "" if shape_is_symbolic(sum(padding, ())) else \
+        f"padding = dense<{pads}> : tensor<{n}x2xi64>, "
     # (a dot algorithm, e.g. from the default_matmul_precision config, is for dots: a
     # convolution runs at the default precision then, as JAX's)
     prec = precision if isinstance(precision, tuple) and len(precision) == 2 and \
@@ -327,14 +334,23 @@ def _conv_props(*, window_strides, padding, lhs_dilation, rhs_dilation, dimensio
             f"dimension_numbers = #stablehlo.conv<{layouts}>, "
             f"feature_group_count = {feature_group_count} : i64, "
             f"lhs_dilation = {i64_array(lhs_dilation)}, "
-            f"padding = dense<{pads}> : tensor<{n}x2xi64>, "
-            f"precision_config = [{config}], "
+            f"{pad_attr}precision_config = [{config}], "
             f"rhs_dilation = {i64_array(rhs_dilation)}, "
             f"window_strides = {i64_array(window_strides)}")
 
 
 def _conv_lowering(ctx, lhs, rhs, *, preferred_element_type, out_sharding=None, **params):
-    return ctx.op1("stablehlo.convolution", [lhs, rhs], props=_conv_props(**params))
+    padding = params["padding"]
+    if not shape_is_symbolic(sum(padding, ())):
+        return ctx.op1("stablehlo.convolution", [lhs, rhs], props=_conv_props(**params))
+    # pads that depend on symbolic sizes (SAME padding under plax.export): an operand
+    n = len(padding)
+    flat = _stablehlo.symbolic_shape_value(ctx, sum(padding, ()))
+    pads = ctx.fn.emit("stablehlo.reshape", [flat], [f"tensor<{2 * n}xi64>"],
+                       [f"tensor<{n}x2xi64>"])[0]
+    return ctx.fn.emit("stablehlo.dynamic_conv", [lhs, rhs, pads],
+                       [tensor_type(a) for a in ctx.avals_in] + [f"tensor<{n}x2xi64>"],
+                       [tensor_type(ctx.avals_out[0])], props=_conv_props(**params))[0]
 
 
 abstract_eval_rules[conv_general_dilated_p] = _conv_abstract
@@ -635,8 +651,10 @@ def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, di
     """The output shape of ``conv_transpose`` (without rhs dilation) for these shapes, strides,
     padding ('SAME', 'VALID' or (low, high) pairs, summed) and string dimension numbers."""
     lhs_perm, rhs_perm, out_perm = conv_general_permutations(dimension_numbers)
-    lhs_t = [int(lhs_shape[i]) for i in lhs_perm]
-    rhs_t = [int(rhs_shape[i]) for i in rhs_perm]
+    lhs_t = [lhs_shape[i] if type(lhs_shape[i]) is DimExpr else int(lhs_shape[i])
+             for i in lhs_perm]
+    rhs_t = [rhs_shape[i] if type(rhs_shape[i]) is DimExpr else int(rhs_shape[i])
+             for i in rhs_perm]
     if isinstance(padding, str):
         pads = [sum(_transpose_padding(k, s, padding)) for k, s in zip(rhs_t[2:], window_strides)]
     else:

@@ -29,7 +29,7 @@ from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, is_undefine
                              lowering_rules, not_mapped, tangent_aval, transpose_rules)
 from plax.core.jaxpr import ClosedJaxpr
 from plax.core.staging import trace_to_jaxpr
-from plax.core.symbolic_shapes import min_dim
+from plax.core.symbolic_shapes import DimExpr, dimension_as_value, min_dim
 from plax.core.trace import EvalTrace, fresh_name_stack, get_aval, set_current_trace
 from plax.first_order import arithmetic as _arith
 from plax.first_order import bitwise as _bitwise
@@ -268,7 +268,13 @@ def _upper_bounds(indices, operand_shape: tuple, window: tuple, index_map: tuple
     array of the indices' shape (clipped to the index dtype's range)."""
     aval = get_aval(indices)
     top = int(dtypes.iinfo(aval.dtype).max)
-    upper = np.array([min(operand_shape[d] - window[d], top) for d in index_map], aval.dtype)
+    room = [operand_shape[d] - window[d] for d in index_map]
+    if any(type(r) is DimExpr for r in room):  # symbolic sizes (plax.export): their values
+        upper = _shapes.concatenate(
+            [_shapes.reshape(_conv.convert_element_type(dimension_as_value(r), aval.dtype), (1,))
+             if type(r) is DimExpr else np.array([min(r, top)], aval.dtype) for r in room], 0)
+    else:
+        upper = np.array([min(r, top) for r in room], aval.dtype)
     return _shapes.broadcast_in_dim(upper, aval.shape, (aval.ndim - 1,))
 
 

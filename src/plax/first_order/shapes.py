@@ -481,7 +481,10 @@ pad_p = Primitive("pad")
 
 
 def _padded_size(size: int, lo: int, hi: int, interior: int) -> int:
-    return lo + hi + size + max(size - 1, 0) * interior
+    if interior == 0:  # (no comparison: a symbolic size may be 0)
+        return lo + hi + size
+    from plax.core.symbolic_shapes import max_dim
+    return lo + hi + size + max_dim(size - 1, 0) * interior
 
 
 def _pad_abstract(x, padding_value, *, padding_config):

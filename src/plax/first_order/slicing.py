@@ -101,17 +101,23 @@ def slice(operand, start_indices, limit_indices, strides=None):
     return slice_p.bind(operand, start_indices=start, limit_indices=limit, strides=strides)
 
 
+def _int_or_dim(v):
+    """``int(v)``, or ``v`` itself when it is a symbolic dimension (plax.export)."""
+    return v if type(v) is DimExpr else int(v)
+
+
 def slice_in_dim(operand, start_index, limit_index, stride=1, axis=0):
     """A static slice along one ``axis``; None bounds mean the whole axis, negatives wrap once."""
     shape = get_aval(operand).shape
     axis = canonical_axis(int(axis), len(shape))
     size = shape[axis]
-    start = 0 if start_index is None else int(start_index)
-    limit = size if limit_index is None else int(limit_index)
+    start = 0 if start_index is None else _int_or_dim(start_index)
+    limit = size if limit_index is None else _int_or_dim(limit_index)
     start = start + size if start < 0 else start
     limit = limit + size if limit < 0 else limit
     starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
-    starts[axis], limits[axis], strides[axis] = start, limit, int(stride)
+    starts[axis], limits[axis] = start, limit
+    strides[axis] = _int_or_dim(stride)
     return slice(operand, starts, limits, strides)
 
 
@@ -119,10 +125,10 @@ def index_in_dim(operand, index, axis=0, keepdims=True):
     """Element ``index`` (static, may be negative) along ``axis``; ``keepdims`` keeps the axis."""
     shape = get_aval(operand).shape
     axis = canonical_axis(int(axis), len(shape))
-    index, size = int(index), shape[axis]
+    index, size = _int_or_dim(index), shape[axis]
     if not -size <= index < size:
         raise IndexError(f"index {index} is out of bounds for axis {axis} with size {size}.")
-    index = index % size
+    index = index + size if index < 0 else index
     out = slice_in_dim(operand, index, index + 1, 1, axis)
     return out if keepdims else _shapes.squeeze(out, (axis,))
 
@@ -385,7 +391,7 @@ def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0, *, allow_nega
     shape = get_aval(operand).shape
     axis = canonical_axis(int(axis), len(shape))
     starts, sizes = [0] * len(shape), list(shape)
-    starts[axis], sizes[axis] = start_index, int(slice_size)
+    starts[axis], sizes[axis] = start_index, _int_or_dim(slice_size)
     allow = [True] * len(shape)
     allow[axis] = bool(allow_negative_indices)
     return dynamic_slice(operand, starts, sizes, allow_negative_indices=allow)

@@ -21,6 +21,7 @@ from plax import lax
 from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
+from plax.core.symbolic_shapes import DimExpr, dimension_as_value
 from plax.image.methods import AREA, KERNELS, ResizeMethod, as_method
 from plax.numpy.util import canonicalize_axis, check_arraylike, promote_dtypes_inexact
 
@@ -31,7 +32,7 @@ _TINY_TOTAL_WEIGHT = 1000.0 * float(np.finfo(np.float32).eps)
 
 def _as_shape(shape, fn: str) -> tuple:
     try:
-        return tuple(operator.index(d) for d in shape)
+        return tuple(d if type(d) is DimExpr else operator.index(d) for d in shape)
     except TypeError:
         raise TypeError(f"{fn}: Shapes must be 1D sequences of concrete values of integer "
                         f"type, got {shape!r}: give the full output shape, batch and channel "
@@ -50,6 +51,7 @@ def weight_matrix(in_size: int, out_size: int, scale, translation, kernel, antia
     """The ``(in_size, out_size)`` matrix whose column ``j`` weighs the input pixels for
     output ``j``, in the dtype of ``scale`` and ``translation``."""
     dtype = dtypes.result_type(scale, translation)
+    in_value = dimension_as_value(in_size)  # (a traced value for a symbolic size)
     inv_scale = 1.0 / scale
     outputs = jnp.arange(out_size, dtype=dtype)
     sample = (outputs + 0.5) * inv_scale - translation * inv_scale - 0.5
@@ -75,7 +77,7 @@ def weight_matrix(in_size: int, out_size: int, scale, translation, kernel, antia
     weights = jnp.where(jnp.abs(total) > _TINY_TOTAL_WEIGHT,
                         weights / jnp.where(total != 0, total, 1), 0)
     if not edge_padding:
-        inside = (sample >= -0.5) & (sample <= in_size - 0.5)
+        inside = (sample >= -0.5) & (sample <= in_value - 0.5)
         weights = jnp.where(inside[None, :], weights, 0)
     return weights
 
@@ -149,10 +151,19 @@ def _resize_nearest(image, shape):
     for axis, (m, n) in enumerate(zip(image.shape, shape)):
         if m == n:
             continue
-        centres = (np.arange(n, dtype=np.float32) + np.float32(0.5)) * np.float32(m)
-        picks = np.floor(centres / np.float32(n)).astype(np.int32)
+        if type(m) is DimExpr or type(n) is DimExpr:  # symbolic sizes: computed in the program
+            centres = (jnp.arange(n, dtype=np.float32) + np.float32(0.5)) * _as_f32(m)
+            picks = jnp.floor(centres / _as_f32(n)).astype(np.int32)
+        else:
+            centres = (np.arange(n, dtype=np.float32) + np.float32(0.5)) * np.float32(m)
+            picks = np.floor(centres / np.float32(n)).astype(np.int32)
         image = jnp.take(image, picks, axis=axis, mode="clip")
     return image
+
+
+def _as_f32(d):
+    """A dimension as a float32 value (traced for a symbolic one)."""
+    return lax.convert_element_type(dimension_as_value(d), np.float32)
 
 
 @jit(static_argnums=(1, 2, 3, 4))
@@ -163,7 +174,9 @@ def _resize(image, shape, method, antialias, precision):
     # an axis whose size stays is left as it is: every kernel interpolates, so an identity
     # warp changes nothing
     spatial_dims = tuple(d for d in range(image.ndim) if image.shape[d] != shape[d])
-    scales = [1.0 if shape[d] == 0 else shape[d] / image.shape[d] for d in spatial_dims]
+    scales = [1.0 if shape[d] == 0 else _as_f32(shape[d]) / _as_f32(image.shape[d])
+              if type(shape[d]) is DimExpr or type(image.shape[d]) is DimExpr
+              else shape[d] / image.shape[d] for d in spatial_dims]
     return _resample(image, shape, spatial_dims, scales, [0.0] * len(spatial_dims), method,
                      antialias, precision)
 

@@ -22,6 +22,7 @@ from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.config import config
 from plax.core.errors import ConcretizationTypeError
+from plax.core.symbolic_shapes import DimExpr
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.util import check_arraylike, is_arraylike, promote_args_inexact
 from plax.scipy.special import logsumexp
@@ -354,6 +355,8 @@ def _concrete_classes(num_classes):
     if isinstance(num_classes, Tracer):
         raise ConcretizationTypeError(
             num_classes, "The error arose in jax.nn.one_hot argument `num_classes`.")
+    if type(num_classes) is DimExpr:  # a symbolic number of classes (plax.export)
+        return num_classes
     return operator.index(num_classes)
 
 

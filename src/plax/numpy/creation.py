@@ -13,7 +13,7 @@ from plax.core import dtypes, replication
 from plax.core.avals import (WeakHostArray, from_array_protocol, has_array_protocol,
                               masked_array_error, shape_entries)
 from plax.core.errors import InconclusiveDimensionOperation, shape_type_error
-from plax.core.symbolic_shapes import DimExpr
+from plax.core.symbolic_shapes import DimExpr, dimension_as_value, max_dim
 from plax.core.trace import Tracer, get_aval
 from plax.api.jit import eager_compiled
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
@@ -346,12 +346,43 @@ def _arange_size(start, stop, step) -> int:
     return max(0, int(np.ceil((stop - start) / step)))
 
 
+def _arange_symbolic(start, stop, step, dtype):
+    """``arange`` where a bound or the step is a symbolic dimension (plax.export): the others
+    must be integers, and the sign of the step known."""
+    if any(v is not None and type(v) is not DimExpr and
+           not (isinstance(v, (int, np.integer)) and not isinstance(v, bool))
+           for v in (start, stop, step)):
+        raise ValueError("In arange with non-constant arguments all of start, stop, and step "
+                         "must be either dimension expressions or integers: "
+                         f"start={start}, stop={stop}, step={step}")
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    if type(step) is not DimExpr and step == 0:
+        raise ValueError(f"arange has step == 0: start={start}, stop={stop}")
+    try:
+        positive = bool(step > 0)
+    except InconclusiveDimensionOperation as e:
+        raise InconclusiveDimensionOperation(
+            f"In arange with non-constant arguments the step ({step}) must be resolved "
+            f"statically if it is > 0 or < 0.\n{e}") from e
+    # the number of values: ceil((stop - start) / step), at least 0
+    size = max_dim(0, (stop - start + step - 1) // step) if positive else \
+        max_dim(0, (start - stop - step - 1) // (-step))
+    dt = _user_dtype(dtype) if dtype is not None else dtypes.canonicalize_dtype(np.int64)
+    out = lax.iota(dt, size)
+    if type(step) is DimExpr or step != 1:
+        out = lax.mul(_dim_as(step, dt), out)
+    if type(start) is DimExpr or start != 0:
+        out = lax.add(_dim_as(start, dt), out)
+    return out
+
+
 def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
-    """Evenly spaced values ``start + i * step`` in ``[start, stop)``; the bounds must be concrete."""
-    if stop is None and step is None and type(start) is DimExpr:  # arange(b), b symbolic
-        return _laid_out(lax.iota(_user_dtype(dtype) if dtype is not None else
-                                  dtypes.canonicalize_dtype(np.int64), start), device,
-                         out_sharding)
+    """Evenly spaced values ``start + i * step`` in ``[start, stop)``; the bounds are concrete
+    or (under plax.export) symbolic dimensions and integers."""
+    if any(type(v) is DimExpr for v in (start, stop, step)):
+        return _laid_out(_arange_symbolic(start, stop, step, dtype), device, out_sharding)
     start = _concrete_scalar(start, "start")
     stop = None if stop is None else _concrete_scalar(stop, "stop")
     step = None if step is None else _concrete_scalar(step, "step")
@@ -427,13 +458,24 @@ def _bcast(x, shape, dims=None):
     return lax.broadcast_in_dim(x, tuple(shape), dims)
 
 
+def _dim_as(d, dtype):
+    """A dimension (symbolic ones as their values) converted to ``dtype``."""
+    if type(d) is DimExpr:
+        return lax.convert_element_type(dimension_as_value(d), dtype)
+    return convert(d, dtype)
+
+
 @eager_compiled(static_argnames=("num", "endpoint", "retstep", "dtype", "axis", "device"))
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
     """``num`` evenly spaced values from ``start`` to ``stop``, stacked along ``axis``.
 
     ``start`` and ``stop`` may be arrays; they broadcast together.
     """
-    num = operator.index(_concrete_scalar(num, "num", "linspace"))
+    if type(num) is DimExpr:  # (plax.export) the scope must tell that there are >= 2
+        if not num >= 2:
+            raise ValueError(f"linspace: a symbolic number of samples, {num}, must be >= 2.")
+    else:
+        num = operator.index(_concrete_scalar(num, "num", "linspace"))
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     check_arraylike("linspace", start, stop)
@@ -454,7 +496,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     else:
         n = num - 1 if endpoint else num
         shape_n = bshape[:axis] + (n,) + bshape[axis:]
-        t = lax.div(lax.broadcasted_iota(ct, shape_n, axis), convert(div, ct))
+        t = lax.div(lax.broadcasted_iota(ct, shape_n, axis), _dim_as(div, ct))
         lo_n, hi_n = (lax.broadcast_in_dim(v, shape_n, other) if bshape else v for v in (lo, hi))
         out = lax.add(lax.mul(lo_n, lax.sub(convert(1, ct), t)), lax.mul(hi_n, t))
         if endpoint:
@@ -464,7 +506,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if not retstep:
         return out
     if div > 0:
-        step = lax.div(lax.sub(hi, lo), convert(div, ct))
+        step = lax.div(lax.sub(hi, lo), _dim_as(div, ct))
     else:
         step = lax.broadcast_in_dim(convert(np.nan, ct), bshape, ())
     return out, asarray(step)
@@ -530,9 +572,15 @@ def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy")
 
 
 # --- triangles --------------------------------------------------------------------------
+def _diagonal(k):
+    return k if type(k) is DimExpr else operator.index(k)
+
+
 def _tri_mask(n: int, m: int, k: int, lower: bool):
     """Boolean (n, m) mask: j <= i + k for the lower triangle, j >= i + k for the upper."""
-    rows = lax.add(lax.broadcasted_iota(np.int32, (n, m), 0), np.int32(k))
+    offset = lax.convert_element_type(dimension_as_value(k), np.int32) if type(k) is DimExpr \
+        else np.int32(k)  # (a symbolic diagonal: its value, plax.export)
+    rows = lax.add(lax.broadcasted_iota(np.int32, (n, m), 0), offset)
     cols = lax.broadcasted_iota(np.int32, (n, m), 1)
     return lax.ge(rows, cols) if lower else lax.le(rows, cols)
 
@@ -541,7 +589,7 @@ def tri(N, M=None, k: int = 0, dtype=None):
     """An (N, M) array with ones at and below the k-th diagonal."""
     M = N if M is None else M
     N, M = _canonical_shape((N, M))
-    return lax.convert_element_type(_tri_mask(N, M, operator.index(k), True), _default_dtype(dtype))
+    return lax.convert_element_type(_tri_mask(N, M, _diagonal(k), True), _default_dtype(dtype))
 
 
 def _triangle(name: str, m, k, lower: bool):
@@ -552,7 +600,7 @@ def _triangle(name: str, m, k, lower: bool):
         raise ValueError(f"Argument to plax.numpy.{name} must be at least 2D, got shape "
                          f"{aval.shape}.")
     n, cols = aval.shape[-2:]
-    mask = _tri_mask(n, cols, operator.index(k), lower)
+    mask = _tri_mask(n, cols, _diagonal(k), lower)
     mask = lax.broadcast_in_dim(mask, aval.shape, (aval.ndim - 2, aval.ndim - 1))
     zero = lax.broadcast_in_dim(convert(0, aval.dtype, aval.weak_type), aval.shape, ())
     return lax.select(mask, m, zero)

@@ -25,7 +25,7 @@ from plax.core.config import config
 from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.refs import Slice  # noqa: F401 (plax.ds makes them; indexing takes them)
 from plax.core.source_info import pass_through_code, user_stacklevel
-from plax.core.symbolic_shapes import DimExpr, max_dim, min_dim
+from plax.core.symbolic_shapes import DimExpr, dimension_as_value, max_dim, min_dim
 from plax.core.trace import Tracer, get_aval
 from plax.first_order import indexing as lax_indexing
 from plax.first_order import sharding_constraint
@@ -241,28 +241,54 @@ def _is_advanced(entries) -> bool:
 
 
 # --- basic indexing: slice, rev, dynamic_slice ------------------------------------------
-def _symbolic_slice_bounds(s: slice, size, axis: int):
-    """(start, stop) of the unit-step slice ``s`` along an axis of symbolic ``size``."""
-    if s.step not in (None, 1):
-        raise InconclusiveDimensionOperation(
-            f"Slicing axis {axis} of symbolic size '{size}' with step {s.step}: plax slices "
-            "symbolic dimensions with step 1 only.")
+def _slice_value(v, what: str):
+    """A slice start/stop/step as an int or a symbolic dimension (None stays None)."""
+    if v is None or type(v) is DimExpr:
+        return v
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"slice indices must be integers or None or have an __index__ method, "
+                        f"got {what} {v!r}") from None
 
-    def bound(v, default):
+
+def _is_negative(v, what: str) -> bool:
+    try:
+        return bool(v < 0)
+    except InconclusiveDimensionOperation as e:
+        raise InconclusiveDimensionOperation(
+            f"Cannot determine the sign of the slice {what} '{v}': a symbolic slice bound "
+            f"must be known to be >= 0 or < 0 for all values of its dimension variables.\n"
+            f"{e}") from e
+
+
+def _symbolic_slice(s: slice, size):
+    """``(start, limit, stride, flip)`` of the slice ``s`` along an axis where the size or a
+    bound is symbolic, NumPy's clamping: the elements are ``start, start + stride, ...``
+    below ``limit`` (``stride > 0``) of the axis, reversed first when ``flip`` (a negative
+    step). Bounds are JAX's forms: ``min(size, v)`` and ``max(0, size + v)``."""
+    start, stop, step = (_slice_value(v, w) for v, w in
+                         ((s.start, "start"), (s.stop, "stop"), (s.step, "step")))
+    step = 1 if step is None else step
+    if not isinstance(step, DimExpr) and step == 0:
+        raise ValueError("slice step cannot be zero")
+    flip = _is_negative(step, "step")
+
+    def bound(v, default, what):
         if v is None:
             return default
-        v = v if type(v) is DimExpr else operator.index(v)
-        if not isinstance(v, DimExpr) and v < 0:
-            v = size + v
-        return min_dim(max_dim(v, 0), size)
-    start, stop = bound(s.start, 0), bound(s.stop, size)
-    return start, max_dim(start, stop)
+        if flip:  # the position, in the reversed axis, of the element before ``v``
+            return min_dim(size, -1 - v) if _is_negative(v, what) else max_dim(0, size - 1 - v)
+        return max_dim(0, size + v) if _is_negative(v, what) else min_dim(size, v)
+    lo, hi = bound(start, 0, "start"), bound(stop, size, "stop")
+    return lo, lo + max_dim(0, hi - lo), (-step if flip else step), flip
 
 
 def _basic_take(arr, entries):
     """``arr[idx]`` for an index of integers, slices and None (entries from _parse)."""
     shape = get_aval(arr).shape
     starts, limits, strides, reverse, squeeze = [], [], [], [], []
+    pre_reverse = []   # symbolic axes sliced with a negative step: reversed before slicing
     dynamic = {}       # axis -> traced index
     new_axes = []      # positions of None in the output
     axis = 0
@@ -273,11 +299,14 @@ def _basic_take(arr, entries):
             out_pos += 1
             continue
         size = shape[axis]
-        if isinstance(i, slice) and type(size) is DimExpr:  # a symbolic size (plax.export)
-            start, stop = _symbolic_slice_bounds(i, size, axis)
+        if isinstance(i, slice) and (type(size) is DimExpr or any(
+                type(v) is DimExpr for v in (i.start, i.stop, i.step))):  # (plax.export)
+            start, stop, step, flip = _symbolic_slice(i, size)
+            if flip:
+                pre_reverse.append(axis)
             starts.append(start)
             limits.append(stop)
-            strides.append(1)
+            strides.append(step)
             out_pos += 1
         elif isinstance(i, slice):
             start, stop, step = i.indices(size)
@@ -306,13 +335,13 @@ def _basic_take(arr, entries):
             if size == 0:
                 raise IndexError(f"index is out of bounds for axis {axis} with size 0")
             # As JAX: negative indices wrap once, then out-of-bounds indices clamp.
-            k = min(max(k + size if k < 0 else k, 0), size - 1)
+            k = min_dim(max_dim(k + size if k < 0 else k, 0), size - 1)
             starts.append(k)
             limits.append(k + 1)
             strides.append(1)
             squeeze.append(axis)
         axis += 1
-    out = arr
+    out = lax.rev(arr, tuple(pre_reverse)) if pre_reverse else arr
     if any(s != 0 for s in starts) or tuple(limits) != shape or any(s != 1 for s in strides):
         out = lax.slice(out, tuple(starts), tuple(limits),
                         None if all(s == 1 for s in strides) else tuple(strides))
@@ -351,7 +380,8 @@ class _Plan(NamedTuple):
 
 
 def _index_dtype(shape) -> np.dtype:
-    big = any(n > np.iinfo(np.int32).max for n in shape)
+    """int32 where every dimension fits in it; else (or with symbolic ones) the default int."""
+    big = any(type(n) is DimExpr or n > np.iinfo(np.int32).max for n in shape)
     return dtypes.canonicalize_dtype(np.int64) if big else np.dtype(np.int32)
 
 
@@ -359,15 +389,20 @@ def _normalize_component(v, size: int, dtype: np.dtype, wrap: bool):
     """An index component in ``dtype`` with negative values counted from the end."""
     if not isinstance(v, ARRAY_TYPES):
         v = np.asarray(v)
-        if wrap and v.dtype.kind == "i":
+        wrap_here = wrap and v.dtype.kind == "i" and bool((v < 0).any())
+        if wrap_here and type(size) is not DimExpr:
             v = np.where(v < 0, v + size, v)
         info = np.iinfo(dtype)
-        return np.clip(v, info.min, info.max).astype(dtype)
+        v = np.clip(v, info.min, info.max).astype(dtype)
+        if not (wrap_here and type(size) is DimExpr):
+            return v
     src = get_aval(v).dtype
     if src != dtype:
         v = lax.convert_element_type(v, dtype)
     if wrap and not dtypes.is_unsigned(src):
-        v = lax.select_n(lax.lt(v, np.zeros((), dtype)), v, lax.add(v, np.asarray(size, dtype)))
+        n = lax.convert_element_type(dimension_as_value(size), dtype) \
+            if type(size) is DimExpr else np.asarray(size, dtype)
+        v = lax.select_n(lax.lt(v, np.zeros((), dtype)), v, lax.add(v, n))
     return v
 
 

@@ -8,6 +8,8 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
+from plax.core.errors import InconclusiveDimensionOperation
+from plax.core.symbolic_shapes import DimExpr, dimension_as_value, max_dim, min_dim
 from plax.core.trace import get_aval
 from plax.numpy.shape_ops import _arr, _shape, broadcast_to, static_value
 from plax.numpy.util import as_operand, convert
@@ -27,7 +29,10 @@ def _pad_widths(pad_width, ndim: int) -> list:
     w = np.asarray(static_value(pad_width, "pad_width"))
     if w.size == 0:
         w = w.astype(np.int64)
-    if w.dtype.kind not in "iu":
+    if w.dtype == object and all(type(v) is DimExpr or isinstance(v, (int, np.integer))
+                                 for v in w.flat):  # symbolic widths (plax.export)
+        pass
+    elif w.dtype.kind not in "iu":
         raise TypeError(f"`pad_width` must be of integral type, got {pad_width!r}.")
     if w.shape not in ((), (1,), (2,), (1, 2), (ndim, 2)):
         raise ValueError(f"pad: pad_width with nd={ndim} has unsupported shape {w.shape}. Valid "
@@ -35,7 +40,8 @@ def _pad_widths(pad_width, ndim: int) -> list:
     if np.any(w < 0):
         raise ValueError(f"pad: index can't contain negative values, got pad_width="
                          f"{w.tolist()}.")
-    return [tuple(int(v) for v in row) for row in np.broadcast_to(w, (ndim, 2))]
+    return [tuple(v if type(v) is DimExpr else int(v) for v in row)
+            for row in np.broadcast_to(w, (ndim, 2))]
 
 
 def _per_axis_values(values, ndim: int, name: str) -> list:
@@ -95,6 +101,17 @@ def _pad_wrap(x, axis, lo, hi):
 
 def _pad_reflect(x, axis, lo, hi, symmetric: bool, odd: bool):
     """Mirror ``x`` about its edges ('symmetric' repeats the edge element, 'reflect' does not)."""
+    try:
+        return _pad_reflect_sized(x, axis, lo, hi, symmetric, odd)
+    except InconclusiveDimensionOperation as e:  # symbolic sizes or widths (plax.export)
+        mode = "symmetric" if symmetric else "reflect"
+        raise ValueError(
+            f"Shape polymorphism is supported for jnp.pad with '{mode}' padding mode only "
+            f"when the sizes of the pieces mirrored can be decided at lowering time: axis "
+            f"{axis} of size {_shape(x)[axis]} padded by ({lo}, {hi}). {e}") from e
+
+
+def _pad_reflect_sized(x, axis, lo, hi, symmetric: bool, odd: bool):
     if _shape(x)[axis] == 1 and not symmetric:
         return _pad_edge(x, axis, lo, hi)
     off = 0 if symmetric else 1
@@ -163,7 +180,8 @@ def _pad_stat(x, axis, lo, hi, mode, stat_length):
         if not width:
             blocks.append(None)
             continue
-        length = n if length is None else builtins.max(1, builtins.min(int(length), n))
+        length = n if length is None else max_dim(1, min_dim(
+            length if type(length) is DimExpr else int(length), n))
         region = lax.slice_in_dim(x, n - length if at_end else 0, n if at_end else length, 1,
                                   axis)
         value = lax.expand_dims(_stat(region, axis, mode), (axis,))
@@ -187,7 +205,8 @@ def _pad_ramp(x, axis, lo, hi, end_values):
         i = lax.broadcasted_iota(fdt, _shape(edge), axis)
         if at_end:
             i = lax.rev(i, (axis,))
-        step = lax.div(lax.sub(edge, end), convert(width, fdt))
+        step = lax.div(lax.sub(edge, end), lax.convert_element_type(
+            dimension_as_value(width), fdt) if type(width) is DimExpr else convert(width, fdt))
         ramp = lax.add(lax.mul(i, step), end)
         if not dtypes.is_inexact(dt):  # integer ramps round down, as NumPy's linspace
             ramp = lax.floor(ramp)
@@ -223,8 +242,12 @@ def pad(array, pad_width, mode="constant", **kwargs):
         raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}.")
     if mode in ("maximum", "minimum", "mean", "median"):
         stat = kwargs.get("stat_length")
-        stats = [(None, None)] * ndim if stat is None else \
-            [tuple(int(v) for v in p) for p in _per_axis_values(stat, ndim, "stat_length")]
+        if stat is not None and any(type(v) is DimExpr for v in np.ravel(
+                np.asarray(stat, dtype=object))):  # symbolic lengths (plax.export)
+            stats = _pad_widths(stat, ndim)
+        else:
+            stats = [(None, None)] * ndim if stat is None else \
+                [tuple(int(v) for v in p) for p in _per_axis_values(stat, ndim, "stat_length")]
     if mode == "linear_ramp":
         ends = _per_axis_values(kwargs.get("end_values", 0), ndim, "end_values")
     for axis, (lo, hi) in enumerate(widths):

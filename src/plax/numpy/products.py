@@ -12,6 +12,7 @@ import numpy as np
 
 from plax import lax
 from plax.core import dtypes
+from plax.core.symbolic_shapes import DimExpr
 from plax.core.trace import get_aval
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.numpy import ufuncs
@@ -392,6 +393,11 @@ def _einsum_pair(x, lx, y, ly, out, dot):
                 y, ly = lax.squeeze(y, (ly.index(c),)), [l for l in ly if l != c]
     x, lx = _sum_unique(x, lx, set(out) | set(ly))
     y, ly = _sum_unique(y, ly, set(out) | set(lx))
+    sx, sy = shape_of(x), shape_of(y)
+    if any(sx[lx.index(c)] != sy[ly.index(c)] for c in lx if c in ly):
+        # (only symbolic sizes get here: opt_einsum's planning refuses unequal constant ones)
+        raise AssertionError(f"Incompatible reduction dimensions: lhs.shape={sx} "
+                             f"lhs_names={''.join(lx)} rhs.shape={sy} rhs_names={''.join(ly)}")
     out = list(out)
     if _pair_labels(ly, lx, out) == out != _pair_labels(lx, ly, out):
         # dot_general lays out lhs's free axes before rhs's: with the operands swapped the
@@ -448,7 +454,8 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
         operands = [convert(o, preferred) if dtypes.itemsize_bits(get_aval(o).dtype)
                     < dtypes.itemsize_bits(preferred) or dtypes.is_bool(get_aval(o).dtype)
                     else o for o in operands]
-    shapes = [shape_of(o) for o in operands]
+    # The path is planned with every symbolic size (plax.export) taken as 8, as JAX does.
+    shapes = [tuple(8 if type(d) is DimExpr else d for d in shape_of(o)) for o in operands]
     import opt_einsum
     _, contractions = opt_einsum.contract_path(subscripts, *shapes, shapes=True, einsum_call=True,
                                                optimize=_path_arg(optimize, len(operands)))

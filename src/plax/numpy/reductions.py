@@ -107,7 +107,8 @@ def _scalar(value, dt):
 
 
 def _full(shape, value, dt):
-    return lax.broadcast_in_dim(_scalar(value, dt), tuple(shape), ())
+    v = convert(dimension_as_value(value), dt) if type(value) is DimExpr else _scalar(value, dt)
+    return lax.broadcast_in_dim(v, tuple(shape), ())
 
 
 def _select(pred, on_true, on_false):

@@ -246,6 +246,10 @@ def squeeze(a, axis=None):
     a = _arr("squeeze", a)
     shape = _shape(a)
     if axis is None:
+        if any(type(d) is DimExpr for d in shape):  # (whether a symbolic size is 1 is unknown)
+            raise ValueError(f"jnp.squeeze with axis=None is not supported with shape "
+                             f"polymorphism: the shape {shape} has symbolic dimensions; give "
+                             "the axes to squeeze.")
         dims = tuple(i for i, d in enumerate(shape) if d == 1)
     else:
         dims = tuple(canonicalize_axis(ax, len(shape)) for ax in static_int_tuple(axis, "axis"))
@@ -377,6 +381,10 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
     shape = _shape(ary)
     axis = canonicalize_axis(axis, len(shape))
     size = shape[axis]
+    if type(indices_or_sections) is DimExpr:
+        raise ValueError(f"jax.numpy.split with a symbolic number of sections is not "
+                         f"supported: {name} got {indices_or_sections} sections; give the "
+                         "split indices instead.")
     sections = static_value(indices_or_sections, "indices_or_sections")
     if isinstance(sections, np.ndarray) and sections.ndim == 0:
         sections = sections.item()
@@ -389,6 +397,10 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
                              f"size {size} cannot be split into {n} equal sections (use "
                              "array_split for unequal sections).")
         base, extra = divmod(size, n)
+        if type(extra) is DimExpr:
+            raise ValueError(f"{name}: the axis of symbolic size {size} is split into {n} "
+                             "sections whose sizes depend on its value; give the split "
+                             "indices instead.")
         sizes = [base + 1] * extra + [base] * (n - extra)
         bounds = np.cumsum([0] + sizes).tolist()
         pieces = list(zip(bounds[:-1], bounds[1:]))
@@ -397,6 +409,10 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
         # NumPy semantics: each piece is ary[prev:idx] as a Python slice
         pieces = []
         for lo, hi in zip((0,) + idx, idx + (size,)):
+            if any(type(v) is DimExpr for v in (lo, hi, size)):  # (plax.export)
+                from plax.numpy.indexing import _symbolic_slice
+                pieces.append(_symbolic_slice(builtins.slice(lo, hi), size)[:2])
+                continue
             lo, hi, _ = builtins.slice(lo, hi).indices(size)
             pieces.append((lo, max(lo, hi)))
     return [lax.slice_in_dim(ary, lo, hi, 1, axis) for lo, hi in pieces]
@@ -488,6 +504,12 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     total = None if total_repeat_length is None else operator.index(total_repeat_length)
     if n == 0 and total:
         raise ValueError(f"repeat: cannot fill total_repeat_length={total} from an empty axis.")
+    if type(repeats) is DimExpr:  # (plax.export) every element a symbolic number of times
+        if total is not None:
+            raise ValueError("jnp.repeat with a non-constant `repeats` is supported only for "
+                             f"an integer or a symbolic dimension without total_repeat_length, "
+                             f"got repeats={repeats} and total_repeat_length={total}.")
+        return _repeat_int(a, repeats, axis)
     reps = _static_repeats(repeats)
     if reps is None:
         if total is None:
