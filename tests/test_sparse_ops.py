@@ -467,3 +467,22 @@ def test_jaxs_private_buffer_functions_round_trip():
     np.testing.assert_allclose(out, x @ y)
     d, ind, ptr = bcsr._bcsr_fromdense(x, nse=nse, n_batch=1)
     np.testing.assert_array_equal(sparse.BCSR((d, ind, ptr), shape=x.shape).todense(), x)
+
+
+def test_jaxs_private_coo_and_csr_buffer_functions():
+    """coo._coo_*/csr._csr_* (fromdense, todense, matvec, matmat on buffers) and
+    util._count_stored_elements_per_batch, against NumPy."""
+    from plax.experimental.sparse import coo, csr, util
+    x = np.array([[0., 2., 0.], [1., 0., 3.]], np.float32)
+    v, b = np.array([1., 2., 3.], np.float32), np.ones((3, 2), np.float32)
+    bufs = coo._coo_fromdense(x, nse=3)
+    info = coo.COOInfo(shape=x.shape)
+    np.testing.assert_array_equal(coo._coo_todense(*bufs, spinfo=info), x)
+    np.testing.assert_allclose(coo._coo_matvec(*bufs, v, spinfo=info), x @ v)
+    np.testing.assert_allclose(coo._coo_matmat(*bufs, b, spinfo=info), x @ b)
+    cbufs = csr._csr_fromdense(x, nse=3)
+    np.testing.assert_array_equal(csr._csr_todense(*cbufs, shape=x.shape), x)
+    np.testing.assert_allclose(csr._csr_matvec(*cbufs, v[:2], shape=x.shape, transpose=True),
+                               x.T @ v[:2])
+    np.testing.assert_allclose(csr._csr_matmat(*cbufs, b, shape=x.shape), x @ b)
+    np.testing.assert_array_equal(util._count_stored_elements_per_batch(x, n_batch=1), [1, 2])

@@ -212,3 +212,28 @@ class COO(Matrix):
     def __matmul__(self, other):
         mat, other = self._product_operands(other)
         return coo_matvec(mat, other) if other.ndim == 1 else coo_matmat(mat, other)
+
+
+# --- JAX's private buffer-level names (its sparse tests call them) --------------------------
+def _coo_fromdense(mat, *, nse, index_dtype=np.int32):
+    """``(data, row, col)`` of ``coo_fromdense(mat, nse=nse)``."""
+    m = coo_fromdense(mat, nse=nse, index_dtype=index_dtype)
+    return m.data, m.row, m.col
+
+
+def _coo_todense(data, row, col, *, spinfo: COOInfo):
+    """The dense matrix of the COO buffers."""
+    return coo_todense_p.bind(jnp.asarray(data), jnp.asarray(row), jnp.asarray(col),
+                              spinfo=spinfo)
+
+
+def _coo_matvec(data, row, col, v, *, spinfo: COOInfo, transpose: bool = False):
+    """``A @ v`` (``A.T @ v``) of the COO buffers and a vector."""
+    return coo_matvec_p.bind(jnp.asarray(data), jnp.asarray(row), jnp.asarray(col),
+                             jnp.asarray(v), spinfo=spinfo, transpose=bool(transpose))
+
+
+def _coo_matmat(data, row, col, B, *, spinfo: COOInfo, transpose: bool = False):
+    """``A @ B`` (``A.T @ B``) of the COO buffers and a matrix."""
+    return coo_matmat_p.bind(jnp.asarray(data), jnp.asarray(row), jnp.asarray(col),
+                             jnp.asarray(B), spinfo=spinfo, transpose=bool(transpose))

@@ -243,3 +243,28 @@ class CSC(_Compressed):
         if other.ndim == 1:
             return csr_matvec(mat, other, transpose=True)
         return csr_matmat(mat, other, transpose=True)
+
+
+# --- JAX's private buffer-level names (its sparse tests call them) --------------------------
+def _csr_fromdense(mat, *, nse, index_dtype=np.int32):
+    """``(data, indices, indptr)`` of ``csr_fromdense(mat, nse=nse)``."""
+    m = csr_fromdense(mat, nse=nse, index_dtype=index_dtype)
+    return m.data, m.indices, m.indptr
+
+
+def _csr_todense(data, indices, indptr, *, shape):
+    """The dense matrix of the CSR buffers."""
+    return csr_todense_p.bind(jnp.asarray(data), jnp.asarray(indices), jnp.asarray(indptr),
+                              shape=tuple(shape))
+
+
+def _csr_matvec(data, indices, indptr, v, *, shape, transpose: bool = False):
+    """``A @ v`` (``A.T @ v``) of the CSR buffers and a vector."""
+    return csr_matvec_p.bind(jnp.asarray(data), jnp.asarray(indices), jnp.asarray(indptr),
+                             jnp.asarray(v), shape=tuple(shape), transpose=bool(transpose))
+
+
+def _csr_matmat(data, indices, indptr, B, *, shape, transpose: bool = False):
+    """``A @ B`` (``A.T @ B``) of the CSR buffers and a matrix."""
+    return csr_matmat_p.bind(jnp.asarray(data), jnp.asarray(indices), jnp.asarray(indptr),
+                             jnp.asarray(B), shape=tuple(shape), transpose=bool(transpose))

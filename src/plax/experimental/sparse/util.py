@@ -131,17 +131,24 @@ def nfold_vmap(fun, n: int, *, broadcasted: bool = True, in_axes=0):
     return fun
 
 
-def count_stored_elements(mat, n_batch: int = 0, n_dense: int = 0):
-    """The largest number of nonzero elements (nonzero blocks, with dense dimensions) of one
-    batch of ``mat``: the ``nse`` a BCOO form of it needs."""
+def count_stored_elements_per_batch(mat, n_batch: int = 0, n_dense: int = 0):
+    """The number of nonzero elements (nonzero blocks, with dense dimensions) of each batch
+    of ``mat`` (an array of the batch shape)."""
     mask = jnp.asarray(mat) != 0
     if n_dense:
         mask = jnp.any(mask, axis=tuple(range(mask.ndim - n_dense, mask.ndim)))
-    counts = jnp.sum(mask, axis=tuple(range(n_batch, mask.ndim)))
-    return jnp.max(counts, initial=0)
+    return jnp.sum(mask, axis=tuple(range(n_batch, mask.ndim)))
 
 
-_count_stored_elements = count_stored_elements  # JAX's private name for it
+def count_stored_elements(mat, n_batch: int = 0, n_dense: int = 0):
+    """The largest number of nonzero elements of one batch of ``mat``: the ``nse`` a BCOO
+    form of it needs."""
+    return jnp.max(count_stored_elements_per_batch(mat, n_batch, n_dense), initial=0)
+
+
+# JAX's private names for them
+_count_stored_elements = count_stored_elements
+_count_stored_elements_per_batch = count_stored_elements_per_batch
 
 
 TRACED_NSE_ERROR = ("The error arose for the nse argument of {name}. In order for {cls}."
