@@ -406,3 +406,23 @@ def test_rng_bit_generator_with_a_symbolic_batch_of_keys():
         assert bits.shape == (n, 5, 7)
         np.testing.assert_array_equal(bits, want_bits)
         np.testing.assert_array_equal(new_keys, want_keys)
+
+
+def test_key_slices_take_the_symbolic_rule_whichever_module_loaded_first():
+    """Slicing an array of keys lowers on its words with the slice rule in force when it is
+    lowered (plax.export's symbolic one), not the one there when key_layout was imported."""
+    import subprocess
+    import sys
+    code = ("import plax.first_order.key_layout\n"  # loaded before plax.export
+            "import numpy as np, plax\nfrom plax import export\n"
+            "r = plax.random\n"
+            "f = lambda d: r.key_data(r.wrap_key_data(d)[:, :1])\n"
+            "b, = export.symbolic_shape('b')\n"
+            "spec = plax.ShapeDtypeStruct((b, 2, 2), np.uint32)\n"
+            "exp = export.export(plax.jit(f))(spec)\n"
+            "d = r.key_data(r.split(r.key(1), 6)).reshape(3, 2, 2)\n"
+            "same = exp.call(d) == d[:, :1]\n"
+            "print(same.shape, bool(same.all()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.stdout.strip().splitlines()[-1:] == ["(3, 1, 2) True"], out.stderr[-2000:]

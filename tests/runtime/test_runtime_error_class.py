@@ -38,3 +38,17 @@ def test_a_raising_host_callback_is_reported_through_it():
         np.asarray(f(1.0))
     assert isinstance(info.value, ZeroDivisionError)  # (plax's is of the callback's type too)
     assert type(info.value.__cause__) is ZeroDivisionError
+
+
+def test_a_failure_no_xla_error_names_does_not_stand_in_for_a_later_one():
+    """A callback that failed outside XLA (called by hand) leaves its exception recorded; the
+    next failing program still reports its own callback's exception."""
+    from plax.core.errors import record_callback_failure
+    record_callback_failure(ValueError("a stale failure nobody asked about"))
+
+    def bad(x):
+        raise KeyError("the program's own failure")
+
+    f = plax.jit(lambda x: plax.pure_callback(bad, plax.ShapeDtypeStruct((), np.float32), x))
+    with pytest.raises(plax.errors.JaxRuntimeError, match="the program's own failure"):
+        np.asarray(f(1.0))

@@ -177,6 +177,12 @@ def record_callback_failure(exc: BaseException) -> None:
     del _callback_failures[:-64]  # failures nobody asked about are not kept forever
 
 
-def take_callback_failure():
-    """The oldest recorded callback exception (removed), or None."""
+def take_callback_failure(reported: str = ""):
+    """The recorded callback exception XLA's error text ``reported`` names (removed), or
+    else the oldest one, or None. (A callback called outside XLA, e.g. a TPU program's host
+    callback called by hand, leaves a failure that no XLA error names.)"""
+    for i in reversed(range(len(_callback_failures))):
+        first_line = str(_callback_failures[i]).split("\n", 1)[0]
+        if first_line and first_line in reported:
+            return _callback_failures.pop(i)
     return _callback_failures.pop(0) if _callback_failures else None

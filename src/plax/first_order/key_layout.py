@@ -46,11 +46,12 @@ def _trailing(start: int, words: tuple) -> tuple:
 
 
 def _on_physical(prim, adjust):
-    """Lower ``prim`` on keys as its ordinary rule with ``adjust(ctx, words, params)``."""
-    base = lowering_rules[prim]
-
+    """Lower ``prim`` on keys as its ordinary rule with ``adjust(ctx, words, params)``. (The
+    rule is looked up at each call: plax.export's symbolic-shape rules replace it when
+    loaded, whichever module was imported first.)"""
     def rule(ctx, *operands, **params):
-        return base(physical_ctx(ctx), *operands, **adjust(ctx, _word_shape(ctx), params))
+        return lowering_rules[prim](physical_ctx(ctx), *operands,
+                                    **adjust(ctx, _word_shape(ctx), params))
     physical_lowering_rules[prim] = rule
 
 

@@ -13,7 +13,7 @@ def raise_callback_failure(error) -> None:
     from plax.runtime.xla import JaxRuntimeError
     if "allback error" not in str(error):
         return
-    failure = take_callback_failure()
+    failure = take_callback_failure(str(error))
     if isinstance(failure, JaxRuntimeError) or not isinstance(failure, (Exception, type(None))):
         raise failure  # plax's own check of the results, or an interrupt
     if failure is not None:
