@@ -18,6 +18,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
+from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.hi_types import MutableHiType
 from plax.core.symbolic_shapes import (DimExpr, checked_symbolic_shape, clamped_slice,
                                        dimension_as_value)
@@ -116,6 +117,12 @@ ref_type_aval_mappings: dict = {}
 
 
 # --- transforms ---------------------------------------------------------------------------
+def _sign_unknown(what, v, error) -> Exception:
+    return InconclusiveDimensionOperation(
+        f"In slice with non-constant elements the {what} ({v}) must be resolved statically if "
+        f"it is >= 0.\nDetails: {error}")
+
+
 class Slice:
     """``size`` elements from ``start`` (which may be traced), ``stride`` apart: a slice of a
     reference or an array whose start is only known at run time (made by ``plax.ds``)."""
@@ -153,7 +160,7 @@ class Slice:
             if s.step is not None and s.step < 1:
                 raise NotImplementedError("Reference slices with a negative or zero step are "
                                           f"not supported (got {s}).")
-            start, stop, step = clamped_slice(s, dim)
+            start, stop, step, _ = clamped_slice(s, dim, _sign_unknown)
             size = (stop - start + step - 1) // step
             # (a symbolic start is an operand: its value)
             return cls(dimension_as_value(start), size, step)

@@ -816,28 +816,50 @@ def checked_symbolic_shape(shape) -> tuple:
 
 
 
-def clamped_slice(s: slice, size) -> tuple:
-    """``(start, limit, step)`` of the slice ``s`` (step > 0) along an axis of ``size`` (some
-    of them symbolic), NumPy's clamping in JAX's forms: a bound ``v >= 0`` is ``min(size,
-    v)``, a negative one ``max(0, size + v)``; ``limit`` is ``start + max(0, stop - start)``.
-    (plax.numpy.indexing slices arrays the same way.)"""
-    step = 1 if s.step is None else operator.index(s.step)
-    if step <= 0:
-        raise ValueError(f"clamped_slice takes positive steps, got {s}")
+def _slice_sign_unknown(what: str, v, error) -> Exception:
+    return InconclusiveDimensionOperation(
+        f"Cannot determine the sign of the slice {what} '{v}': a symbolic slice bound must be "
+        f"known to be >= 0 or < 0 for all values of its dimension variables.\n{error}")
 
-    def bound(v, default, which):
+
+def _slice_bound(v, what: str):
+    """A slice start/stop/step as an int or a symbolic dimension (None stays None)."""
+    if v is None or type(v) is DimExpr:
+        return v
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"slice indices must be integers or None or have an __index__ method, "
+                        f"got {what} {v!r}") from None
+
+
+def clamped_slice(s: slice, size, sign_unknown=_slice_sign_unknown) -> tuple:
+    """``(start, limit, stride, flip)`` of the slice ``s`` along an axis of ``size`` (it or
+    the bounds symbolic), NumPy's clamping: the elements are ``start, start + stride, ...``
+    below ``limit`` (``stride > 0``) of the axis, reversed first when ``flip`` (a negative
+    step). Bounds are JAX's forms: ``min(size, v)`` and ``max(0, size + v)``.
+    ``sign_unknown(what, v, error)``: the exception when a bound's sign cannot be decided."""
+    start, stop, step = (_slice_bound(v, w) for v, w in
+                         ((s.start, "start"), (s.stop, "stop"), (s.step, "step")))
+    step = 1 if step is None else step
+    if type(step) is not DimExpr and step == 0:
+        raise ValueError("slice step cannot be zero")
+
+    def negative(v, what) -> bool:
+        try:
+            return bool(v < 0)
+        except InconclusiveDimensionOperation as e:
+            raise sign_unknown(what, v, e) from None
+    flip = negative(step, "step")
+
+    def bound(v, default, what):
         if v is None:
             return default
-        v = v if type(v) is DimExpr else operator.index(v)
-        try:
-            nonnegative = v >= 0
-        except InconclusiveDimensionOperation as e:
-            raise InconclusiveDimensionOperation(
-                f"In slice with non-constant elements the {which} ({v}) must be resolved "
-                f"statically if it is >= 0.\nDetails: {e}") from None
-        return min_dim(size, v) if nonnegative else max_dim(0, size + v)
-    start, stop = bound(s.start, 0, "start"), bound(s.stop, size, "stop")
-    return start, start + max_dim(0, stop - start), step
+        if flip:  # the position, in the reversed axis, of the element before ``v``
+            return min_dim(size, -1 - v) if negative(v, what) else max_dim(0, size - 1 - v)
+        return max_dim(0, size + v) if negative(v, what) else min_dim(size, v)
+    lo, hi = bound(start, 0, "start"), bound(stop, size, "stop")
+    return lo, lo + max_dim(0, hi - lo), (-step if flip else step), flip
 
 
 # --- a symbolic dimension as a value (x / x.shape[0], jnp.asarray(b)) -------------------------

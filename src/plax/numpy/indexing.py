@@ -22,10 +22,10 @@ import numpy as np
 from plax import lax
 from plax.core import dtypes, errors
 from plax.core.config import config
-from plax.core.errors import InconclusiveDimensionOperation
 from plax.core.refs import Slice  # noqa: F401 (plax.ds makes them; indexing takes them)
 from plax.core.source_info import pass_through_code, user_stacklevel
-from plax.core.symbolic_shapes import DimExpr, dimension_as_value, max_dim, min_dim
+from plax.core.symbolic_shapes import (DimExpr, clamped_slice, dimension_as_value, max_dim,
+                                       min_dim)
 from plax.core.trace import Tracer, get_aval
 from plax.first_order import indexing as lax_indexing
 from plax.first_order import sharding_constraint
@@ -241,49 +241,6 @@ def _is_advanced(entries) -> bool:
 
 
 # --- basic indexing: slice, rev, dynamic_slice ------------------------------------------
-def _slice_value(v, what: str):
-    """A slice start/stop/step as an int or a symbolic dimension (None stays None)."""
-    if v is None or type(v) is DimExpr:
-        return v
-    try:
-        return operator.index(v)
-    except TypeError:
-        raise TypeError(f"slice indices must be integers or None or have an __index__ method, "
-                        f"got {what} {v!r}") from None
-
-
-def _is_negative(v, what: str) -> bool:
-    try:
-        return bool(v < 0)
-    except InconclusiveDimensionOperation as e:
-        raise InconclusiveDimensionOperation(
-            f"Cannot determine the sign of the slice {what} '{v}': a symbolic slice bound "
-            f"must be known to be >= 0 or < 0 for all values of its dimension variables.\n"
-            f"{e}") from e
-
-
-def _symbolic_slice(s: slice, size):
-    """``(start, limit, stride, flip)`` of the slice ``s`` along an axis where the size or a
-    bound is symbolic, NumPy's clamping: the elements are ``start, start + stride, ...``
-    below ``limit`` (``stride > 0``) of the axis, reversed first when ``flip`` (a negative
-    step). Bounds are JAX's forms: ``min(size, v)`` and ``max(0, size + v)``."""
-    start, stop, step = (_slice_value(v, w) for v, w in
-                         ((s.start, "start"), (s.stop, "stop"), (s.step, "step")))
-    step = 1 if step is None else step
-    if not isinstance(step, DimExpr) and step == 0:
-        raise ValueError("slice step cannot be zero")
-    flip = _is_negative(step, "step")
-
-    def bound(v, default, what):
-        if v is None:
-            return default
-        if flip:  # the position, in the reversed axis, of the element before ``v``
-            return min_dim(size, -1 - v) if _is_negative(v, what) else max_dim(0, size - 1 - v)
-        return max_dim(0, size + v) if _is_negative(v, what) else min_dim(size, v)
-    lo, hi = bound(start, 0, "start"), bound(stop, size, "stop")
-    return lo, lo + max_dim(0, hi - lo), (-step if flip else step), flip
-
-
 def _basic_take(arr, entries):
     """``arr[idx]`` for an index of integers, slices and None (entries from _parse)."""
     shape = get_aval(arr).shape
@@ -301,7 +258,7 @@ def _basic_take(arr, entries):
         size = shape[axis]
         if isinstance(i, slice) and (type(size) is DimExpr or any(
                 type(v) is DimExpr for v in (i.start, i.stop, i.step))):  # (plax.export)
-            start, stop, step, flip = _symbolic_slice(i, size)
+            start, stop, step, flip = clamped_slice(i, size)
             if flip:
                 pre_reverse.append(axis)
             starts.append(start)

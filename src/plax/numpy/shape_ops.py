@@ -13,7 +13,7 @@ from plax.core import dtypes
 from plax.core.avals import from_array_protocol, has_array_protocol, shape_entries
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.core.errors import SHAPE_PHRASE, ConcretizationTypeError, InconclusiveDimensionOperation
-from plax.core.symbolic_shapes import DimExpr
+from plax.core.symbolic_shapes import DimExpr, clamped_slice
 from plax.core.trace import Tracer, get_aval
 from plax.numpy.creation import asarray
 from plax.numpy.util import (as_operand, broadcast_shapes as _broadcast_shapes, canonicalize_axes,
@@ -410,8 +410,7 @@ def _split(name, ary, indices_or_sections, axis, equal: bool) -> list:
         pieces = []
         for lo, hi in zip((0,) + idx, idx + (size,)):
             if any(type(v) is DimExpr for v in (lo, hi, size)):  # (plax.export)
-                from plax.numpy.indexing import _symbolic_slice
-                pieces.append(_symbolic_slice(builtins.slice(lo, hi), size)[:2])
+                pieces.append(clamped_slice(builtins.slice(lo, hi), size)[:2])
                 continue
             lo, hi, _ = builtins.slice(lo, hi).indices(size)
             pieces.append((lo, max(lo, hi)))
