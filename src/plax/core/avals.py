@@ -179,11 +179,17 @@ def _no_sharding_types(ndim: int):
 _replicated_sharding = _no_sharding_types
 
 
-def install_replicated_sharding(replicated_sharding) -> None:
+def install_replicated_sharding(replicated_sharding, type_sharding=None) -> None:
     """Make ``replicated_sharding(ndim)`` what ``ShapedArray.sharding`` gives for an aval that
-    carries no sharding."""
-    global _replicated_sharding
+    carries no sharding, and ``type_sharding(sharding, ndim)`` what a sharding given to a
+    ShapedArray becomes (padded to ``ndim`` entries, naming Explicit axes only)."""
+    global _replicated_sharding, _type_sharding
     _replicated_sharding = replicated_sharding
+    if type_sharding is not None:
+        _type_sharding = type_sharding
+
+
+_type_sharding = None
 
 
 class ShapedArray(AbstractValue):
@@ -206,10 +212,12 @@ class ShapedArray(AbstractValue):
         self.dtype = dtype
         self.weak_type = bool(weak_type)
         if sharding is not None:
-            if len(sharding.spec) != len(shape):
+            if len(sharding.spec) > len(shape):
                 raise ValueError(f"the sharding {sharding.spec} of a type must have one entry per "
                                  f"dimension of shape {shape}")
-            if _names_no_axis(sharding.spec):
+            if len(sharding.spec) < len(shape) or not _names_explicit_only(sharding):
+                sharding = _type_sharding(sharding, len(shape))
+            if sharding is None or _names_no_axis(sharding.spec):
                 sharding = None  # replicated (``aval.sharding`` given back, as flax's scan does)
             else:
                 sharding_in_types[0] = True
@@ -295,7 +303,12 @@ class ShapedArray(AbstractValue):
         return self._hash
 
     def str_short(self, short_dtypes: bool = True) -> str:
-        return self._type_text(short_dtypes) + self.manual_axis_type.text()
+        mat, spec = self.manual_axis_type, getattr(self._sharding, "spec", None)
+        if spec is not None and (spec.unreduced or spec.reduced):  # Explicit axes' ones
+            mat = ManualAxisType(varying=mat.varying, unreduced=mat.unreduced | spec.unreduced,
+                                 reduced=mat.reduced | spec.reduced,
+                                 _order=mat._order or self._sharding.mesh.axis_names)
+        return self._type_text(short_dtypes) + mat.text()
 
     def _type_text(self, short_dtypes: bool) -> str:
         name = short_dtype_name(self.dtype) if short_dtypes else str(self.dtype.name)
@@ -317,6 +330,11 @@ class ShapedArray(AbstractValue):
 
     def __str__(self):  # as JAX prints a type: ``~float32[8@x,4]`` (~: weakly typed)
         return ("~" if self.weak_type else "") + self.str_short(short_dtypes=False)
+
+
+def _names_explicit_only(sharding) -> bool:
+    explicit = sharding.mesh.explicit_axes
+    return all(a in explicit for a in sharding.spec.mesh_axes())
 
 
 def _names_no_axis(spec) -> bool:

@@ -384,12 +384,21 @@ def hlo_sharding_replicated():
     return xc.HloSharding.replicate()
 
 
-def hlo_sharding_tiled(tiles: list, mesh_sizes: list, axis_order: list, replication: int = 1):
+def hlo_sharding_tiled(tiles: list, mesh_sizes: list, axis_order: list, replication: int = 1,
+                       unreduced: int = 1):
     """XLA's HloSharding of a tiling over a mesh: ``tiles`` blocks per dimension, held by the
     mesh's devices (indices 0.. in mesh order) with the mesh axes permuted to
-    ``axis_order``; a last group of ``replication`` devices holds copies of each block."""
-    dims = list(tiles) + ([replication] if replication > 1 else [])
-    groups = [xc.OpSharding.Type.REPLICATED] if replication > 1 else []
+    ``axis_order``; a group of ``unreduced`` devices holds partial sums of each block, a
+    last group of ``replication`` devices copies of it."""
+    if unreduced > 1 and replication == 1 and all(t == 1 for t in tiles):
+        return xc.HloSharding.unreduced()
+    dims, groups = list(tiles), []
+    if unreduced > 1:
+        dims.append(unreduced)
+        groups.append(xc.OpSharding.Type.UNREDUCED)
+    if replication > 1:
+        dims.append(replication)
+        groups.append(xc.OpSharding.Type.REPLICATED)
     return xc.HloSharding.iota_tile(dims, list(mesh_sizes), list(axis_order), groups)
 
 

@@ -42,6 +42,17 @@ def check_spec(mesh, spec: PartitionSpec) -> None:
                 "A single NamedSharding spec specification can map every mesh axis to at most "
                 f"one positional dimension, but {spec!r} has duplicate entries for `{n}`")
         seen.add(n)
+    for what, axes in (("Unreduced", spec.unreduced), ("Reduced", spec.reduced)):
+        if not axes:
+            continue
+        missing = sorted((a for a in axes if a not in mesh.axis_names), key=str)
+        if missing:
+            raise ValueError(f"{what} axes {', '.join(map(str, missing))} is not found in "
+                             f"mesh.axis_names={mesh.axis_names}. Got pspec={spec!r}")
+        explicit = set(mesh.explicit_axes)
+        if not axes <= explicit:
+            raise ValueError(f"{what} axes can only refer to mesh axes that is of type "
+                             f"`Explicit`. Got {what.lower()} axes: {axes!r} and mesh: {mesh}")
 
 
 class _Layout:
@@ -53,6 +64,8 @@ class _Layout:
         self.tiles = tuple(math.prod(mesh_shape[a] for a in spec.axes_of(d)) for d in range(ndim))
         used = spec.mesh_axes()
         self.replicated_axes = tuple(a for a in names if a not in used)
+        # (partial sums: laid out as copies, but not copies; XLA's tiling says which)
+        self.unreduced_axes = tuple(a for a in self.replicated_axes if a in spec.unreduced)
         self.replication = math.prod(mesh_shape[a] for a in self.replicated_axes)
         sizes = [mesh_shape[a] for a in names]
         coords = np.indices(sizes).reshape(len(names), -1).T if names else np.zeros((1, 0), int)
@@ -90,6 +103,10 @@ def check_divisible(sharding, global_shape: tuple, tiles) -> None:
                 f"per-dimension tiling factors: {list(tiles)} should evenly divide the "
                 "shape)")
 
+# The memory kinds a sharding over an AbstractMesh may name (None: unspecified).
+_MEMORY_KINDS = (None, "device", "pinned_host", "unpinned_host")
+
+
 class NamedSharding(xla.GSPMDShardingBase):
     """An array over ``mesh`` with its dimensions split as ``spec`` says.
 
@@ -108,7 +125,11 @@ class NamedSharding(xla.GSPMDShardingBase):
             else:
                 raise TypeError(f"NamedSharding's spec must be a PartitionSpec, got {spec!r}.")
         check_spec(mesh, spec)
+        if isinstance(mesh, AbstractMesh) and memory_kind not in _MEMORY_KINDS:
+            raise ValueError(f"Got invalid memory kind: {memory_kind}. Valid memory kinds are: "
+                             f"{', '.join(k for k in _MEMORY_KINDS if k)}")
         self.mesh, self.spec = mesh, spec
+        self._given_kind = memory_kind
         self._kind = None if memory_kind == "device" else memory_kind  # ("device": the default)
         self._layouts = {}
         self._hash = hash(("NamedSharding", self._key()))
@@ -157,6 +178,9 @@ class NamedSharding(xla.GSPMDShardingBase):
 
     def devices_indices_map(self, global_shape) -> dict:
         global_shape = tuple(global_shape)
+        if self.spec.unreduced:
+            raise NotImplementedError("devices_indices_map doesn't work with unreduced axes "
+                                      f"(sharding {self!r}).")
         shard = self.shard_shape(global_shape)
         layout = self._layout(len(global_shape))
         out = {}
@@ -180,6 +204,8 @@ class NamedSharding(xla.GSPMDShardingBase):
 
     @property
     def memory_kind(self):
+        if isinstance(self.mesh, AbstractMesh):  # no devices to default to
+            return self._given_kind
         return self._kind if self._kind is not None else "device"
 
     def with_memory_kind(self, kind) -> "NamedSharding":
@@ -199,6 +225,8 @@ class NamedSharding(xla.GSPMDShardingBase):
 
     @property
     def is_fully_replicated(self) -> bool:
+        if self.spec.unreduced:
+            return False
         return all(s == 1 for s in (self.mesh.shape[a] for a in self.spec.mesh_axes()))
 
     @property
@@ -208,6 +236,14 @@ class NamedSharding(xla.GSPMDShardingBase):
     # --- what XLA reads ---
     def _hlo_sharding(self, ndim: int):
         layout = self._layout(ndim)
+        if layout.unreduced_axes:
+            names, sizes = self.mesh.axis_names, dict(self.mesh.shape)
+            rest = [a for a in layout.replicated_axes if a not in layout.unreduced_axes]
+            order = [names.index(a) for a in self.spec.mesh_axes() + list(layout.unreduced_axes)
+                     + rest]
+            return xla.hlo_sharding_tiled(list(layout.tiles), layout.mesh_sizes, order,
+                                          math.prod(sizes[a] for a in rest),
+                                          math.prod(sizes[a] for a in layout.unreduced_axes))
         if all(t == 1 for t in layout.tiles):
             return xla.hlo_sharding_replicated()
         return xla.hlo_sharding_tiled(list(layout.tiles), layout.mesh_sizes, layout.axis_order,
@@ -227,6 +263,8 @@ class NamedSharding(xla.GSPMDShardingBase):
         return self._shardy(num_dimensions, f"mesh<[{axes}]>")
 
     def _shardy(self, ndim: int, mesh_ref: str) -> str:
+        if self.spec.unreduced:
+            raise NotImplementedError(f"plax cannot lower the unreduced sharding {self!r} yet.")
         dims = []
         for d in range(ndim):
             entry = self.spec[d] if d < len(self.spec) else None
@@ -238,7 +276,7 @@ class NamedSharding(xla.GSPMDShardingBase):
 
     # --- identity ---
     def _key(self):
-        return (self.mesh, tuple(self.spec), self._kind)
+        return (self.mesh, self.spec, self._kind)
 
     def __eq__(self, other):
         return self is other or (isinstance(other, NamedSharding) and self._hash == other._hash
@@ -318,11 +356,14 @@ def type_sharding(sharding, ndim: int, keep_replicated: bool = False):
     explicit = mesh.explicit_axes
     if not explicit and not keep_replicated:
         return None
-    entries = [_explicit_entry(sharding.spec[d] if d < len(sharding.spec) else None, explicit)
+    spec = sharding.spec
+    entries = [_explicit_entry(spec[d] if d < len(spec) else None, explicit)
                for d in range(ndim)]
-    if not keep_replicated and all(e is None for e in entries):
+    if not keep_replicated and all(e is None for e in entries) and not (
+            spec.unreduced or spec.reduced):
         return None
-    return NamedSharding(mesh, PartitionSpec(*entries))
+    return NamedSharding(mesh, PartitionSpec(*entries, unreduced=spec.unreduced,
+                                             reduced=spec.reduced))
 
 
 def typed_aval(aval, sharding):
@@ -389,4 +430,5 @@ def _replicated_on_context_mesh(ndim: int) -> NamedSharding:
     return NamedSharding(get_abstract_mesh(), (None,) * ndim)
 
 
-install_replicated_sharding(_replicated_on_context_mesh)  # ShapedArray.sharding's default
+# ShapedArray.sharding's default, and how a sharding given to a ShapedArray is read
+install_replicated_sharding(_replicated_on_context_mesh, type_sharding)
