@@ -225,6 +225,58 @@ def test_update_axis_types():
     assert m2.device_ids.tolist() == m.device_ids.tolist()
 
 
+@needs_8_devices
+def test_identical_meshes_are_one_object():
+    d = plax.devices()
+    m = Mesh(d, "x")
+    assert Mesh(np.array(d), ("x",)) is m
+    assert Mesh(d, "x", axis_types=(AxisType.Auto,)) is m
+    assert Mesh(d, "x", axis_types=(AxisType.Explicit,)) is not m
+    assert Mesh(d[::-1], "x") is not m
+    # A shard_map body's mesh is a marked copy: the cached mesh of its types stays unmarked.
+    from plax.sharding.mesh import base_mesh, manual_mesh
+    inner = manual_mesh(m, {"x"})
+    assert base_mesh(inner) is m and inner == Mesh(d, "x", axis_types=(AxisType.Manual,))
+    assert base_mesh(Mesh(d, "x", axis_types=(AxisType.Manual,))) is not m
+
+
+def test_empty_mesh():
+    mesh = Mesh(devices=np.empty((), dtype=object), axis_names=[])
+    assert mesh.empty and mesh.size == 0 and mesh.axis_names == () and mesh.axis_sizes == ()
+    assert mesh.abstract_mesh.empty and mesh.abstract_mesh.size == 0
+    assert repr(mesh) == "Mesh(axis_sizes=(), axis_names=())"
+    assert mesh == get_mesh()  # what get_mesh gives without a context mesh
+    assert AbstractMesh((), ()).size == 0
+
+
+@pytest.mark.parametrize("make, error, match", [
+    (lambda: AbstractMesh((2, 1), ("x", "y"), axis_types=AxisType.Auto), ValueError,
+     r"Number of axis names should match the number of axis_types. Got axis_names=\('x', "
+     r"'y'\) and axis_types=\(Auto,\)"),
+    (lambda: plax.make_mesh((1, 1), ("a", "b"), axis_types=AxisType.Explicit), ValueError,
+     "Number of axis names should match the number of axis_types"),
+    (lambda: Mesh(np.array(plax.devices()[:1]).reshape(1, 1), ("x", "y"),
+                  axis_types=AxisType.Auto), ValueError,
+     "Number of axis names should match the number of axis_types"),
+    (lambda: AbstractMesh((2,), ("x",), axis_types=("explicit",)), TypeError,
+     "axis_types passed to AbstractMesh must be of type `jax.sharding.AxisType`"),
+    (lambda: AbstractMesh((2,), ("x",), axis_types="explicit"), TypeError,
+     r"axis_types.*must be of type.*Got \('explicit',\)"),
+    (lambda: AbstractMesh((2, 2), ("x", "y"), axis_types=("explicit", AxisType.Explicit)),
+     TypeError, "axis_types.*must be of type"),
+])
+def test_axis_types_errors(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+def test_a_lone_axis_type_types_a_one_axis_mesh():
+    assert AbstractMesh((2,), "x", axis_types=AxisType.Auto) == \
+        AbstractMesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    m = plax.make_mesh((1,), ("x",), axis_types=AxisType.Explicit)
+    assert m.axis_types == (AxisType.Explicit,)
+
+
 # --- make_mesh / create_device_mesh ------------------------------------------------------------
 @needs_8_devices
 def test_make_mesh_defaults_to_explicit():
@@ -281,7 +333,7 @@ def test_no_mesh_by_default():
     am = get_abstract_mesh()
     assert isinstance(am, AbstractMesh)
     assert am.empty is True
-    assert am.axis_names == () and am.size == 1
+    assert am.axis_names == () and am.size == 0  # (as JAX: no axes, no devices)
     assert repr(am) == "AbstractMesh((), axis_types=())"
 
 

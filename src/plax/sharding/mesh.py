@@ -36,15 +36,20 @@ class AxisType(enum.Enum):
         return self.name
 
 
-def _axis_types(axis_types, n: int, default) -> tuple:
+def _axis_types(axis_types, names: tuple, default, what: str = "Mesh") -> tuple:
+    """One AxisType per axis name (a lone AxisType is the type of a one-axis mesh)."""
     if axis_types is None:
-        axis_types = (default,) * n
-    elif isinstance(axis_types, AxisType):
-        axis_types = (axis_types,) * n
+        axis_types = (default,) * len(names)
+    elif not isinstance(axis_types, (tuple, list)):
+        axis_types = (axis_types,)
     axis_types = tuple(axis_types)
-    if len(axis_types) != n or not all(isinstance(t, AxisType) for t in axis_types):
-        raise ValueError(f"axis_types must be one AxisType or one per mesh axis ({n}), got "
-                         f"{axis_types!r}.")
+    if not all(isinstance(t, AxisType) for t in axis_types):
+        raise TypeError(f"axis_types passed to {what} must be of type "
+                        f"`jax.sharding.AxisType`. Got {axis_types} of type "
+                        f"{tuple(type(t) for t in axis_types)}")
+    if len(axis_types) != len(names):
+        raise ValueError("Number of axis names should match the number of axis_types. Got "
+                         f"axis_names={names} and axis_types={axis_types}")
     if AxisType.Explicit in axis_types:
         sharding_in_types[0] = True  # from now on primitives propagate shardings in types
     return axis_types
@@ -91,7 +96,7 @@ class _MeshShape:
 
     @property
     def size(self) -> int:
-        return math.prod(self.axis_sizes)
+        return math.prod(self.axis_sizes) if self.axis_names else 0
 
     @property
     def empty(self) -> bool:
@@ -162,7 +167,8 @@ class AbstractMesh(_MeshShape):
         if len(self.axis_sizes) != len(self.axis_names):
             raise ValueError(f"AbstractMesh needs one size per axis name, got sizes "
                              f"{self.axis_sizes} for names {self.axis_names}.")
-        self.axis_types = _axis_types(axis_types, len(self.axis_names), AxisType.Auto)
+        self.axis_types = _axis_types(axis_types, self.axis_names, AxisType.Auto,
+                                      "AbstractMesh")
 
     def update_axis_types(self, types: dict) -> "AbstractMesh":
         new = tuple(types.get(n, t) for n, t in zip(self.axis_names, self.axis_types))
@@ -202,22 +208,20 @@ class Mesh(_MeshShape):
     the mesh that bare PartitionSpecs refer to.
     """
 
-    def __init__(self, devices, axis_names, axis_types=None):
-        devices = np.asarray(devices, dtype=object) if not isinstance(devices, np.ndarray) \
-            else devices
-        self.axis_names = _axis_names(axis_names)
-        if devices.ndim != len(self.axis_names):
-            raise ValueError(
-                "Mesh requires the ndim of its first argument (`devices`) to equal the length "
-                f"of its second argument (`axis_names`), but got devices.ndim == {devices.ndim} "
-                f"and len(axis_names) == {len(self.axis_names)}.")
-        ids = [d.id for d in devices.flat]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"Mesh devices must be distinct, got device ids {ids}.")
+    def __new__(cls, devices=None, axis_names=None, axis_types=None):
+        if devices is None:  # (unpickling, copying)
+            return super().__new__(cls)
+        return _cached_mesh(devices, axis_names, axis_types)
+
+    def __init__(self, *args, **kwargs):
+        pass  # (made by __new__: identical meshes are one object, as in JAX)
+
+    def _setup(self, devices, axis_names, axis_types) -> None:
+        self.axis_names = axis_names
         self.devices = devices
-        self.axis_sizes = tuple(devices.shape)
-        self.axis_types = _axis_types(axis_types, len(self.axis_names), AxisType.Auto)
-        self._flat = tuple(devices.flat)
+        self.axis_sizes = tuple(devices.shape) if axis_names else ()
+        self.axis_types = axis_types
+        self._flat = tuple(devices.flat) if axis_names else ()
         # The devices themselves, not their ids: after clear_backends() a mesh over the old
         # client's devices must not equal (and share compiled programs with) one over the new.
         self._identity = (self._flat, self.axis_sizes, self.axis_names, self.axis_types)
@@ -281,9 +285,13 @@ class Mesh(_MeshShape):
                                           platform=getattr(first, "platform", None))
         return self._abstract
 
-    def update_axis_types(self, types: dict) -> "Mesh":
+    def update_axis_types(self, types: dict, cached: bool = True) -> "Mesh":
         new = tuple(types.get(n, t) for n, t in zip(self.axis_names, self.axis_types))
-        return Mesh(self.devices, self.axis_names, new)
+        if cached:
+            return Mesh(self.devices, self.axis_names, new)
+        mesh = super().__new__(Mesh)
+        mesh._setup(self.devices, self.axis_names, new)
+        return mesh
 
     def __eq__(self, other):
         return self is other or (isinstance(other, Mesh) and self._hash == other._hash
@@ -314,6 +322,32 @@ class Mesh(_MeshShape):
         return False
 
 
+_meshes = BoundedCache("meshes", 256)
+
+
+def _cached_mesh(devices, axis_names, axis_types) -> "Mesh":
+    devices = np.asarray(devices, dtype=object) if not isinstance(devices, np.ndarray) \
+        else devices
+    names = _axis_names(axis_names)
+    if devices.ndim != len(names):
+        raise ValueError(
+            "Mesh requires the ndim of its first argument (`devices`) to equal the length "
+            f"of its second argument (`axis_names`), but got devices.ndim == {devices.ndim} "
+            f"and len(axis_names) == {len(names)}.")
+    types = _axis_types(axis_types, names, AxisType.Auto)
+    flat = tuple(devices.flat) if names else ()  # (no axes: no devices)
+    key = (flat, devices.shape, names, types)
+    mesh = _meshes.get(key)
+    if mesh is None:
+        ids = [d.id for d in flat]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"Mesh devices must be distinct, got device ids {ids}.")
+        mesh = _MeshShape.__new__(Mesh)
+        mesh._setup(devices.copy() if devices.flags.writeable else devices, names, types)
+        _meshes.put(key, mesh)
+    return mesh
+
+
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh:
     """A mesh of ``axis_shapes`` over the first of ``devices`` (all devices by default), laid
     out as ``mesh_utils.create_device_mesh`` does; its axes are Explicit unless
@@ -342,7 +376,7 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh
     if len({getattr(d, "slice_index", 0) for d in grid.flat}) > 1:
         raise ValueError("`jax.make_mesh` does not support multi-slice topologies. Please use "
                          "jax.experimental.mesh_utils.create_hybrid_device_mesh")
-    return Mesh(grid, names, _axis_types(axis_types, len(names), AxisType.Explicit))
+    return Mesh(grid, names, _axis_types(axis_types, names, AxisType.Explicit))
 
 
 # --- the context mesh -------------------------------------------------------------------------
@@ -363,12 +397,7 @@ def context_mesh():
 
 
 def _empty_mesh() -> "Mesh":
-    mesh = Mesh.__new__(Mesh)
-    mesh.devices = np.empty((), dtype=object)
-    mesh.axis_names, mesh.axis_sizes, mesh.axis_types, mesh._flat = (), (), (), ()
-    mesh._identity = ((), (), (), ())
-    mesh._hash, mesh._abstract = hash(("Mesh", mesh._identity)), None
-    return mesh
+    return Mesh(np.empty((), dtype=object), ())
 
 
 _EMPTY = []
@@ -395,7 +424,10 @@ def manual_mesh(mesh, manual):
     key = (base, manual)
     out = _manual_variants.get(key)
     if out is None:
-        out = base.update_axis_types({a: AxisType.Manual for a in manual})
+        new = {a: AxisType.Manual for a in manual}
+        # (not the cached Mesh of these types: _base_mesh marks this copy only)
+        out = base.update_axis_types(new, cached=False) if isinstance(base, Mesh) else \
+            base.update_axis_types(new)
         out._base_mesh = base
         _manual_variants.put(key, out)
     return out
