@@ -200,3 +200,23 @@ def test_tpu_svd_face_is_one_compiled_program():
     with count_primitive_compile_misses() as compiles:
         svd.svd(a, True, True)
     assert compiles() == 0
+
+
+def test_spec_and_index_map_adapters():
+    from plax._src import core
+    from plax._src.sharding import common_devices_indices_map
+    from plax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec as P
+    E, A, M = AxisType.Explicit, AxisType.Auto, AxisType.Manual
+    mesh = AbstractMesh((2, 2, 2, 2), ("a", "b", "c", "d"), axis_types=(E, E, M, A))
+    assert core.modify_spec_for_auto_manual(P(("a", "c"), "b"), mesh) == P("a", "b")
+    assert core.modify_spec_for_auto_manual(P("c", "d", unreduced={"a"}), mesh) == \
+        P(None, None, unreduced={"a"})
+    assert core.modify_spec_for_auto_manual(
+        P(unreduced={"a", "c"}, reduced={"b", "d"}), mesh) == P(unreduced={"a"}, reduced={"b"})
+    one = plax.sharding.Mesh(np.array(plax.devices()[:1]), ("x",))
+    s = NamedSharding(one, P())
+    s.devices_indices_map((8,))
+    plax.clear_caches()
+    assert common_devices_indices_map.cache_info().currsize == 0
+    assert s.devices_indices_map((8,)) == {plax.devices()[0]: (slice(None),)}
+    assert common_devices_indices_map.cache_info().currsize == 1

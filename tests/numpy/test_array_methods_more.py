@@ -2,6 +2,7 @@
 namespace, argpartition/choose, tobytes, flat, DLPack export, and copies that keep layout
 and commitment."""
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -53,6 +54,27 @@ def test_contains_to_device_namespace_and_forwarded_methods():
     choices = [np.array([1, 2, 3]), np.array([10, 20, 30])]
     np.testing.assert_array_equal(jnp.array([0, 1, 0]).choose(choices),
                                   np.array([0, 1, 0]).choose(choices))
+
+
+@pytest.mark.needs_devices(2)
+def test_device_of_a_sharded_array_is_its_sharding():
+    mesh = plax.sharding.Mesh(np.array(plax.devices()[:2]), ("x",))
+    sharding = NamedSharding(mesh, PartitionSpec("x"))
+    x = jnp.ones((2, 10))
+    assert x.device == plax.devices()[0]
+    spread = x.to_device(sharding)
+    assert spread.device == sharding and plax.device_put(x, sharding).device == sharding
+    np.testing.assert_array_equal(spread, np.ones((2, 10)))
+    assert x.to_device(plax.devices()[-1]).device == plax.devices()[-1]
+
+
+def test_an_array_as_a_dtype_is_deprecated():
+    x = jnp.arange(4)
+    with pytest.warns(DeprecationWarning, match="Implicit conversion of an array to a dtype"):
+        assert np.dtype(x) == np.dtype(np.int32)
+    with warnings.catch_warnings():  # an array index is not converted to a dtype
+        warnings.simplefilter("error", DeprecationWarning)
+        assert int(x[jnp.int32(1)]) == 1
 
 
 def test_tobytes_and_flat():

@@ -424,3 +424,22 @@ def test_training_step_on_an_explicit_mesh_without_a_context_mesh():
     assert typ(new) == "float32[16,4]" and new.sharding.is_fully_replicated
     expect = w - 0.01 * (2 * xb.T @ (xb @ w - yb) / 64)
     np.testing.assert_allclose(np.asarray(new), expect, rtol=1e-5, atol=1e-6)
+
+
+def test_shape_dtype_struct_like_a_traced_value_keeps_its_type_sharding():
+    mesh = plax.make_mesh((2,), ("x",))
+    x = plax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("x")))
+    seen = []
+
+    @plax.jit
+    def f(a):
+        sds = plax.ShapeDtypeStruct.like(a)
+        seen.append(sds.sharding.spec)
+        return jnp.ones(sds.shape, sds.dtype, out_sharding=sds.sharding)
+
+    with plax.set_mesh(mesh):
+        out = f(x)
+    assert seen == [P("x")] and out.sharding.spec == P("x")
+    np.testing.assert_array_equal(out, np.ones(8))
+    assert plax.ShapeDtypeStruct.like(jnp.arange(8)).sharding is None  # uncommitted
+    assert plax.ShapeDtypeStruct.like(x).sharding == NamedSharding(mesh, P("x"))

@@ -35,8 +35,6 @@ _PRINTER = ("plax prints jaxprs with its own printer (plax.core.jaxpr), which ha
             "pretty-printer documents, contexts or settings")
 _REFUSED = {
     "JaxprPpContext": _PRINTER, "JaxprPpSettings": _PRINTER, "pp_kv_pair": _PRINTER,
-    "modify_spec_for_auto_manual": "plax's shard_map keeps the manual axes in the aval "
-                                   "(ManualAxisType), not in a rewritten PartitionSpec",
 }
 
 __doc__ = _face.document(__doc__, _REFUSED)
@@ -84,3 +82,17 @@ def stride_dim(d, window_size, window_stride):
     """How many windows of ``window_size`` fit in ``d`` stepping by ``window_stride``."""
     return max_dim((d - window_size) // window_stride + 1, 0)
 
+
+
+def modify_spec_for_auto_manual(spec, mesh):
+    """``spec`` naming only ``mesh``'s Explicit axes (Auto and Manual ones dropped from its
+    entries and from its unreduced and reduced sets)."""
+    from plax.sharding import PartitionSpec
+    explicit = set(mesh.explicit_axes)
+    entries = []
+    for d in range(len(spec)):
+        axes = tuple(a for a in spec.axes_of(d) if a in explicit)
+        entries.append(spec[d] if spec[d] is PartitionSpec.UNCONSTRAINED else
+                       None if not axes else axes[0] if len(axes) == 1 else axes)
+    return PartitionSpec(*entries, unreduced=spec.unreduced & explicit,
+                         reduced=spec.reduced & explicit)

@@ -46,7 +46,12 @@ class ShapeDtypeStruct:
         if isinstance(x, ShapeDtypeStruct):
             return cls(x.shape, x.dtype, sharding=x.sharding, weak_type=x.weak_type)
         aval = get_aval(x)
-        sharding = getattr(x, "sharding", None) if getattr(x, "_committed", True) else None
+        sharding = None
+        if getattr(x, "_committed", True):
+            sharding = getattr(x, "sharding", None)
+            if sharding is None and hasattr(aval, "sharding"):  # a tracer: its type's sharding
+                sharding = aval.sharding
+                sharding = None if sharding.mesh.empty else sharding
         return cls(aval.shape, aval.dtype, sharding=sharding,
                    weak_type=getattr(aval, "weak_type", False))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import gc
+import warnings
 
 import numpy as np
 
@@ -71,6 +72,14 @@ class _ArrayMethods:
     # --- metadata ---
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
+
+    @property
+    def __numpy_dtype__(self):
+        """What ``np.dtype(array)`` gives (NumPy 2.4's protocol): deprecated, as in JAX."""
+        warnings.warn("Implicit conversion of an array to a dtype is deprecated; rather than "
+                      "dtype=arr use dtype=arr.dtype. In the future this will result in an "
+                      "error.", DeprecationWarning, stacklevel=2)
+        return self.aval.dtype
     ndim = property(lambda self: self.aval.ndim)
     size = property(lambda self: self.aval.size)
     weak_type = property(lambda self: self.aval.weak_type)
@@ -106,11 +115,9 @@ class _ArrayMethods:
 
     @property
     def device(self):
+        """The array's device; for an array on several devices its sharding (Array API)."""
         devs = self._sharding._device_assignment
-        if len(devs) != 1:
-            raise ValueError("device is only defined for an array on a single device; "
-                             f"this one spans {len(devs)}. Use .devices() or .sharding.")
-        return devs[0]
+        return devs[0] if len(devs) == 1 else self._sharding
 
     @property
     def addressable_shards(self) -> list:

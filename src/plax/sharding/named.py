@@ -8,13 +8,15 @@ here from one description, ``_Layout``.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import types
 
 import numpy as np
 
 from plax.core.avals import install_replicated_sharding
-from plax.core.caches import BoundedCache
+from plax.core.caches import BoundedCache, register_cache
 from plax.runtime import xla
 from plax.sharding.mesh import AbstractMesh, Mesh, context_mesh, get_abstract_mesh
 from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
@@ -82,6 +84,18 @@ class _Layout:
         self.mesh_sizes = sizes
         self.axis_order = [names.index(a) for a in used] + \
             [names.index(a) for a in self.replicated_axes]
+
+
+@functools.lru_cache(maxsize=4096)
+def common_devices_indices_map(sharding, global_shape: tuple) -> dict:
+    """``{device: index}``: the part of an array of ``global_shape`` each device of
+    ``sharding`` holds, computed once per sharding and shape (clear_caches empties it)."""
+    compute = getattr(sharding, "_devices_indices_map", None)  # (other kinds: uncached there)
+    return compute(global_shape) if compute is not None else \
+        sharding.devices_indices_map(global_shape)
+
+
+register_cache(types.SimpleNamespace(clear=common_devices_indices_map.cache_clear))
 
 
 def _mixed_radix(digits, radices) -> int:
@@ -177,7 +191,9 @@ class NamedSharding(xla.GSPMDShardingBase):
         return tuple(n // t for n, t in zip(global_shape, tiles))
 
     def devices_indices_map(self, global_shape) -> dict:
-        global_shape = tuple(global_shape)
+        return dict(common_devices_indices_map(self, tuple(global_shape)))
+
+    def _devices_indices_map(self, global_shape: tuple) -> dict:
         if self.spec.unreduced:
             raise NotImplementedError("devices_indices_map doesn't work with unreduced axes "
                                       f"(sharding {self!r}).")
