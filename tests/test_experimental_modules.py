@@ -152,8 +152,32 @@ def test_compute_on_refuses_unknown_types(compute_type, error, message):
             pass
 
 
-def test_compute_on2_is_absent():
-    assert not hasattr(compute_on_module, "compute_on2")
+def test_compute_on2_marks_the_ops_and_keeps_results_in_device_memory():
+    space = plax.memory.Space
+
+    @compute_on_module.compute_on2(compute_type="device_host", out_memory_spaces=space.Device)
+    def g(x):
+        return x * 2, x + 1
+
+    text = plax.jit(g).lower(np.ones(3, F32)).as_text()
+    assert _attrs_of(text, "stablehlo.multiply") == [{"_xla_compute_type": "host"}]
+    a, b = plax.jit(g)(np.ones(3, F32))
+    np.testing.assert_array_equal(a, np.full(3, 2, F32))
+    np.testing.assert_array_equal(b, np.full(3, 2, F32))
+    # composes with grad: d/dx sum(2x) = 2
+    np.testing.assert_array_equal(plax.grad(lambda x: g(x)[0].sum())(np.ones(3, F32)),
+                                  np.full(3, 2, F32))
+
+
+@pytest.mark.parametrize("spaces, error, message", [
+    ((plax.memory.Space.Device,), ValueError, "compute_on out_memory_spaces"),
+    (plax.memory.Space.Host, NotImplementedError, "device memory only"),
+])
+def test_compute_on2_checks_its_memory_spaces(spaces, error, message):
+    f = compute_on_module.compute_on2(lambda x: x * 2, compute_type="device",
+                                      out_memory_spaces=spaces)
+    with pytest.raises(error, match=message):
+        f(np.ones(3, F32))
 
 
 # --- control_deps ------------------------------------------------------------------------

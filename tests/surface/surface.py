@@ -31,8 +31,6 @@ NOT_PROVIDED: dict[tuple[str, str], str] = {
     ("jax", "remove_size_one_mesh_axis_from_type"):
         "a plax array's sharding type is fixed by jaxlib when the array is made; arrays made "
         "before the flag changed would keep the old type where JAX recomputes it",
-    ("jax.experimental.compute_on", "compute_on2"):
-        "places results in memory spaces, which plax's arrays do not have",
     ("jax.experimental.custom_partitioning", "*"):
         "needs XLA's SPMD partitioner to call back into Python per shard with Shardy "
         "sharding rules; not built (jaxlib's partitioner hook is there for when it is)",

@@ -8,16 +8,21 @@ read them on accelerators; on CPU every op already runs on the host and the mark
 nothing. The innermost block wins. A jitted function called inside is traced again with
 the marks (they are part of jit's trace key).
 
-``compute_on2`` (JAX's newer form, placing a function's results in given memory spaces) is
-absent: plax's arrays have no memory spaces besides the device's.
+``compute_on2`` (JAX's newer form) wraps a function: its ops marked so, its results placed
+in the given memory spaces. plax's arrays live in device memory only, so results may be
+placed in ``memory.Space.Device``; other spaces are refused.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 
 from plax.core.source_info import staged_frontend_attributes
+from plax.sharding.memory import MemorySpace
+from plax.tree_util import broadcast_prefix
 
-__all__ = ["compute_on"]
+__all__ = ["compute_on", "compute_on2"]
 
 _COMPUTE_TYPES = {"device_host": "host", "device": "dense", "tpu_sparsecore": "sparseoffload"}
 
@@ -44,3 +49,39 @@ def compute_on(compute_type: str):
                                     replace=("_xla_compute_type", "_xla_stream_annotation",
                                              "inlineable")):
         yield
+
+
+def compute_on2(f=None, *, compute_type: str, out_memory_spaces, compiler_options=None):
+    """``f`` with its ops run on ``compute_type`` (as in ``compute_on``) and its results placed
+    in ``out_memory_spaces`` (a ``memory.Space``, or a tree prefix of the results). A
+    decorator too: ``@compute_on2(compute_type=..., out_memory_spaces=...)``.
+    ``compiler_options``: a JSON-serialisable dict for XLA's compiler of that compute type."""
+    if f is None:
+        return functools.partial(compute_on2, compute_type=compute_type,
+                                 out_memory_spaces=out_memory_spaces,
+                                 compiler_options=compiler_options)
+    if not isinstance(compute_type, str):
+        raise TypeError("`compute_on2`'s compute_type argument must be a string.")
+    _attributes(compute_type)
+    if compiler_options is not None:
+        try:
+            json.dumps(compiler_options)
+        except TypeError as e:
+            raise TypeError(f"compute_on2: compiler_options must be JSON-serialisable: {e}")
+
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        with compute_on(compute_type):
+            out = f(*args, **kwargs)
+        spaces = broadcast_prefix(out_memory_spaces, out, name="compute_on out_memory_spaces",
+                                  which="the function's results")
+        for space in spaces:
+            if not isinstance(space, MemorySpace):
+                raise TypeError(f"compute_on2: out_memory_spaces holds {space!r}; expected "
+                                "memory.Space values")
+            if space is not MemorySpace.Device:
+                raise NotImplementedError(
+                    f"compute_on2: results in {space} are not supported: plax's arrays live "
+                    "in device memory only (use memory.Space.Device).")
+        return out
+    return wrapped
