@@ -189,12 +189,56 @@ def betainc(a, b, x):
     return lax.betainc(*_broadcast_inexact("betainc", a, b, x))
 
 
+# d/ds zeta(s, q) = -sum over n >= 0 of log(n + q) (n + q)**-s, by Euler-Maclaurin: the first
+# _ZETA_HEAD terms summed, the rest as the derivative of (with a = q + _ZETA_HEAD)
+#   a**(1-s) / (s-1) + a**-s / 2 + sum_k B_2k / (2k)! s (s+1) ... (s+2k-2) a**(1-s-2k),
+# whose k-th term shrinks like (s + 2k)**2 / (2 pi a)**2 per step.
+_ZETA_HEAD = 12
+_BERNOULLI_EVEN = [(1, 6), (-1, 30), (1, 42), (-1, 30), (5, 66), (-691, 2730), (7, 6),
+                   (-3617, 510), (43867, 798), (-174611, 330), (854513, 138),
+                   (-236364091, 2730)]      # B_2, B_4, ..., B_24
+_ZETA_TAIL_COEFFS = [n / d / math.factorial(2 * k + 2)
+                     for k, (n, d) in enumerate(_BERNOULLI_EVEN)]
+
+
+def _zeta_ds(s, q):
+    """The derivative of the Hurwitz zeta function in s (same-shape, same-dtype s and q)."""
+    s, q = jnp.asarray(s), jnp.asarray(q)
+    dt = _dtype(s)
+    log_t = jnp.log(q[..., None] + np.arange(_ZETA_HEAD, dtype=dt))
+    head = jnp.sum(log_t * jnp.exp(jnp.negative(s[..., None]) * log_t), axis=-1)
+    a = q + _ZETA_HEAD
+    log_a = jnp.log(a)
+    power = jnp.exp((1 - s) * log_a)                       # a**(1-s)
+    inv_sm1 = 1 / (s - 1)
+    tail = power * inv_sm1 * (log_a + inv_sm1) + log_a * power / (2 * a)
+    inv_a2 = 1 / jnp.square(a)
+    poly, d_poly = s, jnp.ones_like(s)                     # s (s+1) ... (s+2k-2) and its s-slope
+    for k, c in enumerate(_ZETA_TAIL_COEFFS):
+        power = power * inv_a2                              # a**(1-s-2k) for term k + 1
+        tail = tail + c * power * (log_a * poly - d_poly)
+        for j in (2 * k + 1, 2 * k + 2):
+            poly, d_poly = poly * (s + j), d_poly * (s + j) + poly
+    return jnp.negative(head + tail).astype(dt)
+
+
+@custom_jvp
+def _zeta(x, q):
+    return lax.zeta(x, q)
+
+
+# d/dq zeta(x, q) = -x zeta(x + 1, q)
+_zeta.defjvps(lambda t, ans, x, q: t * _zeta_ds(x, q),
+              lambda t, ans, x, q: t * jnp.negative(x) * _zeta(x + 1, q))
+
+
 def zeta(x, q=None):
-    """The Hurwitz zeta function sum over n >= 0 of (n + q)**-x (Riemann's when q is None)."""
+    """The Hurwitz zeta function sum over n >= 0 of (n + q)**-x (Riemann's when q is None);
+    differentiable in both arguments."""
     if q is None:
         raise NotImplementedError("Riemann zeta function not implemented; pass q != None "
                                   "to compute the Hurwitz Zeta function.")
-    return lax.zeta(*_broadcast_inexact("zeta", x, q))
+    return _zeta(*_broadcast_inexact("zeta", x, q))
 
 
 def polygamma(n, x):
