@@ -149,8 +149,11 @@ def _erfcx_jvp(primals, tangents):
 
 def erfcx(x):
     """The scaled complementary error function exp(x**2) erfc(x), without the overflow and
-    underflow of computing the two apart. Real input only."""
-    return _erfcx(real_args("erfcx", x)[0])
+    underflow of computing the two apart; for complex x it is w(i x)."""
+    (x,) = promote_args_inexact("erfcx", x)
+    if dtypes.issubdtype(_dtype(x), np.complexfloating):
+        return _wofz(1j * x)
+    return _erfcx(x)
 
 
 # --- Dawson's integral ------------------------------------------------------------------------
