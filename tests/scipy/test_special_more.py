@@ -55,6 +55,25 @@ def test_zeta_derivatives():
         plax.grad(plax.lax.zeta)(2.0, 1.5)
 
 
+def test_gamma_complex_and_signed_zero():
+    rng = np.random.default_rng(48)
+    z = rng.uniform(-12, 12, 60) + 1j * rng.uniform(-6, 6, 60)
+    z = np.concatenate([z, [-0.5, -1.5, 0.5 + 1j, 0.5 - 1j, -2.5 + 1e-12j, -2.5 - 1e-12j,
+                            -3.0001, 20 + 3j, 1e-3j]])
+    with plax.enable_x64():
+        close(plax.jit(S.gamma)(z), sp.gamma(z), np.complex128, 1e-13, 0)
+        # gamma'(z) = gamma(z) digamma(z); at 1: -euler_gamma
+        close(plax.grad(lambda t: S.gamma(t).real)(1.0 + 0j), -np.euler_gamma + 0j,
+              np.complex128, 1e-13, 1e-15)
+    z32 = z.astype(np.complex64)
+    close(S.gamma(z32), sp.gamma(z32.astype(np.complex128)), np.complex64, 3e-5, 0)
+    poles = np.asarray(S.gamma(np.array([0, -1, -2, -5], np.complex64)))
+    assert np.isnan(poles.real).all() and np.isnan(poles.imag).all()
+    check_grads(S.gamma, (np.array([0.7 + 0.3j, -1.4 + 1j], np.complex64),), order=1,
+                rtol=1e-2, atol=1e-3, eps=1e-3)
+    check(S.gamma(np.array([-0.0, 0.0], np.float32)), [-np.inf, np.inf])
+
+
 def test_bessel():
     x = np.array([-3, -0.5, 0, 1, 4, 25], np.float32)
     check(S.i0e(x), sp.i0e(x))

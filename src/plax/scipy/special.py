@@ -16,7 +16,7 @@ from plax.core import dtypes
 from plax.numpy.util import check_arraylike, promote_args_inexact
 from plax.higher_order.custom_derivatives import custom_jvp
 from plax.scipy.special_gamma_family import (
-    bernoulli, boxcox, boxcox1p, comb, gammasgn, loggamma, poch)
+    bernoulli, boxcox, boxcox1p, comb, complex_gamma, gammasgn, loggamma, poch)
 from plax.scipy.special_faddeeva import dawsn, erfcx, fresnel, wofz
 from plax.scipy.special_integrals import owens_t, sici
 from plax.scipy.special_hypergeometric import hyp1f1, hyp2f1
@@ -370,15 +370,19 @@ def log_ndtr(x, series_order=3):
 
 # --- gamma and beta --------------------------------------------------------------------------
 def _gamma_sign(x):
-    """The sign of gamma(x): +1 for x > 0, alternating between the negative integers."""
+    """The sign of gamma(x): +1 for x > 0, alternating between the negative integers, and
+    that of zero at zero (gamma(-0.0) = -inf)."""
     floor_odd = jnp.not_equal(jnp.remainder(jnp.floor(x), 2), 0)
-    return jnp.where(jnp.logical_or(jnp.greater(x, 0), jnp.logical_not(floor_odd)),
+    sign = jnp.where(jnp.logical_or(jnp.greater(x, 0), jnp.logical_not(floor_odd)),
                      jnp.ones_like(x), -jnp.ones_like(x))
+    return jnp.where(jnp.equal(x, 0), jnp.copysign(jnp.ones_like(x), x), sign)
 
 
 def gamma(x):
-    """The gamma function (inf at 0, NaN at the negative integers)."""
+    """The gamma function (+-inf at +-0, NaN at the negative integers); complex x too."""
     x = _inexact("gamma", x)
+    if dtypes.issubdtype(_dtype(x), np.complexfloating):
+        return complex_gamma(x)
     out = jnp.multiply(_gamma_sign(x), jnp.exp(lax.lgamma(x)))
     neg_int = jnp.logical_and(jnp.less(x, 0), jnp.equal(jnp.floor(x), x))
     return jnp.where(neg_int, np.nan, out)
