@@ -130,6 +130,12 @@ def test_betainc():
                        np.array([1, 1, 0, -1, 0, 2, 2, 2, 2], np.float32),
                        np.array([.5, .5, .5, .5, .5, -.1, 0, 1, 1.1], np.float32))
     check(edge, [np.nan, 1, 0, np.nan, np.nan, np.nan, 0, 1, np.nan])
+    # infinite parameters, as SciPy: the mass sits at x = 1 (a = inf) or x = 0 (b = inf)
+    inf = np.inf
+    a = np.array([inf, inf, inf, 1, 0, inf, inf, 2], np.float32)
+    b = np.array([inf, inf, 1, inf, inf, 0, 2, inf], np.float32)
+    x = np.array([0.5, 0, 0.5, 0.5, 0.5, 0.5, 1, 0], np.float32)
+    check(lax.betainc(a, b, x), sp.betainc(a, b, x))
 
 
 def test_betainc_grads():

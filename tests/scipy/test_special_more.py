@@ -6,9 +6,9 @@ import scipy.special as sp
 import plax
 from plax.scipy import special as S
 from plax.test_util import check_grads
-from helpers import check_f32 as check
+from helpers import check_f32 as check, close
 
-F32 = np.dtype(np.float32)
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def test_promotion_and_broadcasting():
@@ -23,6 +23,55 @@ def test_promotion_and_broadcasting():
         S.polygamma(1.5, 1.0)
     with pytest.raises(NotImplementedError, match="Riemann zeta"):
         S.zeta(2.0)
+
+
+def _zeta_ds_reference(s, q, h=1e-3):
+    """d/ds zeta(s, q) by a five-point difference of SciPy's zeta (error ~h**4)."""
+    f = lambda d: sp.zeta(s + d * h, q)
+    return (f(-2) - 8 * f(-1) + 8 * f(1) - f(2)) / (12 * h)
+
+
+def test_zeta_derivatives():
+    s = np.array([2.3, 1.5, 5.0, 30.0, 2.0, 3.7, 12.0, 1.2])
+    q = np.array([1.3, 0.2, 100.0, 0.5, 1e-3, 7.5, 2.0, 0.7])
+    with plax.enable_x64():
+        ds = plax.vmap(plax.grad(S.zeta))(s, q)
+        close(ds, _zeta_ds_reference(s, q), F64, 1e-8, 0)
+        # zeta'(2) for Riemann's zeta: pi**2 / 6 (euler_gamma + log(2 pi) - 12 log A)
+        glaisher = 1.2824271291006226
+        want = np.pi ** 2 / 6 * (np.euler_gamma + np.log(2 * np.pi) - 12 * np.log(glaisher))
+        close(plax.grad(S.zeta)(2.0, 1.0), want, F64, 1e-13, 0)
+        # d/dq zeta(s, q) = -s zeta(s + 1, q), and again: s (s + 1) zeta(s + 2, q)
+        close(plax.vmap(plax.grad(S.zeta, 1))(s, q), -s * sp.zeta(s + 1, q), F64, 1e-12, 0)
+        dqq = plax.vmap(plax.grad(plax.grad(S.zeta, 1), 1))(s, q)
+        close(dqq, s * (s + 1) * sp.zeta(s + 2, q), F64, 1e-12, 0)
+    s32, q32 = s.astype(np.float32), q.astype(np.float32)
+    ds32 = plax.vmap(plax.grad(S.zeta))(s32, q32)
+    check(ds32, _zeta_ds_reference(s32.astype(F64), q32.astype(F64)), rtol=2e-5)
+    check_grads(S.zeta, (np.float32(2.5), np.float32(1.5)), order=1, rtol=1e-2, atol=1e-3,
+                eps=1e-3)
+    # the primitive itself stays without a rule, as lax.zeta is in JAX
+    with pytest.raises(NotImplementedError, match="Differentiation rule for 'zeta'"):
+        plax.grad(plax.lax.zeta)(2.0, 1.5)
+
+
+def test_gamma_complex_and_signed_zero():
+    rng = np.random.default_rng(48)
+    z = rng.uniform(-12, 12, 60) + 1j * rng.uniform(-6, 6, 60)
+    z = np.concatenate([z, [-0.5, -1.5, 0.5 + 1j, 0.5 - 1j, -2.5 + 1e-12j, -2.5 - 1e-12j,
+                            -3.0001, 20 + 3j, 1e-3j]])
+    with plax.enable_x64():
+        close(plax.jit(S.gamma)(z), sp.gamma(z), np.complex128, 1e-13, 0)
+        # gamma'(z) = gamma(z) digamma(z); at 1: -euler_gamma
+        close(plax.grad(lambda t: S.gamma(t).real)(1.0 + 0j), -np.euler_gamma + 0j,
+              np.complex128, 1e-13, 1e-15)
+    z32 = z.astype(np.complex64)
+    close(S.gamma(z32), sp.gamma(z32.astype(np.complex128)), np.complex64, 3e-5, 0)
+    poles = np.asarray(S.gamma(np.array([0, -1, -2, -5], np.complex64)))
+    assert np.isnan(poles.real).all() and np.isnan(poles.imag).all()
+    check_grads(S.gamma, (np.array([0.7 + 0.3j, -1.4 + 1j], np.complex64),), order=1,
+                rtol=1e-2, atol=1e-3, eps=1e-3)
+    check(S.gamma(np.array([-0.0, 0.0], np.float32)), [-np.inf, np.inf])
 
 
 def test_bessel():

@@ -488,6 +488,9 @@ def _betainc_impl(a, b, x):
     bad = or_(or_(lt(a, zero), lt(b, zero)), or_(lt(x, zero), gt(x, one)))
     a0, b0 = eq(a, zero), eq(b, zero)
     x0, x1 = eq(x, zero), eq(x, one)
+    a_inf, b_inf = eq(a, _k(a, np.inf)), eq(b, _k(b, np.inf))
+    # an infinite a (b) weighs everything on x = 1 (x = 0), like b = 0 (a = 0)
+    a0, b0 = or_(a0, b_inf), or_(b0, a_inf)
     special = or_(or_(or_(bad, nan), or_(a0, b0)), or_(x0, x1))
     sa, sb = _where(special, 1.0, a), _where(special, 1.0, b)
     sx = _where(special, 0.5, x)
@@ -501,7 +504,7 @@ def _betainc_impl(a, b, x):
     # x = 1 gives 1 (as SciPy).
     val = _where(a0, 1.0, _where(b0, 0.0, val))
     val = _where(x0, 0.0, _where(x1, 1.0, val))
-    invalid = or_(or_(bad, nan), and_(a0, b0))
+    invalid = or_(or_(bad, nan), and_(a0, b0))       # (both infinite among these)
     return _where(invalid, np.nan, val)
 
 

@@ -16,7 +16,7 @@ from plax.core import dtypes
 from plax.numpy.util import check_arraylike, promote_args_inexact
 from plax.higher_order.custom_derivatives import custom_jvp
 from plax.scipy.special_gamma_family import (
-    bernoulli, boxcox, boxcox1p, comb, gammasgn, loggamma, poch)
+    bernoulli, boxcox, boxcox1p, comb, complex_gamma, gammasgn, loggamma, poch)
 from plax.scipy.special_faddeeva import dawsn, erfcx, fresnel, wofz
 from plax.scipy.special_integrals import owens_t, sici
 from plax.scipy.special_hypergeometric import hyp1f1, hyp2f1
@@ -189,12 +189,56 @@ def betainc(a, b, x):
     return lax.betainc(*_broadcast_inexact("betainc", a, b, x))
 
 
+# d/ds zeta(s, q) = -sum over n >= 0 of log(n + q) (n + q)**-s, by Euler-Maclaurin: the first
+# _ZETA_HEAD terms summed, the rest as the derivative of (with a = q + _ZETA_HEAD)
+#   a**(1-s) / (s-1) + a**-s / 2 + sum_k B_2k / (2k)! s (s+1) ... (s+2k-2) a**(1-s-2k),
+# whose k-th term shrinks like (s + 2k)**2 / (2 pi a)**2 per step.
+_ZETA_HEAD = 12
+_BERNOULLI_EVEN = [(1, 6), (-1, 30), (1, 42), (-1, 30), (5, 66), (-691, 2730), (7, 6),
+                   (-3617, 510), (43867, 798), (-174611, 330), (854513, 138),
+                   (-236364091, 2730)]      # B_2, B_4, ..., B_24
+_ZETA_TAIL_COEFFS = [n / d / math.factorial(2 * k + 2)
+                     for k, (n, d) in enumerate(_BERNOULLI_EVEN)]
+
+
+def _zeta_ds(s, q):
+    """The derivative of the Hurwitz zeta function in s (same-shape, same-dtype s and q)."""
+    s, q = jnp.asarray(s), jnp.asarray(q)
+    dt = _dtype(s)
+    log_t = jnp.log(q[..., None] + np.arange(_ZETA_HEAD, dtype=dt))
+    head = jnp.sum(log_t * jnp.exp(jnp.negative(s[..., None]) * log_t), axis=-1)
+    a = q + _ZETA_HEAD
+    log_a = jnp.log(a)
+    power = jnp.exp((1 - s) * log_a)                       # a**(1-s)
+    inv_sm1 = 1 / (s - 1)
+    tail = power * inv_sm1 * (log_a + inv_sm1) + log_a * power / (2 * a)
+    inv_a2 = 1 / jnp.square(a)
+    poly, d_poly = s, jnp.ones_like(s)                     # s (s+1) ... (s+2k-2) and its s-slope
+    for k, c in enumerate(_ZETA_TAIL_COEFFS):
+        power = power * inv_a2                              # a**(1-s-2k) for term k + 1
+        tail = tail + c * power * (log_a * poly - d_poly)
+        for j in (2 * k + 1, 2 * k + 2):
+            poly, d_poly = poly * (s + j), d_poly * (s + j) + poly
+    return jnp.negative(head + tail).astype(dt)
+
+
+@custom_jvp
+def _zeta(x, q):
+    return lax.zeta(x, q)
+
+
+# d/dq zeta(x, q) = -x zeta(x + 1, q)
+_zeta.defjvps(lambda t, ans, x, q: t * _zeta_ds(x, q),
+              lambda t, ans, x, q: t * jnp.negative(x) * _zeta(x + 1, q))
+
+
 def zeta(x, q=None):
-    """The Hurwitz zeta function sum over n >= 0 of (n + q)**-x (Riemann's when q is None)."""
+    """The Hurwitz zeta function sum over n >= 0 of (n + q)**-x (Riemann's when q is None);
+    differentiable in both arguments."""
     if q is None:
         raise NotImplementedError("Riemann zeta function not implemented; pass q != None "
                                   "to compute the Hurwitz Zeta function.")
-    return lax.zeta(*_broadcast_inexact("zeta", x, q))
+    return _zeta(*_broadcast_inexact("zeta", x, q))
 
 
 def polygamma(n, x):
@@ -326,15 +370,19 @@ def log_ndtr(x, series_order=3):
 
 # --- gamma and beta --------------------------------------------------------------------------
 def _gamma_sign(x):
-    """The sign of gamma(x): +1 for x > 0, alternating between the negative integers."""
+    """The sign of gamma(x): +1 for x > 0, alternating between the negative integers, and
+    that of zero at zero (gamma(-0.0) = -inf)."""
     floor_odd = jnp.not_equal(jnp.remainder(jnp.floor(x), 2), 0)
-    return jnp.where(jnp.logical_or(jnp.greater(x, 0), jnp.logical_not(floor_odd)),
+    sign = jnp.where(jnp.logical_or(jnp.greater(x, 0), jnp.logical_not(floor_odd)),
                      jnp.ones_like(x), -jnp.ones_like(x))
+    return jnp.where(jnp.equal(x, 0), jnp.copysign(jnp.ones_like(x), x), sign)
 
 
 def gamma(x):
-    """The gamma function (inf at 0, NaN at the negative integers)."""
+    """The gamma function (+-inf at +-0, NaN at the negative integers); complex x too."""
     x = _inexact("gamma", x)
+    if dtypes.issubdtype(_dtype(x), np.complexfloating):
+        return complex_gamma(x)
     out = jnp.multiply(_gamma_sign(x), jnp.exp(lax.lgamma(x)))
     neg_int = jnp.logical_and(jnp.less(x, 0), jnp.equal(jnp.floor(x), x))
     return jnp.where(neg_int, np.nan, out)

@@ -51,7 +51,7 @@ def _complex_of(dtype):
 # complex arithmetic slowly (seconds), the loops in a fraction of that.
 def _horner(coefficients, z):
     """The polynomial with ``coefficients`` (highest power first) at z."""
-    table = jnp.asarray(coefficients, _real_part_dtype(_dtype(z)))
+    table = jnp.asarray(coefficients, _dtype(z))      # z's own dtype: no real/complex mixing
 
     def add(i, acc):
         return acc * z + table[i]
@@ -59,15 +59,11 @@ def _horner(coefficients, z):
     return lax.fori_loop(0, len(coefficients), add, jnp.zeros_like(z))
 
 
-def _real_part_dtype(dtype):
-    return np.dtype(np.float64 if np.dtype(dtype) in (np.complex128, np.float64) else np.float32)
-
-
 def _fraction(x, depth, sign):
     """t = x + sign (k / 2) / t from k = depth down to 1, starting from t = x: Laplace's
     continued fraction for w (sign -1) and its form on the imaginary axis (sign +1)."""
     def level(i, t):
-        k = (depth - i).astype(_real_part_dtype(_dtype(x)))
+        k = (depth - i).astype(_dtype(x))
         return x + sign * (k / 2) / t
 
     return lax.fori_loop(0, depth, level, x)
@@ -153,8 +149,11 @@ def _erfcx_jvp(primals, tangents):
 
 def erfcx(x):
     """The scaled complementary error function exp(x**2) erfc(x), without the overflow and
-    underflow of computing the two apart. Real input only."""
-    return _erfcx(real_args("erfcx", x)[0])
+    underflow of computing the two apart; for complex x it is w(i x)."""
+    (x,) = promote_args_inexact("erfcx", x)
+    if dtypes.issubdtype(_dtype(x), np.complexfloating):
+        return _wofz(1j * x)
+    return _erfcx(x)
 
 
 # --- Dawson's integral ------------------------------------------------------------------------

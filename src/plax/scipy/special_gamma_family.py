@@ -87,6 +87,37 @@ def _complex_loggamma(z):
     return jnp.where(bad, complex(np.nan, np.nan), out).astype(_dtype(z))
 
 
+# gamma(z) for complex z: for Re z >= 1/2, exp(loggamma(z + 10) - sum_k<10 log(z + k)) with
+# Stirling's series at z + 10; below, the reflection gamma(z) = pi / (sin(pi z) gamma(1 - z)).
+# A fixed number of shifts keeps it differentiable in both modes.
+_COMPLEX_GAMMA_SHIFTS = 10
+
+
+def complex_gamma(z):
+    """gamma(z) for complex z: NaN + NaN i at the poles 0, -1, -2, ..."""
+    dt = _dtype(z)
+    re, im = jnp.real(z), jnp.imag(z)
+    pole = jnp.equal(im, 0) & jnp.less_equal(re, 0) & jnp.equal(jnp.floor(re), re)
+    reflect = jnp.less(re, 0.5)
+    w = jnp.where(reflect, 1 - z, z).astype(dt)
+    logs = jnp.zeros_like(w)
+    for k in range(_COMPLEX_GAMMA_SHIFTS):
+        logs = logs + jnp.log(w + k)
+    v = w + _COMPLEX_GAMMA_SHIFTS
+    inverse, inverse_sq = 1 / v, 1 / jnp.square(v)
+    series = jnp.zeros_like(v)
+    for c in reversed(_stirling_coefficients()):
+        series = series * inverse_sq + c
+    g = jnp.exp((v - 0.5) * jnp.log(v) - v + 0.5 * np.log(2 * np.pi) + series * inverse - logs)
+    # sin(pi z) = (-1)**n sin(pi (z - n)) with n the integer nearest Re z, exact near the poles
+    zr = jnp.where(reflect & jnp.logical_not(pole), z, 0.5).astype(dt)
+    n = jnp.round(jnp.real(zr))
+    sign = 1 - 2 * jnp.remainder(n, 2)
+    sine = sign.astype(dt) * jnp.sin(np.pi * (zr - n.astype(dt)))
+    out = jnp.where(reflect, np.pi / (sine * g), g)
+    return jnp.where(pole, complex(np.nan, np.nan), out).astype(dt)
+
+
 # --- the Pochhammer symbol --------------------------------------------------------------------
 def _log_abs_gamma_ratio(z, m):
     """log |gamma(z + m) / gamma(z)| and its sign, for z and z + m off the poles."""

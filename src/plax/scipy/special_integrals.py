@@ -7,7 +7,9 @@ import numpy as np
 from plax import lax
 from plax import numpy as jnp
 from plax.api.jit import jit
+from plax.core import dtypes
 from plax.higher_order.custom_derivatives import custom_jvp
+from plax.numpy.util import promote_args_inexact
 from plax.scipy.special_common import dtype_of as _dtype, real_args as _real
 
 __all__ = ["sici", "owens_t"]
@@ -45,11 +47,11 @@ def _sici_series(x):
 def _sici_large(x):
     """From E1(i x) = -Ci(x) + i (Si(x) - pi / 2), with E1(z) = exp(-z) / (z + 1 - 1 / (z + 3 -
     4 / (z + 5 - 9 / ...))) evaluated from the bottom."""
-    z = lax.convert_element_type(x, _complex_of(_dtype(x))) * 1j
-    real = _dtype(x)
+    cdt = _complex_of(_dtype(x))
+    z = lax.convert_element_type(x, cdt) * 1j
 
     def level(i, t):
-        k = (_E1_FRACTION_DEPTH - i).astype(real)
+        k = (_E1_FRACTION_DEPTH - i).astype(cdt)     # complex, so no float/complex mixing
         return z + (2 * k - 1) - (k * k) / t
 
     t = lax.fori_loop(0, _E1_FRACTION_DEPTH, level, z + (2 * _E1_FRACTION_DEPTH + 1))
@@ -95,7 +97,9 @@ def sici(x):
     """The sine and cosine integrals (Si(x), Ci(x)): the integral from 0 to x of sin(t) / t,
     and euler_gamma + log(x) + the integral from 0 to x of (cos(t) - 1) / t. Real input only;
     for x < 0, Ci is given as Ci(|x|)."""
-    (x,) = _real("sici", x)
+    (x,) = promote_args_inexact("sici", x)
+    if dtypes.issubdtype(_dtype(x), np.complexfloating):
+        raise ValueError(f"Argument `x` to sici must be real-valued. Got dtype {_dtype(x)}.")
     return _sici(x)
 
 
