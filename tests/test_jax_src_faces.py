@@ -161,12 +161,15 @@ def test_dispatch_runtime_tokens_clear_waits_and_ordered_effects_go_on():
     plax.jit(f)(1)
     dispatch.runtime_tokens.clear()  # JAX's tests call it in tearDown
     assert seen == [1]
+    assert dispatch.runtime_tokens.current_tokens == {}
     plax.jit(f)(2)
+    (effect, first), = dispatch.runtime_tokens.current_tokens.items()
+    assert effect.ordered
     plax.jit(f)(3)
     dispatch.runtime_tokens.block_until_ready()
     assert seen == [1, 2, 3]
-    with pytest.raises(AttributeError, match="current_tokens"):
-        dispatch.runtime_tokens.current_tokens
+    # Each run having the effect leaves a new token for it.
+    assert dispatch.runtime_tokens.current_tokens[effect] is not first
 
 
 @pytest.mark.parametrize("value,dtype,weak", [

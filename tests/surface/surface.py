@@ -51,9 +51,6 @@ NOT_PROVIDED: dict[tuple[str, str], str] = {
         "ConstantHandler", "LoweringParameters", "LoweringResult", "ShapePolyLoweringState",
         "ir_tree_registry", "ir_type_handlers", "lower_jaxpr_to_module", "lowerable_effects",
         "register_constant_handler")},
-    ("jax.interpreters.mlir", "TokenSet"): (
-        "threads ordered-effect tokens through a rule written with jaxlib's bindings, which "
-        "plax's adapter does not do; pure_callback/io_callback cover host calls"),
     **{("jax.experimental.sparse.transform", name): (
         "a loop variable JAX's module leaves behind after registering its rules (it holds "
         "whichever rule or name came last), not an API")

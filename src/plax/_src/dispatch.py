@@ -25,10 +25,14 @@ def simple_impl(prim) -> None:
 
 
 class RuntimeTokens:
-    """JAX's ``dispatch.runtime_tokens`` as far as plax has one: ``clear()`` waits for the
-    effects issued so far and forgets the ordered-effect tokens (plax keeps one token per
-    set of devices, ``plax.runtime.tokens``, not one per effect, so there is no
-    ``current_tokens`` to read)."""
+    """JAX's ``dispatch.runtime_tokens``: ``clear()`` waits for the effects issued so far
+    and forgets the ordered-effect tokens; ``current_tokens`` maps each ordered effect to
+    the token the last run having it returned (plax threads one token per set of devices,
+    ``plax.runtime.tokens``, which runs with other ordered effects advance too)."""
+
+    @property
+    def current_tokens(self) -> dict:
+        return _tokens.current_tokens()
 
     def clear(self) -> None:
         _tokens.barrier()

@@ -97,7 +97,9 @@ class AccumEffect(RefEffect):
 
 
 class EffectTypeSet:
-    """A set of effect classes (JAX's registries in which libraries declare their effects)."""
+    """A set of effect classes: a registry in which libraries declare what their effects
+    may do (JAX's registries). plax's own effects may do everything, so every registry
+    contains them."""
 
     def __init__(self):
         self._types: set = set()
@@ -106,15 +108,48 @@ class EffectTypeSet:
         self._types.add(effect_type)
 
     def contains(self, effect) -> bool:
-        return isinstance(effect, tuple(self._types))
+        return _plax_own(effect) or isinstance(effect, tuple(self._types))
+
+    def filter_in(self, effects) -> list:
+        return [e for e in effects if self.contains(e)]
 
     def filter_not_in(self, effects) -> list:
         return [e for e in effects if not self.contains(e)]
 
 
-# The effects libraries declare allowed inside control flow (JAX's registry). plax lets
-# every effect into cond/while/scan bodies, so it records the declarations only.
+def _plax_own(effect) -> bool:
+    return type(effect).__module__.split(".", 1)[0] == "plax"
+
+
+class _OrderedEffectTypes(EffectTypeSet):
+    """Effect types that run in program order: adding one sets its ``ordered``."""
+
+    def add_type(self, effect_type) -> None:
+        effect_type.ordered = True
+        super().add_type(effect_type)
+
+    def contains(self, effect) -> bool:
+        return bool(getattr(effect, "ordered", False))
+
+
+# The registries of what a library's effect types may do (JAX's): be lowered, occur in
+# cond/while/scan bodies, under checkpoint's partial evaluation, in custom_jvp/custom_vjp
+# functions, and be ordered (``ordered_effects.add_type`` sets the type's ``ordered``).
+lowerable_effects = EffectTypeSet()
 control_flow_allowed_effects = EffectTypeSet()
+remat_allowed_effects = EffectTypeSet()
+custom_derivatives_allowed_effects = EffectTypeSet()
+partial_eval_jaxpr_custom_rules_allowed_effects = EffectTypeSet()
+ordered_effects = _OrderedEffectTypes()
+
+
+def check_allowed(effects, registry: EffectTypeSet, where: str) -> None:
+    """NotImplementedError when some of ``effects`` are not declared in ``registry`` as
+    allowed ``where`` (e.g. "in `cond`")."""
+    refused = registry.filter_not_in(effects)
+    if refused:
+        raise NotImplementedError(f"Effects not supported {where}: {refused}")
+
 
 debug_effect = DebugEffect("Debug")
 ordered_debug_effect = OrderedDebugEffect("OrderedDebug")
@@ -130,7 +165,8 @@ no_effects: frozenset = frozenset()
 
 def without_order(effects) -> frozenset:
     """``effects`` with each ordered effect replaced by its unordered counterpart."""
-    return frozenset(getattr(e, "unordered", e) if e.ordered else e for e in effects)
+    return frozenset(getattr(e, "unordered", e) if getattr(e, "ordered", False) else e
+                     for e in effects)
 
 
 def eqn_effects(eqn) -> frozenset:
@@ -253,8 +289,8 @@ def jaxpr_effects(jaxpr) -> frozenset:
 
 def ordered_effects_of(effects) -> list:
     """The ordered effects among ``effects``, in a stable order."""
-    return sorted((e for e in effects if e.ordered), key=lambda e: e.name)
+    return sorted((e for e in effects if getattr(e, "ordered", False)), key=repr)
 
 
 def has_ordered_effects(jaxpr) -> bool:
-    return any(e.ordered for e in jaxpr_effects(jaxpr))
+    return any(getattr(e, "ordered", False) for e in jaxpr_effects(jaxpr))

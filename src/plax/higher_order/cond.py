@@ -28,7 +28,8 @@ from plax.core.dce import dce_closed, jaxpr_has_effects
 from plax.core.jaxpr import ClosedJaxpr, open_jaxpr
 from plax.core.primitive import Primitive
 from plax.core.replication import union
-from plax.core.effects import AccumEffect, WriteEffect
+from plax.core.effects import (AccumEffect, WriteEffect, check_allowed,
+                               control_flow_allowed_effects, jaxpr_effects)
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, discharge_rules,
                              is_undefined,
                              jvp_rules, not_mapped, param_printers, partial_eval_rules,
@@ -188,6 +189,8 @@ def _bind_cond_plain(index, funs, names, operands, api, platforms=None):
     leaves, in_tree = tree_util.tree_flatten(tuple(operands))
     avals = avals_of(leaves)
     traced = [trace_body(f, in_tree, avals, f"{api} branch") for f in funs]
+    check_allowed(frozenset().union(*(jaxpr_effects(c) for c, _ in traced)),
+                  control_flow_allowed_effects, f"in `{api}`")
     # JAX reports cond's mismatches as true_fun against false_fun, switch's against branch 0.
     ref = len(funs) - 1 if api == "cond" else 0
     for i, (closed, tree) in enumerate(traced):

@@ -43,6 +43,8 @@ from plax import tree_util
 from plax.core import dtypes, errors
 from plax.core.avals import ShapedArray
 from plax.core.dce import dce_closed, jaxpr_has_effects
+from plax.core.effects import (check_allowed, custom_derivatives_allowed_effects,
+                               jaxpr_effects)
 from plax.core.jaxpr import ClosedJaxpr, call_out_avals, consts_as_inputs, eval_jaxpr
 from plax.core.primitive import NamedCallable, Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, impl_rules,
@@ -370,6 +372,8 @@ def _bind_staged(prim, args, params):
             f"{params['name']} writes a mutable array reference it closes over while being "
             "staged: under jit, write the reference outside the custom_jvp/custom_vjp "
             "function, or return the new value)."))
+    check_allowed(jaxpr_effects(jaxpr), custom_derivatives_allowed_effects,
+                  f"in `{prim.name.removesuffix('_call')}`")
     # Closed-over values become leading arguments, so enclosing traces see them as inputs.
     call, consts = consts_as_inputs(ClosedJaxpr(jaxpr, consts))
     return Primitive.bind(prim, *consts, *args, call_jaxpr=call, num_consts=len(consts),

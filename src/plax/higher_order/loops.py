@@ -53,7 +53,8 @@ from plax.higher_order.bodies import (as_array, avals_of, carry_fixed_point, che
                                           trace_closed, widen_inputs, wrapper_for)
 from plax.lowering.consts import const_operands
 from plax.lowering.inline import lower_fun
-from plax.core.effects import has_ordered_effects
+from plax.core.effects import (check_allowed, control_flow_allowed_effects, has_ordered_effects,
+                               jaxpr_effects)
 from plax.lowering.stablehlo import abstract_token, lower_jaxpr_body
 from plax.transforms.discharge import run_discharged
 from plax.transforms.toolkit import batch_jaxpr, jvp_jaxpr, partial_eval_jaxpr
@@ -134,6 +135,8 @@ def _while_loop(cond_fun, body_fun, init_val):
             raise TypeError(f"cond_fun must return a boolean scalar, but got output type(s) "
                             f"{list(cond_closed.out_avals)}.")
         body_closed, body_tree = trace_body(body_fun, in_tree, avals, "while_loop body_fun")
+        check_allowed(jaxpr_effects(cond_closed) | jaxpr_effects(body_closed),
+                      control_flow_allowed_effects, "in `while`")
         return cond_closed, body_closed, body_tree
 
     cond_closed, body_closed, body_tree = trace(avals)

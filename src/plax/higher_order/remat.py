@@ -16,6 +16,7 @@ import numpy as np
 
 from plax import tree_util
 from plax.core.dce import dce_closed, jaxpr_has_effects
+from plax.core.effects import check_allowed, jaxpr_effects, remat_allowed_effects
 from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, consts_as_inputs, eval_jaxpr
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, dce_rules, discharge_rules,
@@ -91,6 +92,8 @@ jvp_rules[checkpoint_p] = _jvp
 def _partial_eval(trace, args, params):
     """Known outputs (and policy-saved intermediates) now; the rest staged as a checkpoint."""
     closed, policy = params["jaxpr"], params["policy"]
+    check_allowed(jaxpr_effects(closed), remat_allowed_effects,
+                  "in partial-eval of `checkpoint`/`remat`")
     j = closed.jaxpr
     unknown_vars = {v for v, a in zip(j.invars, args) if trace.is_unknown(a)}
     saved = []

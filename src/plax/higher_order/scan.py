@@ -40,6 +40,7 @@ from plax.first_order import shapes as _shapes
 from plax.first_order import slicing as _slicing
 from plax.first_order.ad_util import add_tangents, instantiate, zeros_like_aval
 from plax.first_order.batch_util import move_batch_dim, moveaxis
+from plax.core.effects import check_allowed, control_flow_allowed_effects, jaxpr_effects
 from plax.higher_order import ref_effects
 from plax.higher_order.loops import lower_carry
 from plax.core.hi_types import hi_value_types, lower_tree, raise_tree
@@ -148,6 +149,7 @@ def _scan(f, init, xs, length, reverse, unroll):
 
     def trace(carry_avals):
         closed, out_tree = trace_body(f, in_tree, list(carry_avals) + x_avals, "scan body")
+        check_allowed(jaxpr_effects(closed), control_flow_allowed_effects, "in `scan`")
         # The pair is read off the structure: no node of the body's is rebuilt from stand-ins.
         root = out_tree.node_data()
         halves = out_tree.children()

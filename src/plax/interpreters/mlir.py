@@ -27,7 +27,7 @@ from plax.sharding.mesh import Mesh  # noqa: F401
 from plax.lowering import mlir_bindings as _bindings
 from plax.lowering.inline import lower_fun as _plax_lower_fun
 from plax.lowering.mlir_bindings import (  # noqa: F401
-    AxisContext, LoweringRuleContext, ModuleContext, SPMDAxisContext, ShardingContext,
+    AxisContext, LoweringRuleContext, ModuleContext, SPMDAxisContext, ShardingContext, TokenSet,
     aval_to_ir_type, dense_int_array, dense_int_elements,
     dtype_to_ir_type, flatten_ir_types, flatten_ir_values, hlo, i32_attr, i64_attr, ir,
     ir_constant, ir_constants, make_ir_context, module_to_bytecode, module_to_string,
@@ -39,7 +39,7 @@ __all__ = ["LoweringRuleContext", "ModuleContext", "aval_to_ir_type", "aval_to_i
            "lower_fun", "make_ir_context", "module_to_bytecode", "module_to_string",
            "register_lowering", "token_type", "unflatten_ir_values_like_types",
            "AxisContext", "DEVICE_TO_DEVICE_TYPE", "LoweringRule", "SPMDAxisContext",
-           "ShardingContext", "Mesh", "MeshAxisName",
+           "ShardingContext", "Mesh", "MeshAxisName", "TokenSet",
            "RECV_FROM_HOST_TYPE", "SEND_TO_HOST_TYPE", "Token", "Value", "core_call_lowering",
            "emit_python_callback", "ir_attribute", "jaxpr_subcomp", "lower_jaxpr_to_fun", "merge_mlir_modules",
            "shape_tensor"]
@@ -79,9 +79,11 @@ def register_lowering(prim, rule, platform: str | None = None, inline: bool = Tr
     "tpu"; all platforms by default). ``rule`` is a ``lower_fun`` rule (or another object
     with a ``plax_rule``, as ``ffi.ffi_lowering`` makes) or a rule written with jaxlib's MLIR
     bindings."""
-    del inline, cacheable
+    del cacheable
     # A rule object carrying a plax rule (lower_fun's, ffi_lowering's) lowers with that.
-    plax_rule = getattr(rule, "plax_rule", None) or _bindings.bindings_rule(rule, prim)
+    # (XLA inlines every bindings rule's function; not inline, it is named after prim.)
+    plax_rule = getattr(rule, "plax_rule", None) or _bindings.bindings_rule(
+        rule, prim, None if inline else prim.name)
     if platform is None:
         _register(prim, plax_rule)
     else:

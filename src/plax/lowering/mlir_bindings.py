@@ -24,13 +24,14 @@ from jaxlib.mlir.dialects import chlo, func as func_dialect, stablehlo as hlo  #
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.caches import BoundedCache
+from plax.core.effects import ordered_effects_of, own_effects
 from plax.core.trace import EMPTY_NAME_STACK
 from plax.lowering.stablehlo import (AbstractToken, RuleContext, abstract_token,
                                      dense_elements, element_type, tensor_type)
 from plax.runtime.xla import mlir_context
 
 __all__ = ["AxisContext", "LoweringRuleContext", "ModuleContext", "SPMDAxisContext",
-           "ShardingContext", "aval_to_ir_type", "bindings_rule",
+           "ShardingContext", "TokenSet", "aval_to_ir_type", "bindings_rule",
            "dense_int_array", "dense_int_elements", "dtype_to_ir_type", "flatten_ir_types",
            "flatten_ir_values", "hlo", "i32_attr", "i64_attr", "ir", "ir_constant",
            "ir_constants", "make_ir_context", "module_to_bytecode", "module_to_string",
@@ -69,6 +70,46 @@ class ModuleContext:
         return len(self.host_callbacks) - 1
 
 
+class TokenSet:
+    """The effect tokens a bindings rule takes (``ctx.tokens_in``) and gives back
+    (``ctx.set_tokens_out``): an ordered mapping from each ordered effect of the equation
+    to its token value."""
+
+    def __init__(self, *args, **kwargs):
+        self._tokens = dict(*args, **kwargs)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def __repr__(self) -> str:
+        return f"TokenSet({self._tokens!r})"
+
+    def get(self, effect):
+        return self._tokens[effect]
+
+    @classmethod
+    def create(cls, effects) -> "TokenSet":
+        """A fresh token (``stablehlo.create_token``) for each of ``effects``."""
+        return cls({e: hlo.create_token() for e in effects})
+
+    def items(self) -> tuple:
+        return tuple(self._tokens.items())
+
+    def effects(self) -> set:
+        return set(self._tokens)
+
+    def subset(self, effects) -> "TokenSet":
+        """The tokens of ``effects``, in that order."""
+        return TokenSet({e: self._tokens[e] for e in effects})
+
+    def update_tokens(self, tokens: "TokenSet") -> "TokenSet":
+        """These tokens with those of ``tokens`` replacing them (this set when it is
+        empty)."""
+        if not tokens:
+            return self
+        return TokenSet({**self._tokens, **tokens._tokens})
+
+
 class LoweringRuleContext:
     """What a bindings rule gets as ``ctx``: its primitive, operand and result types, the
     module context and the platform (JAX's field names)."""
@@ -80,7 +121,7 @@ class LoweringRuleContext:
         self.avals_out = list(avals_out)
         self.name_stack = EMPTY_NAME_STACK
         self.traceback = None
-        self.tokens_in = None
+        self.tokens_in = TokenSet()
         self.tokens_out = None
         self.const_lowering = {}
         self.axis_size_env = None
@@ -323,22 +364,26 @@ _built = BoundedCache("MLIR-bindings lowering functions", maxsize=1024)
 
 
 def _build(jax_rule, prim, avals_in, avals_out, params, platform: str,
-           axis_context=None) -> tuple[str, list]:
+           axis_context=None, ordered=()) -> tuple[str, list]:
     """The text of a private function computing ``jax_rule``'s ops (named _PLACEHOLDER), and
-    the host callbacks it calls (by slot)."""
+    the host callbacks it calls (by slot). With ``ordered`` effects, the function takes a
+    token for each of them first and returns the rule's ``tokens_out`` first."""
     with mlir_context(), ir.Location.unknown():
         module = ir.Module.create()
+        tokens = [token_type()] * len(ordered)
         in_types = [aval_to_ir_type(a) for a in avals_in]
         out_types = [aval_to_ir_type(a) for a in avals_out]
         with ir.InsertionPoint(module.body):
-            fn = func_dialect.FuncOp(_PLACEHOLDER, ir.FunctionType.get(in_types, out_types),
-                                     visibility="private")
+            fn = func_dialect.FuncOp(_PLACEHOLDER, ir.FunctionType.get(
+                tokens + in_types, tokens + out_types), visibility="private")
         block = fn.add_entry_block()
         module_context = ModuleContext(mlir_context(), module, platform)
         module_context.axis_context = axis_context
         ctx = LoweringRuleContext(module_context, prim, avals_in, avals_out, platform)
+        args = list(block.arguments)
+        ctx.tokens_in = TokenSet(zip(ordered, args[:len(ordered)]))
         with ir.InsertionPoint(block):
-            outs = jax_rule(ctx, *block.arguments, **params)
+            outs = jax_rule(ctx, *args[len(ordered):], **params)
             try:
                 flat = flatten_ir_values(outs)
             except TypeError:
@@ -350,9 +395,23 @@ def _build(jax_rule, prim, avals_in, avals_out, params, platform: str,
                 raise TypeError(f"The lowering rule of {prim} returned values of types "
                                 f"({', '.join(got)}) where the primitive's abstract evaluation "
                                 f"says ({', '.join(want)}).")
-            func_dialect.ReturnOp(flat)
+            func_dialect.ReturnOp(_tokens_out(ctx, prim, ordered) + flat)
         return ("\n".join(op.operation.get_asm(enable_debug_info=False)
                            for op in module.body.operations), module_context.host_callbacks)
+
+
+def _tokens_out(ctx: LoweringRuleContext, prim, ordered) -> list:
+    """The token values a rule set for the equation's ``ordered`` effects, checked."""
+    out = ctx.tokens_out
+    if not ordered and not out:
+        return []
+    if out is None:
+        raise ValueError(f"Lowering rule for `{prim}` needs to set `tokens_out` because "
+                         f"its equation has ordered effects: {list(ordered)}.")
+    if out.effects() != set(ordered):
+        raise ValueError(f"Lowering rule for `{prim}` returns incorrect set of output tokens: "
+                         f"expected tokens for {list(ordered)}, got {list(out.effects())}.")
+    return [out.get(e) for e in ordered]
 
 
 def _splice(module, key, text: str, main_name: str) -> str:
@@ -371,32 +430,46 @@ def _splice(module, key, text: str, main_name: str) -> str:
     return renames[_PLACEHOLDER]
 
 
-def bindings_rule(jax_rule, prim):
+def bindings_rule(jax_rule, prim, name: str | None = None):
     """A plax lowering rule running ``jax_rule``, a rule written with jaxlib's MLIR bindings
-    (``jax_rule(ctx, *ir_values, **params) -> [ir.Value, ...]``)."""
+    (``jax_rule(ctx, *ir_values) -> [ir.Value, ...]``); the function it builds is named
+    ``name`` (by default after the primitive and "_lowering"). The equation's ordered
+    effects reach the rule as ``ctx.tokens_in``, each the current token."""
     def rule(ctx: RuleContext, *operands, **params):
         if any(a is abstract_token or isinstance(a, AbstractToken)
                for a in (*ctx.avals_in, *ctx.avals_out)):
             raise NotImplementedError(f"The MLIR-bindings lowering of {prim} takes or makes "
                                       "an effect token, which plax's adapter does not pass.")
+        ordered = tuple(ordered_effects_of(own_effects(prim, ctx.avals_in, params)))
+        if ordered and ctx.fn.token is None:
+            raise NotImplementedError(f"{prim} has ordered effects but was lowered in a "
+                                      "function that has no ordered-effect token.")
         platform = ctx.platform
         axis_context = _axis_context(ctx)
         try:
             key = (jax_rule, tuple(ctx.avals_in), tuple(ctx.avals_out),
-                   tuple(sorted(params.items())), platform, axis_context)
+                   tuple(sorted(params.items())), platform, axis_context, ordered)
             hash(key)
         except TypeError:  # unhashable parameters: built for each use
             key = None
         text = _built.get(key) if key is not None else None
         if text is None:
             text, callbacks = _build(jax_rule, prim, ctx.avals_in, ctx.avals_out, params,
-                                     platform, axis_context)
+                                     platform, axis_context, ordered)
             if callbacks:  # each build has callbacks of its own, indexed in this module
                 key, text = None, _renumber_slots(text, callbacks, ctx.fn.module)
             elif key is not None:
                 _built.put(key, text)
-        name = _splice(ctx.fn.module, key, text, f"{prim.name}_lowering")
-        outs = ctx.op("func.call", list(operands), props=f"callee = @{name}")
+        callee = _splice(ctx.fn.module, key, text, name or f"{prim.name}_lowering")
+        n = len(ordered)
+        outs = ctx.op("func.call", [ctx.fn.token] * n + list(operands),
+                      [abstract_token] * n + list(ctx.avals_in),
+                      [abstract_token] * n + list(ctx.avals_out), props=f"callee = @{callee}")
+        if n:
+            tokens, outs = outs[:n], outs[n:]
+            ctx.fn.token = tokens[0] if n == 1 else ctx.fn.emit(
+                "stablehlo.after_all", tokens, ["!stablehlo.token"] * n,
+                ["!stablehlo.token"])[0]
         return outs if prim.multiple_results else outs[0]
     rule.bindings_rule = jax_rule
     return rule

@@ -24,7 +24,8 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, physical_aval
-from plax.core.effects import has_ordered_effects
+from plax.core.effects import (has_ordered_effects, jaxpr_effects, lowerable_effects,
+                               ordered_effects_of)
 from plax.core.jaxpr import Jaxpr, Literal
 from plax.core.source_info import op_path, scope_path
 from plax.core.rules import (lowering_rule, out_sharding_params, physical_lowering_rules,
@@ -637,9 +638,13 @@ def define_function(module, name: str, jaxpr: Jaxpr, public: bool = False,
     results = ", ".join(t + (f" {{{at}}}" if at else "") for t, at in zip(out_types, rattrs))
     body = "\n".join("    " + line.replace("\n", "\n    ") for line in fn.lines)
     ret = f"    func.return {', '.join(outs)} : {', '.join(out_types)}" if outs else "    func.return"
-    module.functions.append(
-        f"  func.func {'public' if public else 'private'} @{name}({sig}) -> ({results}) {{\n"
-        + (body + "\n" if body else "") + ret + "\n  }")
+    text = (f"  func.func {'public' if public else 'private'} @{name}({sig}) -> ({results}) {{\n"
+            + (body + "\n" if body else "") + ret + "\n  }")
+    # The public entry comes first (as in JAX's modules), the functions it calls after it.
+    if public:
+        module.functions.insert(0, text)
+    else:
+        module.functions.append(text)
 
 
 def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "plax_module",
@@ -656,6 +661,11 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "
     parameters and results (donation), or functions ``attr(module) -> text`` for those
     that name a mesh (``sdy.sharding``); ``devices`` are an SPMD program's devices.
     """
+    refused = lowerable_effects.filter_not_in(jaxpr_effects(jaxpr))
+    if refused:
+        raise ValueError(f"Cannot lower jaxpr with effects: {set(refused)} (an effect type "
+                         "a library defines is lowered once it is added to "
+                         "jax._src.effects.lowerable_effects)")
     module = ModuleBuilder("".join(c if c.isalnum() or c == "_" else "_" for c in module_name),
                            platform=platform, mesh=mesh, manual_axes=manual_axes)
     module.devices = None if devices is None else list(devices)
@@ -665,19 +675,25 @@ def lower_jaxpr_to_module(jaxpr: Jaxpr, name: str = "main", module_name: str = "
     define_function(module.context, name, jaxpr, public=True, arg_attrs=arg_attrs,
                     result_attrs=result_attrs, consts=consts)
     mattrs = f"mhlo.num_partitions = {num_partitions} : i32, mhlo.num_replicas = {num_replicas} : i32"
-    return ModuleText(module.text(mattrs), module.host_callbacks, has_ordered_effects(jaxpr))
+    return ModuleText(module.text(mattrs), module.host_callbacks,
+                      tuple(ordered_effects_of(jaxpr_effects(jaxpr))))
 
 
 class ModuleText(str):
     """A module's StableHLO text, with what compiling and running it needs besides the
     text: the Python callables of its host callbacks (handed to XLA at compile time, by
-    index) and whether ``@main`` takes and returns an ordered-effect token first."""
+    index) and its ordered effects: with some, ``@main`` takes and returns an ordered-effect
+    token first (``takes_token``)."""
 
     host_callbacks: tuple = ()
-    takes_token: bool = False
+    ordered_effects: tuple = ()
 
-    def __new__(cls, text: str, host_callbacks=(), takes_token: bool = False):
+    def __new__(cls, text: str, host_callbacks=(), ordered_effects=()):
         self = super().__new__(cls, text)
         self.host_callbacks = tuple(host_callbacks)
-        self.takes_token = takes_token
+        self.ordered_effects = tuple(ordered_effects)
         return self
+
+    @property
+    def takes_token(self) -> bool:
+        return bool(self.ordered_effects)

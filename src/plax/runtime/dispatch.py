@@ -322,7 +322,8 @@ class CompiledProgram:
         outs, done = xla.execute_with_completion(self.exe, bufs, handlers, self.text)
         tokens.note_run(done)
         if self._takes_token:
-            tokens.set_ordered_token(key, outs[0])
+            effects = getattr(self.text, "ordered_effects", ())
+            tokens.set_ordered_token(key, outs[0], effects)
             outs = outs[1:]
         return outs
 

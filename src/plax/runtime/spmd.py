@@ -279,7 +279,8 @@ class SpmdProgram:
         outs, done = xla.execute_with_completion(self.exe, bufs, handlers)
         tokens.note_run(done)
         if takes_token:
-            tokens.set_ordered_token(key, outs[0])
+            effects = getattr(self.text, "ordered_effects", ())
+            tokens.set_ordered_token(key, outs[0], effects)
             outs = outs[1:]
         return outs, done
 

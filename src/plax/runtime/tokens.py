@@ -23,6 +23,7 @@ TOKEN_AVAL = ShapedArray((0,), np.dtype(np.bool_))  # how the runtime holds a to
 
 _lock = threading.Lock()
 _ordered: dict = {}     # tuple of devices -> the token the next run on them takes
+_by_effect: dict = {}   # ordered effect -> the token the last run having it returned
 _pending: list = []     # completion tokens of runs with host callbacks not yet waited on
 _MAX_PENDING = 256      # beyond this, the oldest are waited on (they are long done)
 
@@ -37,8 +38,16 @@ def ordered_token(devices: tuple, sharding):
     return token
 
 
-def set_ordered_token(devices: tuple, token) -> None:
+def set_ordered_token(devices: tuple, token, effects=()) -> None:
+    """``token`` is the one a run on ``devices`` having ordered ``effects`` returned."""
     _ordered[devices] = token
+    for e in effects:
+        _by_effect[e] = token
+
+
+def current_tokens() -> dict:
+    """For each ordered effect run so far: the token the last run having it returned."""
+    return dict(_by_effect)
 
 
 def note_run(done) -> None:
@@ -77,6 +86,7 @@ def clear() -> None:
     with _lock:
         _pending.clear()
         _ordered.clear()
+        _by_effect.clear()
 
 
 def _at_exit() -> None:
