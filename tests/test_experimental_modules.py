@@ -134,8 +134,9 @@ def test_compute_on_marks_ops_and_calls_innermost_block_winning():
         return on_host(z)
 
     text = plax.jit(f).lower(np.ones(3, F32)).as_text()
-    assert _attrs_of(text, "stablehlo.multiply") == [{"_xla_compute_type": "host"},
-                                                     {"_xla_compute_type": "dense"}]
+    # (one multiply in @main, one in the called private function: any order)
+    assert sorted(a["_xla_compute_type"] for a in _attrs_of(text, "stablehlo.multiply")) == \
+        ["dense", "host"]
     assert _attrs_of(text, "stablehlo.add") == [{"_xla_stream_annotation": "2",
                                                  "inlineable": "false"}]
     assert _attrs_of(text, "func.call") == [{"_xla_compute_type": "host"}]
