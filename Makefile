@@ -27,7 +27,8 @@ demo: $(STAMP)
 # sharding and pmap tests again on one device, as a machine with a single device runs them
 # (tests needing more are deselected: the needs_devices mark; ~7 s in one process).
 # The slower multi-process tests (marked distributed_slow) run in `make distributed`, the
-# slower integration runs (marked slow) in `make slow`.
+# slower integration runs and the tests listed in tests/slow_tests.txt (marked slow) in
+# `make slow`.
 test: $(STAMP)
 	PLAX_NUM_CPU_DEVICES=8 $(PY) -m pytest -q -n 2 --dist loadfile \
 		-m "not distributed_slow and not slow and not gpu and not tpu" tests

@@ -33,12 +33,25 @@ def pytest_configure(config):
                    "marked needs_devices(8) can say needs_devices(1).")
     config.addinivalue_line(
         "markers", "slow: a slower integration run (whole JAX programs, library programs, test "
-                   "files again through the jax alias) whose checks the unit tests also make: "
-                   "run by `make slow`; `make test` deselects them and runs a fast subset")
+                   "files again through the jax alias) whose checks the unit tests also make, "
+                   "or a test listed in tests/slow_tests.txt (2.5 s or more): run by `make "
+                   "slow`; `make test` deselects them and runs a fast subset")
 
 
+def _listed_slow() -> set:
+    path = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
+    with open(path) as f:
+        return {line.strip() for line in f if line.strip() and not line.startswith("#")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """Deselect the tests marked needs_devices(n) when fewer than n devices exist."""
+    """Mark slow the tests listed in slow_tests.txt; deselect the tests marked needs_devices(n)
+    when fewer than n devices exist."""
+    slow = _listed_slow()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
     wants = {item: item.get_closest_marker("needs_devices") for item in items}
     if not any(wants.values()):
         return
