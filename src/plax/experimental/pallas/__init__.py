@@ -1,0 +1,65 @@
+"""plax.experimental.pallas, as ``jax.experimental.pallas``: kernels over a grid of blocks.
+
+plax runs kernels in interpret mode (``pallas_call(..., interpret=True)``): the grid is a loop
+of ordinary lax ops (``plax.higher_order.pallas_call``); compiling kernels for TPUs (Mosaic)
+or GPUs (Triton, Mosaic GPU) is not built.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core.refs import Slice
+from plax.core.trace import Tracer
+from plax.experimental.pallas.call import pallas_call
+from plax.experimental.pallas.core import (ANY, HOST, Blocked, BlockSpec, Buffered,
+                                           CompilerParams, CostEstimate, Element, GridSpec,
+                                           MemoryRef, MemorySpace, Squeezed, no_block_spec,
+                                           squeezed)
+from plax.higher_order.cond import cond
+from plax.higher_order.pallas_call import num_programs, pallas_call_p, program_id
+from plax.higher_order.run_state import run_state
+from plax.ref import ds
+
+__all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "Element",
+           "Squeezed", "squeezed", "no_block_spec", "Buffered", "CostEstimate",
+           "CompilerParams", "MemorySpace", "MemoryRef", "ANY", "HOST", "program_id",
+           "num_programs", "cdiv", "ds", "dslice", "Slice", "when", "multiple_of",
+           "run_state", "next_power_of_2"]
+
+dslice = ds
+
+
+def cdiv(a, b):
+    """``a / b`` rounded up (ints, or integer arrays)."""
+    if isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer)):
+        return -(-int(a) // int(b))
+    return (a + b - 1) // b
+
+
+def next_power_of_2(x: int) -> int:
+    """The least power of 2 at least ``x`` (a non-negative int)."""
+    if x < 0:
+        raise ValueError("`next_power_of_2` requires a non-negative integer.")
+    return 1 if x == 0 else 1 << (int(x) - 1).bit_length()
+
+
+def multiple_of(x, values):
+    """A hint that ``x`` is a multiple of ``values``: ``x`` itself in interpret mode."""
+    del values
+    return x
+
+
+def when(condition):
+    """Decorator: run the function (of no arguments, returning nothing) where ``condition``
+    holds; a traced condition becomes a ``cond``."""
+    def decorate(f):
+        if not isinstance(condition, Tracer):
+            if bool(np.asarray(condition)):
+                f()
+            return None
+
+        def run():
+            f()
+        cond(condition, run, lambda: None)
+        return None
+    return decorate

@@ -1,0 +1,208 @@
+"""pallas_call: a kernel traced on block references, its BlockSpecs resolved to index maps,
+bound as one ``pallas_call`` equation (``plax.higher_order.pallas_call``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from plax import tree_util
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.jaxpr import ClosedJaxpr
+from plax.core.refs import AbstractRef
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import Tracer, get_aval
+from plax.experimental.pallas.core import (Blocked, BlockSpec, Element, GridSpec, Squeezed,
+                                           no_block_spec)
+from plax.higher_order.pallas_call import (BlockMapping, GridMapping, kernel_grid,
+                                           pallas_call_p)
+
+__all__ = ["pallas_call"]
+
+_INDEX = ShapedArray((), np.dtype(np.int32))
+
+
+def _fun_name(f) -> str:
+    return getattr(f, "__name__", None) or type(f).__name__
+
+
+def _normalize_grid(grid) -> tuple:
+    grid = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
+    for g in grid:
+        if isinstance(g, Tracer) or not isinstance(g, (int, np.integer)):
+            raise NotImplementedError(f"pallas_call: grid sizes must be static ints (got "
+                                      f"{grid}); dynamic grids are not built in plax yet.")
+    return tuple(int(g) for g in grid)
+
+
+def _block_dim(b, what: str):
+    """A block dimension as an int, or None for a squeezed one."""
+    if b is None or isinstance(b, Squeezed):
+        return None
+    if isinstance(b, Blocked):
+        return int(b.block_size)
+    if isinstance(b, Element):
+        raise NotImplementedError(f"{what}: Element block dimensions are not built in plax yet.")
+    if isinstance(b, (int, np.integer)) and not isinstance(b, bool):
+        return int(b)
+    raise TypeError(f"{what}: a block dimension must be an int, None or pl.squeezed, got {b!r}.")
+
+
+def _trace_index_map(index_map, grid, ndim: int, block_shape, origin: str) -> ClosedJaxpr:
+    name = _fun_name(index_map)
+
+    def flat(*indices):
+        out = index_map(*indices)
+        out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        if len(out) != ndim:
+            raise ValueError(f"Index map function {name} for {origin} must return {ndim} values "
+                             f"to match block_shape={block_shape}. Currently returning "
+                             f"{len(out)} values.")
+        return list(out)
+    jaxpr, consts = trace_to_jaxpr(flat, [_INDEX] * len(grid),
+                                   description=f"index map {name}")
+    if any(isinstance(c, Tracer) for c in consts):
+        raise ValueError(f"Index map function {name} for {origin} captures traced values; pass "
+                         "them as inputs of the kernel instead.")
+    for v in jaxpr.outvars:
+        if not dtypes.issubdtype(v.aval.dtype, np.integer) or v.aval.shape != ():
+            raise ValueError(f"Index map function {name} for {origin} must return integer "
+                             f"scalars, got {v.aval.str_short()}.")
+    return ClosedJaxpr(jaxpr, consts)
+
+
+def _block_mapping(spec, aval, grid, origin: str) -> BlockMapping:
+    shape = tuple(aval.shape)
+    if spec is no_block_spec or spec is None:
+        spec = BlockSpec()
+    if not isinstance(spec, BlockSpec):
+        raise TypeError(f"The spec of {origin} must be a pl.BlockSpec, got {spec!r}.")
+    block_shape = shape if spec.block_shape is None else tuple(spec.block_shape)
+    if len(block_shape) != len(shape):
+        raise ValueError(f"Block shape for {origin} (= {block_shape}) must have the same number "
+                         f"of dimensions as the array shape {shape}.")
+    dims = tuple(_block_dim(b, f"Block shape for {origin}") for b in block_shape)
+    index_map = spec.index_map
+    if index_map is None:
+        def index_map(*_):
+            return (0,) * len(shape)
+    closed = _trace_index_map(index_map, grid, len(shape), block_shape, origin)
+    return BlockMapping(dims, ShapedArray(shape, aval.dtype), closed, origin)
+
+
+def _specs(specs, tree, what: str, which: str) -> list:
+    if isinstance(specs, list):
+        specs = tuple(specs)
+    if specs is no_block_spec:
+        return [no_block_spec] * tree.num_leaves
+    full = tree_util.tree_unflatten(tree, [0] * tree.num_leaves)
+    try:
+        return tree_util.broadcast_prefix(
+            specs, full, is_leaf=lambda x: isinstance(x, BlockSpec) or x is no_block_spec)
+    except ValueError as e:
+        raise ValueError(f"Pytree for `{what}` and `{which}` do not match: {e}") from None
+
+
+def _check_aliases(aliases, in_avals, out_avals) -> tuple:
+    pairs = []
+    for i, o in dict(aliases).items():
+        if not 0 <= i < len(in_avals):
+            raise ValueError(f"input_output_aliases contains the mapping '{i}:{o}' with input "
+                             f"index {i} outside the range [0, {len(in_avals)})")
+        if not 0 <= o < len(out_avals):
+            raise ValueError(f"input_output_aliases contains the mapping '{i}:{o}' with output "
+                             f"index {o} outside the range [0, {len(out_avals)})")
+        a, b = in_avals[i], out_avals[o]
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise ValueError(f"input_output_aliases contains the mapping '{i}:{o}' referring to "
+                             f"input[{i}] with abstract value {a.str_short()} and to output "
+                             f"with a different abstract value {b.str_short()}.")
+        pairs.append((int(i), int(o)))
+    return tuple(sorted(pairs))
+
+
+def _scratch_aval(s):
+    if hasattr(s, "get_ref_aval"):
+        return s.get_ref_aval()
+    raise TypeError(f"pallas_call: a scratch shape must describe a buffer in a memory space "
+                    f"(such as pl.ANY(shape, dtype)), got {s!r}.")
+
+
+def _spread(tree, leaves):
+    """The kernel's positional references for a tree: a tuple or list spreads, else one."""
+    value = tree_util.tree_unflatten(tree, leaves)
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _trace_kernel(kernel, name, grid, in_tree, in_avals, out_tree, mappings, scratch):
+    ref_avals = [AbstractRef(ShapedArray(bm.ref_shape, bm.array_aval.dtype))
+                 for bm in mappings] + [s for s in scratch]
+    n_in = len(in_avals)
+    n_out = len(mappings) - n_in
+
+    def body(*xs):
+        indices, refs = xs[:len(grid)], list(xs[len(grid):])
+        with kernel_grid(grid, indices):
+            args = tree_util.tree_unflatten(in_tree, refs[:n_in])
+            kernel(*args, *_spread(out_tree, refs[n_in:n_in + n_out]), *refs[n_in + n_out:])
+        return []
+    jaxpr, consts = trace_to_jaxpr(body, [_INDEX] * len(grid) + ref_avals,
+                                   description=f"pallas_call kernel {name}")
+    if consts:
+        shown = ", ".join(get_aval(c).str_short() for c in consts)
+        raise ValueError(f"The kernel function in the pallas_call {name} captures constants "
+                         f"[{shown}]. You should pass them as inputs.")
+    return jaxpr
+
+
+def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block_spec,
+                out_specs=no_block_spec, scratch_shapes=(), input_output_aliases={},  # noqa: B006
+                debug=False, interpret=False, name=None, compiler_params=None,
+                cost_estimate=None, metadata=None):
+    """``kernel`` (a function of references: inputs, outputs, scratch buffers, each one
+    block) run once per point of ``grid``, as a function of the inputs returning arrays
+    shaped as ``out_shape``. plax runs kernels in interpret mode only (``interpret=True``)."""
+    del metadata
+    if grid_spec is not None:
+        grid, in_specs = grid_spec.grid, grid_spec.in_specs
+        out_specs, scratch_shapes = grid_spec.out_specs, grid_spec.scratch_shapes
+    elif not isinstance(grid_spec, (GridSpec, type(None))):
+        raise TypeError(f"grid_spec must be a pl.GridSpec, got {grid_spec!r}.")
+    grid = _normalize_grid(grid)
+    name = name or _fun_name(kernel)
+    out_leaves, out_tree = tree_util.tree_flatten(out_shape)
+    out_avals = [ShapedArray(tuple(s.shape), dtypes.dtype(s.dtype)) for s in out_leaves]
+    scratch = [_scratch_aval(s) for s in tree_util.tree_leaves(tuple(scratch_shapes))]
+    traced = {}
+
+    def prepare(in_tree, in_avals):
+        key = (in_tree, tuple(in_avals))
+        hit = traced.get(key)
+        if hit is None:
+            ins = _specs(in_specs, in_tree, "in_specs", "inputs")
+            outs = _specs(out_specs, out_tree, "out_specs", "out_shape")
+            mappings = tuple(
+                [_block_mapping(s, a, grid, f"args[{k}]")
+                 for k, (s, a) in enumerate(zip(ins, in_avals))]
+                + [_block_mapping(s, a, grid, f"outputs[{k}]")
+                   for k, (s, a) in enumerate(zip(outs, out_avals))])
+            aliases = _check_aliases(input_output_aliases, in_avals, out_avals)
+            gm = GridMapping(grid, mappings, len(in_avals), len(out_avals), tuple(
+                a.inner_aval for a in scratch))
+            body = _trace_kernel(kernel, name, grid, in_tree, in_avals, out_tree, mappings,
+                                 scratch)
+            hit = traced[key] = (body, gm, aliases)
+        return hit
+
+    def wrapped(*args):
+        leaves, in_tree = tree_util.tree_flatten(args)
+        in_avals = [get_aval(x).update(weak_type=False) for x in leaves]
+        body, gm, aliases = prepare(in_tree, in_avals)
+        leaves = [x if isinstance(x, Tracer) or hasattr(x, "dtype") and x.dtype == a.dtype
+                  else np.asarray(x, a.dtype) for x, a in zip(leaves, in_avals)]
+        outs = pallas_call_p.bind(
+            *leaves, jaxpr=body, grid_mapping=gm, input_output_aliases=aliases,
+            interpret=interpret, debug=debug, name=name, compiler_params=compiler_params,
+            cost_estimate=cost_estimate)
+        return tree_util.tree_unflatten(out_tree, outs)
+    wrapped.__name__ = name
+    return wrapped

@@ -1,0 +1,272 @@
+"""pallas_call_p: a Pallas kernel (a function of references to blocks) run over a grid.
+
+One equation::
+
+    pallas_call_p.bind(*inputs, jaxpr=kernel, grid_mapping=gm, input_output_aliases=((i, o),),
+                       interpret=True, debug=False, name=..., compiler_params=...,
+                       cost_estimate=...)
+
+``kernel`` (a Jaxpr without constants) takes one int32 scalar per grid axis (the program's
+position, what ``program_id`` reads; JAX's kernels read it through a primitive instead) and
+then one reference per input, output and scratch buffer, each of its *block* shape. ``gm``
+(a ``GridMapping``) holds the grid and, per input and output, a ``BlockMapping``: the block
+shape (``None`` for a squeezed dimension) and the index map, a ClosedJaxpr from the grid
+indices to block indices (a block's element offset is block index * block size).
+
+Interpret mode is an ordinary program (``interpret_pallas_call``): every array is padded to
+whole blocks with the "uninitialised" value (NaN for floats, the least integer for signed
+integers, 0 for unsigned ones, False), outputs start from that value (or from their aliased
+input), and a loop over the flattened grid (row-major: the last axis moves fastest) slices
+each block out at the index map's offsets (``dynamic_slice``, which clamps them into the
+padded array), runs the discharged kernel and writes every block back. Scratch buffers are
+carried from one program to the next. Every rule but abstract evaluation runs that program;
+lowering without interpret mode raises (plax does not compile kernels to Mosaic or Triton).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.caches import WeakKeyCache
+from plax.core.effects import no_effects
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
+from plax.core.primitive import Primitive
+from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, nested_effect_rules,
+                             param_printers, register_lowering)
+from plax.first_order import arithmetic, conversion, shapes, slicing
+from plax.higher_order.loops import fori_loop
+from plax.lowering.inline import lower_fun
+from plax.transforms.discharge import discharge_state
+from plax.transforms.jvp import jvp_flat
+from plax.transforms.vmap import batch_flat
+
+__all__ = ["pallas_call_p", "BlockMapping", "GridMapping", "program_id", "num_programs",
+           "kernel_grid", "interpret_pallas_call", "uninitialized_value"]
+
+pallas_call_p = Primitive("pallas_call", multiple_results=True)
+
+
+# --- the grid a kernel is traced in -------------------------------------------------------
+_grids: list = []  # (grid, index tracers) of the kernels being traced, innermost last
+
+
+class kernel_grid:
+    """Context of a kernel's tracing: ``program_id(a)`` is ``indices[a]``, ``num_programs(a)``
+    is ``grid[a]``."""
+
+    def __init__(self, grid, indices):
+        self.entry = (tuple(grid), tuple(indices))
+
+    def __enter__(self):
+        _grids.append(self.entry)
+
+    def __exit__(self, *exc):
+        _grids.pop()
+
+
+def _grid_entry(axis, what: str):
+    if not _grids:
+        raise ValueError(f"{what} can only be called inside a pallas_call kernel.")
+    grid, indices = _grids[-1]
+    if not isinstance(axis, (int, np.integer)) or not 0 <= int(axis) < len(grid):
+        raise ValueError(f"{what}: axis {axis!r} is out of range for a grid of "
+                         f"{len(grid)} dimension(s).")
+    return grid, indices, int(axis)
+
+
+def program_id(axis: int):
+    """The index of the running program along grid axis ``axis`` (an int32 scalar)."""
+    _, indices, axis = _grid_entry(axis, "program_id")
+    return indices[axis]
+
+
+def num_programs(axis: int) -> int:
+    """The size of the grid along ``axis``."""
+    grid, _, axis = _grid_entry(axis, "num_programs")
+    return grid[axis]
+
+
+# --- the parameters -----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class BlockMapping:
+    """How one input or output is cut into blocks: ``block_shape`` per array dimension (an int,
+    or None where the dimension is squeezed), ``index_map`` (grid indices -> block indices)."""
+
+    block_shape: tuple
+    array_aval: object
+    index_map: ClosedJaxpr
+    origin: str
+
+    @property
+    def sizes(self) -> tuple:
+        return tuple(1 if b is None else b for b in self.block_shape)
+
+    @property
+    def ref_shape(self) -> tuple:
+        return tuple(b for b in self.block_shape if b is not None)
+
+    def __repr__(self):
+        shape = ", ".join("None" if b is None else str(b) for b in self.block_shape)
+        return f"BlockMapping({self.origin}, block_shape=({shape}))"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GridMapping:
+    """The grid, the inputs' then the outputs' ``BlockMapping``s, the scratch buffers' types."""
+
+    grid: tuple
+    block_mappings: tuple
+    num_inputs: int
+    num_outputs: int
+    scratch_avals: tuple
+
+    def __repr__(self):
+        return (f"GridMapping(grid={self.grid}, block_mappings={self.block_mappings}, "
+                f"scratch={tuple(a.str_short() for a in self.scratch_avals)})")
+
+
+# --- interpret mode -----------------------------------------------------------------------
+def uninitialized_value(dtype):
+    """What an element nothing wrote holds in interpret mode (JAX's choice per dtype)."""
+    dtype = np.dtype(dtype)
+    if dtypes.issubdtype(dtype, np.inexact):
+        return np.array(np.nan, dtype)
+    if dtype == np.bool_:
+        return np.array(False)
+    if dtypes.issubdtype(dtype, np.signedinteger):
+        return np.array(np.iinfo(dtype).min, dtype)
+    return np.array(0, dtype)
+
+
+def _full(shape, dtype):
+    return shapes.full(tuple(shape), uninitialized_value(dtype), dtype)
+
+
+def _pad_to_blocks(x, bm: BlockMapping):
+    """``x`` padded at the end of each dimension to a whole number of blocks."""
+    padding = [(0, -d % s, 0) for d, s in zip(bm.array_aval.shape, bm.sizes)]
+    if not any(hi for _, hi, _ in padding):
+        return x
+    return shapes.pad(x, uninitialized_value(bm.array_aval.dtype), padding)
+
+
+_plain_kernels = WeakKeyCache("pallas_call discharged kernels")
+
+
+def _discharged(jaxpr: Jaxpr, num_indices: int) -> ClosedJaxpr:
+    hit = _plain_kernels.get(jaxpr, num_indices)
+    if hit is None:
+        n = len(jaxpr.invars)
+        hit = discharge_state(ClosedJaxpr(jaxpr, ()),
+                              should_discharge=[False] * num_indices + [True] * (n - num_indices))
+        _plain_kernels.put(jaxpr, num_indices, hit)
+    return hit
+
+
+def _grid_indices(t, grid):
+    """The grid position of flattened step ``t`` (row-major)."""
+    out = []
+    for size in reversed(grid):
+        out.append(arithmetic.rem(t, np.int32(size)))
+        t = arithmetic.div(t, np.int32(size))
+    return out[::-1]
+
+
+def _offsets(bm: BlockMapping, indices):
+    blocks = eval_jaxpr(bm.index_map.jaxpr, bm.index_map.consts, *indices)
+    return [arithmetic.mul(conversion.convert_element_type(b, np.int32), np.int32(s))
+            for b, s in zip(blocks, bm.sizes)]
+
+
+def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_):
+    """The results of a ``pallas_call`` equation, computed with lax ops (see the docstring)."""
+    gm = grid_mapping
+    mappings = gm.block_mappings
+    aliases = dict(input_output_aliases)
+    by_output = {o: i for i, o in aliases.items()}
+    outs = [args[by_output[k]] if k in by_output else _full(bm.array_aval.shape,
+                                                            bm.array_aval.dtype)
+            for k, bm in enumerate(mappings[gm.num_inputs:])]
+    arrays = [_pad_to_blocks(x, bm) for x, bm in zip(list(args) + outs, mappings)]
+    scratch = [_full(a.shape, a.dtype) for a in gm.scratch_avals]
+    plain = _discharged(jaxpr, len(gm.grid))
+    steps = math.prod(gm.grid)
+
+    def step(t, carry):
+        arrays, scratch = carry
+        indices = _grid_indices(t, gm.grid)
+        offsets = [_offsets(bm, indices) for bm in mappings]
+        blocks = [shapes.reshape(slicing.dynamic_slice(x, off, bm.sizes), bm.ref_shape)
+                  for x, off, bm in zip(arrays, offsets, mappings)]
+        finals = eval_jaxpr(plain.jaxpr, plain.consts, *indices, *blocks, *scratch)
+        n = len(mappings)
+        arrays = [slicing.dynamic_update_slice(x, shapes.reshape(b, bm.sizes), off)
+                  for x, b, off, bm in zip(arrays, finals[:n], offsets, mappings)]
+        return arrays, list(finals[n:])
+
+    if steps == 1:
+        arrays, scratch = step(np.int32(0), (arrays, scratch))
+    elif steps > 1:
+        arrays, scratch = fori_loop(np.int32(0), np.int32(steps), step, (arrays, scratch))
+    results = arrays[gm.num_inputs:]
+    return [x if tuple(x.shape) == tuple(bm.array_aval.shape)
+            else slicing.slice(x, (0,) * x.ndim, bm.array_aval.shape)
+            for x, bm in zip(results, mappings[gm.num_inputs:])]
+
+
+# --- rules --------------------------------------------------------------------------------
+def _abstract(*avals, grid_mapping, **_):
+    gm = grid_mapping
+    return [bm.array_aval for bm in gm.block_mappings[gm.num_inputs:]]
+
+
+def _lowering(ctx, *args, interpret, **params):
+    if not interpret:
+        if ctx.platform == "cpu":
+            raise ValueError("Only interpret mode is supported on CPU backend.")
+        raise NotImplementedError(
+            f"plax compiles Pallas kernels only in interpret mode (pallas_call(..., "
+            f"interpret=True)); lowering to {ctx.platform} kernels is not built.")
+    return _lower_interpret(ctx, *args, interpret=interpret, **params)
+
+
+_lower_interpret = lower_fun(interpret_pallas_call, multiple_results=True)
+
+
+def _interpreted_only(params, what: str) -> None:
+    if not params["interpret"]:
+        raise NotImplementedError(f"{what} of a pallas_call is built only in interpret mode "
+                                  "(pallas_call(..., interpret=True)).")
+
+
+def _jvp(primals, tangents, **params):
+    _interpreted_only(params, "Differentiation")
+    return jvp_flat(lambda *xs: interpret_pallas_call(*xs, **params), list(primals),
+                    list(tangents), "pallas_call")
+
+
+def _batch(axis, vals, dims, **params):
+    _interpreted_only(params, "vmap")
+    return batch_flat(lambda *xs: interpret_pallas_call(*xs, **params), list(vals),
+                      list(dims), axis, "pallas_call")
+
+
+def _print(params):
+    shown = {k: params[k] for k in ("grid_mapping", "jaxpr", "interpret") if k in params}
+    if params.get("input_output_aliases"):
+        shown["input_output_aliases"] = params["input_output_aliases"]
+    if params.get("name"):
+        shown["name"] = params["name"]
+    return shown
+
+
+abstract_eval_rules[pallas_call_p] = _abstract
+register_lowering(pallas_call_p, _lowering)
+jvp_rules[pallas_call_p] = _jvp
+batch_rules[pallas_call_p] = _batch
+param_printers[pallas_call_p] = _print
+# (the kernel's effects are on its own block references, never on the equation's operands)
+nested_effect_rules[pallas_call_p] = lambda inner, params: no_effects
