@@ -73,9 +73,13 @@ def _layouts(avals, layouts, what: str, count_name: str) -> tuple:
     return tuple(convert_layout(a, lay, major_to_minor=True) for a, lay in zip(avals, layouts))
 
 
-def checked_aliases(mapping, in_avals, out_avals, in_layouts, out_layouts) -> tuple:
+def checked_aliases(mapping, in_avals, out_avals, in_layouts=None, out_layouts=None, *,
+                    indexed: bool = False) -> tuple:
     """``input_output_aliases`` as sorted (input, output) pairs, each checked: in range,
-    the same type and layout on both sides (JAX's errors)."""
+    the same type and layout on both sides (JAX's errors; ``indexed``: a type mismatch names
+    ``input[i]`` and ``output[o]``, as pallas_call's does)."""
+    in_layouts = in_layouts or [None] * len(in_avals)
+    out_layouts = out_layouts or [None] * len(out_avals)
     found = []
     for i, o in sorted((int(i), int(o)) for i, o in (mapping or {}).items()):
         pair = f"'{i}:{o}'"
@@ -87,9 +91,11 @@ def checked_aliases(mapping, in_avals, out_avals, in_layouts, out_layouts) -> tu
                              f"index {o} outside the range [0, {len(out_avals)}).")
         a, b = in_avals[i], out_avals[o]
         if a.shape != b.shape or a.dtype != b.dtype:
-            raise ValueError(f"input_output_aliases contains the mapping {pair} referring to an "
-                             f"input with abstract value {a} and an output with a "
-                             f"different abstract value {b}.")
+            ins, outs = (f"input[{i}]", f"to output[{o}]") if indexed else ("an input",
+                                                                            "an output")
+            raise ValueError(f"input_output_aliases contains the mapping {pair} referring to "
+                             f"{ins} with abstract value {a} and {outs} with a different "
+                             f"abstract value {b}.")
         if in_layouts[i] != out_layouts[o]:
             raise ValueError(f"input_output_aliases contains the mapping {pair} referring to an "
                              f"input with layout {in_layouts[i]} and an output with a "

@@ -30,16 +30,15 @@ import math
 import numpy as np
 
 from plax.core import dtypes
-from plax.core.caches import WeakKeyCache
 from plax.core.effects import no_effects
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
+from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, nested_effect_rules,
                              param_printers, register_lowering)
 from plax.first_order import arithmetic, conversion, shapes, slicing
 from plax.higher_order.loops import fori_loop
+from plax.higher_order.run_state import discharged_body
 from plax.lowering.inline import lower_fun
-from plax.transforms.discharge import discharge_state
 from plax.transforms.jvp import jvp_flat
 from plax.transforms.vmap import batch_flat
 
@@ -153,19 +152,6 @@ def _pad_to_blocks(x, bm: BlockMapping):
     return shapes.pad(x, uninitialized_value(bm.array_aval.dtype), padding)
 
 
-_plain_kernels = WeakKeyCache("pallas_call discharged kernels")
-
-
-def _discharged(jaxpr: Jaxpr, num_indices: int) -> ClosedJaxpr:
-    hit = _plain_kernels.get(jaxpr, num_indices)
-    if hit is None:
-        n = len(jaxpr.invars)
-        hit = discharge_state(ClosedJaxpr(jaxpr, ()),
-                              should_discharge=[False] * num_indices + [True] * (n - num_indices))
-        _plain_kernels.put(jaxpr, num_indices, hit)
-    return hit
-
-
 def _grid_indices(t, grid):
     """The grid position of flattened step ``t`` (row-major)."""
     out = []
@@ -192,7 +178,7 @@ def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_)
             for k, bm in enumerate(mappings[gm.num_inputs:])]
     arrays = [_pad_to_blocks(x, bm) for x, bm in zip(list(args) + outs, mappings)]
     scratch = [_full(a.shape, a.dtype) for a in gm.scratch_avals]
-    plain = _discharged(jaxpr, len(gm.grid))
+    plain = discharged_body(jaxpr, len(gm.grid))
     steps = math.prod(gm.grid)
 
     def step(t, carry):

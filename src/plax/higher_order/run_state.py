@@ -86,7 +86,7 @@ def run_state_reference(f):
 
     def wrapped(args):
         jaxpr, consts, values, tree = _trace(f, args, name)
-        plain = _discharged(jaxpr, len(consts))
+        plain = discharged_body(jaxpr, len(consts))
         return tree_util.tree_unflatten(tree, eval_jaxpr(plain.jaxpr, plain.consts,
                                                          *consts, *values))
     return wrapped
@@ -96,9 +96,10 @@ def run_state_reference(f):
 _plain_bodies = WeakKeyCache("run_state discharged bodies")
 
 
-def _discharged(jaxpr: Jaxpr, num_consts: int) -> ClosedJaxpr:
+def discharged_body(jaxpr: Jaxpr, num_consts: int) -> ClosedJaxpr:
     """The body as a plain function of the consts and initial values, returning the final
-    values (references among the consts stay references)."""
+    values (references among the consts stay references; pallas_call's kernels pass their
+    grid indices as the consts). Cached per jaxpr."""
     hit = _plain_bodies.get(jaxpr, num_consts)
     if hit is None:
         n = len(jaxpr.invars)
@@ -113,7 +114,7 @@ def _abstract(*avals, jaxpr, num_consts):
 
 
 def _run(*args, jaxpr, num_consts):
-    plain = _discharged(jaxpr, num_consts)
+    plain = discharged_body(jaxpr, num_consts)
     return eval_jaxpr(plain.jaxpr, plain.consts, *args)
 
 

@@ -13,6 +13,7 @@ from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval
 from plax.experimental.pallas.core import (Blocked, BlockSpec, Element, GridSpec, Squeezed,
                                            no_block_spec)
+from plax.ffi.call import checked_aliases
 from plax.higher_order.pallas_call import (BlockMapping, GridMapping, kernel_grid,
                                            pallas_call_p)
 
@@ -102,24 +103,6 @@ def _specs(specs, tree, what: str, which: str) -> list:
         raise ValueError(f"Pytree for `{what}` and `{which}` do not match: {e}") from None
 
 
-def _check_aliases(aliases, in_avals, out_avals) -> tuple:
-    pairs = []
-    for i, o in dict(aliases).items():
-        if not 0 <= i < len(in_avals):
-            raise ValueError(f"input_output_aliases contains the mapping '{i}:{o}' with input "
-                             f"index {i} outside the range [0, {len(in_avals)})")
-        if not 0 <= o < len(out_avals):
-            raise ValueError(f"input_output_aliases contains the mapping '{i}:{o}' with output "
-                             f"index {o} outside the range [0, {len(out_avals)})")
-        a, b = in_avals[i], out_avals[o]
-        if a.shape != b.shape or a.dtype != b.dtype:
-            raise ValueError(f"input_output_aliases contains the mapping '{i}:{o}' referring to "
-                             f"input[{i}] with abstract value {a.str_short()} and to output "
-                             f"with a different abstract value {b.str_short()}.")
-        pairs.append((int(i), int(o)))
-    return tuple(sorted(pairs))
-
-
 def _scratch_aval(s):
     if hasattr(s, "get_ref_aval"):
         return s.get_ref_aval()
@@ -185,7 +168,7 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
                  for k, (s, a) in enumerate(zip(ins, in_avals))]
                 + [_block_mapping(s, a, grid, f"outputs[{k}]")
                    for k, (s, a) in enumerate(zip(outs, out_avals))])
-            aliases = _check_aliases(input_output_aliases, in_avals, out_avals)
+            aliases = checked_aliases(input_output_aliases, in_avals, out_avals, indexed=True)
             gm = GridMapping(grid, mappings, len(in_avals), len(out_avals), tuple(
                 a.inner_aval for a in scratch))
             body = _trace_kernel(kernel, name, grid, in_tree, in_avals, out_tree, mappings,
