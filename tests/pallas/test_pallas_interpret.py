@@ -215,3 +215,32 @@ def test_helpers():
     assert pl.ds(2, 3) == pl.Slice(2, 3, 1) and pl.dslice is pl.ds
     assert pl.Buffered(2).buffer_count == 2
     assert pl.BlockSpec((4,)).index_map is None
+
+
+def test_jax_pallas_private_faces_and_test_helpers():
+    """jax._src.pallas (what JAX's Pallas tests import): the faces answer with plax's objects,
+    and PallasTest's pallas_call runs in interpret mode on the CPU."""
+    import unittest
+
+    from plax._src.pallas import core, pallas_call, pallas_test_util, primitives
+    assert core.BlockSpec is pl.BlockSpec and primitives.program_id is pl.program_id
+    assert pallas_call.pallas_call is pl.pallas_call
+
+    class Case(pallas_test_util.PallasTest):
+        INTERPRET = True
+
+        def test_add_one(self):
+            def kernel(x_ref, o_ref):
+                o_ref[...] = x_ref[...] + 1
+            f = self.pallas_call(kernel, out_shape=plax.ShapeDtypeStruct((8,), jnp.float32))
+            np.testing.assert_array_equal(f(jnp.arange(8.0)), np.arange(8.0) + 1)
+
+    class Compiled(pallas_test_util.PallasTest):
+        def test_never_on_the_cpu(self):
+            raise AssertionError("a compiled-kernel case ran on the CPU")
+
+    result = unittest.TestResult()
+    unittest.defaultTestLoader.loadTestsFromTestCase(Case).run(result)
+    unittest.defaultTestLoader.loadTestsFromTestCase(Compiled).run(result)
+    assert result.testsRun == 2 and not result.failures and not result.errors
+    assert [why for _, why in result.skipped] == ["On CPU the test works only in interpret mode"]

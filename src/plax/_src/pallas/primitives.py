@@ -1,0 +1,7 @@
+"""``jax._src.pallas.primitives``: what kernels call (``program_id``, ``num_programs``,
+``multiple_of``, ...), from ``plax.experimental.pallas``."""
+from plax.experimental import pallas as _pallas
+
+from plax._src import _face
+
+__getattr__ = _face.face_getattr(__name__, {}, _pallas)
