@@ -10,8 +10,10 @@ One equation::
 position, what ``program_id`` reads; JAX's kernels read it through a primitive instead) and
 then one reference per input, output and scratch buffer, each of its *block* shape. ``gm``
 (a ``GridMapping``) holds the grid and, per input and output, a ``BlockMapping``: the block
-shape (``None`` for a squeezed dimension) and the index map, a ClosedJaxpr from the grid
-indices to block indices (a block's element offset is block index * block size).
+shape (``None`` for a squeezed dimension), the memory space its reference is in, and the
+index map, a ClosedJaxpr from the grid indices and then the values of the scalar-prefetch
+arrays (``gm.num_scalar_prefetch`` leading inputs, passed to the kernel whole) to block
+indices (a block's element offset is block index * block size).
 
 Interpret mode is an ordinary program (``interpret_pallas_call``): every array is padded to
 whole blocks with the "uninitialised" value (NaN for floats, the least integer for signed
@@ -98,6 +100,7 @@ class BlockMapping:
     array_aval: object
     index_map: ClosedJaxpr
     origin: str
+    memory_space: object = None
 
     @property
     def sizes(self) -> tuple:
@@ -114,13 +117,16 @@ class BlockMapping:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class GridMapping:
-    """The grid, the inputs' then the outputs' ``BlockMapping``s, the scratch buffers' types."""
+    """The grid, the inputs' then the outputs' ``BlockMapping``s, the scratch buffers' types;
+    the first ``num_scalar_prefetch`` inputs are scalar-prefetch arrays (whole blocks), which
+    every index map takes after the grid indices."""
 
     grid: tuple
     block_mappings: tuple
     num_inputs: int
     num_outputs: int
     scratch_avals: tuple
+    num_scalar_prefetch: int = 0
 
     def __repr__(self):
         return (f"GridMapping(grid={self.grid}, block_mappings={self.block_mappings}, "
@@ -161,8 +167,8 @@ def _grid_indices(t, grid):
     return out[::-1]
 
 
-def _offsets(bm: BlockMapping, indices):
-    blocks = eval_jaxpr(bm.index_map.jaxpr, bm.index_map.consts, *indices)
+def _offsets(bm: BlockMapping, indices, prefetch):
+    blocks = eval_jaxpr(bm.index_map.jaxpr, bm.index_map.consts, *indices, *prefetch)
     return [arithmetic.mul(conversion.convert_element_type(b, np.int32), np.int32(s))
             for b, s in zip(blocks, bm.sizes)]
 
@@ -184,7 +190,8 @@ def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_)
     def step(t, carry):
         arrays, scratch = carry
         indices = _grid_indices(t, gm.grid)
-        offsets = [_offsets(bm, indices) for bm in mappings]
+        prefetch = arrays[:gm.num_scalar_prefetch]
+        offsets = [_offsets(bm, indices, prefetch) for bm in mappings]
         blocks = [shapes.reshape(slicing.dynamic_slice(x, off, bm.sizes), bm.ref_shape)
                   for x, off, bm in zip(arrays, offsets, mappings)]
         finals = eval_jaxpr(plain.jaxpr, plain.consts, *indices, *blocks, *scratch)

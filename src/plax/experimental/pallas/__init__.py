@@ -2,7 +2,8 @@
 
 plax runs kernels in interpret mode (``pallas_call(..., interpret=True)``): the grid is a loop
 of ordinary lax ops (``plax.higher_order.pallas_call``); compiling kernels for TPUs (Mosaic)
-or GPUs (Triton, Mosaic GPU) is not built.
+or GPUs (Triton, Mosaic GPU) is not built. ``pallas.tpu`` (pltpu) has the TPU memory spaces,
+CompilerParams and PrefetchScalarGridSpec, for TPU-style kernels in interpret mode.
 """
 from __future__ import annotations
 

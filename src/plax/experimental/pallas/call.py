@@ -7,7 +7,7 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.jaxpr import ClosedJaxpr
+from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.refs import AbstractRef
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval
@@ -16,6 +16,7 @@ from plax.experimental.pallas.core import (Blocked, BlockSpec, Element, GridSpec
 from plax.ffi.call import checked_aliases
 from plax.higher_order.pallas_call import (BlockMapping, GridMapping, kernel_grid,
                                            pallas_call_p)
+from plax.transforms.discharge import discharge_state
 
 __all__ = ["pallas_call"]
 
@@ -48,18 +49,24 @@ def _block_dim(b, what: str):
     raise TypeError(f"{what}: a block dimension must be an int, None or pl.squeezed, got {b!r}.")
 
 
-def _trace_index_map(index_map, grid, ndim: int, block_shape, origin: str) -> ClosedJaxpr:
+def _trace_index_map(index_map, grid, ndim: int, block_shape, origin: str,
+                     prefetch) -> ClosedJaxpr:
+    """The index map as a ClosedJaxpr from the grid indices and the scalar-prefetch values
+    (``prefetch``: their tree and reference types; the map reads them as references) to the
+    block indices."""
     name = _fun_name(index_map)
+    pre_tree, pre_avals = prefetch
 
-    def flat(*indices):
-        out = index_map(*indices)
+    def flat(*xs):
+        indices, refs = xs[:len(grid)], xs[len(grid):]
+        out = index_map(*indices, *_spread(pre_tree, list(refs)) if pre_avals else ())
         out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         if len(out) != ndim:
             raise ValueError(f"Index map function {name} for {origin} must return {ndim} values "
                              f"to match block_shape={block_shape}. Currently returning "
                              f"{len(out)} values.")
         return list(out)
-    jaxpr, consts = trace_to_jaxpr(flat, [_INDEX] * len(grid),
+    jaxpr, consts = trace_to_jaxpr(flat, [_INDEX] * len(grid) + list(pre_avals),
                                    description=f"index map {name}")
     if any(isinstance(c, Tracer) for c in consts):
         raise ValueError(f"Index map function {name} for {origin} captures traced values; pass "
@@ -68,10 +75,19 @@ def _trace_index_map(index_map, grid, ndim: int, block_shape, origin: str) -> Cl
         if not dtypes.issubdtype(v.aval.dtype, np.integer) or v.aval.shape != ():
             raise ValueError(f"Index map function {name} for {origin} must return integer "
                              f"scalars, got {v.aval.str_short()}.")
+    if not pre_avals:
+        return ClosedJaxpr(jaxpr, consts)
+    # the references read as values: a plain function of the indices and prefetch values
+    plain = discharge_state(ClosedJaxpr(jaxpr, consts),
+                            should_discharge=[False] * len(grid) + [True] * len(pre_avals))
+    jaxpr, consts = trace_to_jaxpr(
+        lambda *xs: eval_jaxpr(plain.jaxpr, plain.consts, *xs)[:ndim],
+        [_INDEX] * len(grid) + [a.inner_aval for a in pre_avals],
+        description=f"index map {name}")
     return ClosedJaxpr(jaxpr, consts)
 
 
-def _block_mapping(spec, aval, grid, origin: str) -> BlockMapping:
+def _block_mapping(spec, aval, grid, origin: str, prefetch=(None, ())) -> BlockMapping:
     shape = tuple(aval.shape)
     if spec is no_block_spec or spec is None:
         spec = BlockSpec()
@@ -86,8 +102,9 @@ def _block_mapping(spec, aval, grid, origin: str) -> BlockMapping:
     if index_map is None:
         def index_map(*_):
             return (0,) * len(shape)
-    closed = _trace_index_map(index_map, grid, len(shape), block_shape, origin)
-    return BlockMapping(dims, ShapedArray(shape, aval.dtype), closed, origin)
+    closed = _trace_index_map(index_map, grid, len(shape), block_shape, origin, prefetch)
+    return BlockMapping(dims, ShapedArray(shape, aval.dtype), closed, origin,
+                        spec.memory_space)
 
 
 def _specs(specs, tree, what: str, which: str) -> list:
@@ -116,17 +133,24 @@ def _spread(tree, leaves):
     return list(value) if isinstance(value, (tuple, list)) else [value]
 
 
-def _trace_kernel(kernel, name, grid, in_tree, in_avals, out_tree, mappings, scratch):
-    ref_avals = [AbstractRef(ShapedArray(bm.ref_shape, bm.array_aval.dtype))
+def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
+    """The kernel's Jaxpr: grid indices, then the references of the scalar-prefetch arrays,
+    inputs, outputs (``trees``: the three trees) and scratch buffers."""
+    ref_avals = [AbstractRef(ShapedArray(bm.ref_shape, bm.array_aval.dtype),
+                             memory_space=bm.memory_space)
                  for bm in mappings] + [s for s in scratch]
-    n_in = len(in_avals)
-    n_out = len(mappings) - n_in
+    pre_tree, in_tree, out_tree = trees
+    n_pre = pre_tree.num_leaves
+    n_in = n_pre + in_tree.num_leaves
+    n_out = out_tree.num_leaves
 
     def body(*xs):
         indices, refs = xs[:len(grid)], list(xs[len(grid):])
         with kernel_grid(grid, indices):
-            args = tree_util.tree_unflatten(in_tree, refs[:n_in])
-            kernel(*args, *_spread(out_tree, refs[n_in:n_in + n_out]), *refs[n_in + n_out:])
+            pre = _spread(pre_tree, refs[:n_pre]) if n_pre else []
+            args = tree_util.tree_unflatten(in_tree, refs[n_pre:n_in])
+            kernel(*pre, *args, *_spread(out_tree, refs[n_in:n_in + n_out]),
+                   *refs[n_in + n_out:])
         return []
     jaxpr, consts = trace_to_jaxpr(body, [_INDEX] * len(grid) + ref_avals,
                                    description=f"pallas_call kernel {name}")
@@ -145,7 +169,10 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
     block) run once per point of ``grid``, as a function of the inputs returning arrays
     shaped as ``out_shape``. plax runs kernels in interpret mode only (``interpret=True``)."""
     del metadata
+    num_prefetch, prefetch_space = 0, None
     if grid_spec is not None:
+        num_prefetch = getattr(grid_spec, "num_scalar_prefetch", 0)
+        prefetch_space = getattr(grid_spec, "prefetch_memory_space", None)
         grid, in_specs = grid_spec.grid, grid_spec.in_specs
         out_specs, scratch_shapes = grid_spec.out_specs, grid_spec.scratch_shapes
     elif not isinstance(grid_spec, (GridSpec, type(None))):
@@ -157,29 +184,38 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
     scratch = [_scratch_aval(s) for s in tree_util.tree_leaves(tuple(scratch_shapes))]
     traced = {}
 
-    def prepare(in_tree, in_avals):
-        key = (in_tree, tuple(in_avals))
+    def prepare(pre_tree, in_tree, in_avals):
+        key = (pre_tree, in_tree, tuple(in_avals))
         hit = traced.get(key)
         if hit is None:
-            ins = _specs(in_specs, in_tree, "in_specs", "inputs")
+            n_pre = pre_tree.num_leaves
+            pre = (pre_tree, [AbstractRef(a, memory_space=prefetch_space)
+                              for a in in_avals[:n_pre]])
+            whole = BlockSpec(memory_space=prefetch_space)
+            ins = [whole] * n_pre + _specs(in_specs, in_tree, "in_specs", "inputs")
             outs = _specs(out_specs, out_tree, "out_specs", "out_shape")
             mappings = tuple(
-                [_block_mapping(s, a, grid, f"args[{k}]")
+                [_block_mapping(s, a, grid, f"args[{k}]", pre)
                  for k, (s, a) in enumerate(zip(ins, in_avals))]
-                + [_block_mapping(s, a, grid, f"outputs[{k}]")
+                + [_block_mapping(s, a, grid, f"outputs[{k}]", pre)
                    for k, (s, a) in enumerate(zip(outs, out_avals))])
             aliases = checked_aliases(input_output_aliases, in_avals, out_avals, indexed=True)
             gm = GridMapping(grid, mappings, len(in_avals), len(out_avals), tuple(
-                a.inner_aval for a in scratch))
-            body = _trace_kernel(kernel, name, grid, in_tree, in_avals, out_tree, mappings,
+                a.inner_aval for a in scratch), n_pre)
+            body = _trace_kernel(kernel, name, grid, (pre_tree, in_tree, out_tree), mappings,
                                  scratch)
             hit = traced[key] = (body, gm, aliases)
         return hit
 
     def wrapped(*args):
-        leaves, in_tree = tree_util.tree_flatten(args)
+        if len(args) < num_prefetch:
+            raise ValueError(f"pallas_call {name}: {num_prefetch} scalar-prefetch operands "
+                             f"expected before the inputs, got {len(args)} arguments.")
+        pre_leaves, pre_tree = tree_util.tree_flatten(args[:num_prefetch])
+        in_leaves, in_tree = tree_util.tree_flatten(args[num_prefetch:])
+        leaves = pre_leaves + in_leaves
         in_avals = [get_aval(x).update(weak_type=False) for x in leaves]
-        body, gm, aliases = prepare(in_tree, in_avals)
+        body, gm, aliases = prepare(pre_tree, in_tree, in_avals)
         leaves = [x if isinstance(x, Tracer) or hasattr(x, "dtype") and x.dtype == a.dtype
                   else np.asarray(x, a.dtype) for x, a in zip(leaves, in_avals)]
         outs = pallas_call_p.bind(
