@@ -34,7 +34,7 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: a slower integration run (whole JAX programs, library programs, test "
                    "files again through the jax alias) whose checks the unit tests also make, "
-                   "or a test listed in tests/slow_tests.txt (2.5 s or more): run by `make "
+                   "or a test listed in tests/slow_tests.txt (2 s or more): run by `make "
                    "slow`; `make test` deselects them and runs a fast subset")
 
 
