@@ -90,17 +90,22 @@ class MemoryRef:
         return AbstractRef(self.inner_aval, memory_space=self.memory_space)
 
 
-class MemorySpace(enum.Enum):
-    """Where a block lives; calling one, ``ANY(shape, dtype)``, describes a buffer there."""
-
-    ANY = "any"
-    HOST = "host"
+class BufferSpace:
+    """What every memory-space enum shares (pl's and pltpu's): calling a member,
+    ``space(shape, dtype)``, describes a buffer there; it prints as its value."""
 
     def __call__(self, shape, dtype) -> MemoryRef:
         return MemoryRef(ShapedArray(tuple(shape), dtypes.dtype(dtype)), self)
 
     def __str__(self):
         return self.value
+
+
+class MemorySpace(BufferSpace, enum.Enum):
+    """Where a block lives; calling one, ``ANY(shape, dtype)``, describes a buffer there."""
+
+    ANY = "any"
+    HOST = "host"
 
 
 ANY = MemorySpace.ANY

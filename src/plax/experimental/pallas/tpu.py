@@ -8,17 +8,15 @@ import dataclasses
 import enum
 from typing import Any, Mapping, Sequence
 
-from plax.core import dtypes
-from plax.core.avals import ShapedArray
 from plax.experimental.pallas import core as pallas_core
-from plax.experimental.pallas.core import GridSpec, MemoryRef, no_block_spec
+from plax.experimental.pallas.core import GridSpec, no_block_spec
 
 __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "HBM",
            "GridDimensionSemantics", "PARALLEL", "CORE_PARALLEL", "SUBCORE_PARALLEL",
            "ARBITRARY", "CompilerParams", "PrefetchScalarGridSpec", "SideEffectType"]
 
 
-class MemorySpace(enum.Enum):
+class MemorySpace(pallas_core.BufferSpace, enum.Enum):
     """A TPU memory; calling one, ``VMEM(shape, dtype)``, describes a (scratch) buffer there."""
 
     VMEM = "vmem"
@@ -27,12 +25,6 @@ class MemorySpace(enum.Enum):
     CMEM = "cmem"
     SEMAPHORE = "semaphore_mem"
     HBM = "hbm"
-
-    def __call__(self, shape, dtype) -> MemoryRef:
-        return MemoryRef(ShapedArray(tuple(shape), dtypes.dtype(dtype)), self)
-
-    def __str__(self):
-        return self.value
 
 
 VMEM = MemorySpace.VMEM
