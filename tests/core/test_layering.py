@@ -21,6 +21,7 @@ LAYERS = (
     ("transformations", ("transforms",)),
     ("higher-order primitives", ("higher_order",)),
     ("lax built on higher-order primitives", ("lax/linalg",)),
+    ("Pallas kernels", ("pallas",)),
     ("interpreters", ("interpreters",)),
     ("public API", ("api",)),
     ("libraries", ("numpy", "scipy", "random", "nn")),
