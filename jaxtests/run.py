@@ -102,6 +102,8 @@ def run_file(path: pathlib.Path, reference: bool, timeout: float,
 def read_report(report: pathlib.Path) -> dict:
     outcomes = {}
     for case in ET.parse(report).getroot().iter("testcase"):
+        if not case.get("name"):  # (what an interrupted run reports of the interruption)
+            continue
         name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
         kinds = {child.tag for child in case}
         outcome = ("error" if "error" in kinds else "failed" if "failure" in kinds
