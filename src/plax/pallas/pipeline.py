@@ -4,7 +4,7 @@
 scratches=None, allocations=None, body_prologue=None)``: for each point of ``grid`` (row
 major) it cuts the block each BlockSpec's index map picks out of each reference, runs
 ``body`` on references to those blocks (then the scratch references) and writes the output
-blocks back. On a TPU the blocks are double-buffered in VMEM by DMAs; in interpret mode
+blocks back; ``program_id`` in ``body`` is the position in ``grid``. On a TPU the blocks are double-buffered in VMEM by DMAs; in interpret mode
 each step reads its blocks, runs the body on them (``run_state``) and writes the outputs:
 an output block starts from what the output holds there, so a body that accumulates into a
 block revisited on consecutive steps sees its running sum as on the chip.
@@ -21,6 +21,7 @@ from plax.core.tree_core import tree_flatten
 from plax.first_order import arithmetic, conversion
 from plax.first_order.state import TransformedRef, ref_get, ref_set
 from plax.higher_order.loops import fori_loop
+from plax.higher_order.pallas_call import kernel_grid
 from plax.higher_order.run_state import run_state
 
 __all__ = ["emit_pipeline"]
@@ -126,12 +127,13 @@ def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_ax
             blocks = [ref_get(v, ()) for v in views]
 
             def run(block_refs):
-                if body_prologue is not None:
-                    body_prologue()
-                if _explicit_indices:
-                    body(indices, *block_refs, *extra)
-                else:
-                    body(*block_refs, *extra)
+                with kernel_grid(grid, indices):  # (program_id reads the pipeline's grid)
+                    if body_prologue is not None:
+                        body_prologue()
+                    if _explicit_indices:
+                        body(indices, *block_refs, *extra)
+                    else:
+                        body(*block_refs, *extra)
             finals = run_state(run)(blocks)
             for v, value in zip(views[len(ins):], finals[len(ins):]):
                 ref_set(v, (), value)

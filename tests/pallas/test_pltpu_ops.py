@@ -1,0 +1,182 @@
+"""pltpu's vector operations, kernel PRNG, emit_pipeline and InterpretParams in interpret mode,
+against numpy references."""
+import functools
+
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax.experimental import pallas as pl
+from plax.experimental.pallas import tpu as pltpu
+
+call = functools.partial(pl.pallas_call, interpret=True)
+
+
+def _sds(shape, dtype=jnp.float32):
+    return plax.ShapeDtypeStruct(shape, dtype)
+
+
+def _on_value(fn, x, out_shape, out_dtype=None, *extra):
+    def kernel(x_ref, *refs):
+        refs[-1][...] = fn(x_ref[...], *[r[...] for r in refs[:-1]])
+    specs = [pl.BlockSpec(memory_space=pltpu.SMEM)] * len(extra)
+    return call(kernel, out_shape=_sds(out_shape, out_dtype or x.dtype),
+                in_specs=[pl.BlockSpec()] + specs)(x, *extra)
+
+
+@pytest.mark.parametrize("shift, axis", [(0, 1), (3, 1), (130, 1), (5, 0), (1, 2)])
+def test_roll_is_np_roll(shift, axis):
+    x = np.arange(8 * 128 * 2, dtype=np.float32).reshape(8, 128, 2)
+    out = _on_value(lambda v: pltpu.roll(v, shift, axis), x, x.shape)
+    np.testing.assert_array_equal(out, np.roll(x, shift, axis))
+
+
+def test_roll_dynamic_shift_and_stride():
+    x = np.arange(4 * 8 * 16, dtype=np.int32).reshape(4, 8, 16)
+    shift = np.array([3], np.int32)
+    out = _on_value(lambda v, s: pltpu.roll(v, s[0], 2, stride=2, stride_axis=1), x, x.shape,
+                    None, shift)
+    want = np.stack([np.roll(x[:, i], 3 + 2 * i, axis=1) for i in range(8)], axis=1)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(shift=-1, axis=0), "shift must be non-negative"),
+    (dict(shift=1, axis=2), "axis is out of range"),
+    (dict(shift=1, axis=0, stride=1), "stride and stride_axis must be both specified"),
+    (dict(shift=1, axis=0, stride=1, stride_axis=0), "axis and stride_axis are different"),
+])
+def test_roll_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        pltpu.roll(jnp.zeros((8, 128)), **kwargs)
+
+
+@pytest.mark.parametrize("src, dst", [(np.int32, np.float32), (np.int32, np.int16),
+                                      (np.int8, np.int32), (np.float32, np.uint8)])
+def test_bitcast_packs_along_the_second_minor_axis(src, dst):
+    x = (np.arange(2 * 8 * 16) % 100).astype(src).reshape(2, 8, 16)
+    ratio = np.dtype(src).itemsize / np.dtype(dst).itemsize
+    shape = (2, int(8 * ratio), 16)
+    out = np.asarray(_on_value(lambda v: pltpu.bitcast(v, dst), x, shape, dst))
+    # rows k * r .. k * r + r - 1 of the narrow type are the bytes of row k of the wide one
+    wide, narrow = (x, out) if ratio >= 1 else (out, x)
+    r = max(ratio, 1 / ratio)
+    regrouped = np.moveaxis(narrow.reshape(2, -1, int(r), 16), 2, 3).copy()
+    np.testing.assert_array_equal(regrouped.view(wide.dtype)[..., 0], wide)
+
+
+def test_bitcast_errors():
+    with pytest.raises(ValueError, match="bitcast 1D"):
+        pltpu.bitcast(jnp.zeros((8,), jnp.int32), jnp.int16)
+    with pytest.raises(ValueError, match="can not be perfectly packed"):
+        pltpu.bitcast(jnp.zeros((3, 128), jnp.int8), jnp.int32)
+
+
+def _draws(seed, kernel_body, shape, dtype, grid=1):
+    def kernel(seed_ref, o_ref):
+        pltpu.prng_seed(seed_ref[0], pl.program_id(0))
+        o_ref[...] = kernel_body(o_ref.shape)
+    return np.asarray(call(
+        kernel, out_shape=_sds((grid * shape[0],) + shape[1:], dtype), grid=(grid,),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
+        out_specs=pl.BlockSpec(shape, lambda i: (i,) + (0,) * (len(shape) - 1)))(
+            np.array([seed], np.int32)))
+
+
+def test_prng_random_bits_shapes_and_determinism():
+    a = _draws(7, pltpu.prng_random_bits, (8, 128), jnp.int32, grid=2)
+    assert a.dtype == np.int32 and a.shape == (16, 128)
+    np.testing.assert_array_equal(a, _draws(7, pltpu.prng_random_bits, (8, 128), jnp.int32, 2))
+    assert not np.array_equal(a, _draws(8, pltpu.prng_random_bits, (8, 128), jnp.int32, 2))
+    assert not np.array_equal(a[:8], a[8:])  # (seeded per program)
+    assert len(np.unique(a)) > 1000
+
+
+def test_successive_draws_differ_in_loops():
+    def body(shape):
+        def step(i, acc):
+            return acc + pltpu.stateful_uniform(shape)
+        first = pltpu.stateful_uniform(shape)
+        return plax.lax.fori_loop(0, 3, step, jnp.zeros(shape)) - 3 * first
+    out = _draws(1, body, (8, 128), jnp.float32)
+    assert np.abs(out).max() > 0.5
+
+
+@pytest.mark.parametrize("sampler, kwargs, check", [
+    (pltpu.stateful_uniform, dict(minval=2.0, maxval=3.0),
+     lambda v: v.dtype == np.float32 and 2 <= v.min() and v.max() < 3),
+    (pltpu.stateful_normal, {}, lambda v: abs(v.mean()) < 0.1 and 0.9 < v.std() < 1.1),
+    (pltpu.stateful_bernoulli, dict(p=0.25), lambda v: 0.2 < v.mean() < 0.3),
+    (pltpu.stateful_bits, dict(dtype=jnp.uint32), lambda v: v.dtype == np.uint32),
+])
+def test_stateful_samplers(sampler, kwargs, check):
+    dtype = {pltpu.stateful_bernoulli: jnp.bool_,
+             pltpu.stateful_bits: jnp.uint32}.get(sampler, jnp.float32)
+    out = _draws(3, lambda shape: sampler(shape=shape, **kwargs), (16, 128), dtype)
+    assert out.shape == (16, 128) and check(out)
+
+
+def test_prng_outside_a_kernel_is_refused():
+    with pytest.raises(ValueError, match="inside a pallas_call kernel"):
+        pltpu.prng_seed(0)
+
+
+def test_emit_pipeline_matmul_over_hbm_refs():
+    m, k, n, bm, bk, bn = 64, 256, 128, 32, 128, 64
+    x = np.random.default_rng(0).standard_normal((m, k)).astype(np.float32)
+    y = np.random.default_rng(1).standard_normal((k, n)).astype(np.float32)
+
+    def inner(x_ref, y_ref, o_ref):
+        @pl.when(pl.program_id(2) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+        o_ref[...] += x_ref[...] @ y_ref[...]
+
+    def kernel(x_hbm, y_hbm, o_hbm):
+        pltpu.emit_pipeline(
+            inner, grid=(m // bm, n // bn, k // bk),
+            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)))(x_hbm, y_hbm, o_hbm)
+    any_spec = pl.BlockSpec(memory_space=pl.ANY)
+    out = call(kernel, out_shape=_sds((m, n)), in_specs=[any_spec, any_spec],
+               out_specs=any_spec)(x, y)
+    np.testing.assert_allclose(out, x @ y, rtol=1e-4, atol=1e-4)
+
+
+def test_emit_pipeline_with_scratches_and_sliced_refs():
+    x = np.arange(2 * 512, dtype=np.float32).reshape(2, 512)
+
+    def inner(x_ref, o_ref, count_ref):
+        count_ref[0] += 1
+        o_ref[...] = x_ref[...] + count_ref[0].astype(jnp.float32)
+
+    def kernel(x_hbm, o_hbm, count_ref):
+        count_ref[0] = 0
+        pltpu.emit_pipeline(inner, grid=(4,),
+                            in_specs=[pl.BlockSpec((128,), lambda i: (i,))],
+                            out_specs=[pl.BlockSpec((128,), lambda i: (i,))])(
+            x_hbm.at[1], o_hbm, scratches=[count_ref])
+    any_spec = pl.BlockSpec(memory_space=pl.ANY)
+    out = call(kernel, out_shape=_sds((512,)), in_specs=[any_spec], out_specs=any_spec,
+               scratch_shapes=[pltpu.SMEM((1,), jnp.int32)])(x)
+    np.testing.assert_array_equal(out, x[1] + np.repeat(np.arange(1, 5), 128))
+
+
+def test_emit_pipeline_errors():
+    with pytest.raises(ValueError, match="strictly positive"):
+        pltpu.emit_pipeline(lambda: None, grid=(0,))
+
+
+def test_interpret_params_run_the_kernel():
+    params = pltpu.InterpretParams(dma_execution_mode="eager", detect_races=True)
+    assert params.num_cores_per_device == 1 and hash(params) == hash(params)
+    with pytest.raises(ValueError, match="Number of cores or threads must be at least 1"):
+        pltpu.InterpretParams(num_cores_or_threads=0)
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 3
+    x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    out = pl.pallas_call(kernel, out_shape=_sds(x.shape), interpret=params)(x)
+    np.testing.assert_array_equal(out, 3 * x)
