@@ -180,3 +180,21 @@ def test_interpret_params_run_the_kernel():
     x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
     out = pl.pallas_call(kernel, out_shape=_sds(x.shape), interpret=params)(x)
     np.testing.assert_array_equal(out, 3 * x)
+
+
+def test_tpu_info():
+    if not pltpu.is_tpu_device():
+        with pytest.raises(ValueError, match="Unsupported TPU device kind"):
+            pltpu.get_tpu_info()
+    v5e = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion.TPU_V5E, 1)
+    assert (v5e.generation, v5e.num_lanes, v5e.num_sublanes, v5e.is_lite) == (5, 128, 8, True)
+    assert v5e.vmem_capacity_bytes == 128 << 20 and v5e.hbm_capacity_bytes == 17_200_000_000
+    assert v5e.is_matmul_supported(jnp.bfloat16, jnp.float32)
+    assert not v5e.is_matmul_supported(jnp.int8, jnp.bfloat16)
+    assert v5e.get_sublane_tiling(jnp.int8) == 32
+    v5p = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion.TPU_V5P, 2)
+    assert v5p.is_megacore and v5p.hbm_capacity_bytes == 103_000_000_000 // 2
+    assert v5p.sparse_core.num_subcores == 16
+    with pytest.raises(ValueError, match="num_tensor_cores_per_logical_device=1"):
+        pltpu.get_tpu_info_for_chip(pltpu.ChipVersion.TPU_V6E, 2)
+    assert pltpu.Tiling.COMPACT.shape == (8, 128)

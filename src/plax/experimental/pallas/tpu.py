@@ -22,6 +22,8 @@ from plax.pallas import semaphores as _semaphores
 from plax.pallas.dma import (AsyncCopyDescriptor, async_copy, async_remote_copy,
                              make_async_copy, make_async_remote_copy, sync_copy)
 from plax.pallas.semaphores import dma_semaphore
+from plax.pallas.tpu_info import (ChipVersion, Tiling, TpuInfo, get_tpu_info,
+                                  get_tpu_info_for_chip, is_tpu_device)
 from plax.pallas.tpu_ops import bitcast, roll
 from plax.experimental.pallas._tpu_random import (prng_random_bits, prng_seed, sample_block,
                                                   stateful_bernoulli, stateful_bits,
@@ -35,7 +37,9 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "async_copy", "make_async_remote_copy", "async_remote_copy", "sync_copy",
            "roll", "bitcast", "prng_seed", "prng_random_bits", "stateful_bits",
            "stateful_uniform", "stateful_normal", "stateful_bernoulli", "sample_block",
-           "InterpretParams", "emit_pipeline", "run_on_first_core", "core_barrier"]
+           "InterpretParams", "emit_pipeline", "run_on_first_core", "core_barrier",
+           "ChipVersion", "Tiling", "TpuInfo", "get_tpu_info", "get_tpu_info_for_chip",
+           "is_tpu_device"]
 
 
 class MemorySpace(pallas_core.BufferSpace, enum.Enum):
