@@ -5,9 +5,10 @@ scratches=None, allocations=None, body_prologue=None)``: for each point of ``gri
 major) it cuts the block each BlockSpec's index map picks out of each reference, runs
 ``body`` on references to those blocks (then the scratch references) and writes the output
 blocks back; ``program_id`` in ``body`` is the position in ``grid``. On a TPU the blocks are double-buffered in VMEM by DMAs; in interpret mode
-each step reads its blocks, runs the body on them (``run_state``) and writes the outputs:
-an output block starts from what the output holds there, so a body that accumulates into a
-block revisited on consecutive steps sees its running sum as on the chip.
+each step reads its input blocks, runs the body on them (``run_state``) and writes the output
+blocks. Output blocks are never read: each lives in a buffer carried from step to step (as
+in VMEM), so a body that accumulates into a block revisited on consecutive steps sees its
+running sum, as on the chip, and the buffer starts uninitialised (NaN for floats).
 """
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ import numpy as np
 from plax.core.refs import Slice
 from plax.core.trace import Tracer, get_aval
 from plax.core.tree_core import tree_flatten
-from plax.first_order import arithmetic, conversion
+from plax.first_order import arithmetic, conversion, shapes
 from plax.first_order.state import TransformedRef, ref_get, ref_set
 from plax.higher_order.loops import fori_loop
-from plax.higher_order.pallas_call import kernel_grid
+from plax.higher_order.pallas_call import kernel_grid, uninitialized_value
 from plax.higher_order.run_state import run_state
 
 __all__ = ["emit_pipeline"]
@@ -60,6 +61,7 @@ class _Window:
                      int(getattr(b, "block_size", b)) for b in block]
         self.index_map = getattr(spec, "index_map", None)
         self.shape, self.origin = tuple(shape), origin
+        self.block_shape = tuple(d for d in self.dims if d is not None)
 
     def indexer(self, indices) -> tuple:
         if self.index_map is None:
@@ -121,10 +123,10 @@ def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_ax
         steps = grid[0] if len(grid) == 1 else math.prod(grid) if all(
             isinstance(g, (int, np.integer)) for g in grid) else _product(grid)
 
-        def step(t, carry):
+        def step(t, out_buffers):
             indices = _grid_point(t, grid)
             views = [_view(r, w.indexer(indices)) for r, w in zip(flat, windows)]
-            blocks = [ref_get(v, ()) for v in views]
+            blocks = [ref_get(v, ()) for v in views[:len(ins)]] + list(out_buffers)
 
             def run(block_refs):
                 with kernel_grid(grid, indices):  # (program_id reads the pipeline's grid)
@@ -137,8 +139,10 @@ def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_ax
             finals = run_state(run)(blocks)
             for v, value in zip(views[len(ins):], finals[len(ins):]):
                 ref_set(v, (), value)
-            return carry
-        fori_loop(np.int32(0), _as_index(steps), step, np.int32(0))
+            return list(finals[len(ins):])
+        buffers = [shapes.full(w.block_shape, uninitialized_value(r.dtype), r.dtype)
+                   for r, w in zip(flat[len(ins):], windows[len(ins):])]
+        fori_loop(np.int32(0), _as_index(steps), step, buffers)
     return pipeline
 
 

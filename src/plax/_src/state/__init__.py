@@ -3,7 +3,7 @@
 ``plax.transforms.discharge`` and run_state ``plax.higher_order.run_state`` (see ``types``,
 ``primitives``, ``discharge``, ``indexing``)."""
 from plax.core.effects import AccumEffect, ReadEffect, RefEffect, WriteEffect  # noqa: F401
-from plax.core.refs import AbstractRef  # noqa: F401
+from plax.core.refs import AbstractRef, shaped_array_ref  # noqa: F401
 from plax.first_order.state import TransformedRef  # noqa: F401
 
 from plax._src import _face
