@@ -2,7 +2,7 @@
 reinterpretation that packs or unpacks along the second-minor axis).
 
 Each is a primitive (so that a TPU lowering can emit ``tpu.dynamic_rotate`` / ``tpu.bitcast``)
-whose every other rule computes it with lax ops (``_lax_roll``, ``_lax_bitcast``)::
+whose every other rule computes it with lax ops (``_lax_roll``, ``packing_bitcast``)::
 
     roll_p.bind(x, shift, axis=a, stride=s, stride_axis=sa)
     bitcast_p.bind(x, ty=dtype)
@@ -22,7 +22,7 @@ from plax.lowering.inline import lower_fun
 from plax.transforms.jvp import jvp_flat
 from plax.transforms.vmap import batch_flat
 
-__all__ = ["roll_p", "bitcast_p", "roll", "bitcast"]
+__all__ = ["roll_p", "bitcast_p", "roll", "bitcast", "packing_bitcast"]
 
 roll_p = Primitive("roll")
 bitcast_p = Primitive("bitcast")
@@ -117,7 +117,9 @@ def _bitcast_abstract(x, *, ty):
     return ShapedArray(tuple(shape), ty)
 
 
-def _lax_bitcast(x, *, ty):
+def packing_bitcast(x, *, ty):
+    """``x``'s bits as ``ty``, narrower elements packed along the second-minor axis (the
+    value of ``bitcast``; no checks)."""
     src, dst = dtypes.itemsize_bits(get_aval(x).dtype), dtypes.itemsize_bits(ty)
     if src < dst:  # consecutive rows pack into one element
         *lead, m, n = get_aval(x).shape
@@ -136,4 +138,4 @@ def _lax_bitcast(x, *, ty):
 
 
 abstract_eval_rules[bitcast_p] = _bitcast_abstract
-_computed_by(bitcast_p, _lax_bitcast)
+_computed_by(bitcast_p, packing_bitcast)

@@ -8,5 +8,5 @@ from plax.first_order.state import TransformedRef  # noqa: F401
 
 from plax._src import _face
 
-_SUBMODULES = ("types", "primitives", "discharge", "indexing")
+_SUBMODULES = ("types", "primitives", "discharge", "indexing", "utils")
 __getattr__ = _face.package_getattr(__name__, _SUBMODULES, _face.face_getattr(__name__, {}))
