@@ -198,3 +198,49 @@ def test_tpu_info():
     with pytest.raises(ValueError, match="num_tensor_cores_per_logical_device=1"):
         pltpu.get_tpu_info_for_chip(pltpu.ChipVersion.TPU_V6E, 2)
     assert pltpu.Tiling.COMPACT.shape == (8, 128)
+
+
+def test_pack_and_unpack_elementwise():
+    rng = np.random.default_rng(0)
+    xs = [rng.integers(-128, 128, (8, 128)).astype(np.int32) for _ in range(4)]
+    packed = np.asarray(pltpu.pack_elementwise(xs, packed_dtype=jnp.int8))
+    assert packed.dtype == np.uint32
+    want = sum((x.astype(np.int64) & 0xFF) << (8 * i) for i, x in enumerate(xs))
+    np.testing.assert_array_equal(packed, want.astype(np.uint32))
+    for i, x in enumerate(xs):
+        out = pltpu.unpack_elementwise(packed, index=i, packed_dtype=jnp.int8,
+                                       unpacked_dtype=jnp.int32)
+        np.testing.assert_array_equal(out, x)
+    f = rng.standard_normal((8, 128)).astype(np.float32)
+    halves = pltpu.pack_elementwise([f, 2 * f], packed_dtype=jnp.bfloat16)
+    for i, x in enumerate([f, 2 * f]):
+        out = pltpu.unpack_elementwise(halves, index=i, packed_dtype=jnp.bfloat16,
+                                       unpacked_dtype=jnp.float32)
+        np.testing.assert_array_equal(out, np.asarray(jnp.asarray(x).astype(jnp.bfloat16),
+                                                      np.float32))
+    with pytest.raises(ValueError, match="must match the packing factor"):
+        pltpu.pack_elementwise(xs[:2], packed_dtype=jnp.int8)
+    with pytest.raises(ValueError, match="out of bounds for packing factor"):
+        pltpu.unpack_elementwise(packed, index=4, packed_dtype=jnp.int8,
+                                 unpacked_dtype=jnp.int32)
+
+
+def test_stochastic_round_is_unbiased_between_neighbours():
+    x = np.full((64, 128), 1.0 + 2.0 ** -9, np.float32)  # a quarter of the way up
+    bits = np.random.default_rng(0).integers(0, 2 ** 32, x.shape, dtype=np.uint32)
+    out = np.asarray(pltpu.stochastic_round(x, bits, target_dtype=jnp.bfloat16), np.float32)
+    assert set(np.unique(out)) == {1.0, 1.0 + 2.0 ** -7}
+    assert abs(out.mean() - x[0, 0]) < 2e-4
+    with pytest.raises(ValueError, match="must be uint32"):
+        pltpu.stochastic_round(x, bits.astype(np.int32), target_dtype=jnp.bfloat16)
+
+
+def test_masked_load_store_and_touch():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.zeros_like(o_ref)
+        pltpu.touch(o_ref)
+        value = pltpu.load(x_ref)
+        pltpu.store(o_ref, value, mask=value > 500)
+    x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    out = call(kernel, out_shape=_sds(x.shape))(x)
+    np.testing.assert_array_equal(out, np.where(x > 500, x, 0))

@@ -29,8 +29,12 @@ bitcast_p = Primitive("bitcast")
 
 
 def _computed_by(prim, fn) -> None:
-    """Every rule of ``prim`` but abstract evaluation computes ``fn(*operands, **params)``."""
-    impl_rules[prim] = fn
+    """Every rule of ``prim`` but abstract evaluation computes ``fn(*operands, **params)``
+    (eagerly too after the abstract evaluation's checks)."""
+    def impl(*args, **params):
+        abstract_eval_rules[prim](*[get_aval(a) for a in args], **params)
+        return fn(*args, **params)
+    impl_rules[prim] = impl
     register_lowering(prim, lower_fun(fn))
     jvp_rules[prim] = lambda primals, tangents, **params: _single(jvp_flat(
         lambda *xs: [fn(*xs, **params)], list(primals), list(tangents), prim.name))

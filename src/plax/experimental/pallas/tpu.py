@@ -25,6 +25,8 @@ from plax.pallas.semaphores import dma_semaphore
 from plax.pallas.tpu_info import (ChipVersion, Tiling, TpuInfo, get_tpu_info,
                                   get_tpu_info_for_chip, is_tpu_device)
 from plax.pallas.tpu_ops import bitcast, roll
+from plax.pallas.tpu_packing import (load, pack_elementwise, stochastic_round, store, touch,
+                                     unpack_elementwise)
 from plax.experimental.pallas._tpu_random import (prng_random_bits, prng_seed, sample_block,
                                                   stateful_bernoulli, stateful_bits,
                                                   stateful_normal, stateful_uniform)
@@ -39,7 +41,8 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "stateful_uniform", "stateful_normal", "stateful_bernoulli", "sample_block",
            "InterpretParams", "emit_pipeline", "run_on_first_core", "core_barrier",
            "ChipVersion", "Tiling", "TpuInfo", "get_tpu_info", "get_tpu_info_for_chip",
-           "is_tpu_device"]
+           "is_tpu_device", "pack_elementwise", "unpack_elementwise", "stochastic_round",
+           "load", "store", "touch"]
 
 
 class MemorySpace(pallas_core.BufferSpace, enum.Enum):
