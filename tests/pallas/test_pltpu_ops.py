@@ -244,3 +244,21 @@ def test_masked_load_store_and_touch():
     x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
     out = call(kernel, out_shape=_sds(x.shape))(x)
     np.testing.assert_array_equal(out, np.where(x > 500, x, 0))
+
+
+def test_forced_tpu_interpret_mode():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+    x = np.ones((8, 128), np.float32)
+    f = pl.pallas_call(kernel, out_shape=_sds(x.shape))  # (not interpret=True)
+    with pltpu.force_tpu_interpret_mode():
+        np.testing.assert_array_equal(f(x), x + 1)
+    pltpu.set_tpu_interpret_mode(pltpu.InterpretParams())
+    try:
+        np.testing.assert_array_equal(f(2 * x), 2 * x + 1)
+    finally:
+        pltpu.set_tpu_interpret_mode(None)
+    pltpu.reset_tpu_interpret_mode_state()
+    if plax.default_backend() == "cpu":
+        with pytest.raises(ValueError, match="Only interpret mode is supported on CPU"):
+            f(3 * x)

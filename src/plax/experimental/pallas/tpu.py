@@ -21,6 +21,9 @@ from plax.experimental.pallas.core import GridSpec, MemoryRef, no_block_spec
 from plax.pallas import semaphores as _semaphores
 from plax.pallas.dma import (AsyncCopyDescriptor, async_copy, async_remote_copy,
                              make_async_copy, make_async_remote_copy, sync_copy)
+from plax.pallas.interpret_mode import reset_tpu_interpret_mode_state
+from plax.pallas.interpret_mode import force_tpu_interpret_mode as _force
+from plax.pallas.interpret_mode import set_tpu_interpret_mode as _set
 from plax.pallas.semaphores import dma_semaphore
 from plax.pallas.tpu_info import (ChipVersion, Tiling, TpuInfo, get_tpu_info,
                                   get_tpu_info_for_chip, is_tpu_device)
@@ -42,7 +45,8 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "InterpretParams", "emit_pipeline", "run_on_first_core", "core_barrier",
            "ChipVersion", "Tiling", "TpuInfo", "get_tpu_info", "get_tpu_info_for_chip",
            "is_tpu_device", "pack_elementwise", "unpack_elementwise", "stochastic_round",
-           "load", "store", "touch"]
+           "load", "store", "touch", "set_tpu_interpret_mode", "force_tpu_interpret_mode",
+           "reset_tpu_interpret_mode_state"]
 
 
 class MemorySpace(pallas_core.BufferSpace, enum.Enum):
@@ -193,6 +197,18 @@ class InterpretParams:
     @property
     def num_cores_per_device(self) -> int:
         return self.num_cores_or_threads
+
+
+def set_tpu_interpret_mode(params: InterpretParams | None = InterpretParams()) -> None:
+    """Run every ``pallas_call`` traced from now on in TPU interpret mode with ``params``
+    (None: each call's own ``interpret`` again)."""
+    _set(params)
+
+
+def force_tpu_interpret_mode(params: InterpretParams | None = InterpretParams()):
+    """Context manager: every ``pallas_call`` traced within runs in TPU interpret mode with
+    ``params``."""
+    return _force(params)
 
 
 def run_on_first_core(core_axis_name: str):
