@@ -1,6 +1,7 @@
 """pltpu's vector operations, kernel PRNG, emit_pipeline and InterpretParams in interpret mode,
 against numpy references."""
 import functools
+import math
 
 import numpy as np
 import pytest
@@ -262,3 +263,22 @@ def test_forced_tpu_interpret_mode():
     if plax.default_backend() == "cpu":
         with pytest.raises(ValueError, match="Only interpret mode is supported on CPU"):
             f(3 * x)
+
+
+@pytest.mark.parametrize("equation, shape, sizes, reference", [
+    ("ab->ba", (2, 3), {}, lambda x: x.T),
+    ("a(bc)->abc", (4, 6), dict(b=2), lambda x: x.reshape(4, 2, 3)),
+    ("abc->(ba)c", (2, 3, 4), {}, lambda x: x.transpose(1, 0, 2).reshape(6, 4)),
+    ("a(bc)->(ba)c", (2, 12), dict(c=4), lambda x: x.reshape(2, 3, 4).transpose(
+        1, 0, 2).reshape(6, 4)),
+])
+def test_einshape(equation, shape, sizes, reference):
+    x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    np.testing.assert_array_equal(pltpu.einshape(equation, x, **sizes), reference(x))
+
+
+def test_einshape_errors():
+    with pytest.raises(ValueError, match="Ambiguous split"):
+        pltpu.einshape("(ab)->ab", jnp.zeros((6,)))
+    with pytest.raises(ValueError, match="exactly one '->'"):
+        pltpu.einshape("ab", jnp.zeros((2, 3)))

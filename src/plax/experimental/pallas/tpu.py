@@ -21,6 +21,7 @@ from plax.experimental.pallas.core import GridSpec, MemoryRef, no_block_spec
 from plax.pallas import semaphores as _semaphores
 from plax.pallas.dma import (AsyncCopyDescriptor, async_copy, async_remote_copy,
                              make_async_copy, make_async_remote_copy, sync_copy)
+from plax.pallas.einshape import einshape
 from plax.pallas.interpret_mode import reset_tpu_interpret_mode_state
 from plax.pallas.interpret_mode import force_tpu_interpret_mode as _force
 from plax.pallas.interpret_mode import set_tpu_interpret_mode as _set
@@ -46,7 +47,7 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "ChipVersion", "Tiling", "TpuInfo", "get_tpu_info", "get_tpu_info_for_chip",
            "is_tpu_device", "pack_elementwise", "unpack_elementwise", "stochastic_round",
            "load", "store", "touch", "set_tpu_interpret_mode", "force_tpu_interpret_mode",
-           "reset_tpu_interpret_mode_state"]
+           "reset_tpu_interpret_mode_state", "einshape"]
 
 
 class MemorySpace(pallas_core.BufferSpace, enum.Enum):
