@@ -6,9 +6,10 @@ major) it cuts the block each BlockSpec's index map picks out of each reference,
 ``body`` on references to those blocks (then the scratch references) and writes the output
 blocks back; ``program_id`` in ``body`` is the position in ``grid``. On a TPU the blocks
 are double-buffered in VMEM by DMAs; in interpret mode each step reads its input blocks,
-runs the body on them (``run_state``) and writes the output blocks. Output blocks are never read: each lives in a buffer carried from step to step (as
-in VMEM), so a body that accumulates into a block revisited on consecutive steps sees its
-running sum, as on the chip, and the buffer starts uninitialised (NaN for floats).
+runs the body on them (``run_state``) and writes the output blocks. Output blocks are
+never read: each lives in a buffer carried from step to step (as in VMEM), so a body that
+accumulates into a block revisited on consecutive steps sees its running sum, as on the
+chip, and the buffer starts uninitialised (NaN for floats).
 """
 from __future__ import annotations
 
