@@ -11,7 +11,11 @@ import plax
 import plax.numpy as jnp
 from plax.experimental import pallas as pl
 from plax.experimental.pallas import tpu as pltpu
-from plax.pallas.semaphores import semaphore_read, semaphore_signal, semaphore_wait
+from plax import lax
+from plax.experimental.shard_map import shard_map
+from plax.pallas.semaphores import (DeviceIdType, semaphore_read, semaphore_signal,
+                                    semaphore_wait)
+from plax.sharding import Mesh, PartitionSpec
 
 call = functools.partial(pl.pallas_call, interpret=True)
 ANY_SPEC = pl.BlockSpec(memory_space=pl.ANY)
@@ -161,7 +165,7 @@ def test_semaphore_types_and_dtypes():
     (lambda x, o, buf, sem, rsem: pltpu.make_async_copy(x.at[0], buf, sem),
      "must have the same shape and dtype"),
     (lambda x, o, buf, sem, rsem: pltpu.make_async_remote_copy(
-        x, buf, sem, sem, device_id=1).start(), "Remote DMAs"),
+        x, buf, sem, sem, device_id=1).start(), "inside a shard_map"),
 ])
 def test_errors(body, message):
     def kernel(x, o, buf, sem, rsem):
@@ -177,3 +181,39 @@ def test_errors(body, message):
 def test_semaphore_outside_a_kernel_is_refused():
     with pytest.raises(ValueError, match="takes a Ref"):
         pltpu.make_async_copy(np.zeros(3), np.zeros(3), None)
+
+
+@pytest.mark.parametrize("device_id_type", [DeviceIdType.MESH, DeviceIdType.LOGICAL])
+def test_remote_copies_and_signals_under_shard_map(device_id_type):
+    """Each device sends its block to its right neighbour on the ring and signals it."""
+    n = 4
+    if plax.device_count() < n:
+        pytest.skip(f"needs {n} devices")
+
+    def kernel(x_ref, o_ref, counts_ref, send, recv, sig):
+        me = lax.axis_index("x")
+        right = lax.rem(me + 1, n)
+        target = (right,) if device_id_type is DeviceIdType.MESH else right
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send, recv, device_id=target,
+                                            device_id_type=device_id_type)
+        copy.start()
+        semaphore_signal(sig, me + 1, device_id=target, device_id_type=device_id_type)
+        counts_ref[0] = semaphore_read(recv)
+        counts_ref[1] = semaphore_read(sig)
+        copy.wait()
+        counts_ref[2] = semaphore_read(send) + semaphore_read(recv)
+
+    def per_device(x):
+        return call(kernel, out_shape=(_sds(x.shape), _sds((3,), jnp.int32)),
+                    in_specs=[ANY_SPEC],
+                    out_specs=(ANY_SPEC, pl.BlockSpec(memory_space=pltpu.SMEM)),
+                    scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA,
+                                    pltpu.SemaphoreType.REGULAR])(x)
+    mesh = Mesh(np.array(plax.devices()[:n]), ("x",))
+    ring = plax.jit(shard_map(per_device, mesh=mesh, in_specs=PartitionSpec("x"),
+                              out_specs=PartitionSpec("x"), check_rep=False))
+    x = _x(n * 8, 128)
+    y, counts = ring(x)
+    np.testing.assert_array_equal(y, np.roll(x.reshape(n, 8, 128), 1, axis=0).reshape(x.shape))
+    np.testing.assert_array_equal(np.asarray(counts).reshape(n, 3),
+                                  [[1024, (i - 1) % n + 1, 0] for i in range(n)])

@@ -11,7 +11,8 @@ reference of the copy followed by the dynamic leaves of its transforms: ``src``,
 In interpret mode (the discharge rules) a start copies (``add``: accumulates) the data at
 once and adds the number of elements copied to ``dst_sem``; a wait subtracts the number of
 elements of ``dst`` from it: JAX's interpret-mode accounting, with counters that never
-block. A remote copy needs several devices; discharging one raises.
+block. A remote copy runs between the devices of an enclosing ``shard_map``
+(``plax.pallas.remote``); the sender's ``src_sem`` counts what it sent.
 """
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ from plax.core.refs import AbstractRef, transformed_aval
 from plax.core.rules import discharge_rules, pp_eqn_rules
 from plax.core.trace import get_aval
 from plax.core.tree_core import tree_flatten, tree_unflatten
-from plax.first_order import arithmetic
+from plax.first_order import arithmetic, comparison, conversion
 from plax.first_order.state import TransformedRef, read_view, ref_get, ref_set, update_view
-from plax.pallas import semaphores
+from plax.pallas import remote, semaphores
 from plax.pallas.semaphores import (DeviceIdType, DMASemaphore, flatten_ref, pp_ref,
                                     ref_view_aval, split_ref)
 
@@ -37,13 +38,6 @@ __all__ = ["dma_start_p", "dma_wait_p", "AsyncCopyDescriptor", "make_async_copy"
 
 dma_start_p = Primitive("dma_start", multiple_results=True)
 dma_wait_p = Primitive("dma_wait", multiple_results=True)
-
-_REMOTE_ERROR = (
-    "Remote DMAs (make_async_remote_copy / a device_id) copy between the devices of a "
-    "multi-device TPU kernel; plax's interpret mode runs a kernel on one device, so they "
-    "are not supported there. Run the kernel compiled for TPU (interpret=False) or use a "
-    "local make_async_copy.")
-
 
 @dataclasses.dataclass
 class DMAOperands:
@@ -286,26 +280,34 @@ def _size(value) -> np.int32:
 
 def _start_discharge(which, in_avals, out_avals, *args, trees, device_id_tree,
                      device_id_type, priority, add):
-    if device_id_tree.num_leaves or trees[3] is not None:
-        raise NotImplementedError(_REMOTE_ERROR)
     at = DMAOperands.positions(trees)
     ops = DMAOperands.split(args, trees, device_id_tree)
     data = _read(which[at[0]], *ops.src)
     new = [None] * len(args)
-    new[at[1]] = _write(which[at[1]], *ops.dst, data, accumulate=add)
-    new[at[2]] = semaphores.add_to_semaphore(which[at[2]], *ops.dst_sem, _size(data))
+    dst, dst_transforms = ops.dst
+    count = _size(data)
+    if ops.src_sem is not None:  # a remote copy: every device sends, each one receives
+        axis = remote.remote_axis(ops.device_id, device_id_type)
+        target = remote.device_index(ops.device_id, axis)
+        received, data, dst_transforms = remote.receive(data, dst_transforms, target, axis)
+        new[at[3]] = semaphores.add_to_semaphore(which[at[3]], *ops.src_sem, count)
+        count = arithmetic.mul(conversion.convert_element_type(received, np.int32), count)
+        old = _read(which[at[1]], dst, dst_transforms)
+        data = comparison.select_n(received, arithmetic.add(old, data) if add else old, data)
+        add = False
+    new[at[1]] = _write(which[at[1]], dst, dst_transforms, data, accumulate=add)
+    new[at[2]] = semaphores.add_to_semaphore(which[at[2]], *ops.dst_sem, count)
     return new, []
 
 
 def _wait_discharge(which, in_avals, out_avals, *args, trees, device_id_tree,
                     device_id_type):
-    if device_id_tree.num_leaves or trees[3] is not None:
-        raise NotImplementedError(_REMOTE_ERROR)
     at = DMAOperands.positions(trees)
     ops = DMAOperands.split(args, trees, device_id_tree)
     dst_view = transformed_aval(in_avals[at[1]].inner_aval, ops.dst[1])
     new = [None] * len(args)
-    new[at[2]] = semaphores.add_to_semaphore(which[at[2]], *ops.dst_sem, np.int32(-_size(dst_view)))
+    new[at[2]] = semaphores.add_to_semaphore(which[at[2]], *ops.dst_sem,
+                                             np.int32(-_size(dst_view)))
     return new, []
 
 

@@ -34,6 +34,7 @@ from plax.core.tree_core import tree_flatten, tree_unflatten
 from plax.first_order import arithmetic, conversion
 from plax.first_order.state import (TransformedRef, _pp_index, read_view, ref_get, ref_set,
                                     update_view)
+from plax.pallas import remote
 
 __all__ = ["semaphore_dtype", "semaphore", "barrier_semaphore", "dma_semaphore",
            "Semaphore", "BarrierSemaphore", "DMASemaphore", "SEMAPHORE", "BARRIER_SEMAPHORE",
@@ -188,9 +189,9 @@ semaphore_signal_p = Primitive("semaphore_signal", multiple_results=True)
 
 def semaphore_signal(sem_or_view, inc=1, *, device_id=None,
                      device_id_type: DeviceIdType = DeviceIdType.MESH, core_index=None):
-    """Add ``inc`` to a semaphore (a ``()``-shaped view of a semaphore reference). A remote
-    signal (``device_id``) needs several devices, which interpret mode on one does not
-    have."""
+    """Add ``inc`` to a semaphore (a ``()``-shaped view of a semaphore reference); with
+    ``device_id``, to that semaphore on that device (interpret mode: a device of the named
+    axis of an enclosing ``shard_map``, see ``plax.pallas.remote``)."""
     operands, tree = flatten_ref(sem_or_view)
     inc = _int32(inc)
     device_leaves = tree_flatten(device_id)[0] if device_id is not None else []
@@ -231,16 +232,17 @@ def add_to_semaphore(which, sem, transforms, delta):
 
 def _signal_discharge(which, in_avals, out_avals, sem, *rest, tree, device_id_type,
                       device_id_tree, has_core_index):
-    if device_id_tree.num_leaves:
-        raise NotImplementedError(
-            "Remote signal not implemented: semaphore_signal with a device_id needs a "
-            "multi-device TPU kernel; interpret mode runs one device.")
     if has_core_index:
         raise NotImplementedError("Multiple core support not implemented: semaphore_signal "
                                   "with a core_index.")
     n = tree.num_leaves
     transforms = tree_unflatten(tree, rest[:n])
-    new = add_to_semaphore(which[0], sem, transforms, rest[n])
+    inc = rest[n]
+    if device_id_tree.num_leaves:  # every device signals; each adds what is aimed at it
+        device_id = tree_unflatten(device_id_tree, rest[n + 1:n + 1 + device_id_tree.num_leaves])
+        axis = remote.remote_axis(device_id, device_id_type)
+        inc = remote.signals_for_me(inc, remote.device_index(device_id, axis), axis)
+    new = add_to_semaphore(which[0], sem, transforms, inc)
     return [new] + [None] * len(rest), []
 
 

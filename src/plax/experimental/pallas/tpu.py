@@ -47,7 +47,8 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "ChipVersion", "Tiling", "TpuInfo", "get_tpu_info", "get_tpu_info_for_chip",
            "is_tpu_device", "pack_elementwise", "unpack_elementwise", "stochastic_round",
            "load", "store", "touch", "set_tpu_interpret_mode", "force_tpu_interpret_mode",
-           "reset_tpu_interpret_mode_state", "einshape"]
+           "reset_tpu_interpret_mode_state", "einshape",
+           "with_memory_space_constraint"]
 
 
 class MemorySpace(pallas_core.BufferSpace, enum.Enum):
@@ -210,6 +211,18 @@ def force_tpu_interpret_mode(params: InterpretParams | None = InterpretParams())
     """Context manager: every ``pallas_call`` traced within runs in TPU interpret mode with
     ``params``."""
     return _force(params)
+
+
+def with_memory_space_constraint(x, memory_space):
+    """``x``, with a request that a ``pallas_call`` taking it place it in ``memory_space``
+    (HBM, VMEM or SMEM; pl.ANY: no constraint). The value is unchanged; plax's interpret
+    mode places every operand alike, so the request does not change the kernel's run."""
+    if memory_space is pallas_core.MemorySpace.ANY:
+        return x
+    if memory_space not in (HBM, VMEM, SMEM):
+        raise NotImplementedError("with_memory_space_constraint only supports HBM, VMEM and "
+                                  "SMEM.")
+    return x
 
 
 def run_on_first_core(core_axis_name: str):
