@@ -282,3 +282,23 @@ def test_einshape_errors():
         pltpu.einshape("(ab)->ab", jnp.zeros((6,)))
     with pytest.raises(ValueError, match="exactly one '->'"):
         pltpu.einshape("ab", jnp.zeros((2, 3)))
+
+
+def test_prng_draws_inside_branches_advance_the_state():
+    def kernel(o_ref):
+        pltpu.prng_seed(5)
+
+        @pl.when(pl.program_id(0) == 0)  # (a traced condition: a cond)
+        def _():
+            o_ref[0] = pltpu.prng_random_bits((128,))
+        o_ref[1] = pltpu.prng_random_bits((128,))
+    out = np.asarray(call(kernel, out_shape=_sds((8, 128), jnp.int32), grid=(1,))())
+    assert not np.array_equal(out[0], out[1])
+
+
+def test_with_memory_space_constraint_keeps_the_value():
+    x = np.arange(4.0)
+    np.testing.assert_array_equal(pltpu.with_memory_space_constraint(x, pltpu.VMEM), x)
+    assert pltpu.with_memory_space_constraint(x, pl.ANY) is x
+    with pytest.raises(NotImplementedError, match="only supports HBM, VMEM and SMEM"):
+        pltpu.with_memory_space_constraint(x, pltpu.CMEM)

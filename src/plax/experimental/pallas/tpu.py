@@ -2,7 +2,8 @@
 spaces, semaphores and DMAs, compiler parameters, the scalar-prefetch grid spec, TPU vector
 operations (roll, bitcast), the kernel's PRNG, nested pipelines (emit_pipeline), for kernels
 run in interpret mode (``pallas_call(..., interpret=True)`` or ``interpret=InterpretParams()``)
-on any backend. The primitives are in ``plax.pallas`` (dma, semaphores, tpu_ops).
+on any backend. The primitives and helpers are in ``plax.pallas`` (semaphores, dma, remote,
+tpu_ops, tpu_packing, pipeline, einshape, tpu_info, interpret_mode).
 """
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ import numpy as np
 from plax import lax
 from plax.core.avals import ShapedArray
 from plax.experimental.pallas import core as pallas_core
+from plax.experimental.pallas._tpu_random import (prng_random_bits, prng_seed, sample_block,
+                                                  stateful_bernoulli, stateful_bits,
+                                                  stateful_normal, stateful_uniform)
 from plax.experimental.pallas import when
 from plax.experimental.pallas.core import GridSpec, MemoryRef, no_block_spec
 from plax.pallas import semaphores as _semaphores
@@ -25,16 +29,13 @@ from plax.pallas.einshape import einshape
 from plax.pallas.interpret_mode import reset_tpu_interpret_mode_state
 from plax.pallas.interpret_mode import force_tpu_interpret_mode as _force
 from plax.pallas.interpret_mode import set_tpu_interpret_mode as _set
+from plax.pallas.pipeline import emit_pipeline
 from plax.pallas.semaphores import dma_semaphore
 from plax.pallas.tpu_info import (ChipVersion, Tiling, TpuInfo, get_tpu_info,
                                   get_tpu_info_for_chip, is_tpu_device)
 from plax.pallas.tpu_ops import bitcast, roll
 from plax.pallas.tpu_packing import (load, pack_elementwise, stochastic_round, store, touch,
                                      unpack_elementwise)
-from plax.experimental.pallas._tpu_random import (prng_random_bits, prng_seed, sample_block,
-                                                  stateful_bernoulli, stateful_bits,
-                                                  stateful_normal, stateful_uniform)
-from plax.pallas.pipeline import emit_pipeline
 
 __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "HBM",
            "GridDimensionSemantics", "PARALLEL", "CORE_PARALLEL", "SUBCORE_PARALLEL",
