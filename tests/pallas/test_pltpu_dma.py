@@ -217,3 +217,20 @@ def test_remote_copies_and_signals_under_shard_map(device_id_type):
     np.testing.assert_array_equal(y, np.roll(x.reshape(n, 8, 128), 1, axis=0).reshape(x.shape))
     np.testing.assert_array_equal(np.asarray(counts).reshape(n, 3),
                                   [[1024, (i - 1) % n + 1, 0] for i in range(n)])
+
+
+def test_copies_inside_run_state_touch_kernel_references():
+    """The run_state body's own buffer is discharged first, the kernel's references later."""
+    def kernel(x_hbm, o_ref, sem):
+        def body(refs):
+            (buf,) = refs
+            pltpu.async_copy(x_hbm.at[pl.ds(8, 8)], buf, sem).wait()
+            pltpu.async_copy(buf, o_ref, sem).wait()
+            o_ref[0, 0] = semaphore_read(sem).astype(jnp.float32)
+        pl.run_state(body)((jnp.zeros((8, 128), jnp.float32),))
+    x = _x(16, 128)
+    out = call(kernel, out_shape=_sds((8, 128)), in_specs=[ANY_SPEC],
+               scratch_shapes=[pltpu.SemaphoreType.DMA])(x)
+    want = x[8:].copy()
+    want[0, 0] = 0
+    np.testing.assert_array_equal(out, want)
