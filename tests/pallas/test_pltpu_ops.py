@@ -302,3 +302,21 @@ def test_with_memory_space_constraint_keeps_the_value():
     assert pltpu.with_memory_space_constraint(x, pl.ANY) is x
     with pytest.raises(NotImplementedError, match="only supports HBM, VMEM and SMEM"):
         pltpu.with_memory_space_constraint(x, pltpu.CMEM)
+
+
+def test_run_on_first_core_of_a_named_axis():
+    from plax.experimental.shard_map import shard_map
+    from plax.sharding import Mesh, PartitionSpec
+    if plax.device_count() < 2:
+        pytest.skip("needs 2 devices")
+
+    def kernel(o_ref):
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+        @pltpu.run_on_first_core("core")
+        def _():
+            o_ref[...] = jnp.ones_like(o_ref)
+    mesh = Mesh(np.array(plax.devices()[:2]), ("core",))
+    f = shard_map(lambda: call(kernel, out_shape=_sds((1, 128)))(), mesh=mesh, in_specs=(),
+                  out_specs=PartitionSpec("core"), check_rep=False)
+    np.testing.assert_array_equal(plax.jit(f)()[:, 0], [1, 0])
