@@ -147,6 +147,9 @@ def uninitialized_value(dtype):
 
 
 def _full(shape, dtype):
+    if dtypes.is_extended(dtype):  # (semaphores: counters starting at 0)
+        zeros = shapes.full(tuple(shape) + dtype.physical_shape, 0, dtype.physical_dtype)
+        return conversion.convert_element_type(zeros, dtype)
     return shapes.full(tuple(shape), uninitialized_value(dtype), dtype)
 
 

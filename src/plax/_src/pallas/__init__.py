@@ -2,5 +2,5 @@
 (``core``, ``pallas_call``, ``primitives``) and our own test helpers (``pallas_test_util``)."""
 from plax._src import _face
 
-_SUBMODULES = ("core", "pallas_call", "primitives", "pallas_test_util")
+_SUBMODULES = ("core", "pallas_call", "primitives", "pallas_test_util", "mosaic", "einshape")
 __getattr__ = _face.package_getattr(__name__, _SUBMODULES, _face.face_getattr(__name__, {}))

@@ -16,6 +16,7 @@ from plax.experimental.pallas.core import (Blocked, BlockSpec, Element, GridSpec
 from plax.ffi.call import checked_aliases
 from plax.higher_order.pallas_call import (BlockMapping, GridMapping, kernel_grid,
                                            pallas_call_p)
+from plax.pallas.interpret_mode import forced_interpret_params
 from plax.transforms.discharge import discharge_state
 
 __all__ = ["pallas_call"]
@@ -220,8 +221,8 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
                   else np.asarray(x, a.dtype) for x, a in zip(leaves, in_avals)]
         outs = pallas_call_p.bind(
             *leaves, jaxpr=body, grid_mapping=gm, input_output_aliases=aliases,
-            interpret=interpret, debug=debug, name=name, compiler_params=compiler_params,
-            cost_estimate=cost_estimate)
+            interpret=forced_interpret_params() or interpret, debug=debug, name=name,
+            compiler_params=compiler_params, cost_estimate=cost_estimate)
         return tree_util.tree_unflatten(out_tree, outs)
     wrapped.__name__ = name
     return wrapped
