@@ -19,6 +19,7 @@ from plax.experimental.pallas.core import (ANY, HOST, Blocked, BlockSpec, Buffer
 from plax.higher_order.cond import cond
 from plax.higher_order.pallas_call import num_programs, pallas_call_p, program_id
 from plax.higher_order.run_state import run_state
+from plax.pallas import mosaic_call as _mosaic_call  # noqa: F401 (pallas_call's TPU lowering)
 from plax.ref import ds
 
 __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "Element",

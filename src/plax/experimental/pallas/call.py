@@ -2,6 +2,8 @@
 bound as one ``pallas_call`` equation (``plax.higher_order.pallas_call``)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from plax import tree_util
@@ -24,6 +26,8 @@ _INDEX = ShapedArray((), np.dtype(np.int32))
 
 
 def _fun_name(f) -> str:
+    while isinstance(f, functools.partial):  # (JAX names a partial kernel by its function)
+        f = f.func
     return getattr(f, "__name__", None) or type(f).__name__
 
 
