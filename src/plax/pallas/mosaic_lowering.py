@@ -155,6 +155,11 @@ def constant_attr(value, aval) -> str:
     return f"{body} : {element_type(aval.dtype)}"
 
 
+def _escape(text: str) -> str:
+    return "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else f"\\{ord(c):02X}"
+                   for c in str(text))
+
+
 # --- one function being built ---------------------------------------------------------------
 class KernelFunction:
     """The body of one ``func.func`` being written: its lines, fresh SSA names, regions."""
@@ -187,8 +192,17 @@ class KernelFunction:
             text += " {" + attrs + "}"
         outs = result_types[0] if len(result_types) == 1 else f"({', '.join(result_types)})"
         text += f" : ({', '.join(o.type for o in operands)}) -> {outs}"
-        self.lines.append("  " * self.depth + text)
+        self.lines.append("  " * self.depth + text + self.location())
         return names
+
+    def location(self) -> str:
+        """`` loc(...)`` of the equation being lowered: its primitive at the user's line (what
+        Mosaic's own errors then point at)."""
+        info = getattr(self.eqn, "source_info", None)
+        if info is None or getattr(info, "file", None) is None or info.line is None:
+            return ""
+        where = f'"{_escape(info.file)}":{int(info.line)}:{int(info.column or 0)}'
+        return f' loc("{_escape(self.eqn.primitive.name)}"({where}))'
 
     def region(self, arg_types, build) -> str:
         """A one-block region: ``build(args)`` emits its ops (and terminator) given its block

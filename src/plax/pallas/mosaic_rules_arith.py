@@ -15,7 +15,7 @@ from plax.core.rules import mosaic_lowering_rules as rules
 from plax.first_order import (arithmetic, bitwise, comparison, conversion, dot, reductions,
                               shapes, slicing, transcendental)
 from plax.pallas.mosaic_lowering import (Lit, PrefetchArray, Value, element_type, is_float,
-                                         is_unsigned, value_type)
+                                         is_unsigned, static_int, value_type)
 
 __all__: list = []
 
@@ -373,10 +373,21 @@ def _reduction_rule(prim, kinds):
                             "supported on TPU.")
         if not axes:
             return x
-        acc = ctx.constant(_identity(kind, out.dtype), out)
-        dims = ", ".join(map(str, sorted(axes)))
-        return ctx.op1("vector.multi_reduction", [x, acc], out,
-                       f"kind = #vector.kind<{kind}>, reduction_dims = array<i64: {dims}>")
+        axes = sorted(axes)
+        if not out.shape:
+            # to a scalar: reduce (1, *shape) to vector<1>, then extract (as JAX does)
+            x = reshape(ctx, x, (1,) + tuple(x.aval.shape))
+            axes = [a + 1 for a in axes]
+            vec = ShapedArray((1,), out.dtype)
+        else:
+            vec = out
+        acc = ctx.constant(_identity(kind, out.dtype), vec)
+        dims = ", ".join(map(str, axes))
+        r = ctx.op1("vector.multi_reduction", [x, acc], vec,
+                    f"kind = #vector.kind<{kind}>, reduction_dims = array<i64: {dims}>")
+        if out.shape:
+            return r
+        return reshape(ctx, reshape(ctx, r, (1,) * (len(x.aval.shape))), ())
     return rule
 
 
@@ -425,27 +436,51 @@ rules[dot.dot_general_p] = _dot_general
 
 
 # --- slicing of values (index maps reading scalar-prefetch arrays) --------------------------
+def _extract_slice(ctx, x: Value, starts, sizes, strides=None) -> Value:
+    """A static window of a vector (``vector.extract_strided_slice``)."""
+    strides = [1] * len(sizes) if strides is None else [int(t) for t in strides]
+    out = ctx.avals_out[0]
+    if tuple(sizes) == tuple(x.aval.shape) and not any(starts):
+        return x
+
+    def arr(v):
+        return "[" + ", ".join(str(int(a)) for a in v) + "]"
+    return ctx.op1("vector.extract_strided_slice", [x], out,
+                   f"offsets = {arr(starts)}, sizes = {arr(sizes)}, strides = {arr(strides)}")
+
+
+def _prefetch_element(ctx, x, idx):
+    scalar = ShapedArray((), x.aval.dtype)
+    v = Value(ctx.fn.op("memref.load", [x, *idx], [value_type(scalar)])[0],
+              value_type(scalar), scalar)
+    return _Unit(v, ctx.avals_out[0])
+
+
 def _dynamic_slice(ctx, x, *starts, slice_sizes, **_):
     if isinstance(x, PrefetchArray) and all(int(s) == 1 for s in slice_sizes):
-        idx = [ctx.index(s) for s in starts]
-        scalar = ShapedArray((), x.aval.dtype)
-        v = Value(ctx.fn.op("memref.load", [x, *idx], [value_type(scalar)])[0],
-                  value_type(scalar), scalar)
-        return _Unit(v, ctx.avals_out[0])
-    raise ctx.error("dynamic_slice of a value is not supported in TPU kernels; index a "
-                    "reference with pl.ds instead")
+        return _prefetch_element(ctx, x, [ctx.index(s) for s in starts])
+    known = [static_int(s) for s in starts]
+    if isinstance(x, PrefetchArray) or None in known:
+        raise ctx.error("dynamic_slice of a value at a traced position is not supported in "
+                        "TPU kernels; index a reference with pl.ds instead")
+    shape = ctx.avals_in[0].shape
+    known = [min(max(k, 0), d - n) for k, d, n in zip(known, shape, slice_sizes)]
+    return _extract_slice(ctx, ctx.value(x), known, slice_sizes)
 
 
 def _slice(ctx, x, *, start_indices, limit_indices, strides=None, **_):
-    if isinstance(x, PrefetchArray) and all(
-            int(b) - int(a) == 1 for a, b in zip(start_indices, limit_indices)):
-        idx = [ctx.index_constant(int(s)) for s in start_indices]
-        scalar = ShapedArray((), x.aval.dtype)
-        v = Value(ctx.fn.op("memref.load", [x, *idx], [value_type(scalar)])[0],
-                  value_type(scalar), scalar)
-        return _Unit(v, ctx.avals_out[0])
-    raise ctx.error("slice of a value is not supported in TPU kernels; index a reference "
-                    "instead")
+    if isinstance(x, PrefetchArray):
+        if all(int(b) - int(a) == 1 for a, b in zip(start_indices, limit_indices)):
+            return _prefetch_element(ctx, x, [ctx.index_constant(int(s))
+                                              for s in start_indices])
+        raise ctx.error("index maps read single elements of a scalar-prefetch array")
+    return _extract_slice(ctx, ctx.value(x), start_indices, ctx.avals_out[0].shape, strides)
+
+
+def _concatenate(ctx, *xs, dimension):
+    out = ctx.avals_out[0]
+    xs = [ctx.value(x, a) for x, a in zip(xs, ctx.avals_in)]
+    return ctx.op1("tpu.concatenate", xs, out, f"dimension = {int(dimension)} : i32")
 
 
 class _Unit(Value):
@@ -469,5 +504,6 @@ def _unit_reshape(ctx, x, **params):
 
 rules[slicing.dynamic_slice_p] = _dynamic_slice
 rules[slicing.slice_p] = _slice
+rules[shapes.concatenate_p] = _concatenate
 rules[shapes.reshape_p] = _unit_reshape
 rules[shapes.squeeze_p] = _unit_reshape

@@ -10,10 +10,12 @@ from typing import Any, Mapping, Sequence
 
 from plax.experimental.pallas import core as pallas_core
 from plax.experimental.pallas.core import GridSpec, no_block_spec
+from plax.pallas.mosaic_lowering import LoweringException
 
 __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "HBM",
            "GridDimensionSemantics", "PARALLEL", "CORE_PARALLEL", "SUBCORE_PARALLEL",
-           "ARBITRARY", "CompilerParams", "PrefetchScalarGridSpec", "SideEffectType"]
+           "ARBITRARY", "CompilerParams", "PrefetchScalarGridSpec", "SideEffectType",
+           "LoweringException"]
 
 
 class MemorySpace(pallas_core.BufferSpace, enum.Enum):
