@@ -374,3 +374,29 @@ def test_value_slices_concatenation_full_reductions_and_smem_outputs():
                "memref.store %4, %arg2[", "vector.extract_strided_slice %0 {offsets = [4, 0], "
                "sizes = [4, 128], strides = [1, 1]}", "tpu.concatenate"]:
         assert op in module, op
+
+
+def test_multiple_of_split_and_platform_dependent():
+    def k(x_ref, o_ref):
+        i = pl.multiple_of(pl.program_id(0) * 8, 8)
+        a, b = jnp.split(x_ref[pl.ds(i, 8), :], 2, axis=1)
+        y = jnp.concatenate([b, a], axis=1) + plax.lax.erf(a).sum() + jnp.isfinite(b).sum()
+        o_ref[...] = plax.lax.platform_dependent(y, tpu=lambda v: v * 2, default=lambda v: -v)
+
+    def f(x):
+        return pl.pallas_call(k, out_shape=jax_sds(x, (8, 256)), grid=(2,),
+                              in_specs=[pl.BlockSpec((16, 256), lambda i: (0, 0))],
+                              out_specs=pl.BlockSpec((8, 256), lambda i: (0, 0)))(x)
+    x = np.arange(16 * 256, dtype=np.float32).reshape(16, 256)
+    _, _, module = lower(f, x)
+    for op in ["tpu.assume_multiple", "vector.extract_strided_slice", "math.erf",
+               "arith.cmpf one", "tpu.concatenate"]:
+        assert op in module, op
+    assert "arith.negf" not in module  # (the TPU branch, chosen when lowering)
+    # interpret mode on the CPU: multiple_of is the value itself, the default branch runs
+    out = pl.pallas_call(k, out_shape=jax_sds(x, (8, 256)), grid=(2,), interpret=True,
+                         in_specs=[pl.BlockSpec((16, 256), lambda i: (0, 0))],
+                         out_specs=pl.BlockSpec((8, 256), lambda i: (0, 0)))(x)
+    rows = x[8:16]
+    expected = -(np.concatenate([rows[:, 128:], rows[:, :128]], axis=1) + 1024 + 1024)
+    np.testing.assert_allclose(np.asarray(out), expected)

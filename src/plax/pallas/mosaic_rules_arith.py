@@ -13,7 +13,7 @@ from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.rules import mosaic_lowering_rules as rules
 from plax.first_order import (arithmetic, bitwise, comparison, conversion, dot, reductions,
-                              shapes, slicing, transcendental)
+                              sharding_constraint, shapes, slicing, transcendental, utility)
 from plax.pallas.mosaic_lowering import (Lit, PrefetchArray, Value, element_type, is_float,
                                          is_unsigned, static_int, value_type)
 
@@ -143,6 +143,7 @@ _UNARY_FLOAT = {
     transcendental.tanh_p: "math.tanh", transcendental.sqrt_p: "math.sqrt",
     transcendental.rsqrt_p: "math.rsqrt", transcendental.sin_p: "math.sin",
     transcendental.cos_p: "math.cos", transcendental.expm1_p: "math.expm1",
+    transcendental.tan_p: "math.tan", transcendental.erf_p: "math.erf",
     arithmetic.floor_p: "math.floor", arithmetic.ceil_p: "math.ceil",
 }
 
@@ -228,6 +229,41 @@ def _round(ctx, x, *, rounding_method=0, **_):
     return ctx.op1(op, [ctx.value(x)], ctx.avals_out[0])
 
 
+def _is_finite(ctx, x, **_):
+    x = ctx.value(x)
+    inf = ctx.constant(np.inf, x.aval)
+    mag = ctx.op1("math.absf", [x], x.aval)
+    return ctx.op1("arith.cmpf", [mag, inf], ctx.avals_out[0], "predicate = 6 : i64")
+
+
+def _bit_count_rule(op):
+    def rule(ctx, x, **_):
+        return ctx.op1(op, [ctx.value(x)], ctx.avals_out[0])
+    return rule
+
+
+def _identity_rule(ctx, x, **_):
+    return x
+
+
+def _split(ctx, x, *, sizes, axis, **_):
+    x = ctx.value(x)
+    outs, start = [], 0
+    for aval in ctx.avals_out:
+        starts = [0] * len(aval.shape)
+        starts[axis] = start
+        start += aval.shape[axis]
+        sub = type(ctx)(ctx.fn, ctx.avals_in, [aval], ctx.eqn)
+        outs.append(_extract_slice(sub, x, starts, aval.shape))
+    return outs
+
+
+rules[comparison.is_finite_p] = _is_finite
+rules[bitwise.clz_p] = _bit_count_rule("math.ctlz")
+rules[bitwise.population_count_p] = _bit_count_rule("math.ctpop")
+for _prim in (conversion.stop_gradient_p, utility.copy_p, utility.stage_p,
+              sharding_constraint.reshard_p):
+    rules[_prim] = _identity_rule
 rules[arithmetic.neg_p] = _neg
 rules[arithmetic.abs_p] = _abs
 rules[arithmetic.sign_p] = _sign
@@ -505,5 +541,6 @@ def _unit_reshape(ctx, x, **params):
 rules[slicing.dynamic_slice_p] = _dynamic_slice
 rules[slicing.slice_p] = _slice
 rules[shapes.concatenate_p] = _concatenate
+rules[utility.split_p] = _split
 rules[shapes.reshape_p] = _unit_reshape
 rules[shapes.squeeze_p] = _unit_reshape

@@ -20,8 +20,10 @@ from plax.first_order import state
 from plax.first_order.comparison import lt_p
 from plax.first_order.arithmetic import add_p
 from plax.first_order.conversion import convert_element_type_p
-from plax.higher_order import call, cond, custom_derivatives, loops, pjit, scan
-from plax.pallas.mosaic_lowering import Lit, RefValue, Value, is_float, value_type
+from plax.higher_order import (call, cond, custom_derivatives, loops, pjit, platform_dependent,
+                               scan)
+from plax.higher_order.platform_dependent import platform_branch
+from plax.pallas.mosaic_lowering import Lit, RefValue, Value, is_float, static_int, value_type
 from plax.pallas.mosaic_rules_arith import convert, reshape
 
 __all__: list = []
@@ -156,8 +158,10 @@ def _block_values(names, avals) -> list:
 def _cond(ctx, index, *args, branches, **_):
     avals = ctx.avals_out
     types = [value_type(a) for a in avals]
-    if len(branches) == 1:
-        return ctx.lower_jaxpr(branches[0].jaxpr, branches[0].consts, list(args))
+    known = static_int(index)
+    if len(branches) == 1 or known is not None:
+        b = branches[min(max(known or 0, 0), len(branches) - 1)]
+        return ctx.lower_jaxpr(b.jaxpr, b.consts, list(args))
     idx = ctx.value(index)
 
     def branch(k):
@@ -291,6 +295,11 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
     return _block_values(ctx.fn.op("scf.while", init, types, regions=regions), avals)
 
 
+def _platform_index(ctx, *, platforms):
+    return Lit(np.int32(platform_branch("tpu", platforms)), _I32)
+
+
+rules[platform_dependent.platform_index_p] = _platform_index
 rules[cond.cond_p] = _cond
 rules[scan.scan_p] = _scan
 rules[loops.while_p] = _while

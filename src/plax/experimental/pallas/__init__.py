@@ -20,6 +20,7 @@ from plax.higher_order.cond import cond
 from plax.higher_order.pallas_call import num_programs, pallas_call_p, program_id
 from plax.higher_order.run_state import run_state
 from plax.pallas import mosaic_call as _mosaic_call  # noqa: F401 (pallas_call's TPU lowering)
+from plax.pallas.multiple_of import multiple_of_p
 from plax.ref import ds
 
 __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "Element",
@@ -46,9 +47,12 @@ def next_power_of_2(x: int) -> int:
 
 
 def multiple_of(x, values):
-    """A hint that ``x`` is a multiple of ``values``: ``x`` itself in interpret mode."""
-    del values
-    return x
+    """A hint that ``x`` (an integer) is a multiple of ``values`` (an int or ints): ``x``
+    itself, which a kernel compiled for TPU tells Mosaic (``tpu.assume_multiple``)."""
+    values = (values,) if isinstance(values, (int, np.integer)) else tuple(values)
+    if not isinstance(x, Tracer):
+        return x
+    return multiple_of_p.bind(x, values=tuple(int(v) for v in values))
 
 
 def when(condition):
