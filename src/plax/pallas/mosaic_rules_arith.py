@@ -458,8 +458,8 @@ def _dot_general(ctx, x, y, *, dimension_numbers, precision=None,
         x, y = convert(ctx, x, wide), convert(ctx, y, wide)
     acc_dtype = np.dtype(np.float32) if is_float(out.dtype) else np.dtype(np.int32)
     acc_aval = ShapedArray(out.shape, acc_dtype)
-    attrs = [f"dimension_numbers = {dot_dimension_numbers(dimension_numbers, x.aval.ndim, y.aval.ndim)}",
-             "transpose_lhs_hint = false"]
+    numbers = dot_dimension_numbers(dimension_numbers, x.aval.ndim, y.aval.ndim)
+    attrs = [f"dimension_numbers = {numbers}", "transpose_lhs_hint = false"]
     prec = precision[0] if isinstance(precision, (tuple, list)) else precision
     if prec is not None and str(getattr(prec, "name", prec)).upper() == "HIGHEST":
         attrs.append("precision = #tpu.contract_precision<fp32>")

@@ -1,9 +1,10 @@
 """plax.experimental.pallas, as ``jax.experimental.pallas``: kernels over a grid of blocks.
 
-plax runs kernels in interpret mode (``pallas_call(..., interpret=True)``): the grid is a loop
-of ordinary lax ops (``plax.higher_order.pallas_call``); compiling kernels for TPUs (Mosaic)
-or GPUs (Triton, Mosaic GPU) is not built. ``pallas.tpu`` (pltpu) has the TPU memory spaces,
-CompilerParams and PrefetchScalarGridSpec, for TPU-style kernels in interpret mode.
+In interpret mode (``pallas_call(..., interpret=True)``), on every backend, the grid is a loop
+of ordinary lax ops (``plax.higher_order.pallas_call``). Otherwise, on a TPU, the kernel is
+compiled by Mosaic (``plax.pallas.mosaic_call``: a ``tpu_custom_call``, as JAX lowers it);
+compiling for GPUs (Triton, Mosaic GPU) is not built. ``pallas.tpu`` (pltpu) has the TPU
+memory spaces, CompilerParams and PrefetchScalarGridSpec.
 """
 from __future__ import annotations
 

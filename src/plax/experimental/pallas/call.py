@@ -171,7 +171,8 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
                 cost_estimate=None, metadata=None):
     """``kernel`` (a function of references: inputs, outputs, scratch buffers, each one
     block) run once per point of ``grid``, as a function of the inputs returning arrays
-    shaped as ``out_shape``. plax runs kernels in interpret mode only (``interpret=True``)."""
+    shaped as ``out_shape``: compiled by Mosaic on a TPU, or run as a loop of lax ops with
+    ``interpret=True`` on any backend."""
     del metadata
     num_prefetch, prefetch_space = 0, None
     if grid_spec is not None:

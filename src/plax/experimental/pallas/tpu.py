@@ -1,6 +1,6 @@
 """plax.experimental.pallas.tpu, as ``jax.experimental.pallas.tpu`` (``pltpu``): TPU memory
-spaces, compiler parameters and the scalar-prefetch grid spec, for kernels run in interpret
-mode (``pallas_call(..., interpret=True)``) on any backend; Mosaic compilation is not built.
+spaces, compiler parameters and the scalar-prefetch grid spec, for kernels compiled by Mosaic
+on a TPU or run in interpret mode (``pallas_call(..., interpret=True)``) on any backend.
 """
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ class SideEffectType(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class CompilerParams(pallas_core.CompilerParams):
-    """Mosaic TPU compiler parameters: accepted by ``pallas_call(compiler_params=...)`` and
-    ignored in interpret mode."""
+    """Mosaic TPU compiler parameters for ``pallas_call(compiler_params=...)``: written into
+    the ``tpu_custom_call`` on a TPU, ignored in interpret mode."""
 
     BACKEND = "mosaic_tpu"
     dimension_semantics: Sequence[Any] | None = None
