@@ -224,6 +224,14 @@ def _scan(ctx, *args, jaxpr, num_consts, num_carry, length, **_):
         return init
     if length == 1:
         return ctx.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts, consts + init)
+    if _counts_by_one(jaxpr.jaxpr, num_consts):
+        # a fori loop: its counter is the loop's induction variable (as JAX lowers it)
+        lower = init[0]
+        upper = ctx.op1("arith.addi", [lower, ctx.constant(int(length), _I32)], _I32)
+
+        def counted(i, carries):
+            return ctx.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts, consts + [i] + carries)[1:]
+        return [upper] + _for_loop(ctx, lower, upper, init[1:], avals[1:], counted)
 
     def body(_, carries):
         return ctx.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts, consts + carries)
@@ -236,6 +244,18 @@ def _producer(jaxpr, var):
         if any(o is var for o in e.outvars):
             return e
     return None
+
+
+def _counts_by_one(jaxpr, first: int) -> bool:
+    """Whether carry ``first`` of a loop body is an int32 counter the body adds 1 to."""
+    if len(jaxpr.invars) <= first or not jaxpr.outvars:
+        return False
+    i = jaxpr.invars[first]
+    if i.aval.shape or i.aval.dtype != np.int32:
+        return False
+    inc = _producer(jaxpr, jaxpr.outvars[0])
+    return (inc is not None and inc.primitive is add_p and inc.invars[0] is i
+            and isinstance(inc.invars[1], Literal) and int(np.asarray(inc.invars[1].val)) == 1)
 
 
 def _fori_pattern(cond_jaxpr, body_jaxpr, body_nconsts) -> bool:
@@ -257,12 +277,7 @@ def _fori_pattern(cond_jaxpr, body_jaxpr, body_nconsts) -> bool:
         if conv is None or conv.primitive is not convert_element_type_p or \
                 conv.invars[0] is not cj.invars[0]:
             return False
-    i, upper = bj.invars[body_nconsts], bj.invars[body_nconsts + 1]
-    if bj.outvars[1] is not upper:
-        return False
-    inc = _producer(bj, bj.outvars[0])
-    return (inc is not None and inc.primitive is add_p and inc.invars[0] is i
-            and isinstance(inc.invars[1], Literal) and int(np.asarray(inc.invars[1].val)) == 1)
+    return bj.outvars[1] is bj.invars[body_nconsts + 1] and _counts_by_one(bj, body_nconsts)
 
 
 def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
