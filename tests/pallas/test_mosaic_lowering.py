@@ -400,3 +400,18 @@ def test_multiple_of_split_and_platform_dependent():
     rows = x[8:16]
     expected = -(np.concatenate([rows[:, 128:], rows[:, :128]], axis=1) + 1024 + 1024)
     np.testing.assert_allclose(np.asarray(out), expected)
+
+
+def test_strided_slices_and_chained_views():
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(0, 8, stride=2), :]
+        o_ref[pl.ds(0, 8), :] += x_ref.at[pl.ds(8, 16)][pl.ds(pl.program_id(0), 8), :]
+
+    def f(x):
+        spec = pl.BlockSpec((32, 128), lambda i: (0, 0))
+        return pl.pallas_call(k, out_shape=jax_sds(x, (8, 128)), grid=(1,), in_specs=[spec],
+                              out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)))(x)
+    _, _, module = lower(f, jnp.ones((32, 128), f32))
+    assert "tpu.strided_load %arg1[%c0, %c0_0] {strides = array<i32: 2, 1>} : " \
+        "memref<32x128xf32, #tpu.memory_space<vmem>>, vector<8x128xf32>" in module
+    assert "arith.addi %c8_i32, %arg0 : i32" in module  # (the views' offsets composed)

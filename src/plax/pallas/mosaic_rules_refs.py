@@ -32,35 +32,61 @@ _I32 = ShapedArray((), np.dtype(np.int32))
 
 
 # --- references -----------------------------------------------------------------------------
+def _offset(ctx, a, b):
+    """``a + b`` for starts that are ints or int32 scalars (Values, Lits)."""
+    ka, kb = static_int(a), static_int(b)
+    if ka is not None and kb is not None:
+        return ka + kb
+    if ka == 0:
+        return b
+    if kb == 0:
+        return a
+    a, b = (Lit(np.int32(k), _I32) if k is not None else x for k, x in ((ka, a), (kb, b)))
+    return ctx.op1("arith.addi", [ctx.value(a), ctx.value(b)], _I32)
+
+
+def _as_i32(ctx, x):
+    if static_int(x) is not None or np.dtype(x.aval.dtype) == np.int32:
+        return x
+    return convert(ctx, ctx.value(x), np.int32)
+
+
 def _window(ctx, ref: RefValue, leaves, tree):
-    """The memref indices, the sizes read and which memref dimensions the value keeps."""
+    """The memref indices, the sizes read, the strides, and which memref dimensions the value
+    keeps: the reference's (chained) indexers composed."""
     transforms = tree_unflatten(tree, list(leaves)) if tree is not None else ()
-    indexers = [t for t in transforms if type(t) is NDIndexer]
-    if len(indexers) != len(transforms) or len(indexers) > 1:
-        raise ctx.error("only one index (no reshapes or chained .at[] views) of a reference "
-                        "is supported in TPU kernels")
-    free = [d for d in range(len(ref.shape)) if d not in ref.squeezed]
-    starts, sizes, keep = [0] * len(ref.shape), [1] * len(ref.shape), [False] * len(ref.shape)
-    indices = indexers[0].indices if indexers else [Slice(0, ref.shape[d]) for d in free]
-    for d, i in zip(free, indices):
-        if type(i) is Slice:
-            if i.stride != 1:
-                raise ctx.error("strided reference slices are not supported yet on TPU")
-            starts[d], sizes[d], keep[d] = i.start, int(i.size), True
-        else:
-            aval = getattr(i, "aval", None)
-            if aval is not None and aval.shape:
-                raise ctx.error("indexing a reference with an integer array is not supported "
-                                "on TPU; use scalar indices or pl.ds slices")
-            starts[d] = i
-    return [ctx.index(s) for s in starts], sizes, keep
+    if any(type(t) is not NDIndexer for t in transforms):
+        raise ctx.error("reshaped or bitcast views of a reference are not supported yet on TPU")
+    n = len(ref.shape)
+    starts, sizes, strides = [0] * n, list(ref.shape), [1] * n
+    keep = [d not in ref.squeezed for d in range(n)]
+    for indexer in transforms:
+        kept = [d for d in range(n) if keep[d]]
+        for d, i in zip(kept, indexer.indices):
+            if type(i) is Slice:
+                if i.stride != 1 and strides[d] != 1:
+                    raise ctx.error("a strided slice of a strided view is not supported")
+                starts[d] = _offset(ctx, starts[d], _as_i32(ctx, i.start))
+                sizes[d], strides[d] = int(i.size), int(i.stride) * strides[d]
+            else:
+                aval = getattr(i, "aval", None)
+                if aval is not None and aval.shape:
+                    raise ctx.error("indexing a reference with an integer array is not "
+                                    "supported on TPU; use scalar indices or pl.ds slices")
+                starts[d] = _offset(ctx, starts[d], _as_i32(ctx, i))
+                sizes[d], keep[d] = 1, False
+    return [ctx.index(s) for s in starts], sizes, strides, keep
 
 
 def _memref_dtype(dtype):
     return np.dtype(np.int32) if np.dtype(dtype) == np.bool_ else np.dtype(dtype)
 
 
-def _load(ctx, ref: RefValue, idx, sizes, out_aval) -> Value:
+def _strides_attr(strides) -> str:
+    return f"strides = array<i32: {', '.join(str(int(s)) for s in strides)}>"
+
+
+def _load(ctx, ref: RefValue, idx, sizes, out_aval, strides) -> Value:
     stored = _memref_dtype(ref.dtype)
     if ref.space == "smem":
         if any(s != 1 for s in sizes):
@@ -68,13 +94,16 @@ def _load(ctx, ref: RefValue, idx, sizes, out_aval) -> Value:
         scalar = ShapedArray((), stored)
         v = Value(ctx.fn.op("memref.load", [ref, *idx], [value_type(scalar)])[0],
                   value_type(scalar), scalar)
+    elif any(s != 1 for s in strides):
+        v = ctx.op1("tpu.strided_load", [ref, *idx], ShapedArray(tuple(sizes), stored),
+                    _strides_attr(strides))
     else:
         v = ctx.op1("vector.load", [ref, *idx], ShapedArray(tuple(sizes), stored))
     v = reshape(ctx, v, out_aval.shape)
     return convert(ctx, v, out_aval.dtype)
 
 
-def _store(ctx, ref: RefValue, idx, sizes, value) -> None:
+def _store(ctx, ref: RefValue, idx, sizes, value, strides) -> None:
     stored = _memref_dtype(ref.dtype)
     if isinstance(value, Lit) or not value.aval.shape:
         value = ctx.value(value)
@@ -88,6 +117,9 @@ def _store(ctx, ref: RefValue, idx, sizes, value) -> None:
             raise ctx.error(f"only scalars can be written to SMEM (a block of {sizes})")
         ctx.fn.op("memref.store", [value, ref, *idx], [])
         return
+    if any(s != 1 for s in strides):
+        ctx.fn.op("tpu.strided_store", [value, ref, *idx], [], _strides_attr(strides))
+        return
     ctx.fn.op("tpu.vector_store", [value, ref, *idx], [],
               f"operandSegmentSizes = array<i32: 1, 1, {len(idx)}, 0>, strides = array<i32>")
 
@@ -100,25 +132,25 @@ def _ref(ctx, ref):
 
 def _get(ctx, ref, *leaves, tree=None, **_):
     ref = _ref(ctx, ref)
-    idx, sizes, _ = _window(ctx, ref, leaves, tree)
-    return _load(ctx, ref, idx, sizes, ctx.avals_out[0])
+    idx, sizes, strides, _ = _window(ctx, ref, leaves, tree)
+    return _load(ctx, ref, idx, sizes, ctx.avals_out[0], strides)
 
 
 def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **_):
     ref = _ref(ctx, ref)
-    idx, sizes, _ = _window(ctx, ref, leaves, tree)
-    old = _load(ctx, ref, idx, sizes, ctx.avals_out[0]) if _used[0] else None
-    _store(ctx, ref, idx, sizes, value)
+    idx, sizes, strides, _ = _window(ctx, ref, leaves, tree)
+    old = _load(ctx, ref, idx, sizes, ctx.avals_out[0], strides) if _used[0] else None
+    _store(ctx, ref, idx, sizes, value, strides)
     return old
 
 
 def _addupdate(ctx, ref, value, *leaves, tree=None, **_):
     ref = _ref(ctx, ref)
-    idx, sizes, _ = _window(ctx, ref, leaves, tree)
+    idx, sizes, strides, _ = _window(ctx, ref, leaves, tree)
     aval = ctx.avals_in[1]
-    old = _load(ctx, ref, idx, sizes, aval)
+    old = _load(ctx, ref, idx, sizes, aval, strides)
     add = "arith.addf" if is_float(aval.dtype) else "arith.addi"
-    _store(ctx, ref, idx, sizes, ctx.op1(add, [old, ctx.value(value, aval)], aval))
+    _store(ctx, ref, idx, sizes, ctx.op1(add, [old, ctx.value(value, aval)], aval), strides)
     return []
 
 
