@@ -4,6 +4,7 @@ reference: one PASS/FAIL line per kernel, every kernel run even when one fails (
     PYTHONPATH=src python bench/pallas_chip_smoke.py            # plax (the default backend)
     PYTHONPATH=src python bench/pallas_chip_smoke.py --jax      # the same kernels on JAX
     ... --only a,b      runs only the named kernels
+    ... --lower-only    lowers each kernel for TPU without running it (any machine)
 
 On a machine without a TPU, plax refuses ("Only interpret mode is supported on CPU
 backend."), so every kernel FAILs there; ``--interpret`` runs them in interpret mode.
@@ -21,6 +22,8 @@ ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--jax", action="store_true", help="run on real JAX instead of plax")
 ARGS.add_argument("--interpret", action="store_true", help="interpret mode (any backend)")
 ARGS.add_argument("--only", default=None, help="comma-separated kernel names")
+ARGS.add_argument("--lower-only", action="store_true",
+                  help="only lower each kernel for TPU (lowering_platforms=('tpu',)): no chip")
 OPTS = ARGS.parse_args()
 
 if OPTS.jax:
@@ -44,8 +47,19 @@ def kernel(fn):
     return fn
 
 
+class Lowered(Exception):
+    """--lower-only: the kernel lowered for TPU (its StableHLO's length)."""
+
+
 def call(*a, **k):
-    return pl.pallas_call(*a, interpret=INTERPRET, **k)
+    f = pl.pallas_call(*a, interpret=INTERPRET, **k)
+    if not OPTS.lower_only:
+        return f
+
+    def lower(*args):
+        text = jax.jit(f).trace(*args).lower(lowering_platforms=("tpu",)).as_text()
+        raise Lowered(f"{text.count('tpu_custom_call')} tpu_custom_call, {len(text)} chars")
+    return lower
 
 
 def rand(key, shape, dtype=np.float32, scale=1.0):
@@ -229,8 +243,9 @@ def input_output_aliases():
         o_ref[...] = x_ref[...] + 1.0
     x = rand(12, (32, 128))
     spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
-    f = jax.jit(call(k, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(4,),
-                     in_specs=[spec], out_specs=spec, input_output_aliases={0: 0}))
+    f = call(k, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(4,),
+             in_specs=[spec], out_specs=spec, input_output_aliases={0: 0})
+    f = f if OPTS.lower_only else jax.jit(f)
     return f(jnp.asarray(x)), x + 1, 1e-6
 
 
@@ -282,6 +297,39 @@ def elementwise_zoo():
         np.concatenate([y, x.sum(0, keepdims=True)]), 1e-3
 
 
+@kernel
+def strided_views_multiple_of():
+    def k(x_ref, o_ref):
+        i = pl.multiple_of(pl.program_id(0) * 8, 8)
+        o_ref[...] = x_ref[pl.ds(0, 8, stride=2), :] + x_ref.at[pl.ds(16, 16)][pl.ds(i, 8), :]
+    x = rand(17, (32, 128))
+    spec = pl.BlockSpec((32, 128), lambda i: (0, 0))
+    f = call(k, out_shape=jax.ShapeDtypeStruct((16, 128), x.dtype), grid=(2,), in_specs=[spec],
+             out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
+    ref = np.concatenate([x[0:16:2] + x[16:24], x[0:16:2] + x[24:32]])
+    return f(x), ref, 1e-6
+
+
+@kernel
+def bool_int8_and_smem_scalars():
+    def k(m_ref, x_ref, o_ref, s_ref):
+        m = m_ref[...]
+        v = jnp.where(m, x_ref[...].astype(jnp.float32), -1.0)
+        o_ref[...] = v
+        s_ref[0] = jnp.sum(v)
+        s_ref[1] = v[0, 0] + v[7, 127]
+    m = np.random.RandomState(18).rand(8, 128) > 0.5
+    x = np.random.RandomState(19).randint(-100, 100, (8, 128)).astype(np.int8)
+    f = call(k, out_shape=(jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                           jax.ShapeDtypeStruct((2,), jnp.float32)),
+             out_specs=(pl.BlockSpec(memory_space=pltpu.VMEM),
+                        pl.BlockSpec(memory_space=pltpu.SMEM)))
+    v, s = f(m, x)
+    ref = np.where(m, x.astype(np.float32), -1.0)
+    return (np.concatenate([np.asarray(v).ravel(), np.asarray(s)]),
+            np.concatenate([ref.ravel(), [ref.sum(), ref[0, 0] + ref[7, 127]]]), 1e-3)
+
+
 def main():
     backend = jax.default_backend()
     print(f"# {'jax' if OPTS.jax else 'plax'} on {backend} ({jax.devices()[0].device_kind}), "
@@ -298,6 +346,8 @@ def main():
             print(f"{'PASS' if ok else 'FAIL'} {name}: max |err| {err:.3g} (tol {tol:.3g})"
                   + ("" if out.shape == ref.shape else f" shape {out.shape} != {ref.shape}"))
             failed += not ok
+        except Lowered as e:
+            print(f"LOWERED {name}: {e}")
         except Exception as e:  # (each kernel on its own: report and go on)
             failed += 1
             print(f"FAIL {name}: {type(e).__name__}: {str(e)[:2000]}")
