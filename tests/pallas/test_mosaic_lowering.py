@@ -415,3 +415,25 @@ def test_strided_slices_and_chained_views():
     assert "tpu.strided_load %arg1[%c0, %c0_0] {strides = array<i32: 2, 1>} : " \
         "memref<32x128xf32, #tpu.memory_space<vmem>>, vector<8x128xf32>" in module
     assert "arith.addi %c8_i32, %arg0 : i32" in module  # (the views' offsets composed)
+
+
+@pytest.mark.parametrize("array,block,match", [
+    ((16, 256), (8, 64), "last two dimensions of your block shape are divisible by 8 and 128"),
+    ((16, 256), (4, 128), "last two dimensions of your block shape are divisible by 8 and 128"),
+    ((3072,), (384,), "requires that rank 1 block shapes"),
+])
+def test_block_shapes_mosaic_cannot_tile_raise(array, block, match):
+    def f(x):
+        spec = pl.BlockSpec(block, lambda *i: i)
+        grid = tuple(a // b for a, b in zip(array, block))
+        return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * 2),
+                              out_shape=jax_sds(x), grid=grid, in_specs=[spec],
+                              out_specs=spec)(x)
+    with pytest.raises(ValueError, match=match + r".* Block spec for args\[0\] in pallas_call"):
+        lower(f, jnp.ones(array, f32))
+    ok = (1024,) if len(array) == 1 else (8, 128)  # (a power of 2 from one tile; a tile)
+    lower(lambda x: pl.pallas_call(
+        lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...]), out_shape=jax_sds(x),
+        grid=tuple(a // b for a, b in zip(array, ok)),
+        in_specs=[pl.BlockSpec(ok, lambda *i: i)], out_specs=pl.BlockSpec(ok, lambda *i: i))(x),
+        jnp.ones(array, f32))

@@ -379,6 +379,51 @@ def _trivial_window(bm) -> bool:
                for v in bm.index_map.jaxpr.outvars)
 
 
+_SUBLANES, _LANES = 8, 128  # a vector register's tile on every TPU generation so far
+
+
+def check_block_shapes(grid_mapping, spaces, name: str) -> None:
+    """The block shapes Mosaic can tile (JAX's rules, and its key phrases): a VMEM block's
+    last two dimensions divide by 8 and 128 or are the array's; a rank-1 block is the array,
+    a multiple of 1024 elements or a power of 2 at least one tile; ANY/HBM blocks are whole."""
+    for bm, space in zip(grid_mapping.block_mappings, spaces):
+        trivial = _trivial_window(bm)
+        if space == "semaphore_mem" or (space == "smem" and trivial):
+            continue
+        shape, array = tuple(bm.sizes), tuple(bm.array_aval.shape)
+
+        def details():
+            return (f" Block spec for {bm.origin} in pallas_call {name} has block shape "
+                    f"{shape}, array shape {array}, in memory space {space}.")
+        if not shape:
+            raise ValueError("The Pallas TPU lowering currently supports only blocks of "
+                             "rank >= 1." + details())
+        if space in ("any", "hbm") and not trivial:
+            raise ValueError("The Pallas TPU lowering currently supports in memory space ANY "
+                             "only blocks having the same block shape as the array shape and "
+                             "a trivial index_map (returning all 0s)." + details())
+        if len(shape) >= 2:
+            if not ((shape[-1] == array[-1] or shape[-1] % _LANES == 0)
+                    and (shape[-2] == array[-2] or shape[-2] % _SUBLANES == 0)):
+                raise ValueError(
+                    "The Pallas TPU lowering currently requires that the last two dimensions "
+                    "of your block shape are divisible by 8 and 128 respectively, or be equal "
+                    "to the respective dimensions of the overall array." + details())
+            continue
+        bits = 32 if bm.array_aval.dtype == np.bool_ else 8 * np.dtype(bm.array_aval.dtype).itemsize
+        tile = _LANES * (32 // bits)
+        size = shape[0]
+        if not (size == array[0] or size % (_SUBLANES * _LANES) == 0
+                or (size >= tile and size & (size - 1) == 0)):
+            raise ValueError(
+                "The Pallas TPU lowering currently requires that rank 1 block shapes, either "
+                "1) the first (and only) dimension of the block shape is equal to the first "
+                "(and only) dimension of the array shape, or 2) the first (and only) dimension "
+                f"of the block shape is a multiple of {_SUBLANES * _LANES}, or 3) the first "
+                "(and only) dimension of the block shape is a power of 2 and at least the "
+                f"tiling size ({tile} = 128 * (32 // {bits})) of the array shape." + details())
+
+
 def _semantics(sem, ngrid: int, name: str) -> list:
     if sem is None:
         return ["arbitrary"] * ngrid
@@ -467,6 +512,7 @@ def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None)
             ref = RefValue(arg, inner.shape, inner.dtype, space, (), aval)
         refs.append(ref)
     args += refs
+    check_block_shapes(gm, [r.space for r in refs[:len(mappings)]], name)
     fn.counter = 0
     outs = lower_jaxpr(fn, jaxpr, [], args)
     del outs
