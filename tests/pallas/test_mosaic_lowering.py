@@ -437,3 +437,14 @@ def test_block_shapes_mosaic_cannot_tile_raise(array, block, match):
         grid=tuple(a // b for a, b in zip(array, ok)),
         in_specs=[pl.BlockSpec(ok, lambda *i: i)], out_specs=pl.BlockSpec(ok, lambda *i: i))(x),
         jnp.ones(array, f32))
+
+
+def test_debug_prints_the_kernel_jaxpr_and_the_mosaic_module(capsys):
+    def f(x):
+        return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] + 1.0),
+                              out_shape=jax_sds(x), debug=True, name="dbg")(x)
+    lower(f, jnp.ones((8, 128), f32))
+    out = capsys.readouterr().out
+    assert "The kernel jaxpr for pallas_call dbg:" in out
+    assert "The Mosaic module for pallas_call dbg:" in out
+    assert "func.func @dbg(%arg0: memref<8x128xf32, #tpu.memory_space<vmem>>" in out
