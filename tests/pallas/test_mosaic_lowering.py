@@ -448,3 +448,18 @@ def test_debug_prints_the_kernel_jaxpr_and_the_mosaic_module(capsys):
     assert "The kernel jaxpr for pallas_call dbg:" in out
     assert "The Mosaic module for pallas_call dbg:" in out
     assert "func.func @dbg(%arg0: memref<8x128xf32, #tpu.memory_space<vmem>>" in out
+
+
+def test_index_map_reading_a_one_element_prefetch_array():
+    def k(n_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...] + n_ref[0].astype(jnp.float32)
+
+    def f(n, x):
+        return pl.pallas_call(k, out_shape=jax_sds(x), grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, n: (jnp.minimum(i, n[0]), 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, n: (i, 0))))(n, x)
+    _, _, module = lower(f, jnp.array([1], i32), jnp.ones((16, 128), f32))
+    transform = module[module.index("func.func @transform_0"):]
+    assert "memref.load %arg1[%c0] : memref<1xi32, #tpu.memory_space<smem>>" in transform
+    assert "arith.minsi" in transform

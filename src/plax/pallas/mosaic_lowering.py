@@ -126,9 +126,10 @@ class Lit:
 
 
 def static_int(x):
-    """``x`` as a Python int when known at lowering time, else None."""
+    """``x`` as a Python int when it is a static integer, else None."""
     if isinstance(x, Lit):
-        return int(np.asarray(x.val))
+        v = np.asarray(x.val)
+        return int(v) if v.dtype.kind in "iub" else None
     if isinstance(x, (int, np.integer)):
         return int(x)
     return None

@@ -531,6 +531,8 @@ class _Unit(Value):
 
 
 def _unit_reshape(ctx, x, **params):
+    if isinstance(x, PrefetchArray) and int(np.prod(x.aval.shape)) == 1:
+        x = _prefetch_element(ctx, x, [ctx.index_constant(0) for _ in x.aval.shape])
     if isinstance(x, _Unit):
         if ctx.avals_out[0].shape:
             return _Unit(x.unit_of, ctx.avals_out[0])
