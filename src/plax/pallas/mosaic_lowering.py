@@ -30,7 +30,7 @@ from plax.core.rules import mosaic_lowering_rules
 
 __all__ = ["LoweringException", "UnimplementedPrimitiveError", "Value", "RefValue", "Lit",
            "MosaicContext", "KernelFunction", "element_type", "value_type", "memref_type",
-           "kernel_module_text", "memory_space_name", "lower_jaxpr"]
+           "kernel_module_text", "memory_space_name", "lower_jaxpr", "semaphore_type"]
 
 
 class LoweringException(Exception):
@@ -64,8 +64,23 @@ def value_type(aval) -> str:
     return f"vector<{'x'.join(map(str, aval.shape))}x{element_type(aval.dtype)}>"
 
 
+_SEMAPHORE_TYPES = {"semaphore": "!tpu.semaphore", "barrier_semaphore": "!tpu.semaphore",
+                    "dma_semaphore": "!tpu.dma_semaphore"}
+
+
+def semaphore_type(dtype) -> str | None:
+    """The Mosaic type of a semaphore dtype (pltpu's semaphore, dma_semaphore, ...), else
+    None."""
+    if not dtypes.issubdtype(dtype, dtypes.extended):
+        return None
+    return _SEMAPHORE_TYPES.get(getattr(getattr(dtype, "type", None), "__name__", None))
+
+
 def memref_type(shape, dtype, space: str) -> str:
-    elem = "i32" if np.dtype(dtype) == np.bool_ else element_type(dtype)
+    """``memref<shape x element, #tpu.memory_space<space>>`` (booleans are stored as i32)."""
+    elem = semaphore_type(dtype)
+    if elem is None:
+        elem = "i32" if np.dtype(dtype) == np.bool_ else element_type(dtype)
     dims = "".join(f"{d}x" for d in shape)
     return f"memref<{dims}{elem}, #tpu.memory_space<{space}>>"
 
@@ -105,7 +120,8 @@ class RefValue:
     __slots__ = ("name", "type", "shape", "dtype", "space", "squeezed", "aval")
 
     def __init__(self, name, shape, dtype, space, squeezed=(), aval=None):
-        self.name, self.shape, self.dtype = name, tuple(shape), np.dtype(dtype)
+        dtype = dtype if semaphore_type(dtype) else np.dtype(dtype)
+        self.name, self.shape, self.dtype = name, tuple(shape), dtype
         self.space, self.squeezed, self.aval = space, tuple(squeezed), aval
         self.type = memref_type(self.shape, self.dtype, space)
 

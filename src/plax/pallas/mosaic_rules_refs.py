@@ -26,7 +26,7 @@ from plax.higher_order.platform_dependent import platform_branch
 from plax.pallas.mosaic_lowering import Lit, RefValue, Value, is_float, static_int, value_type
 from plax.pallas.mosaic_rules_arith import convert, reshape
 
-__all__: list = []
+__all__ = ["window"]
 
 _I32 = ShapedArray((), np.dtype(np.int32))
 
@@ -55,6 +55,13 @@ def _window(ctx, ref: RefValue, leaves, tree):
     """The memref indices, the sizes read, the strides, and which memref dimensions the value
     keeps: the reference's (chained) indexers composed."""
     transforms = tree_unflatten(tree, list(leaves)) if tree is not None else ()
+    starts, sizes, strides, keep = window(ctx, ref, transforms)
+    return [ctx.index(s) for s in starts], sizes, strides, keep
+
+
+def window(ctx, ref: RefValue, transforms):
+    """A view of ``ref`` through ``transforms`` (NDIndexers): its start in each memref
+    dimension (an int or an int32 Value), sizes, strides and the dimensions it keeps."""
     if any(type(t) is not NDIndexer for t in transforms):
         raise ctx.error("reshaped or bitcast views of a reference are not supported yet on TPU")
     n = len(ref.shape)
@@ -75,7 +82,7 @@ def _window(ctx, ref: RefValue, leaves, tree):
                                     "supported on TPU; use scalar indices or pl.ds slices")
                 starts[d] = _offset(ctx, starts[d], _as_i32(ctx, i))
                 sizes[d], keep[d] = 1, False
-    return [ctx.index(s) for s in starts], sizes, strides, keep
+    return starts, sizes, strides, keep
 
 
 def _memref_dtype(dtype):
