@@ -1,9 +1,10 @@
 """plax.experimental.pallas, as ``jax.experimental.pallas``: kernels over a grid of blocks.
 
-plax runs kernels in interpret mode (``pallas_call(..., interpret=True)``): the grid is a loop
-of ordinary lax ops (``plax.higher_order.pallas_call``); compiling kernels for TPUs (Mosaic)
-or GPUs (Triton, Mosaic GPU) is not built. ``pallas.tpu`` (pltpu) has the TPU memory spaces,
-CompilerParams and PrefetchScalarGridSpec, for TPU-style kernels in interpret mode.
+In interpret mode (``pallas_call(..., interpret=True)``), on every backend, the grid is a loop
+of ordinary lax ops (``plax.higher_order.pallas_call``). Otherwise, on a TPU, the kernel is
+compiled by Mosaic (``plax.pallas.mosaic_call``: a ``tpu_custom_call``, as JAX lowers it);
+compiling for GPUs (Triton, Mosaic GPU) is not built. ``pallas.tpu`` (pltpu) has the TPU
+memory spaces, CompilerParams and PrefetchScalarGridSpec.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from plax.experimental.pallas.core import (ANY, HOST, Blocked, BlockSpec, Buffer
 from plax.higher_order.cond import cond
 from plax.higher_order.pallas_call import num_programs, pallas_call_p, program_id
 from plax.higher_order.run_state import run_state
+from plax.pallas import mosaic_call as _mosaic_call  # noqa: F401 (pallas_call's TPU lowering)
+from plax.pallas.multiple_of import multiple_of_p
 from plax.ref import ds
 
 __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "Element",
@@ -45,9 +48,12 @@ def next_power_of_2(x: int) -> int:
 
 
 def multiple_of(x, values):
-    """A hint that ``x`` is a multiple of ``values``: ``x`` itself in interpret mode."""
-    del values
-    return x
+    """A hint that ``x`` (an integer) is a multiple of ``values`` (an int or ints): ``x``
+    itself, which a kernel compiled for TPU tells Mosaic (``tpu.assume_multiple``)."""
+    values = (values,) if isinstance(values, (int, np.integer)) else tuple(values)
+    if not isinstance(x, Tracer):
+        return x
+    return multiple_of_p.bind(x, values=tuple(int(v) for v in values))
 
 
 def when(condition):

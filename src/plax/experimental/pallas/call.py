@@ -2,6 +2,8 @@
 bound as one ``pallas_call`` equation (``plax.higher_order.pallas_call``)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from plax import tree_util
@@ -25,6 +27,8 @@ _INDEX = ShapedArray((), np.dtype(np.int32))
 
 
 def _fun_name(f) -> str:
+    while isinstance(f, functools.partial):  # (JAX names a partial kernel by its function)
+        f = f.func
     return getattr(f, "__name__", None) or type(f).__name__
 
 
@@ -168,7 +172,8 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
                 cost_estimate=None, metadata=None):
     """``kernel`` (a function of references: inputs, outputs, scratch buffers, each one
     block) run once per point of ``grid``, as a function of the inputs returning arrays
-    shaped as ``out_shape``. plax runs kernels in interpret mode only (``interpret=True``)."""
+    shaped as ``out_shape``: compiled by Mosaic on a TPU, or run as a loop of lax ops with
+    ``interpret=True`` on any backend."""
     del metadata
     num_prefetch, prefetch_space = 0, None
     if grid_spec is not None:

@@ -1,9 +1,10 @@
 """plax.experimental.pallas.tpu, as ``jax.experimental.pallas.tpu`` (``pltpu``): TPU memory
 spaces, semaphores and DMAs, compiler parameters, the scalar-prefetch grid spec, TPU vector
 operations (roll, bitcast), the kernel's PRNG, nested pipelines (emit_pipeline), for kernels
-run in interpret mode (``pallas_call(..., interpret=True)`` or ``interpret=InterpretParams()``)
-on any backend. The primitives and helpers are in ``plax.pallas`` (semaphores, dma, remote,
-tpu_ops, tpu_packing, pipeline, einshape, tpu_info, interpret_mode).
+compiled by Mosaic on a TPU or run in interpret mode (``pallas_call(..., interpret=True)`` or
+``interpret=InterpretParams()``) on any backend. The primitives and helpers are in
+``plax.pallas`` (semaphores, dma, remote, tpu_ops, tpu_packing, pipeline, einshape,
+tpu_info, interpret_mode; the Mosaic lowering in mosaic_*).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from plax.pallas.tpu_info import (ChipVersion, Tiling, TpuInfo, get_tpu_info,
 from plax.pallas.tpu_ops import bitcast, roll
 from plax.pallas.tpu_packing import (load, pack_elementwise, stochastic_round, store, touch,
                                      unpack_elementwise)
+from plax.pallas.mosaic_lowering import LoweringException
 
 __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "HBM",
            "GridDimensionSemantics", "PARALLEL", "CORE_PARALLEL", "SUBCORE_PARALLEL",
@@ -49,7 +51,7 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "is_tpu_device", "pack_elementwise", "unpack_elementwise", "stochastic_round",
            "load", "store", "touch", "set_tpu_interpret_mode", "force_tpu_interpret_mode",
            "reset_tpu_interpret_mode_state", "einshape",
-           "with_memory_space_constraint"]
+           "with_memory_space_constraint", "LoweringException"]
 
 
 class MemorySpace(pallas_core.BufferSpace, enum.Enum):
@@ -96,8 +98,8 @@ class SideEffectType(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class CompilerParams(pallas_core.CompilerParams):
-    """Mosaic TPU compiler parameters: accepted by ``pallas_call(compiler_params=...)`` and
-    ignored in interpret mode."""
+    """Mosaic TPU compiler parameters for ``pallas_call(compiler_params=...)``: written into
+    the ``tpu_custom_call`` on a TPU, ignored in interpret mode."""
 
     BACKEND = "mosaic_tpu"
     dimension_semantics: Sequence[Any] | None = None
