@@ -1,0 +1,181 @@
+"""Mosaic lowering rules of pltpu's kernel primitives: DMAs (``tpu.enqueue_dma``,
+``tpu.wait_dma2``), semaphores (``tpu.sem_signal``, ``tpu.sem_wait``, ``tpu.sem_read``),
+``roll`` (``tpu.dynamic_rotate``), ``bitcast`` (``tpu.bitcast``), element packing
+(``tpu.pack_elementwise``, ``tpu.unpack_elementwise``), ``stochastic_round``
+(``tpu.stochastic_convert``), the kernel PRNG (``tpu.prng_set_seed_32``,
+``tpu.prng_random_bits``) and ``touch`` (nothing: an ordering dependency only).
+
+A view of a reference (``x_hbm.at[pl.ds(i, 8)]``, ``sem.at[slot]``) handed to a DMA or a
+semaphore op is a memref of its own, as JAX builds it: ``tpu.memref_slice`` at the view's
+(i32) starts, then ``tpu.memref_squeeze`` of the dimensions an integer index drops.
+Remote operations (a ``device_id``) are refused with the fix.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core.avals import ShapedArray
+from plax.core.rules import mosaic_lowering_rules as rules
+from plax.core.tree_core import tree_unflatten
+from plax.pallas import dma, semaphores, tpu_ops, tpu_packing
+from plax.pallas.mosaic_lowering import Lit, RefValue, Value, element_type, static_int
+from plax.pallas.mosaic_rules_arith import convert
+from plax.pallas.mosaic_rules_refs import window
+
+__all__ = ["ref_view"]
+
+_I32 = ShapedArray((), np.dtype(np.int32))
+
+
+def _segments(*sizes) -> str:
+    return f"operandSegmentSizes = array<i32: {', '.join(map(str, sizes))}>"
+
+
+def _i32(ctx, x) -> Value:
+    """An int32 scalar Value from an int, a Lit or an integer scalar Value."""
+    k = static_int(x)
+    if k is not None:
+        return ctx.constant(k, _I32)
+    if x.aval.shape:
+        raise ctx.error(f"expected an integer scalar, got {x.aval.str_short()}")
+    return x if np.dtype(x.aval.dtype) == np.int32 else convert(ctx, x, np.int32)
+
+
+def ref_view(ctx, ref, transforms) -> RefValue:
+    """The memref of ``ref`` seen through ``transforms`` (its ``.at[...]`` indexers):
+    ``tpu.memref_slice`` at the view's starts, ``tpu.memref_squeeze`` of the dimensions
+    indexed by an integer (and of the block's squeezed ones)."""
+    if not isinstance(ref, RefValue):
+        raise ctx.error("a value was used where a reference is expected")
+    if not transforms and not ref.squeezed:
+        return ref
+    starts, sizes, strides, keep = window(ctx, ref, transforms)
+    if any(s != 1 for s in strides):
+        raise ctx.error("a strided view of a reference (pl.ds(..., stride=...)) cannot be "
+                        "the source or destination of a DMA or a semaphore operation on TPU; "
+                        "copy the contiguous rows and stride the loads instead")
+    view = ref
+    if transforms:
+        starts = [_i32(ctx, s) for s in starts]
+        view = RefValue(None, sizes, ref.dtype, ref.space)
+        view.name = ctx.fn.op("tpu.memref_slice", [ref, *starts], [view.type],
+                              _segments(1, len(starts), 0))[0]
+    if not all(keep):
+        kept = [s for s, k in zip(view.shape, keep) if k]
+        squeezed = RefValue(None, kept, ref.dtype, ref.space)
+        squeezed.name = ctx.fn.op("tpu.memref_squeeze", [view], [squeezed.type])[0]
+        view = squeezed
+    return view
+
+
+def _refuse_remote(ctx, what: str):
+    return ctx.error(
+        f"{what} on another device (a device_id) is not supported by plax's Mosaic lowering: "
+        "Cannot use communication in pallas_call without shard_map, and plax does not lower "
+        "TPU communication yet. Run the kernel in interpret mode (pallas_call(..., "
+        "interpret=True)) under shard_map, where remote copies and signals work.")
+
+
+# --- DMAs -----------------------------------------------------------------------------------
+def _dma_refs(ctx, args, trees, device_id_tree):
+    ops = dma.DMAOperands.split(args, trees, device_id_tree)
+    if ops.src_sem is not None or ops.device_id is not None:
+        raise _refuse_remote(ctx, "A remote DMA (make_async_remote_copy)")
+    src, dst, sem = (ref_view(ctx, *group) for group in (ops.src, ops.dst, ops.dst_sem))
+    return src, dst, sem
+
+
+def _dma_start(ctx, *args, trees, device_id_tree, device_id_type, priority, add):
+    if add:
+        raise ctx.error("DMA with add=True is not supported.")
+    src, dst, sem = _dma_refs(ctx, args, trees, device_id_tree)
+    if np.dtype(src.dtype) == np.bool_:
+        raise ctx.error("DMAs with bool dtypes are not supported.")
+    ctx.fn.op("tpu.enqueue_dma", [src, dst, sem], [],
+              f"{_segments(1, 0, 1, 1, 0, 0, 0)}, priority = {int(priority)} : i32, "
+              "strict_ordering = false")
+    return []
+
+
+def _dma_wait(ctx, *args, trees, device_id_tree, device_id_type):
+    src, dst, sem = _dma_refs(ctx, args, trees, device_id_tree)
+    ctx.fn.op("tpu.wait_dma2", [sem, src, dst], [],
+              f"{_segments(1, 1, 1, 0, 0)}, strict_ordering = false")
+    return []
+
+
+rules[dma.dma_start_p] = _dma_start
+rules[dma.dma_wait_p] = _dma_wait
+
+
+# --- semaphores -----------------------------------------------------------------------------
+def _semaphore(ctx, sem, leaves, tree) -> RefValue:
+    return ref_view(ctx, sem, tree_unflatten(tree, list(leaves)))
+
+
+def _signal(ctx, sem, *rest, tree, device_id_type, device_id_tree, has_core_index):
+    n = tree.num_leaves
+    if device_id_tree.num_leaves:
+        raise _refuse_remote(ctx, "A semaphore signal")
+    if has_core_index:
+        raise ctx.error("semaphore_signal with a core_index (another TensorCore) is not "
+                        "supported: plax lowers kernels for a single core.")
+    view = _semaphore(ctx, sem, rest[:n], tree)
+    ctx.fn.op("tpu.sem_signal", [view, _i32(ctx, rest[n])], [], _segments(1, 1, 0, 0, 0))
+    return []
+
+
+def _wait(ctx, sem, *rest, tree, decrement):
+    if not decrement:
+        raise ctx.error("Non-decrementing wait is not supported.")
+    n = tree.num_leaves
+    view = _semaphore(ctx, sem, rest[:n], tree)
+    ctx.fn.op("tpu.sem_wait", [view, _i32(ctx, rest[n])], [])
+    return []
+
+
+def _read(ctx, sem, *leaves, tree):
+    view = _semaphore(ctx, sem, leaves, tree)
+    return ctx.op1("tpu.sem_read", [view], _I32)
+
+
+rules[semaphores.semaphore_signal_p] = _signal
+rules[semaphores.semaphore_wait_p] = _wait
+rules[semaphores.semaphore_read_p] = _read
+
+
+# --- values ---------------------------------------------------------------------------------
+def _roll(ctx, x, shift, *, axis, stride, stride_axis):
+    attrs = f"dimension = {int(axis)} : si32"
+    if stride is not None:
+        attrs += f", stride = {int(stride)} : si32, stride_dimension = {int(stride_axis)} : si32"
+    return ctx.op1("tpu.dynamic_rotate", [ctx.value(x), _i32(ctx, shift)], ctx.avals_out[0],
+                   attrs)
+
+
+def _bitcast(ctx, x, *, ty):
+    return ctx.op1("tpu.bitcast", [ctx.value(x)], ctx.avals_out[0])
+
+
+def _pack(ctx, *xs, packed_dtype):
+    xs = [ctx.value(x, ctx.avals_in[0]) for x in xs]
+    return ctx.op1("tpu.pack_elementwise", xs, ctx.avals_out[0],
+                   f"target_type = {element_type(packed_dtype)}")
+
+
+def _unpack(ctx, x, *, index, packed_dtype, unpacked_dtype):
+    return ctx.op1("tpu.unpack_elementwise", [ctx.value(x)], ctx.avals_out[0],
+                   f"index = {int(index)} : i32, source_type = {element_type(packed_dtype)}")
+
+
+def _stochastic_round(ctx, x, bits, *, target_dtype):
+    return ctx.op1("tpu.stochastic_convert", [ctx.value(x), ctx.value(bits, ctx.avals_in[0])],
+                   ctx.avals_out[0])
+
+
+rules[tpu_ops.roll_p] = _roll
+rules[tpu_ops.bitcast_p] = _bitcast
+rules[tpu_packing.pack_elementwise_p] = _pack
+rules[tpu_packing.unpack_elementwise_p] = _unpack
+rules[tpu_packing.stochastic_round_p] = _stochastic_round
+rules[tpu_packing.touch_p] = lambda ctx, ref: []
