@@ -17,7 +17,7 @@ import numpy as np
 from plax.core.avals import ShapedArray
 from plax.core.rules import mosaic_lowering_rules as rules
 from plax.core.tree_core import tree_unflatten
-from plax.pallas import dma, semaphores, tpu_ops, tpu_packing
+from plax.pallas import dma, semaphores, tpu_ops, tpu_packing, tpu_prng
 from plax.pallas.mosaic_lowering import Lit, RefValue, Value, element_type, static_int
 from plax.pallas.mosaic_rules_arith import convert
 from plax.pallas.mosaic_rules_refs import window
@@ -179,3 +179,20 @@ rules[tpu_packing.pack_elementwise_p] = _pack
 rules[tpu_packing.unpack_elementwise_p] = _unpack
 rules[tpu_packing.stochastic_round_p] = _stochastic_round
 rules[tpu_packing.touch_p] = lambda ctx, ref: []
+
+
+# --- the kernel PRNG (the hardware's; the threaded state is not needed here) ----------------
+def _prng_seed(ctx, *seeds):
+    ctx.fn.op("tpu.prng_set_seed_32", [_i32(ctx, s) for s in seeds], [])
+    return Lit(np.uint32(0), ctx.avals_out[0])  # (a splat stand-in for the state: unused)
+
+
+def _prng_random_bits(ctx, state, *, shape):
+    if len(shape) < 2:
+        raise ctx.error(f"prng_random_bits draws blocks of rank >= 2 on TPU, got shape "
+                        f"{tuple(shape)}; draw a 2-D block and reshape or slice it.")
+    return [state, ctx.op1("tpu.prng_random_bits", [], ctx.avals_out[1])]
+
+
+rules[tpu_prng.prng_seed_p] = _prng_seed
+rules[tpu_prng.prng_random_bits_p] = _prng_random_bits

@@ -16,6 +16,7 @@ from plax import lax
 from plax import numpy as jnp
 from plax import random
 from plax.higher_order import pallas_call as _kernel
+from plax.pallas import tpu_prng
 from plax.random import blocked
 from plax.ref import Ref, new_ref
 
@@ -38,7 +39,7 @@ def _state(what: str) -> Ref:
         del _states[key]  # (kernels whose tracing ended)
     hit = _states.get(id(entry))
     if hit is None:
-        box = new_ref(random.key_data(random.PRNGKey(0)))
+        box = new_ref(lax.full((2,), 0, jnp.uint32))  # (seed 0's key, computed in the kernel)
         _states[id(entry)] = (entry, box)
         return box
     return hit[1]
@@ -53,15 +54,29 @@ def _scalar_seed(seed):
     return seed.astype(jnp.uint32)
 
 
+def _seeded_state(*seeds):
+    key = random.PRNGKey(seeds[0])
+    for s in seeds[1:]:
+        key = random.fold_in(key, s)
+    return random.key_data(key)
+
+
+def _draw(state, *, shape):
+    key, use = random.split(random.wrap_key_data(state, impl="threefry2x32"))
+    bits = random.bits(use, shape, jnp.uint32)
+    return [random.key_data(key), lax.bitcast_convert_type(bits, jnp.int32)]
+
+
+tpu_prng.define(tpu_prng.prng_seed_p, _seeded_state)
+tpu_prng.define(tpu_prng.prng_random_bits_p, _draw)
+
+
 def prng_seed(*seeds) -> None:
     """Seed the kernel's PRNG with one or more integer scalars (several are mixed)."""
     if not seeds:
         raise ValueError("prng_seed: at least one seed is needed.")
-    key = random.PRNGKey(_scalar_seed(seeds[0]))
-    for s in seeds[1:]:
-        key = random.fold_in(key, _scalar_seed(s))
-    box = _state("prng_seed")
-    box[...] = random.key_data(key)
+    state = tpu_prng.prng_seed_p.bind(*[_scalar_seed(s) for s in seeds])
+    _state("prng_seed")[...] = state
 
 
 def _next_key(what: str):
@@ -76,8 +91,10 @@ def _next_key(what: str):
 def prng_random_bits(shape):
     """An int32 array of ``shape`` of random bits from the kernel's PRNG."""
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    bits = random.bits(_next_key("prng_random_bits"), shape, jnp.uint32)
-    return lax.bitcast_convert_type(bits, jnp.int32)
+    box = _state("prng_random_bits")
+    state, bits = tpu_prng.prng_random_bits_p.bind(box[...], shape=shape)
+    box[...] = state
+    return bits
 
 
 def _stateful(sampler, name: str):
