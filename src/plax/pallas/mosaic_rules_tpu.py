@@ -81,8 +81,8 @@ def _dma_refs(ctx, args, trees, device_id_tree):
     ops = dma.DMAOperands.split(args, trees, device_id_tree)
     if ops.src_sem is not None or ops.device_id is not None:
         raise _refuse_remote(ctx, "A remote DMA (make_async_remote_copy)")
-    src, dst, sem = (ref_view(ctx, *group) for group in (ops.src, ops.dst, ops.dst_sem))
-    return src, dst, sem
+    sem, dst, src = (ref_view(ctx, *group) for group in (ops.dst_sem, ops.dst, ops.src))
+    return src, dst, sem  # (views made in JAX's order: the semaphore's first)
 
 
 def _dma_start(ctx, *args, trees, device_id_tree, device_id_type, priority, add):
