@@ -6,6 +6,9 @@ reference: one PASS/FAIL line per kernel, every kernel run even when one fails (
     ... --only a,b      runs only the named kernels
     ... --lower-only    lowers each kernel for TPU without running it (any machine)
 
+(prng_seeded_bits runs only compiled or under pltpu.InterpretParams on JAX: JAX's plain
+interpret=True has no rule for prng_seed.)
+
 On a machine without a TPU, plax refuses ("Only interpret mode is supported on CPU
 backend."), so every kernel FAILs there; ``--interpret`` runs them in interpret mode.
 """
@@ -38,6 +41,8 @@ else:
     from plax.experimental.pallas import tpu as pltpu
 
 INTERPRET = OPTS.interpret
+# (pl's names where it has them; pltpu's older ones otherwise)
+SEMAPHORES = pl if hasattr(pl, "semaphore_signal") else pltpu
 lax = jax.lax
 KERNELS = {}
 
@@ -328,6 +333,118 @@ def bool_int8_and_smem_scalars():
     ref = np.where(m, x.astype(np.float32), -1.0)
     return (np.concatenate([np.asarray(v).ravel(), np.asarray(s)]),
             np.concatenate([ref.ravel(), [ref.sum(), ref[0, 0] + ref[7, 127]]]), 1e-3)
+
+
+@kernel
+def dma_hbm_double_buffered():
+    n = 4
+
+    def k(x_hbm, o_ref, buf, sem):
+        i = pl.program_id(0)
+        slot = i % 2
+
+        def copy(j, s):
+            return pltpu.make_async_copy(x_hbm.at[pl.ds(j * 8, 8)], buf.at[s], sem.at[s])
+
+        @pl.when(i == 0)
+        def _():
+            copy(0, 0).start()
+
+        @pl.when(i + 1 < n)
+        def _():
+            copy(i + 1, 1 - slot).start()
+        copy(i, slot).wait()
+        o_ref[...] = buf[slot] * 2.0
+    x = rand(20, (n * 8, 128))
+    f = call(k, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(n,),
+             in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+             out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+             scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32),
+                             pltpu.SemaphoreType.DMA((2,))])
+    return f(x), 2 * x, 1e-6
+
+
+@kernel
+def dma_hbm_to_hbm_rows():
+    def k(x_hbm, o_hbm, sem):
+        rows = pl.ds(pl.program_id(0) * 8, 8)
+        c = pltpu.make_async_copy(x_hbm.at[rows], o_hbm.at[rows], sem)
+        c.start()
+        c.wait()
+    x = rand(21, (16, 128))
+    f = call(k, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(2,),
+             in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+             out_specs=pl.BlockSpec(memory_space=pl.ANY),
+             scratch_shapes=[pltpu.SemaphoreType.DMA])
+    return f(x), x, 0.0
+
+
+@kernel
+def semaphore_signal_wait_read():
+    def k(x_ref, o_ref, sem):
+        SEMAPHORES.semaphore_signal(sem.at[1], 3)
+        SEMAPHORES.semaphore_wait(sem.at[1], 3)
+        SEMAPHORES.semaphore_signal(sem.at[0], 2)
+        read = SEMAPHORES.semaphore_read
+        seen = read(sem.at[0]) * 10 + read(sem.at[1])
+        SEMAPHORES.semaphore_wait(sem.at[0], 2)
+        o_ref[...] = x_ref[...] + seen.astype(jnp.float32)
+    x = rand(22, (8, 128))
+    f = call(k, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+             scratch_shapes=[pltpu.SemaphoreType.REGULAR((2,))])
+    return f(x), x + 20.0, 1e-6
+
+
+@kernel
+def roll_static_dynamic_strided():
+    def k(x_ref, o_ref):
+        v = x_ref[...]
+        shift = pl.program_id(0) + 5
+        o_ref[0] = pltpu.roll(v, 3, 1)
+        o_ref[1] = pltpu.roll(v, shift, 0)
+        o_ref[2] = pltpu.roll(v, 1, 1, stride=2, stride_axis=0)
+    x = rand(23, (8, 128))
+    spec = pl.BlockSpec((8, 128), lambda i: (0, 0))
+    f = call(k, out_shape=jax.ShapeDtypeStruct((3, 8, 128), x.dtype), grid=(1,),
+             in_specs=[spec], out_specs=pl.BlockSpec((3, 8, 128), lambda i: (0, 0, 0)))
+    strided = np.stack([np.roll(x[r], 1 + 2 * r) for r in range(8)])
+    return f(x), np.stack([np.roll(x, 3, 1), np.roll(x, 5, 0), strided]), 0.0
+
+
+@kernel
+def bitcast_same_width_and_packing():
+    def k(x_ref, i_ref, o_ref, p_ref):
+        o_ref[...] = pltpu.bitcast(x_ref[...], jnp.int32)
+        p_ref[...] = pltpu.bitcast(i_ref[...], jnp.int16)
+    x = rand(24, (8, 128))
+    i = np.random.RandomState(25).randint(-2**31, 2**31 - 1, (16, 128)).astype(np.int32)
+    f = call(k, out_shape=(jax.ShapeDtypeStruct((8, 128), jnp.int32),
+                           jax.ShapeDtypeStruct((32, 128), jnp.int16)))
+    same, packed = f(x, i)
+    # (an int32 of row r holds rows 2r (low half) and 2r + 1 (high half) of int16s)
+    want = i.view(np.int16).reshape(16, 128, 2).transpose(0, 2, 1).reshape(32, 128)
+    ok = [np.array_equal(np.asarray(same), x.view(np.int32)),
+          np.array_equal(np.asarray(packed), want)]
+    return np.array(ok, np.float32), np.ones(2, np.float32), 0.0
+
+
+@kernel
+def prng_seeded_bits():
+    def k(a_ref, b_ref, c_ref):
+        pltpu.prng_seed(3, pl.program_id(0))
+        a_ref[...] = pltpu.prng_random_bits((8, 128))
+        pltpu.prng_seed(3, pl.program_id(0))
+        b_ref[...] = pltpu.prng_random_bits((8, 128))
+        c_ref[...] = pltpu.prng_random_bits((8, 128))
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    shape = jax.ShapeDtypeStruct((16, 128), jnp.int32)
+    f = call(k, out_shape=(shape, shape, shape), grid=(2,), out_specs=(spec, spec, spec))
+    a, b, c = (np.asarray(r) for r in f())
+    ok = [np.array_equal(a, b),                                # a seed replays its bits
+          np.mean(a[:8] != a[8:]) > 0.9,                       # programs seed differently
+          np.mean(a != c) > 0.9,                               # draws advance the state
+          abs(np.mean(a & 1) - 0.5) < 0.1]                     # bits look random
+    return np.array(ok, np.float32), np.ones(4, np.float32), 0.0
 
 
 def main():
