@@ -447,6 +447,30 @@ def prng_seeded_bits():
     return np.array(ok, np.float32), np.ones(4, np.float32), 0.0
 
 
+@kernel
+def emit_pipeline_matmul_hbm():
+    b = 128
+
+    def inner(x_ref, y_ref, z_ref):
+        @pl.when(pl.program_id(2) == 0)
+        def _():
+            z_ref[...] = jnp.zeros_like(z_ref)
+        z_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+    def k(x_hbm, y_hbm, o_hbm):
+        pltpu.emit_pipeline(
+            inner, grid=(2, 2, 2),
+            in_specs=[pl.BlockSpec((b, b), lambda i, j, k: (i, k)),
+                      pl.BlockSpec((b, b), lambda i, j, k: (k, j))],
+            out_specs=pl.BlockSpec((b, b), lambda i, j, k: (i, j)))(x_hbm, y_hbm, o_hbm)
+    x, y = rand(26, (256, 256)), rand(27, (256, 256))
+    f = call(k, out_shape=jax.ShapeDtypeStruct((256, 256), jnp.float32),
+             in_specs=[pl.BlockSpec(memory_space=pl.ANY)] * 2,
+             out_specs=pl.BlockSpec(memory_space=pl.ANY))
+    ref = x @ y
+    return f(x, y), ref, 1e-2 * np.abs(ref).max()  # (f32 dots may take bf16 passes)
+
+
 def main():
     backend = jax.default_backend()
     print(f"# {'jax' if OPTS.jax else 'plax'} on {backend} ({jax.devices()[0].device_kind}), "

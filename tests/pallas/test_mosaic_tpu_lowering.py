@@ -350,3 +350,52 @@ def test_prng_interpret_rules_are_the_threefry_chain():
     np.testing.assert_array_equal(np.asarray(state), np.asarray(key))
     want = plax.random.bits(use, (8, 128), jnp.uint32)
     np.testing.assert_array_equal(np.asarray(bits), np.asarray(want).view(np.int32))
+
+
+def pipelined_matmul(x, y, b=128):
+    """emit_pipeline over HBM references (tpu_pallas_pipeline_test's pattern): blocks of x
+    and y, an output block accumulated across the k axis."""
+    m, kk = x.shape
+    n = y.shape[1]
+
+    def inner(x_ref, y_ref, z_ref):
+        @pl.when(pl.program_id(2) == 0)
+        def _():
+            z_ref[...] = jnp.zeros_like(z_ref)
+        z_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=f32)
+
+    def k(x_hbm, y_hbm, o_hbm):
+        pltpu.emit_pipeline(
+            inner, grid=(m // b, n // b, kk // b),
+            in_specs=[pl.BlockSpec((b, b), lambda i, j, k: (i, k)),
+                      pl.BlockSpec((b, b), lambda i, j, k: (k, j))],
+            out_specs=pl.BlockSpec((b, b), lambda i, j, k: (i, j)))(x_hbm, y_hbm, o_hbm)
+    return pl.pallas_call(k, out_shape=sds((m, n)),
+                          in_specs=[pl.BlockSpec(memory_space=pl.ANY)] * 2,
+                          out_specs=pl.BlockSpec(memory_space=pl.ANY))(x, y)
+
+
+def test_emit_pipeline_matmul_over_hbm_lowers_with_scoped_vmem_and_dmas():
+    x = jnp.zeros((256, 256), f32)
+    _, _, module = lower(pipelined_matmul, x, x)
+    assert "func.func @k(%arg0: memref<256x256xf32, #tpu.memory_space<any>>, %arg1: " \
+        "memref<256x256xf32, #tpu.memory_space<any>>, %arg2: memref<256x256xf32, " \
+        "#tpu.memory_space<any>>) attributes {dimension_semantics = []" in module
+    ops = tpu_ops(module)
+    # per step: two blocks in and one out through scoped VMEM buffers, the body in a region
+    assert ops.count("tpu.enqueue_dma") == ops.count("tpu.wait_dma2") == 3
+    assert ops.count("tpu.sem_alloc") == 3 and ops.count("tpu.region") == 4
+    assert ops.count("tpu.memref_slice") == 3 and "tpu.matmul" in ops
+    flat = _anonymous(module)
+    assert "%_ = memref.alloca() : memref<128x128xf32, #tpu.memory_space<vmem>>" in flat
+    assert "%_ = tpu.memref_slice %arg2[%_, %_] : memref<256x256xf32, " \
+        "#tpu.memory_space<any>> -> memref<128x128xf32, #tpu.memory_space<any>>" in flat
+    assert "scf.for" in module and "scf.if" in module
+
+
+def test_scalars_of_hbm_references_are_refused():
+    def k(x_hbm, o_ref):
+        o_ref[...] = jnp.full((8, 128), x_hbm[0, 0])
+    f = vmem_call(k, in_specs=[pl.BlockSpec(memory_space=pl.ANY)])
+    with pytest.raises(LoweringException, match="a scalar of a reference in ANY/HBM memory"):
+        lower(f, jnp.zeros((8, 128), f32))

@@ -9,6 +9,12 @@ A view of a reference (``x_hbm.at[pl.ds(i, 8)]``, ``sem.at[slot]``) handed to a 
 semaphore op is a memref of its own, as JAX builds it: ``tpu.memref_slice`` at the view's
 (i32) starts, then ``tpu.memref_squeeze`` of the dimensions an integer index drops.
 Remote operations (a ``device_id``) are refused with the fix.
+
+Scoped VMEM buffers (``tpu.region`` holding ``memref.alloca`` and ``tpu.sem_alloc``, as JAX
+lowers ``run_scoped``) serve two forms plax's ``emit_pipeline`` builds: ``run_state`` (its
+references become VMEM buffers holding its initial values; the region yields their final
+values), and reads and writes of blocks of references in ANY/HBM memory, which become
+synchronous DMAs through a VMEM buffer (the pipeline's steps do not overlap their copies).
 """
 from __future__ import annotations
 
@@ -17,8 +23,11 @@ import numpy as np
 from plax.core.avals import ShapedArray
 from plax.core.rules import mosaic_lowering_rules as rules
 from plax.core.tree_core import tree_unflatten
+from plax.first_order import state
+from plax.higher_order.run_state import run_state_p
 from plax.pallas import dma, semaphores, tpu_ops, tpu_packing, tpu_prng
-from plax.pallas.mosaic_lowering import Lit, RefValue, Value, element_type, static_int
+from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, element_type, static_int,
+                                         value_type)
 from plax.pallas.mosaic_rules_arith import convert
 from plax.pallas.mosaic_rules_refs import window
 
@@ -196,3 +205,118 @@ def _prng_random_bits(ctx, state, *, shape):
 
 rules[tpu_prng.prng_seed_p] = _prng_seed
 rules[tpu_prng.prng_random_bits_p] = _prng_random_bits
+
+
+# --- scoped VMEM buffers: run_state, and blocks of ANY/HBM references -----------------------
+_SCALAR_SPACE = "smem"
+
+
+def _scoped(ctx, avals, build) -> list:
+    """``build()`` inside a ``tpu.region`` (its allocations live until the region ends);
+    the Values of ``avals`` it returns are the region's results."""
+    outs = []
+
+    def body(_):
+        values = build()
+        outs.extend(values)
+        ctx.fn.op("tpu.yield", values, [])
+    region = ctx.fn.region([], body)
+    names = ctx.fn.op("tpu.region", [], [value_type(a) for a in avals], regions=[region])
+    return [Value(n, value_type(a), a) for n, a in zip(names, avals)]
+
+
+def _alloca(ctx, shape, dtype) -> RefValue:
+    """A VMEM buffer of ``shape`` (a scalar: one element in SMEM, squeezed)."""
+    if shape:
+        ref = RefValue(None, shape, dtype, "vmem")
+    else:
+        ref = RefValue(None, (1,), dtype, _SCALAR_SPACE, squeezed=(0,))
+    ref.name = ctx.fn.op("memref.alloca", [], [ref.type], _segments(0, 0))[0]
+    return ref
+
+
+def _dma_semaphore(ctx) -> RefValue:
+    sem = RefValue(None, (), semaphores.DMA_SEMAPHORE, "semaphore_mem")
+    sem.name = ctx.fn.op("tpu.sem_alloc", [], [sem.type])[0]
+    return sem
+
+
+def _sync_copy(ctx, src: RefValue, dst: RefValue) -> None:
+    sem = _dma_semaphore(ctx)
+    ctx.fn.op("tpu.enqueue_dma", [src, dst, sem], [],
+              f"{_segments(1, 0, 1, 1, 0, 0, 0)}, priority = 0 : i32, strict_ordering = false")
+    ctx.fn.op("tpu.wait_dma2", [sem, src, dst], [],
+              f"{_segments(1, 1, 1, 0, 0)}, strict_ordering = false")
+
+
+def _run_state(ctx, *args, jaxpr, num_consts):
+    consts, inits = list(args[:num_consts]), args[num_consts:]
+    avals = ctx.avals_out
+
+    def build():
+        refs = [_alloca(ctx, tuple(a.shape), a.dtype) for a in avals]
+        for ref, init, aval in zip(refs, inits, avals):
+            _plain_rules[state.swap_p](ctx_for(ctx, [aval, aval], [aval]), ref, init,
+                                       _used=[False])
+        ctx.lower_jaxpr(jaxpr, [], consts + refs)
+        return [_plain_rules[state.get_p](ctx_for(ctx, [aval], [aval]), ref)
+                for ref, aval in zip(refs, avals)]
+    return _scoped(ctx, avals, build)
+
+
+def ctx_for(ctx, avals_in, avals_out):
+    """``ctx`` as a rule of other operand and result types sees it."""
+    return type(ctx)(ctx.fn, avals_in, avals_out, ctx.eqn)
+
+
+def _in_memory(ref) -> bool:
+    return isinstance(ref, RefValue) and ref.space in ("any", "hbm")
+
+
+def _hbm_view(ctx, ref, leaves, tree):
+    transforms = tree_unflatten(tree, list(leaves)) if tree is not None else ()
+    view = ref_view(ctx, ref, transforms)
+    if not view.shape:
+        raise ctx.error("a scalar of a reference in ANY/HBM memory cannot be read or written "
+                        "in a TPU kernel; copy a block into VMEM or SMEM first")
+    if np.dtype(view.dtype) == np.bool_:
+        raise ctx.error("DMAs with bool dtypes are not supported.")
+    return view
+
+
+def _get(ctx, ref, *leaves, tree=None, **params):
+    if not _in_memory(ref):
+        return _plain_rules[state.get_p](ctx, ref, *leaves, tree=tree, **params)
+    view = _hbm_view(ctx, ref, leaves, tree)
+    aval = ctx.avals_out[0]
+
+    def build():
+        buf = _alloca(ctx, view.shape, view.dtype)
+        _sync_copy(ctx, view, buf)
+        return [_plain_rules[state.get_p](ctx_for(ctx, [aval], [aval]), buf)]
+    return _scoped(ctx, [aval], build)[0]
+
+
+def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **params):
+    if not _in_memory(ref):
+        return _plain_rules[state.swap_p](ctx, ref, value, *leaves, tree=tree, _used=_used,
+                                          **params)
+    old = _get(ctx, ref, *leaves, tree=tree) if _used[0] else None
+    view = _hbm_view(ctx, ref, leaves, tree)
+    aval = ctx.avals_in[1]
+
+    def build():
+        buf = _alloca(ctx, view.shape, view.dtype)
+        _plain_rules[state.swap_p](ctx_for(ctx, [aval, aval], [aval]), buf, value,
+                                   _used=[False])
+        _sync_copy(ctx, buf, view)
+        return []
+    _scoped(ctx, [], build)
+    return old
+
+
+_plain_rules = {p: rules[p] for p in (state.get_p, state.swap_p)}  # (VMEM and SMEM's)
+_swap.wants_used = True
+rules[state.get_p] = _get
+rules[state.swap_p] = _swap
+rules[run_state_p] = _run_state
