@@ -256,10 +256,10 @@ def _run_state(ctx, *args, jaxpr, num_consts):
     def build():
         refs = [_alloca(ctx, tuple(a.shape), a.dtype) for a in avals]
         for ref, init, aval in zip(refs, inits, avals):
-            _plain_rules[state.swap_p](ctx_for(ctx, [aval, aval], [aval]), ref, init,
+            _vmem_swap(ctx_for(ctx, [aval, aval], [aval]), ref, init,
                                        _used=[False])
         ctx.lower_jaxpr(jaxpr, [], consts + refs)
-        return [_plain_rules[state.get_p](ctx_for(ctx, [aval], [aval]), ref)
+        return [_vmem_get(ctx_for(ctx, [aval], [aval]), ref)
                 for ref, aval in zip(refs, avals)]
     return _scoped(ctx, avals, build)
 
@@ -286,20 +286,20 @@ def _hbm_view(ctx, ref, leaves, tree):
 
 def _get(ctx, ref, *leaves, tree=None, **params):
     if not _in_memory(ref):
-        return _plain_rules[state.get_p](ctx, ref, *leaves, tree=tree, **params)
+        return _vmem_get(ctx, ref, *leaves, tree=tree, **params)
     view = _hbm_view(ctx, ref, leaves, tree)
     aval = ctx.avals_out[0]
 
     def build():
         buf = _alloca(ctx, view.shape, view.dtype)
         _sync_copy(ctx, view, buf)
-        return [_plain_rules[state.get_p](ctx_for(ctx, [aval], [aval]), buf)]
+        return [_vmem_get(ctx_for(ctx, [aval], [aval]), buf)]
     return _scoped(ctx, [aval], build)[0]
 
 
 def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **params):
     if not _in_memory(ref):
-        return _plain_rules[state.swap_p](ctx, ref, value, *leaves, tree=tree, _used=_used,
+        return _vmem_swap(ctx, ref, value, *leaves, tree=tree, _used=_used,
                                           **params)
     old = _get(ctx, ref, *leaves, tree=tree) if _used[0] else None
     view = _hbm_view(ctx, ref, leaves, tree)
@@ -307,7 +307,7 @@ def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **params):
 
     def build():
         buf = _alloca(ctx, view.shape, view.dtype)
-        _plain_rules[state.swap_p](ctx_for(ctx, [aval, aval], [aval]), buf, value,
+        _vmem_swap(ctx_for(ctx, [aval, aval], [aval]), buf, value,
                                    _used=[False])
         _sync_copy(ctx, buf, view)
         return []
@@ -315,7 +315,7 @@ def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **params):
     return old
 
 
-_plain_rules = {p: rules[p] for p in (state.get_p, state.swap_p)}  # (VMEM and SMEM's)
+_vmem_get, _vmem_swap = rules[state.get_p], rules[state.swap_p]  # (VMEM and SMEM's)
 _swap.wants_used = True
 rules[state.get_p] = _get
 rules[state.swap_p] = _swap
