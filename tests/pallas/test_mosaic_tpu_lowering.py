@@ -399,3 +399,21 @@ def test_scalars_of_hbm_references_are_refused():
     f = vmem_call(k, in_specs=[pl.BlockSpec(memory_space=pl.ANY)])
     with pytest.raises(LoweringException, match="a scalar of a reference in ANY/HBM memory"):
         lower(f, jnp.zeros((8, 128), f32))
+
+
+def test_run_state_references_are_scoped_vmem_and_smem_buffers():
+    from plax.higher_order.run_state import run_state
+
+    def k(x_ref, o_ref):
+        def body(refs):
+            block, count = refs
+            block[...] = block[...] * 2.0
+            count[...] = count[...] + 1
+        block, count = run_state(body)((x_ref[...], jnp.int32(3)))
+        o_ref[...] = block + count.astype(f32)
+    _, _, module = lower(vmem_call(k), jnp.zeros((8, 128), f32))
+    flat = _anonymous(module)
+    assert "%_ = memref.alloca() : memref<8x128xf32, #tpu.memory_space<vmem>>" in flat
+    assert "%_ = memref.alloca() : memref<1xi32, #tpu.memory_space<smem>>" in flat
+    assert "tpu.yield %_, %_ : vector<8x128xf32>, i32" in flat
+    assert ") : () -> (vector<8x128xf32>, i32)" in flat
