@@ -319,4 +319,4 @@ _vmem_get, _vmem_swap = rules[state.get_p], rules[state.swap_p]  # (VMEM and SME
 _swap.wants_used = True
 rules[state.get_p] = _get
 rules[state.swap_p] = _swap
-rules[run_state_p] = _run_state
+rules.setdefault(run_state_p, _run_state)  # (the refs room's own rule, where it has one)
