@@ -13,7 +13,7 @@ steps past the real count do nothing (their blocks are the last real visit's, so
 """
 from __future__ import annotations
 
-import functools
+from functools import partial
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -25,7 +25,7 @@ from plax.experimental import pallas as pl
 from plax.experimental.pallas import tpu as pltpu
 from plax.experimental.pallas.ops.tpu.megablox import common
 
-__all__ = ["gmm", "tgmm", "make_group_metadata", "GroupMetadata", "LutFn"]
+__all__ = ["gmm", "tgmm", "make_group_metadata", "GroupMetadata", "LutFn", "partial"]
 
 # (group_offsets [num_groups + 1], group_ids [visits], m_tile_ids [visits])
 GroupMetadata = Any
@@ -109,8 +109,8 @@ def _start_group(group_offset):
     return jnp.asarray(group_offset, jnp.int32)[None]
 
 
-@functools.partial(plax.jit, static_argnames=["preferred_element_type", "tiling",
-                                              "transpose_rhs", "interpret"])
+@partial(plax.jit, static_argnames=["preferred_element_type", "tiling", "transpose_rhs",
+                                    "interpret"])
 def gmm(lhs, rhs, group_sizes, preferred_element_type=jnp.float32,
         tiling: tuple[int, int, int] | LutFn | None = (128, 128, 128), group_offset=None,
         existing_out=None, transpose_rhs: bool = False, interpret: bool = False):
@@ -200,8 +200,8 @@ def gmm(lhs, rhs, group_sizes, preferred_element_type=jnp.float32,
     return out
 
 
-@functools.partial(plax.jit, static_argnames=["preferred_element_type", "tiling",
-                                              "num_actual_groups", "interpret"])
+@partial(plax.jit, static_argnames=["preferred_element_type", "tiling", "num_actual_groups",
+                                    "interpret"])
 def tgmm(lhs, rhs, group_sizes, preferred_element_type=jnp.float32,
          tiling: tuple[int, int, int] | LutFn | None = (128, 128, 128), group_offset=None,
          num_actual_groups: int | None = None, existing_out=None, interpret: bool = False):

@@ -15,6 +15,7 @@ output in VMEM. Blocks past a sequence's length are skipped and map to its last 
 from __future__ import annotations
 
 import functools
+from typing import Literal, Sequence
 
 import numpy as np
 
@@ -96,7 +97,8 @@ def _kernel(lengths_ref, pages_ref, q_ref, *refs, pages_per_block, page_size, ma
 def paged_attention(q, k_pages, v_pages, lengths, page_indices, *,
                     mask_value: float = DEFAULT_MASK_VALUE,
                     attn_logits_soft_cap: float | None = None, pages_per_compute_block: int,
-                    megacore_mode: str | None = None, inline_seq_dim: bool = True):
+                    megacore_mode: Literal["kv_head", "batch"] | None = None,
+                    inline_seq_dim: bool = True):
     """Attention of ``q`` [batch, q_heads, head_dim] (one query per sequence, already
     scaled) over the paged keys and values (arrays or int8 QuantizedTensors), the first
     ``lengths[b]`` positions of sequence b; the result is shaped like ``q``.
@@ -127,7 +129,7 @@ def paged_attention(q, k_pages, v_pages, lengths, page_indices, *,
         raise ValueError("`page_indices` and `q` must have the same batch size")
     if lengths.dtype != jnp.int32:
         raise ValueError(f"The dtype of `lengths` must be int32. Got {lengths.dtype}")
-    semantics = ["arbitrary", "arbitrary", "arbitrary"]
+    semantics: Sequence[str] = ["arbitrary", "arbitrary", "arbitrary"]
     if megacore_mode == "kv_head":
         if kv_heads % 2:
             raise ValueError("number of KV heads must be even when megacore_mode is 'kv_head'")
