@@ -30,7 +30,7 @@ def _contiguous(pages, table):
 
 
 @pytest.mark.parametrize("pages_per_block,soft_cap,megacore", [
-    (2, None, None), (4, 5.0, None), (1, None, "kv_head")])
+    (2, None, None), (4, None, None), (1, 5.0, "kv_head")])
 def test_paged_attention_matches_the_reference(pages_per_block, soft_cap, megacore):
     q, k, v, table = _cache()
     got = paged_attention(q, k, v, LENGTHS, table, pages_per_compute_block=pages_per_block,
