@@ -55,6 +55,7 @@ def _assert_grads_close(got, want, tol=1e-4):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=tol, atol=tol)
 
 
+@pytest.mark.slow  # (~2-3 s: three kernels with inner sub-block loops compiled)
 def test_gradients_causal_scaled_match_the_reference():
     q, k, v, _, _ = _inputs(batch=1)
 
