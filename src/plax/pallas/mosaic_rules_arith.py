@@ -161,11 +161,10 @@ for _prim, _op in _UNARY_FLOAT.items():
 
 
 def _neg(ctx, x, **_):
+    # 0 - x, for floats too (as JAX lowers it)
     out = ctx.avals_out[0]
-    x = ctx.value(x)
-    if is_float(out.dtype):
-        return ctx.op1("arith.negf", [x], out)
-    return ctx.op1("arith.subi", [ctx.constant(0, out), x], out)
+    sub = "arith.subf" if is_float(out.dtype) else "arith.subi"
+    return ctx.op1(sub, [ctx.constant(0, out), ctx.value(x)], out)
 
 
 def _abs(ctx, x, **_):
@@ -230,10 +229,11 @@ def _round(ctx, x, *, rounding_method=0, **_):
 
 
 def _is_finite(ctx, x, **_):
-    x = ctx.value(x)
-    inf = ctx.constant(np.inf, x.aval)
-    mag = ctx.op1("math.absf", [x], x.aval)
-    return ctx.op1("arith.cmpf", [mag, inf], ctx.avals_out[0], "predicate = 6 : i64")
+    # not tpu.weird (NaN or infinite), on f32 values
+    x = convert(ctx, ctx.value(x), np.float32)
+    out = ctx.avals_out[0]
+    weird = ctx.op1("tpu.weird", [x], out)
+    return ctx.op1("arith.xori", [weird, ctx.constant(True, out)], out)
 
 
 def _bit_count_rule(op):
