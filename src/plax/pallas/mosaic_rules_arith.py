@@ -331,6 +331,11 @@ def reshape(ctx, x: Value, shape) -> Value:
     if not x.aval.shape:
         return ctx.op1("vector.broadcast", [x], out)
     if not shape:
+        if np.dtype(x.aval.dtype).itemsize != 4:
+            raise ctx.error(
+                "Only arrays with 32-bit element types can be converted to scalars, but got: "
+                f"{np.dtype(x.aval.dtype).name}. Try casting the input before squeezing the "
+                "scalar.")
         zeros = ", ".join("0" for _ in x.aval.shape)
         return ctx.op1("vector.extract", [x], out, f"static_position = array<i64: {zeros}>")
     return ctx.op1("vector.shape_cast", [x], out)
