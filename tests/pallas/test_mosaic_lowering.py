@@ -463,3 +463,22 @@ def test_index_map_reading_a_one_element_prefetch_array():
     transform = module[module.index("func.func @transform_0"):]
     assert "memref.load %arg1[%c0] : memref<1xi32, #tpu.memory_space<smem>>" in transform
     assert "arith.minsi" in transform
+
+
+def test_argmax_argmin_and_boolean_scalar_carries():
+    def k(x_ref, o_ref, p_ref, s_ref):
+        o_ref[...] = jnp.argmax(x_ref[...], axis=1).reshape(1, 8)
+        p_ref[...] = jnp.argmin(x_ref[...], axis=0).reshape(1, 128)
+        s_ref[0] = plax.lax.while_loop(lambda c: c[1], lambda c: (c[0] + 1, c[0] < 3),
+                                       (jnp.int32(0), jnp.bool_(True)))[0]
+
+    def f(x):
+        return pl.pallas_call(k, out_shape=(jax_sds(x, (1, 8), i32), jax_sds(x, (1, 128), i32),
+                                            jax_sds(x, (1,), i32)),
+                              out_specs=(pl.BlockSpec(), pl.BlockSpec(),
+                                         pl.BlockSpec(memory_space=pltpu.SMEM)))(x)
+    _, _, module = lower(f, jnp.ones((8, 128), f32))
+    assert "tpu.reduce_index %0 {axis = 1 : i32, kind = #tpu.reduction_kind<arg_max>} : " \
+        "vector<8x128xf32> -> vector<8xi32>" in module
+    assert "kind = #tpu.reduction_kind<arg_min>" in module
+    assert "%true = arith.constant true" in module and "scf.while" in module

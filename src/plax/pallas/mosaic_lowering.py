@@ -169,6 +169,8 @@ def constant_attr(value, aval) -> str:
     body = _scalar_attr_body(value, aval.dtype)
     if aval.shape:
         return f"dense<{body}> : {value_type(aval)}"
+    if np.dtype(aval.dtype) == np.bool_:
+        return body  # (true / false: the i1 attribute)
     return f"{body} : {element_type(aval.dtype)}"
 
 

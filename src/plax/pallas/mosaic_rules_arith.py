@@ -436,6 +436,30 @@ for _prim, _kinds in _REDUCTION.items():
     rules[_prim] = _reduction_rule(_prim, _kinds)
 
 
+def _index_reduction_rule(kind: str):
+    """argmax / argmin as ``tpu.reduce_index`` (f32 operands, one axis, int32 indices, as
+    JAX's lowering has them)."""
+    def rule(ctx, x, *, axes, index_dtype):
+        x = ctx.value(x)
+        if np.dtype(x.aval.dtype) != np.float32 or len(axes) != 1 \
+                or np.dtype(index_dtype) != np.int32:
+            raise ctx.error(f"{kind} lowers for TPU on float32 operands over one axis with "
+                            "int32 indices only; cast the operand to float32")
+        axis, out = int(axes[0]), ctx.avals_out[0]
+        if x.aval.ndim == 1:  # (Mosaic reduces 2-D vectors: a leading unit dimension)
+            x = reshape(ctx, x, (1,) + tuple(x.aval.shape))
+            r = ctx.op1("tpu.reduce_index", [x], ShapedArray((1,), out.dtype),
+                        f"axis = {axis + 1} : i32, kind = #tpu.reduction_kind<{kind}>")
+            return reshape(ctx, r, ())
+        return ctx.op1("tpu.reduce_index", [x], out,
+                       f"axis = {axis} : i32, kind = #tpu.reduction_kind<{kind}>")
+    return rule
+
+
+rules[reductions.argmax_p] = _index_reduction_rule("arg_max")
+rules[reductions.argmin_p] = _index_reduction_rule("arg_min")
+
+
 # --- dot_general ----------------------------------------------------------------------------
 def dot_dimension_numbers(dimension_numbers, lhs_ndim: int, rhs_ndim: int) -> str:
     """``#tpu.dot_dimension_numbers``: contracting, non-contracting, the output's dimensions
