@@ -482,3 +482,22 @@ def test_argmax_argmin_and_boolean_scalar_carries():
         "vector<8x128xf32> -> vector<8xi32>" in module
     assert "kind = #tpu.reduction_kind<arg_min>" in module
     assert "%true = arith.constant true" in module and "scf.while" in module
+
+
+def test_run_state_buffers_and_pow_with_integer_exponent():
+    def k(x_ref, e_ref, o_ref):
+        def body(refs):
+            acc, count = refs
+            acc[...] = acc[...] + x_ref[...]
+            count[...] = count[...] + 1
+        acc, count = pl.run_state(body)((x_ref[...], jnp.int32(0)))
+        o_ref[...] = plax.lax.pow(acc, e_ref[...]) + plax.lax.pow(2.0, e_ref[...]) + count
+
+    def f(x, e):
+        return pl.pallas_call(k, out_shape=jax_sds(x))(x, e)
+    _, _, module = lower(f, jnp.ones((8, 128), f32), jnp.ones((8, 128), jnp.uint32))
+    for op in ['"tpu.region"() ({', "memref.alloca() : memref<8x128xf32, "
+               "#tpu.memory_space<vmem>>", "memref.alloca() : memref<1xi32, "
+               "#tpu.memory_space<smem>>", "tpu.yield", "arith.uitofp", "math.powf",
+               "math.exp2"]:
+        assert op in module, op

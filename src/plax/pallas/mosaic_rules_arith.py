@@ -46,7 +46,6 @@ _BINARY = {
                        "bool": "arith.ori"},
     arithmetic.min_p: {"float": "arith.minimumf", "int": "arith.minsi", "uint": "arith.minui",
                        "bool": "arith.andi"},
-    arithmetic.pow_p: {"float": "math.powf"},
     bitwise.and_p: {"int": "arith.andi", "uint": "arith.andi", "bool": "arith.andi"},
     bitwise.or_p: {"int": "arith.ori", "uint": "arith.ori", "bool": "arith.ori"},
     bitwise.xor_p: {"int": "arith.xori", "uint": "arith.xori", "bool": "arith.xori"},
@@ -68,6 +67,22 @@ def _binary_rule(prim, ops):
 
 for _prim, _ops in _BINARY.items():
     rules[_prim] = _binary_rule(_prim, _ops)
+
+
+def _pow(ctx, x, y, **_):
+    # an integer exponent as a float (JAX's pow takes one); 2 ** y as math.exp2
+    out = ctx.avals_out[0]
+    ya = ctx.avals_in[1]
+    y = ctx.value(y, ShapedArray(out.shape, ya.dtype))
+    if not is_float(ya.dtype):
+        y = ctx.op1("arith.uitofp" if is_unsigned(ya.dtype) else "arith.sitofp", [y],
+                    ShapedArray(out.shape, out.dtype))
+    if isinstance(x, Lit) and float(np.asarray(x.val)) == 2.0:
+        return ctx.op1("math.exp2", [y], out)
+    return ctx.op1("math.powf", [ctx.value(x, out), y], out)
+
+
+rules[arithmetic.pow_p] = _pow
 
 
 # --- comparisons (arith.cmpf / arith.cmpi predicates, as their enum's integers) --------------
