@@ -1,11 +1,13 @@
-"""Mosaic lowering rules of reference reads and writes (get, swap, addupdate) and of
-control flow (cond as ``scf.if``, scan and fori loops as ``scf.for``, while as
-``scf.while``; calls are inlined).
+"""Mosaic lowering rules of reference reads and writes (get, swap, addupdate), of
+``run_state`` (buffers of a ``tpu.region``) and of control flow (cond as ``scf.if``, scan
+and fori loops as ``scf.for`` on their counter, while as ``scf.while``; calls are inlined).
 
-A block in VMEM is read with ``vector.load`` and written with ``tpu.vector_store``; an
-element of an SMEM reference with ``memref.load``/``memref.store``. A reference is indexed
-by static or dynamic starts (``pl.ds``, slices) and integer scalars; the memref's
-squeezed block dimensions are indexed at 0. Booleans live in memrefs as int32.
+A block in VMEM is read with ``vector.load`` and written with ``tpu.vector_store`` (strided
+slices: ``tpu.strided_load``/``strided_store``); an element of an SMEM reference with
+``memref.load``/``memref.store``. A reference is indexed by static or dynamic starts
+(``pl.ds``, slices) and integer scalars, through chained ``.at[]`` views (their offsets
+added); the memref's squeezed block dimensions are indexed at 0. Booleans live in memrefs
+as int32.
 """
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from plax.core.refs import NDIndexer, Slice
 from plax.core.rules import mosaic_lowering_rules as rules
 from plax.core.tree_core import tree_unflatten
 from plax.first_order import state
-from plax.first_order.comparison import lt_p
 from plax.first_order.arithmetic import add_p
+from plax.first_order.comparison import lt_p
 from plax.first_order.conversion import convert_element_type_p
 from plax.higher_order import (call, cond, custom_derivatives, loops, pjit, platform_dependent,
                                run_state, scan)
@@ -187,8 +189,8 @@ def _materialize(ctx, xs, avals) -> list:
     return [x if isinstance(x, RefValue) else ctx.value(x, a) for x, a in zip(xs, avals)]
 
 
-def _yield(ctx, outs, avals, op: str = "scf.yield") -> None:
-    ctx.fn.op(op, _materialize(ctx, outs, avals), [])
+def _yield(ctx, outs, avals) -> None:
+    ctx.fn.op("scf.yield", _materialize(ctx, outs, avals), [])
 
 
 def _block_values(names, avals) -> list:
