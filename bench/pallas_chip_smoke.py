@@ -170,7 +170,7 @@ def flash_attention_causal():
              out_specs=pl.BlockSpec((None, bq, d), lambda b, i: (b, i, 0)),
              compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",
                                                                        "parallel")))
-    return f(q, k_, v), _attention_ref(q, k_, v), 2e-2
+    return f(q, k_, v), _attention_ref(q, k_, v), 5e-2
 
 
 def _flash_grid_kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, bq, bk, scale):
@@ -219,7 +219,7 @@ def flash_attention_kv_grid():
                              pltpu.VMEM((bq, d), jnp.float32)],
              compiler_params=pltpu.CompilerParams(
                  dimension_semantics=("parallel", "parallel", "arbitrary")))
-    return f(q, k_, v), _attention_ref(q, k_, v), 2e-2
+    return f(q, k_, v), _attention_ref(q, k_, v), 5e-2
 
 
 @kernel
