@@ -218,7 +218,7 @@ _CASES = [
      ["tpu.memref_slice", "tpu.memref_slice", "tpu.enqueue_dma"] * 1
      + ["tpu.memref_slice", "tpu.memref_slice", "tpu.wait_dma2"], []),
     ("semaphores", semaphores, (8, 128),
-     f"%arg2: memref<2x!tpu.semaphore, #tpu.memory_space<semaphore_mem>>) attributes",
+     "%arg2: memref<2x!tpu.semaphore, #tpu.memory_space<semaphore_mem>>) attributes",
      _SLICE_SQUEEZE + ["tpu.sem_signal"] + _SLICE_SQUEEZE + ["tpu.sem_wait"] + _SLICE_SQUEEZE
      + ["tpu.sem_read", "tpu.vector_store"],
      ["tpu.sem_signal %_, %_ : memref<!tpu.semaphore, #tpu.memory_space<semaphore_mem>>",

@@ -10,25 +10,25 @@ semaphore op is a memref of its own, as JAX builds it: ``tpu.memref_slice`` at t
 (i32) starts, then ``tpu.memref_squeeze`` of the dimensions an integer index drops.
 Remote operations (a ``device_id``) are refused with the fix.
 
-Scoped VMEM buffers (``tpu.region`` holding ``memref.alloca`` and ``tpu.sem_alloc``, as JAX
-lowers ``run_scoped``) serve two forms plax's ``emit_pipeline`` builds: ``run_state`` (its
-references become VMEM buffers holding its initial values; the region yields their final
-values), and reads and writes of blocks of references in ANY/HBM memory, which become
-synchronous DMAs through a VMEM buffer (the pipeline's steps do not overlap their copies).
+Reads and writes of blocks of references in ANY/HBM memory (what plax's ``emit_pipeline``
+does at each step, around the ``run_state`` of its body) become synchronous DMAs through a
+scoped VMEM buffer (``tpu.region`` holding ``memref.alloca`` and ``tpu.sem_alloc``, as JAX
+lowers ``run_scoped``): the pipeline's steps do not overlap their copies.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from plax.core.avals import ShapedArray
+from plax.core.refs import AbstractRef
 from plax.core.rules import mosaic_lowering_rules as rules
 from plax.core.tree_core import tree_unflatten
 from plax.first_order import state
-from plax.higher_order.run_state import run_state_p
 from plax.pallas import dma, semaphores, tpu_ops, tpu_packing, tpu_prng
 from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, element_type, static_int,
                                          value_type)
 from plax.pallas.mosaic_rules_arith import convert
+from plax.pallas.mosaic_rules_refs import _scoped_ref as scoped_ref
 from plax.pallas.mosaic_rules_refs import window
 
 __all__ = ["ref_view"]
@@ -207,10 +207,7 @@ rules[tpu_prng.prng_seed_p] = _prng_seed
 rules[tpu_prng.prng_random_bits_p] = _prng_random_bits
 
 
-# --- scoped VMEM buffers: run_state, and blocks of ANY/HBM references -----------------------
-_SCALAR_SPACE = "smem"
-
-
+# --- blocks of ANY/HBM references, through scoped VMEM buffers -----------------------------
 def _scoped(ctx, avals, build) -> list:
     """``build()`` inside a ``tpu.region`` (its allocations live until the region ends);
     the Values of ``avals`` it returns are the region's results."""
@@ -225,43 +222,17 @@ def _scoped(ctx, avals, build) -> list:
     return [Value(n, value_type(a), a) for n, a in zip(names, avals)]
 
 
-def _alloca(ctx, shape, dtype) -> RefValue:
-    """A VMEM buffer of ``shape`` (a scalar: one element in SMEM, squeezed)."""
-    if shape:
-        ref = RefValue(None, shape, dtype, "vmem")
-    else:
-        ref = RefValue(None, (1,), dtype, _SCALAR_SPACE, squeezed=(0,))
-    ref.name = ctx.fn.op("memref.alloca", [], [ref.type], _segments(0, 0))[0]
-    return ref
-
-
-def _dma_semaphore(ctx) -> RefValue:
-    sem = RefValue(None, (), semaphores.DMA_SEMAPHORE, "semaphore_mem")
-    sem.name = ctx.fn.op("tpu.sem_alloc", [], [sem.type])[0]
-    return sem
+def _buffer(ctx, shape, dtype) -> RefValue:
+    """A scoped buffer (``memref.alloca`` in VMEM; a DMA semaphore: ``tpu.sem_alloc``)."""
+    return scoped_ref(ctx, AbstractRef(ShapedArray(tuple(shape), dtype)))
 
 
 def _sync_copy(ctx, src: RefValue, dst: RefValue) -> None:
-    sem = _dma_semaphore(ctx)
+    sem = _buffer(ctx, (), semaphores.DMA_SEMAPHORE)
     ctx.fn.op("tpu.enqueue_dma", [src, dst, sem], [],
               f"{_segments(1, 0, 1, 1, 0, 0, 0)}, priority = 0 : i32, strict_ordering = false")
     ctx.fn.op("tpu.wait_dma2", [sem, src, dst], [],
               f"{_segments(1, 1, 1, 0, 0)}, strict_ordering = false")
-
-
-def _run_state(ctx, *args, jaxpr, num_consts):
-    consts, inits = list(args[:num_consts]), args[num_consts:]
-    avals = ctx.avals_out
-
-    def build():
-        refs = [_alloca(ctx, tuple(a.shape), a.dtype) for a in avals]
-        for ref, init, aval in zip(refs, inits, avals):
-            _vmem_swap(ctx_for(ctx, [aval, aval], [aval]), ref, init,
-                                       _used=[False])
-        ctx.lower_jaxpr(jaxpr, [], consts + refs)
-        return [_vmem_get(ctx_for(ctx, [aval], [aval]), ref)
-                for ref, aval in zip(refs, avals)]
-    return _scoped(ctx, avals, build)
 
 
 def ctx_for(ctx, avals_in, avals_out):
@@ -291,7 +262,7 @@ def _get(ctx, ref, *leaves, tree=None, **params):
     aval = ctx.avals_out[0]
 
     def build():
-        buf = _alloca(ctx, view.shape, view.dtype)
+        buf = _buffer(ctx, view.shape, view.dtype)
         _sync_copy(ctx, view, buf)
         return [_vmem_get(ctx_for(ctx, [aval], [aval]), buf)]
     return _scoped(ctx, [aval], build)[0]
@@ -306,7 +277,7 @@ def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **params):
     aval = ctx.avals_in[1]
 
     def build():
-        buf = _alloca(ctx, view.shape, view.dtype)
+        buf = _buffer(ctx, view.shape, view.dtype)
         _vmem_swap(ctx_for(ctx, [aval, aval], [aval]), buf, value,
                                    _used=[False])
         _sync_copy(ctx, buf, view)
@@ -319,4 +290,3 @@ _vmem_get, _vmem_swap = rules[state.get_p], rules[state.swap_p]  # (VMEM and SME
 _swap.wants_used = True
 rules[state.get_p] = _get
 rules[state.swap_p] = _swap
-rules.setdefault(run_state_p, _run_state)  # (the refs room's own rule, where it has one)
