@@ -21,8 +21,8 @@ integers, 0 for unsigned ones, False), outputs start from that value (or from th
 input), and a loop over the flattened grid (row-major: the last axis moves fastest) slices
 each block out at the index map's offsets (``dynamic_slice``, which clamps them into the
 padded array), runs the discharged kernel and writes every block back. Scratch buffers are
-carried from one program to the next. Every rule but abstract evaluation runs that program;
-lowering without interpret mode raises (plax does not compile kernels to Mosaic or Triton).
+carried from one program to the next. Lowering without interpret mode raises. JVP and vmap
+emit new pallas_calls (their rules are in ``pallas_call_rules``, which the face imports).
 """
 from __future__ import annotations
 
@@ -35,14 +35,12 @@ from plax.core import dtypes
 from plax.core.effects import no_effects
 from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, nested_effect_rules,
+from plax.core.rules import (abstract_eval_rules, nested_effect_rules,
                              param_printers, register_lowering)
 from plax.first_order import arithmetic, conversion, shapes, slicing
 from plax.higher_order.loops import fori_loop
 from plax.higher_order.run_state import discharged_body
 from plax.lowering.inline import lower_fun
-from plax.transforms.jvp import jvp_flat
-from plax.transforms.vmap import batch_flat
 
 __all__ = ["pallas_call_p", "BlockMapping", "GridMapping", "program_id", "num_programs",
            "kernel_grid", "interpret_pallas_call", "uninitialized_value"]
@@ -229,24 +227,6 @@ def _lowering(ctx, *args, interpret, **params):
 _lower_interpret = lower_fun(interpret_pallas_call, multiple_results=True)
 
 
-def _interpreted_only(params, what: str) -> None:
-    if not params["interpret"]:
-        raise NotImplementedError(f"{what} of a pallas_call is built only in interpret mode "
-                                  "(pallas_call(..., interpret=True)).")
-
-
-def _jvp(primals, tangents, **params):
-    _interpreted_only(params, "Differentiation")
-    return jvp_flat(lambda *xs: interpret_pallas_call(*xs, **params), list(primals),
-                    list(tangents), "pallas_call")
-
-
-def _batch(axis, vals, dims, **params):
-    _interpreted_only(params, "vmap")
-    return batch_flat(lambda *xs: interpret_pallas_call(*xs, **params), list(vals),
-                      list(dims), axis, "pallas_call")
-
-
 def _print(params):
     shown = {k: params[k] for k in ("grid_mapping", "jaxpr", "interpret") if k in params}
     if params.get("input_output_aliases"):
@@ -258,8 +238,6 @@ def _print(params):
 
 abstract_eval_rules[pallas_call_p] = _abstract
 register_lowering(pallas_call_p, _lowering)
-jvp_rules[pallas_call_p] = _jvp
-batch_rules[pallas_call_p] = _batch
 param_printers[pallas_call_p] = _print
 # (the kernel's effects are on its own block references, never on the equation's operands)
 nested_effect_rules[pallas_call_p] = lambda inner, params: no_effects

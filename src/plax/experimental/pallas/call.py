@@ -14,6 +14,7 @@ from plax.core.trace import Tracer, get_aval
 from plax.experimental.pallas.core import (Blocked, BlockSpec, Element, GridSpec, Squeezed,
                                            no_block_spec)
 from plax.ffi.call import checked_aliases
+from plax.higher_order import pallas_call_rules  # noqa: F401  (pallas_call's JVP and vmap)
 from plax.higher_order.pallas_call import (BlockMapping, GridMapping, kernel_grid,
                                            pallas_call_p)
 from plax.transforms.discharge import discharge_state
