@@ -92,13 +92,21 @@ def num_programs(axis: int) -> int:
 @dataclasses.dataclass(frozen=True, eq=False)
 class BlockMapping:
     """How one input or output is cut into blocks: ``block_shape`` per array dimension (an int,
-    or None where the dimension is squeezed), ``index_map`` (grid indices -> block indices)."""
+    or None where the dimension is squeezed), ``index_map`` (grid indices -> block indices,
+    or element offsets along ``Element`` dimensions)."""
 
     block_shape: tuple
     array_aval: object
     index_map: ClosedJaxpr
     origin: str
     memory_space: object = None
+    # per dimension, None (blocked: the index map gives a block index) or, for an
+    # ``Element`` dimension, its (low, high) padding (the index map gives the element offset
+    # into the array padded so); () when every dimension is blocked
+    element: tuple = ()
+
+    def is_element(self, dim: int) -> bool:
+        return bool(self.element) and self.element[dim] is not None
 
     @property
     def sizes(self) -> tuple:
@@ -148,12 +156,33 @@ def _full(shape, dtype):
     return shapes.full(tuple(shape), uninitialized_value(dtype), dtype)
 
 
+def _element_padding(bm: BlockMapping):
+    """The (low, high) padding of each dimension (Element dimensions' own), or None."""
+    pads = [p if p is not None else (0, 0) for p in bm.element]
+    return pads if any(p != (0, 0) for p in pads) else None
+
+
 def _pad_to_blocks(x, bm: BlockMapping):
-    """``x`` padded at the end of each dimension to a whole number of blocks."""
-    padding = [(0, -d % s, 0) for d, s in zip(bm.array_aval.shape, bm.sizes)]
+    """``x`` padded by its Element dimensions' padding, then at the end of each dimension to
+    a whole number of blocks."""
+    pads = _element_padding(bm)
+    if pads is not None:
+        x = shapes.pad(x, uninitialized_value(bm.array_aval.dtype),
+                       [(lo, hi, 0) for lo, hi in pads])
+    padding = [(0, -d % s, 0) for d, s in zip(x.shape, bm.sizes)]
     if not any(hi for _, hi, _ in padding):
         return x
     return shapes.pad(x, uninitialized_value(bm.array_aval.dtype), padding)
+
+
+def _unpad(x, bm: BlockMapping):
+    """An output's array without its Element padding and block padding."""
+    pads = _element_padding(bm) or [(0, 0)] * x.ndim
+    start = tuple(lo for lo, _ in pads)
+    limit = tuple(lo + d for (lo, _), d in zip(pads, bm.array_aval.shape))
+    if start == (0,) * x.ndim and limit == tuple(x.shape):
+        return x
+    return slicing.slice(x, start, limit)
 
 
 def _grid_indices(t, grid):
@@ -167,8 +196,9 @@ def _grid_indices(t, grid):
 
 def _offsets(bm: BlockMapping, indices, prefetch):
     blocks = eval_jaxpr(bm.index_map.jaxpr, bm.index_map.consts, *indices, *prefetch)
-    return [arithmetic.mul(conversion.convert_element_type(b, np.int32), np.int32(s))
-            for b, s in zip(blocks, bm.sizes)]
+    return [conversion.convert_element_type(b, np.int32) if bm.is_element(d) else
+            arithmetic.mul(conversion.convert_element_type(b, np.int32), np.int32(s))
+            for d, (b, s) in enumerate(zip(blocks, bm.sizes))]
 
 
 def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_):
@@ -203,9 +233,7 @@ def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_)
     elif steps > 1:
         arrays, scratch = fori_loop(np.int32(0), np.int32(steps), step, (arrays, scratch))
     results = arrays[gm.num_inputs:]
-    return [x if tuple(x.shape) == tuple(bm.array_aval.shape)
-            else slicing.slice(x, (0,) * x.ndim, bm.array_aval.shape)
-            for x, bm in zip(results, mappings[gm.num_inputs:])]
+    return [_unpad(x, bm) for x, bm in zip(results, mappings[gm.num_inputs:])]
 
 
 # --- rules --------------------------------------------------------------------------------

@@ -130,7 +130,10 @@ def _batched_mapping(bm: BlockMapping, dim, size: int) -> BlockMapping:
     shape.insert(dim, size)
     block = list(bm.block_shape)
     block.insert(dim, None)
-    return dataclasses.replace(bm, block_shape=tuple(block),
+    element = list(bm.element)
+    if element:
+        element.insert(dim, None)
+    return dataclasses.replace(bm, block_shape=tuple(block), element=tuple(element),
                                array_aval=bm.array_aval.update(shape=tuple(shape)),
                                index_map=_batched_index_map(bm, dim))
 

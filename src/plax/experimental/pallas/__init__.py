@@ -1,9 +1,9 @@
 """plax.experimental.pallas, as ``jax.experimental.pallas``: kernels over a grid of blocks.
 
 plax runs kernels in interpret mode (``pallas_call(..., interpret=True)``): the grid is a loop
-of ordinary lax ops (``plax.higher_order.pallas_call``); compiling kernels for TPUs (Mosaic)
-or GPUs (Triton, Mosaic GPU) is not built. ``pallas.tpu`` (pltpu) has the TPU memory spaces,
-CompilerParams and PrefetchScalarGridSpec, for TPU-style kernels in interpret mode.
+of ordinary lax ops (``plax.higher_order.pallas_call``). ``pallas.tpu`` (pltpu) has the TPU
+memory spaces, CompilerParams and PrefetchScalarGridSpec; ``pallas.triton`` and
+``pallas.mosaic_gpu`` the GPU extensions' names (plax has no GPU backend).
 """
 from __future__ import annotations
 
@@ -12,10 +12,15 @@ import numpy as np
 from plax.core.refs import Slice
 from plax.core.trace import Tracer
 from plax.experimental.pallas.call import pallas_call
-from plax.experimental.pallas.core import (ANY, HOST, Blocked, BlockSpec, Buffered,
-                                           CompilerParams, CostEstimate, Element, GridSpec,
-                                           MemoryRef, MemorySpace, Squeezed, no_block_spec,
-                                           squeezed)
+from plax.experimental.pallas.core import (ANY, HOST, BlockDim, Blocked, BlockSpec,
+                                           BoundedSlice, Buffered, CompilerParams, CostEstimate,
+                                           Element, GridSpec, Indirect, MemoryRef, MemorySpace,
+                                           RevisitMode, Squeezed, no_block_spec, squeezed)
+from plax.experimental.pallas.helpers import (align_to, broadcast_to, debug_check, debug_print,
+                                              empty, empty_like, empty_ref_like,
+                                              enable_debug_checks, loop, lower_as_mlir,
+                                              reciprocal, run_scoped, strides_from_shape,
+                                              with_scoped)
 from plax.higher_order.cond import cond
 from plax.higher_order.pallas_call import num_programs, pallas_call_p, program_id
 from plax.higher_order.run_state import run_state
@@ -25,7 +30,10 @@ __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "
            "Squeezed", "squeezed", "no_block_spec", "Buffered", "CostEstimate",
            "CompilerParams", "MemorySpace", "MemoryRef", "ANY", "HOST", "program_id",
            "num_programs", "cdiv", "ds", "dslice", "Slice", "when", "multiple_of",
-           "run_state", "next_power_of_2"]
+           "run_state", "next_power_of_2", "BlockDim", "BoundedSlice", "Indirect",
+           "RevisitMode", "align_to", "broadcast_to", "debug_check", "debug_print", "empty",
+           "empty_like", "empty_ref_like", "enable_debug_checks", "loop", "lower_as_mlir",
+           "reciprocal", "run_scoped", "strides_from_shape", "with_scoped"]
 
 dslice = ds
 

@@ -11,8 +11,8 @@ from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.refs import AbstractRef
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, get_aval
-from plax.experimental.pallas.core import (Blocked, BlockSpec, Element, GridSpec, Squeezed,
-                                           no_block_spec)
+from plax.experimental.pallas.core import (Blocked, BlockSpec, BoundedSlice, Element, GridSpec,
+                                           Indirect, Squeezed, no_block_spec)
 from plax.ffi.call import checked_aliases
 from plax.higher_order import pallas_call_rules  # noqa: F401  (pallas_call's JVP and vmap)
 from plax.higher_order.pallas_call import (BlockMapping, GridMapping, kernel_grid,
@@ -41,13 +41,23 @@ def _block_dim(b, what: str):
     """A block dimension as an int, or None for a squeezed one."""
     if b is None or isinstance(b, Squeezed):
         return None
-    if isinstance(b, Blocked):
+    if isinstance(b, (Blocked, Element)):
         return int(b.block_size)
-    if isinstance(b, Element):
-        raise NotImplementedError(f"{what}: Element block dimensions are not built in plax yet.")
+    if isinstance(b, (BoundedSlice, Indirect)):
+        raise NotImplementedError(f"{what}: Unsupported block dimension type: {b!r} (plax's "
+                                  "pallas_call takes ints, None, pl.squeezed, pl.Blocked and "
+                                  "pl.Element).")
     if isinstance(b, (int, np.integer)) and not isinstance(b, bool):
         return int(b)
     raise TypeError(f"{what}: a block dimension must be an int, None or pl.squeezed, got {b!r}.")
+
+
+def _element_padding(block_shape) -> tuple:
+    """Per dimension, an Element dimension's (low, high) padding, else None; () if none is
+    an Element dimension."""
+    pads = tuple((int(b.padding[0]), int(b.padding[1])) if isinstance(b, Element) else None
+                 for b in block_shape)
+    return pads if any(p is not None for p in pads) else ()
 
 
 def _trace_index_map(index_map, grid, ndim: int, block_shape, origin: str,
@@ -105,7 +115,7 @@ def _block_mapping(spec, aval, grid, origin: str, prefetch=(None, ())) -> BlockM
             return (0,) * len(shape)
     closed = _trace_index_map(index_map, grid, len(shape), block_shape, origin, prefetch)
     return BlockMapping(dims, ShapedArray(shape, aval.dtype), closed, origin,
-                        spec.memory_space)
+                        spec.memory_space, _element_padding(block_shape))
 
 
 def _specs(specs, tree, what: str, which: str) -> list:

@@ -1,0 +1,167 @@
+"""pl's helpers for kernel bodies: loops, scoped buffers, uninitialised values, printing,
+checks and small integer utilities; and ``lower_as_mlir``."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import numpy as np
+
+from plax import lax, tree_util
+from plax import numpy as jnp
+from plax._src import config
+from plax.api.jit import jit
+from plax.core.shape_dtype_struct import ShapeDtypeStruct
+from plax.core.trace import Tracer
+from plax.debug import print as _debug_print
+from plax.experimental.pallas.core import MemoryRef, MemorySpace
+from plax.export import export
+from plax.higher_order.loops import fori_loop
+from plax.higher_order.pallas_call import uninitialized_value
+from plax.interpreters.checkify import debug_check as _checkify_debug_check
+from plax.ref import new_ref
+
+__all__ = ["loop", "empty", "empty_like", "empty_ref_like", "run_scoped", "with_scoped",
+           "debug_print", "debug_check", "enable_debug_checks", "align_to",
+           "strides_from_shape", "broadcast_to", "reciprocal", "lower_as_mlir"]
+
+enable_debug_checks = config.jax_pallas_enable_debug_checks
+
+
+def _cdiv(a, b):
+    if isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer)):
+        return -(-int(a) // int(b))
+    return (a + b - 1) // b
+
+
+def loop(lower, upper, *, init_carry=None, step=1, unroll=None):
+    """Decorator: calls the function (of the index, and of the carry when ``init_carry`` is
+    given) for ``lower, lower + step, ...`` below ``upper``, as a ``fori_loop``; returns the
+    final carry (None without one)."""
+    static = not any(isinstance(v, Tracer) for v in (lower, upper, step))
+    if static:
+        lower, upper, step, zero = int(lower), int(upper), int(step), 0
+    else:
+        dtype = jnp.result_type(lower, upper, step)
+        lower, upper, step = (lax.convert_element_type(v, dtype) for v in (lower, upper, step))
+        zero = jnp.array(0, dtype=dtype)
+
+    def decorate(body):
+        if init_carry is None:
+            def step_fn(i, carry):
+                body(lower + i * step)
+                return carry
+        else:
+            def step_fn(i, carry):
+                return body(lower + i * step, carry)
+        kwargs = {} if unroll is None else {"unroll": unroll}
+        return fori_loop(zero, _cdiv(upper - lower, step), step_fn, init_carry, **kwargs)
+    return decorate
+
+
+def empty(shape, dtype, *, out_sharding=None):
+    """An array of ``shape`` and ``dtype`` whose values are unspecified (``lax.empty``)."""
+    return lax.empty(shape, dtype, out_sharding=out_sharding)
+
+
+def empty_like(x):
+    """A pytree shaped as ``x`` (leaves with ``shape`` and ``dtype``) of unspecified values."""
+    return tree_util.tree_map(lambda leaf: empty(leaf.shape, leaf.dtype), x)
+
+
+def empty_ref_like(x):
+    """A new reference shaped as ``x`` (a ShapeDtypeStruct, or a ``MemoryRef`` in memory space
+    ANY such as ``pl.ANY(shape, dtype)``) holding unspecified values."""
+    if isinstance(x, MemoryRef):
+        if x.memory_space is not MemorySpace.ANY:
+            raise NotImplementedError(
+                f"empty_ref_like: a reference in memory space {x.memory_space} (plax's "
+                "references outside kernels have no memory space; use pl.ANY).")
+    elif not isinstance(x, ShapeDtypeStruct):
+        raise ValueError(f"empty_ref_like does not support {type(x)}")
+    return new_ref(empty_like(x))
+
+
+def _scoped_ref(t):
+    """A fresh reference for a scratch type (as a pallas_call's scratch: uninitialised)."""
+    aval = t.get_ref_aval() if hasattr(t, "get_ref_aval") else None
+    inner = getattr(aval, "inner_aval", None)
+    if inner is None or not hasattr(inner, "shape"):
+        raise TypeError(f"run_scoped: a scoped buffer must describe an array in a memory "
+                        f"space (such as pltpu.VMEM(shape, dtype)), got {t!r}.")
+    # (discharged while the kernel is traced: the buffer becomes a value of the kernel)
+    return new_ref(jnp.full(inner.shape, uninitialized_value(inner.dtype), inner.dtype))
+
+
+def run_scoped(f: Callable[..., Any], *types: Any, collective_axes=(), **kw_types: Any) -> Any:
+    """Calls ``f`` with fresh references allocated for ``types`` (positional) and
+    ``kw_types`` (keyword), which live only during the call; returns ``f``'s result."""
+    if collective_axes:
+        raise NotImplementedError(
+            f"run_scoped: collective_axes={collective_axes!r} (buffers shared across the cores "
+            "of a mesh) are not supported in plax.")
+    refs = tree_util.tree_map(_scoped_ref, types, is_leaf=lambda t: hasattr(t, "get_ref_aval"))
+    kw_refs = tree_util.tree_map(_scoped_ref, kw_types,
+                                 is_leaf=lambda t: hasattr(t, "get_ref_aval"))
+    return f(*refs, **kw_refs)
+
+
+def with_scoped(*types: Any, collective_axes=(), **kw_types: Any):
+    """Decorator: the function runs with fresh references for ``types`` and ``kw_types``
+    passed after its own arguments (``run_scoped``)."""
+    def decorate(f):
+        def inner(*args):
+            return run_scoped(functools.partial(f, *args), *types,
+                              collective_axes=collective_axes, **kw_types)
+        return inner
+    return decorate
+
+
+def debug_print(fmt: str, *args) -> None:
+    """Prints ``fmt`` formatted with ``args`` from inside a kernel (in interpret mode, as
+    ``jax.debug.print``)."""
+    _debug_print(fmt, *args, skip_format_check=True)
+
+
+def debug_check(condition, message) -> None:
+    """Checks ``condition`` when ``enable_debug_checks`` is set (under checkify); otherwise
+    does nothing."""
+    return _checkify_debug_check(condition, message)
+
+
+def align_to(a, alignment):
+    """``a`` rounded up to a multiple of ``alignment``."""
+    return _cdiv(a, alignment) * alignment
+
+
+def strides_from_shape(shape: tuple) -> tuple:
+    """The row-major strides (in elements) of an array of ``shape``."""
+    strides, size = [], 1
+    for d in reversed(tuple(shape)):
+        strides.append(size)
+        size *= int(d)
+    return tuple(reversed(strides))
+
+
+def broadcast_to(a, shape: tuple):
+    """``a`` broadcast to ``shape`` (inside a kernel)."""
+    return jnp.broadcast_to(a, tuple(shape))
+
+
+def reciprocal(x, *, approx: bool = False, full_range: bool = True):
+    """``1 / x`` elementwise (``approx`` allows the TPU's approximate reciprocal; interpret
+    mode computes it exactly)."""
+    del approx, full_range
+    return lax.div(lax.full_like(x, 1), x)
+
+
+def lower_as_mlir(f, *args, dynamic_shapes=False, device=None, static_argnames=(),
+                  platforms=None, **kwargs) -> str:
+    """The MLIR module of ``jit(f)`` exported for ``platforms`` (default: TPU), as text. It
+    carries no stability guarantee (unlike ``jax.export``'s serialisation)."""
+    if dynamic_shapes:
+        raise NotImplementedError("lower_as_mlir(dynamic_shapes=True): Pallas kernels with "
+                                  "symbolic grid sizes are not supported in plax.")
+    fun = jit(f, device=device, static_argnames=static_argnames)
+    exported = export(fun, platforms=list(platforms or ["tpu"]))(*args, **kwargs)
+    return exported.mlir_module()

@@ -1,0 +1,178 @@
+"""pl's helpers (loop, run_scoped, empty, debug_print, Element blocks, ...) and the GPU
+extensions' names (pallas.triton, pallas.mosaic_gpu, mosaic.gpu) in interpret mode on the CPU."""
+import functools
+
+import numpy as np
+import pytest
+
+import plax
+import plax.numpy as jnp
+from plax.experimental import pallas as pl
+from plax.experimental.mosaic import gpu as mgpu
+from plax.experimental.pallas import mosaic_gpu as plmgpu
+from plax.experimental.pallas import tpu as pltpu
+from plax.experimental.pallas import triton as pltriton
+
+call = functools.partial(pl.pallas_call, interpret=True)
+F32 = jnp.float32
+
+
+def _sds(shape, dtype=F32):
+    return plax.ShapeDtypeStruct(shape, dtype)
+
+
+def _rand(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_loop_with_and_without_carry():
+    def kernel(x_ref, o_ref, s_ref):
+        @pl.loop(0, 8, step=2)
+        def _(i):
+            o_ref[pl.ds(i, 2)] = x_ref[pl.ds(i, 2)] * 2
+
+        s_ref[0] = pl.loop(1, 4, init_carry=jnp.float32(0))(lambda i, c: c + x_ref[i])
+    x = _rand(8)
+    o, s = call(kernel, out_shape=(_sds((8,)), _sds((1,))))(x)
+    np.testing.assert_allclose(o, 2 * x, rtol=1e-6)
+    np.testing.assert_allclose(s, [x[1:4].sum()], rtol=1e-5)
+
+
+def test_run_scoped_and_with_scoped_buffers():
+    def kernel(x_ref, o_ref):
+        def body(tmp_ref, acc_ref):
+            tmp_ref[...] = x_ref[...] + 1
+            acc_ref[...] = tmp_ref[...] * 3
+            return acc_ref[...].sum()
+        total = pl.run_scoped(body, pltpu.VMEM((8,), F32), acc_ref=pltpu.VMEM((8,), F32))
+
+        @pl.with_scoped(pltpu.VMEM((8,), F32))
+        def twice(scale, buf_ref):
+            buf_ref[...] = x_ref[...] * scale
+            return buf_ref[...]
+        o_ref[...] = twice(2.0) + total
+    x = _rand(8)
+    out = call(kernel, out_shape=_sds((8,)))(x)
+    np.testing.assert_allclose(out, 2 * x + (3 * (x + 1)).sum(), rtol=1e-5)
+    with pytest.raises(NotImplementedError, match="collective_axes"):
+        call(lambda x_ref, o_ref: pl.run_scoped(lambda r: None, pltpu.VMEM((8,), F32),
+                                                collective_axes="x"),
+             out_shape=_sds((8,)))(x)
+
+
+def test_empty_helpers_and_small_utilities():
+    e = pl.empty((2, 3), F32)
+    assert (e.shape, e.dtype) == ((2, 3), np.float32)
+    tree = pl.empty_like({"a": _sds((4,)), "b": _sds((2,), jnp.int32)})
+    assert tree["a"].shape == (4,) and tree["b"].dtype == np.int32
+    ref = pl.empty_ref_like(pl.ANY((3,), F32))
+    assert ref.shape == (3,)
+    with pytest.raises(NotImplementedError, match="memory space vmem"):
+        pl.empty_ref_like(pltpu.VMEM((3,), F32))
+    with pytest.raises(ValueError, match="empty_ref_like does not support"):
+        pl.empty_ref_like(np.zeros(3))
+    assert pl.align_to(13, 8) == 16 and pl.strides_from_shape((2, 3, 4)) == (12, 4, 1)
+    np.testing.assert_allclose(pl.reciprocal(jnp.array([2.0, 4.0])), [0.5, 0.25])
+    assert pl.broadcast_to(jnp.ones(3), (2, 3)).shape == (2, 3)
+
+
+def test_debug_print_inside_a_kernel(capsys):
+    def kernel(x_ref, o_ref):
+        pl.debug_print("block {}", pl.program_id(0))
+        o_ref[...] = x_ref[...]
+    spec = pl.BlockSpec((4,), lambda i: (i,))
+    call(kernel, out_shape=_sds((8,)), grid=(2,), in_specs=[spec], out_specs=spec)(_rand(8))
+    plax.effects_barrier()
+    assert capsys.readouterr().out.split("\n")[:2] == ["block 0", "block 1"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_element_block_dimensions_pad_with_the_uninitialised_value(dtype):
+    def copy(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+    out = call(copy, out_shape=_sds((6,), dtype), grid=(1,),
+               in_specs=[pl.BlockSpec((pl.Element(6, (1, 2)),), lambda i: 0)])(
+        np.full((3,), 42, dtype))
+    pad = np.nan if dtype == np.float32 else np.iinfo(np.int32).min
+    np.testing.assert_array_equal(out, np.array([pad, 42, 42, 42, pad, pad], dtype))
+
+
+def test_element_offsets_overlap_blocks():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(0, 2)] + x_ref[pl.ds(2, 2)]
+    x = _rand((8, 3))
+    out = call(kernel, out_shape=_sds((6, 3)), grid=(3,),
+               in_specs=[pl.BlockSpec((pl.Element(4), pl.Element(3)), lambda i: (2 * i, 0))],
+               out_specs=pl.BlockSpec((2, 3), lambda i: (i, 0)))(x)
+    want = np.concatenate([x[2 * i:2 * i + 2] + x[2 * i + 2:2 * i + 4] for i in range(3)])
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dim", [pl.BoundedSlice(4), pl.Indirect(4)])
+def test_bounded_slice_and_indirect_dimensions_are_refused(dim):
+    f = call(lambda x_ref, o_ref: None, out_shape=_sds((4,)),
+             in_specs=[pl.BlockSpec((dim,), lambda: (0,))])
+    with pytest.raises(NotImplementedError, match="Unsupported block dimension type"):
+        f(_rand(8))
+
+
+def test_lower_as_mlir_returns_the_module_text():
+    f = call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] + 1), out_shape=_sds((8,)))
+    text = pl.lower_as_mlir(f, _rand(8), platforms=["cpu"])
+    assert "func.func public @main" in text
+
+
+# --- the GPU extensions ------------------------------------------------------------------
+def test_triton_masked_load_store_atomics_and_dot():
+    def kernel(x_ref, m_ref, ld_ref, mm_ref, a_ref, old_ref):
+        mask = jnp.arange(8) < 5
+        pltriton.store(ld_ref, pltriton.load(x_ref, mask=mask, other=-1.0))
+        a_ref[...] = jnp.zeros(8, F32)
+        pltriton.atomic_add(a_ref, pl.ds(0, 8), x_ref[...], mask=mask)
+        old_ref[...] = pltriton.atomic_max(a_ref, pl.ds(0, 8), jnp.full(8, 0.5, F32))
+        mm_ref[...] = pltriton.dot(m_ref[...], m_ref[...], trans_b=True)
+    x, m = _rand(8), _rand((4, 4), 1)
+    ld, mm, a, old = call(kernel, out_shape=(_sds((8,)), _sds((4, 4)), _sds((8,)),
+                                             _sds((8,))))(x, m)
+    keep = np.where(np.arange(8) < 5, x, 0)
+    np.testing.assert_allclose(ld, np.where(np.arange(8) < 5, x, -1.0), rtol=1e-6)
+    np.testing.assert_allclose(mm, m @ m.T, rtol=1e-5)
+    np.testing.assert_allclose(old, keep, rtol=1e-6)
+    np.testing.assert_allclose(a, np.maximum(keep, 0.5), rtol=1e-6)
+    assert pltriton.max_contiguous(x, 8) is x
+
+
+@pytest.mark.parametrize("op", ["approx_tanh", "debug_barrier", "print_layout"])
+def test_gpu_instructions_fail_off_a_gpu_as_in_jax(op):
+    def kernel(x_ref, o_ref):
+        if op == "approx_tanh":
+            o_ref[...] = pltriton.approx_tanh(x_ref[...])
+        elif op == "debug_barrier":
+            pltriton.debug_barrier()
+        else:
+            plmgpu.print_layout("x: {}", x_ref[...])
+        o_ref[...] = x_ref[...]
+    with pytest.raises(NotImplementedError, match="MLIR translation rule for primitive"):
+        call(kernel, out_shape=_sds((8,)))(_rand(8))
+    with pytest.raises(TypeError, match="approx_tanh does not accept int32"):
+        pltriton.approx_tanh(jnp.zeros(3, jnp.int32))
+
+
+@pytest.mark.parametrize("params", [pltriton.CompilerParams(num_warps=2),
+                                    plmgpu.CompilerParams()])
+def test_gpu_compiler_params_run_in_interpret_mode_and_refuse_compiling_on_cpu(params):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+    x = _rand(8)
+    np.testing.assert_allclose(call(kernel, out_shape=_sds((8,)), compiler_params=params)(x),
+                               x + 1, rtol=1e-6)
+    with pytest.raises(ValueError, match="Only interpret mode is supported on CPU backend"):
+        pl.pallas_call(kernel, out_shape=_sds((8,)), compiler_params=params)(x)
+
+
+def test_mosaic_gpu_shared_memory_limit_is_scoped():
+    core = mgpu.core
+    before = core._SMEM_SIZE_BOUND
+    with core.artificial_shared_memory_limit(1024):
+        assert core._SMEM_SIZE_BOUND == 1024
+    assert core._SMEM_SIZE_BOUND == before
