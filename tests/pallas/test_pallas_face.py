@@ -176,3 +176,59 @@ def test_mosaic_gpu_shared_memory_limit_is_scoped():
     with core.artificial_shared_memory_limit(1024):
         assert core._SMEM_SIZE_BOUND == 1024
     assert core._SMEM_SIZE_BOUND == before
+
+
+# --- pallas_call's checks and named grids --------------------------------------------------
+def _copy(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+@pytest.mark.parametrize("case, error, match", [
+    ("spec_tree", ValueError, r"(?s)Pytree for `in_specs` and `inputs` do not match\. There "
+     r"are 1 mismatches.*at \[0\], `in_specs` is a pytree leaf but `inputs` is a <class "
+     r"'tuple'>"),
+    ("out_tree", ValueError, r"(?s)`out_specs` is a tuple of length 1 but `out_shape` is a "
+     r"tuple of length 2"),
+    ("not_a_sequence", ValueError, "`in_specs` must be a tuple or a list"),
+    ("returns", ValueError, r"The kernel function in the pallas_call kernel at .*"
+     r"test_pallas_face.py:\d+ should return None"),
+    ("map_type", ValueError, r"Index map function .* for args\[0\]\['a'\] must return "
+     r"integer scalars\. Output\[0\] has type ShapedArray\(float32\[\]"),
+    ("map_const", ValueError, r"for args\[0\] must not capture constants"),
+])
+def test_pallas_call_argument_errors_as_in_jax(case, error, match):
+    x = _rand(8)
+    sds = _sds((8,))
+    with pytest.raises(error, match=match):
+        if case == "spec_tree":
+            call(lambda a, b, o: None, out_shape=sds, in_specs=[pl.BlockSpec()])((x, x))
+        elif case == "out_tree":
+            call(_copy, out_shape=[sds, sds], out_specs=[pl.BlockSpec()])(x)
+        elif case == "not_a_sequence":
+            call(_copy, out_shape=sds, in_specs=pl.BlockSpec())
+        elif case == "returns":
+            def kernel(x_ref, o_ref):
+                return 0
+            call(kernel, out_shape=sds)(x)
+        elif case == "map_type":
+            call(lambda x_ref, o_ref: None, out_shape=sds, grid=(1,),
+                 in_specs=[{"a": pl.BlockSpec((8,), lambda i: 1.0)}])({"a": x})
+        else:
+            table = np.array([0], np.int32)
+            call(_copy, out_shape=sds, grid=(1,),
+                 in_specs=[pl.BlockSpec((8,), lambda i: jnp.array(table)[i])])(x)
+
+
+def test_list_out_shape_gives_a_tuple_and_named_grids_bind_axis_sizes():
+    sizes = []
+
+    def kernel(x_ref, o_ref):
+        sizes.append((plax.lax.axis_size("j"), plax.lax.axis_size("i")))
+        o_ref[...] = x_ref[...]
+    x = _rand((4, 16, 2))
+    spec = pl.BlockSpec((None, 8, 2), lambda i, j: (i, j, 0))
+    out = call(kernel, out_shape=[_sds(x.shape)], in_specs=[spec], out_specs=[spec],
+               grid=(("j", 4), ("i", 2)))(x)
+    assert isinstance(out, tuple)
+    np.testing.assert_array_equal(out[0], x)
+    assert sizes == [(4, 2)]

@@ -133,6 +133,7 @@ class GridMapping:
     num_outputs: int
     scratch_avals: tuple
     num_scalar_prefetch: int = 0
+    grid_names: tuple | None = None  # a named grid's axis names (lax.axis_size in the kernel)
 
     def __repr__(self):
         return (f"GridMapping(grid={self.grid}, block_mappings={self.block_mappings}, "

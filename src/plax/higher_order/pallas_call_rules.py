@@ -191,7 +191,9 @@ def _batch(axis, vals, dims, *, jaxpr, grid_mapping, input_output_aliases, **par
     all_dims = dims + [0] * gm.num_outputs
     mappings = tuple(_batched_mapping(bm, d, size)
                      for bm, d in zip(gm.block_mappings, all_dims))
-    batched_gm = dataclasses.replace(gm, grid=(size, *gm.grid), block_mappings=mappings)
+    names = None if gm.grid_names is None else (None, *gm.grid_names)
+    batched_gm = dataclasses.replace(gm, grid=(size, *gm.grid), block_mappings=mappings,
+                                     grid_names=names)
     # the kernel takes the new grid index first (it reads only its own grid's indices)
     body = Jaxpr(jaxpr.constvars, [Var(ShapedArray((), np.dtype(np.int32))), *jaxpr.invars],
                  jaxpr.outvars, jaxpr.eqns)
