@@ -232,3 +232,15 @@ def test_list_out_shape_gives_a_tuple_and_named_grids_bind_axis_sizes():
     assert isinstance(out, tuple)
     np.testing.assert_array_equal(out[0], x)
     assert sizes == [(4, 2)]
+
+
+@pytest.mark.parametrize("fun, args, want", [
+    (lambda x, y: jnp.exp(x + y), [_sds((10,)), _sds((10,))], (10, 10, 4 * 30)),
+    (lambda a, b: jnp.matmul(a, b), [_sds((3, 5, 7)), _sds((3, 7, 2))],
+     (2 * 3 * 5 * 7 * 2, 0, 4 * (3 * 5 * 7 + 3 * 7 * 2 + 3 * 5 * 2))),
+    (lambda x: plax.lax.integer_pow(x, 7), [_sds((10,))], (50, 0, 80)),
+    (plax.jit(lambda x: jnp.sin(x) * 2), [_sds((4,))], (4, 4, 32)),
+])
+def test_estimate_cost(fun, args, want):
+    cost = pl.estimate_cost(fun, *args)
+    assert (cost.flops, cost.transcendentals, cost.bytes_accessed) == want

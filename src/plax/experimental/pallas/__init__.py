@@ -16,6 +16,7 @@ from plax.experimental.pallas.core import (ANY, HOST, BlockDim, Blocked, BlockSp
                                            BoundedSlice, Buffered, CompilerParams, CostEstimate,
                                            Element, GridSpec, Indirect, MemoryRef, MemorySpace,
                                            RevisitMode, Squeezed, no_block_spec, squeezed)
+from plax.experimental.pallas.cost_estimate import estimate_cost
 from plax.experimental.pallas.helpers import (align_to, broadcast_to, debug_check, debug_print,
                                               empty, empty_like, empty_ref_like,
                                               enable_debug_checks, loop, lower_as_mlir,
@@ -33,7 +34,7 @@ __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "
            "run_state", "next_power_of_2", "BlockDim", "BoundedSlice", "Indirect",
            "RevisitMode", "align_to", "broadcast_to", "debug_check", "debug_print", "empty",
            "empty_like", "empty_ref_like", "enable_debug_checks", "loop", "lower_as_mlir",
-           "reciprocal", "run_scoped", "strides_from_shape", "with_scoped"]
+           "reciprocal", "run_scoped", "strides_from_shape", "with_scoped", "estimate_cost"]
 
 dslice = ds
 
