@@ -195,6 +195,7 @@ def _copy(x_ref, o_ref):
     ("map_type", ValueError, r"Index map function .* for args\[0\]\['a'\] must return "
      r"integer scalars\. Output\[0\] has type ShapedArray\(float32\[\]"),
     ("map_const", ValueError, r"for args\[0\] must not capture constants"),
+    ("ref_into_ref", ValueError, "Cannot store a Ref into another Ref"),
 ])
 def test_pallas_call_argument_errors_as_in_jax(case, error, match):
     x = _rand(8)
@@ -213,6 +214,8 @@ def test_pallas_call_argument_errors_as_in_jax(case, error, match):
         elif case == "map_type":
             call(lambda x_ref, o_ref: None, out_shape=sds, grid=(1,),
                  in_specs=[{"a": pl.BlockSpec((8,), lambda i: 1.0)}])({"a": x})
+        elif case == "ref_into_ref":
+            call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref), out_shape=sds)(x)
         else:
             table = np.array([0], np.int32)
             call(_copy, out_shape=sds, grid=(1,),
