@@ -247,3 +247,33 @@ def test_list_out_shape_gives_a_tuple_and_named_grids_bind_axis_sizes():
 def test_estimate_cost(fun, args, want):
     cost = pl.estimate_cost(fun, *args)
     assert (cost.flops, cost.transcendentals, cost.bytes_accessed) == want
+
+
+def test_masked_swap_past_the_end_and_masked_load():
+    from plax._src.pallas import primitives as pallas_primitives
+    n, m = 4, 8
+
+    def kernel(mask_ref, start_ref, x_ref, y_ref, xo_ref, yo_ref, ld_ref):
+        yo_ref[...] = y_ref[...]
+        got = pallas_primitives.swap(yo_ref, pl.ds(start_ref[0], n), x_ref[...],
+                                     mask=mask_ref[...])
+        xo_ref[...] = got
+        ld_ref[...] = pallas_primitives.load(y_ref, pl.ds(start_ref[0], n),
+                                             mask=mask_ref[...], other=-1.0)
+    x, y = _rand(n), _rand(m, 1)
+    start = 6
+    mask = np.arange(n) + start < m
+    xo, yo, ld = call(kernel, out_shape=(_sds((n,)), _sds((m,)), _sds((n,))))(
+        mask, np.array([start], np.int32), x, y)
+    np.testing.assert_array_equal(xo, np.where(mask, np.concatenate([y[start:], [0, 0]]), x))
+    np.testing.assert_array_equal(yo, np.concatenate([y[:start], x[:2]]))
+    np.testing.assert_array_equal(ld, np.where(mask, np.concatenate([y[start:], [0, 0]]), -1))
+
+
+def test_debug_print_of_a_reference_prints_its_value(capsys):
+    def kernel(x_ref, o_ref):
+        plax.debug.print("x = {}", x_ref)
+        o_ref[...] = x_ref[...]
+    call(kernel, out_shape=_sds((2,)))(np.array([4.5, 2.5], np.float32))
+    plax.effects_barrier()
+    assert "x = [4.5 2.5]" in capsys.readouterr().out

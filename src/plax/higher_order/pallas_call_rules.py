@@ -27,7 +27,7 @@ from plax.first_order import shapes, slicing
 from plax.first_order.ad_util import zeros_like_aval
 from plax.first_order.batch_util import move_batch_dim
 from plax.higher_order.loops import fori_loop
-from plax.higher_order.pallas_call import BlockMapping, GridMapping, pallas_call_p
+from plax.higher_order.pallas_call import BlockMapping, pallas_call_p
 from plax.transforms.jvp import jvp_jaxpr
 
 __all__ = []

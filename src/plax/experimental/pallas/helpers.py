@@ -11,6 +11,7 @@ from plax import lax, tree_util
 from plax import numpy as jnp
 from plax._src import config
 from plax.api.jit import jit
+from plax.core.refs import Slice
 from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.trace import Tracer
 from plax.debug import print as _debug_print
@@ -23,7 +24,8 @@ from plax.ref import new_ref
 
 __all__ = ["loop", "empty", "empty_like", "empty_ref_like", "run_scoped", "with_scoped",
            "debug_print", "debug_check", "enable_debug_checks", "align_to",
-           "strides_from_shape", "broadcast_to", "reciprocal", "lower_as_mlir"]
+           "strides_from_shape", "broadcast_to", "reciprocal", "lower_as_mlir", "load", "swap",
+           "store"]
 
 enable_debug_checks = config.jax_pallas_enable_debug_checks
 
@@ -165,3 +167,88 @@ def lower_as_mlir(f, *args, dynamic_shapes=False, device=None, static_argnames=(
     fun = jit(f, device=device, static_argnames=static_argnames)
     exported = export(fun, platforms=list(platforms or ["tpu"]))(*args, **kwargs)
     return exported.mlir_module()
+
+
+# --- masked reads and writes (jax._src.pallas.primitives' load, swap and store) -------------
+def _index_tuple(ref, idx) -> tuple:
+    idx = () if idx is None else idx
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if any(i is Ellipsis for i in idx):
+        k = idx.index(Ellipsis)
+        idx = idx[:k] + (slice(None),) * (ref.ndim - len(idx) + 1) + idx[k + 1:]
+    return idx + (slice(None),) * (ref.ndim - len(idx))
+
+
+def _windows(ref, idx):
+    """Per dimension (start, size, is_scalar) when ``idx`` is made of ints, scalars,
+    ``pl.ds`` slices and unit-stride Python slices; None otherwise (array indices)."""
+    out = []
+    for i, d in zip(_index_tuple(ref, idx), ref.shape):
+        if isinstance(i, Slice):
+            if i.stride != 1:
+                return None
+            out.append((i.start, i.size, False))
+        elif isinstance(i, slice):
+            start, stop, step = i.indices(d)
+            if step != 1:
+                return None
+            out.append((start, max(stop - start, 0), False))
+        elif np.ndim(i) == 0:
+            out.append((i, 1, True))
+        else:
+            return None
+    return out
+
+
+def _masked_window(ref, idx, mask, update):
+    """The masked elements of ``ref[idx]`` (starts may run past the end: what lies beyond
+    reads as the uninitialised value and is never written), and ``ref`` written with
+    ``update(old window) -> new window`` when given. Returns the old window."""
+    windows = _windows(ref, idx)
+    if windows is None:  # array indices: gathered, in bounds
+        old = ref[idx]
+        if update is not None:
+            ref[idx] = update(old)
+        return old
+    full = ref[...]
+    pad = uninitialized_value(full.dtype)
+    padded = lax.pad(full, pad, [(0, size, 0) for _, size, _ in windows])
+    starts = [lax.convert_element_type(s, np.int32) for s, _, _ in windows]
+    sizes = [size for _, size, _ in windows]
+    old = lax.dynamic_slice(padded, starts, sizes)
+    scalar_dims = tuple(k for k, (_, _, scalar) in enumerate(windows) if scalar)
+    if update is not None:
+        new = update(lax.squeeze(old, scalar_dims))
+        new = lax.expand_dims(new, scalar_dims) if scalar_dims else new
+        padded = lax.dynamic_update_slice(padded, new.astype(full.dtype), starts)
+        ref[...] = lax.slice(padded, (0,) * full.ndim, full.shape)
+    return lax.squeeze(old, scalar_dims)
+
+
+def load(x_ref_or_view, idx, *, mask=None, other=None, cache_modifier=None,
+         eviction_policy=None, volatile=False):
+    """``x_ref_or_view[idx]``; with ``mask``, only the elements where it holds are read (the
+    others are ``other``, or unspecified), and those may lie past the end of the ref."""
+    del cache_modifier, eviction_policy, volatile
+    if mask is None:
+        return x_ref_or_view[idx]
+    value = _masked_window(x_ref_or_view, idx, mask, None)
+    return value if other is None else jnp.where(mask, value, other).astype(value.dtype)
+
+
+def swap(x_ref_or_view, idx, val, *, mask=None, eviction_policy=None):
+    """Writes ``val`` at ``x_ref_or_view[idx]`` and returns what was there; with ``mask``, only
+    where it holds (elsewhere the result is ``val``)."""
+    del eviction_policy
+    if mask is None:
+        old = x_ref_or_view[idx]
+        x_ref_or_view[idx] = val
+        return old
+    old = _masked_window(x_ref_or_view, idx, mask,
+                         lambda window: jnp.where(mask, val, window))
+    return jnp.where(mask, old, val).astype(old.dtype)
+
+
+def store(x_ref_or_view, idx, val, *, mask=None, eviction_policy=None) -> None:
+    """Writes ``val`` at ``x_ref_or_view[idx]`` (where ``mask`` holds, when given)."""
+    swap(x_ref_or_view, idx, val, mask=mask, eviction_policy=eviction_policy)

@@ -20,6 +20,7 @@ from plax import numpy as jnp
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.experimental.pallas import core as pallas_core
+from plax.experimental.pallas import helpers
 from plax.pallas.gpu import debug_barrier_p, elementwise_inline_asm_p
 
 __all__ = ["CompilerParams", "approx_tanh", "atomic_add", "atomic_and", "atomic_cas",
@@ -43,20 +44,14 @@ def _index(idx):
 
 def load(ref, *, mask=None, other=None, cache_modifier: str | None = None,
          eviction_policy: str | None = None, volatile: bool = False):
-    """``ref[...]``, or where ``mask`` is False ``other`` (zeros when not given: the value
-    there is unspecified)."""
-    del cache_modifier, eviction_policy, volatile
-    value = ref[...]
-    if mask is None:
-        return value
-    fill = np.zeros((), value.dtype) if other is None else other
-    return _where(mask, value, fill)
+    """``ref[...]``, or where ``mask`` is False ``other`` (unspecified when not given)."""
+    return helpers.load(ref, ..., mask=mask, other=other, cache_modifier=cache_modifier,
+                        eviction_policy=eviction_policy, volatile=volatile)
 
 
 def store(ref, val, *, mask=None, eviction_policy: str | None = None) -> None:
     """``ref[...] = val``, only where ``mask`` holds."""
-    del eviction_policy
-    ref[...] = val if mask is None else _where(mask, val, ref[...])
+    helpers.store(ref, ..., val, mask=mask, eviction_policy=eviction_policy)
 
 
 def _where(mask, a, b):
