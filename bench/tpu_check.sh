@@ -16,6 +16,13 @@
 #      themselves (the needs_devices mark). Matmuls run at "highest" precision here, the
 #      precision the suite's CPU tolerances assume; tests/tpu checks the TPU's default.
 #   4. bench: bench/bench_tpu.py, plax next to JAX on the chip (JAX_PYTHON, else python3).
+#   5. pallas: Pallas kernels compiled through Mosaic on the chip (bench/pallas_chip_smoke.py),
+#      then bench/bench_pallas.py (plax's kernels next to jnp and to real JAX's).
+#   6. jaxtests: JAX's own tpu_* Pallas test files (PLAX_JAX_TESTS: the folder holding them;
+#      skipped without it), run on plax with jaxtests/run.py --platform tpu; with
+#      PLAX_JAX_REFERENCE=1 real JAX runs them first and writes jaxtests/reference/tpu/
+#      (JAX's test helpers that a wheel lacks, pallas_test_util.py and
+#      hypothesis_test_util.py, are laid over a copy of it from PLAX_JAX_TEST_HELPERS).
 # Each stage is time-limited (its budget, within a deadline of PLAX_TPU_DEADLINE seconds for
 # the whole check, default 570); a stage out of time is stopped with SIGINT, so pytest still
 # prints what it ran. The suite stage names each test as it runs (-v): libtpu aborts the whole
@@ -27,7 +34,7 @@ PY=${PLAX_TPU_PYTHON:-python3}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 LOG=${PLAX_TPU_LOG:-/tmp/plax-tpu-check}
 DEADLINE=${PLAX_TPU_DEADLINE:-570}
-STAGES=${PLAX_TPU_STAGES:-devices tests suite bench}
+STAGES=${PLAX_TPU_STAGES:-devices tests suite bench pallas jaxtests}
 mkdir -p "$LOG"
 rm -f "$LOG"/*.log
 declare -a SUMMARY
@@ -139,6 +146,32 @@ stage tests 120 env PLAX_PLATFORMS=tpu,cpu "$PY" -m pytest -q -p no:cacheprovide
 stage suite 270 env PLAX_PLATFORMS=tpu PLAX_DEFAULT_MATMUL_PRECISION=highest \
     "$PY" -m pytest -v -p no:cacheprovider -rfE --tb=short --durations=15 "${SUITE[@]}"
 stage bench 240 "$PY" bench/bench_tpu.py
+
+pallas() {
+    "$PY" bench/pallas_chip_smoke.py && "$PY" bench/bench_pallas.py
+}
+
+jaxtests() {  # JAX's tpu_* Pallas files: real JAX's reference (if asked), then plax's score
+    [ -n "${PLAX_JAX_TESTS:-}" ] || { echo "PLAX_JAX_TESTS unset: skipped"; return 0; }
+    local only
+    only=$(cd "$PLAX_JAX_TESTS" && ls tpu_*_test.py | sed 's/_test.py$//' | paste -sd, -)
+    if [ "${PLAX_JAX_REFERENCE:-0}" = 1 ]; then
+        local overlay=/tmp/plax-jax-overlay
+        rm -rf "$overlay" && mkdir -p "$overlay"
+        cp -r "$("$PY" -c 'import jax, os; print(os.path.dirname(jax.__file__))')" "$overlay/jax"
+        cp "$PLAX_JAX_TEST_HELPERS/pallas_test_util.py" "$overlay/jax/_src/pallas/"
+        cp "$PLAX_JAX_TEST_HELPERS/hypothesis_test_util.py" "$overlay/jax/_src/"
+        PYTHONPATH="$overlay${PYTHONPATH:+:$PYTHONPATH}" JAX_PYTHON=$(command -v "$PY") \
+            "$PY" jaxtests/run.py --platform tpu --reference --tests "$PLAX_JAX_TESTS" \
+            --only "$only" --timeout "${PLAX_JAX_TESTS_TIMEOUT:-600}"
+    fi
+    "$PY" jaxtests/run.py --platform tpu --tests "$PLAX_JAX_TESTS" --only "$only" \
+        --timeout "${PLAX_JAX_TESTS_TIMEOUT:-600}" --results "$LOG/jaxtests"
+}
+
+export -f pallas jaxtests
+stage pallas 180 bash -c pallas
+stage jaxtests 600 bash -c jaxtests
 
 echo
 echo "=== TPU check summary ($SECONDS s)"

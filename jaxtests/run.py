@@ -15,6 +15,9 @@ anything (after a reference file has been added, for instance), and the failures
 JAX 0.10.2 installed, outside this repository) and writes the ids of the cases that pass to
 ``jaxtests/reference/<file>.txt``: the data a plax run is scored against, kept in the
 repository (test ids only, nothing of the files themselves).
+
+``--platform tpu`` runs the files on the chip (and the host's CPU beside it) instead of 8 virtual
+CPU devices, scored against ``jaxtests/reference/tpu/``, written by real JAX on the same chip.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,10 +45,13 @@ def test_files(directory: pathlib.Path, only: list[str] | None) -> list[pathlib.
     return files
 
 
-def environment(reference: bool) -> dict:
-    env = dict(os.environ, JAX_NUM_GENERATED_CASES=CASES, PLAX_NUM_CPU_DEVICES=DEVICES,
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}",
-               JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1")
+def environment(reference: bool, platform: str = "cpu") -> dict:
+    env = dict(os.environ, JAX_NUM_GENERATED_CASES=CASES, PYTHONDONTWRITEBYTECODE="1")
+    if platform == "cpu":
+        env.update(PLAX_NUM_CPU_DEVICES=DEVICES, JAX_PLATFORMS="cpu",
+                   XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}")
+    else:  # the accelerator first, the host's one CPU device beside it
+        env["JAX_PLATFORMS"] = env["PLAX_PLATFORMS"] = f"{platform},cpu"
     if not reference:  # plax from this checkout
         env["PYTHONPATH"] = os.pathsep.join(
             [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -57,7 +64,8 @@ def as_jax_id(test_id: str) -> str:
     return test_id.replace("plax.", "jax.")
 
 
-def run_file(path: pathlib.Path, reference: bool, timeout: float) -> tuple[dict, float, str]:
+def run_file(path: pathlib.Path, reference: bool, timeout: float,
+             platform: str = "cpu") -> tuple[dict, float, str]:
     """The outcome of every case of one file (id -> passed, failed, error or skipped), the
     seconds it took, and a note (a timeout, or a file that did not collect)."""
     python = os.environ.get("JAX_PYTHON") if reference else sys.executable
@@ -70,13 +78,21 @@ def run_file(path: pathlib.Path, reference: bool, timeout: float) -> tuple[dict,
                    "junit_family=xunit1", path.name]
         start = time.time()
         note = ""
+        child = subprocess.Popen(command, cwd=path.parent, env=environment(reference, platform),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            done = subprocess.run(command, cwd=path.parent, env=environment(reference),
-                                  capture_output=True, text=True, timeout=timeout)
-            if done.returncode not in (0, 1):
-                tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [""]
-                note = f"exit {done.returncode}: {tail[0][:120]}"
+            output, _ = child.communicate(timeout=timeout)
+            if child.returncode not in (0, 1):
+                tail = output.strip().splitlines()[-1:] or [""]
+                note = f"exit {child.returncode}: {tail[0][:120]}"
         except subprocess.TimeoutExpired:
+            # SIGINT first: pytest then stops and still writes the report of what it ran
+            child.send_signal(signal.SIGINT)
+            try:
+                child.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.communicate()
             note = f"timed out after {timeout:.0f} s"
         seconds = time.time() - start
         outcomes = read_report(report) if report.exists() else {}
@@ -86,6 +102,8 @@ def run_file(path: pathlib.Path, reference: bool, timeout: float) -> tuple[dict,
 def read_report(report: pathlib.Path) -> dict:
     outcomes = {}
     for case in ET.parse(report).getroot().iter("testcase"):
+        if not case.get("name"):  # (what an interrupted run reports of the interruption)
+            continue
         name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
         kinds = {child.tag for child in case}
         outcome = ("error" if "error" in kinds else "failed" if "failure" in kinds
@@ -105,13 +123,19 @@ def main(argv=None) -> int:
     parser.add_argument("--results", type=pathlib.Path,
                         default=pathlib.Path(tempfile.gettempdir()) / "plax-jaxtests",
                         help="where each file's outcomes are written (and --score reads them)")
+    parser.add_argument("--platform", default="cpu",
+                        help="cpu (8 virtual devices), or tpu: the chip (references under "
+                             "jaxtests/reference/tpu/)")
+    parser.add_argument("--keep-partial", action="store_true",
+                        help="with --reference: keep the passing ids of a file that timed out")
     parser.add_argument("--score", action="store_true",
                         help="print the table from the outcomes of an earlier run")
     args = parser.parse_args(argv)
     files = test_files(args.tests.resolve(), args.only.split(",") if args.only else None)
+    reference_dir = REFERENCE if args.platform == "cpu" else REFERENCE / args.platform
     if not files:
         sys.exit(f"no *_test.py files in {args.tests}")
-    REFERENCE.mkdir(parents=True, exist_ok=True)
+    reference_dir.mkdir(parents=True, exist_ok=True)
     total_ref = total_pass = 0
     print(f"{'file':<36} {'passing':>9} {'of JAX':>7} {'share':>7} {'seconds':>8}  note",
           flush=True)
@@ -125,22 +149,30 @@ def main(argv=None) -> int:
             record = json.loads(saved.read_text())
             outcomes, seconds, note = record["outcomes"], record["seconds"], record["note"]
         else:
-            outcomes, seconds, note = run_file(path, args.reference, args.timeout)
+            outcomes, seconds, note = run_file(path, args.reference, args.timeout,
+                                               args.platform)
             if not args.reference:
                 saved.write_text(json.dumps({"outcomes": outcomes, "seconds": seconds,
                                              "note": note}, indent=0, sort_keys=True))
         passed = sorted(i for i, o in outcomes.items() if o == "passed")
         if args.reference:
-            if not note.startswith("timed out"):  # (a cut-short run is no reference)
-                (REFERENCE / f"{path.stem}.txt").write_text("".join(f"{i}\n" for i in passed))
+            if args.keep_partial or not note.startswith("timed out"):
+                # (a cut-short run is no reference, unless asked for: then it holds the cases
+                # that ran, its first line says so, and so does a score against it)
+                header = f"# partial: {note}\n" if note.startswith("timed out") else ""
+                (reference_dir / f"{path.stem}.txt").write_text(
+                    header + "".join(f"{i}\n" for i in passed))
             print(f"{path.stem:<36} {len(passed):>9} {len(outcomes):>7} {'':>7} "
                   f"{seconds:>8.0f}  {note}", flush=True)
             continue
-        ref_file = REFERENCE / f"{path.stem}.txt"
+        ref_file = reference_dir / f"{path.stem}.txt"
         if not ref_file.exists():
             print(f"{path.stem:<36} {'(no reference: run --reference)':>25}", flush=True)
             continue
-        wanted = set(ref_file.read_text().splitlines()) - {""}
+        lines = ref_file.read_text().splitlines()
+        wanted = {line for line in lines if line and not line.startswith("#")}
+        if lines and lines[0].startswith("# partial"):
+            note = f"(reference {lines[0][2:]}) {note}"
         got = wanted & {as_jax_id(i) for i in passed}
         total_ref += len(wanted)
         total_pass += len(got)

@@ -53,6 +53,11 @@ _DISCHARGED = ("a state primitive on a Ref: every program is discharged (transfo
 _PINNED = ("a pinned buffer is an opaque value for one program's memory placement: JAX has no "
            "such rule either")
 
+_KERNEL_ONLY = ("a TPU kernel primitive on references: it lives only inside a pallas_call "
+                "kernel, discharged in interpret mode and lowered by its Mosaic rule; vmap and "
+                "jvp transform the pallas_call as a whole (JAX 0.10.2 gives it no such rule "
+                "either)")
+
 # (primitive name, rule kind) -> (reason, issue that will fill it).
 EXEMPTIONS = {
     ("get", "lowering"): (_DISCHARGED, _NOT_NEEDED),
@@ -93,6 +98,12 @@ EXEMPTIONS = {
     ("reduce", "dce"): (_SCALAR_COMBINER, _NOT_NEEDED),
     ("reduce_window", "partial_eval"): (_SCALAR_COMBINER, _NOT_NEEDED),
     ("reduce_window", "dce"): (_SCALAR_COMBINER, _NOT_NEEDED),
+    **{(name, kind): (_KERNEL_ONLY, _NOT_NEEDED)
+       for name in ("semaphore_signal", "semaphore_wait", "semaphore_read", "dma_start",
+                    "dma_wait")
+       for kind in ("lowering", "batch", "jvp")},
+    ("add_dependency", "lowering"): (_KERNEL_ONLY, _NOT_NEEDED),
+    ("add_dependency", "jvp"): (_KERNEL_ONLY, _NOT_NEEDED),
 }
 
 

@@ -38,6 +38,8 @@ discharge_rules  ``rule(should_discharge, in_avals, out_avals, *args, **params) 
                  (new_values, outs)``: the equation with the references marked in
                  ``should_discharge`` passed as their values (``args``); ``new_values`` their
                  values afterwards (None: unchanged) (``plax.transforms.discharge``)
+mosaic_lowering  ``rule(ctx, *operands, **params) -> value | [values]``: a Pallas kernel's
+                 equation as Mosaic TPU ops (``plax.pallas.mosaic_lowering``)
 pp_eqn_rules     ``rule(eqn, printer) -> str``: an equation as the jaxpr printer shows it
                  (``printer.name(atom)``, ``printer.out_binder(var)``) instead of
                  ``outs = prim[params] ins``
@@ -89,6 +91,9 @@ body_context_rules: dict = {}
 jaxpr_operand_rules: dict = {}
 # prim -> discharge rule (references as values; ``plax.transforms.discharge``).
 discharge_rules: dict = {}
+# prim -> rule(ctx, *operands, **params) -> results: a Pallas kernel's equation as Mosaic TPU
+# ops (``plax.pallas.mosaic_lowering``; its rules are in ``plax/pallas/mosaic_rules_*``).
+mosaic_lowering_rules: dict = {}
 # prim -> rule(eqn, printer) -> text: the equation's own printed form.
 pp_eqn_rules: dict = {}
 # Primitives whose equations have an (unnamed) effect: never removed as dead code. Named

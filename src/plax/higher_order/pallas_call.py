@@ -21,8 +21,10 @@ integers, 0 for unsigned ones, False), outputs start from that value (or from th
 input), and a loop over the flattened grid (row-major: the last axis moves fastest) slices
 each block out at the index map's offsets (``dynamic_slice``, which clamps them into the
 padded array), runs the discharged kernel and writes every block back. Scratch buffers are
-carried from one program to the next. Lowering without interpret mode raises. JVP and vmap
-emit new pallas_calls (their rules are in ``pallas_call_rules``, which the face imports).
+carried from one program to the next. JVP and vmap emit new pallas_calls (their rules are in
+``pallas_call_rules``, which the face imports). Without interpret mode, a TPU compiles the
+kernel with Mosaic (the "tpu" lowering rule in ``plax.pallas.mosaic_call``); other platforms
+raise (no Triton or Mosaic GPU lowering).
 """
 from __future__ import annotations
 
@@ -154,6 +156,9 @@ def uninitialized_value(dtype):
 
 
 def _full(shape, dtype):
+    if dtypes.is_extended(dtype):  # (semaphores: counters starting at 0)
+        zeros = shapes.full(tuple(shape) + dtype.physical_shape, 0, dtype.physical_dtype)
+        return conversion.convert_element_type(zeros, dtype)
     return shapes.full(tuple(shape), uninitialized_value(dtype), dtype)
 
 
@@ -248,8 +253,9 @@ def _lowering(ctx, *args, interpret, **params):
         if ctx.platform == "cpu":
             raise ValueError("Only interpret mode is supported on CPU backend.")
         raise NotImplementedError(
-            f"plax compiles Pallas kernels only in interpret mode (pallas_call(..., "
-            f"interpret=True)); lowering to {ctx.platform} kernels is not built.")
+            f"plax compiles Pallas kernels for TPUs (Mosaic) and, on every backend, in "
+            f"interpret mode (pallas_call(..., interpret=True)); lowering to {ctx.platform} "
+            "kernels (Triton, Mosaic GPU) is not built.")
     return _lower_interpret(ctx, *args, interpret=interpret, **params)
 
 

@@ -3,5 +3,6 @@
 (``pallas_test_util``)."""
 from plax._src import _face
 
-_SUBMODULES = ("core", "cost_estimate", "pallas_call", "primitives", "pallas_test_util")
+_SUBMODULES = ("core", "cost_estimate", "pallas_call", "primitives", "pallas_test_util",
+               "mosaic", "einshape")
 __getattr__ = _face.package_getattr(__name__, _SUBMODULES, _face.face_getattr(__name__, {}))

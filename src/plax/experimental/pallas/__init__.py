@@ -1,9 +1,11 @@
 """plax.experimental.pallas, as ``jax.experimental.pallas``: kernels over a grid of blocks.
 
-plax runs kernels in interpret mode (``pallas_call(..., interpret=True)``): the grid is a loop
-of ordinary lax ops (``plax.higher_order.pallas_call``). ``pallas.tpu`` (pltpu) has the TPU
+In interpret mode (``pallas_call(..., interpret=True)``), on every backend, the grid is a loop
+of ordinary lax ops (``plax.higher_order.pallas_call``). Otherwise, on a TPU, the kernel is
+compiled by Mosaic (``plax.pallas.mosaic_call``: a ``tpu_custom_call``, as JAX lowers it);
+compiling for GPUs (Triton, Mosaic GPU) is not built. ``pallas.tpu`` (pltpu) has the TPU
 memory spaces, CompilerParams and PrefetchScalarGridSpec; ``pallas.triton`` and
-``pallas.mosaic_gpu`` the GPU extensions' names (plax has no GPU backend).
+``pallas.mosaic_gpu`` the GPU extensions' names.
 """
 from __future__ import annotations
 
@@ -25,6 +27,10 @@ from plax.experimental.pallas.helpers import (align_to, broadcast_to, debug_chec
 from plax.higher_order.cond import cond
 from plax.higher_order.pallas_call import num_programs, pallas_call_p, program_id
 from plax.higher_order.run_state import run_state
+from plax.pallas import mosaic_call as _mosaic_call  # noqa: F401 (pallas_call's TPU lowering)
+from plax.pallas.multiple_of import multiple_of_p
+from plax.pallas.semaphores import (DeviceIdType, semaphore, semaphore_read, semaphore_signal,
+                                    semaphore_wait)
 from plax.ref import ds
 
 __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "Element",
@@ -34,7 +40,8 @@ __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "
            "run_state", "next_power_of_2", "BlockDim", "BoundedSlice", "Indirect",
            "RevisitMode", "align_to", "broadcast_to", "debug_check", "debug_print", "empty",
            "empty_like", "empty_ref_like", "enable_debug_checks", "loop", "lower_as_mlir",
-           "reciprocal", "run_scoped", "strides_from_shape", "with_scoped", "estimate_cost"]
+           "reciprocal", "run_scoped", "strides_from_shape", "with_scoped", "estimate_cost",
+           "DeviceIdType", "semaphore", "semaphore_read", "semaphore_signal", "semaphore_wait"]
 
 dslice = ds
 
@@ -54,9 +61,12 @@ def next_power_of_2(x: int) -> int:
 
 
 def multiple_of(x, values):
-    """A hint that ``x`` is a multiple of ``values``: ``x`` itself in interpret mode."""
-    del values
-    return x
+    """A hint that ``x`` (an integer) is a multiple of ``values`` (an int or ints): ``x``
+    itself, which a kernel compiled for TPU tells Mosaic (``tpu.assume_multiple``)."""
+    values = (values,) if isinstance(values, (int, np.integer)) else tuple(values)
+    if not isinstance(x, Tracer):
+        return x
+    return multiple_of_p.bind(x, values=tuple(int(v) for v in values))
 
 
 def when(condition):

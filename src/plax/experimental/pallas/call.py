@@ -2,6 +2,8 @@
 bound as one ``pallas_call`` equation (``plax.higher_order.pallas_call``)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from plax import tree_util
@@ -17,6 +19,7 @@ from plax.ffi.call import checked_aliases
 from plax.higher_order import pallas_call_rules  # noqa: F401  (pallas_call's JVP and vmap)
 from plax.higher_order.pallas_call import (BlockMapping, GridMapping, kernel_grid,
                                            pallas_call_p)
+from plax.pallas.interpret_mode import forced_interpret_params
 from plax.transforms.discharge import discharge_state
 
 __all__ = ["pallas_call"]
@@ -25,6 +28,8 @@ _INDEX = ShapedArray((), np.dtype(np.int32))
 
 
 def _fun_name(f) -> str:
+    while isinstance(f, functools.partial):  # (JAX names a partial kernel by its function)
+        f = f.func
     return getattr(f, "__name__", None) or type(f).__name__
 
 
@@ -236,7 +241,8 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
                 cost_estimate=None, metadata=None):
     """``kernel`` (a function of references: inputs, outputs, scratch buffers, each one
     block) run once per point of ``grid``, as a function of the inputs returning arrays
-    shaped as ``out_shape``. plax runs kernels in interpret mode only (``interpret=True``)."""
+    shaped as ``out_shape``: compiled by Mosaic on a TPU, or run as a loop of lax ops with
+    ``interpret=True`` on any backend."""
     del metadata
     num_prefetch, prefetch_space = 0, None
     if grid_spec is not None:
@@ -301,8 +307,8 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
                   else np.asarray(x, a.dtype) for x, a in zip(leaves, in_avals)]
         outs = pallas_call_p.bind(
             *leaves, jaxpr=body, grid_mapping=gm, input_output_aliases=aliases,
-            interpret=interpret, debug=debug, name=name, compiler_params=compiler_params,
-            cost_estimate=cost_estimate)
+            interpret=forced_interpret_params() or interpret, debug=debug, name=name,
+            compiler_params=compiler_params, cost_estimate=cost_estimate)
         return tree_util.tree_unflatten(out_tree, outs)
     wrapped.__name__ = name
     return wrapped

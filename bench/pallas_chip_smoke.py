@@ -1,0 +1,361 @@
+"""Pallas kernels compiled by Mosaic on a TPU (interpret=False), each checked against a jnp
+reference: one PASS/FAIL line per kernel, every kernel run even when one fails (issue 50).
+
+    PYTHONPATH=src python bench/pallas_chip_smoke.py            # plax (the default backend)
+    PYTHONPATH=src python bench/pallas_chip_smoke.py --jax      # the same kernels on JAX
+    ... --only a,b      runs only the named kernels
+    ... --lower-only    lowers each kernel for TPU without running it (any machine)
+
+On a machine without a TPU, plax refuses ("Only interpret mode is supported on CPU
+backend."), so every kernel FAILs there; ``--interpret`` runs them in interpret mode.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import traceback
+
+import numpy as np
+
+ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ARGS.add_argument("--jax", action="store_true", help="run on real JAX instead of plax")
+ARGS.add_argument("--interpret", action="store_true", help="interpret mode (any backend)")
+ARGS.add_argument("--only", default=None, help="comma-separated kernel names")
+ARGS.add_argument("--lower-only", action="store_true",
+                  help="only lower each kernel for TPU (lowering_platforms=('tpu',)): no chip")
+OPTS = ARGS.parse_args()
+
+if OPTS.jax:
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+else:
+    import plax as jax
+    import plax.numpy as jnp
+    from plax.experimental import pallas as pl
+    from plax.experimental.pallas import tpu as pltpu
+
+INTERPRET = OPTS.interpret
+lax = jax.lax
+KERNELS = {}
+
+
+def kernel(fn):
+    KERNELS[fn.__name__] = fn
+    return fn
+
+
+class Lowered(Exception):
+    """--lower-only: the kernel lowered for TPU (its StableHLO's length)."""
+
+
+def call(*a, **k):
+    f = pl.pallas_call(*a, interpret=INTERPRET, **k)
+    if not OPTS.lower_only:
+        return f
+
+    def lower(*args):
+        text = jax.jit(f).trace(*args).lower(lowering_platforms=("tpu",)).as_text()
+        raise Lowered(f"{text.count('tpu_custom_call')} tpu_custom_call, {len(text)} chars")
+    return lower
+
+
+def rand(key, shape, dtype=np.float32, scale=1.0):
+    return (np.random.RandomState(key).standard_normal(shape) * scale).astype(dtype)
+
+
+# --- kernels: each returns (plax/JAX result, reference, tolerance) ------------------------
+@kernel
+def elementwise():
+    def k(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...] * 2.0
+    x, y = rand(0, (64, 256)), rand(1, (64, 256))
+    spec = pl.BlockSpec((8, 128), lambda i, j: (i, j))
+    f = call(k, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(8, 2),
+             in_specs=[spec, spec], out_specs=spec)
+    return f(x, y), x + 2 * y, 1e-6
+
+
+def _matmul_kernel(x_ref, y_ref, o_ref, acc_ref):
+    @pl.when(pl.program_id(2) == 0)
+    def _():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+    acc_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+    def _():
+        o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+
+@kernel
+def matmul_bf16_scratch():
+    m, k_, n, b = 512, 1024, 256, 128
+    x = rand(2, (m, k_)).astype(jnp.bfloat16)
+    y = rand(3, (k_, n)).astype(jnp.bfloat16)
+    f = call(_matmul_kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
+             grid=(m // b, n // b, k_ // b),
+             in_specs=[pl.BlockSpec((b, b), lambda i, j, kk: (i, kk)),
+                       pl.BlockSpec((b, b), lambda i, j, kk: (kk, j))],
+             out_specs=pl.BlockSpec((b, b), lambda i, j, kk: (i, j)),
+             scratch_shapes=[pltpu.VMEM((b, b), jnp.float32)],
+             compiler_params=pltpu.CompilerParams(
+                 dimension_semantics=("parallel", "parallel", "arbitrary"),
+                 vmem_limit_bytes=32 * 1024 * 1024))
+    ref = np.asarray(x, np.float32) @ np.asarray(y, np.float32)
+    return f(x, y), ref, 1e-3 * np.abs(ref).max()
+
+
+@kernel
+def softmax_rows():
+    def k(x_ref, o_ref):
+        x = x_ref[...]
+        e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+        o_ref[...] = e / jnp.sum(e, axis=-1, keepdims=True)
+    x = rand(4, (64, 512))
+    f = call(k, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(8,),
+             in_specs=[pl.BlockSpec((8, 512), lambda i: (i, 0))],
+             out_specs=pl.BlockSpec((8, 512), lambda i: (i, 0)))
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return f(x), e / e.sum(-1, keepdims=True), 1e-5
+
+
+def _flash_kernel(q_ref, k_ref, v_ref, o_ref, *, bq, bk, scale):
+    qi = pl.program_id(1)
+    q = q_ref[...].astype(jnp.float32) * scale
+    d = q.shape[-1]
+
+    def body(j, carry):
+        m, l, acc = carry
+        kb = k_ref[pl.ds(j * bk, bk), :].astype(jnp.float32)
+        vb = v_ref[pl.ds(j * bk, bk), :].astype(jnp.float32)
+        s = lax.dot_general(q, kb, (((1,), (1,)), ((), ())),
+                            preferred_element_type=jnp.float32)
+        rows = qi * bq + lax.broadcasted_iota(jnp.int32, (bq, bk), 0)
+        cols = j * bk + lax.broadcasted_iota(jnp.int32, (bq, bk), 1)
+        s = jnp.where(cols <= rows, s, -1e30)
+        m_new = jnp.maximum(m, jnp.max(s, axis=1, keepdims=True))
+        p = jnp.exp(s - m_new)
+        alpha = jnp.exp(m - m_new)
+        l_new = alpha * l + jnp.sum(p, axis=1, keepdims=True)
+        acc_new = alpha * acc + jnp.dot(p, vb, preferred_element_type=jnp.float32)
+        return m_new, l_new, acc_new
+    init = (jnp.full((bq, 1), -1e30, jnp.float32), jnp.zeros((bq, 1), jnp.float32),
+            jnp.zeros((bq, d), jnp.float32))
+    nk = lax.div((qi + 1) * bq, bk)
+    _, l, acc = lax.fori_loop(0, nk, body, init)
+    o_ref[...] = (acc / l).astype(o_ref.dtype)
+
+
+def _attention_ref(q, k, v):
+    q, k, v = (np.asarray(a, np.float32) for a in (q, k, v))
+    s = np.einsum("bqd,bkd->bqk", q, k) / np.sqrt(q.shape[-1])
+    n = q.shape[1]
+    s = np.where(np.tril(np.ones((n, n), bool)), s, -1e30)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("bqk,bkd->bqd", p / p.sum(-1, keepdims=True), v)
+
+
+@kernel
+def flash_attention_causal():
+    bh, s, d, bq, bk = 4, 512, 128, 128, 128
+    q, k_, v = (rand(5 + i, (bh, s, d)).astype(jnp.bfloat16) for i in range(3))
+    kern = functools.partial(_flash_kernel, bq=bq, bk=bk, scale=1.0 / np.sqrt(d))
+    f = call(kern, out_shape=jax.ShapeDtypeStruct((bh, s, d), jnp.float32),
+             grid=(bh, s // bq),
+             in_specs=[pl.BlockSpec((None, bq, d), lambda b, i: (b, i, 0)),
+                       pl.BlockSpec((None, s, d), lambda b, i: (b, 0, 0)),
+                       pl.BlockSpec((None, s, d), lambda b, i: (b, 0, 0))],
+             out_specs=pl.BlockSpec((None, bq, d), lambda b, i: (b, i, 0)),
+             compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",
+                                                                       "parallel")))
+    return f(q, k_, v), _attention_ref(q, k_, v), 2e-2
+
+
+def _flash_grid_kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, bq, bk, scale):
+    qi, ki = pl.program_id(1), pl.program_id(2)
+
+    @pl.when(ki == 0)
+    def _():
+        m_ref[...] = jnp.full(m_ref.shape, -1e30, jnp.float32)
+        l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
+        acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
+
+    @pl.when(ki * bk <= qi * bq + bq - 1)
+    def _():
+        q = q_ref[...].astype(jnp.float32) * scale
+        s = lax.dot_general(q, k_ref[...].astype(jnp.float32), (((1,), (1,)), ((), ())),
+                            preferred_element_type=jnp.float32)
+        rows = qi * bq + lax.broadcasted_iota(jnp.int32, (bq, bk), 0)
+        cols = ki * bk + lax.broadcasted_iota(jnp.int32, (bq, bk), 1)
+        s = jnp.where(cols <= rows, s, -1e30)
+        m = m_ref[...]
+        m_new = jnp.maximum(m, jnp.max(s, axis=1, keepdims=True))
+        p = jnp.exp(s - m_new)
+        alpha = jnp.exp(m - m_new)
+        l_ref[...] = alpha * l_ref[...] + jnp.sum(p, axis=1, keepdims=True)
+        acc_ref[...] = alpha * acc_ref[...] + jnp.dot(
+            p, v_ref[...].astype(jnp.float32), preferred_element_type=jnp.float32)
+        m_ref[...] = m_new
+
+    @pl.when(ki == pl.num_programs(2) - 1)
+    def _():
+        o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
+
+
+@kernel
+def flash_attention_kv_grid():
+    bh, s, d, bq, bk = 4, 512, 128, 128, 128
+    q, k_, v = (rand(8 + i, (bh, s, d)).astype(jnp.bfloat16) for i in range(3))
+    kern = functools.partial(_flash_grid_kernel, bq=bq, bk=bk, scale=1.0 / np.sqrt(d))
+    f = call(kern, out_shape=jax.ShapeDtypeStruct((bh, s, d), jnp.float32),
+             grid=(bh, s // bq, s // bk),
+             in_specs=[pl.BlockSpec((None, bq, d), lambda b, i, j: (b, i, 0)),
+                       pl.BlockSpec((None, bk, d), lambda b, i, j: (b, j, 0)),
+                       pl.BlockSpec((None, bk, d), lambda b, i, j: (b, j, 0))],
+             out_specs=pl.BlockSpec((None, bq, d), lambda b, i, j: (b, i, 0)),
+             scratch_shapes=[pltpu.VMEM((bq, 1), jnp.float32), pltpu.VMEM((bq, 1), jnp.float32),
+                             pltpu.VMEM((bq, d), jnp.float32)],
+             compiler_params=pltpu.CompilerParams(
+                 dimension_semantics=("parallel", "parallel", "arbitrary")))
+    return f(q, k_, v), _attention_ref(q, k_, v), 2e-2
+
+
+@kernel
+def scalar_prefetch_gather():
+    def k(idx_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0 + idx_ref[pl.program_id(0)].astype(jnp.float32)
+    idx = np.array([3, 0, 2, 1, 3, 3], np.int32)
+    x = rand(11, (32, 128))
+    f = call(k, out_shape=jax.ShapeDtypeStruct((len(idx) * 8, 128), x.dtype),
+             grid_spec=pltpu.PrefetchScalarGridSpec(
+                 num_scalar_prefetch=1, grid=(len(idx),),
+                 in_specs=[pl.BlockSpec((8, 128), lambda i, idx_ref: (idx_ref[i], 0))],
+                 out_specs=pl.BlockSpec((8, 128), lambda i, idx_ref: (i, 0))))
+    ref = np.concatenate([x[8 * j:8 * j + 8] * 2 + j for j in idx])
+    return f(idx, x), ref, 1e-6
+
+
+@kernel
+def input_output_aliases():
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+    x = rand(12, (32, 128))
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    f = call(k, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(4,),
+             in_specs=[spec], out_specs=spec, input_output_aliases={0: 0})
+    f = f if OPTS.lower_only else jax.jit(f)
+    return f(jnp.asarray(x)), x + 1, 1e-6
+
+
+@kernel
+def dynamic_slice_loop():
+    def k(x_ref, o_ref):
+        def body(i, c):
+            o_ref[pl.ds(i * 8, 8), :] = x_ref[pl.ds(i * 8, 8), :] * 3.0 + c
+            return c + 1.0
+        lax.fori_loop(0, x_ref.shape[0] // 8, body, 0.0)
+    x = rand(13, (64, 128))
+    ref = x * 3 + np.repeat(np.arange(8, dtype=np.float32), 8)[:, None]
+    return call(k, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x), ref, 1e-6
+
+
+@kernel
+def while_and_cond():
+    def k(x_ref, o_ref):
+        def cond_fn(c):
+            return c[0] < 5
+
+        def body(c):
+            return c[0] + 1, c[1] * 1.5
+        _, v = lax.while_loop(cond_fn, body, (0, x_ref[...]))
+        o_ref[...] = lax.cond(v[0, 0] > 0, lambda a: a + 1.0, lambda a: a - 1.0, v)
+    x = np.abs(rand(14, (8, 128))) + 0.1
+    return call(k, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x), x * 1.5 ** 5 + 1, 1e-4
+
+
+@kernel
+def elementwise_zoo():
+    def k(x_ref, n_ref, o_ref, s_ref):
+        x = x_ref[...]
+        y = jnp.tanh(x) + jax.nn.sigmoid(x) + jnp.sqrt(jnp.abs(x)) + lax.rsqrt(jnp.abs(x) + 1.0)
+        y = y + x ** 3 + jnp.log(jnp.abs(x) + 1.0) + jnp.minimum(x, 0.5) - (-x)
+        n = n_ref[...]
+        y = jnp.where(n > 2, y, y.T)
+        o_ref[...] = y + lax.rem(n, 3).astype(jnp.float32) + lax.div(n, 2).astype(jnp.float32)
+        s_ref[...] = jnp.sum(x, axis=0, keepdims=True)
+    x = rand(15, (128, 128))
+    n = np.random.RandomState(16).randint(0, 6, (128, 128)).astype(np.int32)
+    y = (np.tanh(x) + 1 / (1 + np.exp(-x)) + np.sqrt(np.abs(x)) + 1 / np.sqrt(np.abs(x) + 1)
+         + x ** 3 + np.log(np.abs(x) + 1) + np.minimum(x, 0.5) + x)
+    y = np.where(n > 2, y, y.T) + (n % 3) + (n // 2)
+    f = call(k, out_shape=(jax.ShapeDtypeStruct(x.shape, x.dtype),
+                           jax.ShapeDtypeStruct((1, 128), x.dtype)))
+    out = f(x, n)
+    return np.concatenate([np.asarray(out[0]), np.asarray(out[1])]), \
+        np.concatenate([y, x.sum(0, keepdims=True)]), 1e-3
+
+
+@kernel
+def strided_views_multiple_of():
+    def k(x_ref, o_ref):
+        i = pl.multiple_of(pl.program_id(0) * 8, 8)
+        o_ref[...] = x_ref[pl.ds(0, 8, stride=2), :] + x_ref.at[pl.ds(16, 16)][pl.ds(i, 8), :]
+    x = rand(17, (32, 128))
+    spec = pl.BlockSpec((32, 128), lambda i: (0, 0))
+    f = call(k, out_shape=jax.ShapeDtypeStruct((16, 128), x.dtype), grid=(2,), in_specs=[spec],
+             out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
+    ref = np.concatenate([x[0:16:2] + x[16:24], x[0:16:2] + x[24:32]])
+    return f(x), ref, 1e-6
+
+
+@kernel
+def bool_int8_and_smem_scalars():
+    def k(m_ref, x_ref, o_ref, s_ref):
+        m = m_ref[...]
+        v = jnp.where(m, x_ref[...].astype(jnp.float32), -1.0)
+        o_ref[...] = v
+        s_ref[0] = jnp.sum(v)
+        s_ref[1] = v[0, 0] + v[7, 127]
+    m = np.random.RandomState(18).rand(8, 128) > 0.5
+    x = np.random.RandomState(19).randint(-100, 100, (8, 128)).astype(np.int8)
+    f = call(k, out_shape=(jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                           jax.ShapeDtypeStruct((2,), jnp.float32)),
+             out_specs=(pl.BlockSpec(memory_space=pltpu.VMEM),
+                        pl.BlockSpec(memory_space=pltpu.SMEM)))
+    v, s = f(m, x)
+    ref = np.where(m, x.astype(np.float32), -1.0)
+    return (np.concatenate([np.asarray(v).ravel(), np.asarray(s)]),
+            np.concatenate([ref.ravel(), [ref.sum(), ref[0, 0] + ref[7, 127]]]), 1e-3)
+
+
+def main():
+    backend = jax.default_backend()
+    print(f"# {'jax' if OPTS.jax else 'plax'} on {backend} ({jax.devices()[0].device_kind}), "
+          f"interpret={INTERPRET}")
+    names = OPTS.only.split(",") if OPTS.only else list(KERNELS)
+    failed = 0
+    for name in names:
+        try:
+            out, ref, tol = KERNELS[name]()
+            out = np.asarray(out, np.float32)
+            ref = np.asarray(ref, np.float32)
+            err = float(np.max(np.abs(out - ref))) if out.size else 0.0
+            ok = out.shape == ref.shape and err <= tol
+            print(f"{'PASS' if ok else 'FAIL'} {name}: max |err| {err:.3g} (tol {tol:.3g})"
+                  + ("" if out.shape == ref.shape else f" shape {out.shape} != {ref.shape}"))
+            failed += not ok
+        except Lowered as e:
+            print(f"LOWERED {name}: {e}")
+        except Exception as e:  # (each kernel on its own: report and go on)
+            failed += 1
+            print(f"FAIL {name}: {type(e).__name__}: {str(e)[:2000]}")
+            traceback.print_exc(limit=-3, file=sys.stdout)
+        sys.stdout.flush()
+    print(f"# {len(names) - failed}/{len(names)} passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""``pallas_call`` lowered for TPUs: the kernel compiled by Mosaic, as JAX lowers it.
+
+Without interpret mode, a ``pallas_call`` equation lowers (platform "tpu") to one
+``stablehlo.custom_call @tpu_custom_call`` whose ``backend_config`` is a JSON object:
+``{"custom_call_config": {"body": <base64 of the serialised Mosaic module>,
+"serialization_format": 1, "needs_layout_passes": true, ...}, ...}`` with the
+``CompilerParams`` (``vmem_limit_bytes`` as a scoped VMEM config, ``flags``,
+``allow_input_fusion``, ...) and the ``CostEstimate`` written where JAX writes them. The
+op also carries ``kernel_name``, row-major operand and result layouts,
+``output_operand_aliases`` for ``input_output_aliases`` and ``has_side_effect``.
+Boolean operands and results pass as int32, as JAX passes them. In interpret mode the
+equation lowers as on every platform (``higher_order/pallas_call.py``).
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+
+import numpy as np
+
+from plax.core.avals import ShapedArray
+from plax.core.rules import lowering_rules, register_lowering
+from plax.ffi.custom_call import CustomCallSpec
+from plax.higher_order.pallas_call import pallas_call_p
+from plax.pallas import mosaic_bindings
+from plax.pallas import mosaic_rules_arith, mosaic_rules_refs  # noqa: F401 (their rules)
+from plax.pallas.mosaic_lowering import LoweringException, kernel_module_text
+
+__all__ = ["MOSAIC_DIALECT_VERSION", "mosaic_module_text", "backend_config",
+           "sanitize_name"]
+
+# The Mosaic dialect version bodies are serialised for: JAX's forward-compatible one (what
+# JAX writes when it lowers without a TPU at hand); newer libtpus read older versions.
+MOSAIC_DIALECT_VERSION = 11
+
+_SIDE_EFFECTS = {"PURE": 0, "DATAFLOW_SIDE_EFFECTING": 1, "SIDE_EFFECTING": 2}
+
+
+def sanitize_name(name: str) -> str:
+    """``name`` usable as a function name (other characters become ``_``)."""
+    out = "".join(c if c.isalnum() or c in "_.-" else "_" for c in str(name))
+    return out if out and not out[0].isdigit() else f"_{out}"
+
+
+def _mosaic_params(compiler_params) -> dict:
+    """The Mosaic fields of ``compiler_params`` (a pltpu.CompilerParams, or JAX's older dict
+    form ``{"mosaic": {...}}``) as a dict."""
+    if compiler_params is None:
+        return {}
+    if isinstance(compiler_params, dict):
+        return dict(compiler_params.get("mosaic_tpu", compiler_params.get("mosaic", {})))
+    if dataclasses.is_dataclass(compiler_params):
+        backend = getattr(compiler_params, "BACKEND", None)
+        if backend not in (None, "mosaic_tpu"):
+            raise LoweringException(f"A pallas_call lowered for TPU got compiler_params for "
+                                    f"{backend}; pass pltpu.CompilerParams.")
+        return {f.name: getattr(compiler_params, f.name)
+                for f in dataclasses.fields(compiler_params)}
+    raise LoweringException(f"compiler_params must be a pltpu.CompilerParams, got "
+                            f"{compiler_params!r}.")
+
+
+def _side_effect_level(value) -> int:
+    if isinstance(value, bool) or value is None:
+        return 2 if value else 0
+    return _SIDE_EFFECTS.get(getattr(value, "name", ""), int(getattr(value, "value", value)))
+
+
+def _flag_text(value) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return '"boolean_value": ' + ("true" if value else "false")
+    if isinstance(value, (int, np.integer)):
+        return f'"integer_value": {int(value)}'
+    if isinstance(value, (float, np.floating)):
+        return f'"double_value": {float(value)}'
+    raise ValueError("invalid flag value: " + str(value))
+
+
+def backend_config(body: bytes, params: dict, cost_estimate=None) -> str:
+    """The ``tpu_custom_call``'s backend config (JSON, its fields in JAX's order)."""
+    cfg = ['{"custom_call_config": {"body": "', base64.b64encode(body).decode("ascii"), '"']
+    if cost_estimate is not None:
+        fields = {k: getattr(cost_estimate, k) for k in
+                  ("flops", "transcendentals", "bytes_accessed", "remote_bytes_transferred")
+                  if hasattr(cost_estimate, k)}
+        cfg.append(', "cost_estimate": ' + json.dumps(
+            {k: int(v) for k, v in fields.items()}, sort_keys=True, indent=0,
+            separators=(",", ":")))
+    fmt = params.get("serialization_format", 1)
+    if fmt is not None:
+        cfg.append(f', "serialization_format": {int(fmt)}')
+    if params.get("needs_layout_passes", True) is not False:
+        cfg.append(', "needs_layout_passes": true')
+    if params.get("shape_invariant_numerics", True) is False:
+        cfg.append(', "shape_invariant_numerics": false')
+    fusion = params.get("allow_input_fusion")
+    if fusion is not None:
+        cfg.append(', "allow_input_fusion": [' + ",".join(
+            "true" if f else "false" for f in fusion) + "]")
+    scratch = params.get("internal_scratch_in_bytes")
+    if scratch is not None:
+        cfg.append(f', "internal_scratch_in_bytes": {int(scratch)}')
+    for key in ("disable_bounds_checks", "disable_semaphore_checks", "skip_device_barrier"):
+        if params.get(key):
+            cfg.append(f', "{key}": true')
+    cfg.append("}")
+    limit = params.get("vmem_limit_bytes")
+    if limit is not None:
+        if not isinstance(limit, (int, np.integer)) or isinstance(limit, bool):
+            raise ValueError(f"vmem_limit_bytes must be an int: provided with a {type(limit)}.")
+        cfg.append(', "scoped_memory_configs": [{"memory_space":1, "offset": 0, "size": '
+                   f"{int(limit)}}}]")
+    flags = params.get("flags")
+    if flags:
+        cfg.append(', "flag_configs": [' + ",".join(
+            f'{{"flag_type": "{k}", "value": {{{_flag_text(v)}}}}}' for k, v in flags.items())
+            + "]")
+    cfg.append("}")
+    return "".join(cfg)
+
+
+def mosaic_module_text(jaxpr, grid_mapping, name: str, compiler_params=None) -> str:
+    """The Mosaic module of a kernel (MLIR text, before serialisation)."""
+    params = _mosaic_params(compiler_params)
+    return kernel_module_text(jaxpr, grid_mapping, sanitize_name(name),
+                              params.get("dimension_semantics"))
+
+
+def _string(text: str) -> str:
+    out = []
+    for c in text:
+        b = ord(c)
+        out.append(c if 32 <= b < 127 and c not in '"\\' else f"\\{b:02X}")
+    return '"' + "".join(out) + '"'
+
+
+def _as_int32(ctx, x, aval, back: bool = False):
+    """A boolean operand as int32 (``back``: an int32 result as boolean)."""
+    i32 = aval.update(dtype=np.dtype(np.int32))
+    if back:
+        return ctx.op1("stablehlo.convert", [x], [i32], aval)
+    return ctx.op1("stablehlo.convert", [x], [aval], i32)
+
+
+def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpret, debug,
+                  name, compiler_params, cost_estimate, **rest):
+    if interpret:
+        return lowering_rules[pallas_call_p](
+            ctx, *args, jaxpr=jaxpr, grid_mapping=grid_mapping,
+            input_output_aliases=input_output_aliases, interpret=interpret, debug=debug,
+            name=name, compiler_params=compiler_params, cost_estimate=cost_estimate, **rest)
+    params = _mosaic_params(compiler_params)
+    kernel = sanitize_name(name or "kernel")
+    text = kernel_module_text(jaxpr, grid_mapping, kernel, params.get("dimension_semantics"))
+    if debug:
+        print(f"\nThe kernel jaxpr for pallas_call {name}:")
+        print(jaxpr)
+    try:
+        body = mosaic_bindings.serialize(text, MOSAIC_DIALECT_VERSION)
+    except mosaic_bindings.MosaicModuleError as e:
+        raise LoweringException(f"In the Pallas kernel `{kernel}`: Pallas encountered an "
+                                f"internal verification error: {e}") from None
+    if debug:
+        print(f"\nThe Mosaic module for pallas_call {name}:")
+        print(mosaic_bindings.canonical_text(text))
+    config = backend_config(body, params, cost_estimate)
+    level = _side_effect_level(params.get("has_side_effects", False))
+    spec = CustomCallSpec("tpu_custom_call", api_version=1, backend_config=config,
+                          has_side_effect=level != 0, aliases=tuple(input_output_aliases))
+    ins = [ShapedArray(a.shape, np.dtype(np.int32)) if a.dtype == np.bool_ else a
+           for a in ctx.avals_in]
+    outs = [ShapedArray(a.shape, np.dtype(np.int32)) if a.dtype == np.bool_ else a
+            for a in ctx.avals_out]
+    operands = [_as_int32(ctx, x, a) if a.dtype == np.bool_ else x
+                for x, a in zip(args, ctx.avals_in)]
+    props = spec.properties(ins, outs)
+    inherent = ", ".join(f"{k} = {v}" for k, v in props if not k.startswith("mhlo."))
+    meta = 'kernel_metadata = "{}"'
+    if level == 1:
+        meta += ', xla_allow_dce_side_effecting_op = "true"'
+    extra = f"kernel_name = {_string(kernel)}, mhlo.frontend_attributes = {{{meta}}}"
+    results = ctx.op("stablehlo.custom_call", operands, ins, outs, props=inherent,
+                     attrs=extra)
+    return [_as_int32(ctx, r, a, back=True) if a.dtype == np.bool_ else r
+            for r, a in zip(results, ctx.avals_out)]
+
+
+register_lowering(pallas_call_p, _tpu_lowering, platform="tpu")

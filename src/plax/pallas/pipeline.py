@@ -1,0 +1,155 @@
+"""emit_pipeline: a nested grid inside a TPU kernel, over blocks of (HBM) references.
+
+``emit_pipeline(body, grid=..., in_specs=..., out_specs=...)`` returns ``pipeline(*refs,
+scratches=None, allocations=None, body_prologue=None)``: for each point of ``grid`` (row
+major) it cuts the block each BlockSpec's index map picks out of each reference, runs
+``body`` on references to those blocks (then the scratch references) and writes the output
+blocks back; ``program_id`` in ``body`` is the position in ``grid``. On a TPU the blocks
+are double-buffered in VMEM by DMAs; in interpret mode each step reads its input blocks,
+runs the body on them (``run_state``) and writes the output blocks. Output blocks are
+never read: each lives in a buffer carried from step to step (as in VMEM), so a body that
+accumulates into a block revisited on consecutive steps sees its running sum, as on the
+chip, and the buffer starts uninitialised (NaN for floats).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from plax.core.refs import Slice
+from plax.core.trace import Tracer, get_aval
+from plax.core.tree_core import tree_flatten
+from plax.first_order import arithmetic, conversion, shapes
+from plax.first_order.state import TransformedRef, ref_get, ref_set
+from plax.higher_order.loops import fori_loop
+from plax.higher_order.pallas_call import kernel_grid, uninitialized_value
+from plax.higher_order.run_state import run_state
+
+__all__ = ["emit_pipeline"]
+
+
+def _is_spec(x) -> bool:
+    return hasattr(x, "block_shape") and hasattr(x, "index_map")
+
+
+def _flat_specs(specs) -> list:
+    if specs is None:
+        return []
+    if _is_spec(specs):
+        return [specs]
+    leaves, _ = tree_flatten(specs, is_leaf=lambda x: _is_spec(x) or x is None)
+    return leaves
+
+
+def _as_index(x):
+    if isinstance(x, (int, np.integer)):
+        return np.int32(x)
+    return conversion.convert_element_type(x, np.int32) if get_aval(x).dtype != np.int32 \
+        else x
+
+
+class _Window:
+    """Where a spec's block of a reference of ``shape`` lies at a grid point."""
+
+    def __init__(self, spec, shape, origin: str):
+        block = getattr(spec, "block_shape", None)
+        block = tuple(shape) if block is None else tuple(block)
+        if len(block) != len(shape):
+            raise ValueError(f"Block shape for {origin} (= {block}) must have the same "
+                             f"number of dimensions as the array shape {tuple(shape)}.")
+        self.dims = [None if b is None or type(b).__name__ == "Squeezed" else
+                     int(getattr(b, "block_size", b)) for b in block]
+        self.index_map = getattr(spec, "index_map", None)
+        self.shape, self.origin = tuple(shape), origin
+        self.block_shape = tuple(d for d in self.dims if d is not None)
+
+    def indexer(self, indices) -> tuple:
+        if self.index_map is None:
+            blocks = (0,) * len(self.shape)
+        else:
+            blocks = self.index_map(*indices)
+            blocks = tuple(blocks) if isinstance(blocks, (tuple, list)) else (blocks,)
+        if len(blocks) != len(self.shape):
+            raise ValueError(f"Index map for {self.origin} must return {len(self.shape)} "
+                             f"values to match the block shape, got {len(blocks)}.")
+        out = []
+        for b, d in zip(blocks, self.dims):
+            b = _as_index(b)
+            out.append(b if d is None else Slice(arithmetic.mul(b, np.int32(d)), d))
+        return tuple(out)
+
+
+def _view(ref, idx) -> TransformedRef:
+    return (ref if type(ref) is TransformedRef else TransformedRef(ref, ())).at[idx]
+
+
+def _grid_point(t, grid):
+    out = []
+    for size in reversed(grid):
+        size = _as_index(size)
+        out.append(arithmetic.rem(t, size))
+        t = arithmetic.div(t, size)
+    return tuple(out[::-1])
+
+
+def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_axis=None,
+                  core_axis_name=None, dimension_semantics=None, trace_scopes: bool = True,
+                  no_pipelining: bool = False, _explicit_indices: bool = False):
+    """A function of references running ``body`` over ``grid`` on their blocks (see the
+    module docstring)."""
+    del tiling, dimension_semantics, trace_scopes, no_pipelining
+    grid = (grid,) if isinstance(grid, (int, np.integer, Tracer)) else tuple(grid)
+    if any(isinstance(g, (int, np.integer)) and g <= 0 for g in grid):
+        raise ValueError(f"All elements in the grid must be strictly positive, but got "
+                         f"grid={grid}")
+    if core_axis is not None or core_axis_name is not None:
+        raise NotImplementedError("emit_pipeline: splitting the grid across cores "
+                                  "(core_axis / core_axis_name) is not supported in plax.")
+    ins, outs = _flat_specs(in_specs), _flat_specs(out_specs)
+
+    def pipeline(*refs, scratches=None, allocations=None, body_prologue=None):
+        if allocations is not None:
+            raise NotImplementedError("emit_pipeline: `allocations` are not supported in "
+                                      "plax (the blocks are allocated by the pipeline).")
+        flat, _ = tree_flatten(refs, is_leaf=lambda x: type(x) is TransformedRef)
+        if len(flat) != len(ins) + len(outs):
+            raise ValueError(f"emit_pipeline: {len(ins)} in_specs and {len(outs)} out_specs "
+                             f"were given, but the pipeline was called with {len(flat)} "
+                             "references.")
+        windows = [_Window(s, r.shape, f"{'inputs' if k < len(ins) else 'outputs'}"
+                           f"[{k if k < len(ins) else k - len(ins)}]")
+                   for k, (s, r) in enumerate(zip(ins + outs, flat))]
+        extra = tuple(scratches) if scratches is not None else ()
+        steps = grid[0] if len(grid) == 1 else math.prod(grid) if all(
+            isinstance(g, (int, np.integer)) for g in grid) else _product(grid)
+
+        def step(t, out_buffers):
+            indices = _grid_point(t, grid)
+            views = [_view(r, w.indexer(indices)) for r, w in zip(flat, windows)]
+            blocks = [ref_get(v, ()) for v in views[:len(ins)]] + list(out_buffers)
+
+            def run(block_refs):
+                with kernel_grid(grid, indices):  # (program_id reads the pipeline's grid)
+                    if body_prologue is not None:
+                        body_prologue()
+                    if _explicit_indices:
+                        body(indices, *block_refs, *extra)
+                    else:
+                        body(*block_refs, *extra)
+            finals = run_state(run)(blocks)
+            for v, value in zip(views[len(ins):], finals[len(ins):]):
+                ref_set(v, (), value)
+            return list(finals[len(ins):])
+        buffers = [shapes.full(w.block_shape, uninitialized_value(r.dtype), r.dtype)
+                   for r, w in zip(flat[len(ins):], windows[len(ins):])]
+        fori_loop(np.int32(0), _as_index(steps), step, buffers)
+    return pipeline
+
+
+def _product(grid):
+    out = _as_index(grid[0])
+    for g in grid[1:]:
+        out = arithmetic.mul(out, _as_index(g))
+    return out
+

@@ -1,0 +1,145 @@
+"""TPU kernel operations on values: ``roll`` (a lane/sublane rotation) and ``bitcast`` (a
+reinterpretation that packs or unpacks along the second-minor axis).
+
+Each is a primitive (so that a TPU lowering can emit ``tpu.dynamic_rotate`` / ``tpu.bitcast``)
+whose every other rule computes it with lax ops (``_lax_roll``, ``packing_bitcast``)::
+
+    roll_p.bind(x, shift, axis=a, stride=s, stride_axis=sa)
+    bitcast_p.bind(x, ty=dtype)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plax.core import dtypes
+from plax.core.avals import ShapedArray
+from plax.core.primitive import Primitive
+from plax.core.rules import abstract_eval_rules, batch_rules, impl_rules, jvp_rules, \
+    register_lowering
+from plax.core.trace import get_aval
+from plax.first_order import arithmetic, conversion, shapes, slicing
+from plax.lowering.inline import lower_fun
+from plax.transforms.jvp import jvp_flat
+from plax.transforms.vmap import batch_flat
+
+__all__ = ["roll_p", "bitcast_p", "roll", "bitcast", "packing_bitcast"]
+
+roll_p = Primitive("roll")
+bitcast_p = Primitive("bitcast")
+
+
+def _computed_by(prim, fn) -> None:
+    """Every rule of ``prim`` but abstract evaluation computes ``fn(*operands, **params)``
+    (eagerly too after the abstract evaluation's checks)."""
+    def impl(*args, **params):
+        abstract_eval_rules[prim](*[get_aval(a) for a in args], **params)
+        return fn(*args, **params)
+    impl_rules[prim] = impl
+    register_lowering(prim, lower_fun(fn))
+    jvp_rules[prim] = lambda primals, tangents, **params: _single(jvp_flat(
+        lambda *xs: [fn(*xs, **params)], list(primals), list(tangents), prim.name))
+    batch_rules[prim] = lambda axis, vals, dims, **params: _single(batch_flat(
+        lambda *xs: [fn(*xs, **params)], list(vals), list(dims), axis, prim.name))
+
+
+def _single(pair):
+    outs, extra = pair
+    return outs[0], extra[0]
+
+
+# --- roll ---------------------------------------------------------------------------------
+def roll(x, shift, axis: int, *, stride: int | None = None, stride_axis: int | None = None):
+    """``x`` rotated by ``shift`` along ``axis`` (as ``jnp.roll``); with ``stride`` and
+    ``stride_axis``, slice ``i`` along ``stride_axis`` is rotated by ``shift + i * stride``."""
+    ndim = len(get_aval(x).shape)
+    if isinstance(shift, (int, np.integer)) and shift < 0:
+        raise ValueError("shift must be non-negative.")
+    if not isinstance(axis, (int, np.integer)) or axis < 0 or axis >= ndim:
+        raise ValueError("axis is out of range.")
+    if (stride is None) != (stride_axis is None):
+        raise ValueError("stride and stride_axis must be both specified or not.")
+    if stride is not None:
+        if stride < 0:
+            raise ValueError("stride must be non-negative.")
+        if stride_axis < 0 or stride_axis >= ndim:
+            raise ValueError("stride_axis is out of range")
+        if axis == stride_axis:
+            raise ValueError("expected axis and stride_axis are different.")
+    if isinstance(shift, (int, np.integer)):
+        shift = np.int32(shift)
+    return roll_p.bind(x, shift, axis=int(axis), stride=stride, stride_axis=stride_axis)
+
+
+def _rotate(x, shift, axis: int):
+    n = get_aval(x).shape[axis]
+    if n == 0:
+        return x
+    shift = conversion.convert_element_type(shift, np.int32)
+    start = arithmetic.rem(np.int32(n) - arithmetic.rem(shift, np.int32(n)), np.int32(n))
+    doubled = shapes.concatenate([x, x], axis)
+    return slicing.dynamic_slice_in_dim(doubled, start, n, axis)
+
+
+def _lax_roll(x, shift, *, axis, stride, stride_axis):
+    if stride is None:
+        return _rotate(x, shift, axis)
+    shape = get_aval(x).shape
+    parts = []
+    for i in range(shape[stride_axis]):
+        part = slicing.slice_in_dim(x, i, i + 1, axis=stride_axis)
+        parts.append(_rotate(part, arithmetic.add(shift, np.int32(i * stride)), axis))
+    return shapes.concatenate(parts, stride_axis)
+
+
+def _roll_abstract(x, shift, **_):
+    if shift.shape != () or not dtypes.issubdtype(shift.dtype, np.integer):
+        raise ValueError(f"roll: shift must be an integer scalar, got {shift.str_short()}.")
+    return x
+
+
+abstract_eval_rules[roll_p] = _roll_abstract
+_computed_by(roll_p, _lax_roll)
+
+
+# --- bitcast ------------------------------------------------------------------------------
+def bitcast(x, ty):
+    """``x``'s bits as dtype ``ty``: elements of another width pack into (or unpack from)
+    the second-minor axis, whose size scales by the ratio of the widths."""
+    ty = dtypes.dtype(ty)
+    aval = get_aval(x)
+    if len(aval.shape) < 2:
+        raise ValueError("Not implemented: bitcast 1D")
+    if aval.shape[-2] * dtypes.itemsize_bits(aval.dtype) % dtypes.itemsize_bits(ty):
+        raise ValueError("Not implemented: the 2nd minor dim can not be perfectly packed or "
+                         "unpacked")
+    return bitcast_p.bind(x, ty=ty)
+
+
+def _bitcast_abstract(x, *, ty):
+    shape = list(x.shape)
+    shape[-2] = shape[-2] * dtypes.itemsize_bits(x.dtype) // dtypes.itemsize_bits(ty)
+    return ShapedArray(tuple(shape), ty)
+
+
+def packing_bitcast(x, *, ty):
+    """``x``'s bits as ``ty``, narrower elements packed along the second-minor axis (the
+    value of ``bitcast``; no checks)."""
+    src, dst = dtypes.itemsize_bits(get_aval(x).dtype), dtypes.itemsize_bits(ty)
+    if src < dst:  # consecutive rows pack into one element
+        *lead, m, n = get_aval(x).shape
+        k = dst // src
+        x = shapes.reshape(x, (*lead, m // k, k, n))
+        x = shapes.transpose(x, tuple(range(len(lead))) + tuple(
+            len(lead) + p for p in (0, 2, 1)))
+        return conversion.bitcast_convert_type(x, ty)
+    if src > dst:  # one element unpacks into consecutive rows
+        y = conversion.bitcast_convert_type(x, ty)
+        *lead, m, n, k = get_aval(y).shape
+        y = shapes.transpose(y, tuple(range(len(lead))) + tuple(
+            len(lead) + p for p in (0, 2, 1)))
+        return shapes.reshape(y, (*lead, m * k, n))
+    return conversion.bitcast_convert_type(x, ty)
+
+
+abstract_eval_rules[bitcast_p] = _bitcast_abstract
+_computed_by(bitcast_p, packing_bitcast)
