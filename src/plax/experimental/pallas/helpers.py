@@ -21,6 +21,7 @@ from plax.higher_order.loops import fori_loop
 from plax.higher_order.pallas_call import uninitialized_value
 from plax.interpreters.checkify import debug_check as _checkify_debug_check
 from plax.ref import new_ref
+from plax.ref import swap as ref_swap
 
 __all__ = ["loop", "empty", "empty_like", "empty_ref_like", "run_scoped", "with_scoped",
            "debug_print", "debug_check", "enable_debug_checks", "align_to",
@@ -241,9 +242,7 @@ def swap(x_ref_or_view, idx, val, *, mask=None, eviction_policy=None):
     where it holds (elsewhere the result is ``val``)."""
     del eviction_policy
     if mask is None:
-        old = x_ref_or_view[idx]
-        x_ref_or_view[idx] = val
-        return old
+        return ref_swap(x_ref_or_view, _index_tuple(x_ref_or_view, idx), val)
     old = _masked_window(x_ref_or_view, idx, mask,
                          lambda window: jnp.where(mask, val, window))
     return jnp.where(mask, old, val).astype(old.dtype)
