@@ -22,6 +22,8 @@ demo: $(STAMP)
 	$(PY) -m plax examples/jax_style_training.jaxpy
 	@echo "--- a training run checkpointed with orbax-checkpoint, stopped and resumed ---"
 	$(PY) examples/checkpointing.py
+	@echo "--- flash attention as two Pallas kernels (interpret mode off a TPU), trained through ---"
+	$(PY) examples/pallas_flash_attention.py --steps 20
 
 # Two worker processes (one per core on CI), each test file kept on one worker. Then the
 # sharding and pmap tests again on one device, as a machine with a single device runs them

@@ -170,7 +170,7 @@ def flash_attention_causal():
              out_specs=pl.BlockSpec((None, bq, d), lambda b, i: (b, i, 0)),
              compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",
                                                                        "parallel")))
-    return f(q, k_, v), _attention_ref(q, k_, v), 2e-2
+    return f(q, k_, v), _attention_ref(q, k_, v), 5e-2
 
 
 def _flash_grid_kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, bq, bk, scale):
@@ -219,7 +219,7 @@ def flash_attention_kv_grid():
                              pltpu.VMEM((bq, d), jnp.float32)],
              compiler_params=pltpu.CompilerParams(
                  dimension_semantics=("parallel", "parallel", "arbitrary")))
-    return f(q, k_, v), _attention_ref(q, k_, v), 2e-2
+    return f(q, k_, v), _attention_ref(q, k_, v), 5e-2
 
 
 @kernel
@@ -328,6 +328,27 @@ def bool_int8_and_smem_scalars():
     ref = np.where(m, x.astype(np.float32), -1.0)
     return (np.concatenate([np.asarray(v).ravel(), np.asarray(s)]),
             np.concatenate([ref.ravel(), [ref.sum(), ref[0, 0] + ref[7, 127]]]), 1e-3)
+
+
+@kernel
+def argmax_run_state_pow():
+    def k(x_ref, e_ref, o_ref, i_ref):
+        def body(refs):
+            acc, = refs
+            acc[...] = acc[...] * 2.0
+        acc, = pl.run_state(body)((x_ref[...],))
+        o_ref[...] = lax.pow(jnp.abs(acc) + 1.0, e_ref[...]) + lax.pow(2.0, e_ref[...])
+        i_ref[...] = jnp.argmax(x_ref[...], axis=1).reshape(1, 8)
+    x = rand(20, (8, 128))
+    e = np.random.RandomState(21).randint(0, 4, (8, 128)).astype(np.int32)
+    f = call(k, out_shape=(jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                           jax.ShapeDtypeStruct((1, 8), jnp.int32)))
+    o, i = f(x, e)
+    ref = (np.abs(2 * x) + 1) ** e + 2.0 ** e
+    out = np.concatenate([np.asarray(o).ravel() / np.maximum(ref.ravel(), 1),
+                          np.asarray(i, np.float32).ravel()])
+    return out, np.concatenate([ref.ravel() / np.maximum(ref.ravel(), 1),
+                                np.argmax(x, axis=1).astype(np.float32)]), 1e-5
 
 
 def main():

@@ -91,8 +91,7 @@ body_context_rules: dict = {}
 jaxpr_operand_rules: dict = {}
 # prim -> discharge rule (references as values; ``plax.transforms.discharge``).
 discharge_rules: dict = {}
-# prim -> rule(ctx, *operands, **params) -> results: a Pallas kernel's equation as Mosaic TPU
-# ops (``plax.pallas.mosaic_lowering``; its rules are in ``plax/pallas/mosaic_rules_*``).
+# prim -> rule(ctx, *operands, **params): a Pallas kernel equation as Mosaic ops (pallas/mosaic_*).
 mosaic_lowering_rules: dict = {}
 # prim -> rule(eqn, printer) -> text: the equation's own printed form.
 pp_eqn_rules: dict = {}

@@ -45,7 +45,10 @@ class UnimplementedPrimitiveError(LoweringException, NotImplementedError):
 _ELEMENT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32",
             "uint32": "i32", "int16": "i16", "uint16": "i16", "int8": "i8", "uint8": "i8",
             "bool": "i1", "float8_e4m3fn": "f8E4M3FN", "float8_e5m2": "f8E5M2",
-            "int4": "i4", "uint4": "i4"}
+            "float8_e4m3b11fnuz": "f8E4M3B11FNUZ", "float8_e4m3fnuz": "f8E4M3FNUZ",
+            "float8_e5m2fnuz": "f8E5M2FNUZ", "float8_e4m3": "f8E4M3", "float8_e3m4": "f8E3M4",
+            "float8_e8m0fnu": "f8E8M0FNU", "float4_e2m1fn": "f4E2M1FN", "int4": "i4",
+            "uint4": "i4", "int2": "i2", "uint2": "i2"}
 
 
 def element_type(dtype) -> str:
@@ -169,6 +172,8 @@ def constant_attr(value, aval) -> str:
     body = _scalar_attr_body(value, aval.dtype)
     if aval.shape:
         return f"dense<{body}> : {value_type(aval)}"
+    if np.dtype(aval.dtype) == np.bool_:
+        return body  # (true / false: the i1 attribute)
     return f"{body} : {element_type(aval.dtype)}"
 
 

@@ -46,7 +46,6 @@ _BINARY = {
                        "bool": "arith.ori"},
     arithmetic.min_p: {"float": "arith.minimumf", "int": "arith.minsi", "uint": "arith.minui",
                        "bool": "arith.andi"},
-    arithmetic.pow_p: {"float": "math.powf"},
     bitwise.and_p: {"int": "arith.andi", "uint": "arith.andi", "bool": "arith.andi"},
     bitwise.or_p: {"int": "arith.ori", "uint": "arith.ori", "bool": "arith.ori"},
     bitwise.xor_p: {"int": "arith.xori", "uint": "arith.xori", "bool": "arith.xori"},
@@ -68,6 +67,22 @@ def _binary_rule(prim, ops):
 
 for _prim, _ops in _BINARY.items():
     rules[_prim] = _binary_rule(_prim, _ops)
+
+
+def _pow(ctx, x, y, **_):
+    # an integer exponent as a float (JAX's pow takes one); 2 ** y as math.exp2
+    out = ctx.avals_out[0]
+    ya = ctx.avals_in[1]
+    y = ctx.value(y, ShapedArray(out.shape, ya.dtype))
+    if not is_float(ya.dtype):
+        y = ctx.op1("arith.uitofp" if is_unsigned(ya.dtype) else "arith.sitofp", [y],
+                    ShapedArray(out.shape, out.dtype))
+    if isinstance(x, Lit) and float(np.asarray(x.val)) == 2.0:
+        return ctx.op1("math.exp2", [y], out)
+    return ctx.op1("math.powf", [ctx.value(x, out), y], out)
+
+
+rules[arithmetic.pow_p] = _pow
 
 
 # --- comparisons (arith.cmpf / arith.cmpi predicates, as their enum's integers) --------------
@@ -161,11 +176,10 @@ for _prim, _op in _UNARY_FLOAT.items():
 
 
 def _neg(ctx, x, **_):
+    # 0 - x, for floats too (as JAX lowers it)
     out = ctx.avals_out[0]
-    x = ctx.value(x)
-    if is_float(out.dtype):
-        return ctx.op1("arith.negf", [x], out)
-    return ctx.op1("arith.subi", [ctx.constant(0, out), x], out)
+    sub = "arith.subf" if is_float(out.dtype) else "arith.subi"
+    return ctx.op1(sub, [ctx.constant(0, out), ctx.value(x)], out)
 
 
 def _abs(ctx, x, **_):
@@ -230,10 +244,11 @@ def _round(ctx, x, *, rounding_method=0, **_):
 
 
 def _is_finite(ctx, x, **_):
-    x = ctx.value(x)
-    inf = ctx.constant(np.inf, x.aval)
-    mag = ctx.op1("math.absf", [x], x.aval)
-    return ctx.op1("arith.cmpf", [mag, inf], ctx.avals_out[0], "predicate = 6 : i64")
+    # not tpu.weird (NaN or infinite), on f32 values
+    x = convert(ctx, ctx.value(x), np.float32)
+    out = ctx.avals_out[0]
+    weird = ctx.op1("tpu.weird", [x], out)
+    return ctx.op1("arith.xori", [weird, ctx.constant(True, out)], out)
 
 
 def _bit_count_rule(op):
@@ -331,6 +346,11 @@ def reshape(ctx, x: Value, shape) -> Value:
     if not x.aval.shape:
         return ctx.op1("vector.broadcast", [x], out)
     if not shape:
+        if np.dtype(x.aval.dtype).itemsize != 4:
+            raise ctx.error(
+                "Only arrays with 32-bit element types can be converted to scalars, but got: "
+                f"{np.dtype(x.aval.dtype).name}. Try casting the input before squeezing the "
+                "scalar.")
         zeros = ", ".join("0" for _ in x.aval.shape)
         return ctx.op1("vector.extract", [x], out, f"static_position = array<i64: {zeros}>")
     return ctx.op1("vector.shape_cast", [x], out)
@@ -429,6 +449,30 @@ def _reduction_rule(prim, kinds):
 
 for _prim, _kinds in _REDUCTION.items():
     rules[_prim] = _reduction_rule(_prim, _kinds)
+
+
+def _index_reduction_rule(kind: str):
+    """argmax / argmin as ``tpu.reduce_index`` (f32 operands, one axis, int32 indices, as
+    JAX's lowering has them)."""
+    def rule(ctx, x, *, axes, index_dtype):
+        x = ctx.value(x)
+        if np.dtype(x.aval.dtype) != np.float32 or len(axes) != 1 \
+                or np.dtype(index_dtype) != np.int32:
+            raise ctx.error(f"{kind} lowers for TPU on float32 operands over one axis with "
+                            "int32 indices only; cast the operand to float32")
+        axis, out = int(axes[0]), ctx.avals_out[0]
+        if x.aval.ndim == 1:  # (Mosaic reduces 2-D vectors: a leading unit dimension)
+            x = reshape(ctx, x, (1,) + tuple(x.aval.shape))
+            r = ctx.op1("tpu.reduce_index", [x], ShapedArray((1,), out.dtype),
+                        f"axis = {axis + 1} : i32, kind = #tpu.reduction_kind<{kind}>")
+            return reshape(ctx, r, ())
+        return ctx.op1("tpu.reduce_index", [x], out,
+                       f"axis = {axis} : i32, kind = #tpu.reduction_kind<{kind}>")
+    return rule
+
+
+rules[reductions.argmax_p] = _index_reduction_rule("arg_max")
+rules[reductions.argmin_p] = _index_reduction_rule("arg_min")
 
 
 # --- dot_general ----------------------------------------------------------------------------

@@ -1,11 +1,13 @@
-"""Mosaic lowering rules of reference reads and writes (get, swap, addupdate) and of
-control flow (cond as ``scf.if``, scan and fori loops as ``scf.for``, while as
-``scf.while``; calls are inlined).
+"""Mosaic lowering rules of reference reads and writes (get, swap, addupdate), of
+``run_state`` (buffers of a ``tpu.region``) and of control flow (cond as ``scf.if``, scan
+and fori loops as ``scf.for`` on their counter, while as ``scf.while``; calls are inlined).
 
-A block in VMEM is read with ``vector.load`` and written with ``tpu.vector_store``; an
-element of an SMEM reference with ``memref.load``/``memref.store``. A reference is indexed
-by static or dynamic starts (``pl.ds``, slices) and integer scalars; the memref's
-squeezed block dimensions are indexed at 0. Booleans live in memrefs as int32.
+A block in VMEM is read with ``vector.load`` and written with ``tpu.vector_store`` (strided
+slices: ``tpu.strided_load``/``strided_store``); an element of an SMEM reference with
+``memref.load``/``memref.store``. A reference is indexed by static or dynamic starts
+(``pl.ds``, slices) and integer scalars, through chained ``.at[]`` views (their offsets
+added); the memref's squeezed block dimensions are indexed at 0. Booleans live in memrefs
+as int32.
 """
 from __future__ import annotations
 
@@ -17,13 +19,14 @@ from plax.core.refs import NDIndexer, Slice
 from plax.core.rules import mosaic_lowering_rules as rules
 from plax.core.tree_core import tree_unflatten
 from plax.first_order import state
-from plax.first_order.comparison import lt_p
 from plax.first_order.arithmetic import add_p
+from plax.first_order.comparison import lt_p
 from plax.first_order.conversion import convert_element_type_p
 from plax.higher_order import (call, cond, custom_derivatives, loops, pjit, platform_dependent,
-                               scan)
+                               run_state, scan)
 from plax.higher_order.platform_dependent import platform_branch
-from plax.pallas.mosaic_lowering import Lit, RefValue, Value, is_float, static_int, value_type
+from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, is_float, memory_space_name,
+                                         memref_type, semaphore_type, static_int, value_type)
 from plax.pallas.mosaic_rules_arith import convert, reshape
 
 __all__ = ["window"]
@@ -186,8 +189,8 @@ def _materialize(ctx, xs, avals) -> list:
     return [x if isinstance(x, RefValue) else ctx.value(x, a) for x, a in zip(xs, avals)]
 
 
-def _yield(ctx, outs, avals, op: str = "scf.yield") -> None:
-    ctx.fn.op(op, _materialize(ctx, outs, avals), [])
+def _yield(ctx, outs, avals) -> None:
+    ctx.fn.op("scf.yield", _materialize(ctx, outs, avals), [])
 
 
 def _block_values(names, avals) -> list:
@@ -353,6 +356,65 @@ def _platform_index(ctx, *, platforms):
     return Lit(np.int32(platform_branch("tpu", platforms)), _I32)
 
 
+def _scoped_ref(ctx, aval) -> RefValue:
+    """A buffer for a reference ``aval`` living in the enclosing ``tpu.region``: a
+    ``memref.alloca`` (a scalar as one element of SMEM), or a ``tpu.sem_alloc``."""
+    inner = aval.inner_aval
+    if semaphore_type(inner.dtype):
+        t = memref_type(inner.shape, inner.dtype, "semaphore_mem")
+        return RefValue(ctx.fn.op("tpu.sem_alloc", [], [t])[0], inner.shape, inner.dtype,
+                        "semaphore_mem")
+    if inner.shape:
+        shape, squeezed, space = inner.shape, (), memory_space_name(aval.memory_space)
+    else:
+        shape, squeezed, space = (1,), (0,), memory_space_name(aval.memory_space, "smem")
+    t = memref_type(shape, inner.dtype, space)
+    name = ctx.fn.op("memref.alloca", [], [t], "operandSegmentSizes = array<i32: 0, 0>")[0]
+    return RefValue(name, shape, inner.dtype, space, squeezed, aval)
+
+
+def _whole(ctx, ref: RefValue):
+    zeros = [ctx.index_constant(0) for _ in ref.shape]
+    return zeros, list(ref.shape), [1] * len(ref.shape)
+
+
+def _run_state(ctx, *args, jaxpr, num_consts, _used=None, **_):
+    """The references as buffers of a ``tpu.region``, set to the initial values; the body;
+    the final values of those the program reads."""
+    body = getattr(jaxpr, "jaxpr", jaxpr)
+    body_consts = list(getattr(jaxpr, "consts", ()))
+    consts, inits = list(args[:num_consts]), list(args[num_consts:])
+    avals = [v.aval for v in body.invars[num_consts:]]
+    used = list(_used) if _used is not None else [True] * len(inits)
+    out_avals = [a for a, u in zip(ctx.avals_out, used) if u]
+
+    def build(_):
+        refs = []
+        for aval, init in zip(avals, inits):
+            ref = _scoped_ref(ctx, aval)
+            if not semaphore_type(ref.dtype) and init is not None:
+                idx, sizes, strides = _whole(ctx, ref)
+                _store(ctx, ref, idx, sizes, init, strides)
+            refs.append(ref)
+        ctx.lower_jaxpr(body, body_consts, consts + refs)
+        finals = []
+        for ref, u, aval in zip(refs, used, ctx.avals_out):
+            if not u:
+                continue
+            if semaphore_type(ref.dtype):
+                raise ctx.error("the final value of a semaphore cannot be read")
+            idx, sizes, strides = _whole(ctx, ref)
+            finals.append(_load(ctx, ref, idx, sizes, aval, strides))
+        ctx.fn.op("tpu.yield", finals, [])
+    region = ctx.fn.region([], build)
+    names = iter(ctx.fn.op("tpu.region", [], [value_type(a) for a in out_avals],
+                           regions=[region]))
+    return [Value(next(names), value_type(a), a) if u else None
+            for a, u in zip(ctx.avals_out, used)]
+
+
+_run_state.wants_used = True
+rules[run_state.run_state_p] = _run_state
 rules[platform_dependent.platform_index_p] = _platform_index
 rules[cond.cond_p] = _cond
 rules[scan.scan_p] = _scan
