@@ -277,3 +277,20 @@ def test_debug_print_of_a_reference_prints_its_value(capsys):
     call(kernel, out_shape=_sds((2,)))(np.array([4.5, 2.5], np.float32))
     plax.effects_barrier()
     assert "x = [4.5 2.5]" in capsys.readouterr().out
+
+
+def test_nested_scratch_shapes_reach_the_kernel_as_their_tree():
+    seen = []
+
+    def kernel(x_ref, o_ref, pair, single):
+        seen.append((type(pair), len(pair)))
+        pair[0][...] = x_ref[...] + 1
+        pair[1][...] = pair[0][...] * 2
+        single[...] = pair[1][...]
+        o_ref[...] = single[...]
+    x = _rand(8)
+    out = call(kernel, out_shape=_sds((8,)),
+               scratch_shapes=[[pltpu.VMEM((8,), F32), pltpu.VMEM((8,), F32)],
+                               pltpu.VMEM((8,), F32)])(x)
+    np.testing.assert_allclose(out, 2 * (x + 1), rtol=1e-6)
+    assert seen == [(list, 2)]

@@ -204,11 +204,11 @@ def _spread(tree, leaves):
 
 def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
     """The kernel's Jaxpr: grid indices, then the references of the scalar-prefetch arrays,
-    inputs, outputs (``trees``: the three trees) and scratch buffers."""
+    inputs, outputs and scratch buffers (``trees``: their four trees)."""
     ref_avals = [AbstractRef(ShapedArray(bm.ref_shape, bm.array_aval.dtype),
                              memory_space=bm.memory_space)
                  for bm in mappings] + [s for s in scratch]
-    pre_tree, in_tree, out_tree = trees
+    pre_tree, in_tree, out_tree, scratch_tree = trees
     n_pre = pre_tree.num_leaves
     n_in = n_pre + in_tree.num_leaves
     n_out = out_tree.num_leaves
@@ -219,7 +219,7 @@ def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
             pre = _spread(pre_tree, refs[:n_pre]) if n_pre else []
             args = tree_util.tree_unflatten(in_tree, refs[n_pre:n_in])
             returned = kernel(*pre, *args, *_spread(out_tree, refs[n_in:n_in + n_out]),
-                              *refs[n_in + n_out:])
+                              *_spread(scratch_tree, refs[n_in + n_out:]))
         if returned is not None:
             raise ValueError(f"The kernel function in the pallas_call {_src_info(kernel)} "
                              "should return None. It returns a PyTree: "
@@ -264,7 +264,9 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
     out_origins = [f"outputs{tree_util.keystr(p)}" for p, _ in out_paths]
     out_leaves = [x for _, x in out_paths]
     out_avals = [ShapedArray(tuple(s.shape), dtypes.dtype(s.dtype)) for s in out_leaves]
-    scratch = [_scratch_aval(s) for s in tree_util.tree_leaves(tuple(scratch_shapes))]
+    scratch_leaves, scratch_tree = tree_util.tree_flatten(
+        tuple(scratch_shapes), is_leaf=lambda s: hasattr(s, "get_ref_aval"))
+    scratch = [_scratch_aval(s) for s in scratch_leaves]
     traced = {}
 
     def prepare(pre_tree, in_tree, in_avals, in_origins):
@@ -287,8 +289,9 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
                 a.inner_aval for a in scratch), n_pre, grid_names)
             # a named grid's axes are bound while the kernel is traced (lax.axis_size)
             with extend_axis_env(list(zip(grid_names, grid)) if grid_names else []):
-                body = _trace_kernel(kernel, name, grid, (pre_tree, in_tree, out_tree),
-                                     mappings, scratch)
+                body = _trace_kernel(kernel, name, grid,
+                                     (pre_tree, in_tree, out_tree, scratch_tree), mappings,
+                                     scratch)
             hit = traced[key] = (body, gm, aliases)
         return hit
 
