@@ -294,3 +294,13 @@ def test_nested_scratch_shapes_reach_the_kernel_as_their_tree():
                                pltpu.VMEM((8,), F32)])(x)
     np.testing.assert_allclose(out, 2 * (x + 1), rtol=1e-6)
     assert seen == [(list, 2)]
+
+
+def test_index_maps_may_ask_the_grid():
+    def index_map(i):
+        return (pl.num_programs(0) - 1 - i,)
+    spec = pl.BlockSpec((4,), index_map)
+    x = _rand(8)
+    out = call(_copy, out_shape=_sds((8,)), grid=(2,), in_specs=[spec],
+               out_specs=pl.BlockSpec((4,), lambda i: (i,)))(x)
+    np.testing.assert_array_equal(out, np.concatenate([x[4:], x[:4]]))

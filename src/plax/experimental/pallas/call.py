@@ -92,7 +92,8 @@ def _trace_index_map(index_map, grid, ndim: int, block_shape, origin: str,
 
     def flat(*xs):
         indices, refs = xs[:len(grid)], xs[len(grid):]
-        out = index_map(*indices, *_spread(pre_tree, list(refs)) if pre_avals else ())
+        with kernel_grid(grid, indices):  # (an index map may ask num_programs too)
+            out = index_map(*indices, *_spread(pre_tree, list(refs)) if pre_avals else ())
         out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         if len(out) != ndim:
             raise ValueError(f"Index map function {name} for {origin} must return {ndim} values "
