@@ -160,3 +160,34 @@ def test_vmap_of_batched_scalar_prefetch_loops_over_the_batch():
     np.testing.assert_array_equal(out, want)
     one = plax.vmap(f, in_axes=(0, None))(idx[:1], x)
     np.testing.assert_array_equal(one, want[:1])
+
+
+def _dynamic(x, n, interpret=True):
+    """Blocks of 2 over a grid of ``n`` (traced) programs: x + program_id + 10 * n."""
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + pl.program_id(0) + 10 * pl.num_programs(0)
+    spec = pl.BlockSpec((2,), lambda i: (pl.num_programs(0) - 1 - i,))
+    return pl.pallas_call(kernel, out_shape=plax.ShapeDtypeStruct((8,), F32), grid=(n,),
+                          in_specs=[spec], out_specs=spec, interpret=interpret)(x)
+
+
+def _want_dynamic(x, n):
+    out = np.full(8, np.nan, np.float32)
+    for i in range(n):
+        b = n - 1 - i
+        out[2 * b:2 * b + 2] = x[2 * b:2 * b + 2] + i + 10 * n
+    return out
+
+
+def test_dynamic_grid_sizes_under_jit_jvp_and_vmap():
+    x = _rand(8)
+    f = plax.jit(_dynamic)
+    for n in (2, 4):
+        np.testing.assert_allclose(f(x, n), _want_dynamic(x, n), rtol=1e-6)
+    _, t = plax.jvp(lambda a: f(a, 3), (x,), (np.ones(8, np.float32),))
+    np.testing.assert_array_equal(np.isnan(t), np.isnan(_want_dynamic(x, 3)))
+    sizes = np.array([1, 4], np.int32)
+    out = plax.vmap(f, in_axes=(None, 0))(x, sizes)
+    np.testing.assert_allclose(out, np.stack([_want_dynamic(x, n) for n in sizes]), rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="runs in interpret mode only"):
+        plax.jit(functools.partial(_dynamic, interpret=False))(x, 2)

@@ -85,7 +85,7 @@ def program_id(axis: int):
 
 
 def num_programs(axis: int) -> int:
-    """The size of the grid along ``axis``."""
+    """The size of the grid along ``axis`` (an int32 scalar when known only at run time)."""
     grid, _, axis = _grid_entry(axis, "num_programs")
     return grid[axis]
 
@@ -136,6 +136,10 @@ class GridMapping:
     scratch_avals: tuple
     num_scalar_prefetch: int = 0
     grid_names: tuple | None = None  # a named grid's axis names (lax.axis_size in the kernel)
+    # grid sizes known only at run time (None in ``grid``; interpret mode only): the
+    # equation's leading int32 operands, and the kernel's and index maps' inputs after the
+    # grid indices (what num_programs reads)
+    num_dynamic_grid_bounds: int = 0
 
     def __repr__(self):
         return (f"GridMapping(grid={self.grid}, block_mappings={self.block_mappings}, "
@@ -192,11 +196,13 @@ def _unpad(x, bm: BlockMapping):
 
 
 def _grid_indices(t, grid):
-    """The grid position of flattened step ``t`` (row-major)."""
+    """The grid position of flattened step ``t`` (row-major; sizes are ints or int32
+    scalars)."""
     out = []
     for size in reversed(grid):
-        out.append(arithmetic.rem(t, np.int32(size)))
-        t = arithmetic.div(t, np.int32(size))
+        size = np.int32(size) if isinstance(size, int) else size
+        out.append(arithmetic.rem(t, size))
+        t = arithmetic.div(t, size)
     return out[::-1]
 
 
@@ -211,6 +217,8 @@ def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_)
     """The results of a ``pallas_call`` equation, computed with lax ops (see the docstring)."""
     gm = grid_mapping
     mappings = gm.block_mappings
+    dynamic, args = list(args[:gm.num_dynamic_grid_bounds]), args[gm.num_dynamic_grid_bounds:]
+    sizes = [dynamic.pop(0) if g is None else g for g in gm.grid]
     aliases = dict(input_output_aliases)
     by_output = {o: i for i, o in aliases.items()}
     outs = [args[by_output[k]] if k in by_output else _full(bm.array_aval.shape,
@@ -218,23 +226,31 @@ def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_)
             for k, bm in enumerate(mappings[gm.num_inputs:])]
     arrays = [_pad_to_blocks(x, bm) for x, bm in zip(list(args) + outs, mappings)]
     scratch = [_full(a.shape, a.dtype) for a in gm.scratch_avals]
-    plain = discharged_body(jaxpr, len(gm.grid))
-    steps = math.prod(gm.grid)
+    bounds = [s for g, s in zip(gm.grid, sizes) if g is None]
+    plain = discharged_body(jaxpr, len(gm.grid) + len(bounds))
+    if bounds:
+        steps = np.int32(math.prod(g for g in gm.grid if g is not None))
+        for b in bounds:
+            steps = arithmetic.mul(steps, b)
+    else:
+        steps = math.prod(gm.grid)
 
     def step(t, carry):
         arrays, scratch = carry
-        indices = _grid_indices(t, gm.grid)
+        indices = _grid_indices(t, sizes)
         prefetch = arrays[:gm.num_scalar_prefetch]
-        offsets = [_offsets(bm, indices, prefetch) for bm in mappings]
+        offsets = [_offsets(bm, [*indices, *bounds], prefetch) for bm in mappings]
         blocks = [shapes.reshape(slicing.dynamic_slice(x, off, bm.sizes), bm.ref_shape)
                   for x, off, bm in zip(arrays, offsets, mappings)]
-        finals = eval_jaxpr(plain.jaxpr, plain.consts, *indices, *blocks, *scratch)
+        finals = eval_jaxpr(plain.jaxpr, plain.consts, *indices, *bounds, *blocks, *scratch)
         n = len(mappings)
         arrays = [slicing.dynamic_update_slice(x, shapes.reshape(b, bm.sizes), off)
                   for x, b, off, bm in zip(arrays, finals[:n], offsets, mappings)]
         return arrays, list(finals[n:])
 
-    if steps == 1:
+    if bounds:
+        arrays, scratch = fori_loop(np.int32(0), steps, step, (arrays, scratch))
+    elif steps == 1:
         arrays, scratch = step(np.int32(0), (arrays, scratch))
     elif steps > 1:
         arrays, scratch = fori_loop(np.int32(0), np.int32(steps), step, (arrays, scratch))

@@ -50,7 +50,10 @@ def _jvp(primals, tangents, *, jaxpr, grid_mapping, input_output_aliases, **para
     gm = grid_mapping
     if input_output_aliases:
         raise NotImplementedError("JVP with aliasing not supported.")
-    n_grid, n_in, n_out = len(gm.grid), gm.num_inputs, gm.num_outputs
+    # (the grid's run-time sizes lead the operands, and follow the indices in the kernel)
+    n_dyn = gm.num_dynamic_grid_bounds
+    bounds, primals, tangents = primals[:n_dyn], primals[n_dyn:], tangents[n_dyn:]
+    n_grid, n_in, n_out = len(gm.grid) + n_dyn, gm.num_inputs, gm.num_outputs
     in_bms, out_bms = gm.block_mappings[:n_in], gm.block_mappings[n_in:]
     in_nz = [type(t) is not Zero and _differentiable(bm.array_aval)
              for t, bm in zip(tangents, in_bms)]
@@ -83,7 +86,7 @@ def _jvp(primals, tangents, *, jaxpr, grid_mapping, input_output_aliases, **para
                        *(a for a, nz in zip(gm.scratch_avals, scratch_nz) if nz)))
     tan_args = [t for t, nz in zip(tangents, in_nz) if nz]
     outs = pallas_call_p.bind(
-        *primals, *tan_args, jaxpr=body, grid_mapping=joint_gm, input_output_aliases=(),
+        *bounds, *primals, *tan_args, jaxpr=body, grid_mapping=joint_gm, input_output_aliases=(),
         **dict(params, cost_estimate=_doubled_cost(params.get("cost_estimate"))))
     out_primals, out_tans = outs[:n_out], iter(outs[n_out:])
     out_tangents = [next(out_tans) if nz else Zero(bm.array_aval.to_tangent_aval())
@@ -151,9 +154,9 @@ def _squeeze(x, dim):
 
 
 def _batch_as_loop(size, vals, dims, params):
-    """The batch as a loop of pallas_calls (batched scalar-prefetch operands select blocks,
-    so they cannot become a grid axis): each member's operands sliced out, its results
-    written into the batched outputs."""
+    """The batch as a loop of pallas_calls (batched grid sizes or scalar-prefetch operands,
+    which shape the grid or select blocks, cannot become a grid axis): each member's
+    operands sliced out, its results written into the batched outputs."""
     gm = params["grid_mapping"]
     outs0 = [zeros_like_aval(bm.array_aval.update(shape=(size, *bm.array_aval.shape)))
              for bm in gm.block_mappings[gm.num_inputs:]]
@@ -183,12 +186,13 @@ def _batch(axis, vals, dims, *, jaxpr, grid_mapping, input_output_aliases, **par
     if size == 1:
         outs = pallas_call_p.bind(*map(_squeeze, vals, dims), grid_mapping=gm, **params)
         return [shapes.expand_dims(o, (0,)) for o in outs], [0] * len(outs)
-    if any(d is not not_mapped for d in dims[:n_pre]):
+    n_dyn = gm.num_dynamic_grid_bounds  # (the grid's run-time sizes lead the operands)
+    if any(d is not not_mapped for d in dims[:n_dyn + n_pre]):
         return _batch_as_loop(size, vals, dims, dict(params, grid_mapping=gm))
     for i, _ in input_output_aliases:  # an aliased output is batched at 0: so is its input
-        vals[i] = move_batch_dim(vals[i], dims[i], 0, size)
-        dims[i] = 0
-    all_dims = dims + [0] * gm.num_outputs
+        vals[n_dyn + i] = move_batch_dim(vals[n_dyn + i], dims[n_dyn + i], 0, size)
+        dims[n_dyn + i] = 0
+    all_dims = dims[n_dyn:] + [0] * gm.num_outputs
     mappings = tuple(_batched_mapping(bm, d, size)
                      for bm, d in zip(gm.block_mappings, all_dims))
     names = None if gm.grid_names is None else (None, *gm.grid_names)

@@ -12,6 +12,7 @@ from plax.core.avals import ShapedArray
 from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.refs import AbstractRef
 from plax.core.staging import trace_to_jaxpr
+from plax.first_order import conversion
 from plax.core.trace import Tracer, extend_axis_env, get_aval
 from plax.experimental.pallas.core import (Blocked, BlockSpec, BoundedSlice, Element, GridSpec,
                                            Indirect, Squeezed, no_block_spec)
@@ -45,18 +46,29 @@ def _src_info(f) -> str:
 
 
 def _normalize_grid(grid) -> tuple:
-    """The grid's sizes, and its axis names (None without names): a named grid is a
-    sequence of (name, size) pairs."""
-    grid = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
+    """The grid's sizes (None for a size known only at run time: a traced integer), its axis
+    names (None without names: a named grid is a sequence of (name, size) pairs) and the
+    traced sizes."""
+    grid = (grid,) if isinstance(grid, (int, np.integer)) or isinstance(grid, Tracer) \
+        else tuple(grid)
     names = None
     if grid and all(isinstance(g, tuple) and len(g) == 2 for g in grid):
         names = tuple(n for n, _ in grid)
         grid = tuple(g for _, g in grid)
+    sizes, dynamic = [], []
     for g in grid:
-        if isinstance(g, Tracer) or not isinstance(g, (int, np.integer)):
-            raise NotImplementedError(f"pallas_call: grid sizes must be static ints (got "
-                                      f"{grid}); dynamic grids are not built in plax yet.")
-    return tuple(int(g) for g in grid), names
+        if isinstance(g, Tracer):
+            if g.aval.shape != () or not dtypes.issubdtype(g.aval.dtype, np.integer):
+                raise ValueError(f"pallas_call: a grid size must be an integer scalar, got "
+                                 f"{g.aval.str_short()}.")
+            sizes.append(None)
+            dynamic.append(g)
+        elif isinstance(g, (int, np.integer)) or (np.ndim(g) == 0 and hasattr(g, "dtype")
+                                                  and dtypes.issubdtype(g.dtype, np.integer)):
+            sizes.append(int(g))
+        else:
+            raise TypeError(f"pallas_call: grid sizes must be ints, got {grid}.")
+    return tuple(sizes), names, dynamic
 
 
 def _block_dim(b, what: str):
@@ -84,15 +96,18 @@ def _element_padding(block_shape) -> tuple:
 
 def _trace_index_map(index_map, grid, ndim: int, block_shape, origin: str,
                      prefetch) -> ClosedJaxpr:
-    """The index map as a ClosedJaxpr from the grid indices and the scalar-prefetch values
-    (``prefetch``: their tree and reference types; the map reads them as references) to the
-    block indices."""
+    """The index map as a ClosedJaxpr from the grid indices, the grid's run-time sizes (when
+    it has some) and the scalar-prefetch values (``prefetch``: their tree and reference types;
+    the map reads them as references) to the block indices."""
     name = _src_info(index_map)
     pre_tree, pre_avals = prefetch
+    n_dyn = sum(g is None for g in grid)
+    n_lead = len(grid) + n_dyn
 
     def flat(*xs):
-        indices, refs = xs[:len(grid)], xs[len(grid):]
-        with kernel_grid(grid, indices):  # (an index map may ask num_programs too)
+        indices, sizes, refs = xs[:len(grid)], iter(xs[len(grid):n_lead]), xs[n_lead:]
+        # (an index map may ask num_programs too)
+        with kernel_grid([next(sizes) if g is None else g for g in grid], indices):
             out = index_map(*indices, *_spread(pre_tree, list(refs)) if pre_avals else ())
         out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         if len(out) != ndim:
@@ -100,7 +115,7 @@ def _trace_index_map(index_map, grid, ndim: int, block_shape, origin: str,
                              f"to match block_shape={block_shape}. Currently returning "
                              f"{len(out)} values.")
         return list(out)
-    jaxpr, consts = trace_to_jaxpr(flat, [_INDEX] * len(grid) + list(pre_avals),
+    jaxpr, consts = trace_to_jaxpr(flat, [_INDEX] * n_lead + list(pre_avals),
                                    description=f"index map {name}")
     if consts:
         shown = ", ".join(get_aval(c).str_short() for c in consts)
@@ -115,10 +130,10 @@ def _trace_index_map(index_map, grid, ndim: int, block_shape, origin: str,
         return ClosedJaxpr(jaxpr, consts)
     # the references read as values: a plain function of the indices and prefetch values
     plain = discharge_state(ClosedJaxpr(jaxpr, consts),
-                            should_discharge=[False] * len(grid) + [True] * len(pre_avals))
+                            should_discharge=[False] * n_lead + [True] * len(pre_avals))
     jaxpr, consts = trace_to_jaxpr(
         lambda *xs: eval_jaxpr(plain.jaxpr, plain.consts, *xs)[:ndim],
-        [_INDEX] * len(grid) + [a.inner_aval for a in pre_avals],
+        [_INDEX] * n_lead + [a.inner_aval for a in pre_avals],
         description=f"index map {name}")
     return ClosedJaxpr(jaxpr, consts)
 
@@ -214,9 +229,12 @@ def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
     n_in = n_pre + in_tree.num_leaves
     n_out = out_tree.num_leaves
 
+    n_dyn = sum(g is None for g in grid)
+
     def body(*xs):
-        indices, refs = xs[:len(grid)], list(xs[len(grid):])
-        with kernel_grid(grid, indices):
+        indices, sizes = xs[:len(grid)], iter(xs[len(grid):len(grid) + n_dyn])
+        refs = list(xs[len(grid) + n_dyn:])
+        with kernel_grid([next(sizes) if g is None else g for g in grid], indices):
             pre = _spread(pre_tree, refs[:n_pre]) if n_pre else []
             args = tree_util.tree_unflatten(in_tree, refs[n_pre:n_in])
             returned = kernel(*pre, *args, *_spread(out_tree, refs[n_in:n_in + n_out]),
@@ -226,7 +244,7 @@ def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
                              "should return None. It returns a PyTree: "
                              f"{tree_util.tree_structure(returned)}")
         return []
-    jaxpr, consts = trace_to_jaxpr(body, [_INDEX] * len(grid) + ref_avals,
+    jaxpr, consts = trace_to_jaxpr(body, [_INDEX] * (len(grid) + n_dyn) + ref_avals,
                                    description=f"pallas_call kernel {name}")
     if consts:
         shown = ", ".join(get_aval(c).str_short() for c in consts)
@@ -257,7 +275,12 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
         in_specs = tuple(in_specs)
     elif in_specs is not no_block_spec and not isinstance(in_specs, tuple):
         raise ValueError(f"`in_specs` must be a tuple or a list. Found: {in_specs}")
-    grid, grid_names = _normalize_grid(grid)
+    grid, grid_names, dynamic_sizes = _normalize_grid(grid)
+    if dynamic_sizes and not interpret:
+        raise NotImplementedError(
+            f"pallas_call {_fun_name(kernel)}: a grid whose sizes are known only at run time "
+            f"(grid={grid}) runs in interpret mode only in plax (pallas_call(..., "
+            "interpret=True)).")
     name = name or _fun_name(kernel)
     if isinstance(out_shape, list):
         out_shape = tuple(out_shape)
@@ -287,9 +310,10 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
                    for s, a, o in zip(outs, out_avals, out_origins)])
             aliases = checked_aliases(input_output_aliases, in_avals, out_avals, indexed=True)
             gm = GridMapping(grid, mappings, len(in_avals), len(out_avals), tuple(
-                a.inner_aval for a in scratch), n_pre, grid_names)
+                a.inner_aval for a in scratch), n_pre, grid_names, len(dynamic_sizes))
             # a named grid's axes are bound while the kernel is traced (lax.axis_size)
-            with extend_axis_env(list(zip(grid_names, grid)) if grid_names else []):
+            named = [(n, g) for n, g in zip(grid_names or (), grid) if g is not None]
+            with extend_axis_env(named):
                 body = _trace_kernel(kernel, name, grid,
                                      (pre_tree, in_tree, out_tree, scratch_tree), mappings,
                                      scratch)
@@ -309,8 +333,9 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
         body, gm, aliases = prepare(pre_tree, in_tree, in_avals, origins)
         leaves = [x if isinstance(x, Tracer) or hasattr(x, "dtype") and x.dtype == a.dtype
                   else np.asarray(x, a.dtype) for x, a in zip(leaves, in_avals)]
+        dyn = [conversion.convert_element_type(g, np.int32) for g in dynamic_sizes]
         outs = pallas_call_p.bind(
-            *leaves, jaxpr=body, grid_mapping=gm, input_output_aliases=aliases,
+            *dyn, *leaves, jaxpr=body, grid_mapping=gm, input_output_aliases=aliases,
             interpret=forced_interpret_params() or interpret, debug=debug, name=name,
             compiler_params=compiler_params, cost_estimate=cost_estimate)
         return tree_util.tree_unflatten(out_tree, outs)
