@@ -111,3 +111,12 @@ def test_bad_requests_raise():
     with pytest.raises(ValueError, match="already registered"):
         from plax._src.random import prng
         prng.register_prng(threefry.plthreefry_prng_impl)
+
+
+def test_the_kernels_lower_for_tpu(monkeypatch):
+    monkeypatch.setattr(plax, "default_backend", lambda: "tpu")  # (compiled, not interpreted)
+    key = jnp.zeros((2,), jnp.uint32)
+    for fn in (lambda k: threefry.plthreefry_random_bits(k, 32, (300, 20)),
+               lambda k: philox.philox_4x32_count(k, (2, 8, 256), fuse_output=False)):
+        text = plax.jit(fn).trace(key).lower(lowering_platforms=("tpu",)).as_text()
+        assert text.count("tpu_custom_call") == 1
