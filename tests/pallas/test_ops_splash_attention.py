@@ -176,3 +176,52 @@ def test_the_kernels_lower_for_tpu(monkeypatch, segments):
     loss = plax.grad(lambda q: kernel(q, q, q, seg).astype(jnp.float32).sum())
     text = plax.jit(loss).trace(q).lower(lowering_platforms=("tpu",)).as_text()
     assert text.count("tpu_custom_call") == 3  # forward, dq and dk/dv kernels
+
+
+def test_dynamic_mask_info_classifies_as_the_static_one():
+    mask = _mask("mixed", 3)
+    dense = jnp.asarray(np.asarray(mask[:, :, :]))
+    for static_fn, dynamic_fn in ((mi.process_mask, mi.process_dynamic_mask),
+                                  (mi.process_mask_dkv, mi.process_dynamic_mask_dkv)):
+        static, _ = static_fn(mask, (16, 32), q_seq_shards=2)
+        dynamic, fn = dynamic_fn(dense, (16, 32), q_seq_shards=2)
+        assert fn is None and dynamic.is_dynamic_mask and dynamic.partial_mask_blocks.shape == (
+            3, 4, 2, 16, 32)
+        np.testing.assert_array_equal(np.asarray(dynamic.block_mask), static.block_mask)
+        np.testing.assert_array_equal(np.asarray(dynamic.data_next), static.data_next)
+    with pytest.raises(ValueError, match="Expected a bool mask"):
+        mi.process_dynamic_mask(dense.astype(jnp.int32), (16, 32))
+
+
+def test_dynamic_mask_kernel_matches_the_reference():
+    mask = _mask("random", 2)
+    kernel = sa.make_splash_mha_single_device(jnp.asarray(np.asarray(mask[:, :, :])),
+                                              block_sizes=SIZES)
+    reference = sa.make_masked_mha_reference(mask)
+    q, k, v = _inputs(2, 2)
+    np.testing.assert_allclose(np.asarray(kernel(q, k, v)), np.asarray(reference(q, k, v)),
+                               rtol=1e-5, atol=1e-5)
+    got = plax.grad(lambda k: jnp.sum(kernel(q, k, v) ** 2))(k)
+    want = plax.grad(lambda k: jnp.sum(reference(q, k, v) ** 2))(k)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.needs_devices(4)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_kernel_under_shard_map_over_heads_and_q(dynamic):
+    P = plax.sharding.PartitionSpec
+    mesh = plax.make_mesh((2, 2), ("h", "q"), devices=plax.devices()[:4],
+                          axis_types=(plax.sharding.AxisType.Auto,) * 2)
+    mask = _mask("mixed", 4)
+    given = jnp.asarray(np.asarray(mask[:, :, :])) if dynamic else mask
+    kernel = sa.make_splash_mha(given, block_sizes=SIZES, head_shards=2, q_seq_shards=2)
+    spec = kernel.manual_sharding_spec(plax.sharding.NamedSharding(mesh, P("h", "q")))
+    sharded = plax.shard_map(lambda kern, q, k, v: kern(q, k, v), mesh=mesh,
+                             in_specs=(spec, P("h", "q"), P("h"), P("h")),
+                             out_specs=P("h", "q"), check_vma=False)
+    q, k, v = _inputs(4, 4)
+    want = sa.make_masked_mha_reference(mask)(q, k, v)
+    np.testing.assert_allclose(np.asarray(sharded(kernel, q, k, v)), np.asarray(want),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="Sharding the kv sequence dimension is not supported"):
+        kernel.manual_sharding_spec(plax.sharding.NamedSharding(mesh, P(None, None, "q")))

@@ -2,8 +2,10 @@
 ``splash_attention.splash_attention_kernel``.
 
 ``make_splash_mha(mask, head_shards=, q_seq_shards=, block_sizes=, ...)`` (and ``_mqa``,
-``_single_device``) turn a static mask ([heads, q_seq_len, kv_seq_len]: a ``MultiHeadMask`` or
-a numpy array) into a ``SplashAttentionKernel``: called on one example's ``q`` [heads,
+``_single_device``) turn a mask ([heads, q_seq_len, kv_seq_len]: a ``MultiHeadMask`` or a numpy
+array, or a bool jax array, a dynamic mask) into a ``SplashAttentionKernel``, a pytree of its
+mask infos (``manual_sharding_spec`` gives its specs for a ``shard_map`` splitting heads and
+q): called on one example's ``q`` [heads,
 q_seq_len, head_dim], ``k``/``v`` [kv_heads, kv_seq_len, head_dim] (MHA, kv_heads dividing
 heads) or [kv_seq_len, head_dim] (MQA), optional ``SegmentIds`` and attention ``sinks``
 [heads], it returns ``softmax(q @ k^T, masked) @ v`` (no scaling: scale q first).
@@ -364,7 +366,8 @@ def _operands(config: _Config, locate, q, k, v, info, segment_ids, bq: int, bkv:
     specs = [pl.BlockSpec((None, bq, d), lambda *a: (loc(*a)[0], loc(*a)[1], 0)),
              _kv_spec(config, bkv, d, kv_index), _kv_spec(config, bkv, d, kv_index)]
     if config.has_partial:
-        operands.append(jnp.asarray(info.partial_mask_blocks).astype(jnp.int32))
+        partial = jnp.asarray(info.partial_mask_blocks)
+        operands.append(partial.reshape((-1, *partial.shape[-2:])).astype(jnp.int32))
         specs.append(pl.BlockSpec((None, bq, bkv), lambda *a: (loc(*a)[3], 0, 0)))
     if config.segmented:
         q_len, kv_len = q.shape[1], k.shape[-2]
@@ -649,13 +652,49 @@ class SplashAttentionKernel:
         return run(_arrays(info), _arrays(self.dq_mask_info), _arrays(self.dkv_mask_info), q,
                    k, v, segment_ids, sinks)
 
+    def manual_sharding_spec(self, sharding):
+        """The kernel's partition specs for a ``shard_map`` whose q operands are split by
+        ``sharding`` (a NamedSharding of spec (heads axis, q sequence axis)): its mask infos
+        split alike (a static mask's partial blocks replicated)."""
+        info = self.fwd_mask_info
+        shape = info.block_mask.shape
+        try:
+            shard_shape = sharding.shard_shape(shape)
+        except ValueError as exc:
+            raise ValueError("The sharding must divide the mask blocks evenly between "
+                             "devices") from exc
+        if shard_shape[-1] != shape[-1]:
+            raise ValueError("Sharding the kv sequence dimension is not supported")
+        spec = sharding.spec
+        if len(spec) != 2:
+            raise ValueError(f"The sharding's spec must name (heads, q sequence) axes, got "
+                             f"{spec}.")
+        spec = plax.sharding.PartitionSpec(*spec)
+
+        def specs(one):
+            if one is None:
+                return None
+            return mask_info_lib.MaskInfo(
+                data_next=spec, mask_next=None if one.mask_next is None else spec,
+                block_mask=spec,
+                partial_mask_blocks=None if one.partial_mask_blocks is None else (
+                    spec if one.is_dynamic_mask else plax.sharding.PartitionSpec()),
+                q_sequence=None, is_dynamic_mask=one.is_dynamic_mask)
+        return SplashAttentionKernel(specs(info), specs(self.dq_mask_info),
+                                     specs(self.dkv_mask_info), **self.kwargs)
+
     def tree_flatten(self):
-        return (self.fwd_mask_info, self.dq_mask_info, self.dkv_mask_info), self.kwargs
+        infos = (self.fwd_mask_info, self.dq_mask_info, self.dkv_mask_info)
+        children = tuple(None if i is None else tuple(i[:5]) for i in infos)
+        flags = tuple(None if i is None else i.is_dynamic_mask for i in infos)
+        return children, (tuple(sorted(self.kwargs.items())), flags)
 
     @classmethod
-    def tree_unflatten(cls, kwargs, values):
-        fwd, dq, dkv = (None if v is None else mask_info_lib.MaskInfo(*v) for v in values)
-        return cls(fwd, dq, dkv, **kwargs)
+    def tree_unflatten(cls, aux, values):
+        kwargs, flags = aux
+        infos = (None if v is None else mask_info_lib.MaskInfo(*v, is_dynamic_mask=f)
+                 for v, f in zip(values, flags))
+        return cls(*infos, **dict(kwargs))
 
 
 @functools.lru_cache(maxsize=64)
@@ -684,25 +723,24 @@ def _make_splash_attention(mask, *, block_sizes: BlockSizes | None = None, is_mq
                            interpret: bool = False) -> SplashAttentionKernel:
     if len(mask.shape) != 3:
         raise ValueError(f"Unexpected mask shape: {mask.shape}")
-    if not isinstance(mask, (np.ndarray, mask_lib.MultiHeadMask)):
-        raise NotImplementedError(
-            f"plax's splash attention takes static masks (a MultiHeadMask or a numpy array); "
-            f"got {type(mask).__name__}. Dynamic (traced) masks are not supported yet.")
     if isinstance(mask, np.ndarray):
         mask = mask_lib.MultiHeadMask([mask_lib.NumpyMask(m) for m in mask])
     if block_sizes is None:
         block_sizes = BlockSizes.get_default()
     shards = dict(downcast_smem_data=downcast_smem_data, head_shards=head_shards,
                   q_seq_shards=q_seq_shards)
-    fwd_info, _ = mask_info_lib.process_mask(
-        mask, (block_sizes.block_q, block_sizes.block_kv), **shards)
+    dynamic = not isinstance(mask, mask_lib.Mask)  # a (possibly traced) array
+    process = mask_info_lib.process_dynamic_mask if dynamic else mask_info_lib.process_mask
+    process_dkv = (mask_info_lib.process_dynamic_mask_dkv if dynamic
+                   else mask_info_lib.process_mask_dkv)
+    fwd_info, _ = process(mask, (block_sizes.block_q, block_sizes.block_kv), **shards)
     dq_info = dkv_info = None
     if block_sizes.has_backward_blocks:
         dq_blocks = ((block_sizes.block_q_dkv, block_sizes.block_kv_dkv)
                      if block_sizes.use_fused_bwd_kernel
                      else (block_sizes.block_q_dq, block_sizes.block_kv_dq))
-        dq_info, _ = mask_info_lib.process_mask(mask, dq_blocks, **shards)
-        dkv_info, _ = mask_info_lib.process_mask_dkv(
+        dq_info, _ = process(mask, dq_blocks, **shards)
+        dkv_info, _ = process_dkv(
             mask, (block_sizes.block_q_dkv, block_sizes.block_kv_dkv), **shards)
     del residual_checkpoint_name  # (plax's residuals carry no checkpoint name)
     return SplashAttentionKernel(
