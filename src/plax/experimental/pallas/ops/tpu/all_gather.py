@@ -17,7 +17,6 @@ import functools
 from collections.abc import Sequence
 
 import plax
-import plax.numpy as jnp
 from plax import lax
 from plax.experimental import pallas as pl
 from plax.experimental.pallas import tpu as pltpu

@@ -42,8 +42,8 @@ from plax.experimental.pallas.ops.tpu.splash_attention import (
 __all__ = ["BlockSizes", "DEFAULT_MASK_VALUE", "NN_DIM_NUMBERS", "NT_DIM_NUMBERS",
            "NUM_LANES", "NUM_SUBLANES", "QKVLayout", "SegmentIds", "SplashAttentionKernel",
            "MaskFunctionType", "SplashCustomReturnType", "SplashResidualsType",
-           "attention_reference", "attention_reference_custom", "from_head_minor", "get_kernel_name",
-           "make_attention_reference", "make_masked_mha_reference",
+           "attention_reference", "attention_reference_custom", "from_head_minor",
+           "get_kernel_name", "make_attention_reference", "make_masked_mha_reference",
            "make_masked_mqa_reference", "make_splash_mha", "make_splash_mha_single_device",
            "make_splash_mqa", "make_splash_mqa_single_device"]
 
