@@ -304,3 +304,48 @@ def test_index_maps_may_ask_the_grid():
     out = call(_copy, out_shape=_sds((8,)), grid=(2,), in_specs=[spec],
                out_specs=pl.BlockSpec((4,), lambda i: (i,)))(x)
     np.testing.assert_array_equal(out, np.concatenate([x[4:], x[:4]]))
+
+
+def _copy_halves(x_ref, o_ref, send_sems, recv_sems):
+    """Two local DMAs, one on a semaphore of each nested scratch tuple."""
+    first = pltpu.make_async_copy(x_ref.at[0:4], o_ref.at[0:4], send_sems[0])
+    second = pltpu.make_async_copy(x_ref.at[4:8], o_ref.at[4:8], recv_sems[1])
+    first.start()
+    second.start()
+    first.wait()
+    second.wait()
+
+
+@pytest.mark.parametrize("with_grid_spec", [False, True])
+def test_nested_semaphore_scratch_reaches_the_kernel_as_two_tuples(with_grid_spec):
+    seen = []
+
+    def kernel(x_ref, o_ref, send_sems, recv_sems):
+        seen.append((type(send_sems), len(send_sems), type(recv_sems), len(recv_sems)))
+        _copy_halves(x_ref, o_ref, send_sems, recv_sems)
+    sem = pltpu.SemaphoreType.DMA
+    scratch = ((sem, sem), (sem, sem))
+    any_space = pl.BlockSpec(memory_space=pl.ANY)
+    if with_grid_spec:
+        grid_spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=0, in_specs=[any_space],
+                                                 out_specs=any_space, scratch_shapes=scratch)
+        f = call(kernel, out_shape=_sds((8, 128)), grid_spec=grid_spec)
+    else:
+        f = call(kernel, out_shape=_sds((8, 128)), in_specs=[any_space], out_specs=any_space,
+                 scratch_shapes=scratch)
+    x = _rand((8, 128))
+    np.testing.assert_array_equal(np.asarray(f(x)), x)
+    assert seen == [(tuple, 2, tuple, 2)]
+
+
+def test_scratch_shapes_as_a_dict_reach_the_kernel_by_keyword():
+    def kernel(x_ref, o_ref, *, buf, sems):
+        buf[...] = x_ref[...] * 2
+        copy = pltpu.make_async_copy(buf, o_ref, sems[1])
+        copy.start()
+        copy.wait()
+    sem = pltpu.SemaphoreType.DMA
+    x = _rand((8, 128))
+    out = call(kernel, out_shape=_sds((8, 128)),
+               scratch_shapes={"buf": pltpu.VMEM((8, 128), F32), "sems": (sem, sem)})(x)
+    np.testing.assert_allclose(np.asarray(out), 2 * x, rtol=1e-6)

@@ -114,6 +114,49 @@ def test_custom_vjp_around_forward_and_backward_kernels(jit):
     np.testing.assert_allclose(g, 2 * x * np.arange(8.0), rtol=1e-5)
 
 
+def _kernel_multiply():
+    """x * y by an elementwise kernel, differentiated by custom_vjp (backward: kernels too)."""
+    def kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] * y_ref[...]
+
+    def mul(x, y):
+        return call(kernel, out_shape=plax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+
+    @plax.custom_vjp
+    def multiply(x, y):
+        return mul(x, y)
+    multiply.defvjp(lambda x, y: (mul(x, y), (x, y)), lambda r, g: (mul(g, r[1]), mul(g, r[0])))
+    return multiply
+
+
+@pytest.mark.needs_devices(2)
+@pytest.mark.parametrize("y_spec", ["split", "replicated"])
+def test_kernel_results_vary_as_their_operands_under_checked_shard_map(y_spec):
+    """Under shard_map(check_vma=True) a kernel's result varies over the axes of its
+    operands, so a custom_vjp's cotangents are not psum'd as if it were replicated."""
+    from plax.sharding import AxisType, PartitionSpec as P
+    mesh = plax.make_mesh((2,), ("i",), axis_types=(AxisType.Auto,))
+    multiply, x = _kernel_multiply(), _rand(8)
+    y = _rand(8 if y_spec == "split" else 4, seed=1)
+    types = []
+
+    def body(a, b):
+        out = multiply(a, b)
+        types.append(str(plax.typeof(out)))
+        return out
+    f = plax.shard_map(body, mesh=mesh, in_specs=(P("i"), P("i") if y_spec == "split" else P()),
+                       out_specs=P("i"), check_vma=True)
+    model = (lambda a, b: a * b) if y_spec == "split" else (
+        lambda a, b: (a.reshape(2, 4) * b).reshape(8))
+    loss = lambda m: lambda a, b: jnp.sin(m(a, b)).sum()  # noqa: E731
+    expect = plax.grad(loss(model), argnums=(0, 1))(x, y)
+    for got in (plax.grad(loss(f), argnums=(0, 1))(x, y),
+                plax.jit(plax.grad(loss(f), argnums=(0, 1)))(x, y)):
+        for g, e in zip(got, expect):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-5, atol=1e-6)
+    assert types and all(t == "float32[4]{V:i}" for t in types)
+
+
 def _grid_of(f, *args):
     (eqn,) = _pallas_eqns(plax.make_jaxpr(f)(*args))
     return eqn.params["grid_mapping"]

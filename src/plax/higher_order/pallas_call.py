@@ -33,12 +33,12 @@ import math
 
 import numpy as np
 
-from plax.core import dtypes
+from plax.core import dtypes, replication
 from plax.core.effects import no_effects
 from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, nested_effect_rules,
-                             param_printers, register_lowering)
+                             param_printers, register_lowering, replication_rules)
 from plax.first_order import arithmetic, conversion, shapes, slicing
 from plax.higher_order.loops import fori_loop
 from plax.higher_order.run_state import discharged_body
@@ -287,7 +287,18 @@ def _print(params):
     return shown
 
 
+def _replication(ins, *, grid_mapping, **_):
+    """Inside shard_map(check_vma=True): every result varies over each manual axis any
+    operand varies over. (The kernel is traced on plain blocks, so its body says nothing;
+    typing the results invariant would have a custom_vjp's cotangents psum'd wrongly.
+    JAX takes the axes from the out_shape's ``manual_axis_type``, which plax's
+    ShapeDtypeStruct does not carry: the operands' union is the one safe answer.)"""
+    gm = grid_mapping
+    return [replication.union(ins)] * (len(gm.block_mappings) - gm.num_inputs)
+
+
 abstract_eval_rules[pallas_call_p] = _abstract
+replication_rules[pallas_call_p] = _replication
 register_lowering(pallas_call_p, _lowering)
 param_printers[pallas_call_p] = _print
 # (the kernel's effects are on its own block references, never on the equation's operands)

@@ -237,8 +237,11 @@ def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
         with kernel_grid([next(sizes) if g is None else g for g in grid], indices):
             pre = _spread(pre_tree, refs[:n_pre]) if n_pre else []
             args = tree_util.tree_unflatten(in_tree, refs[n_pre:n_in])
+            scratch = tree_util.tree_unflatten(scratch_tree, refs[n_in + n_out:])
+            named = isinstance(scratch, dict)  # a dict: by keyword
             returned = kernel(*pre, *args, *_spread(out_tree, refs[n_in:n_in + n_out]),
-                              *_spread(scratch_tree, refs[n_in + n_out:]))
+                              *([] if named else _spread(scratch_tree, refs[n_in + n_out:])),
+                              **(scratch if named else {}))
         if returned is not None:
             raise ValueError(f"The kernel function in the pallas_call {_src_info(kernel)} "
                              "should return None. It returns a PyTree: "
@@ -288,8 +291,9 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
     out_origins = [f"outputs{tree_util.keystr(p)}" for p, _ in out_paths]
     out_leaves = [x for _, x in out_paths]
     out_avals = [ShapedArray(tuple(s.shape), dtypes.dtype(s.dtype)) for s in out_leaves]
-    scratch_leaves, scratch_tree = tree_util.tree_flatten(
-        tuple(scratch_shapes), is_leaf=lambda s: hasattr(s, "get_ref_aval"))
+    scratch_leaves, scratch_tree = tree_util.tree_flatten(  # (a dict reaches the kernel
+        scratch_shapes if isinstance(scratch_shapes, dict) else tuple(scratch_shapes),
+        is_leaf=lambda s: hasattr(s, "get_ref_aval"))  # as keyword arguments, as in JAX)
     scratch = [_scratch_aval(s) for s in scratch_leaves]
     traced = {}
 
