@@ -28,7 +28,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_tpu import _jax_python  # noqa: E402  (JAX_PYTHON, else a python3 with jax)
+from bench_tpu import plax_and_jax  # noqa: E402  (plax, then JAX_PYTHON's JAX)
 from harness import PRELUDE  # noqa: E402  (best_of)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -187,15 +187,7 @@ def table(mine: dict, theirs: dict | None) -> list:
 
 def main() -> int:
     sizes = SMOKE if "--smoke" in sys.argv[1:] else SIZES
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(PROGRAM)
-        path = f.name
-    try:
-        mine = run(sys.executable, "plax", path, sizes)
-        jax_python = _jax_python()
-        theirs = run(jax_python, "jax", path, sizes) if jax_python else None
-    finally:
-        os.unlink(path)
+    mine, theirs = plax_and_jax(PROGRAM, sizes, run)
     b, h, t, d = sizes["attention"]
     print(f"\n{sizes['platform']}: matmul {sizes['matmul']}³ bf16, blocks "
           f"{sizes['matmul_blocks']}; causal flash attention fwd bf16 [{b}, {h}, {t}, {d}], "

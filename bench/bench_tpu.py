@@ -232,17 +232,24 @@ def _agree(mine: dict, theirs: dict) -> list:
             if k.endswith("_loss") and abs(mine[k] - theirs[k]) > 0.02 * abs(theirs[k])]
 
 
-def main() -> int:
-    sizes = SMOKE if "--smoke" in sys.argv[1:] else SIZES
+def plax_and_jax(program: str, sizes: dict, measure_one) -> tuple:
+    """``program`` written to a file and measured by ``measure_one(python, lib, path, sizes)``
+    under plax (this Python), then under real JAX (None when no Python with JAX is found)."""
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(PROGRAM)
+        f.write(program)
         path = f.name
     try:
-        mine = measure(sys.executable, "plax", path, sizes)
+        mine = measure_one(sys.executable, "plax", path, sizes)
         jax_python = _jax_python()
-        theirs = measure(jax_python, "jax", path, sizes) if jax_python else None
+        theirs = measure_one(jax_python, "jax", path, sizes) if jax_python else None
     finally:
         os.unlink(path)
+    return mine, theirs
+
+
+def main() -> int:
+    sizes = SMOKE if "--smoke" in sys.argv[1:] else SIZES
+    mine, theirs = plax_and_jax(PROGRAM, sizes, measure)
     g = sizes["gpt"]
     print(f"\nGPT: {g['layers']} layers, d_model {g['d']}, sequence {g['seq']}, batch "
           f"{g['batch']}, vocabulary {g['vocab']}: {mine['gpt_params_m']:.1f}M parameters, "
