@@ -128,6 +128,9 @@ class GridMapping:
     num_outputs: int
     scratch_avals: tuple
     num_scalar_prefetch: int = 0
+    # per output, the memory space its ``out_shape`` asked for (``pltpu.VMEM(shape, dtype)``,
+    # a semaphore type...), or None: the compiled call places the result there
+    out_memory_spaces: tuple = ()
 
     def __repr__(self):
         return (f"GridMapping(grid={self.grid}, block_mappings={self.block_mappings}, "

@@ -29,6 +29,7 @@ from plax.core.trace import get_aval
 from plax.core.tree_core import tree_flatten, tree_unflatten
 from plax.first_order import arithmetic, comparison, conversion
 from plax.first_order.state import TransformedRef, read_view, ref_get, ref_set, update_view
+from plax.higher_order.run_state import run_state
 from plax.pallas import remote, semaphores
 from plax.pallas.semaphores import (DeviceIdType, DMASemaphore, flatten_ref, pp_ref,
                                     ref_view_aval, split_ref)
@@ -187,19 +188,25 @@ def async_remote_copy(src_ref, dst_ref, send_sem, recv_sem, device_id,
 
 
 def sync_copy(src_ref, dst_ref, *, add: bool = False) -> None:
-    """Copy (``add``: accumulate) a pytree of references into another, synchronously. In
-    interpret mode a read of each source and a write of each destination (compiled, JAX
-    runs a DMA on a scoped semaphore)."""
+    """Copy (``add``: accumulate) a pytree of references into another, synchronously: as
+    JAX does, DMAs on a DMA semaphore scoped to the copy (every copy started, then each
+    waited for), so that compiled the data goes straight from source to destination."""
     srcs, tree = tree_flatten(src_ref)
     dsts, dst_tree = tree_flatten(dst_ref)
     if tree != dst_tree:
         raise ValueError(f"sync_copy: the source and destination trees differ: {tree} and "
                          f"{dst_tree}.")
+    if not srcs:
+        return
     for src, dst in zip(srcs, dsts):
         _check_copy(src, dst)
-        base, transforms = split_ref(src)
-        value = _read(False, base, transforms)
-        _write(False, *split_ref(dst), value, accumulate=add)
+
+    def copies(sem):
+        for src, dst in zip(srcs, dsts):
+            make_async_copy(src, dst, sem).start(add=add)
+        for src, dst in zip(srcs, dsts):
+            make_async_copy(src, dst, sem).wait()
+    run_state(copies)(semaphores.as_semaphores(np.zeros((), np.int32), semaphores.DMA_SEMAPHORE))
 
 
 # --- abstract evaluation ------------------------------------------------------------------

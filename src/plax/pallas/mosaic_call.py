@@ -77,9 +77,39 @@ def _flag_text(value) -> str:
     raise ValueError("invalid flag value: " + str(value))
 
 
-def backend_config(body: bytes, params: dict, cost_estimate=None) -> str:
+# XLA's colours of the TPU memories a custom call's operands and results may be placed in,
+# by the ``value`` of pltpu's (and pl's) memory spaces; ANY and the others: no constraint
+MEMORY_COLORS = {"hbm": 0, "vmem": 1, "semaphore_mem": 2, "smem": 4, "host": 5}
+
+
+def _color(memory_space):
+    return MEMORY_COLORS.get(getattr(memory_space, "value", None))
+
+
+def memory_colors(out_spaces, num_inputs: int, aliases) -> tuple[list, list]:
+    """The colours of the results (from the memory spaces their ``out_shape`` names) and of
+    the inputs aliased to a coloured result (HBM and VMEM only: XLA keeps SMEM operands
+    where they are); None where unconstrained."""
+    outs = [_color(m) for m in out_spaces]
+    ins = [None] * num_inputs
+    for i, o in aliases:
+        if o < len(outs) and outs[o] in (0, 1):
+            ins[i] = outs[o]
+    return outs, ins
+
+
+def _colors_text(key: str, entries: list[str]) -> str:
+    return f', "{key}": [' + ",".join(entries) + "]" if entries else ""
+
+
+def backend_config(body: bytes, params: dict, cost_estimate=None, *, out_colors=(),
+                   in_colors=(), has_communication: bool = False) -> str:
     """The ``tpu_custom_call``'s backend config (JSON, its fields in JAX's order)."""
     cfg = ['{"custom_call_config": {"body": "', base64.b64encode(body).decode("ascii"), '"']
+    if has_communication:
+        cfg.append(', "has_communication": true')
+    if params.get("collective_id") is not None:
+        cfg.append(f', "collective_id": {int(params["collective_id"])}')
     if cost_estimate is not None:
         fields = {k: getattr(cost_estimate, k) for k in
                   ("flops", "transcendentals", "bytes_accessed", "remote_bytes_transferred")
@@ -101,6 +131,13 @@ def backend_config(body: bytes, params: dict, cost_estimate=None) -> str:
     scratch = params.get("internal_scratch_in_bytes")
     if scratch is not None:
         cfg.append(f', "internal_scratch_in_bytes": {int(scratch)}')
+    tuple_index = len(out_colors) > 1
+    cfg.append(_colors_text("output_memory_space_colors", [
+        f'{{"color":{c},"shape_index":[{k}]}}' if tuple_index else f'{{"color":{c}}}'
+        for k, c in enumerate(out_colors) if c is not None]))
+    cfg.append(_colors_text("input_memory_space_colors", [
+        f'{{"operand_index":{k},"color":{c}}}' for k, c in enumerate(in_colors)
+        if c is not None]))
     for key in ("disable_bounds_checks", "disable_semaphore_checks", "skip_device_barrier"):
         if params.get(key):
             cfg.append(f', "{key}": true')
@@ -125,6 +162,20 @@ def mosaic_module_text(jaxpr, grid_mapping, name: str, compiler_params=None) -> 
     params = _mosaic_params(compiler_params)
     return kernel_module_text(jaxpr, grid_mapping, sanitize_name(name),
                               params.get("dimension_semantics"))
+
+
+def _check_collective_id(params: dict, barrier: bool) -> None:
+    """A kernel using the barrier semaphore needs a ``collective_id``; others may name one
+    only with ``allow_collective_id_without_custom_barrier`` (JAX's rule)."""
+    collective_id = params.get("collective_id")
+    if barrier and collective_id is None:
+        raise ValueError("collective_id has to be specified when using a custom barrier "
+                         "(pltpu.get_barrier_semaphore): pass "
+                         "pltpu.CompilerParams(collective_id=...).")
+    if (not barrier and collective_id is not None
+            and not params.get("allow_collective_id_without_custom_barrier")):
+        raise ValueError("collective_id has to be unspecified or None when not using a custom "
+                         "barrier (pltpu.get_barrier_semaphore).")
 
 
 def _string(text: str) -> str:
@@ -157,14 +208,20 @@ def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpr
         print(f"\nThe kernel jaxpr for pallas_call {name}:")
         print(jaxpr)
     try:
-        body = mosaic_bindings.serialize(text, MOSAIC_DIALECT_VERSION)
+        body, communicates, barrier = mosaic_bindings.serialize_kernel(
+            text, MOSAIC_DIALECT_VERSION)
     except mosaic_bindings.MosaicModuleError as e:
         raise LoweringException(f"In the Pallas kernel `{kernel}`: Pallas encountered an "
                                 f"internal verification error: {e}") from None
     if debug:
         print(f"\nThe Mosaic module for pallas_call {name}:")
         print(mosaic_bindings.canonical_text(text))
-    config = backend_config(body, params, cost_estimate)
+    _check_collective_id(params, barrier)
+    out_colors, in_colors = memory_colors(
+        grid_mapping.out_memory_spaces or [None] * len(ctx.avals_out), len(ctx.avals_in),
+        input_output_aliases)
+    config = backend_config(body, params, cost_estimate, out_colors=out_colors,
+                            in_colors=in_colors, has_communication=communicates)
     level = _side_effect_level(params.get("has_side_effects", False))
     spec = CustomCallSpec("tpu_custom_call", api_version=1, backend_config=config,
                           has_side_effect=level != 0, aliases=tuple(input_output_aliases))

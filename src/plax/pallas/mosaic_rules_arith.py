@@ -15,7 +15,7 @@ from plax.core.rules import mosaic_lowering_rules as rules
 from plax.first_order import (arithmetic, bitwise, comparison, conversion, dot, reductions,
                               sharding_constraint, shapes, slicing, transcendental, utility)
 from plax.pallas.mosaic_lowering import (Lit, PrefetchArray, Value, element_type, is_float,
-                                         is_unsigned, static_int, value_type)
+                                         is_unsigned, semaphore_type, static_int, value_type)
 
 __all__: list = []
 
@@ -320,6 +320,10 @@ def convert(ctx, x: Value, new_dtype) -> Value:
 
 
 def _convert_element_type(ctx, x, *, new_dtype, **_):
+    if semaphore_type(new_dtype):
+        # (the initial value of a scoped semaphore, which ``run_state`` allocates with
+        # ``tpu.sem_alloc`` and never stores: there is nothing to compute)
+        return None
     if isinstance(x, Lit):
         return ctx.constant(np.asarray(x.val).astype(new_dtype), ctx.avals_out[0])
     return convert(ctx, x, new_dtype)

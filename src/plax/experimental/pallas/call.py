@@ -187,6 +187,7 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
     name = name or _fun_name(kernel)
     out_leaves, out_tree = tree_util.tree_flatten(out_shape)
     out_avals = [ShapedArray(tuple(s.shape), dtypes.dtype(s.dtype)) for s in out_leaves]
+    out_spaces = tuple(getattr(s, "memory_space", None) for s in out_leaves)
     scratch = [_scratch_aval(s) for s in tree_util.tree_leaves(tuple(scratch_shapes))]
     traced = {}
 
@@ -207,7 +208,7 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
                    for k, (s, a) in enumerate(zip(outs, out_avals))])
             aliases = checked_aliases(input_output_aliases, in_avals, out_avals, indexed=True)
             gm = GridMapping(grid, mappings, len(in_avals), len(out_avals), tuple(
-                a.inner_aval for a in scratch), n_pre)
+                a.inner_aval for a in scratch), n_pre, out_spaces)
             body = _trace_kernel(kernel, name, grid, (pre_tree, in_tree, out_tree), mappings,
                                  scratch)
             hit = traced[key] = (body, gm, aliases)
