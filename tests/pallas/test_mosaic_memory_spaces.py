@@ -129,3 +129,49 @@ def test_collective_id_only_with_the_barrier_semaphore():
                               compiler_params=pltpu.CompilerParams(collective_id=3))(x)
     with pytest.raises(ValueError, match="collective_id has to be unspecified or None"):
         configs(f, X)
+
+
+def stateful_copy(interpret=False):
+    """JAX's stateful async-copy pattern: kernels that close over the references of an
+    enclosing ``run_state`` (they become inputs in ANY aliased to extra first outputs)."""
+    def f(x):
+        def body(refs):
+            x_ref, y_ref = refs
+
+            def start_kernel(sem):
+                pltpu.make_async_copy(x_ref, y_ref, sem).start()
+
+            def done_kernel(sem):
+                pltpu.make_async_copy(x_ref, y_ref, sem).wait()
+            sem = pl.pallas_call(start_kernel, out_shape=pltpu.SemaphoreType.DMA(()),
+                                 out_specs=pl.BlockSpec(memory_space=pltpu.SEMAPHORE),
+                                 interpret=interpret)()
+            pl.pallas_call(done_kernel, out_shape=(), interpret=interpret,
+                           in_specs=[pl.BlockSpec(memory_space=pltpu.SEMAPHORE)])(sem)
+        return pl.run_state(body)((x, jnp.zeros_like(x)))[1]
+    return f
+
+
+def test_references_a_kernel_closes_over_become_aliased_operands():
+    text = plax.jit(stateful_copy()).trace(X).lower(lowering_platforms=("tpu",)).as_text()
+    aliases = ("output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices "
+               "= [0], operand_index = 0, operand_tuple_indices = []>, #stablehlo.output_"
+               "operand_alias<output_tuple_indices = [1], operand_index = 1, "
+               "operand_tuple_indices = []>]")
+    assert text.count(aliases) == 2
+    start, done = configs(stateful_copy(), X)
+    assert start["output_memory_space_colors"] == [{"color": 2, "shape_index": [2]}]
+    signature = re.search(r"func.func @done_kernel\((.*?)\) attributes", done["module"])[1]
+    assert re.findall(r"memory_space<(\w+)>", signature) == ["any", "any", "semaphore_mem",
+                                                             "any", "any"]
+    np.testing.assert_array_equal(plax.jit(stateful_copy(interpret=True))(X), X)
+
+
+def test_a_kernel_capturing_a_value_is_refused():
+    c = jnp.ones((8, 128), f32)
+
+    def k(o_ref):
+        o_ref[...] = c
+    with pytest.raises(ValueError, match="captures constants"):
+        plax.jit(lambda: pl.pallas_call(k, out_shape=plax.ShapeDtypeStruct((8, 128), f32),
+                                        interpret=True)())()
