@@ -311,10 +311,11 @@ def convert(ctx, x: Value, new_dtype) -> Value:
         return ctx.op1("arith.fptoui" if dk == "uint" else "arith.fptosi", [x], out)
     if dk == "float":
         return ctx.op1("arith.uitofp" if sk == "uint" else "arith.sitofp", [x], out)
-    if dst.itemsize == src.itemsize:
+    src_bits, dst_bits = dtypes.itemsize_bits(src), dtypes.itemsize_bits(dst)  # (int4: 4)
+    if dst_bits == src_bits:
         return ctx.op1("arith.bitcast", [x], out) if element_type(src) != element_type(dst) \
             else Value(x.name, x.type, out)
-    if dst.itemsize < src.itemsize:
+    if dst_bits < src_bits:
         return ctx.op1("arith.trunci", [x], out)
     return ctx.op1("arith.extui" if sk == "uint" else "arith.extsi", [x], out)
 
