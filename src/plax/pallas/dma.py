@@ -6,7 +6,8 @@ views of them, of one shape and dtype) signalling DMA semaphore ``sem``; ``.star
 reference of the copy followed by the dynamic leaves of its transforms: ``src``, ``dst``,
 ``dst_sem`` and, for a remote copy, ``src_sem`` and the ``device_id`` leaves
 (``DMAOperands`` splits them back). Parameters: ``trees`` (the transforms' trees),
-``device_id_tree``, ``device_id_type``, ``priority`` and ``add`` for a start.
+``device_id_tree``, ``device_id_type``, ``priority`` and ``add`` for a start, ``send`` for a
+wait (a remote copy's wait for its send: the operands swapped, the semaphore ``src_sem``).
 
 In interpret mode (the discharge rules) a start copies (``add``: accumulates) the data at
 once and adds the number of elements copied to ``dst_sem``; a wait subtracts the number of
@@ -134,13 +135,13 @@ class AsyncCopyDescriptor:
 
     def wait_recv(self) -> None:
         """Wait for the copy to arrive (on the destination semaphore)."""
-        self._bind(dma_wait_p)
+        self._bind(dma_wait_p, send=False)
 
     def wait_send(self) -> None:
         """Wait for a remote copy to have left (on the source semaphore)."""
         if not self.is_remote:
             raise ValueError("Cannot `wait_send` on a local copy.")
-        self._bind(dma_wait_p, swap=True)
+        self._bind(dma_wait_p, swap=True, send=True)
 
 
 def _check_copy(src, dst) -> None:
@@ -247,7 +248,7 @@ def _start_abstract(*avals, trees, device_id_tree, device_id_type, priority, add
     return [], _effects(trees)
 
 
-def _wait_abstract(*avals, trees, device_id_tree, device_id_type):
+def _wait_abstract(*avals, trees, device_id_tree, device_id_type, send=False):
     _, views = _views(avals, trees, device_id_tree)
     sem_ref, sem_view = views[2]
     if not isinstance(sem_ref.dtype, DMASemaphore):
@@ -308,7 +309,7 @@ def _start_discharge(which, in_avals, out_avals, *args, trees, device_id_tree,
 
 
 def _wait_discharge(which, in_avals, out_avals, *args, trees, device_id_tree,
-                    device_id_type):
+                    device_id_type, send=False):
     at = DMAOperands.positions(trees)
     ops = DMAOperands.split(args, trees, device_id_tree)
     dst_view = transformed_aval(in_avals[at[1]].inner_aval, ops.dst[1])

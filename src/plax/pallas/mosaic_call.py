@@ -164,6 +164,23 @@ def mosaic_module_text(jaxpr, grid_mapping, name: str, compiler_params=None) -> 
                               params.get("dimension_semantics"))
 
 
+def _kernel_mesh(ctx):
+    """The mesh of the enclosing shard_map as ((axis names), (sizes)), or None outside one."""
+    mesh = getattr(ctx, "mesh", None)
+    if mesh is None or not getattr(ctx, "manual_axes", None):
+        return None
+    return tuple(mesh.axis_names), tuple(int(n) for n in mesh.axis_sizes)
+
+
+def _metadata_json(mesh_axes) -> str:
+    """The custom call's ``kernel_metadata`` (JSON, laid out as JAX writes it): the mesh
+    axes the kernel reads its position along, when there are any."""
+    if not mesh_axes:
+        return "{}"
+    return json.dumps({"mesh_axes": json.dumps(list(mesh_axes))}, sort_keys=True, indent=0,
+                      separators=(",", ":"))
+
+
 def _check_collective_id(params: dict, barrier: bool) -> None:
     """A kernel using the barrier semaphore needs a ``collective_id``; others may name one
     only with ``allow_collective_id_without_custom_barrier`` (JAX's rule)."""
@@ -203,7 +220,9 @@ def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpr
             name=name, compiler_params=compiler_params, cost_estimate=cost_estimate, **rest)
     params = _mosaic_params(compiler_params)
     kernel = sanitize_name(name or "kernel")
-    text = kernel_module_text(jaxpr, grid_mapping, kernel, params.get("dimension_semantics"))
+    facts: dict = {}
+    text = kernel_module_text(jaxpr, grid_mapping, kernel, params.get("dimension_semantics"),
+                              mesh=_kernel_mesh(ctx), facts=facts)
     if debug:
         print(f"\nThe kernel jaxpr for pallas_call {name}:")
         print(jaxpr)
@@ -233,7 +252,7 @@ def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpr
                 for x, a in zip(args, ctx.avals_in)]
     props = spec.properties(ins, outs)
     inherent = ", ".join(f"{k} = {v}" for k, v in props if not k.startswith("mhlo."))
-    meta = 'kernel_metadata = "{}"'
+    meta = "kernel_metadata = " + _string(_metadata_json(facts["mesh_axes"]))
     if level == 1:
         meta += ', xla_allow_dce_side_effecting_op = "true"'
     extra = f"kernel_name = {_string(kernel)}, mhlo.frontend_attributes = {{{meta}}}"

@@ -333,7 +333,8 @@ def _convert_element_type(ctx, x, *, new_dtype, **_):
 def _bitcast_convert_type(ctx, x, *, new_dtype, **_):
     out = ctx.avals_out[0]
     if out.shape != ctx.avals_in[0].shape:
-        raise ctx.error("bitcast_convert_type between different widths is not supported")
+        raise ctx.error("bitcast_convert_type: Changing bitwidths not supported (bitcast "
+                        "between types of one width, or use pltpu.bitcast)")
     return ctx.op1("arith.bitcast", [ctx.value(x)], out)
 
 
