@@ -5,9 +5,13 @@ Without interpret mode, a ``pallas_call`` equation lowers (platform "tpu") to on
 ``{"custom_call_config": {"body": <base64 of the serialised Mosaic module>,
 "serialization_format": 1, "needs_layout_passes": true, ...}, ...}`` with the
 ``CompilerParams`` (``vmem_limit_bytes`` as a scoped VMEM config, ``flags``,
-``allow_input_fusion``, ...) and the ``CostEstimate`` written where JAX writes them. The
-op also carries ``kernel_name``, row-major operand and result layouts,
-``output_operand_aliases`` for ``input_output_aliases`` and ``has_side_effect``.
+``allow_input_fusion``, ...) and the ``CostEstimate`` written where JAX writes them, the
+memory colours of results whose ``out_shape`` names a memory space (a semaphore result lives
+in semaphore memory) and of the inputs aliased to them, ``has_communication`` (remote DMAs
+or signals, found by Mosaic) and ``collective_id``. The op also carries ``kernel_name``,
+row-major operand and result layouts, ``output_operand_aliases`` for
+``input_output_aliases``, ``has_side_effect`` and the mesh axes the kernel reads its
+position along (``kernel_metadata``).
 Boolean operands and results pass as int32, as JAX passes them. In interpret mode the
 equation lowers as on every platform (``higher_order/pallas_call.py``).
 """
