@@ -14,7 +14,7 @@ import io
 import threading
 
 __all__ = ["MosaicUnavailable", "MosaicModuleError", "available", "serialize",
-           "serialize_kernel", "read_body", "canonical_text"]
+           "serialize_kernel", "module_from_text", "read_body", "canonical_text"]
 
 _lock = threading.Lock()
 _context = None
@@ -101,6 +101,14 @@ def serialize_kernel(text: str, version: int | None) -> tuple[bytes, bool, bool]
         out = io.BytesIO()
         module.operation.write_bytecode(out, desired_version=0)
         return out.getvalue(), bool(communicates), bool(barrier)
+
+
+def module_from_text(text: str):
+    """A Mosaic module written as MLIR text, parsed (and verified) into jaxlib's
+    ``ir.Module``: what ``plax.experimental.mosaic.as_tpu_kernel`` takes."""
+    from jaxlib.mlir import ir
+    with _lock, _ctx(), ir.Location.unknown():
+        return _parse(ir, text)
 
 
 def read_body(body: bytes) -> str:

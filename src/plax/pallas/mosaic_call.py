@@ -32,7 +32,7 @@ from plax.pallas import mosaic_rules_arith, mosaic_rules_refs, mosaic_rules_tpu 
 from plax.pallas.mosaic_lowering import LoweringException, kernel_module_text
 
 __all__ = ["MOSAIC_DIALECT_VERSION", "mosaic_module_text", "backend_config",
-           "sanitize_name"]
+           "sanitize_name", "memory_colors", "emit_tpu_custom_call"]
 
 # The Mosaic dialect version bodies are serialised for: JAX's forward-compatible one (what
 # JAX writes when it lowers without a TPU at hand); newer libtpus read older versions.
@@ -246,8 +246,17 @@ def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpr
     config = backend_config(body, params, cost_estimate, out_colors=out_colors,
                             in_colors=in_colors, has_communication=communicates)
     level = _side_effect_level(params.get("has_side_effects", False))
+    return emit_tpu_custom_call(ctx, args, config, kernel, level, input_output_aliases,
+                                _metadata_json(facts["mesh_axes"]))
+
+
+def emit_tpu_custom_call(ctx, args, config: str, kernel: str | None, level: int, aliases,
+                         metadata: str | None = "{}") -> list:
+    """The ``stablehlo.custom_call @tpu_custom_call`` running a serialised Mosaic kernel
+    (``config``: its backend config; ``level``: its side-effect level, 0 pure; ``metadata``:
+    JSON, or None for none), as JAX writes it; boolean operands and results pass as int32."""
     spec = CustomCallSpec("tpu_custom_call", api_version=1, backend_config=config,
-                          has_side_effect=level != 0, aliases=tuple(input_output_aliases))
+                          has_side_effect=level != 0, aliases=tuple(aliases))
     ins = [ShapedArray(a.shape, np.dtype(np.int32)) if a.dtype == np.bool_ else a
            for a in ctx.avals_in]
     outs = [ShapedArray(a.shape, np.dtype(np.int32)) if a.dtype == np.bool_ else a
@@ -256,10 +265,13 @@ def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpr
                 for x, a in zip(args, ctx.avals_in)]
     props = spec.properties(ins, outs)
     inherent = ", ".join(f"{k} = {v}" for k, v in props if not k.startswith("mhlo."))
-    meta = "kernel_metadata = " + _string(_metadata_json(facts["mesh_axes"]))
+    meta = [] if metadata is None else ["kernel_metadata = " + _string(metadata)]
     if level == 1:
-        meta += ', xla_allow_dce_side_effecting_op = "true"'
-    extra = f"kernel_name = {_string(kernel)}, mhlo.frontend_attributes = {{{meta}}}"
+        meta.append('xla_allow_dce_side_effecting_op = "true"')
+    extra = [f"kernel_name = {_string(kernel)}"] if kernel is not None else []
+    if meta:
+        extra.append(f"mhlo.frontend_attributes = {{{', '.join(meta)}}}")
+    extra = ", ".join(extra)
     results = ctx.op("stablehlo.custom_call", operands, ins, outs, props=inherent,
                      attrs=extra)
     return [_as_int32(ctx, r, a, back=True) if a.dtype == np.bool_ else r
