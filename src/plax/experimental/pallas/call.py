@@ -215,6 +215,8 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
         raise TypeError(f"grid_spec must be a pl.GridSpec, got {grid_spec!r}.")
     grid = _normalize_grid(grid)
     name = name or _fun_name(kernel)
+    if isinstance(out_shape, list):  # (a list of results is a tuple, as for the specs)
+        out_shape = tuple(out_shape)
     out_leaves, out_tree = tree_util.tree_flatten(out_shape)
     out_avals = [ShapedArray(tuple(s.shape), dtypes.dtype(s.dtype)) for s in out_leaves]
     out_spaces = tuple(getattr(s, "memory_space", None) for s in out_leaves)
