@@ -53,6 +53,9 @@ _DISCHARGED = ("a state primitive on a Ref: every program is discharged (transfo
 _PINNED = ("a pinned buffer is an opaque value for one program's memory placement: JAX has no "
            "such rule either")
 
+_GPU_ONLY = ("a GPU kernel instruction (Triton inline asm or barrier, Mosaic GPU's "
+             "print_layout): only a GPU lowers it, and plax has no GPU backend, so a kernel "
+             "using it fails off a GPU as JAX's does (JAX 0.10.2 gives it no such rule either)")
 _KERNEL_ONLY = ("a TPU kernel primitive on references: it lives only inside a pallas_call "
                 "kernel, discharged in interpret mode and lowered by its Mosaic rule; vmap and "
                 "jvp transform the pallas_call as a whole (JAX 0.10.2 gives it no such rule "
@@ -104,6 +107,9 @@ EXEMPTIONS = {
        for kind in ("lowering", "batch", "jvp")},
     ("add_dependency", "lowering"): (_KERNEL_ONLY, _NOT_NEEDED),
     ("add_dependency", "jvp"): (_KERNEL_ONLY, _NOT_NEEDED),
+    **{(name, kind): (_GPU_ONLY, _NOT_NEEDED)
+       for name in ("elementwise_inline_asm_p", "debug_barrier_p", "print_layout")
+       for kind in ("lowering", "batch", "jvp")},
 }
 
 

@@ -534,3 +534,23 @@ def test_run_state_buffers_and_pow_with_integer_exponent():
                "#tpu.memory_space<smem>>", "tpu.yield", "arith.uitofp", "math.powf",
                "math.exp2"]:
         assert op in module, op
+
+
+def test_element_blocks_lower_to_element_windows():
+    """JAX's module for the same kernel: window_kind = #tpu.element_window<[lows], [highs]>
+    and element offsets from the index map; mixed Element/blocked dimensions are refused."""
+    def double(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+    x = np.ones((16, 128), np.float32)
+    out = pl.BlockSpec((8, 128), lambda i: (i, 0))
+
+    def call(in_spec):
+        return pl.pallas_call(double, out_shape=jax_sds(x), grid=(2,), in_specs=[in_spec],
+                              out_specs=out)
+    elements = pl.BlockSpec((pl.Element(8, (0, 2)), pl.Element(128)), lambda i: (i * 8, 0))
+    _, _, module = lower(call(elements), x)
+    assert ("window_bounds = array<i64: 8, 128>, window_kind = "
+            "#tpu.element_window<[0, 0], [2, 0]>") in module
+    mixed = pl.BlockSpec((pl.Element(8), 128), lambda i: (i * 8, 0))
+    with pytest.raises(pltpu.LoweringException, match="All block dimensions must be Elements"):
+        lower(call(mixed), x)

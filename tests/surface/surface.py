@@ -4,6 +4,8 @@ Data (all in this folder):
 - ``jax-0.10.2-public.json``: module -> public names, listed from a real ``jax==0.10.2``.
 - ``jax-0.10.2-more.json``: the same for modules that list left out and libraries import
   (orbax-checkpoint, grain: array_serialization, colocated_python, topologies, ...).
+- ``jax-0.10.2-pallas.json``: the same for Pallas (``jax.experimental.pallas``, ``.tpu``,
+  ``.fuser``, ``.triton`` and the TPU kernels under ``.ops.tpu``).
 - ``exempt_imports.json``: names those modules merely import (``jax.experimental.ode.jnp``,
   ``typing.Any``, ``functools.partial``, ...): listed by ``dir()`` but not API.
 - ``awaiting.txt``: names plax does not have yet, each tagged with the issue that builds it
@@ -63,9 +65,11 @@ NOT_PROVIDED: dict[tuple[str, str], str] = {
 
 
 def load_surface() -> dict[str, list[str]]:
-    """The public list, and the modules libraries import that it left out (the "more" list)."""
+    """The public list, the modules libraries import that it left out (the "more" list), and
+    Pallas's modules."""
     surface = json.loads((HERE / "jax-0.10.2-public.json").read_text())
     surface.update(json.loads((HERE / "jax-0.10.2-more.json").read_text()))
+    surface.update(json.loads((HERE / "jax-0.10.2-pallas.json").read_text()))
     return surface
 
 

@@ -146,6 +146,9 @@ def _as_value(value, want, what: str):
     """``value`` as a value of ``want``'s dtype: weakly typed values (Python scalars) are
     converted; others must match."""
     have = get_aval(value)
+    if isinstance(have, AbstractRef):
+        raise ValueError("Cannot store a Ref into another Ref: read the value it holds "
+                         f"with `[...]` before writing it ({what}).")
     if not hasattr(want, "shape"):
         return value
     if have.dtype != want.dtype and (have.weak_type or not isinstance(value, Tracer) and

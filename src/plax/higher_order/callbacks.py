@@ -36,8 +36,8 @@ from plax.core.avals import ShapedArray, physical_aval
 from plax.core.effects import effect_rules, io_effect, no_effects, ordered_io_effect
 from plax.core.errors import record_callback_failure
 from plax.core.primitive import Primitive
-from plax.core.rules import (abstract_eval_rules, batch_rules, impl_rules, jvp_rules,
-                             not_mapped, register_lowering, transpose_rules)
+from plax.core.rules import (abstract_eval_rules, batch_rules, discharge_rules, impl_rules,
+                             jvp_rules, not_mapped, register_lowering, transpose_rules)
 from plax.higher_order.scan import scan
 from plax.first_order.batch_util import moveaxis
 from plax.first_order.shapes import broadcast
@@ -144,6 +144,9 @@ for _p in (pure_callback_p, io_callback_p, debug_callback_p):
     abstract_eval_rules[_p] = _abstract_eval
 
 effect_rules[debug_callback_p] = lambda params: frozenset({params["effect"]})
+# a reference printed (jax.debug.print("{}", x_ref) in a kernel) prints the value it holds
+discharge_rules[debug_callback_p] = lambda which, in_avals, out_avals, *args, **params: (
+    [None] * len(args), debug_callback_p.bind(*args, **params))
 effect_rules[io_callback_p] = lambda params: frozenset(
     {ordered_io_effect if params["ordered"] else io_effect})
 effect_rules[pure_callback_p] = lambda params: no_effects

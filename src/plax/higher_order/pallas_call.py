@@ -21,9 +21,10 @@ integers, 0 for unsigned ones, False), outputs start from that value (or from th
 input), and a loop over the flattened grid (row-major: the last axis moves fastest) slices
 each block out at the index map's offsets (``dynamic_slice``, which clamps them into the
 padded array), runs the discharged kernel and writes every block back. Scratch buffers are
-carried from one program to the next. Every rule but abstract evaluation runs that program.
-Without interpret mode, a TPU compiles the kernel with Mosaic (the "tpu" lowering rule in
-``plax.pallas.mosaic_call``); other platforms raise (no Triton or Mosaic GPU lowering).
+carried from one program to the next. JVP and vmap emit new pallas_calls (their rules are in
+``pallas_call_rules``, which the face imports). Without interpret mode, a TPU compiles the
+kernel with Mosaic (the "tpu" lowering rule in ``plax.pallas.mosaic_call``); other platforms
+raise (no Triton or Mosaic GPU lowering).
 """
 from __future__ import annotations
 
@@ -32,18 +33,16 @@ import math
 
 import numpy as np
 
-from plax.core import dtypes
+from plax.core import dtypes, replication
 from plax.core.effects import no_effects
 from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.rules import (abstract_eval_rules, batch_rules, jvp_rules, nested_effect_rules,
-                             param_printers, register_lowering)
+from plax.core.rules import (abstract_eval_rules, nested_effect_rules,
+                             param_printers, register_lowering, replication_rules)
 from plax.first_order import arithmetic, conversion, shapes, slicing
 from plax.higher_order.loops import fori_loop
 from plax.higher_order.run_state import discharged_body
 from plax.lowering.inline import lower_fun
-from plax.transforms.jvp import jvp_flat
-from plax.transforms.vmap import batch_flat
 
 __all__ = ["pallas_call_p", "BlockMapping", "GridMapping", "program_id", "num_programs",
            "kernel_grid", "interpret_pallas_call", "uninitialized_value"]
@@ -86,7 +85,7 @@ def program_id(axis: int):
 
 
 def num_programs(axis: int) -> int:
-    """The size of the grid along ``axis``."""
+    """The size of the grid along ``axis`` (an int32 scalar when known only at run time)."""
     grid, _, axis = _grid_entry(axis, "num_programs")
     return grid[axis]
 
@@ -95,13 +94,21 @@ def num_programs(axis: int) -> int:
 @dataclasses.dataclass(frozen=True, eq=False)
 class BlockMapping:
     """How one input or output is cut into blocks: ``block_shape`` per array dimension (an int,
-    or None where the dimension is squeezed), ``index_map`` (grid indices -> block indices)."""
+    or None where the dimension is squeezed), ``index_map`` (grid indices -> block indices,
+    or element offsets along ``Element`` dimensions)."""
 
     block_shape: tuple
     array_aval: object
     index_map: ClosedJaxpr
     origin: str
     memory_space: object = None
+    # per dimension, None (blocked: the index map gives a block index) or, for an
+    # ``Element`` dimension, its (low, high) padding (the index map gives the element offset
+    # into the array padded so); () when every dimension is blocked
+    element: tuple = ()
+
+    def is_element(self, dim: int) -> bool:
+        return bool(self.element) and self.element[dim] is not None
 
     @property
     def sizes(self) -> tuple:
@@ -128,6 +135,11 @@ class GridMapping:
     num_outputs: int
     scratch_avals: tuple
     num_scalar_prefetch: int = 0
+    grid_names: tuple | None = None  # a named grid's axis names (lax.axis_size in the kernel)
+    # grid sizes known only at run time (None in ``grid``; interpret mode only): the
+    # equation's leading int32 operands, and the kernel's and index maps' inputs after the
+    # grid indices (what num_programs reads)
+    num_dynamic_grid_bounds: int = 0
     # per output, the memory space its ``out_shape`` asked for (``pltpu.VMEM(shape, dtype)``,
     # a semaphore type...), or None: the compiled call places the result there
     out_memory_spaces: tuple = ()
@@ -157,33 +169,59 @@ def _full(shape, dtype):
     return shapes.full(tuple(shape), uninitialized_value(dtype), dtype)
 
 
+def _element_padding(bm: BlockMapping):
+    """The (low, high) padding of each dimension (Element dimensions' own), or None."""
+    pads = [p if p is not None else (0, 0) for p in bm.element]
+    return pads if any(p != (0, 0) for p in pads) else None
+
+
 def _pad_to_blocks(x, bm: BlockMapping):
-    """``x`` padded at the end of each dimension to a whole number of blocks."""
-    padding = [(0, -d % s, 0) for d, s in zip(bm.array_aval.shape, bm.sizes)]
+    """``x`` padded by its Element dimensions' padding, then at the end of each dimension to
+    a whole number of blocks."""
+    pads = _element_padding(bm)
+    if pads is not None:
+        x = shapes.pad(x, uninitialized_value(bm.array_aval.dtype),
+                       [(lo, hi, 0) for lo, hi in pads])
+    padding = [(0, -d % s, 0) for d, s in zip(x.shape, bm.sizes)]
     if not any(hi for _, hi, _ in padding):
         return x
     return shapes.pad(x, uninitialized_value(bm.array_aval.dtype), padding)
 
 
+def _unpad(x, bm: BlockMapping):
+    """An output's array without its Element padding and block padding."""
+    pads = _element_padding(bm) or [(0, 0)] * x.ndim
+    start = tuple(lo for lo, _ in pads)
+    limit = tuple(lo + d for (lo, _), d in zip(pads, bm.array_aval.shape))
+    if start == (0,) * x.ndim and limit == tuple(x.shape):
+        return x
+    return slicing.slice(x, start, limit)
+
+
 def _grid_indices(t, grid):
-    """The grid position of flattened step ``t`` (row-major)."""
+    """The grid position of flattened step ``t`` (row-major; sizes are ints or int32
+    scalars)."""
     out = []
     for size in reversed(grid):
-        out.append(arithmetic.rem(t, np.int32(size)))
-        t = arithmetic.div(t, np.int32(size))
+        size = np.int32(size) if isinstance(size, int) else size
+        out.append(arithmetic.rem(t, size))
+        t = arithmetic.div(t, size)
     return out[::-1]
 
 
 def _offsets(bm: BlockMapping, indices, prefetch):
     blocks = eval_jaxpr(bm.index_map.jaxpr, bm.index_map.consts, *indices, *prefetch)
-    return [arithmetic.mul(conversion.convert_element_type(b, np.int32), np.int32(s))
-            for b, s in zip(blocks, bm.sizes)]
+    return [conversion.convert_element_type(b, np.int32) if bm.is_element(d) else
+            arithmetic.mul(conversion.convert_element_type(b, np.int32), np.int32(s))
+            for d, (b, s) in enumerate(zip(blocks, bm.sizes))]
 
 
 def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_):
     """The results of a ``pallas_call`` equation, computed with lax ops (see the docstring)."""
     gm = grid_mapping
     mappings = gm.block_mappings
+    dynamic, args = list(args[:gm.num_dynamic_grid_bounds]), args[gm.num_dynamic_grid_bounds:]
+    sizes = [dynamic.pop(0) if g is None else g for g in gm.grid]
     aliases = dict(input_output_aliases)
     by_output = {o: i for i, o in aliases.items()}
     outs = [args[by_output[k]] if k in by_output else _full(bm.array_aval.shape,
@@ -191,30 +229,36 @@ def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_)
             for k, bm in enumerate(mappings[gm.num_inputs:])]
     arrays = [_pad_to_blocks(x, bm) for x, bm in zip(list(args) + outs, mappings)]
     scratch = [_full(a.shape, a.dtype) for a in gm.scratch_avals]
-    plain = discharged_body(jaxpr, len(gm.grid))
-    steps = math.prod(gm.grid)
+    bounds = [s for g, s in zip(gm.grid, sizes) if g is None]
+    plain = discharged_body(jaxpr, len(gm.grid) + len(bounds))
+    if bounds:
+        steps = np.int32(math.prod(g for g in gm.grid if g is not None))
+        for b in bounds:
+            steps = arithmetic.mul(steps, b)
+    else:
+        steps = math.prod(gm.grid)
 
     def step(t, carry):
         arrays, scratch = carry
-        indices = _grid_indices(t, gm.grid)
+        indices = _grid_indices(t, sizes)
         prefetch = arrays[:gm.num_scalar_prefetch]
-        offsets = [_offsets(bm, indices, prefetch) for bm in mappings]
+        offsets = [_offsets(bm, [*indices, *bounds], prefetch) for bm in mappings]
         blocks = [shapes.reshape(slicing.dynamic_slice(x, off, bm.sizes), bm.ref_shape)
                   for x, off, bm in zip(arrays, offsets, mappings)]
-        finals = eval_jaxpr(plain.jaxpr, plain.consts, *indices, *blocks, *scratch)
+        finals = eval_jaxpr(plain.jaxpr, plain.consts, *indices, *bounds, *blocks, *scratch)
         n = len(mappings)
         arrays = [slicing.dynamic_update_slice(x, shapes.reshape(b, bm.sizes), off)
                   for x, b, off, bm in zip(arrays, finals[:n], offsets, mappings)]
         return arrays, list(finals[n:])
 
-    if steps == 1:
+    if bounds:
+        arrays, scratch = fori_loop(np.int32(0), steps, step, (arrays, scratch))
+    elif steps == 1:
         arrays, scratch = step(np.int32(0), (arrays, scratch))
     elif steps > 1:
         arrays, scratch = fori_loop(np.int32(0), np.int32(steps), step, (arrays, scratch))
     results = arrays[gm.num_inputs:]
-    return [x if tuple(x.shape) == tuple(bm.array_aval.shape)
-            else slicing.slice(x, (0,) * x.ndim, bm.array_aval.shape)
-            for x, bm in zip(results, mappings[gm.num_inputs:])]
+    return [_unpad(x, bm) for x, bm in zip(results, mappings[gm.num_inputs:])]
 
 
 # --- rules --------------------------------------------------------------------------------
@@ -237,24 +281,6 @@ def _lowering(ctx, *args, interpret, **params):
 _lower_interpret = lower_fun(interpret_pallas_call, multiple_results=True)
 
 
-def _interpreted_only(params, what: str) -> None:
-    if not params["interpret"]:
-        raise NotImplementedError(f"{what} of a pallas_call is built only in interpret mode "
-                                  "(pallas_call(..., interpret=True)).")
-
-
-def _jvp(primals, tangents, **params):
-    _interpreted_only(params, "Differentiation")
-    return jvp_flat(lambda *xs: interpret_pallas_call(*xs, **params), list(primals),
-                    list(tangents), "pallas_call")
-
-
-def _batch(axis, vals, dims, **params):
-    _interpreted_only(params, "vmap")
-    return batch_flat(lambda *xs: interpret_pallas_call(*xs, **params), list(vals),
-                      list(dims), axis, "pallas_call")
-
-
 def _print(params):
     shown = {k: params[k] for k in ("grid_mapping", "jaxpr", "interpret") if k in params}
     if params.get("input_output_aliases"):
@@ -264,10 +290,19 @@ def _print(params):
     return shown
 
 
+def _replication(ins, *, grid_mapping, **_):
+    """Inside shard_map(check_vma=True): every result varies over each manual axis any
+    operand varies over. (The kernel is traced on plain blocks, so its body says nothing;
+    typing the results invariant would have a custom_vjp's cotangents psum'd wrongly.
+    JAX takes the axes from the out_shape's ``manual_axis_type``, which plax's
+    ShapeDtypeStruct does not carry: the operands' union is the one safe answer.)"""
+    gm = grid_mapping
+    return [replication.union(ins)] * (len(gm.block_mappings) - gm.num_inputs)
+
+
 abstract_eval_rules[pallas_call_p] = _abstract
+replication_rules[pallas_call_p] = _replication
 register_lowering(pallas_call_p, _lowering)
-jvp_rules[pallas_call_p] = _jvp
-batch_rules[pallas_call_p] = _batch
 param_printers[pallas_call_p] = _print
 # (the kernel's effects are on its own block references, never on the equation's operands)
 nested_effect_rules[pallas_call_p] = lambda inner, params: no_effects

@@ -13,19 +13,24 @@ from __future__ import annotations
 import contextlib
 import math
 
+import numpy as np
+
 from plax.core import dtypes
 from plax.core.avals import ShapedArray, abstractify, physical_aval
-from plax.core.caches import BoundedCache
+from plax.core.caches import BoundedCache, WeakKeyCache
 from plax.core.dce import dce_jaxpr, jaxpr_has_effects
-from plax.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, consts_as_inputs
+from plax.core.jaxpr import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, consts_as_inputs,
+                             eval_jaxpr)
 from plax.core import replication
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, batch_rules, body_context_rules,
                              dce_rules, impl_rules, is_undefined, jvp_rules, not_mapped,
                              partial_eval_rules, param_printers, register_lowering,
                              replication_rules, tangent_aval, transpose_rules)
-from plax.core.trace import extend_axis_env
-from plax.first_order import collectives  # noqa: F401  (sets core.replication's implicit pvary)
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import Tracer, extend_axis_env, get_aval
+from plax.first_order import arithmetic as _arith
+from plax.first_order import collectives  # (also sets core.replication's implicit pvary)
 from plax.first_order import shapes as _shapes
 from plax.first_order.batch_util import move_batch_dim
 from plax.core.effects import has_ordered_effects, nested_effect_rules, without_order
@@ -250,13 +255,62 @@ def _jvp(primals, tangents, *, jaxpr, in_specs, out_specs, **params):
     return outs[:m], [next(it) if nz else Zero(a) for a, nz in zip(global_tan, out_nz)]
 
 
+_summed_bodies = WeakKeyCache("shard_map unchecked transposes")
+
+
+def _unmentioned(spec: PartitionSpec, mesh, manual) -> tuple:
+    """The manual axes a spec does not split over, in mesh order."""
+    named = frozenset(spec.mesh_axes())
+    return tuple(a for a in mesh.axis_names if a in manual and a not in named)
+
+
+def _shared_cotangent(ct, spec, mesh, manual):
+    """Unchecked (``check_vma=False``): a result's cotangent, divided by the number of devices
+    that each hold a copy of that result (as JAX's transpose does; the per-device sums of the
+    transposed body count each copy once)."""
+    copies = math.prod(mesh.shape[a] for a in _unmentioned(spec, mesh, manual))
+    if type(ct) is Zero or copies == 1 or get_aval(ct).dtype == dtypes.float0:
+        return ct
+    aval = get_aval(ct)
+    return _arith.div(ct, float(copies) if aval.weak_type else np.asarray(copies, aval.dtype))
+
+
+def _summed_cotangents(body: ClosedJaxpr, in_specs, mesh, manual) -> ClosedJaxpr:
+    """Unchecked: the transposed body with the cotangent of each operand summed over the
+    manual axes its spec leaves out (each device holds only its own contribution to the
+    cotangent of a replicated operand)."""
+    axes = tuple(_unmentioned(s, mesh, manual) for s in in_specs)
+    if not any(axes):
+        return body
+    hit = _summed_bodies.get(body, axes)  # (the same body again: the same compiled program)
+    if hit is not None:
+        return hit
+
+    def summed(*xs):
+        outs = eval_jaxpr(body.jaxpr, body.consts, *xs)
+        return [collectives.psum_p.bind(o, axes=a, axis_index_groups=None)[0] if a else o
+                for o, a in zip(outs, axes)]
+    jaxpr, consts = trace_to_jaxpr(summed, body.in_avals, description="transpose(shard_map)")
+    result = ClosedJaxpr(jaxpr, consts)
+    if not any(isinstance(c, Tracer) for c in consts):
+        _summed_bodies.put(body, axes, result)
+    return result
+
+
 def _transpose(cts, *args, jaxpr, in_specs, out_specs, **params):
     """The body's transpose: cotangents of the outputs in (split as the outputs), those of the
-    linear operands out (split as the operands)."""
+    linear operands out (split as the operands). Unchecked, JAX's convention: result
+    cotangents are divided over their replicas and operand cotangents summed over theirs."""
+    mesh, manual, unchecked = params["mesh"], params["manual_axes"], not params["check_vma"]
     linear = [is_undefined(a) for a in args]
+    if unchecked:
+        cts = [_shared_cotangent(c, s, mesh, manual) for c, s in zip(cts, out_specs)]
     nonzero = [type(c) is not Zero for c in cts]
     with _axes_bound(params):
         body = transpose_jaxpr(jaxpr, linear, nonzero, description="transpose(shard_map)")
+        if unchecked:
+            body = _summed_cotangents(
+                body, [s for s, lin in zip(in_specs, linear) if lin], mesh, manual)
     res = [a for a, lin in zip(args, linear) if not lin]
     res_specs = [s for s, lin in zip(in_specs, linear) if not lin]
     ct_in = [c for c in cts if type(c) is not Zero]

@@ -408,6 +408,21 @@ def _trivial_window(bm) -> bool:
 _SUBLANES, _LANES = 8, 128  # a vector register's tile on every TPU generation so far
 
 
+def _element_window(bm, name: str) -> str:
+    """The window kind of a block of ``Element`` dimensions (the index map gives element
+    offsets; the padding is the window's low and high margins), or "" for a blocked one."""
+    if not any(bm.is_element(d) for d in range(len(bm.block_shape))):
+        return ""
+    if not all(bm.is_element(d) for d in range(len(bm.block_shape))):
+        raise LoweringException(
+            f"In the Pallas kernel `{name}`, the block of {bm.origin}: All block dimensions "
+            "must be Elements or none of them can be Elements (mixed Element and blocked "
+            "dimensions do not lower for TPU).")
+    low = ", ".join(str(p[0]) for p in bm.element)
+    high = ", ".join(str(p[1]) for p in bm.element)
+    return f", window_kind = #tpu.element_window<[{low}], [{high}]>"
+
+
 def check_block_shapes(grid_mapping, spaces, name: str) -> None:
     """The block shapes Mosaic can tile (JAX's rules, and its key phrases): a VMEM block's
     last two dimensions divide by 8 and 128 or are the array's; a rank-1 block is the array,
@@ -569,6 +584,7 @@ def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None,
             transforms.append(_transform_function(k, bm, args[:ngrid], refs[:npre], name))
             bounds = ", ".join(map(str, bm.sizes))
             entry = f"transform_indices = @transform_{k}, window_bounds = array<i64: {bounds}>"
+            entry += _element_window(bm, name)
             mode = getattr(bm, "pipeline_mode", None)
             count = getattr(mode, "buffer_count", None)
             if space == "vmem" and _trivial_window(bm):

@@ -34,6 +34,13 @@ _IMPLS = {"threefry2x32": threefry.threefry_prng_impl, "rbg": rbg.rbg_prng_impl,
           "philox4x32": counter_prngs.philox4x32_prng_impl}
 
 
+def register_impl(impl: _prng.PRNGImpl) -> None:
+    """Makes ``impl`` known by its name (``impl=name`` anywhere), as JAX's ``register_prng``."""
+    if impl.name in _IMPLS:
+        raise ValueError(f"PRNG with name {impl.name} already registered: {impl}")
+    _IMPLS[impl.name] = impl
+
+
 def default_impl() -> _prng.PRNGImpl:
     """The implementation ``jax_default_prng_impl`` names (keys made without ``impl=``, and
     legacy uint32 keys, are of it)."""

@@ -10,6 +10,7 @@ from plax.first_order.prng import (random_bits, random_bits_p, random_clone,  # 
                                    threefry2x32_p)
 from plax.random.keys import _IMPLS as prngs  # noqa: F401
 from plax.random.keys import impl_from_key_functions
+from plax.random.keys import register_impl as register_prng  # noqa: F401
 from plax.random.rbg import rbg_prng_impl, unsafe_rbg_prng_impl  # noqa: F401
 from plax.random.threefry import threefry_prng_impl  # noqa: F401
 

@@ -4,7 +4,8 @@ In interpret mode (``pallas_call(..., interpret=True)``), on every backend, the 
 of ordinary lax ops (``plax.higher_order.pallas_call``). Otherwise, on a TPU, the kernel is
 compiled by Mosaic (``plax.pallas.mosaic_call``: a ``tpu_custom_call``, as JAX lowers it);
 compiling for GPUs (Triton, Mosaic GPU) is not built. ``pallas.tpu`` (pltpu) has the TPU
-memory spaces, CompilerParams and PrefetchScalarGridSpec.
+memory spaces, CompilerParams and PrefetchScalarGridSpec; ``pallas.triton`` and
+``pallas.mosaic_gpu`` the GPU extensions' names.
 """
 from __future__ import annotations
 
@@ -13,22 +14,34 @@ import numpy as np
 from plax.core.refs import Slice
 from plax.core.trace import Tracer
 from plax.experimental.pallas.call import pallas_call
-from plax.experimental.pallas.core import (ANY, HOST, Blocked, BlockSpec, Buffered,
-                                           CompilerParams, CostEstimate, Element, GridSpec,
-                                           MemoryRef, MemorySpace, Squeezed, no_block_spec,
-                                           squeezed)
+from plax.experimental.pallas.core import (ANY, HOST, BlockDim, Blocked, BlockSpec,
+                                           BoundedSlice, Buffered, CompilerParams, CostEstimate,
+                                           Element, GridSpec, Indirect, MemoryRef, MemorySpace,
+                                           RevisitMode, Squeezed, no_block_spec, squeezed)
+from plax.experimental.pallas.cost_estimate import estimate_cost
+from plax.experimental.pallas.helpers import (align_to, broadcast_to, debug_check, debug_print,
+                                              empty, empty_like, empty_ref_like,
+                                              enable_debug_checks, loop, lower_as_mlir,
+                                              reciprocal, run_scoped, strides_from_shape,
+                                              with_scoped)
 from plax.higher_order.cond import cond
 from plax.higher_order.pallas_call import num_programs, pallas_call_p, program_id
 from plax.higher_order.run_state import run_state
 from plax.pallas import mosaic_call as _mosaic_call  # noqa: F401 (pallas_call's TPU lowering)
 from plax.pallas.multiple_of import multiple_of_p
+from plax.pallas.semaphores import (DeviceIdType, semaphore, semaphore_read, semaphore_signal,
+                                    semaphore_wait)
 from plax.ref import ds
 
 __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "Element",
            "Squeezed", "squeezed", "no_block_spec", "Buffered", "CostEstimate",
            "CompilerParams", "MemorySpace", "MemoryRef", "ANY", "HOST", "program_id",
            "num_programs", "cdiv", "ds", "dslice", "Slice", "when", "multiple_of",
-           "run_state", "next_power_of_2"]
+           "run_state", "next_power_of_2", "BlockDim", "BoundedSlice", "Indirect",
+           "RevisitMode", "align_to", "broadcast_to", "debug_check", "debug_print", "empty",
+           "empty_like", "empty_ref_like", "enable_debug_checks", "loop", "lower_as_mlir",
+           "reciprocal", "run_scoped", "strides_from_shape", "with_scoped", "estimate_cost",
+           "DeviceIdType", "semaphore", "semaphore_read", "semaphore_signal", "semaphore_wait"]
 
 dslice = ds
 

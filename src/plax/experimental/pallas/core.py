@@ -10,6 +10,7 @@ from plax.core.avals import ShapedArray
 from plax.core.refs import AbstractRef
 
 __all__ = ["BlockSpec", "GridSpec", "Squeezed", "squeezed", "Blocked", "Element",
+           "BoundedSlice", "Indirect", "BlockDim", "RevisitMode",
            "Buffered", "CostEstimate", "CompilerParams", "MemorySpace", "MemoryRef", "ANY",
            "HOST", "no_block_spec", "NoBlockSpec"]
 
@@ -42,10 +43,49 @@ class Blocked:
 
 @dataclasses.dataclass(frozen=True)
 class Element:
-    """A block dimension indexed by element offsets (not built in plax yet)."""
+    """A block dimension of ``block_size`` elements whose index map gives the element offset
+    (not the block index), into the array padded by ``padding`` = (low, high) elements."""
 
     block_size: int
     padding: tuple = (0, 0)
+
+    def __str__(self):
+        if tuple(self.padding) == (0, 0):
+            return f"Element({self.block_size})"
+        return f"Element({self.block_size}, padding={tuple(self.padding)})"
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundedSlice:
+    """A block dimension whose index map gives a ``pl.ds`` of at most ``block_size``
+    elements (Mosaic TPU only; plax's pallas_call refuses it)."""
+
+    block_size: int
+
+    def __repr__(self):
+        return f"BoundedSlice({self.block_size})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Indirect:
+    """A block dimension indexed by an array of indices: a gather for inputs, a scatter for
+    outputs (plax's pallas_call refuses it)."""
+
+    block_size: int
+
+    def __repr__(self):
+        return f"Indirect({self.block_size})"
+
+
+BlockDim = Element | Squeezed | Blocked | BoundedSlice | Indirect
+
+
+class RevisitMode(enum.Enum):
+    """How an output block visited again later is handled (``Buffered(revisit=...)``): only
+    in consecutive steps (IMMEDIATE), or at any step (ANY)."""
+
+    IMMEDIATE = "immediate"
+    ANY = "any"
 
 
 @dataclasses.dataclass(frozen=True)

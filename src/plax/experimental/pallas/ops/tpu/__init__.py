@@ -1,7 +1,8 @@
 """plax.experimental.pallas.ops.tpu, as ``jax.experimental.pallas.ops.tpu``: TPU kernels
 written with plax's Pallas: ``flash_attention``, ``matmul``, ``example_kernel``, ``megablox``
-(grouped matmuls), ``paged_attention``, ``ragged_paged_attention`` and ``splash_attention``'s
-masks (its kernel, ``all_gather`` and ``random`` are not built).
+(grouped matmuls), ``paged_attention``, ``ragged_paged_attention``, ``splash_attention``
+(block-sparse attention: kernel, masks, mask info), ``all_gather`` (a ring of remote DMAs)
+and ``random`` (Threefry and Philox kernels registered as PRNG implementations).
 
 Each kernel compiles for the TPU when the default backend is a TPU, and runs in interpret
 mode on any other backend (the CPU), where no Mosaic compiler exists. The modules import only
