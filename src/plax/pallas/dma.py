@@ -26,7 +26,7 @@ from plax.core.effects import ReadEffect, WriteEffect
 from plax.core.primitive import Primitive
 from plax.core.refs import AbstractRef, transformed_aval
 from plax.core.rules import discharge_rules, pp_eqn_rules
-from plax.core.trace import get_aval
+from plax.core.trace import Tracer, get_aval
 from plax.core.tree_core import tree_flatten, tree_unflatten
 from plax.first_order import arithmetic, comparison, conversion
 from plax.first_order.state import TransformedRef, read_view, ref_get, ref_set, update_view
@@ -201,6 +201,12 @@ def sync_copy(src_ref, dst_ref, *, add: bool = False) -> None:
         return
     for src, dst in zip(srcs, dsts):
         _check_copy(src, dst)
+    if not all(_kernel_ref(r) for r in srcs + dsts):
+        # (a buffer of run_scoped is a reference box, which holds its value while the kernel
+        # is traced: read it and write it)
+        for src, dst in zip(srcs, dsts):
+            _write(False, *split_ref(dst), _read(False, *split_ref(src)), accumulate=add)
+        return
 
     def copies(sem):
         for src, dst in zip(srcs, dsts):
@@ -208,6 +214,12 @@ def sync_copy(src_ref, dst_ref, *, add: bool = False) -> None:
         for src, dst in zip(srcs, dsts):
             make_async_copy(src, dst, sem).wait()
     run_state(copies)(semaphores.as_semaphores(np.zeros((), np.int32), semaphores.DMA_SEMAPHORE))
+
+
+def _kernel_ref(ref) -> bool:
+    """Whether ``ref`` (or the reference it views) is a reference of the kernel's jaxpr."""
+    base = split_ref(ref)[0]
+    return isinstance(base, Tracer) and isinstance(get_aval(base), AbstractRef)
 
 
 # --- abstract evaluation ------------------------------------------------------------------
