@@ -7,7 +7,8 @@ reference: one PASS/FAIL line per kernel, every kernel run even when one fails (
     ... --lower-only    lowers each kernel for TPU without running it (any machine)
 
 (prng_seeded_bits runs only compiled or under pltpu.InterpretParams on JAX: JAX's plain
-interpret=True has no rule for prng_seed.)
+interpret=True has no rule for prng_seed; nor can it pass semaphores out of a pallas_call,
+which the async_copy_* and kernels_closing_over_* kernels do.)
 
 On a machine without a TPU, plax refuses ("Only interpret mode is supported on CPU
 backend."), so every kernel FAILs there; ``--interpret`` runs them in interpret mode.
@@ -490,6 +491,101 @@ def argmax_run_state_pow():
                           np.asarray(i, np.float32).ravel()])
     return out, np.concatenate([ref.ravel() / np.maximum(ref.ravel(), 1),
                                 np.argmax(x, axis=1).astype(np.float32)]), 1e-5
+
+
+def program(fn, *args):
+    """``fn`` (a function making several pallas_calls) jitted and run; with --lower-only,
+    lowered for TPU instead."""
+    if OPTS.lower_only:
+        text = jax.jit(fn).trace(*args).lower(lowering_platforms=("tpu",)).as_text()
+        raise Lowered(f"{text.count('tpu_custom_call')} tpu_custom_call, {len(text)} chars")
+    return jax.jit(fn)(*args)
+
+
+def _async_copy_pair(space):
+    """JAX's async-copy pattern: one call starts a DMA and returns its semaphore (a result
+    in semaphore memory) and its destination (``space``); a second call waits for it."""
+    def start_kernel(x_ref, aliased_x_ref, o_ref, sem):
+        del aliased_x_ref
+        pltpu.make_async_copy(x_ref, o_ref, sem).start()
+
+    def done_kernel(x_ref, o_ref, sem, aliased_o_ref):
+        del aliased_o_ref
+        pltpu.make_async_copy(x_ref, o_ref, sem).wait()
+
+    def f(x):
+        x, out, sem = pl.pallas_call(
+            start_kernel, interpret=INTERPRET,
+            out_shape=(jax.ShapeDtypeStruct(x.shape, x.dtype), space(x.shape, x.dtype),
+                       pltpu.SemaphoreType.DMA(())),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=(pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec(memory_space=space),
+                       pl.BlockSpec(memory_space=pltpu.SEMAPHORE)),
+            input_output_aliases={0: 0})(x)
+        return pl.pallas_call(
+            done_kernel, out_shape=space(x.shape, x.dtype), interpret=INTERPRET,
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec(memory_space=space),
+                      pl.BlockSpec(memory_space=pltpu.SEMAPHORE)],
+            out_specs=pl.BlockSpec(memory_space=space), input_output_aliases={1: 0})(
+                x, out, sem)
+    return f
+
+
+@kernel
+def async_copy_semaphore_results_any():
+    x = rand(40, (8, 128))
+    return program(_async_copy_pair(pl.ANY), x), x, 0.0
+
+
+@kernel
+def async_copy_semaphore_results_vmem():
+    x = rand(41, (8, 128))
+    return program(_async_copy_pair(pltpu.VMEM), x), x, 0.0
+
+
+@kernel
+def sync_copy_into_vmem_smem_hbm_results():
+    def k(x_ref, v_ref, s_ref, h_ref):
+        pltpu.sync_copy(x_ref, v_ref)
+        pltpu.sync_copy(x_ref, s_ref)
+        pltpu.sync_copy(x_ref, h_ref)
+    x = rand(42, (8, 128))
+    spaces = (pltpu.VMEM, pltpu.SMEM, pltpu.HBM)
+    f = call(k, out_shape=tuple(m(x.shape, x.dtype) for m in spaces),
+             in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+             out_specs=tuple(pl.BlockSpec(memory_space=m) for m in spaces))
+    return jnp.stack(f(x)), np.stack([x] * 3), 0.0
+
+
+@kernel
+def kernels_closing_over_run_state_refs():
+    def f(x):
+        def body(refs):
+            x_ref, y_ref = refs
+
+            def start_kernel(sem):
+                pltpu.make_async_copy(x_ref, y_ref, sem).start()
+
+            def done_kernel(sem):
+                pltpu.make_async_copy(x_ref, y_ref, sem).wait()
+            sem = pl.pallas_call(start_kernel, out_shape=pltpu.SemaphoreType.DMA(()),
+                                 out_specs=pl.BlockSpec(memory_space=pltpu.SEMAPHORE),
+                                 interpret=INTERPRET)()
+            pl.pallas_call(done_kernel, out_shape=(), interpret=INTERPRET,
+                           in_specs=[pl.BlockSpec(memory_space=pltpu.SEMAPHORE)])(sem)
+        return pl.run_state(body)((x, jnp.zeros_like(x)))[1]
+    x = rand(43, (8, 128))
+    return program(f, x), x, 0.0
+
+
+@kernel
+def int4_int8_casts():
+    def k(x_ref, o_ref):
+        narrow = lax.convert_element_type(x_ref[...], jnp.int4)
+        o_ref[...] = lax.convert_element_type(narrow, jnp.int32)
+    x = (np.arange(128 * 256) % 15 - 7).astype(np.int8).reshape(128, 256)
+    f = call(k, out_shape=jax.ShapeDtypeStruct(x.shape, jnp.int32))
+    return f(x), x.astype(np.int32), 0.0
 
 
 def main():

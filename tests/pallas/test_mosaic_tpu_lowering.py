@@ -16,6 +16,8 @@ from plax.pallas import mosaic_bindings, tpu_prng
 from plax.pallas.semaphores import (DeviceIdType, semaphore_read, semaphore_signal,
                                     semaphore_wait)
 from plax.pallas.mosaic_lowering import LoweringException
+from plax.experimental.shard_map import shard_map
+from plax.sharding import Mesh, PartitionSpec
 from tests.pallas.test_mosaic_lowering import kernel_signature, lower
 
 pytestmark = pytest.mark.skipif(not mosaic_bindings.available(),
@@ -303,6 +305,55 @@ def test_remote_copies_and_signals_are_refused_with_the_fix():
         semaphore_signal(sem, 1, device_id=1, device_id_type=DeviceIdType.LOGICAL)
     _lowering_error(remote_signal, [pltpu.SemaphoreType.REGULAR],
                     r"semaphore_signal.*semaphore signal on another device")
+
+
+def remote_ring(mesh_shape, device_id):
+    """A kernel under shard_map sending its block to ``device_id(axis_index)`` and signalling
+    it there (JAX's ring-permute pattern); its lowering for TPU."""
+    names = ("x", "y")[:len(mesh_shape)]
+    n = int(np.prod(mesh_shape))
+    if plax.device_count() < n:
+        pytest.skip(f"needs {n} devices")
+
+    def k(x_ref, o_ref, send, recv, sig):
+        target = device_id(plax.lax.axis_index("x"))
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send, recv, device_id=target)
+        copy.start()
+        semaphore_signal(sig, 1, device_id=target)
+        copy.wait()
+
+    def per_device(x):
+        return pl.pallas_call(k, out_shape=sds(x.shape),
+                              in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                              scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA,
+                                              pltpu.SemaphoreType.REGULAR])(x)
+    mesh = Mesh(np.array(plax.devices()[:n]).reshape(mesh_shape), names)
+    f = shard_map(per_device, mesh=mesh, in_specs=PartitionSpec(names),
+                  out_specs=PartitionSpec(names), check_rep=False)
+    return lower(f, jnp.zeros((8 * n, 128), f32))
+
+
+def test_remote_copies_and_signals_under_shard_map_lower_as_jax_does():
+    text, cfg, module = remote_ring((4,), lambda i: (plax.lax.rem(i + 1, 4),))
+    # (JAX: the position along x from tpu.device_id; the copy's and signal's device ids)
+    assert tpu_ops(module) == ["tpu.device_id", "tpu.enqueue_dma", "tpu.sem_signal",
+                               "tpu.wait_dma2", "tpu.wait_dma2"]
+    assert re.search(r"tpu.enqueue_dma source\(%arg0 .* source_semaphore\(%arg2 .* "
+                     r"target_semaphore\(%arg3 .* device_id\(%\w+\)", module)
+    assert re.search(r"tpu.sem_signal %arg4, %\w+ device_id %\w+", module)
+    # the send's wait: operands swapped, device and core 0 (JAX's form)
+    assert re.search(r"wait_dma2 semaphore\(%arg2 .* src\(%arg1 .* dst\(%arg0 .* "
+                     r"device_id\(%c0_i32\) core_id\(%c0_i32\)", module)
+    assert cfg["custom_call_config"]["has_communication"] is True
+    assert 'kernel_metadata = "{\\0A\\22mesh_axes\\22:\\22[\\5C\\22x\\5C\\22]' in text
+
+
+def test_mesh_coordinates_become_logical_device_ids():
+    # a dict names some axes (the others: this device's position), weighted by the strides
+    _, _, module = remote_ring((2, 2), lambda i: {"x": plax.lax.rem(i + 1, 2)})
+    assert "arith.muli" in module and "arith.divsi" in module
+    assert re.search(r"%c2_i32 = arith.constant 2", module)
 
 
 def test_unsupported_dma_and_wait_forms_raise_jax_errors():

@@ -165,6 +165,11 @@ def test_grid_spec_and_pytree_outputs():
     a, b = call(kernel, out_shape=(sds, sds), grid_spec=gs)(x)
     np.testing.assert_allclose(a, x * 2)
     np.testing.assert_allclose(b, x - 1)
+    # a list of results with a tuple of specs (JAX reads a top-level list as a tuple)
+    gs = pl.GridSpec(grid=(2,), in_specs=[spec], out_specs=[[spec], spec])
+    (a,), b = call(lambda x_ref, a_refs, b_ref: kernel(x_ref, a_refs[0], b_ref),
+                   out_shape=[[sds], sds], grid_spec=gs)(x)
+    np.testing.assert_allclose(a, x * 2)
 
 
 def test_vmap_and_jvp():

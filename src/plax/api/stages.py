@@ -115,15 +115,10 @@ class Lowered:
         own = (call.device or dispatch.default_device()).platform
         self._platform = platform or own
         args = list(entry.consts) + list(leaves)
-        self._spmd, ins = _lower_spmd(call, args)
+        self._spmd, ins = _lower_spmd(call, args, self._platform)
         # (what says whether results are reported as GSPMDShardings)
         self._asked = (ins, call.out_shardings, args)
         if self._spmd is not None:
-            if self._platform != own:
-                raise NotImplementedError(
-                    f"lowering_platforms=('{platform}',) for a function that runs over several "
-                    f"{own} devices: plax lowers SPMD programs for the devices' own platform "
-                    "only.")
             self._text = self._spmd.text
             return
         self._text, self._jaxpr, self._kept, self._donated = jitted.lower_jitted(
@@ -176,6 +171,12 @@ class Lowered:
         options.update(compiler_options or {})
         options = jitted.compiler_options_key(options)
         if self._spmd is not None:
+            own = self._spmd.devices[0].platform
+            if self._platform != own:
+                raise ValueError(
+                    f"This module was lowered for platform '{self._platform}' "
+                    f"(lowering_platforms), but it would be compiled for {own} devices. "
+                    f"Compile it where {self._platform} devices are.")
             program = self._spmd.compile(options)
             labels = spmd.gspmd_labels(program, *self._asked)
             if labels is not None:
@@ -194,10 +195,10 @@ class Lowered:
         return Compiled(self._wrapped, self._entry, exe, self._in_tree)
 
 
-def _lower_spmd(call, args):
+def _lower_spmd(call, args, platform=None):
     """The SPMD lowering of a jitted call for ``args`` (Arrays, or ShapeDtypeStructs whose
     ``sharding`` counts as a requested one), or None when it runs on one device; and the
-    shardings asked for the arguments."""
+    shardings asked for the arguments (``platform``: lower for it, not the devices')."""
     ins = list(call.in_shardings or (None,) * len(args))
     for i, a in enumerate(args):
         if ins[i] is None and type(a) not in CONCRETE and \
@@ -214,7 +215,7 @@ def _lower_spmd(call, args):
     outs = tuple(as_mesh_sharding(s, mesh) for s in
                  call.out_shardings or (None,) * len(call.jaxpr.jaxpr.outvars))
     return spmd.lower_spmd(call.jaxpr.jaxpr, call.name, params, outs, devices,
-                           call.donated_invars, call.keep_unused), ins
+                           call.donated_invars, call.keep_unused, platform=platform), ins
 
 
 def _strip_locations(text: str) -> str:

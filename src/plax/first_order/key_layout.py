@@ -102,15 +102,16 @@ _on_physical(_indexing.gather_p, _gather)
 _on_physical(_indexing.scatter_p, _scatter)
 
 
-def _zero_indices(ctx, index_aval, words):
-    """Start indices for the word dimensions: zeros of the index type."""
-    scalar = ShapedArray((), index_aval.dtype)
+def _zero_indices(ctx, index_avals, words):
+    """Start indices for the word dimensions: zeros of the index type (int32 where a 0-d
+    array has no index operand)."""
+    scalar = ShapedArray((), index_avals[0].dtype if index_avals else np.dtype(np.int32))
     return [ctx.constant(np.zeros((), scalar.dtype), scalar)] * len(words), [scalar] * len(words)
 
 
 def _dynamic_slice(ctx, x, *idx, slice_sizes):
     words = _word_shape(ctx)
-    zeros, zero_avals = _zero_indices(ctx, ctx.avals_in[1], words)
+    zeros, zero_avals = _zero_indices(ctx, ctx.avals_in[1:], words)
     pctx = physical_ctx(ctx, [*ctx.avals_in, *zero_avals])
     return lowering_rules[_slicing.dynamic_slice_p](pctx, x, *idx, *zeros,
                                                    slice_sizes=tuple(slice_sizes) + words)
@@ -118,7 +119,7 @@ def _dynamic_slice(ctx, x, *idx, slice_sizes):
 
 def _dynamic_update_slice(ctx, x, update, *idx):
     words = _word_shape(ctx)
-    zeros, zero_avals = _zero_indices(ctx, ctx.avals_in[2], words)
+    zeros, zero_avals = _zero_indices(ctx, ctx.avals_in[2:], words)
     pctx = physical_ctx(ctx, [*ctx.avals_in, *zero_avals])
     return lowering_rules[_slicing.dynamic_update_slice_p](pctx, x, update, *idx, *zeros)
 

@@ -140,6 +140,9 @@ class GridMapping:
     # equation's leading int32 operands, and the kernel's and index maps' inputs after the
     # grid indices (what num_programs reads)
     num_dynamic_grid_bounds: int = 0
+    # per output, the memory space its ``out_shape`` asked for (``pltpu.VMEM(shape, dtype)``,
+    # a semaphore type...), or None: the compiled call places the result there
+    out_memory_spaces: tuple = ()
 
     def __repr__(self):
         return (f"GridMapping(grid={self.grid}, block_mappings={self.block_mappings}, "

@@ -6,7 +6,8 @@ views of them, of one shape and dtype) signalling DMA semaphore ``sem``; ``.star
 reference of the copy followed by the dynamic leaves of its transforms: ``src``, ``dst``,
 ``dst_sem`` and, for a remote copy, ``src_sem`` and the ``device_id`` leaves
 (``DMAOperands`` splits them back). Parameters: ``trees`` (the transforms' trees),
-``device_id_tree``, ``device_id_type``, ``priority`` and ``add`` for a start.
+``device_id_tree``, ``device_id_type``, ``priority`` and ``add`` for a start, ``send`` for a
+wait (a remote copy's wait for its send: the operands swapped, the semaphore ``src_sem``).
 
 In interpret mode (the discharge rules) a start copies (``add``: accumulates) the data at
 once and adds the number of elements copied to ``dst_sem``; a wait subtracts the number of
@@ -25,10 +26,11 @@ from plax.core.effects import ReadEffect, WriteEffect
 from plax.core.primitive import Primitive
 from plax.core.refs import AbstractRef, transformed_aval
 from plax.core.rules import discharge_rules, pp_eqn_rules
-from plax.core.trace import get_aval
+from plax.core.trace import Tracer, get_aval
 from plax.core.tree_core import tree_flatten, tree_unflatten
 from plax.first_order import arithmetic, comparison, conversion
 from plax.first_order.state import TransformedRef, read_view, ref_get, ref_set, update_view
+from plax.higher_order.run_state import run_state
 from plax.pallas import remote, semaphores
 from plax.pallas.semaphores import (DeviceIdType, DMASemaphore, flatten_ref, pp_ref,
                                     ref_view_aval, split_ref)
@@ -133,13 +135,13 @@ class AsyncCopyDescriptor:
 
     def wait_recv(self) -> None:
         """Wait for the copy to arrive (on the destination semaphore)."""
-        self._bind(dma_wait_p)
+        self._bind(dma_wait_p, send=False)
 
     def wait_send(self) -> None:
         """Wait for a remote copy to have left (on the source semaphore)."""
         if not self.is_remote:
             raise ValueError("Cannot `wait_send` on a local copy.")
-        self._bind(dma_wait_p, swap=True)
+        self._bind(dma_wait_p, swap=True, send=True)
 
 
 def _check_copy(src, dst) -> None:
@@ -187,19 +189,37 @@ def async_remote_copy(src_ref, dst_ref, send_sem, recv_sem, device_id,
 
 
 def sync_copy(src_ref, dst_ref, *, add: bool = False) -> None:
-    """Copy (``add``: accumulate) a pytree of references into another, synchronously. In
-    interpret mode a read of each source and a write of each destination (compiled, JAX
-    runs a DMA on a scoped semaphore)."""
+    """Copy (``add``: accumulate) a pytree of references into another, synchronously: as
+    JAX does, DMAs on a DMA semaphore scoped to the copy (every copy started, then each
+    waited for), so that compiled the data goes straight from source to destination."""
     srcs, tree = tree_flatten(src_ref)
     dsts, dst_tree = tree_flatten(dst_ref)
     if tree != dst_tree:
         raise ValueError(f"sync_copy: the source and destination trees differ: {tree} and "
                          f"{dst_tree}.")
+    if not srcs:
+        return
     for src, dst in zip(srcs, dsts):
         _check_copy(src, dst)
-        base, transforms = split_ref(src)
-        value = _read(False, base, transforms)
-        _write(False, *split_ref(dst), value, accumulate=add)
+    if not all(_kernel_ref(r) for r in srcs + dsts):
+        # (a buffer of run_scoped is a reference box, which holds its value while the kernel
+        # is traced: read it and write it)
+        for src, dst in zip(srcs, dsts):
+            _write(False, *split_ref(dst), _read(False, *split_ref(src)), accumulate=add)
+        return
+
+    def copies(sem):
+        for src, dst in zip(srcs, dsts):
+            make_async_copy(src, dst, sem).start(add=add)
+        for src, dst in zip(srcs, dsts):
+            make_async_copy(src, dst, sem).wait()
+    run_state(copies)(semaphores.as_semaphores(np.zeros((), np.int32), semaphores.DMA_SEMAPHORE))
+
+
+def _kernel_ref(ref) -> bool:
+    """Whether ``ref`` (or the reference it views) is a reference of the kernel's jaxpr."""
+    base = split_ref(ref)[0]
+    return isinstance(base, Tracer) and isinstance(get_aval(base), AbstractRef)
 
 
 # --- abstract evaluation ------------------------------------------------------------------
@@ -240,7 +260,7 @@ def _start_abstract(*avals, trees, device_id_tree, device_id_type, priority, add
     return [], _effects(trees)
 
 
-def _wait_abstract(*avals, trees, device_id_tree, device_id_type):
+def _wait_abstract(*avals, trees, device_id_tree, device_id_type, send=False):
     _, views = _views(avals, trees, device_id_tree)
     sem_ref, sem_view = views[2]
     if not isinstance(sem_ref.dtype, DMASemaphore):
@@ -301,7 +321,7 @@ def _start_discharge(which, in_avals, out_avals, *args, trees, device_id_tree,
 
 
 def _wait_discharge(which, in_avals, out_avals, *args, trees, device_id_tree,
-                    device_id_type):
+                    device_id_type, send=False):
     at = DMAOperands.positions(trees)
     ops = DMAOperands.split(args, trees, device_id_tree)
     dst_view = transformed_aval(in_avals[at[1]].inner_aval, ops.dst[1])

@@ -13,8 +13,8 @@ from __future__ import annotations
 import io
 import threading
 
-__all__ = ["MosaicUnavailable", "MosaicModuleError", "available", "serialize", "read_body",
-           "canonical_text"]
+__all__ = ["MosaicUnavailable", "MosaicModuleError", "available", "serialize",
+           "serialize_kernel", "module_from_text", "read_body", "canonical_text"]
 
 _lock = threading.Lock()
 _context = None
@@ -79,9 +79,18 @@ def _run(module, pipeline: str) -> None:
 def serialize(text: str, version: int | None) -> bytes:
     """The Mosaic module ``text`` as a ``tpu_custom_call`` body: verified, its ops moved to
     the ``stable_mosaic`` namespace of dialect ``version`` (None: the newest), as bytecode."""
+    return serialize_kernel(text, version)[0]
+
+
+def serialize_kernel(text: str, version: int | None) -> tuple[bytes, bool, bool]:
+    """``serialize``'s body, and whether the kernel communicates with other chips (remote
+    DMAs or semaphore signals) and whether it uses the barrier semaphore: facts the
+    ``tpu_custom_call``'s backend config states."""
     from jaxlib.mlir import ir
+    from jaxlib.mosaic.python import tpu
     with _lock, _ctx(), ir.Location.unknown():
         module = _parse(ir, text)
+        communicates, barrier = tpu.private_has_communication(module.operation)
         context = module.context
         context.allow_unregistered_dialects = True  # (the renamed ops)
         try:
@@ -91,7 +100,15 @@ def serialize(text: str, version: int | None) -> bytes:
             context.allow_unregistered_dialects = False
         out = io.BytesIO()
         module.operation.write_bytecode(out, desired_version=0)
-        return out.getvalue()
+        return out.getvalue(), bool(communicates), bool(barrier)
+
+
+def module_from_text(text: str):
+    """A Mosaic module written as MLIR text, parsed (and verified) into jaxlib's
+    ``ir.Module``: what ``plax.experimental.mosaic.as_tpu_kernel`` takes."""
+    from jaxlib.mlir import ir
+    with _lock, _ctx(), ir.Location.unknown():
+        return _parse(ir, text)
 
 
 def read_body(body: bytes) -> str:

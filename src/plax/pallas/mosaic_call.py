@@ -5,9 +5,13 @@ Without interpret mode, a ``pallas_call`` equation lowers (platform "tpu") to on
 ``{"custom_call_config": {"body": <base64 of the serialised Mosaic module>,
 "serialization_format": 1, "needs_layout_passes": true, ...}, ...}`` with the
 ``CompilerParams`` (``vmem_limit_bytes`` as a scoped VMEM config, ``flags``,
-``allow_input_fusion``, ...) and the ``CostEstimate`` written where JAX writes them. The
-op also carries ``kernel_name``, row-major operand and result layouts,
-``output_operand_aliases`` for ``input_output_aliases`` and ``has_side_effect``.
+``allow_input_fusion``, ...) and the ``CostEstimate`` written where JAX writes them, the
+memory colours of results whose ``out_shape`` names a memory space (a semaphore result lives
+in semaphore memory) and of the inputs aliased to them, ``has_communication`` (remote DMAs
+or signals, found by Mosaic) and ``collective_id``. The op also carries ``kernel_name``,
+row-major operand and result layouts, ``output_operand_aliases`` for
+``input_output_aliases``, ``has_side_effect`` and the mesh axes the kernel reads its
+position along (``kernel_metadata``).
 Boolean operands and results pass as int32, as JAX passes them. In interpret mode the
 equation lowers as on every platform (``higher_order/pallas_call.py``).
 """
@@ -28,7 +32,7 @@ from plax.pallas import mosaic_rules_arith, mosaic_rules_refs, mosaic_rules_tpu 
 from plax.pallas.mosaic_lowering import LoweringException, kernel_module_text
 
 __all__ = ["MOSAIC_DIALECT_VERSION", "mosaic_module_text", "backend_config",
-           "sanitize_name"]
+           "sanitize_name", "memory_colors", "emit_tpu_custom_call"]
 
 # The Mosaic dialect version bodies are serialised for: JAX's forward-compatible one (what
 # JAX writes when it lowers without a TPU at hand); newer libtpus read older versions.
@@ -77,9 +81,39 @@ def _flag_text(value) -> str:
     raise ValueError("invalid flag value: " + str(value))
 
 
-def backend_config(body: bytes, params: dict, cost_estimate=None) -> str:
+# XLA's colours of the TPU memories a custom call's operands and results may be placed in,
+# by the ``value`` of pltpu's (and pl's) memory spaces; ANY and the others: no constraint
+MEMORY_COLORS = {"hbm": 0, "vmem": 1, "semaphore_mem": 2, "smem": 4, "host": 5}
+
+
+def _color(memory_space):
+    return MEMORY_COLORS.get(getattr(memory_space, "value", None))
+
+
+def memory_colors(out_spaces, num_inputs: int, aliases) -> tuple[list, list]:
+    """The colours of the results (from the memory spaces their ``out_shape`` names) and of
+    the inputs aliased to a coloured result (HBM and VMEM only: XLA keeps SMEM operands
+    where they are); None where unconstrained."""
+    outs = [_color(m) for m in out_spaces]
+    ins = [None] * num_inputs
+    for i, o in aliases:
+        if o < len(outs) and outs[o] in (0, 1):
+            ins[i] = outs[o]
+    return outs, ins
+
+
+def _colors_text(key: str, entries: list[str]) -> str:
+    return f', "{key}": [' + ",".join(entries) + "]" if entries else ""
+
+
+def backend_config(body: bytes, params: dict, cost_estimate=None, *, out_colors=(),
+                   in_colors=(), has_communication: bool = False) -> str:
     """The ``tpu_custom_call``'s backend config (JSON, its fields in JAX's order)."""
     cfg = ['{"custom_call_config": {"body": "', base64.b64encode(body).decode("ascii"), '"']
+    if has_communication:
+        cfg.append(', "has_communication": true')
+    if params.get("collective_id") is not None:
+        cfg.append(f', "collective_id": {int(params["collective_id"])}')
     if cost_estimate is not None:
         fields = {k: getattr(cost_estimate, k) for k in
                   ("flops", "transcendentals", "bytes_accessed", "remote_bytes_transferred")
@@ -101,6 +135,13 @@ def backend_config(body: bytes, params: dict, cost_estimate=None) -> str:
     scratch = params.get("internal_scratch_in_bytes")
     if scratch is not None:
         cfg.append(f', "internal_scratch_in_bytes": {int(scratch)}')
+    tuple_index = len(out_colors) > 1
+    cfg.append(_colors_text("output_memory_space_colors", [
+        f'{{"color":{c},"shape_index":[{k}]}}' if tuple_index else f'{{"color":{c}}}'
+        for k, c in enumerate(out_colors) if c is not None]))
+    cfg.append(_colors_text("input_memory_space_colors", [
+        f'{{"operand_index":{k},"color":{c}}}' for k, c in enumerate(in_colors)
+        if c is not None]))
     for key in ("disable_bounds_checks", "disable_semaphore_checks", "skip_device_barrier"):
         if params.get(key):
             cfg.append(f', "{key}": true')
@@ -125,6 +166,37 @@ def mosaic_module_text(jaxpr, grid_mapping, name: str, compiler_params=None) -> 
     params = _mosaic_params(compiler_params)
     return kernel_module_text(jaxpr, grid_mapping, sanitize_name(name),
                               params.get("dimension_semantics"))
+
+
+def _kernel_mesh(ctx):
+    """The mesh of the enclosing shard_map as ((axis names), (sizes)), or None outside one."""
+    mesh = getattr(ctx, "mesh", None)
+    if mesh is None or not getattr(ctx, "manual_axes", None):
+        return None
+    return tuple(mesh.axis_names), tuple(int(n) for n in mesh.axis_sizes)
+
+
+def _metadata_json(mesh_axes) -> str:
+    """The custom call's ``kernel_metadata`` (JSON, laid out as JAX writes it): the mesh
+    axes the kernel reads its position along, when there are any."""
+    if not mesh_axes:
+        return "{}"
+    return json.dumps({"mesh_axes": json.dumps(list(mesh_axes))}, sort_keys=True, indent=0,
+                      separators=(",", ":"))
+
+
+def _check_collective_id(params: dict, barrier: bool) -> None:
+    """A kernel using the barrier semaphore needs a ``collective_id``; others may name one
+    only with ``allow_collective_id_without_custom_barrier`` (JAX's rule)."""
+    collective_id = params.get("collective_id")
+    if barrier and collective_id is None:
+        raise ValueError("collective_id has to be specified when using a custom barrier "
+                         "(pltpu.get_barrier_semaphore): pass "
+                         "pltpu.CompilerParams(collective_id=...).")
+    if (not barrier and collective_id is not None
+            and not params.get("allow_collective_id_without_custom_barrier")):
+        raise ValueError("collective_id has to be unspecified or None when not using a custom "
+                         "barrier (pltpu.get_barrier_semaphore).")
 
 
 def _string(text: str) -> str:
@@ -152,22 +224,39 @@ def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpr
             name=name, compiler_params=compiler_params, cost_estimate=cost_estimate, **rest)
     params = _mosaic_params(compiler_params)
     kernel = sanitize_name(name or "kernel")
-    text = kernel_module_text(jaxpr, grid_mapping, kernel, params.get("dimension_semantics"))
+    facts: dict = {}
+    text = kernel_module_text(jaxpr, grid_mapping, kernel, params.get("dimension_semantics"),
+                              mesh=_kernel_mesh(ctx), facts=facts)
     if debug:
         print(f"\nThe kernel jaxpr for pallas_call {name}:")
         print(jaxpr)
     try:
-        body = mosaic_bindings.serialize(text, MOSAIC_DIALECT_VERSION)
+        body, communicates, barrier = mosaic_bindings.serialize_kernel(
+            text, MOSAIC_DIALECT_VERSION)
     except mosaic_bindings.MosaicModuleError as e:
         raise LoweringException(f"In the Pallas kernel `{kernel}`: Pallas encountered an "
                                 f"internal verification error: {e}") from None
     if debug:
         print(f"\nThe Mosaic module for pallas_call {name}:")
         print(mosaic_bindings.canonical_text(text))
-    config = backend_config(body, params, cost_estimate)
+    _check_collective_id(params, barrier)
+    out_colors, in_colors = memory_colors(
+        grid_mapping.out_memory_spaces or [None] * len(ctx.avals_out), len(ctx.avals_in),
+        input_output_aliases)
+    config = backend_config(body, params, cost_estimate, out_colors=out_colors,
+                            in_colors=in_colors, has_communication=communicates)
     level = _side_effect_level(params.get("has_side_effects", False))
+    return emit_tpu_custom_call(ctx, args, config, kernel, level, input_output_aliases,
+                                _metadata_json(facts["mesh_axes"]))
+
+
+def emit_tpu_custom_call(ctx, args, config: str, kernel: str | None, level: int, aliases,
+                         metadata: str | None = "{}") -> list:
+    """The ``stablehlo.custom_call @tpu_custom_call`` running a serialised Mosaic kernel
+    (``config``: its backend config; ``level``: its side-effect level, 0 pure; ``metadata``:
+    JSON, or None for none), as JAX writes it; boolean operands and results pass as int32."""
     spec = CustomCallSpec("tpu_custom_call", api_version=1, backend_config=config,
-                          has_side_effect=level != 0, aliases=tuple(input_output_aliases))
+                          has_side_effect=level != 0, aliases=tuple(aliases))
     ins = [ShapedArray(a.shape, np.dtype(np.int32)) if a.dtype == np.bool_ else a
            for a in ctx.avals_in]
     outs = [ShapedArray(a.shape, np.dtype(np.int32)) if a.dtype == np.bool_ else a
@@ -176,10 +265,13 @@ def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpr
                 for x, a in zip(args, ctx.avals_in)]
     props = spec.properties(ins, outs)
     inherent = ", ".join(f"{k} = {v}" for k, v in props if not k.startswith("mhlo."))
-    meta = 'kernel_metadata = "{}"'
+    meta = [] if metadata is None else ["kernel_metadata = " + _string(metadata)]
     if level == 1:
-        meta += ', xla_allow_dce_side_effecting_op = "true"'
-    extra = f"kernel_name = {_string(kernel)}, mhlo.frontend_attributes = {{{meta}}}"
+        meta.append('xla_allow_dce_side_effecting_op = "true"')
+    extra = [f"kernel_name = {_string(kernel)}"] if kernel is not None else []
+    if meta:
+        extra.append(f"mhlo.frontend_attributes = {{{', '.join(meta)}}}")
+    extra = ", ".join(extra)
     results = ctx.op("stablehlo.custom_call", operands, ins, outs, props=inherent,
                      attrs=extra)
     return [_as_int32(ctx, r, a, back=True) if a.dtype == np.bool_ else r

@@ -186,8 +186,12 @@ def _escape(text: str) -> str:
 class KernelFunction:
     """The body of one ``func.func`` being written: its lines, fresh SSA names, regions."""
 
-    def __init__(self, kernel_name: str):
+    def __init__(self, kernel_name: str, mesh=None):
         self.kernel_name = kernel_name
+        # the device mesh of the enclosing shard_map, ((axis names), (sizes)), or None; the
+        # mesh axes the kernel asks its position along (axis_index)
+        self.mesh = mesh
+        self.used_axes: set = set()
         self.lines: list = []
         self.counter = 0
         self.depth = 1
@@ -518,16 +522,19 @@ def convert_scalar_to_i32(ctx, x: Value) -> Value:
     return ctx.op1(op, [x], i32)
 
 
-def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None) -> str:
+def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None, *,
+                       mesh=None, facts: dict | None = None) -> str:
     """The Mosaic module (MLIR text) of a ``pallas_call``'s kernel: the kernel function and
     the transform functions of its blocks (``dimension_semantics``: per grid axis, default
-    all "arbitrary")."""
+    all "arbitrary"). ``mesh``: the enclosing shard_map's ((axis names), (sizes)), for
+    ``axis_index`` and remote DMAs and signals; ``facts`` (a dict) receives ``mesh_axes``,
+    the mesh axes the kernel reads its position along."""
     gm = grid_mapping
     ngrid = len(gm.grid)
     npre = gm.num_scalar_prefetch
     mappings = gm.block_mappings
     ref_vars = jaxpr.invars[ngrid:]
-    fn = KernelFunction(name)
+    fn = KernelFunction(name, mesh)
     i32 = ShapedArray((), np.dtype(np.int32))
     args: list = [Value(f"%arg{i}", "i32", i32) for i in range(ngrid)]
     refs = []
@@ -553,6 +560,8 @@ def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None)
     fn.counter = 0
     outs = lower_jaxpr(fn, jaxpr, [], args)
     del outs
+    if facts is not None:
+        facts["mesh_axes"] = sorted(fn.used_axes)
     fn.op("func.return", [], [])
     sem = _semantics(dimension_semantics, ngrid, name)
     attrs = [f"dimension_semantics = [{', '.join(f'#tpu.dimension_semantics<{s}>' for s in sem)}]",

@@ -15,7 +15,7 @@ from plax.core.rules import mosaic_lowering_rules as rules
 from plax.first_order import (arithmetic, bitwise, comparison, conversion, dot, reductions,
                               sharding_constraint, shapes, slicing, transcendental, utility)
 from plax.pallas.mosaic_lowering import (Lit, PrefetchArray, Value, element_type, is_float,
-                                         is_unsigned, static_int, value_type)
+                                         is_unsigned, semaphore_type, static_int, value_type)
 
 __all__: list = []
 
@@ -311,15 +311,20 @@ def convert(ctx, x: Value, new_dtype) -> Value:
         return ctx.op1("arith.fptoui" if dk == "uint" else "arith.fptosi", [x], out)
     if dk == "float":
         return ctx.op1("arith.uitofp" if sk == "uint" else "arith.sitofp", [x], out)
-    if dst.itemsize == src.itemsize:
+    src_bits, dst_bits = dtypes.itemsize_bits(src), dtypes.itemsize_bits(dst)  # (int4: 4)
+    if dst_bits == src_bits:
         return ctx.op1("arith.bitcast", [x], out) if element_type(src) != element_type(dst) \
             else Value(x.name, x.type, out)
-    if dst.itemsize < src.itemsize:
+    if dst_bits < src_bits:
         return ctx.op1("arith.trunci", [x], out)
     return ctx.op1("arith.extui" if sk == "uint" else "arith.extsi", [x], out)
 
 
 def _convert_element_type(ctx, x, *, new_dtype, **_):
+    if semaphore_type(new_dtype):
+        # (the initial value of a scoped semaphore, which ``run_state`` allocates with
+        # ``tpu.sem_alloc`` and never stores: there is nothing to compute)
+        return None
     if isinstance(x, Lit):
         return ctx.constant(np.asarray(x.val).astype(new_dtype), ctx.avals_out[0])
     return convert(ctx, x, new_dtype)
@@ -328,7 +333,8 @@ def _convert_element_type(ctx, x, *, new_dtype, **_):
 def _bitcast_convert_type(ctx, x, *, new_dtype, **_):
     out = ctx.avals_out[0]
     if out.shape != ctx.avals_in[0].shape:
-        raise ctx.error("bitcast_convert_type between different widths is not supported")
+        raise ctx.error("bitcast_convert_type: Changing bitwidths not supported (bitcast "
+                        "between types of one width, or use pltpu.bitcast)")
     return ctx.op1("arith.bitcast", [ctx.value(x)], out)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from plax.core.avals import ShapedArray
 from plax.core.jaxpr import Literal
-from plax.core.refs import NDIndexer, Slice
+from plax.core.refs import NDIndexer, RefReshaper, Slice
 from plax.core.rules import mosaic_lowering_rules as rules
 from plax.core.tree_core import tree_unflatten
 from plax.first_order import state
@@ -55,18 +55,36 @@ def _as_i32(ctx, x):
 
 
 def _window(ctx, ref: RefValue, leaves, tree):
-    """The memref indices, the sizes read, the strides, and which memref dimensions the value
-    keeps: the reference's (chained) indexers composed."""
+    """The memref read or written (``ref``, or a reshape of it), its indices, the sizes
+    read, the strides, and which memref dimensions the value keeps: the reference's
+    (chained) indexers composed."""
     transforms = tree_unflatten(tree, list(leaves)) if tree is not None else ()
+    ref, transforms = reshaped(ctx, ref, transforms)
     starts, sizes, strides, keep = window(ctx, ref, transforms)
-    return [ctx.index(s) for s in starts], sizes, strides, keep
+    return ref, [ctx.index(s) for s in starts], sizes, strides, keep
+
+
+def reshaped(ctx, ref: RefValue, transforms):
+    """``ref.reshape(...)`` views of a whole reference as ``tpu.memref_reshape`` (as JAX
+    lowers them): the reshaped memref and the transforms after the reshapes."""
+    transforms = list(transforms)
+    while transforms and type(transforms[0]) is RefReshaper:
+        shape = tuple(int(d) for d in transforms.pop(0).shape)
+        if ref.squeezed:
+            raise ctx.error("a reshape of a block with squeezed dimensions is not supported "
+                            "on TPU; reshape the loaded value instead")
+        out = RefValue(None, shape, ref.dtype, ref.space, (), ref.aval)
+        name = ctx.fn.op("tpu.memref_reshape", [ref], [out.type])[0]
+        ref = RefValue(name, shape, ref.dtype, ref.space, (), ref.aval)
+    return ref, transforms
 
 
 def window(ctx, ref: RefValue, transforms):
     """A view of ``ref`` through ``transforms`` (NDIndexers): its start in each memref
     dimension (an int or an int32 Value), sizes, strides and the dimensions it keeps."""
     if any(type(t) is not NDIndexer for t in transforms):
-        raise ctx.error("reshaped or bitcast views of a reference are not supported yet on TPU")
+        raise ctx.error("bitcast views of a reference, and reshapes of a part of one, are not "
+                        "supported yet on TPU")
     n = len(ref.shape)
     starts, sizes, strides = [0] * n, list(ref.shape), [1] * n
     keep = [d not in ref.squeezed for d in range(n)]
@@ -141,22 +159,19 @@ def _ref(ctx, ref):
 
 
 def _get(ctx, ref, *leaves, tree=None, **_):
-    ref = _ref(ctx, ref)
-    idx, sizes, strides, _ = _window(ctx, ref, leaves, tree)
+    ref, idx, sizes, strides, _ = _window(ctx, _ref(ctx, ref), leaves, tree)
     return _load(ctx, ref, idx, sizes, ctx.avals_out[0], strides)
 
 
 def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **_):
-    ref = _ref(ctx, ref)
-    idx, sizes, strides, _ = _window(ctx, ref, leaves, tree)
+    ref, idx, sizes, strides, _ = _window(ctx, _ref(ctx, ref), leaves, tree)
     old = _load(ctx, ref, idx, sizes, ctx.avals_out[0], strides) if _used[0] else None
     _store(ctx, ref, idx, sizes, value, strides)
     return old
 
 
 def _addupdate(ctx, ref, value, *leaves, tree=None, **_):
-    ref = _ref(ctx, ref)
-    idx, sizes, strides, _ = _window(ctx, ref, leaves, tree)
+    ref, idx, sizes, strides, _ = _window(ctx, _ref(ctx, ref), leaves, tree)
     aval = ctx.avals_in[1]
     old = _load(ctx, ref, idx, sizes, aval, strides)
     add = "arith.addf" if is_float(aval.dtype) else "arith.addi"

@@ -8,7 +8,9 @@
 A view of a reference (``x_hbm.at[pl.ds(i, 8)]``, ``sem.at[slot]``) handed to a DMA or a
 semaphore op is a memref of its own, as JAX builds it: ``tpu.memref_slice`` at the view's
 (i32) starts, then ``tpu.memref_squeeze`` of the dimensions an integer index drops.
-Remote operations (a ``device_id``) are refused with the fix.
+Inside a shard_map, ``axis_index`` is computed from ``tpu.device_id`` and the mesh, and
+remote DMAs and signals name their device by its logical id (mesh coordinates weighted by
+the mesh's strides), as JAX lowers them; outside one they are refused with the fix.
 
 Reads and writes of blocks of references in ANY/HBM memory (what plax's ``emit_pipeline``
 does at each step, around the ``run_state`` of its body) become synchronous DMAs through a
@@ -22,8 +24,8 @@ import numpy as np
 from plax.core.avals import ShapedArray
 from plax.core.refs import AbstractRef
 from plax.core.rules import mosaic_lowering_rules as rules
-from plax.core.tree_core import tree_unflatten
-from plax.first_order import state
+from plax.core.tree_core import tree_flatten, tree_unflatten
+from plax.first_order import collectives, state
 from plax.pallas import dma, semaphores, tpu_ops, tpu_packing, tpu_prng
 from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, element_type, static_int,
                                          value_type)
@@ -79,37 +81,111 @@ def ref_view(ctx, ref, transforms) -> RefValue:
 
 def _refuse_remote(ctx, what: str):
     return ctx.error(
-        f"{what} on another device (a device_id) is not supported by plax's Mosaic lowering: "
-        "Cannot use communication in pallas_call without shard_map, and plax does not lower "
-        "TPU communication yet. Run the kernel in interpret mode (pallas_call(..., "
-        "interpret=True)) under shard_map, where remote copies and signals work.")
+        f"{what} on another device (a device_id) needs the mesh of an enclosing shard_map: "
+        "Cannot use communication in pallas_call without shard_map. Call the pallas_call "
+        "inside a shard_map over the devices it talks to (or run it in interpret mode, "
+        "pallas_call(..., interpret=True)).")
+
+
+# --- devices of the mesh --------------------------------------------------------------------
+def _mesh(ctx, what: str):
+    if ctx.fn.mesh is None:
+        raise _refuse_remote(ctx, what)
+    return ctx.fn.mesh
+
+
+def _axis_position(ctx, name, asked: bool = False) -> Value:
+    """This device's position along mesh axis ``name``: (``tpu.device_id`` divided by the
+    sizes of the minor axes) modulo the axis's size, as JAX computes it (``asked``: by the
+    kernel's ``axis_index``, which the custom call's metadata lists)."""
+    names, sizes = ctx.fn.mesh if ctx.fn.mesh is not None else ((), ())
+    if name not in names:
+        raise ctx.error(f"axis_index({name!r}) in a TPU kernel needs {name!r} to be an axis "
+                        f"of the enclosing shard_map's mesh (its axes: {list(names)}); "
+                        "call the pallas_call inside a shard_map over that axis.")
+    k = names.index(name)
+    if asked:
+        ctx.fn.used_axes.add(name)
+    device = ctx.op1("tpu.device_id", [], _I32)
+    minor = ctx.constant(int(np.prod(sizes[k + 1:], dtype=np.int64)), _I32)
+    major = ctx.op1("arith.divsi", [device, minor], _I32)
+    return ctx.op1("arith.remsi", [major, ctx.constant(sizes[k], _I32)], _I32)
+
+
+def _axis_index(ctx, *, axis_name):
+    return _axis_position(ctx, axis_name, asked=True)
+
+
+def _logical_device(ctx, device_id, device_id_type, what: str) -> Value:
+    """The logical id (i32) of the device ``device_id`` names: its mesh coordinates (a tuple
+    of one per mesh axis, or a dict of some axes, the others this device's) weighted by the
+    mesh's strides, or a logical id as it is."""
+    names, sizes = _mesh(ctx, what)
+    if isinstance(device_id, dict):
+        if device_id_type != semaphores.DeviceIdType.MESH:
+            raise ctx.error(f"`device_id_type` must be MESH if `device_id` is a dict, got: "
+                            f"device_id_type = {device_id_type}.")
+        unknown = [a for a in device_id if a not in names]
+        if unknown:
+            raise ctx.error(f"device_id names axes {unknown} that the mesh (axes "
+                            f"{list(names)}) does not have.")
+        device_id = tuple(device_id[a] if a in device_id else _axis_position(ctx, a)
+                          for a in names)
+    leaves = tree_flatten(device_id)[0]
+    if device_id_type != semaphores.DeviceIdType.MESH:
+        return _i32(ctx, leaves[0])
+    if len(leaves) != len(names):
+        raise ctx.error(f"Number of device ids must match the number of mesh axes, but got "
+                        f"{len(leaves)} ids for a {len(names)}D mesh.")
+    total = None
+    for k, leaf in enumerate(leaves):
+        term, stride = _i32(ctx, leaf), int(np.prod(sizes[k + 1:], dtype=np.int64))
+        if stride != 1:
+            term = ctx.op1("arith.muli", [term, ctx.constant(stride, _I32)], _I32)
+        total = term if total is None else ctx.op1("arith.addi", [total, term], _I32)
+    return total
 
 
 # --- DMAs -----------------------------------------------------------------------------------
 def _dma_refs(ctx, args, trees, device_id_tree):
     ops = dma.DMAOperands.split(args, trees, device_id_tree)
-    if ops.src_sem is not None or ops.device_id is not None:
-        raise _refuse_remote(ctx, "A remote DMA (make_async_remote_copy)")
     sem, dst, src = (ref_view(ctx, *group) for group in (ops.dst_sem, ops.dst, ops.src))
-    return src, dst, sem  # (views made in JAX's order: the semaphore's first)
+    return src, dst, sem, ops  # (views made in JAX's order: the semaphore's first)
 
 
 def _dma_start(ctx, *args, trees, device_id_tree, device_id_type, priority, add):
     if add:
         raise ctx.error("DMA with add=True is not supported.")
-    src, dst, sem = _dma_refs(ctx, args, trees, device_id_tree)
+    src, dst, sem, ops = _dma_refs(ctx, args, trees, device_id_tree)
     if np.dtype(src.dtype) == np.bool_:
         raise ctx.error("DMAs with bool dtypes are not supported.")
-    ctx.fn.op("tpu.enqueue_dma", [src, dst, sem], [],
-              f"{_segments(1, 0, 1, 1, 0, 0, 0)}, priority = {int(priority)} : i32, "
-              "strict_ordering = false")
+    attrs = f"priority = {int(priority)} : i32, strict_ordering = false"
+    if ops.device_id is None:
+        ctx.fn.op("tpu.enqueue_dma", [src, dst, sem], [],
+                  f"{_segments(1, 0, 1, 1, 0, 0, 0)}, {attrs}")
+        return []
+    send_sem = ref_view(ctx, *ops.src_sem)
+    device = _logical_device(ctx, ops.device_id, device_id_type,
+                             "A remote DMA (make_async_remote_copy)")
+    ctx.fn.op("tpu.enqueue_dma", [src, send_sem, dst, sem, device], [],
+              f"{_segments(1, 1, 1, 1, 1, 0, 0)}, {attrs}")
     return []
 
 
-def _dma_wait(ctx, *args, trees, device_id_tree, device_id_type):
-    src, dst, sem = _dma_refs(ctx, args, trees, device_id_tree)
-    ctx.fn.op("tpu.wait_dma2", [sem, src, dst], [],
-              f"{_segments(1, 1, 1, 0, 0)}, strict_ordering = false")
+def _dma_wait(ctx, *args, trees, device_id_tree, device_id_type, send=False):
+    src, dst, sem, ops = _dma_refs(ctx, args, trees, device_id_tree)
+    if send:  # (a remote copy's send: JAX names this device, core 0)
+        zero = ctx.constant(0, _I32)
+        ctx.fn.op("tpu.wait_dma2", [sem, src, dst, zero, zero], [],
+                  f"{_segments(1, 1, 1, 1, 1)}, strict_ordering = false")
+    elif ops.device_id is not None:
+        device = _logical_device(ctx, ops.device_id, device_id_type,
+                                 "A remote DMA (make_async_remote_copy)")
+        ctx.fn.op("tpu.wait_dma2", [sem, src, dst, device], [],
+                  f"{_segments(1, 1, 1, 1, 0)}, strict_ordering = false")
+    else:
+        ctx.fn.op("tpu.wait_dma2", [sem, src, dst], [],
+                  f"{_segments(1, 1, 1, 0, 0)}, strict_ordering = false")
     return []
 
 
@@ -124,13 +200,17 @@ def _semaphore(ctx, sem, leaves, tree) -> RefValue:
 
 def _signal(ctx, sem, *rest, tree, device_id_type, device_id_tree, has_core_index):
     n = tree.num_leaves
-    if device_id_tree.num_leaves:
-        raise _refuse_remote(ctx, "A semaphore signal")
     if has_core_index:
         raise ctx.error("semaphore_signal with a core_index (another TensorCore) is not "
                         "supported: plax lowers kernels for a single core.")
     view = _semaphore(ctx, sem, rest[:n], tree)
-    ctx.fn.op("tpu.sem_signal", [view, _i32(ctx, rest[n])], [], _segments(1, 1, 0, 0, 0))
+    amount = _i32(ctx, rest[n])
+    if not device_id_tree.num_leaves:
+        ctx.fn.op("tpu.sem_signal", [view, amount], [], _segments(1, 1, 0, 0, 0))
+        return []
+    device_id = tree_unflatten(device_id_tree, list(rest[n + 1:n + 1 + device_id_tree.num_leaves]))
+    device = _logical_device(ctx, device_id, device_id_type, "A semaphore signal")
+    ctx.fn.op("tpu.sem_signal", [view, amount, device], [], _segments(1, 1, 1, 0, 0))
     return []
 
 
@@ -151,6 +231,7 @@ def _read(ctx, sem, *leaves, tree):
 rules[semaphores.semaphore_signal_p] = _signal
 rules[semaphores.semaphore_wait_p] = _wait
 rules[semaphores.semaphore_read_p] = _read
+rules[collectives.axis_index_p] = _axis_index
 
 
 # --- values ---------------------------------------------------------------------------------

@@ -346,9 +346,10 @@ class LoweredSpmd:
 
 
 def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, donated,
-               keep_unused: bool) -> LoweredSpmd:
+               keep_unused: bool, platform: str | None = None) -> LoweredSpmd:
     """The SPMD module of ``jaxpr``: its invars laid out by ``in_shardings``, its results by
-    ``out_shardings`` (None: XLA's choice), over ``devices``."""
+    ``out_shardings`` (None: XLA's choice), over ``devices`` (lowered for their platform, or
+    ``platform``)."""
     jaxpr, kept = dispatch.live_part(jaxpr, keep_unused)
     ordered = ordered_effects_of(jaxpr_effects(jaxpr))
     if ordered and len(devices) > 1:
@@ -375,7 +376,8 @@ def lower_spmd(jaxpr: Jaxpr, name: str, in_shardings, out_shardings, devices, do
     with pipeline_steps.step("lower", f"jit({name})", "/jax/core/compile/jaxpr_to_mlir_module_duration"):
         text = lower_jaxpr_to_module(
             jaxpr, module_name=f"jit_{name}", num_partitions=len(devices), arg_attrs=arg_attrs,
-            result_attrs=result_attrs, platform=devices[0].platform, devices=devices)
+            result_attrs=result_attrs, platform=platform or devices[0].platform,
+            devices=devices)
     return LoweredSpmd(text, jaxpr, kept, in_shardings, out_shardings, devices, name, callbacks)
 
 

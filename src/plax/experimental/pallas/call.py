@@ -2,6 +2,7 @@
 bound as one ``pallas_call`` equation (``plax.higher_order.pallas_call``)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -9,14 +10,15 @@ import numpy as np
 from plax import tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
-from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from plax.core.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
 from plax.core.refs import AbstractRef
 from plax.core.staging import trace_to_jaxpr
 from plax.first_order import conversion
 from plax.core.trace import Tracer, extend_axis_env, get_aval
-from plax.experimental.pallas.core import (Blocked, BlockSpec, BoundedSlice, Element, GridSpec,
-                                           Indirect, Squeezed, no_block_spec)
+from plax.experimental.pallas.core import (ANY, Blocked, BlockSpec, BoundedSlice, Element,
+                                           GridSpec, Indirect, Squeezed, no_block_spec)
 from plax.ffi.call import checked_aliases
+from plax.first_order.state import ref_get, ref_set
 from plax.higher_order import pallas_call_rules  # noqa: F401  (pallas_call's JVP and vmap)
 from plax.higher_order.pallas_call import (BlockMapping, GridMapping, kernel_grid,
                                            pallas_call_p)
@@ -249,12 +251,41 @@ def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
         return []
     jaxpr, consts = trace_to_jaxpr(body, [_INDEX] * (len(grid) + n_dyn) + ref_avals,
                                    description=f"pallas_call kernel {name}")
-    if consts:
+    if any(not isinstance(get_aval(c), AbstractRef) for c in consts):
         shown = ", ".join(get_aval(c).str_short() for c in consts)
         raise ValueError(f"The kernel function in the pallas_call {_src_info(kernel)} "
                          f"captures constants "
                          f"[{shown}]. You should pass them as inputs.")
-    return jaxpr
+    return jaxpr, consts
+
+
+def _hoist_captured_refs(jaxpr, refs, gm: GridMapping, aliases, pre):
+    """A kernel that closes over references of the enclosing program (a ``run_state`` body's,
+    say), made a kernel of them as JAX makes it: each becomes a whole input in memory space
+    ANY, placed first after the scalar-prefetch operands, aliased to a new first output; the
+    caller reads them before the call and writes the results back. The kernel works on the
+    outputs (JAX's on the inputs: on a TPU both are one buffer), so that interpret mode,
+    where they are two arrays, returns what the kernel wrote."""
+    n_idx = len(gm.grid) + gm.num_dynamic_grid_bounds  # (the grid indices, dynamic sizes)
+    n_pre, n_h = gm.num_scalar_prefetch, len(refs)
+    avals = [get_aval(r).inner_aval for r in refs]
+    maps = [_block_mapping(BlockSpec(memory_space=ANY), a, gm.grid, f"captured[{k}]", pre)
+            for k, a in enumerate(avals)]
+    n_in = n_idx + gm.num_inputs
+    ins = [Var(AbstractRef(a, memory_space=ANY)) for a in avals]
+    first = n_idx + n_pre
+    invars = (jaxpr.invars[:first] + ins + jaxpr.invars[first:n_in] + list(jaxpr.constvars)
+              + jaxpr.invars[n_in:])
+    body = Jaxpr([], invars, jaxpr.outvars, jaxpr.eqns)
+    bms = gm.block_mappings
+    gm = dataclasses.replace(
+        gm, block_mappings=bms[:n_pre] + tuple(maps) + bms[n_pre:gm.num_inputs] + tuple(maps)
+        + bms[gm.num_inputs:], num_inputs=gm.num_inputs + n_h,
+        num_outputs=gm.num_outputs + n_h,
+        out_memory_spaces=(None,) * n_h + tuple(gm.out_memory_spaces))
+    aliases = tuple((n_pre + k, k) for k in range(n_h)) + tuple(
+        (i + n_h if i >= n_pre else i, o + n_h) for i, o in aliases)
+    return body, gm, aliases
 
 
 def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block_spec,
@@ -285,12 +316,13 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
             f"(grid={grid}) runs in interpret mode only in plax (pallas_call(..., "
             "interpret=True)).")
     name = name or _fun_name(kernel)
-    if isinstance(out_shape, list):
+    if isinstance(out_shape, list):  # (a list of results is a tuple, as for the specs)
         out_shape = tuple(out_shape)
     out_paths, out_tree = tree_util.tree_flatten_with_path(out_shape)
     out_origins = [f"outputs{tree_util.keystr(p)}" for p, _ in out_paths]
     out_leaves = [x for _, x in out_paths]
     out_avals = [ShapedArray(tuple(s.shape), dtypes.dtype(s.dtype)) for s in out_leaves]
+    out_spaces = tuple(getattr(s, "memory_space", None) for s in out_leaves)
     scratch_leaves, scratch_tree = tree_util.tree_flatten(  # (a dict reaches the kernel
         scratch_shapes if isinstance(scratch_shapes, dict) else tuple(scratch_shapes),
         is_leaf=lambda s: hasattr(s, "get_ref_aval"))  # as keyword arguments, as in JAX)
@@ -314,14 +346,17 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
                    for s, a, o in zip(outs, out_avals, out_origins)])
             aliases = checked_aliases(input_output_aliases, in_avals, out_avals, indexed=True)
             gm = GridMapping(grid, mappings, len(in_avals), len(out_avals), tuple(
-                a.inner_aval for a in scratch), n_pre, grid_names, len(dynamic_sizes))
+                a.inner_aval for a in scratch), n_pre, grid_names, len(dynamic_sizes),
+                out_memory_spaces=out_spaces)
             # a named grid's axes are bound while the kernel is traced (lax.axis_size)
             named = [(n, g) for n, g in zip(grid_names or (), grid) if g is not None]
             with extend_axis_env(named):
-                body = _trace_kernel(kernel, name, grid,
-                                     (pre_tree, in_tree, out_tree, scratch_tree), mappings,
-                                     scratch)
-            hit = traced[key] = (body, gm, aliases)
+                body, refs = _trace_kernel(kernel, name, grid,
+                                           (pre_tree, in_tree, out_tree, scratch_tree),
+                                           mappings, scratch)
+            if refs:  # (the references belong to this call's context: traced each time)
+                return (*_hoist_captured_refs(body, refs, gm, aliases, pre), refs)
+            hit = traced[key] = (body, gm, aliases, [])
         return hit
 
     def wrapped(*args):
@@ -334,14 +369,18 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
         in_avals = [get_aval(x).update(weak_type=False) for x in leaves]
         origins = [f"args{tree_util.keystr(p)}"
                    for p, _ in tree_util.tree_flatten_with_path(tuple(args))[0]]
-        body, gm, aliases = prepare(pre_tree, in_tree, in_avals, origins)
+        body, gm, aliases, refs = prepare(pre_tree, in_tree, in_avals, origins)
         leaves = [x if isinstance(x, Tracer) or hasattr(x, "dtype") and x.dtype == a.dtype
                   else np.asarray(x, a.dtype) for x, a in zip(leaves, in_avals)]
+        n_pre = len(pre_leaves)
+        leaves[n_pre:n_pre] = [ref_get(r, ()) for r in refs]
         dyn = [conversion.convert_element_type(g, np.int32) for g in dynamic_sizes]
         outs = pallas_call_p.bind(
             *dyn, *leaves, jaxpr=body, grid_mapping=gm, input_output_aliases=aliases,
             interpret=forced_interpret_params() or interpret, debug=debug, name=name,
             compiler_params=compiler_params, cost_estimate=cost_estimate)
-        return tree_util.tree_unflatten(out_tree, outs)
+        for r, value in zip(refs, outs[:len(refs)]):
+            ref_set(r, (), value)
+        return tree_util.tree_unflatten(out_tree, outs[len(refs):])
     wrapped.__name__ = name
     return wrapped
