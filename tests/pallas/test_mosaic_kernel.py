@@ -65,3 +65,16 @@ def test_memory_spaces_metadata_and_refusals():
         kernel(np.ones((8, 128), np.float32))
     with pytest.raises(TypeError, match="takes an MLIR module"):
         mosaic.as_tpu_kernel(DOUBLE, X)
+
+
+def test_vmap_of_a_batch_of_one_only():
+    """As JAX's rule: a batch of one runs the kernel once and adds the axis; a larger batch
+    raises (a Mosaic module has fixed shapes)."""
+    kernel = mosaic.as_tpu_kernel(mosaic_bindings.module_from_text(DOUBLE), X)
+    one = plax.ShapeDtypeStruct((1, 8, 128), jnp.float32)
+    text = plax.jit(plax.vmap(kernel)).trace(one).lower(lowering_platforms=("tpu",)).as_text()
+    assert text.count('call_target_name = "tpu_custom_call"') == 1
+    assert "-> tensor<1x8x128xf32>" in text
+    two = plax.ShapeDtypeStruct((2, 8, 128), jnp.float32)
+    with pytest.raises(NotImplementedError, match="does not support non-trivial batching"):
+        plax.jit(plax.vmap(kernel)).trace(two)

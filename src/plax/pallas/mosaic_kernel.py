@@ -17,7 +17,8 @@ from plax import tree_util
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.primitive import Primitive
-from plax.core.rules import register_lowering
+from plax.core.rules import batch_rules, register_lowering
+from plax.first_order import shapes, slicing
 from plax.pallas import mosaic_bindings
 from plax.pallas.mosaic_call import (MEMORY_COLORS, MOSAIC_DIALECT_VERSION, backend_config,
                                      emit_tpu_custom_call)
@@ -130,6 +131,21 @@ def _other_lowering(ctx, *args, **_):
         "elsewhere.")
 
 
+def _batch(axis, vals, dims, **params):
+    """Only a batch of one: the kernel runs on the unbatched operands and each result gets a
+    leading axis of size 1 (a Mosaic module has fixed shapes, as in JAX)."""
+    if axis.size != 1:
+        raise NotImplementedError(
+            f"tpu_custom_call does not support non-trivial batching: a Mosaic module has fixed "
+            f"shapes, and this vmap has size {axis.size}. Write the kernel with pallas_call, "
+            "whose vmap adds a grid axis.")
+    unbatched = [v if d is None else slicing.index_in_dim(v, 0, d, keepdims=False)
+                 for v, d in zip(vals, dims)]
+    outs = tpu_custom_call_p.bind(*unbatched, **params)
+    return [shapes.expand_dims(o, (0,)) for o in outs], [0] * len(outs)
+
+
 tpu_custom_call_p.def_abstract_eval(_abstract)
+batch_rules[tpu_custom_call_p] = _batch
 register_lowering(tpu_custom_call_p, _other_lowering)
 register_lowering(tpu_custom_call_p, _tpu_lowering, platform="tpu")
