@@ -76,10 +76,11 @@ class AbstractRef(MutableHiType):
         return hash((AbstractRef, self.inner_aval))
 
     def __repr__(self):
-        return f"Ref{{{self.inner_aval.str_short(short_dtypes=False)}}}"
+        return self.str_short(short_dtypes=False)
 
     def str_short(self, short_dtypes=True, **_):
-        return f"Ref{{{self.inner_aval.str_short(short_dtypes)}}}"
+        space = "" if self.memory_space is None else f"<{self.memory_space}>"
+        return f"Ref{space}{{{self.inner_aval.str_short(short_dtypes)}}}"
 
     # The hi-type protocol: a box is made of the one array it holds; its type never changes.
     def lo_ty_qdd(self, qdd):
