@@ -246,14 +246,13 @@ def _pp_index(t, printer) -> str:
                             and i.size == d for i, d in zip(t.indices, t.shape)):
         return "[...]"
 
-    def one(i, d):
+    def one(i, d):  # (as JAX: a bound at the axis' edge is left out)
         if type(i) is not Slice:
             return _atom(i, printer)
         start = _static(i.start)
-        if start == 0 and i.size == d and i.stride == 1:
-            return ":"
-        end = str(start + i.size * i.stride - (i.stride - 1)) if start is not None else \
-            f"{_atom(i.start, printer)}+{i.size}"
+        end = start + i.size * i.stride - (i.stride - 1) if start is not None else None
+        end = f"{_atom(i.start, printer)}+{i.size}" if end is None else \
+            "" if end == d else str(end)
         text = f"{'' if start == 0 else _atom(i.start, printer)}:{end}"
         return text + (f":{i.stride}" if i.stride != 1 else "")
     return "[" + ",".join(one(i, d) for i, d in zip(t.indices, t.shape)) + "]"
