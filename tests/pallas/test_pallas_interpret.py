@@ -273,3 +273,15 @@ def test_like_functions_and_state_primitives_take_references():
     np.testing.assert_allclose(f(x), 2 * x, rtol=1e-6)
     jaxpr = str(plax.make_jaxpr(f)(x))
     assert "Ref<default>{f32[8,8]}" in jaxpr, jaxpr
+
+
+@pytest.mark.parametrize("dtype", ["int4", "int2", "uint4"])
+def test_sub_byte_integer_outputs(dtype):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...].astype(dtype)
+    x = np.array([[0.0, 1.0, -1.0, 1.0]] * 8, np.float32)
+    if dtype.startswith("u"):
+        x = np.abs(x)
+    out = call(kernel, out_shape=plax.ShapeDtypeStruct(x.shape, jnp.dtype(dtype)))(x)
+    assert out.dtype == jnp.dtype(dtype)
+    np.testing.assert_array_equal(np.asarray(out.astype(jnp.float32)), x)
