@@ -8,7 +8,7 @@ import plax.numpy as jnp
 from plax.core.avals import ShapedArray
 from plax.core.effects import AccumEffect, ReadEffect, WriteEffect
 from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
-from plax.core.refs import shaped_array_ref
+from plax.core.refs import NDIndexer, Slice, shaped_array_ref
 from plax.core.staging import trace_to_jaxpr
 from plax.first_order.state import addupdate_p, get_p, ref_addupdate, ref_get, ref_swap, swap_p
 from plax.higher_order.run_state import run_state, run_state_reference
@@ -70,12 +70,36 @@ def test_swap_and_addupdate_discharge_to_numpy_updates(idx, expected):
 
 @pytest.mark.parametrize("idx, error", [
     ((3,), "Out of bound indexer"),
-    ((0, 0, 0, 0), "too many indices"),
+    ((0, 0, 0, 0), "`indices` must not be longer than `shape`"),
+    ((slice(2, None),), "Out of bound slice: start=2, dim=2"),
+    ((0, Slice(2, 2)), "Out of bound slice: start=2, size=2"),
     ((np.array([0.5]),), "integers, slices or integer arrays"),
 ])
 def test_bad_indices_raise(idx, error):
     with pytest.raises((ValueError, IndexError, TypeError), match=error):
         _trace(lambda r: [ref_get(r, idx)], shaped_array_ref(_A.shape, np.float32))
+
+
+@pytest.mark.parametrize("indices, shape, want", [
+    ((np.ones((10, 20)), np.ones((10, 20))), (5, 5), (10, 20)),  # (any arrays, as JAX's)
+    ((Slice(1, 2), np.arange(3)[:, None], np.arange(4)), (3, 5, 6), (2, 3, 4)),
+    ((slice(3, 3), 0), (4, 5), (0,)),
+])
+def test_ndindexer_shapes(indices, shape, want):
+    assert NDIndexer.from_indices_shape(indices, shape).get_indexer_shape() == want
+
+
+@pytest.mark.parametrize("indices, error, match", [
+    ((np.arange(10)[None], np.arange(20)[None, :]), ValueError,
+     "Cannot broadcast shapes for indexing"),
+    ((plax.new_ref(np.arange(4)),) * 2, NotImplementedError,
+     "Multiple Ref indexers are not supported"),
+    ((plax.new_ref(np.arange(4)), 0), NotImplementedError,
+     "Ref cannot be mixed with other non-slice indexers"),
+])
+def test_ndindexer_refuses(indices, error, match):
+    with pytest.raises(error, match=match):
+        NDIndexer.from_indices_shape(indices, (5, 5))
 
 
 @pytest.mark.parametrize("f, error", [
@@ -94,7 +118,7 @@ def test_state_equations_print_as_reads_and_writes():
         ref_addupdate(r, (), jnp.zeros((2, 3), jnp.float32))
         return [x, ref_swap(r, (1,), jnp.ones(3, jnp.float32))]
     text = str(_trace(f, shaped_array_ref((2, 3), np.float32), ShapedArray((2,), np.float32)))
-    for piece in ["c:f32[2] <- a[0,1:3]", "a[:,0] <- b", "a[...] += ", ", a[1,:] <- a[1,:], "]:
+    for piece in ["c:f32[2] <- a[0,1:]", "a[:,0] <- b", "a[...] += ", ", a[1,:] <- a[1,:], "]:
         assert piece in text
     prims = [e.primitive for e in _trace(f, shaped_array_ref((2, 3), np.float32),
                                          ShapedArray((2,), np.float32)).eqns]

@@ -249,3 +249,44 @@ def test_jax_pallas_private_faces_and_test_helpers():
     unittest.defaultTestLoader.loadTestsFromTestCase(Compiled).run(result)
     assert result.testsRun == 2 and not result.failures and not result.errors
     assert [why for _, why in result.skipped] == ["On CPU the test works only in interpret mode"]
+
+
+_REF_MISUSES = [  # (what the kernel does with its input reference, the error)
+    (lambda r: plax.lax.dot_general(r, r, (((1,), (0,)), ((), ()))), ValueError,
+     r"Attempting to pass a Ref Ref<default>\{float32\[8,8\]\} to a primitive: dot_general"),
+    (lambda r: plax.lax.sin(r), ValueError, r"Attempting to pass a Ref .* primitive: sin"),
+    (jnp.sin, TypeError, r"sin requires ndarray or scalar arguments.*Ref<default>"),
+    (lambda r: r * 2, TypeError, r"multiply requires ndarray or scalar arguments"),
+]
+
+
+@pytest.mark.parametrize("misuse,error,match", _REF_MISUSES)
+def test_array_operations_refuse_an_unread_reference(misuse, error, match):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = misuse(x_ref)
+    f = call(kernel, out_shape=plax.ShapeDtypeStruct((8, 8), jnp.float32))
+    with pytest.raises(error, match=match):
+        f(np.ones((8, 8), np.float32))
+
+
+def test_like_functions_and_state_primitives_take_references():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.zeros_like(x_ref)
+        o_ref[...] += jnp.full_like(o_ref, 2.0) * x_ref[...]
+    f = call(kernel, out_shape=plax.ShapeDtypeStruct((8, 8), jnp.float32))
+    x = _rand((8, 8))
+    np.testing.assert_allclose(f(x), 2 * x, rtol=1e-6)
+    jaxpr = str(plax.make_jaxpr(f)(x))
+    assert "Ref<default>{f32[8,8]}" in jaxpr, jaxpr
+
+
+@pytest.mark.parametrize("dtype", ["int4", "int2", "uint4"])
+def test_sub_byte_integer_outputs(dtype):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...].astype(dtype)
+    x = np.array([[0.0, 1.0, -1.0, 1.0]] * 8, np.float32)
+    if dtype.startswith("u"):
+        x = np.abs(x)
+    out = call(kernel, out_shape=plax.ShapeDtypeStruct(x.shape, jnp.dtype(dtype)))(x)
+    assert out.dtype == jnp.dtype(dtype)
+    np.testing.assert_array_equal(np.asarray(out.astype(jnp.float32)), x)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from plax.core import replication
 from plax.core.avals import sharding_in_types
+from plax.core.hi_types import MutableHiType
 from plax.core.rules import abstract_eval_rules, all_primitives, impl_rules
 from plax.core.sharding_types import propagate
 from plax.core.trace import current_trace
@@ -91,6 +92,8 @@ def abstract_eval(prim: Primitive, avals, params):
         rule = abstract_eval_rules[prim]
     except KeyError:
         raise NotImplementedError(f"primitive {prim.name!r} has no abstract evaluation rule") from None
+    if not prim.multiple_results and any(isinstance(a, MutableHiType) for a in avals):
+        _check_takes_refs(prim, rule, avals)
     out = rule(*avals, **params)
     out = list(out) if prim.multiple_results else [out]
     if sharding_in_types[0]:
@@ -98,6 +101,25 @@ def abstract_eval(prim: Primitive, avals, params):
     if replication.vma_in_types[0]:
         out = replication.propagate(prim, avals, out, params)
     return out
+
+
+# The array primitives (plax.lax's, typed by rules in plax.first_order) take arrays, never
+# references; the state family there (get/swap/addupdate, ...) is what reads and writes them.
+_ARRAY_FAMILY = "plax.first_order."
+_STATE_FAMILY = ("plax.first_order.state",)
+
+
+def _check_takes_refs(prim: Primitive, rule, avals) -> None:
+    """Refuse a reference passed to an array primitive, as JAX's standard primitives do
+    (other primitives, extensions' included, may take references)."""
+    from plax.core.refs import AbstractRef  # (refs sits above this module)
+    module = getattr(rule, "__module__", None) or ""
+    ref = next((a for a in avals if isinstance(a, AbstractRef)), None)
+    if ref is None or not module.startswith(_ARRAY_FAMILY) or module.startswith(_STATE_FAMILY):
+        return
+    raise ValueError(f"Attempting to pass a Ref {ref} to a primitive: {prim.name} -- did you "
+                     "forget to unpack ([...]) the ref? Read it with ref[...] (or a slice of "
+                     "it) and pass the array.")
 
 
 class NamedCallable:

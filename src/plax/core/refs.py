@@ -76,10 +76,11 @@ class AbstractRef(MutableHiType):
         return hash((AbstractRef, self.inner_aval))
 
     def __repr__(self):
-        return f"Ref{{{self.inner_aval.str_short(short_dtypes=False)}}}"
+        return self.str_short(short_dtypes=False)
 
     def str_short(self, short_dtypes=True, **_):
-        return f"Ref{{{self.inner_aval.str_short(short_dtypes)}}}"
+        space = "" if self.memory_space is None else f"<{self.memory_space}>"
+        return f"Ref{space}{{{self.inner_aval.str_short(short_dtypes)}}}"
 
     # The hi-type protocol: a box is made of the one array it holds; its type never changes.
     def lo_ty_qdd(self, qdd):
@@ -184,11 +185,31 @@ def _shape_of(x) -> tuple:
     return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
 
 
-def _is_int_like(x) -> bool:
+def is_int_like(x) -> bool:
+    """Whether an index holds integers (a Python or NumPy integer, or an integer array)."""
     dtype = getattr(x, "dtype", None)
     if dtype is None:
         return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
     return dtypes.issubdtype(dtype, np.integer)
+
+
+def _is_ref(x) -> bool:
+    """Whether an index is itself a reference (a box, or a traced one)."""
+    return isinstance(getattr(x, "aval", None), AbstractRef)
+
+
+def _checked_slice(s: Slice, dim) -> Slice:
+    """``s``, refused when a static start (or its last element) lies past an axis of ``dim``
+    (as JAX, a start of ``dim`` is refused even for an empty slice)."""
+    start = s.start
+    if (isinstance(start, (int, np.integer)) and isinstance(dim, int) and start
+            and isinstance(s.size, int)):
+        if start >= dim:
+            raise ValueError(f"Out of bound slice: start={start}, dim={dim}.")
+        if s.size and start + (s.size - 1) * s.stride >= dim:
+            raise ValueError(f"Out of bound slice: start={start}, size={s.size}, "
+                             f"stride={s.stride}, dim={dim}.")
+    return s
 
 
 class NDIndexer:
@@ -216,32 +237,39 @@ class NDIndexer:
             raise TypeError("Indexing a reference with None (np.newaxis) is not supported.")
         n = sum(i is not Ellipsis for i in indices)
         if n > len(shape):
-            raise IndexError(f"too many indices for a reference of shape {tuple(shape)}: "
-                             f"{n} were indexed.")
+            raise ValueError(f"`indices` must not be longer than `shape`: too many indices "
+                             f"for a reference of shape {tuple(shape)}: {n} were indexed.")
         if Ellipsis in [i for i in indices if not isinstance(i, (np.ndarray, Tracer))]:
             k = next(j for j, i in enumerate(indices) if i is Ellipsis)
             indices = indices[:k] + (slice(None),) * (len(shape) - n) + indices[k + 1:]
         indices = indices + (slice(None),) * (len(shape) - len(indices))
-        out, int_shapes = [], []
+        out, int_shapes, refs = [], [], 0
         for i, dim in zip(indices, shape):
             if isinstance(i, slice):
-                i = Slice.from_slice(i, dim)
+                i = _checked_slice(Slice.from_slice(i, dim), dim)
             elif type(i) is Slice:
-                pass
+                i = _checked_slice(i, dim)
             elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
                 if not -dim <= int(i) < dim:
                     raise ValueError(f"Out of bound indexer: idx={int(i)}, dim={dim}.")
                 i = int(i) + dim if int(i) < 0 else int(i)
                 int_shapes.append(())
-            else:
+            else:  # (an index array; reading a reference checks that it holds integers)
                 if isinstance(i, (list, tuple)):
                     i = np.asarray(i)
-                if not _is_int_like(i):
-                    raise TypeError(f"Reference indices must be integers, slices or integer "
-                                    f"arrays, got {i!r}.")
                 int_shapes.append(_shape_of(i))
+                refs += _is_ref(i)
             out.append(i)
-        return cls(out, shape, np.broadcast_shapes(*int_shapes) if int_shapes else ())
+        if refs and (refs > 1 or len(int_shapes) > 1):
+            raise NotImplementedError(
+                "Multiple Ref indexers are not supported" if refs > 1 else
+                "Ref cannot be mixed with other non-slice indexers: index with the one "
+                "reference (and slices) only.")
+        try:
+            int_shape = np.broadcast_shapes(*int_shapes) if int_shapes else ()
+        except ValueError:
+            raise ValueError(f"Cannot broadcast shapes for indexing: {int_shapes}") from None
+        return cls(out, shape, int_shape)
 
     def is_trivial(self) -> bool:
         """Whether this indexer is ``[...]``: the whole value."""

@@ -27,7 +27,8 @@ from plax.core import dtypes
 from plax.core.effects import AccumEffect, ReadEffect, WriteEffect
 from plax.core.jaxpr import Literal
 from plax.core.primitive import Primitive
-from plax.core.refs import AbstractRef, NDIndexer, RefReshaper, Slice, transformed_aval
+from plax.core.refs import (AbstractRef, NDIndexer, RefReshaper, Slice, is_int_like,
+                             transformed_aval)
 from plax.core.rules import (Zero, batch_rules, discharge_rules, is_undefined, jvp_rules,
                              not_mapped, pp_eqn_rules, register_lowering, transpose_rules)
 from plax.core.trace import Tracer, get_aval
@@ -133,7 +134,12 @@ def _indexer(idx, view) -> NDIndexer:
     shape = getattr(view, "shape", None)
     if shape is None:  # (a token: only the whole value)
         return NDIndexer((), (), ())
-    return NDIndexer.from_indices_shape(idx, shape)
+    indexer = NDIndexer.from_indices_shape(idx, shape)
+    for i in indexer.indices:
+        if type(i) is not Slice and not is_int_like(i):
+            raise TypeError(f"Reference indices must be integers, slices or integer arrays, "
+                            f"got {i!r}.")
+    return indexer
 
 
 def _transforms(ref, idx, what: str):
@@ -240,14 +246,13 @@ def _pp_index(t, printer) -> str:
                             and i.size == d for i, d in zip(t.indices, t.shape)):
         return "[...]"
 
-    def one(i, d):
+    def one(i, d):  # (as JAX: a bound at the axis' edge is left out)
         if type(i) is not Slice:
             return _atom(i, printer)
         start = _static(i.start)
-        if start == 0 and i.size == d and i.stride == 1:
-            return ":"
-        end = str(start + i.size * i.stride - (i.stride - 1)) if start is not None else \
-            f"{_atom(i.start, printer)}+{i.size}"
+        end = start + i.size * i.stride - (i.stride - 1) if start is not None else None
+        end = f"{_atom(i.start, printer)}+{i.size}" if end is None else \
+            "" if end == d else str(end)
         text = f"{'' if start == 0 else _atom(i.start, printer)}:{end}"
         return text + (f":{i.stride}" if i.stride != 1 else "")
     return "[" + ",".join(one(i, d) for i, d in zip(t.indices, t.shape)) + "]"

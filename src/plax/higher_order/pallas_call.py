@@ -158,7 +158,7 @@ def uninitialized_value(dtype):
     if dtype == np.bool_:
         return np.array(False)
     if dtypes.issubdtype(dtype, np.signedinteger):
-        return np.array(np.iinfo(dtype).min, dtype)
+        return np.array(dtypes.iinfo(dtype).min, dtype)
     return np.array(0, dtype)
 
 

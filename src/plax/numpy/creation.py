@@ -17,7 +17,7 @@ from plax.core.symbolic_shapes import DimExpr, dimension_as_value, max_dim
 from plax.core.trace import Tracer, get_aval
 from plax.api.jit import eager_compiled
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
-                             check_arraylike, convert, shape_of)
+                             check_arraylike, convert, is_traced_ref, shape_of)
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
 from plax.runtime.dispatch import array_from_host
 from plax.sharding.named import NamedSharding
@@ -257,8 +257,8 @@ def _like(name, a, dtype, shape):
     (an array, a scalar, or any object with ``.shape`` and ``.dtype`` such as a
     ShapeDtypeStruct) unless given. The layout is ``(typed, placed)``: the sharding in
     ``a``'s type, and the sharding a concrete ``a`` lies on; both only when the shape is kept."""
-    if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(
-            a, (*ARRAY_TYPES, np.ndarray, np.generic)):  # (before any __jax_array__, as JAX)
+    if hasattr(a, "shape") and hasattr(a, "dtype") and (is_traced_ref(a) or not isinstance(
+            a, (*ARRAY_TYPES, np.ndarray, np.generic))):  # (before any __jax_array__, as JAX)
         a_shape, a_dtype, a_weak = tuple(a.shape), _duck_dtype(a), False
         sharding = getattr(a, "sharding", None)
         typed = sharding if sharding is not None and lax_shapes.is_explicit_sharding(sharding) \

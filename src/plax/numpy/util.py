@@ -11,8 +11,9 @@ from plax.core import dtypes
 from plax.core.avals import (from_array_protocol, has_array_protocol, masked_array_error,
                              weak_host_value)
 from plax.core.config import config
+from plax.core.refs import AbstractRef
 from plax.core.source_info import user_stacklevel
-from plax.core.trace import get_aval
+from plax.core.trace import Tracer, get_aval
 from plax.runtime.array import ARRAY_TYPES
 from plax.transforms.jvp import JVPTracer
 
@@ -30,8 +31,17 @@ def alias(fn, name: str):
     return named
 
 
+def is_traced_ref(x) -> bool:
+    """Whether ``x`` is a traced reference (a kernel's, say): not an array, though it has a
+    shape and a dtype (the *_like functions take it as a duck-typed array, as JAX's do)."""
+    return isinstance(x, Tracer) and isinstance(x.aval, AbstractRef)
+
+
 def is_arraylike(x) -> bool:
-    # (subclasses of the Python scalar types count, as in JAX: an IntEnum member is an int)
+    # (subclasses of the Python scalar types count, as in JAX: an IntEnum member is an int;
+    # a traced reference, such as a kernel's, is not an array: it is read with ref[...])
+    if isinstance(x, Tracer):
+        return not isinstance(x.aval, AbstractRef)
     return (type(x) in _SCALARS or isinstance(x, (ARRAY_TYPES, np.ndarray, np.generic))
             or isinstance(x, _SCALARS) or has_array_protocol(x))
 
@@ -41,6 +51,8 @@ def check_arraylike(name: str, *args) -> None:
         if not is_arraylike(a):
             hint = ("Convert lists and tuples with plax.numpy.asarray first."
                     if isinstance(a, (list, tuple)) else
+                    f"It is a reference, {a.aval}: read it with ref[...] first."
+                    if isinstance(a, Tracer) else
                     f"A {type(a).__name__} is not a valid JAX array type: pass arrays, NumPy "
                     "values or Python scalars.")
             raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at "

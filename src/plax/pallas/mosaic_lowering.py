@@ -89,8 +89,9 @@ def memref_type(shape, dtype, space: str) -> str:
 
 
 def memory_space_name(space, default: str = "vmem") -> str:
-    """The Mosaic name of a memory space (pl.ANY, pltpu.VMEM, ...; None: ``default``)."""
-    if space is None:
+    """The Mosaic name of a memory space (pl.ANY, pltpu.VMEM, ...; None or pl's DEFAULT:
+    ``default``)."""
+    if space is None or str(space) == "default":
         return default
     return str(getattr(space, "value", space))
 

@@ -16,7 +16,8 @@ from plax.core.staging import trace_to_jaxpr
 from plax.first_order import conversion
 from plax.core.trace import Tracer, extend_axis_env, get_aval
 from plax.experimental.pallas.core import (ANY, Blocked, BlockSpec, BoundedSlice, Element,
-                                           GridSpec, Indirect, Squeezed, no_block_spec)
+                                           GridSpec, Indirect, MemorySpace, Squeezed,
+                                           no_block_spec)
 from plax.ffi.call import checked_aliases
 from plax.first_order.state import ref_get, ref_set
 from plax.higher_order import pallas_call_rules  # noqa: F401  (pallas_call's JVP and vmap)
@@ -224,7 +225,7 @@ def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
     """The kernel's Jaxpr: grid indices, then the references of the scalar-prefetch arrays,
     inputs, outputs and scratch buffers (``trees``: their four trees)."""
     ref_avals = [AbstractRef(ShapedArray(bm.ref_shape, bm.array_aval.dtype),
-                             memory_space=bm.memory_space)
+                             memory_space=bm.memory_space or MemorySpace.DEFAULT)
                  for bm in mappings] + [s for s in scratch]
     pre_tree, in_tree, out_tree, scratch_tree = trees
     n_pre = pre_tree.num_leaves

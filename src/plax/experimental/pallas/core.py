@@ -145,6 +145,7 @@ class MemorySpace(BufferSpace, enum.Enum):
     """Where a block lives; calling one, ``ANY(shape, dtype)``, describes a buffer there."""
 
     ANY = "any"
+    DEFAULT = "default"  # (a kernel reference whose block spec names none: the backend's)
     HOST = "host"
 
 
