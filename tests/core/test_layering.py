@@ -230,3 +230,20 @@ def test_architecture_page_names_every_module():
                if p.name != "__init__.py" and p.parent.name != "stats"
                and not re.search(rf"(?<![\w]){re.escape(p.stem)}(\.py)?\b", text)]
     assert unnamed == []
+
+
+# The three doors to jaxlib: the XLA client, the MLIR-bindings adapter, the Mosaic adapter.
+JAXLIB_DOORS = {"plax.runtime.xla", "plax.lowering.mlir_bindings", "plax.pallas.mosaic_bindings"}
+
+
+def _imports_jaxlib(name: str) -> bool:
+    for node in _import_nodes(ast.parse(MODULES[name].read_text()), top_level_only=False):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if not node.level else [])
+        if any(n == "jaxlib" or n.startswith("jaxlib.") for n in names):
+            return True
+    return False
+
+
+def test_only_the_three_doors_import_jaxlib():
+    assert {name for name in MODULES if _imports_jaxlib(name)} == JAXLIB_DOORS

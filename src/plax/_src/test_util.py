@@ -151,8 +151,8 @@ def capture_stderr():
 
 def jaxlib_version() -> tuple:
     """The installed jaxlib's version."""
-    import jaxlib.version
-    return tuple(int(p) for p in jaxlib.version.__version__.split(".")[:3])
+    from plax.runtime import xla
+    return tuple(int(p) for p in xla.jaxlib_version().split(".")[:3])
 
 
 def _false() -> bool:
