@@ -18,6 +18,9 @@ repository (test ids only, nothing of the files themselves).
 
 ``--platform tpu`` runs the files on the chip (and the host's CPU beside it) instead of 8 virtual
 CPU devices, scored against ``jaxtests/reference/tpu/``, written by real JAX on the same chip.
+``--sample tpu_pallas_test=8`` keeps one case in 8 of that file (the same cases on both sides:
+``sample_plugin.py``), and ``--together`` runs all the files in one pytest process (a chip costs
+seconds to open per process; a crash then loses every file's report, so it suits real JAX).
 """
 from __future__ import annotations
 
@@ -32,6 +35,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
+import sample_plugin
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "jaxtests" / "reference"
 CASES = "10"  # JAX_NUM_GENERATED_CASES, JAX's own default
@@ -45,16 +50,18 @@ def test_files(directory: pathlib.Path, only: list[str] | None) -> list[pathlib.
     return files
 
 
-def environment(reference: bool, platform: str = "cpu") -> dict:
-    env = dict(os.environ, JAX_NUM_GENERATED_CASES=CASES, PYTHONDONTWRITEBYTECODE="1")
+def environment(reference: bool, platform: str = "cpu", sample: str = "") -> dict:
+    env = dict(os.environ, JAX_NUM_GENERATED_CASES=CASES, PYTHONDONTWRITEBYTECODE="1",
+               PLAX_JAXTESTS_SAMPLE=sample)
     if platform == "cpu":
         env.update(PLAX_NUM_CPU_DEVICES=DEVICES, JAX_PLATFORMS="cpu",
                    XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}")
     else:  # the accelerator first, the host's one CPU device beside it
         env["JAX_PLATFORMS"] = env["PLAX_PLATFORMS"] = f"{platform},cpu"
+    paths = [*filter(None, [os.environ.get("PYTHONPATH")]), str(ROOT / "jaxtests")]
     if not reference:  # plax from this checkout
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+        paths.insert(0, str(ROOT / "src"))
+    env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
 
 
@@ -64,10 +71,12 @@ def as_jax_id(test_id: str) -> str:
     return test_id.replace("plax.", "jax.")
 
 
-def run_file(path: pathlib.Path, reference: bool, timeout: float,
-             platform: str = "cpu") -> tuple[dict, float, str]:
+def run_file(path: pathlib.Path, reference: bool, timeout: float, platform: str = "cpu",
+             sample: str = "", others: tuple = ()) -> tuple[dict, float, str]:
     """The outcome of every case of one file (id -> passed, failed, error or skipped), the
-    seconds it took, and a note (a timeout, or a file that did not collect)."""
+    seconds it took, and a note (a timeout, or a file that did not collect). With ``others``
+    (files of the same folder), they run in the same process, and the ids are those of
+    ``run_together``."""
     python = os.environ.get("JAX_PYTHON") if reference else sys.executable
     if reference and not python:
         sys.exit("--reference needs JAX_PYTHON: a Python with JAX 0.10.2 installed")
@@ -75,10 +84,14 @@ def run_file(path: pathlib.Path, reference: bool, timeout: float,
         report = pathlib.Path(tmp) / "report.xml"
         command = [python, *([] if reference else ["-m", "plax"]), "-m", "pytest", "-q",
                    "-p", "no:cacheprovider", f"--junitxml={report}", "-o",
-                   "junit_family=xunit1", path.name]
+                   "junit_family=xunit1", "-p", "sample_plugin", path.name,
+                   *(o.name for o in others)]
+        if others:  # (a file that does not import must not stop the others)
+            command.insert(-1 - len(others), "--continue-on-collection-errors")
         start = time.time()
         note = ""
-        child = subprocess.Popen(command, cwd=path.parent, env=environment(reference, platform),
+        child = subprocess.Popen(command, cwd=path.parent,
+                                 env=environment(reference, platform, sample),
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             output, _ = child.communicate(timeout=timeout)
@@ -95,16 +108,32 @@ def run_file(path: pathlib.Path, reference: bool, timeout: float,
                 child.communicate()
             note = f"timed out after {timeout:.0f} s"
         seconds = time.time() - start
-        outcomes = read_report(report) if report.exists() else {}
+        outcomes = read_report(report, bool(others)) if report.exists() else {}
     return outcomes, seconds, note
 
 
-def read_report(report: pathlib.Path) -> dict:
+def run_together(paths: list[pathlib.Path], reference: bool, timeout: float, platform: str,
+                 sample: str) -> tuple[dict, float, str]:
+    """Every file in one pytest process: {file stem: outcomes}, the seconds, a note."""
+    outcomes, seconds, note = run_file(paths[0], reference, timeout, platform, sample,
+                                       tuple(paths[1:]))
+    by_file = {p.stem: {} for p in paths}
+    for key, outcome in outcomes.items():
+        stem, _, case = key.partition(":")
+        by_file.setdefault(stem, {})[case] = outcome
+    return by_file, seconds, note
+
+
+def read_report(report: pathlib.Path, with_module: bool = False) -> dict:
+    """Outcomes by ``Class::test`` (``module:Class::test`` with ``with_module``)."""
     outcomes = {}
     for case in ET.parse(report).getroot().iter("testcase"):
         if not case.get("name"):  # (what an interrupted run reports of the interruption)
             continue
-        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+        module, _, cls = case.get("classname", "").rpartition(".")
+        name = f"{cls}::{case.get('name')}"
+        if with_module:
+            name = f"{module.rsplit('.', 1)[-1]}:{name}"
         kinds = {child.tag for child in case}
         outcome = ("error" if "error" in kinds else "failed" if "failure" in kinds
                    else "skipped" if "skipped" in kinds else "passed")
@@ -128,11 +157,19 @@ def main(argv=None) -> int:
                              "jaxtests/reference/tpu/)")
     parser.add_argument("--keep-partial", action="store_true",
                         help="with --reference: keep the passing ids of a file that timed out")
+    parser.add_argument("--reference-dir", type=pathlib.Path,
+                        help="where the references are read and written (default "
+                             "jaxtests/reference/, or reference/PLATFORM/ off the CPU)")
+    parser.add_argument("--sample", default="",
+                        help="keep one case in N of some files: tpu_pallas_test=8,tpu_ops=4")
+    parser.add_argument("--together", action="store_true",
+                        help="run all the files in one pytest process")
     parser.add_argument("--score", action="store_true",
                         help="print the table from the outcomes of an earlier run")
     args = parser.parse_args(argv)
     files = test_files(args.tests.resolve(), args.only.split(",") if args.only else None)
-    reference_dir = REFERENCE if args.platform == "cpu" else REFERENCE / args.platform
+    reference_dir = args.reference_dir or (
+        REFERENCE if args.platform == "cpu" else REFERENCE / args.platform)
     if not files:
         sys.exit(f"no *_test.py files in {args.tests}")
     reference_dir.mkdir(parents=True, exist_ok=True)
@@ -140,6 +177,10 @@ def main(argv=None) -> int:
     print(f"{'file':<36} {'passing':>9} {'of JAX':>7} {'share':>7} {'seconds':>8}  note",
           flush=True)
     args.results.mkdir(parents=True, exist_ok=True)
+    sizes = sample_plugin.sample_sizes(args.sample)
+    together = None
+    if args.together and not args.score:
+        together = run_together(files, args.reference, args.timeout, args.platform, args.sample)
     for path in files:
         saved = args.results / f"{path.stem}.json"
         if args.score:
@@ -149,17 +190,24 @@ def main(argv=None) -> int:
             record = json.loads(saved.read_text())
             outcomes, seconds, note = record["outcomes"], record["seconds"], record["note"]
         else:
-            outcomes, seconds, note = run_file(path, args.reference, args.timeout,
-                                               args.platform)
-            if not args.reference:
-                saved.write_text(json.dumps({"outcomes": outcomes, "seconds": seconds,
-                                             "note": note}, indent=0, sort_keys=True))
+            if together:
+                outcomes, seconds, note = together[0].get(path.stem, {}), *together[1:]
+            else:
+                outcomes, seconds, note = run_file(path, args.reference, args.timeout,
+                                                   args.platform, args.sample)
+            if path.stem in sizes:
+                note = f"(1 case in {sizes[path.stem]}) {note}"
+            # (real JAX's outcomes are kept too: where its time went, what it skipped)
+            saved.write_text(json.dumps({"outcomes": outcomes, "seconds": seconds,
+                                         "note": note}, indent=0, sort_keys=True))
         passed = sorted(i for i, o in outcomes.items() if o == "passed")
         if args.reference:
-            if args.keep_partial or not note.startswith("timed out"):
+            if args.keep_partial or "timed out" not in note:
                 # (a cut-short run is no reference, unless asked for: then it holds the cases
                 # that ran, its first line says so, and so does a score against it)
-                header = f"# partial: {note}\n" if note.startswith("timed out") else ""
+                header = f"# partial: {note}\n" if "timed out" in note else ""
+                if path.stem in sizes:
+                    header += f"# sample: 1 case in {sizes[path.stem]}\n"
                 (reference_dir / f"{path.stem}.txt").write_text(
                     header + "".join(f"{i}\n" for i in passed))
             print(f"{path.stem:<36} {len(passed):>9} {len(outcomes):>7} {'':>7} "
@@ -171,8 +219,9 @@ def main(argv=None) -> int:
             continue
         lines = ref_file.read_text().splitlines()
         wanted = {line for line in lines if line and not line.startswith("#")}
-        if lines and lines[0].startswith("# partial"):
-            note = f"(reference {lines[0][2:]}) {note}"
+        for line in lines[:2]:
+            if line.startswith(("# partial", "# sample")):
+                note = f"(reference {line[2:]}) {note}"
         got = wanted & {as_jax_id(i) for i in passed}
         total_ref += len(wanted)
         total_pass += len(got)
