@@ -22,7 +22,9 @@
 #      skipped without it), run on plax with jaxtests/run.py --platform tpu; with
 #      PLAX_JAX_REFERENCE=1 real JAX runs them first and writes jaxtests/reference/tpu/
 #      (JAX's test helpers that a wheel lacks, pallas_test_util.py and
-#      hypothesis_test_util.py, are laid over a copy of it from PLAX_JAX_TEST_HELPERS).
+#      hypothesis_test_util.py, are laid over a copy of it from PLAX_JAX_TEST_HELPERS). The
+#      biggest files are sampled (PLAX_JAX_TESTS_SAMPLE, one case in N, the same cases on both
+#      sides: jaxtests/sample_plugin.py); real JAX runs all the files in one process.
 # Each stage is time-limited (its budget, within a deadline of PLAX_TPU_DEADLINE seconds for
 # the whole check, default 570); a stage out of time is stopped with SIGINT, so pytest still
 # prints what it ran. The suite stage names each test as it runs (-v): libtpu aborts the whole
@@ -153,7 +155,7 @@ pallas() {
 
 jaxtests() {  # JAX's tpu_* Pallas files: real JAX's reference (if asked), then plax's score
     [ -n "${PLAX_JAX_TESTS:-}" ] || { echo "PLAX_JAX_TESTS unset: skipped"; return 0; }
-    local only
+    local only sample=${PLAX_JAX_TESTS_SAMPLE-tpu_pallas_test=16,tpu_ops=4,tpu_pallas_pipeline=2}
     only=$(cd "$PLAX_JAX_TESTS" && ls tpu_*_test.py | sed 's/_test.py$//' | paste -sd, -)
     if [ "${PLAX_JAX_REFERENCE:-0}" = 1 ]; then
         local overlay=/tmp/plax-jax-overlay
@@ -162,11 +164,11 @@ jaxtests() {  # JAX's tpu_* Pallas files: real JAX's reference (if asked), then 
         cp "$PLAX_JAX_TEST_HELPERS/pallas_test_util.py" "$overlay/jax/_src/pallas/"
         cp "$PLAX_JAX_TEST_HELPERS/hypothesis_test_util.py" "$overlay/jax/_src/"
         PYTHONPATH="$overlay${PYTHONPATH:+:$PYTHONPATH}" JAX_PYTHON=$(command -v "$PY") \
-            "$PY" jaxtests/run.py --platform tpu --reference --tests "$PLAX_JAX_TESTS" \
-            --only "$only" --timeout "${PLAX_JAX_TESTS_TIMEOUT:-600}"
+            "$PY" jaxtests/run.py --platform tpu --reference --together --tests "$PLAX_JAX_TESTS" \
+            --only "$only" --sample "$sample" --timeout "${PLAX_JAX_TESTS_TIMEOUT:-600}"
     fi
     "$PY" jaxtests/run.py --platform tpu --tests "$PLAX_JAX_TESTS" --only "$only" \
-        --timeout "${PLAX_JAX_TESTS_TIMEOUT:-600}" --results "$LOG/jaxtests"
+        --sample "$sample" --timeout "${PLAX_JAX_TESTS_TIMEOUT:-600}" --results "$LOG/jaxtests"
 }
 
 export -f pallas jaxtests
