@@ -45,7 +45,7 @@ from plax.higher_order.run_state import discharged_body
 from plax.lowering.inline import lower_fun
 
 __all__ = ["pallas_call_p", "BlockMapping", "GridMapping", "program_id", "num_programs",
-           "kernel_grid", "interpret_pallas_call", "uninitialized_value"]
+           "kernel_grid", "interpret_pallas_call", "uninitialized_value", "scratch_value"]
 
 pallas_call_p = Primitive("pallas_call", multiple_results=True)
 
@@ -162,7 +162,8 @@ def uninitialized_value(dtype):
     return np.array(0, dtype)
 
 
-def _full(shape, dtype):
+def scratch_value(shape, dtype):
+    """A fresh scratch buffer's value: uninitialised elements (semaphores: counters at 0)."""
     if dtypes.is_extended(dtype):  # (semaphores: counters starting at 0)
         zeros = shapes.full(tuple(shape) + dtype.physical_shape, 0, dtype.physical_dtype)
         return conversion.convert_element_type(zeros, dtype)
@@ -224,11 +225,11 @@ def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_)
     sizes = [dynamic.pop(0) if g is None else g for g in gm.grid]
     aliases = dict(input_output_aliases)
     by_output = {o: i for i, o in aliases.items()}
-    outs = [args[by_output[k]] if k in by_output else _full(bm.array_aval.shape,
+    outs = [args[by_output[k]] if k in by_output else scratch_value(bm.array_aval.shape,
                                                             bm.array_aval.dtype)
             for k, bm in enumerate(mappings[gm.num_inputs:])]
     arrays = [_pad_to_blocks(x, bm) for x, bm in zip(list(args) + outs, mappings)]
-    scratch = [_full(a.shape, a.dtype) for a in gm.scratch_avals]
+    scratch = [scratch_value(a.shape, a.dtype) for a in gm.scratch_avals]
     bounds = [s for g, s in zip(gm.grid, sizes) if g is None]
     plain = discharged_body(jaxpr, len(gm.grid) + len(bounds))
     if bounds:

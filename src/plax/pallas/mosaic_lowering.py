@@ -368,6 +368,11 @@ def lower_jaxpr(fn: KernelFunction, jaxpr, consts, args) -> list:
                 f"{eqn.primitive.name}."))
         ctx = MosaicContext(fn, [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars],
                             eqn)
+        if not getattr(rule, "takes_uninitialized", False) and any(
+                x is None for x in map(read, eqn.invars)):
+            raise LoweringException(describe(
+                fn, eqn, "an uninitialised value (pl.empty, or a semaphore's initial value) can "
+                "only start a scoped buffer (run_scoped); write the value before reading it."))
         saved, fn.eqn = fn.eqn, eqn
         try:
             outs = rule(ctx, *map(read, eqn.invars), **eqn.params,

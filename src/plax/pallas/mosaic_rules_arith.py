@@ -330,6 +330,15 @@ def _convert_element_type(ctx, x, *, new_dtype, **_):
     return convert(ctx, x, new_dtype)
 
 
+def _empty(ctx, **_):
+    # (an uninitialised value: what a scoped buffer of ``run_scoped`` starts from, which
+    # ``run_state`` allocates and never stores; nothing else may read it)
+    return None
+
+
+rules[utility.empty_p] = _empty
+
+
 def _bitcast_convert_type(ctx, x, *, new_dtype, **_):
     out = ctx.avals_out[0]
     if out.shape != ctx.avals_in[0].shape:

@@ -428,7 +428,7 @@ def _run_state(ctx, *args, jaxpr, num_consts, _used=None, **_):
             for a, u in zip(ctx.avals_out, used)]
 
 
-_run_state.wants_used = True
+_run_state.wants_used = _run_state.takes_uninitialized = True
 rules[run_state.run_state_p] = _run_state
 rules[platform_dependent.platform_index_p] = _platform_index
 rules[cond.cond_p] = _cond

@@ -10,6 +10,7 @@ import numpy as np
 from plax import lax, tree_util
 from plax import numpy as jnp
 from plax._src import config
+from plax.core import dtypes
 from plax.api.jit import jit
 from plax.core.refs import Slice
 from plax.core.shape_dtype_struct import ShapeDtypeStruct
@@ -18,7 +19,11 @@ from plax.debug import print as _debug_print
 from plax.experimental.pallas.core import MemoryRef, MemorySpace
 from plax.export import export
 from plax.higher_order.loops import fori_loop
-from plax.higher_order.pallas_call import uninitialized_value
+from plax.core.jaxpr import callee_of, eval_jaxpr
+from plax.core.refs import ref_type_aval_mappings
+from plax.core.staging import trace_to_jaxpr
+from plax.higher_order.pallas_call import scratch_value, uninitialized_value
+from plax.higher_order.run_state import run_state
 from plax.interpreters.checkify import debug_check as _checkify_debug_check
 from plax.ref import new_ref
 from plax.ref import swap as ref_swap
@@ -85,28 +90,55 @@ def empty_ref_like(x):
     return new_ref(empty_like(x))
 
 
-def _scoped_ref(t):
-    """A fresh reference for a scratch type (as a pallas_call's scratch: uninitialised)."""
-    aval = t.get_ref_aval() if hasattr(t, "get_ref_aval") else None
-    inner = getattr(aval, "inner_aval", None)
-    if inner is None or not hasattr(inner, "shape"):
-        raise TypeError(f"run_scoped: a scoped buffer must describe an array in a memory "
-                        f"space (such as pltpu.VMEM(shape, dtype)), got {t!r}.")
-    # (discharged while the kernel is traced: the buffer becomes a value of the kernel)
-    return new_ref(jnp.full(inner.shape, uninitialized_value(inner.dtype), inner.dtype))
+class _Scoped:
+    """A scoped buffer's reference type and initial value (what ``run_state`` allocates)."""
+
+    def __init__(self, t):
+        aval = t.get_ref_aval() if hasattr(t, "get_ref_aval") else None
+        inner = getattr(aval, "inner_aval", None)
+        if inner is None or not hasattr(inner, "shape"):
+            raise TypeError(f"run_scoped: a scoped buffer must describe an array in a memory "
+                            f"space (such as pltpu.VMEM(shape, dtype)), got {t!r}.")
+        self.aval = aval
+        self.value = (scratch_value(inner.shape, inner.dtype) if dtypes.is_extended(inner.dtype)
+                      else lax.empty(inner.shape, inner.dtype))
+
+
+ref_type_aval_mappings[_Scoped] = lambda s: (s.aval, s.value)
 
 
 def run_scoped(f: Callable[..., Any], *types: Any, collective_axes=(), **kw_types: Any) -> Any:
     """Calls ``f`` with fresh references allocated for ``types`` (positional) and
-    ``kw_types`` (keyword), which live only during the call; returns ``f``'s result."""
+    ``kw_types`` (keyword), which live only during the call; returns ``f``'s result.
+
+    It stages a ``run_state`` whose references are the buffers (uninitialised; semaphores at
+    0) and one more per leaf of ``f``'s result, which carry it out: on a TPU, one
+    ``tpu.region`` allocating them, as JAX lowers its ``run_scoped``."""
     if collective_axes:
         raise NotImplementedError(
             f"run_scoped: collective_axes={collective_axes!r} (buffers shared across the cores "
             "of a mesh) are not supported in plax.")
-    refs = tree_util.tree_map(_scoped_ref, types, is_leaf=lambda t: hasattr(t, "get_ref_aval"))
-    kw_refs = tree_util.tree_map(_scoped_ref, kw_types,
-                                 is_leaf=lambda t: hasattr(t, "get_ref_aval"))
-    return f(*refs, **kw_refs)
+    is_type = lambda t: hasattr(t, "get_ref_aval")  # noqa: E731
+    flat, tree = tree_util.tree_flatten((types, kw_types), is_leaf=is_type)
+    scoped = [_Scoped(t) for t in flat]
+    out_tree = []
+
+    def call(*refs):
+        args, kwargs = tree_util.tree_unflatten(tree, list(refs))
+        leaves, treedef = tree_util.tree_flatten(f(*args, **kwargs))
+        out_tree.append(treedef)
+        return leaves
+    jaxpr, consts = trace_to_jaxpr(call, [s.aval for s in scoped],
+                                   description="run_scoped")
+    body_jaxpr = callee_of(jaxpr).jaxpr
+    results = [jnp.zeros(v.aval.shape, v.aval.dtype) for v in body_jaxpr.outvars]
+
+    def body(refs):
+        outs = eval_jaxpr(body_jaxpr, (), *consts, *refs[:len(scoped)])
+        for ref, value in zip(refs[len(scoped):], outs):
+            ref_swap(ref, (), value)
+    finals = run_state(body)(scoped + results)
+    return tree_util.tree_unflatten(out_tree[0], finals[len(scoped):])
 
 
 def with_scoped(*types: Any, collective_axes=(), **kw_types: Any):
