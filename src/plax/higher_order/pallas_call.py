@@ -39,13 +39,14 @@ from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.primitive import Primitive
 from plax.core.rules import (abstract_eval_rules, nested_effect_rules,
                              param_printers, register_lowering, replication_rules)
-from plax.first_order import arithmetic, conversion, shapes, slicing
+from plax.first_order import arithmetic, conversion, prng, shapes, slicing
 from plax.higher_order.loops import fori_loop
 from plax.higher_order.run_state import discharged_body
 from plax.lowering.inline import lower_fun
 
 __all__ = ["pallas_call_p", "BlockMapping", "GridMapping", "program_id", "num_programs",
-           "kernel_grid", "interpret_pallas_call", "uninitialized_value", "scratch_value"]
+           "kernel_grid", "interpret_pallas_call", "uninitialized_value", "scratch_value",
+           "lowering_kernel", "in_kernel_lowering"]
 
 pallas_call_p = Primitive("pallas_call", multiple_results=True)
 
@@ -163,7 +164,10 @@ def uninitialized_value(dtype):
 
 
 def scratch_value(shape, dtype):
-    """A fresh scratch buffer's value: uninitialised elements (semaphores: counters at 0)."""
+    """A fresh scratch buffer's value: uninitialised elements (semaphores: counters at 0;
+    PRNG keys: of zero data)."""
+    if isinstance(dtype, dtypes.KeyType):
+        return prng.filled_keys(shape, dtype)
     if dtypes.is_extended(dtype):  # (semaphores: counters starting at 0)
         zeros = shapes.full(tuple(shape) + dtype.physical_shape, 0, dtype.physical_dtype)
         return conversion.convert_element_type(zeros, dtype)
@@ -268,6 +272,25 @@ def _abstract(*avals, grid_mapping, **_):
     return [bm.array_aval for bm in gm.block_mappings[gm.num_inputs:]]
 
 
+_kernels_lowering = [0]  # kernels being lowered in interpret mode (nested ones counted)
+
+
+class lowering_kernel:
+    """Context of a kernel's lowering in interpret mode (what ``in_kernel_lowering`` tells)."""
+
+    def __enter__(self):
+        _kernels_lowering[0] += 1
+
+    def __exit__(self, *exc):
+        _kernels_lowering[0] -= 1
+
+
+def in_kernel_lowering() -> bool:
+    """Whether a kernel is being lowered in interpret mode (kernel-only primitives, such as
+    the kernel PRNG's, lower there and nowhere else)."""
+    return _kernels_lowering[0] > 0
+
+
 def _lowering(ctx, *args, interpret, **params):
     if not interpret:
         if ctx.platform == "cpu":
@@ -276,7 +299,8 @@ def _lowering(ctx, *args, interpret, **params):
             f"plax compiles Pallas kernels for TPUs (Mosaic) and, on every backend, in "
             f"interpret mode (pallas_call(..., interpret=True)); lowering to {ctx.platform} "
             "kernels (Triton, Mosaic GPU) is not built.")
-    return _lower_interpret(ctx, *args, interpret=interpret, **params)
+    with lowering_kernel():
+        return _lower_interpret(ctx, *args, interpret=interpret, **params)
 
 
 _lower_interpret = lower_fun(interpret_pallas_call, multiple_results=True)

@@ -17,14 +17,15 @@ from plax.core.trace import EvalTrace, Tracer, fresh_name_stack, set_current_tra
 from plax.lowering.consts import const_operands, host_value
 from plax.lowering.stablehlo import RuleContext, lower_jaxpr_body
 
-__all__ = ["lower_fun", "lower_jaxpr_inline"]
+__all__ = ["lower_fun", "lower_jaxpr_inline", "trace_rule_fn"]
 
 # (fn, avals_in, params, multiple_results, tracing flags) -> (jaxpr, host constants)
 _traced_jaxprs = BoundedCache("lower_fun jaxprs", maxsize=1024)
 
 
-def _trace(fn, avals_in: tuple, params: dict, multiple_results: bool):
-    """``fn(*avals_in, **params)`` traced: ``(jaxpr, consts)``, cached when the key hashes."""
+def trace_rule_fn(fn, avals_in: tuple, params: dict, multiple_results: bool):
+    """``fn(*avals_in, **params)`` traced: ``(jaxpr, consts)``, cached when the key hashes
+    (``fn`` returns a list of values when ``multiple_results``)."""
     try:
         key = (fn, avals_in, tuple(sorted(params.items())), multiple_results,
                config.trace_context())
@@ -78,7 +79,7 @@ def lower_fun(fn, multiple_results: bool = False):
     being lowered for (so ``fn`` may use primitives with platform-specific rules).
     """
     def rule(ctx: RuleContext, *operands, **params):
-        jaxpr, consts = _trace(fn, tuple(ctx.avals_in), params, multiple_results)
+        jaxpr, consts = trace_rule_fn(fn, tuple(ctx.avals_in), params, multiple_results)
         outs = lower_jaxpr_inline(ctx, jaxpr, consts, operands)
         return outs if multiple_results else outs[0]
 

@@ -28,7 +28,8 @@ from plax.core.rules import lowering_rules, register_lowering
 from plax.ffi.custom_call import CustomCallSpec
 from plax.higher_order.pallas_call import pallas_call_p
 from plax.pallas import mosaic_bindings
-from plax.pallas import mosaic_rules_arith, mosaic_rules_refs, mosaic_rules_tpu  # noqa: F401
+from plax.pallas import (mosaic_rules_arith, mosaic_rules_keys, mosaic_rules_refs,  # noqa: F401
+                         mosaic_rules_tpu)
 from plax.pallas.mosaic_lowering import LoweringException, kernel_module_text
 
 __all__ = ["MOSAIC_DIALECT_VERSION", "mosaic_module_text", "backend_config",

@@ -17,6 +17,11 @@ Ops are written in MLIR's generic form. A rule receives ``MosaicContext`` and it
 or ``Lit`` (a jaxpr literal, kept static until a rule materialises it with ``ctx.value``),
 and returns its results' ``Value``s. Errors raise ``LoweringException`` naming the kernel,
 the primitive and the user's source line.
+
+Typed PRNG keys are their uint32 data in a kernel, as in JAX: a reference of keys is a
+memref with the key's data dimensions last, and a key value is a vector of its data, but a
+``"pallas_tpu"`` key (``key_kind`` "words") is its scalar words (``KeyWords``), read one by
+one from SMEM, which ``tpu.prng_set_seed_32`` takes (``mosaic_rules_keys``).
 """
 from __future__ import annotations
 
@@ -27,10 +32,13 @@ from plax.core.avals import ShapedArray
 from plax.core.jaxpr import Literal
 from plax.core.refs import AbstractRef
 from plax.core.rules import mosaic_lowering_rules
+from plax.lowering.inline import trace_rule_fn
+from plax.pallas import tpu_prng
 
 __all__ = ["LoweringException", "UnimplementedPrimitiveError", "Value", "RefValue", "Lit",
-           "MosaicContext", "KernelFunction", "element_type", "value_type", "memref_type",
-           "kernel_module_text", "memory_space_name", "lower_jaxpr", "semaphore_type"]
+           "KeyWords", "MosaicContext", "KernelFunction", "element_type", "value_type",
+           "memref_type", "kernel_module_text", "memory_space_name", "lower_jaxpr",
+           "semaphore_type", "key_kind", "physical"]
 
 
 class LoweringException(Exception):
@@ -79,6 +87,22 @@ def semaphore_type(dtype) -> str | None:
     return _SEMAPHORE_TYPES.get(getattr(getattr(dtype, "type", None), "__name__", None))
 
 
+def key_kind(dtype) -> str | None:
+    """How a kernel holds values of ``dtype``: None (not a PRNG key), "data" (a key's uint32
+    data), "words" (a ``"pallas_tpu"`` key's scalar words) or "stateful" (the hardware
+    PRNG's state: nothing)."""
+    if not isinstance(dtype, dtypes.KeyType):
+        return None
+    return tpu_prng.KERNEL_IMPLS.get(dtype._impl.name, "data")
+
+
+def physical(shape, dtype) -> tuple:
+    """``(shape, dtype)`` as stored: a PRNG key's data dimensions appended, its uint32."""
+    if isinstance(dtype, dtypes.KeyType):
+        return tuple(shape) + tuple(dtype.physical_shape), dtype.physical_dtype
+    return tuple(shape), dtype
+
+
 def memref_type(shape, dtype, space: str) -> str:
     """``memref<shape x element, #tpu.memory_space<space>>`` (booleans are stored as i32)."""
     elem = semaphore_type(dtype)
@@ -124,6 +148,7 @@ class RefValue:
     __slots__ = ("name", "type", "shape", "dtype", "space", "squeezed", "aval")
 
     def __init__(self, name, shape, dtype, space, squeezed=(), aval=None):
+        shape, dtype = physical(shape, dtype)
         dtype = dtype if semaphore_type(dtype) else np.dtype(dtype)
         self.name, self.shape, self.dtype = name, tuple(shape), dtype
         self.space, self.squeezed, self.aval = space, tuple(squeezed), aval
@@ -131,6 +156,19 @@ class RefValue:
 
     def __repr__(self):
         return f"RefValue({self.name}: {self.type})"
+
+
+class KeyWords:
+    """A ``"pallas_tpu"`` key in a kernel: its words, int32 scalar Values (``aval``: the
+    key's)."""
+
+    __slots__ = ("words", "aval")
+
+    def __init__(self, words, aval):
+        self.words, self.aval = list(words), aval
+
+    def __repr__(self):
+        return f"KeyWords({', '.join(w.name for w in self.words)})"
 
 
 class Lit:
@@ -311,6 +349,12 @@ class MosaicContext:
     def lower_jaxpr(self, jaxpr, consts, args) -> list:
         return lower_jaxpr(self.fn, jaxpr, consts, args)
 
+    def lower_fun(self, fn, avals, args, params=None, multiple_results=False):
+        """Emit what ``fn(*args, **params)`` computes (plax ops, traced on ``avals``)."""
+        jaxpr, consts = trace_rule_fn(fn, tuple(avals), params or {}, multiple_results)
+        outs = lower_jaxpr(self.fn, jaxpr, consts, args)
+        return outs if multiple_results else outs[0]
+
 
 def _where(eqn) -> str:
     info = getattr(eqn, "source_info", None)
@@ -437,7 +481,8 @@ def check_block_shapes(grid_mapping, spaces, name: str) -> None:
         trivial = _trivial_window(bm)
         if space == "semaphore_mem" or (space == "smem" and trivial):
             continue
-        shape, array = tuple(bm.sizes), tuple(bm.array_aval.shape)
+        shape, dtype = physical(bm.sizes, bm.array_aval.dtype)
+        array = physical(bm.array_aval.shape, bm.array_aval.dtype)[0]
 
         def details():
             return (f" Block spec for {bm.origin} in pallas_call {name} has block shape "
@@ -457,7 +502,7 @@ def check_block_shapes(grid_mapping, spaces, name: str) -> None:
                     "of your block shape are divisible by 8 and 128 respectively, or be equal "
                     "to the respective dimensions of the overall array." + details())
             continue
-        bits = 32 if bm.array_aval.dtype == np.bool_ else 8 * np.dtype(bm.array_aval.dtype).itemsize
+        bits = 32 if dtype == np.bool_ else 8 * np.dtype(dtype).itemsize
         tile = _LANES * (32 // bits)
         size = shape[0]
         if not (size == array[0] or size % (_SUBLANES * _LANES) == 0
@@ -502,6 +547,9 @@ def _transform_function(k: int, bm, grid_args, prefetch_args, name: str) -> str:
         elif o.aval.dtype != np.int32:
             o = convert_scalar_to_i32(ctx, o)
         results.append(o)
+    key_dims = len(physical((), bm.array_aval.dtype)[0])
+    if key_dims:  # (a key's data dimensions: whole, from 0)
+        results += [ctx.constant(0, i32)] * key_dims
     fn.op("func.return", results, [])
     args = grid + [Value(p.name, p.ref.type, None) for p in pre]
     return _func(f"transform_{k}", args, ["i32"] * len(results), fn.lines)
@@ -588,7 +636,7 @@ def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None,
                 windows.append("{}")
                 continue
             transforms.append(_transform_function(k, bm, args[:ngrid], refs[:npre], name))
-            bounds = ", ".join(map(str, bm.sizes))
+            bounds = ", ".join(map(str, physical(bm.sizes, bm.array_aval.dtype)[0]))
             entry = f"transform_indices = @transform_{k}, window_bounds = array<i64: {bounds}>"
             entry += _element_window(bm, name)
             mode = getattr(bm, "pipeline_mode", None)

@@ -251,6 +251,42 @@ def _is_finite(ctx, x, **_):
     return ctx.op1("arith.xori", [weird, ctx.constant(True, out)], out)
 
 
+# Giles' single-precision inverse error function ("Approximating the erfinv function", GPU
+# Computing Gems, 2011), as XLA expands chlo.erf_inv: a degree-8 polynomial, in
+# w - 2.5 where w = -log(1 - x^2) < 5, else in sqrt(w) - 3, times x.
+_ERF_INV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                    0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_ERF_INV_TAILS = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
+                  0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def _erf_inv_f32(x):
+    aval = x.aval
+    f32 = np.float32
+
+    def where(pred, a, b):
+        a, b = (shapes.full(aval.shape, v, aval.dtype) if isinstance(v, float) else v
+                for v in (a, b))
+        return comparison.select_n(pred, b, a)
+
+    w = arithmetic.neg(transcendental.log1p(arithmetic.mul(arithmetic.neg(x), x)))
+    central = comparison.lt(w, f32(5.0))
+    w = where(central, arithmetic.sub(w, f32(2.5)),
+              arithmetic.sub(transcendental.sqrt(w), f32(3.0)))
+    p = where(central, _ERF_INV_CENTRAL[0], _ERF_INV_TAILS[0])
+    for c, t in zip(_ERF_INV_CENTRAL[1:], _ERF_INV_TAILS[1:]):
+        p = arithmetic.add(where(central, c, t), arithmetic.mul(p, w))
+    edge = comparison.eq(arithmetic.abs(x), f32(1.0))
+    return where(edge, arithmetic.mul(x, f32(np.inf)), arithmetic.mul(p, x))
+
+
+def _erf_inv(ctx, x, **_):
+    if np.dtype(ctx.avals_in[0].dtype) != np.float32:
+        raise ctx.error(f"erf_inv is lowered for float32 in TPU kernels, got "
+                        f"{ctx.avals_in[0].str_short()}")
+    return ctx.lower_fun(_erf_inv_f32, ctx.avals_in, [x])
+
+
 def _bit_count_rule(op):
     def rule(ctx, x, **_):
         return ctx.op1(op, [ctx.value(x)], ctx.avals_out[0])
@@ -286,6 +322,7 @@ rules[arithmetic.round_p] = _round
 rules[arithmetic.square_p] = _square
 rules[arithmetic.integer_pow_p] = _integer_pow
 rules[transcendental.logistic_p] = _logistic
+rules[transcendental.erf_inv_p] = _erf_inv
 rules[bitwise.not_p] = _not
 
 

@@ -7,7 +7,8 @@ slices: ``tpu.strided_load``/``strided_store``); an element of an SMEM reference
 ``memref.load``/``memref.store``. A reference is indexed by static or dynamic starts
 (``pl.ds``, slices) and integer scalars, through chained ``.at[]`` views (their offsets
 added); the memref's squeezed block dimensions are indexed at 0. Booleans live in memrefs
-as int32.
+as int32. PRNG keys are read and written as their data (the memref's last dimensions), a
+``"pallas_tpu"`` key word by word from SMEM.
 """
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ from plax.first_order.conversion import convert_element_type_p
 from plax.higher_order import (call, cond, custom_derivatives, loops, pjit, platform_dependent,
                                run_state, scan)
 from plax.higher_order.platform_dependent import platform_branch
-from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, is_float, memory_space_name,
-                                         memref_type, semaphore_type, static_int, value_type)
+from plax.core.avals import physical_aval
+from plax.pallas.mosaic_lowering import (KeyWords, Lit, RefValue, Value, is_float, key_kind,
+                                         memory_space_name, memref_type, semaphore_type,
+                                         static_int, value_type)
 from plax.pallas.mosaic_rules_arith import convert, reshape
 
 __all__ = ["window"]
@@ -152,6 +155,34 @@ def _store(ctx, ref: RefValue, idx, sizes, value, strides) -> None:
               f"operandSegmentSizes = array<i32: 1, 1, {len(idx)}, 0>, strides = array<i32>")
 
 
+def _word_indices(ctx, ref: RefValue, idx, aval) -> list:
+    """The indices of each word of the ``"pallas_tpu"`` key at ``idx`` (in SMEM)."""
+    if ref.space != "smem":
+        raise ctx.error("PRNG keys must be loaded from SMEM. Did you set the memory space to "
+                        "MemorySpace.SMEM in the BlockSpec for the PRNG key input?")
+    if aval.shape:
+        raise ctx.error(f"Can only load a single key per load (got {aval.str_short()}).")
+    return [idx[:-1] + [ctx.index_constant(i)] for i in range(ref.shape[-1])]
+
+
+def _load_value(ctx, ref: RefValue, idx, sizes, aval, strides):
+    """A value of ``aval`` read at the window: a PRNG key as its data (or words)."""
+    kind = key_kind(aval.dtype)
+    if kind == "words":
+        word = ShapedArray((), np.dtype(np.uint32))
+        return KeyWords([Value(ctx.fn.op("memref.load", [ref, *at], ["i32"])[0], "i32", word)
+                         for at in _word_indices(ctx, ref, idx, aval)], aval)
+    return _load(ctx, ref, idx, sizes, physical_aval(aval) if kind else aval, strides)
+
+
+def _store_value(ctx, ref: RefValue, idx, sizes, value, strides, aval) -> None:
+    if isinstance(value, KeyWords):
+        for word, at in zip(value.words, _word_indices(ctx, ref, idx, aval)):
+            ctx.fn.op("memref.store", [word, ref, *at], [])
+        return
+    _store(ctx, ref, idx, sizes, value, strides)
+
+
 def _ref(ctx, ref):
     if not isinstance(ref, RefValue):
         raise ctx.error("a value was used where a reference is expected")
@@ -160,13 +191,14 @@ def _ref(ctx, ref):
 
 def _get(ctx, ref, *leaves, tree=None, **_):
     ref, idx, sizes, strides, _ = _window(ctx, _ref(ctx, ref), leaves, tree)
-    return _load(ctx, ref, idx, sizes, ctx.avals_out[0], strides)
+    return _load_value(ctx, ref, idx, sizes, ctx.avals_out[0], strides)
 
 
 def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **_):
     ref, idx, sizes, strides, _ = _window(ctx, _ref(ctx, ref), leaves, tree)
-    old = _load(ctx, ref, idx, sizes, ctx.avals_out[0], strides) if _used[0] else None
-    _store(ctx, ref, idx, sizes, value, strides)
+    aval = ctx.avals_out[0]
+    old = _load_value(ctx, ref, idx, sizes, aval, strides) if _used[0] else None
+    _store_value(ctx, ref, idx, sizes, value, strides, aval)
     return old
 
 

@@ -33,7 +33,7 @@ from plax.pallas.mosaic_rules_arith import convert
 from plax.pallas.mosaic_rules_refs import _scoped_ref as scoped_ref
 from plax.pallas.mosaic_rules_refs import window
 
-__all__ = ["ref_view"]
+__all__ = ["ref_view", "set_seed", "random_bits"]
 
 _I32 = ShapedArray((), np.dtype(np.int32))
 
@@ -272,18 +272,31 @@ rules[tpu_packing.touch_p] = lambda ctx, ref: []
 
 
 # --- the kernel PRNG (the hardware's; the threaded state is not needed here) ----------------
-def _prng_seed(ctx, *seeds):
+def set_seed(ctx, seeds) -> None:
+    """``tpu.prng_set_seed_32`` of integer scalars (Values, Lits or ints)."""
     ctx.fn.op("tpu.prng_set_seed_32", [_i32(ctx, s) for s in seeds], [])
+
+
+def random_bits(ctx, aval) -> Value:
+    """``tpu.prng_random_bits``: the PRNG's next bits, of ``aval``'s shape (rank >= 2)."""
+    if len(aval.shape) < 2:
+        raise ctx.error(f"prng_random_bits draws blocks of rank >= 2 on TPU, got shape "
+                        f"{tuple(aval.shape)}; draw a 2-D block and reshape or slice it.")
+    return ctx.op1("tpu.prng_random_bits", [], aval)
+
+
+def _prng_seed(ctx, *seeds):
+    set_seed(ctx, seeds)
     return Lit(np.uint32(0), ctx.avals_out[0])  # (a splat stand-in for the state: unused)
 
 
-def _prng_random_bits(ctx, state, *, shape):
-    if len(shape) < 2:
-        raise ctx.error(f"prng_random_bits draws blocks of rank >= 2 on TPU, got shape "
-                        f"{tuple(shape)}; draw a 2-D block and reshape or slice it.")
-    return [state, ctx.op1("tpu.prng_random_bits", [], ctx.avals_out[1])]
+def _prng_random_bits(ctx, state, *, shape, _used=(True, True)):
+    # bits nobody reads are not drawn (the stateful samplers' step of the state off the chip;
+    # JAX, whose draw has no effect, drops such a draw too)
+    return [state, random_bits(ctx, ctx.avals_out[1]) if _used[1] else None]
 
 
+_prng_random_bits.wants_used = True
 rules[tpu_prng.prng_seed_p] = _prng_seed
 rules[tpu_prng.prng_random_bits_p] = _prng_random_bits
 

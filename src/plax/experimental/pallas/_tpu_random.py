@@ -1,27 +1,39 @@
-"""pltpu's kernel PRNG in interpret mode: ``prng_seed``, ``prng_random_bits`` and the
-stateful samplers.
+"""pltpu's kernel PRNG: ``prng_seed``, ``prng_random_bits``, the stateful samplers and the
+``"pallas_tpu"`` keys (``to_pallas_key``).
 
-A TPU core has one hardware PRNG, seeded by ``prng_seed`` and advanced by each draw. Here
-its state is a threefry key (two uint32 words) held in a reference box made for the kernel
-being traced, so draws inside loops and branches thread it as any reference is threaded.
-The bits are deterministic per seed and differ from the chip's; their shapes, dtypes and
-ranges are the chip's. The state starts from seed 0 in every program of the grid (seed it
-with ``prng_seed(seed, pl.program_id(0))`` for bits that differ per program).
+A TPU core has one hardware PRNG, seeded by ``prng_seed`` and advanced by each draw. Off the
+chip its state is a threefry key (two uint32 words) held in a reference box made for the
+kernel being traced, so draws inside loops and branches thread it as any reference is
+threaded. The bits are deterministic per seed and differ from the chip's; their shapes,
+dtypes and ranges are the chip's. The state starts from seed 0 in every program of the grid
+(seed it with ``prng_seed(seed, pl.program_id(0))`` for bits that differ per program).
+
+A ``"pallas_tpu"`` key (data ``uint32[1, 2]``) is a seed of that PRNG: ``jax.random``'s
+samplers given one seed the PRNG with its words and draw (inside a kernel only, as in JAX);
+``fold_in`` mixes data into the words with one threefry round; it cannot be split. The
+stateful samplers pass ``jax.random``'s samplers a key of an internal implementation whose
+bits are the PRNG's next draw.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 from plax import lax
 from plax import numpy as jnp
 from plax import random
+from plax.api.vmap import vmap
 from plax.higher_order import pallas_call as _kernel
 from plax.pallas import tpu_prng
 from plax.random import blocked
+from plax.random.keys import _resolve_impl, impl_from_key_functions, is_typed, register_impl
 from plax.ref import Ref, new_ref
 
 __all__ = ["prng_seed", "prng_random_bits", "stateful_bits", "stateful_uniform",
-           "stateful_normal", "stateful_bernoulli", "sample_block"]
+           "stateful_normal", "stateful_bernoulli", "sample_block", "to_pallas_key",
+           "unwrap_pallas_seed", "wrap_pallas_seed", "is_pallas_impl", "set_seed",
+           "tpu_key_impl", "tpu_internal_stateful_impl"]
 
 # (the kernel being traced, as its grid entry) -> the reference box of its PRNG state
 _states: dict = {}
@@ -46,6 +58,10 @@ def _state(what: str) -> Ref:
 
 
 def _scalar_seed(seed):
+    if is_typed(seed):
+        raise TypeError("prng_seed: a typed key seeds the kernel's PRNG only as the one seed, "
+                        "and only a \"pallas_tpu\" key (pltpu.to_pallas_key); got "
+                        f"{seed.aval.str_short()}.")
     seed = jnp.asarray(seed)
     if seed.shape != ():
         raise ValueError(f"prng_seed: each seed must be a scalar, got shape {seed.shape}.")
@@ -55,7 +71,7 @@ def _scalar_seed(seed):
 
 
 def _seeded_state(*seeds):
-    key = random.PRNGKey(seeds[0])
+    key = random.key(seeds[0], impl="threefry2x32")
     for s in seeds[1:]:
         key = random.fold_in(key, s)
     return random.key_data(key)
@@ -67,25 +83,51 @@ def _draw(state, *, shape):
     return [random.key_data(key), lax.bitcast_convert_type(bits, jnp.int32)]
 
 
-tpu_prng.define(tpu_prng.prng_seed_p, _seeded_state)
-tpu_prng.define(tpu_prng.prng_random_bits_p, _draw)
+def _words_of(data):
+    """The words of a ``"pallas_tpu"`` key's data (``uint32[1, N]``)."""
+    return [data[0, i] for i in range(data.shape[-1])]
+
+
+def _split_words(key):
+    return _words_of(random.key_data(key))
+
+
+def _join_words(*words, impl):
+    data = jnp.stack([jnp.asarray(w).astype(jnp.uint32) for w in words])
+    return random.wrap_key_data(data.reshape(1, len(words)), impl=impl)
+
+
+tpu_prng.define(tpu_prng.prng_seed_p, _seeded_state, kernel_only=True)
+tpu_prng.define(tpu_prng.prng_random_bits_p, _draw, kernel_only=True)
+tpu_prng.define(tpu_prng.prng_split_p, _split_words)
+tpu_prng.define(tpu_prng.prng_join_p, _join_words)
+
+
+def unwrap_pallas_seed(seed):
+    """The uint32 scalar words of a ``"pallas_tpu"`` key."""
+    return tpu_prng.prng_split_p.bind(seed)
+
+
+def wrap_pallas_seed(*seeds, impl):
+    """A key of ``impl`` (``"pallas_tpu"``) whose words are the integer scalars ``seeds``."""
+    impl = _resolve_impl(impl)
+    return tpu_prng.prng_join_p.bind(*[jnp.asarray(s).astype(jnp.uint32) for s in seeds],
+                                     impl=impl)
 
 
 def prng_seed(*seeds) -> None:
-    """Seed the kernel's PRNG with one or more integer scalars (several are mixed)."""
+    """Seed the kernel's PRNG with one or more integer scalars (several are mixed), or with
+    a ``"pallas_tpu"`` key's words."""
     if not seeds:
         raise ValueError("prng_seed: at least one seed is needed.")
+    if len(seeds) == 1 and is_typed(seeds[0]) and \
+            tpu_prng.KERNEL_IMPLS.get(seeds[0].aval.dtype._impl.name) == "words":
+        seeds = unwrap_pallas_seed(seeds[0])
     state = tpu_prng.prng_seed_p.bind(*[_scalar_seed(s) for s in seeds])
     _state("prng_seed")[...] = state
 
 
-def _next_key(what: str):
-    """A fresh key from the kernel's PRNG state, which advances."""
-    box = _state(what)
-    key = random.wrap_key_data(box[...], impl="threefry2x32")
-    key, use = random.split(key)
-    box[...] = random.key_data(key)
-    return use
+set_seed = prng_seed
 
 
 def prng_random_bits(shape):
@@ -97,11 +139,80 @@ def prng_random_bits(shape):
     return bits
 
 
+# --- "pallas_tpu" keys ----------------------------------------------------------------------
+def _pallas_seed(seed):
+    return jnp.broadcast_to(jnp.asarray(seed).astype(jnp.uint32), (1, 2))
+
+
+def _pallas_split(key, shape):
+    raise NotImplementedError("Cannot split a Pallas key. Use fold_in instead to generate new "
+                              "keys.")
+
+
+def _bit_width_32(bit_width) -> None:
+    if bit_width != 32:
+        raise ValueError(f"Bit width must be 32, got {bit_width}.")
+
+
+def _pallas_bits(key, bit_width, shape):
+    _bit_width_32(bit_width)
+    state = tpu_prng.prng_seed_p.bind(*_words_of(key))
+    _, bits = tpu_prng.prng_random_bits_p.bind(state, shape=tuple(shape))
+    return lax.bitcast_convert_type(bits, jnp.uint32)
+
+
+def _pallas_fold_in(key, data):
+    return jnp.stack(tpu_prng.fold_words(*_words_of(key), data)).reshape(1, 2)
+
+
+tpu_key_impl = impl_from_key_functions("pallas_tpu", "pl", (1, 2), _pallas_seed,
+                                       _pallas_split, _pallas_bits, _pallas_fold_in)
+
+
+def _stateful_bits(state, bit_width, shape):
+    _bit_width_32(bit_width)
+    _, bits = tpu_prng.prng_random_bits_p.bind(state, shape=tuple(shape))
+    return lax.bitcast_convert_type(bits, jnp.uint32)
+
+
+def _stateful_only(*args):
+    raise NotImplementedError("The kernel PRNG's stateful key is only drawn from.")
+
+
+tpu_internal_stateful_impl = impl_from_key_functions(
+    "_pallas_internal_stateful", "_pl_stateful", (2,), _stateful_only, _stateful_only,
+    _stateful_bits, _stateful_only)
+
+for _impl, _kind in ((tpu_key_impl, "words"), (tpu_internal_stateful_impl, "stateful")):
+    register_impl(_impl)
+    tpu_prng.KERNEL_IMPLS[_impl.name] = _kind
+
+
+def is_pallas_impl(impl) -> bool:
+    """Whether ``impl`` is one of the kernel PRNG's implementations."""
+    return getattr(impl, "name", None) in tpu_prng.KERNEL_IMPLS
+
+
+def to_pallas_key(key):
+    """A ``"pallas_tpu"`` key drawn from ``key`` (a typed or legacy key, or an array of
+    them: one Pallas key each)."""
+    draw = functools.partial(random.bits, shape=tpu_key_impl.key_shape, dtype=jnp.uint32)
+    batched = np.ndim(key) > (0 if is_typed(key) else 1)
+    data = vmap(draw)(key) if batched else draw(key)
+    return random.wrap_key_data(data, impl=tpu_key_impl)
+
+
 def _stateful(sampler, name: str):
     def sample(*args, **kwargs):
-        return sampler(_next_key(name), *args, **kwargs)
+        box = _state(name)
+        state = box[...]
+        out = sampler(random.wrap_key_data(state, impl=tpu_internal_stateful_impl),
+                      *args, **kwargs)
+        # the draw advanced the PRNG (on the chip, by itself; here, by the same step)
+        box[...] = tpu_prng.prng_random_bits_p.bind(state, shape=(1, 1))[0]
+        return out
     sample.__name__ = name
-    sample.__doc__ = (f"``jax.random.{sampler.__name__}`` drawing its key from the kernel's "
+    sample.__doc__ = (f"``jax.random.{sampler.__name__}`` drawing its bits from the kernel's "
                       "PRNG (seeded by ``prng_seed``), without a key argument.")
     return sample
 

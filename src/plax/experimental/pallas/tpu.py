@@ -20,7 +20,8 @@ from plax.core.avals import ShapedArray
 from plax.experimental.pallas import core as pallas_core
 from plax.experimental.pallas._tpu_random import (prng_random_bits, prng_seed, sample_block,
                                                   stateful_bernoulli, stateful_bits,
-                                                  stateful_normal, stateful_uniform)
+                                                  stateful_normal, stateful_uniform,
+                                                  to_pallas_key)
 from plax.experimental.pallas import when
 from plax.experimental.pallas.core import GridSpec, MemoryRef, no_block_spec
 from plax.pallas import semaphores as _semaphores
@@ -46,6 +47,7 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "async_copy", "make_async_remote_copy", "async_remote_copy", "sync_copy",
            "roll", "bitcast", "prng_seed", "prng_random_bits", "stateful_bits",
            "stateful_uniform", "stateful_normal", "stateful_bernoulli", "sample_block",
+           "to_pallas_key",
            "InterpretParams", "emit_pipeline", "run_on_first_core", "core_barrier",
            "ChipVersion", "Tiling", "TpuInfo", "get_tpu_info", "get_tpu_info_for_chip",
            "is_tpu_device", "pack_elementwise", "unpack_elementwise", "stochastic_round",
