@@ -31,10 +31,11 @@ __all__ = ["AbstractRef", "Ref", "new_ref", "freeze", "get", "set", "swap", "add
 class Ref:
     """A mutable reference to an array: ``r[...]`` reads it, ``r[idx] = v`` writes it."""
 
-    __slots__ = ("_value", "_live", "_made_at", "__weakref__")
+    __slots__ = ("_value", "_live", "_made_at", "_memory_space", "__weakref__")
 
-    def __init__(self, value):
+    def __init__(self, value, memory_space=None):
         self._value = value
+        self._memory_space = memory_space
         self._live = current_trace()  # the trace its value lives in (see ref_effects)
         f = user_frame()  # (named when a traced function returns it: JAX's error)
         self._made_at = None if f is None else (f.f_code.co_filename, f.f_lineno,
@@ -43,7 +44,17 @@ class Ref:
     # --- what it holds ---
     @property
     def aval(self) -> AbstractRef:
-        return AbstractRef(get_aval(self._value).update(weak_type=False))
+        held = get_aval(self._value)
+        if isinstance(held, AbstractRef):  # (inside a kernel: the kernel's reference)
+            return held
+        return AbstractRef(held.update(weak_type=False), memory_space=self._memory_space)
+
+    def _kernel_view(self):
+        """The kernel reference this box stands for while a kernel closing over it is traced
+        (``pl.core_map``), else None."""
+        value = self._value
+        return value if isinstance(value, Tracer) and isinstance(value.aval, AbstractRef) \
+            else None
 
     shape = property(lambda self: get_aval(self._value).shape)
     dtype = property(lambda self: get_aval(self._value).dtype)
@@ -83,11 +94,11 @@ class Ref:
     @property
     def at(self):
         """``ref.at[idx]``: a view of part of this reference (a ``TransformedRef``)."""
-        return state.RefIndexer(self)
+        return state.RefIndexer(_held(self))
 
     def reshape(self, *shape):
         """A view of this reference as another shape."""
-        return state.reshape_ref(self, *shape)
+        return state.reshape_ref(_held(self), *shape)
 
     # --- reads and writes through a view (plax.first_order.state calls these) ---
     def _transformed_get(self, transforms):
@@ -174,8 +185,15 @@ def _written(value, idx, new):
     return value.at[idx].set(new)
 
 
+def _held(ref):
+    """``ref`` itself, or the kernel reference a box stands for inside a kernel."""
+    view = ref._kernel_view() if type(ref) is Ref else None
+    return ref if view is None else view
+
+
 def get(ref: Ref, idx=None):
     """The array ``ref`` holds (``ref[idx]``)."""
+    ref = _held(ref)
     if type(ref) is not Ref:  # (a reference in a jaxpr, or a view)
         return state.ref_get(ref, idx)
     return _read(ref_effects.read(ref), idx)
@@ -183,6 +201,7 @@ def get(ref: Ref, idx=None):
 
 def swap(ref: Ref, idx, value, _function_name: str = "swap"):
     """Write ``value`` at ``ref[idx]`` and return what was there."""
+    ref = _held(ref)
     if type(ref) is not Ref:
         return state.ref_swap(ref, idx, value, _function_name)
     current = ref_effects.read(ref)
@@ -199,6 +218,7 @@ def set(ref: Ref, idx, value) -> None:  # noqa: A001 (JAX's name)
 
 def addupdate(ref: Ref, idx, x) -> None:
     """Add ``x`` to ``ref[idx]`` in place."""
+    ref = _held(ref)
     if type(ref) is not Ref:
         return state.ref_addupdate(ref, idx, x)
     current = ref_effects.read(ref)
@@ -208,22 +228,19 @@ def addupdate(ref: Ref, idx, x) -> None:
 
 
 def new_ref(init_val, *, memory_space=None, kind=None) -> Ref:
-    """A new mutable reference holding ``init_val`` (an array or array-like)."""
+    """A new mutable reference holding ``init_val`` (an array or array-like); a kernel
+    closing over it (``pl.core_map``) finds it in ``memory_space`` (None: the kernel's
+    default)."""
     import plax.numpy as jnp
-    if memory_space is not None:
-        raise NotImplementedError("new_ref: memory_space is for accelerator kernels; plax "
-                                  "places references like any array (leave it None).")
     value = jnp.asarray(init_val)
-    return Ref(jnp.asarray(value, value.dtype))  # (a Python scalar's weak type dropped)
+    # (a Python scalar's weak type dropped)
+    return Ref(jnp.asarray(value, value.dtype), memory_space)
 
 
 def empty_ref(ty, memory_space=None) -> Ref:
     """A new reference of type ``ty`` (anything with ``shape`` and ``dtype``) whose contents
     are unspecified until written. As in JAX it has no eager form: use it inside ``jit``."""
     import plax.numpy as jnp
-    if memory_space is not None:
-        raise NotImplementedError("empty_ref: memory_space is for accelerator kernels; "
-                                  "leave it None.")
     trace = current_trace()
     while trace is not None and not (isinstance(trace, StagingTrace)
                                      and not isinstance(trace, PartialEvalTrace)):
@@ -232,7 +249,7 @@ def empty_ref(ty, memory_space=None) -> Ref:
         raise NotImplementedError("Evaluation rule for 'empty_ref' not implemented (an empty "
                                   "reference exists only inside a jitted function: use "
                                   "new_ref(jnp.zeros(shape, dtype)) outside one).")
-    return Ref(jnp.zeros(ty.shape, ty.dtype))
+    return Ref(jnp.zeros(ty.shape, ty.dtype), memory_space)
 
 
 def free_ref(ref: Ref):

@@ -296,14 +296,6 @@ def test_prng_draws_inside_branches_advance_the_state():
     assert not np.array_equal(out[0], out[1])
 
 
-def test_with_memory_space_constraint_keeps_the_value():
-    x = np.arange(4.0)
-    np.testing.assert_array_equal(pltpu.with_memory_space_constraint(x, pltpu.VMEM), x)
-    assert pltpu.with_memory_space_constraint(x, pl.ANY) is x
-    with pytest.raises(NotImplementedError, match="only supports HBM, VMEM and SMEM"):
-        pltpu.with_memory_space_constraint(x, pltpu.CMEM)
-
-
 def test_run_on_first_core_of_a_named_axis():
     from plax.experimental.shard_map import shard_map
     from plax.sharding import Mesh, PartitionSpec

@@ -230,6 +230,12 @@ class ShapedArray(AbstractValue):
         self._hash = hash((shape, dtype, self.weak_type, sharding, manual_axis_type._hash))
 
     ndim = property(lambda self: len(self.shape))
+    # (a kernel's operand may name another: plax.pallas.memory_space)
+    @property
+    def memory_space(self):
+        """Where the value lives: device memory."""
+        from plax.sharding.memory import MemorySpace
+        return MemorySpace.Device
     mat = property(lambda self: self.manual_axis_type, doc="Short for ``manual_axis_type``.")
 
     @property

@@ -37,7 +37,7 @@ from plax.core import dtypes, replication
 from plax.core.effects import no_effects
 from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.rules import (abstract_eval_rules, nested_effect_rules,
+from plax.core.rules import (abstract_eval_rules, dce_rules, nested_effect_rules,
                              param_printers, register_lowering, replication_rules)
 from plax.first_order import arithmetic, conversion, prng, shapes, slicing
 from plax.higher_order.loops import fori_loop
@@ -329,5 +329,8 @@ abstract_eval_rules[pallas_call_p] = _abstract
 replication_rules[pallas_call_p] = _replication
 register_lowering(pallas_call_p, _lowering)
 param_printers[pallas_call_p] = _print
+# As in JAX, a kernel is never removed from a jaxpr, even with its results unused: whether
+# it may go is the compiler's call (its ``has_side_effects``).
+dce_rules[pallas_call_p] = lambda used_outputs, eqn: ([True] * len(eqn.invars), eqn)
 # (the kernel's effects are on its own block references, never on the equation's operands)
 nested_effect_rules[pallas_call_p] = lambda inner, params: no_effects

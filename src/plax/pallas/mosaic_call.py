@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import enum
 import json
 
 import numpy as np
@@ -30,6 +31,7 @@ from plax.higher_order.pallas_call import pallas_call_p
 from plax.pallas import mosaic_bindings
 from plax.pallas import (mosaic_rules_arith, mosaic_rules_keys, mosaic_rules_refs,  # noqa: F401
                          mosaic_rules_tpu)
+from plax.pallas.memory_space import memory_space_of
 from plax.pallas.mosaic_lowering import LoweringException, kernel_module_text
 
 __all__ = ["MOSAIC_DIALECT_VERSION", "mosaic_module_text", "backend_config",
@@ -60,16 +62,22 @@ def _mosaic_params(compiler_params) -> dict:
         if backend not in (None, "mosaic_tpu"):
             raise LoweringException(f"A pallas_call lowered for TPU got compiler_params for "
                                     f"{backend}; pass pltpu.CompilerParams.")
-        return {f.name: getattr(compiler_params, f.name)
-                for f in dataclasses.fields(compiler_params)}
+        params = {f.name: getattr(compiler_params, f.name)
+                  for f in dataclasses.fields(compiler_params)}
+        _side_effect_level(params.get("has_side_effects", False))  # (JAX's check)
+        return params
     raise LoweringException(f"compiler_params must be a pltpu.CompilerParams, got "
                             f"{compiler_params!r}.")
 
 
 def _side_effect_level(value) -> int:
-    if isinstance(value, bool) or value is None:
+    """The side-effect level of ``has_side_effects`` (a bool or a pltpu.SideEffectType)."""
+    if isinstance(value, (bool, np.bool_)):
         return 2 if value else 0
-    return _SIDE_EFFECTS.get(getattr(value, "name", ""), int(getattr(value, "value", value)))
+    level = _SIDE_EFFECTS.get(value.name) if isinstance(value, enum.Enum) else None
+    if level is None:
+        raise ValueError(f"Invalid side effect type: {value}")
+    return level
 
 
 def _flag_text(value) -> str:
@@ -91,16 +99,26 @@ def _color(memory_space):
     return MEMORY_COLORS.get(getattr(memory_space, "value", None))
 
 
-def memory_colors(out_spaces, num_inputs: int, aliases) -> tuple[list, list]:
-    """The colours of the results (from the memory spaces their ``out_shape`` names) and of
-    the inputs aliased to a coloured result (HBM and VMEM only: XLA keeps SMEM operands
-    where they are); None where unconstrained."""
+def memory_colors(out_spaces, num_inputs: int, aliases, in_spaces=()) -> tuple[list, list]:
+    """The colours of the results (from the memory spaces their ``out_shape`` names, or
+    their aliased input's) and of the inputs (from the memory spaces their types name, or
+    their aliased result's; HBM and VMEM only: XLA keeps SMEM operands where they are);
+    None where unconstrained. An alias joining two spaces raises JAX's ValueError."""
     outs = [_color(m) for m in out_spaces]
-    ins = [None] * num_inputs
+    ins = [_color(m) for m in in_spaces] + [None] * (num_inputs - len(in_spaces))
     for i, o in aliases:
-        if o < len(outs) and outs[o] in (0, 1):
+        if ins[i] is not None:
+            if outs[o] not in (None, ins[i]):
+                raise ValueError(f"In/out memory space conflict for alias {i}->{o}: "
+                                 f"{in_spaces[i]} != {out_spaces[o]}")
+            outs[o] = ins[i]
+    for i, o in aliases:
+        if o < len(outs) and outs[o] is not None:
+            if ins[i] not in (None, outs[o]):
+                raise ValueError(f"In/out memory space conflict for alias {i}->{o}: "
+                                 f"{in_spaces[i]} != {out_spaces[o]}")
             ins[i] = outs[o]
-    return outs, ins
+    return outs, [c if c in (0, 1) else None for c in ins]
 
 
 def _colors_text(key: str, entries: list[str]) -> str:
@@ -243,7 +261,7 @@ def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpr
     _check_collective_id(params, barrier)
     out_colors, in_colors = memory_colors(
         grid_mapping.out_memory_spaces or [None] * len(ctx.avals_out), len(ctx.avals_in),
-        input_output_aliases)
+        input_output_aliases, [memory_space_of(a) for a in ctx.avals_in])
     config = backend_config(body, params, cost_estimate, out_colors=out_colors,
                             in_colors=in_colors, has_communication=communicates)
     level = _side_effect_level(params.get("has_side_effects", False))

@@ -136,6 +136,9 @@ def split_ref(ref):
     """``(reference, transforms)`` of a reference or a view of one (``ref.at[i]``)."""
     if type(ref) is TransformedRef:
         return ref.ref, ref.transforms
+    view = getattr(ref, "_kernel_view", None)  # (a reference box a kernel closes over)
+    if view is not None and view() is not None:
+        return view(), ()
     return ref, ()
 
 

@@ -28,6 +28,7 @@ from plax.higher_order.cond import cond
 from plax.higher_order.pallas_call import num_programs, pallas_call_p, program_id
 from plax.higher_order.run_state import run_state
 from plax.pallas import mosaic_call as _mosaic_call  # noqa: F401 (pallas_call's TPU lowering)
+from plax.pallas.core_map import core_map, kernel
 from plax.pallas.multiple_of import multiple_of_p
 from plax.pallas.semaphores import (DeviceIdType, semaphore, semaphore_read, semaphore_signal,
                                     semaphore_wait)
@@ -41,7 +42,8 @@ __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "
            "RevisitMode", "align_to", "broadcast_to", "debug_check", "debug_print", "empty",
            "empty_like", "empty_ref_like", "enable_debug_checks", "loop", "lower_as_mlir",
            "reciprocal", "run_scoped", "strides_from_shape", "with_scoped", "estimate_cost",
-           "DeviceIdType", "semaphore", "semaphore_read", "semaphore_signal", "semaphore_wait"]
+           "DeviceIdType", "semaphore", "semaphore_read", "semaphore_signal", "semaphore_wait",
+           "core_map", "kernel"]
 
 dslice = ds
 

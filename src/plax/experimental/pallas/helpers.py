@@ -24,6 +24,7 @@ from plax.core.refs import ref_type_aval_mappings
 from plax.core.staging import trace_to_jaxpr
 from plax.higher_order.pallas_call import scratch_value, uninitialized_value
 from plax.higher_order.run_state import run_state
+from plax.pallas.semaphores import as_semaphores, is_semaphore_dtype
 from plax.interpreters.checkify import debug_check as _checkify_debug_check
 from plax.ref import new_ref
 from plax.ref import swap as ref_swap
@@ -78,16 +79,18 @@ def empty_like(x):
 
 
 def empty_ref_like(x):
-    """A new reference shaped as ``x`` (a ShapeDtypeStruct, or a ``MemoryRef`` in memory space
-    ANY such as ``pl.ANY(shape, dtype)``) holding unspecified values."""
+    """A new reference shaped as ``x`` (a ShapeDtypeStruct: in memory space ANY, or a
+    ``MemoryRef`` such as ``pltpu.SMEM(shape, dtype)``: in its memory space) holding
+    unspecified values (a semaphore type: semaphores at zero)."""
     if isinstance(x, MemoryRef):
-        if x.memory_space is not MemorySpace.ANY:
-            raise NotImplementedError(
-                f"empty_ref_like: a reference in memory space {x.memory_space} (plax's "
-                "references outside kernels have no memory space; use pl.ANY).")
-    elif not isinstance(x, ShapeDtypeStruct):
+        space = x.memory_space
+    elif isinstance(x, ShapeDtypeStruct):
+        space = MemorySpace.ANY
+    else:
         raise ValueError(f"empty_ref_like does not support {type(x)}")
-    return new_ref(empty_like(x))
+    if is_semaphore_dtype(x.dtype):
+        return new_ref(as_semaphores(np.zeros(x.shape, np.int32), x.dtype), memory_space=space)
+    return new_ref(empty_like(x), memory_space=space)
 
 
 class _Scoped:

@@ -24,9 +24,11 @@ from plax.experimental.pallas._tpu_random import (prng_random_bits, prng_seed, s
                                                   to_pallas_key)
 from plax.experimental.pallas import when
 from plax.experimental.pallas.core import GridSpec, MemoryRef, no_block_spec
+from plax.pallas import memory_space as _memory_space
 from plax.pallas import semaphores as _semaphores
 from plax.pallas.dma import (AsyncCopyDescriptor, async_copy, async_remote_copy,
                              make_async_copy, make_async_remote_copy, sync_copy)
+from plax.pallas.core_map import create_tensorcore_mesh
 from plax.pallas.einshape import einshape
 from plax.pallas.interpret_mode import reset_tpu_interpret_mode_state
 from plax.pallas.interpret_mode import force_tpu_interpret_mode as _force
@@ -53,7 +55,8 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "is_tpu_device", "pack_elementwise", "unpack_elementwise", "stochastic_round",
            "load", "store", "touch", "set_tpu_interpret_mode", "force_tpu_interpret_mode",
            "reset_tpu_interpret_mode_state", "einshape",
-           "with_memory_space_constraint", "LoweringException"]
+           "with_memory_space_constraint", "LoweringException", "create_tensorcore_mesh",
+           "CoreType"]
 
 
 class MemorySpace(pallas_core.BufferSpace, enum.Enum):
@@ -88,6 +91,15 @@ PARALLEL = GridDimensionSemantics.PARALLEL
 CORE_PARALLEL = GridDimensionSemantics.CORE_PARALLEL
 SUBCORE_PARALLEL = GridDimensionSemantics.SUBCORE_PARALLEL
 ARBITRARY = GridDimensionSemantics.ARBITRARY
+
+
+class CoreType(enum.Enum):
+    """The kind of core a kernel runs on: a TensorCore, or a SparseCore's scalar or vector
+    subcores (plax builds TensorCore kernels only)."""
+
+    TC = "tc"
+    SC_SCALAR_SUBCORE = "sc_scalar_subcore"
+    SC_VECTOR_SUBCORE = "sc_vector_subcore"
 
 
 class SideEffectType(enum.Enum):
@@ -219,15 +231,15 @@ def force_tpu_interpret_mode(params: InterpretParams | None = InterpretParams())
 
 
 def with_memory_space_constraint(x, memory_space):
-    """``x``, with a request that a ``pallas_call`` taking it place it in ``memory_space``
-    (HBM, VMEM or SMEM; pl.ANY: no constraint). The value is unchanged; plax's interpret
-    mode places every operand alike, so the request does not change the kernel's run."""
+    """``x``, typed as placed in ``memory_space`` (HBM, VMEM or SMEM; pl.ANY: no
+    constraint), so that a ``pallas_call`` taking it asks XLA to place it there (inside a
+    traced function only: it has no eager form)."""
     if memory_space is pallas_core.MemorySpace.ANY:
         return x
     if memory_space not in (HBM, VMEM, SMEM):
         raise NotImplementedError("with_memory_space_constraint only supports HBM, VMEM and "
                                   "SMEM.")
-    return x
+    return _memory_space.with_memory_space_constraint_p.bind(x, memory_space=memory_space)
 
 
 def run_on_first_core(core_axis_name: str):
