@@ -259,6 +259,9 @@ def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpr
         print(f"\nThe Mosaic module for pallas_call {name}:")
         print(mosaic_bindings.canonical_text(text))
     _check_collective_id(params, barrier)
+    # (the custom call's operands start with the grid's run-time sizes)
+    n_dyn = grid_mapping.num_dynamic_grid_bounds
+    input_output_aliases = tuple((i + n_dyn, o) for i, o in input_output_aliases)
     out_colors, in_colors = memory_colors(
         grid_mapping.out_memory_spaces or [None] * len(ctx.avals_out), len(ctx.avals_in),
         input_output_aliases, [memory_space_of(a) for a in ctx.avals_in])

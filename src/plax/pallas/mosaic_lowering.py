@@ -531,13 +531,30 @@ def _semantics(sem, ngrid: int, name: str) -> list:
     return sem
 
 
-def _transform_function(k: int, bm, grid_args, prefetch_args, name: str) -> str:
+# (MLIR's dynamic size: an iteration bound known only at run time)
+_DYNAMIC = -9223372036854775808
+
+
+def _run_time_bounds(fn, gm, jaxpr, start: int) -> list:
+    """The grid's sizes known only at run time (``jaxpr``'s invars from ``start``), as the
+    function reads them: ``tpu.iteration_bound`` of their grid dimension, where used."""
+    i32 = ShapedArray((), np.dtype(np.int32))
+    dims = [d for d, g in enumerate(gm.grid) if g is None]
+    used = used_vars(jaxpr)
+    return [Value(fn.op("tpu.iteration_bound", [], ["i32"], f"dim = {d} : i32")[0]
+                  if id(v) in used else "%unused", "i32", i32)
+            for d, v in zip(dims, jaxpr.invars[start:start + len(dims)])]
+
+
+def _transform_function(k: int, bm, grid_args, prefetch_args, name: str, gm=None) -> str:
     fn = KernelFunction(name)
     grid = [Value(f"%arg{i}", "i32", ShapedArray((), np.dtype(np.int32)))
             for i in range(len(grid_args))]
     pre = [PrefetchArray(f"%arg{len(grid) + j}", r) for j, r in enumerate(prefetch_args)]
-    fn.counter = 0
-    outs = lower_jaxpr(fn, bm.index_map.jaxpr, bm.index_map.consts, grid + pre)
+    n_dyn = gm.num_dynamic_grid_bounds if gm is not None else 0
+    jaxpr = bm.index_map.jaxpr
+    bounds = _run_time_bounds(fn, gm, jaxpr, len(grid)) if n_dyn else []
+    outs = lower_jaxpr(fn, jaxpr, bm.index_map.consts, grid + bounds + pre)
     ctx = MosaicContext(fn, [], [])
     i32 = ShapedArray((), np.dtype(np.int32))
     results = []
@@ -587,10 +604,12 @@ def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None,
     ngrid = len(gm.grid)
     npre = gm.num_scalar_prefetch
     mappings = gm.block_mappings
-    ref_vars = jaxpr.invars[ngrid:]
+    n_dyn = gm.num_dynamic_grid_bounds
+    ref_vars = jaxpr.invars[ngrid + n_dyn:]
     fn = KernelFunction(name, mesh)
     i32 = ShapedArray((), np.dtype(np.int32))
     args: list = [Value(f"%arg{i}", "i32", i32) for i in range(ngrid)]
+    bounds = _run_time_bounds(fn, gm, jaxpr, ngrid)
     refs = []
     for k, v in enumerate(ref_vars):
         aval = v.aval
@@ -611,8 +630,7 @@ def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None,
         refs.append(ref)
     args += refs
     check_block_shapes(gm, [r.space for r in refs[:len(mappings)]], name)
-    fn.counter = 0
-    outs = lower_jaxpr(fn, jaxpr, [], args)
+    outs = lower_jaxpr(fn, jaxpr, [], args[:ngrid] + bounds + refs)
     del outs
     if facts is not None:
         facts["mesh_axes"] = sorted(fn.used_axes)
@@ -635,7 +653,8 @@ def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None,
                         f"space {space} must be the whole array (no windowing).")
                 windows.append("{}")
                 continue
-            transforms.append(_transform_function(k, bm, args[:ngrid], refs[:npre], name))
+            transforms.append(_transform_function(k, bm, args[:ngrid], refs[:npre], name,
+                                                  gm))
             bounds = ", ".join(map(str, physical(bm.sizes, bm.array_aval.dtype)[0]))
             entry = f"transform_indices = @transform_{k}, window_bounds = array<i64: {bounds}>"
             entry += _element_window(bm, name)
@@ -651,7 +670,8 @@ def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None,
                 kind = "synchronous" if count == 1 else "double_buffered"
                 entry += f", pipeline_mode = #tpu.pipeline_mode<{kind}>"
             windows.append("{" + entry + "}")
-        attrs.append(f"iteration_bounds = array<i64: {', '.join(map(str, gm.grid))}>")
+        sizes = [_DYNAMIC if g is None else g for g in gm.grid]
+        attrs.append(f"iteration_bounds = array<i64: {', '.join(map(str, sizes))}>")
         attrs.append(f"window_params = [{', '.join(windows)}]")
     else:
         for bm in block_maps:

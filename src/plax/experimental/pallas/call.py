@@ -311,11 +311,6 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
     elif in_specs is not no_block_spec and not isinstance(in_specs, tuple):
         raise ValueError(f"`in_specs` must be a tuple or a list. Found: {in_specs}")
     grid, grid_names, dynamic_sizes = _normalize_grid(grid)
-    if dynamic_sizes and not interpret:
-        raise NotImplementedError(
-            f"pallas_call {_fun_name(kernel)}: a grid whose sizes are known only at run time "
-            f"(grid={grid}) runs in interpret mode only in plax (pallas_call(..., "
-            "interpret=True)).")
     name = name or _fun_name(kernel)
     if isinstance(out_shape, list):  # (a list of results is a tuple, as for the specs)
         out_shape = tuple(out_shape)
