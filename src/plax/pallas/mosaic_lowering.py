@@ -28,16 +28,22 @@ from plax.core.jaxpr import Literal
 from plax.core.refs import AbstractRef
 from plax.core.rules import mosaic_lowering_rules
 
-__all__ = ["LoweringException", "UnimplementedPrimitiveError", "Value", "RefValue", "Lit",
-           "MosaicContext", "KernelFunction", "element_type", "value_type", "memref_type",
-           "kernel_module_text", "memory_space_name", "lower_jaxpr", "semaphore_type"]
+__all__ = ["LoweringException", "UnimplementedPrimitiveError", "UnsupportedInKernelError",
+           "Value", "RefValue", "Lit", "MosaicContext", "KernelFunction", "element_type",
+           "value_type", "memref_type", "kernel_module_text", "memory_space_name", "lower_jaxpr",
+           "semaphore_type"]
 
 
 class LoweringException(Exception):
     """A Pallas kernel could not be lowered to Mosaic (as ``pltpu.LoweringException``)."""
 
 
-class UnimplementedPrimitiveError(LoweringException, NotImplementedError):
+class UnsupportedInKernelError(LoweringException, NotImplementedError):
+    """A kernel asks for what the Mosaic TPU backend does not support (a NotImplementedError,
+    as JAX raises it)."""
+
+
+class UnimplementedPrimitiveError(UnsupportedInKernelError):
     """A primitive of the kernel has no Mosaic lowering rule."""
 
 
@@ -305,8 +311,11 @@ class MosaicContext:
             raise self.error(f"an index must be a scalar, got {x.aval.str_short()}")
         return self.typed_op("arith.index_cast", [x], "index")
 
-    def error(self, message: str) -> LoweringException:
-        return LoweringException(describe(self.fn, self.eqn, message))
+    def error(self, message: str, unsupported: bool = False) -> LoweringException:
+        """The exception to raise for ``message`` (``unsupported``: a NotImplementedError too,
+        where JAX raises one)."""
+        kind = UnsupportedInKernelError if unsupported else LoweringException
+        return kind(describe(self.fn, self.eqn, message))
 
     def lower_jaxpr(self, jaxpr, consts, args) -> list:
         return lower_jaxpr(self.fn, jaxpr, consts, args)
