@@ -100,6 +100,11 @@ class Ref:
         """A view of this reference as another shape."""
         return state.reshape_ref(_held(self), *shape)
 
+    def bitcast(self, dtype):
+        """A view of this reference's bits as ``dtype`` (TPU's layout: elements of another
+        width pack into, or unpack from, the second-minor axis)."""
+        return state.bitcast_ref(self, dtype)
+
     # --- reads and writes through a view (plax.first_order.state calls these) ---
     def _transformed_get(self, transforms):
         return state.read_view(ref_effects.read(self), transforms)

@@ -554,3 +554,62 @@ def test_element_blocks_lower_to_element_windows():
     mixed = pl.BlockSpec((pl.Element(8), 128), lambda i: (i * 8, 0))
     with pytest.raises(pltpu.LoweringException, match="All block dimensions must be Elements"):
         lower(call(mixed), x)
+
+
+@pytest.mark.parametrize("shape, axis", [((8, 128), 0), ((2, 32, 256), 2)])
+@pytest.mark.parametrize("mode", [None, "promise_in_bounds"])
+def test_take_along_axis_lowers_to_dynamic_gather(shape, axis, mode):
+    x_shape = list(shape)
+    x_shape[axis] = 8 if axis == len(shape) - 2 else 128
+
+    def k(x_ref, i_ref, o_ref):
+        o_ref[...] = jnp.take_along_axis(x_ref[...], i_ref[...], axis, mode=mode)
+
+    def f(x, i, interpret=False):
+        return pl.pallas_call(k, out_shape=jax_sds(i), interpret=interpret)(x, i)
+    x = np.arange(np.prod(x_shape), dtype=np.int32).reshape(x_shape)
+    i = np.random.default_rng(0).integers(0, x_shape[axis], shape).astype(np.int32)
+    _, _, module = lower(f, x, i)
+    # (as JAX: the index vector's axis reshaped on and off, negatives wrapped but for
+    # promise_in_bounds)
+    vec = "vector<" + "x".join(map(str, shape)) + "xi32>"
+    assert re.search(rf"tpu.dynamic_gather %\w+\[%\w+\] in \[{axis}\] : vector<"
+                     rf"{'x'.join(map(str, x_shape))}xi32>, {vec} -> {vec}", module)
+    assert ("arith.cmpi slt" in module) == (mode is None)
+    out = plax.jit(functools.partial(f, interpret=True))(x, i)
+    np.testing.assert_array_equal(out, np.take_along_axis(x, i, axis))
+
+
+def test_gathers_other_than_take_along_axis_raise():
+    def k(x_ref, i_ref, o_ref):
+        o_ref[...] = x_ref[...][i_ref[...]]
+
+    def f(x, i):
+        return pl.pallas_call(k, out_shape=jax_sds(x))(x, i)
+    with pytest.raises(pltpu.LoweringException, match="Only take_along_axis-like gathers"):
+        lower(f, jnp.ones((8, 128), f32), jnp.zeros((8,), i32))
+
+
+@pytest.mark.parametrize("dtype", [jnp.uint8, jnp.uint32])
+def test_unsigned_dot_raises_not_implemented_as_jax(dtype):
+    def k(a_ref, b_ref, o_ref):
+        o_ref[...] = a_ref[...] @ b_ref[...]
+
+    def f(a, b):
+        return pl.pallas_call(k, out_shape=jax_sds(a, (a.shape[0], 128)))(a, b)
+    with pytest.raises(NotImplementedError,
+                       match=r"Unsigned integer dtype uint\d+ is not supported for "
+                             r"dot_general \(matmul\)"):
+        lower(f, jnp.zeros((32, 256), dtype), jnp.zeros((256, 128), dtype))
+
+
+def test_float_masks_compare_with_ordered_not_equal():
+    def k(x_ref, m_ref, o_ref):
+        o_ref[...] = jnp.where(m_ref[...], x_ref[...], jnp.zeros_like(x_ref))
+
+    def f(x, m):
+        return pl.pallas_call(k, out_shape=jax_sds(x))(x, m)
+    for dtype in (f32, jnp.bfloat16):
+        _, _, module = lower(f, jnp.ones((128, 128), dtype), jnp.ones((128, 128), dtype))
+        # (JAX's "one" predicate: with "une" these kernels failed on a v5e)
+        assert "arith.cmpf one" in module and "une" not in module

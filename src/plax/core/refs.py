@@ -8,7 +8,9 @@ state primitives (``plax.first_order.state``: get/swap/addupdate) read and write
 
 A reference is read or written through a chain of *transforms*, each a view of the value
 before it: ``NDIndexer`` (an index of ``Slice``s, integers and integer arrays, NumPy's
-rules) and ``RefReshaper`` (a reshape). ``transformed_aval`` gives the type seen at the end.
+rules), ``RefReshaper`` (a reshape) and ``RefBitcaster`` (the bits as another dtype, TPU's
+layout: the second-minor axis scales by the ratio of the widths). ``transformed_aval`` gives
+the type seen at the end.
 Transforms are pytrees whose leaves are the dynamic parts of an index (integers, index
 arrays, slice starts); the state primitives take those leaves as operands.
 """
@@ -25,7 +27,7 @@ from plax.core.symbolic_shapes import (DimExpr, checked_symbolic_shape, clamped_
 from plax.core.trace import Tracer
 from plax.core.tree_core import register_pytree_node
 
-__all__ = ["AbstractRef", "NDIndexer", "RefReshaper", "Slice", "shaped_array_ref",
+__all__ = ["AbstractRef", "NDIndexer", "RefBitcaster", "RefReshaper", "Slice", "shaped_array_ref",
            "transformed_aval", "uninitialized"]
 
 # How plax.ref's boxes are made, read and written (plax.ref installs them; core sits below).
@@ -350,6 +352,43 @@ register_pytree_node(RefReshaper, lambda r: ((), (r.dtype, r.shape)),
                      lambda aux, kids: RefReshaper(*aux))
 
 
+class RefBitcaster:
+    """A view of a reference's bits as elements of ``dtype`` (of shape ``shape``): as
+    ``pltpu.bitcast`` on values, elements of another width pack into (or unpack from) the
+    second-minor axis, whose size scales by the ratio of the widths."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, dtype, shape):
+        self.dtype, self.shape = dtypes.dtype(dtype), tuple(shape)
+
+    @classmethod
+    def from_ref_new_dtype(cls, ref_shape, ref_dtype, dtype) -> "RefBitcaster":
+        """The bitcast of a value of ``ref_shape`` and ``ref_dtype`` to ``dtype``."""
+        dtype = dtypes.dtype(dtype)
+        src, dst = dtypes.itemsize_bits(ref_dtype), dtypes.itemsize_bits(dtype)
+        shape = list(ref_shape)
+        if src != dst:
+            if len(shape) < 2:
+                raise NotImplementedError("Bitcast 1D ref with bitwidth change is not "
+                                          "supported.")
+            if shape[-2] * src % dst:
+                raise ValueError("Expected input and output shapes are the same after "
+                                 "multiplying the second-minor dimension by the bitwidths.")
+            shape[-2] = shape[-2] * src // dst
+        return cls(dtype, shape)
+
+    def transform_shape(self, shape) -> tuple:
+        return self.shape
+
+    def __repr__(self):
+        return f"RefBitcaster(dtype={self.dtype}, shape={self.shape})"
+
+
+register_pytree_node(RefBitcaster, lambda r: ((), (r.dtype, r.shape)),
+                     lambda aux, kids: RefBitcaster(*aux))
+
+
 def transformed_aval(inner_aval, transforms):
     """The type of the value seen through ``transforms`` from a value of ``inner_aval``."""
     aval = inner_aval
@@ -359,6 +398,8 @@ def transformed_aval(inner_aval, transforms):
                 continue
             raise TypeError(f"A value of type {aval} cannot be indexed or reshaped.")
         aval = aval.update(shape=t.transform_shape(aval.shape), weak_type=False)
+        if type(t) is RefBitcaster:
+            aval = aval.update(dtype=t.dtype)
         if getattr(aval, "_sharding", None) is not None:
             aval = aval.update(sharding=None)
     return aval

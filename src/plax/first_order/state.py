@@ -1,7 +1,8 @@
 """The state primitives: reading and writing a mutable reference in a jaxpr.
 
 ``get_p.bind(ref, *leaves, tree=tree)`` reads the value ``ref`` holds seen through its chain
-of transforms (``plax.core.refs``: ``NDIndexer``s, ``RefReshaper``s), which ``tree``
+of transforms (``plax.core.refs``: ``NDIndexer``s, ``RefReshaper``s, ``RefBitcaster``s),
+which ``tree``
 rebuilds from ``leaves`` (the dynamic parts of the indices, operands of the equation).
 ``swap_p.bind(ref, value, *leaves, tree=tree)`` writes ``value`` there and returns what was
 there; ``addupdate_p.bind(ref, value, *leaves, tree=tree)`` adds ``value`` into it (no
@@ -16,7 +17,8 @@ on the value the reference holds with ``read_view``/``update_view`` (dynamic sli
 gather or scatter for integer-array indices).
 
 ``ref_get``/``ref_swap``/``ref_set``/``ref_addupdate`` are the user-level forms; they take a
-reference, a ``TransformedRef`` view (``ref.at[idx]``, ``ref.reshape(...)``) or a
+reference, a ``TransformedRef`` view (``ref.at[idx]``, ``ref.reshape(...)``,
+``ref.bitcast(dtype)``) or a
 ``plax.ref.Ref`` box (which reads and writes the array it holds itself).
 """
 from __future__ import annotations
@@ -27,8 +29,8 @@ from plax.core import dtypes
 from plax.core.effects import AccumEffect, ReadEffect, WriteEffect
 from plax.core.jaxpr import Literal
 from plax.core.primitive import Primitive
-from plax.core.refs import (AbstractRef, NDIndexer, RefReshaper, Slice, is_int_like,
-                             transformed_aval)
+from plax.core.refs import (AbstractRef, NDIndexer, RefBitcaster, RefReshaper, Slice,
+                             is_int_like, transformed_aval)
 from plax.core.rules import (Zero, batch_rules, discharge_rules, is_undefined, jvp_rules,
                              not_mapped, pp_eqn_rules, register_lowering, transpose_rules)
 from plax.core.trace import Tracer, get_aval
@@ -73,6 +75,9 @@ class TransformedRef:
     def reshape(self, *shape):
         return reshape_ref(self, *shape)
 
+    def bitcast(self, dtype):
+        return bitcast_ref(self, dtype)
+
     def __getitem__(self, idx):
         return ref_get(self, idx)
 
@@ -108,6 +113,15 @@ def reshape_ref(ref, *shape) -> TransformedRef:
     view = transformed_aval(_inner_aval(ref), transforms)
     return TransformedRef(ref, transforms + (
         RefReshaper.from_ref_new_shape(view.shape, view.dtype, *shape),))
+
+
+def bitcast_ref(ref, dtype) -> TransformedRef:
+    """The view of ``ref``'s bits as ``dtype`` (TPU's layout: elements of another width pack
+    into, or unpack from, the second-minor axis)."""
+    ref, transforms = _split(ref)
+    view = transformed_aval(_inner_aval(ref), transforms)
+    return TransformedRef(ref, transforms + (
+        RefBitcaster.from_ref_new_dtype(view.shape, view.dtype, dtype),))
 
 
 def _split(ref):
@@ -242,6 +256,8 @@ def _addupdate_abstract(ref, val, *leaves, tree):
 def _pp_index(t, printer) -> str:
     if type(t) is RefReshaper:
         return "{reshape(" + ",".join(map(str, t.shape)) + ")}"
+    if type(t) is RefBitcaster:
+        return f"{{bitcast({t.dtype})}}"
     if not t.indices or all(type(i) is Slice and _static(i.start) == 0 and i.stride == 1
                             and i.size == d for i, d in zip(t.indices, t.shape)):
         return "[...]"
@@ -357,9 +373,31 @@ def _has_arrays(t: NDIndexer) -> bool:
                for i in t.indices if type(i) is not Slice)
 
 
+def packing_bitcast(x, *, ty):
+    """``x``'s bits as ``ty``, narrower elements packed along the second-minor axis (the
+    value of ``pltpu.bitcast`` and of a bitcast view; no checks)."""
+    src, dst = dtypes.itemsize_bits(get_aval(x).dtype), dtypes.itemsize_bits(ty)
+    if src < dst:  # consecutive rows pack into one element
+        *lead, m, n = get_aval(x).shape
+        k = dst // src
+        x = shapes.reshape(x, (*lead, m // k, k, n))
+        x = shapes.transpose(x, tuple(range(len(lead))) + tuple(
+            len(lead) + p for p in (0, 2, 1)))
+        return conversion.bitcast_convert_type(x, ty)
+    if src > dst:  # one element unpacks into consecutive rows
+        y = conversion.bitcast_convert_type(x, ty)
+        *lead, m, n, k = get_aval(y).shape
+        y = shapes.transpose(y, tuple(range(len(lead))) + tuple(
+            len(lead) + p for p in (0, 2, 1)))
+        return shapes.reshape(y, (*lead, m * k, n))
+    return conversion.bitcast_convert_type(x, ty)
+
+
 def _read_one(x, t):
     if type(t) is RefReshaper:
         return shapes.reshape(x, t.shape)
+    if type(t) is RefBitcaster:
+        return packing_bitcast(x, ty=t.dtype)
     if not hasattr(get_aval(x), "shape") or t.is_trivial():
         return x
     arrays = _has_arrays(t)
@@ -381,6 +419,10 @@ def _write_one(x, t, new, accumulate: bool):
     if type(t) is RefReshaper:
         return shapes.reshape(add(shapes.reshape(x, t.shape), new) if accumulate else new,
                               get_aval(x).shape)
+    if type(t) is RefBitcaster:
+        if accumulate:
+            new = add(packing_bitcast(x, ty=t.dtype), new)
+        return packing_bitcast(new, ty=get_aval(x).dtype)
     if not hasattr(get_aval(x), "shape") or t.is_trivial():
         return add(x, new) if accumulate else new
     if any(s != 1 for s in _strides(t)):
@@ -569,6 +611,13 @@ def _batch_transforms(transforms, dims, ref_dim, size: int):
                                               "axis other than its first.")
                 t = RefReshaper(t.dtype, (size,) + t.shape)
             new.append(t)
+        elif type(t) is RefBitcaster:
+            if at is not not_mapped:
+                if at >= len(t.shape) - 1:  # (the bitcast packs along the last two axes)
+                    raise NotImplementedError("vmap of a bitcast reference batched along "
+                                              "one of its last two axes.")
+                t = RefBitcaster(t.dtype, _insert(t.shape, at, size))
+            new.append(t)
         else:
             t, at, perm = _batch_indexer(t, d.indices, at, size)
             new.append(t)
@@ -636,7 +685,7 @@ def is_ref_type(aval) -> bool:
     return isinstance(aval, AbstractRef)
 
 
-__all__ += ["is_ref_type", "reshape_ref", "RefIndexer"]
+__all__ += ["is_ref_type", "reshape_ref", "bitcast_ref", "packing_bitcast", "RefIndexer"]
 
 
 # --- pinned buffers: a value held in a buffer of a memory space until unpinned --------------

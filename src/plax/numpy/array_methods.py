@@ -268,6 +268,15 @@ Tracer.__getitem__ = _ref_aware(_getitem, state.ref_get)
 Tracer.__setitem__ = _ref_aware(_setitem, state.ref_set)
 Tracer.reshape = _ref_aware(_reshape, lambda self, *shape, **_: state.reshape_ref(self, *shape))
 Tracer.at = property(_ref_aware(_at, state.RefIndexer))
+
+
+def _ref_bitcast(self):
+    if not isinstance(self.aval, AbstractRef):  # (arrays have no such method)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute 'bitcast'")
+    return lambda dtype: state.bitcast_ref(self, dtype)
+
+
+Tracer.bitcast = property(_ref_bitcast)
 # plax.Array, the base class, carries the same methods, as jax.Array does (a Mock with
 # spec=jax.Array, and protocol checks, read them off the class); its own
 # __array_namespace__ (refusing a user's subclass) stays.

@@ -909,8 +909,13 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
         return lax.broadcast_in_dim(np.zeros((), get_aval(arr).dtype), idx_shape, ())
     if shape[axis] == 0:
         raise IndexError("Cannot do a non-empty take_along_axis() from an empty axis.")
-    wrap = True if wrap_negative_indices is None else bool(wrap_negative_indices)
-    idx = _expand_last(_prepare_indices(idx, shape[axis], gmode, wrap))
+    # (as JAX: negative indices are left alone under "promise_in_bounds" unless asked)
+    wrap = mode != "promise_in_bounds" if wrap_negative_indices is None else \
+        bool(wrap_negative_indices)
+    idx = _prepare_indices(idx, shape[axis], gmode, wrap)
+    # (the index-vector axis added by a reshape, as JAX does: TPU kernels lower that)
+    idx = idx[..., None] if isinstance(idx, np.ndarray) else \
+        lax.reshape(idx, idx_shape + (1,))
     fill_value = _fill_param(gmode, fill_value, get_aval(arr).dtype)
     batch = tuple(d for d in range(len(shape)) if d != axis)
     dn = GatherDimensionNumbers((), (axis,), (axis,), batch, batch)

@@ -35,17 +35,22 @@ from plax.core.rules import mosaic_lowering_rules
 from plax.lowering.inline import trace_rule_fn
 from plax.pallas import tpu_prng
 
-__all__ = ["LoweringException", "UnimplementedPrimitiveError", "Value", "RefValue", "Lit",
-           "KeyWords", "MosaicContext", "KernelFunction", "element_type", "value_type",
-           "memref_type", "kernel_module_text", "memory_space_name", "lower_jaxpr",
-           "semaphore_type", "key_kind", "physical"]
+__all__ = ["LoweringException", "UnimplementedPrimitiveError", "UnsupportedInKernelError",
+           "Value", "RefValue", "Lit", "KeyWords", "MosaicContext", "KernelFunction",
+           "element_type", "value_type", "memref_type", "kernel_module_text",
+           "memory_space_name", "lower_jaxpr", "semaphore_type", "key_kind", "physical"]
 
 
 class LoweringException(Exception):
     """A Pallas kernel could not be lowered to Mosaic (as ``pltpu.LoweringException``)."""
 
 
-class UnimplementedPrimitiveError(LoweringException, NotImplementedError):
+class UnsupportedInKernelError(LoweringException, NotImplementedError):
+    """A kernel asks for what the Mosaic TPU backend does not support (a NotImplementedError,
+    as JAX raises it)."""
+
+
+class UnimplementedPrimitiveError(UnsupportedInKernelError):
     """A primitive of the kernel has no Mosaic lowering rule."""
 
 
@@ -343,8 +348,11 @@ class MosaicContext:
             raise self.error(f"an index must be a scalar, got {x.aval.str_short()}")
         return self.typed_op("arith.index_cast", [x], "index")
 
-    def error(self, message: str) -> LoweringException:
-        return LoweringException(describe(self.fn, self.eqn, message))
+    def error(self, message: str, unsupported: bool = False) -> LoweringException:
+        """The exception to raise for ``message`` (``unsupported``: a NotImplementedError too,
+        where JAX raises one)."""
+        kind = UnsupportedInKernelError if unsupported else LoweringException
+        return kind(describe(self.fn, self.eqn, message))
 
     def lower_jaxpr(self, jaxpr, consts, args) -> list:
         return lower_jaxpr(self.fn, jaxpr, consts, args)

@@ -1,5 +1,6 @@
 """Mosaic lowering rules of the array primitives: elementwise arithmetic, comparisons,
-selects, conversions, shapes, iota, reductions and dot_general (as ``tpu.matmul``).
+selects, conversions, shapes, iota, reductions, dot_general (as ``tpu.matmul``) and
+take_along_axis-like gathers (as ``tpu.dynamic_gather``).
 
 A scalar (shape ``()``) is an MLIR scalar and a shaped array a ``vector``; a scalar operand
 of an op on vectors is broadcast first (``vector.broadcast``), as plax's jaxprs mix them.
@@ -12,8 +13,9 @@ import numpy as np
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
 from plax.core.rules import mosaic_lowering_rules as rules
-from plax.first_order import (arithmetic, bitwise, comparison, conversion, dot, reductions,
-                              sharding_constraint, shapes, slicing, transcendental, utility)
+from plax.first_order import (arithmetic, bitwise, comparison, conversion, dot, indexing,
+                              reductions, sharding_constraint, shapes, slicing,
+                              transcendental, utility)
 from plax.pallas.mosaic_lowering import (Lit, PrefetchArray, Value, element_type, is_float,
                                          is_unsigned, semaphore_type, static_int, value_type)
 
@@ -86,7 +88,9 @@ rules[arithmetic.pow_p] = _pow
 
 
 # --- comparisons (arith.cmpf / arith.cmpi predicates, as their enum's integers) --------------
-_CMPF = {"eq": 1, "ne": 13, "lt": 4, "le": 5, "gt": 2, "ge": 3}
+# (ordered predicates, "ne" too, as JAX lowers them: float masks compared with "une" failed
+# on a v5e where JAX's "one" passed)
+_CMPF = {"eq": 1, "ne": 6, "lt": 4, "le": 5, "gt": 2, "ge": 3}
 _CMPI_SIGNED = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5}
 _CMPI_UNSIGNED = {"eq": 0, "ne": 1, "lt": 6, "le": 7, "gt": 8, "ge": 9}
 
@@ -545,6 +549,12 @@ def dot_dimension_numbers(dimension_numbers, lhs_ndim: int, rhs_ndim: int) -> st
 
 def _dot_general(ctx, x, y, *, dimension_numbers, precision=None,
                  preferred_element_type=None, **_):
+    for aval in ctx.avals_in:
+        if dtypes.issubdtype(aval.dtype, np.unsignedinteger):
+            raise ctx.error(
+                f"Unsigned integer dtype {aval.dtype} is not supported for dot_general "
+                "(matmul) on TPU: the MXU reads integers as signed. Cast the operands to a "
+                "signed type first.", unsupported=True)
     out = ctx.avals_out[0]
     x, y = ctx.value(x), ctx.value(y)
     if x.aval.dtype != y.aval.dtype:
@@ -642,3 +652,33 @@ rules[shapes.concatenate_p] = _concatenate
 rules[utility.split_p] = _split
 rules[shapes.reshape_p] = _unit_reshape
 rules[shapes.squeeze_p] = _unit_reshape
+
+
+def _gather(ctx, x, indices, *, dimension_numbers, slice_sizes, mode, **_):
+    """A take_along_axis-like gather (one collapsed axis, the others batching axes) as
+    ``tpu.dynamic_gather`` on the indices without their index-vector axis; as JAX, out of
+    bounds indices are not filled (the gather is along one of the two minor axes)."""
+    out = ctx.avals_out[0]
+    ishape, rank = tuple(ctx.avals_in[1].shape), len(out.shape)
+    if len(ctx.avals_in[0].shape) != rank or ishape[:-1] != tuple(out.shape) or \
+            ishape[-1] != 1:
+        raise ctx.error("Only take_along_axis-like gathers supported")
+    dn = dimension_numbers
+    mode = indexing.GatherScatterMode.from_any(mode)
+    if not (tuple(slice_sizes) == (1,) * rank and mode in (
+            indexing.GatherScatterMode.FILL_OR_DROP,
+            indexing.GatherScatterMode.PROMISE_IN_BOUNDS)
+            and not dn.offset_dims and tuple(dn.collapsed_slice_dims) == tuple(
+                dn.start_index_map) and len(dn.collapsed_slice_dims) == 1
+            and tuple(dn.operand_batching_dims) == tuple(dn.start_indices_batching_dims)
+            and len(dn.operand_batching_dims) == rank - 1):
+        raise ctx.error("Unsupported gather")
+    (axis,) = dn.collapsed_slice_dims
+    if axis < rank - 2:
+        raise ctx.error("Only gathers along the two minormost dimensions supported on TC")
+    idx = reshape(ctx, ctx.value(indices, ctx.avals_in[1]), out.shape)
+    return ctx.op1("tpu.dynamic_gather", [ctx.value(x, ctx.avals_in[0]), idx], out,
+                   f"dimensions = array<i32: {axis}>")
+
+
+rules[indexing.gather_p] = _gather

@@ -16,7 +16,8 @@ import numpy as np
 
 from plax.core.avals import ShapedArray
 from plax.core.jaxpr import Literal
-from plax.core.refs import NDIndexer, RefReshaper, Slice
+from plax.core import dtypes
+from plax.core.refs import NDIndexer, RefBitcaster, RefReshaper, Slice
 from plax.core.rules import mosaic_lowering_rules as rules
 from plax.core.tree_core import tree_unflatten
 from plax.first_order import state
@@ -32,7 +33,7 @@ from plax.pallas.mosaic_lowering import (KeyWords, Lit, RefValue, Value, is_floa
                                          static_int, value_type)
 from plax.pallas.mosaic_rules_arith import convert, reshape
 
-__all__ = ["window"]
+__all__ = ["window", "viewed", "sliced"]
 
 _I32 = ShapedArray((), np.dtype(np.int32))
 
@@ -58,36 +59,93 @@ def _as_i32(ctx, x):
 
 
 def _window(ctx, ref: RefValue, leaves, tree):
-    """The memref read or written (``ref``, or a reshape of it), its indices, the sizes
-    read, the strides, and which memref dimensions the value keeps: the reference's
-    (chained) indexers composed."""
+    """The memref read or written (``ref``, or a view of it), its indices, the sizes read,
+    the strides, and which memref dimensions the value keeps: the reference's (chained)
+    indexers composed."""
     transforms = tree_unflatten(tree, list(leaves)) if tree is not None else ()
-    ref, transforms = reshaped(ctx, ref, transforms)
+    ref, transforms = viewed(ctx, ref, transforms)
     starts, sizes, strides, keep = window(ctx, ref, transforms)
     return ref, [ctx.index(s) for s in starts], sizes, strides, keep
 
 
-def reshaped(ctx, ref: RefValue, transforms):
-    """``ref.reshape(...)`` views of a whole reference as ``tpu.memref_reshape`` (as JAX
-    lowers them): the reshaped memref and the transforms after the reshapes."""
+def viewed(ctx, ref: RefValue, transforms):
+    """``ref`` seen through its transforms up to the last reshape or bitcast, as JAX lowers
+    them: ``tpu.memref_slice`` (and ``tpu.memref_squeeze``) for indexers,
+    ``tpu.memref_reshape``, ``tpu.memref_bitcast``; the memref and the indexers after."""
     transforms = list(transforms)
-    while transforms and type(transforms[0]) is RefReshaper:
-        shape = tuple(int(d) for d in transforms.pop(0).shape)
-        if ref.squeezed:
-            raise ctx.error("a reshape of a block with squeezed dimensions is not supported "
-                            "on TPU; reshape the loaded value instead")
-        out = RefValue(None, shape, ref.dtype, ref.space, (), ref.aval)
-        name = ctx.fn.op("tpu.memref_reshape", [ref], [out.type])[0]
-        ref = RefValue(name, shape, ref.dtype, ref.space, (), ref.aval)
-    return ref, transforms
+    last = max((k for k, t in enumerate(transforms) if type(t) is not NDIndexer), default=-1)
+    indexers = []
+    for t in transforms[:last + 1]:
+        if type(t) is NDIndexer:
+            indexers.append(t)
+            continue
+        if indexers:
+            ref, indexers = sliced(ctx, ref, indexers), []
+        ref = _reshaped(ctx, ref, t) if type(t) is RefReshaper else _bitcast(ctx, ref, t)
+    return ref, transforms[last + 1:]
+
+
+def _reshaped(ctx, ref: RefValue, t: RefReshaper) -> RefValue:
+    shape = tuple(int(d) for d in t.shape)
+    if ref.squeezed:
+        raise ctx.error("a reshape of a block with squeezed dimensions is not supported "
+                        "on TPU; reshape the loaded value instead")
+    out = RefValue(None, shape, ref.dtype, ref.space, (), ref.aval)
+    out.name = ctx.fn.op("tpu.memref_reshape", [ref], [out.type])[0]
+    return out
+
+
+def _bitcast(ctx, ref: RefValue, t: RefBitcaster) -> RefValue:
+    src, dst = dtypes.itemsize_bits(ref.dtype), dtypes.itemsize_bits(t.dtype)
+    if np.bool_ in (np.dtype(ref.dtype), t.dtype):
+        raise ctx.error("a bitcast view of a reference of booleans (or to booleans) is not "
+                        "supported on TPU")
+    shape = list(ref.shape)
+    if src != dst:
+        if len(shape) < 2:
+            raise ctx.error("Bitcast 1D ref with bitwidth change is not supported.")
+        if len(shape) - 2 in ref.squeezed:
+            raise ctx.error("Bitcast a ref whose 2nd minormost dimension is squeezed when "
+                            "bitwidth changes.")
+        shape[-2] = shape[-2] * src // dst
+    out = RefValue(None, shape, t.dtype, ref.space, ref.squeezed)
+    out.name = ctx.fn.op("tpu.memref_bitcast", [ref], [out.type])[0]
+    return out
+
+
+def sliced(ctx, ref: RefValue, indexers) -> RefValue:
+    """The memref of ``ref`` seen through ``indexers`` (``.at[...]`` views):
+    ``tpu.memref_slice`` at the view's (i32) starts, ``tpu.memref_squeeze`` of the
+    dimensions indexed by an integer (and of the block's squeezed ones)."""
+    if not indexers and not ref.squeezed:
+        return ref
+    starts, sizes, strides, keep = window(ctx, ref, indexers)
+    if any(s != 1 for s in strides):
+        raise ctx.error("a strided view of a reference (pl.ds(..., stride=...)) cannot be "
+                        "the source or destination of a DMA or a semaphore operation, nor be "
+                        "reshaped or bitcast, on TPU; copy the contiguous rows and stride the "
+                        "loads instead")
+    view = ref
+    if indexers:
+        starts = [ctx.constant(k, _I32) if (k := static_int(s)) is not None else s
+                  for s in starts]
+        view = RefValue(None, sizes, ref.dtype, ref.space)
+        view.name = ctx.fn.op("tpu.memref_slice", [ref, *starts], [view.type],
+                              f"operandSegmentSizes = array<i32: 1, {len(starts)}, 0>")[0]
+    if not all(keep):
+        kept = [s for s, k in zip(view.shape, keep) if k]
+        squeezed = RefValue(None, kept, ref.dtype, ref.space)
+        squeezed.name = ctx.fn.op("tpu.memref_squeeze", [view], [squeezed.type])[0]
+        view = squeezed
+    return view
 
 
 def window(ctx, ref: RefValue, transforms):
     """A view of ``ref`` through ``transforms`` (NDIndexers): its start in each memref
     dimension (an int or an int32 Value), sizes, strides and the dimensions it keeps."""
     if any(type(t) is not NDIndexer for t in transforms):
-        raise ctx.error("bitcast views of a reference, and reshapes of a part of one, are not "
-                        "supported yet on TPU")
+        raise ctx.error("a reshaped or bitcast view of a reference here is not supported on "
+                        "TPU")
     n = len(ref.shape)
     starts, sizes, strides = [0] * n, list(ref.shape), [1] * n
     keep = [d not in ref.squeezed for d in range(n)]

@@ -31,7 +31,7 @@ from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, element_type, sta
                                          value_type)
 from plax.pallas.mosaic_rules_arith import convert
 from plax.pallas.mosaic_rules_refs import _scoped_ref as scoped_ref
-from plax.pallas.mosaic_rules_refs import window
+from plax.pallas.mosaic_rules_refs import sliced, viewed
 
 __all__ = ["ref_view", "set_seed", "random_bits"]
 
@@ -53,30 +53,13 @@ def _i32(ctx, x) -> Value:
 
 
 def ref_view(ctx, ref, transforms) -> RefValue:
-    """The memref of ``ref`` seen through ``transforms`` (its ``.at[...]`` indexers):
-    ``tpu.memref_slice`` at the view's starts, ``tpu.memref_squeeze`` of the dimensions
-    indexed by an integer (and of the block's squeezed ones)."""
+    """The memref of ``ref`` seen through ``transforms`` (its ``.at[...]`` indexers, reshapes
+    and bitcasts): ``tpu.memref_slice`` at the view's starts, ``tpu.memref_squeeze`` of the
+    dimensions indexed by an integer (and of the block's squeezed ones)."""
     if not isinstance(ref, RefValue):
         raise ctx.error("a value was used where a reference is expected")
-    if not transforms and not ref.squeezed:
-        return ref
-    starts, sizes, strides, keep = window(ctx, ref, transforms)
-    if any(s != 1 for s in strides):
-        raise ctx.error("a strided view of a reference (pl.ds(..., stride=...)) cannot be "
-                        "the source or destination of a DMA or a semaphore operation on TPU; "
-                        "copy the contiguous rows and stride the loads instead")
-    view = ref
-    if transforms:
-        starts = [_i32(ctx, s) for s in starts]
-        view = RefValue(None, sizes, ref.dtype, ref.space)
-        view.name = ctx.fn.op("tpu.memref_slice", [ref, *starts], [view.type],
-                              _segments(1, len(starts), 0))[0]
-    if not all(keep):
-        kept = [s for s, k in zip(view.shape, keep) if k]
-        squeezed = RefValue(None, kept, ref.dtype, ref.space)
-        squeezed.name = ctx.fn.op("tpu.memref_squeeze", [view], [squeezed.type])[0]
-        view = squeezed
-    return view
+    ref, transforms = viewed(ctx, ref, transforms)
+    return sliced(ctx, ref, transforms)
 
 
 def _refuse_remote(ctx, what: str):

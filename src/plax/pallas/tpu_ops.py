@@ -18,6 +18,7 @@ from plax.core.rules import abstract_eval_rules, batch_rules, impl_rules, jvp_ru
     register_lowering
 from plax.core.trace import get_aval
 from plax.first_order import arithmetic, conversion, shapes, slicing
+from plax.first_order.state import packing_bitcast
 from plax.lowering.inline import lower_fun
 from plax.transforms.jvp import jvp_flat
 from plax.transforms.vmap import batch_flat
@@ -121,25 +122,8 @@ def _bitcast_abstract(x, *, ty):
     return ShapedArray(tuple(shape), ty)
 
 
-def packing_bitcast(x, *, ty):
-    """``x``'s bits as ``ty``, narrower elements packed along the second-minor axis (the
-    value of ``bitcast``; no checks)."""
-    src, dst = dtypes.itemsize_bits(get_aval(x).dtype), dtypes.itemsize_bits(ty)
-    if src < dst:  # consecutive rows pack into one element
-        *lead, m, n = get_aval(x).shape
-        k = dst // src
-        x = shapes.reshape(x, (*lead, m // k, k, n))
-        x = shapes.transpose(x, tuple(range(len(lead))) + tuple(
-            len(lead) + p for p in (0, 2, 1)))
-        return conversion.bitcast_convert_type(x, ty)
-    if src > dst:  # one element unpacks into consecutive rows
-        y = conversion.bitcast_convert_type(x, ty)
-        *lead, m, n, k = get_aval(y).shape
-        y = shapes.transpose(y, tuple(range(len(lead))) + tuple(
-            len(lead) + p for p in (0, 2, 1)))
-        return shapes.reshape(y, (*lead, m * k, n))
-    return conversion.bitcast_convert_type(x, ty)
-
-
 abstract_eval_rules[bitcast_p] = _bitcast_abstract
 _computed_by(bitcast_p, packing_bitcast)
+# As JAX batches it: the batched array is bitcast whole, its batch dimension kept where it
+# is (one among the last two axes is packed or unpacked with them).
+batch_rules[bitcast_p] = lambda axis, vals, dims, *, ty: (bitcast(vals[0], ty), dims[0])
