@@ -75,6 +75,9 @@ class _Window:
                              f"values to match the block shape, got {len(blocks)}.")
         out = []
         for b, d in zip(blocks, self.dims):
+            if isinstance(b, (int, np.integer)):  # a static block: a static window
+                out.append(np.int32(b) if d is None else Slice(int(b) * d, d))
+                continue
             b = _as_index(b)
             out.append(b if d is None else Slice(arithmetic.mul(b, np.int32(d)), d))
         return tuple(out)
