@@ -51,3 +51,79 @@ def test_pipeline_over_vmem_buffers_lowers_without_dynamic_slices():
     module = _lower(_vmem_window_copy(False), jnp.zeros((8, 512), jnp.int32))
     assert "scf.for" in module and "vector.load" in module
     assert "tpu.dynamic" not in module
+
+
+# --- sharing the grid among cores (core_axis / core_axis_name) -----------------------------
+def _shared_pipeline(grid, semantics, cores, interpret=True):
+    """Each of ``cores`` programs of the kernel's grid runs its share of the pipeline's grid;
+    a block of the output is 2 x + 1000 * (the pipeline's num_programs(0) on its core)."""
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2 + jnp.float32(1000) * pl.num_programs(0)
+
+    def kernel(x_hbm, o_hbm):
+        spec = pl.BlockSpec((8, 128), lambda i, j: (i, j))
+        pltpu.emit_pipeline(body, grid=grid, in_specs=[spec], out_specs=spec, core_axis=0,
+                            dimension_semantics=semantics)(x_hbm, o_hbm)
+    any_spec = pl.BlockSpec(memory_space=pl.ANY)
+    return pl.pallas_call(kernel, out_shape=_sds((grid[0] * 8, grid[1] * 128)),
+                          grid=(cores,), in_specs=[any_spec], out_specs=any_spec,
+                          interpret=interpret)
+
+
+P, A = pltpu.PARALLEL, pltpu.ARBITRARY
+
+
+@pytest.mark.parametrize("grid, semantics, cores, programs", [
+    ((4, 3), (P, A), 2, [2] * 4),            # 4 rows of blocks split evenly
+    ((5, 3), (P, A), 2, [3, 3, 3, 2, 2]),    # core 0 takes the extra row
+    ((5, 3), (P, A), 3, [2, 2, 2, 2, 1]),
+    ((5, 7), (P, P), 2, [5] * 5),            # the largest parallel dimension (7) is split
+    ((2, 4), (A, P), 2, [2, 2]),             # the only parallel dimension, divisible
+])
+def test_core_axis_splits_a_parallel_dimension(grid, semantics, cores, programs):
+    x = np.arange(grid[0] * 8 * grid[1] * 128, dtype=np.float32).reshape(grid[0] * 8, -1)
+    out = np.asarray(_shared_pipeline(grid, semantics, cores)(x))
+    # every block is written once, by the core that owns it
+    extra = (out - 2 * x).reshape(grid[0], 8, grid[1], 128)[:, 0, :, 0]
+    np.testing.assert_array_equal(extra.max(1), 1000 * np.array(programs, np.float32))
+    np.testing.assert_array_equal(extra.min(1), 1000 * np.array(programs, np.float32))
+
+
+def test_core_axis_name_splits_among_the_named_axis():
+    from plax.experimental.shard_map import shard_map
+    from plax.sharding import Mesh, PartitionSpec
+
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2 + jnp.float32(1000) * plax.lax.axis_index("core")
+
+    def kernel(x_hbm, o_hbm):
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        pltpu.emit_pipeline(body, grid=(5,), in_specs=[spec], out_specs=spec,
+                            core_axis_name="core", dimension_semantics=(P,))(x_hbm, o_hbm)
+    x = np.arange(40 * 128, dtype=np.float32).reshape(40, 128)
+    any_spec = pl.BlockSpec(memory_space=pl.ANY)
+    f = pl.pallas_call(kernel, out_shape=_sds(x.shape), in_specs=[any_spec],
+                       out_specs=any_spec, interpret=True)
+    mesh = Mesh(np.array(plax.devices()[:2]), ("core",))
+    g = shard_map(f, mesh=mesh, in_specs=PartitionSpec(), out_specs=PartitionSpec("core"),
+                  check_rep=False)
+    out = np.asarray(plax.jit(g)(x)).reshape(2, 40, 128)
+    np.testing.assert_array_equal(out[0, :24], 2 * x[:24])  # blocks 0-2 on core 0
+    np.testing.assert_array_equal(out[1, 24:], 2 * x[24:] + 1000)  # blocks 3-4 on core 1
+
+
+def test_core_axis_errors():
+    with pytest.raises(ValueError, match="cannot both be provided"):
+        pltpu.emit_pipeline(lambda: None, grid=(2,), core_axis=0, core_axis_name="core")
+    with pytest.raises(NotImplementedError, match="without parallel grid dimensions"):
+        _shared_pipeline((4, 2), (A, A), 2)(np.zeros((32, 256), np.float32))
+    with pytest.raises(ValueError, match="same length as grid"):
+        _shared_pipeline((4, 2), (P,), 2)(np.zeros((32, 256), np.float32))
+
+
+@needs_mosaic
+def test_core_axis_with_an_uneven_split_lowers_with_a_dynamic_trip_count():
+    module = _lower(_shared_pipeline((5, 3), (P, A), 2, interpret=False),
+                    jnp.zeros((40, 384), jnp.float32))
+    assert "scf.for" in module and "arith.select" in module
+    assert module.count("tpu.enqueue_dma") == 2

@@ -20,9 +20,10 @@ import numpy as np
 from plax.core.refs import Slice
 from plax.core.trace import Tracer, get_aval
 from plax.core.tree_core import tree_flatten
-from plax.first_order import arithmetic, conversion, shapes
+from plax.first_order import arithmetic, collectives, comparison, conversion, shapes
 from plax.first_order.state import TransformedRef, ref_get, ref_set
 from plax.higher_order.loops import fori_loop
+from plax.higher_order import pallas_call as program_ids
 from plax.higher_order.pallas_call import kernel_grid, uninitialized_value
 from plax.higher_order.run_state import run_state
 
@@ -100,18 +101,23 @@ def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_ax
                   core_axis_name=None, dimension_semantics=None, trace_scopes: bool = True,
                   no_pipelining: bool = False, _explicit_indices: bool = False):
     """A function of references running ``body`` over ``grid`` on their blocks (see the
-    module docstring)."""
-    del tiling, dimension_semantics, trace_scopes, no_pipelining
+    module docstring). With ``core_axis`` (an axis of the kernel's grid) or
+    ``core_axis_name`` (a named axis, such as a core mesh's), each core runs its share of
+    one PARALLEL dimension of ``grid`` (see ``partition_grid``)."""
+    del tiling, trace_scopes, no_pipelining
     grid = (grid,) if isinstance(grid, (int, np.integer, Tracer)) else tuple(grid)
     if any(isinstance(g, (int, np.integer)) and g <= 0 for g in grid):
         raise ValueError(f"All elements in the grid must be strictly positive, but got "
                          f"grid={grid}")
-    if core_axis is not None or core_axis_name is not None:
-        raise NotImplementedError("emit_pipeline: splitting the grid across cores "
-                                  "(core_axis / core_axis_name) is not supported in plax.")
+    if core_axis is not None and core_axis_name is not None:
+        raise ValueError("core_axis and core_axis_name cannot both be provided.")
+    full_grid = grid
     ins, outs = _flat_specs(in_specs), _flat_specs(out_specs)
 
     def pipeline(*refs, scratches=None, allocations=None, body_prologue=None):
+        grid, offsets = partition_grid(
+            full_grid, core_axis_name if core_axis is None else core_axis,
+            dimension_semantics)
         if allocations is not None:
             raise NotImplementedError("emit_pipeline: `allocations` are not supported in "
                                       "plax (the blocks are allocated by the pipeline).")
@@ -128,7 +134,8 @@ def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_ax
             isinstance(g, (int, np.integer)) for g in grid) else _product(grid)
 
         def step(t, out_buffers):
-            indices = _grid_point(t, grid)
+            indices = tuple(i if isinstance(o, int) and o == 0 else arithmetic.add(i, o)
+                            for i, o in zip(_grid_point(t, grid), offsets))
             views = [_view(r, w.indexer(indices)) for r, w in zip(flat, windows)]
             blocks = [ref_get(v, ()) for v in views[:len(ins)]] + list(out_buffers)
 
@@ -156,3 +163,64 @@ def _product(grid):
         out = arithmetic.mul(out, _as_index(g))
     return out
 
+
+
+def _semantics(d) -> str:
+    return str(getattr(d, "value", d))
+
+
+def _cores(core_axis):
+    """(number of cores, this core's index) along ``core_axis``: a kernel grid axis (int)
+    or axis name(s)."""
+    if isinstance(core_axis, (int, np.integer)):
+        return program_ids.num_programs(int(core_axis)), program_ids.program_id(int(core_axis))
+    return collectives.axis_size(core_axis), collectives.axis_index(core_axis)
+
+
+def partition_grid(grid: tuple, core_axis, dimension_semantics) -> tuple:
+    """(this core's grid, the offsets of its indices in ``grid``) when ``grid`` is shared
+    among the cores along ``core_axis``: the first PARALLEL dimension the number of cores
+    divides is split evenly; otherwise the only dynamic PARALLEL one, or the largest
+    static one, with one more iteration on each of the first ``size % cores`` cores."""
+    if core_axis is None:
+        return grid, (0,) * len(grid)
+    num_cores, core = _cores(core_axis)
+    if not isinstance(num_cores, (int, np.integer)):
+        raise NotImplementedError(f"Cannot partition grid over dynamic number of cores: "
+                                  f"core_axis={core_axis!r}")
+    if num_cores == 1:
+        return grid, (0,) * len(grid)
+    semantics = ("arbitrary",) * len(grid) if dimension_semantics is None else \
+        tuple(map(_semantics, dimension_semantics))
+    if len(semantics) != len(grid):
+        raise ValueError("dimension_semantics must be the same length as grid.")
+    parallel = [i for i, d in enumerate(semantics) if d == "parallel"]
+    if not parallel:
+        raise NotImplementedError(f"Cannot partition over cores without parallel grid "
+                                  f"dimensions: dimension_semantics={dimension_semantics}")
+    static = [i for i in parallel if isinstance(grid[i], (int, np.integer))]
+    dynamic = [i for i in parallel if i not in static]
+    divisible = [i for i in static if grid[i] % num_cores == 0]
+    offsets = [0] * len(grid)
+    grid = list(grid)
+    if divisible:
+        dim = divisible[0]
+        grid[dim] = grid[dim] // num_cores
+        offsets[dim] = arithmetic.mul(_as_index(core), np.int32(grid[dim]))
+        return tuple(grid), tuple(offsets)
+    if len(dynamic) > 1:
+        raise NotImplementedError(f"Cannot partition over multiple dynamic parallel "
+                                  f"dimensions: grid={tuple(grid)}")
+    if dynamic and not static:
+        dim = dynamic[0]
+    else:
+        largest = max(grid[i] for i in static)
+        dim = next(i for i in static if grid[i] == largest)
+    core, size = _as_index(core), _as_index(grid[dim])
+    base = arithmetic.div(size, np.int32(num_cores))
+    extra = arithmetic.rem(size, np.int32(num_cores))
+    more = comparison.lt(core, extra)
+    grid[dim] = comparison.select(more, arithmetic.add(base, np.int32(1)), base)
+    offsets[dim] = arithmetic.add(arithmetic.mul(core, base),
+                                  comparison.select(more, core, extra))
+    return tuple(grid), tuple(offsets)
