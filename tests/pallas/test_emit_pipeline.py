@@ -127,3 +127,77 @@ def test_core_axis_with_an_uneven_split_lowers_with_a_dynamic_trip_count():
                     jnp.zeros((40, 384), jnp.float32))
     assert "scf.for" in module and "arith.select" in module
     assert module.count("tpu.enqueue_dma") == 2
+
+
+# --- references in pytrees, allocations --------------------------------------------------
+_ANY = pl.BlockSpec(memory_space=pl.ANY)
+
+
+def test_references_in_pytrees_reach_the_body_in_their_structure():
+    def body(in_refs, out_refs):
+        out_refs[1][0][...] = in_refs[0][0][...] + in_refs[2][0][...]
+        out_refs[1][1][...] = in_refs[2][1][...]
+
+    def kernel(x_ref, y_ref, z_ref, o1_ref, o2_ref):
+        spec = pl.BlockSpec((256,), lambda i: (i,))
+        pltpu.emit_pipeline(body, grid=(2,), in_specs=([(spec,), (), (spec, spec)],),
+                            out_specs=([(), (spec, spec)],))(
+            [(x_ref,), (), (y_ref, z_ref)], [(), (o1_ref, o2_ref)])
+    x = np.arange(512, dtype=np.float32)
+    out = pl.pallas_call(kernel, out_shape=(_sds((512,)), _sds((512,))),
+                         in_specs=[_ANY] * 3, out_specs=(_ANY, _ANY),
+                         interpret=True)(x, 2 * x, 3 * x)
+    np.testing.assert_array_equal(out[0], 3 * x)
+    np.testing.assert_array_equal(out[1], 3 * x)
+
+
+def test_spec_and_reference_trees_must_agree():
+    def kernel(x_ref, o_ref):
+        spec = pl.BlockSpec((128,), lambda i: (i,))
+        pltpu.emit_pipeline(lambda a, b: None, grid=(2,), in_specs=((spec, spec),),
+                            out_specs=spec)((x_ref,), o_ref)
+    with pytest.raises(ValueError, match=r"the specs of inputs\[0\] describe 2 references"):
+        pl.pallas_call(kernel, out_shape=_sds((256,)), in_specs=[_ANY], out_specs=_ANY,
+                       interpret=True)(np.zeros(256, np.float32))
+
+
+def _accumulate_with_allocations(interpret):
+    """o += x @ y over (k) blocks, the output block an INPUT_OUTPUT buffer: o starts as
+    the aliased input z, which the pipeline reads."""
+    b = 128
+    spec_o = pl.BlockSpec((b, b), lambda i, j, k: (i, j))
+    allocs = [pltpu.BufferedRef.input(pl.BlockSpec((b, b), lambda i, j, k: (i, k)),
+                                      jnp.float32),
+              pltpu.BufferedRef.input(pl.BlockSpec((b, b), lambda i, j, k: (k, j)),
+                                      jnp.float32),
+              pltpu.BufferedRef.input_output(spec_o, jnp.float32)]
+
+    def body(x_ref, y_ref, o_ref):
+        o_ref[...] += jnp.dot(x_ref[...], y_ref[...])
+
+    def kernel(x_hbm, y_hbm, z_hbm, o_hbm, x_buf, y_buf, o_buf):
+        del z_hbm
+        pltpu.emit_pipeline(body, grid=(2, 1, 2))(x_hbm, y_hbm, o_hbm,
+                                                 allocations=[x_buf, y_buf, o_buf])
+    return pl.pallas_call(kernel, out_shape=_sds((2 * b, b)), in_specs=[_ANY] * 3,
+                          out_specs=_ANY, scratch_shapes=allocs,
+                          input_output_aliases={2: 0}, interpret=interpret)
+
+
+def test_allocations_say_which_blocks_are_read_and_written():
+    rng = np.random.default_rng(0)
+    x = rng.integers(-4, 4, (256, 256)).astype(np.float32)
+    y = rng.integers(-4, 4, (256, 128)).astype(np.float32)
+    z = rng.integers(-4, 4, (256, 128)).astype(np.float32)
+    np.testing.assert_array_equal(_accumulate_with_allocations(True)(x, y, z), z + x @ y)
+    bref = pltpu.BufferedRef.output(pl.BlockSpec((8, 128), lambda i: (i, 0)), jnp.int32)
+    assert bref.is_output and not bref.is_input
+    assert plax.tree_util.tree_leaves(bref) == []
+
+
+@needs_mosaic
+def test_allocations_lower_with_the_output_block_read_and_written():
+    z = jnp.zeros((256, 128), jnp.float32)
+    module = _lower(_accumulate_with_allocations(False), jnp.zeros((256, 256)), z, z)
+    # per step: x, y and o's blocks in, o's block out
+    assert module.count("tpu.enqueue_dma") == 4

@@ -13,13 +13,14 @@ chip, and the buffer starts uninitialised (NaN for floats).
 """
 from __future__ import annotations
 
+import enum
 import math
 
 import numpy as np
 
 from plax.core.refs import Slice
 from plax.core.trace import Tracer, get_aval
-from plax.core.tree_core import tree_flatten
+from plax.core.tree_core import register_static, tree_flatten, tree_unflatten
 from plax.first_order import arithmetic, collectives, comparison, conversion, shapes
 from plax.first_order.state import TransformedRef, ref_get, ref_set
 from plax.higher_order.loops import fori_loop
@@ -27,20 +28,74 @@ from plax.higher_order import pallas_call as program_ids
 from plax.higher_order.pallas_call import kernel_grid, uninitialized_value
 from plax.higher_order.run_state import run_state
 
-__all__ = ["emit_pipeline"]
+__all__ = ["emit_pipeline", "BufferedRef", "BufferType"]
 
 
 def _is_spec(x) -> bool:
     return hasattr(x, "block_shape") and hasattr(x, "index_map")
 
 
-def _flat_specs(specs) -> list:
+def _per_argument(specs) -> tuple:
+    """The specs, one entry (a pytree of BlockSpecs) per positional reference argument."""
     if specs is None:
-        return []
-    if _is_spec(specs):
-        return [specs]
-    leaves, _ = tree_flatten(specs, is_leaf=lambda x: _is_spec(x) or x is None)
-    return leaves
+        return ()
+    return tuple(specs) if isinstance(specs, (tuple, list)) else (specs,)
+
+
+def _is_ref_leaf(x) -> bool:
+    return type(x) is TransformedRef
+
+
+class BufferType(enum.Enum):
+    """What a pipeline does with a reference's blocks: reads them, writes them, or both."""
+
+    INPUT = "input"
+    OUTPUT = "output"
+    INPUT_OUTPUT = "input_output"
+
+    @property
+    def is_input(self) -> bool:
+        return self is not BufferType.OUTPUT
+
+    @property
+    def is_output(self) -> bool:
+        return self is not BufferType.INPUT
+
+
+@register_static
+class BufferedRef:
+    """A pipeline's buffer for one reference, made before the pipeline runs (as a
+    ``pallas_call`` scratch shape) and handed to it as ``allocations``: its BlockSpec and
+    whether the blocks are read, written or both. plax's pipeline holds each block in
+    a value of its own, so a BufferedRef allocates no memory (it is a pytree without
+    leaves)."""
+
+    def __init__(self, spec, dtype, buffer_type: BufferType, buffer_count: int = 2):
+        self.spec, self.dtype = spec, getattr(dtype, "dtype", dtype)
+        self.buffer_type, self.buffer_count = buffer_type, buffer_count
+
+    @property
+    def is_input(self) -> bool:
+        return self.buffer_type.is_input
+
+    @property
+    def is_output(self) -> bool:
+        return self.buffer_type.is_output
+
+    @classmethod
+    def input(cls, spec, dtype_or_type, buffer_count: int = 2, **kwargs):
+        """A buffer whose blocks the pipeline reads."""
+        return cls(spec, dtype_or_type, BufferType.INPUT, buffer_count)
+
+    @classmethod
+    def output(cls, spec, dtype_or_type, buffer_count: int = 2, **kwargs):
+        """A buffer whose blocks the pipeline writes."""
+        return cls(spec, dtype_or_type, BufferType.OUTPUT, buffer_count)
+
+    @classmethod
+    def input_output(cls, spec, dtype_or_type, buffer_count: int = 2, **kwargs):
+        """A buffer whose blocks the pipeline reads and writes back."""
+        return cls(spec, dtype_or_type, BufferType.INPUT_OUTPUT, buffer_count)
 
 
 def _as_index(x):
@@ -112,49 +167,80 @@ def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_ax
     if core_axis is not None and core_axis_name is not None:
         raise ValueError("core_axis and core_axis_name cannot both be provided.")
     full_grid = grid
-    ins, outs = _flat_specs(in_specs), _flat_specs(out_specs)
+    ins, outs = _per_argument(in_specs), _per_argument(out_specs)
 
     def pipeline(*refs, scratches=None, allocations=None, body_prologue=None):
         grid, offsets = partition_grid(
             full_grid, core_axis_name if core_axis is None else core_axis,
             dimension_semantics)
-        if allocations is not None:
-            raise NotImplementedError("emit_pipeline: `allocations` are not supported in "
-                                      "plax (the blocks are allocated by the pipeline).")
-        flat, _ = tree_flatten(refs, is_leaf=lambda x: type(x) is TransformedRef)
-        if len(flat) != len(ins) + len(outs):
-            raise ValueError(f"emit_pipeline: {len(ins)} in_specs and {len(outs)} out_specs "
-                             f"were given, but the pipeline was called with {len(flat)} "
-                             "references.")
-        windows = [_Window(s, r.shape, f"{'inputs' if k < len(ins) else 'outputs'}"
-                           f"[{k if k < len(ins) else k - len(ins)}]")
-                   for k, (s, r) in enumerate(zip(ins + outs, flat))]
+        slots, trees = _slots(refs, ins, outs, allocations)
         extra = tuple(scratches) if scratches is not None else ()
         steps = grid[0] if len(grid) == 1 else math.prod(grid) if all(
             isinstance(g, (int, np.integer)) for g in grid) else _product(grid)
+        written = [k for k, (_, _, kind) in enumerate(slots) if kind.is_output]
 
         def step(t, out_buffers):
             indices = tuple(i if isinstance(o, int) and o == 0 else arithmetic.add(i, o)
                             for i, o in zip(_grid_point(t, grid), offsets))
-            views = [_view(r, w.indexer(indices)) for r, w in zip(flat, windows)]
-            blocks = [ref_get(v, ()) for v in views[:len(ins)]] + list(out_buffers)
+            views = [_view(r, w.indexer(indices)) for r, w, _ in slots]
+            carried = iter(out_buffers)
+            blocks = [ref_get(v, ()) if kind.is_input else next(carried)
+                      for v, (_, _, kind) in zip(views, slots)]
 
             def run(block_refs):
+                args, at = [], 0
+                for tree in trees:
+                    args.append(tree_unflatten(tree, block_refs[at:at + tree.num_leaves]))
+                    at += tree.num_leaves
                 with kernel_grid(grid, indices):  # (program_id reads the pipeline's grid)
                     if body_prologue is not None:
                         body_prologue()
                     if _explicit_indices:
-                        body(indices, *block_refs, *extra)
+                        body(indices, *args, *extra)
                     else:
-                        body(*block_refs, *extra)
+                        body(*args, *extra)
             finals = run_state(run)(blocks)
-            for v, value in zip(views[len(ins):], finals[len(ins):]):
-                ref_set(v, (), value)
-            return list(finals[len(ins):])
+            for k in written:
+                ref_set(views[k], (), finals[k])
+            return [finals[k] for k in written if not slots[k][2].is_input]
         buffers = [shapes.full(w.block_shape, uninitialized_value(r.dtype), r.dtype)
-                   for r, w in zip(flat[len(ins):], windows[len(ins):])]
+                   for r, w, kind in slots if not kind.is_input]
         fori_loop(np.int32(0), _as_index(steps), step, buffers)
     return pipeline
+
+
+def _slots(refs, ins, outs, allocations):
+    """Per reference (flattened): (reference, _Window, BufferType); and per positional
+    argument the tree of its references."""
+    if allocations is not None:
+        specs = tuple(allocations)
+        if len(specs) != len(refs):
+            raise ValueError(f"emit_pipeline: {len(specs)} allocations were given for "
+                             f"{len(refs)} references.")
+    elif len(ins) + len(outs) != len(refs):
+        raise ValueError(f"emit_pipeline: {len(ins)} in_specs and {len(outs)} out_specs "
+                         f"were given, but the pipeline was called with {len(refs)} "
+                         "references.")
+    else:
+        specs = ins + outs
+    slots, trees = [], []
+    for k, (arg, spec) in enumerate(zip(refs, specs)):
+        leaves, tree = tree_flatten(arg, is_leaf=_is_ref_leaf)
+        spec_leaves, _ = tree_flatten(
+            spec, is_leaf=lambda x: _is_spec(x) or isinstance(x, BufferedRef))
+        origin = f"inputs[{k}]" if k < len(ins) else f"outputs[{k - len(ins)}]"
+        if len(spec_leaves) != len(leaves):
+            raise ValueError(f"emit_pipeline: the specs of {origin} describe "
+                             f"{len(spec_leaves)} references, but {len(leaves)} were given.")
+        for j, (ref, s) in enumerate(zip(leaves, spec_leaves)):
+            where = origin if len(leaves) == 1 else f"{origin}[{j}]"
+            if isinstance(s, BufferedRef):
+                kind, s = s.buffer_type, s.spec
+            else:
+                kind = BufferType.INPUT if k < len(ins) else BufferType.OUTPUT
+            slots.append((ref, _Window(s, ref.shape, where), kind))
+        trees.append(tree)
+    return slots, trees
 
 
 def _product(grid):
