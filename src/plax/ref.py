@@ -210,11 +210,16 @@ def addupdate(ref: Ref, idx, x) -> None:
 def new_ref(init_val, *, memory_space=None, kind=None) -> Ref:
     """A new mutable reference holding ``init_val`` (an array or array-like)."""
     import plax.numpy as jnp
-    if memory_space is not None:
+    if memory_space is not None and not _in_kernel():
         raise NotImplementedError("new_ref: memory_space is for accelerator kernels; plax "
                                   "places references like any array (leave it None).")
     value = jnp.asarray(init_val)
     return Ref(jnp.asarray(value, value.dtype))  # (a Python scalar's weak type dropped)
+
+
+def _in_kernel() -> bool:
+    from plax.higher_order.pallas_call import in_kernel
+    return in_kernel()
 
 
 def empty_ref(ty, memory_space=None) -> Ref:
@@ -222,8 +227,12 @@ def empty_ref(ty, memory_space=None) -> Ref:
     are unspecified until written. As in JAX it has no eager form: use it inside ``jit``."""
     import plax.numpy as jnp
     if memory_space is not None:
-        raise NotImplementedError("empty_ref: memory_space is for accelerator kernels; "
-                                  "leave it None.")
+        if not _in_kernel():
+            raise NotImplementedError("empty_ref: memory_space is for accelerator kernels; "
+                                      "leave it None.")
+        # a kernel's scoped buffer (as run_scoped's): discharged while the kernel is traced
+        from plax.higher_order.pallas_call import uninitialized_value
+        return Ref(jnp.full(ty.shape, uninitialized_value(ty.dtype), ty.dtype))
     trace = current_trace()
     while trace is not None and not (isinstance(trace, StagingTrace)
                                      and not isinstance(trace, PartialEvalTrace)):

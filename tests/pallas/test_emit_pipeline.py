@@ -201,3 +201,20 @@ def test_allocations_lower_with_the_output_block_read_and_written():
     module = _lower(_accumulate_with_allocations(False), jnp.zeros((256, 256)), z, z)
     # per step: x, y and o's blocks in, o's block out
     assert module.count("tpu.enqueue_dma") == 4
+
+
+def test_empty_ref_in_a_memory_space_is_a_kernel_scratch_buffer():
+    def body(x_ref, o_ref):
+        scratch = plax.empty_ref(_sds((128,)), memory_space=pltpu.VMEM)
+        scratch[...] = x_ref[...] * 2
+        o_ref[...] = scratch[...] + 1
+
+    def kernel(x_hbm, o_hbm):
+        spec = pl.BlockSpec((128,), lambda i: (i,))
+        pltpu.emit_pipeline(body, grid=(2,), in_specs=spec, out_specs=spec)(x_hbm, o_hbm)
+    x = np.arange(256, dtype=np.float32)
+    out = pl.pallas_call(kernel, out_shape=_sds((256,)), in_specs=[_ANY], out_specs=_ANY,
+                         interpret=True)(x)
+    np.testing.assert_array_equal(out, 2 * x + 1)
+    with pytest.raises(NotImplementedError, match="memory_space is for accelerator kernels"):
+        plax.jit(lambda: plax.empty_ref(_sds((8,)), memory_space=pltpu.VMEM))()
