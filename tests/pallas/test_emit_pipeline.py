@@ -218,3 +218,59 @@ def test_empty_ref_in_a_memory_space_is_a_kernel_scratch_buffer():
     np.testing.assert_array_equal(out, 2 * x + 1)
     with pytest.raises(NotImplementedError, match="memory_space is for accelerator kernels"):
         plax.jit(lambda: plax.empty_ref(_sds((8,)), memory_space=pltpu.VMEM))()
+
+
+# --- pipelines over the kernel's own buffers, nested pipelines ------------------------------
+def _sequential(interpret):
+    """Per outer block: x * 2 into a VMEM buffer by one inner pipeline, + 1 out of it by
+    another; the grids are dynamic (so are the buffer's windows)."""
+    def outer(x_blk, o_blk):
+        tmp = plax.empty_ref(_sds((16, 1024)), pltpu.VMEM)
+        s = pl.BlockSpec((16, 256), lambda i: (0, i))
+
+        def double(x, o):
+            o[...] = x[...] * 2
+
+        def add_one(x, o):
+            o[...] = x[...] + 1
+        pltpu.emit_pipeline(double, grid=(jnp.array(4),), in_specs=[s], out_specs=[s])(
+            x_blk, tmp)
+        pltpu.emit_pipeline(add_one, grid=(jnp.array(4),), in_specs=[s], out_specs=[s])(
+            tmp, o_blk)
+
+    def kernel(x_hbm, o_hbm):
+        s = pl.BlockSpec((16, 1024), lambda i: (0, i))
+        pltpu.emit_pipeline(outer, grid=(jnp.array(2),), in_specs=[s], out_specs=[s])(
+            x_hbm.at[1], o_hbm)
+    return pl.pallas_call(kernel, out_shape=_sds((16, 2048)), in_specs=[_ANY],
+                          out_specs=_ANY, interpret=interpret)
+
+
+def test_nested_pipelines_over_a_kernel_buffer_at_dynamic_windows():
+    x = np.arange(2 * 16 * 2048, dtype=np.float32).reshape(2, 16, 2048)
+    np.testing.assert_array_equal(_sequential(True)(x), x[1] * 2 + 1)
+
+
+@needs_mosaic
+def test_a_kernel_buffer_at_dynamic_windows_lowers_to_loads_and_stores():
+    # the buffer is a reference of a run_state around the inner pipeline: its windows are
+    # vector loads and stores at run-time offsets, not slices of a value
+    module = _lower(_sequential(False), jnp.zeros((2, 16, 2048), jnp.float32))
+    assert "dynamic_slice" not in module
+    assert "memref<16x1024xf32, #tpu.memory_space<vmem>>, vector<16x256xf32>" in module
+
+
+def test_a_body_writes_a_buffer_of_the_enclosing_kernel():
+    def kernel(x_hbm, y_hbm, o_hbm):
+        y_vmem = plax.empty_ref(_sds((8, 128)), pltpu.VMEM)
+
+        def body(x, o):
+            pltpu.sync_copy(y_hbm, y_vmem)  # (a run_state closing over a reference)
+            o[...] = x[...] + y_vmem[...]
+        s = pl.BlockSpec((8, 128), lambda i: (0, i))
+        pltpu.emit_pipeline(body, grid=(3,), in_specs=[s], out_specs=[s])(x_hbm, o_hbm)
+    x = np.arange(8 * 384, dtype=np.float32).reshape(8, 384)
+    y = np.full((8, 128), 5, np.float32)
+    out = pl.pallas_call(kernel, out_shape=_sds(x.shape), in_specs=[_ANY, _ANY],
+                         out_specs=_ANY, interpret=True)(x, y)
+    np.testing.assert_array_equal(out, x + 5)

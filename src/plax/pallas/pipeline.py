@@ -9,11 +9,15 @@ are double-buffered in VMEM by DMAs; in interpret mode each step reads its input
 runs the body on them (``run_state``) and writes the output blocks. Output blocks are
 never read: each lives in a buffer carried from step to step (as in VMEM), so a body that
 accumulates into a block revisited on consecutive steps sees its running sum, as on the
-chip, and the buffer starts uninitialised (NaN for floats).
+chip, and the buffer starts uninitialised (NaN for floats). References that are buffers
+of the kernel itself (``run_scoped``'s and ``empty_ref``'s, which plax holds as values)
+become references of a ``run_state`` around the loop, so that their blocks are read and
+written at run-time positions as those of any other reference.
 """
 from __future__ import annotations
 
 import enum
+import functools
 import math
 
 import numpy as np
@@ -27,6 +31,7 @@ from plax.higher_order.loops import fori_loop
 from plax.higher_order import pallas_call as program_ids
 from plax.higher_order.pallas_call import kernel_grid, uninitialized_value
 from plax.higher_order.run_state import run_state
+from plax.ref import Ref
 
 __all__ = ["emit_pipeline", "BufferedRef", "BufferType"]
 
@@ -175,38 +180,73 @@ def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_ax
             dimension_semantics)
         slots, trees = _slots(refs, ins, outs, allocations)
         extra = tuple(scratches) if scratches is not None else ()
-        steps = grid[0] if len(grid) == 1 else math.prod(grid) if all(
-            isinstance(g, (int, np.integer)) for g in grid) else _product(grid)
-        written = [k for k, (_, _, kind) in enumerate(slots) if kind.is_output]
-
-        def step(t, out_buffers):
-            indices = tuple(i if isinstance(o, int) and o == 0 else arithmetic.add(i, o)
-                            for i, o in zip(_grid_point(t, grid), offsets))
-            views = [_view(r, w.indexer(indices)) for r, w, _ in slots]
-            carried = iter(out_buffers)
-            blocks = [ref_get(v, ()) if kind.is_input else next(carried)
-                      for v, (_, _, kind) in zip(views, slots)]
-
-            def run(block_refs):
-                args, at = [], 0
-                for tree in trees:
-                    args.append(tree_unflatten(tree, block_refs[at:at + tree.num_leaves]))
-                    at += tree.num_leaves
-                with kernel_grid(grid, indices):  # (program_id reads the pipeline's grid)
-                    if body_prologue is not None:
-                        body_prologue()
-                    if _explicit_indices:
-                        body(indices, *args, *extra)
-                    else:
-                        body(*args, *extra)
-            finals = run_state(run)(blocks)
-            for k in written:
-                ref_set(views[k], (), finals[k])
-            return [finals[k] for k in written if not slots[k][2].is_input]
-        buffers = [shapes.full(w.block_shape, uninitialized_value(r.dtype), r.dtype)
-                   for r, w, kind in slots if not kind.is_input]
-        fori_loop(np.int32(0), _as_index(steps), step, buffers)
+        run = functools.partial(_loop, body, trees, grid, offsets, extra, body_prologue,
+                                _explicit_indices)
+        _with_buffers_as_refs(slots, run)
     return pipeline
+
+
+def _loop(body, trees, grid, offsets, extra, body_prologue, explicit_indices, slots):
+    """The pipeline's steps: per point of ``grid`` (offset by ``offsets``), the blocks of the
+    references of ``slots`` read, ``body`` run on them, the written ones stored back."""
+    steps = grid[0] if len(grid) == 1 else math.prod(grid) if all(
+        isinstance(g, (int, np.integer)) for g in grid) else _product(grid)
+    written = [k for k, (_, _, kind) in enumerate(slots) if kind.is_output]
+
+    def step(t, out_buffers):
+        indices = tuple(i if isinstance(o, int) and o == 0 else arithmetic.add(i, o)
+                        for i, o in zip(_grid_point(t, grid), offsets))
+        views = [_view(r, w.indexer(indices)) for r, w, _ in slots]
+        carried = iter(out_buffers)
+        blocks = [ref_get(v, ()) if kind.is_input else next(carried)
+                  for v, (_, _, kind) in zip(views, slots)]
+
+        def run(block_refs):
+            args, at = [], 0
+            for tree in trees:
+                args.append(tree_unflatten(tree, block_refs[at:at + tree.num_leaves]))
+                at += tree.num_leaves
+            with kernel_grid(grid, indices):  # (program_id reads the pipeline's grid)
+                if body_prologue is not None:
+                    body_prologue()
+                if explicit_indices:
+                    body(indices, *args, *extra)
+                else:
+                    body(*args, *extra)
+        finals = run_state(run)(blocks)
+        for k in written:
+            ref_set(views[k], (), finals[k])
+        return [finals[k] for k in written if not slots[k][2].is_input]
+    buffers = [shapes.full(w.block_shape, uninitialized_value(r.dtype), r.dtype)
+               for r, w, kind in slots if not kind.is_input]
+    fori_loop(np.int32(0), _as_index(steps), step, buffers)
+
+
+def _with_buffers_as_refs(slots, loop):
+    """``loop(slots)``, where the references that are buffers of the kernel (``plax.ref.Ref``
+    boxes, as ``run_scoped`` and ``empty_ref`` make them: values of the kernel) are made
+    references of a ``run_state`` around the loop, so that the steps index them at run-time
+    positions as references (on TPU, a buffer's window is a load, not a slice of a value)."""
+    boxes = []
+    for ref, _, _ in slots:
+        box = ref.ref if type(ref) is TransformedRef else ref
+        if type(box) is Ref and all(box is not b for b in boxes):
+            boxes.append(box)
+    if not boxes:
+        return loop(slots)
+
+    def run(box_refs):
+        def swap(ref):
+            base = ref.ref if type(ref) is TransformedRef else ref
+            k = next((k for k, b in enumerate(boxes) if b is base), None)
+            if k is None:
+                return ref
+            return TransformedRef(box_refs[k], ref.transforms) if base is not ref \
+                else box_refs[k]
+        loop([(swap(r), w, kind) for r, w, kind in slots])
+    finals = run_state(run)([ref_get(b, ()) for b in boxes])
+    for b, value in zip(boxes, finals):
+        ref_set(b, (), value)
 
 
 def _slots(refs, ins, outs, allocations):
