@@ -274,3 +274,33 @@ def test_a_body_writes_a_buffer_of_the_enclosing_kernel():
     out = pl.pallas_call(kernel, out_shape=_sds(x.shape), in_specs=[_ANY, _ANY],
                          out_specs=_ANY, interpret=True)(x, y)
     np.testing.assert_array_equal(out, x + 5)
+
+
+# --- block dimensions: Element offsets, BoundedSlice windows ------------------------------
+def _first_dim_pipeline(block_dim, index_map, n_out=8):
+    def kernel(x_ref, o_ref):
+        def body(x, o):
+            o[...] = x[...]
+        pltpu.emit_pipeline(body, grid=(1,),
+                            in_specs=(pl.BlockSpec((block_dim, 8, 128), index_map),),
+                            out_specs=pl.BlockSpec((n_out, 8, 128), lambda i: (0, 0, 0)))(
+            x_ref, o_ref)
+    return pl.pallas_call(kernel, out_shape=_sds((n_out, 8, 128), jnp.int32),
+                          in_specs=[_ANY], out_specs=_ANY, interpret=True)
+
+
+def test_element_and_bounded_slice_dimensions_start_where_the_index_map_says():
+    x = np.arange(16 * 8 * 128, dtype=np.int32).reshape(16, 8, 128)
+    out = _first_dim_pipeline(pl.BoundedSlice(8), lambda i: (pl.ds(4, 8), 0, 0))(x)
+    np.testing.assert_array_equal(out, x[4:12])
+    out = _first_dim_pipeline(pl.Element(8), lambda i: (3, 0, 0))(x)  # an element offset
+    np.testing.assert_array_equal(out, x[3:11])
+
+
+def test_a_bounded_slice_dimension_needs_a_ds():
+    x = np.zeros((16, 8, 128), np.int32)
+    with pytest.raises(ValueError, match="Must return a pl.ds from the index_map for a "
+                                         "BoundedSlice dimension"):
+        _first_dim_pipeline(pl.BoundedSlice(8), lambda i: (0, 0, 0))(x)
+    with pytest.raises(NotImplementedError, match="shorter than the block"):
+        _first_dim_pipeline(pl.BoundedSlice(8), lambda i: (pl.ds(0, 5), 0, 0))(x)

@@ -121,6 +121,13 @@ class _Window:
                              f"number of dimensions as the array shape {tuple(shape)}.")
         self.dims = [None if b is None or type(b).__name__ == "Squeezed" else
                      int(getattr(b, "block_size", b)) for b in block]
+        # per dimension: what the index map gives ("block" index, "element" offset, or a
+        # "bounded" pl.ds of at most the block size)
+        self.kinds = [{"Element": "element", "BoundedSlice": "bounded"}.get(
+            type(b).__name__, "block") for b in block]
+        if any(tuple(getattr(b, "padding", (0, 0))) != (0, 0) for b in block):
+            raise NotImplementedError(f"emit_pipeline: padded Element block dimensions "
+                                      f"({origin}) are not supported in plax.")
         self.index_map = getattr(spec, "index_map", None)
         self.shape, self.origin = tuple(shape), origin
         self.block_shape = tuple(d for d in self.dims if d is not None)
@@ -134,14 +141,27 @@ class _Window:
         if len(blocks) != len(self.shape):
             raise ValueError(f"Index map for {self.origin} must return {len(self.shape)} "
                              f"values to match the block shape, got {len(blocks)}.")
-        out = []
-        for b, d in zip(blocks, self.dims):
-            if isinstance(b, (int, np.integer)):  # a static block: a static window
-                out.append(np.int32(b) if d is None else Slice(int(b) * d, d))
-                continue
-            b = _as_index(b)
-            out.append(b if d is None else Slice(arithmetic.mul(b, np.int32(d)), d))
-        return tuple(out)
+        return tuple(self._window(b, d, kind)
+                     for b, d, kind in zip(blocks, self.dims, self.kinds))
+
+    def _window(self, b, d, kind):
+        if kind == "bounded":
+            if not isinstance(b, Slice):
+                raise ValueError("Must return a pl.ds from the index_map for a BoundedSlice "
+                                 f"dimension (in {self.origin}), got {b!r}.")
+            if not (isinstance(b.size, (int, np.integer)) and b.size == d):
+                raise NotImplementedError(
+                    f"emit_pipeline: a BoundedSlice({d}) dimension whose pl.ds is shorter "
+                    f"than the block or of run-time size ({self.origin}) is not supported "
+                    "in plax.")
+            b = b.start
+        if isinstance(b, (int, np.integer)):  # a static block: a static window
+            return np.int32(b) if d is None else Slice(int(b) if kind != "block"
+                                                       else int(b) * d, d)
+        b = _as_index(b)
+        if d is None:
+            return b
+        return Slice(b if kind != "block" else arithmetic.mul(b, np.int32(d)), d)
 
 
 def _view(ref, idx) -> TransformedRef:
