@@ -176,3 +176,18 @@ def test_loops_and_conds_over_references_discharge():
         plax.lax.cond(x_ref[...] > 5, lambda: y_ref.__setitem__(..., y_ref[...] * 10),
                       lambda: None)
     assert plax.jit(run_state(f))((0, 0)) == (6, 30)
+
+
+def test_run_state_threads_references_its_body_closes_over():
+    @plax.jit
+    def f(x):
+        outer = plax.new_ref(jnp.zeros(3, jnp.float32))
+
+        def body(r):
+            outer[...] = outer[...] + r[...]  # read and written inside the run_state
+            r[...] = r[...] * 2
+        doubled = run_state(body)(x)
+        return doubled, outer[...]
+    doubled, seen = f(jnp.arange(3.0))
+    np.testing.assert_array_equal(doubled, [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(seen, [0.0, 1.0, 2.0])

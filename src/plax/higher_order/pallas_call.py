@@ -45,8 +45,8 @@ from plax.higher_order.run_state import discharged_body
 from plax.lowering.inline import lower_fun
 
 __all__ = ["pallas_call_p", "BlockMapping", "GridMapping", "program_id", "num_programs",
-           "kernel_grid", "interpret_pallas_call", "uninitialized_value", "scratch_value",
-           "lowering_kernel", "in_kernel_lowering"]
+           "kernel_grid", "in_kernel", "interpret_pallas_call", "uninitialized_value",
+           "scratch_value", "lowering_kernel", "in_kernel_lowering"]
 
 pallas_call_p = Primitive("pallas_call", multiple_results=True)
 
@@ -67,6 +67,11 @@ class kernel_grid:
 
     def __exit__(self, *exc):
         _grids.pop()
+
+
+def in_kernel() -> bool:
+    """Whether a pallas_call kernel (or a pipeline's body) is being traced."""
+    return bool(_grids)
 
 
 def _grid_entry(axis, what: str):

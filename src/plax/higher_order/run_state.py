@@ -27,6 +27,7 @@ from plax.core.rules import (abstract_eval_rules, batch_rules, discharge_rules, 
                              jvp_rules, register_lowering)
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import get_aval
+from plax.higher_order import ref_effects
 from plax.first_order.ad_util import zeros_like_aval
 from plax.lowering.inline import lower_fun
 from plax.transforms.discharge import discharge_state, eval_discharged
@@ -72,10 +73,27 @@ def run_state(f):
     references' initial values returning their final values."""
     name = getattr(f, "__name__", "run_state")
 
-    def wrapped(args):
-        jaxpr, consts, values, tree = _trace(f, args, name)
+    def plain(g, args):
+        jaxpr, consts, values, tree = _trace(g, args, name)
         outs = run_state_p.bind(*consts, *values, jaxpr=jaxpr, num_consts=len(consts))
         return tree_util.tree_unflatten(tree, outs)
+
+    def threaded(args, refs):
+        # references ``f`` closes over from outside become more references of the run_state
+        def g(both):
+            inner, carried = both
+            with ref_effects.bound(refs, [r[...] for r in carried]):
+                f(inner)
+                finals = ref_effects.final_values(refs)
+            for r, v in zip(carried, finals):
+                r[...] = v
+        outs, finals = plain(g, (args, ref_effects.read_all(refs)))
+        ref_effects.write_all(refs, finals)
+        return outs
+
+    def wrapped(args):
+        return ref_effects.with_closed_refs(lambda: plain(f, args),
+                                            lambda refs: threaded(args, refs))
     return wrapped
 
 

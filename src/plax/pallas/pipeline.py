@@ -9,37 +9,98 @@ are double-buffered in VMEM by DMAs; in interpret mode each step reads its input
 runs the body on them (``run_state``) and writes the output blocks. Output blocks are
 never read: each lives in a buffer carried from step to step (as in VMEM), so a body that
 accumulates into a block revisited on consecutive steps sees its running sum, as on the
-chip, and the buffer starts uninitialised (NaN for floats).
+chip, and the buffer starts uninitialised (NaN for floats). References that are buffers
+of the kernel itself (``run_scoped``'s and ``empty_ref``'s, which plax holds as values)
+become references of a ``run_state`` around the loop, so that their blocks are read and
+written at run-time positions as those of any other reference.
 """
 from __future__ import annotations
 
+import enum
+import functools
 import math
 
 import numpy as np
 
 from plax.core.refs import Slice
 from plax.core.trace import Tracer, get_aval
-from plax.core.tree_core import tree_flatten
-from plax.first_order import arithmetic, conversion, shapes
+from plax.core.tree_core import register_static, tree_flatten, tree_unflatten
+from plax.first_order import arithmetic, collectives, comparison, conversion, shapes
 from plax.first_order.state import TransformedRef, ref_get, ref_set
 from plax.higher_order.loops import fori_loop
+from plax.higher_order import pallas_call as program_ids
 from plax.higher_order.pallas_call import kernel_grid, uninitialized_value
 from plax.higher_order.run_state import run_state
+from plax.ref import Ref
 
-__all__ = ["emit_pipeline"]
+__all__ = ["emit_pipeline", "BufferedRef", "BufferType"]
 
 
 def _is_spec(x) -> bool:
     return hasattr(x, "block_shape") and hasattr(x, "index_map")
 
 
-def _flat_specs(specs) -> list:
+def _per_argument(specs) -> tuple:
+    """The specs, one entry (a pytree of BlockSpecs) per positional reference argument."""
     if specs is None:
-        return []
-    if _is_spec(specs):
-        return [specs]
-    leaves, _ = tree_flatten(specs, is_leaf=lambda x: _is_spec(x) or x is None)
-    return leaves
+        return ()
+    return tuple(specs) if isinstance(specs, (tuple, list)) else (specs,)
+
+
+def _is_ref_leaf(x) -> bool:
+    return type(x) is TransformedRef
+
+
+class BufferType(enum.Enum):
+    """What a pipeline does with a reference's blocks: reads them, writes them, or both."""
+
+    INPUT = "input"
+    OUTPUT = "output"
+    INPUT_OUTPUT = "input_output"
+
+    @property
+    def is_input(self) -> bool:
+        return self is not BufferType.OUTPUT
+
+    @property
+    def is_output(self) -> bool:
+        return self is not BufferType.INPUT
+
+
+@register_static
+class BufferedRef:
+    """A pipeline's buffer for one reference, made before the pipeline runs (as a
+    ``pallas_call`` scratch shape) and handed to it as ``allocations``: its BlockSpec and
+    whether the blocks are read, written or both. plax's pipeline holds each block in
+    a value of its own, so a BufferedRef allocates no memory (it is a pytree without
+    leaves)."""
+
+    def __init__(self, spec, dtype, buffer_type: BufferType, buffer_count: int = 2):
+        self.spec, self.dtype = spec, getattr(dtype, "dtype", dtype)
+        self.buffer_type, self.buffer_count = buffer_type, buffer_count
+
+    @property
+    def is_input(self) -> bool:
+        return self.buffer_type.is_input
+
+    @property
+    def is_output(self) -> bool:
+        return self.buffer_type.is_output
+
+    @classmethod
+    def input(cls, spec, dtype_or_type, buffer_count: int = 2, **kwargs):
+        """A buffer whose blocks the pipeline reads."""
+        return cls(spec, dtype_or_type, BufferType.INPUT, buffer_count)
+
+    @classmethod
+    def output(cls, spec, dtype_or_type, buffer_count: int = 2, **kwargs):
+        """A buffer whose blocks the pipeline writes."""
+        return cls(spec, dtype_or_type, BufferType.OUTPUT, buffer_count)
+
+    @classmethod
+    def input_output(cls, spec, dtype_or_type, buffer_count: int = 2, **kwargs):
+        """A buffer whose blocks the pipeline reads and writes back."""
+        return cls(spec, dtype_or_type, BufferType.INPUT_OUTPUT, buffer_count)
 
 
 def _as_index(x):
@@ -60,6 +121,13 @@ class _Window:
                              f"number of dimensions as the array shape {tuple(shape)}.")
         self.dims = [None if b is None or type(b).__name__ == "Squeezed" else
                      int(getattr(b, "block_size", b)) for b in block]
+        # per dimension: what the index map gives ("block" index, "element" offset, or a
+        # "bounded" pl.ds of at most the block size)
+        self.kinds = [{"Element": "element", "BoundedSlice": "bounded"}.get(
+            type(b).__name__, "block") for b in block]
+        if any(tuple(getattr(b, "padding", (0, 0))) != (0, 0) for b in block):
+            raise NotImplementedError(f"emit_pipeline: padded Element block dimensions "
+                                      f"({origin}) are not supported in plax.")
         self.index_map = getattr(spec, "index_map", None)
         self.shape, self.origin = tuple(shape), origin
         self.block_shape = tuple(d for d in self.dims if d is not None)
@@ -73,11 +141,27 @@ class _Window:
         if len(blocks) != len(self.shape):
             raise ValueError(f"Index map for {self.origin} must return {len(self.shape)} "
                              f"values to match the block shape, got {len(blocks)}.")
-        out = []
-        for b, d in zip(blocks, self.dims):
-            b = _as_index(b)
-            out.append(b if d is None else Slice(arithmetic.mul(b, np.int32(d)), d))
-        return tuple(out)
+        return tuple(self._window(b, d, kind)
+                     for b, d, kind in zip(blocks, self.dims, self.kinds))
+
+    def _window(self, b, d, kind):
+        if kind == "bounded":
+            if not isinstance(b, Slice):
+                raise ValueError("Must return a pl.ds from the index_map for a BoundedSlice "
+                                 f"dimension (in {self.origin}), got {b!r}.")
+            if not (isinstance(b.size, (int, np.integer)) and b.size == d):
+                raise NotImplementedError(
+                    f"emit_pipeline: a BoundedSlice({d}) dimension whose pl.ds is shorter "
+                    f"than the block or of run-time size ({self.origin}) is not supported "
+                    "in plax.")
+            b = b.start
+        if isinstance(b, (int, np.integer)):  # a static block: a static window
+            return np.int32(b) if d is None else Slice(int(b) if kind != "block"
+                                                       else int(b) * d, d)
+        b = _as_index(b)
+        if d is None:
+            return b
+        return Slice(b if kind != "block" else arithmetic.mul(b, np.int32(d)), d)
 
 
 def _view(ref, idx) -> TransformedRef:
@@ -97,54 +181,126 @@ def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_ax
                   core_axis_name=None, dimension_semantics=None, trace_scopes: bool = True,
                   no_pipelining: bool = False, _explicit_indices: bool = False):
     """A function of references running ``body`` over ``grid`` on their blocks (see the
-    module docstring)."""
-    del tiling, dimension_semantics, trace_scopes, no_pipelining
+    module docstring). With ``core_axis`` (an axis of the kernel's grid) or
+    ``core_axis_name`` (a named axis, such as a core mesh's), each core runs its share of
+    one PARALLEL dimension of ``grid`` (see ``partition_grid``)."""
+    del tiling, trace_scopes, no_pipelining
     grid = (grid,) if isinstance(grid, (int, np.integer, Tracer)) else tuple(grid)
     if any(isinstance(g, (int, np.integer)) and g <= 0 for g in grid):
         raise ValueError(f"All elements in the grid must be strictly positive, but got "
                          f"grid={grid}")
-    if core_axis is not None or core_axis_name is not None:
-        raise NotImplementedError("emit_pipeline: splitting the grid across cores "
-                                  "(core_axis / core_axis_name) is not supported in plax.")
-    ins, outs = _flat_specs(in_specs), _flat_specs(out_specs)
+    if core_axis is not None and core_axis_name is not None:
+        raise ValueError("core_axis and core_axis_name cannot both be provided.")
+    full_grid = grid
+    ins, outs = _per_argument(in_specs), _per_argument(out_specs)
 
     def pipeline(*refs, scratches=None, allocations=None, body_prologue=None):
-        if allocations is not None:
-            raise NotImplementedError("emit_pipeline: `allocations` are not supported in "
-                                      "plax (the blocks are allocated by the pipeline).")
-        flat, _ = tree_flatten(refs, is_leaf=lambda x: type(x) is TransformedRef)
-        if len(flat) != len(ins) + len(outs):
-            raise ValueError(f"emit_pipeline: {len(ins)} in_specs and {len(outs)} out_specs "
-                             f"were given, but the pipeline was called with {len(flat)} "
-                             "references.")
-        windows = [_Window(s, r.shape, f"{'inputs' if k < len(ins) else 'outputs'}"
-                           f"[{k if k < len(ins) else k - len(ins)}]")
-                   for k, (s, r) in enumerate(zip(ins + outs, flat))]
+        grid, offsets = partition_grid(
+            full_grid, core_axis_name if core_axis is None else core_axis,
+            dimension_semantics)
+        slots, trees = _slots(refs, ins, outs, allocations)
         extra = tuple(scratches) if scratches is not None else ()
-        steps = grid[0] if len(grid) == 1 else math.prod(grid) if all(
-            isinstance(g, (int, np.integer)) for g in grid) else _product(grid)
-
-        def step(t, out_buffers):
-            indices = _grid_point(t, grid)
-            views = [_view(r, w.indexer(indices)) for r, w in zip(flat, windows)]
-            blocks = [ref_get(v, ()) for v in views[:len(ins)]] + list(out_buffers)
-
-            def run(block_refs):
-                with kernel_grid(grid, indices):  # (program_id reads the pipeline's grid)
-                    if body_prologue is not None:
-                        body_prologue()
-                    if _explicit_indices:
-                        body(indices, *block_refs, *extra)
-                    else:
-                        body(*block_refs, *extra)
-            finals = run_state(run)(blocks)
-            for v, value in zip(views[len(ins):], finals[len(ins):]):
-                ref_set(v, (), value)
-            return list(finals[len(ins):])
-        buffers = [shapes.full(w.block_shape, uninitialized_value(r.dtype), r.dtype)
-                   for r, w in zip(flat[len(ins):], windows[len(ins):])]
-        fori_loop(np.int32(0), _as_index(steps), step, buffers)
+        run = functools.partial(_loop, body, trees, grid, offsets, extra, body_prologue,
+                                _explicit_indices)
+        _with_buffers_as_refs(slots, run)
     return pipeline
+
+
+def _loop(body, trees, grid, offsets, extra, body_prologue, explicit_indices, slots):
+    """The pipeline's steps: per point of ``grid`` (offset by ``offsets``), the blocks of the
+    references of ``slots`` read, ``body`` run on them, the written ones stored back."""
+    steps = grid[0] if len(grid) == 1 else math.prod(grid) if all(
+        isinstance(g, (int, np.integer)) for g in grid) else _product(grid)
+    written = [k for k, (_, _, kind) in enumerate(slots) if kind.is_output]
+
+    def step(t, out_buffers):
+        indices = tuple(i if isinstance(o, int) and o == 0 else arithmetic.add(i, o)
+                        for i, o in zip(_grid_point(t, grid), offsets))
+        views = [_view(r, w.indexer(indices)) for r, w, _ in slots]
+        carried = iter(out_buffers)
+        blocks = [ref_get(v, ()) if kind.is_input else next(carried)
+                  for v, (_, _, kind) in zip(views, slots)]
+
+        def run(block_refs):
+            args, at = [], 0
+            for tree in trees:
+                args.append(tree_unflatten(tree, block_refs[at:at + tree.num_leaves]))
+                at += tree.num_leaves
+            with kernel_grid(grid, indices):  # (program_id reads the pipeline's grid)
+                if body_prologue is not None:
+                    body_prologue()
+                if explicit_indices:
+                    body(indices, *args, *extra)
+                else:
+                    body(*args, *extra)
+        finals = run_state(run)(blocks)
+        for k in written:
+            ref_set(views[k], (), finals[k])
+        return [finals[k] for k in written if not slots[k][2].is_input]
+    buffers = [shapes.full(w.block_shape, uninitialized_value(r.dtype), r.dtype)
+               for r, w, kind in slots if not kind.is_input]
+    fori_loop(np.int32(0), _as_index(steps), step, buffers)
+
+
+def _with_buffers_as_refs(slots, loop):
+    """``loop(slots)``, where the references that are buffers of the kernel (``plax.ref.Ref``
+    boxes, as ``run_scoped`` and ``empty_ref`` make them: values of the kernel) are made
+    references of a ``run_state`` around the loop, so that the steps index them at run-time
+    positions as references (on TPU, a buffer's window is a load, not a slice of a value)."""
+    boxes = []
+    for ref, _, _ in slots:
+        box = ref.ref if type(ref) is TransformedRef else ref
+        if type(box) is Ref and all(box is not b for b in boxes):
+            boxes.append(box)
+    if not boxes:
+        return loop(slots)
+
+    def run(box_refs):
+        def swap(ref):
+            base = ref.ref if type(ref) is TransformedRef else ref
+            k = next((k for k, b in enumerate(boxes) if b is base), None)
+            if k is None:
+                return ref
+            return TransformedRef(box_refs[k], ref.transforms) if base is not ref \
+                else box_refs[k]
+        loop([(swap(r), w, kind) for r, w, kind in slots])
+    finals = run_state(run)([ref_get(b, ()) for b in boxes])
+    for b, value in zip(boxes, finals):
+        ref_set(b, (), value)
+
+
+def _slots(refs, ins, outs, allocations):
+    """Per reference (flattened): (reference, _Window, BufferType); and per positional
+    argument the tree of its references."""
+    if allocations is not None:
+        specs = tuple(allocations)
+        if len(specs) != len(refs):
+            raise ValueError(f"emit_pipeline: {len(specs)} allocations were given for "
+                             f"{len(refs)} references.")
+    elif len(ins) + len(outs) != len(refs):
+        raise ValueError(f"emit_pipeline: {len(ins)} in_specs and {len(outs)} out_specs "
+                         f"were given, but the pipeline was called with {len(refs)} "
+                         "references.")
+    else:
+        specs = ins + outs
+    slots, trees = [], []
+    for k, (arg, spec) in enumerate(zip(refs, specs)):
+        leaves, tree = tree_flatten(arg, is_leaf=_is_ref_leaf)
+        spec_leaves, _ = tree_flatten(
+            spec, is_leaf=lambda x: _is_spec(x) or isinstance(x, BufferedRef))
+        origin = f"inputs[{k}]" if k < len(ins) else f"outputs[{k - len(ins)}]"
+        if len(spec_leaves) != len(leaves):
+            raise ValueError(f"emit_pipeline: the specs of {origin} describe "
+                             f"{len(spec_leaves)} references, but {len(leaves)} were given.")
+        for j, (ref, s) in enumerate(zip(leaves, spec_leaves)):
+            where = origin if len(leaves) == 1 else f"{origin}[{j}]"
+            if isinstance(s, BufferedRef):
+                kind, s = s.buffer_type, s.spec
+            else:
+                kind = BufferType.INPUT if k < len(ins) else BufferType.OUTPUT
+            slots.append((ref, _Window(s, ref.shape, where), kind))
+        trees.append(tree)
+    return slots, trees
 
 
 def _product(grid):
@@ -153,3 +309,64 @@ def _product(grid):
         out = arithmetic.mul(out, _as_index(g))
     return out
 
+
+
+def _semantics(d) -> str:
+    return str(getattr(d, "value", d))
+
+
+def _cores(core_axis):
+    """(number of cores, this core's index) along ``core_axis``: a kernel grid axis (int)
+    or axis name(s)."""
+    if isinstance(core_axis, (int, np.integer)):
+        return program_ids.num_programs(int(core_axis)), program_ids.program_id(int(core_axis))
+    return collectives.axis_size(core_axis), collectives.axis_index(core_axis)
+
+
+def partition_grid(grid: tuple, core_axis, dimension_semantics) -> tuple:
+    """(this core's grid, the offsets of its indices in ``grid``) when ``grid`` is shared
+    among the cores along ``core_axis``: the first PARALLEL dimension the number of cores
+    divides is split evenly; otherwise the only dynamic PARALLEL one, or the largest
+    static one, with one more iteration on each of the first ``size % cores`` cores."""
+    if core_axis is None:
+        return grid, (0,) * len(grid)
+    num_cores, core = _cores(core_axis)
+    if not isinstance(num_cores, (int, np.integer)):
+        raise NotImplementedError(f"Cannot partition grid over dynamic number of cores: "
+                                  f"core_axis={core_axis!r}")
+    if num_cores == 1:
+        return grid, (0,) * len(grid)
+    semantics = ("arbitrary",) * len(grid) if dimension_semantics is None else \
+        tuple(map(_semantics, dimension_semantics))
+    if len(semantics) != len(grid):
+        raise ValueError("dimension_semantics must be the same length as grid.")
+    parallel = [i for i, d in enumerate(semantics) if d == "parallel"]
+    if not parallel:
+        raise NotImplementedError(f"Cannot partition over cores without parallel grid "
+                                  f"dimensions: dimension_semantics={dimension_semantics}")
+    static = [i for i in parallel if isinstance(grid[i], (int, np.integer))]
+    dynamic = [i for i in parallel if i not in static]
+    divisible = [i for i in static if grid[i] % num_cores == 0]
+    offsets = [0] * len(grid)
+    grid = list(grid)
+    if divisible:
+        dim = divisible[0]
+        grid[dim] = grid[dim] // num_cores
+        offsets[dim] = arithmetic.mul(_as_index(core), np.int32(grid[dim]))
+        return tuple(grid), tuple(offsets)
+    if len(dynamic) > 1:
+        raise NotImplementedError(f"Cannot partition over multiple dynamic parallel "
+                                  f"dimensions: grid={tuple(grid)}")
+    if dynamic and not static:
+        dim = dynamic[0]
+    else:
+        largest = max(grid[i] for i in static)
+        dim = next(i for i in static if grid[i] == largest)
+    core, size = _as_index(core), _as_index(grid[dim])
+    base = arithmetic.div(size, np.int32(num_cores))
+    extra = arithmetic.rem(size, np.int32(num_cores))
+    more = comparison.lt(core, extra)
+    grid[dim] = comparison.select(more, arithmetic.add(base, np.int32(1)), base)
+    offsets[dim] = arithmetic.add(arithmetic.mul(core, base),
+                                  comparison.select(more, core, extra))
+    return tuple(grid), tuple(offsets)
