@@ -70,7 +70,7 @@ _LAZY_NAMES = {
     "smap": ("plax.api.smap", "smap"),
     "fwd_and_bwd": ("plax.api.fwd_and_bwd", "fwd_and_bwd"),
     "ad": ("plax.api.fwd_and_bwd", "ad"),
-    "memory": ("plax.sharding.memory", "memory"),
+    "memory": ("plax.core.memory", "memory"),
 }
 # Context managers over runtime flags (plax.api.runtime_flags): name -> the same name there.
 _LAZY_NAMES.update((name, ("plax.api.runtime_flags", name)) for name in (

@@ -216,8 +216,6 @@ def test_empty_ref_in_a_memory_space_is_a_kernel_scratch_buffer():
     out = pl.pallas_call(kernel, out_shape=_sds((256,)), in_specs=[_ANY], out_specs=_ANY,
                          interpret=True)(x)
     np.testing.assert_array_equal(out, 2 * x + 1)
-    with pytest.raises(NotImplementedError, match="memory_space is for accelerator kernels"):
-        plax.jit(lambda: plax.empty_ref(_sds((8,)), memory_space=pltpu.VMEM))()
 
 
 # --- pipelines over the kernel's own buffers, nested pipelines ------------------------------

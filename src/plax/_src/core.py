@@ -27,7 +27,7 @@ from plax.extend.core import (AbstractToken, TraceTag, aval_mapping_handlers,  #
 from plax.higher_order.call import call_p, closed_call_p  # noqa: F401
 from plax.lowering.stablehlo import abstract_token  # noqa: F401
 from plax.ref import freeze, new_ref  # noqa: F401
-from plax.sharding.memory import MemorySpace  # noqa: F401
+from plax.core.memory import MemorySpace  # noqa: F401
 
 from plax._src import _face
 

@@ -234,7 +234,7 @@ class ShapedArray(AbstractValue):
     @property
     def memory_space(self):
         """Where the value lives: device memory."""
-        from plax.sharding.memory import MemorySpace
+        from plax.core.memory import MemorySpace
         return MemorySpace.Device
     mat = property(lambda self: self.manual_axis_type, doc="Short for ``manual_axis_type``.")
 

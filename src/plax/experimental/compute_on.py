@@ -19,7 +19,7 @@ import functools
 import json
 
 from plax.core.source_info import staged_frontend_attributes
-from plax.sharding.memory import MemorySpace
+from plax.core.memory import MemorySpace
 from plax.tree_util import broadcast_prefix
 
 __all__ = ["compute_on", "compute_on2"]

@@ -31,7 +31,6 @@ from plax.higher_order.loops import fori_loop
 from plax.higher_order import pallas_call as program_ids
 from plax.higher_order.pallas_call import kernel_grid, uninitialized_value
 from plax.higher_order.run_state import run_state
-from plax.ref import Ref
 
 __all__ = ["emit_pipeline", "BufferedRef", "BufferType"]
 
@@ -250,7 +249,8 @@ def _with_buffers_as_refs(slots, loop):
     boxes = []
     for ref, _, _ in slots:
         box = ref.ref if type(ref) is TransformedRef else ref
-        if type(box) is Ref and all(box is not b for b in boxes):
+        # (a plax.ref.Ref box reads and writes through _transformed_get)
+        if hasattr(type(box), "_transformed_get") and all(box is not b for b in boxes):
             boxes.append(box)
     if not boxes:
         return loop(slots)

@@ -28,7 +28,7 @@ from plax.higher_order.cond import cond
 from plax.higher_order.pallas_call import num_programs, pallas_call_p, program_id
 from plax.higher_order.run_state import run_state
 from plax.pallas import mosaic_call as _mosaic_call  # noqa: F401 (pallas_call's TPU lowering)
-from plax.pallas.core_map import core_map, kernel
+from plax.experimental.pallas.core_map import core_map, kernel
 from plax.pallas.multiple_of import multiple_of_p
 from plax.pallas.semaphores import (DeviceIdType, semaphore, semaphore_read, semaphore_signal,
                                     semaphore_wait)

@@ -28,7 +28,7 @@ from plax.pallas import memory_space as _memory_space
 from plax.pallas import semaphores as _semaphores
 from plax.pallas.dma import (AsyncCopyDescriptor, async_copy, async_remote_copy,
                              make_async_copy, make_async_remote_copy, sync_copy)
-from plax.pallas.core_map import create_tensorcore_mesh
+from plax.experimental.pallas.core_map import create_tensorcore_mesh
 from plax.pallas.einshape import einshape
 from plax.pallas.interpret_mode import reset_tpu_interpret_mode_state
 from plax.pallas.interpret_mode import force_tpu_interpret_mode as _force
