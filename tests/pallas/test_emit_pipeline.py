@@ -304,3 +304,44 @@ def test_a_bounded_slice_dimension_needs_a_ds():
         _first_dim_pipeline(pl.BoundedSlice(8), lambda i: (0, 0, 0))(x)
     with pytest.raises(NotImplementedError, match="shorter than the block"):
         _first_dim_pipeline(pl.BoundedSlice(8), lambda i: (pl.ds(0, 5), 0, 0))(x)
+
+
+# --- blocks sticking out of the references --------------------------------------------------
+def _uneven_double(shape, block, interpret=True):
+    def body(x, o):
+        o[...] = x[...] * 2
+
+    def kernel(x_hbm, o_hbm):
+        spec = pl.BlockSpec(block, lambda i, j: (i, j))
+        grid = tuple(-(-n // b) for n, b in zip(shape, block))
+        pltpu.emit_pipeline(body, grid=grid, in_specs=spec, out_specs=spec)(x_hbm, o_hbm)
+    return pl.pallas_call(kernel, out_shape=_sds(shape), in_specs=[_ANY], out_specs=_ANY,
+                          interpret=interpret)
+
+
+@pytest.mark.parametrize("shape", [(20, 200), (3, 128), (8, 300), (5, 60)])
+def test_edge_blocks_read_and_write_only_what_is_inside(shape):
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    np.testing.assert_array_equal(_uneven_double(shape, (8, 128))(x), 2 * x)
+
+
+def test_the_inside_rows_of_an_edge_block_come_first():
+    def body(x, o):
+        o[...] = x[...]
+
+    def kernel(x_hbm, o_hbm):
+        pltpu.emit_pipeline(body, grid=(2,), in_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                            out_specs=pl.BlockSpec((None, 8, 128), lambda i: (i, 0, 0)))(
+            x_hbm, o_hbm)
+    x = np.arange(12 * 128, dtype=np.float32).reshape(12, 128)
+    out = pl.pallas_call(kernel, out_shape=_sds((2, 8, 128)), in_specs=[_ANY],
+                         out_specs=_ANY, interpret=True)(x)
+    np.testing.assert_array_equal(out[0], x[:8])
+    np.testing.assert_array_equal(out[1, :4], x[8:])  # rows 4-7: unspecified
+
+
+@needs_mosaic
+def test_edge_blocks_lower_with_a_clamped_window_and_a_rotation():
+    module = _lower(_uneven_double((20, 256), (8, 128), interpret=False),
+                    jnp.zeros((20, 256), jnp.float32))
+    assert "tpu.dynamic_rotate" in module and "arith.minsi" in module
