@@ -345,3 +345,17 @@ def test_edge_blocks_lower_with_a_clamped_window_and_a_rotation():
     module = _lower(_uneven_double((20, 256), (8, 128), interpret=False),
                     jnp.zeros((20, 256), jnp.float32))
     assert "tpu.dynamic_rotate" in module and "arith.minsi" in module
+
+
+def test_one_core_runs_the_whole_grid_without_asking_its_index():
+    def body(x, o):
+        o[...] = x[...] + 1
+
+    def kernel(x_hbm, o_hbm):
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        pltpu.emit_pipeline(body, grid=(3,), in_specs=spec, out_specs=spec,
+                            core_axis_name="core", dimension_semantics=(P,))(x_hbm, o_hbm)
+    f = pl.pallas_call(kernel, out_shape=_sds((24, 128)), in_specs=[_ANY], out_specs=_ANY,
+                       interpret=True)
+    jaxpr = plax.make_jaxpr(f, axis_env=[("core", 1)])(np.zeros((24, 128), np.float32))
+    assert "axis_index" not in str(jaxpr) and "scan" in str(jaxpr)

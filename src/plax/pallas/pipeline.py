@@ -387,11 +387,12 @@ def _semantics(d) -> str:
 
 
 def _cores(core_axis):
-    """(number of cores, this core's index) along ``core_axis``: a kernel grid axis (int)
-    or axis name(s)."""
+    """(number of cores, a function giving this core's index) along ``core_axis``: a kernel
+    grid axis (int) or axis name(s)."""
     if isinstance(core_axis, (int, np.integer)):
-        return program_ids.num_programs(int(core_axis)), program_ids.program_id(int(core_axis))
-    return collectives.axis_size(core_axis), collectives.axis_index(core_axis)
+        return (program_ids.num_programs(int(core_axis)),
+                lambda: program_ids.program_id(int(core_axis)))
+    return collectives.axis_size(core_axis), lambda: collectives.axis_index(core_axis)
 
 
 def partition_grid(grid: tuple, core_axis, dimension_semantics) -> tuple:
@@ -401,7 +402,7 @@ def partition_grid(grid: tuple, core_axis, dimension_semantics) -> tuple:
     static one, with one more iteration on each of the first ``size % cores`` cores."""
     if core_axis is None:
         return grid, (0,) * len(grid)
-    num_cores, core = _cores(core_axis)
+    num_cores, core_index = _cores(core_axis)
     if not isinstance(num_cores, (int, np.integer)):
         raise NotImplementedError(f"Cannot partition grid over dynamic number of cores: "
                                   f"core_axis={core_axis!r}")
@@ -415,6 +416,7 @@ def partition_grid(grid: tuple, core_axis, dimension_semantics) -> tuple:
     if not parallel:
         raise NotImplementedError(f"Cannot partition over cores without parallel grid "
                                   f"dimensions: dimension_semantics={dimension_semantics}")
+    core = core_index()  # (not asked for on one core)
     static = [i for i in parallel if isinstance(grid[i], (int, np.integer))]
     dynamic = [i for i in parallel if i not in static]
     divisible = [i for i in static if grid[i] % num_cores == 0]
