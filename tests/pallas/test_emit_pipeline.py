@@ -359,3 +359,23 @@ def test_one_core_runs_the_whole_grid_without_asking_its_index():
                        interpret=True)
     jaxpr = plax.make_jaxpr(f, axis_env=[("core", 1)])(np.zeros((24, 128), np.float32))
     assert "axis_index" not in str(jaxpr) and "scan" in str(jaxpr)
+
+
+def test_emit_pipeline_with_allocations_makes_them_per_reference():
+    def body(x, o):
+        o[...] = x[...] * 3
+
+    spec = pl.BlockSpec((8, 128), lambda i: (0, i))
+    pipeline, make_allocations = pltpu.emit_pipeline_with_allocations(
+        body, grid=(2,), in_specs=[spec], out_specs=[spec])
+
+    def kernel(x_hbm, o_hbm):
+        allocs = make_allocations(x_hbm, o_hbm)
+        assert [a.buffer_type for a in allocs] == [pltpu.BufferType.INPUT,
+                                                    pltpu.BufferType.OUTPUT]
+        assert isinstance(allocs[0], pltpu.BufferedRefBase)
+        pipeline(x_hbm, o_hbm, allocations=allocs)
+    x = np.arange(8 * 256, dtype=np.float32).reshape(8, 256)
+    out = pl.pallas_call(kernel, out_shape=_sds(x.shape), in_specs=[_ANY], out_specs=_ANY,
+                         interpret=True)(x)
+    np.testing.assert_array_equal(out, 3 * x)

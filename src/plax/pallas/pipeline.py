@@ -38,7 +38,8 @@ from plax.higher_order.run_state import run_state
 from plax.pallas import tpu_ops
 from plax.ref import Ref
 
-__all__ = ["emit_pipeline", "BufferedRef", "BufferType"]
+__all__ = ["emit_pipeline", "emit_pipeline_with_allocations", "BufferedRef",
+           "BufferedRefBase", "BufferType"]
 
 
 def _is_spec(x) -> bool:
@@ -72,8 +73,12 @@ class BufferType(enum.Enum):
         return self is not BufferType.INPUT
 
 
+class BufferedRefBase:
+    """What a pipeline's buffer for one reference is (``BufferedRef`` is the one kind)."""
+
+
 @register_static
-class BufferedRef:
+class BufferedRef(BufferedRefBase):
     """A pipeline's buffer for one reference, made before the pipeline runs (as a
     ``pallas_call`` scratch shape) and handed to it as ``allocations``: its BlockSpec and
     whether the blocks are read, written or both. plax's pipeline holds each block in
@@ -275,6 +280,25 @@ def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_ax
                                 _explicit_indices)
         _with_buffers_as_refs(slots, run)
     return pipeline
+
+
+def emit_pipeline_with_allocations(body, *, grid, in_specs=(), out_specs=(), **kwargs):
+    """``(pipeline, make_allocations)``: ``emit_pipeline``'s function, and a function of
+    the same references giving the ``allocations`` it may be called with (a BufferedRef
+    per reference, in the structure of each positional argument)."""
+    pipeline = emit_pipeline(body, grid=grid, in_specs=in_specs, out_specs=out_specs,
+                             **kwargs)
+    ins, outs = _per_argument(in_specs), _per_argument(out_specs)
+
+    def make_allocations(*refs):
+        out = []
+        for k, (arg, spec) in enumerate(zip(refs, ins + outs)):
+            make = BufferedRef.input if k < len(ins) else BufferedRef.output
+            specs, tree = tree_flatten(spec, is_leaf=_is_spec)
+            leaves, _ = tree_flatten(arg, is_leaf=_is_ref_leaf)
+            out.append(tree_unflatten(tree, [make(s, r.dtype) for s, r in zip(specs, leaves)]))
+        return tuple(out)
+    return pipeline, make_allocations
 
 
 def _loop(body, trees, grid, offsets, extra, body_prologue, explicit_indices, slots):

@@ -30,7 +30,8 @@ from plax.pallas.einshape import einshape
 from plax.pallas.interpret_mode import reset_tpu_interpret_mode_state
 from plax.pallas.interpret_mode import force_tpu_interpret_mode as _force
 from plax.pallas.interpret_mode import set_tpu_interpret_mode as _set
-from plax.pallas.pipeline import BufferedRef, BufferType, emit_pipeline
+from plax.pallas.pipeline import (BufferedRef, BufferedRefBase, BufferType, emit_pipeline,
+                                  emit_pipeline_with_allocations)
 from plax.pallas.semaphores import dma_semaphore
 from plax.pallas.tpu_info import (ChipVersion, Tiling, TpuInfo, get_tpu_info,
                                   get_tpu_info_for_chip, is_tpu_device)
@@ -46,7 +47,9 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "async_copy", "make_async_remote_copy", "async_remote_copy", "sync_copy",
            "roll", "bitcast", "prng_seed", "prng_random_bits", "stateful_bits",
            "stateful_uniform", "stateful_normal", "stateful_bernoulli", "sample_block",
-           "InterpretParams", "emit_pipeline", "BufferedRef", "BufferType", "run_on_first_core", "core_barrier",
+           "InterpretParams", "emit_pipeline", "BufferedRef", "BufferType",
+           "BufferedRefBase", "emit_pipeline_with_allocations", "run_on_first_core",
+           "core_barrier",
            "ChipVersion", "Tiling", "TpuInfo", "get_tpu_info", "get_tpu_info_for_chip",
            "is_tpu_device", "pack_elementwise", "unpack_elementwise", "stochastic_round",
            "load", "store", "touch", "set_tpu_interpret_mode", "force_tpu_interpret_mode",
