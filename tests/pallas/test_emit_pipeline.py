@@ -302,3 +302,78 @@ def test_a_bounded_slice_dimension_needs_a_ds():
         _first_dim_pipeline(pl.BoundedSlice(8), lambda i: (0, 0, 0))(x)
     with pytest.raises(NotImplementedError, match="shorter than the block"):
         _first_dim_pipeline(pl.BoundedSlice(8), lambda i: (pl.ds(0, 5), 0, 0))(x)
+
+
+# --- blocks sticking out of the references --------------------------------------------------
+def _uneven_double(shape, block, interpret=True):
+    def body(x, o):
+        o[...] = x[...] * 2
+
+    def kernel(x_hbm, o_hbm):
+        spec = pl.BlockSpec(block, lambda i, j: (i, j))
+        grid = tuple(-(-n // b) for n, b in zip(shape, block))
+        pltpu.emit_pipeline(body, grid=grid, in_specs=spec, out_specs=spec)(x_hbm, o_hbm)
+    return pl.pallas_call(kernel, out_shape=_sds(shape), in_specs=[_ANY], out_specs=_ANY,
+                          interpret=interpret)
+
+
+@pytest.mark.parametrize("shape", [(20, 200), (3, 128), (8, 300), (5, 60)])
+def test_edge_blocks_read_and_write_only_what_is_inside(shape):
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    np.testing.assert_array_equal(_uneven_double(shape, (8, 128))(x), 2 * x)
+
+
+def test_the_inside_rows_of_an_edge_block_come_first():
+    def body(x, o):
+        o[...] = x[...]
+
+    def kernel(x_hbm, o_hbm):
+        pltpu.emit_pipeline(body, grid=(2,), in_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                            out_specs=pl.BlockSpec((None, 8, 128), lambda i: (i, 0, 0)))(
+            x_hbm, o_hbm)
+    x = np.arange(12 * 128, dtype=np.float32).reshape(12, 128)
+    out = pl.pallas_call(kernel, out_shape=_sds((2, 8, 128)), in_specs=[_ANY],
+                         out_specs=_ANY, interpret=True)(x)
+    np.testing.assert_array_equal(out[0], x[:8])
+    np.testing.assert_array_equal(out[1, :4], x[8:])  # rows 4-7: unspecified
+
+
+@needs_mosaic
+def test_edge_blocks_lower_with_a_clamped_window_and_a_rotation():
+    module = _lower(_uneven_double((20, 256), (8, 128), interpret=False),
+                    jnp.zeros((20, 256), jnp.float32))
+    assert "tpu.dynamic_rotate" in module and "arith.minsi" in module
+
+
+def test_one_core_runs_the_whole_grid_without_asking_its_index():
+    def body(x, o):
+        o[...] = x[...] + 1
+
+    def kernel(x_hbm, o_hbm):
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        pltpu.emit_pipeline(body, grid=(3,), in_specs=spec, out_specs=spec,
+                            core_axis_name="core", dimension_semantics=(P,))(x_hbm, o_hbm)
+    f = pl.pallas_call(kernel, out_shape=_sds((24, 128)), in_specs=[_ANY], out_specs=_ANY,
+                       interpret=True)
+    jaxpr = plax.make_jaxpr(f, axis_env=[("core", 1)])(np.zeros((24, 128), np.float32))
+    assert "axis_index" not in str(jaxpr) and "scan" in str(jaxpr)
+
+
+def test_emit_pipeline_with_allocations_makes_them_per_reference():
+    def body(x, o):
+        o[...] = x[...] * 3
+
+    spec = pl.BlockSpec((8, 128), lambda i: (0, i))
+    pipeline, make_allocations = pltpu.emit_pipeline_with_allocations(
+        body, grid=(2,), in_specs=[spec], out_specs=[spec])
+
+    def kernel(x_hbm, o_hbm):
+        allocs = make_allocations(x_hbm, o_hbm)
+        assert [a.buffer_type for a in allocs] == [pltpu.BufferType.INPUT,
+                                                    pltpu.BufferType.OUTPUT]
+        assert isinstance(allocs[0], pltpu.BufferedRefBase)
+        pipeline(x_hbm, o_hbm, allocations=allocs)
+    x = np.arange(8 * 256, dtype=np.float32).reshape(8, 256)
+    out = pl.pallas_call(kernel, out_shape=_sds(x.shape), in_specs=[_ANY], out_specs=_ANY,
+                         interpret=True)(x)
+    np.testing.assert_array_equal(out, 3 * x)

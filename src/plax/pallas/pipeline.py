@@ -12,7 +12,10 @@ accumulates into a block revisited on consecutive steps sees its running sum, as
 chip, and the buffer starts uninitialised (NaN for floats). References that are buffers
 of the kernel itself (``run_scoped``'s and ``empty_ref``'s, which plax holds as values)
 become references of a ``run_state`` around the loop, so that their blocks are read and
-written at run-time positions as those of any other reference.
+written at run-time positions as those of any other reference. A block sticking out of its
+reference (a dimension the block size does not divide) is read from a window moved inside
+and rotated so that its inside part comes first (the rest unspecified, as in VMEM on a TPU);
+only its inside part is written back.
 """
 from __future__ import annotations
 
@@ -25,14 +28,17 @@ import numpy as np
 from plax.core.refs import Slice
 from plax.core.trace import Tracer, get_aval
 from plax.core.tree_core import register_static, tree_flatten, tree_unflatten
-from plax.first_order import arithmetic, collectives, comparison, conversion, shapes
+from plax.first_order import (arithmetic, bitwise, collectives, comparison, conversion,
+                                shapes, slicing)
 from plax.first_order.state import TransformedRef, ref_get, ref_set
 from plax.higher_order.loops import fori_loop
 from plax.higher_order import pallas_call as program_ids
 from plax.higher_order.pallas_call import kernel_grid, uninitialized_value
 from plax.higher_order.run_state import run_state
+from plax.pallas import tpu_ops
 
-__all__ = ["emit_pipeline", "BufferedRef", "BufferType"]
+__all__ = ["emit_pipeline", "emit_pipeline_with_allocations", "BufferedRef",
+           "BufferedRefBase", "BufferType"]
 
 
 def _is_spec(x) -> bool:
@@ -66,8 +72,12 @@ class BufferType(enum.Enum):
         return self is not BufferType.INPUT
 
 
+class BufferedRefBase:
+    """What a pipeline's buffer for one reference is (``BufferedRef`` is the one kind)."""
+
+
 @register_static
-class BufferedRef:
+class BufferedRef(BufferedRefBase):
     """A pipeline's buffer for one reference, made before the pipeline runs (as a
     ``pallas_call`` scratch shape) and handed to it as ``allocations``: its BlockSpec and
     whether the blocks are read, written or both. plax's pipeline holds each block in
@@ -130,6 +140,72 @@ class _Window:
         self.index_map = getattr(spec, "index_map", None)
         self.shape, self.origin = tuple(shape), origin
         self.block_shape = tuple(d for d in self.dims if d is not None)
+        # blocked dimensions the block size does not divide: their last block sticks out
+        # ("uneven"), or the one block is larger than the dimension ("short")
+        self.edges = [None if d is None or kind != "block" or n % d == 0 else
+                      "short" if d > n else "uneven"
+                      for d, n, kind in zip(self.dims, self.shape, self.kinds)]
+
+    def read(self, ref, idx):
+        """The block at ``idx``: where it sticks out of the reference, its rows inside come
+        first and the rest is unspecified (as in the pipeline's VMEM buffer on a TPU)."""
+        if not any(self.edges):
+            return ref_get(_view(ref, idx), ())
+        idx, fixes = self._inside(idx)
+        value = ref_get(_view(ref, idx), ())
+        for axis, edge, d, at in fixes:
+            if edge == "short":
+                pad = list(get_aval(value).shape)
+                pad[axis] = d - pad[axis]
+                fill = shapes.full(tuple(pad), uninitialized_value(value.dtype), value.dtype)
+                value = shapes.concatenate([value, fill], axis)
+            else:  # rows from ``at`` on, moved to the front
+                back = (d - at) % d if isinstance(at, (int, np.integer)) else \
+                    arithmetic.rem(arithmetic.sub(np.int32(d), at), np.int32(d))
+                value = tpu_ops.roll(value, back, axis)
+        return value
+
+    def write(self, ref, idx, value) -> None:
+        """Stores the block at ``idx``, leaving out what sticks out of the reference."""
+        if not any(self.edges):
+            return ref_set(_view(ref, idx), (), value)
+        idx, fixes = self._inside(idx)
+        view, keep = _view(ref, idx), None
+        for axis, edge, d, at in fixes:
+            if edge == "short":
+                value = slicing.slice_in_dim(value, 0, self.shape[self._dim(axis)], axis=axis)
+        for axis, edge, d, at in fixes:
+            if edge == "uneven":
+                value = tpu_ops.roll(value, at, axis)
+                rows = shapes.broadcasted_iota(np.int32, get_aval(value).shape, axis)
+                mine = comparison.ge(rows, at)
+                keep = mine if keep is None else bitwise.bitwise_and(keep, mine)
+        if keep is not None:  # (the rows before ``at`` belong to the block before)
+            value = comparison.select(keep, value, ref_get(view, ()))
+        ref_set(view, (), value)
+
+    def _dim(self, axis: int) -> int:
+        return [j for j, d in enumerate(self.dims) if d is not None][axis]
+
+    def _inside(self, idx):
+        """``idx`` with each edge dimension's window moved inside the reference, and per such
+        dimension (its axis in the block, edge, block size, where the block starts in the
+        window)."""
+        idx, fixes = list(idx), []
+        axes = {j: a for a, j in enumerate(j for j, d in enumerate(self.dims) if d is not None)}
+        for j, edge in enumerate(self.edges):
+            if edge == "short":
+                idx[j] = Slice(0, self.shape[j])
+                fixes.append((axes[j], edge, self.dims[j], 0))
+            elif edge == "uneven":
+                start, last = idx[j].start, self.shape[j] - self.dims[j]
+                inside = min(start, last) if isinstance(start, (int, np.integer)) else \
+                    arithmetic.min(start, np.int32(last))
+                idx[j] = Slice(inside, self.dims[j])
+                at = start - inside if isinstance(start, (int, np.integer)) else \
+                    arithmetic.sub(start, inside)
+                fixes.append((axes[j], edge, self.dims[j], at))
+        return tuple(idx), fixes
 
     def indexer(self, indices) -> tuple:
         if self.index_map is None:
@@ -205,6 +281,25 @@ def emit_pipeline(body, *, grid, in_specs=(), out_specs=(), tiling=None, core_ax
     return pipeline
 
 
+def emit_pipeline_with_allocations(body, *, grid, in_specs=(), out_specs=(), **kwargs):
+    """``(pipeline, make_allocations)``: ``emit_pipeline``'s function, and a function of
+    the same references giving the ``allocations`` it may be called with (a BufferedRef
+    per reference, in the structure of each positional argument)."""
+    pipeline = emit_pipeline(body, grid=grid, in_specs=in_specs, out_specs=out_specs,
+                             **kwargs)
+    ins, outs = _per_argument(in_specs), _per_argument(out_specs)
+
+    def make_allocations(*refs):
+        out = []
+        for k, (arg, spec) in enumerate(zip(refs, ins + outs)):
+            make = BufferedRef.input if k < len(ins) else BufferedRef.output
+            specs, tree = tree_flatten(spec, is_leaf=_is_spec)
+            leaves, _ = tree_flatten(arg, is_leaf=_is_ref_leaf)
+            out.append(tree_unflatten(tree, [make(s, r.dtype) for s, r in zip(specs, leaves)]))
+        return tuple(out)
+    return pipeline, make_allocations
+
+
 def _loop(body, trees, grid, offsets, extra, body_prologue, explicit_indices, slots):
     """The pipeline's steps: per point of ``grid`` (offset by ``offsets``), the blocks of the
     references of ``slots`` read, ``body`` run on them, the written ones stored back."""
@@ -215,10 +310,10 @@ def _loop(body, trees, grid, offsets, extra, body_prologue, explicit_indices, sl
     def step(t, out_buffers):
         indices = tuple(i if isinstance(o, int) and o == 0 else arithmetic.add(i, o)
                         for i, o in zip(_grid_point(t, grid), offsets))
-        views = [_view(r, w.indexer(indices)) for r, w, _ in slots]
+        windows = [w.indexer(indices) for _, w, _ in slots]
         carried = iter(out_buffers)
-        blocks = [ref_get(v, ()) if kind.is_input else next(carried)
-                  for v, (_, _, kind) in zip(views, slots)]
+        blocks = [w.read(r, idx) if kind.is_input else next(carried)
+                  for idx, (r, w, kind) in zip(windows, slots)]
 
         def run(block_refs):
             args, at = [], 0
@@ -234,7 +329,7 @@ def _loop(body, trees, grid, offsets, extra, body_prologue, explicit_indices, sl
                     body(*args, *extra)
         finals = run_state(run)(blocks)
         for k in written:
-            ref_set(views[k], (), finals[k])
+            slots[k][1].write(slots[k][0], windows[k], finals[k])
         return [finals[k] for k in written if not slots[k][2].is_input]
     buffers = [shapes.full(w.block_shape, uninitialized_value(r.dtype), r.dtype)
                for r, w, kind in slots if not kind.is_input]
@@ -316,11 +411,12 @@ def _semantics(d) -> str:
 
 
 def _cores(core_axis):
-    """(number of cores, this core's index) along ``core_axis``: a kernel grid axis (int)
-    or axis name(s)."""
+    """(number of cores, a function giving this core's index) along ``core_axis``: a kernel
+    grid axis (int) or axis name(s)."""
     if isinstance(core_axis, (int, np.integer)):
-        return program_ids.num_programs(int(core_axis)), program_ids.program_id(int(core_axis))
-    return collectives.axis_size(core_axis), collectives.axis_index(core_axis)
+        return (program_ids.num_programs(int(core_axis)),
+                lambda: program_ids.program_id(int(core_axis)))
+    return collectives.axis_size(core_axis), lambda: collectives.axis_index(core_axis)
 
 
 def partition_grid(grid: tuple, core_axis, dimension_semantics) -> tuple:
@@ -330,7 +426,7 @@ def partition_grid(grid: tuple, core_axis, dimension_semantics) -> tuple:
     static one, with one more iteration on each of the first ``size % cores`` cores."""
     if core_axis is None:
         return grid, (0,) * len(grid)
-    num_cores, core = _cores(core_axis)
+    num_cores, core_index = _cores(core_axis)
     if not isinstance(num_cores, (int, np.integer)):
         raise NotImplementedError(f"Cannot partition grid over dynamic number of cores: "
                                   f"core_axis={core_axis!r}")
@@ -344,6 +440,7 @@ def partition_grid(grid: tuple, core_axis, dimension_semantics) -> tuple:
     if not parallel:
         raise NotImplementedError(f"Cannot partition over cores without parallel grid "
                                   f"dimensions: dimension_semantics={dimension_semantics}")
+    core = core_index()  # (not asked for on one core)
     static = [i for i in parallel if isinstance(grid[i], (int, np.integer))]
     dynamic = [i for i in parallel if i not in static]
     divisible = [i for i in static if grid[i] % num_cores == 0]

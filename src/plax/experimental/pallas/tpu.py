@@ -33,7 +33,8 @@ from plax.pallas.einshape import einshape
 from plax.pallas.interpret_mode import reset_tpu_interpret_mode_state
 from plax.pallas.interpret_mode import force_tpu_interpret_mode as _force
 from plax.pallas.interpret_mode import set_tpu_interpret_mode as _set
-from plax.pallas.pipeline import BufferedRef, BufferType, emit_pipeline
+from plax.pallas.pipeline import (BufferedRef, BufferedRefBase, BufferType, emit_pipeline,
+                                  emit_pipeline_with_allocations)
 from plax.pallas.semaphores import dma_semaphore
 from plax.pallas.tpu_info import (ChipVersion, Tiling, TpuInfo, get_tpu_info,
                                   get_tpu_info_for_chip, is_tpu_device)
@@ -50,7 +51,8 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "roll", "bitcast", "prng_seed", "prng_random_bits", "stateful_bits",
            "stateful_uniform", "stateful_normal", "stateful_bernoulli", "sample_block",
            "to_pallas_key", "InterpretParams", "emit_pipeline", "BufferedRef", "BufferType",
-           "run_on_first_core", "core_barrier",
+           "BufferedRefBase", "emit_pipeline_with_allocations", "run_on_first_core",
+           "core_barrier",
            "ChipVersion", "Tiling", "TpuInfo", "get_tpu_info", "get_tpu_info_for_chip",
            "is_tpu_device", "pack_elementwise", "unpack_elementwise", "stochastic_round",
            "load", "store", "touch", "set_tpu_interpret_mode", "force_tpu_interpret_mode",
