@@ -80,15 +80,103 @@ def test_tensorcore_mesh():
         pltpu.create_tensorcore_mesh("core", devices=[None], num_cores=1)
 
 
+def _lowered(f, *args) -> str:
+    return plax.jit(f).trace(*args).lower(lowering_platforms=("tpu",)).as_text()
+
+
+def _signature(module: str) -> str:
+    return next(line for line in module.splitlines() if "func.func @" in line)
+
+
 @needs_mosaic
-@pytest.mark.parametrize("space, color", [
-    (pltpu.VMEM, 1), (pltpu.SMEM, None), (pltpu.HBM, 0), (pl.ANY, None)])
-def test_core_map_lowers_to_one_tpu_custom_call(space, color):
+@pytest.mark.parametrize("space, color, window", [
+    (pltpu.VMEM, 1, "{transform_indices = #map}"), (pltpu.SMEM, None, "{transform_indices = #map}"),
+    (pltpu.HBM, 0, "{}"), (pl.ANY, None, "{}")])
+def test_core_map_lowers_as_jax_discharges_it(space, color, window):
+    # JAX 0.10.2: operands x and y (an AllocateBuffer), one result, y's, aliased to it;
+    # the kernel takes the core index, both operands' refs and the result's, unpipelined
+    text = _lowered(copy_through_refs(space, False), X)
     (cfg,) = configs(copy_through_refs(space, False), X)
+    assert text.count("\"AllocateBuffer\"") == 1 and "broadcast_in_dim" not in text
+    assert text.count("stablehlo.output_operand_alias") == 1
+    assert ("output_tuple_indices = [], operand_index = 1, operand_tuple_indices = []"
+            in text)
     want = None if color is None else [{"operand_index": 0, "color": color},
                                        {"operand_index": 1, "color": color}]
     assert cfg.get("input_memory_space_colors") == want
-    assert "dimension_semantics = [#tpu.dimension_semantics<parallel>]" in cfg["module"]
+    out = {pltpu.VMEM: [{"color": 1}], pltpu.SMEM: [{"color": 4}], pltpu.HBM: [{"color": 0}]}
+    assert cfg.get("output_memory_space_colors") == out.get(space)
+    sig = _signature(cfg["module"])
+    assert sig.count("memref<8x128xf32") == 3 and "%arg4" not in sig
+    assert f"window_params = [{window}, {window}, {window}]" in sig
+    assert "dimension_semantics = [#tpu.dimension_semantics<parallel>]" in sig
+    assert "iteration_bounds = array<i64: 1>" in sig and "@transform_" not in cfg["module"]
+
+
+def smem_then_dma(interpret):
+    kernel = pl.core_map(mesh=MESH, interpret=interpret)
+
+    def f():
+        y_ref = pl.empty_ref_like(pltpu.SMEM((8,), jnp.int32))
+        out_ref = pl.empty_ref_like(pltpu.HBM((8,), jnp.int32))
+        sem = pl.empty_ref_like(pltpu.SemaphoreType.DMA(()))
+
+        @kernel
+        def _():
+            for i in range(8):
+                y_ref[i] = i
+
+        @kernel
+        def _():
+            pltpu.make_async_copy(y_ref, out_ref, sem).start()
+        return out_ref[...]
+    return f
+
+
+@needs_mosaic
+def test_core_map_operands_in_first_use_order_results_only_the_written():
+    first, dma = configs(smem_then_dma(False))
+    # the first kernel writes its one operand; the second reads y (SMEM) and writes the
+    # HBM output and the semaphore: its results are those two, coloured HBM and semaphore
+    assert first["output_memory_space_colors"] == [{"color": 4}]
+    assert dma["output_memory_space_colors"] == [{"color": 0, "shape_index": [0]},
+                                                 {"color": 2, "shape_index": [1]}]
+    assert dma["input_memory_space_colors"] == [{"operand_index": 1, "color": 0}]
+    sig = _signature(dma["module"])
+    assert ("%arg1: memref<8xi32, #tpu.memory_space<smem>>, "
+            "%arg2: memref<8xi32, #tpu.memory_space<hbm>>, "
+            "%arg3: memref<!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>, "
+            "%arg4: memref<8xi32, #tpu.memory_space<hbm>>, "
+            "%arg5: memref<!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>") in sig
+    assert "window_params = [{transform_indices = #map}, {}, {}, {}, {}]" in sig
+    text = _lowered(smem_then_dma(False))
+    assert text.count("\"AllocateBuffer\"") == 3 and "stablehlo.constant" not in text
+    aliases = "output_tuple_indices = [0], operand_index = 1, operand_tuple_indices = []>, " \
+              "#stablehlo.output_operand_alias<output_tuple_indices = [1], operand_index = 2"
+    assert aliases in text
+    np.testing.assert_array_equal(plax.jit(smem_then_dma(True))(), np.arange(8))
+
+
+@needs_mosaic
+@pytest.mark.parametrize("space, color", [
+    (pltpu.HBM, 0), (pltpu.VMEM, 1), (pltpu.SMEM, 4), (pltpu.SEMAPHORE, 2)])
+def test_kernel_lowers_without_aliases(space, color):
+    # pl.kernel is JAX's mpmd_map: the inputs as operands, fresh results, nothing aliased
+    f = pl.kernel(_copy, out_type=space((8, 128), jnp.int32), mesh=MESH)
+    xi = X.astype(np.int32)
+    text = _lowered(f, xi)
+    (cfg,) = configs(f, xi)
+    assert "output_operand_alias" not in text and "AllocateBuffer" not in text
+    assert cfg["output_memory_space_colors"] == [{"color": color}]
+    assert "input_memory_space_colors" not in cfg
+    window = "{}" if space in (pltpu.HBM, pltpu.SEMAPHORE) else "{transform_indices = #map}"
+    assert f"window_params = [{{}}, {window}]" in _signature(cfg["module"])
+
+
+def test_core_map_refuses_dimension_semantics():
+    with pytest.raises(ValueError, match="dimension_semantics must be None for TensorCoreMesh"):
+        pl.core_map(MESH, compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel",)))
 
 
 def test_with_memory_space_constraint_types_the_value():

@@ -470,12 +470,21 @@ def _empty_lowering(ctx, *, shape, dtype, out_sharding):
     return ctx.broadcast(ctx.constant(np.zeros((), aval.dtype), scalar), scalar, aval, ())
 
 
+def _empty_tpu_lowering(ctx, *, shape, dtype, out_sharding):
+    # (a buffer XLA leaves unwritten, as JAX asks for one on a TPU)
+    if not all(type(d) is int for d in shape):
+        return _empty_lowering(ctx, shape=shape, dtype=dtype, out_sharding=out_sharding)
+    return ctx.op("stablehlo.custom_call", [], [], ctx.avals_out,
+                  props='call_target_name = "AllocateBuffer"')
+
+
 def _empty_batch(axis_data, vals, dims, *, shape, dtype, out_sharding):
     return empty_p.bind(shape=(axis_data.size,) + shape, dtype=dtype, out_sharding=None), 0
 
 
 abstract_eval_rules[empty_p] = _empty_abstract
 register_lowering(empty_p, _empty_lowering)
+register_lowering(empty_p, _empty_tpu_lowering, platform="tpu")
 defzero(empty_p)
 batch_rules[empty_p] = _empty_batch
 out_sharding_params[empty_p] = "out_sharding"

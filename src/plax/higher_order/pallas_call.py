@@ -149,6 +149,10 @@ class GridMapping:
     # per output, the memory space its ``out_shape`` asked for (``pltpu.VMEM(shape, dtype)``,
     # a semaphore type...), or None: the compiled call places the result there
     out_memory_spaces: tuple = ()
+    # a mesh kernel (``pl.core_map``, ``pl.kernel``; JAX's ``mpmd_map``): whole references,
+    # no pipelining, and the kernel works on an aliased output through its input's
+    # reference (one buffer on a TPU; interpret mode returns the input's final value)
+    unpipelined: bool = False
 
     def __repr__(self):
         return (f"GridMapping(grid={self.grid}, block_mappings={self.block_mappings}, "
@@ -268,6 +272,8 @@ def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_)
     elif steps > 1:
         arrays, scratch = fori_loop(np.int32(0), np.int32(steps), step, (arrays, scratch))
     results = arrays[gm.num_inputs:]
+    if gm.unpipelined:
+        results = [arrays[by_output[k]] if k in by_output else x for k, x in enumerate(results)]
     return [_unpad(x, bm) for x, bm in zip(results, mappings[gm.num_inputs:])]
 
 

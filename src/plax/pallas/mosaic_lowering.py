@@ -10,7 +10,10 @@ attributes tell Mosaic how to run it: ``iteration_bounds`` (the grid),
 ``scratch_operands`` (how many), ``window_params`` (per block: its shape,
 ``window_bounds``, and ``transform_indices``, the function ``@transform_<k>`` computing its
 block indices from the grid indices and the prefetch memrefs: the BlockSpec's index map),
-and ``tpu.core_type``. Mosaic pipelines the blocks between HBM and VMEM itself.
+and ``tpu.core_type``. Mosaic pipelines the blocks between HBM and VMEM itself. A mesh
+kernel (``GridMapping.unpipelined``: ``pl.core_map``, ``pl.kernel``) has JAX's trivial
+windows instead: ``{}`` in ANY, HBM and semaphore memory, else only a ``transform_indices``
+affine map to block 0, and no transform functions.
 
 Ops are written in MLIR's generic form. A rule receives ``MosaicContext`` and its operands:
 ``Value`` (an SSA value: a scalar, or a vector for a shaped array), ``RefValue`` (a memref)
@@ -455,6 +458,12 @@ def _func(name: str, args, result_types, body: list, attrs: str = "") -> str:
     return head + " {\n" + "\n".join(body) + "\n  }"
 
 
+def _zero_map(ngrid: int, rank: int) -> str:
+    """The affine map from the grid indices to the block index 0 of every dimension."""
+    dims = ", ".join(f"d{i}" for i in range(ngrid))
+    return f"affine_map<({dims}) -> ({', '.join(['0'] * rank)})>"
+
+
 def _trivial_window(bm) -> bool:
     """Whether the block is the whole array at block index 0 (JAX's test)."""
     if tuple(bm.sizes) != tuple(bm.array_aval.shape):
@@ -654,6 +663,10 @@ def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None,
         windows = []
         for k, bm in enumerate(block_maps):
             space = refs[npre + k].space
+            if gm.unpipelined:  # (JAX's trivial windows of a mesh kernel's whole refs)
+                windows.append("{}" if space in ("any", "hbm", "semaphore_mem") else
+                               "{transform_indices = " + _zero_map(ngrid, len(bm.sizes)) + "}")
+                continue
             if space in ("any", "hbm", "semaphore_mem"):
                 if not _trivial_window(bm):
                     raise LoweringException(

@@ -292,11 +292,12 @@ def _hoist_captured_refs(jaxpr, refs, gm: GridMapping, aliases, pre):
 def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block_spec,
                 out_specs=no_block_spec, scratch_shapes=(), input_output_aliases={},  # noqa: B006
                 debug=False, interpret=False, name=None, compiler_params=None,
-                cost_estimate=None, metadata=None):
+                cost_estimate=None, metadata=None, _unpipelined=False):
     """``kernel`` (a function of references: inputs, outputs, scratch buffers, each one
     block) run once per point of ``grid``, as a function of the inputs returning arrays
     shaped as ``out_shape``: compiled by Mosaic on a TPU, or run as a loop of lax ops with
-    ``interpret=True`` on any backend."""
+    ``interpret=True`` on any backend. (``_unpipelined``: a mesh kernel, see
+    ``GridMapping.unpipelined``; ``pl.core_map`` and ``pl.kernel`` ask for it.)"""
     del metadata
     num_prefetch, prefetch_space = 0, None
     if grid_spec is not None:
@@ -343,7 +344,7 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
             aliases = checked_aliases(input_output_aliases, in_avals, out_avals, indexed=True)
             gm = GridMapping(grid, mappings, len(in_avals), len(out_avals), tuple(
                 a.inner_aval for a in scratch), n_pre, grid_names, len(dynamic_sizes),
-                out_memory_spaces=out_spaces)
+                out_memory_spaces=out_spaces, unpipelined=_unpipelined)
             # a named grid's axes are bound while the kernel is traced (lax.axis_size)
             named = [(n, g) for n, g in zip(grid_names or (), grid) if g is not None]
             with extend_axis_env(named):

@@ -3,14 +3,18 @@
 ``core_map(mesh)(f)`` runs ``f`` (no arguments, no results) on every core of ``mesh`` (a
 ``TensorCoreMesh`` from ``pltpu.create_tensorcore_mesh``: the TensorCores of a device, one
 on a v5e); ``f`` reads and writes the reference boxes (``plax.new_ref``) it closes over, and
-``lax.axis_index(axis_name)`` is the core's index. It is a ``pallas_call`` over the grid
-``((axis_name, num_cores),)`` whose operands are the values of those references, each a
-whole block in the reference's memory space (the mesh's default, ANY, for a reference that
-names none), aliased to a result of the same type that is written back into the box: while
-``f`` is traced each box stands for the kernel's reference of that result
-(``Ref._kernel_view``). On a TPU it compiles with Mosaic as any ``pallas_call``; in
-interpret mode it runs as one. ``pl.kernel(body, out_type, mesh=...)`` is the functional
-form: ``body`` receives references to the inputs, then to fresh outputs of ``out_type``.
+``lax.axis_index(axis_name)`` is the core's index. As JAX discharges it, it is one mesh
+kernel (a ``pallas_call`` over the grid ``((axis_name, num_cores),)`` with
+``GridMapping.unpipelined``): its operands are the values of the references the body uses
+(in the order it first uses them), each whole in the reference's memory space (the mesh's
+default, ANY, for one that names none; another space types the operand with
+``with_memory_space_constraint``, so the compiled call places it there); its results are
+those the body writes, each aliased to its operand and written back into the box. While
+``f`` is traced each box stands for the kernel's reference of its operand
+(``Ref._kernel_view``); the body is traced once more first to find which it uses and
+writes. ``pl.kernel(body, out_type, mesh=...)`` is the functional form (JAX's ``mpmd_map``):
+one mesh kernel whose operands are the inputs and whose results are fresh outputs of
+``out_type``, not aliased; ``body`` receives references to both, then the scratch buffers.
 
 The references a body closes over are found in its closure (and the closures of the
 functions it closes over, and the lists, tuples and dicts it closes over).
@@ -24,8 +28,16 @@ import numpy as np
 
 from plax import tree_util
 from plax.core.avals import ShapedArray
+from plax.core.effects import AccumEffect, WriteEffect
+from plax.core.jaxpr import Var
+from plax.core.refs import AbstractRef
+from plax.core.staging import trace_to_jaxpr
+from plax.core.trace import Tracer, extend_axis_env, get_aval
+from plax.experimental.pallas.call import _INDEX, _scratch_aval, pallas_call
 from plax.experimental.pallas.core import ANY, BlockSpec, MemoryRef
 from plax.higher_order import ref_effects
+from plax.higher_order.pallas_call import kernel_grid
+from plax.pallas.memory_space import memory_space_of, with_memory_space_constraint_p
 from plax.ref import Ref, empty_ref, new_ref
 
 __all__ = ["TensorCore", "TensorCoreMesh", "create_tensorcore_mesh", "core_map", "kernel"]
@@ -111,6 +123,37 @@ def _closed_refs(f) -> list:
     return found
 
 
+def _ref_uses(f, refs, avals, mesh, scratch, named: bool):
+    """The positions in ``refs`` of those the body reads or writes, in the order it first
+    uses them (JAX's order of a core_map's operands), and the set of those it writes."""
+    grid = list(mesh.devices.shape)
+
+    def body(*xs):
+        indices, kernel_refs = xs[:len(grid)], xs[len(grid):]
+        ins, extra = kernel_refs[:len(refs)], kernel_refs[len(refs):]
+        with kernel_grid(grid, indices), ref_effects.bound(refs, list(ins)):
+            if named:
+                f(**dict(zip(scratch.keys(), extra)))
+            else:
+                f(*extra)
+        return []
+    extra = [_scratch_aval(s) for s in (scratch.values() if named else scratch)]
+    with extend_axis_env(list(zip(mesh.axis_names, grid))):
+        jaxpr, _ = trace_to_jaxpr(body, [_INDEX] * len(grid) + avals + extra,
+                                  description="core_map kernel")
+    ref_vars = jaxpr.invars[len(grid):len(grid) + len(refs)]
+    where = {v: k for k, v in enumerate(ref_vars)}
+    order = []
+    for eqn in jaxpr.eqns:
+        for v in eqn.invars:
+            k = where.get(v) if isinstance(v, Var) else None
+            if k is not None and k not in order:
+                order.append(k)
+    written = {where[e.input] for e in jaxpr.effects
+               if isinstance(e, (WriteEffect, AccumEffect)) and e.input in where}
+    return order, written
+
+
 def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False,
              cost_estimate=None, name: str | None = None, metadata=None, scratch_shapes=()):
     """Decorator: run the function (no arguments, no results; it updates the references it
@@ -118,52 +161,72 @@ def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False
     if not isinstance(mesh, TensorCoreMesh):
         raise NotImplementedError(f"core_map: plax runs kernels over a TensorCoreMesh "
                                   f"(pltpu.create_tensorcore_mesh) only, got {mesh!r}.")
-    from plax.experimental.pallas.call import pallas_call
+    params = _checked_params(compiler_params, mesh)
 
     def wrapped(f):
-        refs = _closed_refs(f)
+        named = isinstance(scratch_shapes, dict)
+        found = _closed_refs(f)
+        spaces = [r._memory_space or mesh.default_memory_space for r in found]
+        _check_vmem(mesh, spaces)
+        avals = [AbstractRef(ShapedArray(r.shape, r.dtype), memory_space=s)
+                 for r, s in zip(found, spaces)]
+        order, written = _ref_uses(f, found, avals, mesh, scratch_shapes, named)
+        refs = [found[k] for k in order]
+        spaces = [spaces[k] for k in order]
+        outs = [i for i, k in enumerate(order) if k in written]
+        n, default = len(refs), mesh.default_memory_space
         values = [ref_effects.read(r) for r in refs]
-        spaces = [r._memory_space or mesh.default_memory_space for r in refs]
+        # (JAX's discharge: an operand in a memory space other than the mesh's is typed so,
+        # which the compiled call reads as where XLA should place it)
+        values = [with_memory_space_constraint_p.bind(v, memory_space=s)
+                  if s is not default and isinstance(v, Tracer) else v
+                  for v, s in zip(values, spaces)]
         types = [MemoryRef(ShapedArray(r.shape, r.dtype), s) for r, s in zip(refs, spaces)]
-        specs = tuple(BlockSpec(memory_space=s) for s in spaces)
-        n, named = len(refs), isinstance(scratch_shapes, dict)
+        specs = [BlockSpec(memory_space=s) for s in spaces]
 
         def body(*kernel_refs):
-            outs, scratch = kernel_refs[n:2 * n], kernel_refs[2 * n:]
-            with ref_effects.bound(refs, list(outs)):
-                returned = (f(**scratch_shapes_as(scratch)) if named else f(*scratch))
+            ins, scratch = kernel_refs[:n], kernel_refs[n + len(outs):]
+            with ref_effects.bound(refs, list(ins)):
+                returned = (f(**dict(zip(scratch_shapes.keys(), scratch))) if named
+                            else f(*scratch))
             if returned is not None:
                 raise ValueError(f"The kernel function in core_map {f.__name__} should return "
                                  f"None. It returns a PyTree: "
                                  f"{tree_util.tree_structure(returned)}.")
 
-        def scratch_shapes_as(scratch):
-            return dict(zip(scratch_shapes.keys(), scratch))
-
-        scratch = list(scratch_shapes.values()) if named else list(scratch_shapes)
         call = pallas_call(
-            body, out_shape=tuple(types), grid=tuple(zip(mesh.axis_names, mesh.devices.shape)),
-            in_specs=specs, out_specs=specs, scratch_shapes=scratch,
-            input_output_aliases={k: k for k in range(n)},
-            compiler_params=_parallel(compiler_params, len(mesh.axis_names)),
+            body, out_shape=tuple(types[i] for i in outs),
+            grid=tuple(zip(mesh.axis_names, mesh.devices.shape)), in_specs=tuple(specs),
+            out_specs=tuple(specs[i] for i in outs), scratch_shapes=scratch_shapes,
+            input_output_aliases={i: k for k, i in enumerate(outs)}, compiler_params=params,
             interpret=interpret, debug=debug, cost_estimate=cost_estimate,
-            name=name or getattr(f, "__name__", "core_map"))
+            name=name or getattr(f, "__name__", "core_map"), _unpipelined=True)
         results = call(*values)
-        for r, v in zip(refs, results):
-            ref_effects.write(r, v)
+        for i, v in zip(outs, results):
+            ref_effects.write(refs[i], v)
     return wrapped
 
 
-def _parallel(compiler_params, n_axes: int):
-    """``compiler_params`` with the mesh's axes parallel (JAX's semantics of a
-    TensorCoreMesh) unless they name other dimension semantics."""
+def _check_vmem(mesh, spaces) -> None:
+    from plax.experimental.pallas.tpu import VMEM
+    if mesh.devices.size > 1 and any(s is VMEM for s in spaces):
+        raise NotImplementedError("TensorCoreMesh does not support VMEM inputs/outputs when "
+                                  "there are >1 cores. Use HBM or ANY instead.")
+
+
+def _checked_params(compiler_params, mesh):
+    """``compiler_params`` (a pltpu.CompilerParams naming no dimension semantics) with the
+    mesh's axes parallel (JAX's semantics of a TensorCoreMesh)."""
     from plax.experimental.pallas.tpu import PARALLEL, CompilerParams
-    if compiler_params is None:
-        return CompilerParams(dimension_semantics=(PARALLEL,) * n_axes)
-    if (isinstance(compiler_params, CompilerParams)
-            and compiler_params.dimension_semantics is None):
-        return dataclasses.replace(compiler_params, dimension_semantics=(PARALLEL,) * n_axes)
-    return compiler_params
+    if compiler_params and not isinstance(compiler_params, CompilerParams):
+        raise ValueError("compiler_params must be a pltpu.CompilerParams")
+    compiler_params = compiler_params or CompilerParams()
+    if len(mesh.axis_names) > 1:
+        raise NotImplementedError("Mesh must be 1D")
+    if compiler_params.dimension_semantics is not None:
+        raise ValueError("dimension_semantics must be None for TensorCoreMesh")
+    return dataclasses.replace(compiler_params,
+                               dimension_semantics=(PARALLEL,) * len(mesh.axis_names))
 
 
 def kernel(body=None, out_type=(), *, mesh, scratch_types=(), compiler_params=None,
@@ -182,19 +245,41 @@ def kernel(body=None, out_type=(), *, mesh, scratch_types=(), compiler_params=No
         raise NotImplementedError("pl.kernel: plax runs one body on one mesh (no MPMD).")
 
     def run(*args):
-        leaves, in_tree = tree_util.tree_flatten(args)
-        in_refs = [x if type(x) is Ref else new_ref(x) for x in leaves]
-        out_leaves, out_tree = tree_util.tree_flatten(out_type)
-        out_refs = [empty_ref(t, getattr(t, "memory_space", None)) for t in out_leaves]
-
-        outs_tree = tree_util.tree_unflatten(out_tree, out_refs)
-        spread = list(outs_tree) if isinstance(out_type, (tuple, list)) else [outs_tree]
-
-        def stateful(*scratch, **named):
-            body(*tree_util.tree_unflatten(in_tree, in_refs), *spread, *scratch, **named)
-        core_map(mesh, compiler_params=compiler_params, interpret=interpret, debug=debug,
-                 cost_estimate=cost_estimate, name=name or getattr(body, "__name__", None),
-                 scratch_shapes=scratch_types)(stateful)
-        outs = [r[...] for r in out_refs]
-        return tree_util.tree_unflatten(out_tree, outs)
+        leaves = tree_util.tree_leaves(args)
+        if any(type(x) is Ref for x in leaves):  # (references: updated in place)
+            return _kernel_on_refs(body, out_type, mesh, scratch_types, args, compiler_params,
+                                   interpret, debug, cost_estimate, name)
+        default = mesh.default_memory_space
+        in_specs = tree_util.tree_map(
+            lambda x: BlockSpec(memory_space=memory_space_of(get_aval(x)) or default), args)
+        sequence = isinstance(out_type, (tuple, list))
+        out_shape = tuple(out_type) if sequence else out_type
+        out_specs = tree_util.tree_map(
+            lambda t: BlockSpec(memory_space=getattr(t, "memory_space", None) or default),
+            out_shape)
+        return pallas_call(
+            body, out_shape=out_shape, grid=tuple(zip(mesh.axis_names, mesh.devices.shape)),
+            in_specs=tuple(in_specs), out_specs=out_specs, scratch_shapes=scratch_types,
+            compiler_params=_checked_params(compiler_params, mesh), interpret=interpret,
+            debug=debug, cost_estimate=cost_estimate,
+            name=name or getattr(body, "__name__", None), _unpipelined=True)(*args)
     return run
+
+
+def _kernel_on_refs(body, out_type, mesh, scratch_types, args, compiler_params, interpret,
+                    debug, cost_estimate, name):
+    """``pl.kernel`` on arguments among which are references: a ``core_map`` over them and
+    fresh references for the outputs."""
+    leaves, in_tree = tree_util.tree_flatten(args)
+    in_refs = [x if type(x) is Ref else new_ref(x) for x in leaves]
+    out_leaves, out_tree = tree_util.tree_flatten(out_type)
+    out_refs = [empty_ref(t, getattr(t, "memory_space", None)) for t in out_leaves]
+    outs_tree = tree_util.tree_unflatten(out_tree, out_refs)
+    spread = list(outs_tree) if isinstance(out_type, (tuple, list)) else [outs_tree]
+
+    def stateful(*scratch, **named):
+        body(*tree_util.tree_unflatten(in_tree, in_refs), *spread, *scratch, **named)
+    core_map(mesh, compiler_params=compiler_params, interpret=interpret, debug=debug,
+             cost_estimate=cost_estimate, name=name or getattr(body, "__name__", None),
+             scratch_shapes=scratch_types)(stateful)
+    return tree_util.tree_unflatten(out_tree, [r[...] for r in out_refs])

@@ -89,7 +89,7 @@ def empty_ref_like(x):
     else:
         raise ValueError(f"empty_ref_like does not support {type(x)}")
     if is_semaphore_dtype(x.dtype):
-        return new_ref(as_semaphores(np.zeros(x.shape, np.int32), x.dtype), memory_space=space)
+        return new_ref(as_semaphores(empty(x.shape, np.int32), x.dtype), memory_space=space)
     return new_ref(empty_like(x), memory_space=space)
 
 
