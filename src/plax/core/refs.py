@@ -10,7 +10,8 @@ A reference is read or written through a chain of *transforms*, each a view of t
 before it: ``NDIndexer`` (an index of ``Slice``s, integers and integer arrays, NumPy's
 rules), ``RefReshaper`` (a reshape) and ``RefBitcaster`` (the bits as another dtype, TPU's
 layout: the second-minor axis scales by the ratio of the widths). ``transformed_aval`` gives
-the type seen at the end.
+the type seen at the end. ``RefSelector(idx)`` is the one transform of a view over several
+references (``pl.select_ref``): the one ``idx`` picks at run time, for DMA operands only.
 Transforms are pytrees whose leaves are the dynamic parts of an index (integers, index
 arrays, slice starts); the state primitives take those leaves as operands.
 """
@@ -27,7 +28,8 @@ from plax.core.symbolic_shapes import (DimExpr, checked_symbolic_shape, clamped_
 from plax.core.trace import Tracer
 from plax.core.tree_core import register_pytree_node
 
-__all__ = ["AbstractRef", "NDIndexer", "RefBitcaster", "RefReshaper", "Slice", "shaped_array_ref",
+__all__ = ["AbstractRef", "NDIndexer", "RefBitcaster", "RefReshaper", "RefSelector", "Slice",
+           "shaped_array_ref",
            "transformed_aval", "uninitialized"]
 
 # How plax.ref's boxes are made, read and written (plax.ref installs them; core sits below).
@@ -387,6 +389,22 @@ class RefBitcaster:
 
 register_pytree_node(RefBitcaster, lambda r: ((), (r.dtype, r.shape)),
                      lambda aux, kids: RefBitcaster(*aux))
+
+
+class RefSelector:
+    """The view of one of several references, the one a run-time scalar ``idx`` picks (the
+    first for 0, ..., the last for any index past the others): ``pl.select_ref``."""
+
+    __slots__ = ("idx",)
+
+    def __init__(self, idx):
+        self.idx = idx
+
+    def __repr__(self):
+        return f"RefSelector(idx={self.idx!r})"
+
+
+register_pytree_node(RefSelector, lambda r: ((r.idx,), None), lambda aux, kids: RefSelector(*kids))
 
 
 def transformed_aval(inner_aval, transforms):

@@ -60,7 +60,19 @@ class TransformedRef:
         self.ref, self.transforms = ref, tuple(transforms)
 
     @property
+    def multiref(self) -> bool:
+        """Whether this views one of several references (``ref`` their tuple, the one
+        transform a ``RefSelector``: ``pl.select_ref``)."""
+        return type(self.ref) is tuple
+
+    @property
     def aval(self):
+        if self.multiref:
+            avals = [_ref_aval(r, "select_ref") for r in self.ref]
+            if any(a != avals[0] for a in avals[1:]):
+                raise TypeError("Cannot select from Refs of different types: "
+                                f"{[a.str_short() for a in avals]}")
+            return avals[0]
         return AbstractRef(transformed_aval(_inner_aval(self.ref), self.transforms))
 
     shape = property(lambda self: self.aval.shape)
@@ -125,13 +137,15 @@ def bitcast_ref(ref, dtype) -> TransformedRef:
 
 
 def _split(ref):
-    if type(ref) is TransformedRef:
+    # (a view of several references stays whole: the views of it go after its selection)
+    if type(ref) is TransformedRef and not ref.multiref:
         return ref.ref, ref.transforms
     return ref, ()
 
 
 def _ref_aval(ref, what: str):
-    aval = ref.aval if hasattr(type(ref), "_transformed_get") else get_aval(ref)
+    aval = (ref.aval if hasattr(type(ref), "_transformed_get") or type(ref) is TransformedRef
+            else get_aval(ref))
     if not isinstance(aval, AbstractRef):
         raise ValueError(f"`{what}` takes a mutable array reference (a Ref), got a value of "
                          f"type {aval.str_short() if hasattr(aval, 'str_short') else aval}.")
@@ -158,6 +172,9 @@ def _indexer(idx, view) -> NDIndexer:
 
 def _transforms(ref, idx, what: str):
     ref, transforms = _split(ref)
+    if type(ref) is TransformedRef:
+        raise NotImplementedError(f"ref_{what} with multi-ref TransformedRef is not supported "
+                                  "(a pl.select_ref view is a DMA operand only).")
     view = transformed_aval(_ref_aval(ref, what).inner_aval, transforms)
     return ref, transforms + (_indexer(idx, view),), view
 

@@ -19,6 +19,8 @@ lowers ``run_scoped``): the pipeline's steps do not overlap their copies.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from plax.core.avals import ShapedArray
@@ -130,45 +132,86 @@ def _logical_device(ctx, device_id, device_id_type, what: str) -> Value:
 
 
 # --- DMAs -----------------------------------------------------------------------------------
-def _dma_refs(ctx, args, trees, device_id_tree):
-    ops = dma.DMAOperands.split(args, trees, device_id_tree)
+def _dma_refs(ctx, ops):
     sem, dst, src = (ref_view(ctx, *group) for group in (ops.dst_sem, ops.dst, ops.src))
-    return src, dst, sem, ops  # (views made in JAX's order: the semaphore's first)
+    return src, dst, sem  # (views made in JAX's order: the semaphore's first)
+
+
+def _choosing(ctx, ops, emit) -> None:
+    """``emit(ops)`` with each ``pl.select_ref`` operand (in the order src, dst, semaphores)
+    resolved as JAX lowers it: ``scf.if`` on ``idx == 0`` over the first option, else on
+    ``idx - 1`` over the others (the last for any index past them)."""
+    for name in ("src", "dst", "dst_sem", "src_sem"):
+        group = getattr(ops, name)
+        if type(group) is dma.Selected:
+            _select(ctx, ops, name, _i32(ctx, group.idx), group.options, emit)
+            return
+    emit(ops)
+
+
+def _select(ctx, ops, name, idx, options, emit) -> None:
+    def region(build):
+        def body(_):
+            build()
+            ctx.fn.op("scf.yield", [], [])
+        return ctx.fn.region([], body)
+
+    def first():
+        _choosing(ctx, dataclasses.replace(ops, **{name: options[0]}), emit)
+
+    def rest():
+        if len(options) > 2:
+            one = ctx.constant(1, _I32)
+            _select(ctx, ops, name, ctx.op1("arith.subi", [idx, one], _I32), options[1:], emit)
+        else:
+            _choosing(ctx, dataclasses.replace(ops, **{name: options[1]}), emit)
+
+    pred = ctx.op1("arith.cmpi", [idx, ctx.constant(0, _I32)],
+                   ShapedArray((), np.dtype(np.bool_)), "predicate = 0 : i64")
+    ctx.fn.op("scf.if", [pred], [], regions=[region(first), region(rest)])
 
 
 def _dma_start(ctx, *args, trees, device_id_tree, device_id_type, priority, add):
     if add:
         raise ctx.error("DMA with add=True is not supported.")
-    src, dst, sem, ops = _dma_refs(ctx, args, trees, device_id_tree)
-    if np.dtype(src.dtype) == np.bool_:
-        raise ctx.error("DMAs with bool dtypes are not supported.")
+    ops = dma.DMAOperands.split(args, trees, device_id_tree)
     attrs = f"priority = {int(priority)} : i32, strict_ordering = false"
-    if ops.device_id is None:
-        ctx.fn.op("tpu.enqueue_dma", [src, dst, sem], [],
-                  f"{_segments(1, 0, 1, 1, 0, 0, 0)}, {attrs}")
-        return []
-    send_sem = ref_view(ctx, *ops.src_sem)
-    device = _logical_device(ctx, ops.device_id, device_id_type,
-                             "A remote DMA (make_async_remote_copy)")
-    ctx.fn.op("tpu.enqueue_dma", [src, send_sem, dst, sem, device], [],
-              f"{_segments(1, 1, 1, 1, 1, 0, 0)}, {attrs}")
+
+    def emit(ops):
+        src, dst, sem = _dma_refs(ctx, ops)
+        if np.dtype(src.dtype) == np.bool_:
+            raise ctx.error("DMAs with bool dtypes are not supported.")
+        if ops.device_id is None:
+            ctx.fn.op("tpu.enqueue_dma", [src, dst, sem], [],
+                      f"{_segments(1, 0, 1, 1, 0, 0, 0)}, {attrs}")
+            return
+        send_sem = ref_view(ctx, *ops.src_sem)
+        device = _logical_device(ctx, ops.device_id, device_id_type,
+                                 "A remote DMA (make_async_remote_copy)")
+        ctx.fn.op("tpu.enqueue_dma", [src, send_sem, dst, sem, device], [],
+                  f"{_segments(1, 1, 1, 1, 1, 0, 0)}, {attrs}")
+    _choosing(ctx, ops, emit)
     return []
 
 
 def _dma_wait(ctx, *args, trees, device_id_tree, device_id_type, send=False):
-    src, dst, sem, ops = _dma_refs(ctx, args, trees, device_id_tree)
-    if send:  # (a remote copy's send: JAX names this device, core 0)
-        zero = ctx.constant(0, _I32)
-        ctx.fn.op("tpu.wait_dma2", [sem, src, dst, zero, zero], [],
-                  f"{_segments(1, 1, 1, 1, 1)}, strict_ordering = false")
-    elif ops.device_id is not None:
-        device = _logical_device(ctx, ops.device_id, device_id_type,
-                                 "A remote DMA (make_async_remote_copy)")
-        ctx.fn.op("tpu.wait_dma2", [sem, src, dst, device], [],
-                  f"{_segments(1, 1, 1, 1, 0)}, strict_ordering = false")
-    else:
-        ctx.fn.op("tpu.wait_dma2", [sem, src, dst], [],
-                  f"{_segments(1, 1, 1, 0, 0)}, strict_ordering = false")
+    ops = dma.DMAOperands.split(args, trees, device_id_tree)
+
+    def emit(ops):
+        src, dst, sem = _dma_refs(ctx, ops)
+        if send:  # (a remote copy's send: JAX names this device, core 0)
+            zero = ctx.constant(0, _I32)
+            ctx.fn.op("tpu.wait_dma2", [sem, src, dst, zero, zero], [],
+                      f"{_segments(1, 1, 1, 1, 1)}, strict_ordering = false")
+        elif ops.device_id is not None:
+            device = _logical_device(ctx, ops.device_id, device_id_type,
+                                     "A remote DMA (make_async_remote_copy)")
+            ctx.fn.op("tpu.wait_dma2", [sem, src, dst, device], [],
+                      f"{_segments(1, 1, 1, 1, 0)}, strict_ordering = false")
+        else:
+            ctx.fn.op("tpu.wait_dma2", [sem, src, dst], [],
+                      f"{_segments(1, 1, 1, 0, 0)}, strict_ordering = false")
+    _choosing(ctx, ops, emit)
     return []
 
 

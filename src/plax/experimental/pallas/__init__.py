@@ -22,8 +22,8 @@ from plax.experimental.pallas.cost_estimate import estimate_cost
 from plax.experimental.pallas.helpers import (align_to, broadcast_to, debug_check, debug_print,
                                               empty, empty_like, empty_ref_like,
                                               enable_debug_checks, loop, lower_as_mlir,
-                                              reciprocal, run_scoped, strides_from_shape,
-                                              with_scoped)
+                                              reciprocal, run_scoped, select_ref,
+                                              strides_from_shape, with_scoped)
 from plax.higher_order.cond import cond
 from plax.higher_order.pallas_call import num_programs, pallas_call_p, program_id
 from plax.higher_order.run_state import run_state
@@ -41,7 +41,8 @@ __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "
            "run_state", "next_power_of_2", "BlockDim", "BoundedSlice", "Indirect",
            "RevisitMode", "align_to", "broadcast_to", "debug_check", "debug_print", "empty",
            "empty_like", "empty_ref_like", "enable_debug_checks", "loop", "lower_as_mlir",
-           "reciprocal", "run_scoped", "strides_from_shape", "with_scoped", "estimate_cost",
+           "reciprocal", "run_scoped", "select_ref", "strides_from_shape", "with_scoped",
+           "estimate_cost",
            "DeviceIdType", "semaphore", "semaphore_read", "semaphore_signal", "semaphore_wait",
            "core_map", "kernel"]
 

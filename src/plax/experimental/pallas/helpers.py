@@ -20,7 +20,8 @@ from plax.experimental.pallas.core import MemoryRef, MemorySpace
 from plax.export import export
 from plax.higher_order.loops import fori_loop
 from plax.core.jaxpr import callee_of, eval_jaxpr
-from plax.core.refs import ref_type_aval_mappings
+from plax.core.refs import RefSelector, ref_type_aval_mappings
+from plax.first_order.state import TransformedRef
 from plax.core.staging import trace_to_jaxpr
 from plax.higher_order.pallas_call import scratch_value, uninitialized_value
 from plax.higher_order.run_state import run_state
@@ -30,7 +31,7 @@ from plax.ref import new_ref
 from plax.ref import swap as ref_swap
 
 __all__ = ["loop", "empty", "empty_like", "empty_ref_like", "run_scoped", "with_scoped",
-           "debug_print", "debug_check", "enable_debug_checks", "align_to",
+           "debug_print", "debug_check", "enable_debug_checks", "align_to", "select_ref",
            "strides_from_shape", "broadcast_to", "reciprocal", "lower_as_mlir", "load", "swap",
            "store"]
 
@@ -142,6 +143,17 @@ def run_scoped(f: Callable[..., Any], *types: Any, collective_axes=(), **kw_type
             ref_swap(ref, (), value)
     finals = run_state(body)(scoped + results)
     return tree_util.tree_unflatten(out_tree[0], finals[len(scoped):])
+
+
+def select_ref(idx, *refs):
+    """The reference of ``refs`` (references or views, all of one type) that the run-time
+    scalar ``idx`` picks: an operand of a DMA (``pltpu.async_copy``) only; views of it
+    (``.at``, ``.reshape``) apply to the one picked."""
+    if len(refs) <= 1:
+        raise ValueError("At least two refs are required for pl.select_ref.")
+    view = TransformedRef(tuple(refs), (RefSelector(idx),))
+    view.aval  # (checks that the references have one type)
+    return view
 
 
 def with_scoped(*types: Any, collective_axes=(), **kw_types: Any):
