@@ -122,6 +122,10 @@ def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False
 
     def wrapped(f):
         refs = _closed_refs(f)
+        if not refs:  # (JAX's core_map has nothing to discharge it then)
+            raise ValueError("Attempted to lower core_map without discharging. This can happen "
+                             "if the core_map body does not modify any Refs or have other "
+                             "observable side-effects.")
         values = [ref_effects.read(r) for r in refs]
         spaces = [r._memory_space or mesh.default_memory_space for r in refs]
         types = [MemoryRef(ShapedArray(r.shape, r.dtype), s) for r, s in zip(refs, spaces)]
@@ -147,7 +151,7 @@ def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False
             input_output_aliases={k: k for k in range(n)},
             compiler_params=_parallel(compiler_params, len(mesh.axis_names)),
             interpret=interpret, debug=debug, cost_estimate=cost_estimate,
-            name=name or getattr(f, "__name__", "core_map"))
+            name=name or getattr(f, "__name__", "core_map"), _mesh_kernel=True)
         results = call(*values)
         for r, v in zip(refs, results):
             ref_effects.write(r, v)
