@@ -504,10 +504,19 @@ batch_rules[axis_index_p] = _axis_index_batch
 defzero(axis_index_p)  # an integer: its derivative is zero
 
 
+# Functions of an axis name giving its index where something other than the axis environment
+# binds it (a Pallas kernel's named grid, while it is traced), else None.
+axis_index_resolvers: list = []
+
+
 def axis_index(axis_name):
     """This example's (or device's) position along the named axis, an int32 scalar."""
     names = _as_names(axis_name)
     if len(names) == 1:
+        for resolve in axis_index_resolvers:
+            found = resolve(names[0])
+            if found is not None:
+                return found
         return axis_index_p.bind(axis_name=names[0])
     # Row-major position over several axes.
     out = None

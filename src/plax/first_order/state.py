@@ -734,6 +734,10 @@ class AbstractLinVal:
     def str_short(self, short_dtypes=True, **_):
         return f"LinVal{{{self.inner_aval.str_short(short_dtypes)}}}"
 
+    def mlir_type(self) -> str:
+        """The type of its values in a lowered program: a memref (as JAX's)."""
+        return _memref_type(self)
+
     __repr__ = str_short
 
 
@@ -799,4 +803,8 @@ def _unpin_lowering(ctx, x):
 
 register_lowering(pin_p, _pin_lowering)
 register_lowering(unpin_p, _unpin_lowering)
+# (on a CPU, which has no Pin custom call, a pinned buffer is its value: a plax extension
+# so that a pinned pallas_call runs in interpret mode there)
+register_lowering(pin_p, lambda ctx, x, *, to: x, platform="cpu")
+register_lowering(unpin_p, lambda ctx, x: x, platform="cpu")
 __all__ += ["pin", "unpin", "pin_p", "unpin_p", "AbstractLinVal"]

@@ -37,9 +37,12 @@ from plax.core import dtypes, replication
 from plax.core.effects import no_effects
 from plax.core.jaxpr import ClosedJaxpr, eval_jaxpr
 from plax.core.primitive import Primitive
-from plax.core.rules import (abstract_eval_rules, dce_rules, nested_effect_rules,
-                             param_printers, register_lowering, replication_rules)
-from plax.first_order import arithmetic, conversion, prng, shapes, slicing
+from plax.core.rules import (abstract_eval_rules, body_context_rules, dce_rules,
+                             nested_effect_rules, param_printers, register_lowering,
+                             replication_rules)
+from plax.core.trace import extend_axis_env
+from plax.first_order import arithmetic, collectives, conversion, prng, shapes, slicing
+from plax.first_order.state import AbstractLinVal
 from plax.higher_order.loops import fori_loop
 from plax.higher_order.run_state import discharged_body
 from plax.lowering.inline import lower_fun
@@ -55,18 +58,39 @@ pallas_call_p = Primitive("pallas_call", multiple_results=True)
 _grids: list = []  # (grid, index tracers) of the kernels being traced, innermost last
 
 
+_named_axes: list = []  # per kernel being traced over a named grid: {axis name: index}
+
+
 class kernel_grid:
     """Context of a kernel's tracing: ``program_id(a)`` is ``indices[a]``, ``num_programs(a)``
-    is ``grid[a]``."""
+    is ``grid[a]``; with ``names`` (a named grid's, such as a core_map's mesh axes),
+    ``lax.axis_index(names[a])`` is ``indices[a]`` too."""
 
-    def __init__(self, grid, indices):
+    def __init__(self, grid, indices, names=None):
         self.entry = (tuple(grid), tuple(indices))
+        self.named = dict(zip(names, indices)) if names else None
 
     def __enter__(self):
         _grids.append(self.entry)
+        if self.named:
+            _named_axes.append(self.named)
 
     def __exit__(self, *exc):
         _grids.pop()
+        if self.named:
+            _named_axes.pop()
+
+
+def _grid_axis_index(name):
+    """The index of the kernel being traced along its grid axis ``name`` (None if no kernel
+    being traced has one of that name)."""
+    for named in reversed(_named_axes):
+        if name in named:
+            return named[name]
+    return None
+
+
+collectives.axis_index_resolvers.append(_grid_axis_index)
 
 
 def in_kernel() -> bool:
@@ -278,9 +302,22 @@ def interpret_pallas_call(*args, jaxpr, grid_mapping, input_output_aliases, **_)
 
 
 # --- rules --------------------------------------------------------------------------------
-def _abstract(*avals, grid_mapping, **_):
+def _abstract(*avals, grid_mapping, input_output_aliases=(), **_):
     gm = grid_mapping
-    return [bm.array_aval for bm in gm.block_mappings[gm.num_inputs:]]
+    ins = avals[gm.num_dynamic_grid_bounds:]
+    aliases = dict(input_output_aliases)
+    # a pinned buffer (state.pin) passes through the kernel in place: it must be aliased,
+    # and its output is pinned too
+    missing = {i for i, a in enumerate(ins) if _is_pinned(a)} - set(aliases)
+    if missing:
+        raise ValueError(f"input pinned buffers without input_output_aliases:{missing}")
+    pinned_outs = {o: ins[i] for i, o in aliases.items() if _is_pinned(ins[i])}
+    return [pinned_outs.get(k, bm.array_aval)
+            for k, bm in enumerate(gm.block_mappings[gm.num_inputs:])]
+
+
+def _is_pinned(aval) -> bool:
+    return type(aval) is AbstractLinVal
 
 
 _kernels_lowering = [0]  # kernels being lowered in interpret mode (nested ones counted)
@@ -310,6 +347,9 @@ def _lowering(ctx, *args, interpret, **params):
             f"plax compiles Pallas kernels for TPUs (Mosaic) and, on every backend, in "
             f"interpret mode (pallas_call(..., interpret=True)); lowering to {ctx.platform} "
             "kernels (Triton, Mosaic GPU) is not built.")
+    if any(map(_is_pinned, ctx.avals_in)):  # (interpreted, a pinned buffer is its value)
+        ctx = type(ctx)(ctx.fn, [a.inner_aval if _is_pinned(a) else a for a in ctx.avals_in],
+                        [a.inner_aval if _is_pinned(a) else a for a in ctx.avals_out])
     with lowering_kernel():
         return _lower_interpret(ctx, *args, interpret=interpret, **params)
 
@@ -337,6 +377,10 @@ def _replication(ins, *, grid_mapping, **_):
 
 
 abstract_eval_rules[pallas_call_p] = _abstract
+# (a kernel over a named grid, such as a core_map's, may ask its axes: lax.axis_index)
+body_context_rules[pallas_call_p] = lambda params: extend_axis_env(
+    [(n, g) for n, g in zip(params["grid_mapping"].grid_names or (),
+                            params["grid_mapping"].grid) if g is not None])
 replication_rules[pallas_call_p] = _replication
 register_lowering(pallas_call_p, _lowering)
 param_printers[pallas_call_p] = _print

@@ -73,6 +73,8 @@ def tensor_type(aval: ShapedArray) -> str:
     """The StableHLO type of values of ``aval``: ``tensor<8x4xf32>``, or the token's type."""
     if aval is abstract_token:
         return "!stablehlo.token"
+    if hasattr(aval, "mlir_type"):  # (a type of its own: a pinned buffer's memref)
+        return aval.mlir_type()
     return _tensor_type_of(aval.shape, aval.dtype)
 
 

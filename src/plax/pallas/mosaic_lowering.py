@@ -239,6 +239,8 @@ class KernelFunction:
         # mesh axes the kernel asks its position along (axis_index)
         self.mesh = mesh
         self.used_axes: set = set()
+        # the kernel's named grid axes (a core_map's mesh: its cores), name -> grid index
+        self.grid_axes: dict = {}
         self.lines: list = []
         self.counter = 0
         self.depth = 1
@@ -626,6 +628,7 @@ def kernel_module_text(jaxpr, grid_mapping, name: str, dimension_semantics=None,
     fn = KernelFunction(name, mesh)
     i32 = ShapedArray((), np.dtype(np.int32))
     args: list = [Value(f"%arg{i}", "i32", i32) for i in range(ngrid)]
+    fn.grid_axes = dict(zip(gm.grid_names or (), args))
     bounds = _run_time_bounds(fn, gm, jaxpr, ngrid)
     refs = []
     for k, v in enumerate(ref_vars):

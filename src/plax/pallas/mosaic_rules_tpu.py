@@ -3,7 +3,8 @@
 ``roll`` (``tpu.dynamic_rotate``), ``bitcast`` (``tpu.bitcast``), element packing
 (``tpu.pack_elementwise``, ``tpu.unpack_elementwise``), ``stochastic_round``
 (``tpu.stochastic_convert``), the kernel PRNG (``tpu.prng_set_seed_32``,
-``tpu.prng_random_bits``) and ``touch`` (nothing: an ordering dependency only).
+``tpu.prng_random_bits``), ``trace_value`` (``tpu.trace_value``) and ``touch`` (nothing: an
+ordering dependency only).
 
 A view of a reference (``x_hbm.at[pl.ds(i, 8)]``, ``sem.at[slot]``) handed to a DMA or a
 semaphore op is a memref of its own, as JAX builds it: ``tpu.memref_slice`` at the view's
@@ -29,8 +30,8 @@ from plax.core.rules import mosaic_lowering_rules as rules
 from plax.core.tree_core import tree_flatten, tree_unflatten
 from plax.first_order import collectives, state
 from plax.pallas import dma, semaphores, tpu_ops, tpu_packing, tpu_prng
-from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, element_type, static_int,
-                                         value_type)
+from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, _escape, element_type,
+                                         static_int, value_type)
 from plax.pallas.mosaic_rules_arith import convert
 from plax.pallas.mosaic_rules_refs import _scoped_ref as scoped_ref
 from plax.pallas.mosaic_rules_refs import sliced, viewed
@@ -235,6 +236,13 @@ def _signal(ctx, sem, *rest, tree, device_id_type, device_id_tree, has_core_inde
         ctx.fn.op("tpu.sem_signal", [view, amount], [], _segments(1, 1, 0, 0, 0))
         return []
     device_id = tree_unflatten(device_id_tree, list(rest[n + 1:n + 1 + device_id_tree.num_leaves]))
+    cores = ctx.fn.grid_axes
+    if isinstance(device_id, dict) and device_id and all(a in cores for a in device_id):
+        # another core of the kernel's mesh (JAX's core_id; a TensorCoreMesh has one axis)
+        (core,) = device_id.values()
+        ctx.fn.op("tpu.sem_signal", [view, amount, _i32(ctx, core)], [],
+                  _segments(1, 1, 0, 1, 0))
+        return []
     device = _logical_device(ctx, device_id, device_id_type, "A semaphore signal")
     ctx.fn.op("tpu.sem_signal", [view, amount, device], [], _segments(1, 1, 1, 0, 0))
     return []
@@ -295,6 +303,14 @@ rules[tpu_packing.pack_elementwise_p] = _pack
 rules[tpu_packing.unpack_elementwise_p] = _unpack
 rules[tpu_packing.stochastic_round_p] = _stochastic_round
 rules[tpu_packing.touch_p] = lambda ctx, ref: []
+
+
+def _trace_value(ctx, value, *, label):
+    ctx.fn.op("tpu.trace_value", [ctx.value(value)], [], f'label = "{_escape(label)}"')
+    return []
+
+
+rules[tpu_ops.trace_value_p] = _trace_value
 
 
 # --- the kernel PRNG (the hardware's; the threaded state is not needed here) ----------------

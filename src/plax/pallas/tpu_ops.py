@@ -1,5 +1,6 @@
-"""TPU kernel operations on values: ``roll`` (a lane/sublane rotation) and ``bitcast`` (a
-reinterpretation that packs or unpacks along the second-minor axis).
+"""TPU kernel operations on values: ``roll`` (a lane/sublane rotation), ``bitcast`` (a
+reinterpretation that packs or unpacks along the second-minor axis) and ``trace_value`` (a
+scalar sent to the profiler's trace: ``tpu.trace_value`` on a TPU, nothing elsewhere).
 
 Each is a primitive (so that a TPU lowering can emit ``tpu.dynamic_rotate`` / ``tpu.bitcast``)
 whose every other rule computes it with lax ops (``_lax_roll``, ``packing_bitcast``)::
@@ -13,6 +14,7 @@ import numpy as np
 
 from plax.core import dtypes
 from plax.core.avals import ShapedArray
+from plax.core.effects import Effect
 from plax.core.primitive import Primitive
 from plax.core.rules import abstract_eval_rules, batch_rules, impl_rules, jvp_rules, \
     register_lowering
@@ -23,7 +25,8 @@ from plax.lowering.inline import lower_fun
 from plax.transforms.jvp import jvp_flat
 from plax.transforms.vmap import batch_flat
 
-__all__ = ["roll_p", "bitcast_p", "roll", "bitcast", "packing_bitcast"]
+__all__ = ["roll_p", "bitcast_p", "trace_value_p", "roll", "bitcast", "trace_value",
+           "packing_bitcast"]
 
 roll_p = Primitive("roll")
 bitcast_p = Primitive("bitcast")
@@ -127,3 +130,35 @@ _computed_by(bitcast_p, packing_bitcast)
 # As JAX batches it: the batched array is bitcast whole, its batch dimension kept where it
 # is (one among the last two axes is packed or unpacked with them).
 batch_rules[bitcast_p] = lambda axis, vals, dims, *, ty: (bitcast(vals[0], ty), dims[0])
+
+
+# --- trace_value --------------------------------------------------------------------------
+trace_value_p = Primitive("trace_value", multiple_results=True)
+
+
+class TraceEffect(Effect):
+    """Sending a value to the profiler's trace (kept however its kernel's results are used)."""
+
+
+trace_effect = TraceEffect()
+
+
+def trace_value(label: str, value) -> None:
+    """Send ``value`` (an int32 or float32 scalar) to the xprof trace region the kernel runs
+    in, under ``label``."""
+    trace_value_p.bind(value, label=label)
+
+
+def _trace_value_abstract(value, *, label):
+    if value.shape:
+        raise ValueError(f"trace_value requires a scalar value, got shape {value.shape}")
+    if value.dtype not in (np.dtype(np.int32), np.dtype(np.float32)):
+        raise ValueError(f"trace_value requires i32 or f32, got {value.dtype}")
+    return [], {trace_effect}
+
+
+trace_value_p.def_effectful_abstract_eval(_trace_value_abstract)
+# (off a TPU, there is no trace to send to)
+impl_rules[trace_value_p] = lambda value, *, label: []
+register_lowering(trace_value_p, lambda ctx, value, *, label: [])
+batch_rules[trace_value_p] = lambda axis, vals, dims, *, label: ([], [])

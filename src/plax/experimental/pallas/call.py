@@ -19,6 +19,7 @@ from plax.experimental.pallas.core import (ANY, Blocked, BlockSpec, BoundedSlice
                                            GridSpec, Indirect, MemorySpace, Squeezed,
                                            no_block_spec)
 from plax.ffi.call import checked_aliases
+from plax.first_order.shapes import broadcast_in_dim
 from plax.first_order.state import ref_get, ref_set
 from plax.higher_order import pallas_call_rules  # noqa: F401  (pallas_call's JVP and vmap)
 from plax.higher_order.pallas_call import (BlockMapping, GridMapping, kernel_grid,
@@ -221,9 +222,11 @@ def _spread(tree, leaves):
     return list(value) if isinstance(value, (tuple, list)) else [value]
 
 
-def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
+def _trace_kernel(kernel, name, grid, trees, mappings, scratch, mesh_kernel=False,
+                  grid_names=None):
     """The kernel's Jaxpr: grid indices, then the references of the scalar-prefetch arrays,
-    inputs, outputs and scratch buffers (``trees``: their four trees)."""
+    inputs, outputs and scratch buffers (``trees``: their four trees); and the values it
+    captures (references; scalars too in a ``mesh_kernel``)."""
     ref_avals = [AbstractRef(ShapedArray(bm.ref_shape, bm.array_aval.dtype),
                              memory_space=bm.memory_space or MemorySpace.DEFAULT)
                  for bm in mappings] + [s for s in scratch]
@@ -237,7 +240,7 @@ def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
     def body(*xs):
         indices, sizes = xs[:len(grid)], iter(xs[len(grid):len(grid) + n_dyn])
         refs = list(xs[len(grid) + n_dyn:])
-        with kernel_grid([next(sizes) if g is None else g for g in grid], indices):
+        with kernel_grid([next(sizes) if g is None else g for g in grid], indices, grid_names):
             pre = _spread(pre_tree, refs[:n_pre]) if n_pre else []
             args = tree_util.tree_unflatten(in_tree, refs[n_pre:n_in])
             scratch = tree_util.tree_unflatten(scratch_tree, refs[n_in + n_out:])
@@ -252,12 +255,53 @@ def _trace_kernel(kernel, name, grid, trees, mappings, scratch):
         return []
     jaxpr, consts = trace_to_jaxpr(body, [_INDEX] * (len(grid) + n_dyn) + ref_avals,
                                    description=f"pallas_call kernel {name}")
-    if any(not isinstance(get_aval(c), AbstractRef) for c in consts):
-        shown = ", ".join(get_aval(c).str_short() for c in consts)
+    avals = [get_aval(c) for c in consts]
+    if mesh_kernel:  # (a mesh kernel may capture scalars: see _lift_scalars)
+        bad = [a for a in avals if not isinstance(a, AbstractRef) and a.shape != ()]
+        if bad:
+            raise ValueError(f"The kernel function in the mpmd_map {_src_info(kernel)} "
+                             f"captures non-Ref constants [{_shown(bad)}]. You should pass "
+                             "them as inputs.")
+    elif any(not isinstance(a, AbstractRef) for a in avals):
         raise ValueError(f"The kernel function in the pallas_call {_src_info(kernel)} "
                          f"captures constants "
-                         f"[{shown}]. You should pass them as inputs.")
+                         f"[{_shown(avals)}]. You should pass them as inputs.")
     return jaxpr, consts
+
+
+def _shown(avals) -> str:
+    return ", ".join(a.str_short() for a in avals)
+
+
+def _lift_scalars(jaxpr, consts, gm: GridMapping, pre):
+    """A mesh kernel that captures scalars (traced values of the enclosing program), made a
+    kernel of them as JAX makes one: each becomes an input after the others, a (1,) array
+    in SMEM that the kernel reads first. Returns the kernel, its grid mapping, the scalars
+    and the references it still captures."""
+    from plax.experimental.pallas.tpu import SMEM
+    scalars = [c for c in consts if not isinstance(get_aval(c), AbstractRef)]
+    refs = [c for c in consts if isinstance(get_aval(c), AbstractRef)]
+    if not scalars:
+        return jaxpr, gm, [], consts
+    n_lead = len(gm.grid) + gm.num_dynamic_grid_bounds
+    n_in, n_s = n_lead + gm.num_inputs, len(scalars)
+    avals = [ShapedArray((1,), get_aval(c).dtype) for c in scalars]
+    maps = [_block_mapping(BlockSpec(memory_space=SMEM), a, gm.grid, f"captured scalar[{k}]",
+                           pre) for k, a in enumerate(avals)]
+
+    def body(*xs):
+        held = iter(ref_get(r, (0,)) for r in xs[n_in:n_in + n_s])
+        values = [c if isinstance(get_aval(c), AbstractRef) else next(held) for c in consts]
+        return eval_jaxpr(jaxpr, values, *xs[:n_in], *xs[n_in + n_s:])
+    in_avals = [v.aval for v in jaxpr.invars]
+    lifted, kept = trace_to_jaxpr(
+        body, in_avals[:n_in] + [AbstractRef(a, memory_space=SMEM) for a in avals]
+        + in_avals[n_in:], description="pallas_call kernel")
+    assert len(kept) == len(refs)
+    bms = gm.block_mappings
+    gm = dataclasses.replace(gm, block_mappings=bms[:gm.num_inputs] + tuple(maps)
+                             + bms[gm.num_inputs:], num_inputs=gm.num_inputs + n_s)
+    return lifted, gm, scalars, kept
 
 
 def _hoist_captured_refs(jaxpr, refs, gm: GridMapping, aliases, pre):
@@ -292,12 +336,13 @@ def _hoist_captured_refs(jaxpr, refs, gm: GridMapping, aliases, pre):
 def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block_spec,
                 out_specs=no_block_spec, scratch_shapes=(), input_output_aliases={},  # noqa: B006
                 debug=False, interpret=False, name=None, compiler_params=None,
-                cost_estimate=None, metadata=None, _unpipelined=False):
+                cost_estimate=None, metadata=None, _mesh_kernel=False):
     """``kernel`` (a function of references: inputs, outputs, scratch buffers, each one
     block) run once per point of ``grid``, as a function of the inputs returning arrays
     shaped as ``out_shape``: compiled by Mosaic on a TPU, or run as a loop of lax ops with
-    ``interpret=True`` on any backend. (``_unpipelined``: a mesh kernel, see
-    ``GridMapping.unpipelined``; ``pl.core_map`` and ``pl.kernel`` ask for it.)"""
+    ``interpret=True`` on any backend. (``_mesh_kernel``: ``pl.core_map`` / ``pl.kernel``'s
+    call: unpipelined, see ``GridMapping.unpipelined``, and it may capture scalars, see
+    ``_lift_scalars``.)"""
     del metadata
     num_prefetch, prefetch_space = 0, None
     if grid_spec is not None:
@@ -344,16 +389,19 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
             aliases = checked_aliases(input_output_aliases, in_avals, out_avals, indexed=True)
             gm = GridMapping(grid, mappings, len(in_avals), len(out_avals), tuple(
                 a.inner_aval for a in scratch), n_pre, grid_names, len(dynamic_sizes),
-                out_memory_spaces=out_spaces, unpipelined=_unpipelined)
+                out_memory_spaces=out_spaces, unpipelined=_mesh_kernel)
             # a named grid's axes are bound while the kernel is traced (lax.axis_size)
             named = [(n, g) for n, g in zip(grid_names or (), grid) if g is not None]
             with extend_axis_env(named):
-                body, refs = _trace_kernel(kernel, name, grid,
-                                           (pre_tree, in_tree, out_tree, scratch_tree),
-                                           mappings, scratch)
+                body, consts = _trace_kernel(kernel, name, grid,
+                                             (pre_tree, in_tree, out_tree, scratch_tree),
+                                             mappings, scratch, _mesh_kernel, grid_names)
+                body, gm, scalars, refs = _lift_scalars(body, consts, gm, pre)
             if refs:  # (the references belong to this call's context: traced each time)
-                return (*_hoist_captured_refs(body, refs, gm, aliases, pre), refs)
-            hit = traced[key] = (body, gm, aliases, [])
+                return (*_hoist_captured_refs(body, refs, gm, aliases, pre), refs, scalars)
+            if scalars:
+                return body, gm, aliases, [], scalars
+            hit = traced[key] = (body, gm, aliases, [], [])
         return hit
 
     def wrapped(*args):
@@ -366,9 +414,10 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
         in_avals = [get_aval(x).update(weak_type=False) for x in leaves]
         origins = [f"args{tree_util.keystr(p)}"
                    for p, _ in tree_util.tree_flatten_with_path(tuple(args))[0]]
-        body, gm, aliases, refs = prepare(pre_tree, in_tree, in_avals, origins)
+        body, gm, aliases, refs, scalars = prepare(pre_tree, in_tree, in_avals, origins)
         leaves = [x if isinstance(x, Tracer) or hasattr(x, "dtype") and x.dtype == a.dtype
                   else np.asarray(x, a.dtype) for x, a in zip(leaves, in_avals)]
+        leaves += [broadcast_in_dim(c, (1,), ()) for c in scalars]
         n_pre = len(pre_leaves)
         leaves[n_pre:n_pre] = [ref_get(r, ()) for r in refs]
         dyn = [conversion.convert_element_type(g, np.int32) for g in dynamic_sizes]

@@ -166,6 +166,10 @@ def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False
     def wrapped(f):
         named = isinstance(scratch_shapes, dict)
         found = _closed_refs(f)
+        if not found:  # (JAX's core_map has nothing to discharge it then)
+            raise ValueError("Attempted to lower core_map without discharging. This can happen "
+                             "if the core_map body does not modify any Refs or have other "
+                             "observable side-effects.")
         spaces = [r._memory_space or mesh.default_memory_space for r in found]
         _check_vmem(mesh, spaces)
         avals = [AbstractRef(ShapedArray(r.shape, r.dtype), memory_space=s)
@@ -200,7 +204,7 @@ def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False
             out_specs=tuple(specs[i] for i in outs), scratch_shapes=scratch_shapes,
             input_output_aliases={i: k for k, i in enumerate(outs)}, compiler_params=params,
             interpret=interpret, debug=debug, cost_estimate=cost_estimate,
-            name=name or getattr(f, "__name__", "core_map"), _unpipelined=True)
+            name=name or getattr(f, "__name__", "core_map"), _mesh_kernel=True)
         results = call(*values)
         for i, v in zip(outs, results):
             ref_effects.write(refs[i], v)
@@ -262,7 +266,7 @@ def kernel(body=None, out_type=(), *, mesh, scratch_types=(), compiler_params=No
             in_specs=tuple(in_specs), out_specs=out_specs, scratch_shapes=scratch_types,
             compiler_params=_checked_params(compiler_params, mesh), interpret=interpret,
             debug=debug, cost_estimate=cost_estimate,
-            name=name or getattr(body, "__name__", None), _unpipelined=True)(*args)
+            name=name or getattr(body, "__name__", None), _mesh_kernel=True)(*args)
     return run
 
 

@@ -38,7 +38,7 @@ from plax.pallas.pipeline import (BufferedRef, BufferedRefBase, BufferType, emit
 from plax.pallas.semaphores import dma_semaphore
 from plax.pallas.tpu_info import (ChipVersion, Tiling, TpuInfo, get_tpu_info,
                                   get_tpu_info_for_chip, is_tpu_device)
-from plax.pallas.tpu_ops import bitcast, roll
+from plax.pallas.tpu_ops import bitcast, roll, trace_value
 from plax.pallas.tpu_packing import (load, pack_elementwise, stochastic_round, store, touch,
                                      unpack_elementwise)
 from plax.pallas.mosaic_lowering import LoweringException
@@ -48,7 +48,7 @@ __all__ = ["MemorySpace", "VMEM", "VMEM_SHARED", "SMEM", "CMEM", "SEMAPHORE", "H
            "ARBITRARY", "CompilerParams", "PrefetchScalarGridSpec", "SideEffectType",
            "SemaphoreType", "dma_semaphore", "AsyncCopyDescriptor", "make_async_copy",
            "async_copy", "make_async_remote_copy", "async_remote_copy", "sync_copy",
-           "roll", "bitcast", "prng_seed", "prng_random_bits", "stateful_bits",
+           "roll", "bitcast", "trace_value", "prng_seed", "prng_random_bits", "stateful_bits",
            "stateful_uniform", "stateful_normal", "stateful_bernoulli", "sample_block",
            "to_pallas_key", "InterpretParams", "emit_pipeline", "BufferedRef", "BufferType",
            "BufferedRefBase", "emit_pipeline_with_allocations", "run_on_first_core",
