@@ -59,3 +59,16 @@ def test_the_reference_needs_a_python_with_jax(tmp_path, monkeypatch):
     assert runner.test_files(tmp_path, ["b"]) == []
     with pytest.raises(SystemExit, match="--reference needs JAX_PYTHON"):
         runner.run_file(tmp_path / "a_test.py", True, 10)
+
+
+def test_a_sample_keeps_the_same_cases_on_both_sides():
+    plugin = runner.sample_plugin
+    assert plugin.sample_sizes("tpu_ops=4, tpu_pallas_test=16") == {
+        "tpu_ops_test": 4, "tpu_pallas_test": 16}
+    ids = [f"OpsTest::test_case{i}" for i in range(400)]
+    kept = [i for i in ids if plugin.kept(i, 4)]
+    assert 60 < len(kept) < 140  # (about one in four)
+    # plax's ids name plax where JAX's name jax: the same cases are kept
+    assert plugin.kept("T::t[plax.numpy.sum]", 4) == plugin.kept("T::t[jax.numpy.sum]", 4)
+    # one in 16 is a part of one in 8
+    assert all(plugin.kept(i, 8) for i in ids if plugin.kept(i, 16))

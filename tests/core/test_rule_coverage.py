@@ -52,6 +52,9 @@ _DISCHARGED = ("a state primitive on a Ref: every program is discharged (transfo
                "turns it into array operations) before lowering, as in JAX")
 _PINNED = ("a pinned buffer is an opaque value for one program's memory placement: JAX has no "
            "such rule either")
+_PLACEMENT = ("pltpu.with_memory_space_constraint types a kernel operand with the memory "
+              "space XLA should place it in, right before the pallas_call: JAX 0.10.2 gives "
+              "it no derivative or batching rule either")
 
 _GPU_ONLY = ("a GPU kernel instruction (Triton inline asm or barrier, Mosaic GPU's "
              "print_layout): only a GPU lowers it, and plax has no GPU backend, so a kernel "
@@ -70,6 +73,8 @@ EXEMPTIONS = {
     ("pin", "jvp"): (_PINNED, _NOT_NEEDED),
     ("unpin", "batch"): (_PINNED, _NOT_NEEDED),
     ("unpin", "jvp"): (_PINNED, _NOT_NEEDED),
+    ("with_memory_space_constraint", "batch"): (_PLACEMENT, _NOT_NEEDED),
+    ("with_memory_space_constraint", "jvp"): (_PLACEMENT, _NOT_NEEDED),
     ("pmax", "jvp"): ("differentiating pmax (ties across the axis) is not implemented yet",
                       "issue 14"),
     ("pmin", "jvp"): ("differentiating pmin (ties across the axis) is not implemented yet",
@@ -107,6 +112,7 @@ EXEMPTIONS = {
        for kind in ("lowering", "batch", "jvp")},
     ("tpu_custom_call", "jvp"): ("a Mosaic module run as written (mosaic.as_tpu_kernel): JAX "
                                  "0.10.2 does not differentiate it either", _NOT_NEEDED),
+    ("trace_value", "jvp"): (_KERNEL_ONLY, _NOT_NEEDED),
     ("add_dependency", "lowering"): (_KERNEL_ONLY, _NOT_NEEDED),
     ("add_dependency", "jvp"): (_KERNEL_ONLY, _NOT_NEEDED),
     **{(name, kind): (_GPU_ONLY, _NOT_NEEDED)
