@@ -21,6 +21,8 @@ CPU devices, scored against ``jaxtests/reference/tpu/``, written by real JAX on 
 ``--sample tpu_pallas_test=8`` keeps one case in 8 of that file (the same cases on both sides:
 ``sample_plugin.py``), and ``--together`` runs all the files in one pytest process (a chip costs
 seconds to open per process; a crash then loses every file's report, so it suits real JAX).
+``--as-tpu`` runs plax's side on the CPU as if on a TPU v5e (``cpu_as_tpu_plugin.py``): each
+compiled kernel is built into its Mosaic module, then interpreted.
 """
 from __future__ import annotations
 
@@ -76,7 +78,7 @@ def as_jax_id(test_id: str) -> str:
 
 
 def run_file(path: pathlib.Path, reference: bool, timeout: float, platform: str = "cpu",
-             sample: str = "", others: tuple = ()) -> tuple[dict, float, str]:
+             sample: str = "", others: tuple = (), as_tpu: bool = False) -> tuple[dict, float, str]:
     """The outcome of every case of one file (id -> passed, failed, error or skipped), the
     seconds it took, and a note (a timeout, or a file that did not collect). With ``others``
     (files of the same folder), they run in the same process, and the ids are those of
@@ -88,7 +90,8 @@ def run_file(path: pathlib.Path, reference: bool, timeout: float, platform: str 
         report = pathlib.Path(tmp) / "report.xml"
         command = [python, *([] if reference else ["-m", "plax"]), "-m", "pytest", "-q",
                    "-p", "no:cacheprovider", f"--junitxml={report}", "-o",
-                   "junit_family=xunit1", "-p", "sample_plugin", path.name,
+                   "junit_family=xunit1", "-p", "sample_plugin",
+                   *(["-p", "cpu_as_tpu_plugin"] if as_tpu else []), path.name,
                    *(o.name for o in others)]
         if others:  # (a file that does not import must not stop the others)
             command.insert(-1 - len(others), "--continue-on-collection-errors")
@@ -166,6 +169,9 @@ def main(argv=None) -> int:
                              "jaxtests/reference/, or reference/PLATFORM/ off the CPU)")
     parser.add_argument("--sample", default="",
                         help="keep one case in N of some files: tpu_pallas_test=8,tpu_ops=4")
+    parser.add_argument("--as-tpu", action="store_true",
+                        help="plax on the CPU as if on a TPU v5e (kernels built for Mosaic, "
+                             "then interpreted)")
     parser.add_argument("--together", action="store_true",
                         help="run all the files in one pytest process")
     parser.add_argument("--score", action="store_true",
@@ -198,7 +204,8 @@ def main(argv=None) -> int:
                 outcomes, seconds, note = together[0].get(path.stem, {}), *together[1:]
             else:
                 outcomes, seconds, note = run_file(path, args.reference, args.timeout,
-                                                   args.platform, args.sample)
+                                                   args.platform, args.sample,
+                                                   as_tpu=args.as_tpu)
             if path.stem in sizes:
                 note = f"(1 case in {sizes[path.stem]}) {note}"
             # (real JAX's outcomes are kept too: where its time went, what it skipped)

@@ -72,3 +72,40 @@ def test_a_sample_keeps_the_same_cases_on_both_sides():
     assert plugin.kept("T::t[plax.numpy.sum]", 4) == plugin.kept("T::t[jax.numpy.sum]", 4)
     # one in 16 is a part of one in 8
     assert all(plugin.kept(i, 8) for i in ids if plugin.kept(i, 16))
+
+
+TPU_ONLY = '''
+import jax, jax.numpy as jnp, numpy as np
+from jax import lax
+from jax._src import test_util as jtu
+from jax.experimental import pallas as pl
+
+X = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+
+
+class OnTpu(jtu.JaxTestCase):
+    def run_kernel(self, body):
+        if not jtu.test_device_matches(["tpu"]):
+            self.skipTest("TPU only")
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(X.shape, X.dtype))(X)
+
+    def test_doubles(self):
+        def body(x_ref, o_ref):
+            o_ref[...] = x_ref[...] * 2
+        np.testing.assert_array_equal(self.run_kernel(body), X * 2)
+
+    def test_no_mosaic_rule(self):
+        def body(x_ref, o_ref):
+            o_ref[...] = lax.cumsum(x_ref[...], axis=1)
+        np.testing.assert_array_equal(self.run_kernel(body), np.cumsum(X, axis=1))
+'''
+
+
+def test_as_tpu_builds_each_kernel_for_mosaic_then_interprets_it(tmp_path):
+    (tmp_path / "on_tpu_test.py").write_text(TPU_ONLY)
+    outcomes, _, _ = runner.run_file(tmp_path / "on_tpu_test.py", False, 120)
+    assert outcomes == {"OnTpu::test_doubles": "skipped", "OnTpu::test_no_mosaic_rule": "skipped"}
+    outcomes, _, _ = runner.run_file(tmp_path / "on_tpu_test.py", False, 120, as_tpu=True)
+    # (a kernel whose op Mosaic cannot lower fails as on a chip, though interpreted it would
+    # pass)
+    assert outcomes == {"OnTpu::test_doubles": "passed", "OnTpu::test_no_mosaic_rule": "failed"}
