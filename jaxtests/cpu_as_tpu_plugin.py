@@ -2,7 +2,7 @@
 --as-tpu``): a check that needs no chip, for kernels that must also compile for one.
 
 The tests' device questions (``jtu.test_device_matches(["tpu"])``, ``is_device_tpu``, the TPU
-generation) answer as a v5e would, and every ``pallas_call`` that is not in interpret mode is
+generation, ``pltpu.get_tpu_info()``) answer as a v5e would, and every ``pallas_call`` that is not in interpret mode is
 built into its Mosaic module first (plax's TPU lowering, verified and serialised by jaxlib's
 Mosaic bindings: lowering errors surface as on a chip) and then runs in interpret mode. What a
 chip alone shows (Mosaic's compile errors, numerics, the compiled HLO) it cannot show.
@@ -13,7 +13,7 @@ from plax._src import test_util as jtu
 from plax._src.test_util_parts import devices
 from plax.core.rules import register_lowering
 from plax.higher_order import pallas_call as hp
-from plax.pallas import mosaic_call, mosaic_bindings
+from plax.pallas import mosaic_bindings, mosaic_call, tpu_info
 
 devices.device_under_test = lambda: "tpu"
 devices.get_tpu_version = lambda: 5
@@ -22,6 +22,9 @@ devices.is_device_tpu = lambda version=None, variant="": (version in (None, 5)
 for _name in ("device_under_test", "get_tpu_version", "is_device_tpu"):
     setattr(jtu, _name, getattr(devices, _name))
 jtu.is_cloud_tpu_at_least = lambda *args, **kwargs: True
+_chip_of = tpu_info.chip_version_from_device_kind
+tpu_info.chip_version_from_device_kind = (  # (pltpu.get_tpu_info: a v5e's)
+    lambda kind: _chip_of("TPU v5 lite" if kind == "cpu" else kind))
 
 _interpreted = hp._lowering
 

@@ -377,3 +377,27 @@ def test_emit_pipeline_with_allocations_makes_them_per_reference():
     out = pl.pallas_call(kernel, out_shape=_sds(x.shape), in_specs=[_ANY], out_specs=_ANY,
                          interpret=True)(x)
     np.testing.assert_array_equal(out, 3 * x)
+
+
+def test_a_pipeline_in_a_core_map_runs_over_its_captured_references():
+    """The references a core_map closes over are the kernel's own (not buffers of it) while
+    its body is traced: a pipeline over them windows those, split over the core axis."""
+    x = np.arange(256 * 256, dtype=np.float32).reshape(256, 256)
+
+    def double(x_ref, y_ref):
+        y_ref[...] = x_ref[...] * 2
+
+    @plax.jit
+    def f(x):
+        x_ref = plax.new_ref(x)
+        y_ref = plax.empty_ref(plax.ShapeDtypeStruct(x.shape, x.dtype))
+
+        @pl.core_map(pltpu.create_tensorcore_mesh("core"), interpret=True)
+        def _():
+            spec = pl.BlockSpec((128, 128), lambda i, j: (i, j))
+            pltpu.emit_pipeline(double, grid=(2, 2), in_specs=[spec], out_specs=spec,
+                                core_axis_name="core",
+                                dimension_semantics=(pltpu.ARBITRARY, pltpu.PARALLEL))(
+                                    x_ref, y_ref)
+        return plax.freeze(y_ref)
+    np.testing.assert_array_equal(f(x), x * 2)

@@ -336,11 +336,22 @@ def _loop(body, trees, grid, offsets, extra, body_prologue, explicit_indices, sl
     fori_loop(np.int32(0), _as_index(steps), step, buffers)
 
 
+def _as_kernel_ref(ref):
+    """``ref``, or, for a box standing for a kernel reference while a kernel closing over it
+    is traced (``pl.core_map``'s operands), that reference (with the same view)."""
+    box = ref.ref if type(ref) is TransformedRef else ref
+    view = box._kernel_view() if hasattr(type(box), "_kernel_view") else None
+    if view is None:
+        return ref
+    return TransformedRef(view, ref.transforms) if box is not ref else view
+
+
 def _with_buffers_as_refs(slots, loop):
     """``loop(slots)``, where the references that are buffers of the kernel (``plax.ref.Ref``
     boxes, as ``run_scoped`` and ``empty_ref`` make them: values of the kernel) are made
     references of a ``run_state`` around the loop, so that the steps index them at run-time
     positions as references (on TPU, a buffer's window is a load, not a slice of a value)."""
+    slots = [(_as_kernel_ref(r), w, kind) for r, w, kind in slots]
     boxes = []
     for ref, _, _ in slots:
         box = ref.ref if type(ref) is TransformedRef else ref
