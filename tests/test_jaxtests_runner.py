@@ -74,31 +74,8 @@ def test_a_sample_keeps_the_same_cases_on_both_sides():
     assert all(plugin.kept(i, 8) for i in ids if plugin.kept(i, 16))
 
 
-TPU_ONLY = '''
-import jax, jax.numpy as jnp, numpy as np
-from jax import lax
-from jax._src import test_util as jtu
-from jax.experimental import pallas as pl
-
-X = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
-
-
-class OnTpu(jtu.JaxTestCase):
-    def run_kernel(self, body):
-        if not jtu.test_device_matches(["tpu"]):
-            self.skipTest("TPU only")
-        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(X.shape, X.dtype))(X)
-
-    def test_doubles(self):
-        def body(x_ref, o_ref):
-            o_ref[...] = x_ref[...] * 2
-        np.testing.assert_array_equal(self.run_kernel(body), X * 2)
-
-    def test_no_mosaic_rule(self):
-        def body(x_ref, o_ref):
-            o_ref[...] = lax.cumsum(x_ref[...], axis=1)
-        np.testing.assert_array_equal(self.run_kernel(body), np.cumsum(X, axis=1))
-'''
+# A JAX test file of two TPU-only kernels (run with jax resolving to plax).
+TPU_ONLY = (ROOT / "tests" / "data" / "jaxtests_on_tpu_test.jaxpy").read_text()
 
 
 def test_as_tpu_builds_each_kernel_for_mosaic_then_interprets_it(tmp_path):
