@@ -22,7 +22,8 @@ CPU devices, scored against ``jaxtests/reference/tpu/``, written by real JAX on 
 ``sample_plugin.py``), and ``--together`` runs all the files in one pytest process (a chip costs
 seconds to open per process; a crash then loses every file's report, so it suits real JAX).
 ``--as-tpu`` runs plax's side on the CPU as if on a TPU v5e (``cpu_as_tpu_plugin.py``): each
-compiled kernel is built into its Mosaic module, then interpreted.
+compiled kernel is built into its Mosaic module, then interpreted. A file whose process crashes
+(libtpu aborts on some programs) is run on past the case that crashed (``progress_plugin.py``).
 """
 from __future__ import annotations
 
@@ -39,11 +40,18 @@ import time
 import xml.etree.ElementTree as ET
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# (the sample plugin, which pytest also loads by name from this folder)
-_spec = importlib.util.spec_from_file_location("sample_plugin", ROOT / "jaxtests" /
-                                               "sample_plugin.py")
-sample_plugin = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sample_plugin)
+
+
+def _plugin(name: str):
+    """One of this folder's pytest plugins (which pytest also loads by name from here)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "jaxtests" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sample_plugin = _plugin("sample_plugin")
+progress_plugin = _plugin("progress_plugin")
 REFERENCE = ROOT / "jaxtests" / "reference"
 CASES = "10"  # JAX_NUM_GENERATED_CASES, JAX's own default
 DEVICES = "8"
@@ -82,41 +90,69 @@ def run_file(path: pathlib.Path, reference: bool, timeout: float, platform: str 
     """The outcome of every case of one file (id -> passed, failed, error or skipped), the
     seconds it took, and a note (a timeout, or a file that did not collect). With ``others``
     (files of the same folder), they run in the same process, and the ids are those of
-    ``run_together``."""
+    ``run_together``. A run of one file that crashes (libtpu aborts on some programs) goes on
+    in a new process past the case that crashed, which counts as failed (``progress_plugin``),
+    while time is left."""
     python = os.environ.get("JAX_PYTHON") if reference else sys.executable
     if reference and not python:
         sys.exit("--reference needs JAX_PYTHON: a Python with JAX 0.10.2 installed")
+    start = time.time()
     with tempfile.TemporaryDirectory() as tmp:
-        report = pathlib.Path(tmp) / "report.xml"
-        command = [python, *([] if reference else ["-m", "plax"]), "-m", "pytest", "-q",
-                   "-p", "no:cacheprovider", f"--junitxml={report}", "-o",
-                   "junit_family=xunit1", "-p", "sample_plugin",
-                   *(["-p", "cpu_as_tpu_plugin"] if as_tpu else []), path.name,
-                   *(o.name for o in others)]
-        if others:  # (a file that does not import must not stop the others)
-            command.insert(-1 - len(others), "--continue-on-collection-errors")
-        start = time.time()
-        note = ""
-        child = subprocess.Popen(command, cwd=path.parent,
-                                 env=environment(reference, platform, sample),
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        progress = pathlib.Path(tmp) / "progress.txt"
+        env = environment(reference, platform, sample)
+        if not others:
+            env["PLAX_JAXTESTS_PROGRESS"] = str(progress)
+        crashes = []
+        while True:
+            report = pathlib.Path(tmp) / "report.xml"
+            report.unlink(missing_ok=True)
+            returncode, note = _pytest(python, reference, path, others, as_tpu, report, env,
+                                       timeout - (time.time() - start))
+            if report.exists() and not crashes:
+                outcomes = read_report(report, bool(others))
+                break
+            outcomes, started = progress_plugin.read(str(progress))
+            if (returncode in (0, 1) or others or not started
+                    or time.time() - start > timeout - 20):
+                break
+            crashes.append(started[-1])
+            with progress.open("a") as f:  # (the crashed case is not run again)
+                f.write(f"failed\t{started[-1]}\n")
+        if crashes:
+            outcomes, _ = progress_plugin.read(str(progress))
+            note = (f"{len(crashes)} crash(es), run on past them, first in "
+                    f"{crashes[0][:80]}; {note}".rstrip("; "))
+    return outcomes, time.time() - start, note
+
+
+def _pytest(python: str, reference: bool, path: pathlib.Path, others: tuple, as_tpu: bool,
+            report: pathlib.Path, env: dict, timeout: float) -> tuple[int, str]:
+    """One pytest process over a file (and ``others``): its exit code and a note."""
+    command = [python, *([] if reference else ["-m", "plax"]), "-m", "pytest", "-q",
+               "-p", "no:cacheprovider", f"--junitxml={report}", "-o",
+               "junit_family=xunit1", "-p", "sample_plugin", "-p", "progress_plugin",
+               *(["-p", "cpu_as_tpu_plugin"] if as_tpu else []), path.name,
+               *(o.name for o in others)]
+    if others:  # (a file that does not import must not stop the others)
+        command.insert(-1 - len(others), "--continue-on-collection-errors")
+    note = ""
+    child = subprocess.Popen(command, cwd=path.parent, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        output, _ = child.communicate(timeout=max(timeout, 1))
+        if child.returncode not in (0, 1):
+            tail = output.strip().splitlines()[-1:] or [""]
+            note = f"exit {child.returncode}: {tail[0][:120]}"
+    except subprocess.TimeoutExpired:
+        # SIGINT first: pytest then stops and still writes the report of what it ran
+        child.send_signal(signal.SIGINT)
         try:
-            output, _ = child.communicate(timeout=timeout)
-            if child.returncode not in (0, 1):
-                tail = output.strip().splitlines()[-1:] or [""]
-                note = f"exit {child.returncode}: {tail[0][:120]}"
+            child.communicate(timeout=60)
         except subprocess.TimeoutExpired:
-            # SIGINT first: pytest then stops and still writes the report of what it ran
-            child.send_signal(signal.SIGINT)
-            try:
-                child.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.communicate()
-            note = f"timed out after {timeout:.0f} s"
-        seconds = time.time() - start
-        outcomes = read_report(report, bool(others)) if report.exists() else {}
-    return outcomes, seconds, note
+            child.kill()
+            child.communicate()
+        note = f"timed out after {timeout:.0f} s"
+    return child.returncode, note
 
 
 def run_together(paths: list[pathlib.Path], reference: bool, timeout: float, platform: str,

@@ -86,3 +86,20 @@ def test_as_tpu_builds_each_kernel_for_mosaic_then_interprets_it(tmp_path):
     # (a kernel whose op Mosaic cannot lower fails as on a chip, though interpreted it would
     # pass)
     assert outcomes == {"OnTpu::test_doubles": "passed", "OnTpu::test_no_mosaic_rule": "failed"}
+
+
+def test_a_run_goes_on_past_a_case_that_crashes_the_process(tmp_path):
+    # (libtpu aborts the whole process on some programs: the other cases must still be scored)
+    (tmp_path / "crash_test.py").write_text(
+        "import os\n\n"
+        "def test_a():\n    assert 1 + 1 == 2\n\n"
+        "def test_b_aborts():\n    os.abort()\n\n"
+        "def test_c():\n    assert False\n\n"
+        "def test_d_aborts_too():\n    os.abort()\n\n"
+        "def test_e():\n    pass\n")
+    outcomes, _, note = runner.run_file(tmp_path / "crash_test.py", False, 120)
+    assert outcomes == {"crash_test::test_a": "passed", "crash_test::test_b_aborts": "failed",
+                        "crash_test::test_c": "failed",
+                        "crash_test::test_d_aborts_too": "failed",
+                        "crash_test::test_e": "passed"}
+    assert note.startswith("2 crash(es), run on past them, first in crash_test::test_b_aborts")
