@@ -174,9 +174,16 @@ def test_squeezed_and_gridded_key_blocks_keep_their_word_dimensions():
 
 @needs_mosaic
 def test_threefry_key_lowers_as_its_data():
+    from tests.pallas.test_mosaic_lowering import lower as lower_for_tpu
     with plax.threefry_partitionable(True):
         module = lower(_uniform_kernel(pl.BlockSpec(memory_space=pltpu.VMEM)),
                        random.key(0, impl="threefry2x32"))
+        hlo = lower_for_tpu(_uniform_kernel(pl.BlockSpec(memory_space=pltpu.VMEM)),
+                            random.key(0, impl="threefry2x32"))[0]
+    # (the custom call's operand is the key's data, its layout of the data's rank: a chip
+    # refuses the module otherwise)
+    assert "(tensor<2xui32>) -> tensor<8x128xf32>" in hlo
+    assert "operand_layouts = [dense<[0]> : tensor<1xindex>]" in hlo
     assert "%arg0: memref<2xi32, #tpu.memory_space<vmem>>" in module
     assert "vector.load %arg0[%_] : memref<2xi32, #tpu.memory_space<vmem>>, vector<2xi32>" \
         in module

@@ -24,7 +24,7 @@ import json
 
 import numpy as np
 
-from plax.core.avals import ShapedArray
+from plax.core.avals import ShapedArray, physical_aval
 from plax.core.rules import lowering_rules, register_lowering
 from plax.ffi.custom_call import CustomCallSpec
 from plax.higher_order.pallas_call import pallas_call_p
@@ -279,10 +279,11 @@ def emit_tpu_custom_call(ctx, args, config: str, kernel: str | None, level: int,
     JSON, or None for none), as JAX writes it; boolean operands and results pass as int32."""
     spec = CustomCallSpec("tpu_custom_call", api_version=1, backend_config=config,
                           has_side_effect=level != 0, aliases=tuple(aliases))
-    ins = [ShapedArray(a.shape, np.dtype(np.int32)) if a.dtype == np.bool_ else a
-           for a in ctx.avals_in]
-    outs = [ShapedArray(a.shape, np.dtype(np.int32)) if a.dtype == np.bool_ else a
-            for a in ctx.avals_out]
+    # (a PRNG key passes as its key data: the layouts are of the physical shapes)
+    ins = [ShapedArray(a.shape, np.dtype(np.int32)) if a.dtype == np.bool_
+           else physical_aval(a) for a in ctx.avals_in]
+    outs = [ShapedArray(a.shape, np.dtype(np.int32)) if a.dtype == np.bool_
+            else physical_aval(a) for a in ctx.avals_out]
     operands = [_as_int32(ctx, x, a) if a.dtype == np.bool_ else x
                 for x, a in zip(args, ctx.avals_in)]
     props = spec.properties(ins, outs)
