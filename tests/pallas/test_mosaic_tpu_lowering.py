@@ -519,3 +519,58 @@ def test_run_time_grid_sizes_are_dynamic_iteration_bounds():
     # (the run-time size is the custom call's first operand)
     assert re.search(r"custom_call @tpu_custom_call\(%\w+\) ", text) or \
         re.search(r'"stablehlo.custom_call"\(%\w+\)', text)
+
+
+def _printing_kernel(*prints):
+    """A kernel that prints (fmt, which) before adding one: which picks scalars of the SMEM
+    operand (ints), or "vector" (the VMEM block)."""
+    def kernel(x_ref, s_ref, o_ref):
+        for fmt, which in prints:
+            values = [x_ref[...]] if which == "vector" else [s_ref[i] for i in which]
+            pl.debug_print(fmt, *values)
+        o_ref[...] = x_ref[...] + 1
+    specs = [pl.BlockSpec(memory_space=pltpu.VMEM), pl.BlockSpec(memory_space=pltpu.SMEM)]
+    return pl.pallas_call(kernel, out_shape=sds((8, 128)), in_specs=specs)
+
+
+def test_debug_print_lowers_to_mosaic_log_ops(capsys):
+    x, s = jnp.ones((8, 128)), jnp.arange(2, dtype=jnp.int32)
+    module = lower(_printing_kernel(("i={} j={}", (0, 1)), ("plain", (0,)),
+                                    ("block: {}", "vector")), x, s)[2]
+    # (JAX 0.10.2's module for this kernel has these lines)
+    assert re.search(r'tpu.log "i=\$0 j=\$1" \{formatted = true\} : \[%\d+, %\d+\] : i32, i32',
+                     module)
+    assert re.search(r'tpu.log "plain" : \[%\d+\] : i32', module)
+    assert re.search(r'tpu.log_buffer "block: " \{shape = array<i64: 8, 128>\} : %alloca',
+                     module)
+    assert tpu_ops(module) == ["tpu.log", "tpu.log", "tpu.region", "tpu.vector_store",
+                               "tpu.log_buffer", "tpu.yield", "tpu.vector_store"]
+    # in interpret mode it prints as jax.debug.print does
+    def doubling(x_ref, o_ref):
+        pl.debug_print("x00={}", x_ref[0, 0])
+        o_ref[...] = x_ref[...] * 2
+    out = pl.pallas_call(doubling, out_shape=sds((8, 128)), interpret=True)(x)
+    plax.effects_barrier()
+    np.testing.assert_array_equal(out, 2 * np.ones((8, 128)))
+    assert capsys.readouterr().out == "x00=1.0\n"
+
+
+@pytest.mark.parametrize("prints, match", [
+    ((("x={}", "f32"),), "TypeError: All arguments must be 32-bit integers when using placeh"),
+    ((("{0}", (0,)),), "ValueError: The format string should not reference arguments by pos"),
+    ((("{} {}", (0,)),), "TypeError: The format string expects 2 arguments, but got 1"),
+    ((("block", "vector"),), "ValueError: For vector input, the format string must end with"),
+    ((("two {}", (0,)), ("{}", "f32-and-vector")), "must be all scalars or a single vector"),
+])
+def test_debug_print_formats_a_tpu_cannot_print_are_refused(prints, match):
+    def kernel(x_ref, s_ref, o_ref):
+        for fmt, which in prints:
+            values = ([x_ref[...]] if which == "vector" else [x_ref[0, 0]] if which == "f32"
+                      else [x_ref[0, 0], x_ref[...]] if which == "f32-and-vector"
+                      else [s_ref[i] for i in which])
+            pl.debug_print(fmt, *values)
+        o_ref[...] = x_ref[...]
+    specs = [pl.BlockSpec(memory_space=pltpu.VMEM), pl.BlockSpec(memory_space=pltpu.SMEM)]
+    f = pl.pallas_call(kernel, out_shape=sds((8, 128)), in_specs=specs)
+    with pytest.raises(LoweringException, match=match):
+        lower(f, jnp.ones((8, 128)), jnp.arange(2, dtype=jnp.int32))

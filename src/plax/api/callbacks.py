@@ -184,6 +184,8 @@ def _printer(fmt: str, printoptions: dict, placeholders: bool, record=None):
         else:  # debug.log: a record made at trace time (the user's line), sent now
             made = logging.makeLogRecord(dict(record.__dict__, msg=text, args=()))
             _logger.handle(made)
+    # (what a TPU kernel's lowering reads to print with Mosaic's own log ops)
+    print_now.debug_format = (fmt, placeholders)
     return print_now
 
 

@@ -3,8 +3,9 @@
 ``roll`` (``tpu.dynamic_rotate``), ``bitcast`` (``tpu.bitcast``), element packing
 (``tpu.pack_elementwise``, ``tpu.unpack_elementwise``), ``stochastic_round``
 (``tpu.stochastic_convert``), the kernel PRNG (``tpu.prng_set_seed_32``,
-``tpu.prng_random_bits``), ``trace_value`` (``tpu.trace_value``) and ``touch`` (nothing: an
-ordering dependency only).
+``tpu.prng_random_bits``), ``trace_value`` (``tpu.trace_value``), ``touch`` (nothing: an
+ordering dependency only) and ``pl.debug_print`` (``tpu.log`` of scalars, ``tpu.log_buffer``
+of a vector stored to a scoped VMEM buffer).
 
 A view of a reference (``x_hbm.at[pl.ds(i, 8)]``, ``sem.at[slot]``) handed to a DMA or a
 semaphore op is a memref of its own, as JAX builds it: ``tpu.memref_slice`` at the view's
@@ -21,6 +22,7 @@ lowers ``run_scoped``): the pipeline's steps do not overlap their copies.
 from __future__ import annotations
 
 import dataclasses
+import string
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from plax.core.refs import AbstractRef
 from plax.core.rules import mosaic_lowering_rules as rules
 from plax.core.tree_core import tree_flatten, tree_unflatten
 from plax.first_order import collectives, state
+from plax.higher_order import callbacks
 from plax.pallas import dma, semaphores, tpu_ops, tpu_packing, tpu_prng
 from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, _escape, element_type,
                                          static_int, value_type)
@@ -311,6 +314,76 @@ def _trace_value(ctx, value, *, label):
 
 
 rules[tpu_ops.trace_value_p] = _trace_value
+
+
+# --- pl.debug_print (jax.debug.print) in a kernel: tpu.log, tpu.log_buffer ----------------
+def _debug_print(ctx, *args, callback, effect, **params):
+    fmt, placeholders = getattr(getattr(callback, "fn", None), "debug_format", (None, False))
+    if fmt is None:
+        raise ctx.error("a debug_callback cannot run inside a TPU kernel: only "
+                        "pl.debug_print (or jax.debug.print) lowers, to Mosaic's log ops",
+                        unsupported=True)
+    if getattr(effect, "ordered", False):
+        raise NotImplementedError("Ordered debug_print is not supported on Pallas.")
+    leaves = [value for _, value in callback.static]
+    if tree_unflatten(callback.in_tree, leaves)[1]:
+        raise ValueError("Only positional arguments are supported by debug_print on Pallas.")
+    if any(is_static for is_static, _ in callback.static):
+        raise ctx.error("pl.debug_print in a TPU kernel prints arrays and scalars only")
+    avals = ctx.avals_in
+    if all(not a.shape for a in avals):
+        values = [ctx.value(x) for x in args]
+        attrs = f'tag = "{_escape(fmt)}"'
+        if placeholders:
+            _check_placeholders(fmt, len(args))
+            if any(np.dtype(a.dtype) not in (np.dtype(np.int32), np.dtype(np.uint32))
+                   for a in avals):
+                raise TypeError("All arguments must be 32-bit integers when using "
+                                "placeholders (`{...}`) in pl.debug_print on a TPU; to print "
+                                "values of other types, remove the placeholders from the "
+                                "format string (the values then follow it).")
+            parts = string.Formatter().parse(fmt)
+            tag = "".join(text + (f"${k}" if field is not None else "")
+                          for k, (text, field, _, _) in enumerate(parts))
+            attrs = f'formatted = true, tag = "{_escape(tag)}"'
+        ctx.fn.op("tpu.log", values, [], attrs)
+        return []
+    if len(avals) != 1:
+        raise ValueError(f"All inputs to debug_print must be all scalars or a single vector, "
+                         f"but got {', '.join(a.str_short() for a in avals)}")
+    if not placeholders or not fmt.endswith("{}"):
+        raise ValueError("For vector input, the format string must end with {}.")
+    (aval,) = avals
+    shape = ", ".join(map(str, aval.shape))
+
+    def build():  # (the vector goes through a scoped VMEM buffer, as JAX's lowering does)
+        buf = _buffer(ctx, aval.shape, aval.dtype)
+        _vmem_swap(ctx_for(ctx, [aval, aval], [aval]), buf, args[0], _used=[False])
+        ctx.fn.op("tpu.log_buffer", [buf], [],
+                  f'shape = array<i64: {shape}>, tag = "{_escape(fmt[:-2])}"')
+        return []
+    _scoped(ctx, [], build)
+    return []
+
+
+def _check_placeholders(fmt: str, count: int) -> None:
+    """JAX's checks of a kernel's print format: plain ``{}`` fields, one per value."""
+    fields = 0
+    for _, field, spec, conversion in string.Formatter().parse(fmt):
+        if field is not None:
+            fields += 1
+        if spec or conversion:
+            raise ValueError("The format string should not contain any format specs or "
+                             f"conversions (got {fmt!r}): use plain {{}} fields.")
+        if field:
+            raise ValueError("The format string should not reference arguments by position "
+                             f"or name (got {fmt!r}): use plain {{}} fields.")
+    if fields != count:
+        raise TypeError(f"The format string expects {fields} "
+                        f"argument{'' if fields == 1 else 's'}, but got {count}")
+
+
+rules[callbacks.debug_callback_p] = _debug_print
 
 
 # --- the kernel PRNG (the hardware's; the threaded state is not needed here) ----------------
