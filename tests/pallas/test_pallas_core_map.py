@@ -97,7 +97,7 @@ def test_core_map_lowers_as_jax_discharges_it(space, color, window):
     # the kernel takes the core index, both operands' refs and the result's, unpipelined
     text = _lowered(copy_through_refs(space, False), X)
     (cfg,) = configs(copy_through_refs(space, False), X)
-    assert text.count("\"AllocateBuffer\"") == 1 and "broadcast_in_dim" not in text
+    assert text.count("custom_call @AllocateBuffer(") == 1 and "broadcast_in_dim" not in text
     assert text.count("stablehlo.output_operand_alias") == 1
     assert ("output_tuple_indices = [], operand_index = 1, operand_tuple_indices = []"
             in text)
@@ -150,7 +150,7 @@ def test_core_map_operands_in_first_use_order_results_only_the_written():
             "%arg5: memref<!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>") in sig
     assert "window_params = [{transform_indices = #map}, {}, {}, {}, {}]" in sig
     text = _lowered(smem_then_dma(False))
-    assert text.count("\"AllocateBuffer\"") == 3 and "stablehlo.constant" not in text
+    assert text.count("custom_call @AllocateBuffer(") == 3 and "stablehlo.constant" not in text
     aliases = "output_tuple_indices = [0], operand_index = 1, operand_tuple_indices = []>, " \
               "#stablehlo.output_operand_alias<output_tuple_indices = [1], operand_index = 2"
     assert aliases in text

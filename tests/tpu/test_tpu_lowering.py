@@ -55,7 +55,7 @@ ROWS = [
 
 
 def _facts(text):
-    targets = set(re.findall(r'call_target_name = "(\w+)"', text))
+    targets = set(re.findall(r"stablehlo.custom_call @(\w+)\(", text))
     ops = set(re.findall(r'"stablehlo\.(cholesky|triangular_solve)"', text))
     return targets, ops
 
@@ -122,8 +122,8 @@ def _lower_for_tpu(fun, x):
 
 
 def _eigh_calls(text):
-    return re.findall(r'call_target_name = "Eigh", backend_config = "([^"]*)", '
-                      r'api_version = 1 : i32}> : \((tensor<[^>]*>)\)', text)
+    return re.findall(r'custom_call @Eigh\(%\w+\) \{backend_config = "([^"]*)", '
+                      r'api_version = 1 : i32\} : \((tensor<[^>]*>)\)', text)
 
 
 @pytest.mark.parametrize("kwargs, config", [

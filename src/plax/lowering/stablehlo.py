@@ -18,6 +18,7 @@ shortcuts. The rule of an equation is looked up for the module's platform.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -189,6 +190,25 @@ def _module_context(module) -> ModuleContext:
     return module.context
 
 
+_TARGET = re.compile(r'(?:^|, )call_target_name = "((?:[^"\\]|\\.)*)"')
+_BARE_SYMBOL = re.compile(r"[A-Za-z_][\w.$-]*")
+
+
+def _custom_call_target(op: str, props: str, attrs: str):
+    """For a ``stablehlo.custom_call``: its target as a symbol (``@name``) and ``props`` and
+    ``attrs`` without it; else None."""
+    if op != "stablehlo.custom_call":
+        return None
+    for k, text in enumerate((props, attrs)):
+        found = _TARGET.search(text)
+        if found:
+            name = found.group(1)
+            symbol = "@" + (name if _BARE_SYMBOL.fullmatch(name) else f'"{name}"')
+            rest = (text[:found.start()] + text[found.end():]).lstrip(", ")
+            return (symbol, rest, attrs) if k == 0 else (symbol, props, rest)
+    return None
+
+
 def _with_frontend_attributes(line: str, attributes) -> str:
     """``line`` (the last line of an op as ``FunctionBuilder.emit`` writes it) with
     ``attributes`` added to its ``mhlo.frontend_attributes``."""
@@ -250,7 +270,14 @@ class FunctionBuilder:
             base = results[0]
             lhs = f"{base}:{len(results)} = "
             results = [f"{base}#{i}" for i in range(len(results))]
-        text = f'{lhs}"{op}"({", ".join(operands)})'
+        target = _custom_call_target(op, props, attrs) if not regions else None
+        if target is not None:  # (printed as MLIR prints it: ``custom_call @name(...)``)
+            symbol, props, attrs = target
+            text = f'{lhs}stablehlo.custom_call {symbol}({", ".join(operands)})'
+            attrs = ", ".join(filter(None, [props, attrs]))
+            props = ""
+        else:
+            text = f'{lhs}"{op}"({", ".join(operands)})'
         if props:
             text += f" <{{{props}}}>"
         if regions:
