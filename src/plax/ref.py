@@ -245,7 +245,7 @@ def new_ref(init_val, *, memory_space=None, kind=None) -> Ref:
 def empty_ref(ty, memory_space=None) -> Ref:
     """A new reference of type ``ty`` (anything with ``shape`` and ``dtype``) whose contents
     are unspecified until written. As in JAX it has no eager form: use it inside ``jit``."""
-    import plax.numpy as jnp
+    from plax import lax
     trace = current_trace()
     while trace is not None and not (isinstance(trace, StagingTrace)
                                      and not isinstance(trace, PartialEvalTrace)):
@@ -254,7 +254,9 @@ def empty_ref(ty, memory_space=None) -> Ref:
         raise NotImplementedError("Evaluation rule for 'empty_ref' not implemented (an empty "
                                   "reference exists only inside a jitted function: use "
                                   "new_ref(jnp.zeros(shape, dtype)) outside one).")
-    return Ref(jnp.zeros(ty.shape, ty.dtype), memory_space)
+    # (unspecified contents: zeros on the CPU; in a TPU kernel, a buffer nothing wrote,
+    # poisoned under jax_pallas_poison_buffers)
+    return Ref(lax.empty(ty.shape, ty.dtype), memory_space)
 
 
 def free_ref(ref: Ref):

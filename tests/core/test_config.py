@@ -18,7 +18,7 @@ _ALL_FLAGS = {
     "num_cpu_devices", "compilation_cache_dir", "numpy_dtype_promotion", "enable_checks",
     "default_device", "threefry_partitionable", "debug_key_reuse", "enable_compilation_cache",
     "compilation_cache_max_size", "persistent_cache_min_compile_time_secs",
-    "persistent_cache_min_entry_size_bytes", "explain_cache_misses",
+    "persistent_cache_min_entry_size_bytes", "explain_cache_misses", "pallas_poison_buffers",
 }
 
 
@@ -232,6 +232,7 @@ def test_defaults_without_env(env_runs):
         "debug_key_reuse": False, "enable_compilation_cache": True,
         "compilation_cache_max_size": 1 << 30, "persistent_cache_min_compile_time_secs": 0.0,
         "persistent_cache_min_entry_size_bytes": 0, "explain_cache_misses": None,
+        "pallas_poison_buffers": False,
     }
     assert got["int64"] == "int32"
 

@@ -573,3 +573,26 @@ def test_debug_print_formats_a_tpu_cannot_print_are_refused(prints, match):
     f = pl.pallas_call(kernel, out_shape=sds((8, 128)), in_specs=specs)
     with pytest.raises(LoweringException, match=match):
         lower(f, jnp.ones((8, 128)), jnp.arange(2, dtype=jnp.int32))
+
+
+@pytest.mark.parametrize("poison, expected", [
+    (True, ["0x7FC00000", "-2147483648", "-128", "true"]),  # NaN, the least ints, True
+    (False, ["0.000000e+00", "0", "0", "false"]),
+])
+def test_unwritten_buffers_read_as_poison_when_asked(poison, expected):
+    # jax_pallas_poison_buffers: a kernel's fresh buffers (empty_ref, run_scoped) hold poison
+    def kernel(f32_ref, i32_ref, i8_ref, bool_ref):
+        for out in (f32_ref, i32_ref, i8_ref, bool_ref):
+            scratch = plax.empty_ref(plax.ShapeDtypeStruct(out.shape, out.dtype),
+                                     memory_space=pltpu.VMEM)
+            out[...] = scratch[...]
+    f = pl.pallas_call(kernel, out_shape=tuple(sds((8, 128), t) for t in (
+        jnp.float32, jnp.int32, jnp.int8, jnp.bool_)),
+        out_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)] * 4)
+    with plax.config.override("jax_pallas_poison_buffers", poison):
+        module = lower(f)[2]
+    stored = re.findall(r"tpu.vector_store %arg(\d)\[[^\]]*\], (%\w+)", module)
+    constants = dict(re.findall(r"(%\w+) = arith.constant dense<([^>]+)>", module))
+    constants.update(re.findall(r"(%\w+) = arith.extui (%\w+)", module))  # (bool as i32)
+    values = [constants[name] for _, name in sorted(stored)]
+    assert [constants.get(v, v) for v in values] == expected

@@ -323,6 +323,10 @@ config.define("xla_metadata_context_manager", None, kind=object, listed=False,
 config.define("compute_on_context_manager", None, kind=object, listed=False,
               help="Where compute_on places ops staged now (set by it).")
 TRACE_FLAGS += ["xla_metadata_context_manager", "compute_on_context_manager"]
+config.define("pallas_poison_buffers", False,
+              help="Pallas TPU kernels fill the buffers they allocate (run_scoped, empty_ref) "
+                   "with poison values (NaN, the smallest integer, True) before use.")
+TRACE_FLAGS += ["pallas_poison_buffers"]
 config.define("default_device", None, kind=object, validator=_check_default_device,
               help="Device (or platform name) for new arrays and uncommitted computations.")
 config.define("platforms", None, kind=str, help="Comma-separated platforms to use, e.g. 'cpu'.")

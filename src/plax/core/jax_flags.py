@@ -36,7 +36,7 @@ BOOL_FLAGS = {
     'jax_include_debug_info_in_dumps': True, 'jax_include_full_tracebacks_in_locations': True,
     'jax_log_checkpoint_residuals': False, 'jax_mosaic_allow_hlo': False,
     'jax_mutable_array_checks': True, 'jax_no_execution': False, 'jax_no_tracing': False,
-    'jax_pallas_enable_debug_checks': False, 'jax_pallas_poison_buffers': False,
+    'jax_pallas_enable_debug_checks': False,
     'jax_pallas_use_mosaic_gpu': True, 'jax_pallas_verbose_errors': False,
     'jax_pprint_use_color': True, 'jax_ragged_dot_use_gpu_pallas_triton_lowering': False,
     'jax_ragged_dot_use_ragged_dot_instruction': True,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from plax.core import dtypes
+from plax.core.config import config
 from plax.core.avals import ShapedArray
 from plax.core.jaxpr import Literal
 from plax.core.refs import AbstractRef
@@ -229,6 +230,30 @@ def _escape(text: str) -> str:
                    for c in str(text))
 
 
+def fresh_buffer_value(dtype):
+    """What an unwritten buffer holds in a TPU kernel: with ``jax_pallas_poison_buffers``,
+    poison (NaN, True, the integer whose bits are a lone sign bit), else zeros."""
+    dtype = np.dtype(dtype)
+    if not config.read("pallas_poison_buffers"):
+        return np.zeros((), dtype)[()]
+    if dtype == np.bool_:
+        return np.bool_(True)
+    if dtypes.issubdtype(dtype, np.inexact):
+        return np.array(np.nan, dtype)[()]
+    bits = 4 if dtype.name in ("int4", "uint4") else 8 * dtype.itemsize
+    return np.array(-(1 << (bits - 1)), np.int64).astype(dtype)[()]
+
+
+def _unwritten(fn, eqn, var):
+    """An uninitialised value (``lax.empty``, an ``empty_ref``'s contents) read before any
+    write: the value of a fresh buffer (a semaphore's initial value cannot be read)."""
+    if semaphore_type(var.aval.dtype):
+        raise LoweringException(describe(
+            fn, eqn, "a semaphore's initial value can only start a scoped buffer "
+            "(run_scoped); signal or wait on the semaphore instead of reading it."))
+    return Lit(fresh_buffer_value(var.aval.dtype), var.aval)
+
+
 # --- one function being built ---------------------------------------------------------------
 class KernelFunction:
     """The body of one ``func.func`` being written: its lines, fresh SSA names, regions."""
@@ -425,14 +450,12 @@ def lower_jaxpr(fn: KernelFunction, jaxpr, consts, args) -> list:
                 f"{eqn.primitive.name}."))
         ctx = MosaicContext(fn, [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars],
                             eqn)
-        if not getattr(rule, "takes_uninitialized", False) and any(
-                x is None for x in map(read, eqn.invars)):
-            raise LoweringException(describe(
-                fn, eqn, "an uninitialised value (pl.empty, or a semaphore's initial value) can "
-                "only start a scoped buffer (run_scoped); write the value before reading it."))
+        args = list(map(read, eqn.invars))
+        if not getattr(rule, "takes_uninitialized", False) and any(x is None for x in args):
+            args = [_unwritten(fn, eqn, v) if x is None else x for x, v in zip(args, eqn.invars)]
         saved, fn.eqn = fn.eqn, eqn
         try:
-            outs = rule(ctx, *map(read, eqn.invars), **eqn.params,
+            outs = rule(ctx, *args, **eqn.params,
                         **({"_used": [id(v) in used for v in eqn.outvars]}
                            if getattr(rule, "wants_used", False) else {}))
         except LoweringException:

@@ -17,6 +17,7 @@ import numpy as np
 from plax.core.avals import ShapedArray
 from plax.core.jaxpr import Literal
 from plax.core import dtypes
+from plax.core.config import config
 from plax.core.refs import NDIndexer, RefBitcaster, RefReshaper, Slice
 from plax.core.rules import mosaic_lowering_rules as rules
 from plax.core.tree_core import tree_unflatten
@@ -28,8 +29,9 @@ from plax.higher_order import (call, cond, custom_derivatives, loops, pjit, plat
                                run_state, scan)
 from plax.higher_order.platform_dependent import platform_branch
 from plax.core.avals import physical_aval
-from plax.pallas.mosaic_lowering import (KeyWords, Lit, RefValue, Value, is_float, key_kind,
-                                         memory_space_name, memref_type, semaphore_type,
+from plax.pallas.mosaic_lowering import (KeyWords, Lit, RefValue, Value, fresh_buffer_value,
+                                         is_float, key_kind, memory_space_name, memref_type,
+                                         semaphore_type,
                                          static_int, value_type)
 from plax.pallas.mosaic_rules_arith import convert, reshape
 
@@ -492,11 +494,14 @@ def _run_state(ctx, *args, jaxpr, num_consts, _used=None, **_):
     avals = [v.aval for v in body.invars[num_consts:]]
     used = list(_used) if _used is not None else [True] * len(inits)
     out_avals = [a for a, u in zip(ctx.avals_out, used) if u]
+    poison = config.read("pallas_poison_buffers")
 
     def build(_):
         refs = []
         for aval, init in zip(avals, inits):
             ref = _scoped_ref(ctx, aval)
+            if not semaphore_type(ref.dtype) and init is None and poison:
+                init = Lit(fresh_buffer_value(ref.dtype), aval.inner_aval)
             if not semaphore_type(ref.dtype) and init is not None:
                 idx, sizes, strides = _whole(ctx, ref)
                 _store(ctx, ref, idx, sizes, init, strides)
