@@ -596,3 +596,16 @@ def test_unwritten_buffers_read_as_poison_when_asked(poison, expected):
     constants.update(re.findall(r"(%\w+) = arith.extui (%\w+)", module))  # (bool as i32)
     values = [constants[name] for _, name in sorted(stored)]
     assert [constants.get(v, v) for v in values] == expected
+
+
+def test_a_kernels_metadata_is_its_custom_calls_kernel_metadata():
+    def add(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+    x = jnp.ones((8, 128))
+    for metadata, written in [
+            ({"foo": "bar"}, '{\\0A\\22foo\\22:\\22bar\\22\\0A}'),
+            ({"b": "2", "a": "1"}, '{\\0A\\22a\\22:\\221\\22,\\0A\\22b\\22:\\222\\22\\0A}')]:
+        f = pl.pallas_call(add, out_shape=sds((8, 128)), metadata=metadata)
+        text = lower(f, x, x)[0]
+        # (JAX's compact JSON, keys sorted, kept through to the compiled HLO's attributes)
+        assert f'kernel_metadata = "{written}"' in text

@@ -195,13 +195,18 @@ def _kernel_mesh(ctx):
     return tuple(mesh.axis_names), tuple(int(n) for n in mesh.axis_sizes)
 
 
-def _metadata_json(mesh_axes) -> str:
-    """The custom call's ``kernel_metadata`` (JSON, laid out as JAX writes it): the mesh
-    axes the kernel reads its position along, when there are any."""
-    if not mesh_axes:
+def _metadata_json(mesh_axes, metadata=None) -> str:
+    """The custom call's ``kernel_metadata`` (JSON, laid out as JAX writes it): the
+    pallas_call's ``metadata``, and the mesh axes the kernel reads its position along when
+    there are any."""
+    fields = dict(metadata or ())
+    if mesh_axes:
+        if "mesh_axes" in fields:
+            raise ValueError("Metadata already contains mesh axes.")
+        fields["mesh_axes"] = json.dumps(list(mesh_axes))
+    if not fields:
         return "{}"
-    return json.dumps({"mesh_axes": json.dumps(list(mesh_axes))}, sort_keys=True, indent=0,
-                      separators=(",", ":"))
+    return json.dumps(fields, sort_keys=True, indent=0, separators=(",", ":"))
 
 
 def _check_collective_id(params: dict, barrier: bool) -> None:
@@ -235,12 +240,13 @@ def _as_int32(ctx, x, aval, back: bool = False):
 
 
 def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpret, debug,
-                  name, compiler_params, cost_estimate, **rest):
+                  name, compiler_params, cost_estimate, metadata=None, **rest):
     if interpret:
         return lowering_rules[pallas_call_p](
             ctx, *args, jaxpr=jaxpr, grid_mapping=grid_mapping,
             input_output_aliases=input_output_aliases, interpret=interpret, debug=debug,
-            name=name, compiler_params=compiler_params, cost_estimate=cost_estimate, **rest)
+            name=name, compiler_params=compiler_params, cost_estimate=cost_estimate,
+            metadata=metadata, **rest)
     params = _mosaic_params(compiler_params)
     kernel = sanitize_name(name or "kernel")
     facts: dict = {}
@@ -269,7 +275,7 @@ def _tpu_lowering(ctx, *args, jaxpr, grid_mapping, input_output_aliases, interpr
                             in_colors=in_colors, has_communication=communicates)
     level = _side_effect_level(params.get("has_side_effects", False))
     return emit_tpu_custom_call(ctx, args, config, kernel, level, input_output_aliases,
-                                _metadata_json(facts["mesh_axes"]))
+                                _metadata_json(facts["mesh_axes"], metadata))
 
 
 def emit_tpu_custom_call(ctx, args, config: str, kernel: str | None, level: int, aliases,

@@ -343,7 +343,8 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
     ``interpret=True`` on any backend. (``_mesh_kernel``: ``pl.core_map`` / ``pl.kernel``'s
     call: unpipelined, see ``GridMapping.unpipelined``, and it may capture scalars, see
     ``_lift_scalars``.)"""
-    del metadata
+    if metadata is not None:  # (str -> str: the custom call's kernel_metadata on a TPU)
+        metadata = tuple(sorted((str(k), str(v)) for k, v in dict(metadata).items()))
     num_prefetch, prefetch_space = 0, None
     if grid_spec is not None:
         num_prefetch = getattr(grid_spec, "num_scalar_prefetch", 0)
@@ -424,7 +425,7 @@ def pallas_call(kernel, out_shape, *, grid_spec=None, grid=(), in_specs=no_block
         outs = pallas_call_p.bind(
             *dyn, *leaves, jaxpr=body, grid_mapping=gm, input_output_aliases=aliases,
             interpret=forced_interpret_params() or interpret, debug=debug, name=name,
-            compiler_params=compiler_params, cost_estimate=cost_estimate)
+            compiler_params=compiler_params, cost_estimate=cost_estimate, metadata=metadata)
         for r, value in zip(refs, outs[:len(refs)]):
             ref_set(r, (), value)
         return tree_util.tree_unflatten(out_tree, outs[len(refs):])

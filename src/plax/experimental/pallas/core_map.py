@@ -203,7 +203,7 @@ def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False
             grid=tuple(zip(mesh.axis_names, mesh.devices.shape)), in_specs=tuple(specs),
             out_specs=tuple(specs[i] for i in outs), scratch_shapes=scratch_shapes,
             input_output_aliases={i: k for k, i in enumerate(outs)}, compiler_params=params,
-            interpret=interpret, debug=debug, cost_estimate=cost_estimate,
+            interpret=interpret, debug=debug, cost_estimate=cost_estimate, metadata=metadata,
             name=name or getattr(f, "__name__", "core_map"), _mesh_kernel=True)
         results = call(*values)
         for i, v in zip(outs, results):
@@ -252,7 +252,7 @@ def kernel(body=None, out_type=(), *, mesh, scratch_types=(), compiler_params=No
         leaves = tree_util.tree_leaves(args)
         if any(type(x) is Ref for x in leaves):  # (references: updated in place)
             return _kernel_on_refs(body, out_type, mesh, scratch_types, args, compiler_params,
-                                   interpret, debug, cost_estimate, name)
+                                   interpret, debug, cost_estimate, name, metadata)
         default = mesh.default_memory_space
         in_specs = tree_util.tree_map(
             lambda x: BlockSpec(memory_space=memory_space_of(get_aval(x)) or default), args)
@@ -265,13 +265,13 @@ def kernel(body=None, out_type=(), *, mesh, scratch_types=(), compiler_params=No
             body, out_shape=out_shape, grid=tuple(zip(mesh.axis_names, mesh.devices.shape)),
             in_specs=tuple(in_specs), out_specs=out_specs, scratch_shapes=scratch_types,
             compiler_params=_checked_params(compiler_params, mesh), interpret=interpret,
-            debug=debug, cost_estimate=cost_estimate,
+            debug=debug, cost_estimate=cost_estimate, metadata=metadata,
             name=name or getattr(body, "__name__", None), _mesh_kernel=True)(*args)
     return run
 
 
 def _kernel_on_refs(body, out_type, mesh, scratch_types, args, compiler_params, interpret,
-                    debug, cost_estimate, name):
+                    debug, cost_estimate, name, metadata):
     """``pl.kernel`` on arguments among which are references: a ``core_map`` over them and
     fresh references for the outputs."""
     leaves, in_tree = tree_util.tree_flatten(args)
@@ -285,5 +285,5 @@ def _kernel_on_refs(body, out_type, mesh, scratch_types, args, compiler_params, 
         body(*tree_util.tree_unflatten(in_tree, in_refs), *spread, *scratch, **named)
     core_map(mesh, compiler_params=compiler_params, interpret=interpret, debug=debug,
              cost_estimate=cost_estimate, name=name or getattr(body, "__name__", None),
-             scratch_shapes=scratch_types)(stateful)
+             metadata=metadata, scratch_shapes=scratch_types)(stateful)
     return tree_util.tree_unflatten(out_tree, [r[...] for r in out_refs])
