@@ -212,3 +212,32 @@ def test_pallas_key_outside_smem_and_its_data_are_refused():
     with pytest.raises(LoweringException, match="key_data not supported for Pallas PRNG keys"):
         lower(pl.pallas_call(data, in_specs=[SMEM], out_shape=sds((1, 2), u32)),
               rbg_pallas_key())
+
+
+def _pipelined_uniform(key_space):
+    """The key copied from HBM by an emit_pipeline into a ``key_space`` buffer, drawn from."""
+    def kernel(key_ref, o_ref):
+        o_ref[...] = random.uniform(key_ref[...], o_ref.shape)
+
+    def pipeline_kernel(key_hbm, o_hbm):
+        pltpu.emit_pipeline(kernel, grid=(), in_specs=[pl.BlockSpec(memory_space=key_space)],
+                            out_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)])(key_hbm, o_hbm)
+    hbm = pl.BlockSpec(memory_space=pltpu.HBM)
+    return pl.pallas_call(pipeline_kernel, out_shape=sds((8, 128)), in_specs=[hbm],
+                          out_specs=hbm)
+
+
+@needs_mosaic
+@pytest.mark.parametrize("key_space", [pltpu.SMEM, pl.MemorySpace.KEY])
+def test_a_pipeline_stages_a_pallas_key_in_smem(key_space):
+    module = lower(_pipelined_uniform(key_space), rbg_pallas_key())
+    # (the key's words come over by DMA into an SMEM buffer, then seed the PRNG)
+    assert re.search(r"memref.alloca\(\) : memref<1x2xi32, #tpu.memory_space<smem>>", module)
+    assert "tpu.enqueue_dma" in module
+    assert module.count('"tpu.prng_set_seed_32"(%_, %_) : (i32, i32) -> ()') == 1
+    # interpreted, the pipeline draws what the kernel given the key in SMEM draws
+    with pltpu.force_tpu_interpret_mode():
+        piped = _pipelined_uniform(key_space)(rbg_pallas_key(3))
+        direct = _uniform_kernel(SMEM)(rbg_pallas_key(3))
+    np.testing.assert_array_equal(piped, direct)
+    assert 0.4 < float(np.mean(direct)) < 0.6

@@ -126,7 +126,8 @@ def memory_space_name(space, default: str = "vmem") -> str:
     ``default``)."""
     if space is None or str(space) == "default":
         return default
-    return str(getattr(space, "value", space))
+    name = str(getattr(space, "value", space))
+    return "smem" if name in ("error", "index", "key") else name
 
 
 def is_unsigned(dtype) -> bool:

@@ -31,7 +31,7 @@ from plax.higher_order.platform_dependent import platform_branch
 from plax.core.avals import physical_aval
 from plax.pallas.mosaic_lowering import (KeyWords, Lit, RefValue, Value, fresh_buffer_value,
                                          is_float, key_kind, memory_space_name, memref_type,
-                                         semaphore_type,
+                                         physical, semaphore_type,
                                          static_int, value_type)
 from plax.pallas.mosaic_rules_arith import convert, reshape
 
@@ -475,7 +475,7 @@ def _scoped_ref(ctx, aval) -> RefValue:
         shape, squeezed, space = inner.shape, (), memory_space_name(aval.memory_space)
     else:
         shape, squeezed, space = (1,), (0,), memory_space_name(aval.memory_space, "smem")
-    t = memref_type(shape, inner.dtype, space)
+    t = memref_type(*physical(shape, inner.dtype), space)  # (a PRNG key: its data)
     name = ctx.fn.op("memref.alloca", [], [t], "operandSegmentSizes = array<i32: 0, 0>")[0]
     return RefValue(name, shape, inner.dtype, space, squeezed, aval)
 
@@ -504,7 +504,7 @@ def _run_state(ctx, *args, jaxpr, num_consts, _used=None, **_):
                 init = Lit(fresh_buffer_value(ref.dtype), aval.inner_aval)
             if not semaphore_type(ref.dtype) and init is not None:
                 idx, sizes, strides = _whole(ctx, ref)
-                _store(ctx, ref, idx, sizes, init, strides)
+                _store_value(ctx, ref, idx, sizes, init, strides, aval.inner_aval)
             refs.append(ref)
         ctx.lower_jaxpr(body, body_consts, consts + refs)
         finals = []
@@ -514,13 +514,32 @@ def _run_state(ctx, *args, jaxpr, num_consts, _used=None, **_):
             if semaphore_type(ref.dtype):
                 raise ctx.error("the final value of a semaphore cannot be read")
             idx, sizes, strides = _whole(ctx, ref)
-            finals.append(_load(ctx, ref, idx, sizes, aval, strides))
+            final = _load_value(ctx, ref, idx, sizes, aval, strides)
+            finals += final.words if isinstance(final, KeyWords) else [final]
         ctx.fn.op("tpu.yield", finals, [])
     region = ctx.fn.region([], build)
-    names = iter(ctx.fn.op("tpu.region", [], [value_type(a) for a in out_avals],
-                           regions=[region]))
-    return [Value(next(names), value_type(a), a) if u else None
-            for a, u in zip(ctx.avals_out, used)]
+    types = [t for a in out_avals for t in _region_types(a)]
+    names = iter(ctx.fn.op("tpu.region", [], types, regions=[region]))
+    outs = []
+    for a, u in zip(ctx.avals_out, used):
+        if not u:
+            outs.append(None)
+        elif key_kind(a.dtype) == "words":  # (a key's words: int32 scalars)
+            word = ShapedArray((), np.dtype(np.uint32))
+            outs.append(KeyWords([Value(next(names), "i32", word)
+                                  for _ in _region_types(a)], a))
+        else:
+            outs.append(Value(next(names), _region_types(a)[0], a))
+    return outs
+
+
+def _region_types(aval) -> list:
+    """The MLIR types a value of ``aval`` passes out of a region as (a ``"pallas_tpu"`` key:
+    its words; another key: its data)."""
+    kind = key_kind(aval.dtype)
+    if kind == "words":
+        return ["i32"] * int(np.prod(aval.dtype.physical_shape))
+    return [value_type(physical_aval(aval) if kind else aval)]
 
 
 _run_state.wants_used = _run_state.takes_uninitialized = True

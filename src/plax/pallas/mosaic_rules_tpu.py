@@ -33,7 +33,8 @@ from plax.core.tree_core import tree_flatten, tree_unflatten
 from plax.first_order import collectives, state
 from plax.higher_order import callbacks
 from plax.pallas import dma, semaphores, tpu_ops, tpu_packing, tpu_prng
-from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, _escape, element_type,
+from plax.pallas.mosaic_lowering import (KeyWords, Lit, RefValue, Value, _escape, element_type,
+                                         key_kind,
                                          static_int, value_type)
 from plax.pallas.mosaic_rules_arith import convert
 from plax.pallas.mosaic_rules_refs import _scoped_ref as scoped_ref
@@ -431,9 +432,16 @@ def _scoped(ctx, avals, build) -> list:
     return [Value(n, value_type(a), a) for n, a in zip(names, avals)]
 
 
-def _buffer(ctx, shape, dtype) -> RefValue:
-    """A scoped buffer (``memref.alloca`` in VMEM; a DMA semaphore: ``tpu.sem_alloc``)."""
-    return scoped_ref(ctx, AbstractRef(ShapedArray(tuple(shape), dtype)))
+def _buffer(ctx, shape, dtype, space=None) -> RefValue:
+    """A scoped buffer (``memref.alloca`` in VMEM, or ``space``; a DMA semaphore:
+    ``tpu.sem_alloc``)."""
+    return scoped_ref(ctx, AbstractRef(ShapedArray(tuple(shape), dtype), memory_space=space))
+
+
+def _staging_space(aval):
+    """Where a value of ``aval`` read from or written to HBM is staged: SMEM for
+    ``"pallas_tpu"`` keys (read as scalar words), else VMEM."""
+    return "smem" if key_kind(aval.dtype) == "words" else None
 
 
 def _sync_copy(ctx, src: RefValue, dst: RefValue) -> None:
@@ -470,6 +478,14 @@ def _get(ctx, ref, *leaves, tree=None, **params):
     view = _hbm_view(ctx, ref, leaves, tree)
     aval = ctx.avals_out[0]
 
+    if key_kind(aval.dtype) == "words":  # (the region's results: the key's words)
+        def build_words():
+            buf = _buffer(ctx, view.shape, view.dtype, "smem")
+            _sync_copy(ctx, view, buf)
+            return _vmem_get(ctx_for(ctx, [aval], [aval]), buf).words
+        word = ShapedArray((), np.dtype(np.uint32))
+        return KeyWords(_scoped(ctx, [word] * int(view.shape[-1]), build_words), aval)
+
     def build():
         buf = _buffer(ctx, view.shape, view.dtype)
         _sync_copy(ctx, view, buf)
@@ -486,7 +502,7 @@ def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **params):
     aval = ctx.avals_in[1]
 
     def build():
-        buf = _buffer(ctx, view.shape, view.dtype)
+        buf = _buffer(ctx, view.shape, view.dtype, _staging_space(aval))
         _vmem_swap(ctx_for(ctx, [aval, aval], [aval]), buf, value,
                                    _used=[False])
         _sync_copy(ctx, buf, view)

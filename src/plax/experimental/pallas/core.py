@@ -146,6 +146,9 @@ class MemorySpace(BufferSpace, enum.Enum):
 
     ANY = "any"
     DEFAULT = "default"  # (a kernel reference whose block spec names none: the backend's)
+    ERROR = "error"  # (checkify's error state; these three are SMEM on a TPU)
+    INDEX = "index"  # (scalar prefetch operands)
+    KEY = "key"  # (PRNG keys)
     HOST = "host"
 
 
