@@ -241,3 +241,44 @@ def test_sparse_core_names_load_and_refuse_without_sparse_cores():
     assert [c.value for c in pltpu.CoreType] == ["tc", "sc_scalar_subcore", "sc_vector_subcore"]
     with pytest.raises(ValueError, match="Unsupported TPU device kind"):
         plsc.ScalarSubcoreMesh(axis_name="x", num_cores=1)
+
+
+def copy_in_run_state(interpret, pipelined=False):
+    """A core_map over the references of an enclosing run_state (JAX's documented pattern):
+    it copies x into y, or adds one to x block by block with emit_pipeline; z is unused."""
+    def f(x):
+        def inner(refs):
+            x_ref, y_ref, z_ref = refs
+
+            @pl.core_map(MESH, interpret=interpret)
+            def _():
+                if not pipelined:
+                    pltpu.sync_copy(x_ref, y_ref)
+                    return
+
+                def add_one(x_vmem, y_vmem):
+                    y_vmem[...] = x_vmem[...] + 1
+                spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+                pltpu.emit_pipeline(add_one, grid=(x.shape[0] // 8,), in_specs=[spec],
+                                    out_specs=[spec])(x_ref, y_ref)
+        _, y, _ = pl.run_state(inner)((x, jnp.zeros_like(x), x))
+        return y
+    return f
+
+
+def test_core_map_over_an_enclosing_run_states_references():
+    x2 = np.concatenate([X, -X])
+    np.testing.assert_array_equal(plax.jit(copy_in_run_state(True))(X), X)
+    np.testing.assert_array_equal(plax.jit(copy_in_run_state(True, True))(x2), x2 + 1)
+
+
+@needs_mosaic
+def test_core_map_over_run_state_references_lowers_as_jax_discharges_it():
+    # JAX 0.10.2: one kernel whose operands are x and y (z unused), y aliased to its result
+    text = _lowered(copy_in_run_state(False), X)
+    assert text.count("custom_call @tpu_custom_call(") == 1
+    assert ("output_operand_alias<output_tuple_indices = [], operand_index = 1, "
+            "operand_tuple_indices = []>") in text
+    (cfg,) = configs(copy_in_run_state(False), X)
+    assert ("%arg1: memref<8x128xf32, #tpu.memory_space<any>>, "
+            "%arg2: memref<8x128xf32, #tpu.memory_space<any>>") in _signature(cfg["module"])

@@ -29,14 +29,14 @@ import numpy as np
 from plax import tree_util
 from plax.core.avals import ShapedArray
 from plax.core.effects import AccumEffect, WriteEffect
-from plax.core.jaxpr import Var
+from plax.core.jaxpr import Var, eval_jaxpr
 from plax.core.refs import AbstractRef
 from plax.core.staging import trace_to_jaxpr
 from plax.core.trace import Tracer, extend_axis_env, get_aval
 from plax.experimental.pallas.call import _INDEX, _scratch_aval, pallas_call
 from plax.experimental.pallas.core import ANY, BlockSpec, MemoryRef
 from plax.higher_order import ref_effects
-from plax.higher_order.pallas_call import kernel_grid
+from plax.higher_order.pallas_call import kernel_grid, program_id
 from plax.pallas.memory_space import memory_space_of, with_memory_space_constraint_p
 from plax.ref import Ref, empty_ref, new_ref
 
@@ -94,8 +94,9 @@ def create_tensorcore_mesh(axis_name: str, devices=None, num_cores: int | None =
 
 
 def _closed_refs(f) -> list:
-    """The reference boxes ``f`` closes over (see the module's docstring), in order."""
-    found, seen = [], set()
+    """The reference boxes ``f`` closes over (see the module's docstring), in order, and
+    whether it closes over traced references too (an enclosing run_state's)."""
+    found, seen, traced = [], set(), []
 
     def visit(x, depth):
         if id(x) in seen or depth > 8:
@@ -103,6 +104,8 @@ def _closed_refs(f) -> list:
         seen.add(id(x))
         if type(x) is Ref:
             found.append(x)
+        elif isinstance(x, Tracer) and isinstance(get_aval(x), AbstractRef):
+            traced.append(x)
         elif isinstance(x, functools.partial):
             visit(x.func, depth + 1)
             for a in (*x.args, *x.keywords.values()):
@@ -120,12 +123,14 @@ def _closed_refs(f) -> list:
                 except ValueError:  # (an empty cell)
                     pass
     visit(f, 0)
-    return found
+    return found, bool(traced)
 
 
 def _ref_uses(f, refs, avals, mesh, scratch, named: bool):
     """The positions in ``refs`` of those the body reads or writes, in the order it first
-    uses them (JAX's order of a core_map's operands), and the set of those it writes."""
+    uses them (JAX's order of a core_map's operands), and the set of those it writes; the
+    body's jaxpr (of the grid indices, ``refs`` and the scratch buffers) and its consts. The
+    traced references among the consts it uses are numbered after ``refs``."""
     grid = list(mesh.devices.shape)
 
     def body(*xs):
@@ -139,10 +144,14 @@ def _ref_uses(f, refs, avals, mesh, scratch, named: bool):
         return []
     extra = [_scratch_aval(s) for s in (scratch.values() if named else scratch)]
     with extend_axis_env(list(zip(mesh.axis_names, grid))):
-        jaxpr, _ = trace_to_jaxpr(body, [_INDEX] * len(grid) + avals + extra,
-                                  description="core_map kernel")
+        jaxpr, consts = trace_to_jaxpr(body, [_INDEX] * len(grid) + avals + extra,
+                                       description="core_map kernel")
     ref_vars = jaxpr.invars[len(grid):len(grid) + len(refs)]
     where = {v: k for k, v in enumerate(ref_vars)}
+    # (references of an enclosing trace the body uses are consts of its jaxpr: numbered on)
+    for v, c in zip(jaxpr.constvars, consts):
+        if isinstance(get_aval(c), AbstractRef):
+            where[v] = len(where)
     order = []
     for eqn in jaxpr.eqns:
         for v in eqn.invars:
@@ -151,7 +160,7 @@ def _ref_uses(f, refs, avals, mesh, scratch, named: bool):
                 order.append(k)
     written = {where[e.input] for e in jaxpr.effects
                if isinstance(e, (WriteEffect, AccumEffect)) and e.input in where}
-    return order, written
+    return order, written, jaxpr, consts
 
 
 def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False,
@@ -165,21 +174,24 @@ def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False
 
     def wrapped(f):
         named = isinstance(scratch_shapes, dict)
-        found = _closed_refs(f)
-        if not found:  # (JAX's core_map has nothing to discharge it then)
+        found, closes_over_traced = _closed_refs(f)
+        if not found and not closes_over_traced:  # (JAX's core_map has nothing to discharge)
             raise ValueError("Attempted to lower core_map without discharging. This can happen "
                              "if the core_map body does not modify any Refs or have other "
                              "observable side-effects.")
         spaces = [r._memory_space or mesh.default_memory_space for r in found]
-        _check_vmem(mesh, spaces)
         avals = [AbstractRef(ShapedArray(r.shape, r.dtype), memory_space=s)
                  for r, s in zip(found, spaces)]
-        order, written = _ref_uses(f, found, avals, mesh, scratch_shapes, named)
-        refs = [found[k] for k in order]
+        order, written, jaxpr, consts = _ref_uses(f, found, avals, mesh, scratch_shapes, named)
+        traced = [c for c in consts if isinstance(get_aval(c), AbstractRef)]
+        everything = found + traced
+        spaces += [get_aval(t).memory_space or mesh.default_memory_space for t in traced]
+        _check_vmem(mesh, [spaces[k] for k in order])
+        refs = [everything[k] for k in order]
         spaces = [spaces[k] for k in order]
         outs = [i for i, k in enumerate(order) if k in written]
         n, default = len(refs), mesh.default_memory_space
-        values = [ref_effects.read(r) for r in refs]
+        values = [ref_effects.read(r) if type(r) is Ref else r[...] for r in refs]
         # (JAX's discharge: an operand in a memory space other than the mesh's is typed so,
         # which the compiled call reads as where XLA should place it)
         values = [with_memory_space_constraint_p.bind(v, memory_space=s)
@@ -190,6 +202,9 @@ def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False
 
         def body(*kernel_refs):
             ins, scratch = kernel_refs[:n], kernel_refs[n + len(outs):]
+            if traced:  # (the body as traced, its references the kernel's)
+                _run_traced(jaxpr, consts, found, order, ins, scratch, mesh)
+                return
             with ref_effects.bound(refs, list(ins)):
                 returned = (f(**dict(zip(scratch_shapes.keys(), scratch))) if named
                             else f(*scratch))
@@ -207,8 +222,29 @@ def core_map(mesh, *, compiler_params=None, interpret=False, debug: bool = False
             name=name or getattr(f, "__name__", "core_map"), _mesh_kernel=True)
         results = call(*values)
         for i, v in zip(outs, results):
-            ref_effects.write(refs[i], v)
+            if type(refs[i]) is Ref:
+                ref_effects.write(refs[i], v)
+            else:
+                refs[i][...] = v
     return wrapped
+
+
+def _run_traced(jaxpr, consts, boxes, order, kernel_refs, scratch, mesh) -> None:
+    """A core_map body that closes over traced references (an enclosing run_state's), run
+    as traced (``_ref_uses``) on the kernel's references: the grid indices are the
+    program ids, the boxes' and the traced references' the kernel's operands."""
+    by_number = dict(zip(order, kernel_refs))
+    kernel_consts, k = [], len(boxes)
+    for c in consts:
+        if isinstance(get_aval(c), AbstractRef):
+            kernel_consts.append(by_number.get(k, c))
+            k += 1
+        else:
+            kernel_consts.append(c)
+    indices = [program_id(a) for a in range(len(mesh.devices.shape))]
+    # (a box the body does not use is no operand: its unused argument is None)
+    box_refs = [by_number.get(i) for i in range(len(boxes))]
+    eval_jaxpr(jaxpr, kernel_consts, *indices, *box_refs, *scratch)
 
 
 def _check_vmem(mesh, spaces) -> None:
