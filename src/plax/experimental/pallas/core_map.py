@@ -17,7 +17,9 @@ one mesh kernel whose operands are the inputs and whose results are fresh output
 ``out_type``, not aliased; ``body`` receives references to both, then the scratch buffers.
 
 The references a body closes over are found in its closure (and the closures of the
-functions it closes over, and the lists, tuples and dicts it closes over).
+functions it closes over, and the lists, tuples and dicts it closes over). The references of
+an enclosing ``run_state`` (traced, not boxes) are found as the consts of the body's jaxpr;
+a body that uses them runs as that jaxpr, evaluated on the kernel's references.
 """
 from __future__ import annotations
 
