@@ -113,6 +113,7 @@ EXEMPTIONS = {
     ("tpu_custom_call", "jvp"): ("a Mosaic module run as written (mosaic.as_tpu_kernel): JAX "
                                  "0.10.2 does not differentiate it either", _NOT_NEEDED),
     ("trace_value", "jvp"): (_KERNEL_ONLY, _NOT_NEEDED),
+    ("delay", "jvp"): (_KERNEL_ONLY, _NOT_NEEDED),
     ("add_dependency", "lowering"): (_KERNEL_ONLY, _NOT_NEEDED),
     ("add_dependency", "jvp"): (_KERNEL_ONLY, _NOT_NEEDED),
     **{(name, kind): (_GPU_ONLY, _NOT_NEEDED)

@@ -609,3 +609,17 @@ def test_a_kernels_metadata_is_its_custom_calls_kernel_metadata():
         text = lower(f, x, x)[0]
         # (JAX's compact JSON, keys sorted, kept through to the compiled HLO's attributes)
         assert f'kernel_metadata = "{written}"' in text
+
+
+def test_delay_pauses_a_tpu_kernel_and_nothing_else():
+    def kernel(x_ref, o_ref):
+        pl.delay(100)
+        o_ref[...] = x_ref[...] * 2
+    x = jnp.ones((8, 128))
+    module = lower(pl.pallas_call(kernel, out_shape=sds((8, 128))), x)[2]
+    assert re.search(r"tpu.delay %\w+\n", module) and tpu_ops(module)[0] == "tpu.delay"
+    out = pl.pallas_call(kernel, out_shape=sds((8, 128)), interpret=True)(x)
+    np.testing.assert_array_equal(out, 2 * np.ones((8, 128)))
+    with pytest.raises(ValueError, match="delay takes an integer scalar of nanoseconds"):
+        pl.pallas_call(lambda x_ref, o_ref: pl.delay(x_ref[0, 0]), out_shape=sds((8, 128)),
+                       interpret=True)(x)

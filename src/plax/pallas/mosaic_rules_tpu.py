@@ -315,6 +315,7 @@ def _trace_value(ctx, value, *, label):
 
 
 rules[tpu_ops.trace_value_p] = _trace_value
+rules[tpu_ops.delay_p] = lambda ctx, nanos: ctx.fn.op("tpu.delay", [_i32(ctx, nanos)], []) or []
 
 
 # --- pl.debug_print (jax.debug.print) in a kernel: tpu.log, tpu.log_buffer ----------------

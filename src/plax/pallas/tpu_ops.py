@@ -25,7 +25,8 @@ from plax.lowering.inline import lower_fun
 from plax.transforms.jvp import jvp_flat
 from plax.transforms.vmap import batch_flat
 
-__all__ = ["roll_p", "bitcast_p", "trace_value_p", "roll", "bitcast", "trace_value",
+__all__ = ["roll_p", "bitcast_p", "trace_value_p", "delay_p", "delay", "roll", "bitcast",
+           "trace_value",
            "packing_bitcast"]
 
 roll_p = Primitive("roll")
@@ -162,3 +163,32 @@ trace_value_p.def_effectful_abstract_eval(_trace_value_abstract)
 impl_rules[trace_value_p] = lambda value, *, label: []
 register_lowering(trace_value_p, lambda ctx, value, *, label: [])
 batch_rules[trace_value_p] = lambda axis, vals, dims, *, label: ([], [])
+
+
+# --- delay --------------------------------------------------------------------------------
+delay_p = Primitive("delay", multiple_results=True)
+
+
+class DelayEffect(Effect):
+    """A kernel's pause (kept however its kernel's results are used)."""
+
+
+delay_effect = DelayEffect()
+
+
+def delay(nanos) -> None:
+    """Pause the kernel for ``nanos`` nanoseconds (an int32 scalar; a no-op off a TPU)."""
+    delay_p.bind(nanos)
+
+
+def _delay_abstract(nanos):
+    if nanos.shape or not np.issubdtype(nanos.dtype, np.integer):
+        raise ValueError(f"delay takes an integer scalar of nanoseconds, got "
+                         f"{nanos.str_short()}")
+    return [], {delay_effect}
+
+
+delay_p.def_effectful_abstract_eval(_delay_abstract)
+impl_rules[delay_p] = lambda nanos: []
+register_lowering(delay_p, lambda ctx, nanos: [])
+batch_rules[delay_p] = lambda axis, vals, dims: ([], [])

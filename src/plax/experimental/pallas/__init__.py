@@ -21,7 +21,8 @@ from plax.experimental.pallas.core import (ANY, HOST, BlockDim, Blocked, BlockSp
 from plax.experimental.pallas.cost_estimate import estimate_cost
 from plax.experimental.pallas.helpers import (align_to, broadcast_to, debug_check, debug_print,
                                               empty, empty_like, empty_ref_like,
-                                              enable_debug_checks, loop, lower_as_mlir,
+                                              enable_debug_checks, enable_poison_buffers,
+                                              loop, lower_as_mlir,
                                               reciprocal, run_scoped, select_ref,
                                               strides_from_shape, with_scoped)
 from plax.higher_order.cond import cond
@@ -30,6 +31,7 @@ from plax.higher_order.run_state import run_state
 from plax.pallas import mosaic_call as _mosaic_call  # noqa: F401 (pallas_call's TPU lowering)
 from plax.experimental.pallas.core_map import core_map, kernel
 from plax.pallas.multiple_of import multiple_of_p
+from plax.pallas.tpu_ops import delay
 from plax.pallas.semaphores import (DeviceIdType, semaphore, semaphore_read, semaphore_signal,
                                     semaphore_wait)
 from plax.ref import ds
@@ -40,7 +42,8 @@ __all__ = ["pallas_call", "pallas_call_p", "BlockSpec", "GridSpec", "Blocked", "
            "num_programs", "cdiv", "ds", "dslice", "Slice", "when", "multiple_of",
            "run_state", "next_power_of_2", "BlockDim", "BoundedSlice", "Indirect",
            "RevisitMode", "align_to", "broadcast_to", "debug_check", "debug_print", "empty",
-           "empty_like", "empty_ref_like", "enable_debug_checks", "loop", "lower_as_mlir",
+           "empty_like", "empty_ref_like", "enable_debug_checks", "enable_poison_buffers",
+           "delay", "loop", "lower_as_mlir",
            "reciprocal", "run_scoped", "select_ref", "strides_from_shape", "with_scoped",
            "estimate_cost",
            "DeviceIdType", "semaphore", "semaphore_read", "semaphore_signal", "semaphore_wait",

@@ -31,11 +31,13 @@ from plax.ref import new_ref
 from plax.ref import swap as ref_swap
 
 __all__ = ["loop", "empty", "empty_like", "empty_ref_like", "run_scoped", "with_scoped",
-           "debug_print", "debug_check", "enable_debug_checks", "align_to", "select_ref",
+           "debug_print", "debug_check", "enable_debug_checks", "enable_poison_buffers",
+           "align_to", "select_ref",
            "strides_from_shape", "broadcast_to", "reciprocal", "lower_as_mlir", "load", "swap",
            "store"]
 
 enable_debug_checks = config.jax_pallas_enable_debug_checks
+enable_poison_buffers = config.jax_pallas_poison_buffers
 
 
 def _cdiv(a, b):
