@@ -24,6 +24,8 @@ demo: $(STAMP)
 	$(PY) examples/checkpointing.py
 	@echo "--- flash attention as two Pallas kernels (interpret mode off a TPU), trained through ---"
 	$(PY) examples/pallas_flash_attention.py --steps 20
+	@echo "--- Keras 3 (KERAS_BACKEND=jax) on plax: a convnet trained with fit, saved, reloaded ---"
+	$(PY) -m plax examples/keras_on_plax.py
 
 # Two worker processes (one per core on CI), each test file kept on one worker. Then the
 # sharding and pmap tests again on one device, as a machine with a single device runs them
