@@ -220,3 +220,20 @@ def test_multinomial_matches_jax():
     quarters = R.multinomial(key, 1000, jnp.full(4, 0.25), unroll=2)
     assert np.asarray(quarters).tolist() == [227.0, 259.0, 275.0, 239.0]
     assert float(quarters.sum()) == 1000.0
+
+
+def test_samplers_trace_with_symbolic_shapes():
+    # (Keras infers a layer's output shape with eval_shape over a symbolic batch dimension)
+    from plax import export
+    b, = export.symbolic_shape("b")
+    x = plax.ShapeDtypeStruct((b, 20), jnp.float32)
+    draws = {"bernoulli": lambda k, x: R.bernoulli(k, 0.5, shape=x.shape),
+             "uniform": lambda k, x: R.uniform(k, x.shape),
+             "normal": lambda k, x: R.normal(k, x.shape, jnp.bfloat16)}
+    for name, draw in draws.items():
+        out = plax.eval_shape(draw, R.key(0), x)
+        assert out.shape == (b, 20), name
+    assert plax.eval_shape(draws["normal"], R.key(0), x).dtype == jnp.bfloat16
+    # a parameter of another shape is still checked against the shape asked for
+    with pytest.raises(ValueError, match="bernoulli parameter shapes must be broadcast"):
+        R.bernoulli(R.key(0), jnp.full((3,), 0.5), shape=(2, 1))

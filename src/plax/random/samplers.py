@@ -10,6 +10,7 @@ from plax import numpy as jnp
 from plax.api.jit import jit
 from plax.core import dtypes
 from plax.core.avals import shape_entries
+from plax.core.symbolic_shapes import is_symbolic_dim
 from plax.core.trace import get_aval
 from plax.first_order.sharding_constraint import takes_out_sharding
 from plax.first_order import arithmetic as _arith
@@ -24,9 +25,11 @@ __all__ = ["bits", "uniform", "normal", "randint"]
 
 
 def checked_shape(shape) -> tuple:
-    """A shape argument as a tuple of Python ints (TypeError for anything else)."""
+    """A shape argument as a tuple of Python ints or symbolic dimensions (under shape
+    polymorphism; TypeError for anything else)."""
     try:
-        return tuple(operator.index(d) for d in shape_entries(shape))
+        return tuple(d if is_symbolic_dim(d) else operator.index(d)
+                     for d in shape_entries(shape))
     except TypeError:
         raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
                         f"{shape!r}.") from None
@@ -201,7 +204,7 @@ def result_shape(name: str, shape, *params) -> tuple:
 
 def check_param_shapes(name: str, shape: tuple, *param_shapes) -> None:
     """Raise unless the parameters' shapes broadcast to exactly ``shape``."""
-    if param_shapes:
+    if any(param_shapes):  # (scalar parameters fit any shape, symbolic ones too)
         try:
             got = np.broadcast_shapes(shape, *param_shapes)
         except ValueError:
