@@ -84,6 +84,16 @@ def test_custom_gradient_of_two_arguments_and_a_clipped_gradient():
         np.asarray(plax.grad(lambda x: (clip_grad(x) * 5).sum())(jnp.ones(3))), [1.0, 1.0, 1.0])
 
 
+def test_custom_gradient_vjp_may_return_the_one_cotangent_bare():
+    # (as in JAX: one argument, its cotangent returned as an array rather than a tuple)
+    @plax.custom_gradient
+    def f(x):
+        return x ** 2, lambda g: g * 3 * x
+
+    assert float(plax.grad(f)(2.0)) == 6.0
+    np.testing.assert_array_equal(plax.grad(lambda x: f(x).sum())(jnp.ones(3)), [3.0] * 3)
+
+
 def test_custom_gradient_vjp_must_return_one_cotangent_per_argument():
     @plax.custom_gradient
     def bad(x, y):

@@ -493,3 +493,12 @@ def test_check_user_dtype_errors_name_the_argument():
         dtypes.check_user_dtype(np.object_)
     with pytest.raises(TypeError, match="new_dtype <U2 is not a valid JAX array type"):
         dtypes.check_user_dtype("U2", "new_dtype")
+
+
+@pytest.mark.parametrize("x64, want", [(False, np.float32), (True, np.float64)])
+def test_none_takes_part_in_promotion_as_numpys_default_dtype(x64, want):
+    # (JAX 0.10.2: np.dtype(None), a strong float64, canonicalised; Keras relies on it)
+    import plax.numpy as jnp
+    with enable_x64(x64):
+        for args in [(None,), (None, 1), (None, True), (None, np.float16)]:
+            assert jnp.result_type(*args) == want, args

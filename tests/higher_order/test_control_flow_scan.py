@@ -465,3 +465,8 @@ def test_scan_transformations_keep_weak_types():
                                        length=2)[0])(np.array([0, 3, 5], I32))
     close(out, (np.array([0, 6, 10], I32), np.array([4, 4, 4], I32)))
     assert not out[0].weak_type and out[1].weak_type  # the unbatched carry stays weak
+
+
+def test_scan_of_a_non_callable_is_refused():
+    with pytest.raises(TypeError, match=r"lax.scan: f argument should be a callable\."):
+        lax.scan(3, 0, None, length=2)

@@ -525,8 +525,8 @@ def _join(nodes: tuple, x64: bool, strict: bool = False):
 def _dtype_and_weak(x) -> tuple:
     """The dtype of a value or dtype as promotion sees it (not narrowed), and whether it is
     weak (Python scalars and the types int/float/complex; values whose aval says so)."""
-    if x is None:
-        raise ValueError("None is not a valid value for result_type")
+    if x is None:  # (NumPy's default dtype, as np.dtype(None) and JAX's result_type read it)
+        return np.dtype(np.float64), False
     py = x if isinstance(x, type) and x in _PY_SCALAR_DEFAULT else type(x)
     if py in _PY_SCALAR_DEFAULT:
         return _PY_SCALAR_DEFAULT[py], py is not bool

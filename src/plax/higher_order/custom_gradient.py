@@ -46,6 +46,8 @@ def custom_gradient(fun):
 
         def flat_rule(*cts):
             out = rule(tree_util.tree_unflatten(value_tree, list(cts)))
+            if tree_util.treedef_is_leaf(tree_util.tree_structure(out)):
+                out = (out,)  # (one array: the cotangent of the one argument, as in JAX)
             if not isinstance(out, (tuple, list)):
                 raise TypeError("The VJP function of a custom_gradient must return a tuple "
                                 f"or list with one cotangent per positional argument, got "

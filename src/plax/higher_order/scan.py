@@ -78,7 +78,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs`` (pytrees), returning
     the final carry and the stacked ``y``s. ``length`` is needed when ``xs`` is None."""
     if not callable(f):
-        raise TypeError("lax.scan: f argument should be callable.")
+        raise TypeError("lax.scan: f argument should be a callable.")
     if hi_value_types:
         ref_effects.refuse_aliased_references(
             tree_util.tree_leaves((init, xs)), lambda: flat_arg_names(f, (init, xs), {}),
