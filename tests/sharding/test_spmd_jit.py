@@ -752,3 +752,16 @@ def test_a_one_device_mesh_keeps_the_layouts_asked_for():
         out = pinned(arg)
         assert out.sharding == NamedSharding(one, P(None, "x"))
         np.testing.assert_array_equal(np.asarray(out), host * 2)
+
+
+def test_with_sharding_constraint_takes_a_format_of_a_sharding():
+    # (Keras's distribute_tensor hands JAX's layout Format(sharding=...) to it)
+    from plax.experimental.layout import Format, Layout
+    target = NamedSharding(mesh_4x2(), PartitionSpec("a", None))
+    x = pnp.arange(16.0 * 8).reshape(16, 8)
+    out = plax.jit(lambda v: plax.lax.with_sharding_constraint(v * 2, Format(sharding=target)))(x)
+    assert out.sharding.is_equivalent_to(target, 2)
+    np.testing.assert_array_equal(out, 2 * np.arange(16.0 * 8).reshape(16, 8))
+    with pytest.raises(NotImplementedError, match="a Format naming a layout is not supported"):
+        plax.jit(lambda v: plax.lax.with_sharding_constraint(
+            v, Format(Layout((1, 0)), target)))(x)

@@ -27,6 +27,7 @@ from plax.sharding.mesh import (AxisType, Mesh, context_mesh, get_abstract_mesh,
                                 use_abstract_mesh, use_mesh)
 from plax.sharding.named import (NamedSharding, concrete_sharding, out_sharding_param,
                                  resolve_spec, type_sharding)
+from plax.sharding.layouts import Format, Layout
 from plax.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
 
 __all__ = ["with_sharding_constraint", "sharding_constraint_p", "inspect_array_sharding",
@@ -52,7 +53,7 @@ def _per_leaf(x, shardings):
     shardings, PartitionSpecs or None) for each leaf."""
     leaves, tree = tree_util.tree_flatten(x)
     is_leaf = lambda s: s is None or isinstance(  # noqa: E731
-        s, (NamedSharding, GSPMDSharding, PartitionSpec))
+        s, (NamedSharding, GSPMDSharding, PartitionSpec, Format))
     if is_leaf(shardings):
         return leaves, tree, [shardings] * len(leaves)
     return leaves, tree, tree_util.broadcast_prefix_to_treedef(
@@ -60,11 +61,18 @@ def _per_leaf(x, shardings):
 
 
 def with_sharding_constraint(x, shardings):
-    """``x`` (a pytree) laid out by ``shardings`` (a sharding, a PartitionSpec, or a pytree
-    prefix of them). On a mesh whose axes are all Explicit it asserts the value's type."""
+    """``x`` (a pytree) laid out by ``shardings`` (a sharding, a PartitionSpec, a Format of a
+    sharding, or a pytree prefix of them). On a mesh whose axes are all Explicit it asserts the value's type."""
     leaves, tree, per_leaf = _per_leaf(x, shardings)
     outs = []
     for leaf, s in zip(leaves, per_leaf):
+        if isinstance(s, Format):  # (a layout and a sharding: the sharding constrains)
+            if s.layout is not None and s.layout is not Layout.AUTO:
+                raise NotImplementedError(
+                    "with_sharding_constraint: a Format naming a layout is not supported; "
+                    "constrain the layout with plax.experimental.layout.with_layout_constraint "
+                    "and pass the Format's sharding here.")
+            s = s.sharding
         if s is None:
             outs.append(leaf)
             continue
