@@ -35,3 +35,23 @@ def test_jaxlib_lookups_never_import_an_installed_jax(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines() == ["jax modules: []"]
     assert not marker.exists()
+
+
+_WHILE_READING = """
+import sys, threading
+import plax
+from plax.runtime.jaxlib_lookups import answer_jaxlib_lookups
+seen = []
+with answer_jaxlib_lookups:  # (what each array read through jaxlib opens)
+    t = threading.Thread(target=lambda: seen.append(__import__("jax").core.Tracer))
+    t.start(); t.join()
+    seen.append(sys.modules["jax"].__name__)
+print(seen[0] is plax.core.Tracer, seen[1])
+"""
+
+
+def test_under_the_alias_reads_swap_no_jax_module_another_thread_could_meet(tmp_path):
+    # (Keras's fit imports jax in worker threads while arrays are being read)
+    proc = run_python(["-m", "plax", "-c", _USES + _WHILE_READING], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "True plax"

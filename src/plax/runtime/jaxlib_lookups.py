@@ -15,11 +15,12 @@ class _AnswerJaxlibLookups:
     the class is looked up once per process and kept) and
     ``jax._src.sharding_impls`` for ``make_single_device_sharding`` (on each
     first read of an array through jaxlib). What ``import jax`` finds must not
-    matter: under the drop-in alias it is plax, with a real JAX installed it
-    would be that JAX (imported as a side effect of a read), with neither each
-    failed import costs a search of ``sys.path``. So those names are briefly
-    modules holding plax's answers. Names a real JAX has already loaded are left
-    alone: that JAX answers its own lookups.
+    matter: with a real JAX installed it would be that JAX (imported as a side
+    effect of a read), with none each failed import costs a search of
+    ``sys.path``. So those names are briefly modules holding plax's answers.
+    Names a real JAX has already loaded are left alone: that JAX answers its own
+    lookups; under the drop-in alias plax's own modules answer them, and nothing
+    is swapped (another thread may be importing jax meanwhile).
     """
 
     _stand_ins = None  # built once, on first use
@@ -33,7 +34,9 @@ class _AnswerJaxlibLookups:
 
     def __enter__(self):
         with self._lock:
-            if self._depth == 0:
+            # (under the drop-in alias, "jax" is plax, whose modules answer jaxlib themselves:
+            # nothing is swapped, so no other thread's ``import jax`` can meet a stand-in)
+            if self._depth == 0 and not _aliased():
                 stand_ins = self._stand_ins or self._make_stand_ins()
                 for name, module in stand_ins.items():
                     current = sys.modules.get(name)
@@ -81,6 +84,11 @@ class _AnswerJaxlibLookups:
                         sys.modules[name] = module
                 self._saved = {}
         return False
+
+
+def _aliased() -> bool:
+    """Whether ``jax`` is plax (``python -m plax``, ``plax.install_as_jax()``)."""
+    return getattr(sys.modules.get("jax"), "__name__", "") == "plax"
 
 
 answer_jaxlib_lookups = _AnswerJaxlibLookups()
