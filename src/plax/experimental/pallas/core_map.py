@@ -95,7 +95,7 @@ def create_tensorcore_mesh(axis_name: str, devices=None, num_cores: int | None =
     return TensorCoreMesh([TensorCore(i) for i in range(num_cores)], [axis_name])
 
 
-def _closed_refs(f) -> list:
+def _closed_refs(f) -> tuple[list, bool]:
     """The reference boxes ``f`` closes over (see the module's docstring), in order, and
     whether it closes over traced references too (an enclosing run_state's)."""
     found, seen, traced = [], set(), []
