@@ -42,28 +42,7 @@ def test_core_map_updates_the_references_it_closes_over(space):
 
 
 def test_core_map_smem_writes_and_dma():
-    kernel = pl.core_map(mesh=MESH, interpret=True)
-
-    @plax.jit
-    def f():
-        y_ref = pl.empty_ref_like(pltpu.SMEM((8,), jnp.int32))
-        out_ref = pl.empty_ref_like(pltpu.HBM((8,), jnp.int32))
-        sem = pl.empty_ref_like(pltpu.SemaphoreType.DMA(()))
-
-        @kernel
-        def _():
-            for i in range(8):
-                y_ref[i] = i
-
-        @kernel
-        def _():
-            pltpu.make_async_copy(y_ref, out_ref, sem).start()
-
-        @kernel
-        def _():
-            pltpu.make_async_copy(y_ref, out_ref, sem).wait()
-        return out_ref[...]
-    np.testing.assert_array_equal(f(), np.arange(8))
+    np.testing.assert_array_equal(plax.jit(smem_then_dma(True, wait=True))(), np.arange(8))
 
 
 def test_kernel_is_the_functional_form():
@@ -113,7 +92,9 @@ def test_core_map_lowers_as_jax_discharges_it(space, color, window):
     assert "iteration_bounds = array<i64: 1>" in sig and "@transform_" not in cfg["module"]
 
 
-def smem_then_dma(interpret):
+def smem_then_dma(interpret, wait=False):
+    """Three core_maps: SMEM writes, then a DMA of them started (and, with ``wait``, a third
+    waiting for it)."""
     kernel = pl.core_map(mesh=MESH, interpret=interpret)
 
     def f():
@@ -129,6 +110,11 @@ def smem_then_dma(interpret):
         @kernel
         def _():
             pltpu.make_async_copy(y_ref, out_ref, sem).start()
+
+        if wait:
+            @kernel
+            def _():
+                pltpu.make_async_copy(y_ref, out_ref, sem).wait()
         return out_ref[...]
     return f
 

@@ -496,7 +496,7 @@ def _run_state(ctx, *args, jaxpr, num_consts, _used=None, **_):
     out_avals = [a for a, u in zip(ctx.avals_out, used) if u]
     poison = config.read("pallas_poison_buffers")
 
-    def build(_):
+    def build():
         refs = []
         for aval, init in zip(avals, inits):
             ref = _scoped_ref(ctx, aval)
@@ -514,22 +514,31 @@ def _run_state(ctx, *args, jaxpr, num_consts, _used=None, **_):
             if semaphore_type(ref.dtype):
                 raise ctx.error("the final value of a semaphore cannot be read")
             idx, sizes, strides = _whole(ctx, ref)
-            final = _load_value(ctx, ref, idx, sizes, aval, strides)
-            finals += final.words if isinstance(final, KeyWords) else [final]
-        ctx.fn.op("tpu.yield", finals, [])
-    region = ctx.fn.region([], build)
-    types = [t for a in out_avals for t in _region_types(a)]
-    names = iter(ctx.fn.op("tpu.region", [], types, regions=[region]))
+            finals.append(_load_value(ctx, ref, idx, sizes, aval, strides))
+        return finals
+    results = iter(in_region(ctx, out_avals, build))
+    return [next(results) if u else None for u in used]
+
+
+def in_region(ctx, avals, build) -> list:
+    """``build()`` inside a ``tpu.region`` (the buffers it allocates live until the region
+    ends); the values of ``avals`` it returns are the region's results (a ``"pallas_tpu"``
+    key passes out as its words)."""
+    def body(_):
+        values = build()
+        ctx.fn.op("tpu.yield", [w for v in values
+                                for w in (v.words if isinstance(v, KeyWords) else [v])], [])
+    region = ctx.fn.region([], body)
+    names = iter(ctx.fn.op("tpu.region", [], [t for a in avals for t in _region_types(a)],
+                           regions=[region]))
     outs = []
-    for a, u in zip(ctx.avals_out, used):
-        if not u:
-            outs.append(None)
-        elif key_kind(a.dtype) == "words":  # (a key's words: int32 scalars)
+    for a in avals:
+        types = _region_types(a)
+        if key_kind(a.dtype) == "words":
             word = ShapedArray((), np.dtype(np.uint32))
-            outs.append(KeyWords([Value(next(names), "i32", word)
-                                  for _ in _region_types(a)], a))
+            outs.append(KeyWords([Value(next(names), "i32", word) for _ in types], a))
         else:
-            outs.append(Value(next(names), _region_types(a)[0], a))
+            outs.append(Value(next(names), types[0], a))
     return outs
 
 

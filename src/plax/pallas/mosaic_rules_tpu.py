@@ -33,12 +33,11 @@ from plax.core.tree_core import tree_flatten, tree_unflatten
 from plax.first_order import collectives, state
 from plax.higher_order import callbacks
 from plax.pallas import dma, semaphores, tpu_ops, tpu_packing, tpu_prng
-from plax.pallas.mosaic_lowering import (KeyWords, Lit, RefValue, Value, _escape, element_type,
-                                         key_kind,
-                                         static_int, value_type)
+from plax.pallas.mosaic_lowering import (Lit, RefValue, Value, _escape, element_type, key_kind,
+                                         static_int)
 from plax.pallas.mosaic_rules_arith import convert
 from plax.pallas.mosaic_rules_refs import _scoped_ref as scoped_ref
-from plax.pallas.mosaic_rules_refs import sliced, viewed
+from plax.pallas.mosaic_rules_refs import in_region, sliced, viewed
 
 __all__ = ["ref_view", "set_seed", "random_bits"]
 
@@ -364,7 +363,7 @@ def _debug_print(ctx, *args, callback, effect, **params):
         ctx.fn.op("tpu.log_buffer", [buf], [],
                   f'shape = array<i64: {shape}>, tag = "{_escape(fmt[:-2])}"')
         return []
-    _scoped(ctx, [], build)
+    in_region(ctx, [], build)
     return []
 
 
@@ -419,20 +418,6 @@ rules[tpu_prng.prng_random_bits_p] = _prng_random_bits
 
 
 # --- blocks of ANY/HBM references, through scoped VMEM buffers -----------------------------
-def _scoped(ctx, avals, build) -> list:
-    """``build()`` inside a ``tpu.region`` (its allocations live until the region ends);
-    the Values of ``avals`` it returns are the region's results."""
-    outs = []
-
-    def body(_):
-        values = build()
-        outs.extend(values)
-        ctx.fn.op("tpu.yield", values, [])
-    region = ctx.fn.region([], body)
-    names = ctx.fn.op("tpu.region", [], [value_type(a) for a in avals], regions=[region])
-    return [Value(n, value_type(a), a) for n, a in zip(names, avals)]
-
-
 def _buffer(ctx, shape, dtype, space=None) -> RefValue:
     """A scoped buffer (``memref.alloca`` in VMEM, or ``space``; a DMA semaphore:
     ``tpu.sem_alloc``)."""
@@ -479,19 +464,11 @@ def _get(ctx, ref, *leaves, tree=None, **params):
     view = _hbm_view(ctx, ref, leaves, tree)
     aval = ctx.avals_out[0]
 
-    if key_kind(aval.dtype) == "words":  # (the region's results: the key's words)
-        def build_words():
-            buf = _buffer(ctx, view.shape, view.dtype, "smem")
-            _sync_copy(ctx, view, buf)
-            return _vmem_get(ctx_for(ctx, [aval], [aval]), buf).words
-        word = ShapedArray((), np.dtype(np.uint32))
-        return KeyWords(_scoped(ctx, [word] * int(view.shape[-1]), build_words), aval)
-
     def build():
-        buf = _buffer(ctx, view.shape, view.dtype)
+        buf = _buffer(ctx, view.shape, view.dtype, _staging_space(aval))
         _sync_copy(ctx, view, buf)
         return [_vmem_get(ctx_for(ctx, [aval], [aval]), buf)]
-    return _scoped(ctx, [aval], build)[0]
+    return in_region(ctx, [aval], build)[0]
 
 
 def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **params):
@@ -508,7 +485,7 @@ def _swap(ctx, ref, value, *leaves, tree=None, _used=(True,), **params):
                                    _used=[False])
         _sync_copy(ctx, buf, view)
         return []
-    _scoped(ctx, [], build)
+    in_region(ctx, [], build)
     return old
 
 
