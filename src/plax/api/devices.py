@@ -6,7 +6,7 @@ import numpy as np
 
 from plax import tree_util
 from plax.core import dtypes
-from plax.core.trace import Tracer
+from plax.core.trace import Tracer, current_trace
 from plax.runtime import dispatch, transfer_guards, xla
 from plax.runtime.array import CONCRETE, all_arrays, buffer_of
 from plax.sharding import (AbstractMesh, NamedSharding, PartitionSpec, Sharding,
@@ -126,6 +126,12 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     devices), a PartitionSpec (over the context mesh), a Format (its sharding, in the default
     layout), or a pytree prefix of these. With a placement given, the result is committed."""
     def put_leaf(leaf, target):
+        out = put_one(leaf, target)
+        if isinstance(leaf, Tracer) or isinstance(out, np.ndarray):
+            return out
+        return current_trace().staged_constant(out)  # under jit, a tracer as in JAX
+
+    def put_one(leaf, target):
         if isinstance(target, Format):
             target = _placement_of_format(leaf, target)
         dev = resolve_device(target)

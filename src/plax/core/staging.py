@@ -69,6 +69,11 @@ class StagingTrace(Trace):
     def note_host_scalar(self, array) -> None:
         self.host_scalars[id(array)] = array
 
+    def staged_constant(self, x):
+        if not self.records_all:  # (a partial-evaluation trace computes known values above)
+            return super().staged_constant(x)
+        return StagingTracer(self, abstractify(x), self.lift(x))
+
     def new_arg(self, aval: ShapedArray) -> StagingTracer:
         t = StagingTracer(self, aval, Var(aval))
         self.invars.append(t._var)

@@ -40,6 +40,12 @@ class Trace:
         ``jit(inline=True)`` functions do outside a staging trace."""
         return False
 
+    def staged_constant(self, x):
+        """``x``, a concrete array just made from host data (``jnp.array``, ``jnp.ones``), as
+        this trace gives it back: a tracer where primitives of constants are staged (under
+        jit: JAX's creation functions give tracers there), else ``x`` itself."""
+        return x if self.parent is None else self.parent.staged_constant(x)
+
     def note_host_scalar(self, array) -> None:
         """``array`` (0-d) was just made from a host scalar: the nearest staging
         trace takes it as a literal, as JAX's traces fold such constants."""
@@ -113,6 +119,19 @@ class Tracer:
         raise errors.ConcretizationTypeError(
             self, "The is_fully_replicated property was called on a traced value, which has "
                   "no devices or shards.")
+
+    def __getattr__(self, name):
+        # (reached only for names a tracer lacks: say why an Array's runtime ones are missing)
+        if name in ("block_until_ready", "copy_to_host_async", "sharding"):
+            kind = "attribute" if name == "sharding" else "method"
+            hint = (" Ask plax.typeof(x) for the sharding of a traced value." if kind ==
+                    "attribute" else " Call it on the result of the transformed function.")
+            raise AttributeError(f"The '{name}' {kind} is not available on traced array with "
+                                 f"shape {errors._shown_aval(self)}.{hint}")
+        if name == "committed":
+            raise errors.ConcretizationTypeError(
+                self, "The 'committed' attribute is not available on a traced value.")
+        raise AttributeError(f"{type(self).__name__} has no attribute {name}")
 
     def _debug_origin(self) -> str:
         return f"The tracer was created while tracing {self._trace.description or 'a function'}."

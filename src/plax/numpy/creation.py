@@ -14,7 +14,7 @@ from plax.core.avals import (WeakHostArray, from_array_protocol, has_array_proto
                               masked_array_error, shape_entries)
 from plax.core.errors import InconclusiveDimensionOperation, shape_type_error
 from plax.core.symbolic_shapes import DimExpr, dimension_as_value, max_dim
-from plax.core.trace import Tracer, get_aval
+from plax.core.trace import Tracer, current_trace, get_aval
 from plax.api.jit import eager_compiled
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
                              check_arraylike, convert, is_traced_ref, shape_of)
@@ -125,6 +125,7 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
         weak = dtype is None and (type(object) in (int, float, complex)
                                   or isinstance(object, WeakHostArray))
         out = array_from_host(host.astype(canon, copy=False), weak_type=weak)
+        out = current_trace().staged_constant(out)  # a tracer under jit, as in JAX
     if ndmin > get_aval(out).ndim:
         from plax.first_order.shapes import reshape
         out = reshape(out, (1,) * (ndmin - get_aval(out).ndim) + get_aval(out).shape)
