@@ -578,6 +578,55 @@ def kernels_closing_over_run_state_refs():
     return program(f, x), x, 0.0
 
 
+def _masked_attention_and_grads(q, k, v, keep, w):
+    """Softmax attention (no scaling, as splash's) over ``keep`` and the gradients of
+    ``sum(out * w)`` with respect to q, k and v, in float64 NumPy."""
+    q, k, v, w = (np.asarray(a, np.float64) for a in (q, k, v, w))
+    s = np.where(keep, np.einsum("hqd,hkd->hqk", q, k), -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = np.einsum("hqd,hkd->hqk", w, v)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    return (np.einsum("hqk,hkd->hqd", p, v), np.einsum("hqk,hkd->hqd", ds, k),
+            np.einsum("hqk,hqd->hkd", ds, q), np.einsum("hqk,hqd->hkd", p, w))
+
+
+@kernel
+def splash_attention_fwd_bwd():
+    """The ops library's splash attention (two heads, causal, two segments): its output and
+    the gradients of a weighted sum of it, each scaled by the reference's largest value."""
+    if OPTS.jax:
+        from jax.experimental.pallas.ops.tpu.splash_attention import (
+            splash_attention_kernel as sk, splash_attention_mask as sm)
+    else:
+        from plax.experimental.pallas.ops.tpu.splash_attention import (
+            splash_attention_kernel as sk, splash_attention_mask as sm)
+    h, n, d = 2, 512, 128
+    attend = sk.make_splash_mha_single_device(
+        sm.MultiHeadMask([sm.CausalMask((n, n))] * h), block_sizes=sk.BlockSizes.get_default(),
+        interpret=INTERPRET)
+    q, k_, v, w = (rand(50 + i, (h, n, d), scale=0.3 if i < 2 else 1.0) for i in range(4))
+    ids = np.repeat(np.arange(2, dtype=np.int32), n // 2)
+    segments = sk.SegmentIds(jnp.asarray(ids), jnp.asarray(ids))
+
+    def out_and_grads(q, k_, v, w):
+        out, pullback = jax.vjp(lambda q, k_, v: attend(q, k_, v, segments), q, k_, v)
+        return (out, *pullback(w))
+    backend = jax.default_backend
+    if OPTS.lower_only and not OPTS.jax:  # (plax's splash interprets itself off a TPU)
+        jax.default_backend = lambda: "tpu"
+    try:
+        got = program(out_and_grads, q, k_, v, w)
+    finally:
+        jax.default_backend = backend
+    keep = np.tril(np.ones((n, n), bool)) & (ids[:, None] == ids[None, :])
+    want = _masked_attention_and_grads(q, k_, v, keep, w)
+    scales = [float(np.max(np.abs(r))) for r in want]
+    flat = lambda parts: np.concatenate([np.ravel(np.asarray(p, np.float64)) / c
+                                         for p, c in zip(parts, scales)])
+    return flat(got), flat(want), 3e-2
+
+
 @kernel
 def int4_int8_casts():
     def k(x_ref, o_ref):
