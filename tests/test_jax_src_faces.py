@@ -140,14 +140,18 @@ def test_the_faces_are_jax_src_under_python_m_plax(tmp_path):
             "print(core.ShapedArray is jax.core.ShapedArray, dtypes.float0 is jax.dtypes.float0,"
             " 'threefry2x32' in prng.prngs)\n"
             "from jax._src.sharding_impls import GSPMDSharding\n"
-            "print(GSPMDSharding.get_replicated(jax.devices()).memory_kind)\n")
+            "print(GSPMDSharding.get_replicated(jax.devices()).memory_kind)\n"
+            # (Keras's flash-attention check: the import alone picks splash on a TPU)
+            "from jax._src.cudnn.fused_attention_stablehlo import _normalize_layout, "
+            "check_compute_capability, check_cudnn_version, check_is_flash_attention, "
+            "check_layout\nprint(check_compute_capability('8.0'))\n")
     src = os.path.dirname(os.path.dirname(plax.__file__))
     env = dict(os.environ, PLAX_NUM_CPU_DEVICES="1",
                PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, "-m", "plax", "-c", "import jax\n" + code],
                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["float64", "True", "True", "True", "device"]
+    assert out.stdout.split() == ["float64", "True", "True", "True", "device", "False"]
 
 
 def test_dispatch_runtime_tokens_clear_waits_and_ordered_effects_go_on():

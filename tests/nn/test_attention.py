@@ -104,8 +104,10 @@ def test_errors():
         attention(Q, KV.astype(jnp.float16), V)
     with pytest.raises(ValueError, match="mask dtype should be bool"):
         attention(Q, KV, V, mask=MASK.astype(np.int32))
-    with pytest.raises(ValueError, match="Unsupported implementation option"):
+    with pytest.raises(RuntimeError, match="cuDNN is not detected"):
         attention(Q, KV, V, implementation="cudnn")
+    with pytest.raises(ValueError, match="Unsupported implementation option: flash"):
+        attention(Q, KV, V, implementation="flash")
 
 
 # Ranks as JAX 0.10.2 handles them: 3-D q/k/v are one batch; bias and mask of lower rank
@@ -151,3 +153,48 @@ def test_rank_errors_as_jax():
         attention(Q[0], KV[0], V[0], query_seq_lengths=np.int32(2))
     with pytest.raises(TypeError, match=r"cannot reshape array of shape \(2, 5, 2, 2, 8\)"):
         attention(Q[0], KV[0], V[0], bias=np.ones((B, N, T, S), np.float32))
+
+
+# jax._src.cudnn.fused_attention_stablehlo: the checks Keras runs before asking for cuDNN's
+# fused attention (on a TPU, their import alone sends it to splash attention).
+def _bf16(*shape):
+    return jnp.ones(shape, jnp.bfloat16)
+
+
+LAYOUT_CASES = [
+    ((_bf16(2, 8, 4, 16),) * 3, None, None),
+    ((_bf16(2, 8, 4, 16), _bf16(2, 8, 4, 16), _bf16(2, 8, 4, 16).astype(jnp.float16)), ValueError,
+     "QKV dtype must be same"),
+    ((jnp.ones((2, 8, 4, 16)),) * 3, NotImplementedError, "Q must be fp16/bf16"),
+    ((_bf16(2, 8, 4, 16), _bf16(2, 4, 4, 16), _bf16(2, 8, 4, 16)), ValueError,
+     "KV must have same seq length, got 4 vs 8"),
+    ((_bf16(2, 8, 4, 16), _bf16(2, 8, 4, 8), _bf16(2, 8, 4, 8)), ValueError,
+     "QK must have same head dim, got 16 vs 8"),
+    ((_bf16(8, 4, 16),) * 3, ValueError, "Q must have a rank of 4, got 3"),
+]
+
+
+@pytest.mark.parametrize("qkv,error,message", LAYOUT_CASES)
+def test_cudnn_layout_checks(qkv, error, message):
+    from plax._src.cudnn import fused_attention_stablehlo as fa
+    layout = fa._normalize_layout("BTNH")
+    if error is None:
+        assert fa.check_layout(*qkv, None, None, None, None, None, None, None, layout) is None
+    else:
+        with pytest.raises(error, match=message):
+            fa.check_layout(*qkv, None, None, None, None, None, None, None, layout)
+
+
+def test_cudnn_flash_checks_and_the_absent_cudnn():
+    from plax._src.cudnn import fused_attention_stablehlo as fa
+    assert fa._normalize_layout("bnsh") is fa.AttentionLayout.BNTH
+    with pytest.raises(ValueError, match="Unsupported qkv_layout: TNBH"):
+        fa._normalize_layout("TNBH")
+    layout = fa.AttentionLayout.BTNH.value
+    assert fa.check_is_flash_attention(_bf16(1, 8, 2, 64), _bf16(1, 8, 2, 64), _bf16(1, 8, 2, 64),
+                                       layout, 90000, False, False) is None
+    with pytest.raises(NotImplementedError, match="head dim must be <= 128 and a multiple of 8"):
+        fa.check_is_flash_attention(*(_bf16(1, 8, 2, 12),) * 3, layout, 90000, False, False)
+    assert not fa.check_compute_capability("8.0")  # (no GPU here)
+    with pytest.raises(RuntimeError, match="cuDNN is not detected"):
+        fa.check_cudnn_version()

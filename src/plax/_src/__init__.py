@@ -31,6 +31,7 @@ api_util.infer_argnums_and_argnames           a signature's parameters       e3n
 core.Primitive                                core.primitive (extend.core's) jax-md
 earray.EArray                                 runtime.array (KeyArray)       flax (fp8)
 interpreters.pxla                             plax.interpreters.pxla         flax (fp8)
+cudnn.fused_attention_stablehlo.check_*       nn.attention (no cuDNN kernel) keras
 config.<flag>, bool_state, ...                core.config flags as States    JAX's tests
 core.*                                        core avals/jaxpr/trace, extend JAX's tests
 dtypes.*                                      core.dtypes (its lattice)      JAX's tests
@@ -61,7 +62,7 @@ hypothesis_test_util.setup_hypothesis         hypothesis, test_util          JAX
 _SUBMODULES = frozenset({
     "abstract_arrays", "ad_checkpoint", "ad_util", "api", "api_util", "array",
     "blocked_sampler", "callback", "checkify", "cloud_tpu_init", "compilation_cache",
-    "compilation_cache_interface", "compiler", "compute_on", "config", "core",
+    "compilation_cache_interface", "compiler", "compute_on", "config", "core", "cudnn",
     "custom_derivatives", "dispatch", "distributed", "dlpack", "dtypes", "earray", "effects",
     "error_check", "export", "flatten_util", "hijax", "indexing", "interpreters", "jaxpr_util",
     "lax", "layout", "lib", "linear_util", "literals", "mesh", "mesh_utils", "monitoring",

@@ -38,6 +38,12 @@ def _check(t, shape: Sequence[int], dtype, name: str) -> None:
         raise ValueError(f"{name} shape should be {list(shape)}: but got {t.shape}")
 
 
+# JAX's words where cuDNN's fused attention cannot run; plax has no cuDNN attention kernels.
+NO_CUDNN_ATTENTION = ("cuDNN is not detected: plax runs no cuDNN fused-attention kernels. "
+                      "dot_product_attention computes attention with implementation='xla' (or "
+                      "None) on every backend.")
+
+
 def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
                           is_causal=False, query_seq_lengths=None, key_value_seq_lengths=None,
                           local_window_size=None, implementation=None, return_residual=False):
@@ -48,10 +54,11 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     int for both) keeps a band around the diagonal; the sequence lengths mask padding.
     With ``return_residual`` the log-sum-exp of the logits (``BTN``) is returned too.
     """
+    if implementation == "cudnn":
+        raise RuntimeError(NO_CUDNN_ATTENTION)
     if implementation not in (None, "xla"):
-        raise ValueError(f"Unsupported implementation option: {implementation}"
-                         + (" (plax has no cuDNN attention: use implementation='xla' or None)"
-                            if implementation == "cudnn" else ""))
+        raise ValueError(f"Unsupported implementation option: {implementation} (give 'xla' "
+                         "or None).")
     out_shape = jnp.asarray(query).shape
     q, k, v = _as_4d(query), _as_4d(key), _as_4d(value)
     bias = None if bias is None else _as_4d(bias)
