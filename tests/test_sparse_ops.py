@@ -486,3 +486,25 @@ def test_jaxs_private_coo_and_csr_buffer_functions():
                                x.T @ v[:2])
     np.testing.assert_allclose(csr._csr_matmat(*cbufs, b, shape=x.shape), x @ b)
     np.testing.assert_array_equal(util._count_stored_elements_per_batch(x, n_batch=1), [1, 2])
+
+
+def test_shape_operations_over_a_symbolic_batch():
+    """eval_shape over a symbolic leading size (Keras infers a sparse layer's output so):
+    fromdense, transpose, broadcast_in_dim and squeeze keep the symbolic size."""
+    b, = plax.export.symbolic_shape("b")
+
+    def f(x):
+        s = BCOO.fromdense(x, nse=1)
+        t = sparse.bcoo_transpose(s, permutation=(0, 2, 1))
+        e = sparse.bcoo_broadcast_in_dim(s, shape=(s.shape[0], 3, 2, 1),
+                                         broadcast_dimensions=(0, 1, 2))
+        return t.todense(), e.todense(), sparse.bcoo_squeeze(e, dimensions=(3,)).todense()
+    outs = plax.eval_shape(f, plax.ShapeDtypeStruct((b, 3, 2), jnp.float32))
+    assert [o.shape for o in outs] == [(b, 2, 3), (b, 3, 2, 1), (b, 3, 2)]
+    x = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
+    t, e, q = plax.jit(f)(x)  # (and the same program on concrete sizes)
+    want = np.zeros_like(x)
+    want.flat[1] = 1.0  # (nse=1 keeps the first nonzero element)
+    np.testing.assert_array_equal(q, want)
+    np.testing.assert_array_equal(t, np.swapaxes(np.asarray(q), 1, 2))
+    np.testing.assert_array_equal(e[..., 0], q)

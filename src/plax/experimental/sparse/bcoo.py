@@ -102,7 +102,7 @@ def bcoo_reduce_sum(mat: BCOO, *, axes) -> BCOO:
     if dense_axes:
         data = jnp.sum(data, axis=dense_axes, dtype=data.dtype)
     if n_sparse:  # padding must not leak into summed sparse dimensions
-        limit = index_row(np.array(shape[n_batch:n_batch + n_sparse], indices.dtype), indices)
+        limit = index_row(tuple(shape[n_batch:n_batch + n_sparse]), indices)
         valid = jnp.all(indices < limit, axis=-1)
         valid = lax.expand_dims(valid, tuple(range(valid.ndim, data.ndim)))
         data = jnp.where(valid, data, jnp.zeros((), data.dtype))

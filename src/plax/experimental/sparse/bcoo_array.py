@@ -263,7 +263,7 @@ def bcoo_eliminate_zeros(mat: BCOO, nse=None) -> BCOO:
     _check_bcoo(mat, "bcoo_eliminate_zeros")
     n_batch, n_sparse = mat.n_batch, mat.n_sparse
     zero = jnp.all(mat.data == 0, axis=tuple(range(n_batch + 1, mat.data.ndim)))
-    fill = jnp.asarray(np.array(mat.shape[n_batch:n_batch + n_sparse], mat.indices.dtype))
+    fill = jnp.asarray(tuple(mat.shape[n_batch:n_batch + n_sparse]), mat.indices.dtype)
     indices = jnp.where(zero[..., None], fill, mat.indices)
     return bcoo_sum_duplicates(BCOO((mat.data, indices), shape=mat.shape), nse=nse)
 
@@ -271,9 +271,8 @@ def bcoo_eliminate_zeros(mat: BCOO, nse=None) -> BCOO:
 # --- buffer helpers -------------------------------------------------------------------------
 def sparse_limits(mat, dtype=None, like=None):
     """The sparse dimensions' sizes, as an array of the rank of ``like`` (``mat.indices``)."""
-    sizes = np.array(mat.shape[mat.n_batch:mat.n_batch + mat.n_sparse], dtype or
-                     mat.indices.dtype)
-    return index_row(sizes, mat.indices if like is None else like)
+    sizes = tuple(mat.shape[mat.n_batch:mat.n_batch + mat.n_sparse])  # (symbolic sizes too)
+    return index_row(sizes, mat.indices if like is None else like, dtype)
 
 
 def mask_data(data, keep, n_batch: int):
@@ -389,7 +388,7 @@ def _sparse_to_dense(mat: BCOO, n: int) -> BCOO:
     data = lax.expand_dims(mat.data, tuple(range(nb + 1, nb + 1 + n)))
     one_hot = lax.expand_dims(one_hot, tuple(range(one_hot.ndim, one_hot.ndim + len(dense))))
     data = jnp.where(one_hot, data, jnp.zeros((), data.dtype))
-    sizes = jnp.asarray(np.array(mat.shape[nb:nb + ns - n], idx.dtype))
+    sizes = jnp.asarray(tuple(mat.shape[nb:nb + ns - n]), idx.dtype)
     kept = jnp.where(valid[..., None], kept, sizes)
     return BCOO((data, kept), shape=mat.shape)
 
@@ -409,7 +408,7 @@ def _sparse_to_batch(mat: BCOO, n: int) -> BCOO:
         col = lax.expand_dims(idx[..., k], tuple(range(nb, nb + n)))
         here = here & (col == pos)
     idx_rest = lax.expand_dims(idx[..., n:], tuple(range(nb, nb + n)))
-    sizes = jnp.asarray(np.array(mat.shape[nb + n:nb + ns], idx.dtype))
+    sizes = jnp.asarray(tuple(mat.shape[nb + n:nb + ns]), idx.dtype)
     new_idx = jnp.where(here[..., None], idx_rest, sizes)
     new_idx = jnp.broadcast_to(new_idx, new_batch + (mat.nse, ns - n))
     data = lax.expand_dims(data, tuple(range(nb, nb + n)))

@@ -145,7 +145,7 @@ def _unique_unbatched(indices, sparse_shape):
     goes among them (``nse``, out of range, for an out-of-range index); ``count`` is how
     many distinct in-range indices there are."""
     nse, n_sparse = get_aval(indices).shape
-    limit = index_row(np.array(sparse_shape, get_aval(indices).dtype), indices)
+    limit = index_row(tuple(sparse_shape), indices)
     valid = jnp.all((indices >= 0) & (indices < limit), axis=-1)
     clean = jnp.where(valid[:, None], indices, limit)
     ordered, perm = _sort_unbatched(clean)
@@ -168,7 +168,7 @@ def _resize_nse(indices, nse: int, sparse_shape):
     have, n_sparse = get_aval(indices).shape
     if nse <= have:
         return indices[:nse]
-    fill = jnp.broadcast_to(jnp.asarray(np.array(sparse_shape, get_aval(indices).dtype)),
+    fill = jnp.broadcast_to(jnp.asarray(tuple(sparse_shape), get_aval(indices).dtype),
                             (nse - have, n_sparse))
     return jnp.concatenate([indices, fill], axis=0)
 

@@ -20,7 +20,7 @@ from plax.core.shape_dtype_struct import ShapeDtypeStruct
 from plax.core.trace import get_aval
 from plax.experimental.sparse.bcoo_array import (  # noqa: F401 (bcoo_update_layout re-exported)
     BCOO, bcoo_sum_duplicates, bcoo_transpose, bcoo_update_layout, mask_data, sparse_limits)
-from plax.experimental.sparse.util import index_row
+from plax.experimental.sparse.util import canonical_shape, index_row
 
 __all__ = ["bcoo_slice", "bcoo_dynamic_slice", "bcoo_rev", "bcoo_squeeze", "bcoo_reshape",
            "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_update_layout",
@@ -172,7 +172,7 @@ def bcoo_squeeze(arr: BCOO, *, dimensions) -> BCOO:
         valid = jnp.all(indices < sparse_limits(mat, like=indices), axis=-1)
         indices = indices[..., np.array(kept, np.int32)] if kept else indices[..., :0]
         if kept:  # an element that was padding only in a removed dimension stays padding
-            sizes = jnp.asarray(np.array([mat.shape[n_batch + k] for k in kept], indices.dtype))
+            sizes = jnp.asarray(tuple(mat.shape[n_batch + k] for k in kept), indices.dtype)
             indices = jnp.where(valid[..., None], indices, sizes)
         else:
             data = mask_data(data, valid, n_batch - len(batch))
@@ -265,7 +265,7 @@ def bcoo_broadcast_in_dim(mat: BCOO, *, shape, broadcast_dimensions, sharding=No
     one grown from size 1) is not supported, as in JAX."""
     _check(mat, "bcoo_broadcast_in_dim")
     del sharding
-    shape = tuple(operator.index(s) for s in shape)
+    shape = canonical_shape(shape)
     bdims = tuple(operator.index(d) for d in broadcast_dimensions)
     dense_shape_of(lax.broadcast_in_dim, mat, shape=shape, broadcast_dimensions=bdims)
     n_batch, n_sparse, n_dense = mat.n_batch, mat.n_sparse, mat.n_dense
@@ -309,7 +309,7 @@ def _pad_nse(data, indices, nse: int, sparse_shape, n_batch: int):
     dpad = [(0, 0, 0)] * get_aval(data).ndim
     dpad[n_batch] = (0, pad, 0)
     data = lax.pad(data, jnp.zeros((), data.dtype), dpad)
-    fill = jnp.broadcast_to(jnp.asarray(np.array(sparse_shape, indices.dtype)),
+    fill = jnp.broadcast_to(jnp.asarray(tuple(sparse_shape), indices.dtype),
                             indices.shape[:n_batch] + (pad, len(sparse_shape)))
     return data, jnp.concatenate([indices, fill], axis=n_batch)
 

@@ -15,6 +15,7 @@ from plax.first_order.dot import DotDimensionNumbers  # noqa: F401
 from plax.runtime.array import Array  # noqa: F401
 from plax.core import dtypes
 from plax.core.rules import Zero, is_undefined, jvp_rules, linear_primitives, tangent_aval
+from plax.core.symbolic_shapes import DimExpr
 from plax.core.trace import concrete_or_error, get_aval
 from plax.first_order.ad_util import defjvp
 
@@ -61,12 +62,13 @@ def batch_fits(buffer_batch, batch) -> bool:
 
 
 def canonical_shape(shape, what: str = "shape") -> tuple:
-    """``shape`` as a tuple of non-negative Python ints."""
+    """``shape`` as a tuple of non-negative Python ints (or symbolic dimensions, as
+    ``eval_shape`` over a symbolic batch gives)."""
     try:
-        out = tuple(operator.index(s) for s in shape)
+        out = tuple(s if isinstance(s, DimExpr) else operator.index(s) for s in shape)
     except TypeError:
         raise TypeError(f"{what} must be a sequence of integers, got {shape!r}.") from None
-    if any(s < 0 for s in out):
+    if any(not isinstance(s, DimExpr) and s < 0 for s in out):
         raise ValueError(f"{what} must hold non-negative sizes, got {out}.")
     return out
 
