@@ -238,8 +238,10 @@ def test_auto_axes_hands_the_layout_to_xla(mesh):
     inner = []
     auto_axes(lambda a: inner.append(typ(a)) or a, out_sharding=P())(x)
     assert inner == ["float32[8,4]"]
-    with pytest.raises(TypeError, match="auto_axes needs out_sharding="):
+    with pytest.raises(TypeError, match="Missing required keyword argument: 'out_sharding'"):
         auto_axes(lambda a: a)(x)
+    # (out_sharding may come with the call instead, as in JAX)
+    assert typ(auto_axes(lambda a: a * 2)(x, out_sharding=P(None, "y"))) == "float32[8,4@y]"
 
 
 def test_explicit_axes_types_values_on_an_auto_mesh():
@@ -257,6 +259,21 @@ def test_explicit_axes_types_values_on_an_auto_mesh():
     assert seen == ["float32[8@x,4]"]
     assert typ(out) == "float32[8,4]"
     np.testing.assert_allclose(np.asarray(out), 2 * X)
+
+
+def test_explicit_axes_takes_in_sharding_with_the_call():
+    """Keras's initializers call an explicit_axes function of no arguments with
+    in_sharding=None, making their values with out_sharding inside."""
+    auto = plax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    with plax.set_mesh(auto):
+        made = explicit_axes(lambda: jnp.ones((8, 4), out_sharding=P("x", "y")))(
+            in_sharding=None)
+        assert made.sharding.spec == P("x", "y") and typ(made) == "float32[8,4]"  # (as JAX)
+        np.testing.assert_array_equal(np.asarray(made), np.ones((8, 4)))
+        with pytest.raises(TypeError, match="Missing required keyword argument: 'in_sharding'"):
+            explicit_axes(lambda a: a)(X)
+    with pytest.raises(ValueError, match="Context mesh cannot be empty"):
+        explicit_axes(lambda: 1.0)(in_sharding=None)
 
 
 # --- transformations and jit --------------------------------------------------------------------

@@ -184,7 +184,27 @@ def _reshard_impl(x, *, sharding):
     target = _placed(sharding, x)
     if type(x) not in CONCRETE:
         return dispatch.put_sharded(x, target)
-    return dispatch.reshard(x, target, committed=True)
+    return dispatch.reshard(x, _keeping_auto_splits(x, target), committed=True)
+
+
+def _keeping_auto_splits(x, target: NamedSharding) -> NamedSharding:
+    """``target`` where it leaves a dimension to XLA (None, on a mesh with Auto axes) and
+    ``x`` splits that dimension over Auto axes only: that split kept, as the compiled reshard
+    leaves such a dimension unconstrained (explicit_axes' results keep their layout, their
+    types dropping the axes)."""
+    own = x.sharding
+    mesh = target.mesh
+    if mesh.explicit_axes == mesh.axis_names or not isinstance(own, NamedSharding) or \
+            own.mesh.axis_names != mesh.axis_names:
+        return target
+    auto = set(mesh.auto_axes)
+    ndim = len(get_aval(x).shape)
+    mine = tuple(own.spec) + (None,) * (ndim - len(own.spec))
+    theirs = tuple(target.spec) + (None,) * (ndim - len(target.spec))
+    names = lambda e: () if e is None else (e,) if isinstance(e, str) else tuple(e)
+    kept = tuple(m if t is None and m is not None and set(names(m)) <= auto else t
+                 for m, t in zip(mine, theirs))
+    return target if kept == theirs else target.with_spec(PartitionSpec(*kept))
 
 
 def _reshard_lowering(ctx, x, *, sharding):
@@ -228,44 +248,65 @@ def _axes_named(axes, mesh) -> tuple:
     return (axes,) if isinstance(axes, str) else tuple(axes)
 
 
+def _sharding_given(given, kwargs: dict, name: str, api: str):
+    """The decorator's ``name`` (out_sharding/in_sharding), else the call's keyword of that
+    name (taken out of ``kwargs``), as JAX accepts either."""
+    if given is not None:
+        return given
+    if name not in kwargs:
+        raise TypeError(f"Missing required keyword argument: '{name}' ({api} takes it when "
+                        "decorating or when calling).")
+    return kwargs.pop(name)
+
+
+def _context_mesh_for(api: str):
+    mesh = get_abstract_mesh()
+    if mesh.empty:
+        raise ValueError(f"Context mesh cannot be empty: {api} changes the axis types of the "
+                         "context mesh. Enter one with plax.set_mesh(mesh).")
+    return mesh
+
+
 def auto_axes(fun=None, *, axes=None, out_sharding=None):
     """``fun`` run with mesh ``axes`` (default: all) made Auto: inside, values are not split
     over them in types and XLA chooses their layouts; the results are resharded to
-    ``out_sharding`` (required)."""
+    ``out_sharding`` (given here or as a keyword of the call)."""
     if fun is None:
         return functools.partial(auto_axes, axes=axes, out_sharding=out_sharding)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
+        target = _sharding_given(out_sharding, kwargs, "out_sharding", "auto_axes")
         mesh = get_abstract_mesh()
+        if mesh.empty:
+            return fun(*args, **kwargs)
         names = _axes_named(axes, mesh)
-        if out_sharding is None:
-            raise TypeError("auto_axes needs out_sharding=: the sharding its results get back "
-                            "in types once the axes are Explicit again.")
+        if set(names) <= set(mesh.auto_axes):
+            return fun(*args, **kwargs)  # (already Auto: nothing to change)
         inner = mesh.update_axis_types({n: AxisType.Auto for n in names})
         args, kwargs = _untyped(names, inner, (args, kwargs))
         with use_abstract_mesh(_with_devices(inner)):
             out = fun(*args, **kwargs)
-        return reshard(out, out_sharding)
+        return reshard(out, target)
     return wrapped
 
 
 def explicit_axes(fun=None, *, axes=None, in_sharding=None):
     """``fun`` run with mesh ``axes`` (default: all) made Explicit: its arguments get the
-    shardings ``in_sharding`` (required) in their types; its results leave them again."""
+    shardings ``in_sharding`` (given here or as a keyword of the call) in their types; its
+    results leave them again."""
     if fun is None:
         return functools.partial(explicit_axes, axes=axes, in_sharding=in_sharding)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        mesh = get_abstract_mesh()
+        shardings = _sharding_given(in_sharding, kwargs, "in_sharding", "explicit_axes")
+        mesh = _context_mesh_for("explicit_axes")
         names = _axes_named(axes, mesh)
-        if in_sharding is None:
-            raise TypeError("explicit_axes needs in_sharding=: the shardings its arguments get "
-                            "in types.")
         inner = mesh.update_axis_types({n: AxisType.Explicit for n in names})
         with use_abstract_mesh(_with_devices(inner)):
-            args = reshard(args, in_sharding)
+            if args:
+                args = reshard(args, shardings)
             out = fun(*args, **kwargs)
         return _untyped(names, mesh, out)
     return wrapped
