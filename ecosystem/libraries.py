@@ -137,6 +137,33 @@ LIBRARIES = {
                           "each over 4 minutes under JAX here (worker processes by the dozen)")}),
 }
 
+# Keras 3 ships its tests inside its package (keras/src/**/*_test.py); a row per folder, run with
+# KERAS_BACKEND=jax and 8 CPU devices (its distribution tests want several). Its repository's
+# conftest.py, which the package leaves out, is stood in for by plugins/keras_conftest.py.
+# Left out: applications and datasets (they download weights and data) and the other
+# backends' own tests. Tests needing TensorFlow or PyTorch fail on both sides, so they count
+# for neither (keras/src/distribution's test file imports TensorFlow: the distribution row is
+# the JAX backend's distribution tests, moved out of the backend row).
+_KERAS_JAX_DISTRIBUTION = "backend/jax/distribution_lib_test.py"
+_KERAS_FOLDERS = {
+    "layers": ["layers"], "ops": ["ops"], "backend": ["backend"], "models": ["models"],
+    "trainers": ["trainers"], "saving": ["saving"], "losses": ["losses"],
+    "optimizers": ["optimizers"], "metrics": ["metrics"],
+    "distribution": ["distribution", _KERAS_JAX_DISTRIBUTION],
+    "random": ["random"], "callbacks": ["callbacks"],
+    "rest": ["activations", "constraints", "initializers", "regularizers", "dtype_policies",
+             "quantizers", "tree", "utils", "export", "legacy"],
+}
+for _row, _folders in _KERAS_FOLDERS.items():
+    LIBRARIES[f"keras.{_row}"] = dict(
+        pip="keras==3.15.1", tests=("package", [f"keras/src/{f}" for f in _folders]),
+        devices=8, timeout=3600, env={"KERAS_BACKEND": "jax"},
+        pytest_args=["-p", "keras_conftest", "-n", "2", "-W", "ignore"],
+        ignore={**{f"keras/src/backend/{other}": "another backend's own tests" for other in (
+            "tensorflow", "torch", "numpy", "openvino")},
+            f"keras/src/{_KERAS_JAX_DISTRIBUTION}": "the distribution row's"}
+        if _row == "backend" else {})
+
 # The libraries' dependencies that do not depend on JAX, pinned (tfp-nightly is distrax's
 # probability substrate; its JAX substrate imports JAX lazily).
 DEPENDENCIES = [
@@ -152,7 +179,8 @@ DEPENDENCIES = [
     "portpicker==1.6.0", "parameterized==0.9.0", "safetensors==0.8.0",
     "gymnasium==1.2.2", "pygame==2.6.1", "matplotlib==3.11.2", "seaborn==0.13.2",
     "dotmap==1.3.30", "sympy==1.14.0", "frozendict==2.5.1", "ml_collections==1.1.0",
-    "networkx", "netCDF4==1.7.5.1.post1", "ase==3.29.0",
+    "networkx", "netCDF4==1.7.5.1.post1", "ase==3.29.0", "namex==0.1.0", "optree==0.20.0",
+    "h5py==3.16.0",
 ]
 
 # Libraries built on JAX that the suites need but that are not measured themselves: installed
