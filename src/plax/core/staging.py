@@ -72,7 +72,8 @@ class StagingTrace(Trace):
     def staged_constant(self, x):
         if not self.records_all:  # (a partial-evaluation trace computes known values above)
             return super().staged_constant(x)
-        return StagingTracer(self, abstractify(x), self.lift(x))
+        atom = self.lift(x)  # (a Literal or constvar, which carries x's type)
+        return StagingTracer(self, atom.aval, atom)
 
     def new_arg(self, aval: ShapedArray) -> StagingTracer:
         t = StagingTracer(self, aval, Var(aval))

@@ -198,12 +198,9 @@ def _keeping_auto_splits(x, target: NamedSharding) -> NamedSharding:
             own.mesh.axis_names != mesh.axis_names:
         return target
     auto = set(mesh.auto_axes)
-    ndim = len(get_aval(x).shape)
-    mine = tuple(own.spec) + (None,) * (ndim - len(own.spec))
-    theirs = tuple(target.spec) + (None,) * (ndim - len(target.spec))
-    names = lambda e: () if e is None else (e,) if isinstance(e, str) else tuple(e)
-    kept = tuple(m if t is None and m is not None and set(names(m)) <= auto else t
-                 for m, t in zip(mine, theirs))
+    theirs = tuple(target.spec._normalized_spec_for_aval(len(get_aval(x).shape)))
+    kept = tuple(own.spec[d] if t is None and own.spec.axes_of(d) and
+                 set(own.spec.axes_of(d)) <= auto else t for d, t in enumerate(theirs))
     return target if kept == theirs else target.with_spec(PartitionSpec(*kept))
 
 
