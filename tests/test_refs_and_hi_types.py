@@ -207,3 +207,56 @@ def test_refs_passed_by_keyword_are_written_back_to_the_right_objects():
     f(3.0, zeta=zeta, alpha=alpha)
     np.testing.assert_array_equal(np.asarray(zeta[...]), [4.0, 4.0])
     np.testing.assert_array_equal(np.asarray(alpha[...]), [6.0, 6.0, 6.0])
+
+
+class ForwardingBox(Box):
+    """A Box that forwards the attributes it lacks to its array (``shape``, ``dtype``,
+    ``aval``), as flax.nnx's hijax Variables do: its type is still the registered one."""
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["value"], name)
+
+
+class ForwardingBoxTy(BoxTy):
+    def new_from_loval(self, state, value):
+        return ForwardingBox(value)
+
+
+hjx.register_hitype(ForwardingBox, lambda box: ForwardingBoxTy())
+
+
+def test_a_hi_value_forwarding_array_attributes_is_typed_and_jitted_as_hi():
+    box = ForwardingBox(jnp.zeros(2))
+    assert box.shape == (2,) and plax.typeof(box) == ForwardingBoxTy()
+    seen = []
+
+    @plax.jit
+    def bump(box, x):
+        seen.append(type(box))
+        box_set.bind(box, box.value + x)
+        return box.value.sum()
+
+    assert float(bump(box, 1.0)) == 2.0 and float(bump(box, 2.0)) == 6.0
+    assert seen == [ForwardingBox]  # the function saw the box, not a tracer; traced once
+    np.testing.assert_array_equal(np.asarray(box.value), [3.0, 3.0])
+
+
+def test_loops_trace_their_bodies_once_while_hi_types_are_registered():
+    traced = []
+
+    def body(c, x):
+        traced.append("scan")
+        return c + x, x * 2
+
+    def step(s):
+        traced.append("while")
+        return Scaled(s.data + 1, s.scale)
+
+    for _ in range(2):
+        c, ys = plax.lax.scan(body, 0.0, jnp.arange(4.0))
+        assert float(c) == 6.0
+        np.testing.assert_array_equal(np.asarray(ys), [0.0, 2.0, 4.0, 6.0])
+        out = plax.lax.while_loop(lambda s: s.data < 3, step,
+                                  Scaled(jnp.float32(0.0), jnp.float32(2.0)))
+        assert type(out) is Scaled and float(out.data) == 3.0
+    assert traced == ["scan", "while"]

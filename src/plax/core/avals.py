@@ -411,10 +411,12 @@ def from_array_protocol(x):
 
 def abstractify(x) -> ShapedArray:
     """The ShapedArray of a concrete value (Array, Tracer, NumPy value or Python scalar)."""
+    t = type(x)
+    if t in hi_value_types:  # (its type is its own, whatever attributes it forwards)
+        return pytype_aval_mappings[t](x)
     aval = getattr(x, "aval", None)
     if isinstance(aval, ShapedArray):
         return aval
-    t = type(x)
     if t in _SCALAR_TYPES:
         return unchecked_shaped_array(
             (), dtypes.canonicalize_dtype(dtypes.python_scalar_dtypes[t]), t is not bool)
@@ -462,6 +464,9 @@ def _numpy_aval(x) -> ShapedArray:
 def _numpy_canonical(x):
     return np.asarray(x, dtypes.canonicalize_dtype(np.result_type(x)))
 
+
+# The value classes registered with ``plax.core.hi_types.register_hitype`` (by exact type).
+hi_value_types: set = set()
 
 _HOST_TYPES = (np.ndarray, *_SCALAR_TYPES, *(np.dtype(c).type for c in "?bBhHiIlLqQefdgFDG"))
 pytype_aval_mappings: dict = dict.fromkeys(_HOST_TYPES, _numpy_aval)

@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from plax.core.avals import AbstractValue, pytype_aval_mappings
+from plax.core.avals import AbstractValue, hi_value_types, pytype_aval_mappings
 from plax.core.tree_core import register_pytree_node, tree_flatten, tree_unflatten
-
-# The value classes registered with ``register_hitype`` (looked up by exact type).
-hi_value_types: set = set()
 
 
 class QuasiDynamicData:

@@ -76,8 +76,12 @@ def while_loop(cond_fun, body_fun, init_val):
     ref_effects.refuse_carried_references("while_loop", init_val)
     lowered = lower_tree(init_val)
     if lowered is not None:  # hi values in the carry: carried as their lo values
-        return raise_tree(while_loop(lambda c: cond_fun(raise_tree(c)),
-                                     lambda c: lower_carry(body_fun(raise_tree(c))), lowered))
+        # (one wrapper per function, so that their traces are reused from call to call)
+        cond = wrapper_for(cond_fun, "while_loop lo cond",
+                           lambda get: lambda c: get()(raise_tree(c)))
+        body = wrapper_for(body_fun, "while_loop lo body",
+                           lambda get: lambda c: lower_carry(get()(raise_tree(c))))
+        return raise_tree(while_loop(cond, body, lowered))
     # References the functions close over from outside are carried through the loop.
     return ref_effects.with_closed_refs(
         lambda: _while_loop(cond_fun, body_fun, init_val),

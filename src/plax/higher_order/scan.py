@@ -86,17 +86,26 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     ref_effects.refuse_carried_references("scan", init)
     lowered = lower_tree(init)
     if lowered is not None or hi_value_types:  # hi values in the carry or ys: as lo values
-        def lo_body(c, x):
-            out = f(raise_tree(c) if lowered is not None else c, x)
-            if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise TypeError(f"scan body output must be a pair, got {out}.")
-            ref_effects.refuse_carried_references("scan", out[0])  # (before it is lowered)
-            return lower_carry(out[0]), lower_carry(out[1])
+        # (one wrapper per body, so that its trace is reused from call to call)
+        raising = lowered is not None
+        lo_body = wrapper_for(f, f"scan lo body {raising}", lambda get: _lo_body(get, raising))
         carry, ys = _scan_refs(lo_body, init if lowered is None else lowered, xs, length,
                                reverse, unroll)
         n = length if length is not None else get_aval(tree_util.tree_leaves(xs)[0]).shape[0]
         return raise_tree(carry), raise_tree(ys, stacked=n)
     return _scan_refs(f, init, xs, length, reverse, unroll)
+
+
+def _lo_body(get_f, raising: bool):
+    """A scan body over lo values: its carry raised to hi values first when ``raising``, and
+    the hi values among its results lowered."""
+    def lo_body(c, x):
+        out = get_f()(raise_tree(c) if raising else c, x)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError(f"scan body output must be a pair, got {out}.")
+        ref_effects.refuse_carried_references("scan", out[0])  # (before it is lowered)
+        return lower_carry(out[0]), lower_carry(out[1])
+    return lo_body
 
 
 def _scan_refs(f, init, xs, length, reverse, unroll):
