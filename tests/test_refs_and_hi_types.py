@@ -260,3 +260,23 @@ def test_loops_trace_their_bodies_once_while_hi_types_are_registered():
                                   Scaled(jnp.float32(0.0), jnp.float32(2.0)))
         assert type(out) is Scaled and float(out.data) == 3.0
     assert traced == ["scan", "while"]
+
+
+def test_a_value_stored_inside_grad_under_jit_is_kept():
+    # grad under jit prunes the primal computation it does not return; a value the
+    # function stored away (a hi value's contents, a Python attribute) is not pruned.
+    box, store = Box(jnp.zeros(())), {}
+
+    @plax.jit
+    def f(box, x):
+        def loss(x):
+            box_set.bind(box, box.value + 1.0)  # (not depending on x: no tracer of grad's)
+            store["sin"] = jnp.sin(box.value)
+            return x * 3.0
+        return plax.grad(loss)(x), store["sin"]
+
+    g, s = f(box, 0.5)
+    assert float(g) == 3.0 and float(box.value) == 1.0
+    np.testing.assert_allclose(float(s), np.sin(1.0), rtol=1e-6)
+    jaxpr = plax.make_jaxpr(plax.grad(lambda x: jnp.sin(x) * jnp.cos(x)))(1.0)
+    assert [e.primitive.name for e in jaxpr.eqns].count("mul") == 4  # the primal's is pruned

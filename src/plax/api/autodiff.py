@@ -426,7 +426,7 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, args, kwargs,
     # Under jit/make_jaxpr, drop what the primal computation staged but the result does not
     # need (with grad, the output value itself).
     return stage_without_dead_code(
-        run, lambda r: r if keep_value else (r[0][1] if has_aux else None, r[1]))
+        run, lambda r: r if keep_value else ((None, r[0][1]) if has_aux else None, r[1]))
 
 
 def _as_array(x):

@@ -8,6 +8,8 @@ pass them back in (closure conversion).
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from plax.core import dtypes
@@ -73,7 +75,10 @@ class StagingTrace(Trace):
         if not self.records_all:  # (a partial-evaluation trace computes known values above)
             return super().staged_constant(x)
         atom = self.lift(x)  # (a Literal or constvar, which carries x's type)
-        return StagingTracer(self, atom.aval, atom)
+        t = StagingTracer(self, atom.aval, atom)
+        if self.made_tracers is not None:
+            self.made_tracers.append(weakref.ref(t))
+        return t
 
     def new_arg(self, aval: ShapedArray) -> StagingTracer:
         t = StagingTracer(self, aval, Var(aval))
@@ -128,6 +133,9 @@ class StagingTrace(Trace):
     # Whether every primitive applied here is recorded (a partial-evaluation trace
     # runs known work in its parent instead).
     records_all = True
+    # While plax.transforms.dce prunes a region of this trace: weak references to the
+    # tracers made meanwhile (those still alive afterwards keep their equations).
+    made_tracers: list | None = None
 
     def stage(self, prim, args, params):
         """Record ``prim(*args, **params)`` as an equation; its staged outputs."""
@@ -137,6 +145,8 @@ class StagingTrace(Trace):
         info = current_source_info(name_stack())
         self.eqns.append(JaxprEqn(atoms, out_vars, prim, params, info))
         outs = [StagingTracer(self, a, v) for a, v in zip(out_avals, out_vars)]
+        if self.made_tracers is not None:
+            self.made_tracers.extend(map(weakref.ref, outs))
         return outs if prim.multiple_results else outs[0]
 
     process_primitive = stage  # every primitive is recorded (one call, not two: hot path)

@@ -26,27 +26,36 @@ def install_stores_tracker(tracker) -> None:
 
 
 def stage_without_dead_code(run, kept):
-    """``run()``; under a jit/make_jaxpr trace, without what ``kept(result)`` does not need.
+    """``kept(run())``; under a jit/make_jaxpr trace, without what that does not need.
 
-    Elsewhere (eagerly, or inside another transformation) this is just ``run()``.
-    Only the equations (and hoisted constants) added while ``run`` ran are candidates,
-    so what was staged before or after is untouched. Values computed by ``run`` must
-    leave it only through ``kept(result)`` or a mutable reference.
+    Elsewhere (eagerly, or inside another transformation) nothing is pruned. Only the
+    equations (and hoisted constants) added while ``run`` ran are candidates, so what was
+    staged before or after is untouched. A value ``run`` computed stays when it leaves
+    through ``kept(result)``, a mutable reference, or any other way that keeps its tracer
+    alive (a Python object it was stored in, such as a library's variable).
     """
     trace = current_trace()
     if not (isinstance(trace, StagingTrace) and trace.records_all):
-        return run()
+        return kept(run())
     first_eqn, first_const = len(trace.eqns), len(trace.const_order)
-    if _stores_tracker is None:
-        result, stored = run(), []
-    else:
-        with _stores_tracker() as stored:
-            result = run()
-    live = {x._var for x in [*tree_util.tree_leaves(kept(result)), *stored]
+    outer, trace.made_tracers = trace.made_tracers, []
+    made = trace.made_tracers
+    try:
+        if _stores_tracker is None:
+            out, stored = kept(run()), []
+        else:
+            with _stores_tracker() as stored:
+                out = kept(run())
+    finally:
+        trace.made_tracers = outer
+        if outer is not None:
+            outer.extend(made)
+    live = {x._var for x in [*tree_util.tree_leaves(out), *stored]
             if isinstance(x, StagingTracer) and x._trace is trace}
+    live.update(t._var for t in (ref() for ref in made) if t is not None)
     trace.eqns[first_eqn:] = dce_eqns(trace.eqns[first_eqn:], live)
     _drop_unused_consts(trace, first_const, live)
-    return result
+    return out
 
 
 def _drop_unused_consts(trace: StagingTrace, first: int, live: set) -> None:
