@@ -280,3 +280,17 @@ def test_a_value_stored_inside_grad_under_jit_is_kept():
     np.testing.assert_allclose(float(s), np.sin(1.0), rtol=1e-6)
     jaxpr = plax.make_jaxpr(plax.grad(lambda x: jnp.sin(x) * jnp.cos(x)))(1.0)
     assert [e.primitive.name for e in jaxpr.eqns].count("mul") == 4  # the primal's is pruned
+
+
+def test_eval_shape_takes_hi_values_and_leaves_them_unchanged():
+    box = Box(jnp.zeros(2))
+
+    def grow(box, x):
+        box_set.bind(box, jnp.concatenate([box.value, x[None]]))
+        return box.value * 2, dequantize.bind(Scaled(box.value, x))
+
+    out = plax.eval_shape(grow, box, jnp.float32(1.0))
+    assert [(o.shape, o.dtype) for o in out] == [((3,), np.float32)] * 2
+    assert box.value.shape == (2,)  # traced, not run: the box keeps its contents
+    assert plax.typeof(plax.ShapeDtypeStruct((2, 3), np.int32)) == plax.typeof(
+        jnp.zeros((2, 3), np.int32))  # (the type a ShapeDtypeStruct describes, as in JAX)

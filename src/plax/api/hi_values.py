@@ -160,6 +160,18 @@ def call_with_hi_values(jitted, args, kwargs):
                               is_leaf=_is_lo_values)
 
 
+def eval_shape_with_hi_values(jitted, args, kwargs):
+    """``eval_shape`` of ``jitted`` (a JitWrapped) where some argument leaves are hi values:
+    traced as a call would be, over their lo values; the arguments are left as they were."""
+    inner = jitted.__dict__.get("_hi_inner")
+    if inner is None:
+        inner = jitted.__dict__["_hi_inner"] = _inner_jit(jitted)
+    leaves, structure = tree_util.tree_flatten((tuple(args), kwargs))
+    outs, _, _ = inner.eval_shape(tuple(_lower(x) for x in leaves), ((), (), structure),
+                                  ref_effects.read_all(jitted._closed_refs))
+    return outs
+
+
 def _differentiating_or_batching() -> bool:
     trace = current_trace()
     return not isinstance(trace, (EvalTrace, StagingTrace)) or isinstance(trace, PartialEvalTrace)

@@ -33,7 +33,8 @@ from plax.sharding.mesh import context_mesh
 from plax.sharding.named import typed_aval
 from plax.api.jit_options import (
     UNSPECIFIED, broadcast_shardings, live_jit_states, shared_jit_state, traces_by_function)
-from plax.api.hi_values import HiValueArgument, call_with_hi_values, returned_reference_error
+from plax.api.hi_values import (HiValueArgument, call_with_hi_values,
+                                 eval_shape_with_hi_values, returned_reference_error)
 from plax.api.stages import Traced
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
 
@@ -89,10 +90,17 @@ def _shape_dtype_aval(x) -> ShapedArray:
         return x
     if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(
             x, (np.ndarray, np.generic, ARRAY_TYPES)) and type(x) not in hi_value_types:
-        aval = ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),
-                           getattr(x, "weak_type", False))
-        return typed_aval(aval, getattr(x, "sharding", None))  # Explicit axes: in the type
+        return _described_aval(x)
     return abstractify(x)
+
+
+def _described_aval(x) -> ShapedArray:
+    """The type of a value described by its ``shape``, ``dtype`` (and ``weak_type`` and
+    ``sharding``), such as a ShapeDtypeStruct."""
+    aval = ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),
+                       getattr(x, "weak_type", False))
+    return typed_aval(aval, getattr(x, "sharding", None))  # Explicit axes: in the type
+
 
 
 def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
@@ -142,7 +150,10 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
 
 
 def typeof(x) -> ShapedArray:
-    """The abstract value (shape, dtype, weak type) of ``x``."""
+    """The abstract value (shape, dtype, weak type) of ``x`` (of a ShapeDtypeStruct: the
+    type it describes)."""
+    if type(x) is ShapeDtypeStruct:
+        return _described_aval(x)
     return get_aval(x)
 
 
@@ -780,6 +791,10 @@ def eager_compiled(fun=None, *, static_argnames=()):
 def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes ``fun`` would return, as a pytree of ShapeDtypeStruct (no FLOPs)."""
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+    if hi_value_types and any(type(x) in hi_value_types and not isinstance(
+            hi_type_of(x), AbstractRef) for x in leaves):  # (references are traced as such)
+        jitted = jit(fun)
+        return eval_shape_with_hi_values(getattr(jitted, "_plax_jit", jitted), args, kwargs)
     avals = _avals_of(leaves, f"of {fun_name(fun)}")
     out_tree_box, given = [], {}
 

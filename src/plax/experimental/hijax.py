@@ -20,7 +20,7 @@ from plax.core.hi_types import (  # noqa: F401
 from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, impl_rules, jvp_rules,  # noqa: F401
                              transpose_rules)
-from plax.core.trace import get_aval
+from plax.api.jit import typeof
 from plax.interpreters.ad import instantiate_zeros, is_undefined_primal  # noqa: F401
 from plax.interpreters.mlir import lower_fun, register_lowering
 from plax.ref import AbstractRef  # noqa: F401
@@ -32,7 +32,7 @@ __all__ = ["AbstractValue", "ShapedArray", "AbstractRef", "AvalQDD", "AvalMutabl
 
 
 def _typeof(x):
-    return hi_type_of(x) if is_hi_value(x) else get_aval(x)
+    return hi_type_of(x) if is_hi_value(x) else typeof(x)
 
 
 class HiPrimitive(Primitive):
