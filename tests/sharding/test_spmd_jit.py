@@ -762,6 +762,15 @@ def test_with_sharding_constraint_takes_a_format_of_a_sharding():
     out = plax.jit(lambda v: plax.lax.with_sharding_constraint(v * 2, Format(sharding=target)))(x)
     assert out.sharding.is_equivalent_to(target, 2)
     np.testing.assert_array_equal(out, 2 * np.arange(16.0 * 8).reshape(16, 8))
-    with pytest.raises(NotImplementedError, match="a Format naming a layout is not supported"):
-        plax.jit(lambda v: plax.lax.with_sharding_constraint(
-            v, Format(Layout((1, 0)), target)))(x)
+    # A Format naming a layout constrains both (flax.nnx's Variable(out_sharding=Format(..)))
+    both = plax.jit(lambda v: plax.lax.with_sharding_constraint(
+        v * 2, Format(Layout((0, 1)), target)))
+    assert "LayoutConstraint" in both.lower(x).as_text()
+    out = both(x)
+    assert out.sharding.is_equivalent_to(target, 2)
+    np.testing.assert_array_equal(out, 2 * np.arange(16.0 * 8).reshape(16, 8))
+    eager = plax.lax.with_sharding_constraint(x, Format(Layout((1, 0)), target))
+    assert eager.sharding.is_equivalent_to(target, 2)
+    np.testing.assert_array_equal(eager, np.arange(16.0 * 8).reshape(16, 8))
+    with pytest.raises(ValueError, match="does not fit a value of rank 2"):
+        plax.lax.with_sharding_constraint(x, Format(Layout((0,)), target))

@@ -29,7 +29,7 @@ from plax.higher_order.ref_effects import RefsCaptured
 from plax.higher_order.pjit import pjit_p
 from plax.runtime import cpp_jit, dispatch, jitted, pipeline_steps, tokens, xla
 from plax.sharding import NamedSharding
-from plax.sharding.mesh import context_mesh
+from plax.sharding.mesh import computation_mesh, context_mesh
 from plax.sharding.named import typed_aval
 from plax.api.jit_options import (
     UNSPECIFIED, broadcast_shardings, live_jit_states, shared_jit_state, traces_by_function)
@@ -576,6 +576,9 @@ class JitWrapped:
         key = (in_tree, sig, config.trace_context())
         if self._shardings_given:  # PartitionSpecs resolve against the context mesh
             key += (context_mesh(),)
+        mesh = computation_mesh()
+        if mesh is not None:  # (set_mesh's: the call runs over it)
+            key += (mesh,)
         hit = self._fast.get(key)
         if hit is None:
             entry, leaves = self._entry(args, {})

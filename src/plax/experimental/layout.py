@@ -13,19 +13,13 @@ returns keeps the default layout.
 """
 from __future__ import annotations
 
-from plax.core.primitive import Primitive
-from plax.core.rules import abstract_eval_rules, batch_rules, register_lowering, \
-    transpose_rules
 from plax.core.trace import get_aval
 from plax.core.tree_core import tree_flatten, tree_unflatten
-from plax.first_order import ad_util
+from plax.first_order.layout_constraint import check_layout_fits, layout_constraint_p
 from plax.sharding.layouts import Format, Layout  # noqa: F401  (this module's public names)
 
 
 # --- with_layout_constraint -------------------------------------------------------------
-layout_constraint_p = Primitive("layout_constraint")
-
-
 def with_layout_constraint(x, layouts):
     """``x`` (a pytree of arrays) with each array laid out as its entry of ``layouts`` (a
     ``Layout``, or a pytree prefix of ``x`` of them) where XLA computes it."""
@@ -36,44 +30,6 @@ def with_layout_constraint(x, layouts):
         raise ValueError("layouts passed to `with_layout_constraint` must be of type "
                          f"`Layout`. Got {[type(layout) for layout in flat]}")
     for leaf, layout in zip(leaves, flat):
-        ndim = len(get_aval(leaf).shape)
-        order = layout.major_to_minor
-        if order is None or sorted(order) != list(range(ndim)):
-            raise ValueError(f"with_layout_constraint: the layout {layout} does not fit a "
-                             f"value of rank {ndim}: major_to_minor must order its "
-                             f"{ndim} dimensions, e.g. {tuple(range(ndim))}")
+        check_layout_fits(layout, len(get_aval(leaf).shape))
     return tree_unflatten(tree, [layout_constraint_p.bind(leaf, layout=layout)
                                  for leaf, layout in zip(leaves, flat)])
-
-
-def _dense_index(values) -> str:
-    return f"dense<[{', '.join(map(str, values))}]> : tensor<{len(values)}xindex>" if values \
-        else "dense<> : tensor<0xindex>"
-
-
-def _lowering(ctx, x, *, layout):
-    ndim = len(ctx.avals_in[0].shape)
-    props = ('call_target_name = "LayoutConstraint", api_version = 1 : i32, '
-             'backend_config = "", '
-             f"operand_layouts = [{_dense_index(list(range(ndim)))}], "
-             f"result_layouts = [{_dense_index(list(layout.major_to_minor[::-1]))}]")
-    return ctx.op1("stablehlo.custom_call", [x], props=props)
-
-
-def _batch(axis, vals, dims, *, layout):
-    (x,), (d,) = vals, dims
-    if d is None:
-        return layout_constraint_p.bind(x, layout=layout), None
-    order = [m + 1 for m in layout.major_to_minor]
-    order.insert(d, 0)  # the batch dimension, most major (as JAX places it)
-    batched = Layout(tuple(order), layout._tiling, layout._sub_byte_element_size_in_bits)
-    return layout_constraint_p.bind(x, layout=batched), d
-
-
-abstract_eval_rules[layout_constraint_p] = lambda x, *, layout: x
-register_lowering(layout_constraint_p, _lowering)
-ad_util.deflinear(layout_constraint_p)
-transpose_rules[layout_constraint_p] = lambda ct, x, *, layout: [
-    layout_constraint_p.bind(ct, layout=layout)]
-batch_rules[layout_constraint_p] = _batch
-

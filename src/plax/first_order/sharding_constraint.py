@@ -19,6 +19,7 @@ from plax.core.sharding_types import like, sharding_rules, spec_of
 from plax.core.source_info import pass_through_code
 from plax.core.trace import EvalTrace, current_trace, get_aval
 from plax.first_order.ad_util import deflinear
+from plax.first_order.layout_constraint import check_layout_fits, layout_constraint_p
 from plax.lowering.stablehlo import constrain_sharding
 from plax.runtime import dispatch
 from plax.runtime.array import CONCRETE
@@ -66,13 +67,17 @@ def with_sharding_constraint(x, shardings):
     leaves, tree, per_leaf = _per_leaf(x, shardings)
     outs = []
     for leaf, s in zip(leaves, per_leaf):
-        if isinstance(s, Format):  # (a layout and a sharding: the sharding constrains)
+        layout = None
+        if isinstance(s, Format):  # a layout and a sharding: each constrains
             if s.layout is not None and s.layout is not Layout.AUTO:
-                raise NotImplementedError(
-                    "with_sharding_constraint: a Format naming a layout is not supported; "
-                    "constrain the layout with plax.experimental.layout.with_layout_constraint "
-                    "and pass the Format's sharding here.")
+                layout = s.layout
+                check_layout_fits(layout, get_aval(leaf).ndim, "with_sharding_constraint")
             s = s.sharding
+        if layout is not None and not isinstance(current_trace(), EvalTrace):
+            # (eagerly there is nothing to lay out: arrays keep XLA's default layout)
+            outs.append(layout_constraint_p.bind(
+                leaf if s is None else with_sharding_constraint(leaf, s), layout=layout))
+            continue
         if s is None:
             outs.append(leaf)
             continue

@@ -14,13 +14,15 @@ from plax.core.avals import (WeakHostArray, from_array_protocol, has_array_proto
                               masked_array_error, shape_entries)
 from plax.core.errors import InconclusiveDimensionOperation, shape_type_error
 from plax.core.symbolic_shapes import DimExpr, dimension_as_value, max_dim
-from plax.core.trace import Tracer, current_trace, get_aval
+from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
 from plax.api.jit import eager_compiled
 from plax.numpy.util import (as_operand, broadcast_shapes, broadcast_to_shape, canonicalize_axis,
                              check_arraylike, convert, is_traced_ref, shape_of)
 from plax.runtime.array import ARRAY_TYPES, CONCRETE
-from plax.runtime.dispatch import array_from_host
+from plax.runtime.dispatch import array_from_host, put_sharded
+from plax.sharding.mesh import computation_mesh
 from plax.sharding.named import NamedSharding
+from plax.sharding.partition_spec import PartitionSpec
 
 __all__ = [
     "array", "asarray", "full", "zeros", "ones", "empty", "full_like", "zeros_like", "ones_like",
@@ -124,12 +126,21 @@ def _array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0):
             _check_int_range(host, canon)
         weak = dtype is None and (type(object) in (int, float, complex)
                                   or isinstance(object, WeakHostArray))
-        out = array_from_host(host.astype(canon, copy=False), weak_type=weak)
+        out = _from_host(host.astype(canon, copy=False), weak)
         out = current_trace().staged_constant(out)  # a tracer under jit, as in JAX
     if ndmin > get_aval(out).ndim:
         from plax.first_order.shapes import reshape
         out = reshape(out, (1,) * (ndmin - get_aval(out).ndim) + get_aval(out).shape)
     return out
+
+
+def _from_host(host: np.ndarray, weak: bool):
+    """An Array of host data: on the default device, or eagerly under ``set_mesh`` replicated
+    over the mesh's devices, as JAX's."""
+    mesh = computation_mesh()
+    if mesh is None or not isinstance(current_trace(), EvalTrace):
+        return array_from_host(host, weak_type=weak)
+    return put_sharded(host, NamedSharding(mesh, PartitionSpec()), weak_type=weak)
 
 
 def _not_numeric(obj, host: np.ndarray):
@@ -304,7 +315,9 @@ def _full_like(name, a, fill_value, dtype, shape, device, out_sharding):
         out_sharding = placed if isinstance(placed, NamedSharding) else typed
     out = _full(shape, fill_value, dt, weak, device, out_sharding)
     if (out_sharding is None and device is None and placed is not None
-            and isinstance(out, CONCRETE) and out.sharding != placed):
+            and isinstance(out, CONCRETE) and out.sharding != placed
+            and (computation_mesh() is None or getattr(a, "_committed", True))):
+        # (under set_mesh, an uncommitted ``a``'s device gives way to the mesh, as in JAX)
         out = _place(out, placed)
     if isinstance(a, Tracer):  # inside shard_map: varying as ``a`` is, as JAX's full_like
         out = replication.vary_like(out, a)

@@ -20,6 +20,7 @@ from plax.lowering.stablehlo import lower_jaxpr_to_module
 from plax.runtime import pipeline_steps, tokens, xla
 from plax.runtime.array import (CONCRETE, Array, buffer_of, make_array,
                                 register_internal_store)
+from plax.sharding.mesh import computation_mesh
 from plax.sharding.named import typed_aval
 from plax.sharding.single import SingleDeviceSharding
 
@@ -133,10 +134,11 @@ def check_host_arg_sharding(sharding, what: str = "jit") -> None:
             "plax.make_array_from_callback(...) when every process has the whole value.")
 
 
-def put_sharded(x, sharding, committed: bool = True) -> Array:
+def put_sharded(x, sharding, committed: bool = True, weak_type: bool = False) -> Array:
     """Host data ``x`` (or an Array, read back) laid out over devices by ``sharding``; with
     other processes' devices in ``sharding``, this process puts only its devices' pieces of
-    ``x`` (each process holds the whole value, as JAX's device_put expects)."""
+    ``x`` (each process holds the whole value, as JAX's device_put expects). ``weak_type``:
+    host data taken as weakly typed."""
     if type(x) in CONCRETE:
         x._check_alive()
         if not x._readable():  # part of it lives in other processes: XLA moves it
@@ -153,7 +155,7 @@ def put_sharded(x, sharding, committed: bool = True) -> Array:
         host, weak = canonical_host_value(x)
         if host.dtype not in dtypes.supported_dtypes:
             raise TypeError(f"Arrays of dtype {host.dtype} are not supported by plax.")
-        aval = ShapedArray(host.shape, host.dtype, weak)
+        aval = ShapedArray(host.shape, host.dtype, weak or weak_type)
     sharding.check_shape(aval.shape, "One of device_put args is incompatible with its sharding "
                                      f"annotation {sharding!r}: ")
     aval = typed_aval(aval, sharding)
@@ -419,7 +421,7 @@ def run_primitive_in_python(prim, args, params, with_program=False):
     over several devices. With ``with_program``, also the program when C++ may run it again
     (None: it may not)."""
     avals = tuple(abstractify(a) for a in args)
-    if any(is_spread(a) for a in args):
+    if any(is_spread(a) for a in args) or computation_mesh() is not None:
         from plax.runtime import spmd  # (spmd builds on this module)
         key, program = None, spmd.primitive_program(prim, args, avals, params)
         outs = program.run(list(args))

@@ -27,7 +27,7 @@ from plax.runtime import dispatch, pipeline_steps, tokens, xla
 from plax.runtime.dispatch import is_spread
 from plax.runtime.array import CONCRETE, Array, buffer_of
 from plax.sharding.gspmd import GSPMDSharding, as_mesh_sharding
-from plax.sharding.mesh import Mesh, context_mesh, meshes_made
+from plax.sharding.mesh import Mesh, computation_mesh, context_mesh, meshes_made
 from plax.sharding.named import NamedSharding, concrete_sharding, named_sharding_of, typed_aval
 from plax.sharding.partition_spec import PartitionSpec
 
@@ -56,9 +56,14 @@ def placement(args, in_shardings, out_shardings, what: str, closed=None):
         given.append(concrete_sharding(typed[0], known))
     if not (spread or any(isinstance(s, NamedSharding) for s in given)):
         mesh = context_mesh()
-        if CONTEXT_MESH not in inner or not isinstance(mesh, Mesh) or mesh.size < 2:
-            return None
-        given.append(NamedSharding(mesh, PartitionSpec()))  # (on the context mesh's devices)
+        if CONTEXT_MESH in inner and isinstance(mesh, Mesh) and mesh.size >= 2:
+            given.append(NamedSharding(mesh, PartitionSpec()))  # (on the context mesh's devices)
+        else:
+            mesh = computation_mesh()  # set_mesh's: computations run over it, as in JAX
+            if mesh is None:
+                return None
+            _refuse_committed_elsewhere(args, mesh, what)
+            given.append(NamedSharding(mesh, PartitionSpec()))
     shardings = given + spread
     devices = tuple(shardings[0]._device_assignment)
     for s in shardings[1:]:
@@ -76,12 +81,27 @@ def placement(args, in_shardings, out_shardings, what: str, closed=None):
     return devices, mesh
 
 
+def _refuse_committed_elsewhere(args, mesh, what: str) -> None:
+    """JAX's error for an argument committed to a device off the mesh set by set_mesh (over
+    which the computation runs)."""
+    ids = [d.id for d in mesh.devices.flat]
+    for a in args:
+        if type(a) in CONCRETE and a._committed and \
+                [d.id for d in a.sharding._device_assignment] != ids:
+            raise ValueError(
+                f"Received incompatible devices for {what}. Got an argument of shape "
+                f"{a.aval.str_short()} committed to device ids "
+                f"{[d.id for d in a.sharding._device_assignment]} and jit's context mesh with "
+                f"device ids {ids}: put the argument on the mesh (plax.device_put(x, "
+                "NamedSharding(mesh, P()))) or leave the set_mesh block.")
+
+
 def where_to_run(closed, args, in_shardings, out_shardings, name: str):
     """The devices and mesh a jitted jaxpr runs on over ``args`` when that is SPMD (it has
     shardings, sharded arguments or sharding constraints inside), else None.
     ``in_shardings``/``out_shardings`` are pjit's parameters (``()``: unconstrained)."""
     if not (in_shardings or out_shardings or inner_shardings(closed)
-            or any(is_spread(a) for a in args)):
+            or any(is_spread(a) for a in args) or computation_mesh() is not None):
         return None
     return placement(args, in_shardings or (None,) * len(args), out_shardings,
                      f"jitted computation {name}", closed)
@@ -324,14 +344,27 @@ class LoweredSpmd:
 
     def _layout_mesh(self) -> Mesh:
         """The mesh the results' layouts are named over: the arguments' or results', else
-        that of a sharding constraint inside (a jit with no array arguments), else one axis
-        over the program's devices."""
+        that of a sharding constraint inside (a jit with no array arguments), else the mesh
+        set by set_mesh, else one axis over the program's devices."""
         for s in (*self.in_shardings, *self.out_shardings):
             if isinstance(s, NamedSharding):
                 return s.mesh
-        for s in inner_shardings(ClosedJaxpr(self.jaxpr, [None] * len(self.jaxpr.constvars))):
-            if isinstance(s, NamedSharding) and getattr(s.mesh, "devices", None) is not None:
+        inner = [s for s in inner_shardings(ClosedJaxpr(self.jaxpr, [None] * len(
+            self.jaxpr.constvars))) if isinstance(s, NamedSharding)]
+        for s in inner:
+            if getattr(s.mesh, "devices", None) is not None:
                 return s.mesh
+        mesh = computation_mesh()  # (set_mesh's, when the program runs over it)
+        if mesh is not None and tuple(mesh.devices.flat) == self.devices:
+            return mesh
+        for s in inner:  # over an AbstractMesh: the concrete mesh of that shape it ran on
+            if s.mesh.size == len(self.devices):
+                mesh = context_mesh()
+                if isinstance(mesh, Mesh) and mesh.abstract_mesh == s.mesh and \
+                        tuple(mesh.devices.flat) == self.devices:
+                    return mesh
+                return Mesh(np.array(self.devices).reshape(s.mesh.axis_sizes),
+                            s.mesh.axis_names, axis_types=s.mesh.axis_types)
         return Mesh(np.array(self.devices), ("devices",))
 
     def _one_device_layout(self, mesh, aval) -> NamedSharding:

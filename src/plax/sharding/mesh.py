@@ -314,11 +314,11 @@ class Mesh(_MeshShape):
     def __enter__(self):
         warnings.warn("`with mesh:` context manager has been deprecated. Please use `with "
                       "jax.set_mesh(mesh):` instead.", DeprecationWarning, stacklevel=2)
-        _context.stack.append(self)
+        _push(self, places=False)  # (names the mesh of PartitionSpecs; computations stay put)
         return self
 
     def __exit__(self, *exc):
-        _context.stack.pop()
+        _pop()
         return False
 
 
@@ -383,10 +383,37 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh
 class _Context(threading.local):
     def __init__(self):
         self.stack = []
+        self.places = []  # per entry: whether computations run over it (not `with mesh:`)
 
 
 _context = _Context()
 _global_mesh = [None]
+# Which mesh computations run over is part of the C++ jit cache's key.
+_computation_mesh_key = xla.jit_key_setting("plax_computation_mesh", None)
+
+
+def _push(mesh, places: bool = True) -> None:
+    _context.stack.append(mesh)
+    _context.places.append(places)
+    _computation_mesh_changed()
+
+
+def _pop() -> None:
+    _context.stack.pop()
+    _context.places.pop()
+    _computation_mesh_changed()
+
+
+def _computation_mesh_changed() -> None:
+    if _context.stack:  # (this thread's own, None included)
+        _computation_mesh_key.set_local(("mesh", computation_mesh()))
+    else:
+        xla.set_local_jit_setting(_computation_mesh_key, None)  # the global one holds
+
+
+def _set_global_mesh(mesh) -> None:
+    _global_mesh[0] = mesh
+    _computation_mesh_key.set_global(("mesh", _placing(mesh)))
 
 
 def context_mesh():
@@ -394,6 +421,20 @@ def context_mesh():
     if _context.stack:
         return _context.stack[-1]
     return _global_mesh[0]
+
+
+def computation_mesh():
+    """The concrete mesh that eager operations and jitted calls run over when none of their
+    arguments places them (replicated), as in JAX: the mesh of ``set_mesh``/``use_mesh``
+    (not of ``with mesh:``), or None."""
+    for mesh, places in zip(reversed(_context.stack), reversed(_context.places)):
+        if places:
+            return _placing(mesh)
+    return _placing(_global_mesh[0])
+
+
+def _placing(mesh):
+    return mesh if isinstance(mesh, Mesh) and mesh.axis_names else None
 
 
 def _empty_mesh() -> "Mesh":
@@ -462,17 +503,17 @@ class _SetMesh:
         if mesh is not None and not isinstance(mesh, (Mesh, AbstractMesh)):
             raise TypeError(f"set_mesh takes a Mesh, got {type(mesh).__name__}.")
         self.mesh, self.previous = mesh, _global_mesh[0]
-        _global_mesh[0] = mesh
+        _set_global_mesh(mesh)
         self._entered = False
 
     def __enter__(self):
-        _global_mesh[0] = self.previous  # the block scopes it instead
-        _context.stack.append(self.mesh)
+        _set_global_mesh(self.previous)  # the block scopes it instead
+        _push(self.mesh)
         self._entered = True
         return self.mesh
 
     def __exit__(self, *exc):
-        _context.stack.pop()
+        _pop()
         return False
 
 
@@ -484,11 +525,11 @@ def set_mesh(mesh):
 @contextlib.contextmanager
 def use_mesh(mesh):
     """Context manager form of ``set_mesh``."""
-    _context.stack.append(mesh)
+    _push(mesh)
     try:
         yield mesh
     finally:
-        _context.stack.pop()
+        _pop()
 
 
 use_abstract_mesh = use_mesh
