@@ -8,6 +8,7 @@ import plax
 import plax.numpy as jnp
 from plax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
+pytestmark = pytest.mark.needs_devices(8)
 HOST = np.arange(6.0, dtype=np.float32).reshape(2, 3)
 
 
