@@ -427,10 +427,13 @@ def computation_mesh():
     """The concrete mesh that eager operations and jitted calls run over when none of their
     arguments places them (replicated), as in JAX: the mesh of ``set_mesh``/``use_mesh``
     (not of ``with mesh:``), or None."""
-    for mesh, places in zip(reversed(_context.stack), reversed(_context.places)):
-        if places:
-            return _placing(mesh)
-    return _placing(_global_mesh[0])
+    stack = _context.stack
+    if stack:
+        for mesh, places in zip(reversed(stack), reversed(_context.places)):
+            if places:
+                return _placing(mesh)
+    mesh = _global_mesh[0]
+    return None if mesh is None else _placing(mesh)
 
 
 def _placing(mesh):
