@@ -294,3 +294,52 @@ def test_eval_shape_takes_hi_values_and_leaves_them_unchanged():
     assert box.value.shape == (2,)  # traced, not run: the box keeps its contents
     assert plax.typeof(plax.ShapeDtypeStruct((2, 3), np.int32)) == plax.typeof(
         jnp.zeros((2, 3), np.int32))  # (the type a ShapeDtypeStruct describes, as in JAX)
+
+
+class BoxGet(hjx.HiPrimitive):
+    def to_lojax(self, box):
+        return box.value
+
+
+box_get = BoxGet("box_get")
+
+
+def test_a_mutable_hi_value_closed_over_by_a_body_is_carried_not_baked_in():
+    box = Box(jnp.float32(1.0))
+
+    def add(c, _):
+        return c + box_get.bind(box), None
+
+    assert float(plax.lax.scan(add, 0.0, None, length=3)[0]) == 3.0
+    box_set.bind(box, jnp.float32(5.0))
+    assert float(plax.lax.scan(add, 0.0, None, length=3)[0]) == 15.0  # (not the first trace's)
+
+    def count(c, _):
+        box_set.bind(box, box_get.bind(box) + 1.0)
+        return c + box_get.bind(box), None
+
+    c, _ = plax.lax.scan(count, 0.0, None, length=3)
+    assert float(c) == 6.0 + 7.0 + 8.0 and float(box.value) == 8.0  # (written back)
+
+    @plax.jit
+    def scale(x):
+        box_set.bind(box, box_get.bind(box) * x)
+        return box_get.bind(box)
+
+    assert float(scale(2.0)) == 16.0 and float(box.value) == 16.0
+    assert float(scale(0.5)) == 8.0 and float(box.value) == 8.0
+
+    def step(i):
+        box_set.bind(box, box_get.bind(box) + 1.0)
+        return i + 1
+
+    assert int(plax.lax.while_loop(lambda i: i < 3, step, 0)) == 3
+    assert float(box.value) == 11.0 and not isinstance(box.value, plax.core.Tracer)
+
+    @plax.jit
+    def made_inside(x):  # (a hi value made in the body, holding no array yet, lives there)
+        local = Box(0.0)
+        box_set.bind(local, x * 2)
+        return box_get.bind(local)
+
+    assert float(made_inside(3.0)) == 6.0

@@ -23,7 +23,8 @@ from plax.core.rules import (Zero, abstract_eval_rules, impl_rules, jvp_rules,  
 from plax.api.jit import typeof
 from plax.interpreters.ad import instantiate_zeros, is_undefined_primal  # noqa: F401
 from plax.interpreters.mlir import lower_fun, register_lowering
-from plax.ref import AbstractRef  # noqa: F401
+from plax.higher_order import ref_effects
+from plax.ref import AbstractRef, Ref  # noqa: F401
 
 __all__ = ["AbstractValue", "ShapedArray", "AbstractRef", "AvalQDD", "AvalMutableQDD",
            "HiPrimitive", "HiType", "MutableHiType", "VJPHiPrimitive", "Zero", "aval_method",
@@ -58,6 +59,14 @@ class HiPrimitive(Primitive):
 
     def bind(self, *args, **params):
         if self.is_high(*map(_typeof, args), **params):
+            if not ref_effects.in_raw_access():
+                # A mutable hi value from outside the body being traced is read and written
+                # as a reference is: carried through the body, not baked into it.
+                cells = [ref_effects.cell_of(a) for a in args if is_hi_value(a)
+                         and type(a) is not Ref and hi_type_of(a).has_qdd]
+                if cells:
+                    return ref_effects.write_through(
+                        cells, lambda: self.to_lojax(*args, **params))
             return self.to_lojax(*args, **params)
         return super().bind(*args, **params)
 

@@ -99,7 +99,7 @@ def _while_carrying_refs(refs, cond_fun, body_fun, init_val):
         held, val = carry
         with ref_effects.bound(refs, held):
             pred = cond_fun(val)
-            if any(a is not b for a, b in zip(ref_effects.final_values(refs), held)):
+            if not all(map(ref_effects.same_contents, ref_effects.final_values(refs), held)):
                 raise ValueError("while_loop's cond_fun wrote to a mutable array reference: "
                                  "only body_fun may update references.")
         return pred

@@ -19,6 +19,8 @@ writes from a trace nested inside that one go through this module:
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 
 from plax import tree_util
 from plax.core.avals import pytype_aval_mappings
@@ -27,6 +29,7 @@ from plax.core.rules import Zero
 from plax.core.staging import StagingTrace
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
 from plax.first_order.state import TransformedRef
+from plax.runtime.array import CONCRETE
 from plax.transforms import dce as _staged_dce
 from plax.transforms.jvp import JVPTracer
 from plax.transforms.linearize import PartialEvalTrace
@@ -121,7 +124,7 @@ def write(ref, value, written_back: bool = False, operation: str = "a set/swap")
     ``written_back``: the final value of a call or loop that carried the reference, which a
     ``vmap`` around it accepts unless it is batched. ``operation`` names the write in
     errors."""
-    if value is ref._value:
+    if same_contents(value, ref._value):
         return  # (carried through unchanged)
     live, trace = ref._live, current_trace()
     if trace is not live and not (isinstance(trace, EvalTrace) and isinstance(live, EvalTrace)):
@@ -194,6 +197,13 @@ def bound(refs, values):
             r._value, r._live = v, live
 
 
+def same_contents(a, b) -> bool:
+    """Whether a reference's contents ``a`` are ``b`` (the same array, or for a library's hi
+    value the same lo values)."""
+    return a is b or (type(a) is list and type(b) is list and len(a) == len(b)
+                      and all(x is y for x, y in zip(a, b)))
+
+
 def final_values(refs) -> list:
     """What ``refs`` hold now (inside ``bound``: the body's final values)."""
     return [r._value for r in refs]
@@ -227,7 +237,7 @@ def trace_reading_refs(flat_fun, trace, writes_refused=None):
             with bound(refs, held):
                 out = flat_fun(*flat)
                 if writes_refused is not None and any(
-                        a is not b for a, b in zip(final_values(refs), held)):
+                        not same_contents(a, b) for a, b in zip(final_values(refs), held)):
                     raise writes_refused
                 return out
         return trace(with_refs if refs else flat_fun)
@@ -350,3 +360,124 @@ def refuse_carried_references(api: str, values) -> None:
                     f"{pytype_aval_mappings[type(x)](x)}, but mutable array references cannot "
                     "be returned: a reference cannot be a loop carry. Close over it in the "
                     "body (it is carried for you) instead.")
+
+
+# --- a library's mutable hi values (flax.nnx's hijax Variables) as references ----------------
+class HiValueCell:
+    """A mutable hi value a library defines, seen by this module as a reference: its
+    ``_value`` is its lo values (read and written through its type's ``read_loval`` and
+    ``update_from_loval``), and it lives in the trace of the innermost tracer among them.
+    A ``HiPrimitive`` acting on such a value reports each read and write here, so that a
+    ``jit``, ``scan``, ``while_loop`` or ``cond`` body closing over it carries it in and out
+    as it does a ``plax.ref`` reference (one cell per value: ``cell_of``)."""
+
+    __slots__ = ("obj", "_qdd", "_born", "__weakref__")
+
+    def __init__(self, obj):
+        self.obj = obj
+        self._qdd = None  # the QDD of a value being written (see ``write_through``)
+        self._born = current_trace()  # (where it lives while it holds no array)
+
+    @property
+    def aval(self):
+        return pytype_aval_mappings[type(self.obj)](self.obj)
+
+    @property
+    def _value(self):
+        obj = self.obj
+        with _raw_access():
+            return list(self.aval.read_loval(obj.cur_qdd(), obj))
+
+    @_value.setter
+    def _value(self, values):
+        obj = self.obj
+        qdd, self._qdd = self._qdd or obj.cur_qdd(), None
+        with _raw_access():
+            self.aval.update_from_loval(qdd, obj, *values)
+
+    @property
+    def _live(self):
+        """The trace of the innermost tracer it holds; holding arrays only, the outermost
+        (eager) trace; holding no array, the trace it was first met in."""
+        values = self._value
+        traces = [x._trace for x in values if isinstance(x, Tracer)]
+        inner = next((t for t in traces if all(_encloses(o, t) for o in traces)), None)
+        if inner is not None:
+            return inner
+        if not any(type(x) in CONCRETE for x in values):
+            return self._born
+        trace = current_trace()
+        while trace.parent is not None:
+            trace = trace.parent
+        return trace
+
+    @_live.setter
+    def _live(self, trace):
+        pass  # (where it lives follows its contents)
+
+
+# id(value) -> its HiValueCell, while something holds the cell (a trace being made, a jit
+# closing over it); the cell holds the value, so the id is the value's while it is here.
+_cells = weakref.WeakValueDictionary()
+_raw = threading.local()
+
+
+def cell_of(obj) -> HiValueCell:
+    """The one cell of the mutable hi value ``obj``."""
+    cell = _cells.get(id(obj))
+    if cell is None or cell.obj is not obj:
+        cell = _cells[id(obj)] = HiValueCell(obj)
+    return cell
+
+
+@contextlib.contextmanager
+def _raw_access():
+    """Within: hi primitives act on hi values directly (reading or writing a cell's contents
+    binds them too)."""
+    before, _raw.on = getattr(_raw, "on", False), True
+    try:
+        yield
+    finally:
+        _raw.on = before
+
+
+def in_raw_access() -> bool:
+    return getattr(_raw, "on", False)
+
+
+def write_through(cells, act):
+    """``act()`` (a hi primitive's expansion, which may update mutable hi values in place),
+    with each of ``cells`` (its mutable arguments) read, and each update made a reference
+    write: refused, or carried by the transformations in between, as a reference's is."""
+    cells = [c for c in cells if _staged_between(c)]
+    if not cells:
+        return act()
+    before = []
+    for cell in cells:
+        read(cell)
+        before.append((cell._value, cell.obj.cur_qdd()))
+    out = act()
+    for cell, (old, old_qdd) in zip(cells, before):
+        obj = cell.obj
+        new, new_qdd = cell._value, obj.cur_qdd()
+        if same_contents(new, old):
+            continue
+        with _raw_access():  # (put back: where the new contents may go is write's to decide)
+            cell.aval.update_from_loval(old_qdd, obj, *old)
+        cell._qdd = new_qdd
+        try:
+            write(cell, new)
+        finally:
+            cell._qdd = None
+    return out
+
+
+def _staged_between(cell) -> bool:
+    """Whether a staging trace (a jit, loop or cond body) lies between the current trace and
+    the one ``cell`` lives in (other transformations act on hi values as they did)."""
+    live, trace = cell._live, current_trace()
+    while trace is not None and trace is not live:
+        if isinstance(trace, StagingTrace) and not isinstance(trace, PartialEvalTrace):
+            return True
+        trace = trace.parent
+    return False

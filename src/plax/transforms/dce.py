@@ -50,7 +50,7 @@ def stage_without_dead_code(run, kept):
         trace.made_tracers = outer
         if outer is not None:
             outer.extend(made)
-    live = {x._var for x in [*tree_util.tree_leaves(out), *stored]
+    live = {x._var for x in [*tree_util.tree_leaves(out), *tree_util.tree_leaves(stored)]
             if isinstance(x, StagingTracer) and x._trace is trace}
     live.update(t._var for t in (ref() for ref in made) if t is not None)
     trace.eqns[first_eqn:] = dce_eqns(trace.eqns[first_eqn:], live)
