@@ -8,7 +8,9 @@ transposition and batching are then those of the lo operations. (JAX keeps the p
 in the jaxpr and expands it before lowering; the values are the same, but a jaxpr printed
 by plax shows the lo operations.) A HiPrimitive whose ``is_high`` says False for some
 arguments is an ordinary primitive there: its ``impl``, ``abstract_eval``, ``jvp`` and
-``transpose`` methods are its rules, and ``to_lojax`` its lowering. ``VJPHiPrimitive``, the
+``transpose`` methods are its rules, and ``to_lojax`` its lowering. A mutable hi value a
+body being traced did not make (a ``jit``, loop or ``cond`` body closing over it) is read and
+written as a ``plax.ref`` reference is: carried through the body (``ref_effects.HiValueCell``). ``VJPHiPrimitive``, the
 class form (one instance per operation), is ``plax.api.hi_primitive``.
 """
 from plax.api.hi_primitive import VJPHiPrimitive  # noqa: F401
@@ -21,6 +23,7 @@ from plax.core.primitive import Primitive
 from plax.core.rules import (Zero, abstract_eval_rules, impl_rules, jvp_rules,  # noqa: F401
                              transpose_rules)
 from plax.api.jit import typeof
+from plax.core.trace import EvalTrace, current_trace
 from plax.interpreters.ad import instantiate_zeros, is_undefined_primal  # noqa: F401
 from plax.interpreters.mlir import lower_fun, register_lowering
 from plax.higher_order import ref_effects
@@ -59,7 +62,7 @@ class HiPrimitive(Primitive):
 
     def bind(self, *args, **params):
         if self.is_high(*map(_typeof, args), **params):
-            if not ref_effects.in_raw_access():
+            if not (ref_effects.in_raw_access() or isinstance(current_trace(), EvalTrace)):
                 # A mutable hi value from outside the body being traced is read and written
                 # as a reference is: carried through the body, not baked into it.
                 cells = [ref_effects.cell_of(a) for a in args if is_hi_value(a)
