@@ -51,6 +51,8 @@ def _env_value(name: str):
     return None, None
 
 
+_counting = threading.Lock()  # guards the process-wide count of active overrides
+
 class _Flag:
     def __init__(self, name, default, kind, help, choices=None, validator=None):
         self.name = name
@@ -167,12 +169,14 @@ class Config:
         missing = object()
         old = over.get(flag.name, missing)
         over[flag.name] = flag._coerce(value)
-        self._active_overrides[0] += 1
+        with _counting:  # (threads entering and leaving at once must not lose a count)
+            self._active_overrides[0] += 1
         self._override_hook[0](self._override_signature(over))
         try:
             yield
         finally:
-            self._active_overrides[0] -= 1
+            with _counting:
+                self._active_overrides[0] -= 1
             if old is missing:
                 del over[flag.name]
             else:
