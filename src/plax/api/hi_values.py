@@ -102,9 +102,7 @@ def call_with_hi_values(jitted, args, kwargs):
         # it happens (a value that is not differentiated may be stored; a jit's results
         # would all carry derivatives).
         return jitted._fun(*args, **kwargs)
-    inner = jitted.__dict__.get("_hi_inner")
-    if inner is None:
-        inner = jitted.__dict__["_hi_inner"] = _inner_jit(jitted)
+    inner = _inner_of(jitted)
     n = len(args)
     static_nums = {i % n for i in jitted._static_argnums if -n <= i < n}
     # Static arguments travel as one hashable static argument of the inner jit.
@@ -163,9 +161,7 @@ def call_with_hi_values(jitted, args, kwargs):
 def eval_shape_with_hi_values(jitted, args, kwargs):
     """``eval_shape`` of ``jitted`` (a JitWrapped) where some argument leaves are hi values:
     traced as a call would be, over their lo values; the arguments are left as they were."""
-    inner = jitted.__dict__.get("_hi_inner")
-    if inner is None:
-        inner = jitted.__dict__["_hi_inner"] = _inner_jit(jitted)
+    inner = _inner_of(jitted)
     leaves, structure = tree_util.tree_flatten((tuple(args), kwargs))
     outs, _, _ = inner.eval_shape(tuple(_lower(x) for x in leaves), ((), (), structure),
                                   ref_effects.read_all(jitted._closed_refs))
@@ -175,6 +171,14 @@ def eval_shape_with_hi_values(jitted, args, kwargs):
 def _differentiating_or_batching() -> bool:
     trace = current_trace()
     return not isinstance(trace, (EvalTrace, StagingTrace)) or isinstance(trace, PartialEvalTrace)
+
+
+def _inner_of(jitted):
+    """``jitted``'s jit over lo values (made once)."""
+    inner = jitted.__dict__.get("_hi_inner")
+    if inner is None:
+        inner = jitted.__dict__["_hi_inner"] = _inner_jit(jitted)
+    return inner
 
 
 def _inner_jit(jitted):

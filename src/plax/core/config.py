@@ -53,6 +53,7 @@ def _env_value(name: str):
 
 _counting = threading.Lock()  # guards the process-wide count of active overrides
 
+
 class _Flag:
     def __init__(self, name, default, kind, help, choices=None, validator=None):
         self.name = name

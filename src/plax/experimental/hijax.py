@@ -9,9 +9,10 @@ in the jaxpr and expands it before lowering; the values are the same, but a jaxp
 by plax shows the lo operations.) A HiPrimitive whose ``is_high`` says False for some
 arguments is an ordinary primitive there: its ``impl``, ``abstract_eval``, ``jvp`` and
 ``transpose`` methods are its rules, and ``to_lojax`` its lowering. A mutable hi value a
-body being traced did not make (a ``jit``, loop or ``cond`` body closing over it) is read and
-written as a ``plax.ref`` reference is: carried through the body (``ref_effects.HiValueCell``). ``VJPHiPrimitive``, the
-class form (one instance per operation), is ``plax.api.hi_primitive``.
+body being traced did not make (a ``jit``, loop or ``cond`` body closing over it) is read
+and written as a ``plax.ref`` reference is: carried through the body
+(``ref_effects.HiValueCell``). ``VJPHiPrimitive``, the class form (one instance per
+operation), is ``plax.api.hi_primitive``.
 """
 from plax.api.hi_primitive import VJPHiPrimitive  # noqa: F401
 from plax.core.avals import AbstractValue, ShapedArray  # noqa: F401

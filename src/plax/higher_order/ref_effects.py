@@ -30,7 +30,6 @@ from plax.core.staging import StagingTrace
 from plax.core.trace import EvalTrace, Tracer, current_trace, get_aval
 from plax.first_order.state import TransformedRef
 from plax.runtime.array import CONCRETE
-from plax.transforms import dce as _staged_dce
 from plax.transforms.jvp import JVPTracer
 from plax.transforms.linearize import PartialEvalTrace
 from plax.transforms.vmap import BatchTrace
@@ -139,26 +138,6 @@ def write(ref, value, written_back: bool = False, operation: str = "a set/swap")
                     "to be an argument to the vmapped function?")
         value = _settle(ref, value, live)
     ref._value = value
-    for log in _store_logs:
-        log.append(value)
-
-
-# The lists of values stored while a staged transformation prunes what it computed (grad
-# under jit): what a reference holds was computed there too and must not be pruned.
-_store_logs: list = []
-
-
-@contextlib.contextmanager
-def _logging_stores():
-    log = []
-    _store_logs.append(log)
-    try:
-        yield log
-    finally:
-        _store_logs.pop()  # (nested blocks end in order)
-
-
-_staged_dce.install_stores_tracker(_logging_stores)
 
 
 def _settle(ref, value, live):

@@ -4,7 +4,8 @@
 make_jaxpr those equations would stay in the jaxpr although nothing reads them.
 ``stage_without_dead_code(run, kept)`` runs ``run`` in the current staging trace and
 then prunes, in place and with the one DCE (``plax.core.dce.dce_eqns``), the
-equations it appended that ``kept(result)`` does not need.
+equations it appended that neither ``kept(result)`` nor a tracer still alive (stored in a
+reference or any other object) needs.
 """
 from __future__ import annotations
 
@@ -12,17 +13,6 @@ from plax import tree_util
 from plax.core.dce import dce_eqns
 from plax.core.staging import StagingTrace, StagingTracer
 from plax.core.trace import current_trace
-
-
-# A context manager yielding a list that, once the block has run, holds the values stored
-# outside its result meanwhile (mutable references' new contents: these must stay too).
-# Installed by plax.higher_order.ref_effects, which sits above this module.
-_stores_tracker = None
-
-
-def install_stores_tracker(tracker) -> None:
-    global _stores_tracker
-    _stores_tracker = tracker
 
 
 def stage_without_dead_code(run, kept):
@@ -41,16 +31,12 @@ def stage_without_dead_code(run, kept):
     outer, trace.made_tracers = trace.made_tracers, []
     made = trace.made_tracers
     try:
-        if _stores_tracker is None:
-            out, stored = kept(run()), []
-        else:
-            with _stores_tracker() as stored:
-                out = kept(run())
+        out = kept(run())
     finally:
         trace.made_tracers = outer
         if outer is not None:
             outer.extend(made)
-    live = {x._var for x in [*tree_util.tree_leaves(out), *tree_util.tree_leaves(stored)]
+    live = {x._var for x in tree_util.tree_leaves(out)
             if isinstance(x, StagingTracer) and x._trace is trace}
     live.update(t._var for t in (ref() for ref in made) if t is not None)
     trace.eqns[first_eqn:] = dce_eqns(trace.eqns[first_eqn:], live)
